@@ -1,0 +1,1 @@
+"""The click front end of twill (installed as `twill_cli`)."""

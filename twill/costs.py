@@ -1,0 +1,107 @@
+"""Bind a graph to a machine: each op's unit, latency and occupancy in machine cycles.
+
+This is where an opcode meets the machine description. Per-op attributes in the `.tir` file
+override the description's fields. An op the description does not know must carry `cycles` and
+`unit` itself; otherwise it is a located error.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from .errors import ErrorCollector
+from .expr import ExprError, parse_expr
+from .ir import Graph, Op
+from .machine import ISSUE_KINDS, Machine, OpSpec
+
+
+@dataclass(frozen=True)
+class OpCost:
+    name: str
+    opcode: str
+    unit: str
+    cycles: float  # latency: when the result is ready
+    occupancy: float  # how long the unit stays busy
+    issue: str
+    is_async: bool
+    variable_latency: bool
+    streaming: bool  # variable latency and no in-loop inputs: counted as zero latency
+    space: str  # where the result lives
+    bytes: int  # size of the result
+    reads_tmem: bool  # reads a @tmem operand (into registers unless it is an mma)
+    depth: int  # ring-buffer depth of a streaming load
+
+
+def shape_env(graph: Graph, op: Op) -> dict[str, float]:
+    """The names a cycle expression may use, derived from the op's result and operand types.
+
+    `elements` counts the largest tile the op touches (a row reduction works on its input, not
+    its result); `bytes` is the result's size (the largest operand's for an op without result);
+    M and N are the result's last two dimensions and K the first operand's last dimension.
+    """
+    types = [t for t in (graph.operand_type(o) for o in op.operands) if t is not None]
+    env = {"elements": 0.0, "bytes": 0.0, "M": 1.0, "N": 1.0, "K": 1.0}
+    tiles = types + ([op.type] if op.type else [])
+    if tiles:
+        env["elements"] = float(max(t.elements for t in tiles))
+        env["bytes"] = float(op.type.bytes if op.type else max(t.bytes for t in types))
+    main = op.type or (types[0] if types else None)
+    if main is not None and main.shape:
+        env["M"] = float(main.shape[-2]) if len(main.shape) >= 2 else 1.0
+        env["N"] = float(main.shape[-1])
+    if types and types[0].shape:
+        env["K"] = float(types[0].shape[-1])
+    return env
+
+
+def _in_loop_inputs(graph: Graph, op: Op) -> bool:
+    return any(o.name in graph.by_name or (o.name in graph.values and graph.values[o.name].kind == "carry")
+               for o in op.operands)
+
+
+def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
+    errors = ErrorCollector()
+    specs, caps = machine.op_specs, machine.unit_caps
+    out = []
+    for op in graph.ops:
+        spec = specs.get(op.opcode)
+        attrs = dict(op.attrs)
+        if spec is None and not {"cycles", "unit"} <= attrs.keys():
+            close = difflib.get_close_matches(op.opcode, list(specs), n=1)
+            hint = (f"did you mean '{close[0]}'?" if close else
+                    "describe it in the machine file's 'ops', or give it {cycles = N, unit = NAME} attributes")
+            errors.error(f"unknown opcode '{op.opcode}' for machine '{machine.name}'", op.span, hint)
+            continue
+        spec = spec or OpSpec(unit=str(attrs["unit"]), cycles=parse_expr(0))
+        unit = str(attrs.get("unit", spec.unit))
+        if unit not in caps:
+            errors.error(f"op '{op.name}' uses unit '{unit}', which machine '{machine.name}' does not have "
+                         f"(units: {', '.join(caps)})", op.span)
+            continue
+        issue = str(attrs.get("issue", spec.issue))
+        if issue not in ISSUE_KINDS:
+            errors.error(f"op '{op.name}': issue must be one of {', '.join(ISSUE_KINDS)}", op.span)
+            continue
+        env = shape_env(graph, op)
+        try:
+            cycles = float(attrs["cycles"]) if "cycles" in attrs else spec.cycles(env)
+            occupancy = (float(attrs["occupancy"]) if "occupancy" in attrs
+                         else spec.occupancy(env) if spec.occupancy is not None else cycles)
+        except (ExprError, ZeroDivisionError) as exc:
+            errors.error(f"op '{op.name}': cannot evaluate its cycles: {exc}", op.span)
+            continue
+        variable = bool(attrs.get("variable_latency", spec.variable_latency))
+        streaming = variable and not _in_loop_inputs(graph, op)
+        if streaming:
+            cycles = 0.0
+        reads_tmem = any((t := graph.operand_type(o)) is not None and t.space == "tmem" for o in op.operands)
+        out.append(OpCost(
+            name=op.name, opcode=op.opcode, unit=unit, cycles=max(cycles, 0.0), occupancy=max(occupancy, 0.0),
+            issue=issue, is_async=bool(attrs.get("async", spec.is_async)), variable_latency=variable,
+            streaming=streaming, space=op.type.space if op.type else "reg",
+            bytes=op.type.bytes if op.type else 0, reads_tmem=reads_tmem,
+            depth=int(attrs.get("depth", machine.streaming_depth)),
+        ))
+    errors.raise_if_any()
+    return tuple(out)
+

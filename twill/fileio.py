@@ -1,0 +1,58 @@
+"""Reading inputs and writing outputs safely.
+
+`write_atomic` writes to a temporary file in the target's directory and renames it over the
+target, so a failed or interrupted run never leaves a partial file; with `only_if_changed` an
+identical file is left untouched (its timestamp too), which keeps `make` from rebuilding.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import Diagnostic, InputError
+
+
+def read_text(path: str | Path, what: str = "file") -> str:
+    try:
+        return Path(path).read_text()
+    except FileNotFoundError:
+        raise InputError(Diagnostic(f"{what} '{path}' does not exist")) from None
+    except IsADirectoryError:
+        raise InputError(Diagnostic(f"{what} '{path}' is a directory")) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(Diagnostic(f"cannot read {what} '{path}': {exc}")) from None
+
+
+def write_atomic(path: str | Path, text: str, only_if_changed: bool = False) -> bool:
+    """Write `text` to `path` atomically. Returns False when the file already held `text`."""
+    path = Path(path)
+    if only_if_changed and path.is_file():
+        try:
+            if path.read_text() == text:
+                return False
+        except OSError:
+            pass
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise InputError(Diagnostic(f"cannot write '{path}': directory '{directory}' does not exist"))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def load_graph(path: str | Path, loop: int | None = None):
+    """A `.tir` graph, or a Triton `.ttgir` dump imported on the fly."""
+    text = read_text(path, "graph")
+    if str(path).endswith((".ttgir", ".mlir")):
+        from .ttgir import import_ttgir
+        graph, _warnings = import_ttgir(text, str(path), loop=loop)
+        return graph
+    from .tir import parse_tir
+    return parse_tir(text, str(path))

@@ -1,0 +1,133 @@
+"""The tile-loop graph: one singly nested loop over tiles, in SSA form.
+
+All core data is frozen. A `Graph` is what the `.tir` parser and the TTGIR importer produce and
+what every stage reads; it never changes after construction.
+
+Edges come from operands: an operand that names a body result defined above is a dependence of
+distance 0, one that names a `carry` is a dependence of distance 1 on the result the loop yields
+for that carry, and ``NAME@D`` is a dependence of distance D on body result NAME.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .errors import Span
+
+DTYPE_BITS = {
+    "f64": 64, "f32": 32, "tf32": 32, "f16": 16, "bf16": 16, "f8e4m3": 8, "f8e5m2": 8, "f4": 4,
+    "i64": 64, "i32": 32, "i16": 16, "i8": 8, "i1": 1,
+}
+SPACES = ("reg", "smem", "tmem")
+OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_latency", "depth")
+
+
+@dataclass(frozen=True)
+class TensorType:
+    dtype: str
+    shape: tuple[int, ...]
+    space: str = "reg"
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def bytes(self) -> int:
+        return (self.elements * DTYPE_BITS[self.dtype] + 7) // 8
+
+    def __str__(self) -> str:
+        dims = ",".join(str(d) for d in self.shape)
+        space = "" if self.space == "reg" else f" @{self.space}"
+        return f"{self.dtype}[{dims}]{space}"
+
+
+@dataclass(frozen=True)
+class Value:
+    """A loop-invariant `input` or a loop-carried `carry` (with its initial value)."""
+
+    name: str
+    type: TensorType
+    kind: str  # "input" | "carry"
+    init: str | None = None
+    span: Span | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Operand:
+    name: str
+    distance: int | None = None  # explicit NAME@D; None for a plain name
+    span: Span | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return self.name if self.distance is None else f"{self.name}@{self.distance}"
+
+
+@dataclass(frozen=True)
+class Op:
+    """One tile operation of the loop body. `name` is its result, or a generated name."""
+
+    name: str
+    opcode: str
+    operands: tuple[Operand, ...]
+    type: TensorType | None
+    attrs: tuple[tuple[str, object], ...] = ()
+    has_result: bool = True
+    span: Span | None = field(default=None, compare=False)
+
+    def attr(self, key: str, default=None):
+        return dict(self.attrs).get(key, default)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """`dst` of iteration i+distance reads what `src` of iteration i produced."""
+
+    src: str
+    dst: str
+    distance: int
+    operand: int  # index of the operand of dst
+    carry: str | None = None  # the carry it flows through, if any
+
+
+@dataclass(frozen=True)
+class Graph:
+    kernel: str
+    inputs: tuple[Value, ...]
+    carries: tuple[Value, ...]
+    ops: tuple[Op, ...]
+    yields: tuple[tuple[str, str], ...]  # (carry, body result)
+    file: str = field(default="<graph>", compare=False)
+
+    @cached_property
+    def by_name(self) -> dict[str, Op]:
+        return {op.name: op for op in self.ops}
+
+    def op(self, name: str) -> Op:
+        return self.by_name[name]
+
+    @cached_property
+    def values(self) -> dict[str, Value]:
+        return {v.name: v for v in self.inputs + self.carries}
+
+    @cached_property
+    def edges(self) -> tuple[Edge, ...]:
+        yielded = dict(self.yields)
+        out = []
+        for op in self.ops:
+            for i, operand in enumerate(op.operands):
+                if operand.distance is not None:
+                    out.append(Edge(operand.name, op.name, operand.distance, i))
+                elif operand.name in yielded and operand.name in self.values:
+                    out.append(Edge(yielded[operand.name], op.name, 1, i, carry=operand.name))
+                elif operand.name in self.by_name:
+                    out.append(Edge(operand.name, op.name, 0, i))
+        return tuple(out)
+
+    def operand_type(self, operand: Operand) -> TensorType | None:
+        """The type of the value an operand reads (a carry reads its declared type)."""
+        if operand.distance is None and operand.name in self.values:
+            return self.values[operand.name].type
+        op = self.by_name.get(operand.name)
+        return op.type if op else None

@@ -1,0 +1,112 @@
+"""The model's semantics of roles, lifetimes, registers and memory, in plain Python.
+
+These definitions are shared by `verify` (which enumerates them) and documented next to the
+SMT encoding in `joint.py` (which states them as constraints); keep the two in step.
+
+- An op is *busy* on its role for ``busy(t)`` cycles from its start: one issue cycle if it is
+  async, else its latency (at least 1).
+- A result of op v lives on v's role, in registers when it is @reg, from ``start(v)`` until the
+  latest start of a same-role consumer (``start(c) + distance*I``), and at least ``cycles(v)``.
+  A result read by another role is staged through shared memory from ``start(v)`` until the latest
+  cross-role consumer's start.
+- @smem and @tmem results live from ``start(v)`` until their last consumer's start, and count
+  against their space; a streaming load instead reserves ``depth`` slots of its tile for the whole
+  loop, and loop-invariant inputs are always resident.
+- Registers per thread of a value on a role of w warps: ``ceil(bytes / (4 * 32 * w))``.
+"""
+from __future__ import annotations
+
+import math
+
+from .problem import Problem, Task
+from .schedule import Role, Schedule
+
+
+def busy(t: Task) -> int:
+    return 1 if t.is_async else max(t.cycles, 1)
+
+
+def regs_per_thread(nbytes: int, warps: int) -> int:
+    return math.ceil(nbytes / (4 * 32 * warps))
+
+
+def blocking_ops(s: Schedule, p: Problem) -> set[str]:
+    """Ops with a blocking in-edge: an async producer, a cross-role producer, or a @tmem read."""
+    ops = s.by_name
+    out = set()
+    for d in p.deps:
+        src = p.task[d.src]
+        if src.is_async or ops[d.src].role != ops[d.dst].role:
+            out.add(d.dst)
+    for t in p.tasks:
+        if t.reads_tmem and t.opcode != "mma":
+            out.add(t.name)
+    return out
+
+
+def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int]]:
+    """value -> (start, end on its own role, end of its shared-memory staging or 0)."""
+    start = {o.name: o.start for o in s.ops}
+    role = {o.name: o.role for o in s.ops}
+    out = {}
+    for t in p.tasks:
+        if t.bytes == 0:
+            continue
+        same = [start[t.name] + max(t.cycles, 1)]
+        cross = []
+        for d in p.deps:
+            if d.src == t.name:
+                (same if role[d.dst] == role[t.name] else cross).append(start[d.dst] + d.distance * s.ii)
+        out[t.name] = (start[t.name], max(same + cross if t.space != "reg" else same),
+                       max(cross) if cross and t.space == "reg" else 0)
+    return out
+
+
+def instances_live(begin: int, end: int, t: int, ii: int) -> int:
+    """How many iterations' copies of a value living [begin, end) are live at steady-state cycle t."""
+    return sum(1 for k in range((begin - t) // ii - 1, (end - t) // ii + 2) if begin <= t + k * ii < end)
+
+
+def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, list[str]]]:
+    """Per steady-state cycle: registers per thread in use on `role`, and by which values."""
+    lives = live_intervals(s, p)
+    reserve = p.limits.register_reserve
+    out = []
+    for t in range(s.ii):
+        used, names = reserve, []
+        for v in role.ops:
+            task = p.task[v]
+            if v not in lives or task.space != "reg":
+                continue
+            n = instances_live(lives[v][0], lives[v][1], t, s.ii)
+            if n:
+                used += n * regs_per_thread(task.bytes, role.warps)
+                names.append(f"{v} ({n}x{regs_per_thread(task.bytes, role.warps)})")
+        out.append((used, names))
+    return out
+
+
+def memory_use(s: Schedule, p: Problem, space: str) -> list[tuple[int, list[str]]]:
+    """Per steady-state cycle: bytes of `space` in use, and by which values."""
+    lives = live_intervals(s, p)
+    fixed = dict(p.invariant_bytes).get(space, 0)
+    streams = [(t.name, t.bytes * t.depth) for t in p.tasks if t.streaming and t.space == space]
+    fixed += sum(b for _, b in streams)
+    out = []
+    for c in range(s.ii):
+        used, names = fixed, [f"{n} ({b} B ring)" for n, b in streams]
+        for t in p.tasks:
+            if t.name not in lives or t.streaming:
+                continue
+            begin, end, staged = lives[t.name]
+            if t.space == space:
+                n = instances_live(begin, end, c, s.ii)
+            elif space == "smem" and staged:
+                n = instances_live(begin, staged, c, s.ii)
+            else:
+                continue
+            if n:
+                used += n * t.bytes
+                names.append(f"{t.name} ({n}x{t.bytes} B)")
+        out.append((used, names))
+    return out

@@ -1,0 +1,277 @@
+"""Machine descriptions: loading, validation and the per-op cost model.
+
+A description is YAML (contract section 2). Every key is validated against `SCHEMA`: a missing,
+misspelt or wrongly typed key is an `InputError` naming the file, the line and the key path
+(``limits.warps``), with a suggestion for misspellings. `--gpu NAME` finds the bundled
+`specs/NAME.yaml`; a path works too.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import Diagnostic, InputError, Span
+from .expr import Expr, ExprError, parse_expr
+
+# key -> (type, required, default). Types: int, float, str, bool, "expr", dict (nested schema).
+LIMITS = {
+    "warps": (int, True, None),
+    "warp_group": (int, True, None),
+    "registers_per_thread": (int, True, None),
+    "registers_per_sm": (int, True, None),
+    "smem_bytes": (int, True, None),
+    "tmem_bytes": (int, False, 0),
+    # Extensions (ours): registers each thread keeps for indices and addresses, the least a
+    # role may ask `setmaxnreg` for, and the granule register budgets come in.
+    "register_reserve": (int, False, 8),
+    "min_registers": (int, False, 24),
+    "register_granule": (int, False, 8),
+}
+OP_FIELDS = {
+    "unit": (str, True, None),
+    "cycles": ("expr", True, None),
+    "occupancy": ("expr", False, None),
+    "issue": (str, False, "warp_group"),
+    "async": (bool, False, False),
+    "variable_latency": (bool, False, False),
+    "source": (str, False, None),
+}
+TOP = {
+    "name": (str, True, None),
+    "arch": (str, True, None),
+    "clock_ghz": (float, True, None),
+    "source": (str, True, None),
+    "limits": (LIMITS, True, None),
+    "units": ("units", True, None),
+    "communication": ({"cross_warp_cycles": (float, True, None), "source": (str, False, None)}, True, None),
+    "ops": ("ops", True, None),
+    "streaming_depth": (int, False, 2),
+    "sources": (dict, False, None),
+}
+ISSUE_KINDS = ("warp", "warp_group")
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    unit: str
+    cycles: Expr
+    occupancy: Expr | None = None
+    issue: str = "warp_group"
+    is_async: bool = False
+    variable_latency: bool = False
+
+
+@dataclass(frozen=True)
+class Limits:
+    warps: int
+    warp_group: int
+    registers_per_thread: int
+    registers_per_sm: int
+    smem_bytes: int
+    tmem_bytes: int = 0
+    register_reserve: int = 8
+    min_registers: int = 24
+    register_granule: int = 8
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    arch: str
+    clock_ghz: float
+    limits: Limits
+    units: tuple[tuple[str, int], ...]
+    cross_warp_cycles: float
+    ops: tuple[tuple[str, OpSpec], ...]
+    streaming_depth: int = 2
+    source: str = ""
+    file: str = field(default="<machine>", compare=False)
+
+    @property
+    def unit_caps(self) -> dict[str, int]:
+        return dict(self.units)
+
+    @property
+    def op_specs(self) -> dict[str, OpSpec]:
+        return dict(self.ops)
+
+
+# -- locating keys in the YAML source ----------------------------------------------------------
+
+def _compose(text: str, file: str):
+    try:
+        return yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        span = _span(file, text, mark) if mark else Span(file, 1, 1)
+        raise InputError(Diagnostic(f"invalid YAML: {getattr(exc, 'problem', exc)}", span)) from None
+
+
+def _span(file: str, text: str, mark) -> Span:
+    lines = text.splitlines()
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    return Span(file, mark.line + 1, mark.column + 1, line)
+
+
+class _Validator:
+    def __init__(self, file: str, text: str):
+        self.file, self.text, self.errors = file, text, []
+
+    def error(self, node, message: str, hint: str | None = None) -> None:
+        self.errors.append(Diagnostic(message, _span(self.file, self.text, node.start_mark), hint))
+
+    def scalar(self, node, kind, path: str):
+        if not isinstance(node, yaml.ScalarNode):
+            self.error(node, f"'{path}' must be a {_kind_name(kind)}")
+            return None
+        value = yaml.safe_load(yaml.serialize(node))
+        if kind == "expr":
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                self.error(node, f"'{path}' must be a number or an arithmetic expression")
+                return None
+            try:
+                return parse_expr(value)
+            except ExprError as exc:
+                span = _span(self.file, self.text, node.start_mark)
+                col = span.col + exc.col - 1 + (1 if node.style in ("'", '"') else 0)
+                self.errors.append(Diagnostic(f"'{path}': {exc}", Span(self.file, span.line, col, span.text)))
+                return None
+        ok = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+              float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+              bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str)}[kind](value)
+        if not ok:
+            self.error(node, f"'{path}' must be a {_kind_name(kind)}, not {value!r}")
+            return None
+        return float(value) if kind is float else value
+
+    def mapping(self, node, schema: dict, path: str) -> dict | None:
+        if not isinstance(node, yaml.MappingNode):
+            self.error(node, f"'{path or 'the file'}' must be a mapping of keys")
+            return None
+        out, seen = {}, set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            full = f"{path}.{key}" if path else key
+            if key not in schema:
+                close = difflib.get_close_matches(key, list(schema), n=1)
+                hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(schema)}"
+                self.error(key_node, f"unknown key '{full}'", hint)
+                continue
+            if key in seen:
+                self.error(key_node, f"duplicate key '{full}'")
+            seen.add(key)
+            out[key] = self.value(value_node, schema[key][0], full)
+        for key, (_, required, default) in schema.items():
+            if key not in seen:
+                if required:
+                    full = f"{path}.{key}" if path else key
+                    self.error(node, f"missing required key '{full}'")
+                elif default is not None:
+                    out[key] = default
+        return out
+
+    def value(self, node, kind, path: str):
+        if isinstance(kind, dict):
+            return self.mapping(node, kind, path)
+        if kind == "units":
+            return self.table(node, path, lambda n, p: self.positive(n, p))
+        if kind == "ops":
+            return self.table(node, path, lambda n, p: self.mapping(n, OP_FIELDS, p))
+        if kind is dict:
+            return yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.MappingNode) else None
+        return self.scalar(node, kind, path)
+
+    def table(self, node, path: str, item):
+        if not isinstance(node, yaml.MappingNode):
+            self.error(node, f"'{path}' must be a mapping")
+            return {}
+        return {k.value: item(v, f"{path}.{k.value}") for k, v in node.value}
+
+    def positive(self, node, path: str):
+        value = self.scalar(node, int, path)
+        if value is not None and value < 1:
+            self.error(node, f"'{path}' must be at least 1")
+        return value
+
+
+def _kind_name(kind) -> str:
+    return {int: "integer", float: "number", bool: "boolean (true/false)", str: "string",
+            "expr": "number or expression"}.get(kind, "mapping")
+
+
+def parse_machine(text: str, file: str = "<machine>") -> Machine:
+    root = _compose(text, file)
+    if root is None:
+        raise InputError(Diagnostic("the machine description is empty", Span(file, 1, 1)))
+    v = _Validator(file, text)
+    data = v.mapping(root, TOP, "")
+    if data is not None:
+        _check_ops(v, root, data)
+    if v.errors:
+        raise InputError(*v.errors)
+    limits = Limits(**data["limits"])
+    ops = tuple(
+        (name, OpSpec(unit=f["unit"], cycles=f["cycles"], occupancy=f.get("occupancy"),
+                      issue=f["issue"], is_async=f["async"], variable_latency=f["variable_latency"]))
+        for name, f in sorted(data["ops"].items())
+    )
+    return Machine(
+        name=data["name"], arch=data["arch"], clock_ghz=data["clock_ghz"], limits=limits,
+        units=tuple(sorted(data["units"].items())), cross_warp_cycles=data["communication"]["cross_warp_cycles"],
+        ops=ops, streaming_depth=data["streaming_depth"], source=data["source"], file=file,
+    )
+
+
+def _check_ops(v: _Validator, root, data: dict) -> None:
+    """Cross-key checks: every op names a declared unit and a known issue kind."""
+    units = set(data.get("units") or {})
+    nodes = {k.value: val for k, val in root.value}
+    op_nodes = {k.value: val for k, val in nodes["ops"].value} if "ops" in nodes and isinstance(
+        nodes["ops"], yaml.MappingNode) else {}
+    for name, fields in (data.get("ops") or {}).items():
+        if not fields:
+            continue
+        node = op_nodes[name]
+        if fields.get("unit") and units and fields["unit"] not in units:
+            v.error(node, f"'ops.{name}.unit' is '{fields['unit']}', which is not among units "
+                          f"({', '.join(sorted(units))})")
+        if fields.get("issue") not in ISSUE_KINDS:
+            v.error(node, f"'ops.{name}.issue' must be one of {', '.join(ISSUE_KINDS)}")
+
+
+def bundled_specs() -> dict[str, Path]:
+    """Installed, the specs are package data of `twill.specs`; in a checkout, the top-level specs/."""
+    try:
+        spec = importlib.util.find_spec("twill.specs")
+    except ImportError:
+        spec = None
+    roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    for root in roots + [Path(__file__).resolve().parent.parent / "specs"]:
+        if not root.is_dir():
+            continue
+        found = {p.name[:-5]: p for p in sorted(root.iterdir()) if p.name.endswith(".yaml")}
+        if found:
+            return found
+    return {}
+
+
+def load_machine(name_or_path: str) -> Machine:
+    """`h100` finds the bundled spec; anything with a slash or a .yaml suffix is a path."""
+    path = Path(name_or_path)
+    if not (path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists()):
+        specs = bundled_specs()
+        if name_or_path not in specs:
+            close = difflib.get_close_matches(name_or_path, list(specs), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "give a path to a machine .yaml file"
+            raise InputError(Diagnostic(f"unknown GPU '{name_or_path}' (bundled: {', '.join(sorted(specs))})",
+                                        hint=hint))
+        path = specs[name_or_path]
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(Diagnostic(f"cannot read machine description '{name_or_path}': {exc.strerror}")) from None
+    return parse_machine(text, str(name_or_path) if "/" in name_or_path or path.suffix else str(path))

@@ -1,0 +1,143 @@
+"""Stage 1: optimal modulo scheduling, an integer program solved by CBC through PuLP.
+
+For I = max(ResMII, RecMII), I+1, ... the ILP below is solved; the first feasible I is the SWP
+bound. Variables, for each op v: `k[v]` (its stage, an integer) and the one-hot residue
+`res[v,r]`; its start is ``T[v] = I*k[v] + sum_r r*res[v,r]``. Constraints:
+
+    dep[u->v]       T[v] + distance*I >= T[u] + latency(u)              every edge
+    cap[f,r=R]      sum over ops v on unit f of the residues it occupies at R <= cap(f)
+    len[v]          L >= T[v] + cycles(v)
+
+The objective is the length L, then (a small second weight) the sum of starts, so among the
+shortest schedules the earliest one is chosen and the answer is deterministic.
+`optimal` is true when every smaller I was proven infeasible (or is below the MII bound).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .problem import Problem
+
+
+@dataclass(frozen=True)
+class ModuloResult:
+    ii: int
+    length: int
+    starts: tuple[tuple[str, int], ...]
+    optimal: bool  # every smaller I proven infeasible
+    res_mii: int
+    rec_mii: int
+    tried: tuple[tuple[int, str], ...]  # (I, status) in order
+    timed_out: bool = False
+
+    @property
+    def start(self) -> dict[str, int]:
+        return dict(self.starts)
+
+
+def res_mii(p: Problem) -> int:
+    """max over units f of ceil(total occupancy on f / cap(f)); at least 1."""
+    load: dict[str, int] = {}
+    for t in p.tasks:
+        load[t.unit] = load.get(t.unit, 0) + t.occupancy
+    return max([1] + [math.ceil(v / p.cap[f]) for f, v in load.items()])
+
+
+def has_positive_cycle(p: Problem, ii: int) -> bool:
+    """Bellman-Ford on weights latency - distance*I: a positive cycle means I is too small."""
+    names = [t.name for t in p.tasks]
+    dist = {n: 0 for n in names}
+    for _ in range(len(names)):
+        changed = False
+        for d in p.deps:
+            w = dist[d.src] + d.latency - d.distance * ii
+            if w > dist[d.dst]:
+                dist[d.dst], changed = w, True
+        if not changed:
+            return False
+    return True
+
+
+def rec_mii(p: Problem) -> int:
+    """The smallest I with no positive-weight dependence cycle (binary search)."""
+    lo, hi = 1, max(1, sum(t.cycles for t in p.tasks) + 1)
+    if not has_positive_cycle(p, lo):
+        return lo
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if has_positive_cycle(p, mid):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def horizon(p: Problem, ii: int) -> int:
+    """An upper bound on any start time worth considering at initiation interval `ii`."""
+    return sum(max(t.cycles, t.occupancy, 1) for t in p.tasks) + ii * (len(p.tasks) + 1)
+
+
+def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: int | None = None):
+    """Solve the ILP at one I. Returns (status, length, starts); status is a pulp status string."""
+    import pulp
+
+    names = [t.name for t in p.tasks]
+    H = horizon(p, ii)
+    prob = pulp.LpProblem(f"modulo_I{ii}", pulp.LpMinimize)
+    k = {v: pulp.LpVariable(f"k[{v}]", 0, H // ii + 1, cat="Integer") for v in names}
+    res = {(v, r): pulp.LpVariable(f"res[{v},{r}]", cat="Binary") for v in names for r in range(ii)}
+    start = {v: ii * k[v] + pulp.lpSum(r * res[v, r] for r in range(ii)) for v in names}
+    length = pulp.LpVariable("L", 0, H + max(t.cycles for t in p.tasks) + 1, cat="Integer")
+    prob += length * (len(names) * (H + 1) + 1) + pulp.lpSum(start.values())
+    for v in names:
+        prob += pulp.lpSum(res[v, r] for r in range(ii)) == 1, f"onehot[{v}]"
+    for t in p.tasks:
+        prob += length >= start[t.name] + t.cycles, f"len[{t.name}]"
+    for n, d in enumerate(p.deps):
+        prob += start[d.dst] + d.distance * ii >= start[d.src] + d.latency, f"dep[{d.src}->{d.dst}#{n}]"
+    for unit, cap in p.caps:
+        on_unit = [t for t in p.tasks if t.unit == unit and t.occupancy > 0]
+        if sum(t.occupancy for t in on_unit) <= cap:
+            continue
+        for r in range(ii):
+            # op v started at residue s occupies r for each c < occupancy with (s + c) % ii == r.
+            terms = []
+            for t in on_unit:
+                mult: dict[int, int] = {}
+                for c in range(t.occupancy):
+                    s = (r - c) % ii
+                    mult[s] = mult.get(s, 0) + 1
+                terms += [m * res[t.name, s] for s, m in mult.items()]
+            prob += pulp.lpSum(terms) <= cap, f"cap[{unit},r={r}]"
+    if min_length is not None:
+        prob += length >= min_length, "L>=bound"
+    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, options=["randomSeed 1", "randomCbcSeed 1"])
+    prob.solve(solver)
+    status = pulp.LpStatus[prob.status]
+    if status != "Optimal":
+        return status, None, None
+    starts = {v: int(round(pulp.value(start[v]))) for v in names}
+    return status, int(round(pulp.value(length))), starts
+
+
+def modulo_schedule(p: Problem, max_ii: int | None = None, time_limit: float | None = None,
+                    on_try=None) -> ModuloResult | None:
+    """Escalate I from the MII bound until the ILP is feasible. None if `max_ii` is reached."""
+    r_mii, c_mii = res_mii(p), rec_mii(p)
+    ii = max(r_mii, c_mii)
+    cap = max_ii or horizon(p, 1)
+    tried, proven = [], True
+    while ii <= cap:
+        if on_try:
+            on_try(ii)
+        status, length, starts = solve_at(p, ii, time_limit)
+        tried.append((ii, status))
+        if status == "Optimal":
+            shift = min(starts.values())
+            starts = {v: s - shift for v, s in starts.items()}
+            return ModuloResult(ii, length - shift, tuple(starts.items()), proven, r_mii, c_mii, tuple(tried))
+        if status != "Infeasible":
+            proven = False  # a time limit or an undecided status leaves this I unproven
+        ii += 1
+    return None

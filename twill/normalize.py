@@ -1,0 +1,79 @@
+"""Stage 0: cost normalization with SCIP.
+
+Solving time grows with the cycle counts, and scaling every cost by one factor gives an
+isomorphic problem, so only ratios matter. Given the distinct positive costs C, find integers C'
+minimizing the worst cross-ratio error F::
+
+    minimize   F
+    subject to -F <= C[i]*C'[j] - C[j]*C'[i] <= F     for all pairs i < j
+               1 <= sum(C') <= U
+               C'[i] >= 1                            (no positive cost becomes 0)
+
+then, among the maps with that F, the one with the smallest sum (a deterministic tie-break).
+Costs that are already integers summing to at most U are kept unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import TwillError
+
+
+@dataclass(frozen=True)
+class Normalization:
+    map: tuple[tuple[float, int], ...]
+    distortion: float  # the optimal F, relative to the largest C[i]*C'[j]
+    unit_cycles: float  # least-squares machine cycles per normalized unit
+
+    def as_dict(self) -> dict[float, int]:
+        return dict(self.map)
+
+
+def normalize(costs: tuple[float, ...], bound: int = 300) -> Normalization:
+    if not costs:
+        return Normalization((), 0.0, 1.0)
+    if all(float(c).is_integer() for c in costs) and sum(costs) <= bound:
+        return Normalization(tuple((c, int(c)) for c in costs), 0.0, 1.0)
+    if len(costs) > bound:
+        raise TwillError(f"{len(costs)} distinct costs cannot be normalized within a bound of {bound}: "
+                         "raise --normalize-bound")
+    scaled = _solve(costs, bound)
+    worst = max((abs(ci * scaled[j] - cj * scaled[i]) for i, ci in enumerate(costs)
+                 for j, cj in enumerate(costs) if i < j), default=0.0)
+    top = max(c * s for c in costs for s in scaled)
+    unit = sum(c * s for c, s in zip(costs, scaled)) / sum(s * s for s in scaled)
+    return Normalization(tuple(zip(costs, scaled)), worst / top if top else 0.0, unit)
+
+
+def _solve(costs: tuple[float, ...], bound: int) -> list[int]:
+    from pyscipopt import Model, quicksum
+
+    # Work on costs scaled so the largest is 1: the same optimum, better conditioned.
+    big = max(costs)
+    c = [x / big for x in costs]
+
+    def build(f_cap: float | None):
+        model = Model("normalize")
+        model.hideOutput()
+        model.setParam("randomization/randomseedshift", 0)
+        scaled = [model.addVar(f"scaled[{costs[i]:g}]", vtype="I", lb=1, ub=bound) for i in range(len(c))]
+        f = model.addVar("F", lb=0.0)
+        for i in range(len(c)):
+            for j in range(i + 1, len(c)):
+                model.addCons(c[i] * scaled[j] - c[j] * scaled[i] <= f, f"ratio+[{costs[i]:g},{costs[j]:g}]")
+                model.addCons(c[j] * scaled[i] - c[i] * scaled[j] <= f, f"ratio-[{costs[i]:g},{costs[j]:g}]")
+        model.addCons(quicksum(scaled) <= bound, "sum<=U")
+        if f_cap is None:
+            model.setObjective(f, "minimize")
+        else:
+            model.addCons(f <= f_cap, "F<=F*")
+            model.setObjective(quicksum(scaled), "minimize")
+        model.optimize()
+        if model.getStatus() != "optimal":
+            raise TwillError(f"cost normalization failed: SCIP status {model.getStatus()}")
+        return model, scaled, f
+
+    model, _, f = build(None)
+    best = model.getVal(f)
+    model, scaled, _ = build(best * (1 + 1e-9) + 1e-9)
+    return [int(round(model.getVal(v))) for v in scaled]

@@ -1,0 +1,123 @@
+"""The whole flow, top to bottom: graph -> costs -> normalized problem -> modulo schedule ->
+joint schedule -> verified `Schedule`. Each stage is a pure function in its own module; this
+file only wires them in order and maps results back to the user's names.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from .costs import bind
+from .errors import NoScheduleError, TwillError
+from .ir import Graph
+from .machine import Machine
+from .modulo import ModuloResult, modulo_schedule
+from .normalize import Normalization, normalize
+from .problem import Problem, distinct_costs, make_problem
+from .schedule import Scale, Schedule, ScheduledOp
+from .verify import check
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    swp_only: bool = False
+    normalize_bound: int = 300
+    time_limit: float | None = None  # seconds for the whole search
+    max_ii: int | None = None
+    cross_role: bool = True  # allow producer and consumer on different roles
+    warps: int | None = None  # override limits.warps
+    registers: int | None = None  # override limits.registers_per_thread (a reduced budget)
+    depth: int | None = None  # ring-buffer depth of streaming loads
+    timings: bool = False  # record wall times in the schedule's stats
+
+
+class TimeLimitReached(TwillError):
+    """The search stopped at --time-limit; `schedule` is the best one found (not proven)."""
+
+    exit_code = 3
+
+    def __init__(self, schedule: Schedule | None, message: str):
+        self.schedule = schedule
+        super().__init__(message)
+
+
+Progress = Callable[[str, dict], None]
+
+
+def _quiet(stage: str, info: dict) -> None:
+    pass
+
+
+def build_problem(graph: Graph, machine: Machine, options: SolveOptions) -> tuple[Problem, Normalization]:
+    """Stage 0 and the problem it feeds: machine cycles -> small integers (SCIP)."""
+    limits = machine.limits
+    if options.warps is not None:
+        limits = replace(limits, warps=options.warps)
+    if options.registers is not None:
+        limits = replace(limits, registers_per_thread=options.registers)
+    machine = replace(machine, limits=limits,
+                      streaming_depth=options.depth if options.depth else machine.streaming_depth)
+    costs = bind(graph, machine)
+    norm = normalize(distinct_costs(costs, machine), options.normalize_bound)
+    problem = make_problem(graph, machine, costs, norm.as_dict(),
+                           {"cross_role": options.cross_role})
+    return problem, norm
+
+
+def schedule_from_modulo(problem: Problem, result: ModuloResult, norm: Normalization, graph: Graph,
+                         machine: Machine) -> Schedule:
+    from .tir import print_tir
+    start = result.start
+    return Schedule(
+        kernel=graph.kernel, machine=machine.name, arch=machine.arch, stage="swp",
+        ii=result.ii, length=result.length, optimal=result.optimal,
+        ops=tuple(_scheduled(t, start[t.name], None) for t in problem.tasks),
+        scale=Scale(norm.map, norm.distortion, norm.unit_cycles),
+        bounds=_bounds(result), graph_tir=print_tir(graph),
+    )
+
+
+def _scheduled(t, start: int, role: str | None) -> ScheduledOp:
+    return ScheduledOp(t.name, t.opcode, t.unit, t.cycles, t.occupancy, start, role, t.issue, t.is_async,
+                       t.variable_latency, t.streaming, t.machine_cycles)
+
+
+def _bounds(result: ModuloResult) -> tuple[tuple[str, int], ...]:
+    return (("res_mii", result.res_mii), ("rec_mii", result.rec_mii),
+            ("swp_ii", result.ii), ("swp_length", result.length))
+
+
+def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions(),
+          progress: Progress = _quiet) -> Schedule:
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    # Stage 0: normalize costs (SCIP).
+    progress("normalize", {})
+    problem, norm = build_problem(graph, machine, options)
+    timings["normalize_seconds"] = time.perf_counter() - t0
+
+    # Stage 1: optimal modulo schedule, the SWP bound (PuLP + CBC).
+    t1 = time.perf_counter()
+    swp = modulo_schedule(problem, options.max_ii, options.time_limit,
+                          on_try=lambda ii: progress("modulo", {"I": ii}))
+    timings["ilp_seconds"] = time.perf_counter() - t1
+    if swp is None:
+        raise NoScheduleError(f"no modulo schedule with I <= {options.max_ii}: raise --max-ii")
+    schedule = schedule_from_modulo(problem, swp, norm, graph, machine)
+
+    # Stage 2: joint software pipelining and warp specialization (Yices2).
+    if not options.swp_only:
+        from .joint import joint_schedule
+        t2 = time.perf_counter()
+        schedule = joint_schedule(problem, swp, schedule, options, progress)
+        timings["smt_seconds"] = time.perf_counter() - t2
+
+    timings["solve_seconds"] = time.perf_counter() - t0
+    if options.timings:  # wall times make the file differ run to run: only on request
+        schedule = schedule.with_stats(**{k: round(v, 3) for k, v in timings.items()})
+
+    # Every schedule is checked by the independent verifier before anyone sees it.
+    check(schedule, graph, machine)
+    return schedule

@@ -1,0 +1,200 @@
+"""The schedule: what `twill solve` finds and what `emit-cuda` and `plot` read.
+
+`Schedule` is frozen and self-contained: it embeds the graph (as `.tir` text) so a schedule file
+alone is enough to emit code or draw a chart. `to_json`/`from_json` implement the contract's
+`twill-schedule/1` format; field order is fixed so the same schedule gives the same bytes.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+
+FORMAT = "twill-schedule/1"
+
+
+@dataclass(frozen=True)
+class ScheduledOp:
+    name: str
+    opcode: str
+    unit: str
+    cycles: int  # normalized latency
+    occupancy: int  # normalized unit occupancy
+    start: int  # start of iteration 0, in normalized units
+    role: str | None = None  # warp role (joint stage only)
+    issue: str = "warp_group"
+    is_async: bool = False
+    variable_latency: bool = False
+    streaming: bool = False
+    machine_cycles: float = 0.0
+
+
+@dataclass(frozen=True)
+class Role:
+    """A warp role: `warps` warps (1, or a warpgroup) with a `setmaxnreg` budget per thread."""
+
+    name: str
+    warps: int
+    registers: int
+    ops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A streaming load's shared-memory ring buffer: `depth` slots of `bytes` each."""
+
+    value: str
+    depth: int
+    bytes: int
+    space: str = "smem"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How machine cycles map to the solver's normalized units (stage 0)."""
+
+    map: tuple[tuple[float, int], ...] = ()  # (machine cycles, normalized units)
+    distortion: float = 0.0
+    unit_cycles: float = 1.0  # machine cycles per normalized unit (least-squares fit)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    kernel: str
+    machine: str
+    arch: str
+    stage: str  # "swp" | "joint"
+    ii: int
+    length: int
+    optimal: bool
+    ops: tuple[ScheduledOp, ...]
+    roles: tuple[Role, ...] = ()
+    buffers: tuple[Buffer, ...] = ()
+    cross_role_edges: tuple[tuple[str, str], ...] = ()
+    scale: Scale = Scale()
+    bounds: tuple[tuple[str, int], ...] = ()  # res_mii, rec_mii, swp_ii, swp_length
+    graph_tir: str = ""
+    stats: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+
+    # -- derived views ---------------------------------------------------------------------
+    @property
+    def by_name(self) -> dict[str, ScheduledOp]:
+        return {op.name: op for op in self.ops}
+
+    def stage_of(self, op: ScheduledOp) -> int:
+        return op.start // self.ii
+
+    @property
+    def copies(self) -> int:
+        """How many overlapped iterations the unrolled straight-line program holds."""
+        return max(1, math.ceil(self.length / self.ii))
+
+    @property
+    def program_length(self) -> int:
+        return (self.copies - 1) * self.ii + self.length
+
+    @property
+    def phases(self) -> dict[str, tuple[int, int]]:
+        """Prologue, one steady-state window of `ii` cycles, epilogue (half-open ranges)."""
+        c, ii = self.copies, self.ii
+        return {
+            "prologue": (0, (c - 1) * ii),
+            "steady": ((c - 1) * ii, c * ii),
+            "epilogue": (c * ii, self.program_length),
+        }
+
+    def instances(self) -> list[dict]:
+        """Every (op, iteration) of the unrolled program, ordered by start then op order."""
+        out = []
+        for i in range(self.copies):
+            for op in self.ops:
+                out.append({"op": op.name, "iteration": i, "start": op.start + i * self.ii,
+                            "end": op.start + i * self.ii + max(op.cycles, 1)})
+        out.sort(key=lambda d: (d["start"], d["iteration"]))
+        return out
+
+    def with_stats(self, **stats: float) -> "Schedule":
+        return replace(self, stats=tuple(sorted({**dict(self.stats), **stats}.items())))
+
+    # -- the file format ---------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        phases = self.phases
+        return {
+            "format": FORMAT,
+            "kernel": self.kernel,
+            "machine": self.machine,
+            "arch": self.arch,
+            "stage": self.stage,
+            "ii": self.ii,
+            "length": self.length,
+            "optimal": self.optimal,
+            "ops": [
+                {
+                    "name": op.name, "opcode": op.opcode, "unit": op.unit, "cycles": op.cycles,
+                    "occupancy": op.occupancy, "start": op.start, "stage": self.stage_of(op),
+                    "warp": op.role, "issue": op.issue, "async": op.is_async,
+                    "variable_latency": op.variable_latency, "streaming": op.streaming,
+                    "machine_cycles": op.machine_cycles,
+                }
+                for op in self.ops
+            ],
+            "warps": [
+                {"name": r.name, "warps": r.warps, "registers": r.registers, "ops": list(r.ops)}
+                for r in self.roles
+            ],
+            "buffers": [
+                {"value": b.value, "depth": b.depth, "bytes": b.bytes, "space": b.space}
+                for b in self.buffers
+            ],
+            "cross_role_edges": [list(e) for e in self.cross_role_edges],
+            "program": {
+                "copies": self.copies,
+                "length": self.program_length,
+                **{k: list(v) for k, v in phases.items()},
+            },
+            "instances": self.instances(),
+            "scale": {
+                "machine_cycles_per_unit": self.scale.unit_cycles,
+                "distortion": self.scale.distortion,
+                "map": [[c, n] for c, n in self.scale.map],
+            },
+            "bounds": dict(self.bounds),
+            "graph": self.graph_tir,
+            "stats": dict(self.stats),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Schedule":
+        return cls(
+            kernel=d["kernel"], machine=d["machine"], arch=d.get("arch", ""), stage=d.get("stage", "joint"),
+            ii=d["ii"], length=d["length"], optimal=d["optimal"],
+            ops=tuple(
+                ScheduledOp(
+                    name=o["name"], opcode=o["opcode"], unit=o["unit"], cycles=o["cycles"],
+                    occupancy=o.get("occupancy", o["cycles"]), start=o["start"], role=o.get("warp"),
+                    issue=o.get("issue", "warp_group"), is_async=o.get("async", False),
+                    variable_latency=o.get("variable_latency", False), streaming=o.get("streaming", False),
+                    machine_cycles=o.get("machine_cycles", 0.0),
+                )
+                for o in d["ops"]
+            ),
+            roles=tuple(Role(r["name"], r["warps"], r["registers"], tuple(r["ops"])) for r in d.get("warps", [])),
+            buffers=tuple(Buffer(b["value"], b["depth"], b["bytes"], b.get("space", "smem"))
+                          for b in d.get("buffers", [])),
+            cross_role_edges=tuple(tuple(e) for e in d.get("cross_role_edges", [])),
+            scale=Scale(
+                map=tuple((c, n) for c, n in d.get("scale", {}).get("map", [])),
+                distortion=d.get("scale", {}).get("distortion", 0.0),
+                unit_cycles=d.get("scale", {}).get("machine_cycles_per_unit", 1.0),
+            ),
+            bounds=tuple(d.get("bounds", {}).items()),
+            graph_tir=d.get("graph", ""),
+            stats=tuple(d.get("stats", {}).items()),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> "Schedule":
+        return cls.from_dict(json.loads(text))

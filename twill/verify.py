@@ -1,0 +1,207 @@
+"""An independent, plain-Python check of a schedule against its graph and machine.
+
+No solver is involved: every constraint family is re-derived from the graph, the machine
+description and the schedule's own normalization map, and checked by enumeration over the
+steady state. `verify` returns the list of violations (empty when the schedule is valid);
+`check` raises. Each family is one function in `FAMILIES`, so a violation names its family.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .costs import bind
+from .errors import TwillError
+from .ir import Graph
+from .liveness import live_intervals, role_register_use, memory_use
+from .machine import Machine
+from .problem import Problem, make_problem
+from .schedule import Schedule
+
+
+@dataclass(frozen=True)
+class Violation:
+    family: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.family}: {self.message}"
+
+
+class VerificationError(TwillError):
+    exit_code = 4
+
+
+def _problem(schedule: Schedule, graph: Graph, machine: Machine) -> Problem:
+    scale = dict(schedule.scale.map)
+    return make_problem(graph, machine, bind(graph, machine), scale)
+
+
+def check_ops(s: Schedule, p: Problem):
+    names = {o.name for o in s.ops}
+    for t in p.tasks:
+        if t.name not in names:
+            yield Violation("uniqueness", f"op '{t.name}' is not scheduled")
+    for o in s.ops:
+        t = p.task.get(o.name)
+        if t is None:
+            yield Violation("uniqueness", f"scheduled op '{o.name}' is not in the graph")
+        elif (o.cycles, o.occupancy, o.unit) != (t.cycles, t.occupancy, t.unit):
+            yield Violation("consistency", f"op '{o.name}' has cycles/occupancy/unit {o.cycles}/{o.occupancy}/"
+                                           f"{o.unit}, the model says {t.cycles}/{t.occupancy}/{t.unit}")
+        if o.start < 0:
+            yield Violation("consistency", f"op '{o.name}' starts at {o.start} < 0")
+
+
+def check_completion(s: Schedule, p: Problem):
+    for o in s.ops:
+        if o.start + o.cycles > s.length:
+            yield Violation("completion", f"op '{o.name}' ends at {o.start + o.cycles} > L = {s.length}")
+
+
+def _cross(s: Schedule, src: str, dst: str) -> bool:
+    ops = s.by_name
+    return s.stage == "joint" and ops[src].role != ops[dst].role
+
+
+def check_dependence(s: Schedule, p: Problem):
+    start = {o.name: o.start for o in s.ops}
+    for d in p.deps:
+        extra = p.cross if _cross(s, d.src, d.dst) else 0
+        need = start[d.src] + d.latency + extra
+        have = start[d.dst] + d.distance * s.ii
+        if have < need:
+            via = f" + cross-role {extra}" if extra else ""
+            yield Violation("dependence", f"{d.src} -> {d.dst} (distance {d.distance}): {d.dst} starts at "
+                                          f"{start[d.dst]} + {d.distance}*{s.ii} = {have}, needs "
+                                          f"{start[d.src]} + {d.latency}{via} = {need}")
+
+
+def check_capacity(s: Schedule, p: Problem):
+    ii = s.ii
+    for unit, cap in p.caps:
+        use = [[] for _ in range(ii)]
+        for o in s.ops:
+            if o.unit == unit:
+                for c in range(o.occupancy):
+                    use[(o.start + c) % ii].append(o.name)
+        for r, names in enumerate(use):
+            if len(names) > cap:
+                yield Violation("capacity", f"unit {unit} at steady-state cycle {r}: {', '.join(names)} "
+                                            f"exceed its capacity {cap}")
+
+
+def check_roles(s: Schedule, p: Problem):
+    if s.stage != "joint":
+        return
+    lim = p.limits
+    roles = {r.name: r for r in s.roles}
+    for o in s.ops:
+        role = roles.get(o.role)
+        if role is None:
+            yield Violation("roles", f"op '{o.name}' has no role")
+            continue
+        if o.name not in role.ops:
+            yield Violation("roles", f"op '{o.name}' is not listed in role {role.name}")
+        if o.issue == "warp_group" and role.warps < lim.warp_group:
+            yield Violation("roles", f"op '{o.name}' is issued by a warpgroup but role {role.name} has "
+                                     f"{role.warps} warp(s)")
+    total = sum(r.warps for r in s.roles)
+    if total > lim.warps:
+        yield Violation("roles", f"roles use {total} warps, more than the {lim.warps} allowed")
+    for r in s.roles:
+        if r.warps not in (1, lim.warp_group):
+            yield Violation("roles", f"role {r.name} has {r.warps} warps (a warp or a warpgroup)")
+
+
+def check_variable_latency(s: Schedule, p: Problem):
+    if s.stage != "joint":
+        return
+    for r in s.roles:
+        kinds = {p.task[n].variable_latency for n in r.ops if n in p.task}
+        if len(kinds) > 1:
+            yield Violation("variable_latency", f"role {r.name} mixes variable-latency ops with others")
+
+
+def check_registers(s: Schedule, p: Problem):
+    if s.stage != "joint":
+        return
+    lim = p.limits
+    total = 0
+    for r in s.roles:
+        total += 32 * r.warps * r.registers
+        if r.registers % lim.register_granule or not lim.min_registers <= r.registers <= lim.registers_per_thread:
+            yield Violation("registers", f"role {r.name}: budget {r.registers} is not a multiple of "
+                                         f"{lim.register_granule} in [{lim.min_registers}, {lim.registers_per_thread}]")
+        for t, (used, names) in enumerate(role_register_use(s, p, r)):
+            if used > r.registers:
+                yield Violation("registers", f"role {r.name} at steady-state cycle {t}: {', '.join(names)} "
+                                             f"need {used} registers per thread, budget {r.registers}")
+                break
+    if total > lim.registers_per_sm:
+        yield Violation("registers", f"register budgets total {total} > {lim.registers_per_sm} per SM")
+
+
+def check_memory(s: Schedule, p: Problem):
+    if s.stage != "joint":
+        return
+    for space, limit in (("smem", p.limits.smem_bytes), ("tmem", p.limits.tmem_bytes)):
+        for t, (used, names) in enumerate(memory_use(s, p, space)):
+            if used > limit:
+                yield Violation("memory", f"@{space} at steady-state cycle {t}: {', '.join(names)} need "
+                                          f"{used} bytes, more than {limit}")
+                break
+
+
+def check_cross_role(s: Schedule, p: Problem):
+    if s.stage != "joint":
+        return
+    declared = {tuple(e) for e in s.cross_role_edges}
+    actual = {(d.src, d.dst) for d in p.deps if _cross(s, d.src, d.dst)}
+    for e in sorted(actual - declared):
+        yield Violation("cross_role", f"edge {e[0]} -> {e[1]} crosses roles but is not listed")
+
+
+def check_blocking(s: Schedule, p: Problem):
+    """A blocking op starts only when no other op of its role is executing (modulo I)."""
+    if s.stage != "joint":
+        return
+    from .liveness import blocking_ops, busy
+    ii = s.ii
+    ops = s.by_name
+    for v in sorted(blocking_ops(s, p)):
+        rv = ops[v].start % ii
+        for o in s.ops:
+            if o.name == v or o.role != ops[v].role:
+                continue
+            b = busy(p.task[o.name])
+            if any((o.start + c) % ii == rv for c in range(b)):
+                yield Violation("blocking", f"{v} waits on a barrier at steady-state cycle {rv} while "
+                                            f"{o.name} (same role {o.role}) is executing")
+
+
+FAMILIES = {
+    "uniqueness/consistency": check_ops,
+    "completion": check_completion,
+    "dependence": check_dependence,
+    "capacity": check_capacity,
+    "roles": check_roles,
+    "variable_latency": check_variable_latency,
+    "registers": check_registers,
+    "memory": check_memory,
+    "cross_role": check_cross_role,
+    "blocking": check_blocking,
+}
+
+
+def verify(schedule: Schedule, graph: Graph, machine: Machine) -> list[Violation]:
+    p = _problem(schedule, graph, machine)
+    out: list[Violation] = []
+    for family in FAMILIES.values():
+        out.extend(family(schedule, p))
+    return out
+
+
+def check(schedule: Schedule, graph: Graph, machine: Machine) -> None:
+    bad = verify(schedule, graph, machine)
+    if bad:
+        raise VerificationError(*(f"schedule fails verification: {v}" for v in bad))
