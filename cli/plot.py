@@ -1,0 +1,74 @@
+"""`twill plot SCHEDULE.json -o chart.svg` (or `GRAPH.tir --gpu M`): a Gantt chart, SVG or PNG."""
+from __future__ import annotations
+
+import click
+
+from .common import gpu_option, need_gpu, progress_printer, solve_options
+from .main import main
+
+
+@main.command("plot")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
+              help="the picture to write, .svg or .png (atomic)")
+@gpu_option
+@click.option("--swp-only", is_flag=True, help="for a graph: draw the modulo schedule alone (no warp roles)")
+@click.option("--arrows", is_flag=True, help="draw the dependence edges between op instances")
+@click.option("--loop", type=int, help="for a .ttgir input: which loop to import")
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
+def plot(source, output, gpu, swp_only, arrows, loop, quiet):
+    """Draw the unrolled program of SOURCE (a schedule .json, or a graph to solve first) as a Gantt
+    chart: one lane per warp role and per functional unit, prologue and epilogue shaded, I marked."""
+    from twill.errors import InputError
+    from twill.plot import FORMATS, chart_data, render
+
+    suffix = output.rsplit(".", 1)[-1].lower() if "." in output else ""
+    if suffix not in FORMATS:
+        raise InputError(f"cannot tell the picture format of '{output}': name it .svg or .png")
+    schedule = _schedule(source, gpu, swp_only, loop, quiet)
+    chart = chart_data(schedule)
+    if arrows and not schedule.graph_tir:
+        raise InputError(f"'{source}' embeds no graph, so there are no dependence arrows to draw")
+    render(chart, output, arrows=arrows)
+    click.echo(f"wrote {output}: {schedule.kernel}, I = {schedule.ii}, L = {schedule.length}, "
+               f"{len(chart.lanes)} lanes, {schedule.copies} overlapped iterations", err=True)
+
+
+def _schedule(source: str, gpu, swp_only: bool, loop, quiet: bool):
+    """A schedule file as it is, or a graph solved on the spot (all stages, or --swp-only)."""
+    from twill.errors import InputError
+
+    if source.endswith(".json"):
+        if swp_only or gpu:
+            raise InputError(f"'{source}' is already a schedule: --gpu and --swp-only are for a graph")
+        return load_schedule(source)
+    from twill.fileio import load_graph
+    from twill.pipeline import solve
+
+    machine = need_gpu(gpu, "plot of a graph")
+    graph = load_graph(source, loop)
+    return solve(graph, machine, solve_options(swp_only=swp_only), progress_printer(quiet))
+
+
+def load_schedule(path: str):
+    """Read a `twill-schedule/1` file; anything else is an InputError naming the file."""
+    import json
+
+    from twill.errors import Diagnostic, InputError, Span
+    from twill.fileio import read_text
+    from twill.schedule import FORMAT, Schedule
+
+    text = read_text(path, "schedule")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        lines = text.splitlines() or [""]
+        line = lines[min(exc.lineno, len(lines)) - 1]
+        raise InputError(Diagnostic(f"not a JSON file: {exc.msg}", Span(path, exc.lineno, exc.colno, line))) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputError(f"'{path}' is not a twill schedule (expected \"format\": \"{FORMAT}\"; "
+                         f"write one with `twill solve GRAPH --gpu M -o {path}`)")
+    try:
+        return Schedule.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"'{path}' is a malformed schedule: {type(exc).__name__}: {exc}") from None
