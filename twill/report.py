@@ -2,6 +2,9 @@
 
 The table shows each op's start, stage, unit and role; then the steady state as a compact
 timeline, one lane per functional unit and one per role, `WIDTH` characters for the I cycles.
+A joint schedule (one with warp roles) adds a Gantt chart of the steady state per role, the way
+the FA3/FA4 papers draw their pipelines: each op a labelled bar at its place in the window of I
+cycles, `name(i-k)` for an op of the iteration k before the newest one. Swp-only output is unchanged.
 """
 from __future__ import annotations
 
@@ -74,6 +77,8 @@ def render_table(s: Schedule) -> str:
         for lane in sorted(lanes):
             console.print(f"  {title} {lane:<{pad}} |{''.join(lanes[lane])}|")
     if s.roles:
+        for line in role_gantt(s):
+            console.print(line, soft_wrap=True)
         roles = Table(show_edge=False)
         for col in ("role", "warps", "registers", "ops"):
             roles.add_column(col)
@@ -83,3 +88,78 @@ def render_table(s: Schedule) -> str:
     if s.buffers:
         console.print("buffers: " + ", ".join(f"{b.value} x{b.depth} ({b.bytes} B @{b.space})" for b in s.buffers))
     return buf.getvalue()
+
+
+# -- the per-role Gantt chart of the steady state ----------------------------------------------------
+
+GANTT_WIDTH = 96
+KIND_STYLES = {"load": "blue", "store": "cyan", "mma": "green", "exp2": "red", "rowmax": "magenta",
+               "rowsum": "yellow", "rescale": "dark_orange", "convert": "bright_black"}
+
+
+def role_gantt(s: Schedule) -> list:
+    """Lines (rich Text) of the steady state per role: a ruler, then each role's sub-rows of bars.
+
+    An op of stage k occupies its role from start mod I for its cycles (wrapping past I); ops that
+    overlap on one role (an async op in flight under another) go to separate sub-rows."""
+    from rich.text import Text
+
+    ii = s.ii
+    width = ii * (GANTT_WIDTH // ii) if ii <= GANTT_WIDTH else GANTT_WIDTH
+
+    def col(t: int) -> int:
+        return t * width // ii
+
+    pad = max(len(f"role {r}") for r in _role_order(s))
+    lines = [Text(f"steady state per role, I = {ii} cycles ({width} columns); "
+                  "name(i-k): the op of the iteration k before the newest")]
+    ruler = [" "] * (width + 1)
+    for q in range(5):
+        t = ii * q // 4
+        label = str(t)
+        at = min(col(t), width + 1 - len(label))
+        ruler[at:at + len(label)] = label
+    lines.append(Text(" " * (pad + 3) + "".join(ruler).rstrip()))
+    for role in _role_order(s):
+        rows: list[list[str]] = []
+        styles: list[list[str | None]] = []
+        for o in sorted((o for o in s.ops if o.role == role), key=lambda o: (o.start % ii, o.name)):
+            cells = _cells(o.start % ii, max(o.cycles, 1), ii, col, width)
+            row = next((r for r, used in enumerate(rows) if all(used[c] == "." for c in cells)), None)
+            if row is None:
+                rows.append(["."] * width)
+                styles.append([None] * width)
+                row = len(rows) - 1
+            stage = s.stage_of(o)
+            label = o.name if stage == 0 else f"{o.name}(i-{stage})"
+            text = _bar_text(label, len(cells))
+            for c, ch in zip(cells, text):
+                rows[row][c] = ch
+                styles[row][c] = KIND_STYLES.get(o.opcode, "cyan")
+        for r, (cells, style) in enumerate(zip(rows or [["."] * width], styles or [[None] * width])):
+            line = Text(f"  {('role ' + role) if r == 0 else '':<{pad}} |")
+            for ch, st in zip(cells, style):
+                line.append(ch, style=st or "")
+            line.append("|")
+            lines.append(line)
+    return lines
+
+
+def _bar_text(label: str, n: int) -> str:
+    """`[label===]` in n columns; the label is cut when the bar is short."""
+    if n >= 3:
+        return ("[" + label + "=" * n)[:n - 1] + "]"
+    return (label + "=")[:n]
+
+
+def _role_order(s: Schedule) -> list[str]:
+    named = [r.name for r in s.roles]
+    return list(dict.fromkeys(named + [o.role for o in s.ops if o.role]))
+
+
+def _cells(start: int, cycles: int, ii: int, col, width: int) -> list[int]:
+    """The columns an op covers in the window of I cycles, in time order from its start, wrapping."""
+    span = min(cycles, ii)
+    first, last = col(start), col(start + span)
+    cells = [c % width for c in range(first, max(last, first + 1))]
+    return list(dict.fromkeys(cells))[:width]
