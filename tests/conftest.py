@@ -41,3 +41,9 @@ def golden(update_golden):
         assert text == expected, f"output differs from {path} (run pytest --update-golden if the change is intended)"
 
     return check
+
+
+def pytest_configure(config):
+    # PuLP 3.x warns that its CBC-command API will change in PuLP 4.0; that is twill.modulo's
+    # business, not a test failure, and thousands of copies would bury real warnings.
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pulp")
