@@ -73,7 +73,12 @@ def _solve(costs: tuple[float, ...], bound: int) -> list[int]:
             raise TwillError(f"cost normalization failed: SCIP status {model.getStatus()}")
         return model, scaled, f
 
-    model, _, f = build(None)
-    best = model.getVal(f)
+    # Cap F for the tie-break at the first optimum's F recomputed exactly from its rounded
+    # integers: SCIP's own F carries its feasibility tolerance and can sit just below what any
+    # integer point achieves, which made the second model infeasible (costs 1, 8809, 13220, 0.0625).
+    model, first, _ = build(None)
+    ints = [round(model.getVal(v)) for v in first]
+    best = max((abs(c[i] * ints[j] - c[j] * ints[i]) for i in range(len(c)) for j in range(i + 1, len(c))),
+               default=0.0)
     model, scaled, _ = build(best * (1 + 1e-9) + 1e-9)
     return [int(round(model.getVal(v))) for v in scaled]
