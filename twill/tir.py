@@ -1,0 +1,498 @@
+"""Parse and print `.tir`, the tile-loop graph format (contract section 1).
+
+One statement per line; ``#`` starts a comment, blank lines and spacing within a line are free::
+
+    file     := "kernel" NAME  decl*  "loop" "{"  op*  [yield]  "}"
+    decl     := "input" NAME ":" type  |  "carry" NAME ":" type "=" init
+    op       := NAME "=" OPCODE [operands] ":" type [attrs]       (an op with a result)
+              | OPCODE [operands] [":" type] [attrs]              (a store, a barrier)
+    yield    := "yield" [NAME "=" NAME ("," NAME "=" NAME)*]     (carry = body result)
+    operands := operand ("," operand)*        operand := NAME ["@" INT]
+    type     := DTYPE "[" INT ("," INT)* "]" ["@" ("reg" | "smem" | "tmem")]
+    attrs    := "{" [NAME "=" value ("," NAME "=" value)*] "}"
+    init     := NUMBER | "inf" | "-inf" | "zero"          (kept as text: "0", "1.5", "-inf")
+    value    := NUMBER | "true" | "false" | NAME | '"' STRING '"'
+    NAME     := [A-Za-z_][A-Za-z0-9_.]*
+
+Inputs, carries and results share one namespace. A plain operand names an input, a carry or a result
+defined above (one defined below closes a distance-0 cycle or is an error); ``NAME@D`` (D >= 1) names
+result NAME of D iterations earlier, above or below. A result-less op is named ``OPCODE_K`` (K counts
+that opcode's result-less ops; ``_`` is appended while the name is taken).
+
+A syntax error abandons its line only; names, cycles and yields are then checked over the whole file
+and every problem is raised at once as one `InputError`. Opcodes are not checked here (that needs the
+machine description): `Op.span` points at the opcode for the module that does.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections import Counter, deque
+from dataclasses import replace
+from pathlib import Path
+from typing import NamedTuple
+
+from .errors import Diagnostic, ErrorCollector, InputError, Span
+from .ir import DTYPE_BITS, OP_ATTRIBUTES, SPACES, Graph, Op, Operand, TensorType, Value
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_TOKEN = re.compile(r"""
+    (?P<space>\s+) | (?P<comment>\#.*)
+  | (?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]inf\b)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_.]*) | (?P<string>"(?:[^"\\]|\\.)*")
+  | (?P<punct>[=:,\[\]{}@]) | (?P<bad>.)
+""", re.VERBOSE)
+_INT = re.compile(r"[-+]?\d+")
+_KEYWORDS = ("kernel", "input", "carry", "loop", "yield", "}")
+_A = {"input": "an input", "carry": "a carry", "result": "a body result"}
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+_ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
+    "cycles": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+    "occupancy": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+    "depth": (lambda v: type(v) is int and v >= 1, "an integer >= 1"),
+    "issue": (lambda v: v in ("warp", "warp_group"), "'warp' or 'warp_group'"),
+    "async": (lambda v: isinstance(v, bool), "true or false"),
+    "variable_latency": (lambda v: isinstance(v, bool), "true or false"),
+    "unit": (lambda v: isinstance(v, str) and NAME.fullmatch(v) is not None, "a unit name"),
+}
+
+
+class _Token(NamedTuple):
+    kind: str  # number, name, string, punct or bad
+    text: str
+    col: int  # 1-based
+
+
+class _Line:
+    """A cursor over the tokens of one source line; `fail` abandons the line with an InputError."""
+
+    def __init__(self, file: str, number: int, text: str):
+        self.file, self.number, self.text, self.pos = file, number, text, 0
+        self.tokens = [_Token(m.lastgroup, m.group(), m.start() + 1) for m in _TOKEN.finditer(text)
+                       if m.lastgroup not in ("space", "comment")]
+
+    def span(self, tok: _Token | None = None, length: int | None = None) -> Span:
+        if tok is None:  # just after the last token
+            last = self.tokens[-1]
+            return Span(self.file, self.number, last.col + len(last.text), self.text, 1)
+        return Span(self.file, self.number, tok.col, self.text, length or len(tok.text))
+
+    def peek(self, ahead: int = 0) -> _Token | None:
+        return self.tokens[self.pos + ahead] if self.pos + ahead < len(self.tokens) else None
+
+    def at(self, text: str, ahead: int = 0) -> bool:
+        tok = self.peek(ahead)
+        return tok is not None and tok.kind != "string" and tok.text == text
+
+    def take(self, text: str) -> bool:
+        found = self.at(text)
+        self.pos += found
+        return found
+
+    def expect(self, text: str, what: str | None = None) -> None:
+        if not self.take(text):
+            self.fail(what or f"'{text}'")
+
+    def next(self, what: str, kinds: tuple[str, ...] = ("name",)) -> _Token:
+        tok = self.peek()
+        if tok is None or tok.kind not in kinds:
+            self.fail(what)
+        self.pos += 1
+        return tok
+
+    def end(self) -> None:
+        if self.peek() is not None:
+            self.fail("the end of the line")
+
+    def fail(self, what: str):
+        tok = self.peek()
+        if tok is not None and tok.kind == "bad":
+            message = "unterminated string" if tok.text == '"' else f"unexpected character '{tok.text}'"
+        else:
+            message = f"expected {what}, found " + ("the end of the line" if tok is None else f"'{tok.text}'")
+        raise InputError(Diagnostic(message, self.span(tok)))
+
+
+def _did_you_mean(name: str, choices) -> str | None:
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+def _number(text: str) -> int | float:
+    return int(text) if _INT.fullmatch(text) else float(text)
+
+
+def _normalise_init(text: str) -> str:
+    """'zero' -> '0', '+inf' -> 'inf', '007' -> '7', '1.50' -> '1.5'."""
+    if text in ("inf", "+inf", "-inf", "zero"):
+        return {"zero": "0", "+inf": "inf"}.get(text, text)
+    return repr(_number(text))
+
+
+def _attribute_value(tok: _Token) -> object:
+    if tok.kind == "number":
+        return _number(tok.text)
+    if tok.kind == "string":
+        return re.sub(r"\\(.)", r"\1", tok.text[1:-1])
+    return {"true": True, "false": False}.get(tok.text, tok.text)
+
+
+class _Parser:
+    """Reads a file statement by statement, then checks names, cycles and yields over all of it."""
+
+    def __init__(self, file: str):
+        self.file, self.errors = file, ErrorCollector()
+        self.kernel, self.state, self.statements = "", "header", 0  # header, body, after, ignoring
+        self.values: list[Value] = []
+        self.ops: list[Op] = []
+        self.yields: list[tuple[Operand, Operand]] = []  # (carry, result), kept with their spans
+        self.defined: dict[str, tuple[str, Span]] = {}  # name -> (input|carry|result|stub, where)
+        self.position: dict[str, int] = {}  # body result -> index of its op
+        self.loop_span: Span | None = None
+        self.yield_line: int | None = None
+        self.yield_broken = False  # the yield line did not parse: do not report carries without one
+
+    def parse(self, text: str) -> Graph:
+        lines = [line.removesuffix("\r") for line in text.split("\n")]  # line numbers as editors count
+        lines = lines[:-1] if lines[-1] == "" else lines
+        for number, source in enumerate(lines, 1):
+            line = _Line(self.file, number, source)
+            try:
+                if line.tokens:
+                    self.statement(line)
+            except InputError as e:
+                self.errors.diagnostics.extend(e.diagnostics)
+                self.define_stub(line)
+        self.check_end(lines)
+        self.name_resultless_ops()
+        self.check_operands()
+        if self.state != "header":
+            self.check_yields()
+        self.errors.raise_if_any()
+        return Graph(self.kernel, tuple(v for v in self.values if v.kind == "input"),
+                     tuple(v for v in self.values if v.kind == "carry"), tuple(self.ops),
+                     tuple((c.name, r.name) for c, r in self.yields), file=self.file)
+
+    def statement(self, line: _Line) -> None:
+        first = line.peek()
+        self.statements += 1
+        if self.statements == 1 and first.text != "kernel":
+            self.errors.error("missing 'kernel NAME' line: it must come first", line.span(first))
+        if self.state == "body":
+            self.body_statement(line, first)
+        elif self.state == "after":
+            self.errors.error("text after the loop", line.span(first), "'}' must end the file")
+            self.state = "ignoring"  # the rest of the file, now that it is reported
+        elif self.state == "header" and first.text in ("input", "carry"):
+            self.declaration(line)
+        elif self.state == "header" and first.text == "kernel":
+            if self.statements != 1:
+                self.errors.error("'kernel NAME' must be the first line, and only once", line.span(first))
+            line.expect("kernel")
+            self.kernel = line.next("the kernel's name").text
+            line.end()
+        elif self.state == "header" and first.text == "loop":
+            self.loop_span, self.state = line.span(first), "body"
+            line.expect("loop")
+            line.expect("{", "'{' after 'loop'")
+            line.end()
+        elif self.state == "header":
+            self.errors.error(f"'{first.text}' is not allowed before 'loop {{'", line.span(first),
+                              "operations and 'yield' go inside 'loop { ... }'")
+
+    def body_statement(self, line: _Line, first: _Token) -> None:
+        if self.yield_line is not None and not line.at("}"):
+            self.errors.error("'yield' must be the last statement of the loop", line.span(first),
+                              f"the loop's 'yield' is on line {self.yield_line}")
+        if line.at("=", 1) or first.text not in _KEYWORDS:
+            self.op_line(line)
+        elif first.text == "yield":
+            self.yield_statement(line)
+        elif first.text == "}":
+            line.expect("}")
+            self.state = "after"
+            line.end()
+        else:
+            self.errors.error(f"'{first.text}' is not allowed inside the loop", line.span(first))
+
+    def declaration(self, line: _Line) -> None:
+        kind = line.next("'input' or 'carry'").text
+        name = line.next(f"the {kind}'s name")
+        line.expect(":", "':' and a type")
+        type_, init = self.tensor_type(line), None
+        if kind == "carry":
+            line.expect("=", "'=' and the carry's initial value")
+            tok = line.peek()
+            if tok is None or not (tok.kind == "number" or tok.text in ("inf", "zero")):
+                line.fail("an initial value (a number, inf, -inf or zero)")
+            line.pos += 1
+            init = _normalise_init(tok.text)
+        line.end()
+        if self.define(name.text, kind, line.span(name)):
+            self.values.append(Value(name.text, type_, kind, init, line.span(name)))
+
+    def yield_statement(self, line: _Line) -> None:
+        line.expect("yield")
+        first, self.yield_line = self.yield_line is None, self.yield_line or line.number
+        items = []
+        while line.peek() is not None:
+            if items:
+                line.expect(",", "',' or the end of the line")
+            carry = self.operand(line, "a carry's name", allow_distance=False)
+            line.expect("=", "'=' and the result the next iteration sees")
+            items.append((carry, self.operand(line, "a result name", allow_distance=False)))
+        self.yields = items if first else self.yields
+
+    def op_line(self, line: _Line) -> None:
+        result = None
+        if line.at("=", 1):
+            result = line.next("a result name")
+            line.expect("=")
+        opcode, operands, type_ = line.next("an opcode"), [], None
+        if line.peek() is not None and line.peek().kind == "name":
+            operands.append(self.operand(line, "an operand"))
+            while line.take(","):
+                operands.append(self.operand(line, "an operand"))
+        if line.take(":"):
+            type_ = self.tensor_type(line)
+        elif result is not None:
+            line.fail("':' and the result type" if operands else "operands or ':' and the result type")
+        attrs = self.attributes(line) if line.at("{") else ()
+        line.end()
+        if result is not None:
+            self.define(result.text, "result", line.span(result))
+        self.ops.append(Op(result.text if result else "", opcode.text, tuple(operands), type_, attrs,
+                           result is not None, line.span(opcode)))
+
+    def operand(self, line: _Line, what: str, allow_distance: bool = True) -> Operand:
+        name = line.next(what)
+        if not allow_distance or not line.take("@"):
+            return Operand(name.text, None, line.span(name))
+        tok = line.next("an iteration distance after '@'", ("number",))
+        span = line.span(name, tok.col + len(tok.text) - name.col)
+        if _INT.fullmatch(tok.text) and int(tok.text) >= 1:
+            return Operand(name.text, int(tok.text), span)
+        self.errors.error(f"iteration distance must be an integer >= 1, found '{tok.text}'",
+                          line.span(tok), f"write '{name.text}' for this iteration's value")
+        return Operand(name.text, 1, span)
+
+    def tensor_type(self, line: _Line) -> TensorType:
+        dtype = line.next("a dtype such as f16")
+        self.known(line, dtype, DTYPE_BITS, "dtype")
+        line.expect("[", "'[' and the dimensions")
+        dims = [self.dimension(line)]
+        while line.take(","):
+            dims.append(self.dimension(line))
+        line.expect("]", "',' or ']'")
+        space = line.next("a memory space (reg, smem or tmem)") if line.take("@") else None
+        space_ok = space is not None and self.known(line, space, SPACES, "memory space")
+        return TensorType(dtype.text if dtype.text in DTYPE_BITS else "f32", tuple(dims),
+                          space.text if space_ok else "reg")
+
+    def known(self, line: _Line, tok: _Token, choices, what: str) -> bool:
+        """Is `tok` one of `choices`? If not, say so and list them."""
+        if tok.text not in choices:
+            listing = f"{what}s: {', '.join(choices)}"
+            did = _did_you_mean(tok.text, choices)
+            self.errors.error(f"unknown {what} '{tok.text}'", line.span(tok),
+                              f"{did} ({listing})" if did else listing)
+        return tok.text in choices
+
+    def dimension(self, line: _Line) -> int:
+        tok = line.next("a dimension", ("number",))
+        if _INT.fullmatch(tok.text) and int(tok.text) > 0:
+            return int(tok.text)
+        self.errors.error(f"a dimension must be a positive integer, found '{tok.text}'", line.span(tok))
+        return 1
+
+    def attributes(self, line: _Line) -> tuple[tuple[str, object], ...]:
+        line.expect("{")
+        attrs: dict[str, object] = {}
+        seen: list[str] = []
+        while not line.take("}"):
+            if seen:
+                line.expect(",", "',' or '}'")
+            key = line.next("an attribute name")
+            line.expect("=", f"'=' and a value for '{key.text}'")
+            tok = line.next("a number, true, false, a name or a string", ("number", "name", "string"))
+            value, rule = _attribute_value(tok), _ATTR_RULES.get(key.text)
+            if key.text in seen:
+                self.errors.error(f"attribute '{key.text}' is given twice", line.span(key))
+            elif rule and not rule[0](value):
+                self.errors.error(f"attribute '{key.text}' must be {rule[1]}, found {tok.text}",
+                                  line.span(tok))
+            elif self.known(line, key, OP_ATTRIBUTES, "attribute"):
+                attrs[key.text] = value
+            seen.append(key.text)
+        return tuple(attrs.items())
+
+    def define(self, name: str, kind: str, span: Span) -> bool:
+        if name in self.defined:
+            first = self.defined[name][1]
+            self.errors.error(f"'{name}' is already defined", span, f"first defined on line {first.line}")
+            return False
+        self.defined[name] = (kind, span)
+        if kind == "result":
+            self.position[name] = len(self.ops)
+        return True
+
+    def define_stub(self, line: _Line) -> None:
+        """A line that failed to parse still defines its name (or makes its yields), so that no
+        errors follow from it."""
+        toks = line.tokens
+        self.yield_broken |= toks[0].text == "yield" and self.state == "body"
+        if len(toks) >= 2 and toks[1].kind == "name" and toks[0].text in ("input", "carry"):
+            self.defined.setdefault(toks[1].text, ("stub", line.span(toks[1])))
+        elif len(toks) >= 2 and toks[0].kind == "name" and toks[1].text == "=" and self.state == "body":
+            self.defined.setdefault(toks[0].text, ("stub", line.span(toks[0])))
+
+    def lookup(self, ref: Operand, allowed=("input", "carry", "result"), why="", hint=None) -> str | None:
+        """The kind of what `ref` names, or None (and an error) if it names nothing allowed."""
+        kind = self.defined.get(ref.name, (None,))[0]
+        if kind is None:
+            self.errors.error(f"undefined name '{ref.name}'", ref.span, _did_you_mean(ref.name, self.defined))
+        elif kind not in allowed + ("stub",):
+            self.errors.error(f"{why}, but '{ref.name}' is {_A[kind]}", ref.span, hint)
+        return kind if kind in allowed else None
+
+    def name_resultless_ops(self) -> None:
+        taken, counts = set(self.defined), Counter()
+        for i, op in enumerate(self.ops):
+            if not op.has_result:
+                name = f"{op.opcode}_{counts[op.opcode]}"
+                counts[op.opcode] += 1
+                while name in taken:
+                    name += "_"
+                taken.add(name)
+                self.ops[i] = replace(op, name=name)
+
+    def check_end(self, lines: list[str]) -> None:
+        last = lines[-1] if lines else ""
+        at_end = Span(self.file, max(len(lines), 1), len(last) + 1, last)
+        if self.statements == 0:
+            self.errors.error("missing 'kernel NAME' line: it must come first", at_end)
+        if self.state == "header":
+            self.errors.error("missing 'loop { ... }'", at_end, "the loop follows the input and carry lines")
+        elif self.state == "body":
+            self.errors.error("the loop is not closed: missing '}'", self.loop_span)
+
+    def check_operands(self) -> None:
+        """Operands must name something. A plain name of a result defined at or below its use is a
+        distance-0 edge against source order: it closes a cycle (reported once) or comes too early."""
+        consumers: dict[int, list[int]] = {}  # distance-0 edges: producer op -> consumer ops
+        forward: list[tuple[int, Operand, int]] = []
+        for j, op in enumerate(self.ops):
+            for ref in op.operands:
+                if ref.distance is not None:
+                    self.lookup(ref, ("result",), f"'{ref}' needs a body result", f"write '{ref.name}'")
+                elif self.lookup(ref) == "result":
+                    consumers.setdefault(self.position[ref.name], []).append(j)
+                    if self.position[ref.name] >= j:
+                        forward.append((j, ref, self.position[ref.name]))
+        cycles = set()
+        for j, ref, producer in forward:
+            path = _path(consumers, j, producer)
+            hint = f"write {ref.name}@1 to read the previous iteration's value"
+            if path is None:
+                self.errors.error(f"'{ref.name}' is used before it is defined", ref.span, hint)
+            elif frozenset(path) not in cycles:
+                cycles.add(frozenset(path))
+                start = path.index(min(path))
+                ring = [self.ops[i].name for i in path[start:] + path[:start]]
+                self.errors.error("dependence cycle of total distance 0: " + " -> ".join(ring + ring[:1]),
+                                  ref.span, hint)
+
+    def check_yields(self) -> None:
+        carries = [v.name for v in self.values if v.kind == "carry"]
+        yielded = set()
+        for carry, result in self.yields:
+            if carry.name not in self.defined:
+                self.errors.error(f"yield of unknown carry '{carry.name}'", carry.span,
+                                  _did_you_mean(carry.name, carries))
+            elif self.lookup(carry, ("carry",), "yield needs a carry") and carry.name in yielded:
+                self.errors.error(f"carry '{carry.name}' is yielded twice", carry.span)
+            yielded.add(carry.name)
+            self.lookup(result, ("result",), "yield needs a body result")
+        for name in carries if not self.yield_broken else ():
+            if name not in yielded:
+                self.errors.error(f"carry '{name}' without yield", self.defined[name][1],
+                                  f"add '{name} = RESULT' to the loop's 'yield' line")
+
+
+def _path(consumers: dict[int, list[int]], start: int, goal: int) -> list[int] | None:
+    """The shortest path start -> ... -> goal along distance-0 edges (BFS in op order), or None."""
+    parent: dict[int, int | None] = {start: None}
+    queue = deque([start])
+    while queue and goal not in parent:
+        node = queue.popleft()
+        for nxt in sorted(consumers.get(node, ())):
+            if nxt not in parent:
+                parent[nxt] = node
+                queue.append(nxt)
+    if goal not in parent:
+        return None
+    path = [goal]
+    while parent[path[-1]] is not None:
+        path.append(parent[path[-1]])
+    return path[::-1]
+
+
+def parse_tir(text: str, file: str = "<string>") -> Graph:
+    """Parse `.tir` text; raise one `InputError` listing every problem found."""
+    return _Parser(file).parse(text)
+
+
+def load_tir(path) -> Graph:
+    """Read and parse a `.tir` file; `Graph.file` and every span name `path` as given."""
+    file = str(path)
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot read '{file}': {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"cannot read '{file}': it is not UTF-8 text") from None
+    return parse_tir(text, file)
+
+
+def print_tir(graph: Graph) -> str:
+    """Canonical, column-aligned `.tir` text: `parse_tir(print_tir(g)) == g` for every parsed graph."""
+    name_w = max((len(v.name) for v in graph.inputs + graph.carries), default=0)
+    type_w = max((len(str(v.type)) for v in graph.carries), default=0)
+    lines = [f"kernel {graph.kernel}"]
+    lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs]
+    lines += [f"carry {v.name.ljust(name_w)} : {str(v.type).ljust(type_w)} = {v.init or '0'}"
+              for v in graph.carries]
+    lines += ["loop {", *_print_ops(graph.ops)]
+    if graph.yields:
+        lines.append("  yield " + ", ".join(f"{carry} = {result}" for carry, result in graph.yields))
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def _print_ops(ops: tuple[Op, ...]) -> list[str]:
+    name_w = max((len(op.name) for op in ops if op.has_result), default=0)
+    heads = [(f"{op.name.ljust(name_w)} = " if op.has_result else "") + op.opcode
+             + (" " + ", ".join(map(str, op.operands)) if op.operands else "") for op in ops]
+    head_w = max((len(h) for h, op in zip(heads, ops) if op.type is not None), default=0)
+    lines = []
+    for head, op in zip(heads, ops):
+        line = head if op.type is None else f"{head.ljust(head_w)} : {op.type}"
+        if op.attrs:
+            line += " {" + ", ".join(f"{k} = {_print_value(v)}" for k, v in op.attrs) + "}"
+        lines.append("  " + line)
+    return lines
+
+
+def _print_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if NAME.fullmatch(value) and value not in ("true", "false"):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
