@@ -126,7 +126,7 @@ class _Validator:
 
     def scalar(self, node, kind, path: str):
         if not isinstance(node, yaml.ScalarNode):
-            self.error(node, f"'{path}' must be a {_kind_name(kind)}")
+            self.error(node, f"'{path}' must be {_kind_name(kind)}")
             return None
         value = yaml.safe_load(yaml.serialize(node))
         if kind == "expr":
@@ -144,7 +144,7 @@ class _Validator:
               float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
               bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str)}[kind](value)
         if not ok:
-            self.error(node, f"'{path}' must be a {_kind_name(kind)}, not {value!r}")
+            self.error(node, f"'{path}' must be {_kind_name(kind)}, not {value!r}")
             return None
         return float(value) if kind is float else value
 
@@ -152,7 +152,7 @@ class _Validator:
         if not isinstance(node, yaml.MappingNode):
             self.error(node, f"'{path or 'the file'}' must be a mapping of keys")
             return None
-        out, seen = {}, set()
+        out, seen, suggested = {}, set(), set()
         for key_node, value_node in node.value:
             key = key_node.value
             full = f"{path}.{key}" if path else key
@@ -160,6 +160,7 @@ class _Validator:
                 close = difflib.get_close_matches(key, list(schema), n=1)
                 hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(schema)}"
                 self.error(key_node, f"unknown key '{full}'", hint)
+                suggested.update(close)
                 continue
             if key in seen:
                 self.error(key_node, f"duplicate key '{full}'")
@@ -167,7 +168,7 @@ class _Validator:
             out[key] = self.value(value_node, schema[key][0], full)
         for key, (_, required, default) in schema.items():
             if key not in seen:
-                if required:
+                if required and key not in suggested:  # a misspelling already points at it
                     full = f"{path}.{key}" if path else key
                     self.error(node, f"missing required key '{full}'")
                 elif default is not None:
@@ -199,8 +200,8 @@ class _Validator:
 
 
 def _kind_name(kind) -> str:
-    return {int: "integer", float: "number", bool: "boolean (true/false)", str: "string",
-            "expr": "number or expression"}.get(kind, "mapping")
+    return {int: "an integer", float: "a number", bool: "a boolean (true/false)", str: "a string",
+            "expr": "a number or an expression"}.get(kind, "a mapping")
 
 
 def parse_machine(text: str, file: str = "<machine>") -> Machine:

@@ -1,0 +1,225 @@
+"""Machine descriptions: the bundled specs, validation with key paths, the cycle-expression evaluator."""
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from twill.costs import bind, shape_env
+from twill.errors import InputError
+from twill.expr import ExprError, parse_expr
+from twill.machine import bundled_specs, load_machine, parse_machine
+from twill.tir import parse_tir
+
+from conftest import ROOT
+
+SPECS = sorted((ROOT / "specs").glob("*.yaml"))
+H100 = (ROOT / "specs" / "h100.yaml").read_text()
+
+
+# -- the bundled specs -----------------------------------------------------------------------------
+
+def test_bundled_specs_are_found():
+    assert {"h100", "h200", "b200"} <= set(bundled_specs())
+    assert {p.stem for p in SPECS} <= set(bundled_specs())
+
+
+@pytest.mark.parametrize("name", ["h100", "h200", "b200"])
+def test_each_bundled_spec_loads(name):
+    m = load_machine(name)
+    assert m.name == name
+    assert m.arch == ("sm_100a" if name == "b200" else "sm_90a")
+    assert m.clock_ghz > 1 and m.limits.warps >= m.limits.warp_group >= 1
+    assert m.limits.registers_per_thread <= 255 and m.limits.smem_bytes > 0
+    assert all(cap >= 1 for _, cap in m.units)
+    assert {"load", "mma", "exp2", "rowmax", "rowsum", "rescale"} <= set(m.op_specs)
+    assert all(spec.unit in m.unit_caps for spec in m.op_specs.values())
+    assert (m.limits.tmem_bytes > 0) == (name == "b200")  # only Blackwell has tensor memory
+
+
+@pytest.mark.parametrize("name", ["h100", "h200", "b200"])
+def test_spec_by_path_equals_spec_by_name(name):
+    assert load_machine(str(ROOT / "specs" / f"{name}.yaml")) == load_machine(name)
+
+
+def _numeric_lines(node, key: str = ""):
+    """Lines of the YAML file holding a number: an int or float value, or a cycle expression."""
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            yield from _numeric_lines(v, k.value)
+    elif isinstance(node, yaml.SequenceNode):
+        for v in node.value:
+            yield from _numeric_lines(v, key)
+    elif node.tag.endswith((":int", ":float")) or (key in ("cycles", "occupancy") and re.search(r"\d", node.value)):
+        yield node.start_mark.line + 1
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.name for p in SPECS])
+def test_every_number_cites_its_source(path):
+    """Each line with a number on it carries a `#` comment that says where the number comes from."""
+    text = path.read_text()
+    lines = text.splitlines()
+    numeric = sorted(set(_numeric_lines(yaml.compose(text))))
+    assert len(numeric) >= 20
+    uncited = [f"{path.name}:{n}: {lines[n - 1].strip()}" for n in numeric
+               if len(lines[n - 1].partition("#")[2].strip()) < 8]
+    assert not uncited, "numbers without a source comment:\n" + "\n".join(uncited)
+
+
+def test_mma_cost_of_the_gemm_tile():
+    """M, N from the result's last two dims, K from the first operand's last dim: 2*128*128*64/4096."""
+    graph = parse_tir((ROOT / "examples" / "gemm_hopper.tir").read_text(), "gemm_hopper.tir")
+    env = shape_env(graph, graph.op("acc_n"))
+    assert (env["M"], env["N"], env["K"]) == (128, 128, 64)
+    assert env["elements"] == 128 * 128 and env["bytes"] == 128 * 128 * 4
+    costs = {c.name: c for c in bind(graph, load_machine("h100"))}
+    assert costs["acc_n"].cycles == 512 and costs["acc_n"].unit == "tensor"
+    assert costs["a"].streaming and costs["a"].cycles == 0  # TMA loads with no in-loop input
+    assert {c.name: c for c in bind(graph, load_machine("b200"))}["acc_n"].cycles == 256
+
+
+# -- validation ------------------------------------------------------------------------------------
+
+def _error(text: str, file: str = "specs/bad.yaml") -> str:
+    with pytest.raises(InputError) as info:
+        parse_machine(text, file)
+    return info.value.render()
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def test_missing_key_names_file_and_path():
+    text = H100.replace("  warps: 16 ", "  # warps removed ")
+    msg = _error(text)
+    assert "missing required key 'limits.warps'" in msg
+    assert msg.startswith("specs/bad.yaml:")
+
+
+def test_misspelt_key_suggests_the_right_one():
+    text = H100.replace("  warps: 16 ", "  warpz: 16 ")
+    msg = _error(text)
+    line = _line_of(text, "warpz")
+    assert f"specs/bad.yaml:{line}:3: error: unknown key 'limits.warpz'" in msg
+    assert "did you mean 'warps'?" in msg
+    assert "missing required key 'limits.warps'" not in msg  # the misspelling already says so
+
+
+def test_misspelt_top_level_and_op_keys():
+    assert "unknown key 'limitz'" in _error(H100.replace("limits:", "limitz:"))
+    msg = _error(H100.replace("load:     {unit: tma,    cycles: 0,", "load:     {unit: tma,    cycle: 0,"))
+    assert "unknown key 'ops.load.cycle'" in msg and "did you mean 'cycles'?" in msg
+
+
+@pytest.mark.parametrize("old, new, path, kind", [
+    ("  warps: 16 ", "  warps: many ", "limits.warps", "an integer"),
+    ("  warps: 16 ", "  warps: 16.5 ", "limits.warps", "an integer"),
+    ("  smem_bytes: 232448 ", "  smem_bytes: true ", "limits.smem_bytes", "an integer"),
+    ("clock_ghz: 1.83", "clock_ghz: fast", "clock_ghz", "a number"),
+    ("name: h100", "name: 100", "name", "a string"),
+    ("async: true}   # TMA", "async: maybe}   # TMA", "ops.load.async", "a boolean"),
+    ("  cross_warp_cycles: 60 ", "  cross_warp_cycles: [60] ", "communication.cross_warp_cycles", "a number"),
+])
+def test_wrongly_typed_key_names_file_path_and_type(old, new, path, kind):
+    text = H100.replace(old, new)
+    assert text != H100
+    msg = _error(text)
+    assert f"'{path}' must be {kind}" in msg
+    assert msg.startswith(f"specs/bad.yaml:{_line_of(text, new.strip().split(':')[0] + ':')}:")
+
+
+def test_other_validation_errors():
+    assert "'units.tensor' must be at least 1" in _error(H100.replace("  tensor: 1 ", "  tensor: 0 "))
+    assert "'ops.load.unit' is 'tmx', which is not among units" in _error(
+        H100.replace("load:     {unit: tma,", "load:     {unit: tmx,"))
+    assert "'ops.exp2.issue' must be one of warp, warp_group" in _error(
+        H100.replace('cycles: "elements / 16"}', 'cycles: "elements / 16", issue: thread}'))
+    assert "duplicate key 'name'" in _error(H100 + "name: again\n")
+    assert "invalid YAML" in _error(H100 + "  bad: [\n")
+    assert "empty" in _error("")
+    assert "must be a mapping of keys" in _error("- a list\n")
+
+
+def test_every_error_of_a_file_is_reported_at_once():
+    text = H100.replace("  warps: 16 ", "  warpz: 16 ").replace("clock_ghz: 1.83", "clock_ghz: fast")
+    with pytest.raises(InputError) as info:
+        parse_machine(text, "x.yaml")
+    assert len(info.value.diagnostics) == 2
+
+
+def test_expression_error_points_at_the_column():
+    text = H100.replace('"2*M*N*K / 4096"', '"2*M*N*Q / 4096"')
+    msg = _error(text)
+    line = text.splitlines()[_line_of(text, "2*M*N*Q") - 1]
+    col = line.index("Q") + 1
+    assert f"specs/bad.yaml:{_line_of(text, '2*M*N*Q')}:{col}: error: 'ops.mma.cycles': unknown name 'Q'" in msg
+
+
+def test_unknown_gpu_and_unreadable_paths(tmp_path):
+    with pytest.raises(InputError, match="unknown GPU 'h10'") as info:
+        load_machine("h10")
+    assert "did you mean 'h100'?" in info.value.render()
+    with pytest.raises(InputError, match="cannot read machine description"):
+        load_machine(str(tmp_path / "nope.yaml"))
+    bad = tmp_path / "m.yaml"
+    bad.write_text(H100.replace("limits:", "limitz:"))
+    assert f"{bad}:" in pytest.raises(InputError, load_machine, str(bad)).value.render()
+
+
+# -- the expression evaluator ----------------------------------------------------------------------
+
+ENV = {"elements": 16384.0, "bytes": 32768.0, "M": 128.0, "N": 64.0, "K": 32.0}
+
+
+@pytest.mark.parametrize("source, value", [
+    ("1 + 2 * 3", 7), ("(1 + 2) * 3", 9), ("2 * 3 + 1", 7), ("8 / 2 / 2", 2), ("2 - 3 - 4", -5),
+    ("-2 * 3", -6), ("--2", 2), ("2 * -3", -6), ("1.5e2", 150), (".5 * 4", 2), ("42", 42),
+    ("2*M*N*K / 4096", 2 * 128 * 64 * 32 / 4096), ("elements / 16", 1024), ("bytes/32 + M - N", 1088),
+    ("((M))", 128), ("  M  *  2  ", 256),
+])
+def test_expression_values_and_precedence(source, value):
+    assert parse_expr(source)(ENV) == pytest.approx(value)
+
+
+def test_numbers_are_expressions_too():
+    assert parse_expr(0)({}) == 0 and parse_expr(2.5)({}) == 2.5
+    assert parse_expr("M * K").names == frozenset({"M", "K"})
+
+
+@pytest.mark.parametrize("source, message, col", [
+    ("1 + * 2", "unexpected '*'", 5),
+    ("(1 + 2", "expected ')'", 7),
+    ("2 $ 3", "unexpected '$'", 3),
+    ("M N", "unexpected 'N'", 3),
+    ("", "empty expression", 1),
+    ("2 * flops", "unknown name 'flops'", 5),
+    ("__import__('os')", "unknown name '__import__'", 1),
+    ("M.real", "unexpected '.'", 2),
+    ("len(M)", "unknown name 'len'", 1),
+])
+def test_expression_errors_have_columns(source, message, col):
+    with pytest.raises(ExprError) as info:
+        parse_expr(source)
+    assert message in str(info.value)
+    assert info.value.col == col
+
+
+def test_division_by_zero_is_reported():
+    with pytest.raises(ZeroDivisionError, match="division by zero in a cycle expression"):
+        parse_expr("M / (N - 64)")(ENV)
+
+
+def test_the_evaluator_never_calls_eval():
+    source = (ROOT / "twill" / "expr.py").read_text()
+    assert not re.search(r"(?<![\w.])(eval|exec|compile)\(", source)
+
+
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=6), st.lists(st.sampled_from("+-*"), min_size=5, max_size=5))
+def test_expressions_agree_with_python_arithmetic(numbers, ops):
+    """For + - * over integers, the parser's precedence and associativity are Python's."""
+    source = str(numbers[0]) + "".join(f" {op} {n}" for op, n in zip(ops, numbers[1:]))
+    assert parse_expr(source)({}) == int(eval(source))  # the reference, not the thing under test
