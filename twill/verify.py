@@ -162,21 +162,24 @@ def check_cross_role(s: Schedule, p: Problem):
 
 
 def check_blocking(s: Schedule, p: Problem):
-    """A blocking op starts only when no other op of its role is executing (modulo I)."""
+    """A blocking op does not start while another op of its role is in progress: u is in progress
+    at t when some instance of u started strictly before t and is still busy at t."""
     if s.stage != "joint":
         return
     from .liveness import blocking_ops, busy
     ii = s.ii
     ops = s.by_name
     for v in sorted(blocking_ops(s, p)):
-        rv = ops[v].start % ii
+        t = ops[v].start
         for o in s.ops:
             if o.name == v or o.role != ops[v].role:
                 continue
             b = busy(p.task[o.name])
-            if any((o.start + c) % ii == rv for c in range(b)):
-                yield Violation("blocking", f"{v} waits on a barrier at steady-state cycle {rv} while "
-                                            f"{o.name} (same role {o.role}) is executing")
+            # offsets t - (start(u) + k*I) for the instances of u that started before t
+            first = (t - o.start) % ii or ii
+            if first < b:
+                yield Violation("blocking", f"{v} waits on a barrier at steady-state cycle {t % ii} while "
+                                            f"{o.name} (same role {o.role}) is in progress")
 
 
 FAMILIES = {

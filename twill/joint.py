@@ -1,0 +1,480 @@
+"""Stage 2: joint software pipelining and warp specialization, in QF_LIA with Yices2.
+
+Encoding (equivalent to the paper's time-indexed one, but independent of the cycle counts'
+magnitude): for every op v an integer start `start[v]` of iteration 0 (instance i starts at
+start[v] + i*I: uniqueness and consistency hold by construction) and an integer role
+`role[v]` among K role slots. Per role slot w: `wg[w]` (a warpgroup, else one warp) and a
+register budget `regs[w]`. Residues are exact: `mod[a,b]` is (start[a] - start[b]) mod I, an
+integer in [0, I) with an integer quotient. Every constraint family is one function in
+`FAMILIES` yielding (detail, formula) pairs, so `explain` can guard each with an assumption:
+
+- completion:  start[v] + cycles(v) <= L.
+- dependence:  start[v] + d*I >= start[u] + lat(u) + (role[u] != role[v] ? X : 0)   (cross_role folded in)
+- capacity:    unit of capacity 1: occ(u) <= mod[v,u] <= I - occ(v) for ops u, v on it;
+               larger capacity: at each op's start, the ops occupying the unit number <= cap.
+- roles:       a warpgroup op runs on a warpgroup role; the warps of used roles fit the limit;
+               role slots are used in order (symmetry breaking).
+- variable_latency: a variable-latency op never shares a role with another kind of op.
+- registers:   at the start of every register value u, on u's role w, reserve + sum over values v
+               on w of regs(v, w) * live(v at start[u]) <= regs[w]; sum_w 32*warps(w)*regs[w] fits
+               the SM; live(v at t) >= ceil((len(v) - (t - start[v]) mod I) / I).
+- memory:      likewise for @smem (with streaming rings and staged cross-role values) and @tmem.
+- blocking:    an op with a blocking in-edge does not start while another op of its role is in
+               progress: mod[v,u] = 0 or mod[v,u] >= busy(u) (and busy(u) <= I when 0).
+
+Escalation: for I from the SWP bound upward, check satisfiability with L up to a horizon; the
+first satisfiable I is optimal (every smaller I was unsatisfiable). Then L is minimized, then
+the number of roles, then the cross-role edges, each by tightening a bound until unsat.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from .errors import NoScheduleError
+from .liveness import regs_per_thread
+from .problem import Problem
+from .schedule import Buffer, Role, Schedule, ScheduledOp
+from .smt import yices_api
+
+
+@dataclass(frozen=True)
+class JointResult:
+    ii: int
+    length: int
+    starts: tuple[tuple[str, int], ...]
+    roles: tuple[tuple[str, int], ...]  # op -> role slot
+    role_warps: tuple[tuple[int, int], ...]  # slot -> warps
+    optimal: bool
+    tried: tuple[tuple[int, str], ...]
+
+
+class Encoding:
+    """The terms of one joint problem at a fixed I. Holds Yices objects: never leaves this module."""
+
+    def __init__(self, p: Problem, ii: int, y):
+        self.p, self.ii, self.y = p, ii, y
+        T, Ty = y.Terms, y.Types
+        self.T = T
+        self.int = Ty.int_type()
+        self.bool = Ty.bool_type()
+        names = [t.name for t in p.tasks]
+        self.names = names
+        self.K = max(1, min(len(names), p.limits.warps))
+        self.start = {v: self.var(f"start[{v}]") for v in names}
+        self.role = {v: self.var(f"role[{v}]") for v in names}
+        self.L = self.var("L")
+        self.wg = [self.var(f"wg[{w}]", self.bool) for w in range(self.K)]
+        self.regs = [self.var(f"regs[{w}]") for w in range(self.K)]
+        self.used = [T.yor([self.same_slot(v, w) for v in names]) for w in range(self.K)]
+        self._mod: dict[tuple[str, str], object] = {}
+        self.defs: list = []  # definitional constraints (always asserted, never in a core)
+
+    # -- term helpers ---------------------------------------------------------------------------
+    def var(self, name, ty=None):
+        t = self.T.new_uninterpreted_term(self.int if ty is None else ty, name)
+        return t
+
+    def num(self, n: int):
+        return self.T.integer(int(n))
+
+    def add(self, *xs):
+        return self.T.sum(list(xs)) if len(xs) > 1 else xs[0]
+
+    def le(self, a, b):
+        return self.T.arith_leq_atom(a, b)
+
+    def eq(self, a, b):
+        return self.T.arith_eq_atom(a, b)
+
+    def same_slot(self, v, w: int):
+        return self.T.arith_eq_atom(self.role[v], self.num(w))
+
+    def same_role(self, a, b):
+        return self.T.arith_eq_atom(self.role[a], self.role[b])
+
+    def scale(self, k: int, t):
+        return self.T.mul(self.num(k), t)
+
+    def mod(self, a: str, b: str):
+        """(start[a] - start[b]) mod I as an integer term in [0, I)."""
+        key = (a, b)
+        if key not in self._mod:
+            q, r = self.var(f"q[{a},{b}]"), self.var(f"mod[{a},{b}]")
+            diff = self.T.sub(self.start[a], self.start[b])
+            self.defs += [self.eq(diff, self.add(self.scale(self.ii, q), r)),
+                          self.le(self.num(0), r), self.le(r, self.num(self.ii - 1))]
+            self._mod[key] = r
+        return self._mod[key]
+
+    def live_count(self, tag: str, length, at_mod):
+        """A count n >= ceil((length - at_mod) / I), n >= 0: instances live at a check point."""
+        n = self.var(f"live[{tag}]")
+        self.defs += [self.le(self.num(0), n),
+                      self.le(self.T.sub(length, at_mod), self.scale(self.ii, n))]
+        return n
+
+    def warps(self, w: int):
+        T = self.T
+        return T.ite(self.used[w], T.ite(self.wg[w], self.num(self.p.limits.warp_group), self.num(1)), self.num(0))
+
+
+# -- the constraint families ---------------------------------------------------------------------
+
+def completion(e: Encoding):
+    for t in e.p.tasks:
+        yield f"{t.name}", e.T.yand([e.le(e.num(0), e.start[t.name]),
+                                    e.le(e.add(e.start[t.name], e.num(t.cycles)), e.L)])
+
+
+def dependence(e: Encoding):
+    T, p = e.T, e.p
+    for d in p.deps:
+        delay = T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(p.cross))
+        lhs = e.add(e.start[d.dst], e.num(d.distance * e.ii))
+        yield f"{d.src}->{d.dst}", e.le(e.add(e.start[d.src], e.num(d.latency), delay), lhs)
+        if not p.option("cross_role", True) and not p.task[d.src].variable_latency:
+            yield f"no_cross:{d.src}->{d.dst}", e.same_role(d.src, d.dst)
+
+
+def capacity(e: Encoding):
+    p, ii = e.p, e.ii
+    for unit, cap in p.caps:
+        ops = [t for t in p.tasks if t.unit == unit and t.occupancy > 0]
+        if sum(t.occupancy for t in ops) <= cap:
+            continue
+        if cap == 1:
+            for i, u in enumerate(ops):
+                if u.occupancy > ii:
+                    yield f"{unit}:{u.name}", e.T.false()
+                for v in ops[i + 1:]:
+                    r = e.mod(v.name, u.name)
+                    yield f"{unit}:{u.name},{v.name}", e.T.yand([e.le(e.num(u.occupancy), r),
+                                                                 e.le(r, e.num(ii - v.occupancy))])
+            continue
+        for u in ops:
+            counts = [e.live_count(f"cap:{u.name},{v.name}", e.num(v.occupancy), e.mod(u.name, v.name))
+                      for v in ops]
+            yield f"{unit}@{u.name}", e.le(e.add(*counts), e.num(cap))
+
+
+def roles(e: Encoding):
+    T, p = e.T, e.p
+    lim = p.limits
+    for v in e.names:
+        yield f"slot:{v}", T.yand([e.le(e.num(0), e.role[v]), e.le(e.role[v], e.num(e.K - 1))])
+    for t in p.tasks:
+        if t.issue == "warp_group":
+            for w in range(e.K):
+                yield f"warpgroup:{t.name}@{w}", T.implies(e.same_slot(t.name, w), e.wg[w])
+    yield "warps", e.le(e.add(*[e.warps(w) for w in range(e.K)]), e.num(lim.warps))
+    # Symmetry breaking: op j uses a slot at most one above every slot used by ops before it.
+    prefix = None
+    for j, v in enumerate(e.names):
+        if j == 0:
+            yield "order", e.eq(e.role[v], e.num(0))
+            prefix = e.role[v]
+        else:
+            yield "order", e.le(e.role[v], e.add(prefix, e.num(1)))
+            prefix = T.ite(e.le(prefix, e.role[v]), e.role[v], prefix)
+
+
+def variable_latency(e: Encoding):
+    p = e.p
+    for a in p.tasks:
+        if not a.variable_latency:
+            continue
+        for b in p.tasks:
+            if not b.variable_latency:
+                yield f"{a.name},{b.name}", e.T.ynot(e.same_role(a.name, b.name))
+
+
+def _register_values(p: Problem):
+    return [t for t in p.tasks if t.space == "reg" and t.bytes > 0]
+
+
+def registers(e: Encoding):
+    T, p, lim = e.T, e.p, e.p.limits
+    for w in range(e.K):
+        bounded = T.yand([e.le(e.num(lim.min_registers), e.regs[w]),
+                          e.le(e.regs[w], e.num(lim.registers_per_thread))])
+        granule = e.var(f"granule[{w}]")
+        yield f"budget[{w}]", T.yand([T.ite(e.used[w], bounded, e.eq(e.regs[w], e.num(0))),
+                                      e.eq(e.regs[w], e.scale(lim.register_granule, granule))])
+    per_sm = [T.ite(e.wg[w], e.scale(32 * lim.warp_group, e.regs[w]), e.scale(32, e.regs[w])) for w in range(e.K)]
+    yield "per_sm", e.le(e.add(*per_sm), e.num(lim.registers_per_sm))
+    values = _register_values(p)
+    end = {}
+    for t in values:
+        # end[v]: the last same-role use of v's registers (at least its own latency).
+        end[t.name] = e.var(f"reg_end[{t.name}]")
+        e.defs.append(e.le(e.add(e.start[t.name], e.num(max(t.cycles, 1))), end[t.name]))
+        for d in p.deps:
+            if d.src == t.name:
+                e.defs.append(T.implies(e.same_role(d.src, d.dst),
+                                        e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end[t.name])))
+    for u in values:
+        for w in range(e.K):
+            terms = [e.num(lim.register_reserve)]
+            for v in values:
+                n = e.live_count(f"reg:{u.name},{v.name}", T.sub(end[v.name], e.start[v.name]),
+                                 e.mod(u.name, v.name))
+                per = T.ite(e.wg[w], e.scale(regs_per_thread(v.bytes, lim.warp_group), n),
+                            e.scale(regs_per_thread(v.bytes, 1), n))
+                terms.append(T.ite(e.same_slot(v.name, w), per, e.num(0)))
+            yield f"{u.name}@{w}", T.implies(e.same_slot(u.name, w), e.le(e.add(*terms), e.regs[w]))
+
+
+def memory(e: Encoding):
+    T, p = e.T, e.p
+    for space, limit in (("smem", p.limits.smem_bytes), ("tmem", p.limits.tmem_bytes)):
+        fixed = dict(p.invariant_bytes).get(space, 0)
+        fixed += sum(t.bytes * t.depth for t in p.tasks if t.streaming and t.space == space)
+        items = []  # (name, bytes, end term)
+        for t in p.tasks:
+            if t.streaming or t.bytes == 0:
+                continue
+            if t.space == space:
+                end = e.var(f"{space}_end[{t.name}]")
+                e.defs.append(e.le(e.add(e.start[t.name], e.num(max(t.cycles, 1))), end))
+                for d in p.deps:
+                    if d.src == t.name:
+                        e.defs.append(e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end))
+                items.append((t.name, t.bytes, end))
+            elif space == "smem" and t.space == "reg":
+                # A register value read by another role is staged through shared memory.
+                end = e.var(f"staged_end[{t.name}]")
+                e.defs.append(e.le(e.start[t.name], end))
+                for d in p.deps:
+                    if d.src == t.name:
+                        e.defs.append(T.implies(T.ynot(e.same_role(d.src, d.dst)),
+                                                e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end)))
+                items.append((t.name, t.bytes, end))
+        if fixed > limit:
+            yield f"{space}:resident", T.false()
+        if not items or fixed + sum(b for _, b, _ in items) * 1 <= limit and not _may_overlap(p, items, e.ii):
+            continue
+        for u, _, _ in items:
+            terms = [e.num(fixed)]
+            for v, nbytes, end in items:
+                n = e.live_count(f"{space}:{u},{v}", T.sub(end, e.start[v]), e.mod(u, v))
+                terms.append(e.scale(nbytes, n))
+            yield f"{space}@{u}", e.le(e.add(*terms), e.num(limit))
+
+
+def _may_overlap(p: Problem, items, ii) -> bool:
+    return True
+
+
+def blocking(e: Encoding):
+    T, p = e.T, e.p
+    static = {d.dst for d in p.deps if p.task[d.src].is_async}
+    static |= {t.name for t in p.tasks if t.reads_tmem and t.opcode != "mma"}
+    for v in e.names:
+        ins = [d.src for d in p.deps if d.dst == v]
+        cross = [T.ynot(e.same_role(u, v)) for u in ins]
+        blk = T.true() if v in static else T.yor(cross) if cross else T.false()
+        if blk == T.false():
+            continue
+        for u in p.tasks:
+            busy = 1 if u.is_async else max(u.cycles, 1)
+            if u.name == v or (busy <= 1):
+                continue
+            r = e.mod(v, u.name)
+            free = T.yor([e.le(e.num(busy), r),
+                          T.yand([e.eq(r, e.num(0)), T.true() if busy <= e.ii else T.false()])])
+            yield f"{v}|{u.name}", T.implies(T.yand([blk, e.same_role(u.name, v)]), free)
+
+
+FAMILIES = {
+    "completion": completion,
+    "dependence": dependence,
+    "capacity": capacity,
+    "roles": roles,
+    "variable_latency": variable_latency,
+    "registers": registers,
+    "memory": memory,
+    "blocking": blocking,
+}
+
+
+def build(p: Problem, ii: int, families=FAMILIES, guard=None):
+    """Create a Yices context holding the joint problem at I = ii. With `guard`, each family item
+    is asserted under an assumption literal `guard(family, detail)` and those are returned."""
+    y = yices_api()
+    cfg = y.Config()
+    cfg.default_config_for_logic("QF_LIA")
+    ctx = y.Context(cfg)
+    e = Encoding(p, ii, y)
+    guards = {}
+    for name, family in families.items():
+        for detail, formula in family(e):
+            if guard is None:
+                ctx.assert_formula(formula)
+            else:
+                key = guard(name, detail)
+                if key not in guards:
+                    guards[key] = e.var(f"[{key}]", e.bool)
+                ctx.assert_formula(e.T.implies(guards[key], formula))
+    ctx.assert_formulas(e.defs)
+    return ctx, e, guards
+
+
+def horizon(p: Problem, ii: int) -> int:
+    return sum(max(t.cycles, 1) for t in p.tasks) + p.cross * len(p.deps) + ii * (len(p.tasks) + 2)
+
+
+def _check(ctx, y, deadline):
+    timeout = None if deadline is None else max(0.01, deadline - time.monotonic())
+    if deadline is not None and timeout <= 0.01:
+        return "timeout"
+    status = ctx.check_context(timeout=timeout) if timeout is not None else ctx.check_context()
+    return {y.Status.SAT: "sat", y.Status.UNSAT: "unsat"}.get(status, "timeout")
+
+
+def _bound(ctx, e, y, term, hi: int, lo: int, deadline, model):
+    """Tighten `term <= k` from hi-1 down while satisfiable; return the last model and bound."""
+    best = hi
+    while best > lo:
+        ctx.push()
+        ctx.assert_formula(e.le(term, e.num(best - 1)))
+        status = _check(ctx, y, deadline)
+        if status != "sat":
+            ctx.pop()
+            if status == "timeout":
+                return model, best, False
+            break
+        model = y.Model.from_context(ctx, 1)
+        best = model.get_integer_value(term)
+        ctx.pop()
+        ctx.assert_formula(e.le(term, e.num(best)))
+    ctx.assert_formula(e.le(term, e.num(best)))
+    return model, best, True
+
+
+def solve_joint(p: Problem, first_ii: int, min_length: int, time_limit: float | None = None,
+                max_ii: int | None = None, progress=None) -> JointResult | None:
+    y = yices_api()
+    deadline = None if time_limit is None else time.monotonic() + time_limit
+    tried, proven = [], True
+    ii = first_ii
+    last = max_ii or first_ii + horizon(p, first_ii)
+    while ii <= last:
+        if progress:
+            progress("joint", {"I": ii})
+        ctx, e, _ = build(p, ii)
+        ctx.assert_formula(e.le(e.L, e.num(horizon(p, ii))))
+        status = _check(ctx, y, deadline)
+        tried.append((ii, status))
+        if status == "timeout":
+            proven = False
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+        if status == "sat":
+            model = y.Model.from_context(ctx, 1)
+            length = model.get_integer_value(e.L)
+            lb = min_length if ii == first_ii else 0
+            if progress:
+                progress("joint", {"I": ii, "L": length, "minimizing": "L"})
+            model, length, ok1 = _bound(ctx, e, y, e.L, length, lb, deadline, model)
+            roles_used = e.add(*[e.T.ite(u, e.num(1), e.num(0)) for u in e.used])
+            if progress:
+                progress("joint", {"I": ii, "L": length, "minimizing": "roles"})
+            model, _, ok2 = _bound(ctx, e, y, roles_used, model.get_integer_value(roles_used), 1, deadline, model)
+            crossings = e.add(e.num(0), *[e.T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(1)) for d in p.deps])
+            if progress:
+                progress("joint", {"I": ii, "L": length, "minimizing": "cross-role edges"})
+            model, _, ok3 = _bound(ctx, e, y, crossings, model.get_integer_value(crossings), 0, deadline, model)
+            starts = tuple((v, model.get_integer_value(e.start[v])) for v in e.names)
+            slots = tuple((v, model.get_integer_value(e.role[v])) for v in e.names)
+            warps = tuple((w, model.get_integer_value(e.warps(w))) for w in range(e.K))
+            ctx.dispose()
+            return JointResult(ii, length, starts, slots, warps, proven and ok1, tuple(tried))
+        ctx.dispose()
+        ii += 1
+    return None
+
+
+# -- mapping the answer back to the user's names --------------------------------------------------
+
+def _role_name(ops, p: Problem, counters: dict) -> str:
+    opcodes = {p.task[o].opcode for o in ops}
+    if all(p.task[o].variable_latency for o in ops):
+        base = "load"
+    elif opcodes == {"mma"}:
+        base = "mma"
+    elif "mma" in opcodes:
+        base = "consumer"
+    elif "exp2" in opcodes:
+        base = "softmax"
+    elif opcodes <= {"rescale", "mul", "convert"}:
+        base = "correction"
+    else:
+        base = "role"
+    counters.setdefault(base, []).append(ops)
+    return base
+
+
+def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
+    """Registers per role: what each role needs, then the SM's remainder shared by the non-load
+    roles (FA3's 24/240/240 shape), in `setmaxnreg` granules."""
+    from .liveness import role_register_use
+    lim = p.limits
+    g = lim.register_granule
+    roles = []
+    for r in schedule.roles:
+        need = max(u for u, _ in role_register_use(schedule, p, r))
+        roles.append([r, max(lim.min_registers, math.ceil(need / g) * g)])
+    spare = lim.registers_per_sm - sum(32 * r.warps * b for r, b in roles)
+    growers = [x for x in roles if not all(p.task[o].variable_latency for o in x[0].ops)]
+    while growers and spare > 0:
+        grown = False
+        for x in growers:
+            cost = 32 * x[0].warps * g
+            if x[1] + g <= lim.registers_per_thread and cost <= spare:
+                x[1] += g
+                spare -= cost
+                grown = True
+        if not grown:
+            break
+    # Keep budgets of roles of equal shape equal (the loop above may leave them one granule apart).
+    return tuple(Role(r.name, r.warps, b, r.ops) for r, b in roles)
+
+
+def joint_schedule(p: Problem, swp, base: Schedule, options, progress) -> Schedule:
+    from dataclasses import replace
+    result = solve_joint(p, swp.ii, swp.length, options.time_limit, options.max_ii, progress)
+    if result is None:
+        from .pipeline import TimeLimitReached
+        if options.time_limit is not None:
+            raise TimeLimitReached(None, "the time limit ended the joint search before any schedule was found")
+        raise NoScheduleError(f"no joint schedule with I <= {options.max_ii}",
+                              "run `twill explain` to see which constraints rule out smaller I")
+    start, slot = dict(result.starts), dict(result.roles)
+    warps = dict(result.role_warps)
+    # Name role slots in order of first op, deterministically.
+    order = sorted({s for s in slot.values()}, key=lambda s: min(i for i, v in enumerate(p.tasks) if slot[v.name] == s))
+    counters: dict = {}
+    bases = {}
+    for s in order:
+        ops = tuple(t.name for t in p.tasks if slot[t.name] == s)
+        bases[s] = (_role_name(ops, p, counters), ops)
+    names = {}
+    for s in order:
+        kind, members = bases[s]
+        many = len(counters[kind]) > 1 or kind in ("consumer", "softmax")
+        names[s] = f"{kind}{counters[kind].index(members)}" if many else kind
+    ops = tuple(ScheduledOp(t.name, t.opcode, t.unit, t.cycles, t.occupancy, start[t.name], names[slot[t.name]],
+                            t.issue, t.is_async, t.variable_latency, t.streaming, t.machine_cycles)
+                for t in p.tasks)
+    roles = tuple(Role(names[s], warps[s], 0, bases[s][1]) for s in order)
+    buffers = tuple(Buffer(t.name, t.depth, t.bytes, t.space) for t in p.tasks if t.streaming)
+    cross = tuple((d.src, d.dst) for d in p.deps if slot[d.src] != slot[d.dst])
+    sched = replace(base, stage="joint", ii=result.ii, length=result.length, optimal=result.optimal,
+                    ops=ops, roles=roles, buffers=buffers, cross_role_edges=tuple(dict.fromkeys(cross)))
+    sched = replace(sched, roles=budgets(p, sched))
+    if not result.optimal and options.time_limit is not None:
+        from .pipeline import TimeLimitReached
+        raise TimeLimitReached(sched, "the time limit ended the search before optimality was proven")
+    return sched
