@@ -26,7 +26,7 @@ from conftest import ROOT
 EXAMPLES = sorted(p.stem for p in (ROOT / "examples").glob("*.tir"))
 GPU = {"attention_fwd_blackwell": "b200", "attention_bwd_blackwell": "b200"}  # the rest: h100
 # Examples whose joint schedule is found quickly; the others are drawn from their modulo schedule.
-JOINT = {"gemm_hopper"}
+JOINT = {"fig1", "gemm_hopper"}
 
 
 @functools.lru_cache(maxsize=None)
