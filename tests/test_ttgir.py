@@ -1,0 +1,421 @@
+"""`twill import`: Triton TTGIR in, tile-loop graph out.
+
+The three dumps in tests/data/ttgir/ are real TTGIR taken before Triton's pipeliner; their graphs are
+checked op by op and against golden `.tir` files (``pytest --update-golden`` rewrites those). Small
+hand-written snippets cover the rules one at a time: fusion, memory, names, loop choice, errors.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from twill.costs import bind
+from twill.errors import InputError
+from twill.ir import Edge, TensorType
+from twill.machine import load_machine
+from twill.tir import parse_tir, print_tir
+from twill.ttgir import import_ttgir, load_ttgir
+
+DATA = Path(__file__).parent / "data" / "ttgir"
+SAMPLES = sorted(p.stem for p in DATA.glob("*.ttgir"))
+SM90 = DATA / "attn_fwd_tma_sm90.ttgir"
+SM100 = DATA / "attn_fwd_sm100_ws.ttgir"
+MATMUL = DATA / "matmul_sm90.ttgir"
+
+
+def f32(*shape, space="reg"):
+    return TensorType("f32", shape, space)
+
+
+def f16(*shape, space="reg"):
+    return TensorType("f16", shape, space)
+
+
+def opcodes(graph) -> Counter:
+    return Counter(op.opcode for op in graph.ops)
+
+
+def edges(graph) -> set[tuple[str, str, int]]:
+    return {(e.src, e.dst, e.distance) for e in graph.edges}
+
+
+def kernel(body: str, args: str = "%n: i32", before: str = "", iter_args: str = "", types: str = "") -> str:
+    """A one-loop TTGIR function around `body` (the loop's ops, ending with its scf.yield)."""
+    loop_results = f"%r:{iter_args.count('=')} = " if iter_args else ""
+    head = f"iter_args({iter_args}) -> ({types}) " if iter_args else ""
+    return f"""#blocked = #ttg.blocked<{{sizePerThread = [1, 8], threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]}}>
+#shared = #ttg.nvmma_shared<{{swizzlingByteWidth = 128, transposed = false, elementBitWidth = 16}}>
+#smem = #ttg.shared_memory
+module attributes {{"ttg.num-warps" = 4 : i32}} {{
+  tt.func public @k({args}) {{
+    %c0 = arith.constant 0 : i32
+    %c1 = arith.constant 1 : i32
+    %zero = arith.constant dense<0.000000e+00> : tensor<64x64xf32, #blocked>
+{before}
+    {loop_results}scf.for %i = %c0 to %n step %c1 {head}: i32 {{
+{body}
+    }}
+    tt.return
+  }}
+}}
+"""
+
+
+T = "tensor<64x64xf32, #blocked>"
+T16 = "tensor<64x64xf16, #blocked>"
+PTRS = "tensor<64x64x!tt.ptr<f16>, #blocked>"
+TOY = kernel(f"""
+      %x = tt.load %ptrs : {PTRS}
+      %s = tt.splat %scale : f32 -> {T}
+      %d = tt.dot %x, %w, %zero : {T16} * {T16} -> {T}
+      %y = arith.mulf %d, %s : {T}
+      %z = arith.addf %acc, %y : {T}
+      %f = tt.foo %z : {T}
+      %h = arith.truncf %f : {T} to {T16}
+      tt.store %ptrs, %h : {PTRS}
+      %o = arith.addi %off, %c1 : i32
+      scf.yield %z, %o : {T}, i32""",
+             args="%X: !tt.ptr<f16>, %n: i32, %scale: f32",
+             before=f"""    %ptrs = tt.splat %X : !tt.ptr<f16> -> {PTRS}
+    %w = tt.load %ptrs : {PTRS}""",
+             iter_args="%acc = %zero, %off = %c0", types=f"{T}, i32")
+
+
+# -- the real dumps -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stem", SAMPLES)
+def test_sample_matches_golden(stem, golden):
+    graph, warnings = load_ttgir(DATA / f"{stem}.ttgir")
+    assert warnings == []
+    golden(f"ttgir/{stem}.tir", print_tir(graph))
+
+
+@pytest.mark.parametrize("stem", SAMPLES)
+def test_sample_round_trips_through_tir(stem):
+    graph, _ = load_ttgir(DATA / f"{stem}.ttgir")
+    assert parse_tir(print_tir(graph), graph.file) == graph
+
+
+@pytest.mark.parametrize("stem, gpu", [("attn_fwd_tma_sm90", "h100"), ("matmul_sm90", "h100"),
+                                       ("attn_fwd_sm100_ws", "b200")])
+def test_sample_opcodes_are_described_by_the_machine(stem, gpu):
+    graph, _ = load_ttgir(DATA / f"{stem}.ttgir")
+    costs = bind(graph, load_machine(gpu))
+    assert [c.name for c in costs] == [op.name for op in graph.ops]
+
+
+def test_attention_sm90():
+    g, _ = load_ttgir(SM90)
+    assert g.kernel == "attn_fwd_desc" and g.file == str(SM90)
+    assert [(v.name, v.type) for v in g.inputs] == [("q", f16(128, 128, space="smem"))]
+    assert [(c.name, c.type, c.init) for c in g.carries] == [
+        ("m_i", f32(128), "-inf"), ("l_i", f32(128), "0"), ("acc", f32(128, 128), "0")]
+    assert opcodes(g) == Counter(load=2, mma=2, exp2=2, rowmax=1, rowsum=1, rescale=1)
+    assert [(op.name, op.opcode, [str(o) for o in op.operands], op.type) for op in g.ops] == [
+        ("k", "load", [], f16(128, 128, space="smem")),
+        ("qk", "mma", ["q", "k"], f32(128, 128)),
+        ("m_ij", "rowmax", ["qk", "m_i"], f32(128)),
+        ("p", "exp2", ["qk", "m_ij"], f16(128, 128)),
+        ("alpha", "exp2", ["m_i", "m_ij"], f32(128)),
+        ("l_i_new", "rowsum", ["p", "l_i", "alpha"], f32(128)),
+        ("acc_rescale", "rescale", ["acc", "alpha"], f32(128, 128)),
+        ("v", "load", [], f16(128, 128, space="smem")),
+        ("acc_new", "mma", ["p", "v", "acc_rescale"], f32(128, 128)),
+    ]
+    assert g.yields == (("m_i", "m_ij"), ("l_i", "l_i_new"), ("acc", "acc_new"))
+    assert {("m_ij", "m_ij", 1), ("m_ij", "alpha", 1), ("l_i_new", "l_i_new", 1),
+            ("acc_new", "acc_rescale", 1), ("qk", "m_ij", 0), ("alpha", "acc_rescale", 0),
+            ("acc_rescale", "acc_new", 0), ("p", "acc_new", 0)} <= edges(g)
+    assert Edge("m_ij", "alpha", 1, 0, carry="m_i") in g.edges
+    # Each op points back at the TTGIR line it came from (the fused group's last op).
+    assert g.op("qk").span.line == 55 and g.op("m_ij").span.line == 62 and g.op("acc_new").span.line == 84
+
+
+def test_attention_sm100_keeps_tensor_memory():
+    g, _ = load_ttgir(SM100)
+    assert g.kernel == "attn_fwd"
+    assert [(c.name, c.type, c.init) for c in g.carries] == [
+        ("m_i", f32(128), "-inf"), ("l_i", f32(128), "0"), ("acc", f32(128, 128, space="tmem"), "0")]
+    assert opcodes(g) == Counter(load=2, mma=2, exp2=2, rowmax=1, rowsum=1, rescale=1, convert=1)
+    assert g.op("qk").type == f32(128, 128, space="tmem")  # tc_gen5_mma writes tensor memory
+    assert [str(o) for o in g.op("m_ij").operands] == ["qk", "m_i"]  # tmem_load folds: reads qk in tmem
+    # The rescale reads the accumulator in tensor memory and stores it back (its tmem_store folds in).
+    assert (g.op("acc_rescale").opcode, g.op("acc_rescale").type) == ("rescale", f32(128, 128, space="tmem"))
+    # P is read by the rowsum in registers and by the MMA from tensor memory: a real copy.
+    assert (g.op("p_tmem").opcode, [str(o) for o in g.op("p_tmem").operands]) == ("convert", ["p"])
+    assert g.op("p_tmem").type == f16(128, 128, space="tmem")
+    assert [str(o) for o in g.op("acc_new").operands] == ["p_tmem", "v", "acc_rescale"]
+    assert g.yields == (("m_i", "m_ij"), ("l_i", "l_i_new"), ("acc", "acc_new"))
+    assert ("acc_new", "acc_rescale", 1) in edges(g)
+
+
+def test_matmul():
+    g, _ = load_ttgir(MATMUL)
+    assert (g.kernel, g.inputs) == ("matmul", ())
+    assert [(c.name, c.type, c.init) for c in g.carries] == [("acc", f32(128, 128), "0")]
+    assert [(op.name, op.opcode, [str(o) for o in op.operands], op.type) for op in g.ops] == [
+        ("a", "load", [], f16(128, 64, space="smem")),
+        ("b", "load", [], f16(64, 128, space="smem")),
+        ("acc_new", "mma", ["a", "b", "acc"], f32(128, 128)),
+    ]
+    assert edges(g) == {("a", "acc_new", 0), ("b", "acc_new", 0), ("acc_new", "acc_new", 1)}
+
+
+def test_numeric_ssa_names_give_opcode_names():
+    names: dict[str, str] = {}
+    text = re.sub(r"%([A-Za-z_][A-Za-z0-9_.$]*)", lambda m: "%" + names.setdefault(m.group(1), str(len(names))),
+                  SM90.read_text())
+    g, _ = import_ttgir(text, "numeric.ttgir")
+    named, _ = load_ttgir(SM90)
+    assert [op.opcode for op in g.ops] == [op.opcode for op in named.ops]
+    assert [op.name for op in g.ops] == ["load_0", "mma_0", "carry_0_new", "exp2_0", "exp2_1", "carry_1_new",
+                                         "rescale_0", "load_1", "carry_2_new"]
+    assert [v.name for v in g.inputs + g.carries] == ["input_0", "carry_0", "carry_1", "carry_2"]
+    assert import_ttgir(text, "numeric.ttgir")[0] == g  # deterministic
+
+
+# -- rules, one snippet each --------------------------------------------------------------------------
+
+def test_toy_loop():
+    g, warnings = import_ttgir(TOY, "toy.ttgir")
+    assert [(v.name, v.type) for v in g.inputs] == [("w", f16(64, 64, space="smem"))]
+    assert [(c.name, c.init) for c in g.carries] == [("acc", "0")]  # %off (an i32) is index arithmetic
+    assert [(op.name, op.opcode, [str(o) for o in op.operands], op.type) for op in g.ops] == [
+        ("x", "load", [], f16(64, 64, space="smem")),
+        ("d", "mma", ["x", "w"], f32(64, 64)),  # the zero accumulator is dropped
+        ("z", "add", ["d", "acc"], f32(64, 64)),  # d * scale + acc: one op
+        ("f", "tt_foo", ["z"], f32(64, 64)),
+        ("h", "convert", ["f"], f16(64, 64)),  # truncf of a non-elementwise op stays a convert
+        ("store_0", "store", ["h"], None),
+    ]
+    assert not g.op("store_0").has_result
+    assert g.yields == (("acc", "z"),)
+    assert [w.severity for w in warnings] == ["warning"]
+    assert "unknown TTGIR op 'tt.foo'" in warnings[0].message and "'tt_foo'" in warnings[0].message
+    assert (warnings[0].span.file, warnings[0].span.line) == ("toy.ttgir", TOY.splitlines().index(
+        next(line for line in TOY.splitlines() if "tt.foo" in line)) + 1)
+    assert "tt.foo %z" in warnings[0].span.text
+
+
+def test_unknown_op_is_an_error_with_strict():
+    with pytest.raises(InputError) as info:
+        import_ttgir(TOY, "toy.ttgir", strict=True)
+    [d] = info.value.diagnostics
+    assert d.severity == "error" and "tt.foo" in d.message and d.span.line > 1
+    assert info.value.exit_code == 2
+    assert "toy.ttgir:" in info.value.render() and "^" in info.value.render()
+
+
+FA3 = kernel(f"""
+      %k0 = tt.descriptor_load %dk[%i, %c0] : !tt.tensordesc<64x64xf16, #shared> -> {T16}
+      %k = ttg.local_alloc %k0 : ({T16}) -> !ttg.memdesc<64x64xf16, #shared, #smem>
+      %0 = ttng.warp_group_dot %q, %k, %zero {{inputPrecision = 0 : i32, isAsync = true}} : !ttg.memdesc<64x64xf16, #shared, #smem> * !ttg.memdesc<64x64xf16, #shared, #smem> -> {T}
+      %1:3 = ttng.warp_group_dot_wait %0, %q, %k {{pendings = 0 : i32}} : {T}, !ttg.memdesc<64x64xf16, #shared, #smem>, !ttg.memdesc<64x64xf16, #shared, #smem>
+      %2 = tt.splat %sc : f32 -> {T}
+      %3 = arith.mulf %1#0, %2 : {T}
+      %4 = "tt.reduce"(%3) <{{axis = 1 : i32}}> ({{
+      ^bb0(%a: f32, %b: f32):
+        %r = arith.maximumf %a, %b : f32
+        tt.reduce.return %r : f32
+      }}) : ({T}) -> tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>>
+      %5 = arith.maxnumf %m, %4 : tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>>
+      %6 = tt.expand_dims %5 {{axis = 1 : i32}} : tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>> -> tensor<64x1xf32, #blocked>
+      %7 = tt.broadcast %6 : tensor<64x1xf32, #blocked> -> {T}
+      %8 = arith.subf %3, %7 : {T}
+      %9 = math.exp2 %8 : {T}
+      %10 = arith.truncf %9 : {T} to {T16}
+      %11 = ttg.local_alloc %10 : ({T16}) -> !ttg.memdesc<64x64xf16, #shared, #smem>
+      %12 = ttng.warp_group_dot %11, %k, %acc {{inputPrecision = 0 : i32}} : !ttg.memdesc<64x64xf16, #shared, #smem> * !ttg.memdesc<64x64xf16, #shared, #smem> -> {T}
+      scf.yield %5, %12 : tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>>, {T}""",
+             args="%dq: !tt.tensordesc<64x64xf16, #shared>, %dk: !tt.tensordesc<64x64xf16, #shared>, %n: i32, %sc: f32",
+             before=f"""    %ninf = arith.constant dense<0xFF800000> : tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>>
+    %q0 = tt.descriptor_load %dq[%c0, %c0] : !tt.tensordesc<64x64xf16, #shared> -> {T16}
+    %q = ttg.local_alloc %q0 : ({T16}) -> !ttg.memdesc<64x64xf16, #shared, #smem>""",
+             iter_args="%m = %ninf, %acc = %zero",
+             types=f"tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>>, {T}")
+
+
+def test_async_dot_wait_scale_inlining_and_p_in_shared_memory():
+    g, warnings = import_ttgir(FA3, "fa3.ttgir")
+    assert warnings == []
+    assert [(op.name, op.opcode, [str(o) for o in op.operands], op.type) for op in g.ops] == [
+        ("k0", "load", [], f16(64, 64, space="smem")),
+        ("mma_0", "mma", ["q0", "k0"], f32(64, 64)),  # the warp_group_dot_wait folds away
+        # qk * scale feeds both the max and the subtraction: recomputed inside each, not an op
+        ("m_new", "rowmax", ["mma_0", "m"], f32(64)),
+        # exp2 makes f16 P (truncf merged) straight into shared memory (local_alloc folded)
+        ("exp2_0", "exp2", ["mma_0", "m_new"], f16(64, 64, space="smem")),
+        ("acc_new", "mma", ["exp2_0", "k0", "acc"], f32(64, 64)),
+    ]
+    assert [(c.name, c.init) for c in g.carries] == [("m", "-inf"), ("acc", "0")]
+
+
+BLACKWELL = kernel("""
+      %A = tt.load %A_ptr : tensor<64x64x!tt.ptr<f16>, #blocked>
+      %A_sh = ttg.local_alloc %A : (tensor<64x64xf16, #blocked>) -> !ttg.memdesc<64x64xf16, #shared, #smem, mutable>
+      %acc_tm, %acc_tok = ttng.tmem_alloc %acc : (tensor<64x64xf32, #blocked>) -> (!ttg.memdesc<64x64xf32, #tmem, #ttng.tensor_memory, mutable>, !ttg.async.token)
+      %mma_tok = ttng.tc_gen5_mma %A_sh, %A_sh, %acc_tm[%acc_tok], %true, %true : !ttg.memdesc<64x64xf16, #shared, #smem, mutable>, !ttg.memdesc<64x64xf16, #shared, #smem, mutable>, !ttg.memdesc<64x64xf32, #tmem, #ttng.tensor_memory, mutable>
+      %acc_res, %load_tok = ttng.tmem_load %acc_tm[%mma_tok] : !ttg.memdesc<64x64xf32, #tmem, #ttng.tensor_memory, mutable> -> tensor<64x64xf32, #blocked>
+      scf.yield %acc_res : tensor<64x64xf32, #blocked>""",
+                   args="%A_ptr: tensor<64x64x!tt.ptr<f16>, #blocked>, %n: i32",
+                   before="    %true = arith.constant true",
+                   iter_args="%acc = %zero", types=T).replace(
+    "#smem = #ttg.shared_memory", "#smem = #ttg.shared_memory\n#tmem = #ttng.tensor_memory_encoding<blockM = 64, blockN = 64>")
+
+
+def test_register_accumulator_copied_to_tensor_memory():
+    g, _ = import_ttgir(BLACKWELL, "bw.ttgir")
+    assert [(op.name, op.opcode, [str(o) for o in op.operands], op.type) for op in g.ops] == [
+        ("A", "load", [], f16(64, 64, space="smem")),
+        ("acc_tmem", "convert", ["acc"], f32(64, 64, space="tmem")),  # a carry in registers, each iteration
+        ("mma_tok", "mma", ["A", "A", "acc_tmem"], f32(64, 64, space="tmem")),
+    ]
+    assert g.yields == (("acc", "mma_tok"),)
+
+
+def test_old_dialect_spelling():
+    old = (FA3.replace("ttg.", "triton_gpu.").replace("ttng.", "triton_nvidia_gpu.")
+           .replace("!triton_gpu.memdesc", "!tt.memdesc"))
+    assert import_ttgir(old, "fa3.ttgir")[0] == import_ttgir(FA3, "fa3.ttgir")[0]
+
+
+def test_reduction_it_cannot_name_is_generic():
+    text = kernel(f"""
+      %t = "tt.reduce"(%b) <{{axis = 1 : i32}}> ({{
+      ^bb0(%u: f32, %v: f32):
+        %mn = arith.minnumf %u, %v : f32
+        tt.reduce.return %mn : f32
+      }}) : ({T}) -> tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>>
+      %e = tt.expand_dims %t {{axis = 1 : i32}} : tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>> -> tensor<64x1xf32, #blocked>
+      %bb = tt.broadcast %e : tensor<64x1xf32, #blocked> -> {T}
+      %nb = arith.divf %b, %bb : {T}
+      scf.yield %nb : {T}""", iter_args="%b = %zero", types=T)
+    g, warnings = import_ttgir(text, "r.ttgir")
+    assert [(op.name, op.opcode) for op in g.ops] == [("t", "tt_reduce"), ("nb", "rescale")]
+    assert len(warnings) == 1 and "combiner" in warnings[0].message
+    with pytest.raises(InputError):
+        import_ttgir(text, "r.ttgir", strict=True)
+
+
+def test_carry_from_a_non_constant_warns():
+    text = kernel(f"""
+      %y = arith.mulf %b, %b : {T}
+      scf.yield %y : {T}""", before=f"    %x = tt.load %ptrs : {PTRS}\n    %x32 = arith.extf %x : {T16} to {T}",
+                  args="%ptrs: tensor<64x64x!tt.ptr<f16>, #blocked>, %n: i32", iter_args="%b = %x32", types=T)
+    g, warnings = import_ttgir(text, "c.ttgir")
+    assert [(c.name, c.init) for c in g.carries] == [("b", "0")]
+    assert [w.severity for w in warnings] == ["warning"] and "not a constant" not in warnings[0].message
+    assert "computed before the loop" in warnings[0].message
+    import_ttgir(text, "c.ttgir", strict=True)  # not an unknown op: still only a warning
+
+
+# -- choosing the loop --------------------------------------------------------------------------------
+
+TWO_LOOPS = TOY.replace("    tt.return", f"""    %r2 = scf.for %j = %c0 to %n step %c1 iter_args(%b = %zero) -> ({T}) : i32 {{
+      %nb = arith.subf %b, %b : {T}
+      scf.yield %nb : {T}
+    }}
+    tt.return""")
+
+
+def test_loop_choice():
+    default, _ = import_ttgir(TWO_LOOPS, "two.ttgir")
+    first, _ = import_ttgir(TWO_LOOPS, "two.ttgir", loop=0)
+    second, _ = import_ttgir(TWO_LOOPS, "two.ttgir", loop=1)
+    assert default == first and len(first.ops) == 6  # the loop with the most tile ops
+    assert [(op.name, op.opcode) for op in second.ops] == [("nb", "sub")]
+    with pytest.raises(InputError, match=r"no loop 2; the file has 2 top-level loops \(0\.\.1\)"):
+        import_ttgir(TWO_LOOPS, "two.ttgir", loop=2)
+
+
+def test_no_loop_is_an_error():
+    with pytest.raises(InputError, match="no top-level scf.for"):
+        import_ttgir("module {\n  tt.func @f() {\n    tt.return\n  }\n}\n", "f.ttgir")
+
+
+# -- malformed input ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("old, new, message, line_of", [
+    ("%z = arith.addf %acc, %y", "%z = arith.addf %acc, %nope", "undefined value '%nope'", "%nope"),
+    ("%y = arith.mulf %d, %s", "%y = arith.mulf %d ~ %s", "unexpected character '~'", "~"),
+    ("%d = tt.dot %x, %w, %zero :", "%d = tt.dot (%x, %w, %zero :", "never closed", "tt.dot ("),
+    ("%x = tt.load %ptrs", "%x = 42 %ptrs", "expected an operation name", "= 42"),
+    ("%o = arith.addi", "%o arith.addi", "expected '='", "%o arith.addi"),
+    ('%h = arith.truncf %f : tensor<64x64xf32, #blocked> to',
+     '%h = arith.truncf %f : tensor<64xbadxf32, #blocked> to', "unknown element type 'badxf32'", "64xbadxf32"),
+])
+def test_malformed_input_is_a_located_error(old, new, message, line_of):
+    assert old in TOY
+    text = TOY.replace(old, new)
+    with pytest.raises(InputError) as info:
+        import_ttgir(text, "bad.ttgir")
+    d = info.value.diagnostics[0]
+    assert message in d.message
+    assert d.span.file == "bad.ttgir" and d.span.line == next(
+        i for i, line in enumerate(text.splitlines(), 1) if line_of in line)
+    assert d.span.col >= 1 and d.span.text == text.splitlines()[d.span.line - 1]
+    assert info.value.render().startswith(f"bad.ttgir:{d.span.line}:{d.span.col}: error: ")
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        load_ttgir(tmp_path / "missing.ttgir")
+
+
+def _mutate(text: str, data) -> str:
+    lines = text.split("\n")
+    i = data.draw(st.integers(0, len(lines) - 1))
+    kind = data.draw(st.sampled_from(["drop", "cut", "insert", "duplicate"]))
+    if kind == "drop":
+        del lines[i]
+    elif kind == "cut":
+        lines[i] = lines[i][: data.draw(st.integers(0, len(lines[i])))]
+    elif kind == "insert":
+        k = data.draw(st.integers(0, len(lines[i])))
+        lines[i] = lines[i][:k] + data.draw(st.sampled_from(list("%<>{}()[],:=#!@^\"x0-"))) + lines[i][k:]
+    else:
+        lines.insert(i, lines[data.draw(st.integers(0, len(lines) - 1))])
+    return "\n".join(lines)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_damaged_input_never_crashes(data):
+    text = _mutate(data.draw(st.sampled_from([SM90.read_text(), SM100.read_text(), TOY, FA3])), data)
+    try:
+        import_ttgir(text, "damaged.ttgir")
+    except InputError as exc:
+        assert exc.render()
+
+
+def test_whole_pass_dump_uses_the_ir_before_the_pipeliner():
+    header = "// -----// IR Dump Before {} ({}) ('builtin.module' operation) //----- //"
+    log = "\n".join([header.format("TritonGPUCoalesce", "tritongpu-coalesce"), TOY,
+                     header.format("TritonGPUAssignLatencies", "tritongpu-assign-latencies"), SM90.read_text(),
+                     header.format("TritonGPUScheduleLoops", "tritongpu-schedule-loops"), MATMUL.read_text()])
+    g, _ = import_ttgir(log, "dump.txt")
+    assert print_tir(g) == print_tir(load_ttgir(SM90)[0])
+    offset = log.split("\n").index(SM90.read_text().split("\n")[0])  # spans still point into the log
+    assert g.op("qk").span.line == 55 + offset and g.op("qk").span.file == "dump.txt"
+    with pytest.raises(InputError, match="before the pipeliner"):
+        import_ttgir(header.format("TritonGPUCoalesce", "tritongpu-coalesce") + "\n" + TOY, "dump.txt")
+
+
+def test_yielded_conversion_merges_into_its_producer():
+    h = "tensor<64x64xf16, #blocked>"
+    text = kernel(f"""
+      %e = arith.extf %a : {h} to {T}
+      %y = math.exp2 %e : {T}
+      %z = arith.truncf %y : {T} to {h}
+      scf.yield %z : {h}""", before=f"    %h0 = arith.constant dense<1.000000e+00> : {h}",
+                  iter_args="%a = %h0", types=h)
+    g, warnings = import_ttgir(text, "y.ttgir")
+    assert warnings == [] and [(c.name, c.type, c.init) for c in g.carries] == [("a", f16(64, 64), "1")]
+    assert [(op.name, op.opcode, [str(o) for o in op.operands], op.type) for op in g.ops] == [
+        ("y", "exp2", ["a"], f16(64, 64))]
+    assert g.yields == (("a", "y"),)

@@ -1,0 +1,91 @@
+"""Import a Triton TTGIR dump (the IR before Triton's own pipeliner) as a tile-loop graph.
+
+    graph, warnings = import_ttgir(text, "attn.ttgir")          # the loop with the most tile ops
+    graph, warnings = load_ttgir("attn.ttgir", loop=1, strict=True)
+
+The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds and drops):
+
+    text -> before_pipeliner (dump.py)        from a whole pass-by-pass dump, the IR before the pipeliner
+         -> parse_module (parser.py)          MLIR text to a tree of operations, any dialect
+         -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields
+         -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
+         -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
+
+Warnings are `Diagnostic`s with severity "warning" (an op the importer does not know, a carry
+that does not start from a constant). With ``strict`` the unknown-op ones are errors. Malformed input
+is an `InputError` pointing at the line and column.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from ..errors import Diagnostic, InputError
+from ..fileio import read_text
+from ..ir import Graph
+from .build import build_graph
+from .dump import before_pipeliner
+from .fuse import fuse
+from .lower import lower_loop
+from .parser import Module, MOp, parse_module
+from .values import Note, Tile
+
+__all__ = ["import_ttgir", "load_ttgir"]
+
+
+def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
+                 strict: bool = False) -> tuple[Graph, list[Diagnostic]]:
+    """The tile-loop graph of one top-level `scf.for` of `text`, and the import's warnings.
+
+    `loop` picks the N-th top-level loop (0-based, counting the functions' loops in file order); by
+    default the loop that gives the most tile ops is taken. A whole ``MLIR_ENABLE_DUMP`` log is
+    accepted too: the copy of the IR printed before the pipeliner is used.
+    """
+    module = parse_module(before_pipeliner(text, file), file)
+    loops = [(func, op) for func in module.functions() for op in func.body() if op.name == "scf.for"]
+    if not loops:
+        raise InputError(Diagnostic(f"{file}: no top-level scf.for loop in any function",
+                                    hint="dump the TTGIR of a kernel with a loop, before the pipeliner"))
+    if loop is not None and not 0 <= loop < len(loops):
+        raise InputError(Diagnostic(f"{file}: there is no loop {loop}; the file has {len(loops)} top-level "
+                                    f"loop{'s' if len(loops) > 1 else ''} (0..{len(loops) - 1})"))
+    chosen = loops if loop is None else [loops[loop]]
+    results, first_error = [], None
+    for func, op in chosen:
+        try:
+            results.append(_import_loop(module, func, op))
+        except InputError as exc:  # with several candidates, a loop we cannot read is skipped
+            if len(chosen) == 1:
+                raise
+            first_error = first_error or exc
+    if not results:
+        raise first_error
+    graph, notes = max(results, key=lambda r: len(r[0].ops))
+    unknown = [n.diagnostic for n in notes if n.unknown]
+    if strict and unknown:
+        raise InputError(*(replace(d, severity="error") for d in unknown))
+    return graph, [n.diagnostic for n in notes]
+
+
+def load_ttgir(path, loop: int | None = None, strict: bool = False) -> tuple[Graph, list[Diagnostic]]:
+    """Read a `.ttgir` file and import it; spans and `Graph.file` name `path` as given."""
+    file = os.fspath(path)
+    return import_ttgir(read_text(file, "TTGIR file"), file, loop=loop, strict=strict)
+
+
+def _import_loop(module: Module, func: MOp, loop: MOp) -> tuple[Graph, list[Note]]:
+    """Lower, fuse and build one loop. An iter_arg whose yielded value turns out to be no tile
+    (index arithmetic on an integer tensor) is lowered again as a scalar."""
+    scalar_args: frozenset = frozenset()
+    while True:
+        lowered = lower_loop(module, func, loop, scalar_args)
+        scalars = {c.arg for c, y in zip(lowered.carries, lowered.yields)
+                   if c.arg is not None and not isinstance(y, Tile)}
+        if not scalars:
+            break
+        scalar_args |= scalars
+    body, groups, fuse_notes = fuse(lowered)
+    graph, build_notes = build_graph(lowered, body, groups, module.source.file)
+    notes = list(lowered.notes) + fuse_notes + build_notes
+    notes.sort(key=lambda n: (n.diagnostic.span.line, n.diagnostic.span.col) if n.diagnostic.span else (0, 0))
+    return graph, notes

@@ -1,0 +1,152 @@
+"""Name the fused ops, inputs and carries, and build the `Graph`.
+
+Names come from the TTGIR SSA names, which Triton derives from the Python variables: ``%qk_11`` ->
+``qk`` (the ``_N`` Triton appends to keep names unique is dropped). Carries claim their names
+first, then inputs, then ops in program order. A taken name becomes ``CARRY_new`` for the op the
+loop yields to that carry, else ``NAME_OPCODE``, else ``NAME_1``, ``NAME_2``...; a purely numeric SSA
+name (``%12``) gives ``CARRY_new`` or ``OPCODE_K``. A copy into memory is named after what it copies
+(``p_tmem``). Result-less ops (stores) are named ``OPCODE_K`` the way the `.tir` parser names them.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from itertools import count
+
+from ..errors import Diagnostic, InputError
+from ..ir import Graph, Op, Operand, Value
+from .fuse import Body, Group
+from .values import Const, Lowered, Note, Ref, Tile
+
+_SUFFIX = re.compile(r"_\d+$")
+_UNNAMED = re.compile(r"(arg)?\d+$")  # %12, %arg3: MLIR's own numbering, not a user's name
+_KEYWORDS = {"kernel", "input", "carry", "loop", "yield"}
+
+
+def base_name(ssa: str | None) -> str | None:
+    """``qk_11`` -> ``qk``, ``acc#1`` -> ``acc``, ``12`` and ``arg3`` -> None."""
+    if not ssa:
+        return None
+    name = _SUFFIX.sub("", ssa.split("#")[0])
+    name = "".join(c if c.isalnum() or c in "_." else "_" for c in name)
+    return None if not name or _UNNAMED.match(name) or not (name[0].isalpha() or name[0] == "_") else name
+
+
+class _Names:
+    def __init__(self):
+        self.taken = set(_KEYWORDS)
+
+    def claim(self, *candidates: str | None, fallback: str) -> str:
+        for cand in candidates:
+            if cand and cand not in self.taken:
+                self.taken.add(cand)
+                return cand
+        for k in count(1 if any(candidates) else 0):
+            if f"{fallback}_{k}" not in self.taken:
+                self.taken.add(f"{fallback}_{k}")
+                return f"{fallback}_{k}"
+
+
+def init_text(init: object) -> tuple[str, str | None]:
+    """A carry's initial value as `.tir` writes it, and what to warn about when it is not a constant."""
+    if isinstance(init, Const) and isinstance(init.value, (bool, int, float)):
+        v = float(init.value)
+        if math.isnan(v):
+            return "0", "a NaN constant"
+        if math.isinf(v):
+            return ("inf" if v > 0 else "-inf"), None
+        return (str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)), None
+    what = ("a constant that is not one splat value" if isinstance(init, Const) else
+            "uninitialised memory" if init is None else "a value computed before the loop")
+    return "0", what
+
+
+def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) -> tuple[Graph, list[Note]]:
+    """The graph of the fused groups, with names; also warnings about carries' initial values."""
+    root_of = {m: g.root for g in groups for m in g.members}
+    carries, invariant = _live_carries(lowered, body, groups, root_of)
+    names = _Names()
+    carry_name = {k: names.claim(base_name(lowered.carries[k].ssa), fallback="carry") for k in carries
+                  if k not in invariant}
+    inputs: dict[Ref, str] = {}
+    for r in (r for g in groups for r in g.operands):
+        outside = r.kind == "node" and not body.nodes[r.index].in_loop
+        if (outside or (r.kind == "carry" and r.index in invariant)) and r not in inputs:
+            ssa = body.nodes[r.index].ssa if outside else lowered.carries[r.index].ssa
+            inputs[r] = names.claim(base_name(ssa), fallback="input")
+    yielded_to: dict[int, str] = {}
+    for k, name in carry_name.items():
+        yielded_to.setdefault(body.yields[k].ref.index, name)
+    op_name: dict[int, str] = {}  # group root -> name, filled in program order
+
+    def operand_name(r: Ref) -> str:
+        if r in inputs:
+            return inputs[r]
+        return carry_name[r.index] if r.kind == "carry" else op_name[root_of[r.index]]
+
+    _name_ops(groups, body, names, yielded_to, operand_name, op_name)
+    graph_inputs = tuple(Value(name, _ref_type(lowered, body, r), "input", span=_ref_span(lowered, body, r))
+                         for r, name in inputs.items())
+    graph_carries, notes = [], []
+    for k, name in carry_name.items():
+        carry = lowered.carries[k]
+        text, problem = init_text(carry.init)
+        if problem:
+            notes.append(Note(Diagnostic(f"carry '{name}' starts from {problem}; written as 0", carry.span,
+                                         severity="warning")))
+        graph_carries.append(Value(name, carry.type, "carry", text, carry.span))
+    ops = tuple(Op(op_name[g.root], g.opcode, tuple(Operand(operand_name(r)) for r in g.operands), g.type,
+                   has_result=g.type is not None, span=g.span) for g in groups)
+    yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
+    return Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file), notes
+
+
+def _live_carries(lowered: Lowered, body: Body, groups: list[Group], root_of: dict) -> tuple[list[int], set[int]]:
+    """The carries some op reads, and those of them the loop never changes (which become inputs)."""
+    used = {r.index for g in groups for r in g.operands if r.kind == "carry"}
+    carries, invariant = [], set()
+    for k, (carry, y) in enumerate(zip(lowered.carries, body.yields)):
+        if k not in used:
+            continue
+        if isinstance(y, Tile) and y.ref == Ref("carry", k):
+            invariant.add(k)
+        elif not (isinstance(y, Tile) and y.ref.kind == "node" and y.ref.index in root_of):
+            raise InputError(Diagnostic(f"the loop yields for '%{carry.ssa}' a value that no tile op of the body "
+                                        "computes; the importer cannot express this carry", carry.span))
+        carries.append(k)
+    return carries, invariant
+
+
+def _name_ops(groups: list[Group], body: Body, names: _Names, yielded_to: dict[int, str],
+              operand_name, op_name: dict[int, str]) -> None:
+    """Fill `op_name` (group root -> name, see the module docstring): ops in program order, then
+    the result-less ones."""
+    counters: dict[str, count] = {}
+    for g in (g for g in groups if g.type is not None):
+        node, carry = body.nodes[g.root], yielded_to.get(g.root)
+        new = f"{carry}_new" if carry else None
+        if node.kind == "move" and g.operands:
+            cand = f"{operand_name(g.operands[0])}_{g.type.space}"
+        else:
+            cand = base_name(node.ssa)
+        if cand is None:
+            counter = counters.setdefault(g.opcode, count())
+            cand = new or next(f"{g.opcode}_{k}" for k in counter if f"{g.opcode}_{k}" not in names.taken)
+        op_name[g.root] = names.claim(cand, new, f"{cand}_{g.opcode}", fallback=cand)
+    resultless: Counter = Counter()
+    for g in (g for g in groups if g.type is None):  # as the .tir parser names them: OPCODE_K
+        name = f"{g.opcode}_{resultless[g.opcode]}"
+        resultless[g.opcode] += 1
+        while name in names.taken:
+            name += "_"
+        names.taken.add(name)
+        op_name[g.root] = name
+
+
+def _ref_type(lowered: Lowered, body: Body, r: Ref):
+    return body.nodes[r.index].type if r.kind == "node" else lowered.carries[r.index].type
+
+
+def _ref_span(lowered: Lowered, body: Body, r: Ref):
+    return body.nodes[r.index].span if r.kind == "node" else lowered.carries[r.index].span

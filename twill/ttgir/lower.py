@@ -1,0 +1,460 @@
+"""Lower one `scf.for` of a TTGIR function to tile nodes, carries and yields.
+
+The function is walked in program order up to and through the chosen loop: ops before the loop are
+lowered too (so the Q tile loaded before an attention loop is known as a tile), but only nodes inside
+the loop become graph ops; tiles from before the loop that the loop reads become `input`s.
+
+Per-op behaviour lives in `HANDLERS` (TTGIR op name -> function). An op that is not in it is a
+`generic` node named after the op, with a warning (an error under ``strict``). Buffers (tensor memory
+accumulators, mutable shared memory) are tracked by content in program order: a read before any write
+in the body reads the content of the previous iteration, which becomes a carry of that buffer.
+"""
+from __future__ import annotations
+
+import struct
+
+from ..errors import Diagnostic, InputError, Span
+from ..ir import TensorType
+from .parser import Module, MOp
+from .types import TypeReader, last_top_level
+from .values import SCALAR, TOKEN, Buf, Carry, Const, Entry, Lowered, Node, Note, Ref, Scalar, Tile, Token
+
+# Ops that cost nothing at tile level: the result is the operand, seen through a new layout or shape.
+VIEWS = {
+    "ttg.convert_layout", "tt.trans", "ttg.memdesc_trans", "tt.broadcast", "tt.expand_dims", "tt.reshape",
+    "ttg.memdesc_reshape", "tt.splat", "ttg.memdesc_subview", "ttg.memdesc_index", "ttg.memdesc_subslice",
+    "ttng.tmem_subslice", "ttg.memdesc_reinterpret", "tt.bitcast", "arith.bitcast",
+}
+# Index, pointer and program-id arithmetic: always folded away.
+SCALAR_OPS = {
+    "tt.get_program_id", "tt.get_num_programs", "tt.make_range", "tt.addptr", "tt.advance",
+    "tt.make_tensor_ptr", "tt.make_tensor_descriptor", "tt.int_to_ptr", "tt.ptr_to_int",
+    "arith.index_cast", "arith.index_castui", "ub.poison",
+}
+# Hints and deallocations: no effect on the tile-level schedule.
+NO_OPS = {"tt.assume", "llvm.intr.assume", "ttg.local_dealloc", "ttng.tmem_dealloc", "tt.return", "tt.reduce.return"}
+# Elementwise ops (on scalars they are index arithmetic) -> node kind when a tile flows through.
+_EW = ("addf subf mulf divf negf remf maxnumf minnumf maximumf minimumf select cmpf cmpi addi subi muli "
+       "divsi divui remsi remui andi ori xori shli shrsi shrui maxsi minsi maxui minui").split()
+_CONV = "truncf extf trunci extsi extui sitofp uitofp fptosi fptoui".split()
+ELEMENTWISE = {
+    **{f"arith.{n}": "ew" for n in _EW}, **{f"arith.{n}": "conv" for n in _CONV},
+    "tt.fp_to_fp": "conv", "math.exp2": "exp2", "math.exp": "exp2", "math.fma": "ew", "math.absf": "ew",
+    "tt.clampf": "ew", "tt.precise_divf": "ew",
+}
+LOADS = {"tt.load", "tt.descriptor_load", "tt.experimental_descriptor_load", "tt.descriptor_gather"}
+STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store", "tt.descriptor_scatter"}
+MAX_COMBINERS = {"arith.maxnumf", "arith.maximumf", "arith.maxf", "arith.maxsi", "arith.maxui"}
+ADD_COMBINERS = {"arith.addf", "arith.addi"}
+
+
+def opcode_token(mlir_name: str) -> str:
+    """A TTGIR op name as a `.tir` opcode: every character other than a letter, digit or '_'
+    becomes '_' (``tt.foo`` -> ``tt_foo``, ``ttng.tmem_copy`` -> ``ttng_tmem_copy``)."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in mlir_name)
+
+
+class _Lowering:
+    """The state of one walk: SSA bindings, nodes so far, buffers and their content, carries."""
+
+    def __init__(self, module: Module):
+        self.src, self.types = module.source, TypeReader(module.source, module.aliases)
+        self.env: dict[str, object] = {}
+        self.nodes: list[Node] = []
+        self.buffers: list[tuple[str, object, Span]] = []  # (SSA name, MType, span)
+        self.content: dict[int, object] = {}
+        self.at_entry: dict[int, object] = {}
+        self.carries: list[Carry] = []
+        self.notes: list[Note] = []
+        self.in_loop = False
+        self.yielded: list[object] | None = None
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def span(self, op: MOp) -> Span:
+        return self.src.span(op.head, len(op.head.text))
+
+    def value(self, name: str, tok) -> object:
+        for key in (name, name + "#0"):
+            if key in self.env:
+                return self.env[key]
+        raise self.src.error(f"use of undefined value '%{name}'", tok)
+
+    def operands(self, op: MOp) -> list[object]:
+        return [self.value(name, tok) for name, tok in op.operands()]
+
+    def bind(self, op: MOp, *vals: object) -> None:
+        """Bind the op's results in order; results beyond `vals` repeat the last value."""
+        for i, name in enumerate(op.results):
+            self.env[name] = vals[min(i, len(vals) - 1)] if vals else SCALAR
+
+    def note(self, op: MOp, message: str, unknown: bool = False, hint: str | None = None) -> None:
+        if self.in_loop:
+            self.notes.append(Note(Diagnostic(message, self.span(op), hint, "warning"), unknown))
+
+    def node(self, kind: str, op: MOp, operands, type_: TensorType | None, ssa: str | None = "") -> Tile:
+        ssa = (op.results[0] if op.results else None) if ssa == "" else ssa
+        refs = tuple(v.ref for v in operands if isinstance(v, Tile))
+        self.nodes.append(Node(len(self.nodes), kind, op.name, ssa, refs, type_, self.span(op), self.in_loop))
+        return Tile(Ref("node", len(self.nodes) - 1))
+
+    def type_of(self, ref: Ref) -> TensorType:
+        return self.nodes[ref.index].type if ref.kind == "node" else self.carries[ref.index].type
+
+    def tile_type(self, mtype, op: MOp, space: str | None = None) -> TensorType:
+        tt = mtype.tile(space)
+        if tt is None:
+            raise self.src.error(f"'{op.name}' makes a tile of element type '{mtype.elem}', which "
+                                 "the .tir format has no dtype for", op.head)
+        return tt
+
+    def signature(self, op: MOp):
+        return self.types.signature(op.tokens)
+
+    def read(self, val: object) -> object:
+        """The tile a memory operand holds now (a buffer's content, or the tile itself)."""
+        if not isinstance(val, Buf):
+            return val
+        content = self.content.get(val.index)
+        if isinstance(content, Entry):  # read before written in this iteration: last iteration's value
+            name, mtype, span = self.buffers[val.index]
+            self.carries.append(Carry(name, self.tile_type_at(mtype, span), self.at_entry.get(val.index),
+                                      span, None, val.index))
+            content = Tile(Ref("carry", len(self.carries) - 1))
+            self.content[val.index] = content
+        return SCALAR if content is None else content
+
+    def tile_type_at(self, mtype, span: Span) -> TensorType:
+        tt = mtype.tile()
+        if tt is None:
+            raise InputError(Diagnostic(f"a buffer of element type '{mtype.elem}' has no .tir dtype", span))
+        return tt
+
+    def move(self, val: object, space: str, op: MOp) -> object:
+        """A register tile copied into `space`: a loaded tile is already in shared memory; any other
+        becomes a `move` node (the fusion step folds it into its producer where it can)."""
+        if not isinstance(val, Tile):
+            return val
+        if val.ref.kind == "node" and self.nodes[val.ref.index].kind == "load" and space == "smem":
+            return val
+        t = self.type_of(val.ref)
+        return self.node("move", op, [val], TensorType(t.dtype, t.shape, space))
+
+    # -- walking ----------------------------------------------------------------------------------
+
+    def lower(self, op: MOp) -> None:
+        if op.name in HANDLERS:
+            HANDLERS[op.name](self, op)
+        elif op.name in ELEMENTWISE:
+            elementwise(self, op)
+        else:
+            generic(self, op)
+
+
+# -- handlers -------------------------------------------------------------------------------------
+
+def view(lw: _Lowering, op: MOp) -> None:
+    vals = lw.operands(op)
+    lw.bind(op, vals[0] if vals else SCALAR)
+
+
+def scalar(lw: _Lowering, op: MOp) -> None:
+    lw.operands(op)  # still checks that they are defined
+    lw.bind(op, SCALAR)
+
+
+def no_op(lw: _Lowering, op: MOp) -> None:
+    lw.bind(op, SCALAR)
+
+
+def constant(lw: _Lowering, op: MOp) -> None:
+    toks = op.tokens
+    ins, _ = lw.signature(op)
+    elem = ins[0].elem if ins else "i1"
+    i = 2 if len(toks) > 2 and toks[0].is_("dense") and toks[1].is_("<") else 0
+    lw.bind(op, Const(_literal(toks[i].text, elem)) if toks else SCALAR)
+
+
+def _literal(text: str, elem: str) -> float | bool | None:
+    """``0.000000e+00``, ``0xFF800000`` (the bits of -inf as f32), ``true`` -> a Python value."""
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        if text.lower().startswith("0x"):
+            bits = int(text, 16)
+            if elem == "f32":
+                return struct.unpack(">f", bits.to_bytes(4, "big"))[0]
+            if elem == "f16":
+                return struct.unpack(">e", bits.to_bytes(2, "big"))[0]
+            if elem == "bf16":
+                return struct.unpack(">f", (bits << 16).to_bytes(4, "big"))[0]
+            if elem == "f64":
+                return struct.unpack(">d", bits.to_bytes(8, "big"))[0]
+            return bits
+        return float(text)
+    except (ValueError, OverflowError):
+        return None
+
+
+def elementwise(lw: _Lowering, op: MOp) -> None:
+    vals = lw.operands(op)
+    if not any(isinstance(v, Tile) for v in vals):
+        lw.bind(op, SCALAR)
+        return
+    ins, outs = lw.signature(op)
+    mtype = outs[0] if outs else ins[-1] if ins else None
+    if mtype is None:
+        raise lw.src.error(f"'{op.name}' has no type", op.head)
+    tt = lw.tile_type(mtype, op)
+    if op.name in ("arith.cmpf", "arith.cmpi"):
+        tt = TensorType("i1", tt.shape)
+    lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt))
+
+
+def load(lw: _Lowering, op: MOp) -> None:
+    vals = lw.operands(op)
+    ins, outs = lw.signature(op)
+    if outs:
+        mtype = outs[0]
+    elif ins and ins[0].kind == "tensor" and ins[0].elem == "ptr":  # tt.load %ptrs : tensor<..x!tt.ptr<f16>>
+        mtype = type(ins[0])("tensor", ins[0].shape, ins[0].pointee)
+    elif ins and ins[0].kind == "ptr":  # a block pointer: !tt.ptr<tensor<...>>
+        mtype = type(ins[0])("tensor", ins[0].shape, ins[0].elem)
+    else:
+        raise lw.src.error(f"cannot tell the tile type '{op.name}' loads", op.head)
+    lw.bind(op, lw.node("load", op, vals, lw.tile_type(mtype, op, "smem")))
+
+
+def store(lw: _Lowering, op: MOp) -> None:
+    vals = [lw.read(v) for v in lw.operands(op)]
+    if any(isinstance(v, Tile) for v in vals):
+        lw.node("store", op, vals, None, None)
+    lw.bind(op, TOKEN)
+
+
+def dot(lw: _Lowering, op: MOp) -> None:
+    """``tt.dot`` / ``ttng.warp_group_dot a, b, c``: an mma; a constant accumulator (zero) is dropped."""
+    vals = [lw.read(v) for v in lw.operands(op)]
+    _, outs = lw.signature(op)
+    if len(vals) < 3 or not outs:
+        raise lw.src.error(f"'{op.name}' needs operands a, b, c and a result type", op.head)
+    lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op)))
+
+
+def dot_wait(lw: _Lowering, op: MOp) -> None:
+    """``ttng.warp_group_dot_wait %a, %b {pendings = 0}``: its results are its operands, waited for."""
+    vals = [v for v in lw.operands(op) if not isinstance(v, Token)]
+    for name, val in zip(op.results, vals):
+        lw.env[name] = val
+
+
+def tc_gen5_mma(lw: _Lowering, op: MOp) -> None:
+    """``ttng.tc_gen5_mma a, b, d[tok], useD, pred``: d (tensor memory) = a*b (+ d when useD)."""
+    vals = lw.operands(op)
+    memories = [v for v in vals if isinstance(v, (Tile, Buf))]
+    flags = [v for v in vals if isinstance(v, (Const, Scalar))]
+    if len(memories) < 3 or not isinstance(memories[2], Buf):
+        generic(lw, op)
+        return
+    a, b, d = lw.read(memories[0]), lw.read(memories[1]), memories[2]
+    use_d = flags[0] if flags else Const(True)
+    acc = None if use_d == Const(False) else lw.read(d)
+    name, mtype, _ = lw.buffers[d.index]
+    ssa = op.results[0] if op.results else name
+    lw.content[d.index] = lw.node("mma", op, [a, b, acc], lw.tile_type(mtype, op, "tmem"), ssa)
+    lw.bind(op, TOKEN)
+
+
+def alloc(lw: _Lowering, op: MOp) -> None:
+    """``ttg.local_alloc`` / ``ttng.tmem_alloc``: an immutable allocation of a source is that tile in
+    memory; a mutable one is a buffer (holding the source, if any) whose content is tracked."""
+    vals = lw.operands(op)
+    _, outs = lw.signature(op)
+    mtype = outs[0] if outs else None
+    if mtype is None or mtype.kind != "memdesc":
+        raise lw.src.error(f"'{op.name}' must have a !ttg.memdesc result type", op.head)
+    content = lw.move(vals[0], mtype.space, op) if vals else None
+    if vals and not mtype.mutable:
+        lw.bind(op, content, TOKEN)
+        return
+    lw.buffers.append((op.results[0] if op.results else op.name, mtype, lw.span(op)))
+    lw.content[len(lw.buffers) - 1] = content
+    lw.bind(op, Buf(len(lw.buffers) - 1), TOKEN)
+
+
+def memory_store(lw: _Lowering, op: MOp) -> None:
+    """``ttg.local_store src, buf`` / ``ttng.tmem_store src, buf[tok], pred``: buf now holds src."""
+    vals = lw.operands(op)
+    if len(vals) < 2 or not isinstance(vals[1], Buf):
+        generic(lw, op)
+        return
+    _, mtype, _ = lw.buffers[vals[1].index]
+    lw.content[vals[1].index] = lw.move(vals[0], mtype.space, op)
+    lw.bind(op, TOKEN)
+
+
+def memory_load(lw: _Lowering, op: MOp) -> None:
+    """``ttg.local_load`` / ``ttng.tmem_load``: the consumer reads the tile where it lives."""
+    vals = lw.operands(op)
+    lw.bind(op, lw.read(vals[0]) if vals else SCALAR, TOKEN)
+
+
+def reduce(lw: _Lowering, op: MOp) -> None:
+    """``tt.reduce`` over the last axis with a max combiner is a rowmax, with an add one a rowsum."""
+    vals = lw.operands(op)
+    ins, outs = lw.signature(op)
+    combiner = _combiner(op)
+    axis = _int_attr(op, "axis")
+    kind = {"max": "rowmax", "add": "rowsum"}.get(combiner)
+    if not any(isinstance(v, Tile) for v in vals):
+        lw.bind(op, SCALAR)
+    elif kind and len(vals) == 1 and ins and outs and axis == len(ins[0].shape) - 1:
+        lw.bind(op, lw.node(kind, op, vals, lw.tile_type(outs[0], op)))
+    else:
+        why = ("combiner is not a single max or add" if kind is None else
+               "it reduces several tensors" if len(vals) != 1 else f"it reduces axis {axis}, not the last")
+        generic(lw, op, why)
+
+
+def _combiner(op: MOp) -> str | None:
+    if len(op.regions) != 1 or len(op.regions[0]) != 1:
+        return None
+    block = op.regions[0][0]
+    args = {name for name, _ in block.args}
+    ret = next((o for o in block.ops if o.name == "tt.reduce.return"), None)
+    if ret is None or len(block.ops) != 2 or len(args) != 2:
+        return None
+    comb = block.ops[0]
+    if {n for n, _ in comb.operands()} != args or [n for n, _ in ret.operands()] != list(comb.results):
+        return None
+    return "max" if comb.name in MAX_COMBINERS else "add" if comb.name in ADD_COMBINERS else None
+
+
+def _int_attr(op: MOp, key: str) -> int | None:
+    toks = op.tokens
+    for i in range(len(toks) - 2):
+        if toks[i].is_(key) and toks[i + 1].is_("="):
+            try:
+                return int(toks[i + 2].text)
+            except ValueError:
+                return None
+    return None
+
+
+def yield_(lw: _Lowering, op: MOp) -> None:
+    lw.yielded = lw.operands(op)
+
+
+def generic(lw: _Lowering, op: MOp, why: str | None = None) -> None:
+    """An op the importer does not know (or cannot express): one `generic` node with its tile operands."""
+    vals = [lw.read(v) for v in lw.operands(op)]
+    try:
+        ins, outs = lw.signature(op)
+    except InputError:
+        ins, outs = [], None
+    rtypes = outs if outs is not None else ins[-1:] * len(op.results)
+    tiles = [t.tile() for t in rtypes if t.is_tile]
+    tile_type = next((t for t in tiles if t is not None), None)
+    opcode = opcode_token(op.name)
+    if not any(isinstance(v, Tile) for v in vals) and tile_type is None:
+        lw.note(op, f"unknown TTGIR op '{op.name}' on scalars only: dropped", unknown=True)
+        lw.bind(op, SCALAR)
+        return
+    what = f"'{op.name}' ({why})" if why else f"unknown TTGIR op '{op.name}'"
+    lw.note(op, f"{what}: imported as generic op '{opcode}'", unknown=True,
+            hint=f"describe '{opcode}' in the machine file's ops, or give it {{cycles = N, unit = NAME}} in the .tir")
+    tile = lw.node("generic", op, vals, tile_type, op.results[0] if op.results and tile_type else None)
+    for name, rtype in zip(op.results, rtypes + [None] * len(op.results)):
+        lw.env[name] = tile if rtype is not None and rtype.is_tile else SCALAR
+
+
+def nested(lw: _Lowering, op: MOp) -> None:
+    """A loop or branch inside the loop body cannot be expressed as one tile op. Before the loop (an
+    earlier loop, say), its effect on buffers is unknown: they no longer hold a known constant."""
+    if not lw.in_loop:
+        for b in lw.content:
+            lw.content[b] = SCALAR
+    generic(lw, op, "control flow inside the loop body is not imported")
+
+
+HANDLERS = {
+    **{name: view for name in VIEWS}, **{name: scalar for name in SCALAR_OPS},
+    **{name: no_op for name in NO_OPS}, **{name: load for name in LOADS}, **{name: store for name in STORES},
+    "arith.constant": constant,
+    "tt.dot": dot, "ttng.warp_group_dot": dot, "ttng.warp_group_dot_wait": dot_wait,
+    "ttng.tc_gen5_mma": tc_gen5_mma,
+    "ttg.local_alloc": alloc, "ttng.tmem_alloc": alloc,
+    "ttg.local_store": memory_store, "ttng.tmem_store": memory_store,
+    "ttg.local_load": memory_load, "ttng.tmem_load": memory_load,
+    "tt.reduce": reduce, "scf.yield": yield_,
+    "scf.for": nested, "scf.if": nested, "scf.while": nested,
+}
+
+
+# -- the loop -------------------------------------------------------------------------------------
+
+def func_name(func: MOp) -> str:
+    sym = next((t.text for t in func.tokens if t.kind == "symbol"), "@kernel")[1:].strip('"')
+    return opcode_token(sym) if sym else "kernel"
+
+
+def _bind_arguments(lw: _Lowering, func: MOp) -> None:
+    """Function arguments (``%x: type`` in the signature): tensors are tiles, the rest scalars."""
+    toks = func.tokens
+    for i, tok in enumerate(toks[:-1]):
+        if tok.kind == "ssa" and toks[i + 1].is_(":"):
+            mtype, _ = lw.types.read(toks, i + 2)
+            if mtype.is_tile:
+                arg = MOp("arg", (tok.text[1:],), (), (), tok)  # stands in for the op that made it
+                lw.env[tok.text[1:]] = lw.node("arg", arg, [], lw.tile_type_at(mtype, lw.src.span(tok)))
+            else:
+                lw.env[tok.text[1:]] = SCALAR
+
+
+def _loop_header(lw: _Lowering, loop: MOp):
+    """(induction variable, [(iter_arg, init name, token)], [result MType])."""
+    toks = loop.tokens
+    iv = toks[0].text[1:] if toks and toks[0].kind == "ssa" else None
+    pairs, i = [], next((k for k, t in enumerate(toks) if t.is_("iter_args")), None)
+    if i is not None:
+        i += 2
+        while i + 2 < len(toks) and toks[i].kind == "ssa" and toks[i + 1].is_("="):
+            pairs.append((toks[i].text[1:], toks[i + 2].text[1:], toks[i + 2]))
+            i += 4 if i + 3 < len(toks) and toks[i + 3].is_(",") else 3
+    arrow = last_top_level(toks, "->")
+    types = lw.types.read_list(toks, arrow + 1)[0] if arrow is not None else []
+    if len(types) != len(pairs):
+        raise lw.src.error(f"cannot read the loop's {len(pairs)} iter_args types", loop.head)
+    return iv, pairs, types
+
+
+def lower_loop(module: Module, func: MOp, loop: MOp, scalar_args: frozenset = frozenset()) -> Lowered:
+    """Lower `func` up to and through `loop`; iter_args in `scalar_args` are treated as scalars."""
+    lw = _Lowering(module)
+    _bind_arguments(lw, func)
+    for op in func.body():
+        if op is loop:
+            break
+        lw.lower(op)
+    iv, pairs, types = _loop_header(lw, loop)
+    if iv:
+        lw.env[iv] = SCALAR
+    inits = [lw.value(init, tok) for _, init, tok in pairs]
+    for k, ((arg, _, tok), mtype, init) in enumerate(zip(pairs, types, inits)):
+        if isinstance(init, Buf):
+            lw.env[arg] = init
+        elif mtype.is_tile and k not in scalar_args:
+            lw.carries.append(Carry(arg, lw.tile_type(mtype, loop), init, lw.src.span(tok), k))
+            lw.env[arg] = Tile(Ref("carry", len(lw.carries) - 1))
+        else:
+            lw.env[arg] = TOKEN if mtype.kind == "token" else SCALAR
+    for b in range(len(lw.buffers)):
+        lw.at_entry[b], lw.content[b] = lw.content.get(b), Entry(b)
+    lw.in_loop = True
+    for op in loop.body():
+        lw.lower(op)
+    yielded = lw.yielded or []
+    yields = [(yielded[c.arg] if c.arg < len(yielded) else SCALAR) if c.arg is not None else lw.content[c.buf]
+              for c in lw.carries]
+    return Lowered(func_name(func), tuple(lw.nodes), tuple(lw.carries), tuple(yields), tuple(lw.notes),
+                   lw.span(loop))

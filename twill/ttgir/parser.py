@@ -1,0 +1,254 @@
+"""Parse the MLIR textual form into a tree of operations, without knowing any dialect.
+
+The subset is what Triton prints for TTGIR: attribute aliases (``#blocked = ...``), a ``module``
+holding ``tt.func``s, and operations in both syntaxes::
+
+    %r = arith.mulf %a, %b : tensor<128x128xf32, #mma> loc(#loc63)           (custom)
+    %r = "tt.reduce"(%x) <{axis = 1 : i32}> ({ ^bb0(...): ... }) : (...) -> ... (generic)
+
+A custom-syntax operation has no grammar we can know in general, so an `MOp` keeps its tokens (the
+text after the name, ``loc(...)`` removed, each region replaced by one ``region`` token) and the
+lowering reads what each op needs. An operation ends at the end of its line, unless a bracket is
+still open; a ``{`` that ends a line (or is followed by a block label) opens a region.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .lexer import CLOSE, OPEN, Source, Token, tokenize
+
+# Triton <= 3.1 spelled the GPU dialects out; op names are read in today's spelling.
+DIALECT_RENAMES = {"triton_gpu.": "ttg.", "triton_nvidia_gpu.": "ttng."}
+
+
+def canonical(name: str) -> str:
+    """``triton_gpu.convert_layout`` -> ``ttg.convert_layout`` (and ``!tt.memdesc`` -> ``!ttg.memdesc``)."""
+    for old, new in DIALECT_RENAMES.items():
+        if name.startswith(old) or name.startswith("!" + old) or name.startswith("#" + old):
+            return name.replace(old, new, 1)
+    return "!ttg.memdesc" if name == "!tt.memdesc" else name
+
+
+@dataclass(frozen=True)
+class Block:
+    args: tuple[tuple[str, tuple[Token, ...]], ...]  # (SSA name, type tokens)
+    ops: tuple["MOp", ...]
+
+
+@dataclass(frozen=True)
+class MOp:
+    """One operation. SSA names are stored without ``%``; ``%r:3`` defines ``r#0``, ``r#1``, ``r#2``."""
+
+    name: str
+    results: tuple[str, ...]
+    tokens: tuple[Token, ...]
+    regions: tuple[tuple[Block, ...], ...]
+    head: Token  # the name token, for spans
+
+    def operands(self) -> list[tuple[str, Token]]:
+        """The SSA values it uses, in order; a ``%x`` followed by ``=`` (``iter_args(%x = %init)``) is
+        defined here, not used. (Function arguments, ``%x: type``, are read by `func_args`.)"""
+        out = []
+        for i, tok in enumerate(self.tokens):
+            nxt = self.tokens[i + 1] if i + 1 < len(self.tokens) else None
+            if tok.kind == "ssa" and not (nxt is not None and nxt.is_("=")):
+                out.append((tok.text[1:], tok))
+        return out
+
+    def body(self) -> tuple["MOp", ...]:
+        """The operations of its first region's first block (a loop body, a function body)."""
+        return self.regions[0][0].ops if self.regions and self.regions[0] else ()
+
+
+@dataclass(frozen=True)
+class Module:
+    ops: tuple[MOp, ...]
+    aliases: dict  # "#name" / "!name" -> tokens of its definition
+    source: Source
+
+    def functions(self) -> list[MOp]:
+        """Every `tt.func` (or `func.func`), in file order, at any depth of `module`s."""
+        out, todo = [], list(self.ops)
+        while todo:
+            op = todo.pop(0)
+            if op.name in ("tt.func", "func.func"):
+                out.append(op)
+            elif op.name in ("module", "builtin.module"):
+                todo[:0] = list(op.body())
+        return out
+
+
+class _Parser:
+    def __init__(self, src: Source):
+        self.src, self.toks, self.i = src, tokenize(src), 0
+
+    def peek(self, ahead: int = 0) -> Token:
+        return self.toks[min(self.i + ahead, len(self.toks) - 1)]
+
+    def take(self) -> Token:
+        tok = self.peek()
+        self.i += 1
+        return tok
+
+    def skip_newlines(self) -> None:
+        while self.peek().kind == "nl":
+            self.i += 1
+
+    def fail(self, message: str, tok: Token | None = None, hint: str | None = None):
+        raise self.src.error(message, tok or self.peek(), hint)
+
+    # -- file level -------------------------------------------------------------------------------
+
+    def parse(self) -> Module:
+        ops, aliases = [], {}
+        while True:
+            self.skip_newlines()
+            tok = self.peek()
+            if tok.kind == "eof":
+                break
+            if tok.kind in ("attr", "type") and self.peek(1).is_("="):
+                self.i += 2
+                tokens, regions = self.rest_of_op()
+                if regions:
+                    self.fail("an alias definition cannot hold a region", tok)
+                aliases[tok.text] = tuple(tokens)
+            else:
+                ops.append(self.op())
+        return Module(tuple(ops), aliases, self.src)
+
+    # -- operations -------------------------------------------------------------------------------
+
+    def op(self) -> MOp:
+        results = self.results() if self.peek().kind == "ssa" else []
+        head = self.take()
+        if head.kind == "string":
+            name = head.text[1:-1]
+        elif head.kind == "word" and not head.text[0].isdigit():
+            name = head.text
+        else:
+            self.fail("expected an operation name" + (" after '='" if results else ""), head)
+        tokens, regions = self.rest_of_op()
+        return MOp(canonical(name), tuple(results), tuple(tokens), tuple(regions), head)
+
+    def results(self) -> list[str]:
+        names = []
+        while True:
+            tok = self.take()
+            if tok.kind != "ssa" or "#" in tok.text:
+                self.fail("expected a result name such as '%x'", tok)
+            if self.peek().is_(":"):  # %r:3 = ...
+                self.i += 1
+                count = self.take()
+                if not count.text.isdigit():
+                    self.fail("expected the number of results after ':'", count)
+                names += [f"{tok.text[1:]}#{k}" for k in range(int(count.text))]
+            else:
+                names.append(tok.text[1:])
+            if not self.peek().is_(","):
+                break
+            self.i += 1
+        if not self.peek().is_("="):
+            self.fail("expected '=' after the result names")
+        self.i += 1
+        return names
+
+    def rest_of_op(self) -> tuple[list[Token], list]:
+        """Tokens up to the end of the operation; regions are parsed on the way."""
+        tokens, regions, stack = [], [], []
+        while True:
+            tok = self.peek()
+            if tok.kind == "eof":
+                if stack:
+                    self.fail(f"'{stack[-1].text}' is never closed", stack[-1])
+                return tokens, regions
+            if not stack and (tok.kind == "nl" or tok.is_("}")):
+                return tokens, regions
+            if tok.is_("loc") and self.peek(1).is_("("):
+                self.skip_balanced()
+            elif tok.is_("{") and self.peek(1).kind in ("nl", "block"):
+                regions.append(self.region())
+                tokens.append(Token("region", "{...}", tok.line, tok.col))
+            elif tok.kind == "nl":  # inside brackets: the operation goes on
+                self.i += 1
+            else:
+                if tok.kind == "punct" and tok.text in OPEN:
+                    stack.append(tok)
+                elif tok.kind == "punct" and tok.text in CLOSE:
+                    if not stack:
+                        self.fail(f"unbalanced '{tok.text}'", tok)
+                    if OPEN[stack[-1].text] != tok.text:
+                        self.fail(f"'{stack[-1].text}' is never closed (line {tok.line} has '{tok.text}' "
+                                  "where it should be closed)", stack[-1])
+                    stack.pop()
+                tokens.append(self.take())
+
+    def skip_balanced(self) -> None:
+        """Skip ``loc`` and its parenthesised argument."""
+        self.i += 1
+        opened, depth = self.peek(), 0
+        while True:
+            tok = self.take()
+            if tok.kind == "eof":
+                self.fail("'(' is never closed", opened)
+            depth += tok.is_("(") - tok.is_(")")
+            if depth == 0:
+                return
+
+    # -- regions and blocks -----------------------------------------------------------------------
+
+    def region(self) -> tuple[Block, ...]:
+        opened = self.take()
+        blocks, args, ops, labelled = [], (), [], False
+        while True:
+            self.skip_newlines()
+            tok = self.peek()
+            if tok.kind == "eof":
+                self.fail("'{' is never closed", opened)
+            if tok.is_("}"):
+                self.i += 1
+                break
+            if tok.kind == "block":
+                if ops or labelled:
+                    blocks.append(Block(args, tuple(ops)))
+                args, ops, labelled = self.block_header(), [], True
+                continue
+            ops.append(self.op())
+        blocks.append(Block(args, tuple(ops)))
+        return tuple(blocks)
+
+    def block_header(self) -> tuple[tuple[str, tuple[Token, ...]], ...]:
+        self.i += 1  # ^bb0
+        args = []
+        if self.peek().is_("("):
+            self.i += 1
+            while not self.peek().is_(")"):
+                name = self.take()
+                if name.kind != "ssa" or not self.peek().is_(":"):
+                    self.fail("expected a block argument such as '%x: f32'", name)
+                self.i += 1
+                args.append((name.text[1:], tuple(self.type_tokens())))
+                if self.peek().is_(","):
+                    self.i += 1
+            self.i += 1
+        if not self.peek().is_(":"):
+            self.fail("expected ':' after the block label")
+        self.i += 1
+        return tuple(args)
+
+    def type_tokens(self) -> list[Token]:
+        """The tokens of one type, up to a ',' or ')' outside brackets (skipping ``loc(...)``)."""
+        out, depth = [], 0
+        while True:
+            tok = self.peek()
+            if tok.kind in ("eof", "nl") or (depth == 0 and (tok.is_(",") or tok.is_(")"))):
+                return out
+            if tok.is_("loc") and self.peek(1).is_("("):
+                self.skip_balanced()
+                continue
+            depth += (tok.kind == "punct" and tok.text in OPEN) - (tok.kind == "punct" and tok.text in CLOSE)
+            out.append(self.take())
+
+
+def parse_module(text: str, file: str = "<string>") -> Module:
+    """Parse MLIR text; a malformed file raises a located `InputError`."""
+    return _Parser(Source(text, file)).parse()

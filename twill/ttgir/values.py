@@ -1,0 +1,111 @@
+"""What an SSA value of TTGIR becomes during import, and the tile nodes the loop is built from.
+
+Every SSA value is bound to one of:
+
+- `SCALAR`: index arithmetic, pointers, descriptors, scalars: folded away (no tile dependence);
+- `Const`: a splat constant (``arith.constant dense<0xFF800000>``): a carry's initial value, or an
+  accumulator that starts at zero; as an operand of arithmetic it is folded away like a scalar;
+- `Tile`: a whole tile, made by a `Node` or carried by a `Carry`;
+- `Buf`: a mutable buffer in shared or tensor memory (``ttng.tmem_alloc`` without a source), whose
+  current content the lowering tracks in program order;
+- `TOKEN`: an async token; tokens only order buffer accesses, which program order already does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import Diagnostic, Span
+from ..ir import TensorType
+
+
+@dataclass(frozen=True)
+class Ref:
+    kind: str  # "node" or "carry"
+    index: int
+
+
+@dataclass(frozen=True)
+class Scalar:
+    pass
+
+
+@dataclass(frozen=True)
+class Token:
+    pass
+
+
+@dataclass(frozen=True)
+class Const:
+    value: float | bool | None  # None: not one splat value
+
+
+@dataclass(frozen=True)
+class Tile:
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class Buf:
+    index: int
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A buffer's content at loop entry, not read yet in this iteration."""
+
+    buf: int
+
+
+SCALAR = Scalar()
+TOKEN = Token()
+
+
+@dataclass(frozen=True)
+class Node:
+    """One tile operation before fusion.
+
+    `kind` is load, mma, rowmax, rowsum, exp2 (anchors of their own opcode), ew (cheap elementwise
+    arithmetic), conv (a dtype conversion), move (a copy of a register tile into shared or tensor
+    memory), store, arg (a tensor argument of the function) or generic (an op the importer does not
+    know). `mlir` is the TTGIR op it came from and `ssa` its result's SSA name.
+    """
+
+    index: int
+    kind: str
+    mlir: str
+    ssa: str | None
+    operands: tuple[Ref, ...]
+    type: TensorType | None
+    span: Span
+    in_loop: bool
+
+
+@dataclass(frozen=True)
+class Carry:
+    ssa: str  # the iteration argument, or the buffer, it stands for
+    type: TensorType
+    init: object  # the value before the loop (Const, Tile, SCALAR, or None for uninitialised memory)
+    span: Span
+    arg: int | None = None  # its index among the loop's iter_args (a tensor carried in SSA form)
+    buf: int | None = None  # or the buffer whose content it carries (a tensor memory accumulator)
+
+
+@dataclass(frozen=True)
+class Note:
+    """A warning; `unknown` ones (an op the importer cannot express) are errors under --strict."""
+
+    diagnostic: Diagnostic
+    unknown: bool = False
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """The loop of one function, lowered: tile nodes (those outside the loop included), carries,
+    and for each carry the value the loop yields for it."""
+
+    kernel: str
+    nodes: tuple[Node, ...]
+    carries: tuple[Carry, ...]
+    yields: tuple[object, ...]
+    notes: tuple[Note, ...]
+    span: Span
