@@ -284,3 +284,22 @@ def test_table_of_a_swp_schedule_has_no_role_gantt():
     from twill.report import render_table
 
     assert "steady state per role" not in render_table(solved("fig1", False))
+
+
+def test_unknown_opcodes_and_many_kinds_still_draw(tmp_path):
+    """Opcodes without a colour of their own take distinct spare colours; the legend wraps."""
+    pytest.importorskip("matplotlib")
+    from twill.plot import KIND_COLOURS, chart_data, colours, render
+    from twill.schedule import ScheduledOp
+
+    kinds = list(KIND_COLOURS) + ["frobnicate", "tt.dot_scaled"]
+    ops = tuple(ScheduledOp(f"op{i}", k, ("tma", "tensor", "sfu", "alu")[i % 4], 3 + i, 3 + i, 2 * i,
+                            role=f"r{i % 3}") for i, k in enumerate(kinds))
+    s = Schedule("many", "h100", "sm_90a", "joint", 20, 45, False, ops,
+                 roles=tuple(Role(f"r{j}", 4, 96, ()) for j in range(3)))
+    chart = chart_data(s)
+    palette = colours(chart)
+    assert len(set(palette.values())) == len(kinds)
+    assert chart.arrows == ()  # no graph embedded, no arrows
+    render(chart, tmp_path / "many.svg", arrows=True)
+    assert (tmp_path / "many.svg").stat().st_size > 0

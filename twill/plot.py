@@ -200,7 +200,7 @@ KIND_COLOURS = {
     "rowmax": "#b279a2", "rowsum": "#9d755d", "rescale": "#f58518", "convert": "#eeca3b",
     "mul": "#ff9da6", "add": "#d6a5c9", "sub": "#bab0ac", "max": "#8cd17d", "select": "#79706e",
 }
-SPARE_COLOURS = ("#86bcb6", "#f1ce63", "#a0cbe8", "#ffbe7d", "#d37295", "#499894", "#fabfd2", "#b6992d")
+SPARE_COLOURS = ("#17becf", "#bcbd22", "#393b79", "#843c39", "#7b4173", "#637939", "#8c6d31", "#9edae5")
 FORMATS = ("svg", "png")
 WIDTH_IN, DPI = 15.0, 110
 ROW_IN = 0.34  # height of one sub-row
@@ -236,7 +236,7 @@ def render_bytes(chart: Chart, fmt: str, arrows: bool = False) -> bytes:
         fig = _figure(chart, Figure, arrows)
         FigureCanvasAgg(fig)
         buf = io.BytesIO()
-        metadata = {"Date": None} if fmt == "svg" else {"Software": "twill"}
+        metadata = {"Date": None, "Creator": "twill plot"} if fmt == "svg" else {"Software": "twill plot"}
         fig.savefig(buf, format=fmt, dpi=DPI, metadata=metadata)
     return buf.getvalue()
 
@@ -281,22 +281,34 @@ def _layout(chart: Chart) -> dict[str, tuple[float, float]]:
     return out
 
 
-def _figure(chart: Chart, Figure, arrows: bool):
-    from matplotlib.patches import Patch, Rectangle
+LEGEND_COLUMNS = 9
 
+
+def _figure(chart: Chart, Figure, arrows: bool):
+    """The whole picture: a fixed width, a height that grows with the lanes and the legend."""
     layout = _layout(chart)
     total = max((top + h for top, h in layout.values()), default=1.0)
-    height = TOP_IN + BOTTOM_IN + total * ROW_IN
+    handles = _legend_handles(chart)
+    bottom = BOTTOM_IN + 0.2 * ((len(handles) - 1) // LEGEND_COLUMNS)
+    height = TOP_IN + bottom + total * ROW_IN
     fig = Figure(figsize=(WIDTH_IN, height), dpi=DPI)
-    ax = fig.add_axes((0.1, BOTTOM_IN / height, 0.88, total * ROW_IN / height))
+    ax = fig.add_axes((0.1, bottom / height, 0.88, total * ROW_IN / height))
     span = max(chart.program_length, chart.markers[-1] if chart.markers else 1, 1)
     ax.set_xlim(0, span)
     ax.set_ylim(total, 0)
-    colour = colours(chart)
-    units_per_inch = span / (WIDTH_IN * 0.88)
-    min_width = span * 0.004
+    _draw_time(ax, chart)
+    _draw_lanes(ax, chart, layout)
+    _draw_bars(ax, chart, layout, span)
+    if arrows:
+        _draw_arrows(ax, chart, layout)
+    fig.suptitle(chart.title, fontsize=10, y=1 - 0.12 / height, va="top")
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), LEGEND_COLUMNS), fontsize=8,
+               frameon=False, bbox_to_anchor=(0.54, 0.0))
+    return fig
 
-    # Phases: prologue and epilogue shaded, the steady state left white; I markers dashed.
+
+def _draw_time(ax, chart: Chart) -> None:
+    """Prologue and epilogue shaded, the steady state left white, a dashed line at every k*I."""
     for ph in chart.phases:
         if ph.end <= ph.start:
             continue
@@ -305,32 +317,44 @@ def _figure(chart: Chart, Figure, arrows: bool):
         label = "steady state" if ph.name == "steady" else ph.name
         ax.text((ph.start + ph.end) / 2, -0.15, label, ha="center", va="bottom", fontsize=9,
                 fontweight="bold" if ph.name == "steady" else "normal", color="#333333")
-    for k, x in enumerate(chart.markers):
+    for x in chart.markers:
         ax.axvline(x, color="#555555", lw=0.7, ls=(0, (4, 3)), zorder=1)
     ax.set_xticks(list(chart.markers))
     ax.set_xticklabels([_marker_label(k, x) for k, x in enumerate(chart.markers)])
     ax.tick_params(axis="x", labelsize=8)
+    ax.set_xlabel(f"time in normalized units (1 unit = {chart.unit_cycles:.3g} machine cycles); "
+                  f"dashed lines every I = {chart.ii}", fontsize=8)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
 
-    # Lanes: labels on the left, thin separators, a bracket title for each group.
+
+def _draw_lanes(ax, chart: Chart, layout) -> None:
+    """Lane labels on the left, thin separators, a faint tint under the role lanes."""
     ax.set_yticks([top + h / 2 for top, h in (layout[ln.key] for ln in chart.lanes)])
     ax.set_yticklabels([ln.label for ln in chart.lanes], fontsize=8)
     ax.tick_params(axis="y", length=0)
     for ln in chart.lanes:
         top, h = layout[ln.key]
         ax.axhline(top + h, color="#bbbbbb", lw=0.5, zorder=1)
-        if ln.kind == "role":  # a faint tint under the phase shading sets the roles apart
+        if ln.kind == "role":
             ax.axhspan(top, top + h, color="#eef3fa", lw=0, zorder=-1)
 
-    # Bars, labelled "name[iteration]" inside when the label fits, else beside it where there is room.
-    for b, (side, size) in zip(chart.bars, _label_places(chart, units_per_inch, min_width)):
-        top, _ = layout[b.lane]
-        y = top + 0.15 + b.row
+
+def _draw_bars(ax, chart: Chart, layout, span: float) -> None:
+    """Bars coloured by kind, labelled "name[iteration]" inside when it fits, else beside."""
+    from matplotlib.patches import Rectangle
+
+    colour = colours(chart)
+    min_width, pad = span * 0.004, span * 0.002
+    places = _label_places(chart, span / (WIDTH_IN * 0.88), min_width)
+    for b, (side, size) in zip(chart.bars, places):
+        y = layout[b.lane][0] + 0.15 + b.row
         w = max(b.end - b.start, min_width)
-        faded = b.is_async and b.lane.startswith("role:")
+        faded = b.is_async and b.lane.startswith("role:")  # issued by the role, running elsewhere
         ax.add_patch(Rectangle((b.start, y + 0.08), w, 0.84, facecolor=colour[b.opcode],
                                alpha=0.45 if faded else 1.0, edgecolor="#333333", lw=0.5,
                                hatch="////" if faded else None, zorder=2))
-        label, pad = f"{b.op}[{b.iteration}]", span * 0.002
+        label = f"{b.op}[{b.iteration}]"
         if side == "in":
             ax.text(b.start + w / 2, y + 0.5, label, ha="center", va="center", fontsize=size, zorder=3,
                     color="white" if _dark(colour[b.opcode]) and not faded else "black")
@@ -339,29 +363,29 @@ def _figure(chart: Chart, Figure, arrows: bool):
         elif side == "left":
             ax.text(b.start - pad, y + 0.5, label, ha="right", va="center", fontsize=size, zorder=3)
 
-    if arrows:
-        for a in chart.arrows:
-            y0 = _centre(chart, layout, a.src, a.src_iteration, a.src_lane)
-            y1 = _centre(chart, layout, a.dst, a.dst_iteration, a.dst_lane)
-            ax.annotate("", xy=(a.x1, y1), xytext=(a.x0, y0), zorder=4,
-                        arrowprops={"arrowstyle": "-|>", "color": "#222222", "lw": 0.7, "alpha": 0.8,
-                                    "shrinkA": 0, "shrinkB": 0,
-                                    "connectionstyle": "arc3,rad=0.15" if y0 != y1 else "arc3,rad=-0.35"})
 
-    ax.set_xlabel(f"time in normalized units (1 unit = {chart.unit_cycles:.3g} machine cycles); "
-                  f"dashed lines every I = {chart.ii}", fontsize=8)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    fig.suptitle(chart.title, fontsize=10, y=1 - 0.12 / height, va="top")
+def _draw_arrows(ax, chart: Chart, layout) -> None:
+    """Each dependence from the end of the producer instance to the start of the consumer's."""
+    row = {(b.op, b.iteration, b.lane): b.row for b in chart.bars}
+    for a in chart.arrows:
+        y0 = layout[a.src_lane][0] + 0.65 + row[(a.src, a.src_iteration, a.src_lane)]
+        y1 = layout[a.dst_lane][0] + 0.65 + row[(a.dst, a.dst_iteration, a.dst_lane)]
+        ax.annotate("", xy=(a.x1, y1), xytext=(a.x0, y0), zorder=4,
+                    arrowprops={"arrowstyle": "-|>", "color": "#222222", "lw": 0.7, "alpha": 0.8,
+                                "shrinkA": 0, "shrinkB": 0,
+                                "connectionstyle": "arc3,rad=0.15" if y0 != y1 else "arc3,rad=-0.35"})
 
+
+def _legend_handles(chart: Chart) -> list:
+    from matplotlib.patches import Patch
+
+    colour = colours(chart)
     handles = [Patch(facecolor=colour[k], edgecolor="#333333", lw=0.5, label=k) for k in chart.kinds]
     handles.append(Patch(facecolor="#d9d9d9", alpha=0.55, label="prologue / epilogue"))
     if any(b.is_async and b.lane.startswith("role:") for b in chart.bars):
         handles.append(Patch(facecolor="white", edgecolor="#333333", hatch="////", lw=0.5,
                              label="async: issued by the role, in flight"))
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 9), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.54, 0.0))
-    return fig
+    return handles
 
 
 LABEL_PT, SIDE_LABEL_PT = 7.5, 6.5
@@ -402,12 +426,6 @@ def _label_places(chart: Chart, units_per_inch: float, min_width: float) -> list
 
 def _marker_label(k: int, x: int) -> str:
     return "0" if k == 0 else f"{'' if k == 1 else k}I = {x}"
-
-
-def _centre(chart: Chart, layout, op: str, iteration: int, lane: str) -> float:
-    top, h = layout[lane]
-    row = next((b.row for b in chart.bars if b.op == op and b.iteration == iteration and b.lane == lane), 0)
-    return top + 0.15 + row + 0.5
 
 
 def _dark(hex_colour: str) -> bool:
