@@ -160,7 +160,7 @@ def test_kinds_colour_every_opcode(schedule):
 @pytest.mark.parametrize("fmt", ["svg", "png"])
 def test_picture_is_produced_and_deterministic(schedule, fmt, tmp_path):
     pytest.importorskip("matplotlib")
-    from twill.plot import DPI, WIDTH_IN, chart_data, render
+    from twill.plot import DPI, WIDTH_IN, chart_data, label_places, render
 
     chart = chart_data(schedule)
     first, second = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
@@ -178,16 +178,18 @@ def test_picture_is_produced_and_deterministic(schedule, fmt, tmp_path):
         text = data.decode()
         assert "<dc:date>" not in text
         assert schedule.kernel in text  # the title, kept as a comment beside its glyph paths
-        for op in schedule.ops:  # every op is labelled somewhere with its name and iteration
-            assert f"{op.name}[" in text, op.name
+        placed = {f"{b.op}[{b.iteration}]" for b, (side, _) in zip(chart.bars, label_places(chart))
+                  if side != "none"}
+        assert placed, "no bar is labelled"
+        for label in placed:  # each label is kept as a comment beside its glyph paths
+            assert f"<!-- {label} -->" in text, label
 
 
 def test_labels_fit_or_move_beside_the_bar():
-    from twill.plot import _label_places, chart_data
+    from twill.plot import chart_data, label_places
 
     chart = chart_data(joint_fixture())
-    span = max(chart.program_length, chart.markers[-1])
-    places = _label_places(chart, span / 13.2, span * 0.004)
+    places = label_places(chart)
     assert len(places) == len(chart.bars)
     by_bar = {(b.op, b.iteration, b.lane): side for b, (side, _) in zip(chart.bars, places)}
     assert by_bar[("p", 0, "unit:sfu")] == "in"  # a long bar holds its label

@@ -293,7 +293,7 @@ def _figure(chart: Chart, Figure, arrows: bool):
     height = TOP_IN + bottom + total * ROW_IN
     fig = Figure(figsize=(WIDTH_IN, height), dpi=DPI)
     ax = fig.add_axes((0.1, bottom / height, 0.88, total * ROW_IN / height))
-    span = max(chart.program_length, chart.markers[-1] if chart.markers else 1, 1)
+    span = _span(chart)
     ax.set_xlim(0, span)
     ax.set_ylim(total, 0)
     _draw_time(ax, chart)
@@ -345,8 +345,8 @@ def _draw_bars(ax, chart: Chart, layout, span: float) -> None:
     from matplotlib.patches import Rectangle
 
     colour = colours(chart)
-    min_width, pad = span * 0.004, span * 0.002
-    places = _label_places(chart, span / (WIDTH_IN * 0.88), min_width)
+    min_width, pad = span * MIN_BAR, span * 0.002
+    places = label_places(chart)
     for b, (side, size) in zip(chart.bars, places):
         y = layout[b.lane][0] + 0.15 + b.row
         w = max(b.end - b.start, min_width)
@@ -391,11 +391,21 @@ def _legend_handles(chart: Chart) -> list:
 LABEL_PT, SIDE_LABEL_PT = 7.5, 6.5
 
 
-def _label_places(chart: Chart, units_per_inch: float, min_width: float) -> list[tuple[str, float]]:
+MIN_BAR = 0.004  # the narrowest bar drawn, as a fraction of the time axis
+
+
+def _span(chart: Chart) -> int:
+    return max(chart.program_length, chart.markers[-1] if chart.markers else 1, 1)
+
+
+def label_places(chart: Chart) -> list[tuple[str, float]]:
     """For each bar: where its label goes ("in", "right", "left" or "none") and at what size.
 
     A label goes inside its bar when it fits, else in the free space right or left of the bar on
     the same sub-row (a text width is estimated as 0.6 em per character of DejaVu Sans)."""
+    span = _span(chart)
+    units_per_inch, min_width = span / (WIDTH_IN * 0.88), span * MIN_BAR
+
     def width(text: str, pt: float) -> float:
         return (len(text) * pt * 0.6 + 4) / 72 * units_per_inch
 
