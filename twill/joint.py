@@ -22,8 +22,9 @@ integer in [0, I) with an integer quotient. Every constraint family is one funct
 - blocking:    an op with a blocking in-edge does not start while another op of its role is in
                progress: mod[v,u] = 0 or mod[v,u] >= busy(u) (and busy(u) <= I when 0).
 
-Escalation: for I from the SWP bound upward, check satisfiability with L up to a horizon; the
-first satisfiable I is optimal (every smaller I was unsatisfiable). Then L is minimized, then
+Escalation: for I from the SWP bound upward, check satisfiability with L up to the window of the
+copies stage 1 needed plus one (`window`); the first satisfiable I is optimal: every smaller I was
+unsatisfiable within its window, as in the paper (which allows no extra copy). Then L is minimized, then
 the number of roles, then the cross-role edges, each by tightening a bound until unsat.
 """
 from __future__ import annotations
@@ -53,8 +54,9 @@ class JointResult:
 class Encoding:
     """The terms of one joint problem at a fixed I. Holds Yices objects: never leaves this module."""
 
-    def __init__(self, p: Problem, ii: int, y):
-        self.p, self.ii, self.y = p, ii, y
+    def __init__(self, p: Problem, ii: int, y, lmax: int):
+        self.p, self.ii, self.y, self.lmax = p, ii, y, lmax
+        self.max_distance = max((d.distance for d in p.deps), default=0)
         T, Ty = y.Terms, y.Types
         self.T = T
         self.int = Ty.int_type()
@@ -68,8 +70,7 @@ class Encoding:
         self.wg = [self.var(f"wg[{w}]", self.bool) for w in range(self.K)]
         self.regs = [self.var(f"regs[{w}]") for w in range(self.K)]
         self.used = [T.yor([self.same_slot(v, w) for v in names]) for w in range(self.K)]
-        self._mod: dict[tuple[str, str], object] = {}
-        self.defs: list = []  # definitional constraints (always asserted, never in a core)
+        self.defs: list = [self.le(self.L, self.num(lmax))]  # always asserted, never in a core
 
     # -- term helpers ---------------------------------------------------------------------------
     def var(self, name, ty=None):
@@ -97,23 +98,25 @@ class Encoding:
     def scale(self, k: int, t):
         return self.T.mul(self.num(k), t)
 
-    def mod(self, a: str, b: str):
-        """(start[a] - start[b]) mod I as an integer term in [0, I)."""
-        key = (a, b)
-        if key not in self._mod:
-            q, r = self.var(f"q[{a},{b}]"), self.var(f"mod[{a},{b}]")
-            diff = self.T.sub(self.start[a], self.start[b])
-            self.defs += [self.eq(diff, self.add(self.scale(self.ii, q), r)),
-                          self.le(self.num(0), r), self.le(r, self.num(self.ii - 1))]
-            self._mod[key] = r
-        return self._mod[key]
+    def residue_in(self, a: str, b: str, lo: int, hi: int):
+        """(start[a] - start[b]) mod I lies in [lo, hi], for 0 <= lo <= hi < I: a disjunction of
+        difference constraints over the few quotients that starts in [0, Lmax] allow."""
+        T, ii, span = self.T, self.ii, self.lmax
+        diff = T.sub(self.start[a], self.start[b])
+        cases = [T.yand([self.le(self.num(q * ii + lo), diff), self.le(diff, self.num(q * ii + hi))])
+                 for q in range(-(span // ii) - 1, span // ii + 2)]
+        return T.yor(cases)
 
-    def live_count(self, tag: str, length, at_mod):
-        """A count n >= ceil((length - at_mod) / I), n >= 0: instances live at a check point."""
-        n = self.var(f"live[{tag}]")
-        self.defs += [self.le(self.num(0), n),
-                      self.le(self.T.sub(length, at_mod), self.scale(self.ii, n))]
-        return n
+    def live_at(self, at: str, v: str, end):
+        """How many iterations' instances of a value living [start[v], end) are live at start[at]:
+        sum over k of [start[v] + k*I <= start[at] < end + k*I], as a sum of 0/1 terms."""
+        T, ii = self.T, self.ii
+        lo, hi = -(self.lmax // ii) - self.max_distance - 2, self.lmax // ii + 2
+        diff = T.sub(self.start[at], self.start[v])
+        to_end = T.sub(self.start[at], end)
+        terms = [T.ite(T.yand([self.le(self.num(k * ii), diff), T.arith_lt_atom(to_end, self.num(k * ii))]),
+                       self.num(1), self.num(0)) for k in range(lo, hi + 1)]
+        return T.sum(terms)
 
     def warps(self, w: int):
         T = self.T
@@ -149,13 +152,12 @@ def capacity(e: Encoding):
                 if u.occupancy > ii:
                     yield f"{unit}:{u.name}", e.T.false()
                 for v in ops[i + 1:]:
-                    r = e.mod(v.name, u.name)
-                    yield f"{unit}:{u.name},{v.name}", e.T.yand([e.le(e.num(u.occupancy), r),
-                                                                 e.le(r, e.num(ii - v.occupancy))])
+                    fits = u.occupancy <= ii - v.occupancy
+                    yield f"{unit}:{u.name},{v.name}", (e.residue_in(v.name, u.name, u.occupancy, ii - v.occupancy)
+                                                        if fits else e.T.false())
             continue
         for u in ops:
-            counts = [e.live_count(f"cap:{u.name},{v.name}", e.num(v.occupancy), e.mod(u.name, v.name))
-                      for v in ops]
+            counts = [e.live_at(u.name, v.name, e.add(e.start[v.name], e.num(v.occupancy))) for v in ops]
             yield f"{unit}@{u.name}", e.le(e.add(*counts), e.num(cap))
 
 
@@ -218,8 +220,7 @@ def registers(e: Encoding):
         for w in range(e.K):
             terms = [e.num(lim.register_reserve)]
             for v in values:
-                n = e.live_count(f"reg:{u.name},{v.name}", T.sub(end[v.name], e.start[v.name]),
-                                 e.mod(u.name, v.name))
+                n = e.live_at(u.name, v.name, end[v.name])
                 per = T.ite(e.wg[w], e.scale(regs_per_thread(v.bytes, lim.warp_group), n),
                             e.scale(regs_per_thread(v.bytes, 1), n))
                 terms.append(T.ite(e.same_slot(v.name, w), per, e.num(0)))
@@ -258,7 +259,7 @@ def memory(e: Encoding):
         for u, _, _ in items:
             terms = [e.num(fixed)]
             for v, nbytes, end in items:
-                n = e.live_count(f"{space}:{u},{v}", T.sub(end, e.start[v]), e.mod(u, v))
+                n = e.live_at(u, v, end)
                 terms.append(e.scale(nbytes, n))
             yield f"{space}@{u}", e.le(e.add(*terms), e.num(limit))
 
@@ -281,9 +282,8 @@ def blocking(e: Encoding):
             busy = 1 if u.is_async else max(u.cycles, 1)
             if u.name == v or (busy <= 1):
                 continue
-            r = e.mod(v, u.name)
-            free = T.yor([e.le(e.num(busy), r),
-                          T.yand([e.eq(r, e.num(0)), T.true() if busy <= e.ii else T.false()])])
+            free = T.yor(([e.residue_in(v, u.name, busy, e.ii - 1)] if busy < e.ii else [])
+                         + ([e.residue_in(v, u.name, 0, 0)] if busy <= e.ii else []))
             yield f"{v}|{u.name}", T.implies(T.yand([blk, e.same_role(u.name, v)]), free)
 
 
@@ -299,14 +299,14 @@ FAMILIES = {
 }
 
 
-def build(p: Problem, ii: int, families=FAMILIES, guard=None):
+def build(p: Problem, ii: int, lmax: int, families=FAMILIES, guard=None):
     """Create a Yices context holding the joint problem at I = ii. With `guard`, each family item
     is asserted under an assumption literal `guard(family, detail)` and those are returned."""
     y = yices_api()
     cfg = y.Config()
     cfg.default_config_for_logic("QF_LIA")
     ctx = y.Context(cfg)
-    e = Encoding(p, ii, y)
+    e = Encoding(p, ii, y, lmax)
     guards = {}
     for name, family in families.items():
         for detail, formula in family(e):
@@ -321,8 +321,14 @@ def build(p: Problem, ii: int, families=FAMILIES, guard=None):
     return ctx, e, guards
 
 
-def horizon(p: Problem, ii: int) -> int:
-    return sum(max(t.cycles, 1) for t in p.tasks) + p.cross * len(p.deps) + ii * (len(p.tasks) + 2)
+def window(p: Problem, ii: int, swp_length: int, extra_copies: int = 1) -> int:
+    """The longest L tried at `ii`: the copies stage 1 needed, plus `extra_copies` more."""
+    return ii * (math.ceil(swp_length / ii) + extra_copies)
+
+
+def sequential_ii(p: Problem) -> int:
+    """An I at which running every op one after another (with cross-role delays) fits."""
+    return sum(max(t.cycles, t.occupancy, 1) for t in p.tasks) + p.cross * (len(p.deps) + 1) + 1
 
 
 def _check(ctx, y, deadline):
@@ -334,66 +340,108 @@ def _check(ctx, y, deadline):
 
 
 def _bound(ctx, e, y, term, hi: int, lo: int, deadline, model):
-    """Tighten `term <= k` from hi-1 down while satisfiable; return the last model and bound."""
-    best = hi
-    while best > lo:
+    """Binary-search the least k in [lo, hi] with `term <= k` satisfiable (hi is known to be).
+    Returns the model at that bound, the bound, and whether the search finished."""
+    while lo < hi:
+        mid = (lo + hi) // 2
         ctx.push()
-        ctx.assert_formula(e.le(term, e.num(best - 1)))
+        ctx.assert_formula(e.le(term, e.num(mid)))
         status = _check(ctx, y, deadline)
-        if status != "sat":
-            ctx.pop()
-            if status == "timeout":
-                return model, best, False
-            break
-        model = y.Model.from_context(ctx, 1)
-        best = model.get_integer_value(term)
-        ctx.pop()
-        ctx.assert_formula(e.le(term, e.num(best)))
-    ctx.assert_formula(e.le(term, e.num(best)))
-    return model, best, True
-
-
-def solve_joint(p: Problem, first_ii: int, min_length: int, time_limit: float | None = None,
-                max_ii: int | None = None, progress=None) -> JointResult | None:
-    y = yices_api()
-    deadline = None if time_limit is None else time.monotonic() + time_limit
-    tried, proven = [], True
-    ii = first_ii
-    last = max_ii or first_ii + horizon(p, first_ii)
-    while ii <= last:
-        if progress:
-            progress("joint", {"I": ii})
-        ctx, e, _ = build(p, ii)
-        ctx.assert_formula(e.le(e.L, e.num(horizon(p, ii))))
-        status = _check(ctx, y, deadline)
-        tried.append((ii, status))
-        if status == "timeout":
-            proven = False
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
         if status == "sat":
             model = y.Model.from_context(ctx, 1)
-            length = model.get_integer_value(e.L)
-            lb = min_length if ii == first_ii else 0
-            if progress:
-                progress("joint", {"I": ii, "L": length, "minimizing": "L"})
-            model, length, ok1 = _bound(ctx, e, y, e.L, length, lb, deadline, model)
-            roles_used = e.add(*[e.T.ite(u, e.num(1), e.num(0)) for u in e.used])
-            if progress:
-                progress("joint", {"I": ii, "L": length, "minimizing": "roles"})
-            model, _, ok2 = _bound(ctx, e, y, roles_used, model.get_integer_value(roles_used), 1, deadline, model)
-            crossings = e.add(e.num(0), *[e.T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(1)) for d in p.deps])
-            if progress:
-                progress("joint", {"I": ii, "L": length, "minimizing": "cross-role edges"})
-            model, _, ok3 = _bound(ctx, e, y, crossings, model.get_integer_value(crossings), 0, deadline, model)
-            starts = tuple((v, model.get_integer_value(e.start[v])) for v in e.names)
-            slots = tuple((v, model.get_integer_value(e.role[v])) for v in e.names)
-            warps = tuple((w, model.get_integer_value(e.warps(w))) for w in range(e.K))
+            hi = model.get_integer_value(term)
+        ctx.pop()
+        if status == "timeout":
+            break
+        if status == "unsat":
+            lo = mid + 1
+    ctx.assert_formula(e.le(term, e.num(hi)))
+    if model is not None and lo >= hi:
+        return model, hi, True
+    return model, hi, lo >= hi
+
+
+def critical_path(p: Problem) -> int:
+    """The longest chain of distance-0 latencies: no schedule is shorter, whatever I."""
+    longest = {t.name: t.cycles for t in p.tasks}
+    for _ in range(len(p.tasks)):
+        for d in p.deps:
+            if d.distance == 0:
+                longest[d.src] = max(longest[d.src], d.latency + longest[d.dst])
+    return max(longest.values(), default=0)
+
+
+def _first_length(ctx, e, y, lb, same_copies, deadline):
+    """Check L <= lb, then L <= the window of the same number of copies, then the whole window.
+    Returns (status, model, the largest bound proven unsat)."""
+    proven_below = lb - 1
+    for cap in sorted({lb, max(lb, same_copies), max(lb, e.lmax)}):
+        ctx.push()
+        ctx.assert_formula(e.le(e.L, e.num(cap)))
+        status = _check(ctx, y, deadline)
+        model = y.Model.from_context(ctx, 1) if status == "sat" else None
+        ctx.pop()
+        if status != "unsat":
+            return status, model, proven_below
+        proven_below = cap
+    return "unsat", None, proven_below
+
+
+def _minimize(ctx, e, y, p, model, length, below, deadline, report):
+    """At a satisfiable (I, L): least L, then fewest roles, cross-role edges and warps."""
+    model, length, done = _bound(ctx, e, y, e.L, length, below + 1, deadline, model)
+    steps = [("roles", e.add(*[e.T.ite(u, e.num(1), e.num(0)) for u in e.used]), 1),
+             ("cross-role edges", e.add(e.num(0), *[e.T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(1))
+                                                for d in p.deps]), 0),
+             ("warps", e.add(*[e.warps(w) for w in range(e.K)]), 1)]
+    for what, term, floor in steps:
+        report("joint", {"I": e.ii, "L": length, "minimizing": what})
+        model, _, _ = _bound(ctx, e, y, term, model.get_integer_value(term), floor, deadline, model)
+    return model, length, done
+
+
+def _check_any_ii(p, last, swp_length, extra_copies, y, deadline) -> None:
+    """Once the SWP bound fails: if even a fully sequential I is unsatisfiable, no I is."""
+    ctx, e, _ = build(p, last, window(p, last, swp_length, extra_copies))
+    status = _check(ctx, y, deadline)
+    ctx.dispose()
+    if status == "unsat":
+        raise NoScheduleError("no joint schedule exists at any initiation interval under these limits",
+                              "run `twill explain` to see which constraints conflict")
+
+
+def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
+                max_ii: int | None = None, progress=None, extra_copies: int = 1) -> JointResult | None:
+    """I/L escalation. Returns None when the time limit ends the search first; raises
+    NoScheduleError when no I up to `max_ii` (or a fully sequential I) works."""
+    y = yices_api()
+    deadline = None if time_limit is None else time.monotonic() + time_limit
+    report = progress or (lambda stage, info: None)
+    last = max_ii or sequential_ii(p)
+    tried = []
+    for ii in range(first_ii, last + 1):
+        report("joint", {"I": ii})
+        ctx, e, _ = build(p, ii, window(p, ii, swp_length, extra_copies))
+        lb = swp_length if ii == first_ii else critical_path(p)
+        status, model, below = _first_length(ctx, e, y, lb, ii * math.ceil(swp_length / ii), deadline)
+        tried.append((ii, status))
+        if status == "timeout":
             ctx.dispose()
-            return JointResult(ii, length, starts, slots, warps, proven and ok1, tuple(tried))
+            return None
+        if status == "sat":
+            length = model.get_integer_value(e.L)
+            report("joint", {"I": ii, "L": length, "minimizing": "L"})
+            model, length, done = _minimize(ctx, e, y, p, model, length, below, deadline, report)
+            result = JointResult(
+                ii, length, tuple((v, model.get_integer_value(e.start[v])) for v in e.names),
+                tuple((v, model.get_integer_value(e.role[v])) for v in e.names),
+                tuple((w, model.get_integer_value(e.warps(w))) for w in range(e.K)), done, tuple(tried))
+            ctx.dispose()
+            return result
         ctx.dispose()
-        ii += 1
-    return None
+        if ii == first_ii and max_ii is None:
+            _check_any_ii(p, last, swp_length, extra_copies, y, deadline)
+    raise NoScheduleError(f"no joint schedule with I <= {last}", "raise --max-ii, or run `twill explain`")
 
 
 # -- mapping the answer back to the user's names --------------------------------------------------
@@ -447,10 +495,7 @@ def joint_schedule(p: Problem, swp, base: Schedule, options, progress) -> Schedu
     result = solve_joint(p, swp.ii, swp.length, options.time_limit, options.max_ii, progress)
     if result is None:
         from .pipeline import TimeLimitReached
-        if options.time_limit is not None:
-            raise TimeLimitReached(None, "the time limit ended the joint search before any schedule was found")
-        raise NoScheduleError(f"no joint schedule with I <= {options.max_ii}",
-                              "run `twill explain` to see which constraints rule out smaller I")
+        raise TimeLimitReached(None, "the time limit ended the joint search before any schedule was found")
     start, slot = dict(result.starts), dict(result.roles)
     warps = dict(result.role_warps)
     # Name role slots in order of first op, deterministically.
