@@ -1,0 +1,373 @@
+"""`twill explain`: why the SWP bound I0 of stage 1 is (or is not) realisable by the joint stage.
+
+The joint problem at I0 (`joint.build`) is built with every constraint item guarded by an
+assumption literal keyed (family, detail): details already name the op, edge, pair of ops or
+role slot (e.g. registers "s@0": value s checked on role slot 0). With every guard assumed and
+L within stage 1's window, Yices either finds a schedule (I0 is realisable) or returns an unsat
+core. The core is shrunk to a minimal one by deletion (drop one guard, re-check the rest; keep it
+dropped while still unsat), so every item in it is needed for the conflict. Each item is turned
+into a sentence from a per-family template filled with the graph's ops, units and limits.
+
+Then, for every family in the core, candidate relaxations are *checked* by re-solving at I0: the
+whole family dropped (the generic check), and the user-visible knob that loosens it (more warps,
+a larger register ceiling, cross-role communication, a shallower ring...). Finally the ordinary
+I escalation (`joint.solve_joint`) finds the smallest realisable I.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from .errors import NoScheduleError
+from .liveness import regs_per_thread
+from .problem import Problem
+
+Key = tuple  # (family, detail)
+
+
+@dataclass(frozen=True)
+class CoreItem:
+    family: str
+    detail: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Relaxation:
+    family: str
+    change: str
+    satisfiable: bool | None  # None: not a change that can be tried (the note says why)
+    note: str = ""
+
+
+@dataclass
+class Explanation:
+    kernel: str
+    machine: str
+    swp_ii: int
+    swp_length: int
+    lmax: int
+    realisable: bool
+    core: list[CoreItem] = field(default_factory=list)
+    relaxations: list[Relaxation] = field(default_factory=list)
+    final_ii: int | None = None
+    final_length: int | None = None
+    final_roles: list[tuple[str, int, tuple[str, ...]]] = field(default_factory=list)
+    final_note: str = ""
+    schedule: object = None  # the joint Schedule (at I0 when realisable)
+    checks: int = 0
+    problem: Problem | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "kernel": self.kernel, "machine": self.machine,
+            "swp_ii": self.swp_ii, "swp_length": self.swp_length, "length_window": self.lmax,
+            "realisable": self.realisable,
+            "core": [{"family": c.family, "detail": c.detail, "message": c.message} for c in self.core],
+            "relaxations": [{"family": r.family, "change": r.change, "satisfiable": r.satisfiable,
+                             **({"note": r.note} if r.note else {})} for r in self.relaxations],
+            "final_ii": self.final_ii, "final_length": self.final_length,
+            "final_roles": [{"name": n, "warps": w, "ops": list(o)} for n, w, o in self.final_roles],
+            **({"final_note": self.final_note} if self.final_note else {}),
+        }
+
+
+# -- checking subsets of guards --------------------------------------------------------------------
+
+class GuardedProblem:
+    """The joint problem at one I with every item guarded; checks subsets of the guards."""
+
+    def __init__(self, p: Problem, ii: int, lmax: int):
+        from .joint import build
+        from .smt import yices_api
+        self.y = yices_api()
+        self.p, self.ii, self.lmax = p, ii, lmax
+        self.ctx, self.enc, self.guards = build(p, ii, lmax, guard=lambda family, detail: (family, detail))
+        self.key_of = {t: k for k, t in self.guards.items()}
+        self.checks = 0
+
+    def check(self, keys) -> bool:
+        """True when the items of `keys` (all others off) are satisfiable together."""
+        self.checks += 1
+        status = self.ctx.check_context_with_assumptions(None, [self.guards[k] for k in keys])
+        return status == self.y.Status.SAT
+
+    def core(self) -> list[Key]:
+        return [self.key_of[t] for t in self.ctx.get_unsat_core() if t in self.key_of]
+
+    def minimal_core(self) -> list[Key]:
+        """A minimal unsat subset of all guards, by deletion (after the solver's own core)."""
+        if self.check(list(self.guards)):
+            return []
+        core = self.core()
+        i = 0
+        while i < len(core):
+            rest = core[:i] + core[i + 1:]
+            if not self.check(rest):
+                # Still unsat without core[i]: keep it dropped, and shrink to the solver's new core.
+                # Items before i stay: each was necessary in a superset, so in every unsat subset.
+                smaller = set(self.core())
+                core = [k for k in rest if k in smaller]
+            else:
+                i += 1
+        return core
+
+    def dispose(self):
+        self.ctx.dispose()
+
+
+# -- sentences ------------------------------------------------------------------------------------
+
+def _edge(p: Problem, src: str, dst: str):
+    return next((d for d in p.deps if d.src == src and d.dst == dst), None)
+
+
+def _register_values(p: Problem):
+    return [t for t in p.tasks if t.space == "reg" and t.bytes > 0]
+
+
+def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
+    """One sentence in the graph's terms for a (family, detail) item of `joint.FAMILIES`."""
+    lim, T = p.limits, p.task
+    wg = lim.warp_group
+    if family == "completion":
+        return (f"op {detail} ({T[detail].cycles} units) must start and finish within the schedule length, "
+                f"at most L = {lmax} (stage 1's copies of I = {ii}, plus one)")
+    if family == "dependence":
+        if detail.startswith("no_cross:"):
+            src, dst = detail[len("no_cross:"):].split("->")
+            return f"ops {src} and {dst} must run on the same role (--no-cross-role)"
+        src, dst = detail.split("->")
+        d = _edge(p, src, dst)
+        it = "the same iteration" if d.distance == 0 else f"iteration i+{d.distance}"
+        return (f"edge {src} -> {dst}: {dst} of {it} starts at least {d.latency} units after {src} of iteration i, "
+                f"plus a cross-role delay of {p.cross} units if they run on different roles")
+    if family == "capacity":
+        if "@" in detail:
+            unit, op = detail.split("@")
+            return (f"unit {unit} (capacity {p.cap[unit]}): at the start of {op}, at most {p.cap[unit]} ops "
+                    f"may occupy it")
+        unit, ops = detail.split(":")
+        names = ops.split(",")
+        occ = " + ".join(str(T[o].occupancy) for o in names)
+        if len(names) == 1:
+            return f"unit {unit}: op {ops} occupies it {T[ops].occupancy} units, more than I = {ii}"
+        return (f"unit {unit} (capacity {p.cap[unit]}): {' and '.join(names)} occupy it {occ} units of "
+                f"every I = {ii}, so they must not overlap modulo I")
+    if family == "roles":
+        if detail == "warps":
+            return f"the warps of all roles must fit the limit of {lim.warps} warps (a warpgroup is {wg})"
+        if detail == "order":
+            return "role slots are numbered in order of first use (symmetry breaking; loses no schedule)"
+        if detail.startswith("slot:"):
+            return f"op {detail[5:]} runs on exactly one role"
+        if detail.startswith("warpgroup:"):
+            op, w = detail[len("warpgroup:"):].split("@")
+            return f"op {op} issues as a warpgroup: if it is on role slot {w}, that role is a warpgroup of {wg} warps"
+    if family == "variable_latency":
+        a, b = detail.split(",")
+        return f"variable-latency op {a} cannot share a role with fixed-latency op {b}"
+    if family == "registers":
+        if detail == "per_sm":
+            return (f"the register budgets of all roles (32 threads per warp) must fit the register file "
+                    f"of {lim.registers_per_sm} per SM")
+        if detail.startswith("budget["):
+            w = detail[len("budget["):-1]
+            return (f"role slot {w}'s budget lies between {lim.min_registers} and {lim.registers_per_thread} "
+                    f"registers per thread, in granules of {lim.register_granule}")
+        u, w = detail.split("@")
+        others = [t for t in _register_values(p) if t.name != u]
+        own = T[u]
+        parts = ", ".join(f"{t.name} {regs_per_thread(t.bytes, wg)}" for t in others)
+        return (f"registers on role slot {w} at the start of value {u}: the reserve {lim.register_reserve} + {u} "
+                f"{regs_per_thread(own.bytes, wg)} on a warpgroup ({regs_per_thread(own.bytes, 1)} on one warp)"
+                f" + every other register value live then on that role"
+                f"{' (' + parts + ' per thread on a warpgroup)' if parts else ''} must fit its budget, "
+                f"at most {lim.registers_per_thread} per thread")
+    if family == "memory":
+        space, rest = detail.split(":" if ":" in detail else "@", 1)
+        limit = lim.smem_bytes if space == "smem" else lim.tmem_bytes
+        rings = ", ".join(f"{t.name} {t.bytes} B x depth {t.depth}" for t in p.tasks
+                          if t.streaming and t.space == space)
+        fixed = dict(p.invariant_bytes).get(space, 0)
+        base = (f"loop-invariant inputs {fixed} B" + (f", streaming rings {rings}" if rings else ""))
+        if rest == "resident":
+            return f"@{space}: {base} alone exceed {limit} bytes"
+        return (f"@{space} at the start of {rest}: {base}, plus every @{space} value (and register value "
+                f"staged for another role) live then, must fit {limit} bytes")
+    if family == "blocking":
+        v, u = detail.split("|")
+        busy = 1 if T[u].is_async else max(T[u].cycles, 1)
+        return (f"op {v} waits on a barrier (async or cross-role producer, or a tensor-memory read), so on a "
+                f"role shared with {u} it cannot start while {u} is busy ({busy} units of every I = {ii})")
+    return f"{family}: {detail}"
+
+
+def family_summary(p: Problem, family: str, items: list[CoreItem]) -> str:
+    """One line per family of the core, naming what is involved."""
+    lim = p.limits
+    details = [c.detail for c in items]
+    if family == "registers":
+        pairs = [d.split("@") for d in details if "@" in d]
+        if pairs:
+            each = ", ".join(f"{v} on slot {w} ({regs_per_thread(p.task[v].bytes, lim.warp_group)} per thread "
+                             f"on a warpgroup, {regs_per_thread(p.task[v].bytes, 1)} on one warp)" for v, w in pairs)
+            return (f"registers: {each}; each, with the reserve {lim.register_reserve} and the values live with "
+                    f"it on its role, must fit a budget of at most {lim.registers_per_thread} per thread")
+        return "registers: " + "; ".join(c.message for c in items)
+    return f"{family}: " + "; ".join(c.message for c in items)
+
+
+# -- relaxations ----------------------------------------------------------------------------------
+
+def _check_whole(p: Problem, ii: int, lmax: int) -> bool:
+    gp = GuardedProblem(p, ii, lmax)
+    try:
+        return gp.check(list(gp.guards))
+    finally:
+        gp.dispose()
+
+
+def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int) -> list[Relaxation]:
+    """For each family of the core: dropping it all (generic), then the knob that loosens it.
+    `rebuild(**changes)` gives the Problem for changed SolveOptions (warps, registers, ...)."""
+    from .joint import window
+    p, ii, lmax = gp.p, gp.ii, gp.lmax
+    lim = p.limits
+    out: list[Relaxation] = []
+    families = list(dict.fromkeys(f for f, _ in core))
+    for fam in families:
+        keep = [k for k in gp.guards if k[0] != fam]
+        out.append(Relaxation(fam, f"drop every {fam} constraint (what-if, not a flag)", gp.check(keep)))
+    if len(families) > 1:
+        keep = [k for k in gp.guards if k[0] not in families]
+        out.append(Relaxation("+".join(families), "drop every constraint of all these families together (what-if)",
+                              gp.check(keep)))
+
+    def tried(fam, change, problem, window_len=None, note=""):
+        out.append(Relaxation(fam, change, _check_whole(problem, ii, window_len or lmax), note))
+
+    more_warps = lim.warps + lim.warp_group
+    cross_off = not p.option("cross_role", True)
+    for fam in families:
+        if fam == "roles" or fam == "blocking" or fam == "variable_latency":
+            tried(fam, f"--warps {more_warps}", rebuild(warps=more_warps))
+        if fam == "registers":
+            if lim.registers_per_thread < 255:
+                tried(fam, "--registers 255", rebuild(registers=255))
+            else:
+                out.append(Relaxation(fam, "a larger register ceiling", None,
+                                      "not possible: 255 registers per thread is the architectural maximum; "
+                                      "smaller (sub-tiled) values or more roles to spread them over would be"))
+            tried(fam, f"--warps {more_warps}", rebuild(warps=more_warps))
+        if fam == "dependence":
+            if cross_off:
+                tried(fam, "allow cross-role communication (drop --no-cross-role)", rebuild(cross_role=True))
+            elif p.cross > 0:
+                tried(fam, "cross-role delay 0 (what-if: free communication between roles)", replace(p, cross=0))
+        if fam == "memory":
+            depths = sorted({t.depth for t in p.tasks if t.streaming})
+            if depths and depths[-1] > 1:
+                tried(fam, f"--depth {depths[-1] - 1}", rebuild(depth=depths[-1] - 1))
+            else:
+                out.append(Relaxation(fam, "a shallower ring", None, "streaming rings are already at depth 1"))
+        if fam == "completion":
+            tried(fam, "one more stage of length (L window + I)", p, window(p, ii, swp_length, 2))
+        if fam == "capacity":
+            out.append(Relaxation(fam, "a unit of larger capacity", None,
+                                  "capacity is the machine's; shorter occupancies (smaller tiles) would relax it"))
+    if cross_off and "dependence" not in families:
+        tried("dependence", "allow cross-role communication (drop --no-cross-role)", rebuild(cross_role=True))
+    return out
+
+
+# -- the whole explanation ------------------------------------------------------------------------
+
+def explain(graph, machine, options, progress=lambda stage, info: None) -> Explanation:
+    from .joint import joint_schedule, window
+    from .modulo import modulo_schedule
+    from .pipeline import TimeLimitReached, build_problem, schedule_from_modulo
+    from .verify import check
+
+    progress("normalize", {})
+    p, norm = build_problem(graph, machine, options)
+    progress("modulo", {})
+    swp = modulo_schedule(p, options.max_ii, options.time_limit)
+    if swp is None:
+        raise NoScheduleError(f"no modulo schedule with I <= {options.max_ii}: raise --max-ii")
+    ii, length = swp.ii, swp.length
+    lmax = window(p, ii, length)
+    ex = Explanation(graph.kernel, machine.name, ii, length, lmax, realisable=False, problem=p)
+
+    progress("explain", {"I": ii, "check": "all constraints"})
+    gp = GuardedProblem(p, ii, lmax)
+    try:
+        ex.realisable = gp.check(list(gp.guards))
+        if not ex.realisable:
+            progress("explain", {"I": ii, "minimizing": "core"})
+            from .joint import FAMILIES
+            order = list(FAMILIES)
+            core = sorted(gp.minimal_core(), key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1]))
+            ex.core = [CoreItem(f, d, message(p, ii, lmax, f, d)) for f, d in core]
+            progress("explain", {"I": ii, "checking": "relaxations"})
+
+            def rebuild(**changes):
+                return build_problem(graph, machine, replace(options, **changes))[0]
+
+            ex.relaxations = relaxations(gp, core, rebuild, length)
+        ex.checks = gp.checks
+    finally:
+        gp.dispose()
+
+    progress("joint", {"from I": ii})
+    base = schedule_from_modulo(p, swp, norm, graph, machine)
+    try:
+        sched = joint_schedule(p, swp, base, options, progress)
+        check(sched, graph, machine)
+    except NoScheduleError as exc:
+        ex.final_note = exc.diagnostics[0].message
+        return ex
+    except TimeLimitReached as exc:
+        sched = exc.schedule
+        if sched is None:
+            ex.final_note = "the time limit ended the search before any schedule was found"
+            return ex
+        ex.final_note = "not proven optimal (time limit)"
+    ex.final_ii, ex.final_length = sched.ii, sched.length
+    ex.final_roles = [(r.name, r.warps, tuple(r.ops)) for r in sched.roles]
+    ex.schedule = sched
+    return ex
+
+
+def render_text(ex: Explanation) -> str:
+    from .report import render_table
+    lines = [f"{ex.kernel} on {ex.machine}: stage 1's SWP bound is I0 = {ex.swp_ii}, L0 = {ex.swp_length} "
+             f"(joint stage checked with L <= {ex.lmax})."]
+    if ex.realisable:
+        lines.append(f"I0 = {ex.swp_ii} is realisable: the joint stage schedules it with roles and registers.")
+        if ex.schedule is not None:
+            lines += ["", render_table(ex.schedule).rstrip()]
+        return "\n".join(lines) + "\n"
+    lines.append(f"I0 = {ex.swp_ii} is NOT realisable. A minimal conflict ({len(ex.core)} constraints; "
+                 "dropping any one of them removes it):")
+    fams = list(dict.fromkeys(c.family for c in ex.core))
+    for fam in fams:
+        lines.append(f"  [{fam}]")
+        if fam == "registers" and ex.problem is not None:
+            lines.append("    " + family_summary(ex.problem, fam, [c for c in ex.core if c.family == fam]))
+        for c in ex.core:
+            if c.family == fam:
+                lines.append(f"    - {c.message}   ({c.family} {c.detail})")
+    lines += ["", "What would relax it, each checked by re-solving at I0:"]
+    for r in ex.relaxations:
+        verdict = {True: "satisfiable", False: "still unsatisfiable", None: "not tried"}[r.satisfiable]
+        lines.append(f"  {r.family:<16} {r.change}: {verdict}" + (f" ({r.note})" if r.note else ""))
+    lines.append("")
+    if ex.final_ii is None:
+        lines.append(f"No larger I works either: {ex.final_note}")
+    else:
+        roles = ", ".join(f"{n} ({w} warp{'s' if w != 1 else ''}: {' '.join(o)})" for n, w, o in ex.final_roles)
+        lines.append(f"Smallest realisable I: {ex.final_ii} (I0 + {ex.final_ii - ex.swp_ii}), "
+                     f"L = {ex.final_length} (L0 = {ex.swp_length}); roles: {roles}"
+                     + (f" [{ex.final_note}]" if ex.final_note else ""))
+    return "\n".join(lines) + "\n"
