@@ -1,0 +1,132 @@
+"""`twill explain` on real solves: a realisable bound, and unsatisfiable ones whose reported core is
+checked independently: the core alone is UNSAT, removing any one member makes it SAT (minimal), and
+dropping all of the core's families at I0 makes the whole problem SAT (they are responsible)."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+from twill.explain import GuardedProblem, explain
+from twill.fileio import load_graph
+from twill.joint import window
+from twill.machine import load_machine
+from twill.modulo import modulo_schedule
+from twill.pipeline import SolveOptions, build_problem
+from twill_cli.main import main
+
+from conftest import DATA, ROOT
+
+EX = ROOT / "examples"
+SIMPLE = str(EX / "attention_fwd_simple.tir")
+WIDE = str(DATA / "explain" / "wide_value.tir")
+
+
+def run_explain(path, gpu, **opts):
+    options = SolveOptions(**opts)
+    return explain(load_graph(path), load_machine(gpu), options), options
+
+
+def guarded_at_bound(path, gpu, options):
+    p, _ = build_problem(load_graph(path), load_machine(gpu), options)
+    swp = modulo_schedule(p)
+    return GuardedProblem(p, swp.ii, window(p, swp.ii, swp.length))
+
+
+def assert_core_sound(path, gpu, ex, options):
+    assert not ex.realisable
+    assert ex.core, "an unsatisfiable bound must come with a non-empty core"
+    keys = [(c.family, c.detail) for c in ex.core]
+    assert all(c.message for c in ex.core)
+    gp = guarded_at_bound(path, gpu, options)
+    try:
+        assert gp.ii == ex.swp_ii
+        assert not gp.check(list(gp.guards)), "the whole problem at I0 is unsatisfiable"
+        assert not gp.check(keys), "the core alone is unsatisfiable"
+        for i in range(len(keys)):
+            assert gp.check(keys[:i] + keys[i + 1:]), f"core not minimal: {keys[i]} is not needed"
+        families = {f for f, _ in keys}
+        assert gp.check([k for k in gp.guards if k[0] not in families]), \
+            "dropping every constraint of the core's families makes I0 satisfiable"
+    finally:
+        gp.dispose()
+    reported = {r.family: r.satisfiable for r in ex.relaxations if r.change.startswith("drop every constraint of all")}
+    if len({f for f, _ in keys}) > 1:
+        assert list(reported.values()) == [True]
+
+
+def test_fig1_bound_is_realisable():
+    ex, _ = run_explain(str(EX / "fig1.tir"), "h100")
+    assert ex.realisable and not ex.core and not ex.relaxations
+    assert (ex.swp_ii, ex.final_ii) == (2, 2)
+    assert ex.schedule is not None and ex.schedule.ii == 2
+
+
+def test_fig1_cli_text_shows_schedule():
+    r = CliRunner().invoke(main, ["explain", str(EX / "fig1.tir"), "--gpu", "h100", "-q"])
+    assert r.exit_code == 0, r.output
+    assert "I0 = 2 is realisable" in r.output and "steady state" in r.output
+
+
+def test_too_wide_register_value():
+    ex, options = run_explain(WIDE, "h100")
+    assert_core_sound(WIDE, "h100", ex, options)
+    regs = [c for c in ex.core if c.family == "registers"]
+    assert any(c.detail.startswith("s@") for c in regs), "the wide value s is named"
+    assert any("256" in c.message and "255" in c.message for c in regs)
+    # 255 is the ceiling: the relaxation is reported as impossible, not silently skipped.
+    assert any(r.family == "registers" and r.satisfiable is None and "255" in r.note for r in ex.relaxations)
+    assert ex.final_ii is None and "no joint schedule" in ex.final_note
+
+
+def test_no_cross_role_ablation():
+    ex, options = run_explain(SIMPLE, "h100", cross_role=False)
+    assert_core_sound(SIMPLE, "h100", ex, options)
+    assert any(c.detail.startswith("no_cross:") for c in ex.core)
+    allow = [r for r in ex.relaxations if "cross-role communication" in r.change]
+    assert allow and allow[0].satisfiable is True
+
+
+def test_warps_ablation_cli_json():
+    r = CliRunner().invoke(main, ["explain", SIMPLE, "--gpu", "h100", "--warps", "5", "--format", "json", "-q"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["realisable"] is False and d["swp_ii"] == 240 and d["core"]
+    assert {"family", "detail", "message"} <= set(d["core"][0])
+    fams = {c["family"] for c in d["core"]}
+    assert "roles" in fams and any(c["detail"] == "warps" for c in d["core"])
+    more = [x for x in d["relaxations"] if x["change"].startswith("--warps")]
+    assert more and all(x["satisfiable"] is True for x in more)
+    assert {"final_ii", "final_length", "relaxations", "kernel", "machine", "swp_length"} <= set(d)
+
+
+def test_bad_input_exit_2(tmp_path):
+    bad = tmp_path / "bad.tir"
+    bad.write_text("kernel k\nloop {\n  a = nosuchop : f32[1]\n}\n")
+    r = CliRunner().invoke(main, ["explain", str(bad), "--gpu", "h100"])
+    assert r.exit_code == 2
+    r = CliRunner().invoke(main, ["explain", str(EX / "fig1.tir")])
+    assert r.exit_code == 2 and "--gpu" in r.output
+
+
+def test_blackwell_backward_bound_unsat():
+    path = EX / "attention_bwd_blackwell.tir"
+    if not path.exists():
+        pytest.skip("examples/attention_bwd_blackwell.tir is not in this checkout yet")
+    options = SolveOptions()
+    p, _ = build_problem(load_graph(str(path)), load_machine("b200"), options)
+    t0 = time.monotonic()
+    swp = modulo_schedule(p, time_limit=30)
+    gp = GuardedProblem(p, swp.ii, window(p, swp.ii, swp.length))
+    sat = gp.check(list(gp.guards))
+    gp.dispose()
+    if time.monotonic() - t0 > 30:
+        pytest.skip("solving the Blackwell backward graph takes too long for the test suite")
+    assert not sat, "on b200 the SWP bound of the backward graph is not realisable"
+    ex = explain(load_graph(str(path)), load_machine("b200"), replace(options, max_ii=swp.ii + 40))
+    if time.monotonic() - t0 > 60:
+        pytest.skip("explaining the Blackwell backward graph took over 60 s")
+    assert_core_sound(str(path), "b200", ex, options)
