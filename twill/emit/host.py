@@ -1,0 +1,183 @@
+"""The host side of an emitted kernel: tensor maps, launch configuration, and a test `main`.
+
+`launch(problem, stream)` encodes one TMA tensor map per loaded tensor with
+`cuTensorMapEncodeTiled` (reached through `cudaGetDriverEntryPointByVersion`, so no -lcuda is
+needed), raises the kernel's dynamic shared-memory limit and launches one CTA per output tile.
+Everything sits behind `#ifndef TWILL_NO_HOST`; `-DTWILL_MAIN` adds a `main` that runs the kernel on
+random data and prints a checksum and the time.
+"""
+from __future__ import annotations
+
+from .ops import TMA_DTYPE, ctype
+
+
+def _extent(axis: str, size: int) -> str:
+    return {"m": f"static_cast<uint64_t>(p.tiles_m) * {size}", "n": f"static_cast<uint64_t>(p.tiles_n) * {size}",
+            "loop": f"static_cast<uint64_t>(p.iters) * {size}"}.get(axis, f"uint64_t({size})")
+
+
+def _dims(t) -> tuple[str, str, str]:
+    rows = "uint64_t(1)" if t.rank == 1 else _extent(t.axes[0], t.tile[0])
+    cols = _extent(t.axes[1], t.tile[1])
+    batch = ("static_cast<uint64_t>(p.batch) * p.iters" if t.per_iteration else "static_cast<uint64_t>(p.batch)")
+    return rows, cols, batch
+
+
+def host_launcher(r) -> str:
+    m = r.m
+    ns = r.ns
+    maps = r.tma_tensors()
+    ptrs = r.pointer_tensors()
+    every = [t for t in m.tensors]
+    lines = [
+        "#ifndef TWILL_NO_HOST",
+        "// ==== host side ===================================================================================",
+        "#include <cudaTypedefs.h>",
+        "#include <stdio.h>",
+        "#include <stdlib.h>",
+        "",
+        f"namespace {ns} {{",
+        "",
+        "// What a caller supplies. Extents are counted in tiles; every tensor is row-major",
+        "// [batch][rows][cols] in global memory.",
+        "struct Problem {",
+        "  int tiles_m = 1;  // output tiles along the rows (gridDim.x)",
+        "  int tiles_n = 1;  // output tiles along the columns (gridDim.y)",
+        "  int iters = kStages;  // loop iterations, at least kStages",
+        "  int batch = 1;  // independent problems (gridDim.z)",
+        "  float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention",
+    ]
+    for t in every:
+        const = "const " if t.kind in ("input", "load") else ""
+        prefix = "" if t.kind in ("output", "store", "load") or t.kind == "input" else ""
+        lines.append(f"  {const}{ctype(t.dtype)}* {prefix}{t.name} = nullptr;  // {t.kind} {t.value}: {r.shape_doc(t)}")
+    lines += [
+        "};",
+        "",
+        "// A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect.",
+        "inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,",
+        "                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols) {",
+        "  static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = nullptr;",
+        "  if (encode_tiled == nullptr) {",
+        "    cudaDriverEntryPointQueryResult found;",
+        "    if (cudaGetDriverEntryPointByVersion(\"cuTensorMapEncodeTiled\", reinterpret_cast<void**>(&encode_tiled), 12000,",
+        "                                         cudaEnableDefault, &found) != cudaSuccess ||",
+        "        found != cudaDriverEntryPointSuccess)",
+        "      return false;",
+        "  }",
+        "  cuuint64_t dims[3] = {cols, rows, batch};",
+        "  cuuint64_t strides[2] = {cols * esize, rows * cols * esize};",
+        "  cuuint32_t box[3] = {box_cols, box_rows, 1};",
+        "  cuuint32_t step[3] = {1, 1, 1};",
+        "  return encode_tiled(map, type, 3, const_cast<void*>(ptr), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,",
+        "                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,",
+        "                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;",
+        "}",
+        "",
+        "inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {",
+        "  if (p.iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;",
+    ]
+    for t in every:
+        lines.append(f"  if (p.{t.name} == nullptr) return cudaErrorInvalidValue;")
+    for t in maps:
+        rows, cols, batch = _dims(t)
+        esize = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f64": 8, "i32": 4, "i64": 8, "i16": 2, "i8": 1}[t.dtype]
+        lines += [
+            f"  CUtensorMap tm_{t.name};",
+            f"  if (!encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, "
+            f"{min(t.tile[0], 256)}, {128 // esize}))",
+            "    return cudaErrorInvalidValue;",
+        ]
+    lines += [
+        "  Args args;",
+        "  args.iters = p.iters;",
+        "  args.exp2_scale = p.exp2_scale;",
+    ]
+    for t in ptrs:
+        lines.append(f"  args.{t.name} = p.{t.name};")
+    lines += [
+        "  const size_t smem = sizeof(Smem) + 1024;",
+        "  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));",
+        "  if (err != cudaSuccess) return err;",
+        f"  kernel<<<dim3(p.tiles_m, p.tiles_n, p.batch), kThreads, smem, stream>>>("
+        f"{', '.join([f'tm_{t.name}' for t in maps] + ['args'])});",
+        "  return cudaGetLastError();",
+        "}",
+        "",
+        "// Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).",
+    ]
+    for t in every:
+        rows, cols, batch = _dims(t)
+        lines.append(f"inline size_t elements_{t.name}(const Problem& p) {{ return static_cast<size_t>({rows} * {cols} * {batch}); }}")
+    lines += ["", f"}}  // namespace {ns}", ""]
+    lines += _main(r, ns, every)
+    lines += ["#endif  // TWILL_NO_HOST"]
+    return "\n".join(lines) + "\n"
+
+
+def _main(r, ns: str, tensors) -> list[str]:
+    lines = [
+        "#ifdef TWILL_MAIN",
+        "// A smoke test: random inputs, one warm-up and ten timed launches, a checksum of each output.",
+        "// Usage: ./a.out [tiles_m tiles_n iters batch]",
+        "template <typename T>",
+        "static T* twill_random_tensor(size_t n, unsigned seed) {",
+        "  T* host = static_cast<T*>(malloc(n * sizeof(T)));",
+        "  for (size_t i = 0; i < n; ++i) {",
+        "    seed = seed * 1664525u + 1013904223u;",
+        "    host[i] = static_cast<T>(static_cast<float>((seed >> 9) & 0xffff) / 65536.0f - 0.5f);",
+        "  }",
+        "  T* dev = nullptr;",
+        "  if (cudaMalloc(&dev, n * sizeof(T)) != cudaSuccess) exit(1);",
+        "  cudaMemcpy(dev, host, n * sizeof(T), cudaMemcpyHostToDevice);",
+        "  free(host);",
+        "  return dev;",
+        "}",
+        "",
+        "template <typename T>",
+        "static double twill_checksum(const T* dev, size_t n) {",
+        "  T* host = static_cast<T*>(malloc(n * sizeof(T)));",
+        "  cudaMemcpy(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost);",
+        "  double s = 0;",
+        "  for (size_t i = 0; i < n; ++i) s += static_cast<double>(static_cast<float>(host[i]));",
+        "  free(host);",
+        "  return s;",
+        "}",
+        "",
+        "int main(int argc, char** argv) {",
+        f"  {ns}::Problem p;",
+        "  if (argc > 4) {",
+        "    p.tiles_m = atoi(argv[1]);",
+        "    p.tiles_n = atoi(argv[2]);",
+        "    p.iters = atoi(argv[3]);",
+        "    p.batch = atoi(argv[4]);",
+        "  } else {",
+        f"    p.iters = {max(8, r.m.stages)};",
+        "  }",
+    ]
+    for i, t in enumerate(tensors):
+        T = ctype(t.dtype)
+        lines.append(f"  p.{t.name} = twill_random_tensor<{T}>({ns}::elements_{t.name}(p), {i + 1}u);")
+    lines += [
+        f"  cudaError_t err = {ns}::launch(p);",
+        "  if (err == cudaSuccess) err = cudaDeviceSynchronize();",
+        "  if (err != cudaSuccess) {",
+        "    printf(\"launch failed: %s\\n\", cudaGetErrorString(err));",
+        "    return 1;",
+        "  }",
+        "  cudaEvent_t start, stop;",
+        "  cudaEventCreate(&start);",
+        "  cudaEventCreate(&stop);",
+        "  cudaEventRecord(start);",
+        f"  for (int rep = 0; rep < 10; ++rep) {ns}::launch(p);",
+        "  cudaEventRecord(stop);",
+        "  cudaEventSynchronize(stop);",
+        "  float ms = 0;",
+        "  cudaEventElapsedTime(&ms, start, stop);",
+        "  printf(\"%.4f ms per launch\\n\", ms / 10);",
+    ]
+    for t in tensors:
+        if t.kind in ("output", "store"):
+            lines.append(f"  printf(\"checksum {t.name}: %.6e\\n\", twill_checksum(p.{t.name}, {ns}::elements_{t.name}(p)));")
+    lines += ["  return 0;", "}", "#endif  // TWILL_MAIN"]
+    return lines

@@ -1,0 +1,506 @@
+"""What the emitted kernel is made of, read off a schedule: roles, values, tiles and global tensors.
+
+`build_model(schedule, machine)` returns a frozen `KernelModel`; nothing here writes CUDA text. It
+decides, in the graph's own terms:
+
+- the warp roles: the schedule's (joint stage) or, for a `--swp-only` schedule, a default warp
+  specialization (a producer warp for the loads, one consumer role for everything else);
+- where each role's warps sit (1-warp roles share a padded warpgroup, since `setmaxnreg` acts on a
+  whole warpgroup) and the register budget each warpgroup asks for;
+- the layout of every mma operand (`b` stored N x K, "K-major", or K x N, "MN-major");
+- which global tensor every input, load, output carry and store reads or writes, and along which
+  grid axis each tile dimension moves (`m`: blockIdx.x, `n`: blockIdx.y, `loop`: the loop counter,
+  `fixed`: the whole extent is one tile).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..errors import InputError
+from ..ir import Graph, Op, TensorType
+from ..machine import Machine
+from ..schedule import Schedule
+
+LOAD_OPCODES = ("load",)
+
+
+class EmitError(InputError):
+    """A schedule that emit-cuda cannot turn into a kernel (exit 2, with the reason)."""
+
+
+def ident(name: str) -> str:
+    """A C++ identifier for a graph name (`m_new` stays, `x.1` becomes `x_1`)."""
+    out = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return out if re.match(r"[A-Za-z_]", out) else f"v_{out}"
+
+
+# -- roles -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RoleInfo:
+    name: str
+    warps: int
+    registers: int
+    ops: tuple[str, ...]
+    first_warp: int = 0
+
+    @property
+    def ident(self) -> str:
+        return ident(self.name)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def is_warpgroup(self) -> bool:
+        return self.warps % 4 == 0
+
+    @property
+    def warpgroups(self) -> int:
+        return self.warps // 4
+
+
+@dataclass(frozen=True)
+class WarpGroup:
+    """One warpgroup of the CTA: the roles living in it and the `setmaxnreg` budget it asks for."""
+
+    index: int
+    roles: tuple[str, ...]
+    registers: int
+
+
+# -- tiles and tensors -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MmaShape:
+    m: int
+    n: int
+    k: int
+    b_kmajor: bool  # b stored N x K (a @ b^T) rather than K x N (a @ b)
+    dtype: str  # input dtype
+    accumulate: bool  # has a third operand (c)
+
+
+@dataclass(frozen=True)
+class GlobalTensor:
+    """A tensor in global memory: `[batch][rows][cols]`, moved through by tiles of `tile`."""
+
+    name: str  # C++ identifier
+    value: str  # graph value it carries
+    kind: str  # "input" | "load" | "output" | "store"
+    dtype: str
+    tile: tuple[int, int]  # (rows, cols) of one tile; a rank-1 value is (1, n)
+    axes: tuple[str, str]  # per dimension: "m" | "n" | "loop" | "fixed"
+    per_iteration: bool = False  # varies with the loop but has no loop dimension: one tile per iteration
+    rank: int = 2
+
+    @property
+    def tile_bytes(self) -> int:
+        return self.tile[0] * self.tile[1] * dtype_bytes(self.dtype)
+
+
+def dtype_bytes(dtype: str) -> int:
+    from ..ir import DTYPE_BITS
+    return max(1, DTYPE_BITS[dtype] // 8)
+
+
+@dataclass(frozen=True)
+class ValueInfo:
+    name: str
+    type: TensorType
+    producer: str | None  # op name; None for an input
+    role: str | None  # role of the producer (None for an input)
+    kind: str  # "input" | "result"
+
+
+@dataclass(frozen=True)
+class Use:
+    """`op` (on `role`) reads `value` of the iteration `distance` earlier, as operand `index`."""
+
+    value: str
+    op: str
+    role: str
+    distance: int
+    index: int
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    schedule: Schedule
+    graph: Graph
+    machine: Machine
+    arch: str  # "sm_90a" | "sm_100a"
+    roles: tuple[RoleInfo, ...]
+    warpgroups: tuple[WarpGroup, ...]
+    default_roles: bool  # derived here (swp-only schedule) rather than read from the schedule
+    role_of: tuple[tuple[str, str], ...]  # op -> role
+    tensors: tuple[GlobalTensor, ...]
+    mma: tuple[tuple[str, MmaShape], ...]
+    stages: int
+    normalizers: tuple[tuple[str, str], ...]  # carry -> carry that divides it at the end (online softmax)
+
+    # -- views ---------------------------------------------------------------------------------
+    @cached_property
+    def role(self) -> dict[str, RoleInfo]:
+        return {r.name: r for r in self.roles}
+
+    @cached_property
+    def op_role(self) -> dict[str, str]:
+        return dict(self.role_of)
+
+    @cached_property
+    def mma_shape(self) -> dict[str, MmaShape]:
+        return dict(self.mma)
+
+    @cached_property
+    def ops(self) -> dict[str, Op]:
+        return self.graph.by_name
+
+    @cached_property
+    def sched(self):
+        return self.schedule.by_name
+
+    @property
+    def threads(self) -> int:
+        return 128 * len(self.warpgroups)
+
+    @property
+    def blackwell(self) -> bool:
+        return self.arch.startswith("sm_100")
+
+    def stage(self, op: str) -> int:
+        return self.sched[op].start // self.schedule.ii
+
+    def residue(self, op: str) -> int:
+        return self.sched[op].start % self.schedule.ii
+
+    @cached_property
+    def values(self) -> dict[str, ValueInfo]:
+        out = {v.name: ValueInfo(v.name, v.type, None, None, "input") for v in self.graph.inputs}
+        for op in self.graph.ops:
+            if op.has_result and op.type is not None:
+                out[op.name] = ValueInfo(op.name, op.type, op.name, self.op_role[op.name], "result")
+        return out
+
+    @cached_property
+    def carry_source(self) -> dict[str, str]:
+        """carry name -> the body result it takes each iteration."""
+        return dict(self.graph.yields)
+
+    @cached_property
+    def carry_init(self) -> dict[str, str]:
+        return {c.name: c.init or "0" for c in self.graph.carries}
+
+    def resolve(self, operand) -> tuple[str, int]:
+        """An operand as (value, distance): a carry reads its yielded result one iteration back."""
+        if operand.distance is not None:
+            return operand.name, operand.distance
+        if operand.name in self.carry_source and operand.name in self.graph.values:
+            return self.carry_source[operand.name], 1
+        return operand.name, 0
+
+    @cached_property
+    def uses(self) -> dict[str, tuple[Use, ...]]:
+        out: dict[str, list[Use]] = {}
+        for op in self.graph.ops:
+            for i, operand in enumerate(op.operands):
+                value, dist = self.resolve(operand)
+                out.setdefault(value, []).append(Use(value, op.name, self.op_role[op.name], dist, i))
+        return {k: tuple(v) for k, v in out.items()}
+
+    def carry_of(self, value: str) -> str | None:
+        for carry, src in self.graph.yields:
+            if src == value:
+                return carry
+        return None
+
+    def is_load(self, op: str) -> bool:
+        return self.ops[op].opcode in LOAD_OPCODES
+
+    @cached_property
+    def tensor(self) -> dict[str, GlobalTensor]:
+        return {t.value if t.kind != "output" else f"out:{t.value}": t for t in self.tensors}
+
+
+# -- building the model ------------------------------------------------------------------------
+
+def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None) -> KernelModel:
+    if graph is None:
+        from ..tir import parse_tir
+        if not schedule.graph_tir:
+            raise EmitError("the schedule file holds no graph ('graph' is empty): solve it again with twill solve")
+        graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
+    arch = schedule.arch or machine.arch
+    if not (arch.startswith("sm_90") or arch.startswith("sm_100")):
+        raise EmitError(f"emit-cuda targets sm_90a (Hopper) and sm_100a (Blackwell); machine "
+                        f"'{schedule.machine}' is {arch or 'of no known arch'}")
+    missing = [op.name for op in graph.ops if op.name not in schedule.by_name]
+    if missing:
+        raise EmitError(f"the schedule does not place op(s) {', '.join(missing)} of its own graph")
+    mma = {op.name: mma_shape(graph, op) for op in graph.ops if op.opcode == "mma"}
+    roles, default = _roles(schedule, graph, machine, arch, mma)
+    role_of = {op: r.name for r in roles for op in r.ops}
+    roles, groups = _place(roles, machine)
+    stages = 1 + max(op.start // schedule.ii for op in schedule.ops)
+    tensors = _tensors(graph, mma)
+    model = KernelModel(schedule=schedule, graph=graph, machine=machine, arch=arch, roles=roles,
+                        warpgroups=groups, default_roles=default,
+                        role_of=tuple(sorted(role_of.items())), tensors=tensors,
+                        mma=tuple(sorted(mma.items())), stages=stages, normalizers=())
+    from dataclasses import replace
+    return replace(model, normalizers=_normalizers(model))
+
+
+def mma_shape(graph: Graph, op: Op) -> MmaShape:
+    """The GEMM an `mma a, b[, c]` does: result [M, N], a [M, K], b [N, K] or [K, N].
+
+    When b is square the shapes cannot tell; then b is N x K (a @ b^T, the Q K^T of attention)
+    if a is a shared-memory tile and K x N (a @ b, the P V of attention) if a is computed in
+    registers. A third operand is the accumulator the product is added to.
+    """
+    if len(op.operands) not in (2, 3) or op.type is None or len(op.type.shape) != 2:
+        raise EmitError(f"op '{op.name}': mma takes a, b[, c] and gives a rank-2 tile")
+    a, b = (graph.operand_type(o) for o in op.operands[:2])
+    if a is None or b is None or len(a.shape) != 2 or len(b.shape) != 2:
+        raise EmitError(f"op '{op.name}': mma operands must be rank-2 tiles")
+    m, n = op.type.shape
+    k = a.shape[1]
+    if a.shape[0] != m:
+        raise EmitError(f"op '{op.name}': a is {a.shape[0]}x{k} but the result has {m} rows")
+    nk, kn = b.shape == (n, k), b.shape == (k, n)
+    if not (nk or kn):
+        raise EmitError(f"op '{op.name}': b is {b.shape[0]}x{b.shape[1]}, neither {n}x{k} nor {k}x{n}")
+    kmajor = nk if nk != kn else a.space == "smem"
+    if a.dtype != b.dtype or a.dtype not in ("f16", "bf16"):
+        raise EmitError(f"op '{op.name}': emit-cuda's mma takes f16 or bf16 a and b of one dtype "
+                        f"(got {a.dtype}, {b.dtype})")
+    return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3)
+
+
+def _roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
+           mma: dict[str, MmaShape]) -> tuple[tuple[RoleInfo, ...], bool]:
+    if schedule.roles:
+        roles = tuple(RoleInfo(r.name, r.warps, r.registers, tuple(r.ops)) for r in schedule.roles)
+        placed = [op for r in roles for op in r.ops]
+        unplaced = [op.name for op in graph.ops if op.name not in placed]
+        if unplaced:
+            raise EmitError(f"op(s) {', '.join(unplaced)} belong to no role of the schedule")
+        for r in roles:
+            if r.warps != 1 and r.warps % 4:
+                raise EmitError(f"role '{r.name}' has {r.warps} warps: a role is one warp or whole warpgroups")
+            for op in r.ops:
+                if graph.by_name[op].opcode == "mma" and arch.startswith("sm_90") and not r.is_warpgroup:
+                    raise EmitError(f"op '{op}' is a wgmma but role '{r.name}' is not a warpgroup")
+        return roles, False
+    return _default_roles(schedule, graph, machine, arch, mma), True
+
+
+def _default_roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
+                   mma: dict[str, MmaShape]) -> tuple[RoleInfo, ...]:
+    """Warp specialization for a schedule without roles: loads on a producer warp, the rest on one
+    consumer role of as many warpgroups as its register tiles need (each takes a slice of rows)."""
+    limits = machine.limits
+    loads = tuple(op.name for op in graph.ops if op.opcode in LOAD_OPCODES)
+    rest = tuple(op.name for op in graph.ops if op.opcode not in LOAD_OPCODES)
+    producer_regs = _granule_down(max(limits.min_registers, 24), limits.register_granule)
+    roles = []
+    if loads:
+        roles.append(RoleInfo("producer", 1, producer_regs, loads))
+    if rest:
+        free = limits.registers_per_sm - (128 * producer_regs if loads else 0)
+        need = _register_estimate(graph, rest, limits.register_reserve)
+        groups = 1
+        rows = _common_rows(graph, rest)
+        while (not arch.startswith("sm_100") and need / groups > 224 and rows % (64 * (groups + 1)) == 0
+               and 4 * (groups + 1) + (4 if loads else 0) <= max(limits.warps, 4)):
+            groups += 1
+        budget = min(_granule_down(free // (128 * groups), limits.register_granule),
+                     _granule_down(limits.registers_per_thread, limits.register_granule))
+        roles.append(RoleInfo("consumer", 4 * groups, budget, rest))
+    return tuple(roles)
+
+
+def _granule_down(x: int, granule: int) -> int:
+    return max(granule, (x // granule) * granule)
+
+
+def _common_rows(graph: Graph, ops: tuple[str, ...]) -> int:
+    rows = [graph.by_name[o].type.shape[0] for o in ops
+            if graph.by_name[o].type is not None and graph.by_name[o].type.space == "reg"]
+    return math.gcd(*rows) if rows else 64
+
+
+def _register_estimate(graph: Graph, ops: tuple[str, ...], reserve: int) -> float:
+    """Registers per thread of one warpgroup holding every register result of `ops` at once."""
+    total = sum(graph.by_name[o].type.bytes for o in ops
+                if graph.by_name[o].type is not None and graph.by_name[o].type.space == "reg")
+    return total / (128 * 4) + reserve
+
+
+def _place(roles: tuple[RoleInfo, ...], machine: Machine) -> tuple[tuple[RoleInfo, ...], tuple[WarpGroup, ...]]:
+    """1-warp roles first, four to a warpgroup; then each warpgroup role on its own warpgroups."""
+    small = [r for r in roles if not r.is_warpgroup]
+    big = [r for r in roles if r.is_warpgroup]
+    placed: list[RoleInfo] = []
+    groups: list[WarpGroup] = []
+    for g in range(0, len(small), 4):
+        members = small[g:g + 4]
+        for i, r in enumerate(members):
+            placed.append(RoleInfo(r.name, r.warps, r.registers, r.ops, first_warp=4 * len(groups) + i))
+        groups.append(WarpGroup(len(groups), tuple(r.name for r in members), max(r.registers for r in members)))
+    for r in big:
+        placed.append(RoleInfo(r.name, r.warps, r.registers, r.ops, first_warp=4 * len(groups)))
+        for _ in range(r.warpgroups):
+            groups.append(WarpGroup(len(groups), (r.name,), r.registers))
+    order = {r.name: i for i, r in enumerate(roles)}
+    placed.sort(key=lambda r: order[r.name])
+    if 128 * len(groups) > 1024:
+        raise EmitError(f"the roles need {len(groups)} warpgroups ({128 * len(groups)} threads): more than a CTA holds")
+    return tuple(placed), tuple(groups)
+
+
+# -- global tensors: which grid axis each tile dimension follows --------------------------------
+
+class _Classes:
+    """Union-find over tile dimensions (value, dim)."""
+
+    def __init__(self):
+        self.parent: dict[tuple[str, int], tuple[str, int]] = {}
+
+    def find(self, x):
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a, b):
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
+    cls = _Classes()
+    values = graph.values
+    carry_src = dict(graph.yields)
+
+    def key(operand_name: str, dim: int):
+        # A carry and the result it yields are one value as far as shapes go.
+        return (carry_src.get(operand_name, operand_name) if operand_name in values and
+                values[operand_name].kind == "carry" else operand_name, dim)
+
+    for op in graph.ops:
+        if op.type is None or op.opcode in LOAD_OPCODES:
+            continue
+        names = [o.name for o in op.operands]
+        types = [graph.operand_type(o) for o in op.operands]
+        rank = len(op.type.shape)
+        if op.opcode == "mma":
+            s = mma[op.name]
+            a, b = names[0], names[1]
+            cls.union(key(a, 0), (op.name, 0))
+            cls.union(key(a, 1), key(b, 1 if s.b_kmajor else 0))
+            cls.union(key(b, 0 if s.b_kmajor else 1), (op.name, 1))
+            if len(names) > 2:
+                cls.union(key(names[2], 0), (op.name, 0))
+                cls.union(key(names[2], 1), (op.name, 1))
+            continue
+        for name, t in zip(names, types):
+            if t is None:
+                continue
+            if rank == 1 and len(t.shape) >= 1:  # a row reduction or a row vector op
+                cls.union(key(name, 0), (op.name, 0))
+            elif len(t.shape) == rank and t.shape == op.type.shape:
+                for d in range(rank):
+                    cls.union(key(name, d), (op.name, d))
+            elif len(t.shape) == 1 and rank == 2 and t.shape[0] == op.type.shape[0]:
+                cls.union(key(name, 0), (op.name, 0))  # a per-row operand broadcast along columns
+    return cls
+
+
+def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]:
+    cls = _dim_classes(graph, mma)
+    carry_src = dict(graph.yields)
+    # The loop runs along the K of accumulating mmas and the N of the others.
+    loop_classes = set()
+    for op in graph.ops:
+        if op.opcode == "mma":
+            a = op.operands[0].name
+            if mma[op.name].accumulate:
+                loop_classes.add(cls.find((a, 1)))
+            else:
+                loop_classes.add(cls.find((op.name, 1)))
+    # Grid axes follow the output carries: rows along blockIdx.x, columns along blockIdx.y.
+    m_classes, n_classes = set(), set()
+    for carry in graph.carries:
+        src = carry_src.get(carry.name)
+        if src is None:
+            continue
+        shape = carry.type.shape
+        if len(shape) >= 1 and cls.find((src, 0)) not in loop_classes:
+            m_classes.add(cls.find((src, 0)))
+        if len(shape) >= 2 and cls.find((src, 1)) not in loop_classes:
+            n_classes.add(cls.find((src, 1)))
+
+    def axis(value: str, dim: int) -> str:
+        c = cls.find((value, dim))
+        return "loop" if c in loop_classes else "m" if c in m_classes else "n" if c in n_classes else "fixed"
+
+    out = []
+
+    def add(name, value, kind, t: TensorType, per_iteration_ok: bool):
+        if len(t.shape) not in (1, 2):
+            raise EmitError(f"value '{value}' is rank {len(t.shape)}: emit-cuda moves rank-1 and rank-2 tiles")
+        if len(t.shape) == 1:
+            tile, axes = (1, t.shape[0]), ("fixed", axis(value, 0))
+        else:
+            tile, axes = (t.shape[0], t.shape[1]), (axis(value, 0), axis(value, 1))
+        if kind == "input":
+            axes = tuple("fixed" if a == "loop" else a for a in axes)  # invariant: the whole extent
+        per_iter = per_iteration_ok and "loop" not in axes
+        out.append(GlobalTensor(ident(name), value, kind, t.dtype, tile, axes, per_iter, len(t.shape)))
+
+    for v in graph.inputs:
+        add(v.name, v.name, "input", v.type, False)
+    for op in graph.ops:
+        if op.opcode in LOAD_OPCODES and op.type is not None:
+            add(op.name, op.name, "load", op.type, True)
+    for op in graph.ops:
+        if op.opcode == "store" and op.operands:
+            t = graph.operand_type(op.operands[0])
+            if t is not None:
+                add(f"{op.name}", op.operands[0].name, "store", t, True)
+    for carry in graph.carries:
+        src = carry_src.get(carry.name)
+        if src is not None:
+            add(f"out_{carry.name}", src, "output", carry.type, False)
+    return tuple(out)
+
+
+def _normalizers(model: KernelModel) -> tuple[tuple[str, str], ...]:
+    """Online softmax: a carry updated through `rescale acc, alpha` whose partner carry is a
+    `rowsum ..., l, alpha` of the same alpha is divided by that sum when it is written out."""
+    graph = model.graph
+    out = []
+    rowsums = {}
+    for carry, src in graph.yields:
+        op = graph.by_name.get(src)
+        if op is not None and op.opcode == "rowsum" and len(op.operands) == 3:
+            rowsums[op.operands[2].name] = carry
+    for carry, src in graph.yields:
+        seen, todo = set(), [src]
+        while todo:  # walk back through the accumulator chain of this iteration
+            name = todo.pop()
+            op = graph.by_name.get(name)
+            if op is None or name in seen:
+                continue
+            seen.add(name)
+            if op.opcode == "rescale" and len(op.operands) == 2 and op.operands[1].name in rowsums:
+                out.append((carry, rowsums[op.operands[1].name]))
+                break
+            if op.opcode in ("mma", "rescale") and op.operands:
+                todo.append(op.operands[-1].name if op.opcode == "mma" else op.operands[0].name)
+    return tuple(sorted(set(out)))

@@ -1,0 +1,252 @@
+"""Per-opcode emitters: one function per opcode and target, found through a table.
+
+Each emitter receives an `OpCall` (the op, its result and operands as C++ expressions, where each
+lives) and returns the lines of CUDA C++ that compute it. Register math goes through the fixed
+runtime's `twill::op_*` helpers, whose overloads pick the fragment layout; the mma emitters issue
+wgmma (sm_90a) or tcgen05.mma (sm_100a). An opcode with no emitter becomes a hook function.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..ir import Op, TensorType
+from .model import EmitError, KernelModel, MmaShape
+
+CTYPE = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float", "tf32": "float", "f64": "double",
+         "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "i64": "int64_t"}
+TMA_DTYPE = {"f16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+             "f32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", "tf32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
+             "f64": "CU_TENSOR_MAP_DATA_TYPE_FLOAT64", "i32": "CU_TENSOR_MAP_DATA_TYPE_INT32",
+             "i64": "CU_TENSOR_MAP_DATA_TYPE_INT64", "i16": "CU_TENSOR_MAP_DATA_TYPE_UINT16",
+             "i8": "CU_TENSOR_MAP_DATA_TYPE_UINT8"}
+
+
+def ctype(dtype: str) -> str:
+    if dtype not in CTYPE:
+        raise EmitError(f"dtype {dtype} has no CUDA element type in emit-cuda")
+    return CTYPE[dtype]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An operand or result: where it lives and the C++ expression that names it there.
+
+    where: "reg" (a register fragment lvalue), "smem" (a pointer to a swizzled tile), "tmem" (a
+    tensor-memory address), "init" (a carry's initial value, a float expression).
+    """
+
+    value: str
+    type: TensorType
+    where: str
+    expr: str
+
+
+@dataclass(frozen=True)
+class OpCall:
+    model: KernelModel
+    op: Op
+    role: str
+    out: Arg | None
+    args: tuple[Arg, ...]
+    row0: str  # first row of the tiles this warpgroup holds (of a value with the result's rows)
+    groups: int  # warpgroups of the role
+
+    def temp(self, suffix: str) -> str:
+        from .model import ident
+        return f"{ident(self.op.name)}_{suffix}"
+
+
+Emitter = Callable[[OpCall], list[str]]
+
+
+# -- register math shared by both targets --------------------------------------------------------
+
+def _math(helper: str, extra: str = "") -> Emitter:
+    def emit(call: OpCall) -> list[str]:
+        lines, names = _registers(call)
+        args = ", ".join([call.out.expr] + names) + extra
+        return lines + [f"twill::{helper}({args});"]
+    return emit
+
+
+def _registers(call: OpCall) -> tuple[list[str], list[str]]:
+    """Operand expressions for register math: a shared-memory or tensor-memory tile is first read
+    into a temporary fragment; a carry's initial value is a float."""
+    lines, names = [], []
+    for i, a in enumerate(call.args):
+        if a.where == "reg":
+            names.append(a.expr)
+        elif a.where == "init":
+            names.append(a.expr)
+        else:
+            tmp = call.temp(f"in{i}")
+            lines.append(f"{fragment_type(call.model, a.type, call.groups)} {tmp};")
+            lines.extend(read_tile(call.model, a, tmp, call.row0 if _rows(a.type) == _rows(call.out.type) else "0"))
+            names.append(tmp)
+    return lines, names
+
+
+def _rows(t: TensorType | None) -> int:
+    return t.shape[0] if t is not None and t.shape else 0
+
+
+def read_tile(model: KernelModel, a: Arg, dst: str, row0: str) -> list[str]:
+    t = a.type
+    if a.where == "tmem":
+        return [f"twill::tmem_to_frag({dst}, {a.expr});"]
+    rows, cols = (1, t.shape[0]) if len(t.shape) == 1 else t.shape
+    return [f"twill::tile_to_frag<{ctype(t.dtype)}, {rows}, {cols}>({dst}, {a.expr}, {row0});"]
+
+
+def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
+    """The C++ type of a warpgroup's share of a register value."""
+    if model.blackwell:
+        if len(t.shape) == 1:
+            return "twill::TScal"
+        n = t.shape[1]
+        if t.dtype in ("f16", "bf16"):
+            return f"twill::TRow16<{n}, {ctype(t.dtype)}>"
+        return f"twill::TRow<{n}>"
+    rows = t.shape[0]
+    if rows % (64 * groups):
+        raise EmitError(f"a {rows}-row tile cannot be split over {groups} warpgroup(s) of 64-row wgmma blocks")
+    mb = rows // (64 * groups)
+    if len(t.shape) == 1:
+        return f"twill::Rows<{mb}>"
+    n = t.shape[1]
+    if n % 8:
+        raise EmitError(f"a tile of {n} columns does not fit the wgmma accumulator layout (a multiple of 8)")
+    if t.dtype in ("f16", "bf16"):
+        return f"twill::Frag16<{mb}, {n}, {ctype(t.dtype)}>"
+    return f"twill::Frag<{mb}, {n}>"
+
+
+def _exp2(call: OpCall) -> list[str]:
+    lines, names = _registers(call)
+    return lines + [f"twill::op_exp2({', '.join([call.out.expr] + names)}, args.exp2_scale);"]
+
+
+def _store(call: OpCall) -> list[str]:
+    """store x: the tile goes to its global tensor (one tile per iteration when it has no loop axis)."""
+    lines, names = _registers(call)
+    t = call.model.tensor[call.op.name]
+    return lines + [f"store_{t.name}({names[0]}, it);"]
+
+
+def _hook(call: OpCall) -> list[str]:
+    from .model import ident
+    lines, names = _registers(call)
+    args = ([call.out.expr] if call.out is not None else []) + names
+    return lines + [f"hook_{ident(call.op.name)}({', '.join(args)});"]
+
+
+# -- mma -------------------------------------------------------------------------------------------
+
+def _operand_desc(model: KernelModel, a: Arg, kmajor: bool, row: str, k: str) -> str:
+    t = a.type
+    T = ctype(t.dtype)
+    rows, cols = t.shape
+    if kmajor:
+        return f"twill::desc_kmajor<{T}, {rows}, {cols}>({a.expr}, {row}, {k})"
+    return f"twill::desc_mnmajor<{T}, {rows}, {cols}>({a.expr}, {k}, {row})"
+
+
+def _wgmma(call: OpCall) -> list[str]:
+    """wgmma: for each 64-row block of this warpgroup and each 16-wide k step, one
+    wgmma.mma_async m64nNk16; fence before, one commit_group after (the consumer waits)."""
+    s: MmaShape = call.model.mma_shape[call.op.name]
+    a, b = call.args[0], call.args[1]
+    if s.n > 256 or s.n % 8:
+        raise EmitError(f"op '{call.op.name}': wgmma takes N = 8..256 in steps of 8 (N = {s.n}); sub-tile it")
+    if s.k % 16:
+        raise EmitError(f"op '{call.op.name}': K = {s.k} is not a multiple of 16")
+    if b.where != "smem":
+        raise EmitError(f"op '{call.op.name}': wgmma reads b from shared memory, but '{b.value}' is in {b.where}")
+    mb = s.m // (64 * call.groups)
+    lines = []
+    if s.accumulate:
+        c = call.args[2]
+        if c.where == "init":
+            lines.append(f"twill::fill({call.out.expr}, {c.expr});")
+        elif c.expr != call.out.expr:
+            lines.append(f"{call.out.expr} = {c.expr};")
+    kind = "ss" if a.where == "smem" else "rs"
+    a_expr = a.expr
+    if kind == "rs":
+        if a.type.dtype != s.dtype:  # an f32 register tile: convert to the input dtype first
+            tmp = call.temp("a16")
+            lines.append(f"twill::Frag16<{mb}, {s.k}, {ctype(s.dtype)}> {tmp};")
+            lines.append(f"twill::op_convert({tmp}, {a.expr});")
+            a_expr = tmp
+    fn = f"twill::wgmma_m64n{s.n}k16_{kind}_{s.dtype}<{0 if s.b_kmajor else 1}>"
+    a_op = (_operand_desc(call.model, a, True, f"{call.row0} + 64 * mb", "16 * kk") if kind == "ss"
+            else f"&{a_expr}.x[mb][4 * kk]")
+    b_op = _operand_desc(call.model, b, s.b_kmajor, "0", "16 * kk")
+    scale = "1" if s.accumulate else "kk > 0"
+    lines += [
+        "twill::wgmma_fence();",
+        "#pragma unroll",
+        f"for (int mb = 0; mb < {mb}; ++mb) {{",
+        "#pragma unroll",
+        f"  for (int kk = 0; kk < {s.k // 16}; ++kk)",
+        f"    {fn}({call.out.expr}.x[mb], {a_op}, {b_op}, {scale});",
+        "}",
+        "twill::wgmma_commit();",
+    ]
+    return lines
+
+
+def _umma(call: OpCall) -> list[str]:
+    """tcgen05.mma: one thread issues M=128 x N x 16 steps into tensor memory (the caller elects it,
+    orders it after the role's other tensor-memory traffic and commits it to an mbarrier)."""
+    s: MmaShape = call.model.mma_shape[call.op.name]
+    a, b = call.args[0], call.args[1]
+    if s.m != 128:
+        raise EmitError(f"op '{call.op.name}': emit-cuda's tcgen05.mma is M = 128 (got {s.m}); sub-tile it")
+    if s.n > 256 or s.n % 16:
+        raise EmitError(f"op '{call.op.name}': tcgen05.mma with M = 128 takes N = 16..256 in steps of 16 (N = {s.n})")
+    if b.where != "smem":
+        raise EmitError(f"op '{call.op.name}': tcgen05.mma reads b from shared memory, but '{b.value}' is in {b.where}")
+    bf16 = "true" if s.dtype == "bf16" else "false"
+    idesc = f"twill::umma_idesc<128, {s.n}, {bf16}, false, {'false' if s.b_kmajor else 'true'}>()"
+    b_op = _operand_desc(call.model, b, s.b_kmajor, "0", "16 * kk")
+    first = "1" if s.accumulate else "kk > 0"
+    if a.where == "tmem":  # A packed in tensor memory: 16 values = 8 columns per k step
+        issue = f"twill::umma_ts({call.out.expr}, {a.expr} + 8 * kk, {b_op}, {idesc}, {first});"
+    elif a.where == "smem":
+        a_op = _operand_desc(call.model, a, True, "0", "16 * kk")
+        issue = f"twill::umma_ss({call.out.expr}, {a_op}, {b_op}, {idesc}, {first});"
+    else:
+        raise EmitError(f"op '{call.op.name}': tcgen05.mma reads a from shared or tensor memory")
+    return ["#pragma unroll", f"for (int kk = 0; kk < {s.k // 16}; ++kk)", f"  {issue}"]
+
+
+# -- the tables ----------------------------------------------------------------------------------
+
+COMMON: dict[str, Emitter] = {
+    "exp2": _exp2,
+    "rowmax": _math("op_rowmax"),
+    "rowsum": _math("op_rowsum"),
+    "rescale": _math("op_rescale"),
+    "convert": _math("op_convert"),
+    "mul": _math("op_mul"),
+    "add": _math("op_add"),
+    "sub": _math("op_sub"),
+    "max": _math("op_max"),
+    "store": _store,
+}
+
+EMITTERS: dict[str, dict[str, Emitter]] = {
+    "sm_90a": {**COMMON, "mma": _wgmma},
+    "sm_100a": {**COMMON, "mma": _umma},
+}
+
+
+def emitter(model: KernelModel, opcode: str) -> Emitter:
+    table = EMITTERS["sm_100a" if model.blackwell else "sm_90a"]
+    return table.get(opcode, _hook)
+
+
+def is_known(model: KernelModel, opcode: str) -> bool:
+    return opcode in EMITTERS["sm_100a" if model.blackwell else "sm_90a"] or opcode == "load"

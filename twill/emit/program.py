@@ -1,0 +1,433 @@
+"""Each role's straight-line program, as the schedule lays it out, plus its synchronisation.
+
+The modulo schedule runs op `v` of iteration `i` at `start(v) + i*I`. Cut time into windows of `I`
+cycles: window `J` holds, for every op, the instance `J - stage(v)`. With `S` stages there are
+S-1 prologue windows (J = 0 .. S-2, the ops with stage <= J), the steady state (J = S-1 .. n-1,
+every op) and S-1 epilogue windows (J = n .. n+S-2, the ops with stage > J - n). Inside a window
+ops run in the order of their start residue. A role runs the ops it owns, in that order; the
+kernel requires n >= S, so every instance a window names exists and no guard is needed.
+
+Register values need as many buffers as instances are alive at once (modulo variable expansion):
+the steady loop is unrolled by the least common multiple U of those counts so every buffer index
+is a compile-time constant (registers indexed at run time would go to local memory).
+
+A value that crosses roles travels through a `Channel`: a ring of `depth` slots with a full and an
+empty mbarrier per slot (phase = (instance / depth) & 1). Loads fill their slot by TMA; register
+values are staged through shared memory; tensor-memory values are signalled by `tcgen05.commit`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .model import EmitError, KernelModel, Use
+
+
+@dataclass(frozen=True)
+class Inst:
+    """An iteration number: `base + off`, base '' (a constant), 'j' (the steady counter) or 'n'."""
+
+    base: str
+    off: int
+
+    def shift(self, d: int) -> "Inst":
+        return Inst(self.base, self.off - d)
+
+    def __str__(self) -> str:
+        if not self.base:
+            return str(self.off)
+        if self.off == 0:
+            return self.base
+        return f"{self.base} {'+' if self.off > 0 else '-'} {abs(self.off)}"
+
+
+@dataclass(frozen=True)
+class Window:
+    kind: str  # "prologue" | "steady" | "epilogue"
+    index: int  # p (prologue), e (epilogue), the unrolled copy u (steady)
+    ops: tuple[str, ...]  # this role's ops, in schedule order
+    base: str  # '' | 'j' | 'n'
+    j0: int  # J = base + j0
+    phase: int  # J - (S-1) modulo U (prologue: J itself, negative offsets allowed)
+
+    def inst(self, stage: int, distance: int = 0) -> Inst:
+        return Inst(self.base, self.j0 - stage - distance)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """Which static window this is (copies of the steady window share it)."""
+        return (self.kind, 0 if self.kind == "steady" else self.index)
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A value handed from one role to others (or from an async op to its own role on sm_100a)."""
+
+    value: str
+    producer: str  # role
+    consumers: tuple[str, ...]  # roles
+    depth: int
+    kind: str  # "tma" (a load) | "stage" (registers via smem) | "tile" (registers -> smem operand tile)
+    #            | "tmem" (tensor memory, signalled by tcgen05.commit or by the writing warps)
+    empty: bool = True  # False when the dependence chain itself orders reuse (in-place accumulators)
+
+    @property
+    def ident(self) -> str:
+        from .model import ident
+        return ident(self.value)
+
+
+@dataclass
+class RoleProgram:
+    role: str
+    windows: dict[tuple[str, int], tuple[str, ...]]  # static window -> ops
+    waits: dict[tuple[tuple[str, int], int, str], int] = field(default_factory=dict)  # (win, pos, value) -> k
+    hazards: dict[tuple[tuple[str, int], int], int] = field(default_factory=dict)  # (win, pos) -> k before writing
+    start_wait: set = field(default_factory=set)  # windows that first retire every earlier wgmma
+    releases_at_start: dict[tuple[str, int], list] = field(default_factory=dict)  # win -> [(chan, op, d, wait)]
+    releases_after: dict[tuple[tuple[str, int], int], list] = field(default_factory=dict)  # (win, pos) -> [...]
+    turns: dict[tuple[tuple[str, int], int], tuple[bool, bool]] = field(default_factory=dict)  # begin, end
+
+
+class Program:
+    """The windows, buffers, channels and synchronisation of every role. Pure data."""
+
+    def __init__(self, model: KernelModel):
+        self.model = model
+        self.S = model.stages
+        self.order = _window_order(model)
+        self.copies = self._copies()
+        self.U = math.lcm(*self.copies.values()) if self.copies else 1
+        if self.U > 8:
+            raise EmitError(f"register values need {self.U} rotating buffers (unroll factor): too many")
+        self.channels = self._channels()
+        self.programs = {r.name: self._role_program(r.name) for r in model.roles}
+        self.pingpong = self._pingpong()
+        for prog in self.programs.values():
+            self._waits_and_releases(prog)
+
+    # -- windows -----------------------------------------------------------------------------
+    def static_windows(self, role: str) -> list[tuple[str, int]]:
+        S = self.S
+        return ([("prologue", p) for p in range(S - 1)] + [("steady", 0)] +
+                [("epilogue", e) for e in range(S - 1)])
+
+    def window_ops(self, role: str | None, key: tuple[str, int]) -> tuple[str, ...]:
+        kind, idx = key
+        m = self.model
+        ops = [o for o in self.order if role is None or m.op_role[o] == role]
+        if kind == "prologue":
+            return tuple(o for o in ops if m.stage(o) <= idx)
+        if kind == "epilogue":
+            return tuple(o for o in ops if m.stage(o) >= idx + 1)
+        return tuple(ops)
+
+    def window(self, role: str, key: tuple[str, int], u: int = 0, r: int = 0) -> Window:
+        """A concrete window: steady copy u, or epilogue e after r leftover steady windows."""
+        kind, idx = key
+        ops = self.window_ops(role, key)
+        S, U = self.S, self.U
+        if kind == "prologue":
+            return Window(kind, idx, ops, "", idx, idx)
+        if kind == "steady":
+            return Window(kind, u, ops, "j", u, (S - 1 + u) % U if U else 0)
+        return Window(kind, idx, ops, "n", idx, (S - 1 + r + idx) % U)
+
+    def buffer(self, value: str, w: Window, stage: int, distance: int) -> int:
+        """Which of the value's register buffers holds the instance `w` names."""
+        c = self.copies.get(value, 1)
+        return (w.phase - stage - distance) % c
+
+    # -- register buffers (modulo variable expansion) ----------------------------------------------
+    def _copies(self) -> dict[str, int]:
+        m = self.model
+        pos = {o: i for i, o in enumerate(self.order)}
+        out = {}
+        for name, v in m.values.items():
+            if v.kind != "result" or v.type.space == "smem" or m.is_load(name):
+                continue
+            need = 0
+            for use in m.uses.get(name, ()):
+                if use.role != v.role:
+                    continue
+                k = m.stage(use.op) + use.distance - m.stage(name) - (0 if pos[name] < pos[use.op] else 1)
+                if k < 0:
+                    raise EmitError(f"op '{use.op}' reads '{name}' before the schedule produces it")
+                if self.reads_async(use.op, use.index):
+                    # A wgmma reads its A operand from registers until it completes: keep the
+                    # instance until the reader's latency has passed, as the schedule assumes.
+                    sched = m.sched
+                    end = sched[use.op].start + use.distance * m.schedule.ii + sched[use.op].cycles
+                    k = max(k, -(-(end - sched[name].start) // m.schedule.ii) - 1)
+                need = max(need, k)
+            if m.carry_of(name) is not None:
+                need = max(need, 0)
+            out[name] = need + 1
+        return out
+
+    # -- channels between roles ----------------------------------------------------------------
+    def _channels(self) -> dict[str, Channel]:
+        m = self.model
+        depth_of = {b.value: b.depth for b in m.schedule.buffers}
+        out = {}
+        for name, v in m.values.items():
+            if v.kind != "result":
+                continue
+            uses = m.uses.get(name, ())
+            readers = sorted({u.role for u in uses if u.role != v.role or m.is_load(name)})
+            if m.is_load(name):
+                readers = sorted({u.role for u in uses})
+                if not readers:
+                    continue
+                depth = max(depth_of.get(name, m.machine.streaming_depth), self._span(name, uses))
+                out[name] = Channel(name, v.role, tuple(readers), depth, "tma")
+                continue
+            if m.blackwell and m.ops[name].opcode == "mma":
+                # tcgen05.mma writes tensor memory; readers (its own role too) wait on a commit.
+                readers = sorted({u.role for u in uses if m.ops[u.op].opcode != "mma" or u.role != v.role})
+                if not readers:
+                    continue
+                depth = self.copies.get(name, 1)
+                out[name] = Channel(name, v.role, tuple(readers), max(depth, self._span(name, uses)), "tmem",
+                                    empty=any(r != v.role for r in readers))
+                continue
+            cross = [u for u in uses if u.role != v.role]
+            if not cross:
+                continue
+            to_mma = any(m.ops[u.op].opcode == "mma" for u in cross)
+            kind = "tmem" if v.type.space == "tmem" else "tile" if to_mma else "stage"
+            out[name] = Channel(name, v.role, tuple(sorted({u.role for u in cross})),
+                                max(1, self._span(name, cross)), kind)
+        return out
+
+    def _span(self, name: str, uses) -> int:
+        """Slots a ring needs so the producer may run as far ahead as the schedule does."""
+        m = self.model
+        sched = m.sched
+        start = sched[name].start
+        last = max((sched[u.op].start + u.distance * m.schedule.ii for u in uses), default=start)
+        return max(1, math.floor((last - start) / m.schedule.ii) + 1)
+
+    # -- per-role programs ---------------------------------------------------------------------
+    def _role_program(self, role: str) -> RoleProgram:
+        return RoleProgram(role, {k: self.window_ops(role, k) for k in self.static_windows(role)})
+
+    def sequence(self, role: str, k: int) -> list[tuple[tuple[str, int], int, str, int]]:
+        """The role's ops for n = S-1+k: (window key, position, op, concrete instance)."""
+        S = self.S
+        out = []
+        keys = ([("prologue", p) for p in range(S - 1)] + [("steady", 0)] * k +
+                [("epilogue", e) for e in range(S - 1)])
+        for w, key in enumerate(keys):
+            for pos, op in enumerate(self.window_ops(role, key)):
+                out.append((key, pos, op, w - self.model.stage(op)))
+        return out
+
+    def _async_results(self, role: str) -> set[str]:
+        m = self.model
+        if m.blackwell:
+            return set()
+        return {o for o in m.role[role].ops if m.ops[o].opcode == "mma"}
+
+    def _waits_and_releases(self, prog: RoleProgram) -> None:
+        """wgmma.wait_group counts before reads of async results, and where ring slots are freed.
+
+        The count at a read is the fewest groups committed after the producer's, over every
+        possible history (n from S to S+U+S); a slot read by an async op is released in the next
+        window, right after that window's first commit and a wait_group 1 (which covers every
+        older group whatever came before), or at its start with a wait_group 0.
+        """
+        m, role = self.model, prog.role
+        asyncs = self._async_results(role)
+        for k in range(1, self.S + self.U + 2):
+            seq = self.sequence(role, k)
+            window = self._window_index(seq)
+            where = {(op, inst): i for i, (_, _, op, inst) in enumerate(seq)}
+            for i, (key, pos, op, inst) in enumerate(seq):
+                for index, operand in enumerate(m.ops[op].operands):
+                    value, d = m.resolve(operand)
+                    if value not in asyncs or inst - d < 0 or self.in_place(op, index, value, d):
+                        continue
+                    src = where.get((value, inst - d))
+                    if src is None or src > i:
+                        continue
+                    if window[src] < window[i]:
+                        # ptxas cannot follow wait_group counts across the loop's back edge and
+                        # would serialize every wgmma: retire earlier windows' groups up front.
+                        prog.start_wait.add(key)
+                        continue
+                    commits = sum(1 for _, _, o, _ in seq[src + 1:i] if o in asyncs)
+                    site = (key, pos, value)
+                    prog.waits[site] = min(prog.waits.get(site, commits), commits, 7)
+                # Write after an async access: a wgmma still reading (A from registers) or writing
+                # the buffer this op is about to overwrite must be retired first.
+                hazard = self._last_async_access(seq, i, asyncs)
+                if hazard is not None:
+                    if window[hazard] < window[i]:
+                        prog.start_wait.add(key)
+                        continue
+                    commits = sum(1 for _, _, o, _ in seq[hazard + 1:i] if o in asyncs)
+                    prog.hazards[(key, pos)] = min(prog.hazards.get((key, pos), commits), commits, 7)
+        # Releases of ring slots read by this role.
+        for chan in self.channels.values():
+            if role not in chan.consumers or not chan.empty:
+                continue
+            readers = [u for u in m.uses[chan.value] if u.role == role]
+            last = max(readers, key=lambda u: (m.stage(u.op) + u.distance, self.order.index(u.op)))
+            is_async = m.ops[last.op].opcode == "mma"
+            for key, ops in prog.windows.items():
+                if last.op not in ops:
+                    continue
+                pos = ops.index(last.op)
+                if not is_async or m.blackwell:  # sm_100a: tcgen05.commit frees the slot once the MMA is done
+                    _add(prog.releases_after, (key, pos), (chan, last, 0, "commit" if is_async else None))
+                    continue
+                for nxt in self._next_windows(key):
+                    nops = prog.windows[nxt]
+                    if nxt in prog.start_wait:
+                        _add(prog.releases_at_start, nxt, (chan, last, 1, 0))
+                        continue
+                    first_commit = next((i for i, o in enumerate(nops) if o in asyncs), None)
+                    acquires_before = first_commit is None or any(
+                        any(m.resolve(o)[0] == chan.value for o in m.ops[op].operands) for op in nops[:first_commit])
+                    if not acquires_before:
+                        _add(prog.releases_after, (nxt, first_commit), (chan, last, 1, 1))
+                    else:
+                        _add(prog.releases_at_start, nxt, (chan, last, 1, 0))
+
+    @staticmethod
+    def _window_index(seq) -> list[int]:
+        out, w, prev = [], -1, None
+        for key, pos, _, _ in seq:
+            if prev is None or pos <= prev[1] or key != prev[0]:
+                w += 1
+            out.append(w)
+            prev = (key, pos)
+        return out
+
+    def _last_async_access(self, seq, i: int, asyncs: set[str]) -> int | None:
+        """The latest earlier async op (in `seq`) that reads or writes the buffer op i writes."""
+        m = self.model
+        _, _, op, inst = seq[i]
+        if op not in self.copies or m.is_load(op):
+            return None
+        c = self.copies[op]
+        for h in range(i - 1, -1, -1):
+            _, _, other, oinst = seq[h]
+            if other not in asyncs:
+                continue
+            if other == op and (oinst - inst) % c == 0:
+                return None if self.in_place(op, 2, op, 1) else h
+            for index, operand in enumerate(m.ops[other].operands):
+                value, d = m.resolve(operand)
+                if value == op and (oinst - d - inst) % c == 0 and self.reads_async(other, index):
+                    return h
+        return None
+
+    def reads_async(self, op: str, index: int) -> bool:
+        """Operand `index` of `op` is read by the tensor core after issue (wgmma's A in registers);
+        an accumulator operand that is not updated in place is copied first, synchronously."""
+        m = self.model
+        return not m.blackwell and m.ops[op].opcode == "mma" and index == 0
+
+    def in_place(self, op: str, index: int, value: str, distance: int) -> bool:
+        """An mma accumulating into the very registers of its accumulator operand: wgmmas on one
+        accumulator chain in hardware, so it needs no wait for the previous one."""
+        m = self.model
+        return (m.ops[op].opcode == "mma" and index == 2 and self.copies.get(value, 1) == 1 and
+                self.copies.get(op, 1) == 1 and value == op)
+
+    def _next_windows(self, key: tuple[str, int]) -> list[tuple[str, int]]:
+        kind, idx = key
+        S = self.S
+        if kind == "prologue":
+            return [("prologue", idx + 1) if idx + 1 < S - 1 else ("steady", 0)]
+        if kind == "steady":
+            return [("steady", 0)] + ([("epilogue", 0)] if S > 1 else [])
+        return [("epilogue", idx + 1)] if idx + 1 < S - 1 else []
+
+    # -- ping-pong between consumer warpgroups ---------------------------------------------------
+    def _pingpong(self) -> tuple[str, ...]:
+        """Roles that take turns on the tensor core, in turn order (empty: no ping-pong).
+
+        Emitted only when two or more warpgroup roles issue wgmma, exchange no data, and their
+        turns (maximal runs of one role's mmas in the steady window) alternate cyclically in every
+        window of the program with equal counts, so the named-barrier protocol cannot deadlock.
+        """
+        m = self.model
+        if m.blackwell:
+            return ()
+        tensor = [o for o in self.order if m.ops[o].opcode == "mma"]
+        roles = []
+        for o in tensor:
+            r = m.op_role[o]
+            if r not in roles:
+                roles.append(r)
+        if len(roles) < 2 or any(not m.role[r].is_warpgroup for r in roles):
+            return ()
+        for chan in self.channels.values():
+            if chan.producer in roles and any(c in roles for c in chan.consumers):
+                return ()
+        # Turn starts: an mma whose predecessor among the steady window's mmas is another role's.
+        starts = {o for i, o in enumerate(tensor) if m.op_role[tensor[i - 1]] != m.op_role[o] or len(tensor) == 1}
+        if not starts:
+            return ()
+        for k in range(1, self.S + 3):
+            seq = []
+            keys = ([("prologue", p) for p in range(self.S - 1)] + [("steady", 0)] * k +
+                    [("epilogue", e) for e in range(self.S - 1)])
+            for key in keys:
+                wops = [o for o in self.window_ops(None, key) if o in tensor]
+                prev_role = None
+                for o in wops:
+                    r = m.op_role[o]
+                    if o in starts or r != prev_role:
+                        seq.append(r)
+                    prev_role = r
+            if not seq or any(seq[i] != roles[i % len(roles)] for i in range(len(seq))) or len(seq) % len(roles):
+                return ()
+        for prog in self.programs.values():
+            if prog.role not in roles:
+                continue
+            for key, ops in prog.windows.items():
+                all_ops = [o for o in self.window_ops(None, key) if o in tensor]
+                for pos, o in enumerate(ops):
+                    if o not in tensor:
+                        continue
+                    i = all_ops.index(o)
+                    begin = i == 0 or m.op_role[all_ops[i - 1]] != prog.role or o in starts
+                    end = i == len(all_ops) - 1 or m.op_role[all_ops[i + 1]] != prog.role or all_ops[i + 1] in starts
+                    prog.turns[(key, pos)] = (begin, end)
+        return tuple(roles)
+
+
+def _add(table: dict, key, item) -> None:
+    items = table.setdefault(key, [])
+    if item not in items:
+        items.append(item)
+
+
+def _window_order(model: KernelModel) -> tuple[str, ...]:
+    """Ops in order of start residue; ties follow dependences inside the window, then the graph."""
+    m = model
+    index = {op.name: i for i, op in enumerate(m.graph.ops)}
+    names = [op.name for op in m.graph.ops]
+    before: dict[str, set[str]] = {n: set() for n in names}
+    for e in m.graph.edges:
+        if e.src in before and m.stage(e.src) - m.stage(e.dst) == e.distance and e.src != e.dst:
+            if m.residue(e.src) == m.residue(e.dst):
+                before[e.dst].add(e.src)
+    done, out = set(), []
+    pending = sorted(names, key=lambda n: (m.residue(n), index[n]))
+    while pending:
+        for n in pending:
+            if before[n] <= done or all(m.residue(b) != m.residue(n) for b in before[n] - done):
+                out.append(n)
+                done.add(n)
+                pending.remove(n)
+                break
+        else:  # a zero-latency cycle cannot be scheduled; keep the graph order
+            out.extend(pending)
+            break
+    return tuple(out)
