@@ -63,7 +63,11 @@ class Encoding:
         self.bool = Ty.bool_type()
         names = [t.name for t in p.tasks]
         self.names = names
-        self.K = max(1, min(len(names), p.limits.warps))
+        # Role slots: every role hosts an op; at most warps/warp_group roles are warpgroups, and
+        # the others host only ops a single warp issues.
+        lim = p.limits
+        by_warp = sum(1 for t in p.tasks if t.issue == "warp")
+        self.K = max(1, min(len(names), lim.warps, lim.warps // lim.warp_group + by_warp))
         self.start = {v: self.var(f"start[{v}]") for v in names}
         self.role = {v: self.var(f"role[{v}]") for v in names}
         self.L = self.var("L")
@@ -217,14 +221,17 @@ def registers(e: Encoding):
                 e.defs.append(T.implies(e.same_role(d.src, d.dst),
                                         e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end[t.name])))
     for u in values:
+        # The shape and budget of u's role, as per-op terms (saves a factor of K role slots).
+        u_wg, u_regs = e.var(f"role_is_wg[{u.name}]", e.bool), e.var(f"role_regs[{u.name}]")
         for w in range(e.K):
-            terms = [e.num(lim.register_reserve)]
-            for v in values:
-                n = e.live_at(u.name, v.name, end[v.name])
-                per = T.ite(e.wg[w], e.scale(regs_per_thread(v.bytes, lim.warp_group), n),
-                            e.scale(regs_per_thread(v.bytes, 1), n))
-                terms.append(T.ite(e.same_slot(v.name, w), per, e.num(0)))
-            yield f"{u.name}@{w}", T.implies(e.same_slot(u.name, w), e.le(e.add(*terms), e.regs[w]))
+            e.defs.append(T.implies(e.same_slot(u.name, w), T.yand([T.iff(u_wg, e.wg[w]), e.eq(u_regs, e.regs[w])])))
+        terms = [e.num(lim.register_reserve)]
+        for v in values:
+            n = e.live_at(u.name, v.name, end[v.name])
+            per = T.ite(u_wg, e.scale(regs_per_thread(v.bytes, lim.warp_group), n),
+                        e.scale(regs_per_thread(v.bytes, 1), n))
+            terms.append(per if v is u else T.ite(e.same_role(u.name, v.name), per, e.num(0)))
+        yield f"{u.name}", e.le(e.add(*terms), u_regs)
 
 
 def memory(e: Encoding):
