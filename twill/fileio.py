@@ -37,6 +37,9 @@ def write_atomic(path: str | Path, text: str, only_if_changed: bool = False) -> 
     if not directory.is_dir():
         raise InputError(Diagnostic(f"cannot write '{path}': directory '{directory}' does not exist"))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode a plain open would
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)

@@ -1,0 +1,97 @@
+"""The joint stage (Yices2) on real solves: optimal I, the strategies it finds, and that every
+schedule passes the independent verifier family by family."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from twill.errors import NoScheduleError
+from twill.liveness import regs_per_thread
+from twill.machine import load_machine
+from twill.pipeline import SolveOptions, solve
+from twill.tir import load_tir, parse_tir
+from twill.verify import verify
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def joint(name: str, gpu: str = "h100", **options):
+    graph, machine = load_tir(EXAMPLES / name), load_machine(gpu)
+    return solve(graph, machine, SolveOptions(**options)), graph, machine
+
+
+def test_fig1_joint_is_optimal_at_the_swp_bound():
+    s, graph, machine = joint("fig1.tir")
+    assert (s.ii, s.length, s.optimal, s.stage) == (2, 4, True, "joint")
+    assert dict(s.bounds)["swp_ii"] == 2
+    # FA3's intra-warpgroup pipelining: one role, no cross-role traffic.
+    assert len(s.roles) == 1 and not s.cross_role_edges
+    assert verify(s, graph, machine) == []
+
+
+def test_attention_simple_isolates_loads_and_meets_the_swp_bound():
+    s, graph, machine = joint("attention_fwd_simple.tir")
+    assert s.ii == dict(s.bounds)["swp_ii"] and s.optimal
+    roles = {r.name: r for r in s.roles}
+    load_role = next(r for r in s.roles if "k" in r.ops)
+    assert set(load_role.ops) == {"k", "v"}, "variable-latency loads run on a dedicated role"
+    assert sum(32 * r.warps * r.registers for r in s.roles) <= machine.limits.registers_per_sm
+    for r in s.roles:
+        assert machine.limits.min_registers <= r.registers <= machine.limits.registers_per_thread
+    # s (128 regs) and acc_n (128 regs) cannot share one warpgroup's 255 registers.
+    by_op = {o.name: o.role for o in s.ops}
+    assert by_op["s"] != by_op["acc_n"]
+    assert regs_per_thread(128 * 128 * 4, 4) == 128
+    assert len(roles) == 3
+    assert verify(s, graph, machine) == []
+
+
+def test_gemm_has_a_producer_and_an_mma_role():
+    s, graph, machine = joint("gemm_hopper.tir")
+    assert s.optimal and s.ii == dict(s.bounds)["swp_ii"]
+    assert sorted(r.name for r in s.roles) == ["load", "mma"]
+    assert [b.depth for b in s.buffers] == [2, 2]
+    assert verify(s, graph, machine) == []
+
+
+def test_too_few_warps_has_no_schedule():
+    # The loads need a role of their own and the rest a warpgroup: 5 warps, not 4.
+    with pytest.raises(NoScheduleError):
+        joint("attention_fwd_simple.tir", warps=4)
+
+
+def test_cli_exit_code_1_without_a_schedule():
+    from twill_cli.main import main
+    result = CliRunner().invoke(main, ["solve", str(EXAMPLES / "attention_fwd_simple.tir"), "--gpu", "h100",
+                                       "--warps", "4", "-q"])
+    assert result.exit_code == 1
+
+
+def _random_graph(rng: random.Random, n: int) -> str:
+    units = ["tensor", "sfu", "alu"]
+    lines = ["kernel r", "input x : f16[64,64] @smem", "carry c : f32[64,64] = 0", "loop {"]
+    names = []
+    for i in range(n):
+        operands = [rng.choice(names)] if names and rng.random() < 0.8 else ["x"]
+        if i == n - 1 or (i > 0 and rng.random() < 0.2):
+            operands.append("c")
+        unit = rng.choice(units)
+        opcode = {"tensor": "mma", "sfu": "exp2", "alu": "rowmax"}[unit]
+        lines.append(f"  o{i} = {opcode} {', '.join(operands)} : f32[64,64] {{cycles = {rng.randint(1, 4)}}}")
+        names.append(f"o{i}")
+    lines += [f"  yield c = o{n - 1}", "}"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_graphs_verify_and_respect_the_swp_bound(seed):
+    rng = random.Random(seed)
+    graph = parse_tir(_random_graph(rng, rng.randint(3, 5)), f"random{seed}.tir")
+    machine = load_machine("h100")
+    s = solve(graph, machine, SolveOptions(max_ii=60))
+    swp = solve(graph, machine, SolveOptions(swp_only=True))
+    assert s.ii >= swp.ii
+    assert verify(s, graph, machine) == []
