@@ -1,0 +1,29 @@
+"""`twill import KERNEL.ttgir -o GRAPH.tir`: a Triton TTGIR dump to a tile-loop graph."""
+from __future__ import annotations
+
+import click
+
+from .main import main
+
+
+@main.command("import")
+@click.argument("ttgir", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the .tir here (atomic); else stdout")
+@click.option("--loop", type=click.IntRange(0), help="which top-level scf.for (0-based; default: the largest)")
+@click.option("--strict", is_flag=True, help="an op the importer does not know is an error, not a warning")
+def import_(ttgir, output, loop, strict):
+    """Read a TTGIR dump taken before Triton's pipeliner and write the loop's .tir graph."""
+    from twill.fileio import write_atomic
+    from twill.tir import print_tir
+    from twill.ttgir import load_ttgir
+
+    graph, warnings = load_ttgir(ttgir, loop=loop, strict=strict)
+    for w in warnings:
+        click.echo(w.render(), err=True)
+    text = print_tir(graph)
+    if output:
+        write_atomic(output, text, only_if_changed=True)
+        click.echo(f"wrote {output}: kernel {graph.kernel}, {len(graph.ops)} ops, {len(graph.carries)} carries",
+                   err=True)
+    else:
+        click.echo(text, nl=False)

@@ -1,0 +1,31 @@
+"""`twill import` and `twill solve KERNEL.ttgir` end to end through the CLI."""
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from twill.tir import load_tir
+from twill_cli.main import main
+
+DATA = Path(__file__).resolve().parent / "data" / "ttgir"
+
+
+def test_import_writes_a_graph_that_parses_and_solves(tmp_path):
+    out = tmp_path / "attn.tir"
+    r = CliRunner().invoke(main, ["import", str(DATA / "attn_fwd_tma_sm90.ttgir"), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    graph = load_tir(out)
+    assert sorted(op.opcode for op in graph.ops).count("mma") == 2
+    assert {c.name for c in graph.carries} == {"m_i", "l_i", "acc"}
+    r = CliRunner().invoke(main, ["solve", str(out), "--gpu", "h100", "--swp-only", "--format", "json", "-q"])
+    assert r.exit_code == 0, r.output
+
+
+def test_solve_reads_ttgir_directly():
+    r = CliRunner().invoke(main, ["solve", str(DATA / "matmul_sm90.ttgir"), "--gpu", "h100", "--format", "json", "-q"])
+    assert r.exit_code == 0, r.output
+    assert '"optimal": true' in r.output
+
+
+def test_import_of_a_missing_file_is_exit_2(tmp_path):
+    r = CliRunner().invoke(main, ["import", str(tmp_path / "none.ttgir")])
+    assert r.exit_code == 2 and "does not exist" in r.output
