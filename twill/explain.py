@@ -175,7 +175,8 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
             w = detail[len("budget["):-1]
             return (f"role slot {w}'s budget lies between {lim.min_registers} and {lim.registers_per_thread} "
                     f"registers per thread, in granules of {lim.register_granule}")
-        u, w = detail.split("@")
+        u, _, w = detail.partition("@")  # the joint stage checks u on its own role (no slot in the detail)
+        w = w or f"of {u}"
         others = [t for t in _register_values(p) if t.name != u]
         own = T[u]
         parts = ", ".join(f"{t.name} {regs_per_thread(t.bytes, wg)}" for t in others)
