@@ -1,12 +1,19 @@
 """Stage 1: optimal modulo scheduling, an integer program solved by CBC through PuLP.
 
 For I = max(ResMII, RecMII), I+1, ... the ILP below is solved; the first feasible I is the SWP
-bound. Variables, for each op v: `k[v]` (its stage, an integer) and the one-hot residue
-`res[v,r]`; its start is ``T[v] = I*k[v] + sum_r r*res[v,r]``. Constraints:
+bound. Variables: an integer start T[v] per op. Constraints:
 
     dep[u->v]       T[v] + distance*I >= T[u] + latency(u)              every edge
-    cap[f,r=R]      sum over ops v on unit f of the residues it occupies at R <= cap(f)
     len[v]          L >= T[v] + cycles(v)
+    cap[f,...]      the modulo reservation table of every unit f, in one of two equivalent forms:
+      capacity 1:   for each pair u, v on f, an integer q[u,v] with
+                    occ(u) <= T[v] - T[u] - q*I <= I - occ(v)         (their residues do not collide)
+      capacity > 1: method.md's one-hot residues res[v,r], T[v] = I*k[v] + sum_r r*res[v,r], and
+                    per residue R: sum of the residues each op occupies at R <= cap(f)
+
+The pairwise form has no variable per residue, so its size does not grow with I: with costs
+normalized to U = 300 (I of several hundred units) the one-hot form left CBC without a feasible
+point after a minute on the 16-op FA3 graph, the pairwise form solves it in seconds (docs/benchmarks.md).
 
 The objective is the length L, then (a small second weight) the sum of starts, so among the
 shortest schedules the earliest one is chosen and the answer is deterministic.
@@ -85,13 +92,9 @@ def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: i
     names = [t.name for t in p.tasks]
     H = horizon(p, ii)
     prob = pulp.LpProblem(f"modulo_I{ii}", pulp.LpMinimize)
-    k = {v: pulp.LpVariable(f"k[{v}]", 0, H // ii + 1, cat="Integer") for v in names}
-    res = {(v, r): pulp.LpVariable(f"res[{v},{r}]", cat="Binary") for v in names for r in range(ii)}
-    start = {v: ii * k[v] + pulp.lpSum(r * res[v, r] for r in range(ii)) for v in names}
+    start = {v: pulp.LpVariable(f"start[{v}]", 0, H, cat="Integer") for v in names}
     length = pulp.LpVariable("L", 0, H + max(t.cycles for t in p.tasks) + 1, cat="Integer")
     prob += length * (len(names) * (H + 1) + 1) + pulp.lpSum(start.values())
-    for v in names:
-        prob += pulp.lpSum(res[v, r] for r in range(ii)) == 1, f"onehot[{v}]"
     for t in p.tasks:
         prob += length >= start[t.name] + t.cycles, f"len[{t.name}]"
     for n, d in enumerate(p.deps):
@@ -100,16 +103,10 @@ def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: i
         on_unit = [t for t in p.tasks if t.unit == unit and t.occupancy > 0]
         if sum(t.occupancy for t in on_unit) <= cap:
             continue
-        for r in range(ii):
-            # op v started at residue s occupies r for each c < occupancy with (s + c) % ii == r.
-            terms = []
-            for t in on_unit:
-                mult: dict[int, int] = {}
-                for c in range(t.occupancy):
-                    s = (r - c) % ii
-                    mult[s] = mult.get(s, 0) + 1
-                terms += [m * res[t.name, s] for s, m in mult.items()]
-            prob += pulp.lpSum(terms) <= cap, f"cap[{unit},r={r}]"
+        if cap == 1:
+            _pairwise(prob, start, on_unit, ii, H, unit)
+        else:
+            _residues(prob, start, on_unit, ii, H, unit, cap)
     if min_length is not None:
         prob += length >= min_length, "L>=bound"
     solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, options=["randomSeed 1", "randomCbcSeed 1"])
@@ -119,6 +116,45 @@ def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: i
         return status, None, None
     starts = {v: int(round(pulp.value(start[v]))) for v in names}
     return status, int(round(pulp.value(length))), starts
+
+
+def _pairwise(prob, start, ops, ii: int, H: int, unit: str) -> None:
+    """A unit of capacity 1: every pair's residues keep their occupancies apart. With an integer
+    quotient q, start[v] - start[u] = q*I + r and occupancy(u) <= r <= I - occupancy(v)."""
+    import pulp
+
+    for i, u in enumerate(ops):
+        if u.occupancy > ii:
+            prob += pulp.lpSum([]) >= 1, f"cap[{unit},{u.name}>I]"
+        for v in ops[i + 1:]:
+            q = pulp.LpVariable(f"q[{u.name},{v.name}]", -(H // ii) - 1, H // ii + 1, cat="Integer")
+            diff = start[v.name] - start[u.name] - ii * q
+            prob += diff >= u.occupancy, f"cap[{unit},{u.name}<{v.name}]"
+            prob += diff <= ii - v.occupancy, f"cap[{unit},{v.name}<{u.name}+I]"
+
+
+def _residues(prob, start, ops, ii: int, H: int, unit: str, cap: int) -> None:
+    """A unit of larger capacity: one-hot residues res[v,r] with start[v] = I*k[v] + sum r*res[v,r],
+    and per residue R the occupying ops number at most cap (cap[unit,r=R])."""
+    import pulp
+
+    res = {}
+    for t in ops:
+        k = pulp.LpVariable(f"k[{t.name}]", 0, H // ii + 1, cat="Integer")
+        for r in range(ii):
+            res[t.name, r] = pulp.LpVariable(f"res[{t.name},{r}]", cat="Binary")
+        prob += pulp.lpSum(res[t.name, r] for r in range(ii)) == 1, f"onehot[{t.name}]"
+        prob += start[t.name] == ii * k + pulp.lpSum(r * res[t.name, r] for r in range(ii)), f"residue[{t.name}]"
+    for r in range(ii):
+        # op v started at residue s occupies r for each c < occupancy with (s + c) % ii == r.
+        terms = []
+        for t in ops:
+            mult: dict[int, int] = {}
+            for c in range(t.occupancy):
+                s = (r - c) % ii
+                mult[s] = mult.get(s, 0) + 1
+            terms += [m * res[t.name, s] for s, m in mult.items()]
+        prob += pulp.lpSum(terms) <= cap, f"cap[{unit},r={r}]"
 
 
 def modulo_schedule(p: Problem, max_ii: int | None = None, time_limit: float | None = None,
