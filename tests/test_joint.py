@@ -95,3 +95,38 @@ def test_random_graphs_verify_and_respect_the_swp_bound(seed):
     swp = solve(graph, machine, SolveOptions(swp_only=True))
     assert s.ii >= swp.ii
     assert verify(s, graph, machine) == []
+
+
+def _overlap(a, b, ii) -> bool:
+    """Do two ops' busy intervals overlap somewhere in the steady state (modulo ii)?"""
+    cells_a = {(a.start + c) % ii for c in range(max(a.cycles, 1))}
+    return any((b.start + c) % ii in cells_a for c in range(max(b.cycles, 1)))
+
+
+def test_fa3_ping_pong_on_hopper():
+    s, graph, machine = joint("attention_fwd_hopper.tir")
+    assert s.optimal and s.ii == dict(s.bounds)["swp_ii"]
+    by_op = {o.name: o for o in s.ops}
+    loads = {by_op["k"].role, by_op["v"].role}
+    assert len(loads) == 1 and set(next(r for r in s.roles if r.name in loads).ops) == {"k", "v"}
+    # Each 64-row half runs on its own consumer warpgroup ...
+    half0 = {by_op[n].role for n in ("s0", "p0", "acc0_n")}
+    half1 = {by_op[n].role for n in ("s1", "p1", "acc1_n")}
+    assert len(half0) == len(half1) == 1 and half0 != half1
+    roles = {r.name: r for r in s.roles}
+    assert all(roles[r].warps == machine.limits.warp_group for r in half0 | half1)
+    # ... skewed so that one half's exponential runs while the other half uses the tensor core.
+    assert any(_overlap(by_op[f"p{h}"], by_op[m], s.ii) for h, others in ((0, ("s1", "acc1_n")), (1, ("s0", "acc0_n")))
+               for m in others)
+    assert sum(32 * r.warps * r.registers for r in s.roles) <= machine.limits.registers_per_sm
+    assert verify(s, graph, machine) == []
+
+
+@pytest.mark.parametrize("example, options", [
+    ("attention_fwd_blackwell.tir", {"warps": 8}),  # fewer warps
+    ("attention_fwd_simple.tir", {}),               # no sub-tiling
+])
+def test_blackwell_ablations_make_the_swp_bound_unrealisable(example, options):
+    s, graph, machine = joint(example, "b200", **options)
+    assert s.ii > dict(s.bounds)["swp_ii"]
+    assert verify(s, graph, machine) == []

@@ -37,7 +37,7 @@ def shape_env(graph: Graph, op: Op) -> dict[str, float]:
 
     `elements` counts the largest tile the op touches (a row reduction works on its input, not
     its result); `bytes` is the result's size (the largest operand's for an op without result);
-    M and N are the result's last two dimensions and K the first operand's last dimension.
+    M and N are the result's last two dimensions and K the first operand's other dimension.
     """
     types = [t for t in (graph.operand_type(o) for o in op.operands) if t is not None]
     env = {"elements": 0.0, "bytes": 0.0, "M": 1.0, "N": 1.0, "K": 1.0}
@@ -50,7 +50,11 @@ def shape_env(graph: Graph, op: Op) -> dict[str, float]:
         env["M"] = float(main.shape[-2]) if len(main.shape) >= 2 else 1.0
         env["N"] = float(main.shape[-1])
     if types and types[0].shape:
-        env["K"] = float(types[0].shape[-1])
+        # K is the first operand's dimension that is not M: its last one, unless the operand is
+        # used transposed ([K, M], as P^T in dV = P^T dO), when its last dimension is M.
+        a = types[0].shape
+        transposed = len(a) >= 2 and a[-1] == env["M"] and a[-2] != env["M"]
+        env["K"] = float(a[-2] if transposed else a[-1])
     return env
 
 
