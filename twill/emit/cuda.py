@@ -166,7 +166,14 @@ class Renderer:
                     f"// {chan.value}: {chan.producer} -> {', '.join(chan.consumers)}")
         for chan in self.p.channels.values():
             out(f"twill::Ring<{chan.depth}> ring_{chan.ident};  // full/empty mbarriers of {chan.value}")
+        for name in self.scratch_mmas():
+            t = m.values[m.resolve(m.ops[name].operands[0])[0]].type
+            out(f"alignas(1024) {ctype(t.dtype)} scratch_{ident(name)}[{t.elements}];  // A operand of {name}")
         out("uint64_t inputs_ready;  // the loop-invariant inputs have landed")
+        for name in self.scratch_mmas():
+            out(f"uint64_t done_{ident(name)};  // {name} has read its scratch tile")
+        for t in self.tmem_outputs():
+            out(f"uint64_t final_{ident(t.value)};  // the last {t.value} is in tensor memory")
         if m.blackwell:
             out("uint32_t tmem_base;  // tensor memory allocated for the kernel")
         out.depth -= 1
@@ -338,7 +345,12 @@ class Renderer:
             for chan in self.p.channels.values():
                 full, empty = self._counts(chan)
                 out(f"sm.ring_{chan.ident}.init({full}, {empty});")
-            out("twill::mbar_init(&sm.inputs_ready, 1);", "twill::mbar_fence_init();")
+            out("twill::mbar_init(&sm.inputs_ready, 1);")
+            for name in self.scratch_mmas():
+                out(f"twill::mbar_init(&sm.done_{ident(name)}, 1);")
+            for t in self.tmem_outputs():
+                out(f"twill::mbar_init(&sm.final_{ident(t.value)}, 1);")
+            out("twill::mbar_fence_init();")
             for t in maps:
                 out(f"twill::tma_prefetch(&tm_{t.name});")
         if m.blackwell:
@@ -356,11 +368,47 @@ class Renderer:
         out("")
 
     def tmem_columns(self) -> int:
-        used = getattr(self, "_tmem_used", 0)
+        used = max((c + w * d for c, w, d in self.p.tmem.values()), default=0)
         cols = 32
         while cols < used:
             cols *= 2
         return cols
+
+    def tmem_addr(self, value: str, inst: Inst) -> str:
+        col, width, depth = self.p.tmem[value]
+        slot = _slot(inst, depth)
+        base = f"sm.tmem_base + {col}" if col else "sm.tmem_base"
+        return base if slot == "0" else f"{base} + ({slot}) * {width}"
+
+    def final_role(self, t) -> str:
+        """The role that writes output tensor t after the loop."""
+        m = self.m
+        norms = dict(m.normalizers)
+        carry = m.carry_of(t.value)
+        if self.p.in_tmem(t.value):
+            if carry in norms:
+                return m.values[m.carry_source[norms[carry]]].role
+            readers = [u.role for u in m.uses.get(t.value, ()) if m.role[u.role].is_warpgroup]
+            groups = [r.name for r in m.roles if r.is_warpgroup]
+            if not (readers or groups):
+                raise EmitError(f"no warpgroup role can read '{t.value}' out of tensor memory")
+            return (readers or groups)[0]
+        return m.values[t.value].role
+
+    def tmem_outputs(self) -> list:
+        return [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]
+
+    def scratch_mmas(self) -> list[str]:
+        """sm_100a mmas whose A operand is a register value of their own role: staged in shared memory."""
+        m = self.m
+        out = []
+        for name in m.mma_shape:
+            a = m.resolve(m.ops[name].operands[0])[0]
+            v = m.values.get(a)
+            if m.blackwell and v is not None and v.kind == "result" and not m.is_load(a) and \
+                    not self.p.in_tmem(a) and v.role == m.op_role[name] and v.type.space != "smem":
+                out.append(name)
+        return out
 
     def _counts(self, chan: Channel) -> tuple[int, int]:
         m = self.m
@@ -436,7 +484,7 @@ class RoleBody:
         for op in m.graph.ops:
             if m.op_role[op.name] != self.role.name or not op.has_result or op.type is None:
                 continue
-            if m.is_load(op.name) or (m.blackwell and op.opcode == "mma"):
+            if m.is_load(op.name) or self.p.in_tmem(op.name) or op.name in self.p.alias:
                 continue
             out.append(op.name)
         return out
@@ -473,7 +521,14 @@ class RoleBody:
                     f"twill::fill({ident(name)}[c], {self._init(carry)});  // carry {carry} starts at "
                     f"{m.carry_init[carry]}")
         self._inputs(out)
+        roles = self.p.pingpong
+        if roles and self.role.name == roles[-1]:
+            out(f"twill::named_arrive({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
+                f"// ping-pong: {roles[0]} takes the first turn on the tensor core")
         self._program(out)
+        if roles and self.role.name == roles[0]:
+            out(f"twill::named_sync({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
+                f"// ping-pong: absorb {roles[-1]}'s last hand-over")
         self._finalize(out)
         out.depth -= 1
         out("}")
@@ -582,6 +637,7 @@ class RoleBody:
         if w.key in self.prog.start_wait:
             out("twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads")
             self.waited = 0
+            self._fence_async_results(out)
         for item in self.prog.releases_at_start.get(w.key, []):
             self._release(out, w, item)
         for pos, op in enumerate(w.ops):
@@ -596,7 +652,8 @@ class RoleBody:
         it = w.inst(stage)
         begin, end = self.prog.turns.get((w.key, pos), (False, False))
         if begin:
-            out(f"twill::named_sync({r.bars['turn:' + self.role.name]}, 256);  // our turn on the tensor core")
+            out(f"twill::named_sync({r.bars['turn:' + self.role.name]}, {self.turn_threads(self.role.name)});  "
+                f"// our turn on the tensor core")
         if m.is_load(name):
             self._load(out, w, name, it)
         else:
@@ -606,7 +663,13 @@ class RoleBody:
         if end:
             roles = self.p.pingpong
             nxt = roles[(roles.index(self.role.name) + 1) % len(roles)]
-            out(f"twill::named_arrive({r.bars['turn:' + nxt]}, 256);  // {nxt}'s turn")
+            out(f"twill::named_arrive({r.bars['turn:' + nxt]}, {self.turn_threads(nxt)});  // {nxt}'s turn")
+
+    def turn_threads(self, role: str) -> int:
+        """Threads meeting at `role`'s turn barrier: its own, and those of the role before it."""
+        roles = self.p.pingpong
+        prev = roles[(roles.index(role) - 1) % len(roles)]
+        return self.m.role[role].threads + self.m.role[prev].threads
 
     def _load(self, out: Lines, w: Window, name: str, it: Inst) -> None:
         m = self.m
@@ -628,13 +691,27 @@ class RoleBody:
         if k is not None and (self.waited is None or self.waited > k):
             out(f"twill::wgmma_wait<{k}>();  // no wgmma still uses the registers {name} overwrites")
             self._retire(k)
+            self._fence_async_results(out)
         args = []
         for i, operand in enumerate(op.operands):
             args.append(self._operand(out, w, pos, name, i, operand, stage))
-        res = None
+        staged = None
+        if m.blackwell and op.opcode == "mma" and args and args[0].where == "reg":
+            staged = args[0]  # tcgen05 reads A from memory: the role stages it in a scratch tile
+            args[0] = Arg(staged.value, staged.type, "smem", f"sm.scratch_{ident(name)}")
+        res, tmem_out = None, None
         if op.has_result and op.type is not None:
-            b = self.p.buffer(name, w, stage, 0)
-            res = Arg(name, op.type, "reg", f"{ident(name)}[{b}]")
+            if self.p.in_tmem(name) and op.opcode == "mma":
+                res = Arg(name, op.type, "tmem", self.r.tmem_addr(name, it))
+            elif self.p.in_tmem(name):  # computed in registers, then stored to tensor memory
+                tmem_out = f"{ident(name)}_out"
+                out(f"{fragment_type(m, op.type, self.groups)} {tmem_out};")
+                res = Arg(name, op.type, "reg", tmem_out)
+            else:
+                b = self.p.buffer(name, w, stage, 0)
+                res = Arg(name, op.type, "reg", f"{ident(self.p.storage(name))}[{b}]")
+                if name in self.p.alias:
+                    out(f"// {name} is computed in the registers of {self.p.alias[name]}, which accumulates it in place")
         call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
                       self.groups)
         code = emitter(m, op.opcode)(call)
@@ -643,15 +720,95 @@ class RoleBody:
             code = [c.replace(", it);", f", {it}, {call.row0}, n);") for c in code]
         if any("\n" in c for c in code):
             raise AssertionError("emitters return single lines")
-        if len(code) > 1 or op.opcode == "mma":
+        if m.blackwell and op.opcode == "mma":
+            self._umma_block(out, w, pos, name, it, args, code, staged)
+        elif len(code) > 1 or op.opcode == "mma":
             with out.block(""):
                 out(*code)
         else:
             out(*code)
+        if tmem_out is not None:
+            out(f"twill::frag_to_tmem({self.r.tmem_addr(name, it)}, {tmem_out});")
         if op.opcode == "mma":
             self.waited = None
             self.issued.append((name, str(it)))
         self._publish(out, w, name, it)
+
+    def _fence_async_results(self, out: Lines) -> None:
+        """After a wait: pin every register buffer a wgmma of this role writes or reads."""
+        m = self.m
+        if m.blackwell:
+            return
+        names = set()
+        for op in self.role.ops:
+            if m.ops[op].opcode == "mma":
+                names.add(op)
+                a = m.resolve(m.ops[op].operands[0])[0]
+                if a in self.p.copies and m.values[a].role == self.role.name:
+                    names.add(a)
+        for name in sorted(names, key=lambda n: self.p.order.index(n)):
+            for b in range(self.p.copies.get(name, 1)):
+                out(f"twill::fence_frag({ident(name)}[{b}]);")
+
+    def elect(self) -> str:
+        """The one thread that issues TMA and tcgen05 work for this role."""
+        return "lane == 0" if not self.role.is_warpgroup else "threadIdx.x % 128 == 0 && wgi == 0"
+
+    def _umma_block(self, out: Lines, w: Window, pos: int, name: str, it: Inst, args, code, staged) -> None:
+        """tcgen05.mma: ordered after this role's tensor-memory and shared-memory writes, issued by
+        one thread, then committed to the mbarriers its readers and the freed slots wait on."""
+        m, p = self.m, self.p
+        s = m.mma_shape[name]
+        chan = p.channels.get(name)
+        a = args[0]
+        c = args[2] if s.accumulate else None
+        with out.block(""):
+            if c is not None and c.where == "reg":
+                if not self.role.is_warpgroup:
+                    raise EmitError(f"op '{name}': its accumulator '{c.value}' is in registers of a 1-warp role; "
+                                    f"declare it @tmem")
+                out(f"twill::frag_to_tmem({self.r.tmem_addr(name, it)}, {c.expr});  // the accumulator to tensor memory")
+            if staged is not None:
+                if not self.role.is_warpgroup:
+                    raise EmitError(f"op '{name}': operand '{staged.value}' is in registers of a 1-warp role")
+                t = staged.type
+                done = f"sm.done_{ident(name)}"
+                if it.base:
+                    out(f"if ({it} >= 1) twill::mbar_wait(&{done}, static_cast<uint32_t>(({it}) - 1) & 1u);  "
+                        f"// the previous {name} has read the scratch tile")
+                elif it.off >= 1:
+                    out(f"twill::mbar_wait(&{done}, {(it.off - 1) & 1}u);  // the previous {name} has read the scratch tile")
+                out(f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>(sm.scratch_{ident(name)}, "
+                    f"{staged.expr}, {self.row0(t.shape[0])});",
+                    "twill::fence_async_smem();")
+            if self.role.is_warpgroup:
+                out("twill::tmem_fence_before();",
+                    f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
+                    f"// the role's own tensor-memory and shared-memory traffic comes first",
+                    "twill::tmem_fence_after();")
+            with out.block(f"if ({self.elect()})"):
+                if chan is not None and chan.empty:
+                    out(f"sm.ring_{chan.ident}.wait_empty({it});  // the readers are done with this region")
+                out("twill::tmem_fence_after();")
+                acc = "1"
+                if c is not None and c.where == "init":
+                    if c.expr not in ("0.0f", "0.f"):
+                        raise EmitError(f"op '{name}': a tensor-memory accumulator must start at 0 (got {c.expr})")
+                    acc = "kk > 0"
+                elif c is not None and c.where == "tmem" and self._may_be_negative(it.shift(1)) and \
+                        m.carry_of(c.value) is not None:
+                    acc = f"kk > 0 || ({it.shift(1)}) >= 0"
+                out(*[line.replace(", 1);", f", {acc});") if c is not None else line for line in code])
+                if chan is not None:
+                    out(f"twill::umma_commit(&sm.ring_{chan.ident}.full[{_slot(it, chan.depth)}]);  "
+                        f"// {name}[{it}] is ready when the mma is")
+                if staged is not None:
+                    out(f"twill::umma_commit(&sm.done_{ident(name)});")
+                for chan2, last, shift, how in self.prog.releases_after.get((w.key, pos), []):
+                    if how == "commit":
+                        inst = Inst(w.base, w.j0 - shift - m.stage(last.op) - last.distance)
+                        out(f"twill::umma_commit(&sm.ring_{chan2.ident}.empty[{_slot(inst, chan2.depth)}]);  "
+                            f"// frees {chan2.value}[{inst}] once read")
 
     def _retire(self, k: int) -> None:
         """After wgmma_wait<k>: all but the newest k groups of this window are complete."""
@@ -673,6 +830,8 @@ class RoleBody:
             return Arg(value, t, "reg", ident(value))
         carry = m.carry_of(value) if d > 0 else None
         chan = p.channels.get(value)
+        if p.in_tmem(value):
+            return self._tmem_operand(out, w, opname, index, value, t, inst, carry, chan)
         if v.role == self.role.name and not m.is_load(value):
             site = (w.key, pos, value)
             if site in self.prog.waits and not p.in_place(opname, index, value, d) and \
@@ -681,8 +840,9 @@ class RoleBody:
                 if self.waited is None or self.waited > k:
                     out(f"twill::wgmma_wait<{k}>();  // {value}[{inst}] is complete")
                     self._retire(k)
+                out(f"twill::fence_frag({ident(value)}[{p.buffer(value, w, stage, d)}]);")
                 self.complete.add((value, str(inst)))
-            return Arg(value, t, "reg", f"{ident(value)}[{p.buffer(value, w, stage, d)}]")
+            return Arg(value, t, "reg", f"{ident(p.storage(value))}[{p.buffer(value, w, stage, d)}]")
         if chan is None:
             raise EmitError(f"op '{opname}' on role {self.role.name} reads '{value}' of role {v.role} with no channel")
         if carry is not None and inst.base != "n" and (not inst.base and inst.off < 0):
@@ -696,23 +856,61 @@ class RoleBody:
             arr = "ld" if chan.kind == "tma" else "tile"
             return Arg(value, t, "smem", f"sm.{arr}_{chan.ident}[{_slot(inst, chan.depth)}]")
         if chan.kind == "stage":
-            tmp = f"{ident(value)}_in{index}"
+            tmp = f"{ident(value)}_{ident(opname)}_{index}"
             out(f"{fragment_type(m, t, self.groups)} {tmp};")
-            guard = inst.base == "j" and inst.off < -(self.p.S - 1)
-            if guard or (carry is not None and inst.base == "j"):
+            guard = self._may_be_negative(inst)
+            if guard:
                 out(f"if ({inst} >= 0) {{")
                 out.depth += 1
             out(f"{ring}.wait_full({inst});",
                 f"twill::buffer_to_frag({tmp}, sm.stage_{chan.ident}[{_slot(inst, chan.depth)}], "
                 f"{self.row0(t.shape[0])}, {t.shape[1] if len(t.shape) > 1 else 0});",
                 f"{ring}.arrive_empty({inst});")
-            if guard or (carry is not None and inst.base == "j"):
+            if guard:
                 out.depth -= 1
                 out("} else {")
                 out(f"  twill::fill({tmp}, {self._init(carry) if carry else '0.f'});")
                 out("}")
             return Arg(value, t, "reg", tmp)
         raise EmitError(f"channel kind {chan.kind} of '{value}' is not supported on {m.arch}")
+
+    def _may_be_negative(self, inst: Inst) -> bool:
+        """In the steady loop j >= S-1, so j + off < 0 only when off < -(S-1); n >= S."""
+        return inst.base == "j" and inst.off < -(self.p.S - 1)
+
+    def _tmem_operand(self, out: Lines, w: Window, opname: str, index: int, value: str, t, inst: Inst,
+                      carry, chan) -> Arg:
+        """A tensor-memory operand (sm_100a): wait for the commit (or the writers' arrival) that
+        makes the instance ready, then hand the address to an mma, or read the tile into registers
+        for any other op. A carry's instance -1 is its initial value."""
+        m, p = self.m, self.p
+        is_mma = m.ops[opname].opcode == "mma"
+        own_mma = m.values[value].role == self.role.name and is_mma
+        addr = self.r.tmem_addr(value, inst)
+        if carry is not None and not inst.base and inst.off < 0:
+            return Arg(value, t, "init", self._init(carry))
+        waits = chan is not None and self.role.name in chan.consumers and not own_mma
+        guard = carry is not None and self._may_be_negative(inst)
+        if is_mma:
+            if waits and (value, str(inst)) not in self.acquired:
+                self.acquired.add((value, str(inst)))
+                out(f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory")
+            return Arg(value, t, "tmem", addr)
+        tmp = f"{ident(value)}_{ident(opname)}_{index}"
+        out(f"{fragment_type(m, t, self.groups)} {tmp};")
+        if guard:
+            out(f"if ({inst} >= 0) {{")
+            out.depth += 1
+        if waits:
+            out(f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory",
+                "twill::tmem_fence_after();")
+        out(f"twill::tmem_to_frag({tmp}, {addr});")
+        if guard:
+            out.depth -= 1
+            out("} else {")
+            out(f"  twill::fill({tmp}, {self._init(carry)});")
+            out("}")
+        return Arg(value, t, "reg", tmp)
 
     def _publish(self, out: Lines, w: Window, name: str, it: Inst) -> None:
         """Hand a result to other roles: wait for the slot, write it, fence, arrive on full."""
@@ -722,6 +920,10 @@ class RoleBody:
             return
         t = m.values[name].type
         ring = f"sm.ring_{chan.ident}"
+        if chan.kind == "tmem":
+            if m.ops[name].opcode != "mma":  # written by tcgen05.st (waited for): announce it
+                out("twill::tmem_fence_before();", f"{ring}.arrive_full({it});  // {name}[{it}] is in tensor memory")
+            return
         buf = f"{ident(name)}[{p.buffer(name, w, m.stage(name), 0)}]"
         slot = _slot(it, chan.depth)
         out(f"{ring}.wait_empty({it});  // hand {name}[{it}] to {', '.join(chan.consumers)}")
@@ -745,40 +947,53 @@ class RoleBody:
         if wait is not None and wait != "commit" and (self.waited is None or self.waited > wait):
             out(f"twill::wgmma_wait<{wait}>();  // the wgmmas before the last one are done")
             self._retire(wait)
-        if wait == "commit":
+        if wait == "commit":  # the mma's issuing thread already committed to the empty barrier
             return
+        if chan.kind == "tmem":
+            out("twill::tmem_fence_before();")
         line = f"{ring}.arrive_empty({inst});  // release {chan.value}[{inst}]"
         out(f"if ({inst} >= 0) {line}" if guard else line)
 
     # -- after the loop ------------------------------------------------------------------------------
     def _finalize(self, out: Lines) -> None:
         """Each carry's last value goes to its output tensor (divided by its running sum, for an
-        online-softmax accumulator), written by the role that produced it."""
-        m = self.m
+        online-softmax accumulator). A register value is written by the role holding it; a
+        tensor-memory one by the role holding its normalizer (or one that reads it), once the
+        mma role's final commit says the last mma is done."""
+        m, p, r = self.m, self.p, self.r
         norms = dict(m.normalizers)
-        outputs = [t for t in m.tensors if t.kind == "output" and m.values[t.value].role == self.role.name]
+        for t in r.tmem_outputs():
+            if m.values[t.value].role == self.role.name and m.ops[t.value].opcode == "mma":
+                out(f"if ({self.elect()}) twill::umma_commit(&sm.final_{ident(t.value)});  "
+                    f"// every mma of this role, the last {t.value} too, is done")
+        outputs = [t for t in m.tensors if t.kind == "output" and r.final_role(t) == self.role.name]
+        hopper_mma = not m.blackwell and any(m.ops[o].opcode == "mma" for o in self.role.ops)
         if not outputs:
-            if self.role.is_warpgroup and any(m.ops[o].opcode == "mma" for o in self.role.ops):
+            if hopper_mma:
                 out("twill::wgmma_wait<0>();")
             return
         out("// ---- after the loop: the carries' last values (iteration n - 1) to global memory ----")
-        if any(m.ops[o].opcode == "mma" for o in self.role.ops):
+        if hopper_mma:
             out("twill::wgmma_wait<0>();")
-        finals = {}
-        needed = []
+        finals, needed = {}, []
         for t in outputs:
             needed.append(t.value)
-            carry = next(c for c, src in m.graph.yields if src == t.value)
+            carry = m.carry_of(t.value)
             if carry in norms:
                 needed.append(m.carry_source[norms[carry]])
         for value in dict.fromkeys(needed):
             vt = m.values[value].type
-            c = self.p.copies.get(value, 1)
             fin = f"{ident(value)}_final"
             finals[value] = fin
-            if m.values[value].role != self.role.name:
-                raise EmitError(f"the final value of '{value}' is on role {m.values[value].role}, not {self.role.name}")
             out(f"{fragment_type(m, vt, self.groups)} {fin};")
+            if p.in_tmem(value):
+                out(f"twill::mbar_wait(&sm.final_{ident(value)}, 0);", "twill::tmem_fence_after();",
+                    f"twill::tmem_to_frag({fin}, {r.tmem_addr(value, Inst('n', -1))});")
+                continue
+            if m.values[value].role != self.role.name:
+                raise EmitError(f"the last '{value}' is on role {m.values[value].role}, but role {self.role.name} "
+                                f"writes the output it belongs to")
+            c = p.copies.get(value, 1)
             if c == 1:
                 out(f"{fin} = {ident(value)}[0];")
             else:
@@ -787,7 +1002,7 @@ class RoleBody:
                         out(f"case {k}: {fin} = {ident(value)}[{k}]; break;")
                     out("default: break;")
         for t in outputs:
-            carry = next(c for c, src in m.graph.yields if src == t.value)
+            carry = m.carry_of(t.value)
             fin = finals[t.value]
             if carry in norms:
                 out(f"twill::op_normalize({fin}, {finals[m.carry_source[norms[carry]]]});  "

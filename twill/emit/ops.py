@@ -80,7 +80,7 @@ def _registers(call: OpCall) -> tuple[list[str], list[str]]:
         elif a.where == "init":
             names.append(a.expr)
         else:
-            tmp = call.temp(f"in{i}")
+            tmp = call.temp(f"arg{i}")
             lines.append(f"{fragment_type(call.model, a.type, call.groups)} {tmp};")
             lines.extend(read_tile(call.model, a, tmp, call.row0 if _rows(a.type) == _rows(call.out.type) else "0"))
             names.append(tmp)
@@ -184,7 +184,8 @@ def _wgmma(call: OpCall) -> list[str]:
             else f"&{a_expr}.x[mb][4 * kk]")
     b_op = _operand_desc(call.model, b, s.b_kmajor, "0", "16 * kk")
     scale = "1" if s.accumulate else "kk > 0"
-    lines += [
+    fences = [f"twill::fence_frag({call.out.expr});"] + ([f"twill::fence_frag({a_expr});"] if kind == "rs" else [])
+    lines += fences + [
         "twill::wgmma_fence();",
         "#pragma unroll",
         f"for (int mb = 0; mb < {mb}; ++mb) {{",
@@ -193,7 +194,7 @@ def _wgmma(call: OpCall) -> list[str]:
         f"    {fn}({call.out.expr}.x[mb], {a_op}, {b_op}, {scale});",
         "}",
         "twill::wgmma_commit();",
-    ]
+    ] + fences
     return lines
 
 

@@ -98,10 +98,14 @@ class Program:
         self.S = model.stages
         self.order = _window_order(model)
         self.copies = self._copies()
+        self.alias = self._aliases()
+        for x in self.alias:
+            self.copies.pop(x, None)
         self.U = math.lcm(*self.copies.values()) if self.copies else 1
         if self.U > 8:
             raise EmitError(f"register values need {self.U} rotating buffers (unroll factor): too many")
         self.channels = self._channels()
+        self.tmem = self._tmem_plan()
         self.programs = {r.name: self._role_program(r.name) for r in model.roles}
         self.pingpong = self._pingpong()
         for prog in self.programs.values():
@@ -134,9 +138,51 @@ class Program:
             return Window(kind, u, ops, "j", u, (S - 1 + u) % U if U else 0)
         return Window(kind, idx, ops, "n", idx, (S - 1 + r + idx) % U)
 
+    def storage(self, value: str) -> str:
+        """The register array holding `value` (itself, or the accumulator it is built in)."""
+        return self.alias.get(value, value)
+
+    def _aliases(self) -> dict[str, str]:
+        """x -> y when register value x only feeds, as its accumulator, the wgmma y of the same
+        iteration on the same role, and y keeps one buffer: x is then computed in y's registers and
+        the wgmma accumulates in place (`acc_r = rescale acc, alpha; acc_n = mma p, v, acc_r`
+        rescales the accumulator where it lies). Nothing may read y's previous instance after x is
+        computed over it."""
+        m = self.model
+        out = {}
+        if m.blackwell:
+            return out
+        for name, v in m.values.items():
+            uses = m.uses.get(name, ())
+            if v.kind != "result" or name not in self.copies or len(uses) != 1:
+                continue
+            u = uses[0]
+            if (m.ops[u.op].opcode != "mma" or u.index != 2 or u.distance or u.role != v.role or
+                    self.copies.get(u.op, 0) != 1 or self.copies[name] != 1):
+                continue
+            if self._reads_after(v.role, name, u.op):
+                continue
+            out[name] = u.op
+        return out
+
+    def _reads_after(self, role: str, x: str, y: str) -> bool:
+        """Does any op read instance i-1 of y after x of iteration i is computed?"""
+        m = self.model
+        for k in range(1, self.S + 3):
+            seq = self.sequence(role, k)
+            for i, (_, _, op, inst) in enumerate(seq):
+                if op != x:
+                    continue
+                for _, _, other, oinst in seq[i + 1:]:
+                    for operand in m.ops[other].operands:
+                        value, d = m.resolve(operand)
+                        if value == y and oinst - d == inst - 1:
+                            return True
+        return False
+
     def buffer(self, value: str, w: Window, stage: int, distance: int) -> int:
         """Which of the value's register buffers holds the instance `w` names."""
-        c = self.copies.get(value, 1)
+        c = self.copies.get(self.storage(value), 1)
         return (w.phase - stage - distance) % c
 
     # -- register buffers (modulo variable expansion) ----------------------------------------------
@@ -145,7 +191,7 @@ class Program:
         pos = {o: i for i, o in enumerate(self.order)}
         out = {}
         for name, v in m.values.items():
-            if v.kind != "result" or v.type.space == "smem" or m.is_load(name):
+            if v.kind != "result" or v.type.space == "smem" or m.is_load(name) or self.in_tmem(name):
                 continue
             need = 0
             for use in m.uses.get(name, ()):
@@ -185,20 +231,23 @@ class Program:
                 continue
             if m.blackwell and m.ops[name].opcode == "mma":
                 # tcgen05.mma writes tensor memory; readers (its own role too) wait on a commit.
-                readers = sorted({u.role for u in uses if m.ops[u.op].opcode != "mma" or u.role != v.role})
+                # (its own later mmas are ordered by the hardware: they need no barrier).
+                readers = sorted({u.role for u in uses if not (u.role == v.role and m.ops[u.op].opcode == "mma")})
                 if not readers:
                     continue
-                depth = self.copies.get(name, 1)
-                out[name] = Channel(name, v.role, tuple(readers), max(depth, self._span(name, uses)), "tmem",
-                                    empty=any(r != v.role for r in readers))
+                cross = [u for u in uses if u.role != v.role]
+                chain = bool(cross) and all(self.writes_in_place(u.op, u.index) for u in cross)
+                out[name] = Channel(name, v.role, tuple(readers), 1 if chain else self._span(name, uses), "tmem",
+                                    empty=bool(cross) and not chain)
                 continue
             cross = [u for u in uses if u.role != v.role]
             if not cross:
                 continue
             to_mma = any(m.ops[u.op].opcode == "mma" for u in cross)
-            kind = "tmem" if v.type.space == "tmem" else "tile" if to_mma else "stage"
+            kind = "tmem" if self.in_tmem(name) else "tile" if to_mma else "stage"
+            chain = kind == "tmem" and all(self.writes_in_place(u.op, u.index) for u in cross)
             out[name] = Channel(name, v.role, tuple(sorted({u.role for u in cross})),
-                                max(1, self._span(name, cross)), kind)
+                                1 if chain else max(1, self._span(name, cross)), kind, empty=not chain)
         return out
 
     def _span(self, name: str, uses) -> int:
@@ -310,6 +359,7 @@ class Program:
         """The latest earlier async op (in `seq`) that reads or writes the buffer op i writes."""
         m = self.model
         _, _, op, inst = seq[i]
+        op = self.storage(op)
         if op not in self.copies or m.is_load(op):
             return None
         c = self.copies[op]
@@ -324,6 +374,77 @@ class Program:
                 if value == op and (oinst - d - inst) % c == 0 and self.reads_async(other, index):
                     return h
         return None
+
+    def in_tmem(self, name: str) -> bool:
+        """On sm_100a every mma result lives in tensor memory, and so does a value declared @tmem."""
+        m = self.model
+        v = m.values.get(name)
+        if not m.blackwell or v is None or v.kind != "result" or m.is_load(name):
+            return False
+        return m.ops[name].opcode == "mma" or v.type.space == "tmem"
+
+    def writes_in_place(self, op: str, index: int) -> bool:
+        """`op` overwrites the tensor memory of its operand `index`: an mma accumulating into it,
+        or an elementwise op on a tensor-memory tile whose result lives there too."""
+        m = self.model
+        if not m.blackwell or not self.in_tmem(op):
+            return False
+        value = m.resolve(m.ops[op].operands[index])[0]
+        if not self.in_tmem(value):
+            return False
+        if m.ops[op].opcode == "mma":
+            return index == 2
+        return index == 0 and m.values[value].type.shape == m.values[op].type.shape
+
+    def _tmem_plan(self) -> dict[str, tuple[int, int, int]]:
+        """value -> (first column, columns per instance, instances): tensor memory for sm_100a.
+
+        A value written in place over another shares its columns (an accumulator chain is one
+        region); other values get `depth` regions, the depth of their channel. When the regions do
+        not fit the 512 columns, every ring falls back to one region (the producer then waits)."""
+        m = self.model
+        names = [op.name for op in m.graph.ops if self.in_tmem(op.name)]
+        if not names:
+            return {}
+        root = {n: n for n in names}
+
+        def find(x):
+            while root[x] != x:
+                x = root[x]
+            return x
+        for n in names:
+            for i in range(len(m.ops[n].operands)):
+                if self.writes_in_place(n, i):
+                    src = m.resolve(m.ops[n].operands[i])[0]
+                    root[find(n)] = find(src)
+
+        def width(n):
+            t = m.values[n].type
+            cols = t.shape[-1] if len(t.shape) > 1 else 1
+            return cols // 2 if t.dtype in ("f16", "bf16") else cols
+        for fallback in (False, True):
+            plan, col = {}, 0
+            for n in names:
+                r = find(n)
+                if r in plan:
+                    continue
+                members = [x for x in names if find(x) == r]
+                chained = len(members) > 1
+                depth = 1 if (chained or fallback) else max(self.channels[x].depth if x in self.channels else 1
+                                                          for x in members)
+                cols = max(width(x) for x in members)
+                cols = max(32, 1 << (cols - 1).bit_length())
+                col = -(-col // cols) * cols
+                plan[r] = (col, cols, depth)
+                col += cols * depth
+            if col <= 512:
+                break
+        else:
+            raise EmitError(f"the tensor-memory values need {col} columns; a CTA has 512")
+        if fallback:
+            self.channels = {k: (Channel(c.value, c.producer, c.consumers, 1, c.kind, c.empty) if c.kind == "tmem" else c)
+                             for k, c in self.channels.items()}
+        return {n: plan[find(n)] for n in names}
 
     def reads_async(self, op: str, index: int) -> bool:
         """Operand `index` of `op` is read by the tensor core after issue (wgmma's A in registers);
@@ -359,11 +480,12 @@ class Program:
         if m.blackwell:
             return ()
         tensor = [o for o in self.order if m.ops[o].opcode == "mma"]
-        roles = []
-        for o in tensor:
-            r = m.op_role[o]
-            if r not in roles:
-                roles.append(r)
+        roles = []  # in order of first turn in the whole program (the prologue first)
+        keys = [("prologue", p) for p in range(self.S - 1)] + [("steady", 0)]
+        for key in keys:
+            for o in self.window_ops(None, key):
+                if o in tensor and m.op_role[o] not in roles:
+                    roles.append(m.op_role[o])
         if len(roles) < 2 or any(not m.role[r].is_warpgroup for r in roles):
             return ()
         for chan in self.channels.values():

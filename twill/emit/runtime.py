@@ -308,6 +308,23 @@ __device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int k0, int n
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+
+// The compiler does not know that a wgmma in flight owns its registers: pin a fragment's registers
+// here (after a wait, before reading; before an issue, after writing) so no instruction moves across.
+template <int MB, int N>
+__device__ __forceinline__ void fence_frag(Frag<MB, N>& f) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(f.x[b][i])::"memory");
+}
+template <int MB, int N, typename H>
+__device__ __forceinline__ void fence_frag(Frag16<MB, N, H>& f) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) asm volatile("" : "+r"(f.x[b][i])::"memory");
+}
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
@@ -458,6 +475,7 @@ __device__ __forceinline__ uint32_t tmem_lane_base(uint32_t taddr) {
   return taddr + ((32u * ((threadIdx.x / 32) % 4)) << 16);
 }
 
+@@TMEM_WRAPPERS@@
 // ---- tcgen05.mma ---------------------------------------------------------------------------------
 // Shared-memory descriptor (sm_100): as sm_90's plus the version bit 46; layout 2 = 128-byte swizzle.
 __device__ __forceinline__ uint64_t umma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
@@ -731,3 +749,6 @@ def tmem_wrappers() -> str:
         '               : "memory");\n'
         "}\n"
     )
+
+
+SM100 = SM100.replace("@@TMEM_WRAPPERS@@", tmem_wrappers())

@@ -1,0 +1,102 @@
+"""`twill emit-cuda SCHEDULE.json -o kernel.cu` (or `GRAPH.tir --gpu M`): CUDA C++ for a schedule."""
+from __future__ import annotations
+
+import click
+
+from .common import gpu_option, progress_printer, solve_options
+from .main import main
+
+
+@main.command("emit-cuda")
+@click.argument("source", type=click.Path(dir_okay=False))
+@gpu_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="write the .cu file here (atomic; left untouched when unchanged) [default: stdout]")
+@click.option("--swp-only", is_flag=True, help="for a graph: solve the modulo schedule only (emit-cuda derives roles)")
+@click.option("--normalize-bound", type=click.IntRange(1), default=300, show_default=True,
+              help="for a graph: U, the largest sum of normalized costs")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True),
+              help="for a graph: seconds of search; exit 3 after emitting the best schedule")
+@click.option("--max-ii", type=click.IntRange(1), help="for a graph: give up above this initiation interval (exit 1)")
+@click.option("--warps", type=click.IntRange(1), help="for a graph: override the machine's warp limit")
+@click.option("--registers", type=click.IntRange(24, 255), help="for a graph: reduced per-thread register ceiling")
+@click.option("--no-cross-role", "no_cross", is_flag=True, help="for a graph: forbid producer and consumer on different roles")
+@click.option("--depth", type=click.IntRange(1), help="for a graph: ring-buffer depth of streaming loads")
+@click.option("--loop", type=int, help="for a .ttgir input: which loop to import")
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
+def emit_cuda(source, gpu, output, swp_only, normalize_bound, time_limit, max_ii, warps, registers, no_cross, depth,
+              loop, quiet):
+    """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
+    (.tir, .ttgir) that is solved first with --gpu."""
+    from twill.pipeline import TimeLimitReached
+
+    pending = None
+    if source.endswith(".json"):
+        schedule = _load_schedule(source)
+        machine = _machine_for(schedule, gpu)
+    else:
+        from twill.fileio import load_graph
+        from twill.pipeline import solve
+
+        from .common import need_gpu
+        machine = need_gpu(gpu, "emit-cuda of a graph")
+        graph = load_graph(source, loop)
+        options = solve_options(swp_only=swp_only, normalize_bound=normalize_bound, time_limit=time_limit,
+                                max_ii=max_ii, warps=warps, registers=registers, cross_role=not no_cross, depth=depth)
+        try:
+            schedule = solve(graph, machine, options, progress_printer(quiet))
+        except TimeLimitReached as exc:
+            if exc.schedule is None:
+                raise
+            schedule, pending = exc.schedule, exc
+    _write(schedule, machine, output)
+    if pending is not None:
+        raise pending
+
+
+def _load_schedule(path: str):
+    import json
+
+    from twill.errors import Diagnostic, InputError
+    from twill.fileio import read_text
+    from twill.schedule import FORMAT, Schedule
+
+    text = read_text(path, "schedule")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(Diagnostic(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise InputError(Diagnostic(f"{path}: not a twill schedule (format is {found!r}, expected '{FORMAT}')",
+                                    hint="write one with: twill solve GRAPH.tir --gpu NAME -o SCHEDULE.json"))
+    try:
+        return Schedule.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(Diagnostic(f"{path}: malformed schedule: {exc!r}")) from None
+
+
+def _machine_for(schedule, gpu: str | None):
+    from twill.errors import Diagnostic, InputError
+    from twill.machine import load_machine
+
+    machine = load_machine(gpu or schedule.machine)
+    if gpu is None:
+        return machine
+    if schedule.arch and machine.arch != schedule.arch:
+        raise InputError(Diagnostic(f"the schedule was solved for {schedule.machine} ({schedule.arch}) but --gpu "
+                                    f"{gpu} is {machine.arch}", hint="drop --gpu, or solve again for this machine"))
+    return machine
+
+
+def _write(schedule, machine, output) -> None:
+    from twill.emit import emit_cuda
+    from twill.fileio import write_atomic
+
+    text = emit_cuda(schedule, machine)
+    if not output:
+        click.echo(text, nl=False)
+        return
+    changed = write_atomic(output, text, only_if_changed=True)
+    click.echo(f"{'wrote' if changed else 'unchanged'} {output}: kernel {schedule.kernel} for {machine.arch}, "
+               f"{len(schedule.roles) or 'derived'} role(s)", err=True)
