@@ -47,3 +47,10 @@ def pytest_configure(config):
     # PuLP 3.x warns that its CBC-command API will change in PuLP 4.0; that is twill.modulo's
     # business, not a test failure, and thousands of copies would bury real warnings.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pulp")
+
+
+@pytest.fixture(autouse=True)
+def private_schedule_cache(tmp_path_factory, monkeypatch):
+    """Each test gets an empty schedule cache of its own (outside its tmp_path): results never
+    leak between tests."""
+    monkeypatch.setenv("TWILL_CACHE_DIR", str(tmp_path_factory.mktemp("twill-cache")))

@@ -30,6 +30,7 @@ class SolveOptions:
     registers: int | None = None  # override limits.registers_per_thread (a reduced budget)
     depth: int | None = None  # ring-buffer depth of streaming loads
     timings: bool = False  # record wall times in the schedule's stats
+    cache: bool = False  # reuse a proven-optimal schedule solved before (twill/cache.py)
 
 
 class TimeLimitReached(TwillError):
@@ -90,6 +91,21 @@ def _bounds(result: ModuloResult) -> tuple[tuple[str, int], ...]:
 
 def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions(),
           progress: Progress = _quiet) -> Schedule:
+    if not options.cache:
+        return _solve(graph, machine, options, progress)
+    from . import cache
+    digest = cache.key(graph, machine, options)
+    hit = cache.load(digest)
+    if hit is not None and not options.timings:
+        check(hit, graph, machine)
+        progress("cache", {"hit": digest[:12]})
+        return hit
+    schedule = _solve(graph, machine, options, progress)
+    cache.store(digest, replace(schedule, stats=()))
+    return schedule
+
+
+def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Progress) -> Schedule:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
 
