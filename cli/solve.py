@@ -23,11 +23,13 @@ from .main import main
 @click.option("--no-cross-role", "no_cross", is_flag=True, help="forbid producer and consumer on different roles")
 @click.option("--depth", type=click.IntRange(1), help="ring-buffer depth of streaming loads")
 @click.option("--loop", type=int, help="for a .ttgir input: which loop to import")
+@click.option("--smt-backend", type=click.Choice(["yices", "z3"]), default="yices", show_default=True,
+              help="joint-stage solver (z3 for comparison only)")
 @click.option("--no-cache", "no_cache", is_flag=True, help="solve again even if this problem was solved before")
 @click.option("--timings", is_flag=True, help="record wall times in the schedule (the file then varies)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 def solve(graph, gpu, output, fmt, swp_only, normalize_bound, time_limit, max_ii, warps, registers, no_cross,
-          depth, loop, no_cache, timings, quiet):
+          depth, loop, smt_backend, no_cache, timings, quiet):
     """Find the optimal pipelined, warp-specialized schedule of GRAPH (.tir or .ttgir)."""
     from twill.fileio import load_graph
     from twill.pipeline import TimeLimitReached, solve as run
@@ -36,7 +38,8 @@ def solve(graph, gpu, output, fmt, swp_only, normalize_bound, time_limit, max_ii
     g = load_graph(graph, loop)
     options = solve_options(swp_only=swp_only, normalize_bound=normalize_bound, time_limit=time_limit,
                             max_ii=max_ii, warps=warps, registers=registers, cross_role=not no_cross,
-                            depth=depth, timings=timings, cache=not no_cache)
+                            depth=depth, timings=timings, cache=not no_cache,
+                            smt_backend=smt_backend)
     try:
         schedule = run(g, machine, options, progress_printer(quiet))
     except TimeLimitReached as exc:

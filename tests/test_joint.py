@@ -130,3 +130,13 @@ def test_blackwell_ablations_make_the_swp_bound_unrealisable(example, options):
     s, graph, machine = joint(example, "b200", **options)
     assert s.ii > dict(s.bounds)["swp_ii"]
     assert verify(s, graph, machine) == []
+
+
+@pytest.mark.parametrize("example, gpu", [("fig1.tir", "h100"), ("attention_bwd_blackwell.tir", "b200")])
+def test_z3_backend_agrees_with_yices(example, gpu):
+    pytest.importorskip("z3")
+    a, graph, machine = joint(example, gpu)
+    b, _, _ = joint(example, gpu, smt_backend="z3")
+    assert (b.ii, b.length, b.optimal) == (a.ii, a.length, a.optimal)
+    assert sorted(r.name for r in b.roles) == sorted(r.name for r in a.roles)
+    assert verify(b, graph, machine) == []

@@ -37,7 +37,7 @@ from .errors import NoScheduleError
 from .liveness import regs_per_thread
 from .problem import Problem
 from .schedule import Buffer, Role, Schedule, ScheduledOp
-from .smt import yices_api
+from .smt import smt_backend
 
 
 @dataclass(frozen=True)
@@ -282,9 +282,9 @@ def blocking(e: Encoding):
     for v in e.names:
         ins = [d.src for d in p.deps if d.dst == v]
         cross = [T.ynot(e.same_role(u, v)) for u in ins]
-        blk = T.true() if v in static else T.yor(cross) if cross else T.false()
-        if blk == T.false():
+        if v not in static and not cross:
             continue
+        blk = T.true() if v in static else T.yor(cross)
         for u in p.tasks:
             busy = 1 if u.is_async else max(u.cycles, 1)
             if u.name == v or (busy <= 1):
@@ -309,7 +309,7 @@ FAMILIES = {
 def build(p: Problem, ii: int, lmax: int, families=FAMILIES, guard=None):
     """Create a Yices context holding the joint problem at I = ii. With `guard`, each family item
     is asserted under an assumption literal `guard(family, detail)` and those are returned."""
-    y = yices_api()
+    y = smt_backend(p.option("smt_backend", "yices"))
     cfg = y.Config()
     cfg.default_config_for_logic("QF_LIA")
     ctx = y.Context(cfg)
@@ -421,7 +421,7 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
                 max_ii: int | None = None, progress=None, extra_copies: int = 1) -> JointResult | None:
     """I/L escalation. Returns None when the time limit ends the search first; raises
     NoScheduleError when no I up to `max_ii` (or a fully sequential I) works."""
-    y = yices_api()
+    y = smt_backend(p.option("smt_backend", "yices"))
     deadline = None if time_limit is None else time.monotonic() + time_limit
     report = progress or (lambda stage, info: None)
     last = max_ii or sequential_ii(p)

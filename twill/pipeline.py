@@ -31,6 +31,7 @@ class SolveOptions:
     depth: int | None = None  # ring-buffer depth of streaming loads
     timings: bool = False  # record wall times in the schedule's stats
     cache: bool = False  # reuse a proven-optimal schedule solved before (twill/cache.py)
+    smt_backend: str = "yices"  # "z3" for comparison only
 
 
 class TimeLimitReached(TwillError):
@@ -62,7 +63,7 @@ def build_problem(graph: Graph, machine: Machine, options: SolveOptions) -> tupl
     costs = bind(graph, machine)
     norm = normalize(distinct_costs(costs, machine), options.normalize_bound)
     problem = make_problem(graph, machine, costs, norm.as_dict(),
-                           {"cross_role": options.cross_role})
+                           {"cross_role": options.cross_role, "smt_backend": options.smt_backend})
     return problem, norm
 
 

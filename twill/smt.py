@@ -43,3 +43,153 @@ def yices_api():
     finally:
         ctypes.util.find_library = original
     return yices
+
+
+class _Z3:
+    """z3 behind the subset of the Yices API that `joint.py` and `explain.py` use, for comparing
+    the two solvers on the same encoding (`--smt-backend z3`). Comparison only: Yices is the default."""
+
+    class Status:
+        SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
+
+    def __init__(self, z3):
+        self.z3 = z3
+        self.Terms = _Z3Terms(z3)
+        self.Types = _Z3Types
+        self.Config = _Z3Config
+        outer = self
+
+        class Context:
+            def __init__(self, config=None):
+                self.solver = z3.SolverFor("QF_LIA")
+                self.solver.set("random_seed", 1)
+
+            def assert_formula(self, f):
+                self.solver.add(f)
+
+            def assert_formulas(self, fs):
+                self.solver.add(*fs)
+
+            def push(self):
+                self.solver.push()
+
+            def pop(self):
+                self.solver.pop()
+
+            def _status(self, result):
+                if result == z3.sat:
+                    return outer.Status.SAT
+                return outer.Status.UNSAT if result == z3.unsat else outer.Status.UNKNOWN
+
+            def check_context(self, params=None, timeout=None):
+                self.solver.set("timeout", int(timeout * 1000) if timeout else 4294967295)
+                return self._status(self.solver.check())
+
+            def check_context_with_assumptions(self, params, assumptions):
+                return self._status(self.solver.check(*assumptions))
+
+            def get_unsat_core(self):
+                return list(self.solver.unsat_core())
+
+            def dispose(self):
+                pass
+
+        class Model:
+            def __init__(self, model):
+                self.model = model
+
+            @staticmethod
+            def from_context(ctx, keep_subst):
+                return Model(ctx.solver.model())
+
+            def get_integer_value(self, term):
+                return self.model.eval(term, model_completion=True).as_long()
+
+            def get_bool_value(self, term):
+                return z3.is_true(self.model.eval(term, model_completion=True))
+
+        self.Context, self.Model = Context, Model
+
+
+class _Z3Types:
+    @staticmethod
+    def int_type():
+        return "int"
+
+    @staticmethod
+    def bool_type():
+        return "bool"
+
+
+class _Z3Config:
+    def default_config_for_logic(self, logic):
+        pass
+
+
+class _Z3Terms:
+    def __init__(self, z3):
+        self.z = z3
+
+    def new_uninterpreted_term(self, ty, name=None):
+        return self.z.Int(name) if ty == "int" else self.z.Bool(name)
+
+    def integer(self, n):
+        return self.z.IntVal(int(n))
+
+    def true(self):
+        return self.z.BoolVal(True)
+
+    def false(self):
+        return self.z.BoolVal(False)
+
+    def yand(self, xs):
+        return self.z.And(list(xs)) if xs else self.true()
+
+    def yor(self, xs):
+        return self.z.Or(list(xs)) if xs else self.false()
+
+    def ynot(self, x):
+        return self.z.Not(x)
+
+    def implies(self, a, b):
+        return self.z.Implies(a, b)
+
+    def iff(self, a, b):
+        return a == b
+
+    def ite(self, c, a, b):
+        return self.z.If(c, a, b)
+
+    def sum(self, xs):
+        return self.z.Sum(list(xs))
+
+    def sub(self, a, b):
+        return a - b
+
+    def mul(self, a, b):
+        return a * b
+
+    def arith_eq_atom(self, a, b):
+        return a == b
+
+    def arith_leq_atom(self, a, b):
+        return a <= b
+
+    def arith_lt_atom(self, a, b):
+        return a < b
+
+
+BACKENDS = ("yices", "z3")
+
+
+def smt_backend(name: str = "yices"):
+    """The solver module for `name`: Yices (default) or z3 (for comparison; `pip install z3-solver`)."""
+    if name == "yices":
+        return yices_api()
+    if name == "z3":
+        try:
+            import z3
+        except ImportError:
+            raise TwillError("--smt-backend z3 needs z3-solver: pip install 'twill-sched[z3]'") from None
+        return _Z3(z3)
+    raise TwillError(f"unknown SMT backend '{name}' (choose from {', '.join(BACKENDS)})")
