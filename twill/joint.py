@@ -261,7 +261,7 @@ def memory(e: Encoding):
                 items.append((t.name, t.bytes, end))
         if fixed > limit:
             yield f"{space}:resident", T.false()
-        if not items or fixed + sum(b for _, b, _ in items) * 1 <= limit and not _may_overlap(p, items, e.ii):
+        if not items:
             continue
         for u, _, _ in items:
             terms = [e.num(fixed)]
@@ -269,10 +269,6 @@ def memory(e: Encoding):
                 n = e.live_at(u, v, end)
                 terms.append(e.scale(nbytes, n))
             yield f"{space}@{u}", e.le(e.add(*terms), e.num(limit))
-
-
-def _may_overlap(p: Problem, items, ii) -> bool:
-    return True
 
 
 def blocking(e: Encoding):
@@ -493,7 +489,6 @@ def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
                 grown = True
         if not grown:
             break
-    # Keep budgets of roles of equal shape equal (the loop above may leave them one granule apart).
     return tuple(Role(r.name, r.warps, b, r.ops) for r, b in roles)
 
 
