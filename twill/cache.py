@@ -53,7 +53,7 @@ def load(digest: str) -> Schedule | None:
 
 
 def store(digest: str, schedule: Schedule) -> None:
-    if not schedule.optimal:
+    if not (schedule.optimal and schedule.length_optimal):
         return
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,8 @@ class JointResult:
     starts: tuple[tuple[str, int], ...]
     roles: tuple[tuple[str, int], ...]  # op -> role slot
     role_warps: tuple[tuple[int, int], ...]  # slot -> warps
-    optimal: bool
+    optimal: bool  # every smaller I was shown unsatisfiable
+    length_optimal: bool  # L was minimized to the end (a time limit can cut it short)
     tried: tuple[tuple[int, str], ...]
 
 
@@ -438,7 +439,7 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
             result = JointResult(
                 ii, length, tuple((v, model.get_integer_value(e.start[v])) for v in e.names),
                 tuple((v, model.get_integer_value(e.role[v])) for v in e.names),
-                tuple((w, model.get_integer_value(e.warps(w))) for w in range(e.K)), done, tuple(tried))
+                tuple((w, model.get_integer_value(e.warps(w))) for w in range(e.K)), True, done, tuple(tried))
             ctx.dispose()
             return result
         ctx.dispose()
@@ -519,9 +520,10 @@ def joint_schedule(p: Problem, swp, base: Schedule, options, progress) -> Schedu
     buffers = tuple(Buffer(t.name, t.depth, t.bytes, t.space) for t in p.tasks if t.streaming)
     cross = tuple((d.src, d.dst) for d in p.deps if slot[d.src] != slot[d.dst])
     sched = replace(base, stage="joint", ii=result.ii, length=result.length, optimal=result.optimal,
+                    length_optimal=result.length_optimal,
                     ops=ops, roles=roles, buffers=buffers, cross_role_edges=tuple(dict.fromkeys(cross)))
     sched = replace(sched, roles=budgets(p, sched))
-    if not result.optimal and options.time_limit is not None:
+    if not result.optimal:
         from .pipeline import TimeLimitReached
         raise TimeLimitReached(sched, "the time limit ended the search before optimality was proven")
     return sched

@@ -128,6 +128,8 @@ def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Prog
     if not options.swp_only:
         from .joint import joint_schedule
         t2 = time.perf_counter()
+        if options.time_limit is not None:  # the limit is for the whole search: pass on what is left
+            options = replace(options, time_limit=max(0.01, options.time_limit - (t2 - t0)))
         schedule = joint_schedule(problem, swp, schedule, options, progress)
         timings["smt_seconds"] = time.perf_counter() - t2
 

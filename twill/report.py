@@ -56,6 +56,8 @@ def render_table(s: Schedule) -> str:
     buf = io.StringIO()
     console = Console(file=buf, width=120, color_system=None, force_terminal=False)
     proof = "optimal (I-1 proven infeasible)" if s.optimal else "NOT proven optimal"
+    if not s.length_optimal:
+        proof += "; L not proven minimal (time limit)"
     console.print(f"kernel {s.kernel} on {s.machine} ({s.arch}): I = {s.ii}, L = {s.length}, {proof}")
     bounds = dict(s.bounds)
     if bounds:

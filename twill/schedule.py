@@ -74,6 +74,7 @@ class Schedule:
     scale: Scale = Scale()
     bounds: tuple[tuple[str, int], ...] = ()  # res_mii, rec_mii, swp_ii, swp_length
     graph_tir: str = ""
+    length_optimal: bool = True  # L proven minimal at this I (a time limit can leave it unproven)
     stats: tuple[tuple[str, float], ...] = field(default=(), compare=False)
 
     # -- derived views ---------------------------------------------------------------------
@@ -128,6 +129,7 @@ class Schedule:
             "ii": self.ii,
             "length": self.length,
             "optimal": self.optimal,
+            "length_optimal": self.length_optimal,
             "ops": [
                 {
                     "name": op.name, "opcode": op.opcode, "unit": op.unit, "cycles": op.cycles,
@@ -192,6 +194,7 @@ class Schedule:
             ),
             bounds=tuple(d.get("bounds", {}).items()),
             graph_tir=d.get("graph", ""),
+            length_optimal=d.get("length_optimal", True),
             stats=tuple(d.get("stats", {}).items()),
         )
 
