@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from . import runtime
 from .host import host_launcher
-from .model import EmitError, KernelModel, ident
-from .ops import Arg, OpCall, ctype, emitter, fragment_type, is_known
+from .model import EmitError, KernelModel, ident, launch_registers
+from .ops import Arg, OpCall, ctype, emitter, fragment_type, is_known, view_type
 from .program import Channel, Inst, Program, Window
 
 INDENT = "  "
@@ -87,8 +87,15 @@ class Renderer:
         for r in m.roles:
             out(f"//   role {r.name}: {r.warps} warp(s) from warp {r.first_warp}, {r.registers} registers: "
                 f"{', '.join(r.ops)}")
+        if self.p.smem_note:
+            out(f"// Note: {self.p.smem_note}.")
+        for g in m.warpgroups:
+            asked = max(m.role[r].registers for r in g.roles)
+            if g.registers != asked:
+                out(f"// Note: warpgroup {g.index} ({', '.join(g.roles)}) runs at {g.registers} registers, not "
+                    f"{asked}: setmaxnreg only redistributes the registers the CTA is launched with.")
         out(f"// Build: nvcc -std=c++17 -gencode=arch=compute_{m.arch[3:]},code={m.arch} -c FILE.cu "
-            f"(-DTWILL_MAIN -lcuda for a test executable; -DTWILL_NO_HOST for the device code alone)")
+            f"(-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)")
 
     def _runtime(self) -> str:
         m = self.m
@@ -126,8 +133,9 @@ class Renderer:
         out(f"static_assert({model_sum} <= {lim.registers_per_sm}, \"the roles' register budgets exceed "
             f"registers_per_sm ({lim.registers_per_sm})\");")
         groups = " + ".join(f"128 * {g.registers}" for g in m.warpgroups)
-        out(f"static_assert({groups} <= 65536, \"the warpgroups' setmaxnreg budgets (1-warp roles share a padded "
-            f"warpgroup) exceed the register file\");")
+        pool = m.threads * launch_registers(m.threads)
+        out(f"static_assert({groups} <= {pool}, \"the warpgroups' setmaxnreg budgets (1-warp roles share a padded "
+            f"warpgroup) exceed the {pool} registers the CTA is launched with: setmaxnreg.inc would wait forever\");")
         smem_model = self._smem_model_bytes()
         out(f"constexpr int kSmemModel = {smem_model};  // bytes the model counts: invariant inputs + ring buffers",
             f"static_assert(kSmemModel <= {lim.smem_bytes}, \"the model's shared memory exceeds smem_bytes "
@@ -135,11 +143,13 @@ class Renderer:
         out("")
 
     def _smem_model_bytes(self) -> int:
+        """Shared memory as the model counts it: smem inputs plus each streaming buffer x depth."""
         m = self.m
-        total = sum(t.tile_bytes for t in m.tensors if t.kind == "input" and m.values[t.value].type.space == "smem")
-        for chan in self.p.channels.values():
-            if chan.kind in ("tma", "stage", "tile"):
-                total += chan.depth * m.values[chan.value].type.bytes
+        total = sum(v.type.bytes for v in m.values.values() if v.kind == "input" and v.type.space == "smem")
+        buffers = {b.value: b.depth * b.bytes for b in m.schedule.buffers}
+        for op in m.graph.ops:
+            if m.is_load(op.name) and op.type is not None:
+                total += buffers.get(op.name, m.machine.streaming_depth * op.type.bytes)
         return total
 
     # -- shared memory -----------------------------------------------------------------------------
@@ -282,8 +292,14 @@ class Renderer:
                 f"  (void)it;",
                 f"  (void)n;",
                 f"  const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
+            shared = t.kind == "store" and not ({"m", "n"} & set(t.axes))
+            if shared and t.dtype != "f32":
+                raise EmitError(f"store '{t.value}': several CTAs add into its tile; emit-cuda adds f32 tiles only")
             if t.rank == 1:
                 out(f"  twill::frag_to_buffer(args.{t.name} + batch + {cols}, f, row0, 0);")
+            elif shared:  # every CTA of the grid writes this tile: they add into it (zero it first)
+                out(f"  twill::frag_add_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
+                    f"{cols}, {ncols});")
             else:
                 out(f"  twill::frag_to_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
                     f"{cols}, {ncols});")
@@ -398,17 +414,8 @@ class Renderer:
     def tmem_outputs(self) -> list:
         return [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]
 
-    def scratch_mmas(self) -> list[str]:
-        """sm_100a mmas whose A operand is a register value of their own role: staged in shared memory."""
-        m = self.m
-        out = []
-        for name in m.mma_shape:
-            a = m.resolve(m.ops[name].operands[0])[0]
-            v = m.values.get(a)
-            if m.blackwell and v is not None and v.kind == "result" and not m.is_load(a) and \
-                    not self.p.in_tmem(a) and v.role == m.op_role[name] and v.type.space != "smem":
-                out.append(name)
-        return out
+    def scratch_mmas(self) -> tuple[str, ...]:
+        return self.p.scratch
 
     def _counts(self, chan: Channel) -> tuple[int, int]:
         m = self.m
@@ -427,7 +434,7 @@ class Renderer:
     def _dispatch(self, out: Lines) -> None:
         m = self.m
         budgets = {g.registers for g in m.warpgroups}
-        cap = min(255, (65536 // m.threads) // 8 * 8)
+        cap = launch_registers(m.threads)
         out("const int warpgroup = threadIdx.x / 128;",
             "const int warp = (threadIdx.x / 32) % 4;",
             "(void)warp;")
@@ -631,6 +638,7 @@ class RoleBody:
         out(f"{{  // {label}: {desc or 'nothing for this role'}")
         out.depth += 1
         self.acquired: set = set()
+        self.loaded: dict = {}  # (value, instance) -> register copy read out of tensor memory
         self.waited = None
         self.issued: list = []  # (value, instance) of this window's wgmma groups, in commit order
         self.complete: set = set()
@@ -640,6 +648,11 @@ class RoleBody:
             self._fence_async_results(out)
         for item in self.prog.releases_at_start.get(w.key, []):
             self._release(out, w, item)
+        if w.key in self.prog.turn_close:
+            roles = self.p.pingpong
+            nxt = roles[(roles.index(self.role.name) + 1) % len(roles)]
+            out(f"twill::named_arrive({self.r.bars['turn:' + nxt]}, {self.turn_threads(nxt)});  "
+                f"// {nxt}'s turn (ours ended with the last window)")
         for pos, op in enumerate(w.ops):
             self._op(out, w, pos, op)
         out.depth -= 1
@@ -674,7 +687,7 @@ class RoleBody:
     def _load(self, out: Lines, w: Window, name: str, it: Inst) -> None:
         m = self.m
         chan = self.p.channels[name]
-        t = m.tensor[name]
+        t = m.tensor[ident(name)]
         ring = f"sm.ring_{chan.ident}"
         cond = "lane == 0" if not self.role.is_warpgroup else "threadIdx.x % 128 == 0 && wgi == 0"
         with out.block(f"if ({cond})"):
@@ -696,12 +709,23 @@ class RoleBody:
         for i, operand in enumerate(op.operands):
             args.append(self._operand(out, w, pos, name, i, operand, stage))
         staged = None
-        if m.blackwell and op.opcode == "mma" and args and args[0].where == "reg":
-            staged = args[0]  # tcgen05 reads A from memory: the role stages it in a scratch tile
+        if name in self.p.scratch and args[0].where == "reg":
+            staged = args[0]  # the tensor core reads this A from memory: the role stages it in a tile
             args[0] = Arg(staged.value, staged.type, "smem", f"sm.scratch_{ident(name)}")
+            if not m.blackwell:
+                t = staged.type
+                out(f"twill::wgmma_wait<0>();  // the last wgmma reading scratch_{ident(name)} is done",
+                    f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>(sm.scratch_{ident(name)}, "
+                    f"{staged.expr}, {self.row0(t.shape[0])});",
+                    "twill::fence_async_smem();",
+                    f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
+                    f"// the whole tile is written")
+                self._retire(0)
+                staged = None
         res, tmem_out = None, None
         if op.has_result and op.type is not None:
-            if self.p.in_tmem(name) and op.opcode == "mma":
+            streamed = op.opcode == "rescale" and args and args[0].where in ("tmem", "init")
+            if self.p.in_tmem(name) and (op.opcode == "mma" or streamed):
                 res = Arg(name, op.type, "tmem", self.r.tmem_addr(name, it))
             elif self.p.in_tmem(name):  # computed in registers, then stored to tensor memory
                 tmem_out = f"{ident(name)}_out"
@@ -718,6 +742,8 @@ class RoleBody:
         out(f"// {name} = {op.opcode} {', '.join(str(o) for o in op.operands)} (iteration {it})")
         if op.opcode == "store":
             code = [c.replace(", it);", f", {it}, {call.row0}, n);") for c in code]
+            if not self.role.is_warpgroup:
+                raise EmitError(f"op '{name}': a store of register tiles runs on a warpgroup role, not {self.role.name}")
         if any("\n" in c for c in code):
             raise AssertionError("emitters return single lines")
         if m.blackwell and op.opcode == "mma":
@@ -856,21 +882,24 @@ class RoleBody:
             arr = "ld" if chan.kind == "tma" else "tile"
             return Arg(value, t, "smem", f"sm.{arr}_{chan.ident}[{_slot(inst, chan.depth)}]")
         if chan.kind == "stage":
+            buf = f"sm.stage_{chan.ident}[{_slot(inst, chan.depth)}]"
             tmp = f"{ident(value)}_{ident(opname)}_{index}"
-            out(f"{fragment_type(m, t, self.groups)} {tmp};")
             guard = self._may_be_negative(inst)
-            if guard:
-                out(f"if ({inst} >= 0) {{")
-                out.depth += 1
+            if not guard:  # read in place; the slot is freed after this role's last reader
+                if key not in self.acquired:
+                    self.acquired.add(key)
+                    out(f"{ring}.wait_full({inst});  // {value}[{inst}] is staged")
+                out(f"const {view_type(m, t, self.groups)} {tmp}{{{buf}, {self.row0(t.shape[0])}}};")
+                return Arg(value, t, "reg", tmp, view=True)
+            out(f"{fragment_type(m, t, self.groups)} {tmp};")
+            out(f"if ({inst} >= 0) {{")
+            out.depth += 1
             out(f"{ring}.wait_full({inst});",
-                f"twill::buffer_to_frag({tmp}, sm.stage_{chan.ident}[{_slot(inst, chan.depth)}], "
-                f"{self.row0(t.shape[0])}, {t.shape[1] if len(t.shape) > 1 else 0});",
-                f"{ring}.arrive_empty({inst});")
-            if guard:
-                out.depth -= 1
-                out("} else {")
-                out(f"  twill::fill({tmp}, {self._init(carry) if carry else '0.f'});")
-                out("}")
+                f"twill::buffer_to_frag({tmp}, {buf}, {self.row0(t.shape[0])}, {t.shape[1] if len(t.shape) > 1 else 0});")
+            out.depth -= 1
+            out("} else {")
+            out(f"  twill::fill({tmp}, {self._init(carry) if carry else '0.f'});")
+            out("}")
             return Arg(value, t, "reg", tmp)
         raise EmitError(f"channel kind {chan.kind} of '{value}' is not supported on {m.arch}")
 
@@ -891,12 +920,22 @@ class RoleBody:
             return Arg(value, t, "init", self._init(carry))
         waits = chan is not None and self.role.name in chan.consumers and not own_mma
         guard = carry is not None and self._may_be_negative(inst)
-        if is_mma:
+        streams = (m.ops[opname].opcode == "rescale" and index == 0 and p.in_tmem(opname) and
+                   len(t.shape) == 2 and t.dtype == "f32")
+        if is_mma or streams:
             if waits and (value, str(inst)) not in self.acquired:
                 self.acquired.add((value, str(inst)))
-                out(f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory")
-            return Arg(value, t, "tmem", addr)
+                wait = f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory"
+                out(f"if ({inst} >= 0) {wait}" if guard else wait)
+            if streams:
+                out("twill::tmem_fence_after();")
+            return Arg(value, t, "tmem", addr, f"{inst} >= 0" if guard else "",
+                       self._init(carry) if carry is not None else "")
+        cached = self.loaded.get((value, str(inst)))
+        if cached is not None:  # already read out of tensor memory in this window
+            return Arg(value, t, "reg", cached)
         tmp = f"{ident(value)}_{ident(opname)}_{index}"
+        self.loaded[(value, str(inst))] = tmp
         out(f"{fragment_type(m, t, self.groups)} {tmp};")
         if guard:
             out(f"if ({inst} >= 0) {{")
@@ -924,8 +963,11 @@ class RoleBody:
             if m.ops[name].opcode != "mma":  # written by tcgen05.st (waited for): announce it
                 out("twill::tmem_fence_before();", f"{ring}.arrive_full({it});  // {name}[{it}] is in tensor memory")
             return
-        buf = f"{ident(name)}[{p.buffer(name, w, m.stage(name), 0)}]"
+        buf = f"{ident(p.storage(name))}[{p.buffer(name, w, m.stage(name), 0)}]"
         slot = _slot(it, chan.depth)
+        if not m.blackwell and m.ops[name].opcode == "mma":  # an async result: complete it first
+            out(f"twill::wgmma_wait<0>();  // {name}[{it}] is complete", f"twill::fence_frag({buf});")
+            self._retire(0)
         out(f"{ring}.wait_empty({it});  // hand {name}[{it}] to {', '.join(chan.consumers)}")
         if chan.kind == "stage":
             out(f"twill::frag_to_buffer(sm.stage_{chan.ident}[{slot}], {buf}, {self.row0(t.shape[0])}, "

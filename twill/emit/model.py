@@ -31,10 +31,21 @@ class EmitError(InputError):
     """A schedule that emit-cuda cannot turn into a kernel (exit 2, with the reason)."""
 
 
+_CXX_WORDS = frozenset("""
+    alignas alignof and asm auto bool break case catch char class const constexpr continue decltype default
+    delete do double else enum explicit export extern false float for friend goto if inline int long
+    mutable namespace new noexcept not nullptr operator or private protected public register return short
+    signed sizeof static struct switch template this throw true try typedef typeid typename union unsigned
+    using virtual void volatile while xor args sm tm n j it lane wgi warp warpgroup kernel main
+""".split())
+
+
 def ident(name: str) -> str:
-    """A C++ identifier for a graph name (`m_new` stays, `x.1` becomes `x_1`)."""
+    """A C++ identifier for a graph name (`m_new` stays, `x.1` becomes `x_1`, `do` becomes `do_`:
+    C++ keywords and the names the emitted code itself uses get a trailing underscore)."""
     out = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    return out if re.match(r"[A-Za-z_]", out) else f"v_{out}"
+    out = out if re.match(r"[A-Za-z_]", out) else f"v_{out}"
+    return out + "_" if out in _CXX_WORDS else out
 
 
 # -- roles -------------------------------------------------------------------------------------
@@ -71,6 +82,7 @@ class WarpGroup:
     index: int
     roles: tuple[str, ...]
     registers: int
+    small: bool = False  # holds 1-warp roles
 
 
 # -- tiles and tensors -------------------------------------------------------------------------
@@ -83,6 +95,7 @@ class MmaShape:
     b_kmajor: bool  # b stored N x K (a @ b^T) rather than K x N (a @ b)
     dtype: str  # input dtype
     accumulate: bool  # has a third operand (c)
+    a_kmajor: bool = True  # a stored M x K; False: stored K x M and used transposed (P^T dO)
 
 
 @dataclass(frozen=True)
@@ -223,7 +236,8 @@ class KernelModel:
 
     @cached_property
     def tensor(self) -> dict[str, GlobalTensor]:
-        return {t.value if t.kind != "output" else f"out:{t.value}": t for t in self.tensors}
+        """By C++ name: a load's or a store's is its op's, an output's is out_CARRY."""
+        return {t.name: t for t in self.tensors}
 
 
 # -- building the model ------------------------------------------------------------------------
@@ -268,9 +282,11 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
     if a is None or b is None or len(a.shape) != 2 or len(b.shape) != 2:
         raise EmitError(f"op '{op.name}': mma operands must be rank-2 tiles")
     m, n = op.type.shape
-    k = a.shape[1]
-    if a.shape[0] != m:
-        raise EmitError(f"op '{op.name}': a is {a.shape[0]}x{k} but the result has {m} rows")
+    a_kmajor = a.shape[0] == m
+    if not a_kmajor and a.shape[1] != m:
+        raise EmitError(f"op '{op.name}': a is {a.shape[0]}x{a.shape[1]}, and neither dimension is the "
+                        f"result's {m} rows")
+    k = a.shape[1] if a_kmajor else a.shape[0]
     nk, kn = b.shape == (n, k), b.shape == (k, n)
     if not (nk or kn):
         raise EmitError(f"op '{op.name}': b is {b.shape[0]}x{b.shape[1]}, neither {n}x{k} nor {k}x{n}")
@@ -278,7 +294,7 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
     if a.dtype != b.dtype or a.dtype not in ("f16", "bf16"):
         raise EmitError(f"op '{op.name}': emit-cuda's mma takes f16 or bf16 a and b of one dtype "
                         f"(got {a.dtype}, {b.dtype})")
-    return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3)
+    return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3, a_kmajor)
 
 
 def _roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
@@ -351,16 +367,51 @@ def _place(roles: tuple[RoleInfo, ...], machine: Machine) -> tuple[tuple[RoleInf
         members = small[g:g + 4]
         for i, r in enumerate(members):
             placed.append(RoleInfo(r.name, r.warps, r.registers, r.ops, first_warp=4 * len(groups) + i))
-        groups.append(WarpGroup(len(groups), tuple(r.name for r in members), max(r.registers for r in members)))
+        groups.append(WarpGroup(len(groups), tuple(r.name for r in members), max(r.registers for r in members),
+                                small=True))
     for r in big:
         placed.append(RoleInfo(r.name, r.warps, r.registers, r.ops, first_warp=4 * len(groups)))
         for _ in range(r.warpgroups):
             groups.append(WarpGroup(len(groups), (r.name,), r.registers))
     order = {r.name: i for i, r in enumerate(roles)}
     placed.sort(key=lambda r: order[r.name])
+    groups = _fit_registers(groups, machine)
     if 128 * len(groups) > 1024:
         raise EmitError(f"the roles need {len(groups)} warpgroups ({128 * len(groups)} threads): more than a CTA holds")
     return tuple(placed), tuple(groups)
+
+
+def launch_registers(threads: int) -> int:
+    """Registers per thread a CTA of `threads` threads starts with under __launch_bounds__(threads, 1):
+    the register file divided evenly, in steps of 8, at most 256 (255 usable)."""
+    return min(256, (65536 // threads) // 8 * 8)
+
+
+def _fit_registers(groups: list[WarpGroup], machine: Machine) -> list[WarpGroup]:
+    """setmaxnreg moves registers between the warpgroups of a CTA but never beyond what the CTA
+    was launched with (threads x launch_registers): a warpgroup asking for more than the others
+    gave back blocks forever. So budgets must sum to at most that pool. 1-warp roles (a TMA or MMA
+    issuer) pay for a whole warpgroup, so those warpgroups give up registers first (down to the
+    machine's minimum); then the largest budgets give up 8 at a time. The emitted file says so."""
+    lim = machine.limits
+    granule = lim.register_granule
+    pool = 128 * len(groups) * launch_registers(128 * len(groups))
+    budgets = [g.registers for g in groups]
+    small = [i for i, g in enumerate(groups) if len(g.roles) > 1 or _is_small(g)]
+    for i in small:
+        while 128 * sum(budgets) > pool and budgets[i] - granule >= lim.min_registers:
+            budgets[i] -= granule
+    while 128 * sum(budgets) > pool:
+        i = max(range(len(budgets)), key=lambda k: (budgets[k], -k))
+        if budgets[i] - granule < lim.min_registers:
+            raise EmitError(f"the warpgroups' register budgets ({', '.join(map(str, budgets))}) cannot fit the "
+                            f"{pool} registers a CTA of {128 * len(groups)} threads is launched with")
+        budgets[i] -= granule
+    return [WarpGroup(g.index, g.roles, b, g.small) for g, b in zip(groups, budgets)]
+
+
+def _is_small(g: WarpGroup) -> bool:
+    return g.small
 
 
 # -- global tensors: which grid axis each tile dimension follows --------------------------------
@@ -401,8 +452,8 @@ def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
         if op.opcode == "mma":
             s = mma[op.name]
             a, b = names[0], names[1]
-            cls.union(key(a, 0), (op.name, 0))
-            cls.union(key(a, 1), key(b, 1 if s.b_kmajor else 0))
+            cls.union(key(a, 0 if s.a_kmajor else 1), (op.name, 0))
+            cls.union(key(a, 1 if s.a_kmajor else 0), key(b, 1 if s.b_kmajor else 0))
             cls.union(key(b, 0 if s.b_kmajor else 1), (op.name, 1))
             if len(names) > 2:
                 cls.union(key(names[2], 0), (op.name, 0))
@@ -430,7 +481,7 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
         if op.opcode == "mma":
             a = op.operands[0].name
             if mma[op.name].accumulate:
-                loop_classes.add(cls.find((a, 1)))
+                loop_classes.add(cls.find((a, 1 if mma[op.name].a_kmajor else 0)))
             else:
                 loop_classes.add(cls.find((op.name, 1)))
     # Grid axes follow the output carries: rows along blockIdx.x, columns along blockIdx.y.

@@ -40,6 +40,9 @@ class Arg:
     type: TensorType
     where: str
     expr: str
+    guard: str = ""  # a tensor-memory operand that exists only when this holds (else: `init`)
+    init: str = ""
+    view: bool = False  # a staged tile read in place from shared memory, not a register fragment
 
 
 @dataclass(frozen=True)
@@ -122,16 +125,42 @@ def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
     return f"twill::Frag<{mb}, {n}>"
 
 
+def view_type(model: KernelModel, t: TensorType, groups: int) -> str:
+    """The C++ type reading a staged tile in place (see fragment_type for the register one)."""
+    T = ctype(t.dtype)
+    if model.blackwell:
+        return f"twill::RowsView<{T}>" if len(t.shape) == 1 else f"twill::View<{t.shape[1]}, {T}>"
+    mb = t.shape[0] // (64 * groups)
+    return f"twill::RowsView<{mb}, {T}>" if len(t.shape) == 1 else f"twill::View<{mb}, {t.shape[1]}, {T}>"
+
+
 def _exp2(call: OpCall) -> list[str]:
     lines, names = _registers(call)
     return lines + [f"twill::op_exp2({', '.join([call.out.expr] + names)}, args.exp2_scale);"]
 
 
+def _rescale(call: OpCall) -> list[str]:
+    """rescale: in registers; or, from tensor memory to tensor memory, 32 columns at a time."""
+    x = call.args[0]
+    if call.out.where != "tmem" or x.where not in ("tmem", "init"):
+        return _math("op_rescale")(call)
+    lines, names = _registers(OpCall(call.model, call.op, call.role, call.out, call.args[1:], call.row0, call.groups))
+    n = call.out.type.shape[-1]
+    if x.where == "init":
+        return lines + [f"twill::tmem_rescale_const<{n}>({call.out.expr}, {x.expr}, {names[0]});"]
+    stream = f"twill::tmem_rescale<{n}>({call.out.expr}, {x.expr}, {names[0]});"
+    if not x.guard:
+        return lines + [stream]
+    return lines + [f"if ({x.guard}) {stream}",
+                    f"else twill::tmem_rescale_const<{n}>({call.out.expr}, {x.init}, {names[0]});"]
+
+
 def _store(call: OpCall) -> list[str]:
     """store x: the tile goes to its global tensor (one tile per iteration when it has no loop axis)."""
     lines, names = _registers(call)
-    t = call.model.tensor[call.op.name]
-    return lines + [f"store_{t.name}({names[0]}, it);"]
+    from .model import ident
+    t = call.model.tensor[ident(call.op.name)]
+    return lines + [f"store_{t.name}(args, {names[0]}, it);"]
 
 
 def _hook(call: OpCall) -> list[str]:
@@ -169,18 +198,25 @@ def _wgmma(call: OpCall) -> list[str]:
         c = call.args[2]
         if c.where == "init":
             lines.append(f"twill::fill({call.out.expr}, {c.expr});")
+        elif c.where == "smem":
+            lines.extend(read_tile(call.model, c, call.out.expr, call.row0))
+        elif c.view:
+            lines.append(f"twill::for_each({call.out.expr}, [&](int b, int i) {{ return twill::at<false>({c.expr}, b, i); }});")
         elif c.expr != call.out.expr:
             lines.append(f"{call.out.expr} = {c.expr};")
     kind = "ss" if a.where == "smem" else "rs"
     a_expr = a.expr
     if kind == "rs":
+        if not s.a_kmajor:
+            raise EmitError(f"op '{call.op.name}': a transposed first operand must be in shared memory")
         if a.type.dtype != s.dtype:  # an f32 register tile: convert to the input dtype first
             tmp = call.temp("a16")
             lines.append(f"twill::Frag16<{mb}, {s.k}, {ctype(s.dtype)}> {tmp};")
             lines.append(f"twill::op_convert({tmp}, {a.expr});")
             a_expr = tmp
-    fn = f"twill::wgmma_m64n{s.n}k16_{kind}_{s.dtype}<{0 if s.b_kmajor else 1}>"
-    a_op = (_operand_desc(call.model, a, True, f"{call.row0} + 64 * mb", "16 * kk") if kind == "ss"
+    trans = f"{0 if s.b_kmajor else 1}" if kind == "rs" else f"{0 if s.a_kmajor else 1}, {0 if s.b_kmajor else 1}"
+    fn = f"twill::wgmma_m64n{s.n}k16_{kind}_{s.dtype}<{trans}>"
+    a_op = (_operand_desc(call.model, a, s.a_kmajor, f"{call.row0} + 64 * mb", "16 * kk") if kind == "ss"
             else f"&{a_expr}.x[mb][4 * kk]")
     b_op = _operand_desc(call.model, b, s.b_kmajor, "0", "16 * kk")
     scale = "1" if s.accumulate else "kk > 0"
@@ -194,7 +230,7 @@ def _wgmma(call: OpCall) -> list[str]:
         f"    {fn}({call.out.expr}.x[mb], {a_op}, {b_op}, {scale});",
         "}",
         "twill::wgmma_commit();",
-    ] + fences
+    ]
     return lines
 
 
@@ -210,13 +246,16 @@ def _umma(call: OpCall) -> list[str]:
     if b.where != "smem":
         raise EmitError(f"op '{call.op.name}': tcgen05.mma reads b from shared memory, but '{b.value}' is in {b.where}")
     bf16 = "true" if s.dtype == "bf16" else "false"
-    idesc = f"twill::umma_idesc<128, {s.n}, {bf16}, false, {'false' if s.b_kmajor else 'true'}>()"
+    idesc = (f"twill::umma_idesc<128, {s.n}, {bf16}, {'false' if s.a_kmajor else 'true'}, "
+             f"{'false' if s.b_kmajor else 'true'}>()")
     b_op = _operand_desc(call.model, b, s.b_kmajor, "0", "16 * kk")
     first = "1" if s.accumulate else "kk > 0"
+    if a.where == "tmem" and not s.a_kmajor:
+        raise EmitError(f"op '{call.op.name}': a transposed first operand must be in shared memory")
     if a.where == "tmem":  # A packed in tensor memory: 16 values = 8 columns per k step
         issue = f"twill::umma_ts({call.out.expr}, {a.expr} + 8 * kk, {b_op}, {idesc}, {first});"
     elif a.where == "smem":
-        a_op = _operand_desc(call.model, a, True, "0", "16 * kk")
+        a_op = _operand_desc(call.model, a, s.a_kmajor, "0", "16 * kk")
         issue = f"twill::umma_ss({call.out.expr}, {a_op}, {b_op}, {idesc}, {first});"
     else:
         raise EmitError(f"op '{call.op.name}': tcgen05.mma reads a from shared or tensor memory")
@@ -229,7 +268,7 @@ COMMON: dict[str, Emitter] = {
     "exp2": _exp2,
     "rowmax": _math("op_rowmax"),
     "rowsum": _math("op_rowsum"),
-    "rescale": _math("op_rescale"),
+    "rescale": _rescale,
     "convert": _math("op_convert"),
     "mul": _math("op_mul"),
     "add": _math("op_add"),

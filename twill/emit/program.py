@@ -85,6 +85,7 @@ class RoleProgram:
     waits: dict[tuple[tuple[str, int], int, str], int] = field(default_factory=dict)  # (win, pos, value) -> k
     hazards: dict[tuple[tuple[str, int], int], int] = field(default_factory=dict)  # (win, pos) -> k before writing
     start_wait: set = field(default_factory=set)  # windows that first retire every earlier wgmma
+    turn_close: set = field(default_factory=set)  # windows that first end a turn begun in the last one
     releases_at_start: dict[tuple[str, int], list] = field(default_factory=dict)  # win -> [(chan, op, d, wait)]
     releases_after: dict[tuple[tuple[str, int], int], list] = field(default_factory=dict)  # (win, pos) -> [...]
     turns: dict[tuple[tuple[str, int], int], tuple[bool, bool]] = field(default_factory=dict)  # begin, end
@@ -105,6 +106,8 @@ class Program:
         if self.U > 8:
             raise EmitError(f"register values need {self.U} rotating buffers (unroll factor): too many")
         self.channels = self._channels()
+        self.scratch = self._scratch()
+        self.smem_note = self._fit_smem()
         self.tmem = self._tmem_plan()
         self.programs = {r.name: self._role_program(r.name) for r in model.roles}
         self.pingpong = self._pingpong()
@@ -187,6 +190,24 @@ class Program:
 
     # -- register buffers (modulo variable expansion) ----------------------------------------------
     def _copies(self) -> dict[str, int]:
+        """Buffers per register value; the extra ones that keep a wgmma's A operand alive until
+        it completes are dropped (waits take their place) on a role whose budget they would burst."""
+        full = self._copies_for(extend=True)
+        plain = self._copies_for(extend=False)
+        m = self.model
+        for role in m.roles:
+            mine = [v for v in full if m.values[v].role == role.name]
+            if self._registers(role, full, mine) > role.registers:
+                for v in mine:
+                    full[v] = plain[v]
+        return full
+
+    def _registers(self, role, copies: dict[str, int], values) -> float:
+        m = self.model
+        words = sum(copies[v] * m.values[v].type.bytes for v in values) / 4
+        return words / max(role.threads, 1) + m.machine.limits.register_reserve
+
+    def _copies_for(self, extend: bool) -> dict[str, int]:
         m = self.model
         pos = {o: i for i, o in enumerate(self.order)}
         out = {}
@@ -200,7 +221,7 @@ class Program:
                 k = m.stage(use.op) + use.distance - m.stage(name) - (0 if pos[name] < pos[use.op] else 1)
                 if k < 0:
                     raise EmitError(f"op '{use.op}' reads '{name}' before the schedule produces it")
-                if self.reads_async(use.op, use.index):
+                if extend and self.reads_async(use.op, use.index):
                     # A wgmma reads its A operand from registers until it completes: keep the
                     # instance until the reader's latency has passed, as the schedule assumes.
                     sched = m.sched
@@ -375,6 +396,50 @@ class Program:
                     return h
         return None
 
+    def _scratch(self) -> tuple[str, ...]:
+        """mmas whose first operand is a register value of their own role that the tensor core
+        cannot read from registers (any on sm_100a; a transposed one on sm_90a): staged in a
+        shared-memory tile before the mma."""
+        m = self.model
+        out = []
+        for name, shape in m.mma_shape.items():
+            a = m.resolve(m.ops[name].operands[0])[0]
+            v = m.values.get(a)
+            if v is None or v.kind != "result" or m.is_load(a) or self.in_tmem(a) or v.role != m.op_role[name]:
+                continue
+            if v.type.space != "smem" and (m.blackwell or not shape.a_kmajor):
+                out.append(name)
+        return tuple(out)
+
+    def smem_bytes(self) -> int:
+        m = self.model
+        total = sum(v.type.bytes for v in m.values.values() if v.kind == "input" and v.type.space == "smem")
+        for chan in self.channels.values():
+            if chan.kind in ("tma", "tile", "stage"):
+                total += chan.depth * m.values[chan.value].type.bytes
+        for name in self.scratch:
+            total += m.values[m.resolve(m.ops[name].operands[0])[0]].type.bytes
+        return total
+
+    def _fit_smem(self) -> str:
+        """Shared memory the model did not count (register values staged for another role or for
+        the tensor core) can overflow it: then rings lose slots, the biggest first, down to one."""
+        m = self.model
+        limit = m.machine.limits.smem_bytes - 4096  # barriers and alignment
+        cut = []
+        while self.smem_bytes() > limit:
+            deep = [c for c in self.channels.values() if c.kind in ("tma", "tile", "stage") and c.depth > 1]
+            if not deep:
+                raise EmitError(f"the kernel needs {self.smem_bytes()} bytes of shared memory even with every "
+                                f"ring one slot deep; machine {m.machine.name} has {m.machine.limits.smem_bytes}")
+            c = max(deep, key=lambda c: (c.depth * m.values[c.value].type.bytes, c.value))
+            self.channels[c.value] = Channel(c.value, c.producer, c.consumers, c.depth - 1, c.kind, c.empty)
+            cut.append(c.value)
+        if not cut:
+            return ""
+        return ("rings shortened to fit shared memory: " +
+                ", ".join(f"{v} to {self.channels[v].depth}" for v in dict.fromkeys(cut)))
+
     def in_tmem(self, name: str) -> bool:
         """On sm_100a every mma result lives in tensor memory, and so does a value declared @tmem."""
         m = self.model
@@ -472,17 +537,18 @@ class Program:
     def _pingpong(self) -> tuple[str, ...]:
         """Roles that take turns on the tensor core, in turn order (empty: no ping-pong).
 
-        Emitted only when two or more warpgroup roles issue wgmma, exchange no data, and their
-        turns (maximal runs of one role's mmas in the steady window) alternate cyclically in every
-        window of the program with equal counts, so the named-barrier protocol cannot deadlock.
+        A turn is a maximal run of one role's mmas in program order, across windows. Emitted only
+        when two or more warpgroup roles issue wgmma, exchange no data, and their turns alternate
+        cyclically with equal counts in every program (n from S to S+2), so the named-barrier
+        protocol cannot deadlock. A turn still open at the end of a window that the next window
+        may not continue (the steady state before the epilogue) is closed at that window's start.
         """
         m = self.model
         if m.blackwell:
             return ()
-        tensor = [o for o in self.order if m.ops[o].opcode == "mma"]
-        roles = []  # in order of first turn in the whole program (the prologue first)
-        keys = [("prologue", p) for p in range(self.S - 1)] + [("steady", 0)]
-        for key in keys:
+        tensor = {o for o in self.order if m.ops[o].opcode == "mma"}
+        roles: list[str] = []
+        for key in [("prologue", p) for p in range(self.S - 1)] + [("steady", 0)]:
             for o in self.window_ops(None, key):
                 if o in tensor and m.op_role[o] not in roles:
                     roles.append(m.op_role[o])
@@ -491,36 +557,45 @@ class Program:
         for chan in self.channels.values():
             if chan.producer in roles and any(c in roles for c in chan.consumers):
                 return ()
-        # Turn starts: an mma whose predecessor among the steady window's mmas is another role's.
-        starts = {o for i, o in enumerate(tensor) if m.op_role[tensor[i - 1]] != m.op_role[o] or len(tensor) == 1}
-        if not starts:
-            return ()
+        begins: dict = {}
+        ends: dict = {}
+        closes: dict = {}
         for k in range(1, self.S + 3):
-            seq = []
             keys = ([("prologue", p) for p in range(self.S - 1)] + [("steady", 0)] * k +
                     [("epilogue", e) for e in range(self.S - 1)])
-            for key in keys:
-                wops = [o for o in self.window_ops(None, key) if o in tensor]
-                prev_role = None
-                for o in wops:
-                    r = m.op_role[o]
-                    if o in starts or r != prev_role:
-                        seq.append(r)
-                    prev_role = r
-            if not seq or any(seq[i] != roles[i % len(roles)] for i in range(len(seq))) or len(seq) % len(roles):
+            seq = [(w, key, o) for w, key in enumerate(keys) for o in self.window_ops(None, key) if o in tensor]
+            runs = [m.op_role[o] for i, (_, _, o) in enumerate(seq)
+                    if i == 0 or m.op_role[seq[i - 1][2]] != m.op_role[o]]
+            if not runs or len(runs) % len(roles) or any(r != roles[i % len(roles)] for i, r in enumerate(runs)):
+                return ()
+            need_close = {(w, r): False for w in range(len(keys)) for r in roles}
+            for i, (w, key, o) in enumerate(seq):
+                r = m.op_role[o]
+                begins.setdefault((key, o), set()).add(i == 0 or m.op_role[seq[i - 1][2]] != r)
+                nxt = seq[i + 1] if i + 1 < len(seq) else None
+                end = nxt is None or m.op_role[nxt[2]] != r
+                if nxt is not None and nxt[0] != w and end:
+                    # the turn ends at a window boundary: close it when the next window starts
+                    ends.setdefault((key, o), set()).add("boundary")
+                    need_close[(w + 1, r)] = True
+                else:
+                    ends.setdefault((key, o), set()).add(end)
+            for (w, r), flag in need_close.items():
+                closes.setdefault((keys[w], r), set()).add(flag)
+        if any(len(v) > 1 for v in begins.values()) or any(len(v) > 1 for v in closes.values()):
+            return ()
+        for (key, o), v in ends.items():
+            if True in v and ("boundary" in v or False in v):
                 return ()
         for prog in self.programs.values():
             if prog.role not in roles:
                 continue
             for key, ops in prog.windows.items():
-                all_ops = [o for o in self.window_ops(None, key) if o in tensor]
                 for pos, o in enumerate(ops):
-                    if o not in tensor:
-                        continue
-                    i = all_ops.index(o)
-                    begin = i == 0 or m.op_role[all_ops[i - 1]] != prog.role or o in starts
-                    end = i == len(all_ops) - 1 or m.op_role[all_ops[i + 1]] != prog.role or all_ops[i + 1] in starts
-                    prog.turns[(key, pos)] = (begin, end)
+                    if o in tensor:
+                        prog.turns[(key, pos)] = (True in begins[(key, o)], True in ends[(key, o)])
+                if closes.get((key, prog.role)) == {True}:
+                    prog.turn_close.add(key)
         return tuple(roles)
 
 

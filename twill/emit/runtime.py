@@ -217,6 +217,21 @@ struct Rows {
 template <typename F> struct is_rows { static constexpr bool value = false; };
 template <int MB> struct is_rows<Rows<MB>> { static constexpr bool value = true; };
 
+// A tile another role staged in shared memory (row-major, N columns), read element by element where
+// it is used rather than copied into registers first; row0 is this warpgroup's first row.
+template <int MB, int N, typename T>
+struct View {
+  static constexpr int kBlocks = MB, kElems = N / 2;
+  const T* p;
+  int row0;
+};
+template <int MB, typename T>
+struct RowsView {
+  static constexpr int kBlocks = MB, kElems = 2;
+  const T* p;
+  int row0;
+};
+
 __device__ __forceinline__ int frag_row(int b, int i) {
   return 64 * b + 16 * ((threadIdx.x / 32) % 4) + (threadIdx.x % 32) / 4 + 8 * ((i >> 1) & 1);
 }
@@ -235,6 +250,14 @@ template <bool ROWS, int MB>
 __device__ __forceinline__ float at(const Rows<MB>& r, int b, int i) { return ROWS ? r.x[b][i] : r.x[b][(i >> 1) & 1]; }
 template <bool ROWS>
 __device__ __forceinline__ float at(float s, int, int) { return s; }
+template <bool ROWS, int MB, int N, typename T>
+__device__ __forceinline__ float at(const View<MB, N, T>& v, int b, int i) {
+  return to_float<T>(v.p[(v.row0 + frag_row(b, i)) * N + frag_col(i)]);
+}
+template <bool ROWS, int MB, typename T>
+__device__ __forceinline__ float at(const RowsView<MB, T>& v, int b, int i) {
+  return to_float<T>(v.p[v.row0 + 64 * b + 16 * ((threadIdx.x / 32) % 4) + (threadIdx.x % 32) / 4 + 8 * (ROWS ? i : (i >> 1) & 1)]);
+}
 
 template <int MB, int N>
 __device__ __forceinline__ void put2(Frag<MB, N>& f, int b, int i, float v0, float v1) { f.x[b][i] = v0; f.x[b][i + 1] = v1; }
@@ -388,6 +411,15 @@ template <typename T, typename F>
 __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int col0, int ld) {
   frag_to_buffer(ptr + static_cast<size_t>(col0), f, row0, ld);
 }
+// ... added to it instead: several CTAs reduce into one tile.
+template <typename F>
+__device__ __forceinline__ void frag_add_global(float* ptr, const F& f, int row0, int col0, int ld) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i)
+      atomicAdd(ptr + static_cast<size_t>(row0 + frag_row(b, i)) * ld + col0 + frag_col(i), at<false>(f, b, i));
+}
 template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {
   buffer_to_frag(f, ptr + static_cast<size_t>(col0), row0, ld);
@@ -419,6 +451,20 @@ struct TScal {
 template <typename F> struct is_rows { static constexpr bool value = false; };
 template <> struct is_rows<TScal> { static constexpr bool value = true; };
 
+// A tile another role staged in shared memory (row-major, N columns), read where it is used.
+template <int N, typename T>
+struct View {
+  static constexpr int kElems = N;
+  const T* p;
+  int row0;
+};
+template <typename T>
+struct RowsView {
+  static constexpr int kElems = 1;
+  const T* p;
+  int row0;
+};
+
 __device__ __forceinline__ int trow() { return threadIdx.x % 128; }
 
 template <bool ROWS, int N>
@@ -429,6 +475,10 @@ template <bool ROWS>
 __device__ __forceinline__ float at(const TScal& r, int) { return r.x; }
 template <bool ROWS>
 __device__ __forceinline__ float at(float s, int) { return s; }
+template <bool ROWS, int N, typename T>
+__device__ __forceinline__ float at(const View<N, T>& v, int i) { return to_float<T>(v.p[(v.row0 + trow()) * N + i]); }
+template <bool ROWS, typename T>
+__device__ __forceinline__ float at(const RowsView<T>& v, int) { return to_float<T>(v.p[v.row0 + trow()]); }
 
 template <int N>
 __device__ __forceinline__ void put2(TRow<N>& f, int i, float v0, float v1) { f.x[i] = v0; f.x[i + 1] = v1; }
@@ -553,6 +603,37 @@ __device__ __forceinline__ void frag_to_tmem(uint32_t taddr, const TRow16<N, H>&
   tmem_wait_st();
 }
 
+// rescale where the tile lies: dst[row][:] = src[row][:] * alpha[row], 32 columns at a time, so a
+// 128-column accumulator needs 32 registers, not 128 (FA4's correction warps).
+template <int N, typename A>
+__device__ __forceinline__ void tmem_rescale(uint32_t dst, uint32_t src, const A& alpha_row) {
+  const uint32_t s = tmem_lane_base(src), d = tmem_lane_base(dst);
+  const float alpha = at<true>(alpha_row, 0);
+#pragma unroll 1
+  for (int c = 0; c < N; c += 32) {
+    float r[32];
+    tmem_ld32(s + c, r);
+    tmem_wait_ld();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) r[i] *= alpha;
+    tmem_st32(d + c, r);
+  }
+  tmem_wait_st();
+}
+
+// The same for a carry's first instance: its initial value, rescaled.
+template <int N, typename A>
+__device__ __forceinline__ void tmem_rescale_const(uint32_t dst, float init, const A& alpha_row) {
+  const uint32_t d = tmem_lane_base(dst);
+  const float alpha = at<true>(alpha_row, 0);
+  float r[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) r[i] = init * alpha;
+#pragma unroll 1
+  for (int c = 0; c < N; c += 32) tmem_st32(d + c, r);
+  tmem_wait_st();
+}
+
 template <typename T, int ROWS, int COLS, typename F>
 __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
   char* base = static_cast<char*>(tile);
@@ -594,6 +675,12 @@ __device__ __forceinline__ void buffer_to_frag(TScal& r, const T* buf, int row0,
 template <typename T, typename F>
 __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int col0, int ld) {
   frag_to_buffer(ptr + static_cast<size_t>(col0), f, row0, ld);
+}
+template <typename F>
+__device__ __forceinline__ void frag_add_global(float* ptr, const F& f, int row0, int col0, int ld) {
+#pragma unroll
+  for (int i = 0; i < F::kElems; ++i)
+    atomicAdd(ptr + static_cast<size_t>(row0 + trow()) * ld + col0 + i, at<false>(f, i));
 }
 template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {
@@ -682,6 +769,12 @@ __device__ __forceinline__ void op_sub(Out& out, const X& x, const Y& y) {
   constexpr bool R = is_rows<Out>::value;
   for_each(out, [&](auto... e) { return at<R>(x, e...) - at<R>(y, e...); });
 }
+// sub with a third operand scales the difference: dS = P * (dP - Delta) of attention's backward.
+template <typename Out, typename X, typename Y, typename Z>
+__device__ __forceinline__ void op_sub(Out& out, const X& x, const Y& y, const Z& z) {
+  constexpr bool R = is_rows<Out>::value;
+  for_each(out, [&](auto... e) { return (at<R>(x, e...) - at<R>(y, e...)) * at<R>(z, e...); });
+}
 template <typename Out, typename X, typename Y>
 __device__ __forceinline__ void op_max(Out& out, const X& x, const Y& y) {
   constexpr bool R = is_rows<Out>::value;
@@ -708,7 +801,7 @@ def wgmma_wrapper(n: int, dtype: str, a_regs: bool) -> str:
     d = ", ".join(f"%{i}" for i in range(nd))
     name = f"wgmma_m64n{n}k16_{'rs' if a_regs else 'ss'}_{dtype}"
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nd))
-    lines = [f"template <int TRANS_B>",
+    lines = [("template <int TRANS_B>" if a_regs else "template <int TRANS_A, int TRANS_B>"),
              f"__device__ __forceinline__ void {name}(float (&d)[{nd}], "
              + ("const uint32_t* a" if a_regs else "uint64_t a") + ", uint64_t b, int scale_d) {",
              "  asm volatile(",
@@ -723,8 +816,8 @@ def wgmma_wrapper(n: int, dtype: str, a_regs: bool) -> str:
         a0 = nd
         lines.append(f'      "setp.ne.b32 p, %{a0 + 2}, 0;\\n\\t"')
         lines.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{d}}}, '
-                     f'%{a0}, %{a0 + 1}, p, 1, 1, 0, %{a0 + 3};\\n\\t}}"')
-        ins = '"l"(a), "l"(b), "r"(scale_d), "n"(TRANS_B)'
+                     f'%{a0}, %{a0 + 1}, p, 1, 1, %{a0 + 3}, %{a0 + 4};\\n\\t}}"')
+        ins = '"l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B)'
     lines.append(f"      : {outs}")
     lines.append(f"      : {ins});")
     lines.append("}")
