@@ -1,0 +1,262 @@
+"""twill emit-cuda: golden .cu files, nvcc builds without warnings or spills, the CLI contract.
+
+The schedules come from tests/data/emit/ (the solver's output, stored; regenerate.py rebuilds
+them). Compile tests need nvcc (PATH or /usr/local/cuda/bin) and are skipped, saying so, without it.
+Numerical checks on an H200 are outside CI: see docs/emit-cuda.md.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from twill.emit import EmitError, emit_cuda
+from twill.machine import load_machine
+from twill.schedule import Schedule
+from twill_cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "emit"
+
+# fixture -> (target, spill bytes ptxas must report, or None where the schedule's registers
+# over-ask and spills are recorded, not required)
+FIXTURES = {
+    "fig1.h100": ("sm_90a", 0),
+    "gemm_hopper.h100": ("sm_90a", 0),
+    "gemm_hopper.h100.swp": ("sm_90a", 0),
+    "attention_fwd_hopper.h100": ("sm_90a", 0),
+    "attention_fwd_simple.h100.swp": ("sm_90a", 0),
+    "attention_fwd_simple.h100": ("sm_90a", None),  # one warpgroup holds O and P (128 rows): spills
+    "attention_bwd_hopper.h100": ("sm_90a", None),  # dV's 128x128 accumulator with S, P, dS, dQ: spills
+    "attention_fwd_blackwell.b200": ("sm_100a", None),
+    "attention_fwd_blackwell.b200.fa4": ("sm_100a", None),
+}
+UNSUPPORTED = {  # fixture -> what emit-cuda says
+    "attention_bwd_blackwell.b200": "tensor-memory values need 640 columns",
+}
+
+
+def schedule(name: str) -> Schedule:
+    return Schedule.from_json((DATA / f"{name}.json").read_text())
+
+
+@lru_cache(maxsize=None)
+def emitted(name: str) -> str:
+    s = schedule(name)
+    return emit_cuda(s, load_machine(s.machine))
+
+
+def nvcc() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    default = Path("/usr/local/cuda/bin/nvcc")
+    return str(default) if default.is_file() else None
+
+
+needs_nvcc = pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin): "
+                                                       "compile checks skipped")
+
+
+@lru_cache(maxsize=None)
+def compiled(name: str, tmp: str) -> tuple[int, str]:
+    """(exit status, stderr) of `nvcc -Xptxas -v` on the emitted file, test main included."""
+    arch = FIXTURES[name][0]
+    src = Path(tmp) / f"{name}.cu"
+    src.write_text(emitted(name))
+    cmd = [nvcc(), "-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-DTWILL_MAIN", "-Xptxas", "-v",
+           "-c", str(src), "-o", str(src.with_suffix(".o"))]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    return proc.returncode, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("emit"))
+
+
+def ptxas_info(line: str) -> bool:
+    return line.startswith("ptxas info") or re.match(r"^\s+\d+ bytes (stack frame|spill|cumulative)", line) is not None
+
+
+# -- the emitted text ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_matches_golden(name, golden):
+    golden(f"emit/{name}.cu", emitted(name))
+
+
+@pytest.mark.parametrize("name", sorted(UNSUPPORTED))
+def test_unsupported_schedules_say_why(name):
+    with pytest.raises(EmitError, match=UNSUPPORTED[name]):
+        emitted.__wrapped__(name)
+
+
+def test_deterministic_across_processes(tmp_path):
+    """The same schedule gives the same bytes, whatever Python's hash seed."""
+    outs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"k{seed}.cu"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-c", "from twill_cli.main import main; main()", "emit-cuda",
+                        str(DATA / "attention_fwd_hopper.h100.json"), "-o", str(out)], check=True, env=env,
+                       capture_output=True)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == emitted("attention_fwd_hopper.h100").encode()
+
+
+# -- what the kernels are made of -------------------------------------------------------------------
+
+def test_fa3_structure():
+    """Producer warp, two consumer warpgroups that ping-pong on the tensor core (FA3)."""
+    cu = emitted("attention_fwd_hopper.h100")
+    assert "__grid_constant__ CUtensorMap tm_k" in cu and "cp.async.bulk.tensor.3d" in cu
+    assert "twill::setmaxnreg_dec<24>()" in cu and cu.count("twill::setmaxnreg_inc<240>()") == 2
+    assert "mbarrier.arrive.expect_tx" in cu and "mbarrier.try_wait.parity" in cu
+    assert "wgmma.mma_async" in cu and "twill::wgmma_commit();" in cu and "twill::wgmma_wait<" in cu
+    assert "wgmma_m64n128k16_rs_f16" in cu  # P from registers
+    assert "twill::named_sync(1, 256);  // our turn on the tensor core" in cu
+    assert "twill::named_arrive(2, 256);  // consumer0's turn" in cu
+    assert "// ---- prologue" in cu and "// ---- steady state" in cu and "// ---- epilogue" in cu
+    for budget in ("kRegs_consumer0 <= 255", "<= 65536", "kSmemModel <= 232448", "sizeof(Smem) + 1024 <= 232448"):
+        assert budget in cu
+    assert "op_normalize(acc0_n_final, l0_new_final)" in cu  # O / l written out
+
+
+def test_gemm_keeps_one_wgmma_in_flight():
+    cu = emitted("gemm_hopper.h100")
+    body = cu.split("void role_mma(")[1].split("\n}\n")[0]
+    assert "twill::wgmma_wait<1>();" in body and "sm.ring_a.arrive_empty(j - 1)" in body
+    assert "acc_n[0] = " not in body  # accumulates in place
+
+
+def test_default_roles_for_swp_schedule():
+    cu = emitted("attention_fwd_simple.h100.swp")
+    assert "roles derived by emit-cuda" in cu
+    assert "role producer: 1 warp(s)" in cu and "role consumer: 8 warp(s)" in cu  # two warpgroups of 64 rows
+    assert "void role_producer(" in cu and "void role_consumer(" in cu
+
+
+def test_blackwell_structure():
+    """FA4's roles: one thread of the MMA warp issues tcgen05.mma into tensor memory; commits
+    signal the softmax and correction warpgroups, which read it with tcgen05.ld."""
+    cu = emitted("attention_fwd_blackwell.b200.fa4")
+    assert "tcgen05.alloc" in cu and "tcgen05.dealloc" in cu and "tcgen05.relinquish_alloc_permit" in cu
+    mma = cu.split("void role_mma(")[1].split("\n}\n")[0]
+    assert "if (lane == 0) {" in mma and "twill::umma_ss(" in mma and "twill::umma_commit(&sm.ring_s0.full" in mma
+    assert "tcgen05.mma.cta_group::1.kind::f16" in cu and "tcgen05.commit" in cu
+    softmax = cu.split("void role_softmax0(")[1].split("\n}\n")[0]
+    assert "twill::tmem_to_frag(" in softmax and "sm.ring_s0.wait_full" in softmax
+    correction = cu.split("void role_correction(")[1].split("\n}\n")[0]
+    assert "twill::tmem_rescale<128>(" in correction and "tcgen05.ld" in cu
+
+
+def test_unknown_opcode_becomes_a_hook(tmp_path):
+    from twill.pipeline import SolveOptions, solve
+    from twill.tir import parse_tir
+    graph = parse_tir("kernel hooked\ninput x : f16[64,64] @smem\ninput w : f16[64,64] @smem\ncarry acc : f32[64,64] = 0\n"
+                      "loop {\n  y = mma x, w : f32[64,64]\n  z = frob y, acc : f32[64,64] {cycles = 4, unit = alu}\n"
+                      "  yield acc = z\n}\n", "hooked.tir")
+    machine = load_machine("h100")
+    cu = emit_cuda(solve(graph, machine, SolveOptions(swp_only=True)), machine)
+    assert "// TWILL HOOK: frob (z = frob y, acc : f32[64,64])" in cu
+    assert "__device__ __forceinline__ void hook_z(Out& out, const A0& y, const A1& acc)" in cu
+    assert "hook_z(z[0], y[0], z[0]);" in cu or "hook_z(z[" in cu
+    if nvcc():
+        src = tmp_path / "hooked.cu"
+        src.write_text(cu)
+        proc = subprocess.run([nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-c", str(src),
+                               "-o", str(tmp_path / "hooked.o")], capture_output=True, text=True)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+# -- nvcc ----------------------------------------------------------------------------------------
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_compiles_without_warnings(name, build_dir):
+    rc, err = compiled(name, build_dir)
+    assert rc == 0, err
+    noise = [line for line in err.splitlines() if line.strip() and not ptxas_info(line)]
+    assert noise == [], "\n".join(noise)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(n for n, (_, spills) in FIXTURES.items() if spills == 0))
+def test_no_spills_and_no_serialized_wgmma(name, build_dir):
+    rc, err = compiled(name, build_dir)
+    assert rc == 0, err
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)]
+    assert spills and not any(spills), err
+    assert "(C75" not in err, err  # ptxas serializing wgmma: a synchronisation the emitter got wrong
+
+
+# -- the command line ---------------------------------------------------------------------------------
+
+def run(*args):
+    return CliRunner().invoke(main, ["emit-cuda", *map(str, args)])
+
+
+def test_cli_writes_only_when_changed(tmp_path):
+    out = tmp_path / "k.cu"
+    first = run(DATA / "gemm_hopper.h100.json", "-o", out)
+    assert first.exit_code == 0, first.output
+    assert out.read_text() == emitted("gemm_hopper.h100")
+    os.utime(out, (1_000_000, 1_000_000))
+    again = run(DATA / "gemm_hopper.h100.json", "-o", out)
+    assert again.exit_code == 0 and "unchanged" in again.output
+    assert out.stat().st_mtime == 1_000_000
+    other = run(DATA / "fig1.h100.json", "-o", out)
+    assert other.exit_code == 0 and out.stat().st_mtime != 1_000_000
+    assert not [p for p in tmp_path.iterdir() if p.name != "k.cu"]  # no temporary left behind
+
+
+def test_cli_stdout(tmp_path):
+    result = run(DATA / "fig1.h100.json")
+    assert result.exit_code == 0 and result.output == emitted("fig1.h100")
+
+
+def test_cli_solves_a_graph_first(tmp_path):
+    out = tmp_path / "fig1.cu"
+    result = CliRunner().invoke(main, ["emit-cuda", str(ROOT / "examples" / "fig1.tir"), "--gpu", "h100", "-q",
+                                       "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    from twill.fileio import load_graph
+    from twill.pipeline import solve
+    machine = load_machine("h100")
+    assert out.read_text() == emit_cuda(solve(load_graph(ROOT / "examples" / "fig1.tir"), machine), machine)
+
+
+@pytest.mark.parametrize("setup,args,message", [
+    (None, ["missing.json"], "does not exist"),
+    ("{not json", ["bad.json"], "not valid JSON"),
+    ('{"format": "other/1"}', ["bad.json"], "not a twill schedule"),
+    ('{"format": "twill-schedule/1"}', ["bad.json"], "malformed schedule"),
+    (None, [ROOT / "examples" / "fig1.tir"], "needs --gpu"),
+    (None, [DATA / "gemm_hopper.h100.json", "--gpu", "b200"], "solved for h100 (sm_90a)"),
+    (None, [DATA / "attention_bwd_blackwell.b200.json"], "640 columns"),
+])
+def test_cli_bad_input_exits_2(tmp_path, monkeypatch, setup, args, message):
+    monkeypatch.chdir(tmp_path)
+    if setup is not None:
+        (tmp_path / "bad.json").write_text(setup)
+    result = run(*args, "-o", tmp_path / "out.cu")
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out.cu").exists()
+
+
+def test_fixture_schedules_are_the_solvers():
+    """Every fixture but the hand-written FA4 one is stage output as twill writes it."""
+    for path in DATA.glob("*.json"):
+        data = json.loads(path.read_text())
+        assert data["format"] == "twill-schedule/1"
+        assert data["stage"] == ("swp" if path.name.endswith(".swp.json") else "joint")
