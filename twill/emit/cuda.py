@@ -102,13 +102,9 @@ class Renderer:
         body = runtime.COMMON + (runtime.SM100 if m.blackwell else runtime.SM90) + runtime.OPS
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = []
-        if not m.blackwell:
-            shapes = set()
-            for name, s in sorted(m.mma_shape.items()):
-                a_regs = self._lives_in_registers(m.ops[name].operands[0].name, m.op_role[name])
-                shapes.add((s.n, s.dtype, a_regs))
-            for n, dtype, a_regs in sorted(shapes):
-                wrappers.append(runtime.wgmma_wrapper(n, dtype, a_regs))
+        if not m.blackwell:  # both forms for every width used: the A operand's place decides which runs
+            for n, dtype in sorted({(sh.n, sh.dtype) for sh in m.mma_shape.values()}):
+                wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
         text = body + ("\n".join(wrappers) + "\n" if wrappers else "") + "}  // namespace twill\n"
         return text.lstrip("\n")
 
@@ -323,21 +319,6 @@ class Renderer:
         return bars
 
     # -- role bodies -------------------------------------------------------------------------------
-    def _lives_in_registers(self, name: str, role: str) -> bool:
-        m = self.m
-        v = m.values.get(m.carry_source.get(name, name) if name in m.graph.values and
-                         m.graph.values[name].kind == "carry" else name)
-        if v is None:
-            return False
-        if v.kind == "input":
-            return v.type.space != "smem"
-        if m.is_load(v.name):
-            return False
-        chan = self.p.channels.get(v.name)
-        if v.role == role:
-            return not (m.blackwell and m.ops[v.name].opcode == "mma")
-        return chan is not None and chan.kind == "stage"
-
     def _role(self, out: Lines, role: str) -> None:
         RoleBody(self, role).emit(out)
 

@@ -552,6 +552,8 @@ def _normalizers(model: KernelModel) -> tuple[tuple[str, str], ...]:
             if op.opcode == "rescale" and len(op.operands) == 2 and op.operands[1].name in rowsums:
                 out.append((carry, rowsums[op.operands[1].name]))
                 break
-            if op.opcode in ("mma", "rescale") and op.operands:
-                todo.append(op.operands[-1].name if op.opcode == "mma" else op.operands[0].name)
+            if op.opcode == "mma" and len(op.operands) == 3:
+                todo.append(op.operands[2].name)
+            elif op.opcode == "rescale" and op.operands:
+                todo.append(op.operands[0].name)
     return tuple(sorted(set(out)))
