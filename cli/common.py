@@ -20,6 +20,35 @@ def solve_options(**kw):
     return SolveOptions(**{k: v for k, v in kw.items() if v is not None})
 
 
+# The flags that change the scheduling model, shared by every command that solves a graph.
+MODEL_FLAGS = (
+    click.option("--normalize-bound", type=click.IntRange(1), default=300, show_default=True,
+                 help="U: the largest sum of normalized costs"),
+    click.option("--max-ii", type=click.IntRange(1), help="give up above this initiation interval (exit 1)"),
+    click.option("--warps", type=click.IntRange(1), help="override the machine's warp limit"),
+    click.option("--registers", type=click.IntRange(24, 255), help="reduced per-thread register ceiling"),
+    click.option("--no-cross-role", "no_cross", is_flag=True,
+                 help="forbid producer and consumer on different roles"),
+    click.option("--depth", type=click.IntRange(1), help="ring-buffer depth of streaming loads"),
+    click.option("--loop", type=int, help="for a .ttgir input: which loop to import"),
+    click.option("-q", "--quiet", is_flag=True, help="no progress on stderr"),
+)
+
+
+def model_flags(command):
+    """Decorate a command with MODEL_FLAGS; it receives them as keyword arguments."""
+    for flag in reversed(MODEL_FLAGS):
+        command = flag(command)
+    return command
+
+
+def model_options(flags: dict, **more):
+    """SolveOptions from the MODEL_FLAGS values (plus any command-specific fields in `more`)."""
+    return solve_options(normalize_bound=flags["normalize_bound"], max_ii=flags["max_ii"], warps=flags["warps"],
+                         registers=flags["registers"], cross_role=not flags["no_cross"], depth=flags["depth"],
+                         **more)
+
+
 def progress_printer(quiet: bool):
     """Progress lines on stderr (rich status when stderr is a terminal)."""
     import time

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import gpu_option, progress_printer, solve_options
+from .common import gpu_option, model_flags, model_options, progress_printer
 from .main import main
 
 
@@ -13,19 +13,10 @@ from .main import main
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="write the .cu file here (atomic; left untouched when unchanged) [default: stdout]")
 @click.option("--swp-only", is_flag=True, help="for a graph: solve the modulo schedule only (emit-cuda derives roles)")
-@click.option("--normalize-bound", type=click.IntRange(1), default=300, show_default=True,
-              help="for a graph: U, the largest sum of normalized costs")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True),
               help="for a graph: seconds of search; exit 3 after emitting the best schedule")
-@click.option("--max-ii", type=click.IntRange(1), help="for a graph: give up above this initiation interval (exit 1)")
-@click.option("--warps", type=click.IntRange(1), help="for a graph: override the machine's warp limit")
-@click.option("--registers", type=click.IntRange(24, 255), help="for a graph: reduced per-thread register ceiling")
-@click.option("--no-cross-role", "no_cross", is_flag=True, help="for a graph: forbid producer and consumer on different roles")
-@click.option("--depth", type=click.IntRange(1), help="for a graph: ring-buffer depth of streaming loads")
-@click.option("--loop", type=int, help="for a .ttgir input: which loop to import")
-@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
-def emit_cuda(source, gpu, output, swp_only, normalize_bound, time_limit, max_ii, warps, registers, no_cross, depth,
-              loop, quiet):
+@model_flags
+def emit_cuda(source, gpu, output, swp_only, time_limit, **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
     (.tir, .ttgir) that is solved first with --gpu."""
     from twill.pipeline import TimeLimitReached
@@ -40,11 +31,10 @@ def emit_cuda(source, gpu, output, swp_only, normalize_bound, time_limit, max_ii
 
         from .common import need_gpu
         machine = need_gpu(gpu, "emit-cuda of a graph")
-        graph = load_graph(source, loop)
-        options = solve_options(swp_only=swp_only, normalize_bound=normalize_bound, time_limit=time_limit,
-                                max_ii=max_ii, warps=warps, registers=registers, cross_role=not no_cross, depth=depth)
+        graph = load_graph(source, flags["loop"])
+        options = model_options(flags, swp_only=swp_only, time_limit=time_limit)
         try:
-            schedule = solve(graph, machine, options, progress_printer(quiet))
+            schedule = solve(graph, machine, options, progress_printer(flags["quiet"]))
         except TimeLimitReached as exc:
             if exc.schedule is None:
                 raise

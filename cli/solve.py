@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import gpu_option, need_gpu, progress_printer, solve_options
+from .common import gpu_option, model_flags, model_options, need_gpu, progress_printer
 from .main import main
 
 
@@ -14,34 +14,23 @@ from .main import main
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml"]),
               help="stdout format [default: table; with -o, nothing unless asked]")
 @click.option("--swp-only", is_flag=True, help="stop after the modulo-scheduling stage (no warp specialization)")
-@click.option("--normalize-bound", type=click.IntRange(1), default=300, show_default=True,
-              help="U: the largest sum of normalized costs")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), help="seconds; exit 3 with the best schedule")
-@click.option("--max-ii", type=click.IntRange(1), help="give up above this initiation interval (exit 1)")
-@click.option("--warps", type=click.IntRange(1), help="override the machine's warp limit")
-@click.option("--registers", type=click.IntRange(24, 255), help="reduced per-thread register ceiling")
-@click.option("--no-cross-role", "no_cross", is_flag=True, help="forbid producer and consumer on different roles")
-@click.option("--depth", type=click.IntRange(1), help="ring-buffer depth of streaming loads")
-@click.option("--loop", type=int, help="for a .ttgir input: which loop to import")
 @click.option("--smt-backend", type=click.Choice(["yices", "z3"]), default="yices", show_default=True,
               help="joint-stage solver (z3 for comparison only)")
 @click.option("--no-cache", "no_cache", is_flag=True, help="solve again even if this problem was solved before")
 @click.option("--timings", is_flag=True, help="record wall times in the schedule (the file then varies)")
-@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
-def solve(graph, gpu, output, fmt, swp_only, normalize_bound, time_limit, max_ii, warps, registers, no_cross,
-          depth, loop, smt_backend, no_cache, timings, quiet):
+@model_flags
+def solve(graph, gpu, output, fmt, swp_only, time_limit, smt_backend, no_cache, timings, **flags):
     """Find the optimal pipelined, warp-specialized schedule of GRAPH (.tir or .ttgir)."""
     from twill.fileio import load_graph
     from twill.pipeline import TimeLimitReached, solve as run
 
     machine = need_gpu(gpu, "solve")
-    g = load_graph(graph, loop)
-    options = solve_options(swp_only=swp_only, normalize_bound=normalize_bound, time_limit=time_limit,
-                            max_ii=max_ii, warps=warps, registers=registers, cross_role=not no_cross,
-                            depth=depth, timings=timings, cache=not no_cache,
+    g = load_graph(graph, flags["loop"])
+    options = model_options(flags, swp_only=swp_only, time_limit=time_limit, timings=timings, cache=not no_cache,
                             smt_backend=smt_backend)
     try:
-        schedule = run(g, machine, options, progress_printer(quiet))
+        schedule = run(g, machine, options, progress_printer(flags["quiet"]))
     except TimeLimitReached as exc:
         if exc.schedule is None:
             raise
