@@ -33,7 +33,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .errors import NoScheduleError
+from .errors import Diagnostic, NoScheduleError
 from .liveness import regs_per_thread
 from .problem import Problem
 from .schedule import Buffer, Role, Schedule, ScheduledOp
@@ -410,8 +410,8 @@ def _check_any_ii(p, last, swp_length, extra_copies, y, deadline) -> None:
     status = _check(ctx, y, deadline)
     ctx.dispose()
     if status == "unsat":
-        raise NoScheduleError("no joint schedule exists at any initiation interval under these limits",
-                              "run `twill explain` to see which constraints conflict")
+        raise NoScheduleError(Diagnostic("no joint schedule exists at any initiation interval under these limits",
+                                         hint="run `twill explain` to see which constraints conflict"))
 
 
 def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
@@ -445,7 +445,8 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
         ctx.dispose()
         if ii == first_ii and max_ii is None:
             _check_any_ii(p, last, swp_length, extra_copies, y, deadline)
-    raise NoScheduleError(f"no joint schedule with I <= {last}", "raise --max-ii, or run `twill explain`")
+    raise NoScheduleError(Diagnostic(f"no joint schedule with I <= {last}",
+                                     hint="raise --max-ii, or run `twill explain`"))
 
 
 # -- mapping the answer back to the user's names --------------------------------------------------
