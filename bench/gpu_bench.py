@@ -1,0 +1,523 @@
+#!/usr/bin/env python3
+"""Build, check and time the kernels `twill emit-cuda` produces, next to cuBLAS, cuDNN SDPA and Triton.
+
+Run on a machine with a Hopper GPU, from the repository root:
+
+    python3 bench/gpu_bench.py --out OUTDIR          # writes OUTDIR/gpu-results.md and gpu-results.json
+
+The emitted files are used unmodified: `bench/gpu_kernels/gemm_hopper.cu` and
+`bench/gpu_kernels/attention_fwd_hopper.cu`, produced on a machine with twill installed by
+
+    twill emit-cuda examples/gemm_hopper.tir --gpu h100 -o bench/gpu_kernels/gemm_hopper.cu
+    twill emit-cuda examples/attention_fwd_hopper.tir --gpu h100 -o bench/gpu_kernels/attention_fwd_hopper.cu
+
+(`--regenerate` does that first when `twill` is importable). Each is compiled into a shared library
+together with a small extern "C" shim, written here, that fills the kernel's `Problem` from raw
+pointers and calls `launch`; the library is loaded with ctypes and run on torch tensors.
+
+Layout conventions of the emitted kernels (docs/emit-cuda.md):
+- GEMM: a [M][K] f16, b [K][N] f16 (both row-major), out_acc [M][N] f32; tiles of 128 x 128, K step 64.
+- attention: the 128-row Q tile is two 64-row halves, separate tensors q0 and q1 ([BH][N/2][D] each:
+  rows 128t..128t+63 of Q go to q0, rows 128t+64..128t+127 to q1); k, v [BH][N][D]; out_acc0/out_acc1
+  are the normalized f32 outputs of the two halves; out_m*/out_l* the softmax statistics. The packing
+  of Q and the unpacking of O are outside the timed region.
+"""
+import argparse
+import ctypes
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+KDIR = os.path.join(HERE, "gpu_kernels")
+
+KERNELS = {
+    # name: (emitted file, namespace, example graph, shim)
+    "gemm": ("gemm_hopper.cu", "twill_gemm_hopper", "examples/gemm_hopper.tir", r"""
+extern "C" int twill_bench_launch(int tiles_m, int tiles_n, int iters, int batch,
+                                  const void* a, const void* b, void* out, void* stream) {
+  NS::Problem p;
+  p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters; p.batch = batch;
+  p.a = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b);
+  p.out_acc = static_cast<float*>(out);
+  return static_cast<int>(NS::launch(p, static_cast<cudaStream_t>(stream)));
+}
+"""),
+    "attention": ("attention_fwd_hopper.cu", "twill_attention_fwd_hopper", "examples/attention_fwd_hopper.tir", r"""
+extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_scale,
+                                  const void* q0, const void* q1, const void* k, const void* v,
+                                  void* acc0, void* acc1, void* m0, void* m1, void* l0, void* l1, void* stream) {
+  NS::Problem p;
+  p.tiles_m = tiles_m; p.tiles_n = 1; p.iters = iters; p.batch = batch; p.exp2_scale = exp2_scale;
+  p.q0 = static_cast<const __half*>(q0); p.q1 = static_cast<const __half*>(q1);
+  p.k = static_cast<const __half*>(k); p.v = static_cast<const __half*>(v);
+  p.out_acc0 = static_cast<float*>(acc0); p.out_acc1 = static_cast<float*>(acc1);
+  p.out_m0 = static_cast<float*>(m0); p.out_m1 = static_cast<float*>(m1);
+  p.out_l0 = static_cast<float*>(l0); p.out_l1 = static_cast<float*>(l1);
+  return static_cast<int>(NS::launch(p, static_cast<cudaStream_t>(stream)));
+}
+"""),
+}
+
+
+# ---- building ---------------------------------------------------------------------------------------
+
+def find_nvcc():
+    for c in (os.environ.get("NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc"):
+        if c and os.path.exists(c):
+            return c
+    raise RuntimeError("nvcc not found")
+
+
+def regenerate():
+    """Re-emit the kernels with twill (only where twill is installed)."""
+    for name, (fname, _, graph, _) in KERNELS.items():
+        subprocess.run(["twill", "emit-cuda", os.path.join(ROOT, graph), "--gpu", "h100", "-o",
+                        os.path.join(KDIR, fname)], check=True)
+
+
+def build(name, build_dir):
+    """Compile KERNELS[name]'s emitted file (included unmodified) plus its shim into a shared library."""
+    fname, ns, _, shim = KERNELS[name]
+    src = os.path.join(KDIR, fname)
+    text = '// shim written by bench/gpu_bench.py around an unmodified emitted kernel\n'
+    text += '#include "%s"\n#define NS %s\n%s' % (src, ns, shim)
+    os.makedirs(build_dir, exist_ok=True)
+    nvcc = find_nvcc()
+    with open(src, "rb") as f:
+        key = hashlib.sha1(f.read() + text.encode() + nvcc.encode()).hexdigest()[:12]
+    so = os.path.join(build_dir, "lib%s_%s.so" % (name, key))
+    log = ""
+    if not os.path.exists(so):
+        shim_path = os.path.join(build_dir, "%s_shim.cu" % name)
+        with open(shim_path, "w") as f:
+            f.write(text)
+        cmd = [nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-Xptxas", "-v",
+               "-shared", "-Xcompiler", "-fPIC", shim_path, "-o", so + ".tmp"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        log = r.stdout + r.stderr
+        if r.returncode != 0:
+            raise RuntimeError("nvcc failed for %s:\n%s" % (name, log[-4000:]))
+        os.replace(so + ".tmp", so)
+    lib = ctypes.CDLL(so)
+    lib.twill_bench_launch.restype = ctypes.c_int
+    spills = [l.strip() for l in log.splitlines() if "spill" in l and not (" 0 bytes spill stores" in l and " 0 bytes spill loads" in l)]
+    return lib, spills
+
+
+# ---- the emitted kernels as torch functions ---------------------------------------------------------
+
+def _p(t):
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def _stream():
+    import torch
+    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+
+class TwillGemm:
+    TILE_M, TILE_N, TILE_K = 128, 128, 64
+
+    def __init__(self, lib):
+        self.lib = lib
+
+    def check_shape(self, M, N, K):
+        if M % self.TILE_M or N % self.TILE_N or K % self.TILE_K:
+            raise ValueError("emitted GEMM needs M %% 128 == N %% 128 == K %% 64 == 0 (got %d, %d, %d)" % (M, N, K))
+
+    def __call__(self, a, b, out):
+        M, K = a.shape
+        N = b.shape[1]
+        self.check_shape(M, N, K)
+        err = self.lib.twill_bench_launch(M // 128, N // 128, K // 64, 1, _p(a), _p(b), _p(out), _stream())
+        if err != 0:
+            raise RuntimeError("twill gemm launch returned cudaError %d" % err)
+
+
+class TwillAttention:
+    def __init__(self, lib):
+        self.lib = lib
+
+    @staticmethod
+    def pack(q):
+        """q [BH, N, D] -> q0, q1 [BH, N/2, D]: the two 64-row halves of each 128-row tile."""
+        BH, N, D = q.shape
+        t = q.view(BH, N // 128, 2, 64, D)
+        return t[:, :, 0].contiguous().view(BH, N // 2, D), t[:, :, 1].contiguous().view(BH, N // 2, D)
+
+    @staticmethod
+    def unpack(o0, o1):
+        import torch
+        BH, half, D = o0.shape
+        return torch.stack([o0.view(BH, half // 64, 64, D), o1.view(BH, half // 64, 64, D)], dim=2).view(BH, 2 * half, D)
+
+    def outputs(self, BH, N, D, device):
+        import torch
+        f = dict(device=device, dtype=torch.float32)
+        o = {k: torch.full((BH, N // 2, D), float("nan"), **f) for k in ("acc0", "acc1")}
+        o.update({k: torch.full((BH, N // 2), float("nan"), **f) for k in ("m0", "m1", "l0", "l1")})
+        return o
+
+    def __call__(self, q0, q1, k, v, o, scale):
+        BH, N, D = k.shape
+        if D != 128 or N % 128 or N // 128 < 2:
+            raise ValueError("emitted attention needs D == 128 and N a multiple of 128, >= 256 (got N=%d D=%d)" % (N, D))
+        err = self.lib.twill_bench_launch(N // 128, N // 128, BH, ctypes.c_float(scale * 1.4426950408889634),
+                                          _p(q0), _p(q1), _p(k), _p(v), _p(o["acc0"]), _p(o["acc1"]),
+                                          _p(o["m0"]), _p(o["m1"]), _p(o["l0"]), _p(o["l1"]), _stream())
+        if err != 0:
+            raise RuntimeError("twill attention launch returned cudaError %d" % err)
+
+
+# ---- Triton baselines -------------------------------------------------------------------------------
+
+_triton = {}
+
+
+def triton_kernels():
+    if _triton:
+        return _triton
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def attn_fwd(Q, K, V, O, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        # The standard fused-attention forward (online softmax in base 2), Q/K/V/O [BH, N, D] contiguous.
+        start_m = tl.program_id(0)
+        off_bh = tl.program_id(1).to(tl.int64)
+        base = off_bh * N_CTX * HEAD_DIM
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, HEAD_DIM)
+        q = tl.load(Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
+        m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        qk_scale = sm_scale * 1.44269504
+        k_ptrs = K + base + offs_n[None, :] * HEAD_DIM + offs_d[:, None]
+        v_ptrs = V + base + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+        for start_n in range(0, N_CTX, BLOCK_N):
+            k = tl.load(k_ptrs + start_n * HEAD_DIM)
+            qk = tl.dot(q, k)
+            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            qk = qk * qk_scale - m_ij[:, None]
+            p = tl.math.exp2(qk)
+            l_ij = tl.sum(p, 1)
+            alpha = tl.math.exp2(m_i - m_ij)
+            l_i = l_i * alpha + l_ij
+            acc = acc * alpha[:, None]
+            v = tl.load(v_ptrs + start_n * HEAD_DIM)
+            acc = tl.dot(p.to(tl.float16), v, acc)
+            m_i = m_ij
+        acc = acc / l_i[:, None]
+        tl.store(O + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(tl.float16))
+
+    @triton.jit
+    def matmul(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+        pid = tl.program_id(0)
+        num_m = tl.cdiv(M, BLOCK_M)
+        num_n = tl.cdiv(N, BLOCK_N)
+        group = GROUP_M * num_n
+        gid = pid // group
+        first_m = gid * GROUP_M
+        gsz = min(num_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % group) % gsz
+        pid_n = (pid % group) // gsz
+        offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = A + offs_m[:, None] * K + offs_k[None, :]
+        b_ptrs = B + offs_k[:, None] * N + offs_n[None, :]
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), acc)
+            a_ptrs += BLOCK_K
+            b_ptrs += BLOCK_K * N
+        tl.store(C + offs_m[:, None] * N + offs_n[None, :], acc.to(tl.float16))
+
+    def attn(q, k, v, o, sm_scale):
+        BH, N, D = q.shape
+        attn_fwd[(N // 128, BH)](q, k, v, o, sm_scale, N, HEAD_DIM=D, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3)
+
+    def mm(a, b, c):
+        M, K = a.shape
+        N = b.shape[1]
+        matmul[(triton.cdiv(M, 128) * triton.cdiv(N, 256),)](a, b, c, M, N, K, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64,
+                                                             GROUP_M=8, num_warps=8, num_stages=3)
+
+    _triton.update(attn=attn, mm=mm)
+    return _triton
+
+
+# ---- measuring --------------------------------------------------------------------------------------
+
+def rel_err(got, ref):
+    got = got.double()
+    ref = ref.double()
+    return float((got - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def bench_ms(fn):
+    import triton.testing
+    fn()
+    return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
+
+
+def tflops(flops, ms):
+    return flops / (ms * 1e-3) / 1e12
+
+
+def run_gemm(gemm, size, do_time=True):
+    import torch
+    M = N = K = size
+    res = {"kernel": "gemm", "M": M, "N": N, "K": K, "flops": 2.0 * M * N * K}
+    torch.manual_seed(size)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float32)
+    try:
+        gemm(a, b, c)
+        torch.cuda.synchronize()
+        ref = torch.matmul(a.float(), b.float())
+        res["nan_count"] = int(torch.isnan(c).sum())
+        res["rel_err"] = rel_err(c, ref)
+        res["ok"] = res["nan_count"] == 0 and res["rel_err"] < 1e-2
+        del ref
+        if do_time:
+            res["twill_ms"] = bench_ms(lambda: gemm(a, b, c))
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        res["twill_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        res["ok"] = False
+    if do_time:
+        for label, fn in (("cublas", lambda: torch.matmul(a, b)),
+                          ("triton", lambda: triton_kernels()["mm"](a, b, torch.empty(M, N, device="cuda", dtype=torch.float16)))):
+            try:
+                if label == "triton":
+                    ct = torch.empty(M, N, device="cuda", dtype=torch.float16)
+                    fn = (lambda ct=ct: triton_kernels()["mm"](a, b, ct))
+                    fn()
+                    torch.cuda.synchronize()
+                    res["triton_rel_err"] = rel_err(ct.float(), torch.matmul(a, b).float())
+                res[label + "_ms"] = bench_ms(fn)
+            except Exception as e:  # noqa: BLE001
+                res[label + "_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    for k in ("twill", "cublas", "triton"):
+        if k + "_ms" in res:
+            res[k + "_tflops"] = tflops(res["flops"], res[k + "_ms"])
+    return res
+
+
+def reference_attention(q, k, v, scale, heads):
+    """float32 softmax(q k^T * scale) v for the first `heads` of BH, a head at a time."""
+    import torch
+    out = []
+    for h in range(heads):
+        qf, kf, vf = q[h].float(), k[h].float(), v[h].float()
+        o = torch.empty_like(qf)
+        for r in range(0, qf.shape[0], 4096):
+            s = (qf[r:r + 4096] @ kf.T) * scale
+            o[r:r + 4096] = torch.softmax(s, dim=-1) @ vf
+        out.append(o)
+    return torch.stack(out)
+
+
+def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
+    import torch
+    import torch.nn.functional as F
+    BH = B * H
+    res = {"kernel": "attention", "B": B, "H": H, "N": N, "D": D, "flops": 4.0 * BH * N * N * D}
+    torch.manual_seed(N)
+    q = torch.randn(BH, N, D, device="cuda", dtype=torch.float16)
+    k = torch.randn(BH, N, D, device="cuda", dtype=torch.float16)
+    v = torch.randn(BH, N, D, device="cuda", dtype=torch.float16)
+    scale = 1.0 / math.sqrt(D)
+    try:
+        q0, q1 = attn.pack(q)
+        o = attn.outputs(BH, N, D, "cuda")
+        attn(q0, q1, k, v, o, scale)
+        torch.cuda.synchronize()
+        res["nan_count"] = int(sum(int(torch.isnan(t).sum()) for t in o.values()))
+        out = attn.unpack(o["acc0"], o["acc1"])
+        ref = reference_attention(q, k, v, scale, ref_heads)
+        res["rel_err"] = rel_err(out[:ref_heads], ref)
+        res["rel_err_heads"] = ref_heads
+        res["ok"] = res["nan_count"] == 0 and res["rel_err"] < 1e-2
+        del ref
+        if do_time:
+            res["twill_ms"] = bench_ms(lambda: attn(q0, q1, k, v, o, scale))
+        del out
+    except Exception as e:  # noqa: BLE001
+        res["twill_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        res["ok"] = False
+    if do_time:
+        q4, k4, v4 = (t.view(B, H, N, D) for t in (q, k, v))
+        try:
+            from torch.nn.attention import sdpa_kernel, SDPBackend
+
+            def cudnn():
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    return F.scaled_dot_product_attention(q4, k4, v4)
+            oc = cudnn()
+            torch.cuda.synchronize()
+            if "twill_error" not in res:
+                res["rel_err_vs_cudnn"] = rel_err(attn.unpack(o["acc0"], o["acc1"]).view(B, H, N, D)[:1], oc[:1].float())
+            del oc
+            res["cudnn_ms"] = bench_ms(cudnn)
+        except Exception as e:  # noqa: BLE001
+            res["cudnn_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        try:
+            ot = torch.empty_like(q)
+            triton_kernels()["attn"](q, k, v, ot, scale)
+            torch.cuda.synchronize()
+            res["triton_rel_err"] = rel_err(ot[:1].float(), reference_attention(q, k, v, scale, 1))
+            res["triton_ms"] = bench_ms(lambda: triton_kernels()["attn"](q, k, v, ot, scale))
+        except Exception as e:  # noqa: BLE001
+            res["triton_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    for kk in ("twill", "cudnn", "triton"):
+        if kk + "_ms" in res:
+            res[kk + "_tflops"] = tflops(res["flops"], res[kk + "_ms"])
+    return res
+
+
+# ---- report -----------------------------------------------------------------------------------------
+
+def _f(x, fmt="%.1f"):
+    return fmt % x if isinstance(x, (int, float)) else "—"
+
+
+def markdown(meta, results):
+    L = ["# twill's emitted kernels on the GPU", "",
+         "Written by `python3 bench/gpu_bench.py --out DIR` (one run on the device machine). The kernels are the",
+         "files `twill emit-cuda` wrote for `examples/gemm_hopper.tir` and `examples/attention_fwd_hopper.tir`",
+         "(`--gpu h100`), compiled unmodified with a ctypes shim. Times are medians of `triton.testing.do_bench`;",
+         "TFLOP/s = 2MNK (GEMM) or 4·B·H·N²·D (attention) over that time.", "",
+         "- card: %s (%s), torch %s, triton %s, CUDA %s, nvcc: %s" % (meta["card"], meta["capability"], meta["torch"],
+                                                                   meta["triton"], meta["cuda"], meta["nvcc"]),
+         "- correctness: relative L2 error against a float32 PyTorch reference (GEMM: `torch.matmul` of the fp16",
+         "  inputs in fp32, whole output; attention: fp32 softmax(QKᵀ/√D)V on the first heads named), outputs",
+         "  filled with NaN before the launch and counted after (all of out_acc*, out_m*, out_l* for attention).", ""]
+    for name, spills in meta.get("spills", {}).items():
+        L.append("- ptxas for %s: %s" % (name, "; ".join(spills) if spills else "no spills"))
+    L += ["", "## GEMM (fp16 in, fp32 accumulate; twill writes f32 C, cuBLAS and Triton write f16 C)", "",
+          "| M=N=K | twill TFLOP/s | cuBLAS TFLOP/s | Triton TFLOP/s | twill / cuBLAS | twill / Triton | rel. error | NaN after | ok |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        if r["kernel"] != "gemm":
+            continue
+        t, c, tr = r.get("twill_tflops"), r.get("cublas_tflops"), r.get("triton_tflops")
+        L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["M"], _f(t) if t else "failed: " + r.get("twill_error", "?"), _f(c) if c else r.get("cublas_error", "—"),
+            _f(tr) if tr else r.get("triton_error", "—"), _f(t / c, "%.2fx") if t and c else "—",
+            _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"), r.get("nan_count", "—"),
+            "yes" if r.get("ok") else "**no**"))
+    L += ["", "## Attention forward (B=4, H=32, D=128, non-causal, fp16 in; twill writes f32 O)", "",
+          "| N | twill TFLOP/s | SDPA-cuDNN TFLOP/s | Triton TFLOP/s | twill / cuDNN | twill / Triton | rel. error (fp32 ref) | rel. error vs cuDNN | NaN after | ok |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        if r["kernel"] != "attention":
+            continue
+        t, c, tr = r.get("twill_tflops"), r.get("cudnn_tflops"), r.get("triton_tflops")
+        L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["N"], _f(t) if t else "failed: " + r.get("twill_error", "?"), _f(c) if c else r.get("cudnn_error", "—"),
+            _f(tr) if tr else r.get("triton_error", "—"), _f(t / c, "%.2fx") if t and c else "—",
+            _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"),
+            _f(r.get("rel_err_vs_cudnn"), "%.1e"), r.get("nan_count", "—"), "yes" if r.get("ok") else "**no**"))
+    g = [r for r in results if r["kernel"] == "gemm" and r.get("twill_tflops") and r.get("cublas_tflops")]
+    a = [r for r in results if r["kernel"] == "attention" and r["N"] == 16384 and r.get("twill_tflops") and r.get("cudnn_tflops")]
+    L += ["", "## Goals", ""]
+    for r in g:
+        x = r["twill_tflops"] / r["cublas_tflops"]
+        L.append("- GEMM %d³ at least 0.9x cuBLAS: %.2fx, %s" % (r["M"], x, "met" if x >= 0.9 else "not met"))
+    for r in a:
+        x = r["twill_tflops"] / r["cudnn_tflops"]
+        L.append("- attention N=16384 at least 1.0x SDPA-cuDNN: %.2fx, %s" % (x, "met" if x >= 1.0 else "not met"))
+    errs = [r for r in results if any(k.endswith("_error") for k in r)]
+    if errs:
+        L += ["", "## Errors", ""]
+        for r in errs:
+            for k, v in r.items():
+                if k.endswith("_error"):
+                    L.append("- %s %s: %s: %s" % (r["kernel"], r.get("M", r.get("N")), k, v))
+    return "\n".join(L) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--build-dir", default=None, help="where the shared libraries go (default OUT/../twill-bench-build)")
+    ap.add_argument("--regenerate", action="store_true", help="re-emit the kernels with twill first")
+    ap.add_argument("--quick", action="store_true", help="small sizes only")
+    args = ap.parse_args(argv)
+    import torch
+    import triton
+    os.makedirs(args.out, exist_ok=True)
+    build_dir = args.build_dir or "/tmp/twill-bench-build"
+    if args.regenerate:
+        regenerate()
+    meta = {"card": torch.cuda.get_device_name(), "capability": "sm_%d%d" % torch.cuda.get_device_capability(),
+            "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda, "spills": {}}
+    try:
+        meta["nvcc"] = subprocess.run([find_nvcc(), "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    except Exception:  # noqa: BLE001
+        meta["nvcc"] = "?"
+    libs = {}
+    with ThreadPoolExecutor(2) as ex:
+        futs = {n: ex.submit(build, n, build_dir) for n in KERNELS}
+    for n, fu in futs.items():
+        try:
+            libs[n], meta["spills"][n] = fu.result()
+        except Exception as e:  # noqa: BLE001
+            print("build of %s failed: %s" % (n, e), file=sys.stderr)
+            libs[n] = None
+            meta.setdefault("build_errors", {})[n] = str(e)[-2000:]
+    results = []
+    gemm_sizes = [512] if args.quick else [4096, 8192]
+    attn_sizes = [512] if args.quick else [2048, 8192, 16384]
+
+    class Broken:
+        def __init__(self, n):
+            self.n = n
+
+        def __call__(self, *a, **k):
+            raise RuntimeError("build failed: " + meta["build_errors"][self.n].splitlines()[-1])
+        pack = staticmethod(TwillAttention.pack)
+        unpack = staticmethod(TwillAttention.unpack)
+        outputs = TwillAttention.outputs
+
+    gemm = TwillGemm(libs["gemm"]) if libs["gemm"] else Broken("gemm")
+    attn = TwillAttention(libs["attention"]) if libs["attention"] else Broken("attention")
+    for s in gemm_sizes:
+        try:
+            r = run_gemm(gemm, s)
+        except Exception as e:  # noqa: BLE001
+            r = {"kernel": "gemm", "M": s, "N": s, "K": s, "twill_error": repr(e), "trace": traceback.format_exc()}
+        print(json.dumps(r), flush=True)
+        results.append(r)
+        torch.cuda.empty_cache()
+    for n in attn_sizes:
+        try:
+            r = run_attention(attn, 4, 32, n)
+        except Exception as e:  # noqa: BLE001
+            r = {"kernel": "attention", "B": 4, "H": 32, "N": n, "D": 128, "twill_error": repr(e), "trace": traceback.format_exc()}
+        print(json.dumps(r), flush=True)
+        results.append(r)
+        torch.cuda.empty_cache()
+    md = markdown(meta, results)
+    with open(os.path.join(args.out, "gpu-results.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(args.out, "gpu-results.json"), "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    print(md)
+    return 0 if all(r.get("ok") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Runs the emitted GEMM and attention kernels on a GPU through bench/gpu_bench.py, at small sizes.
+
+Skipped unless torch, triton, nvcc and a CUDA GPU of compute capability 9.0 (Hopper) are present;
+the full benchmark is `python3 bench/gpu_bench.py --out DIR` (docs/gpu-results.md).
+"""
+import importlib.util
+import os
+import shutil
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0)
+    or not (shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc")),
+    reason="needs a Hopper (sm_90) CUDA GPU, torch and nvcc")
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("gpu_bench", os.path.join(ROOT, "bench", "gpu_bench.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_emitted_gemm_matches_torch(tmp_path):
+    g = _bench()
+    lib, spills = g.build("gemm", str(tmp_path))
+    assert spills == []
+    r = g.run_gemm(g.TwillGemm(lib), 512, do_time=False)
+    assert r.get("twill_error") is None, r
+    assert r["nan_count"] == 0 and r["rel_err"] < 1e-2, r
+
+
+def test_emitted_attention_matches_torch(tmp_path):
+    g = _bench()
+    lib, spills = g.build("attention", str(tmp_path))
+    assert spills == []
+    r = g.run_attention(g.TwillAttention(lib), 1, 2, 512, do_time=False)
+    assert r.get("twill_error") is None, r
+    assert r["nan_count"] == 0 and r["rel_err"] < 1e-2, r
