@@ -15,9 +15,11 @@ integer in [0, I) with an integer quotient. Every constraint family is one funct
 - roles:       a warpgroup op runs on a warpgroup role; the warps of used roles fit the limit;
                role slots are used in order (symmetry breaking).
 - variable_latency: a variable-latency op never shares a role with another kind of op.
-- registers:   at the start of every register value u, on u's role w, reserve + sum over values v
-               on w of regs(v, w) * live(v at start[u]) <= regs[w]; sum_w 32*warps(w)*regs[w] fits
-               the SM; live(v at t) >= ceil((len(v) - (t - start[v]) mod I) / I).
+- registers:   at the start x of every register value and of every op that loads another role's
+               value, on x's role w: reserve + sum over values v on w of regs(v, w) * live(v at x)
+               + the values other roles produce that ops on w are reading at x <= regs[w];
+               sum_w 32*warps(w)*regs[w] fits the SM; live(v at t) counts the iterations whose
+               instance of v is live at t.
 - memory:      likewise for @smem (with streaming rings and staged cross-role values) and @tmem.
 - blocking:    an op with a blocking in-edge does not start while another op of its role is in
                progress: mod[v,u] = 0 or mod[v,u] >= busy(u) (and busy(u) <= I when 0).
@@ -34,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 
 from .errors import Diagnostic, NoScheduleError
-from .liveness import regs_per_thread
+from .liveness import imports, regs_per_thread
 from .problem import Problem
 from .schedule import Buffer, Role, Schedule, ScheduledOp
 from .smt import smt_backend
@@ -221,18 +223,29 @@ def registers(e: Encoding):
             if d.src == t.name:
                 e.defs.append(T.implies(e.same_role(d.src, d.dst),
                                         e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end[t.name])))
-    for u in values:
-        # The shape and budget of u's role, as per-op terms (saves a factor of K role slots).
-        u_wg, u_regs = e.var(f"role_is_wg[{u.name}]", e.bool), e.var(f"role_regs[{u.name}]")
+    # Check points: the starts of register values and of ops that load another role's value.
+    loaded = imports(p)
+    points = [t.name for t in p.tasks if t in values or any(c == t.name for _, c in loaded)]
+    for x in points:
+        # The shape and budget of x's role, as per-op terms (saves a factor of K role slots).
+        x_wg, x_regs = e.var(f"role_is_wg[{x}]", e.bool), e.var(f"role_regs[{x}]")
         for w in range(e.K):
-            e.defs.append(T.implies(e.same_slot(u.name, w), T.yand([T.iff(u_wg, e.wg[w]), e.eq(u_regs, e.regs[w])])))
+            e.defs.append(T.implies(e.same_slot(x, w), T.yand([T.iff(x_wg, e.wg[w]), e.eq(x_regs, e.regs[w])])))
+
+        def per_thread(nbytes, n):
+            return T.ite(x_wg, e.scale(regs_per_thread(nbytes, lim.warp_group), n),
+                         e.scale(regs_per_thread(nbytes, 1), n))
+
         terms = [e.num(lim.register_reserve)]
         for v in values:
-            n = e.live_at(u.name, v.name, end[v.name])
-            per = T.ite(u_wg, e.scale(regs_per_thread(v.bytes, lim.warp_group), n),
-                        e.scale(regs_per_thread(v.bytes, 1), n))
-            terms.append(per if v is u else T.ite(e.same_role(u.name, v.name), per, e.num(0)))
-        yield f"{u.name}", e.le(e.add(*terms), u_regs)
+            n = e.live_at(x, v.name, end[v.name])
+            terms.append(per_thread(v.bytes, n) if v.name == x else
+                         T.ite(e.same_role(x, v.name), per_thread(v.bytes, n), e.num(0)))
+        for v, c in loaded:
+            n = e.live_at(x, c, e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
+            here = T.yand([e.same_role(x, c), T.ynot(e.same_role(v, c))]) if c != x else T.ynot(e.same_role(v, c))
+            terms.append(T.ite(here, per_thread(p.task[v].bytes, n), e.num(0)))
+        yield f"{x}", e.le(e.add(*terms), x_regs)
 
 
 def memory(e: Encoding):

@@ -12,6 +12,9 @@ SMT encoding in `joint.py` (which states them as constraints); keep the two in s
 - @smem and @tmem results live from ``start(v)`` until their last consumer's start, and count
   against their space; a streaming load instead reserves ``depth`` slots of its tile for the whole
   loop, and loop-invariant inputs are always resident.
+- A register value read by an op of another role (other than an mma, which reads its operands
+  from shared memory) is loaded into the reading role's registers while that op executes,
+  ``[start(c), start(c) + cycles(c))``: see `imports`.
 - Registers per thread of a value on a role of w warps: ``ceil(bytes / (4 * 32 * w))``.
 """
 from __future__ import annotations
@@ -44,6 +47,17 @@ def blocking_ops(s: Schedule, p: Problem) -> set[str]:
     return out
 
 
+def imports(p: Problem) -> list[tuple[str, str]]:
+    """(value, reader) pairs whose value must be loaded into the reader's registers when the two
+    run on different roles: register values read by ops other than mma."""
+    out = []
+    for d in p.deps:
+        src, dst = p.task[d.src], p.task[d.dst]
+        if src.space == "reg" and src.bytes > 0 and dst.opcode != "mma" and (d.src, d.dst) not in out:
+            out.append((d.src, d.dst))
+    return out
+
+
 def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int]]:
     """value -> (start, end on its own role, end of its shared-memory staging or 0)."""
     start = {o.name: o.start for o in s.ops}
@@ -71,6 +85,8 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
     """Per steady-state cycle: registers per thread in use on `role`, and by which values."""
     lives = live_intervals(s, p)
     reserve = p.limits.register_reserve
+    start = {o.name: o.start for o in s.ops}
+    role_of = {o.name: o.role for o in s.ops}
     out = []
     for t in range(s.ii):
         used, names = reserve, []
@@ -82,6 +98,13 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
             if n:
                 used += n * regs_per_thread(task.bytes, role.warps)
                 names.append(f"{v} ({n}x{regs_per_thread(task.bytes, role.warps)})")
+        for v, c in imports(p):
+            if role_of[c] != role.name or role_of[v] == role.name:
+                continue
+            n = instances_live(start[c], start[c] + max(p.task[c].cycles, 1), t, s.ii)
+            if n:
+                used += n * regs_per_thread(p.task[v].bytes, role.warps)
+                names.append(f"{v} read by {c} ({n}x{regs_per_thread(p.task[v].bytes, role.warps)})")
         out.append((used, names))
     return out
 
