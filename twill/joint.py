@@ -110,15 +110,18 @@ class Encoding:
         difference constraints over the few quotients that starts in [0, Lmax] allow."""
         T, ii, span = self.T, self.ii, self.lmax
         diff = T.sub(self.start[a], self.start[b])
+        # start[a] - start[b] lies in [-Lmax, Lmax], so its quotient by I lies in [floor(-Lmax/I), Lmax // I].
         cases = [T.yand([self.le(self.num(q * ii + lo), diff), self.le(diff, self.num(q * ii + hi))])
-                 for q in range(-(span // ii) - 1, span // ii + 2)]
+                 for q in range((-span) // ii, span // ii + 1)]
         return T.yor(cases)
 
     def live_at(self, at: str, v: str, end):
         """How many iterations' instances of a value living [start[v], end) are live at start[at]:
         sum over k of [start[v] + k*I <= start[at] < end + k*I], as a sum of 0/1 terms."""
         T, ii = self.T, self.ii
-        lo, hi = -(self.lmax // ii) - self.max_distance - 2, self.lmax // ii + 2
+        # k <= (start[at] - start[v]) / I <= Lmax / I, and k > (start[at] - end) / I, where an end is
+        # at most Lmax + max_distance * I (a consumer's start in a later iteration).
+        lo, hi = -((self.lmax + self.max_distance * ii) // ii), self.lmax // ii
         diff = T.sub(self.start[at], self.start[v])
         to_end = T.sub(self.start[at], end)
         terms = [T.ite(T.yand([self.le(self.num(k * ii), diff), T.arith_lt_atom(to_end, self.num(k * ii))]),
