@@ -28,3 +28,16 @@ def test_options_that_change_the_answer_change_the_key():
     runner.invoke(main, ["solve", FIG1, "--gpu", "h100", "-q", "--format", "json"])
     runner.invoke(main, ["solve", FIG1, "--gpu", "h100", "-q", "--format", "json", "--swp-only"])
     assert len(list(Path(os.environ["TWILL_CACHE_DIR"]).glob("*.json"))) == 2
+
+
+def test_a_cached_schedule_that_fails_verification_is_solved_again():
+    runner = CliRunner()
+    first = runner.invoke(main, ["solve", FIG1, "--gpu", "h100", "--format", "json", "-q"])
+    [cached] = Path(os.environ["TWILL_CACHE_DIR"]).glob("*.json")
+    data = json.loads(cached.read_text())
+    for op in data["ops"]:
+        op["start"] = 0  # every dependence broken
+    cached.write_text(json.dumps(data))
+    again = runner.invoke(main, ["solve", FIG1, "--gpu", "h100", "--format", "json"])
+    assert again.exit_code == 0 and "cache hit" not in again.output
+    assert again.stdout == first.stdout

@@ -2,8 +2,8 @@
 
 A Makefile that re-solves unchanged kernels should not pay for the solvers again. The key is a
 SHA-256 of the graph's canonical `.tir` text, the machine description (as parsed), the options
-that change the answer, and the twill version; only proven-optimal schedules are stored, and a
-hit is re-verified before it is used. The cache lives in ``$TWILL_CACHE_DIR`` or
+that change the answer, and a digest of twill's own solver source; only proven-optimal schedules
+are stored, and a hit that fails re-verification is ignored (solved again). The cache lives in ``$TWILL_CACHE_DIR`` or
 ``$XDG_CACHE_HOME/twill`` (default ``~/.cache/twill``); `--no-cache` bypasses it.
 """
 from __future__ import annotations
@@ -30,16 +30,21 @@ def cache_dir() -> Path:
     return Path(base) / "twill"
 
 
-def key(graph: Graph, machine: Machine, options) -> str:
-    from importlib.metadata import PackageNotFoundError, version
+def _solver_digest() -> str:
+    """A digest of the solver's own source: a changed model must never be answered from a cache
+    filled by another (a version number is not enough between releases)."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(here.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
+
+def key(graph: Graph, machine: Machine, options) -> str:
     from .tir import print_tir
-    try:
-        release = version("twill-sched")
-    except PackageNotFoundError:
-        release = "source"
     relevant = {k: v for k, v in asdict(options).items() if k not in IGNORED_OPTIONS}
-    text = json.dumps([FORMAT, release, print_tir(graph), repr(machine), sorted(relevant.items())],
+    text = json.dumps([FORMAT, _solver_digest(), print_tir(graph), repr(machine), sorted(relevant.items())],
                       default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
