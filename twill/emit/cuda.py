@@ -180,6 +180,11 @@ class Renderer:
             out(f"uint64_t done_{ident(name)};  // {name} has read its scratch tile")
         for t in self.tmem_outputs():
             out(f"uint64_t final_{ident(t.value)};  // the last {t.value} is in tensor memory")
+        for value, (producer, readers) in self.handoffs().items():
+            t = m.values[value].type
+            out(f"alignas(16) {ctype(t.dtype)} last_{ident(value)}[{t.elements}];  // the last {value}: "
+                f"{producer} -> {', '.join(readers)}, after the loop")
+            out(f"uint64_t final_{ident(value)};  // the last {value} is in last_{ident(value)}")
         if m.blackwell:
             out("uint32_t tmem_base;  // tensor memory allocated for the kernel")
         out.depth -= 1
@@ -347,6 +352,8 @@ class Renderer:
                 out(f"twill::mbar_init(&sm.done_{ident(name)}, 1);")
             for t in self.tmem_outputs():
                 out(f"twill::mbar_init(&sm.final_{ident(t.value)}, 1);")
+            for value, (producer, _) in self.handoffs().items():
+                out(f"twill::mbar_init(&sm.final_{ident(value)}, {m.role[producer].threads});")
             out("twill::mbar_fence_init();")
             for t in maps:
                 out(f"twill::tma_prefetch(&tm_{t.name});")
@@ -391,6 +398,35 @@ class Renderer:
                 raise EmitError(f"no warpgroup role can read '{t.value}' out of tensor memory")
             return (readers or groups)[0]
         return m.values[t.value].role
+
+    def final_values(self, t) -> list[str]:
+        """The values output tensor t is made of after the loop: its carry's last value, and the
+        last running sum it is divided by (an online-softmax accumulator)."""
+        m = self.m
+        norms = dict(m.normalizers)
+        carry = m.carry_of(t.value)
+        return [t.value] + ([m.carry_source[norms[carry]]] if carry in norms else [])
+
+    def handoffs(self) -> dict[str, tuple[str, list[str]]]:
+        """Register values an output needs whose last instance lives on another role than the one
+        writing the output: value -> (the role holding it, the roles reading it). The holder stages
+        it in shared memory after its loop and arrives on an mbarrier the readers wait on."""
+        m, found = self.m, {}
+        for t in m.tensors:
+            if t.kind != "output":
+                continue
+            writer = self.final_role(t)
+            for value in self.final_values(t):
+                holder = m.values[value].role
+                if self.p.in_tmem(value) or holder == writer:
+                    continue
+                if not m.role[holder].is_warpgroup or not m.role[writer].is_warpgroup:
+                    raise EmitError(f"the last '{value}' is on role {holder}, but role {writer} writes the output "
+                                    f"it belongs to, and only warpgroup roles hand values over after the loop")
+                readers = found.setdefault(value, (holder, []))[1]
+                if writer not in readers:
+                    readers.append(writer)
+        return found
 
     def tmem_outputs(self) -> list:
         return [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]
@@ -982,7 +1018,8 @@ class RoleBody:
         """Each carry's last value goes to its output tensor (divided by its running sum, for an
         online-softmax accumulator). A register value is written by the role holding it; a
         tensor-memory one by the role holding its normalizer (or one that reads it), once the
-        mma role's final commit says the last mma is done."""
+        mma role's final commit says the last mma is done. A last value that the writing role does
+        not hold (a running sum on another role) is staged in shared memory by its role first."""
         m, p, r = self.m, self.p, self.r
         norms = dict(m.normalizers)
         for t in r.tmem_outputs():
@@ -994,17 +1031,14 @@ class RoleBody:
         if not outputs:
             if hopper_mma:
                 out("twill::wgmma_wait<0>();")
+            self._hand_over(out)
             return
         out("// ---- after the loop: the carries' last values (iteration n - 1) to global memory ----")
         if hopper_mma:
             out("twill::wgmma_wait<0>();")
-        finals, needed = {}, []
-        for t in outputs:
-            needed.append(t.value)
-            carry = m.carry_of(t.value)
-            if carry in norms:
-                needed.append(m.carry_source[norms[carry]])
-        for value in dict.fromkeys(needed):
+        self._hand_over(out)
+        finals = {}
+        for value in dict.fromkeys(v for t in outputs for v in r.final_values(t)):
             vt = m.values[value].type
             fin = f"{ident(value)}_final"
             finals[value] = fin
@@ -1012,18 +1046,13 @@ class RoleBody:
             if p.in_tmem(value):
                 out(f"twill::mbar_wait(&sm.final_{ident(value)}, 0);", "twill::tmem_fence_after();",
                     f"twill::tmem_to_frag({fin}, {r.tmem_addr(value, Inst('n', -1))});")
-                continue
-            if m.values[value].role != self.role.name:
-                raise EmitError(f"the last '{value}' is on role {m.values[value].role}, but role {self.role.name} "
-                                f"writes the output it belongs to")
-            c = p.copies.get(value, 1)
-            if c == 1:
-                out(f"{fin} = {ident(value)}[0];")
+            elif m.values[value].role != self.role.name:  # staged by its role (see _hand_over)
+                out(f"twill::mbar_wait(&sm.final_{ident(value)}, 0);  "
+                    f"// {m.values[value].role} staged the last {value}",
+                    f"twill::buffer_to_frag({fin}, sm.last_{ident(value)}, {self.row0(vt.shape[0])}, "
+                    f"{vt.shape[1] if len(vt.shape) > 1 else 0});")
             else:
-                with out.block(f"switch ((n - 1) % {c})"):
-                    for k in range(c):
-                        out(f"case {k}: {fin} = {ident(value)}[{k}]; break;")
-                    out("default: break;")
+                self._last(out, value, fin)
         for t in outputs:
             carry = m.carry_of(t.value)
             fin = finals[t.value]
@@ -1032,6 +1061,33 @@ class RoleBody:
                     f"// {carry} / {norms[carry]}: the softmax denominator")
             vt = m.values[t.value].type
             out(f"store_{t.name}(args, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
+
+    def _last(self, out: Lines, value: str, fin: str) -> None:
+        """fin = this role's register copy of the last instance (iteration n - 1) of value."""
+        c = self.p.copies.get(value, 1)
+        if c == 1:
+            out(f"{fin} = {ident(value)}[0];")
+            return
+        with out.block(f"switch ((n - 1) % {c})"):
+            for k in range(c):
+                out(f"case {k}: {fin} = {ident(value)}[{k}]; break;")
+            out("default: break;")
+
+    def _hand_over(self, out: Lines) -> None:
+        """Stage the last instances of this role's values that another role's output needs, and
+        arrive on their mbarriers (see Renderer.handoffs)."""
+        m = self.m
+        for value, (holder, readers) in self.r.handoffs().items():
+            if holder != self.role.name:
+                continue
+            vt = m.values[value].type
+            fin = f"{ident(value)}_last"
+            with out.block(""):
+                out(f"{fragment_type(m, vt, self.groups)} {fin};")
+                self._last(out, value, fin)
+                out(f"twill::frag_to_buffer(sm.last_{ident(value)}, {fin}, {self.row0(vt.shape[0])}, "
+                    f"{vt.shape[1] if len(vt.shape) > 1 else 0});",
+                    f"twill::mbar_arrive(&sm.final_{ident(value)});  // the last {value}, for {', '.join(readers)}")
 
 
 def render(model: KernelModel) -> str:

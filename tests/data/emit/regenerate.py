@@ -29,6 +29,11 @@ SOLVED = {  # name -> (example, gpu, swp_only)
     "gemm_hopper.h100.swp": ("gemm_hopper", "h100", True),
     "attention_fwd_simple.h100": ("attention_fwd_simple", "h100", False),
     "attention_fwd_simple.h100.swp": ("attention_fwd_simple", "h100", True),
+    # the solver's joint schedule after the register-model fix for cross-role reads: softmax on
+    # consumer0, the accumulator on consumer1, so the last l is handed over after the loop.
+    # attention_fwd_simple.h100 above is the earlier one (an mma role and one consumer); solving
+    # it again now gives this schedule too
+    "attention_fwd_simple.h100.split": ("attention_fwd_simple", "h100", False),
     "attention_fwd_hopper.h100": ("attention_fwd_hopper", "h100", False),
     "attention_fwd_blackwell.b200": ("attention_fwd_blackwell", "b200", False),
     "attention_bwd_hopper.h100": ("attention_bwd_hopper", "h100", False),
