@@ -540,7 +540,8 @@ def joint_schedule(p: Problem, swp, base: Schedule, options, progress) -> Schedu
                     length_optimal=result.length_optimal,
                     ops=ops, roles=roles, buffers=buffers, cross_role_edges=tuple(dict.fromkeys(cross)))
     sched = replace(sched, roles=budgets(p, sched))
-    if not result.optimal:
+    if not (result.optimal and result.length_optimal):
         from .pipeline import TimeLimitReached
-        raise TimeLimitReached(sched, "the time limit ended the search before optimality was proven")
+        what = "optimality was proven" if not result.optimal else "L was proven minimal (I is optimal)"
+        raise TimeLimitReached(sched, f"the time limit ended the search before {what}")
     return sched
