@@ -22,3 +22,14 @@ def test_ctrl_c_leaves_the_previous_file_untouched(tmp_path):
     assert "interrupted" in stderr and "Traceback" not in stderr
     assert out.read_text() == "previous\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["schedule.json"]
+
+
+def test_time_limit_exits_3_and_writes_no_unproven_nothing(tmp_path):
+    """A limit too short to find any joint schedule: exit 3, a plain message, no output file."""
+    out = tmp_path / "s.json"
+    cmd = [sys.executable, "-c", "from twill_cli.main import main; main()", "solve", str(EXAMPLE), "--gpu", "h100",
+           "--no-cache", "--time-limit", "0.01", "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stderr
+    assert "time limit" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
