@@ -157,23 +157,34 @@ def _residues(prob, start, ops, ii: int, H: int, unit: str, cap: int) -> None:
         prob += pulp.lpSum(terms) <= cap, f"cap[{unit},r={r}]"
 
 
+class ModuloTimeout(Exception):
+    """The time limit ran out before any I was decided feasible."""
+
+
 def modulo_schedule(p: Problem, max_ii: int | None = None, time_limit: float | None = None,
                     on_try=None) -> ModuloResult | None:
-    """Escalate I from the MII bound until the ILP is feasible. None if `max_ii` is reached."""
+    """Escalate I from the MII bound until the ILP is feasible. None if `max_ii` is reached;
+    ModuloTimeout if `time_limit` seconds pass first (an undecided I is never skipped)."""
+    import time
+
+    deadline = None if time_limit is None else time.monotonic() + time_limit
     r_mii, c_mii = res_mii(p), rec_mii(p)
     ii = max(r_mii, c_mii)
     cap = max_ii or horizon(p, 1)
-    tried, proven = [], True
+    tried = []
     while ii <= cap:
         if on_try:
             on_try(ii)
-        status, length, starts = solve_at(p, ii, time_limit)
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise ModuloTimeout()
+        status, length, starts = solve_at(p, ii, left)
         tried.append((ii, status))
         if status == "Optimal":
             shift = min(starts.values())
             starts = {v: s - shift for v, s in starts.items()}
-            return ModuloResult(ii, length - shift, tuple(starts.items()), proven, r_mii, c_mii, tuple(tried))
+            return ModuloResult(ii, length - shift, tuple(starts.items()), True, r_mii, c_mii, tuple(tried))
         if status != "Infeasible":
-            proven = False  # a time limit or an undecided status leaves this I unproven
+            raise ModuloTimeout()  # undecided at this I: a larger one would not be provably minimal
         ii += 1
     return None

@@ -12,7 +12,7 @@ from .costs import bind
 from .errors import NoScheduleError, TwillError
 from .ir import Graph
 from .machine import Machine
-from .modulo import ModuloResult, modulo_schedule
+from .modulo import ModuloResult, ModuloTimeout, modulo_schedule
 from .normalize import Normalization, normalize
 from .problem import Problem, distinct_costs, make_problem
 from .schedule import Scale, Schedule, ScheduledOp
@@ -116,8 +116,12 @@ def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Prog
 
     # Stage 1: optimal modulo schedule, the SWP bound (PuLP + CBC).
     t1 = time.perf_counter()
-    swp = modulo_schedule(problem, options.max_ii, options.time_limit,
-                          on_try=lambda ii: progress("modulo", {"I": ii}))
+    try:
+        swp = modulo_schedule(problem, options.max_ii, options.time_limit,
+                              on_try=lambda ii: progress("modulo", {"I": ii}))
+    except ModuloTimeout:
+        raise TimeLimitReached(None, "the time limit ended the modulo-scheduling stage before any schedule "
+                                     "was found") from None
     timings["ilp_seconds"] = time.perf_counter() - t1
     if swp is None:
         raise NoScheduleError(f"no modulo schedule with I <= {options.max_ii}: raise --max-ii")
