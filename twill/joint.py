@@ -359,9 +359,12 @@ def _check(ctx, y, deadline):
     return {y.Status.SAT: "sat", y.Status.UNSAT: "unsat"}.get(status, "timeout")
 
 
-def _bound(ctx, e, y, term, hi: int, lo: int, deadline, model):
+def _bound(ctx, e, y, term, hi: int, lo: int, deadline, model, measure=None):
     """Binary-search the least k in [lo, hi] with `term <= k` satisfiable (hi is known to be).
-    Returns the model at that bound, the bound, and whether the search finished."""
+    `measure(model)` reads the value a model actually achieves (at most its `term`), so each
+    satisfiable check can lower `hi` further. Returns the model at that bound, the bound, and
+    whether the search finished (a time limit can stop it)."""
+    measure = measure or (lambda m: m.get_integer_value(term))
     while lo < hi:
         mid = (lo + hi) // 2
         ctx.push()
@@ -369,16 +372,19 @@ def _bound(ctx, e, y, term, hi: int, lo: int, deadline, model):
         status = _check(ctx, y, deadline)
         if status == "sat":
             model = y.Model.from_context(ctx, 1)
-            hi = model.get_integer_value(term)
+            hi = min(mid, measure(model))
         ctx.pop()
         if status == "timeout":
             break
         if status == "unsat":
             lo = mid + 1
     ctx.assert_formula(e.le(term, e.num(hi)))
-    if model is not None and lo >= hi:
-        return model, hi, True
     return model, hi, lo >= hi
+
+
+def _makespan(e, model) -> int:
+    """The length a model's starts really need (its L variable may be larger)."""
+    return max([model.get_integer_value(e.start[t.name]) + t.cycles for t in e.p.tasks] + [0])
 
 
 def critical_path(p: Problem) -> int:
@@ -409,7 +415,7 @@ def _first_length(ctx, e, y, lb, same_copies, deadline):
 
 def _minimize(ctx, e, y, p, model, length, below, deadline, report):
     """At a satisfiable (I, L): least L, then fewest roles, cross-role edges and warps."""
-    model, length, done = _bound(ctx, e, y, e.L, length, below + 1, deadline, model)
+    model, length, done = _bound(ctx, e, y, e.L, length, below + 1, deadline, model, lambda m: _makespan(e, m))
     steps = [("roles", e.add(*[e.T.ite(u, e.num(1), e.num(0)) for u in e.used]), 1),
              ("cross-role edges", e.add(e.num(0), *[e.T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(1))
                                                 for d in p.deps]), 0),
@@ -449,7 +455,7 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
             ctx.dispose()
             return None
         if status == "sat":
-            length = model.get_integer_value(e.L)
+            length = _makespan(e, model)
             report("joint", {"I": ii, "L": length, "minimizing": "L"})
             model, length, done = _minimize(ctx, e, y, p, model, length, below, deadline, report)
             result = JointResult(
