@@ -15,7 +15,6 @@ I escalation (`joint.solve_joint`) finds the smallest realisable I.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 from .errors import NoScheduleError

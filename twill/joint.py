@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .errors import Diagnostic, NoScheduleError
 from .liveness import imports, regs_per_thread

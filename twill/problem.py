@@ -53,7 +53,6 @@ class Problem:
     cross: int  # normalized cross-role delay
     limits: Limits
     invariant_bytes: tuple[tuple[str, int], ...] = ()  # loop-invariant inputs per memory space
-    carry_values: tuple[str, ...] = ()  # results the loop yields (live across the back edge)
     options: tuple[tuple[str, object], ...] = field(default=())
 
     @cached_property
@@ -92,7 +91,6 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
         kernel=graph.kernel, machine=machine.name, tasks=tasks, deps=deps, caps=machine.units,
         cross=units(machine.cross_warp_cycles), limits=machine.limits,
         invariant_bytes=tuple(sorted(invariant.items())),
-        carry_values=tuple(sorted({r for _, r in graph.yields})),
         options=tuple(sorted((options or {}).items())),
     )
 

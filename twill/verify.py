@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from .costs import bind
 from .errors import TwillError
 from .ir import Graph
-from .liveness import live_intervals, role_register_use, memory_use
+from .liveness import role_register_use, memory_use
 from .machine import Machine
 from .problem import Problem, make_problem
 from .schedule import Schedule

@@ -290,8 +290,8 @@ class Renderer:
             ncols = self._extent(t, 1)
             out("template <typename F>",
                 f"__device__ __forceinline__ void store_{t.name}(const Args& args, const F& f, int it, int row0, int n) {{",
-                f"  (void)it;",
-                f"  (void)n;",
+                "  (void)it;",
+                "  (void)n;",
                 f"  const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
             shared = t.kind == "store" and not ({"m", "n"} & set(t.axes))
             if shared and t.dtype != "f32":
@@ -629,7 +629,7 @@ class RoleBody:
             with out.block(f"for (; j + {U} <= n; j += {U})"):
                 for u in range(U):
                     self._window(out, p.window(self.role.name, ("steady", 0), u))
-            out(f"switch (n - j) {{  // the last steady windows and the epilogue, at their buffer phase")
+            out("switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase")
             for r in range(U):
                 out(f"  case {r}: {{")
                 out.depth += 2
@@ -677,7 +677,6 @@ class RoleBody:
 
     def _op(self, out: Lines, w: Window, pos: int, name: str) -> None:
         m, r = self.m, self.r
-        op = m.ops[name]
         stage = m.stage(name)
         it = w.inst(stage)
         begin, end = self.prog.turns.get((w.key, pos), (False, False))
@@ -803,7 +802,6 @@ class RoleBody:
         m, p = self.m, self.p
         s = m.mma_shape[name]
         chan = p.channels.get(name)
-        a = args[0]
         c = args[2] if s.accumulate else None
         with out.block(""):
             if c is not None and c.where == "reg":

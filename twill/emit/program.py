@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
 
-from .model import EmitError, KernelModel, Use
+from .model import EmitError, KernelModel
 
 
 @dataclass(frozen=True)
