@@ -75,7 +75,7 @@ def discover() -> list[str]:
 
 # -- the child: one solve, one JSON line on stdout ---------------------------------------------
 
-def child(path: str, gpu: str) -> int:
+def child(path: str, gpu: str, backend: str = "yices") -> int:
     t0 = time.perf_counter()
     out: dict = {}
     try:
@@ -86,7 +86,7 @@ def child(path: str, gpu: str) -> int:
         graph = load_graph(path)
         machine = load_machine(gpu)
         t1 = time.perf_counter()
-        schedule = solve(graph, machine, SolveOptions(timings=True))
+        schedule = solve(graph, machine, SolveOptions(timings=True, smt_backend=backend))
         out = {
             "status": "ok",
             "ii": schedule.ii,
@@ -109,9 +109,9 @@ def child(path: str, gpu: str) -> int:
     return 0
 
 
-def run_one(name: str, gpu: str, timeout: float) -> dict:
+def run_one(name: str, gpu: str, timeout: float, backend: str = "yices") -> dict:
     """One solve in a fresh process; kills the whole process group on timeout."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(EXAMPLES_DIR / f"{name}.tir"), gpu]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(EXAMPLES_DIR / f"{name}.tir"), gpu, backend]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, cwd=ROOT)
@@ -187,6 +187,42 @@ def bench_example(name: str, repeat: int, timeout: float) -> dict:
         entry["samples"] = [{**r["stats"], "process_seconds": r["process_seconds"], "peak_mib": r["peak_mib"]}
                             for r in ok]
     return entry
+
+
+def compare_z3(names: list[str], results: dict, timeout: float) -> dict:
+    """One z3 solve per example on the same encoding (`--smt-backend z3`), next to Yices' median."""
+    out = {}
+    for name in names:
+        gpu = gpu_for(name)
+        print(f"  {name} on {gpu}: z3 ...", end="", file=sys.stderr, flush=True)
+        r = run_one(name, gpu, timeout, "z3")
+        yices = results[name]
+        entry = {"status": r["status"]}
+        if r["status"] == "ok":
+            entry["smt_seconds"] = r["stats"].get("smt_seconds")
+            entry["same_result"] = key_of(r) == key_of({**yices, "status": "ok"})
+            print(f" {entry['smt_seconds']:.2f} s", file=sys.stderr)
+        else:
+            print(f" {r['status']}", file=sys.stderr)
+        entry["yices_smt_seconds"] = yices.get("median", {}).get("smt_seconds")
+        out[name] = entry
+    return out
+
+
+def z3_table(versus: dict, timeout: float) -> str:
+    rows = ["| example | Yices SMT s (median) | z3 SMT s (one run) | z3 / Yices | same I, L, optimal, roles |",
+            "|---|---|---|---|---|"]
+    for name, e in versus.items():
+        y = e.get("yices_smt_seconds")
+        if e["status"] == "ok":
+            z = e["smt_seconds"]
+            ratio = f"{z / y:.1f}x" if y else ""
+            same = "yes" if e["same_result"] else "NO"
+            rows.append(f"| {name} | {_s(y)} | {_s(z)} | {ratio} | {same} |")
+        else:
+            what = f"timeout (> {timeout:g} s)" if e["status"] == "timeout" else e["status"]
+            rows.append(f"| {name} | {_s(y)} | {what} | | |")
+    return "\n".join(rows) + "\n"
 
 
 # -- the machine --------------------------------------------------------------------------------
@@ -318,6 +354,17 @@ def render_doc(data: dict, log: str) -> str:
         "Makefile. `peak MiB` is the largest peak resident set over the runs, the child's own or its",
         "largest subprocess's (CBC), whichever is larger. Times are in seconds of wall time.",
         "",
+    ]
+    if data.get("z3"):
+        lines += [
+            "## Yices versus z3",
+            "",
+            "The joint stage on z3 (`--smt-backend z3`: the same encoding through a thin adapter),",
+            "one run per example, against Yices' median SMT time above. Yices stays the default.",
+            "",
+            z3_table(data["z3"], data.get("z3_timeout_seconds", 120)),
+        ]
+    lines += [
         "## Machine",
         "",
         f"- `nproc`: {m['nproc']} (os.cpu_count: {m['cpu_count']}); CPU: {m['cpu']}; memory: {m['memory_gib']} GiB;"
@@ -390,7 +437,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="compare (I, L, optimal, roles) with the recorded results; exit 1 if any changed")
     ap.add_argument("--baseline", type=Path, default=DEFAULT_RESULTS,
                     help="recorded results for --check (default bench/results.json)")
-    ap.add_argument("--child", nargs=2, metavar=("TIR", "GPU"), help=argparse.SUPPRESS)
+    ap.add_argument("--z3-timeout", type=float, default=120.0,
+                    help="seconds per z3 solve in the Yices-versus-z3 comparison (default 120; 0 skips it)")
+    ap.add_argument("--child", nargs=3, metavar=("TIR", "GPU", "BACKEND"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.child:
@@ -411,9 +460,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"benchmarking {len(names)} example(s), {args.repeat} run(s) each, timeout {args.timeout:g} s",
           file=sys.stderr)
     results = {n: bench_example(n, args.repeat, args.timeout) for n in names}
+    versus = compare_z3(names, results, args.z3_timeout) if args.z3_timeout > 0 else {}
     machine["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     data = {"format": FORMAT, "date": date, "repeat": args.repeat, "timeout_seconds": args.timeout,
-            "machine": machine, "examples": results}
+            "machine": machine, "examples": results, "z3": versus, "z3_timeout_seconds": args.z3_timeout}
 
     print(table(results), end="")
     if args.out or not args.check:
