@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Solver benchmark: every example in examples/, solved several times, one fresh process per solve.
 
-    python bench/solve_bench.py [--repeat 3] [--timeout 300] [--only NAME ...] [--out DIR] [--check]
+    python bench/solve_bench.py [--repeat 3] [--timeout 300] [--only NAME ...] [--out DIR] [--check] [--record]
 
 Each solve runs `twill.pipeline.solve(graph, machine, SolveOptions(timings=True))` in a child
 Python process (this script with the hidden `--child` option), so the peak memory the child
@@ -16,14 +16,16 @@ larger), the (I, L) found, the warp roles (name and warps), and whether optimali
 
 Writes docs/benchmarks.md (generated table and machine description; everything after the
 `<!-- log -->` line is hand-written and kept verbatim between runs) and bench/results.json.
-With --out DIR both go to DIR instead.
+With --out DIR both go to DIR instead. A plain run first compares its results with the recorded
+ones: if any (I, L, optimal, roles) changed it writes nothing and exits 1; --record accepts the
+change and writes.
 
 --check compares each example's (I, L, optimal, roles) with the recorded bench/results.json
 (or --baseline FILE) and exits 1 if any changed; timings are not compared. With --check nothing
 is written unless --out is given, so the recorded results stay the reference.
 
-Exit status: 0 done (timeouts and solver errors are reported in the table), 1 --check found a
-change, 2 bad usage.
+Exit status: 0 done (timeouts and solver errors are reported in the table), 1 a result changed
+from the recorded one (a plain run or --check), 2 bad usage.
 """
 from __future__ import annotations
 
@@ -435,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="write benchmarks.md and results.json into DIR instead of docs/ and bench/")
     ap.add_argument("--check", action="store_true",
                     help="compare (I, L, optimal, roles) with the recorded results; exit 1 if any changed")
+    ap.add_argument("--record", action="store_true",
+                    help="write docs/ and bench/ even if a result changed from the recorded one")
     ap.add_argument("--baseline", type=Path, default=DEFAULT_RESULTS,
                     help="recorded results for --check (default bench/results.json)")
     ap.add_argument("--z3-timeout", type=float, default=120.0,
@@ -466,6 +470,14 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine, "examples": results, "z3": versus, "z3_timeout_seconds": args.z3_timeout}
 
     print(table(results), end="")
+    if not args.out and not args.check and not args.record and args.baseline.is_file():
+        # The default run guards the record: a changed result fails and leaves the record alone.
+        problems = check(results, args.baseline, full=not args.only)
+        if problems:
+            print(f"results changed from {args.baseline} (nothing written; --record accepts them):", file=sys.stderr)
+            for p in problems:
+                print(f"  {p}", file=sys.stderr)
+            return 1
     if args.out or not args.check:
         doc = args.out / "benchmarks.md" if args.out else DEFAULT_DOC
         res = args.out / "results.json" if args.out else DEFAULT_RESULTS
