@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .errors import NoScheduleError
+from .joint import EXTRA_COPIES
 from .liveness import regs_per_thread
 from .problem import Problem
 
@@ -131,7 +132,7 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
     wg = lim.warp_group
     if family == "completion":
         return (f"op {detail} ({T[detail].cycles} units) must start and finish within the schedule length, "
-                f"at most L = {lmax} (stage 1's copies of I = {ii}, plus one)")
+                f"at most L = {lmax} (stage 1's copies of I = {ii}, plus {EXTRA_COPIES})")
     if family == "dependence":
         if detail.startswith("no_cross:"):
             src, dst = detail[len("no_cross:"):].split("->")
@@ -272,7 +273,7 @@ def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int) -
             else:
                 out.append(Relaxation(fam, "a shallower ring", None, "streaming rings are already at depth 1"))
         if fam == "completion":
-            tried(fam, "one more stage of length (L window + I)", p, window(p, ii, swp_length, 2))
+            tried(fam, "one more stage of length (L window + I)", p, window(p, ii, swp_length, EXTRA_COPIES + 1))
         if fam == "capacity":
             out.append(Relaxation(fam, "a unit of larger capacity", None,
                                   "capacity is the machine's; shorter occupancies (smaller tiles) would relax it"))

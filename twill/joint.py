@@ -25,7 +25,7 @@ integer in [0, I) with an integer quotient. Every constraint family is one funct
                progress: mod[v,u] = 0 or mod[v,u] >= busy(u) (and busy(u) <= I when 0).
 
 Escalation: for I from the SWP bound upward, check satisfiability with L up to the window of the
-copies stage 1 needed plus one (`window`); the first satisfiable I is optimal: every smaller I was
+copies stage 1 needed plus two (`window`); the first satisfiable I is optimal: every smaller I was
 unsatisfiable within its window, as in the paper (which allows no extra copy). Then L is minimized, then
 the number of roles, then the cross-role edges, each by tightening a bound until unsat.
 """
@@ -341,8 +341,15 @@ def build(p: Problem, ii: int, lmax: int, families=FAMILIES, guard=None):
     return ctx, e, guards
 
 
-def window(p: Problem, ii: int, swp_length: int, extra_copies: int = 1) -> int:
-    """The longest L tried at `ii`: the copies stage 1 needed, plus `extra_copies` more."""
+EXTRA_COPIES = 2
+
+
+def window(p: Problem, ii: int, swp_length: int, extra_copies: int = EXTRA_COPIES) -> int:
+    """The longest L tried at `ii`: the copies stage 1 needed, plus `extra_copies` more.
+
+    Two more, not one: cross-role hand-offs lengthen an iteration, and on the unsplit attention
+    tile (h100) one extra copy left the SWP bound I = 240 unreachable (I = 247) where two reach it
+    (L = 727); `twill explain` pointed this out ("one more stage of length: satisfiable")."""
     return ii * (math.ceil(swp_length / ii) + extra_copies)
 
 
@@ -437,7 +444,7 @@ def _check_any_ii(p, last, swp_length, extra_copies, y, deadline) -> None:
 
 
 def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
-                max_ii: int | None = None, progress=None, extra_copies: int = 1) -> JointResult | None:
+                max_ii: int | None = None, progress=None, extra_copies: int = EXTRA_COPIES) -> JointResult | None:
     """I/L escalation. Returns None when the time limit ends the search first; raises
     NoScheduleError when no I up to `max_ii` (or a fully sequential I) works."""
     y = smt_backend(p.option("smt_backend", "yices"))
