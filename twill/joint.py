@@ -404,11 +404,13 @@ def critical_path(p: Problem) -> int:
     return max(longest.values(), default=0)
 
 
-def _first_length(ctx, e, y, lb, same_copies, deadline):
-    """Check L <= lb, then L <= the window of the same number of copies, then the whole window.
+def _first_length(ctx, e, y, lb, deadline):
+    """Ascend from L <= lb in doubling steps up to the window (method.md: L from stage 1's length
+    upward): checks near the optimum are the cheap ones, a loose bound lets the solver wander.
     Returns (status, model, the largest bound proven unsat)."""
-    proven_below = lb - 1
-    for cap in sorted({lb, max(lb, same_copies), max(lb, e.lmax)}):
+    proven_below, cap, step = lb - 1, lb, 1
+    while True:
+        cap = min(cap, e.lmax)
         ctx.push()
         ctx.assert_formula(e.le(e.L, e.num(cap)))
         status = _check(ctx, y, deadline)
@@ -417,7 +419,9 @@ def _first_length(ctx, e, y, lb, same_copies, deadline):
         if status != "unsat":
             return status, model, proven_below
         proven_below = cap
-    return "unsat", None, proven_below
+        if cap >= e.lmax:
+            return "unsat", None, proven_below
+        cap, step = cap + step, step * 2
 
 
 def _minimize(ctx, e, y, p, model, length, below, deadline, report):
@@ -456,7 +460,7 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
         report("joint", {"I": ii})
         ctx, e, _ = build(p, ii, window(p, ii, swp_length, extra_copies))
         lb = swp_length if ii == first_ii else critical_path(p)
-        status, model, below = _first_length(ctx, e, y, lb, ii * math.ceil(swp_length / ii), deadline)
+        status, model, below = _first_length(ctx, e, y, lb, deadline)
         tried.append((ii, status))
         if status == "timeout":
             ctx.dispose()
