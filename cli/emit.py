@@ -23,7 +23,8 @@ def emit_cuda(source, gpu, output, swp_only, time_limit, **flags):
 
     pending = None
     if source.endswith(".json"):
-        schedule = _load_schedule(source)
+        from twill.fileio import load_schedule
+        schedule = load_schedule(source)
         machine = _machine_for(schedule, gpu)
     else:
         from twill.fileio import load_graph
@@ -42,28 +43,6 @@ def emit_cuda(source, gpu, output, swp_only, time_limit, **flags):
     _write(schedule, machine, output)
     if pending is not None:
         raise pending
-
-
-def _load_schedule(path: str):
-    import json
-
-    from twill.errors import Diagnostic, InputError
-    from twill.fileio import read_text
-    from twill.schedule import FORMAT, Schedule
-
-    text = read_text(path, "schedule")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(Diagnostic(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")) from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise InputError(Diagnostic(f"{path}: not a twill schedule (format is {found!r}, expected '{FORMAT}')",
-                                    hint="write one with: twill solve GRAPH.tir --gpu NAME -o SCHEDULE.json"))
-    try:
-        return Schedule.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(Diagnostic(f"{path}: malformed schedule: {exc!r}")) from None
 
 
 def _machine_for(schedule, gpu: str | None):

@@ -41,6 +41,7 @@ def _schedule(source: str, gpu, swp_only: bool, loop, quiet: bool):
     if source.endswith(".json"):
         if swp_only or gpu:
             raise InputError(f"'{source}' is already a schedule: --gpu and --swp-only are for a graph")
+        from twill.fileio import load_schedule
         return load_schedule(source)
     from twill.fileio import load_graph
     from twill.pipeline import solve
@@ -48,27 +49,3 @@ def _schedule(source: str, gpu, swp_only: bool, loop, quiet: bool):
     machine = need_gpu(gpu, "plot of a graph")
     graph = load_graph(source, loop)
     return solve(graph, machine, solve_options(swp_only=swp_only), progress_printer(quiet))
-
-
-def load_schedule(path: str):
-    """Read a `twill-schedule/1` file; anything else is an InputError naming the file."""
-    import json
-
-    from twill.errors import Diagnostic, InputError, Span
-    from twill.fileio import read_text
-    from twill.schedule import FORMAT, Schedule
-
-    text = read_text(path, "schedule")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        lines = text.splitlines() or [""]
-        line = lines[min(exc.lineno, len(lines)) - 1]
-        raise InputError(Diagnostic(f"not a JSON file: {exc.msg}", Span(path, exc.lineno, exc.colno, line))) from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputError(f"'{path}' is not a twill schedule (expected \"format\": \"{FORMAT}\"; "
-                         f"write one with `twill solve GRAPH --gpu M -o {path}`)")
-    try:
-        return Schedule.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"'{path}' is a malformed schedule: {type(exc).__name__}: {exc}") from None

@@ -59,3 +59,29 @@ def load_graph(path: str | Path, loop: int | None = None):
         return graph
     from .tir import parse_tir
     return parse_tir(text, str(path))
+
+
+def load_schedule(path: str | Path):
+    """Read a `twill-schedule/1` file; anything else is an InputError naming the file (and, for
+    JSON that does not parse, the line and column)."""
+    import json
+
+    from .errors import Span
+    from .schedule import FORMAT, Schedule
+
+    text = read_text(path, "schedule")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        lines = text.splitlines() or [""]
+        line = lines[min(exc.lineno, len(lines)) - 1]
+        raise InputError(Diagnostic(f"not a JSON file: not valid JSON ({exc.msg})",
+                                    Span(str(path), exc.lineno, exc.colno, line))) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise InputError(Diagnostic(f"'{path}' is not a twill schedule (format is {found!r}, expected '{FORMAT}')",
+                                    hint=f"write one with: twill solve GRAPH.tir --gpu NAME -o {path}"))
+    try:
+        return Schedule.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(Diagnostic(f"'{path}' is a malformed schedule: {type(exc).__name__}: {exc}")) from None
