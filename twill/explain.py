@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from .errors import NoScheduleError
 from .joint import EXTRA_COPIES
-from .liveness import regs_per_thread
+from .liveness import busy, regs_per_thread
 from .problem import Problem
 
 Key = tuple  # (family, detail)
@@ -198,9 +198,8 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
                 f"staged for another role) live then, must fit {limit} bytes")
     if family == "blocking":
         v, u = detail.split("|")
-        busy = 1 if T[u].is_async else max(T[u].cycles, 1)
         return (f"op {v} waits on a barrier (async or cross-role producer, or a tensor-memory read), so on a "
-                f"role shared with {u} it cannot start while {u} is busy ({busy} units of every I = {ii})")
+                f"role shared with {u} it cannot start while {u} is busy ({busy(T[u])} units of every I = {ii})")
     return f"{family}: {detail}"
 
 

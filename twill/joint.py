@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import Diagnostic, NoScheduleError
-from .liveness import imports, regs_per_thread
+from .liveness import always_blocking, busy, imports, regs_per_thread
 from .problem import Problem
 from .schedule import Buffer, Role, Schedule, ScheduledOp
 from .smt import smt_backend
@@ -290,8 +290,7 @@ def memory(e: Encoding):
 
 def blocking(e: Encoding):
     T, p = e.T, e.p
-    static = {d.dst for d in p.deps if p.task[d.src].is_async}
-    static |= {t.name for t in p.tasks if t.reads_tmem and t.opcode != "mma"}
+    static = always_blocking(p)
     for v in e.names:
         ins = [d.src for d in p.deps if d.dst == v]
         cross = [T.ynot(e.same_role(u, v)) for u in ins]
@@ -299,11 +298,11 @@ def blocking(e: Encoding):
             continue
         blk = T.true() if v in static else T.yor(cross)
         for u in p.tasks:
-            busy = 1 if u.is_async else max(u.cycles, 1)
-            if u.name == v or (busy <= 1):
+            held = busy(u)
+            if u.name == v or held <= 1:
                 continue
-            free = T.yor(([e.residue_in(v, u.name, busy, e.ii - 1)] if busy < e.ii else [])
-                         + ([e.residue_in(v, u.name, 0, 0)] if busy <= e.ii else []))
+            free = T.yor(([e.residue_in(v, u.name, held, e.ii - 1)] if held < e.ii else [])
+                         + ([e.residue_in(v, u.name, 0, 0)] if held <= e.ii else []))
             yield f"{v}|{u.name}", T.implies(T.yand([blk, e.same_role(u.name, v)]), free)
 
 

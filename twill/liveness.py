@@ -33,18 +33,16 @@ def regs_per_thread(nbytes: int, warps: int) -> int:
     return math.ceil(nbytes / (4 * 32 * warps))
 
 
+def always_blocking(p: Problem) -> set[str]:
+    """Ops that block whatever the roles: an async producer, or a @tmem read into registers."""
+    out = {d.dst for d in p.deps if p.task[d.src].is_async}
+    return out | {t.name for t in p.tasks if t.reads_tmem and t.opcode != "mma"}
+
+
 def blocking_ops(s: Schedule, p: Problem) -> set[str]:
-    """Ops with a blocking in-edge: an async producer, a cross-role producer, or a @tmem read."""
+    """Ops with a blocking in-edge: `always_blocking`, or a producer on another role."""
     ops = s.by_name
-    out = set()
-    for d in p.deps:
-        src = p.task[d.src]
-        if src.is_async or ops[d.src].role != ops[d.dst].role:
-            out.add(d.dst)
-    for t in p.tasks:
-        if t.reads_tmem and t.opcode != "mma":
-            out.add(t.name)
-    return out
+    return always_blocking(p) | {d.dst for d in p.deps if ops[d.src].role != ops[d.dst].role}
 
 
 def imports(p: Problem) -> list[tuple[str, str]]:
