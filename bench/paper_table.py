@@ -20,11 +20,12 @@ import argparse
 import datetime as _dt
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from childrun import run_child  # bench/ is on sys.path when this script runs
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples"
@@ -89,25 +90,9 @@ def run_case(name: str, timeout: float, extra: dict | None = None) -> dict:
     example, gpu, overrides, _ = CASES[name]
     ov = dict(overrides, **(extra or {}))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", example, gpu, json.dumps(ov), str(timeout)]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, cwd=ROOT)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout + 60)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the child's own session only
-        except ProcessLookupError:
-            pass
-        proc.communicate()
-        return {"status": "timeout", "process_seconds": round(time.perf_counter() - t0, 3)}
-    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        tail = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        return {"status": "error", "error": tail[:300]}
-    r = json.loads(lines[-1])
-    r["process_seconds"] = round(time.perf_counter() - t0, 3)
-    return r
+    result, elapsed = run_child(cmd, timeout + 60, ROOT)  # the solver stops itself at `timeout`
+    result["process_seconds"] = round(elapsed, 3)
+    return result
 
 
 def abbrev_roles(roles: list) -> str:

@@ -36,12 +36,13 @@ import os
 import platform
 import re
 import resource
-import signal
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from childrun import run_child  # bench/ is on sys.path when this script runs
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
@@ -112,29 +113,13 @@ def child(path: str, gpu: str, backend: str = "yices") -> int:
 
 
 def run_one(name: str, gpu: str, timeout: float, backend: str = "yices") -> dict:
-    """One solve in a fresh process; kills the whole process group on timeout."""
+    """One solve in a fresh process (childrun.run_child); peak memory from its own report."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(EXAMPLES_DIR / f"{name}.tir"), gpu, backend]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, cwd=ROOT)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the child's own session: it and CBC, nothing else
-        except ProcessLookupError:
-            pass
-        proc.communicate()
-        return {"status": "timeout", "process_seconds": round(time.perf_counter() - t0, 3)}
-    elapsed = time.perf_counter() - t0
-    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        return {"status": "error", "error": tail[:300], "process_seconds": round(elapsed, 3)}
-    result = json.loads(lines[-1])
+    result, elapsed = run_child(cmd, timeout, ROOT)
     result["process_seconds"] = round(elapsed, 3)
-    rss = result.pop("maxrss_kib", {})
-    result["peak_mib"] = round(max(rss.get("self", 0), rss.get("children", 0)) / 1024, 1)
+    if "maxrss_kib" in result:
+        rss = result.pop("maxrss_kib")
+        result["peak_mib"] = round(max(rss.get("self", 0), rss.get("children", 0)) / 1024, 1)
     return result
 
 
@@ -395,13 +380,6 @@ def existing_log(doc: Path) -> str:
     return "\n## Log\n\nWhat each solver change predicted and did (hand-written; newest last).\n"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def check(results: dict, baseline: Path, full: bool) -> list[str]:
     if not baseline.is_file():
         return [f"no recorded results at {baseline}: run without --check first"]
@@ -481,8 +459,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.out or not args.check:
         doc = args.out / "benchmarks.md" if args.out else DEFAULT_DOC
         res = args.out / "results.json" if args.out else DEFAULT_RESULTS
-        write_atomic(res, json.dumps(data, indent=2) + "\n")
-        write_atomic(doc, render_doc(data, existing_log(doc)))
+        from twill.fileio import write_atomic
+        for path, text in ((res, json.dumps(data, indent=2) + "\n"), (doc, render_doc(data, existing_log(doc)))):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text)
         print(f"wrote {doc} and {res}", file=sys.stderr)
     for name, e in results.items():
         if e["status"] not in ("ok",):
