@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import Diagnostic, NoScheduleError
 from .liveness import always_blocking, busy, imports, regs_per_thread
@@ -483,22 +483,36 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
 
 # -- mapping the answer back to the user's names --------------------------------------------------
 
-def _role_name(ops, p: Problem, counters: dict) -> str:
+def _role_kind(ops: tuple[str, ...], p: Problem) -> str:
+    """What a role does, from its ops: the base of its name."""
     opcodes = {p.task[o].opcode for o in ops}
     if all(p.task[o].variable_latency for o in ops):
-        base = "load"
-    elif opcodes == {"mma"}:
-        base = "mma"
-    elif "mma" in opcodes:
-        base = "consumer"
-    elif "exp2" in opcodes:
-        base = "softmax"
-    elif opcodes <= {"rescale", "mul", "convert"}:
-        base = "correction"
-    else:
-        base = "role"
-    counters.setdefault(base, []).append(ops)
-    return base
+        return "load"
+    if opcodes == {"mma"}:
+        return "mma"
+    if "mma" in opcodes:
+        return "consumer"
+    if "exp2" in opcodes:
+        return "softmax"
+    if opcodes <= {"rescale", "mul", "convert"}:
+        return "correction"
+    return "role"
+
+
+def _role_names(groups: list[tuple[str, ...]], p: Problem) -> list[str]:
+    """Names for roles in order: their kind, numbered when several share it (consumers and softmax
+    warpgroups are always numbered, as the FA3/FA4 papers name them)."""
+    kinds = [_role_kind(g, p) for g in groups]
+    numbered = {k for k in kinds if kinds.count(k) > 1 or k in ("consumer", "softmax")}
+    seen: dict[str, int] = {}
+    names = []
+    for k in kinds:
+        if k in numbered:
+            names.append(f"{k}{seen.get(k, 0)}")
+            seen[k] = seen.get(k, 0) + 1
+        else:
+            names.append(k)
+    return names
 
 
 def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
@@ -527,7 +541,6 @@ def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
 
 
 def joint_schedule(p: Problem, swp, base: Schedule, options, progress) -> Schedule:
-    from dataclasses import replace
     result = solve_joint(p, swp.ii, swp.length, options.time_limit, options.max_ii, progress)
     if result is None:
         from .pipeline import TimeLimitReached
@@ -535,21 +548,13 @@ def joint_schedule(p: Problem, swp, base: Schedule, options, progress) -> Schedu
     start, slot = dict(result.starts), dict(result.roles)
     warps = dict(result.role_warps)
     # Name role slots in order of first op, deterministically.
-    order = sorted({s for s in slot.values()}, key=lambda s: min(i for i, v in enumerate(p.tasks) if slot[v.name] == s))
-    counters: dict = {}
-    bases = {}
-    for s in order:
-        ops = tuple(t.name for t in p.tasks if slot[t.name] == s)
-        bases[s] = (_role_name(ops, p, counters), ops)
-    names = {}
-    for s in order:
-        kind, members = bases[s]
-        many = len(counters[kind]) > 1 or kind in ("consumer", "softmax")
-        names[s] = f"{kind}{counters[kind].index(members)}" if many else kind
+    order = sorted(set(slot.values()), key=lambda s: min(i for i, v in enumerate(p.tasks) if slot[v.name] == s))
+    groups = [tuple(t.name for t in p.tasks if slot[t.name] == s) for s in order]
+    names = dict(zip(order, _role_names(groups, p)))
     ops = tuple(ScheduledOp(t.name, t.opcode, t.unit, t.cycles, t.occupancy, start[t.name], names[slot[t.name]],
                             t.issue, t.is_async, t.variable_latency, t.streaming, t.machine_cycles)
                 for t in p.tasks)
-    roles = tuple(Role(names[s], warps[s], 0, bases[s][1]) for s in order)
+    roles = tuple(Role(names[s], warps[s], 0, g) for s, g in zip(order, groups))
     buffers = tuple(Buffer(t.name, t.depth, t.bytes, t.space) for t in p.tasks if t.streaming)
     cross = tuple((d.src, d.dst) for d in p.deps if slot[d.src] != slot[d.dst])
     sched = replace(base, stage="joint", ii=result.ii, length=result.length, optimal=result.optimal,
