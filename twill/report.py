@@ -25,10 +25,15 @@ def render(schedule: Schedule, fmt: str) -> str:
     return render_table(schedule)
 
 
+def _symbols(s: Schedule) -> dict[str, str]:
+    """The one-character name of each op in the timelines, by its position in the graph."""
+    return {o.name: SYMBOLS[i % len(SYMBOLS)] for i, o in enumerate(s.ops)}
+
+
 def _lanes(s: Schedule, key) -> dict[str, list[str]]:
     """lane -> list of WIDTH cells (op symbol or '.') over the steady state [0, I)."""
     width = min(WIDTH, s.ii)
-    sym = {o.name: SYMBOLS[i % len(SYMBOLS)] for i, o in enumerate(s.ops)}
+    sym = _symbols(s)
     lanes: dict[str, list[str]] = {}
     for o in s.ops:
         lane = key(o)
@@ -66,9 +71,9 @@ def render_table(s: Schedule) -> str:
     table = Table(title=None, show_edge=False)
     for col in ("sym", "op", "opcode", "unit", "cycles", "start", "stage") + (("role",) if s.roles else ()):
         table.add_column(col, justify="right" if col in ("cycles", "start", "stage") else "left")
-    for i, o in enumerate(sorted(s.ops, key=lambda o: (o.start, o.name))):
-        idx = [x.name for x in s.ops].index(o.name)
-        row = [SYMBOLS[idx % len(SYMBOLS)], o.name, o.opcode, o.unit, str(o.cycles), str(o.start),
+    sym = _symbols(s)
+    for o in sorted(s.ops, key=lambda o: (o.start, o.name)):
+        row = [sym[o.name], o.name, o.opcode, o.unit, str(o.cycles), str(o.start),
                str(s.stage_of(o))]
         table.add_row(*(row + ([o.role or "-"] if s.roles else [])))
     console.print(table)
