@@ -16,11 +16,12 @@ together with a small extern "C" shim, written here, that fills the kernel's `Pr
 pointers and calls `launch`; the library is loaded with ctypes and run on torch tensors.
 
 Layout conventions of the emitted kernels (docs/emit-cuda.md):
-- GEMM: a [M][K] f16, b [K][N] f16 (both row-major), out_acc [M][N] f32; tiles of 128 x 128, K step 64.
-- attention: the 128-row Q tile is two 64-row halves, separate tensors q0 and q1 ([BH][N/2][D] each:
-  rows 128t..128t+63 of Q go to q0, rows 128t+64..128t+127 to q1); k, v [BH][N][D]; out_acc0/out_acc1
-  are the normalized f32 outputs of the two halves; out_m*/out_l* the softmax statistics. The packing
-  of Q and the unpacking of O are outside the timed region.
+- GEMM: a [M][K] f16, b [K][N] f16 (both row-major), C [M][N] f32; output tiles of 128 x 256, K step
+  64. The graph's sub-tiles a0/a1 and acc0/acc1 are the two 64-row halves of each 128-row tile; the
+  shim places them in the one A and the one C with the launcher's `*_rows_step`/`*_rows_offset`.
+- attention: likewise, q0/q1 and out_acc0/out_acc1 are the 64-row halves of each 128-row tile of
+  one Q [BH][N][D] and one f32 O [BH][N][D]; out_m*/out_l* of one m, l [BH][N] (the softmax
+  statistics); k, v [BH][N][D]. No packing or unpacking: every tensor is used where it lies.
 """
 import argparse
 import ctypes
@@ -45,22 +46,30 @@ extern "C" int twill_bench_launch(int tiles_m, int tiles_n, int iters, int batch
                                   const void* a, const void* b, void* out, void* stream) {
   NS::Problem p;
   p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters; p.batch = batch;
-  p.a = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b);
-  p.out_acc = static_cast<float*>(out);
+  // a0, a1 (and acc0, acc1) are the 64-row halves of each 128-row tile of one A (one C)
+  p.a0 = p.a1 = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b);
+  p.a0_rows_step = p.a1_rows_step = 128; p.a1_rows_offset = 64;
+  p.out_acc0 = p.out_acc1 = static_cast<float*>(out);
+  p.out_acc0_rows_step = p.out_acc1_rows_step = 128; p.out_acc1_rows_offset = 64;
   return static_cast<int>(NS::launch(p, static_cast<cudaStream_t>(stream)));
 }
 """),
     "attention": ("attention_fwd_hopper.cu", "twill_attention_fwd_hopper", "examples/attention_fwd_hopper.tir", r"""
 extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_scale,
-                                  const void* q0, const void* q1, const void* k, const void* v,
-                                  void* acc0, void* acc1, void* m0, void* m1, void* l0, void* l1, void* stream) {
+                                  const void* q, const void* k, const void* v,
+                                  void* acc, void* m, void* l, void* stream) {
   NS::Problem p;
   p.tiles_m = tiles_m; p.tiles_n = 1; p.iters = iters; p.batch = batch; p.exp2_scale = exp2_scale;
-  p.q0 = static_cast<const __half*>(q0); p.q1 = static_cast<const __half*>(q1);
+  // the sub-tiles 0 and 1 are rows 0-63 and 64-127 of each 128-row tile of one Q (one O, m, l)
+  p.q0 = p.q1 = static_cast<const __half*>(q);
+  p.q0_rows_step = p.q1_rows_step = 128; p.q1_rows_offset = 64;
   p.k = static_cast<const __half*>(k); p.v = static_cast<const __half*>(v);
-  p.out_acc0 = static_cast<float*>(acc0); p.out_acc1 = static_cast<float*>(acc1);
-  p.out_m0 = static_cast<float*>(m0); p.out_m1 = static_cast<float*>(m1);
-  p.out_l0 = static_cast<float*>(l0); p.out_l1 = static_cast<float*>(l1);
+  p.out_acc0 = p.out_acc1 = static_cast<float*>(acc);
+  p.out_acc0_rows_step = p.out_acc1_rows_step = 128; p.out_acc1_rows_offset = 64;
+  p.out_m0 = p.out_m1 = static_cast<float*>(m);
+  p.out_m0_cols_step = p.out_m1_cols_step = 128; p.out_m1_cols_offset = 64;
+  p.out_l0 = p.out_l1 = static_cast<float*>(l);
+  p.out_l0_cols_step = p.out_l1_cols_step = 128; p.out_l1_cols_offset = 64;
   return static_cast<int>(NS::launch(p, static_cast<cudaStream_t>(stream)));
 }
 """),
@@ -83,10 +92,10 @@ def regenerate():
                         os.path.join(KDIR, fname)], check=True)
 
 
-def build(name, build_dir):
+def build(name, build_dir, kernel_dir=KDIR):
     """Compile KERNELS[name]'s emitted file (included unmodified) plus its shim into a shared library."""
     fname, ns, _, shim = KERNELS[name]
-    src = os.path.join(KDIR, fname)
+    src = os.path.abspath(os.path.join(kernel_dir, fname))
     text = '// shim written by bench/gpu_bench.py around an unmodified emitted kernel\n'
     text += '#include "%s"\n#define NS %s\n%s' % (src, ns, shim)
     os.makedirs(build_dir, exist_ok=True)
@@ -124,20 +133,22 @@ def _stream():
 
 
 class TwillGemm:
-    TILE_M, TILE_N, TILE_K = 128, 128, 64
+    TILE_M, TILE_N, TILE_K = 128, 256, 64
 
     def __init__(self, lib):
         self.lib = lib
 
     def check_shape(self, M, N, K):
         if M % self.TILE_M or N % self.TILE_N or K % self.TILE_K:
-            raise ValueError("emitted GEMM needs M %% 128 == N %% 128 == K %% 64 == 0 (got %d, %d, %d)" % (M, N, K))
+            raise ValueError("emitted GEMM needs M %% %d == N %% %d == K %% %d == 0 (got %d, %d, %d)"
+                             % (self.TILE_M, self.TILE_N, self.TILE_K, M, N, K))
 
     def __call__(self, a, b, out):
         M, K = a.shape
         N = b.shape[1]
         self.check_shape(M, N, K)
-        err = self.lib.twill_bench_launch(M // 128, N // 128, K // 64, 1, _p(a), _p(b), _p(out), _stream())
+        err = self.lib.twill_bench_launch(M // self.TILE_M, N // self.TILE_N, K // self.TILE_K, 1, _p(a), _p(b), _p(out),
+                                          _stream())
         if err != 0:
             raise RuntimeError("twill gemm launch returned cudaError %d" % err)
 
@@ -146,33 +157,18 @@ class TwillAttention:
     def __init__(self, lib):
         self.lib = lib
 
-    @staticmethod
-    def pack(q):
-        """q [BH, N, D] -> q0, q1 [BH, N/2, D]: the two 64-row halves of each 128-row tile."""
-        BH, N, D = q.shape
-        t = q.view(BH, N // 128, 2, 64, D)
-        return t[:, :, 0].contiguous().view(BH, N // 2, D), t[:, :, 1].contiguous().view(BH, N // 2, D)
-
-    @staticmethod
-    def unpack(o0, o1):
-        import torch
-        BH, half, D = o0.shape
-        return torch.stack([o0.view(BH, half // 64, 64, D), o1.view(BH, half // 64, 64, D)], dim=2).view(BH, 2 * half, D)
-
     def outputs(self, BH, N, D, device):
         import torch
         f = dict(device=device, dtype=torch.float32)
-        o = {k: torch.full((BH, N // 2, D), float("nan"), **f) for k in ("acc0", "acc1")}
-        o.update({k: torch.full((BH, N // 2), float("nan"), **f) for k in ("m0", "m1", "l0", "l1")})
-        return o
+        return {"acc": torch.full((BH, N, D), float("nan"), **f), "m": torch.full((BH, N), float("nan"), **f),
+                "l": torch.full((BH, N), float("nan"), **f)}
 
-    def __call__(self, q0, q1, k, v, o, scale):
+    def __call__(self, q, k, v, o, scale):
         BH, N, D = k.shape
         if D != 128 or N % 128 or N // 128 < 2:
             raise ValueError("emitted attention needs D == 128 and N a multiple of 128, >= 256 (got N=%d D=%d)" % (N, D))
         err = self.lib.twill_bench_launch(N // 128, N // 128, BH, ctypes.c_float(scale * 1.4426950408889634),
-                                          _p(q0), _p(q1), _p(k), _p(v), _p(o["acc0"]), _p(o["acc1"]),
-                                          _p(o["m0"]), _p(o["m1"]), _p(o["l0"]), _p(o["l1"]), _stream())
+                                          _p(q), _p(k), _p(v), _p(o["acc"]), _p(o["m"]), _p(o["l"]), _stream())
         if err != 0:
             raise RuntimeError("twill attention launch returned cudaError %d" % err)
 
@@ -340,19 +336,18 @@ def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
     v = torch.randn(BH, N, D, device="cuda", dtype=torch.float16)
     scale = 1.0 / math.sqrt(D)
     try:
-        q0, q1 = attn.pack(q)
         o = attn.outputs(BH, N, D, "cuda")
-        attn(q0, q1, k, v, o, scale)
+        attn(q, k, v, o, scale)
         torch.cuda.synchronize()
         res["nan_count"] = int(sum(int(torch.isnan(t).sum()) for t in o.values()))
-        out = attn.unpack(o["acc0"], o["acc1"])
+        out = o["acc"]
         ref = reference_attention(q, k, v, scale, ref_heads)
         res["rel_err"] = rel_err(out[:ref_heads], ref)
         res["rel_err_heads"] = ref_heads
         res["ok"] = res["nan_count"] == 0 and res["rel_err"] < 1e-2
         del ref
         if do_time:
-            res["twill_ms"] = bench_ms(lambda: attn(q0, q1, k, v, o, scale))
+            res["twill_ms"] = bench_ms(lambda: attn(q, k, v, o, scale))
         del out
     except Exception as e:  # noqa: BLE001
         res["twill_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
@@ -368,7 +363,7 @@ def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
             oc = cudnn()
             torch.cuda.synchronize()
             if "twill_error" not in res:
-                res["rel_err_vs_cudnn"] = rel_err(attn.unpack(o["acc0"], o["acc1"]).view(B, H, N, D)[:1], oc[:1].float())
+                res["rel_err_vs_cudnn"] = rel_err(o["acc"].view(B, H, N, D)[:1], oc[:1].float())
             del oc
             res["cudnn_ms"] = bench_ms(cudnn)
         except Exception as e:  # noqa: BLE001
@@ -401,6 +396,7 @@ def markdown(meta, results):
          "TFLOP/s = 2MNK (GEMM) or 4·B·H·N²·D (attention) over that time.", "",
          "- card: %s (%s), torch %s, triton %s, CUDA %s, nvcc: %s" % (meta["card"], meta["capability"], meta["torch"],
                                                                    meta["triton"], meta["cuda"], meta["nvcc"]),
+         "- kernels from: %s" % meta.get("kernel_dir", "bench/gpu_kernels"),
          "- correctness: relative L2 error against a float32 PyTorch reference (GEMM: `torch.matmul` of the fp16",
          "  inputs in fp32, whole output; attention: fp32 softmax(QKᵀ/√D)V on the first heads named), outputs",
          "  filled with NaN before the launch and counted after (all of out_acc*, out_m*, out_l* for attention).", ""]
@@ -455,6 +451,11 @@ def main(argv=None):
     ap.add_argument("--build-dir", default=None, help="where the shared libraries go (default OUT/../twill-bench-build)")
     ap.add_argument("--regenerate", action="store_true", help="re-emit the kernels with twill first")
     ap.add_argument("--quick", action="store_true", help="small sizes only")
+    ap.add_argument("--kernel-dir", default=KDIR, help="where the emitted .cu files are (default bench/gpu_kernels):"
+                    " to time a variant, such as another ring depth, emitted with the same names")
+    ap.add_argument("--only", choices=sorted(KERNELS), help="build and time one kernel")
+    ap.add_argument("--gemm-sizes", type=lambda v: [int(x) for x in v.split(",")], help="M=N=K values, comma-separated")
+    ap.add_argument("--attn-sizes", type=lambda v: [int(x) for x in v.split(",")], help="N values, comma-separated")
     args = ap.parse_args(argv)
     import torch
     import triton
@@ -463,14 +464,15 @@ def main(argv=None):
     if args.regenerate:
         regenerate()
     meta = {"card": torch.cuda.get_device_name(), "capability": "sm_%d%d" % torch.cuda.get_device_capability(),
-            "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda, "spills": {}}
+            "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda, "spills": {},
+            "kernel_dir": os.path.relpath(args.kernel_dir, ROOT)}
     try:
         meta["nvcc"] = subprocess.run([find_nvcc(), "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     except Exception:  # noqa: BLE001
         meta["nvcc"] = "?"
     libs = {}
     with ThreadPoolExecutor(2) as ex:
-        futs = {n: ex.submit(build, n, build_dir) for n in KERNELS}
+        futs = {n: ex.submit(build, n, build_dir, args.kernel_dir) for n in KERNELS if args.only in (None, n)}
     for n, fu in futs.items():
         try:
             libs[n], meta["spills"][n] = fu.result()
@@ -479,8 +481,12 @@ def main(argv=None):
             libs[n] = None
             meta.setdefault("build_errors", {})[n] = str(e)[-2000:]
     results = []
-    gemm_sizes = [512] if args.quick else [4096, 8192]
-    attn_sizes = [512] if args.quick else [2048, 8192, 16384]
+    gemm_sizes = args.gemm_sizes or ([512] if args.quick else [4096, 8192])
+    attn_sizes = args.attn_sizes or ([512] if args.quick else [2048, 8192, 16384])
+    if args.only == "gemm":
+        attn_sizes = []
+    elif args.only == "attention":
+        gemm_sizes = []
 
     class Broken:
         def __init__(self, n):
@@ -488,12 +494,10 @@ def main(argv=None):
 
         def __call__(self, *a, **k):
             raise RuntimeError("build failed: " + meta["build_errors"][self.n].splitlines()[-1])
-        pack = staticmethod(TwillAttention.pack)
-        unpack = staticmethod(TwillAttention.unpack)
         outputs = TwillAttention.outputs
 
-    gemm = TwillGemm(libs["gemm"]) if libs["gemm"] else Broken("gemm")
-    attn = TwillAttention(libs["attention"]) if libs["attention"] else Broken("attention")
+    gemm = TwillGemm(libs["gemm"]) if libs.get("gemm") else Broken("gemm")
+    attn = TwillAttention(libs["attention"]) if libs.get("attention") else Broken("attention")
     for s in gemm_sizes:
         try:
             r = run_gemm(gemm, s)

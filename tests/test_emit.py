@@ -31,7 +31,9 @@ DATA = ROOT / "tests" / "data" / "emit"
 FIXTURES = {
     "fig1.h100": ("sm_90a", 0),
     "gemm_hopper.h100": ("sm_90a", 0),
-    "gemm_hopper.h100.swp": ("sm_90a", 0),
+    # the SWP-only schedule has no roles: one warpgroup holds both 64x256 accumulators (256
+    # registers per thread) and spills; the joint stage's two consumer warpgroups do not
+    "gemm_hopper.h100.swp": ("sm_90a", None),
     "attention_fwd_hopper.h100": ("sm_90a", 0),
     "attention_fwd_simple.h100.swp": ("sm_90a", 0),
     "attention_fwd_simple.h100": ("sm_90a", None),  # one warpgroup holds O and P (128 rows): spills
@@ -134,9 +136,14 @@ def test_fa3_structure():
 
 def test_gemm_keeps_one_wgmma_in_flight():
     cu = emitted("gemm_hopper.h100")
-    body = cu.split("void role_mma(")[1].split("\n}\n")[0]
-    assert "twill::wgmma_wait<1>();" in body and "sm.ring_a.arrive_empty(j - 1)" in body
-    assert "acc_n[0] = " not in body  # accumulates in place
+    for half in "01":
+        body = cu.split(f"void role_mma{half}(")[1].split("\n}\n")[0]
+        assert "twill::wgmma_wait<1>();" in body and f"sm.ring_a{half}.arrive_empty(j - 1)" in body
+        assert "sm.ring_b.arrive_empty(j - 1)" in body  # the shared B tile: both halves release it
+        assert f"acc{half}_n[0] = " not in body  # accumulates in place
+        assert "wgmma_m64n256k16_ss_f16" in body
+    assert "sm.ring_b.init(1, 256);" in cu  # two warpgroups release each B slot
+    assert "__half ld_b[4][16384];" in cu  # the example's depth-4 ring
 
 
 def test_default_roles_for_swp_schedule():

@@ -51,11 +51,17 @@ def test_attention_simple_splits_softmax_from_the_accumulator():
     assert verify(s, graph, machine) == []
 
 
-def test_gemm_has_a_producer_and_an_mma_role():
+def test_gemm_gives_each_half_its_own_consumer_warpgroup():
+    """Two 64x256 f32 accumulators need 2 x 128 registers per thread: more than one warpgroup's
+    threads have, so the halves go to two consumer warpgroups (CUTLASS's cooperative kernel)."""
     s, graph, machine = joint("gemm_hopper.tir")
     assert s.optimal and s.ii == dict(s.bounds)["swp_ii"]
-    assert sorted(r.name for r in s.roles) == ["load", "mma"]
-    assert [b.depth for b in s.buffers] == [2, 2]
+    roles = {r.name: r for r in s.roles}
+    assert sorted(roles) == ["load", "mma0", "mma1"]
+    assert set(roles["load"].ops) == {"a0", "a1", "b"} and roles["load"].warps == 1
+    assert {tuple(roles[r].ops) for r in ("mma0", "mma1")} == {("acc0_n",), ("acc1_n",)}
+    assert all(roles[r].warps == machine.limits.warp_group for r in ("mma0", "mma1"))
+    assert [b.depth for b in s.buffers] == [4, 4, 4]  # the example's {depth = 4}
     assert verify(s, graph, machine) == []
 
 

@@ -70,15 +70,15 @@ def test_every_number_cites_its_source(path):
 
 
 def test_mma_cost_of_the_gemm_tile():
-    """M, N from the result's last two dims, K from the first operand's last dim: 2*128*128*64/4096."""
+    """M, N from the result's last two dims, K from the first operand's last dim: 2*64*256*64/4096."""
     graph = parse_tir((ROOT / "examples" / "gemm_hopper.tir").read_text(), "gemm_hopper.tir")
-    env = shape_env(graph, graph.op("acc_n"))
-    assert (env["M"], env["N"], env["K"]) == (128, 128, 64)
-    assert env["elements"] == 128 * 128 and env["bytes"] == 128 * 128 * 4
+    env = shape_env(graph, graph.op("acc0_n"))
+    assert (env["M"], env["N"], env["K"]) == (64, 256, 64)
+    assert env["elements"] == 64 * 256 and env["bytes"] == 64 * 256 * 4
     costs = {c.name: c for c in bind(graph, load_machine("h100"))}
-    assert costs["acc_n"].cycles == 512 and costs["acc_n"].unit == "tensor"
-    assert costs["a"].streaming and costs["a"].cycles == 0  # TMA loads with no in-loop input
-    assert {c.name: c for c in bind(graph, load_machine("b200"))}["acc_n"].cycles == 256
+    assert costs["acc0_n"].cycles == 512 and costs["acc0_n"].unit == "tensor"
+    assert costs["a0"].streaming and costs["a0"].cycles == 0  # TMA loads with no in-loop input
+    assert {c.name: c for c in bind(graph, load_machine("b200"))}["acc0_n"].cycles == 256
 
 
 # -- validation ------------------------------------------------------------------------------------

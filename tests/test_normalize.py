@@ -114,4 +114,4 @@ def test_scale_recorded_in_the_schedule():
     s = solve(graph, load_machine("h100"), SolveOptions(swp_only=True))
     assert dict(s.scale.map) == {60.0: 15, 512.0: 128}
     assert s.scale.unit_cycles == pytest.approx(4.0) and s.scale.distortion == 0.0
-    assert s.by_name["acc_n"].cycles == 128 and s.by_name["acc_n"].machine_cycles == 512.0
+    assert s.by_name["acc0_n"].cycles == 128 and s.by_name["acc0_n"].machine_cycles == 512.0

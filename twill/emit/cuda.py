@@ -213,6 +213,9 @@ class Renderer:
         for t in self.pointer_tensors():
             const = "const " if t.kind == "input" else ""
             out(f"{const}{ctype(t.dtype)}* {t.name};  // {t.kind} {t.value}: {self.shape_doc(t)}")
+        for t in self.m.tensors:
+            for _, label in t.placed_dims():
+                out(f"int {t.name}_{label}_step, {t.name}_{label}_offset;  // placement of {t.value}'s tiles")
         out.depth -= 1
         out("};")
         out("")
@@ -266,17 +269,21 @@ class Renderer:
     # -- stores to global memory ---------------------------------------------------------------------
     def _origin(self, t, it: str) -> tuple[str, str, str]:
         """(row origin, column origin, batch index) of the tile of tensor t in iteration `it`."""
-        def org(axis, size):
-            return {"m": f"static_cast<int>(blockIdx.x) * {size}", "n": f"static_cast<int>(blockIdx.y) * {size}",
-                    "loop": f"({it}) * {size}"}.get(axis, "0")
-        rows = "0" if t.rank == 1 else org(t.axes[0], t.tile[0])
-        cols = org(t.axes[1], t.tile[1])
+        def org(dim):
+            axis, size, label = t.axes[dim], t.tile[dim], ("rows", "cols")[dim]
+            if axis in ("m", "n"):
+                block = "blockIdx.x" if axis == "m" else "blockIdx.y"
+                return f"static_cast<int>({block}) * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
+            return f"({it}) * {size}" if axis == "loop" else "0"
+        rows = "0" if t.rank == 1 else org(0)
+        cols = org(1)
         batch = f"static_cast<int>(blockIdx.z) * n + ({it})" if t.per_iteration else "static_cast<int>(blockIdx.z)"
         return rows, cols, batch
 
     def _extent(self, t, dim: int) -> str:
-        axis, size = t.axes[dim], t.tile[dim]
-        return {"m": f"static_cast<int>(gridDim.x) * {size}", "n": f"static_cast<int>(gridDim.y) * {size}",
+        axis, size, label = t.axes[dim], t.tile[dim], ("rows", "cols")[dim]
+        return {"m": f"static_cast<int>(gridDim.x) * args.{t.name}_{label}_step",
+                "n": f"static_cast<int>(gridDim.y) * args.{t.name}_{label}_step",
                 "loop": f"n * {size}"}.get(axis, str(size))
 
     def _stores(self, out: Lines) -> None:
@@ -583,10 +590,11 @@ class RoleBody:
                 vt = m.values[t.value].type
                 out(f"{fragment_type(m, vt, self.groups)} {ident(t.value)};")
                 rows, cols, batch = self.r._origin(t, "0")
-                ncols = t.tile[1]
-                nrows = 1 if t.rank == 1 else t.tile[0]
+                ncols = self.r._extent(t, 1)
+                nrows = "1" if t.rank == 1 else self.r._extent(t, 0)
                 out(f"twill::global_to_frag({ident(t.value)}, args.{t.name} + static_cast<size_t>({batch}) * "
-                    f"{nrows * ncols}, {self.row0(vt.shape[0])}, 0, {ncols});")
+                    f"{nrows} * {ncols} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
+                    f"{self.row0(vt.shape[0])}, 0, {ncols});")
 
     def _input_loader(self) -> str:
         m = self.m

@@ -11,14 +11,15 @@ from __future__ import annotations
 from .ops import TMA_DTYPE, ctype
 
 
-def _extent(axis: str, size: int) -> str:
-    return {"m": f"static_cast<uint64_t>(p.tiles_m) * {size}", "n": f"static_cast<uint64_t>(p.tiles_n) * {size}",
+def _extent(t, dim: int) -> str:
+    axis, size, step = t.axes[dim], t.tile[dim], f"p.{t.name}_{('rows', 'cols')[dim]}_step"
+    return {"m": f"static_cast<uint64_t>(p.tiles_m) * {step}", "n": f"static_cast<uint64_t>(p.tiles_n) * {step}",
             "loop": f"static_cast<uint64_t>(p.iters) * {size}"}.get(axis, f"uint64_t({size})")
 
 
 def _dims(t) -> tuple[str, str, str]:
-    rows = "uint64_t(1)" if t.rank == 1 else _extent(t.axes[0], t.tile[0])
-    cols = _extent(t.axes[1], t.tile[1])
+    rows = "uint64_t(1)" if t.rank == 1 else _extent(t, 0)
+    cols = _extent(t, 1)
     batch = ("static_cast<uint64_t>(p.batch) * p.iters" if t.per_iteration else "static_cast<uint64_t>(p.batch)")
     return rows, cols, batch
 
@@ -39,7 +40,10 @@ def host_launcher(r) -> str:
         f"namespace {ns} {{",
         "",
         "// What a caller supplies. Extents are counted in tiles; every tensor is row-major",
-        "// [batch][rows][cols] in global memory.",
+        "// [batch][rows][cols] in global memory. The tile of a tensor that CTA b reads or writes along a",
+        "// grid axis starts at b * NAME_rows_step + NAME_rows_offset (cols likewise). The defaults make each",
+        "// tensor its own array; sub-tiles of one matrix share it by a step of the whole tile and an offset",
+        "// of their part (q0, q1 = rows 0-63 and 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).",
         "struct Problem {",
         "  int tiles_m = 1;  // output tiles along the rows (gridDim.x)",
         "  int tiles_n = 1;  // output tiles along the columns (gridDim.y)",
@@ -51,6 +55,9 @@ def host_launcher(r) -> str:
         const = "const " if t.kind in ("input", "load") else ""
         prefix = "" if t.kind in ("output", "store", "load") or t.kind == "input" else ""
         lines.append(f"  {const}{ctype(t.dtype)}* {prefix}{t.name} = nullptr;  // {t.kind} {t.value}: {r.shape_doc(t)}")
+    for t in every:
+        for d, label in t.placed_dims():
+            lines.append(f"  int {t.name}_{label}_step = {t.tile[d]}, {t.name}_{label}_offset = 0;")
     lines += [
         "};",
         "",
@@ -79,6 +86,9 @@ def host_launcher(r) -> str:
     ]
     for t in every:
         lines.append(f"  if (p.{t.name} == nullptr) return cudaErrorInvalidValue;")
+        for d, label in t.placed_dims():
+            lines.append(f"  if (p.{t.name}_{label}_offset < 0 || p.{t.name}_{label}_offset + {t.tile[d]} > "
+                         f"p.{t.name}_{label}_step) return cudaErrorInvalidValue;")
     for t in maps:
         rows, cols, batch = _dims(t)
         esize = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f64": 8, "i32": 4, "i64": 8, "i16": 2, "i8": 1}[t.dtype]
@@ -95,6 +105,10 @@ def host_launcher(r) -> str:
     ]
     for t in ptrs:
         lines.append(f"  args.{t.name} = p.{t.name};")
+    for t in every:
+        for _, label in t.placed_dims():
+            lines.append(f"  args.{t.name}_{label}_step = p.{t.name}_{label}_step;")
+            lines.append(f"  args.{t.name}_{label}_offset = p.{t.name}_{label}_offset;")
     lines += [
         "  const size_t smem = sizeof(Smem) + 1024;",
         "  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));",

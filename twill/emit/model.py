@@ -115,6 +115,13 @@ class GlobalTensor:
     def tile_bytes(self) -> int:
         return self.tile[0] * self.tile[1] * dtype_bytes(self.dtype)
 
+    def placed_dims(self) -> list[tuple[int, str]]:
+        """The dimensions that move with the grid, as (index, "rows" | "cols"). Each has a runtime
+        placement: the tile of CTA b starts at b * step + offset (by default step = the tile's size
+        and offset = 0, a tensor of its own; sub-tiles of one tensor share it with a larger step)."""
+        first = 1 if self.rank == 1 else 0
+        return [(d, ("rows", "cols")[d]) for d in range(first, 2) if self.axes[d] in ("m", "n")]
+
 
 def dtype_bytes(dtype: str) -> int:
     from ..ir import DTYPE_BITS

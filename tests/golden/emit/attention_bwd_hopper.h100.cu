@@ -590,6 +590,9 @@ struct Args {
   float* store_0;  // store dq: f32 [batch][iters*64][iters*128]
   float* out_dk;  // output dk_n: f32 [batch][iters*128][iters*128]
   float* out_dv;  // output dv_n: f32 [batch][iters*128][tiles_n*128]
+  int v_cols_step, v_cols_offset;  // placement of v's tiles
+  int do__cols_step, do__cols_offset;  // placement of do's tiles
+  int out_dv_cols_step, out_dv_cols_offset;  // placement of dv_n's tiles
 };
 
 struct Maps {  // the __grid_constant__ tensor maps
@@ -622,8 +625,8 @@ template <typename F>
 __device__ __forceinline__ void store_out_dv(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * n * 128 * static_cast<int>(gridDim.y) * 128;
-  twill::frag_to_global(args.out_dv + batch + static_cast<size_t>((it) * 128) * static_cast<int>(gridDim.y) * 128, f, row0, static_cast<int>(blockIdx.y) * 128, static_cast<int>(gridDim.y) * 128);
+  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * n * 128 * static_cast<int>(gridDim.y) * args.out_dv_cols_step;
+  twill::frag_to_global(args.out_dv + batch + static_cast<size_t>((it) * 128) * static_cast<int>(gridDim.y) * args.out_dv_cols_step, f, row0, static_cast<int>(blockIdx.y) * args.out_dv_cols_step + args.out_dv_cols_offset, static_cast<int>(gridDim.y) * args.out_dv_cols_step);
 }
 
 // ---- role load: 1 warp(s), 32 registers; ops q, do, lse, dlt ----
@@ -637,8 +640,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     twill::mbar_arrive_expect_tx(&sm.inputs_ready, 65536);
     twill::tma_load(sm.in_k, tm.k, &sm.inputs_ready, 0, 0, static_cast<int>(blockIdx.z));
     twill::tma_load(reinterpret_cast<char*>(sm.in_k) + 16384, tm.k, &sm.inputs_ready, 0 + 64, 0 + 0, static_cast<int>(blockIdx.z));
-    twill::tma_load(sm.in_v, tm.v, &sm.inputs_ready, static_cast<int>(blockIdx.y) * 128, 0, static_cast<int>(blockIdx.z));
-    twill::tma_load(reinterpret_cast<char*>(sm.in_v) + 16384, tm.v, &sm.inputs_ready, static_cast<int>(blockIdx.y) * 128 + 64, 0 + 0, static_cast<int>(blockIdx.z));
+    twill::tma_load(sm.in_v, tm.v, &sm.inputs_ready, static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, 0, static_cast<int>(blockIdx.z));
+    twill::tma_load(reinterpret_cast<char*>(sm.in_v) + 16384, tm.v, &sm.inputs_ready, static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset + 64, 0 + 0, static_cast<int>(blockIdx.z));
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
@@ -655,8 +658,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load do of iteration it into slot it % 2
         sm.ring_do_.wait_empty(it);
         sm.ring_do_.expect_full(it, 16384);
-        twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], static_cast<int>(blockIdx.y) * 128, (it) * 64, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], static_cast<int>(blockIdx.y) * 128 + 64, (it) * 64 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], static_cast<int>(blockIdx.y) * args.do__cols_step + args.do__cols_offset, (it) * 64, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], static_cast<int>(blockIdx.y) * args.do__cols_step + args.do__cols_offset + 64, (it) * 64 + 0, static_cast<int>(blockIdx.z));
       }
       if (lane == 0) {
         const int it = j;  // load lse of iteration it into slot it % 2
@@ -900,7 +903,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
 namespace twill_attention_bwd_hopper {
 
 // What a caller supplies. Extents are counted in tiles; every tensor is row-major
-// [batch][rows][cols] in global memory.
+// [batch][rows][cols] in global memory. The tile of a tensor that CTA b reads or writes along a
+// grid axis starts at b * NAME_rows_step + NAME_rows_offset (cols likewise). The defaults make each
+// tensor its own array; sub-tiles of one matrix share it by a step of the whole tile and an offset
+// of their part (q0, q1 = rows 0-63 and 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).
 struct Problem {
   int tiles_m = 1;  // output tiles along the rows (gridDim.x)
   int tiles_n = 1;  // output tiles along the columns (gridDim.y)
@@ -916,6 +922,9 @@ struct Problem {
   float* store_0 = nullptr;  // store dq: f32 [batch][iters*64][iters*128]
   float* out_dk = nullptr;  // output dk_n: f32 [batch][iters*128][iters*128]
   float* out_dv = nullptr;  // output dv_n: f32 [batch][iters*128][tiles_n*128]
+  int v_cols_step = 128, v_cols_offset = 0;
+  int do__cols_step = 128, do__cols_offset = 0;
+  int out_dv_cols_step = 128, out_dv_cols_offset = 0;
 };
 
 // A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect.
@@ -942,24 +951,27 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
   if (p.k == nullptr) return cudaErrorInvalidValue;
   if (p.v == nullptr) return cudaErrorInvalidValue;
+  if (p.v_cols_offset < 0 || p.v_cols_offset + 128 > p.v_cols_step) return cudaErrorInvalidValue;
   if (p.q == nullptr) return cudaErrorInvalidValue;
   if (p.do_ == nullptr) return cudaErrorInvalidValue;
+  if (p.do__cols_offset < 0 || p.do__cols_offset + 128 > p.do__cols_step) return cudaErrorInvalidValue;
   if (p.lse == nullptr) return cudaErrorInvalidValue;
   if (p.dlt == nullptr) return cudaErrorInvalidValue;
   if (p.store_0 == nullptr) return cudaErrorInvalidValue;
   if (p.out_dk == nullptr) return cudaErrorInvalidValue;
   if (p.out_dv == nullptr) return cudaErrorInvalidValue;
+  if (p.out_dv_cols_offset < 0 || p.out_dv_cols_offset + 128 > p.out_dv_cols_step) return cudaErrorInvalidValue;
   CUtensorMap tm_k;
   if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, uint64_t(128), uint64_t(128), static_cast<uint64_t>(p.batch), 128, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_v;
-  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, uint64_t(128), static_cast<uint64_t>(p.tiles_n) * 128, static_cast<uint64_t>(p.batch), 128, 64))
+  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, uint64_t(128), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_q;
   if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.iters) * 128, static_cast<uint64_t>(p.batch), 64, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_do_;
-  if (!encode(&tm_do_, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.do_, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.tiles_n) * 128, static_cast<uint64_t>(p.batch), 64, 64))
+  if (!encode(&tm_do_, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.do_, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.tiles_n) * p.do__cols_step, static_cast<uint64_t>(p.batch), 64, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_lse;
   if (!encode(&tm_lse, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.lse, uint64_t(1), static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 1, 32))
@@ -973,6 +985,12 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.store_0 = p.store_0;
   args.out_dk = p.out_dk;
   args.out_dv = p.out_dv;
+  args.v_cols_step = p.v_cols_step;
+  args.v_cols_offset = p.v_cols_offset;
+  args.do__cols_step = p.do__cols_step;
+  args.do__cols_offset = p.do__cols_offset;
+  args.out_dv_cols_step = p.out_dv_cols_step;
+  args.out_dv_cols_offset = p.out_dv_cols_offset;
   const size_t smem = sizeof(Smem) + 1024;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
@@ -982,14 +1000,14 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_k(const Problem& p) { return static_cast<size_t>(uint64_t(128) * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_v(const Problem& p) { return static_cast<size_t>(uint64_t(128) * static_cast<uint64_t>(p.tiles_n) * 128 * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_v(const Problem& p) { return static_cast<size_t>(uint64_t(128) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_q(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_do_(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.tiles_n) * 128 * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_do_(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.tiles_n) * p.do__cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_lse(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_dlt(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_store_0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_dk(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_dv(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.tiles_n) * 128 * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_dv(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.tiles_n) * p.out_dv_cols_step * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_attention_bwd_hopper
 

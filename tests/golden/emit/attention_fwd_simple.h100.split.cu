@@ -585,6 +585,12 @@ struct Args {
   float* out_m;  // output m_new: f32 [batch][tiles_m*128]
   float* out_l;  // output l_new: f32 [batch][tiles_m*128]
   float* out_acc;  // output acc_n: f32 [batch][tiles_m*128][tiles_n*128]
+  int q_rows_step, q_rows_offset;  // placement of q's tiles
+  int v_cols_step, v_cols_offset;  // placement of v's tiles
+  int out_m_cols_step, out_m_cols_offset;  // placement of m_new's tiles
+  int out_l_cols_step, out_l_cols_offset;  // placement of l_new's tiles
+  int out_acc_rows_step, out_acc_rows_offset;  // placement of acc_n's tiles
+  int out_acc_cols_step, out_acc_cols_offset;  // placement of acc_n's tiles
 };
 
 struct Maps {  // the __grid_constant__ tensor maps
@@ -598,24 +604,24 @@ template <typename F>
 __device__ __forceinline__ void store_out_m(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * 1 * static_cast<int>(gridDim.x) * 128;
-  twill::frag_to_buffer(args.out_m + batch + static_cast<int>(blockIdx.x) * 128, f, row0, 0);
+  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * 1 * static_cast<int>(gridDim.x) * args.out_m_cols_step;
+  twill::frag_to_buffer(args.out_m + batch + static_cast<int>(blockIdx.x) * args.out_m_cols_step + args.out_m_cols_offset, f, row0, 0);
 }
 
 template <typename F>
 __device__ __forceinline__ void store_out_l(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * 1 * static_cast<int>(gridDim.x) * 128;
-  twill::frag_to_buffer(args.out_l + batch + static_cast<int>(blockIdx.x) * 128, f, row0, 0);
+  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * 1 * static_cast<int>(gridDim.x) * args.out_l_cols_step;
+  twill::frag_to_buffer(args.out_l + batch + static_cast<int>(blockIdx.x) * args.out_l_cols_step + args.out_l_cols_offset, f, row0, 0);
 }
 
 template <typename F>
 __device__ __forceinline__ void store_out_acc(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * 128 * static_cast<int>(gridDim.y) * 128;
-  twill::frag_to_global(args.out_acc + batch + static_cast<size_t>(static_cast<int>(blockIdx.x) * 128) * static_cast<int>(gridDim.y) * 128, f, row0, static_cast<int>(blockIdx.y) * 128, static_cast<int>(gridDim.y) * 128);
+  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * args.out_acc_rows_step * static_cast<int>(gridDim.y) * args.out_acc_cols_step;
+  twill::frag_to_global(args.out_acc + batch + static_cast<size_t>(static_cast<int>(blockIdx.x) * args.out_acc_rows_step + args.out_acc_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc_cols_step, f, row0, static_cast<int>(blockIdx.y) * args.out_acc_cols_step + args.out_acc_cols_offset, static_cast<int>(gridDim.y) * args.out_acc_cols_step);
 }
 
 // ---- role load: 1 warp(s), 32 registers; ops k, v ----
@@ -627,8 +633,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)lane;
   if (lane == 0) {
     twill::mbar_arrive_expect_tx(&sm.inputs_ready, 32768);
-    twill::tma_load(sm.in_q, tm.q, &sm.inputs_ready, 0, static_cast<int>(blockIdx.x) * 128, static_cast<int>(blockIdx.z));
-    twill::tma_load(reinterpret_cast<char*>(sm.in_q) + 16384, tm.q, &sm.inputs_ready, 0 + 64, static_cast<int>(blockIdx.x) * 128 + 0, static_cast<int>(blockIdx.z));
+    twill::tma_load(sm.in_q, tm.q, &sm.inputs_ready, 0, static_cast<int>(blockIdx.x) * args.q_rows_step + args.q_rows_offset, static_cast<int>(blockIdx.z));
+    twill::tma_load(reinterpret_cast<char*>(sm.in_q) + 16384, tm.q, &sm.inputs_ready, 0 + 64, static_cast<int>(blockIdx.x) * args.q_rows_step + args.q_rows_offset + 0, static_cast<int>(blockIdx.z));
   }
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
@@ -643,8 +649,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load v of iteration it into slot it % 2
       sm.ring_v.wait_empty(it);
       sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * 128, (it) * 128, static_cast<int>(blockIdx.z));
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * 128 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -662,8 +668,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * 128, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * 128 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
@@ -678,8 +684,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * 128, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * 128 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
       }
     }
   }
@@ -703,8 +709,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load v of iteration it into slot it % 2
           sm.ring_v.wait_empty(it);
           sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * 128, (it) * 128, static_cast<int>(blockIdx.z));
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * 128 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1148,7 +1154,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
 namespace twill_attention_fwd {
 
 // What a caller supplies. Extents are counted in tiles; every tensor is row-major
-// [batch][rows][cols] in global memory.
+// [batch][rows][cols] in global memory. The tile of a tensor that CTA b reads or writes along a
+// grid axis starts at b * NAME_rows_step + NAME_rows_offset (cols likewise). The defaults make each
+// tensor its own array; sub-tiles of one matrix share it by a step of the whole tile and an offset
+// of their part (q0, q1 = rows 0-63 and 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).
 struct Problem {
   int tiles_m = 1;  // output tiles along the rows (gridDim.x)
   int tiles_n = 1;  // output tiles along the columns (gridDim.y)
@@ -1161,6 +1170,12 @@ struct Problem {
   float* out_m = nullptr;  // output m_new: f32 [batch][tiles_m*128]
   float* out_l = nullptr;  // output l_new: f32 [batch][tiles_m*128]
   float* out_acc = nullptr;  // output acc_n: f32 [batch][tiles_m*128][tiles_n*128]
+  int q_rows_step = 128, q_rows_offset = 0;
+  int v_cols_step = 128, v_cols_offset = 0;
+  int out_m_cols_step = 128, out_m_cols_offset = 0;
+  int out_l_cols_step = 128, out_l_cols_offset = 0;
+  int out_acc_rows_step = 128, out_acc_rows_offset = 0;
+  int out_acc_cols_step = 128, out_acc_cols_offset = 0;
 };
 
 // A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect.
@@ -1186,19 +1201,25 @@ inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, c
 inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
   if (p.q == nullptr) return cudaErrorInvalidValue;
+  if (p.q_rows_offset < 0 || p.q_rows_offset + 128 > p.q_rows_step) return cudaErrorInvalidValue;
   if (p.k == nullptr) return cudaErrorInvalidValue;
   if (p.v == nullptr) return cudaErrorInvalidValue;
+  if (p.v_cols_offset < 0 || p.v_cols_offset + 128 > p.v_cols_step) return cudaErrorInvalidValue;
   if (p.out_m == nullptr) return cudaErrorInvalidValue;
+  if (p.out_m_cols_offset < 0 || p.out_m_cols_offset + 128 > p.out_m_cols_step) return cudaErrorInvalidValue;
   if (p.out_l == nullptr) return cudaErrorInvalidValue;
+  if (p.out_l_cols_offset < 0 || p.out_l_cols_offset + 128 > p.out_l_cols_step) return cudaErrorInvalidValue;
   if (p.out_acc == nullptr) return cudaErrorInvalidValue;
+  if (p.out_acc_rows_offset < 0 || p.out_acc_rows_offset + 128 > p.out_acc_rows_step) return cudaErrorInvalidValue;
+  if (p.out_acc_cols_offset < 0 || p.out_acc_cols_offset + 128 > p.out_acc_cols_step) return cudaErrorInvalidValue;
   CUtensorMap tm_q;
-  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, static_cast<uint64_t>(p.tiles_m) * 128, uint64_t(128), static_cast<uint64_t>(p.batch), 128, 64))
+  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, static_cast<uint64_t>(p.tiles_m) * p.q_rows_step, uint64_t(128), static_cast<uint64_t>(p.batch), 128, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_k;
   if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, static_cast<uint64_t>(p.iters) * 128, uint64_t(128), static_cast<uint64_t>(p.batch), 128, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_v;
-  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, static_cast<uint64_t>(p.iters) * 128, static_cast<uint64_t>(p.tiles_n) * 128, static_cast<uint64_t>(p.batch), 128, 64))
+  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, static_cast<uint64_t>(p.iters) * 128, static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
@@ -1206,6 +1227,18 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_m = p.out_m;
   args.out_l = p.out_l;
   args.out_acc = p.out_acc;
+  args.q_rows_step = p.q_rows_step;
+  args.q_rows_offset = p.q_rows_offset;
+  args.v_cols_step = p.v_cols_step;
+  args.v_cols_offset = p.v_cols_offset;
+  args.out_m_cols_step = p.out_m_cols_step;
+  args.out_m_cols_offset = p.out_m_cols_offset;
+  args.out_l_cols_step = p.out_l_cols_step;
+  args.out_l_cols_offset = p.out_l_cols_offset;
+  args.out_acc_rows_step = p.out_acc_rows_step;
+  args.out_acc_rows_offset = p.out_acc_rows_offset;
+  args.out_acc_cols_step = p.out_acc_cols_step;
+  args.out_acc_cols_offset = p.out_acc_cols_offset;
   const size_t smem = sizeof(Smem) + 1024;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
@@ -1214,12 +1247,12 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_q(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * 128 * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_q(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.q_rows_step * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_k(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 128 * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_v(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.tiles_n) * 128 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_m(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * 128 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_l(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * 128 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * 128 * static_cast<uint64_t>(p.tiles_n) * 128 * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_v(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_m(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_m_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_l(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_l_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_attention_fwd
 

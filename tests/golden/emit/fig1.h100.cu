@@ -564,6 +564,10 @@ struct Args {
   int iters;  // loop iterations (at least kStages)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float* out_o;  // output O: f32 [batch][tiles_m*64][tiles_n*64]
+  int q_rows_step, q_rows_offset;  // placement of q's tiles
+  int v_cols_step, v_cols_offset;  // placement of v's tiles
+  int out_o_rows_step, out_o_rows_offset;  // placement of O's tiles
+  int out_o_cols_step, out_o_cols_offset;  // placement of O's tiles
 };
 
 struct Maps {  // the __grid_constant__ tensor maps
@@ -577,8 +581,8 @@ template <typename F>
 __device__ __forceinline__ void store_out_o(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * 64 * static_cast<int>(gridDim.y) * 64;
-  twill::frag_to_global(args.out_o + batch + static_cast<size_t>(static_cast<int>(blockIdx.x) * 64) * static_cast<int>(gridDim.y) * 64, f, row0, static_cast<int>(blockIdx.y) * 64, static_cast<int>(gridDim.y) * 64);
+  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * args.out_o_rows_step * static_cast<int>(gridDim.y) * args.out_o_cols_step;
+  twill::frag_to_global(args.out_o + batch + static_cast<size_t>(static_cast<int>(blockIdx.x) * args.out_o_rows_step + args.out_o_rows_offset) * static_cast<int>(gridDim.y) * args.out_o_cols_step, f, row0, static_cast<int>(blockIdx.y) * args.out_o_cols_step + args.out_o_cols_offset, static_cast<int>(gridDim.y) * args.out_o_cols_step);
 }
 
 // ---- role consumer0: 4 warp(s), 248 registers; ops S, P, O ----
@@ -595,9 +599,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   for (int c = 0; c < 1; ++c) twill::fill(O[c], 0.0f);  // carry o starts at 0
   if (threadIdx.x % 128 == 0 && wgi == 0) {
     twill::mbar_arrive_expect_tx(&sm.inputs_ready, 24576);
-    twill::tma_load(sm.in_q, tm.q, &sm.inputs_ready, 0, static_cast<int>(blockIdx.x) * 64, static_cast<int>(blockIdx.z));
+    twill::tma_load(sm.in_q, tm.q, &sm.inputs_ready, 0, static_cast<int>(blockIdx.x) * args.q_rows_step + args.q_rows_offset, static_cast<int>(blockIdx.z));
     twill::tma_load(sm.in_k, tm.k, &sm.inputs_ready, 0, 0, static_cast<int>(blockIdx.z));
-    twill::tma_load(sm.in_v, tm.v, &sm.inputs_ready, static_cast<int>(blockIdx.y) * 64, 0, static_cast<int>(blockIdx.z));
+    twill::tma_load(sm.in_v, tm.v, &sm.inputs_ready, static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, 0, static_cast<int>(blockIdx.z));
   }
   twill::mbar_wait(&sm.inputs_ready, 0);  // the loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
@@ -816,7 +820,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
 namespace twill_fig1 {
 
 // What a caller supplies. Extents are counted in tiles; every tensor is row-major
-// [batch][rows][cols] in global memory.
+// [batch][rows][cols] in global memory. The tile of a tensor that CTA b reads or writes along a
+// grid axis starts at b * NAME_rows_step + NAME_rows_offset (cols likewise). The defaults make each
+// tensor its own array; sub-tiles of one matrix share it by a step of the whole tile and an offset
+// of their part (q0, q1 = rows 0-63 and 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).
 struct Problem {
   int tiles_m = 1;  // output tiles along the rows (gridDim.x)
   int tiles_n = 1;  // output tiles along the columns (gridDim.y)
@@ -827,6 +834,10 @@ struct Problem {
   const __half* k = nullptr;  // input k: f16 [batch][64][64]
   const __half* v = nullptr;  // input v: f16 [batch][64][tiles_n*64]
   float* out_o = nullptr;  // output O: f32 [batch][tiles_m*64][tiles_n*64]
+  int q_rows_step = 64, q_rows_offset = 0;
+  int v_cols_step = 64, v_cols_offset = 0;
+  int out_o_rows_step = 64, out_o_rows_offset = 0;
+  int out_o_cols_step = 64, out_o_cols_offset = 0;
 };
 
 // A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect.
@@ -852,22 +863,34 @@ inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, c
 inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
   if (p.q == nullptr) return cudaErrorInvalidValue;
+  if (p.q_rows_offset < 0 || p.q_rows_offset + 64 > p.q_rows_step) return cudaErrorInvalidValue;
   if (p.k == nullptr) return cudaErrorInvalidValue;
   if (p.v == nullptr) return cudaErrorInvalidValue;
+  if (p.v_cols_offset < 0 || p.v_cols_offset + 64 > p.v_cols_step) return cudaErrorInvalidValue;
   if (p.out_o == nullptr) return cudaErrorInvalidValue;
+  if (p.out_o_rows_offset < 0 || p.out_o_rows_offset + 64 > p.out_o_rows_step) return cudaErrorInvalidValue;
+  if (p.out_o_cols_offset < 0 || p.out_o_cols_offset + 64 > p.out_o_cols_step) return cudaErrorInvalidValue;
   CUtensorMap tm_q;
-  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, static_cast<uint64_t>(p.tiles_m) * 64, uint64_t(64), static_cast<uint64_t>(p.batch), 64, 64))
+  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, static_cast<uint64_t>(p.tiles_m) * p.q_rows_step, uint64_t(64), static_cast<uint64_t>(p.batch), 64, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_k;
   if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, uint64_t(64), uint64_t(64), static_cast<uint64_t>(p.batch), 64, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_v;
-  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, uint64_t(64), static_cast<uint64_t>(p.tiles_n) * 64, static_cast<uint64_t>(p.batch), 64, 64))
+  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, uint64_t(64), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 64, 64))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
   args.exp2_scale = p.exp2_scale;
   args.out_o = p.out_o;
+  args.q_rows_step = p.q_rows_step;
+  args.q_rows_offset = p.q_rows_offset;
+  args.v_cols_step = p.v_cols_step;
+  args.v_cols_offset = p.v_cols_offset;
+  args.out_o_rows_step = p.out_o_rows_step;
+  args.out_o_rows_offset = p.out_o_rows_offset;
+  args.out_o_cols_step = p.out_o_cols_step;
+  args.out_o_cols_offset = p.out_o_cols_offset;
   const size_t smem = sizeof(Smem) + 1024;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
@@ -876,10 +899,10 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_q(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * 64 * uint64_t(64) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_q(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.q_rows_step * uint64_t(64) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_k(const Problem& p) { return static_cast<size_t>(uint64_t(64) * uint64_t(64) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_v(const Problem& p) { return static_cast<size_t>(uint64_t(64) * static_cast<uint64_t>(p.tiles_n) * 64 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_o(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * 64 * static_cast<uint64_t>(p.tiles_n) * 64 * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_v(const Problem& p) { return static_cast<size_t>(uint64_t(64) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_o(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_o_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_o_cols_step * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_fig1
 
