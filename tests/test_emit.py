@@ -138,11 +138,11 @@ def test_gemm_keeps_one_wgmma_in_flight():
     cu = emitted("gemm_hopper.h100")
     for half in "01":
         body = cu.split(f"void role_mma{half}(")[1].split("\n}\n")[0]
-        assert "twill::wgmma_wait<1>();" in body and f"sm.ring_a{half}.arrive_empty(j - 1)" in body
-        assert "sm.ring_b.arrive_empty(j - 1)" in body  # the shared B tile: both halves release it
+        assert "twill::wgmma_wait<1>();" in body and f"sm.ring_a{half}.release_by_warp(j - 1)" in body
+        assert "sm.ring_b.release_by_warp(j - 1)" in body  # the shared B tile: both halves release it
         assert f"acc{half}_n[0] = " not in body  # accumulates in place
         assert "wgmma_m64n256k16_ss_f16" in body
-    assert "sm.ring_b.init(1, 256);" in cu  # two warpgroups release each B slot
+    assert "sm.ring_b.init(1, 8);" in cu  # the 8 warps of two warpgroups release each B slot
     assert "__half ld_b[4][16384];" in cu  # the example's depth-4 ring
 
 

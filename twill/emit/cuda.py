@@ -452,7 +452,8 @@ class Renderer:
         for r in chan.consumers:
             readers = [u for u in m.uses[chan.value] if u.role == r]
             last = max(readers, key=lambda u: (m.stage(u.op) + u.distance, self.p.order.index(u.op)))
-            empty += 1 if (m.blackwell and m.ops[last.op].opcode == "mma") else m.role[r].threads
+            # one arrival per consumer warp (release_by_warp), or the mma's commit
+            empty += 1 if (m.blackwell and m.ops[last.op].opcode == "mma") else m.role[r].threads // 32
         return full, max(empty, 1)
 
     def _dispatch(self, out: Lines) -> None:
@@ -1016,7 +1017,7 @@ class RoleBody:
             return
         if chan.kind == "tmem":
             out("twill::tmem_fence_before();")
-        line = f"{ring}.arrive_empty({inst});  // release {chan.value}[{inst}]"
+        line = f"{ring}.release_by_warp({inst});  // release {chan.value}[{inst}]"
         out(f"if ({inst} >= 0) {line}" if guard else line)
 
     # -- after the loop ------------------------------------------------------------------------------

@@ -79,6 +79,11 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(int i) { mbar_wait(&empty[slot(i)], phase(i) ^ 1u); }
   __device__ __forceinline__ void arrive_full(int i) { mbar_arrive(&full[slot(i)]); }
   __device__ __forceinline__ void arrive_empty(int i) { mbar_arrive(&empty[slot(i)]); }
+  // A whole warp is done with instance i: one arrival for it (the empty barrier counts warps).
+  __device__ __forceinline__ void release_by_warp(int i) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot(i)]);
+  }
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 

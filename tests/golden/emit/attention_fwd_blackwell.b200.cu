@@ -75,6 +75,11 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(int i) { mbar_wait(&empty[slot(i)], phase(i) ^ 1u); }
   __device__ __forceinline__ void arrive_full(int i) { mbar_arrive(&full[slot(i)]); }
   __device__ __forceinline__ void arrive_empty(int i) { mbar_arrive(&empty[slot(i)]); }
+  // A whole warp is done with instance i: one arrival for it (the empty barrier counts warps).
+  __device__ __forceinline__ void release_by_warp(int i) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot(i)]);
+  }
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
@@ -1409,10 +1414,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   if (threadIdx.x == 0) {
     sm.ring_k.init(1, 2);
     sm.ring_v.init(1, 2);
-    sm.ring_s0.init(1, 128);
-    sm.ring_acc0_n.init(1, 128);
-    sm.ring_s1.init(1, 128);
-    sm.ring_acc1_n.init(1, 128);
+    sm.ring_s0.init(1, 4);
+    sm.ring_acc0_n.init(1, 4);
+    sm.ring_s1.init(1, 4);
+    sm.ring_acc1_n.init(1, 4);
     twill::mbar_init(&sm.inputs_ready, 1);
     twill::mbar_init(&sm.done_acc0_n, 1);
     twill::mbar_init(&sm.done_acc1_n, 1);

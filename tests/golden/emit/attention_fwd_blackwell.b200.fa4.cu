@@ -74,6 +74,11 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(int i) { mbar_wait(&empty[slot(i)], phase(i) ^ 1u); }
   __device__ __forceinline__ void arrive_full(int i) { mbar_arrive(&full[slot(i)]); }
   __device__ __forceinline__ void arrive_empty(int i) { mbar_arrive(&empty[slot(i)]); }
+  // A whole warp is done with instance i: one arrival for it (the empty barrier counts warps).
+  __device__ __forceinline__ void release_by_warp(int i) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot(i)]);
+  }
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
@@ -1104,7 +1109,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     twill::fence_async_smem();  // visible to the tensor core
     sm.ring_p0.arrive_full(0);
     twill::tmem_fence_before();
-    sm.ring_s0.arrive_empty(0);  // release s0[0]
+    sm.ring_s0.release_by_warp(0);  // release s0[0]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
@@ -1130,7 +1135,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p0.arrive_full(j);
       twill::tmem_fence_before();
-      sm.ring_s0.arrive_empty(j);  // release s0[j]
+      sm.ring_s0.release_by_warp(j);  // release s0[j]
     }
     {  // steady window J = j + 1: l0_new[j], m0_new[j + 1], alpha0[j + 1], p0[j + 1]
       // l0_new = rowsum p0, l0, alpha0 (iteration j)
@@ -1153,7 +1158,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p0.arrive_full(j + 1);
       twill::tmem_fence_before();
-      sm.ring_s0.arrive_empty(j + 1);  // release s0[j + 1]
+      sm.ring_s0.release_by_warp(j + 1);  // release s0[j + 1]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -1187,7 +1192,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         twill::fence_async_smem();  // visible to the tensor core
         sm.ring_p0.arrive_full(j);
         twill::tmem_fence_before();
-        sm.ring_s0.arrive_empty(j);  // release s0[j]
+        sm.ring_s0.release_by_warp(j);  // release s0[j]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): l0_new[n - 1]
@@ -1252,7 +1257,7 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
     twill::fence_async_smem();  // visible to the tensor core
     sm.ring_p1.arrive_full(0);
     twill::tmem_fence_before();
-    sm.ring_s1.arrive_empty(0);  // release s1[0]
+    sm.ring_s1.release_by_warp(0);  // release s1[0]
     // l1_new = rowsum p1, l1, alpha1 (iteration 0)
     twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
   }
@@ -1278,7 +1283,7 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p1.arrive_full(j);
       twill::tmem_fence_before();
-      sm.ring_s1.arrive_empty(j);  // release s1[j]
+      sm.ring_s1.release_by_warp(j);  // release s1[j]
       // l1_new = rowsum p1, l1, alpha1 (iteration j)
       twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
     }
@@ -1301,7 +1306,7 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p1.arrive_full(j + 1);
       twill::tmem_fence_before();
-      sm.ring_s1.arrive_empty(j + 1);  // release s1[j + 1]
+      sm.ring_s1.release_by_warp(j + 1);  // release s1[j + 1]
       // l1_new = rowsum p1, l1, alpha1 (iteration j + 1)
       twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
     }
@@ -1333,7 +1338,7 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
         twill::fence_async_smem();  // visible to the tensor core
         sm.ring_p1.arrive_full(j);
         twill::tmem_fence_before();
-        sm.ring_s1.arrive_empty(j);  // release s1[j]
+        sm.ring_s1.release_by_warp(j);  // release s1[j]
         // l1_new = rowsum p1, l1, alpha1 (iteration j)
         twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
       }
@@ -1379,14 +1384,14 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
     twill::tmem_rescale_const<128>(sm.tmem_base + 384, 0.0f, alpha1_acc1_r_1);
     twill::tmem_fence_before();
     sm.ring_acc1_r.arrive_full(0);  // acc1_r[0] is in tensor memory
-    sm.ring_alpha1.arrive_empty(0);  // release alpha1[0]
+    sm.ring_alpha1.release_by_warp(0);  // release alpha1[0]
     sm.ring_alpha0.wait_full(0);  // alpha0[0] is staged
     const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
     // acc0_r = rescale acc0, alpha0 (iteration 0)
     twill::tmem_rescale_const<128>(sm.tmem_base + 128, 0.0f, alpha0_acc0_r_1);
     twill::tmem_fence_before();
     sm.ring_acc0_r.arrive_full(0);  // acc0_r[0] is in tensor memory
-    sm.ring_alpha0.arrive_empty(0);  // release alpha0[0]
+    sm.ring_alpha0.release_by_warp(0);  // release alpha0[0]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
@@ -1400,7 +1405,7 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
       twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1_acc1_r_1);
       twill::tmem_fence_before();
       sm.ring_acc1_r.arrive_full(j);  // acc1_r[j] is in tensor memory
-      sm.ring_alpha1.arrive_empty(j);  // release alpha1[j]
+      sm.ring_alpha1.release_by_warp(j);  // release alpha1[j]
       sm.ring_acc0_n.wait_full(j - 1);  // acc0_n[j - 1] is in tensor memory
       twill::tmem_fence_after();
       sm.ring_alpha0.wait_full(j);  // alpha0[j] is staged
@@ -1409,7 +1414,7 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
       twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
       twill::tmem_fence_before();
       sm.ring_acc0_r.arrive_full(j);  // acc0_r[j] is in tensor memory
-      sm.ring_alpha0.arrive_empty(j);  // release alpha0[j]
+      sm.ring_alpha0.release_by_warp(j);  // release alpha0[j]
     }
     {  // steady window J = j + 1: acc1_r[j + 1], acc0_r[j + 1]
       sm.ring_acc1_n.wait_full(j);  // acc1_n[j] is in tensor memory
@@ -1420,7 +1425,7 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
       twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1_acc1_r_1);
       twill::tmem_fence_before();
       sm.ring_acc1_r.arrive_full(j + 1);  // acc1_r[j + 1] is in tensor memory
-      sm.ring_alpha1.arrive_empty(j + 1);  // release alpha1[j + 1]
+      sm.ring_alpha1.release_by_warp(j + 1);  // release alpha1[j + 1]
       sm.ring_acc0_n.wait_full(j);  // acc0_n[j] is in tensor memory
       twill::tmem_fence_after();
       sm.ring_alpha0.wait_full(j + 1);  // alpha0[j + 1] is staged
@@ -1429,7 +1434,7 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
       twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
       twill::tmem_fence_before();
       sm.ring_acc0_r.arrive_full(j + 1);  // acc0_r[j + 1] is in tensor memory
-      sm.ring_alpha0.arrive_empty(j + 1);  // release alpha0[j + 1]
+      sm.ring_alpha0.release_by_warp(j + 1);  // release alpha0[j + 1]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -1449,7 +1454,7 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
         twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1_acc1_r_1);
         twill::tmem_fence_before();
         sm.ring_acc1_r.arrive_full(j);  // acc1_r[j] is in tensor memory
-        sm.ring_alpha1.arrive_empty(j);  // release alpha1[j]
+        sm.ring_alpha1.release_by_warp(j);  // release alpha1[j]
         sm.ring_acc0_n.wait_full(j - 1);  // acc0_n[j - 1] is in tensor memory
         twill::tmem_fence_after();
         sm.ring_alpha0.wait_full(j);  // alpha0[j] is staged
@@ -1458,7 +1463,7 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
         twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
         twill::tmem_fence_before();
         sm.ring_acc0_r.arrive_full(j);  // acc0_r[j] is in tensor memory
-        sm.ring_alpha0.arrive_empty(j);  // release alpha0[j]
+        sm.ring_alpha0.release_by_warp(j);  // release alpha0[j]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role
@@ -1483,16 +1488,16 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   if (threadIdx.x == 0) {
     sm.ring_k.init(1, 1);
     sm.ring_v.init(1, 1);
-    sm.ring_s0.init(1, 128);
+    sm.ring_s0.init(1, 4);
     sm.ring_p0.init(128, 1);
-    sm.ring_alpha0.init(128, 128);
+    sm.ring_alpha0.init(128, 4);
     sm.ring_acc0_r.init(128, 1);
-    sm.ring_acc0_n.init(1, 128);
-    sm.ring_s1.init(1, 128);
+    sm.ring_acc0_n.init(1, 4);
+    sm.ring_s1.init(1, 4);
     sm.ring_p1.init(128, 1);
-    sm.ring_alpha1.init(128, 128);
+    sm.ring_alpha1.init(128, 4);
     sm.ring_acc1_r.init(128, 1);
-    sm.ring_acc1_n.init(1, 128);
+    sm.ring_acc1_n.init(1, 4);
     twill::mbar_init(&sm.inputs_ready, 1);
     twill::mbar_init(&sm.final_acc0_n, 1);
     twill::mbar_init(&sm.final_acc1_n, 1);

@@ -75,6 +75,11 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(int i) { mbar_wait(&empty[slot(i)], phase(i) ^ 1u); }
   __device__ __forceinline__ void arrive_full(int i) { mbar_arrive(&full[slot(i)]); }
   __device__ __forceinline__ void arrive_empty(int i) { mbar_arrive(&empty[slot(i)]); }
+  // A whole warp is done with instance i: one arrival for it (the empty barrier counts warps).
+  __device__ __forceinline__ void release_by_warp(int i) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot(i)]);
+  }
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
@@ -773,7 +778,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       sm.ring_s.wait_empty(j);  // hand s[j] to consumer0
       twill::frag_to_buffer(sm.stage_s[0], s[0], 0, 128);
       sm.ring_s.arrive_full(j);
-      sm.ring_k.arrive_empty(j - 1);  // release k[j - 1]
+      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
     }
     {  // steady window J = j + 1: s[j + 1]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
@@ -794,7 +799,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       sm.ring_s.wait_empty(j + 1);  // hand s[j + 1] to consumer0
       twill::frag_to_buffer(sm.stage_s[0], s[0], 0, 128);
       sm.ring_s.arrive_full(j + 1);
-      sm.ring_k.arrive_empty(j);  // release k[j]
+      sm.ring_k.release_by_warp(j);  // release k[j]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -802,7 +807,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_k.arrive_empty(n - 1);  // release k[n - 1]
+        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
       }
       break;
     }
@@ -826,12 +831,12 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
         sm.ring_s.wait_empty(j);  // hand s[j] to consumer0
         twill::frag_to_buffer(sm.stage_s[0], s[0], 0, 128);
         sm.ring_s.arrive_full(j);
-        sm.ring_k.arrive_empty(j - 1);  // release k[j - 1]
+        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_k.arrive_empty(n - 1);  // release k[n - 1]
+        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
       }
       break;
     }
@@ -873,12 +878,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(p[0]);
       twill::fence_frag(acc_n[0]);
-      if (j - 2 >= 0) sm.ring_v.arrive_empty(j - 2);  // release v[j - 2]
+      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
       sm.ring_s.wait_full(j - 1);  // s[j - 1] is staged
       const twill::View<2, 128, float> s_p_0{sm.stage_s[0], 0};
       // p = exp2 s, m_new (iteration j - 1)
       twill::op_exp2(p[0], s_p_0, m_new[0], args.exp2_scale);
-      sm.ring_s.arrive_empty(j - 1);  // release s[j - 1]
+      sm.ring_s.release_by_warp(j - 1);  // release s[j - 1]
       // acc_r is computed in the registers of acc_n, which accumulates it in place
       // acc_r = rescale acc, alpha (iteration j - 1)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
@@ -909,12 +914,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(p[0]);
       twill::fence_frag(acc_n[0]);
-      sm.ring_v.arrive_empty(j - 1);  // release v[j - 1]
+      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
       sm.ring_s.wait_full(j);  // s[j] is staged
       const twill::View<2, 128, float> s_p_0{sm.stage_s[0], 0};
       // p = exp2 s, m_new (iteration j)
       twill::op_exp2(p[0], s_p_0, m_new[1], args.exp2_scale);
-      sm.ring_s.arrive_empty(j);  // release s[j]
+      sm.ring_s.release_by_warp(j);  // release s[j]
       // acc_r is computed in the registers of acc_n, which accumulates it in place
       // acc_r = rescale acc, alpha (iteration j)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
@@ -949,12 +954,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(p[0]);
         twill::fence_frag(acc_n[0]);
-        sm.ring_v.arrive_empty(n - 2);  // release v[n - 2]
+        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
         sm.ring_s.wait_full(n - 1);  // s[n - 1] is staged
         const twill::View<2, 128, float> s_p_0{sm.stage_s[0], 0};
         // p = exp2 s, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_p_0, m_new[0], args.exp2_scale);
-        sm.ring_s.arrive_empty(n - 1);  // release s[n - 1]
+        sm.ring_s.release_by_warp(n - 1);  // release s[n - 1]
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
@@ -982,12 +987,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(p[0]);
         twill::fence_frag(acc_n[0]);
-        if (j - 2 >= 0) sm.ring_v.arrive_empty(j - 2);  // release v[j - 2]
+        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
         sm.ring_s.wait_full(j - 1);  // s[j - 1] is staged
         const twill::View<2, 128, float> s_p_0{sm.stage_s[0], 0};
         // p = exp2 s, m_new (iteration j - 1)
         twill::op_exp2(p[0], s_p_0, m_new[0], args.exp2_scale);
-        sm.ring_s.arrive_empty(j - 1);  // release s[j - 1]
+        sm.ring_s.release_by_warp(j - 1);  // release s[j - 1]
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration j - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
@@ -1019,12 +1024,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(p[0]);
         twill::fence_frag(acc_n[0]);
-        sm.ring_v.arrive_empty(n - 2);  // release v[n - 2]
+        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
         sm.ring_s.wait_full(n - 1);  // s[n - 1] is staged
         const twill::View<2, 128, float> s_p_0{sm.stage_s[0], 0};
         // p = exp2 s, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_p_0, m_new[1], args.exp2_scale);
-        sm.ring_s.arrive_empty(n - 1);  // release s[n - 1]
+        sm.ring_s.release_by_warp(n - 1);  // release s[n - 1]
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
@@ -1078,9 +1083,9 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.k = &tm_k;
   tm.v = &tm_v;
   if (threadIdx.x == 0) {
-    sm.ring_k.init(1, 128);
-    sm.ring_v.init(1, 128);
-    sm.ring_s.init(128, 128);
+    sm.ring_k.init(1, 4);
+    sm.ring_v.init(1, 4);
+    sm.ring_s.init(128, 4);
     twill::mbar_init(&sm.inputs_ready, 1);
     twill::mbar_fence_init();
     twill::tma_prefetch(&tm_q);

@@ -74,6 +74,11 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(int i) { mbar_wait(&empty[slot(i)], phase(i) ^ 1u); }
   __device__ __forceinline__ void arrive_full(int i) { mbar_arrive(&full[slot(i)]); }
   __device__ __forceinline__ void arrive_empty(int i) { mbar_arrive(&empty[slot(i)]); }
+  // A whole warp is done with instance i: one arrival for it (the empty barrier counts warps).
+  __device__ __forceinline__ void release_by_warp(int i) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot(i)]);
+  }
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
@@ -771,7 +776,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(s[0]);
       twill::fence_frag(s[1]);
-      sm.ring_k.arrive_empty(j - 1);  // release k[j - 1]
+      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
       sm.ring_k.wait_full(j);  // k[j] has landed
       // s = mma q, k (iteration j)
       {
@@ -807,7 +812,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(s[0]);
       twill::fence_frag(s[1]);
-      sm.ring_k.arrive_empty(j);  // release k[j]
+      sm.ring_k.release_by_warp(j);  // release k[j]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
       // s = mma q, k (iteration j + 1)
       {
@@ -847,7 +852,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(s[0]);
         twill::fence_frag(s[1]);
-        sm.ring_k.arrive_empty(n - 1);  // release k[n - 1]
+        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
         // p = exp2 s, m_new (iteration n - 1)
         twill::op_exp2(p[0], s[0], m_new[0], args.exp2_scale);
         sm.ring_p.wait_empty(n - 1);  // hand p[n - 1] to consumer1
@@ -864,7 +869,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(s[0]);
         twill::fence_frag(s[1]);
-        sm.ring_k.arrive_empty(j - 1);  // release k[j - 1]
+        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
         sm.ring_k.wait_full(j);  // k[j] has landed
         // s = mma q, k (iteration j)
         {
@@ -901,7 +906,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(s[0]);
         twill::fence_frag(s[1]);
-        sm.ring_k.arrive_empty(n - 1);  // release k[n - 1]
+        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
         // p = exp2 s, m_new (iteration n - 1)
         twill::op_exp2(p[0], s[1], m_new[1], args.exp2_scale);
         sm.ring_p.wait_empty(n - 1);  // hand p[n - 1] to consumer1
@@ -955,14 +960,14 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     {  // steady window J = j: acc_r[j - 1], acc_n[j - 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
-      if (j - 2 >= 0) sm.ring_v.arrive_empty(j - 2);  // release v[j - 2]
-      if (j - 2 >= 0) sm.ring_p.arrive_empty(j - 2);  // release p[j - 2]
+      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+      if (j - 2 >= 0) sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
       sm.ring_alpha.wait_full(j - 1);  // alpha[j - 1] is staged
       const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
       // acc_r is computed in the registers of acc_n, which accumulates it in place
       // acc_r = rescale acc, alpha (iteration j - 1)
       twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-      sm.ring_alpha.arrive_empty(j - 1);  // release alpha[j - 1]
+      sm.ring_alpha.release_by_warp(j - 1);  // release alpha[j - 1]
       sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
       sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
       // acc_n = mma p, v, acc_r (iteration j - 1)
@@ -981,14 +986,14 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     {  // steady window J = j + 1: acc_r[j], acc_n[j]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
-      sm.ring_v.arrive_empty(j - 1);  // release v[j - 1]
-      sm.ring_p.arrive_empty(j - 1);  // release p[j - 1]
+      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
+      sm.ring_p.release_by_warp(j - 1);  // release p[j - 1]
       sm.ring_alpha.wait_full(j);  // alpha[j] is staged
       const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
       // acc_r is computed in the registers of acc_n, which accumulates it in place
       // acc_r = rescale acc, alpha (iteration j)
       twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-      sm.ring_alpha.arrive_empty(j);  // release alpha[j]
+      sm.ring_alpha.release_by_warp(j);  // release alpha[j]
       sm.ring_p.wait_full(j);  // p[j] has landed
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc_n = mma p, v, acc_r (iteration j)
@@ -1011,14 +1016,14 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): acc_r[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_v.arrive_empty(n - 2);  // release v[n - 2]
-        sm.ring_p.arrive_empty(n - 2);  // release p[n - 2]
+        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
         sm.ring_alpha.wait_full(n - 1);  // alpha[n - 1] is staged
         const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-        sm.ring_alpha.arrive_empty(n - 1);  // release alpha[n - 1]
+        sm.ring_alpha.release_by_warp(n - 1);  // release alpha[n - 1]
         sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)
@@ -1040,14 +1045,14 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {  // steady window J = j: acc_r[j - 1], acc_n[j - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        if (j - 2 >= 0) sm.ring_v.arrive_empty(j - 2);  // release v[j - 2]
-        if (j - 2 >= 0) sm.ring_p.arrive_empty(j - 2);  // release p[j - 2]
+        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+        if (j - 2 >= 0) sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
         sm.ring_alpha.wait_full(j - 1);  // alpha[j - 1] is staged
         const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration j - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-        sm.ring_alpha.arrive_empty(j - 1);  // release alpha[j - 1]
+        sm.ring_alpha.release_by_warp(j - 1);  // release alpha[j - 1]
         sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
         sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
         // acc_n = mma p, v, acc_r (iteration j - 1)
@@ -1067,14 +1072,14 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): acc_r[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_v.arrive_empty(n - 2);  // release v[n - 2]
-        sm.ring_p.arrive_empty(n - 2);  // release p[n - 2]
+        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
         sm.ring_alpha.wait_full(n - 1);  // alpha[n - 1] is staged
         const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-        sm.ring_alpha.arrive_empty(n - 1);  // release alpha[n - 1]
+        sm.ring_alpha.release_by_warp(n - 1);  // release alpha[n - 1]
         sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)
@@ -1116,10 +1121,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.k = &tm_k;
   tm.v = &tm_v;
   if (threadIdx.x == 0) {
-    sm.ring_k.init(1, 128);
-    sm.ring_v.init(1, 128);
-    sm.ring_p.init(128, 128);
-    sm.ring_alpha.init(128, 128);
+    sm.ring_k.init(1, 4);
+    sm.ring_v.init(1, 4);
+    sm.ring_p.init(128, 4);
+    sm.ring_alpha.init(128, 4);
     twill::mbar_init(&sm.inputs_ready, 1);
     twill::mbar_init(&sm.final_l_new, 128);
     twill::mbar_fence_init();

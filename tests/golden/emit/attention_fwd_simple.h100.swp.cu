@@ -70,6 +70,11 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(int i) { mbar_wait(&empty[slot(i)], phase(i) ^ 1u); }
   __device__ __forceinline__ void arrive_full(int i) { mbar_arrive(&full[slot(i)]); }
   __device__ __forceinline__ void arrive_empty(int i) { mbar_arrive(&empty[slot(i)]); }
+  // A whole warp is done with instance i: one arrival for it (the empty barrier counts warps).
+  __device__ __forceinline__ void release_by_warp(int i) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot(i)]);
+  }
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
@@ -760,8 +765,8 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       twill::fence_frag(s[0]);
       twill::fence_frag(acc_n[0]);
       twill::fence_frag(p[0]);
-      sm.ring_k.arrive_empty(j - 1);  // release k[j - 1]
-      if (j - 2 >= 0) sm.ring_v.arrive_empty(j - 2);  // release v[j - 2]
+      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
+      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
       sm.ring_k.wait_full(j);  // k[j] has landed
       // s = mma q, k (iteration j)
       {
@@ -812,8 +817,8 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       twill::fence_frag(s[0]);
       twill::fence_frag(acc_n[0]);
       twill::fence_frag(p[0]);
-      sm.ring_k.arrive_empty(j);  // release k[j]
-      sm.ring_v.arrive_empty(j - 1);  // release v[j - 1]
+      sm.ring_k.release_by_warp(j);  // release k[j]
+      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
       // s = mma q, k (iteration j + 1)
       {
@@ -868,8 +873,8 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         twill::fence_frag(s[0]);
         twill::fence_frag(acc_n[0]);
         twill::fence_frag(p[0]);
-        sm.ring_k.arrive_empty(n - 1);  // release k[n - 1]
-        sm.ring_v.arrive_empty(n - 2);  // release v[n - 2]
+        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
@@ -898,8 +903,8 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         twill::fence_frag(s[0]);
         twill::fence_frag(acc_n[0]);
         twill::fence_frag(p[0]);
-        sm.ring_k.arrive_empty(j - 1);  // release k[j - 1]
-        if (j - 2 >= 0) sm.ring_v.arrive_empty(j - 2);  // release v[j - 2]
+        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
+        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
         sm.ring_k.wait_full(j);  // k[j] has landed
         // s = mma q, k (iteration j)
         {
@@ -951,8 +956,8 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         twill::fence_frag(s[0]);
         twill::fence_frag(acc_n[0]);
         twill::fence_frag(p[0]);
-        sm.ring_k.arrive_empty(n - 1);  // release k[n - 1]
-        sm.ring_v.arrive_empty(n - 2);  // release v[n - 2]
+        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
@@ -1006,8 +1011,8 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.k = &tm_k;
   tm.v = &tm_v;
   if (threadIdx.x == 0) {
-    sm.ring_k.init(1, 256);
-    sm.ring_v.init(1, 256);
+    sm.ring_k.init(1, 8);
+    sm.ring_v.init(1, 8);
     twill::mbar_init(&sm.inputs_ready, 1);
     twill::mbar_fence_init();
     twill::tma_prefetch(&tm_q);
