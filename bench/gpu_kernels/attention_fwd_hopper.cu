@@ -74,6 +74,11 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(int i) { mbar_wait(&empty[slot(i)], phase(i) ^ 1u); }
   __device__ __forceinline__ void arrive_full(int i) { mbar_arrive(&full[slot(i)]); }
   __device__ __forceinline__ void arrive_empty(int i) { mbar_arrive(&empty[slot(i)]); }
+  // A whole warp is done with instance i: one arrival for it (the empty barrier counts warps).
+  __device__ __forceinline__ void release_by_warp(int i) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot(i)]);
+  }
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
@@ -804,8 +809,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc0_n[0]);
       twill::fence_frag(s0[0]);
       twill::fence_frag(p0[0]);
-      sm.ring_k.arrive_empty(j - 1);  // release k[j - 1]
-      if (j - 2 >= 0) sm.ring_v.arrive_empty(j - 2);  // release v[j - 2]
+      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
+      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
       // alpha0 = exp2 m0, m0_new (iteration j - 1)
       twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
       // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
@@ -854,8 +859,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc0_n[0]);
       twill::fence_frag(s0[0]);
       twill::fence_frag(p0[0]);
-      sm.ring_k.arrive_empty(j);  // release k[j]
-      sm.ring_v.arrive_empty(j - 1);  // release v[j - 1]
+      sm.ring_k.release_by_warp(j);  // release k[j]
+      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
       // alpha0 = exp2 m0, m0_new (iteration j)
       twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
       // l0_new = rowsum p0, l0, alpha0 (iteration j)
@@ -908,8 +913,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(s0[0]);
         twill::fence_frag(p0[0]);
-        sm.ring_k.arrive_empty(n - 1);  // release k[n - 1]
-        sm.ring_v.arrive_empty(n - 2);  // release v[n - 2]
+        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
         // alpha0 = exp2 m0, m0_new (iteration n - 1)
         twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
         // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
@@ -942,8 +947,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(s0[0]);
         twill::fence_frag(p0[0]);
-        sm.ring_k.arrive_empty(j - 1);  // release k[j - 1]
-        if (j - 2 >= 0) sm.ring_v.arrive_empty(j - 2);  // release v[j - 2]
+        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
+        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
         // alpha0 = exp2 m0, m0_new (iteration j - 1)
         twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
         // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
@@ -993,8 +998,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(s0[0]);
         twill::fence_frag(p0[0]);
-        sm.ring_k.arrive_empty(n - 1);  // release k[n - 1]
-        sm.ring_v.arrive_empty(n - 2);  // release v[n - 2]
+        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
         // alpha0 = exp2 m0, m0_new (iteration n - 1)
         twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
         // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
@@ -1114,8 +1119,8 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(s1[0]);
       twill::fence_frag(p1[0]);
       twill::fence_frag(acc1_n[0]);
-      sm.ring_k.arrive_empty(j - 1);  // release k[j - 1]
-      sm.ring_v.arrive_empty(j - 1);  // release v[j - 1]
+      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
+      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
       sm.ring_k.wait_full(j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
       {
@@ -1164,8 +1169,8 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(s1[0]);
       twill::fence_frag(p1[0]);
       twill::fence_frag(acc1_n[0]);
-      sm.ring_k.arrive_empty(j);  // release k[j]
-      sm.ring_v.arrive_empty(j);  // release v[j]
+      sm.ring_k.release_by_warp(j);  // release k[j]
+      sm.ring_v.release_by_warp(j);  // release v[j]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
       {
@@ -1215,8 +1220,8 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_k.arrive_empty(n - 1);  // release k[n - 1]
-        sm.ring_v.arrive_empty(n - 1);  // release v[n - 1]
+        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(n - 1);  // release v[n - 1]
         twill::named_arrive(2, 256);  // consumer0's turn (ours ended with the last window)
       }
       break;
@@ -1227,8 +1232,8 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(s1[0]);
         twill::fence_frag(p1[0]);
         twill::fence_frag(acc1_n[0]);
-        sm.ring_k.arrive_empty(j - 1);  // release k[j - 1]
-        sm.ring_v.arrive_empty(j - 1);  // release v[j - 1]
+        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
+        sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
         sm.ring_k.wait_full(j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
         {
@@ -1275,8 +1280,8 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_k.arrive_empty(n - 1);  // release k[n - 1]
-        sm.ring_v.arrive_empty(n - 1);  // release v[n - 1]
+        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(n - 1);  // release v[n - 1]
         twill::named_arrive(2, 256);  // consumer0's turn (ours ended with the last window)
       }
       break;
@@ -1314,8 +1319,8 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.k = &tm_k;
   tm.v = &tm_v;
   if (threadIdx.x == 0) {
-    sm.ring_k.init(1, 256);
-    sm.ring_v.init(1, 256);
+    sm.ring_k.init(1, 8);
+    sm.ring_v.init(1, 8);
     twill::mbar_init(&sm.inputs_ready, 1);
     twill::mbar_fence_init();
     twill::tma_prefetch(&tm_q0);

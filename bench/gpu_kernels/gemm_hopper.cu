@@ -74,6 +74,11 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(int i) { mbar_wait(&empty[slot(i)], phase(i) ^ 1u); }
   __device__ __forceinline__ void arrive_full(int i) { mbar_arrive(&full[slot(i)]); }
   __device__ __forceinline__ void arrive_empty(int i) { mbar_arrive(&empty[slot(i)]); }
+  // A whole warp is done with instance i: one arrival for it (the empty barrier counts warps).
+  __device__ __forceinline__ void release_by_warp(int i) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot(i)]);
+  }
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
@@ -676,8 +681,8 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      if (j - 1 >= 0) sm.ring_a0.arrive_empty(j - 1);  // release a0[j - 1]
-      if (j - 1 >= 0) sm.ring_b.arrive_empty(j - 1);  // release b[j - 1]
+      if (j - 1 >= 0) sm.ring_a0.release_by_warp(j - 1);  // release a0[j - 1]
+      if (j - 1 >= 0) sm.ring_b.release_by_warp(j - 1);  // release b[j - 1]
     }
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
@@ -716,8 +721,8 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      if (j - 1 >= 0) sm.ring_a1.arrive_empty(j - 1);  // release a1[j - 1]
-      if (j - 1 >= 0) sm.ring_b.arrive_empty(j - 1);  // release b[j - 1]
+      if (j - 1 >= 0) sm.ring_a1.release_by_warp(j - 1);  // release a1[j - 1]
+      if (j - 1 >= 0) sm.ring_b.release_by_warp(j - 1);  // release b[j - 1]
     }
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
@@ -737,9 +742,9 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.a1 = &tm_a1;
   tm.b = &tm_b;
   if (threadIdx.x == 0) {
-    sm.ring_a0.init(1, 128);
-    sm.ring_a1.init(1, 128);
-    sm.ring_b.init(1, 256);
+    sm.ring_a0.init(1, 4);
+    sm.ring_a1.init(1, 4);
+    sm.ring_b.init(1, 8);
     twill::mbar_init(&sm.inputs_ready, 1);
     twill::mbar_fence_init();
     twill::tma_prefetch(&tm_a0);
