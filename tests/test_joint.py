@@ -2,7 +2,9 @@
 schedule passes the independent verifier family by family."""
 from __future__ import annotations
 
+import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from twill.errors import NoScheduleError
 from twill.liveness import regs_per_thread
 from twill.machine import load_machine
 from twill.pipeline import SolveOptions, solve
+from twill.schedule import Schedule
 from twill.tir import load_tir, parse_tir
 from twill.verify import verify
 
@@ -148,3 +151,27 @@ def test_z3_backend_agrees_with_yices(example, gpu):
     assert (b.ii, b.length, b.optimal) == (a.ii, a.length, a.optimal)
     assert sorted(r.name for r in b.roles) == sorted(r.name for r in a.roles)
     assert verify(b, graph, machine) == []
+
+
+# -- the model options a solve ran under are recorded, and verify checks against them -------------
+
+def test_schedule_records_the_model_options_and_verify_applies_them():
+    s, graph, machine = joint("gemm_hopper.tir", registers=200, depth=3)
+    assert dict(s.options) == {"registers": 200, "depth": 3}
+    assert Schedule.from_json(s.to_json()) == s and json.loads(s.to_json())["options"] == {"registers": 200, "depth": 3}
+    assert verify(s, graph, machine) == []
+    # a default solve claims nothing: its JSON says so, and a tighter claim must fail verification
+    d, _, _ = joint("gemm_hopper.tir")
+    assert json.loads(d.to_json())["options"] == {}
+    bad = {v.family for v in verify(replace(d, options=(("registers", 128),)), graph, machine)}
+    assert bad == {"registers"}  # 64x256 f32 accumulator + reserve > 128 per thread
+    fewer = {v.family for v in verify(replace(d, options=(("warps", 8),)), graph, machine)}
+    assert fewer == {"roles"}  # load + two warpgroups = 9 warps
+
+
+def test_verify_rejects_cross_role_edges_a_no_cross_role_solve_forbade():
+    s, graph, machine = joint("attention_fwd_simple.tir")
+    inner = [e for e in s.cross_role_edges if not s.by_name[e[0]].variable_latency]
+    assert inner  # the joint schedule hands values between its consumer warpgroups
+    found = verify(replace(s, options=(("cross_role", False),)), graph, machine)
+    assert {v.family for v in found} == {"cross_role"} and len(found) == len(inner)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -98,6 +98,17 @@ class Machine:
     @property
     def op_specs(self) -> dict[str, OpSpec]:
         return dict(self.ops)
+
+    def restricted(self, warps: int | None = None, registers: int | None = None,
+                   depth: int | None = None) -> "Machine":
+        """This machine under a solve's model options: fewer warps, a reduced per-thread register
+        budget, another default ring depth (None keeps the machine's own value)."""
+        limits = self.limits
+        if warps is not None:
+            limits = replace(limits, warps=warps)
+        if registers is not None:
+            limits = replace(limits, registers_per_thread=registers)
+        return replace(self, limits=limits, streaming_depth=depth or self.streaming_depth)
 
 
 # -- locating keys in the YAML source ----------------------------------------------------------

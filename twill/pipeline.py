@@ -53,18 +53,19 @@ def _quiet(stage: str, info: dict) -> None:
 
 def build_problem(graph: Graph, machine: Machine, options: SolveOptions) -> tuple[Problem, Normalization]:
     """Stage 0 and the problem it feeds: machine cycles -> small integers (SCIP)."""
-    limits = machine.limits
-    if options.warps is not None:
-        limits = replace(limits, warps=options.warps)
-    if options.registers is not None:
-        limits = replace(limits, registers_per_thread=options.registers)
-    machine = replace(machine, limits=limits,
-                      streaming_depth=options.depth if options.depth else machine.streaming_depth)
+    machine = machine.restricted(options.warps, options.registers, options.depth)
     costs = bind(graph, machine)
     norm = normalize(distinct_costs(costs, machine), options.normalize_bound)
     problem = make_problem(graph, machine, costs, norm.as_dict(),
                            {"cross_role": options.cross_role, "smt_backend": options.smt_backend})
     return problem, norm
+
+
+def model_options(options: SolveOptions) -> tuple[tuple[str, int | bool], ...]:
+    """The options that change the model, as the schedule records them (verify applies them)."""
+    recorded = {"warps": options.warps, "registers": options.registers, "depth": options.depth,
+                "cross_role": None if options.cross_role else False}
+    return tuple(sorted((k, v) for k, v in recorded.items() if v is not None))
 
 
 def schedule_from_modulo(problem: Problem, result: ModuloResult, norm: Normalization, graph: Graph,
@@ -125,7 +126,7 @@ def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Prog
     timings["ilp_seconds"] = time.perf_counter() - t1
     if swp is None:
         raise NoScheduleError(f"no modulo schedule with I <= {options.max_ii}: raise --max-ii")
-    schedule = schedule_from_modulo(problem, swp, norm, graph, machine)
+    schedule = replace(schedule_from_modulo(problem, swp, norm, graph, machine), options=model_options(options))
 
     # Stage 2: joint software pipelining and warp specialization (Yices2).
     if not options.swp_only:

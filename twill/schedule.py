@@ -75,6 +75,9 @@ class Schedule:
     bounds: tuple[tuple[str, int], ...] = ()  # res_mii, rec_mii, swp_ii, swp_length
     graph_tir: str = ""
     length_optimal: bool = True  # L proven minimal at this I (a time limit can leave it unproven)
+    # the model options the solve ran under, where not the machine's own: warps, registers
+    # (per-thread budget), depth (default ring depth), cross_role (False when forbidden)
+    options: tuple[tuple[str, int | bool], ...] = ()
     stats: tuple[tuple[str, float], ...] = field(default=(), compare=False)
 
     # -- derived views ---------------------------------------------------------------------
@@ -161,6 +164,7 @@ class Schedule:
                 "map": [[c, n] for c, n in self.scale.map],
             },
             "bounds": dict(self.bounds),
+            "options": dict(self.options),
             "graph": self.graph_tir,
             "stats": dict(self.stats),
         }
@@ -195,6 +199,7 @@ class Schedule:
             bounds=tuple(d.get("bounds", {}).items()),
             graph_tir=d.get("graph", ""),
             length_optimal=d.get("length_optimal", True),
+            options=tuple(sorted(d.get("options", {}).items())),
             stats=tuple(d.get("stats", {}).items()),
         )
 

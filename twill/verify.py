@@ -32,8 +32,11 @@ class VerificationError(TwillError):
 
 
 def _problem(schedule: Schedule, graph: Graph, machine: Machine) -> Problem:
+    """The model the schedule was solved in: the machine under the schedule's recorded options."""
     scale = dict(schedule.scale.map)
-    return make_problem(graph, machine, bind(graph, machine), scale)
+    o = dict(schedule.options)
+    machine = machine.restricted(o.get("warps"), o.get("registers"), o.get("depth"))
+    return make_problem(graph, machine, bind(graph, machine), scale, {"cross_role": o.get("cross_role", True)})
 
 
 def check_ops(s: Schedule, p: Problem):
@@ -159,6 +162,11 @@ def check_cross_role(s: Schedule, p: Problem):
     actual = {(d.src, d.dst) for d in p.deps if _cross(s, d.src, d.dst)}
     for e in sorted(actual - declared):
         yield Violation("cross_role", f"edge {e[0]} -> {e[1]} crosses roles but is not listed")
+    if not p.option("cross_role", True):  # solved with cross-role communication forbidden
+        for src, dst in sorted(actual):
+            if not p.task[src].variable_latency:
+                yield Violation("cross_role", f"edge {src} -> {dst} crosses roles, which the solve forbade "
+                                              f"(--no-cross-role)")
 
 
 def check_blocking(s: Schedule, p: Problem):
