@@ -223,3 +223,18 @@ def test_expressions_agree_with_python_arithmetic(numbers, ops):
     """For + - * over integers, the parser's precedence and associativity are Python's."""
     source = str(numbers[0]) + "".join(f" {op} {n}" for op, n in zip(ops, numbers[1:]))
     assert parse_expr(source)({}) == int(eval(source))  # the reference, not the thing under test
+
+
+def test_tensor_memory_is_counted_in_whole_columns():
+    """tcgen05.alloc hands out columns of all 128 lanes: a 64-row f32 tile takes as many columns
+    as a 128-row one, and two f16 share a 32-bit column."""
+    from twill.ir import TensorType
+    assert TensorType("f32", (64, 128), "tmem").footprint == 128 * 128 * 4
+    assert TensorType("f32", (128, 128), "tmem").footprint == 128 * 128 * 4
+    assert TensorType("f16", (128, 128), "tmem").footprint == 128 * 64 * 4
+    assert TensorType("f32", (256, 64), "tmem").footprint == 2 * 128 * 64 * 4
+    assert TensorType("f32", (64, 128), "smem").footprint == 64 * 128 * 4  # elsewhere: the bytes
+    graph = parse_tir((ROOT / "examples" / "attention_bwd_blackwell.tir").read_text(), "bwd.tir")
+    costs = {c.name: c for c in bind(graph, load_machine("b200"))}
+    assert costs["s"].bytes == 128 * 128 * 4  # s is f32[64,128] @tmem: 128 of the 512 columns
+    assert costs["p"].bytes == 64 * 128 * 2  # p is in registers

@@ -103,7 +103,7 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
             name=op.name, opcode=op.opcode, unit=unit, cycles=max(cycles, 0.0), occupancy=max(occupancy, 0.0),
             issue=issue, is_async=bool(attrs.get("async", spec.is_async)), variable_latency=variable,
             streaming=streaming, space=op.type.space if op.type else "reg",
-            bytes=op.type.bytes if op.type else 0, reads_tmem=reads_tmem,
+            bytes=op.type.footprint if op.type else 0, reads_tmem=reads_tmem,
             depth=int(attrs.get("depth", machine.streaming_depth)),
         ))
     errors.raise_if_any()

@@ -37,6 +37,18 @@ class TensorType:
     def bytes(self) -> int:
         return (self.elements * DTYPE_BITS[self.dtype] + 7) // 8
 
+    @property
+    def footprint(self) -> int:
+        """Bytes the value occupies where it lives. Tensor memory is allocated by columns, each
+        column all 128 lanes of 32-bit cells (PTX ISA, tcgen05.alloc): a [R, C] tile takes
+        ceil(C * bits / 32) columns for every started 128 rows, so a 64-row tile costs as much
+        as a 128-row one. Elsewhere the footprint is the bytes."""
+        if self.space != "tmem":
+            return self.bytes
+        rows = self.shape[0] if len(self.shape) >= 2 else 1
+        cols = math.prod(self.shape[1:]) if len(self.shape) >= 2 else self.elements
+        return math.ceil(rows / 128) * 128 * 4 * math.ceil(cols * DTYPE_BITS[self.dtype] / 32)
+
     def __str__(self) -> str:
         dims = ",".join(str(d) for d in self.shape)
         space = "" if self.space == "reg" else f" @{self.space}"

@@ -86,7 +86,7 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
     deps = tuple(Dep(e.src, e.dst, e.distance, lat[e.src]) for e in graph.edges)
     invariant: dict[str, int] = {}
     for v in graph.inputs:
-        invariant[v.type.space] = invariant.get(v.type.space, 0) + v.type.bytes
+        invariant[v.type.space] = invariant.get(v.type.space, 0) + v.type.footprint
     return Problem(
         kernel=graph.kernel, machine=machine.name, tasks=tasks, deps=deps, caps=machine.units,
         cross=units(machine.cross_warp_cycles), limits=machine.limits,
