@@ -46,6 +46,7 @@ extern "C" int twill_bench_launch(int tiles_m, int tiles_n, int iters, int batch
                                   const void* a, const void* b, void* out, void* stream) {
   NS::Problem p;
   p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters; p.batch = batch;
+  if (const char* g = getenv("TWILL_RASTER_GROUP")) p.raster_group = atoi(g);  // to compare orders
   // a0, a1 (and acc0, acc1) are the 64-row halves of each 128-row tile of one A (one C)
   p.a0 = p.a1 = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b);
   p.a0_rows_step = p.a1_rows_step = 128; p.a1_rows_offset = 64;

@@ -144,6 +144,19 @@ def test_gemm_keeps_one_wgmma_in_flight():
         assert "wgmma_m64n256k16_ss_f16" in body
     assert "sm.ring_b.init(1, 8);" in cu  # the 8 warps of two warpgroups release each B slot
     assert "__half ld_b[4][16384];" in cu  # the example's depth-4 ring
+    # A and B stream along both grid axes: CTAs walk the output tiles in groups of rows (L2 reuse);
+    # the tile is computed once per role, outside the loop, not per TMA issue
+    assert "int raster_group = 16;" in cu and "args.raster_group = p.raster_group;" in cu
+    load = cu.split("void role_load(")[1].split("\n}\n")[0]
+    assert load.count("twill::grouped_tile(args.raster_group)") == 1
+    assert load.index("grouped_tile") < load.index("for (")
+
+
+def test_attention_keeps_the_block_order():
+    """K and V follow neither grid axis: no grouped order, no raster_group field."""
+    cu = emitted("attention_fwd_hopper.h100")
+    assert "raster_group" not in cu.split("// ==== host side")[1] and "grouped_tile(args" not in cu
+    assert "const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};" in cu
 
 
 def test_default_roles_for_swp_schedule():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import runtime
 from .host import host_launcher
-from .model import EmitError, KernelModel, ident, launch_registers
+from .model import EmitError, KernelModel, ident, launch_registers, rastered
 from .ops import Arg, OpCall, ctype, emitter, fragment_type, is_known, view_type
 from .program import Channel, Inst, Program, Window
 
@@ -41,6 +41,12 @@ class _Block:
     def __exit__(self, *exc):
         self.lines.depth -= 1
         self.lines("}")
+
+# This CTA's output tile, computed once where it is used: in grouped order (twill::grouped_tile)
+# when the loop streams tiles along both grid axes (a GEMM's A and B), else the block index.
+GROUPED_TILE = ("const twill::TileMN tile = twill::grouped_tile(args.raster_group);", "(void)tile;")
+BLOCK_TILE = ("const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};", "(void)tile;")
+
 
 
 def _slot(i: Inst, depth: int) -> str:
@@ -194,6 +200,9 @@ class Renderer:
         out("")
 
     # -- parameters ----------------------------------------------------------------------------------
+    def tile_lines(self) -> tuple[str, str]:
+        return GROUPED_TILE if rastered(self.m) else BLOCK_TILE
+
     def tma_tensors(self):
         m = self.m
         return [t for t in m.tensors if (t.kind == "input" and m.values[t.value].type.space == "smem") or
@@ -209,6 +218,7 @@ class Renderer:
         out("struct Args {")
         out.depth += 1
         out("int iters;  // loop iterations (at least kStages)",
+            *(["int raster_group;  // tile rows numbered together (twill::grouped_tile)"] if rastered(self.m) else []),
             "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)")
         for t in self.pointer_tensors():
             const = "const " if t.kind == "input" else ""
@@ -272,8 +282,7 @@ class Renderer:
         def org(dim):
             axis, size, label = t.axes[dim], t.tile[dim], ("rows", "cols")[dim]
             if axis in ("m", "n"):
-                block = "blockIdx.x" if axis == "m" else "blockIdx.y"
-                return f"static_cast<int>({block}) * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
+                return f"tile.{axis} * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
             return f"({it}) * {size}" if axis == "loop" else "0"
         rows = "0" if t.rank == 1 else org(0)
         cols = org(1)
@@ -299,6 +308,7 @@ class Renderer:
                 f"__device__ __forceinline__ void store_{t.name}(const Args& args, const F& f, int it, int row0, int n) {{",
                 "  (void)it;",
                 "  (void)n;",
+                *(f"  {line}" for line in self.tile_lines()),
                 f"  const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
             shared = t.kind == "store" and not ({"m", "n"} & set(t.axes))
             if shared and t.dtype != "f32":
@@ -533,6 +543,7 @@ class RoleBody:
         out(f"__device__ __forceinline__ void role_{role.ident}(Smem& sm, const Maps& tm, const Args& args, const int n) {{")
         out.depth += 1
         out("(void)sm;", "(void)tm;", "(void)args;")
+        tile_at = len(out.out)  # the tile is computed here if the body addresses a tile by it
         if role.is_warpgroup:
             first = role.first_warp // 4
             out(f"const int wgi = static_cast<int>(threadIdx.x / 128) - {first};  // warpgroup within the role",
@@ -562,6 +573,8 @@ class RoleBody:
             out(f"twill::named_sync({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
                 f"// ping-pong: absorb {roles[-1]}'s last hand-over")
         self._finalize(out)
+        if any("tile." in line for line in out.out[tile_at:]):
+            out.out[tile_at:tile_at] = [INDENT * out.depth + line for line in self.r.tile_lines()]
         out.depth -= 1
         out("}")
         out("")

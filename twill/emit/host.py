@@ -8,6 +8,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
+from .model import rastered
 from .ops import TMA_DTYPE, ctype
 
 
@@ -55,6 +56,8 @@ def host_launcher(r) -> str:
         const = "const " if t.kind in ("input", "load") else ""
         prefix = "" if t.kind in ("output", "store", "load") or t.kind == "input" else ""
         lines.append(f"  {const}{ctype(t.dtype)}* {prefix}{t.name} = nullptr;  // {t.kind} {t.value}: {r.shape_doc(t)}")
+    if rastered(m):
+        lines.append("  int raster_group = 16;  // output tile rows the CTAs walk together (L2 reuse; 0: blockIdx order)")
     for t in every:
         for d, label in t.placed_dims():
             lines.append(f"  int {t.name}_{label}_step = {t.tile[d]}, {t.name}_{label}_offset = 0;")
@@ -103,6 +106,8 @@ def host_launcher(r) -> str:
         "  args.iters = p.iters;",
         "  args.exp2_scale = p.exp2_scale;",
     ]
+    if rastered(m):
+        lines.append("  args.raster_group = p.raster_group;")
     for t in ptrs:
         lines.append(f"  args.{t.name} = p.{t.name};")
     for t in every:

@@ -564,3 +564,11 @@ def _normalizers(model: KernelModel) -> tuple[tuple[str, str], ...]:
             elif op.opcode == "rescale" and op.operands:
                 todo.append(op.operands[0].name)
     return tuple(sorted(set(out)))
+
+
+def rastered(model: "KernelModel") -> bool:
+    """Whether the grid's order matters for L2: some streamed tile follows the output rows and
+    another the columns, so CTAs that run together can share both. Attention streams K and V,
+    which follow neither (V's columns are the whole head dimension): it keeps blockIdx order."""
+    streamed = [t for t in model.tensors if t.kind == "load"]
+    return any(t.axes[0] == "m" for t in streamed) and any(t.axes[1] == "n" for t in streamed)

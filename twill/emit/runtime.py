@@ -87,6 +87,23 @@ struct Ring {
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
+// ---- which output tile a CTA computes ------------------------------------------------------------
+// CTAs start in order of their linear index (blockIdx.x fastest). Numbering the tiles `group` rows
+// at a time, column by column within a group, lets the CTAs that run together share their row and
+// column tiles of the inputs in L2 (Triton's GROUP_M). group <= 0 or >= gridDim.x: tile = blockIdx.
+struct TileMN {
+  int m, n;
+};
+__device__ __forceinline__ TileMN grouped_tile(int group) {
+  const int tiles_m = static_cast<int>(gridDim.x), tiles_n = static_cast<int>(gridDim.y);
+  if (group <= 0 || group >= tiles_m) return TileMN{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  const int pid = static_cast<int>(blockIdx.x) + static_cast<int>(blockIdx.y) * tiles_m;
+  const int per_group = group * tiles_n;
+  const int first = pid / per_group * group;
+  const int rows = min(tiles_m - first, group);
+  return TileMN{first + pid % per_group % rows, pid % per_group / rows};
+}
+
 // ---- TMA ---------------------------------------------------------------------------------------
 // Tensor maps are 3-d: (columns, rows, batch). The map itself is a __grid_constant__ kernel parameter.
 __device__ __forceinline__ void tma_prefetch(const CUtensorMap* map) {

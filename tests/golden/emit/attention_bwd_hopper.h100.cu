@@ -82,6 +82,23 @@ struct Ring {
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
+// ---- which output tile a CTA computes ------------------------------------------------------------
+// CTAs start in order of their linear index (blockIdx.x fastest). Numbering the tiles `group` rows
+// at a time, column by column within a group, lets the CTAs that run together share their row and
+// column tiles of the inputs in L2 (Triton's GROUP_M). group <= 0 or >= gridDim.x: tile = blockIdx.
+struct TileMN {
+  int m, n;
+};
+__device__ __forceinline__ TileMN grouped_tile(int group) {
+  const int tiles_m = static_cast<int>(gridDim.x), tiles_n = static_cast<int>(gridDim.y);
+  if (group <= 0 || group >= tiles_m) return TileMN{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  const int pid = static_cast<int>(blockIdx.x) + static_cast<int>(blockIdx.y) * tiles_m;
+  const int per_group = group * tiles_n;
+  const int first = pid / per_group * group;
+  const int rows = min(tiles_m - first, group);
+  return TileMN{first + pid % per_group % rows, pid % per_group / rows};
+}
+
 // ---- TMA ---------------------------------------------------------------------------------------
 // Tensor maps are 3-d: (columns, rows, batch). The map itself is a __grid_constant__ kernel parameter.
 __device__ __forceinline__ void tma_prefetch(const CUtensorMap* map) {
@@ -614,6 +631,8 @@ template <typename F>
 __device__ __forceinline__ void store_store_0(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * n * 64 * n * 128;
   twill::frag_add_global(args.store_0 + batch + static_cast<size_t>((it) * 64) * n * 128, f, row0, (it) * 128, n * 128);
 }
@@ -622,6 +641,8 @@ template <typename F>
 __device__ __forceinline__ void store_out_dk(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * n * 128 * n * 128;
   twill::frag_to_global(args.out_dk + batch + static_cast<size_t>((it) * 128) * n * 128, f, row0, (it) * 128, n * 128);
 }
@@ -630,8 +651,10 @@ template <typename F>
 __device__ __forceinline__ void store_out_dv(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * n * 128 * static_cast<int>(gridDim.y) * args.out_dv_cols_step;
-  twill::frag_to_global(args.out_dv + batch + static_cast<size_t>((it) * 128) * static_cast<int>(gridDim.y) * args.out_dv_cols_step, f, row0, static_cast<int>(blockIdx.y) * args.out_dv_cols_step + args.out_dv_cols_offset, static_cast<int>(gridDim.y) * args.out_dv_cols_step);
+  twill::frag_to_global(args.out_dv + batch + static_cast<size_t>((it) * 128) * static_cast<int>(gridDim.y) * args.out_dv_cols_step, f, row0, tile.n * args.out_dv_cols_step + args.out_dv_cols_offset, static_cast<int>(gridDim.y) * args.out_dv_cols_step);
 }
 
 // ---- role load: 1 warp(s), 32 registers; ops q, do, lse, dlt ----
@@ -639,14 +662,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)sm;
   (void)tm;
   (void)args;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const int lane = threadIdx.x % 32;
   (void)lane;
   if (lane == 0) {
     twill::mbar_arrive_expect_tx(&sm.inputs_ready, 65536);
     twill::tma_load(sm.in_k, tm.k, &sm.inputs_ready, 0, 0, static_cast<int>(blockIdx.z));
     twill::tma_load(reinterpret_cast<char*>(sm.in_k) + 16384, tm.k, &sm.inputs_ready, 0 + 64, 0 + 0, static_cast<int>(blockIdx.z));
-    twill::tma_load(sm.in_v, tm.v, &sm.inputs_ready, static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, 0, static_cast<int>(blockIdx.z));
-    twill::tma_load(reinterpret_cast<char*>(sm.in_v) + 16384, tm.v, &sm.inputs_ready, static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset + 64, 0 + 0, static_cast<int>(blockIdx.z));
+    twill::tma_load(sm.in_v, tm.v, &sm.inputs_ready, tile.n * args.v_cols_step + args.v_cols_offset, 0, static_cast<int>(blockIdx.z));
+    twill::tma_load(reinterpret_cast<char*>(sm.in_v) + 16384, tm.v, &sm.inputs_ready, tile.n * args.v_cols_step + args.v_cols_offset + 64, 0 + 0, static_cast<int>(blockIdx.z));
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
@@ -663,8 +688,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load do of iteration it into slot it % 2
         sm.ring_do_.wait_empty(it);
         sm.ring_do_.expect_full(it, 16384);
-        twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], static_cast<int>(blockIdx.y) * args.do__cols_step + args.do__cols_offset, (it) * 64, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], static_cast<int>(blockIdx.y) * args.do__cols_step + args.do__cols_offset + 64, (it) * 64 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset, (it) * 64, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (it) * 64 + 0, static_cast<int>(blockIdx.z));
       }
       if (lane == 0) {
         const int it = j;  // load lse of iteration it into slot it % 2

@@ -82,6 +82,23 @@ struct Ring {
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
+// ---- which output tile a CTA computes ------------------------------------------------------------
+// CTAs start in order of their linear index (blockIdx.x fastest). Numbering the tiles `group` rows
+// at a time, column by column within a group, lets the CTAs that run together share their row and
+// column tiles of the inputs in L2 (Triton's GROUP_M). group <= 0 or >= gridDim.x: tile = blockIdx.
+struct TileMN {
+  int m, n;
+};
+__device__ __forceinline__ TileMN grouped_tile(int group) {
+  const int tiles_m = static_cast<int>(gridDim.x), tiles_n = static_cast<int>(gridDim.y);
+  if (group <= 0 || group >= tiles_m) return TileMN{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  const int pid = static_cast<int>(blockIdx.x) + static_cast<int>(blockIdx.y) * tiles_m;
+  const int per_group = group * tiles_n;
+  const int first = pid / per_group * group;
+  const int rows = min(tiles_m - first, group);
+  return TileMN{first + pid % per_group % rows, pid % per_group / rows};
+}
+
 // ---- TMA ---------------------------------------------------------------------------------------
 // Tensor maps are 3-d: (columns, rows, batch). The map itself is a __grid_constant__ kernel parameter.
 __device__ __forceinline__ void tma_prefetch(const CUtensorMap* map) {
@@ -613,48 +630,60 @@ template <typename F>
 __device__ __forceinline__ void store_out_m0(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * 1 * static_cast<int>(gridDim.x) * args.out_m0_cols_step;
-  twill::frag_to_buffer(args.out_m0 + batch + static_cast<int>(blockIdx.x) * args.out_m0_cols_step + args.out_m0_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_m0 + batch + tile.m * args.out_m0_cols_step + args.out_m0_cols_offset, f, row0, 0);
 }
 
 template <typename F>
 __device__ __forceinline__ void store_out_l0(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * 1 * static_cast<int>(gridDim.x) * args.out_l0_cols_step;
-  twill::frag_to_buffer(args.out_l0 + batch + static_cast<int>(blockIdx.x) * args.out_l0_cols_step + args.out_l0_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_l0 + batch + tile.m * args.out_l0_cols_step + args.out_l0_cols_offset, f, row0, 0);
 }
 
 template <typename F>
 __device__ __forceinline__ void store_out_acc0(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * args.out_acc0_rows_step * static_cast<int>(gridDim.y) * args.out_acc0_cols_step;
-  twill::frag_to_global(args.out_acc0 + batch + static_cast<size_t>(static_cast<int>(blockIdx.x) * args.out_acc0_rows_step + args.out_acc0_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc0_cols_step, f, row0, static_cast<int>(blockIdx.y) * args.out_acc0_cols_step + args.out_acc0_cols_offset, static_cast<int>(gridDim.y) * args.out_acc0_cols_step);
+  twill::frag_to_global(args.out_acc0 + batch + static_cast<size_t>(tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc0_cols_step, f, row0, tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, static_cast<int>(gridDim.y) * args.out_acc0_cols_step);
 }
 
 template <typename F>
 __device__ __forceinline__ void store_out_m1(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * 1 * static_cast<int>(gridDim.x) * args.out_m1_cols_step;
-  twill::frag_to_buffer(args.out_m1 + batch + static_cast<int>(blockIdx.x) * args.out_m1_cols_step + args.out_m1_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_m1 + batch + tile.m * args.out_m1_cols_step + args.out_m1_cols_offset, f, row0, 0);
 }
 
 template <typename F>
 __device__ __forceinline__ void store_out_l1(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * 1 * static_cast<int>(gridDim.x) * args.out_l1_cols_step;
-  twill::frag_to_buffer(args.out_l1 + batch + static_cast<int>(blockIdx.x) * args.out_l1_cols_step + args.out_l1_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_l1 + batch + tile.m * args.out_l1_cols_step + args.out_l1_cols_offset, f, row0, 0);
 }
 
 template <typename F>
 __device__ __forceinline__ void store_out_acc1(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * args.out_acc1_rows_step * static_cast<int>(gridDim.y) * args.out_acc1_cols_step;
-  twill::frag_to_global(args.out_acc1 + batch + static_cast<size_t>(static_cast<int>(blockIdx.x) * args.out_acc1_rows_step + args.out_acc1_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc1_cols_step, f, row0, static_cast<int>(blockIdx.y) * args.out_acc1_cols_step + args.out_acc1_cols_offset, static_cast<int>(gridDim.y) * args.out_acc1_cols_step);
+  twill::frag_to_global(args.out_acc1 + batch + static_cast<size_t>(tile.m * args.out_acc1_rows_step + args.out_acc1_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc1_cols_step, f, row0, tile.n * args.out_acc1_cols_step + args.out_acc1_cols_offset, static_cast<int>(gridDim.y) * args.out_acc1_cols_step);
 }
 
 // ---- role load: 1 warp(s), 32 registers; ops k, v ----
@@ -662,14 +691,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)sm;
   (void)tm;
   (void)args;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const int lane = threadIdx.x % 32;
   (void)lane;
   if (lane == 0) {
     twill::mbar_arrive_expect_tx(&sm.inputs_ready, 32768);
-    twill::tma_load(sm.in_q0, tm.q0, &sm.inputs_ready, 0, static_cast<int>(blockIdx.x) * args.q0_rows_step + args.q0_rows_offset, static_cast<int>(blockIdx.z));
-    twill::tma_load(reinterpret_cast<char*>(sm.in_q0) + 8192, tm.q0, &sm.inputs_ready, 0 + 64, static_cast<int>(blockIdx.x) * args.q0_rows_step + args.q0_rows_offset + 0, static_cast<int>(blockIdx.z));
-    twill::tma_load(sm.in_q1, tm.q1, &sm.inputs_ready, 0, static_cast<int>(blockIdx.x) * args.q1_rows_step + args.q1_rows_offset, static_cast<int>(blockIdx.z));
-    twill::tma_load(reinterpret_cast<char*>(sm.in_q1) + 8192, tm.q1, &sm.inputs_ready, 0 + 64, static_cast<int>(blockIdx.x) * args.q1_rows_step + args.q1_rows_offset + 0, static_cast<int>(blockIdx.z));
+    twill::tma_load(sm.in_q0, tm.q0, &sm.inputs_ready, 0, tile.m * args.q0_rows_step + args.q0_rows_offset, static_cast<int>(blockIdx.z));
+    twill::tma_load(reinterpret_cast<char*>(sm.in_q0) + 8192, tm.q0, &sm.inputs_ready, 0 + 64, tile.m * args.q0_rows_step + args.q0_rows_offset + 0, static_cast<int>(blockIdx.z));
+    twill::tma_load(sm.in_q1, tm.q1, &sm.inputs_ready, 0, tile.m * args.q1_rows_step + args.q1_rows_offset, static_cast<int>(blockIdx.z));
+    twill::tma_load(reinterpret_cast<char*>(sm.in_q1) + 8192, tm.q1, &sm.inputs_ready, 0 + 64, tile.m * args.q1_rows_step + args.q1_rows_offset + 0, static_cast<int>(blockIdx.z));
   }
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
@@ -684,8 +715,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load v of iteration it into slot it % 2
       sm.ring_v.wait_empty(it);
       sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -703,8 +734,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
@@ -719,8 +750,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
       }
     }
   }
@@ -744,8 +775,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load v of iteration it into slot it % 2
           sm.ring_v.wait_empty(it);
           sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----

@@ -77,6 +77,23 @@ struct Ring {
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
+// ---- which output tile a CTA computes ------------------------------------------------------------
+// CTAs start in order of their linear index (blockIdx.x fastest). Numbering the tiles `group` rows
+// at a time, column by column within a group, lets the CTAs that run together share their row and
+// column tiles of the inputs in L2 (Triton's GROUP_M). group <= 0 or >= gridDim.x: tile = blockIdx.
+struct TileMN {
+  int m, n;
+};
+__device__ __forceinline__ TileMN grouped_tile(int group) {
+  const int tiles_m = static_cast<int>(gridDim.x), tiles_n = static_cast<int>(gridDim.y);
+  if (group <= 0 || group >= tiles_m) return TileMN{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  const int pid = static_cast<int>(blockIdx.x) + static_cast<int>(blockIdx.y) * tiles_m;
+  const int per_group = group * tiles_n;
+  const int first = pid / per_group * group;
+  const int rows = min(tiles_m - first, group);
+  return TileMN{first + pid % per_group % rows, pid % per_group / rows};
+}
+
 // ---- TMA ---------------------------------------------------------------------------------------
 // Tensor maps are 3-d: (columns, rows, batch). The map itself is a __grid_constant__ kernel parameter.
 __device__ __forceinline__ void tma_prefetch(const CUtensorMap* map) {
@@ -586,8 +603,10 @@ template <typename F>
 __device__ __forceinline__ void store_out_o(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * args.out_o_rows_step * static_cast<int>(gridDim.y) * args.out_o_cols_step;
-  twill::frag_to_global(args.out_o + batch + static_cast<size_t>(static_cast<int>(blockIdx.x) * args.out_o_rows_step + args.out_o_rows_offset) * static_cast<int>(gridDim.y) * args.out_o_cols_step, f, row0, static_cast<int>(blockIdx.y) * args.out_o_cols_step + args.out_o_cols_offset, static_cast<int>(gridDim.y) * args.out_o_cols_step);
+  twill::frag_to_global(args.out_o + batch + static_cast<size_t>(tile.m * args.out_o_rows_step + args.out_o_rows_offset) * static_cast<int>(gridDim.y) * args.out_o_cols_step, f, row0, tile.n * args.out_o_cols_step + args.out_o_cols_offset, static_cast<int>(gridDim.y) * args.out_o_cols_step);
 }
 
 // ---- role consumer0: 4 warp(s), 248 registers; ops S, P, O ----
@@ -595,6 +614,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   (void)sm;
   (void)tm;
   (void)args;
+  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  (void)tile;
   const int wgi = static_cast<int>(threadIdx.x / 128) - 0;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
@@ -604,9 +625,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   for (int c = 0; c < 1; ++c) twill::fill(O[c], 0.0f);  // carry o starts at 0
   if (threadIdx.x % 128 == 0 && wgi == 0) {
     twill::mbar_arrive_expect_tx(&sm.inputs_ready, 24576);
-    twill::tma_load(sm.in_q, tm.q, &sm.inputs_ready, 0, static_cast<int>(blockIdx.x) * args.q_rows_step + args.q_rows_offset, static_cast<int>(blockIdx.z));
+    twill::tma_load(sm.in_q, tm.q, &sm.inputs_ready, 0, tile.m * args.q_rows_step + args.q_rows_offset, static_cast<int>(blockIdx.z));
     twill::tma_load(sm.in_k, tm.k, &sm.inputs_ready, 0, 0, static_cast<int>(blockIdx.z));
-    twill::tma_load(sm.in_v, tm.v, &sm.inputs_ready, static_cast<int>(blockIdx.y) * args.v_cols_step + args.v_cols_offset, 0, static_cast<int>(blockIdx.z));
+    twill::tma_load(sm.in_v, tm.v, &sm.inputs_ready, tile.n * args.v_cols_step + args.v_cols_offset, 0, static_cast<int>(blockIdx.z));
   }
   twill::mbar_wait(&sm.inputs_ready, 0);  // the loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----

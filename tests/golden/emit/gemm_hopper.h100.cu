@@ -82,6 +82,23 @@ struct Ring {
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
+// ---- which output tile a CTA computes ------------------------------------------------------------
+// CTAs start in order of their linear index (blockIdx.x fastest). Numbering the tiles `group` rows
+// at a time, column by column within a group, lets the CTAs that run together share their row and
+// column tiles of the inputs in L2 (Triton's GROUP_M). group <= 0 or >= gridDim.x: tile = blockIdx.
+struct TileMN {
+  int m, n;
+};
+__device__ __forceinline__ TileMN grouped_tile(int group) {
+  const int tiles_m = static_cast<int>(gridDim.x), tiles_n = static_cast<int>(gridDim.y);
+  if (group <= 0 || group >= tiles_m) return TileMN{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  const int pid = static_cast<int>(blockIdx.x) + static_cast<int>(blockIdx.y) * tiles_m;
+  const int per_group = group * tiles_n;
+  const int first = pid / per_group * group;
+  const int rows = min(tiles_m - first, group);
+  return TileMN{first + pid % per_group % rows, pid % per_group / rows};
+}
+
 // ---- TMA ---------------------------------------------------------------------------------------
 // Tensor maps are 3-d: (columns, rows, batch). The map itself is a __grid_constant__ kernel parameter.
 __device__ __forceinline__ void tma_prefetch(const CUtensorMap* map) {
@@ -581,6 +598,7 @@ static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of 
 // ---- kernel parameters ----------------------------------------------------------------------
 struct Args {
   int iters;  // loop iterations (at least kStages)
+  int raster_group;  // tile rows numbered together (twill::grouped_tile)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float* out_acc0;  // output acc0_n: f32 [batch][tiles_m*64][tiles_n*256]
   float* out_acc1;  // output acc1_n: f32 [batch][tiles_m*64][tiles_n*256]
@@ -604,16 +622,20 @@ template <typename F>
 __device__ __forceinline__ void store_out_acc0(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile = twill::grouped_tile(args.raster_group);
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * args.out_acc0_rows_step * static_cast<int>(gridDim.y) * args.out_acc0_cols_step;
-  twill::frag_to_global(args.out_acc0 + batch + static_cast<size_t>(static_cast<int>(blockIdx.x) * args.out_acc0_rows_step + args.out_acc0_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc0_cols_step, f, row0, static_cast<int>(blockIdx.y) * args.out_acc0_cols_step + args.out_acc0_cols_offset, static_cast<int>(gridDim.y) * args.out_acc0_cols_step);
+  twill::frag_to_global(args.out_acc0 + batch + static_cast<size_t>(tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc0_cols_step, f, row0, tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, static_cast<int>(gridDim.y) * args.out_acc0_cols_step);
 }
 
 template <typename F>
 __device__ __forceinline__ void store_out_acc1(const Args& args, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
+  const twill::TileMN tile = twill::grouped_tile(args.raster_group);
+  (void)tile;
   const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * args.out_acc1_rows_step * static_cast<int>(gridDim.y) * args.out_acc1_cols_step;
-  twill::frag_to_global(args.out_acc1 + batch + static_cast<size_t>(static_cast<int>(blockIdx.x) * args.out_acc1_rows_step + args.out_acc1_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc1_cols_step, f, row0, static_cast<int>(blockIdx.y) * args.out_acc1_cols_step + args.out_acc1_cols_offset, static_cast<int>(gridDim.y) * args.out_acc1_cols_step);
+  twill::frag_to_global(args.out_acc1 + batch + static_cast<size_t>(tile.m * args.out_acc1_rows_step + args.out_acc1_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc1_cols_step, f, row0, tile.n * args.out_acc1_cols_step + args.out_acc1_cols_offset, static_cast<int>(gridDim.y) * args.out_acc1_cols_step);
 }
 
 // ---- role load: 1 warp(s), 32 registers; ops a0, a1, b ----
@@ -621,6 +643,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)sm;
   (void)tm;
   (void)args;
+  const twill::TileMN tile = twill::grouped_tile(args.raster_group);
+  (void)tile;
   const int lane = threadIdx.x % 32;
   (void)lane;
   // ---- steady state: every op, each on its own iteration ----
@@ -631,22 +655,22 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load a0 of iteration it into slot it % 4
         sm.ring_a0.wait_empty(it);
         sm.ring_a0.expect_full(it, 8192);
-        twill::tma_load(sm.ld_a0[it % 4], tm.a0, &sm.ring_a0.full[it % 4], (it) * 64, static_cast<int>(blockIdx.x) * args.a0_rows_step + args.a0_rows_offset, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_a0[it % 4], tm.a0, &sm.ring_a0.full[it % 4], (it) * 64, tile.m * args.a0_rows_step + args.a0_rows_offset, static_cast<int>(blockIdx.z));
       }
       if (lane == 0) {
         const int it = j;  // load a1 of iteration it into slot it % 4
         sm.ring_a1.wait_empty(it);
         sm.ring_a1.expect_full(it, 8192);
-        twill::tma_load(sm.ld_a1[it % 4], tm.a1, &sm.ring_a1.full[it % 4], (it) * 64, static_cast<int>(blockIdx.x) * args.a1_rows_step + args.a1_rows_offset, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_a1[it % 4], tm.a1, &sm.ring_a1.full[it % 4], (it) * 64, tile.m * args.a1_rows_step + args.a1_rows_offset, static_cast<int>(blockIdx.z));
       }
       if (lane == 0) {
         const int it = j;  // load b of iteration it into slot it % 4
         sm.ring_b.wait_empty(it);
         sm.ring_b.expect_full(it, 32768);
-        twill::tma_load(sm.ld_b[it % 4], tm.b, &sm.ring_b.full[it % 4], static_cast<int>(blockIdx.y) * args.b_cols_step + args.b_cols_offset, (it) * 64, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 4]) + 8192, tm.b, &sm.ring_b.full[it % 4], static_cast<int>(blockIdx.y) * args.b_cols_step + args.b_cols_offset + 64, (it) * 64 + 0, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 4]) + 16384, tm.b, &sm.ring_b.full[it % 4], static_cast<int>(blockIdx.y) * args.b_cols_step + args.b_cols_offset + 128, (it) * 64 + 0, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 4]) + 24576, tm.b, &sm.ring_b.full[it % 4], static_cast<int>(blockIdx.y) * args.b_cols_step + args.b_cols_offset + 192, (it) * 64 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_b[it % 4], tm.b, &sm.ring_b.full[it % 4], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 64, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 4]) + 8192, tm.b, &sm.ring_b.full[it % 4], tile.n * args.b_cols_step + args.b_cols_offset + 64, (it) * 64 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 4]) + 16384, tm.b, &sm.ring_b.full[it % 4], tile.n * args.b_cols_step + args.b_cols_offset + 128, (it) * 64 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 4]) + 24576, tm.b, &sm.ring_b.full[it % 4], tile.n * args.b_cols_step + args.b_cols_offset + 192, (it) * 64 + 0, static_cast<int>(blockIdx.z));
       }
     }
   }
@@ -793,6 +817,7 @@ struct Problem {
   const __half* b = nullptr;  // load b: f16 [batch][iters*64][tiles_n*256]
   float* out_acc0 = nullptr;  // output acc0_n: f32 [batch][tiles_m*64][tiles_n*256]
   float* out_acc1 = nullptr;  // output acc1_n: f32 [batch][tiles_m*64][tiles_n*256]
+  int raster_group = 16;  // output tile rows the CTAs walk together (L2 reuse; 0: blockIdx order)
   int a0_rows_step = 64, a0_rows_offset = 0;
   int a1_rows_step = 64, a1_rows_offset = 0;
   int b_cols_step = 256, b_cols_offset = 0;
@@ -848,6 +873,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   Args args;
   args.iters = p.iters;
   args.exp2_scale = p.exp2_scale;
+  args.raster_group = p.raster_group;
   args.out_acc0 = p.out_acc0;
   args.out_acc1 = p.out_acc1;
   args.a0_rows_step = p.a0_rows_step;
