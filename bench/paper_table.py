@@ -42,7 +42,7 @@ CASES = {
     "hopper_bwd": ("attention_bwd_hopper", "h100", {}, "search 84 s"),
     "blackwell_bwd": ("attention_bwd_blackwell", "b200", {},
                       "modulo bound I=15, L=32; joint I=20, L=33 (paper units); search 242 s"),
-    "blackwell_bwd_regs": ("attention_bwd_blackwell", "b200", {"registers": 168},
+    "blackwell_bwd_regs": ("attention_bwd_blackwell", "b200", {"registers": 192},
                            "reduced registers: three warpgroups; search 48 s"),
     "blackwell_fwd_warps8": ("attention_fwd_blackwell", "b200", {"warps": 8},
                              "ablation (fewer warps): the minimal I is unsatisfiable"),

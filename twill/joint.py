@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, replace
 
 from .errors import Diagnostic, NoScheduleError
-from .liveness import always_blocking, busy, imports, regs_per_thread
+from .liveness import always_blocking, busy, imports, regs_per_thread, tmem_reads
 from .problem import Problem
 from .schedule import Buffer, Role, Schedule, ScheduledOp
 from .smt import smt_backend
@@ -227,7 +227,7 @@ def registers(e: Encoding):
                 e.defs.append(T.implies(e.same_role(d.src, d.dst),
                                         e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end[t.name])))
     # Check points: the starts of register values and of ops that load another role's value.
-    loaded = imports(p)
+    loaded = imports(p) + tmem_reads(p)
     points = [t.name for t in p.tasks if t in values or any(c == t.name for _, c in loaded)]
     for x in points:
         # The shape and budget of x's role, as per-op terms (saves a factor of K role slots).
@@ -246,7 +246,10 @@ def registers(e: Encoding):
                          T.ite(e.same_role(x, v.name), per_thread(v.bytes, n), e.num(0)))
         for v, c in loaded:
             n = e.live_at(x, c, e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
-            here = T.yand([e.same_role(x, c), T.ynot(e.same_role(v, c))]) if c != x else T.ynot(e.same_role(v, c))
+            if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it
+                here = e.same_role(x, c) if c != x else T.true()
+            else:  # a register value loaded from another role
+                here = T.yand([e.same_role(x, c), T.ynot(e.same_role(v, c))]) if c != x else T.ynot(e.same_role(v, c))
             terms.append(T.ite(here, per_thread(p.task[v].bytes, n), e.num(0)))
         yield f"{x}", e.le(e.add(*terms), x_regs)
 

@@ -15,6 +15,11 @@ SMT encoding in `joint.py` (which states them as constraints); keep the two in s
 - A register value read by an op of another role (other than an mma, which reads its operands
   from shared memory) is loaded into the reading role's registers while that op executes,
   ``[start(c), start(c) + cycles(c))``: see `imports`.
+- A @tmem value read by an op other than an mma (softmax reading S, the rescale of O, a store)
+  is brought into that op's registers while it runs, the same interval: ``tcgen05.ld`` gives each
+  thread of a warpgroup one lane, so a tile of C 32-bit columns costs C registers per thread
+  (its footprint / 512): see `tmem_reads`. Two such reads cannot overlap on a role whose budget
+  does not hold both (one warpgroup cannot hold two 128-column S tiles at once).
 - Registers per thread of a value on a role of w warps: ``ceil(bytes / (4 * 32 * w))``.
 """
 from __future__ import annotations
@@ -52,6 +57,17 @@ def imports(p: Problem) -> list[tuple[str, str]]:
     for d in p.deps:
         src, dst = p.task[d.src], p.task[d.dst]
         if src.space == "reg" and src.bytes > 0 and dst.opcode != "mma" and (d.src, d.dst) not in out:
+            out.append((d.src, d.dst))
+    return out
+
+
+def tmem_reads(p: Problem) -> list[tuple[str, str]]:
+    """(value, reader) pairs: a @tmem value that an op other than an mma reads into registers
+    (tcgen05.ld: each thread of a warpgroup one lane, i.e. one row, so a tile of C 32-bit columns
+    takes C registers per thread, its footprint / (128 * 4)), held while the reader runs."""
+    out = []
+    for d in p.deps:
+        if p.task[d.src].space == "tmem" and p.task[d.dst].opcode != "mma" and (d.src, d.dst) not in out:
             out.append((d.src, d.dst))
     return out
 
@@ -96,8 +112,8 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
             if n:
                 used += n * regs_per_thread(task.bytes, role.warps)
                 names.append(f"{v} ({n}x{regs_per_thread(task.bytes, role.warps)})")
-        for v, c in imports(p):
-            if role_of[c] != role.name or role_of[v] == role.name:
+        for v, c in imports(p) + tmem_reads(p):
+            if role_of[c] != role.name or (role_of[v] == role.name and p.task[v].space == "reg"):
                 continue
             n = instances_live(start[c], start[c] + max(p.task[c].cycles, 1), t, s.ii)
             if n:
