@@ -30,6 +30,8 @@ MODEL_FLAGS = (
     click.option("--no-cross-role", "no_cross", is_flag=True,
                  help="forbid producer and consumer on different roles"),
     click.option("--depth", type=click.IntRange(1), help="ring-buffer depth of streaming loads"),
+    click.option("--group", "groups", multiple=True, metavar="OP,OP,...",
+                 help="pin these ops to one role (repeat: each group gets its own role), to test a strategy"),
     click.option("--loop", type=int, help="for a .ttgir input: which loop to import"),
     click.option("-q", "--quiet", is_flag=True, help="no progress on stderr"),
 )
@@ -46,7 +48,8 @@ def model_options(flags: dict, **more):
     """SolveOptions from the MODEL_FLAGS values (plus any command-specific fields in `more`)."""
     return solve_options(normalize_bound=flags["normalize_bound"], max_ii=flags["max_ii"], warps=flags["warps"],
                          registers=flags["registers"], cross_role=not flags["no_cross"], depth=flags["depth"],
-                         **more)
+                         groups=tuple(tuple(n.strip() for n in g.split(",") if n.strip()) for g in flags["groups"])
+                         or None, **more)
 
 
 def progress_printer(quiet: bool):

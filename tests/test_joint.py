@@ -181,3 +181,36 @@ def test_verify_rejects_cross_role_edges_a_no_cross_role_solve_forbade():
     assert inner  # the joint schedule hands values between its consumer warpgroups
     found = verify(replace(s, options=(("cross_role", False),)), graph, machine)
     assert {v.family for v in found} == {"cross_role"} and len(found) == len(inner)
+
+
+# -- pinned role groups (--group) ---------------------------------------------------------------------
+
+FA4_GROUPS = (("k", "v"), ("s0", "acc0_n", "s1", "acc1_n"), ("m0_new", "p0", "alpha0", "l0_new"),
+              ("m1_new", "p1", "alpha1", "l1_new"), ("acc0_r", "acc1_r"))
+
+
+def test_fa4_roles_are_an_optimal_blackwell_schedule():
+    """FA4's strategy, pinned: a load warp, a one-warp MMA role, two softmax warpgroups and a
+    correction warpgroup reach the same (I, L) as twill's own (fewer-role) optimum, so FA4's
+    split is optimal in the model; the fewest-roles tie-break is why twill prefers three roles."""
+    free, graph, machine = joint("attention_fwd_blackwell.tir", "b200")
+    fa4, _, _ = joint("attention_fwd_blackwell.tir", "b200", groups=FA4_GROUPS)
+    assert fa4.optimal and (fa4.ii, fa4.length) == (free.ii, free.length) == (dict(free.bounds)["swp_ii"], free.length)
+    assert len(free.roles) < len(fa4.roles)
+    roles = {r.name: r for r in fa4.roles}
+    assert sorted(roles) == ["correction", "load", "mma", "softmax0", "softmax1"]
+    assert roles["mma"].warps == 1 and set(roles["mma"].ops) == {"s0", "acc0_n", "s1", "acc1_n"}
+    assert {roles[r].warps for r in ("softmax0", "softmax1", "correction")} == {machine.limits.warp_group}
+    # the correction warpgroup streams O through registers 32 columns at a time: a small budget
+    assert roles["correction"].registers < min(roles["softmax0"].registers, roles["softmax1"].registers)
+    assert sum(32 * r.warps * r.registers for r in fa4.roles) <= machine.limits.registers_per_sm
+    assert verify(fa4, graph, machine) == []
+    # the groups are recorded, and verify holds the schedule to them
+    assert dict(fa4.options)["groups"] == FA4_GROUPS
+    assert {v.family for v in verify(replace(free, options=(("groups", FA4_GROUPS),)), graph, machine)} == {"roles"}
+
+
+def test_group_naming_an_unknown_op_is_an_input_error():
+    from twill_cli.main import main
+    result = CliRunner().invoke(main, ["solve", str(EXAMPLES / "fig1.tir"), "--gpu", "h100", "--group", "S,Q", "-q"])
+    assert result.exit_code == 2 and "'Q'" in result.output and "Traceback" not in result.output

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, replace
 
 from .errors import Diagnostic, NoScheduleError
-from .liveness import always_blocking, busy, imports, regs_per_thread, tmem_reads
+from .liveness import always_blocking, busy, imports, regs_per_thread, tmem_read_bytes, tmem_reads
 from .problem import Problem
 from .schedule import Buffer, Role, Schedule, ScheduledOp
 from .smt import smt_backend
@@ -181,6 +181,14 @@ def roles(e: Encoding):
             for w in range(e.K):
                 yield f"warpgroup:{t.name}@{w}", T.implies(e.same_slot(t.name, w), e.wg[w])
     yield "warps", e.le(e.add(*[e.warps(w) for w in range(e.K)]), e.num(lim.warps))
+    # Pinned groups (--group): one role per group, a different role for each group.
+    groups = [g for g in p.option("groups", ()) if g]
+    for g in groups:
+        for v in g[1:]:
+            yield f"group:{g[0]},{v}", e.same_role(g[0], v)
+    for i, g in enumerate(groups):
+        for h in groups[i + 1:]:
+            yield f"apart:{g[0]},{h[0]}", T.ynot(e.same_role(g[0], h[0]))
     # Symmetry breaking: op j uses a slot at most one above every slot used by ops before it.
     prefix = None
     for j, v in enumerate(e.names):
@@ -248,9 +256,11 @@ def registers(e: Encoding):
             n = e.live_at(x, c, e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
             if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it
                 here = e.same_role(x, c) if c != x else T.true()
+                nbytes = tmem_read_bytes(p, v, c)
             else:  # a register value loaded from another role
                 here = T.yand([e.same_role(x, c), T.ynot(e.same_role(v, c))]) if c != x else T.ynot(e.same_role(v, c))
-            terms.append(T.ite(here, per_thread(p.task[v].bytes, n), e.num(0)))
+                nbytes = p.task[v].bytes
+            terms.append(T.ite(here, per_thread(nbytes, n), e.num(0)))
         yield f"{x}", e.le(e.add(*terms), x_regs)
 
 

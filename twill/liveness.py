@@ -61,6 +61,9 @@ def imports(p: Problem) -> list[tuple[str, str]]:
     return out
 
 
+TMEM_CHUNK_BYTES = 128 * 32 * 4  # 32 columns of all 128 lanes
+
+
 def tmem_reads(p: Problem) -> list[tuple[str, str]]:
     """(value, reader) pairs: a @tmem value that an op other than an mma reads into registers
     (tcgen05.ld: each thread of a warpgroup one lane, i.e. one row, so a tile of C 32-bit columns
@@ -70,6 +73,17 @@ def tmem_reads(p: Problem) -> list[tuple[str, str]]:
         if p.task[d.src].space == "tmem" and p.task[d.dst].opcode != "mma" and (d.src, d.dst) not in out:
             out.append((d.src, d.dst))
     return out
+
+
+def tmem_read_bytes(p: Problem, v: str, reader: str) -> int:
+    """What reading @tmem value v costs the reader in registers (as bytes of the whole role). An
+    elementwise update from tensor memory to tensor memory of the same footprint (the rescale of
+    O) streams through registers 32 columns at a time, as emit-cuda's code does; any other reader
+    (a row reduction, an exponential into registers, a store) holds the whole tile."""
+    value, op = p.task[v], p.task[reader]
+    if op.space == "tmem" and op.bytes == value.bytes:
+        return min(value.bytes, TMEM_CHUNK_BYTES)
+    return value.bytes
 
 
 def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int]]:
@@ -117,8 +131,9 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
                 continue
             n = instances_live(start[c], start[c] + max(p.task[c].cycles, 1), t, s.ii)
             if n:
-                used += n * regs_per_thread(p.task[v].bytes, role.warps)
-                names.append(f"{v} read by {c} ({n}x{regs_per_thread(p.task[v].bytes, role.warps)})")
+                nbytes = tmem_read_bytes(p, v, c) if p.task[v].space == "tmem" else p.task[v].bytes
+                used += n * regs_per_thread(nbytes, role.warps)
+                names.append(f"{v} read by {c} ({n}x{regs_per_thread(nbytes, role.warps)})")
         out.append((used, names))
     return out
 

@@ -5,11 +5,12 @@ file only wires them in order and maps results back to the user's names.
 from __future__ import annotations
 
 import time
+from difflib import get_close_matches
 from dataclasses import dataclass, replace
 from typing import Callable
 
 from .costs import bind
-from .errors import NoScheduleError, TwillError
+from .errors import Diagnostic, InputError, NoScheduleError, TwillError
 from .ir import Graph
 from .machine import Machine
 from .modulo import ModuloResult, ModuloTimeout, modulo_schedule
@@ -32,6 +33,7 @@ class SolveOptions:
     timings: bool = False  # record wall times in the schedule's stats
     cache: bool = False  # reuse a proven-optimal schedule solved before (twill/cache.py)
     smt_backend: str = "yices"  # "z3" for comparison only
+    groups: tuple[tuple[str, ...], ...] = ()  # ops pinned together on one role, each group its own role
 
 
 class TimeLimitReached(TwillError):
@@ -56,15 +58,35 @@ def build_problem(graph: Graph, machine: Machine, options: SolveOptions) -> tupl
     machine = machine.restricted(options.warps, options.registers, options.depth)
     costs = bind(graph, machine)
     norm = normalize(distinct_costs(costs, machine), options.normalize_bound)
+    _check_groups(graph, options.groups)
     problem = make_problem(graph, machine, costs, norm.as_dict(),
-                           {"cross_role": options.cross_role, "smt_backend": options.smt_backend})
+                           {"cross_role": options.cross_role, "smt_backend": options.smt_backend,
+                            "groups": options.groups})
     return problem, norm
+
+
+def _check_groups(graph: Graph, groups: tuple[tuple[str, ...], ...]) -> None:
+    names = {op.name for op in graph.ops}
+    seen: set[str] = set()
+    for g in groups:
+        for name in g:
+            if name not in names:
+                hint = get_close_matches(name, sorted(names), 1)
+                raise InputError(Diagnostic(f"--group names '{name}', which is not an op of kernel "
+                                            f"'{graph.kernel}'", None,
+                                            f"did you mean '{hint[0]}'?" if hint else
+                                            f"its ops: {', '.join(sorted(names))}"))
+            if name in seen:
+                raise InputError(Diagnostic(f"--group names op '{name}' twice: each op is in at most one group",
+                                            None, None))
+            seen.add(name)
 
 
 def model_options(options: SolveOptions) -> tuple[tuple[str, int | bool], ...]:
     """The options that change the model, as the schedule records them (verify applies them)."""
     recorded = {"warps": options.warps, "registers": options.registers, "depth": options.depth,
-                "cross_role": None if options.cross_role else False}
+                "cross_role": None if options.cross_role else False,
+                "groups": tuple(tuple(g) for g in options.groups) or None}
     return tuple(sorted((k, v) for k, v in recorded.items() if v is not None))
 
 

@@ -199,7 +199,8 @@ class Schedule:
             bounds=tuple(d.get("bounds", {}).items()),
             graph_tir=d.get("graph", ""),
             length_optimal=d.get("length_optimal", True),
-            options=tuple(sorted(d.get("options", {}).items())),
+            options=tuple(sorted((k, tuple(tuple(g) for g in v) if k == "groups" else v)
+                                 for k, v in d.get("options", {}).items())),
             stats=tuple(d.get("stats", {}).items()),
         )
 

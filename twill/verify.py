@@ -36,7 +36,9 @@ def _problem(schedule: Schedule, graph: Graph, machine: Machine) -> Problem:
     scale = dict(schedule.scale.map)
     o = dict(schedule.options)
     machine = machine.restricted(o.get("warps"), o.get("registers"), o.get("depth"))
-    return make_problem(graph, machine, bind(graph, machine), scale, {"cross_role": o.get("cross_role", True)})
+    groups = tuple(tuple(g) for g in o.get("groups", ()))
+    return make_problem(graph, machine, bind(graph, machine), scale,
+                        {"cross_role": o.get("cross_role", True), "groups": groups})
 
 
 def check_ops(s: Schedule, p: Problem):
@@ -108,6 +110,15 @@ def check_roles(s: Schedule, p: Problem):
         if o.issue == "warp_group" and role.warps < lim.warp_group:
             yield Violation("roles", f"op '{o.name}' is issued by a warpgroup but role {role.name} has "
                                      f"{role.warps} warp(s)")
+    role = {o.name: o.role for o in s.ops}
+    groups = [g for g in p.option("groups", ()) if g]
+    for g in groups:
+        if len({role[v] for v in g}) > 1:
+            yield Violation("roles", f"group {', '.join(g)} is pinned to one role but runs on "
+                                     f"{', '.join(sorted({str(role[v]) for v in g}))}")
+    firsts = [role[g[0]] for g in groups]
+    if len(set(firsts)) < len(firsts):
+        yield Violation("roles", "two pinned groups share a role")
     total = sum(r.warps for r in s.roles)
     if total > lim.warps:
         yield Violation("roles", f"roles use {total} warps, more than the {lim.warps} allowed")

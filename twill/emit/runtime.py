@@ -625,6 +625,15 @@ __device__ __forceinline__ void frag_to_tmem(uint32_t taddr, const TRow16<N, H>&
   tmem_wait_st();
 }
 
+template <int N, typename H>
+__device__ __forceinline__ void tmem_to_frag(TRow16<N, H>& f, uint32_t taddr) {
+  static_assert(N % 64 == 0, "packed tensor-memory tiles are read 32 columns at a time");
+  const uint32_t base = tmem_lane_base(taddr);
+#pragma unroll
+  for (int c = 0; c < N / 2; c += 32) tmem_ld32(base + c, reinterpret_cast<float*>(&f.x[c]));
+  tmem_wait_ld();
+}
+
 // rescale where the tile lies: dst[row][:] = src[row][:] * alpha[row], 32 columns at a time, so a
 // 128-column accumulator needs 32 registers, not 128 (FA4's correction warps).
 template <int N, typename A>

@@ -3,22 +3,20 @@
     python tests/data/emit/regenerate.py [NAME ...]
 
 Most are the solver's own output (`twill solve`, joint stage unless the name says .swp), stored so
-the tests do not spend minutes solving. One is written by hand: attention_fwd_blackwell.b200.fa4
-gives the Blackwell forward FA4's five roles (load warp, MMA warp, two softmax warpgroups, a
-correction warpgroup) on the stage-1 start times, to exercise the 1-warp tcgen05 MMA role and
-the tensor-memory hand-offs between roles, which the solver's own choice for that graph (two
-consumer warpgroups) does not use. Review the diff of the golden .cu files after regenerating.
+the tests do not spend minutes solving. attention_fwd_blackwell.b200.fa4 is solved with FA4's
+five roles pinned (`--group`: load warp, MMA warp, two softmax warpgroups, a correction
+warpgroup), to exercise the 1-warp tcgen05 MMA role and the tensor-memory hand-offs between
+roles, which the solver's own choice for that graph (two consumer warpgroups) does not use.
+Review the diff of the golden .cu files after regenerating.
 """
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from twill.fileio import load_graph, write_atomic
 from twill.machine import load_machine
 from twill.pipeline import SolveOptions, solve
-from twill.schedule import Role
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
@@ -40,12 +38,12 @@ SOLVED = {  # name -> (example, gpu, swp_only)
     "attention_bwd_blackwell.b200": ("attention_bwd_blackwell", "b200", False),
 }
 
-FA4_ROLES = (  # (name, warps, registers, ops): FlashAttention-4's warp roles
-    ("load", 1, 48, ("k", "v")),
-    ("mma", 1, 48, ("s0", "acc0_n", "s1", "acc1_n")),
-    ("softmax0", 4, 192, ("m0_new", "p0", "alpha0", "l0_new")),
-    ("softmax1", 4, 192, ("m1_new", "p1", "alpha1", "l1_new")),
-    ("correction", 4, 80, ("acc0_r", "acc1_r")),
+FA4_GROUPS = (  # FlashAttention-4's warp roles, as --group pins them
+    ("k", "v"),
+    ("s0", "acc0_n", "s1", "acc1_n"),
+    ("m0_new", "p0", "alpha0", "l0_new"),
+    ("m1_new", "p1", "alpha1", "l1_new"),
+    ("acc0_r", "acc1_r"),
 )
 
 
@@ -57,12 +55,7 @@ def solved(name: str) -> str:
 
 def fa4() -> str:
     graph = load_graph(ROOT / "examples" / "attention_fwd_blackwell.tir")
-    swp = solve(graph, load_machine("b200"), SolveOptions(swp_only=True))
-    role_of = {op: r[0] for r in FA4_ROLES for op in r[3]}
-    ops = tuple(replace(op, role=role_of[op.name]) for op in swp.ops)
-    return replace(swp, stage="joint", ops=ops, roles=tuple(Role(*r) for r in FA4_ROLES), optimal=False,
-                   cross_role_edges=tuple(sorted({(e.src, e.dst) for e in graph.edges
-                                                  if role_of[e.src] != role_of[e.dst]}))).to_json()
+    return solve(graph, load_machine("b200"), SolveOptions(groups=FA4_GROUPS)).to_json()
 
 
 def main(names: list[str]) -> None:

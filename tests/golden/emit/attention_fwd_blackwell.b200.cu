@@ -3,7 +3,6 @@
 //   role load: 1 warp(s) from warp 0, 32 registers: k, v
 //   role consumer0: 4 warp(s) from warp 4, 248 registers: s0, m0_new, p0, alpha0, l0_new, acc0_r, acc0_n
 //   role consumer1: 4 warp(s) from warp 8, 248 registers: s1, m1_new, p1, alpha1, l1_new, acc1_r, acc1_n
-// Note: rings shortened to fit shared memory: v to 1, k to 1.
 // Note: warpgroup 0 (load) runs at 24 registers, not 32: setmaxnreg only redistributes the registers the CTA is launched with.
 // Note: warpgroup 1 (consumer0) runs at 240 registers, not 248: setmaxnreg only redistributes the registers the CTA is launched with.
 // Note: warpgroup 2 (consumer1) runs at 240 registers, not 248: setmaxnreg only redistributes the registers the CTA is launched with.
@@ -394,6 +393,15 @@ __device__ __forceinline__ void frag_to_tmem(uint32_t taddr, const TRow16<N, H>&
   tmem_wait_st();
 }
 
+template <int N, typename H>
+__device__ __forceinline__ void tmem_to_frag(TRow16<N, H>& f, uint32_t taddr) {
+  static_assert(N % 64 == 0, "packed tensor-memory tiles are read 32 columns at a time");
+  const uint32_t base = tmem_lane_base(taddr);
+#pragma unroll
+  for (int c = 0; c < N / 2; c += 32) tmem_ld32(base + c, reinterpret_cast<float*>(&f.x[c]));
+  tmem_wait_ld();
+}
+
 // rescale where the tile lies: dst[row][:] = src[row][:] * alpha[row], 32 columns at a time, so a
 // 128-column accumulator needs 32 registers, not 128 (FA4's correction warps).
 template <int N, typename A>
@@ -605,19 +613,15 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 struct Smem {
   alignas(1024) __half in_q0[16384];  // input q0: f16[128,128] @smem, one TMA load
   alignas(1024) __half in_q1[16384];  // input q1: f16[128,128] @smem, one TMA load
-  alignas(1024) __half ld_k[1][16384];  // load k: f16[128,128] @smem, ring of 1
-  alignas(1024) __half ld_v[1][16384];  // load v: f16[128,128] @smem, ring of 1
-  twill::Ring<1> ring_k;  // full/empty mbarriers of k
-  twill::Ring<1> ring_v;  // full/empty mbarriers of v
+  alignas(1024) __half ld_k[2][16384];  // load k: f16[128,128] @smem, ring of 2
+  alignas(1024) __half ld_v[2][16384];  // load v: f16[128,128] @smem, ring of 2
+  twill::Ring<2> ring_k;  // full/empty mbarriers of k
+  twill::Ring<2> ring_v;  // full/empty mbarriers of v
   twill::Ring<1> ring_s0;  // full/empty mbarriers of s0
   twill::Ring<1> ring_acc0_n;  // full/empty mbarriers of acc0_n
   twill::Ring<1> ring_s1;  // full/empty mbarriers of s1
   twill::Ring<1> ring_acc1_n;  // full/empty mbarriers of acc1_n
-  alignas(1024) __half scratch_acc0_n[16384];  // A operand of acc0_n
-  alignas(1024) __half scratch_acc1_n[16384];  // A operand of acc1_n
   uint64_t inputs_ready;  // the loop-invariant inputs have landed
-  uint64_t done_acc0_n;  // acc0_n has read its scratch tile
-  uint64_t done_acc1_n;  // acc1_n has read its scratch tile
   uint64_t final_acc0_n;  // the last acc0_n is in tensor memory
   uint64_t final_acc1_n;  // the last acc1_n is in tensor memory
   uint32_t tmem_base;  // tensor memory allocated for the kernel
@@ -734,18 +738,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 1
+      const int it = 0;  // load k of iteration it into slot it % 2
       sm.ring_k.wait_empty(it);
       sm.ring_k.expect_full(it, 32768);
-      twill::tma_load(sm.ld_k[it % 1], tm.k, &sm.ring_k.full[it % 1], 0, (it) * 128, static_cast<int>(blockIdx.z));
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 1]) + 16384, tm.k, &sm.ring_k.full[it % 1], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, static_cast<int>(blockIdx.z));
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 1
+      const int it = 0;  // load v of iteration it into slot it % 2
       sm.ring_v.wait_empty(it);
       sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 1], tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 1]) + 16384, tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -753,34 +757,34 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 1
+        const int it = j;  // load k of iteration it into slot it % 2
         sm.ring_k.wait_empty(it);
         sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 1], tm.k, &sm.ring_k.full[it % 1], 0, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 1]) + 16384, tm.k, &sm.ring_k.full[it % 1], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 1
+        const int it = j;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 1], tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 1]) + 16384, tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 1
+        const int it = j + 1;  // load k of iteration it into slot it % 2
         sm.ring_k.wait_empty(it);
         sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 1], tm.k, &sm.ring_k.full[it % 1], 0, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 1]) + 16384, tm.k, &sm.ring_k.full[it % 1], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 1
+        const int it = j + 1;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 1], tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 1]) + 16384, tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
       }
     }
   }
@@ -794,18 +798,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 1
+          const int it = j;  // load k of iteration it into slot it % 2
           sm.ring_k.wait_empty(it);
           sm.ring_k.expect_full(it, 32768);
-          twill::tma_load(sm.ld_k[it % 1], tm.k, &sm.ring_k.full[it % 1], 0, (it) * 128, static_cast<int>(blockIdx.z));
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 1]) + 16384, tm.k, &sm.ring_k.full[it % 1], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, static_cast<int>(blockIdx.z));
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 1
+          const int it = j;  // load v of iteration it into slot it % 2
           sm.ring_v.wait_empty(it);
           sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 1], tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 1]) + 16384, tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -827,14 +831,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::TScal m0_new[2];  // m0_new: f32[128]
-  twill::TRow16<128, __half> p0[1];  // p0: f16[128,128]
   twill::TScal alpha0[1];  // alpha0: f32[128]
   twill::TScal l0_new[1];  // l0_new: f32[128]
   for (int c = 0; c < 2; ++c) twill::fill(m0_new[c], -INFINITY);  // carry m0 starts at -inf
   for (int c = 0; c < 1; ++c) twill::fill(l0_new[c], 0.0f);  // carry l0 starts at 0
   twill::mbar_wait(&sm.inputs_ready, 0);  // the loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
-  {  // prologue window 0 (J = 0): s0[0], m0_new[0]
+  {  // prologue window 0 (J = 0): s0[0], m0_new[0], p0[0], alpha0[0]
     sm.ring_k.wait_full(0);  // k[0] has landed
     // s0 = mma q0, k (iteration 0)
     {
@@ -856,11 +859,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
     // m0_new = rowmax s0, m0 (iteration 0)
     twill::op_rowmax(m0_new[0], s0_m0_new_0, m0_new[1]);
+    twill::TRow16<128, __half> p0_out;
+    // p0 = exp2 s0, m0_new (iteration 0)
+    twill::op_exp2(p0_out, s0_m0_new_0, m0_new[0], args.exp2_scale);
+    twill::frag_to_tmem(sm.tmem_base, p0_out);
+    // alpha0 = exp2 m0, m0_new (iteration 0)
+    twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: s0[j], alpha0[j - 1], p0[j - 1], acc0_r[j - 1], m0_new[j], l0_new[j - 1], acc0_n[j - 1]
+    {  // steady window J = j: s0[j], l0_new[j - 1], acc0_r[j - 1], acc0_n[j - 1], m0_new[j], p0[j], alpha0[j]
       sm.ring_k.wait_full(j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
@@ -871,19 +880,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s0.full[0]);  // s0[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[j] once read
+          twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
         }
       }
-      // alpha0 = exp2 m0, m0_new (iteration j - 1)
-      twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
-      twill::TRow<128> s0_p0_0;
-      sm.ring_s0.wait_full(j - 1);  // s0[j - 1] is in tensor memory
-      twill::tmem_fence_after();
-      twill::tmem_to_frag(s0_p0_0, sm.tmem_base);
-      // p0 = exp2 s0, m0_new (iteration j - 1)
-      twill::op_exp2(p0[0], s0_p0_0, m0_new[0], args.exp2_scale);
+      twill::TRow16<128, __half> p0_l0_new_0;
+      twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
+      // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
+      twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
       if (j - 2 >= 0) sm.ring_acc0_n.wait_full(j - 2);  // acc0_n[j - 2] is in tensor memory
       twill::tmem_fence_after();
       // acc0_r = rescale acc0, alpha0 (iteration j - 1)
@@ -891,20 +896,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         if (j - 2 >= 0) twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
         else twill::tmem_rescale_const<128>(sm.tmem_base + 128, 0.0f, alpha0[0]);
       }
-      twill::TRow<128> s0_m0_new_0;
-      sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
-      twill::tmem_fence_after();
-      twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
-      // m0_new = rowmax s0, m0 (iteration j)
-      twill::op_rowmax(m0_new[1], s0_m0_new_0, m0_new[0]);
-      // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
-      twill::op_rowsum(l0_new[0], p0[0], l0_new[0], alpha0[0]);
       sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j - 1)
       {
-        if (j - 1 >= 1) twill::mbar_wait(&sm.done_acc0_n, static_cast<uint32_t>((j - 1) - 1) & 1u);  // the previous acc0_n has read the scratch tile
-        twill::frag_to_tile<__half, 128, 128>(sm.scratch_acc0_n, p0[0], 0);
-        twill::fence_async_smem();
         twill::tmem_fence_before();
         twill::named_sync(1, 128);  // the role's own tensor-memory and shared-memory traffic comes first
         twill::tmem_fence_after();
@@ -912,14 +906,25 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base + 128, twill::desc_kmajor<__half, 128, 128>(sm.scratch_acc0_n, 0, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[j - 1] is ready when the mma is
-          twill::umma_commit(&sm.done_acc0_n);
-          twill::umma_commit(&sm.ring_v.empty[0]);  // frees v[j - 1] once read
+          twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
         }
       }
+      twill::TRow<128> s0_m0_new_0;
+      sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
+      twill::tmem_fence_after();
+      twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
+      // m0_new = rowmax s0, m0 (iteration j)
+      twill::op_rowmax(m0_new[1], s0_m0_new_0, m0_new[0]);
+      twill::TRow16<128, __half> p0_out;
+      // p0 = exp2 s0, m0_new (iteration j)
+      twill::op_exp2(p0_out, s0_m0_new_0, m0_new[1], args.exp2_scale);
+      twill::frag_to_tmem(sm.tmem_base, p0_out);
+      // alpha0 = exp2 m0, m0_new (iteration j)
+      twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
     }
-    {  // steady window J = j + 1: s0[j + 1], alpha0[j], p0[j], acc0_r[j], m0_new[j + 1], l0_new[j], acc0_n[j]
+    {  // steady window J = j + 1: s0[j + 1], l0_new[j], acc0_r[j], acc0_n[j], m0_new[j + 1], p0[j + 1], alpha0[j + 1]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
@@ -930,37 +935,22 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s0.full[0]);  // s0[j + 1] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[j + 1] once read
+          twill::umma_commit(&sm.ring_k.empty[(j + 1) % 2]);  // frees k[j + 1] once read
         }
       }
-      // alpha0 = exp2 m0, m0_new (iteration j)
-      twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
-      twill::TRow<128> s0_p0_0;
-      sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
-      twill::tmem_fence_after();
-      twill::tmem_to_frag(s0_p0_0, sm.tmem_base);
-      // p0 = exp2 s0, m0_new (iteration j)
-      twill::op_exp2(p0[0], s0_p0_0, m0_new[1], args.exp2_scale);
+      twill::TRow16<128, __half> p0_l0_new_0;
+      twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
+      // l0_new = rowsum p0, l0, alpha0 (iteration j)
+      twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
       sm.ring_acc0_n.wait_full(j - 1);  // acc0_n[j - 1] is in tensor memory
       twill::tmem_fence_after();
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
-      twill::TRow<128> s0_m0_new_0;
-      sm.ring_s0.wait_full(j + 1);  // s0[j + 1] is in tensor memory
-      twill::tmem_fence_after();
-      twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
-      // m0_new = rowmax s0, m0 (iteration j + 1)
-      twill::op_rowmax(m0_new[0], s0_m0_new_0, m0_new[1]);
-      // l0_new = rowsum p0, l0, alpha0 (iteration j)
-      twill::op_rowsum(l0_new[0], p0[0], l0_new[0], alpha0[0]);
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j)
       {
-        if (j >= 1) twill::mbar_wait(&sm.done_acc0_n, static_cast<uint32_t>((j) - 1) & 1u);  // the previous acc0_n has read the scratch tile
-        twill::frag_to_tile<__half, 128, 128>(sm.scratch_acc0_n, p0[0], 0);
-        twill::fence_async_smem();
         twill::tmem_fence_before();
         twill::named_sync(1, 128);  // the role's own tensor-memory and shared-memory traffic comes first
         twill::tmem_fence_after();
@@ -968,38 +958,40 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base + 128, twill::desc_kmajor<__half, 128, 128>(sm.scratch_acc0_n, 0, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[j] is ready when the mma is
-          twill::umma_commit(&sm.done_acc0_n);
-          twill::umma_commit(&sm.ring_v.empty[0]);  // frees v[j] once read
+          twill::umma_commit(&sm.ring_v.empty[(j) % 2]);  // frees v[j] once read
         }
       }
+      twill::TRow<128> s0_m0_new_0;
+      sm.ring_s0.wait_full(j + 1);  // s0[j + 1] is in tensor memory
+      twill::tmem_fence_after();
+      twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
+      // m0_new = rowmax s0, m0 (iteration j + 1)
+      twill::op_rowmax(m0_new[0], s0_m0_new_0, m0_new[1]);
+      twill::TRow16<128, __half> p0_out;
+      // p0 = exp2 s0, m0_new (iteration j + 1)
+      twill::op_exp2(p0_out, s0_m0_new_0, m0_new[0], args.exp2_scale);
+      twill::frag_to_tmem(sm.tmem_base, p0_out);
+      // alpha0 = exp2 m0, m0_new (iteration j + 1)
+      twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): alpha0[n - 1], p0[n - 1], acc0_r[n - 1], l0_new[n - 1], acc0_n[n - 1]
-        // alpha0 = exp2 m0, m0_new (iteration n - 1)
-        twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
-        twill::TRow<128> s0_p0_0;
-        sm.ring_s0.wait_full(n - 1);  // s0[n - 1] is in tensor memory
-        twill::tmem_fence_after();
-        twill::tmem_to_frag(s0_p0_0, sm.tmem_base);
-        // p0 = exp2 s0, m0_new (iteration n - 1)
-        twill::op_exp2(p0[0], s0_p0_0, m0_new[0], args.exp2_scale);
+      {  // epilogue window 0 (J = n): l0_new[n - 1], acc0_r[n - 1], acc0_n[n - 1]
+        twill::TRow16<128, __half> p0_l0_new_0;
+        twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
+        // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
+        twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
         sm.ring_acc0_n.wait_full(n - 2);  // acc0_n[n - 2] is in tensor memory
         twill::tmem_fence_after();
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
-        // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
-        twill::op_rowsum(l0_new[0], p0[0], l0_new[0], alpha0[0]);
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
-          if (n - 1 >= 1) twill::mbar_wait(&sm.done_acc0_n, static_cast<uint32_t>((n - 1) - 1) & 1u);  // the previous acc0_n has read the scratch tile
-          twill::frag_to_tile<__half, 128, 128>(sm.scratch_acc0_n, p0[0], 0);
-          twill::fence_async_smem();
           twill::tmem_fence_before();
           twill::named_sync(1, 128);  // the role's own tensor-memory and shared-memory traffic comes first
           twill::tmem_fence_after();
@@ -1007,17 +999,16 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base + 128, twill::desc_kmajor<__half, 128, 128>(sm.scratch_acc0_n, 0, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[n - 1] is ready when the mma is
-            twill::umma_commit(&sm.done_acc0_n);
-            twill::umma_commit(&sm.ring_v.empty[0]);  // frees v[n - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 2]);  // frees v[n - 1] once read
           }
         }
       }
       break;
     }
     case 1: {
-      {  // steady window J = j: s0[j], alpha0[j - 1], p0[j - 1], acc0_r[j - 1], m0_new[j], l0_new[j - 1], acc0_n[j - 1]
+      {  // steady window J = j: s0[j], l0_new[j - 1], acc0_r[j - 1], acc0_n[j - 1], m0_new[j], p0[j], alpha0[j]
         sm.ring_k.wait_full(j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
@@ -1028,19 +1019,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+              twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
             twill::umma_commit(&sm.ring_s0.full[0]);  // s0[j] is ready when the mma is
-            twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[j] once read
+            twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
           }
         }
-        // alpha0 = exp2 m0, m0_new (iteration j - 1)
-        twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
-        twill::TRow<128> s0_p0_0;
-        sm.ring_s0.wait_full(j - 1);  // s0[j - 1] is in tensor memory
-        twill::tmem_fence_after();
-        twill::tmem_to_frag(s0_p0_0, sm.tmem_base);
-        // p0 = exp2 s0, m0_new (iteration j - 1)
-        twill::op_exp2(p0[0], s0_p0_0, m0_new[0], args.exp2_scale);
+        twill::TRow16<128, __half> p0_l0_new_0;
+        twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
+        // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
+        twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
         if (j - 2 >= 0) sm.ring_acc0_n.wait_full(j - 2);  // acc0_n[j - 2] is in tensor memory
         twill::tmem_fence_after();
         // acc0_r = rescale acc0, alpha0 (iteration j - 1)
@@ -1048,56 +1035,47 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           if (j - 2 >= 0) twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
           else twill::tmem_rescale_const<128>(sm.tmem_base + 128, 0.0f, alpha0[0]);
         }
+        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        // acc0_n = mma p0, v, acc0_r (iteration j - 1)
+        {
+          twill::tmem_fence_before();
+          twill::named_sync(1, 128);  // the role's own tensor-memory and shared-memory traffic comes first
+          twill::tmem_fence_after();
+          if (threadIdx.x % 128 == 0 && wgi == 0) {
+            twill::tmem_fence_after();
+            #pragma unroll
+            for (int kk = 0; kk < 8; ++kk)
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[j - 1] is ready when the mma is
+            twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
+          }
+        }
         twill::TRow<128> s0_m0_new_0;
         sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
         twill::tmem_fence_after();
         twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
         // m0_new = rowmax s0, m0 (iteration j)
         twill::op_rowmax(m0_new[1], s0_m0_new_0, m0_new[0]);
-        // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
-        twill::op_rowsum(l0_new[0], p0[0], l0_new[0], alpha0[0]);
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
-        // acc0_n = mma p0, v, acc0_r (iteration j - 1)
-        {
-          if (j - 1 >= 1) twill::mbar_wait(&sm.done_acc0_n, static_cast<uint32_t>((j - 1) - 1) & 1u);  // the previous acc0_n has read the scratch tile
-          twill::frag_to_tile<__half, 128, 128>(sm.scratch_acc0_n, p0[0], 0);
-          twill::fence_async_smem();
-          twill::tmem_fence_before();
-          twill::named_sync(1, 128);  // the role's own tensor-memory and shared-memory traffic comes first
-          twill::tmem_fence_after();
-          if (threadIdx.x % 128 == 0 && wgi == 0) {
-            twill::tmem_fence_after();
-            #pragma unroll
-            for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base + 128, twill::desc_kmajor<__half, 128, 128>(sm.scratch_acc0_n, 0, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
-            twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[j - 1] is ready when the mma is
-            twill::umma_commit(&sm.done_acc0_n);
-            twill::umma_commit(&sm.ring_v.empty[0]);  // frees v[j - 1] once read
-          }
-        }
+        twill::TRow16<128, __half> p0_out;
+        // p0 = exp2 s0, m0_new (iteration j)
+        twill::op_exp2(p0_out, s0_m0_new_0, m0_new[1], args.exp2_scale);
+        twill::frag_to_tmem(sm.tmem_base, p0_out);
+        // alpha0 = exp2 m0, m0_new (iteration j)
+        twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): alpha0[n - 1], p0[n - 1], acc0_r[n - 1], l0_new[n - 1], acc0_n[n - 1]
-        // alpha0 = exp2 m0, m0_new (iteration n - 1)
-        twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
-        twill::TRow<128> s0_p0_0;
-        sm.ring_s0.wait_full(n - 1);  // s0[n - 1] is in tensor memory
-        twill::tmem_fence_after();
-        twill::tmem_to_frag(s0_p0_0, sm.tmem_base);
-        // p0 = exp2 s0, m0_new (iteration n - 1)
-        twill::op_exp2(p0[0], s0_p0_0, m0_new[1], args.exp2_scale);
+      {  // epilogue window 0 (J = n): l0_new[n - 1], acc0_r[n - 1], acc0_n[n - 1]
+        twill::TRow16<128, __half> p0_l0_new_0;
+        twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
+        // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
+        twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
         sm.ring_acc0_n.wait_full(n - 2);  // acc0_n[n - 2] is in tensor memory
         twill::tmem_fence_after();
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
-        // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
-        twill::op_rowsum(l0_new[0], p0[0], l0_new[0], alpha0[0]);
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
-          if (n - 1 >= 1) twill::mbar_wait(&sm.done_acc0_n, static_cast<uint32_t>((n - 1) - 1) & 1u);  // the previous acc0_n has read the scratch tile
-          twill::frag_to_tile<__half, 128, 128>(sm.scratch_acc0_n, p0[0], 0);
-          twill::fence_async_smem();
           twill::tmem_fence_before();
           twill::named_sync(1, 128);  // the role's own tensor-memory and shared-memory traffic comes first
           twill::tmem_fence_after();
@@ -1105,10 +1083,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base + 128, twill::desc_kmajor<__half, 128, 128>(sm.scratch_acc0_n, 0, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[n - 1] is ready when the mma is
-            twill::umma_commit(&sm.done_acc0_n);
-            twill::umma_commit(&sm.ring_v.empty[0]);  // frees v[n - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 2]);  // frees v[n - 1] once read
           }
         }
       }
@@ -1146,7 +1123,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::TScal m1_new[2];  // m1_new: f32[128]
-  twill::TRow16<128, __half> p1[1];  // p1: f16[128,128]
   twill::TScal alpha1[1];  // alpha1: f32[128]
   twill::TScal l1_new[1];  // l1_new: f32[128]
   for (int c = 0; c < 2; ++c) twill::fill(m1_new[c], -INFINITY);  // carry m1 starts at -inf
@@ -1177,15 +1153,15 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     twill::op_rowmax(m1_new[0], s1_m1_new_0, m1_new[1]);
     // alpha1 = exp2 m1, m1_new (iteration 0)
     twill::op_exp2(alpha1[0], m1_new[1], m1_new[0], args.exp2_scale);
+    twill::TRow16<128, __half> p1_out;
     // p1 = exp2 s1, m1_new (iteration 0)
-    twill::op_exp2(p1[0], s1_m1_new_0, m1_new[0], args.exp2_scale);
+    twill::op_exp2(p1_out, s1_m1_new_0, m1_new[0], args.exp2_scale);
+    twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: l1_new[j - 1], s1[j], acc1_r[j - 1], m1_new[j], acc1_n[j - 1], alpha1[j], p1[j]
-      // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
-      twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
+    {  // steady window J = j: s1[j], acc1_r[j - 1], m1_new[j], acc1_n[j - 1], l1_new[j - 1], alpha1[j], p1[j]
       sm.ring_k.wait_full(j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
       {
@@ -1196,9 +1172,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s1.full[0]);  // s1[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[j] once read
+          twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
         }
       }
       if (j - 2 >= 0) sm.ring_acc1_n.wait_full(j - 2);  // acc1_n[j - 2] is in tensor memory
@@ -1217,9 +1193,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j - 1)
       {
-        if (j - 1 >= 1) twill::mbar_wait(&sm.done_acc1_n, static_cast<uint32_t>((j - 1) - 1) & 1u);  // the previous acc1_n has read the scratch tile
-        twill::frag_to_tile<__half, 128, 128>(sm.scratch_acc1_n, p1[0], 0);
-        twill::fence_async_smem();
         twill::tmem_fence_before();
         twill::named_sync(2, 128);  // the role's own tensor-memory and shared-memory traffic comes first
         twill::tmem_fence_after();
@@ -1227,20 +1200,23 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base + 384, twill::desc_kmajor<__half, 128, 128>(sm.scratch_acc1_n, 0, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[j - 1] is ready when the mma is
-          twill::umma_commit(&sm.done_acc1_n);
-          twill::umma_commit(&sm.ring_v.empty[0]);  // frees v[j - 1] once read
+          twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
         }
       }
+      twill::TRow16<128, __half> p1_l1_new_0;
+      twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
+      // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
+      twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
       // alpha1 = exp2 m1, m1_new (iteration j)
       twill::op_exp2(alpha1[0], m1_new[0], m1_new[1], args.exp2_scale);
+      twill::TRow16<128, __half> p1_out;
       // p1 = exp2 s1, m1_new (iteration j)
-      twill::op_exp2(p1[0], s1_m1_new_0, m1_new[1], args.exp2_scale);
+      twill::op_exp2(p1_out, s1_m1_new_0, m1_new[1], args.exp2_scale);
+      twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
     }
-    {  // steady window J = j + 1: l1_new[j], s1[j + 1], acc1_r[j], m1_new[j + 1], acc1_n[j], alpha1[j + 1], p1[j + 1]
-      // l1_new = rowsum p1, l1, alpha1 (iteration j)
-      twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
+    {  // steady window J = j + 1: s1[j + 1], acc1_r[j], m1_new[j + 1], acc1_n[j], l1_new[j], alpha1[j + 1], p1[j + 1]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
       {
@@ -1251,9 +1227,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s1.full[0]);  // s1[j + 1] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[j + 1] once read
+          twill::umma_commit(&sm.ring_k.empty[(j + 1) % 2]);  // frees k[j + 1] once read
         }
       }
       sm.ring_acc1_n.wait_full(j - 1);  // acc1_n[j - 1] is in tensor memory
@@ -1269,9 +1245,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j)
       {
-        if (j >= 1) twill::mbar_wait(&sm.done_acc1_n, static_cast<uint32_t>((j) - 1) & 1u);  // the previous acc1_n has read the scratch tile
-        twill::frag_to_tile<__half, 128, 128>(sm.scratch_acc1_n, p1[0], 0);
-        twill::fence_async_smem();
         twill::tmem_fence_before();
         twill::named_sync(2, 128);  // the role's own tensor-memory and shared-memory traffic comes first
         twill::tmem_fence_after();
@@ -1279,24 +1252,27 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base + 384, twill::desc_kmajor<__half, 128, 128>(sm.scratch_acc1_n, 0, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[j] is ready when the mma is
-          twill::umma_commit(&sm.done_acc1_n);
-          twill::umma_commit(&sm.ring_v.empty[0]);  // frees v[j] once read
+          twill::umma_commit(&sm.ring_v.empty[(j) % 2]);  // frees v[j] once read
         }
       }
+      twill::TRow16<128, __half> p1_l1_new_0;
+      twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
+      // l1_new = rowsum p1, l1, alpha1 (iteration j)
+      twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
       // alpha1 = exp2 m1, m1_new (iteration j + 1)
       twill::op_exp2(alpha1[0], m1_new[1], m1_new[0], args.exp2_scale);
+      twill::TRow16<128, __half> p1_out;
       // p1 = exp2 s1, m1_new (iteration j + 1)
-      twill::op_exp2(p1[0], s1_m1_new_0, m1_new[0], args.exp2_scale);
+      twill::op_exp2(p1_out, s1_m1_new_0, m1_new[0], args.exp2_scale);
+      twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): l1_new[n - 1], acc1_r[n - 1], acc1_n[n - 1]
-        // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
-        twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
+      {  // epilogue window 0 (J = n): acc1_r[n - 1], acc1_n[n - 1], l1_new[n - 1]
         sm.ring_acc1_n.wait_full(n - 2);  // acc1_n[n - 2] is in tensor memory
         twill::tmem_fence_after();
         // acc1_r = rescale acc1, alpha1 (iteration n - 1)
@@ -1304,9 +1280,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
-          if (n - 1 >= 1) twill::mbar_wait(&sm.done_acc1_n, static_cast<uint32_t>((n - 1) - 1) & 1u);  // the previous acc1_n has read the scratch tile
-          twill::frag_to_tile<__half, 128, 128>(sm.scratch_acc1_n, p1[0], 0);
-          twill::fence_async_smem();
           twill::tmem_fence_before();
           twill::named_sync(2, 128);  // the role's own tensor-memory and shared-memory traffic comes first
           twill::tmem_fence_after();
@@ -1314,19 +1287,20 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base + 384, twill::desc_kmajor<__half, 128, 128>(sm.scratch_acc1_n, 0, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[n - 1] is ready when the mma is
-            twill::umma_commit(&sm.done_acc1_n);
-            twill::umma_commit(&sm.ring_v.empty[0]);  // frees v[n - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 2]);  // frees v[n - 1] once read
           }
         }
+        twill::TRow16<128, __half> p1_l1_new_0;
+        twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
+        // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
+        twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
       }
       break;
     }
     case 1: {
-      {  // steady window J = j: l1_new[j - 1], s1[j], acc1_r[j - 1], m1_new[j], acc1_n[j - 1], alpha1[j], p1[j]
-        // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
-        twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
+      {  // steady window J = j: s1[j], acc1_r[j - 1], m1_new[j], acc1_n[j - 1], l1_new[j - 1], alpha1[j], p1[j]
         sm.ring_k.wait_full(j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
         {
@@ -1337,9 +1311,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+              twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1, 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
             twill::umma_commit(&sm.ring_s1.full[0]);  // s1[j] is ready when the mma is
-            twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[j] once read
+            twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
           }
         }
         if (j - 2 >= 0) sm.ring_acc1_n.wait_full(j - 2);  // acc1_n[j - 2] is in tensor memory
@@ -1358,9 +1332,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration j - 1)
         {
-          if (j - 1 >= 1) twill::mbar_wait(&sm.done_acc1_n, static_cast<uint32_t>((j - 1) - 1) & 1u);  // the previous acc1_n has read the scratch tile
-          twill::frag_to_tile<__half, 128, 128>(sm.scratch_acc1_n, p1[0], 0);
-          twill::fence_async_smem();
           twill::tmem_fence_before();
           twill::named_sync(2, 128);  // the role's own tensor-memory and shared-memory traffic comes first
           twill::tmem_fence_after();
@@ -1368,21 +1339,24 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base + 384, twill::desc_kmajor<__half, 128, 128>(sm.scratch_acc1_n, 0, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[j - 1] is ready when the mma is
-            twill::umma_commit(&sm.done_acc1_n);
-            twill::umma_commit(&sm.ring_v.empty[0]);  // frees v[j - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
           }
         }
+        twill::TRow16<128, __half> p1_l1_new_0;
+        twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
+        // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
+        twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
         // alpha1 = exp2 m1, m1_new (iteration j)
         twill::op_exp2(alpha1[0], m1_new[0], m1_new[1], args.exp2_scale);
+        twill::TRow16<128, __half> p1_out;
         // p1 = exp2 s1, m1_new (iteration j)
-        twill::op_exp2(p1[0], s1_m1_new_0, m1_new[1], args.exp2_scale);
+        twill::op_exp2(p1_out, s1_m1_new_0, m1_new[1], args.exp2_scale);
+        twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): l1_new[n - 1], acc1_r[n - 1], acc1_n[n - 1]
-        // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
-        twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
+      {  // epilogue window 0 (J = n): acc1_r[n - 1], acc1_n[n - 1], l1_new[n - 1]
         sm.ring_acc1_n.wait_full(n - 2);  // acc1_n[n - 2] is in tensor memory
         twill::tmem_fence_after();
         // acc1_r = rescale acc1, alpha1 (iteration n - 1)
@@ -1390,9 +1364,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
-          if (n - 1 >= 1) twill::mbar_wait(&sm.done_acc1_n, static_cast<uint32_t>((n - 1) - 1) & 1u);  // the previous acc1_n has read the scratch tile
-          twill::frag_to_tile<__half, 128, 128>(sm.scratch_acc1_n, p1[0], 0);
-          twill::fence_async_smem();
           twill::tmem_fence_before();
           twill::named_sync(2, 128);  // the role's own tensor-memory and shared-memory traffic comes first
           twill::tmem_fence_after();
@@ -1400,12 +1371,15 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base + 384, twill::desc_kmajor<__half, 128, 128>(sm.scratch_acc1_n, 0, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[n - 1] is ready when the mma is
-            twill::umma_commit(&sm.done_acc1_n);
-            twill::umma_commit(&sm.ring_v.empty[0]);  // frees v[n - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 2]);  // frees v[n - 1] once read
           }
         }
+        twill::TRow16<128, __half> p1_l1_new_0;
+        twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
+        // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
+        twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
       }
       break;
     }
@@ -1450,8 +1424,6 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     sm.ring_s1.init(1, 4);
     sm.ring_acc1_n.init(1, 4);
     twill::mbar_init(&sm.inputs_ready, 1);
-    twill::mbar_init(&sm.done_acc0_n, 1);
-    twill::mbar_init(&sm.done_acc1_n, 1);
     twill::mbar_init(&sm.final_acc0_n, 1);
     twill::mbar_init(&sm.final_acc1_n, 1);
     twill::mbar_fence_init();
