@@ -129,3 +129,20 @@ def test_blackwell_without_sub_tiling_bound_unsat():
     if time.monotonic() - t0 > 120:
         pytest.skip("explaining took over 120 s on this machine")
     assert_core_sound(str(path), "b200", ex, options)
+
+
+def test_pinned_groups_that_must_talk_without_cross_role_communication():
+    """FA4's roles pinned, cross-role communication forbidden: the core names a pin and the
+    no-cross-role rule on one edge, and both relaxations are checked satisfiable (this used to
+    crash: Yices refuses push once the assertions contradict each other outright)."""
+    groups = (("k", "v"), ("s0", "acc0_n", "s1", "acc1_n"), ("m0_new", "p0", "alpha0", "l0_new"),
+              ("m1_new", "p1", "alpha1", "l1_new"), ("acc0_r", "acc1_r"))
+    from twill.errors import NoScheduleError
+    from twill.pipeline import solve
+    graph, machine = load_graph(EX / "attention_fwd_blackwell.tir"), load_machine("b200")
+    with pytest.raises(NoScheduleError):
+        solve(graph, machine, SolveOptions(groups=groups, cross_role=False))
+    ex = explain(graph, machine, SolveOptions(groups=groups, cross_role=False))
+    assert not ex.realisable and {c.family for c in ex.core} == {"dependence", "roles"}
+    fixes = {r.change: r.satisfiable for r in ex.relaxations}
+    assert fixes["drop the --group pins"] and fixes["allow cross-role communication (drop --no-cross-role)"]

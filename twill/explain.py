@@ -161,6 +161,12 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
             return "role slots are numbered in order of first use (symmetry breaking; loses no schedule)"
         if detail.startswith("slot:"):
             return f"op {detail[5:]} runs on exactly one role"
+        if detail.startswith("group:"):
+            a, b = detail[len("group:"):].split(",")
+            return f"ops {a} and {b} are pinned to one role (--group)"
+        if detail.startswith("apart:"):
+            a, b = detail[len("apart:"):].split(",")
+            return f"ops {a} and {b} are in different --group groups, so on different roles"
         if detail.startswith("warpgroup:"):
             op, w = detail[len("warpgroup:"):].split("@")
             return f"op {op} issues as a warpgroup: if it is on role slot {w}, that role is a warpgroup of {wg} warps"
@@ -252,6 +258,8 @@ def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int) -
     for fam in families:
         if fam == "roles" or fam == "blocking" or fam == "variable_latency":
             tried(fam, f"--warps {more_warps}", rebuild(warps=more_warps))
+        if fam == "roles" and p.option("groups"):
+            tried(fam, "drop the --group pins", rebuild(groups=()))
         if fam == "registers":
             if lim.registers_per_thread < 255:
                 tried(fam, "--registers 255", rebuild(registers=255))

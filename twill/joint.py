@@ -420,6 +420,8 @@ def _first_length(ctx, e, y, lb, deadline):
     """Ascend from L <= lb in doubling steps up to the window (method.md: L from stage 1's length
     upward): checks near the optimum are the cheap ones, a loose bound lets the solver wander.
     Returns (status, model, the largest bound proven unsat)."""
+    if ctx.status() == y.Status.UNSAT:  # the assertions contradict each other outright (Yices then
+        return "unsat", None, e.lmax     # refuses push): e.g. pinned groups that must hand values over
     proven_below, cap, step = lb - 1, lb, 1
     while True:
         cap = min(cap, e.lmax)

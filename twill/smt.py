@@ -70,6 +70,9 @@ class _Z3:
             def assert_formulas(self, fs):
                 self.solver.add(*fs)
 
+            def status(self):  # z3 decides nothing before a check
+                return outer.Status.UNKNOWN
+
             def push(self):
                 self.solver.push()
 
