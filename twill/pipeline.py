@@ -5,8 +5,8 @@ file only wires them in order and maps results back to the user's names.
 from __future__ import annotations
 
 import time
-from difflib import get_close_matches
 from dataclasses import dataclass, replace
+from difflib import get_close_matches
 from typing import Callable
 
 from .costs import bind
@@ -55,10 +55,10 @@ def _quiet(stage: str, info: dict) -> None:
 
 def build_problem(graph: Graph, machine: Machine, options: SolveOptions) -> tuple[Problem, Normalization]:
     """Stage 0 and the problem it feeds: machine cycles -> small integers (SCIP)."""
+    _check_groups(graph, options.groups)
     machine = machine.restricted(options.warps, options.registers, options.depth)
     costs = bind(graph, machine)
     norm = normalize(distinct_costs(costs, machine), options.normalize_bound)
-    _check_groups(graph, options.groups)
     problem = make_problem(graph, machine, costs, norm.as_dict(),
                            {"cross_role": options.cross_role, "smt_backend": options.smt_backend,
                             "groups": options.groups})
@@ -66,6 +66,7 @@ def build_problem(graph: Graph, machine: Machine, options: SolveOptions) -> tupl
 
 
 def _check_groups(graph: Graph, groups: tuple[tuple[str, ...], ...]) -> None:
+    """--group names ops of the graph, each at most once."""
     names = {op.name for op in graph.ops}
     seen: set[str] = set()
     for g in groups:
@@ -82,7 +83,7 @@ def _check_groups(graph: Graph, groups: tuple[tuple[str, ...], ...]) -> None:
             seen.add(name)
 
 
-def model_options(options: SolveOptions) -> tuple[tuple[str, int | bool], ...]:
+def model_options(options: SolveOptions) -> tuple[tuple[str, object], ...]:
     """The options that change the model, as the schedule records them (verify applies them)."""
     recorded = {"warps": options.warps, "registers": options.registers, "depth": options.depth,
                 "cross_role": None if options.cross_role else False,

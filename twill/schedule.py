@@ -77,7 +77,7 @@ class Schedule:
     length_optimal: bool = True  # L proven minimal at this I (a time limit can leave it unproven)
     # the model options the solve ran under, where not the machine's own: warps, registers
     # (per-thread budget), depth (default ring depth), cross_role (False when forbidden)
-    options: tuple[tuple[str, int | bool], ...] = ()
+    options: tuple[tuple[str, object], ...] = ()
     stats: tuple[tuple[str, float], ...] = field(default=(), compare=False)
 
     # -- derived views ---------------------------------------------------------------------

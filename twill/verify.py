@@ -110,13 +110,13 @@ def check_roles(s: Schedule, p: Problem):
         if o.issue == "warp_group" and role.warps < lim.warp_group:
             yield Violation("roles", f"op '{o.name}' is issued by a warpgroup but role {role.name} has "
                                      f"{role.warps} warp(s)")
-    role = {o.name: o.role for o in s.ops}
-    groups = [g for g in p.option("groups", ()) if g]
+    role_of = {o.name: o.role for o in s.ops}
+    groups = [g for g in p.option("groups", ()) if g]  # --group pins
     for g in groups:
-        if len({role[v] for v in g}) > 1:
+        if len({role_of[v] for v in g}) > 1:
             yield Violation("roles", f"group {', '.join(g)} is pinned to one role but runs on "
-                                     f"{', '.join(sorted({str(role[v]) for v in g}))}")
-    firsts = [role[g[0]] for g in groups]
+                                     f"{', '.join(sorted({str(role_of[v]) for v in g}))}")
+    firsts = [role_of[g[0]] for g in groups]
     if len(set(firsts)) < len(firsts):
         yield Violation("roles", "two pinned groups share a role")
     total = sum(r.warps for r in s.roles)
