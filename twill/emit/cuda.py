@@ -48,7 +48,6 @@ GROUPED_TILE = ("const twill::TileMN tile = twill::grouped_tile(args.raster_grou
 BLOCK_TILE = ("const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};", "(void)tile;")
 
 
-
 def _slot(i: Inst, depth: int) -> str:
     if not i.base:
         return str(i.off % depth)
@@ -61,6 +60,7 @@ class Renderer:
         self.p = Program(model)
         self.ns = f"twill_{ident(model.schedule.kernel)}"
         self.bars = self._named_barriers()
+        self.tile_uses = 0  # tile origins written so far (a role computes its tile only if it has some)
 
     # -- the file --------------------------------------------------------------------------------
     def render(self) -> str:
@@ -282,6 +282,7 @@ class Renderer:
         def org(dim):
             axis, size, label = t.axes[dim], t.tile[dim], ("rows", "cols")[dim]
             if axis in ("m", "n"):
+                self.tile_uses += 1
                 return f"tile.{axis} * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
             return f"({it}) * {size}" if axis == "loop" else "0"
         rows = "0" if t.rank == 1 else org(0)
@@ -543,7 +544,7 @@ class RoleBody:
         out(f"__device__ __forceinline__ void role_{role.ident}(Smem& sm, const Maps& tm, const Args& args, const int n) {{")
         out.depth += 1
         out("(void)sm;", "(void)tm;", "(void)args;")
-        tile_at = len(out.out)  # the tile is computed here if the body addresses a tile by it
+        tile_at, uses = len(out.out), self.r.tile_uses  # the tile is computed here if the body uses it
         if role.is_warpgroup:
             first = role.first_warp // 4
             out(f"const int wgi = static_cast<int>(threadIdx.x / 128) - {first};  // warpgroup within the role",
@@ -573,7 +574,7 @@ class RoleBody:
             out(f"twill::named_sync({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
                 f"// ping-pong: absorb {roles[-1]}'s last hand-over")
         self._finalize(out)
-        if any("tile." in line for line in out.out[tile_at:]):
+        if self.r.tile_uses > uses:
             out.out[tile_at:tile_at] = [INDENT * out.depth + line for line in self.r.tile_lines()]
         out.depth -= 1
         out("}")
