@@ -146,3 +146,18 @@ def test_pinned_groups_that_must_talk_without_cross_role_communication():
     assert not ex.realisable and {c.family for c in ex.core} == {"dependence", "roles"}
     fixes = {r.change: r.satisfiable for r in ex.relaxations}
     assert fixes["drop the --group pins"] and fixes["allow cross-role communication (drop --no-cross-role)"]
+
+
+def test_blackwell_backward_under_a_reduced_register_budget():
+    """The Blackwell backward at 184 registers per thread: the exponential of a 64-row S read out
+    of tensor memory (128 registers per thread of a warpgroup) with its result and the reserve
+    needs 192, so no I works. The core is the register constraint at p, naming that read, and the
+    relaxations that remove it are checked: dropping the register family, or --registers 255."""
+    ex, _ = run_explain(str(EX / "attention_bwd_blackwell.tir"), "b200", registers=184)
+    assert not ex.realisable
+    regs = [c for c in ex.core if c.family == "registers" and c.detail == "p"]
+    assert regs and "s by p 128" in regs[0].message
+    fixes = {r.change: r.satisfiable for r in ex.relaxations}
+    assert fixes["drop every registers constraint (what-if, not a flag)"] is True
+    assert fixes["--registers 255"] is True
+    assert fixes["--warps 20"] is False  # more roles cannot split one op's registers

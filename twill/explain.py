@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from .errors import NoScheduleError
 from .joint import EXTRA_COPIES
-from .liveness import busy, regs_per_thread
+from .liveness import busy, imports, regs_per_thread, tmem_read_bytes, tmem_reads
 from .problem import Problem
 
 Key = tuple  # (family, detail)
@@ -183,12 +183,21 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
                     f"registers per thread, in granules of {lim.register_granule}")
         u, _, w = detail.partition("@")  # the joint stage checks u on its own role (no slot in the detail)
         w = w or f"of {u}"
-        others = [t for t in _register_values(p) if t.name != u]
+        values = _register_values(p)
+        others = [t for t in values if t.name != u]
         own = T[u]
         parts = ", ".join(f"{t.name} {regs_per_thread(t.bytes, wg)}" for t in others)
-        return (f"registers on role slot {w} at the start of value {u}: the reserve {lim.register_reserve} + {u} "
-                f"{regs_per_thread(own.bytes, wg)} on a warpgroup ({regs_per_thread(own.bytes, 1)} on one warp)"
-                f" + every other register value live then on that role"
+        text = f"registers on role slot {w} at the start of {u}: the reserve {lim.register_reserve}"
+        if own in values:
+            text += (f" + {u} {regs_per_thread(own.bytes, wg)} on a warpgroup ({regs_per_thread(own.bytes, 1)} "
+                     f"on one warp)")
+        reads = ", ".join(f"{v} by {c} {regs_per_thread(tmem_read_bytes(p, v, c), wg)}" for v, c in tmem_reads(p))
+        if reads:
+            text += f" + tensor-memory values read into registers by that role's ops running then ({reads})"
+        loads = ", ".join(f"{v} by {c} {regs_per_thread(T[v].bytes, wg)}" for v, c in imports(p) if v != c)
+        if loads:
+            text += f" + register values its ops running then load from another role ({loads})"
+        return (text + f" + every other register value live then on that role"
                 f"{' (' + parts + ' per thread on a warpgroup)' if parts else ''} must fit its budget, "
                 f"at most {lim.registers_per_thread} per thread")
     if family == "memory":
