@@ -214,3 +214,26 @@ def test_group_naming_an_unknown_op_is_an_input_error():
     from twill_cli.main import main
     result = CliRunner().invoke(main, ["solve", str(EXAMPLES / "fig1.tir"), "--gpu", "h100", "--group", "S,Q", "-q"])
     assert result.exit_code == 2 and "'Q'" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_pins_are_respected_and_never_beat_the_free_optimum(seed):
+    """Random graphs, random partitions of some of their ops into --group pins: the pinned
+    solve (when one exists) keeps each group on one role and the groups apart, passes verify, and
+    its I is never below the free solve's (pins only remove schedules)."""
+    rng = random.Random(1000 + seed)
+    graph = parse_tir(_random_graph(rng, rng.randint(3, 5)), f"pinned{seed}.tir")
+    machine = load_machine("h100")
+    ops = [op.name for op in graph.ops]
+    rng.shuffle(ops)
+    k = rng.randint(1, min(3, len(ops)))
+    groups = tuple(tuple(ops[i::k]) for i in range(k))[: rng.randint(1, k)]
+    free = solve(graph, machine, SolveOptions(max_ii=60))
+    try:
+        pinned = solve(graph, machine, SolveOptions(max_ii=60, groups=groups))
+    except NoScheduleError:
+        return  # a partition can be infeasible (an mma pinned apart from its only warpgroup...)
+    role = {o.name: o.role for o in pinned.ops}
+    assert all(len({role[v] for v in g}) == 1 for g in groups)
+    assert len({role[g[0]] for g in groups}) == len(groups)
+    assert pinned.ii >= free.ii and verify(pinned, graph, machine) == []
