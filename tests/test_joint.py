@@ -139,7 +139,7 @@ def test_fa3_ping_pong_on_hopper():
 ])
 def test_blackwell_ablations_make_the_swp_bound_unrealisable(example, options):
     """At the SWP bound the joint problem is unsatisfiable (the full escalation of the 8-warp
-    ablation climbs from I = 242 to 330 and takes minutes: docs/reproducing-the-paper.md)."""
+    ablation climbs from I = 242 to 300 and takes about 90 s: docs/reproducing-the-paper.md)."""
     graph, machine = load_tir(EXAMPLES / example), load_machine("b200")
     bound = solve(graph, machine, SolveOptions(swp_only=True, **options)).ii
     with pytest.raises(NoScheduleError):
