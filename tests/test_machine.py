@@ -234,6 +234,7 @@ def test_tensor_memory_is_counted_in_whole_columns():
     assert TensorType("f16", (128, 128), "tmem").footprint == 128 * 64 * 4
     assert TensorType("f32", (256, 64), "tmem").footprint == 2 * 128 * 64 * 4
     assert TensorType("f32", (64, 128), "smem").footprint == 64 * 128 * 4  # elsewhere: the bytes
+    assert TensorType("f32", (128,), "tmem").footprint == 128 * 4  # one value per row: one column
     graph = parse_tir((ROOT / "examples" / "attention_bwd_blackwell.tir").read_text(), "bwd.tir")
     costs = {c.name: c for c in bind(graph, load_machine("b200"))}
     assert costs["s"].bytes == 128 * 128 * 4  # s is f32[64,128] @tmem: 128 of the 512 columns

@@ -45,8 +45,8 @@ class TensorType:
         as a 128-row one. Elsewhere the footprint is the bytes."""
         if self.space != "tmem":
             return self.bytes
-        rows = self.shape[0] if len(self.shape) >= 2 else 1
-        cols = math.prod(self.shape[1:]) if len(self.shape) >= 2 else self.elements
+        rows = self.shape[0]  # a rank-1 value is one per row (a row max, a row sum): one column
+        cols = math.prod(self.shape[1:])
         return math.ceil(rows / 128) * 128 * 4 * math.ceil(cols * DTYPE_BITS[self.dtype] / 32)
 
     def __str__(self) -> str:
