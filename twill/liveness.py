@@ -15,11 +15,13 @@ SMT encoding in `joint.py` (which states them as constraints); keep the two in s
 - A register value read by an op of another role (other than an mma, which reads its operands
   from shared memory) is loaded into the reading role's registers while that op executes,
   ``[start(c), start(c) + cycles(c))``: see `imports`.
-- A @tmem value read by an op other than an mma (softmax reading S, the rescale of O, a store)
-  is brought into that op's registers while it runs, the same interval: ``tcgen05.ld`` gives each
+- A @tmem value read by an op other than an mma (softmax reading S, a row sum of P, a store) is
+  brought into that op's registers while it runs, the same interval: ``tcgen05.ld`` gives each
   thread of a warpgroup one lane, so a tile of C 32-bit columns costs C registers per thread
-  (its footprint / 512): see `tmem_reads`. Two such reads cannot overlap on a role whose budget
-  does not hold both (one warpgroup cannot hold two 128-column S tiles at once).
+  (its footprint / 512), except that an elementwise update from tensor memory to tensor memory
+  (the rescale of O) streams 32 columns at a time: see `tmem_reads`, `tmem_read_bytes`. Two such
+  reads cannot overlap on a role whose budget does not hold both (one warpgroup cannot hold two
+  128-column S tiles at once).
 - Registers per thread of a value on a role of w warps: ``ceil(bytes / (4 * 32 * w))``.
 """
 from __future__ import annotations
