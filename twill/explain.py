@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from .errors import NoScheduleError
 from .joint import EXTRA_COPIES
-from .liveness import busy, imports, regs_per_thread, tmem_read_bytes, tmem_reads
+from .liveness import busy, imports, read_bytes, regs_per_thread, tmem_reads
 from .problem import Problem
 
 Key = tuple  # (family, detail)
@@ -191,7 +191,7 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
         if own in values:
             text += (f" + {u} {regs_per_thread(own.bytes, wg)} on a warpgroup ({regs_per_thread(own.bytes, 1)} "
                      f"on one warp)")
-        reads = ", ".join(f"{v} by {c} {regs_per_thread(tmem_read_bytes(p, v, c), wg)}" for v, c in tmem_reads(p))
+        reads = ", ".join(f"{v} by {c} {regs_per_thread(read_bytes(p, v, c), wg)}" for v, c in tmem_reads(p))
         if reads:
             text += f" + tensor-memory values read into registers by that role's ops running then ({reads})"
         loads = ", ".join(f"{v} by {c} {regs_per_thread(T[v].bytes, wg)}" for v, c in imports(p) if v != c)

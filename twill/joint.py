@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, replace
 
 from .errors import Diagnostic, NoScheduleError
-from .liveness import always_blocking, busy, imports, regs_per_thread, tmem_read_bytes, tmem_reads
+from .liveness import always_blocking, busy, imports, read_bytes, regs_per_thread, tmem_reads
 from .problem import Problem
 from .schedule import Buffer, Role, Schedule, ScheduledOp
 from .smt import smt_backend
@@ -256,11 +256,9 @@ def registers(e: Encoding):
             n = e.live_at(x, c, e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
             if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it
                 here = e.same_role(x, c) if c != x else T.true()
-                nbytes = tmem_read_bytes(p, v, c)
             else:  # a register value loaded from another role
                 here = T.yand([e.same_role(x, c), T.ynot(e.same_role(v, c))]) if c != x else T.ynot(e.same_role(v, c))
-                nbytes = p.task[v].bytes
-            terms.append(T.ite(here, per_thread(nbytes, n), e.num(0)))
+            terms.append(T.ite(here, per_thread(read_bytes(p, v, c), n), e.num(0)))
         yield f"{x}", e.le(e.add(*terms), x_regs)
 
 

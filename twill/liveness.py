@@ -19,7 +19,7 @@ SMT encoding in `joint.py` (which states them as constraints); keep the two in s
   brought into that op's registers while it runs, the same interval: ``tcgen05.ld`` gives each
   thread of a warpgroup one lane, so a tile of C 32-bit columns costs C registers per thread
   (its footprint / 512), except that an elementwise update from tensor memory to tensor memory
-  (the rescale of O) streams 32 columns at a time: see `tmem_reads`, `tmem_read_bytes`. Two such
+  (the rescale of O) streams 32 columns at a time: see `tmem_reads`, `read_bytes`. Two such
   reads cannot overlap on a role whose budget does not hold both (one warpgroup cannot hold two
   128-column S tiles at once).
 - Registers per thread of a value on a role of w warps: ``ceil(bytes / (4 * 32 * w))``.
@@ -77,13 +77,13 @@ def tmem_reads(p: Problem) -> list[tuple[str, str]]:
     return out
 
 
-def tmem_read_bytes(p: Problem, v: str, reader: str) -> int:
-    """What reading @tmem value v costs the reader in registers (as bytes of the whole role). An
+def read_bytes(p: Problem, v: str, reader: str) -> int:
+    """What holding value v costs its reader's role in registers (bytes of the whole role) while
+    the reader runs, for the pairs of `imports` and `tmem_reads`: the whole value, except that an
     elementwise update from tensor memory to tensor memory of the same footprint (the rescale of
-    O) streams through registers 32 columns at a time, as emit-cuda's code does; any other reader
-    (a row reduction, an exponential into registers, a store) holds the whole tile."""
+    O) streams through registers 32 columns at a time, as emit-cuda's code does."""
     value, op = p.task[v], p.task[reader]
-    if op.space == "tmem" and op.bytes == value.bytes:
+    if value.space == "tmem" and op.space == "tmem" and op.bytes == value.bytes:
         return min(value.bytes, TMEM_CHUNK_BYTES)
     return value.bytes
 
@@ -133,7 +133,7 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
                 continue
             n = instances_live(start[c], start[c] + max(p.task[c].cycles, 1), t, s.ii)
             if n:
-                nbytes = tmem_read_bytes(p, v, c) if p.task[v].space == "tmem" else p.task[v].bytes
+                nbytes = read_bytes(p, v, c)
                 used += n * regs_per_thread(nbytes, role.warps)
                 names.append(f"{v} read by {c} ({n}x{regs_per_thread(nbytes, role.warps)})")
         out.append((used, names))

@@ -36,9 +36,8 @@ def _problem(schedule: Schedule, graph: Graph, machine: Machine) -> Problem:
     scale = dict(schedule.scale.map)
     o = dict(schedule.options)
     machine = machine.restricted(o.get("warps"), o.get("registers"), o.get("depth"))
-    groups = tuple(tuple(g) for g in o.get("groups", ()))
     return make_problem(graph, machine, bind(graph, machine), scale,
-                        {"cross_role": o.get("cross_role", True), "groups": groups})
+                        {"cross_role": o.get("cross_role", True), "groups": o.get("groups", ())})
 
 
 def check_ops(s: Schedule, p: Problem):
