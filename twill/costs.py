@@ -6,10 +6,9 @@ override the description's fields. An op the description does not know must carr
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
-from .errors import ErrorCollector
+from .errors import ErrorCollector, did_you_mean
 from .expr import ExprError, parse_expr
 from .ir import Graph, Op
 from .machine import ISSUE_KINDS, Machine, OpSpec
@@ -71,8 +70,7 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
         spec = specs.get(op.opcode)
         attrs = dict(op.attrs)
         if spec is None and not {"cycles", "unit"} <= attrs.keys():
-            close = difflib.get_close_matches(op.opcode, list(specs), n=1)
-            hint = (f"did you mean '{close[0]}'?" if close else
+            hint = (did_you_mean(op.opcode, specs) or
                     "describe it in the machine file's 'ops', or give it {cycles = N, unit = NAME} attributes")
             errors.error(f"unknown opcode '{op.opcode}' for machine '{machine.name}'", op.span, hint)
             continue

@@ -7,7 +7,14 @@ raised together as one `TwillError` with several `Diagnostic`s.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
+
+
+def did_you_mean(name: str, choices) -> str | None:
+    """A hint naming the closest of `choices` to a misspelt `name`, or None."""
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f"did you mean '{close[0]}'?" if close else None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import Diagnostic, InputError, Span
+from .errors import Diagnostic, InputError, Span, did_you_mean
 from .expr import Expr, ExprError, parse_expr
 
 # key -> (type, required, default). Types: int, float, str, bool, "expr", dict (nested schema).
@@ -277,8 +277,7 @@ def load_machine(name_or_path: str) -> Machine:
     if not (path.suffix in (".yaml", ".yml") or "/" in name_or_path or path.exists()):
         specs = bundled_specs()
         if name_or_path not in specs:
-            close = difflib.get_close_matches(name_or_path, list(specs), n=1)
-            hint = f"did you mean '{close[0]}'?" if close else "give a path to a machine .yaml file"
+            hint = did_you_mean(name_or_path, specs) or "give a path to a machine .yaml file"
             raise InputError(Diagnostic(f"unknown GPU '{name_or_path}' (bundled: {', '.join(sorted(specs))})",
                                         hint=hint))
         path = specs[name_or_path]

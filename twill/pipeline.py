@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from difflib import get_close_matches
 from typing import Callable
 
 from .costs import bind
-from .errors import Diagnostic, InputError, NoScheduleError, TwillError
+from .errors import Diagnostic, InputError, NoScheduleError, TwillError, did_you_mean
 from .ir import Graph
 from .machine import Machine
 from .modulo import ModuloResult, ModuloTimeout, modulo_schedule
@@ -72,11 +71,9 @@ def _check_groups(graph: Graph, groups: tuple[tuple[str, ...], ...]) -> None:
     for g in groups:
         for name in g:
             if name not in names:
-                hint = get_close_matches(name, sorted(names), 1)
                 raise InputError(Diagnostic(f"--group names '{name}', which is not an op of kernel "
                                             f"'{graph.kernel}'", None,
-                                            f"did you mean '{hint[0]}'?" if hint else
-                                            f"its ops: {', '.join(sorted(names))}"))
+                                            did_you_mean(name, sorted(names)) or f"its ops: {', '.join(sorted(names))}"))
             if name in seen:
                 raise InputError(Diagnostic(f"--group names op '{name}' twice: each op is in at most one group",
                                             None, None))

@@ -25,7 +25,6 @@ machine description): `Op.span` points at the opcode for the module that does.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections import Counter, deque
@@ -33,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import Diagnostic, ErrorCollector, InputError, Span
+from .errors import Diagnostic, ErrorCollector, InputError, Span, did_you_mean
 from .ir import DTYPE_BITS, OP_ATTRIBUTES, SPACES, Graph, Op, Operand, TensorType, Value
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -117,11 +116,6 @@ class _Line:
         else:
             message = f"expected {what}, found " + ("the end of the line" if tok is None else f"'{tok.text}'")
         raise InputError(Diagnostic(message, self.span(tok)))
-
-
-def _did_you_mean(name: str, choices) -> str | None:
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f"did you mean '{close[0]}'?" if close else None
 
 
 def _number(text: str) -> int | float:
@@ -299,7 +293,7 @@ class _Parser:
         """Is `tok` one of `choices`? If not, say so and list them."""
         if tok.text not in choices:
             listing = f"{what}s: {', '.join(choices)}"
-            did = _did_you_mean(tok.text, choices)
+            did = did_you_mean(tok.text, choices)
             self.errors.error(f"unknown {what} '{tok.text}'", line.span(tok),
                               f"{did} ({listing})" if did else listing)
         return tok.text in choices
@@ -356,7 +350,7 @@ class _Parser:
         """The kind of what `ref` names, or None (and an error) if it names nothing allowed."""
         kind = self.defined.get(ref.name, (None,))[0]
         if kind is None:
-            self.errors.error(f"undefined name '{ref.name}'", ref.span, _did_you_mean(ref.name, self.defined))
+            self.errors.error(f"undefined name '{ref.name}'", ref.span, did_you_mean(ref.name, self.defined))
         elif kind not in allowed + ("stub",):
             self.errors.error(f"{why}, but '{ref.name}' is {_A[kind]}", ref.span, hint)
         return kind if kind in allowed else None
@@ -414,7 +408,7 @@ class _Parser:
         for carry, result in self.yields:
             if carry.name not in self.defined:
                 self.errors.error(f"yield of unknown carry '{carry.name}'", carry.span,
-                                  _did_you_mean(carry.name, carries))
+                                  did_you_mean(carry.name, carries))
             elif self.lookup(carry, ("carry",), "yield needs a carry") and carry.name in yielded:
                 self.errors.error(f"carry '{carry.name}' is yielded twice", carry.span)
             yielded.add(carry.name)
