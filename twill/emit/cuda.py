@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from . import runtime
 from .host import host_launcher
-from .model import EmitError, KernelModel, ident, launch_registers, rastered
+from .model import (
+    DIM_LABELS,
+    EmitError,
+    KernelModel,
+    dtype_bytes,
+    ident,
+    launch_registers,
+    rastered,
+)
 from .ops import Arg, OpCall, ctype, emitter, fragment_type, is_known, view_type
 from .program import Channel, Inst, Program, Window
 
@@ -280,7 +288,7 @@ class Renderer:
     def _origin(self, t, it: str) -> tuple[str, str, str]:
         """(row origin, column origin, batch index) of the tile of tensor t in iteration `it`."""
         def org(dim):
-            axis, size, label = t.axes[dim], t.tile[dim], ("rows", "cols")[dim]
+            axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
             if axis in ("m", "n"):
                 self.tile_uses += 1
                 return f"tile.{axis} * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
@@ -291,7 +299,7 @@ class Renderer:
         return rows, cols, batch
 
     def _extent(self, t, dim: int) -> str:
-        axis, size, label = t.axes[dim], t.tile[dim], ("rows", "cols")[dim]
+        axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
         return {"m": f"static_cast<int>(gridDim.x) * args.{t.name}_{label}_step",
                 "n": f"static_cast<int>(gridDim.y) * args.{t.name}_{label}_step",
                 "loop": f"n * {size}"}.get(axis, str(size))
@@ -620,7 +628,7 @@ class RoleBody:
 
     def _tma_boxes(self, out: Lines, t, dst: str, bar: str, it: str) -> None:
         """TMA loads of one tile: one box per 128-byte column block and per 256 rows."""
-        esize = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f64": 8, "i32": 4, "i64": 8, "i16": 2, "i8": 1}[t.dtype]
+        esize = dtype_bytes(t.dtype)
         block = 128 // esize
         rows, cols = t.tile
         if cols % block:

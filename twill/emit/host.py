@@ -8,12 +8,12 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from .model import rastered
+from .model import DIM_LABELS, dtype_bytes, rastered
 from .ops import TMA_DTYPE, ctype
 
 
 def _extent(t, dim: int) -> str:
-    axis, size, step = t.axes[dim], t.tile[dim], f"p.{t.name}_{('rows', 'cols')[dim]}_step"
+    axis, size, step = t.axes[dim], t.tile[dim], f"p.{t.name}_{DIM_LABELS[dim]}_step"
     return {"m": f"static_cast<uint64_t>(p.tiles_m) * {step}", "n": f"static_cast<uint64_t>(p.tiles_n) * {step}",
             "loop": f"static_cast<uint64_t>(p.iters) * {size}"}.get(axis, f"uint64_t({size})")
 
@@ -94,7 +94,7 @@ def host_launcher(r) -> str:
                          f"p.{t.name}_{label}_step) return cudaErrorInvalidValue;")
     for t in maps:
         rows, cols, batch = _dims(t)
-        esize = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f64": 8, "i32": 4, "i64": 8, "i16": 2, "i8": 1}[t.dtype]
+        esize = dtype_bytes(t.dtype)
         lines += [
             f"  CUtensorMap tm_{t.name};",
             f"  if (!encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, "

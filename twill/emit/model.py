@@ -98,6 +98,9 @@ class MmaShape:
     a_kmajor: bool = True  # a stored M x K; False: stored K x M and used transposed (P^T dO)
 
 
+DIM_LABELS = ("rows", "cols")  # a tile's two dimensions, as the launcher's fields name them
+
+
 @dataclass(frozen=True)
 class GlobalTensor:
     """A tensor in global memory: `[batch][rows][cols]`, moved through by tiles of `tile`."""
@@ -120,7 +123,7 @@ class GlobalTensor:
         placement: the tile of CTA b starts at b * step + offset (by default step = the tile's size
         and offset = 0, a tensor of its own; sub-tiles of one tensor share it with a larger step)."""
         first = 1 if self.rank == 1 else 0
-        return [(d, ("rows", "cols")[d]) for d in range(first, 2) if self.axes[d] in ("m", "n")]
+        return [(d, DIM_LABELS[d]) for d in range(first, 2) if self.axes[d] in ("m", "n")]
 
 
 def dtype_bytes(dtype: str) -> int:
