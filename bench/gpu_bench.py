@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 KDIR = os.path.join(HERE, "gpu_kernels")
+BUILD_DIR = "/tmp/twill-bench-build"  # the shared libraries, keyed by their sources' digest
 
 KERNELS = {
     # name: (emitted file, namespace, example graph, shim)
@@ -449,7 +450,7 @@ def markdown(meta, results):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--build-dir", default=None, help="where the shared libraries go (default OUT/../twill-bench-build)")
+    ap.add_argument("--build-dir", default=BUILD_DIR, help="where the shared libraries go (default %(default)s)")
     ap.add_argument("--regenerate", action="store_true", help="re-emit the kernels with twill first")
     ap.add_argument("--quick", action="store_true", help="small sizes only")
     ap.add_argument("--kernel-dir", default=KDIR, help="where the emitted .cu files are (default bench/gpu_kernels):"
@@ -461,7 +462,7 @@ def main(argv=None):
     import torch
     import triton
     os.makedirs(args.out, exist_ok=True)
-    build_dir = args.build_dir or "/tmp/twill-bench-build"
+    build_dir = args.build_dir
     if args.regenerate:
         regenerate()
     meta = {"card": torch.cuda.get_device_name(), "capability": "sm_%d%d" % torch.cuda.get_device_capability(),
