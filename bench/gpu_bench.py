@@ -51,10 +51,11 @@ extern "C" int twill_bench_launch(int tiles_m, int tiles_n, int iters, int batch
   // a0, a1 (and acc0, acc1) are the 64-row halves of each 128-row tile of one A (one C)
   p.a0 = p.a1 = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b);
   p.a0_rows_step = p.a1_rows_step = 128; p.a1_rows_offset = 64;
-  p.out_acc0 = p.out_acc1 = static_cast<float*>(out);
+  p.out_acc0 = p.out_acc1 = static_cast<decltype(p.out_acc0)>(out);
   p.out_acc0_rows_step = p.out_acc1_rows_step = 128; p.out_acc1_rows_offset = 64;
   return static_cast<int>(NS::launch(p, static_cast<cudaStream_t>(stream)));
 }
+extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_acc0); }  // C's element size
 """),
     "attention": ("attention_fwd_hopper.cu", "twill_attention_fwd_hopper", "examples/attention_fwd_hopper.tir", r"""
 extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_scale,
@@ -66,7 +67,7 @@ extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_
   p.q0 = p.q1 = static_cast<const __half*>(q);
   p.q0_rows_step = p.q1_rows_step = 128; p.q1_rows_offset = 64;
   p.k = static_cast<const __half*>(k); p.v = static_cast<const __half*>(v);
-  p.out_acc0 = p.out_acc1 = static_cast<float*>(acc);
+  p.out_acc0 = p.out_acc1 = static_cast<decltype(p.out_acc0)>(acc);
   p.out_acc0_rows_step = p.out_acc1_rows_step = 128; p.out_acc1_rows_offset = 64;
   p.out_m0 = p.out_m1 = static_cast<float*>(m);
   p.out_m0_cols_step = p.out_m1_cols_step = 128; p.out_m1_cols_offset = 64;
@@ -74,6 +75,7 @@ extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_
   p.out_l0_cols_step = p.out_l1_cols_step = 128; p.out_l1_cols_offset = 64;
   return static_cast<int>(NS::launch(p, static_cast<cudaStream_t>(stream)));
 }
+extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_acc0); }  // O's element size
 """),
 }
 
@@ -119,6 +121,7 @@ def build(name, build_dir, kernel_dir=KDIR):
         os.replace(so + ".tmp", so)
     lib = ctypes.CDLL(so)
     lib.twill_bench_launch.restype = ctypes.c_int
+    lib.twill_bench_out_bytes.restype = ctypes.c_int
     spills = [l.strip() for l in log.splitlines() if "spill" in l and not (" 0 bytes spill stores" in l and " 0 bytes spill loads" in l)]
     return lib, spills
 
@@ -134,11 +137,18 @@ def _stream():
     return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
 
+def out_dtype(lib):
+    """The element type the emitted kernel writes C (or O) in: the graph's {output = ...}."""
+    import torch
+    return {2: torch.float16, 4: torch.float32}[lib.twill_bench_out_bytes()]
+
+
 class TwillGemm:
     TILE_M, TILE_N, TILE_K = 128, 256, 64
 
     def __init__(self, lib):
         self.lib = lib
+        self.out_dtype = out_dtype(lib)
 
     def check_shape(self, M, N, K):
         if M % self.TILE_M or N % self.TILE_N or K % self.TILE_K:
@@ -158,11 +168,13 @@ class TwillGemm:
 class TwillAttention:
     def __init__(self, lib):
         self.lib = lib
+        self.out_dtype = out_dtype(lib)
 
     def outputs(self, BH, N, D, device):
         import torch
         f = dict(device=device, dtype=torch.float32)
-        return {"acc": torch.full((BH, N, D), float("nan"), **f), "m": torch.full((BH, N), float("nan"), **f),
+        return {"acc": torch.full((BH, N, D), float("nan"), device=device, dtype=self.out_dtype),
+                "m": torch.full((BH, N), float("nan"), **f),
                 "l": torch.full((BH, N), float("nan"), **f)}
 
     def __call__(self, q, k, v, o, scale):
@@ -276,11 +288,12 @@ def tflops(flops, ms):
 def run_gemm(gemm, size, do_time=True):
     import torch
     M = N = K = size
-    res = {"kernel": "gemm", "M": M, "N": N, "K": K, "flops": 2.0 * M * N * K}
+    res = {"kernel": "gemm", "M": M, "N": N, "K": K, "flops": 2.0 * M * N * K,
+           "out_dtype": str(gemm.out_dtype).replace("torch.float", "f")}
     torch.manual_seed(size)
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float32)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=gemm.out_dtype)
     try:
         gemm(a, b, c)
         torch.cuda.synchronize()
@@ -331,7 +344,8 @@ def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
     import torch
     import torch.nn.functional as F
     BH = B * H
-    res = {"kernel": "attention", "B": B, "H": H, "N": N, "D": D, "flops": 4.0 * BH * N * N * D}
+    res = {"kernel": "attention", "B": B, "H": H, "N": N, "D": D, "flops": 4.0 * BH * N * N * D,
+           "out_dtype": str(attn.out_dtype).replace("torch.float", "f")}
     torch.manual_seed(N)
     q = torch.randn(BH, N, D, device="cuda", dtype=torch.float16)
     k = torch.randn(BH, N, D, device="cuda", dtype=torch.float16)
@@ -404,7 +418,9 @@ def markdown(meta, results):
          "  filled with NaN before the launch and counted after (all of out_acc*, out_m*, out_l* for attention).", ""]
     for name, spills in meta.get("spills", {}).items():
         L.append("- ptxas for %s: %s" % (name, "; ".join(spills) if spills else "no spills"))
-    L += ["", "## GEMM (fp16 in, fp32 accumulate; twill writes f32 C, cuBLAS and Triton write f16 C)", "",
+    def written(kind):
+        return next((r["out_dtype"] for r in results if r["kernel"] == kind and "out_dtype" in r), "?")
+    L += ["", "## GEMM (fp16 in, fp32 accumulate; twill writes %s C, cuBLAS and Triton write f16 C)" % written("gemm"), "",
           "| M=N=K | twill TFLOP/s | cuBLAS TFLOP/s | Triton TFLOP/s | twill / cuBLAS | twill / Triton | rel. error | NaN after | ok |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -416,7 +432,7 @@ def markdown(meta, results):
             _f(tr) if tr else r.get("triton_error", "—"), _f(t / c, "%.2fx") if t and c else "—",
             _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"), r.get("nan_count", "—"),
             "yes" if r.get("ok") else "**no**"))
-    L += ["", "## Attention forward (B=4, H=32, D=128, non-causal, fp16 in; twill writes f32 O)", "",
+    L += ["", "## Attention forward (B=4, H=32, D=128, non-causal, fp16 in; twill writes %s O)" % written("attention"), "",
           "| N | twill TFLOP/s | SDPA-cuDNN TFLOP/s | Triton TFLOP/s | twill / cuDNN | twill / Triton | rel. error (fp32 ref) | rel. error vs cuDNN | NaN after | ok |",
           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -497,6 +513,7 @@ def main(argv=None):
         def __call__(self, *a, **k):
             raise RuntimeError("build failed: " + meta["build_errors"][self.n].splitlines()[-1])
         outputs = TwillAttention.outputs
+        out_dtype = torch.float32  # never written: the launch fails first
 
     gemm = TwillGemm(libs["gemm"]) if libs.get("gemm") else Broken("gemm")
     attn = TwillAttention(libs["attention"]) if libs.get("attention") else Broken("attention")

@@ -144,6 +144,8 @@ def test_gemm_keeps_one_wgmma_in_flight():
         assert "wgmma_m64n256k16_ss_f16" in body
     assert "sm.ring_b.init(1, 8);" in cu  # the 8 warps of two warpgroups release each B slot
     assert "__half ld_b[4][16384];" in cu  # the example's depth-4 ring
+    # {output = f16}: C is written as f16 (as cuBLAS does), though accumulated in f32
+    assert "__half* out_acc0;  // output acc0_n: f16" in cu and "float* out_acc" not in cu
     # A and B stream along both grid axes: CTAs walk the output tiles in groups of rows (L2 reuse);
     # the tile is computed once per role, outside the loop, not per TMA issue
     assert "int raster_group = 16;" in cu and "args.raster_group = p.raster_group;" in cu

@@ -128,6 +128,14 @@ def test_carry_init_is_normalised(init, expected):
     assert g.carries[0].init == expected
 
 
+def test_carry_output_dtype():
+    g = parse_tir("kernel k\ncarry a : f32[64,64] = 0 {output = f16}\ncarry b : f32[64] = -inf\n"
+                  "loop {\n  a_n = f a : f32[64,64]\n  b_n = g b : f32[64]\n  yield a = a_n, b = b_n\n}\n")
+    a, b = g.carries
+    assert (a.output_dtype, b.output_dtype) == ("f16", "f32")
+    assert "carry a : f32[64,64] = 0 {output = f16}" in print_tir(g)
+
+
 def test_load_tir_missing_file(tmp_path):
     missing = tmp_path / "nope.tir"
     with pytest.raises(InputError) as info:
@@ -182,6 +190,11 @@ ERRORS = [
     case("attr-async", body("  x = f q : f32[64] {async = 1}"), 5, 30, "'async' must be true or false"),
     case("attr-depth", body("  x = f q : f32[64] {depth = 0}"), 5, 30, "'depth' must be an integer >= 1"),
     case("attr-unit", body("  x = f q : f32[64] {unit = 3}"), 5, 29, "'unit' must be a unit name"),
+    case("carry-attr-key", "kernel k\ncarry m : f32[64] = 0 {outptu = f16}\nloop {\n  x = f m : f32[64]\n"
+         "  yield m = x\n}\n", 2, 24, "unknown carry attribute 'outptu'", "did you mean 'output'?"),
+    case("carry-attr-dtype", "kernel k\ncarry m : f32[64] = 0 {output = f8e4m3}\nloop {\n  x = f m : f32[64]\n"
+         "  yield m = x\n}\n", 2, 33, "'output' must be one of f32, f16, bf16, found f8e4m3"),
+    case("op-output-attr", body("  x = f q : f32[64] {output = f16}"), 5, 22, "unknown attribute 'output'"),
     case("attr-twice", body("  x = f q : f32[64] {cycles = 1, cycles = 2}"), 5, 34,
          "'cycles' is given twice"),
     case("attr-comma", body("  x = f q : f32[64] {cycles = 1 unit = tc}"), 5, 33, "expected ',' or '}'"),
@@ -304,6 +317,7 @@ index = st.integers(0, 10**6)
 operand_picks = st.lists(st.tuples(index, st.integers(0, 3)), max_size=3)  # (which, distance or 0)
 opcodes = names.filter(lambda n: n not in KEYWORDS)  # a result-less op starts its line
 maybe_types = st.none() | types
+carry_attrs = st.sampled_from([(), (("output", "f16"),), (("output", "bf16"),), (("output", "f32"),)])
 
 
 @st.composite
@@ -326,7 +340,7 @@ def graphs(draw) -> Graph:
     return Graph(
         kernel=draw(names),
         inputs=tuple(Value(n, draw(types), "input") for n in inputs),
-        carries=tuple(Value(n, draw(types), "carry", draw(inits)) for n in carries),
+        carries=tuple(Value(n, draw(types), "carry", draw(inits), attrs=draw(carry_attrs)) for n in carries),
         ops=tuple(generated_names(ops, set(pool))),
         yields=tuple((c, results[draw(index) % len(results)]) for c in draw(st.permutations(carries))),
     )

@@ -21,6 +21,8 @@ DTYPE_BITS = {
 }
 SPACES = ("reg", "smem", "tmem")
 OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_latency", "depth")
+CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
+OUTPUT_DTYPES = ("f32", "f16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,12 @@ class Value:
     kind: str  # "input" | "carry"
     init: str | None = None
     span: Span | None = field(default=None, compare=False)
+    attrs: tuple[tuple[str, object], ...] = ()  # carries: {output = DTYPE}
+
+    @property
+    def output_dtype(self) -> str:
+        """The dtype a carry's final value is written to global memory in (default: its own)."""
+        return str(dict(self.attrs).get("output", self.type.dtype))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 One statement per line; ``#`` starts a comment, blank lines and spacing within a line are free::
 
     file     := "kernel" NAME  decl*  "loop" "{"  op*  [yield]  "}"
-    decl     := "input" NAME ":" type  |  "carry" NAME ":" type "=" init
+    decl     := "input" NAME ":" type  |  "carry" NAME ":" type "=" init [attrs]   ({output = DTYPE})
     op       := NAME "=" OPCODE [operands] ":" type [attrs]       (an op with a result)
               | OPCODE [operands] [":" type] [attrs]              (a store, a barrier)
     yield    := "yield" [NAME "=" NAME ("," NAME "=" NAME)*]     (carry = body result)
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .errors import Diagnostic, ErrorCollector, InputError, Span, did_you_mean
-from .ir import DTYPE_BITS, OP_ATTRIBUTES, SPACES, Graph, Op, Operand, TensorType, Value
+from .ir import CARRY_ATTRIBUTES, DTYPE_BITS, OP_ATTRIBUTES, OUTPUT_DTYPES, SPACES, Graph, Op, Operand, TensorType, Value
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _TOKEN = re.compile(r"""
@@ -59,6 +59,7 @@ _ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "async": (lambda v: isinstance(v, bool), "true or false"),
     "variable_latency": (lambda v: isinstance(v, bool), "true or false"),
     "unit": (lambda v: isinstance(v, str) and NAME.fullmatch(v) is not None, "a unit name"),
+    "output": (lambda v: v in OUTPUT_DTYPES, "one of " + ", ".join(OUTPUT_DTYPES)),
 }
 
 
@@ -227,9 +228,10 @@ class _Parser:
                 line.fail("an initial value (a number, inf, -inf or zero)")
             line.pos += 1
             init = _normalise_init(tok.text)
+        attrs = self.attributes(line, CARRY_ATTRIBUTES, "carry attribute") if kind == "carry" and line.at("{") else ()
         line.end()
         if self.define(name.text, kind, line.span(name)):
-            self.values.append(Value(name.text, type_, kind, init, line.span(name)))
+            self.values.append(Value(name.text, type_, kind, init, line.span(name), attrs))
 
     def yield_statement(self, line: _Line) -> None:
         line.expect("yield")
@@ -305,7 +307,7 @@ class _Parser:
         self.errors.error(f"a dimension must be a positive integer, found '{tok.text}'", line.span(tok))
         return 1
 
-    def attributes(self, line: _Line) -> tuple[tuple[str, object], ...]:
+    def attributes(self, line: _Line, allowed=OP_ATTRIBUTES, what="attribute") -> tuple[tuple[str, object], ...]:
         line.expect("{")
         attrs: dict[str, object] = {}
         seen: list[str] = []
@@ -318,10 +320,12 @@ class _Parser:
             value, rule = _attribute_value(tok), _ATTR_RULES.get(key.text)
             if key.text in seen:
                 self.errors.error(f"attribute '{key.text}' is given twice", line.span(key))
+            elif not self.known(line, key, allowed, what):
+                pass
             elif rule and not rule[0](value):
                 self.errors.error(f"attribute '{key.text}' must be {rule[1]}, found {tok.text}",
                                   line.span(tok))
-            elif self.known(line, key, OP_ATTRIBUTES, "attribute"):
+            else:
                 attrs[key.text] = value
             seen.append(key.text)
         return tuple(attrs.items())
@@ -461,6 +465,7 @@ def print_tir(graph: Graph) -> str:
     lines = [f"kernel {graph.kernel}"]
     lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs]
     lines += [f"carry {v.name.ljust(name_w)} : {str(v.type).ljust(type_w)} = {v.init or '0'}"
+              + (" {" + ", ".join(f"{k} = {_print_value(x)}" for k, x in v.attrs) + "}" if v.attrs else "")
               for v in graph.carries]
     lines += ["loop {", *_print_ops(graph.ops)]
     if graph.yields:

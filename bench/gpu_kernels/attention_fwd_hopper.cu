@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
 
 namespace twill {
 
@@ -421,10 +422,31 @@ __device__ __forceinline__ void buffer_to_frag(Rows<MB>& r, const T* buf, int ro
   for_each(r, [&](int b, int h) { return to_float<T>(buf[row0 + rows_row(b, h)]); });
 }
 
-// Global memory: element (row, col) of a row-major [rows x ld] matrix at ptr.
+// Global memory: element (row, col) of a row-major [rows x ld] matrix at ptr. A thread holds the
+// elements i, i + 1 of a fragment in adjacent columns: one 2-element store each, when aligned.
+template <typename T> struct Pair { using type = void; };
+template <> struct Pair<float> { using type = float2; };
+template <> struct Pair<__half> { using type = __half2; };
+template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
 template <typename T, typename F>
 __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int col0, int ld) {
-  frag_to_buffer(ptr + static_cast<size_t>(col0), f, row0, ld);
+  using P = typename Pair<T>::type;
+  T* base = ptr + static_cast<size_t>(col0);
+  if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
+    if (ld % 2 == 0 && reinterpret_cast<uintptr_t>(base) % sizeof(P) == 0) {
+#pragma unroll
+      for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+        for (int i = 0; i < F::kElems; i += 2) {
+          P v;
+          reinterpret_cast<T*>(&v)[0] = from_float<T>(at<false>(f, b, i));
+          reinterpret_cast<T*>(&v)[1] = from_float<T>(at<false>(f, b, i + 1));
+          *reinterpret_cast<P*>(base + static_cast<size_t>(row0 + frag_row(b, i)) * ld + frag_col(i)) = v;
+        }
+      return;
+    }
+  }
+  frag_to_buffer(base, f, row0, ld);
 }
 // ... added to it instead: several CTAs reduce into one tile.
 template <typename F>
@@ -601,10 +623,10 @@ struct Args {
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float* out_m0;  // output m0_new: f32 [batch][tiles_m*64]
   float* out_l0;  // output l0_new: f32 [batch][tiles_m*64]
-  float* out_acc0;  // output acc0_n: f32 [batch][tiles_m*64][tiles_n*128]
+  __half* out_acc0;  // output acc0_n: f16 [batch][tiles_m*64][tiles_n*128]
   float* out_m1;  // output m1_new: f32 [batch][tiles_m*64]
   float* out_l1;  // output l1_new: f32 [batch][tiles_m*64]
-  float* out_acc1;  // output acc1_n: f32 [batch][tiles_m*64][tiles_n*128]
+  __half* out_acc1;  // output acc1_n: f16 [batch][tiles_m*64][tiles_n*128]
   int q0_rows_step, q0_rows_offset;  // placement of q0's tiles
   int q1_rows_step, q1_rows_offset;  // placement of q1's tiles
   int v_cols_step, v_cols_offset;  // placement of v's tiles
@@ -1402,10 +1424,10 @@ struct Problem {
   const __half* v = nullptr;  // load v: f16 [batch][iters*128][tiles_n*128]
   float* out_m0 = nullptr;  // output m0_new: f32 [batch][tiles_m*64]
   float* out_l0 = nullptr;  // output l0_new: f32 [batch][tiles_m*64]
-  float* out_acc0 = nullptr;  // output acc0_n: f32 [batch][tiles_m*64][tiles_n*128]
+  __half* out_acc0 = nullptr;  // output acc0_n: f16 [batch][tiles_m*64][tiles_n*128]
   float* out_m1 = nullptr;  // output m1_new: f32 [batch][tiles_m*64]
   float* out_l1 = nullptr;  // output l1_new: f32 [batch][tiles_m*64]
-  float* out_acc1 = nullptr;  // output acc1_n: f32 [batch][tiles_m*64][tiles_n*128]
+  __half* out_acc1 = nullptr;  // output acc1_n: f16 [batch][tiles_m*64][tiles_n*128]
   int q0_rows_step = 64, q0_rows_offset = 0;
   int q1_rows_step = 64, q1_rows_offset = 0;
   int v_cols_step = 128, v_cols_offset = 0;
@@ -1569,10 +1591,10 @@ int main(int argc, char** argv) {
   p.v = twill_random_tensor<__half>(twill_attention_fwd_hopper::elements_v(p), 4u);
   p.out_m0 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_m0(p), 5u);
   p.out_l0 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_l0(p), 6u);
-  p.out_acc0 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_acc0(p), 7u);
+  p.out_acc0 = twill_random_tensor<__half>(twill_attention_fwd_hopper::elements_out_acc0(p), 7u);
   p.out_m1 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_m1(p), 8u);
   p.out_l1 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_l1(p), 9u);
-  p.out_acc1 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_acc1(p), 10u);
+  p.out_acc1 = twill_random_tensor<__half>(twill_attention_fwd_hopper::elements_out_acc1(p), 10u);
   cudaError_t err = twill_attention_fwd_hopper::launch(p);
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {

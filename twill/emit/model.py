@@ -512,7 +512,7 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
 
     out = []
 
-    def add(name, value, kind, t: TensorType, per_iteration_ok: bool):
+    def add(name, value, kind, t: TensorType, per_iteration_ok: bool, dtype: str | None = None):
         if len(t.shape) not in (1, 2):
             raise EmitError(f"value '{value}' is rank {len(t.shape)}: emit-cuda moves rank-1 and rank-2 tiles")
         if len(t.shape) == 1:
@@ -522,7 +522,7 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
         if kind == "input":
             axes = tuple("fixed" if a == "loop" else a for a in axes)  # invariant: the whole extent
         per_iter = per_iteration_ok and "loop" not in axes
-        out.append(GlobalTensor(ident(name), value, kind, t.dtype, tile, axes, per_iter, len(t.shape)))
+        out.append(GlobalTensor(ident(name), value, kind, dtype or t.dtype, tile, axes, per_iter, len(t.shape)))
 
     for v in graph.inputs:
         add(v.name, v.name, "input", v.type, False)
@@ -537,7 +537,7 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
     for carry in graph.carries:
         src = carry_src.get(carry.name)
         if src is not None:
-            add(f"out_{carry.name}", src, "output", carry.type, False)
+            add(f"out_{carry.name}", src, "output", carry.type, False, carry.output_dtype)
     return tuple(out)
 
 

@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
 
 namespace twill {
 
@@ -421,10 +422,31 @@ __device__ __forceinline__ void buffer_to_frag(Rows<MB>& r, const T* buf, int ro
   for_each(r, [&](int b, int h) { return to_float<T>(buf[row0 + rows_row(b, h)]); });
 }
 
-// Global memory: element (row, col) of a row-major [rows x ld] matrix at ptr.
+// Global memory: element (row, col) of a row-major [rows x ld] matrix at ptr. A thread holds the
+// elements i, i + 1 of a fragment in adjacent columns: one 2-element store each, when aligned.
+template <typename T> struct Pair { using type = void; };
+template <> struct Pair<float> { using type = float2; };
+template <> struct Pair<__half> { using type = __half2; };
+template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
 template <typename T, typename F>
 __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int col0, int ld) {
-  frag_to_buffer(ptr + static_cast<size_t>(col0), f, row0, ld);
+  using P = typename Pair<T>::type;
+  T* base = ptr + static_cast<size_t>(col0);
+  if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
+    if (ld % 2 == 0 && reinterpret_cast<uintptr_t>(base) % sizeof(P) == 0) {
+#pragma unroll
+      for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+        for (int i = 0; i < F::kElems; i += 2) {
+          P v;
+          reinterpret_cast<T*>(&v)[0] = from_float<T>(at<false>(f, b, i));
+          reinterpret_cast<T*>(&v)[1] = from_float<T>(at<false>(f, b, i + 1));
+          *reinterpret_cast<P*>(base + static_cast<size_t>(row0 + frag_row(b, i)) * ld + frag_col(i)) = v;
+        }
+      return;
+    }
+  }
+  frag_to_buffer(base, f, row0, ld);
 }
 // ... added to it instead: several CTAs reduce into one tile.
 template <typename F>
@@ -601,10 +623,10 @@ struct Args {
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float* out_m0;  // output m0_new: f32 [batch][tiles_m*64]
   float* out_l0;  // output l0_new: f32 [batch][tiles_m*64]
-  float* out_acc0;  // output acc0_n: f32 [batch][tiles_m*64][tiles_n*128]
+  __half* out_acc0;  // output acc0_n: f16 [batch][tiles_m*64][tiles_n*128]
   float* out_m1;  // output m1_new: f32 [batch][tiles_m*64]
   float* out_l1;  // output l1_new: f32 [batch][tiles_m*64]
-  float* out_acc1;  // output acc1_n: f32 [batch][tiles_m*64][tiles_n*128]
+  __half* out_acc1;  // output acc1_n: f16 [batch][tiles_m*64][tiles_n*128]
   int q0_rows_step, q0_rows_offset;  // placement of q0's tiles
   int q1_rows_step, q1_rows_offset;  // placement of q1's tiles
   int v_cols_step, v_cols_offset;  // placement of v's tiles
@@ -1097,7 +1119,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   for (int c = 0; c < 1; ++c) twill::fill(acc1_n[c], 0.0f);  // carry acc1 starts at 0
   twill::mbar_wait(&sm.inputs_ready, 0);  // the loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
-  {  // prologue window 0 (J = 0): s1[0], m1_new[0], alpha1[0], p1[0], acc1_r[0], acc1_n[0]
+  {  // prologue window 0 (J = 0): s1[0], m1_new[0], alpha1[0], p1[0], acc1_r[0], acc1_n[0], l1_new[0]
     twill::named_sync(1, 256);  // our turn on the tensor core
     sm.ring_k.wait_full(0);  // k[0] has landed
     // s1 = mma q1, k (iteration 0)
@@ -1139,11 +1161,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_commit();
     }
+    // l1_new = rowsum p1, l1, alpha1 (iteration 0)
+    twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: s1[j], l1_new[j - 1], m1_new[j], alpha1[j], p1[j], acc1_r[j], acc1_n[j]
+    {  // steady window J = j: s1[j], m1_new[j], alpha1[j], p1[j], acc1_r[j], acc1_n[j], l1_new[j]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(s1[0]);
       twill::fence_frag(p1[0]);
@@ -1164,8 +1188,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::wgmma_commit();
       }
       twill::named_arrive(2, 256);  // consumer0's turn
-      // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
-      twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
       twill::wgmma_wait<0>();  // s1[j] is complete
       twill::fence_frag(s1[0]);
       // m1_new = rowmax s1, m1 (iteration j)
@@ -1192,8 +1214,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
+      // l1_new = rowsum p1, l1, alpha1 (iteration j)
+      twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
     }
-    {  // steady window J = j + 1: s1[j + 1], l1_new[j], m1_new[j + 1], alpha1[j + 1], p1[j + 1], acc1_r[j + 1], acc1_n[j + 1]
+    {  // steady window J = j + 1: s1[j + 1], m1_new[j + 1], alpha1[j + 1], p1[j + 1], acc1_r[j + 1], acc1_n[j + 1], l1_new[j + 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(s1[0]);
       twill::fence_frag(p1[0]);
@@ -1214,8 +1238,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::wgmma_commit();
       }
       twill::named_arrive(2, 256);  // consumer0's turn
-      // l1_new = rowsum p1, l1, alpha1 (iteration j)
-      twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
       twill::wgmma_wait<0>();  // s1[j + 1] is complete
       twill::fence_frag(s1[0]);
       // m1_new = rowmax s1, m1 (iteration j + 1)
@@ -1242,23 +1264,23 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
+      // l1_new = rowsum p1, l1, alpha1 (iteration j + 1)
+      twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): l1_new[n - 1]
+      {  // epilogue window 0 (J = n): nothing for this role
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
         sm.ring_v.release_by_warp(n - 1);  // release v[n - 1]
         twill::named_arrive(2, 256);  // consumer0's turn (ours ended with the last window)
-        // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
-        twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
       }
       break;
     }
     case 1: {
-      {  // steady window J = j: s1[j], l1_new[j - 1], m1_new[j], alpha1[j], p1[j], acc1_r[j], acc1_n[j]
+      {  // steady window J = j: s1[j], m1_new[j], alpha1[j], p1[j], acc1_r[j], acc1_n[j], l1_new[j]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(s1[0]);
         twill::fence_frag(p1[0]);
@@ -1279,8 +1301,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::wgmma_commit();
         }
         twill::named_arrive(2, 256);  // consumer0's turn
-        // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
-        twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
         twill::wgmma_wait<0>();  // s1[j] is complete
         twill::fence_frag(s1[0]);
         // m1_new = rowmax s1, m1 (iteration j)
@@ -1307,15 +1327,15 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
+        // l1_new = rowsum p1, l1, alpha1 (iteration j)
+        twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): l1_new[n - 1]
+      {  // epilogue window 0 (J = n): nothing for this role
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
         sm.ring_v.release_by_warp(n - 1);  // release v[n - 1]
         twill::named_arrive(2, 256);  // consumer0's turn (ours ended with the last window)
-        // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
-        twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
       }
       break;
     }
@@ -1404,10 +1424,10 @@ struct Problem {
   const __half* v = nullptr;  // load v: f16 [batch][iters*128][tiles_n*128]
   float* out_m0 = nullptr;  // output m0_new: f32 [batch][tiles_m*64]
   float* out_l0 = nullptr;  // output l0_new: f32 [batch][tiles_m*64]
-  float* out_acc0 = nullptr;  // output acc0_n: f32 [batch][tiles_m*64][tiles_n*128]
+  __half* out_acc0 = nullptr;  // output acc0_n: f16 [batch][tiles_m*64][tiles_n*128]
   float* out_m1 = nullptr;  // output m1_new: f32 [batch][tiles_m*64]
   float* out_l1 = nullptr;  // output l1_new: f32 [batch][tiles_m*64]
-  float* out_acc1 = nullptr;  // output acc1_n: f32 [batch][tiles_m*64][tiles_n*128]
+  __half* out_acc1 = nullptr;  // output acc1_n: f16 [batch][tiles_m*64][tiles_n*128]
   int q0_rows_step = 64, q0_rows_offset = 0;
   int q1_rows_step = 64, q1_rows_offset = 0;
   int v_cols_step = 128, v_cols_offset = 0;
@@ -1571,10 +1591,10 @@ int main(int argc, char** argv) {
   p.v = twill_random_tensor<__half>(twill_attention_fwd_hopper::elements_v(p), 4u);
   p.out_m0 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_m0(p), 5u);
   p.out_l0 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_l0(p), 6u);
-  p.out_acc0 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_acc0(p), 7u);
+  p.out_acc0 = twill_random_tensor<__half>(twill_attention_fwd_hopper::elements_out_acc0(p), 7u);
   p.out_m1 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_m1(p), 8u);
   p.out_l1 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_l1(p), 9u);
-  p.out_acc1 = twill_random_tensor<float>(twill_attention_fwd_hopper::elements_out_acc1(p), 10u);
+  p.out_acc1 = twill_random_tensor<__half>(twill_attention_fwd_hopper::elements_out_acc1(p), 10u);
   cudaError_t err = twill_attention_fwd_hopper::launch(p);
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {

@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
 
 namespace twill {
 
@@ -416,10 +417,31 @@ __device__ __forceinline__ void buffer_to_frag(Rows<MB>& r, const T* buf, int ro
   for_each(r, [&](int b, int h) { return to_float<T>(buf[row0 + rows_row(b, h)]); });
 }
 
-// Global memory: element (row, col) of a row-major [rows x ld] matrix at ptr.
+// Global memory: element (row, col) of a row-major [rows x ld] matrix at ptr. A thread holds the
+// elements i, i + 1 of a fragment in adjacent columns: one 2-element store each, when aligned.
+template <typename T> struct Pair { using type = void; };
+template <> struct Pair<float> { using type = float2; };
+template <> struct Pair<__half> { using type = __half2; };
+template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
 template <typename T, typename F>
 __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int col0, int ld) {
-  frag_to_buffer(ptr + static_cast<size_t>(col0), f, row0, ld);
+  using P = typename Pair<T>::type;
+  T* base = ptr + static_cast<size_t>(col0);
+  if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
+    if (ld % 2 == 0 && reinterpret_cast<uintptr_t>(base) % sizeof(P) == 0) {
+#pragma unroll
+      for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+        for (int i = 0; i < F::kElems; i += 2) {
+          P v;
+          reinterpret_cast<T*>(&v)[0] = from_float<T>(at<false>(f, b, i));
+          reinterpret_cast<T*>(&v)[1] = from_float<T>(at<false>(f, b, i + 1));
+          *reinterpret_cast<P*>(base + static_cast<size_t>(row0 + frag_row(b, i)) * ld + frag_col(i)) = v;
+        }
+      return;
+    }
+  }
+  frag_to_buffer(base, f, row0, ld);
 }
 // ... added to it instead: several CTAs reduce into one tile.
 template <typename F>

@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+#include <type_traits>
 
 namespace twill {
 
@@ -417,10 +418,31 @@ __device__ __forceinline__ void buffer_to_frag(Rows<MB>& r, const T* buf, int ro
   for_each(r, [&](int b, int h) { return to_float<T>(buf[row0 + rows_row(b, h)]); });
 }
 
-// Global memory: element (row, col) of a row-major [rows x ld] matrix at ptr.
+// Global memory: element (row, col) of a row-major [rows x ld] matrix at ptr. A thread holds the
+// elements i, i + 1 of a fragment in adjacent columns: one 2-element store each, when aligned.
+template <typename T> struct Pair { using type = void; };
+template <> struct Pair<float> { using type = float2; };
+template <> struct Pair<__half> { using type = __half2; };
+template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
 template <typename T, typename F>
 __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int col0, int ld) {
-  frag_to_buffer(ptr + static_cast<size_t>(col0), f, row0, ld);
+  using P = typename Pair<T>::type;
+  T* base = ptr + static_cast<size_t>(col0);
+  if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
+    if (ld % 2 == 0 && reinterpret_cast<uintptr_t>(base) % sizeof(P) == 0) {
+#pragma unroll
+      for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+        for (int i = 0; i < F::kElems; i += 2) {
+          P v;
+          reinterpret_cast<T*>(&v)[0] = from_float<T>(at<false>(f, b, i));
+          reinterpret_cast<T*>(&v)[1] = from_float<T>(at<false>(f, b, i + 1));
+          *reinterpret_cast<P*>(base + static_cast<size_t>(row0 + frag_row(b, i)) * ld + frag_col(i)) = v;
+        }
+      return;
+    }
+  }
+  frag_to_buffer(base, f, row0, ld);
 }
 // ... added to it instead: several CTAs reduce into one tile.
 template <typename F>
@@ -593,8 +615,8 @@ struct Args {
   int iters;  // loop iterations (at least kStages)
   int raster_group;  // tile rows numbered together (twill::grouped_tile)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
-  float* out_acc0;  // output acc0_n: f32 [batch][tiles_m*64][tiles_n*256]
-  float* out_acc1;  // output acc1_n: f32 [batch][tiles_m*64][tiles_n*256]
+  __half* out_acc0;  // output acc0_n: f16 [batch][tiles_m*64][tiles_n*256]
+  __half* out_acc1;  // output acc1_n: f16 [batch][tiles_m*64][tiles_n*256]
   int a0_rows_step, a0_rows_offset;  // placement of a0's tiles
   int a1_rows_step, a1_rows_offset;  // placement of a1's tiles
   int b_cols_step, b_cols_offset;  // placement of b's tiles
@@ -784,8 +806,8 @@ struct Problem {
   const __half* a0 = nullptr;  // load a0: f16 [batch][tiles_m*64][iters*64]
   const __half* a1 = nullptr;  // load a1: f16 [batch][tiles_m*64][iters*64]
   const __half* b = nullptr;  // load b: f16 [batch][iters*64][tiles_n*256]
-  float* out_acc0 = nullptr;  // output acc0_n: f32 [batch][tiles_m*64][tiles_n*256]
-  float* out_acc1 = nullptr;  // output acc1_n: f32 [batch][tiles_m*64][tiles_n*256]
+  __half* out_acc0 = nullptr;  // output acc0_n: f16 [batch][tiles_m*64][tiles_n*256]
+  __half* out_acc1 = nullptr;  // output acc1_n: f16 [batch][tiles_m*64][tiles_n*256]
   int raster_group = 16;  // output tile rows the CTAs walk together (L2 reuse; 0: blockIdx order)
   int a0_rows_step = 64, a0_rows_offset = 0;
   int a1_rows_step = 64, a1_rows_offset = 0;
@@ -915,8 +937,8 @@ int main(int argc, char** argv) {
   p.a0 = twill_random_tensor<__half>(twill_gemm_hopper::elements_a0(p), 1u);
   p.a1 = twill_random_tensor<__half>(twill_gemm_hopper::elements_a1(p), 2u);
   p.b = twill_random_tensor<__half>(twill_gemm_hopper::elements_b(p), 3u);
-  p.out_acc0 = twill_random_tensor<float>(twill_gemm_hopper::elements_out_acc0(p), 4u);
-  p.out_acc1 = twill_random_tensor<float>(twill_gemm_hopper::elements_out_acc1(p), 5u);
+  p.out_acc0 = twill_random_tensor<__half>(twill_gemm_hopper::elements_out_acc0(p), 4u);
+  p.out_acc1 = twill_random_tensor<__half>(twill_gemm_hopper::elements_out_acc1(p), 5u);
   cudaError_t err = twill_gemm_hopper::launch(p);
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
