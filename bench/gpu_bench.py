@@ -48,6 +48,7 @@ extern "C" int twill_bench_launch(int tiles_m, int tiles_n, int iters, int batch
   NS::Problem p;
   p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters; p.batch = batch;
   if (const char* g = getenv("TWILL_RASTER_GROUP")) p.raster_group = atoi(g);  // to compare orders
+  if (const char* g = getenv("TWILL_PERSISTENT")) p.persistent = atoi(g);  // to compare grids (-1 auto, 0, 1)
   // a0, a1 (and acc0, acc1) are the 64-row halves of each 128-row tile of one A (one C)
   p.a0 = p.a1 = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b);
   p.a0_rows_step = p.a1_rows_step = 128; p.a1_rows_offset = 64;
@@ -63,6 +64,7 @@ extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_
                                   void* acc, void* m, void* l, void* stream) {
   NS::Problem p;
   p.tiles_m = tiles_m; p.tiles_n = 1; p.iters = iters; p.batch = batch; p.exp2_scale = exp2_scale;
+  if (const char* g = getenv("TWILL_PERSISTENT")) p.persistent = atoi(g);  // to compare grids (-1 auto, 0, 1)
   // the sub-tiles 0 and 1 are rows 0-63 and 64-127 of each 128-row tile of one Q (one O, m, l)
   p.q0 = p.q1 = static_cast<const __half*>(q);
   p.q0_rows_step = p.q1_rows_step = 128; p.q1_rows_offset = 64;

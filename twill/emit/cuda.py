@@ -5,6 +5,8 @@ machine, so the same inputs give the same bytes.
 """
 from __future__ import annotations
 
+import math
+
 from . import runtime
 from .host import host_launcher
 from .model import (
@@ -50,10 +52,16 @@ class _Block:
         self.lines.depth -= 1
         self.lines("}")
 
-# This CTA's output tile, computed once where it is used: in grouped order (twill::grouped_tile)
-# when the loop streams tiles along both grid axes (a GEMM's A and B), else the block index.
-GROUPED_TILE = ("const twill::TileMN tile = twill::grouped_tile(args.raster_group);", "(void)tile;")
-BLOCK_TILE = ("const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};", "(void)tile;")
+
+def _tiles(role_fn: str, persistent: bool) -> str:
+    """A role's call for each of its CTA's tiles (see twill::tile_of): the one tile of the block
+    index, or (kernel<true>, where the kernel allows it) a loop over several."""
+    one = f"{role_fn}(sm, tm, args, n, tile_at(args, blockIdx.x, 0));"
+    if not persistent:
+        return one
+    return (f"if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; "
+            f"t += static_cast<int>(gridDim.x), ++round) {role_fn}(sm, tm, args, n, tile_at(args, t, round)); "
+            f"else {one}")
 
 
 def _slot(i: Inst, depth: int) -> str:
@@ -68,7 +76,6 @@ class Renderer:
         self.p = Program(model)
         self.ns = f"twill_{ident(model.schedule.kernel)}"
         self.bars = self._named_barriers()
-        self.tile_uses = 0  # tile origins written so far (a role computes its tile only if it has some)
 
     # -- the file --------------------------------------------------------------------------------
     def render(self) -> str:
@@ -146,6 +153,12 @@ class Renderer:
         pool = m.threads * launch_registers(m.threads)
         out(f"static_assert({groups} <= {pool}, \"the warpgroups' setmaxnreg budgets (1-warp roles share a padded "
             f"warpgroup) exceed the {pool} registers the CTA is launched with: setmaxnreg.inc would wait forever\");")
+        out(f"constexpr int kPhasePeriod = {self.phase_period()};  // ring positions repeat their slot and parity "
+            "every kPhasePeriod iterations",
+            f"constexpr bool kPersistent = {'true' if self.persistent() else 'false'};  // CTAs may loop over tiles "
+            "(see launch())",
+            f"constexpr int kInputCopies = {self.p.input_copies};  // buffers of the loop-invariant inputs, "
+            "by tile round")
         smem_model = self._smem_model_bytes()
         out(f"constexpr int kSmemModel = {smem_model};  // bytes the model counts: invariant inputs + ring buffers",
             f"static_assert(kSmemModel <= {lim.smem_bytes}, \"the model's shared memory exceeds smem_bytes "
@@ -170,8 +183,8 @@ class Renderer:
         out.depth += 1
         for t in m.tensors:
             if t.kind == "input" and m.values[t.value].type.space == "smem":
-                out(f"alignas(1024) {ctype(t.dtype)} in_{t.name}[{t.tile[0] * t.tile[1]}];  "
-                    f"// input {t.value}: {m.values[t.value].type}, one TMA load")
+                out(f"alignas(1024) {ctype(t.dtype)} in_{t.name}[kInputCopies][{t.tile[0] * t.tile[1]}];  "
+                    f"// input {t.value}: {m.values[t.value].type}, one TMA load per tile")
         for chan in self.p.channels.values():
             t = m.values[chan.value].type
             elems = t.elements
@@ -189,7 +202,8 @@ class Renderer:
         for name in self.scratch_mmas():
             t = m.values[m.resolve(m.ops[name].operands[0])[0]].type
             out(f"alignas(1024) {ctype(t.dtype)} scratch_{ident(name)}[{t.elements}];  // A operand of {name}")
-        out("uint64_t inputs_ready;  // the loop-invariant inputs have landed")
+        out("uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed",
+            "uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them")
         for name in self.scratch_mmas():
             out(f"uint64_t done_{ident(name)};  // {name} has read its scratch tile")
         for t in self.tmem_outputs():
@@ -208,9 +222,6 @@ class Renderer:
         out("")
 
     # -- parameters ----------------------------------------------------------------------------------
-    def tile_lines(self) -> tuple[str, str]:
-        return GROUPED_TILE if rastered(self.m) else BLOCK_TILE
-
     def tma_tensors(self):
         m = self.m
         return [t for t in m.tensors if (t.kind == "input" and m.values[t.value].type.space == "smem") or
@@ -226,7 +237,8 @@ class Renderer:
         out("struct Args {")
         out.depth += 1
         out("int iters;  // loop iterations (at least kStages)",
-            *(["int raster_group;  // tile rows numbered together (twill::grouped_tile)"] if rastered(self.m) else []),
+            "int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)",
+            *(["int raster_group;  // tile rows numbered together (twill::tile_of)"] if rastered(self.m) else []),
             "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)")
         for t in self.pointer_tensors():
             const = "const " if t.kind == "input" else ""
@@ -237,6 +249,13 @@ class Renderer:
         out.depth -= 1
         out("};")
         out("")
+        group = "args.raster_group" if rastered(self.m) else "0"
+        out("// The CTA's round-th tile, number t (twill::tile_of).",
+            "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
+            f"  return twill::tile_of(t, round, t + static_cast<int>(gridDim.x) >= args.tiles, args.tiles_m, args.tiles_n, "
+            f"{group});",
+            "}",
+            "")
         out("struct Maps {  // the __grid_constant__ tensor maps")
         out.depth += 1
         maps = self.tma_tensors()
@@ -290,18 +309,17 @@ class Renderer:
         def org(dim):
             axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
             if axis in ("m", "n"):
-                self.tile_uses += 1
                 return f"tile.{axis} * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
             return f"({it}) * {size}" if axis == "loop" else "0"
         rows = "0" if t.rank == 1 else org(0)
         cols = org(1)
-        batch = f"static_cast<int>(blockIdx.z) * n + ({it})" if t.per_iteration else "static_cast<int>(blockIdx.z)"
+        batch = f"tile.b * n + ({it})" if t.per_iteration else "tile.b"
         return rows, cols, batch
 
     def _extent(self, t, dim: int) -> str:
         axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
-        return {"m": f"static_cast<int>(gridDim.x) * args.{t.name}_{label}_step",
-                "n": f"static_cast<int>(gridDim.y) * args.{t.name}_{label}_step",
+        return {"m": f"args.tiles_m * args.{t.name}_{label}_step",
+                "n": f"args.tiles_n * args.{t.name}_{label}_step",
                 "loop": f"n * {size}"}.get(axis, str(size))
 
     def _stores(self, out: Lines) -> None:
@@ -314,10 +332,10 @@ class Renderer:
             nrows = "1" if t.rank == 1 else self._extent(t, 0)
             ncols = self._extent(t, 1)
             out("template <typename F>",
-                f"__device__ __forceinline__ void store_{t.name}(const Args& args, const F& f, int it, int row0, int n) {{",
+                f"__device__ __forceinline__ void store_{t.name}(const Args& args, const twill::TileIdx& tile, const F& f, "
+                f"int it, int row0, int n) {{",
                 "  (void)it;",
                 "  (void)n;",
-                *(f"  {line}" for line in self.tile_lines()),
                 f"  const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
             shared = t.kind == "store" and not ({"m", "n"} & set(t.axes))
             if shared and t.dtype != "f32":
@@ -358,7 +376,9 @@ class Renderer:
         m = self.m
         maps = self.tma_tensors()
         params = [f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps] + ["const Args args"]
-        out("// ---- the kernel: one CTA per output tile, warp roles dispatched by warpgroup ------------------")
+        out("// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------",
+            "// (a persistent grid, launch()), kernel<false> computes the tile of its block index.",
+            "template <bool kTiles>")
         out(f"__global__ void __launch_bounds__(kThreads, 1) kernel({', '.join(params)}) {{")
         out.depth += 1
         out("extern __shared__ unsigned char smem_raw[];",
@@ -373,7 +393,9 @@ class Renderer:
             for chan in self.p.channels.values():
                 full, empty = self._counts(chan)
                 out(f"sm.ring_{chan.ident}.init({full}, {empty});")
-            out("twill::mbar_init(&sm.inputs_ready, 1);")
+            with out.block("for (int c = 0; c < kInputCopies; ++c)"):
+                out("twill::mbar_init(&sm.inputs_ready[c], 1);",
+                    f"twill::mbar_init(&sm.inputs_free[c], {self.input_reader_warps()});  // one arrival per reading warp")
             for name in self.scratch_mmas():
                 out(f"twill::mbar_init(&sm.done_{ident(name)}, 1);")
             for t in self.tmem_outputs():
@@ -454,6 +476,23 @@ class Renderer:
                     readers.append(writer)
         return found
 
+    def input_reader_warps(self) -> int:
+        m = self.m
+        smem_inputs = {t.value for t in m.tensors if t.kind == "input" and m.values[t.value].type.space == "smem"}
+        readers = [r for r in m.roles if smem_inputs & {m.resolve(o)[0] for op in r.ops for o in m.ops[op].operands}]
+        return max(1, sum(r.warps for r in readers))
+
+    def phase_period(self) -> int:
+        """Iterations after which every ring position has the same slot and mbarrier parity: a
+        CTA's next tile may continue the rings' positions from 0 when the loop count is a multiple."""
+        return math.lcm(2, *(2 * c.depth for c in self.p.channels.values()))
+
+    def persistent(self) -> bool:
+        """Whether a CTA may compute several tiles in a row. Not where a value crosses roles after
+        the loop (its staging buffer would need its own hand-back), nor on sm_100a, whose
+        tensor-memory accumulators would need one (and which we cannot run here)."""
+        return not self.m.blackwell and not self.handoffs()
+
     def tmem_outputs(self) -> list:
         return [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]
 
@@ -492,7 +531,7 @@ class Renderer:
                 span = role.warpgroups
                 cond = (f"warpgroup == {g.index}" if span == 1 else
                         f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
-                body = [f"role_{role.ident}(sm, tm, args, n);"]
+                body = [_tiles(f"role_{role.ident}", self.persistent())]
                 i += span
             else:
                 cond = f"warpgroup == {g.index}"
@@ -500,7 +539,7 @@ class Renderer:
                 for k, name in enumerate(g.roles):
                     r = m.role[name]
                     body.append(f"{'if' if k == 0 else 'else if'} (warp == {r.first_warp % 4}) "
-                                f"role_{r.ident}(sm, tm, args, n);")
+                                + _tiles(f"role_{r.ident}", self.persistent()))
                 i += 1
             if len(budgets) > 1:
                 fn = "inc" if g.registers > cap else "dec"
@@ -549,10 +588,10 @@ class RoleBody:
         m, role = self.m, self.role
         out(f"// ---- role {role.name}: {role.warps} warp(s), {role.registers} registers; "
             f"ops {', '.join(role.ops)} ----")
-        out(f"__device__ __forceinline__ void role_{role.ident}(Smem& sm, const Maps& tm, const Args& args, const int n) {{")
+        out(f"__device__ __forceinline__ void role_{role.ident}(Smem& sm, const Maps& tm, const Args& args, const int n, "
+            f"const twill::TileIdx& tile) {{")
         out.depth += 1
-        out("(void)sm;", "(void)tm;", "(void)args;")
-        tile_at, uses = len(out.out), self.r.tile_uses  # the tile is computed here if the body uses it
+        out("(void)sm;", "(void)tm;", "(void)args;", "(void)tile;")
         if role.is_warpgroup:
             first = role.first_warp // 4
             out(f"const int wgi = static_cast<int>(threadIdx.x / 128) - {first};  // warpgroup within the role",
@@ -574,16 +613,19 @@ class RoleBody:
                     f"{m.carry_init[carry]}")
         self._inputs(out)
         roles = self.p.pingpong
+        # The turns alternate across the CTA's tiles as within one: the first turn of a tile is
+        # given by the last hand-over of the tile before.
         if roles and self.role.name == roles[-1]:
-            out(f"twill::named_arrive({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
-                f"// ping-pong: {roles[0]} takes the first turn on the tensor core")
+            out(f"if (tile.round == 0) twill::named_arrive({self.r.bars['turn:' + roles[0]]}, "
+                f"{self.turn_threads(roles[0])});  // ping-pong: {roles[0]} takes the first turn on the tensor core")
         self._program(out)
         if roles and self.role.name == roles[0]:
-            out(f"twill::named_sync({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
+            out(f"if (tile.last) twill::named_sync({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
                 f"// ping-pong: absorb {roles[-1]}'s last hand-over")
         self._finalize(out)
-        if self.r.tile_uses > uses:
-            out.out[tile_at:tile_at] = [INDENT * out.depth + line for line in self.r.tile_lines()]
+        if self.reads_inputs():
+            out("twill::inputs_release(&sm.inputs_free[tile.round % kInputCopies]);  "
+                "// this role is done with the tile's inputs")
         out.depth -= 1
         out("}")
         out("")
@@ -598,16 +640,20 @@ class RoleBody:
         m = self.m
         smem_inputs = [t for t in m.tensors if t.kind == "input" and m.values[t.value].type.space == "smem"]
         loader = self._input_loader()
+        if smem_inputs and (loader == self.role.name or self.reads_inputs()):
+            out("const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs")
         if smem_inputs and loader == self.role.name:
             total = sum(t.tile_bytes for t in smem_inputs)
             cond = "lane == 0" if not self.role.is_warpgroup else "threadIdx.x % 128 == 0 && wgi == 0"
             with out.block(f"if ({cond})"):
-                out(f"twill::mbar_arrive_expect_tx(&sm.inputs_ready, {total});")
+                out("if (tile.round >= kInputCopies) twill::mbar_wait(&sm.inputs_free[ib], "
+                    "((tile.round / kInputCopies) & 1) ^ 1);  // the buffer's last tile is done with it",
+                    f"twill::mbar_arrive_expect_tx(&sm.inputs_ready[ib], {total});")
                 for t in smem_inputs:
-                    self._tma_boxes(out, t, f"sm.in_{t.name}", "&sm.inputs_ready", "0")
+                    self._tma_boxes(out, t, f"sm.in_{t.name}[ib]", "&sm.inputs_ready[ib]", "0")
         reads = {m.resolve(o)[0] for op in self.role.ops for o in m.ops[op].operands}
-        if any(t.value in reads for t in smem_inputs):
-            out("twill::mbar_wait(&sm.inputs_ready, 0);  // the loop-invariant inputs")
+        if self.reads_inputs():
+            out("twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs")
         for t in m.tensors:
             if t.kind == "input" and m.values[t.value].type.space != "smem" and t.value in reads:
                 vt = m.values[t.value].type
@@ -618,6 +664,12 @@ class RoleBody:
                 out(f"twill::global_to_frag({ident(t.value)}, args.{t.name} + static_cast<size_t>({batch}) * "
                     f"{nrows} * {ncols} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
                     f"{self.row0(vt.shape[0])}, 0, {ncols});")
+
+    def reads_inputs(self) -> bool:
+        """Does an op of this role read a loop-invariant input from shared memory?"""
+        m = self.m
+        reads = {m.resolve(o)[0] for op in self.role.ops for o in m.ops[op].operands}
+        return any(t.value in reads for t in m.tensors if t.kind == "input" and m.values[t.value].type.space == "smem")
 
     def _input_loader(self) -> str:
         m = self.m
@@ -898,7 +950,7 @@ class RoleBody:
         t = v.type
         if v.kind == "input":
             if t.space == "smem":
-                return Arg(value, t, "smem", f"sm.in_{ident(value)}")
+                return Arg(value, t, "smem", f"sm.in_{ident(value)}[ib]")
             return Arg(value, t, "reg", ident(value))
         carry = m.carry_of(value) if d > 0 else None
         chan = p.channels.get(value)
@@ -1043,6 +1095,19 @@ class RoleBody:
         out(f"if ({inst} >= 0) {line}" if guard else line)
 
     # -- after the loop ------------------------------------------------------------------------------
+    def _release_tail(self, out: Lines) -> None:
+        """Free the ring slots the loop leaves held (Program.held_at_end), so that a CTA's next
+        tile finds every ring empty."""
+        if not self.r.persistent():
+            return
+        for chan in self.p.channels.values():
+            if self.role.name not in chan.consumers or not chan.empty:
+                continue
+            held = self.p.held_at_end(self.role.name, chan)
+            if held:
+                out(f"if (!tile.last) for (int i = n - {held}; i < n; ++i) sm.ring_{chan.ident}.release_by_warp(i);  "
+                    f"// {chan.value}'s slots still held: empty for the next tile")
+
     def _finalize(self, out: Lines) -> None:
         """Each carry's last value goes to its output tensor (divided by its running sum, for an
         online-softmax accumulator). A register value is written by the role holding it; a
@@ -1060,11 +1125,13 @@ class RoleBody:
         if not outputs:
             if hopper_mma:
                 out("twill::wgmma_wait<0>();")
+            self._release_tail(out)
             self._hand_over(out)
             return
         out("// ---- after the loop: the carries' last values (iteration n - 1) to global memory ----")
         if hopper_mma:
             out("twill::wgmma_wait<0>();")
+        self._release_tail(out)
         self._hand_over(out)
         finals = {}
         for value in dict.fromkeys(v for t in outputs for v in r.final_values(t)):
@@ -1073,10 +1140,10 @@ class RoleBody:
             finals[value] = fin
             out(f"{fragment_type(m, vt, self.groups)} {fin};")
             if p.in_tmem(value):
-                out(f"twill::mbar_wait(&sm.final_{ident(value)}, 0);", "twill::tmem_fence_after();",
+                out(f"twill::mbar_wait(&sm.final_{ident(value)}, tile.round & 1);", "twill::tmem_fence_after();",
                     f"twill::tmem_to_frag({fin}, {r.tmem_addr(value, Inst('n', -1))});")
             elif m.values[value].role != self.role.name:  # staged by its role (see _hand_over)
-                out(f"twill::mbar_wait(&sm.final_{ident(value)}, 0);  "
+                out(f"twill::mbar_wait(&sm.final_{ident(value)}, tile.round & 1);  "
                     f"// {m.values[value].role} staged the last {value}",
                     f"twill::buffer_to_frag({fin}, sm.last_{ident(value)}, {self.row0(vt.shape[0])}, "
                     f"{vt.shape[1] if len(vt.shape) > 1 else 0});")
@@ -1089,7 +1156,7 @@ class RoleBody:
                 out(f"twill::op_normalize({fin}, {finals[m.carry_source[norms[carry]]]});  "
                     f"// {carry} / {norms[carry]}: the softmax denominator")
             vt = m.values[t.value].type
-            out(f"store_{t.name}(args, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
+            out(f"store_{t.name}(args, tile, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
 
     def _last(self, out: Lines, value: str, fin: str) -> None:
         """fin = this role's register copy of the last instance (iteration n - 1) of value."""

@@ -46,10 +46,16 @@ def host_launcher(r) -> str:
         "// tensor its own array; sub-tiles of one matrix share it by a step of the whole tile and an offset",
         "// of their part (q0, q1 = rows 0-63 and 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).",
         "struct Problem {",
-        "  int tiles_m = 1;  // output tiles along the rows (gridDim.x)",
-        "  int tiles_n = 1;  // output tiles along the columns (gridDim.y)",
+        "  int tiles_m = 1;  // output tiles along the rows",
+        "  int tiles_n = 1;  // output tiles along the columns",
         "  int iters = kStages;  // loop iterations, at least kStages",
-        "  int batch = 1;  // independent problems (gridDim.z)",
+        "  int batch = 1;  // independent problems",
+        "  // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's",
+        "  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is",
+        "  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short",
+        "  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for",
+        "  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).",
+        "  int persistent = -1;",
         "  float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention",
     ]
     for t in every:
@@ -57,7 +63,7 @@ def host_launcher(r) -> str:
         prefix = "" if t.kind in ("output", "store", "load") or t.kind == "input" else ""
         lines.append(f"  {const}{ctype(t.dtype)}* {prefix}{t.name} = nullptr;  // {t.kind} {t.value}: {r.shape_doc(t)}")
     if rastered(m):
-        lines.append("  int raster_group = 16;  // output tile rows the CTAs walk together (L2 reuse; 0: blockIdx order)")
+        lines.append("  int raster_group = 16;  // output tile rows the CTAs walk together (L2 reuse; 0: row-fastest order)")
     for t in every:
         for d, label in t.placed_dims():
             lines.append(f"  int {t.name}_{label}_step = {t.tile[d]}, {t.name}_{label}_offset = 0;")
@@ -104,6 +110,9 @@ def host_launcher(r) -> str:
     lines += [
         "  Args args;",
         "  args.iters = p.iters;",
+        "  args.tiles_m = p.tiles_m;",
+        "  args.tiles_n = p.tiles_n;",
+        "  args.tiles = p.tiles_m * p.tiles_n * p.batch;",
         "  args.exp2_scale = p.exp2_scale;",
     ]
     if rastered(m):
@@ -116,9 +125,19 @@ def host_launcher(r) -> str:
             lines.append(f"  args.{t.name}_{label}_offset = p.{t.name}_{label}_offset;")
     lines += [
         "  const size_t smem = sizeof(Smem) + 1024;",
-        "  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));",
+        "  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && p.iters <= 32)) &&",
+        "                    p.iters % kPhasePeriod == 0;",
+        "  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;",
+        "  cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));",
         "  if (err != cudaSuccess) return err;",
-        f"  kernel<<<dim3(p.tiles_m, p.tiles_n, p.batch), kThreads, smem, stream>>>("
+        "  int grid = args.tiles;",
+        "  if (tiles) {",
+        "    int device = 0, sms = 0;",
+        "    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;",
+        "    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;",
+        "    grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)",
+        "  }",
+        f"  entry<<<grid, kThreads, smem, stream>>>("
         f"{', '.join([f'tm_{t.name}' for t in maps] + ['args'])});",
         "  return cudaGetLastError();",
         "}",

@@ -106,7 +106,9 @@ class Program:
             raise EmitError(f"register values need {self.U} rotating buffers (unroll factor): too many")
         self.channels = self._channels()
         self.scratch = self._scratch()
+        self.input_copies = 1
         self.smem_note = self._fit_smem()
+        self.input_copies = self._input_copies()
         self.tmem = self._tmem_plan()
         self.programs = {r.name: self._role_program(r.name) for r in model.roles}
         self.pingpong = self._pingpong()
@@ -365,6 +367,36 @@ class Program:
                     else:
                         _add(prog.releases_at_start, nxt, (chan, last, 1, 0))
 
+    def held_at_end(self, role: str, chan: Channel) -> int:
+        """How many of `chan`'s last instances `role` still holds when its loop ends: the last one
+        a wgmma read (freed in the window after its read, and none follows the last occurrence of
+        an op of the last stage), and the last `distance` ones, which a reader of an earlier
+        iteration's value never reads. A CTA that goes on to another tile frees them first."""
+        m = self.model
+        readers = [u for u in m.uses[chan.value] if u.role == role]
+        last = max(readers, key=lambda u: (m.stage(u.op) + u.distance, self.order.index(u.op)))
+        deferred = not m.blackwell and m.ops[last.op].opcode == "mma" and m.stage(last.op) == self.S - 1
+        return last.distance + int(deferred)
+
+    def released(self, role: str, chan: Channel, n: int) -> list[int]:
+        """The instances of `chan` that `role` frees over a loop of n iterations, in order, with
+        the ones held at the end: what the emitted code does, for checking that every instance
+        0..n-1 is freed exactly once (else a CTA's next tile would wait forever on a full slot)."""
+        m, prog, S = self.model, self.programs[role], self.S
+        windows = ([(("prologue", k), k) for k in range(S - 1)] + [(("steady", 0), j) for j in range(S - 1, n)] +
+                   [(("epilogue", e), n + e) for e in range(S - 1)])
+        out = []
+        for key, J in windows:
+            items = list(prog.releases_at_start.get(key, []))
+            for pos in range(len(prog.windows.get(key, ()))):
+                items += prog.releases_after.get((key, pos), [])
+            for c, last, shift, _ in items:
+                if c.value == chan.value:
+                    inst = J - shift - m.stage(last.op) - last.distance
+                    if inst >= 0 or key[0] == "prologue":  # the emitted code guards steady-state ones
+                        out.append(inst)
+        return out + list(range(n - self.held_at_end(role, chan), n))
+
     @staticmethod
     def _window_index(seq) -> list[int]:
         out, w, prev = [], -1, None
@@ -412,13 +444,25 @@ class Program:
 
     def smem_bytes(self) -> int:
         m = self.model
-        total = sum(v.type.bytes for v in m.values.values() if v.kind == "input" and v.type.space == "smem")
+        total = self.input_copies * self.input_bytes()
         for chan in self.channels.values():
             if chan.kind in ("tma", "tile", "stage"):
                 total += chan.depth * m.values[chan.value].type.bytes
         for name in self.scratch:
             total += m.values[m.resolve(m.ops[name].operands[0])[0]].type.bytes
         return total
+
+    def input_bytes(self) -> int:
+        m = self.model
+        return sum(v.type.bytes for v in m.values.values() if v.kind == "input" and v.type.space == "smem")
+
+    def _input_copies(self) -> int:
+        """Two buffers of the loop-invariant shared-memory inputs when they fit, so that a CTA
+        computing several tiles loads the next tile's while its last tile still reads its own."""
+        limit = self.model.machine.limits.smem_bytes - 4096
+        if self.input_bytes() and self.smem_bytes() + self.input_bytes() <= limit:
+            return 2
+        return 1
 
     def _fit_smem(self) -> str:
         """Shared memory the model did not count (register values staged for another role or for

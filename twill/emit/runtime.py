@@ -88,21 +88,32 @@ struct Ring {
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
-// ---- which output tile a CTA computes ------------------------------------------------------------
-// CTAs start in order of their linear index (blockIdx.x fastest). Numbering the tiles `group` rows
-// at a time, column by column within a group, lets the CTAs that run together share their row and
-// column tiles of the inputs in L2 (Triton's GROUP_M). group <= 0 or >= gridDim.x: tile = blockIdx.
-struct TileMN {
-  int m, n;
+// A warp is done with a tile's loop-invariant inputs: one arrival for it (the barrier counts warps).
+__device__ __forceinline__ void inputs_release(uint64_t* bar) {
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(bar);
+}
+
+// ---- which output tiles a CTA computes -----------------------------------------------------------
+// The tiles (tiles_m x tiles_n per batch) are numbered t = 0, 1, ...; CTA c computes t = c, c + G,
+// c + 2G, ... for a grid of G CTAs: one tile each when G is the number of tiles, several when the
+// grid is persistent (G = the SMs), so a CTA's next tile fills the pipeline while the last one drains.
+// Numbering the tiles `group` rows at a time, column by column within a group, lets the CTAs that
+// run together share their row and column tiles of the inputs in L2 (Triton's GROUP_M); group <= 0
+// or >= tiles_m numbers them row-fastest.
+struct TileIdx {
+  int m, n, b;  // tile row, tile column, batch index
+  int round;    // tiles this CTA computed before this one
+  bool last;    // this CTA's last tile
 };
-__device__ __forceinline__ TileMN grouped_tile(int group) {
-  const int tiles_m = static_cast<int>(gridDim.x), tiles_n = static_cast<int>(gridDim.y);
-  if (group <= 0 || group >= tiles_m) return TileMN{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
-  const int pid = static_cast<int>(blockIdx.x) + static_cast<int>(blockIdx.y) * tiles_m;
+__device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
+  const int per_batch = tiles_m * tiles_n;
+  const int b = t / per_batch, pid = t % per_batch;
+  if (group <= 0 || group >= tiles_m) return TileIdx{pid % tiles_m, pid / tiles_m, b, round, last};
   const int per_group = group * tiles_n;
   const int first = pid / per_group * group;
   const int rows = min(tiles_m - first, group);
-  return TileMN{first + pid % per_group % rows, pid % per_group / rows};
+  return TileIdx{first + pid % per_group % rows, pid % per_group / rows, b, round, last};
 }
 
 // ---- TMA ---------------------------------------------------------------------------------------

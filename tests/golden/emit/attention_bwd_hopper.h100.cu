@@ -83,21 +83,32 @@ struct Ring {
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
-// ---- which output tile a CTA computes ------------------------------------------------------------
-// CTAs start in order of their linear index (blockIdx.x fastest). Numbering the tiles `group` rows
-// at a time, column by column within a group, lets the CTAs that run together share their row and
-// column tiles of the inputs in L2 (Triton's GROUP_M). group <= 0 or >= gridDim.x: tile = blockIdx.
-struct TileMN {
-  int m, n;
+// A warp is done with a tile's loop-invariant inputs: one arrival for it (the barrier counts warps).
+__device__ __forceinline__ void inputs_release(uint64_t* bar) {
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(bar);
+}
+
+// ---- which output tiles a CTA computes -----------------------------------------------------------
+// The tiles (tiles_m x tiles_n per batch) are numbered t = 0, 1, ...; CTA c computes t = c, c + G,
+// c + 2G, ... for a grid of G CTAs: one tile each when G is the number of tiles, several when the
+// grid is persistent (G = the SMs), so a CTA's next tile fills the pipeline while the last one drains.
+// Numbering the tiles `group` rows at a time, column by column within a group, lets the CTAs that
+// run together share their row and column tiles of the inputs in L2 (Triton's GROUP_M); group <= 0
+// or >= tiles_m numbers them row-fastest.
+struct TileIdx {
+  int m, n, b;  // tile row, tile column, batch index
+  int round;    // tiles this CTA computed before this one
+  bool last;    // this CTA's last tile
 };
-__device__ __forceinline__ TileMN grouped_tile(int group) {
-  const int tiles_m = static_cast<int>(gridDim.x), tiles_n = static_cast<int>(gridDim.y);
-  if (group <= 0 || group >= tiles_m) return TileMN{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
-  const int pid = static_cast<int>(blockIdx.x) + static_cast<int>(blockIdx.y) * tiles_m;
+__device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
+  const int per_batch = tiles_m * tiles_n;
+  const int b = t / per_batch, pid = t % per_batch;
+  if (group <= 0 || group >= tiles_m) return TileIdx{pid % tiles_m, pid / tiles_m, b, round, last};
   const int per_group = group * tiles_n;
   const int first = pid / per_group * group;
   const int rows = min(tiles_m - first, group);
-  return TileMN{first + pid % per_group % rows, pid % per_group / rows};
+  return TileIdx{first + pid % per_group % rows, pid % per_group / rows, b, round, last};
 }
 
 // ---- TMA ---------------------------------------------------------------------------------------
@@ -602,13 +613,16 @@ static_assert(kRegs_mma <= 255, "role mma: 248 registers per thread exceed regis
 static_assert(kRegs_mma >= 24 && kRegs_mma % 8 == 0, "role mma: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_mma <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 240 + 128 * 240 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
+constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
+constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kSmemModel = 132096;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half in_k[16384];  // input k: f16[128,128] @smem, one TMA load
-  alignas(1024) __half in_v[16384];  // input v: f16[128,128] @smem, one TMA load
+  alignas(1024) __half in_k[kInputCopies][16384];  // input k: f16[128,128] @smem, one TMA load per tile
+  alignas(1024) __half in_v[kInputCopies][16384];  // input v: f16[128,128] @smem, one TMA load per tile
   alignas(1024) __half ld_q[2][8192];  // load q: f16[64,128] @smem, ring of 2
   alignas(1024) __half ld_do_[2][8192];  // load do: f16[64,128] @smem, ring of 2
   alignas(1024) float ld_lse[2][64];  // load lse: f32[64] @smem, ring of 2
@@ -622,7 +636,8 @@ struct Smem {
   twill::Ring<1> ring_dp;  // full/empty mbarriers of dp
   twill::Ring<1> ring_ds;  // full/empty mbarriers of ds
   alignas(1024) __half scratch_dv_n[8192];  // A operand of dv_n
-  uint64_t inputs_ready;  // the loop-invariant inputs have landed
+  uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
+  uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
   uint64_t done_dv_n;  // dv_n has read its scratch tile
 };
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
@@ -630,6 +645,7 @@ static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of 
 // ---- kernel parameters ----------------------------------------------------------------------
 struct Args {
   int iters;  // loop iterations (at least kStages)
+  int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float* store_0;  // store dq: f32 [batch][iters*64][iters*128]
   float* out_dk;  // output dk_n: f32 [batch][iters*128][iters*128]
@@ -638,6 +654,11 @@ struct Args {
   int do__cols_step, do__cols_offset;  // placement of do's tiles
   int out_dv_cols_step, out_dv_cols_offset;  // placement of dv_n's tiles
 };
+
+// The CTA's round-th tile, number t (twill::tile_of).
+__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {
+  return twill::tile_of(t, round, t + static_cast<int>(gridDim.x) >= args.tiles, args.tiles_m, args.tiles_n, 0);
+}
 
 struct Maps {  // the __grid_constant__ tensor maps
   const CUtensorMap* k;
@@ -650,50 +671,45 @@ struct Maps {  // the __grid_constant__ tensor maps
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
 template <typename F>
-__device__ __forceinline__ void store_store_0(const Args& args, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_store_0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
-  (void)tile;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * n * 64 * n * 128;
+  const size_t batch = static_cast<size_t>(tile.b) * n * 64 * n * 128;
   twill::frag_add_global(args.store_0 + batch + static_cast<size_t>((it) * 64) * n * 128, f, row0, (it) * 128, n * 128);
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_dk(const Args& args, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_dk(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
-  (void)tile;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * n * 128 * n * 128;
+  const size_t batch = static_cast<size_t>(tile.b) * n * 128 * n * 128;
   twill::frag_to_global(args.out_dk + batch + static_cast<size_t>((it) * 128) * n * 128, f, row0, (it) * 128, n * 128);
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_dv(const Args& args, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_dv(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
-  (void)tile;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * n * 128 * static_cast<int>(gridDim.y) * args.out_dv_cols_step;
-  twill::frag_to_global(args.out_dv + batch + static_cast<size_t>((it) * 128) * static_cast<int>(gridDim.y) * args.out_dv_cols_step, f, row0, tile.n * args.out_dv_cols_step + args.out_dv_cols_offset, static_cast<int>(gridDim.y) * args.out_dv_cols_step);
+  const size_t batch = static_cast<size_t>(tile.b) * n * 128 * args.tiles_n * args.out_dv_cols_step;
+  twill::frag_to_global(args.out_dv + batch + static_cast<size_t>((it) * 128) * args.tiles_n * args.out_dv_cols_step, f, row0, tile.n * args.out_dv_cols_step + args.out_dv_cols_offset, args.tiles_n * args.out_dv_cols_step);
 }
 
 // ---- role load: 1 warp(s), 32 registers; ops q, do, lse, dlt ----
-__device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& args, const int n) {
+__device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
   (void)args;
-  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
   (void)tile;
   const int lane = threadIdx.x % 32;
   (void)lane;
+  const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
   if (lane == 0) {
-    twill::mbar_arrive_expect_tx(&sm.inputs_ready, 65536);
-    twill::tma_load(sm.in_k, tm.k, &sm.inputs_ready, 0, 0, static_cast<int>(blockIdx.z));
-    twill::tma_load(reinterpret_cast<char*>(sm.in_k) + 16384, tm.k, &sm.inputs_ready, 0 + 64, 0 + 0, static_cast<int>(blockIdx.z));
-    twill::tma_load(sm.in_v, tm.v, &sm.inputs_ready, tile.n * args.v_cols_step + args.v_cols_offset, 0, static_cast<int>(blockIdx.z));
-    twill::tma_load(reinterpret_cast<char*>(sm.in_v) + 16384, tm.v, &sm.inputs_ready, tile.n * args.v_cols_step + args.v_cols_offset + 64, 0 + 0, static_cast<int>(blockIdx.z));
+    if (tile.round >= kInputCopies) twill::mbar_wait(&sm.inputs_free[ib], ((tile.round / kInputCopies) & 1) ^ 1);  // the buffer's last tile is done with it
+    twill::mbar_arrive_expect_tx(&sm.inputs_ready[ib], 65536);
+    twill::tma_load(sm.in_k[ib], tm.k, &sm.inputs_ready[ib], 0, 0, tile.b);
+    twill::tma_load(reinterpret_cast<char*>(sm.in_k[ib]) + 16384, tm.k, &sm.inputs_ready[ib], 0 + 64, 0 + 0, tile.b);
+    twill::tma_load(sm.in_v[ib], tm.v, &sm.inputs_ready[ib], tile.n * args.v_cols_step + args.v_cols_offset, 0, tile.b);
+    twill::tma_load(reinterpret_cast<char*>(sm.in_v[ib]) + 16384, tm.v, &sm.inputs_ready[ib], tile.n * args.v_cols_step + args.v_cols_offset + 64, 0 + 0, tile.b);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
@@ -703,39 +719,40 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load q of iteration it into slot it % 2
         sm.ring_q.wait_empty(it);
         sm.ring_q.expect_full(it, 16384);
-        twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], (it) * 128, (it) * 64, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], (it) * 128 + 64, (it) * 64 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], (it) * 128, (it) * 64, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], (it) * 128 + 64, (it) * 64 + 0, tile.b);
       }
       if (lane == 0) {
         const int it = j;  // load do of iteration it into slot it % 2
         sm.ring_do_.wait_empty(it);
         sm.ring_do_.expect_full(it, 16384);
-        twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset, (it) * 64, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (it) * 64 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset, (it) * 64, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (it) * 64 + 0, tile.b);
       }
       if (lane == 0) {
         const int it = j;  // load lse of iteration it into slot it % 2
         sm.ring_lse.wait_empty(it);
         sm.ring_lse.expect_full(it, 256);
-        twill::tma_load(sm.ld_lse[it % 2], tm.lse, &sm.ring_lse.full[it % 2], (it) * 64, 0, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_lse[it % 2]) + 128, tm.lse, &sm.ring_lse.full[it % 2], (it) * 64 + 32, 0 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_lse[it % 2], tm.lse, &sm.ring_lse.full[it % 2], (it) * 64, 0, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_lse[it % 2]) + 128, tm.lse, &sm.ring_lse.full[it % 2], (it) * 64 + 32, 0 + 0, tile.b);
       }
       if (lane == 0) {
         const int it = j;  // load dlt of iteration it into slot it % 2
         sm.ring_dlt.wait_empty(it);
         sm.ring_dlt.expect_full(it, 256);
-        twill::tma_load(sm.ld_dlt[it % 2], tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64, 0, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_dlt[it % 2]) + 128, tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64 + 32, 0 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_dlt[it % 2], tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64, 0, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_dlt[it % 2]) + 128, tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64 + 32, 0 + 0, tile.b);
       }
     }
   }
 }
 
 // ---- role consumer0: 4 warp(s), 248 registers; ops s, p, ds, dv_n, dq, store_0 ----
-__device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n) {
+__device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
   (void)args;
+  (void)tile;
   const int wgi = static_cast<int>(threadIdx.x / 128) - 1;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
@@ -745,7 +762,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::Frag<2, 128> dv_n[1];  // dv_n: f32[128,128]
   twill::Frag<1, 128> dq[1];  // dq: f32[64,128]
   for (int c = 0; c < 1; ++c) twill::fill(dv_n[c], 0.0f);  // carry dv starts at 0
-  twill::mbar_wait(&sm.inputs_ready, 0);  // the loop-invariant inputs
+  const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
+  twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {
@@ -767,7 +785,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_q[(j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_k, 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_q[(j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_k[ib], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -822,35 +840,40 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(dq[0].x[mb], &ds[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.in_k, 16 * kk, 0), kk > 0);
+            twill::wgmma_m64n128k16_rs_f16<1>(dq[0].x[mb], &ds[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.in_k[ib], 16 * kk, 0), kk > 0);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<0>();  // dq[j] is complete
       twill::fence_frag(dq[0]);
       // store_0 = store dq (iteration j)
-      store_store_0(args, dq[0], j, 0, n);
+      store_store_0(args, tile, dq[0], j, 0, n);
     }
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_q.release_by_warp(i);  // q's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_do_.release_by_warp(i);  // do's slots still held: empty for the next tile
   twill::Frag<2, 128> dv_n_final;
   dv_n_final = dv_n[0];
-  store_out_dv(args, dv_n_final, n - 1, 0, n);  // carry dv
+  store_out_dv(args, tile, dv_n_final, n - 1, 0, n);  // carry dv
+  twill::inputs_release(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
 // ---- role mma: 4 warp(s), 248 registers; ops dp, dk_n ----
-__device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& args, const int n) {
+__device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
   (void)args;
+  (void)tile;
   const int wgi = static_cast<int>(threadIdx.x / 128) - 2;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::Frag<1, 128> dp[1];  // dp: f32[64,128]
   twill::Frag<2, 128> dk_n[1];  // dk_n: f32[128,128]
   for (int c = 0; c < 1; ++c) twill::fill(dk_n[c], 0.0f);  // carry dk starts at 0
-  twill::mbar_wait(&sm.inputs_ready, 0);  // the loop-invariant inputs
+  const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
+  twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {
@@ -864,7 +887,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(dp[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_do_[(j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_v, 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(dp[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_do_[(j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_v[ib], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -894,12 +917,18 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_q.release_by_warp(i);  // q's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_do_.release_by_warp(i);  // do's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_ds.release_by_warp(i);  // ds's slots still held: empty for the next tile
   twill::Frag<2, 128> dk_n_final;
   dk_n_final = dk_n[0];
-  store_out_dk(args, dk_n_final, n - 1, 0, n);  // carry dk
+  store_out_dk(args, tile, dk_n_final, n - 1, 0, n);  // carry dk
+  twill::inputs_release(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
-// ---- the kernel: one CTA per output tile, warp roles dispatched by warpgroup ------------------
+// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
+// (a persistent grid, launch()), kernel<false> computes the tile of its block index.
+template <bool kTiles>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do_, const __grid_constant__ CUtensorMap tm_lse, const __grid_constant__ CUtensorMap tm_dlt, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -918,7 +947,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     sm.ring_dlt.init(1, 4);
     sm.ring_dp.init(128, 4);
     sm.ring_ds.init(128, 4);
-    twill::mbar_init(&sm.inputs_ready, 1);
+    for (int c = 0; c < kInputCopies; ++c) {
+      twill::mbar_init(&sm.inputs_ready[c], 1);
+      twill::mbar_init(&sm.inputs_free[c], 8);  // one arrival per reading warp
+    }
     twill::mbar_init(&sm.done_dv_n, 1);
     twill::mbar_fence_init();
     twill::tma_prefetch(&tm_k);
@@ -934,13 +966,13 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) role_load(sm, tm, args, n);
+    if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_load(sm, tm, args, n, tile_at(args, t, round)); else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    role_consumer0(sm, tm, args, n);
+    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer0(sm, tm, args, n, tile_at(args, t, round)); else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    role_mma(sm, tm, args, n);
+    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_mma(sm, tm, args, n, tile_at(args, t, round)); else role_mma(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   }
 }
 
@@ -960,10 +992,16 @@ namespace twill_attention_bwd_hopper {
 // tensor its own array; sub-tiles of one matrix share it by a step of the whole tile and an offset
 // of their part (q0, q1 = rows 0-63 and 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).
 struct Problem {
-  int tiles_m = 1;  // output tiles along the rows (gridDim.x)
-  int tiles_n = 1;  // output tiles along the columns (gridDim.y)
+  int tiles_m = 1;  // output tiles along the rows
+  int tiles_n = 1;  // output tiles along the columns
   int iters = kStages;  // loop iterations, at least kStages
-  int batch = 1;  // independent problems (gridDim.z)
+  int batch = 1;  // independent problems
+  // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
+  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
+  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   const __half* k = nullptr;  // input k: f16 [batch][128][128]
   const __half* v = nullptr;  // input v: f16 [batch][128][tiles_n*128]
@@ -1033,6 +1071,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
     return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
+  args.tiles_m = p.tiles_m;
+  args.tiles_n = p.tiles_n;
+  args.tiles = p.tiles_m * p.tiles_n * p.batch;
   args.exp2_scale = p.exp2_scale;
   args.store_0 = p.store_0;
   args.out_dk = p.out_dk;
@@ -1044,9 +1085,19 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_dv_cols_step = p.out_dv_cols_step;
   args.out_dv_cols_offset = p.out_dv_cols_offset;
   const size_t smem = sizeof(Smem) + 1024;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && p.iters <= 32)) &&
+                    p.iters % kPhasePeriod == 0;
+  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
+  cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  kernel<<<dim3(p.tiles_m, p.tiles_n, p.batch), kThreads, smem, stream>>>(tm_k, tm_v, tm_q, tm_do_, tm_lse, tm_dlt, args);
+  int grid = args.tiles;
+  if (tiles) {
+    int device = 0, sms = 0;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+    grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
+  }
+  entry<<<grid, kThreads, smem, stream>>>(tm_k, tm_v, tm_q, tm_do_, tm_lse, tm_dlt, args);
   return cudaGetLastError();
 }
 

@@ -83,21 +83,32 @@ struct Ring {
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
-// ---- which output tile a CTA computes ------------------------------------------------------------
-// CTAs start in order of their linear index (blockIdx.x fastest). Numbering the tiles `group` rows
-// at a time, column by column within a group, lets the CTAs that run together share their row and
-// column tiles of the inputs in L2 (Triton's GROUP_M). group <= 0 or >= gridDim.x: tile = blockIdx.
-struct TileMN {
-  int m, n;
+// A warp is done with a tile's loop-invariant inputs: one arrival for it (the barrier counts warps).
+__device__ __forceinline__ void inputs_release(uint64_t* bar) {
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(bar);
+}
+
+// ---- which output tiles a CTA computes -----------------------------------------------------------
+// The tiles (tiles_m x tiles_n per batch) are numbered t = 0, 1, ...; CTA c computes t = c, c + G,
+// c + 2G, ... for a grid of G CTAs: one tile each when G is the number of tiles, several when the
+// grid is persistent (G = the SMs), so a CTA's next tile fills the pipeline while the last one drains.
+// Numbering the tiles `group` rows at a time, column by column within a group, lets the CTAs that
+// run together share their row and column tiles of the inputs in L2 (Triton's GROUP_M); group <= 0
+// or >= tiles_m numbers them row-fastest.
+struct TileIdx {
+  int m, n, b;  // tile row, tile column, batch index
+  int round;    // tiles this CTA computed before this one
+  bool last;    // this CTA's last tile
 };
-__device__ __forceinline__ TileMN grouped_tile(int group) {
-  const int tiles_m = static_cast<int>(gridDim.x), tiles_n = static_cast<int>(gridDim.y);
-  if (group <= 0 || group >= tiles_m) return TileMN{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
-  const int pid = static_cast<int>(blockIdx.x) + static_cast<int>(blockIdx.y) * tiles_m;
+__device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
+  const int per_batch = tiles_m * tiles_n;
+  const int b = t / per_batch, pid = t % per_batch;
+  if (group <= 0 || group >= tiles_m) return TileIdx{pid % tiles_m, pid / tiles_m, b, round, last};
   const int per_group = group * tiles_n;
   const int first = pid / per_group * group;
   const int rows = min(tiles_m - first, group);
-  return TileMN{first + pid % per_group % rows, pid % per_group / rows};
+  return TileIdx{first + pid % per_group % rows, pid % per_group / rows, b, round, last};
 }
 
 // ---- TMA ---------------------------------------------------------------------------------------
@@ -602,12 +613,15 @@ static_assert(kRegs_consumer1 <= 255, "role consumer1: 248 registers per thread 
 static_assert(kRegs_consumer1 >= 24 && kRegs_consumer1 % 8 == 0, "role consumer1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_consumer1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 240 + 128 * 240 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
+constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
+constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kSmemModel = 163840;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half in_q[16384];  // input q: f16[128,128] @smem, one TMA load
+  alignas(1024) __half in_q[kInputCopies][16384];  // input q: f16[128,128] @smem, one TMA load per tile
   alignas(1024) __half ld_k[2][16384];  // load k: f16[128,128] @smem, ring of 2
   alignas(1024) __half ld_v[2][16384];  // load v: f16[128,128] @smem, ring of 2
   alignas(1024) __half tile_p[1][16384];  // p for the tensor core of consumer1
@@ -616,7 +630,8 @@ struct Smem {
   twill::Ring<2> ring_v;  // full/empty mbarriers of v
   twill::Ring<1> ring_p;  // full/empty mbarriers of p
   twill::Ring<1> ring_alpha;  // full/empty mbarriers of alpha
-  uint64_t inputs_ready;  // the loop-invariant inputs have landed
+  uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
+  uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
   alignas(16) float last_l_new[128];  // the last l_new: consumer0 -> consumer1, after the loop
   uint64_t final_l_new;  // the last l_new is in last_l_new
 };
@@ -625,6 +640,7 @@ static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of 
 // ---- kernel parameters ----------------------------------------------------------------------
 struct Args {
   int iters;  // loop iterations (at least kStages)
+  int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float* out_m;  // output m_new: f32 [batch][tiles_m*128]
   float* out_l;  // output l_new: f32 [batch][tiles_m*128]
@@ -637,6 +653,11 @@ struct Args {
   int out_acc_cols_step, out_acc_cols_offset;  // placement of acc_n's tiles
 };
 
+// The CTA's round-th tile, number t (twill::tile_of).
+__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {
+  return twill::tile_of(t, round, t + static_cast<int>(gridDim.x) >= args.tiles, args.tiles_m, args.tiles_n, 0);
+}
+
 struct Maps {  // the __grid_constant__ tensor maps
   const CUtensorMap* q;
   const CUtensorMap* k;
@@ -645,48 +666,43 @@ struct Maps {  // the __grid_constant__ tensor maps
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
 template <typename F>
-__device__ __forceinline__ void store_out_m(const Args& args, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_m(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
-  (void)tile;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * 1 * static_cast<int>(gridDim.x) * args.out_m_cols_step;
+  const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m_cols_step;
   twill::frag_to_buffer(args.out_m + batch + tile.m * args.out_m_cols_step + args.out_m_cols_offset, f, row0, 0);
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_l(const Args& args, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_l(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
-  (void)tile;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * 1 * static_cast<int>(gridDim.x) * args.out_l_cols_step;
+  const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l_cols_step;
   twill::frag_to_buffer(args.out_l + batch + tile.m * args.out_l_cols_step + args.out_l_cols_offset, f, row0, 0);
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_acc(const Args& args, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
-  (void)tile;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * args.out_acc_rows_step * static_cast<int>(gridDim.y) * args.out_acc_cols_step;
-  twill::frag_to_global(args.out_acc + batch + static_cast<size_t>(tile.m * args.out_acc_rows_step + args.out_acc_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc_cols_step, f, row0, tile.n * args.out_acc_cols_step + args.out_acc_cols_offset, static_cast<int>(gridDim.y) * args.out_acc_cols_step);
+  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc_rows_step * args.tiles_n * args.out_acc_cols_step;
+  twill::frag_to_global(args.out_acc + batch + static_cast<size_t>(tile.m * args.out_acc_rows_step + args.out_acc_rows_offset) * args.tiles_n * args.out_acc_cols_step, f, row0, tile.n * args.out_acc_cols_step + args.out_acc_cols_offset, args.tiles_n * args.out_acc_cols_step);
 }
 
 // ---- role load: 1 warp(s), 32 registers; ops k, v ----
-__device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& args, const int n) {
+__device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
   (void)args;
-  const twill::TileMN tile{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
   (void)tile;
   const int lane = threadIdx.x % 32;
   (void)lane;
+  const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
   if (lane == 0) {
-    twill::mbar_arrive_expect_tx(&sm.inputs_ready, 32768);
-    twill::tma_load(sm.in_q, tm.q, &sm.inputs_ready, 0, tile.m * args.q_rows_step + args.q_rows_offset, static_cast<int>(blockIdx.z));
-    twill::tma_load(reinterpret_cast<char*>(sm.in_q) + 16384, tm.q, &sm.inputs_ready, 0 + 64, tile.m * args.q_rows_step + args.q_rows_offset + 0, static_cast<int>(blockIdx.z));
+    if (tile.round >= kInputCopies) twill::mbar_wait(&sm.inputs_free[ib], ((tile.round / kInputCopies) & 1) ^ 1);  // the buffer's last tile is done with it
+    twill::mbar_arrive_expect_tx(&sm.inputs_ready[ib], 32768);
+    twill::tma_load(sm.in_q[ib], tm.q, &sm.inputs_ready[ib], 0, tile.m * args.q_rows_step + args.q_rows_offset, tile.b);
+    twill::tma_load(reinterpret_cast<char*>(sm.in_q[ib]) + 16384, tm.q, &sm.inputs_ready[ib], 0 + 64, tile.m * args.q_rows_step + args.q_rows_offset + 0, tile.b);
   }
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
@@ -694,15 +710,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load k of iteration it into slot it % 2
       sm.ring_k.wait_empty(it);
       sm.ring_k.expect_full(it, 32768);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, static_cast<int>(blockIdx.z));
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, tile.b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
     }
     if (lane == 0) {
       const int it = 0;  // load v of iteration it into slot it % 2
       sm.ring_v.wait_empty(it);
       sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -713,15 +729,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load k of iteration it into slot it % 2
         sm.ring_k.wait_empty(it);
         sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
       }
       if (lane == 0) {
         const int it = j;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
@@ -729,15 +745,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load k of iteration it into slot it % 2
         sm.ring_k.wait_empty(it);
         sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
       }
       if (lane == 0) {
         const int it = j + 1;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
       }
     }
   }
@@ -754,15 +770,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load k of iteration it into slot it % 2
           sm.ring_k.wait_empty(it);
           sm.ring_k.expect_full(it, 32768);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, static_cast<int>(blockIdx.z));
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, tile.b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
         }
         if (lane == 0) {
           const int it = j;  // load v of iteration it into slot it % 2
           sm.ring_v.wait_empty(it);
           sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, static_cast<int>(blockIdx.z));
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, static_cast<int>(blockIdx.z));
+          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -776,10 +792,11 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
 }
 
 // ---- role consumer0: 4 warp(s), 248 registers; ops s, m_new, p, alpha, l_new ----
-__device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n) {
+__device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
   (void)args;
+  (void)tile;
   const int wgi = static_cast<int>(threadIdx.x / 128) - 1;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
@@ -790,7 +807,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::Rows<2> l_new[1];  // l_new: f32[128]
   for (int c = 0; c < 2; ++c) twill::fill(m_new[c], -INFINITY);  // carry m starts at -inf
   for (int c = 0; c < 1; ++c) twill::fill(l_new[c], 0.0f);  // carry l starts at 0
-  twill::mbar_wait(&sm.inputs_ready, 0);  // the loop-invariant inputs
+  const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
+  twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s[0], m_new[0], alpha[0]
     sm.ring_k.wait_full(0);  // k[0] has landed
@@ -802,7 +820,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -833,7 +851,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[1].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[1].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -869,7 +887,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -926,7 +944,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s[1].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s[1].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
@@ -984,15 +1002,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   }
   twill::Rows<2> l_new_final;
   l_new_final = l_new[0];
-  store_out_m(args, m_new_final, n - 1, 0, n);  // carry m
-  store_out_l(args, l_new_final, n - 1, 0, n);  // carry l
+  store_out_m(args, tile, m_new_final, n - 1, 0, n);  // carry m
+  store_out_l(args, tile, l_new_final, n - 1, 0, n);  // carry l
+  twill::inputs_release(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
 // ---- role consumer1: 4 warp(s), 248 registers; ops acc_r, acc_n ----
-__device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const Args& args, const int n) {
+__device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
   (void)args;
+  (void)tile;
   const int wgi = static_cast<int>(threadIdx.x / 128) - 2;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
@@ -1152,13 +1172,15 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   twill::Frag<2, 128> acc_n_final;
   acc_n_final = acc_n[0];
   twill::Rows<2> l_new_final;
-  twill::mbar_wait(&sm.final_l_new, 0);  // consumer0 staged the last l_new
+  twill::mbar_wait(&sm.final_l_new, tile.round & 1);  // consumer0 staged the last l_new
   twill::buffer_to_frag(l_new_final, sm.last_l_new, 0, 0);
   twill::op_normalize(acc_n_final, l_new_final);  // acc / l: the softmax denominator
-  store_out_acc(args, acc_n_final, n - 1, 0, n);  // carry acc
+  store_out_acc(args, tile, acc_n_final, n - 1, 0, n);  // carry acc
 }
 
-// ---- the kernel: one CTA per output tile, warp roles dispatched by warpgroup ------------------
+// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
+// (a persistent grid, launch()), kernel<false> computes the tile of its block index.
+template <bool kTiles>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -1172,7 +1194,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     sm.ring_v.init(1, 4);
     sm.ring_p.init(128, 4);
     sm.ring_alpha.init(128, 4);
-    twill::mbar_init(&sm.inputs_ready, 1);
+    for (int c = 0; c < kInputCopies; ++c) {
+      twill::mbar_init(&sm.inputs_ready[c], 1);
+      twill::mbar_init(&sm.inputs_free[c], 4);  // one arrival per reading warp
+    }
     twill::mbar_init(&sm.final_l_new, 128);
     twill::mbar_fence_init();
     twill::tma_prefetch(&tm_q);
@@ -1185,13 +1210,13 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) role_load(sm, tm, args, n);
+    if (warp == 0) role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    role_consumer0(sm, tm, args, n);
+    role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    role_consumer1(sm, tm, args, n);
+    role_consumer1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   }
 }
 
@@ -1211,10 +1236,16 @@ namespace twill_attention_fwd {
 // tensor its own array; sub-tiles of one matrix share it by a step of the whole tile and an offset
 // of their part (q0, q1 = rows 0-63 and 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).
 struct Problem {
-  int tiles_m = 1;  // output tiles along the rows (gridDim.x)
-  int tiles_n = 1;  // output tiles along the columns (gridDim.y)
+  int tiles_m = 1;  // output tiles along the rows
+  int tiles_n = 1;  // output tiles along the columns
   int iters = kStages;  // loop iterations, at least kStages
-  int batch = 1;  // independent problems (gridDim.z)
+  int batch = 1;  // independent problems
+  // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
+  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
+  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   const __half* q = nullptr;  // input q: f16 [batch][tiles_m*128][128]
   const __half* k = nullptr;  // load k: f16 [batch][iters*128][128]
@@ -1275,6 +1306,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
     return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
+  args.tiles_m = p.tiles_m;
+  args.tiles_n = p.tiles_n;
+  args.tiles = p.tiles_m * p.tiles_n * p.batch;
   args.exp2_scale = p.exp2_scale;
   args.out_m = p.out_m;
   args.out_l = p.out_l;
@@ -1292,9 +1326,19 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc_cols_step = p.out_acc_cols_step;
   args.out_acc_cols_offset = p.out_acc_cols_offset;
   const size_t smem = sizeof(Smem) + 1024;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && p.iters <= 32)) &&
+                    p.iters % kPhasePeriod == 0;
+  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
+  cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  kernel<<<dim3(p.tiles_m, p.tiles_n, p.batch), kThreads, smem, stream>>>(tm_q, tm_k, tm_v, args);
+  int grid = args.tiles;
+  if (tiles) {
+    int device = 0, sms = 0;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+    grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
+  }
+  entry<<<grid, kThreads, smem, stream>>>(tm_q, tm_k, tm_v, args);
   return cudaGetLastError();
 }
 

@@ -79,21 +79,32 @@ struct Ring {
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
 
-// ---- which output tile a CTA computes ------------------------------------------------------------
-// CTAs start in order of their linear index (blockIdx.x fastest). Numbering the tiles `group` rows
-// at a time, column by column within a group, lets the CTAs that run together share their row and
-// column tiles of the inputs in L2 (Triton's GROUP_M). group <= 0 or >= gridDim.x: tile = blockIdx.
-struct TileMN {
-  int m, n;
+// A warp is done with a tile's loop-invariant inputs: one arrival for it (the barrier counts warps).
+__device__ __forceinline__ void inputs_release(uint64_t* bar) {
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(bar);
+}
+
+// ---- which output tiles a CTA computes -----------------------------------------------------------
+// The tiles (tiles_m x tiles_n per batch) are numbered t = 0, 1, ...; CTA c computes t = c, c + G,
+// c + 2G, ... for a grid of G CTAs: one tile each when G is the number of tiles, several when the
+// grid is persistent (G = the SMs), so a CTA's next tile fills the pipeline while the last one drains.
+// Numbering the tiles `group` rows at a time, column by column within a group, lets the CTAs that
+// run together share their row and column tiles of the inputs in L2 (Triton's GROUP_M); group <= 0
+// or >= tiles_m numbers them row-fastest.
+struct TileIdx {
+  int m, n, b;  // tile row, tile column, batch index
+  int round;    // tiles this CTA computed before this one
+  bool last;    // this CTA's last tile
 };
-__device__ __forceinline__ TileMN grouped_tile(int group) {
-  const int tiles_m = static_cast<int>(gridDim.x), tiles_n = static_cast<int>(gridDim.y);
-  if (group <= 0 || group >= tiles_m) return TileMN{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
-  const int pid = static_cast<int>(blockIdx.x) + static_cast<int>(blockIdx.y) * tiles_m;
+__device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
+  const int per_batch = tiles_m * tiles_n;
+  const int b = t / per_batch, pid = t % per_batch;
+  if (group <= 0 || group >= tiles_m) return TileIdx{pid % tiles_m, pid / tiles_m, b, round, last};
   const int per_group = group * tiles_n;
   const int first = pid / per_group * group;
   const int rows = min(tiles_m - first, group);
-  return TileMN{first + pid % per_group % rows, pid % per_group / rows};
+  return TileIdx{first + pid % per_group % rows, pid % per_group / rows, b, round, last};
 }
 
 // ---- TMA ---------------------------------------------------------------------------------------
@@ -595,6 +606,9 @@ static_assert(kRegs_consumer <= 255, "role consumer: 248 registers per thread ex
 static_assert(kRegs_consumer >= 24 && kRegs_consumer % 8 == 0, "role consumer: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_producer + 32 * 4 * kRegs_consumer <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
+constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
+constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kSmemModel = 98304;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -606,14 +620,16 @@ struct Smem {
   twill::Ring<2> ring_a0;  // full/empty mbarriers of a0
   twill::Ring<2> ring_a1;  // full/empty mbarriers of a1
   twill::Ring<2> ring_b;  // full/empty mbarriers of b
-  uint64_t inputs_ready;  // the loop-invariant inputs have landed
+  uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
+  uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
 struct Args {
   int iters;  // loop iterations (at least kStages)
-  int raster_group;  // tile rows numbered together (twill::grouped_tile)
+  int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)
+  int raster_group;  // tile rows numbered together (twill::tile_of)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   __half* out_acc0;  // output acc0_n: f16 [batch][tiles_m*64][tiles_n*256]
   __half* out_acc1;  // output acc1_n: f16 [batch][tiles_m*64][tiles_n*256]
@@ -626,6 +642,11 @@ struct Args {
   int out_acc1_cols_step, out_acc1_cols_offset;  // placement of acc1_n's tiles
 };
 
+// The CTA's round-th tile, number t (twill::tile_of).
+__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {
+  return twill::tile_of(t, round, t + static_cast<int>(gridDim.x) >= args.tiles, args.tiles_m, args.tiles_n, args.raster_group);
+}
+
 struct Maps {  // the __grid_constant__ tensor maps
   const CUtensorMap* a0;
   const CUtensorMap* a1;
@@ -634,31 +655,26 @@ struct Maps {  // the __grid_constant__ tensor maps
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
 template <typename F>
-__device__ __forceinline__ void store_out_acc0(const Args& args, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const twill::TileMN tile = twill::grouped_tile(args.raster_group);
-  (void)tile;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * args.out_acc0_rows_step * static_cast<int>(gridDim.y) * args.out_acc0_cols_step;
-  twill::frag_to_global(args.out_acc0 + batch + static_cast<size_t>(tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc0_cols_step, f, row0, tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, static_cast<int>(gridDim.y) * args.out_acc0_cols_step);
+  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc0_rows_step * args.tiles_n * args.out_acc0_cols_step;
+  twill::frag_to_global(args.out_acc0 + batch + static_cast<size_t>(tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset) * args.tiles_n * args.out_acc0_cols_step, f, row0, tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, args.tiles_n * args.out_acc0_cols_step);
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_acc1(const Args& args, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc1(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const twill::TileMN tile = twill::grouped_tile(args.raster_group);
-  (void)tile;
-  const size_t batch = static_cast<size_t>(static_cast<int>(blockIdx.z)) * static_cast<int>(gridDim.x) * args.out_acc1_rows_step * static_cast<int>(gridDim.y) * args.out_acc1_cols_step;
-  twill::frag_to_global(args.out_acc1 + batch + static_cast<size_t>(tile.m * args.out_acc1_rows_step + args.out_acc1_rows_offset) * static_cast<int>(gridDim.y) * args.out_acc1_cols_step, f, row0, tile.n * args.out_acc1_cols_step + args.out_acc1_cols_offset, static_cast<int>(gridDim.y) * args.out_acc1_cols_step);
+  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc1_rows_step * args.tiles_n * args.out_acc1_cols_step;
+  twill::frag_to_global(args.out_acc1 + batch + static_cast<size_t>(tile.m * args.out_acc1_rows_step + args.out_acc1_rows_offset) * args.tiles_n * args.out_acc1_cols_step, f, row0, tile.n * args.out_acc1_cols_step + args.out_acc1_cols_offset, args.tiles_n * args.out_acc1_cols_step);
 }
 
 // ---- role producer: 1 warp(s), 24 registers; ops a0, a1, b ----
-__device__ __forceinline__ void role_producer(Smem& sm, const Maps& tm, const Args& args, const int n) {
+__device__ __forceinline__ void role_producer(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
   (void)args;
-  const twill::TileMN tile = twill::grouped_tile(args.raster_group);
   (void)tile;
   const int lane = threadIdx.x % 32;
   (void)lane;
@@ -670,32 +686,33 @@ __device__ __forceinline__ void role_producer(Smem& sm, const Maps& tm, const Ar
         const int it = j;  // load a0 of iteration it into slot it % 2
         sm.ring_a0.wait_empty(it);
         sm.ring_a0.expect_full(it, 8192);
-        twill::tma_load(sm.ld_a0[it % 2], tm.a0, &sm.ring_a0.full[it % 2], (it) * 64, tile.m * args.a0_rows_step + args.a0_rows_offset, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_a0[it % 2], tm.a0, &sm.ring_a0.full[it % 2], (it) * 64, tile.m * args.a0_rows_step + args.a0_rows_offset, tile.b);
       }
       if (lane == 0) {
         const int it = j;  // load a1 of iteration it into slot it % 2
         sm.ring_a1.wait_empty(it);
         sm.ring_a1.expect_full(it, 8192);
-        twill::tma_load(sm.ld_a1[it % 2], tm.a1, &sm.ring_a1.full[it % 2], (it) * 64, tile.m * args.a1_rows_step + args.a1_rows_offset, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_a1[it % 2], tm.a1, &sm.ring_a1.full[it % 2], (it) * 64, tile.m * args.a1_rows_step + args.a1_rows_offset, tile.b);
       }
       if (lane == 0) {
         const int it = j;  // load b of iteration it into slot it % 2
         sm.ring_b.wait_empty(it);
         sm.ring_b.expect_full(it, 32768);
-        twill::tma_load(sm.ld_b[it % 2], tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 64, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 8192, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 64, (it) * 64 + 0, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 16384, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 128, (it) * 64 + 0, static_cast<int>(blockIdx.z));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 24576, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 192, (it) * 64 + 0, static_cast<int>(blockIdx.z));
+        twill::tma_load(sm.ld_b[it % 2], tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 64, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 8192, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 64, (it) * 64 + 0, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 16384, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 128, (it) * 64 + 0, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 24576, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 192, (it) * 64 + 0, tile.b);
       }
     }
   }
 }
 
 // ---- role consumer: 4 warp(s), 248 registers; ops acc0_n, acc1_n ----
-__device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Args& args, const int n) {
+__device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
   (void)args;
+  (void)tile;
   const int wgi = static_cast<int>(threadIdx.x / 128) - 1;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
@@ -742,15 +759,20 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_a0.release_by_warp(i);  // a0's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_a1.release_by_warp(i);  // a1's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_b.release_by_warp(i);  // b's slots still held: empty for the next tile
   twill::Frag<1, 256> acc0_n_final;
   acc0_n_final = acc0_n[0];
   twill::Frag<1, 256> acc1_n_final;
   acc1_n_final = acc1_n[0];
-  store_out_acc0(args, acc0_n_final, n - 1, 0, n);  // carry acc0
-  store_out_acc1(args, acc1_n_final, n - 1, 0, n);  // carry acc1
+  store_out_acc0(args, tile, acc0_n_final, n - 1, 0, n);  // carry acc0
+  store_out_acc1(args, tile, acc1_n_final, n - 1, 0, n);  // carry acc1
 }
 
-// ---- the kernel: one CTA per output tile, warp roles dispatched by warpgroup ------------------
+// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
+// (a persistent grid, launch()), kernel<false> computes the tile of its block index.
+template <bool kTiles>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_a0, const __grid_constant__ CUtensorMap tm_a1, const __grid_constant__ CUtensorMap tm_b, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -763,7 +785,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     sm.ring_a0.init(1, 4);
     sm.ring_a1.init(1, 4);
     sm.ring_b.init(1, 4);
-    twill::mbar_init(&sm.inputs_ready, 1);
+    for (int c = 0; c < kInputCopies; ++c) {
+      twill::mbar_init(&sm.inputs_ready[c], 1);
+      twill::mbar_init(&sm.inputs_free[c], 1);  // one arrival per reading warp
+    }
     twill::mbar_fence_init();
     twill::tma_prefetch(&tm_a0);
     twill::tma_prefetch(&tm_a1);
@@ -775,10 +800,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) role_producer(sm, tm, args, n);
+    if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_producer(sm, tm, args, n, tile_at(args, t, round)); else role_producer(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_dec<248>();  // register budget of this warpgroup
-    role_consumer(sm, tm, args, n);
+    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer(sm, tm, args, n, tile_at(args, t, round)); else role_consumer(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   }
 }
 
@@ -798,17 +823,23 @@ namespace twill_gemm_hopper {
 // tensor its own array; sub-tiles of one matrix share it by a step of the whole tile and an offset
 // of their part (q0, q1 = rows 0-63 and 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).
 struct Problem {
-  int tiles_m = 1;  // output tiles along the rows (gridDim.x)
-  int tiles_n = 1;  // output tiles along the columns (gridDim.y)
+  int tiles_m = 1;  // output tiles along the rows
+  int tiles_n = 1;  // output tiles along the columns
   int iters = kStages;  // loop iterations, at least kStages
-  int batch = 1;  // independent problems (gridDim.z)
+  int batch = 1;  // independent problems
+  // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
+  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
+  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   const __half* a0 = nullptr;  // load a0: f16 [batch][tiles_m*64][iters*64]
   const __half* a1 = nullptr;  // load a1: f16 [batch][tiles_m*64][iters*64]
   const __half* b = nullptr;  // load b: f16 [batch][iters*64][tiles_n*256]
   __half* out_acc0 = nullptr;  // output acc0_n: f16 [batch][tiles_m*64][tiles_n*256]
   __half* out_acc1 = nullptr;  // output acc1_n: f16 [batch][tiles_m*64][tiles_n*256]
-  int raster_group = 16;  // output tile rows the CTAs walk together (L2 reuse; 0: blockIdx order)
+  int raster_group = 16;  // output tile rows the CTAs walk together (L2 reuse; 0: row-fastest order)
   int a0_rows_step = 64, a0_rows_offset = 0;
   int a1_rows_step = 64, a1_rows_offset = 0;
   int b_cols_step = 256, b_cols_offset = 0;
@@ -863,6 +894,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
     return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
+  args.tiles_m = p.tiles_m;
+  args.tiles_n = p.tiles_n;
+  args.tiles = p.tiles_m * p.tiles_n * p.batch;
   args.exp2_scale = p.exp2_scale;
   args.raster_group = p.raster_group;
   args.out_acc0 = p.out_acc0;
@@ -882,9 +916,19 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc1_cols_step = p.out_acc1_cols_step;
   args.out_acc1_cols_offset = p.out_acc1_cols_offset;
   const size_t smem = sizeof(Smem) + 1024;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && p.iters <= 32)) &&
+                    p.iters % kPhasePeriod == 0;
+  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
+  cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  kernel<<<dim3(p.tiles_m, p.tiles_n, p.batch), kThreads, smem, stream>>>(tm_a0, tm_a1, tm_b, args);
+  int grid = args.tiles;
+  if (tiles) {
+    int device = 0, sms = 0;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+    grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
+  }
+  entry<<<grid, kThreads, smem, stream>>>(tm_a0, tm_a1, tm_b, args);
   return cudaGetLastError();
 }
 
