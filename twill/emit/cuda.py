@@ -913,6 +913,15 @@ class RoleBody:
             with out.block(f"if ({self.elect()})"):
                 if chan is not None and chan.empty:
                     out(f"sm.ring_{chan.ident}.wait_empty({it});  // the readers are done with this region")
+                if name in p.tmem_after:  # the columns are shared: their last occupant must be freed
+                    prev, k = p.tmem_after[name]
+                    q = Inst(it.base, it.off + k + 1)
+                    line = (f"sm.ring_{ident(prev)}.wait_empty({q});  // {prev}[{Inst(it.base, it.off + k)}], "
+                            f"which these columns held before, is freed")
+                    if q.base:
+                        out(f"if ({q} >= 1) {line}")
+                    elif q.off >= 1:
+                        out(line)
                 out("twill::tmem_fence_after();")
                 acc = "1"
                 if c is not None and c.where == "init":
@@ -1042,6 +1051,9 @@ class RoleBody:
             out(f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory",
                 "twill::tmem_fence_after();")
         out(f"twill::tmem_to_frag({tmp}, {addr});")
+        if value in p.tmem_shared:  # its columns are another value's next: free them at once
+            out("twill::tmem_fence_before();",
+                f"sm.ring_{chan.ident}.release_by_warp({inst});  // {value}[{inst}] is read: its columns are free")
         if guard:
             out.depth -= 1
             out("} else {")

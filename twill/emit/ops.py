@@ -105,12 +105,13 @@ def read_tile(model: KernelModel, a: Arg, dst: str, row0: str) -> list[str]:
 def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
     """The C++ type of a warpgroup's share of a register value."""
     if model.blackwell:
+        r = _tmem_rows(t)
         if len(t.shape) == 1:
-            return "twill::TScal"
+            return "twill::TScal" if r == 128 else f"twill::TScalR<{r}>"
         n = t.shape[1]
         if t.dtype in ("f16", "bf16"):
-            return f"twill::TRow16<{n}, {ctype(t.dtype)}>"
-        return f"twill::TRow<{n}>"
+            return f"twill::TRow16<{n}, {ctype(t.dtype)}{'' if r == 128 else f', {r}'}>"
+        return f"twill::TRow<{n}{'' if r == 128 else f', {r}'}>"
     rows = t.shape[0]
     if rows % (64 * groups):
         raise EmitError(f"a {rows}-row tile cannot be split over {groups} warpgroup(s) of 64-row wgmma blocks")
@@ -125,11 +126,21 @@ def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
     return f"twill::Frag<{mb}, {n}>"
 
 
+def _tmem_rows(t: TensorType) -> int:
+    """sm_100a: a warpgroup holds a 128-row tile one row per thread, or a 64-row one (tcgen05's
+    M = 64 layout) in lanes 0-15 of each warp."""
+    rows = t.shape[0]
+    if rows not in (64, 128):
+        raise EmitError(f"a {rows}-row tile: on sm_100a a warpgroup holds 128-row or 64-row tiles")
+    return rows
+
+
 def view_type(model: KernelModel, t: TensorType, groups: int) -> str:
     """The C++ type reading a staged tile in place (see fragment_type for the register one)."""
     T = ctype(t.dtype)
     if model.blackwell:
-        return f"twill::RowsView<{T}>" if len(t.shape) == 1 else f"twill::View<{t.shape[1]}, {T}>"
+        r = "" if _tmem_rows(t) == 128 else f", {_tmem_rows(t)}"
+        return f"twill::RowsView<{T}{r}>" if len(t.shape) == 1 else f"twill::View<{t.shape[1]}, {T}{r}>"
     mb = t.shape[0] // (64 * groups)
     return f"twill::RowsView<{mb}, {T}>" if len(t.shape) == 1 else f"twill::View<{mb}, {t.shape[1]}, {T}>"
 
@@ -235,18 +246,20 @@ def _wgmma(call: OpCall) -> list[str]:
 
 
 def _umma(call: OpCall) -> list[str]:
-    """tcgen05.mma: one thread issues M=128 x N x 16 steps into tensor memory (the caller elects it,
-    orders it after the role's other tensor-memory traffic and commits it to an mbarrier)."""
+    """tcgen05.mma: one thread issues M x N x 16 steps into tensor memory, M = 128 or 64 (the caller
+    elects it, orders it after the role's other tensor-memory traffic and commits it to an mbarrier)."""
     s: MmaShape = call.model.mma_shape[call.op.name]
     a, b = call.args[0], call.args[1]
-    if s.m != 128:
-        raise EmitError(f"op '{call.op.name}': emit-cuda's tcgen05.mma is M = 128 (got {s.m}); sub-tile it")
-    if s.n > 256 or s.n % 16:
-        raise EmitError(f"op '{call.op.name}': tcgen05.mma with M = 128 takes N = 16..256 in steps of 16 (N = {s.n})")
+    if s.m not in (64, 128):
+        raise EmitError(f"op '{call.op.name}': emit-cuda's tcgen05.mma is M = 128 or 64 (got {s.m}); sub-tile it")
+    step = 16 if s.m == 128 else 8
+    if s.n > 256 or s.n % step:
+        raise EmitError(f"op '{call.op.name}': tcgen05.mma with M = {s.m} takes N = {step}..256 in steps of {step} "
+                        f"(N = {s.n})")
     if b.where != "smem":
         raise EmitError(f"op '{call.op.name}': tcgen05.mma reads b from shared memory, but '{b.value}' is in {b.where}")
     bf16 = "true" if s.dtype == "bf16" else "false"
-    idesc = (f"twill::umma_idesc<128, {s.n}, {bf16}, {'false' if s.a_kmajor else 'true'}, "
+    idesc = (f"twill::umma_idesc<{s.m}, {s.n}, {bf16}, {'false' if s.a_kmajor else 'true'}, "
              f"{'false' if s.b_kmajor else 'true'}>()")
     b_op = _operand_desc(call.model, b, s.b_kmajor, "0", "16 * kk")
     first = "1" if s.accumulate else "kk > 0"

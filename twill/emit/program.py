@@ -109,6 +109,8 @@ class Program:
         self.input_copies = 1
         self.smem_note = self._fit_smem()
         self.input_copies = self._input_copies()
+        self.tmem_after: dict[str, tuple[str, int]] = {}  # value -> (value whose columns it reuses, k)
+        self.tmem_shared: set[str] = set()  # values whose reader frees their columns right after reading
         self.tmem = self._tmem_plan()
         self.programs = {r.name: self._role_program(r.name) for r in model.roles}
         self.pingpong = self._pingpong()
@@ -342,8 +344,8 @@ class Program:
                     prog.hazards[(key, pos)] = min(prog.hazards.get((key, pos), commits), commits, 7)
         # Releases of ring slots read by this role.
         for chan in self.channels.values():
-            if role not in chan.consumers or not chan.empty:
-                continue
+            if role not in chan.consumers or not chan.empty or chan.value in self.tmem_shared:
+                continue  # (a shared tensor-memory value is freed where it is read: RoleBody._tmem_operand)
             readers = [u for u in m.uses[chan.value] if u.role == role]
             last = max(readers, key=lambda u: (m.stage(u.op) + u.distance, self.order.index(u.op)))
             is_async = m.ops[last.op].opcode == "mma"
@@ -394,6 +396,12 @@ class Program:
                 if c.value == chan.value:
                     inst = J - shift - m.stage(last.op) - last.distance
                     if inst >= 0 or key[0] == "prologue":  # the emitted code guards steady-state ones
+                        out.append(inst)
+            if chan.value in self.tmem_shared:  # freed by its one reader right after reading it
+                use = m.uses[chan.value][0]
+                if use.role == role and use.op in prog.windows.get(key, ()):
+                    inst = J - m.stage(use.op) - use.distance
+                    if 0 <= inst < n:
                         out.append(inst)
         return out + list(range(n - self.held_at_end(role, chan), n))
 
@@ -530,29 +538,95 @@ class Program:
             t = m.values[n].type
             cols = t.shape[-1] if len(t.shape) > 1 else 1
             return cols // 2 if t.dtype in ("f16", "bf16") else cols
-        for fallback in (False, True):
+        roots = list(dict.fromkeys(find(n) for n in names))
+        members = {r: [x for x in names if find(x) == r] for r in roots}
+
+        def columns(r):
+            cols = max(width(x) for x in members[r])
+            return max(32, 1 << (cols - 1).bit_length())
+        for fallback in (False, True, "alias"):
+            groups = self._tmem_share(roots, members, columns) if fallback == "alias" else [[r] for r in roots]
             plan, col = {}, 0
-            for n in names:
-                r = find(n)
-                if r in plan:
-                    continue
-                members = [x for x in names if find(x) == r]
-                chained = len(members) > 1
+            for group in groups:
+                r = group[0]
+                chained = len(members[r]) > 1
                 depth = 1 if (chained or fallback) else max(self.channels[x].depth if x in self.channels else 1
-                                                          for x in members)
-                cols = max(width(x) for x in members)
-                cols = max(32, 1 << (cols - 1).bit_length())
+                                                          for x in members[r])
+                cols = max(columns(x) for x in group)
                 col = -(-col // cols) * cols
-                plan[r] = (col, cols, depth)
+                for x in group:
+                    plan[x] = (col, cols, depth)
                 col += cols * depth
             if col <= 512:
                 break
         else:
-            raise EmitError(f"the tensor-memory values need {col} columns; a CTA has 512")
+            raise EmitError(f"the tensor-memory values need {col} columns even where values whose lifetimes do not "
+                            f"overlap share them; a CTA has 512")
         if fallback:
             self.channels = {k: (Channel(c.value, c.producer, c.consumers, 1, c.kind, c.empty) if c.kind == "tmem" else c)
                              for k, c in self.channels.items()}
+        if fallback == "alias":
+            self._tmem_successions(groups)
         return {n: plan[find(n)] for n in names}
+
+    def _tmem_life(self, value: str) -> tuple[int, int]:
+        """When an instance (iteration 0) of a tensor-memory value occupies its columns, as the
+        model has it: from its mma's issue until its reader starts (and reads it into registers)."""
+        m = self.model
+        sched, ii = m.sched, m.schedule.ii
+        return sched[value].start, max(sched[u.op].start + u.distance * ii for u in m.uses[value])
+
+    def _tmem_sharable(self, value: str) -> bool:
+        """A value may take turns with others in its columns: one mma's result, read once, into
+        registers (the reader frees the columns as soon as it has read them), within I."""
+        m = self.model
+        uses = m.uses.get(value, ())
+        if m.ops[value].opcode != "mma" or value not in self.channels or len(uses) != 1:
+            return False
+        begin, end = self._tmem_life(value)
+        return m.ops[uses[0].op].opcode != "mma" and end - begin <= m.schedule.ii
+
+    def _tmem_share(self, roots, members, columns) -> list[list[str]]:
+        """Regions of tensor memory: values whose lifetimes never overlap (modulo I) take turns in
+        one region, the widest first, first fit; the rest (accumulator chains) keep their own."""
+        ii = self.model.schedule.ii
+
+        def overlap(a, b):
+            """Lifetimes meet modulo I. On one role a value must end strictly before the next is
+            written: the role would otherwise wait, before its read, for the read to be done."""
+            (a0, a1), (b0, b1) = self._tmem_life(a), self._tmem_life(b)
+            same = int(self.model.values[a].role == self.model.values[b].role)
+            return any(a0 < b1 + same + k * ii and b0 + k * ii < a1 + same for k in range(-3, 4))
+        groups: list[list[str]] = []
+        for r in sorted(roots, key=lambda r: (-columns(r), roots.index(r))):
+            sharable = len(members[r]) == 1 and self._tmem_sharable(r)
+            for g in groups:
+                if sharable and all(len(members[x]) == 1 and self._tmem_sharable(x) and not overlap(r, x) for x in g):
+                    g.append(r)
+                    break
+            else:
+                groups.append([r])
+        return groups
+
+    def _tmem_successions(self, groups) -> None:
+        """In a shared region each value's mma waits for the previous occupant to be freed: its
+        readers then release it (Ring::empty), and tmem_after names the occupant and iteration."""
+        ii = self.model.schedule.ii
+        for g in groups:
+            if len(g) < 2:
+                continue
+            for x in g:
+                c = self.channels[x]
+                self.channels[x] = Channel(c.value, c.producer, c.consumers, 1, c.kind, True)
+                self.tmem_shared.add(x)
+            for x in g:
+                start = self._tmem_life(x)[0]
+                # the occupant instance that ends last before x's iteration 0 is written (x's own
+                # previous one is waited for anyway: Ring::wait_empty)
+                best = max(((self._tmem_life(y)[1] + k * ii, y, k) for y in g for k in range(-3, 4)
+                            if self._tmem_life(y)[1] + k * ii <= start and (y, k) != (x, 0)))
+                if best[1] != x:
+                    self.tmem_after[x] = (best[1], best[2])
 
     def reads_async(self, op: str, index: int) -> bool:
         """Operand `index` of `op` is read by the tensor core after issue (wgmma's A in registers);

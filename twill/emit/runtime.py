@@ -483,78 +483,91 @@ __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int
 
 SM100 = r"""
 // ==== Blackwell (sm_100a): tcgen05 and tensor memory ===============================================
-// A warpgroup's share of a 128 x N tile read out of tensor memory (tcgen05.ld 32x32b): thread t of
-// the warpgroup holds row t, every column.
-template <int N>
+// A warpgroup's share of an R x N tile read out of tensor memory (tcgen05.ld 32x32b: thread t of the
+// warpgroup reads lane t, every column). R = 128: thread t holds row t. R = 64 (the layout of an
+// M = 64 tcgen05.mma, "data path F"): row r lies in lane 32 * (r / 16) + r % 16, so lanes 0-15 of
+// each warp hold rows 16w .. 16w + 15 and lanes 16-31 hold nothing (they compute on copies of
+// rows they never write: see row_ok).
+template <int N, int R = 128>
 struct TRow {
-  static constexpr int kElems = N;
+  static constexpr int kElems = N, kRows = R;
   float x[N];
 };
 
-template <int N, typename H>
+template <int N, typename H, int R = 128>
 struct TRow16 {
-  static constexpr int kElems = N;
+  static constexpr int kElems = N, kRows = R;
   uint32_t x[N / 2];
 };
 
 // One value per row: the thread's row.
-struct TScal {
-  static constexpr int kElems = 1;
+template <int R = 128>
+struct TScalR {
+  static constexpr int kElems = 1, kRows = R;
   float x;
 };
+using TScal = TScalR<128>;
 
 template <typename F> struct is_rows { static constexpr bool value = false; };
-template <> struct is_rows<TScal> { static constexpr bool value = true; };
+template <int R> struct is_rows<TScalR<R>> { static constexpr bool value = true; };
 
 // A tile another role staged in shared memory (row-major, N columns), read where it is used.
-template <int N, typename T>
+template <int N, typename T, int R = 128>
 struct View {
-  static constexpr int kElems = N;
+  static constexpr int kElems = N, kRows = R;
   const T* p;
   int row0;
 };
-template <typename T>
+template <typename T, int R = 128>
 struct RowsView {
-  static constexpr int kElems = 1;
+  static constexpr int kElems = 1, kRows = R;
   const T* p;
   int row0;
 };
 
-__device__ __forceinline__ int trow() { return threadIdx.x % 128; }
+// The row of an R-row tile this thread holds, and whether it holds one (else it holds a copy of
+// the row 16 lanes below, to read, never to write).
+template <int R>
+__device__ __forceinline__ int trow() {
+  static_assert(R == 128 || R == 64, "tensor-memory tiles have 128 or 64 rows");
+  return R == 128 ? static_cast<int>(threadIdx.x % 128) : static_cast<int>(16 * ((threadIdx.x / 32) % 4) + threadIdx.x % 16);
+}
+template <int R>
+__device__ __forceinline__ bool row_ok() { return R == 128 || threadIdx.x % 32 < 16; }
 
-template <bool ROWS, int N>
-__device__ __forceinline__ float at(const TRow<N>& f, int i) { return f.x[i]; }
-template <bool ROWS, int N, typename H>
-__device__ __forceinline__ float at(const TRow16<N, H>& f, int i) { return unpack<H>(f.x[i / 2], i & 1); }
-template <bool ROWS>
-__device__ __forceinline__ float at(const TScal& r, int) { return r.x; }
+template <bool ROWS, int N, int R>
+__device__ __forceinline__ float at(const TRow<N, R>& f, int i) { return f.x[i]; }
+template <bool ROWS, int N, typename H, int R>
+__device__ __forceinline__ float at(const TRow16<N, H, R>& f, int i) { return unpack<H>(f.x[i / 2], i & 1); }
+template <bool ROWS, int R>
+__device__ __forceinline__ float at(const TScalR<R>& r, int) { return r.x; }
 template <bool ROWS>
 __device__ __forceinline__ float at(float s, int) { return s; }
-template <bool ROWS, int N, typename T>
-__device__ __forceinline__ float at(const View<N, T>& v, int i) { return to_float<T>(v.p[(v.row0 + trow()) * N + i]); }
-template <bool ROWS, typename T>
-__device__ __forceinline__ float at(const RowsView<T>& v, int) { return to_float<T>(v.p[v.row0 + trow()]); }
+template <bool ROWS, int N, typename T, int R>
+__device__ __forceinline__ float at(const View<N, T, R>& v, int i) { return to_float<T>(v.p[(v.row0 + trow<R>()) * N + i]); }
+template <bool ROWS, typename T, int R>
+__device__ __forceinline__ float at(const RowsView<T, R>& v, int) { return to_float<T>(v.p[v.row0 + trow<R>()]); }
 
-template <int N>
-__device__ __forceinline__ void put2(TRow<N>& f, int i, float v0, float v1) { f.x[i] = v0; f.x[i + 1] = v1; }
-template <int N, typename H>
-__device__ __forceinline__ void put2(TRow16<N, H>& f, int i, float v0, float v1) { f.x[i / 2] = pack2<H>(v0, v1); }
+template <int N, int R>
+__device__ __forceinline__ void put2(TRow<N, R>& f, int i, float v0, float v1) { f.x[i] = v0; f.x[i + 1] = v1; }
+template <int N, typename H, int R>
+__device__ __forceinline__ void put2(TRow16<N, H, R>& f, int i, float v0, float v1) { f.x[i / 2] = pack2<H>(v0, v1); }
 
 template <typename Out, typename Fn>
 __device__ __forceinline__ void for_each(Out& out, Fn fn) {
 #pragma unroll
   for (int i = 0; i < Out::kElems; i += 2) put2(out, i, fn(i), fn(i + 1));
 }
-template <typename Fn>
-__device__ __forceinline__ void for_each(TScal& out, Fn fn) { out.x = fn(0); }
+template <int R, typename Fn>
+__device__ __forceinline__ void for_each(TScalR<R>& out, Fn fn) { out.x = fn(0); }
 
 template <typename Out>
 __device__ __forceinline__ void fill(Out& out, float v) {
   for_each(out, [&](int) { return v; });
 }
 
-template <typename X, typename Red>
-__device__ __forceinline__ void row_reduce(TScal& out, const X& x, float init, Red red, bool) {
+template <int R, typename X, typename Red>
+__device__ __forceinline__ void row_reduce(TScalR<R>& out, const X& x, float init, Red red, bool) {
   float v = init;
 #pragma unroll
   for (int i = 0; i < X::kElems; ++i) v = red(v, at<false>(x, i));
@@ -630,8 +643,8 @@ __device__ __forceinline__ void umma_commit(uint64_t* bar) {
 }
 
 // ---- tiles between registers, tensor, shared and global memory ------------------------------------
-template <int N>
-__device__ __forceinline__ void tmem_to_frag(TRow<N>& f, uint32_t taddr) {
+template <int N, int R>
+__device__ __forceinline__ void tmem_to_frag(TRow<N, R>& f, uint32_t taddr) {
   static_assert(N % 32 == 0, "tensor-memory tiles are read 32 columns at a time");
   const uint32_t base = tmem_lane_base(taddr);
 #pragma unroll
@@ -639,8 +652,8 @@ __device__ __forceinline__ void tmem_to_frag(TRow<N>& f, uint32_t taddr) {
   tmem_wait_ld();
 }
 
-template <int N>
-__device__ __forceinline__ void frag_to_tmem(uint32_t taddr, const TRow<N>& f) {
+template <int N, int R>
+__device__ __forceinline__ void frag_to_tmem(uint32_t taddr, const TRow<N, R>& f) {
   static_assert(N % 32 == 0, "tensor-memory tiles are written 32 columns at a time");
   const uint32_t base = tmem_lane_base(taddr);
 #pragma unroll
@@ -649,8 +662,8 @@ __device__ __forceinline__ void frag_to_tmem(uint32_t taddr, const TRow<N>& f) {
 }
 
 // A packed f16 tile in tensor memory: two values per 32-bit column (the A operand of tcgen05.mma).
-template <int N, typename H>
-__device__ __forceinline__ void frag_to_tmem(uint32_t taddr, const TRow16<N, H>& f) {
+template <int N, typename H, int R>
+__device__ __forceinline__ void frag_to_tmem(uint32_t taddr, const TRow16<N, H, R>& f) {
   static_assert(N % 64 == 0, "packed tensor-memory tiles are written 32 columns at a time");
   const uint32_t base = tmem_lane_base(taddr);
 #pragma unroll
@@ -658,8 +671,8 @@ __device__ __forceinline__ void frag_to_tmem(uint32_t taddr, const TRow16<N, H>&
   tmem_wait_st();
 }
 
-template <int N, typename H>
-__device__ __forceinline__ void tmem_to_frag(TRow16<N, H>& f, uint32_t taddr) {
+template <int N, typename H, int R>
+__device__ __forceinline__ void tmem_to_frag(TRow16<N, H, R>& f, uint32_t taddr) {
   static_assert(N % 64 == 0, "packed tensor-memory tiles are read 32 columns at a time");
   const uint32_t base = tmem_lane_base(taddr);
 #pragma unroll
@@ -701,39 +714,41 @@ __device__ __forceinline__ void tmem_rescale_const(uint32_t dst, float init, con
 template <typename T, int ROWS, int COLS, typename F>
 __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
   char* base = static_cast<char*>(tile);
+  if (!row_ok<F::kRows>()) return;
 #pragma unroll
   for (int i = 0; i < F::kElems; ++i)
-    *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + trow(), i)) = from_float<T>(at<false>(f, i));
+    *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + trow<F::kRows>(), i)) = from_float<T>(at<false>(f, i));
 }
 
 template <typename T, int ROWS, int COLS, typename F>
 __device__ __forceinline__ void tile_to_frag(F& f, const void* tile, int row0) {
   const char* base = static_cast<const char*>(tile);
-  for_each(f, [&](int i) { return to_float<T>(*reinterpret_cast<const T*>(base + Tile<T, ROWS, COLS>::offset(row0 + trow(), i))); });
+  for_each(f, [&](int i) { return to_float<T>(*reinterpret_cast<const T*>(base + Tile<T, ROWS, COLS>::offset(row0 + trow<F::kRows>(), i))); });
 }
 
-template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ void tile_to_frag(TScal& r, const void* tile, int row0) {
+template <typename T, int ROWS, int COLS, int R>
+__device__ __forceinline__ void tile_to_frag(TScalR<R>& r, const void* tile, int row0) {
   const char* base = static_cast<const char*>(tile);
-  r.x = to_float<T>(*reinterpret_cast<const T*>(base + Tile<T, ROWS, COLS>::offset(0, row0 + trow())));
+  r.x = to_float<T>(*reinterpret_cast<const T*>(base + Tile<T, ROWS, COLS>::offset(0, row0 + trow<R>())));
 }
 
 template <typename T, typename F>
 __device__ __forceinline__ void frag_to_buffer(T* buf, const F& f, int row0, int ld) {
+  if (!row_ok<F::kRows>()) return;
 #pragma unroll
-  for (int i = 0; i < F::kElems; ++i) buf[(row0 + trow()) * ld + i] = from_float<T>(at<false>(f, i));
+  for (int i = 0; i < F::kElems; ++i) buf[(row0 + trow<F::kRows>()) * ld + i] = from_float<T>(at<false>(f, i));
 }
-template <typename T>
-__device__ __forceinline__ void frag_to_buffer(T* buf, const TScal& r, int row0, int) {
-  buf[row0 + trow()] = from_float<T>(r.x);
+template <typename T, int R>
+__device__ __forceinline__ void frag_to_buffer(T* buf, const TScalR<R>& r, int row0, int) {
+  if (row_ok<R>()) buf[row0 + trow<R>()] = from_float<T>(r.x);
 }
 template <typename T, typename F>
 __device__ __forceinline__ void buffer_to_frag(F& f, const T* buf, int row0, int ld) {
-  for_each(f, [&](int i) { return to_float<T>(buf[(row0 + trow()) * ld + i]); });
+  for_each(f, [&](int i) { return to_float<T>(buf[(row0 + trow<F::kRows>()) * ld + i]); });
 }
-template <typename T>
-__device__ __forceinline__ void buffer_to_frag(TScal& r, const T* buf, int row0, int) {
-  r.x = to_float<T>(buf[row0 + trow()]);
+template <typename T, int R>
+__device__ __forceinline__ void buffer_to_frag(TScalR<R>& r, const T* buf, int row0, int) {
+  r.x = to_float<T>(buf[row0 + trow<R>()]);
 }
 
 template <typename T, typename F>
@@ -742,9 +757,10 @@ __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int
 }
 template <typename F>
 __device__ __forceinline__ void frag_add_global(float* ptr, const F& f, int row0, int col0, int ld) {
+  if (!row_ok<F::kRows>()) return;
 #pragma unroll
   for (int i = 0; i < F::kElems; ++i)
-    atomicAdd(ptr + static_cast<size_t>(row0 + trow()) * ld + col0 + i, at<false>(f, i));
+    atomicAdd(ptr + static_cast<size_t>(row0 + trow<F::kRows>()) * ld + col0 + i, at<false>(f, i));
 }
 template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {
