@@ -40,7 +40,7 @@ FIXTURES = {
     "attention_fwd_simple.h100.swp": ("sm_90a", 0),
     "attention_fwd_simple.h100": ("sm_90a", None),  # one warpgroup holds O and P (128 rows): spills
     "attention_fwd_simple.h100.split": ("sm_90a", None),  # consumer0 holds two S (128 rows) and P: spills
-    "attention_bwd_hopper.h100": ("sm_90a", None),  # dV's 128x128 accumulator with S, P, dS, dQ: spills
+    "attention_bwd_hopper.h100": ("sm_90a", None),  # consumer0 holds dV (128x128) with S, P and dQ: spills
     "attention_fwd_blackwell.b200": ("sm_100a", 0),  # P in tensor memory, as FA4: no spills
     "attention_fwd_blackwell.b200.fa4": ("sm_100a", None),  # FA4's five roles pinned: spills a little
     # 64-row tcgen05 tiles (M = 64); S and dQ take turns in 128 columns: 512 in all, not 640
