@@ -79,6 +79,22 @@ extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_
 }
 extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_acc0); }  // O's element size
 """),
+    "attention_bwd": ("attention_bwd_hopper.cu", "twill_attention_bwd_hopper", "examples/attention_bwd_hopper.tir", r"""
+extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_scale,
+                                  const void* q, const void* k, const void* v, const void* d_o,
+                                  const void* lse, const void* dlt, void* dq, void* dk, void* dv, void* stream) {
+  NS::Problem p;  // a CTA per 128-key tile (tiles_m), looping over the 64-row query tiles (iters)
+  p.tiles_m = tiles_m; p.tiles_n = 1; p.iters = iters; p.batch = batch; p.exp2_scale = exp2_scale;
+  if (const char* g = getenv("TWILL_PERSISTENT")) p.persistent = atoi(g);  // to compare grids (-1 auto, 0, 1)
+  p.q = static_cast<const __half*>(q); p.k = static_cast<const __half*>(k); p.v = static_cast<const __half*>(v);
+  p.do_ = static_cast<const __half*>(d_o);
+  p.lse = static_cast<const float*>(lse); p.dlt = static_cast<const float*>(dlt);
+  p.store_0 = static_cast<float*>(dq);  // every key tile's CTA adds its dQ share: zero it first
+  p.out_dk = static_cast<decltype(p.out_dk)>(dk); p.out_dv = static_cast<decltype(p.out_dv)>(dv);
+  return static_cast<int>(NS::launch(p, static_cast<cudaStream_t>(stream)));
+}
+extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_dk); }  // dK's element size
+"""),
 }
 
 
@@ -187,6 +203,79 @@ class TwillAttention:
                                           _p(q), _p(k), _p(v), _p(o["acc"]), _p(o["m"]), _p(o["l"]), _stream())
         if err != 0:
             raise RuntimeError("twill attention launch returned cudaError %d" % err)
+
+
+class TwillAttentionBwd:
+    """The backward step as examples/attention_bwd_hopper.tir states it, over whole sequences:
+    P = exp2((Q K^T - lse) * c), dP = dO V^T, dS = (dP - dlt) * P, dV = P^T dO, dK = dS^T Q and
+    dQ = dS K (FlashAttention's backward without its 1/sqrt(d) factors on dS)."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.out_dtype = out_dtype(lib)
+
+    def __call__(self, q, k, v, d_o, lse, dlt, dq, dk, dv, c):
+        BH, N, D = k.shape
+        if D != 128 or N % 128:
+            raise ValueError("emitted attention backward needs D == 128 and N a multiple of 128")
+        dq.zero_()
+        err = self.lib.twill_bench_launch(N // 128, N // 64, BH, ctypes.c_float(c), _p(q), _p(k), _p(v), _p(d_o),
+                                          _p(lse), _p(dlt), _p(dq), _p(dk), _p(dv), _stream())
+        if err != 0:
+            raise RuntimeError("twill attention backward launch returned cudaError %d" % err)
+
+
+def reference_attention_bwd(q, k, v, d_o, heads):
+    """(lse, dlt, dq, dk, dv) in float32 for the first `heads`: lse in the units of Q K^T (so that
+    P = softmax(Q K^T / sqrt(d))), dlt = rowsum(dO * O), and the gradients as TwillAttentionBwd states."""
+    import torch
+    D = q.shape[-1]
+    out = []
+    for h in range(heads):
+        qf, kf, vf, of = q[h].float(), k[h].float(), v[h].float(), d_o[h].float()
+        s = qf @ kf.T
+        lse = torch.logsumexp(s / math.sqrt(D), dim=-1) * math.sqrt(D)
+        p = torch.exp((s - lse[:, None]) / math.sqrt(D))
+        dlt = (of * (p @ vf)).sum(-1)
+        ds = (of @ vf.T - dlt[:, None]) * p
+        out.append((lse, dlt, ds @ kf, ds.T @ qf, p.T @ of))
+    return [torch.stack(x) for x in zip(*out)]
+
+
+def run_attention_bwd(bwd, B, H, N, D=128, do_time=True, ref_heads=2):
+    import torch
+    BH = B * H
+    res = {"kernel": "attention_bwd", "B": B, "H": H, "N": N, "D": D, "flops": 10.0 * BH * N * N * D,
+           "out_dtype": str(bwd.out_dtype).replace("torch.float", "f")}
+    torch.manual_seed(N + 1)
+    q, k, v, d_o = (torch.randn(BH, N, D, device="cuda", dtype=torch.float16) for _ in range(4))
+    try:
+        lse_r, dlt_r, dq_r, dk_r, dv_r = reference_attention_bwd(q, k, v, d_o, ref_heads)
+        # the kernel's lse and dlt for every head (the first ones from the reference)
+        lse = torch.empty(BH, N, device="cuda", dtype=torch.float32)
+        dlt = torch.empty(BH, N, device="cuda", dtype=torch.float32)
+        for h in range(0, BH, 8):
+            l_, d_ = reference_attention_bwd(q[h:h + 8], k[h:h + 8], v[h:h + 8], d_o[h:h + 8], min(8, BH - h))[:2]
+            lse[h:h + 8], dlt[h:h + 8] = l_, d_
+        dq = torch.full((BH, N, D), float("nan"), device="cuda", dtype=torch.float32)
+        dk = torch.full((BH, N, D), float("nan"), device="cuda", dtype=bwd.out_dtype)
+        dv = torch.full((BH, N, D), float("nan"), device="cuda", dtype=bwd.out_dtype)
+        c = 1.4426950408889634 / math.sqrt(D)
+        bwd(q, k, v, d_o, lse, dlt, dq, dk, dv, c)
+        torch.cuda.synchronize()
+        res["nan_count"] = int(sum(int(torch.isnan(t).sum()) for t in (dq, dk, dv)))
+        for name, got, ref in (("dq", dq, dq_r), ("dk", dk, dk_r), ("dv", dv, dv_r)):
+            res["rel_err_" + name] = rel_err(got[:ref_heads], ref)
+        res["rel_err"] = max(res["rel_err_dq"], res["rel_err_dk"], res["rel_err_dv"])
+        res["rel_err_heads"] = ref_heads
+        res["ok"] = res["nan_count"] == 0 and res["rel_err"] < 1e-2
+        if do_time:
+            res["twill_ms"] = bench_ms(lambda: bwd(q, k, v, d_o, lse, dlt, dq, dk, dv, c))
+            res["twill_tflops"] = tflops(res["flops"], res["twill_ms"])
+    except Exception as e:  # noqa: BLE001
+        res["twill_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        res["ok"] = False
+    return res
 
 
 # ---- Triton baselines -------------------------------------------------------------------------------
@@ -409,7 +498,7 @@ def _f(x, fmt="%.1f"):
 def markdown(meta, results):
     L = ["# twill's emitted kernels on the GPU", "",
          "Written by `python3 bench/gpu_bench.py --out DIR` (one run on the device machine). The kernels are the",
-         "files `twill emit-cuda` wrote for `examples/gemm_hopper.tir` and `examples/attention_fwd_hopper.tir`",
+         "files `twill emit-cuda` wrote for `examples/gemm_hopper.tir`, `attention_fwd_hopper.tir` and `attention_bwd_hopper.tir`",
          "(`--gpu h100`), compiled unmodified with a ctypes shim. Times are medians of `triton.testing.do_bench`;",
          "TFLOP/s = 2MNK (GEMM) or 4·B·H·N²·D (attention) over that time.", "",
          "- card: %s (%s), torch %s, triton %s, CUDA %s, nvcc: %s" % (meta["card"], meta["capability"], meta["torch"],
@@ -446,6 +535,18 @@ def markdown(meta, results):
             _f(tr) if tr else r.get("triton_error", "—"), _f(t / c, "%.2fx") if t and c else "—",
             _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"),
             _f(r.get("rel_err_vs_cudnn"), "%.1e"), r.get("nan_count", "—"), "yes" if r.get("ok") else "**no**"))
+    bw = [r for r in results if r["kernel"] == "attention_bwd"]
+    if bw:
+        L += ["", "## Attention backward step (B=4, H=32, D=128; examples/attention_bwd_hopper.tir; correctness, no baseline)",
+              "",
+              "The graph's own math (bench/gpu_bench.py, TwillAttentionBwd): not FlashAttention's full backward (no",
+              "1/sqrt(d) on dS), so no library baseline; TFLOP/s count its five GEMMs (10·B·H·N²·D).", "",
+              "| N | twill TFLOP/s | rel. error dQ | dK | dV | NaN after | ok |", "|---|---|---|---|---|---|---|"]
+        for r in bw:
+            L.append("| %d | %s | %s | %s | %s | %s | %s |" % (
+                r["N"], _f(r.get("twill_tflops")) if r.get("twill_tflops") else "failed: " + r.get("twill_error", "?"),
+                _f(r.get("rel_err_dq"), "%.1e"), _f(r.get("rel_err_dk"), "%.1e"), _f(r.get("rel_err_dv"), "%.1e"),
+                r.get("nan_count", "—"), "yes" if r.get("ok") else "**no**"))
     g = [r for r in results if r["kernel"] == "gemm" and r.get("twill_tflops") and r.get("cublas_tflops")]
     a = [r for r in results if r["kernel"] == "attention" and r["N"] == 16384 and r.get("twill_tflops") and r.get("cudnn_tflops")]
     L += ["", "## Goals", ""]
@@ -503,10 +604,11 @@ def main(argv=None):
     results = []
     gemm_sizes = args.gemm_sizes or ([512] if args.quick else [4096, 8192])
     attn_sizes = args.attn_sizes or ([512] if args.quick else [2048, 8192, 16384])
-    if args.only == "gemm":
-        attn_sizes = []
-    elif args.only == "attention":
-        gemm_sizes = []
+    bwd_sizes = [512] if args.quick else [2048, 8192]
+    if args.only is not None:  # one kernel's sizes only
+        gemm_sizes = gemm_sizes if args.only == "gemm" else []
+        attn_sizes = attn_sizes if args.only == "attention" else []
+        bwd_sizes = bwd_sizes if args.only == "attention_bwd" else []
 
     class Broken:
         def __init__(self, n):
@@ -532,6 +634,15 @@ def main(argv=None):
             r = run_attention(attn, 4, 32, n)
         except Exception as e:  # noqa: BLE001
             r = {"kernel": "attention", "B": 4, "H": 32, "N": n, "D": 128, "twill_error": repr(e), "trace": traceback.format_exc()}
+        print(json.dumps(r), flush=True)
+        results.append(r)
+        torch.cuda.empty_cache()
+    bwd = TwillAttentionBwd(libs["attention_bwd"]) if libs.get("attention_bwd") else Broken("attention_bwd")
+    for n in bwd_sizes:
+        try:
+            r = run_attention_bwd(bwd, 4, 32, n)
+        except Exception as e:  # noqa: BLE001
+            r = {"kernel": "attention_bwd", "N": n, "twill_error": repr(e), "trace": traceback.format_exc()}
         print(json.dumps(r), flush=True)
         results.append(r)
         torch.cuda.empty_cache()

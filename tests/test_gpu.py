@@ -55,3 +55,13 @@ def test_emitted_kernels_persistent_match_torch(tmp_path, monkeypatch):
     attn = g.TwillAttention(g.build("attention", str(tmp_path))[0])
     r = g.run_attention(attn, 2, 8, 2048, do_time=False)  # 256 tiles, 16 iterations each
     assert r.get("twill_error") is None and r["nan_count"] == 0 and r["rel_err"] < 1e-2, r
+
+
+@pytest.mark.parametrize("persistent", ["0", "1"])
+def test_emitted_attention_backward_matches_torch(tmp_path, monkeypatch, persistent):
+    """The FA3-style backward (a CTA per key tile; dQ added by every key tile's CTA)."""
+    monkeypatch.setenv("TWILL_PERSISTENT", persistent)
+    g = _bench()
+    lib, spills = g.build("attention_bwd", str(tmp_path))
+    r = g.run_attention_bwd(g.TwillAttentionBwd(lib), 1, 4, 1024, do_time=False)
+    assert r.get("twill_error") is None and r["nan_count"] == 0 and r["rel_err"] < 1e-2, r

@@ -337,7 +337,8 @@ class Renderer:
                 "  (void)it;",
                 "  (void)n;",
                 f"  const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
-            shared = t.kind == "store" and not ({"m", "n"} & set(t.axes))
+            # CTAs along a grid axis the tile does not follow all write it: they add into it
+            shared = t.kind == "store" and not self.grid_axes() <= set(t.axes)
             if shared and t.dtype != "f32":
                 raise EmitError(f"store '{t.value}': several CTAs add into its tile; emit-cuda adds f32 tiles only")
             if t.rank == 1:
@@ -350,6 +351,9 @@ class Renderer:
                     f"{cols}, {ncols});")
             out("}")
             out("")
+
+    def grid_axes(self) -> set[str]:
+        return {a for t in self.m.tensors for a in t.axes if a in ("m", "n")}
 
     # -- named barriers --------------------------------------------------------------------------
     def _named_barriers(self) -> dict[str, int]:
@@ -679,10 +683,19 @@ class RoleBody:
         return m.roles[0].name
 
     def _tma_boxes(self, out: Lines, t, dst: str, bar: str, it: str) -> None:
-        """TMA loads of one tile: one box per 128-byte column block and per 256 rows."""
+        """TMA loads of one tile: one box per 128-byte column block and per 256 rows, swizzled as
+        the tensor core reads them; a row vector (lse, a row statistic) in one plain box, since
+        the 128-byte swizzle would permute its second 128 bytes (they start a new swizzle row)."""
         esize = dtype_bytes(t.dtype)
-        block = 128 // esize
         rows, cols = t.tile
+        if t.rank == 1:
+            if cols > 256 or (cols * esize) % 16:
+                raise EmitError(f"row vector '{t.value}' of {cols} {t.dtype}: one TMA box takes up to 256 elements "
+                                f"of a multiple of 16 bytes")
+            row0, col0, batch = self.r._origin(t, it)
+            out(f"twill::tma_load({dst}, tm.{t.name}, {bar}, {col0}, {row0}, {batch});")
+            return
+        block = 128 // esize
         if cols % block:
             raise EmitError(f"tile of '{t.value}' is {cols} {t.dtype} wide: TMA with 128-byte swizzle needs a multiple "
                             f"of {block}")

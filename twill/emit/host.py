@@ -70,9 +70,10 @@ def host_launcher(r) -> str:
     lines += [
         "};",
         "",
-        "// A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect.",
+        "// A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect (a",
+        "// row vector, read by index, without).",
         "inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,",
-        "                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols) {",
+        "                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, bool swizzle = true) {",
         "  static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = nullptr;",
         "  if (encode_tiled == nullptr) {",
         "    cudaDriverEntryPointQueryResult found;",
@@ -86,7 +87,7 @@ def host_launcher(r) -> str:
         "  cuuint32_t box[3] = {box_cols, box_rows, 1};",
         "  cuuint32_t step[3] = {1, 1, 1};",
         "  return encode_tiled(map, type, 3, const_cast<void*>(ptr), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,",
-        "                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,",
+        "                      swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,",
         "                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;",
         "}",
         "",
@@ -104,7 +105,7 @@ def host_launcher(r) -> str:
         lines += [
             f"  CUtensorMap tm_{t.name};",
             f"  if (!encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, "
-            f"{min(t.tile[0], 256)}, {128 // esize}))",
+            + (f"{min(t.tile[0], 256)}, {128 // esize}))" if t.rank > 1 else f"1, {t.tile[1]}, false))"),
             "    return cudaErrorInvalidValue;",
         ]
     lines += [

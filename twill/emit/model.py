@@ -485,15 +485,15 @@ def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
 def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]:
     cls = _dim_classes(graph, mma)
     carry_src = dict(graph.yields)
-    # The loop runs along the K of accumulating mmas and the N of the others.
+    # The loop runs along the K of accumulating mmas (a GEMM's K; attention's keys forward, its
+    # queries backward); in a loop without one, along the N of the others.
     loop_classes = set()
     for op in graph.ops:
-        if op.opcode == "mma":
+        if op.opcode == "mma" and mma[op.name].accumulate:
             a = op.operands[0].name
-            if mma[op.name].accumulate:
-                loop_classes.add(cls.find((a, 1 if mma[op.name].a_kmajor else 0)))
-            else:
-                loop_classes.add(cls.find((op.name, 1)))
+            loop_classes.add(cls.find((a, 1 if mma[op.name].a_kmajor else 0)))
+    if not loop_classes:
+        loop_classes = {cls.find((op.name, 1)) for op in graph.ops if op.opcode == "mma"}
     # Grid axes follow the output carries: rows along blockIdx.x, columns along blockIdx.y.
     m_classes, n_classes = set(), set()
     for carry in graph.carries:

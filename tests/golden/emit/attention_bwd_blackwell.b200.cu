@@ -672,11 +672,19 @@ struct Args {
   int iters;  // loop iterations (at least kStages)
   int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
-  float* store_0;  // store dq: f32 [batch][iters*64][iters*128]
-  float* out_dk;  // output dk_n: f32 [batch][iters*128][iters*128]
-  float* out_dv;  // output dv_n: f32 [batch][iters*128][tiles_n*128]
+  float* store_0;  // store dq: f32 [batch][iters*64][tiles_n*128]
+  float* out_dk;  // output dk_n: f32 [batch][tiles_m*128][tiles_n*128]
+  float* out_dv;  // output dv_n: f32 [batch][tiles_m*128][tiles_n*128]
+  int k_rows_step, k_rows_offset;  // placement of k's tiles
+  int k_cols_step, k_cols_offset;  // placement of k's tiles
+  int v_rows_step, v_rows_offset;  // placement of v's tiles
   int v_cols_step, v_cols_offset;  // placement of v's tiles
+  int q_cols_step, q_cols_offset;  // placement of q's tiles
   int do__cols_step, do__cols_offset;  // placement of do's tiles
+  int store_0_cols_step, store_0_cols_offset;  // placement of dq's tiles
+  int out_dk_rows_step, out_dk_rows_offset;  // placement of dk_n's tiles
+  int out_dk_cols_step, out_dk_cols_offset;  // placement of dk_n's tiles
+  int out_dv_rows_step, out_dv_rows_offset;  // placement of dv_n's tiles
   int out_dv_cols_step, out_dv_cols_offset;  // placement of dv_n's tiles
 };
 
@@ -699,24 +707,24 @@ template <typename F>
 __device__ __forceinline__ void store_store_0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * n * 64 * n * 128;
-  twill::frag_add_global(args.store_0 + batch + static_cast<size_t>((it) * 64) * n * 128, f, row0, (it) * 128, n * 128);
+  const size_t batch = static_cast<size_t>(tile.b) * n * 64 * args.tiles_n * args.store_0_cols_step;
+  twill::frag_add_global(args.store_0 + batch + static_cast<size_t>((it) * 64) * args.tiles_n * args.store_0_cols_step, f, row0, tile.n * args.store_0_cols_step + args.store_0_cols_offset, args.tiles_n * args.store_0_cols_step);
 }
 
 template <typename F>
 __device__ __forceinline__ void store_out_dk(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * n * 128 * n * 128;
-  twill::frag_to_global(args.out_dk + batch + static_cast<size_t>((it) * 128) * n * 128, f, row0, (it) * 128, n * 128);
+  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_dk_rows_step * args.tiles_n * args.out_dk_cols_step;
+  twill::frag_to_global(args.out_dk + batch + static_cast<size_t>(tile.m * args.out_dk_rows_step + args.out_dk_rows_offset) * args.tiles_n * args.out_dk_cols_step, f, row0, tile.n * args.out_dk_cols_step + args.out_dk_cols_offset, args.tiles_n * args.out_dk_cols_step);
 }
 
 template <typename F>
 __device__ __forceinline__ void store_out_dv(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * n * 128 * args.tiles_n * args.out_dv_cols_step;
-  twill::frag_to_global(args.out_dv + batch + static_cast<size_t>((it) * 128) * args.tiles_n * args.out_dv_cols_step, f, row0, tile.n * args.out_dv_cols_step + args.out_dv_cols_offset, args.tiles_n * args.out_dv_cols_step);
+  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_dv_rows_step * args.tiles_n * args.out_dv_cols_step;
+  twill::frag_to_global(args.out_dv + batch + static_cast<size_t>(tile.m * args.out_dv_rows_step + args.out_dv_rows_offset) * args.tiles_n * args.out_dv_cols_step, f, row0, tile.n * args.out_dv_cols_step + args.out_dv_cols_offset, args.tiles_n * args.out_dv_cols_step);
 }
 
 // ---- role load: 1 warp(s), 32 registers; ops q, do, lse, dlt ----
@@ -731,10 +739,10 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   if (lane == 0) {
     if (tile.round >= kInputCopies) twill::mbar_wait(&sm.inputs_free[ib], ((tile.round / kInputCopies) & 1) ^ 1);  // the buffer's last tile is done with it
     twill::mbar_arrive_expect_tx(&sm.inputs_ready[ib], 65536);
-    twill::tma_load(sm.in_k[ib], tm.k, &sm.inputs_ready[ib], 0, 0, tile.b);
-    twill::tma_load(reinterpret_cast<char*>(sm.in_k[ib]) + 16384, tm.k, &sm.inputs_ready[ib], 0 + 64, 0 + 0, tile.b);
-    twill::tma_load(sm.in_v[ib], tm.v, &sm.inputs_ready[ib], tile.n * args.v_cols_step + args.v_cols_offset, 0, tile.b);
-    twill::tma_load(reinterpret_cast<char*>(sm.in_v[ib]) + 16384, tm.v, &sm.inputs_ready[ib], tile.n * args.v_cols_step + args.v_cols_offset + 64, 0 + 0, tile.b);
+    twill::tma_load(sm.in_k[ib], tm.k, &sm.inputs_ready[ib], tile.n * args.k_cols_step + args.k_cols_offset, tile.m * args.k_rows_step + args.k_rows_offset, tile.b);
+    twill::tma_load(reinterpret_cast<char*>(sm.in_k[ib]) + 16384, tm.k, &sm.inputs_ready[ib], tile.n * args.k_cols_step + args.k_cols_offset + 64, tile.m * args.k_rows_step + args.k_rows_offset + 0, tile.b);
+    twill::tma_load(sm.in_v[ib], tm.v, &sm.inputs_ready[ib], tile.n * args.v_cols_step + args.v_cols_offset, tile.m * args.v_rows_step + args.v_rows_offset, tile.b);
+    twill::tma_load(reinterpret_cast<char*>(sm.in_v[ib]) + 16384, tm.v, &sm.inputs_ready[ib], tile.n * args.v_cols_step + args.v_cols_offset + 64, tile.m * args.v_rows_step + args.v_rows_offset + 0, tile.b);
   }
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): q[0], do[0], lse[0], dlt[0]
@@ -742,8 +750,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load q of iteration it into slot it % 2
       sm.ring_q.wait_empty(it);
       sm.ring_q.expect_full(it, 16384);
-      twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], (it) * 128, (it) * 64, tile.b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], (it) * 128 + 64, (it) * 64 + 0, tile.b);
+      twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset, (it) * 64, tile.b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset + 64, (it) * 64 + 0, tile.b);
     }
     if (lane == 0) {
       const int it = 0;  // load do of iteration it into slot it % 2
@@ -757,14 +765,12 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       sm.ring_lse.wait_empty(it);
       sm.ring_lse.expect_full(it, 256);
       twill::tma_load(sm.ld_lse[it % 2], tm.lse, &sm.ring_lse.full[it % 2], (it) * 64, 0, tile.b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_lse[it % 2]) + 128, tm.lse, &sm.ring_lse.full[it % 2], (it) * 64 + 32, 0 + 0, tile.b);
     }
     if (lane == 0) {
       const int it = 0;  // load dlt of iteration it into slot it % 2
       sm.ring_dlt.wait_empty(it);
       sm.ring_dlt.expect_full(it, 256);
       twill::tma_load(sm.ld_dlt[it % 2], tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64, 0, tile.b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_dlt[it % 2]) + 128, tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64 + 32, 0 + 0, tile.b);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -775,8 +781,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load q of iteration it into slot it % 2
         sm.ring_q.wait_empty(it);
         sm.ring_q.expect_full(it, 16384);
-        twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], (it) * 128, (it) * 64, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], (it) * 128 + 64, (it) * 64 + 0, tile.b);
+        twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset, (it) * 64, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset + 64, (it) * 64 + 0, tile.b);
       }
       if (lane == 0) {
         const int it = j;  // load do of iteration it into slot it % 2
@@ -790,14 +796,12 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         sm.ring_lse.wait_empty(it);
         sm.ring_lse.expect_full(it, 256);
         twill::tma_load(sm.ld_lse[it % 2], tm.lse, &sm.ring_lse.full[it % 2], (it) * 64, 0, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_lse[it % 2]) + 128, tm.lse, &sm.ring_lse.full[it % 2], (it) * 64 + 32, 0 + 0, tile.b);
       }
       if (lane == 0) {
         const int it = j;  // load dlt of iteration it into slot it % 2
         sm.ring_dlt.wait_empty(it);
         sm.ring_dlt.expect_full(it, 256);
         twill::tma_load(sm.ld_dlt[it % 2], tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64, 0, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_dlt[it % 2]) + 128, tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64 + 32, 0 + 0, tile.b);
       }
     }
   }
@@ -1195,23 +1199,32 @@ struct Problem {
   // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
-  const __half* k = nullptr;  // input k: f16 [batch][128][128]
-  const __half* v = nullptr;  // input v: f16 [batch][128][tiles_n*128]
-  const __half* q = nullptr;  // load q: f16 [batch][iters*64][iters*128]
+  const __half* k = nullptr;  // input k: f16 [batch][tiles_m*128][tiles_n*128]
+  const __half* v = nullptr;  // input v: f16 [batch][tiles_m*128][tiles_n*128]
+  const __half* q = nullptr;  // load q: f16 [batch][iters*64][tiles_n*128]
   const __half* do_ = nullptr;  // load do: f16 [batch][iters*64][tiles_n*128]
   const float* lse = nullptr;  // load lse: f32 [batch][iters*64]
   const float* dlt = nullptr;  // load dlt: f32 [batch][iters*64]
-  float* store_0 = nullptr;  // store dq: f32 [batch][iters*64][iters*128]
-  float* out_dk = nullptr;  // output dk_n: f32 [batch][iters*128][iters*128]
-  float* out_dv = nullptr;  // output dv_n: f32 [batch][iters*128][tiles_n*128]
+  float* store_0 = nullptr;  // store dq: f32 [batch][iters*64][tiles_n*128]
+  float* out_dk = nullptr;  // output dk_n: f32 [batch][tiles_m*128][tiles_n*128]
+  float* out_dv = nullptr;  // output dv_n: f32 [batch][tiles_m*128][tiles_n*128]
+  int k_rows_step = 128, k_rows_offset = 0;
+  int k_cols_step = 128, k_cols_offset = 0;
+  int v_rows_step = 128, v_rows_offset = 0;
   int v_cols_step = 128, v_cols_offset = 0;
+  int q_cols_step = 128, q_cols_offset = 0;
   int do__cols_step = 128, do__cols_offset = 0;
+  int store_0_cols_step = 128, store_0_cols_offset = 0;
+  int out_dk_rows_step = 128, out_dk_rows_offset = 0;
+  int out_dk_cols_step = 128, out_dk_cols_offset = 0;
+  int out_dv_rows_step = 128, out_dv_rows_offset = 0;
   int out_dv_cols_step = 128, out_dv_cols_offset = 0;
 };
 
-// A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect.
+// A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect (a
+// row vector, read by index, without).
 inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,
-                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols) {
+                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, bool swizzle = true) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = nullptr;
   if (encode_tiled == nullptr) {
     cudaDriverEntryPointQueryResult found;
@@ -1225,41 +1238,49 @@ inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, c
   cuuint32_t box[3] = {box_cols, box_rows, 1};
   cuuint32_t step[3] = {1, 1, 1};
   return encode_tiled(map, type, 3, const_cast<void*>(ptr), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
   if (p.k == nullptr) return cudaErrorInvalidValue;
+  if (p.k_rows_offset < 0 || p.k_rows_offset + 128 > p.k_rows_step) return cudaErrorInvalidValue;
+  if (p.k_cols_offset < 0 || p.k_cols_offset + 128 > p.k_cols_step) return cudaErrorInvalidValue;
   if (p.v == nullptr) return cudaErrorInvalidValue;
+  if (p.v_rows_offset < 0 || p.v_rows_offset + 128 > p.v_rows_step) return cudaErrorInvalidValue;
   if (p.v_cols_offset < 0 || p.v_cols_offset + 128 > p.v_cols_step) return cudaErrorInvalidValue;
   if (p.q == nullptr) return cudaErrorInvalidValue;
+  if (p.q_cols_offset < 0 || p.q_cols_offset + 128 > p.q_cols_step) return cudaErrorInvalidValue;
   if (p.do_ == nullptr) return cudaErrorInvalidValue;
   if (p.do__cols_offset < 0 || p.do__cols_offset + 128 > p.do__cols_step) return cudaErrorInvalidValue;
   if (p.lse == nullptr) return cudaErrorInvalidValue;
   if (p.dlt == nullptr) return cudaErrorInvalidValue;
   if (p.store_0 == nullptr) return cudaErrorInvalidValue;
+  if (p.store_0_cols_offset < 0 || p.store_0_cols_offset + 128 > p.store_0_cols_step) return cudaErrorInvalidValue;
   if (p.out_dk == nullptr) return cudaErrorInvalidValue;
+  if (p.out_dk_rows_offset < 0 || p.out_dk_rows_offset + 128 > p.out_dk_rows_step) return cudaErrorInvalidValue;
+  if (p.out_dk_cols_offset < 0 || p.out_dk_cols_offset + 128 > p.out_dk_cols_step) return cudaErrorInvalidValue;
   if (p.out_dv == nullptr) return cudaErrorInvalidValue;
+  if (p.out_dv_rows_offset < 0 || p.out_dv_rows_offset + 128 > p.out_dv_rows_step) return cudaErrorInvalidValue;
   if (p.out_dv_cols_offset < 0 || p.out_dv_cols_offset + 128 > p.out_dv_cols_step) return cudaErrorInvalidValue;
   CUtensorMap tm_k;
-  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, uint64_t(128), uint64_t(128), static_cast<uint64_t>(p.batch), 128, 64))
+  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, static_cast<uint64_t>(p.tiles_m) * p.k_rows_step, static_cast<uint64_t>(p.tiles_n) * p.k_cols_step, static_cast<uint64_t>(p.batch), 128, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_v;
-  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, uint64_t(128), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64))
+  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, static_cast<uint64_t>(p.tiles_m) * p.v_rows_step, static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_q;
-  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.iters) * 128, static_cast<uint64_t>(p.batch), 64, 64))
+  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.tiles_n) * p.q_cols_step, static_cast<uint64_t>(p.batch), 64, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_do_;
   if (!encode(&tm_do_, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.do_, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.tiles_n) * p.do__cols_step, static_cast<uint64_t>(p.batch), 64, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_lse;
-  if (!encode(&tm_lse, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.lse, uint64_t(1), static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 1, 32))
+  if (!encode(&tm_lse, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.lse, uint64_t(1), static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 1, 64, false))
     return cudaErrorInvalidValue;
   CUtensorMap tm_dlt;
-  if (!encode(&tm_dlt, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.dlt, uint64_t(1), static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 1, 32))
+  if (!encode(&tm_dlt, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.dlt, uint64_t(1), static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 1, 64, false))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
@@ -1270,10 +1291,26 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.store_0 = p.store_0;
   args.out_dk = p.out_dk;
   args.out_dv = p.out_dv;
+  args.k_rows_step = p.k_rows_step;
+  args.k_rows_offset = p.k_rows_offset;
+  args.k_cols_step = p.k_cols_step;
+  args.k_cols_offset = p.k_cols_offset;
+  args.v_rows_step = p.v_rows_step;
+  args.v_rows_offset = p.v_rows_offset;
   args.v_cols_step = p.v_cols_step;
   args.v_cols_offset = p.v_cols_offset;
+  args.q_cols_step = p.q_cols_step;
+  args.q_cols_offset = p.q_cols_offset;
   args.do__cols_step = p.do__cols_step;
   args.do__cols_offset = p.do__cols_offset;
+  args.store_0_cols_step = p.store_0_cols_step;
+  args.store_0_cols_offset = p.store_0_cols_offset;
+  args.out_dk_rows_step = p.out_dk_rows_step;
+  args.out_dk_rows_offset = p.out_dk_rows_offset;
+  args.out_dk_cols_step = p.out_dk_cols_step;
+  args.out_dk_cols_offset = p.out_dk_cols_offset;
+  args.out_dv_rows_step = p.out_dv_rows_step;
+  args.out_dv_rows_offset = p.out_dv_rows_offset;
   args.out_dv_cols_step = p.out_dv_cols_step;
   args.out_dv_cols_offset = p.out_dv_cols_offset;
   const size_t smem = sizeof(Smem) + 1024;
@@ -1294,15 +1331,15 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_k(const Problem& p) { return static_cast<size_t>(uint64_t(128) * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_v(const Problem& p) { return static_cast<size_t>(uint64_t(128) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_q(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_k(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.k_rows_step * static_cast<uint64_t>(p.tiles_n) * p.k_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_v(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.v_rows_step * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_q(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.tiles_n) * p.q_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_do_(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.tiles_n) * p.do__cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_lse(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_dlt(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_store_0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_dk(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_dv(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.tiles_n) * p.out_dv_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_store_0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.tiles_n) * p.store_0_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_dk(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_dk_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_dk_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_dv(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_dv_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_dv_cols_step * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_attention_bwd_blackwell
 

@@ -1543,9 +1543,10 @@ struct Problem {
   int out_acc1_cols_step = 128, out_acc1_cols_offset = 0;
 };
 
-// A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect.
+// A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect (a
+// row vector, read by index, without).
 inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,
-                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols) {
+                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, bool swizzle = true) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = nullptr;
   if (encode_tiled == nullptr) {
     cudaDriverEntryPointQueryResult found;
@@ -1559,7 +1560,7 @@ inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, c
   cuuint32_t box[3] = {box_cols, box_rows, 1};
   cuuint32_t step[3] = {1, 1, 1};
   return encode_tiled(map, type, 3, const_cast<void*>(ptr), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
