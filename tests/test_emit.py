@@ -118,6 +118,16 @@ def test_cli_reports_unfit_tensor_memory(tmp_path):
     assert result.exit_code == 2 and "640 columns" in result.output and not (tmp_path / "k.cu").exists()
 
 
+def test_fa3_backward_shares_registers():
+    """S and dQ of the backward have the same type and never live at once on consumer0: dQ's
+    wgmma writes S's registers (600 -> 200 bytes of spills)."""
+    r = Renderer(build_model(schedule("attention_bwd_hopper.h100"), load_machine("h100")))
+    assert r.p.shared_regs == {"dq": "s"}
+    cu = emitted("attention_bwd_hopper.h100")
+    assert "// dq takes the registers of s, which no longer needs them" in cu
+    assert "twill::Frag<1, 128> dq[" not in cu
+
+
 def test_blackwell_backward_shares_tensor_memory():
     cu = emitted("attention_bwd_blackwell.b200")
     assert "twill::tmem_alloc(&sm.tmem_base, 512);" in cu

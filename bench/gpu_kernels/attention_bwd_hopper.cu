@@ -767,7 +767,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::Frag<1, 128> s[1];  // s: f32[64,128]
   twill::Frag16<1, 128, __half> p[1];  // p: f16[64,128]
   twill::Frag<2, 128> dv_n[1];  // dv_n: f32[128,128]
-  twill::Frag<1, 128> dq[1];  // dq: f32[64,128]
   for (int c = 0; c < 1; ++c) twill::fill(dv_n[c], 0.0f);  // carry dv starts at 0
   const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
@@ -779,7 +778,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(s[0]);
       twill::fence_frag(p[0]);
       twill::fence_frag(dv_n[0]);
-      twill::fence_frag(dq[0]);
       if (j - 1 >= 0) sm.ring_q.release_by_warp(j - 1);  // release q[j - 1]
       if (j - 1 >= 0) sm.ring_do_.release_by_warp(j - 1);  // release do[j - 1]
       if (j - 1 >= 0) sm.ring_ds.release_by_warp(j - 1);  // release ds[j - 1]
@@ -827,22 +825,23 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_commit();
       }
       sm.ring_ds.wait_full(j);  // ds[j] has landed
+      // dq takes the registers of s, which no longer needs them
       // dq = mma ds, k (iteration j)
       {
-        twill::fence_frag(dq[0]);
+        twill::fence_frag(s[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 1>(dq[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_ds[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.in_k[ib], 16 * kk, 0), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 1>(s[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_ds[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.in_k[ib], 16 * kk, 0), kk > 0);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<0>();  // dq[j] is complete
-      twill::fence_frag(dq[0]);
+      twill::fence_frag(s[0]);
       // store_0 = store dq (iteration j)
-      store_store_0(args, tile, dq[0], j, 0, n);
+      store_store_0(args, tile, s[0], j, 0, n);
     }
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----

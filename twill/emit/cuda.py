@@ -846,7 +846,9 @@ class RoleBody:
             else:
                 b = self.p.buffer(name, w, stage, 0)
                 res = Arg(name, op.type, "reg", f"{ident(self.p.storage(name))}[{b}]")
-                if name in self.p.alias:
+                if name in self.p.shared_regs:
+                    out(f"// {name} takes the registers of {self.p.alias[name]}, which no longer needs them")
+                elif name in self.p.alias:
                     out(f"// {name} is computed in the registers of {self.p.alias[name]}, which accumulates it in place")
         call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
                       self.groups)
@@ -884,7 +886,8 @@ class RoleBody:
                 a = m.resolve(m.ops[op].operands[0])[0]
                 if a in self.p.copies and m.values[a].role == self.role.name:
                     names.add(a)
-        for name in sorted(names, key=lambda n: self.p.order.index(n)):
+        arrays = dict.fromkeys(self.p.storage(n) for n in sorted(names, key=lambda n: self.p.order.index(n)))
+        for name in arrays:
             for b in range(self.p.copies.get(name, 1)):
                 out(f"twill::fence_frag({ident(name)}[{b}]);")
 
@@ -986,7 +989,7 @@ class RoleBody:
                 if self.waited is None or self.waited > k:
                     out(f"twill::wgmma_wait<{k}>();  // {value}[{inst}] is complete")
                     self._retire(k)
-                out(f"twill::fence_frag({ident(value)}[{p.buffer(value, w, stage, d)}]);")
+                out(f"twill::fence_frag({ident(p.storage(value))}[{p.buffer(value, w, stage, d)}]);")
                 self.complete.add((value, str(inst)))
             return Arg(value, t, "reg", f"{ident(p.storage(value))}[{p.buffer(value, w, stage, d)}]")
         if chan is None:
@@ -1185,13 +1188,14 @@ class RoleBody:
 
     def _last(self, out: Lines, value: str, fin: str) -> None:
         """fin = this role's register copy of the last instance (iteration n - 1) of value."""
-        c = self.p.copies.get(value, 1)
+        store = ident(self.p.storage(value))
+        c = self.p.copies.get(self.p.storage(value), 1)
         if c == 1:
-            out(f"{fin} = {ident(value)}[0];")
+            out(f"{fin} = {store}[0];")
             return
         with out.block(f"switch ((n - 1) % {c})"):
             for k in range(c):
-                out(f"case {k}: {fin} = {ident(value)}[{k}]; break;")
+                out(f"case {k}: {fin} = {store}[{k}]; break;")
             out("default: break;")
 
     def _hand_over(self, out: Lines) -> None:

@@ -99,6 +99,8 @@ class Program:
         self.order = _window_order(model)
         self.copies = self._copies()
         self.alias = self._aliases()
+        self.shared_regs = self._shared_registers()
+        self.alias.update(self.shared_regs)
         for x in self.alias:
             self.copies.pop(x, None)
         self.U = math.lcm(*self.copies.values()) if self.copies else 1
@@ -143,6 +145,53 @@ class Program:
         if kind == "steady":
             return Window(kind, u, ops, "j", u, (S - 1 + u) % U if U else 0)
         return Window(kind, idx, ops, "n", idx, (S - 1 + r + idx) % U)
+
+    def _shared_registers(self) -> dict[str, str]:
+        """y -> x: register value y takes x's registers when the role's program never holds both
+        (sm_90a). Both keep one buffer, have the same fragment type and are no carry; the span of
+        each instance, from the op that writes it (a wgmma's issue) to its last reader on the
+        role, never meets the other's in program order, over every loop count the windows allow;
+        neither is read by a wgmma from registers (a read that lasts until the wgmma completes).
+        In FA3's backward S and dQ take turns this way: 64 registers per thread fewer."""
+        m = self.model
+        if m.blackwell:
+            return {}
+        out: dict[str, str] = {}
+        taken = set(self.alias) | set(self.alias.values())
+        for role in m.roles:
+            values = [v for v in self.copies if m.values[v].role == role.name and self.copies[v] == 1 and
+                      v not in taken and m.carry_of(v) is None and
+                      not any(self.reads_async(u.op, u.index) for u in m.uses.get(v, ()))]
+            spans = {v: self._spans(role.name, v) for v in values}
+            for i, y in enumerate(values):
+                for x in values[:i]:
+                    if x in out or m.values[x].type != m.values[y].type:
+                        continue  # x lives in another value's registers itself, or is another type
+                    group = [x] + [z for z, t in out.items() if t == x]
+                    if all(not (a0 <= b1 and b0 <= a1) for z in group for k in spans[y]
+                           for (a0, a1) in spans[y][k] for (b0, b1) in spans[z][k]):
+                        out[y] = x
+                        break
+        return out
+
+    def _spans(self, role: str, v: str) -> dict[int, list[tuple[int, int]]]:
+        """Per loop count (k steady windows): [first, last] positions in the role's program of
+        each instance of v, from its write to its last read on the role."""
+        m = self.model
+        out = {}
+        unroll = math.lcm(*self.copies.values()) if self.copies else 1
+        for k in range(1, self.S + 2 * unroll + 2):
+            seq = self.sequence(role, k)
+            where = {(op, inst): i for i, (_, _, op, inst) in enumerate(seq)}
+            spans = []
+            for (op, inst), i in where.items():
+                if op != v:
+                    continue
+                reads = [where[(u.op, inst + u.distance)] for u in m.uses.get(v, ())
+                         if u.role == role and (u.op, inst + u.distance) in where]
+                spans.append((i, max(reads, default=i)))
+            out[k] = spans
+        return out
 
     def storage(self, value: str) -> str:
         """The register array holding `value` (itself, or the accumulator it is built in)."""
