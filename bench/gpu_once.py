@@ -3,6 +3,7 @@
 
     ncu --clock-control none --kernel-name regex:twill_ python3 bench/gpu_once.py gemm 8192
     ncu ... python3 bench/gpu_once.py attention 4096
+    ncu ... python3 bench/gpu_once.py attention_bwd 4096
 """
 import os
 import sys
@@ -17,6 +18,8 @@ def main():
     lib, _ = gpu_bench.build(name, gpu_bench.BUILD_DIR, kernel_dir)
     if name == "gemm":
         r = gpu_bench.run_gemm(gpu_bench.TwillGemm(lib), size, do_time=False)
+    elif name == "attention_bwd":
+        r = gpu_bench.run_attention_bwd(gpu_bench.TwillAttentionBwd(lib), 4, 32, size, do_time=False, ref_heads=1)
     else:
         r = gpu_bench.run_attention(gpu_bench.TwillAttention(lib), 4, 32, size, do_time=False, ref_heads=1)
     print({k: v for k, v in r.items() if k in ("ok", "rel_err", "nan_count", "twill_error")})

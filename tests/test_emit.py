@@ -356,3 +356,16 @@ def test_fixture_schedules_are_the_solvers():
         data = json.loads(path.read_text())
         assert data["format"] == "twill-schedule/1"
         assert data["stage"] == ("swp" if path.name.endswith(".swp.json") else "joint")
+
+
+@pytest.mark.parametrize("dtype, ctype_", [("bf16", "__nv_bfloat16"), ("f32", "float")])
+def test_output_dtype_of_a_carry(tmp_path, dtype, ctype_):
+    """{output = DTYPE} on a carry sets the element type the kernel writes it in (default: its own)."""
+    text = (ROOT / "examples" / "gemm_hopper.tir").read_text().replace("{output = f16}", f"{{output = {dtype}}}")
+    graph = tmp_path / "g.tir"
+    graph.write_text(text)
+    out = tmp_path / "g.cu"
+    result = CliRunner().invoke(main, ["emit-cuda", str(graph), "--gpu", "h100", "-q", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    cu = out.read_text()
+    assert f"{ctype_}* out_acc0;  // output acc0_n: {dtype}" in cu and f"{ctype_}* out_acc1 = nullptr;" in cu
