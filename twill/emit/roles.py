@@ -1,0 +1,670 @@
+"""One warp role's device function: its register buffers, then its windows in schedule order
+(prologue, steady state, epilogue), each op's code from the opcode tables in ops.py, and the
+synchronisation Program planned: ring waits and releases, wgmma waits, ping-pong turns, tensor
+memory hand-offs, and after the loop the carries' last values to global memory.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .lines import Lines, ring_slot
+from .model import EmitError, dtype_bytes, ident
+from .ops import Arg, OpCall, ctype, emitter, fragment_type, view_type
+from .program import Inst, Window
+
+if TYPE_CHECKING:
+    from .cuda import Renderer
+
+
+class RoleBody:
+    """One role's device function: its register buffers, then its windows in schedule order."""
+
+    def __init__(self, r: Renderer, role: str):
+        self.r, self.m, self.p = r, r.m, r.p
+        self.role = self.m.role[role]
+        self.prog = self.p.programs[role]
+        self.groups = max(1, self.role.warpgroups)
+
+    # -- values ------------------------------------------------------------------------------------
+    def registers(self) -> list[str]:
+        """Register values this role produces (results of its ops that live in registers)."""
+        m = self.m
+        out = []
+        for op in m.graph.ops:
+            if m.op_role[op.name] != self.role.name or not op.has_result or op.type is None:
+                continue
+            if m.is_load(op.name) or self.p.in_tmem(op.name) or op.name in self.p.alias:
+                continue
+            out.append(op.name)
+        return out
+
+    def row0(self, rows: int) -> str:
+        if not self.role.is_warpgroup or self.groups == 1:
+            return "0"
+        return f"wgi * {rows // self.groups}"
+
+    def emit(self, out: Lines) -> None:
+        m, role = self.m, self.role
+        out(f"// ---- role {role.name}: {role.warps} warp(s), {role.registers} registers; "
+            f"ops {', '.join(role.ops)} ----")
+        out(f"__device__ __forceinline__ void role_{role.ident}(Smem& sm, const Maps& tm, const Args& args, const int n, "
+            f"const twill::TileIdx& tile) {{")
+        out.depth += 1
+        out("(void)sm;", "(void)tm;", "(void)args;", "(void)tile;")
+        if role.is_warpgroup:
+            first = role.first_warp // 4
+            out(f"const int wgi = static_cast<int>(threadIdx.x / 128) - {first};  // warpgroup within the role",
+                "(void)wgi;")
+        else:
+            out("const int lane = threadIdx.x % 32;", "(void)lane;")
+        regs = self.registers()
+        if regs:
+            out("// register values: one buffer per instance alive at once (instance i in buffer i % copies)")
+        for name in regs:
+            t = m.values[name].type
+            c = self.p.copies.get(name, 1)
+            out(f"{fragment_type(m, t, self.groups)} {ident(name)}[{c}];  // {name}: {t}")
+        for name in regs:
+            carry = m.carry_of(name)
+            if carry is not None:
+                out(f"for (int c = 0; c < {self.p.copies.get(name, 1)}; ++c) "
+                    f"twill::fill({ident(name)}[c], {self._init(carry)});  // carry {carry} starts at "
+                    f"{m.carry_init[carry]}")
+        self._inputs(out)
+        roles = self.p.pingpong
+        # The turns alternate across the CTA's tiles as within one: the first turn of a tile is
+        # given by the last hand-over of the tile before.
+        if roles and self.role.name == roles[-1]:
+            out(f"if (tile.round == 0) twill::named_arrive({self.r.bars['turn:' + roles[0]]}, "
+                f"{self.turn_threads(roles[0])});  // ping-pong: {roles[0]} takes the first turn on the tensor core")
+        self._program(out)
+        if roles and self.role.name == roles[0]:
+            out(f"if (tile.last) twill::named_sync({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
+                f"// ping-pong: absorb {roles[-1]}'s last hand-over")
+        self._finalize(out)
+        if self.reads_inputs():
+            out("twill::inputs_release(&sm.inputs_free[tile.round % kInputCopies]);  "
+                "// this role is done with the tile's inputs")
+        out.depth -= 1
+        out("}")
+        out("")
+
+    def _init(self, carry: str) -> str:
+        init = self.m.carry_init[carry]
+        return {"-inf": "-INFINITY", "inf": "INFINITY", "zero": "0.f"}.get(init, f"{float(init)!r}f")
+
+    def _inputs(self, out: Lines) -> None:
+        """Loop-invariant inputs: shared-memory ones arrive once by TMA (issued by the loader role);
+        register ones are read from global memory by every role that uses them."""
+        m = self.m
+        smem_inputs = [t for t in m.tensors if t.kind == "input" and m.values[t.value].type.space == "smem"]
+        loader = self._input_loader()
+        if smem_inputs and (loader == self.role.name or self.reads_inputs()):
+            out("const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs")
+        if smem_inputs and loader == self.role.name:
+            total = sum(t.tile_bytes for t in smem_inputs)
+            cond = "lane == 0" if not self.role.is_warpgroup else "threadIdx.x % 128 == 0 && wgi == 0"
+            with out.block(f"if ({cond})"):
+                out("if (tile.round >= kInputCopies) twill::mbar_wait(&sm.inputs_free[ib], "
+                    "((tile.round / kInputCopies) & 1) ^ 1);  // the buffer's last tile is done with it",
+                    f"twill::mbar_arrive_expect_tx(&sm.inputs_ready[ib], {total});")
+                for t in smem_inputs:
+                    self._tma_boxes(out, t, f"sm.in_{t.name}[ib]", "&sm.inputs_ready[ib]", "0")
+        reads = {m.resolve(o)[0] for op in self.role.ops for o in m.ops[op].operands}
+        if self.reads_inputs():
+            out("twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs")
+        for t in m.tensors:
+            if t.kind == "input" and m.values[t.value].type.space != "smem" and t.value in reads:
+                vt = m.values[t.value].type
+                out(f"{fragment_type(m, vt, self.groups)} {ident(t.value)};")
+                rows, cols, batch = self.r._origin(t, "0")
+                ncols = self.r._extent(t, 1)
+                nrows = "1" if t.rank == 1 else self.r._extent(t, 0)
+                out(f"twill::global_to_frag({ident(t.value)}, args.{t.name} + static_cast<size_t>({batch}) * "
+                    f"{nrows} * {ncols} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
+                    f"{self.row0(vt.shape[0])}, 0, {ncols});")
+
+    def reads_inputs(self) -> bool:
+        """Does an op of this role read a loop-invariant input from shared memory?"""
+        m = self.m
+        reads = {m.resolve(o)[0] for op in self.role.ops for o in m.ops[op].operands}
+        return any(t.value in reads for t in m.tensors if t.kind == "input" and m.values[t.value].type.space == "smem")
+
+    def _input_loader(self) -> str:
+        m = self.m
+        for r in m.roles:
+            if any(m.is_load(o) for o in r.ops):
+                return r.name
+        return m.roles[0].name
+
+    def _tma_boxes(self, out: Lines, t, dst: str, bar: str, it: str) -> None:
+        """TMA loads of one tile: one box per 128-byte column block and per 256 rows, swizzled as
+        the tensor core reads them; a row vector (lse, a row statistic) in one plain box, since
+        the 128-byte swizzle would permute its second 128 bytes (they start a new swizzle row)."""
+        esize = dtype_bytes(t.dtype)
+        rows, cols = t.tile
+        if t.rank == 1:
+            if cols > 256 or (cols * esize) % 16:
+                raise EmitError(f"row vector '{t.value}' of {cols} {t.dtype}: one TMA box takes up to 256 elements "
+                                f"of a multiple of 16 bytes")
+            row0, col0, batch = self.r._origin(t, it)
+            out(f"twill::tma_load({dst}, tm.{t.name}, {bar}, {col0}, {row0}, {batch});")
+            return
+        block = 128 // esize
+        if cols % block:
+            raise EmitError(f"tile of '{t.value}' is {cols} {t.dtype} wide: TMA with 128-byte swizzle needs a multiple "
+                            f"of {block}")
+        box_rows = min(rows, 256)
+        row0, col0, batch = self.r._origin(t, it)
+        for cb in range(cols // block):
+            for rb in range(0, rows, box_rows):
+                off = cb * rows * 128 + rb * 128
+                ptr = f"reinterpret_cast<char*>({dst}) + {off}" if off else dst
+                out(f"twill::tma_load({ptr}, tm.{t.name}, {bar}, {col0} + {cb * block}, {row0} + {rb}, {batch});"
+                    if (cb or rb) else f"twill::tma_load({ptr}, tm.{t.name}, {bar}, {col0}, {row0}, {batch});")
+
+    # -- the windows -------------------------------------------------------------------------------
+    def _program(self, out: Lines) -> None:
+        p, S, U = self.p, self.p.S, self.p.U
+        if S > 1:
+            out("// ---- prologue: the first iterations enter the pipeline ----")
+            for k in range(S - 1):
+                self._window(out, p.window(self.role.name, ("prologue", k)))
+        out("// ---- steady state: every op, each on its own iteration ----")
+        out(f"int j = {S - 1};")
+        if U == 1:
+            with out.block("for (; j < n; ++j)"):
+                self._window(out, p.window(self.role.name, ("steady", 0), 0))
+            self._epilogue(out, 0)
+        else:
+            with out.block(f"for (; j + {U} <= n; j += {U})"):
+                for u in range(U):
+                    self._window(out, p.window(self.role.name, ("steady", 0), u))
+            out("switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase")
+            for r in range(U):
+                out(f"  case {r}: {{")
+                out.depth += 2
+                for u in range(r):
+                    self._window(out, p.window(self.role.name, ("steady", 0), u))
+                self._epilogue(out, r)
+                out("break;")
+                out.depth -= 2
+                out("  }")
+            out("  default:", "    break;", "}")
+
+    def _epilogue(self, out: Lines, r: int) -> None:
+        if self.p.S > 1:
+            out("// ---- epilogue: the last iterations leave the pipeline ----")
+            for e in range(self.p.S - 1):
+                self._window(out, self.p.window(self.role.name, ("epilogue", e), r=r))
+
+    def _window(self, out: Lines, w: Window) -> None:
+        m = self.m
+        label = {"prologue": f"prologue window {w.index} (J = {w.j0})", "steady": f"steady window J = {Inst('j', w.j0)}",
+                 "epilogue": f"epilogue window {w.index} (J = {Inst('n', w.j0)})"}[w.kind]
+        desc = ", ".join(f"{o}[{w.inst(m.stage(o))}]" for o in w.ops)
+        out(f"{{  // {label}: {desc or 'nothing for this role'}")
+        out.depth += 1
+        self.acquired: set = set()
+        self.loaded: dict = {}  # (value, instance) -> register copy read out of tensor memory
+        self.waited = None
+        self.issued: list = []  # (value, instance) of this window's wgmma groups, in commit order
+        self.complete: set = set()
+        if w.key in self.prog.start_wait:
+            out("twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads")
+            self.waited = 0
+            self._fence_async_results(out)
+        for item in self.prog.releases_at_start.get(w.key, []):
+            self._release(out, w, item)
+        if w.key in self.prog.turn_close:
+            roles = self.p.pingpong
+            nxt = roles[(roles.index(self.role.name) + 1) % len(roles)]
+            out(f"twill::named_arrive({self.r.bars['turn:' + nxt]}, {self.turn_threads(nxt)});  "
+                f"// {nxt}'s turn (ours ended with the last window)")
+        for pos, op in enumerate(w.ops):
+            self._op(out, w, pos, op)
+        out.depth -= 1
+        out("}")
+
+    def _op(self, out: Lines, w: Window, pos: int, name: str) -> None:
+        m, r = self.m, self.r
+        stage = m.stage(name)
+        it = w.inst(stage)
+        begin, end = self.prog.turns.get((w.key, pos), (False, False))
+        if begin:
+            out(f"twill::named_sync({r.bars['turn:' + self.role.name]}, {self.turn_threads(self.role.name)});  "
+                f"// our turn on the tensor core")
+        if m.is_load(name):
+            self._load(out, w, name, it)
+        else:
+            self._compute(out, w, pos, name, it)
+        for item in self.prog.releases_after.get((w.key, pos), []):
+            self._release(out, w, item)
+        if end:
+            roles = self.p.pingpong
+            nxt = roles[(roles.index(self.role.name) + 1) % len(roles)]
+            out(f"twill::named_arrive({r.bars['turn:' + nxt]}, {self.turn_threads(nxt)});  // {nxt}'s turn")
+
+    def turn_threads(self, role: str) -> int:
+        """Threads meeting at `role`'s turn barrier: its own, and those of the role before it."""
+        roles = self.p.pingpong
+        prev = roles[(roles.index(role) - 1) % len(roles)]
+        return self.m.role[role].threads + self.m.role[prev].threads
+
+    def _load(self, out: Lines, w: Window, name: str, it: Inst) -> None:
+        m = self.m
+        chan = self.p.channels[name]
+        t = m.tensor[ident(name)]
+        ring = f"sm.ring_{chan.ident}"
+        cond = "lane == 0" if not self.role.is_warpgroup else "threadIdx.x % 128 == 0 && wgi == 0"
+        with out.block(f"if ({cond})"):
+            out(f"const int it = {it};  // load {name} of iteration it into slot it % {chan.depth}",
+                f"{ring}.wait_empty(it);",
+                f"{ring}.expect_full(it, {t.tile_bytes});")
+            self._tma_boxes(out, t, f"sm.ld_{chan.ident}[it % {chan.depth}]", f"&{ring}.full[it % {chan.depth}]", "it")
+
+    def _compute(self, out: Lines, w: Window, pos: int, name: str, it: Inst) -> None:
+        m = self.m
+        op = m.ops[name]
+        stage = m.stage(name)
+        k = self.prog.hazards.get((w.key, pos))
+        if k is not None and (self.waited is None or self.waited > k):
+            out(f"twill::wgmma_wait<{k}>();  // no wgmma still uses the registers {name} overwrites")
+            self._retire(k)
+            self._fence_async_results(out)
+        args = []
+        for i, operand in enumerate(op.operands):
+            args.append(self._operand(out, w, pos, name, i, operand, stage))
+        staged = None
+        if name in self.p.scratch and args[0].where == "reg":
+            staged = args[0]  # the tensor core reads this A from memory: the role stages it in a tile
+            args[0] = Arg(staged.value, staged.type, "smem", f"sm.scratch_{ident(name)}")
+            if not m.blackwell:
+                t = staged.type
+                out(f"twill::wgmma_wait<0>();  // the last wgmma reading scratch_{ident(name)} is done",
+                    f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>(sm.scratch_{ident(name)}, "
+                    f"{staged.expr}, {self.row0(t.shape[0])});",
+                    "twill::fence_async_smem();",
+                    f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
+                    f"// the whole tile is written")
+                self._retire(0)
+                staged = None
+        res, tmem_out = None, None
+        if op.has_result and op.type is not None:
+            streamed = op.opcode == "rescale" and args and args[0].where in ("tmem", "init")
+            if self.p.in_tmem(name) and (op.opcode == "mma" or streamed):
+                res = Arg(name, op.type, "tmem", self.r.tmem_addr(name, it))
+            elif self.p.in_tmem(name):  # computed in registers, then stored to tensor memory
+                tmem_out = f"{ident(name)}_out"
+                out(f"{fragment_type(m, op.type, self.groups)} {tmem_out};")
+                res = Arg(name, op.type, "reg", tmem_out)
+            else:
+                b = self.p.buffer(name, w, stage, 0)
+                res = Arg(name, op.type, "reg", f"{ident(self.p.storage(name))}[{b}]")
+                if name in self.p.shared_regs:
+                    out(f"// {name} takes the registers of {self.p.alias[name]}, which no longer needs them")
+                elif name in self.p.alias:
+                    out(f"// {name} is computed in the registers of {self.p.alias[name]}, which accumulates it in place")
+        call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
+                      self.groups)
+        code = emitter(m, op.opcode)(call)
+        out(f"// {name} = {op.opcode} {', '.join(str(o) for o in op.operands)} (iteration {it})")
+        if op.opcode == "store":
+            code = [c.replace(", it);", f", {it}, {call.row0}, n);") for c in code]
+            if not self.role.is_warpgroup:
+                raise EmitError(f"op '{name}': a store of register tiles runs on a warpgroup role, not {self.role.name}")
+        if any("\n" in c for c in code):
+            raise AssertionError("emitters return single lines")
+        if m.blackwell and op.opcode == "mma":
+            self._umma_block(out, w, pos, name, it, args, code, staged)
+        elif len(code) > 1 or op.opcode == "mma":
+            with out.block(""):
+                out(*code)
+        else:
+            out(*code)
+        if tmem_out is not None:
+            out(f"twill::frag_to_tmem({self.r.tmem_addr(name, it)}, {tmem_out});")
+        if op.opcode == "mma":
+            self.waited = None
+            self.issued.append((name, str(it)))
+        self._publish(out, w, name, it)
+
+    def _fence_async_results(self, out: Lines) -> None:
+        """After a wait: pin every register buffer a wgmma of this role writes or reads."""
+        m = self.m
+        if m.blackwell:
+            return
+        names = set()
+        for op in self.role.ops:
+            if m.ops[op].opcode == "mma":
+                names.add(op)
+                a = m.resolve(m.ops[op].operands[0])[0]
+                if a in self.p.copies and m.values[a].role == self.role.name:
+                    names.add(a)
+        arrays = dict.fromkeys(self.p.storage(n) for n in sorted(names, key=lambda n: self.p.order.index(n)))
+        for name in arrays:
+            for b in range(self.p.copies.get(name, 1)):
+                out(f"twill::fence_frag({ident(name)}[{b}]);")
+
+    def elect(self) -> str:
+        """The one thread that issues TMA and tcgen05 work for this role."""
+        return "lane == 0" if not self.role.is_warpgroup else "threadIdx.x % 128 == 0 && wgi == 0"
+
+    def _umma_block(self, out: Lines, w: Window, pos: int, name: str, it: Inst, args, code, staged) -> None:
+        """tcgen05.mma: ordered after this role's tensor-memory and shared-memory writes, issued by
+        one thread, then committed to the mbarriers its readers and the freed slots wait on."""
+        m, p = self.m, self.p
+        s = m.mma_shape[name]
+        chan = p.channels.get(name)
+        c = args[2] if s.accumulate else None
+        with out.block(""):
+            if c is not None and c.where == "reg":
+                if not self.role.is_warpgroup:
+                    raise EmitError(f"op '{name}': its accumulator '{c.value}' is in registers of a 1-warp role; "
+                                    f"declare it @tmem")
+                out(f"twill::frag_to_tmem({self.r.tmem_addr(name, it)}, {c.expr});  // the accumulator to tensor memory")
+            if staged is not None:
+                if not self.role.is_warpgroup:
+                    raise EmitError(f"op '{name}': operand '{staged.value}' is in registers of a 1-warp role")
+                t = staged.type
+                done = f"sm.done_{ident(name)}"
+                if it.base:
+                    out(f"if ({it} >= 1) twill::mbar_wait(&{done}, static_cast<uint32_t>(({it}) - 1) & 1u);  "
+                        f"// the previous {name} has read the scratch tile")
+                elif it.off >= 1:
+                    out(f"twill::mbar_wait(&{done}, {(it.off - 1) & 1}u);  // the previous {name} has read the scratch tile")
+                out(f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>(sm.scratch_{ident(name)}, "
+                    f"{staged.expr}, {self.row0(t.shape[0])});",
+                    "twill::fence_async_smem();")
+            if self.role.is_warpgroup:
+                out("twill::tmem_fence_before();",
+                    f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
+                    f"// the role's own tensor-memory and shared-memory traffic comes first",
+                    "twill::tmem_fence_after();")
+            with out.block(f"if ({self.elect()})"):
+                if chan is not None and chan.empty:
+                    out(f"sm.ring_{chan.ident}.wait_empty({it});  // the readers are done with this region")
+                if name in p.tmem_after:  # the columns are shared: their last occupant must be freed
+                    prev, k = p.tmem_after[name]
+                    q = Inst(it.base, it.off + k + 1)
+                    line = (f"sm.ring_{ident(prev)}.wait_empty({q});  // {prev}[{Inst(it.base, it.off + k)}], "
+                            f"which these columns held before, is freed")
+                    if q.base:
+                        out(f"if ({q} >= 1) {line}")
+                    elif q.off >= 1:
+                        out(line)
+                out("twill::tmem_fence_after();")
+                acc = "1"
+                if c is not None and c.where == "init":
+                    if c.expr not in ("0.0f", "0.f"):
+                        raise EmitError(f"op '{name}': a tensor-memory accumulator must start at 0 (got {c.expr})")
+                    acc = "kk > 0"
+                elif c is not None and c.where == "tmem" and self._may_be_negative(it.shift(1)) and \
+                        m.carry_of(c.value) is not None:
+                    acc = f"kk > 0 || ({it.shift(1)}) >= 0"
+                out(*[line.replace(", 1);", f", {acc});") if c is not None else line for line in code])
+                if chan is not None:
+                    out(f"twill::umma_commit(&sm.ring_{chan.ident}.full[{ring_slot(it, chan.depth)}]);  "
+                        f"// {name}[{it}] is ready when the mma is")
+                if staged is not None:
+                    out(f"twill::umma_commit(&sm.done_{ident(name)});")
+                for chan2, last, shift, how in self.prog.releases_after.get((w.key, pos), []):
+                    if how == "commit":
+                        inst = Inst(w.base, w.j0 - shift - m.stage(last.op) - last.distance)
+                        out(f"twill::umma_commit(&sm.ring_{chan2.ident}.empty[{ring_slot(inst, chan2.depth)}]);  "
+                            f"// frees {chan2.value}[{inst}] once read")
+
+    def _retire(self, k: int) -> None:
+        """After wgmma_wait<k>: all but the newest k groups of this window are complete."""
+        self.waited = k
+        for g in self.issued[:max(0, len(self.issued) - k)]:
+            self.complete.add(g)
+
+    def _operand(self, out: Lines, w: Window, pos: int, opname: str, index: int, operand, stage: int) -> Arg:
+        m, p = self.m, self.p
+        value, d = m.resolve(operand)
+        inst = w.inst(stage, d)
+        v = m.values.get(value)
+        if v is None:
+            raise EmitError(f"op '{opname}' reads '{operand.name}', which is neither a value nor an input")
+        t = v.type
+        if v.kind == "input":
+            if t.space == "smem":
+                return Arg(value, t, "smem", f"sm.in_{ident(value)}[ib]")
+            return Arg(value, t, "reg", ident(value))
+        carry = m.carry_of(value) if d > 0 else None
+        chan = p.channels.get(value)
+        if p.in_tmem(value):
+            return self._tmem_operand(out, w, opname, index, value, t, inst, carry, chan)
+        if v.role == self.role.name and not m.is_load(value):
+            site = (w.key, pos, value)
+            if site in self.prog.waits and not p.in_place(opname, index, value, d) and \
+                    (value, str(inst)) not in self.complete:
+                k = self.prog.waits[site]
+                if self.waited is None or self.waited > k:
+                    out(f"twill::wgmma_wait<{k}>();  // {value}[{inst}] is complete")
+                    self._retire(k)
+                out(f"twill::fence_frag({ident(p.storage(value))}[{p.buffer(value, w, stage, d)}]);")
+                self.complete.add((value, str(inst)))
+            return Arg(value, t, "reg", f"{ident(p.storage(value))}[{p.buffer(value, w, stage, d)}]")
+        if chan is None:
+            raise EmitError(f"op '{opname}' on role {self.role.name} reads '{value}' of role {v.role} with no channel")
+        if carry is not None and inst.base != "n" and (not inst.base and inst.off < 0):
+            return Arg(value, t, "init", self._init(carry))
+        ring = f"sm.ring_{chan.ident}"
+        key = (value, str(inst))
+        if chan.kind == "tma" or chan.kind == "tile":
+            if key not in self.acquired:
+                self.acquired.add(key)
+                out(f"{ring}.wait_full({inst});  // {value}[{inst}] has landed")
+            arr = "ld" if chan.kind == "tma" else "tile"
+            return Arg(value, t, "smem", f"sm.{arr}_{chan.ident}[{ring_slot(inst, chan.depth)}]")
+        if chan.kind == "stage":
+            buf = f"sm.stage_{chan.ident}[{ring_slot(inst, chan.depth)}]"
+            tmp = f"{ident(value)}_{ident(opname)}_{index}"
+            guard = self._may_be_negative(inst)
+            if not guard:  # read in place; the slot is freed after this role's last reader
+                if key not in self.acquired:
+                    self.acquired.add(key)
+                    out(f"{ring}.wait_full({inst});  // {value}[{inst}] is staged")
+                out(f"const {view_type(m, t, self.groups)} {tmp}{{{buf}, {self.row0(t.shape[0])}}};")
+                return Arg(value, t, "reg", tmp, view=True)
+            out(f"{fragment_type(m, t, self.groups)} {tmp};")
+            out(f"if ({inst} >= 0) {{")
+            out.depth += 1
+            out(f"{ring}.wait_full({inst});",
+                f"twill::buffer_to_frag({tmp}, {buf}, {self.row0(t.shape[0])}, {t.shape[1] if len(t.shape) > 1 else 0});")
+            out.depth -= 1
+            out("} else {")
+            out(f"  twill::fill({tmp}, {self._init(carry) if carry else '0.f'});")
+            out("}")
+            return Arg(value, t, "reg", tmp)
+        raise EmitError(f"channel kind {chan.kind} of '{value}' is not supported on {m.arch}")
+
+    def _may_be_negative(self, inst: Inst) -> bool:
+        """In the steady loop j >= S-1, so j + off < 0 only when off < -(S-1); n >= S."""
+        return inst.base == "j" and inst.off < -(self.p.S - 1)
+
+    def _tmem_operand(self, out: Lines, w: Window, opname: str, index: int, value: str, t, inst: Inst,
+                      carry, chan) -> Arg:
+        """A tensor-memory operand (sm_100a): wait for the commit (or the writers' arrival) that
+        makes the instance ready, then hand the address to an mma, or read the tile into registers
+        for any other op. A carry's instance -1 is its initial value."""
+        m, p = self.m, self.p
+        is_mma = m.ops[opname].opcode == "mma"
+        own_mma = m.values[value].role == self.role.name and is_mma
+        addr = self.r.tmem_addr(value, inst)
+        if carry is not None and not inst.base and inst.off < 0:
+            return Arg(value, t, "init", self._init(carry))
+        waits = chan is not None and self.role.name in chan.consumers and not own_mma
+        guard = carry is not None and self._may_be_negative(inst)
+        streams = (m.ops[opname].opcode == "rescale" and index == 0 and p.in_tmem(opname) and
+                   len(t.shape) == 2 and t.dtype == "f32")
+        if is_mma or streams:
+            if waits and (value, str(inst)) not in self.acquired:
+                self.acquired.add((value, str(inst)))
+                wait = f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory"
+                out(f"if ({inst} >= 0) {wait}" if guard else wait)
+            if streams:
+                out("twill::tmem_fence_after();")
+            return Arg(value, t, "tmem", addr, f"{inst} >= 0" if guard else "",
+                       self._init(carry) if carry is not None else "")
+        cached = self.loaded.get((value, str(inst)))
+        if cached is not None:  # already read out of tensor memory in this window
+            return Arg(value, t, "reg", cached)
+        tmp = f"{ident(value)}_{ident(opname)}_{index}"
+        self.loaded[(value, str(inst))] = tmp
+        out(f"{fragment_type(m, t, self.groups)} {tmp};")
+        if guard:
+            out(f"if ({inst} >= 0) {{")
+            out.depth += 1
+        if waits:
+            out(f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory",
+                "twill::tmem_fence_after();")
+        out(f"twill::tmem_to_frag({tmp}, {addr});")
+        if value in p.tmem_shared:  # its columns are another value's next: free them at once
+            out("twill::tmem_fence_before();",
+                f"sm.ring_{chan.ident}.release_by_warp({inst});  // {value}[{inst}] is read: its columns are free")
+        if guard:
+            out.depth -= 1
+            out("} else {")
+            out(f"  twill::fill({tmp}, {self._init(carry)});")
+            out("}")
+        return Arg(value, t, "reg", tmp)
+
+    def _publish(self, out: Lines, w: Window, name: str, it: Inst) -> None:
+        """Hand a result to other roles: wait for the slot, write it, fence, arrive on full."""
+        m, p = self.m, self.p
+        chan = p.channels.get(name)
+        if chan is None or chan.producer != self.role.name or chan.kind == "tma":
+            return
+        t = m.values[name].type
+        ring = f"sm.ring_{chan.ident}"
+        if chan.kind == "tmem":
+            if m.ops[name].opcode != "mma":  # written by tcgen05.st (waited for): announce it
+                out("twill::tmem_fence_before();", f"{ring}.arrive_full({it});  // {name}[{it}] is in tensor memory")
+            return
+        buf = f"{ident(p.storage(name))}[{p.buffer(name, w, m.stage(name), 0)}]"
+        slot = ring_slot(it, chan.depth)
+        if not m.blackwell and m.ops[name].opcode == "mma":  # an async result: complete it first
+            out(f"twill::wgmma_wait<0>();  // {name}[{it}] is complete", f"twill::fence_frag({buf});")
+            self._retire(0)
+        out(f"{ring}.wait_empty({it});  // hand {name}[{it}] to {', '.join(chan.consumers)}")
+        if chan.kind == "stage":
+            out(f"twill::frag_to_buffer(sm.stage_{chan.ident}[{slot}], {buf}, {self.row0(t.shape[0])}, "
+                f"{t.shape[1] if len(t.shape) > 1 else 0});")
+        elif chan.kind == "tile":
+            rows, cols = t.shape
+            out(f"twill::frag_to_tile<{ctype(t.dtype)}, {rows}, {cols}>(sm.tile_{chan.ident}[{slot}], {buf}, "
+                f"{self.row0(rows)});",
+                "twill::fence_async_smem();  // visible to the tensor core")
+        out(f"{ring}.arrive_full({it});")
+
+    def _release(self, out: Lines, w: Window, item) -> None:
+        chan, last, shift, wait = item
+        m = self.m
+        stage = m.stage(last.op)
+        inst = Inst(w.base, w.j0 - shift - stage - last.distance)
+        guard = inst.base == "j" and inst.off < -(self.p.S - 1)
+        ring = f"sm.ring_{chan.ident}"
+        if wait is not None and wait != "commit" and (self.waited is None or self.waited > wait):
+            out(f"twill::wgmma_wait<{wait}>();  // the wgmmas before the last one are done")
+            self._retire(wait)
+        if wait == "commit":  # the mma's issuing thread already committed to the empty barrier
+            return
+        if chan.kind == "tmem":
+            out("twill::tmem_fence_before();")
+        line = f"{ring}.release_by_warp({inst});  // release {chan.value}[{inst}]"
+        out(f"if ({inst} >= 0) {line}" if guard else line)
+
+    # -- after the loop ------------------------------------------------------------------------------
+    def _release_tail(self, out: Lines) -> None:
+        """Free the ring slots the loop leaves held (Program.held_at_end), so that a CTA's next
+        tile finds every ring empty."""
+        if not self.r.persistent():
+            return
+        for chan in self.p.channels.values():
+            if self.role.name not in chan.consumers or not chan.empty:
+                continue
+            held = self.p.held_at_end(self.role.name, chan)
+            if held:
+                out(f"if (!tile.last) for (int i = n - {held}; i < n; ++i) sm.ring_{chan.ident}.release_by_warp(i);  "
+                    f"// {chan.value}'s slots still held: empty for the next tile")
+
+    def _finalize(self, out: Lines) -> None:
+        """Each carry's last value goes to its output tensor (divided by its running sum, for an
+        online-softmax accumulator). A register value is written by the role holding it; a
+        tensor-memory one by the role holding its normalizer (or one that reads it), once the
+        mma role's final commit says the last mma is done. A last value that the writing role does
+        not hold (a running sum on another role) is staged in shared memory by its role first."""
+        m, p, r = self.m, self.p, self.r
+        norms = dict(m.normalizers)
+        for t in r.tmem_outputs():
+            if m.values[t.value].role == self.role.name and m.ops[t.value].opcode == "mma":
+                out(f"if ({self.elect()}) twill::umma_commit(&sm.final_{ident(t.value)});  "
+                    f"// every mma of this role, the last {t.value} too, is done")
+        outputs = [t for t in m.tensors if t.kind == "output" and r.final_role(t) == self.role.name]
+        hopper_mma = not m.blackwell and any(m.ops[o].opcode == "mma" for o in self.role.ops)
+        if not outputs:
+            if hopper_mma:
+                out("twill::wgmma_wait<0>();")
+            self._release_tail(out)
+            self._hand_over(out)
+            return
+        out("// ---- after the loop: the carries' last values (iteration n - 1) to global memory ----")
+        if hopper_mma:
+            out("twill::wgmma_wait<0>();")
+        self._release_tail(out)
+        self._hand_over(out)
+        finals = {}
+        for value in dict.fromkeys(v for t in outputs for v in r.final_values(t)):
+            vt = m.values[value].type
+            fin = f"{ident(value)}_final"
+            finals[value] = fin
+            out(f"{fragment_type(m, vt, self.groups)} {fin};")
+            if p.in_tmem(value):
+                out(f"twill::mbar_wait(&sm.final_{ident(value)}, tile.round & 1);", "twill::tmem_fence_after();",
+                    f"twill::tmem_to_frag({fin}, {r.tmem_addr(value, Inst('n', -1))});")
+            elif m.values[value].role != self.role.name:  # staged by its role (see _hand_over)
+                out(f"twill::mbar_wait(&sm.final_{ident(value)}, tile.round & 1);  "
+                    f"// {m.values[value].role} staged the last {value}",
+                    f"twill::buffer_to_frag({fin}, sm.last_{ident(value)}, {self.row0(vt.shape[0])}, "
+                    f"{vt.shape[1] if len(vt.shape) > 1 else 0});")
+            else:
+                self._last(out, value, fin)
+        for t in outputs:
+            carry = m.carry_of(t.value)
+            fin = finals[t.value]
+            if carry in norms:
+                out(f"twill::op_normalize({fin}, {finals[m.carry_source[norms[carry]]]});  "
+                    f"// {carry} / {norms[carry]}: the softmax denominator")
+            vt = m.values[t.value].type
+            out(f"store_{t.name}(args, tile, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
+
+    def _last(self, out: Lines, value: str, fin: str) -> None:
+        """fin = this role's register copy of the last instance (iteration n - 1) of value."""
+        store = ident(self.p.storage(value))
+        c = self.p.copies.get(self.p.storage(value), 1)
+        if c == 1:
+            out(f"{fin} = {store}[0];")
+            return
+        with out.block(f"switch ((n - 1) % {c})"):
+            for k in range(c):
+                out(f"case {k}: {fin} = {store}[{k}]; break;")
+            out("default: break;")
+
+    def _hand_over(self, out: Lines) -> None:
+        """Stage the last instances of this role's values that another role's output needs, and
+        arrive on their mbarriers (see Renderer.handoffs)."""
+        m = self.m
+        for value, (holder, readers) in self.r.handoffs().items():
+            if holder != self.role.name:
+                continue
+            vt = m.values[value].type
+            fin = f"{ident(value)}_last"
+            with out.block(""):
+                out(f"{fragment_type(m, vt, self.groups)} {fin};")
+                self._last(out, value, fin)
+                out(f"twill::frag_to_buffer(sm.last_{ident(value)}, {fin}, {self.row0(vt.shape[0])}, "
+                    f"{vt.shape[1] if len(vt.shape) > 1 else 0});",
+                    f"twill::mbar_arrive(&sm.final_{ident(value)});  // the last {value}, for {', '.join(readers)}")
