@@ -200,6 +200,17 @@ def test_gemm_and_fa3_are_persistent():
     assert "constexpr bool kPersistent = false;" in emitted("attention_fwd_blackwell.b200")
 
 
+def test_softmax_sums_rows_in_f32_once():
+    """The FA3 kernel's exp2 also takes the row sums of P in f32 (op_exp2_sum); the rowsum of P
+    then uses them, so P's 16-bit tile is not unpacked again (+5-10% on the H200)."""
+    cu = emitted("attention_fwd_hopper.h100")
+    assert "twill::Rows<1> p0_sums[1];  // p0's row sums, for l0_new" in cu
+    assert "twill::op_exp2_sum(p0[0], p0_sums[0], s0[0], m0_new[" in cu
+    assert "twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);" in cu
+    assert "twill::op_rowsum(l0_new[0], p0[0]" not in cu
+    assert "op_exp2_sum(" not in emitted("attention_fwd_blackwell.b200").split("namespace twill_")[1]
+
+
 def test_gemm_keeps_one_wgmma_in_flight():
     cu = emitted("gemm_hopper.h100")
     for half in "01":

@@ -333,6 +333,47 @@ __device__ __forceinline__ void row_reduce(Rows<MB>& out, const X& x, float init
   }
 }
 
+// exp2 (see op_exp2) that also sums each row of its result in f32 before it is rounded to 16 bits:
+// the row sum a later rowsum of this result needs (passed to it as presum(sum)), as FA3 sums the
+// unrounded exponentials; the rowsum then neither unpacks the tile nor shuffles.
+template <int MB, int N, typename H, typename X, typename B>
+__device__ __forceinline__ void op_exp2_sum(Frag16<MB, N, H>& out, Rows<MB>& sum, const X& x, const B& b, float scale) {
+#pragma unroll
+  for (int blk = 0; blk < MB; ++blk) {
+    float s[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < Frag16<MB, N, H>::kElems; i += 2) {
+      const float m = at<false>(b, blk, i);  // one row's value for both elements of the pair
+      const float mb = m == -INFINITY ? 0.f : m * scale;
+      const float v0 = fast_exp2(fmaf(at<false>(x, blk, i), scale, -mb));
+      const float v1 = fast_exp2(fmaf(at<false>(x, blk, i + 1), scale, -mb));
+      put2(out, blk, i, v0, v1);
+      s[(i >> 1) & 1] += v0 + v1;
+    }
+    sum.x[blk][0] = quad_sum(s[0]);
+    sum.x[blk][1] = quad_sum(s[1]);
+  }
+}
+template <int MB>
+struct PreSum {
+  const Rows<MB>& r;
+};
+template <int MB>
+__device__ __forceinline__ PreSum<MB> presum(const Rows<MB>& r) { return PreSum<MB>{r}; }
+// rowsum of a tile whose row sums op_exp2_sum already took (sm_90a).
+template <typename Out, int MB>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x) {
+  for_each(out, [&](auto... e) { return at<true>(x.r, e...); });
+}
+template <typename Out, int MB, typename L>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L& l) {
+  for_each(out, [&](auto... e) { return at<true>(x.r, e...) + at<true>(l, e...); });
+}
+template <typename Out, int MB, typename L, typename A>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L& l, const A& alpha) {
+  for_each(out, [&](auto... e) { return fmaf(at<true>(l, e...), at<true>(alpha, e...), at<true>(x.r, e...)); });
+}
+
 // ---- wgmma ---------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
 // (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
@@ -833,6 +874,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::Frag<1, 128> s0[1];  // s0: f32[64,128]
   twill::Rows<1> m0_new[2];  // m0_new: f32[64]
   twill::Frag16<1, 128, __half> p0[1];  // p0: f16[64,128]
+  twill::Rows<1> p0_sums[1];  // p0's row sums, for l0_new
   twill::Rows<1> alpha0[1];  // alpha0: f32[64]
   twill::Rows<1> l0_new[1];  // l0_new: f32[64]
   twill::Frag<1, 128> acc0_n[1];  // acc0_n: f32[64,128]
@@ -864,7 +906,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // m0_new = rowmax s0, m0 (iteration 0)
     twill::op_rowmax(m0_new[0], s0[0], m0_new[1]);
     // p0 = exp2 s0, m0_new (iteration 0)
-    twill::op_exp2(p0[0], s0[0], m0_new[0], args.exp2_scale);
+    twill::op_exp2_sum(p0[0], p0_sums[0], s0[0], m0_new[0], args.exp2_scale);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
@@ -879,7 +921,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // alpha0 = exp2 m0, m0_new (iteration j - 1)
       twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
       // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
-      twill::op_rowsum(l0_new[0], p0[0], l0_new[0], alpha0[0]);
+      twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
       // acc0_r is computed in the registers of acc0_n, which accumulates it in place
       // acc0_r = rescale acc0, alpha0 (iteration j - 1)
       twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
@@ -917,7 +959,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // m0_new = rowmax s0, m0 (iteration j)
       twill::op_rowmax(m0_new[1], s0[0], m0_new[0]);
       // p0 = exp2 s0, m0_new (iteration j)
-      twill::op_exp2(p0[0], s0[0], m0_new[1], args.exp2_scale);
+      twill::op_exp2_sum(p0[0], p0_sums[0], s0[0], m0_new[1], args.exp2_scale);
     }
     {  // steady window J = j + 1: alpha0[j], l0_new[j], acc0_r[j], acc0_n[j], s0[j + 1], m0_new[j + 1], p0[j + 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
@@ -929,7 +971,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // alpha0 = exp2 m0, m0_new (iteration j)
       twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
       // l0_new = rowsum p0, l0, alpha0 (iteration j)
-      twill::op_rowsum(l0_new[0], p0[0], l0_new[0], alpha0[0]);
+      twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
       // acc0_r is computed in the registers of acc0_n, which accumulates it in place
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
@@ -967,7 +1009,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // m0_new = rowmax s0, m0 (iteration j + 1)
       twill::op_rowmax(m0_new[0], s0[0], m0_new[1]);
       // p0 = exp2 s0, m0_new (iteration j + 1)
-      twill::op_exp2(p0[0], s0[0], m0_new[0], args.exp2_scale);
+      twill::op_exp2_sum(p0[0], p0_sums[0], s0[0], m0_new[0], args.exp2_scale);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -983,7 +1025,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // alpha0 = exp2 m0, m0_new (iteration n - 1)
         twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
         // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
-        twill::op_rowsum(l0_new[0], p0[0], l0_new[0], alpha0[0]);
+        twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
@@ -1017,7 +1059,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // alpha0 = exp2 m0, m0_new (iteration j - 1)
         twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
         // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
-        twill::op_rowsum(l0_new[0], p0[0], l0_new[0], alpha0[0]);
+        twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration j - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
@@ -1055,7 +1097,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // m0_new = rowmax s0, m0 (iteration j)
         twill::op_rowmax(m0_new[1], s0[0], m0_new[0]);
         // p0 = exp2 s0, m0_new (iteration j)
-        twill::op_exp2(p0[0], s0[0], m0_new[1], args.exp2_scale);
+        twill::op_exp2_sum(p0[0], p0_sums[0], s0[0], m0_new[1], args.exp2_scale);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): alpha0[n - 1], l0_new[n - 1], acc0_r[n - 1], acc0_n[n - 1]
@@ -1068,7 +1110,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // alpha0 = exp2 m0, m0_new (iteration n - 1)
         twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
         // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
-        twill::op_rowsum(l0_new[0], p0[0], l0_new[0], alpha0[0]);
+        twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
@@ -1126,6 +1168,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   twill::Frag<1, 128> s1[1];  // s1: f32[64,128]
   twill::Rows<1> m1_new[2];  // m1_new: f32[64]
   twill::Frag16<1, 128, __half> p1[1];  // p1: f16[64,128]
+  twill::Rows<1> p1_sums[1];  // p1's row sums, for l1_new
   twill::Rows<1> alpha1[1];  // alpha1: f32[64]
   twill::Rows<1> l1_new[1];  // l1_new: f32[64]
   twill::Frag<1, 128> acc1_n[1];  // acc1_n: f32[64,128]
@@ -1158,7 +1201,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     // alpha1 = exp2 m1, m1_new (iteration 0)
     twill::op_exp2(alpha1[0], m1_new[1], m1_new[0], args.exp2_scale);
     // p1 = exp2 s1, m1_new (iteration 0)
-    twill::op_exp2(p1[0], s1[0], m1_new[0], args.exp2_scale);
+    twill::op_exp2_sum(p1[0], p1_sums[0], s1[0], m1_new[0], args.exp2_scale);
     // acc1_r is computed in the registers of acc1_n, which accumulates it in place
     // acc1_r = rescale acc1, alpha1 (iteration 0)
     twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
@@ -1178,7 +1221,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::wgmma_commit();
     }
     // l1_new = rowsum p1, l1, alpha1 (iteration 0)
-    twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
+    twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
@@ -1211,7 +1254,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // alpha1 = exp2 m1, m1_new (iteration j)
       twill::op_exp2(alpha1[0], m1_new[0], m1_new[1], args.exp2_scale);
       // p1 = exp2 s1, m1_new (iteration j)
-      twill::op_exp2(p1[0], s1[0], m1_new[1], args.exp2_scale);
+      twill::op_exp2_sum(p1[0], p1_sums[0], s1[0], m1_new[1], args.exp2_scale);
       // acc1_r is computed in the registers of acc1_n, which accumulates it in place
       // acc1_r = rescale acc1, alpha1 (iteration j)
       twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
@@ -1231,7 +1274,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::wgmma_commit();
       }
       // l1_new = rowsum p1, l1, alpha1 (iteration j)
-      twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
+      twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
     }
     {  // steady window J = j + 1: s1[j + 1], m1_new[j + 1], alpha1[j + 1], p1[j + 1], acc1_r[j + 1], acc1_n[j + 1], l1_new[j + 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
@@ -1261,7 +1304,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // alpha1 = exp2 m1, m1_new (iteration j + 1)
       twill::op_exp2(alpha1[0], m1_new[1], m1_new[0], args.exp2_scale);
       // p1 = exp2 s1, m1_new (iteration j + 1)
-      twill::op_exp2(p1[0], s1[0], m1_new[0], args.exp2_scale);
+      twill::op_exp2_sum(p1[0], p1_sums[0], s1[0], m1_new[0], args.exp2_scale);
       // acc1_r is computed in the registers of acc1_n, which accumulates it in place
       // acc1_r = rescale acc1, alpha1 (iteration j + 1)
       twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
@@ -1281,7 +1324,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::wgmma_commit();
       }
       // l1_new = rowsum p1, l1, alpha1 (iteration j + 1)
-      twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
+      twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -1324,7 +1367,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         // alpha1 = exp2 m1, m1_new (iteration j)
         twill::op_exp2(alpha1[0], m1_new[0], m1_new[1], args.exp2_scale);
         // p1 = exp2 s1, m1_new (iteration j)
-        twill::op_exp2(p1[0], s1[0], m1_new[1], args.exp2_scale);
+        twill::op_exp2_sum(p1[0], p1_sums[0], s1[0], m1_new[1], args.exp2_scale);
         // acc1_r is computed in the registers of acc1_n, which accumulates it in place
         // acc1_r = rescale acc1, alpha1 (iteration j)
         twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
@@ -1344,7 +1387,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::wgmma_commit();
         }
         // l1_new = rowsum p1, l1, alpha1 (iteration j)
-        twill::op_rowsum(l1_new[0], p1[0], l1_new[0], alpha1[0]);
+        twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role

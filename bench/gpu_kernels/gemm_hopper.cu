@@ -333,6 +333,47 @@ __device__ __forceinline__ void row_reduce(Rows<MB>& out, const X& x, float init
   }
 }
 
+// exp2 (see op_exp2) that also sums each row of its result in f32 before it is rounded to 16 bits:
+// the row sum a later rowsum of this result needs (passed to it as presum(sum)), as FA3 sums the
+// unrounded exponentials; the rowsum then neither unpacks the tile nor shuffles.
+template <int MB, int N, typename H, typename X, typename B>
+__device__ __forceinline__ void op_exp2_sum(Frag16<MB, N, H>& out, Rows<MB>& sum, const X& x, const B& b, float scale) {
+#pragma unroll
+  for (int blk = 0; blk < MB; ++blk) {
+    float s[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < Frag16<MB, N, H>::kElems; i += 2) {
+      const float m = at<false>(b, blk, i);  // one row's value for both elements of the pair
+      const float mb = m == -INFINITY ? 0.f : m * scale;
+      const float v0 = fast_exp2(fmaf(at<false>(x, blk, i), scale, -mb));
+      const float v1 = fast_exp2(fmaf(at<false>(x, blk, i + 1), scale, -mb));
+      put2(out, blk, i, v0, v1);
+      s[(i >> 1) & 1] += v0 + v1;
+    }
+    sum.x[blk][0] = quad_sum(s[0]);
+    sum.x[blk][1] = quad_sum(s[1]);
+  }
+}
+template <int MB>
+struct PreSum {
+  const Rows<MB>& r;
+};
+template <int MB>
+__device__ __forceinline__ PreSum<MB> presum(const Rows<MB>& r) { return PreSum<MB>{r}; }
+// rowsum of a tile whose row sums op_exp2_sum already took (sm_90a).
+template <typename Out, int MB>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x) {
+  for_each(out, [&](auto... e) { return at<true>(x.r, e...); });
+}
+template <typename Out, int MB, typename L>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L& l) {
+  for_each(out, [&](auto... e) { return at<true>(x.r, e...) + at<true>(l, e...); });
+}
+template <typename Out, int MB, typename L, typename A>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L& l, const A& alpha) {
+  for_each(out, [&](auto... e) { return fmaf(at<true>(l, e...), at<true>(alpha, e...), at<true>(x.r, e...)); });
+}
+
 // ---- wgmma ---------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
 // (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.

@@ -150,6 +150,12 @@ def _exp2(call: OpCall) -> list[str]:
     return lines + [f"twill::op_exp2({', '.join([call.out.expr] + names)}, args.exp2_scale);"]
 
 
+def exp2_with_row_sums(call: OpCall, sums: str) -> list[str]:
+    """exp2 that also writes its result's row sums to `sums` (Program.row_sums; sm_90a)."""
+    lines, names = _registers(call)
+    return lines + [f"twill::op_exp2_sum({', '.join([call.out.expr, sums] + names)}, args.exp2_scale);"]
+
+
 def _rescale(call: OpCall) -> list[str]:
     """rescale: in registers; or, from tensor memory to tensor memory, 32 columns at a time."""
     x = call.args[0]

@@ -99,6 +99,7 @@ class Program:
         self.order = _window_order(model)
         self.copies = self._copies()
         self.alias = self._aliases()
+        self.row_sums = self._row_sums()
         self.shared_regs = self._shared_registers()
         self.alias.update(self.shared_regs)
         for x in self.alias:
@@ -146,6 +147,28 @@ class Program:
             return Window(kind, u, ops, "j", u, (S - 1 + u) % U if U else 0)
         return Window(kind, idx, ops, "n", idx, (S - 1 + r + idx) % U)
 
+    def _row_sums(self) -> dict[str, str]:
+        """exp2 -> rowsum: on sm_90a, an exp2 whose 16-bit register result a rowsum of its role
+        reads (the same iteration's) sums the rows in f32 as it computes them (op_exp2_sum), and
+        the rowsum uses those sums: no unpacking of the tile, no shuffles, and the unrounded
+        exponentials summed, as FA3 does."""
+        m = self.model
+        if m.blackwell:
+            return {}
+        out = {}
+        for op in m.graph.ops:
+            t = op.type
+            if op.opcode != "exp2" or len(op.operands) != 2 or t is None or len(t.shape) != 2:
+                continue
+            if t.dtype not in ("f16", "bf16") or t.space != "reg":
+                continue
+            for u in m.uses.get(op.name, ()):
+                if (m.ops[u.op].opcode == "rowsum" and u.index == 0 and u.distance == 0 and
+                        u.role == m.op_role[op.name]):
+                    out[op.name] = u.op
+                    break
+        return out
+
     def _shared_registers(self) -> dict[str, str]:
         """y -> x: register value y takes x's registers when the role's program never holds both
         (sm_90a). Both keep one buffer, have the same fragment type and are no carry; the span of
@@ -157,7 +180,7 @@ class Program:
         if m.blackwell:
             return {}
         out: dict[str, str] = {}
-        taken = set(self.alias) | set(self.alias.values())
+        taken = set(self.alias) | set(self.alias.values()) | set(self.row_sums)
         for role in m.roles:
             values = [v for v in self.copies if m.values[v].role == role.name and self.copies[v] == 1 and
                       v not in taken and m.carry_of(v) is None and

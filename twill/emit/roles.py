@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..ir import TensorType
 from .lines import Lines, ring_slot
 from .model import EmitError, dtype_bytes, ident
-from .ops import Arg, OpCall, ctype, emitter, fragment_type, view_type
+from .ops import Arg, OpCall, ctype, emitter, exp2_with_row_sums, fragment_type, view_type
 from .program import Inst, Window
 
 if TYPE_CHECKING:
@@ -64,6 +65,10 @@ class RoleBody:
             t = m.values[name].type
             c = self.p.copies.get(name, 1)
             out(f"{fragment_type(m, t, self.groups)} {ident(name)}[{c}];  // {name}: {t}")
+            if name in self.p.row_sums:
+                rows = TensorType("f32", (t.shape[0],))
+                out(f"{fragment_type(m, rows, self.groups)} {ident(name)}_sums[{c}];  // {name}'s row sums, "
+                    f"for {self.p.row_sums[name]}")
         for name in regs:
             carry = m.carry_of(name)
             if carry is not None:
@@ -307,7 +312,10 @@ class RoleBody:
                     out(f"// {name} is computed in the registers of {self.p.alias[name]}, which accumulates it in place")
         call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
                       self.groups)
-        code = emitter(m, op.opcode)(call)
+        if name in self.p.row_sums:
+            code = exp2_with_row_sums(call, f"{ident(name)}_sums[{self.p.buffer(name, w, stage, 0)}]")
+        else:
+            code = emitter(m, op.opcode)(call)
         out(f"// {name} = {op.opcode} {', '.join(str(o) for o in op.operands)} (iteration {it})")
         if op.opcode == "store":
             code = [c.replace(", it);", f", {it}, {call.row0}, n);") for c in code]
@@ -446,6 +454,8 @@ class RoleBody:
                     self._retire(k)
                 out(f"twill::fence_frag({ident(p.storage(value))}[{p.buffer(value, w, stage, d)}]);")
                 self.complete.add((value, str(inst)))
+            if p.row_sums.get(value) == opname and index == 0:  # summed by the exp2 that made it
+                return Arg(value, t, "reg", f"twill::presum({ident(value)}_sums[{p.buffer(value, w, stage, d)}])")
             return Arg(value, t, "reg", f"{ident(p.storage(value))}[{p.buffer(value, w, stage, d)}]")
         if chan is None:
             raise EmitError(f"op '{opname}' on role {self.role.name} reads '{value}' of role {v.role} with no channel")

@@ -334,6 +334,47 @@ __device__ __forceinline__ void row_reduce(Rows<MB>& out, const X& x, float init
   }
 }
 
+// exp2 (see op_exp2) that also sums each row of its result in f32 before it is rounded to 16 bits:
+// the row sum a later rowsum of this result needs (passed to it as presum(sum)), as FA3 sums the
+// unrounded exponentials; the rowsum then neither unpacks the tile nor shuffles.
+template <int MB, int N, typename H, typename X, typename B>
+__device__ __forceinline__ void op_exp2_sum(Frag16<MB, N, H>& out, Rows<MB>& sum, const X& x, const B& b, float scale) {
+#pragma unroll
+  for (int blk = 0; blk < MB; ++blk) {
+    float s[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < Frag16<MB, N, H>::kElems; i += 2) {
+      const float m = at<false>(b, blk, i);  // one row's value for both elements of the pair
+      const float mb = m == -INFINITY ? 0.f : m * scale;
+      const float v0 = fast_exp2(fmaf(at<false>(x, blk, i), scale, -mb));
+      const float v1 = fast_exp2(fmaf(at<false>(x, blk, i + 1), scale, -mb));
+      put2(out, blk, i, v0, v1);
+      s[(i >> 1) & 1] += v0 + v1;
+    }
+    sum.x[blk][0] = quad_sum(s[0]);
+    sum.x[blk][1] = quad_sum(s[1]);
+  }
+}
+template <int MB>
+struct PreSum {
+  const Rows<MB>& r;
+};
+template <int MB>
+__device__ __forceinline__ PreSum<MB> presum(const Rows<MB>& r) { return PreSum<MB>{r}; }
+// rowsum of a tile whose row sums op_exp2_sum already took (sm_90a).
+template <typename Out, int MB>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x) {
+  for_each(out, [&](auto... e) { return at<true>(x.r, e...); });
+}
+template <typename Out, int MB, typename L>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L& l) {
+  for_each(out, [&](auto... e) { return at<true>(x.r, e...) + at<true>(l, e...); });
+}
+template <typename Out, int MB, typename L, typename A>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L& l, const A& alpha) {
+  for_each(out, [&](auto... e) { return fmaf(at<true>(l, e...), at<true>(alpha, e...), at<true>(x.r, e...)); });
+}
+
 // ---- wgmma ---------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
 // (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
@@ -923,6 +964,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::Rows<2> m_new[2];  // m_new: f32[128]
   twill::Frag16<2, 128, __half> p[1];  // p: f16[128,128]
+  twill::Rows<2> p_sums[1];  // p's row sums, for l_new
   twill::Rows<2> alpha[1];  // alpha: f32[128]
   twill::Rows<2> l_new[1];  // l_new: f32[128]
   twill::Frag<2, 128> acc_n[1];  // acc_n: f32[128,128]
@@ -949,13 +991,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_s.wait_full(j - 1);  // s[j - 1] is staged
       const twill::View<2, 128, float> s_p_0{sm.stage_s[0], 0};
       // p = exp2 s, m_new (iteration j - 1)
-      twill::op_exp2(p[0], s_p_0, m_new[0], args.exp2_scale);
+      twill::op_exp2_sum(p[0], p_sums[0], s_p_0, m_new[0], args.exp2_scale);
       sm.ring_s.release_by_warp(j - 1);  // release s[j - 1]
       // acc_r is computed in the registers of acc_n, which accumulates it in place
       // acc_r = rescale acc, alpha (iteration j - 1)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
       // l_new = rowsum p, l, alpha (iteration j - 1)
-      twill::op_rowsum(l_new[0], p[0], l_new[0], alpha[0]);
+      twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
       sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
       // acc_n = mma p, v, acc_r (iteration j - 1)
       {
@@ -985,13 +1027,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_s.wait_full(j);  // s[j] is staged
       const twill::View<2, 128, float> s_p_0{sm.stage_s[0], 0};
       // p = exp2 s, m_new (iteration j)
-      twill::op_exp2(p[0], s_p_0, m_new[1], args.exp2_scale);
+      twill::op_exp2_sum(p[0], p_sums[0], s_p_0, m_new[1], args.exp2_scale);
       sm.ring_s.release_by_warp(j);  // release s[j]
       // acc_r is computed in the registers of acc_n, which accumulates it in place
       // acc_r = rescale acc, alpha (iteration j)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
       // l_new = rowsum p, l, alpha (iteration j)
-      twill::op_rowsum(l_new[0], p[0], l_new[0], alpha[0]);
+      twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc_n = mma p, v, acc_r (iteration j)
       {
@@ -1025,13 +1067,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_s.wait_full(n - 1);  // s[n - 1] is staged
         const twill::View<2, 128, float> s_p_0{sm.stage_s[0], 0};
         // p = exp2 s, m_new (iteration n - 1)
-        twill::op_exp2(p[0], s_p_0, m_new[0], args.exp2_scale);
+        twill::op_exp2_sum(p[0], p_sums[0], s_p_0, m_new[0], args.exp2_scale);
         sm.ring_s.release_by_warp(n - 1);  // release s[n - 1]
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
         // l_new = rowsum p, l, alpha (iteration n - 1)
-        twill::op_rowsum(l_new[0], p[0], l_new[0], alpha[0]);
+        twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)
         {
@@ -1058,13 +1100,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_s.wait_full(j - 1);  // s[j - 1] is staged
         const twill::View<2, 128, float> s_p_0{sm.stage_s[0], 0};
         // p = exp2 s, m_new (iteration j - 1)
-        twill::op_exp2(p[0], s_p_0, m_new[0], args.exp2_scale);
+        twill::op_exp2_sum(p[0], p_sums[0], s_p_0, m_new[0], args.exp2_scale);
         sm.ring_s.release_by_warp(j - 1);  // release s[j - 1]
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration j - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
         // l_new = rowsum p, l, alpha (iteration j - 1)
-        twill::op_rowsum(l_new[0], p[0], l_new[0], alpha[0]);
+        twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
         sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
         // acc_n = mma p, v, acc_r (iteration j - 1)
         {
@@ -1095,13 +1137,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_s.wait_full(n - 1);  // s[n - 1] is staged
         const twill::View<2, 128, float> s_p_0{sm.stage_s[0], 0};
         // p = exp2 s, m_new (iteration n - 1)
-        twill::op_exp2(p[0], s_p_0, m_new[1], args.exp2_scale);
+        twill::op_exp2_sum(p[0], p_sums[0], s_p_0, m_new[1], args.exp2_scale);
         sm.ring_s.release_by_warp(n - 1);  // release s[n - 1]
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
         // l_new = rowsum p, l, alpha (iteration n - 1)
-        twill::op_rowsum(l_new[0], p[0], l_new[0], alpha[0]);
+        twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)
         {

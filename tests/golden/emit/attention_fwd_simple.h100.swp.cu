@@ -329,6 +329,47 @@ __device__ __forceinline__ void row_reduce(Rows<MB>& out, const X& x, float init
   }
 }
 
+// exp2 (see op_exp2) that also sums each row of its result in f32 before it is rounded to 16 bits:
+// the row sum a later rowsum of this result needs (passed to it as presum(sum)), as FA3 sums the
+// unrounded exponentials; the rowsum then neither unpacks the tile nor shuffles.
+template <int MB, int N, typename H, typename X, typename B>
+__device__ __forceinline__ void op_exp2_sum(Frag16<MB, N, H>& out, Rows<MB>& sum, const X& x, const B& b, float scale) {
+#pragma unroll
+  for (int blk = 0; blk < MB; ++blk) {
+    float s[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < Frag16<MB, N, H>::kElems; i += 2) {
+      const float m = at<false>(b, blk, i);  // one row's value for both elements of the pair
+      const float mb = m == -INFINITY ? 0.f : m * scale;
+      const float v0 = fast_exp2(fmaf(at<false>(x, blk, i), scale, -mb));
+      const float v1 = fast_exp2(fmaf(at<false>(x, blk, i + 1), scale, -mb));
+      put2(out, blk, i, v0, v1);
+      s[(i >> 1) & 1] += v0 + v1;
+    }
+    sum.x[blk][0] = quad_sum(s[0]);
+    sum.x[blk][1] = quad_sum(s[1]);
+  }
+}
+template <int MB>
+struct PreSum {
+  const Rows<MB>& r;
+};
+template <int MB>
+__device__ __forceinline__ PreSum<MB> presum(const Rows<MB>& r) { return PreSum<MB>{r}; }
+// rowsum of a tile whose row sums op_exp2_sum already took (sm_90a).
+template <typename Out, int MB>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x) {
+  for_each(out, [&](auto... e) { return at<true>(x.r, e...); });
+}
+template <typename Out, int MB, typename L>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L& l) {
+  for_each(out, [&](auto... e) { return at<true>(x.r, e...) + at<true>(l, e...); });
+}
+template <typename Out, int MB, typename L, typename A>
+__device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L& l, const A& alpha) {
+  for_each(out, [&](auto... e) { return fmaf(at<true>(l, e...), at<true>(alpha, e...), at<true>(x.r, e...)); });
+}
+
 // ---- wgmma ---------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
 // (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
@@ -790,6 +831,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
   twill::Frag<1, 128> s[1];  // s: f32[128,128]
   twill::Rows<1> m_new[2];  // m_new: f32[128]
   twill::Frag16<1, 128, __half> p[1];  // p: f16[128,128]
+  twill::Rows<1> p_sums[1];  // p's row sums, for l_new
   twill::Rows<1> alpha[1];  // alpha: f32[128]
   twill::Rows<1> l_new[1];  // l_new: f32[128]
   twill::Frag<1, 128> acc_n[1];  // acc_n: f32[128,128]
@@ -820,7 +862,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
     // alpha = exp2 m, m_new (iteration 0)
     twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
     // p = exp2 s, m_new (iteration 0)
-    twill::op_exp2(p[0], s[0], m_new[0], args.exp2_scale);
+    twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[0], args.exp2_scale);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
@@ -849,7 +891,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       // acc_r = rescale acc, alpha (iteration j - 1)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
       // l_new = rowsum p, l, alpha (iteration j - 1)
-      twill::op_rowsum(l_new[0], p[0], l_new[0], alpha[0]);
+      twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
       twill::wgmma_wait<0>();  // s[j] is complete
       twill::fence_frag(s[0]);
       // m_new = rowmax s, m (iteration j)
@@ -875,7 +917,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       twill::fence_frag(acc_n[0]);
       twill::fence_frag(p[0]);
       // p = exp2 s, m_new (iteration j)
-      twill::op_exp2(p[0], s[0], m_new[1], args.exp2_scale);
+      twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[1], args.exp2_scale);
     }
     {  // steady window J = j + 1: s[j + 1], acc_r[j], l_new[j], m_new[j + 1], acc_n[j], alpha[j + 1], p[j + 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
@@ -901,7 +943,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       // acc_r = rescale acc, alpha (iteration j)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
       // l_new = rowsum p, l, alpha (iteration j)
-      twill::op_rowsum(l_new[0], p[0], l_new[0], alpha[0]);
+      twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
       twill::wgmma_wait<0>();  // s[j + 1] is complete
       twill::fence_frag(s[0]);
       // m_new = rowmax s, m (iteration j + 1)
@@ -927,7 +969,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       twill::fence_frag(acc_n[0]);
       twill::fence_frag(p[0]);
       // p = exp2 s, m_new (iteration j + 1)
-      twill::op_exp2(p[0], s[0], m_new[0], args.exp2_scale);
+      twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[0], args.exp2_scale);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -944,7 +986,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
         // l_new = rowsum p, l, alpha (iteration n - 1)
-        twill::op_rowsum(l_new[0], p[0], l_new[0], alpha[0]);
+        twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)
         {
@@ -987,7 +1029,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         // acc_r = rescale acc, alpha (iteration j - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
         // l_new = rowsum p, l, alpha (iteration j - 1)
-        twill::op_rowsum(l_new[0], p[0], l_new[0], alpha[0]);
+        twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
         twill::wgmma_wait<0>();  // s[j] is complete
         twill::fence_frag(s[0]);
         // m_new = rowmax s, m (iteration j)
@@ -1013,7 +1055,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         twill::fence_frag(acc_n[0]);
         twill::fence_frag(p[0]);
         // p = exp2 s, m_new (iteration j)
-        twill::op_exp2(p[0], s[0], m_new[1], args.exp2_scale);
+        twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[1], args.exp2_scale);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc_r[n - 1], l_new[n - 1], acc_n[n - 1]
@@ -1027,7 +1069,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
         // l_new = rowsum p, l, alpha (iteration n - 1)
-        twill::op_rowsum(l_new[0], p[0], l_new[0], alpha[0]);
+        twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)
         {
