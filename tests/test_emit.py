@@ -380,3 +380,47 @@ def test_output_dtype_of_a_carry(tmp_path, dtype, ctype_):
     assert result.exit_code == 0, result.output
     cu = out.read_text()
     assert f"{ctype_}* out_acc0;  // output acc0_n: {dtype}" in cu and f"{ctype_}* out_acc1 = nullptr;" in cu
+
+
+def _ring_graph(rng) -> str:
+    """A random FlashAttention-like loop: 2-3 streamed loads of random depth, S = mma of two of
+    them, its softmax, and an accumulating mma of P with a third; sometimes a second accumulator."""
+    loads = [f"l{i}" for i in range(rng.randint(2, 3))]
+    second = rng.random() < 0.5
+    lines = ["kernel rings", "carry acc : f32[64,64] = 0"] + (["carry acc2 : f32[64,64] = 0"] if second else [])
+    lines += ["loop {"] + [f"  {x} = load : f16[64,64] @smem {{depth = {rng.randint(1, 4)}}}" for x in loads]
+    a, b, c, d = (rng.choice(loads) for _ in range(4))
+    lines += [f"  s = mma {a}, {b} : f32[64,64]", "  m = rowmax s : f32[64]", "  p = exp2 s, m : f16[64,64]",
+              f"  acc_n = mma p, {c}, acc : f32[64,64]"]
+    if second:
+        lines += [f"  acc2_n = mma {a}, {d}, acc2 : f32[64,64]", "  yield acc = acc_n, acc2 = acc2_n", "}"]
+    else:
+        lines += ["  yield acc = acc_n", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_ring_slots_of_random_loops_are_freed_once(seed):
+    """On loops the fixtures do not cover, every consumer frees every ring instance exactly once:
+    a persistent CTA's next tile would otherwise wait forever (or reuse a slot still read)."""
+    import random
+    from twill.pipeline import solve
+    from twill.tir import parse_tir
+    rng = random.Random(seed)
+    text = _ring_graph(rng)
+    machine = load_machine("h100")
+    s = solve(parse_tir(text, f"rings{seed}.tir"), machine)
+    r = Renderer(build_model(s, machine))
+    for chan in r.p.channels.values():
+        for role in chan.consumers if chan.empty else ():
+            for n in range(r.m.stages, r.m.stages + 2 * r.p.U + 5):
+                assert Counter(r.p.released(role, chan, n)) == Counter(range(n)), (text, chan.value, role, n)
+
+
+def test_a_load_of_an_earlier_iteration_is_refused(tmp_path):
+    text = (ROOT / "examples" / "gemm_hopper.tir").read_text().replace("mma a0, b, acc0", "mma a0@1, b, acc0")
+    (tmp_path / "g.tir").write_text(text)
+    result = CliRunner().invoke(main, ["emit-cuda", str(tmp_path / "g.tir"), "--gpu", "h100", "-q",
+                                       "-o", str(tmp_path / "g.cu")])
+    assert result.exit_code == 2 and "reads 'a0@1', a load of an earlier iteration" in result.output
+    assert not (tmp_path / "g.cu").exists()

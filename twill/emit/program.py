@@ -108,6 +108,7 @@ class Program:
         if self.U > 8:
             raise EmitError(f"register values need {self.U} rotating buffers (unroll factor): too many")
         self.channels = self._channels()
+        self._no_reads_before_the_first()
         self.scratch = self._scratch()
         self.input_copies = 1
         self.smem_note = self._fit_smem()
@@ -345,6 +346,20 @@ class Program:
             out[name] = Channel(name, v.role, tuple(sorted({u.role for u in cross})),
                                 1 if chain else max(1, self._span(name, cross)), kind, empty=not chain)
         return out
+
+    def _no_reads_before_the_first(self) -> None:
+        """A load (or a tile staged for another role's mma) read as NAME@D: its first D iterations
+        read a tile that no iteration made. A carry has an initial value; these have none, and
+        the emitted code would wait for a slot no one fills."""
+        m = self.model
+        for name, chan in self.channels.items():
+            if chan.kind not in ("tma", "tile") or m.carry_of(name) is not None:
+                continue
+            for u in m.uses.get(name, ()):
+                if u.distance > 0:
+                    raise EmitError(f"op '{u.op}' reads '{name}@{u.distance}', {'a load' if chan.kind == 'tma' else 'a tile'} "
+                                    f"of an earlier iteration: the first {u.distance} iteration(s) have none, and "
+                                    f"emit-cuda does not invent one (read it in its own iteration, or make it a carry)")
 
     def _span(self, name: str, uses) -> int:
         """Slots a ring needs so the producer may run as far ahead as the schedule does."""
