@@ -322,7 +322,8 @@ class Program:
             if m.is_load(name):
                 readers = sorted({u.role for u in uses})
                 if not readers:
-                    continue
+                    raise EmitError(f"load '{name}' is never read: remove it from the graph (emit-cuda would "
+                                    f"have no buffer to load it into)")
                 depth = max(depth_of.get(name, m.machine.streaming_depth), self._span(name, uses))
                 out[name] = Channel(name, v.role, tuple(readers), depth, "tma")
                 continue
