@@ -125,7 +125,7 @@ class Renderer:
     def _smem_model_bytes(self) -> int:
         """Shared memory as the model counts it: smem inputs plus each streaming buffer x depth."""
         m = self.m
-        total = sum(v.type.bytes for v in m.values.values() if v.kind == "input" and v.type.space == "smem")
+        total = self.p.input_bytes()
         buffers = {b.value: b.depth * b.bytes for b in m.schedule.buffers}
         for op in m.graph.ops:
             if m.is_load(op.name) and op.type is not None:
@@ -138,10 +138,9 @@ class Renderer:
         out("// ---- shared memory ------------------------------------------------------------------------")
         out("struct Smem {")
         out.depth += 1
-        for t in m.tensors:
-            if t.kind == "input" and m.values[t.value].type.space == "smem":
-                out(f"alignas(1024) {ctype(t.dtype)} in_{t.name}[kInputCopies][{t.tile[0] * t.tile[1]}];  "
-                    f"// input {t.value}: {m.values[t.value].type}, one TMA load per tile")
+        for t in self.smem_inputs():
+            out(f"alignas(1024) {ctype(t.dtype)} in_{t.name}[kInputCopies][{t.tile[0] * t.tile[1]}];  "
+                f"// input {t.value}: {m.values[t.value].type}, one TMA load per tile")
         for chan in self.p.channels.values():
             t = m.values[chan.value].type
             elems = t.elements
@@ -180,9 +179,7 @@ class Renderer:
 
     # -- parameters ----------------------------------------------------------------------------------
     def tma_tensors(self):
-        m = self.m
-        return [t for t in m.tensors if (t.kind == "input" and m.values[t.value].type.space == "smem") or
-                t.kind == "load"]
+        return self.smem_inputs() + [t for t in self.m.tensors if t.kind == "load"]
 
     def pointer_tensors(self):
         m = self.m
@@ -437,11 +434,19 @@ class Renderer:
                     readers.append(writer)
         return found
 
-    def input_reader_warps(self) -> int:
+    def smem_inputs(self) -> list:
+        """The loop-invariant inputs in shared memory (one TMA load per tile)."""
         m = self.m
-        smem_inputs = {t.value for t in m.tensors if t.kind == "input" and m.values[t.value].type.space == "smem"}
-        readers = [r for r in m.roles if smem_inputs & {m.resolve(o)[0] for op in r.ops for o in m.ops[op].operands}]
-        return max(1, sum(r.warps for r in readers))
+        return [t for t in m.tensors if t.kind == "input" and m.values[t.value].type.space == "smem"]
+
+    def reads_smem_inputs(self, role) -> bool:
+        """Does an op of `role` read a loop-invariant input from shared memory?"""
+        m = self.m
+        reads = {m.resolve(o)[0] for op in role.ops for o in m.ops[op].operands}
+        return any(t.value in reads for t in self.smem_inputs())
+
+    def input_reader_warps(self) -> int:
+        return max(1, sum(r.warps for r in self.m.roles if self.reads_smem_inputs(r)))
 
     def phase_period(self) -> int:
         """Iterations after which every ring position has the same slot and mbarrier parity: a
@@ -469,8 +474,7 @@ class Renderer:
             full = producer.threads
         empty = 0
         for r in chan.consumers:
-            readers = [u for u in m.uses[chan.value] if u.role == r]
-            last = max(readers, key=lambda u: (m.stage(u.op) + u.distance, self.p.order.index(u.op)))
+            last = self.p.last_reader(r, chan.value)
             # one arrival per consumer warp (release_by_warp), or the mma's commit
             empty += 1 if (m.blackwell and m.ops[last.op].opcode == "mma") else m.role[r].threads // 32
         return full, max(empty, 1)

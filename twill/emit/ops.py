@@ -145,15 +145,12 @@ def view_type(model: KernelModel, t: TensorType, groups: int) -> str:
     return f"twill::RowsView<{mb}, {T}>" if len(t.shape) == 1 else f"twill::View<{mb}, {t.shape[1]}, {T}>"
 
 
-def _exp2(call: OpCall) -> list[str]:
+def exp2_code(call: OpCall, sums: str | None = None) -> list[str]:
+    """exp2; with `sums`, also writes its result's row sums there (Program.row_sums; sm_90a)."""
     lines, names = _registers(call)
+    if sums is not None:
+        return lines + [f"twill::op_exp2_sum({', '.join([call.out.expr, sums] + names)}, args.exp2_scale);"]
     return lines + [f"twill::op_exp2({', '.join([call.out.expr] + names)}, args.exp2_scale);"]
-
-
-def exp2_with_row_sums(call: OpCall, sums: str) -> list[str]:
-    """exp2 that also writes its result's row sums to `sums` (Program.row_sums; sm_90a)."""
-    lines, names = _registers(call)
-    return lines + [f"twill::op_exp2_sum({', '.join([call.out.expr, sums] + names)}, args.exp2_scale);"]
 
 
 def _rescale(call: OpCall) -> list[str]:
@@ -284,7 +281,7 @@ def _umma(call: OpCall) -> list[str]:
 # -- the tables ----------------------------------------------------------------------------------
 
 COMMON: dict[str, Emitter] = {
-    "exp2": _exp2,
+    "exp2": exp2_code,
     "rowmax": _math("op_rowmax"),
     "rowsum": _math("op_rowsum"),
     "rescale": _rescale,

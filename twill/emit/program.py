@@ -434,8 +434,7 @@ class Program:
         for chan in self.channels.values():
             if role not in chan.consumers or not chan.empty or chan.value in self.tmem_shared:
                 continue  # (a shared tensor-memory value is freed where it is read: RoleBody._tmem_operand)
-            readers = [u for u in m.uses[chan.value] if u.role == role]
-            last = max(readers, key=lambda u: (m.stage(u.op) + u.distance, self.order.index(u.op)))
+            last = self.last_reader(role, chan.value)
             is_async = m.ops[last.op].opcode == "mma"
             for key, ops in prog.windows.items():
                 if last.op not in ops:
@@ -457,14 +456,19 @@ class Program:
                     else:
                         _add(prog.releases_at_start, nxt, (chan, last, 1, 0))
 
+    def last_reader(self, role: str, value: str):
+        """The use of `value` on `role` that comes last in the program: the one that frees its slot."""
+        m = self.model
+        readers = [u for u in m.uses[value] if u.role == role]
+        return max(readers, key=lambda u: (m.stage(u.op) + u.distance, self.order.index(u.op)))
+
     def held_at_end(self, role: str, chan: Channel) -> int:
         """How many of `chan`'s last instances `role` still holds when its loop ends: the last one
         a wgmma read (freed in the window after its read, and none follows the last occurrence of
         an op of the last stage), and the last `distance` ones, which a reader of an earlier
         iteration's value never reads. A CTA that goes on to another tile frees them first."""
         m = self.model
-        readers = [u for u in m.uses[chan.value] if u.role == role]
-        last = max(readers, key=lambda u: (m.stage(u.op) + u.distance, self.order.index(u.op)))
+        last = self.last_reader(role, chan.value)
         deferred = not m.blackwell and m.ops[last.op].opcode == "mma" and m.stage(last.op) == self.S - 1
         return last.distance + int(deferred)
 

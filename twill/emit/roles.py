@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..ir import TensorType
 from .lines import Lines, ring_slot
 from .model import EmitError, dtype_bytes, ident
-from .ops import Arg, OpCall, ctype, emitter, exp2_with_row_sums, fragment_type, view_type
+from .ops import Arg, OpCall, ctype, emitter, exp2_code, fragment_type, view_type
 from .program import Inst, Window
 
 if TYPE_CHECKING:
@@ -87,8 +87,8 @@ class RoleBody:
             out(f"if (tile.last) twill::named_sync({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
                 f"// ping-pong: absorb {roles[-1]}'s last hand-over")
         self._finalize(out)
-        if self.reads_inputs():
-            out("twill::inputs_release(&sm.inputs_free[tile.round % kInputCopies]);  "
+        if self.r.reads_smem_inputs(self.role):
+            out("twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  "
                 "// this role is done with the tile's inputs")
         out.depth -= 1
         out("}")
@@ -102,9 +102,10 @@ class RoleBody:
         """Loop-invariant inputs: shared-memory ones arrive once by TMA (issued by the loader role);
         register ones are read from global memory by every role that uses them."""
         m = self.m
-        smem_inputs = [t for t in m.tensors if t.kind == "input" and m.values[t.value].type.space == "smem"]
+        smem_inputs = self.r.smem_inputs()
+        reads_smem = self.r.reads_smem_inputs(self.role)
         loader = self._input_loader()
-        if smem_inputs and (loader == self.role.name or self.reads_inputs()):
+        if smem_inputs and (loader == self.role.name or reads_smem):
             out("const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs")
         if smem_inputs and loader == self.role.name:
             total = sum(t.tile_bytes for t in smem_inputs)
@@ -116,7 +117,7 @@ class RoleBody:
                 for t in smem_inputs:
                     self._tma_boxes(out, t, f"sm.in_{t.name}[ib]", "&sm.inputs_ready[ib]", "0")
         reads = {m.resolve(o)[0] for op in self.role.ops for o in m.ops[op].operands}
-        if self.reads_inputs():
+        if reads_smem:
             out("twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs")
         for t in m.tensors:
             if t.kind == "input" and m.values[t.value].type.space != "smem" and t.value in reads:
@@ -128,12 +129,6 @@ class RoleBody:
                 out(f"twill::global_to_frag({ident(t.value)}, args.{t.name} + static_cast<size_t>({batch}) * "
                     f"{nrows} * {ncols} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
                     f"{self.row0(vt.shape[0])}, 0, {ncols});")
-
-    def reads_inputs(self) -> bool:
-        """Does an op of this role read a loop-invariant input from shared memory?"""
-        m = self.m
-        reads = {m.resolve(o)[0] for op in self.role.ops for o in m.ops[op].operands}
-        return any(t.value in reads for t in m.tensors if t.kind == "input" and m.values[t.value].type.space == "smem")
 
     def _input_loader(self) -> str:
         m = self.m
@@ -313,7 +308,7 @@ class RoleBody:
         call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
                       self.groups)
         if name in self.p.row_sums:
-            code = exp2_with_row_sums(call, f"{ident(name)}_sums[{self.p.buffer(name, w, stage, 0)}]")
+            code = exp2_code(call, f"{ident(name)}_sums[{self.p.buffer(name, w, stage, 0)}]")
         else:
             code = emitter(m, op.opcode)(call)
         out(f"// {name} = {op.opcode} {', '.join(str(o) for o in op.operands)} (iteration {it})")

@@ -34,6 +34,11 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("{\n\t.reg .b64 state;\n\tmbarrier.arrive.shared::cta.b64 state, [%0];\n\t}"
                :: "r"(smem_addr(bar)) : "memory");
 }
+// A whole warp is done: one arrival for it (on barriers that count warps).
+__device__ __forceinline__ void warp_arrive(uint64_t* bar) {
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(bar);
+}
 
 // The producer's arrival that also announces how many bytes the TMA will deliver.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
@@ -76,18 +81,9 @@ struct Ring {
   __device__ __forceinline__ void arrive_full(int i) { mbar_arrive(&full[slot(i)]); }
   __device__ __forceinline__ void arrive_empty(int i) { mbar_arrive(&empty[slot(i)]); }
   // A whole warp is done with instance i: one arrival for it (the empty barrier counts warps).
-  __device__ __forceinline__ void release_by_warp(int i) {
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(&empty[slot(i)]);
-  }
+  __device__ __forceinline__ void release_by_warp(int i) { warp_arrive(&empty[slot(i)]); }
   __device__ __forceinline__ void expect_full(int i, uint32_t bytes) { mbar_arrive_expect_tx(&full[slot(i)], bytes); }
 };
-
-// A warp is done with a tile's loop-invariant inputs: one arrival for it (the barrier counts warps).
-__device__ __forceinline__ void inputs_release(uint64_t* bar) {
-  __syncwarp();
-  if (threadIdx.x % 32 == 0) mbar_arrive(bar);
-}
 
 // ---- which output tiles a CTA computes -----------------------------------------------------------
 // The tiles (tiles_m x tiles_n per batch) are numbered t = 0, 1, ...; CTA c computes t = c, c + G,
@@ -170,6 +166,10 @@ __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+// exp2((x - b) * scale) for a row value b (op_exp2, op_exp2_sum); an empty row's -inf maximum counts as 0.
+__device__ __forceinline__ float exp2_shifted(float x, float b, float scale) {
+  return fast_exp2(fmaf(x, scale, -(b == -INFINITY ? 0.f : b * scale)));
 }
 
 template <typename H>
@@ -344,9 +344,8 @@ __device__ __forceinline__ void op_exp2_sum(Frag16<MB, N, H>& out, Rows<MB>& sum
 #pragma unroll
     for (int i = 0; i < Frag16<MB, N, H>::kElems; i += 2) {
       const float m = at<false>(b, blk, i);  // one row's value for both elements of the pair
-      const float mb = m == -INFINITY ? 0.f : m * scale;
-      const float v0 = fast_exp2(fmaf(at<false>(x, blk, i), scale, -mb));
-      const float v1 = fast_exp2(fmaf(at<false>(x, blk, i + 1), scale, -mb));
+      const float v0 = exp2_shifted(at<false>(x, blk, i), m, scale);
+      const float v1 = exp2_shifted(at<false>(x, blk, i + 1), m, scale);
       put2(out, blk, i, v0, v1);
       s[(i >> 1) & 1] += v0 + v1;
     }
@@ -521,9 +520,7 @@ template <typename Out, typename X, typename B>
 __device__ __forceinline__ void op_exp2(Out& out, const X& x, const B& b, float scale) {
   constexpr bool R = is_rows<Out>::value;
   for_each(out, [&](auto... e) {
-    const float m = at<R>(b, e...);
-    const float mb = m == -INFINITY ? 0.f : m * scale;
-    return fast_exp2(fmaf(at<R>(x, e...), scale, -mb));
+    return exp2_shifted(at<R>(x, e...), at<R>(b, e...), scale);
   });
 }
 template <typename Out, typename X>
