@@ -225,9 +225,10 @@ class TwillAttentionBwd:
             raise RuntimeError("twill attention backward launch returned cudaError %d" % err)
 
 
-def reference_attention_bwd(q, k, v, d_o, heads):
+def reference_attention_bwd(q, k, v, d_o, heads, grads=True):
     """(lse, dlt, dq, dk, dv) in float32 for the first `heads`: lse in the units of Q K^T (so that
-    P = softmax(Q K^T / sqrt(d))), dlt = rowsum(dO * O), and the gradients as TwillAttentionBwd states."""
+    P = softmax(Q K^T / sqrt(d))), dlt = rowsum(dO * O), and the gradients as TwillAttentionBwd
+    states; with grads=False only (lse, dlt), the kernel's inputs."""
     import torch
     D = q.shape[-1]
     out = []
@@ -237,6 +238,9 @@ def reference_attention_bwd(q, k, v, d_o, heads):
         lse = torch.logsumexp(s / math.sqrt(D), dim=-1) * math.sqrt(D)
         p = torch.exp((s - lse[:, None]) / math.sqrt(D))
         dlt = (of * (p @ vf)).sum(-1)
+        if not grads:
+            out.append((lse, dlt))
+            continue
         ds = (of @ vf.T - dlt[:, None]) * p
         out.append((lse, dlt, ds @ kf, ds.T @ qf, p.T @ of))
     return [torch.stack(x) for x in zip(*out)]
@@ -251,12 +255,13 @@ def run_attention_bwd(bwd, B, H, N, D=128, do_time=True, ref_heads=2):
     q, k, v, d_o = (torch.randn(BH, N, D, device="cuda", dtype=torch.float16) for _ in range(4))
     try:
         lse_r, dlt_r, dq_r, dk_r, dv_r = reference_attention_bwd(q, k, v, d_o, ref_heads)
-        # the kernel's lse and dlt for every head (the first ones from the reference)
+        # the kernel's lse and dlt for every head, 8 heads at a time (no gradients: only the first
+        # heads' are compared)
         lse = torch.empty(BH, N, device="cuda", dtype=torch.float32)
         dlt = torch.empty(BH, N, device="cuda", dtype=torch.float32)
         for h in range(0, BH, 8):
-            l_, d_ = reference_attention_bwd(q[h:h + 8], k[h:h + 8], v[h:h + 8], d_o[h:h + 8], min(8, BH - h))[:2]
-            lse[h:h + 8], dlt[h:h + 8] = l_, d_
+            lse[h:h + 8], dlt[h:h + 8] = reference_attention_bwd(q[h:h + 8], k[h:h + 8], v[h:h + 8], d_o[h:h + 8],
+                                                                 min(8, BH - h), grads=False)
         dq = torch.full((BH, N, D), float("nan"), device="cuda", dtype=torch.float32)
         dk = torch.full((BH, N, D), float("nan"), device="cuda", dtype=bwd.out_dtype)
         dv = torch.full((BH, N, D), float("nan"), device="cuda", dtype=bwd.out_dtype)
