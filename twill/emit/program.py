@@ -186,7 +186,7 @@ class Program:
             values = [v for v in self.copies if m.values[v].role == role.name and self.copies[v] == 1 and
                       v not in taken and m.carry_of(v) is None and
                       not any(self.reads_async(u.op, u.index) for u in m.uses.get(v, ()))]
-            spans = {v: self._spans(role.name, v) for v in values}
+            spans = self._spans(role.name, values)
             for i, y in enumerate(values):
                 for x in values[:i]:
                     if x in out or m.values[x].type != m.values[y].type:
@@ -198,23 +198,23 @@ class Program:
                         break
         return out
 
-    def _spans(self, role: str, v: str) -> dict[int, list[tuple[int, int]]]:
-        """Per loop count (k steady windows): [first, last] positions in the role's program of
-        each instance of v, from its write to its last read on the role."""
+    def _spans(self, role: str, values) -> dict[str, dict[int, list[tuple[int, int]]]]:
+        """value -> loop count (k steady windows) -> [first, last] positions in the role's program
+        of each instance of the value, from its write to its last read on the role."""
         m = self.model
-        out = {}
+        out: dict[str, dict[int, list[tuple[int, int]]]] = {v: {} for v in values}
         unroll = math.lcm(*self.copies.values()) if self.copies else 1
         for k in range(1, self.S + 2 * unroll + 2):
-            seq = self.sequence(role, k)
-            where = {(op, inst): i for i, (_, _, op, inst) in enumerate(seq)}
-            spans = []
-            for (op, inst), i in where.items():
-                if op != v:
-                    continue
-                reads = [where[(u.op, inst + u.distance)] for u in m.uses.get(v, ())
-                         if u.role == role and (u.op, inst + u.distance) in where]
-                spans.append((i, max(reads, default=i)))
-            out[k] = spans
+            where = {(op, inst): i for i, (_, _, op, inst) in enumerate(self.sequence(role, k))}
+            for v in values:
+                spans = []
+                for (op, inst), i in where.items():
+                    if op != v:
+                        continue
+                    reads = [where[(u.op, inst + u.distance)] for u in m.uses.get(v, ())
+                             if u.role == role and (u.op, inst + u.distance) in where]
+                    spans.append((i, max(reads, default=i)))
+                out[v][k] = spans
         return out
 
     def storage(self, value: str) -> str:
