@@ -15,11 +15,14 @@ integer in [0, I) with an integer quotient. Every constraint family is one funct
 - roles:       a warpgroup op runs on a warpgroup role; the warps of used roles fit the limit;
                role slots are used in order (symmetry breaking).
 - variable_latency: a variable-latency op never shares a role with another kind of op.
-- registers:   at the start x of every register value and of every op that loads another role's
-               value, on x's role w: reserve + sum over values v on w of regs(v, w) * live(v at x)
+- registers:   at the begin x of every register value and the start of every op that loads another
+               role's value, on x's role w: reserve + sum over values v on w of regs(v, w) * live(v at x)
                + the values other roles produce that ops on w are reading at x <= regs[w];
-               sum_w 32*warps(w)*regs[w] fits the SM; live(v at t) counts the iterations whose
-               instance of v is live at t.
+               live(v at t) counts the iterations whose instance of v is live at t. A value lives
+               until its last same-role reader has finished with it (liveness.holds) and begins at
+               its op's end when written in place of a dying operand (liveness.in_place_operands).
+               The budgets of whole warpgroups fit the registers the CTA is launched with
+               (liveness.register_file).
 - memory:      likewise for @smem (with streaming rings and staged cross-role values) and @tmem.
 - blocking:    an op with a blocking in-edge does not start while another op of its role is in
                progress: mod[v,u] = 0 or mod[v,u] >= busy(u) (and busy(u) <= I when 0).
@@ -27,7 +30,8 @@ integer in [0, I) with an integer quotient. Every constraint family is one funct
 Escalation: for I from the SWP bound upward, check satisfiability with L up to the window of the
 copies stage 1 needed plus two (`window`); the first satisfiable I is optimal: every smaller I was
 unsatisfiable within its window, as in the paper (which allows no extra copy). Then L is minimized, then
-the number of roles, then the cross-role edges, each by tightening a bound until unsat.
+the number of roles, the cross-role edges, the warps, the registers the roles need and the sum of the
+starts, each by tightening a bound until unsat.
 """
 from __future__ import annotations
 
@@ -36,7 +40,8 @@ import time
 from dataclasses import dataclass, replace
 
 from .errors import Diagnostic, NoScheduleError
-from .liveness import always_blocking, busy, imports, read_bytes, regs_per_thread, tmem_reads
+from .liveness import (always_blocking, busy, holds, imports, in_place_operands, read_bytes,
+                       register_file, register_pool, regs_per_thread, tmem_reads)
 from .problem import Problem
 from .schedule import Buffer, Role, Schedule, ScheduledOp
 from .smt import smt_backend
@@ -60,6 +65,7 @@ class Encoding:
     def __init__(self, p: Problem, ii: int, y, lmax: int):
         self.p, self.ii, self.y, self.lmax = p, ii, y, lmax
         self.max_distance = max((d.distance for d in p.deps), default=0)
+        self.max_hold = max((holds(t) for t in p.tasks), default=0)
         T, Ty = y.Terms, y.Types
         self.T = T
         self.int = Ty.int_type()
@@ -116,14 +122,18 @@ class Encoding:
         return T.yor(cases)
 
     def live_at(self, at: str, v: str, end):
-        """How many iterations' instances of a value living [start[v], end) are live at start[at]:
-        sum over k of [start[v] + k*I <= start[at] < end + k*I], as a sum of 0/1 terms."""
+        """How many iterations' instances of a value living [start[v], end) are live at start[at]."""
+        return self.live_during(self.start[at], self.start[v], end)
+
+    def live_during(self, point, begin, end):
+        """How many iterations' instances of an interval [begin, end) of iteration 0 cover the
+        cycle `point`: sum over k of [begin + k*I <= point < end + k*I], as a sum of 0/1 terms.
+        Every term lies within Lmax + max_distance*I + max_hold of 0, which bounds k."""
         T, ii = self.T, self.ii
-        # k <= (start[at] - start[v]) / I <= Lmax / I, and k > (start[at] - end) / I, where an end is
-        # at most Lmax + max_distance * I (a consumer's start in a later iteration).
-        lo, hi = -((self.lmax + self.max_distance * ii) // ii), self.lmax // ii
-        diff = T.sub(self.start[at], self.start[v])
-        to_end = T.sub(self.start[at], end)
+        reach = self.lmax + self.max_distance * ii + self.max_hold
+        lo, hi = -(reach // ii) - 1, reach // ii + 1
+        diff = T.sub(point, begin)
+        to_end = T.sub(point, end)
         terms = [T.ite(T.yand([self.le(self.num(k * ii), diff), T.arith_lt_atom(to_end, self.num(k * ii))]),
                        self.num(1), self.num(0)) for k in range(lo, hi + 1)]
         return T.sum(terms)
@@ -131,6 +141,24 @@ class Encoding:
     def warps(self, w: int):
         T = self.T
         return T.ite(self.used[w], T.ite(self.wg[w], self.num(self.p.limits.warp_group), self.num(1)), self.num(0))
+
+    def warpgroups(self):
+        """(warpgroup roles, warpgroups the one-warp roles fill four to a group, the largest budget
+        of a one-warp role): the CTA launches whole warpgroups, and `setmaxnreg` sets one budget per
+        warpgroup, so one-warp roles sharing a warpgroup all get the largest of theirs."""
+        if not hasattr(self, "_warpgroups"):
+            T, wgsz = self.T, self.p.limits.warp_group
+            one = lambda c: T.ite(c, self.num(1), self.num(0))
+            big = self.add(*[one(T.yand([self.used[w], self.wg[w]])) for w in range(self.K)])
+            small = self.add(*[one(T.yand([self.used[w], T.ynot(self.wg[w])])) for w in range(self.K)])
+            packed, top = self.var("small_warpgroups"), self.var("small_registers")
+            self.defs += [self.le(small, self.scale(wgsz, packed)),
+                          self.le(self.scale(wgsz, packed), self.add(small, self.num(wgsz - 1))),
+                          self.le(self.num(0), top)]
+            self.defs += [T.implies(T.yand([self.used[w], T.ynot(self.wg[w])]), self.le(self.regs[w], top))
+                          for w in range(self.K)]
+            self._warpgroups = big, packed, top
+        return self._warpgroups
 
 
 # -- the constraint families ---------------------------------------------------------------------
@@ -180,7 +208,8 @@ def roles(e: Encoding):
         if t.issue == "warp_group":
             for w in range(e.K):
                 yield f"warpgroup:{t.name}@{w}", T.implies(e.same_slot(t.name, w), e.wg[w])
-    yield "warps", e.le(e.add(*[e.warps(w) for w in range(e.K)]), e.num(lim.warps))
+    big, packed, _ = e.warpgroups()
+    yield "warps", e.le(e.scale(lim.warp_group, e.add(big, packed)), e.num(lim.warps))
     # Pinned groups (--group): one role per group, a different role for each group.
     groups = [g for g in p.option("groups", ()) if g]
     for g in groups:
@@ -222,26 +251,49 @@ def registers(e: Encoding):
         granule = e.var(f"granule[{w}]")
         yield f"budget[{w}]", T.yand([T.ite(e.used[w], bounded, e.eq(e.regs[w], e.num(0))),
                                       e.eq(e.regs[w], e.scale(lim.register_granule, granule))])
-    per_sm = [T.ite(e.wg[w], e.scale(32 * lim.warp_group, e.regs[w]), e.scale(32, e.regs[w])) for w in range(e.K)]
-    yield "per_sm", e.le(e.add(*per_sm), e.num(lim.registers_per_sm))
+    # The register file: whole warpgroups at their budgets, within what the CTA is launched with.
+    big, packed, top = e.warpgroups()
+    threads = 32 * lim.warp_group
+    most = -(-e.K // lim.warp_group)  # warpgroups the one-warp roles can fill
+    per_sm = [T.ite(e.wg[w], e.scale(threads, e.regs[w]), e.num(0)) for w in range(e.K)]
+    per_sm += [T.ite(e.eq(packed, e.num(g)), e.scale(threads * g, top), e.num(0)) for g in range(1, most + 1)]
+    groups = e.add(big, packed)
+    pool = e.num(register_pool(lim, 1))
+    for n in range(2, e.K + 1):
+        pool = T.ite(e.eq(groups, e.num(n)), e.num(register_pool(lim, n)), pool)
+    yield "per_sm", e.le(e.add(*per_sm), pool)
     values = _register_values(p)
-    end = {}
+    end, begin = {}, {}
     for t in values:
-        # end[v]: the last same-role use of v's registers (at least its own latency).
+        # end[v]: until the last same-role reader has finished with v (at least v's own latency).
         end[t.name] = e.var(f"reg_end[{t.name}]")
         e.defs.append(e.le(e.add(e.start[t.name], e.num(max(t.cycles, 1))), end[t.name]))
         for d in p.deps:
             if d.src == t.name:
-                e.defs.append(T.implies(e.same_role(d.src, d.dst),
-                                        e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end[t.name])))
-    # Check points: the starts of register values and of ops that load another role's value.
+                done = e.add(e.start[d.dst], e.num(d.distance * e.ii + holds(p.task[d.dst])))
+                e.defs.append(T.implies(e.same_role(d.src, d.dst), e.le(done, end[t.name])))
+    for t in values:
+        # begin[v]: v's registers count from its start, or from its end when v is written in place
+        # of a same-role operand that dies at v.
+        done = [T.yand([e.same_role(d.src, t.name),
+                        e.le(end[d.src], e.add(e.start[t.name], e.num(d.distance * e.ii + holds(t))))])
+                for d in in_place_operands(p, t.name)]
+        begin[t.name] = (T.ite(T.yor(done), e.add(e.start[t.name], e.num(holds(t))), e.start[t.name])
+                         if done else e.start[t.name])
+    # Check points: where register values begin, and the starts of ops that load another role's value.
     loaded = imports(p) + tmem_reads(p)
-    points = [t.name for t in p.tasks if t in values or any(c == t.name for _, c in loaded)]
-    for x in points:
-        # The shape and budget of x's role, as per-op terms (saves a factor of K role slots).
-        x_wg, x_regs = e.var(f"role_is_wg[{x}]", e.bool), e.var(f"role_regs[{x}]")
-        for w in range(e.K):
-            e.defs.append(T.implies(e.same_slot(x, w), T.yand([T.iff(x_wg, e.wg[w]), e.eq(x_regs, e.regs[w])])))
+    readers = {c for _, c in loaded}
+    points = [(t.name, begin[t.name], t.name) for t in values]
+    points += [(c, e.start[c], f"{c}:reads" if c in begin else c) for c in e.names if c in readers]
+    shape = {}
+    for x, at, detail in points:
+        if x not in shape:
+            # The shape and budget of x's role, as per-op terms (saves a factor of K role slots).
+            shape[x] = e.var(f"role_is_wg[{x}]", e.bool), e.var(f"role_regs[{x}]")
+            for w in range(e.K):
+                e.defs.append(T.implies(e.same_slot(x, w), T.yand([T.iff(shape[x][0], e.wg[w]),
+                                                                   e.eq(shape[x][1], e.regs[w])])))
+        x_wg, x_regs = shape[x]
 
         def per_thread(nbytes, n):
             return T.ite(x_wg, e.scale(regs_per_thread(nbytes, lim.warp_group), n),
@@ -249,17 +301,17 @@ def registers(e: Encoding):
 
         terms = [e.num(lim.register_reserve)]
         for v in values:
-            n = e.live_at(x, v.name, end[v.name])
+            n = e.live_during(at, begin[v.name], end[v.name])
             terms.append(per_thread(v.bytes, n) if v.name == x else
                          T.ite(e.same_role(x, v.name), per_thread(v.bytes, n), e.num(0)))
         for v, c in loaded:
-            n = e.live_at(x, c, e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
+            n = e.live_during(at, e.start[c], e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
             if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it
                 here = e.same_role(x, c) if c != x else T.true()
             else:  # a register value loaded from another role
                 here = T.yand([e.same_role(x, c), T.ynot(e.same_role(v, c))]) if c != x else T.ynot(e.same_role(v, c))
             terms.append(T.ite(here, per_thread(read_bytes(p, v, c), n), e.num(0)))
-        yield f"{x}", e.le(e.add(*terms), x_regs)
+        yield detail, e.le(e.add(*terms), x_regs)
 
 
 def memory(e: Encoding):
@@ -442,7 +494,12 @@ def _minimize(ctx, e, y, p, model, length, below, deadline, report):
     steps = [("roles", e.add(*[e.T.ite(u, e.num(1), e.num(0)) for u in e.used]), 1),
              ("cross-role edges", e.add(e.num(0), *[e.T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(1))
                                                 for d in p.deps]), 0),
-             ("warps", e.add(*[e.warps(w) for w in range(e.K)]), 1)]
+             ("warps", e.add(*[e.warps(w) for w in range(e.K)]), 1),
+             # the fewest registers the roles need (budgets are filled up afterwards): of the
+             # schedules alike so far, the one with the fewest values live at once
+             ("registers", e.add(*e.regs), 0),
+             # then as soon as possible: every op at its earliest start among those schedules
+             ("starts", e.add(*[e.start[t.name] for t in p.tasks]), 0)]
     for what, term, floor in steps:
         report("joint", {"I": e.ii, "L": length, "minimizing": what})
         model, _, _ = _bound(ctx, e, y, term, model.get_integer_value(term), floor, deadline, model)
@@ -537,25 +594,27 @@ def _role_names(groups: list[tuple[str, ...]], p: Problem) -> list[str]:
 
 def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
     """Registers per role: what each role needs, then the SM's remainder shared by the non-load
-    roles (FA3's 24/240/240 shape), in `setmaxnreg` granules."""
+    roles in whole rounds (FA3's 24/240/240 shape), in `setmaxnreg` granules, within the registers
+    the CTA is launched with (`register_file`)."""
     from .liveness import role_register_use
     lim = p.limits
     g = lim.register_granule
     roles = []
     for r in schedule.roles:
-        need = max(u for u, _ in role_register_use(schedule, p, r))
+        # A role that never holds a register value (a TMA producer) has only the machine's minimum to
+        # meet: the reserve is counted where values live, as the joint stage checks it.
+        need = max((u for u, held in role_register_use(schedule, p, r) if held), default=lim.min_registers)
         roles.append([r, max(lim.min_registers, math.ceil(need / g) * g)])
-    spare = lim.registers_per_sm - sum(32 * r.warps * b for r, b in roles)
+    # Grow in whole rounds, every role that can by one granule, so that roles alike stay alike.
     growers = [x for x in roles if not all(p.task[o].variable_latency for o in x[0].ops)]
-    while growers and spare > 0:
-        grown = False
-        for x in growers:
-            cost = 32 * x[0].warps * g
-            if x[1] + g <= lim.registers_per_thread and cost <= spare:
-                x[1] += g
-                spare -= cost
-                grown = True
-        if not grown:
+    while True:
+        growing = [x for x in growers if x[1] + g <= lim.registers_per_thread]
+        for x in growing:
+            x[1] += g
+        used, pool = register_file(lim, [(r.warps, b) for r, b in roles])
+        if not growing or used > pool:
+            for x in growing:
+                x[1] -= g
             break
     return tuple(Role(r.name, r.warps, b, r.ops) for r, b in roles)
 

@@ -5,10 +5,15 @@ SMT encoding in `joint.py` (which states them as constraints); keep the two in s
 
 - An op is *busy* on its role for ``busy(t)`` cycles from its start: one issue cycle if it is
   async, else its latency (at least 1).
-- A result of op v lives on v's role, in registers when it is @reg, from ``start(v)`` until the
-  latest start of a same-role consumer (``start(c) + distance*I``), and at least ``cycles(v)``.
-  A result read by another role is staged through shared memory from ``start(v)`` until the latest
-  cross-role consumer's start.
+- A register result of op v lives on v's role until the latest same-role consumer has finished
+  reading it, ``start(c) + distance*I + holds(c)``, and at least ``cycles(v)`` from its start. An
+  op holds its register operands while it is busy, an mma until the tensor core has read them
+  (its latency): see `holds`. The result occupies registers from ``start(v)``, except when it is
+  written in place: when a same-role register operand at least as large dies at v (v is its last
+  reader), v's result takes that operand's registers as it consumes them, and counts only from
+  ``start(v) + holds(v)`` (the softmax's exp2 turning S into P, an accumulating mma): see
+  `in_place_operands`. A result read by another role is staged through shared memory from
+  ``start(v)`` until the latest cross-role consumer's start.
 - @smem and @tmem results live from ``start(v)`` until their last consumer's start, and count
   against their space; a streaming load instead reserves ``depth`` slots of its tile for the whole
   loop, and loop-invariant inputs are always resident.
@@ -28,12 +33,48 @@ from __future__ import annotations
 
 import math
 
-from .problem import Problem, Task
+from .problem import Dep, Problem, Task
 from .schedule import Role, Schedule
 
 
 def busy(t: Task) -> int:
     return 1 if t.is_async else max(t.cycles, 1)
+
+
+def holds(t: Task) -> int:
+    """How long op t holds its register operands from its start: an mma until the tensor core has
+    read them (a wgmma's A fragment and accumulator stay allocated until it completes), any other
+    op while it keeps its role busy."""
+    return max(t.cycles, 1) if t.opcode == "mma" else busy(t)
+
+
+def register_pool(lim, warpgroups: int) -> int:
+    """Registers a CTA of `warpgroups` warpgroups is launched with: the same count per thread, in
+    allocation granules, filling the SM's file (`setmaxnreg` only moves registers between them)."""
+    threads = 32 * lim.warp_group * warpgroups
+    per_thread = min(lim.registers_per_sm // threads, lim.registers_per_thread)
+    return threads * (per_thread // lim.register_granule) * lim.register_granule
+
+
+def register_file(lim, roles: list[tuple[int, int]]) -> tuple[int, int]:
+    """(registers the budgets take, registers the launch provides) for roles given as (warps,
+    budget). Warpgroup roles take their warpgroups at their budget; one-warp roles fill warpgroups
+    four at a time, each warpgroup at the largest budget among them (one `setmaxnreg` per group)."""
+    wgsz, threads = lim.warp_group, 32 * lim.warp_group
+    small = [b for w, b in roles if w < wgsz]
+    packed = -(-len(small) // wgsz)
+    used = sum(threads * (w // wgsz) * b for w, b in roles if w >= wgsz) + threads * packed * max(small, default=0)
+    groups = sum(w // wgsz for w, _ in roles if w >= wgsz) + packed
+    return used, register_pool(lim, max(groups, 1))
+
+
+def in_place_operands(p: Problem, v: str) -> list[Dep]:
+    """In-edges of v from register values at least as large as v's register result: when one of
+    them dies at v on v's role, v's result is written into its registers."""
+    t = p.task[v]
+    if t.space != "reg" or t.bytes == 0:
+        return []
+    return [d for d in p.deps if d.dst == v and p.task[d.src].space == "reg" and p.task[d.src].bytes >= t.bytes]
 
 
 def regs_per_thread(nbytes: int, warps: int) -> int:
@@ -88,8 +129,9 @@ def read_bytes(p: Problem, v: str, reader: str) -> int:
     return value.bytes
 
 
-def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int]]:
-    """value -> (start, end on its own role, end of its shared-memory staging or 0)."""
+def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int, int]]:
+    """value -> (start, end on its own role, end of its shared-memory staging or 0, the cycle from
+    which its registers count: its start, or the end of its op when written in place)."""
     start = {o.name: o.start for o in s.ops}
     role = {o.name: o.role for o in s.ops}
     out = {}
@@ -100,10 +142,19 @@ def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int]]:
         cross = []
         for d in p.deps:
             if d.src == t.name:
-                (same if role[d.dst] == role[t.name] else cross).append(start[d.dst] + d.distance * s.ii)
-        out[t.name] = (start[t.name], max(same + cross if t.space != "reg" else same),
-                       max(cross) if cross and t.space == "reg" else 0)
-    return out
+                at = start[d.dst] + d.distance * s.ii
+                if role[d.dst] != role[t.name]:
+                    cross.append(at)
+                else:
+                    same.append(at + holds(p.task[d.dst]) if t.space == "reg" else at)
+        out[t.name] = [start[t.name], max(same + cross if t.space != "reg" else same),
+                       max(cross) if cross and t.space == "reg" else 0, start[t.name]]
+    for t in p.tasks:
+        for d in in_place_operands(p, t.name):
+            done = start[t.name] + d.distance * s.ii + holds(t)
+            if role[d.src] == role[t.name] and d.src in out and out[d.src][1] <= done:
+                out[t.name][3] = start[t.name] + holds(t)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def instances_live(begin: int, end: int, t: int, ii: int) -> int:
@@ -124,7 +175,7 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
             task = p.task[v]
             if v not in lives or task.space != "reg":
                 continue
-            n = instances_live(lives[v][0], lives[v][1], t, s.ii)
+            n = instances_live(lives[v][3], lives[v][1], t, s.ii)
             if n:
                 used += n * regs_per_thread(task.bytes, role.warps)
                 names.append(f"{v} ({n}x{regs_per_thread(task.bytes, role.warps)})")
@@ -152,7 +203,7 @@ def memory_use(s: Schedule, p: Problem, space: str) -> list[tuple[int, list[str]
         for t in p.tasks:
             if t.name not in lives or t.streaming:
                 continue
-            begin, end, staged = lives[t.name]
+            begin, end, staged, _ = lives[t.name]
             if t.space == space:
                 n = instances_live(begin, end, c, s.ii)
             elif space == "smem" and staged:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from .costs import bind
 from .errors import TwillError
 from .ir import Graph
-from .liveness import role_register_use, memory_use
+from .liveness import memory_use, register_file, role_register_use
 from .machine import Machine
 from .problem import Problem, make_problem
 from .schedule import Schedule
@@ -118,9 +118,11 @@ def check_roles(s: Schedule, p: Problem):
     firsts = [role_of[g[0]] for g in groups]
     if len(set(firsts)) < len(firsts):
         yield Violation("roles", "two pinned groups share a role")
-    total = sum(r.warps for r in s.roles)
+    small = sum(1 for r in s.roles if r.warps < lim.warp_group)
+    total = sum(r.warps for r in s.roles if r.warps >= lim.warp_group) + lim.warp_group * -(-small // lim.warp_group)
     if total > lim.warps:
-        yield Violation("roles", f"roles use {total} warps, more than the {lim.warps} allowed")
+        yield Violation("roles", f"roles launch {total} warps (one-warp roles fill whole warpgroups), "
+                                 f"more than the {lim.warps} allowed")
     for r in s.roles:
         if r.warps not in (1, lim.warp_group):
             yield Violation("roles", f"role {r.name} has {r.warps} warps (a warp or a warpgroup)")
@@ -139,19 +141,19 @@ def check_registers(s: Schedule, p: Problem):
     if s.stage != "joint":
         return
     lim = p.limits
-    total = 0
     for r in s.roles:
-        total += 32 * r.warps * r.registers
         if r.registers % lim.register_granule or not lim.min_registers <= r.registers <= lim.registers_per_thread:
             yield Violation("registers", f"role {r.name}: budget {r.registers} is not a multiple of "
                                          f"{lim.register_granule} in [{lim.min_registers}, {lim.registers_per_thread}]")
         for t, (used, names) in enumerate(role_register_use(s, p, r)):
-            if used > r.registers:
+            if used > r.registers and names:
                 yield Violation("registers", f"role {r.name} at steady-state cycle {t}: {', '.join(names)} "
                                              f"need {used} registers per thread, budget {r.registers}")
                 break
-    if total > lim.registers_per_sm:
-        yield Violation("registers", f"register budgets total {total} > {lim.registers_per_sm} per SM")
+    used, pool = register_file(lim, [(r.warps, r.registers) for r in s.roles])
+    if used > pool:
+        yield Violation("registers", f"register budgets take {used} registers (one-warp roles fill whole "
+                                     f"warpgroups), more than the {pool} the CTA is launched with")
 
 
 def check_memory(s: Schedule, p: Problem):

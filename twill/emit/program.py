@@ -449,8 +449,12 @@ class Program:
                         _add(prog.releases_at_start, nxt, (chan, last, 1, 0))
                         continue
                     first_commit = next((i for i, o in enumerate(nops) if o in asyncs), None)
+                    # Freed after the next window's first wgmma is issued, unless that window takes
+                    # its next slot first: with one slot, the next slot is this one (a wait for a
+                    # slot only this release frees), so it is freed at the window's start instead.
+                    upto = first_commit if first_commit is None or chan.depth > 1 else first_commit + 1
                     acquires_before = first_commit is None or any(
-                        any(m.resolve(o)[0] == chan.value for o in m.ops[op].operands) for op in nops[:first_commit])
+                        any(m.resolve(o)[0] == chan.value for o in m.ops[op].operands) for op in nops[:upto])
                     if not acquires_before:
                         _add(prog.releases_after, (nxt, first_commit), (chan, last, 1, 1))
                     else:
@@ -496,6 +500,34 @@ class Program:
                     if 0 <= inst < n:
                         out.append(inst)
         return out + list(range(n - self.held_at_end(role, chan), n))
+
+    def waits_for_its_own_release(self, role: str, chan: Channel, n: int) -> list[int]:
+        """The instances i of `chan` that `role` waits for (full) before it has freed i - depth, the
+        slot's previous occupant: the producer cannot refill that slot until every reader frees it,
+        so such a wait never ends. Empty for a sound program; walks the windows as `released`."""
+        m, prog, S = self.model, self.programs[role], self.S
+        windows = ([(("prologue", k), k) for k in range(S - 1)] + [(("steady", 0), j) for j in range(S - 1, n)] +
+                   [(("epilogue", e), n + e) for e in range(S - 1)])
+        freed: set[int] = set()
+        stuck = []
+
+        def free(items, J):
+            for c, last, shift, _ in items:
+                if c.value == chan.value:
+                    freed.add(J - shift - m.stage(last.op) - last.distance)
+
+        for key, J in windows:
+            free(prog.releases_at_start.get(key, []), J)
+            for pos, op in enumerate(prog.windows.get(key, ())):
+                for operand in m.ops[op].operands:
+                    value, d = m.resolve(operand)
+                    i = J - m.stage(op) - d
+                    if value == chan.value and chan.depth <= i < n and i - chan.depth not in freed:
+                        stuck.append(i)
+                    if value == chan.value and value in self.tmem_shared:  # freed as soon as it is read
+                        freed.add(i)
+                free(prog.releases_after.get((key, pos), []), J)
+        return stuck
 
     @staticmethod
     def _window_index(seq) -> list[int]:

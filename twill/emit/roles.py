@@ -213,7 +213,7 @@ class RoleBody:
         if w.key in self.prog.start_wait:
             out("twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads")
             self.waited = 0
-            self._fence_async_results(out)
+            self._fence_async_results(out, boundary=True)
         for item in self.prog.releases_at_start.get(w.key, []):
             self._release(out, w, item)
         if w.key in self.prog.turn_close:
@@ -332,14 +332,28 @@ class RoleBody:
             self.issued.append((name, str(it)))
         self._publish(out, w, name, it)
 
-    def _fence_async_results(self, out: Lines) -> None:
-        """After a wait: pin every register buffer a wgmma of this role writes or reads."""
+    def _crosses_window(self, op: str) -> bool:
+        """Whether the result of mma `op` may still be in flight when a window ends: a reader on
+        this role (or the next iteration, through a carry) reads it in a later window."""
+        m, pos = self.m, {o: i for i, o in enumerate(self.p.order)}
+        for use in m.uses.get(op, ()):
+            if use.role != self.role.name:
+                continue
+            later = m.stage(use.op) + use.distance - m.stage(op)
+            if later > 0 or (later == 0 and pos[use.op] <= pos[op]):
+                return True
+        return m.carry_of(op) is not None or not any(u.role == self.role.name for u in m.uses.get(op, ()))
+
+    def _fence_async_results(self, out: Lines, boundary: bool = False) -> None:
+        """After a wait: pin every register buffer a wgmma of this role writes or reads. At a
+        window's start, only those of wgmmas that can be in flight across the window boundary:
+        pinning a dead buffer would keep its registers allocated."""
         m = self.m
         if m.blackwell:
             return
         names = set()
         for op in self.role.ops:
-            if m.ops[op].opcode == "mma":
+            if m.ops[op].opcode == "mma" and (not boundary or self._crosses_window(op)):
                 names.add(op)
                 a = m.resolve(m.ops[op].operands[0])[0]
                 if a in self.p.copies and m.values[a].role == self.role.name:

@@ -422,15 +422,60 @@ __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sy
 
 // ---- tiles between registers, shared and global memory ------------------------------------------------
 // row0: the first row of the tile this warpgroup holds.
+template <typename T> struct Pair { using type = void; };
+template <> struct Pair<float> { using type = float2; };
+template <> struct Pair<__half> { using type = __half2; };
+template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+               :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+// The k-th pair of adjacent columns a thread holds in block b, as two packed 16-bit T.
+template <typename T, int MB, int N, typename H>
+__device__ __forceinline__ uint32_t packed_pair(const Frag16<MB, N, H>& f, int b, int k) {
+  if constexpr (std::is_same<T, H>::value) return f.x[b][k];
+  else return pack2<T>(at<false>(f, b, 2 * k), at<false>(f, b, 2 * k + 1));
+}
+template <typename T, int MB, int N>
+__device__ __forceinline__ uint32_t packed_pair(const Frag<MB, N>& f, int b, int k) {
+  return pack2<T>(f.x[b][2 * k], f.x[b][2 * k + 1]);
+}
+// A 16-bit tile goes out with stmatrix: a warp's 16-row slab, 16 columns (four 8x8 matrices) per
+// instruction and one address per thread, in the layout the wgmma accumulator already has (pair
+// k = 2j + h of a thread is row h*8 + lane/4, columns 8j + 2*(lane%4)). Other tiles: a thread holds
+// each row's columns in adjacent pairs (frag_col), which a swizzle keeps adjacent: one store per pair.
 template <typename T, int ROWS, int COLS, typename F>
 __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
   char* base = static_cast<char*>(tile);
+  using P = typename Pair<T>::type;
+  if constexpr (!is_rows<F>::value && sizeof(T) == 2 && F::kElems % 8 == 0) {
+    const int lane = threadIdx.x % 32, q = lane / 8;
+    const int r = row0 + 16 * ((threadIdx.x / 32) % 4) + 8 * (q & 1) + lane % 8;
 #pragma unroll
-  for (int b = 0; b < F::kBlocks; ++b)
+    for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
-    for (int i = 0; i < F::kElems; ++i)
-      *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) =
-          from_float<T>(at<false>(f, b, i));
+      for (int j = 0; j < F::kElems / 4; j += 2)
+        stmatrix_x4(smem_addr(base + Tile<T, ROWS, COLS>::offset(r + 64 * b, 8 * (j + (q >> 1)))),
+                    packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
+                    packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
+  } else if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
+#pragma unroll
+    for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < F::kElems; i += 2) {
+        P v;
+        reinterpret_cast<T*>(&v)[0] = from_float<T>(at<false>(f, b, i));
+        reinterpret_cast<T*>(&v)[1] = from_float<T>(at<false>(f, b, i + 1));
+        *reinterpret_cast<P*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) = v;
+      }
+  } else {
+#pragma unroll
+    for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < F::kElems; ++i)
+        *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) =
+            from_float<T>(at<false>(f, b, i));
+  }
 }
 
 template <typename T, int ROWS, int COLS, typename F>
@@ -476,10 +521,6 @@ __device__ __forceinline__ void buffer_to_frag(Rows<MB>& r, const T* buf, int ro
 
 // Global memory: element (row, col) of a row-major [rows x ld] matrix at ptr. A thread holds the
 // elements i, i + 1 of a fragment in adjacent columns: one 2-element store each, when aligned.
-template <typename T> struct Pair { using type = void; };
-template <> struct Pair<float> { using type = float2; };
-template <> struct Pair<__half> { using type = __half2; };
-template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
 template <typename T, typename F>
 __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int col0, int ld) {
   using P = typename Pair<T>::type;
