@@ -131,6 +131,18 @@ def test_blackwell_without_sub_tiling_bound_unsat():
     assert_core_sound(str(path), "b200", ex, options)
 
 
+def test_hopper_without_sub_tiling_bound_unsat():
+    """The no-sub-tiling ablation on h100: one warpgroup cannot hold S(i+1) while exp2 still reads
+    S(i) (two 128-register tiles), so the bound I0 = 240 is not realisable. The core names the
+    register checks (S where it begins, P's reads), and the smallest I is reported with its roles."""
+    ex, options = run_explain(SIMPLE, "h100")
+    assert_core_sound(SIMPLE, "h100", ex, options)
+    details = {(c.family, c.detail) for c in ex.core}
+    assert ("registers", "s") in details or ("registers", "p:reads") in details
+    assert all("KeyError" not in c.message for c in ex.core)
+    assert ex.final_ii == 255 > ex.swp_ii == 240 and len(ex.final_roles) == 3
+
+
 def test_pinned_groups_that_must_talk_without_cross_role_communication():
     """FA4's roles pinned, cross-role communication forbidden: the core names a pin and the
     no-cross-role rule on one edge, and both relaxations are checked satisfiable (this used to

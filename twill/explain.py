@@ -175,19 +175,23 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
         return f"variable-latency op {a} cannot share a role with fixed-latency op {b}"
     if family == "registers":
         if detail == "per_sm":
-            return (f"the register budgets of all roles (32 threads per warp) must fit the register file "
-                    f"of {lim.registers_per_sm} per SM")
+            return (f"the register budgets of all roles, each warpgroup whole (one-warp roles share one at "
+                    f"the largest of their budgets), must fit the registers the CTA is launched with "
+                    f"({lim.registers_per_sm} per SM, in equal shares per thread)")
         if detail.startswith("budget["):
             w = detail[len("budget["):-1]
             return (f"role slot {w}'s budget lies between {lim.min_registers} and {lim.registers_per_thread} "
                     f"registers per thread, in granules of {lim.register_granule}")
         u, _, w = detail.partition("@")  # the joint stage checks u on its own role (no slot in the detail)
+        u, reads_check = (u[:-len(":reads")], True) if u.endswith(":reads") else (u, False)
         w = w or f"of {u}"
         values = _register_values(p)
         others = [t for t in values if t.name != u]
         own = T[u]
         parts = ", ".join(f"{t.name} {regs_per_thread(t.bytes, wg)}" for t in others)
-        text = f"registers on role slot {w} at the start of {u}: the reserve {lim.register_reserve}"
+        where = (f"at the start of {u}" if reads_check or own not in values else
+                 f"where {u}'s registers begin (its start, or its end when it is written in place of an operand)")
+        text = f"registers on role slot {w} {where}: the reserve {lim.register_reserve}"
         if own in values:
             text += (f" + {u} {regs_per_thread(own.bytes, wg)} on a warpgroup ({regs_per_thread(own.bytes, 1)} "
                      f"on one warp)")
