@@ -55,6 +55,8 @@ CASES = {
                                     "ablation (no cross-warp communication): the minimal I is unsatisfiable"),
     "blackwell_fwd_no_subtiling": ("attention_fwd_simple", "b200", {},
                                    "ablation (no sub-tiling): the minimal I is unsatisfiable"),
+    "hopper_fwd_no_subtiling": ("attention_fwd_simple", "h100", {},
+                                "(not a paper case: its no-sub-tiling ablation on Hopper)"),
 }
 
 
