@@ -501,12 +501,21 @@ template <typename T, typename F>
 __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int col0, int ld) {
   frag_to_buffer(ptr + static_cast<size_t>(col0), f, row0, ld);
 }
+// A thread's row goes four columns at a time in float4 atomicAdds (sm_90 and later) where aligned.
 template <typename F>
 __device__ __forceinline__ void frag_add_global(float* ptr, const F& f, int row0, int col0, int ld) {
   if (!row_ok<F::kRows>()) return;
+  float* row = ptr + static_cast<size_t>(row0 + trow<F::kRows>()) * ld + col0;
+  if (F::kElems % 4 == 0 && reinterpret_cast<uintptr_t>(row) % sizeof(float4) == 0) {
+#pragma unroll
+    for (int i = 0; i < F::kElems; i += 4)
+      atomicAdd(reinterpret_cast<float4*>(row + i),
+                make_float4(at<false>(f, i), at<false>(f, i + 1), at<false>(f, i + 2), at<false>(f, i + 3)));
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < F::kElems; ++i)
-    atomicAdd(ptr + static_cast<size_t>(row0 + trow<F::kRows>()) * ld + col0 + i, at<false>(f, i));
+    atomicAdd(row + i, at<false>(f, i));
 }
 template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {

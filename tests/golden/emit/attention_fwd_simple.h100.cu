@@ -542,13 +542,24 @@ __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int
   frag_to_buffer(base, f, row0, ld);
 }
 // ... added to it instead: several CTAs reduce into one tile.
+// A thread's two adjacent columns go in one float2 atomicAdd (sm_90) where aligned.
 template <typename F>
 __device__ __forceinline__ void frag_add_global(float* ptr, const F& f, int row0, int col0, int ld) {
+  float* base = ptr + col0;
+  if (ld % 2 == 0 && reinterpret_cast<uintptr_t>(base) % sizeof(float2) == 0) {
+#pragma unroll
+    for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+      for (int i = 0; i < F::kElems; i += 2)
+        atomicAdd(reinterpret_cast<float2*>(base + static_cast<size_t>(row0 + frag_row(b, i)) * ld + frag_col(i)),
+                  make_float2(at<false>(f, b, i), at<false>(f, b, i + 1)));
+    return;
+  }
 #pragma unroll
   for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
     for (int i = 0; i < F::kElems; ++i)
-      atomicAdd(ptr + static_cast<size_t>(row0 + frag_row(b, i)) * ld + col0 + frag_col(i), at<false>(f, b, i));
+      atomicAdd(base + static_cast<size_t>(row0 + frag_row(b, i)) * ld + frag_col(i), at<false>(f, b, i));
 }
 template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {
