@@ -84,6 +84,7 @@ class Encoding:
         self.regs = [self.var(f"regs[{w}]") for w in range(self.K)]
         self.used = [T.yor([self.same_slot(v, w) for v in names]) for w in range(self.K)]
         self.defs: list = [self.le(self.L, self.num(lmax))]  # always asserted, never in a core
+        self._warpgroups = None  # built on first use: see warpgroups()
 
     # -- term helpers ---------------------------------------------------------------------------
     def var(self, name, ty=None):
@@ -95,6 +96,10 @@ class Encoding:
 
     def add(self, *xs):
         return self.T.sum(list(xs)) if len(xs) > 1 else xs[0]
+
+    def count(self, conditions):
+        """How many of the boolean terms hold, as an integer term."""
+        return self.add(*[self.T.ite(c, self.num(1), self.num(0)) for c in conditions])
 
     def le(self, a, b):
         return self.T.arith_leq_atom(a, b)
@@ -146,11 +151,10 @@ class Encoding:
         """(warpgroup roles, warpgroups the one-warp roles fill four to a group, the largest budget
         of a one-warp role): the CTA launches whole warpgroups, and `setmaxnreg` sets one budget per
         warpgroup, so one-warp roles sharing a warpgroup all get the largest of theirs."""
-        if not hasattr(self, "_warpgroups"):
+        if self._warpgroups is None:
             T, wgsz = self.T, self.p.limits.warp_group
-            one = lambda c: T.ite(c, self.num(1), self.num(0))
-            big = self.add(*[one(T.yand([self.used[w], self.wg[w]])) for w in range(self.K)])
-            small = self.add(*[one(T.yand([self.used[w], T.ynot(self.wg[w])])) for w in range(self.K)])
+            big = self.count([T.yand([self.used[w], self.wg[w]]) for w in range(self.K)])
+            small = self.count([T.yand([self.used[w], T.ynot(self.wg[w])]) for w in range(self.K)])
             packed, top = self.var("small_warpgroups"), self.var("small_registers")
             self.defs += [self.le(small, self.scale(wgsz, packed)),
                           self.le(self.scale(wgsz, packed), self.add(small, self.num(wgsz - 1))),
