@@ -30,8 +30,8 @@ integer in [0, I) with an integer quotient. Every constraint family is one funct
 Escalation: for I from the SWP bound upward, check satisfiability with L up to the window of the
 copies stage 1 needed plus two (`window`); the first satisfiable I is optimal: every smaller I was
 unsatisfiable within its window, as in the paper (which allows no extra copy). Then L is minimized, then
-the number of roles, the cross-role edges, the warps, the registers the roles need and the sum of the
-starts, each by tightening a bound until unsat.
+the number of roles, the cross-role edges, the warps and the sum of the starts, each by tightening
+a bound until unsat.
 """
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ class Encoding:
     def __init__(self, p: Problem, ii: int, y, lmax: int):
         self.p, self.ii, self.y, self.lmax = p, ii, y, lmax
         self.max_distance = max((d.distance for d in p.deps), default=0)
-        self.max_hold = max((holds(t) for t in p.tasks), default=0)
+        # how far past an op's start an interval of it may end: its hold, or its unit occupancy
+        self.max_hold = max((max(holds(t), t.occupancy) for t in p.tasks), default=0)
         T, Ty = y.Terms, y.Types
         self.T = T
         self.int = Ty.int_type()
@@ -133,10 +134,11 @@ class Encoding:
     def live_during(self, point, begin, end):
         """How many iterations' instances of an interval [begin, end) of iteration 0 cover the
         cycle `point`: sum over k of [begin + k*I <= point < end + k*I], as a sum of 0/1 terms.
-        Every term lies within Lmax + max_distance*I + max_hold of 0, which bounds k."""
+        The ranges of the terms bound k."""
         T, ii = self.T, self.ii
-        reach = self.lmax + self.max_distance * ii + self.max_hold
-        lo, hi = -(reach // ii) - 1, reach // ii + 1
+        # point and begin lie in [0, Lmax + max_hold], an end at most max_distance*I further (a
+        # larger end only counts more instances, which no solution wants).
+        lo, hi = -((self.lmax + self.max_distance * ii + self.max_hold) // ii), (self.lmax + self.max_hold) // ii
         diff = T.sub(point, begin)
         to_end = T.sub(point, end)
         terms = [T.ite(T.yand([self.le(self.num(k * ii), diff), T.arith_lt_atom(to_end, self.num(k * ii))]),
@@ -499,9 +501,6 @@ def _minimize(ctx, e, y, p, model, length, below, deadline, report):
              ("cross-role edges", e.add(e.num(0), *[e.T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(1))
                                                 for d in p.deps]), 0),
              ("warps", e.add(*[e.warps(w) for w in range(e.K)]), 1),
-             # the fewest registers the roles need (budgets are filled up afterwards): of the
-             # schedules alike so far, the one with the fewest values live at once
-             ("registers", e.add(*e.regs), 0),
              # then as soon as possible: every op at its earliest start among those schedules
              ("starts", e.add(*[e.start[t.name] for t in p.tasks]), 0)]
     for what, term, floor in steps:

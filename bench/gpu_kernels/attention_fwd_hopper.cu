@@ -929,9 +929,10 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   for (int c = 0; c < 1; ++c) twill::fill(acc0_n[c], 0.0f);  // carry acc0 starts at 0
   const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
+  if (tile.round == 0) twill::named_arrive(1, 256);  // ping-pong: consumer1 takes the first turn on the tensor core
   // ---- prologue: the first iterations enter the pipeline ----
-  {  // prologue window 0 (J = 0): s0[0], m0_new[0], alpha0[0], p0[0], acc0_r[0], l0_new[0], acc0_n[0]
-    twill::named_sync(1, 256);  // our turn on the tensor core
+  {  // prologue window 0 (J = 0): s0[0], m0_new[0], alpha0[0], p0[0], acc0_r[0]
+    twill::named_sync(2, 256);  // our turn on the tensor core
     sm.ring_k.wait_full(0);  // k[0] has landed
     // s0 = mma q0, k (iteration 0)
     {
@@ -945,7 +946,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_commit();
     }
-    twill::named_arrive(2, 256);  // consumer1's turn
+    twill::named_arrive(1, 256);  // consumer1's turn
     twill::wgmma_wait<0>();  // s0[0] is complete
     twill::fence_frag(s0[0]);
     // m0_new = rowmax s0, m0 (iteration 0)
@@ -957,33 +958,31 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // acc0_r is computed in the registers of acc0_n, which accumulates it in place
     // acc0_r = rescale acc0, alpha0 (iteration 0)
     twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
-    // l0_new = rowsum p0, l0, alpha0 (iteration 0)
-    twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
-    twill::named_sync(1, 256);  // our turn on the tensor core
-    sm.ring_v.wait_full(0);  // v[0] has landed
-    // acc0_n = mma p0, v, acc0_r (iteration 0)
-    {
-      twill::fence_frag(acc0_n[0]);
-      twill::fence_frag(p0[0]);
-      twill::wgmma_fence();
-      #pragma unroll
-      for (int mb = 0; mb < 1; ++mb) {
-      #pragma unroll
-        for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), 1);
-      }
-      twill::wgmma_commit();
-    }
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: s0[j], m0_new[j], alpha0[j], p0[j], acc0_r[j], l0_new[j], acc0_n[j]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(p0[0]);
-      twill::fence_frag(acc0_n[0]);
+    {  // steady window J = j: l0_new[j - 1], acc0_n[j - 1], s0[j], m0_new[j], alpha0[j], p0[j], acc0_r[j]
+      // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
+      twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
+      twill::named_sync(2, 256);  // our turn on the tensor core
+      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      // acc0_n = mma p0, v, acc0_r (iteration j - 1)
+      {
+        twill::fence_frag(acc0_n[0]);
+        twill::fence_frag(p0[0]);
+        twill::wgmma_fence();
+        #pragma unroll
+        for (int mb = 0; mb < 1; ++mb) {
+        #pragma unroll
+          for (int kk = 0; kk < 8; ++kk)
+            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+        }
+        twill::wgmma_commit();
+      }
+      twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
+      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
       sm.ring_k.wait_full(j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
@@ -997,7 +996,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      twill::named_arrive(2, 256);  // consumer1's turn
+      twill::named_arrive(1, 256);  // consumer1's turn
       twill::wgmma_wait<0>();  // s0[j] is complete
       twill::fence_frag(s0[0]);
       // m0_new = rowmax s0, m0 (iteration j)
@@ -1009,9 +1008,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // acc0_r is computed in the registers of acc0_n, which accumulates it in place
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
+    }
+    {  // steady window J = j + 1: l0_new[j], acc0_n[j], s0[j + 1], m0_new[j + 1], alpha0[j + 1], p0[j + 1], acc0_r[j + 1]
       // l0_new = rowsum p0, l0, alpha0 (iteration j)
       twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
-      twill::named_sync(1, 256);  // our turn on the tensor core
+      twill::named_sync(2, 256);  // our turn on the tensor core
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j)
       {
@@ -1026,13 +1027,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-    }
-    {  // steady window J = j + 1: s0[j + 1], m0_new[j + 1], alpha0[j + 1], p0[j + 1], acc0_r[j + 1], l0_new[j + 1], acc0_n[j + 1]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(p0[0]);
-      twill::fence_frag(acc0_n[0]);
+      twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_v.release_by_warp(j);  // release v[j]
+      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
@@ -1046,7 +1043,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      twill::named_arrive(2, 256);  // consumer1's turn
+      twill::named_arrive(1, 256);  // consumer1's turn
       twill::wgmma_wait<0>();  // s0[j + 1] is complete
       twill::fence_frag(s0[0]);
       // m0_new = rowmax s0, m0 (iteration j + 1)
@@ -1058,43 +1055,58 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // acc0_r is computed in the registers of acc0_n, which accumulates it in place
       // acc0_r = rescale acc0, alpha0 (iteration j + 1)
       twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
-      // l0_new = rowsum p0, l0, alpha0 (iteration j + 1)
-      twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
-      twill::named_sync(1, 256);  // our turn on the tensor core
-      sm.ring_v.wait_full(j + 1);  // v[j + 1] has landed
-      // acc0_n = mma p0, v, acc0_r (iteration j + 1)
-      {
-        twill::fence_frag(acc0_n[0]);
-        twill::fence_frag(p0[0]);
-        twill::wgmma_fence();
-        #pragma unroll
-        for (int mb = 0; mb < 1; ++mb) {
-        #pragma unroll
-          for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j + 1) % 2], 16 * kk, 0), 1);
-        }
-        twill::wgmma_commit();
-      }
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): nothing for this role
-        twill::wgmma_wait<0>();  // the wgmmas before the last one are done
+      {  // epilogue window 0 (J = n): l0_new[n - 1], acc0_n[n - 1]
+        // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
+        twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
+        twill::named_sync(2, 256);  // our turn on the tensor core
+        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        // acc0_n = mma p0, v, acc0_r (iteration n - 1)
+        {
+          twill::fence_frag(acc0_n[0]);
+          twill::fence_frag(p0[0]);
+          twill::wgmma_fence();
+          #pragma unroll
+          for (int mb = 0; mb < 1; ++mb) {
+          #pragma unroll
+            for (int kk = 0; kk < 8; ++kk)
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+          }
+          twill::wgmma_commit();
+        }
+        twill::wgmma_wait<1>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 1);  // release v[n - 1]
-        twill::named_arrive(2, 256);  // consumer1's turn (ours ended with the last window)
+        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        twill::named_arrive(1, 256);  // consumer1's turn
       }
       break;
     }
     case 1: {
-      {  // steady window J = j: s0[j], m0_new[j], alpha0[j], p0[j], acc0_r[j], l0_new[j], acc0_n[j]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(p0[0]);
-        twill::fence_frag(acc0_n[0]);
+      {  // steady window J = j: l0_new[j - 1], acc0_n[j - 1], s0[j], m0_new[j], alpha0[j], p0[j], acc0_r[j]
+        // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
+        twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
+        twill::named_sync(2, 256);  // our turn on the tensor core
+        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        // acc0_n = mma p0, v, acc0_r (iteration j - 1)
+        {
+          twill::fence_frag(acc0_n[0]);
+          twill::fence_frag(p0[0]);
+          twill::wgmma_fence();
+          #pragma unroll
+          for (int mb = 0; mb < 1; ++mb) {
+          #pragma unroll
+            for (int kk = 0; kk < 8; ++kk)
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+          }
+          twill::wgmma_commit();
+        }
+        twill::wgmma_wait<1>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
+        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
         sm.ring_k.wait_full(j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
@@ -1108,7 +1120,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
-        twill::named_arrive(2, 256);  // consumer1's turn
+        twill::named_arrive(1, 256);  // consumer1's turn
         twill::wgmma_wait<0>();  // s0[j] is complete
         twill::fence_frag(s0[0]);
         // m0_new = rowmax s0, m0 (iteration j)
@@ -1120,11 +1132,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration j)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
-        // l0_new = rowsum p0, l0, alpha0 (iteration j)
+      }
+      // ---- epilogue: the last iterations leave the pipeline ----
+      {  // epilogue window 0 (J = n): l0_new[n - 1], acc0_n[n - 1]
+        // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
         twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
-        twill::named_sync(1, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(j);  // v[j] has landed
-        // acc0_n = mma p0, v, acc0_r (iteration j)
+        twill::named_sync(2, 256);  // our turn on the tensor core
+        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
           twill::fence_frag(acc0_n[0]);
           twill::fence_frag(p0[0]);
@@ -1133,26 +1148,23 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): nothing for this role
-        twill::wgmma_wait<0>();  // the wgmmas before the last one are done
+        twill::wgmma_wait<1>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 1);  // release v[n - 1]
-        twill::named_arrive(2, 256);  // consumer1's turn (ours ended with the last window)
+        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        twill::named_arrive(1, 256);  // consumer1's turn
       }
       break;
     }
     default:
       break;
   }
-  if (tile.last) twill::named_sync(1, 256);  // ping-pong: absorb consumer1's last hand-over
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(i);  // v's slots still held: empty for the next tile
   twill::Rows<1> m0_new_final;
   switch ((n - 1) % 2) {
     case 0: m0_new_final = m0_new[0]; break;
@@ -1191,10 +1203,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   for (int c = 0; c < 1; ++c) twill::fill(acc1_n[c], 0.0f);  // carry acc1 starts at 0
   const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
-  if (tile.round == 0) twill::named_arrive(1, 256);  // ping-pong: consumer0 takes the first turn on the tensor core
   // ---- prologue: the first iterations enter the pipeline ----
-  {  // prologue window 0 (J = 0): s1[0], m1_new[0], alpha1[0], p1[0], acc1_r[0]
-    twill::named_sync(2, 256);  // our turn on the tensor core
+  {  // prologue window 0 (J = 0): s1[0], m1_new[0], alpha1[0], p1[0], acc1_r[0], l1_new[0], acc1_n[0]
+    twill::named_sync(1, 256);  // our turn on the tensor core
     sm.ring_k.wait_full(0);  // k[0] has landed
     // s1 = mma q1, k (iteration 0)
     {
@@ -1208,7 +1219,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_commit();
     }
-    twill::named_arrive(1, 256);  // consumer0's turn
+    twill::named_arrive(2, 256);  // consumer0's turn
     twill::wgmma_wait<0>();  // s1[0] is complete
     twill::fence_frag(s1[0]);
     // m1_new = rowmax s1, m1 (iteration 0)
@@ -1220,31 +1231,33 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     // acc1_r is computed in the registers of acc1_n, which accumulates it in place
     // acc1_r = rescale acc1, alpha1 (iteration 0)
     twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
+    // l1_new = rowsum p1, l1, alpha1 (iteration 0)
+    twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
+    twill::named_sync(1, 256);  // our turn on the tensor core
+    sm.ring_v.wait_full(0);  // v[0] has landed
+    // acc1_n = mma p1, v, acc1_r (iteration 0)
+    {
+      twill::fence_frag(acc1_n[0]);
+      twill::fence_frag(p1[0]);
+      twill::wgmma_fence();
+      #pragma unroll
+      for (int mb = 0; mb < 1; ++mb) {
+      #pragma unroll
+        for (int kk = 0; kk < 8; ++kk)
+          twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), 1);
+      }
+      twill::wgmma_commit();
+    }
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: l1_new[j - 1], acc1_n[j - 1], s1[j], m1_new[j], alpha1[j], p1[j], acc1_r[j]
-      // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
-      twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
-      twill::named_sync(2, 256);  // our turn on the tensor core
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
-      // acc1_n = mma p1, v, acc1_r (iteration j - 1)
-      {
-        twill::fence_frag(acc1_n[0]);
-        twill::fence_frag(p1[0]);
-        twill::wgmma_fence();
-        #pragma unroll
-        for (int mb = 0; mb < 1; ++mb) {
-        #pragma unroll
-          for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
-        }
-        twill::wgmma_commit();
-      }
-      twill::wgmma_wait<1>();  // the wgmmas before the last one are done
+    {  // steady window J = j: s1[j], m1_new[j], alpha1[j], p1[j], acc1_r[j], l1_new[j], acc1_n[j]
+      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
+      twill::fence_frag(p1[0]);
+      twill::fence_frag(acc1_n[0]);
       sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
       sm.ring_k.wait_full(j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
       {
@@ -1258,7 +1271,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      twill::named_arrive(1, 256);  // consumer0's turn
+      twill::named_arrive(2, 256);  // consumer0's turn
       twill::wgmma_wait<0>();  // s1[j] is complete
       twill::fence_frag(s1[0]);
       // m1_new = rowmax s1, m1 (iteration j)
@@ -1270,11 +1283,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // acc1_r is computed in the registers of acc1_n, which accumulates it in place
       // acc1_r = rescale acc1, alpha1 (iteration j)
       twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
-    }
-    {  // steady window J = j + 1: l1_new[j], acc1_n[j], s1[j + 1], m1_new[j + 1], alpha1[j + 1], p1[j + 1], acc1_r[j + 1]
       // l1_new = rowsum p1, l1, alpha1 (iteration j)
       twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
-      twill::named_sync(2, 256);  // our turn on the tensor core
+      twill::named_sync(1, 256);  // our turn on the tensor core
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j)
       {
@@ -1289,9 +1300,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      twill::wgmma_wait<1>();  // the wgmmas before the last one are done
+    }
+    {  // steady window J = j + 1: s1[j + 1], m1_new[j + 1], alpha1[j + 1], p1[j + 1], acc1_r[j + 1], l1_new[j + 1], acc1_n[j + 1]
+      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
+      twill::fence_frag(p1[0]);
+      twill::fence_frag(acc1_n[0]);
       sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
+      sm.ring_v.release_by_warp(j);  // release v[j]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
       {
@@ -1305,7 +1320,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      twill::named_arrive(1, 256);  // consumer0's turn
+      twill::named_arrive(2, 256);  // consumer0's turn
       twill::wgmma_wait<0>();  // s1[j + 1] is complete
       twill::fence_frag(s1[0]);
       // m1_new = rowmax s1, m1 (iteration j + 1)
@@ -1317,58 +1332,43 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // acc1_r is computed in the registers of acc1_n, which accumulates it in place
       // acc1_r = rescale acc1, alpha1 (iteration j + 1)
       twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
+      // l1_new = rowsum p1, l1, alpha1 (iteration j + 1)
+      twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
+      twill::named_sync(1, 256);  // our turn on the tensor core
+      sm.ring_v.wait_full(j + 1);  // v[j + 1] has landed
+      // acc1_n = mma p1, v, acc1_r (iteration j + 1)
+      {
+        twill::fence_frag(acc1_n[0]);
+        twill::fence_frag(p1[0]);
+        twill::wgmma_fence();
+        #pragma unroll
+        for (int mb = 0; mb < 1; ++mb) {
+        #pragma unroll
+          for (int kk = 0; kk < 8; ++kk)
+            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j + 1) % 2], 16 * kk, 0), 1);
+        }
+        twill::wgmma_commit();
+      }
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): l1_new[n - 1], acc1_n[n - 1]
-        // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
-        twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
-        twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
-        // acc1_n = mma p1, v, acc1_r (iteration n - 1)
-        {
-          twill::fence_frag(acc1_n[0]);
-          twill::fence_frag(p1[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 1; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // the wgmmas before the last one are done
+      {  // epilogue window 0 (J = n): nothing for this role
+        twill::wgmma_wait<0>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
-        twill::named_arrive(1, 256);  // consumer0's turn
+        sm.ring_v.release_by_warp(n - 1);  // release v[n - 1]
+        twill::named_arrive(2, 256);  // consumer0's turn (ours ended with the last window)
       }
       break;
     }
     case 1: {
-      {  // steady window J = j: l1_new[j - 1], acc1_n[j - 1], s1[j], m1_new[j], alpha1[j], p1[j], acc1_r[j]
-        // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
-        twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
-        twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
-        // acc1_n = mma p1, v, acc1_r (iteration j - 1)
-        {
-          twill::fence_frag(acc1_n[0]);
-          twill::fence_frag(p1[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 1; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // the wgmmas before the last one are done
+      {  // steady window J = j: s1[j], m1_new[j], alpha1[j], p1[j], acc1_r[j], l1_new[j], acc1_n[j]
+        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
+        twill::fence_frag(p1[0]);
+        twill::fence_frag(acc1_n[0]);
         sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+        sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
         sm.ring_k.wait_full(j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
         {
@@ -1382,7 +1382,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
-        twill::named_arrive(1, 256);  // consumer0's turn
+        twill::named_arrive(2, 256);  // consumer0's turn
         twill::wgmma_wait<0>();  // s1[j] is complete
         twill::fence_frag(s1[0]);
         // m1_new = rowmax s1, m1 (iteration j)
@@ -1394,14 +1394,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         // acc1_r is computed in the registers of acc1_n, which accumulates it in place
         // acc1_r = rescale acc1, alpha1 (iteration j)
         twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): l1_new[n - 1], acc1_n[n - 1]
-        // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
+        // l1_new = rowsum p1, l1, alpha1 (iteration j)
         twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
-        twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
-        // acc1_n = mma p1, v, acc1_r (iteration n - 1)
+        twill::named_sync(1, 256);  // our turn on the tensor core
+        sm.ring_v.wait_full(j);  // v[j] has landed
+        // acc1_n = mma p1, v, acc1_r (iteration j)
         {
           twill::fence_frag(acc1_n[0]);
           twill::fence_frag(p1[0]);
@@ -1410,23 +1407,26 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
-        twill::wgmma_wait<1>();  // the wgmmas before the last one are done
+      }
+      // ---- epilogue: the last iterations leave the pipeline ----
+      {  // epilogue window 0 (J = n): nothing for this role
+        twill::wgmma_wait<0>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
-        twill::named_arrive(1, 256);  // consumer0's turn
+        sm.ring_v.release_by_warp(n - 1);  // release v[n - 1]
+        twill::named_arrive(2, 256);  // consumer0's turn (ours ended with the last window)
       }
       break;
     }
     default:
       break;
   }
+  if (tile.last) twill::named_sync(1, 256);  // ping-pong: absorb consumer0's last hand-over
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(i);  // v's slots still held: empty for the next tile
   twill::Rows<1> m1_new_final;
   switch ((n - 1) % 2) {
     case 0: m1_new_final = m1_new[0]; break;

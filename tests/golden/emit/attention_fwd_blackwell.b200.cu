@@ -870,7 +870,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
-  {  // prologue window 0 (J = 0): s0[0], m0_new[0], alpha0[0], p0[0]
+  {  // prologue window 0 (J = 0): s0[0], m0_new[0], alpha0[0], p0[0], l0_new[0], acc0_r[0]
     sm.ring_k.wait_full(0);  // k[0] has landed
     // s0 = mma q0, k (iteration 0)
     {
@@ -898,22 +898,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // p0 = exp2 s0, m0_new (iteration 0)
     twill::op_exp2(p0_out, s0_m0_new_0, m0_new[0], args.exp2_scale);
     twill::frag_to_tmem(sm.tmem_base, p0_out);
+    twill::TRow16<128, __half> p0_l0_new_0;
+    twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
+    // l0_new = rowsum p0, l0, alpha0 (iteration 0)
+    twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
+    // acc0_r = rescale acc0, alpha0 (iteration 0)
+    twill::tmem_rescale_const<128>(sm.tmem_base + 128, 0.0f, alpha0[0]);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: l0_new[j - 1], acc0_r[j - 1], s0[j], m0_new[j], acc0_n[j - 1], alpha0[j], p0[j]
-      twill::TRow16<128, __half> p0_l0_new_0;
-      twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
-      // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
-      twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
-      if (j - 2 >= 0) sm.ring_acc0_n.wait_full(j - 2);  // acc0_n[j - 2] is in tensor memory
-      twill::tmem_fence_after();
-      // acc0_r = rescale acc0, alpha0 (iteration j - 1)
-      {
-        if (j - 2 >= 0) twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
-        else twill::tmem_rescale_const<128>(sm.tmem_base + 128, 0.0f, alpha0[0]);
-      }
+    {  // steady window J = j: s0[j], m0_new[j], acc0_n[j - 1], alpha0[j], p0[j], l0_new[j], acc0_r[j]
       sm.ring_k.wait_full(j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
@@ -956,8 +951,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // p0 = exp2 s0, m0_new (iteration j)
       twill::op_exp2(p0_out, s0_m0_new_0, m0_new[1], args.exp2_scale);
       twill::frag_to_tmem(sm.tmem_base, p0_out);
-    }
-    {  // steady window J = j + 1: l0_new[j], acc0_r[j], s0[j + 1], m0_new[j + 1], acc0_n[j], alpha0[j + 1], p0[j + 1]
       twill::TRow16<128, __half> p0_l0_new_0;
       twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
       // l0_new = rowsum p0, l0, alpha0 (iteration j)
@@ -966,6 +959,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::tmem_fence_after();
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
+    }
+    {  // steady window J = j + 1: s0[j + 1], m0_new[j + 1], acc0_n[j], alpha0[j + 1], p0[j + 1], l0_new[j + 1], acc0_r[j + 1]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
@@ -1008,20 +1003,20 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // p0 = exp2 s0, m0_new (iteration j + 1)
       twill::op_exp2(p0_out, s0_m0_new_0, m0_new[0], args.exp2_scale);
       twill::frag_to_tmem(sm.tmem_base, p0_out);
+      twill::TRow16<128, __half> p0_l0_new_0;
+      twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
+      // l0_new = rowsum p0, l0, alpha0 (iteration j + 1)
+      twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
+      sm.ring_acc0_n.wait_full(j);  // acc0_n[j] is in tensor memory
+      twill::tmem_fence_after();
+      // acc0_r = rescale acc0, alpha0 (iteration j + 1)
+      twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): l0_new[n - 1], acc0_r[n - 1], acc0_n[n - 1]
-        twill::TRow16<128, __half> p0_l0_new_0;
-        twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
-        // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
-        twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
-        sm.ring_acc0_n.wait_full(n - 2);  // acc0_n[n - 2] is in tensor memory
-        twill::tmem_fence_after();
-        // acc0_r = rescale acc0, alpha0 (iteration n - 1)
-        twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
+      {  // epilogue window 0 (J = n): acc0_n[n - 1]
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
@@ -1041,18 +1036,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       break;
     }
     case 1: {
-      {  // steady window J = j: l0_new[j - 1], acc0_r[j - 1], s0[j], m0_new[j], acc0_n[j - 1], alpha0[j], p0[j]
-        twill::TRow16<128, __half> p0_l0_new_0;
-        twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
-        // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
-        twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
-        if (j - 2 >= 0) sm.ring_acc0_n.wait_full(j - 2);  // acc0_n[j - 2] is in tensor memory
-        twill::tmem_fence_after();
-        // acc0_r = rescale acc0, alpha0 (iteration j - 1)
-        {
-          if (j - 2 >= 0) twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
-          else twill::tmem_rescale_const<128>(sm.tmem_base + 128, 0.0f, alpha0[0]);
-        }
+      {  // steady window J = j: s0[j], m0_new[j], acc0_n[j - 1], alpha0[j], p0[j], l0_new[j], acc0_r[j]
         sm.ring_k.wait_full(j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
@@ -1095,17 +1079,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // p0 = exp2 s0, m0_new (iteration j)
         twill::op_exp2(p0_out, s0_m0_new_0, m0_new[1], args.exp2_scale);
         twill::frag_to_tmem(sm.tmem_base, p0_out);
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): l0_new[n - 1], acc0_r[n - 1], acc0_n[n - 1]
         twill::TRow16<128, __half> p0_l0_new_0;
         twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
-        // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
+        // l0_new = rowsum p0, l0, alpha0 (iteration j)
         twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
-        sm.ring_acc0_n.wait_full(n - 2);  // acc0_n[n - 2] is in tensor memory
+        sm.ring_acc0_n.wait_full(j - 1);  // acc0_n[j - 1] is in tensor memory
         twill::tmem_fence_after();
-        // acc0_r = rescale acc0, alpha0 (iteration n - 1)
+        // acc0_r = rescale acc0, alpha0 (iteration j)
         twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
+      }
+      // ---- epilogue: the last iterations leave the pipeline ----
+      {  // epilogue window 0 (J = n): acc0_n[n - 1]
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
@@ -1165,7 +1149,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
-  {  // prologue window 0 (J = 0): s1[0], m1_new[0], alpha1[0], p1[0], l1_new[0], acc1_r[0]
+  {  // prologue window 0 (J = 0): s1[0], m1_new[0], alpha1[0], p1[0]
     sm.ring_k.wait_full(0);  // k[0] has landed
     // s1 = mma q1, k (iteration 0)
     {
@@ -1193,17 +1177,22 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     // p1 = exp2 s1, m1_new (iteration 0)
     twill::op_exp2(p1_out, s1_m1_new_0, m1_new[0], args.exp2_scale);
     twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
-    twill::TRow16<128, __half> p1_l1_new_0;
-    twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
-    // l1_new = rowsum p1, l1, alpha1 (iteration 0)
-    twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
-    // acc1_r = rescale acc1, alpha1 (iteration 0)
-    twill::tmem_rescale_const<128>(sm.tmem_base + 384, 0.0f, alpha1[0]);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: s1[j], m1_new[j], acc1_n[j - 1], alpha1[j], p1[j], l1_new[j], acc1_r[j]
+    {  // steady window J = j: l1_new[j - 1], acc1_r[j - 1], s1[j], m1_new[j], acc1_n[j - 1], alpha1[j], p1[j]
+      twill::TRow16<128, __half> p1_l1_new_0;
+      twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
+      // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
+      twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
+      if (j - 2 >= 0) sm.ring_acc1_n.wait_full(j - 2);  // acc1_n[j - 2] is in tensor memory
+      twill::tmem_fence_after();
+      // acc1_r = rescale acc1, alpha1 (iteration j - 1)
+      {
+        if (j - 2 >= 0) twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
+        else twill::tmem_rescale_const<128>(sm.tmem_base + 384, 0.0f, alpha1[0]);
+      }
       sm.ring_k.wait_full(j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
       {
@@ -1246,6 +1235,8 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // p1 = exp2 s1, m1_new (iteration j)
       twill::op_exp2(p1_out, s1_m1_new_0, m1_new[1], args.exp2_scale);
       twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
+    }
+    {  // steady window J = j + 1: l1_new[j], acc1_r[j], s1[j + 1], m1_new[j + 1], acc1_n[j], alpha1[j + 1], p1[j + 1]
       twill::TRow16<128, __half> p1_l1_new_0;
       twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
       // l1_new = rowsum p1, l1, alpha1 (iteration j)
@@ -1254,8 +1245,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::tmem_fence_after();
       // acc1_r = rescale acc1, alpha1 (iteration j)
       twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
-    }
-    {  // steady window J = j + 1: s1[j + 1], m1_new[j + 1], acc1_n[j], alpha1[j + 1], p1[j + 1], l1_new[j + 1], acc1_r[j + 1]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
       {
@@ -1298,20 +1287,20 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // p1 = exp2 s1, m1_new (iteration j + 1)
       twill::op_exp2(p1_out, s1_m1_new_0, m1_new[0], args.exp2_scale);
       twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
-      twill::TRow16<128, __half> p1_l1_new_0;
-      twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
-      // l1_new = rowsum p1, l1, alpha1 (iteration j + 1)
-      twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
-      sm.ring_acc1_n.wait_full(j);  // acc1_n[j] is in tensor memory
-      twill::tmem_fence_after();
-      // acc1_r = rescale acc1, alpha1 (iteration j + 1)
-      twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): acc1_n[n - 1]
+      {  // epilogue window 0 (J = n): l1_new[n - 1], acc1_r[n - 1], acc1_n[n - 1]
+        twill::TRow16<128, __half> p1_l1_new_0;
+        twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
+        // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
+        twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
+        sm.ring_acc1_n.wait_full(n - 2);  // acc1_n[n - 2] is in tensor memory
+        twill::tmem_fence_after();
+        // acc1_r = rescale acc1, alpha1 (iteration n - 1)
+        twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
@@ -1331,7 +1320,18 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       break;
     }
     case 1: {
-      {  // steady window J = j: s1[j], m1_new[j], acc1_n[j - 1], alpha1[j], p1[j], l1_new[j], acc1_r[j]
+      {  // steady window J = j: l1_new[j - 1], acc1_r[j - 1], s1[j], m1_new[j], acc1_n[j - 1], alpha1[j], p1[j]
+        twill::TRow16<128, __half> p1_l1_new_0;
+        twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
+        // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
+        twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
+        if (j - 2 >= 0) sm.ring_acc1_n.wait_full(j - 2);  // acc1_n[j - 2] is in tensor memory
+        twill::tmem_fence_after();
+        // acc1_r = rescale acc1, alpha1 (iteration j - 1)
+        {
+          if (j - 2 >= 0) twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
+          else twill::tmem_rescale_const<128>(sm.tmem_base + 384, 0.0f, alpha1[0]);
+        }
         sm.ring_k.wait_full(j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
         {
@@ -1374,17 +1374,17 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         // p1 = exp2 s1, m1_new (iteration j)
         twill::op_exp2(p1_out, s1_m1_new_0, m1_new[1], args.exp2_scale);
         twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
-        twill::TRow16<128, __half> p1_l1_new_0;
-        twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
-        // l1_new = rowsum p1, l1, alpha1 (iteration j)
-        twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
-        sm.ring_acc1_n.wait_full(j - 1);  // acc1_n[j - 1] is in tensor memory
-        twill::tmem_fence_after();
-        // acc1_r = rescale acc1, alpha1 (iteration j)
-        twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): acc1_n[n - 1]
+      {  // epilogue window 0 (J = n): l1_new[n - 1], acc1_r[n - 1], acc1_n[n - 1]
+        twill::TRow16<128, __half> p1_l1_new_0;
+        twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
+        // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
+        twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
+        sm.ring_acc1_n.wait_full(n - 2);  // acc1_n[n - 2] is in tensor memory
+        twill::tmem_fence_after();
+        // acc1_r = rescale acc1, alpha1 (iteration n - 1)
+        twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
