@@ -480,9 +480,8 @@ class Program:
         """The instances of `chan` that `role` frees over a loop of n iterations, in order, with
         the ones held at the end: what the emitted code does, for checking that every instance
         0..n-1 is freed exactly once (else a CTA's next tile would wait forever on a full slot)."""
-        m, prog, S = self.model, self.programs[role], self.S
-        windows = ([(("prologue", k), k) for k in range(S - 1)] + [(("steady", 0), j) for j in range(S - 1, n)] +
-                   [(("epilogue", e), n + e) for e in range(S - 1)])
+        m, prog = self.model, self.programs[role]
+        windows = self._loop_windows(n)
         out = []
         for key, J in windows:
             items = list(prog.releases_at_start.get(key, []))
@@ -501,13 +500,18 @@ class Program:
                         out.append(inst)
         return out + list(range(n - self.held_at_end(role, chan), n))
 
+    def _loop_windows(self, n: int) -> list[tuple[tuple[str, int], int]]:
+        """(window key, J) of a loop of n iterations, in program order."""
+        S = self.S
+        return ([(("prologue", k), k) for k in range(S - 1)] + [(("steady", 0), j) for j in range(S - 1, n)] +
+                [(("epilogue", e), n + e) for e in range(S - 1)])
+
     def waits_for_its_own_release(self, role: str, chan: Channel, n: int) -> list[int]:
         """The instances i of `chan` that `role` waits for (full) before it has freed i - depth, the
         slot's previous occupant: the producer cannot refill that slot until every reader frees it,
         so such a wait never ends. Empty for a sound program; walks the windows as `released`."""
-        m, prog, S = self.model, self.programs[role], self.S
-        windows = ([(("prologue", k), k) for k in range(S - 1)] + [(("steady", 0), j) for j in range(S - 1, n)] +
-                   [(("epilogue", e), n + e) for e in range(S - 1)])
+        m, prog = self.model, self.programs[role]
+        windows = self._loop_windows(n)
         freed: set[int] = set()
         stuck = []
 
