@@ -422,6 +422,14 @@ template <typename T> struct Pair { using type = void; };
 template <> struct Pair<float> { using type = float2; };
 template <> struct Pair<__half> { using type = __half2; };
 template <> struct Pair<__nv_bfloat16> { using type = __nv_bfloat162; };
+// Elements i and i + 1 of block b (a thread's two adjacent columns) as one 2-element T value.
+template <typename T, typename F>
+__device__ __forceinline__ typename Pair<T>::type pair_of(const F& f, int b, int i) {
+  typename Pair<T>::type v;
+  reinterpret_cast<T*>(&v)[0] = from_float<T>(at<false>(f, b, i));
+  reinterpret_cast<T*>(&v)[1] = from_float<T>(at<false>(f, b, i + 1));
+  return v;
+}
 __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
                :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
@@ -458,12 +466,8 @@ __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
-      for (int i = 0; i < F::kElems; i += 2) {
-        P v;
-        reinterpret_cast<T*>(&v)[0] = from_float<T>(at<false>(f, b, i));
-        reinterpret_cast<T*>(&v)[1] = from_float<T>(at<false>(f, b, i + 1));
-        *reinterpret_cast<P*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) = v;
-      }
+      for (int i = 0; i < F::kElems; i += 2)
+        *reinterpret_cast<P*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
   } else {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
@@ -526,12 +530,8 @@ __device__ __forceinline__ void frag_to_global(T* ptr, const F& f, int row0, int
 #pragma unroll
       for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
-        for (int i = 0; i < F::kElems; i += 2) {
-          P v;
-          reinterpret_cast<T*>(&v)[0] = from_float<T>(at<false>(f, b, i));
-          reinterpret_cast<T*>(&v)[1] = from_float<T>(at<false>(f, b, i + 1));
-          *reinterpret_cast<P*>(base + static_cast<size_t>(row0 + frag_row(b, i)) * ld + frag_col(i)) = v;
-        }
+        for (int i = 0; i < F::kElems; i += 2)
+          *reinterpret_cast<P*>(base + static_cast<size_t>(row0 + frag_row(b, i)) * ld + frag_col(i)) = pair_of<T>(f, b, i);
       return;
     }
   }
@@ -548,7 +548,7 @@ __device__ __forceinline__ void frag_add_global(float* ptr, const F& f, int row0
 #pragma unroll
       for (int i = 0; i < F::kElems; i += 2)
         atomicAdd(reinterpret_cast<float2*>(base + static_cast<size_t>(row0 + frag_row(b, i)) * ld + frag_col(i)),
-                  make_float2(at<false>(f, b, i), at<false>(f, b, i + 1)));
+                  pair_of<float>(f, b, i));
     return;
   }
 #pragma unroll
