@@ -177,17 +177,24 @@ def test_fa3_structure():
     assert "op_normalize(acc0_n_final, l0_new_final)" in cu  # O / l written out
 
 
+def ring_readers(r):
+    """(channel, reading role, loop count) for every ring a role frees, over the loop counts the
+    windows can tell apart."""
+    for chan in r.p.channels.values():
+        for role in chan.consumers if chan.empty else ():
+            for n in range(r.m.stages, r.m.stages + 2 * r.p.U + 5):
+                yield chan, role, n
+
+
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_every_ring_slot_is_freed_once(name):
     """Each consumer role frees every instance 0..n-1 of each ring exactly once by the end of its
     loop, whatever n: a CTA's next tile (a persistent grid) starts on empty rings, or waits forever."""
     r = Renderer(build_model(schedule(name), load_machine(schedule(name).machine)))
     checked = 0
-    for chan in r.p.channels.values():
-        for role in chan.consumers if chan.empty else ():
-            for n in range(r.m.stages, r.m.stages + 2 * r.p.U + 5):
-                assert Counter(r.p.released(role, chan, n)) == Counter(range(n)), (chan.value, role, n)
-                checked += 1
+    for chan, role, n in ring_readers(r):
+        assert Counter(r.p.released(role, chan, n)) == Counter(range(n)), (chan.value, role, n)
+        checked += 1
     assert checked or not r.p.channels
 
 
@@ -197,10 +204,8 @@ def test_no_reader_waits_for_a_slot_it_still_holds(name):
     producer refills that slot only once every reader has freed it. (The FA3-style backward's
     dV warpgroup once freed its one P slot only after issuing the next wgmma, which reads the next P.)"""
     r = Renderer(build_model(schedule(name), load_machine(schedule(name).machine)))
-    for chan in r.p.channels.values():
-        for role in chan.consumers if chan.empty else ():
-            for n in range(r.m.stages, r.m.stages + 2 * r.p.U + 5):
-                assert r.p.waits_for_its_own_release(role, chan, n) == [], (chan.value, role, n)
+    for chan, role, n in ring_readers(r):
+        assert r.p.waits_for_its_own_release(role, chan, n) == [], (chan.value, role, n)
 
 
 def test_gemm_and_fa3_are_persistent():
@@ -433,11 +438,9 @@ def test_ring_slots_of_random_loops_are_freed_once(seed):
         machine = load_machine(gpu)
         s = solve(parse_tir(text, f"rings{seed}.tir"), machine)
         r = Renderer(build_model(s, machine))
-        for chan in r.p.channels.values():
-            for role in chan.consumers if chan.empty else ():
-                for n in range(r.m.stages, r.m.stages + 2 * r.p.U + 5):
-                    assert Counter(r.p.released(role, chan, n)) == Counter(range(n)), (gpu, text, chan.value, role, n)
-                    assert r.p.waits_for_its_own_release(role, chan, n) == [], (gpu, text, chan.value, role, n)
+        for chan, role, n in ring_readers(r):
+            assert Counter(r.p.released(role, chan, n)) == Counter(range(n)), (gpu, text, chan.value, role, n)
+            assert r.p.waits_for_its_own_release(role, chan, n) == [], (gpu, text, chan.value, role, n)
         assert "__global__" in r.render()  # and the whole file renders
 
 

@@ -497,7 +497,7 @@ def _first_length(ctx, e, y, lb, deadline):
 def _minimize(ctx, e, y, p, model, length, below, deadline, report):
     """At a satisfiable (I, L): least L, then fewest roles, cross-role edges and warps."""
     model, length, done = _bound(ctx, e, y, e.L, length, below + 1, deadline, model, lambda m: _makespan(e, m))
-    steps = [("roles", e.add(*[e.T.ite(u, e.num(1), e.num(0)) for u in e.used]), 1),
+    steps = [("roles", e.count(e.used), 1),
              ("cross-role edges", e.add(e.num(0), *[e.T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(1))
                                                 for d in p.deps]), 0),
              ("warps", e.add(*[e.warps(w) for w in range(e.K)]), 1),

@@ -56,16 +56,22 @@ def register_pool(lim, warpgroups: int) -> int:
     return threads * (per_thread // lim.register_granule) * lim.register_granule
 
 
+def launched_warpgroups(lim, warps: list[int]) -> tuple[int, int]:
+    """(warpgroups of warpgroup roles, warpgroups the one-warp roles fill four at a time) for roles
+    of the given warps: the CTA launches whole warpgroups."""
+    wgsz = lim.warp_group
+    return sum(w // wgsz for w in warps if w >= wgsz), -(-sum(1 for w in warps if w < wgsz) // wgsz)
+
+
 def register_file(lim, roles: list[tuple[int, int]]) -> tuple[int, int]:
     """(registers the budgets take, registers the launch provides) for roles given as (warps,
     budget). Warpgroup roles take their warpgroups at their budget; one-warp roles fill warpgroups
     four at a time, each warpgroup at the largest budget among them (one `setmaxnreg` per group)."""
     wgsz, threads = lim.warp_group, 32 * lim.warp_group
+    big, packed = launched_warpgroups(lim, [w for w, _ in roles])
     small = [b for w, b in roles if w < wgsz]
-    packed = -(-len(small) // wgsz)
     used = sum(threads * (w // wgsz) * b for w, b in roles if w >= wgsz) + threads * packed * max(small, default=0)
-    groups = sum(w // wgsz for w, _ in roles if w >= wgsz) + packed
-    return used, register_pool(lim, max(groups, 1))
+    return used, register_pool(lim, max(big + packed, 1))
 
 
 def in_place_operands(p: Problem, v: str) -> list[Dep]:

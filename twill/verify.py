@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from .costs import bind
 from .errors import TwillError
 from .ir import Graph
-from .liveness import memory_use, register_file, role_register_use
+from .liveness import launched_warpgroups, memory_use, register_file, role_register_use
 from .machine import Machine
 from .problem import Problem, make_problem
 from .schedule import Schedule
@@ -118,8 +118,8 @@ def check_roles(s: Schedule, p: Problem):
     firsts = [role_of[g[0]] for g in groups]
     if len(set(firsts)) < len(firsts):
         yield Violation("roles", "two pinned groups share a role")
-    small = sum(1 for r in s.roles if r.warps < lim.warp_group)
-    total = sum(r.warps for r in s.roles if r.warps >= lim.warp_group) + lim.warp_group * -(-small // lim.warp_group)
+    _, packed = launched_warpgroups(lim, [r.warps for r in s.roles])
+    total = sum(r.warps for r in s.roles if r.warps >= lim.warp_group) + lim.warp_group * packed
     if total > lim.warps:
         yield Violation("roles", f"roles launch {total} warps (one-warp roles fill whole warpgroups), "
                                  f"more than the {lim.warps} allowed")
