@@ -118,6 +118,23 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
+// TMA stores from shared memory (the same 128-byte swizzle as the loads), as bulk groups of the
+// issuing thread: it commits a group after its stores, and waits until at most N of its groups are
+// still reading shared memory before that memory is written again.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// ... adding the tile into global memory instead (several CTAs reduce into one tile).
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // Ordinary stores to shared memory become visible to the async proxy (TMA, wgmma, tcgen05).
 __device__ __forceinline__ void fence_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -374,7 +391,13 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 // ---- wgmma ---------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
 // (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
+//
+// The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
+// loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
+// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
+// integer instructions next to the wgmma.
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  asm volatile("" : "+r"(addr));
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
@@ -449,9 +472,15 @@ __device__ __forceinline__ uint32_t packed_pair(const Frag<MB, N>& f, int b, int
 // instruction and one address per thread, in the layout the wgmma accumulator already has (pair
 // k = 2j + h of a thread is row h*8 + lane/4, columns 8j + 2*(lane%4)). Other tiles: a thread holds
 // each row's columns in adjacent pairs (frag_col), which a swizzle keeps adjacent: one store per pair.
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
-  char* base = static_cast<char*>(tile);
+//
+// frag_to_tile_blocks writes only the 128-byte column blocks [CB, CB + NB) of the tile, to `tile`
+// where block CB begins (an output staged for TMA a block at a time); which block a column falls
+// in is known at compile time (a thread's columns differ from 8c by less than 8).
+template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
+__device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
+  using L = Tile<T, ROWS, COLS>;
+  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
+  auto wanted = [](int col8) { return col8 / L::kBlockCols >= CB && col8 / L::kBlockCols < CB + NB; };
   using P = typename Pair<T>::type;
   if constexpr (!is_rows<F>::value && sizeof(T) == 2 && F::kElems % 8 == 0) {
     const int lane = threadIdx.x % 32, q = lane / 8;
@@ -460,23 +489,29 @@ __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int j = 0; j < F::kElems / 4; j += 2)
-        stmatrix_x4(smem_addr(base + Tile<T, ROWS, COLS>::offset(r + 64 * b, 8 * (j + (q >> 1)))),
-                    packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
-                    packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
+        if (wanted(8 * j))
+          stmatrix_x4(smem_addr(base + L::offset(r + 64 * b, 8 * (j + (q >> 1)))),
+                      packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
+                      packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
   } else if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; i += 2)
-        *reinterpret_cast<P*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<P*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
   } else {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; ++i)
-        *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) =
-            from_float<T>(at<false>(f, b, i));
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<T*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = from_float<T>(at<false>(f, b, i));
   }
+}
+template <typename T, int ROWS, int COLS, typename F>
+__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
+  frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
 }
 
 template <typename T, int ROWS, int COLS, typename F>
@@ -720,6 +755,7 @@ struct Smem {
   alignas(1024) float ld_dlt[2][64];  // load dlt: f32[64] @smem, ring of 2
   alignas(1024) __half tile_p[1][8192];  // p for the tensor core of mma0
   alignas(1024) __half tile_ds[1][8192];  // ds for the tensor core of mma1
+  alignas(1024) unsigned char out_store_0[4][8192];  // consumer0 -> TMA store of store_0: all of its 4 128-byte column blocks
   twill::Ring<2> ring_q;  // full/empty mbarriers of q
   twill::Ring<2> ring_do_;  // full/empty mbarriers of do
   twill::Ring<2> ring_lse;  // full/empty mbarriers of lse
@@ -729,6 +765,7 @@ struct Smem {
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
+static_assert(sizeof(Smem) <= 199680, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -764,19 +801,36 @@ struct Maps {  // the __grid_constant__ tensor maps
   const CUtensorMap* do_;
   const CUtensorMap* lse;
   const CUtensorMap* dlt;
+  const CUtensorMap* store_0;
 };
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
 template <typename F>
-__device__ __forceinline__ void store_store_0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_store_0(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * n * 64 * args.tiles_n * args.store_0_cols_step;
-  twill::frag_add_global(args.store_0 + batch + static_cast<size_t>((it) * 64) * args.tiles_n * args.store_0_cols_step, f, row0, tile.n * args.store_0_cols_step + args.store_0_cols_offset, args.tiles_n * args.store_0_cols_step);
+  (void)args;
+  (void)row0;  // one warpgroup holds the whole tile
+  const int r0 = (it) * 64, c0 = tile.n * args.store_0_cols_step + args.store_0_cols_offset, b = tile.b;
+  const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
+  if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here
+  twill::named_sync(1, 128);
+  twill::frag_to_tile<float, 64, 128>(sm.out_store_0[0], f, 0);
+  twill::fence_async_smem();  // visible to TMA
+  twill::named_sync(1, 128);
+  if (leader) {
+    #pragma unroll
+    for (int cb = 0; cb < 4; ++cb) twill::tma_reduce_add(tm.store_0, sm.out_store_0[cb], c0 + cb * 32, r0, b);
+    twill::bulk_commit();
+  }
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_dk(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_dk(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_dk_rows_step * args.tiles_n * args.out_dk_cols_step;
@@ -784,7 +838,9 @@ __device__ __forceinline__ void store_out_dk(const Args& args, const twill::Tile
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_dv(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_dv(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_dv_rows_step * args.tiles_n * args.out_dv_cols_step;
@@ -983,7 +1039,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_commit();
       }
       // store_0 = store dq (iteration j - 1)
-      store_store_0(args, tile, dq[0], j - 1, 0, n);
+      store_store_0(sm, tm, args, tile, dq[0], j - 1, 0, n);
       twill::wgmma_wait<0>();  // s[j] is complete
       twill::fence_frag(s[0]);
       sm.ring_lse.wait_full(j);  // lse[j] has landed
@@ -1049,7 +1105,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     sm.ring_q.release_by_warp(n - 1);  // release q[n - 1]
     sm.ring_do_.release_by_warp(n - 1);  // release do[n - 1]
     // store_0 = store dq (iteration n - 1)
-    store_store_0(args, tile, dq[0], n - 1, 0, n);
+    store_store_0(sm, tm, args, tile, dq[0], n - 1, 0, n);
   }
   twill::wgmma_wait<0>();
   twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
@@ -1117,7 +1173,7 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
   twill::wgmma_wait<0>();
   twill::Frag<2, 128> dv_n_final;
   dv_n_final = dv_n[0];
-  store_out_dv(args, tile, dv_n_final, n - 1, 0, n);  // carry dv
+  store_out_dv(sm, tm, args, tile, dv_n_final, n - 1, 0, n);  // carry dv
 }
 
 // ---- role mma1: 4 warp(s), 160 registers; ops dk_n ----
@@ -1185,13 +1241,13 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
   if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_ds.release_by_warp(i);  // ds's slots still held: empty for the next tile
   twill::Frag<2, 128> dk_n_final;
   dk_n_final = dk_n[0];
-  store_out_dk(args, tile, dk_n_final, n - 1, 0, n);  // carry dk
+  store_out_dk(sm, tm, args, tile, dk_n_final, n - 1, 0, n);  // carry dk
 }
 
 // ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
 // (a persistent grid, launch()), kernel<false> computes the tile of its block index.
 template <bool kTiles>
-__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do_, const __grid_constant__ CUtensorMap tm_lse, const __grid_constant__ CUtensorMap tm_dlt, const Args args) {
+__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do_, const __grid_constant__ CUtensorMap tm_lse, const __grid_constant__ CUtensorMap tm_dlt, const __grid_constant__ CUtensorMap tm_store_0, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int n = args.iters;
@@ -1202,6 +1258,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.do_ = &tm_do_;
   tm.lse = &tm_lse;
   tm.dlt = &tm_dlt;
+  tm.store_0 = &tm_store_0;
   if (threadIdx.x == 0) {
     sm.ring_q.init(1, 8);
     sm.ring_do_.init(1, 8);
@@ -1220,6 +1277,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     twill::tma_prefetch(&tm_do_);
     twill::tma_prefetch(&tm_lse);
     twill::tma_prefetch(&tm_dlt);
+    twill::tma_prefetch(&tm_store_0);
   }
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
@@ -1231,6 +1289,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<160>();  // register budget of this warpgroup
     if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer0(sm, tm, args, n, tile_at(args, t, round)); else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else if (warpgroup == 2) {
     twill::setmaxnreg_inc<160>();  // register budget of this warpgroup
     if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_mma0(sm, tm, args, n, tile_at(args, t, round)); else role_mma0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
@@ -1350,6 +1409,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   CUtensorMap tm_dlt;
   if (!encode(&tm_dlt, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.dlt, uint64_t(1), static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 1, 64, false))
     return cudaErrorInvalidValue;
+  CUtensorMap tm_store_0;
+  if (!encode(&tm_store_0, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.store_0, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.tiles_n) * p.store_0_cols_step, static_cast<uint64_t>(p.batch), 64, 32))
+    return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
   args.tiles_m = p.tiles_m;
@@ -1394,7 +1456,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
     grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
   }
-  entry<<<grid, kThreads, smem, stream>>>(tm_k, tm_v, tm_q, tm_do_, tm_lse, tm_dlt, args);
+  entry<<<grid, kThreads, smem, stream>>>(tm_k, tm_v, tm_q, tm_do_, tm_lse, tm_dlt, tm_store_0, args);
   return cudaGetLastError();
 }
 

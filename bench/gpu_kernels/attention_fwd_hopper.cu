@@ -117,6 +117,23 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
+// TMA stores from shared memory (the same 128-byte swizzle as the loads), as bulk groups of the
+// issuing thread: it commits a group after its stores, and waits until at most N of its groups are
+// still reading shared memory before that memory is written again.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// ... adding the tile into global memory instead (several CTAs reduce into one tile).
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // Ordinary stores to shared memory become visible to the async proxy (TMA, wgmma, tcgen05).
 __device__ __forceinline__ void fence_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -373,7 +390,13 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 // ---- wgmma ---------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
 // (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
+//
+// The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
+// loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
+// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
+// integer instructions next to the wgmma.
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  asm volatile("" : "+r"(addr));
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
@@ -448,9 +471,15 @@ __device__ __forceinline__ uint32_t packed_pair(const Frag<MB, N>& f, int b, int
 // instruction and one address per thread, in the layout the wgmma accumulator already has (pair
 // k = 2j + h of a thread is row h*8 + lane/4, columns 8j + 2*(lane%4)). Other tiles: a thread holds
 // each row's columns in adjacent pairs (frag_col), which a swizzle keeps adjacent: one store per pair.
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
-  char* base = static_cast<char*>(tile);
+//
+// frag_to_tile_blocks writes only the 128-byte column blocks [CB, CB + NB) of the tile, to `tile`
+// where block CB begins (an output staged for TMA a block at a time); which block a column falls
+// in is known at compile time (a thread's columns differ from 8c by less than 8).
+template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
+__device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
+  using L = Tile<T, ROWS, COLS>;
+  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
+  auto wanted = [](int col8) { return col8 / L::kBlockCols >= CB && col8 / L::kBlockCols < CB + NB; };
   using P = typename Pair<T>::type;
   if constexpr (!is_rows<F>::value && sizeof(T) == 2 && F::kElems % 8 == 0) {
     const int lane = threadIdx.x % 32, q = lane / 8;
@@ -459,23 +488,29 @@ __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int j = 0; j < F::kElems / 4; j += 2)
-        stmatrix_x4(smem_addr(base + Tile<T, ROWS, COLS>::offset(r + 64 * b, 8 * (j + (q >> 1)))),
-                    packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
-                    packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
+        if (wanted(8 * j))
+          stmatrix_x4(smem_addr(base + L::offset(r + 64 * b, 8 * (j + (q >> 1)))),
+                      packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
+                      packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
   } else if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; i += 2)
-        *reinterpret_cast<P*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<P*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
   } else {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; ++i)
-        *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) =
-            from_float<T>(at<false>(f, b, i));
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<T*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = from_float<T>(at<false>(f, b, i));
   }
+}
+template <typename T, int ROWS, int COLS, typename F>
+__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
+  frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
 }
 
 template <typename T, int ROWS, int COLS, typename F>
@@ -712,11 +747,14 @@ struct Smem {
   alignas(1024) __half in_q1[kInputCopies][8192];  // input q1: f16[64,128] @smem, one TMA load per tile
   alignas(1024) __half ld_k[2][16384];  // load k: f16[128,128] @smem, ring of 2
   alignas(1024) __half ld_v[2][16384];  // load v: f16[128,128] @smem, ring of 2
+  alignas(1024) unsigned char out_out_acc0[2][8192];  // consumer0 -> TMA store of out_acc0: all of its 2 128-byte column blocks
+  alignas(1024) unsigned char out_out_acc1[2][8192];  // consumer1 -> TMA store of out_acc1: all of its 2 128-byte column blocks
   twill::Ring<2> ring_k;  // full/empty mbarriers of k
   twill::Ring<2> ring_v;  // full/empty mbarriers of v
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
+static_assert(sizeof(Smem) <= 230400, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -753,11 +791,15 @@ struct Maps {  // the __grid_constant__ tensor maps
   const CUtensorMap* q1;
   const CUtensorMap* k;
   const CUtensorMap* v;
+  const CUtensorMap* out_acc0;
+  const CUtensorMap* out_acc1;
 };
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
 template <typename F>
-__device__ __forceinline__ void store_out_m0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_m0(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m0_cols_step;
@@ -765,7 +807,9 @@ __device__ __forceinline__ void store_out_m0(const Args& args, const twill::Tile
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_l0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_l0(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l0_cols_step;
@@ -773,15 +817,31 @@ __device__ __forceinline__ void store_out_l0(const Args& args, const twill::Tile
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_acc0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc0(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc0_rows_step * args.tiles_n * args.out_acc0_cols_step;
-  twill::frag_to_global(args.out_acc0 + batch + static_cast<size_t>(tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset) * args.tiles_n * args.out_acc0_cols_step, f, row0, tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, args.tiles_n * args.out_acc0_cols_step);
+  (void)args;
+  (void)row0;  // one warpgroup holds the whole tile
+  const int r0 = tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset, c0 = tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, b = tile.b;
+  const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
+  if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here
+  twill::named_sync(3, 128);
+  twill::frag_to_tile<__half, 64, 128>(sm.out_out_acc0[0], f, 0);
+  twill::fence_async_smem();  // visible to TMA
+  twill::named_sync(3, 128);
+  if (leader) {
+    #pragma unroll
+    for (int cb = 0; cb < 2; ++cb) twill::tma_store(tm.out_acc0, sm.out_out_acc0[cb], c0 + cb * 64, r0, b);
+    twill::bulk_commit();
+  }
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_m1(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_m1(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m1_cols_step;
@@ -789,7 +849,9 @@ __device__ __forceinline__ void store_out_m1(const Args& args, const twill::Tile
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_l1(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_l1(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l1_cols_step;
@@ -797,11 +859,25 @@ __device__ __forceinline__ void store_out_l1(const Args& args, const twill::Tile
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_acc1(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc1(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc1_rows_step * args.tiles_n * args.out_acc1_cols_step;
-  twill::frag_to_global(args.out_acc1 + batch + static_cast<size_t>(tile.m * args.out_acc1_rows_step + args.out_acc1_rows_offset) * args.tiles_n * args.out_acc1_cols_step, f, row0, tile.n * args.out_acc1_cols_step + args.out_acc1_cols_offset, args.tiles_n * args.out_acc1_cols_step);
+  (void)args;
+  (void)row0;  // one warpgroup holds the whole tile
+  const int r0 = tile.m * args.out_acc1_rows_step + args.out_acc1_rows_offset, c0 = tile.n * args.out_acc1_cols_step + args.out_acc1_cols_offset, b = tile.b;
+  const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
+  if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here
+  twill::named_sync(4, 128);
+  twill::frag_to_tile<__half, 64, 128>(sm.out_out_acc1[0], f, 0);
+  twill::fence_async_smem();  // visible to TMA
+  twill::named_sync(4, 128);
+  if (leader) {
+    #pragma unroll
+    for (int cb = 0; cb < 2; ++cb) twill::tma_store(tm.out_acc1, sm.out_out_acc1[cb], c0 + cb * 64, r0, b);
+    twill::bulk_commit();
+  }
 }
 
 // ---- role load: 1 warp(s), 24 registers; ops k, v ----
@@ -1175,10 +1251,10 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   l0_new_final = l0_new[0];
   twill::Frag<1, 128> acc0_n_final;
   acc0_n_final = acc0_n[0];
-  store_out_m0(args, tile, m0_new_final, n - 1, 0, n);  // carry m0
-  store_out_l0(args, tile, l0_new_final, n - 1, 0, n);  // carry l0
+  store_out_m0(sm, tm, args, tile, m0_new_final, n - 1, 0, n);  // carry m0
+  store_out_l0(sm, tm, args, tile, l0_new_final, n - 1, 0, n);  // carry l0
   twill::op_normalize(acc0_n_final, l0_new_final);  // acc0 / l0: the softmax denominator
-  store_out_acc0(args, tile, acc0_n_final, n - 1, 0, n);  // carry acc0
+  store_out_acc0(sm, tm, args, tile, acc0_n_final, n - 1, 0, n);  // carry acc0
   twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
@@ -1437,17 +1513,17 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   l1_new_final = l1_new[0];
   twill::Frag<1, 128> acc1_n_final;
   acc1_n_final = acc1_n[0];
-  store_out_m1(args, tile, m1_new_final, n - 1, 0, n);  // carry m1
-  store_out_l1(args, tile, l1_new_final, n - 1, 0, n);  // carry l1
+  store_out_m1(sm, tm, args, tile, m1_new_final, n - 1, 0, n);  // carry m1
+  store_out_l1(sm, tm, args, tile, l1_new_final, n - 1, 0, n);  // carry l1
   twill::op_normalize(acc1_n_final, l1_new_final);  // acc1 / l1: the softmax denominator
-  store_out_acc1(args, tile, acc1_n_final, n - 1, 0, n);  // carry acc1
+  store_out_acc1(sm, tm, args, tile, acc1_n_final, n - 1, 0, n);  // carry acc1
   twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
 // ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
 // (a persistent grid, launch()), kernel<false> computes the tile of its block index.
 template <bool kTiles>
-__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q0, const __grid_constant__ CUtensorMap tm_q1, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const Args args) {
+__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q0, const __grid_constant__ CUtensorMap tm_q1, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_acc0, const __grid_constant__ CUtensorMap tm_out_acc1, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int n = args.iters;
@@ -1456,6 +1532,8 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.q1 = &tm_q1;
   tm.k = &tm_k;
   tm.v = &tm_v;
+  tm.out_acc0 = &tm_out_acc0;
+  tm.out_acc1 = &tm_out_acc1;
   if (threadIdx.x == 0) {
     sm.ring_k.init(1, 8);
     sm.ring_v.init(1, 8);
@@ -1468,6 +1546,8 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     twill::tma_prefetch(&tm_q1);
     twill::tma_prefetch(&tm_k);
     twill::tma_prefetch(&tm_v);
+    twill::tma_prefetch(&tm_out_acc0);
+    twill::tma_prefetch(&tm_out_acc1);
   }
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
@@ -1479,9 +1559,11 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
     if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer0(sm, tm, args, n, tile_at(args, t, round)); else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
     if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer1(sm, tm, args, n, tile_at(args, t, round)); else role_consumer1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
 }
 
@@ -1591,6 +1673,12 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   CUtensorMap tm_v;
   if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, static_cast<uint64_t>(p.iters) * 128, static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64))
     return cudaErrorInvalidValue;
+  CUtensorMap tm_out_acc0;
+  if (!encode(&tm_out_acc0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc0, static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step, static_cast<uint64_t>(p.batch), 64, 64))
+    return cudaErrorInvalidValue;
+  CUtensorMap tm_out_acc1;
+  if (!encode(&tm_out_acc1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc1, static_cast<uint64_t>(p.tiles_m) * p.out_acc1_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc1_cols_step, static_cast<uint64_t>(p.batch), 64, 64))
+    return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
   args.tiles_m = p.tiles_m;
@@ -1638,7 +1726,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
     grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
   }
-  entry<<<grid, kThreads, smem, stream>>>(tm_q0, tm_q1, tm_k, tm_v, args);
+  entry<<<grid, kThreads, smem, stream>>>(tm_q0, tm_q1, tm_k, tm_v, tm_out_acc0, tm_out_acc1, args);
   return cudaGetLastError();
 }
 

@@ -153,11 +153,15 @@ class Renderer:
             elif chan.kind == "stage":
                 out(f"alignas(16) {ctype(t.dtype)} stage_{chan.ident}[{chan.depth}][{elems}];  "
                     f"// {chan.value}: {chan.producer} -> {', '.join(chan.consumers)}")
-        for chan in self.p.channels.values():
-            out(f"twill::Ring<{chan.depth}> ring_{chan.ident};  // full/empty mbarriers of {chan.value}")
         for name in self.scratch_mmas():
             t = m.values[m.resolve(m.ops[name].operands[0])[0]].type
             out(f"alignas(1024) {ctype(t.dtype)} scratch_{ident(name)}[{t.elements}];  // A operand of {name}")
+        for st in self.p.staging.values():
+            out(f"alignas(1024) unsigned char out_{st.tensor}[{st.slots}][{st.rows * 128}];  // {st.role} -> TMA store of "
+                f"{st.tensor}: {'all' if st.slots == st.blocks else st.slots} of its {st.blocks} 128-byte column "
+                f"blocks")
+        for chan in self.p.channels.values():
+            out(f"twill::Ring<{chan.depth}> ring_{chan.ident};  // full/empty mbarriers of {chan.value}")
         out("uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed",
             "uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them")
         for name in self.scratch_mmas():
@@ -173,13 +177,16 @@ class Renderer:
             out("uint32_t tmem_base;  // tensor memory allocated for the kernel")
         out.depth -= 1
         out("};")
+        out(f"static_assert(sizeof(Smem) <= {self.p.smem_bytes()}, \"emit-cuda counted less shared memory than Smem "
+            f"takes (Program.smem_bytes)\");")
         out(f"static_assert(sizeof(Smem) + 1024 <= {m.machine.limits.smem_bytes}, \"shared memory (Smem plus 1 KiB "
             f"of alignment) exceeds the machine's smem_bytes\");")
         out("")
 
     # -- parameters ----------------------------------------------------------------------------------
     def tma_tensors(self):
-        return self.smem_inputs() + [t for t in self.m.tensors if t.kind == "load"]
+        return (self.smem_inputs() + [t for t in self.m.tensors if t.kind == "load"]
+                + [t for t in self.m.tensors if t.name in self.p.staging])
 
     def pointer_tensors(self):
         m = self.m
@@ -282,29 +289,72 @@ class Renderer:
             return
         out("// ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------")
         for t in tensors:
-            rows, cols, batch = self._origin(t, "it")
-            nrows = "1" if t.rank == 1 else self._extent(t, 0)
-            ncols = self._extent(t, 1)
             out("template <typename F>",
-                f"__device__ __forceinline__ void store_{t.name}(const Args& args, const twill::TileIdx& tile, const F& f, "
-                f"int it, int row0, int n) {{",
+                f"__device__ __forceinline__ void store_{t.name}(Smem& sm, const Maps& tm, const Args& args, "
+                f"const twill::TileIdx& tile, const F& f, int it, int row0, int n) {{",
+                "  (void)sm;",
+                "  (void)tm;",
                 "  (void)it;",
-                "  (void)n;",
-                f"  const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
+                "  (void)n;")
             # CTAs along a grid axis the tile does not follow all write it: they add into it
             shared = t.kind == "store" and not self.grid_axes() <= set(t.axes)
             if shared and t.dtype != "f32":
                 raise EmitError(f"store '{t.value}': several CTAs add into its tile; emit-cuda adds f32 tiles only")
-            if t.rank == 1:
-                out(f"  twill::frag_to_buffer(args.{t.name} + batch + {cols}, f, row0, 0);")
-            elif shared:  # every CTA of the grid writes this tile: they add into it (zero it first)
-                out(f"  twill::frag_add_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
-                    f"{cols}, {ncols});")
+            out.depth += 1
+            if t.name in self.p.staging:
+                self._tma_store(out, t, self.p.staging[t.name], shared)
             else:
-                out(f"  twill::frag_to_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
-                    f"{cols}, {ncols});")
+                self._direct_store(out, t, shared)
+            out.depth -= 1
             out("}")
             out("")
+
+    def _direct_store(self, out: Lines, t, shared: bool) -> None:
+        """Each thread writes its elements (a float2 atomicAdd where CTAs add into the tile)."""
+        rows, cols, batch = self._origin(t, "it")
+        nrows = "1" if t.rank == 1 else self._extent(t, 0)
+        ncols = self._extent(t, 1)
+        out(f"const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
+        if t.rank == 1:
+            out(f"twill::frag_to_buffer(args.{t.name} + batch + {cols}, f, row0, 0);")
+        elif shared:  # every CTA of the grid writes this tile: they add into it (zero it first)
+            out(f"twill::frag_add_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
+                f"{cols}, {ncols});")
+        else:
+            out(f"twill::frag_to_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
+                f"{cols}, {ncols});")
+
+    def _tma_store(self, out: Lines, t, st, shared: bool) -> None:
+        """The warpgroup writes the tile into shared memory (the swizzled layout of Tile), and one
+        thread stores it with TMA, a 128-byte column block per instruction; before the staging is
+        written again, that thread waits until TMA has read it (bulk_wait_read), and a named
+        barrier of the role's 128 threads orders the two sides."""
+        rows, cols, batch = self._origin(t, "it")
+        T, R, C = ctype(t.dtype), t.tile[0], t.tile[1]
+        width = C // st.blocks
+        bar = f"twill::named_sync({self.bars['role:' + st.role]}, 128);"
+        issue = "twill::tma_reduce_add" if shared else "twill::tma_store"
+        out("(void)args;",
+            "(void)row0;  // one warpgroup holds the whole tile",
+            f"const int r0 = {rows}, c0 = {cols}, b = {batch};",
+            "const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores")
+        if st.slots == st.blocks:
+            out("if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here", bar,
+                f"twill::frag_to_tile<{T}, {R}, {C}>(sm.out_{t.name}[0], f, 0);",
+                "twill::fence_async_smem();  // visible to TMA", bar)
+            with out.block("if (leader)"):
+                out("#pragma unroll")
+                out(f"for (int cb = 0; cb < {st.blocks}; ++cb) {issue}(tm.{t.name}, sm.out_{t.name}[cb], "
+                    f"c0 + cb * {width}, r0, b);")
+                out("twill::bulk_commit();")
+            return
+        for cb in range(st.blocks):
+            slot = cb % st.slots
+            out(f"if (leader) twill::bulk_wait_read<{st.slots - 1}>();  // TMA has read slot {slot}", bar,
+                f"twill::frag_to_tile_blocks<{T}, {R}, {C}, {cb}, 1>(sm.out_{t.name}[{slot}], f, 0);",
+                "twill::fence_async_smem();", bar,
+                f"if (leader) {{ {issue}(tm.{t.name}, sm.out_{t.name}[{slot}], c0 + {cb * width}, r0, b); "
+                f"twill::bulk_commit(); }}")
 
     def grid_axes(self) -> set[str]:
         return {a for t in self.m.tensors for a in t.axes if a in ("m", "n")}
@@ -391,48 +441,13 @@ class Renderer:
         return base if slot == "0" else f"{base} + ({slot}) * {width}"
 
     def final_role(self, t) -> str:
-        """The role that writes output tensor t after the loop."""
-        m = self.m
-        norms = dict(m.normalizers)
-        carry = m.carry_of(t.value)
-        if self.p.in_tmem(t.value):
-            if carry in norms:
-                return m.values[m.carry_source[norms[carry]]].role
-            readers = [u.role for u in m.uses.get(t.value, ()) if m.role[u.role].is_warpgroup]
-            groups = [r.name for r in m.roles if r.is_warpgroup]
-            if not (readers or groups):
-                raise EmitError(f"no warpgroup role can read '{t.value}' out of tensor memory")
-            return (readers or groups)[0]
-        return m.values[t.value].role
+        return self.p.final_role(t)
 
     def final_values(self, t) -> list[str]:
-        """The values output tensor t is made of after the loop: its carry's last value, and the
-        last running sum it is divided by (an online-softmax accumulator)."""
-        m = self.m
-        norms = dict(m.normalizers)
-        carry = m.carry_of(t.value)
-        return [t.value] + ([m.carry_source[norms[carry]]] if carry in norms else [])
+        return self.p.final_values(t)
 
     def handoffs(self) -> dict[str, tuple[str, list[str]]]:
-        """Register values an output needs whose last instance lives on another role than the one
-        writing the output: value -> (the role holding it, the roles reading it). The holder stages
-        it in shared memory after its loop and arrives on an mbarrier the readers wait on."""
-        m, found = self.m, {}
-        for t in m.tensors:
-            if t.kind != "output":
-                continue
-            writer = self.final_role(t)
-            for value in self.final_values(t):
-                holder = m.values[value].role
-                if self.p.in_tmem(value) or holder == writer:
-                    continue
-                if not m.role[holder].is_warpgroup or not m.role[writer].is_warpgroup:
-                    raise EmitError(f"the last '{value}' is on role {holder}, but role {writer} writes the output "
-                                    f"it belongs to, and only warpgroup roles hand values over after the loop")
-                readers = found.setdefault(value, (holder, []))[1]
-                if writer not in readers:
-                    readers.append(writer)
-        return found
+        return self.p.handoffs()
 
     def smem_inputs(self) -> list:
         """The loop-invariant inputs in shared memory (one TMA load per tile)."""
@@ -497,6 +512,8 @@ class Renderer:
                 cond = (f"warpgroup == {g.index}" if span == 1 else
                         f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
                 body = [_tiles(f"role_{role.ident}", self.persistent())]
+                if any(st.role == role.name for st in self.p.staging.values()):
+                    body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
                 i += span
             else:
                 cond = f"warpgroup == {g.index}"

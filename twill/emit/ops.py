@@ -174,7 +174,7 @@ def _store(call: OpCall) -> list[str]:
     lines, names = _registers(call)
     from .model import ident
     t = call.model.tensor[ident(call.op.name)]
-    return lines + [f"store_{t.name}(args, tile, {names[0]}, it);"]
+    return lines + [f"store_{t.name}(sm, tm, args, tile, {names[0]}, it);"]
 
 
 def _hook(call: OpCall) -> list[str]:

@@ -658,7 +658,7 @@ class RoleBody:
                 out(f"twill::op_normalize({fin}, {finals[m.carry_source[norms[carry]]]});  "
                     f"// {carry} / {norms[carry]}: the softmax denominator")
             vt = m.values[t.value].type
-            out(f"store_{t.name}(args, tile, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
+            out(f"store_{t.name}(sm, tm, args, tile, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
 
     def _last(self, out: Lines, value: str, fin: str) -> None:
         """fin = this role's register copy of the last instance (iteration n - 1) of value."""

@@ -125,6 +125,23 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
+// TMA stores from shared memory (the same 128-byte swizzle as the loads), as bulk groups of the
+// issuing thread: it commits a group after its stores, and waits until at most N of its groups are
+// still reading shared memory before that memory is written again.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// ... adding the tile into global memory instead (several CTAs reduce into one tile).
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // Ordinary stores to shared memory become visible to the async proxy (TMA, wgmma, tcgen05).
 __device__ __forceinline__ void fence_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -383,7 +400,13 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 // ---- wgmma ---------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
 // (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
+//
+// The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
+// loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
+// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
+// integer instructions next to the wgmma.
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  asm volatile("" : "+r"(addr));
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
@@ -458,9 +481,15 @@ __device__ __forceinline__ uint32_t packed_pair(const Frag<MB, N>& f, int b, int
 // instruction and one address per thread, in the layout the wgmma accumulator already has (pair
 // k = 2j + h of a thread is row h*8 + lane/4, columns 8j + 2*(lane%4)). Other tiles: a thread holds
 // each row's columns in adjacent pairs (frag_col), which a swizzle keeps adjacent: one store per pair.
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
-  char* base = static_cast<char*>(tile);
+//
+// frag_to_tile_blocks writes only the 128-byte column blocks [CB, CB + NB) of the tile, to `tile`
+// where block CB begins (an output staged for TMA a block at a time); which block a column falls
+// in is known at compile time (a thread's columns differ from 8c by less than 8).
+template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
+__device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
+  using L = Tile<T, ROWS, COLS>;
+  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
+  auto wanted = [](int col8) { return col8 / L::kBlockCols >= CB && col8 / L::kBlockCols < CB + NB; };
   using P = typename Pair<T>::type;
   if constexpr (!is_rows<F>::value && sizeof(T) == 2 && F::kElems % 8 == 0) {
     const int lane = threadIdx.x % 32, q = lane / 8;
@@ -469,23 +498,29 @@ __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int j = 0; j < F::kElems / 4; j += 2)
-        stmatrix_x4(smem_addr(base + Tile<T, ROWS, COLS>::offset(r + 64 * b, 8 * (j + (q >> 1)))),
-                    packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
-                    packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
+        if (wanted(8 * j))
+          stmatrix_x4(smem_addr(base + L::offset(r + 64 * b, 8 * (j + (q >> 1)))),
+                      packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
+                      packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
   } else if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; i += 2)
-        *reinterpret_cast<P*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<P*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
   } else {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; ++i)
-        *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) =
-            from_float<T>(at<false>(f, b, i));
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<T*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = from_float<T>(at<false>(f, b, i));
   }
+}
+template <typename T, int ROWS, int COLS, typename F>
+__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
+  frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
 }
 
 template <typename T, int ROWS, int COLS, typename F>

@@ -117,6 +117,23 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
+// TMA stores from shared memory (the same 128-byte swizzle as the loads), as bulk groups of the
+// issuing thread: it commits a group after its stores, and waits until at most N of its groups are
+// still reading shared memory before that memory is written again.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// ... adding the tile into global memory instead (several CTAs reduce into one tile).
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // Ordinary stores to shared memory become visible to the async proxy (TMA, wgmma, tcgen05).
 __device__ __forceinline__ void fence_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -653,6 +670,7 @@ struct Smem {
   alignas(1024) float ld_lse[2][64];  // load lse: f32[64] @smem, ring of 2
   alignas(1024) float ld_dlt[2][64];  // load dlt: f32[64] @smem, ring of 2
   alignas(1024) __half tile_ds[1][8192];  // ds for the tensor core of consumer1
+  alignas(1024) __half scratch_dv_n[8192];  // A operand of dv_n
   twill::Ring<2> ring_q;  // full/empty mbarriers of q
   twill::Ring<2> ring_do_;  // full/empty mbarriers of do
   twill::Ring<2> ring_lse;  // full/empty mbarriers of lse
@@ -661,7 +679,6 @@ struct Smem {
   twill::Ring<1> ring_dp;  // full/empty mbarriers of dp
   twill::Ring<1> ring_ds;  // full/empty mbarriers of ds
   twill::Ring<1> ring_dq;  // full/empty mbarriers of dq
-  alignas(1024) __half scratch_dv_n[8192];  // A operand of dv_n
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
   uint64_t done_dv_n;  // dv_n has read its scratch tile
@@ -669,6 +686,7 @@ struct Smem {
   uint64_t final_dv_n;  // the last dv_n is in tensor memory
   uint32_t tmem_base;  // tensor memory allocated for the kernel
 };
+static_assert(sizeof(Smem) <= 166912, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -708,7 +726,9 @@ struct Maps {  // the __grid_constant__ tensor maps
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
 template <typename F>
-__device__ __forceinline__ void store_store_0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_store_0(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * n * 64 * args.tiles_n * args.store_0_cols_step;
@@ -716,7 +736,9 @@ __device__ __forceinline__ void store_store_0(const Args& args, const twill::Til
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_dk(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_dk(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_dk_rows_step * args.tiles_n * args.out_dk_cols_step;
@@ -724,7 +746,9 @@ __device__ __forceinline__ void store_out_dk(const Args& args, const twill::Tile
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_dv(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_dv(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_dv_rows_step * args.tiles_n * args.out_dv_cols_step;
@@ -999,7 +1023,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.final_dv_n, tile.round & 1);
   twill::tmem_fence_after();
   twill::tmem_to_frag(dv_n_final, sm.tmem_base + 256);
-  store_out_dv(args, tile, dv_n_final, n - 1, 0, n);  // carry dv
+  store_out_dv(sm, tm, args, tile, dv_n_final, n - 1, 0, n);  // carry dv
   twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
@@ -1043,7 +1067,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::tmem_fence_before();
       sm.ring_dq.release_by_warp(j - 1);  // dq[j - 1] is read: its columns are free
       // store_0 = store dq (iteration j - 1)
-      store_store_0(args, tile, dq_store_0_0, j - 1, 0, n);
+      store_store_0(sm, tm, args, tile, dq_store_0_0, j - 1, 0, n);
       sm.ring_ds.wait_full(j - 1);  // ds[j - 1] has landed
       sm.ring_q.wait_full(j - 1);  // q[j - 1] has landed
       // dk_n = mma ds, q, dk (iteration j - 1)
@@ -1087,7 +1111,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     twill::tmem_fence_before();
     sm.ring_dq.release_by_warp(n - 1);  // dq[n - 1] is read: its columns are free
     // store_0 = store dq (iteration n - 1)
-    store_store_0(args, tile, dq_store_0_0, n - 1, 0, n);
+    store_store_0(sm, tm, args, tile, dq_store_0_0, n - 1, 0, n);
     sm.ring_ds.wait_full(n - 1);  // ds[n - 1] has landed
     sm.ring_q.wait_full(n - 1);  // q[n - 1] has landed
     // dk_n = mma ds, q, dk (iteration n - 1)
@@ -1111,7 +1135,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.final_dk_n, tile.round & 1);
   twill::tmem_fence_after();
   twill::tmem_to_frag(dk_n_final, sm.tmem_base + 384);
-  store_out_dk(args, tile, dk_n_final, n - 1, 0, n);  // carry dk
+  store_out_dk(sm, tm, args, tile, dk_n_final, n - 1, 0, n);  // carry dk
   twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 

@@ -119,6 +119,23 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
+// TMA stores from shared memory (the same 128-byte swizzle as the loads), as bulk groups of the
+// issuing thread: it commits a group after its stores, and waits until at most N of its groups are
+// still reading shared memory before that memory is written again.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// ... adding the tile into global memory instead (several CTAs reduce into one tile).
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // Ordinary stores to shared memory become visible to the async proxy (TMA, wgmma, tcgen05).
 __device__ __forceinline__ void fence_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -678,6 +695,7 @@ struct Smem {
   uint64_t final_acc1_n;  // the last acc1_n is in tensor memory
   uint32_t tmem_base;  // tensor memory allocated for the kernel
 };
+static_assert(sizeof(Smem) <= 199680, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -718,7 +736,9 @@ struct Maps {  // the __grid_constant__ tensor maps
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
 template <typename F>
-__device__ __forceinline__ void store_out_m0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_m0(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m0_cols_step;
@@ -726,7 +746,9 @@ __device__ __forceinline__ void store_out_m0(const Args& args, const twill::Tile
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_l0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_l0(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l0_cols_step;
@@ -734,7 +756,9 @@ __device__ __forceinline__ void store_out_l0(const Args& args, const twill::Tile
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_acc0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc0(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc0_rows_step * args.tiles_n * args.out_acc0_cols_step;
@@ -742,7 +766,9 @@ __device__ __forceinline__ void store_out_acc0(const Args& args, const twill::Ti
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_m1(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_m1(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m1_cols_step;
@@ -750,7 +776,9 @@ __device__ __forceinline__ void store_out_m1(const Args& args, const twill::Tile
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_l1(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_l1(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l1_cols_step;
@@ -758,7 +786,9 @@ __device__ __forceinline__ void store_out_l1(const Args& args, const twill::Tile
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_acc1(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc1(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc1_rows_step * args.tiles_n * args.out_acc1_cols_step;
@@ -1301,10 +1331,10 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
   twill::mbar_wait(&sm.final_acc0_n, tile.round & 1);
   twill::tmem_fence_after();
   twill::tmem_to_frag(acc0_n_final, sm.tmem_base + 128);
-  store_out_m0(args, tile, m0_new_final, n - 1, 0, n);  // carry m0
-  store_out_l0(args, tile, l0_new_final, n - 1, 0, n);  // carry l0
+  store_out_m0(sm, tm, args, tile, m0_new_final, n - 1, 0, n);  // carry m0
+  store_out_l0(sm, tm, args, tile, l0_new_final, n - 1, 0, n);  // carry l0
   twill::op_normalize(acc0_n_final, l0_new_final);  // acc0 / l0: the softmax denominator
-  store_out_acc0(args, tile, acc0_n_final, n - 1, 0, n);  // carry acc0
+  store_out_acc0(sm, tm, args, tile, acc0_n_final, n - 1, 0, n);  // carry acc0
 }
 
 // ---- role correction: 4 warp(s), 88 registers; ops acc0_r, acc1_r ----
@@ -1579,10 +1609,10 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
   twill::mbar_wait(&sm.final_acc1_n, tile.round & 1);
   twill::tmem_fence_after();
   twill::tmem_to_frag(acc1_n_final, sm.tmem_base + 384);
-  store_out_m1(args, tile, m1_new_final, n - 1, 0, n);  // carry m1
-  store_out_l1(args, tile, l1_new_final, n - 1, 0, n);  // carry l1
+  store_out_m1(sm, tm, args, tile, m1_new_final, n - 1, 0, n);  // carry m1
+  store_out_l1(sm, tm, args, tile, l1_new_final, n - 1, 0, n);  // carry l1
   twill::op_normalize(acc1_n_final, l1_new_final);  // acc1 / l1: the softmax denominator
-  store_out_acc1(args, tile, acc1_n_final, n - 1, 0, n);  // carry acc1
+  store_out_acc1(sm, tm, args, tile, acc1_n_final, n - 1, 0, n);  // carry acc1
 }
 
 // ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------

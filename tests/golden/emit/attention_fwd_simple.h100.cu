@@ -3,7 +3,7 @@
 //   role load: 1 warp(s) from warp 0, 32 registers: k, v
 //   role mma: 4 warp(s) from warp 4, 248 registers: s
 //   role consumer0: 4 warp(s) from warp 8, 248 registers: m_new, p, alpha, l_new, acc_r, acc_n
-// Note: rings shortened to fit shared memory: s to 1, v to 1.
+// Note: rings shortened to fit shared memory: s to 1.
 // Note: warpgroup 0 (load) runs at 24 registers, not 32: setmaxnreg only redistributes the registers the CTA is launched with.
 // Note: warpgroup 1 (mma) runs at 240 registers, not 248: setmaxnreg only redistributes the registers the CTA is launched with.
 // Note: warpgroup 2 (consumer0) runs at 240 registers, not 248: setmaxnreg only redistributes the registers the CTA is launched with.
@@ -120,6 +120,23 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       :: "r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+
+// TMA stores from shared memory (the same 128-byte swizzle as the loads), as bulk groups of the
+// issuing thread: it commits a group after its stores, and waits until at most N of its groups are
+// still reading shared memory before that memory is written again.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// ... adding the tile into global memory instead (several CTAs reduce into one tile).
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 // Ordinary stores to shared memory become visible to the async proxy (TMA, wgmma, tcgen05).
 __device__ __forceinline__ void fence_async_smem() {
@@ -377,7 +394,13 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 // ---- wgmma ---------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
 // (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
+//
+// The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
+// loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
+// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
+// integer instructions next to the wgmma.
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  asm volatile("" : "+r"(addr));
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
@@ -452,9 +475,15 @@ __device__ __forceinline__ uint32_t packed_pair(const Frag<MB, N>& f, int b, int
 // instruction and one address per thread, in the layout the wgmma accumulator already has (pair
 // k = 2j + h of a thread is row h*8 + lane/4, columns 8j + 2*(lane%4)). Other tiles: a thread holds
 // each row's columns in adjacent pairs (frag_col), which a swizzle keeps adjacent: one store per pair.
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
-  char* base = static_cast<char*>(tile);
+//
+// frag_to_tile_blocks writes only the 128-byte column blocks [CB, CB + NB) of the tile, to `tile`
+// where block CB begins (an output staged for TMA a block at a time); which block a column falls
+// in is known at compile time (a thread's columns differ from 8c by less than 8).
+template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
+__device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
+  using L = Tile<T, ROWS, COLS>;
+  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
+  auto wanted = [](int col8) { return col8 / L::kBlockCols >= CB && col8 / L::kBlockCols < CB + NB; };
   using P = typename Pair<T>::type;
   if constexpr (!is_rows<F>::value && sizeof(T) == 2 && F::kElems % 8 == 0) {
     const int lane = threadIdx.x % 32, q = lane / 8;
@@ -463,23 +492,29 @@ __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int j = 0; j < F::kElems / 4; j += 2)
-        stmatrix_x4(smem_addr(base + Tile<T, ROWS, COLS>::offset(r + 64 * b, 8 * (j + (q >> 1)))),
-                    packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
-                    packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
+        if (wanted(8 * j))
+          stmatrix_x4(smem_addr(base + L::offset(r + 64 * b, 8 * (j + (q >> 1)))),
+                      packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
+                      packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
   } else if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; i += 2)
-        *reinterpret_cast<P*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<P*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
   } else {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; ++i)
-        *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) =
-            from_float<T>(at<false>(f, b, i));
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<T*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = from_float<T>(at<false>(f, b, i));
   }
+}
+template <typename T, int ROWS, int COLS, typename F>
+__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
+  frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
 }
 
 template <typename T, int ROWS, int COLS, typename F>
@@ -714,14 +749,15 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 struct Smem {
   alignas(1024) __half in_q[kInputCopies][16384];  // input q: f16[128,128] @smem, one TMA load per tile
   alignas(1024) __half ld_k[2][16384];  // load k: f16[128,128] @smem, ring of 2
-  alignas(1024) __half ld_v[1][16384];  // load v: f16[128,128] @smem, ring of 1
+  alignas(1024) __half ld_v[2][16384];  // load v: f16[128,128] @smem, ring of 2
   alignas(16) float stage_s[1][16384];  // s: mma -> consumer0
   twill::Ring<2> ring_k;  // full/empty mbarriers of k
-  twill::Ring<1> ring_v;  // full/empty mbarriers of v
+  twill::Ring<2> ring_v;  // full/empty mbarriers of v
   twill::Ring<1> ring_s;  // full/empty mbarriers of s
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
+static_assert(sizeof(Smem) <= 230400, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -753,7 +789,9 @@ struct Maps {  // the __grid_constant__ tensor maps
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
 template <typename F>
-__device__ __forceinline__ void store_out_m(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_m(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m_cols_step;
@@ -761,7 +799,9 @@ __device__ __forceinline__ void store_out_m(const Args& args, const twill::TileI
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_l(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_l(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l_cols_step;
@@ -769,7 +809,9 @@ __device__ __forceinline__ void store_out_l(const Args& args, const twill::TileI
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_acc(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc_rows_step * args.tiles_n * args.out_acc_cols_step;
@@ -801,11 +843,11 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 1
+      const int it = 0;  // load v of iteration it into slot it % 2
       sm.ring_v.wait_empty(it);
       sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 1], tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 1]) + 16384, tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
+      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -820,11 +862,11 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 1
+        const int it = j;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 1], tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 1]) + 16384, tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
@@ -836,11 +878,11 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 1
+        const int it = j + 1;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 1], tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 1]) + 16384, tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
       }
     }
   }
@@ -861,11 +903,11 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 1
+          const int it = j;  // load v of iteration it into slot it % 2
           sm.ring_v.wait_empty(it);
           sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 1], tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 1]) + 16384, tm.v, &sm.ring_v.full[it % 1], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
+          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1057,7 +1099,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1093,7 +1135,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1133,7 +1175,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1166,7 +1208,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1203,7 +1245,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1226,10 +1268,10 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   l_new_final = l_new[0];
   twill::Frag<2, 128> acc_n_final;
   acc_n_final = acc_n[0];
-  store_out_m(args, tile, m_new_final, n - 1, 0, n);  // carry m
-  store_out_l(args, tile, l_new_final, n - 1, 0, n);  // carry l
+  store_out_m(sm, tm, args, tile, m_new_final, n - 1, 0, n);  // carry m
+  store_out_l(sm, tm, args, tile, l_new_final, n - 1, 0, n);  // carry l
   twill::op_normalize(acc_n_final, l_new_final);  // acc / l: the softmax denominator
-  store_out_acc(args, tile, acc_n_final, n - 1, 0, n);  // carry acc
+  store_out_acc(sm, tm, args, tile, acc_n_final, n - 1, 0, n);  // carry acc
 }
 
 // ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------

@@ -117,6 +117,23 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
+// TMA stores from shared memory (the same 128-byte swizzle as the loads), as bulk groups of the
+// issuing thread: it commits a group after its stores, and waits until at most N of its groups are
+// still reading shared memory before that memory is written again.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// ... adding the tile into global memory instead (several CTAs reduce into one tile).
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // Ordinary stores to shared memory become visible to the async proxy (TMA, wgmma, tcgen05).
 __device__ __forceinline__ void fence_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -373,7 +390,13 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 // ---- wgmma ---------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
 // (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
+//
+// The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
+// loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
+// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
+// integer instructions next to the wgmma.
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  asm volatile("" : "+r"(addr));
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
@@ -448,9 +471,15 @@ __device__ __forceinline__ uint32_t packed_pair(const Frag<MB, N>& f, int b, int
 // instruction and one address per thread, in the layout the wgmma accumulator already has (pair
 // k = 2j + h of a thread is row h*8 + lane/4, columns 8j + 2*(lane%4)). Other tiles: a thread holds
 // each row's columns in adjacent pairs (frag_col), which a swizzle keeps adjacent: one store per pair.
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
-  char* base = static_cast<char*>(tile);
+//
+// frag_to_tile_blocks writes only the 128-byte column blocks [CB, CB + NB) of the tile, to `tile`
+// where block CB begins (an output staged for TMA a block at a time); which block a column falls
+// in is known at compile time (a thread's columns differ from 8c by less than 8).
+template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
+__device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
+  using L = Tile<T, ROWS, COLS>;
+  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
+  auto wanted = [](int col8) { return col8 / L::kBlockCols >= CB && col8 / L::kBlockCols < CB + NB; };
   using P = typename Pair<T>::type;
   if constexpr (!is_rows<F>::value && sizeof(T) == 2 && F::kElems % 8 == 0) {
     const int lane = threadIdx.x % 32, q = lane / 8;
@@ -459,23 +488,29 @@ __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int j = 0; j < F::kElems / 4; j += 2)
-        stmatrix_x4(smem_addr(base + Tile<T, ROWS, COLS>::offset(r + 64 * b, 8 * (j + (q >> 1)))),
-                    packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
-                    packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
+        if (wanted(8 * j))
+          stmatrix_x4(smem_addr(base + L::offset(r + 64 * b, 8 * (j + (q >> 1)))),
+                      packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
+                      packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
   } else if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; i += 2)
-        *reinterpret_cast<P*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<P*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
   } else {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; ++i)
-        *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) =
-            from_float<T>(at<false>(f, b, i));
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<T*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = from_float<T>(at<false>(f, b, i));
   }
+}
+template <typename T, int ROWS, int COLS, typename F>
+__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
+  frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
 }
 
 template <typename T, int ROWS, int COLS, typename F>
@@ -713,6 +748,7 @@ struct Smem {
   alignas(1024) __half ld_v[2][16384];  // load v: f16[128,128] @smem, ring of 2
   alignas(1024) __half tile_p[1][16384];  // p for the tensor core of consumer1
   alignas(16) float stage_alpha[1][128];  // alpha: consumer0 -> consumer1
+  alignas(1024) unsigned char out_out_acc[2][16384];  // consumer1 -> TMA store of out_acc: 2 of its 4 128-byte column blocks
   twill::Ring<2> ring_k;  // full/empty mbarriers of k
   twill::Ring<2> ring_v;  // full/empty mbarriers of v
   twill::Ring<1> ring_p;  // full/empty mbarriers of p
@@ -722,6 +758,7 @@ struct Smem {
   alignas(16) float last_l_new[128];  // the last l_new: consumer0 -> consumer1, after the loop
   uint64_t final_l_new;  // the last l_new is in last_l_new
 };
+static_assert(sizeof(Smem) <= 231424, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -749,11 +786,14 @@ struct Maps {  // the __grid_constant__ tensor maps
   const CUtensorMap* q;
   const CUtensorMap* k;
   const CUtensorMap* v;
+  const CUtensorMap* out_acc;
 };
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
 template <typename F>
-__device__ __forceinline__ void store_out_m(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_m(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m_cols_step;
@@ -761,7 +801,9 @@ __device__ __forceinline__ void store_out_m(const Args& args, const twill::TileI
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_l(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_l(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l_cols_step;
@@ -769,11 +811,39 @@ __device__ __forceinline__ void store_out_l(const Args& args, const twill::TileI
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_acc(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc_rows_step * args.tiles_n * args.out_acc_cols_step;
-  twill::frag_to_global(args.out_acc + batch + static_cast<size_t>(tile.m * args.out_acc_rows_step + args.out_acc_rows_offset) * args.tiles_n * args.out_acc_cols_step, f, row0, tile.n * args.out_acc_cols_step + args.out_acc_cols_offset, args.tiles_n * args.out_acc_cols_step);
+  (void)args;
+  (void)row0;  // one warpgroup holds the whole tile
+  const int r0 = tile.m * args.out_acc_rows_step + args.out_acc_rows_offset, c0 = tile.n * args.out_acc_cols_step + args.out_acc_cols_offset, b = tile.b;
+  const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
+  twill::named_sync(2, 128);
+  twill::frag_to_tile_blocks<float, 128, 128, 0, 1>(sm.out_out_acc[0], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(2, 128);
+  if (leader) { twill::tma_store(tm.out_acc, sm.out_out_acc[0], c0 + 0, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
+  twill::named_sync(2, 128);
+  twill::frag_to_tile_blocks<float, 128, 128, 1, 1>(sm.out_out_acc[1], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(2, 128);
+  if (leader) { twill::tma_store(tm.out_acc, sm.out_out_acc[1], c0 + 32, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
+  twill::named_sync(2, 128);
+  twill::frag_to_tile_blocks<float, 128, 128, 2, 1>(sm.out_out_acc[0], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(2, 128);
+  if (leader) { twill::tma_store(tm.out_acc, sm.out_out_acc[0], c0 + 64, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
+  twill::named_sync(2, 128);
+  twill::frag_to_tile_blocks<float, 128, 128, 3, 1>(sm.out_out_acc[1], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(2, 128);
+  if (leader) { twill::tma_store(tm.out_acc, sm.out_out_acc[1], c0 + 96, r0, b); twill::bulk_commit(); }
 }
 
 // ---- role load: 1 warp(s), 24 registers; ops k, v ----
@@ -1079,8 +1149,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   }
   twill::Rows<2> l_new_final;
   l_new_final = l_new[0];
-  store_out_m(args, tile, m_new_final, n - 1, 0, n);  // carry m
-  store_out_l(args, tile, l_new_final, n - 1, 0, n);  // carry l
+  store_out_m(sm, tm, args, tile, m_new_final, n - 1, 0, n);  // carry m
+  store_out_l(sm, tm, args, tile, l_new_final, n - 1, 0, n);  // carry l
   twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
@@ -1252,13 +1322,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.final_l_new, tile.round & 1);  // consumer0 staged the last l_new
   twill::buffer_to_frag(l_new_final, sm.last_l_new, 0, 0);
   twill::op_normalize(acc_n_final, l_new_final);  // acc / l: the softmax denominator
-  store_out_acc(args, tile, acc_n_final, n - 1, 0, n);  // carry acc
+  store_out_acc(sm, tm, args, tile, acc_n_final, n - 1, 0, n);  // carry acc
 }
 
 // ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
 // (a persistent grid, launch()), kernel<false> computes the tile of its block index.
 template <bool kTiles>
-__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const Args args) {
+__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_acc, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int n = args.iters;
@@ -1266,6 +1336,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.q = &tm_q;
   tm.k = &tm_k;
   tm.v = &tm_v;
+  tm.out_acc = &tm_out_acc;
   if (threadIdx.x == 0) {
     sm.ring_k.init(1, 4);
     sm.ring_v.init(1, 4);
@@ -1280,6 +1351,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     twill::tma_prefetch(&tm_q);
     twill::tma_prefetch(&tm_k);
     twill::tma_prefetch(&tm_v);
+    twill::tma_prefetch(&tm_out_acc);
   }
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
@@ -1294,6 +1366,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   } else {
     twill::setmaxnreg_inc<232>();  // register budget of this warpgroup
     role_consumer1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
 }
 
@@ -1382,6 +1455,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   CUtensorMap tm_v;
   if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, static_cast<uint64_t>(p.iters) * 128, static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64))
     return cudaErrorInvalidValue;
+  CUtensorMap tm_out_acc;
+  if (!encode(&tm_out_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.out_acc, static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step, static_cast<uint64_t>(p.batch), 128, 32))
+    return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
   args.tiles_m = p.tiles_m;
@@ -1416,7 +1492,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
     grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
   }
-  entry<<<grid, kThreads, smem, stream>>>(tm_q, tm_k, tm_v, args);
+  entry<<<grid, kThreads, smem, stream>>>(tm_q, tm_k, tm_v, tm_out_acc, args);
   return cudaGetLastError();
 }
 

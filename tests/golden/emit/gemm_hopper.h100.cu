@@ -117,6 +117,23 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
+// TMA stores from shared memory (the same 128-byte swizzle as the loads), as bulk groups of the
+// issuing thread: it commits a group after its stores, and waits until at most N of its groups are
+// still reading shared memory before that memory is written again.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// ... adding the tile into global memory instead (several CTAs reduce into one tile).
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // Ordinary stores to shared memory become visible to the async proxy (TMA, wgmma, tcgen05).
 __device__ __forceinline__ void fence_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -373,7 +390,13 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 // ---- wgmma ---------------------------------------------------------------------------------------
 // Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
 // (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
+//
+// The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
+// loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
+// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
+// integer instructions next to the wgmma.
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  asm volatile("" : "+r"(addr));
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
@@ -448,9 +471,15 @@ __device__ __forceinline__ uint32_t packed_pair(const Frag<MB, N>& f, int b, int
 // instruction and one address per thread, in the layout the wgmma accumulator already has (pair
 // k = 2j + h of a thread is row h*8 + lane/4, columns 8j + 2*(lane%4)). Other tiles: a thread holds
 // each row's columns in adjacent pairs (frag_col), which a swizzle keeps adjacent: one store per pair.
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
-  char* base = static_cast<char*>(tile);
+//
+// frag_to_tile_blocks writes only the 128-byte column blocks [CB, CB + NB) of the tile, to `tile`
+// where block CB begins (an output staged for TMA a block at a time); which block a column falls
+// in is known at compile time (a thread's columns differ from 8c by less than 8).
+template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
+__device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
+  using L = Tile<T, ROWS, COLS>;
+  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
+  auto wanted = [](int col8) { return col8 / L::kBlockCols >= CB && col8 / L::kBlockCols < CB + NB; };
   using P = typename Pair<T>::type;
   if constexpr (!is_rows<F>::value && sizeof(T) == 2 && F::kElems % 8 == 0) {
     const int lane = threadIdx.x % 32, q = lane / 8;
@@ -459,23 +488,29 @@ __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int j = 0; j < F::kElems / 4; j += 2)
-        stmatrix_x4(smem_addr(base + Tile<T, ROWS, COLS>::offset(r + 64 * b, 8 * (j + (q >> 1)))),
-                    packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
-                    packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
+        if (wanted(8 * j))
+          stmatrix_x4(smem_addr(base + L::offset(r + 64 * b, 8 * (j + (q >> 1)))),
+                      packed_pair<T>(f, b, 2 * j), packed_pair<T>(f, b, 2 * j + 1),
+                      packed_pair<T>(f, b, 2 * j + 2), packed_pair<T>(f, b, 2 * j + 3));
   } else if constexpr (!is_rows<F>::value && !std::is_void<P>::value) {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; i += 2)
-        *reinterpret_cast<P*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<P*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = pair_of<T>(f, b, i);
   } else {
 #pragma unroll
     for (int b = 0; b < F::kBlocks; ++b)
 #pragma unroll
       for (int i = 0; i < F::kElems; ++i)
-        *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + frag_row(b, i), frag_col(i))) =
-            from_float<T>(at<false>(f, b, i));
+        if (wanted(8 * (i >> 2)))
+          *reinterpret_cast<T*>(base + L::offset(row0 + frag_row(b, i), frag_col(i))) = from_float<T>(at<false>(f, b, i));
   }
+}
+template <typename T, int ROWS, int COLS, typename F>
+__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
+  frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
 }
 
 template <typename T, int ROWS, int COLS, typename F>
@@ -711,12 +746,15 @@ struct Smem {
   alignas(1024) __half ld_a0[4][4096];  // load a0: f16[64,64] @smem, ring of 4
   alignas(1024) __half ld_a1[4][4096];  // load a1: f16[64,64] @smem, ring of 4
   alignas(1024) __half ld_b[4][16384];  // load b: f16[64,256] @smem, ring of 4
+  alignas(1024) unsigned char out_out_acc0[2][8192];  // mma0 -> TMA store of out_acc0: 2 of its 4 128-byte column blocks
+  alignas(1024) unsigned char out_out_acc1[2][8192];  // mma1 -> TMA store of out_acc1: 2 of its 4 128-byte column blocks
   twill::Ring<4> ring_a0;  // full/empty mbarriers of a0
   twill::Ring<4> ring_a1;  // full/empty mbarriers of a1
   twill::Ring<4> ring_b;  // full/empty mbarriers of b
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
+static_assert(sizeof(Smem) <= 230400, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -745,23 +783,81 @@ struct Maps {  // the __grid_constant__ tensor maps
   const CUtensorMap* a0;
   const CUtensorMap* a1;
   const CUtensorMap* b;
+  const CUtensorMap* out_acc0;
+  const CUtensorMap* out_acc1;
 };
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
 template <typename F>
-__device__ __forceinline__ void store_out_acc0(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc0(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc0_rows_step * args.tiles_n * args.out_acc0_cols_step;
-  twill::frag_to_global(args.out_acc0 + batch + static_cast<size_t>(tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset) * args.tiles_n * args.out_acc0_cols_step, f, row0, tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, args.tiles_n * args.out_acc0_cols_step);
+  (void)args;
+  (void)row0;  // one warpgroup holds the whole tile
+  const int r0 = tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset, c0 = tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, b = tile.b;
+  const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
+  twill::named_sync(1, 128);
+  twill::frag_to_tile_blocks<__half, 64, 256, 0, 1>(sm.out_out_acc0[0], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(1, 128);
+  if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[0], c0 + 0, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
+  twill::named_sync(1, 128);
+  twill::frag_to_tile_blocks<__half, 64, 256, 1, 1>(sm.out_out_acc0[1], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(1, 128);
+  if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[1], c0 + 64, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
+  twill::named_sync(1, 128);
+  twill::frag_to_tile_blocks<__half, 64, 256, 2, 1>(sm.out_out_acc0[0], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(1, 128);
+  if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[0], c0 + 128, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
+  twill::named_sync(1, 128);
+  twill::frag_to_tile_blocks<__half, 64, 256, 3, 1>(sm.out_out_acc0[1], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(1, 128);
+  if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[1], c0 + 192, r0, b); twill::bulk_commit(); }
 }
 
 template <typename F>
-__device__ __forceinline__ void store_out_acc1(const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+__device__ __forceinline__ void store_out_acc1(Smem& sm, const Maps& tm, const Args& args, const twill::TileIdx& tile, const F& f, int it, int row0, int n) {
+  (void)sm;
+  (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc1_rows_step * args.tiles_n * args.out_acc1_cols_step;
-  twill::frag_to_global(args.out_acc1 + batch + static_cast<size_t>(tile.m * args.out_acc1_rows_step + args.out_acc1_rows_offset) * args.tiles_n * args.out_acc1_cols_step, f, row0, tile.n * args.out_acc1_cols_step + args.out_acc1_cols_offset, args.tiles_n * args.out_acc1_cols_step);
+  (void)args;
+  (void)row0;  // one warpgroup holds the whole tile
+  const int r0 = tile.m * args.out_acc1_rows_step + args.out_acc1_rows_offset, c0 = tile.n * args.out_acc1_cols_step + args.out_acc1_cols_offset, b = tile.b;
+  const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
+  twill::named_sync(2, 128);
+  twill::frag_to_tile_blocks<__half, 64, 256, 0, 1>(sm.out_out_acc1[0], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(2, 128);
+  if (leader) { twill::tma_store(tm.out_acc1, sm.out_out_acc1[0], c0 + 0, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
+  twill::named_sync(2, 128);
+  twill::frag_to_tile_blocks<__half, 64, 256, 1, 1>(sm.out_out_acc1[1], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(2, 128);
+  if (leader) { twill::tma_store(tm.out_acc1, sm.out_out_acc1[1], c0 + 64, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
+  twill::named_sync(2, 128);
+  twill::frag_to_tile_blocks<__half, 64, 256, 2, 1>(sm.out_out_acc1[0], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(2, 128);
+  if (leader) { twill::tma_store(tm.out_acc1, sm.out_out_acc1[0], c0 + 128, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
+  twill::named_sync(2, 128);
+  twill::frag_to_tile_blocks<__half, 64, 256, 3, 1>(sm.out_out_acc1[1], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(2, 128);
+  if (leader) { twill::tma_store(tm.out_acc1, sm.out_out_acc1[1], c0 + 192, r0, b); twill::bulk_commit(); }
 }
 
 // ---- role load: 1 warp(s), 24 registers; ops a0, a1, b ----
@@ -841,7 +937,7 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
   if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_b.release_by_warp(i);  // b's slots still held: empty for the next tile
   twill::Frag<1, 256> acc0_n_final;
   acc0_n_final = acc0_n[0];
-  store_out_acc0(args, tile, acc0_n_final, n - 1, 0, n);  // carry acc0
+  store_out_acc0(sm, tm, args, tile, acc0_n_final, n - 1, 0, n);  // carry acc0
 }
 
 // ---- role mma1: 4 warp(s), 240 registers; ops acc1_n ----
@@ -884,13 +980,13 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
   if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_b.release_by_warp(i);  // b's slots still held: empty for the next tile
   twill::Frag<1, 256> acc1_n_final;
   acc1_n_final = acc1_n[0];
-  store_out_acc1(args, tile, acc1_n_final, n - 1, 0, n);  // carry acc1
+  store_out_acc1(sm, tm, args, tile, acc1_n_final, n - 1, 0, n);  // carry acc1
 }
 
 // ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
 // (a persistent grid, launch()), kernel<false> computes the tile of its block index.
 template <bool kTiles>
-__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_a0, const __grid_constant__ CUtensorMap tm_a1, const __grid_constant__ CUtensorMap tm_b, const Args args) {
+__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_a0, const __grid_constant__ CUtensorMap tm_a1, const __grid_constant__ CUtensorMap tm_b, const __grid_constant__ CUtensorMap tm_out_acc0, const __grid_constant__ CUtensorMap tm_out_acc1, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int n = args.iters;
@@ -898,6 +994,8 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.a0 = &tm_a0;
   tm.a1 = &tm_a1;
   tm.b = &tm_b;
+  tm.out_acc0 = &tm_out_acc0;
+  tm.out_acc1 = &tm_out_acc1;
   if (threadIdx.x == 0) {
     sm.ring_a0.init(1, 4);
     sm.ring_a1.init(1, 4);
@@ -910,6 +1008,8 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     twill::tma_prefetch(&tm_a0);
     twill::tma_prefetch(&tm_a1);
     twill::tma_prefetch(&tm_b);
+    twill::tma_prefetch(&tm_out_acc0);
+    twill::tma_prefetch(&tm_out_acc1);
   }
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
@@ -921,9 +1021,11 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
     if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_mma0(sm, tm, args, n, tile_at(args, t, round)); else role_mma0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
     if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_mma1(sm, tm, args, n, tile_at(args, t, round)); else role_mma1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
 }
 
@@ -1013,6 +1115,12 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   CUtensorMap tm_b;
   if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.tiles_n) * p.b_cols_step, static_cast<uint64_t>(p.batch), 64, 64))
     return cudaErrorInvalidValue;
+  CUtensorMap tm_out_acc0;
+  if (!encode(&tm_out_acc0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc0, static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step, static_cast<uint64_t>(p.batch), 64, 64))
+    return cudaErrorInvalidValue;
+  CUtensorMap tm_out_acc1;
+  if (!encode(&tm_out_acc1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc1, static_cast<uint64_t>(p.tiles_m) * p.out_acc1_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc1_cols_step, static_cast<uint64_t>(p.batch), 64, 64))
+    return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
   args.tiles_m = p.tiles_m;
@@ -1049,7 +1157,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
     grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
   }
-  entry<<<grid, kThreads, smem, stream>>>(tm_a0, tm_a1, tm_b, args);
+  entry<<<grid, kThreads, smem, stream>>>(tm_a0, tm_a1, tm_b, tm_out_acc0, tm_out_acc1, args);
   return cudaGetLastError();
 }
 
