@@ -153,6 +153,17 @@ def test_output_tiles_go_out_through_tma():
     assert blackwell == {}  # sm_100a keeps the threads' stores (not run on a GPU here)
 
 
+def test_a_value_computed_in_accumulator_registers_costs_none():
+    """The SWP-only attention's schedule runs exp2 of iteration j+1 while the wgmma of iteration j
+    still reads P(j) from registers: P needs two buffers. The rescaled accumulator acc_r is
+    computed in acc_n's registers, so it must not count against the budget when emit-cuda checks
+    that the second P buffer fits (it once did, and the code waited for the wgmma instead)."""
+    r = Renderer(build_model(schedule("attention_fwd_simple.h100.swp"), load_machine("h100")))
+    assert r.p.alias == {"acc_r": "acc_n"}
+    assert r.p.copies["p"] == 2
+    assert "no wgmma still uses the registers p overwrites" not in emitted("attention_fwd_simple.h100.swp")
+
+
 def test_fa3_backward_shares_registers():
     """S and dP of the backward have the same type and never live at once on consumer0 (the exp2
     has read S before dP's wgmma is issued): dP's wgmma writes S's registers."""

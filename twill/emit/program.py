@@ -252,17 +252,25 @@ class Program:
         if m.blackwell:
             return out
         for name, v in m.values.items():
-            uses = m.uses.get(name, ())
-            if v.kind != "result" or name not in self.copies or len(uses) != 1:
-                continue
-            u = uses[0]
-            if (m.ops[u.op].opcode != "mma" or u.index != 2 or u.distance or u.role != v.role or
-                    self.copies.get(u.op, 0) != 1 or self.copies[name] != 1):
+            u = self._feeds_accumulator(name)
+            if u is None or name not in self.copies or self.copies.get(u.op, 0) != 1 or self.copies[name] != 1:
                 continue
             if self._reads_after(v.role, name, u.op):
                 continue
             out[name] = u.op
         return out
+
+    def _feeds_accumulator(self, name: str):
+        """The use of register value `name` when its one use is as the accumulator of a wgmma of
+        the same iteration on its role (the shape `_aliases` computes in place), else None."""
+        m = self.model
+        v, uses = m.values[name], m.uses.get(name, ())
+        if m.blackwell or v.kind != "result" or len(uses) != 1:
+            return None
+        u = uses[0]
+        if m.ops[u.op].opcode != "mma" or u.index != 2 or u.distance or u.role != v.role:
+            return None
+        return u
 
     def _reads_after(self, role: str, x: str, y: str) -> bool:
         """Does any op read instance i-1 of y after x of iteration i is computed?"""
@@ -292,7 +300,8 @@ class Program:
         plain = self._copies_for(extend=False)
         m = self.model
         for role in m.roles:
-            mine = [v for v in full if m.values[v].role == role.name]
+            # (a value computed into its wgmma's accumulator registers takes none of its own)
+            mine = [v for v in full if m.values[v].role == role.name and self._feeds_accumulator(v) is None]
             if self._registers(role, full, mine) > role.registers:
                 for v in mine:
                     full[v] = plain[v]

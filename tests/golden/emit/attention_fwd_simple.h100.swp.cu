@@ -921,8 +921,8 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::Frag<1, 128> s[1];  // s: f32[128,128]
   twill::Rows<1> m_new[2];  // m_new: f32[128]
-  twill::Frag16<1, 128, __half> p[1];  // p: f16[128,128]
-  twill::Rows<1> p_sums[1];  // p's row sums, for l_new
+  twill::Frag16<1, 128, __half> p[2];  // p: f16[128,128]
+  twill::Rows<1> p_sums[2];  // p's row sums, for l_new
   twill::Rows<1> alpha[1];  // alpha: f32[128]
   twill::Rows<1> l_new[1];  // l_new: f32[128]
   twill::Frag<1, 128> acc_n[1];  // acc_n: f32[128,128]
@@ -962,6 +962,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
       twill::fence_frag(p[0]);
+      twill::fence_frag(p[1]);
       sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
       if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
       sm.ring_k.wait_full(j);  // k[j] has landed
@@ -1002,17 +1003,14 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       }
       // alpha = exp2 m, m_new (iteration j)
       twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-      twill::wgmma_wait<0>();  // no wgmma still uses the registers p overwrites
-      twill::fence_frag(s[0]);
-      twill::fence_frag(acc_n[0]);
-      twill::fence_frag(p[0]);
       // p = exp2 s, m_new (iteration j)
-      twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[1], args.exp2_scale);
+      twill::op_exp2_sum(p[1], p_sums[1], s[0], m_new[1], args.exp2_scale);
     }
     {  // steady window J = j + 1: s[j + 1], acc_r[j], l_new[j], m_new[j + 1], acc_n[j], alpha[j + 1], p[j + 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
       twill::fence_frag(p[0]);
+      twill::fence_frag(p[1]);
       sm.ring_k.release_by_warp(j);  // release k[j]
       sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
@@ -1032,7 +1030,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       // acc_r = rescale acc, alpha (iteration j)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
       // l_new = rowsum p, l, alpha (iteration j)
-      twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
+      twill::op_rowsum(l_new[0], twill::presum(p_sums[1]), l_new[0], alpha[0]);
       twill::wgmma_wait<0>();  // s[j + 1] is complete
       twill::fence_frag(s[0]);
       // m_new = rowmax s, m (iteration j + 1)
@@ -1041,22 +1039,18 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       // acc_n = mma p, v, acc_r (iteration j)
       {
         twill::fence_frag(acc_n[0]);
-        twill::fence_frag(p[0]);
+        twill::fence_frag(p[1]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
       // alpha = exp2 m, m_new (iteration j + 1)
       twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
-      twill::wgmma_wait<0>();  // no wgmma still uses the registers p overwrites
-      twill::fence_frag(s[0]);
-      twill::fence_frag(acc_n[0]);
-      twill::fence_frag(p[0]);
       // p = exp2 s, m_new (iteration j + 1)
       twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[0], args.exp2_scale);
     }
@@ -1068,6 +1062,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
         twill::fence_frag(p[0]);
+        twill::fence_frag(p[1]);
         sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
         sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
         // acc_r is computed in the registers of acc_n, which accumulates it in place
@@ -1097,6 +1092,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
         twill::fence_frag(p[0]);
+        twill::fence_frag(p[1]);
         sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
         if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
         sm.ring_k.wait_full(j);  // k[j] has landed
@@ -1137,36 +1133,33 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         }
         // alpha = exp2 m, m_new (iteration j)
         twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-        twill::wgmma_wait<0>();  // no wgmma still uses the registers p overwrites
-        twill::fence_frag(s[0]);
-        twill::fence_frag(acc_n[0]);
-        twill::fence_frag(p[0]);
         // p = exp2 s, m_new (iteration j)
-        twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[1], args.exp2_scale);
+        twill::op_exp2_sum(p[1], p_sums[1], s[0], m_new[1], args.exp2_scale);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc_r[n - 1], l_new[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
         twill::fence_frag(p[0]);
+        twill::fence_frag(p[1]);
         sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
         sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
         // l_new = rowsum p, l, alpha (iteration n - 1)
-        twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
+        twill::op_rowsum(l_new[0], twill::presum(p_sums[1]), l_new[0], alpha[0]);
         sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)
         {
           twill::fence_frag(acc_n[0]);
-          twill::fence_frag(p[0]);
+          twill::fence_frag(p[1]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc_n[0].x[mb], &p[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
