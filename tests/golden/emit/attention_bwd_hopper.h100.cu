@@ -258,6 +258,14 @@ struct Rows {
 
 template <typename F> struct is_rows { static constexpr bool value = false; };
 template <int MB> struct is_rows<Rows<MB>> { static constexpr bool value = true; };
+// Every row value the warp holds is 1 (a warp-uniform answer; the whole warp calls it).
+template <int MB>
+__device__ __forceinline__ bool warp_rows_all_one(const Rows<MB>& r) {
+  bool one = true;
+#pragma unroll
+  for (int b = 0; b < MB; ++b) one = one && r.x[b][0] == 1.f && r.x[b][1] == 1.f;
+  return __all_sync(0xffffffffu, one);
+}
 
 // A tile another role staged in shared memory (row-major, N columns), read element by element where
 // it is used rather than copied into registers first; row0 is this warpgroup's first row.
@@ -645,9 +653,17 @@ __device__ __forceinline__ void op_rowsum(Out& out, const X& x, const L& l, cons
 }
 
 // rescale: x * alpha, alpha per row (the accumulator's correction by exp2(m_old - m_new)).
+// In place (an accumulator rescaled where it lies), a warp whose rows all kept their running
+// maximum (alpha == 1 exactly) has nothing to multiply: once a row's maximum settles, which
+// happens after a few tiles, most iterations skip the tile's multiplies.
+template <typename A>
+__device__ __forceinline__ bool warp_rows_all_one(const A&) { return false; }
 template <typename Out, typename X, typename A>
 __device__ __forceinline__ void op_rescale(Out& out, const X& x, const A& alpha) {
   constexpr bool R = is_rows<Out>::value;
+  if constexpr (std::is_same<Out, X>::value && !R) {
+    if (static_cast<const void*>(&out) == static_cast<const void*>(&x) && warp_rows_all_one(alpha)) return;
+  }
   for_each(out, [&](auto... e) { return at<R>(x, e...) * at<R>(alpha, e...); });
 }
 

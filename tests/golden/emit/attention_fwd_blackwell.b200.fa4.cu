@@ -586,9 +586,17 @@ __device__ __forceinline__ void op_rowsum(Out& out, const X& x, const L& l, cons
 }
 
 // rescale: x * alpha, alpha per row (the accumulator's correction by exp2(m_old - m_new)).
+// In place (an accumulator rescaled where it lies), a warp whose rows all kept their running
+// maximum (alpha == 1 exactly) has nothing to multiply: once a row's maximum settles, which
+// happens after a few tiles, most iterations skip the tile's multiplies.
+template <typename A>
+__device__ __forceinline__ bool warp_rows_all_one(const A&) { return false; }
 template <typename Out, typename X, typename A>
 __device__ __forceinline__ void op_rescale(Out& out, const X& x, const A& alpha) {
   constexpr bool R = is_rows<Out>::value;
+  if constexpr (std::is_same<Out, X>::value && !R) {
+    if (static_cast<const void*>(&out) == static_cast<const void*>(&x) && warp_rows_all_one(alpha)) return;
+  }
   for_each(out, [&](auto... e) { return at<R>(x, e...) * at<R>(alpha, e...); });
 }
 
