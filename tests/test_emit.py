@@ -133,7 +133,8 @@ def test_output_tiles_go_out_through_tma():
     128-byte column block) where the rings leave room: the GEMM's two 64x256 accumulators two
     blocks at a time (all four would not fit beside its 4-deep rings), FA3's O tiles whole, and
     the backward's dQ, stored every iteration and added into by every CTA, whole and with a
-    reduce-add. An output that does not fit keeps the threads' own stores."""
+    reduce-add. An output that does not fit keeps the threads' own stores. sm_100a does the same
+    from its fragments (a row per thread)."""
     def plan(name):
         r = Renderer(build_model(schedule(name), load_machine(schedule(name).machine)))
         return r, {t: (st.role, st.slots, st.blocks) for t, st in r.p.staging.items()}
@@ -149,8 +150,10 @@ def test_output_tiles_go_out_through_tma():
     assert "twill::tma_reduce_add(tm.store_0" in body and "atomicAdd" not in body
     dk = text[text.index("void store_out_dk("):]
     assert "frag_to_global" in dk[:dk.index("}")]  # no room left: the threads store dK themselves
-    _, blackwell = plan("attention_fwd_blackwell.b200")
-    assert blackwell == {}  # sm_100a keeps the threads' stores (not run on a GPU here)
+    _, blackwell = plan("attention_fwd_blackwell.b200")  # (compiled, not run: no B200 here)
+    assert blackwell == {"out_acc0": ("consumer0", 2, 4)}  # O1's two blocks no longer fit
+    _, blackwell_bwd = plan("attention_bwd_blackwell.b200")
+    assert blackwell_bwd == {"store_0": ("consumer1", 4, 4)}
 
 
 def test_a_value_computed_in_accumulator_registers_costs_none():

@@ -696,15 +696,13 @@ class Program:
 
     def _staging(self) -> dict[str, "Staging"]:
         """Output tiles that go to global memory through shared memory and TMA, rather than by
-        each thread's stores: on sm_90a, for a 2-d tile written by a one-warpgroup role, in
+        each thread's stores: for a 2-d tile written by a one-warpgroup role, in
         the shared memory the rings leave: first the whole tile of a store in the loop and two
         column blocks of an output, then the output's whole tile where it fits. TMA writes whole 128-byte lines, asynchronously: the role goes
         on while its tile is stored."""
         from .ops import TMA_DTYPE
         from .model import dtype_bytes
         m = self.model
-        if m.blackwell:
-            return {}
         wanted = []
         for t in m.tensors:
             if t.kind not in ("output", "store") or t.rank != 2 or t.dtype not in TMA_DTYPE:

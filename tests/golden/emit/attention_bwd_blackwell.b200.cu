@@ -472,13 +472,19 @@ __device__ __forceinline__ void tmem_rescale_const(uint32_t dst, float init, con
   tmem_wait_st();
 }
 
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
-  char* base = static_cast<char*>(tile);
+// Only the 128-byte column blocks [CB, CB + NB), to `tile` where block CB begins (see sm_90a's).
+template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
+__device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
+  using L = Tile<T, ROWS, COLS>;
+  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
   if (!row_ok<F::kRows>()) return;
 #pragma unroll
-  for (int i = 0; i < F::kElems; ++i)
-    *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + trow<F::kRows>(), i)) = from_float<T>(at<false>(f, i));
+  for (int i = CB * L::kBlockCols; i < F::kElems && i < (CB + NB) * L::kBlockCols; ++i)
+    *reinterpret_cast<T*>(base + L::offset(row0 + trow<F::kRows>(), i)) = from_float<T>(at<false>(f, i));
+}
+template <typename T, int ROWS, int COLS, typename F>
+__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
+  frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
 }
 
 template <typename T, int ROWS, int COLS, typename F>
@@ -679,6 +685,7 @@ struct Smem {
   alignas(1024) float ld_dlt[2][64];  // load dlt: f32[64] @smem, ring of 2
   alignas(1024) __half tile_ds[1][8192];  // ds for the tensor core of consumer1
   alignas(1024) __half scratch_dv_n[8192];  // A operand of dv_n
+  alignas(1024) unsigned char out_store_0[4][8192];  // consumer1 -> TMA store of store_0: all of its 4 128-byte column blocks
   twill::Ring<2> ring_q;  // full/empty mbarriers of q
   twill::Ring<2> ring_do_;  // full/empty mbarriers of do
   twill::Ring<2> ring_lse;  // full/empty mbarriers of lse
@@ -694,7 +701,7 @@ struct Smem {
   uint64_t final_dv_n;  // the last dv_n is in tensor memory
   uint32_t tmem_base;  // tensor memory allocated for the kernel
 };
-static_assert(sizeof(Smem) <= 166912, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 199680, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -730,6 +737,7 @@ struct Maps {  // the __grid_constant__ tensor maps
   const CUtensorMap* do_;
   const CUtensorMap* lse;
   const CUtensorMap* dlt;
+  const CUtensorMap* store_0;
 };
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
@@ -739,8 +747,20 @@ __device__ __forceinline__ void store_store_0(Smem& sm, const Maps& tm, const Ar
   (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * n * 64 * args.tiles_n * args.store_0_cols_step;
-  twill::frag_add_global(args.store_0 + batch + static_cast<size_t>((it) * 64) * args.tiles_n * args.store_0_cols_step, f, row0, tile.n * args.store_0_cols_step + args.store_0_cols_offset, args.tiles_n * args.store_0_cols_step);
+  (void)args;
+  (void)row0;  // one warpgroup holds the whole tile
+  const int r0 = (it) * 64, c0 = tile.n * args.store_0_cols_step + args.store_0_cols_offset, b = tile.b;
+  const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
+  if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here
+  twill::named_sync(2, 128);
+  twill::frag_to_tile<float, 64, 128>(sm.out_store_0[0], f, 0);
+  twill::fence_async_smem();  // visible to TMA
+  twill::named_sync(2, 128);
+  if (leader) {
+    #pragma unroll
+    for (int cb = 0; cb < 4; ++cb) twill::tma_reduce_add(tm.store_0, sm.out_store_0[cb], c0 + cb * 32, r0, b);
+    twill::bulk_commit();
+  }
 }
 
 template <typename F>
@@ -1150,7 +1170,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
 // ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
 // (a persistent grid, launch()), kernel<false> computes the tile of its block index.
 template <bool kTiles>
-__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do_, const __grid_constant__ CUtensorMap tm_lse, const __grid_constant__ CUtensorMap tm_dlt, const Args args) {
+__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do_, const __grid_constant__ CUtensorMap tm_lse, const __grid_constant__ CUtensorMap tm_dlt, const __grid_constant__ CUtensorMap tm_store_0, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int n = args.iters;
@@ -1161,6 +1181,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.do_ = &tm_do_;
   tm.lse = &tm_lse;
   tm.dlt = &tm_dlt;
+  tm.store_0 = &tm_store_0;
   if (threadIdx.x == 0) {
     sm.ring_q.init(1, 2);
     sm.ring_do_.init(1, 1);
@@ -1184,6 +1205,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     twill::tma_prefetch(&tm_do_);
     twill::tma_prefetch(&tm_lse);
     twill::tma_prefetch(&tm_dlt);
+    twill::tma_prefetch(&tm_store_0);
   }
   if (threadIdx.x / 32 == 0) twill::tmem_alloc(&sm.tmem_base, 512);
   twill::tmem_fence_before();
@@ -1201,6 +1223,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   } else {
     twill::setmaxnreg_inc<232>();  // register budget of this warpgroup
     role_consumer1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
   twill::tmem_fence_before();
   __syncthreads();
@@ -1318,6 +1341,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   CUtensorMap tm_dlt;
   if (!encode(&tm_dlt, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.dlt, uint64_t(1), static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 1, 64, false))
     return cudaErrorInvalidValue;
+  CUtensorMap tm_store_0;
+  if (!encode(&tm_store_0, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.store_0, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.tiles_n) * p.store_0_cols_step, static_cast<uint64_t>(p.batch), 64, 32))
+    return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
   args.tiles_m = p.tiles_m;
@@ -1362,7 +1388,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
     grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
   }
-  entry<<<grid, kThreads, smem, stream>>>(tm_k, tm_v, tm_q, tm_do_, tm_lse, tm_dlt, args);
+  entry<<<grid, kThreads, smem, stream>>>(tm_k, tm_v, tm_q, tm_do_, tm_lse, tm_dlt, tm_store_0, args);
   return cudaGetLastError();
 }
 

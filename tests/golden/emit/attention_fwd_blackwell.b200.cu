@@ -472,13 +472,19 @@ __device__ __forceinline__ void tmem_rescale_const(uint32_t dst, float init, con
   tmem_wait_st();
 }
 
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
-  char* base = static_cast<char*>(tile);
+// Only the 128-byte column blocks [CB, CB + NB), to `tile` where block CB begins (see sm_90a's).
+template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
+__device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
+  using L = Tile<T, ROWS, COLS>;
+  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
   if (!row_ok<F::kRows>()) return;
 #pragma unroll
-  for (int i = 0; i < F::kElems; ++i)
-    *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + trow<F::kRows>(), i)) = from_float<T>(at<false>(f, i));
+  for (int i = CB * L::kBlockCols; i < F::kElems && i < (CB + NB) * L::kBlockCols; ++i)
+    *reinterpret_cast<T*>(base + L::offset(row0 + trow<F::kRows>(), i)) = from_float<T>(at<false>(f, i));
+}
+template <typename T, int ROWS, int COLS, typename F>
+__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
+  frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
 }
 
 template <typename T, int ROWS, int COLS, typename F>
@@ -675,6 +681,7 @@ struct Smem {
   alignas(1024) __half in_q1[kInputCopies][16384];  // input q1: f16[128,128] @smem, one TMA load per tile
   alignas(1024) __half ld_k[2][16384];  // load k: f16[128,128] @smem, ring of 2
   alignas(1024) __half ld_v[2][16384];  // load v: f16[128,128] @smem, ring of 2
+  alignas(1024) unsigned char out_out_acc0[2][16384];  // consumer0 -> TMA store of out_acc0: 2 of its 4 128-byte column blocks
   twill::Ring<2> ring_k;  // full/empty mbarriers of k
   twill::Ring<2> ring_v;  // full/empty mbarriers of v
   twill::Ring<1> ring_s0;  // full/empty mbarriers of s0
@@ -687,7 +694,7 @@ struct Smem {
   uint64_t final_acc1_n;  // the last acc1_n is in tensor memory
   uint32_t tmem_base;  // tensor memory allocated for the kernel
 };
-static_assert(sizeof(Smem) <= 197632, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 230400, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -724,6 +731,7 @@ struct Maps {  // the __grid_constant__ tensor maps
   const CUtensorMap* q1;
   const CUtensorMap* k;
   const CUtensorMap* v;
+  const CUtensorMap* out_acc0;
 };
 
 // ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------
@@ -753,8 +761,34 @@ __device__ __forceinline__ void store_out_acc0(Smem& sm, const Maps& tm, const A
   (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc0_rows_step * args.tiles_n * args.out_acc0_cols_step;
-  twill::frag_to_global(args.out_acc0 + batch + static_cast<size_t>(tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset) * args.tiles_n * args.out_acc0_cols_step, f, row0, tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, args.tiles_n * args.out_acc0_cols_step);
+  (void)args;
+  (void)row0;  // one warpgroup holds the whole tile
+  const int r0 = tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset, c0 = tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, b = tile.b;
+  const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
+  twill::named_sync(1, 128);
+  twill::frag_to_tile_blocks<float, 128, 128, 0, 1>(sm.out_out_acc0[0], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(1, 128);
+  if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[0], c0 + 0, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
+  twill::named_sync(1, 128);
+  twill::frag_to_tile_blocks<float, 128, 128, 1, 1>(sm.out_out_acc0[1], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(1, 128);
+  if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[1], c0 + 32, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
+  twill::named_sync(1, 128);
+  twill::frag_to_tile_blocks<float, 128, 128, 2, 1>(sm.out_out_acc0[0], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(1, 128);
+  if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[0], c0 + 64, r0, b); twill::bulk_commit(); }
+  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
+  twill::named_sync(1, 128);
+  twill::frag_to_tile_blocks<float, 128, 128, 3, 1>(sm.out_out_acc0[1], f, 0);
+  twill::fence_async_smem();
+  twill::named_sync(1, 128);
+  if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[1], c0 + 96, r0, b); twill::bulk_commit(); }
 }
 
 template <typename F>
@@ -1468,7 +1502,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
 // ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
 // (a persistent grid, launch()), kernel<false> computes the tile of its block index.
 template <bool kTiles>
-__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q0, const __grid_constant__ CUtensorMap tm_q1, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const Args args) {
+__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q0, const __grid_constant__ CUtensorMap tm_q1, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_acc0, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int n = args.iters;
@@ -1477,6 +1511,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.q1 = &tm_q1;
   tm.k = &tm_k;
   tm.v = &tm_v;
+  tm.out_acc0 = &tm_out_acc0;
   if (threadIdx.x == 0) {
     sm.ring_k.init(1, 2);
     sm.ring_v.init(1, 2);
@@ -1495,6 +1530,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     twill::tma_prefetch(&tm_q1);
     twill::tma_prefetch(&tm_k);
     twill::tma_prefetch(&tm_v);
+    twill::tma_prefetch(&tm_out_acc0);
   }
   if (threadIdx.x / 32 == 0) twill::tmem_alloc(&sm.tmem_base, 512);
   twill::tmem_fence_before();
@@ -1509,6 +1545,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
     role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
     role_consumer1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
@@ -1625,6 +1662,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   CUtensorMap tm_v;
   if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, static_cast<uint64_t>(p.iters) * 128, static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64))
     return cudaErrorInvalidValue;
+  CUtensorMap tm_out_acc0;
+  if (!encode(&tm_out_acc0, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.out_acc0, static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step, static_cast<uint64_t>(p.batch), 128, 32))
+    return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;
   args.tiles_m = p.tiles_m;
@@ -1672,7 +1712,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
     grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
   }
-  entry<<<grid, kThreads, smem, stream>>>(tm_q0, tm_q1, tm_k, tm_v, args);
+  entry<<<grid, kThreads, smem, stream>>>(tm_q0, tm_q1, tm_k, tm_v, tm_out_acc0, args);
   return cudaGetLastError();
 }
 

@@ -474,13 +474,19 @@ __device__ __forceinline__ void tmem_rescale_const(uint32_t dst, float init, con
   tmem_wait_st();
 }
 
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
-  char* base = static_cast<char*>(tile);
+// Only the 128-byte column blocks [CB, CB + NB), to `tile` where block CB begins (see sm_90a's).
+template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
+__device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
+  using L = Tile<T, ROWS, COLS>;
+  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
   if (!row_ok<F::kRows>()) return;
 #pragma unroll
-  for (int i = 0; i < F::kElems; ++i)
-    *reinterpret_cast<T*>(base + Tile<T, ROWS, COLS>::offset(row0 + trow<F::kRows>(), i)) = from_float<T>(at<false>(f, i));
+  for (int i = CB * L::kBlockCols; i < F::kElems && i < (CB + NB) * L::kBlockCols; ++i)
+    *reinterpret_cast<T*>(base + L::offset(row0 + trow<F::kRows>(), i)) = from_float<T>(at<false>(f, i));
+}
+template <typename T, int ROWS, int COLS, typename F>
+__device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
+  frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
 }
 
 template <typename T, int ROWS, int COLS, typename F>
