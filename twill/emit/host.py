@@ -60,8 +60,7 @@ def host_launcher(r) -> str:
     ]
     for t in every:
         const = "const " if t.kind in ("input", "load") else ""
-        prefix = "" if t.kind in ("output", "store", "load") or t.kind == "input" else ""
-        lines.append(f"  {const}{ctype(t.dtype)}* {prefix}{t.name} = nullptr;  // {t.kind} {t.value}: {r.shape_doc(t)}")
+        lines.append(f"  {const}{ctype(t.dtype)}* {t.name} = nullptr;  // {t.kind} {t.value}: {r.shape_doc(t)}")
     if rastered(m):
         lines.append("  int raster_group = 16;  // output tile rows the CTAs walk together (L2 reuse; 0: row-fastest order)")
     for t in every:

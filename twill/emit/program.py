@@ -18,9 +18,11 @@ values are staged through shared memory; tensor-memory values are signalled by `
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from .model import EmitError, KernelModel
+from .smem import SharedMemory, Staging
+from .tmem import TensorMemory
 
 
 @dataclass(frozen=True)
@@ -39,24 +41,6 @@ class Inst:
         if self.off == 0:
             return self.base
         return f"{self.base} {'+' if self.off > 0 else '-'} {abs(self.off)}"
-
-
-@dataclass(frozen=True)
-class Staging:
-    """Shared memory a role writes an output tile into for TMA to store (`cp.async.bulk.tensor`):
-    `slots` buffers of one 128-byte column block of the tile's `rows` rows each; the tile has
-    `blocks` of them. With a slot per block the tile goes out at once; with two, block by block,
-    one being written while the last one is stored."""
-
-    tensor: str
-    role: str
-    rows: int
-    blocks: int
-    slots: int
-
-    @property
-    def bytes(self) -> int:
-        return self.slots * self.rows * 128
 
 
 @dataclass(frozen=True)
@@ -108,7 +92,7 @@ class RoleProgram:
     turns: dict[tuple[tuple[str, int], int], tuple[bool, bool]] = field(default_factory=dict)  # begin, end
 
 
-class Program:
+class Program(SharedMemory, TensorMemory):
     """The windows, buffers, channels and synchronisation of every role. Pure data."""
 
     def __init__(self, model: KernelModel):
@@ -591,291 +575,6 @@ class Program:
                 if value == op and (oinst - d - inst) % c == 0 and self.reads_async(other, index):
                     return h
         return None
-
-    def _scratch(self) -> tuple[str, ...]:
-        """mmas whose first operand is a register value of their own role that the tensor core
-        cannot read from registers (any on sm_100a; a transposed one on sm_90a): staged in a
-        shared-memory tile before the mma."""
-        m = self.model
-        out = []
-        for name, shape in m.mma_shape.items():
-            a = m.resolve(m.ops[name].operands[0])[0]
-            v = m.values.get(a)
-            if v is None or v.kind != "result" or m.is_load(a) or self.in_tmem(a) or v.role != m.op_role[name]:
-                continue
-            if v.type.space != "smem" and (m.blackwell or not shape.a_kmajor):
-                out.append(name)
-        return tuple(out)
-
-    def smem_bytes(self) -> int:
-        """Bytes of the kernel's `Smem`: its tiles (each 1024-byte aligned, so padded to 1 KiB),
-        the hand-off tiles of the end of the loop, and its mbarriers, rounded up to 1 KiB."""
-        m = self.model
-        pad = lambda n: -(-n // 1024) * 1024
-        arrays = [self.input_copies * v.type.bytes for v in m.values.values()
-                  if v.kind == "input" and v.type.space == "smem"]
-        arrays += [c.depth * m.values[c.value].type.bytes for c in self.channels.values()
-                   if c.kind in ("tma", "tile", "stage")]
-        arrays += [m.values[m.resolve(m.ops[name].operands[0])[0]].type.bytes for name in self.scratch]
-        arrays += [s.bytes for s in self.staging.values()]
-        handoffs = self.handoffs()
-        rest = sum(m.values[v].type.bytes for v in handoffs)
-        rest += 16 * sum(c.depth for c in self.channels.values()) + 16 * self.input_copies
-        rest += 8 * (len(self.scratch) + 3 * len(handoffs) + len(m.tensors)) + 8
-        return sum(pad(n) for n in arrays) + pad(rest)
-
-    def smem_limit(self) -> int:
-        """What `Smem` may take: the machine's shared memory less the 1 KiB the kernel may skip to
-        align it."""
-        return self.model.machine.limits.smem_bytes - 1024
-
-    def input_bytes(self) -> int:
-        m = self.model
-        return sum(v.type.bytes for v in m.values.values() if v.kind == "input" and v.type.space == "smem")
-
-    def _input_copies(self) -> int:
-        """Two buffers of the loop-invariant shared-memory inputs when they fit, so that a CTA
-        computing several tiles loads the next tile's while its last tile still reads its own."""
-        if not self.input_bytes():
-            return 1
-        self.input_copies = 2
-        fits = self.smem_bytes() <= self.smem_limit()
-        self.input_copies = 1
-        return 2 if fits else 1
-
-    def final_role(self, t) -> str:
-        """The role that writes output tensor t after the loop."""
-        m = self.model
-        norms = dict(m.normalizers)
-        carry = m.carry_of(t.value)
-        if self.in_tmem(t.value):
-            if carry in norms:
-                return m.values[m.carry_source[norms[carry]]].role
-            readers = [u.role for u in m.uses.get(t.value, ()) if m.role[u.role].is_warpgroup]
-            groups = [r.name for r in m.roles if r.is_warpgroup]
-            if not (readers or groups):
-                raise EmitError(f"no warpgroup role can read '{t.value}' out of tensor memory")
-            return (readers or groups)[0]
-        return m.values[t.value].role
-
-    def storing_role(self, t) -> str:
-        """The role that writes global tensor t (an output after the loop, or a store op's)."""
-        if t.kind == "output":
-            return self.final_role(t)
-        from .model import ident
-        return next(role for op, role in self.model.op_role.items() if ident(op) == t.name)
-
-    def final_values(self, t) -> list[str]:
-        """The values output tensor t is made of after the loop: its carry's last value, and the
-        last running sum it is divided by (an online-softmax accumulator)."""
-        m = self.model
-        norms = dict(m.normalizers)
-        carry = m.carry_of(t.value)
-        return [t.value] + ([m.carry_source[norms[carry]]] if carry in norms else [])
-
-    def handoffs(self) -> dict[str, tuple[str, list[str]]]:
-        """Register values an output needs whose last instance lives on another role than the one
-        writing the output: value -> (the role holding it, the roles reading it). The holder stages
-        it in shared memory after its loop and arrives on an mbarrier the readers wait on."""
-        m, found = self.model, {}
-        for t in m.tensors:
-            if t.kind != "output":
-                continue
-            writer = self.final_role(t)
-            for value in self.final_values(t):
-                holder = m.values[value].role
-                if self.in_tmem(value) or holder == writer:
-                    continue
-                if not m.role[holder].is_warpgroup or not m.role[writer].is_warpgroup:
-                    raise EmitError(f"the last '{value}' is on role {holder}, but role {writer} writes the output "
-                                    f"it belongs to, and only warpgroup roles hand values over after the loop")
-                readers = found.setdefault(value, (holder, []))[1]
-                if writer not in readers:
-                    readers.append(writer)
-        return found
-
-    def _staging(self) -> dict[str, "Staging"]:
-        """Output tiles that go to global memory through shared memory and TMA, rather than by
-        each thread's stores: for a 2-d tile written by a one-warpgroup role, in
-        the shared memory the rings leave: first the whole tile of a store in the loop and two
-        column blocks of an output, then the output's whole tile where it fits. TMA writes whole 128-byte lines, asynchronously: the role goes
-        on while its tile is stored."""
-        from .ops import TMA_DTYPE
-        from .model import dtype_bytes
-        m = self.model
-        wanted = []
-        for t in m.tensors:
-            if t.kind not in ("output", "store") or t.rank != 2 or t.dtype not in TMA_DTYPE:
-                continue
-            role = m.role[self.storing_role(t)]
-            rows, line = t.tile[0], t.tile[1] * dtype_bytes(t.dtype)
-            if role.is_warpgroup and role.warpgroups == 1 and rows <= 256 and line % 128 == 0:
-                wanted.append(Staging(t.name, role.name, rows, line // 128, line // 128))
-        # A store in the loop runs every iteration: the whole tile; an output once per tile.
-        for fewest in (True, False):
-            for st in wanted:
-                once = m.tensor[st.tensor].kind == "output"
-                slots = 2 if fewest and once and st.blocks % 2 == 0 else st.blocks
-                before = self.staging
-                self.staging = {**before, st.tensor: replace(st, slots=slots)}
-                if self.smem_bytes() > self.smem_limit():
-                    self.staging = before
-        return {st.tensor: self.staging[st.tensor] for st in wanted if st.tensor in self.staging}
-
-    def _fit_smem(self) -> str:
-        """Shared memory the model did not count (register values staged for another role or for
-        the tensor core) can overflow it: then rings lose slots, the biggest first, down to one."""
-        m = self.model
-        cut = []
-        while self.smem_bytes() > self.smem_limit():
-            deep = [c for c in self.channels.values() if c.kind in ("tma", "tile", "stage") and c.depth > 1]
-            if not deep:
-                raise EmitError(f"the kernel needs {self.smem_bytes()} bytes of shared memory even with every "
-                                f"ring one slot deep; machine {m.machine.name} has {m.machine.limits.smem_bytes}")
-            c = max(deep, key=lambda c: (c.depth * m.values[c.value].type.bytes, c.value))
-            self.channels[c.value] = Channel(c.value, c.producer, c.consumers, c.depth - 1, c.kind, c.empty)
-            cut.append(c.value)
-        if not cut:
-            return ""
-        return ("rings shortened to fit shared memory: " +
-                ", ".join(f"{v} to {self.channels[v].depth}" for v in dict.fromkeys(cut)))
-
-    def in_tmem(self, name: str) -> bool:
-        """On sm_100a every mma result lives in tensor memory, and so does a value declared @tmem."""
-        m = self.model
-        v = m.values.get(name)
-        if not m.blackwell or v is None or v.kind != "result" or m.is_load(name):
-            return False
-        return m.ops[name].opcode == "mma" or v.type.space == "tmem"
-
-    def writes_in_place(self, op: str, index: int) -> bool:
-        """`op` overwrites the tensor memory of its operand `index`: an mma accumulating into it,
-        or an elementwise op on a tensor-memory tile whose result lives there too."""
-        m = self.model
-        if not m.blackwell or not self.in_tmem(op):
-            return False
-        value = m.resolve(m.ops[op].operands[index])[0]
-        if not self.in_tmem(value):
-            return False
-        if m.ops[op].opcode == "mma":
-            return index == 2
-        return index == 0 and m.values[value].type.shape == m.values[op].type.shape
-
-    def _tmem_plan(self) -> dict[str, tuple[int, int, int]]:
-        """value -> (first column, columns per instance, instances): tensor memory for sm_100a.
-
-        A value written in place over another shares its columns (an accumulator chain is one
-        region); other values get `depth` regions, the depth of their channel. When the regions do
-        not fit the 512 columns, every ring falls back to one region (the producer then waits)."""
-        m = self.model
-        names = [op.name for op in m.graph.ops if self.in_tmem(op.name)]
-        if not names:
-            return {}
-        root = {n: n for n in names}
-
-        def find(x):
-            while root[x] != x:
-                x = root[x]
-            return x
-        for n in names:
-            for i in range(len(m.ops[n].operands)):
-                if self.writes_in_place(n, i):
-                    src = m.resolve(m.ops[n].operands[i])[0]
-                    root[find(n)] = find(src)
-
-        def width(n):
-            t = m.values[n].type
-            cols = t.shape[-1] if len(t.shape) > 1 else 1
-            return cols // 2 if t.dtype in ("f16", "bf16") else cols
-        roots = list(dict.fromkeys(find(n) for n in names))
-        members = {r: [x for x in names if find(x) == r] for r in roots}
-
-        def columns(r):
-            cols = max(width(x) for x in members[r])
-            return max(32, 1 << (cols - 1).bit_length())
-        for fallback in (False, True, "alias"):
-            groups = self._tmem_share(roots, members, columns) if fallback == "alias" else [[r] for r in roots]
-            plan, col = {}, 0
-            for group in groups:
-                r = group[0]
-                chained = len(members[r]) > 1
-                depth = 1 if (chained or fallback) else max(self.channels[x].depth if x in self.channels else 1
-                                                          for x in members[r])
-                cols = max(columns(x) for x in group)
-                col = -(-col // cols) * cols
-                for x in group:
-                    plan[x] = (col, cols, depth)
-                col += cols * depth
-            if col <= 512:
-                break
-        else:
-            raise EmitError(f"the tensor-memory values need {col} columns even where values whose lifetimes do not "
-                            f"overlap share them; a CTA has 512")
-        if fallback:
-            self.channels = {k: (Channel(c.value, c.producer, c.consumers, 1, c.kind, c.empty) if c.kind == "tmem" else c)
-                             for k, c in self.channels.items()}
-        if fallback == "alias":
-            self._tmem_successions(groups)
-        return {n: plan[find(n)] for n in names}
-
-    def _tmem_life(self, value: str) -> tuple[int, int]:
-        """When an instance (iteration 0) of a tensor-memory value occupies its columns, as the
-        model has it: from its mma's issue until its reader starts (and reads it into registers)."""
-        m = self.model
-        sched, ii = m.sched, m.schedule.ii
-        return sched[value].start, max(sched[u.op].start + u.distance * ii for u in m.uses[value])
-
-    def _tmem_sharable(self, value: str) -> bool:
-        """A value may take turns with others in its columns: one mma's result, read once, into
-        registers (the reader frees the columns as soon as it has read them), within I."""
-        m = self.model
-        uses = m.uses.get(value, ())
-        if m.ops[value].opcode != "mma" or value not in self.channels or len(uses) != 1:
-            return False
-        begin, end = self._tmem_life(value)
-        return m.ops[uses[0].op].opcode != "mma" and end - begin <= m.schedule.ii
-
-    def _tmem_share(self, roots, members, columns) -> list[list[str]]:
-        """Regions of tensor memory: values whose lifetimes never overlap (modulo I) take turns in
-        one region, the widest first, first fit; the rest (accumulator chains) keep their own."""
-        ii = self.model.schedule.ii
-
-        def overlap(a, b):
-            """Lifetimes meet modulo I. On one role a value must end strictly before the next is
-            written: the role would otherwise wait, before its read, for the read to be done."""
-            (a0, a1), (b0, b1) = self._tmem_life(a), self._tmem_life(b)
-            same = int(self.model.values[a].role == self.model.values[b].role)
-            return any(a0 < b1 + same + k * ii and b0 + k * ii < a1 + same for k in range(-3, 4))
-        groups: list[list[str]] = []
-        for r in sorted(roots, key=lambda r: (-columns(r), roots.index(r))):
-            sharable = len(members[r]) == 1 and self._tmem_sharable(r)
-            for g in groups:
-                if sharable and all(len(members[x]) == 1 and self._tmem_sharable(x) and not overlap(r, x) for x in g):
-                    g.append(r)
-                    break
-            else:
-                groups.append([r])
-        return groups
-
-    def _tmem_successions(self, groups) -> None:
-        """In a shared region each value's mma waits for the previous occupant to be freed: its
-        readers then release it (Ring::empty), and tmem_after names the occupant and iteration."""
-        ii = self.model.schedule.ii
-        for g in groups:
-            if len(g) < 2:
-                continue
-            for x in g:
-                c = self.channels[x]
-                self.channels[x] = Channel(c.value, c.producer, c.consumers, 1, c.kind, True)
-                self.tmem_shared.add(x)
-            for x in g:
-                start = self._tmem_life(x)[0]
-                # the occupant instance that ends last before x's iteration 0 is written (x's own
-                # previous one is waited for anyway: Ring::wait_empty)
-                best = max(((self._tmem_life(y)[1] + k * ii, y, k) for y in g for k in range(-3, 4)
-                            if self._tmem_life(y)[1] + k * ii <= start and (y, k) != (x, 0)))
-                if best[1] != x:
-                    self.tmem_after[x] = (best[1], best[2])
 
     def reads_async(self, op: str, index: int) -> bool:
         """Operand `index` of `op` is read by the tensor core after issue (wgmma's A in registers);

@@ -1,0 +1,182 @@
+"""Shared memory of an emitted kernel: what `Smem` holds and how much, and the output staging.
+
+A mixin of `Program` (it reads the program's channels, scratch tiles and model): the loop-invariant
+inputs, the rings of the channels, the scratch tiles of mmas whose register A operand the tensor
+core cannot read, and the staging of output tiles stored by TMA. `smem_bytes` counts `Smem`
+exactly (the kernel `static_assert`s it); rings are shortened, output tiles fall back to the
+threads' own stores, and the inputs keep one copy when the machine's shared memory is short.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .model import EmitError, dtype_bytes
+from .ops import TMA_DTYPE
+
+
+@dataclass(frozen=True)
+class Staging:
+    """Shared memory a role writes an output tile into for TMA to store (`cp.async.bulk.tensor`):
+    `slots` buffers of one 128-byte column block of the tile's `rows` rows each; the tile has
+    `blocks` of them. With a slot per block the tile goes out at once; with two, block by block,
+    one being written while the last one is stored."""
+
+    tensor: str
+    role: str
+    rows: int
+    blocks: int
+    slots: int
+
+    @property
+    def bytes(self) -> int:
+        return self.slots * self.rows * 128
+
+
+class SharedMemory:
+    """`Program`'s shared-memory plan (see the module docstring)."""
+
+    def _scratch(self) -> tuple[str, ...]:
+        """mmas whose first operand is a register value of their own role that the tensor core
+        cannot read from registers (any on sm_100a; a transposed one on sm_90a): staged in a
+        shared-memory tile before the mma."""
+        m = self.model
+        out = []
+        for name, shape in m.mma_shape.items():
+            a = m.resolve(m.ops[name].operands[0])[0]
+            v = m.values.get(a)
+            if v is None or v.kind != "result" or m.is_load(a) or self.in_tmem(a) or v.role != m.op_role[name]:
+                continue
+            if v.type.space != "smem" and (m.blackwell or not shape.a_kmajor):
+                out.append(name)
+        return tuple(out)
+
+    def smem_bytes(self) -> int:
+        """Bytes of the kernel's `Smem`: its tiles (each 1024-byte aligned, so padded to 1 KiB),
+        the hand-off tiles of the end of the loop, and its mbarriers, rounded up to 1 KiB."""
+        m = self.model
+        pad = lambda n: -(-n // 1024) * 1024
+        arrays = [self.input_copies * v.type.bytes for v in m.values.values()
+                  if v.kind == "input" and v.type.space == "smem"]
+        arrays += [c.depth * m.values[c.value].type.bytes for c in self.channels.values()
+                   if c.kind in ("tma", "tile", "stage")]
+        arrays += [m.values[m.resolve(m.ops[name].operands[0])[0]].type.bytes for name in self.scratch]
+        arrays += [s.bytes for s in self.staging.values()]
+        handoffs = self.handoffs()
+        rest = sum(m.values[v].type.bytes for v in handoffs)
+        rest += 16 * sum(c.depth for c in self.channels.values()) + 16 * self.input_copies
+        rest += 8 * (len(self.scratch) + 3 * len(handoffs) + len(m.tensors)) + 8
+        return sum(pad(n) for n in arrays) + pad(rest)
+
+    def smem_limit(self) -> int:
+        """What `Smem` may take: the machine's shared memory less the 1 KiB the kernel may skip to
+        align it."""
+        return self.model.machine.limits.smem_bytes - 1024
+
+    def input_bytes(self) -> int:
+        m = self.model
+        return sum(v.type.bytes for v in m.values.values() if v.kind == "input" and v.type.space == "smem")
+
+    def _input_copies(self) -> int:
+        """Two buffers of the loop-invariant shared-memory inputs when they fit, so that a CTA
+        computing several tiles loads the next tile's while its last tile still reads its own."""
+        if not self.input_bytes():
+            return 1
+        self.input_copies = 2
+        fits = self.smem_bytes() <= self.smem_limit()
+        self.input_copies = 1
+        return 2 if fits else 1
+
+    def final_role(self, t) -> str:
+        """The role that writes output tensor t after the loop."""
+        m = self.model
+        norms = dict(m.normalizers)
+        carry = m.carry_of(t.value)
+        if self.in_tmem(t.value):
+            if carry in norms:
+                return m.values[m.carry_source[norms[carry]]].role
+            readers = [u.role for u in m.uses.get(t.value, ()) if m.role[u.role].is_warpgroup]
+            groups = [r.name for r in m.roles if r.is_warpgroup]
+            if not (readers or groups):
+                raise EmitError(f"no warpgroup role can read '{t.value}' out of tensor memory")
+            return (readers or groups)[0]
+        return m.values[t.value].role
+
+    def storing_role(self, t) -> str:
+        """The role that writes global tensor t (an output after the loop, or a store op's)."""
+        if t.kind == "output":
+            return self.final_role(t)
+        from .model import ident
+        return next(role for op, role in self.model.op_role.items() if ident(op) == t.name)
+
+    def final_values(self, t) -> list[str]:
+        """The values output tensor t is made of after the loop: its carry's last value, and the
+        last running sum it is divided by (an online-softmax accumulator)."""
+        m = self.model
+        norms = dict(m.normalizers)
+        carry = m.carry_of(t.value)
+        return [t.value] + ([m.carry_source[norms[carry]]] if carry in norms else [])
+
+    def handoffs(self) -> dict[str, tuple[str, list[str]]]:
+        """Register values an output needs whose last instance lives on another role than the one
+        writing the output: value -> (the role holding it, the roles reading it). The holder stages
+        it in shared memory after its loop and arrives on an mbarrier the readers wait on."""
+        m, found = self.model, {}
+        for t in m.tensors:
+            if t.kind != "output":
+                continue
+            writer = self.final_role(t)
+            for value in self.final_values(t):
+                holder = m.values[value].role
+                if self.in_tmem(value) or holder == writer:
+                    continue
+                if not m.role[holder].is_warpgroup or not m.role[writer].is_warpgroup:
+                    raise EmitError(f"the last '{value}' is on role {holder}, but role {writer} writes the output "
+                                    f"it belongs to, and only warpgroup roles hand values over after the loop")
+                readers = found.setdefault(value, (holder, []))[1]
+                if writer not in readers:
+                    readers.append(writer)
+        return found
+
+    def _staging(self) -> dict[str, Staging]:
+        """Output tiles that go to global memory through shared memory and TMA, rather than by
+        each thread's stores: for a 2-d tile written by a one-warpgroup role, in
+        the shared memory the rings leave: first the whole tile of a store in the loop and two
+        column blocks of an output, then the output's whole tile where it fits. TMA writes whole 128-byte lines, asynchronously: the role goes
+        on while its tile is stored."""
+        m = self.model
+        wanted = []
+        for t in m.tensors:
+            if t.kind not in ("output", "store") or t.rank != 2 or t.dtype not in TMA_DTYPE:
+                continue
+            role = m.role[self.storing_role(t)]
+            rows, line = t.tile[0], t.tile[1] * dtype_bytes(t.dtype)
+            if role.is_warpgroup and role.warpgroups == 1 and rows <= 256 and line % 128 == 0:
+                wanted.append(Staging(t.name, role.name, rows, line // 128, line // 128))
+        # A store in the loop runs every iteration: the whole tile; an output once per tile.
+        for fewest in (True, False):
+            for st in wanted:
+                once = m.tensor[st.tensor].kind == "output"
+                slots = 2 if fewest and once and st.blocks % 2 == 0 else st.blocks
+                before = self.staging
+                self.staging = {**before, st.tensor: replace(st, slots=slots)}
+                if self.smem_bytes() > self.smem_limit():
+                    self.staging = before
+        return {st.tensor: self.staging[st.tensor] for st in wanted if st.tensor in self.staging}
+
+    def _fit_smem(self) -> str:
+        """Shared memory the model did not count (register values staged for another role or for
+        the tensor core) can overflow it: then rings lose slots, the biggest first, down to one."""
+        m = self.model
+        cut = []
+        while self.smem_bytes() > self.smem_limit():
+            deep = [c for c in self.channels.values() if c.kind in ("tma", "tile", "stage") and c.depth > 1]
+            if not deep:
+                raise EmitError(f"the kernel needs {self.smem_bytes()} bytes of shared memory even with every "
+                                f"ring one slot deep; machine {m.machine.name} has {m.machine.limits.smem_bytes}")
+            c = max(deep, key=lambda c: (c.depth * m.values[c.value].type.bytes, c.value))
+            self.channels[c.value] = replace(c, depth=c.depth - 1)
+            cut.append(c.value)
+        if not cut:
+            return ""
+        return ("rings shortened to fit shared memory: " +
+                ", ".join(f"{v} to {self.channels[v].depth}" for v in dict.fromkeys(cut)))
