@@ -447,6 +447,9 @@ template <int N, typename A>
 __device__ __forceinline__ void tmem_rescale(uint32_t dst, uint32_t src, const A& alpha_row) {
   const uint32_t s = tmem_lane_base(src), d = tmem_lane_base(dst);
   const float alpha = at<true>(alpha_row, 0);
+  // In place, a warp whose rows all kept their maximum (alpha == 1 exactly) leaves its lanes as
+  // they are (as sm_90a's op_rescale; FA4 skips with a threshold, this skip changes no bit).
+  if (dst == src && __all_sync(0xffffffffu, alpha == 1.f)) return;
 #pragma unroll 1
   for (int c = 0; c < N; c += 32) {
     float r[32];
