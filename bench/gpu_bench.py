@@ -371,10 +371,32 @@ def rel_err(got, ref):
     return float((got - ref).norm() / ref.norm().clamp_min(1e-30))
 
 
+LAST_MHZ = [None]  # the SM clock read right after the last bench_ms (nvidia-smi), or None
+
+
 def bench_ms(fn):
     import triton.testing
     fn()
-    return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
+    ms = float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
+    LAST_MHZ[0] = sm_clock_mhz()
+    return ms
+
+
+def sm_clock_mhz():
+    """The GPU's current SM clock: runs of the same kernel differ by several percent, and clocks
+    under sustained load are the first suspect (docs/gpu-results.md)."""
+    import subprocess
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i",
+                              str(torch_device_index())], capture_output=True, text=True, timeout=10).stdout
+        return int(out.strip().splitlines()[0])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def torch_device_index():
+    import torch
+    return torch.cuda.current_device()
 
 
 def tflops(flops, ms):
@@ -460,6 +482,7 @@ def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
         del ref
         if do_time:
             res["twill_ms"] = bench_ms(lambda: attn(q, k, v, o, scale))
+            res["twill_mhz"] = LAST_MHZ[0]
         del out
     except Exception as e:  # noqa: BLE001
         res["twill_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
@@ -478,6 +501,7 @@ def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
                 res["rel_err_vs_cudnn"] = rel_err(o["acc"].view(B, H, N, D)[:1], oc[:1].float())
             del oc
             res["cudnn_ms"] = bench_ms(cudnn)
+            res["cudnn_mhz"] = LAST_MHZ[0]
         except Exception as e:  # noqa: BLE001
             res["cudnn_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
         try:
@@ -529,17 +553,18 @@ def markdown(meta, results):
             _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"), r.get("nan_count", "—"),
             "yes" if r.get("ok") else "**no**"))
     L += ["", "## Attention forward (B=4, H=32, D=128, non-causal, fp16 in; twill writes %s O)" % written("attention"), "",
-          "| N | twill TFLOP/s | SDPA-cuDNN TFLOP/s | Triton TFLOP/s | twill / cuDNN | twill / Triton | rel. error (fp32 ref) | rel. error vs cuDNN | NaN after | ok |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
+          "| N | twill TFLOP/s | SDPA-cuDNN TFLOP/s | Triton TFLOP/s | twill / cuDNN | twill / Triton | rel. error (fp32 ref) | rel. error vs cuDNN | NaN after | ok | SM MHz after twill / cuDNN |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         if r["kernel"] != "attention":
             continue
         t, c, tr = r.get("twill_tflops"), r.get("cudnn_tflops"), r.get("triton_tflops")
-        L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
             r["N"], _f(t) if t else "failed: " + r.get("twill_error", "?"), _f(c) if c else r.get("cudnn_error", "—"),
             _f(tr) if tr else r.get("triton_error", "—"), _f(t / c, "%.2fx") if t and c else "—",
             _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"),
-            _f(r.get("rel_err_vs_cudnn"), "%.1e"), r.get("nan_count", "—"), "yes" if r.get("ok") else "**no**"))
+            _f(r.get("rel_err_vs_cudnn"), "%.1e"), r.get("nan_count", "—"), "yes" if r.get("ok") else "**no**",
+            r.get("twill_mhz") or "—", r.get("cudnn_mhz") or "—"))
     bw = [r for r in results if r["kernel"] == "attention_bwd"]
     if bw:
         L += ["", "## Attention backward step (B=4, H=32, D=128; examples/attention_bwd_hopper.tir; correctness, no baseline)",
