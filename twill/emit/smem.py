@@ -32,6 +32,11 @@ class Staging:
         return self.slots * self.rows * 128
 
 
+def _kib(n: int) -> int:
+    """n rounded up to whole KiB (the alignment of every tile in `Smem`)."""
+    return -(-n // 1024) * 1024
+
+
 class SharedMemory:
     """`Program`'s shared-memory plan (see the module docstring)."""
 
@@ -54,7 +59,6 @@ class SharedMemory:
         """Bytes of the kernel's `Smem`: its tiles (each 1024-byte aligned, so padded to 1 KiB),
         the hand-off tiles of the end of the loop, and its mbarriers, rounded up to 1 KiB."""
         m = self.model
-        pad = lambda n: -(-n // 1024) * 1024
         arrays = [self.input_copies * v.type.bytes for v in m.values.values()
                   if v.kind == "input" and v.type.space == "smem"]
         arrays += [c.depth * m.values[c.value].type.bytes for c in self.channels.values()
@@ -64,8 +68,10 @@ class SharedMemory:
         handoffs = self.handoffs()
         rest = sum(m.values[v].type.bytes for v in handoffs)
         rest += 16 * sum(c.depth for c in self.channels.values()) + 16 * self.input_copies
+        # an mbarrier per scratch tile, per hand-off (and its 16-byte alignment), per output that
+        # may come from tensor memory; the tensor-memory base address
         rest += 8 * (len(self.scratch) + 3 * len(handoffs) + len(m.tensors)) + 8
-        return sum(pad(n) for n in arrays) + pad(rest)
+        return sum(_kib(n) for n in arrays) + _kib(rest)
 
     def smem_limit(self) -> int:
         """What `Smem` may take: the machine's shared memory less the 1 KiB the kernel may skip to
@@ -139,10 +145,10 @@ class SharedMemory:
 
     def _staging(self) -> dict[str, Staging]:
         """Output tiles that go to global memory through shared memory and TMA, rather than by
-        each thread's stores: for a 2-d tile written by a one-warpgroup role, in
-        the shared memory the rings leave: first the whole tile of a store in the loop and two
-        column blocks of an output, then the output's whole tile where it fits. TMA writes whole 128-byte lines, asynchronously: the role goes
-        on while its tile is stored."""
+        each thread's stores: a 2-d tile written by a one-warpgroup role, in the shared memory
+        the rings leave. First the whole tile of a store in the loop and two column blocks of an
+        output, then an output's whole tile where it fits. TMA writes whole 128-byte lines,
+        asynchronously: the role goes on while its tile is stored."""
         m = self.model
         wanted = []
         for t in m.tensors:
