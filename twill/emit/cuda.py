@@ -168,7 +168,7 @@ class Renderer:
             out(f"uint64_t done_{ident(name)};  // {name} has read its scratch tile")
         for t in self.tmem_outputs():
             out(f"uint64_t final_{ident(t.value)};  // the last {t.value} is in tensor memory")
-        for value, (producer, readers) in self.handoffs().items():
+        for value, (producer, readers) in self.p.handoffs.items():
             t = m.values[value].type
             out(f"alignas(16) {ctype(t.dtype)} last_{ident(value)}[{t.elements}];  // the last {value}: "
                 f"{producer} -> {', '.join(readers)}, after the loop")
@@ -408,7 +408,7 @@ class Renderer:
                 out(f"twill::mbar_init(&sm.done_{ident(name)}, 1);")
             for t in self.tmem_outputs():
                 out(f"twill::mbar_init(&sm.final_{ident(t.value)}, 1);")
-            for value, (producer, _) in self.handoffs().items():
+            for value, (producer, _) in self.p.handoffs.items():
                 out(f"twill::mbar_init(&sm.final_{ident(value)}, {m.role[producer].threads});")
             out("twill::mbar_fence_init();")
             for t in maps:
@@ -440,15 +440,6 @@ class Renderer:
         base = f"sm.tmem_base + {col}" if col else "sm.tmem_base"
         return base if slot == "0" else f"{base} + ({slot}) * {width}"
 
-    def final_role(self, t) -> str:
-        return self.p.final_role(t)
-
-    def final_values(self, t) -> list[str]:
-        return self.p.final_values(t)
-
-    def handoffs(self) -> dict[str, tuple[str, list[str]]]:
-        return self.p.handoffs()
-
     def smem_inputs(self) -> list:
         """The loop-invariant inputs in shared memory (one TMA load per tile)."""
         m = self.m
@@ -472,7 +463,7 @@ class Renderer:
         """Whether a CTA may compute several tiles in a row. Not where a value crosses roles after
         the loop (its staging buffer would need its own hand-back), nor on sm_100a, whose
         tensor-memory accumulators would need one (and which we cannot run here)."""
-        return not self.m.blackwell and not self.handoffs()
+        return not self.m.blackwell and not self.p.handoffs
 
     def tmem_outputs(self) -> list:
         return [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]

@@ -622,7 +622,7 @@ class RoleBody:
             if m.values[t.value].role == self.role.name and m.ops[t.value].opcode == "mma":
                 out(f"if ({self.elect()}) twill::umma_commit(&sm.final_{ident(t.value)});  "
                     f"// every mma of this role, the last {t.value} too, is done")
-        outputs = [t for t in m.tensors if t.kind == "output" and r.final_role(t) == self.role.name]
+        outputs = [t for t in m.tensors if t.kind == "output" and self.p.final_role(t) == self.role.name]
         hopper_mma = not m.blackwell and any(m.ops[o].opcode == "mma" for o in self.role.ops)
         if not outputs:
             if hopper_mma:
@@ -636,7 +636,7 @@ class RoleBody:
         self._release_tail(out)
         self._hand_over(out)
         finals = {}
-        for value in dict.fromkeys(v for t in outputs for v in r.final_values(t)):
+        for value in dict.fromkeys(v for t in outputs for v in self.p.final_values(t)):
             vt = m.values[value].type
             fin = f"{ident(value)}_final"
             finals[value] = fin
@@ -674,9 +674,9 @@ class RoleBody:
 
     def _hand_over(self, out: Lines) -> None:
         """Stage the last instances of this role's values that another role's output needs, and
-        arrive on their mbarriers (see Renderer.handoffs)."""
+        arrive on their mbarriers (see Program.handoffs)."""
         m = self.m
-        for value, (holder, readers) in self.r.handoffs().items():
+        for value, (holder, readers) in self.p.handoffs.items():
             if holder != self.role.name:
                 continue
             vt = m.values[value].type

@@ -9,6 +9,7 @@ threads' own stores, and the inputs keep one copy when the machine's shared memo
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from .model import EmitError, dtype_bytes
 from .ops import TMA_DTYPE
@@ -65,7 +66,7 @@ class SharedMemory:
                    if c.kind in ("tma", "tile", "stage")]
         arrays += [m.values[m.resolve(m.ops[name].operands[0])[0]].type.bytes for name in self.scratch]
         arrays += [s.bytes for s in self.staging.values()]
-        handoffs = self.handoffs()
+        handoffs = self.handoffs
         rest = sum(m.values[v].type.bytes for v in handoffs)
         rest += 16 * sum(c.depth for c in self.channels.values()) + 16 * self.input_copies
         # an mbarrier per scratch tile, per hand-off (and its 16-byte alignment), per output that
@@ -122,6 +123,7 @@ class SharedMemory:
         carry = m.carry_of(t.value)
         return [t.value] + ([m.carry_source[norms[carry]]] if carry in norms else [])
 
+    @cached_property
     def handoffs(self) -> dict[str, tuple[str, list[str]]]:
         """Register values an output needs whose last instance lives on another role than the one
         writing the output: value -> (the role holding it, the roles reading it). The holder stages
