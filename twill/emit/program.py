@@ -500,9 +500,9 @@ class Program(SharedMemory, TensorMemory):
             items = list(prog.releases_at_start.get(key, []))
             for pos in range(len(prog.windows.get(key, ()))):
                 items += prog.releases_after.get((key, pos), [])
-            for c, last, shift, _ in items:
-                if c.value == chan.value:
-                    inst = J - shift - m.stage(last.op) - last.distance
+            for item in items:
+                if item[0].value == chan.value:
+                    inst = self._freed(item, J)
                     if inst >= 0 or key[0] == "prologue":  # the emitted code guards steady-state ones
                         out.append(inst)
             if chan.value in self.tmem_shared:  # freed by its one reader right after reading it
@@ -512,6 +512,11 @@ class Program(SharedMemory, TensorMemory):
                     if 0 <= inst < n:
                         out.append(inst)
         return out + list(range(n - self.held_at_end(role, chan), n))
+
+    def _freed(self, item, J: int) -> int:
+        """The instance a release item (channel, last reader, shift, wait) frees in window J."""
+        _, last, shift, _ = item
+        return J - shift - self.model.stage(last.op) - last.distance
 
     def _loop_windows(self, n: int) -> list[tuple[tuple[str, int], int]]:
         """(window key, J) of a loop of n iterations, in program order."""
@@ -529,9 +534,7 @@ class Program(SharedMemory, TensorMemory):
         stuck = []
 
         def free(items, J):
-            for c, last, shift, _ in items:
-                if c.value == chan.value:
-                    freed.add(J - shift - m.stage(last.op) - last.distance)
+            freed.update(self._freed(item, J) for item in items if item[0].value == chan.value)
 
         for key, J in windows:
             free(prog.releases_at_start.get(key, []), J)
