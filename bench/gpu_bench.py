@@ -386,17 +386,13 @@ def sm_clock_mhz():
     """The GPU's current SM clock: runs of the same kernel differ by several percent, and clocks
     under sustained load are the first suspect (docs/gpu-results.md)."""
     import subprocess
+    import torch
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i",
-                              str(torch_device_index())], capture_output=True, text=True, timeout=10).stdout
+                              str(torch.cuda.current_device())], capture_output=True, text=True, timeout=10).stdout
         return int(out.strip().splitlines()[0])
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         return None
-
-
-def torch_device_index():
-    import torch
-    return torch.cuda.current_device()
 
 
 def tflops(flops, ms):
