@@ -63,6 +63,12 @@ def schedule(name: str) -> Schedule:
     return Schedule.from_json((DATA / f"{name}.json").read_text())
 
 
+def renderer(name: str) -> Renderer:
+    """The emitter's plan of a fixture, for tests that look at it rather than at the text."""
+    s = schedule(name)
+    return Renderer(build_model(s, load_machine(s.machine)))
+
+
 @lru_cache(maxsize=None)
 def emitted(name: str) -> str:
     s = schedule(name)
@@ -136,7 +142,7 @@ def test_output_tiles_go_out_through_tma():
     reduce-add. An output that does not fit keeps the threads' own stores. sm_100a does the same
     from its fragments (a row per thread)."""
     def plan(name):
-        r = Renderer(build_model(schedule(name), load_machine(schedule(name).machine)))
+        r = renderer(name)
         return r, {t: (st.role, st.slots, st.blocks) for t, st in r.p.staging.items()}
 
     _, gemm = plan("gemm_hopper.h100")
@@ -161,7 +167,7 @@ def test_a_value_computed_in_accumulator_registers_costs_none():
     still reads P(j) from registers: P needs two buffers. The rescaled accumulator acc_r is
     computed in acc_n's registers, so it must not count against the budget when emit-cuda checks
     that the second P buffer fits (it once did, and the code waited for the wgmma instead)."""
-    r = Renderer(build_model(schedule("attention_fwd_simple.h100.swp"), load_machine("h100")))
+    r = renderer("attention_fwd_simple.h100.swp")
     assert r.p.alias == {"acc_r": "acc_n"}
     assert r.p.copies["p"] == 2
     assert "no wgmma still uses the registers p overwrites" not in emitted("attention_fwd_simple.h100.swp")
@@ -170,7 +176,7 @@ def test_a_value_computed_in_accumulator_registers_costs_none():
 def test_fa3_backward_shares_registers():
     """S and dP of the backward have the same type and never live at once on consumer0 (the exp2
     has read S before dP's wgmma is issued): dP's wgmma writes S's registers."""
-    r = Renderer(build_model(schedule("attention_bwd_hopper.h100"), load_machine("h100")))
+    r = renderer("attention_bwd_hopper.h100")
     assert r.p.shared_regs == {"dp": "s"}
     cu = emitted("attention_bwd_hopper.h100")
     assert "// dp takes the registers of s, which no longer needs them" in cu
@@ -232,7 +238,7 @@ def ring_readers(r):
 def test_every_ring_slot_is_freed_once(name):
     """Each consumer role frees every instance 0..n-1 of each ring exactly once by the end of its
     loop, whatever n: a CTA's next tile (a persistent grid) starts on empty rings, or waits forever."""
-    r = Renderer(build_model(schedule(name), load_machine(schedule(name).machine)))
+    r = renderer(name)
     checked = 0
     for chan, role, n in ring_readers(r):
         assert Counter(r.p.released(role, chan, n)) == Counter(range(n)), (chan.value, role, n)
@@ -245,7 +251,7 @@ def test_no_reader_waits_for_a_slot_it_still_holds(name):
     """A reader that waits for instance i of a ring before freeing i - depth waits forever: the
     producer refills that slot only once every reader has freed it. (The FA3-style backward's
     dV warpgroup once freed its one P slot only after issuing the next wgmma, which reads the next P.)"""
-    r = Renderer(build_model(schedule(name), load_machine(schedule(name).machine)))
+    r = renderer(name)
     for chan, role, n in ring_readers(r):
         assert r.p.waits_for_its_own_release(role, chan, n) == [], (chan.value, role, n)
 
