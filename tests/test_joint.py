@@ -252,3 +252,26 @@ def test_random_pins_are_respected_and_never_beat_the_free_optimum(seed):
     assert all(len({role[v] for v in g}) == 1 for g in groups)
     assert len({role[g[0]] for g in groups}) == len(groups)
     assert pinned.ii >= free.ii and verify(pinned, graph, machine) == []
+
+
+# -- memory lifetimes -------------------------------------------------------------------------------
+
+def test_an_mma_holds_its_memory_operands_until_it_completes_and_accumulates_in_place():
+    """P (@tmem) stays in tensor memory while the PV mma that reads it runs (the tensor core reads
+    its operands as it executes); the accumulator chain O -> rescale -> mma is one tile, never two;
+    the softmax reads S whole into its registers, so S's columns are free from its start. The joint
+    stage's encoding and `verify` (through liveness.memory_use) share these rules."""
+    from twill.liveness import live_intervals, memory_use
+    from twill.verify import _problem
+    s, graph, machine = joint("attention_fwd_blackwell.tir", "b200")
+    p = _problem(s, graph, machine)
+    ops, lives = s.by_name, live_intervals(s, p)
+    pv = ops["acc0_n"]
+    assert lives["p0"][1] >= pv.start + pv.cycles  # held until the mma completes
+    assert lives["s0"][1] == max(ops["p0"].start, ops["m0_new"].start)  # read whole at the start
+    assert lives["acc0_n"][3] == pv.start + pv.cycles  # counted from its end: written in place
+    use = memory_use(s, p, "tmem")
+    for t in range(pv.start, pv.start + pv.cycles):
+        names = [n.split(" ")[0] for n in use[t % s.ii][1]]
+        assert "p0" in names and names.count("acc0_r") + names.count("acc0_n") == 1
+    assert max(u for u, _ in use) <= machine.limits.tmem_bytes

@@ -23,7 +23,10 @@ integer in [0, I) with an integer quotient. Every constraint family is one funct
                its op's end when written in place of a dying operand (liveness.in_place_operands).
                The budgets of whole warpgroups fit the registers the CTA is launched with
                (liveness.register_file).
-- memory:      likewise for @smem (with streaming rings and staged cross-role values) and @tmem.
+- memory:      likewise for @smem (with streaming rings and staged cross-role values) and @tmem, at
+               the begin of every value: a value lives until its last reader has its operand (an mma
+               until it completes, any other op until its start: liveness.memory_holds) and an
+               accumulating mma's result counts from its end (liveness.in_place_operands).
 - blocking:    an op with a blocking in-edge does not start while another op of its role is in
                progress: mod[v,u] = 0 or mod[v,u] >= busy(u) (and busy(u) <= I when 0).
 
@@ -40,7 +43,7 @@ import time
 from dataclasses import dataclass, replace
 
 from .errors import Diagnostic, NoScheduleError
-from .liveness import (always_blocking, busy, holds, imports, in_place_operands, read_bytes,
+from .liveness import (always_blocking, busy, holds, imports, in_place_operands, memory_holds, read_bytes,
                        register_file, register_pool, regs_per_thread, tmem_reads)
 from .problem import Problem
 from .schedule import Buffer, Role, Schedule, ScheduledOp
@@ -325,17 +328,26 @@ def memory(e: Encoding):
     for space, limit in (("smem", p.limits.smem_bytes), ("tmem", p.limits.tmem_bytes)):
         fixed = dict(p.invariant_bytes).get(space, 0)
         fixed += sum(t.bytes * t.depth for t in p.tasks if t.streaming and t.space == space)
-        items = []  # (name, bytes, end term)
+        items = []  # (name, bytes, begin term, end term)
+        ends = {}
+        for t in p.tasks:
+            if t.space == space and not t.streaming and t.bytes:
+                # until the last reader, of any role, has its operand (liveness.memory_holds)
+                ends[t.name] = end = e.var(f"{space}_end[{t.name}]")
+                e.defs.append(e.le(e.add(e.start[t.name], e.num(max(t.cycles, 1))), end))
+                for d in p.deps:
+                    if d.src == t.name:
+                        e.defs.append(e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii + memory_holds(p.task[d.dst]))), end))
         for t in p.tasks:
             if t.streaming or t.bytes == 0:
                 continue
             if t.space == space:
-                end = e.var(f"{space}_end[{t.name}]")
-                e.defs.append(e.le(e.add(e.start[t.name], e.num(max(t.cycles, 1))), end))
-                for d in p.deps:
-                    if d.src == t.name:
-                        e.defs.append(e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end))
-                items.append((t.name, t.bytes, end))
+                # counted from its op's end when written in place of an operand that dies at it
+                done = [e.le(ends[d.src], e.add(e.start[t.name], e.num(d.distance * e.ii + memory_holds(t))))
+                        for d in in_place_operands(p, t.name)]
+                begin = (T.ite(T.yor(done), e.add(e.start[t.name], e.num(memory_holds(t))), e.start[t.name])
+                         if done else e.start[t.name])
+                items.append((t.name, t.bytes, begin, ends[t.name]))
             elif space == "smem" and t.space == "reg":
                 # A register value read by another role is staged through shared memory.
                 end = e.var(f"staged_end[{t.name}]")
@@ -344,15 +356,15 @@ def memory(e: Encoding):
                     if d.src == t.name:
                         e.defs.append(T.implies(T.ynot(e.same_role(d.src, d.dst)),
                                                 e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end)))
-                items.append((t.name, t.bytes, end))
+                items.append((t.name, t.bytes, e.start[t.name], end))
         if fixed > limit:
             yield f"{space}:resident", T.false()
         if not items:
             continue
-        for u, _, _ in items:
+        for u, _, at, _ in items:
             terms = [e.num(fixed)]
-            for v, nbytes, end in items:
-                n = e.live_at(u, v, end)
+            for v, nbytes, begin, end in items:
+                n = e.live_during(at, begin, end)
                 terms.append(e.scale(nbytes, n))
             yield f"{space}@{u}", e.le(e.add(*terms), e.num(limit))
 

@@ -14,9 +14,13 @@ SMT encoding in `joint.py` (which states them as constraints); keep the two in s
   ``start(v) + holds(v)`` (the softmax's exp2 turning S into P, an accumulating mma): see
   `in_place_operands`. A result read by another role is staged through shared memory from
   ``start(v)`` until the latest cross-role consumer's start.
-- @smem and @tmem results live from ``start(v)`` until their last consumer's start, and count
-  against their space; a streaming load instead reserves ``depth`` slots of its tile for the whole
-  loop, and loop-invariant inputs are always resident.
+- @smem and @tmem results live from ``start(v)`` until their last consumer, of any role, has
+  its operand: an mma until it completes (the tensor core reads its operands as it runs), any
+  other op until its start (it reads the whole tile into its registers, which count against its
+  role while it runs): see `memory_holds`. They count against their space; written in place of a
+  dying operand of their space at least as large (an accumulating tcgen05.mma), they count from
+  their op's end, as registers do. A streaming load instead reserves ``depth`` slots of its tile
+  for the whole loop, and loop-invariant inputs are always resident.
 - A register value read by an op of another role (other than an mma, which reads its operands
   from shared memory) is loaded into the reading role's registers while that op executes,
   ``[start(c), start(c) + cycles(c))``: see `imports`.
@@ -48,6 +52,13 @@ def holds(t: Task) -> int:
     return max(t.cycles, 1) if t.opcode == "mma" else busy(t)
 
 
+def memory_holds(t: Task) -> int:
+    """How long op t keeps a shared- or tensor-memory operand from its start: an mma until the
+    tensor core has read it (it completes); any other op reads the whole tile into its registers
+    as it starts (the registers then count against its role while it runs, see `tmem_reads`)."""
+    return max(t.cycles, 1) if t.opcode == "mma" else 0
+
+
 def register_pool(lim, warpgroups: int) -> int:
     """Registers a CTA of `warpgroups` warpgroups is launched with: the same count per thread, in
     allocation granules, filling the SM's file (`setmaxnreg` only moves registers between them)."""
@@ -75,12 +86,14 @@ def register_file(lim, roles: list[tuple[int, int]]) -> tuple[int, int]:
 
 
 def in_place_operands(p: Problem, v: str) -> list[Dep]:
-    """In-edges of v from register values at least as large as v's register result: when one of
-    them dies at v on v's role, v's result is written into its registers."""
+    """In-edges of v from values of v's space at least as large as v's result (ring slots of
+    streaming loads excepted): when one of them dies at v (on v's role, for registers), v's result
+    is written into its registers or its shared- or tensor-memory tile."""
     t = p.task[v]
-    if t.space != "reg" or t.bytes == 0:
+    if t.bytes == 0 or t.streaming:
         return []
-    return [d for d in p.deps if d.dst == v and p.task[d.src].space == "reg" and p.task[d.src].bytes >= t.bytes]
+    return [d for d in p.deps if d.dst == v and p.task[d.src].space == t.space
+            and not p.task[d.src].streaming and p.task[d.src].bytes >= t.bytes]
 
 
 def regs_per_thread(nbytes: int, warps: int) -> int:
@@ -149,17 +162,20 @@ def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int, in
         for d in p.deps:
             if d.src == t.name:
                 at = start[d.dst] + d.distance * s.ii
-                if role[d.dst] != role[t.name]:
+                if t.space != "reg":
+                    same.append(at + memory_holds(p.task[d.dst]))
+                elif role[d.dst] != role[t.name]:
                     cross.append(at)
                 else:
-                    same.append(at + holds(p.task[d.dst]) if t.space == "reg" else at)
-        out[t.name] = [start[t.name], max(same + cross if t.space != "reg" else same),
-                       max(cross) if cross and t.space == "reg" else 0, start[t.name]]
+                    same.append(at + holds(p.task[d.dst]))
+        out[t.name] = [start[t.name], max(same), max(cross) if cross else 0, start[t.name]]
     for t in p.tasks:
+        hold = holds(t) if t.space == "reg" else memory_holds(t)
         for d in in_place_operands(p, t.name):
-            done = start[t.name] + d.distance * s.ii + holds(t)
-            if role[d.src] == role[t.name] and d.src in out and out[d.src][1] <= done:
-                out[t.name][3] = start[t.name] + holds(t)
+            done = start[t.name] + d.distance * s.ii + hold
+            here = t.space != "reg" or role[d.src] == role[t.name]
+            if here and d.src in out and out[d.src][1] <= done:
+                out[t.name][3] = start[t.name] + hold
     return {k: tuple(v) for k, v in out.items()}
 
 
@@ -209,9 +225,9 @@ def memory_use(s: Schedule, p: Problem, space: str) -> list[tuple[int, list[str]
         for t in p.tasks:
             if t.name not in lives or t.streaming:
                 continue
-            begin, end, staged, _ = lives[t.name]
+            begin, end, staged, counts_from = lives[t.name]
             if t.space == space:
-                n = instances_live(begin, end, c, s.ii)
+                n = instances_live(counts_from, end, c, s.ii)
             elif space == "smem" and staged:
                 n = instances_live(begin, staged, c, s.ii)
             else:
