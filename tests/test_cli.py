@@ -279,3 +279,18 @@ def test_contract_check_cases(tmp_path):
     result = run("solve", str(ok), "--gpu", str(machine))
     assert result.returncode == 2 and "Traceback" not in result.stdout + result.stderr
     assert "limitz" in result.stdout + result.stderr
+
+
+def test_python_api_as_the_package_docstring_shows_it():
+    """`import twill` loads no solver; the names it offers solve, verify and emit as the CLI does."""
+    import twill
+    from twill import emit_cuda, load_graph, load_machine, solve, SolveOptions
+    from twill.verify import verify
+
+    probe = "import sys, twill; print(sorted(m for m in ('pulp', 'yices', 'pyscipopt') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "[]"
+    graph, machine = load_graph(ROOT / "examples" / "fig1.tir"), load_machine("h100")
+    schedule = solve(graph, machine, SolveOptions(time_limit=60))
+    assert (schedule.ii, schedule.optimal) == (2, True) and verify(schedule, graph, machine) == []
+    assert "namespace twill" in emit_cuda(schedule, machine)
+    assert twill.__version__ and set(twill.__all__) >= {"solve", "load_graph", "emit_cuda"}
