@@ -47,11 +47,15 @@ def emit_cuda(source, gpu, output, swp_only, time_limit, **flags):
 
 def _machine_for(schedule, gpu: str | None):
     from twill.errors import Diagnostic, InputError
-    from twill.machine import load_machine
+    from twill.machine import bundled_specs, load_machine
 
-    machine = load_machine(gpu or schedule.machine)
     if gpu is None:
-        return machine
+        if schedule.machine not in bundled_specs():
+            raise InputError(Diagnostic(f"the schedule was solved for machine '{schedule.machine}', which is not "
+                                        f"a bundled spec ({', '.join(sorted(bundled_specs()))})",
+                                        hint="pass the machine description it was solved with: --gpu PATH.yaml"))
+        return load_machine(schedule.machine)
+    machine = load_machine(gpu)
     if schedule.arch and machine.arch != schedule.arch:
         raise InputError(Diagnostic(f"the schedule was solved for {schedule.machine} ({schedule.arch}) but --gpu "
                                     f"{gpu} is {machine.arch}", hint="drop --gpu, or solve again for this machine"))

@@ -423,6 +423,9 @@ def test_cli_solves_a_graph_first(tmp_path):
     ('{"format": "twill-schedule/1"}', ["bad.json"], "malformed schedule"),
     (None, [ROOT / "examples" / "fig1.tir"], "needs --gpu"),
     (None, [DATA / "gemm_hopper.h100.json", "--gpu", "b200"], "solved for h100 (sm_90a)"),
+    # solved with a machine .yaml of the user's: emit-cuda needs that file, not a bundled namesake
+    (json.dumps({**json.loads((DATA / "gemm_hopper.h100.json").read_text()), "machine": "my_gpu"}), ["bad.json"],
+     "solved for machine 'my_gpu', which is not a bundled spec"),
 ])
 def test_cli_bad_input_exits_2(tmp_path, monkeypatch, setup, args, message):
     monkeypatch.chdir(tmp_path)
