@@ -1,6 +1,6 @@
 """`twill explain`: why the SWP bound I0 of stage 1 is (or is not) realisable by the joint stage.
 
-The joint problem at I0 (`joint.build`) is built with every constraint item guarded by an
+The joint problem at I0 (`encoding.build`) is built with every constraint item guarded by an
 assumption literal keyed (family, detail): details already name the op, edge, pair of ops or
 role slot (e.g. registers "s@0": value s checked on role slot 0). With every guard assumed and
 L within stage 1's window, Yices either finds a schedule (I0 is realisable) or returns an unsat
@@ -78,7 +78,7 @@ class GuardedProblem:
     """The joint problem at one I with every item guarded; checks subsets of the guards."""
 
     def __init__(self, p: Problem, ii: int, lmax: int):
-        from .joint import build
+        from .encoding import build
         from .smt import yices_api
         self.y = yices_api()
         self.p, self.ii, self.lmax = p, ii, lmax
@@ -127,7 +127,7 @@ def _register_values(p: Problem):
 
 
 def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
-    """One sentence in the graph's terms for a (family, detail) item of `joint.FAMILIES`."""
+    """One sentence in the graph's terms for a (family, detail) item of `encoding.FAMILIES`."""
     lim, T = p.limits, p.task
     wg = lim.warp_group
     if family == "completion":
@@ -326,7 +326,7 @@ def explain(graph, machine, options, progress=lambda stage, info: None) -> Expla
         ex.realisable = gp.check(list(gp.guards))
         if not ex.realisable:
             progress("explain", {"I": ii, "minimizing": "core"})
-            from .joint import FAMILIES
+            from .encoding import FAMILIES
             order = list(FAMILIES)
             core = sorted(gp.minimal_core(), key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1]))
             ex.core = [CoreItem(f, d, message(p, ii, lmax, f, d)) for f, d in core]

@@ -1,7 +1,7 @@
 """The model's semantics of roles, lifetimes, registers and memory, in plain Python.
 
 These definitions are shared by `verify` (which enumerates them) and documented next to the
-SMT encoding in `joint.py` (which states them as constraints); keep the two in step.
+SMT encoding in `encoding.py` (which states them as constraints); keep the two in step.
 
 - An op is *busy* on its role for ``busy(t)`` cycles from its start: one issue cycle if it is
   async, else its latency (at least 1).

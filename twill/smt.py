@@ -46,7 +46,7 @@ def yices_api():
 
 
 class _Z3:
-    """z3 behind the subset of the Yices API that `joint.py` and `explain.py` use, for comparing
+    """z3 behind the subset of the Yices API that `encoding.py`, `joint.py` and `explain.py` use, for comparing
     the two solvers on the same encoding (`--smt-backend z3`). Comparison only: Yices is the default."""
 
     class Status:

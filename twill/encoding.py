@@ -1,0 +1,400 @@
+"""The joint problem at one I, in QF_LIA: variables, the constraint families, a Yices context.
+
+Used by the escalation of stage 2 (joint.py) and by `explain`, which guards each family item
+with an assumption literal.
+
+Encoding (equivalent to the paper's time-indexed one, but independent of the cycle counts'
+magnitude): for every op v an integer start `start[v]` of iteration 0 (instance i starts at
+start[v] + i*I: uniqueness and consistency hold by construction) and an integer role
+`role[v]` among K role slots. Per role slot w: `wg[w]` (a warpgroup, else one warp) and a
+register budget `regs[w]`. Residues are exact: `mod[a,b]` is (start[a] - start[b]) mod I, an
+integer in [0, I) with an integer quotient. Every constraint family is one function in
+`FAMILIES` yielding (detail, formula) pairs, so `explain` can guard each with an assumption:
+
+- completion:  start[v] + cycles(v) <= L.
+- dependence:  start[v] + d*I >= start[u] + lat(u) + (role[u] != role[v] ? X : 0)   (cross_role folded in)
+- capacity:    unit of capacity 1: occ(u) <= mod[v,u] <= I - occ(v) for ops u, v on it;
+               larger capacity: at each op's start, the ops occupying the unit number <= cap.
+- roles:       a warpgroup op runs on a warpgroup role; the warps of used roles fit the limit;
+               role slots are used in order (symmetry breaking).
+- variable_latency: a variable-latency op never shares a role with another kind of op.
+- registers:   at the begin x of every register value and the start of every op that loads another
+               role's value, on x's role w: reserve + sum over values v on w of regs(v, w) * live(v at x)
+               + the values other roles produce that ops on w are reading at x <= regs[w];
+               live(v at t) counts the iterations whose instance of v is live at t. A value lives
+               until its last same-role reader has finished with it (liveness.holds) and begins at
+               its op's end when written in place of a dying operand (liveness.in_place_operands).
+               The budgets of whole warpgroups fit the registers the CTA is launched with
+               (liveness.register_file).
+- memory:      likewise for @smem (with streaming rings and staged cross-role values) and @tmem, at
+               the begin of every value: a value lives until its last reader has its operand (an mma
+               until it completes, any other op until its start: liveness.memory_holds) and an
+               accumulating mma's result counts from its end (liveness.in_place_operands).
+- blocking:    an op with a blocking in-edge does not start while another op of its role is in
+               progress: mod[v,u] = 0 or mod[v,u] >= busy(u) (and busy(u) <= I when 0).
+"""
+from __future__ import annotations
+
+from .liveness import (always_blocking, busy, holds, imports, in_place_operands, memory_holds, read_bytes,
+                       register_pool, regs_per_thread, tmem_reads)
+from .problem import Problem
+from .smt import smt_backend
+
+
+class Encoding:
+    """The terms of one joint problem at a fixed I. Holds Yices objects: never leaves this module."""
+
+    def __init__(self, p: Problem, ii: int, y, lmax: int):
+        self.p, self.ii, self.y, self.lmax = p, ii, y, lmax
+        self.max_distance = max((d.distance for d in p.deps), default=0)
+        # how far past an op's start an interval of it may end: its hold, or its unit occupancy
+        self.max_hold = max((max(holds(t), t.occupancy) for t in p.tasks), default=0)
+        T, Ty = y.Terms, y.Types
+        self.T = T
+        self.int = Ty.int_type()
+        self.bool = Ty.bool_type()
+        names = [t.name for t in p.tasks]
+        self.names = names
+        # Role slots: every role hosts an op; at most warps/warp_group roles are warpgroups, and
+        # the others host only ops a single warp issues.
+        lim = p.limits
+        by_warp = sum(1 for t in p.tasks if t.issue == "warp")
+        self.K = max(1, min(len(names), lim.warps, lim.warps // lim.warp_group + by_warp))
+        self.start = {v: self.var(f"start[{v}]") for v in names}
+        self.role = {v: self.var(f"role[{v}]") for v in names}
+        self.L = self.var("L")
+        self.wg = [self.var(f"wg[{w}]", self.bool) for w in range(self.K)]
+        self.regs = [self.var(f"regs[{w}]") for w in range(self.K)]
+        self.used = [T.yor([self.same_slot(v, w) for v in names]) for w in range(self.K)]
+        self.defs: list = [self.le(self.L, self.num(lmax))]  # always asserted, never in a core
+        self._warpgroups = None  # built on first use: see warpgroups()
+
+    # -- term helpers ---------------------------------------------------------------------------
+    def var(self, name, ty=None):
+        t = self.T.new_uninterpreted_term(self.int if ty is None else ty, name)
+        return t
+
+    def num(self, n: int):
+        return self.T.integer(int(n))
+
+    def add(self, *xs):
+        return self.T.sum(list(xs)) if len(xs) > 1 else xs[0]
+
+    def count(self, conditions):
+        """How many of the boolean terms hold, as an integer term."""
+        return self.add(*[self.T.ite(c, self.num(1), self.num(0)) for c in conditions])
+
+    def le(self, a, b):
+        return self.T.arith_leq_atom(a, b)
+
+    def eq(self, a, b):
+        return self.T.arith_eq_atom(a, b)
+
+    def same_slot(self, v, w: int):
+        return self.T.arith_eq_atom(self.role[v], self.num(w))
+
+    def same_role(self, a, b):
+        return self.T.arith_eq_atom(self.role[a], self.role[b])
+
+    def scale(self, k: int, t):
+        return self.T.mul(self.num(k), t)
+
+    def residue_in(self, a: str, b: str, lo: int, hi: int):
+        """(start[a] - start[b]) mod I lies in [lo, hi], for 0 <= lo <= hi < I: a disjunction of
+        difference constraints over the few quotients that starts in [0, Lmax] allow."""
+        T, ii, span = self.T, self.ii, self.lmax
+        diff = T.sub(self.start[a], self.start[b])
+        # start[a] - start[b] lies in [-Lmax, Lmax], so its quotient by I lies in [floor(-Lmax/I), Lmax // I].
+        cases = [T.yand([self.le(self.num(q * ii + lo), diff), self.le(diff, self.num(q * ii + hi))])
+                 for q in range((-span) // ii, span // ii + 1)]
+        return T.yor(cases)
+
+    def live_at(self, at: str, v: str, end):
+        """How many iterations' instances of a value living [start[v], end) are live at start[at]."""
+        return self.live_during(self.start[at], self.start[v], end)
+
+    def live_during(self, point, begin, end):
+        """How many iterations' instances of an interval [begin, end) of iteration 0 cover the
+        cycle `point`: sum over k of [begin + k*I <= point < end + k*I], as a sum of 0/1 terms.
+        The ranges of the terms bound k."""
+        T, ii = self.T, self.ii
+        # point and begin lie in [0, Lmax + max_hold], an end at most max_distance*I further (a
+        # larger end only counts more instances, which no solution wants).
+        lo, hi = -((self.lmax + self.max_distance * ii + self.max_hold) // ii), (self.lmax + self.max_hold) // ii
+        diff = T.sub(point, begin)
+        to_end = T.sub(point, end)
+        terms = [T.ite(T.yand([self.le(self.num(k * ii), diff), T.arith_lt_atom(to_end, self.num(k * ii))]),
+                       self.num(1), self.num(0)) for k in range(lo, hi + 1)]
+        return T.sum(terms)
+
+    def warps(self, w: int):
+        T = self.T
+        return T.ite(self.used[w], T.ite(self.wg[w], self.num(self.p.limits.warp_group), self.num(1)), self.num(0))
+
+    def warpgroups(self):
+        """(warpgroup roles, warpgroups the one-warp roles fill four to a group, the largest budget
+        of a one-warp role): the CTA launches whole warpgroups, and `setmaxnreg` sets one budget per
+        warpgroup, so one-warp roles sharing a warpgroup all get the largest of theirs."""
+        if self._warpgroups is None:
+            T, wgsz = self.T, self.p.limits.warp_group
+            big = self.count([T.yand([self.used[w], self.wg[w]]) for w in range(self.K)])
+            small = self.count([T.yand([self.used[w], T.ynot(self.wg[w])]) for w in range(self.K)])
+            packed, top = self.var("small_warpgroups"), self.var("small_registers")
+            self.defs += [self.le(small, self.scale(wgsz, packed)),
+                          self.le(self.scale(wgsz, packed), self.add(small, self.num(wgsz - 1))),
+                          self.le(self.num(0), top)]
+            self.defs += [T.implies(T.yand([self.used[w], T.ynot(self.wg[w])]), self.le(self.regs[w], top))
+                          for w in range(self.K)]
+            self._warpgroups = big, packed, top
+        return self._warpgroups
+
+
+# -- the constraint families ---------------------------------------------------------------------
+
+def completion(e: Encoding):
+    for t in e.p.tasks:
+        yield f"{t.name}", e.T.yand([e.le(e.num(0), e.start[t.name]),
+                                    e.le(e.add(e.start[t.name], e.num(t.cycles)), e.L)])
+
+
+def dependence(e: Encoding):
+    T, p = e.T, e.p
+    for d in p.deps:
+        delay = T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(p.cross))
+        lhs = e.add(e.start[d.dst], e.num(d.distance * e.ii))
+        yield f"{d.src}->{d.dst}", e.le(e.add(e.start[d.src], e.num(d.latency), delay), lhs)
+        if not p.option("cross_role", True) and not p.task[d.src].variable_latency:
+            yield f"no_cross:{d.src}->{d.dst}", e.same_role(d.src, d.dst)
+
+
+def capacity(e: Encoding):
+    p, ii = e.p, e.ii
+    for unit, cap in p.caps:
+        ops = [t for t in p.tasks if t.unit == unit and t.occupancy > 0]
+        if sum(t.occupancy for t in ops) <= cap:
+            continue
+        if cap == 1:
+            for i, u in enumerate(ops):
+                if u.occupancy > ii:
+                    yield f"{unit}:{u.name}", e.T.false()
+                for v in ops[i + 1:]:
+                    fits = u.occupancy <= ii - v.occupancy
+                    yield f"{unit}:{u.name},{v.name}", (e.residue_in(v.name, u.name, u.occupancy, ii - v.occupancy)
+                                                        if fits else e.T.false())
+            continue
+        for u in ops:
+            counts = [e.live_at(u.name, v.name, e.add(e.start[v.name], e.num(v.occupancy))) for v in ops]
+            yield f"{unit}@{u.name}", e.le(e.add(*counts), e.num(cap))
+
+
+def roles(e: Encoding):
+    T, p = e.T, e.p
+    lim = p.limits
+    for v in e.names:
+        yield f"slot:{v}", T.yand([e.le(e.num(0), e.role[v]), e.le(e.role[v], e.num(e.K - 1))])
+    for t in p.tasks:
+        if t.issue == "warp_group":
+            for w in range(e.K):
+                yield f"warpgroup:{t.name}@{w}", T.implies(e.same_slot(t.name, w), e.wg[w])
+    big, packed, _ = e.warpgroups()
+    yield "warps", e.le(e.scale(lim.warp_group, e.add(big, packed)), e.num(lim.warps))
+    # Pinned groups (--group): one role per group, a different role for each group.
+    groups = [g for g in p.option("groups", ()) if g]
+    for g in groups:
+        for v in g[1:]:
+            yield f"group:{g[0]},{v}", e.same_role(g[0], v)
+    for i, g in enumerate(groups):
+        for h in groups[i + 1:]:
+            yield f"apart:{g[0]},{h[0]}", T.ynot(e.same_role(g[0], h[0]))
+    # Symmetry breaking: op j uses a slot at most one above every slot used by ops before it.
+    prefix = None
+    for j, v in enumerate(e.names):
+        if j == 0:
+            yield "order", e.eq(e.role[v], e.num(0))
+            prefix = e.role[v]
+        else:
+            yield "order", e.le(e.role[v], e.add(prefix, e.num(1)))
+            prefix = T.ite(e.le(prefix, e.role[v]), e.role[v], prefix)
+
+
+def variable_latency(e: Encoding):
+    p = e.p
+    for a in p.tasks:
+        if not a.variable_latency:
+            continue
+        for b in p.tasks:
+            if not b.variable_latency:
+                yield f"{a.name},{b.name}", e.T.ynot(e.same_role(a.name, b.name))
+
+
+def _register_values(p: Problem):
+    return [t for t in p.tasks if t.space == "reg" and t.bytes > 0]
+
+
+def registers(e: Encoding):
+    T, p, lim = e.T, e.p, e.p.limits
+    for w in range(e.K):
+        bounded = T.yand([e.le(e.num(lim.min_registers), e.regs[w]),
+                          e.le(e.regs[w], e.num(lim.registers_per_thread))])
+        granule = e.var(f"granule[{w}]")
+        yield f"budget[{w}]", T.yand([T.ite(e.used[w], bounded, e.eq(e.regs[w], e.num(0))),
+                                      e.eq(e.regs[w], e.scale(lim.register_granule, granule))])
+    # The register file: whole warpgroups at their budgets, within what the CTA is launched with.
+    big, packed, top = e.warpgroups()
+    threads = 32 * lim.warp_group
+    most = -(-e.K // lim.warp_group)  # warpgroups the one-warp roles can fill
+    per_sm = [T.ite(e.wg[w], e.scale(threads, e.regs[w]), e.num(0)) for w in range(e.K)]
+    per_sm += [T.ite(e.eq(packed, e.num(g)), e.scale(threads * g, top), e.num(0)) for g in range(1, most + 1)]
+    groups = e.add(big, packed)
+    pool = e.num(register_pool(lim, 1))
+    for n in range(2, e.K + 1):
+        pool = T.ite(e.eq(groups, e.num(n)), e.num(register_pool(lim, n)), pool)
+    yield "per_sm", e.le(e.add(*per_sm), pool)
+    values = _register_values(p)
+    end, begin = {}, {}
+    for t in values:
+        # end[v]: until the last same-role reader has finished with v (at least v's own latency).
+        end[t.name] = e.var(f"reg_end[{t.name}]")
+        e.defs.append(e.le(e.add(e.start[t.name], e.num(max(t.cycles, 1))), end[t.name]))
+        for d in p.deps:
+            if d.src == t.name:
+                done = e.add(e.start[d.dst], e.num(d.distance * e.ii + holds(p.task[d.dst])))
+                e.defs.append(T.implies(e.same_role(d.src, d.dst), e.le(done, end[t.name])))
+    for t in values:
+        # begin[v]: v's registers count from its start, or from its end when v is written in place
+        # of a same-role operand that dies at v.
+        done = [T.yand([e.same_role(d.src, t.name),
+                        e.le(end[d.src], e.add(e.start[t.name], e.num(d.distance * e.ii + holds(t))))])
+                for d in in_place_operands(p, t.name)]
+        begin[t.name] = (T.ite(T.yor(done), e.add(e.start[t.name], e.num(holds(t))), e.start[t.name])
+                         if done else e.start[t.name])
+    # Check points: where register values begin, and the starts of ops that load another role's value.
+    loaded = imports(p) + tmem_reads(p)
+    readers = {c for _, c in loaded}
+    points = [(t.name, begin[t.name], t.name) for t in values]
+    points += [(c, e.start[c], f"{c}:reads" if c in begin else c) for c in e.names if c in readers]
+    shape = {}
+    for x, at, detail in points:
+        if x not in shape:
+            # The shape and budget of x's role, as per-op terms (saves a factor of K role slots).
+            shape[x] = e.var(f"role_is_wg[{x}]", e.bool), e.var(f"role_regs[{x}]")
+            for w in range(e.K):
+                e.defs.append(T.implies(e.same_slot(x, w), T.yand([T.iff(shape[x][0], e.wg[w]),
+                                                                   e.eq(shape[x][1], e.regs[w])])))
+        x_wg, x_regs = shape[x]
+
+        def per_thread(nbytes, n):
+            return T.ite(x_wg, e.scale(regs_per_thread(nbytes, lim.warp_group), n),
+                         e.scale(regs_per_thread(nbytes, 1), n))
+
+        terms = [e.num(lim.register_reserve)]
+        for v in values:
+            n = e.live_during(at, begin[v.name], end[v.name])
+            terms.append(per_thread(v.bytes, n) if v.name == x else
+                         T.ite(e.same_role(x, v.name), per_thread(v.bytes, n), e.num(0)))
+        for v, c in loaded:
+            n = e.live_during(at, e.start[c], e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
+            if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it
+                here = e.same_role(x, c) if c != x else T.true()
+            else:  # a register value loaded from another role
+                here = T.yand([e.same_role(x, c), T.ynot(e.same_role(v, c))]) if c != x else T.ynot(e.same_role(v, c))
+            terms.append(T.ite(here, per_thread(read_bytes(p, v, c), n), e.num(0)))
+        yield detail, e.le(e.add(*terms), x_regs)
+
+
+def memory(e: Encoding):
+    T, p = e.T, e.p
+    for space, limit in (("smem", p.limits.smem_bytes), ("tmem", p.limits.tmem_bytes)):
+        fixed = dict(p.invariant_bytes).get(space, 0)
+        fixed += sum(t.bytes * t.depth for t in p.tasks if t.streaming and t.space == space)
+        items = []  # (name, bytes, begin term, end term)
+        ends = {}
+        for t in p.tasks:
+            if t.space == space and not t.streaming and t.bytes:
+                # until the last reader, of any role, has its operand (liveness.memory_holds)
+                ends[t.name] = end = e.var(f"{space}_end[{t.name}]")
+                e.defs.append(e.le(e.add(e.start[t.name], e.num(max(t.cycles, 1))), end))
+                for d in p.deps:
+                    if d.src == t.name:
+                        e.defs.append(e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii + memory_holds(p.task[d.dst]))), end))
+        for t in p.tasks:
+            if t.streaming or t.bytes == 0:
+                continue
+            if t.space == space:
+                # counted from its op's end when written in place of an operand that dies at it
+                done = [e.le(ends[d.src], e.add(e.start[t.name], e.num(d.distance * e.ii + memory_holds(t))))
+                        for d in in_place_operands(p, t.name)]
+                begin = (T.ite(T.yor(done), e.add(e.start[t.name], e.num(memory_holds(t))), e.start[t.name])
+                         if done else e.start[t.name])
+                items.append((t.name, t.bytes, begin, ends[t.name]))
+            elif space == "smem" and t.space == "reg":
+                # A register value read by another role is staged through shared memory.
+                end = e.var(f"staged_end[{t.name}]")
+                e.defs.append(e.le(e.start[t.name], end))
+                for d in p.deps:
+                    if d.src == t.name:
+                        e.defs.append(T.implies(T.ynot(e.same_role(d.src, d.dst)),
+                                                e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end)))
+                items.append((t.name, t.bytes, e.start[t.name], end))
+        if fixed > limit:
+            yield f"{space}:resident", T.false()
+        if not items:
+            continue
+        for u, _, at, _ in items:
+            terms = [e.num(fixed)]
+            for v, nbytes, begin, end in items:
+                n = e.live_during(at, begin, end)
+                terms.append(e.scale(nbytes, n))
+            yield f"{space}@{u}", e.le(e.add(*terms), e.num(limit))
+
+
+def blocking(e: Encoding):
+    T, p = e.T, e.p
+    static = always_blocking(p)
+    for v in e.names:
+        ins = [d.src for d in p.deps if d.dst == v]
+        cross = [T.ynot(e.same_role(u, v)) for u in ins]
+        if v not in static and not cross:
+            continue
+        blk = T.true() if v in static else T.yor(cross)
+        for u in p.tasks:
+            held = busy(u)
+            if u.name == v or held <= 1:
+                continue
+            free = T.yor(([e.residue_in(v, u.name, held, e.ii - 1)] if held < e.ii else [])
+                         + ([e.residue_in(v, u.name, 0, 0)] if held <= e.ii else []))
+            yield f"{v}|{u.name}", T.implies(T.yand([blk, e.same_role(u.name, v)]), free)
+
+
+FAMILIES = {
+    "completion": completion,
+    "dependence": dependence,
+    "capacity": capacity,
+    "roles": roles,
+    "variable_latency": variable_latency,
+    "registers": registers,
+    "memory": memory,
+    "blocking": blocking,
+}
+
+
+def build(p: Problem, ii: int, lmax: int, families=FAMILIES, guard=None):
+    """Create a Yices context holding the joint problem at I = ii. With `guard`, each family item
+    is asserted under an assumption literal `guard(family, detail)` and those are returned."""
+    y = smt_backend(p.option("smt_backend", "yices"))
+    cfg = y.Config()
+    cfg.default_config_for_logic("QF_LIA")
+    ctx = y.Context(cfg)
+    e = Encoding(p, ii, y, lmax)
+    guards = {}
+    for name, family in families.items():
+        for detail, formula in family(e):
+            if guard is None:
+                ctx.assert_formula(formula)
+            else:
+                key = guard(name, detail)
+                if key not in guards:
+                    guards[key] = e.var(f"[{key}]", e.bool)
+                ctx.assert_formula(e.T.implies(guards[key], formula))
+    ctx.assert_formulas(e.defs)
+    return ctx, e, guards
