@@ -275,3 +275,32 @@ def test_an_mma_holds_its_memory_operands_until_it_completes_and_accumulates_in_
         names = [n.split(" ")[0] for n in use[t % s.ii][1]]
         assert "p0" in names and names.count("acc0_r") + names.count("acc0_n") == 1
     assert max(u for u, _ in use) <= machine.limits.tmem_bytes
+
+
+HOLD = """
+kernel hold
+input x : f16[64,64] @smem
+loop {
+  a = load : f16[64,64] @smem
+  p = exp2 a : f32[64,64] @tmem {cycles = 200}
+  o = mma p, x : f32[64,64] @tmem {cycles = 200}
+  r = exp2 o : f16[64,64] {cycles = 10}
+  store r
+}
+"""
+
+
+def test_an_mma_reading_tensor_memory_keeps_it_until_done_and_writes_elsewhere():
+    """With tensor memory for two 64-column tiles, P (32 KiB) and O (32 KiB) fill it while the mma
+    runs: it reads P until it completes, and writes O beside P, not over it (an mma writes in place
+    only over its accumulator). So the next P starts only when O is done: I = 100 + 100 units
+    (P's exponential, then the mma), where the SWP bound is the 128-unit TMA store. Releasing P at
+    the mma's start, or writing O over P, would give 128, a schedule verify rejects."""
+    text = (Path(__file__).resolve().parent.parent / "specs" / "b200.yaml").read_text()
+    from twill.machine import parse_machine
+    machine = parse_machine(text.replace("tmem_bytes: 262144 ", "tmem_bytes: 65536 "), "tight.yaml")
+    graph = parse_tir(HOLD, "hold.tir")
+    s = solve(graph, machine, SolveOptions())
+    assert dict(s.scale.map)[200] == 100  # units: 2 machine cycles each
+    assert (dict(s.bounds)["swp_ii"], s.ii, s.optimal) == (128, 200, True)
+    assert verify(s, graph, machine) == []

@@ -88,12 +88,14 @@ def register_file(lim, roles: list[tuple[int, int]]) -> tuple[int, int]:
 def in_place_operands(p: Problem, v: str) -> list[Dep]:
     """In-edges of v from values of v's space at least as large as v's result (ring slots of
     streaming loads excepted): when one of them dies at v (on v's role, for registers), v's result
-    is written into its registers or its shared- or tensor-memory tile."""
+    is written into its registers or its shared- or tensor-memory tile. An mma writes only into
+    its accumulator (operand 2): its A and B operands are read while its result is written."""
     t = p.task[v]
     if t.bytes == 0 or t.streaming:
         return []
     return [d for d in p.deps if d.dst == v and p.task[d.src].space == t.space
-            and not p.task[d.src].streaming and p.task[d.src].bytes >= t.bytes]
+            and not p.task[d.src].streaming and p.task[d.src].bytes >= t.bytes
+            and (t.opcode != "mma" or d.operand == 2)]
 
 
 def regs_per_thread(nbytes: int, warps: int) -> int:

@@ -41,6 +41,7 @@ class Dep:
     dst: str
     distance: int
     latency: int
+    operand: int = 0  # which operand of dst it feeds (an mma's accumulator is operand 2)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
         for c in costs
     )
     lat = {t.name: t.cycles for t in tasks}
-    deps = tuple(Dep(e.src, e.dst, e.distance, lat[e.src]) for e in graph.edges)
+    deps = tuple(Dep(e.src, e.dst, e.distance, lat[e.src], e.operand) for e in graph.edges)
     invariant: dict[str, int] = {}
     for v in graph.inputs:
         invariant[v.type.space] = invariant.get(v.type.space, 0) + v.type.footprint
