@@ -554,3 +554,40 @@ def test_makefile_builds_an_example_and_remakes_only_what_changed(tmp_path):
     second = make()
     assert "solve gemm_hopper.tir" in second and "nvcc" not in second
     assert (ex / "gemm_hopper.o").stat().st_mtime_ns == obj
+
+
+# -- which way a square b is read --------------------------------------------------------------------
+
+def _square_b_graph(q_space: str, s_attr: str = "", pv_attr: str = "") -> str:
+    return f"""kernel sq
+input q : f16[64,128] {q_space}
+input w : f16[128,64] @smem
+carry acc : f32[64,128] = 0
+loop {{
+  k = load : f16[128,128] @smem
+  v = load : f16[128,128] @smem
+  s = mma q, k : f32[64,128] {s_attr}
+  p = exp2 s : f16[64,128]
+  acc_n = mma p, v, acc : f32[64,128] {pv_attr}
+  t = mma q, w : f32[64,64] {pv_attr}
+  yield acc = acc_n
+}}
+"""
+
+
+@pytest.mark.parametrize("q_space", ["@smem", ""])
+def test_square_b_is_transposed_after_data_and_not_after_a_computed_tile(q_space):
+    """Q K^T whether Q is a shared-memory tile or a register input (it was read as Q K when Q sat
+    in registers, and the kernel computed the wrong product), P V for a computed P; the
+    transpose_b attribute overrides the default and may not contradict b's shape."""
+    from twill.emit.model import mma_shape
+    from twill.tir import parse_tir
+    graph = parse_tir(_square_b_graph(q_space), "sq.tir")
+    assert mma_shape(graph, graph.op("s")).b_kmajor and not mma_shape(graph, graph.op("acc_n")).b_kmajor
+    assert not mma_shape(graph, graph.op("t")).b_kmajor  # w is K x N by its shape
+    flipped = parse_tir(_square_b_graph(q_space, s_attr="{transpose_b = false}"), "sq.tir")
+    assert not mma_shape(flipped, flipped.op("s")).b_kmajor
+    contradicted = parse_tir(_square_b_graph(q_space, pv_attr="{transpose_b = true}"), "sq.tir")
+    assert mma_shape(contradicted, contradicted.op("acc_n")).b_kmajor  # square: the attribute decides
+    with pytest.raises(EmitError, match="transpose_b = true, but b is 128x64"):
+        mma_shape(contradicted, contradicted.op("t"))

@@ -20,7 +20,8 @@ DTYPE_BITS = {
     "i64": 64, "i32": 32, "i16": 16, "i8": 8, "i1": 1,
 }
 SPACES = ("reg", "smem", "tmem")
-OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_latency", "depth")
+OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_latency", "depth",
+                 "transpose_b")  # transpose_b: which way emit-cuda reads a square b of an mma
 CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
 OUTPUT_DTYPES = ("f32", "f16", "bf16")
 

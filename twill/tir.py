@@ -60,6 +60,7 @@ _ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "variable_latency": (lambda v: isinstance(v, bool), "true or false"),
     "unit": (lambda v: isinstance(v, str) and NAME.fullmatch(v) is not None, "a unit name"),
     "output": (lambda v: v in OUTPUT_DTYPES, "one of " + ", ".join(OUTPUT_DTYPES)),
+    "transpose_b": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 

@@ -282,9 +282,10 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
 def mma_shape(graph: Graph, op: Op) -> MmaShape:
     """The GEMM an `mma a, b[, c]` does: result [M, N], a [M, K], b [N, K] or [K, N].
 
-    When b is square the shapes cannot tell; then b is N x K (a @ b^T, the Q K^T of attention)
-    if a is a shared-memory tile and K x N (a @ b, the P V of attention) if a is computed in
-    registers. A third operand is the accumulator the product is added to.
+    When b is square the shapes cannot tell: `{transpose_b = true}` says b is N x K (a @ b^T),
+    `false` K x N (a @ b). Without it, b is N x K when a is data (an input or a loaded tile: the
+    Q K^T of attention) and K x N when a is computed in the loop (the P V of attention). A third
+    operand is the accumulator the product is added to.
     """
     if len(op.operands) not in (2, 3) or op.type is None or len(op.type.shape) != 2:
         raise EmitError(f"op '{op.name}': mma takes a, b[, c] and gives a rank-2 tile")
@@ -300,7 +301,17 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
     nk, kn = b.shape == (n, k), b.shape == (k, n)
     if not (nk or kn):
         raise EmitError(f"op '{op.name}': b is {b.shape[0]}x{b.shape[1]}, neither {n}x{k} nor {k}x{n}")
-    kmajor = nk if nk != kn else a.space == "smem"
+    said = op.attr("transpose_b")
+    if nk != kn and said is not None and said != nk:
+        raise EmitError(f"op '{op.name}': transpose_b = {str(said).lower()}, but b is {b.shape[0]}x{b.shape[1]} "
+                        f"for a {m}x{n} result with K = {k}")
+    if nk != kn:
+        kmajor = nk
+    elif said is not None:
+        kmajor = said
+    else:
+        producer = graph.by_name.get(op.operands[0].name)
+        kmajor = producer is None or producer.opcode == "load"
     if a.dtype != b.dtype or a.dtype not in ("f16", "bf16"):
         raise EmitError(f"op '{op.name}': emit-cuda's mma takes f16 or bf16 a and b of one dtype "
                         f"(got {a.dtype}, {b.dtype})")
