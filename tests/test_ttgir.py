@@ -419,3 +419,20 @@ def test_yielded_conversion_merges_into_its_producer():
     assert [(op.name, op.opcode, [str(o) for o in op.operands], op.type) for op in g.ops] == [
         ("y", "exp2", ["a"], f16(64, 64))]
     assert g.yields == (("a", "y"),)
+
+
+def test_a_square_b_takes_its_orientation_from_the_shared_layout():
+    """A square b cannot tell emit-cuda whether the dot computes a @ b or a @ b^T: the importer
+    writes `transpose_b` from b's nvmma_shared `transposed` flag (K of Q K^T is stored transposed,
+    V of P V is not), and emit-cuda then reads each as the dump says, whatever a's space. A
+    non-square b (the GEMM's 64x128) needs no attribute."""
+    from twill.emit.model import mma_shape
+    for path in (SM90, SM100):
+        graph, _ = load_ttgir(path)
+        mmas = [op for op in graph.ops if op.opcode == "mma"]
+        assert [op.attr("transpose_b") for op in mmas] == [True, False]
+        assert [mma_shape(graph, op).b_kmajor for op in mmas] == [True, False]
+    text = MATMUL.read_text()
+    flipped = text.replace("transposed = false", "transposed = true")
+    graph, _ = import_ttgir(flipped, "flipped.ttgir")
+    assert all(op.attr("transpose_b") is None for op in graph.ops)  # 64x128: the shape decides

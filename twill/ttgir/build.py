@@ -97,7 +97,7 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
                                          severity="warning")))
         graph_carries.append(Value(name, carry.type, "carry", text, carry.span))
     ops = tuple(Op(op_name[g.root], g.opcode, tuple(Operand(operand_name(r)) for r in g.operands), g.type,
-                   has_result=g.type is not None, span=g.span) for g in groups)
+                   attrs=g.attrs, has_result=g.type is not None, span=g.span) for g in groups)
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
     return Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file), notes
 

@@ -134,6 +134,7 @@ class Group:
     operands: tuple[Ref, ...]
     type: TensorType | None
     span: Span
+    attrs: tuple[tuple[str, object], ...] = ()  # the root node's .tir attributes
 
 
 def group(body: Body) -> tuple[list[Group], list[Note]]:
@@ -169,7 +170,7 @@ def group(body: Body) -> tuple[list[Group], list[Note]]:
         opcode, note = _opcode(body, idx, operands)
         if note:
             notes.append(note)
-        groups.append(Group(root, tuple(idx), opcode, operands, node.type, node.span))
+        groups.append(Group(root, tuple(idx), opcode, operands, node.type, node.span, node.attrs))
     return groups, notes
 
 

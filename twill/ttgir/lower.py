@@ -92,10 +92,11 @@ class _Lowering:
         if self.in_loop:
             self.notes.append(Note(Diagnostic(message, self.span(op), hint, "warning"), unknown))
 
-    def node(self, kind: str, op: MOp, operands, type_: TensorType | None, ssa: str | None = "") -> Tile:
+    def node(self, kind: str, op: MOp, operands, type_: TensorType | None, ssa: str | None = "", attrs=()) -> Tile:
         ssa = (op.results[0] if op.results else None) if ssa == "" else ssa
         refs = tuple(v.ref for v in operands if isinstance(v, Tile))
-        self.nodes.append(Node(len(self.nodes), kind, op.name, ssa, refs, type_, self.span(op), self.in_loop))
+        self.nodes.append(Node(len(self.nodes), kind, op.name, ssa, refs, type_, self.span(op), self.in_loop,
+                               tuple(attrs)))
         return Tile(Ref("node", len(self.nodes) - 1))
 
     def type_of(self, ref: Ref) -> TensorType:
@@ -232,13 +233,22 @@ def store(lw: _Lowering, op: MOp) -> None:
     lw.bind(op, TOKEN)
 
 
+def _b_layout(ins) -> tuple[tuple[str, object], ...]:
+    """`transpose_b` for an mma whose b is square, from b's shared layout (nvmma_shared's
+    `transposed` flag: stored N x K, as K in Q K^T): the shapes alone cannot tell emit-cuda."""
+    b = ins[1] if len(ins) > 1 else None
+    if b is None or len(b.shape) != 2 or b.shape[0] != b.shape[1] or b.transposed is None:
+        return ()
+    return (("transpose_b", b.transposed),)
+
+
 def dot(lw: _Lowering, op: MOp) -> None:
     """``tt.dot`` / ``ttng.warp_group_dot a, b, c``: an mma; a constant accumulator (zero) is dropped."""
     vals = [lw.read(v) for v in lw.operands(op)]
-    _, outs = lw.signature(op)
+    ins, outs = lw.signature(op)
     if len(vals) < 3 or not outs:
         raise lw.src.error(f"'{op.name}' needs operands a, b, c and a result type", op.head)
-    lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op)))
+    lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op), attrs=_b_layout(ins)))
 
 
 def dot_wait(lw: _Lowering, op: MOp) -> None:
@@ -261,7 +271,8 @@ def tc_gen5_mma(lw: _Lowering, op: MOp) -> None:
     acc = None if use_d == Const(False) else lw.read(d)
     name, mtype, _ = lw.buffers[d.index]
     ssa = op.results[0] if op.results else name
-    lw.content[d.index] = lw.node("mma", op, [a, b, acc], lw.tile_type(mtype, op, "tmem"), ssa)
+    ins, _ = lw.signature(op)
+    lw.content[d.index] = lw.node("mma", op, [a, b, acc], lw.tile_type(mtype, op, "tmem"), ssa, _b_layout(ins))
     lw.bind(op, TOKEN)
 
 

@@ -33,6 +33,7 @@ class MType:
     space: str = "reg"  # reg for a tensor; smem or tmem for a memdesc
     pointee: str = ""  # for a tensor of pointers: what they point to
     mutable: bool = False  # a memdesc that may be written after it is allocated
+    transposed: bool | None = None  # an nvmma_shared memdesc's `transposed` flag (None: no such flag)
 
     @property
     def is_tile(self) -> bool:
@@ -95,7 +96,19 @@ class TypeReader:
         params = [canonical(self.resolve(t.text)) for t in toks[j:end - 1] if t.kind == "attr"]
         space = "tmem" if "#ttng.tensor_memory" in params else "smem"
         mutable = any(t.is_("mutable") for t in toks[j:end - 1])
-        return MType("memdesc", shape, elem, space, mutable=mutable), end
+        transposed = None
+        for t in toks[j:end - 1]:
+            if t.kind == "attr" and canonical(self.resolve(t.text)) == "#ttg.nvmma_shared":
+                transposed = self._flag(t.text, "transposed")
+        return MType("memdesc", shape, elem, space, mutable=mutable, transposed=transposed), end
+
+    def _flag(self, alias: str, key: str) -> bool | None:
+        """`KEY = true|false` in the definition of the alias ``#name`` (None when absent)."""
+        toks = self.aliases.get(alias) or ()
+        for a, eq, v in zip(toks, toks[1:], toks[2:]):
+            if a.text == key and eq.text == "=" and v.text in ("true", "false"):
+                return v.text == "true"
+        return None
 
     def resolve(self, name: str) -> str:
         """``#smem`` -> ``#ttg.shared_memory`` (the first token of its definition)."""

@@ -78,6 +78,7 @@ class Node:
     type: TensorType | None
     span: Span
     in_loop: bool
+    attrs: tuple[tuple[str, object], ...] = ()  # .tir attributes of the op it becomes (transpose_b)
 
 
 @dataclass(frozen=True)
