@@ -54,7 +54,13 @@ def _machine_for(schedule, gpu: str | None):
             raise InputError(Diagnostic(f"the schedule was solved for machine '{schedule.machine}', which is not "
                                         f"a bundled spec ({', '.join(sorted(bundled_specs()))})",
                                         hint="pass the machine description it was solved with: --gpu PATH.yaml"))
-        return load_machine(schedule.machine)
+        machine = load_machine(schedule.machine)
+        if schedule.machine_digest and schedule.machine_digest != machine.digest:
+            raise InputError(Diagnostic(f"the schedule was solved with a machine description named "
+                                        f"'{schedule.machine}' that is not the bundled {schedule.machine} "
+                                        f"(its limits, units or op costs differ)",
+                                        hint="pass the machine description it was solved with: --gpu PATH.yaml"))
+        return machine
     machine = load_machine(gpu)
     if schedule.arch and machine.arch != schedule.arch:
         raise InputError(Diagnostic(f"the schedule was solved for {schedule.machine} ({schedule.arch}) but --gpu "

@@ -437,6 +437,22 @@ def test_cli_bad_input_exits_2(tmp_path, monkeypatch, setup, args, message):
     assert not (tmp_path / "out.cu").exists()
 
 
+def test_a_users_spec_under_a_bundled_name_is_not_mistaken_for_it(tmp_path):
+    """A schedule records its machine's digest: solved with a spec of the user's that reuses the
+    name h100 with other limits, emit-cuda without --gpu refuses the bundled h100, and with the
+    user's spec it emits."""
+    spec = tmp_path / "my_h100.yaml"
+    spec.write_text((ROOT / "specs" / "h100.yaml").read_text().replace("register_reserve: 32", "register_reserve: 40"))
+    sched = tmp_path / "fig1.json"
+    solved = CliRunner().invoke(main, ["solve", str(ROOT / "examples" / "fig1.tir"), "--gpu", str(spec), "-q",
+                                       "-o", str(sched)])
+    assert solved.exit_code == 0, solved.output
+    assert json.loads(sched.read_text())["machine_digest"] == load_machine(str(spec)).digest != load_machine("h100").digest
+    refused = run(sched, "-o", tmp_path / "a.cu")
+    assert refused.exit_code == 2 and "not the bundled h100" in refused.output and not (tmp_path / "a.cu").exists()
+    assert run(sched, "--gpu", spec, "-o", tmp_path / "b.cu").exit_code == 0
+
+
 def test_fixture_schedules_are_the_solvers():
     """Every fixture but the hand-written FA4 one is stage output as twill writes it."""
     for path in DATA.glob("*.json"):

@@ -92,6 +92,16 @@ class Machine:
     file: str = field(default="<machine>", compare=False)
 
     @property
+    def digest(self) -> str:
+        """A short hash of everything that shapes a schedule or a kernel (not the file it came
+        from, nor its `source` notes): a schedule records it, so emit-cuda can tell a user's spec
+        that reuses a bundled name from the bundled spec."""
+        import hashlib
+        model = (self.name, self.arch, self.clock_ghz, self.limits, self.units, self.cross_warp_cycles,
+                 self.ops, self.streaming_depth)
+        return hashlib.sha256(repr(model).encode()).hexdigest()[:16]
+
+    @property
     def unit_caps(self) -> dict[str, int]:
         return dict(self.units)
 

@@ -93,7 +93,7 @@ def schedule_from_modulo(problem: Problem, result: ModuloResult, norm: Normaliza
     from .tir import print_tir
     start = result.start
     return Schedule(
-        kernel=graph.kernel, machine=machine.name, arch=machine.arch, stage="swp",
+        kernel=graph.kernel, machine=machine.name, machine_digest=machine.digest, arch=machine.arch, stage="swp",
         ii=result.ii, length=result.length, optimal=result.optimal,
         ops=tuple(_scheduled(t, start[t.name], None) for t in problem.tasks),
         scale=Scale(norm.map, norm.distortion, norm.unit_cycles),

@@ -79,6 +79,7 @@ class Schedule:
     # (per-thread budget), depth (default ring depth), cross_role (False when forbidden)
     options: tuple[tuple[str, object], ...] = ()
     stats: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+    machine_digest: str = ""  # Machine.digest of the description it was solved with ("" if unknown)
 
     # -- derived views ---------------------------------------------------------------------
     @property
@@ -127,6 +128,7 @@ class Schedule:
             "format": FORMAT,
             "kernel": self.kernel,
             "machine": self.machine,
+            "machine_digest": self.machine_digest,
             "arch": self.arch,
             "stage": self.stage,
             "ii": self.ii,
@@ -175,7 +177,8 @@ class Schedule:
     @classmethod
     def from_dict(cls, d: dict) -> "Schedule":
         return cls(
-            kernel=d["kernel"], machine=d["machine"], arch=d.get("arch", ""), stage=d.get("stage", "joint"),
+            kernel=d["kernel"], machine=d["machine"], machine_digest=d.get("machine_digest", ""),
+            arch=d.get("arch", ""), stage=d.get("stage", "joint"),
             ii=d["ii"], length=d["length"], optimal=d["optimal"],
             ops=tuple(
                 ScheduledOp(
