@@ -304,3 +304,20 @@ def test_an_mma_reading_tensor_memory_keeps_it_until_done_and_writes_elsewhere()
     assert dict(s.scale.map)[200] == 100  # units: 2 machine cycles each
     assert (dict(s.bounds)["swp_ii"], s.ii, s.optimal) == (128, 200, True)
     assert verify(s, graph, machine) == []
+
+
+def test_a_register_input_occupies_its_readers_registers_for_the_whole_loop():
+    """An input without @smem (Q held in registers) costs every role that reads it its registers at
+    every cycle: 64x128 f16 is 32 per thread of a warpgroup. verify and the budgets count it."""
+    from twill.liveness import role_register_use
+    from twill.verify import _problem
+    text = (EXAMPLES / "attention_fwd_hopper.tir").read_text().replace(
+        "input q0    : f16[64,128] @smem", "input q0    : f16[64,128]")
+    graph, machine = parse_tir(text, "qreg.tir"), load_machine("h100")
+    s = solve(graph, machine, SolveOptions())
+    assert verify(s, graph, machine) == []
+    p = _problem(s, graph, machine)
+    reader = next(r for r in s.roles if "s0" in r.ops)
+    use = role_register_use(s, p, reader)
+    assert all(any(n.startswith("q0 (input, 32)") for n in names) for _, names in use)
+    assert max(u for u, _ in use) <= reader.registers

@@ -20,7 +20,8 @@ integer in [0, I) with an integer quotient. Every constraint family is one funct
 - variable_latency: a variable-latency op never shares a role with another kind of op.
 - registers:   at the begin x of every register value and the start of every op that loads another
                role's value, on x's role w: reserve + sum over values v on w of regs(v, w) * live(v at x)
-               + the values other roles produce that ops on w are reading at x <= regs[w];
+               + the values other roles produce that ops on w are reading at x
+               + the register inputs an op on w reads (held the whole loop) <= regs[w];
                live(v at t) counts the iterations whose instance of v is live at t. A value lives
                until its last same-role reader has finished with it (liveness.holds) and begins at
                its op's end when written in place of a dying operand (liveness.in_place_operands).
@@ -273,6 +274,10 @@ def registers(e: Encoding):
     readers = {c for _, c in loaded}
     points = [(t.name, begin[t.name], t.name) for t in values]
     points += [(c, e.start[c], f"{c}:reads" if c in begin else c) for c in e.names if c in readers]
+    # ... and an op reading a register input, where its role may hold no value of its own
+    covered = {x for x, _, _ in points}
+    points += [(c, e.start[c], f"{c}:input") for c in dict.fromkeys(c for _, _, cs in p.register_inputs for c in cs)
+               if c not in covered]
     shape = {}
     for x, at, detail in points:
         if x not in shape:
@@ -288,6 +293,9 @@ def registers(e: Encoding):
                          e.scale(regs_per_thread(nbytes, 1), n))
 
         terms = [e.num(lim.register_reserve)]
+        for v, nbytes, readers in p.register_inputs:  # held for the whole loop by each role reading it
+            here = T.yor([e.same_role(x, c) if c != x else T.true() for c in readers])
+            terms.append(T.ite(here, per_thread(nbytes, e.num(1)), e.num(0)))
         for v in values:
             n = e.live_during(at, begin[v.name], end[v.name])
             terms.append(per_thread(v.bytes, n) if v.name == x else

@@ -184,6 +184,7 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
                     f"registers per thread, in granules of {lim.register_granule}")
         u, _, w = detail.partition("@")  # the joint stage checks u on its own role (no slot in the detail)
         u, reads_check = (u[:-len(":reads")], True) if u.endswith(":reads") else (u, False)
+        u, reads_check = (u[:-len(":input")], True) if u.endswith(":input") else (u, reads_check)
         w = w or f"of {u}"
         values = _register_values(p)
         others = [t for t in values if t.name != u]
@@ -201,6 +202,9 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
         loads = ", ".join(f"{v} by {c} {regs_per_thread(T[v].bytes, wg)}" for v, c in imports(p) if v != c)
         if loads:
             text += f" + register values its ops running then load from another role ({loads})"
+        inputs = ", ".join(f"{v} {regs_per_thread(nbytes, wg)}" for v, nbytes, _ in p.register_inputs)
+        if inputs:
+            text += f" + the register inputs its ops read, held the whole loop ({inputs})"
         return (text + f" + every other register value live then on that role"
                 f"{' (' + parts + ' per thread on a warpgroup)' if parts else ''} must fit its budget, "
                 f"at most {lim.registers_per_thread} per thread")

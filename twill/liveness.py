@@ -31,6 +31,8 @@ SMT encoding in `encoding.py` (which states them as constraints); keep the two i
   (the rescale of O) streams 32 columns at a time: see `tmem_reads`, `read_bytes`. Two such
   reads cannot overlap on a role whose budget does not hold both (one warpgroup cannot hold two
   128-column S tiles at once).
+- A loop-invariant input held in registers (an `input` without @smem or @tmem) occupies the
+  registers of every role that reads it, for the whole loop.
 - Registers per thread of a value on a role of w warps: ``ceil(bytes / (4 * 32 * w))``.
 """
 from __future__ import annotations
@@ -203,6 +205,10 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
             if n:
                 used += n * regs_per_thread(task.bytes, role.warps)
                 names.append(f"{v} ({n}x{regs_per_thread(task.bytes, role.warps)})")
+        for v, nbytes, readers in p.register_inputs:
+            if any(role_of[c] == role.name for c in readers):
+                used += regs_per_thread(nbytes, role.warps)
+                names.append(f"{v} (input, {regs_per_thread(nbytes, role.warps)})")
         for v, c in imports(p) + tmem_reads(p):
             if role_of[c] != role.name or (role_of[v] == role.name and p.task[v].space == "reg"):
                 continue

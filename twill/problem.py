@@ -54,6 +54,9 @@ class Problem:
     cross: int  # normalized cross-role delay
     limits: Limits
     invariant_bytes: tuple[tuple[str, int], ...] = ()  # loop-invariant inputs per memory space
+    # loop-invariant inputs held in registers: (name, bytes, the ops that read it); each role
+    # that reads one holds it for the whole loop
+    register_inputs: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
     options: tuple[tuple[str, object], ...] = field(default=())
 
     @cached_property
@@ -86,12 +89,16 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
     lat = {t.name: t.cycles for t in tasks}
     deps = tuple(Dep(e.src, e.dst, e.distance, lat[e.src], e.operand) for e in graph.edges)
     invariant: dict[str, int] = {}
+    register_inputs = []
     for v in graph.inputs:
         invariant[v.type.space] = invariant.get(v.type.space, 0) + v.type.footprint
+        readers = tuple(op.name for op in graph.ops if any(o.name == v.name for o in op.operands))
+        if v.type.space == "reg" and readers:
+            register_inputs.append((v.name, v.type.footprint, readers))
     return Problem(
         kernel=graph.kernel, machine=machine.name, tasks=tasks, deps=deps, caps=machine.units,
         cross=units(machine.cross_warp_cycles), limits=machine.limits,
-        invariant_bytes=tuple(sorted(invariant.items())),
+        invariant_bytes=tuple(sorted(invariant.items())), register_inputs=tuple(register_inputs),
         options=tuple(sorted((options or {}).items())),
     )
 
