@@ -183,8 +183,10 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
             return (f"role slot {w}'s budget lies between {lim.min_registers} and {lim.registers_per_thread} "
                     f"registers per thread, in granules of {lim.register_granule}")
         u, _, w = detail.partition("@")  # the joint stage checks u on its own role (no slot in the detail)
-        u, reads_check = (u[:-len(":reads")], True) if u.endswith(":reads") else (u, False)
-        u, reads_check = (u[:-len(":input")], True) if u.endswith(":input") else (u, reads_check)
+        # "x:reads" / "x:input": checked at x's start (where it reads another role's value or a
+        # register input), not where a value of x's own begins
+        u, _, suffix = u.partition(":")
+        reads_check = suffix in ("reads", "input")
         w = w or f"of {u}"
         values = _register_values(p)
         others = [t for t in values if t.name != u]

@@ -194,9 +194,14 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
     reserve = p.limits.register_reserve
     start = {o.name: o.start for o in s.ops}
     role_of = {o.name: o.role for o in s.ops}
+    # register inputs an op of this role reads: held at every cycle
+    inputs = [(v, regs_per_thread(nbytes, role.warps)) for v, nbytes, readers in p.register_inputs
+              if any(role_of[c] == role.name for c in readers)]
+    loaded = imports(p) + tmem_reads(p)
     out = []
     for t in range(s.ii):
-        used, names = reserve, []
+        used = reserve + sum(k for _, k in inputs)
+        names = [f"{v} (input, {k})" for v, k in inputs]
         for v in role.ops:
             task = p.task[v]
             if v not in lives or task.space != "reg":
@@ -205,11 +210,7 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
             if n:
                 used += n * regs_per_thread(task.bytes, role.warps)
                 names.append(f"{v} ({n}x{regs_per_thread(task.bytes, role.warps)})")
-        for v, nbytes, readers in p.register_inputs:
-            if any(role_of[c] == role.name for c in readers):
-                used += regs_per_thread(nbytes, role.warps)
-                names.append(f"{v} (input, {regs_per_thread(nbytes, role.warps)})")
-        for v, c in imports(p) + tmem_reads(p):
+        for v, c in loaded:
             if role_of[c] != role.name or (role_of[v] == role.name and p.task[v].space == "reg"):
                 continue
             n = instances_live(start[c], start[c] + max(p.task[c].cycles, 1), t, s.ii)
