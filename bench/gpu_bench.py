@@ -372,6 +372,7 @@ def rel_err(got, ref):
 
 
 LAST_MHZ = [None]  # the SM clock read right after the last bench_ms (nvidia-smi), or None
+LAST_ENERGY = [None]  # (joules per call, mean watts) of the board over a loop after the last bench_ms, or None
 
 
 def bench_ms(fn):
@@ -379,7 +380,33 @@ def bench_ms(fn):
     fn()
     ms = float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
     LAST_MHZ[0] = sm_clock_mhz()
+    LAST_ENERGY[0] = energy_per_call(fn)
     return ms
+
+
+def energy_per_call(fn, seconds=1.0):
+    """The board's energy per call of fn and its mean power, from NVML's total-energy counter (mJ)
+    over back-to-back calls lasting about `seconds`. At the power cap (700 W on the H200) the
+    time a kernel takes is its energy over the cap: the figure that decides who is faster there."""
+    import time
+    import torch
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        n = max(10, int(seconds / max(time.perf_counter() - t0, 1e-6)))
+        e0, t0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(h), time.perf_counter()
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+        e1, t1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(h), time.perf_counter()
+        return (e1 - e0) / 1e3 / n, (e1 - e0) / 1e3 / (t1 - t0)
+    except Exception:  # noqa: BLE001 - no NVML, or no energy counter on this board
+        return None
 
 
 def sm_clock_mhz():
@@ -478,7 +505,7 @@ def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
         del ref
         if do_time:
             res["twill_ms"] = bench_ms(lambda: attn(q, k, v, o, scale))
-            res["twill_mhz"] = LAST_MHZ[0]
+            res["twill_mhz"], res["twill_joules_watts"] = LAST_MHZ[0], LAST_ENERGY[0]
         del out
     except Exception as e:  # noqa: BLE001
         res["twill_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
@@ -497,7 +524,7 @@ def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
                 res["rel_err_vs_cudnn"] = rel_err(o["acc"].view(B, H, N, D)[:1], oc[:1].float())
             del oc
             res["cudnn_ms"] = bench_ms(cudnn)
-            res["cudnn_mhz"] = LAST_MHZ[0]
+            res["cudnn_mhz"], res["cudnn_joules_watts"] = LAST_MHZ[0], LAST_ENERGY[0]
         except Exception as e:  # noqa: BLE001
             res["cudnn_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
         try:
@@ -518,6 +545,10 @@ def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
 
 def _f(x, fmt="%.1f"):
     return fmt % x if isinstance(x, (int, float)) else "—"
+
+
+def _joules(jw):
+    return "%.3f (%.0f W)" % tuple(jw) if jw else "—"
 
 
 def markdown(meta, results):
@@ -549,18 +580,19 @@ def markdown(meta, results):
             _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"), r.get("nan_count", "—"),
             "yes" if r.get("ok") else "**no**"))
     L += ["", "## Attention forward (B=4, H=32, D=128, non-causal, fp16 in; twill writes %s O)" % written("attention"), "",
-          "| N | twill TFLOP/s | SDPA-cuDNN TFLOP/s | Triton TFLOP/s | twill / cuDNN | twill / Triton | rel. error (fp32 ref) | rel. error vs cuDNN | NaN after | ok | SM MHz after twill / cuDNN |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "| N | twill TFLOP/s | SDPA-cuDNN TFLOP/s | Triton TFLOP/s | twill / cuDNN | twill / Triton | rel. error (fp32 ref) | rel. error vs cuDNN | NaN after | ok | SM MHz after twill / cuDNN | J per call twill / cuDNN (board W) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         if r["kernel"] != "attention":
             continue
         t, c, tr = r.get("twill_tflops"), r.get("cudnn_tflops"), r.get("triton_tflops")
-        L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
+        L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |" % (
             r["N"], _f(t) if t else "failed: " + r.get("twill_error", "?"), _f(c) if c else r.get("cudnn_error", "—"),
             _f(tr) if tr else r.get("triton_error", "—"), _f(t / c, "%.2fx") if t and c else "—",
             _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"),
             _f(r.get("rel_err_vs_cudnn"), "%.1e"), r.get("nan_count", "—"), "yes" if r.get("ok") else "**no**",
-            r.get("twill_mhz") or "—", r.get("cudnn_mhz") or "—"))
+            r.get("twill_mhz") or "—", r.get("cudnn_mhz") or "—", _joules(r.get("twill_joules_watts")),
+            _joules(r.get("cudnn_joules_watts"))))
     bw = [r for r in results if r["kernel"] == "attention_bwd"]
     if bw:
         L += ["", "## Attention backward step (B=4, H=32, D=128; examples/attention_bwd_hopper.tir; correctness, no baseline)",

@@ -52,6 +52,9 @@ FIXTURES = {
     # Spills a little: a 64-row tile read with tcgen05.ld 32x32b fills half the lanes, so P and dS
     # cost a whole row per thread (64 registers), twice what the model counts
     "attention_bwd_blackwell.b200": ("sm_100a", None),
+    # rows of 32 and 64 bytes (32- and 64-byte swizzle); tests/test_gpu.py runs them
+    "gemm_k16n32.h100": ("sm_90a", 0),
+    "gemm_k32n16.h100": ("sm_90a", 0),
 }
 PERSISTENT_RUNS = ("gemm_hopper.h100", "attention_fwd_hopper.h100")  # bench/gpu_bench.py runs these
 # kernels without spills whose wgmmas ptxas still serializes somewhere (C7512 / C7515): the
@@ -538,6 +541,50 @@ def test_a_random_loop_compiles_without_warnings(tmp_path, gpu, arch):
     assert proc.returncode == 0, proc.stderr
     noise = [line for line in proc.stderr.splitlines() if line.strip() and not ptxas_info(line)]
     assert noise == [], "\n".join(noise)
+
+
+NARROW_GEMMS = {  # (k, n) of a one-warpgroup GEMM tile: rows of 32 and 64 bytes (32- and 64-byte swizzle),
+    "k32": (32, 128), "k16": (16, 64), "n32": (64, 32)}  # besides the fixtures gemm_k16n32 and gemm_k32n16
+
+
+def narrow_gemm(k: int, n: int) -> str:
+    return (f"kernel gemm_k{k}n{n}\n"
+            f"carry acc : f32[64,{n}] = 0 {{output = f16}}\n"
+            "loop {\n"
+            f"  a     = load : f16[64,{k}] @smem {{depth = 4}}\n"
+            f"  b     = load : f16[{k},{n}] @smem {{depth = 4}}\n"
+            f"  acc_n = mma a, b, acc : f32[64,{n}]\n"
+            "  yield acc = acc_n\n}\n")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("tile", sorted(NARROW_GEMMS))
+def test_tiles_narrower_than_128_bytes_compile(tmp_path, tile):
+    """A tile whose rows are 64 or 32 bytes (K = 32 or 16 columns of f16, or N = 32) is loaded and
+    read by the tensor core with a 64- or 32-byte swizzle (the GPU test runs them)."""
+    from twill.pipeline import solve
+    from twill.tir import parse_tir
+    k, n = NARROW_GEMMS[tile]
+    machine = load_machine("h100")
+    src = tmp_path / "k.cu"
+    src.write_text(emit_cuda(solve(parse_tir(narrow_gemm(k, n), "narrow.tir"), machine), machine))
+    sw = {32: 32, 64: 64}.get(2 * k, 128)
+    assert f"64, {sw // 2}, {sw}))" in src.read_text()  # a's tensor map: 64-row boxes of one swizzle block
+    proc = subprocess.run([nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-DTWILL_MAIN",
+                           "-Xptxas", "-v", "-c", str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    noise = [line for line in proc.stderr.splitlines() if line.strip() and not ptxas_info(line)]
+    assert noise == [], "\n".join(noise)
+    assert "0 bytes spill stores" in proc.stderr
+
+
+def test_an_mma_operand_narrower_than_32_bytes_is_refused():
+    from twill.pipeline import solve
+    from twill.tir import parse_tir
+    machine = load_machine("h100")
+    text = narrow_gemm(64, 8)  # b: 8 columns of f16, 16 bytes a row
+    with pytest.raises(EmitError, match="multiple of 32 bytes"):
+        emit_cuda(solve(parse_tir(text, "narrow.tir"), machine), machine)
 
 
 @needs_nvcc

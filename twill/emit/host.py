@@ -8,7 +8,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from .model import DIM_LABELS, dtype_bytes, rastered
+from .model import DIM_LABELS, dtype_bytes, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 
 
@@ -69,10 +69,10 @@ def host_launcher(r) -> str:
     lines += [
         "};",
         "",
-        "// A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect (a",
-        "// row vector, read by index, without).",
+        "// A 3-d tensor map (columns, rows, batch) with the swizzle of the kernel's tile (twill::Tile: 128, 64",
+        "// or 32 bytes, the box's row; 16 for none, as for a row vector, read by index).",
         "inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,",
-        "                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, bool swizzle = true) {",
+        "                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, int swizzle) {",
         "  static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = nullptr;",
         "  if (encode_tiled == nullptr) {",
         "    cudaDriverEntryPointQueryResult found;",
@@ -86,7 +86,11 @@ def host_launcher(r) -> str:
         "  cuuint32_t box[3] = {box_cols, box_rows, 1};",
         "  cuuint32_t step[3] = {1, 1, 1};",
         "  return encode_tiled(map, type, 3, const_cast<void*>(ptr), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,",
-        "                      swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,",
+        "                      swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B",
+        "                      : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B",
+        "                      : swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B",
+        "                                      : CU_TENSOR_MAP_SWIZZLE_NONE,",
+        "                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B,",
         "                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;",
         "}",
         "",
@@ -101,10 +105,11 @@ def host_launcher(r) -> str:
     for t in maps:
         rows, cols, batch = _dims(t)
         esize = dtype_bytes(t.dtype)
+        sw = swizzle_bytes(t.tile[-1] * esize)
         lines += [
             f"  CUtensorMap tm_{t.name};",
             f"  if (!encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, "
-            + (f"{min(t.tile[0], 256)}, {128 // esize}))" if t.rank > 1 else f"1, {t.tile[1]}, false))"),
+            + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw}))" if t.rank > 1 else f"1, {t.tile[1]}, 16))"),
             "    return cudaErrorInvalidValue;",
         ]
     lines += [

@@ -131,6 +131,12 @@ def dtype_bytes(dtype: str) -> int:
     return max(1, DTYPE_BITS[dtype] // 8)
 
 
+def swizzle_bytes(line: int) -> int:
+    """The swizzle of a shared-memory tile whose rows are `line` bytes: the widest of 128, 64 and
+    32 bytes that divides a row, or 16 (none). The runtime's `Tile` computes the same."""
+    return next(sw for sw in (128, 64, 32, 16) if line % sw == 0)
+
+
 @dataclass(frozen=True)
 class ValueInfo:
     name: str

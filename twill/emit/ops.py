@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..ir import Op, TensorType
-from .model import EmitError, KernelModel, MmaShape
+from .model import EmitError, KernelModel, MmaShape, dtype_bytes, swizzle_bytes
 
 CTYPE = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float", "tf32": "float", "f64": "double",
          "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "i64": "int64_t"}
@@ -190,6 +190,9 @@ def _operand_desc(model: KernelModel, a: Arg, kmajor: bool, row: str, k: str) ->
     t = a.type
     T = ctype(t.dtype)
     rows, cols = t.shape
+    if swizzle_bytes(cols * dtype_bytes(t.dtype)) < 32:
+        raise EmitError(f"mma operand '{a.value}' is {cols} {t.dtype} wide: the tensor core reads shared-memory tiles "
+                        f"whose rows are a multiple of 32 bytes (32-, 64- or 128-byte swizzle)")
     if kmajor:
         return f"twill::desc_kmajor<{T}, {rows}, {cols}>({a.expr}, {row}, {k})"
     return f"twill::desc_mnmajor<{T}, {rows}, {cols}>({a.expr}, {k}, {row})"

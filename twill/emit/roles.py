@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..ir import TensorType
 from .lines import Lines, ring_slot
-from .model import EmitError, dtype_bytes, ident
+from .model import EmitError, dtype_bytes, ident, swizzle_bytes
 from .ops import Arg, OpCall, ctype, emitter, exp2_code, fragment_type, view_type
 from .program import Inst, Window
 
@@ -138,9 +138,10 @@ class RoleBody:
         return m.roles[0].name
 
     def _tma_boxes(self, out: Lines, t, dst: str, bar: str, it: str) -> None:
-        """TMA loads of one tile: one box per 128-byte column block and per 256 rows, swizzled as
-        the tensor core reads them; a row vector (lse, a row statistic) in one plain box, since
-        the 128-byte swizzle would permute its second 128 bytes (they start a new swizzle row)."""
+        """TMA loads of one tile: one box per swizzle block of columns (128, 64 or 32 bytes, as
+        the tensor core reads them; 16, unswizzled, for narrower rows) and per 256 rows; a row vector (lse, a row statistic) in one
+        plain box, since a swizzle would permute its bytes past the first 128 (they start a new
+        swizzle row)."""
         esize = dtype_bytes(t.dtype)
         rows, cols = t.tile
         if t.rank == 1:
@@ -150,15 +151,15 @@ class RoleBody:
             row0, col0, batch = self.r._origin(t, it)
             out(f"twill::tma_load({dst}, tm.{t.name}, {bar}, {col0}, {row0}, {batch});")
             return
-        block = 128 // esize
-        if cols % block:
-            raise EmitError(f"tile of '{t.value}' is {cols} {t.dtype} wide: TMA with 128-byte swizzle needs a multiple "
-                            f"of {block}")
+        if (cols * esize) % 16:
+            raise EmitError(f"tile of '{t.value}' is {cols} {t.dtype} wide: a TMA box's rows are a multiple of 16 bytes")
+        sw = swizzle_bytes(cols * esize)
+        block = sw // esize
         box_rows = min(rows, 256)
         row0, col0, batch = self.r._origin(t, it)
         for cb in range(cols // block):
             for rb in range(0, rows, box_rows):
-                off = cb * rows * 128 + rb * 128
+                off = cb * rows * sw + rb * sw
                 ptr = f"reinterpret_cast<char*>({dst}) + {off}" if off else dst
                 out(f"twill::tma_load({ptr}, tm.{t.name}, {bar}, {col0} + {cb * block}, {row0} + {rb}, {batch});"
                     if (cb or rb) else f"twill::tma_load({ptr}, tm.{t.name}, {bar}, {col0}, {row0}, {batch});")

@@ -21,7 +21,7 @@ from twill.pipeline import SolveOptions, solve
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 
-SOLVED = {  # name -> (example, gpu, swp_only)
+SOLVED = {  # name -> (example, or a graph's path from the repository root; gpu, swp_only)
     "fig1.h100": ("fig1", "h100", False),
     "gemm_hopper.h100": ("gemm_hopper", "h100", False),
     "gemm_hopper.h100.swp": ("gemm_hopper", "h100", True),
@@ -36,6 +36,9 @@ SOLVED = {  # name -> (example, gpu, swp_only)
     "attention_fwd_blackwell.b200": ("attention_fwd_blackwell", "b200", False),
     "attention_bwd_hopper.h100": ("attention_bwd_hopper", "h100", False),
     "attention_bwd_blackwell.b200": ("attention_bwd_blackwell", "b200", False),
+    # rows of 32 and 64 bytes: 32- and 64-byte swizzled tiles, K-major and N-major
+    "gemm_k16n32.h100": ("tests/data/tir/gemm_k16n32.tir", "h100", False),
+    "gemm_k32n16.h100": ("tests/data/tir/gemm_k32n16.tir", "h100", False),
 }
 
 FA4_GROUPS = (  # FlashAttention-4's warp roles, as --group pins them
@@ -49,7 +52,7 @@ FA4_GROUPS = (  # FlashAttention-4's warp roles, as --group pins them
 
 def solved(name: str) -> str:
     example, gpu, swp = SOLVED[name]
-    graph = load_graph(ROOT / "examples" / f"{example}.tir")
+    graph = load_graph(ROOT / example if "/" in example else ROOT / "examples" / f"{example}.tir")
     return solve(graph, load_machine(gpu), SolveOptions(swp_only=swp)).to_json()
 
 

@@ -116,7 +116,7 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
-// TMA stores from shared memory (the same 128-byte swizzle as the loads), as bulk groups of the
+// TMA stores from shared memory (the same swizzle as the loads), as bulk groups of the
 // issuing thread: it commits a group after its stores, and waits until at most N of its groups are
 // still reading shared memory before that memory is written again.
 __device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
@@ -158,20 +158,26 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 }
 
 // ---- tiles in shared memory ------------------------------------------------------------------
-// The layout TMA writes with CU_TENSOR_MAP_SWIZZLE_128B, which wgmma and tcgen05 read through
-// descriptors: columns cut into 128-byte blocks, each block ROWS rows of 128 bytes, and in every
-// row the 16-byte chunks permuted by XOR with (row % 8). Tiles are 1024-byte aligned.
+// The layout TMA writes with a swizzled tensor map, which wgmma and tcgen05 read through
+// descriptors. The swizzle width kSw is the widest of 128, 64 and 32 bytes that divides a row
+// (16: none, for row vectors): columns cut into kSw-byte blocks, each block ROWS rows of kSw bytes,
+// and in every row the 16-byte chunks permuted by XOR with bits 7.. of the row's byte offset in
+// its block (row % 8 for 128 bytes, (row / 2) % 4 for 64, (row / 4) % 2 for 32). Tiles are
+// 1024-byte aligned.
 template <typename T, int ROWS, int COLS>
 struct Tile {
-  static constexpr int kBlockCols = 128 / static_cast<int>(sizeof(T));
-  static constexpr int kBlocks = (COLS + kBlockCols - 1) / kBlockCols;
-  static constexpr int kBytes = kBlocks * ROWS * 128;
-  static_assert(COLS % kBlockCols == 0, "a tile's rows must be a whole number of 128-byte blocks");
+  static constexpr int kLine = COLS * static_cast<int>(sizeof(T));
+  static constexpr int kSw = kLine % 128 == 0 ? 128 : kLine % 64 == 0 ? 64 : kLine % 32 == 0 ? 32 : 16;
+  static constexpr int kBlockCols = kSw / static_cast<int>(sizeof(T));
+  static constexpr int kBlocks = COLS / kBlockCols;
+  static constexpr int kBytes = kBlocks * ROWS * kSw;
+  static_assert(kLine % 16 == 0, "a tile's rows must be a whole number of 16-byte chunks");
 
   __device__ __forceinline__ static int offset(int r, int c) {
     const int block = c / kBlockCols;
     const int byte = (c % kBlockCols) * static_cast<int>(sizeof(T));
-    return block * ROWS * 128 + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
+    const int chunk = (byte >> 4) ^ (((r * kSw) >> 7) & (kSw / 16 - 1));
+    return block * ROWS * kSw + r * kSw + (chunk << 4) + (byte & 15);
   }
 };
 
@@ -395,33 +401,37 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 }
 
 // ---- wgmma ---------------------------------------------------------------------------------------
-// Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
-// (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
+// Shared-memory matrix descriptor of a Tile (its swizzle: layout 1, 2, 3 = 128, 64, 32 bytes).
+// K-major operand: LBO unused (16), SBO = 8 rows of a swizzle block. MN-major operand: LBO = the
+// stride between column blocks, SBO = 8 rows.
 //
 // The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
 // loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
 // registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
 // integer instructions next to the wgmma.
+template <int SW>
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  static_assert(SW == 128 || SW == 64 || SW == 32, "wgmma reads tiles of 32-, 64- or 128-byte swizzle");
+  constexpr uint64_t layout = SW == 128 ? 1 : SW == 64 ? 2 : 3;
   asm volatile("" : "+r"(addr));
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
-         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (layout << 62);
 }
 
 // K-major tile [ROWS x COLS] (a, or b stored N x K): rows r0.., the 16 columns from k0.
 template <typename T, int ROWS, int COLS>
 __device__ __forceinline__ uint64_t desc_kmajor(const void* tile, int r0, int k0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * 128 + r0 * 128 + (k0 % L::kBlockCols) * sizeof(T);
-  return gmma_desc(a, 16, 1024);
+  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T);
+  return gmma_desc<L::kSw>(a, 16, 8 * L::kSw);
 }
 
 // MN-major tile [ROWS = K x COLS = N] (b stored K x N): the 16 rows from k0, columns n0.. .
 template <typename T, int ROWS, int COLS>
 __device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int k0, int n0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * 128 + k0 * 128;
-  return gmma_desc(a, ROWS * 128, 1024);
+  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw;
+  return gmma_desc<L::kSw>(a, ROWS * L::kSw, 8 * L::kSw);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -479,13 +489,13 @@ __device__ __forceinline__ uint32_t packed_pair(const Frag<MB, N>& f, int b, int
 // k = 2j + h of a thread is row h*8 + lane/4, columns 8j + 2*(lane%4)). Other tiles: a thread holds
 // each row's columns in adjacent pairs (frag_col), which a swizzle keeps adjacent: one store per pair.
 //
-// frag_to_tile_blocks writes only the 128-byte column blocks [CB, CB + NB) of the tile, to `tile`
+// frag_to_tile_blocks writes only the swizzle blocks (columns) [CB, CB + NB) of the tile, to `tile`
 // where block CB begins (an output staged for TMA a block at a time); which block a column falls
 // in is known at compile time (a thread's columns differ from 8c by less than 8).
 template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
 __device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
   using L = Tile<T, ROWS, COLS>;
-  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
+  char* base = static_cast<char*>(tile) - CB * ROWS * L::kSw;
   auto wanted = [](int col8) { return col8 / L::kBlockCols >= CB && col8 / L::kBlockCols < CB + NB; };
   using P = typename Pair<T>::type;
   if constexpr (!is_rows<F>::value && sizeof(T) == 2 && F::kElems % 8 == 0) {
@@ -1028,10 +1038,10 @@ struct Problem {
   int out_acc1_cols_step = 256, out_acc1_cols_offset = 0;
 };
 
-// A 3-d tensor map (columns, rows, batch) with 128-byte swizzle, as the kernel's tiles expect (a
-// row vector, read by index, without).
+// A 3-d tensor map (columns, rows, batch) with the swizzle of the kernel's tile (twill::Tile: 128, 64
+// or 32 bytes, the box's row; 16 for none, as for a row vector, read by index).
 inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,
-                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, bool swizzle = true) {
+                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, int swizzle) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = nullptr;
   if (encode_tiled == nullptr) {
     cudaDriverEntryPointQueryResult found;
@@ -1045,7 +1055,11 @@ inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, c
   cuuint32_t box[3] = {box_cols, box_rows, 1};
   cuuint32_t step[3] = {1, 1, 1};
   return encode_tiled(map, type, 3, const_cast<void*>(ptr), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                      swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                      : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                      : swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                      : CU_TENSOR_MAP_SWIZZLE_NONE,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -1064,19 +1078,19 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_acc1_rows_offset < 0 || p.out_acc1_rows_offset + 64 > p.out_acc1_rows_step) return cudaErrorInvalidValue;
   if (p.out_acc1_cols_offset < 0 || p.out_acc1_cols_offset + 256 > p.out_acc1_cols_step) return cudaErrorInvalidValue;
   CUtensorMap tm_a0;
-  if (!encode(&tm_a0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a0, static_cast<uint64_t>(p.tiles_m) * p.a0_rows_step, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 64, 64))
+  if (!encode(&tm_a0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a0, static_cast<uint64_t>(p.tiles_m) * p.a0_rows_step, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_a1;
-  if (!encode(&tm_a1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a1, static_cast<uint64_t>(p.tiles_m) * p.a1_rows_step, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 64, 64))
+  if (!encode(&tm_a1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a1, static_cast<uint64_t>(p.tiles_m) * p.a1_rows_step, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_b;
-  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.tiles_n) * p.b_cols_step, static_cast<uint64_t>(p.batch), 64, 64))
+  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.tiles_n) * p.b_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_acc0;
-  if (!encode(&tm_out_acc0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc0, static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step, static_cast<uint64_t>(p.batch), 64, 64))
+  if (!encode(&tm_out_acc0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc0, static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_acc1;
-  if (!encode(&tm_out_acc1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc1, static_cast<uint64_t>(p.tiles_m) * p.out_acc1_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc1_cols_step, static_cast<uint64_t>(p.batch), 64, 64))
+  if (!encode(&tm_out_acc1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc1, static_cast<uint64_t>(p.tiles_m) * p.out_acc1_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc1_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = p.iters;

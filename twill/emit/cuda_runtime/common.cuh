@@ -111,7 +111,7 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
-// TMA stores from shared memory (the same 128-byte swizzle as the loads), as bulk groups of the
+// TMA stores from shared memory (the same swizzle as the loads), as bulk groups of the
 // issuing thread: it commits a group after its stores, and waits until at most N of its groups are
 // still reading shared memory before that memory is written again.
 __device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
@@ -153,20 +153,26 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 }
 
 // ---- tiles in shared memory ------------------------------------------------------------------
-// The layout TMA writes with CU_TENSOR_MAP_SWIZZLE_128B, which wgmma and tcgen05 read through
-// descriptors: columns cut into 128-byte blocks, each block ROWS rows of 128 bytes, and in every
-// row the 16-byte chunks permuted by XOR with (row % 8). Tiles are 1024-byte aligned.
+// The layout TMA writes with a swizzled tensor map, which wgmma and tcgen05 read through
+// descriptors. The swizzle width kSw is the widest of 128, 64 and 32 bytes that divides a row
+// (16: none, for row vectors): columns cut into kSw-byte blocks, each block ROWS rows of kSw bytes,
+// and in every row the 16-byte chunks permuted by XOR with bits 7.. of the row's byte offset in
+// its block (row % 8 for 128 bytes, (row / 2) % 4 for 64, (row / 4) % 2 for 32). Tiles are
+// 1024-byte aligned.
 template <typename T, int ROWS, int COLS>
 struct Tile {
-  static constexpr int kBlockCols = 128 / static_cast<int>(sizeof(T));
-  static constexpr int kBlocks = (COLS + kBlockCols - 1) / kBlockCols;
-  static constexpr int kBytes = kBlocks * ROWS * 128;
-  static_assert(COLS % kBlockCols == 0, "a tile's rows must be a whole number of 128-byte blocks");
+  static constexpr int kLine = COLS * static_cast<int>(sizeof(T));
+  static constexpr int kSw = kLine % 128 == 0 ? 128 : kLine % 64 == 0 ? 64 : kLine % 32 == 0 ? 32 : 16;
+  static constexpr int kBlockCols = kSw / static_cast<int>(sizeof(T));
+  static constexpr int kBlocks = COLS / kBlockCols;
+  static constexpr int kBytes = kBlocks * ROWS * kSw;
+  static_assert(kLine % 16 == 0, "a tile's rows must be a whole number of 16-byte chunks");
 
   __device__ __forceinline__ static int offset(int r, int c) {
     const int block = c / kBlockCols;
     const int byte = (c % kBlockCols) * static_cast<int>(sizeof(T));
-    return block * ROWS * 128 + r * 128 + ((((byte >> 4) ^ (r & 7))) << 4) + (byte & 15);
+    const int chunk = (byte >> 4) ^ (((r * kSw) >> 7) & (kSw / 16 - 1));
+    return block * ROWS * kSw + r * kSw + (chunk << 4) + (byte & 15);
   }
 };
 

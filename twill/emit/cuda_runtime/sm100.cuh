@@ -111,24 +111,28 @@ __device__ __forceinline__ uint32_t tmem_lane_base(uint32_t taddr) {
 
 @@TMEM_WRAPPERS@@
 // ---- tcgen05.mma ---------------------------------------------------------------------------------
-// Shared-memory descriptor (sm_100): as sm_90's plus the version bit 46; layout 2 = 128-byte swizzle.
+// Shared-memory descriptor (sm_100): as sm_90's plus the version bit 46; layout 2, 4, 6 = 128-,
+// 64-, 32-byte swizzle.
+template <int SW>
 __device__ __forceinline__ uint64_t umma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  static_assert(SW == 128 || SW == 64 || SW == 32, "tcgen05.mma reads tiles of 32-, 64- or 128-byte swizzle");
+  constexpr uint64_t layout = SW == 128 ? 2 : SW == 64 ? 4 : 6;
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
-         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 46) | (2ull << 61);
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 46) | (layout << 61);
 }
 
 template <typename T, int ROWS, int COLS>
 __device__ __forceinline__ uint64_t desc_kmajor(const void* tile, int r0, int k0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * 128 + r0 * 128 + (k0 % L::kBlockCols) * sizeof(T);
-  return umma_desc(a, 16, 1024);
+  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T);
+  return umma_desc<L::kSw>(a, 16, 8 * L::kSw);
 }
 
 template <typename T, int ROWS, int COLS>
 __device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int k0, int n0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * 128 + k0 * 128;
-  return umma_desc(a, ROWS * 128, 1024);
+  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw;
+  return umma_desc<L::kSw>(a, ROWS * L::kSw, 8 * L::kSw);
 }
 
 // Instruction descriptor of kind::f16: f32 accumulator, f16 or bf16 inputs, majors, N and M.
@@ -230,11 +234,11 @@ __device__ __forceinline__ void tmem_rescale_const(uint32_t dst, float init, con
   tmem_wait_st();
 }
 
-// Only the 128-byte column blocks [CB, CB + NB), to `tile` where block CB begins (see sm_90a's).
+// Only the swizzle blocks [CB, CB + NB), to `tile` where block CB begins (see sm_90a's).
 template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
 __device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
   using L = Tile<T, ROWS, COLS>;
-  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
+  char* base = static_cast<char*>(tile) - CB * ROWS * L::kSw;
   if (!row_ok<F::kRows>()) return;
 #pragma unroll
   for (int i = CB * L::kBlockCols; i < F::kElems && i < (CB + NB) * L::kBlockCols; ++i)

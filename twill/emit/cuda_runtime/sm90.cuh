@@ -162,33 +162,37 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 }
 
 // ---- wgmma ---------------------------------------------------------------------------------------
-// Shared-memory matrix descriptor (128-byte swizzle). K-major operand: LBO unused (16), SBO = 1024
-// (8 rows of 128 bytes). MN-major operand: LBO = the stride between 64-element column blocks.
+// Shared-memory matrix descriptor of a Tile (its swizzle: layout 1, 2, 3 = 128, 64, 32 bytes).
+// K-major operand: LBO unused (16), SBO = 8 rows of a swizzle block. MN-major operand: LBO = the
+// stride between column blocks, SBO = 8 rows.
 //
 // The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
 // loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
 // registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
 // integer instructions next to the wgmma.
+template <int SW>
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  static_assert(SW == 128 || SW == 64 || SW == 32, "wgmma reads tiles of 32-, 64- or 128-byte swizzle");
+  constexpr uint64_t layout = SW == 128 ? 1 : SW == 64 ? 2 : 3;
   asm volatile("" : "+r"(addr));
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
-         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (layout << 62);
 }
 
 // K-major tile [ROWS x COLS] (a, or b stored N x K): rows r0.., the 16 columns from k0.
 template <typename T, int ROWS, int COLS>
 __device__ __forceinline__ uint64_t desc_kmajor(const void* tile, int r0, int k0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * 128 + r0 * 128 + (k0 % L::kBlockCols) * sizeof(T);
-  return gmma_desc(a, 16, 1024);
+  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T);
+  return gmma_desc<L::kSw>(a, 16, 8 * L::kSw);
 }
 
 // MN-major tile [ROWS = K x COLS = N] (b stored K x N): the 16 rows from k0, columns n0.. .
 template <typename T, int ROWS, int COLS>
 __device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int k0, int n0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * 128 + k0 * 128;
-  return gmma_desc(a, ROWS * 128, 1024);
+  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw;
+  return gmma_desc<L::kSw>(a, ROWS * L::kSw, 8 * L::kSw);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -246,13 +250,13 @@ __device__ __forceinline__ uint32_t packed_pair(const Frag<MB, N>& f, int b, int
 // k = 2j + h of a thread is row h*8 + lane/4, columns 8j + 2*(lane%4)). Other tiles: a thread holds
 // each row's columns in adjacent pairs (frag_col), which a swizzle keeps adjacent: one store per pair.
 //
-// frag_to_tile_blocks writes only the 128-byte column blocks [CB, CB + NB) of the tile, to `tile`
+// frag_to_tile_blocks writes only the swizzle blocks (columns) [CB, CB + NB) of the tile, to `tile`
 // where block CB begins (an output staged for TMA a block at a time); which block a column falls
 // in is known at compile time (a thread's columns differ from 8c by less than 8).
 template <typename T, int ROWS, int COLS, int CB, int NB, typename F>
 __device__ __forceinline__ void frag_to_tile_blocks(void* tile, const F& f, int row0) {
   using L = Tile<T, ROWS, COLS>;
-  char* base = static_cast<char*>(tile) - CB * ROWS * 128;
+  char* base = static_cast<char*>(tile) - CB * ROWS * L::kSw;
   auto wanted = [](int col8) { return col8 / L::kBlockCols >= CB && col8 / L::kBlockCols < CB + NB; };
   using P = typename Pair<T>::type;
   if constexpr (!is_rows<F>::value && sizeof(T) == 2 && F::kElems % 8 == 0) {
