@@ -578,6 +578,24 @@ def test_tiles_narrower_than_128_bytes_compile(tmp_path, tile):
     assert "0 bytes spill stores" in proc.stderr
 
 
+@needs_nvcc
+def test_a_one_warp_mma_role_reads_its_tensor_memory_out_as_a_warpgroup(tmp_path):
+    """On b200 the solver gives this GEMM a 1-warp MMA role (its accumulator lives in tensor
+    memory); tcgen05.ld reads it out a warp per 32 lanes, so emit-cuda makes that role a warpgroup
+    (it refused: 'no warpgroup role can read acc_n out of tensor memory')."""
+    from twill.pipeline import solve
+    from twill.tir import parse_tir
+    machine = load_machine("b200")
+    s = solve(parse_tir(narrow_gemm(64, 32), "narrow.tir"), machine)
+    assert all(r.warps == 1 for r in s.roles)
+    src = tmp_path / "k.cu"
+    src.write_text(emit_cuda(s, machine))
+    assert "the roles' 5 warp(s)" in src.read_text()
+    proc = subprocess.run([nvcc(), "-std=c++17", "-gencode=arch=compute_100a,code=sm_100a", "-DTWILL_MAIN",
+                           "-Xptxas", "-v", "-c", str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_an_mma_operand_narrower_than_32_bytes_is_refused():
     from twill.pipeline import solve
     from twill.tir import parse_tir

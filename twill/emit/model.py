@@ -338,8 +338,21 @@ def _roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
             for op in r.ops:
                 if graph.by_name[op].opcode == "mma" and arch.startswith("sm_90") and not r.is_warpgroup:
                     raise EmitError(f"op '{op}' is a wgmma but role '{r.name}' is not a warpgroup")
-        return roles, False
+        return _reads_out_tmem(roles, graph, arch), False
     return _default_roles(schedule, graph, machine, arch, mma), True
+
+
+def _reads_out_tmem(roles: tuple[RoleInfo, ...], graph: Graph, arch: str) -> tuple[RoleInfo, ...]:
+    """On sm_100a an accumulator carried in tensor memory is read out after the loop by a whole
+    warpgroup (tcgen05.ld: each warp reads its own quarter of the 128 lanes). Where the schedule
+    has only 1-warp roles (a one-warp MMA role and a load warp), the role whose mma yields that
+    carry is emitted as a warpgroup: its first thread still issues the MMAs."""
+    if not arch.startswith("sm_100") or any(r.is_warpgroup for r in roles):
+        return roles
+    yielded = {src for _, src in graph.yields}
+    holder = next((r.name for r in roles for op in r.ops
+                   if op in yielded and graph.by_name[op].opcode == "mma"), None)
+    return tuple(RoleInfo(r.name, 4, r.registers, r.ops) if r.name == holder else r for r in roles)
 
 
 def _default_roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
