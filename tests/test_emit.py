@@ -23,6 +23,7 @@ from twill.emit import EmitError, build_model, emit_cuda
 from twill.emit.cuda import Renderer
 from twill.machine import load_machine
 from twill.schedule import Schedule
+from twill.tir import parse_tir
 from twill_cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -576,6 +577,55 @@ def test_tiles_narrower_than_128_bytes_compile(tmp_path, tile):
     noise = [line for line in proc.stderr.splitlines() if line.strip() and not ptxas_info(line)]
     assert noise == [], "\n".join(noise)
     assert "0 bytes spill stores" in proc.stderr
+
+
+# attention_fwd_simple with its values named like the emitted code's own locals and helpers
+RISKY_NAMES = {"acc_n": "c", "l_new": "b", "m_new": "i", "p": "f", "alpha": "t", "acc_r": "kk", "s": "tile",
+               "q": "mb", "k": "r0", "v": "row0", "m": "cb", "l": "ib", "acc": "leader"}
+
+
+def _device_words(name: str) -> set[str]:
+    """Identifiers the device part of a golden file uses unqualified that no graph or role name
+    of its schedule is part of: the emitter's own vocabulary."""
+    from twill.emit.model import ident
+    s = schedule(name)
+    g = parse_tir(s.graph_tir, name)
+    user = {ident(v.name) for v in g.inputs + g.carries} | {ident(o.name) for o in g.ops}
+    user |= {ident(r.name) for r in s.roles} | {ident(s.kernel)}
+    text = (ROOT / "tests" / "golden" / "emit" / f"{name}.cu").read_text()
+    body = text[text.index("namespace twill_"):text.index("#ifndef TWILL_NO_HOST")]
+    body = re.sub(r'"[^"\n]*"', "", re.sub(r"//[^\n]*", "", body))
+    words = set(re.findall(r"(?<![\w.:>])([A-Za-z_]\w*)", body))
+    return {w for w in words if not any(u in w for u in user)}
+
+
+def test_the_emitters_own_names_are_reserved_for_its_locals():
+    """A graph value whose local would take a name the device code already uses (a value `c`
+    beside `for (int c = ...)`) is renamed (twill.emit.model.local): every such name in the
+    goldens is reserved, so a new local in the emitter cannot silently reopen the clash."""
+    from twill.emit.model import local
+    keywords = {"if", "for", "int", "const", "return", "auto", "void", "float", "struct", "template", "typename",
+                "bool", "unsigned", "char", "static", "constexpr", "else", "while", "switch", "case", "break",
+                "default", "true", "false", "nullptr", "sizeof", "alignas", "asm", "volatile", "using", "namespace",
+                "inline", "static_assert", "static_cast", "reinterpret_cast", "const_cast", "pragma", "unroll",
+                "round", "double", "long"}
+    loose = {w for name in FIXTURES for w in _device_words(name)
+             if w not in keywords and local(w) == w}
+    assert loose == set()
+
+
+@needs_nvcc
+def test_values_named_like_the_emitters_own_locals_compile(tmp_path):
+    from twill.pipeline import solve
+    text = (ROOT / "examples" / "attention_fwd_simple.tir").read_text()
+    text = re.sub(r"#[^\n]*", "", text)
+    text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: RISKY_NAMES.get(m.group(0), m.group(0)), text)
+    machine = load_machine("h100")
+    src = tmp_path / "k.cu"
+    src.write_text(emit_cuda(solve(parse_tir(text, "risky.tir"), machine), machine))
+    proc = subprocess.run([nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-DTWILL_MAIN",
+                           "-c", str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 @needs_nvcc

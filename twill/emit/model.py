@@ -40,6 +40,25 @@ _CXX_WORDS = frozenset("""
 """.split())
 
 
+# Names the emitted device code declares or uses unqualified where the graph's values become
+# locals (the role functions, the store helpers, the kernel): a value's local is renamed past them.
+_DEVICE_WORDS = frozenset("""
+    Args Maps Smem Problem F T INFINITY size_t uintptr_t uint32_t uint64_t int32_t int64_t
+    threadIdx blockIdx blockDim gridDim warpSize
+    b batch c c0 cb exp2_scale f i ib inputs_free inputs_ready iters kk leader mb r0 raster_group row0 t
+    tile tile_at tiles tiles_m tiles_n tmem_base smem_raw std
+""".split())
+_DEVICE_PREFIXES = re.compile(r"^(cuda|cu[A-Z]|CU|__|k[A-Z]|twill|role_|store_(out|store)_|hook_)")
+
+
+def local(name: str) -> str:
+    """The C++ local a graph value becomes in the device code: its `ident`, with one more
+    underscore where that is a name the emitted code itself uses there (a value named `c` or
+    `tile`). Shared-memory fields and the host's Problem keep `ident`, which is stable."""
+    out = ident(name)
+    return out + "_" if out in _DEVICE_WORDS or _DEVICE_PREFIXES.match(out) else out
+
+
 def ident(name: str) -> str:
     """A C++ identifier for a graph name (`m_new` stays, `x.1` becomes `x_1`, `do` becomes `do_`:
     C++ keywords and the names the emitted code itself uses get a trailing underscore)."""

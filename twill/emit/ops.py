@@ -56,8 +56,8 @@ class OpCall:
     groups: int  # warpgroups of the role
 
     def temp(self, suffix: str) -> str:
-        from .model import ident
-        return f"{ident(self.op.name)}_{suffix}"
+        from .model import local
+        return f"{local(self.op.name)}_{suffix}"
 
 
 Emitter = Callable[[OpCall], list[str]]

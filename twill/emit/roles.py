@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..ir import TensorType
 from .lines import Lines, ring_slot
-from .model import EmitError, dtype_bytes, ident, swizzle_bytes
+from .model import EmitError, dtype_bytes, ident, local, swizzle_bytes
 from .ops import Arg, OpCall, ctype, emitter, exp2_code, fragment_type, view_type
 from .program import Inst, Window
 
@@ -64,16 +64,16 @@ class RoleBody:
         for name in regs:
             t = m.values[name].type
             c = self.p.copies.get(name, 1)
-            out(f"{fragment_type(m, t, self.groups)} {ident(name)}[{c}];  // {name}: {t}")
+            out(f"{fragment_type(m, t, self.groups)} {local(name)}[{c}];  // {name}: {t}")
             if name in self.p.row_sums:
                 rows = TensorType("f32", (t.shape[0],))
-                out(f"{fragment_type(m, rows, self.groups)} {ident(name)}_sums[{c}];  // {name}'s row sums, "
+                out(f"{fragment_type(m, rows, self.groups)} {local(name)}_sums[{c}];  // {name}'s row sums, "
                     f"for {self.p.row_sums[name]}")
         for name in regs:
             carry = m.carry_of(name)
             if carry is not None:
                 out(f"for (int c = 0; c < {self.p.copies.get(name, 1)}; ++c) "
-                    f"twill::fill({ident(name)}[c], {self._init(carry)});  // carry {carry} starts at "
+                    f"twill::fill({local(name)}[c], {self._init(carry)});  // carry {carry} starts at "
                     f"{m.carry_init[carry]}")
         self._inputs(out)
         roles = self.p.pingpong
@@ -122,11 +122,11 @@ class RoleBody:
         for t in m.tensors:
             if t.kind == "input" and m.values[t.value].type.space != "smem" and t.value in reads:
                 vt = m.values[t.value].type
-                out(f"{fragment_type(m, vt, self.groups)} {ident(t.value)};")
+                out(f"{fragment_type(m, vt, self.groups)} {local(t.value)};")
                 rows, cols, batch = self.r._origin(t, "0")
                 ncols = self.r._extent(t, 1)
                 nrows = "1" if t.rank == 1 else self.r._extent(t, 0)
-                out(f"twill::global_to_frag({ident(t.value)}, args.{t.name} + static_cast<size_t>({batch}) * "
+                out(f"twill::global_to_frag({local(t.value)}, args.{t.name} + static_cast<size_t>({batch}) * "
                     f"{nrows} * {ncols} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
                     f"{self.row0(vt.shape[0])}, 0, {ncols});")
 
@@ -296,12 +296,12 @@ class RoleBody:
             if self.p.in_tmem(name) and (op.opcode == "mma" or streamed):
                 res = Arg(name, op.type, "tmem", self.r.tmem_addr(name, it))
             elif self.p.in_tmem(name):  # computed in registers, then stored to tensor memory
-                tmem_out = f"{ident(name)}_out"
+                tmem_out = f"{local(name)}_out"
                 out(f"{fragment_type(m, op.type, self.groups)} {tmem_out};")
                 res = Arg(name, op.type, "reg", tmem_out)
             else:
                 b = self.p.buffer(name, w, stage, 0)
-                res = Arg(name, op.type, "reg", f"{ident(self.p.storage(name))}[{b}]")
+                res = Arg(name, op.type, "reg", f"{local(self.p.storage(name))}[{b}]")
                 if name in self.p.shared_regs:
                     out(f"// {name} takes the registers of {self.p.alias[name]}, which no longer needs them")
                 elif name in self.p.alias:
@@ -309,7 +309,7 @@ class RoleBody:
         call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
                       self.groups)
         if name in self.p.row_sums:
-            code = exp2_code(call, f"{ident(name)}_sums[{self.p.buffer(name, w, stage, 0)}]")
+            code = exp2_code(call, f"{local(name)}_sums[{self.p.buffer(name, w, stage, 0)}]")
         else:
             code = emitter(m, op.opcode)(call)
         out(f"// {name} = {op.opcode} {', '.join(str(o) for o in op.operands)} (iteration {it})")
@@ -362,7 +362,7 @@ class RoleBody:
         arrays = dict.fromkeys(self.p.storage(n) for n in sorted(names, key=lambda n: self.p.order.index(n)))
         for name in arrays:
             for b in range(self.p.copies.get(name, 1)):
-                out(f"twill::fence_frag({ident(name)}[{b}]);")
+                out(f"twill::fence_frag({local(name)}[{b}]);")
 
     def elect(self) -> str:
         """The one thread that issues TMA and tcgen05 work for this role."""
@@ -449,7 +449,7 @@ class RoleBody:
         if v.kind == "input":
             if t.space == "smem":
                 return Arg(value, t, "smem", f"sm.in_{ident(value)}[ib]")
-            return Arg(value, t, "reg", ident(value))
+            return Arg(value, t, "reg", local(value))
         carry = m.carry_of(value) if d > 0 else None
         chan = p.channels.get(value)
         if p.in_tmem(value):
@@ -462,11 +462,11 @@ class RoleBody:
                 if self.waited is None or self.waited > k:
                     out(f"twill::wgmma_wait<{k}>();  // {value}[{inst}] is complete")
                     self._retire(k)
-                out(f"twill::fence_frag({ident(p.storage(value))}[{p.buffer(value, w, stage, d)}]);")
+                out(f"twill::fence_frag({local(p.storage(value))}[{p.buffer(value, w, stage, d)}]);")
                 self.complete.add((value, str(inst)))
             if p.row_sums.get(value) == opname and index == 0:  # summed by the exp2 that made it
-                return Arg(value, t, "reg", f"twill::presum({ident(value)}_sums[{p.buffer(value, w, stage, d)}])")
-            return Arg(value, t, "reg", f"{ident(p.storage(value))}[{p.buffer(value, w, stage, d)}]")
+                return Arg(value, t, "reg", f"twill::presum({local(value)}_sums[{p.buffer(value, w, stage, d)}])")
+            return Arg(value, t, "reg", f"{local(p.storage(value))}[{p.buffer(value, w, stage, d)}]")
         if chan is None:
             raise EmitError(f"op '{opname}' on role {self.role.name} reads '{value}' of role {v.role} with no channel")
         if carry is not None and inst.base != "n" and (not inst.base and inst.off < 0):
@@ -481,7 +481,7 @@ class RoleBody:
             return Arg(value, t, "smem", f"sm.{arr}_{chan.ident}[{ring_slot(inst, chan.depth)}]")
         if chan.kind == "stage":
             buf = f"sm.stage_{chan.ident}[{ring_slot(inst, chan.depth)}]"
-            tmp = f"{ident(value)}_{ident(opname)}_{index}"
+            tmp = f"{local(value)}_{local(opname)}_{index}"
             guard = self._may_be_negative(inst)
             if not guard:  # read in place; the slot is freed after this role's last reader
                 if key not in self.acquired:
@@ -532,7 +532,7 @@ class RoleBody:
         cached = self.loaded.get((value, str(inst)))
         if cached is not None:  # already read out of tensor memory in this window
             return Arg(value, t, "reg", cached)
-        tmp = f"{ident(value)}_{ident(opname)}_{index}"
+        tmp = f"{local(value)}_{local(opname)}_{index}"
         self.loaded[(value, str(inst))] = tmp
         out(f"{fragment_type(m, t, self.groups)} {tmp};")
         if guard:
@@ -564,7 +564,7 @@ class RoleBody:
             if m.ops[name].opcode != "mma":  # written by tcgen05.st (waited for): announce it
                 out("twill::tmem_fence_before();", f"{ring}.arrive_full({it});  // {name}[{it}] is in tensor memory")
             return
-        buf = f"{ident(p.storage(name))}[{p.buffer(name, w, m.stage(name), 0)}]"
+        buf = f"{local(p.storage(name))}[{p.buffer(name, w, m.stage(name), 0)}]"
         slot = ring_slot(it, chan.depth)
         if not m.blackwell and m.ops[name].opcode == "mma":  # an async result: complete it first
             out(f"twill::wgmma_wait<0>();  // {name}[{it}] is complete", f"twill::fence_frag({buf});")
@@ -639,7 +639,7 @@ class RoleBody:
         finals = {}
         for value in dict.fromkeys(v for t in outputs for v in self.p.final_values(t)):
             vt = m.values[value].type
-            fin = f"{ident(value)}_final"
+            fin = f"{local(value)}_final"
             finals[value] = fin
             out(f"{fragment_type(m, vt, self.groups)} {fin};")
             if p.in_tmem(value):
@@ -663,7 +663,7 @@ class RoleBody:
 
     def _last(self, out: Lines, value: str, fin: str) -> None:
         """fin = this role's register copy of the last instance (iteration n - 1) of value."""
-        store = ident(self.p.storage(value))
+        store = local(self.p.storage(value))
         c = self.p.copies.get(self.p.storage(value), 1)
         if c == 1:
             out(f"{fin} = {store}[0];")
@@ -681,7 +681,7 @@ class RoleBody:
             if holder != self.role.name:
                 continue
             vt = m.values[value].type
-            fin = f"{ident(value)}_last"
+            fin = f"{local(value)}_last"
             with out.block(""):
                 out(f"{fragment_type(m, vt, self.groups)} {fin};")
                 self._last(out, value, fin)
