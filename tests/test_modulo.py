@@ -242,6 +242,21 @@ def test_fig1_gives_ii_2_length_4():
     assert dict(schedule.bounds)["res_mii"] == 2 and dict(schedule.bounds)["rec_mii"] == 1
 
 
+def test_units_of_capacity_four_keep_fa3_fast():
+    """FA3 on a machine whose ALU and SFU run four tile ops at once (`alu: 4`, `sfu: 4`): the
+    one-hot residue form left CBC searching for over ten minutes at I = 512; the pairwise form
+    decides it at once. The joint schedule is the same (I, L) as with capacity 1 and verifies.
+    (The time limit only stops a regression from hanging the suite.)"""
+    text = (ROOT / "specs" / "h100.yaml").read_text()
+    text = text.replace("name: h100", "name: h100x4").replace("  sfu: 1 ", "  sfu: 4 ").replace("  alu: 1 ", "  alu: 4 ")
+    machine = parse_machine(text, "h100x4.yaml")
+    assert dict(machine.units)["alu"] == 4 and dict(machine.units)["sfu"] == 4
+    graph = parse_tir((ROOT / "examples" / "attention_fwd_hopper.tir").read_text(), "fa3.tir")
+    schedule = solve(graph, machine, SolveOptions(time_limit=600))
+    assert (schedule.ii, schedule.length, schedule.optimal) == (512, 783, True)
+    assert verify(schedule, graph, machine) == []
+
+
 def _p(ops, edges, caps):
     return as_problem(G(tuple(ops), tuple(edges), tuple(caps)))
 

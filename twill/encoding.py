@@ -172,7 +172,9 @@ def capacity(e: Encoding):
     p, ii = e.p, e.ii
     for unit, cap in p.caps:
         ops = [t for t in p.tasks if t.unit == unit and t.occupancy > 0]
-        if sum(t.occupancy for t in ops) <= cap:
+        # At most ceil(occupancy / I) instances of an op occupy the unit at once: when those
+        # bounds add up to cap or less, no cycle can be over it (four SFU ops on a unit of four).
+        if sum(t.occupancy for t in ops) <= cap or sum(-(-t.occupancy // ii) for t in ops) <= cap:
             continue
         if cap == 1:
             for i, u in enumerate(ops):
@@ -184,7 +186,14 @@ def capacity(e: Encoding):
                                                         if fits else e.T.false())
             continue
         for u in ops:
-            counts = [e.live_at(u.name, v.name, e.add(e.start[v.name], e.num(v.occupancy))) for v in ops]
+            # The instances of v occupying the unit at u's start. An occupancy of at most I covers
+            # a cycle with at most one instance, the one whose start residue is within occ(v)
+            # before it: one 0/1 term (u's own is 1), where the general count sums an indicator
+            # per iteration, which the solver finds much harder.
+            counts = [e.num(1) if v is u else
+                      e.T.ite(e.residue_in(u.name, v.name, 0, v.occupancy - 1), e.num(1), e.num(0))
+                      if v.occupancy <= ii else
+                      e.live_at(u.name, v.name, e.add(e.start[v.name], e.num(v.occupancy))) for v in ops]
             yield f"{unit}@{u.name}", e.le(e.add(*counts), e.num(cap))
 
 

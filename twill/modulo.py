@@ -8,12 +8,20 @@ bound. Variables: an integer start T[v] per op. Constraints:
     cap[f,...]      the modulo reservation table of every unit f, in one of two equivalent forms:
       capacity 1:   for each pair u, v on f, an integer q[u,v] with
                     occ(u) <= T[v] - T[u] - q*I <= I - occ(v)         (their residues do not collide)
-      capacity > 1: method.md's one-hot residues res[v,r], T[v] = I*k[v] + sum_r r*res[v,r], and
-                    per residue R: sum of the residues each op occupies at R <= cap(f)
+      capacity > 1: for each ordered pair u, v on f, an integer q[u,v] and a binary o[u,v] that
+                    says v's occupancy covers u's start: r = T[u] - T[v] - q*I in [0, I), with
+                    r < occ(v) when o = 1 and r >= occ(v) when o = 0; at each op's start the ops
+                    covering it number at most cap(f): 1 + sum_v o[u,v] <= cap(f). (The count of
+                    occupying ops only rises at a start, so its maximum is at one.) Where an op
+                    occupies its unit for more than I cycles, method.md's one-hot residues
+                    res[v,r] instead, T[v] = I*k[v] + sum_r r*res[v,r], and per residue R the
+                    residues each op occupies at R number at most cap(f).
 
-The pairwise form has no variable per residue, so its size does not grow with I: with costs
+The pairwise forms have no variable per residue, so their size does not grow with I: with costs
 normalized to U = 300 (I of several hundred units) the one-hot form left CBC without a feasible
-point after a minute on the 16-op FA3 graph, the pairwise form solves it in seconds (docs/benchmarks.md).
+point after a minute on the 16-op FA3 graph, the pairwise form solves it in seconds
+(docs/benchmarks.md); on FA3 with four ALU units (a machine with `alu: 4`) the one-hot form ran
+for over ten minutes, the pairwise one for well under a second.
 
 The objective is the length L, then (a small second weight) the sum of starts, so among the
 shortest schedules the earliest one is chosen and the answer is deterministic.
@@ -105,6 +113,8 @@ def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: i
             continue
         if cap == 1:
             _pairwise(prob, start, on_unit, ii, H, unit)
+        elif all(t.occupancy <= ii for t in on_unit):
+            _pairwise_cumulative(prob, start, on_unit, ii, H, unit, cap)
         else:
             _residues(prob, start, on_unit, ii, H, unit, cap)
     if min_length is not None:
@@ -131,6 +141,28 @@ def _pairwise(prob, start, ops, ii: int, H: int, unit: str) -> None:
             diff = start[v.name] - start[u.name] - ii * q
             prob += diff >= u.occupancy, f"cap[{unit},{u.name}<{v.name}]"
             prob += diff <= ii - v.occupancy, f"cap[{unit},{v.name}<{u.name}+I]"
+
+
+def _pairwise_cumulative(prob, start, ops, ii: int, H: int, unit: str, cap: int) -> None:
+    """A unit of capacity cap > 1 whose ops each occupy it for at most I cycles (so no op overlaps
+    its own next instance): at each op u's start, u and the ops v covering it (o[u,v]) number at
+    most cap. start[u] - start[v] = q*I + r with r in [0, I); o = 1 iff r < occupancy(v)."""
+    import pulp
+
+    if len(ops) <= cap:
+        return  # each op covers a cycle at most once: never more than len(ops) at a time
+    for u in ops:
+        covering = []
+        for v in ops:
+            if v is u:
+                continue
+            q = pulp.LpVariable(f"q[{u.name},{v.name}]", -(H // ii) - 1, H // ii + 1, cat="Integer")
+            o = pulp.LpVariable(f"o[{u.name},{v.name}]", cat="Binary")
+            r = start[u.name] - start[v.name] - ii * q
+            prob += r >= v.occupancy * (1 - o), f"cap[{unit},{v.name}!covers{u.name}]"
+            prob += r <= v.occupancy - 1 + (ii - v.occupancy) * (1 - o), f"cap[{unit},{v.name}covers{u.name}]"
+            covering.append(o)
+        prob += 1 + pulp.lpSum(covering) <= cap, f"cap[{unit},@{u.name}]"
 
 
 def _residues(prob, start, ops, ii: int, H: int, unit: str, cap: int) -> None:
