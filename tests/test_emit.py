@@ -56,6 +56,9 @@ FIXTURES = {
     # rows of 32 and 64 bytes (32- and 64-byte swizzle); tests/test_gpu.py runs them
     "gemm_k16n32.h100": ("sm_90a", 0),
     "gemm_k32n16.h100": ("sm_90a", 0),
+    # imported from Triton's TTGIR (tests/data/ttgir); tests/test_gpu.py runs them
+    "triton_attn_fwd_tma_sm90.h100": ("sm_90a", 0),
+    "triton_matmul_sm90.h100": ("sm_90a", 0),
 }
 PERSISTENT_RUNS = ("gemm_hopper.h100", "attention_fwd_hopper.h100")  # bench/gpu_bench.py runs these
 # kernels without spills whose wgmmas ptxas still serializes somewhere (C7512 / C7515): the

@@ -39,6 +39,9 @@ SOLVED = {  # name -> (example, or a graph's path from the repository root; gpu,
     # rows of 32 and 64 bytes: 32- and 64-byte swizzled tiles, K-major and N-major
     "gemm_k16n32.h100": ("tests/data/tir/gemm_k16n32.tir", "h100", False),
     "gemm_k32n16.h100": ("tests/data/tir/gemm_k32n16.tir", "h100", False),
+    # Triton's own kernels, imported from their TTGIR dumps (tests/test_gpu.py runs them)
+    "triton_attn_fwd_tma_sm90.h100": ("tests/data/ttgir/attn_fwd_tma_sm90.ttgir", "h100", False),
+    "triton_matmul_sm90.h100": ("tests/data/ttgir/matmul_sm90.ttgir", "h100", False),
 }
 
 FA4_GROUPS = (  # FlashAttention-4's warp roles, as --group pins them
@@ -52,7 +55,7 @@ FA4_GROUPS = (  # FlashAttention-4's warp roles, as --group pins them
 
 def solved(name: str) -> str:
     example, gpu, swp = SOLVED[name]
-    graph = load_graph(ROOT / example if "/" in example else ROOT / "examples" / f"{example}.tir")
+    graph = load_graph(ROOT / example if "/" in example else ROOT / "examples" / f"{example}.tir")  # .tir or .ttgir
     return solve(graph, load_machine(gpu), SolveOptions(swp_only=swp)).to_json()
 
 
