@@ -481,7 +481,11 @@ def reference_attention(q, k, v, scale, heads):
     return torch.stack(out)
 
 
-def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
+def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2, pairs=0):
+    """Check twill's forward and time it against SDPA-cuDNN and Triton; with pairs > 0, then time
+    twill and cuDNN that many more times in pairs, each pair's first kernel in turn (`pair_ratios`:
+    twill / cuDNN per pair), so a goal is judged on a median rather than on one reading of each,
+    and neither kernel always runs first."""
     import torch
     import torch.nn.functional as F
     BH = B * H
@@ -535,6 +539,16 @@ def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2):
             res["triton_ms"] = bench_ms(lambda: triton_kernels()["attn"](q, k, v, ot, scale))
         except Exception as e:  # noqa: BLE001
             res["triton_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        if pairs and "twill_ms" in res and "cudnn_ms" in res:
+            res["pair_ratios"] = []
+            for i in range(pairs):  # the first of a pair in turn: twill, cuDNN, twill, ...
+                if i % 2 == 0:
+                    t = bench_ms(lambda: attn(q, k, v, o, scale))
+                    c = bench_ms(cudnn)
+                else:
+                    c = bench_ms(cudnn)
+                    t = bench_ms(lambda: attn(q, k, v, o, scale))
+                res["pair_ratios"].append(c / t)
     for kk in ("twill", "cudnn", "triton"):
         if kk + "_ms" in res:
             res[kk + "_tflops"] = tflops(res["flops"], res[kk + "_ms"])
@@ -562,7 +576,10 @@ def markdown(meta, results):
          "- kernels from: %s" % meta.get("kernel_dir", "bench/gpu_kernels"),
          "- correctness: relative L2 error against a float32 PyTorch reference (GEMM: `torch.matmul` of the fp16",
          "  inputs in fp32, whole output; attention: fp32 softmax(QKᵀ/√D)V on the first heads named), outputs",
-         "  filled with NaN before the launch and counted after (all of out_acc*, out_m*, out_l* for attention).", ""]
+         "  filled with NaN before the launch and counted after (all of out_acc*, out_m*, out_l* for attention).",
+         "- the attention goal (N = 16384) is judged on the median twill / cuDNN ratio of `--pairs` more timings in",
+         "  pairs, each pair's first kernel in turn; the table's row is the first pair alone. The last column reads",
+         "  the board's energy counter (NVML) over about a second of back-to-back calls after each timing.", ""]
     for name, spills in meta.get("spills", {}).items():
         L.append("- ptxas for %s: %s" % (name, "; ".join(spills) if spills else "no spills"))
     def written(kind):
@@ -613,7 +630,15 @@ def markdown(meta, results):
         L.append("- GEMM %d³ at least 0.9x cuBLAS: %.2fx, %s" % (r["M"], x, "met" if x >= 0.9 else "not met"))
     for r in a:
         x = r["twill_tflops"] / r["cudnn_tflops"]
-        L.append("- attention N=16384 at least 1.0x SDPA-cuDNN: %.2fx, %s" % (x, "met" if x >= 1.0 else "not met"))
+        pr = sorted(r.get("pair_ratios") or [])
+        if pr:  # judged on the median of the alternating pairs
+            x = pr[len(pr) // 2] if len(pr) % 2 else (pr[len(pr) // 2 - 1] + pr[len(pr) // 2]) / 2
+            L.append("- attention N=16384 at least 1.0x SDPA-cuDNN: %.3fx, the median of %d alternating pairs "
+                     "(%.3f-%.3f; the table's single pair: %.3fx), %s" % (
+                         x, len(pr), pr[0], pr[-1], r["twill_tflops"] / r["cudnn_tflops"],
+                         "met" if x >= 1.0 else "not met"))
+        else:
+            L.append("- attention N=16384 at least 1.0x SDPA-cuDNN: %.2fx, %s" % (x, "met" if x >= 1.0 else "not met"))
     errs = [r for r in results if any(k.endswith("_error") for k in r)]
     if errs:
         L += ["", "## Errors", ""]
@@ -635,6 +660,8 @@ def main(argv=None):
     ap.add_argument("--only", choices=sorted(KERNELS), help="build and time one kernel")
     ap.add_argument("--gemm-sizes", type=lambda v: [int(x) for x in v.split(",")], help="M=N=K values, comma-separated")
     ap.add_argument("--attn-sizes", type=lambda v: [int(x) for x in v.split(",")], help="N values, comma-separated")
+    ap.add_argument("--pairs", type=int, default=7, help="alternating twill / cuDNN timings at N = 16384, whose "
+                    "median ratio judges the goal (default %(default)s; 0: the table's one pair)")
     args = ap.parse_args(argv)
     import torch
     import triton
@@ -689,7 +716,7 @@ def main(argv=None):
         torch.cuda.empty_cache()
     for n in attn_sizes:
         try:
-            r = run_attention(attn, 4, 32, n)
+            r = run_attention(attn, 4, 32, n, pairs=args.pairs if n == 16384 else 0)
         except Exception as e:  # noqa: BLE001
             r = {"kernel": "attention", "B": 4, "H": 32, "N": n, "D": 128, "twill_error": repr(e), "trace": traceback.format_exc()}
         print(json.dumps(r), flush=True)
