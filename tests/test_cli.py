@@ -294,3 +294,37 @@ def test_python_api_as_the_package_docstring_shows_it():
     assert (schedule.ii, schedule.optimal) == (2, True) and verify(schedule, graph, machine) == []
     assert "namespace twill" in emit_cuda(schedule, machine)
     assert twill.__version__ and set(twill.__all__) >= {"solve", "load_graph", "emit_cuda"}
+
+
+# -- where -o points ----------------------------------------------------------------------------------
+
+def test_output_to_a_fifo_writes_into_it_and_keeps_it(tmp_path):
+    """`-o /dev/null` (or /dev/stdout, a FIFO) is written in place: renaming the finished file over
+    it, as for a regular file, replaced /dev/null itself with a regular file when run as root."""
+    import stat
+    import threading
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    result = invoke("solve", FIG1, "--gpu", "h100", "-q", "-o", str(fifo))
+    reader.join(timeout=60)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(got[0])["ii"] == 2
+
+
+def test_output_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path):
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    result = invoke("solve", FIG1, "--gpu", "h100", "-q", "-o", str(link))
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and json.loads(target.read_text())["ii"] == 2
+
+
+def test_output_to_a_directory_is_exit_2(tmp_path):
+    result = invoke("solve", FIG1, "--gpu", "h100", "-q", "-o", str(tmp_path))
+    assert result.exit_code == 2 and "is a directory" in result.output

@@ -24,12 +24,29 @@ def read_text(path: str | Path, what: str = "file") -> str:
         raise InputError(Diagnostic(f"cannot read {what} '{path}': {exc}")) from None
 
 
-def write_atomic(path: str | Path, text: str, only_if_changed: bool = False) -> bool:
-    """Write `text` to `path` atomically. Returns False when the file already held `text`."""
+def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = False) -> bool:
+    """Write `data` (text, or bytes such as a PNG) to `path` atomically. Returns False when the
+    file already held it.
+
+    A symbolic link is written through (its target is replaced, the link stays). A path that is
+    neither a file nor a directory (/dev/null, /dev/stdout, a FIFO) is written in place: renaming
+    a temporary file over it would replace the device node itself."""
     path = Path(path)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.is_dir():
+        raise InputError(Diagnostic(f"cannot write '{path}': it is a directory"))
+    if path.exists() and not path.is_file():
+        try:
+            with open(path, mode) as f:
+                f.write(data)
+        except OSError as exc:
+            raise InputError(Diagnostic(f"cannot write '{path}': {exc.strerror or exc}")) from None
+        return True
     if only_if_changed and path.is_file():
         try:
-            if path.read_text() == text:
+            if (path.read_bytes() if mode == "wb" else path.read_text()) == data:
                 return False
         except OSError:
             pass
@@ -41,8 +58,8 @@ def write_atomic(path: str | Path, text: str, only_if_changed: bool = False) -> 
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode a plain open would
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Diagnostic, InputError
+from .fileio import write_atomic
 from .schedule import Schedule
 
 # -- the data behind the chart ---------------------------------------------------------------------
@@ -245,28 +245,7 @@ def render(chart: Chart, path: str | os.PathLike, arrows: bool = False) -> None:
     """Write the chart to `path` (.svg or .png by its suffix), atomically."""
     path = Path(path)
     data = render_bytes(chart, path.suffix.lower().lstrip("."), arrows)
-    if path.suffix.lower() == ".svg":
-        from .fileio import write_atomic
-        write_atomic(path, data.decode("utf-8"))
-    else:
-        _write_bytes_atomic(path, data)
-
-
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise InputError(f"cannot write '{path}': directory '{directory}' does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a picture is as readable as any new file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data.decode("utf-8") if path.suffix.lower() == ".svg" else data)
 
 
 def _layout(chart: Chart) -> dict[str, tuple[float, float]]:
