@@ -36,6 +36,9 @@ integer in [0, I) with an integer quotient. Every constraint family is one funct
 """
 from __future__ import annotations
 
+import itertools
+import math
+
 from .liveness import (always_blocking, busy, holds, imports, in_place_operands, memory_holds, read_bytes,
                        register_pool, regs_per_thread, tmem_reads)
 from .problem import Problem
@@ -185,11 +188,18 @@ def capacity(e: Encoding):
                     yield f"{unit}:{u.name},{v.name}", (e.residue_in(v.name, u.name, u.occupancy, ii - v.occupancy)
                                                         if fits else e.T.false())
             continue
+        if all(t.occupancy <= ii for t in ops) and len(ops) * math.comb(len(ops) - 1, cap) <= 2000:
+            # An occupancy of at most I covers a cycle with at most one instance, the one whose
+            # start residue is within occ(v) before it. At u's start, no cap of the other ops all
+            # cover it: clauses over residue disjunctions, which Yices decides far faster than a
+            # sum of 0/1 terms (FA3 with two tensor units: minutes).
+            for u in ops:
+                covers = {v.name: e.residue_in(u.name, v.name, 0, v.occupancy - 1) for v in ops if v is not u}
+                for group in itertools.combinations(sorted(covers), cap):
+                    yield f"{unit}@{u.name}:{','.join(group)}", e.T.ynot(e.T.yand([covers[v] for v in group]))
+            continue
         for u in ops:
-            # The instances of v occupying the unit at u's start. An occupancy of at most I covers
-            # a cycle with at most one instance, the one whose start residue is within occ(v)
-            # before it: one 0/1 term (u's own is 1), where the general count sums an indicator
-            # per iteration, which the solver finds much harder.
+            # The instances of each op occupying the unit at u's start (u's own: 1), summed.
             counts = [e.num(1) if v is u else
                       e.T.ite(e.residue_in(u.name, v.name, 0, v.occupancy - 1), e.num(1), e.num(0))
                       if v.occupancy <= ii else

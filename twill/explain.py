@@ -145,6 +145,10 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
     if family == "capacity":
         if "@" in detail:
             unit, op = detail.split("@")
+            op, _, others = op.partition(":")
+            if others:  # one clause: not all of these occupy the unit at op's start
+                return (f"unit {unit} (capacity {p.cap[unit]}): at the start of {op}, {' and '.join(others.split(','))} "
+                        f"do not all occupy it too")
             return (f"unit {unit} (capacity {p.cap[unit]}): at the start of {op}, at most {p.cap[unit]} ops "
                     f"may occupy it")
         unit, ops = detail.split(":")
