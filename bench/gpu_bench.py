@@ -98,6 +98,11 @@ extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_dk); }
 }
 
 
+# The FA3 graph with head dimension 64 (its schedule: FA3's intra-warpgroup overlap), the same shim.
+KERNELS["attention_d64"] = ("attention_fwd_d64.cu", "twill_attention_d64", "tests/data/tir/attention_fwd_d64.tir",
+                            KERNELS["attention"][3])
+
+
 # ---- building ---------------------------------------------------------------------------------------
 
 def find_nvcc():
@@ -184,8 +189,9 @@ class TwillGemm:
 
 
 class TwillAttention:
-    def __init__(self, lib):
+    def __init__(self, lib, D=128):
         self.lib = lib
+        self.D = D  # the head dimension the graph's tiles have
         self.out_dtype = out_dtype(lib)
 
     def outputs(self, BH, N, D, device):
@@ -197,8 +203,9 @@ class TwillAttention:
 
     def __call__(self, q, k, v, o, scale):
         BH, N, D = k.shape
-        if D != 128 or N % 128 or N // 128 < 2:
-            raise ValueError("emitted attention needs D == 128 and N a multiple of 128, >= 256 (got N=%d D=%d)" % (N, D))
+        if D != self.D or N % 128 or N // 128 < 2:
+            raise ValueError("emitted attention needs D == %d and N a multiple of 128, >= 256 (got N=%d D=%d)"
+                             % (self.D, N, D))
         err = self.lib.twill_bench_launch(N // 128, N // 128, BH, ctypes.c_float(scale * 1.4426950408889634),
                                           _p(q), _p(k), _p(v), _p(o["acc"]), _p(o["m"]), _p(o["l"]), _stream())
         if err != 0:
@@ -569,7 +576,7 @@ def markdown(meta, results):
     L = ["# twill's emitted kernels on the GPU", "",
          "Written by `python3 bench/gpu_bench.py --out DIR` (one run on the device machine). The kernels are the",
          "files `twill emit-cuda` wrote for `examples/gemm_hopper.tir`, `attention_fwd_hopper.tir` and `attention_bwd_hopper.tir`",
-         "(`--gpu h100`), compiled unmodified with a ctypes shim. Times are medians of `triton.testing.do_bench`;",
+         "and `tests/data/tir/attention_fwd_d64.tir` (`--gpu h100`), compiled unmodified with a ctypes shim. Times are medians of `triton.testing.do_bench`;",
          "TFLOP/s = 2MNK (GEMM) or 4·B·H·N²·D (attention) over that time.", "",
          "- card: %s (%s), torch %s, triton %s, CUDA %s, nvcc: %s" % (meta["card"], meta["capability"], meta["torch"],
                                                                    meta["triton"], meta["cuda"], meta["nvcc"]),
@@ -596,20 +603,22 @@ def markdown(meta, results):
             _f(tr) if tr else r.get("triton_error", "—"), _f(t / c, "%.2fx") if t and c else "—",
             _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"), r.get("nan_count", "—"),
             "yes" if r.get("ok") else "**no**"))
-    L += ["", "## Attention forward (B=4, H=32, D=128, non-causal, fp16 in; twill writes %s O)" % written("attention"), "",
-          "| N | twill TFLOP/s | SDPA-cuDNN TFLOP/s | Triton TFLOP/s | twill / cuDNN | twill / Triton | rel. error (fp32 ref) | rel. error vs cuDNN | NaN after | ok | SM MHz after twill / cuDNN | J per call twill / cuDNN (board W) |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in results:
-        if r["kernel"] != "attention":
-            continue
-        t, c, tr = r.get("twill_tflops"), r.get("cudnn_tflops"), r.get("triton_tflops")
-        L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |" % (
-            r["N"], _f(t) if t else "failed: " + r.get("twill_error", "?"), _f(c) if c else r.get("cudnn_error", "—"),
-            _f(tr) if tr else r.get("triton_error", "—"), _f(t / c, "%.2fx") if t and c else "—",
-            _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"),
-            _f(r.get("rel_err_vs_cudnn"), "%.1e"), r.get("nan_count", "—"), "yes" if r.get("ok") else "**no**",
-            r.get("twill_mhz") or "—", r.get("cudnn_mhz") or "—", _joules(r.get("twill_joules_watts")),
-            _joules(r.get("cudnn_joules_watts"))))
+    for D in sorted({r.get("D", 128) for r in results if r["kernel"] == "attention"}, reverse=True):
+        L += ["", "## Attention forward (B=4, H=32, D=%d, non-causal, fp16 in; twill writes %s O%s)" % (
+                    D, written("attention"), "" if D == 128 else "; tests/data/tir/attention_fwd_d64.tir"), "",
+                "| N | twill TFLOP/s | SDPA-cuDNN TFLOP/s | Triton TFLOP/s | twill / cuDNN | twill / Triton | rel. error (fp32 ref) | rel. error vs cuDNN | NaN after | ok | SM MHz after twill / cuDNN | J per call twill / cuDNN (board W) |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in results:
+            if r["kernel"] != "attention" or r.get("D", 128) != D:
+                continue
+            t, c, tr = r.get("twill_tflops"), r.get("cudnn_tflops"), r.get("triton_tflops")
+            L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |" % (
+                r["N"], _f(t) if t else "failed: " + r.get("twill_error", "?"), _f(c) if c else r.get("cudnn_error", "—"),
+                _f(tr) if tr else r.get("triton_error", "—"), _f(t / c, "%.2fx") if t and c else "—",
+                _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"),
+                _f(r.get("rel_err_vs_cudnn"), "%.1e"), r.get("nan_count", "—"), "yes" if r.get("ok") else "**no**",
+                r.get("twill_mhz") or "—", r.get("cudnn_mhz") or "—", _joules(r.get("twill_joules_watts")),
+                _joules(r.get("cudnn_joules_watts"))))
     bw = [r for r in results if r["kernel"] == "attention_bwd"]
     if bw:
         L += ["", "## Attention backward step (B=4, H=32, D=128; examples/attention_bwd_hopper.tir; correctness, no baseline)",
@@ -623,7 +632,8 @@ def markdown(meta, results):
                 _f(r.get("rel_err_dq"), "%.1e"), _f(r.get("rel_err_dk"), "%.1e"), _f(r.get("rel_err_dv"), "%.1e"),
                 r.get("nan_count", "—"), "yes" if r.get("ok") else "**no**"))
     g = [r for r in results if r["kernel"] == "gemm" and r.get("twill_tflops") and r.get("cublas_tflops")]
-    a = [r for r in results if r["kernel"] == "attention" and r["N"] == 16384 and r.get("twill_tflops") and r.get("cudnn_tflops")]
+    a = [r for r in results if r["kernel"] == "attention" and r.get("D", 128) == 128 and r["N"] == 16384
+         and r.get("twill_tflops") and r.get("cudnn_tflops")]
     L += ["", "## Goals", ""]
     for r in g:
         x = r["twill_tflops"] / r["cublas_tflops"]
@@ -690,10 +700,12 @@ def main(argv=None):
     gemm_sizes = args.gemm_sizes or ([512] if args.quick else [4096, 8192])
     attn_sizes = args.attn_sizes or ([512] if args.quick else [2048, 8192, 16384])
     bwd_sizes = [512] if args.quick else [2048, 8192]
+    d64_sizes = [512] if args.quick else [8192, 16384]
     if args.only is not None:  # one kernel's sizes only
         gemm_sizes = gemm_sizes if args.only == "gemm" else []
         attn_sizes = attn_sizes if args.only == "attention" else []
         bwd_sizes = bwd_sizes if args.only == "attention_bwd" else []
+        d64_sizes = (args.attn_sizes or d64_sizes) if args.only == "attention_d64" else []
 
     class Broken:
         def __init__(self, n):
@@ -719,6 +731,15 @@ def main(argv=None):
             r = run_attention(attn, 4, 32, n, pairs=args.pairs if n == 16384 else 0)
         except Exception as e:  # noqa: BLE001
             r = {"kernel": "attention", "B": 4, "H": 32, "N": n, "D": 128, "twill_error": repr(e), "trace": traceback.format_exc()}
+        print(json.dumps(r), flush=True)
+        results.append(r)
+        torch.cuda.empty_cache()
+    attn64 = TwillAttention(libs["attention_d64"], 64) if libs.get("attention_d64") else Broken("attention_d64")
+    for n in d64_sizes:
+        try:
+            r = run_attention(attn64, 4, 32, n, D=64)
+        except Exception as e:  # noqa: BLE001
+            r = {"kernel": "attention", "B": 4, "H": 32, "N": n, "D": 64, "twill_error": repr(e), "trace": traceback.format_exc()}
         print(json.dumps(r), flush=True)
         results.append(r)
         torch.cuda.empty_cache()

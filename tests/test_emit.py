@@ -266,6 +266,54 @@ def test_no_reader_waits_for_a_slot_it_still_holds(name):
         assert r.p.waits_for_its_own_release(role, chan, n) == [], (chan.value, role, n)
 
 
+def turn_events(p, role: str, n: int) -> list[tuple[str, str]]:
+    """The ping-pong barrier operations role executes over one tile of n iterations (the first and
+    last tile of the CTA): ("arrive", X) hands the turn to X, ("sync", X) waits for X's turn."""
+    roles = p.pingpong
+    nxt = roles[(roles.index(role) + 1) % len(roles)]
+    prog = p.programs[role]
+    keys = ([("prologue", i) for i in range(p.S - 1)] + [("steady", 0)] * (n - p.S + 1) +
+            [("epilogue", i) for i in range(p.S - 1)])
+    events = [("arrive", roles[0])] if role == roles[-1] else []
+    for key in keys:
+        if key in prog.turn_close:
+            events.append(("arrive", nxt))
+        for pos, _ in enumerate(prog.windows.get(key, ())):
+            begin, end = prog.turns.get((key, pos), (False, False))
+            events += [("sync", role)] * begin + [("arrive", nxt)] * end
+    return events + ([("sync", roles[0])] if role == roles[0] else [])
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_ping_pong_turns_hand_over_without_deadlock(name):
+    """Run the named-barrier protocol of the ping-pong roles for many loop counts: every sync
+    meets exactly one hand-over, a role never hands over a turn still pending (a named barrier
+    would count both arrivals at once), and all roles finish."""
+    r = renderer(name)
+    p = r.p
+    if not p.pingpong:
+        return
+    for n in range(p.S, p.S + 2 * p.U + 5):
+        queues = {role: turn_events(p, role, n) for role in p.pingpong}
+        pending = {role: 0 for role in p.pingpong}
+        while any(queues.values()):
+            moved = False
+            for role, q in queues.items():
+                while q:
+                    kind, bar = q[0]
+                    if kind == "arrive":
+                        assert pending[bar] == 0, (name, n, role, "hands over a turn still pending")
+                        pending[bar] += 1
+                    elif pending[bar]:
+                        pending[bar] -= 1
+                    else:
+                        break
+                    q.pop(0)
+                    moved = True
+            assert moved, (name, n, "deadlock", {k: v[:3] for k, v in queues.items()})
+        assert all(v == 0 for v in pending.values()), (name, n, pending)
+
+
 def test_gemm_and_fa3_are_persistent():
     """The grid may loop over tiles where no value crosses roles after the loop (Hopper)."""
     for name in ("gemm_hopper.h100", "attention_fwd_hopper.h100"):

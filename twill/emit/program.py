@@ -625,9 +625,7 @@ class Program(SharedMemory, TensorMemory):
         for chan in self.channels.values():
             if chan.producer in roles and any(c in roles for c in chan.consumers):
                 return ()
-        begins: dict = {}
-        ends: dict = {}
-        closes: dict = {}
+        programs = []  # per program (n from S to S+2): its window keys and its mmas in order
         for k in range(1, self.S + 3):
             keys = ([("prologue", p) for p in range(self.S - 1)] + [("steady", 0)] * k +
                     [("epilogue", e) for e in range(self.S - 1)])
@@ -636,32 +634,48 @@ class Program(SharedMemory, TensorMemory):
                     if i == 0 or m.op_role[seq[i - 1][2]] != m.op_role[o]]
             if not runs or len(runs) % len(roles) or any(r != roles[i % len(roles)] for i, r in enumerate(runs)):
                 return ()
-            need_close = {(w, r): False for w in range(len(keys)) for r in roles}
+            programs.append((keys, seq))
+        # How each mma's run goes on after it, over the programs: the next mma is the same role's
+        # ("continues"), or another role's, in this window ("ends") or a later one ("crosses").
+        begins: dict = {}
+        ends: dict = {}
+        for keys, seq in programs:
             for i, (w, key, o) in enumerate(seq):
                 r = m.op_role[o]
                 begins.setdefault((key, o), set()).add(i == 0 or m.op_role[seq[i - 1][2]] != r)
                 nxt = seq[i + 1] if i + 1 < len(seq) else None
-                end = nxt is None or m.op_role[nxt[2]] != r
-                if nxt is not None and nxt[0] != w and end:
-                    # the turn ends at a window boundary: close it when the next window starts
-                    ends.setdefault((key, o), set()).add("boundary")
-                    need_close[(w + 1, r)] = True
-                else:
-                    ends.setdefault((key, o), set()).add(end)
-            for (w, r), flag in need_close.items():
-                closes.setdefault((keys[w], r), set()).add(flag)
-        if any(len(v) > 1 for v in begins.values()) or any(len(v) > 1 for v in closes.values()):
+                how = ("continues" if nxt is not None and m.op_role[nxt[2]] == r else
+                       "crosses" if nxt is not None and nxt[0] != w else "ends")
+                ends.setdefault((key, o), set()).add(how)
+        if any(len(v) > 1 for v in begins.values()):
             return ()
-        for (key, o), v in ends.items():
-            if True in v and ("boundary" in v or False in v):
-                return ()
+        # A run that ends hands the tensor core over right after its last mma, also where the next
+        # run starts in a later window: handing over at the next window's start kept the other
+        # warpgroup waiting through all of this window's softmax (FA3's intra-warpgroup overlap at
+        # D = 64 ran the two softmaxes one after the other). Only where another program continues
+        # the run across that boundary (the steady state before the epilogue) is the turn closed at
+        # the next window's start instead, in the programs where it ends there.
+        if any("continues" in v and "ends" in v for v in ends.values()):
+            return ()
+        deferred = {ko for ko, v in ends.items() if "continues" in v}
+        closes: dict = {}
+        for keys, seq in programs:
+            need = {(key, r): False for key in keys for r in roles}
+            for i, (w, key, o) in enumerate(seq):
+                if (key, o) in deferred and i + 1 < len(seq) and seq[i + 1][0] != w \
+                        and m.op_role[seq[i + 1][2]] != m.op_role[o]:
+                    need[(keys[w + 1], m.op_role[o])] = True
+            for kr, flag in need.items():
+                closes.setdefault(kr, set()).add(flag)
+        if any(len(v) > 1 for v in closes.values()):
+            return ()
         for prog in self.programs.values():
             if prog.role not in roles:
                 continue
             for key, ops in prog.windows.items():
                 for pos, o in enumerate(ops):
                     if o in tensor:
-                        prog.turns[(key, pos)] = (True in begins[(key, o)], True in ends[(key, o)])
+                        prog.turns[(key, pos)] = (True in begins[(key, o)], (key, o) not in deferred)
                 if closes.get((key, prog.role)) == {True}:
                     prog.turn_close.add(key)
         return tuple(roles)

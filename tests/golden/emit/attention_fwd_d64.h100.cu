@@ -1058,6 +1058,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_commit();
     }
+    twill::named_arrive(1, 256);  // consumer1's turn
     twill::wgmma_wait<0>();  // s0[0] is complete
     twill::fence_frag(s0[0]);
     // m0_new = rowmax s0, m0 (iteration 0)
@@ -1077,7 +1078,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(p0[1]);
       sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
       if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
-      twill::named_arrive(1, 256);  // consumer1's turn (ours ended with the last window)
       // acc0_r is computed in the registers of acc0_n, which accumulates it in place
       // acc0_r = rescale acc0, alpha0 (iteration j - 1)
       twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
@@ -1115,6 +1115,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
+      twill::named_arrive(1, 256);  // consumer1's turn
       // alpha0 = exp2 m0, m0_new (iteration j)
       twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
       // p0 = exp2 s0, m0_new (iteration j)
@@ -1127,7 +1128,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(p0[1]);
       sm.ring_k.release_by_warp(j);  // release k[j]
       sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
-      twill::named_arrive(1, 256);  // consumer1's turn (ours ended with the last window)
       // acc0_r is computed in the registers of acc0_n, which accumulates it in place
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
@@ -1165,6 +1165,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
+      twill::named_arrive(1, 256);  // consumer1's turn
       // alpha0 = exp2 m0, m0_new (iteration j + 1)
       twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
       // p0 = exp2 s0, m0_new (iteration j + 1)
@@ -1181,7 +1182,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(p0[1]);
         sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
         sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
-        twill::named_arrive(1, 256);  // consumer1's turn (ours ended with the last window)
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
@@ -1214,7 +1214,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(p0[1]);
         sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
         if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
-        twill::named_arrive(1, 256);  // consumer1's turn (ours ended with the last window)
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration j - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
@@ -1252,6 +1251,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
+        twill::named_arrive(1, 256);  // consumer1's turn
         // alpha0 = exp2 m0, m0_new (iteration j)
         twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
         // p0 = exp2 s0, m0_new (iteration j)
@@ -1265,7 +1265,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(p0[1]);
         sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
         sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
-        twill::named_arrive(1, 256);  // consumer1's turn (ours ended with the last window)
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);

@@ -825,28 +825,28 @@ __device__ __forceinline__ void store_out_acc0(Smem& sm, const Maps& tm, const A
   const int r0 = tile.m * args.out_acc0_rows_step + args.out_acc0_rows_offset, c0 = tile.n * args.out_acc0_cols_step + args.out_acc0_cols_offset, b = tile.b;
   const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
   if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
-  twill::named_sync(1, 128);
+  twill::named_sync(3, 128);
   twill::frag_to_tile_blocks<__half, 64, 256, 0, 1>(sm.out_out_acc0[0], f, 0);
   twill::fence_async_smem();
-  twill::named_sync(1, 128);
+  twill::named_sync(3, 128);
   if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[0], c0 + 0, r0, b); twill::bulk_commit(); }
   if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
-  twill::named_sync(1, 128);
+  twill::named_sync(3, 128);
   twill::frag_to_tile_blocks<__half, 64, 256, 1, 1>(sm.out_out_acc0[1], f, 0);
   twill::fence_async_smem();
-  twill::named_sync(1, 128);
+  twill::named_sync(3, 128);
   if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[1], c0 + 64, r0, b); twill::bulk_commit(); }
   if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
-  twill::named_sync(1, 128);
+  twill::named_sync(3, 128);
   twill::frag_to_tile_blocks<__half, 64, 256, 2, 1>(sm.out_out_acc0[0], f, 0);
   twill::fence_async_smem();
-  twill::named_sync(1, 128);
+  twill::named_sync(3, 128);
   if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[0], c0 + 128, r0, b); twill::bulk_commit(); }
   if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
-  twill::named_sync(1, 128);
+  twill::named_sync(3, 128);
   twill::frag_to_tile_blocks<__half, 64, 256, 3, 1>(sm.out_out_acc0[1], f, 0);
   twill::fence_async_smem();
-  twill::named_sync(1, 128);
+  twill::named_sync(3, 128);
   if (leader) { twill::tma_store(tm.out_acc0, sm.out_out_acc0[1], c0 + 192, r0, b); twill::bulk_commit(); }
 }
 
@@ -861,28 +861,28 @@ __device__ __forceinline__ void store_out_acc1(Smem& sm, const Maps& tm, const A
   const int r0 = tile.m * args.out_acc1_rows_step + args.out_acc1_rows_offset, c0 = tile.n * args.out_acc1_cols_step + args.out_acc1_cols_offset, b = tile.b;
   const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
   if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
-  twill::named_sync(2, 128);
+  twill::named_sync(4, 128);
   twill::frag_to_tile_blocks<__half, 64, 256, 0, 1>(sm.out_out_acc1[0], f, 0);
   twill::fence_async_smem();
-  twill::named_sync(2, 128);
+  twill::named_sync(4, 128);
   if (leader) { twill::tma_store(tm.out_acc1, sm.out_out_acc1[0], c0 + 0, r0, b); twill::bulk_commit(); }
   if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
-  twill::named_sync(2, 128);
+  twill::named_sync(4, 128);
   twill::frag_to_tile_blocks<__half, 64, 256, 1, 1>(sm.out_out_acc1[1], f, 0);
   twill::fence_async_smem();
-  twill::named_sync(2, 128);
+  twill::named_sync(4, 128);
   if (leader) { twill::tma_store(tm.out_acc1, sm.out_out_acc1[1], c0 + 64, r0, b); twill::bulk_commit(); }
   if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
-  twill::named_sync(2, 128);
+  twill::named_sync(4, 128);
   twill::frag_to_tile_blocks<__half, 64, 256, 2, 1>(sm.out_out_acc1[0], f, 0);
   twill::fence_async_smem();
-  twill::named_sync(2, 128);
+  twill::named_sync(4, 128);
   if (leader) { twill::tma_store(tm.out_acc1, sm.out_out_acc1[0], c0 + 128, r0, b); twill::bulk_commit(); }
   if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
-  twill::named_sync(2, 128);
+  twill::named_sync(4, 128);
   twill::frag_to_tile_blocks<__half, 64, 256, 3, 1>(sm.out_out_acc1[1], f, 0);
   twill::fence_async_smem();
-  twill::named_sync(2, 128);
+  twill::named_sync(4, 128);
   if (leader) { twill::tma_store(tm.out_acc1, sm.out_out_acc1[1], c0 + 192, r0, b); twill::bulk_commit(); }
 }
 
@@ -938,6 +938,7 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
   int j = 0;
   for (; j < n; ++j) {
     {  // steady window J = j: acc0_n[j]
+      twill::named_sync(1, 256);  // our turn on the tensor core
       sm.ring_a0.wait_full(j);  // a0[j] has landed
       sm.ring_b.wait_full(j);  // b[j] has landed
       // acc0_n = mma a0, b, acc0 (iteration j)
@@ -955,8 +956,10 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       if (j - 1 >= 0) sm.ring_a0.release_by_warp(j - 1);  // release a0[j - 1]
       if (j - 1 >= 0) sm.ring_b.release_by_warp(j - 1);  // release b[j - 1]
+      twill::named_arrive(2, 256);  // mma1's turn
     }
   }
+  if (tile.last) twill::named_sync(1, 256);  // ping-pong: absorb mma1's last hand-over
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
   if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_a0.release_by_warp(i);  // a0's slots still held: empty for the next tile
@@ -977,10 +980,12 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::Frag<1, 256> acc1_n[1];  // acc1_n: f32[64,256]
   for (int c = 0; c < 1; ++c) twill::fill(acc1_n[c], 0.0f);  // carry acc1 starts at 0
+  if (tile.round == 0) twill::named_arrive(1, 256);  // ping-pong: mma0 takes the first turn on the tensor core
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {
     {  // steady window J = j: acc1_n[j]
+      twill::named_sync(2, 256);  // our turn on the tensor core
       sm.ring_a1.wait_full(j);  // a1[j] has landed
       sm.ring_b.wait_full(j);  // b[j] has landed
       // acc1_n = mma a1, b, acc1 (iteration j)
@@ -998,6 +1003,7 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       if (j - 1 >= 0) sm.ring_a1.release_by_warp(j - 1);  // release a1[j - 1]
       if (j - 1 >= 0) sm.ring_b.release_by_warp(j - 1);  // release b[j - 1]
+      twill::named_arrive(1, 256);  // mma0's turn
     }
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
