@@ -1071,7 +1071,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: acc0_r[j - 1], l0_new[j - 1], s0[j], m0_new[j], acc0_n[j - 1], alpha0[j], p0[j]
+    {  // steady window J = j: acc0_r[j - 1], l0_new[j - 1], s0[j], acc0_n[j - 1], m0_new[j], alpha0[j], p0[j]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc0_n[0]);
       twill::fence_frag(p0[0]);
@@ -1097,10 +1097,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      twill::wgmma_wait<0>();  // s0[j] is complete
-      twill::fence_frag(s0[0]);
-      // m0_new = rowmax s0, m0 (iteration j)
-      twill::op_rowmax(m0_new[1], s0[0], m0_new[0]);
       sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j - 1)
       {
@@ -1116,12 +1112,16 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_commit();
       }
       twill::named_arrive(1, 256);  // consumer1's turn
+      twill::wgmma_wait<1>();  // s0[j] is complete
+      twill::fence_frag(s0[0]);
+      // m0_new = rowmax s0, m0 (iteration j)
+      twill::op_rowmax(m0_new[1], s0[0], m0_new[0]);
       // alpha0 = exp2 m0, m0_new (iteration j)
       twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
       // p0 = exp2 s0, m0_new (iteration j)
       twill::op_exp2_sum(p0[1], p0_sums[1], s0[0], m0_new[1], args.exp2_scale);
     }
-    {  // steady window J = j + 1: acc0_r[j], l0_new[j], s0[j + 1], m0_new[j + 1], acc0_n[j], alpha0[j + 1], p0[j + 1]
+    {  // steady window J = j + 1: acc0_r[j], l0_new[j], s0[j + 1], acc0_n[j], m0_new[j + 1], alpha0[j + 1], p0[j + 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc0_n[0]);
       twill::fence_frag(p0[0]);
@@ -1147,10 +1147,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      twill::wgmma_wait<0>();  // s0[j + 1] is complete
-      twill::fence_frag(s0[0]);
-      // m0_new = rowmax s0, m0 (iteration j + 1)
-      twill::op_rowmax(m0_new[0], s0[0], m0_new[1]);
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j)
       {
@@ -1166,6 +1162,10 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_commit();
       }
       twill::named_arrive(1, 256);  // consumer1's turn
+      twill::wgmma_wait<1>();  // s0[j + 1] is complete
+      twill::fence_frag(s0[0]);
+      // m0_new = rowmax s0, m0 (iteration j + 1)
+      twill::op_rowmax(m0_new[0], s0[0], m0_new[1]);
       // alpha0 = exp2 m0, m0_new (iteration j + 1)
       twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
       // p0 = exp2 s0, m0_new (iteration j + 1)
@@ -1207,7 +1207,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       break;
     }
     case 1: {
-      {  // steady window J = j: acc0_r[j - 1], l0_new[j - 1], s0[j], m0_new[j], acc0_n[j - 1], alpha0[j], p0[j]
+      {  // steady window J = j: acc0_r[j - 1], l0_new[j - 1], s0[j], acc0_n[j - 1], m0_new[j], alpha0[j], p0[j]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(p0[0]);
@@ -1233,10 +1233,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
-        twill::wgmma_wait<0>();  // s0[j] is complete
-        twill::fence_frag(s0[0]);
-        // m0_new = rowmax s0, m0 (iteration j)
-        twill::op_rowmax(m0_new[1], s0[0], m0_new[0]);
         sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration j - 1)
         {
@@ -1252,6 +1248,10 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::wgmma_commit();
         }
         twill::named_arrive(1, 256);  // consumer1's turn
+        twill::wgmma_wait<1>();  // s0[j] is complete
+        twill::fence_frag(s0[0]);
+        // m0_new = rowmax s0, m0 (iteration j)
+        twill::op_rowmax(m0_new[1], s0[0], m0_new[0]);
         // alpha0 = exp2 m0, m0_new (iteration j)
         twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
         // p0 = exp2 s0, m0_new (iteration j)
@@ -1367,7 +1367,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: s1[j], m1_new[j], acc1_n[j - 1], alpha1[j], p1[j], acc1_r[j], l1_new[j]
+    {  // steady window J = j: s1[j], acc1_n[j - 1], m1_new[j], alpha1[j], p1[j], acc1_r[j], l1_new[j]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc1_n[0]);
       twill::fence_frag(p1[0]);
@@ -1388,10 +1388,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      twill::wgmma_wait<0>();  // s1[j] is complete
-      twill::fence_frag(s1[0]);
-      // m1_new = rowmax s1, m1 (iteration j)
-      twill::op_rowmax(m1_new[1], s1[0], m1_new[0]);
       sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j - 1)
       {
@@ -1407,6 +1403,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::wgmma_commit();
       }
       twill::named_arrive(2, 256);  // consumer0's turn
+      twill::wgmma_wait<1>();  // s1[j] is complete
+      twill::fence_frag(s1[0]);
+      // m1_new = rowmax s1, m1 (iteration j)
+      twill::op_rowmax(m1_new[1], s1[0], m1_new[0]);
       // alpha1 = exp2 m1, m1_new (iteration j)
       twill::op_exp2(alpha1[0], m1_new[0], m1_new[1], args.exp2_scale);
       // p1 = exp2 s1, m1_new (iteration j)
@@ -1419,7 +1419,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // l1_new = rowsum p1, l1, alpha1 (iteration j)
       twill::op_rowsum(l1_new[0], twill::presum(p1_sums[1]), l1_new[0], alpha1[0]);
     }
-    {  // steady window J = j + 1: s1[j + 1], m1_new[j + 1], acc1_n[j], alpha1[j + 1], p1[j + 1], acc1_r[j + 1], l1_new[j + 1]
+    {  // steady window J = j + 1: s1[j + 1], acc1_n[j], m1_new[j + 1], alpha1[j + 1], p1[j + 1], acc1_r[j + 1], l1_new[j + 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc1_n[0]);
       twill::fence_frag(p1[0]);
@@ -1440,10 +1440,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      twill::wgmma_wait<0>();  // s1[j + 1] is complete
-      twill::fence_frag(s1[0]);
-      // m1_new = rowmax s1, m1 (iteration j + 1)
-      twill::op_rowmax(m1_new[0], s1[0], m1_new[1]);
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j)
       {
@@ -1459,6 +1455,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::wgmma_commit();
       }
       twill::named_arrive(2, 256);  // consumer0's turn
+      twill::wgmma_wait<1>();  // s1[j + 1] is complete
+      twill::fence_frag(s1[0]);
+      // m1_new = rowmax s1, m1 (iteration j + 1)
+      twill::op_rowmax(m1_new[0], s1[0], m1_new[1]);
       // alpha1 = exp2 m1, m1_new (iteration j + 1)
       twill::op_exp2(alpha1[0], m1_new[1], m1_new[0], args.exp2_scale);
       // p1 = exp2 s1, m1_new (iteration j + 1)
@@ -1499,7 +1499,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       break;
     }
     case 1: {
-      {  // steady window J = j: s1[j], m1_new[j], acc1_n[j - 1], alpha1[j], p1[j], acc1_r[j], l1_new[j]
+      {  // steady window J = j: s1[j], acc1_n[j - 1], m1_new[j], alpha1[j], p1[j], acc1_r[j], l1_new[j]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc1_n[0]);
         twill::fence_frag(p1[0]);
@@ -1520,10 +1520,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
-        twill::wgmma_wait<0>();  // s1[j] is complete
-        twill::fence_frag(s1[0]);
-        // m1_new = rowmax s1, m1 (iteration j)
-        twill::op_rowmax(m1_new[1], s1[0], m1_new[0]);
         sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration j - 1)
         {
@@ -1539,6 +1535,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::wgmma_commit();
         }
         twill::named_arrive(2, 256);  // consumer0's turn
+        twill::wgmma_wait<1>();  // s1[j] is complete
+        twill::fence_frag(s1[0]);
+        // m1_new = rowmax s1, m1 (iteration j)
+        twill::op_rowmax(m1_new[1], s1[0], m1_new[0]);
         // alpha1 = exp2 m1, m1_new (iteration j)
         twill::op_exp2(alpha1[0], m1_new[0], m1_new[1], args.exp2_scale);
         // p1 = exp2 s1, m1_new (iteration j)

@@ -993,7 +993,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: s0[j], m0_new[j], acc0_n[j - 1], alpha0[j], p0[j], l0_new[j], acc0_r[j]
+    {  // steady window J = j: s0[j], acc0_n[j - 1], m0_new[j], alpha0[j], p0[j], l0_new[j], acc0_r[j]
       sm.ring_k.wait_full(j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
@@ -1009,12 +1009,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
         }
       }
-      twill::TRow<128> s0_m0_new_0;
-      sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
-      twill::tmem_fence_after();
-      twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
-      // m0_new = rowmax s0, m0 (iteration j)
-      twill::op_rowmax(m0_new[1], s0_m0_new_0, m0_new[0]);
       sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j - 1)
       {
@@ -1030,6 +1024,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
         }
       }
+      twill::TRow<128> s0_m0_new_0;
+      sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
+      twill::tmem_fence_after();
+      twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
+      // m0_new = rowmax s0, m0 (iteration j)
+      twill::op_rowmax(m0_new[1], s0_m0_new_0, m0_new[0]);
       // alpha0 = exp2 m0, m0_new (iteration j)
       twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
       twill::TRow16<128, __half> p0_out;
@@ -1045,7 +1045,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
     }
-    {  // steady window J = j + 1: s0[j + 1], m0_new[j + 1], acc0_n[j], alpha0[j + 1], p0[j + 1], l0_new[j + 1], acc0_r[j + 1]
+    {  // steady window J = j + 1: s0[j + 1], acc0_n[j], m0_new[j + 1], alpha0[j + 1], p0[j + 1], l0_new[j + 1], acc0_r[j + 1]
       sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
@@ -1061,12 +1061,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::umma_commit(&sm.ring_k.empty[(j + 1) % 2]);  // frees k[j + 1] once read
         }
       }
-      twill::TRow<128> s0_m0_new_0;
-      sm.ring_s0.wait_full(j + 1);  // s0[j + 1] is in tensor memory
-      twill::tmem_fence_after();
-      twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
-      // m0_new = rowmax s0, m0 (iteration j + 1)
-      twill::op_rowmax(m0_new[0], s0_m0_new_0, m0_new[1]);
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j)
       {
@@ -1082,6 +1076,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::umma_commit(&sm.ring_v.empty[(j) % 2]);  // frees v[j] once read
         }
       }
+      twill::TRow<128> s0_m0_new_0;
+      sm.ring_s0.wait_full(j + 1);  // s0[j + 1] is in tensor memory
+      twill::tmem_fence_after();
+      twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
+      // m0_new = rowmax s0, m0 (iteration j + 1)
+      twill::op_rowmax(m0_new[0], s0_m0_new_0, m0_new[1]);
       // alpha0 = exp2 m0, m0_new (iteration j + 1)
       twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
       twill::TRow16<128, __half> p0_out;
@@ -1121,7 +1121,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       break;
     }
     case 1: {
-      {  // steady window J = j: s0[j], m0_new[j], acc0_n[j - 1], alpha0[j], p0[j], l0_new[j], acc0_r[j]
+      {  // steady window J = j: s0[j], acc0_n[j - 1], m0_new[j], alpha0[j], p0[j], l0_new[j], acc0_r[j]
         sm.ring_k.wait_full(j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
@@ -1137,12 +1137,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
           }
         }
-        twill::TRow<128> s0_m0_new_0;
-        sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
-        twill::tmem_fence_after();
-        twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
-        // m0_new = rowmax s0, m0 (iteration j)
-        twill::op_rowmax(m0_new[1], s0_m0_new_0, m0_new[0]);
         sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration j - 1)
         {
@@ -1158,6 +1152,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
           }
         }
+        twill::TRow<128> s0_m0_new_0;
+        sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
+        twill::tmem_fence_after();
+        twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
+        // m0_new = rowmax s0, m0 (iteration j)
+        twill::op_rowmax(m0_new[1], s0_m0_new_0, m0_new[0]);
         // alpha0 = exp2 m0, m0_new (iteration j)
         twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
         twill::TRow16<128, __half> p0_out;
@@ -1266,7 +1266,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: l1_new[j - 1], acc1_r[j - 1], s1[j], m1_new[j], acc1_n[j - 1], alpha1[j], p1[j]
+    {  // steady window J = j: l1_new[j - 1], acc1_r[j - 1], s1[j], acc1_n[j - 1], m1_new[j], alpha1[j], p1[j]
       twill::TRow16<128, __half> p1_l1_new_0;
       twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
       // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
@@ -1293,12 +1293,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
         }
       }
-      twill::TRow<128> s1_m1_new_0;
-      sm.ring_s1.wait_full(j);  // s1[j] is in tensor memory
-      twill::tmem_fence_after();
-      twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
-      // m1_new = rowmax s1, m1 (iteration j)
-      twill::op_rowmax(m1_new[1], s1_m1_new_0, m1_new[0]);
       sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j - 1)
       {
@@ -1314,6 +1308,12 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
         }
       }
+      twill::TRow<128> s1_m1_new_0;
+      sm.ring_s1.wait_full(j);  // s1[j] is in tensor memory
+      twill::tmem_fence_after();
+      twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
+      // m1_new = rowmax s1, m1 (iteration j)
+      twill::op_rowmax(m1_new[1], s1_m1_new_0, m1_new[0]);
       // alpha1 = exp2 m1, m1_new (iteration j)
       twill::op_exp2(alpha1[0], m1_new[0], m1_new[1], args.exp2_scale);
       twill::TRow16<128, __half> p1_out;
@@ -1321,7 +1321,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::op_exp2(p1_out, s1_m1_new_0, m1_new[1], args.exp2_scale);
       twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
     }
-    {  // steady window J = j + 1: l1_new[j], acc1_r[j], s1[j + 1], m1_new[j + 1], acc1_n[j], alpha1[j + 1], p1[j + 1]
+    {  // steady window J = j + 1: l1_new[j], acc1_r[j], s1[j + 1], acc1_n[j], m1_new[j + 1], alpha1[j + 1], p1[j + 1]
       twill::TRow16<128, __half> p1_l1_new_0;
       twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
       // l1_new = rowsum p1, l1, alpha1 (iteration j)
@@ -1345,12 +1345,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::umma_commit(&sm.ring_k.empty[(j + 1) % 2]);  // frees k[j + 1] once read
         }
       }
-      twill::TRow<128> s1_m1_new_0;
-      sm.ring_s1.wait_full(j + 1);  // s1[j + 1] is in tensor memory
-      twill::tmem_fence_after();
-      twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
-      // m1_new = rowmax s1, m1 (iteration j + 1)
-      twill::op_rowmax(m1_new[0], s1_m1_new_0, m1_new[1]);
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j)
       {
@@ -1366,6 +1360,12 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::umma_commit(&sm.ring_v.empty[(j) % 2]);  // frees v[j] once read
         }
       }
+      twill::TRow<128> s1_m1_new_0;
+      sm.ring_s1.wait_full(j + 1);  // s1[j + 1] is in tensor memory
+      twill::tmem_fence_after();
+      twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
+      // m1_new = rowmax s1, m1 (iteration j + 1)
+      twill::op_rowmax(m1_new[0], s1_m1_new_0, m1_new[1]);
       // alpha1 = exp2 m1, m1_new (iteration j + 1)
       twill::op_exp2(alpha1[0], m1_new[1], m1_new[0], args.exp2_scale);
       twill::TRow16<128, __half> p1_out;
@@ -1405,7 +1405,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       break;
     }
     case 1: {
-      {  // steady window J = j: l1_new[j - 1], acc1_r[j - 1], s1[j], m1_new[j], acc1_n[j - 1], alpha1[j], p1[j]
+      {  // steady window J = j: l1_new[j - 1], acc1_r[j - 1], s1[j], acc1_n[j - 1], m1_new[j], alpha1[j], p1[j]
         twill::TRow16<128, __half> p1_l1_new_0;
         twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
         // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
@@ -1432,12 +1432,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
             twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
           }
         }
-        twill::TRow<128> s1_m1_new_0;
-        sm.ring_s1.wait_full(j);  // s1[j] is in tensor memory
-        twill::tmem_fence_after();
-        twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
-        // m1_new = rowmax s1, m1 (iteration j)
-        twill::op_rowmax(m1_new[1], s1_m1_new_0, m1_new[0]);
         sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration j - 1)
         {
@@ -1453,6 +1447,12 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
             twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
           }
         }
+        twill::TRow<128> s1_m1_new_0;
+        sm.ring_s1.wait_full(j);  // s1[j] is in tensor memory
+        twill::tmem_fence_after();
+        twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
+        // m1_new = rowmax s1, m1 (iteration j)
+        twill::op_rowmax(m1_new[1], s1_m1_new_0, m1_new[0]);
         // alpha1 = exp2 m1, m1_new (iteration j)
         twill::op_exp2(alpha1[0], m1_new[0], m1_new[1], args.exp2_scale);
         twill::TRow16<128, __half> p1_out;

@@ -984,7 +984,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: s[j], acc_r[j - 1], l_new[j - 1], m_new[j], acc_n[j - 1], alpha[j], p[j]
+    {  // steady window J = j: s[j], acc_r[j - 1], l_new[j - 1], acc_n[j - 1], m_new[j], alpha[j], p[j]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
       twill::fence_frag(p[0]);
@@ -1009,10 +1009,6 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
       // l_new = rowsum p, l, alpha (iteration j - 1)
       twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
-      twill::wgmma_wait<0>();  // s[j] is complete
-      twill::fence_frag(s[0]);
-      // m_new = rowmax s, m (iteration j)
-      twill::op_rowmax(m_new[1], s[0], m_new[0]);
       sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
       // acc_n = mma p, v, acc_r (iteration j - 1)
       {
@@ -1027,12 +1023,16 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         }
         twill::wgmma_commit();
       }
+      twill::wgmma_wait<1>();  // s[j] is complete
+      twill::fence_frag(s[0]);
+      // m_new = rowmax s, m (iteration j)
+      twill::op_rowmax(m_new[1], s[0], m_new[0]);
       // alpha = exp2 m, m_new (iteration j)
       twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
       // p = exp2 s, m_new (iteration j)
       twill::op_exp2_sum(p[1], p_sums[1], s[0], m_new[1], args.exp2_scale);
     }
-    {  // steady window J = j + 1: s[j + 1], acc_r[j], l_new[j], m_new[j + 1], acc_n[j], alpha[j + 1], p[j + 1]
+    {  // steady window J = j + 1: s[j + 1], acc_r[j], l_new[j], acc_n[j], m_new[j + 1], alpha[j + 1], p[j + 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
       twill::fence_frag(p[0]);
@@ -1057,10 +1057,6 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
       // l_new = rowsum p, l, alpha (iteration j)
       twill::op_rowsum(l_new[0], twill::presum(p_sums[1]), l_new[0], alpha[0]);
-      twill::wgmma_wait<0>();  // s[j + 1] is complete
-      twill::fence_frag(s[0]);
-      // m_new = rowmax s, m (iteration j + 1)
-      twill::op_rowmax(m_new[0], s[0], m_new[1]);
       sm.ring_v.wait_full(j);  // v[j] has landed
       // acc_n = mma p, v, acc_r (iteration j)
       {
@@ -1075,6 +1071,10 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         }
         twill::wgmma_commit();
       }
+      twill::wgmma_wait<1>();  // s[j + 1] is complete
+      twill::fence_frag(s[0]);
+      // m_new = rowmax s, m (iteration j + 1)
+      twill::op_rowmax(m_new[0], s[0], m_new[1]);
       // alpha = exp2 m, m_new (iteration j + 1)
       twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
       // p = exp2 s, m_new (iteration j + 1)
@@ -1114,7 +1114,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       break;
     }
     case 1: {
-      {  // steady window J = j: s[j], acc_r[j - 1], l_new[j - 1], m_new[j], acc_n[j - 1], alpha[j], p[j]
+      {  // steady window J = j: s[j], acc_r[j - 1], l_new[j - 1], acc_n[j - 1], m_new[j], alpha[j], p[j]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
         twill::fence_frag(p[0]);
@@ -1139,10 +1139,6 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
         // l_new = rowsum p, l, alpha (iteration j - 1)
         twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
-        twill::wgmma_wait<0>();  // s[j] is complete
-        twill::fence_frag(s[0]);
-        // m_new = rowmax s, m (iteration j)
-        twill::op_rowmax(m_new[1], s[0], m_new[0]);
         sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
         // acc_n = mma p, v, acc_r (iteration j - 1)
         {
@@ -1157,6 +1153,10 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
           }
           twill::wgmma_commit();
         }
+        twill::wgmma_wait<1>();  // s[j] is complete
+        twill::fence_frag(s[0]);
+        // m_new = rowmax s, m (iteration j)
+        twill::op_rowmax(m_new[1], s[0], m_new[0]);
         // alpha = exp2 m, m_new (iteration j)
         twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
         // p = exp2 s, m_new (iteration j)
