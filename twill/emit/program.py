@@ -704,9 +704,12 @@ def _issue_early(model: KernelModel, order: tuple[str, ...]) -> tuple[str, ...]:
         if m.stage(e.src) - m.stage(e.dst) == e.distance and e.src != e.dst:
             within.setdefault(e.dst, set()).add(e.src)
 
+    carried = dict(m.graph.yields)  # carry -> the value yielded to it: the same registers
+    carry_of = {v: c for c, v in carried.items()}
+
     def touches(op: str) -> set[str]:
-        o = m.ops[op]
-        return {op} | {x.name for x in o.operands}
+        names = {op} | {x.name for x in m.ops[op].operands}
+        return names | {carried[n] for n in names if n in carried} | {carry_of[n] for n in names if n in carry_of}
 
     out = list(order)
     for name in [o for o in order if m.ops[o].opcode == "mma" and len(m.ops[o].operands) == 3]:
