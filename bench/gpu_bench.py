@@ -122,7 +122,17 @@ def regenerate():
 def build(name, build_dir, kernel_dir=KDIR):
     """Compile KERNELS[name]'s emitted file (included unmodified) plus its shim into a shared library."""
     fname, ns, _, shim = KERNELS[name]
-    src = os.path.abspath(os.path.join(kernel_dir, fname))
+    lib, spills = build_shim(os.path.join(kernel_dir, fname), ns, shim, build_dir, name)
+    lib.twill_bench_launch.restype = ctypes.c_int
+    lib.twill_bench_out_bytes.restype = ctypes.c_int
+    return lib, spills
+
+
+def build_shim(src, ns, shim, build_dir, name):
+    """Compile an emitted .cu file, included unmodified, with `shim` (extern "C" code that uses it
+    as NS) into a shared library, cached in build_dir by the sources' digest: (ctypes library,
+    ptxas's lines about spills)."""
+    src = os.path.abspath(src)
     text = '// shim written by bench/gpu_bench.py around an unmodified emitted kernel\n'
     text += '#include "%s"\n#define NS %s\n%s' % (src, ns, shim)
     os.makedirs(build_dir, exist_ok=True)
@@ -142,11 +152,8 @@ def build(name, build_dir, kernel_dir=KDIR):
         if r.returncode != 0:
             raise RuntimeError("nvcc failed for %s:\n%s" % (name, log[-4000:]))
         os.replace(so + ".tmp", so)
-    lib = ctypes.CDLL(so)
-    lib.twill_bench_launch.restype = ctypes.c_int
-    lib.twill_bench_out_bytes.restype = ctypes.c_int
     spills = [l.strip() for l in log.splitlines() if "spill" in l and not (" 0 bytes spill stores" in l and " 0 bytes spill loads" in l)]
-    return lib, spills
+    return ctypes.CDLL(so), spills
 
 
 # ---- the emitted kernels as torch functions ---------------------------------------------------------
@@ -726,23 +733,17 @@ def main(argv=None):
         print(json.dumps(r), flush=True)
         results.append(r)
         torch.cuda.empty_cache()
-    for n in attn_sizes:
-        try:
-            r = run_attention(attn, 4, 32, n, pairs=args.pairs if n == 16384 else 0)
-        except Exception as e:  # noqa: BLE001
-            r = {"kernel": "attention", "B": 4, "H": 32, "N": n, "D": 128, "twill_error": repr(e), "trace": traceback.format_exc()}
-        print(json.dumps(r), flush=True)
-        results.append(r)
-        torch.cuda.empty_cache()
     attn64 = TwillAttention(libs["attention_d64"], 64) if libs.get("attention_d64") else Broken("attention_d64")
-    for n in d64_sizes:
-        try:
-            r = run_attention(attn64, 4, 32, n, D=64)
-        except Exception as e:  # noqa: BLE001
-            r = {"kernel": "attention", "B": 4, "H": 32, "N": n, "D": 64, "twill_error": repr(e), "trace": traceback.format_exc()}
-        print(json.dumps(r), flush=True)
-        results.append(r)
-        torch.cuda.empty_cache()
+    for kernel, D, sizes in ((attn, 128, attn_sizes), (attn64, 64, d64_sizes)):
+        for n in sizes:
+            try:
+                r = run_attention(kernel, 4, 32, n, D=D, pairs=args.pairs if (D, n) == (128, 16384) else 0)
+            except Exception as e:  # noqa: BLE001
+                r = {"kernel": "attention", "B": 4, "H": 32, "N": n, "D": D, "twill_error": repr(e),
+                     "trace": traceback.format_exc()}
+            print(json.dumps(r), flush=True)
+            results.append(r)
+            torch.cuda.empty_cache()
     bwd = TwillAttentionBwd(libs["attention_bwd"]) if libs.get("attention_bwd") else Broken("attention_bwd")
     for n in bwd_sizes:
         try:

@@ -98,15 +98,20 @@ needs_nvcc = pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /u
 
 
 @lru_cache(maxsize=None)
-def compiled(name: str, tmp: str) -> tuple[int, str]:
-    """(exit status, stderr) of `nvcc -Xptxas -v` on the emitted file, test main included."""
-    arch = FIXTURES[name][0]
-    src = Path(tmp) / f"{name}.cu"
-    src.write_text(emitted(name))
+def nvcc_build(src: Path, arch: str) -> tuple[int, str]:
+    """(exit status, stderr) of `nvcc -Xptxas -v` on an emitted file for `arch` (sm_90a, sm_100a),
+    test main included."""
     cmd = [nvcc(), "-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-DTWILL_MAIN", "-Xptxas", "-v",
            "-c", str(src), "-o", str(src.with_suffix(".o"))]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     return proc.returncode, proc.stderr
+
+
+def compiled(name: str, tmp: str) -> tuple[int, str]:
+    """nvcc_build of a fixture's emitted file."""
+    src = Path(tmp) / f"{name}.cu"
+    src.write_text(emitted(name))
+    return nvcc_build(src, FIXTURES[name][0])
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +121,11 @@ def build_dir(tmp_path_factory) -> str:
 
 def ptxas_info(line: str) -> bool:
     return line.startswith("ptxas info") or re.match(r"^\s+\d+ bytes (stack frame|spill|cumulative)", line) is not None
+
+
+def warnings_in(err: str) -> list[str]:
+    """nvcc's stderr less ptxas's -v report: what a clean build leaves empty."""
+    return [line for line in err.splitlines() if line.strip() and not ptxas_info(line)]
 
 
 # -- the emitted text ------------------------------------------------------------------------------
@@ -391,7 +401,6 @@ def test_blackwell_structure():
 
 def test_unknown_opcode_becomes_a_hook(tmp_path):
     from twill.pipeline import SolveOptions, solve
-    from twill.tir import parse_tir
     graph = parse_tir("kernel hooked\ninput x : f16[64,64] @smem\ninput w : f16[64,64] @smem\ncarry acc : f32[64,64] = 0\n"
                       "loop {\n  y = mma x, w : f32[64,64]\n  z = frob y, acc : f32[64,64] {cycles = 4, unit = alu}\n"
                       "  yield acc = z\n}\n", "hooked.tir")
@@ -415,7 +424,7 @@ def test_unknown_opcode_becomes_a_hook(tmp_path):
 def test_compiles_without_warnings(name, build_dir):
     rc, err = compiled(name, build_dir)
     assert rc == 0, err
-    noise = [line for line in err.splitlines() if line.strip() and not ptxas_info(line)]
+    noise = warnings_in(err)
     assert noise == [], "\n".join(noise)
 
 
@@ -557,7 +566,6 @@ def test_ring_slots_of_random_loops_are_freed_once(seed):
     a persistent CTA's next tile would otherwise wait forever (or reuse a slot still read)."""
     import random
     from twill.pipeline import solve
-    from twill.tir import parse_tir
     rng = random.Random(seed)
     text = _ring_graph(rng)
     for gpu in ("h100", "b200"):
@@ -586,15 +594,13 @@ def test_a_random_loop_compiles_without_warnings(tmp_path, gpu, arch):
     (all ten seeds do; one is compiled here to keep the suite short)."""
     import random
     from twill.pipeline import solve
-    from twill.tir import parse_tir
     machine = load_machine(gpu)
     s = solve(parse_tir(_ring_graph(random.Random(3)), "rings3.tir"), machine)
     src = tmp_path / "k.cu"
     src.write_text(emit_cuda(s, machine))
-    proc = subprocess.run([nvcc(), "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-DTWILL_MAIN",
-                           "-Xptxas", "-v", "-c", str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    noise = [line for line in proc.stderr.splitlines() if line.strip() and not ptxas_info(line)]
+    rc, err = nvcc_build(src, f"sm_{arch}")
+    assert rc == 0, err
+    noise = warnings_in(err)
     assert noise == [], "\n".join(noise)
 
 
@@ -618,19 +624,17 @@ def test_tiles_narrower_than_128_bytes_compile(tmp_path, tile):
     """A tile whose rows are 64 or 32 bytes (K = 32 or 16 columns of f16, or N = 32) is loaded and
     read by the tensor core with a 64- or 32-byte swizzle (the GPU test runs them)."""
     from twill.pipeline import solve
-    from twill.tir import parse_tir
     k, n = NARROW_GEMMS[tile]
     machine = load_machine("h100")
     src = tmp_path / "k.cu"
     src.write_text(emit_cuda(solve(parse_tir(narrow_gemm(k, n), "narrow.tir"), machine), machine))
     sw = {32: 32, 64: 64}.get(2 * k, 128)
     assert f"64, {sw // 2}, {sw}))" in src.read_text()  # a's tensor map: 64-row boxes of one swizzle block
-    proc = subprocess.run([nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-DTWILL_MAIN",
-                           "-Xptxas", "-v", "-c", str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    noise = [line for line in proc.stderr.splitlines() if line.strip() and not ptxas_info(line)]
+    rc, err = nvcc_build(src, "sm_90a")
+    assert rc == 0, err
+    noise = warnings_in(err)
     assert noise == [], "\n".join(noise)
-    assert "0 bytes spill stores" in proc.stderr
+    assert "0 bytes spill stores" in err
 
 
 # attention_fwd_simple with its values named like the emitted code's own locals and helpers
@@ -677,9 +681,8 @@ def test_values_named_like_the_emitters_own_locals_compile(tmp_path):
     machine = load_machine("h100")
     src = tmp_path / "k.cu"
     src.write_text(emit_cuda(solve(parse_tir(text, "risky.tir"), machine), machine))
-    proc = subprocess.run([nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-DTWILL_MAIN",
-                           "-c", str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    rc, err = nvcc_build(src, "sm_90a")
+    assert rc == 0, err
 
 
 @needs_nvcc
@@ -688,21 +691,18 @@ def test_a_one_warp_mma_role_reads_its_tensor_memory_out_as_a_warpgroup(tmp_path
     memory); tcgen05.ld reads it out a warp per 32 lanes, so emit-cuda makes that role a warpgroup
     (it refused: 'no warpgroup role can read acc_n out of tensor memory')."""
     from twill.pipeline import solve
-    from twill.tir import parse_tir
     machine = load_machine("b200")
     s = solve(parse_tir(narrow_gemm(64, 32), "narrow.tir"), machine)
     assert all(r.warps == 1 for r in s.roles)
     src = tmp_path / "k.cu"
     src.write_text(emit_cuda(s, machine))
     assert "the roles' 5 warp(s)" in src.read_text()
-    proc = subprocess.run([nvcc(), "-std=c++17", "-gencode=arch=compute_100a,code=sm_100a", "-DTWILL_MAIN",
-                           "-Xptxas", "-v", "-c", str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    rc, err = nvcc_build(src, "sm_100a")
+    assert rc == 0, err
 
 
 def test_an_mma_operand_narrower_than_32_bytes_is_refused():
     from twill.pipeline import solve
-    from twill.tir import parse_tir
     machine = load_machine("h100")
     text = narrow_gemm(64, 8)  # b: 8 columns of f16, 16 bytes a row
     with pytest.raises(EmitError, match="multiple of 32 bytes"):
@@ -766,7 +766,6 @@ def test_square_b_is_transposed_after_data_and_not_after_a_computed_tile(q_space
     in registers, and the kernel computed the wrong product), P V for a computed P; the
     transpose_b attribute overrides the default and may not contradict b's shape."""
     from twill.emit.model import mma_shape
-    from twill.tir import parse_tir
     graph = parse_tir(_square_b_graph(q_space), "sq.tir")
     assert mma_shape(graph, graph.op("s")).b_kmajor and not mma_shape(graph, graph.op("acc_n")).b_kmajor
     assert not mma_shape(graph, graph.op("t")).b_kmajor  # w is K x N by its shape

@@ -84,15 +84,8 @@ def test_tiles_narrower_than_128_bytes_match_torch(tmp_path, k, n):
     go through TMA and wgmma with a 32- or 64-byte swizzle, K-major (a) and N-major (b): the
     golden emitted file, compiled unmodified, matches torch."""
     import ctypes
-    import subprocess
     g = _bench()
-    src = os.path.join(ROOT, "tests", "golden", "emit", "gemm_k%dn%d.h100.cu" % (k, n))
-    shim = tmp_path / "shim.cu"
-    shim.write_text('#include "%s"\n#define NS twill_gemm_k%dn%d\n%s' % (src, k, n, NARROW_SHIM))
-    so = tmp_path / "libnarrow.so"
-    subprocess.run([g.find_nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-shared",
-                    "-Xcompiler", "-fPIC", str(shim), "-o", str(so)], check=True)
-    lib = ctypes.CDLL(str(so))
+    lib = _golden_lib(tmp_path, "gemm_k%dn%d.h100" % (k, n), "twill_gemm_k%dn%d" % (k, n), NARROW_SHIM)
     tiles_m, tiles_n, iters = 3, 2, 8
     torch.manual_seed(k * n)
     a = torch.randn(64 * tiles_m, k * iters, device="cuda", dtype=torch.float16)
@@ -106,16 +99,9 @@ def test_tiles_narrower_than_128_bytes_match_torch(tmp_path, k, n):
 
 
 def _golden_lib(tmp_path, fixture, namespace, shim):
-    """Compile a golden emitted file (tests/golden/emit), unmodified, with a small extern "C" shim."""
-    import ctypes
-    import subprocess
+    """A golden emitted file (tests/golden/emit), compiled unmodified with a small extern "C" shim."""
     src = os.path.join(ROOT, "tests", "golden", "emit", fixture + ".cu")
-    path = tmp_path / (fixture + "_shim.cu")
-    path.write_text('#include "%s"\n#define NS %s\n%s' % (src, namespace, shim))
-    so = tmp_path / ("lib%s.so" % fixture)
-    subprocess.run([_bench().find_nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-shared",
-                    "-Xcompiler", "-fPIC", str(path), "-o", str(so)], check=True)
-    return ctypes.CDLL(str(so))
+    return _bench().build_shim(src, namespace, shim, str(tmp_path), fixture)[0]
 
 
 def test_triton_attention_imported_from_ttgir_matches_torch(tmp_path):

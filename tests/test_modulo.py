@@ -242,17 +242,24 @@ def test_fig1_gives_ii_2_length_4():
     assert dict(schedule.bounds)["res_mii"] == 2 and dict(schedule.bounds)["rec_mii"] == 1
 
 
+def _fa3_on_h100_with(name: str, units: dict[str, int]):
+    """FA3 solved (time limit only against a hang) on h100.yaml with other unit capacities;
+    (graph, machine, schedule)."""
+    text = (ROOT / "specs" / "h100.yaml").read_text().replace("name: h100", f"name: {name}")
+    for unit, cap in units.items():
+        text = text.replace(f"  {unit}: 1 ", f"  {unit}: {cap} ")
+    machine = parse_machine(text, f"{name}.yaml")
+    assert {u: dict(machine.units)[u] for u in units} == units
+    graph = parse_tir((ROOT / "examples" / "attention_fwd_hopper.tir").read_text(), "fa3.tir")
+    return graph, machine, solve(graph, machine, SolveOptions(time_limit=600))
+
+
 def test_units_of_capacity_four_keep_fa3_fast():
     """FA3 on a machine whose ALU and SFU run four tile ops at once (`alu: 4`, `sfu: 4`): the
     one-hot residue form left CBC searching for over ten minutes at I = 512; the pairwise form
     decides it at once. The joint schedule is the same (I, L) as with capacity 1 and verifies.
     (The time limit only stops a regression from hanging the suite.)"""
-    text = (ROOT / "specs" / "h100.yaml").read_text()
-    text = text.replace("name: h100", "name: h100x4").replace("  sfu: 1 ", "  sfu: 4 ").replace("  alu: 1 ", "  alu: 4 ")
-    machine = parse_machine(text, "h100x4.yaml")
-    assert dict(machine.units)["alu"] == 4 and dict(machine.units)["sfu"] == 4
-    graph = parse_tir((ROOT / "examples" / "attention_fwd_hopper.tir").read_text(), "fa3.tir")
-    schedule = solve(graph, machine, SolveOptions(time_limit=600))
+    graph, machine, schedule = _fa3_on_h100_with("h100x4", {"sfu": 4, "alu": 4})
     assert (schedule.ii, schedule.length, schedule.optimal) == (512, 783, True)
     assert verify(schedule, graph, machine) == []
 
@@ -262,11 +269,7 @@ def test_two_tensor_units_solve_fa3_in_the_joint_stage():
     reservation table almost full. Stage 2 encodes capacity 2 as clauses (at an op's start, no
     two others both cover it); the earlier sum of 0/1 terms took about three minutes to the same
     (258, 658). The schedule verifies."""
-    text = (ROOT / "specs" / "h100.yaml").read_text()
-    text = text.replace("name: h100", "name: h100t2").replace("  tensor: 1 ", "  tensor: 2 ")
-    machine = parse_machine(text, "h100t2.yaml")
-    graph = parse_tir((ROOT / "examples" / "attention_fwd_hopper.tir").read_text(), "fa3.tir")
-    schedule = solve(graph, machine, SolveOptions(time_limit=600))
+    graph, machine, schedule = _fa3_on_h100_with("h100t2", {"tensor": 2})
     assert (schedule.ii, schedule.length, schedule.optimal) == (258, 658, True)
     assert verify(schedule, graph, machine) == []
 

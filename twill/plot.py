@@ -245,7 +245,7 @@ def render(chart: Chart, path: str | os.PathLike, arrows: bool = False) -> None:
     """Write the chart to `path` (.svg or .png by its suffix), atomically."""
     path = Path(path)
     data = render_bytes(chart, path.suffix.lower().lstrip("."), arrows)
-    write_atomic(path, data.decode("utf-8") if path.suffix.lower() == ".svg" else data)
+    write_atomic(path, data)
 
 
 def _layout(chart: Chart) -> dict[str, tuple[float, float]]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..ir import Op, TensorType
-from .model import EmitError, KernelModel, MmaShape, dtype_bytes, swizzle_bytes
+from .model import EmitError, KernelModel, MmaShape, dtype_bytes, ident, local, swizzle_bytes
 
 CTYPE = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float", "tf32": "float", "f64": "double",
          "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "i64": "int64_t"}
@@ -56,7 +56,6 @@ class OpCall:
     groups: int  # warpgroups of the role
 
     def temp(self, suffix: str) -> str:
-        from .model import local
         return f"{local(self.op.name)}_{suffix}"
 
 
@@ -172,13 +171,11 @@ def _rescale(call: OpCall) -> list[str]:
 def _store(call: OpCall) -> list[str]:
     """store x: the tile goes to its global tensor (one tile per iteration when it has no loop axis)."""
     lines, names = _registers(call)
-    from .model import ident
     t = call.model.tensor[ident(call.op.name)]
     return lines + [f"store_{t.name}(sm, tm, args, tile, {names[0]}, it);"]
 
 
 def _hook(call: OpCall) -> list[str]:
-    from .model import ident
     lines, names = _registers(call)
     args = ([call.out.expr] if call.out is not None else []) + names
     return lines + [f"hook_{ident(call.op.name)}({', '.join(args)});"]

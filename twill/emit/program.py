@@ -635,18 +635,21 @@ class Program(SharedMemory, TensorMemory):
             if not runs or len(runs) % len(roles) or any(r != roles[i % len(roles)] for i, r in enumerate(runs)):
                 return ()
             programs.append((keys, seq))
-        # How each mma's run goes on after it, over the programs: the next mma is the same role's
-        # ("continues"), or another role's, in this window ("ends") or a later one ("crosses").
+        def goes_on(seq, i: int) -> str:
+            """How the run of seq[i] goes on after it: the next mma is the same role's
+            ("continues"), or another role's, in this window ("ends") or a later one ("crosses")."""
+            w, _, o = seq[i]
+            nxt = seq[i + 1] if i + 1 < len(seq) else None
+            if nxt is not None and m.op_role[nxt[2]] == m.op_role[o]:
+                return "continues"
+            return "crosses" if nxt is not None and nxt[0] != w else "ends"
+
         begins: dict = {}
-        ends: dict = {}
+        ends: dict = {}  # over the programs
         for keys, seq in programs:
             for i, (w, key, o) in enumerate(seq):
-                r = m.op_role[o]
-                begins.setdefault((key, o), set()).add(i == 0 or m.op_role[seq[i - 1][2]] != r)
-                nxt = seq[i + 1] if i + 1 < len(seq) else None
-                how = ("continues" if nxt is not None and m.op_role[nxt[2]] == r else
-                       "crosses" if nxt is not None and nxt[0] != w else "ends")
-                ends.setdefault((key, o), set()).add(how)
+                begins.setdefault((key, o), set()).add(i == 0 or m.op_role[seq[i - 1][2]] != m.op_role[o])
+                ends.setdefault((key, o), set()).add(goes_on(seq, i))
         if any(len(v) > 1 for v in begins.values()):
             return ()
         # A run that ends hands the tensor core over right after its last mma, also where the next
@@ -662,8 +665,7 @@ class Program(SharedMemory, TensorMemory):
         for keys, seq in programs:
             need = {(key, r): False for key in keys for r in roles}
             for i, (w, key, o) in enumerate(seq):
-                if (key, o) in deferred and i + 1 < len(seq) and seq[i + 1][0] != w \
-                        and m.op_role[seq[i + 1][2]] != m.op_role[o]:
+                if (key, o) in deferred and goes_on(seq, i) == "crosses":
                     need[(keys[w + 1], m.op_role[o])] = True
             for kr, flag in need.items():
                 closes.setdefault(kr, set()).add(flag)

@@ -139,9 +139,9 @@ class RoleBody:
 
     def _tma_boxes(self, out: Lines, t, dst: str, bar: str, it: str) -> None:
         """TMA loads of one tile: one box per swizzle block of columns (128, 64 or 32 bytes, as
-        the tensor core reads them; 16, unswizzled, for narrower rows) and per 256 rows; a row vector (lse, a row statistic) in one
-        plain box, since a swizzle would permute its bytes past the first 128 (they start a new
-        swizzle row)."""
+        the tensor core reads them; 16, unswizzled, for narrower rows) and per 256 rows; a row
+        vector (lse, a row statistic) in one plain box, since a swizzle would permute its bytes
+        past the first 128 (they start a new swizzle row)."""
         esize = dtype_bytes(t.dtype)
         rows, cols = t.tile
         if t.rank == 1:
