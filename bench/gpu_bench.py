@@ -59,11 +59,11 @@ extern "C" int twill_bench_launch(int tiles_m, int tiles_n, int iters, int batch
 extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_acc0); }  // C's element size
 """),
     "attention": ("attention_fwd_hopper.cu", "twill_attention_fwd_hopper", "examples/attention_fwd_hopper.tir", r"""
-extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_scale,
+extern "C" int twill_bench_launch(int tiles_m, int keys, int batch, float exp2_scale,
                                   const void* q, const void* k, const void* v,
                                   void* acc, void* m, void* l, void* stream) {
-  NS::Problem p;
-  p.tiles_m = tiles_m; p.tiles_n = 1; p.iters = iters; p.batch = batch; p.exp2_scale = exp2_scale;
+  NS::Problem p;  // keys need not be a multiple of the key tile: the last one is then partial
+  p.tiles_m = tiles_m; p.tiles_n = 1; p.loop_extent = keys; p.batch = batch; p.exp2_scale = exp2_scale;
   if (const char* g = getenv("TWILL_PERSISTENT")) p.persistent = atoi(g);  // to compare grids (-1 auto, 0, 1)
   // the sub-tiles 0 and 1 are rows 0-63 and 64-127 of each 128-row tile of one Q (one O, m, l)
   p.q0 = p.q1 = static_cast<const __half*>(q);
@@ -98,6 +98,9 @@ extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_dk); }
 }
 
 
+# The FA3 graph with 192-key tiles (a partial last tile where N is not a multiple of 192), the same shim.
+KERNELS["attention_k192"] = ("attention_fwd_hopper_k192.cu", "twill_attention_fwd_hopper_k192",
+                             "examples/attention_fwd_hopper_k192.tir", KERNELS["attention"][3])
 # The FA3 graph with head dimension 64 (its schedule: FA3's intra-warpgroup overlap), the same shim.
 KERNELS["attention_d64"] = ("attention_fwd_d64.cu", "twill_attention_d64", "tests/data/tir/attention_fwd_d64.tir",
                             KERNELS["attention"][3])
@@ -209,11 +212,11 @@ class TwillAttention:
                 "l": torch.full((BH, N), float("nan"), **f)}
 
     def __call__(self, q, k, v, o, scale):
-        BH, N, D = k.shape
-        if D != self.D or N % 128 or N // 128 < 2:
-            raise ValueError("emitted attention needs D == %d and N a multiple of 128, >= 256 (got N=%d D=%d)"
-                             % (self.D, N, D))
-        err = self.lib.twill_bench_launch(N // 128, N // 128, BH, ctypes.c_float(scale * 1.4426950408889634),
+        BH, N, D = k.shape  # N keys; q's rows come in 128-row tiles (q0, q1), the keys in any number
+        if D != self.D or q.shape[1] % 128 or N < 256:
+            raise ValueError("emitted attention needs D == %d, queries a multiple of 128 and at least 256 keys "
+                             "(got %d queries, %d keys, D=%d)" % (self.D, q.shape[1], N, D))
+        err = self.lib.twill_bench_launch(q.shape[1] // 128, N, BH, ctypes.c_float(scale * 1.4426950408889634),
                                           _p(q), _p(k), _p(v), _p(o["acc"]), _p(o["m"]), _p(o["l"]), _stream())
         if err != 0:
             raise RuntimeError("twill attention launch returned cudaError %d" % err)
@@ -495,7 +498,7 @@ def reference_attention(q, k, v, scale, heads):
     return torch.stack(out)
 
 
-def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2, pairs=0):
+def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2, pairs=0, variant="attention"):
     """Check twill's forward and time it against SDPA-cuDNN and Triton; with pairs > 0, then time
     twill and cuDNN that many more times in pairs, each pair's first kernel in turn (`pair_ratios`:
     twill / cuDNN per pair), so a goal is judged on a median rather than on one reading of each,
@@ -503,7 +506,7 @@ def run_attention(attn, B, H, N, D=128, do_time=True, ref_heads=2, pairs=0):
     import torch
     import torch.nn.functional as F
     BH = B * H
-    res = {"kernel": "attention", "B": B, "H": H, "N": N, "D": D, "flops": 4.0 * BH * N * N * D,
+    res = {"kernel": "attention", "variant": variant, "B": B, "H": H, "N": N, "D": D, "flops": 4.0 * BH * N * N * D,
            "out_dtype": str(attn.out_dtype).replace("torch.float", "f")}
     torch.manual_seed(N)
     q = torch.randn(BH, N, D, device="cuda", dtype=torch.float16)
@@ -582,8 +585,8 @@ def _joules(jw):
 def markdown(meta, results):
     L = ["# twill's emitted kernels on the GPU", "",
          "Written by `python3 bench/gpu_bench.py --out DIR` (one run on the device machine). The kernels are the",
-         "files `twill emit-cuda` wrote for `examples/gemm_hopper.tir`, `attention_fwd_hopper.tir` and `attention_bwd_hopper.tir`",
-         "and `tests/data/tir/attention_fwd_d64.tir` (`--gpu h100`), compiled unmodified with a ctypes shim. Times are medians of `triton.testing.do_bench`;",
+         "files `twill emit-cuda` wrote for `examples/gemm_hopper.tir`, `attention_fwd_hopper.tir`, `attention_fwd_hopper_k192.tir`,",
+         "`attention_bwd_hopper.tir` and `tests/data/tir/attention_fwd_d64.tir` (`--gpu h100`), compiled unmodified with a ctypes shim. Times are medians of `triton.testing.do_bench`;",
          "TFLOP/s = 2MNK (GEMM) or 4·B·H·N²·D (attention) over that time.", "",
          "- card: %s (%s), torch %s, triton %s, CUDA %s, nvcc: %s" % (meta["card"], meta["capability"], meta["torch"],
                                                                    meta["triton"], meta["cuda"], meta["nvcc"]),
@@ -610,13 +613,15 @@ def markdown(meta, results):
             _f(tr) if tr else r.get("triton_error", "—"), _f(t / c, "%.2fx") if t and c else "—",
             _f(t / tr, "%.2fx") if t and tr else "—", _f(r.get("rel_err"), "%.1e"), r.get("nan_count", "—"),
             "yes" if r.get("ok") else "**no**"))
-    for D in sorted({r.get("D", 128) for r in results if r["kernel"] == "attention"}, reverse=True):
-        L += ["", "## Attention forward (B=4, H=32, D=%d, non-causal, fp16 in; twill writes %s O%s)" % (
-                    D, written("attention"), "" if D == 128 else "; tests/data/tir/attention_fwd_d64.tir"), "",
+    variants = [v for v in KERNELS if any(r.get("variant", "attention") == v for r in results if r["kernel"] == "attention")]
+    for variant in variants:
+        D = next(r.get("D", 128) for r in results if r["kernel"] == "attention" and r.get("variant", "attention") == variant)
+        L += ["", "## Attention forward (B=4, H=32, D=%d, non-causal, fp16 in; twill writes %s O; %s)" % (
+                    D, written("attention"), KERNELS[variant][2]), "",
                 "| N | twill TFLOP/s | SDPA-cuDNN TFLOP/s | Triton TFLOP/s | twill / cuDNN | twill / Triton | rel. error (fp32 ref) | rel. error vs cuDNN | NaN after | ok | SM MHz after twill / cuDNN | J per call twill / cuDNN (board W) |",
                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in results:
-            if r["kernel"] != "attention" or r.get("D", 128) != D:
+            if r["kernel"] != "attention" or r.get("variant", "attention") != variant:
                 continue
             t, c, tr = r.get("twill_tflops"), r.get("cudnn_tflops"), r.get("triton_tflops")
             L.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |" % (
@@ -648,14 +653,16 @@ def markdown(meta, results):
     for r in a:
         x = r["twill_tflops"] / r["cudnn_tflops"]
         pr = sorted(r.get("pair_ratios") or [])
+        graph = KERNELS[r.get("variant", "attention")][2]
         if pr:  # judged on the median of the alternating pairs
             x = pr[len(pr) // 2] if len(pr) % 2 else (pr[len(pr) // 2 - 1] + pr[len(pr) // 2]) / 2
-            L.append("- attention N=16384 at least 1.0x SDPA-cuDNN: %.3fx, the median of %d alternating pairs "
+            L.append("- attention N=16384 at least 1.0x SDPA-cuDNN (%s): %.3fx, the median of %d alternating pairs "
                      "(%.3f-%.3f; the table's single pair: %.3fx), %s" % (
-                         x, len(pr), pr[0], pr[-1], r["twill_tflops"] / r["cudnn_tflops"],
+                         graph, x, len(pr), pr[0], pr[-1], r["twill_tflops"] / r["cudnn_tflops"],
                          "met" if x >= 1.0 else "not met"))
         else:
-            L.append("- attention N=16384 at least 1.0x SDPA-cuDNN: %.2fx, %s" % (x, "met" if x >= 1.0 else "not met"))
+            L.append("- attention N=16384 at least 1.0x SDPA-cuDNN (%s): %.2fx, %s" % (
+                graph, x, "met" if x >= 1.0 else "not met"))
     errs = [r for r in results if any(k.endswith("_error") for k in r)]
     if errs:
         L += ["", "## Errors", ""]
@@ -710,7 +717,7 @@ def main(argv=None):
     d64_sizes = [512] if args.quick else [8192, 16384]
     if args.only is not None:  # one kernel's sizes only
         gemm_sizes = gemm_sizes if args.only == "gemm" else []
-        attn_sizes = attn_sizes if args.only == "attention" else []
+        attn_sizes = attn_sizes if args.only in ("attention", "attention_k192") else []
         bwd_sizes = bwd_sizes if args.only == "attention_bwd" else []
         d64_sizes = (args.attn_sizes or d64_sizes) if args.only == "attention_d64" else []
 
@@ -734,13 +741,19 @@ def main(argv=None):
         results.append(r)
         torch.cuda.empty_cache()
     attn64 = TwillAttention(libs["attention_d64"], 64) if libs.get("attention_d64") else Broken("attention_d64")
-    for kernel, D, sizes in ((attn, 128, attn_sizes), (attn64, 64, d64_sizes)):
+    attn192 = TwillAttention(libs["attention_k192"]) if libs.get("attention_k192") else Broken("attention_k192")
+    runs = [("attention", attn, 128, attn_sizes), ("attention_k192", attn192, 128, attn_sizes),
+            ("attention_d64", attn64, 64, d64_sizes)]
+    for variant, kernel, D, sizes in runs:
+        if args.only not in (None, variant):
+            continue
         for n in sizes:
             try:
-                r = run_attention(kernel, 4, 32, n, D=D, pairs=args.pairs if (D, n) == (128, 16384) else 0)
+                r = run_attention(kernel, 4, 32, n, D=D, pairs=args.pairs if (D, n) == (128, 16384) else 0,
+                                  variant=variant)
             except Exception as e:  # noqa: BLE001
-                r = {"kernel": "attention", "B": 4, "H": 32, "N": n, "D": D, "twill_error": repr(e),
-                     "trace": traceback.format_exc()}
+                r = {"kernel": "attention", "variant": variant, "B": 4, "H": 32, "N": n, "D": D,
+                     "twill_error": repr(e), "trace": traceback.format_exc()}
             print(json.dumps(r), flush=True)
             results.append(r)
             torch.cuda.empty_cache()

@@ -174,7 +174,57 @@ def test_attention_with_head_dimension_64_matches_torch(tmp_path, monkeypatch, p
     m, l = (torch.full((BH, N), float("nan"), device="cuda") for _ in range(2))
     scale = 1 / math.sqrt(D)
     p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, m, l)]
-    assert lib.twill_bench_launch(N // 128, N // 128, BH, ctypes.c_float(scale * 1.4426950408889634), *p, None) == 0
+    assert lib.twill_bench_launch(N // 128, N, BH, ctypes.c_float(scale * 1.4426950408889634), *p, None) == 0
     torch.cuda.synchronize()
     assert int(torch.isnan(o).sum() + torch.isnan(m).sum() + torch.isnan(l).sum()) == 0
     assert g.rel_err(o[:2], g.reference_attention(q, k, v, scale, 2)) < 1e-2
+
+
+@pytest.mark.parametrize("fixture, namespace", [("attention_fwd_hopper.h100", "twill_attention_fwd_hopper"),
+                                                ("attention_fwd_hopper_k192.h100", "twill_attention_fwd_hopper_k192")])
+@pytest.mark.parametrize("keys", [777, 1000, 1088, 1152])
+def test_attention_with_a_partial_last_key_tile_matches_torch(tmp_path, fixture, namespace, keys):
+    """Problem::loop_extent: a number of keys that is not a multiple of the key tile (128 or 192).
+    TMA fills the missing rows of K and V with zeros and the last S tile's columns past the end
+    are masked to -inf before rowmax and exp2; without the mask, exp2 of their zero scores would
+    be summed into l and every output row would be too small. 1152 is 6 whole 192-key tiles."""
+    import ctypes
+    import math
+    g = _bench()
+    lib = _golden_lib(tmp_path, fixture, namespace, g.KERNELS["attention"][3])
+    BH, Nq, D = 4, 512, 128
+    torch.manual_seed(keys)
+    q = torch.randn(BH, Nq, D, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(BH, keys, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    o = torch.full((BH, Nq, D), float("nan"), device="cuda", dtype=torch.float16)
+    m, l = (torch.full((BH, Nq), float("nan"), device="cuda") for _ in range(2))
+    scale = 1 / math.sqrt(D)
+    p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, m, l)]
+    assert lib.twill_bench_launch(Nq // 128, keys, BH, ctypes.c_float(scale * 1.4426950408889634), *p, None) == 0
+    torch.cuda.synchronize()
+    assert int(torch.isnan(o).sum() + torch.isnan(m).sum() + torch.isnan(l).sum()) == 0
+    assert g.rel_err(o, g.reference_attention(q, k, v, scale, BH)) < 1e-2
+    s = q.float() @ k.float().transpose(1, 2)  # m is the raw scores' maximum; l sums exp2((s - m) * c)
+    assert g.rel_err(m, s.amax(-1)) < 1e-3  # the running maximum saw only the real keys
+    c = scale * 1.4426950408889634
+    assert g.rel_err(l, torch.exp2((s - s.amax(-1, keepdim=True)) * c).sum(-1)) < 1e-2
+
+
+def test_gemm_with_a_partial_last_k_tile_matches_torch(tmp_path):
+    """A GEMM whose K (1000) is not a multiple of its 64-wide K step: the zero fill past the end
+    adds nothing to the accumulators, so no mask is needed (kRagged, no mask_past)."""
+    import ctypes
+    g = _bench()
+    shim = g.KERNELS["gemm"][3].replace("p.iters = iters;", "p.loop_extent = iters;")
+    lib = g.build_shim(os.path.join(ROOT, "tests", "golden", "emit", "gemm_hopper.h100.cu"), "twill_gemm_hopper",
+                       shim, str(tmp_path), "gemm_ragged")[0]
+    M, N, K = 256, 512, 1000
+    torch.manual_seed(K)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    assert lib.twill_bench_launch(M // 128, N // 256, K, 1, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c)),
+                                  None) == 0
+    torch.cuda.synchronize()
+    assert int(torch.isnan(c).sum()) == 0
+    assert g.rel_err(c, torch.matmul(a.float(), b.float())) < 1e-2

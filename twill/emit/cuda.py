@@ -116,6 +116,12 @@ class Renderer:
             "(see launch())",
             f"constexpr int kInputCopies = {self.p.input_copies};  // buffers of the loop-invariant inputs, "
             "by tile round")
+        why = self.ragged_why_not()
+        out(f"constexpr int kLoopStep = {self.m.ragged.step};  // elements of the loop axis one iteration covers "
+            "(Problem::loop_extent)",
+            f"constexpr bool kRagged = {'false' if why else 'true'};  // the last iteration's tile may be partial"
+            + (f": not here, {why}" if why else ""),
+            "static_assert(kLoopStep > 0 || !kRagged, \"a partial last tile needs a loop step\");")
         smem_model = self._smem_model_bytes()
         out(f"constexpr int kSmemModel = {smem_model};  // bytes the model counts: invariant inputs + ring buffers",
             f"static_assert(kSmemModel <= {lim.smem_bytes}, \"the model's shared memory exceeds smem_bytes "
@@ -188,6 +194,14 @@ class Renderer:
         return (self.smem_inputs() + [t for t in self.m.tensors if t.kind == "load"]
                 + [t for t in self.m.tensors if t.name in self.p.staging])
 
+    def ragged_why_not(self) -> str:
+        """Why a partial last tile is refused ("" where it is supported): the model's reason, or a
+        store along the loop written with plain stores, which TMA would have clipped at the extent."""
+        unclipped = [t for t in self.m.tensors if t.kind == "store" and "loop" in t.axes and t.name not in self.p.staging]
+        if unclipped and not self.m.ragged.why_not:
+            return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"
+        return self.m.ragged.why_not
+
     def pointer_tensors(self):
         m = self.m
         return [t for t in m.tensors if t.kind in ("output", "store") or
@@ -200,6 +214,7 @@ class Renderer:
         out("int iters;  // loop iterations (at least kStages)",
             "int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)",
             *(["int raster_group;  // tile rows numbered together (twill::tile_of)"] if rastered(self.m) else []),
+            "int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)",
             "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)")
         for t in self.pointer_tensors():
             const = "const " if t.kind == "input" else ""
@@ -462,8 +477,12 @@ class Renderer:
     def persistent(self) -> bool:
         """Whether a CTA may compute several tiles in a row. Not where a value crosses roles after
         the loop (its staging buffer would need its own hand-back), nor on sm_100a, whose
-        tensor-memory accumulators would need one (and which we cannot run here)."""
-        return not self.m.blackwell and not self.p.handoffs
+        tensor-memory accumulators would need one (and which we cannot run here), nor where a
+        warpgroup's buffers, all held at once, fill its register budget: the tile loop keeps a
+        few more registers live, and ptxas then serialized the wgmmas of the 192-key FA3 kernel
+        (0.7x of its one-tile-per-CTA kernel on an H200)."""
+        full = any(self.p.spare_registers(r) < 0 for r in self.m.roles if r.is_warpgroup)
+        return not self.m.blackwell and not self.p.handoffs and not full
 
     def tmem_outputs(self) -> list:
         return [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]

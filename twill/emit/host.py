@@ -15,13 +15,13 @@ from .ops import TMA_DTYPE, ctype
 def _extent(t, dim: int) -> str:
     axis, size, step = t.axes[dim], t.tile[dim], f"p.{t.name}_{DIM_LABELS[dim]}_step"
     return {"m": f"static_cast<uint64_t>(p.tiles_m) * {step}", "n": f"static_cast<uint64_t>(p.tiles_n) * {step}",
-            "loop": f"static_cast<uint64_t>(p.iters) * {size}"}.get(axis, f"uint64_t({size})")
+            "loop": f"loop_elements(p, {size})"}.get(axis, f"uint64_t({size})")
 
 
 def _dims(t) -> tuple[str, str, str]:
     rows = "uint64_t(1)" if t.rank == 1 else _extent(t, 0)
     cols = _extent(t, 1)
-    batch = ("static_cast<uint64_t>(p.batch) * p.iters" if t.per_iteration else "static_cast<uint64_t>(p.batch)")
+    batch = ("static_cast<uint64_t>(p.batch) * loop_iters(p)" if t.per_iteration else "static_cast<uint64_t>(p.batch)")
     return rows, cols, batch
 
 
@@ -49,6 +49,10 @@ def host_launcher(r) -> str:
         "  int tiles_m = 1;  // output tiles along the rows",
         "  int tiles_n = 1;  // output tiles along the columns",
         "  int iters = kStages;  // loop iterations, at least kStages",
+        "  // Elements along the loop axis (keys, a GEMM's K), where not iters * kLoopStep: the loop then runs",
+        "  // ceil(loop_extent / kLoopStep) iterations (iters is not read), and the last tile may be partial",
+        "  // where kRagged (TMA fills the rows past the end with zeros; rowmax and exp2 skip them).",
+        "  int loop_extent = 0;",
         "  int batch = 1;  // independent problems",
         "  // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's",
         "  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is",
@@ -68,6 +72,15 @@ def host_launcher(r) -> str:
             lines.append(f"  int {t.name}_{label}_step = {t.tile[d]}, {t.name}_{label}_offset = 0;")
     lines += [
         "};",
+        "",
+        "// The loop's iterations, and its elements along the loop axis.",
+        "inline int loop_iters(const Problem& p) {",
+        ("  return p.loop_extent > 0 ? (p.loop_extent + kLoopStep - 1) / kLoopStep : p.iters;" if r.m.ragged.step
+         else "  return p.iters;  // no loaded tile runs along the loop: loop_extent has no meaning here"),
+        "}",
+        "inline uint64_t loop_elements(const Problem& p, int step) {",
+        "  return p.loop_extent > 0 ? static_cast<uint64_t>(p.loop_extent) : static_cast<uint64_t>(p.iters) * step;",
+        "}",
         "",
         "// A 3-d tensor map (columns, rows, batch) with the swizzle of the kernel's tile (twill::Tile: 128, 64",
         "// or 32 bytes, the box's row; 16 for none, as for a row vector, read by index).",
@@ -95,7 +108,11 @@ def host_launcher(r) -> str:
         "}",
         "",
         "inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {",
-        "  if (p.iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;",
+        "  const int iters = loop_iters(p);",
+        "  if (iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;",
+        ("  if (p.loop_extent < 0 || (p.loop_extent % kLoopStep != 0 && !kRagged))" if r.m.ragged.step
+         else "  if (p.loop_extent != 0)"),
+        "    return cudaErrorInvalidValue;  // a partial last tile this kernel cannot take (kRagged), or no loop axis",
     ]
     for t in every:
         lines.append(f"  if (p.{t.name} == nullptr) return cudaErrorInvalidValue;")
@@ -114,7 +131,8 @@ def host_launcher(r) -> str:
         ]
     lines += [
         "  Args args;",
-        "  args.iters = p.iters;",
+        "  args.iters = iters;",
+        "  args.loop_tail = p.loop_extent > 0 ? p.loop_extent - (iters - 1) * kLoopStep : kLoopStep;",
         "  args.tiles_m = p.tiles_m;",
         "  args.tiles_n = p.tiles_n;",
         "  args.tiles = p.tiles_m * p.tiles_n * p.batch;",
@@ -130,8 +148,8 @@ def host_launcher(r) -> str:
             lines.append(f"  args.{t.name}_{label}_offset = p.{t.name}_{label}_offset;")
     lines += [
         "  const size_t smem = sizeof(Smem) + 1024;",
-        "  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && p.iters <= 32)) &&",
-        "                    p.iters % kPhasePeriod == 0;",
+        "  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&",
+        "                    iters % kPhasePeriod == 0;",
         "  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;",
         "  cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));",
         "  if (err != cudaSuccess) return err;",

@@ -45,7 +45,7 @@ _CXX_WORDS = frozenset("""
 _DEVICE_WORDS = frozenset("""
     Args Maps Smem Problem F T INFINITY size_t uintptr_t uint32_t uint64_t int32_t int64_t
     threadIdx blockIdx blockDim gridDim warpSize
-    b batch c c0 cb exp2_scale f i ib inputs_free inputs_ready iters kk leader mb r0 raster_group row0 t
+    b batch c c0 cb exp2_scale f i ib inputs_free inputs_ready iters kk leader loop_tail mb r0 raster_group row0 t
     tile tile_at tiles tiles_m tiles_n tmem_base smem_raw std
 """.split())
 _DEVICE_PREFIXES = re.compile(r"^(cuda|cu[A-Z]|CU|__|k[A-Z]|twill|role_|store_(out|store)_|hook_)")
@@ -268,6 +268,12 @@ class KernelModel:
 
     def is_load(self, op: str) -> bool:
         return self.ops[op].opcode in LOAD_OPCODES
+
+    @cached_property
+    def ragged(self):
+        """How a partial last tile is handled (ragged.Ragged)."""
+        from .ragged import plan
+        return plan(self)
 
     @cached_property
     def tensor(self) -> dict[str, GlobalTensor]:
@@ -531,7 +537,8 @@ def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
     return cls
 
 
-def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]:
+def value_axis(graph: Graph, mma: dict[str, MmaShape]):
+    """axis(value, dim): which axis ("loop", "m", "n" or "fixed") dimension dim of a graph value runs along."""
     cls = _dim_classes(graph, mma)
     carry_src = dict(graph.yields)
     # The loop runs along the K of accumulating mmas (a GEMM's K; attention's keys forward, its
@@ -559,6 +566,12 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
         c = cls.find((value, dim))
         return "loop" if c in loop_classes else "m" if c in m_classes else "n" if c in n_classes else "fixed"
 
+    return axis
+
+
+def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]:
+    axis = value_axis(graph, mma)
+    carry_src = dict(graph.yields)
     out = []
 
     def add(name, value, kind, t: TensorType, per_iteration_ok: bool, dtype: str | None = None):

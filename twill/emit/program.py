@@ -291,6 +291,12 @@ class Program(SharedMemory, TensorMemory):
                     full[v] = plain[v]
         return full
 
+    def spare_registers(self, role) -> float:
+        """Registers per thread that a role's budget leaves over its values' buffers and the
+        machine's register_reserve, as the model counts them."""
+        mine = [v for v in self.copies if self.model.values[v].role == role.name]
+        return role.registers - self._registers(role, self.copies, mine)
+
     def _registers(self, role, copies: dict[str, int], values) -> float:
         m = self.model
         words = sum(copies[v] * m.values[v].type.bytes for v in values) / 4

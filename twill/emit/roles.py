@@ -25,6 +25,7 @@ class RoleBody:
         self.role = self.m.role[role]
         self.prog = self.p.programs[role]
         self.groups = max(1, self.role.warpgroups)
+        self.case = None  # while _program writes `case r` after the steady loop: r (n - j == r there)
 
     # -- values ------------------------------------------------------------------------------------
     def registers(self) -> list[str]:
@@ -173,6 +174,7 @@ class RoleBody:
                 self._window(out, p.window(self.role.name, ("prologue", k)))
         out("// ---- steady state: every op, each on its own iteration ----")
         out(f"int j = {S - 1};")
+        self.case = None
         if U == 1:
             with out.block("for (; j < n; ++j)"):
                 self._window(out, p.window(self.role.name, ("steady", 0), 0))
@@ -185,8 +187,10 @@ class RoleBody:
             for r in range(U):
                 out(f"  case {r}: {{")
                 out.depth += 2
+                self.case = r
                 for u in range(r):
                     self._window(out, p.window(self.role.name, ("steady", 0), u))
+                self.case = None
                 self._epilogue(out, r)
                 out("break;")
                 out.depth -= 2
@@ -276,6 +280,7 @@ class RoleBody:
         args = []
         for i, operand in enumerate(op.operands):
             args.append(self._operand(out, w, pos, name, i, operand, stage))
+        self._mask(out, name, args, it)
         staged = None
         if name in self.p.scratch and args[0].where == "reg":
             staged = args[0]  # the tensor core reads this A from memory: the role stages it in a tile
@@ -332,6 +337,34 @@ class RoleBody:
             self.waited = None
             self.issued.append((name, str(it)))
         self._publish(out, w, name, it)
+
+    def _masks(self) -> list[str]:
+        """This role's ops that mask a partial last tile first (ragged.py)."""
+        if self.r.ragged_why_not():
+            return []
+        return [op for op in self.m.ragged.mask_at if self.m.op_role[op] == self.role.name]
+
+    def _mask(self, out: Lines, name: str, args, it: Inst) -> None:
+        """Before the first rowmax / exp2 of a value along the loop, on iteration n - 1: where
+        its tile is partial, its elements past the loop's extent become -inf in place. (Run
+        after the loop instead, the last steady windows doubled the code after the loop, and
+        ptxas then serialized the wgmmas of the FA3 kernels for want of registers.)"""
+        if name not in self._masks():
+            return
+        value, dim = self.m.ragged.mask_at[name]
+        a = args[0]
+        if a.where != "reg" or a.view:
+            raise EmitError(f"op '{name}' reads {value} from {a.where}: a partial tile is masked in registers only")
+        # Iteration n - 1 is known where it can run: never in the prologue (n >= kStages), at
+        # n + off in the epilogue, at n - r + off in `case r` after the loop, and in the loop
+        # (j <= n - kUnroll) only in its last window.
+        where = {"": False, "n": it.off == -1}.get(it.base, it.off == self.case - 1 if self.case else None)
+        if where is False or (where is None and it.off != self.p.U - 1):
+            return
+        last = f"({it}) == n - 1 && " if where is None else ""
+        out(f"if ({last}args.loop_tail < kLoopStep) "
+            f"twill::mask_past<{dim}>({a.expr}, {self.row0(a.type.shape[0])}, args.loop_tail);  "
+            f"// a partial last tile: {value}'s {('rows', 'columns')[dim]} past the loop's extent are absent")
 
     def _crosses_window(self, op: str) -> bool:
         """Whether the result of mma `op` may still be in flight when a window ends: a reader on

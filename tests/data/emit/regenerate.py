@@ -33,6 +33,8 @@ SOLVED = {  # name -> (example, or a graph's path from the repository root; gpu,
     # it again now gives this schedule too
     "attention_fwd_simple.h100.split": ("attention_fwd_simple", "h100", False),
     "attention_fwd_hopper.h100": ("attention_fwd_hopper", "h100", False),
+    # 192-key tiles: a partial last tile where N is not a multiple of 192 (tests/test_gpu.py runs it)
+    "attention_fwd_hopper_k192.h100": ("attention_fwd_hopper_k192", "h100", False),
     "attention_fwd_blackwell.b200": ("attention_fwd_blackwell", "b200", False),
     "attention_bwd_hopper.h100": ("attention_bwd_hopper", "h100", False),
     "attention_bwd_blackwell.b200": ("attention_bwd_blackwell", "b200", False),

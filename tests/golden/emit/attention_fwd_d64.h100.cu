@@ -295,6 +295,21 @@ __device__ __forceinline__ int rows_row(int b, int h) {
   return 64 * b + 16 * ((threadIdx.x / 32) % 4) + (threadIdx.x % 32) / 4 + 8 * h;
 }
 
+// The partial last tile of a loop whose extent is not a multiple of its step (Problem::loop_extent):
+// the elements of f at or past `valid` along dimension DIM (0: rows, counted from row0; 1: columns)
+// are absent, and become -inf for the rowmax and exp2 that read f (exp2 of -inf is 0). The empty asm
+// hides `valid` from the compiler, which would otherwise hoist each element's loop-invariant test
+// out of the loop into registers (in the FA3 kernels: spills).
+template <int DIM, int MB, int N>
+__device__ __forceinline__ void mask_past(Frag<MB, N>& f, int row0, int valid) {
+  asm volatile("" : "+r"(valid), "+r"(row0));
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int i = 0; i < Frag<MB, N>::kElems; ++i)
+      if ((DIM == 0 ? row0 + frag_row(b, i) : frag_col(i)) >= valid) f.x[b][i] = -INFINITY;
+}
+
 // Element i of block b, as seen by an op whose result is a tile (ROWS = false) or rows (true):
 // a per-row operand is broadcast along the row.
 template <bool ROWS, int MB, int N>
@@ -784,6 +799,9 @@ static_assert(128 * 24 + 128 * 240 + 128 * 240 <= 64512, "the warpgroups' setmax
 constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
+constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
+constexpr bool kRagged = true;  // the last iteration's tile may be partial
+static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
 constexpr int kSmemModel = 81920;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -807,6 +825,7 @@ static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of 
 struct Args {
   int iters;  // loop iterations (at least kStages)
   int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)
+  int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float* out_m0;  // output m0_new: f32 [batch][tiles_m*64]
   float* out_l0;  // output l0_new: f32 [batch][tiles_m*64]
@@ -1164,6 +1183,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::named_arrive(1, 256);  // consumer1's turn
       twill::wgmma_wait<1>();  // s0[j + 1] is complete
       twill::fence_frag(s0[0]);
+      if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
       // m0_new = rowmax s0, m0 (iteration j + 1)
       twill::op_rowmax(m0_new[0], s0[0], m0_new[1]);
       // alpha0 = exp2 m0, m0_new (iteration j + 1)
@@ -1250,6 +1270,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::named_arrive(1, 256);  // consumer1's turn
         twill::wgmma_wait<1>();  // s0[j] is complete
         twill::fence_frag(s0[0]);
+        if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
         // m0_new = rowmax s0, m0 (iteration j)
         twill::op_rowmax(m0_new[1], s0[0], m0_new[0]);
         // alpha0 = exp2 m0, m0_new (iteration j)
@@ -1457,6 +1478,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::named_arrive(2, 256);  // consumer0's turn
       twill::wgmma_wait<1>();  // s1[j + 1] is complete
       twill::fence_frag(s1[0]);
+      if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s1[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
       // m1_new = rowmax s1, m1 (iteration j + 1)
       twill::op_rowmax(m1_new[0], s1[0], m1_new[1]);
       // alpha1 = exp2 m1, m1_new (iteration j + 1)
@@ -1537,6 +1559,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::named_arrive(2, 256);  // consumer0's turn
         twill::wgmma_wait<1>();  // s1[j] is complete
         twill::fence_frag(s1[0]);
+        if (args.loop_tail < kLoopStep) twill::mask_past<1>(s1[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
         // m1_new = rowmax s1, m1 (iteration j)
         twill::op_rowmax(m1_new[1], s1[0], m1_new[0]);
         // alpha1 = exp2 m1, m1_new (iteration j)
@@ -1665,6 +1688,10 @@ struct Problem {
   int tiles_m = 1;  // output tiles along the rows
   int tiles_n = 1;  // output tiles along the columns
   int iters = kStages;  // loop iterations, at least kStages
+  // Elements along the loop axis (keys, a GEMM's K), where not iters * kLoopStep: the loop then runs
+  // ceil(loop_extent / kLoopStep) iterations (iters is not read), and the last tile may be partial
+  // where kRagged (TMA fills the rows past the end with zeros; rowmax and exp2 skip them).
+  int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
   // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
@@ -1696,6 +1723,14 @@ struct Problem {
   int out_acc1_cols_step = 64, out_acc1_cols_offset = 0;
 };
 
+// The loop's iterations, and its elements along the loop axis.
+inline int loop_iters(const Problem& p) {
+  return p.loop_extent > 0 ? (p.loop_extent + kLoopStep - 1) / kLoopStep : p.iters;
+}
+inline uint64_t loop_elements(const Problem& p, int step) {
+  return p.loop_extent > 0 ? static_cast<uint64_t>(p.loop_extent) : static_cast<uint64_t>(p.iters) * step;
+}
+
 // A 3-d tensor map (columns, rows, batch) with the swizzle of the kernel's tile (twill::Tile: 128, 64
 // or 32 bytes, the box's row; 16 for none, as for a row vector, read by index).
 inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,
@@ -1722,7 +1757,10 @@ inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, c
 }
 
 inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
-  if (p.iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
+  const int iters = loop_iters(p);
+  if (iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
+  if (p.loop_extent < 0 || (p.loop_extent % kLoopStep != 0 && !kRagged))
+    return cudaErrorInvalidValue;  // a partial last tile this kernel cannot take (kRagged), or no loop axis
   if (p.q0 == nullptr) return cudaErrorInvalidValue;
   if (p.q0_rows_offset < 0 || p.q0_rows_offset + 64 > p.q0_rows_step) return cudaErrorInvalidValue;
   if (p.q1 == nullptr) return cudaErrorInvalidValue;
@@ -1751,10 +1789,10 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (!encode(&tm_q1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q1, static_cast<uint64_t>(p.tiles_m) * p.q1_rows_step, uint64_t(64), static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_k;
-  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, static_cast<uint64_t>(p.iters) * 128, uint64_t(64), static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, loop_elements(p, 128), uint64_t(64), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_v;
-  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, static_cast<uint64_t>(p.iters) * 128, static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, loop_elements(p, 128), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_acc0;
   if (!encode(&tm_out_acc0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc0, static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
@@ -1763,7 +1801,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (!encode(&tm_out_acc1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc1, static_cast<uint64_t>(p.tiles_m) * p.out_acc1_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc1_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
-  args.iters = p.iters;
+  args.iters = iters;
+  args.loop_tail = p.loop_extent > 0 ? p.loop_extent - (iters - 1) * kLoopStep : kLoopStep;
   args.tiles_m = p.tiles_m;
   args.tiles_n = p.tiles_n;
   args.tiles = p.tiles_m * p.tiles_n * p.batch;
@@ -1797,8 +1836,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc1_cols_step = p.out_acc1_cols_step;
   args.out_acc1_cols_offset = p.out_acc1_cols_offset;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && p.iters <= 32)) &&
-                    p.iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
+                    iters % kPhasePeriod == 0;
   auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
   cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
@@ -1816,8 +1855,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_q0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.q0_rows_step * uint64_t(64) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_q1(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.q1_rows_step * uint64_t(64) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_k(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 128 * uint64_t(64) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_v(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 128 * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_k(const Problem& p) { return static_cast<size_t>(loop_elements(p, 128) * uint64_t(64) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_v(const Problem& p) { return static_cast<size_t>(loop_elements(p, 128) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_m0(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_m0_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_l0(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_l0_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_acc0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step * static_cast<uint64_t>(p.batch)); }

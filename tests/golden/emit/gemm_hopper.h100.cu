@@ -295,6 +295,21 @@ __device__ __forceinline__ int rows_row(int b, int h) {
   return 64 * b + 16 * ((threadIdx.x / 32) % 4) + (threadIdx.x % 32) / 4 + 8 * h;
 }
 
+// The partial last tile of a loop whose extent is not a multiple of its step (Problem::loop_extent):
+// the elements of f at or past `valid` along dimension DIM (0: rows, counted from row0; 1: columns)
+// are absent, and become -inf for the rowmax and exp2 that read f (exp2 of -inf is 0). The empty asm
+// hides `valid` from the compiler, which would otherwise hoist each element's loop-invariant test
+// out of the loop into registers (in the FA3 kernels: spills).
+template <int DIM, int MB, int N>
+__device__ __forceinline__ void mask_past(Frag<MB, N>& f, int row0, int valid) {
+  asm volatile("" : "+r"(valid), "+r"(row0));
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int i = 0; i < Frag<MB, N>::kElems; ++i)
+      if ((DIM == 0 ? row0 + frag_row(b, i) : frag_col(i)) >= valid) f.x[b][i] = -INFINITY;
+}
+
 // Element i of block b, as seen by an op whose result is a tile (ROWS = false) or rows (true):
 // a per-row operand is broadcast along the row.
 template <bool ROWS, int MB, int N>
@@ -764,6 +779,9 @@ static_assert(128 * 24 + 128 * 240 + 128 * 240 <= 64512, "the warpgroups' setmax
 constexpr int kPhasePeriod = 8;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
+constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
+constexpr bool kRagged = true;  // the last iteration's tile may be partial
+static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
 constexpr int kSmemModel = 196608;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -788,6 +806,7 @@ struct Args {
   int iters;  // loop iterations (at least kStages)
   int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)
   int raster_group;  // tile rows numbered together (twill::tile_of)
+  int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   __half* out_acc0;  // output acc0_n: f16 [batch][tiles_m*64][tiles_n*256]
   __half* out_acc1;  // output acc1_n: f16 [batch][tiles_m*64][tiles_n*256]
@@ -1080,6 +1099,10 @@ struct Problem {
   int tiles_m = 1;  // output tiles along the rows
   int tiles_n = 1;  // output tiles along the columns
   int iters = kStages;  // loop iterations, at least kStages
+  // Elements along the loop axis (keys, a GEMM's K), where not iters * kLoopStep: the loop then runs
+  // ceil(loop_extent / kLoopStep) iterations (iters is not read), and the last tile may be partial
+  // where kRagged (TMA fills the rows past the end with zeros; rowmax and exp2 skip them).
+  int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
   // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
@@ -1102,6 +1125,14 @@ struct Problem {
   int out_acc1_rows_step = 64, out_acc1_rows_offset = 0;
   int out_acc1_cols_step = 256, out_acc1_cols_offset = 0;
 };
+
+// The loop's iterations, and its elements along the loop axis.
+inline int loop_iters(const Problem& p) {
+  return p.loop_extent > 0 ? (p.loop_extent + kLoopStep - 1) / kLoopStep : p.iters;
+}
+inline uint64_t loop_elements(const Problem& p, int step) {
+  return p.loop_extent > 0 ? static_cast<uint64_t>(p.loop_extent) : static_cast<uint64_t>(p.iters) * step;
+}
 
 // A 3-d tensor map (columns, rows, batch) with the swizzle of the kernel's tile (twill::Tile: 128, 64
 // or 32 bytes, the box's row; 16 for none, as for a row vector, read by index).
@@ -1129,7 +1160,10 @@ inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, c
 }
 
 inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
-  if (p.iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
+  const int iters = loop_iters(p);
+  if (iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
+  if (p.loop_extent < 0 || (p.loop_extent % kLoopStep != 0 && !kRagged))
+    return cudaErrorInvalidValue;  // a partial last tile this kernel cannot take (kRagged), or no loop axis
   if (p.a0 == nullptr) return cudaErrorInvalidValue;
   if (p.a0_rows_offset < 0 || p.a0_rows_offset + 64 > p.a0_rows_step) return cudaErrorInvalidValue;
   if (p.a1 == nullptr) return cudaErrorInvalidValue;
@@ -1143,13 +1177,13 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_acc1_rows_offset < 0 || p.out_acc1_rows_offset + 64 > p.out_acc1_rows_step) return cudaErrorInvalidValue;
   if (p.out_acc1_cols_offset < 0 || p.out_acc1_cols_offset + 256 > p.out_acc1_cols_step) return cudaErrorInvalidValue;
   CUtensorMap tm_a0;
-  if (!encode(&tm_a0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a0, static_cast<uint64_t>(p.tiles_m) * p.a0_rows_step, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 64, 64, 128))
+  if (!encode(&tm_a0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a0, static_cast<uint64_t>(p.tiles_m) * p.a0_rows_step, loop_elements(p, 64), static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_a1;
-  if (!encode(&tm_a1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a1, static_cast<uint64_t>(p.tiles_m) * p.a1_rows_step, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.batch), 64, 64, 128))
+  if (!encode(&tm_a1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a1, static_cast<uint64_t>(p.tiles_m) * p.a1_rows_step, loop_elements(p, 64), static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_b;
-  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, static_cast<uint64_t>(p.iters) * 64, static_cast<uint64_t>(p.tiles_n) * p.b_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
+  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.b_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_acc0;
   if (!encode(&tm_out_acc0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc0, static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
@@ -1158,7 +1192,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (!encode(&tm_out_acc1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc1, static_cast<uint64_t>(p.tiles_m) * p.out_acc1_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc1_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
-  args.iters = p.iters;
+  args.iters = iters;
+  args.loop_tail = p.loop_extent > 0 ? p.loop_extent - (iters - 1) * kLoopStep : kLoopStep;
   args.tiles_m = p.tiles_m;
   args.tiles_n = p.tiles_n;
   args.tiles = p.tiles_m * p.tiles_n * p.batch;
@@ -1181,8 +1216,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc1_cols_step = p.out_acc1_cols_step;
   args.out_acc1_cols_offset = p.out_acc1_cols_offset;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && p.iters <= 32)) &&
-                    p.iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
+                    iters % kPhasePeriod == 0;
   auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
   cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
@@ -1198,9 +1233,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_a0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a0_rows_step * static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_a1(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a1_rows_step * static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_b(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.iters) * 64 * static_cast<uint64_t>(p.tiles_n) * p.b_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_a0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a0_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_a1(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a1_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_b(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.b_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_acc0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_acc1(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc1_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc1_cols_step * static_cast<uint64_t>(p.batch)); }
 

@@ -55,6 +55,21 @@ __device__ __forceinline__ int rows_row(int b, int h) {
   return 64 * b + 16 * ((threadIdx.x / 32) % 4) + (threadIdx.x % 32) / 4 + 8 * h;
 }
 
+// The partial last tile of a loop whose extent is not a multiple of its step (Problem::loop_extent):
+// the elements of f at or past `valid` along dimension DIM (0: rows, counted from row0; 1: columns)
+// are absent, and become -inf for the rowmax and exp2 that read f (exp2 of -inf is 0). The empty asm
+// hides `valid` from the compiler, which would otherwise hoist each element's loop-invariant test
+// out of the loop into registers (in the FA3 kernels: spills).
+template <int DIM, int MB, int N>
+__device__ __forceinline__ void mask_past(Frag<MB, N>& f, int row0, int valid) {
+  asm volatile("" : "+r"(valid), "+r"(row0));
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int i = 0; i < Frag<MB, N>::kElems; ++i)
+      if ((DIM == 0 ? row0 + frag_row(b, i) : frag_col(i)) >= valid) f.x[b][i] = -INFINITY;
+}
+
 // Element i of block b, as seen by an op whose result is a tile (ROWS = false) or rows (true):
 // a per-row operand is broadcast along the row.
 template <bool ROWS, int MB, int N>
