@@ -228,3 +228,32 @@ def test_gemm_with_a_partial_last_k_tile_matches_torch(tmp_path):
     torch.cuda.synchronize()
     assert int(torch.isnan(c).sum()) == 0
     assert g.rel_err(c, torch.matmul(a.float(), b.float())) < 1e-2
+
+
+def test_attention_backward_with_a_partial_last_query_tile_matches_torch(tmp_path):
+    """The backward loops over 64-row query tiles: with 1000 queries its last tile is partial.
+    Q, dO, lse and dlt past the end arrive as zeros and S's rows past the end are masked to -inf
+    before P = exp2(S - lse) (a mask along the rows, mask_past<0>), so P, dS and every
+    gradient's share of those rows are 0, and dQ's TMA reduction is clipped at the extent. (Here
+    the zero fill of dO and dlt alone would already zero those shares: the same kernel without
+    the mask also passed on the H200. The forward test above is the one the mask decides.)"""
+    import ctypes
+    import math
+    g = _bench()
+    shim = g.KERNELS["attention_bwd"][3].replace("p.iters = iters;", "p.loop_extent = iters;")
+    lib = g.build_shim(os.path.join(ROOT, "tests", "golden", "emit", "attention_bwd_hopper.h100.cu"),
+                       "twill_attention_bwd_hopper", shim, str(tmp_path), "bwd_ragged")[0]
+    BH, Nq, Nk, D = 4, 1000, 512, 128
+    torch.manual_seed(Nq)
+    q, d_o = (torch.randn(BH, Nq, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    k, v = (torch.randn(BH, Nk, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    lse, dlt, dq_r, dk_r, dv_r = g.reference_attention_bwd(q, k, v, d_o, BH)
+    dq = torch.zeros(BH, Nq, D, device="cuda")  # every key tile's CTA adds its share
+    dk, dv = (torch.full((BH, Nk, D), float("nan"), device="cuda", dtype=g.out_dtype(lib)) for _ in range(2))
+    c = 1.4426950408889634 / math.sqrt(D)
+    p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, d_o, lse.contiguous(), dlt.contiguous(), dq, dk, dv)]
+    assert lib.twill_bench_launch(Nk // 128, Nq, BH, ctypes.c_float(c), *p, None) == 0
+    torch.cuda.synchronize()
+    assert int(torch.isnan(dq).sum() + torch.isnan(dk).sum() + torch.isnan(dv).sum()) == 0
+    for got, ref in ((dq, dq_r), (dk, dk_r), (dv, dv_r)):
+        assert g.rel_err(got, ref) < 1e-2
