@@ -208,6 +208,9 @@ ERRORS = [
     case("yield-undefined", body("  x = f q : f32[64]", yields="  yield m = y"), 6, 13, "undefined name 'y'"),
     case("yield-twice", body("  x = f q : f32[64]", yields="  yield m = x, m = x"), 6, 16,
          "carry 'm' is yielded twice"),
+    case("yield-shape", body("  x = f q : f32[128]"), 6, 13, "carry 'm' is f32[64] but 'x' is f32[128]",
+         "the next iteration reads 'm' as 'x'"),
+    case("yield-dtype", body("  x = f q : f16[64]"), 6, 13, "carry 'm' is f32[64] but 'x' is f16[64]"),
     case("after-yield", body("  x = f q : f32[64]", yields="  yield m = x\n  y = g x : f32[64]"), 7, 3,
          "'yield' must be the last statement", "line 6"),
     case("no-kernel", "input q : f16[64]\nloop {\n}\n", 1, 1, "missing 'kernel NAME' line"),
@@ -337,12 +340,15 @@ def graphs(draw) -> Graph:
         type_ = draw(types if result else maybe_types)
         ops.append(Op(result or "", opcode, operands, type_, draw(attrs), result is not None))
         visible = visible + [result] if result else visible
+    yields = tuple((c, results[draw(index) % len(results)]) for c in draw(st.permutations(carries)))
+    typed = {op.name: op.type for op in ops}  # a carry has the type of the result it yields
     return Graph(
         kernel=draw(names),
         inputs=tuple(Value(n, draw(types), "input") for n in inputs),
-        carries=tuple(Value(n, draw(types), "carry", draw(inits), attrs=draw(carry_attrs)) for n in carries),
+        carries=tuple(Value(n, typed[dict(yields)[n]], "carry", draw(inits), attrs=draw(carry_attrs))
+                      for n in carries),
         ops=tuple(generated_names(ops, set(pool))),
-        yields=tuple((c, results[draw(index) % len(results)]) for c in draw(st.permutations(carries))),
+        yields=yields,
     )
 
 

@@ -417,11 +417,27 @@ class _Parser:
             elif self.lookup(carry, ("carry",), "yield needs a carry") and carry.name in yielded:
                 self.errors.error(f"carry '{carry.name}' is yielded twice", carry.span)
             yielded.add(carry.name)
-            self.lookup(result, ("result",), "yield needs a body result")
+            if self.lookup(result, ("result",), "yield needs a body result"):
+                self.check_yield_type(carry, result)
         for name in carries if not self.yield_broken else ():
             if name not in yielded:
                 self.errors.error(f"carry '{name}' without yield", self.defined[name][1],
                                   f"add '{name} = RESULT' to the loop's 'yield' line")
+
+
+    def check_yield_type(self, carry: Operand, result: Operand) -> None:
+        """The next iteration reads the carry as the result it yields: their shapes and dtypes
+        must agree (a 192-key S tile rescaling a 128-column accumulator was taken silently)."""
+        c = next((v for v in self.values if v.name == carry.name and v.kind == "carry"), None)
+        r = next((op for op in self.ops if op.name == result.name and op.has_result), None)
+        if c is None or r is None or r.type is None or c.type is None:
+            return
+        broken = {d.span.line for d in self.errors.diagnostics if d.span is not None}
+        if {c.span.line if c.span else None, r.span.line if r.span else None} & broken:
+            return  # a type already reported as bad
+        if (c.type.dtype, c.type.shape) != (r.type.dtype, r.type.shape):
+            self.errors.error(f"carry '{carry.name}' is {c.type} but '{result.name}' is {r.type}", result.span,
+                              f"the next iteration reads '{carry.name}' as '{result.name}': give both one type")
 
 
 def _path(consumers: dict[int, list[int]], start: int, goal: int) -> list[int] | None:
