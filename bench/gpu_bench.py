@@ -5,11 +5,12 @@ Run on a machine with a Hopper GPU, from the repository root:
 
     python3 bench/gpu_bench.py --out OUTDIR          # writes OUTDIR/gpu-results.md and gpu-results.json
 
-The emitted files are used unmodified: `bench/gpu_kernels/gemm_hopper.cu` and
-`bench/gpu_kernels/attention_fwd_hopper.cu`, produced on a machine with twill installed by
+The emitted files in `bench/gpu_kernels/` are used unmodified, among them `gemm_hopper.cu`,
+`attention_fwd_hopper.cu` and `attention_fwd_hopper_k192.cu`, produced on a machine with twill installed by
 
     twill emit-cuda examples/gemm_hopper.tir --gpu h100 -o bench/gpu_kernels/gemm_hopper.cu
     twill emit-cuda examples/attention_fwd_hopper.tir --gpu h100 -o bench/gpu_kernels/attention_fwd_hopper.cu
+    twill emit-cuda examples/attention_fwd_hopper_k192.tir --gpu h100 -o bench/gpu_kernels/attention_fwd_hopper_k192.cu
 
 (`--regenerate` does that first when `twill` is importable). Each is compiled into a shared library
 together with a small extern "C" shim, written here, that fills the kernel's `Problem` from raw
@@ -21,7 +22,9 @@ Layout conventions of the emitted kernels (docs/emit-cuda.md):
   shim places them in the one A and the one C with the launcher's `*_rows_step`/`*_rows_offset`.
 - attention: likewise, q0/q1 and out_acc0/out_acc1 are the 64-row halves of each 128-row tile of
   one Q [BH][N][D] and one f32 O [BH][N][D]; out_m*/out_l* of one m, l [BH][N] (the softmax
-  statistics); k, v [BH][N][D]. No packing or unpacking: every tensor is used where it lies.
+  statistics); k, v [BH][N][D], N keys passed as the loop's extent (`Problem::loop_extent`), so
+  the 192-key graph runs N = 16384 with a partial last key tile. No packing or unpacking: every
+  tensor is used where it lies.
 """
 import argparse
 import ctypes
