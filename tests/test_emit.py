@@ -778,3 +778,22 @@ def test_square_b_is_transposed_after_data_and_not_after_a_computed_tile(q_space
     assert mma_shape(contradicted, contradicted.op("acc_n")).b_kmajor  # square: the attribute decides
     with pytest.raises(EmitError, match="transpose_b = true, but b is 128x64"):
         mma_shape(contradicted, contradicted.op("t"))
+
+
+BENCH_KERNELS = {  # bench/gpu_kernels/ file -> the fixture whose golden it must equal
+    "gemm_hopper.cu": "gemm_hopper.h100",
+    "attention_fwd_hopper.cu": "attention_fwd_hopper.h100",
+    "attention_fwd_hopper_k192.cu": "attention_fwd_hopper_k192.h100",
+    "attention_bwd_hopper.cu": "attention_bwd_hopper.h100",
+    "attention_fwd_d64.cu": "attention_fwd_d64.h100",
+}
+
+
+@pytest.mark.parametrize("fname", sorted(BENCH_KERNELS))
+def test_the_bench_runs_the_golden_kernels(fname):
+    """bench/gpu_bench.py runs committed files (no twill needed on the GPU machine): they must be
+    what emit-cuda writes today, so a change to the emitter cannot leave the GPU numbers about
+    older code. Re-emit them with the `twill emit-cuda` lines of bench/gpu_bench.py's docstring."""
+    assert sorted(BENCH_KERNELS) == sorted(p.name for p in (ROOT / "bench" / "gpu_kernels").glob("*.cu"))
+    bench = (ROOT / "bench" / "gpu_kernels" / fname).read_text()
+    assert bench == emitted(BENCH_KERNELS[fname])
