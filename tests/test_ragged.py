@@ -102,11 +102,21 @@ def test_the_emitted_mask_runs_on_the_last_iteration_only():
     loop, after = rest.split("switch (n - j)")
     assert "mask_past" not in prologue
     assert loop.count("mask_past<1>(s0[0], 0, args.loop_tail)") == 1
-    assert "if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0]" in loop
-    assert after.count("if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail)") == 1
+    assert "if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0]" in loop
+    assert after.count("if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, "
+                       "args.loop_tail)") == 1
     # the masked tile is S before its rowmax: the mask comes right before the op that reads it
-    at = role.index("if ((j + 1) == n - 1")
+    at = role.index("if constexpr (kTail) if ((j + 1) == n - 1")
     assert role[at:].split("\n")[1].strip() == "// m0_new = rowmax s0, m0 (iteration j + 1)"
+    # only the roles that mask take kTail, and launch() runs kernel<..., true> for a partial tile alone
+    assert "template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)\n" \
+           "__device__ __forceinline__ void role_consumer0(" in cu
+    assert "template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)\n" \
+           "__device__ __forceinline__ void role_load(" not in cu
+    assert "role_consumer0<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));" in cu
+    assert "constexpr bool kMasks = true;" in cu
+    assert "  const bool tail = kMasks && args.loop_tail < kLoopStep;" in cu
+    assert "                      : (tail ? kernel<false, kMasks> : kernel<false, false>);" in cu
     # the host: the iteration count and the last tile's valid keys from loop_extent
     assert "return p.loop_extent > 0 ? (p.loop_extent + kLoopStep - 1) / kLoopStep : p.iters;" in cu
     assert "args.loop_tail = p.loop_extent > 0 ? p.loop_extent - (iters - 1) * kLoopStep : kLoopStep;" in cu
@@ -116,3 +126,10 @@ def test_the_emitted_mask_runs_on_the_last_iteration_only():
 def test_a_kernel_without_a_loop_axis_takes_no_extent():
     cu = emit_cuda(Schedule.from_json((DATA / "fig1.h100.json").read_text()), load_machine("h100"))
     assert "constexpr int kLoopStep = 0;" in cu and "  if (p.loop_extent != 0)\n" in cu
+
+
+def test_a_kernel_that_needs_no_mask_has_no_tail_instance():
+    """A GEMM's partial K tile needs only the zero fill: kRagged, but no kernel<..., true>."""
+    cu = emit_cuda(Schedule.from_json((DATA / "gemm_hopper.h100.json").read_text()), load_machine("h100"))
+    assert "constexpr bool kRagged = true;" in cu and "constexpr bool kMasks = false;" in cu
+    assert "template <bool kTail>" not in cu and "mask_past<" not in cu.split("// ---- role ")[1]

@@ -786,6 +786,7 @@ constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by til
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
+constexpr bool kMasks = true;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr int kSmemModel = 132096;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -976,6 +977,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
 }
 
 // ---- role consumer0: 4 warp(s), 160 registers; ops s, p, dp, ds, dq, store_0 ----
+template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)
 __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -1088,7 +1090,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::wgmma_wait<0>();  // s[j] is complete
       twill::fence_frag(s[0]);
       sm.ring_lse.wait_full(j);  // lse[j] has landed
-      if ((j) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<0>(s[0], 0, args.loop_tail);  // a partial last tile: s's rows past the loop's extent are absent
+      if constexpr (kTail) if ((j) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<0>(s[0], 0, args.loop_tail);  // a partial last tile: s's rows past the loop's extent are absent
       // p = exp2 s, lse (iteration j)
       {
         twill::Rows<1> p_arg1;
@@ -1288,9 +1290,10 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
   store_out_dk(sm, tm, args, tile, dk_n_final, n - 1, 0, n);  // carry dk
 }
 
-// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
-// (a persistent grid, launch()), kernel<false> computes the tile of its block index.
-template <bool kTiles>
+// ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -
+// (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
+// kernel<..., true> masks a partial last tile (kMasks, launch()).
+template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do_, const __grid_constant__ CUtensorMap tm_lse, const __grid_constant__ CUtensorMap tm_dlt, const __grid_constant__ CUtensorMap tm_store_0, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -1332,7 +1335,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     if (warp == 0) role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<160>();  // register budget of this warpgroup
-    role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    role_consumer0<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else if (warpgroup == 2) {
     twill::setmaxnreg_inc<160>();  // register budget of this warpgroup
@@ -1510,7 +1513,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
-  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
+  const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
+  auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
+                      : (tail ? kernel<false, kMasks> : kernel<false, false>);
   cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   int grid = args.tiles;

@@ -782,6 +782,7 @@ constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by til
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
+constexpr bool kMasks = true;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr int kSmemModel = 163840;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -1030,6 +1031,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
 }
 
 // ---- role consumer0: 4 warp(s), 240 registers; ops s0, m0_new, p0, alpha0, l0_new, acc0_r, acc0_n ----
+template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)
 __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -1167,7 +1169,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::named_arrive(1, 256);  // consumer1's turn
       twill::wgmma_wait<0>();  // s0[j + 1] is complete
       twill::fence_frag(s0[0]);
-      if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
       // m0_new = rowmax s0, m0 (iteration j + 1)
       twill::op_rowmax(m0_new[0], s0[0], m0_new[1]);
       // alpha0 = exp2 m0, m0_new (iteration j + 1)
@@ -1245,7 +1247,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::named_arrive(1, 256);  // consumer1's turn
         twill::wgmma_wait<0>();  // s0[j] is complete
         twill::fence_frag(s0[0]);
-        if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
         // m0_new = rowmax s0, m0 (iteration j)
         twill::op_rowmax(m0_new[1], s0[0], m0_new[0]);
         // alpha0 = exp2 m0, m0_new (iteration j)
@@ -1306,6 +1308,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
 }
 
 // ---- role consumer1: 4 warp(s), 240 registers; ops s1, m1_new, p1, alpha1, l1_new, acc1_r, acc1_n ----
+template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)
 __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -1446,7 +1449,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::named_arrive(2, 256);  // consumer0's turn
       twill::wgmma_wait<0>();  // s1[j + 1] is complete
       twill::fence_frag(s1[0]);
-      if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s1[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s1[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
       // m1_new = rowmax s1, m1 (iteration j + 1)
       twill::op_rowmax(m1_new[0], s1[0], m1_new[1]);
       // alpha1 = exp2 m1, m1_new (iteration j + 1)
@@ -1509,7 +1512,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::named_arrive(2, 256);  // consumer0's turn
         twill::wgmma_wait<0>();  // s1[j] is complete
         twill::fence_frag(s1[0]);
-        if (args.loop_tail < kLoopStep) twill::mask_past<1>(s1[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s1[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
         // m1_new = rowmax s1, m1 (iteration j)
         twill::op_rowmax(m1_new[1], s1[0], m1_new[0]);
         // alpha1 = exp2 m1, m1_new (iteration j)
@@ -1569,9 +1572,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
-// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
-// (a persistent grid, launch()), kernel<false> computes the tile of its block index.
-template <bool kTiles>
+// ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -
+// (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
+// kernel<..., true> masks a partial last tile (kMasks, launch()).
+template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q0, const __grid_constant__ CUtensorMap tm_q1, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_acc0, const __grid_constant__ CUtensorMap tm_out_acc1, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -1607,11 +1611,11 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_load(sm, tm, args, n, tile_at(args, t, round)); else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer0(sm, tm, args, n, tile_at(args, t, round)); else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer0<kTail>(sm, tm, args, n, tile_at(args, t, round)); else role_consumer0<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer1(sm, tm, args, n, tile_at(args, t, round)); else role_consumer1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer1<kTail>(sm, tm, args, n, tile_at(args, t, round)); else role_consumer1<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
 }
@@ -1785,7 +1789,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
-  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
+  const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
+  auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
+                      : (tail ? kernel<false, kMasks> : kernel<false, false>);
   cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   int grid = args.tiles;

@@ -121,7 +121,9 @@ class Renderer:
             "(Problem::loop_extent)",
             f"constexpr bool kRagged = {'false' if why else 'true'};  // the last iteration's tile may be partial"
             + (f": not here, {why}" if why else ""),
-            "static_assert(kLoopStep > 0 || !kRagged, \"a partial last tile needs a loop step\");")
+            "static_assert(kLoopStep > 0 || !kRagged, \"a partial last tile needs a loop step\");",
+            f"constexpr bool kMasks = {'true' if self.masked_roles() else 'false'};  // a role masks a partial last "
+            "tile (kernel<..., true>, launched only for one)")
         smem_model = self._smem_model_bytes()
         out(f"constexpr int kSmemModel = {smem_model};  // bytes the model counts: invariant inputs + ring buffers",
             f"static_assert(kSmemModel <= {lim.smem_bytes}, \"the model's shared memory exceeds smem_bytes "
@@ -201,6 +203,13 @@ class Renderer:
         if unclipped and not self.m.ragged.why_not:
             return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"
         return self.m.ragged.why_not
+
+    def masked_roles(self) -> set[str]:
+        """The roles that mask a partial last tile (ragged.py): their device functions take
+        `template <bool kTail>`, so that a loop of whole tiles runs code without the masks."""
+        if self.ragged_why_not():
+            return set()
+        return {self.m.op_role[op] for op in self.m.ragged.mask_at}
 
     def pointer_tensors(self):
         m = self.m
@@ -399,9 +408,10 @@ class Renderer:
         m = self.m
         maps = self.tma_tensors()
         params = [f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps] + ["const Args args"]
-        out("// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------",
-            "// (a persistent grid, launch()), kernel<false> computes the tile of its block index.",
-            "template <bool kTiles>")
+        out("// ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -",
+            "// (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;",
+            "// kernel<..., true> masks a partial last tile (kMasks, launch()).",
+            "template <bool kTiles, bool kTail>")
         out(f"__global__ void __launch_bounds__(kThreads, 1) kernel({', '.join(params)}) {{")
         out.depth += 1
         out("extern __shared__ unsigned char smem_raw[];",
@@ -504,6 +514,9 @@ class Renderer:
             empty += 1 if (m.blackwell and m.ops[last.op].opcode == "mma") else m.role[r].threads // 32
         return full, max(empty, 1)
 
+    def role_call(self, role) -> str:
+        return f"role_{role.ident}<kTail>" if role.name in self.masked_roles() else f"role_{role.ident}"
+
     def _dispatch(self, out: Lines) -> None:
         m = self.m
         budgets = {g.registers for g in m.warpgroups}
@@ -521,7 +534,7 @@ class Renderer:
                 span = role.warpgroups
                 cond = (f"warpgroup == {g.index}" if span == 1 else
                         f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
-                body = [_tiles(f"role_{role.ident}", self.persistent())]
+                body = [_tiles(self.role_call(role), self.persistent())]
                 if any(st.role == role.name for st in self.p.staging.values()):
                     body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
                 i += span
@@ -531,7 +544,7 @@ class Renderer:
                 for k, name in enumerate(g.roles):
                     r = m.role[name]
                     body.append(f"{'if' if k == 0 else 'else if'} (warp == {r.first_warp % 4}) "
-                                + _tiles(f"role_{r.ident}", self.persistent()))
+                                + _tiles(self.role_call(r), self.persistent()))
                 i += 1
             if len(budgets) > 1:
                 fn = "inc" if g.registers > cap else "dec"

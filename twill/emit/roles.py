@@ -49,6 +49,8 @@ class RoleBody:
         m, role = self.m, self.role
         out(f"// ---- role {role.name}: {role.warps} warp(s), {role.registers} registers; "
             f"ops {', '.join(role.ops)} ----")
+        if self._masks():
+            out("template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)")
         out(f"__device__ __forceinline__ void role_{role.ident}(Smem& sm, const Maps& tm, const Args& args, const int n, "
             f"const twill::TileIdx& tile) {{")
         out.depth += 1
@@ -346,9 +348,12 @@ class RoleBody:
 
     def _mask(self, out: Lines, name: str, args, it: Inst) -> None:
         """Before the first rowmax / exp2 of a value along the loop, on iteration n - 1: where
-        its tile is partial, its elements past the loop's extent become -inf in place. (Run
-        after the loop instead, the last steady windows doubled the code after the loop, and
-        ptxas then serialized the wgmmas of the FA3 kernels for want of registers.)"""
+        its tile is partial, its elements past the loop's extent become -inf in place. Only in
+        the role's kTail instance, which launch() runs for a partial last tile alone, so that a
+        loop of whole tiles runs the code it ran before masks existed: their code moves ptxas's
+        register allocation (one form spilled 56 bytes in the 192-key FA3 kernel). (Run after
+        the loop instead, the last steady windows doubled the code after the loop, and ptxas
+        serialized the wgmmas of the 128- and 192-key kernels.)"""
         if name not in self._masks():
             return
         value, dim = self.m.ragged.mask_at[name]
@@ -361,8 +366,10 @@ class RoleBody:
         where = {"": False, "n": it.off == -1}.get(it.base, it.off == self.case - 1 if self.case else None)
         if where is False or (where is None and it.off != self.p.U - 1):
             return
+        # (kernel<..., true> runs only for a partial tile, but without the test of loop_tail ptxas
+        # spilled 4 bytes in the 192-key kernel's)
         last = f"({it}) == n - 1 && " if where is None else ""
-        out(f"if ({last}args.loop_tail < kLoopStep) "
+        out(f"if constexpr (kTail) if ({last}args.loop_tail < kLoopStep) "
             f"twill::mask_past<{dim}>({a.expr}, {self.row0(a.type.shape[0])}, args.loop_tail);  "
             f"// a partial last tile: {value}'s {('rows', 'columns')[dim]} past the loop's extent are absent")
 

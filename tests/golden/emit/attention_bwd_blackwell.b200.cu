@@ -688,6 +688,7 @@ constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by til
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = false;  // the last iteration's tile may be partial: not here, exp2 p reads s, which runs along the loop, not as a register fragment of sm_90a, which is all the mask is emitted for
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
+constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr int kSmemModel = 132096;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -1184,9 +1185,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
-// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
-// (a persistent grid, launch()), kernel<false> computes the tile of its block index.
-template <bool kTiles>
+// ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -
+// (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
+// kernel<..., true> masks a partial last tile (kMasks, launch()).
+template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do_, const __grid_constant__ CUtensorMap tm_lse, const __grid_constant__ CUtensorMap tm_dlt, const __grid_constant__ CUtensorMap tm_store_0, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -1415,7 +1417,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
-  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
+  const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
+  auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
+                      : (tail ? kernel<false, kMasks> : kernel<false, false>);
   cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   int grid = args.tiles;

@@ -802,6 +802,7 @@ constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by til
 constexpr int kLoopStep = 192;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
+constexpr bool kMasks = true;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr int kSmemModel = 229376;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -1022,6 +1023,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
 }
 
 // ---- role consumer0: 4 warp(s), 240 registers; ops s0, m0_new, p0, alpha0, l0_new, acc0_r, acc0_n ----
+template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)
 __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -1162,7 +1164,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::named_arrive(2, 256);  // consumer1's turn
       twill::wgmma_wait<0>();  // s0[j + 1] is complete
       twill::fence_frag(s0[0]);
-      if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
       // m0_new = rowmax s0, m0 (iteration j + 1)
       twill::op_rowmax(m0_new[0], s0[0], m0_new[1]);
       // alpha0 = exp2 m0, m0_new (iteration j + 1)
@@ -1225,7 +1227,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::named_arrive(2, 256);  // consumer1's turn
         twill::wgmma_wait<0>();  // s0[j] is complete
         twill::fence_frag(s0[0]);
-        if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
         // m0_new = rowmax s0, m0 (iteration j)
         twill::op_rowmax(m0_new[1], s0[0], m0_new[0]);
         // alpha0 = exp2 m0, m0_new (iteration j)
@@ -1286,6 +1288,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
 }
 
 // ---- role consumer1: 4 warp(s), 240 registers; ops s1, m1_new, p1, alpha1, l1_new, acc1_r, acc1_n ----
+template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)
 __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -1423,7 +1426,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::named_arrive(1, 256);  // consumer0's turn
       twill::wgmma_wait<0>();  // s1[j + 1] is complete
       twill::fence_frag(s1[0]);
-      if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s1[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s1[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
       // m1_new = rowmax s1, m1 (iteration j + 1)
       twill::op_rowmax(m1_new[0], s1[0], m1_new[1]);
       // alpha1 = exp2 m1, m1_new (iteration j + 1)
@@ -1501,7 +1504,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::named_arrive(1, 256);  // consumer0's turn
         twill::wgmma_wait<0>();  // s1[j] is complete
         twill::fence_frag(s1[0]);
-        if (args.loop_tail < kLoopStep) twill::mask_past<1>(s1[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s1[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
         // m1_new = rowmax s1, m1 (iteration j)
         twill::op_rowmax(m1_new[1], s1[0], m1_new[0]);
         // alpha1 = exp2 m1, m1_new (iteration j)
@@ -1560,9 +1563,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
-// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
-// (a persistent grid, launch()), kernel<false> computes the tile of its block index.
-template <bool kTiles>
+// ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -
+// (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
+// kernel<..., true> masks a partial last tile (kMasks, launch()).
+template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q0, const __grid_constant__ CUtensorMap tm_q1, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -1594,10 +1598,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     if (warp == 0) role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    role_consumer0<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    role_consumer1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    role_consumer1<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   }
 }
 
@@ -1764,7 +1768,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
-  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
+  const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
+  auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
+                      : (tail ? kernel<false, kMasks> : kernel<false, false>);
   cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   int grid = args.tiles;

@@ -778,6 +778,7 @@ constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by til
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
+constexpr bool kMasks = true;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr int kSmemModel = 163840;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -956,6 +957,7 @@ __device__ __forceinline__ void role_producer(Smem& sm, const Maps& tm, const Ar
 }
 
 // ---- role consumer: 8 warp(s), 240 registers; ops s, m_new, p, alpha, l_new, acc_r, acc_n ----
+template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)
 __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -1092,7 +1094,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
       }
       twill::wgmma_wait<1>();  // s[j + 1] is complete
       twill::fence_frag(s[0]);
-      if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s[0], wgi * 64, args.loop_tail);  // a partial last tile: s's columns past the loop's extent are absent
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s[0], wgi * 64, args.loop_tail);  // a partial last tile: s's columns past the loop's extent are absent
       // m_new = rowmax s, m (iteration j + 1)
       twill::op_rowmax(m_new[0], s[0], m_new[1]);
       // alpha = exp2 m, m_new (iteration j + 1)
@@ -1175,7 +1177,7 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
         }
         twill::wgmma_wait<1>();  // s[j] is complete
         twill::fence_frag(s[0]);
-        if (args.loop_tail < kLoopStep) twill::mask_past<1>(s[0], wgi * 64, args.loop_tail);  // a partial last tile: s's columns past the loop's extent are absent
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s[0], wgi * 64, args.loop_tail);  // a partial last tile: s's columns past the loop's extent are absent
         // m_new = rowmax s, m (iteration j)
         twill::op_rowmax(m_new[1], s[0], m_new[0]);
         // alpha = exp2 m, m_new (iteration j)
@@ -1236,9 +1238,10 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
   twill::warp_arrive(&sm.inputs_free[tile.round % kInputCopies]);  // this role is done with the tile's inputs
 }
 
-// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
-// (a persistent grid, launch()), kernel<false> computes the tile of its block index.
-template <bool kTiles>
+// ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -
+// (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
+// kernel<..., true> masks a partial last tile (kMasks, launch()).
+template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -1268,7 +1271,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_producer(sm, tm, args, n, tile_at(args, t, round)); else role_producer(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer(sm, tm, args, n, tile_at(args, t, round)); else role_consumer(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer<kTail>(sm, tm, args, n, tile_at(args, t, round)); else role_consumer<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   }
 }
 
@@ -1401,7 +1404,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
-  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
+  const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
+  auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
+                      : (tail ? kernel<false, kMasks> : kernel<false, false>);
   cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   int grid = args.tiles;

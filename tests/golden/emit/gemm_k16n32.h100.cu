@@ -778,6 +778,7 @@ constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by til
 constexpr int kLoopStep = 16;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
+constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr int kSmemModel = 12288;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -977,9 +978,10 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   store_out_acc(sm, tm, args, tile, acc_n_final, n - 1, 0, n);  // carry acc
 }
 
-// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
-// (a persistent grid, launch()), kernel<false> computes the tile of its block index.
-template <bool kTiles>
+// ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -
+// (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
+// kernel<..., true> masks a partial last tile (kMasks, launch()).
+template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -1123,7 +1125,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
-  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
+  const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
+  auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
+                      : (tail ? kernel<false, kMasks> : kernel<false, false>);
   cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   int grid = args.tiles;

@@ -782,6 +782,7 @@ constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by til
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
+constexpr bool kMasks = true;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr int kSmemModel = 163840;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -994,6 +995,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
 }
 
 // ---- role consumer0: 4 warp(s), 248 registers; ops qk, m_ij, p, alpha, l_i_new ----
+template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)
 __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -1100,7 +1102,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], alpha[0]);
       twill::wgmma_wait<0>();  // qk[j + 1] is complete
       twill::fence_frag(qk[0]);
-      if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: qk's columns past the loop's extent are absent
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: qk's columns past the loop's extent are absent
       // m_ij = rowmax qk, m_i (iteration j + 1)
       twill::op_rowmax(m_ij[0], qk[0], m_ij[1]);
       // p = exp2 qk, m_ij (iteration j + 1)
@@ -1153,7 +1155,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], alpha[0]);
         twill::wgmma_wait<0>();  // qk[j] is complete
         twill::fence_frag(qk[0]);
-        if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: qk's columns past the loop's extent are absent
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: qk's columns past the loop's extent are absent
         // m_ij = rowmax qk, m_i (iteration j)
         twill::op_rowmax(m_ij[1], qk[0], m_ij[0]);
         // p = exp2 qk, m_ij (iteration j)
@@ -1372,9 +1374,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   store_out_acc(sm, tm, args, tile, acc_new_final, n - 1, 0, n);  // carry acc
 }
 
-// ---- the kernel: warp roles dispatched by warpgroup; kernel<true> loops over several tiles ------
-// (a persistent grid, launch()), kernel<false> computes the tile of its block index.
-template <bool kTiles>
+// ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -
+// (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
+// kernel<..., true> masks a partial last tile (kMasks, launch()).
+template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_acc, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -1409,7 +1412,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     if (warp == 0) role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<248>();  // register budget of this warpgroup
-    role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    role_consumer0<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_inc<232>();  // register budget of this warpgroup
     role_consumer1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
@@ -1549,7 +1552,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
-  auto* entry = tiles ? kernel<kPersistent> : kernel<false>;
+  const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
+  auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
+                      : (tail ? kernel<false, kMasks> : kernel<false, false>);
   cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   int grid = args.tiles;
