@@ -424,12 +424,11 @@ class _Parser:
                 self.errors.error(f"carry '{name}' without yield", self.defined[name][1],
                                   f"add '{name} = RESULT' to the loop's 'yield' line")
 
-
     def check_yield_type(self, carry: Operand, result: Operand) -> None:
         """The next iteration reads the carry as the result it yields: their shapes and dtypes
         must agree (a 192-key S tile rescaling a 128-column accumulator was taken silently)."""
         c = next((v for v in self.values if v.name == carry.name and v.kind == "carry"), None)
-        r = next((op for op in self.ops if op.name == result.name and op.has_result), None)
+        r = self.ops[self.position[result.name]] if result.name in self.position else None
         if c is None or r is None or r.type is None or c.type is None:
             return
         broken = {d.span.line for d in self.errors.diagnostics if d.span is not None}

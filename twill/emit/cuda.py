@@ -33,6 +33,10 @@ class Renderer:
         self.p = Program(model)
         self.ns = f"twill_{ident(model.schedule.kernel)}"
         self.bars = self._named_barriers()
+        self.ragged_refusal = self._ragged_refusal()
+        # op -> (value, dim) of the partial-tile masks the kernel emits: none where it refuses one
+        self.masks = {} if self.ragged_refusal else model.ragged.mask_at
+        self.masked_roles = {model.op_role[op] for op in self.masks}  # their functions take kTail
 
     # -- the file --------------------------------------------------------------------------------
     def render(self) -> str:
@@ -116,13 +120,13 @@ class Renderer:
             "(see launch())",
             f"constexpr int kInputCopies = {self.p.input_copies};  // buffers of the loop-invariant inputs, "
             "by tile round")
-        why = self.ragged_why_not()
+        why = self.ragged_refusal
         out(f"constexpr int kLoopStep = {self.m.ragged.step};  // elements of the loop axis one iteration covers "
             "(Problem::loop_extent)",
             f"constexpr bool kRagged = {'false' if why else 'true'};  // the last iteration's tile may be partial"
             + (f": not here, {why}" if why else ""),
             "static_assert(kLoopStep > 0 || !kRagged, \"a partial last tile needs a loop step\");",
-            f"constexpr bool kMasks = {'true' if self.masked_roles() else 'false'};  // a role masks a partial last "
+            f"constexpr bool kMasks = {'true' if self.masks else 'false'};  // a role masks a partial last "
             "tile (kernel<..., true>, launched only for one)")
         smem_model = self._smem_model_bytes()
         out(f"constexpr int kSmemModel = {smem_model};  // bytes the model counts: invariant inputs + ring buffers",
@@ -196,20 +200,13 @@ class Renderer:
         return (self.smem_inputs() + [t for t in self.m.tensors if t.kind == "load"]
                 + [t for t in self.m.tensors if t.name in self.p.staging])
 
-    def ragged_why_not(self) -> str:
+    def _ragged_refusal(self) -> str:
         """Why a partial last tile is refused ("" where it is supported): the model's reason, or a
         store along the loop written with plain stores, which TMA would have clipped at the extent."""
         unclipped = [t for t in self.m.tensors if t.kind == "store" and "loop" in t.axes and t.name not in self.p.staging]
         if unclipped and not self.m.ragged.why_not:
             return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"
         return self.m.ragged.why_not
-
-    def masked_roles(self) -> set[str]:
-        """The roles that mask a partial last tile (ragged.py): their device functions take
-        `template <bool kTail>`, so that a loop of whole tiles runs code without the masks."""
-        if self.ragged_why_not():
-            return set()
-        return {self.m.op_role[op] for op in self.m.ragged.mask_at}
 
     def pointer_tensors(self):
         m = self.m
@@ -515,7 +512,7 @@ class Renderer:
         return full, max(empty, 1)
 
     def role_call(self, role) -> str:
-        return f"role_{role.ident}<kTail>" if role.name in self.masked_roles() else f"role_{role.ident}"
+        return f"role_{role.ident}<kTail>" if role.name in self.masked_roles else f"role_{role.ident}"
 
     def _dispatch(self, out: Lines) -> None:
         m = self.m

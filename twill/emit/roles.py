@@ -49,7 +49,7 @@ class RoleBody:
         m, role = self.m, self.role
         out(f"// ---- role {role.name}: {role.warps} warp(s), {role.registers} registers; "
             f"ops {', '.join(role.ops)} ----")
-        if self._masks():
+        if role.name in self.r.masked_roles:
             out("template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)")
         out(f"__device__ __forceinline__ void role_{role.ident}(Smem& sm, const Maps& tm, const Args& args, const int n, "
             f"const twill::TileIdx& tile) {{")
@@ -176,7 +176,6 @@ class RoleBody:
                 self._window(out, p.window(self.role.name, ("prologue", k)))
         out("// ---- steady state: every op, each on its own iteration ----")
         out(f"int j = {S - 1};")
-        self.case = None
         if U == 1:
             with out.block("for (; j < n; ++j)"):
                 self._window(out, p.window(self.role.name, ("steady", 0), 0))
@@ -340,12 +339,6 @@ class RoleBody:
             self.issued.append((name, str(it)))
         self._publish(out, w, name, it)
 
-    def _masks(self) -> list[str]:
-        """This role's ops that mask a partial last tile first (ragged.py)."""
-        if self.r.ragged_why_not():
-            return []
-        return [op for op in self.m.ragged.mask_at if self.m.op_role[op] == self.role.name]
-
     def _mask(self, out: Lines, name: str, args, it: Inst) -> None:
         """Before the first rowmax / exp2 of a value along the loop, on iteration n - 1: where
         its tile is partial, its elements past the loop's extent become -inf in place. Only in
@@ -354,21 +347,27 @@ class RoleBody:
         register allocation (one form spilled 56 bytes in the 192-key FA3 kernel). (Run after
         the loop instead, the last steady windows doubled the code after the loop, and ptxas
         serialized the wgmmas of the 128- and 192-key kernels.)"""
-        if name not in self._masks():
+        if name not in self.r.masks:
             return
-        value, dim = self.m.ragged.mask_at[name]
+        value, dim = self.r.masks[name]
         a = args[0]
         if a.where != "reg" or a.view:
             raise EmitError(f"op '{name}' reads {value} from {a.where}: a partial tile is masked in registers only")
-        # Iteration n - 1 is known where it can run: never in the prologue (n >= kStages), at
-        # n + off in the epilogue, at n - r + off in `case r` after the loop, and in the loop
-        # (j <= n - kUnroll) only in its last window.
-        where = {"": False, "n": it.off == -1}.get(it.base, it.off == self.case - 1 if self.case else None)
-        if where is False or (where is None and it.off != self.p.U - 1):
+        # Where this instance is iteration n - 1: never in the prologue (n >= kStages); at n + off
+        # in the epilogue; at n - r + off in `case r` after the loop; in the loop (j <= n - kUnroll)
+        # only in its last window, and there only on the loop's last pass, tested at run time.
+        if it.base == "":
+            return
+        if it.base == "n" or self.case is not None:
+            if it.off != (-1 if it.base == "n" else self.case - 1):
+                return
+            last = ""
+        elif it.off == self.p.U - 1:
+            last = f"({it}) == n - 1 && "
+        else:
             return
         # (kernel<..., true> runs only for a partial tile, but without the test of loop_tail ptxas
         # spilled 4 bytes in the 192-key kernel's)
-        last = f"({it}) == n - 1 && " if where is None else ""
         out(f"if constexpr (kTail) if ({last}args.loop_tail < kLoopStep) "
             f"twill::mask_past<{dim}>({a.expr}, {self.row0(a.type.shape[0])}, args.loop_tail);  "
             f"// a partial last tile: {value}'s {('rows', 'columns')[dim]} past the loop's extent are absent")
