@@ -104,6 +104,22 @@ def _golden_lib(tmp_path, fixture, namespace, shim):
     return _bench().build_shim(src, namespace, shim, str(tmp_path), fixture)[0]
 
 
+def _fa3_forward(lib, q, k, v):
+    """Run a kernel built with gpu_bench's FA3 shim on q [BH][Nq][D] and k, v [BH][keys][D] (the
+    keys passed as the loop's extent): (O, m, l, scale), their NaN fill checked to be overwritten."""
+    import ctypes
+    import math
+    BH, Nq, D = q.shape
+    o = torch.full((BH, Nq, D), float("nan"), device="cuda", dtype=torch.float16)
+    m, l = (torch.full((BH, Nq), float("nan"), device="cuda") for _ in range(2))
+    scale = 1 / math.sqrt(D)
+    p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, m, l)]
+    assert lib.twill_bench_launch(Nq // 128, k.shape[1], BH, ctypes.c_float(scale * 1.4426950408889634), *p, None) == 0
+    torch.cuda.synchronize()
+    assert int(torch.isnan(o).sum() + torch.isnan(m).sum() + torch.isnan(l).sum()) == 0
+    return o, m, l, scale
+
+
 def test_triton_attention_imported_from_ttgir_matches_torch(tmp_path):
     """Triton's attention forward (tests/data/ttgir/attn_fwd_tma_sm90.ttgir), through `twill
     import`, the solver and emit-cuda (the golden triton_attn_fwd_tma_sm90.h100.cu): a 128-row Q
@@ -162,21 +178,13 @@ def test_attention_with_head_dimension_64_matches_torch(tmp_path, monkeypatch, p
     """tests/data/tir/attention_fwd_d64.tir (the FA3 graph with D = 64), whose schedule is FA3's
     intra-warpgroup overlap with P in two buffers, which the D = 128 example does not use: the
     golden file, with bench/gpu_bench.py's FA3 shim, matches torch on both grids."""
-    import ctypes
-    import math
     monkeypatch.setenv("TWILL_PERSISTENT", persistent)  # read by the shim at each launch
     g = _bench()
     lib = _golden_lib(tmp_path, "attention_fwd_d64.h100", "twill_attention_d64", g.KERNELS["attention"][3])
     BH, N, D = 8, 1024, 64
     torch.manual_seed(64)
     q, k, v = (torch.randn(BH, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
-    o = torch.full((BH, N, D), float("nan"), device="cuda", dtype=torch.float16)
-    m, l = (torch.full((BH, N), float("nan"), device="cuda") for _ in range(2))
-    scale = 1 / math.sqrt(D)
-    p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, m, l)]
-    assert lib.twill_bench_launch(N // 128, N, BH, ctypes.c_float(scale * 1.4426950408889634), *p, None) == 0
-    torch.cuda.synchronize()
-    assert int(torch.isnan(o).sum() + torch.isnan(m).sum() + torch.isnan(l).sum()) == 0
+    o, _, _, scale = _fa3_forward(lib, q, k, v)
     assert g.rel_err(o[:2], g.reference_attention(q, k, v, scale, 2)) < 1e-2
 
 
@@ -188,21 +196,13 @@ def test_attention_with_a_partial_last_key_tile_matches_torch(tmp_path, fixture,
     TMA fills the missing rows of K and V with zeros and the last S tile's columns past the end
     are masked to -inf before rowmax and exp2; without the mask, exp2 of their zero scores would
     be summed into l and every output row would be too small. 1152 is 6 whole 192-key tiles."""
-    import ctypes
-    import math
     g = _bench()
     lib = _golden_lib(tmp_path, fixture, namespace, g.KERNELS["attention"][3])
     BH, Nq, D = 4, 512, 128
     torch.manual_seed(keys)
     q = torch.randn(BH, Nq, D, device="cuda", dtype=torch.float16)
     k, v = (torch.randn(BH, keys, D, device="cuda", dtype=torch.float16) for _ in range(2))
-    o = torch.full((BH, Nq, D), float("nan"), device="cuda", dtype=torch.float16)
-    m, l = (torch.full((BH, Nq), float("nan"), device="cuda") for _ in range(2))
-    scale = 1 / math.sqrt(D)
-    p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, m, l)]
-    assert lib.twill_bench_launch(Nq // 128, keys, BH, ctypes.c_float(scale * 1.4426950408889634), *p, None) == 0
-    torch.cuda.synchronize()
-    assert int(torch.isnan(o).sum() + torch.isnan(m).sum() + torch.isnan(l).sum()) == 0
+    o, m, l, scale = _fa3_forward(lib, q, k, v)
     assert g.rel_err(o, g.reference_attention(q, k, v, scale, BH)) < 1e-2
     s = q.float() @ k.float().transpose(1, 2)  # m is the raw scores' maximum; l sums exp2((s - m) * c)
     assert g.rel_err(m, s.amax(-1)) < 1e-3  # the running maximum saw only the real keys
@@ -216,8 +216,7 @@ def test_gemm_with_a_partial_last_k_tile_matches_torch(tmp_path):
     import ctypes
     g = _bench()
     shim = g.KERNELS["gemm"][3].replace("p.iters = iters;", "p.loop_extent = iters;")
-    lib = g.build_shim(os.path.join(ROOT, "tests", "golden", "emit", "gemm_hopper.h100.cu"), "twill_gemm_hopper",
-                       shim, str(tmp_path), "gemm_ragged")[0]
+    lib = _golden_lib(tmp_path, "gemm_hopper.h100", "twill_gemm_hopper", shim)
     M, N, K = 256, 512, 1000
     torch.manual_seed(K)
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
@@ -241,8 +240,7 @@ def test_attention_backward_with_a_partial_last_query_tile_matches_torch(tmp_pat
     import math
     g = _bench()
     shim = g.KERNELS["attention_bwd"][3].replace("p.iters = iters;", "p.loop_extent = iters;")
-    lib = g.build_shim(os.path.join(ROOT, "tests", "golden", "emit", "attention_bwd_hopper.h100.cu"),
-                       "twill_attention_bwd_hopper", shim, str(tmp_path), "bwd_ragged")[0]
+    lib = _golden_lib(tmp_path, "attention_bwd_hopper.h100", "twill_attention_bwd_hopper", shim)
     BH, Nq, Nk, D = 4, 1000, 512, 128
     torch.manual_seed(Nq)
     q, d_o = (torch.randn(BH, Nq, D, device="cuda", dtype=torch.float16) for _ in range(2))
