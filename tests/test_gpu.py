@@ -189,10 +189,12 @@ def test_attention_with_head_dimension_64_matches_torch(tmp_path, monkeypatch, p
 
 
 @pytest.mark.parametrize("fixture, namespace", [("attention_fwd_hopper.h100", "twill_attention_fwd_hopper"),
+                                                ("attention_fwd_hopper.h200", "twill_attention_fwd_hopper"),
                                                 ("attention_fwd_hopper_k192.h100", "twill_attention_fwd_hopper_k192")])
 @pytest.mark.parametrize("keys", [777, 1000, 1088, 1152])
 def test_attention_with_a_partial_last_key_tile_matches_torch(tmp_path, fixture, namespace, keys):
-    """Problem::loop_extent: a number of keys that is not a multiple of the key tile (128 or 192).
+    """Problem::loop_extent: a number of keys that is not a multiple of the key tile (128 or 192;
+    the h200 schedule holds P in two buffers, FA3's intra-warpgroup overlap).
     TMA fills the missing rows of K and V with zeros and the last S tile's columns past the end
     are masked to -inf before rowmax and exp2; without the mask, exp2 of their zero scores would
     be summed into l and every output row would be too small. 1152 is 6 whole 192-key tiles."""

@@ -485,11 +485,20 @@ class Renderer:
         """Whether a CTA may compute several tiles in a row. Not where a value crosses roles after
         the loop (its staging buffer would need its own hand-back), nor on sm_100a, whose
         tensor-memory accumulators would need one (and which we cannot run here), nor where a
-        warpgroup's buffers, all held at once, fill its register budget: the tile loop keeps a
-        few more registers live, and ptxas then serialized the wgmmas of the 192-key FA3 kernel
-        (0.7x of its one-tile-per-CTA kernel on an H200)."""
-        full = any(self.p.spare_registers(r) < 0 for r in self.m.roles if r.is_warpgroup)
-        return not self.m.blackwell and not self.p.handoffs and not full
+        warpgroup's registers are tight: the tile loop keeps a few more registers live, and ptxas
+        then serialized the wgmmas or spilled. Tight is a warpgroup whose buffers, all held at
+        once, fill its budget (the 192-key FA3 kernel: 0.7x of its one-tile-per-CTA kernel on an
+        H200), or one that holds a wgmma's register operand in two buffers, the softmax writing
+        one while the tensor core reads the other (FA3's intra-warpgroup overlap: the D = 64
+        kernel spilled 48 bytes, the 128-key one under specs/h200.yaml had its wgmmas serialized)."""
+        tight = any(self.p.spare_registers(r) < 0 or self._double_buffers_wgmma_operand(r)
+                    for r in self.m.roles if r.is_warpgroup)
+        return not self.m.blackwell and not self.p.handoffs and not tight
+
+    def _double_buffers_wgmma_operand(self, role) -> bool:
+        m = self.m
+        return any(self.p.copies.get(v, 1) > 1 and use.role == role.name and self.p.reads_async(use.op, use.index)
+                   for v in self.p.copies for use in m.uses.get(v, ()))
 
     def tmem_outputs(self) -> list:
         return [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]

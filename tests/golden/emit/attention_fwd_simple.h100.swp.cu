@@ -778,7 +778,7 @@ static_assert(kRegs_consumer >= 24 && kRegs_consumer % 8 == 0, "role consumer: s
 static_assert(32 * 1 * kRegs_producer + 32 * 8 * kRegs_consumer <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 240 + 128 * 240 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
 constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
-constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
+constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
@@ -1225,7 +1225,6 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(i);  // v's slots still held: empty for the next tile
   twill::Rows<1> m_new_final;
   switch ((n - 1) % 2) {
     case 0: m_new_final = m_new[0]; break;
@@ -1273,10 +1272,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_producer(sm, tm, args, n, tile_at(args, t, round)); else role_producer(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (warp == 0) role_producer(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer<kTail>(sm, tm, args, n, tile_at(args, t, round)); else role_consumer<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    role_consumer<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   }
 }
 

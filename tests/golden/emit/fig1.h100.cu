@@ -774,7 +774,7 @@ static_assert(kRegs_consumer0 >= 24 && kRegs_consumer0 % 8 == 0, "role consumer0
 static_assert(32 * 4 * kRegs_consumer0 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 248 <= 32768, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 32768 registers the CTA is launched with: setmaxnreg.inc would wait forever");
 constexpr int kPhasePeriod = 2;  // ring positions repeat their slot and parity every kPhasePeriod iterations
-constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
+constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 0;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = false;  // the last iteration's tile may be partial: not here, no loaded tile runs along the loop
@@ -1072,7 +1072,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   const int warp = (threadIdx.x / 32) % 4;
   (void)warp;
   if (warpgroup == 0) {
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer0(sm, tm, args, n, tile_at(args, t, round)); else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
 }
