@@ -137,7 +137,7 @@ extern "C" int twill_stamps_clear(size_t bytes) { void* p; cudaGetSymbolAddress(
                 steps = ["%s %.0f" % (ev[i], mean(WINDOW - 1 + i, WINDOW + i)) for i in range(len(ev))]
                 print("  %-9s window j = 5 (cycles up to each event): %s; whole window %.0f"
                       % ("", ", ".join(steps), mean(WINDOW - 1, WINDOW - 1 + len(ev))))
-        del q, k, v, o
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,4 @@
 """Ctrl-C during a solve: exit 130, a clear message, no partial or temporary file, the old file kept."""
-import os
 import signal
 import subprocess
 import sys
