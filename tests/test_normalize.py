@@ -90,6 +90,18 @@ def test_exact_ratio_beyond_the_bound_is_approximated():
     assert m[0.25] <= m[0.75] < m[1000.0]
 
 
+@pytest.mark.parametrize("costs", [(1.0, 8809.0, 13220.0, 0.0625),
+                                   (32 / 3, 60.0, 64.0, 512.0, 4096 / 3)])  # the FA3 graph, exp2 at elements / 6
+def test_the_tie_break_never_fails_where_the_first_optimum_exists(costs):
+    """The tie-break model, capped at the first optimum's F, was infeasible under SCIP's
+    tolerances for these costs ("SCIP status infeasible", exit 2, for a valid machine file)."""
+    n = normalize(costs)
+    m = n.as_dict()
+    assert sum(m.values()) <= 300 and min(m.values()) >= 1
+    assert [m[c] for c in sorted(costs)] == sorted(m.values())
+    assert n.distortion < 0.01
+
+
 def test_deterministic():
     costs = (7.0, 13.0, 1000.0, 60.0, 3.3, 512.0)
     first = normalize(costs)

@@ -69,16 +69,20 @@ def _solve(costs: tuple[float, ...], bound: int) -> list[int]:
             model.addCons(f <= f_cap, "F<=F*")
             model.setObjective(quicksum(scaled), "minimize")
         model.optimize()
-        if model.getStatus() != "optimal":
-            raise TwillError(f"cost normalization failed: SCIP status {model.getStatus()}")
-        return model, scaled, f
+        return model, scaled, model.getStatus()
 
-    # Cap F for the tie-break at the first optimum's F recomputed exactly from its rounded
-    # integers: SCIP's own F carries its feasibility tolerance and can sit just below what any
-    # integer point achieves, which made the second model infeasible (costs 1, 8809, 13220, 0.0625).
-    model, first, _ = build(None)
-    ints = [round(model.getVal(v)) for v in first]
+    model, first, status = build(None)
+    if status != "optimal":
+        raise TwillError(f"cost normalization failed: SCIP status {status}")
+    ints = [int(round(model.getVal(v))) for v in first]
+    # The tie-break: the smallest sum among the maps with the first optimum's F, capped at that F
+    # recomputed exactly from its rounded integers (SCIP's own F carries its feasibility
+    # tolerance). The cap can still sit just below what SCIP's tolerances admit, which made the
+    # second model infeasible (costs 1, 8809, 13220, 0.0625; then 10.67, 60, 64, 512, 1365.33):
+    # the first optimum, which meets the cap, is then the answer.
     best = max((abs(c[i] * ints[j] - c[j] * ints[i]) for i in range(len(c)) for j in range(i + 1, len(c))),
                default=0.0)
-    model, scaled, _ = build(best * (1 + 1e-9) + 1e-9)
+    model, scaled, status = build(best * (1 + 1e-9) + 1e-9)
+    if status != "optimal":
+        return ints
     return [int(round(model.getVal(v))) for v in scaled]
