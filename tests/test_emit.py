@@ -65,6 +65,7 @@ FIXTURES = {
     # rows of 32 and 64 bytes (32- and 64-byte swizzle); tests/test_gpu.py runs them
     "gemm_k16n32.h100": ("sm_90a", 0),
     "gemm_k32n16.h100": ("sm_90a", 0),
+    "gemm_bf16.h100": ("sm_90a", 0),  # bf16 in and out; tests/test_gpu.py runs it
     # head dimension 64, P in two buffers (FA3's intra-warpgroup overlap): no spills. It has no
     # persistent kernel<true>, which spilled 48 bytes at 240 registers (the model counts ~192)
     "attention_fwd_d64.h100": ("sm_90a", 0),

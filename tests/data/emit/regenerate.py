@@ -44,6 +44,8 @@ SOLVED = {  # name -> (example, or a graph's path from the repository root; gpu,
     # rows of 32 and 64 bytes: 32- and 64-byte swizzled tiles, K-major and N-major
     "gemm_k16n32.h100": ("tests/data/tir/gemm_k16n32.tir", "h100", False),
     "gemm_k32n16.h100": ("tests/data/tir/gemm_k32n16.tir", "h100", False),
+    # bf16 in and out: TMA's bf16 tensor maps, wgmma .bf16, the conversion of C (tests/test_gpu.py runs it)
+    "gemm_bf16.h100": ("tests/data/tir/gemm_bf16.tir", "h100", False),
     # head dimension 64: the solver's answer is FA3's intra-warpgroup overlap (tests/test_gpu.py runs it)
     "attention_fwd_d64.h100": ("tests/data/tir/attention_fwd_d64.tir", "h100", False),
     # Triton's own kernels, imported from their TTGIR dumps (tests/test_gpu.py runs them)
