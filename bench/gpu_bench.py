@@ -5,19 +5,15 @@ Run on a machine with a Hopper GPU, from the repository root:
 
     python3 bench/gpu_bench.py --out OUTDIR          # writes OUTDIR/gpu-results.md and gpu-results.json
 
-The emitted files in `bench/gpu_kernels/` are used unmodified, among them `gemm_hopper.cu`,
-`attention_fwd_hopper.cu`, `attention_fwd_hopper_h200.cu` and `attention_fwd_hopper_k192.cu`, produced on
-a machine with twill installed by
+The kernels are the golden files of tests/test_emit.py, used unmodified: `tests/golden/emit/FIXTURE.cu`
+is what `twill emit-cuda tests/data/emit/FIXTURE.json` writes (the solver's schedule of an example,
+stored; tests/data/emit/regenerate.py says which graph and machine), and test_emit checks that it
+still is. So the GPU machine needs no twill. Among them `gemm_hopper.h100`, `attention_fwd_hopper.h100`,
+`attention_fwd_hopper.h200` and `attention_fwd_hopper_k192.h100`; h100.yaml keeps the Twill paper's
+cost conventions, h200.yaml has exp2's latency as measured on the H200, and for the FA3 graph the
+solver then chooses FA3's intra-warpgroup overlap.
 
-    twill emit-cuda examples/gemm_hopper.tir --gpu h100 -o bench/gpu_kernels/gemm_hopper.cu
-    twill emit-cuda examples/attention_fwd_hopper.tir --gpu h100 -o bench/gpu_kernels/attention_fwd_hopper.cu
-    twill emit-cuda examples/attention_fwd_hopper.tir --gpu h200 -o bench/gpu_kernels/attention_fwd_hopper_h200.cu
-    twill emit-cuda examples/attention_fwd_hopper_k192.tir --gpu h100 -o bench/gpu_kernels/attention_fwd_hopper_k192.cu
-
-(h100.yaml keeps the Twill paper's cost conventions; h200.yaml has exp2's latency as measured on the
-H200, and for the FA3 graph the solver then chooses FA3's intra-warpgroup overlap.)
-
-(`--regenerate` does that first when `twill` is importable). Each is compiled into a shared library
+(`--regenerate` re-emits them from the stored schedules first, where `twill` is installed.) Each is compiled into a shared library
 together with a small extern "C" shim, written here, that fills the kernel's `Problem` from raw
 pointers and calls `launch`; the library is loaded with ctypes and run on torch tensors.
 
@@ -45,12 +41,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-KDIR = os.path.join(HERE, "gpu_kernels")
+KDIR = os.path.join(ROOT, "tests", "golden", "emit")  # the emitted kernels: FIXTURE.cu
+SCHEDULES = os.path.join(ROOT, "tests", "data", "emit")  # the schedules they are emitted from: FIXTURE.json
 BUILD_DIR = "/tmp/twill-bench-build"  # the shared libraries, keyed by their sources' digest
 
 KERNELS = {
-    # name: (emitted file, namespace, example graph, shim)
-    "gemm": ("gemm_hopper.cu", "twill_gemm_hopper", "examples/gemm_hopper.tir", r"""
+    # name: (fixture, namespace, example graph, shim); the kernel is KDIR/FIXTURE.cu
+    "gemm": ("gemm_hopper.h100", "twill_gemm_hopper", "examples/gemm_hopper.tir", r"""
 extern "C" int twill_bench_launch(int tiles_m, int tiles_n, int iters, int batch,
                                   const void* a, const void* b, void* out, void* stream) {
   NS::Problem p;
@@ -66,7 +63,7 @@ extern "C" int twill_bench_launch(int tiles_m, int tiles_n, int iters, int batch
 }
 extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_acc0); }  // C's element size
 """),
-    "attention": ("attention_fwd_hopper.cu", "twill_attention_fwd_hopper", "examples/attention_fwd_hopper.tir", r"""
+    "attention": ("attention_fwd_hopper.h100", "twill_attention_fwd_hopper", "examples/attention_fwd_hopper.tir", r"""
 extern "C" int twill_bench_launch(int tiles_m, int keys, int batch, float exp2_scale,
                                   const void* q, const void* k, const void* v,
                                   void* acc, void* m, void* l, void* stream) {
@@ -87,7 +84,7 @@ extern "C" int twill_bench_launch(int tiles_m, int keys, int batch, float exp2_s
 }
 extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_acc0); }  // O's element size
 """),
-    "attention_bwd": ("attention_bwd_hopper.cu", "twill_attention_bwd_hopper", "examples/attention_bwd_hopper.tir", r"""
+    "attention_bwd": ("attention_bwd_hopper.h100", "twill_attention_bwd_hopper", "examples/attention_bwd_hopper.tir", r"""
 extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_scale,
                                   const void* q, const void* k, const void* v, const void* d_o,
                                   const void* lse, const void* dlt, void* dq, void* dk, void* dv, void* stream) {
@@ -107,20 +104,20 @@ extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_dk); }
 
 
 # The FA3 graph with 192-key tiles (a partial last tile where N is not a multiple of 192), the same shim.
-KERNELS["attention_k192"] = ("attention_fwd_hopper_k192.cu", "twill_attention_fwd_hopper_k192",
+KERNELS["attention_k192"] = ("attention_fwd_hopper_k192.h100", "twill_attention_fwd_hopper_k192",
                              "examples/attention_fwd_hopper_k192.tir", KERNELS["attention"][3])
 # The FA3 graph solved for the H200's description (specs/h200.yaml: exp2's measured latency), the same shim.
-KERNELS["attention_h200"] = ("attention_fwd_hopper_h200.cu", "twill_attention_fwd_hopper",
+KERNELS["attention_h200"] = ("attention_fwd_hopper.h200", "twill_attention_fwd_hopper",
                              "examples/attention_fwd_hopper.tir", KERNELS["attention"][3])
 # The FA3 graph with head dimension 64 (its schedule: FA3's intra-warpgroup overlap), the same shim.
-KERNELS["attention_d64"] = ("attention_fwd_d64.cu", "twill_attention_d64", "tests/data/tir/attention_fwd_d64.tir",
+KERNELS["attention_d64"] = ("attention_fwd_d64.h100", "twill_attention_d64", "tests/data/tir/attention_fwd_d64.tir",
                             KERNELS["attention"][3])
-
-SPECS = {"attention_h200": "h200"}  # the machine each kernel is emitted for (`--gpu`), where not h100
 
 
 def spec(name):
-    return SPECS.get(name, "h100")
+    """The machine KERNELS[name] is emitted for (`--gpu`): its stored schedule's."""
+    with open(os.path.join(SCHEDULES, KERNELS[name][0] + ".json")) as f:
+        return json.load(f)["machine"]
 
 
 # ---- building ---------------------------------------------------------------------------------------
@@ -133,16 +130,16 @@ def find_nvcc():
 
 
 def regenerate():
-    """Re-emit the kernels with twill (only where twill is installed)."""
-    for name, (fname, _, graph, _) in KERNELS.items():
-        subprocess.run(["twill", "emit-cuda", os.path.join(ROOT, graph), "--gpu", spec(name), "-o",
-                        os.path.join(KDIR, fname)], check=True)
+    """Re-emit the kernels from their stored schedules with twill (only where twill is installed)."""
+    for fixture, _, _, _ in KERNELS.values():
+        subprocess.run(["twill", "emit-cuda", os.path.join(SCHEDULES, fixture + ".json"), "-o",
+                        os.path.join(KDIR, fixture + ".cu")], check=True)
 
 
 def build(name, build_dir, kernel_dir=KDIR):
     """Compile KERNELS[name]'s emitted file (included unmodified) plus its shim into a shared library."""
-    fname, ns, _, shim = KERNELS[name]
-    lib, spills = build_shim(os.path.join(kernel_dir, fname), ns, shim, build_dir, name)
+    fixture, ns, _, shim = KERNELS[name]
+    lib, spills = build_shim(os.path.join(kernel_dir, fixture + ".cu"), ns, shim, build_dir, name)
     lib.twill_bench_launch.restype = ctypes.c_int
     lib.twill_bench_out_bytes.restype = ctypes.c_int
     return lib, spills
@@ -608,7 +605,7 @@ def markdown(meta, results):
          "TFLOP/s = 2MNK (GEMM) or 4·B·H·N²·D (attention) over that time.", "",
          "- card: %s (%s), torch %s, triton %s, CUDA %s, nvcc: %s" % (meta["card"], meta["capability"], meta["torch"],
                                                                    meta["triton"], meta["cuda"], meta["nvcc"]),
-         "- kernels from: %s" % meta.get("kernel_dir", "bench/gpu_kernels"),
+         "- kernels from: %s" % meta.get("kernel_dir", "tests/golden/emit"),
          "- correctness: relative L2 error against a float32 PyTorch reference (GEMM: `torch.matmul` of the fp16",
          "  inputs in fp32, whole output; attention: fp32 softmax(QKᵀ/√D)V on the first heads named), outputs",
          "  filled with NaN before the launch and counted after (all of out_acc*, out_m*, out_l* for attention).",
@@ -697,7 +694,7 @@ def main(argv=None):
     ap.add_argument("--build-dir", default=BUILD_DIR, help="where the shared libraries go (default %(default)s)")
     ap.add_argument("--regenerate", action="store_true", help="re-emit the kernels with twill first")
     ap.add_argument("--quick", action="store_true", help="small sizes only")
-    ap.add_argument("--kernel-dir", default=KDIR, help="where the emitted .cu files are (default bench/gpu_kernels):"
+    ap.add_argument("--kernel-dir", default=KDIR, help="where the emitted FIXTURE.cu files are (default tests/golden/emit):"
                     " to time a variant, such as another ring depth, emitted with the same names")
     ap.add_argument("--only", choices=sorted(KERNELS), help="build and time one kernel")
     ap.add_argument("--gemm-sizes", type=lambda v: [int(x) for x in v.split(",")], help="M=N=K values, comma-separated")
@@ -735,7 +732,6 @@ def main(argv=None):
     d64_sizes = [512] if args.quick else [8192, 16384]
     if args.only is not None:  # one kernel's sizes only
         gemm_sizes = gemm_sizes if args.only == "gemm" else []
-        attn_sizes = attn_sizes if args.only in ("attention", "attention_h200", "attention_k192") else []
         bwd_sizes = bwd_sizes if args.only == "attention_bwd" else []
         d64_sizes = (args.attn_sizes or d64_sizes) if args.only == "attention_d64" else []
 
@@ -749,7 +745,6 @@ def main(argv=None):
         out_dtype = torch.float32  # never written: the launch fails first
 
     gemm = TwillGemm(libs["gemm"]) if libs.get("gemm") else Broken("gemm")
-    attn = TwillAttention(libs["attention"]) if libs.get("attention") else Broken("attention")
     for s in gemm_sizes:
         try:
             r = run_gemm(gemm, s)
@@ -758,15 +753,12 @@ def main(argv=None):
         print(json.dumps(r), flush=True)
         results.append(r)
         torch.cuda.empty_cache()
-    attn64 = TwillAttention(libs["attention_d64"], 64) if libs.get("attention_d64") else Broken("attention_d64")
-    attn192 = TwillAttention(libs["attention_k192"]) if libs.get("attention_k192") else Broken("attention_k192")
-    attn200 = TwillAttention(libs["attention_h200"]) if libs.get("attention_h200") else Broken("attention_h200")
-    runs = [("attention", attn, 128, attn_sizes), ("attention_h200", attn200, 128, attn_sizes),
-            ("attention_k192", attn192, 128, attn_sizes),
-            ("attention_d64", attn64, 64, d64_sizes)]
-    for variant, kernel, D, sizes in runs:
+    runs = [("attention", 128, attn_sizes), ("attention_h200", 128, attn_sizes), ("attention_k192", 128, attn_sizes),
+            ("attention_d64", 64, d64_sizes)]  # (variant, head dimension, N values)
+    for variant, D, sizes in runs:
         if args.only not in (None, variant):
             continue
+        kernel = TwillAttention(libs[variant], D) if libs.get(variant) else Broken(variant)
         for n in sizes:
             try:
                 r = run_attention(kernel, 4, 32, n, D=D, pairs=args.pairs if (D, n) == (128, 16384) else 0,

@@ -3,7 +3,7 @@
 
     python3 bench/gpu_stamps.py [attention|attention_h200|attention_k192] [N,N,...]
 
-Patches a copy of bench/gpu_kernels/NAME.cu (the committed file is not touched): thread 0 of each
+Patches a copy of NAME's kernel (tests/golden/emit/FIXTURE.cu, which is not touched): thread 0 of each
 warpgroup of the first 160 CTAs writes clock64() at the phases of every tile (entry, inputs landed, prologue, steady
 loop, last windows, after-loop stores) and, in the consumers, after each wait, hand-over and op of
 the steady window j = 5. Prints the mean cycles of each phase over CTAs and tiles, and times the
@@ -87,7 +87,8 @@ def main():
     import torch
     name = sys.argv[1] if len(sys.argv) > 1 else "attention"
     sizes = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "2048,8192").split(",")]
-    fname, ns, _, shim = g.KERNELS[name]
+    fixture, ns, _, shim = g.KERNELS[name]
+    fname = fixture + ".cu"
     build = "/tmp/twill-stamps"
     os.makedirs(build, exist_ok=True)
     text, labels = patch(os.path.join(g.KDIR, fname))
