@@ -68,11 +68,11 @@ def test_emitted_attention_backward_matches_torch(tmp_path, monkeypatch, persist
 
 
 
-NARROW_SHIM = r"""
-extern "C" int narrow_launch(int tiles_m, int tiles_n, int iters, const void* a, const void* b, void* c) {
-  NS::Problem p;
+GEMM_SHIM = r"""
+extern "C" int gemm_launch(int tiles_m, int tiles_n, int iters, const void* a, const void* b, void* c) {
+  NS::Problem p;  // a one-accumulator GEMM graph (a, b, acc), whatever its element types
   p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters;
-  p.a = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b); p.out_acc = static_cast<__half*>(c);
+  p.a = static_cast<decltype(p.a)>(a); p.b = static_cast<decltype(p.b)>(b); p.out_acc = static_cast<decltype(p.out_acc)>(c);
   return static_cast<int>(NS::launch(p));
 }
 """
@@ -85,28 +85,17 @@ def test_tiles_narrower_than_128_bytes_match_torch(tmp_path, k, n):
     golden emitted file, compiled unmodified, matches torch."""
     import ctypes
     g = _bench()
-    lib = _golden_lib(tmp_path, "gemm_k%dn%d.h100" % (k, n), "twill_gemm_k%dn%d" % (k, n), NARROW_SHIM)
+    lib = _golden_lib(tmp_path, "gemm_k%dn%d.h100" % (k, n), "twill_gemm_k%dn%d" % (k, n), GEMM_SHIM)
     tiles_m, tiles_n, iters = 3, 2, 8
     torch.manual_seed(k * n)
     a = torch.randn(64 * tiles_m, k * iters, device="cuda", dtype=torch.float16)
     b = torch.randn(k * iters, n * tiles_n, device="cuda", dtype=torch.float16)
     c = torch.full((64 * tiles_m, n * tiles_n), float("nan"), device="cuda", dtype=torch.float16)
-    assert lib.narrow_launch(tiles_m, tiles_n, iters, ctypes.c_void_p(a.data_ptr()), ctypes.c_void_p(b.data_ptr()),
+    assert lib.gemm_launch(tiles_m, tiles_n, iters, ctypes.c_void_p(a.data_ptr()), ctypes.c_void_p(b.data_ptr()),
                              ctypes.c_void_p(c.data_ptr())) == 0
     torch.cuda.synchronize()
     assert int(torch.isnan(c).sum()) == 0
     assert g.rel_err(c, torch.matmul(a.float(), b.float())) < 1e-2
-
-
-BF16_SHIM = r"""
-extern "C" int bf16_launch(int tiles_m, int tiles_n, int iters, const void* a, const void* b, void* c) {
-  NS::Problem p;
-  p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters;
-  p.a = static_cast<const __nv_bfloat16*>(a); p.b = static_cast<const __nv_bfloat16*>(b);
-  p.out_acc = static_cast<__nv_bfloat16*>(c);
-  return static_cast<int>(NS::launch(p));
-}
-"""
 
 
 def test_bf16_gemm_matches_torch(tmp_path):
@@ -114,13 +103,13 @@ def test_bf16_gemm_matches_torch(tmp_path):
     C written as bf16 (the golden file, compiled unmodified)."""
     import ctypes
     g = _bench()
-    lib = _golden_lib(tmp_path, "gemm_bf16.h100", "twill_gemm_bf16", BF16_SHIM)
+    lib = _golden_lib(tmp_path, "gemm_bf16.h100", "twill_gemm_bf16", GEMM_SHIM)
     tiles_m, tiles_n, iters = 5, 3, 12
     torch.manual_seed(16)
     a = torch.randn(64 * tiles_m, 64 * iters, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(64 * iters, 128 * tiles_n, device="cuda", dtype=torch.bfloat16)
     c = torch.full((64 * tiles_m, 128 * tiles_n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    assert lib.bf16_launch(tiles_m, tiles_n, iters, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c))) == 0
+    assert lib.gemm_launch(tiles_m, tiles_n, iters, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c))) == 0
     torch.cuda.synchronize()
     assert int(torch.isnan(c).sum()) == 0
     assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
