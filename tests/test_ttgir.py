@@ -406,6 +406,20 @@ def test_whole_pass_dump_uses_the_ir_before_the_pipeliner():
         import_ttgir(header.format("TritonGPUCoalesce", "tritongpu-coalesce") + "\n" + TOY, "dump.txt")
 
 
+def test_a_triton_3_9_log_as_written_to_stderr():
+    """Triton 3.9's MLIR_ENABLE_DUMP log, cut down to three of its copies (TTIR before inlining, the
+    TTGIR before latency assignment, the one after it) and an internal pipeliner dump: the newer
+    header spelling (`Before PASS: pass-name{options}`) and Python's warning lines first."""
+    log = DATA / "matmul_sm90_triton39.log"
+    assert "UserWarning" in log.read_text().split("\n")[0]
+    g, warnings = load_ttgir(log)
+    assert warnings == [] and [(op.name, op.opcode) for op in g.ops] == [("a", "load"), ("b", "load"), ("acc_new", "mma")]
+    assert g.op("acc_new").span.line == 291  # the copy before tritongpu-assign-latencies, in the log's lines
+    unknown = "// -----// IR Dump Before SomePass <some-pass> //----- //\n" + TOY
+    with pytest.raises(InputError, match="headers twill cannot read"):
+        import_ttgir(unknown, "dump.txt")
+
+
 def test_yielded_conversion_merges_into_its_producer():
     h = "tensor<64x64xf16, #blocked>"
     text = kernel(f"""
