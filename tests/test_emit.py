@@ -72,6 +72,8 @@ FIXTURES = {
     # imported from Triton's TTGIR (tests/data/ttgir); tests/test_gpu.py runs them
     "triton_attn_fwd_tma_sm90.h100": ("sm_90a", 0),
     "triton_matmul_sm90.h100": ("sm_90a", 0),
+    "triton39_mm_acol.h100": ("sm_90a", 0),  # A column-major in memory (K x M): wgmma's transposed A
+    "triton39_mm_bcol.h100": ("sm_90a", 0),  # B column-major (N x K): K-major B
 }
 PERSISTENT_RUNS = ("gemm_hopper.h100", "attention_fwd_hopper.h100")  # bench/gpu_bench.py runs these
 # kernels without spills whose wgmmas ptxas still serializes somewhere (C7512 / C7515): the
@@ -439,6 +441,18 @@ def test_unknown_opcode_becomes_a_hook(tmp_path):
         proc = subprocess.run([nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-c", str(src),
                                "-o", str(tmp_path / "hooked.o")], capture_output=True, text=True)
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+def test_arithmetic_with_a_missing_operand_is_refused_not_miscompiled(tmp_path):
+    """A unary `mul` (what an import leaves of `qk * scale` once the scalar is folded away) has no
+    runtime overload: emit-cuda says so at the op, where nvcc would have failed on its output."""
+    from twill.pipeline import SolveOptions, solve
+    text = ("kernel unary\ninput x : f16[64,64] @smem\ninput w : f16[64,64] @smem\nloop {\n"
+            "  y = mma x, w : f32[64,64]\n  z = mul y : f32[64,64]\n  store z\n}\n")
+    machine = load_machine("h100")
+    schedule = solve(parse_tir(text, "unary.tir"), machine, SolveOptions(swp_only=True))
+    with pytest.raises(EmitError, match=r"<graph of unary>:6:7: error: op 'z': emit-cuda's mul takes 2 operands, and this one has 1"):
+        emit_cuda(schedule, machine)
 
 
 # -- nvcc ----------------------------------------------------------------------------------------

@@ -150,14 +150,14 @@ extern "C" int launch(int tiles, int iters, int batch, float scale, const void* 
   NS::Problem p;
   p.tiles_m = tiles; p.iters = iters; p.batch = batch; p.exp2_scale = scale;
   p.q = static_cast<const __half*>(q); p.k = static_cast<const __half*>(k); p.v = static_cast<const __half*>(v);
-  p.out_acc = static_cast<float*>(o); p.out_m_i = static_cast<float*>(m); p.out_l_i = static_cast<float*>(l);
+  p.out_acc = static_cast<decltype(p.out_acc)>(o); p.out_m_i = static_cast<float*>(m); p.out_l_i = static_cast<float*>(l);
   return static_cast<int>(NS::launch(p));
 }
 """)
     BH, N, D = 4, 1024, 128
     torch.manual_seed(7)
     q, k, v = (torch.randn(BH, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
-    o = torch.full((BH, N, D), float("nan"), device="cuda")
+    o = torch.full((BH, N, D), float("nan"), device="cuda", dtype=torch.float16)  # O truncated to f16, as Triton's
     m, l = (torch.full((BH, N), float("nan"), device="cuda") for _ in range(2))
     scale = 1 / math.sqrt(D)
     p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, m, l)]
@@ -168,26 +168,42 @@ extern "C" int launch(int tiles, int iters, int batch, float scale, const void* 
 
 
 def test_triton_matmul_imported_from_ttgir_matches_torch(tmp_path):
-    """Triton's matmul (tests/data/ttgir/matmul_sm90.ttgir) through import, solve and emit-cuda."""
+    """Triton's matmul (tests/data/ttgir/matmul_sm90.ttgir) through import, solve and emit-cuda; C
+    in f16, which Triton truncates it to after the loop."""
     import ctypes
     g = _bench()
-    lib = _golden_lib(tmp_path, "triton_matmul_sm90.h100", "twill_matmul", r"""
-extern "C" int launch(int tiles_m, int tiles_n, int iters, const void* a, const void* b, void* c) {
-  NS::Problem p;
-  p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters;
-  p.a = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b); p.out_acc = static_cast<float*>(c);
-  return static_cast<int>(NS::launch(p));
-}
-""")
+    lib = _golden_lib(tmp_path, "triton_matmul_sm90.h100", "twill_matmul", GEMM_SHIM)
     M, N, K = 512, 384, 1024
     torch.manual_seed(11)
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    c = torch.full((M, N), float("nan"), device="cuda")
-    assert lib.launch(M // 128, N // 128, K // 64, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c))) == 0
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    assert lib.gemm_launch(M // 128, N // 128, K // 64, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c))) == 0
     torch.cuda.synchronize()
     assert int(torch.isnan(c).sum()) == 0
-    assert g.rel_err(c, torch.matmul(a.float(), b.float())) < 1e-2
+    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
+
+
+@pytest.mark.parametrize("fixture, namespace, a_cols, b_cols", [
+    ("triton39_mm_acol.h100", "twill_matmul_acol", True, False),
+    ("triton39_mm_bcol.h100", "twill_matmul_bcol", False, True)])
+def test_triton_matmul_with_a_column_major_operand_matches_torch(tmp_path, fixture, namespace, a_cols, b_cols):
+    """Triton 3.9 matmuls whose A (or B) is column-major in memory (tests/data/ttgir/triton39/): the
+    import types it as it lies there, K x M (N x K), and the kernel reads it transposed."""
+    import ctypes
+    g = _bench()
+    lib = _golden_lib(tmp_path, fixture, namespace, GEMM_SHIM)
+    M, N, K = 384, 256, 640
+    torch.manual_seed(23)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    a_mem = a.t().contiguous() if a_cols else a  # the bytes the kernel reads: K x M when column-major
+    b_mem = b.t().contiguous() if b_cols else b
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    assert lib.gemm_launch(M // 128, N // 128, K // 64, *(ctypes.c_void_p(t.data_ptr()) for t in (a_mem, b_mem, c))) == 0
+    torch.cuda.synchronize()
+    assert int(torch.isnan(c).sum()) == 0
+    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
 
 
 @pytest.mark.parametrize("persistent", ["0", "1"])

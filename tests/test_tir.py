@@ -217,6 +217,7 @@ ERRORS = [
     case("kernel-twice", "kernel a\nkernel b\nloop {\n}\n", 2, 1, "'kernel NAME' must be the first line"),
     case("no-loop", "kernel k\ninput q : f16[64]\n", 2, 18, "missing 'loop { ... }'"),
     case("unclosed", "kernel k\nloop {\n  x = f : f32[1]\n", 2, 1, "the loop is not closed"),
+    case("empty-loop", "kernel k\nloop {\n}\n", 2, 1, "the loop has no operations", "one op per line"),
     case("after-loop", "kernel k\nloop {\n}\n\n  x = f : f32[1]\ny\n", 5, 3, "text after the loop"),
     case("op-outside", "kernel k\nx = f : f32[1]\nloop {\n}\n", 2, 1, "'x' is not allowed before 'loop {'"),
     case("input-inside", "kernel k\nloop {\n  input q : f32[1]\n}\n", 3, 3, "'input' is not allowed inside"),

@@ -329,12 +329,12 @@ def test_loop_choice():
     second, _ = import_ttgir(TWO_LOOPS, "two.ttgir", loop=1)
     assert default == first and len(first.ops) == 6  # the loop with the most tile ops
     assert [(op.name, op.opcode) for op in second.ops] == [("nb", "sub")]
-    with pytest.raises(InputError, match=r"no loop 2; the file has 2 top-level loops \(0\.\.1\)"):
+    with pytest.raises(InputError, match=r"no loop 2; the file has 2 loops \(0\.\.1\)"):
         import_ttgir(TWO_LOOPS, "two.ttgir", loop=2)
 
 
 def test_no_loop_is_an_error():
-    with pytest.raises(InputError, match="no top-level scf.for"):
+    with pytest.raises(InputError, match="no scf.for loop in any function"):
         import_ttgir("module {\n  tt.func @f() {\n    tt.return\n  }\n}\n", "f.ttgir")
 
 
@@ -435,18 +435,87 @@ def test_yielded_conversion_merges_into_its_producer():
     assert g.yields == (("a", "y"),)
 
 
-def test_a_square_b_takes_its_orientation_from_the_shared_layout():
+def test_a_square_b_takes_its_orientation_from_the_transposes_it_is_seen_through():
     """A square b cannot tell emit-cuda whether the dot computes a @ b or a @ b^T: the importer
-    writes `transpose_b` from b's nvmma_shared `transposed` flag (K of Q K^T is stored transposed,
-    V of P V is not), and emit-cuda then reads each as the dump says, whatever a's space. A
-    non-square b (the GEMM's 64x128) needs no attribute."""
+    writes `transpose_b` from the transposes between the load and the dot (K of Q K^T is loaded
+    keys x D and read through `memdesc_trans`; V of P V is not), and emit-cuda then reads each as
+    the dump says, whatever a's space. Shared-memory layout flags do not decide it (Triton sets
+    `transposed` for its own reasons, fp8's K-major B among them). A non-square b (the GEMM's
+    64x128) needs no attribute."""
     from twill.emit.model import mma_shape
     for path in (SM90, SM100):
         graph, _ = load_ttgir(path)
         mmas = [op for op in graph.ops if op.opcode == "mma"]
         assert [op.attr("transpose_b") for op in mmas] == [True, False]
         assert [mma_shape(graph, op).b_kmajor for op in mmas] == [True, False]
+        flags = path.read_text().replace("transposed = true", "transposed = false")
+        assert import_ttgir(flags, "flags.ttgir")[0] == graph
     text = MATMUL.read_text()
     flipped = text.replace("transposed = false", "transposed = true")
     graph, _ = import_ttgir(flipped, "flipped.ttgir")
     assert all(op.attr("transpose_b") is None for op in graph.ops)  # 64x128: the shape decides
+
+
+# -- Triton 3.9's own dumps of kernels the samples above do not cover (tests/data/ttgir/triton39/;
+# MLIR_ENABLE_DUMP, the copy before tritongpu-assign-latencies, sm_90) ------------------------------
+
+T39 = DATA / "triton39"
+
+
+@pytest.mark.parametrize("path", sorted(T39.glob("*.ttgir")), ids=lambda p: p.stem)
+def test_triton_3_9_dumps_round_trip_through_tir(path):
+    graph, _ = load_ttgir(path)
+    assert graph.ops and parse_tir(print_tir(graph), "x.tir") == graph
+
+
+def test_column_major_operands_are_typed_as_they_lie_in_memory():
+    """B (or A) loaded through pointers whose addresses run down the columns (Triton's coalesced
+    `order = [0, 1]`) lies column-major in memory: its .tir type is that layout (b N x K, a K x M,
+    as a TMA box of it would be), so emit-cuda reads it transposed; a square one says so in
+    `transpose_b`. fp8's B is K x N in memory although Triton's shared layout says `transposed`."""
+    from twill.emit.model import mma_shape
+    cases = {"mm_bcol": ((128, 64), (128, 64), True, True), "mm_acol": ((64, 128), (64, 128), False, False),
+             "mm_bcol_sq": ((128, 64), (64, 64), True, True), "matmul_f16": ((128, 64), (64, 128), True, False)}
+    for stem, (a_shape, b_shape, a_kmajor, b_kmajor) in cases.items():
+        graph, _ = load_ttgir(T39 / f"{stem}.ttgir")
+        mma = next(op for op in graph.ops if op.opcode == "mma")
+        assert (graph.op("a").type.shape, graph.op("b").type.shape) == (a_shape, b_shape), stem
+        shape = mma_shape(graph, mma)
+        assert (shape.a_kmajor, shape.b_kmajor) == (a_kmajor, b_kmajor), stem
+    assert load_ttgir(T39 / "mm_bcol_sq.ttgir")[0].op("acc_new").attr("transpose_b") is True
+    fp8, _ = load_ttgir(T39 / "mm_fp8.ttgir")
+    assert "transposed = true" in (T39 / "mm_fp8.ttgir").read_text()
+    assert fp8.op("acc_new").attr("transpose_b") is False
+
+
+def test_the_k_loop_inside_a_persistent_loop_is_the_default():
+    graph, warnings = load_ttgir(T39 / "mm_persistent2.ttgir")
+    assert warnings == [] and [op.opcode for op in graph.ops] == ["load", "load", "mma"]
+    assert graph.carries[0].attrs == (("output", "f16"),)  # truncated to f16 after the K loop
+    outer, notes = load_ttgir(T39 / "mm_persistent2.ttgir", loop=0)
+    assert "scf_for" in [op.opcode for op in outer.ops]
+    assert any("control flow inside the loop body" in d.message for d in notes)
+    with pytest.raises(InputError, match="the file has 2 loops"):
+        load_ttgir(T39 / "mm_persistent2.ttgir", loop=2)
+
+
+def test_a_causal_mask_is_reported_not_dropped_silently():
+    graph, warnings = load_ttgir(T39 / "attn_causal.ttgir")
+    assert [d.span.line for d in warnings if "element indices (a mask" in d.message] == [96]
+    assert "mul" not in [op.opcode for op in graph.ops]  # qk * scale folded into its readers, as unmasked
+    with pytest.raises(InputError, match="element indices"):
+        load_ttgir(T39 / "attn_causal.ttgir", strict=True)
+
+
+def test_a_scalar_loaded_in_the_loop_is_reported_and_folded():
+    graph, warnings = load_ttgir(T39 / "mm_inloop_scale.ttgir")
+    assert [d.message.split(":")[0] for d in warnings] == ["'tt.load' of one f32 in the loop"]
+    assert all(op.type is None or op.type.shape for op in graph.ops)
+
+
+def test_the_dtype_an_accumulator_is_truncated_to_after_the_loop_is_its_output():
+    for path, carry in ((T39 / "matmul_f16.ttgir", "acc"), (SM90, "acc"), (SM100, "acc")):
+        graph, _ = load_ttgir(path)
+        assert {c.name: c.output_dtype for c in graph.carries}[carry] == "f16", path
+    graph, _ = load_ttgir(SM90)
+    assert {c.name: c.output_dtype for c in graph.carries}["m_i"] == "f32"  # only O is truncated

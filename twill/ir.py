@@ -21,7 +21,7 @@ DTYPE_BITS = {
 }
 SPACES = ("reg", "smem", "tmem")
 OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_latency", "depth",
-                 "transpose_b")  # transpose_b: which way emit-cuda reads a square b of an mma
+                 "transpose_a", "transpose_b")  # which way emit-cuda reads a square a or b of an mma
 CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
 OUTPUT_DTYPES = ("f32", "f16", "bf16")
 

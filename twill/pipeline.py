@@ -113,6 +113,9 @@ def _bounds(result: ModuloResult) -> tuple[tuple[str, int], ...]:
 
 def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions(),
           progress: Progress = _quiet) -> Schedule:
+    if not graph.ops:
+        raise InputError(Diagnostic(f"{graph.file or graph.name}: the loop has no operations: there is nothing "
+                                    "to schedule"))
     if not options.cache:
         return _solve(graph, machine, options, progress)
     from . import cache

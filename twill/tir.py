@@ -60,6 +60,7 @@ _ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "variable_latency": (lambda v: isinstance(v, bool), "true or false"),
     "unit": (lambda v: isinstance(v, str) and NAME.fullmatch(v) is not None, "a unit name"),
     "output": (lambda v: v in OUTPUT_DTYPES, "one of " + ", ".join(OUTPUT_DTYPES)),
+    "transpose_a": (lambda v: isinstance(v, bool), "true or false"),
     "transpose_b": (lambda v: isinstance(v, bool), "true or false"),
 }
 
@@ -380,6 +381,9 @@ class _Parser:
             self.errors.error("missing 'loop { ... }'", at_end, "the loop follows the input and carry lines")
         elif self.state == "body":
             self.errors.error("the loop is not closed: missing '}'", self.loop_span)
+        elif not self.ops and not self.errors.diagnostics:  # (an op line that did not parse is reported)
+            self.errors.error("the loop has no operations: there is nothing to schedule", self.loop_span,
+                              "write one op per line inside 'loop { ... }' (docs/formats.md)")
 
     def check_operands(self) -> None:
         """Operands must name something. A plain name of a result defined at or below its use is a

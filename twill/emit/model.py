@@ -314,7 +314,7 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
     """The GEMM an `mma a, b[, c]` does: result [M, N], a [M, K], b [N, K] or [K, N].
 
     When b is square the shapes cannot tell: `{transpose_b = true}` says b is N x K (a @ b^T),
-    `false` K x N (a @ b). Without it, b is N x K when a is data (an input or a loaded tile: the
+    `false` K x N (a @ b); likewise `{transpose_a = true}` says a square a is K x M (a^T @ b). Without it, b is N x K when a is data (an input or a loaded tile: the
     Q K^T of attention) and K x N when a is computed in the loop (the P V of attention). A third
     operand is the accumulator the product is added to.
     """
@@ -328,6 +328,12 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
     if not a_kmajor and a.shape[1] != m:
         raise EmitError(f"op '{op.name}': a is {a.shape[0]}x{a.shape[1]}, and neither dimension is the "
                         f"result's {m} rows")
+    said_a = op.attr("transpose_a")
+    if said_a is not None and a.shape[0] != a.shape[1] and said_a == a_kmajor:
+        raise EmitError(f"op '{op.name}': transpose_a = {str(said_a).lower()}, but a is {a.shape[0]}x{a.shape[1]} "
+                        f"for a result of {m} rows")
+    if said_a is not None:
+        a_kmajor = not said_a
     k = a.shape[1] if a_kmajor else a.shape[0]
     nk, kn = b.shape == (n, k), b.shape == (k, n)
     if not (nk or kn):

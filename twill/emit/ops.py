@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import Diagnostic
 from ..ir import Op, TensorType
 from .model import EmitError, KernelModel, MmaShape, dtype_bytes, ident, local, swizzle_bytes
 
@@ -64,8 +65,18 @@ Emitter = Callable[[OpCall], list[str]]
 
 # -- register math shared by both targets --------------------------------------------------------
 
-def _math(helper: str, extra: str = "") -> Emitter:
+def _math(helper: str, extra: str = "", arity: tuple[int, ...] = ()) -> Emitter:
+    """Register math through the runtime's `helper`; `arity`: the operand counts it has overloads for
+    (empty: any)."""
     def emit(call: OpCall) -> list[str]:
+        if arity and len(call.args) not in arity:
+            op = call.op
+            counts = " or ".join(map(str, arity))
+            raise EmitError(Diagnostic(
+                f"op '{op.name}': emit-cuda's {op.opcode} takes {counts} operand{'s' if arity != (1,) else ''}, "
+                f"and this one has {len(call.args)}", op.span,
+                "give the op an opcode of its own ({cycles = N, unit = NAME} in the .tir): emit-cuda then "
+                "calls a hook you write for it (docs/emit-cuda.md)"))
         lines, names = _registers(call)
         args = ", ".join([call.out.expr] + names) + extra
         return lines + [f"twill::{helper}({args});"]
@@ -285,11 +296,11 @@ COMMON: dict[str, Emitter] = {
     "rowmax": _math("op_rowmax"),
     "rowsum": _math("op_rowsum"),
     "rescale": _rescale,
-    "convert": _math("op_convert"),
-    "mul": _math("op_mul"),
-    "add": _math("op_add"),
-    "sub": _math("op_sub"),
-    "max": _math("op_max"),
+    "convert": _math("op_convert", arity=(1,)),
+    "mul": _math("op_mul", arity=(2,)),
+    "add": _math("op_add", arity=(2,)),
+    "sub": _math("op_sub", arity=(2, 3)),  # (x - y) * z: dS = P (dP - Delta)
+    "max": _math("op_max", arity=(2,)),
     "store": _store,
 }
 

@@ -37,30 +37,37 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
                  strict: bool = False) -> tuple[Graph, list[Diagnostic]]:
     """The tile-loop graph of one top-level `scf.for` of `text`, and the import's warnings.
 
-    `loop` picks the N-th top-level loop (0-based, counting the functions' loops in file order); by
-    default the loop that gives the most tile ops is taken. A whole ``MLIR_ENABLE_DUMP`` log is
+    `loop` picks the N-th loop (0-based, counting every function's loops in file order, an outer
+    loop before the loops inside it); by default the loop that gives the most tile ops the importer
+    can express is taken. A whole ``MLIR_ENABLE_DUMP`` log is
     accepted too: the copy of the IR printed before the pipeliner is used.
     """
     module = parse_module(before_pipeliner(text, file), file)
-    loops = [(func, op) for func in module.functions() for op in func.body() if op.name == "scf.for"]
+    loops = [(func, path) for func in module.functions() for path in _loops(func.body())]
     if not loops:
-        raise InputError(Diagnostic(f"{file}: no top-level scf.for loop in any function",
+        raise InputError(Diagnostic(f"{file}: no scf.for loop in any function",
                                     hint="dump the TTGIR of a kernel with a loop, before the pipeliner"))
     if loop is not None and not 0 <= loop < len(loops):
-        raise InputError(Diagnostic(f"{file}: there is no loop {loop}; the file has {len(loops)} top-level "
+        raise InputError(Diagnostic(f"{file}: there is no loop {loop}; the file has {len(loops)} "
                                     f"loop{'s' if len(loops) > 1 else ''} (0..{len(loops) - 1})"))
     chosen = loops if loop is None else [loops[loop]]
     results, first_error = [], None
-    for func, op in chosen:
+    for func, path in chosen:
         try:
-            results.append(_import_loop(module, func, op))
+            results.append(_import_loop(module, func, path))
         except InputError as exc:  # with several candidates, a loop we cannot read is skipped
             if len(chosen) == 1:
                 raise
             first_error = first_error or exc
     if not results:
         raise first_error
-    graph, notes = max(results, key=lambda r: len(r[0].ops))
+    # The loop with the most ops the importer could express (an outer loop holding the K loop of a
+    # persistent matmul sees that loop as one generic op), the first of equals.
+    graph, notes = max(results, key=lambda r: len(r[0].ops) - 2 * sum(n.unknown for n in r[1]))
+    if not graph.ops:
+        raise InputError(Diagnostic(f"{file}: no loop of the file computes a tile: nothing to schedule",
+                                    hint="twill schedules tile loops (loads, dots, reductions); dump a kernel "
+                                         "with such a loop"))
     unknown = [n.diagnostic for n in notes if n.unknown]
     if strict and unknown:
         raise InputError(*(replace(d, severity="error") for d in unknown))
@@ -73,12 +80,26 @@ def load_ttgir(path, loop: int | None = None, strict: bool = False) -> tuple[Gra
     return import_ttgir(read_text(file, "TTGIR file"), file, loop=loop, strict=strict)
 
 
-def _import_loop(module: Module, func: MOp, loop: MOp) -> tuple[Graph, list[Note]]:
+def _loops(ops, enclosing: tuple[MOp, ...] = ()) -> list[tuple[MOp, ...]]:
+    """Every `scf.for` among `ops`, at any depth of loops and branches, in file order (an outer loop
+    before the loops in its body), each as the path of ops that encloses it, ending with itself."""
+    out = []
+    for op in ops:
+        if op.name == "scf.for":
+            out.append(enclosing + (op,))
+        if op.name in ("scf.for", "scf.if", "scf.while"):
+            for region in op.regions:
+                for block in region:
+                    out += _loops(block.ops, enclosing + (op,))
+    return out
+
+
+def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...]) -> tuple[Graph, list[Note]]:
     """Lower, fuse and build one loop. An iter_arg whose yielded value turns out to be no tile
     (index arithmetic on an integer tensor) is lowered again as a scalar."""
     scalar_args: frozenset = frozenset()
     while True:
-        lowered = lower_loop(module, func, loop, scalar_args)
+        lowered = lower_loop(module, func, path, scalar_args)
         scalars = {c.arg for c, y in zip(lowered.carries, lowered.yields)
                    if c.arg is not None and not isinstance(y, Tile)}
         if not scalars:

@@ -95,7 +95,8 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
         if problem:
             notes.append(Note(Diagnostic(f"carry '{name}' starts from {problem}; written as 0", carry.span,
                                          severity="warning")))
-        graph_carries.append(Value(name, carry.type, "carry", text, carry.span))
+        output = (("output", carry.output),) if carry.output else ()
+        graph_carries.append(Value(name, carry.type, "carry", text, carry.span, output))
     ops = tuple(Op(op_name[g.root], g.opcode, tuple(Operand(operand_name(r)) for r in g.operands), g.type,
                    attrs=g.attrs, has_result=g.type is not None, span=g.span) for g in groups)
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())

@@ -113,15 +113,20 @@ def fold_moves(body: Body) -> Body:
 
 
 def inline_unary(body: Body) -> Body:
-    """Rewrite 3: a one-tile elementwise op read only by elementwise ops is recomputed in each."""
-    consumers, yielded = body.consumers(), body.yielded()
-    alias = {}
-    for n in body.live():
-        readers = consumers.get(n.index, [])
-        if (n.kind == "ew" and len(n.operands) == 1 and len(readers) >= 2 and n.index not in yielded
-                and all(body.nodes[r].kind in FUSABLE for r in readers)):
-            alias[n.index] = n.operands[0]
-    return _substitute(body, alias, {})
+    """Rewrite 3: a one-tile elementwise op read only by elementwise ops is recomputed in each,
+    until none is left (``qk * scale + c`` is two of them: inlining the add leaves the multiply
+    with its readers)."""
+    while True:
+        consumers, yielded = body.consumers(), body.yielded()
+        alias = {}
+        for n in body.live():
+            readers = consumers.get(n.index, [])
+            if (n.kind == "ew" and len(n.operands) == 1 and len(readers) >= 2 and n.index not in yielded
+                    and all(body.nodes[r].kind in FUSABLE for r in readers)):
+                alias[n.index] = n.operands[0]
+        if not alias:
+            return body
+        body = _substitute(body, alias, {})
 
 
 @dataclass(frozen=True)

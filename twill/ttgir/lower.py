@@ -12,12 +12,13 @@ in the body reads the content of the previous iteration, which becomes a carry o
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 from ..errors import Diagnostic, InputError, Span
 from ..ir import TensorType
 from .parser import Module, MOp
 from .types import TypeReader, last_top_level
-from .values import SCALAR, TOKEN, Buf, Carry, Const, Entry, Lowered, Node, Note, Ref, Scalar, Tile, Token
+from .values import INDEXED, SCALAR, TOKEN, Buf, Carry, Const, Entry, Indexed, Lowered, Node, Note, Ref, Scalar, Tile, Token
 
 # Ops that cost nothing at tile level: the result is the operand, seen through a new layout or shape.
 VIEWS = {
@@ -139,7 +140,7 @@ class _Lowering:
         if val.ref.kind == "node" and self.nodes[val.ref.index].kind == "load" and space == "smem":
             return val
         t = self.type_of(val.ref)
-        return self.node("move", op, [val], TensorType(t.dtype, t.shape, space))
+        return replace(self.node("move", op, [val], TensorType(t.dtype, t.shape, space)), flip=val.flip)
 
     # -- walking ----------------------------------------------------------------------------------
 
@@ -154,14 +155,20 @@ class _Lowering:
 
 # -- handlers -------------------------------------------------------------------------------------
 
+TRANSPOSES = {"tt.trans", "ttg.memdesc_trans"}
+
+
 def view(lw: _Lowering, op: MOp) -> None:
     vals = lw.operands(op)
-    lw.bind(op, vals[0] if vals else SCALAR)
+    val = vals[0] if vals else SCALAR
+    if op.name in TRANSPOSES and isinstance(val, Tile):
+        val = replace(val, flip=not val.flip)
+    lw.bind(op, val)
 
 
 def scalar(lw: _Lowering, op: MOp) -> None:
     lw.operands(op)  # still checks that they are defined
-    lw.bind(op, SCALAR)
+    lw.bind(op, INDEXED if op.name == "tt.make_range" else SCALAR)
 
 
 def no_op(lw: _Lowering, op: MOp) -> None:
@@ -200,8 +207,13 @@ def _literal(text: str, elem: str) -> float | bool | None:
 def elementwise(lw: _Lowering, op: MOp) -> None:
     vals = lw.operands(op)
     if not any(isinstance(v, Tile) for v in vals):
-        lw.bind(op, SCALAR)
+        lw.bind(op, INDEXED if any(isinstance(v, Indexed) for v in vals) else SCALAR)
         return
+    if any(isinstance(v, Indexed) for v in vals):
+        lw.note(op, f"'{op.name}' reads a tensor computed from element indices (a mask, say), which a "
+                    "tile-loop graph cannot express: the op is imported without it", unknown=True,
+                hint="a .tir op computes the same function of every element; a causal or boundary mask "
+                     "of the tile is not imported (emit-cuda masks only a ragged last tile)")
     ins, outs = lw.signature(op)
     mtype = outs[0] if outs else ins[-1] if ins else None
     if mtype is None:
@@ -223,7 +235,18 @@ def load(lw: _Lowering, op: MOp) -> None:
         mtype = type(ins[0])("tensor", ins[0].shape, ins[0].elem)
     else:
         raise lw.src.error(f"cannot tell the tile type '{op.name}' loads", op.head)
-    lw.bind(op, lw.node("load", op, vals, lw.tile_type(mtype, op, "smem")))
+    if not mtype.shape:  # one element through a scalar pointer: a scalar, whatever it scales
+        lw.note(op, f"'{op.name}' of one {mtype.elem} in the loop: a scalar, folded away like index arithmetic "
+                    "(a tile op that reads it is imported without it)", unknown=True)
+        lw.bind(op, SCALAR)
+        return
+    tt = lw.tile_type(mtype, op, "smem")
+    if ins and ins[0].kind == "tensor" and ins[0].elem == "ptr" and len(tt.shape) == 2 and ins[0].order == (0, 1):
+        # Coalescing ordered the addresses dim 0 first: the tile is stored column-major in memory.
+        # The .tir type is its layout there (as a TMA box would be), and this view of it is transposed.
+        lw.bind(op, replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1])), flip=True))
+        return
+    lw.bind(op, lw.node("load", op, vals, tt))
 
 
 def store(lw: _Lowering, op: MOp) -> None:
@@ -233,13 +256,19 @@ def store(lw: _Lowering, op: MOp) -> None:
     lw.bind(op, TOKEN)
 
 
-def _b_layout(ins) -> tuple[tuple[str, object], ...]:
-    """`transpose_b` for an mma whose b is square, from b's shared layout (nvmma_shared's
-    `transposed` flag: stored N x K, as K in Q K^T): the shapes alone cannot tell emit-cuda."""
-    b = ins[1] if len(ins) > 1 else None
-    if b is None or len(b.shape) != 2 or b.shape[0] != b.shape[1] or b.transposed is None:
-        return ()
-    return (("transpose_b", b.transposed),)
+def _layout(lw: _Lowering, a: object, b: object) -> tuple[tuple[str, object], ...]:
+    """`transpose_a` / `transpose_b` of an mma whose operand is square, where the shapes cannot tell
+    emit-cuda which way it lies in memory: the dot reads a as M x K and b as K x N, so an operand
+    seen through a transpose (K in Q K^T, loaded as keys x D; a column-major load) lies the other way.
+    A non-square operand's .tir type, its layout in memory, already says so."""
+    attrs = []
+    for key, val, default in (("transpose_a", a, None), ("transpose_b", b, False)):
+        if not isinstance(val, Tile):
+            continue
+        shape = lw.type_of(val.ref).shape
+        if len(shape) == 2 and shape[0] == shape[1] and (val.flip or default is not None):
+            attrs.append((key, val.flip))
+    return tuple(attrs)
 
 
 def dot(lw: _Lowering, op: MOp) -> None:
@@ -248,7 +277,7 @@ def dot(lw: _Lowering, op: MOp) -> None:
     ins, outs = lw.signature(op)
     if len(vals) < 3 or not outs:
         raise lw.src.error(f"'{op.name}' needs operands a, b, c and a result type", op.head)
-    lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op), attrs=_b_layout(ins)))
+    lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op), attrs=_layout(lw, vals[0], vals[1])))
 
 
 def dot_wait(lw: _Lowering, op: MOp) -> None:
@@ -271,8 +300,7 @@ def tc_gen5_mma(lw: _Lowering, op: MOp) -> None:
     acc = None if use_d == Const(False) else lw.read(d)
     name, mtype, _ = lw.buffers[d.index]
     ssa = op.results[0] if op.results else name
-    ins, _ = lw.signature(op)
-    lw.content[d.index] = lw.node("mma", op, [a, b, acc], lw.tile_type(mtype, op, "tmem"), ssa, _b_layout(ins))
+    lw.content[d.index] = lw.node("mma", op, [a, b, acc], lw.tile_type(mtype, op, "tmem"), ssa, _layout(lw, a, b))
     lw.bind(op, TOKEN)
 
 
@@ -380,12 +408,49 @@ def generic(lw: _Lowering, op: MOp, why: str | None = None) -> None:
 
 
 def nested(lw: _Lowering, op: MOp) -> None:
-    """A loop or branch inside the loop body cannot be expressed as one tile op. Before the loop (an
-    earlier loop, say), its effect on buffers is unknown: they no longer hold a known constant."""
+    """A loop or branch inside the loop body cannot be expressed as one tile op: it becomes one
+    generic op that reads every tile its regions use from outside and makes the tiles it returns
+    (``%r = scf.if %c -> (tensor<...>)``). Before the loop (an earlier loop, say), its effect on
+    buffers is unknown: they no longer hold a known constant."""
     if not lw.in_loop:
         for b in lw.content:
             lw.content[b] = SCALAR
-    generic(lw, op, "control flow inside the loop body is not imported")
+        lw.bind(op, SCALAR)
+        return
+    arrow = last_top_level(op.tokens, "->")
+    try:
+        rtypes = lw.types.read_list(op.tokens, arrow + 1)[0] if arrow is not None else []
+    except InputError:
+        rtypes = []
+    vals = [lw.read(lw.value(name, tok)) for name, tok in _captured(lw, op)]
+    tile_type = next((t.tile() for t in rtypes if t.is_tile and t.tile() is not None), None)
+    what = f"'{op.name}' (control flow inside the loop body is not imported)"
+    if not any(isinstance(v, Tile) for v in vals) and tile_type is None:  # index arithmetic: folded away
+        lw.bind(op, SCALAR)
+        return
+    opcode = opcode_token(op.name)
+    lw.note(op, f"{what}: imported as generic op '{opcode}'", unknown=True,
+            hint=f"describe '{opcode}' in the machine file's ops, or give it {{cycles = N, unit = NAME}} in the .tir")
+    tile = lw.node("generic", op, vals, tile_type, op.results[0] if op.results and tile_type else None)
+    for name, rtype in zip(op.results, rtypes + [None] * len(op.results)):
+        lw.env[name] = tile if rtype is not None and rtype.is_tile else SCALAR
+
+
+def _captured(lw: _Lowering, op: MOp) -> list[tuple[str, object]]:
+    """The SSA values `op` and the ops in its regions use that are defined outside it, once each."""
+    inner, uses = set(), {}
+    todo = [op]
+    while todo:
+        o = todo.pop()
+        inner.update(o.results)
+        for name, tok in o.operands():
+            uses.setdefault(name, tok)
+        for region in o.regions:
+            for block in region:
+                inner.update(name for name, _ in block.args)
+                todo.extend(block.ops)
+    return [(n, t) for n, t in uses.items() if n not in inner and n.split("#")[0] not in inner
+            and (n in lw.env or n + "#0" in lw.env)]
 
 
 HANDLERS = {
@@ -439,14 +504,42 @@ def _loop_header(lw: _Lowering, loop: MOp):
     return iv, pairs, types
 
 
-def lower_loop(module: Module, func: MOp, loop: MOp, scalar_args: frozenset = frozenset()) -> Lowered:
-    """Lower `func` up to and through `loop`; iter_args in `scalar_args` are treated as scalars."""
+def _enter(lw: _Lowering, op: MOp, inner: MOp):
+    """Step into `op`, a loop or branch around the chosen loop: its induction variable and scalar
+    iter_args are scalars, a tile it carries is a value from before the chosen loop (an input), and
+    the ops of the block that holds `inner` come next."""
+    if op.name == "scf.for":
+        iv, pairs, types = _loop_header(lw, op)
+        if iv:
+            lw.env[iv] = SCALAR
+        for (arg, _, tok), mtype in zip(pairs, types):
+            if mtype.is_tile:
+                stand_in = MOp("arg", (arg,), (), (), tok)
+                lw.env[arg] = lw.node("arg", stand_in, [], lw.tile_type_at(mtype, lw.src.span(tok)))
+            else:
+                lw.env[arg] = TOKEN if mtype.kind == "token" else SCALAR
+    for region in op.regions:
+        for block in region:
+            if any(o is inner for o in block.ops):
+                for name, _ in block.args:  # scf.while's "after" block, say: scalars
+                    lw.env.setdefault(name, SCALAR)
+                return block.ops
+    raise AssertionError("the path to a loop goes through the blocks that hold it")
+
+
+def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: frozenset = frozenset()) -> Lowered:
+    """Lower `func` up to and through the loop that ends `path` (the loops and branches around it
+    first); iter_args in `scalar_args` are treated as scalars."""
     lw = _Lowering(module)
     _bind_arguments(lw, func)
-    for op in func.body():
-        if op is loop:
-            break
-        lw.lower(op)
+    ops, loop = func.body(), path[-1]
+    for outer, inner in zip(path, path[1:] + (None,)):
+        for op in ops:
+            if op is outer:
+                break
+            lw.lower(op)
+        if inner is not None:
+            ops = _enter(lw, outer, inner)
     iv, pairs, types = _loop_header(lw, loop)
     if iv:
         lw.env[iv] = SCALAR
@@ -467,5 +560,41 @@ def lower_loop(module: Module, func: MOp, loop: MOp, scalar_args: frozenset = fr
     yielded = lw.yielded or []
     yields = [(yielded[c.arg] if c.arg < len(yielded) else SCALAR) if c.arg is not None else lw.content[c.buf]
               for c in lw.carries]
-    return Lowered(func_name(func), tuple(lw.nodes), tuple(lw.carries), tuple(yields), tuple(lw.notes),
+    after = list(ops)[next(i for i, o in enumerate(ops) if o is loop) + 1:]
+    carries = _output_dtypes(lw, loop, after)
+    return Lowered(func_name(func), tuple(lw.nodes), tuple(carries), tuple(yields), tuple(lw.notes),
                    lw.span(loop))
+
+
+CONVERSIONS = {"arith.truncf", "tt.fp_to_fp"}
+
+
+def _output_dtypes(lw: _Lowering, loop: MOp, after) -> list[Carry]:
+    """Each carry with the dtype its final value is converted to after the loop, if any: the
+    accumulator Triton truncates to f16 before its store is written out in f16 (`{output = f16}`),
+    also after arithmetic on it (attention's O / l, which follows O: of the carries an op reads, the
+    one of highest rank). A value is followed through the ops after the loop by data flow from the
+    loop's results (and from a buffer carry's memory)."""
+    seed: dict[str, int] = {}  # SSA name -> the carry it derives from
+    for k, c in enumerate(lw.carries):
+        if c.arg is not None and c.arg < len(loop.results):
+            seed[loop.results[c.arg]] = k
+        elif c.buf is not None:
+            seed[lw.buffers[c.buf][0]] = k
+    found: dict[int, str] = {}
+    for op in after:
+        ks = [seed[key] for name, _ in op.operands() for key in (name, name + "#0") if key in seed]
+        if not ks:
+            continue
+        k = max(ks, key=lambda j: len(lw.carries[j].type.shape))  # O / l follows O, the whole tile
+        for r in op.results:
+            seed.setdefault(r, k)
+        if op.name in CONVERSIONS and k not in found:
+            try:
+                _, outs = lw.signature(op)
+            except InputError:
+                continue
+            tt = outs[0].tile() if outs else None
+            if tt is not None and tt.dtype in ("f16", "bf16", "f32") and tt.dtype != lw.carries[k].type.dtype:
+                found[k] = tt.dtype
+    return [replace(c, output=found.get(k)) for k, c in enumerate(lw.carries)]

@@ -34,6 +34,7 @@ class MType:
     pointee: str = ""  # for a tensor of pointers: what they point to
     mutable: bool = False  # a memdesc that may be written after it is allocated
     transposed: bool | None = None  # an nvmma_shared memdesc's `transposed` flag (None: no such flag)
+    order: tuple[int, ...] | None = None  # a blocked tensor layout's `order`: its dims, fastest first
 
     @property
     def is_tile(self) -> bool:
@@ -92,7 +93,7 @@ class TypeReader:
         shape = tuple(int(d) for d in dims.split("x") if d)
         end = _skip_angle(toks, i + 1)
         if is_tensor:
-            return MType("tensor", shape, elem, "reg", pointee), end
+            return MType("tensor", shape, elem, "reg", pointee, order=self._order(toks[j:end - 1])), end
         params = [canonical(self.resolve(t.text)) for t in toks[j:end - 1] if t.kind == "attr"]
         space = "tmem" if "#ttng.tensor_memory" in params else "smem"
         mutable = any(t.is_("mutable") for t in toks[j:end - 1])
@@ -101,6 +102,17 @@ class TypeReader:
             if t.kind == "attr" and canonical(self.resolve(t.text)) == "#ttg.nvmma_shared":
                 transposed = self._flag(t.text, "transposed")
         return MType("memdesc", shape, elem, space, mutable=mutable, transposed=transposed), end
+
+    def _order(self, toks: tuple[Token, ...]) -> tuple[int, ...] | None:
+        """The `order = [1, 0]` of a ``#ttg.blocked`` encoding, named by alias or written inline: for a
+        tensor of pointers, the order Triton's coalescing gave it from the addresses' contiguity."""
+        for k, t in enumerate(toks):
+            if t.kind != "attr":
+                continue
+            if canonical(self.resolve(t.text)) == "#ttg.blocked":
+                body = self.aliases.get(t.text) or toks[k:]
+                return _int_list(body, "order")
+        return None
 
     def _flag(self, alias: str, key: str) -> bool | None:
         """`KEY = true|false` in the definition of the alias ``#name`` (None when absent)."""
@@ -178,3 +190,19 @@ def _skip_angle(toks: tuple[Token, ...], i: int) -> int:
             if depth == 0:
                 return j + 1
     return len(toks)
+
+
+def _int_list(toks, key: str) -> tuple[int, ...] | None:
+    """``KEY = [1, 0]`` among `toks` as a tuple of ints (None when absent or not all integers)."""
+    for k in range(len(toks) - 2):
+        if toks[k].text == key and toks[k + 1].text == "=" and toks[k + 2].text == "[":
+            out = []
+            for t in toks[k + 3:]:
+                if t.text == "]":
+                    return tuple(out)
+                if t.text != ",":
+                    try:
+                        out.append(int(t.text))
+                    except ValueError:
+                        return None
+    return None

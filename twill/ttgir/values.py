@@ -3,6 +3,8 @@
 Every SSA value is bound to one of:
 
 - `SCALAR`: index arithmetic, pointers, descriptors, scalars: folded away (no tile dependence);
+  `INDEXED` is the kind of it that varies per element (offsets from ``tt.make_range``, masks made of
+  them), which arithmetic on a tile cannot drop without changing what the op computes;
 - `Const`: a splat constant (``arith.constant dense<0xFF800000>``): a carry's initial value, or an
   accumulator that starts at zero; as an operand of arithmetic it is folded away like a scalar;
 - `Tile`: a whole tile, made by a `Node` or carried by a `Carry`;
@@ -30,6 +32,11 @@ class Scalar:
 
 
 @dataclass(frozen=True)
+class Indexed(Scalar):
+    """A tensor computed from element indices (``tt.make_range``): offsets, and masks built from them."""
+
+
+@dataclass(frozen=True)
 class Token:
     pass
 
@@ -42,6 +49,7 @@ class Const:
 @dataclass(frozen=True)
 class Tile:
     ref: Ref
+    flip: bool = False  # seen transposed: the tile's .tir type is its layout in memory, this view swaps it
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class Entry:
 
 
 SCALAR = Scalar()
+INDEXED = Indexed()
 TOKEN = Token()
 
 
@@ -89,6 +98,7 @@ class Carry:
     span: Span
     arg: int | None = None  # its index among the loop's iter_args (a tensor carried in SSA form)
     buf: int | None = None  # or the buffer whose content it carries (a tensor memory accumulator)
+    output: str | None = None  # the dtype its final value is converted to after the loop (`truncf` to f16)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,9 @@ SOLVED = {  # name -> (example, or a graph's path from the repository root; gpu,
     # Triton's own kernels, imported from their TTGIR dumps (tests/test_gpu.py runs them)
     "triton_attn_fwd_tma_sm90.h100": ("tests/data/ttgir/attn_fwd_tma_sm90.ttgir", "h100", False),
     "triton_matmul_sm90.h100": ("tests/data/ttgir/matmul_sm90.ttgir", "h100", False),
+    # Triton 3.9 matmuls with A, or B, column-major in memory (tests/test_gpu.py runs them)
+    "triton39_mm_acol.h100": ("tests/data/ttgir/triton39/mm_acol.ttgir", "h100", False),
+    "triton39_mm_bcol.h100": ("tests/data/ttgir/triton39/mm_bcol.ttgir", "h100", False),
 }
 
 FA4_GROUPS = (  # FlashAttention-4's warp roles, as --group pins them

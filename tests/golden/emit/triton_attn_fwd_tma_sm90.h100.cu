@@ -798,7 +798,7 @@ struct Smem {
   alignas(1024) __half tile_p[1][16384];  // p for the tensor core of consumer1
   alignas(16) float stage_alpha[1][128];  // alpha: consumer0 -> consumer1
   alignas(1024) __half ld_v[2][16384];  // load v: f16[128,128] @smem, ring of 2
-  alignas(1024) unsigned char out_out_acc[2][16384];  // consumer1 -> TMA store of out_acc: 2 of its 4 128-byte column blocks
+  alignas(1024) unsigned char out_out_acc[2][16384];  // consumer1 -> TMA store of out_acc: all of its 2 128-byte column blocks
   twill::Ring<2> ring_k;  // full/empty mbarriers of k
   twill::Ring<1> ring_p;  // full/empty mbarriers of p
   twill::Ring<1> ring_alpha;  // full/empty mbarriers of alpha
@@ -819,7 +819,7 @@ struct Args {
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float* out_m_i;  // output m_ij: f32 [batch][tiles_m*128]
   float* out_l_i;  // output l_i_new: f32 [batch][tiles_m*128]
-  float* out_acc;  // output acc_new: f32 [batch][tiles_m*128][tiles_n*128]
+  __half* out_acc;  // output acc_new: f16 [batch][tiles_m*128][tiles_n*128]
   int q_rows_step, q_rows_offset;  // placement of q's tiles
   int v_cols_step, v_cols_offset;  // placement of v's tiles
   int out_m_i_cols_step, out_m_i_cols_offset;  // placement of m_ij's tiles
@@ -871,30 +871,16 @@ __device__ __forceinline__ void store_out_acc(Smem& sm, const Maps& tm, const Ar
   (void)row0;  // one warpgroup holds the whole tile
   const int r0 = tile.m * args.out_acc_rows_step + args.out_acc_rows_offset, c0 = tile.n * args.out_acc_cols_step + args.out_acc_cols_offset, b = tile.b;
   const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
-  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
+  if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here
   twill::named_sync(2, 128);
-  twill::frag_to_tile_blocks<float, 128, 128, 0, 1>(sm.out_out_acc[0], f, 0);
-  twill::fence_async_smem();
+  twill::frag_to_tile<__half, 128, 128>(sm.out_out_acc[0], f, 0);
+  twill::fence_async_smem();  // visible to TMA
   twill::named_sync(2, 128);
-  if (leader) { twill::tma_store(tm.out_acc, sm.out_out_acc[0], c0 + 0, r0, b); twill::bulk_commit(); }
-  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
-  twill::named_sync(2, 128);
-  twill::frag_to_tile_blocks<float, 128, 128, 1, 1>(sm.out_out_acc[1], f, 0);
-  twill::fence_async_smem();
-  twill::named_sync(2, 128);
-  if (leader) { twill::tma_store(tm.out_acc, sm.out_out_acc[1], c0 + 32, r0, b); twill::bulk_commit(); }
-  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 0
-  twill::named_sync(2, 128);
-  twill::frag_to_tile_blocks<float, 128, 128, 2, 1>(sm.out_out_acc[0], f, 0);
-  twill::fence_async_smem();
-  twill::named_sync(2, 128);
-  if (leader) { twill::tma_store(tm.out_acc, sm.out_out_acc[0], c0 + 64, r0, b); twill::bulk_commit(); }
-  if (leader) twill::bulk_wait_read<1>();  // TMA has read slot 1
-  twill::named_sync(2, 128);
-  twill::frag_to_tile_blocks<float, 128, 128, 3, 1>(sm.out_out_acc[1], f, 0);
-  twill::fence_async_smem();
-  twill::named_sync(2, 128);
-  if (leader) { twill::tma_store(tm.out_acc, sm.out_out_acc[1], c0 + 96, r0, b); twill::bulk_commit(); }
+  if (leader) {
+    #pragma unroll
+    for (int cb = 0; cb < 2; ++cb) twill::tma_store(tm.out_acc, sm.out_out_acc[cb], c0 + cb * 64, r0, b);
+    twill::bulk_commit();
+  }
 }
 
 // ---- role load: 1 warp(s), 24 registers; ops k, v ----
@@ -1461,7 +1447,7 @@ struct Problem {
   const __half* v = nullptr;  // load v: f16 [batch][iters*128][tiles_n*128]
   float* out_m_i = nullptr;  // output m_ij: f32 [batch][tiles_m*128]
   float* out_l_i = nullptr;  // output l_i_new: f32 [batch][tiles_m*128]
-  float* out_acc = nullptr;  // output acc_new: f32 [batch][tiles_m*128][tiles_n*128]
+  __half* out_acc = nullptr;  // output acc_new: f16 [batch][tiles_m*128][tiles_n*128]
   int q_rows_step = 128, q_rows_offset = 0;
   int v_cols_step = 128, v_cols_offset = 0;
   int out_m_i_cols_step = 128, out_m_i_cols_offset = 0;
@@ -1530,7 +1516,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, loop_elements(p, 128), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_acc;
-  if (!encode(&tm_out_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.out_acc, static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step, static_cast<uint64_t>(p.batch), 128, 32, 128))
+  if (!encode(&tm_out_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc, static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1625,7 +1611,7 @@ int main(int argc, char** argv) {
   p.v = twill_random_tensor<__half>(twill_attn_fwd_desc::elements_v(p), 3u);
   p.out_m_i = twill_random_tensor<float>(twill_attn_fwd_desc::elements_out_m_i(p), 4u);
   p.out_l_i = twill_random_tensor<float>(twill_attn_fwd_desc::elements_out_l_i(p), 5u);
-  p.out_acc = twill_random_tensor<float>(twill_attn_fwd_desc::elements_out_acc(p), 6u);
+  p.out_acc = twill_random_tensor<__half>(twill_attn_fwd_desc::elements_out_acc(p), 6u);
   cudaError_t err = twill_attn_fwd_desc::launch(p);
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
