@@ -67,3 +67,24 @@ def progress_printer(quiet: bool):
         console.print(f"[dim]{time.perf_counter() - t0:7.2f}s[/dim] {stage} {detail}", highlight=False)
 
     return report
+
+
+def check_file(schedule, machine, source: str) -> None:
+    """A schedule read from a file must still be one `twill.verify` accepts for its own graph on
+    `machine` (a hand-edited start time, role or budget is caught here, not in the CUDA)."""
+    from twill.errors import Diagnostic, InputError
+    from twill.tir import parse_tir
+    from twill.verify import verify
+
+    if not schedule.graph_tir:
+        raise InputError(Diagnostic(f"'{source}' holds no graph ('graph' is empty)",
+                                    hint="solve it again with twill solve GRAPH --gpu NAME -o FILE"))
+    graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
+    bad = verify(schedule, graph, machine)
+    if bad:
+        more = f" ({len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise InputError(*(Diagnostic(f"'{source}' fails verification against its graph and {machine.name}: {v}")
+                           for v in bad[:3]),
+                         Diagnostic(f"{len(bad)} violation(s){more}: the file was edited, or solved by another "
+                                    "version of twill", hint=f"solve it again: twill solve GRAPH --gpu "
+                                                             f"{machine.name} -o {source}"))

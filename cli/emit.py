@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import gpu_option, model_flags, model_options, progress_printer
+from .common import check_file, gpu_option, model_flags, model_options, progress_printer
 from .main import main
 
 
@@ -26,6 +26,7 @@ def emit_cuda(source, gpu, output, swp_only, time_limit, **flags):
         from twill.fileio import load_schedule
         schedule = load_schedule(source)
         machine = _machine_for(schedule, gpu)
+        check_file(schedule, machine, source)
     else:
         from twill.fileio import load_graph
         from twill.pipeline import solve
@@ -55,6 +56,9 @@ def _machine_for(schedule, gpu: str | None):
                                         f"a bundled spec ({', '.join(sorted(bundled_specs()))})",
                                         hint="pass the machine description it was solved with: --gpu PATH.yaml"))
         machine = load_machine(schedule.machine)
+        if schedule.arch and schedule.arch != machine.arch:
+            raise InputError(Diagnostic(f"the schedule says arch {schedule.arch}, but {schedule.machine} is "
+                                        f"{machine.arch}", hint="solve it again for the machine you mean"))
         if schedule.machine_digest and schedule.machine_digest != machine.digest:
             raise InputError(Diagnostic(f"the schedule was solved with a machine description named "
                                         f"'{schedule.machine}' that is not the bundled {schedule.machine} "

@@ -42,7 +42,15 @@ def _schedule(source: str, gpu, swp_only: bool, loop, quiet: bool):
         if swp_only or gpu:
             raise InputError(f"'{source}' is already a schedule: --gpu and --swp-only are for a graph")
         from twill.fileio import load_schedule
-        return load_schedule(source)
+        from twill.machine import bundled_specs, load_machine
+
+        from .common import check_file
+        schedule = load_schedule(source)
+        if schedule.graph_tir and schedule.machine in bundled_specs():  # verified where twill has its machine
+            machine = load_machine(schedule.machine)
+            if schedule.machine_digest in ("", machine.digest):
+                check_file(schedule, machine, source)
+        return schedule
     from twill.fileio import load_graph
     from twill.pipeline import solve
 

@@ -315,6 +315,16 @@ def test_output_to_a_fifo_writes_into_it_and_keeps_it(tmp_path):
     assert json.loads(got[0])["ii"] == 2
 
 
+@pytest.mark.parametrize("command", [["solve", FIG1, "--gpu", "h100"], ["import", str(ROOT / "tests" / "data" / "ttgir" / "matmul_sm90.ttgir")]])
+def test_output_where_nothing_can_be_written_is_an_error_not_a_traceback(command):
+    """A directory where no file can be made (here /proc, which refuses even root) exits 2 saying so."""
+    if not os.path.isdir("/proc"):
+        pytest.skip("needs /proc")
+    result = invoke(*command, "-o", "/proc/twill-out.json")
+    assert result.exit_code == 2 and "cannot write '/proc/twill-out.json'" in result.output, result.output
+    assert "Traceback" not in result.output
+
+
 def test_output_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path):
     target = tmp_path / "real.json"
     target.write_text("old")

@@ -159,11 +159,47 @@ def test_tensor_memory_that_cannot_be_shared_is_reported():
 
 
 def test_cli_reports_unfit_tensor_memory(tmp_path):
+    """The same edit through the CLI, with L made long enough for it: the schedule still verifies
+    (the model counts tensor memory per value), and emit-cuda, which must place it, says why not."""
     data = json.loads((DATA / "attention_bwd_blackwell.b200.json").read_text())
     next(o for o in data["ops"] if o["name"] == "store_0")["start"] += 12
     (tmp_path / "s.json").write_text(json.dumps(data))
+    result = run(tmp_path / "s.json", "-o", tmp_path / "k.cu")  # without a longer L it verifies no more
+    assert result.exit_code == 2 and "fails verification" in result.output and "completion: op 'store_0'" in result.output
+    data["length"] += 12
+    (tmp_path / "s.json").write_text(json.dumps(data))
     result = run(tmp_path / "s.json", "-o", tmp_path / "k.cu")
     assert result.exit_code == 2 and "640 columns" in result.output and not (tmp_path / "k.cu").exists()
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["ops"][0].update(start=-100), "'start' must be an integer >= 0, not -100"),
+    (lambda d: d["ops"][0].update(start=1.5), "'start' must be an integer >= 0, not 1.5"),
+    (lambda d: d.update(ii=0), "'ii' must be an integer >= 1, not 0"),
+    (lambda d: d.update(ii="abc"), "'ii' must be an integer >= 1, not 'abc'"),
+    (lambda d: d["ops"].append(dict(d["ops"][0])), "is listed more than once"),
+    (lambda d: d["ops"][2].update(warp="nobody"), "runs on role 'nobody', which 'warps' does not list"),
+    (lambda d: d.update(options={"warps": "x"}), "option 'warps' cannot be 'x'"),
+    (lambda d: d.update(options={"bogus": 1}), "unknown option 'bogus'"),
+    (lambda d: d["warps"][1].update(registers=10000), "fails verification against its graph and h100: registers"),
+    (lambda d: d["ops"][2].update(start=0), "fails verification against its graph and h100: dependence"),
+    (lambda d: d["ops"][2].update(name="zzz"), "uniqueness: op '"),
+    (lambda d: d.update(arch="sm_100a"), "the schedule says arch sm_100a, but h100 is sm_90a"),
+])
+@pytest.mark.parametrize("command", ["emit-cuda", "plot"])
+def test_an_edited_schedule_is_refused(tmp_path, edit, message, command):
+    """emit-cuda and plot check a schedule file before they use it: its fields (types, ranges,
+    names) and then, with the machine it was solved for, twill.verify on its own graph."""
+    data = json.loads((DATA / "attention_fwd_hopper.h100.json").read_text())
+    edit(data)
+    (tmp_path / "s.json").write_text(json.dumps(data))
+    out = tmp_path / ("k.cu" if command == "emit-cuda" else "k.svg")
+    result = CliRunner().invoke(main, [command, str(tmp_path / "s.json"), "-o", str(out)])
+    if command == "plot" and "arch" in message:  # plot draws what the file says; it emits no code
+        assert result.exit_code == 0, result.output
+        return
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output and not out.exists()
 
 
 def test_output_tiles_go_out_through_tma():

@@ -144,6 +144,43 @@ def test_other_validation_errors():
     assert "must be a mapping of keys" in _error("- a list\n")
 
 
+@pytest.mark.parametrize("old, new, message", [
+    ("  warp_group: 4 ", "  warp_group: 0 ", "'limits.warp_group' must be at least 1, not 0"),
+    ("  warps: 16 ", "  warps: -16 ", "'limits.warps' must be at least 1, not -16"),
+    ("  smem_bytes: 232448 ", "  smem_bytes: -1 ", "'limits.smem_bytes' must be at least 1"),
+    ("  register_granule: 8 ", "  register_granule: 0 ", "'limits.register_granule' must be at least 1"),
+    ("clock_ghz: 1.83", "clock_ghz: -1.83", "'clock_ghz' must be at least 0.001"),
+    ("clock_ghz: 1.83", "clock_ghz: .nan", "'clock_ghz' must be a number, not nan"),
+    ("  cross_warp_cycles: 60 ", "  cross_warp_cycles: -60 ", "'communication.cross_warp_cycles' must be at least 0"),
+    ("streaming_depth: 2 ", "streaming_depth: 0 ", "'streaming_depth' must be at least 1, not 0"),
+    ('cycles: "elements / 16"}', "cycles: -5}", "'ops.exp2.cycles' must be at least 0, not -5"),
+    ('cycles: "elements / 16"}', "cycles: .inf}", "'ops.exp2.cycles': inf is not a finite number"),
+    ('cycles: "elements / 16"}', "cycles: .nan}", "'ops.exp2.cycles': nan is not a finite number"),
+    ('cycles: "elements / 16"}', 'cycles: "1e400"}', "'ops.exp2.cycles': the number 1e400 is too large"),
+    ('cycles: "elements / 16"}', 'cycles: "' + "(" * 70 + "1" + ")" * 70 + '"}', "nested more than 64 deep"),
+    ('cycles: "elements / 16"}', 'cycles: "' + "-" * 5000 + '1"}', "nested more than 64 deep"),
+])
+def test_values_no_machine_has_are_refused_at_their_key(old, new, message):
+    """Zero, negative, infinite and NaN numbers, and expressions nested past any use, are errors at
+    the key (the solver divides by some of these; NaN and inf reached the schedule JSON)."""
+    text = H100.replace(old, new)
+    assert text != H100
+    assert message in _error(text)
+
+
+@pytest.mark.parametrize("cycles, message", [
+    ('"0 - elements"', "its cycles come to -8192, less than 0"),
+    ('"1e300 * 1e300"', "'1e300 * 1e300' evaluates to inf, not a finite number"),
+])
+def test_expressions_that_evaluate_out_of_range_are_reported_at_the_op(cycles, message):
+    machine = parse_machine(H100.replace('cycles: "elements / 16"}', f"cycles: {cycles}}}"), "m.yaml")
+    graph = parse_tir("kernel k\ninput s : f32[64,128]\nloop {\n  p = exp2 s : f16[64,128]\n  store p\n}\n", "k.tir")
+    with pytest.raises(InputError) as info:
+        bind(graph, machine)
+    assert message in str(info.value) and str(info.value).startswith("k.tir:4:")
+    assert "ops.exp2" in str(info.value) and "m.yaml" in str(info.value)
+
+
 def test_every_error_of_a_file_is_reported_at_once():
     text = H100.replace("  warps: 16 ", "  warpz: 16 ").replace("clock_ghz: 1.83", "clock_ghz: fast")
     with pytest.raises(InputError) as info:

@@ -222,7 +222,7 @@ def run(*args):
 def test_cli_plots_a_schedule_file(tmp_path, fmt):
     pytest.importorskip("matplotlib")
     sched = tmp_path / "s.json"
-    sched.write_text(joint_fixture().to_json())
+    sched.write_text(solved("attention_fwd_simple", True).to_json())  # a file is verified: a solver's schedule
     out = tmp_path / f"chart.{fmt}"
     result = run("plot", str(sched), "-o", str(out), "--arrows")
     assert result.exit_code == 0, result.output

@@ -90,7 +90,13 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
             occupancy = (float(attrs["occupancy"]) if "occupancy" in attrs
                          else spec.occupancy(env) if spec.occupancy is not None else cycles)
         except (ExprError, ZeroDivisionError) as exc:
-            errors.error(f"op '{op.name}': cannot evaluate its cycles: {exc}", op.span)
+            errors.error(f"op '{op.name}': cannot evaluate its cycles: {exc}", op.span,
+                         f"see ops.{op.opcode} in {machine.file}" if spec is specs.get(op.opcode) else None)
+            continue
+        if cycles < 0 or occupancy < 0:
+            key = "cycles" if cycles < 0 else "occupancy"
+            errors.error(f"op '{op.name}': its {key} {'come' if key == 'cycles' else 'comes'} to {min(cycles, occupancy):g}, less than 0", op.span,
+                         f"ops.{op.opcode}.{key} in {machine.file} must not be negative for this op's shapes")
             continue
         variable = bool(attrs.get("variable_latency", spec.variable_latency))
         streaming = variable and not _in_loop_inputs(graph, op)

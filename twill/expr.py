@@ -10,6 +10,7 @@ Grammar (no `eval`, no attribute access, no calls)::
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -31,7 +32,11 @@ class Expr:
     tree: tuple
 
     def __call__(self, env: dict[str, float]) -> float:
-        return _eval(self.tree, env)
+        """The value in `env`; ZeroDivisionError, or ExprError when it is not a finite number."""
+        value = _eval(self.tree, env)
+        if not math.isfinite(value):
+            raise ExprError(f"'{self.source}' evaluates to {value}, not a finite number", 1)
+        return value
 
     @property
     def names(self) -> frozenset[str]:
@@ -41,8 +46,13 @@ class Expr:
         return self.source
 
 
+MAX_DEPTH = 64  # parentheses and signs nested deeper than any cost formula needs
+
+
 def parse_expr(source: str | int | float, allowed: tuple[str, ...] = NAMES) -> Expr:
     if isinstance(source, (int, float)) and not isinstance(source, bool):
+        if not math.isfinite(source):
+            raise ExprError(f"{source} is not a finite number", 1)
         return Expr(str(source), ("num", float(source)))
     tokens = [(m.group(1), m.group(2), m.group(3), m.start() + len(m.group(0)) - len(m.group(0).lstrip()) + 1)
               for m in _TOKEN.finditer(source) if m.group(0).strip()]
@@ -69,21 +79,33 @@ def parse_expr(source: str | int | float, allowed: tuple[str, ...] = NAMES) -> E
             node = (take()[2], node, factor())
         return node
 
+    depth = 0
+
     def factor():
+        nonlocal depth
         num, name, sym, col = take()
         if num is not None:
+            if not math.isfinite(float(num)):
+                raise ExprError(f"the number {num} is too large", col)
             return ("num", float(num))
         if name is not None:
             if name not in allowed:
                 raise ExprError(f"unknown name '{name}' in expression (allowed: {', '.join(allowed)})", col)
             return ("name", name)
+        if sym in ("(", "-"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ExprError(f"nested more than {MAX_DEPTH} deep", col)
         if sym == "(":
             node = expr()
             if take()[2] != ")":
                 raise ExprError("expected ')'", peek()[3])
+            depth -= 1
             return node
         if sym == "-":
-            return ("neg", factor())
+            node = ("neg", factor())
+            depth -= 1
+            return node
         raise ExprError("expected a number, a name or '('" if sym is None else f"unexpected '{sym}'", col)
 
     if not tokens:

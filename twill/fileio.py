@@ -53,14 +53,22 @@ def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = Fa
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise InputError(Diagnostic(f"cannot write '{path}': directory '{directory}' does not exist"))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:  # no permission, a read-only or pseudo file system (/sys, /proc)
+        raise InputError(Diagnostic(f"cannot write '{path}': {exc.strerror or exc}",
+                                    hint=f"twill writes a temporary file in '{directory}' and renames it; "
+                                         "pick a directory you can write")) from None
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode a plain open would
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode a plain open would
         with os.fdopen(fd, mode) as f:
             f.write(data)
         os.replace(tmp, path)
+    except OSError as exc:  # the disk filled up, say: the old file stays as it was
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(Diagnostic(f"cannot write '{path}': {exc.strerror or exc}")) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -84,7 +92,7 @@ def load_schedule(path: str | Path):
     import json
 
     from .errors import Span
-    from .schedule import FORMAT, Schedule
+    from .schedule import FORMAT, Schedule, problems
 
     text = read_text(path, "schedule")
     try:
@@ -99,6 +107,12 @@ def load_schedule(path: str | Path):
         raise InputError(Diagnostic(f"'{path}' is not a twill schedule (format is {found!r}, expected '{FORMAT}')",
                                     hint=f"write one with: twill solve GRAPH.tir --gpu NAME -o {path}"))
     try:
-        return Schedule.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
+        schedule = Schedule.from_dict(data)
+        wrong = problems(schedule)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(Diagnostic(f"'{path}' is a malformed schedule: {type(exc).__name__}: {exc}")) from None
+    if wrong:
+        raise InputError(*(Diagnostic(f"'{path}' is a malformed schedule: {w}",
+                                      hint=f"write it again with: twill solve GRAPH --gpu NAME -o {path}")
+                           for w in wrong[:5]))
+    return schedule

@@ -8,6 +8,7 @@ misspelt or wrongly typed key is an `InputError` naming the file, the line and t
 from __future__ import annotations
 
 import difflib
+import math
 import importlib.util
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,6 +54,12 @@ TOP = {
     "sources": (dict, False, None),
 }
 ISSUE_KINDS = ("warp", "warp_group")
+# The least value of each numeric key (a clock of 0, a warpgroup of no warps or a register granule
+# of 0 describe no machine; the solver divides by some of them).
+MINIMUM = {
+    **{f"limits.{key}": 1 for key in LIMITS}, "limits.tmem_bytes": 0, "limits.register_reserve": 0,
+    "clock_ghz": 1e-3, "communication.cross_warp_cycles": 0, "streaming_depth": 1,
+}
 
 
 @dataclass(frozen=True)
@@ -154,6 +161,9 @@ class _Validator:
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 self.error(node, f"'{path}' must be a number or an arithmetic expression")
                 return None
+            if isinstance(value, (int, float)) and value < 0:
+                self.error(node, f"'{path}' must be at least 0, not {value!r}")
+                return None
             try:
                 return parse_expr(value)
             except ExprError as exc:
@@ -162,10 +172,14 @@ class _Validator:
                 self.errors.append(Diagnostic(f"'{path}': {exc}", Span(self.file, span.line, col, span.text)))
                 return None
         ok = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-              float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+              float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
               bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str)}[kind](value)
         if not ok:
             self.error(node, f"'{path}' must be {_kind_name(kind)}, not {value!r}")
+            return None
+        low = MINIMUM.get(path)
+        if low is not None and value < low:
+            self.error(node, f"'{path}' must be at least {low}, not {value!r}")
             return None
         return float(value) if kind is float else value
 

@@ -210,3 +210,55 @@ class Schedule:
     @classmethod
     def from_json(cls, text: str) -> "Schedule":
         return cls.from_dict(json.loads(text))
+
+
+def _count(v, low: int) -> bool:
+    return type(v) is int and v >= low
+
+
+def _amount(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+OPTION_CHECKS = {  # what each model option a schedule records (pipeline.model_options) may be
+    "warps": lambda v: _count(v, 1), "registers": lambda v: _count(v, 1), "depth": lambda v: _count(v, 1),
+    "cross_role": lambda v: isinstance(v, bool),
+    "groups": lambda v: all(isinstance(n, str) for g in v for n in g),
+}
+
+
+def problems(s: Schedule) -> list[str]:
+    """What makes a schedule read from a file unusable before any model is built: wrong types,
+    values out of range, names that do not add up (a hand-edited file, say). [] when it is sound."""
+    out = []
+    if not _count(s.ii, 1):
+        out.append(f"'ii' must be an integer >= 1, not {s.ii!r}")
+    if not _count(s.length, 0):
+        out.append(f"'length' must be an integer >= 0, not {s.length!r}")
+    if not s.ops:
+        out.append("'ops' is empty")
+    names = [o.name for o in s.ops]
+    for name in sorted({n for n in names if names.count(n) > 1}, key=str):
+        out.append(f"op '{name}' is listed more than once")
+    roles = {r.name for r in s.roles}
+    for o in s.ops:
+        if not _count(o.start, 0):
+            out.append(f"op '{o.name}': 'start' must be an integer >= 0, not {o.start!r}")
+        for key in ("cycles", "occupancy"):
+            if not _amount(getattr(o, key)):
+                out.append(f"op '{o.name}': '{key}' must be a number >= 0, not {getattr(o, key)!r}")
+        if s.roles and o.role not in roles:
+            out.append(f"op '{o.name}' runs on role {o.role!r}, which 'warps' does not list")
+    for r in s.roles:
+        if not (_count(r.warps, 1) and _count(r.registers, 1)):
+            out.append(f"role '{r.name}': 'warps' and 'registers' must be integers >= 1")
+    for b in s.buffers:
+        if not (_count(b.depth, 1) and _count(b.bytes, 0)):
+            out.append(f"buffer '{b.value}': 'depth' must be an integer >= 1 and 'bytes' >= 0")
+    for key, value in s.options:
+        check = OPTION_CHECKS.get(key)
+        if check is None:
+            out.append(f"unknown option '{key}' (options: {', '.join(OPTION_CHECKS)})")
+        elif not check(value):
+            out.append(f"option '{key}' cannot be {value!r}")
+    return out

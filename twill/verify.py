@@ -42,6 +42,8 @@ def _problem(schedule: Schedule, graph: Graph, machine: Machine) -> Problem:
 
 def check_ops(s: Schedule, p: Problem):
     names = {o.name for o in s.ops}
+    for name in sorted({o.name for o in s.ops if [q.name for q in s.ops].count(o.name) > 1}):
+        yield Violation("uniqueness", f"op '{name}' is scheduled more than once")
     for t in p.tasks:
         if t.name not in names:
             yield Violation("uniqueness", f"op '{t.name}' is not scheduled")
@@ -221,6 +223,8 @@ def verify(schedule: Schedule, graph: Graph, machine: Machine) -> list[Violation
     out: list[Violation] = []
     for family in FAMILIES.values():
         out.extend(family(schedule, p))
+        if any(v.family == "uniqueness" for v in out):  # the other families need each op placed once
+            return out
     return out
 
 
