@@ -32,3 +32,19 @@ def test_time_limit_exits_3_and_writes_no_unproven_nothing(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "time limit" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_ctrl_c_at_any_moment_of_a_run_exits_130(tmp_path):
+    """SIGINT at moments spread over a run, from the console script's own start (importing click
+    and the commands) through cost normalization (SCIP, which must not catch it) and the stages:
+    every one ends with exit 130 and the message, never a traceback or another error's code."""
+    out = tmp_path / "schedule.json"
+    cmd = [sys.executable, "-c", "import sys; from twill_cli.entry import run; sys.exit(run())", "solve",
+           str(EXAMPLE.parent / "attention_fwd_blackwell.tir"), "--gpu", "b200", "--no-cache", "-o", str(out)]
+    for delay in (0.2, 0.35, 0.5, 0.65, 0.8, 1.5):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr, (delay, stderr)
+        assert stdout == "" and not out.exists(), delay

@@ -55,6 +55,7 @@ def _solve(costs: tuple[float, ...], bound: int) -> list[int]:
     def build(f_cap: float | None):
         model = Model("normalize")
         model.hideOutput()
+        model.setParam("misc/catchctrlc", False)  # Ctrl-C is Python's KeyboardInterrupt, not a SCIP status
         model.setParam("randomization/randomseedshift", 0)
         scaled = [model.addVar(f"scaled[{costs[i]:g}]", vtype="I", lb=1, ub=bound) for i in range(len(c))]
         f = model.addVar("F", lb=0.0)
@@ -72,6 +73,8 @@ def _solve(costs: tuple[float, ...], bound: int) -> list[int]:
         return model, scaled, model.getStatus()
 
     model, first, status = build(None)
+    if status == "userinterrupt":
+        raise KeyboardInterrupt
     if status != "optimal":
         raise TwillError(f"cost normalization failed: SCIP status {status}")
     ints = [int(round(model.getVal(v))) for v in first]

@@ -82,7 +82,11 @@ class _Z3:
             def _status(self, result):
                 if result == z3.sat:
                     return outer.Status.SAT
-                return outer.Status.UNSAT if result == z3.unsat else outer.Status.UNKNOWN
+                if result == z3.unsat:
+                    return outer.Status.UNSAT
+                if "interrupted" in self.solver.reason_unknown() or "canceled" in self.solver.reason_unknown():
+                    raise KeyboardInterrupt  # z3 catches Ctrl-C and answers unknown: it is not a time limit
+                return outer.Status.UNKNOWN
 
             def check_context(self, params=None, timeout=None):
                 self.solver.set("timeout", int(timeout * 1000) if timeout else 4294967295)
