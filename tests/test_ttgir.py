@@ -348,6 +348,9 @@ def test_no_loop_is_an_error():
     ("%o = arith.addi", "%o arith.addi", "expected '='", "%o arith.addi"),
     ('%h = arith.truncf %f : tensor<64x64xf32, #blocked> to',
      '%h = arith.truncf %f : tensor<64xbadxf32, #blocked> to', "unknown element type 'badxf32'", "64xbadxf32"),
+    ("%x = tt.load %ptrs : tensor<64x64x", "%x = tt.load %ptrs : tensor<0x64x", "a dimension of 0", "0x64x"),
+    ("scf.yield %z, %o :", "scf.yield %z :", "2 iter_args but its scf.yield gives 1 value", "scf.for"),
+    ("%y = arith.mulf %d, %s", "%d = arith.mulf %d, %s", "'%d' is defined twice", "%d = arith.mulf"),
 ])
 def test_malformed_input_is_a_located_error(old, new, message, line_of):
     assert old in TOY

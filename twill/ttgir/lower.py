@@ -85,8 +85,11 @@ class _Lowering:
         return [self.value(name, tok) for name, tok in op.operands()]
 
     def bind(self, op: MOp, *vals: object) -> None:
-        """Bind the op's results in order; results beyond `vals` repeat the last value."""
+        """Bind the op's results in order; results beyond `vals` repeat the last value. SSA names
+        are defined once in a function: a second definition is an error."""
         for i, name in enumerate(op.results):
+            if name in self.env:
+                raise self.src.error(f"'%{name.split('#')[0]}' is defined twice", op.head)
             self.env[name] = vals[min(i, len(vals) - 1)] if vals else SCALAR
 
     def note(self, op: MOp, message: str, unknown: bool = False, hint: str | None = None) -> None:
@@ -558,6 +561,9 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     for op in loop.body():
         lw.lower(op)
     yielded = lw.yielded or []
+    if lw.yielded is not None and len(yielded) != len(pairs):
+        raise lw.src.error(f"the loop has {len(pairs)} iter_args but its scf.yield gives {len(yielded)} "
+                           f"value{'s' if len(yielded) != 1 else ''}", loop.head)
     yields = [(yielded[c.arg] if c.arg < len(yielded) else SCALAR) if c.arg is not None else lw.content[c.buf]
               for c in lw.carries]
     after = list(ops)[next(i for i, o in enumerate(ops) if o is loop) + 1:]

@@ -91,6 +91,8 @@ class TypeReader:
         if elem != "ptr" and not _SCALAR.match(elem):
             raise self.src.error(f"unknown element type '{elem}' in '{word.text}'", word)
         shape = tuple(int(d) for d in dims.split("x") if d)
+        if 0 in shape:
+            raise self.src.error(f"a tile with a dimension of 0 ('{word.text}'): nothing to schedule", word)
         end = _skip_angle(toks, i + 1)
         if is_tensor:
             return MType("tensor", shape, elem, "reg", pointee, order=self._order(toks[j:end - 1])), end
