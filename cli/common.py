@@ -3,8 +3,37 @@ from __future__ import annotations
 
 import click
 
-gpu_option = click.option("--gpu", "gpu", metavar="NAME|PATH", default=None,
+class Seconds(click.ParamType):
+    """A time limit: a finite number of seconds above 0 (click's FloatRange lets nan and inf by)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        import math
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"'{value}' is not a number of seconds", param, ctx)
+        if not (math.isfinite(seconds) and 0 < seconds <= 1e7):
+            self.fail(f"{value} is not a time limit: give seconds above 0 (at most 1e7), or leave it out", param, ctx)
+        return seconds
+
+
+def _nonempty(ctx, param, value):
+    if value == "":
+        raise click.BadParameter("give a bundled name (h100, h200, b200) or a .yaml path", ctx, param)
+    return value
+
+
+gpu_option = click.option("--gpu", "gpu", metavar="NAME|PATH", default=None, callback=_nonempty,
                           help="machine description: a bundled name (h100, h200, b200) or a .yaml path")
+
+
+def _groups(ctx, param, value):
+    for g in value:
+        if not [n for n in g.split(",") if n.strip()]:
+            raise click.BadParameter(f"'{g}' names no op: write --group OP,OP,...", ctx, param)
+    return value
 
 
 def need_gpu(gpu: str | None, what: str):
@@ -30,7 +59,7 @@ MODEL_FLAGS = (
     click.option("--no-cross-role", "no_cross", is_flag=True,
                  help="forbid producer and consumer on different roles"),
     click.option("--depth", type=click.IntRange(1), help="ring-buffer depth of streaming loads"),
-    click.option("--group", "groups", multiple=True, metavar="OP,OP,...",
+    click.option("--group", "groups", multiple=True, metavar="OP,OP,...", callback=_groups,
                  help="pin these ops to one role (repeat: each group gets its own role), to test a strategy"),
     click.option("--loop", type=int, help="for a .ttgir input: which loop to import"),
     click.option("-q", "--quiet", is_flag=True, help="no progress on stderr"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import check_file, gpu_option, model_flags, model_options, progress_printer
+from .common import Seconds, check_file, gpu_option, model_flags, model_options, progress_printer
 from .main import main
 
 
@@ -13,7 +13,7 @@ from .main import main
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="write the .cu file here (atomic; left untouched when unchanged) [default: stdout]")
 @click.option("--swp-only", is_flag=True, help="for a graph: solve the modulo schedule only (emit-cuda derives roles)")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True),
+@click.option("--time-limit", type=Seconds(),
               help="for a graph: seconds of search; exit 3 after emitting the best schedule")
 @model_flags
 def emit_cuda(source, gpu, output, swp_only, time_limit, **flags):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import gpu_option, model_flags, model_options, need_gpu, progress_printer
+from .common import Seconds, gpu_option, model_flags, model_options, need_gpu, progress_printer
 from .main import main
 
 
@@ -14,7 +14,7 @@ from .main import main
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml"]),
               help="stdout format [default: table; with -o, nothing unless asked]")
 @click.option("--swp-only", is_flag=True, help="stop after the modulo-scheduling stage (no warp specialization)")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), help="seconds; exit 3 with the best schedule")
+@click.option("--time-limit", type=Seconds(), help="seconds; exit 3 with the best schedule")
 @click.option("--smt-backend", type=click.Choice(["yices", "z3"]), default="yices", show_default=True,
               help="joint-stage solver (z3 for comparison only)")
 @click.option("--no-cache", "no_cache", is_flag=True, help="solve again even if this problem was solved before")

@@ -108,6 +108,11 @@ def test_unknown_gpu_suggests_a_bundled_one():
      "directory 'no/such/dir' does not exist"),
     (["solve", str(CLI), "--gpu", "h100"], "is a directory"),
     (["nosuchcommand"], "No such command"),
+    *((["solve", FIG1, "--gpu", "h100", "--time-limit", t], "Invalid value for '--time-limit'")
+      for t in ("nan", "inf", "0", "-1", "abc")),
+    (["emit-cuda", FIG1, "--gpu", "h100", "--time-limit", "nan"], "Invalid value for '--time-limit'"),
+    (["solve", FIG1, "--gpu", "h100", "--group", ","], "',' names no op"),
+    (["solve", FIG1, "--gpu", ""], "give a bundled name"),
 ])
 def test_usage_errors_exit_2(args, message):
     result = invoke(*args)
