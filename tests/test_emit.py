@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from twill.emit import EmitError, build_model, emit_cuda
+from twill.errors import InputError
 from twill.emit.cuda import Renderer
 from twill.machine import load_machine
 from twill.schedule import Schedule
@@ -477,6 +478,25 @@ def test_unknown_opcode_becomes_a_hook(tmp_path):
         proc = subprocess.run([nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-c", str(src),
                                "-o", str(tmp_path / "hooked.o")], capture_output=True, text=True)
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+def test_an_mma_accumulating_in_f16_is_refused():
+    from twill.pipeline import SolveOptions, solve
+    text = ("kernel f16acc\ncarry acc : f16[64,128] = 0\nloop {\n  a = load : f16[64,64] @smem\n"
+            "  b = load : f16[64,128] @smem\n  acc_n = mma a, b, acc : f16[64,128]\n  yield acc = acc_n\n}\n")
+    machine = load_machine("h100")
+    schedule = solve(parse_tir(text, "f16acc.tir"), machine, SolveOptions(swp_only=True))
+    with pytest.raises(EmitError, match="emit-cuda's mma accumulates in f32 \\(the result is f16\\)"):
+        emit_cuda(schedule, machine)
+
+
+def test_an_mma_whose_shapes_do_not_agree_is_an_error_where_it_is_written():
+    from twill.costs import bind
+    text = ("kernel k\ncarry acc : f32[64,128] = 0\nloop {\n  a = load : f16[64,64] @smem\n"
+            "  b = load : f16[32,128] @smem\n  acc_n = mma a, b, acc : f32[64,128]\n  yield acc = acc_n\n}\n")
+    with pytest.raises(InputError, match=r"k.tir:6:11: error: op 'acc_n': the shapes of this mma do not agree: "
+                                         r"b is 32x128, neither 64x128 nor 128x64"):
+        bind(parse_tir(text, "k.tir"), load_machine("h100"))
 
 
 def test_arithmetic_with_a_missing_operand_is_refused_not_miscompiled(tmp_path):

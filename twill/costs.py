@@ -57,6 +57,20 @@ def shape_env(graph: Graph, op: Op) -> dict[str, float]:
     return env
 
 
+def _mma_mismatch(graph: Graph, op: Op) -> str | None:
+    """Why the rank-2 operands of an mma cannot multiply into its result (None when they can)."""
+    types = [graph.operand_type(o) for o in op.operands[:2]]
+    if op.type is None or len(types) < 2 or any(t is None or len(t.shape) != 2 for t in types + [op.type]):
+        return None
+    (m, n), a, b = op.type.shape, types[0].shape, types[1].shape
+    if m not in a:
+        return f"a is {a[0]}x{a[1]}, and neither dimension is the result's {m} rows"
+    k = a[1] if a[0] == m else a[0]
+    if b not in ((k, n), (n, k)):
+        return f"b is {b[0]}x{b[1]}, neither {k}x{n} nor {n}x{k} (K = {k} from a, N = {n} from the result)"
+    return None
+
+
 def _in_loop_inputs(graph: Graph, op: Op) -> bool:
     return any(o.name in graph.by_name or (o.name in graph.values and graph.values[o.name].kind == "carry")
                for o in op.operands)
@@ -85,6 +99,10 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
             errors.error(f"op '{op.name}': issue must be one of {', '.join(ISSUE_KINDS)}", op.span)
             continue
         env = shape_env(graph, op)
+        if op.opcode == "mma" and (why := _mma_mismatch(graph, op)):
+            errors.error(f"op '{op.name}': the shapes of this mma do not agree: {why}", op.span,
+                         "an mma takes a [M, K] (or [K, M]), b [K, N] (or [N, K]) and gives [M, N]")
+            continue
         try:
             cycles = float(attrs["cycles"]) if "cycles" in attrs else spec.cycles(env)
             occupancy = (float(attrs["occupancy"]) if "occupancy" in attrs

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..errors import InputError
+from ..errors import Diagnostic, InputError
 from ..ir import Graph, Op, TensorType
 from ..machine import Machine
 from ..schedule import Schedule
@@ -352,6 +352,10 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
     if a.dtype != b.dtype or a.dtype not in ("f16", "bf16"):
         raise EmitError(f"op '{op.name}': emit-cuda's mma takes f16 or bf16 a and b of one dtype "
                         f"(got {a.dtype}, {b.dtype})")
+    if op.type.dtype != "f32":
+        raise EmitError(Diagnostic(f"op '{op.name}': emit-cuda's mma accumulates in f32 (the result is "
+                                   f"{op.type.dtype})", op.span, "make the mma's result f32; a carry can still be "
+                                   "written out in f16 with {output = f16}"))
     return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3, a_kmajor)
 
 
