@@ -75,6 +75,8 @@ FIXTURES = {
     "triton_matmul_sm90.h100": ("sm_90a", 0),
     "triton39_mm_acol.h100": ("sm_90a", 0),  # A column-major in memory (K x M): wgmma's transposed A
     "triton39_mm_bcol.h100": ("sm_90a", 0),  # B column-major (N x K): K-major B
+    # 512 threads (128 registers at launch): its m64n256 wgmmas are issued as two m64n128 each
+    "gemm_3x64.h100": ("sm_90a", 0),
 }
 PERSISTENT_RUNS = ("gemm_hopper.h100", "attention_fwd_hopper.h100")  # bench/gpu_bench.py runs these
 # kernels without spills whose wgmmas ptxas still serializes somewhere (C7512 / C7515): the

@@ -115,6 +115,37 @@ def test_bf16_gemm_matches_torch(tmp_path):
     assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
 
 
+@pytest.mark.parametrize("persistent", ["0", "1"])
+def test_wgmmas_split_for_the_launch_cap_match_torch(tmp_path, monkeypatch, persistent):
+    """tests/data/tir/gemm_3x64.tir with its three consumers pinned: 512 threads, so emit-cuda issues
+    each m64n256 as two m64n128 wgmmas into the halves of the accumulator fragment."""
+    import ctypes
+    monkeypatch.setenv("TWILL_PERSISTENT", persistent)
+    g = _bench()
+    lib = _golden_lib(tmp_path, "gemm_3x64.h100", "twill_gemm_3x64", r"""
+extern "C" int gemm_launch(int tiles_m, int tiles_n, int iters, const void* a, const void* b, void* c) {
+  NS::Problem p;  // the three 64-row parts of each 192-row tile of one A and one C
+  p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters;
+  p.persistent = getenv("TWILL_PERSISTENT") ? atoi(getenv("TWILL_PERSISTENT")) : -1;
+  p.a0 = p.a1 = p.a2 = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b);
+  p.a0_rows_step = p.a1_rows_step = p.a2_rows_step = 192; p.a1_rows_offset = 64; p.a2_rows_offset = 128;
+  p.out_acc0 = p.out_acc1 = p.out_acc2 = static_cast<__half*>(c);
+  p.out_acc0_rows_step = p.out_acc1_rows_step = p.out_acc2_rows_step = 192;
+  p.out_acc1_rows_offset = 64; p.out_acc2_rows_offset = 128;
+  return static_cast<int>(NS::launch(p));
+}
+""")
+    tiles_m, tiles_n, iters = 5, 3, 10
+    torch.manual_seed(31)
+    a = torch.randn(192 * tiles_m, 64 * iters, device="cuda", dtype=torch.float16)
+    b = torch.randn(64 * iters, 256 * tiles_n, device="cuda", dtype=torch.float16)
+    c = torch.full((192 * tiles_m, 256 * tiles_n), float("nan"), device="cuda", dtype=torch.float16)
+    assert lib.gemm_launch(tiles_m, tiles_n, iters, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c))) == 0
+    torch.cuda.synchronize()
+    assert int(torch.isnan(c).sum()) == 0
+    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
+
+
 def _golden_lib(tmp_path, fixture, namespace, shim):
     """A golden emitted file (tests/golden/emit), compiled unmodified with a small extern "C" shim."""
     src = os.path.join(ROOT, "tests", "golden", "emit", fixture + ".cu")

@@ -117,6 +117,10 @@ class MmaShape:
     a_kmajor: bool = True  # a stored M x K; False: stored K x M and used transposed (P^T dO)
 
 
+# Registers one wgmma takes besides its f32 accumulators (descriptors, a's fragment, the predicate):
+# ptxas asked for 154 to compile an m64n256k16 (128 accumulators) at a launch cap of 128.
+WGMMA_REGISTERS = 32
+
 DIM_LABELS = ("rows", "cols")  # a tile's two dimensions, as the launcher's fields name them
 
 
@@ -215,6 +219,17 @@ class KernelModel:
     @property
     def threads(self) -> int:
         return 128 * len(self.warpgroups)
+
+    def wgmma_n(self, shape: MmaShape) -> int:
+        """The N of each wgmma instruction an mma of `shape` is issued as. ptxas compiles one
+        instruction within the registers a thread is launched with, whatever setmaxnreg gives its
+        warpgroup later: an m64n256 (128 accumulator registers) in a CTA of 512 threads (128 each)
+        is a fatal C7602. Such an N is halved, each half a wgmma into its half of the fragment."""
+        cap = min(255, self.machine.limits.registers_per_sm // self.threads // 8 * 8)
+        n, step = shape.n, 8 if shape.b_kmajor else 64  # an N-major B is addressed in 64-column blocks
+        while n // 2 + WGMMA_REGISTERS > cap and n % 2 == 0 and (n // 2) % step == 0:
+            n //= 2
+        return n
 
     @property
     def blackwell(self) -> bool:

@@ -240,22 +240,23 @@ def _wgmma(call: OpCall) -> list[str]:
             lines.append(f"twill::op_convert({tmp}, {a.expr});")
             a_expr = tmp
     trans = f"{0 if s.b_kmajor else 1}" if kind == "rs" else f"{0 if s.a_kmajor else 1}, {0 if s.b_kmajor else 1}"
-    fn = f"twill::wgmma_m64n{s.n}k16_{kind}_{s.dtype}<{trans}>"
+    n = call.model.wgmma_n(s)  # s.n, or a part of it where one instruction would not fit the launch cap
+    fn = f"twill::wgmma_m64n{n}k16_{kind}_{s.dtype}<{trans}>"
     a_op = (_operand_desc(call.model, a, s.a_kmajor, f"{call.row0} + 64 * mb", "16 * kk") if kind == "ss"
             else f"&{a_expr}.x[mb][4 * kk]")
-    b_op = _operand_desc(call.model, b, s.b_kmajor, "0", "16 * kk")
     scale = "1" if s.accumulate else "kk > 0"
     fences = [f"twill::fence_frag({call.out.expr});"] + ([f"twill::fence_frag({a_expr});"] if kind == "rs" else [])
-    lines += fences + [
-        "twill::wgmma_fence();",
-        "#pragma unroll",
-        f"for (int mb = 0; mb < {mb}; ++mb) {{",
-        "#pragma unroll",
-        f"  for (int kk = 0; kk < {s.k // 16}; ++kk)",
-        f"    {fn}({call.out.expr}.x[mb], {a_op}, {b_op}, {scale});",
-        "}",
-        "twill::wgmma_commit();",
-    ]
+    lines += fences + ["twill::wgmma_fence();", "#pragma unroll", f"for (int mb = 0; mb < {mb}; ++mb) {{"]
+    if n == s.n:
+        b_op = _operand_desc(call.model, b, s.b_kmajor, "0", "16 * kk")
+        lines += ["#pragma unroll", f"  for (int kk = 0; kk < {s.k // 16}; ++kk)",
+                  f"    {fn}({call.out.expr}.x[mb], {a_op}, {b_op}, {scale});"]
+    else:  # N in parts: part nc writes columns [nc*n, (nc+1)*n), which are the fragment's values nc*n/2..
+        b_op = _operand_desc(call.model, b, s.b_kmajor, f"{n} * nc", "16 * kk")
+        part = f"*reinterpret_cast<float(*)[{n // 2}]>(&{call.out.expr}.x[mb][{n // 2} * nc])"
+        lines += ["#pragma unroll", f"  for (int nc = 0; nc < {s.n // n}; ++nc)", "#pragma unroll",
+                  f"    for (int kk = 0; kk < {s.k // 16}; ++kk)", f"      {fn}({part}, {a_op}, {b_op}, {scale});"]
+    lines += ["}", "twill::wgmma_commit();"]
     return lines
 
 
