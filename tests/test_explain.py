@@ -173,3 +173,16 @@ def test_blackwell_backward_under_a_reduced_register_budget():
     assert fixes["drop every registers constraint (what-if, not a flag)"] is True
     assert fixes["--registers 255"] is True
     assert fixes["--warps 20"] is False  # more roles cannot split one op's registers
+
+
+def test_a_ring_depth_the_graph_sets_is_relaxed_in_the_graph_not_by_the_flag(tmp_path):
+    """The GEMM's loads say {depth = 4}: on a machine with 160 KiB of shared memory the rings do not
+    fit, and the relaxation that works is a shallower ring on those ops. --depth only sets the
+    default, so suggesting it (and reporting it unsatisfiable) misled."""
+    from twill.machine import parse_machine
+    text = (ROOT / "specs" / "h100.yaml").read_text().replace("smem_bytes: 232448", "smem_bytes: 163840")
+    machine = parse_machine(text, str(tmp_path / "small.yaml"))
+    ex = explain(load_graph(EX / "gemm_hopper.tir"), machine, SolveOptions())
+    assert not ex.realisable and {c.family for c in ex.core} == {"memory"}
+    depth = [r for r in ex.relaxations if "depth" in r.change]
+    assert [(r.change.split(" (")[0], r.satisfiable) for r in depth] == [("{depth = 3} on a0, a1, b", True)]

@@ -257,9 +257,12 @@ def _check_whole(p: Problem, ii: int, lmax: int) -> bool:
         gp.dispose()
 
 
-def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int) -> list[Relaxation]:
+def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int,
+                pinned_depth: frozenset = frozenset()) -> list[Relaxation]:
     """For each family of the core: dropping it all (generic), then the knob that loosens it.
-    `rebuild(**changes)` gives the Problem for changed SolveOptions (warps, registers, ...)."""
+    `rebuild(**changes)` gives the Problem for changed SolveOptions (warps, registers, ...);
+    `pinned_depth` names the ops whose ring depth the .tir sets (`{depth = N}`, which --depth,
+    a default, does not change)."""
     from .joint import window
     p, ii, lmax = gp.p, gp.ii, gp.lmax
     lim = p.limits
@@ -298,7 +301,14 @@ def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int) -
                 tried(fam, "cross-role delay 0 (what-if: free communication between roles)", replace(p, cross=0))
         if fam == "memory":
             depths = sorted({t.depth for t in p.tasks if t.streaming})
-            if depths and depths[-1] > 1:
+            deepest = [t.name for t in p.tasks if t.streaming and depths and t.depth == depths[-1]]
+            if depths and depths[-1] > 1 and set(deepest) & pinned_depth:
+                d = depths[-1] - 1
+                shallower = replace(p, tasks=tuple(replace(t, depth=min(t.depth, d)) if t.streaming else t
+                                                   for t in p.tasks))
+                tried(fam, f"{{depth = {d}}} on {', '.join(deepest)} (the .tir sets their depth; --depth is "
+                           "only the default)", shallower)
+            elif depths and depths[-1] > 1:
                 tried(fam, f"--depth {depths[-1] - 1}", rebuild(depth=depths[-1] - 1))
             else:
                 out.append(Relaxation(fam, "a shallower ring", None, "streaming rings are already at depth 1"))
@@ -345,7 +355,8 @@ def explain(graph, machine, options, progress=lambda stage, info: None) -> Expla
             def rebuild(**changes):
                 return build_problem(graph, machine, replace(options, **changes))[0]
 
-            ex.relaxations = relaxations(gp, core, rebuild, length)
+            pinned = frozenset(op.name for op in graph.ops if "depth" in dict(op.attrs))
+            ex.relaxations = relaxations(gp, core, rebuild, length, pinned)
         ex.checks = gp.checks
     finally:
         gp.dispose()
