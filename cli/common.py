@@ -117,3 +117,12 @@ def check_file(schedule, machine, source: str) -> None:
                          Diagnostic(f"{len(bad)} violation(s){more}: the file was edited, or solved by another "
                                     "version of twill", hint=f"solve it again: twill solve GRAPH --gpu "
                                                              f"{machine.name} -o {source}"))
+
+
+def distinct_output(source: str, output: str | None) -> None:
+    """-o must not name the input: a schedule written over its graph would lose the graph."""
+    import os
+
+    from twill.errors import InputError
+    if output and os.path.exists(output) and os.path.exists(source) and os.path.samefile(source, output):
+        raise InputError(f"-o {output} is the input file itself: writing there would replace it")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import Seconds, check_file, gpu_option, model_flags, model_options, progress_printer
+from .common import Seconds, check_file, distinct_output, gpu_option, model_flags, model_options, progress_printer
 from .main import main
 
 
@@ -19,6 +19,7 @@ from .main import main
 def emit_cuda(source, gpu, output, swp_only, time_limit, **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
     (.tir, .ttgir) that is solved first with --gpu."""
+    distinct_output(source, output)
     from twill.pipeline import TimeLimitReached
 
     pending = None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 
+from .common import distinct_output
 from .main import main
 
 
@@ -13,6 +14,7 @@ from .main import main
 @click.option("--strict", is_flag=True, help="an op the importer does not know is an error, not a warning")
 def import_(ttgir, output, loop, strict):
     """Read a TTGIR dump taken before Triton's pipeliner and write the loop's .tir graph."""
+    distinct_output(ttgir, output)
     from twill.fileio import write_atomic
     from twill.tir import print_tir
     from twill.ttgir import load_ttgir

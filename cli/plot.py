@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import gpu_option, need_gpu, progress_printer, solve_options
+from .common import distinct_output, gpu_option, need_gpu, progress_printer, solve_options
 from .main import main
 
 
@@ -19,6 +19,7 @@ from .main import main
 def plot(source, output, gpu, swp_only, arrows, loop, quiet):
     """Draw the unrolled program of SOURCE (a schedule .json, or a graph to solve first) as a Gantt
     chart: one lane per warp role and per functional unit, prologue and epilogue shaded, I marked."""
+    distinct_output(source, output)
     from twill.errors import InputError
     from twill.plot import FORMATS, chart_data, render
 

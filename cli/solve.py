@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import Seconds, gpu_option, model_flags, model_options, need_gpu, progress_printer
+from .common import Seconds, distinct_output, gpu_option, model_flags, model_options, need_gpu, progress_printer
 from .main import main
 
 
@@ -22,6 +22,7 @@ from .main import main
 @model_flags
 def solve(graph, gpu, output, fmt, swp_only, time_limit, smt_backend, no_cache, timings, **flags):
     """Find the optimal pipelined, warp-specialized schedule of GRAPH (.tir or .ttgir)."""
+    distinct_output(graph, output)
     from twill.fileio import load_graph
     from twill.pipeline import TimeLimitReached, solve as run
 

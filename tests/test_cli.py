@@ -343,3 +343,22 @@ def test_output_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_pat
 def test_output_to_a_directory_is_exit_2(tmp_path):
     result = invoke("solve", FIG1, "--gpu", "h100", "-q", "-o", str(tmp_path))
     assert result.exit_code == 2 and "is a directory" in result.output
+
+
+def test_a_file_that_is_not_utf8_is_located(tmp_path):
+    bad = tmp_path / "bin.tir"
+    bad.write_bytes(b"kernel k\nloop {\n  x = f \xff : f32[1]\n}\n")
+    result = invoke("solve", str(bad), "--gpu", "h100")
+    assert result.exit_code == 2 and f"{bad}:3:9: error: graph '{bad}' is not UTF-8 text: byte 0xff" in result.output
+    crlf = tmp_path / "crlf.tir"  # and Windows line ends still read as lines
+    crlf.write_bytes((ROOT / "examples" / "fig1.tir").read_bytes().replace(b"\n", b"\r\n"))
+    assert invoke("solve", str(crlf), "--gpu", "h100", "--swp-only", "-q").exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["solve", "emit-cuda", "plot"])
+def test_output_onto_the_input_is_refused(tmp_path, command):
+    graph = tmp_path / "g.tir"
+    graph.write_text((ROOT / "examples" / "fig1.tir").read_text())
+    result = invoke(command, str(graph), "--gpu", "h100", "-o", str(graph))
+    assert result.exit_code == 2 and "is the input file itself" in result.output, result.output
+    assert graph.read_text() == (ROOT / "examples" / "fig1.tir").read_text()

@@ -15,13 +15,22 @@ from .errors import Diagnostic, InputError
 
 def read_text(path: str | Path, what: str = "file") -> str:
     try:
-        return Path(path).read_text()
+        data = Path(path).read_bytes()
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # newlines as open() reads them
+    except UnicodeDecodeError as exc:  # where the first byte that is not UTF-8 is, as FILE:LINE:COL
+        from .errors import Span
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        text = data.split(b"\n")[line - 1].decode("utf-8", "replace")
+        raise InputError(Diagnostic(f"{what} '{path}' is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be "
+                                    "decoded", Span(str(path), line, col, text),
+                                    "save the file as UTF-8 (binary files are not graphs)")) from None
     except FileNotFoundError:
         raise InputError(Diagnostic(f"{what} '{path}' does not exist")) from None
     except IsADirectoryError:
         raise InputError(Diagnostic(f"{what} '{path}' is a directory")) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(Diagnostic(f"cannot read {what} '{path}': {exc}")) from None
+    except OSError as exc:
+        raise InputError(Diagnostic(f"cannot read {what} '{path}': {exc.strerror or exc}")) from None
 
 
 def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = False) -> bool:
