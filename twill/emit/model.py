@@ -225,7 +225,7 @@ class KernelModel:
         instruction within the registers a thread is launched with, whatever setmaxnreg gives its
         warpgroup later: an m64n256 (128 accumulator registers) in a CTA of 512 threads (128 each)
         is a fatal C7602. Such an N is halved, each half a wgmma into its half of the fragment."""
-        cap = min(255, self.machine.limits.registers_per_sm // self.threads // 8 * 8)
+        cap = min(255, launch_registers(self.threads))
         n, step = shape.n, 8 if shape.b_kmajor else 64  # an N-major B is addressed in 64-column blocks
         while n // 2 + WGMMA_REGISTERS > cap and n % 2 == 0 and (n // 2) % step == 0:
             n //= 2
