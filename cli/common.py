@@ -62,6 +62,8 @@ MODEL_FLAGS = (
     click.option("--group", "groups", multiple=True, metavar="OP,OP,...", callback=_groups,
                  help="pin these ops to one role (repeat: each group gets its own role), to test a strategy"),
     click.option("--loop", type=int, help="for a .ttgir input: which loop to import"),
+    click.option("--split-rows", type=click.IntRange(1), default=1,
+                 help="sub-tile: the rows of the loop's mma tiles as N independent parts (N = 2: FA3's halves)"),
     click.option("-q", "--quiet", is_flag=True, help="no progress on stderr"),
 )
 
@@ -126,3 +128,10 @@ def distinct_output(source: str, output: str | None) -> None:
     from twill.errors import InputError
     if output and os.path.exists(output) and os.path.exists(source) and os.path.samefile(source, output):
         raise InputError(f"-o {output} is the input file itself: writing there would replace it")
+
+
+def graph_of(source: str, flags: dict):
+    """The graph of a .tir or .ttgir file, sub-tiled as --split-rows asks."""
+    from twill.fileio import load_graph
+    from twill.split import split_rows
+    return split_rows(load_graph(source, flags["loop"]), flags["split_rows"])

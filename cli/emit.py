@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import Seconds, check_file, distinct_output, gpu_option, model_flags, model_options, progress_printer
+from .common import Seconds, check_file, distinct_output, gpu_option, graph_of, model_flags, model_options, progress_printer
 from .main import main
 
 
@@ -29,12 +29,11 @@ def emit_cuda(source, gpu, output, swp_only, time_limit, **flags):
         machine = _machine_for(schedule, gpu)
         check_file(schedule, machine, source)
     else:
-        from twill.fileio import load_graph
         from twill.pipeline import solve
 
         from .common import need_gpu
         machine = need_gpu(gpu, "emit-cuda of a graph")
-        graph = load_graph(source, flags["loop"])
+        graph = graph_of(source, flags)
         options = model_options(flags, swp_only=swp_only, time_limit=time_limit)
         try:
             schedule = solve(graph, machine, options, progress_printer(flags["quiet"]))

@@ -5,7 +5,7 @@ import json
 
 import click
 
-from .common import gpu_option, model_flags, model_options, need_gpu, progress_printer
+from .common import gpu_option, graph_of, model_flags, model_options, need_gpu, progress_printer
 from .main import main
 
 
@@ -18,10 +18,9 @@ def explain(graph, gpu, fmt, **flags):
     """Explain whether the SWP bound I0 of GRAPH is realisable: a minimal conflict, checked relaxations,
     and the smallest realisable I."""
     from twill.explain import explain as run, render_text
-    from twill.fileio import load_graph
 
     machine = need_gpu(gpu, "explain")
-    g = load_graph(graph, flags["loop"])
+    g = graph_of(graph, flags)
     ex = run(g, machine, model_options(flags), progress_printer(flags["quiet"]))
     if fmt == "json":
         click.echo(json.dumps(ex.to_dict(), indent=2))

@@ -12,14 +12,21 @@ from .main import main
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the .tir here (atomic); else stdout")
 @click.option("--loop", type=click.IntRange(0), help="which top-level scf.for (0-based; default: the largest)")
 @click.option("--strict", is_flag=True, help="an op the importer does not know is an error, not a warning")
-def import_(ttgir, output, loop, strict):
+@click.option("--split-rows", type=click.IntRange(1), default=1,
+              help="sub-tile: the rows of the loop's mma tiles as N independent parts (as Triton's num_warps = 8 "
+                   "runs a 128-row tile on 2 warpgroups)")
+def import_(ttgir, output, loop, strict, split_rows):
     """Read a TTGIR dump taken before Triton's pipeliner and write the loop's .tir graph."""
     distinct_output(ttgir, output)
     from twill.fileio import write_atomic
     from twill.tir import print_tir
     from twill.ttgir import load_ttgir
 
+    from twill.split import split_rows as split
     graph, warnings = load_ttgir(ttgir, loop=loop, strict=strict)
+    graph = split(graph, split_rows)
+    if split_rows > 1:  # the hint about Triton's warpgroups is then taken
+        warnings = [w for w in warnings if "--split-rows" not in (w.hint or "")]
     for w in warnings:
         click.echo(w.render(), err=True)
     text = print_tir(graph)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import Seconds, distinct_output, gpu_option, model_flags, model_options, need_gpu, progress_printer
+from .common import Seconds, distinct_output, gpu_option, graph_of, model_flags, model_options, need_gpu, progress_printer
 from .main import main
 
 
@@ -23,11 +23,10 @@ from .main import main
 def solve(graph, gpu, output, fmt, swp_only, time_limit, smt_backend, no_cache, timings, **flags):
     """Find the optimal pipelined, warp-specialized schedule of GRAPH (.tir or .ttgir)."""
     distinct_output(graph, output)
-    from twill.fileio import load_graph
     from twill.pipeline import TimeLimitReached, solve as run
 
     machine = need_gpu(gpu, "solve")
-    g = load_graph(graph, flags["loop"])
+    g = graph_of(graph, flags)
     options = model_options(flags, swp_only=swp_only, time_limit=time_limit, timings=timings, cache=not no_cache,
                             smt_backend=smt_backend)
     try:

@@ -68,6 +68,9 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
         raise InputError(Diagnostic(f"{file}: no loop of the file computes a tile: nothing to schedule",
                                     hint="twill schedules tile loops (loads, dots, reductions); dump a kernel "
                                          "with such a loop"))
+    hint = _warpgroups_hint(module, graph, file)
+    if hint is not None:
+        notes = [*notes, hint]
     unknown = [n.diagnostic for n in notes if n.unknown]
     if strict and unknown:
         raise InputError(*(replace(d, severity="error") for d in unknown))
@@ -78,6 +81,26 @@ def load_ttgir(path, loop: int | None = None, strict: bool = False) -> tuple[Gra
     """Read a `.ttgir` file and import it; spans and `Graph.file` name `path` as given."""
     file = os.fspath(path)
     return import_ttgir(read_text(file, "TTGIR file"), file, loop=loop, strict=strict)
+
+
+def _warpgroups_hint(module: Module, graph: Graph, file: str) -> Note | None:
+    """A note where Triton runs the rows of an mma tile on several warpgroups (an nvidia_mma
+    layout with warpsPerCTA = [8, 1], say: num_warps = 8) and twill's graph would give each op one."""
+    from .types import _int_list
+    groups = 1
+    for tokens in module.aliases.values():
+        if tokens and tokens[0].text in ("#ttg.nvidia_mma", "#triton_gpu.nvidia_mma"):
+            warps = _int_list(tokens, "warpsPerCTA")
+            if warps and len(warps) == 2 and warps[1] == 1 and warps[0] % 4 == 0:
+                groups = max(groups, warps[0] // 4)
+    rows = [op.type.shape[0] for op in graph.ops if op.opcode == "mma" and op.type and len(op.type.shape) == 2]
+    if groups < 2 or not rows or max(rows) % (64 * groups):
+        return None
+    return Note(Diagnostic(f"{file}: Triton runs the rows of this loop's {max(rows)}-row mma tiles on {groups} "
+                           "warpgroups (its mma layout's warpsPerCTA); the graph gives each op to one",
+                           hint=f"--split-rows {groups} imports them as {groups} independent parts of "
+                                f"{max(rows) // groups} rows, as Triton runs them (FA3's sub-tiling)",
+                           severity="warning"))
 
 
 def _loops(ops, enclosing: tuple[MOp, ...] = ()) -> list[tuple[MOp, ...]]:

@@ -1,0 +1,112 @@
+"""Sub-tiling: a graph whose tiles have M rows as `parts` independent graphs of M / parts rows.
+
+FA3 and CUTLASS's cooperative GEMM run a 128-row tile as two 64-row halves on two consumer
+warpgroups; Triton does the same with `num_warps = 8` (the mma layout's warpsPerCTA = [8, 1]).
+The Twill paper sub-tiles its graphs by hand (examples/gemm_hopper.tir, attention_fwd_hopper.tir);
+`split_rows` does it for any graph, so a Triton kernel imported with its 128-row tile can be
+scheduled as the halves it runs as.
+
+Which values have rows: an mma's result, its first operand (a, used M x K) and its accumulator
+all share the mma's M rows; an elementwise op or a row reduction shares the rows of every tile it
+reads or makes whose first dimension is M; a carry shares them with the op that yields it. The
+second operand of an mma (K, V, a GEMM's B) has none: the parts read it as it is. Every value
+with rows becomes `parts` values (NAME0, NAME1, ...: a load becomes loads of its rows, a carry
+carries, an input inputs), and each op that makes one is repeated for each part.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .errors import Diagnostic, InputError
+from .ir import Graph, Operand, Value
+
+
+def split_rows(graph: Graph, parts: int) -> Graph:
+    """`graph` with the rows of its row-carrying values split into `parts` (see the module doc)."""
+    if parts == 1:
+        return graph
+    rows = _row_values(graph)
+    if not rows:
+        raise InputError(Diagnostic(f"{graph.file}: no mma in the loop gives its tiles rows to split",
+                                    hint="sub-tiling splits the M rows of a loop's mma tiles"))
+    m = _rows_of(graph, next(iter(rows)))
+    if m % parts or (m // parts) % 64:
+        raise InputError(Diagnostic(f"{graph.file}: {m} rows cannot be split into {parts} parts of a multiple of "
+                                    "64 rows (a wgmma's M)", hint="split into parts of 64 or 128 rows"))
+    names = {v.name for v in graph.inputs + graph.carries} | {op.name for op in graph.ops}
+    part = {v: [_part_name(v, i, names) for i in range(parts)] for v in rows}
+
+    def operand(o: Operand, i: int) -> Operand:
+        return replace(o, name=part[o.name][i]) if o.name in rows else o
+
+    def value(v: Value) -> list[Value]:
+        if v.name not in rows:
+            return [v]
+        return [replace(v, name=part[v.name][i], type=_fewer_rows(v.type, m // parts)) for i in range(parts)]
+
+    ops = []
+    for op in graph.ops:
+        if op.name not in rows:
+            ops.append(op)
+            continue
+        for i in range(parts):
+            ops.append(replace(op, name=part[op.name][i], operands=tuple(operand(o, i) for o in op.operands),
+                               type=_fewer_rows(op.type, m // parts)))
+    yields = [(part[c][i] if c in rows else c, part[r][i] if r in rows else r)
+              for c, r in graph.yields for i in range(parts if c in rows else 1)]
+    split = Graph(graph.kernel, tuple(v for x in graph.inputs for v in value(x)),
+                  tuple(v for x in graph.carries for v in value(x)), tuple(ops), tuple(yields), file=graph.file)
+    from .tir import parse_tir, print_tir
+    return parse_tir(print_tir(split), graph.file)  # checked as any graph, result-less ops named afresh
+
+
+def _row_values(graph: Graph) -> set[str]:
+    """The names of the values that share the rows of the loop's mma tiles (a fixpoint)."""
+    types = {v.name: v.type for v in graph.inputs + graph.carries} | {o.name: o.type for o in graph.ops if o.type}
+    rows: set[str] = set()
+    mmas = [op for op in graph.ops if op.opcode == "mma" and op.type is not None and len(op.type.shape) == 2]
+    for op in mmas:
+        a = types.get(op.operands[0].name)
+        if a is not None and a.shape and a.shape[0] == op.type.shape[0]:  # a used M x K (not transposed)
+            rows |= {op.name, op.operands[0].name} | {o.name for o in op.operands[2:]}
+    if not rows:
+        return rows
+    m = next(types[n].shape[0] for n in rows)
+    changed = True
+    while changed:
+        before = len(rows)
+        for op in graph.ops:
+            if op.opcode == "mma":
+                if op.name in rows:
+                    rows |= {op.operands[0].name} | {o.name for o in op.operands[2:]}
+                continue
+            tiles = [o.name for o in op.operands if o.name in types and types[o.name].shape[:1] == (m,)]
+            if op.name in rows or any(t in rows for t in tiles):  # a store of a row tile is split with it
+                rows |= set(tiles) | ({op.name} if op.type is None or op.type.shape[:1] == (m,) else set())
+        for c, r in graph.yields:  # a carry and the op that yields it
+            if c in rows or r in rows:
+                rows |= {c, r}
+        changed = len(rows) != before
+    for op in mmas:
+        if len(op.operands) > 1 and op.operands[1].name in rows:
+            raise InputError(Diagnostic(f"{graph.file}: op '{op.name}' reads the row-split '{op.operands[1].name}' "
+                                        "as its second operand; the rows cannot be split", op.span))
+    return rows
+
+
+def _rows_of(graph: Graph, name: str) -> int:
+    v = graph.values.get(name)
+    return (v.type if v is not None else graph.op(name).type).shape[0]
+
+
+def _fewer_rows(t, rows: int):
+    return None if t is None else replace(t, shape=(rows,) + tuple(t.shape[1:]))
+
+
+def _part_name(name: str, i: int, taken: set[str]) -> str:
+    """NAME0, NAME1, ... (NAME_0 where a name ends in a digit or NAMEi is taken)."""
+    cand = f"{name}{i}" if not name[-1].isdigit() else f"{name}_{i}"
+    while cand in taken:
+        cand += "_"
+    taken.add(cand)
+    return cand
