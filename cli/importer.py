@@ -19,10 +19,10 @@ def import_(ttgir, output, loop, strict, split_rows):
     """Read a TTGIR dump taken before Triton's pipeliner and write the loop's .tir graph."""
     distinct_output(ttgir, output)
     from twill.fileio import write_atomic
+    from twill.split import split_rows as split
     from twill.tir import print_tir
     from twill.ttgir import load_ttgir
 
-    from twill.split import split_rows as split
     graph, warnings = load_ttgir(ttgir, loop=loop, strict=strict)
     graph = split(graph, split_rows)
     if split_rows > 1:  # the hint about Triton's warpgroups is then taken

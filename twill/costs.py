@@ -57,8 +57,9 @@ def shape_env(graph: Graph, op: Op) -> dict[str, float]:
     return env
 
 
-def _mma_mismatch(graph: Graph, op: Op) -> str | None:
-    """Why the rank-2 operands of an mma cannot multiply into its result (None when they can)."""
+def mma_mismatch(graph: Graph, op: Op) -> str | None:
+    """Why the rank-2 operands of an mma cannot multiply into its result (None when they can):
+    the one shape rule, for costing (every solve) and for emit-cuda (a schedule file's graph)."""
     types = [graph.operand_type(o) for o in op.operands[:2]]
     if op.type is None or len(types) < 2 or any(t is None or len(t.shape) != 2 for t in types + [op.type]):
         return None
@@ -99,7 +100,7 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
             errors.error(f"op '{op.name}': issue must be one of {', '.join(ISSUE_KINDS)}", op.span)
             continue
         env = shape_env(graph, op)
-        if op.opcode == "mma" and (why := _mma_mismatch(graph, op)):
+        if op.opcode == "mma" and (why := mma_mismatch(graph, op)):
             errors.error(f"op '{op.name}': the shapes of this mma do not agree: {why}", op.span,
                          "an mma takes a [M, K] (or [K, M]), b [K, N] (or [N, K]) and gives [M, N]")
             continue

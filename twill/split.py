@@ -25,11 +25,10 @@ def split_rows(graph: Graph, parts: int) -> Graph:
     """`graph` with the rows of its row-carrying values split into `parts` (see the module doc)."""
     if parts == 1:
         return graph
-    rows = _row_values(graph)
+    rows, m = _row_values(graph)
     if not rows:
         raise InputError(Diagnostic(f"{graph.file}: no mma in the loop gives its tiles rows to split",
                                     hint="sub-tiling splits the M rows of a loop's mma tiles"))
-    m = _rows_of(graph, next(iter(rows)))
     if m % parts or (m // parts) % 64:
         raise InputError(Diagnostic(f"{graph.file}: {m} rows cannot be split into {parts} parts of a multiple of "
                                     "64 rows (a wgmma's M)", hint="split into parts of 64 or 128 rows"))
@@ -60,8 +59,8 @@ def split_rows(graph: Graph, parts: int) -> Graph:
     return parse_tir(print_tir(split), graph.file)  # checked as any graph, result-less ops named afresh
 
 
-def _row_values(graph: Graph) -> set[str]:
-    """The names of the values that share the rows of the loop's mma tiles (a fixpoint)."""
+def _row_values(graph: Graph) -> tuple[set[str], int]:
+    """The names of the values that share the rows of the loop's mma tiles (a fixpoint), and M."""
     types = {v.name: v.type for v in graph.inputs + graph.carries} | {o.name: o.type for o in graph.ops if o.type}
     rows: set[str] = set()
     mmas = [op for op in graph.ops if op.opcode == "mma" and op.type is not None and len(op.type.shape) == 2]
@@ -70,7 +69,7 @@ def _row_values(graph: Graph) -> set[str]:
         if a is not None and a.shape and a.shape[0] == op.type.shape[0]:  # a used M x K (not transposed)
             rows |= {op.name, op.operands[0].name} | {o.name for o in op.operands[2:]}
     if not rows:
-        return rows
+        return rows, 0
     m = next(types[n].shape[0] for n in rows)
     changed = True
     while changed:
@@ -91,12 +90,7 @@ def _row_values(graph: Graph) -> set[str]:
         if len(op.operands) > 1 and op.operands[1].name in rows:
             raise InputError(Diagnostic(f"{graph.file}: op '{op.name}' reads the row-split '{op.operands[1].name}' "
                                         "as its second operand; the rows cannot be split", op.span))
-    return rows
-
-
-def _rows_of(graph: Graph, name: str) -> int:
-    v = graph.values.get(name)
-    return (v.type if v is not None else graph.op(name).type).shape[0]
+    return rows, m
 
 
 def _fewer_rows(t, rows: int):

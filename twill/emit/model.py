@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from ..costs import mma_mismatch
 from ..errors import Diagnostic, InputError
 from ..ir import Graph, Op, TensorType
 from ..machine import Machine
@@ -329,20 +330,20 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
     """The GEMM an `mma a, b[, c]` does: result [M, N], a [M, K], b [N, K] or [K, N].
 
     When b is square the shapes cannot tell: `{transpose_b = true}` says b is N x K (a @ b^T),
-    `false` K x N (a @ b); likewise `{transpose_a = true}` says a square a is K x M (a^T @ b). Without it, b is N x K when a is data (an input or a loaded tile: the
-    Q K^T of attention) and K x N when a is computed in the loop (the P V of attention). A third
-    operand is the accumulator the product is added to.
+    `false` K x N (a @ b); likewise `{transpose_a = true}` says a square a is K x M (a^T @ b).
+    Without it, b is N x K when a is data (an input or a loaded tile: the Q K^T of attention) and
+    K x N when a is computed in the loop (the P V of attention). A third operand is the
+    accumulator the product is added to.
     """
     if len(op.operands) not in (2, 3) or op.type is None or len(op.type.shape) != 2:
         raise EmitError(f"op '{op.name}': mma takes a, b[, c] and gives a rank-2 tile")
     a, b = (graph.operand_type(o) for o in op.operands[:2])
     if a is None or b is None or len(a.shape) != 2 or len(b.shape) != 2:
         raise EmitError(f"op '{op.name}': mma operands must be rank-2 tiles")
+    if why := mma_mismatch(graph, op):
+        raise EmitError(f"op '{op.name}': {why}")
     m, n = op.type.shape
     a_kmajor = a.shape[0] == m
-    if not a_kmajor and a.shape[1] != m:
-        raise EmitError(f"op '{op.name}': a is {a.shape[0]}x{a.shape[1]}, and neither dimension is the "
-                        f"result's {m} rows")
     said_a = op.attr("transpose_a")
     if said_a is not None and a.shape[0] != a.shape[1] and said_a == a_kmajor:
         raise EmitError(f"op '{op.name}': transpose_a = {str(said_a).lower()}, but a is {a.shape[0]}x{a.shape[1]} "
@@ -351,8 +352,6 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
         a_kmajor = not said_a
     k = a.shape[1] if a_kmajor else a.shape[0]
     nk, kn = b.shape == (n, k), b.shape == (k, n)
-    if not (nk or kn):
-        raise EmitError(f"op '{op.name}': b is {b.shape[0]}x{b.shape[1]}, neither {n}x{k} nor {k}x{n}")
     said = op.attr("transpose_b")
     if nk != kn and said is not None and said != nk:
         raise EmitError(f"op '{op.name}': transpose_b = {str(said).lower()}, but b is {b.shape[0]}x{b.shape[1]} "
