@@ -1,0 +1,231 @@
+"""twill against Triton on the corpus of Triton kernels (bench/triton_corpus/kernels.py).
+
+Three steps; the first and the last run on the GPU machine, the middle one anywhere twill installs:
+
+    python3 bench/triton_bench.py triton --out DIR   # GPU: compile each kernel with this machine's
+        # Triton, check it against its fp32 reference, time Triton's own configurations (num_stages
+        # 2-4, warp_specialize off/on, the kernel's tile sizes) and write, per kernel, its TTGIR after
+        # the pipeliner (kernel.asm["ttgir"]) and the whole pass log (MLIR_ENABLE_DUMP), whose copy
+        # before the pipeliner is what `twill import` reads.
+    python3 bench/triton_bench.py build --dumps DIR --out DIR   # import, solve, emit, binding
+    python3 bench/triton_bench.py run --dumps DIR --kernels DIR  # GPU: twill's kernels vs Triton's
+
+Timings are medians of CUDA-event runs, twill and Triton in alternating pairs. Results are JSON
+(`results.json` in --out) for docs/triton-results.md.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "triton_corpus" / "kernels.py"
+
+# Sizes: the corpus defaults, and for attention N = 4096 and 16384 as well.
+ATTENTION_N = {"attn_causal_fwd": ("N",), "attn_gqa_fwd": ("NQ", "NKV"), "attn_bwd_dq": ("N",)}
+SIZES = {name: [None] + ([{k: n for k in keys} for n in (4096, 16384)])
+         for name, keys in ATTENTION_N.items()}
+CONFIGS = [(stages, ws) for stages in (2, 3, 4) for ws in (False, True)]
+
+
+def flops(name: str, tensors) -> float:
+    """Useful floating-point operations of one launch (the GEMMs; elementwise work is not counted)."""
+    shape = [tuple(t.shape) for t in tensors]
+    if name == "attn_causal_fwd":
+        b, h, n, d = shape[0]
+        return 4 * b * h * n * n * d / 2
+    if name == "attn_gqa_fwd":
+        (b, hq, nq, d), (_, _, nkv, _) = shape[0], shape[1]
+        return 4 * b * hq * nq * nkv * d
+    if name == "attn_bwd_dq":
+        b, h, n, d = shape[0]
+        return 6 * b * h * n * n * d  # S = QK^T, dP = dO V^T, dQ = dS K
+    if name in ("gemm_fp8", "gemm_persistent_tma", "gemm_bias_gelu"):
+        m, k = shape[0]
+        n = shape[1][0] if name == "gemm_fp8" else shape[1][1]
+        return 2 * m * n * k
+    if name == "gemm_w4a16":
+        m, k = shape[0]
+        return 2 * m * (2 * shape[1][1]) * k
+    if name == "ssd_chunk_scan":
+        b, h, t, p = shape[0]
+        return 8 * 64 * 64 * 64 * (t // 64) * b * h  # four 64^3 GEMMs per 64-step chunk
+    raise KeyError(name)
+
+
+# -- Triton's configurations ------------------------------------------------------------------
+
+class _Variant(ast.NodeTransformer):
+    """kernels.py with every launch at `stages` and every loop of a @triton.jit function a
+    `tl.range(..., warp_specialize=ws)`."""
+
+    def __init__(self, stages: int, ws: bool):
+        self.stages, self.ws, self.in_jit, self.loop_depth = stages, ws, False, 0
+
+    def visit_FunctionDef(self, node):
+        jit = any("jit" in ast.unparse(d) for d in node.decorator_list)
+        outer, self.in_jit = self.in_jit, jit
+        self.generic_visit(node)
+        self.in_jit = outer
+        return node
+
+    def visit_For(self, node):
+        outermost, self.loop_depth = self.loop_depth == 0, self.loop_depth + 1
+        self.generic_visit(node)
+        self.loop_depth -= 1
+        it = node.iter
+        # A nest is specialized at its outermost loop (a persistent kernel's tile loop), as Triton's
+        # tutorials do; loops in sequence each are.
+        if (self.in_jit and self.ws and outermost and isinstance(it, ast.Call)
+                and ast.unparse(it.func) in ("range", "tl.range")):
+            it.func = ast.parse("tl.range", mode="eval").body
+            it.keywords = [k for k in it.keywords if k.arg != "warp_specialize"]
+            it.keywords.append(ast.keyword("warp_specialize", ast.Constant(True)))
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        for kw in node.keywords:
+            if kw.arg == "num_stages" and not self.in_jit:
+                kw.value = ast.Constant(self.stages)
+        return node
+
+
+def load_variant(stages: int | None, ws: bool, folder: Path):
+    """The corpus module as written (stages None) or rewritten for one configuration. Written to a
+    file of its own so that Triton finds each kernel's source."""
+    text = CORPUS.read_text()
+    tag = "default"
+    if stages is not None:
+        tree = ast.fix_missing_locations(_Variant(stages, ws).visit(ast.parse(text)))
+        text, tag = ast.unparse(tree), f"s{stages}{'_ws' if ws else ''}"
+    path = folder / f"corpus_{tag}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"corpus_{tag}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def rel_error(out, ref) -> float:
+    import torch
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        o, r = o.float(), r.float()
+        if torch.isnan(o).any():
+            return math.inf
+        worst = max(worst, ((o - r).norm() / r.norm().clamp_min(1e-30)).item())
+    return worst
+
+
+def median_ms(fn, reps: int = 20) -> float:
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return sorted(times)[len(times) // 2]
+
+
+def compile_ttgir(module, name: str) -> str:
+    """kernel.asm["ttgir"] of the kernel as its DUMPS entry describes it, for this machine's GPU."""
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    spec = module.DUMPS[name]
+    fn = module.KERNELS[name]["kernel"]
+    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in spec.get("divisible_by_16", [])}
+    major, minor = torch.cuda.get_device_capability()
+    src = ASTSource(fn=fn, signature=spec["signature"], constexprs=spec["constexprs"], attrs=attrs)
+    k = triton.compile(src, target=GPUTarget("cuda", major * 10 + minor, 32),
+                       options=dict(num_warps=spec["num_warps"], num_stages=spec["num_stages"]))
+    return k.asm["ttgir"]
+
+
+def pass_log(name: str, folder: Path) -> str:
+    """stderr of a fresh compile of `name` with MLIR_ENABLE_DUMP: the module before every pass."""
+    env = dict(os.environ, MLIR_ENABLE_DUMP=f"{name}_kernel", TRITON_ALWAYS_COMPILE="1",
+               TRITON_CACHE_DIR=str(folder / "cache-dump"))
+    code = (f"import sys; sys.path.insert(0, {str(CORPUS.parent)!r}); import kernels as K; "
+            f"t, p = K.KERNELS[{name!r}]['make_inputs'](None, 'cuda'); K.KERNELS[{name!r}]['launch'](*t, **p)")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    return proc.stderr
+
+
+def cmd_triton(args) -> None:
+    import torch
+    import triton
+    out = Path(args.out)
+    (out / "dumps").mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="triton-bench-"))
+    default = load_variant(None, False, scratch)
+    variants = {cfg: load_variant(*cfg, scratch) for cfg in CONFIGS}
+    names = args.kernels or list(default.KERNELS)
+    results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+               "kernels": {}}
+    for name in names:
+        t0 = time.time()
+        ref_fns = default.KERNELS[name]
+        # The dumps: TTGIR after the pipeliner as the launch compiles it, and the pass log.
+        (out / "dumps" / f"{name}_sm90.ttgir").write_text(compile_ttgir(default, name))
+        (out / "dumps" / f"{name}_sm90.passes.log").write_text(pass_log(name, scratch))
+        rows = []
+        for size in SIZES.get(name, [None]):
+            tensors, params = ref_fns["make_inputs"](size, "cuda")
+            ref = ref_fns["reference"](*tensors, **params)
+            row = {"size": size or "default", "shapes": [list(t.shape) for t in tensors],
+                   "flop": flops(name, tensors), "configs": {}}
+            for (stages, ws), module in variants.items():
+                key = f"stages={stages},ws={'on' if ws else 'off'}"
+                fn = module.KERNELS[name]["launch"]
+                try:
+                    err = rel_error(fn(*tensors, **params), ref)
+                    ms = median_ms(lambda: fn(*tensors, **params))
+                    row["configs"][key] = {"ms": ms, "rel_error": err}
+                except Exception as exc:  # a configuration Triton cannot compile: recorded, not fatal
+                    row["configs"][key] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            ok = {k: v for k, v in row["configs"].items() if "ms" in v and v["rel_error"] < 5e-2}
+            if ok:
+                best = min(ok, key=lambda k: ok[k]["ms"])
+                row["best"] = best
+                row["best_tflops"] = row["flop"] / ok[best]["ms"] / 1e9
+            rows.append(row)
+            del ref
+            torch.cuda.empty_cache()
+        results["kernels"][name] = {"rows": rows, "seconds": round(time.time() - t0, 1)}
+        print(name, json.dumps([(r["size"], r.get("best"), round(r.get("best_tflops", 0), 1)) for r in rows]),
+              flush=True)
+    (out / "triton.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("triton", help="GPU: dumps and Triton's own timings")
+    p.add_argument("--out", required=True)
+    p.add_argument("--kernels", nargs="*")
+    p.set_defaults(fn=cmd_triton)
+    args = parser.parse_args(argv)
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
