@@ -216,6 +216,53 @@ def cmd_triton(args) -> None:
     (out / "triton.json").write_text(json.dumps(results, indent=1, sort_keys=True))
 
 
+# -- twill's side: import, solve, emit ----------------------------------------------------------
+
+STAGES = ("import", "solve", "emit-cuda", "nvcc")
+
+
+def _twill(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(["twill", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float) -> dict:
+    """One dump through import -> solve (joint) -> emit-cuda -> nvcc; where it stopped and why."""
+    name = dump.name.split(".")[0]
+    tir, sched, cu = out / f"{name}.tir", out / f"{name}.json", out / f"{name}.cu"
+    steps = [("import", ["import", str(dump), "-o", str(tir)]),
+             ("solve", ["solve", str(tir), "--gpu", gpu, "--time-limit", str(time_limit), "-o", str(sched), "-q"]),
+             ("emit-cuda", ["emit-cuda", str(sched), "-o", str(cu)])]
+    record = {"dump": dump.name, "stages": {}}
+    for stage, argv in steps:
+        t0 = time.time()
+        proc = _twill(*argv, timeout=time_limit + 120)
+        record["stages"][stage] = {"rc": proc.returncode, "seconds": round(time.time() - t0, 2)}
+        if proc.returncode not in (0, 3):
+            record["stopped"] = stage
+            record["error"] = proc.stderr.strip()[-600:]
+            return record
+    nvcc = subprocess.run(["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas", "-v",
+                           "-c", str(cu), "-o", str(cu.with_suffix(".o"))], capture_output=True, text=True)
+    spills = sorted({int(w) for w in __import__("re").findall(r"(\d+) bytes spill stores", nvcc.stderr)})
+    record["stages"]["nvcc"] = {"rc": nvcc.returncode, "spill_bytes": max(spills, default=0),
+                                "serialized": "serializ" in nvcc.stderr.lower()}
+    if nvcc.returncode:
+        record["stopped"], record["error"] = "nvcc", nvcc.stderr.strip()[-600:]
+    return record
+
+
+def cmd_build(args) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+    for dump in sorted(Path(args.dumps).glob(args.pattern)):
+        gpu, arch = ("b200", "sm_100a") if "sm100" in dump.name else (args.gpu, "sm_90a")
+        records.append(build_one(dump, out, gpu, arch, args.time_limit))
+        r = records[-1]
+        print(f"{r['dump']:45s} {r.get('stopped', 'ok'):10s} {r.get('error', '').splitlines()[-1:] or ''}", flush=True)
+    (out / "build.json").write_text(json.dumps(records, indent=1, sort_keys=True))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -223,6 +270,13 @@ def main(argv=None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--kernels", nargs="*")
     p.set_defaults(fn=cmd_triton)
+    p = sub.add_parser("build", help="import, solve and emit each dump")
+    p.add_argument("--dumps", required=True, help="a folder of .ttgir dumps or pass logs")
+    p.add_argument("--pattern", default="*.ttgir")
+    p.add_argument("--out", required=True)
+    p.add_argument("--gpu", default="h200", help="the machine description for sm_90 dumps (sm_100: b200)")
+    p.add_argument("--time-limit", type=float, default=300)
+    p.set_defaults(fn=cmd_build)
     args = parser.parse_args(argv)
     args.fn(args)
 
