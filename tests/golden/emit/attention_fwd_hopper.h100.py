@@ -216,18 +216,20 @@ def build(spec, here, directory=None):
 
 
 def library(spec, here, directory=None):
-    """The loaded library (ctypes), built first where needed."""
+    """The loaded library (ctypes), built first where needed: once per process and folder."""
+    key = (os.path.join(here, spec["entry"]), directory or cache_dir())
+    if key in _LIBS:
+        return _LIBS[key]
     with _LOCK:
-        so = build(spec, here, directory)
-        if so not in _LIBS:
-            lib = ctypes.CDLL(so)
+        if key not in _LIBS:
+            lib = ctypes.CDLL(build(spec, here, directory))
             lib.twill_launch.restype = ctypes.c_int
             lib.twill_launch.argtypes = [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_int, ctypes.c_int,
                                                                ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
             lib.twill_error_string.restype = ctypes.c_char_p
             lib.twill_error_string.argtypes = [ctypes.c_int]
-            _LIBS[so] = lib
-        return _LIBS[so]
+            _LIBS[key] = lib
+        return _LIBS[key]
 
 
 def spills(log_text):
