@@ -602,7 +602,7 @@ def build_all(kernel_dir=KDIR, fixtures=None):
     """Build the bindings in kernel_dir (every FIXTURE_entry.cu there, or `fixtures`) in parallel, one
     nvcc each, so that the bench and tests/test_gpu.py find them built: 0 when all built."""
     fixtures = fixtures or sorted(f[:-len("_entry.cu")] for f in os.listdir(kernel_dir) if f.endswith("_entry.cu"))
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as ex:
+    with ThreadPoolExecutor(os.cpu_count() or 1) as ex:
         futs = {f: ex.submit(build_binding, f, kernel_dir) for f in fixtures}
     failed = 0
     for f, fu in futs.items():
