@@ -128,6 +128,23 @@ def test_parts_that_are_not_numbered_in_a_row_stay_apart():
     assert "def attention_fwd_hopper(q0, q2, k, v, *, m=None, l=None, acc=None," in text
 
 
+def test_parts_whose_stem_names_a_value_stay_apart():
+    """q0, q1 renamed k0, k1: the stem k is the graph's K load, so they are not one tensor k."""
+    out = files("attention_fwd_hopper.h100", edit=lambda g: re.sub(r"\bq([01])\b", r"k\1", g))
+    text = next(t for p, t in out.items() if p.endswith(".py"))
+    assert "def attention_fwd_hopper(k0, k1, k, v, *," in text
+
+
+def test_names_that_python_or_the_binding_reserve_get_an_underscore():
+    """Parts named lambda0, lambda1 become `lambda_` (a Python keyword); stream0, stream1 `stream_`
+    (the binding's own keyword)."""
+    for stem, arg in (("lambda", "lambda_"), ("stream", "stream_")):
+        out = files("attention_fwd_hopper.h100", edit=lambda g: re.sub(r"\bq([01])\b", stem + r"\1", g))
+        text = next(t for p, t in out.items() if p.endswith(".py"))
+        assert f"def attention_fwd_hopper({arg}, k, v, *," in text
+        compile(text, "binding.py", "exec")  # valid Python
+
+
 def test_imported_triton_kernels_take_the_graphs_names():
     """The importer records no Triton argument names in the graph, so an imported kernel's
     arguments are its .tir values: the matmul's a, b -> acc, the attention's q, k, v -> m_i, l_i, acc;

@@ -34,7 +34,7 @@ from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
 TORCH_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "tf32": "float32", "f64": "float64",
                "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "i64": "int64", "i32": "int32", "i16": "int16",
                "i8": "int8"}
-# The generated function's own keywords: a tensor of one of these names gets an underscore.
+# The generated function's own keywords (_KEYWORD_DOC): a tensor of one of these names gets an underscore.
 KEYWORDS = ("exp2_scale", "persistent", "raster_group", "iters", "stream")
 RUNTIME = Path(__file__).with_name("binding_runtime.py")
 
@@ -89,34 +89,45 @@ def _stack_dim(t) -> int | None:
     return next((d for d, _ in t.placed_dims() if t.axes[d] == "m"), None)
 
 
-def _groups(model) -> list[tuple[str, list]]:
-    """(graph name, tensors) per user tensor, in the order of their first member."""
+PART = re.compile(r"(.+?)_?(\d+)")  # STEM0, STEM_1: a part's name, as split_rows gives it
+
+
+def _stacks(model, names) -> dict[str, tuple[str, int]]:
+    """tensor name -> (stem, index) for the tensors that are parts of one user tensor: parts named
+    STEM0 .. STEM{p-1} (p >= 2) of one kind, dtype, tile and axes with a dimension along the grid's
+    M axis, where STEM names nothing in the graph."""
     graph = model.graph
     taken = {v.name for v in graph.inputs + graph.carries} | {op.name for op in graph.ops}
-    names = [(_user_name(model, t), t) for t in model.tensors]
     cands: dict[tuple, list] = {}
     for name, t in names:
-        found = re.fullmatch(r"(.+?)_?(\d+)", name)
+        found = PART.fullmatch(name)
         if found and _stack_dim(t) is not None:
             key = (found[1], t.kind, t.dtype, t.tile, t.axes, t.per_iteration, t.rank)
-            cands.setdefault(key, []).append((int(found[2]), t))
-    grouped = {}
+            cands.setdefault(key, []).append((int(found[2]), t.name))
+    out = {}
     for key, members in cands.items():
         if key[0] not in taken and len(members) > 1 and sorted(i for i, _ in members) == list(range(len(members))):
-            grouped.update({t.name: key for _, t in members})
+            out.update({t: (key[0], i) for i, t in members})
             taken.add(key[0])
-    out, seen = [], {}
+    return out
+
+
+def _groups(model) -> list[tuple[str, list]]:
+    """(graph name, tensors in part order) per user tensor, in the order of their first member."""
+    names = [(_user_name(model, t), t) for t in model.tensors]
+    stacks = _stacks(model, names)
+    out, by_stem = [], {}
     for name, t in names:
-        key = grouped.get(t.name)
-        if key is None:
+        stem, _ = stacks.get(t.name, (None, 0))
+        if stem is None:
             out.append((name, [t]))
-        elif key in seen:
-            seen[key].append(t)
+        elif stem in by_stem:
+            by_stem[stem].append(t)
         else:
-            seen[key] = [t]
-            out.append((key[0], seen[key]))
-    for _, members in out:
-        members.sort(key=lambda t: int(re.fullmatch(r".+?_?(\d+)", _user_name(model, t))[1]) if len(members) > 1 else 0)
+            by_stem[stem] = [t]
+            out.append((stem, by_stem[stem]))
+    for members in by_stem.values():
+        members.sort(key=lambda t: stacks[t.name][1])
     return out
 
 
@@ -224,6 +235,45 @@ def _arg_doc(a: Argument) -> str:
     return f"{a.name}: torch.{TORCH_DTYPE[a.dtype]} {_layout(a)}{where}{parts}{note}"
 
 
+# The keywords a binding may take besides its tensors: (name, default, what it does).
+_KEYWORD_DOC = (
+    ("exp2_scale", "1.0", "exp2 computes exp2((x - b) * exp2_scale): log2(e) / sqrt(D) for attention"),
+    ("persistent", "-1", "1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice"),
+    ("raster_group", "-1", "output tile rows the CTAs walk together (-1: the launcher's 16)"),
+    ("iters", "None", "the loop's iterations (no input runs along the loop)"),
+    ("stream", "None", "a torch.cuda.Stream (default: the current stream of the tensors' device)"),
+)
+
+
+def _keywords(m, ins: list[Argument]) -> list[tuple[str, str, str]]:
+    """The keywords this kernel's function takes: exp2_scale where the graph has an exp2,
+    raster_group where the grid is rastered, iters where no input runs along the loop."""
+    has = {"exp2_scale": any(op.opcode == "exp2" for op in m.graph.ops), "raster_group": rastered(m),
+           "iters": not any(a.per_iteration or any(ax == "loop" for ax, _ in a.dims) for a in ins)}
+    return [k for k in _KEYWORD_DOC if has.get(k[0], True)]
+
+
+def _function_doc(m, args, data, keywords, returns) -> list[str]:
+    step = data["loop_step"]
+    loop = (f"L any number of elements (a partial last tile of {step})" if data["ragged"]
+            else f"L a multiple of {step} ({data['ragged_why']})" if step else "")
+    used = sorted({s for a in args for s in re.findall(r"\b[MNLI]\b", _layout(a))})
+    return [
+        f'    """Run kernel {m.schedule.kernel}. Every tensor is row-major (contiguous) on one CUDA device, with',
+        "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
+        "",
+        *[f"    {_arg_doc(a)}" for a in args],
+        "",
+        *[f"    {s}: {_SYMBOL_DOC[s]}" + (f"; {loop}" if s == "L" and loop else "") for s in used],
+        "",
+        *[f"    {k}={default}: {doc}" for k, default, doc in keywords],
+        "",
+        f"    Returns {returns}. Raises ArgumentError (a ValueError naming the argument) for a tensor the",
+        "    kernel cannot take, RuntimeError where nvcc or the launch fails.",
+        '    """',
+    ]
+
+
 def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     """K.py: the binding (see the module doc)."""
     m = renderer.m
@@ -234,30 +284,12 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     fn = data["kernel"] if data["kernel"] not in own else data["kernel"] + "_kernel"
     ins = [a for a in args if not a.output]
     outs = [a for a in args if a.output]
-    step = data["loop_step"]
-    loop = (f"L any number of elements (a partial last tile of {step})" if data["ragged"]
-            else f"L a multiple of {step} ({data['ragged_why']})" if step else "")
-    keywords = [f"{a.name}=None" for a in outs]
-    extra, passed = [], []
-    if any(op.opcode == "exp2" for op in m.graph.ops):
-        extra.append(("exp2_scale=1.0", "exp2 computes exp2((x - b) * exp2_scale): log2(e) / sqrt(D) for attention"))
-        passed.append("exp2_scale=exp2_scale")
-    extra.append(("persistent=-1", "1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice"))
-    passed.append("persistent=persistent")
-    if rastered(m):
-        extra.append(("raster_group=-1", "output tile rows the CTAs walk together (-1: the launcher's 16)"))
-        passed.append("raster_group=raster_group")
-    if not any(a.per_iteration or any(ax == "loop" for ax, _ in a.dims) for a in ins):
-        extra.append(("iters=None", "the loop's iterations (no input runs along the loop)"))
-        passed.append("iters=iters")
-    extra.append(("stream=None", "a torch.cuda.Stream (default: the current stream of the tensors' device)"))
-    passed.append("stream=stream")
-    used = sorted({s for a in args for s in re.findall(r"\b[MNLI]\b", _layout(a))})
-    symbols = [f"    {s}: {_SYMBOL_DOC[s]}" + (f"; {loop}" if s == "L" and loop else "") for s in used]
-    returns = (f"{outs[0].name}" if len(outs) == 1 else
-               f"a named tuple ({', '.join(a.name for a in outs)})")
-    signature = ", ".join([a.name for a in ins] + (["*"] + keywords + [e for e, _ in extra]))
+    keywords = _keywords(m, ins)
+    returns = outs[0].name if len(outs) == 1 else f"a named tuple ({', '.join(a.name for a in outs)})"
+    signature = ", ".join([a.name for a in ins] + ["*"] + [f"{a.name}=None" for a in outs]
+                          + [f"{k}={default}" for k, default, _ in keywords])
     tensors = ", ".join(f"{a.name!r}: {a.name}" for a in args)
+    passed = ", ".join(f"{k}={k}" for k, _, _ in keywords)
     lines = [
         f'"""PyTorch binding of kernel {m.schedule.kernel} ({kernel_file}, {m.arch}), written by `twill emit-cuda',
         '--binding torch`. Do not edit: emit it again.',
@@ -275,19 +307,8 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
         "",
         "",
         f"def {fn}({signature}):",
-        f'    """Run kernel {m.schedule.kernel}. Every tensor is row-major (contiguous) on one CUDA device, with',
-        "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
-        "",
-        *[f"    {_arg_doc(a)}" for a in args],
-        "",
-        *symbols,
-        "",
-        *[f"    {e}: {d}" for e, d in extra],
-        "",
-        f"    Returns {returns}. Raises ArgumentError (a ValueError naming the argument) for a tensor the",
-        "    kernel cannot take, RuntimeError where nvcc or the launch fails.",
-        '    """',
-        f"    return call(SPEC, HERE, {{{tensors}}}, {', '.join(passed)})",
+        *_function_doc(m, args, data, keywords, returns),
+        f"    return call(SPEC, HERE, {{{tensors}}}, {passed})",
         "",
         "",
         "def build_library(directory=None):",
