@@ -96,6 +96,29 @@ def test_the_module_imports_without_torch():
 
 # -- argument mapping: sub-tiles become the user's one tensor --------------------------------------------
 
+@pytest.mark.parametrize("name", sorted(p.stem for p in DATA.glob("*.json")))
+def test_every_global_tensor_is_behind_exactly_one_argument(name):
+    """For every stored schedule: each Problem pointer of the kernel is set from exactly one user
+    tensor, the parts of one tensor tile it without overlap (offsets 0, rows, 2 rows, ... of a
+    step of parts x rows), and the module is valid Python."""
+    from twill.emit.binding import arguments
+    from twill.emit.cuda import Renderer
+    s = schedule(name)
+    r = Renderer(build_model(s, load_machine(s.machine)))
+    args = arguments(r)
+    fields = [p.field for a in args for p in a.parts]
+    assert sorted(fields) == sorted(t.name for t in r.m.tensors)
+    for a in args:
+        if len(a.parts) > 1:
+            rows = a.parts[1].offset
+            assert [p.offset for p in a.parts] == [rows * i for i in range(len(a.parts))]
+            assert {p.step for p in a.parts} == {rows * len(a.parts)}
+    assert len({a.name for a in args}) == len(args)
+    for path, text in files(name).items():
+        if path.endswith(".py"):
+            compile(text, path, "exec")
+
+
 def test_fa3_halves_are_one_q_and_one_output_each():
     """q0/q1 (the 64-row halves of each 128-row tile) are one Q [*batch, M, 128]; acc0/acc1, m0/m1
     and l0/l1 one O, m and l; the entry point places the halves by step 128 and offsets 0, 64."""
@@ -292,3 +315,17 @@ def test_entry_builds_into_a_library_cached_by_content(name, tmp_path):
     with open(tmp_path / f"{name}.cu", "a") as f:
         f.write("// changed\n")
     assert mod.build_library(str(cache)) != so
+
+
+def test_a_loop_no_input_runs_along_takes_iters(tmp_path):
+    """fig1 loads nothing: its loop count is the `iters` keyword, which the function then takes."""
+    for path, text in files("fig1.h100", tmp_path).items():
+        Path(path).write_text(text)
+    mod = module("fig1.h100", tmp_path)
+    assert "iters" in inspect.signature(mod.run).parameters
+    given = {n: meta(mod, (3, 128, 64) if n == "q" else (3, 64, 64)) for n in ("q", "k", "v")}
+    with pytest.raises(mod.ArgumentError, match=r"^fig1: no argument gives the loop's extent: pass iters=$"):
+        mod.resolve(mod.SPEC, given)
+    plan = mod.resolve(mod.SPEC, given, iters=8)
+    assert (plan["tiles_m"], plan["tiles_n"], plan["iters"], plan["loop_extent"], plan["batch"]) == (2, 1, 8, 0, 3)
+    assert plan["shapes"]["o"] == (3, 128, 64)
