@@ -13,27 +13,28 @@ still is. So the GPU machine needs no twill. Among them `gemm_hopper.h100`, `att
 cost conventions, h200.yaml has exp2's latency as measured on the H200, and for the FA3 graph the
 solver then chooses FA3's intra-warpgroup overlap.
 
-(`--regenerate` re-emits them from the stored schedules first, where `twill` is installed.) Each is compiled into a shared library
-together with a small extern "C" shim, written here, that fills the kernel's `Problem` from raw
-pointers and calls `launch`; the library is loaded with ctypes and run on torch tensors.
+(`--regenerate` re-emits them and their bindings from the stored schedules first, where `twill` is
+installed.) Each is called through its binding, `tests/golden/emit/FIXTURE.py` beside the kernel, which
+`twill emit-cuda --binding torch` writes (tests/test_binding.py keeps it golden): a function over torch
+tensors in the layouts a user holds them, which builds `FIXTURE_entry.cu` (the kernel file included
+unmodified, an extern "C" entry point) with nvcc into a cache keyed by content ($TWILL_CACHE_DIR/bindings,
+or --build-dir) and launches it through ctypes. No shim is written here.
 
-Layout conventions of the emitted kernels (docs/emit-cuda.md):
-- GEMM: a [M][K] f16, b [K][N] f16 (both row-major), C [M][N] f32; output tiles of 128 x 256, K step
-  64. The graph's sub-tiles a0/a1 and acc0/acc1 are the two 64-row halves of each 128-row tile; the
-  shim places them in the one A and the one C with the launcher's `*_rows_step`/`*_rows_offset`.
-- attention: likewise, q0/q1 and out_acc0/out_acc1 are the 64-row halves of each 128-row tile of
-  one Q [BH][N][D] and one f32 O [BH][N][D]; out_m*/out_l* of one m, l [BH][N] (the softmax
-  statistics); k, v [BH][N][D], N keys passed as the loop's extent (`Problem::loop_extent`), so
+Layout conventions of the emitted kernels (docs/emit-cuda.md), as the bindings take them:
+- GEMM: a [M][K] f16, b [K][N] f16 (both row-major), C [M][N]; output tiles of 128 x 256, K step 64.
+  The graph's sub-tiles a0/a1 and acc0/acc1 are the two 64-row halves of each 128-row tile: the
+  binding takes one A and one C and places the halves with the launcher's `*_rows_step`/`*_rows_offset`.
+- attention: likewise one Q [BH][N][D] for q0/q1 and one O, m, l for out_acc*, out_m*, out_l* (the
+  softmax statistics); k, v [BH][N][D], their N keys the loop's extent (`Problem::loop_extent`), so
   the 192-key graph runs N = 16384 with a partial last key tile. No packing or unpacking: every
   tensor is used where it lies.
 """
 import argparse
-import ctypes
-import hashlib
+import importlib.util
+import inspect
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import traceback
@@ -43,75 +44,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 KDIR = os.path.join(ROOT, "tests", "golden", "emit")  # the emitted kernels: FIXTURE.cu
 SCHEDULES = os.path.join(ROOT, "tests", "data", "emit")  # the schedules they are emitted from: FIXTURE.json
-BUILD_DIR = "/tmp/twill-bench-build"  # the shared libraries, keyed by their sources' digest
 
 KERNELS = {
-    # name: (fixture, namespace, example graph, shim); the kernel is KDIR/FIXTURE.cu
-    "gemm": ("gemm_hopper.h100", "twill_gemm_hopper", "examples/gemm_hopper.tir", r"""
-extern "C" int twill_bench_launch(int tiles_m, int tiles_n, int iters, int batch,
-                                  const void* a, const void* b, void* out, void* stream) {
-  NS::Problem p;
-  p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters; p.batch = batch;
-  if (const char* g = getenv("TWILL_RASTER_GROUP")) p.raster_group = atoi(g);  // to compare orders
-  if (const char* g = getenv("TWILL_PERSISTENT")) p.persistent = atoi(g);  // to compare grids (-1 auto, 0, 1)
-  // a0, a1 (and acc0, acc1) are the 64-row halves of each 128-row tile of one A (one C)
-  p.a0 = p.a1 = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b);
-  p.a0_rows_step = p.a1_rows_step = 128; p.a1_rows_offset = 64;
-  p.out_acc0 = p.out_acc1 = static_cast<decltype(p.out_acc0)>(out);
-  p.out_acc0_rows_step = p.out_acc1_rows_step = 128; p.out_acc1_rows_offset = 64;
-  return static_cast<int>(NS::launch(p, static_cast<cudaStream_t>(stream)));
+    # name: (fixture, namespace, example graph, adapter); the kernel is KDIR/FIXTURE.cu, its binding KDIR/FIXTURE.py
+    "gemm": ("gemm_hopper.h100", "twill_gemm_hopper", "examples/gemm_hopper.tir", "gemm"),
+    "attention": ("attention_fwd_hopper.h100", "twill_attention_fwd_hopper", "examples/attention_fwd_hopper.tir",
+                  "attention"),
+    "attention_bwd": ("attention_bwd_hopper.h100", "twill_attention_bwd_hopper", "examples/attention_bwd_hopper.tir",
+                      "attention_bwd"),
+    # the FA3 graph with 192-key tiles (a partial last tile where N is not a multiple of 192)
+    "attention_k192": ("attention_fwd_hopper_k192.h100", "twill_attention_fwd_hopper_k192",
+                       "examples/attention_fwd_hopper_k192.tir", "attention"),
+    # the FA3 graph solved for the H200's description (specs/h200.yaml: exp2's measured latency)
+    "attention_h200": ("attention_fwd_hopper.h200", "twill_attention_fwd_hopper", "examples/attention_fwd_hopper.tir",
+                       "attention"),
+    # the FA3 graph with head dimension 64 (its schedule: FA3's intra-warpgroup overlap)
+    "attention_d64": ("attention_fwd_d64.h100", "twill_attention_d64", "tests/data/tir/attention_fwd_d64.tir",
+                      "attention"),
 }
-extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_acc0); }  // C's element size
-"""),
-    "attention": ("attention_fwd_hopper.h100", "twill_attention_fwd_hopper", "examples/attention_fwd_hopper.tir", r"""
-extern "C" int twill_bench_launch(int tiles_m, int keys, int batch, float exp2_scale,
-                                  const void* q, const void* k, const void* v,
-                                  void* acc, void* m, void* l, void* stream) {
-  NS::Problem p;  // keys need not be a multiple of the key tile: the last one is then partial
-  p.tiles_m = tiles_m; p.tiles_n = 1; p.loop_extent = keys; p.batch = batch; p.exp2_scale = exp2_scale;
-  if (const char* g = getenv("TWILL_PERSISTENT")) p.persistent = atoi(g);  // to compare grids (-1 auto, 0, 1)
-  // the sub-tiles 0 and 1 are rows 0-63 and 64-127 of each 128-row tile of one Q (one O, m, l)
-  p.q0 = p.q1 = static_cast<const __half*>(q);
-  p.q0_rows_step = p.q1_rows_step = 128; p.q1_rows_offset = 64;
-  p.k = static_cast<const __half*>(k); p.v = static_cast<const __half*>(v);
-  p.out_acc0 = p.out_acc1 = static_cast<decltype(p.out_acc0)>(acc);
-  p.out_acc0_rows_step = p.out_acc1_rows_step = 128; p.out_acc1_rows_offset = 64;
-  p.out_m0 = p.out_m1 = static_cast<float*>(m);
-  p.out_m0_cols_step = p.out_m1_cols_step = 128; p.out_m1_cols_offset = 64;
-  p.out_l0 = p.out_l1 = static_cast<float*>(l);
-  p.out_l0_cols_step = p.out_l1_cols_step = 128; p.out_l1_cols_offset = 64;
-  return static_cast<int>(NS::launch(p, static_cast<cudaStream_t>(stream)));
-}
-extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_acc0); }  // O's element size
-"""),
-    "attention_bwd": ("attention_bwd_hopper.h100", "twill_attention_bwd_hopper", "examples/attention_bwd_hopper.tir", r"""
-extern "C" int twill_bench_launch(int tiles_m, int iters, int batch, float exp2_scale,
-                                  const void* q, const void* k, const void* v, const void* d_o,
-                                  const void* lse, const void* dlt, void* dq, void* dk, void* dv, void* stream) {
-  NS::Problem p;  // a CTA per 128-key tile (tiles_m), looping over the 64-row query tiles (iters)
-  p.tiles_m = tiles_m; p.tiles_n = 1; p.iters = iters; p.batch = batch; p.exp2_scale = exp2_scale;
-  if (const char* g = getenv("TWILL_PERSISTENT")) p.persistent = atoi(g);  // to compare grids (-1 auto, 0, 1)
-  p.q = static_cast<const __half*>(q); p.k = static_cast<const __half*>(k); p.v = static_cast<const __half*>(v);
-  p.do_ = static_cast<const __half*>(d_o);
-  p.lse = static_cast<const float*>(lse); p.dlt = static_cast<const float*>(dlt);
-  p.store_0 = static_cast<float*>(dq);  // every key tile's CTA adds its dQ share: zero it first
-  p.out_dk = static_cast<decltype(p.out_dk)>(dk); p.out_dv = static_cast<decltype(p.out_dv)>(dv);
-  return static_cast<int>(NS::launch(p, static_cast<cudaStream_t>(stream)));
-}
-extern "C" int twill_bench_out_bytes() { return sizeof(*NS::Problem{}.out_dk); }  // dK's element size
-"""),
-}
-
-
-# The FA3 graph with 192-key tiles (a partial last tile where N is not a multiple of 192), the same shim.
-KERNELS["attention_k192"] = ("attention_fwd_hopper_k192.h100", "twill_attention_fwd_hopper_k192",
-                             "examples/attention_fwd_hopper_k192.tir", KERNELS["attention"][3])
-# The FA3 graph solved for the H200's description (specs/h200.yaml: exp2's measured latency), the same shim.
-KERNELS["attention_h200"] = ("attention_fwd_hopper.h200", "twill_attention_fwd_hopper",
-                             "examples/attention_fwd_hopper.tir", KERNELS["attention"][3])
-# The FA3 graph with head dimension 64 (its schedule: FA3's intra-warpgroup overlap), the same shim.
-KERNELS["attention_d64"] = ("attention_fwd_d64.h100", "twill_attention_d64", "tests/data/tir/attention_fwd_d64.tir",
-                            KERNELS["attention"][3])
 
 
 def spec(name):
@@ -122,138 +72,98 @@ def spec(name):
 
 # ---- building ---------------------------------------------------------------------------------------
 
-def find_nvcc():
-    for c in (os.environ.get("NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc"):
-        if c and os.path.exists(c):
-            return c
-    raise RuntimeError("nvcc not found")
-
-
 def regenerate():
-    """Re-emit the kernels from their stored schedules with twill (only where twill is installed)."""
+    """Re-emit the kernels and their bindings from their stored schedules with twill (where it is installed)."""
     for fixture, _, _, _ in KERNELS.values():
         subprocess.run(["twill", "emit-cuda", os.path.join(SCHEDULES, fixture + ".json"), "-o",
-                        os.path.join(KDIR, fixture + ".cu")], check=True)
+                        os.path.join(KDIR, fixture + ".cu"), "--binding", "torch"], check=True)
 
 
-def build(name, build_dir, kernel_dir=KDIR):
-    """Compile KERNELS[name]'s emitted file (included unmodified) plus its shim into a shared library."""
-    fixture, ns, _, shim = KERNELS[name]
-    lib, spills = build_shim(os.path.join(kernel_dir, fixture + ".cu"), ns, shim, build_dir, name)
-    lib.twill_bench_launch.restype = ctypes.c_int
-    lib.twill_bench_out_bytes.restype = ctypes.c_int
-    return lib, spills
+def load_binding(fixture, kernel_dir=KDIR):
+    """The binding module `twill emit-cuda --binding torch` wrote beside KERNEL_DIR/FIXTURE.cu."""
+    path = os.path.join(kernel_dir, fixture + ".py")
+    spec_ = importlib.util.spec_from_file_location("twill_binding_" + fixture.replace(".", "_"), path)
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    return mod
 
 
-def build_shim(src, ns, shim, build_dir, name):
-    """Compile an emitted .cu file, included unmodified, with `shim` (extern "C" code that uses it
-    as NS) into a shared library, cached in build_dir by the sources' digest: (ctypes library,
-    ptxas's lines about spills)."""
-    src = os.path.abspath(src)
-    text = '// shim written by bench/gpu_bench.py around an unmodified emitted kernel\n'
-    text += '#include "%s"\n#define NS %s\n%s' % (src, ns, shim)
-    os.makedirs(build_dir, exist_ok=True)
-    nvcc = find_nvcc()
-    with open(src, "rb") as f:
-        key = hashlib.sha1(f.read() + text.encode() + nvcc.encode()).hexdigest()[:12]
-    so = os.path.join(build_dir, "lib%s_%s.so" % (name, key))
-    log = ""
-    if not os.path.exists(so):
-        shim_path = os.path.join(build_dir, "%s_shim.cu" % name)
-        with open(shim_path, "w") as f:
-            f.write(text)
-        cmd = [nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-Xptxas", "-v",
-               "-shared", "-Xcompiler", "-fPIC", shim_path, "-o", so + ".tmp"]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        log = r.stdout + r.stderr
-        if r.returncode != 0:
-            raise RuntimeError("nvcc failed for %s:\n%s" % (name, log[-4000:]))
-        os.replace(so + ".tmp", so)
-    spills = [l.strip() for l in log.splitlines() if "spill" in l and not (" 0 bytes spill stores" in l and " 0 bytes spill loads" in l)]
-    return ctypes.CDLL(so), spills
+def build_binding(fixture, kernel_dir=KDIR):
+    """Load a fixture's binding and build its library now: (module, ptxas's lines about spills)."""
+    mod = load_binding(fixture, kernel_dir)
+    so = mod.build_library()
+    with open(so + ".log") as f:
+        return mod, mod.spills(f.read())
 
 
-# ---- the emitted kernels as torch functions ---------------------------------------------------------
+def build(name, kernel_dir=KDIR):
+    """KERNELS[name]'s binding, built: (module, spills)."""
+    return build_binding(KERNELS[name][0], kernel_dir)
 
-def _p(t):
-    return ctypes.c_void_p(t.data_ptr())
+
+# ---- the emitted kernels as the bench calls them: thin adapters over the bindings -------------------
+
+def outputs(mod):
+    """The binding's output arguments, in its order."""
+    return [a["name"] for a in mod.SPEC["args"] if a["output"]]
 
 
-def _stream():
+def out_dtype(mod):
+    """The element type the emitted kernel writes its first output in (C, or O: the graph's {output = ...})."""
     import torch
-    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    first = next(a for a in mod.SPEC["args"] if a["output"] and len(a["dims"]) == 2)
+    return getattr(torch, first["dtype"])
 
 
-def out_dtype(lib):
-    """The element type the emitted kernel writes C (or O) in: the graph's {output = ...}."""
-    import torch
-    return {2: torch.float16, 4: torch.float32}[lib.twill_bench_out_bytes()]
+def knobs(mod):
+    """The launch choices the environment asks for, to compare them (TWILL_PERSISTENT: -1 auto, 0, 1;
+    TWILL_RASTER_GROUP), where the binding has them."""
+    params = inspect.signature(mod.run).parameters
+    out = {}
+    for key, env in (("persistent", "TWILL_PERSISTENT"), ("raster_group", "TWILL_RASTER_GROUP")):
+        if key in params and os.environ.get(env):
+            out[key] = int(os.environ[env])
+    return out
 
 
 class TwillGemm:
-    TILE_M, TILE_N, TILE_K = 128, 256, 64
-
-    def __init__(self, lib):
-        self.lib = lib
-        self.out_dtype = out_dtype(lib)
-
-    def check_shape(self, M, N, K):
-        if M % self.TILE_M or N % self.TILE_N or K % self.TILE_K:
-            raise ValueError("emitted GEMM needs M %% %d == N %% %d == K %% %d == 0 (got %d, %d, %d)"
-                             % (self.TILE_M, self.TILE_N, self.TILE_K, M, N, K))
+    def __init__(self, mod):
+        self.mod = mod
+        self.out_dtype = out_dtype(mod)
 
     def __call__(self, a, b, out):
-        M, K = a.shape
-        N = b.shape[1]
-        self.check_shape(M, N, K)
-        err = self.lib.twill_bench_launch(M // self.TILE_M, N // self.TILE_N, K // self.TILE_K, 1, _p(a), _p(b), _p(out),
-                                          _stream())
-        if err != 0:
-            raise RuntimeError("twill gemm launch returned cudaError %d" % err)
+        self.mod.run(a, b, **{outputs(self.mod)[0]: out}, **knobs(self.mod))
 
 
 class TwillAttention:
-    def __init__(self, lib, D=128):
-        self.lib = lib
+    def __init__(self, mod, D=128):
+        self.mod = mod
         self.D = D  # the head dimension the graph's tiles have
-        self.out_dtype = out_dtype(lib)
+        self.out_dtype = out_dtype(mod)
 
     def outputs(self, BH, N, D, device):
+        """The binding's outputs ([BH, N, D] for O, [BH, N] for m and l), NaN-filled."""
         import torch
-        f = dict(device=device, dtype=torch.float32)
-        return {"acc": torch.full((BH, N, D), float("nan"), device=device, dtype=self.out_dtype),
-                "m": torch.full((BH, N), float("nan"), **f),
-                "l": torch.full((BH, N), float("nan"), **f)}
+        return {a["name"]: torch.full((BH, N, D) if len(a["dims"]) == 2 else (BH, N), float("nan"), device=device,
+                                      dtype=getattr(torch, a["dtype"]))
+                for a in self.mod.SPEC["args"] if a["output"]}
 
     def __call__(self, q, k, v, o, scale):
-        BH, N, D = k.shape  # N keys; q's rows come in 128-row tiles (q0, q1), the keys in any number
-        if D != self.D or q.shape[1] % 128 or N < 256:
-            raise ValueError("emitted attention needs D == %d, queries a multiple of 128 and at least 256 keys "
-                             "(got %d queries, %d keys, D=%d)" % (self.D, q.shape[1], N, D))
-        err = self.lib.twill_bench_launch(q.shape[1] // 128, N, BH, ctypes.c_float(scale * 1.4426950408889634),
-                                          _p(q), _p(k), _p(v), _p(o["acc"]), _p(o["m"]), _p(o["l"]), _stream())
-        if err != 0:
-            raise RuntimeError("twill attention launch returned cudaError %d" % err)
+        self.mod.run(q, k, v, **o, exp2_scale=scale * 1.4426950408889634, **knobs(self.mod))
 
 
 class TwillAttentionBwd:
     """The backward step as examples/attention_bwd_hopper.tir states it, over whole sequences:
     P = exp2((Q K^T - lse) * c), dP = dO V^T, dS = (dP - dlt) * P, dV = P^T dO, dK = dS^T Q and
-    dQ = dS K (FlashAttention's backward without its 1/sqrt(d) factors on dS)."""
+    dQ = dS K (FlashAttention's backward without its 1/sqrt(d) factors on dS). The binding zeroes
+    dQ, which every key tile's CTA adds into."""
 
-    def __init__(self, lib):
-        self.lib = lib
-        self.out_dtype = out_dtype(lib)
+    def __init__(self, mod):
+        self.mod = mod
+        self.out_dtype = out_dtype(mod)
 
     def __call__(self, q, k, v, d_o, lse, dlt, dq, dk, dv, c):
-        BH, N, D = k.shape
-        if D != 128 or N % 128:
-            raise ValueError("emitted attention backward needs D == 128 and N a multiple of 128")
-        dq.zero_()
-        err = self.lib.twill_bench_launch(N // 128, N // 64, BH, ctypes.c_float(c), _p(q), _p(k), _p(v), _p(d_o),
-                                          _p(lse), _p(dlt), _p(dq), _p(dk), _p(dv), _stream())
-        if err != 0:
-            raise RuntimeError("twill attention backward launch returned cudaError %d" % err)
+        self.mod.run(k=k, v=v, q=q, do=d_o, lse=lse, dlt=dlt, dq=dq, dk=dk, dv=dv, exp2_scale=c, **knobs(self.mod))
 
 
 def reference_attention_bwd(q, k, v, d_o, heads, grads=True):
@@ -601,7 +511,7 @@ def markdown(meta, results):
          "Written by `python3 bench/gpu_bench.py --out DIR` (one run on the device machine). The kernels are the",
          "files `twill emit-cuda` wrote for `examples/gemm_hopper.tir`, `attention_fwd_hopper.tir`, `attention_fwd_hopper_k192.tir`,",
          "`attention_bwd_hopper.tir` and `tests/data/tir/attention_fwd_d64.tir` (`--gpu h100`), and for `attention_fwd_hopper.tir`",
-         "with `--gpu h200`, compiled unmodified with a ctypes shim. Times are medians of `triton.testing.do_bench`;",
+         "with `--gpu h200`, called through their generated bindings (`--binding torch`). Times are medians of `triton.testing.do_bench`;",
          "TFLOP/s = 2MNK (GEMM) or 4·B·H·N²·D (attention) over that time.", "",
          "- card: %s (%s), torch %s, triton %s, CUDA %s, nvcc: %s" % (meta["card"], meta["capability"], meta["torch"],
                                                                    meta["triton"], meta["cuda"], meta["nvcc"]),
@@ -688,36 +598,62 @@ def markdown(meta, results):
     return "\n".join(L) + "\n"
 
 
+def build_all(kernel_dir=KDIR, fixtures=None):
+    """Build the bindings in kernel_dir (every FIXTURE_entry.cu there, or `fixtures`) in parallel, one
+    nvcc each, so that the bench and tests/test_gpu.py find them built: 0 when all built."""
+    fixtures = fixtures or sorted(f[:-len("_entry.cu")] for f in os.listdir(kernel_dir) if f.endswith("_entry.cu"))
+    with ThreadPoolExecutor(os.cpu_count() or 1) as ex:
+        futs = {f: ex.submit(build_binding, f, kernel_dir) for f in fixtures}
+    failed = 0
+    for f, fu in futs.items():
+        try:
+            print("built %s: %s" % (f, "; ".join(fu.result()[1]) or "no spills"), flush=True)
+        except Exception as e:  # noqa: BLE001
+            failed += 1
+            print("build of %s failed: %s" % (f, str(e)[-2000:]), file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--build-dir", default=BUILD_DIR, help="where the shared libraries go (default %(default)s)")
+    ap.add_argument("--out", help="where gpu-results.md and .json go (needed unless --build-only)")
+    ap.add_argument("--build-dir", help="where the bindings' shared libraries go: sets TWILL_CACHE_DIR, so they go "
+                    "to BUILD_DIR/bindings (default: the bindings' own cache, $TWILL_CACHE_DIR/bindings)")
+    ap.add_argument("--build-only", action="store_true", help="build every binding in --kernel-dir (in parallel) "
+                    "and stop")
     ap.add_argument("--regenerate", action="store_true", help="re-emit the kernels with twill first")
     ap.add_argument("--quick", action="store_true", help="small sizes only")
-    ap.add_argument("--kernel-dir", default=KDIR, help="where the emitted FIXTURE.cu files are (default tests/golden/emit):"
-                    " to time a variant, such as another ring depth, emitted with the same names")
+    ap.add_argument("--kernel-dir", default=KDIR, help="where the emitted FIXTURE.cu files and their bindings"
+                    " (FIXTURE.py, FIXTURE_entry.cu) are (default tests/golden/emit): to time a variant, such as another"
+                    " ring depth, emitted with the same names and --binding torch")
     ap.add_argument("--only", choices=sorted(KERNELS), help="build and time one kernel")
     ap.add_argument("--gemm-sizes", type=lambda v: [int(x) for x in v.split(",")], help="M=N=K values, comma-separated")
     ap.add_argument("--attn-sizes", type=lambda v: [int(x) for x in v.split(",")], help="N values, comma-separated")
     ap.add_argument("--pairs", type=int, default=7, help="alternating twill / cuDNN timings at N = 16384, whose "
                     "median ratio judges the goal (default %(default)s; 0: the table's one pair)")
     args = ap.parse_args(argv)
+    if args.build_dir:
+        os.environ["TWILL_CACHE_DIR"] = os.path.abspath(args.build_dir)
+    if args.regenerate:
+        regenerate()
+    if args.build_only:
+        return build_all(args.kernel_dir)
+    if not args.out:
+        ap.error("--out is needed")
     import torch
     import triton
     os.makedirs(args.out, exist_ok=True)
-    build_dir = args.build_dir
-    if args.regenerate:
-        regenerate()
     meta = {"card": torch.cuda.get_device_name(), "capability": "sm_%d%d" % torch.cuda.get_device_capability(),
             "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda, "spills": {},
             "kernel_dir": os.path.relpath(args.kernel_dir, ROOT)}
     try:
-        meta["nvcc"] = subprocess.run([find_nvcc(), "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        nvcc = load_binding(KERNELS["gemm"][0], args.kernel_dir).find_nvcc()
+        meta["nvcc"] = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     except Exception:  # noqa: BLE001
         meta["nvcc"] = "?"
     libs = {}
     with ThreadPoolExecutor(2) as ex:
-        futs = {n: ex.submit(build, n, build_dir, args.kernel_dir) for n in KERNELS if args.only in (None, n)}
+        futs = {n: ex.submit(build, n, args.kernel_dir) for n in KERNELS if args.only in (None, n)}
     for n, fu in futs.items():
         try:
             libs[n], meta["spills"][n] = fu.result()
@@ -741,7 +677,8 @@ def main(argv=None):
 
         def __call__(self, *a, **k):
             raise RuntimeError("build failed: " + meta["build_errors"][self.n].splitlines()[-1])
-        outputs = TwillAttention.outputs
+        def outputs(self, *a):
+            return {}
         out_dtype = torch.float32  # never written: the launch fails first
 
     gemm = TwillGemm(libs["gemm"]) if libs.get("gemm") else Broken("gemm")

@@ -15,7 +15,7 @@ import gpu_bench  # noqa: E402
 def main():
     name, size = sys.argv[1], int(sys.argv[2])
     kernel_dir = sys.argv[3] if len(sys.argv) > 3 else gpu_bench.KDIR
-    lib, _ = gpu_bench.build(name, gpu_bench.BUILD_DIR, kernel_dir)
+    lib, _ = gpu_bench.build(name, kernel_dir)  # the kernel's binding, built
     if name == "gemm":
         r = gpu_bench.run_gemm(gpu_bench.TwillGemm(lib), size, do_time=False)
     elif name == "attention_bwd":

@@ -14,6 +14,7 @@ docs/gpu-results.md (session 10: the epilogue's divisions) come from this script
 import ctypes
 import os
 import re
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -87,23 +88,27 @@ def main():
     import torch
     name = sys.argv[1] if len(sys.argv) > 1 else "attention"
     sizes = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "2048,8192").split(",")]
-    fixture, ns, _, shim = g.KERNELS[name]
+    fixture, ns, _, _ = g.KERNELS[name]
     fname = fixture + ".cu"
     build = "/tmp/twill-stamps"
     os.makedirs(build, exist_ok=True)
     text, labels = patch(os.path.join(g.KDIR, fname))
-    patched = os.path.join(build, fname)
-    with open(patched, "w") as f:
+    with open(os.path.join(build, fname), "w") as f:
         f.write(text)
+    # the kernel's binding beside the patched copy, its entry point with two more functions
+    shutil.copy(os.path.join(g.KDIR, fixture + ".py"), build)
+    with open(os.path.join(g.KDIR, fixture + "_entry.cu")) as f:
+        entry = f.read()
     nbytes = CTAS * ROLES * ROUNDS * SLOTS * 8
-    lib, spills = g.build_shim(patched, ns, shim + r"""
+    with open(os.path.join(build, fixture + "_entry.cu"), "w") as f:
+        f.write(entry + (r"""
 extern "C" int twill_stamps_get(void* dst, size_t bytes) { return (int)cudaMemcpyFromSymbol(dst, NS::twill_stamps, bytes); }
 extern "C" int twill_stamps_clear(size_t bytes) { void* p; cudaGetSymbolAddress(&p, NS::twill_stamps); return (int)cudaMemset(p, 0, bytes); }
-""", build, name + "_stamps")
-    lib.twill_bench_launch.restype = ctypes.c_int
-    lib.twill_bench_out_bytes.restype = ctypes.c_int
+""").replace("NS::", ns + "::"))
+    mod, spills = g.build_binding(fixture, build)
+    lib = mod.library(mod.SPEC, mod.HERE)
     print("%s (%s), patched: %s" % (name, fname, "; ".join(spills) or "no spills"))
-    stamped, plain = g.TwillAttention(lib), g.TwillAttention(g.build(name, build)[0])
+    stamped, plain = g.TwillAttention(mod), g.TwillAttention(g.build(name)[0])
     for N in sizes:
         BH, D = 128, 128
         q, k, v = (torch.randn(BH, N, D, device="cuda", dtype=torch.float16) for _ in range(3))

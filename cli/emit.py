@@ -12,14 +12,21 @@ from .main import main
 @gpu_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="write the .cu file here (atomic; left untouched when unchanged) [default: stdout]")
+@click.option("--binding", type=click.Choice(["torch"]),
+              help="also write what a PyTorch user imports beside -o K.cu: K.py (a function over torch tensors, "
+                   "built with nvcc on first use) and K_entry.cu (its extern \"C\" entry point)")
 @click.option("--swp-only", is_flag=True, help="for a graph: solve the modulo schedule only (emit-cuda derives roles)")
 @click.option("--time-limit", type=Seconds(),
               help="for a graph: seconds of search; exit 3 after emitting the best schedule")
 @model_flags
-def emit_cuda(source, gpu, output, swp_only, time_limit, **flags):
+def emit_cuda(source, gpu, output, binding, swp_only, time_limit, **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
     (.tir, .ttgir) that is solved first with --gpu."""
     distinct_output(source, output)
+    if binding and not output:
+        from twill.errors import Diagnostic, InputError
+        raise InputError(Diagnostic("--binding writes its files beside the kernel's, so it needs -o K.cu",
+                                    hint="add -o kernel.cu"))
     from twill.pipeline import TimeLimitReached
 
     pending = None
@@ -41,7 +48,7 @@ def emit_cuda(source, gpu, output, swp_only, time_limit, **flags):
             if exc.schedule is None:
                 raise
             schedule, pending = exc.schedule, exc
-    _write(schedule, machine, output)
+    _write(schedule, machine, output, binding)
     if pending is not None:
         raise pending
 
@@ -72,14 +79,22 @@ def _machine_for(schedule, gpu: str | None):
     return machine
 
 
-def _write(schedule, machine, output) -> None:
-    from twill.emit import emit_cuda
+def _write(schedule, machine, output, binding=None) -> None:
+    from twill.emit import build_model
+    from twill.emit.cuda import render
     from twill.fileio import write_atomic
 
-    text = emit_cuda(schedule, machine)
+    model = build_model(schedule, machine)
+    text = render(model)
     if not output:
         click.echo(text, nl=False)
         return
-    changed = write_atomic(output, text, only_if_changed=True)
-    click.echo(f"{'wrote' if changed else 'unchanged'} {output}: kernel {schedule.kernel} for {machine.arch}, "
-               f"{len(schedule.roles) or 'derived'} role(s)", err=True)
+    files = {output: text}
+    if binding == "torch":
+        from twill.emit.binding import binding_files
+        files.update(binding_files(model, output))
+    for path, body in files.items():
+        changed = write_atomic(path, body, only_if_changed=True)
+        what = (f"kernel {schedule.kernel} for {machine.arch}, {len(schedule.roles) or 'derived'} role(s)"
+                if path == output else f"its {binding} binding")
+        click.echo(f"{'wrote' if changed else 'unchanged'} {path}: {what}", err=True)

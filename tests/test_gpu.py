@@ -1,9 +1,16 @@
-"""Runs the emitted GEMM and attention kernels on a GPU through bench/gpu_bench.py, at small sizes.
+"""Runs the emitted kernels on a GPU through their generated bindings, at small sizes.
 
-Skipped unless torch, triton, nvcc and a CUDA GPU of compute capability 9.0 (Hopper) are present;
-the full benchmark is `python3 bench/gpu_bench.py --out DIR` (docs/gpu-results.md).
+Each kernel is a golden file (tests/golden/emit/FIXTURE.cu) called through the binding beside it
+(FIXTURE.py, `twill emit-cuda --binding torch`; tests/test_binding.py keeps both golden): torch
+tensors in, torch tensors out, no hand-written shim. Skipped unless torch, triton, nvcc and a CUDA
+GPU of compute capability 9.0 (Hopper) are present; the full benchmark is
+`python3 bench/gpu_bench.py --out DIR` (docs/gpu-results.md). The bindings' libraries are built
+once for the session (in $TWILL_CACHE_DIR/bindings as it was when the tests started, so that
+`bench/gpu_bench.py --build-only` can build them beforehand, in parallel; else in a temporary
+folder).
 """
 import importlib.util
+import math
 import os
 import shutil
 
@@ -13,11 +20,25 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "tests", "golden", "emit")
+OUTER_CACHE = os.environ.get("TWILL_CACHE_DIR")  # before the per-test schedule cache replaces it
+LOG2E = 1.4426950408889634
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0)
     or not (shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc")),
     reason="needs a Hopper (sm_90) CUDA GPU, torch and nvcc")
+
+
+@pytest.fixture(scope="session")
+def build_cache(tmp_path_factory):
+    return OUTER_CACHE or str(tmp_path_factory.mktemp("bindings"))
+
+
+@pytest.fixture(autouse=True)
+def shared_builds(private_schedule_cache, build_cache, monkeypatch):
+    """Every test's bindings share one build folder: each library is compiled once."""
+    monkeypatch.setenv("TWILL_CACHE_DIR", build_cache)
 
 
 def _bench():
@@ -27,296 +48,205 @@ def _bench():
     return mod
 
 
-def test_emitted_gemm_matches_torch(tmp_path):
+def binding(fixture, clean=True):
+    """A golden kernel's binding, its library built (and ptxas's report free of spills)."""
+    mod, spills = _bench().build_binding(fixture, GOLDEN)
+    assert not clean or spills == [], spills
+    return mod
+
+
+def nan(*shape, dtype=torch.float16):
+    return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+
+
+def test_emitted_gemm_matches_torch():
     g = _bench()
-    lib, spills = g.build("gemm", str(tmp_path))
-    assert spills == []
-    r = g.run_gemm(g.TwillGemm(lib), 512, do_time=False)
+    r = g.run_gemm(g.TwillGemm(binding("gemm_hopper.h100")), 512, do_time=False)
     assert r.get("twill_error") is None, r
     assert r["nan_count"] == 0 and r["rel_err"] < 1e-2, r
 
 
-def test_emitted_attention_matches_torch(tmp_path):
+def test_emitted_attention_matches_torch():
     g = _bench()
-    lib, spills = g.build("attention", str(tmp_path))
-    assert spills == []
-    r = g.run_attention(g.TwillAttention(lib), 1, 2, 512, do_time=False)
+    r = g.run_attention(g.TwillAttention(binding("attention_fwd_hopper.h100")), 1, 2, 512, do_time=False)
     assert r.get("twill_error") is None, r
     assert r["nan_count"] == 0 and r["rel_err"] < 1e-2, r
 
 
-def test_emitted_kernels_persistent_match_torch(tmp_path, monkeypatch):
+def test_binding_takes_users_layouts_and_allocates_outputs():
+    """Q, K, V as [B, H, N, D] (two batch dimensions), the outputs allocated by the binding and
+    returned as a named tuple; a wrong dtype is refused by name before any launch."""
+    g = _bench()
+    mod = binding("attention_fwd_hopper.h100")
+    B, H, N, D = 2, 3, 640, 128
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = mod.run(q, k, v, exp2_scale=LOG2E / math.sqrt(D))
+    torch.cuda.synchronize()
+    assert out.acc.shape == (B, H, N, D) and out.m.shape == (B, H, N)
+    ref = g.reference_attention(q.view(B * H, N, D), k.view(B * H, N, D), v.view(B * H, N, D), 1 / math.sqrt(D), B * H)
+    assert g.rel_err(out.acc.view(B * H, N, D), ref) < 1e-2
+    with pytest.raises(mod.ArgumentError, match=r"^k: expected torch\.float16 on a CUDA device, got torch\.float32"):
+        mod.run(q, k.float(), v)
+
+
+def test_emitted_kernels_persistent_match_torch(monkeypatch):
     """More tiles than SMs: one CTA per SM loops over tiles (the rings continue from tile to tile)."""
-    monkeypatch.setenv("TWILL_PERSISTENT", "1")  # read by the shim at each launch
+    monkeypatch.setenv("TWILL_PERSISTENT", "1")  # passed by the bench's adapters
     g = _bench()
-    gemm = g.TwillGemm(g.build("gemm", str(tmp_path))[0])
-    r = g.run_gemm(gemm, 4096, do_time=False)  # 512 tiles, 64 iterations each
+    r = g.run_gemm(g.TwillGemm(binding("gemm_hopper.h100")), 4096, do_time=False)  # 512 tiles, 64 iterations each
     assert r.get("twill_error") is None and r["nan_count"] == 0 and r["rel_err"] < 1e-2, r
-    attn = g.TwillAttention(g.build("attention", str(tmp_path))[0])
+    attn = g.TwillAttention(binding("attention_fwd_hopper.h100"))
     r = g.run_attention(attn, 2, 8, 2048, do_time=False)  # 256 tiles, 16 iterations each
     assert r.get("twill_error") is None and r["nan_count"] == 0 and r["rel_err"] < 1e-2, r
 
 
 @pytest.mark.parametrize("persistent", ["0", "1"])
-def test_emitted_attention_backward_matches_torch(tmp_path, monkeypatch, persistent):
+def test_emitted_attention_backward_matches_torch(monkeypatch, persistent):
     """The FA3-style backward (a CTA per key tile; dQ added by every key tile's CTA)."""
     monkeypatch.setenv("TWILL_PERSISTENT", persistent)
     g = _bench()
-    lib, spills = g.build("attention_bwd", str(tmp_path))
-    r = g.run_attention_bwd(g.TwillAttentionBwd(lib), 1, 4, 1024, do_time=False)
+    r = g.run_attention_bwd(g.TwillAttentionBwd(binding("attention_bwd_hopper.h100")), 1, 4, 1024, do_time=False)
     assert r.get("twill_error") is None and r["nan_count"] == 0 and r["rel_err"] < 1e-2, r
 
 
-
-GEMM_SHIM = r"""
-extern "C" int gemm_launch(int tiles_m, int tiles_n, int iters, const void* a, const void* b, void* c) {
-  NS::Problem p;  // a one-accumulator GEMM graph (a, b, acc), whatever its element types
-  p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters;
-  p.a = static_cast<decltype(p.a)>(a); p.b = static_cast<decltype(p.b)>(b); p.out_acc = static_cast<decltype(p.out_acc)>(c);
-  return static_cast<int>(NS::launch(p));
-}
-"""
+def _gemm(fixture, M, N, K, dtype=torch.float16, seed=0, a_cols=False, b_cols=False, **knobs):
+    """C = A B through a GEMM binding (A, B as the kernel reads them: transposed where column-major)."""
+    g = _bench()
+    mod = binding(fixture)
+    torch.manual_seed(seed)
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    [out] = [x for x in mod.SPEC["args"] if x["output"]]
+    c = nan(M, N, dtype=getattr(torch, out["dtype"]))
+    a_mem = a.t().contiguous() if a_cols else a  # the bytes the kernel reads: K x M when column-major
+    b_mem = b.t().contiguous() if b_cols else b
+    assert mod.run(a_mem, b_mem, **{out["name"]: c}, **knobs) is c
+    torch.cuda.synchronize()
+    assert int(torch.isnan(c).sum()) == 0
+    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
 
 
 @pytest.mark.parametrize("k, n", [(16, 32), (32, 16)])
-def test_tiles_narrower_than_128_bytes_match_torch(tmp_path, k, n):
+def test_tiles_narrower_than_128_bytes_match_torch(k, n):
     """GEMM tiles whose rows are 32 or 64 bytes (tests/data/tir/gemm_k16n32.tir, gemm_k32n16.tir)
-    go through TMA and wgmma with a 32- or 64-byte swizzle, K-major (a) and N-major (b): the
-    golden emitted file, compiled unmodified, matches torch."""
-    import ctypes
-    g = _bench()
-    lib = _golden_lib(tmp_path, "gemm_k%dn%d.h100" % (k, n), "twill_gemm_k%dn%d" % (k, n), GEMM_SHIM)
-    tiles_m, tiles_n, iters = 3, 2, 8
-    torch.manual_seed(k * n)
-    a = torch.randn(64 * tiles_m, k * iters, device="cuda", dtype=torch.float16)
-    b = torch.randn(k * iters, n * tiles_n, device="cuda", dtype=torch.float16)
-    c = torch.full((64 * tiles_m, n * tiles_n), float("nan"), device="cuda", dtype=torch.float16)
-    assert lib.gemm_launch(tiles_m, tiles_n, iters, ctypes.c_void_p(a.data_ptr()), ctypes.c_void_p(b.data_ptr()),
-                             ctypes.c_void_p(c.data_ptr())) == 0
-    torch.cuda.synchronize()
-    assert int(torch.isnan(c).sum()) == 0
-    assert g.rel_err(c, torch.matmul(a.float(), b.float())) < 1e-2
+    go through TMA and wgmma with a 32- or 64-byte swizzle, K-major (a) and N-major (b)."""
+    _gemm("gemm_k%dn%d.h100" % (k, n), 64 * 3, n * 2, k * 8, seed=k * n)
 
 
-def test_bf16_gemm_matches_torch(tmp_path):
+def test_bf16_gemm_matches_torch():
     """tests/data/tir/gemm_bf16.tir: bf16 A and B through TMA's bf16 tensor maps and wgmma .bf16,
-    C written as bf16 (the golden file, compiled unmodified)."""
-    import ctypes
-    g = _bench()
-    lib = _golden_lib(tmp_path, "gemm_bf16.h100", "twill_gemm_bf16", GEMM_SHIM)
-    tiles_m, tiles_n, iters = 5, 3, 12
-    torch.manual_seed(16)
-    a = torch.randn(64 * tiles_m, 64 * iters, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(64 * iters, 128 * tiles_n, device="cuda", dtype=torch.bfloat16)
-    c = torch.full((64 * tiles_m, 128 * tiles_n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    assert lib.gemm_launch(tiles_m, tiles_n, iters, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c))) == 0
-    torch.cuda.synchronize()
-    assert int(torch.isnan(c).sum()) == 0
-    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
+    C written as bf16."""
+    _gemm("gemm_bf16.h100", 64 * 5, 128 * 3, 64 * 12, dtype=torch.bfloat16, seed=16)
 
 
-@pytest.mark.parametrize("persistent", ["0", "1"])
-def test_wgmmas_split_for_the_launch_cap_match_torch(tmp_path, monkeypatch, persistent):
+@pytest.mark.parametrize("persistent", [0, 1])
+def test_wgmmas_split_for_the_launch_cap_match_torch(persistent):
     """tests/data/tir/gemm_3x64.tir with its three consumers pinned: 512 threads, so emit-cuda issues
-    each m64n256 as two m64n128 wgmmas into the halves of the accumulator fragment."""
-    import ctypes
-    monkeypatch.setenv("TWILL_PERSISTENT", persistent)
+    each m64n256 as two m64n128 wgmmas; the binding stacks the three 64-row parts of each 192-row tile
+    of one A and one C."""
+    _gemm("gemm_3x64.h100", 192 * 5, 256 * 3, 64 * 10, seed=31, persistent=persistent)
+
+
+def test_triton_attention_imported_from_ttgir_matches_torch():
+    """Triton's attention forward (tests/data/ttgir/attn_fwd_tma_sm90.ttgir), through `twill
+    import`, the solver and emit-cuda: a 128-row Q tile per CTA, O written normalized (f16, as
+    Triton truncates it); its binding's arguments are the graph's names (q, k, v -> m_i, l_i, acc)."""
     g = _bench()
-    lib = _golden_lib(tmp_path, "gemm_3x64.h100", "twill_gemm_3x64", r"""
-extern "C" int gemm_launch(int tiles_m, int tiles_n, int iters, const void* a, const void* b, void* c) {
-  NS::Problem p;  // the three 64-row parts of each 192-row tile of one A and one C
-  p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters;
-  p.persistent = getenv("TWILL_PERSISTENT") ? atoi(getenv("TWILL_PERSISTENT")) : -1;
-  p.a0 = p.a1 = p.a2 = static_cast<const __half*>(a); p.b = static_cast<const __half*>(b);
-  p.a0_rows_step = p.a1_rows_step = p.a2_rows_step = 192; p.a1_rows_offset = 64; p.a2_rows_offset = 128;
-  p.out_acc0 = p.out_acc1 = p.out_acc2 = static_cast<__half*>(c);
-  p.out_acc0_rows_step = p.out_acc1_rows_step = p.out_acc2_rows_step = 192;
-  p.out_acc1_rows_offset = 64; p.out_acc2_rows_offset = 128;
-  return static_cast<int>(NS::launch(p));
-}
-""")
-    tiles_m, tiles_n, iters = 5, 3, 10
-    torch.manual_seed(31)
-    a = torch.randn(192 * tiles_m, 64 * iters, device="cuda", dtype=torch.float16)
-    b = torch.randn(64 * iters, 256 * tiles_n, device="cuda", dtype=torch.float16)
-    c = torch.full((192 * tiles_m, 256 * tiles_n), float("nan"), device="cuda", dtype=torch.float16)
-    assert lib.gemm_launch(tiles_m, tiles_n, iters, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c))) == 0
+    mod = binding("triton_attn_fwd_tma_sm90.h100")
+    BH, N, D = 4, 1024, 128
+    torch.manual_seed(7)
+    q, k, v = (torch.randn(BH, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    o, m, l = nan(BH, N, D), nan(BH, N, dtype=torch.float32), nan(BH, N, dtype=torch.float32)
+    mod.run(q, k, v, acc=o, m_i=m, l_i=l, exp2_scale=LOG2E / math.sqrt(D))
     torch.cuda.synchronize()
-    assert int(torch.isnan(c).sum()) == 0
-    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
+    assert int(torch.isnan(o).sum() + torch.isnan(m).sum() + torch.isnan(l).sum()) == 0
+    assert g.rel_err(o[:2], g.reference_attention(q, k, v, 1 / math.sqrt(D), 2)) < 1e-2
 
 
-def _golden_lib(tmp_path, fixture, namespace, shim):
-    """A golden emitted file (tests/golden/emit), compiled unmodified with a small extern "C" shim."""
-    src = os.path.join(ROOT, "tests", "golden", "emit", fixture + ".cu")
-    return _bench().build_shim(src, namespace, shim, str(tmp_path), fixture)[0]
+def test_triton_matmul_imported_from_ttgir_matches_torch():
+    """Triton's matmul (tests/data/ttgir/matmul_sm90.ttgir) through import, solve and emit-cuda; C
+    in f16, which Triton truncates it to after the loop."""
+    _gemm("triton_matmul_sm90.h100", 512, 384, 1024, seed=11)
 
 
-def _fa3_forward(lib, q, k, v):
-    """Run a kernel built with gpu_bench's FA3 shim on q [BH][Nq][D] and k, v [BH][keys][D] (the
-    keys passed as the loop's extent): (O, m, l, scale), their NaN fill checked to be overwritten."""
-    import ctypes
-    import math
+@pytest.mark.parametrize("fixture, a_cols, b_cols", [("triton39_mm_acol.h100", True, False),
+                                                     ("triton39_mm_bcol.h100", False, True)])
+def test_triton_matmul_with_a_column_major_operand_matches_torch(fixture, a_cols, b_cols):
+    """Triton 3.9 matmuls whose A (or B) is column-major in memory (tests/data/ttgir/triton39/): the
+    import types it as it lies there, K x M (N x K), and the binding takes it so."""
+    _gemm(fixture, 384, 256, 640, seed=23, a_cols=a_cols, b_cols=b_cols)
+
+
+def _fa3_forward(mod, q, k, v, **knobs):
+    """Run an FA3-graph binding on q [BH][Nq][D] and k, v [BH][keys][D] (any number of keys): (O, m,
+    l, scale), their NaN fill checked to be overwritten."""
     BH, Nq, D = q.shape
-    o = torch.full((BH, Nq, D), float("nan"), device="cuda", dtype=torch.float16)
-    m, l = (torch.full((BH, Nq), float("nan"), device="cuda") for _ in range(2))
+    o, m, l = nan(BH, Nq, D), nan(BH, Nq, dtype=torch.float32), nan(BH, Nq, dtype=torch.float32)
     scale = 1 / math.sqrt(D)
-    p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, m, l)]
-    assert lib.twill_bench_launch(Nq // 128, k.shape[1], BH, ctypes.c_float(scale * 1.4426950408889634), *p, None) == 0
+    mod.run(q, k, v, acc=o, m=m, l=l, exp2_scale=scale * LOG2E, **knobs)
     torch.cuda.synchronize()
     assert int(torch.isnan(o).sum() + torch.isnan(m).sum() + torch.isnan(l).sum()) == 0
     return o, m, l, scale
 
 
-def test_triton_attention_imported_from_ttgir_matches_torch(tmp_path):
-    """Triton's attention forward (tests/data/ttgir/attn_fwd_tma_sm90.ttgir), through `twill
-    import`, the solver and emit-cuda (the golden triton_attn_fwd_tma_sm90.h100.cu): a 128-row Q
-    tile per CTA, O written normalized."""
-    import ctypes
-    import math
-    g = _bench()
-    lib = _golden_lib(tmp_path, "triton_attn_fwd_tma_sm90.h100", "twill_attn_fwd_desc", r"""
-extern "C" int launch(int tiles, int iters, int batch, float scale, const void* q, const void* k, const void* v,
-                      void* o, void* m, void* l) {
-  NS::Problem p;
-  p.tiles_m = tiles; p.iters = iters; p.batch = batch; p.exp2_scale = scale;
-  p.q = static_cast<const __half*>(q); p.k = static_cast<const __half*>(k); p.v = static_cast<const __half*>(v);
-  p.out_acc = static_cast<decltype(p.out_acc)>(o); p.out_m_i = static_cast<float*>(m); p.out_l_i = static_cast<float*>(l);
-  return static_cast<int>(NS::launch(p));
-}
-""")
-    BH, N, D = 4, 1024, 128
-    torch.manual_seed(7)
-    q, k, v = (torch.randn(BH, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
-    o = torch.full((BH, N, D), float("nan"), device="cuda", dtype=torch.float16)  # O truncated to f16, as Triton's
-    m, l = (torch.full((BH, N), float("nan"), device="cuda") for _ in range(2))
-    scale = 1 / math.sqrt(D)
-    p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, m, l)]
-    assert lib.launch(N // 128, N // 128, BH, ctypes.c_float(scale * 1.4426950408889634), *p) == 0
-    torch.cuda.synchronize()
-    assert int(torch.isnan(o).sum() + torch.isnan(m).sum() + torch.isnan(l).sum()) == 0
-    assert g.rel_err(o[:2], g.reference_attention(q, k, v, scale, 2)) < 1e-2
-
-
-def test_triton_matmul_imported_from_ttgir_matches_torch(tmp_path):
-    """Triton's matmul (tests/data/ttgir/matmul_sm90.ttgir) through import, solve and emit-cuda; C
-    in f16, which Triton truncates it to after the loop."""
-    import ctypes
-    g = _bench()
-    lib = _golden_lib(tmp_path, "triton_matmul_sm90.h100", "twill_matmul", GEMM_SHIM)
-    M, N, K = 512, 384, 1024
-    torch.manual_seed(11)
-    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
-    assert lib.gemm_launch(M // 128, N // 128, K // 64, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c))) == 0
-    torch.cuda.synchronize()
-    assert int(torch.isnan(c).sum()) == 0
-    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
-
-
-@pytest.mark.parametrize("fixture, namespace, a_cols, b_cols", [
-    ("triton39_mm_acol.h100", "twill_matmul_acol", True, False),
-    ("triton39_mm_bcol.h100", "twill_matmul_bcol", False, True)])
-def test_triton_matmul_with_a_column_major_operand_matches_torch(tmp_path, fixture, namespace, a_cols, b_cols):
-    """Triton 3.9 matmuls whose A (or B) is column-major in memory (tests/data/ttgir/triton39/): the
-    import types it as it lies there, K x M (N x K), and the kernel reads it transposed."""
-    import ctypes
-    g = _bench()
-    lib = _golden_lib(tmp_path, fixture, namespace, GEMM_SHIM)
-    M, N, K = 384, 256, 640
-    torch.manual_seed(23)
-    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    a_mem = a.t().contiguous() if a_cols else a  # the bytes the kernel reads: K x M when column-major
-    b_mem = b.t().contiguous() if b_cols else b
-    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
-    assert lib.gemm_launch(M // 128, N // 128, K // 64, *(ctypes.c_void_p(t.data_ptr()) for t in (a_mem, b_mem, c))) == 0
-    torch.cuda.synchronize()
-    assert int(torch.isnan(c).sum()) == 0
-    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
-
-
-@pytest.mark.parametrize("persistent", ["0", "1"])
-def test_attention_with_head_dimension_64_matches_torch(tmp_path, monkeypatch, persistent):
+@pytest.mark.parametrize("persistent", [0, 1])
+def test_attention_with_head_dimension_64_matches_torch(persistent):
     """tests/data/tir/attention_fwd_d64.tir (the FA3 graph with D = 64), whose schedule is FA3's
-    intra-warpgroup overlap with P in two buffers, which the D = 128 example does not use: the
-    golden file, with bench/gpu_bench.py's FA3 shim, matches torch on both grids."""
-    monkeypatch.setenv("TWILL_PERSISTENT", persistent)  # read by the shim at each launch
+    intra-warpgroup overlap with P in two buffers, on both grids."""
     g = _bench()
-    lib = _golden_lib(tmp_path, "attention_fwd_d64.h100", "twill_attention_d64", g.KERNELS["attention"][3])
     BH, N, D = 8, 1024, 64
     torch.manual_seed(64)
     q, k, v = (torch.randn(BH, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
-    o, _, _, scale = _fa3_forward(lib, q, k, v)
+    o, _, _, scale = _fa3_forward(binding("attention_fwd_d64.h100"), q, k, v, persistent=persistent)
     assert g.rel_err(o[:2], g.reference_attention(q, k, v, scale, 2)) < 1e-2
 
 
-@pytest.mark.parametrize("fixture, namespace", [("attention_fwd_hopper.h100", "twill_attention_fwd_hopper"),
-                                                ("attention_fwd_hopper.h200", "twill_attention_fwd_hopper"),
-                                                ("attention_fwd_hopper_k192.h100", "twill_attention_fwd_hopper_k192")])
+@pytest.mark.parametrize("fixture", ["attention_fwd_hopper.h100", "attention_fwd_hopper.h200",
+                                     "attention_fwd_hopper_k192.h100"])
 @pytest.mark.parametrize("keys", [777, 1000, 1088, 1152])
-def test_attention_with_a_partial_last_key_tile_matches_torch(tmp_path, fixture, namespace, keys):
-    """Problem::loop_extent: a number of keys that is not a multiple of the key tile (128 or 192;
-    the h200 schedule holds P in two buffers, FA3's intra-warpgroup overlap).
-    TMA fills the missing rows of K and V with zeros and the last S tile's columns past the end
-    are masked to -inf before rowmax and exp2; without the mask, exp2 of their zero scores would
-    be summed into l and every output row would be too small. 1152 is 6 whole 192-key tiles."""
+def test_attention_with_a_partial_last_key_tile_matches_torch(fixture, keys):
+    """A number of keys that is not a multiple of the key tile (128 or 192; the h200 schedule holds
+    P in two buffers): the binding passes it as Problem::loop_extent. TMA fills the missing rows of
+    K and V with zeros and the last S tile's columns past the end are masked to -inf before rowmax
+    and exp2; without the mask, exp2 of their zero scores would be summed into l and every output
+    row would be too small. 1152 is 6 whole 192-key tiles."""
     g = _bench()
-    lib = _golden_lib(tmp_path, fixture, namespace, g.KERNELS["attention"][3])
     BH, Nq, D = 4, 512, 128
     torch.manual_seed(keys)
     q = torch.randn(BH, Nq, D, device="cuda", dtype=torch.float16)
     k, v = (torch.randn(BH, keys, D, device="cuda", dtype=torch.float16) for _ in range(2))
-    o, m, l, scale = _fa3_forward(lib, q, k, v)
+    o, m, l, scale = _fa3_forward(binding(fixture), q, k, v)
     assert g.rel_err(o, g.reference_attention(q, k, v, scale, BH)) < 1e-2
     s = q.float() @ k.float().transpose(1, 2)  # m is the raw scores' maximum; l sums exp2((s - m) * c)
     assert g.rel_err(m, s.amax(-1)) < 1e-3  # the running maximum saw only the real keys
-    c = scale * 1.4426950408889634
+    c = scale * LOG2E
     assert g.rel_err(l, torch.exp2((s - s.amax(-1, keepdim=True)) * c).sum(-1)) < 1e-2
 
 
-def test_gemm_with_a_partial_last_k_tile_matches_torch(tmp_path):
+def test_gemm_with_a_partial_last_k_tile_matches_torch():
     """A GEMM whose K (1000) is not a multiple of its 64-wide K step: the zero fill past the end
     adds nothing to the accumulators, so no mask is needed (kRagged, no mask_past)."""
-    import ctypes
-    g = _bench()
-    shim = g.KERNELS["gemm"][3].replace("p.iters = iters;", "p.loop_extent = iters;")
-    lib = _golden_lib(tmp_path, "gemm_hopper.h100", "twill_gemm_hopper", shim)
-    M, N, K = 256, 512, 1000
-    torch.manual_seed(K)
-    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
-    assert lib.twill_bench_launch(M // 128, N // 256, K, 1, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c)),
-                                  None) == 0
-    torch.cuda.synchronize()
-    assert int(torch.isnan(c).sum()) == 0
-    assert g.rel_err(c, torch.matmul(a.float(), b.float())) < 1e-2
+    _gemm("gemm_hopper.h100", 256, 512, 1000, seed=1000)
 
 
-def test_attention_backward_with_a_partial_last_query_tile_matches_torch(tmp_path):
+def test_attention_backward_with_a_partial_last_query_tile_matches_torch():
     """The backward loops over 64-row query tiles: with 1000 queries its last tile is partial.
     Q, dO, lse and dlt past the end arrive as zeros and S's rows past the end are masked to -inf
     before P = exp2(S - lse) (a mask along the rows, mask_past<0>), so P, dS and every
     gradient's share of those rows are 0, and dQ's TMA reduction is clipped at the extent. (Here
     the zero fill of dO and dlt alone would already zero those shares: the same kernel without
     the mask also passed on the H200. The forward test above is the one the mask decides.)"""
-    import ctypes
-    import math
     g = _bench()
-    shim = g.KERNELS["attention_bwd"][3].replace("p.iters = iters;", "p.loop_extent = iters;")
-    lib = _golden_lib(tmp_path, "attention_bwd_hopper.h100", "twill_attention_bwd_hopper", shim)
+    mod = binding("attention_bwd_hopper.h100")
     BH, Nq, Nk, D = 4, 1000, 512, 128
     torch.manual_seed(Nq)
     q, d_o = (torch.randn(BH, Nq, D, device="cuda", dtype=torch.float16) for _ in range(2))
     k, v = (torch.randn(BH, Nk, D, device="cuda", dtype=torch.float16) for _ in range(2))
     lse, dlt, dq_r, dk_r, dv_r = g.reference_attention_bwd(q, k, v, d_o, BH)
-    dq = torch.zeros(BH, Nq, D, device="cuda")  # every key tile's CTA adds its share
-    dk, dv = (torch.full((BH, Nk, D), float("nan"), device="cuda", dtype=g.out_dtype(lib)) for _ in range(2))
-    c = 1.4426950408889634 / math.sqrt(D)
-    p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, d_o, lse.contiguous(), dlt.contiguous(), dq, dk, dv)]
-    assert lib.twill_bench_launch(Nk // 128, Nq, BH, ctypes.c_float(c), *p, None) == 0
+    dq = nan(BH, Nq, D, dtype=torch.float32)  # the binding zeroes it: every key tile's CTA adds its share
+    dk, dv = (nan(BH, Nk, D, dtype=g.out_dtype(mod)) for _ in range(2))
+    mod.run(k, v, q, d_o, lse.contiguous(), dlt.contiguous(), dq=dq, dk=dk, dv=dv, exp2_scale=LOG2E / math.sqrt(D))
     torch.cuda.synchronize()
     assert int(torch.isnan(dq).sum() + torch.isnan(dk).sum() + torch.isnan(dv).sum()) == 0
     for got, ref in ((dq, dq_r), (dk, dk_r), (dv, dv_r)):

@@ -1,0 +1,333 @@
+"""What a PyTorch user imports to call an emitted kernel (`twill emit-cuda ... -o K.cu --binding torch`).
+
+Beside `K.cu` it writes two files, each a pure function of the schedule and the machine:
+
+- `K_entry.cu`: `#include "K.cu"` and an `extern "C" int twill_launch(...)` taking plain sizes
+  and one pointer per user tensor, which fills the kernel's `Problem` (the sub-tiles' row steps and
+  offsets are constants here) and calls `launch`. It needs no torch headers: nvcc alone builds it.
+- `K.py`: a function named after the kernel, taking torch tensors named after the graph's inputs
+  and outputs in the layouts their users hold them (one Q [*batch, M, 128], not the graph's halves
+  q0 and q1), checking dtypes, devices, contiguity and shapes with an `ArgumentError` that names the
+  argument, building `K_entry.cu` with nvcc into a cache keyed by the content (first call), and
+  launching it through ctypes on torch's current stream. The checks and the mapping of shapes to
+  the Problem are `binding_runtime.py`, copied into the module verbatim: plain Python, testable
+  without torch.
+
+The user tensors (`arguments`): every global tensor of the kernel model, inputs first (the graph's
+inputs and loads, in its order), then outputs (its stores, then its carries). Sub-tiles become one
+tensor: tensors named STEM0, STEM1, ... (or STEM_0, ...; the names `twill.split.split_rows` gives)
+of one kind, dtype, tile and axes, whose rows follow the grid's M axis, are the consecutive row
+blocks of each tile of one tensor STEM (step = parts x the tile's rows, offset = i x the tile's
+rows), unless STEM already names something in the graph. An output is named after its carry (acc,
+not out_acc), a store after the value it stores.
+"""
+from __future__ import annotations
+
+import keyword
+import pprint
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
+
+TORCH_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "tf32": "float32", "f64": "float64",
+               "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "i64": "int64", "i32": "int32", "i16": "int16",
+               "i8": "int8"}
+# The generated function's own keywords (_KEYWORD_DOC): a tensor of one of these names gets an underscore.
+KEYWORDS = ("exp2_scale", "persistent", "raster_group", "iters", "stream")
+RUNTIME = Path(__file__).with_name("binding_runtime.py")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One Problem pointer behind a user tensor: placed at `offset` in steps of `step` along `label`
+    ("" for a tensor that is one Problem pointer, at the launcher's default placement)."""
+
+    field: str
+    value: str  # the graph value it carries
+    label: str = ""
+    step: int = 0
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str  # the Python name
+    output: bool
+    dtype: str  # the graph's dtype
+    dims: tuple[tuple[str, int], ...]  # per dimension past the batch: (axis, elements per tile along it)
+    per_iteration: bool  # one tile per loop iteration: a dimension I before `dims`
+    tma: bool  # read or written through a tensor map (rows a multiple of 16 bytes)
+    zero: bool  # CTAs add into it: zeroed before the launch
+    parts: tuple[Part, ...]
+
+    def spec(self) -> dict:
+        return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
+                "esize": dtype_bytes(self.dtype), "dims": [list(d) for d in self.dims],
+                "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero}
+
+
+def py_name(name: str, taken: set[str]) -> str:
+    """A Python identifier for a graph name, not a keyword, a binding keyword or one in `taken`."""
+    out = re.sub(r"\W", "_", name)
+    out = out if re.match(r"[A-Za-z_]", out) else f"v_{out}"
+    while keyword.iskeyword(out) or out in KEYWORDS or out in taken:
+        out += "_"
+    return out
+
+
+def _user_name(model, t) -> str:
+    """The graph's name for a global tensor: the carry of an output, the value of the rest."""
+    if t.kind == "output":
+        return next(c for c, _ in model.graph.yields if ident(f"out_{c}") == t.name)
+    return t.value
+
+
+def _stack_dim(t) -> int | None:
+    """The dimension of `t` along the grid's M axis, where sub-tiles stack."""
+    return next((d for d, _ in t.placed_dims() if t.axes[d] == "m"), None)
+
+
+PART = re.compile(r"(.+?)_?(\d+)")  # STEM0, STEM_1: a part's name, as split_rows gives it
+
+
+def _stacks(model, names) -> dict[str, tuple[str, int]]:
+    """tensor name -> (stem, index) for the tensors that are parts of one user tensor: parts named
+    STEM0 .. STEM{p-1} (p >= 2) of one kind, dtype, tile and axes with a dimension along the grid's
+    M axis, where STEM names nothing in the graph."""
+    graph = model.graph
+    taken = {v.name for v in graph.inputs + graph.carries} | {op.name for op in graph.ops}
+    cands: dict[tuple, list] = {}
+    for name, t in names:
+        found = PART.fullmatch(name)
+        if found and _stack_dim(t) is not None:
+            key = (found[1], t.kind, t.dtype, t.tile, t.axes, t.per_iteration, t.rank)
+            cands.setdefault(key, []).append((int(found[2]), t.name))
+    out = {}
+    for key, members in cands.items():
+        if key[0] not in taken and len(members) > 1 and sorted(i for i, _ in members) == list(range(len(members))):
+            out.update({t: (key[0], i) for i, t in members})
+            taken.add(key[0])
+    return out
+
+
+def _groups(model) -> list[tuple[str, list]]:
+    """(graph name, tensors in part order) per user tensor, in the order of their first member."""
+    names = [(_user_name(model, t), t) for t in model.tensors]
+    stacks = _stacks(model, names)
+    out, by_stem = [], {}
+    for name, t in names:
+        stem, _ = stacks.get(t.name, (None, 0))
+        if stem is None:
+            out.append((name, [t]))
+        elif stem in by_stem:
+            by_stem[stem].append(t)
+        else:
+            by_stem[stem] = [t]
+            out.append((stem, by_stem[stem]))
+    for members in by_stem.values():
+        members.sort(key=lambda t: stacks[t.name][1])
+    return out
+
+
+def arguments(renderer) -> tuple[Argument, ...]:
+    """The user tensors of a kernel (see the module doc), inputs first."""
+    m = renderer.m
+    tma = {t.name for t in renderer.tma_tensors()}
+    grid = renderer.grid_axes()
+    taken: set[str] = set()
+    inputs, outputs = [], []
+    for name, members in _groups(m):
+        t = members[0]
+        if t.dtype not in TORCH_DTYPE:
+            raise EmitError(f"tensor {t.name}: no torch dtype for {t.dtype}, so no binding")
+        d = _stack_dim(t) if len(members) > 1 else None
+        if d is None:
+            parts = (Part(t.name, t.value),)
+        else:
+            label, rows = DIM_LABELS[d], t.tile[d]
+            parts = tuple(Part(x.name, x.value, label, rows * len(members), rows * i) for i, x in enumerate(members))
+        sizes = [rows * len(members) if dim == d else t.tile[dim] for dim in range(2)]
+        dims = tuple((t.axes[dim], sizes[dim]) for dim in range(2 - t.rank, 2))
+        output = t.kind in ("output", "store")
+        arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
+                       t.kind == "store" and not grid <= set(t.axes), parts)
+        taken.add(arg.name)
+        (outputs if output else inputs).append(arg)
+    return tuple(inputs + outputs)
+
+
+def spec(renderer, kernel_file: str, entry: str) -> dict:
+    """What the runtime needs to know of a kernel, as plain data."""
+    m = renderer.m
+    return {"kernel": py_name(m.schedule.kernel, set()), "arch": m.arch, "kernel_file": kernel_file, "entry": entry,
+            "stages": m.stages, "loop_step": m.ragged.step,
+            "ragged": bool(m.ragged.step) and not renderer.ragged_refusal,
+            "ragged_why": renderer.ragged_refusal, "axes": sorted(renderer.grid_axes()),
+            "args": [a.spec() for a in arguments(renderer)]}
+
+
+# ---- the C entry point ---------------------------------------------------------------------------
+
+def entry_source(renderer, kernel_file: str, module: str) -> str:
+    """K_entry.cu: the extern "C" entry point over the kernel file's `launch`."""
+    ns = renderer.ns
+    lines = [
+        f"// The C entry point of {kernel_file} for its PyTorch binding {module}, written by",
+        "// `twill emit-cuda --binding torch`: plain sizes and one pointer per user tensor (in the binding's",
+        "// order), no torch headers. Build: nvcc -std=c++17 -gencode=arch=compute_XX,code=sm_XX -shared",
+        "// -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).",
+        f"#include \"{kernel_file}\"",
+        "",
+        "extern \"C\" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,",
+        "                            int persistent, int raster_group, void* const* tensors, void* stream) {",
+        f"  {ns}::Problem p;",
+        "  p.tiles_m = tiles_m;",
+        "  p.tiles_n = tiles_n;",
+        "  p.iters = iters;",
+        "  p.loop_extent = loop_extent;",
+        "  p.batch = batch;",
+        "  p.exp2_scale = exp2_scale;",
+        "  p.persistent = persistent;",
+        ("  if (raster_group >= 0) p.raster_group = raster_group;" if rastered(renderer.m)
+         else "  (void)raster_group;  // the kernel keeps blockIdx order"),
+    ]
+    for i, a in enumerate(arguments(renderer)):
+        what = ", ".join(x.value for x in a.parts)
+        lines.append(f"  // tensors[{i}]: {a.name} ({'output' if a.output else 'input'}; the graph's {what})")
+        for x in a.parts:
+            lines.append(f"  p.{x.field} = static_cast<decltype(p.{x.field})>(tensors[{i}]);")
+            if x.label:
+                lines.append(f"  p.{x.field}_{x.label}_step = {x.step};")
+                lines.append(f"  p.{x.field}_{x.label}_offset = {x.offset};")
+    lines += [
+        f"  return static_cast<int>({ns}::launch(p, static_cast<cudaStream_t>(stream)));",
+        "}",
+        "",
+        "extern \"C\" const char* twill_error_string(int err) {",
+        "  return cudaGetErrorString(static_cast<cudaError_t>(err));",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# ---- the Python module ---------------------------------------------------------------------------
+
+_SYMBOL_DOC = {"M": "the rows the grid walks (blockIdx.x), a multiple of its tile",
+               "N": "the columns the grid walks (blockIdx.y), a multiple of its tile",
+               "L": "the loop's extent (a GEMM's K, attention's keys)",
+               "I": "the loop's iterations (a tile per iteration)"}
+
+
+def _layout(a: Argument) -> str:
+    from .binding_runtime import layout
+    return layout(a.spec())
+
+
+def _arg_doc(a: Argument) -> str:
+    from .binding_runtime import SYMBOLS
+    grid = [f"{SYMBOLS[ax]} a multiple of {size}" for ax, size in a.dims if ax in ("m", "n")]
+    parts = ("; the graph's " + ", ".join(x.value for x in a.parts)
+             + f" (blocks of {a.parts[1].offset} of each {a.parts[0].step} along M)") if len(a.parts) > 1 else ""
+    note = "; zeroed first: the CTAs add into it" if a.zero else ""
+    where = f" ({', '.join(grid)})" if grid else ""
+    return f"{a.name}: torch.{TORCH_DTYPE[a.dtype]} {_layout(a)}{where}{parts}{note}"
+
+
+# The keywords a binding may take besides its tensors: (name, default, what it does).
+_KEYWORD_DOC = (
+    ("exp2_scale", "1.0", "exp2 computes exp2((x - b) * exp2_scale): log2(e) / sqrt(D) for attention"),
+    ("persistent", "-1", "1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice"),
+    ("raster_group", "-1", "output tile rows the CTAs walk together (-1: the launcher's 16)"),
+    ("iters", "None", "the loop's iterations (no input runs along the loop)"),
+    ("stream", "None", "a torch.cuda.Stream (default: the current stream of the tensors' device)"),
+)
+
+
+def _keywords(m, ins: list[Argument]) -> list[tuple[str, str, str]]:
+    """The keywords this kernel's function takes: exp2_scale where the graph has an exp2,
+    raster_group where the grid is rastered, iters where no input runs along the loop."""
+    has = {"exp2_scale": any(op.opcode == "exp2" for op in m.graph.ops), "raster_group": rastered(m),
+           "iters": not any(a.per_iteration or any(ax == "loop" for ax, _ in a.dims) for a in ins)}
+    return [k for k in _KEYWORD_DOC if has.get(k[0], True)]
+
+
+def _function_doc(m, args, data, keywords, returns) -> list[str]:
+    step = data["loop_step"]
+    loop = (f"L any number of elements (a partial last tile of {step})" if data["ragged"]
+            else f"L a multiple of {step} ({data['ragged_why']})" if step else "")
+    used = sorted({s for a in args for s in re.findall(r"\b[MNLI]\b", _layout(a))})
+    return [
+        f'    """Run kernel {m.schedule.kernel}. Every tensor is row-major (contiguous) on one CUDA device, with',
+        "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
+        "",
+        *[f"    {_arg_doc(a)}" for a in args],
+        "",
+        *[f"    {s}: {_SYMBOL_DOC[s]}" + (f"; {loop}" if s == "L" and loop else "") for s in used],
+        "",
+        *[f"    {k}={default}: {doc}" for k, default, doc in keywords],
+        "",
+        f"    Returns {returns}. Raises ArgumentError (a ValueError naming the argument) for a tensor the",
+        "    kernel cannot take, RuntimeError where nvcc or the launch fails.",
+        '    """',
+    ]
+
+
+def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
+    """K.py: the binding (see the module doc)."""
+    m = renderer.m
+    args = arguments(renderer)
+    data = spec(renderer, kernel_file, entry)
+    runtime = RUNTIME.read_text()
+    own = set(re.findall(r"^(?:def |class )?(\w+)", runtime, re.M)) | {"SPEC", "HERE", "run", "build_library"}
+    fn = data["kernel"] if data["kernel"] not in own else data["kernel"] + "_kernel"
+    ins = [a for a in args if not a.output]
+    outs = [a for a in args if a.output]
+    keywords = _keywords(m, ins)
+    returns = outs[0].name if len(outs) == 1 else f"a named tuple ({', '.join(a.name for a in outs)})"
+    signature = ", ".join([a.name for a in ins] + ["*"] + [f"{a.name}=None" for a in outs]
+                          + [f"{k}={default}" for k, default, _ in keywords])
+    tensors = ", ".join(f"{a.name!r}: {a.name}" for a in args)
+    passed = ", ".join(f"{k}={k}" for k, _, _ in keywords)
+    lines = [
+        f'"""PyTorch binding of kernel {m.schedule.kernel} ({kernel_file}, {m.arch}), written by `twill emit-cuda',
+        '--binding torch`. Do not edit: emit it again.',
+        "",
+        f"    {fn}({', '.join(a.name for a in ins)}) -> {returns}",
+        "",
+        f"The first call builds {entry} (which includes {kernel_file}) with nvcc into $TWILL_CACHE_DIR/bindings",
+        "(default ~/.cache/twill/bindings), once per content; torch is imported at call time only.",
+        '"""',
+        runtime.rstrip("\n"),
+        "",
+        "",
+        "SPEC = " + pprint.pformat(data, width=110, sort_dicts=False),
+        "HERE = os.path.dirname(os.path.abspath(__file__))",
+        "",
+        "",
+        f"def {fn}({signature}):",
+        *_function_doc(m, args, data, keywords, returns),
+        f"    return call(SPEC, HERE, {{{tensors}}}, {passed})",
+        "",
+        "",
+        "def build_library(directory=None):",
+        '    """Build the shared library now (the first call would): its path. ptxas\'s report is PATH.log."""',
+        "    return build(SPEC, HERE, directory)",
+        "",
+        "",
+        f"run = {fn}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def binding_files(model, kernel_path: str) -> dict[str, str]:
+    """{path: text} of the binding of `model` whose kernel is written to `kernel_path` (K.cu):
+    K.py and K_entry.cu beside it."""
+    from .cuda import Renderer
+    path = Path(kernel_path)
+    stem = path.name[:-3] if path.name.endswith(".cu") else path.name
+    r = Renderer(model)
+    entry, module = f"{stem}_entry.cu", f"{stem}.py"
+    return {str(path.with_name(module)): module_source(r, path.name, entry, module),
+            str(path.with_name(entry)): entry_source(r, path.name, module)}
