@@ -1,11 +1,23 @@
-"""Shared pytest setup: the `--update-golden` option and a `golden` fixture.
+"""Shared pytest setup: the `--update-golden` option and a `golden` fixture, nvcc builds cached
+by content, and solves shared between the tests of one process.
 
 Golden files live in tests/golden/. A test calls ``golden("name.ext", text)``: by default the
 text must equal the stored file byte for byte; with ``pytest --update-golden`` the file is
 (re)written instead, and the diff is reviewed in git like any other change.
+
+The suite runs in parallel (pytest-xdist, the README's `-n` option): nothing here or in a test
+may write outside the test's own tmp_path, except the content-addressed nvcc cache below, whose
+entries are written whole (a rename) so that workers building the same file never see half of one.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +31,8 @@ ROOT = TESTS.parent
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite the golden files in tests/golden/ instead of comparing against them")
+    parser.addoption("--no-nvcc-cache", action="store_true", default=False,
+                     help="run nvcc for every build instead of reusing a build of the same source, flags and nvcc")
 
 
 @pytest.fixture
@@ -44,6 +58,11 @@ def golden(update_golden):
 
 
 def pytest_configure(config):
+    global NVCC_CACHE
+    if not config.getoption("--no-nvcc-cache"):
+        cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+        NVCC_CACHE = (cache.mkdir("twill-nvcc") if cache is not None
+                      else Path(tempfile.gettempdir()) / f"twill-nvcc-{os.getuid()}")
     # PuLP 3.x warns that its CBC-command API will change in PuLP 4.0; that is twill.modulo's
     # business, not a test failure, and thousands of copies would bury real warnings.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pulp")
@@ -54,3 +73,51 @@ def private_schedule_cache(tmp_path_factory, monkeypatch):
     """Each test gets an empty schedule cache of its own (outside its tmp_path): results never
     leak between tests."""
     monkeypatch.setenv("TWILL_CACHE_DIR", str(tmp_path_factory.mktemp("twill-cache")))
+
+
+# -- nvcc, cached by content ------------------------------------------------------------------------
+
+NVCC_CACHE: Path | None = None  # set by pytest_configure; None: --no-nvcc-cache
+
+
+def nvcc() -> str | None:
+    """The nvcc to build with: on PATH, else CUDA's default install; None without one."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    default = Path("/usr/local/cuda/bin/nvcc")
+    return str(default) if default.is_file() else None
+
+
+@functools.lru_cache(maxsize=None)
+def _toolchain() -> str:
+    """What besides the source and the flags decides a build: nvcc (its path and version) and
+    the host C++ compiler it drives."""
+    out = [nvcc() or ""]
+    for cmd in ([nvcc(), "--version"], ["c++", "--version"]):
+        try:
+            out.append(subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout)
+        except (OSError, TypeError):
+            out.append("")
+    return "\n".join(out)
+
+
+def nvcc_compile(src: Path, flags: list[str]) -> tuple[int, str]:
+    """(exit status, stderr) of `nvcc FLAGS -c SRC -o SRC.o`. A build is a function of the source
+    text, the flags and the toolchain, so its result is kept under that key (in the pytest cache,
+    or a temporary folder under -p no:cacheprovider) and the same .cu compiled by two tests, two
+    workers or two runs is built once. An object file is written only when nvcc runs."""
+    cmd = [nvcc(), *flags, "-c", str(src), "-o", str(src.with_suffix(".o"))]
+    key = hashlib.sha256(json.dumps([_toolchain(), flags, src.read_text()]).encode()).hexdigest()
+    entry = NVCC_CACHE / f"{key}.json" if NVCC_CACHE is not None else None
+    if entry is not None and entry.is_file():
+        found = json.loads(entry.read_text())
+        return found["rc"], found["stderr"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if entry is not None:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"rc": proc.returncode, "stderr": proc.stderr, "cmd": cmd}, f)
+        os.replace(tmp, entry)
+    return proc.returncode, proc.stderr
