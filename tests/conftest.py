@@ -11,6 +11,7 @@ entries are written whole (a rename) so that workers building the same file neve
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import json
@@ -106,18 +107,41 @@ def nvcc_compile(src: Path, flags: list[str]) -> tuple[int, str]:
     """(exit status, stderr) of `nvcc FLAGS -c SRC -o SRC.o`. A build is a function of the source
     text, the flags and the toolchain, so its result is kept under that key (in the pytest cache,
     or a temporary folder under -p no:cacheprovider) and the same .cu compiled by two tests, two
-    workers or two runs is built once. An object file is written only when nvcc runs."""
+    workers or two runs is built once: a worker that finds another building it waits for that
+    build (a lock per key). An object file is written only when nvcc runs."""
     cmd = [nvcc(), *flags, "-c", str(src), "-o", str(src.with_suffix(".o"))]
+    if NVCC_CACHE is None:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        return proc.returncode, proc.stderr
     key = hashlib.sha256(json.dumps([_toolchain(), flags, src.read_text()]).encode()).hexdigest()
-    entry = NVCC_CACHE / f"{key}.json" if NVCC_CACHE is not None else None
-    if entry is not None and entry.is_file():
-        found = json.loads(entry.read_text())
-        return found["rc"], found["stderr"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if entry is not None:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"rc": proc.returncode, "stderr": proc.stderr, "cmd": cmd}, f)
-        os.replace(tmp, entry)
-    return proc.returncode, proc.stderr
+    entry = NVCC_CACHE / f"{key}.json"
+    NVCC_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(NVCC_CACHE / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not entry.is_file():
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            fd, tmp = tempfile.mkstemp(dir=NVCC_CACHE, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                json.dump({"rc": proc.returncode, "stderr": proc.stderr, "cmd": cmd}, f)
+            os.replace(tmp, entry)
+    found = json.loads(entry.read_text())
+    return found["rc"], found["stderr"]
+
+
+# -- solves shared by the tests of one process ------------------------------------------------------
+
+def solved_example(name: str, gpu: str = "h100", **options):
+    """(schedule, graph, machine) of examples/NAME solved on `gpu` with SolveOptions(**options),
+    once per test process: the same solve asked for by several tests (of test_joint and test_plot,
+    say) runs once. Everything returned is frozen; a test that wants a variant uses replace()."""
+    from twill.pipeline import SolveOptions
+    return _solved_example(name, gpu, SolveOptions(**options))
+
+
+@functools.lru_cache(maxsize=None)
+def _solved_example(name: str, gpu: str, options):
+    from twill.machine import load_machine
+    from twill.pipeline import solve
+    from twill.tir import load_tir
+    graph, machine = load_tir(ROOT / "examples" / name), load_machine(gpu)
+    return solve(graph, machine, options), graph, machine

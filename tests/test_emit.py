@@ -505,6 +505,7 @@ def test_arithmetic_with_a_missing_operand_is_refused_not_miscompiled(tmp_path):
 
 # -- nvcc ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_compiles_without_warnings(name, build_dir):
@@ -514,6 +515,7 @@ def test_compiles_without_warnings(name, build_dir):
     assert noise == [], "\n".join(noise)
 
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(n for n, (_, spills) in FIXTURES.items() if spills == 0))
 def test_no_spills_and_no_serialized_wgmma(name, build_dir):
@@ -758,6 +760,7 @@ def test_the_emitters_own_names_are_reserved_for_its_locals():
     assert loose == set()
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_values_named_like_the_emitters_own_locals_compile(tmp_path):
     from twill.pipeline import solve
