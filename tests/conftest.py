@@ -1,11 +1,24 @@
-"""Shared pytest setup: the `--update-golden` option and a `golden` fixture.
+"""Shared pytest setup: the `--update-golden` option and a `golden` fixture, nvcc builds cached
+by content, and solves shared between the tests of one process.
 
 Golden files live in tests/golden/. A test calls ``golden("name.ext", text)``: by default the
 text must equal the stored file byte for byte; with ``pytest --update-golden`` the file is
 (re)written instead, and the diff is reviewed in git like any other change.
+
+The suite runs in parallel (pytest-xdist, the README's `-n` option): nothing here or in a test
+may write outside the test's own tmp_path, except the content-addressed nvcc cache below, whose
+entries are written whole (a rename) so that workers building the same file never see half of one.
 """
 from __future__ import annotations
 
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +32,8 @@ ROOT = TESTS.parent
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite the golden files in tests/golden/ instead of comparing against them")
+    parser.addoption("--no-nvcc-cache", action="store_true", default=False,
+                     help="run nvcc for every build instead of reusing a build of the same source, flags and nvcc")
 
 
 @pytest.fixture
@@ -44,6 +59,11 @@ def golden(update_golden):
 
 
 def pytest_configure(config):
+    global NVCC_CACHE
+    if not config.getoption("--no-nvcc-cache"):
+        cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+        NVCC_CACHE = (cache.mkdir("twill-nvcc") if cache is not None
+                      else Path(tempfile.gettempdir()) / f"twill-nvcc-{os.getuid()}")
     # PuLP 3.x warns that its CBC-command API will change in PuLP 4.0; that is twill.modulo's
     # business, not a test failure, and thousands of copies would bury real warnings.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pulp")
@@ -54,3 +74,74 @@ def private_schedule_cache(tmp_path_factory, monkeypatch):
     """Each test gets an empty schedule cache of its own (outside its tmp_path): results never
     leak between tests."""
     monkeypatch.setenv("TWILL_CACHE_DIR", str(tmp_path_factory.mktemp("twill-cache")))
+
+
+# -- nvcc, cached by content ------------------------------------------------------------------------
+
+NVCC_CACHE: Path | None = None  # set by pytest_configure; None: --no-nvcc-cache
+
+
+def nvcc() -> str | None:
+    """The nvcc to build with: on PATH, else CUDA's default install; None without one."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    default = Path("/usr/local/cuda/bin/nvcc")
+    return str(default) if default.is_file() else None
+
+
+@functools.lru_cache(maxsize=None)
+def _toolchain() -> str:
+    """What besides the source and the flags decides a build: nvcc (its path and version) and
+    the host C++ compiler it drives."""
+    out = [nvcc() or ""]
+    for cmd in ([nvcc(), "--version"], ["c++", "--version"]):
+        try:
+            out.append(subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout)
+        except (OSError, TypeError):
+            out.append("")
+    return "\n".join(out)
+
+
+def nvcc_compile(src: Path, flags: list[str]) -> tuple[int, str]:
+    """(exit status, stderr) of `nvcc FLAGS -c SRC -o SRC.o`. A build is a function of the source
+    text, the flags and the toolchain, so its result is kept under that key (in the pytest cache,
+    or a temporary folder under -p no:cacheprovider) and the same .cu compiled by two tests, two
+    workers or two runs is built once: a worker that finds another building it waits for that
+    build (a lock per key). An object file is written only when nvcc runs."""
+    cmd = [nvcc(), *flags, "-c", str(src), "-o", str(src.with_suffix(".o"))]
+    if NVCC_CACHE is None:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        return proc.returncode, proc.stderr
+    key = hashlib.sha256(json.dumps([_toolchain(), flags, src.read_text()]).encode()).hexdigest()
+    entry = NVCC_CACHE / f"{key}.json"
+    NVCC_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(NVCC_CACHE / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not entry.is_file():
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            fd, tmp = tempfile.mkstemp(dir=NVCC_CACHE, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                json.dump({"rc": proc.returncode, "stderr": proc.stderr, "cmd": cmd}, f)
+            os.replace(tmp, entry)
+    found = json.loads(entry.read_text())
+    return found["rc"], found["stderr"]
+
+
+# -- solves shared by the tests of one process ------------------------------------------------------
+
+def solved_example(name: str, gpu: str = "h100", **options):
+    """(schedule, graph, machine) of examples/NAME solved on `gpu` with SolveOptions(**options),
+    once per test process: the same solve asked for by several tests (of test_joint and test_plot,
+    say) runs once. Everything returned is frozen; a test that wants a variant uses replace()."""
+    from twill.pipeline import SolveOptions
+    return _solved_example(name, gpu, SolveOptions(**options))
+
+
+@functools.lru_cache(maxsize=None)
+def _solved_example(name: str, gpu: str, options):
+    from twill.machine import load_machine
+    from twill.pipeline import solve
+    from twill.tir import load_tir
+    graph, machine = load_tir(ROOT / "examples" / name), load_machine(gpu)
+    return solve(graph, machine, options), graph, machine

@@ -27,6 +27,8 @@ from twill.schedule import Schedule
 from twill.tir import parse_tir
 from twill_cli.main import main
 
+from conftest import nvcc, nvcc_compile
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "emit"
 
@@ -100,26 +102,15 @@ def emitted(name: str) -> str:
     return emit_cuda(s, load_machine(s.machine))
 
 
-def nvcc() -> str | None:
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    default = Path("/usr/local/cuda/bin/nvcc")
-    return str(default) if default.is_file() else None
-
-
 needs_nvcc = pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin): "
                                                        "compile checks skipped")
 
 
-@lru_cache(maxsize=None)
 def nvcc_build(src: Path, arch: str) -> tuple[int, str]:
     """(exit status, stderr) of `nvcc -Xptxas -v` on an emitted file for `arch` (sm_90a, sm_100a),
-    test main included."""
-    cmd = [nvcc(), "-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-DTWILL_MAIN", "-Xptxas", "-v",
-           "-c", str(src), "-o", str(src.with_suffix(".o"))]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    return proc.returncode, proc.stderr
+    test main included (built once per content: conftest.nvcc_compile)."""
+    return nvcc_compile(src, ["-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-DTWILL_MAIN",
+                              "-Xptxas", "-v"])
 
 
 def compiled(name: str, tmp: str) -> tuple[int, str]:
@@ -477,9 +468,8 @@ def test_unknown_opcode_becomes_a_hook(tmp_path):
     if nvcc():
         src = tmp_path / "hooked.cu"
         src.write_text(cu)
-        proc = subprocess.run([nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-c", str(src),
-                               "-o", str(tmp_path / "hooked.o")], capture_output=True, text=True)
-        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a"])
+        assert rc == 0 and err == "", err
 
 
 def test_an_mma_accumulating_in_f16_is_refused():
@@ -515,6 +505,7 @@ def test_arithmetic_with_a_missing_operand_is_refused_not_miscompiled(tmp_path):
 
 # -- nvcc ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_compiles_without_warnings(name, build_dir):
@@ -524,6 +515,7 @@ def test_compiles_without_warnings(name, build_dir):
     assert noise == [], "\n".join(noise)
 
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(n for n, (_, spills) in FIXTURES.items() if spills == 0))
 def test_no_spills_and_no_serialized_wgmma(name, build_dir):
@@ -768,6 +760,7 @@ def test_the_emitters_own_names_are_reserved_for_its_locals():
     assert loose == set()
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_values_named_like_the_emitters_own_locals_compile(tmp_path):
     from twill.pipeline import solve

@@ -112,6 +112,7 @@ def test_bad_input_exit_2(tmp_path):
     assert r.exit_code == 2 and "--gpu" in r.output
 
 
+@pytest.mark.slow
 def test_blackwell_without_sub_tiling_bound_unsat():
     # The paper's no-sub-tiling ablation: the whole 128-row tile on b200 cannot reach its SWP
     # bound. (Our Blackwell backward graph does reach its bound, unlike the paper's: see
@@ -125,7 +126,8 @@ def test_blackwell_without_sub_tiling_bound_unsat():
     sat = gp.check(list(gp.guards))
     gp.dispose()
     assert not sat, "on b200 the SWP bound of the unsplit tile is not realisable"
-    ex = explain(load_graph(str(path)), load_machine("b200"), replace(options, max_ii=swp.ii + 40))
+    # max_ii bounds only the final escalation, which this test does not look at (+40 cost 16 s)
+    ex = explain(load_graph(str(path)), load_machine("b200"), replace(options, max_ii=swp.ii + 1))
     if time.monotonic() - t0 > 120:
         pytest.skip("explaining took over 120 s on this machine")
     assert_core_sound(str(path), "b200", ex, options)

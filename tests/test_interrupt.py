@@ -5,6 +5,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "attention_fwd_hopper.tir"
 
 
@@ -34,6 +36,7 @@ def test_time_limit_exits_3_and_writes_no_unproven_nothing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_any_moment_of_a_run_exits_130(tmp_path):
     """SIGINT at moments spread over a run, from the console script's own start (importing click
     and the commands) through cost normalization (SCIP, which must not catch it) and the stages:

@@ -18,12 +18,13 @@ from twill.schedule import Schedule
 from twill.tir import load_tir, parse_tir
 from twill.verify import verify
 
+from conftest import solved_example
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def joint(name: str, gpu: str = "h100", **options):
-    graph, machine = load_tir(EXAMPLES / name), load_machine(gpu)
-    return solve(graph, machine, SolveOptions(**options)), graph, machine
+    return solved_example(name, gpu, **options)  # solved once per test process (conftest)
 
 
 def test_fig1_joint_is_optimal_at_the_swp_bound():
@@ -129,6 +130,7 @@ def _overlap(a, b, ii) -> bool:
     return any((b.start + c) % ii in cells_a for c in range(max(b.cycles, 1)))
 
 
+@pytest.mark.slow
 def test_fa3_ping_pong_on_hopper():
     s, graph, machine = joint("attention_fwd_hopper.tir")
     assert s.optimal and s.ii == dict(s.bounds)["swp_ii"]
@@ -152,6 +154,7 @@ def test_fa3_ping_pong_on_hopper():
     ("attention_fwd_blackwell.tir", {"warps": 8}),  # fewer warps
     ("attention_fwd_simple.tir", {}),               # no sub-tiling
 ])
+@pytest.mark.slow
 def test_blackwell_ablations_make_the_swp_bound_unrealisable(example, options):
     """At the SWP bound the joint problem is unsatisfiable (the full escalation of the 8-warp
     ablation climbs from I = 242 to 300 and takes about 90 s: docs/reproducing-the-paper.md)."""
@@ -290,6 +293,7 @@ loop {
 """
 
 
+@pytest.mark.slow
 def test_an_mma_reading_tensor_memory_keeps_it_until_done_and_writes_elsewhere():
     """With tensor memory for two 64-column tiles, P (32 KiB) and O (32 KiB) fill it while the mma
     runs: it reads P until it completes, and writes O beside P, not over it (an mma writes in place

@@ -264,6 +264,7 @@ def test_units_of_capacity_four_keep_fa3_fast():
     assert verify(schedule, graph, machine) == []
 
 
+@pytest.mark.slow
 def test_two_tensor_units_solve_fa3_in_the_joint_stage():
     """FA3 on a machine with two tensor units: four 128-unit GEMMs in I = 258 leave the
     reservation table almost full. Stage 2 encodes capacity 2 as clauses (at an op's start, no

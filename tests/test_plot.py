@@ -8,7 +8,6 @@ exist, be well-formed and be byte-for-byte reproducible.
 """
 from __future__ import annotations
 
-import functools
 import struct
 import xml.etree.ElementTree as ET
 from dataclasses import replace
@@ -16,12 +15,10 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from twill.machine import load_machine
-from twill.pipeline import SolveOptions, solve
 from twill.schedule import Buffer, Role, Schedule
 from twill.tir import parse_tir
 
-from conftest import ROOT
+from conftest import ROOT, solved_example
 
 # Examples too slow to solve in a test run; none today (every example solves, joint stage
 # included, in seconds: docs/benchmarks.md).
@@ -32,10 +29,8 @@ GPU = {"attention_fwd_blackwell": "b200", "attention_bwd_blackwell": "b200"}  # 
 JOINT = {"fig1", "gemm_hopper", "attention_fwd_hopper", "attention_fwd_blackwell"}
 
 
-@functools.lru_cache(maxsize=None)
 def solved(example: str, joint: bool) -> Schedule:
-    graph = parse_tir((ROOT / "examples" / f"{example}.tir").read_text(), f"{example}.tir")
-    return solve(graph, load_machine(GPU.get(example, "h100")), SolveOptions(swp_only=not joint))
+    return solved_example(f"{example}.tir", GPU.get(example, "h100"), swp_only=not joint)[0]  # (conftest)
 
 
 def joint_fixture() -> Schedule:
