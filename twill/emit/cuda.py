@@ -83,7 +83,7 @@ class Renderer:
         m = self.m
         body = runtime.COMMON + (runtime.SM100 if m.blackwell else runtime.SM90) + runtime.OPS
         body = body.rsplit("}  // namespace twill", 1)[0]
-        wrappers = []
+        wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
         if not m.blackwell:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.dtype) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
