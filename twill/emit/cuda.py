@@ -336,8 +336,8 @@ class Renderer:
         nrows = "1" if t.rank == 1 else self._extent(t, 0)
         ncols = self._extent(t, 1)
         out(f"const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
-        if t.rank == 1:
-            out(f"twill::frag_to_buffer(args.{t.name} + batch + {cols}, f, row0, 0);")
+        if t.rank == 1:  # the column origin as one offset: no tile-invariant part of it is kept across tiles
+            out(f"twill::frag_to_buffer(args.{t.name} + batch + static_cast<size_t>({cols}), f, row0, 0);")
         elif shared:  # every CTA of the grid writes this tile: they add into it (zero it first)
             out(f"twill::frag_add_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
                 f"{cols}, {ncols});")
