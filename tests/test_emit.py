@@ -782,6 +782,16 @@ def test_8bit_inputs_take_the_tensor_cores_8bit_instructions(gpu, dtype, acc, wa
         assert "int32_t* out_acc;" in cu
 
 
+def test_bf16_takes_the_bf16_instructions_on_both_targets():
+    """bf16 operands: wgmma .bf16 (the fixture gemm_bf16.h100) and, on sm_100a, kind::f16 with
+    the A and B formats BF16 = 1 (umma_idesc's BF16 flag); TMA's bf16 tensor maps on both."""
+    text = (ROOT / "tests" / "data" / "tir" / "gemm_bf16.tir").read_text()
+    cu = emit8(text, "b200")
+    assert "twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__nv_bfloat16, 64, 64>" in cu
+    assert "twill::umma_idesc<64, 128, true, false, true>()" in cu and "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" in cu
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in emitted("gemm_bf16.h100")
+
+
 def test_kernels_without_8bit_mmas_leave_the_runtime_as_it_was():
     """The 8-bit part of the runtime (cuda_fp8.h, FragS32, the 8-bit tcgen05 kinds) goes only into
     kernels that use it, so every other kernel's text is what it was (the goldens pin it)."""
