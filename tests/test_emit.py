@@ -816,6 +816,15 @@ def test_8bit_mmas_the_tensor_core_cannot_do_are_refused(text, message, gpu):
         emit8(text, gpu)
 
 
+def test_an_fp8_gemm_whose_b_is_k_by_n_is_refused_with_the_reason(tmp_path):
+    """Triton 3.9's fp8 matmul (tests/data/ttgir/triton39/mm_fp8.ttgir) has B K x N in memory and
+    transposes it on its way to shared memory; TMA cannot, and 8-bit wgmma reads K-major only."""
+    result = CliRunner().invoke(main, ["emit-cuda", str(ROOT / "tests" / "data" / "ttgir" / "triton39" / "mm_fp8.ttgir"),
+                                       "--gpu", "h100", "-q", "-o", str(tmp_path / "k.cu")])
+    assert result.exit_code == 2 and "reads f8e4m3 operands K-major only, and b is K x N" in result.output
+    assert "TMA copies a tile as it lies" in result.output and not (tmp_path / "k.cu").exists()
+
+
 def test_an_8bit_mma_with_a_in_registers_is_refused():
     """wgmma's 8-bit A fragment is not the accumulator layout the register math writes: a computed
     8-bit A operand is refused (stage it in shared memory), not miscompiled."""

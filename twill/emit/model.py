@@ -422,8 +422,9 @@ def _check_dtypes(op: Op, a: TensorType, b: TensorType, b_kmajor: bool, a_kmajor
         raise EmitError(Diagnostic(
             f"op '{op.name}': the tensor core reads {a.dtype} operands K-major only, and {which} is "
             f"{'K x M' if which == 'a' else 'K x N'}", op.span,
-            "store the operand with K as its last dimension (a: M x K, b: N x K, {transpose_b = true} "
-            "where b is square), as Triton's fp8 GEMMs do"))
+            "store the operand with K as its last dimension in global memory (a: M x K, b: N x K, "
+            "{transpose_b = true} where b is square): TMA copies a tile as it lies, where Triton's own "
+            "copy to shared memory may transpose it"))
 
 
 def _roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
