@@ -232,9 +232,9 @@ def _wgmma(call: OpCall) -> list[str]:
                         f"'{a.value}' is in {a.where} (the accumulator layout is not the 8-bit A fragment's)")
     mb = s.m // (64 * call.groups)
     lines = _accumulator(call, s)
-    kind_ = "ss" if a.where == "smem" else "rs"
+    form = "ss" if a.where == "smem" else "rs"
     a_expr = a.expr
-    if kind_ == "rs":
+    if form == "rs":
         if not s.a_kmajor:
             raise EmitError(f"op '{call.op.name}': a transposed first operand must be in shared memory")
         if a.type.dtype != s.dtype:  # an f32 register tile: convert to the input dtype first
@@ -245,14 +245,14 @@ def _wgmma(call: OpCall) -> list[str]:
     if not kind.transposable:  # 8-bit: both K-major, no transpose operands
         trans = ""
     else:
-        trans = f"<{0 if s.b_kmajor else 1}>" if kind_ == "rs" else f"<{0 if s.a_kmajor else 1}, {0 if s.b_kmajor else 1}>"
+        trans = f"<{0 if s.b_kmajor else 1}>" if form == "rs" else f"<{0 if s.a_kmajor else 1}, {0 if s.b_kmajor else 1}>"
     n = call.model.wgmma_n(s)  # s.n, or a part of it where one instruction would not fit the launch cap
-    fn = f"twill::wgmma_m64n{n}k{kind.k}_{kind_}_{s.dtype}{trans}"
+    fn = f"twill::wgmma_m64n{n}k{kind.k}_{form}_{s.dtype}{trans}"
     step = f"{kind.k} * kk"
-    a_op = (_operand_desc(call.model, a, s.a_kmajor, f"{call.row0} + 64 * mb", step) if kind_ == "ss"
+    a_op = (_operand_desc(call.model, a, s.a_kmajor, f"{call.row0} + 64 * mb", step) if form == "ss"
             else f"&{a_expr}.x[mb][4 * kk]")
     scale = "1" if s.accumulate else "kk > 0"
-    fences = [f"twill::fence_frag({call.out.expr});"] + ([f"twill::fence_frag({a_expr});"] if kind_ == "rs" else [])
+    fences = [f"twill::fence_frag({call.out.expr});"] + ([f"twill::fence_frag({a_expr});"] if form == "rs" else [])
     lines += fences + ["twill::wgmma_fence();", "#pragma unroll", f"for (int mb = 0; mb < {mb}; ++mb) {{"]
     if n == s.n:
         b_op = _operand_desc(call.model, b, s.b_kmajor, "0", step)
