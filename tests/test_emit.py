@@ -768,13 +768,17 @@ def emit8(text: str, gpu: str) -> str:
                               "(sm.ld_b[(j) % 2], 0, 32 * kk), twill::umma_idesc8<128, 128, 1, 0, 0>()"),
     ("b200", "f8e5m2", "f32", "twill::umma_idesc8<128, 128, 1, 1, 1>()"),
     ("b200", "i8", "i32", "twill::umma_ss_i8(sm.tmem_base, twill::desc_kmajor<int8_t, 128, 128>"),
+    ("h100", "f8e4m3 f8e5m2", "f32", "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e5m2 {"),  # a, b of two fp8s
+    ("h100", "f8e5m2 f8e4m3", "f32", "twill::wgmma_m64n128k32_ss_f8e5m2_f8e4m3(acc_n[0].x[mb]"),
+    ("b200", "f8e5m2 f8e4m3", "f32", "twill::umma_idesc8<128, 128, 1, 1, 0>()"),
 ])
 def test_8bit_inputs_take_the_tensor_cores_8bit_instructions(gpu, dtype, acc, wanted):
     """An mma of 8-bit inputs is wgmma k32 (PTX: .e4m3/.e5m2 into f32, .s8 into s32; no transpose
     operands) or tcgen05.mma kind::f8f6f4 / kind::i8 (D format F32 = 1 or S32 = 2, A and B formats
     E4M3 = 0, E5M2 = 1, signed 8-bit = 1): K = 128 in 4 steps of 32 values (32 bytes of a row), the
     tiles moved by TMA as bytes in 128-value swizzle rows."""
-    cu = emit8(gemm8(dtype, dtype, acc), gpu)
+    a, _, b = dtype.partition(" ")
+    cu = emit8(gemm8(a, b or a, acc), gpu)
     assert wanted in cu
     assert "for (int kk = 0; kk < 4; ++kk)" in cu and "32 * kk" in cu and "16 * kk" not in cu
     assert "CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.a" in cu and "128, 128, 128))" in cu  # 128 x 128 boxes, 128-byte swizzle
@@ -807,8 +811,8 @@ def test_kernels_without_8bit_mmas_leave_the_runtime_as_it_was():
      "the tensor core reads f8e4m3 operands K-major only, and b is K x N"),
     (gemm8("f8e4m3", "f8e4m3", "f32", "[128,128]", " {transpose_b = false}"),
      "reads f8e4m3 operands K-major only, and b is K x N"),
-    (gemm8("f8e4m3", "f8e5m2", "f32"), "takes a and b of one dtype of f16, bf16, f8e4m3, f8e5m2, i8 "
-                                       "\\(got f8e4m3, f8e5m2\\)"),
+    (gemm8("f8e4m3", "i8", "f32"), "takes a and b of one dtype of f16, bf16, f8e4m3, f8e5m2, i8, or of two "
+                                   "fp8 ones \\(got f8e4m3, i8\\)"),
     (gemm8("i8", "i8", "f32"), "emit-cuda's mma accumulates in i32 \\(the result is f32\\) for i8 inputs"),
     (gemm8("f8e4m3", "f8e4m3", "f16"), "accumulates in f32 \\(the result is f16\\) for f8e4m3 inputs"),
 ])

@@ -85,7 +85,7 @@ class Renderer:
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
         if not m.blackwell:  # both forms for every width used: the A operand's place decides which runs
-            for n, dtype in sorted({(m.wgmma_n(sh), sh.dtype) for sh in m.mma_shape.values()}):
+            for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
         text = body + ("\n".join(wrappers) + "\n" if wrappers else "") + "}  // namespace twill\n"
         return text.lstrip("\n")

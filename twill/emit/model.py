@@ -116,10 +116,20 @@ class MmaShape:
     dtype: str  # input dtype
     accumulate: bool  # has a third operand (c)
     a_kmajor: bool = True  # a stored M x K; False: stored K x M and used transposed (P^T dO)
+    b_dtype: str = ""  # b's dtype where it is not a's (fp8: e4m3 x e5m2)
 
     @property
     def inputs(self) -> "MmaInputs":
         return MMA_INPUTS[self.dtype]
+
+    @property
+    def b_inputs(self) -> "MmaInputs":
+        return MMA_INPUTS[self.b_dtype or self.dtype]
+
+    @property
+    def operands(self) -> str:
+        """The input dtypes as the runtime's wrapper names say them: `f16`, `f8e4m3_f8e5m2`."""
+        return f"{self.dtype}_{self.b_dtype}" if self.b_dtype else self.dtype
 
 
 @dataclass(frozen=True)
@@ -401,16 +411,21 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
         producer = graph.by_name.get(op.operands[0].name)
         kmajor = producer is None or producer.opcode == "load"
     _check_dtypes(op, a, b, kmajor, a_kmajor)
-    return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3, a_kmajor)
+    return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3, a_kmajor,
+                    b.dtype if b.dtype != a.dtype else "")
+
+
+FP8 = ("f8e4m3", "f8e5m2")  # the dtypes whose mmas take a and b of either (wgmma .e4m3.e5m2, kind::f8f6f4)
 
 
 def _check_dtypes(op: Op, a: TensorType, b: TensorType, b_kmajor: bool, a_kmajor: bool) -> None:
-    """a and b of one dtype of MMA_INPUTS, the result in its accumulator dtype; an 8-bit operand
-    K-major (a stored M x K, b stored N x K: a @ b^T)."""
-    if a.dtype != b.dtype or a.dtype not in MMA_INPUTS:
+    """a and b of one dtype of MMA_INPUTS (or of two fp8 ones), the result in its accumulator
+    dtype; an 8-bit operand K-major (a stored M x K, b stored N x K: a @ b^T)."""
+    mixed_fp8 = a.dtype in FP8 and b.dtype in FP8
+    if (a.dtype != b.dtype and not mixed_fp8) or a.dtype not in MMA_INPUTS:
         raise EmitError(Diagnostic(
-            f"op '{op.name}': emit-cuda's mma takes a and b of one dtype of {', '.join(MMA_INPUTS)} "
-            f"(got {a.dtype}, {b.dtype})", op.span, "convert one operand to the other's dtype first"))
+            f"op '{op.name}': emit-cuda's mma takes a and b of one dtype of {', '.join(MMA_INPUTS)}, or of "
+            f"two fp8 ones (got {a.dtype}, {b.dtype})", op.span, "convert one operand to the other's dtype first"))
     kind = MMA_INPUTS[a.dtype]
     if op.type.dtype != kind.acc:
         hint = ("make the mma's result f32; a carry can still be written out in f16 with {output = f16}"

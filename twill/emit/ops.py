@@ -247,7 +247,7 @@ def _wgmma(call: OpCall) -> list[str]:
     else:
         trans = f"<{0 if s.b_kmajor else 1}>" if form == "rs" else f"<{0 if s.a_kmajor else 1}, {0 if s.b_kmajor else 1}>"
     n = call.model.wgmma_n(s)  # s.n, or a part of it where one instruction would not fit the launch cap
-    fn = f"twill::wgmma_m64n{n}k{kind.k}_{form}_{s.dtype}{trans}"
+    fn = f"twill::wgmma_m64n{n}k{kind.k}_{form}_{s.operands}{trans}"
     step = f"{kind.k} * kk"
     a_op = (_operand_desc(call.model, a, s.a_kmajor, f"{call.row0} + 64 * mb", step) if form == "ss"
             else f"&{a_expr}.x[mb][4 * kk]")
@@ -328,7 +328,7 @@ def _umma_idesc(s: MmaShape) -> tuple[str, str]:
         return (f"twill::umma_idesc<{s.m}, {s.n}, {bf16}, {'false' if s.a_kmajor else 'true'}, "
                 f"{'false' if s.b_kmajor else 'true'}>()"), ""
     d = 2 if kind.acc == "i32" else 1  # the D format: S32 = 2, F32 = 1
-    return f"twill::umma_idesc8<{s.m}, {s.n}, {d}, {kind.code}, {kind.code}>()", f"_{kind.kind}"
+    return f"twill::umma_idesc8<{s.m}, {s.n}, {d}, {kind.code}, {s.b_inputs.code}>()", f"_{kind.kind}"
 
 
 # -- the tables ----------------------------------------------------------------------------------

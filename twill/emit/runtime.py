@@ -63,14 +63,16 @@ def wgmma_wrapper16(n: int, dtype: str, a_regs: bool) -> str:
 def wgmma_wrapper8(n: int, dtype: str, a_regs: bool) -> str:
     """`wgmma.mma_async` m64nNk32 of 8-bit inputs, both K-major (PTX has no transpose operands for
     them): e4m3 or e5m2 into f32 accumulators (`d, a, b, p, imm-scale-a, imm-scale-b`), s8 into
-    s32 accumulators (`d, a, b, p`). A in registers (rs) is four 32-bit registers of 4 values each."""
-    kind = MMA_INPUTS[dtype]
+    s32 accumulators (`d, a, b, p`); `dtype` is a's, or a's and b's (`f8e4m3_f8e5m2`). A in
+    registers (rs) is four 32-bit registers of 4 values each."""
+    a_type, _, b_type = dtype.partition("_")  # "f8e4m3_f8e5m2": a's dtype, then b's
+    kind, b_kind = MMA_INPUTS[a_type], MMA_INPUTS[b_type or a_type]
     nd = n // 2
     d = ", ".join(f"%{i}" for i in range(nd))
     name = f"wgmma_m64n{n}k32_{'rs' if a_regs else 'ss'}_{dtype}"
     integer = kind.acc == "i32"
     elem, reg = ("int32_t", "r") if integer else ("float", "f")
-    types = f"s32.{kind.ptx}.{kind.ptx}" if integer else f"f32.{kind.ptx}.{kind.ptx}"
+    types = f"{'s32' if integer else 'f32'}.{kind.ptx}.{b_kind.ptx}"
     scales = "" if integer else ", 1, 1"
     outs = ", ".join(f'"+{reg}"(d[{i}])' for i in range(nd))
     a0 = nd
