@@ -79,8 +79,19 @@ FIXTURES = {
     "triton39_mm_bcol.h100": ("sm_90a", 0),  # B column-major (N x K): K-major B
     # 512 threads (128 registers at launch): its m64n256 wgmmas are issued as two m64n128 each
     "gemm_3x64.h100": ("sm_90a", 0),
+    # 8-bit inputs, both operands K-major (128 values per 128-byte swizzle row, K steps of 32):
+    # wgmma m64n256k32 .e4m3 on two consumer warpgroups; tcgen05.mma kind::f8f6f4 (e5m2); s8 into
+    # s32 accumulators (FragS32, TRowS32: written out as integers). tests/test_gpu.py may run them
+    "gemm_fp8_e4m3.h100": ("sm_90a", 0),
+    "gemm_fp8_e5m2.b200": ("sm_100a", 0),
+    "gemm_i8.h100": ("sm_90a", 0),
+    "gemm_i8.b200": ("sm_100a", 0),
+    # the corpus's fp8 GEMM imported from Triton's TTGIR (tests/data/ttgir/gemm_fp8_sm90.ttgir)
+    "triton_gemm_fp8_sm90.h100": ("sm_90a", 0),
 }
 PERSISTENT_RUNS = ("gemm_hopper.h100", "attention_fwd_hopper.h100")  # bench/gpu_bench.py runs these
+# kernel<true> checked as strictly as kernel<false> besides those (tests/test_gpu.py runs them)
+PERSISTENT_CLEAN = PERSISTENT_RUNS + ("gemm_fp8_e4m3.h100", "gemm_i8.h100", "triton_gemm_fp8_sm90.h100")
 # kernels without spills whose wgmmas ptxas still serializes somewhere (C7512 / C7515): the
 # backward's dK and dV warpgroups hold a 128x128 f32 accumulator (128 of their 160 registers)
 SERIALIZED = ("attention_bwd_hopper.h100",)
@@ -530,9 +541,27 @@ def test_no_spills_and_no_serialized_wgmma(name, build_dir):
     for part in err.split("Compiling entry function '")[1:]:
         entries[part.split("'")[0]] = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", part)]
     serialized = re.findall(r"\(C75\d\d\).*function '([^']+)'", err)
-    strict = [e for e in entries if "ILb0E" in e or name in PERSISTENT_RUNS]
+    strict = [e for e in entries if "ILb0E" in e or name in PERSISTENT_CLEAN]
     assert strict and all(entries[e] and not any(entries[e]) for e in strict), err
     assert name in SERIALIZED or not set(serialized) & set(strict), err
+
+
+@needs_nvcc
+def test_the_corpus_gqa_attention_compiles_without_spills(tmp_path):
+    """Triton's GQA attention forward (tests/data/ttgir/attn_gqa_fwd_sm90.ttgir), imported, solved
+    and emitted for h100, spills in neither kernel<false> nor kernel<true>. Its persistent kernel
+    spilled 4 bytes: consumer0, at its 248 registers, kept the sign extension of an int of Args
+    (the column origin of the m output's tile, added to the pointer term by term) live across the
+    whole tile loop. A row vector's origin is now one offset, converted once."""
+    out = tmp_path / "gqa.cu"
+    result = CliRunner().invoke(main, ["emit-cuda", str(ROOT / "tests" / "data" / "ttgir" / "attn_gqa_fwd_sm90.ttgir"),
+                                       "--gpu", "h100", "-q", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    rc, err = nvcc_build(out, "sm_90a")
+    assert rc == 0, err
+    assert warnings_in(err) == [], err
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)]
+    assert spills and not any(spills), err
 
 
 # -- the command line ---------------------------------------------------------------------------------
@@ -704,6 +733,117 @@ def narrow_gemm(k: int, n: int) -> str:
             f"  b     = load : f16[{k},{n}] @smem {{depth = 4}}\n"
             f"  acc_n = mma a, b, acc : f32[64,{n}]\n"
             "  yield acc = acc_n\n}\n")
+
+
+# -- 8-bit mma inputs -------------------------------------------------------------------------------
+
+def gemm8(a: str, b: str, acc: str, b_shape: str = "[128,128]", attrs: str = " {transpose_b = true}",
+          n: int = 128) -> str:
+    """A one-tile GEMM of 8-bit inputs: a [128, 128], b `b_shape` (square by default, N x K)."""
+    return (f"kernel gemm8\ncarry acc : {acc}[128,{n}] = 0\nloop {{\n  a = load : {a}[128,128] @smem\n"
+            f"  b = load : {b}{b_shape} @smem\n  acc_n = mma a, b, acc : {acc}[128,{n}]{attrs}\n"
+            "  yield acc = acc_n\n}\n")
+
+
+def emit8(text: str, gpu: str) -> str:
+    from twill.pipeline import SolveOptions, solve
+    machine = load_machine(gpu)
+    return emit_cuda(solve(parse_tir(text, "gemm8.tir"), machine, SolveOptions(swp_only=True)), machine)
+
+
+@pytest.mark.parametrize("gpu, dtype, acc, wanted", [
+    ("h100", "f8e5m2", "f32", "wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2 {"),
+    ("h100", "f8e4m3", "f32", "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"),
+    ("h100", "i8", "i32", "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {"),
+    ("b200", "f8e4m3", "f32", "twill::umma_ss_f8f6f4(sm.tmem_base, twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>"
+                              "(sm.ld_a[(j) % 2], 0, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>"
+                              "(sm.ld_b[(j) % 2], 0, 32 * kk), twill::umma_idesc8<128, 128, 1, 0, 0>()"),
+    ("b200", "f8e5m2", "f32", "twill::umma_idesc8<128, 128, 1, 1, 1>()"),
+    ("b200", "i8", "i32", "twill::umma_ss_i8(sm.tmem_base, twill::desc_kmajor<int8_t, 128, 128>"),
+    ("h100", "f8e4m3 f8e5m2", "f32", "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e5m2 {"),  # a, b of two fp8s
+    ("h100", "f8e5m2 f8e4m3", "f32", "twill::wgmma_m64n128k32_ss_f8e5m2_f8e4m3(acc_n[0].x[mb]"),
+    ("b200", "f8e5m2 f8e4m3", "f32", "twill::umma_idesc8<128, 128, 1, 1, 0>()"),
+])
+def test_8bit_inputs_take_the_tensor_cores_8bit_instructions(gpu, dtype, acc, wanted):
+    """An mma of 8-bit inputs is wgmma k32 (PTX: .e4m3/.e5m2 into f32, .s8 into s32; no transpose
+    operands) or tcgen05.mma kind::f8f6f4 / kind::i8 (D format F32 = 1 or S32 = 2, A and B formats
+    E4M3 = 0, E5M2 = 1, signed 8-bit = 1): K = 128 in 4 steps of 32 values (32 bytes of a row), the
+    tiles moved by TMA as bytes in 128-value swizzle rows."""
+    a, _, b = dtype.partition(" ")
+    cu = emit8(gemm8(a, b or a, acc), gpu)
+    assert wanted in cu
+    assert "for (int kk = 0; kk < 4; ++kk)" in cu and "32 * kk" in cu and "16 * kk" not in cu
+    assert "CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, p.a" in cu and "128, 128, 128))" in cu  # 128 x 128 boxes, 128-byte swizzle
+    assert "#include <cuda_fp8.h>" in cu
+    if acc == "i32":  # integer accumulators stay integers on the way out
+        assert ("twill::FragS32<" if gpu == "h100" else "twill::TRowS32<128> acc_n_final;") in cu
+        assert "int32_t* out_acc;" in cu
+
+
+def test_bf16_takes_the_bf16_instructions_on_both_targets():
+    """bf16 operands: wgmma .bf16 (the fixture gemm_bf16.h100) and, on sm_100a, kind::f16 with
+    the A and B formats BF16 = 1 (umma_idesc's BF16 flag); TMA's bf16 tensor maps on both."""
+    text = (ROOT / "tests" / "data" / "tir" / "gemm_bf16.tir").read_text()
+    cu = emit8(text, "b200")
+    assert "twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__nv_bfloat16, 64, 64>" in cu
+    assert "twill::umma_idesc<64, 128, true, false, true>()" in cu and "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16" in cu
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in emitted("gemm_bf16.h100")
+
+
+def test_kernels_without_8bit_mmas_leave_the_runtime_as_it_was():
+    """The 8-bit part of the runtime (cuda_fp8.h, FragS32, the 8-bit tcgen05 kinds) goes only into
+    kernels that use it, so every other kernel's text is what it was (the goldens pin it)."""
+    for name in ("gemm_hopper.h100", "attention_fwd_blackwell.b200", "gemm_bf16.h100"):
+        assert "cuda_fp8.h" not in emitted(name) and "FragS32" not in emitted(name)
+    assert "umma_ss_i8(" in emitted("gemm_fp8_e5m2.b200")  # one part per target, every kind in it
+
+
+@pytest.mark.parametrize("text, message", [
+    (gemm8("f8e4m3", "f8e4m3", "f32", "[128,256]", "", n=256),  # b stored K x N
+     "the tensor core reads f8e4m3 operands K-major only, and b is K x N"),
+    (gemm8("f8e4m3", "f8e4m3", "f32", "[128,128]", " {transpose_b = false}"),
+     "reads f8e4m3 operands K-major only, and b is K x N"),
+    (gemm8("f8e4m3", "i8", "f32"), "takes a and b of one dtype of f16, bf16, f8e4m3, f8e5m2, i8, or of two "
+                                   "fp8 ones \\(got f8e4m3, i8\\)"),
+    (gemm8("i8", "i8", "f32"), "emit-cuda's mma accumulates in i32 \\(the result is f32\\) for i8 inputs"),
+    (gemm8("f8e4m3", "f8e4m3", "f16"), "accumulates in f32 \\(the result is f16\\) for f8e4m3 inputs"),
+])
+@pytest.mark.parametrize("gpu", ["h100", "b200"])
+def test_8bit_mmas_the_tensor_core_cannot_do_are_refused(text, message, gpu):
+    with pytest.raises(EmitError, match=message):
+        emit8(text, gpu)
+
+
+def test_an_fp8_gemm_whose_b_is_k_by_n_is_refused_with_the_reason(tmp_path):
+    """Triton 3.9's fp8 matmul (tests/data/ttgir/triton39/mm_fp8.ttgir) has B K x N in memory and
+    transposes it on its way to shared memory; TMA cannot, and 8-bit wgmma reads K-major only."""
+    result = CliRunner().invoke(main, ["emit-cuda", str(ROOT / "tests" / "data" / "ttgir" / "triton39" / "mm_fp8.ttgir"),
+                                       "--gpu", "h100", "-q", "-o", str(tmp_path / "k.cu")])
+    assert result.exit_code == 2 and "reads f8e4m3 operands K-major only, and b is K x N" in result.output
+    assert "TMA copies a tile as it lies" in result.output and not (tmp_path / "k.cu").exists()
+
+
+def test_an_8bit_mma_with_a_in_registers_is_refused():
+    """wgmma's 8-bit A fragment is not the accumulator layout the register math writes: a computed
+    8-bit A operand is refused (stage it in shared memory), not miscompiled."""
+    text = ("kernel r8\ncarry acc : f32[64,128] = 0\nloop {\n  x = load : f16[64,128] @smem\n"
+            "  a = convert x : f8e4m3[64,128]\n  b = load : f8e4m3[128,128] @smem\n"
+            "  acc_n = mma a, b, acc : f32[64,128] {transpose_b = true}\n  yield acc = acc_n\n}\n")
+    with pytest.raises(EmitError, match="wgmma of f8e4m3 reads a from shared memory, but 'a' is in reg"):
+        emit8(text, "h100")
+
+
+def test_the_corpus_fp8_gemm_imports_and_emits_for_both_targets(tmp_path):
+    """Triton's fp8 GEMM (e4m3, B transposed in shared memory: K-major) from its sm_90 and sm_100
+    dumps: imported, solved and emitted with the 8-bit instructions (the sm_90 one is a fixture,
+    compiled with the others)."""
+    for dump, gpu, wanted in (("gemm_fp8_sm90", "h100", "twill::wgmma_m64n128k32_ss_f8e4m3("),
+                              ("gemm_fp8_sm100", "b200", "twill::umma_ss_f8f6f4(")):
+        out = tmp_path / f"{dump}.cu"
+        result = CliRunner().invoke(main, ["emit-cuda", str(ROOT / "tests" / "data" / "ttgir" / f"{dump}.ttgir"),
+                                           "--gpu", gpu, "-q", "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        assert wanted in out.read_text()
 
 
 @needs_nvcc

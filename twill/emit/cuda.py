@@ -83,9 +83,9 @@ class Renderer:
         m = self.m
         body = runtime.COMMON + (runtime.SM100 if m.blackwell else runtime.SM90) + runtime.OPS
         body = body.rsplit("}  // namespace twill", 1)[0]
-        wrappers = []
+        wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
         if not m.blackwell:  # both forms for every width used: the A operand's place decides which runs
-            for n, dtype in sorted({(m.wgmma_n(sh), sh.dtype) for sh in m.mma_shape.values()}):
+            for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
         text = body + ("\n".join(wrappers) + "\n" if wrappers else "") + "}  // namespace twill\n"
         return text.lstrip("\n")
@@ -336,8 +336,8 @@ class Renderer:
         nrows = "1" if t.rank == 1 else self._extent(t, 0)
         ncols = self._extent(t, 1)
         out(f"const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
-        if t.rank == 1:
-            out(f"twill::frag_to_buffer(args.{t.name} + batch + {cols}, f, row0, 0);")
+        if t.rank == 1:  # the column origin as one offset: no tile-invariant part of it is kept across tiles
+            out(f"twill::frag_to_buffer(args.{t.name} + batch + static_cast<size_t>({cols}), f, row0, 0);")
         elif shared:  # every CTA of the grid writes this tile: they add into it (zero it first)
             out(f"twill::frag_add_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
                 f"{cols}, {ncols});")

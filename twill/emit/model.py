@@ -44,7 +44,7 @@ _CXX_WORDS = frozenset("""
 # Names the emitted device code declares or uses unqualified where the graph's values become
 # locals (the role functions, the store helpers, the kernel): a value's local is renamed past them.
 _DEVICE_WORDS = frozenset("""
-    Args Maps Smem Problem F T INFINITY size_t uintptr_t uint32_t uint64_t int32_t int64_t
+    Args Maps Smem Problem F T INFINITY size_t uintptr_t uint32_t uint64_t int8_t int16_t int32_t int64_t
     threadIdx blockIdx blockDim gridDim warpSize
     b batch c c0 cb exp2_scale f i ib inputs_free inputs_ready iters kk leader loop_tail mb nc r0 raster_group row0 t
     tile tile_at tiles tiles_m tiles_n tmem_base smem_raw std
@@ -116,6 +116,52 @@ class MmaShape:
     dtype: str  # input dtype
     accumulate: bool  # has a third operand (c)
     a_kmajor: bool = True  # a stored M x K; False: stored K x M and used transposed (P^T dO)
+    b_dtype: str = ""  # b's dtype where it is not a's (fp8: e4m3 x e5m2)
+
+    @property
+    def inputs(self) -> "MmaInputs":
+        return MMA_INPUTS[self.dtype]
+
+    @property
+    def b_inputs(self) -> "MmaInputs":
+        return MMA_INPUTS[self.b_dtype or self.dtype]
+
+    @property
+    def operands(self) -> str:
+        """The input dtypes as the runtime's wrapper names say them: `f16`, `f8e4m3_f8e5m2`."""
+        return f"{self.dtype}_{self.b_dtype}" if self.b_dtype else self.dtype
+
+
+@dataclass(frozen=True)
+class MmaInputs:
+    """What the tensor core does with one input dtype (PTX ISA, wgmma.mma_async and tcgen05.mma).
+
+    k: the K of one instruction (32 bytes of each operand row: m64nNk16 for 16-bit inputs, k32 for
+    8-bit); acc: the accumulator dtype; ptx: the wgmma type name; kind: tcgen05.mma's .kind;
+    code: the a/b format field of its instruction descriptor; transposable: whether an operand may
+    be MN-major (wgmma transposes only f16 and bf16 operands, so 8-bit ones are K-major, both of
+    them read from shared memory); n_step: the N of a wgmma in steps of this many (and 8, 16 or 24).
+    """
+
+    k: int
+    acc: str
+    ptx: str
+    kind: str
+    code: int
+    transposable: bool
+    n_step: int = 8
+
+    def wgmma_n_ok(self, n: int) -> bool:
+        return 8 <= n <= 256 and (n % self.n_step == 0 or n in (8, 16, 24))
+
+
+MMA_INPUTS = {
+    "f16": MmaInputs(16, "f32", "f16", "f16", 0, True),
+    "bf16": MmaInputs(16, "f32", "bf16", "f16", 1, True),
+    "f8e4m3": MmaInputs(32, "f32", "e4m3", "f8f6f4", 0, False),
+    "f8e5m2": MmaInputs(32, "f32", "e5m2", "f8f6f4", 1, False),
+    "i8": MmaInputs(32, "i32", "s8", "i8", 1, False, n_step=16),  # signed 8-bit; N = 8, 16, 24, 32, 48, ...
+}
 
 
 # Registers one wgmma takes besides its f32 accumulators (descriptors, a's fragment, the predicate):
@@ -228,7 +274,8 @@ class KernelModel:
         is a fatal C7602. Such an N is halved, each half a wgmma into its half of the fragment."""
         cap = min(255, launch_registers(self.threads))
         n, step = shape.n, 8 if shape.b_kmajor else 64  # an N-major B is addressed in 64-column blocks
-        while n // 2 + WGMMA_REGISTERS > cap and n % 2 == 0 and (n // 2) % step == 0:
+        while (n // 2 + WGMMA_REGISTERS > cap and n % 2 == 0 and (n // 2) % step == 0
+               and shape.inputs.wgmma_n_ok(n // 2)):
             n //= 2
         return n
 
@@ -363,14 +410,36 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
     else:
         producer = graph.by_name.get(op.operands[0].name)
         kmajor = producer is None or producer.opcode == "load"
-    if a.dtype != b.dtype or a.dtype not in ("f16", "bf16"):
-        raise EmitError(f"op '{op.name}': emit-cuda's mma takes f16 or bf16 a and b of one dtype "
-                        f"(got {a.dtype}, {b.dtype})")
-    if op.type.dtype != "f32":
-        raise EmitError(Diagnostic(f"op '{op.name}': emit-cuda's mma accumulates in f32 (the result is "
-                                   f"{op.type.dtype})", op.span, "make the mma's result f32; a carry can still be "
-                                   "written out in f16 with {output = f16}"))
-    return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3, a_kmajor)
+    _check_dtypes(op, a, b, kmajor, a_kmajor)
+    return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3, a_kmajor,
+                    b.dtype if b.dtype != a.dtype else "")
+
+
+FP8 = ("f8e4m3", "f8e5m2")  # the dtypes whose mmas take a and b of either (wgmma .e4m3.e5m2, kind::f8f6f4)
+
+
+def _check_dtypes(op: Op, a: TensorType, b: TensorType, b_kmajor: bool, a_kmajor: bool) -> None:
+    """a and b of one dtype of MMA_INPUTS (or of two fp8 ones), the result in its accumulator
+    dtype; an 8-bit operand K-major (a stored M x K, b stored N x K: a @ b^T)."""
+    mixed_fp8 = a.dtype in FP8 and b.dtype in FP8
+    if (a.dtype != b.dtype and not mixed_fp8) or a.dtype not in MMA_INPUTS:
+        raise EmitError(Diagnostic(
+            f"op '{op.name}': emit-cuda's mma takes a and b of one dtype of {', '.join(MMA_INPUTS)}, or of "
+            f"two fp8 ones (got {a.dtype}, {b.dtype})", op.span, "convert one operand to the other's dtype first"))
+    kind = MMA_INPUTS[a.dtype]
+    if op.type.dtype != kind.acc:
+        hint = ("make the mma's result f32; a carry can still be written out in f16 with {output = f16}"
+                if kind.acc == "f32" else f"make the mma's result {kind.acc}")
+        raise EmitError(Diagnostic(f"op '{op.name}': emit-cuda's mma accumulates in {kind.acc} "
+                                   f"(the result is {op.type.dtype}) for {a.dtype} inputs", op.span, hint))
+    if not kind.transposable and not (a_kmajor and b_kmajor):
+        which = "a" if not a_kmajor else "b"
+        raise EmitError(Diagnostic(
+            f"op '{op.name}': the tensor core reads {a.dtype} operands K-major only, and {which} is "
+            f"{'K x M' if which == 'a' else 'K x N'}", op.span,
+            "store the operand with K as its last dimension in global memory (a: M x K, b: N x K, "
+            "{transpose_b = true} where b is square): TMA copies a tile as it lies, where Triton's own "
+            "copy to shared memory may transpose it"))
 
 
 def _roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,

@@ -15,12 +15,14 @@ from ..ir import Op, TensorType
 from .model import EmitError, KernelModel, MmaShape, dtype_bytes, ident, local, swizzle_bytes
 
 CTYPE = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float", "tf32": "float", "f64": "double",
-         "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "i64": "int64_t"}
+         "i32": "int32_t", "i16": "int16_t", "i8": "int8_t", "i64": "int64_t",
+         "f8e4m3": "__nv_fp8_e4m3", "f8e5m2": "__nv_fp8_e5m2"}  # the fp8 types: cuda_fp8.h (runtime.mma_extension)
 TMA_DTYPE = {"f16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
              "f32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", "tf32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
              "f64": "CU_TENSOR_MAP_DATA_TYPE_FLOAT64", "i32": "CU_TENSOR_MAP_DATA_TYPE_INT32",
              "i64": "CU_TENSOR_MAP_DATA_TYPE_INT64", "i16": "CU_TENSOR_MAP_DATA_TYPE_UINT16",
-             "i8": "CU_TENSOR_MAP_DATA_TYPE_UINT8"}
+             "i8": "CU_TENSOR_MAP_DATA_TYPE_UINT8", "f8e4m3": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+             "f8e5m2": "CU_TENSOR_MAP_DATA_TYPE_UINT8"}  # TMA moves 8-bit floats as bytes
 
 
 def ctype(dtype: str) -> str:
@@ -121,6 +123,8 @@ def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
         n = t.shape[1]
         if t.dtype in ("f16", "bf16"):
             return f"twill::TRow16<{n}, {ctype(t.dtype)}{'' if r == 128 else f', {r}'}>"
+        if t.dtype == "i32":  # an integer accumulator, read out of tensor memory as it is
+            return f"twill::TRowS32<{n}{'' if r == 128 else f', {r}'}>"
         return f"twill::TRow<{n}{'' if r == 128 else f', {r}'}>"
     rows = t.shape[0]
     if rows % (64 * groups):
@@ -133,6 +137,8 @@ def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
         raise EmitError(f"a tile of {n} columns does not fit the wgmma accumulator layout (a multiple of 8)")
     if t.dtype in ("f16", "bf16"):
         return f"twill::Frag16<{mb}, {n}, {ctype(t.dtype)}>"
+    if t.dtype == "i32":  # an s8 wgmma's s32 accumulators
+        return f"twill::FragS32<{mb}, {n}>"
     return f"twill::Frag<{mb}, {n}>"
 
 
@@ -207,31 +213,28 @@ def _operand_desc(model: KernelModel, a: Arg, kmajor: bool, row: str, k: str) ->
 
 
 def _wgmma(call: OpCall) -> list[str]:
-    """wgmma: for each 64-row block of this warpgroup and each 16-wide k step, one
-    wgmma.mma_async m64nNk16; fence before, one commit_group after (the consumer waits)."""
+    """wgmma: for each 64-row block of this warpgroup and each k step (16 columns of 16-bit
+    inputs, 32 of 8-bit ones: 32 bytes of a row either way), one wgmma.mma_async m64nNkK; fence
+    before, one commit_group after (the consumer waits)."""
     s: MmaShape = call.model.mma_shape[call.op.name]
+    kind = s.inputs
     a, b = call.args[0], call.args[1]
-    if s.n > 256 or s.n % 8:
-        raise EmitError(f"op '{call.op.name}': wgmma takes N = 8..256 in steps of 8 (N = {s.n}); sub-tile it")
-    if s.k % 16:
-        raise EmitError(f"op '{call.op.name}': K = {s.k} is not a multiple of 16")
+    if not kind.wgmma_n_ok(s.n):
+        also = " (or 8, 16, 24)" if kind.n_step != 8 else ""
+        raise EmitError(f"op '{call.op.name}': wgmma of {s.dtype} takes N = 8..256 in steps of {kind.n_step}{also} "
+                        f"(N = {s.n}); sub-tile it")
+    if s.k % kind.k:
+        raise EmitError(f"op '{call.op.name}': K = {s.k} is not a multiple of {kind.k}")
     if b.where != "smem":
         raise EmitError(f"op '{call.op.name}': wgmma reads b from shared memory, but '{b.value}' is in {b.where}")
+    if a.where != "smem" and not kind.transposable:
+        raise EmitError(f"op '{call.op.name}': emit-cuda's wgmma of {s.dtype} reads a from shared memory, but "
+                        f"'{a.value}' is in {a.where} (the accumulator layout is not the 8-bit A fragment's)")
     mb = s.m // (64 * call.groups)
-    lines = []
-    if s.accumulate:
-        c = call.args[2]
-        if c.where == "init":
-            lines.append(f"twill::fill({call.out.expr}, {c.expr});")
-        elif c.where == "smem":
-            lines.extend(read_tile(call.model, c, call.out.expr, call.row0))
-        elif c.view:
-            lines.append(f"twill::for_each({call.out.expr}, [&](int b, int i) {{ return twill::at<false>({c.expr}, b, i); }});")
-        elif c.expr != call.out.expr:
-            lines.append(f"{call.out.expr} = {c.expr};")
-    kind = "ss" if a.where == "smem" else "rs"
+    lines = _accumulator(call, s)
+    form = "ss" if a.where == "smem" else "rs"
     a_expr = a.expr
-    if kind == "rs":
+    if form == "rs":
         if not s.a_kmajor:
             raise EmitError(f"op '{call.op.name}': a transposed first operand must be in shared memory")
         if a.type.dtype != s.dtype:  # an f32 register tile: convert to the input dtype first
@@ -239,31 +242,54 @@ def _wgmma(call: OpCall) -> list[str]:
             lines.append(f"twill::Frag16<{mb}, {s.k}, {ctype(s.dtype)}> {tmp};")
             lines.append(f"twill::op_convert({tmp}, {a.expr});")
             a_expr = tmp
-    trans = f"{0 if s.b_kmajor else 1}" if kind == "rs" else f"{0 if s.a_kmajor else 1}, {0 if s.b_kmajor else 1}"
+    if not kind.transposable:  # 8-bit: both K-major, no transpose operands
+        trans = ""
+    else:
+        trans = f"<{0 if s.b_kmajor else 1}>" if form == "rs" else f"<{0 if s.a_kmajor else 1}, {0 if s.b_kmajor else 1}>"
     n = call.model.wgmma_n(s)  # s.n, or a part of it where one instruction would not fit the launch cap
-    fn = f"twill::wgmma_m64n{n}k16_{kind}_{s.dtype}<{trans}>"
-    a_op = (_operand_desc(call.model, a, s.a_kmajor, f"{call.row0} + 64 * mb", "16 * kk") if kind == "ss"
+    fn = f"twill::wgmma_m64n{n}k{kind.k}_{form}_{s.operands}{trans}"
+    step = f"{kind.k} * kk"
+    a_op = (_operand_desc(call.model, a, s.a_kmajor, f"{call.row0} + 64 * mb", step) if form == "ss"
             else f"&{a_expr}.x[mb][4 * kk]")
     scale = "1" if s.accumulate else "kk > 0"
-    fences = [f"twill::fence_frag({call.out.expr});"] + ([f"twill::fence_frag({a_expr});"] if kind == "rs" else [])
+    fences = [f"twill::fence_frag({call.out.expr});"] + ([f"twill::fence_frag({a_expr});"] if form == "rs" else [])
     lines += fences + ["twill::wgmma_fence();", "#pragma unroll", f"for (int mb = 0; mb < {mb}; ++mb) {{"]
     if n == s.n:
-        b_op = _operand_desc(call.model, b, s.b_kmajor, "0", "16 * kk")
-        lines += ["#pragma unroll", f"  for (int kk = 0; kk < {s.k // 16}; ++kk)",
+        b_op = _operand_desc(call.model, b, s.b_kmajor, "0", step)
+        lines += ["#pragma unroll", f"  for (int kk = 0; kk < {s.k // kind.k}; ++kk)",
                   f"    {fn}({call.out.expr}.x[mb], {a_op}, {b_op}, {scale});"]
     else:  # N in parts: part nc writes columns [nc*n, (nc+1)*n), which are the fragment's values nc*n/2..
-        b_op = _operand_desc(call.model, b, s.b_kmajor, f"{n} * nc", "16 * kk")
-        part = f"*reinterpret_cast<float(*)[{n // 2}]>(&{call.out.expr}.x[mb][{n // 2} * nc])"
+        b_op = _operand_desc(call.model, b, s.b_kmajor, f"{n} * nc", step)
+        elem = "int32_t" if kind.acc == "i32" else "float"
+        part = f"*reinterpret_cast<{elem}(*)[{n // 2}]>(&{call.out.expr}.x[mb][{n // 2} * nc])"
         lines += ["#pragma unroll", f"  for (int nc = 0; nc < {s.n // n}; ++nc)", "#pragma unroll",
-                  f"    for (int kk = 0; kk < {s.k // 16}; ++kk)", f"      {fn}({part}, {a_op}, {b_op}, {scale});"]
+                  f"    for (int kk = 0; kk < {s.k // kind.k}; ++kk)", f"      {fn}({part}, {a_op}, {b_op}, {scale});"]
     lines += ["}", "twill::wgmma_commit();"]
     return lines
 
 
+def _accumulator(call: OpCall, s: MmaShape) -> list[str]:
+    """The lines that put a wgmma's accumulator operand c into the result's registers first."""
+    if not s.accumulate:
+        return []
+    c = call.args[2]
+    if c.where == "init":
+        return [f"twill::fill({call.out.expr}, {c.expr});"]
+    if c.where == "smem":
+        return read_tile(call.model, c, call.out.expr, call.row0)
+    if c.view:
+        return [f"twill::for_each({call.out.expr}, [&](int b, int i) {{ return twill::at<false>({c.expr}, b, i); }});"]
+    if c.expr != call.out.expr:
+        return [f"{call.out.expr} = {c.expr};"]
+    return []
+
+
 def _umma(call: OpCall) -> list[str]:
-    """tcgen05.mma: one thread issues M x N x 16 steps into tensor memory, M = 128 or 64 (the caller
-    elects it, orders it after the role's other tensor-memory traffic and commits it to an mbarrier)."""
+    """tcgen05.mma: one thread issues M x N x K steps into tensor memory, M = 128 or 64 and K = 16
+    (kind::f16) or 32 (8-bit: kind::f8f6f4, kind::i8); the caller elects it, orders it after the
+    role's other tensor-memory traffic and commits it to an mbarrier."""
     s: MmaShape = call.model.mma_shape[call.op.name]
+    kind = s.inputs
     a, b = call.args[0], call.args[1]
     if s.m not in (64, 128):
         raise EmitError(f"op '{call.op.name}': emit-cuda's tcgen05.mma is M = 128 or 64 (got {s.m}); sub-tile it")
@@ -271,23 +297,38 @@ def _umma(call: OpCall) -> list[str]:
     if s.n > 256 or s.n % step:
         raise EmitError(f"op '{call.op.name}': tcgen05.mma with M = {s.m} takes N = {step}..256 in steps of {step} "
                         f"(N = {s.n})")
+    if s.k % kind.k:
+        raise EmitError(f"op '{call.op.name}': K = {s.k} is not a multiple of {kind.k}")
     if b.where != "smem":
         raise EmitError(f"op '{call.op.name}': tcgen05.mma reads b from shared memory, but '{b.value}' is in {b.where}")
-    bf16 = "true" if s.dtype == "bf16" else "false"
-    idesc = (f"twill::umma_idesc<{s.m}, {s.n}, {bf16}, {'false' if s.a_kmajor else 'true'}, "
-             f"{'false' if s.b_kmajor else 'true'}>()")
-    b_op = _operand_desc(call.model, b, s.b_kmajor, "0", "16 * kk")
+    if a.where != "smem" and not kind.transposable:
+        raise EmitError(f"op '{call.op.name}': emit-cuda's tcgen05.mma of {s.dtype} reads a from shared memory, "
+                        f"but '{a.value}' is in {a.where}")
+    idesc, suffix = _umma_idesc(s)
+    b_op = _operand_desc(call.model, b, s.b_kmajor, "0", f"{kind.k} * kk")
     first = "1" if s.accumulate else "kk > 0"
     if a.where == "tmem" and not s.a_kmajor:
         raise EmitError(f"op '{call.op.name}': a transposed first operand must be in shared memory")
     if a.where == "tmem":  # A packed in tensor memory: 16 values = 8 columns per k step
-        issue = f"twill::umma_ts({call.out.expr}, {a.expr} + 8 * kk, {b_op}, {idesc}, {first});"
+        issue = f"twill::umma_ts{suffix}({call.out.expr}, {a.expr} + 8 * kk, {b_op}, {idesc}, {first});"
     elif a.where == "smem":
-        a_op = _operand_desc(call.model, a, s.a_kmajor, "0", "16 * kk")
-        issue = f"twill::umma_ss({call.out.expr}, {a_op}, {b_op}, {idesc}, {first});"
+        a_op = _operand_desc(call.model, a, s.a_kmajor, "0", f"{kind.k} * kk")
+        issue = f"twill::umma_ss{suffix}({call.out.expr}, {a_op}, {b_op}, {idesc}, {first});"
     else:
         raise EmitError(f"op '{call.op.name}': tcgen05.mma reads a from shared or tensor memory")
-    return ["#pragma unroll", f"for (int kk = 0; kk < {s.k // 16}; ++kk)", f"  {issue}"]
+    return ["#pragma unroll", f"for (int kk = 0; kk < {s.k // kind.k}; ++kk)", f"  {issue}"]
+
+
+def _umma_idesc(s: MmaShape) -> tuple[str, str]:
+    """The instruction descriptor of a tcgen05.mma of shape `s`, and the suffix of the runtime's
+    issue function for its kind ('' for kind::f16, `_f8f6f4`, `_i8`)."""
+    kind = s.inputs
+    if kind.kind == "f16":
+        bf16 = "true" if s.dtype == "bf16" else "false"
+        return (f"twill::umma_idesc<{s.m}, {s.n}, {bf16}, {'false' if s.a_kmajor else 'true'}, "
+                f"{'false' if s.b_kmajor else 'true'}>()"), ""
+    d = 2 if kind.acc == "i32" else 1  # the D format: S32 = 2, F32 = 1
+    return f"twill::umma_idesc8<{s.m}, {s.n}, {d}, {kind.code}, {s.b_inputs.code}>()", f"_{kind.kind}"
 
 
 # -- the tables ----------------------------------------------------------------------------------

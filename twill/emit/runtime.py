@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from importlib.resources import files
 
+from .model import MMA_INPUTS
+
 
 def _part(name: str) -> str:
     """One header of cuda_runtime/, as it goes into a kernel: after a blank line."""
@@ -23,6 +25,12 @@ def _part(name: str) -> str:
 
 
 def wgmma_wrapper(n: int, dtype: str, a_regs: bool) -> str:
+    """`wgmma.mma_async` m64nNkK: A from shared memory (ss) or registers (rs). f16 and bf16 (k16,
+    f32 accumulators, transpose operands) as wgmma_wrapper16; 8-bit inputs as wgmma_wrapper8."""
+    return wgmma_wrapper16(n, dtype, a_regs) if dtype in ("f16", "bf16") else wgmma_wrapper8(n, dtype, a_regs)
+
+
+def wgmma_wrapper16(n: int, dtype: str, a_regs: bool) -> str:
     """`wgmma.mma_async` m64nNk16 with f32 accumulators: A from shared memory (ss) or registers (rs)."""
     ptx = {"f16": "f16", "bf16": "bf16"}[dtype]
     nd = n // 2
@@ -50,6 +58,54 @@ def wgmma_wrapper(n: int, dtype: str, a_regs: bool) -> str:
     lines.append(f"      : {ins});")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def wgmma_wrapper8(n: int, dtype: str, a_regs: bool) -> str:
+    """`wgmma.mma_async` m64nNk32 of 8-bit inputs, both K-major (PTX has no transpose operands for
+    them): e4m3 or e5m2 into f32 accumulators (`d, a, b, p, imm-scale-a, imm-scale-b`), s8 into
+    s32 accumulators (`d, a, b, p`); `dtype` is a's, or a's and b's (`f8e4m3_f8e5m2`). A in
+    registers (rs) is four 32-bit registers of 4 values each."""
+    a_type, _, b_type = dtype.partition("_")  # "f8e4m3_f8e5m2": a's dtype, then b's
+    kind, b_kind = MMA_INPUTS[a_type], MMA_INPUTS[b_type or a_type]
+    nd = n // 2
+    d = ", ".join(f"%{i}" for i in range(nd))
+    name = f"wgmma_m64n{n}k32_{'rs' if a_regs else 'ss'}_{dtype}"
+    integer = kind.acc == "i32"
+    elem, reg = ("int32_t", "r") if integer else ("float", "f")
+    types = f"{'s32' if integer else 'f32'}.{kind.ptx}.{b_kind.ptx}"
+    scales = "" if integer else ", 1, 1"
+    outs = ", ".join(f'"+{reg}"(d[{i}])' for i in range(nd))
+    a0 = nd
+    if a_regs:
+        a_ops, p = f"{{%{a0}, %{a0 + 1}, %{a0 + 2}, %{a0 + 3}}}, %{a0 + 4}", a0 + 5
+        ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d)'
+    else:
+        a_ops, p = f"%{a0}, %{a0 + 1}", a0 + 2
+        ins = '"l"(a), "l"(b), "r"(scale_d)'
+    lines = [f"__device__ __forceinline__ void {name}({elem} (&d)[{nd}], "
+             + ("const uint32_t* a" if a_regs else "uint64_t a") + ", uint64_t b, int scale_d) {",
+             "  asm volatile(",
+             '      "{\\n\\t.reg .pred p;\\n\\t"',
+             f'      "setp.ne.b32 p, %{p}, 0;\\n\\t"',
+             f'      "wgmma.mma_async.sync.aligned.m64n{n}k32.{types} {{{d}}}, {a_ops}, p{scales};\\n\\t}}"',
+             f"      : {outs}",
+             f"      : {ins});",
+             "}"]
+    return "\n".join(lines) + "\n"
+
+
+def mma_extension(model) -> list[str]:
+    """The runtime's part for 8-bit tensor-core inputs and integer accumulators, for a kernel that
+    has any (an empty list otherwise, so other kernels' text does not change): cuda_fp8.h (the
+    fp8 element types, included outside the namespace), then mma8_sm90.cuh or mma8_sm100.cuh
+    (the s32 accumulator fragments, the 8-bit tcgen05.mma kinds)."""
+    types = [v.type for v in model.graph.values.values()] + [op.type for op in model.graph.ops if op.type]
+    eight_bit = any(t.dtype in ("f8e4m3", "f8e5m2") for t in types)
+    wide_int = any(t.dtype == "i32" and len(t.shape) == 2 for t in types)
+    if not (eight_bit or wide_int or any(s.inputs.k == 32 for s in model.mma_shape.values())):
+        return []
+    part = _part("mma8_sm100.cuh" if model.blackwell else "mma8_sm90.cuh")
+    return ["}  // namespace twill\n\n#include <cuda_fp8.h>\n\nnamespace twill {" + part]
 
 
 def tmem_wrappers() -> str:

@@ -54,6 +54,14 @@ SOLVED = {  # name -> (example, or a graph's path from the repository root; gpu,
     # Triton 3.9 matmuls with A, or B, column-major in memory (tests/test_gpu.py runs them)
     "triton39_mm_acol.h100": ("tests/data/ttgir/triton39/mm_acol.ttgir", "h100", False),
     "triton39_mm_bcol.h100": ("tests/data/ttgir/triton39/mm_bcol.ttgir", "h100", False),
+    # 8-bit mma inputs, K-major: wgmma m64nNk32 (e4m3, s8) and tcgen05.mma kind::f8f6f4 / kind::i8
+    "gemm_fp8_e4m3.h100": ("tests/data/tir/gemm_fp8_e4m3.tir", "h100", False),
+    "gemm_fp8_e5m2.b200": ("tests/data/tir/gemm_fp8_e5m2.tir", "b200", False),
+    "gemm_i8.h100": ("tests/data/tir/gemm_i8.tir", "h100", False),
+    "gemm_i8.b200": ("tests/data/tir/gemm_i8.tir", "b200", False),
+    # the corpus's fp8 GEMM (Triton's TTGIR before its pipeliner); its per-tensor scales, applied
+    # after the loop, are not part of the imported graph
+    "triton_gemm_fp8_sm90.h100": ("tests/data/ttgir/gemm_fp8_sm90.ttgir", "h100", False),
 }
 
 FA4_GROUPS = (  # FlashAttention-4's warp roles, as --group pins them

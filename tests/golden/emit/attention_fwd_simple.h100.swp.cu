@@ -836,7 +836,7 @@ __device__ __forceinline__ void store_out_m(Smem& sm, const Maps& tm, const Args
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m_cols_step;
-  twill::frag_to_buffer(args.out_m + batch + tile.m * args.out_m_cols_step + args.out_m_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_m + batch + static_cast<size_t>(tile.m * args.out_m_cols_step + args.out_m_cols_offset), f, row0, 0);
 }
 
 template <typename F>
@@ -846,7 +846,7 @@ __device__ __forceinline__ void store_out_l(Smem& sm, const Maps& tm, const Args
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l_cols_step;
-  twill::frag_to_buffer(args.out_l + batch + tile.m * args.out_l_cols_step + args.out_l_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_l + batch + static_cast<size_t>(tile.m * args.out_l_cols_step + args.out_l_cols_offset), f, row0, 0);
 }
 
 template <typename F>
