@@ -25,8 +25,8 @@ from ..ir import TensorType
 from .lower import opcode_token
 from .values import Lowered, Node, Note, Ref, Tile
 
-FUSABLE = {"ew", "conv", "exp2", "rowmax", "rowsum"}
-ANCHORS = {"exp2", "rowmax", "rowsum"}
+FUSABLE = {"ew", "conv", "exp2", "rowmax", "rowsum", "causal_mask"}
+ANCHORS = {"exp2", "rowmax", "rowsum", "causal_mask"}
 FIXED_OPCODES = {"load": "load", "mma": "mma", "store": "store", "move": "convert"}
 ARITH_OPCODES = {
     "arith.mulf": "mul", "arith.muli": "mul", "arith.addf": "add", "arith.addi": "add",
