@@ -13,6 +13,7 @@ from .lines import Lines, ring_slot
 from .model import DIM_LABELS, EmitError, KernelModel, ident, launch_registers, rastered
 from .ops import ctype, is_known
 from .program import Channel, Inst, Program
+from .ragged import causal
 from .roles import RoleBody
 
 
@@ -33,6 +34,9 @@ class Renderer:
         self.p = Program(model)
         self.ns = f"twill_{ident(model.schedule.kernel)}"
         self.bars = self._named_barriers()
+        self.causal = causal(model)  # the causal masks (ragged.py): per-tile trip counts
+        if self.causal.why_not:
+            raise EmitError(self.causal.why_not)
         self.ragged_refusal = self._ragged_refusal()
         # op -> (value, dim) of the partial-tile masks the kernel emits: none where it refuses one
         self.masks = {} if self.ragged_refusal else model.ragged.mask_at
@@ -83,7 +87,7 @@ class Renderer:
         m = self.m
         body = runtime.COMMON + (runtime.SM100 if m.blackwell else runtime.SM90) + runtime.OPS
         body = body.rsplit("}  // namespace twill", 1)[0]
-        wrappers = []
+        wrappers = [runtime.CAUSAL.lstrip("\n")] if self.causal.masks else []
         if not m.blackwell:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.dtype) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
@@ -200,10 +204,33 @@ class Renderer:
         return (self.smem_inputs() + [t for t in self.m.tensors if t.kind == "load"]
                 + [t for t in self.m.tensors if t.name in self.p.staging])
 
+    def _causal_tiles(self, out: Lines) -> None:
+        """A causal loop's tile order and trip counts (ragged.causal_iters): the query tiles with the
+        most key blocks, the last rows, first (one CTA per tile: its blocks start in this order)."""
+        ends = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset + {self.m.tensor[q].tile[0]}"
+                for q in self.causal.queries]
+        out("// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first.",
+            "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
+            "  const int per_m = args.tiles / args.tiles_m;  // tiles of one query row block: columns x batch",
+            "  const int r = t % per_m;",
+            "  return twill::TileIdx{args.tiles_m - 1 - t / per_m, r % args.tiles_n, r / args.tiles_n, round,",
+            "                       t + static_cast<int>(gridDim.x) >= args.tiles};",
+            "}",
+            "",
+            "// A causal loop's iterations for one query tile: its key blocks up to its last query row,",
+            "// at least kStages (the extra ones are masked whole), at most iters.",
+            "__device__ __forceinline__ int causal_iters(const Args& args, const twill::TileIdx& tile) {",
+            *[f"  int end = {e};" if i == 0 else f"  end = max(end, {e});" for i, e in enumerate(ends)],
+            "  return min(args.iters, max(kStages, (end + kLoopStep - 1) / kLoopStep));",
+            "}",
+            "")
+
     def _ragged_refusal(self) -> str:
         """Why a partial last tile is refused ("" where it is supported): the model's reason, or a
         store along the loop written with plain stores, which TMA would have clipped at the extent."""
         unclipped = [t for t in self.m.tensors if t.kind == "store" and "loop" in t.axes and t.name not in self.p.staging]
+        if self.causal.masks:
+            return "the loop's extent is per query tile (causal_mask)"
         if unclipped and not self.m.ragged.why_not:
             return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"
         return self.m.ragged.why_not
@@ -232,12 +259,15 @@ class Renderer:
         out("};")
         out("")
         group = "args.raster_group" if rastered(self.m) else "0"
-        out("// The CTA's round-th tile, number t (twill::tile_of).",
-            "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
-            f"  return twill::tile_of(t, round, t + static_cast<int>(gridDim.x) >= args.tiles, args.tiles_m, args.tiles_n, "
-            f"{group});",
-            "}",
-            "")
+        if self.causal.masks:
+            self._causal_tiles(out)
+        else:
+            out("// The CTA's round-th tile, number t (twill::tile_of).",
+                "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
+                f"  return twill::tile_of(t, round, t + static_cast<int>(gridDim.x) >= args.tiles, args.tiles_m, args.tiles_n, "
+                f"{group});",
+                "}",
+                "")
         out("struct Maps {  // the __grid_constant__ tensor maps")
         out.depth += 1
         maps = self.tma_tensors()
@@ -413,7 +443,8 @@ class Renderer:
         out.depth += 1
         out("extern __shared__ unsigned char smem_raw[];",
             "Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));",
-            "const int n = args.iters;",
+            *(["const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this query tile's key blocks"]
+              if self.causal.masks else ["const int n = args.iters;"]),
             "Maps tm;")
         for t in maps:
             out(f"tm.{t.name} = &tm_{t.name};")
@@ -493,7 +524,7 @@ class Renderer:
         kernel spilled 48 bytes, the 128-key one under specs/h200.yaml had its wgmmas serialized)."""
         tight = any(self.p.spare_registers(r) < 0 or self._double_buffers_wgmma_operand(r)
                     for r in self.m.roles if r.is_warpgroup)
-        return not self.m.blackwell and not self.p.handoffs and not tight
+        return not self.m.blackwell and not self.p.handoffs and not tight and not self.causal.masks
 
     def _double_buffers_wgmma_operand(self, role) -> bool:
         m = self.m
