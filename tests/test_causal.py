@@ -176,8 +176,8 @@ def test_a_kernel_without_causal_mask_has_none_of_its_code():
 def test_a_mask_read_by_an_op_for_which_minus_inf_is_not_absent_is_refused():
     """A rowsum of the masked scores would add -inf: emit-cuda refuses rather than compute it."""
     data = json.loads((DATA / "triton_attn_causal_fwd_sm90.h200.json").read_text())
-    assert "rowsum l_i, corr, p " in data["graph"]
-    data["graph"] = data["graph"].replace("rowsum l_i, corr, p ", "rowsum l_i, corr, s_causal_mask ")
+    assert "rowsum p, l_i, corr " in data["graph"]
+    data["graph"] = data["graph"].replace("rowsum p, l_i, corr ", "rowsum s_causal_mask, l_i, corr ")
     s = Schedule.from_json(json.dumps(data))
     with pytest.raises(InputError, match="only rowmax and exp2 may read it"):
         emit_cuda(s, load_machine(s.machine))

@@ -823,6 +823,8 @@ struct Smem {
   twill::Ring<2> ring_v;  // full/empty mbarriers of v
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
+  alignas(16) float last_l_i_new[128];  // the last l_i_new: consumer0 -> consumer1, after the loop
+  uint64_t final_l_i_new;  // the last l_i_new is in last_l_i_new
 };
 static_assert(sizeof(Smem) <= 231424, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
@@ -1023,6 +1025,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::Frag<2, 128> s[1];  // s: f32[128,128]
   twill::Rows<2> m_new[2];  // m_new: f32[128]
   twill::Frag16<2, 128, __half> p[1];  // p: f16[128,128]
+  twill::Rows<2> p_sums[1];  // p's row sums, for l_i_new
   twill::Rows<2> corr[1];  // corr: f32[128]
   twill::Rows<2> l_i_new[1];  // l_i_new: f32[128]
   for (int c = 0; c < 2; ++c) twill::fill(m_new[c], -INFINITY);  // carry m_i starts at -inf
@@ -1052,7 +1055,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // m_new = rowmax s_causal_mask, m_i (iteration 0)
     twill::op_rowmax(m_new[0], s[0], m_new[1]);
     // p = exp2 s_causal_mask, m_new (iteration 0)
-    twill::op_exp2(p[0], s[0], m_new[0], args.exp2_scale);
+    twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[0], args.exp2_scale);
     sm.ring_p.wait_empty(0);  // hand p[0] to consumer1
     twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
@@ -1082,8 +1085,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       sm.ring_kT.release_by_warp(j - 1);  // release kT[j - 1]
-      // l_i_new = rowsum l_i, corr, p (iteration j - 1)
-      twill::op_rowsum(l_i_new[0], l_i_new[0], corr[0], p[0]);
+      // l_i_new = rowsum p, l_i, corr (iteration j - 1)
+      twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], corr[0]);
       twill::wgmma_wait<0>();  // s[j] is complete
       twill::fence_frag(s[0]);
       // s_causal_mask takes the registers of s, which no longer needs them
@@ -1092,7 +1095,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // m_new = rowmax s_causal_mask, m_i (iteration j)
       twill::op_rowmax(m_new[1], s[0], m_new[0]);
       // p = exp2 s_causal_mask, m_new (iteration j)
-      twill::op_exp2(p[0], s[0], m_new[1], args.exp2_scale);
+      twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[1], args.exp2_scale);
       sm.ring_p.wait_empty(j);  // hand p[j] to consumer1
       twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
@@ -1119,8 +1122,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       sm.ring_kT.release_by_warp(j);  // release kT[j]
-      // l_i_new = rowsum l_i, corr, p (iteration j)
-      twill::op_rowsum(l_i_new[0], l_i_new[0], corr[0], p[0]);
+      // l_i_new = rowsum p, l_i, corr (iteration j)
+      twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], corr[0]);
       twill::wgmma_wait<0>();  // s[j + 1] is complete
       twill::fence_frag(s[0]);
       // s_causal_mask takes the registers of s, which no longer needs them
@@ -1129,7 +1132,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // m_new = rowmax s_causal_mask, m_i (iteration j + 1)
       twill::op_rowmax(m_new[0], s[0], m_new[1]);
       // p = exp2 s_causal_mask, m_new (iteration j + 1)
-      twill::op_exp2(p[0], s[0], m_new[0], args.exp2_scale);
+      twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[0], args.exp2_scale);
       sm.ring_p.wait_empty(j + 1);  // hand p[j + 1] to consumer1
       twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
@@ -1147,8 +1150,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): l_i_new[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
         sm.ring_kT.release_by_warp(n - 1);  // release kT[n - 1]
-        // l_i_new = rowsum l_i, corr, p (iteration n - 1)
-        twill::op_rowsum(l_i_new[0], l_i_new[0], corr[0], p[0]);
+        // l_i_new = rowsum p, l_i, corr (iteration n - 1)
+        twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], corr[0]);
       }
       break;
     }
@@ -1169,8 +1172,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
         sm.ring_kT.release_by_warp(j - 1);  // release kT[j - 1]
-        // l_i_new = rowsum l_i, corr, p (iteration j - 1)
-        twill::op_rowsum(l_i_new[0], l_i_new[0], corr[0], p[0]);
+        // l_i_new = rowsum p, l_i, corr (iteration j - 1)
+        twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], corr[0]);
         twill::wgmma_wait<0>();  // s[j] is complete
         twill::fence_frag(s[0]);
         // s_causal_mask takes the registers of s, which no longer needs them
@@ -1179,7 +1182,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // m_new = rowmax s_causal_mask, m_i (iteration j)
         twill::op_rowmax(m_new[1], s[0], m_new[0]);
         // p = exp2 s_causal_mask, m_new (iteration j)
-        twill::op_exp2(p[0], s[0], m_new[1], args.exp2_scale);
+        twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[1], args.exp2_scale);
         sm.ring_p.wait_empty(j);  // hand p[j] to consumer1
         twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
@@ -1194,8 +1197,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): l_i_new[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
         sm.ring_kT.release_by_warp(n - 1);  // release kT[n - 1]
-        // l_i_new = rowsum l_i, corr, p (iteration n - 1)
-        twill::op_rowsum(l_i_new[0], l_i_new[0], corr[0], p[0]);
+        // l_i_new = rowsum p, l_i, corr (iteration n - 1)
+        twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], corr[0]);
       }
       break;
     }
@@ -1204,6 +1207,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
+  {
+    twill::Rows<2> l_i_new_last;
+    l_i_new_last = l_i_new[0];
+    twill::frag_to_buffer(sm.last_l_i_new, l_i_new_last, 0, 0);
+    twill::mbar_arrive(&sm.final_l_i_new);  // the last l_i_new, for consumer1
+  }
   twill::Rows<2> m_new_final;
   switch ((n - 1) % 2) {
     case 0: m_new_final = m_new[0]; break;
@@ -1381,6 +1390,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   twill::wgmma_wait<0>();
   twill::Frag<2, 128> acc_new_final;
   acc_new_final = acc_new[0];
+  twill::Rows<2> l_i_new_final;
+  twill::mbar_wait(&sm.final_l_i_new, tile.round & 1);  // consumer0 staged the last l_i_new
+  twill::buffer_to_frag(l_i_new_final, sm.last_l_i_new, 0, 0);
+  twill::op_normalize(acc_new_final, l_i_new_final);  // acc / l_i: the softmax denominator
   store_out_acc(sm, tm, args, tile, acc_new_final, n - 1, 0, n);  // carry acc
 }
 
@@ -1406,6 +1419,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
       twill::mbar_init(&sm.inputs_ready[c], 1);
       twill::mbar_init(&sm.inputs_free[c], 4);  // one arrival per reading warp
     }
+    twill::mbar_init(&sm.final_l_i_new, 128);
     twill::mbar_fence_init();
     twill::tma_prefetch(&tm_q);
     twill::tma_prefetch(&tm_kT);
