@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-KERNELS = ("attention_fwd_causal_hopper.h200", "triton_attn_causal_fwd_sm90.h200")
+KERNELS = ("attention_fwd_causal_hopper.h200", "triton_attn_causal_fwd_sm90.h100")
 
 
 SHIMS = {  # kernel -> extern "C" launch(tiles_m, keys, batch, exp2_scale, q, k, v, o, m, l)
@@ -34,7 +34,7 @@ extern "C" int causal_launch(int tiles_m, int keys, int batch, float exp2_scale,
   return static_cast<int>(NS::launch(p));
 }
 """),
-    "triton_attn_causal_fwd_sm90.h200": ("twill_attn_causal_fwd_kernel", r"""
+    "triton_attn_causal_fwd_sm90.h100": ("twill_attn_causal_fwd_kernel", r"""
 extern "C" int causal_launch(int tiles_m, int keys, int batch, float exp2_scale, const void* q, const void* k,
                              const void* v, void* o, void* m, void* l) {
   NS::Problem p;
