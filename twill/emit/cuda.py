@@ -13,7 +13,7 @@ from .lines import Lines, ring_slot
 from .model import DIM_LABELS, EmitError, KernelModel, ident, launch_registers, rastered
 from .ops import ctype, is_known
 from .program import Channel, Inst, Program
-from .ragged import causal
+from .ragged import causal, causal_code
 from .roles import RoleBody
 
 
@@ -204,27 +204,6 @@ class Renderer:
         return (self.smem_inputs() + [t for t in self.m.tensors if t.kind == "load"]
                 + [t for t in self.m.tensors if t.name in self.p.staging])
 
-    def _causal_tiles(self, out: Lines) -> None:
-        """A causal loop's tile order and trip counts (ragged.causal_iters): the query tiles with the
-        most key blocks, the last rows, first (one CTA per tile: its blocks start in this order)."""
-        ends = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset + {self.m.tensor[q].tile[0]}"
-                for q in self.causal.queries]
-        out("// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first.",
-            "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
-            "  const int per_m = args.tiles / args.tiles_m;  // tiles of one query row block: columns x batch",
-            "  const int r = t % per_m;",
-            "  return twill::TileIdx{args.tiles_m - 1 - t / per_m, r % args.tiles_n, r / args.tiles_n, round,",
-            "                       t + static_cast<int>(gridDim.x) >= args.tiles};",
-            "}",
-            "",
-            "// A causal loop's iterations for one query tile: its key blocks up to its last query row,",
-            "// at least kStages (the extra ones are masked whole), at most iters.",
-            "__device__ __forceinline__ int causal_iters(const Args& args, const twill::TileIdx& tile) {",
-            *[f"  int end = {e};" if i == 0 else f"  end = max(end, {e});" for i, e in enumerate(ends)],
-            "  return min(args.iters, max(kStages, (end + kLoopStep - 1) / kLoopStep));",
-            "}",
-            "")
-
     def _ragged_refusal(self) -> str:
         """Why a partial last tile is refused ("" where it is supported): the model's reason, or a
         store along the loop written with plain stores, which TMA would have clipped at the extent."""
@@ -260,7 +239,7 @@ class Renderer:
         out("")
         group = "args.raster_group" if rastered(self.m) else "0"
         if self.causal.masks:
-            self._causal_tiles(out)
+            out(*causal_code(self.m, self.causal))
         else:
             out("// The CTA's round-th tile, number t (twill::tile_of).",
                 "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",

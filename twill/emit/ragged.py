@@ -142,6 +142,30 @@ def causal(model) -> Causal:
     return Causal(tuple(sorted(masks)), "")
 
 
+def causal_code(model, plan: Causal) -> list[str]:
+    """The device code of a causal loop's grid: `tile_at`, numbering the query tiles with the most
+    key blocks (the last rows) first, and `causal_iters`, a tile's trip count (one CTA per tile,
+    whose blocks start in the order of their index, so the short tiles fill the grid's end)."""
+    ends = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset + {model.tensor[q].tile[0]}" for q in plan.queries]
+    return [
+        "// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first.",
+        "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
+        "  const int per_m = args.tiles / args.tiles_m;  // tiles of one query row block: columns x batch",
+        "  const int r = t % per_m;",
+        "  return twill::TileIdx{args.tiles_m - 1 - t / per_m, r % args.tiles_n, r / args.tiles_n, round,",
+        "                       t + static_cast<int>(gridDim.x) >= args.tiles};",
+        "}",
+        "",
+        "// A causal loop's iterations for one query tile: its key blocks up to its last query row,",
+        "// at least kStages (the extra ones are masked whole), at most iters (ragged.causal_iters).",
+        "__device__ __forceinline__ int causal_iters(const Args& args, const twill::TileIdx& tile) {",
+        *[f"  int end = {e};" if i == 0 else f"  end = max(end, {e});" for i, e in enumerate(ends)],
+        "  return min(args.iters, max(kStages, (end + kLoopStep - 1) / kLoopStep));",
+        "}",
+        "",
+    ]
+
+
 def _query_tensor(model, value: str) -> str | None:
     """The input or load whose rows `value`'s rows are: up operand 0 (an mma's A) to a tensor."""
     for _ in range(16):

@@ -859,7 +859,7 @@ __device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int r
 }
 
 // A causal loop's iterations for one query tile: its key blocks up to its last query row,
-// at least kStages (the extra ones are masked whole), at most iters.
+// at least kStages (the extra ones are masked whole), at most iters (ragged.causal_iters).
 __device__ __forceinline__ int causal_iters(const Args& args, const twill::TileIdx& tile) {
   int end = tile.m * args.q0_rows_step + args.q0_rows_offset + 64;
   end = max(end, tile.m * args.q1_rows_step + args.q1_rows_offset + 64);

@@ -855,7 +855,7 @@ __device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int r
 }
 
 // A causal loop's iterations for one query tile: its key blocks up to its last query row,
-// at least kStages (the extra ones are masked whole), at most iters.
+// at least kStages (the extra ones are masked whole), at most iters (ragged.causal_iters).
 __device__ __forceinline__ int causal_iters(const Args& args, const twill::TileIdx& tile) {
   int end = tile.m * args.q_rows_step + args.q_rows_offset + 128;
   return min(args.iters, max(kStages, (end + kLoopStep - 1) / kLoopStep));
