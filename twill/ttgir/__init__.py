@@ -7,6 +7,7 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
 
     text -> before_pipeliner (dump.py)        from a whole pass-by-pass dump, the IR before the pipeliner
          -> parse_module (parser.py)          MLIR text to a tree of operations, any dialect
+         -> merge_candidates (loops.py)       loops in sequence that are one masked loop (causal attention)
          -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
