@@ -183,7 +183,7 @@ def _masks(loop: MOp, index: _Index, defs: dict[str, MOp], rows: int, step: int)
         if swapped is None or len(sides) != 2:
             continue
         q, k = (index.of(s) for s in (sides[::-1] if swapped else sides))
-        if q == Affine(((f"pid_x", rows),), 0, (0, rows)) and k == Affine((("iv", 1),), 0, (1, step)):
+        if q == Affine((("pid_x", rows),), 0, (0, rows)) and k == Affine((("iv", 1),), 0, (1, step)):
             out.append(op)
     return out
 
