@@ -3,15 +3,17 @@
     python tests/data/causal/gpu_causal.py [--n 8192]
 
 Imports no twill (it runs on a machine that only has torch, triton and nvcc): the kernels are the
-golden files tests/golden/causal/*.cu, each with a small extern "C" shim over its Problem, built by
-bench/gpu_bench.py's build_shim, or taken from $TWILL_CAUSAL_LIBS/lib{NAME}.so where built beforehand.
+golden files tests/golden/causal/*.cu, each with a small extern "C" shim over its Problem, built
+here with nvcc, or taken from $TWILL_CAUSAL_LIBS/lib{NAME}.so where built beforehand.
 """
 from __future__ import annotations
 
 import ctypes
-import importlib.util
+import hashlib
 import math
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,11 +49,26 @@ extern "C" int causal_launch(int tiles_m, int keys, int batch, float exp2_scale,
 }
 
 
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "bench" / "gpu_bench.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def build_shim(src: str, ns: str, shim: str, build_dir: str, name: str):
+    """Compile the emitted file `src`, included unmodified, with `shim` (extern "C" code that uses it
+    as NS) into a shared library in build_dir: (ctypes library, ptxas's lines about spills)."""
+    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    text = '#include "%s"\n#define NS %s\n%s' % (os.path.abspath(src), ns, shim)
+    os.makedirs(build_dir, exist_ok=True)
+    key = hashlib.sha1(Path(src).read_bytes() + text.encode() + nvcc.encode()).hexdigest()[:12]
+    so = os.path.join(build_dir, f"lib{name}_{key}.so")
+    log = ""
+    if not os.path.exists(so):
+        shim_path = os.path.join(build_dir, f"{name}_shim.cu")
+        Path(shim_path).write_text(text)
+        r = subprocess.run([nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-Xptxas", "-v",
+                            "-shared", "-Xcompiler", "-fPIC", shim_path, "-o", so + ".tmp"], capture_output=True, text=True)
+        log = r.stdout + r.stderr
+        if r.returncode != 0:
+            raise RuntimeError(f"nvcc failed for {name}:\n{log[-4000:]}")
+        os.replace(so + ".tmp", so)
+    spills = [l.strip() for l in log.splitlines() if "spill" in l and " 0 bytes spill stores, 0 bytes spill loads" not in l]
+    return ctypes.CDLL(so), spills
 
 
 def causal_library(name: str, build_dir: str):
@@ -62,7 +79,7 @@ def causal_library(name: str, build_dir: str):
         return ctypes.CDLL(os.path.join(prebuilt, f"lib{name}.so")), []
     ns, shim = SHIMS[name]
     src = ROOT / "tests" / "golden" / "causal" / f"{name}.cu"
-    return _bench_module().build_shim(str(src), ns, shim, build_dir, name)
+    return build_shim(str(src), ns, shim, build_dir, name)
 
 
 def run_causal(lib, q, k, v):
