@@ -13,6 +13,7 @@ from .lines import Lines, ring_slot
 from .model import DIM_LABELS, EmitError, KernelModel, ident, launch_registers, rastered
 from .ops import ctype, is_known
 from .program import Channel, Inst, Program
+from .ragged import causal, causal_code
 from .roles import RoleBody
 
 
@@ -33,6 +34,9 @@ class Renderer:
         self.p = Program(model)
         self.ns = f"twill_{ident(model.schedule.kernel)}"
         self.bars = self._named_barriers()
+        self.causal = causal(model)  # the causal masks (ragged.py): per-tile trip counts
+        if self.causal.why_not:
+            raise EmitError(self.causal.why_not)
         self.ragged_refusal = self._ragged_refusal()
         # op -> (value, dim) of the partial-tile masks the kernel emits: none where it refuses one
         self.masks = {} if self.ragged_refusal else model.ragged.mask_at
@@ -84,6 +88,7 @@ class Renderer:
         body = runtime.COMMON + (runtime.SM100 if m.blackwell else runtime.SM90) + runtime.OPS
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
+        wrappers += [runtime.CAUSAL.lstrip("\n")] if self.causal.masks else []
         if not m.blackwell:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
@@ -204,6 +209,8 @@ class Renderer:
         """Why a partial last tile is refused ("" where it is supported): the model's reason, or a
         store along the loop written with plain stores, which TMA would have clipped at the extent."""
         unclipped = [t for t in self.m.tensors if t.kind == "store" and "loop" in t.axes and t.name not in self.p.staging]
+        if self.causal.masks:
+            return "the loop's extent is per query tile (causal_mask)"
         if unclipped and not self.m.ragged.why_not:
             return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"
         return self.m.ragged.why_not
@@ -232,12 +239,15 @@ class Renderer:
         out("};")
         out("")
         group = "args.raster_group" if rastered(self.m) else "0"
-        out("// The CTA's round-th tile, number t (twill::tile_of).",
-            "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
-            f"  return twill::tile_of(t, round, t + static_cast<int>(gridDim.x) >= args.tiles, args.tiles_m, args.tiles_n, "
-            f"{group});",
-            "}",
-            "")
+        if self.causal.masks:
+            out(*causal_code(self.m, self.causal))
+        else:
+            out("// The CTA's round-th tile, number t (twill::tile_of).",
+                "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
+                f"  return twill::tile_of(t, round, t + static_cast<int>(gridDim.x) >= args.tiles, args.tiles_m, args.tiles_n, "
+                f"{group});",
+                "}",
+                "")
         out("struct Maps {  // the __grid_constant__ tensor maps")
         out.depth += 1
         maps = self.tma_tensors()
@@ -413,7 +423,8 @@ class Renderer:
         out.depth += 1
         out("extern __shared__ unsigned char smem_raw[];",
             "Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));",
-            "const int n = args.iters;",
+            *(["const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this query tile's key blocks"]
+              if self.causal.masks else ["const int n = args.iters;"]),
             "Maps tm;")
         for t in maps:
             out(f"tm.{t.name} = &tm_{t.name};")
@@ -493,7 +504,7 @@ class Renderer:
         kernel spilled 48 bytes, the 128-key one under specs/h200.yaml had its wgmmas serialized)."""
         tight = any(self.p.spare_registers(r) < 0 or self._double_buffers_wgmma_operand(r)
                     for r in self.m.roles if r.is_warpgroup)
-        return not self.m.blackwell and not self.p.handoffs and not tight
+        return not self.m.blackwell and not self.p.handoffs and not tight and not self.causal.masks
 
     def _double_buffers_wgmma_operand(self, role) -> bool:
         m = self.m

@@ -57,6 +57,7 @@ class OpCall:
     args: tuple[Arg, ...]
     row0: str  # first row of the tiles this warpgroup holds (of a value with the result's rows)
     groups: int  # warpgroups of the role
+    iteration: str = ""  # the loop iteration this instance computes (a C++ expression)
 
     def temp(self, suffix: str) -> str:
         return f"{local(self.op.name)}_{suffix}"
@@ -331,6 +332,20 @@ def _umma_idesc(s: MmaShape) -> tuple[str, str]:
     return f"twill::umma_idesc8<{s.m}, {s.n}, {d}, {kind.code}, {s.b_inputs.code}>()", f"_{kind.kind}"
 
 
+def _causal_mask(call: OpCall) -> list[str]:
+    """causal_mask (ragged.py): keys after their query become -inf, in registers (sm_90a), in place
+    where the result took its operand's registers. The query rows are those of the query tile in
+    memory (its placement in Args), the keys iteration * kLoopStep on."""
+    from .ragged import causal
+    a, out = call.args[0], call.out
+    query = causal(call.model).rows_of.get(call.op.name)
+    if a.where != "reg" or out is None or out.where != "reg" or query is None:
+        raise EmitError(f"op '{call.op.name}': causal_mask is emitted on register tiles of sm_90a only")
+    q0 = f"tile.m * args.{query}_rows_step + args.{query}_rows_offset + {call.row0}"
+    copy = [] if out.expr == a.expr else [f"{out.expr} = {a.expr};"]
+    return copy + [f"twill::mask_causal({out.expr}, {q0}, ({call.iteration}) * kLoopStep);"]
+
+
 # -- the tables ----------------------------------------------------------------------------------
 
 COMMON: dict[str, Emitter] = {
@@ -347,7 +362,7 @@ COMMON: dict[str, Emitter] = {
 }
 
 EMITTERS: dict[str, dict[str, Emitter]] = {
-    "sm_90a": {**COMMON, "mma": _wgmma},
+    "sm_90a": {**COMMON, "mma": _wgmma, "causal_mask": _causal_mask},
     "sm_100a": {**COMMON, "mma": _umma},
 }
 

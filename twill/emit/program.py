@@ -101,8 +101,10 @@ class Program(SharedMemory, TensorMemory):
         self.order = _issue_early(model, _window_order(model))
         self.copies = self._copies()
         self.alias = self._aliases()
+        masked = self._masked_in_place()
+        self.alias.update(masked)
         self.row_sums = self._row_sums()
-        self.shared_regs = self._shared_registers()
+        self.shared_regs = {**self._shared_registers(), **masked}
         self.alias.update(self.shared_regs)
         for x in self.alias:
             self.copies.pop(x, None)
@@ -172,6 +174,30 @@ class Program(SharedMemory, TensorMemory):
                         u.role == m.op_role[op.name]):
                     out[op.name] = u.op
                     break
+        return out
+
+    def _masked_in_place(self) -> dict[str, str]:
+        """y -> x for `y = causal_mask x` where x's one use is y, on x's role, of the same iteration
+        and type (sm_90a): y is masked in x's registers, as the partial tile's mask is, instead of
+        64 more per thread for FA3's S. x's buffers then cover y's readers too (its copies grow to
+        the instance count from x's write to y's last read)."""
+        m, out = self.model, {}
+        pos = {o: i for i, o in enumerate(self.order)}
+        for op in m.graph.ops:
+            if op.opcode != "causal_mask" or m.blackwell or len(op.operands) != 1:
+                continue
+            x, d = m.resolve(op.operands[0])
+            v = m.values.get(x)
+            if (d or v is None or v.type != op.type or len(m.uses.get(x, ())) != 1 or x not in self.copies
+                    or op.name not in self.copies or v.role != m.op_role[op.name] or m.carry_of(x) is not None
+                    or m.carry_of(op.name) is not None or x in self.alias or x in self.alias.values()):
+                continue
+            need = self.copies[x] - 1
+            for u in m.uses.get(op.name, ()):
+                if u.role == v.role:
+                    need = max(need, m.stage(u.op) + u.distance - m.stage(x) - (0 if pos[x] < pos[u.op] else 1))
+            self.copies[x] = need + 1
+            out[op.name] = x
         return out
 
     def _shared_registers(self) -> dict[str, str]:

@@ -67,3 +67,113 @@ def plan(model) -> Ragged:
             return refuse("in another role than the one computing it")
         masks.append((first.op, value, dims[0]))
     return Ragged(step, tuple(sorted(masks)), "")
+
+
+# -- causal loops --------------------------------------------------------------------------------
+#
+# `y = causal_mask x` (x a register tile whose rows are queries, along the grid's m axis, and whose
+# columns are keys, along the loop) keeps x's element (r, c) where key k0 + c is at or before
+# query q0 + r and makes it -inf where the key comes later: q0 is the first row in memory of the
+# query tile that x's rows follow (the mma's A operand: q, or q0 / q1 of FA3's sub-tiles, at
+# tile.m * rows_step + rows_offset), k0 = iteration * step. A loop with a causal mask runs, per
+# query tile, over the keys up to the tile's last query row only (`causal_iters`): later keys are
+# masked for every row, and Triton's two causal loops (ttgir/loops.py) stop there too. A tile
+# with fewer such iterations than the pipeline's stages runs kStages: the extra ones are masked
+# whole, which is sound because every reader of the mask is one for which -inf is an absent
+# element (rowmax, exp2: the same rule as the partial tile's mask above).
+
+MASK_OPCODE = "causal_mask"
+
+
+def causal_iters(iters: int, stages: int, step: int, rows_end: int) -> int:
+    """Iterations of one query tile whose rows end (one past the last) at `rows_end`: the key
+    blocks up to that row, at least the pipeline's `stages`, at most the loop's `iters`."""
+    return min(iters, max(stages, -(-rows_end // step)))
+
+
+def causal_keeps(query: int, key: int) -> bool:
+    """The mask's element rule: a key is kept at or before its query."""
+    return key <= query
+
+
+@dataclass(frozen=True)
+class Causal:
+    masks: tuple[tuple[str, str], ...]  # (causal_mask op, the query tensor its rows are)
+    why_not: str  # "" when the kernel can be emitted, else the reason
+
+    @property
+    def rows_of(self) -> dict[str, str]:
+        return dict(self.masks)
+
+    @property
+    def queries(self) -> tuple[str, ...]:
+        return tuple(sorted({t for _, t in self.masks}))
+
+
+def causal(model) -> Causal:
+    """The causal masks of `model`'s loop and the query tensor each one's rows follow."""
+    from .model import value_axis
+    ops = [op for op in model.graph.ops if op.opcode == MASK_OPCODE]
+    if not ops:
+        return Causal((), "")
+    axis = value_axis(model.graph, model.mma_shape)
+    masks = []
+    for op in ops:
+        def refuse(why: str) -> Causal:
+            return Causal((), f"causal_mask {op.name} {why}")
+        if model.blackwell:
+            return refuse("is emitted for sm_90a only (register fragments)")
+        if len(op.operands) != 1 or op.type is None or len(op.type.shape) != 2 or op.type.space != "reg":
+            return refuse("takes one 2-d register tile")
+        value, dist = model.resolve(op.operands[0])
+        if dist:
+            return refuse("reads a tile of an earlier iteration")
+        if (axis(op.name, 0), axis(op.name, 1)) != ("m", "loop"):
+            return refuse("masks a tile whose rows are not the grid's query rows and whose columns are not the loop's keys")
+        readers = model.uses.get(op.name, ())
+        if not readers or any(model.ops[u.op].opcode not in MAX_LIKE or u.index != 0 or u.distance for u in readers):
+            return refuse("is read by an op for which -inf is not an absent element (only rowmax and exp2 may read it)")
+        query = _query_tensor(model, value)
+        if query is None:
+            return refuse(f"masks {value}, whose rows follow no query tile loaded along the grid's rows")
+        masks.append((op.name, query))
+    if model.ragged.step <= 0:
+        return Causal((), "causal_mask needs a loaded tile along the loop (the key blocks)")
+    return Causal(tuple(sorted(masks)), "")
+
+
+def causal_code(model, plan: Causal) -> list[str]:
+    """The device code of a causal loop's grid: `tile_at`, numbering the query tiles with the most
+    key blocks (the last rows) first, and `causal_iters`, a tile's trip count (one CTA per tile,
+    whose blocks start in the order of their index, so the short tiles fill the grid's end)."""
+    ends = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset + {model.tensor[q].tile[0]}" for q in plan.queries]
+    return [
+        "// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first.",
+        "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
+        "  const int per_m = args.tiles / args.tiles_m;  // tiles of one query row block: columns x batch",
+        "  const int r = t % per_m;",
+        "  return twill::TileIdx{args.tiles_m - 1 - t / per_m, r % args.tiles_n, r / args.tiles_n, round,",
+        "                       t + static_cast<int>(gridDim.x) >= args.tiles};",
+        "}",
+        "",
+        "// A causal loop's iterations for one query tile: its key blocks up to its last query row,",
+        "// at least kStages (the extra ones are masked whole), at most iters (ragged.causal_iters).",
+        "__device__ __forceinline__ int causal_iters(const Args& args, const twill::TileIdx& tile) {",
+        *[f"  int end = {e};" if i == 0 else f"  end = max(end, {e});" for i, e in enumerate(ends)],
+        "  return min(args.iters, max(kStages, (end + kLoopStep - 1) / kLoopStep));",
+        "}",
+        "",
+    ]
+
+
+def _query_tensor(model, value: str) -> str | None:
+    """The input or load whose rows `value`'s rows are: up operand 0 (an mma's A) to a tensor."""
+    for _ in range(16):
+        for t in model.tensors:
+            if t.value == value and t.kind in ("input", "load") and t.axes[0] == "m" and t.rank == 2:
+                return t.name
+        info = model.values.get(value)
+        if info is None or info.producer is None or not model.ops[info.producer].operands:
+            return None
+        value, _ = model.resolve(model.ops[info.producer].operands[0])
+    return None

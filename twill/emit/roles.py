@@ -313,7 +313,7 @@ class RoleBody:
                 elif name in self.p.alias:
                     out(f"// {name} is computed in the registers of {self.p.alias[name]}, which accumulates it in place")
         call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
-                      self.groups)
+                      self.groups, str(it))
         if name in self.p.row_sums:
             code = exp2_code(call, f"{local(name)}_sums[{self.p.buffer(name, w, stage, 0)}]")
         else:

@@ -7,6 +7,7 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
 
     text -> before_pipeliner (dump.py)        from a whole pass-by-pass dump, the IR before the pipeliner
          -> parse_module (parser.py)          MLIR text to a tree of operations, any dialect
+         -> merge_candidates (loops.py)       loops in sequence that are one masked loop (causal attention)
          -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
@@ -26,6 +27,7 @@ from ..ir import Graph
 from .build import build_graph
 from .dump import before_pipeliner
 from .fuse import fuse
+from .loops import Merge, merge_candidates
 from .lower import lower_loop
 from .parser import Module, MOp, parse_module
 from .values import Note, Tile
@@ -50,11 +52,12 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
     if loop is not None and not 0 <= loop < len(loops):
         raise InputError(Diagnostic(f"{file}: there is no loop {loop}; the file has {len(loops)} "
                                     f"loop{'s' if len(loops) > 1 else ''} (0..{len(loops) - 1})"))
-    chosen = loops if loop is None else [loops[loop]]
+    merged = merge_candidates(loops)  # a loop merged with its neighbour stands for both (loops.py)
+    chosen = list(dict.fromkeys(merged)) if loop is None else [merged[loop]]
     results, first_error = [], None
-    for func, path in chosen:
+    for func, path, merge in chosen:
         try:
-            results.append(_import_loop(module, func, path))
+            results.append(_import_loop(module, func, path, merge))
         except InputError as exc:  # with several candidates, a loop we cannot read is skipped
             if len(chosen) == 1:
                 raise
@@ -117,12 +120,13 @@ def _loops(ops, enclosing: tuple[MOp, ...] = ()) -> list[tuple[MOp, ...]]:
     return out
 
 
-def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...]) -> tuple[Graph, list[Note]]:
+def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
+                 merge: Merge | None = None) -> tuple[Graph, list[Note]]:
     """Lower, fuse and build one loop. An iter_arg whose yielded value turns out to be no tile
     (index arithmetic on an integer tensor) is lowered again as a scalar."""
     scalar_args: frozenset = frozenset()
     while True:
-        lowered = lower_loop(module, func, path, scalar_args)
+        lowered = lower_loop(module, func, path, scalar_args, merge)
         scalars = {c.arg for c, y in zip(lowered.carries, lowered.yields)
                    if c.arg is not None and not isinstance(y, Tile)}
         if not scalars:

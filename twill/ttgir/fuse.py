@@ -25,8 +25,8 @@ from ..ir import TensorType
 from .lower import opcode_token
 from .values import Lowered, Node, Note, Ref, Tile
 
-FUSABLE = {"ew", "conv", "exp2", "rowmax", "rowsum"}
-ANCHORS = {"exp2", "rowmax", "rowsum"}
+FUSABLE = {"ew", "conv", "exp2", "rowmax", "rowsum", "causal_mask"}
+ANCHORS = {"exp2", "rowmax", "rowsum", "causal_mask"}
 FIXED_OPCODES = {"load": "load", "mma": "mma", "store": "store", "move": "convert"}
 ARITH_OPCODES = {
     "arith.mulf": "mul", "arith.muli": "mul", "arith.addf": "add", "arith.addi": "add",
@@ -171,12 +171,22 @@ def group(body: Body) -> tuple[list[Group], list[Note]]:
         inside = set(idx)
         outside = [r for m in idx for r in body.nodes[m].operands if not (r.kind == "node" and r.index in inside)]
         operands = tuple(outside if len(idx) == 1 else dict.fromkeys(outside))  # a fused chain reads each once
+        operands = _reduced_first(body, idx, operands)
         node = body.nodes[root]
         opcode, note = _opcode(body, idx, operands)
         if note:
             notes.append(note)
         groups.append(Group(root, tuple(idx), opcode, operands, node.type, node.span, node.attrs))
     return groups, notes
+
+
+def _reduced_first(body: Body, idx: list[int], operands: tuple[Ref, ...]) -> tuple[Ref, ...]:
+    """A fused rowmax / rowsum reads the tile it reduces first (`rowsum p, l, alpha`), whatever
+    the order of the arithmetic around it (Triton's causal kernel writes `l * corr + sum(p)`)."""
+    reduced = [r for i in idx if body.nodes[i].kind in ("rowmax", "rowsum") for r in body.nodes[i].operands[:1]]
+    if len(reduced) != 1 or reduced[0] not in operands:
+        return operands
+    return (reduced[0],) + tuple(r for r in operands if r != reduced[0])
 
 
 def _anchors(body: Body, idx: list[int]) -> int:

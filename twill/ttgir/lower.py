@@ -383,6 +383,12 @@ def _int_attr(op: MOp, key: str) -> int | None:
     return None
 
 
+def causal_mask(lw: _Lowering, op: MOp) -> None:
+    """A select of loops.Merge's causal mask: `causal_mask x` of the tile it keeps."""
+    vals = lw.operands(op)
+    lw.bind(op, lw.node("causal_mask", op, [vals[1]], lw.type_of(vals[1].ref)))
+
+
 def yield_(lw: _Lowering, op: MOp) -> None:
     lw.yielded = lw.operands(op)
 
@@ -530,9 +536,12 @@ def _enter(lw: _Lowering, op: MOp, inner: MOp):
     raise AssertionError("the path to a loop goes through the blocks that hold it")
 
 
-def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: frozenset = frozenset()) -> Lowered:
+def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: frozenset = frozenset(),
+               merge=None) -> Lowered:
     """Lower `func` up to and through the loop that ends `path` (the loops and branches around it
-    first); iter_args in `scalar_args` are treated as scalars."""
+    first); iter_args in `scalar_args` are treated as scalars. With `merge` (loops.Merge, whose last
+    loop ends `path`), the loops merged into it: its carries start from the first loop's inits and
+    its masks become `causal_mask` nodes."""
     lw = _Lowering(module)
     _bind_arguments(lw, func)
     ops, loop = func.body(), path[-1]
@@ -546,12 +555,14 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     iv, pairs, types = _loop_header(lw, loop)
     if iv:
         lw.env[iv] = SCALAR
-    inits = [lw.value(init, tok) for _, init, tok in pairs]
+    inits = [lw.value(init, tok) for (_, init, tok) in
+             (pairs if merge is None else [(a, i, t) for (a, _, t), i in zip(pairs, merge.inits)])]
     for k, ((arg, _, tok), mtype, init) in enumerate(zip(pairs, types, inits)):
         if isinstance(init, Buf):
             lw.env[arg] = init
         elif mtype.is_tile and k not in scalar_args:
-            lw.carries.append(Carry(arg, lw.tile_type(mtype, loop), init, lw.src.span(tok), k))
+            name = arg if merge is None else merge.names[k]
+            lw.carries.append(Carry(name, lw.tile_type(mtype, loop), init, lw.src.span(tok), k))
             lw.env[arg] = Tile(Ref("carry", len(lw.carries) - 1))
         else:
             lw.env[arg] = TOKEN if mtype.kind == "token" else SCALAR
@@ -559,7 +570,10 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
         lw.at_entry[b], lw.content[b] = lw.content.get(b), Entry(b)
     lw.in_loop = True
     for op in loop.body():
-        lw.lower(op)
+        if merge is not None and merge.is_mask(op):
+            causal_mask(lw, op)
+        else:
+            lw.lower(op)
     yielded = lw.yielded or []
     if lw.yielded is not None and len(yielded) != len(pairs):
         raise lw.src.error(f"the loop has {len(pairs)} iter_args but its scf.yield gives {len(yielded)} "

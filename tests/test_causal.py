@@ -1,0 +1,382 @@
+"""Causal attention: Triton's two key loops imported as one masked loop, the mask and the per-tile
+trip counts emitted, and (on a Hopper GPU) the emitted kernels against torch.
+
+    python tests/data/causal/gpu_causal.py [--n 8192]   # on a Hopper GPU: correctness, TFLOP/s vs SDPA
+
+The schedules in tests/data/causal/ are `twill solve --gpu h200`'s of
+examples/attention_fwd_causal_hopper.tir and of the import of attn_causal_fwd_sm90.ttgir
+(Triton's causal kernel, /work/shared/triton/kernels.py's attn_causal_fwd_kernel, dumped before the
+pipeliner), stored so the tests do not spend minutes solving.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from twill.emit import emit_cuda  # noqa: E402
+from twill.emit.ragged import causal_iters, causal_keeps  # noqa: E402
+from twill.errors import InputError  # noqa: E402
+from twill.machine import load_machine  # noqa: E402
+from twill.schedule import Schedule  # noqa: E402
+from twill.tir import parse_tir, print_tir  # noqa: E402
+from twill.ttgir import import_ttgir, load_ttgir  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "causal"
+DUMPS = {"attn_causal_fwd_sm90": "attn_causal_fwd_sm90.ttgir",  # Triton 3.x as dumped for the corpus
+         "attn_causal_fwd_sm90.triton36": "attn_causal_fwd_sm90.triton36.ttgir"}  # Triton 3.6 on the H200
+KERNELS = ("attention_fwd_causal_hopper.h200", "triton_attn_causal_fwd_sm90.h100")
+
+
+def opcodes(graph) -> list[str]:
+    return [op.opcode for op in graph.ops]
+
+
+# -- import ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stem", sorted(DUMPS))
+def test_the_two_causal_loops_import_as_one_masked_loop(stem, golden):
+    graph, warnings = load_ttgir(DATA / DUMPS[stem])
+    assert [w for w in warnings if "--split-rows" not in (w.hint or "")] == []  # nothing dropped
+    assert opcodes(graph).count("causal_mask") == 1
+    mask = next(op for op in graph.ops if op.opcode == "causal_mask")
+    assert [o.name for o in mask.operands] == ["s"] and mask.type.shape == (128, 128)
+    readers = sorted(op.opcode for op in graph.ops if any(o.name == mask.name for o in op.operands))
+    assert readers == ["exp2", "rowmax"]
+    assert {c.name: c.init for c in graph.carries}["m_i"] == "-inf"  # the first loop's inits
+    golden(f"causal/{stem}.tir", print_tir(graph))
+    assert print_tir(parse_tir(print_tir(graph), "x.tir")) == print_tir(graph)
+
+
+def _text() -> str:
+    return (DATA / DUMPS["attn_causal_fwd_sm90"]).read_text()
+
+
+NEAR_MISSES = {  # a change to the dump -> the two loops are no longer one
+    "a strict comparison (the diagonal masked too)": ("arith.cmpi sge, %visible, %visible_64",
+                                                     "arith.cmpi sgt, %visible, %visible_64"),
+    "the sides swapped (keys >= queries)": ("arith.cmpi sge, %visible, %visible_64",
+                                            "arith.cmpi sge, %visible_64, %visible"),
+    "the second loop not starting where the first ends": ("scf.for %start_n = %start_m_1 to %0",
+                                                          "scf.for %start_n = %c0_i32 to %0"),
+    "a different body (the scores scaled twice)": ("%s_66 = arith.select %visible_65, %s_60, %cst",
+                                                   "%s_66 = arith.select %visible_65, %s_59, %cst"),
+    "masked with 0 rather than -inf": ("%s_66 = arith.select %visible_65, %s_60, %cst ",
+                                       "%s_66 = arith.select %visible_65, %s_60, %cst_0 "),
+}
+
+
+@pytest.mark.parametrize("why", sorted(NEAR_MISSES))
+def test_loops_that_differ_in_anything_are_not_merged(why):
+    old, new = NEAR_MISSES[why]
+    text = _text()
+    assert old in text
+    graph, warnings = import_ttgir(text.replace(old, new, 1), "near_miss.ttgir")
+    assert "causal_mask" not in opcodes(graph)
+    assert any("element indices" in w.message for w in warnings) or len(graph.ops) == 9
+
+
+def test_either_loop_named_with_loop_is_the_merged_loop():
+    whole, _ = import_ttgir(_text(), "c.ttgir")
+    for n in (0, 1):
+        assert import_ttgir(_text(), "c.ttgir", loop=n)[0] == whole
+
+
+# -- the rules, in plain Python ---------------------------------------------------------------------
+
+def test_trip_counts_run_each_query_tile_to_its_diagonal():
+    # 128-key blocks, 128-row query tiles (FA3's two 64-row halves end at 128 (m + 1)), 2 stages
+    assert [causal_iters(64, 2, 128, 128 * (m + 1)) for m in range(6)] == [2, 2, 3, 4, 5, 6]
+    assert causal_iters(8, 2, 128, 128 * 64) == 8  # never past the loop's own extent
+    assert causal_iters(8, 3, 64, 100) == 3  # 2 blocks hold the rows, the pipeline needs 3
+    assert causal_iters(8, 1, 64, 100) == 2  # the block holding rows 64-99 is the last one
+    # every key a row keeps lies in one of its tile's iterations
+    for step, rows in ((128, 128), (64, 128), (128, 64)):
+        for m in range(5):
+            n = causal_iters(10 ** 6, 1, step, rows * (m + 1))
+            last_key = max(k for k in range(n * step + step) if causal_keeps(rows * (m + 1) - 1, k))
+            assert (n - 1) * step <= last_key < n * step
+
+
+def test_the_mask_keeps_keys_at_or_before_the_query():
+    assert causal_keeps(5, 5) and causal_keeps(5, 0) and not causal_keeps(5, 6)
+
+
+def _frag_row(warp: int, lane: int, b: int, i: int) -> int:  # sm90.cuh's frag_row, frag_col
+    return 64 * b + 16 * warp + lane // 4 + 8 * ((i >> 1) & 1)
+
+
+def _frag_col(lane: int, i: int) -> int:
+    return 8 * (i >> 2) + 2 * (lane % 4) + (i & 1)
+
+
+def _mask_causal_constants() -> tuple[str, str]:
+    """The two formulas of twill::mask_causal, read from its header: d (per thread) and the
+    element's test (d + constant > 0)."""
+    text = (ROOT / "twill" / "emit" / "cuda_runtime" / "causal.cuh").read_text()
+    d = re.search(r"int d = (.*);", text).group(1)
+    test = re.search(r"if \((d \+ .*) > 0\) f\.x\[b\]\[i\] = -INFINITY;", text).group(1)
+    return d, test
+
+
+def _c_expr(expr: str, env: dict[str, int]) -> int:
+    """An integer C expression of the header (+ - * / % >> & on ints, threadIdx.x) in Python."""
+    py = expr.replace("threadIdx.x", "tid").replace("/", "//")
+    return eval(py, {"__builtins__": {}}, env)  # noqa: S307 - a test reading our own header
+
+
+def test_mask_causal_masks_exactly_the_keys_after_each_query():
+    """The header's per-element test, evaluated for every thread of a warpgroup and element of a
+    Frag<2, 128>, at tiles on, left of and right of the diagonal, against the element rule."""
+    d_expr, test_expr = _mask_causal_constants()
+    for q0, k0 in ((0, 0), (128, 0), (64, 0), (128, 128), (0, 128), (192, 128)):
+        for tid in range(0, 128, 5):
+            warp, lane = (tid // 32) % 4, tid % 32
+            d = _c_expr(d_expr, {"k0": k0, "q0": q0, "tid": tid, "lane": lane})
+            for b in range(2):
+                for i in range(64):
+                    masked = _c_expr(test_expr, {"d": d, "b": b, "i": i}) > 0
+                    q, k = q0 + _frag_row(warp, lane, b, i), k0 + _frag_col(lane, i)
+                    assert masked == (not causal_keeps(q, k)), (q0, k0, tid, b, i)
+
+
+# -- emit ------------------------------------------------------------------------------------------
+
+def _emitted(name: str) -> str:
+    s = Schedule.from_json((DATA / f"{name}.json").read_text())
+    return emit_cuda(s, load_machine(s.machine))
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_emitted_causal_kernel_matches_golden(name, golden):
+    text = _emitted(name)
+    assert "twill::mask_causal(" in text and "causal_iters(args, tile_at(args, blockIdx.x, 0))" in text
+    assert "constexpr bool kPersistent = false;" in text and "constexpr bool kRagged = false;" in text
+    golden(f"causal/{name}.cu", text)
+
+
+def test_a_kernel_without_causal_mask_has_none_of_its_code():
+    s = Schedule.from_json((ROOT / "tests" / "data" / "emit" / "attention_fwd_hopper.h200.json").read_text())
+    text = emit_cuda(s, load_machine(s.machine))
+    assert "mask_causal" not in text and "causal_iters" not in text
+
+
+def test_a_mask_read_by_an_op_for_which_minus_inf_is_not_absent_is_refused():
+    """A rowsum of the masked scores would add -inf: emit-cuda refuses rather than compute it."""
+    data = json.loads((DATA / "triton_attn_causal_fwd_sm90.h100.json").read_text())
+    assert "rowsum p, l_i, corr " in data["graph"]
+    data["graph"] = data["graph"].replace("rowsum p, l_i, corr ", "rowsum s_causal_mask, l_i, corr ")
+    s = Schedule.from_json(json.dumps(data))
+    with pytest.raises(InputError, match="only rowmax and exp2 may read it"):
+        emit_cuda(s, load_machine(s.machine))
+
+
+# -- the rings of the emitted code, run as a protocol ------------------------------------------------
+
+RING = re.compile(r"sm\.ring_(\w+)\.(wait_full|wait_empty|arrive_full|release_by_warp|expect_full)\(([^;]*?)(?:, \d+)?\);")
+
+
+def _role_bodies(text: str) -> dict[str, str]:
+    out = {}
+    for m in re.finditer(r"__device__ __forceinline__ void role_(\w+)\(.*?\) \{\n", text):
+        depth, i = 1, m.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        out[m.group(1)] = text[m.end():i - 1]
+    return out
+
+
+def _c(expr: str, env: dict) -> int:
+    return eval(expr.replace("/", "//").replace("&&", " and "), {"__builtins__": {}}, dict(env))  # noqa: S307
+
+
+def _blocks(lines: list[str], i: int = 0) -> tuple[list, int]:
+    """The role's statements as a tree: ("stmt", text) and ("block", head, children)."""
+    items = []
+    while i < len(lines):
+        line = lines[i]
+        if not line or line.startswith("#"):
+            i += 1
+        elif line.startswith("}"):
+            return items, i + 1
+        elif line.endswith("{"):
+            sub, i = _blocks(lines, i + 1)
+            items.append(("block", line[:-1].strip(), sub))
+        else:
+            items.append(("stmt", line))
+            i += 1
+    return items, i
+
+
+def ring_events(body: str, n: int) -> list[tuple[str, str, int]]:
+    """The ring operations one role's code performs over a tile of n iterations, in order: the
+    generated control flow (the steady loop `for (; j + U <= n; j += U)`, `switch (n - j)`, guards
+    on j) run in Python."""
+    lines = [re.sub(r"//.*$", "", line).strip() for line in body.split("\n")]
+    env, events = {"n": n}, []
+
+    class Break(Exception):
+        pass
+
+    def stmt(line: str) -> None:
+        if line == "break;":
+            raise Break
+        m = re.match(r"(?:const )?int (j|it) = (.*);", line)
+        if m:
+            env[m.group(1)] = _c(m.group(2), env)
+            return
+        m = re.match(r"if \((j[^)]*)\) (sm\.ring.*)$", line)
+        if m and not _c(m.group(1), env):
+            return
+        events.extend((e.group(2), e.group(1), _c(e.group(3), env)) for e in RING.finditer(line))
+
+    def run(items) -> None:
+        for item in items:
+            if item[0] == "stmt":
+                stmt(item[1])
+                continue
+            _, head, sub = item
+            loop = re.match(r"for \(; (.*); j \+= (\d+)\)", head)
+            switch = re.match(r"switch \((.*)\)", head)
+            guard = re.match(r"if \((j[^)]*)\)$", head)
+            if loop:
+                while _c(loop.group(1), env):
+                    run(sub)
+                    env["j"] += int(loop.group(2))
+            elif switch:
+                value = _c(switch.group(1), env)
+                try:
+                    for case in sub:
+                        if case[0] == "block" and case[1].startswith("case ") and _c(case[1][5:-1], env) == value:
+                            run(case[2])
+                except Break:
+                    pass
+            elif guard:
+                if _c(guard.group(1), env):
+                    run(sub)
+            elif not head.startswith("for (int "):  # (a loop over register blocks holds no ring operation)
+                run(sub)
+    run(_blocks(lines)[0])
+    return events
+
+
+def ring_deadlock(text: str, n: int) -> dict:
+    """Run every role's ring operations for n iterations against each other, a role moving on
+    while its next operation can complete (wait_full(i): instance i was filled; wait_empty(i): every
+    reader freed instance i - depth): the operations the roles are stuck at ({} when all finish).
+    It reads only what these kernels use (sm_90a rings of registers, shared memory and TMA, one
+    tile per CTA, guards on j): no general verifier (a tensor-memory commit or a guard on another
+    expression is not seen)."""
+    depth = {m.group(2): int(m.group(1)) for m in re.finditer(r"Ring<(\d+)> ring_(\w+)", text)}
+    events = {role: ring_events(body, n) for role, body in _role_bodies(text).items()}
+    readers: dict[str, set] = {}
+    for role, evs in events.items():
+        for kind, ring, _ in evs:
+            if kind == "release_by_warp":
+                readers.setdefault(ring, set()).add(role)
+    full, freed, at = set(), {}, {role: 0 for role in events}
+    moved = True
+    while moved:
+        moved = False
+        for role, evs in events.items():
+            while at[role] < len(evs):
+                kind, ring, i = evs[at[role]]
+                if kind == "wait_full" and (ring, i) not in full:
+                    break
+                if kind == "wait_empty" and i >= depth[ring] and freed.get((ring, i - depth[ring]), set()) != readers[ring]:
+                    break
+                if kind in ("arrive_full", "expect_full"):
+                    full.add((ring, i))
+                if kind == "release_by_warp":
+                    freed.setdefault((ring, i), set()).add(role)
+                at[role] += 1
+                moved = True
+    return {role: events[role][at[role]] for role in events if at[role] < len(events[role])}
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_the_causal_kernels_rings_never_deadlock(name):
+    """Every tile length a causal grid runs (kStages and up): no role waits forever."""
+    text = _emitted(name)
+    stages = int(re.search(r"constexpr int kStages = (\d+);", text).group(1))
+    for n in range(stages, stages + 9):
+        assert ring_deadlock(text, n) == {}, n
+
+
+def test_the_ring_check_finds_the_h200_schedules_deadlock():
+    """The imported kernel solved for the H200 (tests/data/causal/*.h200.deadlock.json) hung on the
+    GPU: consumer0 waits to hand p[j] over (a ring of depth 1) while consumer1, which frees p[j - 1]
+    only in its next window, waits for corr[j], which consumer0 sends after p[j]. An emitter bug
+    (program.py's ring depth for a tile an async wgmma reads), not one of the mask: the check
+    reports it, and the tests run the H100 schedule of the same graph."""
+    text = _emitted("triton_attn_causal_fwd_sm90.h200.deadlock")
+    stuck = ring_deadlock(text, 4)
+    assert stuck["consumer0"][:2] == ("wait_empty", "p") and stuck["consumer1"][:2] == ("wait_full", "corr")
+
+
+def _nvcc() -> str | None:
+    return shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_nvcc() is None, reason="nvcc not found")
+def test_the_imported_causal_kernel_compiles_for_sm90a_without_warnings_or_spills(tmp_path):
+    src = tmp_path / "causal.cu"
+    src.write_text(_emitted("triton_attn_causal_fwd_sm90.h100"))
+    proc = subprocess.run([_nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-DTWILL_MAIN",
+                           "-Xptxas", "-v", "-c", str(src), "-o", str(tmp_path / "causal.o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert not [l for l in report if "warning" in l.lower()], report
+    spills = [l for l in report if "spill" in l]
+    assert spills and all(" 0 bytes spill stores, 0 bytes spill loads" in l for l in spills), spills
+
+
+# -- on a Hopper GPU ---------------------------------------------------------------------------------
+
+def _gpu():
+    """tests/data/causal/gpu_causal.py, the GPU side (it imports no twill)."""
+    spec = importlib.util.spec_from_file_location("gpu_causal", DATA / "gpu_causal.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _gpu_ready() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0) and _nvcc() is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _gpu_ready(), reason="needs a Hopper (sm_90) GPU, torch and nvcc")
+@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("n", (1024, 4096))
+def test_emitted_causal_kernel_matches_torch(name, n, tmp_path_factory):
+    import torch
+    g = _gpu()
+    lib, _ = g.causal_library(name, str(tmp_path_factory.mktemp("causal")))
+    torch.manual_seed(n)
+    q, k, v = (torch.randn(16, n, 128, device="cuda", dtype=torch.float16) for _ in range(3))  # B=2, H=8
+    o, unwritten = g.run_causal(lib, q, k, v)
+    assert unwritten == 0
+    heads = (0, 7, 15)
+    ref = g.causal_reference(q[list(heads)], k[list(heads)], v[list(heads)], len(heads))
+    err = float((o[list(heads)].double() - ref.double()).norm() / ref.double().norm())
+    assert err < 1e-2, err
