@@ -883,7 +883,7 @@ __device__ __forceinline__ void store_out_m0(Smem& sm, const Maps& tm, const Arg
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m0_cols_step;
-  twill::frag_to_buffer(args.out_m0 + batch + tile.m * args.out_m0_cols_step + args.out_m0_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_m0 + batch + static_cast<size_t>(tile.m * args.out_m0_cols_step + args.out_m0_cols_offset), f, row0, 0);
 }
 
 template <typename F>
@@ -893,7 +893,7 @@ __device__ __forceinline__ void store_out_l0(Smem& sm, const Maps& tm, const Arg
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l0_cols_step;
-  twill::frag_to_buffer(args.out_l0 + batch + tile.m * args.out_l0_cols_step + args.out_l0_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_l0 + batch + static_cast<size_t>(tile.m * args.out_l0_cols_step + args.out_l0_cols_offset), f, row0, 0);
 }
 
 template <typename F>
@@ -925,7 +925,7 @@ __device__ __forceinline__ void store_out_m1(Smem& sm, const Maps& tm, const Arg
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m1_cols_step;
-  twill::frag_to_buffer(args.out_m1 + batch + tile.m * args.out_m1_cols_step + args.out_m1_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_m1 + batch + static_cast<size_t>(tile.m * args.out_m1_cols_step + args.out_m1_cols_offset), f, row0, 0);
 }
 
 template <typename F>
@@ -935,7 +935,7 @@ __device__ __forceinline__ void store_out_l1(Smem& sm, const Maps& tm, const Arg
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l1_cols_step;
-  twill::frag_to_buffer(args.out_l1 + batch + tile.m * args.out_l1_cols_step + args.out_l1_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_l1 + batch + static_cast<size_t>(tile.m * args.out_l1_cols_step + args.out_l1_cols_offset), f, row0, 0);
 }
 
 template <typename F>

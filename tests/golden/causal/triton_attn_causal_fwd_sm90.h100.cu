@@ -876,7 +876,7 @@ __device__ __forceinline__ void store_out_m_i(Smem& sm, const Maps& tm, const Ar
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m_i_cols_step;
-  twill::frag_to_buffer(args.out_m_i + batch + tile.m * args.out_m_i_cols_step + args.out_m_i_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_m_i + batch + static_cast<size_t>(tile.m * args.out_m_i_cols_step + args.out_m_i_cols_offset), f, row0, 0);
 }
 
 template <typename F>
@@ -886,7 +886,7 @@ __device__ __forceinline__ void store_out_l_i(Smem& sm, const Maps& tm, const Ar
   (void)it;
   (void)n;
   const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l_i_cols_step;
-  twill::frag_to_buffer(args.out_l_i + batch + tile.m * args.out_l_i_cols_step + args.out_l_i_cols_offset, f, row0, 0);
+  twill::frag_to_buffer(args.out_l_i + batch + static_cast<size_t>(tile.m * args.out_l_i_cols_step + args.out_l_i_cols_offset), f, row0, 0);
 }
 
 template <typename F>
