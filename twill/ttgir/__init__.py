@@ -24,6 +24,7 @@ from ..errors import Diagnostic, InputError
 from ..fileio import read_text
 from ..ir import Graph
 from .build import build_graph
+from .depipe import depipeline
 from .dump import before_pipeliner
 from .fuse import fuse
 from .lower import lower_loop
@@ -128,6 +129,7 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...]) -> tuple[Grap
         if not scalars:
             break
         scalar_args |= scalars
+    lowered = depipeline(lowered)
     body, groups, fuse_notes = fuse(lowered)
     graph, build_notes = build_graph(lowered, body, groups, module.source.file)
     notes = list(lowered.notes) + fuse_notes + build_notes

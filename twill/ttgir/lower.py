@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from ..errors import Diagnostic, InputError, Span
 from ..ir import TensorType
+from .locs import position
 from .parser import Module, MOp
 from .types import TypeReader, last_top_level
 from .values import INDEXED, SCALAR, TOKEN, Buf, Carry, Const, Entry, Indexed, Lowered, Node, Note, Ref, Scalar, Tile, Token
@@ -30,10 +31,19 @@ VIEWS = {
 SCALAR_OPS = {
     "tt.get_program_id", "tt.get_num_programs", "tt.make_range", "tt.addptr", "tt.advance",
     "tt.make_tensor_ptr", "tt.make_tensor_descriptor", "tt.int_to_ptr", "tt.ptr_to_int",
-    "arith.index_cast", "arith.index_castui", "ub.poison",
+    "arith.index_cast", "arith.index_castui", "ub.poison", "ttng.tensormap_create",
+    "ttng.reinterpret_tensor_descriptor", "ttg.global_scratch_alloc",
 }
 # Hints and deallocations: no effect on the tile-level schedule.
 NO_OPS = {"tt.assume", "llvm.intr.assume", "ttg.local_dealloc", "ttng.tmem_dealloc", "tt.return", "tt.reduce.return"}
+# What Triton's pipeliner adds to order memory accesses: async groups, barriers, fences (tokens only).
+ORDERING_OPS = {
+    "ttg.async_commit_group", "ttg.async_wait", "ttng.init_barrier", "ttng.inval_barrier", "ttng.wait_barrier",
+    "ttng.barrier_expect", "ttng.arrive_barrier", "ttng.fence_async_shared", "ttng.tc_gen5_commit",
+    "ttng.async_tma_store_wait", "ttng.async_tma_store_token_wait", "ttg.barrier", "gpu.barrier",
+    "ttng.tensormap_fenceproxy_acquire", "ttng.fence",
+}
+ASYNC_COPIES = {"ttg.async_copy_global_to_local", "ttng.async_tma_copy_global_to_local", "ttng.async_tma_gather"}
 # Elementwise ops (on scalars they are index arithmetic) -> node kind when a tile flows through.
 _EW = ("addf subf mulf divf negf remf maxnumf minnumf maximumf minimumf select cmpf cmpi addi subi muli "
        "divsi divui remsi remui andi ori xori shli shrsi shrui maxsi minsi maxui minui").split()
@@ -44,7 +54,8 @@ ELEMENTWISE = {
     "tt.clampf": "ew", "tt.precise_divf": "ew",
 }
 LOADS = {"tt.load", "tt.descriptor_load", "tt.experimental_descriptor_load", "tt.descriptor_gather"}
-STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store", "tt.descriptor_scatter"}
+STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store", "tt.descriptor_scatter",
+          "ttng.async_tma_copy_local_to_global", "ttng.async_tma_scatter"}
 MAX_COMBINERS = {"arith.maxnumf", "arith.maximumf", "arith.maxf", "arith.maxsi", "arith.maxui"}
 ADD_COMBINERS = {"arith.addf", "arith.addi"}
 
@@ -60,6 +71,7 @@ class _Lowering:
 
     def __init__(self, module: Module):
         self.src, self.types = module.source, TypeReader(module.source, module.aliases)
+        self.locs = module.locs or {}
         self.env: dict[str, object] = {}
         self.nodes: list[Node] = []
         self.buffers: list[tuple[str, object, Span]] = []  # (SSA name, MType, span)
@@ -100,7 +112,7 @@ class _Lowering:
         ssa = (op.results[0] if op.results else None) if ssa == "" else ssa
         refs = tuple(v.ref for v in operands if isinstance(v, Tile))
         self.nodes.append(Node(len(self.nodes), kind, op.name, ssa, refs, type_, self.span(op), self.in_loop,
-                               tuple(attrs)))
+                               tuple(attrs), tuple(operands), position(op.loc, self.locs)))
         return Tile(Ref("node", len(self.nodes) - 1))
 
     def type_of(self, ref: Ref) -> TensorType:
@@ -127,7 +139,9 @@ class _Lowering:
                                       span, None, val.index))
             content = Tile(Ref("carry", len(self.carries) - 1))
             self.content[val.index] = content
-        return SCALAR if content is None else content
+        if content is None:
+            return SCALAR
+        return replace(content, flip=content.flip != val.flip) if isinstance(content, Tile) and val.flip else content
 
     def tile_type_at(self, mtype, span: Span) -> TensorType:
         tt = mtype.tile()
@@ -164,9 +178,25 @@ TRANSPOSES = {"tt.trans", "ttg.memdesc_trans"}
 def view(lw: _Lowering, op: MOp) -> None:
     vals = lw.operands(op)
     val = vals[0] if vals else SCALAR
-    if op.name in TRANSPOSES and isinstance(val, Tile):
+    if op.name in TRANSPOSES and isinstance(val, (Tile, Buf)):
         val = replace(val, flip=not val.flip)
+    if op.name in SLOTS and isinstance(val, Buf):
+        _slot(lw, op, val)
     lw.bind(op, val)
+
+
+SLOTS = {"ttg.memdesc_index", "ttg.memdesc_subview"}
+
+
+def _slot(lw: _Lowering, op: MOp, buf: Buf) -> None:
+    """``ttg.memdesc_index %buf[%i]`` of a buffer with a leading buffer dimension (Triton's
+    multi-buffering: one slot per stage in flight): every slot stands for the same tile, so the
+    buffer is the one tile a slot holds, and which slot an access uses is dropped."""
+    _, outs = lw.signature(op)
+    name, mtype, span = lw.buffers[buf.index]
+    if outs and outs[0].kind == "memdesc" and len(outs[0].shape) == len(mtype.shape) - 1 \
+            and outs[0].shape == mtype.shape[1:]:
+        lw.buffers[buf.index] = (name, replace(mtype, shape=outs[0].shape), span)
 
 
 def scalar(lw: _Lowering, op: MOp) -> None:
@@ -243,13 +273,42 @@ def load(lw: _Lowering, op: MOp) -> None:
                     "(a tile op that reads it is imported without it)", unknown=True)
         lw.bind(op, SCALAR)
         return
-    tt = lw.tile_type(mtype, op, "smem")
-    if ins and ins[0].kind == "tensor" and ins[0].elem == "ptr" and len(tt.shape) == 2 and ins[0].order == (0, 1):
+    lw.bind(op, _load_node(lw, op, vals, lw.tile_type(mtype, op, "smem"), ins[0] if ins else None))
+
+
+def _load_node(lw: _Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
+    """The `load` node of a tile of type `tt` read from `source` (the MType of its addresses)."""
+    if source is not None and source.kind == "tensor" and source.elem == "ptr" and len(tt.shape) == 2 \
+            and source.order == (0, 1):
         # Coalescing ordered the addresses dim 0 first: the tile is stored column-major in memory.
         # The .tir type is its layout there (as a TMA box would be), and this view of it is transposed.
-        lw.bind(op, replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1])), flip=True))
+        return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1])), flip=True)
+    return lw.node("load", op, vals, tt)
+
+
+def async_copy(lw: _Lowering, op: MOp) -> None:
+    """What Triton's pipeliner made of a load: ``ttg.async_copy_global_to_local %ptrs, %buf mask ...``
+    and ``ttng.async_tma_copy_global_to_local %desc[...] %buf, %barrier, %pred``: buffer `buf` (the
+    first buffer operand; a barrier follows it) now holds the loaded tile. The copy's result is a token."""
+    vals = lw.operands(op)
+    buf = next((v for v in vals if isinstance(v, Buf)), None)
+    if buf is None:
+        generic(lw, op, "it writes no buffer the importer knows")
         return
-    lw.bind(op, lw.node("load", op, vals, tt))
+    colon = last_top_level(op.tokens, ":")  # the result type is printed without its `!ttg.memdesc`
+    source = lw.types.read(op.tokens, colon + 1)[0] if colon is not None else None
+    source = source if source is not None and source.kind == "tensor" else None
+    _, mtype, _ = lw.buffers[buf.index]
+    lw.content[buf.index] = _load_node(lw, op, [v for v in vals if not isinstance(v, Buf)],
+                                       lw.tile_type(mtype, op, "smem"), source)
+    lw.bind(op, TOKEN)
+
+
+def token(lw: _Lowering, op: MOp) -> None:
+    """An op that only orders memory accesses (a barrier, an async group, a fence): program order
+    already does, so it is dropped; its results are tokens."""
+    lw.operands(op)
+    lw.bind(op, TOKEN)
 
 
 def store(lw: _Lowering, op: MOp) -> None:
@@ -459,6 +518,7 @@ def _captured(lw: _Lowering, op: MOp) -> list[tuple[str, object]]:
 HANDLERS = {
     **{name: view for name in VIEWS}, **{name: scalar for name in SCALAR_OPS},
     **{name: no_op for name in NO_OPS}, **{name: load for name in LOADS}, **{name: store for name in STORES},
+    **{name: token for name in ORDERING_OPS}, **{name: async_copy for name in ASYNC_COPIES},
     "arith.constant": constant,
     "tt.dot": dot, "ttng.warp_group_dot": dot, "ttng.warp_group_dot_wait": dot_wait,
     "ttng.tc_gen5_mma": tc_gen5_mma,

@@ -44,6 +44,7 @@ class MOp:
     tokens: tuple[Token, ...]
     regions: tuple[tuple[Block, ...], ...]
     head: Token  # the name token, for spans
+    loc: tuple[Token, ...] = ()  # the tokens inside its trailing ``loc(...)``: where Triton says it came from
 
     def operands(self) -> list[tuple[str, Token]]:
         """The SSA values it uses, in order; a ``%x`` followed by ``=`` (``iter_args(%x = %init)``) is
@@ -65,6 +66,7 @@ class Module:
     ops: tuple[MOp, ...]
     aliases: dict  # "#name" / "!name" -> tokens of its definition
     source: Source
+    locs: dict = None  # "#locN" -> the tokens inside its ``loc(...)`` definition
 
     def functions(self) -> list[MOp]:
         """Every `tt.func` (or `func.func`), in file order, at any depth of `module`s."""
@@ -100,7 +102,7 @@ class _Parser:
     # -- file level -------------------------------------------------------------------------------
 
     def parse(self) -> Module:
-        ops, aliases = [], {}
+        ops, aliases, locs = [], {}, {}
         while True:
             self.skip_newlines()
             tok = self.peek()
@@ -108,13 +110,15 @@ class _Parser:
                 break
             if tok.kind in ("attr", "type") and self.peek(1).is_("="):
                 self.i += 2
-                tokens, regions = self.rest_of_op()
+                tokens, regions, loc = self.rest_of_op()
                 if regions:
                     self.fail("an alias definition cannot hold a region", tok)
                 aliases[tok.text] = tuple(tokens)
+                if loc and not tokens:
+                    locs[tok.text] = loc
             else:
                 ops.append(self.op())
-        return Module(tuple(ops), aliases, self.src)
+        return Module(tuple(ops), aliases, self.src, locs)
 
     # -- operations -------------------------------------------------------------------------------
 
@@ -127,8 +131,8 @@ class _Parser:
             name = head.text
         else:
             self.fail("expected an operation name" + (" after '='" if results else ""), head)
-        tokens, regions = self.rest_of_op()
-        return MOp(canonical(name), tuple(results), tuple(tokens), tuple(regions), head)
+        tokens, regions, loc = self.rest_of_op()
+        return MOp(canonical(name), tuple(results), tuple(tokens), tuple(regions), head, loc)
 
     def results(self) -> list[str]:
         names = []
@@ -152,19 +156,23 @@ class _Parser:
         self.i += 1
         return names
 
-    def rest_of_op(self) -> tuple[list[Token], list]:
-        """Tokens up to the end of the operation; regions are parsed on the way."""
-        tokens, regions, stack = [], [], []
+    def rest_of_op(self) -> tuple[list[Token], list, tuple[Token, ...]]:
+        """Tokens up to the end of the operation, its regions (parsed on the way) and the tokens
+        of its own ``loc(...)`` (the last one outside brackets)."""
+        tokens, regions, stack, loc = [], [], [], ()
         while True:
             tok = self.peek()
             if tok.kind == "eof":
                 if stack:
                     self.fail(f"'{stack[-1].text}' is never closed", stack[-1])
-                return tokens, regions
+                return tokens, regions, loc
             if not stack and (tok.kind == "nl" or tok.is_("}")):
-                return tokens, regions
+                return tokens, regions, loc
             if tok.is_("loc") and self.peek(1).is_("("):
+                start = self.i + 2
                 self.skip_balanced()
+                if not stack:
+                    loc = tuple(self.toks[start:self.i - 1])
             elif tok.is_("{") and self.peek(1).kind in ("nl", "block"):
                 regions.append(self.region())
                 tokens.append(Token("region", "{...}", tok.line, tok.col))

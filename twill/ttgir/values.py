@@ -55,6 +55,7 @@ class Tile:
 @dataclass(frozen=True)
 class Buf:
     index: int
+    flip: bool = False  # seen through a transpose (``ttg.memdesc_trans``): what it holds is read transposed
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class Node:
     span: Span
     in_loop: bool
     attrs: tuple[tuple[str, object], ...] = ()  # .tir attributes of the op it becomes (transpose_b)
+    args: tuple[object, ...] = ()  # every operand value as lowered, constants too (a peeled copy is matched by them)
+    pos: tuple[int, ...] | None = None  # the source position of its op's loc (see locs.py)
 
 
 @dataclass(frozen=True)

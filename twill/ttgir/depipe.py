@@ -1,0 +1,217 @@
+"""Undo Triton's software pipelining on a lowered loop: give back the loop as it was written.
+
+After Triton's pipeliner a loop computes some of its ops ahead, for a later iteration (the loads, on
+sm_100 also the S = Q Kᵀ mma and the softmax), and hands the result to the iteration that uses it
+through a carry: an iter_arg, or a buffer written late in the body and read early in the next one
+(after `lower.py`, which drops the slot index of a multi-buffered allocation). The first iterations'
+copies of those ops are peeled before the loop (the prologue). Three rewrites put it back:
+
+1. **Delays go.** A carry that lies on no dependence cycle (nothing that reads it leads back to the
+   value the loop yields for it) and starts from a peeled copy of that value (the same op, the same
+   type, computed before the loop) only delays a value by an iteration: its readers read the value
+   itself. (A carry on a cycle is a recurrence of the kernel: acc, m_i, l_i.)
+2. **Recurrences start where the kernel starts them.** A recurrence whose initial value is a peeled
+   copy of what the loop yields for it (m after iteration 0, computed in the prologue) starts from the
+   value that copy reads where the loop reads the carry, back through every peeled copy (the -inf
+   Triton's `max(m, rowmax)` starts from); commutative ops are matched either way round.
+3. **Order.** The loop's ops are listed in a topological order that follows the kernel's source: of
+   the ops whose operands are ready, the one whose `loc` comes first (program order on a tie, and for
+   an op without a location the position of the op before it).
+
+A loop that was never pipelined passes through unchanged except for rule 3, so both forms of a kernel
+give the same graph.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+
+from .values import Lowered, Node, Ref, Tile
+
+COMMUTATIVE = {
+    "arith.addf", "arith.mulf", "arith.maxnumf", "arith.minnumf", "arith.maximumf", "arith.minimumf",
+    "arith.addi", "arith.muli", "arith.andi", "arith.ori", "arith.xori", "arith.maxsi", "arith.minsi",
+    "arith.maxui", "arith.minui",
+}
+
+
+def depipeline(lowered: Lowered) -> Lowered:
+    """The loop with delays removed, recurrences' initial values recovered and ops in source order."""
+    nodes, yields = list(lowered.nodes), list(lowered.yields)
+    delays = _delays(lowered)
+    alias = {k: yields[k].ref for k in delays}
+    nodes = [_resolve_node(n, alias) for n in nodes]
+    carries = list(lowered.carries)
+    for k, carry in enumerate(carries):
+        if k not in delays:
+            carries[k] = replace(carry, init=_initial(nodes, k, yields[k], carry.init, alias))
+    keep = [k for k in range(len(carries)) if k not in delays]
+    renumber = {k: i for i, k in enumerate(keep)}
+    nodes = [replace(n, operands=tuple(_recarry(r, renumber) for r in n.operands)) for n in nodes]
+    lowered = replace(lowered, nodes=tuple(nodes), carries=tuple(carries[k] for k in keep),
+                      yields=tuple(yields[k] for k in keep))
+    return _reorder(lowered)
+
+
+def _resolve(ref: Ref, alias: dict[int, Ref]) -> Ref:
+    return alias[ref.index] if ref.kind == "carry" and ref.index in alias else ref
+
+
+def _resolve_node(n: Node, alias: dict[int, Ref]) -> Node:
+    if not n.in_loop:
+        return n
+    args = tuple(replace(a, ref=_resolve(a.ref, alias)) if isinstance(a, Tile) else a for a in n.args)
+    return replace(n, operands=tuple(_resolve(r, alias) for r in n.operands), args=args)
+
+
+def _recarry(ref: Ref, renumber: dict[int, int]) -> Ref:
+    return Ref("carry", renumber[ref.index]) if ref.kind == "carry" else ref
+
+
+def _yield_node(lowered: Lowered, k: int) -> Node | None:
+    y = lowered.yields[k]
+    if isinstance(y, Tile) and y.ref.kind == "node" and lowered.nodes[y.ref.index].in_loop:
+        return lowered.nodes[y.ref.index]
+    return None
+
+
+def _is_copy(copy: Node, of: Node) -> bool:
+    """`copy`, computed before the loop, is a peeled copy of the loop's `of`: the same op and type."""
+    return not copy.in_loop and copy.mlir == of.mlir and copy.kind == of.kind and copy.type == of.type
+
+
+def _delays(lowered: Lowered) -> set[int]:
+    """The carries of rule 1: on no cycle, starting from a peeled copy of what the loop yields."""
+    readers: dict[Ref, list[int]] = {}
+    for n in lowered.nodes:
+        if n.in_loop:
+            for r in set(n.operands):
+                readers.setdefault(r, []).append(n.index)
+    carried_by = {}  # yielded node -> the carries it is yielded to
+    for k in range(len(lowered.carries)):
+        y = _yield_node(lowered, k)
+        if y is not None:
+            carried_by.setdefault(y.index, []).append(k)
+    out = set()
+    for k, carry in enumerate(lowered.carries):
+        y = _yield_node(lowered, k)
+        init = carry.init
+        if y is None or not (isinstance(init, Tile) and init.ref.kind == "node"):
+            continue
+        if not _is_copy(lowered.nodes[init.ref.index], y):
+            continue
+        if not _reaches(readers, carried_by, Ref("carry", k), y.index):
+            out.add(k)
+    return out
+
+
+def _reaches(readers, carried_by, start: Ref, target: int) -> bool:
+    """Whether a value computed from `start` (through ops and carries) reaches node `target`."""
+    seen, todo = set(), [start]
+    while todo:
+        ref = todo.pop()
+        for n in readers.get(ref, []):
+            if n == target:
+                return True
+            if n not in seen:
+                seen.add(n)
+                todo.append(Ref("node", n))
+                todo += [Ref("carry", k) for k in carried_by.get(n, [])]
+    return False
+
+
+def _initial(nodes: list[Node], k: int, yielded: object, init: object, alias: dict[int, Ref]) -> object:
+    """Rule 2: the value carry `k` had before the peeled copies of its update ran."""
+    if not (isinstance(yielded, Tile) and yielded.ref.kind == "node"):
+        return init
+    y = nodes[yielded.ref.index]
+    for _ in range(len(nodes)):  # each step goes back one peeled copy
+        if not (isinstance(init, Tile) and init.ref.kind == "node" and _is_copy(nodes[init.ref.index], y)):
+            return init
+        earlier = _match(nodes, Ref("carry", k), y, nodes[init.ref.index], 0)
+        if earlier is None:
+            return init
+        init = earlier
+    return init
+
+
+def _match(nodes: list[Node], target: Ref, y: Node, copy: Node, depth: int) -> object | None:
+    """What `copy` (a peeled copy of the loop's node `y`) reads where `y`'s operands lead to `target`."""
+    if depth > 64 or len(y.args) != len(copy.args):
+        return None
+    orders = [copy.args]
+    if y.mlir in COMMUTATIVE and len(copy.args) == 2:
+        orders.append(copy.args[::-1])
+    for args in orders:
+        found = _match_args(nodes, target, y.args, args, depth)
+        if found is not None:
+            return found
+    return None
+
+
+def _match_args(nodes, target, y_args, copy_args, depth) -> object | None:
+    found = None
+    for a, b in zip(y_args, copy_args):
+        if isinstance(a, Tile) and a.ref == target:
+            found = b
+        elif isinstance(a, Tile) and a.ref.kind == "node" and nodes[a.ref.index].in_loop:
+            inner = nodes[a.ref.index]
+            if isinstance(b, Tile) and b.ref.kind == "node" and _is_copy(nodes[b.ref.index], inner):
+                sub = _match(nodes, target, inner, nodes[b.ref.index], depth + 1)
+                found = sub if sub is not None else found
+            elif _depends(nodes, a.ref, target, depth):
+                return None  # the copy differs where the carry flows: not a copy after all
+    return found
+
+
+def _depends(nodes, ref: Ref, target: Ref, depth: int) -> bool:
+    if ref == target:
+        return True
+    if ref.kind != "node" or not nodes[ref.index].in_loop or depth > 64:
+        return False
+    return any(_depends(nodes, r, target, depth + 1) for r in nodes[ref.index].operands)
+
+
+def _reorder(lowered: Lowered) -> Lowered:
+    """Rule 3: the in-loop nodes renumbered in source order (topologically); nodes before the loop keep
+    their numbers."""
+    nodes = lowered.nodes
+    inside = [n.index for n in nodes if n.in_loop]
+    if not inside or inside != list(range(inside[0], len(nodes))):
+        return lowered
+    key, last = {}, (0,)
+    for i in inside:
+        last = nodes[i].pos or last
+        key[i] = (last, i)
+    deps = {i: {r.index for r in nodes[i].operands if r.kind == "node" and nodes[r.index].in_loop} - {i}
+            for i in inside}
+    users: dict[int, list[int]] = {}
+    for i, ds in deps.items():
+        for d in ds:
+            users.setdefault(d, []).append(i)
+    ready = [key[i] for i in inside if not deps[i]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for u in users.get(i, []):
+            deps[u].discard(i)
+            if not deps[u]:
+                heapq.heappush(ready, key[u])
+    if len(order) != len(inside):  # a cycle within one iteration: keep program order
+        return lowered
+    first = inside[0]
+    new_index = {old: first + k for k, old in enumerate(order)}
+
+    def move(r: Ref) -> Ref:
+        return Ref("node", new_index[r.index]) if r.kind == "node" and r.index in new_index else r
+
+    def move_val(v: object) -> object:
+        return replace(v, ref=move(v.ref)) if isinstance(v, Tile) else v
+
+    moved = list(nodes[:first]) + [nodes[old] for old in order] + list(nodes[first + len(order):])
+    moved = [replace(n, index=k, operands=tuple(move(r) for r in n.operands),
+                     args=tuple(move_val(a) for a in n.args)) for k, n in enumerate(moved)]
+    carries = tuple(replace(c, init=move_val(c.init)) for c in lowered.carries)
+    return replace(lowered, nodes=tuple(moved), carries=carries, yields=tuple(move_val(y) for y in lowered.yields))
