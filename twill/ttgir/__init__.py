@@ -28,6 +28,7 @@ from .depipe import depipeline
 from .dump import before_pipeliner
 from .fuse import fuse
 from .lower import lower_loop
+from .loops import choose_loop
 from .parser import Module, MOp, parse_module
 from .values import Note, Tile
 
@@ -39,8 +40,8 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
     """The tile-loop graph of one top-level `scf.for` of `text`, and the import's warnings.
 
     `loop` picks the N-th loop (0-based, counting every function's loops in file order, an outer
-    loop before the loops inside it); by default the loop that gives the most tile ops the importer
-    can express is taken. A whole ``MLIR_ENABLE_DUMP`` log is
+    loop before the loops inside it); by default the innermost loop that computes tiles is taken, and
+    several such loops one after the other are an error (loops.py). A whole ``MLIR_ENABLE_DUMP`` log is
     accepted too: the copy of the IR printed before the pipeliner is used.
     """
     module = parse_module(before_pipeliner(text, file), file)
@@ -51,20 +52,7 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
     if loop is not None and not 0 <= loop < len(loops):
         raise InputError(Diagnostic(f"{file}: there is no loop {loop}; the file has {len(loops)} "
                                     f"loop{'s' if len(loops) > 1 else ''} (0..{len(loops) - 1})"))
-    chosen = loops if loop is None else [loops[loop]]
-    results, first_error = [], None
-    for func, path in chosen:
-        try:
-            results.append(_import_loop(module, func, path))
-        except InputError as exc:  # with several candidates, a loop we cannot read is skipped
-            if len(chosen) == 1:
-                raise
-            first_error = first_error or exc
-    if not results:
-        raise first_error
-    # The loop with the most ops the importer could express (an outer loop holding the K loop of a
-    # persistent matmul sees that loop as one generic op), the first of equals.
-    graph, notes = max(results, key=lambda r: len(r[0].ops) - 2 * sum(n.unknown for n in r[1]))
+    graph, notes = choose_loop(module, loops, loop, lambda func, path: _import_loop(module, func, path))
     if not graph.ops:
         raise InputError(Diagnostic(f"{file}: no loop of the file computes a tile: nothing to schedule",
                                     hint="twill schedules tile loops (loads, dots, reductions); dump a kernel "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import replace
 
+from .lower import layout_attrs
 from .values import Lowered, Node, Ref, Tile
 
 COMMUTATIVE = {
@@ -39,8 +40,8 @@ def depipeline(lowered: Lowered) -> Lowered:
     """The loop with delays removed, recurrences' initial values recovered and ops in source order."""
     nodes, yields = list(lowered.nodes), list(lowered.yields)
     delays = _delays(lowered)
-    alias = {k: yields[k].ref for k in delays}
-    nodes = [_resolve_node(n, alias) for n in nodes]
+    alias = {k: yields[k] for k in delays}
+    nodes = [_resolve_node(n, alias, nodes) for n in nodes]
     carries = list(lowered.carries)
     for k, carry in enumerate(carries):
         if k not in delays:
@@ -53,15 +54,32 @@ def depipeline(lowered: Lowered) -> Lowered:
     return _reorder(lowered)
 
 
-def _resolve(ref: Ref, alias: dict[int, Ref]) -> Ref:
-    return alias[ref.index] if ref.kind == "carry" and ref.index in alias else ref
+def _resolve(ref: Ref, alias: dict[int, Tile]) -> Ref:
+    return alias[ref.index].ref if ref.kind == "carry" and ref.index in alias else ref
 
 
-def _resolve_node(n: Node, alias: dict[int, Ref]) -> Node:
+def _resolve_node(n: Node, alias: dict[int, Tile], nodes: list[Node]) -> Node:
+    """`n` reading what the delays in `alias` delayed (seen through the transposes both ways); an mma's
+    `transpose_a/b` follow."""
     if not n.in_loop:
         return n
-    args = tuple(replace(a, ref=_resolve(a.ref, alias)) if isinstance(a, Tile) else a for a in n.args)
-    return replace(n, operands=tuple(_resolve(r, alias) for r in n.operands), args=args)
+    args = tuple(_resolve_arg(a, alias) for a in n.args)
+    delayed = any(isinstance(a, Tile) and a.ref.kind == "carry" and a.ref.index in alias for a in n.args[:2])
+    n = replace(n, operands=tuple(_resolve(r, alias) for r in n.operands), args=args)
+    if n.kind == "mma" and len(args) >= 2 and delayed:
+        shapes = [(nodes[a.ref.index].type.shape, a.flip) if isinstance(a, Tile) and a.ref.kind == "node" else None
+                  for a in args[:2]]
+        if None not in shapes:
+            n = replace(n, attrs=tuple(kv for kv in n.attrs if kv[0] not in ("transpose_a", "transpose_b"))
+                        + layout_attrs(*shapes))
+    return n
+
+
+def _resolve_arg(a: object, alias: dict[int, Tile]) -> object:
+    if isinstance(a, Tile) and a.ref.kind == "carry" and a.ref.index in alias:
+        y = alias[a.ref.index]
+        return Tile(y.ref, y.flip != a.flip)
+    return a
 
 
 def _recarry(ref: Ref, renumber: dict[int, int]) -> Ref:
@@ -120,7 +138,7 @@ def _reaches(readers, carried_by, start: Ref, target: int) -> bool:
     return False
 
 
-def _initial(nodes: list[Node], k: int, yielded: object, init: object, alias: dict[int, Ref]) -> object:
+def _initial(nodes: list[Node], k: int, yielded: object, init: object, alias: dict[int, Tile]) -> object:
     """Rule 2: the value carry `k` had before the peeled copies of its update ran."""
     if not (isinstance(yielded, Tile) and yielded.ref.kind == "node"):
         return init
@@ -135,41 +153,37 @@ def _initial(nodes: list[Node], k: int, yielded: object, init: object, alias: di
     return init
 
 
-def _match(nodes: list[Node], target: Ref, y: Node, copy: Node, depth: int) -> object | None:
-    """What `copy` (a peeled copy of the loop's node `y`) reads where `y`'s operands lead to `target`."""
+def _match(nodes: list[Node], target: Ref, y: Node, copy: Node, depth: int = 0) -> object | None:
+    """What `copy` (a peeled copy of the loop's node `y`) reads where `y` reads `target`, directly or
+    through its operands (None when `copy` is no copy of `y` or never reads it)."""
+    ok, found = _pair(nodes, target, y, copy, depth)
+    return found if ok else None
+
+
+def _pair(nodes, target: Ref, y: Node, copy: Node, depth: int) -> tuple[bool, object | None]:
+    """(whether `copy` has `y`'s structure, what it reads in `target`'s place), operands matched in
+    order, or the other way round for a commutative op of two."""
     if depth > 64 or len(y.args) != len(copy.args):
-        return None
-    orders = [copy.args]
-    if y.mlir in COMMUTATIVE and len(copy.args) == 2:
-        orders.append(copy.args[::-1])
+        return False, None
+    orders = [copy.args] + ([copy.args[::-1]] if y.mlir in COMMUTATIVE and len(copy.args) == 2 else [])
     for args in orders:
-        found = _match_args(nodes, target, y.args, args, depth)
-        if found is not None:
-            return found
-    return None
-
-
-def _match_args(nodes, target, y_args, copy_args, depth) -> object | None:
-    found = None
-    for a, b in zip(y_args, copy_args):
-        if isinstance(a, Tile) and a.ref == target:
-            found = b
-        elif isinstance(a, Tile) and a.ref.kind == "node" and nodes[a.ref.index].in_loop:
-            inner = nodes[a.ref.index]
-            if isinstance(b, Tile) and b.ref.kind == "node" and _is_copy(nodes[b.ref.index], inner):
-                sub = _match(nodes, target, inner, nodes[b.ref.index], depth + 1)
+        ok, found = True, None
+        for a, b in zip(y.args, args):
+            if isinstance(a, Tile) and a.ref == target:
+                found = b
+            elif isinstance(a, Tile) and a.ref.kind == "node" and nodes[a.ref.index].in_loop:
+                inner = nodes[a.ref.index]
+                if not (isinstance(b, Tile) and b.ref.kind == "node" and _is_copy(nodes[b.ref.index], inner)):
+                    ok = False
+                    break
+                sub_ok, sub = _pair(nodes, target, inner, nodes[b.ref.index], depth + 1)
+                if not sub_ok:
+                    ok = False
+                    break
                 found = sub if sub is not None else found
-            elif _depends(nodes, a.ref, target, depth):
-                return None  # the copy differs where the carry flows: not a copy after all
-    return found
-
-
-def _depends(nodes, ref: Ref, target: Ref, depth: int) -> bool:
-    if ref == target:
-        return True
-    if ref.kind != "node" or not nodes[ref.index].in_loop or depth > 64:
-        return False
-    return any(_depends(nodes, r, target, depth + 1) for r in nodes[ref.index].operands)
+        if ok:
+            return True, found
+    return False, None
 
 
 def _reorder(lowered: Lowered) -> Lowered:

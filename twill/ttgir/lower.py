@@ -323,13 +323,18 @@ def _layout(lw: _Lowering, a: object, b: object) -> tuple[tuple[str, object], ..
     emit-cuda which way it lies in memory: the dot reads a as M x K and b as K x N, so an operand
     seen through a transpose (K in Q K^T, loaded as keys x D; a column-major load) lies the other way.
     A non-square operand's .tir type, its layout in memory, already says so."""
+    return layout_attrs(*((lw.type_of(v.ref).shape, v.flip) if isinstance(v, Tile) else None for v in (a, b)))
+
+
+def layout_attrs(a, b) -> tuple[tuple[str, object], ...]:
+    """The rule of `_layout` for operands given as (shape, flip), or None for a non-tile."""
     attrs = []
     for key, val, default in (("transpose_a", a, None), ("transpose_b", b, False)):
-        if not isinstance(val, Tile):
+        if val is None:
             continue
-        shape = lw.type_of(val.ref).shape
-        if len(shape) == 2 and shape[0] == shape[1] and (val.flip or default is not None):
-            attrs.append((key, val.flip))
+        shape, flip = val
+        if len(shape) == 2 and shape[0] == shape[1] and (flip or default is not None):
+            attrs.append((key, flip))
     return tuple(attrs)
 
 

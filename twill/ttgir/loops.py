@@ -1,0 +1,125 @@
+"""Which `scf.for` of a kernel becomes the graph, and what the import says about the others.
+
+A graph has one loop; a kernel may have several. The rule (`choose_loop`):
+
+- A *tile loop* is a loop whose import has an op the importer can express (not only generic ops).
+- A tile loop around another tile loop (the loop over output tiles of a persistent kernel, around
+  its K loop) is not the graph: the inner loop is, run once per trip of the outer one (twill's
+  persistent-grid model). A note says so, at the outer loop.
+- Tile loops one after the other (causal attention: the blocks left of the diagonal, then the masked
+  diagonal block) cannot all be the graph, and taking one would leave the kernel's result half
+  computed: that is an error at each loop that would be left out, naming it, with the hint to pick
+  one with ``--loop N``. With ``--loop N`` the import goes on, with a warning at each other tile loop.
+- Tile ops after the chosen loop outside any loop (a diagonal block whose one-trip loop Triton
+  unrolled) are reported the same way: a warning at the first mma among them.
+"""
+from __future__ import annotations
+
+from ..errors import Diagnostic, InputError
+from .values import Note
+
+DOTS = {"tt.dot", "tt.dot_scaled", "ttng.warp_group_dot", "ttng.tc_gen5_mma", "ttng.tc_gen5_mma_scaled"}
+
+
+def _score(result) -> int:
+    graph, notes = result
+    return len(graph.ops) - 2 * sum(n.unknown for n in notes)
+
+
+def _is_tile_loop(result) -> bool:
+    graph, _ = result
+    return any(op.opcode in ("load", "mma", "store") or not op.opcode.startswith(("scf_", "tt_", "ttg_", "ttng_"))
+               for op in graph.ops)
+
+
+def choose_loop(module, loops: list, loop: int | None, import_loop):
+    """(graph, notes) of the loop to import; `loops` are (function, path) pairs, `import_loop` imports one."""
+    src = module.source
+    if loop is not None:
+        graph, notes = import_loop(*loops[loop])
+        others = _tile_loops(loops, import_loop, skip=loop)
+        left = [k for k in others if not _nested(loops[k][1], loops[loop][1])]
+        notes = list(notes) + [Note(Diagnostic(
+            f"loop {k} is not imported: the graph does not compute the kernel's whole result",
+            src.span(loops[k][1][-1].head), severity="warning")) for k in left]
+        return graph, notes + _after(module, loops[loop])
+    results, first_error = {}, None
+    for k, (func, path) in enumerate(loops):
+        try:
+            results[k] = import_loop(func, path)
+        except InputError as exc:  # with several candidates, a loop we cannot read is skipped
+            if len(loops) == 1:
+                raise
+            first_error = first_error or exc
+    if not results:
+        raise first_error
+    tile = [k for k, r in results.items() if _is_tile_loop(r)]
+    outer = {k for k in tile for j in tile if j != k and _encloses(loops[k][1], loops[j][1])}
+    candidates = [k for k in tile if k not in outer] or list(results)
+    best = max(candidates, key=lambda k: _score(results[k]))  # the first of equals
+    siblings = [k for k in candidates if k != best and k in tile]
+    if siblings:
+        raise InputError(*(Diagnostic(
+            f"loop {k} would be left out: this kernel has {len(siblings) + 1} tile loops one after the other "
+            f"(loops {', '.join(str(j) for j in sorted(siblings + [best]))}) and a graph has one loop",
+            src.span(loops[k][1][-1].head),
+            hint=f"--loop {k} (or --loop {best}) imports one of them; the graph then does not compute the "
+                 "kernel's whole result") for k in siblings))
+    graph, notes = results[best]
+    notes = list(notes)
+    for k in (k for k, (_, path) in enumerate(loops) if _encloses(path, loops[best][1])):
+        notes.append(Note(Diagnostic(
+            f"loop {k} runs loop {best} once per trip (a persistent kernel's loop over tiles): the graph is "
+            f"loop {best}, the tile loop inside it", src.span(loops[k][1][-1].head), severity="note")))
+    return graph, notes + _after(module, loops[best])
+
+
+def _tile_loops(loops, import_loop, skip: int) -> list[int]:
+    out = []
+    for k, (func, path) in enumerate(loops):
+        if k == skip:
+            continue
+        try:
+            if _is_tile_loop(import_loop(func, path)):
+                out.append(k)
+        except InputError:
+            continue
+    return out
+
+
+def _encloses(outer: tuple, inner: tuple) -> bool:
+    return len(outer) < len(inner) and inner[len(outer) - 1] is outer[-1]
+
+
+def _nested(a: tuple, b: tuple) -> bool:
+    return _encloses(a, b) or _encloses(b, a)
+
+
+def _after(module, chosen) -> list[Note]:
+    """A warning at the first dot after the chosen loop (and the loops around it) that no loop holds."""
+    func, path = chosen
+    ops, found = func.body(), None
+    for outer in path:
+        k = next((i for i, o in enumerate(ops) if o is outer), None)
+        if k is None:
+            break
+        found = found or _first_dot(ops[k + 1:])
+        ops = next((b.ops for r in outer.regions for b in r if any(o is path[path.index(outer) + 1]
+                                                                   for o in b.ops)), ()) \
+            if outer is not path[-1] else ()
+    if found is None:
+        return []
+    return [Note(Diagnostic(f"'{found.name}' after the loop is not imported: the graph does not compute the "
+                            "kernel's whole result (tile work outside any loop)",
+                            module.source.span(found.head), severity="warning"))]
+
+
+def _first_dot(ops):
+    todo = list(ops)
+    while todo:
+        op = todo.pop(0)
+        if op.name in DOTS:
+            return op
+        if op.name != "scf.for":
+            todo[:0] = [o for r in op.regions for b in r for o in b.ops]
+    return None
