@@ -46,6 +46,14 @@ def depipeline(lowered: Lowered) -> Lowered:
     for k, carry in enumerate(carries):
         if k not in delays:
             carries[k] = replace(carry, init=_initial(nodes, k, yields[k], carry.init, alias))
+    for k, carry in enumerate(carries):  # a carry that takes another's value, starting where it starts
+        later = yields[k]
+        if (k not in delays and isinstance(later, Tile) and later.ref.kind == "carry" and later.ref.index != k
+                and later.ref.index not in delays and carry.init is not None
+                and carries[later.ref.index].init == carry.init):
+            delays.add(k)
+            alias[k] = later
+            nodes = [_resolve_node(n, {k: later}, nodes) for n in nodes]
     keep = [k for k in range(len(carries)) if k not in delays]
     renumber = {k: i for i, k in enumerate(keep)}
     nodes = [replace(n, operands=tuple(_recarry(r, renumber) for r in n.operands)) for n in nodes]
@@ -112,8 +120,7 @@ def _delays(lowered: Lowered) -> set[int]:
             carried_by.setdefault(y.index, []).append(k)
     out = set()
     for k, carry in enumerate(lowered.carries):
-        y = _yield_node(lowered, k)
-        init = carry.init
+        y, init = _yield_node(lowered, k), carry.init
         if y is None or not (isinstance(init, Tile) and init.ref.kind == "node"):
             continue
         if not _is_copy(lowered.nodes[init.ref.index], y):

@@ -35,7 +35,8 @@ SCALAR_OPS = {
     "ttng.reinterpret_tensor_descriptor", "ttg.global_scratch_alloc",
 }
 # Hints and deallocations: no effect on the tile-level schedule.
-NO_OPS = {"tt.assume", "llvm.intr.assume", "ttg.local_dealloc", "ttng.tmem_dealloc", "tt.return", "tt.reduce.return"}
+NO_OPS = {"tt.assume", "llvm.intr.assume", "ttg.local_dealloc", "ttng.tmem_dealloc", "tt.return", "tt.reduce.return",
+          "tt.scan.return"}
 # What Triton's pipeliner adds to order memory accesses: async groups, barriers, fences (tokens only).
 ORDERING_OPS = {
     "ttg.async_commit_group", "ttg.async_wait", "ttng.init_barrier", "ttng.inval_barrier", "ttng.wait_barrier",
@@ -58,6 +59,7 @@ STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store",
           "ttng.async_tma_copy_local_to_global", "ttng.async_tma_scatter"}
 MAX_COMBINERS = {"arith.maxnumf", "arith.maximumf", "arith.maxf", "arith.maxsi", "arith.maxui"}
 ADD_COMBINERS = {"arith.addf", "arith.addi"}
+MIN_COMBINERS = {"arith.minnumf", "arith.minimumf", "arith.minf", "arith.minsi", "arith.minui"}
 
 
 def opcode_token(mlir_name: str) -> str:
@@ -108,11 +110,12 @@ class _Lowering:
         if self.in_loop:
             self.notes.append(Note(Diagnostic(message, self.span(op), hint, "warning"), unknown))
 
-    def node(self, kind: str, op: MOp, operands, type_: TensorType | None, ssa: str | None = "", attrs=()) -> Tile:
+    def node(self, kind: str, op: MOp, operands, type_: TensorType | None, ssa: str | None = "", attrs=(),
+             opcode: str | None = None) -> Tile:
         ssa = (op.results[0] if op.results else None) if ssa == "" else ssa
         refs = tuple(v.ref for v in operands if isinstance(v, Tile))
         self.nodes.append(Node(len(self.nodes), kind, op.name, ssa, refs, type_, self.span(op), self.in_loop,
-                               tuple(attrs), tuple(operands), position(op.loc, self.locs)))
+                               tuple(attrs), tuple(operands), position(op.loc, self.locs), opcode))
         return Tile(Ref("node", len(self.nodes) - 1))
 
     def type_of(self, ref: Ref) -> TensorType:
@@ -251,7 +254,7 @@ def elementwise(lw: _Lowering, op: MOp) -> None:
     mtype = outs[0] if outs else ins[-1] if ins else None
     if mtype is None:
         raise lw.src.error(f"'{op.name}' has no type", op.head)
-    tt = lw.tile_type(mtype, op)
+    tt = _result_tile(lw, mtype, op)  # on a one-element tile (a reduction to a scalar): a scalar
     if op.name in ("arith.cmpf", "arith.cmpi"):
         tt = TensorType("i1", tt.shape)
     lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt))
@@ -406,34 +409,68 @@ def memory_load(lw: _Lowering, op: MOp) -> None:
 
 
 def reduce(lw: _Lowering, op: MOp) -> None:
-    """``tt.reduce`` over the last axis with a max combiner is a rowmax, with an add one a rowsum."""
+    """``tt.reduce`` over the last axis with a max combiner is a rowmax, with an add one a rowsum
+    (a rank-2 tile to one value per row, the legacy ops); any other axis, a min combiner, or a
+    reduction to a scalar is ``reduce_max`` / ``reduce_sum`` / ``reduce_min {axis = A}``. A scalar
+    result is written as a one-element tile (``f32[1]``)."""
     vals = lw.operands(op)
     ins, outs = lw.signature(op)
     combiner = _combiner(op)
     axis = _int_attr(op, "axis")
-    kind = {"max": "rowmax", "add": "rowsum"}.get(combiner)
     if not any(isinstance(v, Tile) for v in vals):
         lw.bind(op, SCALAR)
-    elif kind and len(vals) == 1 and ins and outs and axis == len(ins[0].shape) - 1:
-        lw.bind(op, lw.node(kind, op, vals, lw.tile_type(outs[0], op)))
-    else:
-        why = ("combiner is not a single max or add" if kind is None else
-               "it reduces several tensors" if len(vals) != 1 else f"it reduces axis {axis}, not the last")
+        return
+    if combiner is None or len(vals) != 1 or not ins or not outs or axis is None:
+        why = "combiner is not a single max, min or add" if combiner is None else \
+            "it reduces several tensors" if len(vals) != 1 else "its axis or types cannot be read"
         generic(lw, op, why)
+        return
+    rank = len(ins[0].shape)
+    if combiner in ("max", "add") and rank == 2 and axis == rank - 1:
+        lw.bind(op, lw.node({"max": "rowmax", "add": "rowsum"}[combiner], op, vals, lw.tile_type(outs[0], op)))
+        return
+    lw.bind(op, lw.node("reduce", op, vals, _result_tile(lw, outs[0], op), attrs=(("axis", axis),),
+                        opcode=f"reduce_{'sum' if combiner == 'add' else combiner}"))
 
 
-def _combiner(op: MOp) -> str | None:
+def scan(lw: _Lowering, op: MOp) -> None:
+    """``tt.scan`` with an add combiner, forward: ``cumsum {axis = A}``; other scans are generic."""
+    vals = lw.operands(op)
+    ins, outs = lw.signature(op)
+    axis = _int_attr(op, "axis")
+    reverse = any(t.is_("reverse") and i + 2 < len(op.tokens) and op.tokens[i + 2].is_("true")
+                  for i, t in enumerate(op.tokens))
+    if not any(isinstance(v, Tile) for v in vals):
+        lw.bind(op, SCALAR)
+    elif _combiner(op, "tt.scan.return") == "add" and len(vals) == 1 and outs and axis is not None and not reverse:
+        lw.bind(op, lw.node("scan", op, vals, lw.tile_type(outs[0], op), attrs=(("axis", axis),), opcode="cumsum"))
+    else:
+        generic(lw, op, "a scan other than a forward sum")
+
+
+def _result_tile(lw: _Lowering, mtype, op: MOp) -> TensorType:
+    """The tile type of a result, a scalar written as a one-element tile."""
+    if mtype.kind == "scalar":
+        from .types import DTYPES
+        if mtype.elem not in DTYPES:
+            raise lw.src.error(f"'{op.name}' makes a '{mtype.elem}', which the .tir format has no dtype for", op.head)
+        return TensorType(DTYPES[mtype.elem], (1,), "reg")
+    return lw.tile_type(mtype, op)
+
+
+def _combiner(op: MOp, ret_name: str = "tt.reduce.return") -> str | None:
     if len(op.regions) != 1 or len(op.regions[0]) != 1:
         return None
     block = op.regions[0][0]
     args = {name for name, _ in block.args}
-    ret = next((o for o in block.ops if o.name == "tt.reduce.return"), None)
+    ret = next((o for o in block.ops if o.name == ret_name), None)
     if ret is None or len(block.ops) != 2 or len(args) != 2:
         return None
     comb = block.ops[0]
     if {n for n, _ in comb.operands()} != args or [n for n, _ in ret.operands()] != list(comb.results):
         return None
-    return "max" if comb.name in MAX_COMBINERS else "add" if comb.name in ADD_COMBINERS else None
+    return ("max" if comb.name in MAX_COMBINERS else "add" if comb.name in ADD_COMBINERS else
+            "min" if comb.name in MIN_COMBINERS else None)
 
 
 def _int_attr(op: MOp, key: str) -> int | None:
@@ -530,7 +567,7 @@ HANDLERS = {
     "ttg.local_alloc": alloc, "ttng.tmem_alloc": alloc,
     "ttg.local_store": memory_store, "ttng.tmem_store": memory_store,
     "ttg.local_load": memory_load, "ttng.tmem_load": memory_load,
-    "tt.reduce": reduce, "scf.yield": yield_,
+    "tt.reduce": reduce, "tt.scan": scan, "scf.yield": yield_,
     "scf.for": nested, "scf.if": nested, "scf.while": nested,
 }
 
@@ -666,6 +703,7 @@ def _output_dtypes(lw: _Lowering, loop: MOp, after) -> list[Carry]:
             except InputError:
                 continue
             tt = outs[0].tile() if outs else None
-            if tt is not None and tt.dtype in ("f16", "bf16", "f32") and tt.dtype != lw.carries[k].type.dtype:
+            if (tt is not None and tt.dtype in ("f16", "bf16", "f32") and tt.dtype != lw.carries[k].type.dtype
+                    and tt.shape == lw.carries[k].type.shape):  # P computed from m is not m's output
                 found[k] = tt.dtype
     return [replace(c, output=found.get(k)) for k, c in enumerate(lw.carries)]

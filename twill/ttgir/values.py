@@ -91,6 +91,7 @@ class Node:
     attrs: tuple[tuple[str, object], ...] = ()  # .tir attributes of the op it becomes (transpose_b)
     args: tuple[object, ...] = ()  # every operand value as lowered, constants too (a peeled copy is matched by them)
     pos: tuple[int, ...] | None = None  # the source position of its op's loc (see locs.py)
+    opcode: str | None = None  # the .tir opcode a node of kind reduce or scan becomes (reduce_sum, cumsum)
 
 
 @dataclass(frozen=True)
