@@ -74,3 +74,16 @@ def _first_item(toks: tuple[Token, ...]) -> tuple[Token, ...]:
         elif depth == 0 and t.is_(","):
             return toks[:j]
     return toks
+
+
+def name(loc: tuple[Token, ...], defs: dict, depth: int = 0) -> str | None:
+    """The Python variable a location names (``loc("acc"(#loc14))`` -> ``acc``), if any: Triton names
+    an op's location after the variable it assigns, also for ops that have no result to name."""
+    if not loc or depth > 64:
+        return None
+    first = loc[0]
+    if first.kind == "attr":
+        return name(defs.get(first.text, ()), defs, depth + 1)
+    if first.kind == "string" and len(loc) >= 3 and loc[1].is_("("):
+        return first.text[1:-1] or None
+    return None

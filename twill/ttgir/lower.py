@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from ..errors import Diagnostic, InputError, Span
 from ..ir import TensorType
-from .locs import position
+from .locs import name as loc_name, position
 from .parser import Module, MOp
 from .types import TypeReader, last_top_level
 from .values import INDEXED, SCALAR, TOKEN, Buf, Carry, Const, Entry, Indexed, Lowered, Node, Note, Ref, Scalar, Tile, Token
@@ -113,6 +113,8 @@ class _Lowering:
     def node(self, kind: str, op: MOp, operands, type_: TensorType | None, ssa: str | None = "", attrs=(),
              opcode: str | None = None) -> Tile:
         ssa = (op.results[0] if op.results else None) if ssa == "" else ssa
+        if ssa is None and kind == "load":  # a TMA copy has no result: the variable its loc names
+            ssa = loc_name(op.loc, self.locs)
         refs = tuple(v.ref for v in operands if isinstance(v, Tile))
         self.nodes.append(Node(len(self.nodes), kind, op.name, ssa, refs, type_, self.span(op), self.in_loop,
                                tuple(attrs), tuple(operands), position(op.loc, self.locs), opcode))
@@ -347,7 +349,22 @@ def dot(lw: _Lowering, op: MOp) -> None:
     ins, outs = lw.signature(op)
     if len(vals) < 3 or not outs:
         raise lw.src.error(f"'{op.name}' needs operands a, b, c and a result type", op.head)
+    _check_dot_shapes(lw, op, vals[0], vals[1], outs[0].shape)
     lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op), attrs=_layout(lw, vals[0], vals[1])))
+
+
+def _check_dot_shapes(lw: _Lowering, op: MOp, a: object, b: object, result: tuple[int, ...]) -> None:
+    """A dot makes an M x N tile of an M x K and a K x N operand (each as the dot sees it)."""
+    if len(result) != 2:
+        raise lw.src.error(f"'{op.name}' must make a 2-D tile (M x N), not one of shape "
+                           f"{'x'.join(map(str, result)) or 'scalar'}", op.head)
+    seen = [(lw.type_of(v.ref).shape[::-1] if v.flip else lw.type_of(v.ref).shape) if isinstance(v, Tile) else None
+            for v in (a, b)]
+    if seen[0] is not None and len(seen[0]) == 2 and seen[0][0] != result[0]:
+        raise lw.src.error(f"'{op.name}' makes {result[0]} rows from an operand a of {seen[0][0]} rows", op.head)
+    if seen[1] is not None and len(seen[1]) == 2 and seen[1][1] != result[1]:
+        raise lw.src.error(f"'{op.name}' makes {result[1]} columns from an operand b of {seen[1][1]} columns",
+                           op.head)
 
 
 def dot_wait(lw: _Lowering, op: MOp) -> None:
@@ -662,6 +679,10 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     lw.in_loop = True
     for op in loop.body():
         lw.lower(op)
+    if lw.yielded is None and pairs:
+        raise lw.src.error(f"the loop has {len(pairs)} iter_args but no scf.yield: what it carries to the next "
+                           "iteration is not said", loop.head, hint="the body must end with 'scf.yield' of one "
+                           "value per iter_arg")
     yielded = lw.yielded or []
     if lw.yielded is not None and len(yielded) != len(pairs):
         raise lw.src.error(f"the loop has {len(pairs)} iter_args but its scf.yield gives {len(yielded)} "

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from .lexer import CLOSE, OPEN, Source, Token, tokenize
 
+MAX_DEPTH = 100  # regions inside regions: loops in loops; a real kernel has a handful
+
 # Triton <= 3.1 spelled the GPU dialects out; op names are read in today's spelling.
 DIALECT_RENAMES = {"triton_gpu.": "ttg.", "triton_nvidia_gpu.": "ttng."}
 
@@ -82,7 +84,7 @@ class Module:
 
 class _Parser:
     def __init__(self, src: Source):
-        self.src, self.toks, self.i = src, tokenize(src), 0
+        self.src, self.toks, self.i, self.depth = src, tokenize(src), 0, 0
 
     def peek(self, ahead: int = 0) -> Token:
         return self.toks[min(self.i + ahead, len(self.toks) - 1)]
@@ -206,6 +208,9 @@ class _Parser:
 
     def region(self) -> tuple[Block, ...]:
         opened = self.take()
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            self.fail(f"regions nested more than {MAX_DEPTH} deep: twill reads kernels, not this", opened)
         blocks, args, ops, labelled = [], (), [], False
         while True:
             self.skip_newlines()
@@ -222,6 +227,7 @@ class _Parser:
                 continue
             ops.append(self.op())
         blocks.append(Block(args, tuple(ops)))
+        self.depth -= 1
         return tuple(blocks)
 
     def block_header(self) -> tuple[tuple[str, tuple[Token, ...]], ...]:
