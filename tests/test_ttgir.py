@@ -284,22 +284,33 @@ def test_old_dialect_spelling():
     assert import_ttgir(old, "fa3.ttgir")[0] == import_ttgir(FA3, "fa3.ttgir")[0]
 
 
-def test_reduction_it_cannot_name_is_generic():
-    text = kernel(f"""
+def _reduction(combiner: str) -> str:
+    return kernel(f"""
       %t = "tt.reduce"(%b) <{{axis = 1 : i32}}> ({{
       ^bb0(%u: f32, %v: f32):
-        %mn = arith.minnumf %u, %v : f32
+        %mn = {combiner} %u, %v : f32
         tt.reduce.return %mn : f32
       }}) : ({T}) -> tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>>
       %e = tt.expand_dims %t {{axis = 1 : i32}} : tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>> -> tensor<64x1xf32, #blocked>
       %bb = tt.broadcast %e : tensor<64x1xf32, #blocked> -> {T}
       %nb = arith.divf %b, %bb : {T}
       scf.yield %nb : {T}""", iter_args="%b = %zero", types=T)
+
+
+def test_reduction_it_cannot_name_is_generic():
+    text = _reduction("arith.mulf")  # a product: no .tir opcode
     g, warnings = import_ttgir(text, "r.ttgir")
     assert [(op.name, op.opcode) for op in g.ops] == [("t", "tt_reduce"), ("nb", "rescale")]
     assert len(warnings) == 1 and "combiner" in warnings[0].message
     with pytest.raises(InputError):
         import_ttgir(text, "r.ttgir", strict=True)
+
+
+def test_a_min_reduction_is_reduce_min_along_its_axis():
+    g, warnings = import_ttgir(_reduction("arith.minnumf"), "r.ttgir")
+    assert [(op.name, op.opcode, op.attrs) for op in g.ops] == [("t", "reduce_min", (("axis", 1),)),
+                                                                 ("nb", "rescale", ())]
+    assert g.ops[0].type == f32(64) and not warnings
 
 
 def test_carry_from_a_non_constant_warns():
@@ -324,10 +335,15 @@ TWO_LOOPS = TOY.replace("    tt.return", f"""    %r2 = scf.for %j = %c0 to %n st
 
 
 def test_loop_choice():
-    default, _ = import_ttgir(TWO_LOOPS, "two.ttgir")
-    first, _ = import_ttgir(TWO_LOOPS, "two.ttgir", loop=0)
+    with pytest.raises(InputError) as err:  # two tile loops one after the other: neither is the whole kernel
+        import_ttgir(TWO_LOOPS, "two.ttgir")
+    (d,) = err.value.diagnostics
+    assert d.span.line == TWO_LOOPS.split("\n").index(next(l for l in TWO_LOOPS.split("\n") if "%r2 = scf.for" in l)) + 1
+    assert "loop 1 would be left out" in d.message and "--loop 1" in d.hint
+    first, notes = import_ttgir(TWO_LOOPS, "two.ttgir", loop=0)
     second, _ = import_ttgir(TWO_LOOPS, "two.ttgir", loop=1)
-    assert default == first and len(first.ops) == 6  # the loop with the most tile ops
+    assert len(first.ops) == 6
+    assert [n.span.line for n in notes if "loop 1 is not imported" in n.message] == [d.span.line]
     assert [(op.name, op.opcode) for op in second.ops] == [("nb", "sub")]
     with pytest.raises(InputError, match=r"no loop 2; the file has 2 loops \(0\.\.1\)"):
         import_ttgir(TWO_LOOPS, "two.ttgir", loop=2)
@@ -467,7 +483,7 @@ T39 = DATA / "triton39"
 
 @pytest.mark.parametrize("path", sorted(T39.glob("*.ttgir")), ids=lambda p: p.stem)
 def test_triton_3_9_dumps_round_trip_through_tir(path):
-    graph, _ = load_ttgir(path)
+    graph, _ = load_ttgir(path, loop=2 if path.stem == "layernorm" else None)  # its 3 loops: mean, var, y
     assert graph.ops and parse_tir(print_tir(graph), "x.tir") == graph
 
 
@@ -493,7 +509,9 @@ def test_column_major_operands_are_typed_as_they_lie_in_memory():
 
 def test_the_k_loop_inside_a_persistent_loop_is_the_default():
     graph, warnings = load_ttgir(T39 / "mm_persistent2.ttgir")
-    assert warnings == [] and [op.opcode for op in graph.ops] == ["load", "load", "mma"]
+    assert [op.opcode for op in graph.ops] == ["load", "load", "mma"]
+    (note,) = warnings  # said, at the outer loop: the inner loop is the graph
+    assert note.severity == "note" and "loop 0 runs loop 1 once per trip" in note.message
     assert graph.carries[0].attrs == (("output", "f16"),)  # truncated to f16 after the K loop
     outer, notes = load_ttgir(T39 / "mm_persistent2.ttgir", loop=0)
     assert "scf_for" in [op.opcode for op in outer.ops]
