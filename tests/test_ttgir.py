@@ -576,3 +576,102 @@ def test_a_split_gemm_solves_where_the_whole_tile_cannot(tmp_path):
     import json
     roles = json.loads(split.stdout)["warps"]
     assert sorted(len([o for o in r["ops"] if o.startswith("acc")]) for r in roles if r["warps"] == 4) == [1, 1]
+
+
+# -- both forms of a kernel: before and after Triton's pipeliner -------------------------------------
+
+CORPUS = DATA / "corpus"
+T36 = DATA / "triton36"
+# The causal kernel has two tile loops in sequence: loop 0 (the blocks left of the diagonal) is compared.
+LOOP = {"attn_causal_fwd_sm90": 0, "attn_causal_fwd_sm100": 0}
+
+
+def canonical(graph) -> str:
+    """The graph's .tir text with every name replaced by its place: carries c0.., inputs i0.., ops o0..
+    in order. Both forms name values after Triton's SSA names, which the pipeliner renames (the m_i
+    iter_arg becomes %m_new_118, after the peeled value it starts from); nothing else may differ."""
+    from dataclasses import replace as rep
+    names = {v.name: f"i{k}" for k, v in enumerate(graph.inputs)}
+    names.update({v.name: f"c{k}" for k, v in enumerate(graph.carries)})
+    names.update({op.name: f"o{k}" for k, op in enumerate(graph.ops)})
+    ops = tuple(rep(op, name=names[op.name], operands=tuple(rep(o, name=names[o.name]) for o in op.operands))
+                for op in graph.ops)
+    g = rep(graph, inputs=tuple(rep(v, name=names[v.name]) for v in graph.inputs),
+            carries=tuple(rep(v, name=names[v.name]) for v in graph.carries), ops=ops,
+            yields=tuple((names[c], names[r]) for c, r in graph.yields))
+    return print_tir(g)
+
+
+def _pairs(root):
+    return [p.stem for p in sorted((root / "after").glob("*.ttgir"))]
+
+
+@pytest.mark.parametrize("root,stem", [(CORPUS, s) for s in _pairs(CORPUS)] + [(T36, s) for s in _pairs(T36)],
+                         ids=lambda x: x if isinstance(x, str) else x.name)
+def test_both_forms_of_a_kernel_import_to_the_same_graph(root, stem):
+    after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir", loop=LOOP.get(stem))
+    before, before_notes = load_ttgir(root / "prepipe" / f"{stem}.ttgir", loop=LOOP.get(stem))
+    assert canonical(after) == canonical(before)
+    ops = {op.opcode for op in after.ops}
+    assert "mma" in ops and not any(o.startswith(("ttg_", "ttng_")) for o in ops)  # no pipelining op left
+
+    def unknown_start(notes):
+        return sum("starts from" in n.message for n in notes)
+    assert unknown_start(after_notes) == unknown_start(before_notes)  # no peeled value taken for a start
+
+
+def test_the_pipelined_attention_loop_gets_its_recurrences_back():
+    """sm_100 attention after the pipeliner: S, P, the correction and K/V are carried a stage ahead
+    and m starts from the first iteration's max, peeled before the loop; the graph is the loop."""
+    graph, _ = load_ttgir(CORPUS / "after" / "attn_gqa_fwd_sm100.ttgir")
+    assert [(c.type, c.init) for c in graph.carries] == [(f32(128), "-inf"), (f32(128), "0"),
+                                                        (f32(128, 128, space="tmem"), "0")]
+    assert [op.opcode for op in graph.ops] == ["load", "mma", "rowmax", "exp2", "exp2", "rowsum", "rescale",
+                                               "load", "convert", "mma"]
+
+
+def test_two_loops_in_sequence_are_an_error_at_the_loop_left_out():
+    path = CORPUS / "prepipe" / "attn_causal_fwd_sm90.ttgir"
+    with pytest.raises(InputError) as err:
+        load_ttgir(path)
+    (d,) = err.value.diagnostics
+    assert "scf.for" in d.span.text and "loop 1 would be left out" in d.message and "--loop" in d.hint
+    _, notes = load_ttgir(path, loop=0)
+    assert [n.span.line for n in notes if "loop 1 is not imported" in n.message] == [d.span.line]
+
+
+def test_tile_work_after_the_loop_is_reported():
+    """Triton 3.9 unrolls the causal kernel's one-trip diagonal loop on sm_100: its mmas follow the loop."""
+    _, notes = load_ttgir(CORPUS / "after" / "attn_causal_fwd_sm100.ttgir")
+    assert any("after the loop is not imported" in n.message and n.severity == "warning" for n in notes)
+
+
+def test_a_scan_and_a_reduction_to_a_scalar():
+    graph, _ = load_ttgir(CORPUS / "prepipe" / "ssd_chunk_scan_sm90.ttgir")
+    by_name = {op.name: op for op in graph.ops}
+    assert (by_name["cum"].opcode, by_name["cum"].attrs, by_name["cum"].type) == ("cumsum", (("axis", 0),), f32(64))
+    assert (by_name["total"].opcode, by_name["total"].type) == ("reduce_sum", f32(1))  # a scalar: one element
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda t: t.replace("      scf.yield %acc_38 : tensor<128x128xf32, #mma> loc(#loc2)\n", ""), "no scf.yield"),
+    (lambda t: t.replace("-> tensor<128x128xf32, #mma> loc(#loc52)", "-> tensor<128xf32, #mma> loc(#loc52)"),
+     "must make a 2-D tile"),
+])
+def test_a_damaged_loop_is_a_located_error(edit, message):
+    text = MATMUL.read_text()
+    damaged = edit(text)
+    assert damaged != text
+    with pytest.raises(InputError, match=message) as err:
+        import_ttgir(damaged, "m.ttgir")
+    assert err.value.diagnostics[0].span.line > 1
+
+
+def test_thousands_of_nested_loops_are_a_located_error():
+    n = 3000
+    text = ("module {\n tt.func @k(%n: i32) {\n %c0 = arith.constant 0 : i32\n"
+            + "".join(f"scf.for %i{i} = %c0 to %n step %c0 : i32 {{\n" for i in range(n)) + "}\n" * n
+            + "tt.return\n }\n}\n")
+    with pytest.raises(InputError, match="nested more than") as err:
+        import_ttgir(text, "deep.ttgir")
+    assert err.value.diagnostics[0].span.line > 3

@@ -384,7 +384,7 @@ def tc_gen5_mma(lw: _Lowering, op: MOp) -> None:
         return
     a, b, d = lw.read(memories[0]), lw.read(memories[1]), memories[2]
     use_d = flags[0] if flags else Const(True)
-    acc = None if use_d == Const(False) else lw.read(d)
+    acc = Const(0.0) if use_d == Const(False) else lw.read(d)  # d is overwritten: as if it held 0
     name, mtype, _ = lw.buffers[d.index]
     ssa = op.results[0] if op.results else name
     lw.content[d.index] = lw.node("mma", op, [a, b, acc], lw.tile_type(mtype, op, "tmem"), ssa, _layout(lw, a, b))
