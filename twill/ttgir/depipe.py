@@ -13,7 +13,8 @@ copies of those ops are peeled before the loop (the prologue). Three rewrites pu
 2. **Recurrences start where the kernel starts them.** A recurrence whose initial value is a peeled
    copy of what the loop yields for it (m after iteration 0, computed in the prologue) starts from the
    value that copy reads where the loop reads the carry, back through every peeled copy (the -inf
-   Triton's `max(m, rowmax)` starts from); commutative ops are matched either way round.
+   Triton's `max(m, rowmax)` starts from); commutative ops are matched either way round, and a peeled
+   copy guarded by ``select %loop_runs, COPY, START`` starts from START.
 3. **Order.** The loop's ops are listed in a topological order that follows the kernel's source: of
    the ops whose operands are ready, the one whose `loc` comes first (program order on a tie, and for
    an op without a location the position of the op before it).
@@ -151,6 +152,10 @@ def _initial(nodes: list[Node], k: int, yielded: object, init: object, alias: di
         return init
     y = nodes[yielded.ref.index]
     for _ in range(len(nodes)):  # each step goes back one peeled copy
+        guarded = _guarded(nodes, init, y)
+        if guarded is not None:
+            init = guarded
+            continue
         if not (isinstance(init, Tile) and init.ref.kind == "node" and _is_copy(nodes[init.ref.index], y)):
             return init
         earlier = _match(nodes, Ref("carry", k), y, nodes[init.ref.index], 0)
@@ -158,6 +163,20 @@ def _initial(nodes: list[Node], k: int, yielded: object, init: object, alias: di
             return init
         init = earlier
     return init
+
+
+def _guarded(nodes: list[Node], init: object, y: Node) -> object | None:
+    """``select %ran, COPY, START`` before the loop (Triton's guard on a peeled iteration for a loop
+    that may not run): START, the carry's value when it does not."""
+    if not (isinstance(init, Tile) and init.ref.kind == "node"):
+        return None
+    n = nodes[init.ref.index]
+    if n.in_loop or n.mlir != "arith.select" or len(n.args) != 3 or isinstance(n.args[0], Tile):
+        return None
+    copy = n.args[1]
+    if isinstance(copy, Tile) and copy.ref.kind == "node" and _is_copy(nodes[copy.ref.index], y):
+        return n.args[2]
+    return None
 
 
 def _match(nodes: list[Node], target: Ref, y: Node, copy: Node, depth: int = 0) -> object | None:
