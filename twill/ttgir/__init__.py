@@ -1,4 +1,4 @@
-"""Import a Triton TTGIR dump (the IR before Triton's own pipeliner) as a tile-loop graph.
+"""Import a Triton TTGIR dump (before or after Triton's own pipeliner) as a tile-loop graph.
 
     graph, warnings = import_ttgir(text, "attn.ttgir")          # the loop with the most tile ops
     graph, warnings = load_ttgir("attn.ttgir", loop=1, strict=True)
@@ -7,7 +7,9 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
 
     text -> before_pipeliner (dump.py)        from a whole pass-by-pass dump, the IR before the pipeliner
          -> parse_module (parser.py)          MLIR text to a tree of operations, any dialect
+         -> choose_loop (loops.py)            which scf.for is the graph; loops left out are errors or warnings
          -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields
+         -> depipeline (depipe.py)            Triton's pipelining undone: delays, peeled starts, source order
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
 
