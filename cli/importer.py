@@ -10,7 +10,9 @@ from .main import main
 @main.command("import")
 @click.argument("ttgir", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the .tir here (atomic); else stdout")
-@click.option("--loop", type=click.IntRange(0), help="which scf.for (0-based, file order; default: the innermost tile loop, several in sequence being an error)")
+@click.option("--loop", type=click.IntRange(0),
+              help="which scf.for (0-based, file order; default: the innermost tile loop; several in sequence "
+                   "are an error)")
 @click.option("--strict", is_flag=True, help="an op the importer does not know is an error, not a warning")
 @click.option("--split-rows", type=click.IntRange(1), default=1,
               help="sub-tile: the rows of the loop's mma tiles as N independent parts (as Triton's num_warps = 8 "
