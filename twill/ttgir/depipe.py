@@ -14,7 +14,8 @@ copies of those ops are peeled before the loop (the prologue). Three rewrites pu
    copy of what the loop yields for it (m after iteration 0, computed in the prologue) starts from the
    value that copy reads where the loop reads the carry, back through every peeled copy (the -inf
    Triton's `max(m, rowmax)` starts from); commutative ops are matched either way round, and a peeled
-   copy guarded by ``select %loop_runs, COPY, START`` starts from START.
+   copy guarded by ``select %loop_runs, COPY, START`` starts from START. The pipeliner names such an
+   iter_arg after the peeled value; the carry is named as one with a numeric name (build.py).
 3. **Order.** The loop's ops are listed in a topological order that follows the kernel's source: of
    the ops whose operands are ready, the one whose `loc` comes first (program order on a tie, and for
    an op without a location the position of the op before it).
@@ -46,7 +47,10 @@ def depipeline(lowered: Lowered) -> Lowered:
     carries = list(lowered.carries)
     for k, carry in enumerate(carries):
         if k not in delays:
-            carries[k] = replace(carry, init=_initial(nodes, k, yields[k], carry.init, alias))
+            start = _initial(nodes, k, yields[k], carry.init, alias)
+            if start != carry.init and carry.arg is not None:  # its iter_arg is named after a peeled value
+                carry = replace(carry, ssa="")
+            carries[k] = replace(carry, init=start)
     for k, carry in enumerate(carries):  # a carry that takes another's value, starting where it starts
         later = yields[k]
         if (k not in delays and isinstance(later, Tile) and later.ref.kind == "carry" and later.ref.index != k

@@ -87,3 +87,21 @@ def name(loc: tuple[Token, ...], defs: dict, depth: int = 0) -> str | None:
     if first.kind == "string" and len(loc) >= 3 and loc[1].is_("("):
         return first.text[1:-1] or None
     return None
+
+
+def names(loc: tuple[Token, ...], defs: dict) -> list[str]:
+    """Every name of a chain of named locations, outermost first: Triton names an `scf.for` after each
+    variable the loop carries, ``loc("acc"(#l))`` with ``#l = loc("l_i"(...))``..."""
+    out = []
+    for _ in range(256):
+        if not loc:
+            break
+        first = loc[0]
+        if first.kind == "attr":
+            loc = defs.get(first.text, ())
+        elif first.kind == "string" and len(loc) >= 3 and loc[1].is_("("):
+            out.append(first.text[1:-1])
+            loc = loc[2:-1]
+        else:
+            break
+    return out

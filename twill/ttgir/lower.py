@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from ..errors import Diagnostic, InputError, Span
 from ..ir import TensorType
-from .locs import name as loc_name, position
+from .locs import name as loc_name, names as loc_names, position
 from .parser import Module, MOp
 from .types import TypeReader, last_top_level
 from .values import INDEXED, SCALAR, TOKEN, Buf, Carry, Const, Entry, Indexed, Lowered, Node, Note, Ref, Scalar, Tile, Token
@@ -692,7 +692,7 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     after = list(ops)[next(i for i, o in enumerate(ops) if o is loop) + 1:]
     carries = _output_dtypes(lw, loop, after)
     return Lowered(func_name(func), tuple(lw.nodes), tuple(carries), tuple(yields), tuple(lw.notes),
-                   lw.span(loop))
+                   lw.span(loop), tuple(loc_names(loop.loc, lw.locs)), tuple(arg for arg, _, _ in pairs))
 
 
 CONVERSIONS = {"arith.truncf", "tt.fp_to_fp"}

@@ -124,3 +124,5 @@ class Lowered:
     yields: tuple[object, ...]
     notes: tuple[Note, ...]
     span: Span
+    variables: tuple[str, ...] = ()  # the loop's variables as its loc names them (Triton lists them there)
+    iter_args: tuple[str, ...] = ()  # the SSA names of its iter_args
