@@ -590,7 +590,10 @@ def _pairs(root):
     return [p.stem for p in sorted((root / "after").glob("*.ttgir"))]
 
 
-@pytest.mark.parametrize("root,stem", [(CORPUS, s) for s in _pairs(CORPUS)] + [(T36, s) for s in _pairs(T36)],
+WS = DATA / "warp_specialized"
+
+
+@pytest.mark.parametrize("root,stem", [(r, s) for r in (CORPUS, T36, WS) for s in _pairs(r)],
                          ids=lambda x: x if isinstance(x, str) else x.name)
 def test_both_forms_of_a_kernel_import_to_the_same_graph(root, stem):
     after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir", loop=LOOP.get(stem))
@@ -659,3 +662,12 @@ def test_thousands_of_nested_loops_are_a_located_error():
     with pytest.raises(InputError, match="nested more than") as err:
         import_ttgir(text, "deep.ttgir")
     assert err.value.diagnostics[0].span.line > 3
+
+
+def test_a_warp_specialized_loop_is_one_loop_again():
+    """The partitions of a `ttg.warp_specialize` each hold a copy of the K loop (TMA loads in one, the
+    mma in the other): merged, in source order, the loads come before the mma that reads them."""
+    graph, notes = load_ttgir(WS / "after" / "mm_ws_triton39_sm100.ttgir")
+    assert [op.opcode for op in graph.ops] == ["load", "load", "mma"]
+    assert [(c.name, c.init, c.attrs) for c in graph.carries] == [("acc", "0", (("output", "f16"),))]
+    assert not notes

@@ -7,6 +7,7 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
 
     text -> before_pipeliner (dump.py)        from a whole pass-by-pass dump, the IR before the pipeliner
          -> parse_module (parser.py)          MLIR text to a tree of operations, any dialect
+         -> merge_partitions (partitions.py)  a warp-specialized loop's partitions as one loop
          -> choose_loop (loops.py)            which scf.for is the graph; loops left out are errors or warnings
          -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields
          -> depipeline (depipe.py)            Triton's pipelining undone: delays, peeled starts, source order
@@ -32,6 +33,7 @@ from .fuse import fuse
 from .lower import lower_loop
 from .loops import choose_loop
 from .parser import Module, MOp, parse_module
+from .partitions import merge_partitions
 from .values import Note, Tile
 
 __all__ = ["import_ttgir", "load_ttgir"]
@@ -46,7 +48,7 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
     several such loops one after the other are an error (loops.py). A whole ``MLIR_ENABLE_DUMP`` log is
     accepted too: the copy of the IR printed before the pipeliner is used.
     """
-    module = parse_module(before_pipeliner(text, file), file)
+    module = merge_partitions(parse_module(before_pipeliner(text, file), file))
     loops = [(func, path) for func in module.functions() for path in _loops(func.body())]
     if not loops:
         raise InputError(Diagnostic(f"{file}: no scf.for loop in any function",

@@ -77,6 +77,7 @@ class _Lowering:
         self.env: dict[str, object] = {}
         self.nodes: list[Node] = []
         self.buffers: list[tuple[str, object, Span]] = []  # (SSA name, MType, span)
+        self.views: dict[int, list[str]] = {}  # buffer -> the SSA names of views of it (a slot of it)
         self.content: dict[int, object] = {}
         self.at_entry: dict[int, object] = {}
         self.carries: list[Carry] = []
@@ -187,6 +188,8 @@ def view(lw: _Lowering, op: MOp) -> None:
         val = replace(val, flip=not val.flip)
     if op.name in SLOTS and isinstance(val, Buf):
         _slot(lw, op, val)
+    if isinstance(val, Buf):
+        lw.views.setdefault(val.index, []).extend(op.results)
     lw.bind(op, val)
 
 
@@ -709,7 +712,8 @@ def _output_dtypes(lw: _Lowering, loop: MOp, after) -> list[Carry]:
         if c.arg is not None and c.arg < len(loop.results):
             seed[loop.results[c.arg]] = k
         elif c.buf is not None:
-            seed[lw.buffers[c.buf][0]] = k
+            for name in [lw.buffers[c.buf][0]] + lw.views.get(c.buf, []):
+                seed[name] = k
     found: dict[int, str] = {}
     for op in after:
         ks = [seed[key] for name, _ in op.operands() for key in (name, name + "#0") if key in seed]

@@ -13,10 +13,12 @@ still open; a ``{`` that ends a line (or is followed by a block label) opens a r
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .lexer import CLOSE, OPEN, Source, Token, tokenize
 
+PARTITION = re.compile(r"partition\d+")
 MAX_DEPTH = 100  # regions inside regions: loops in loops; a real kernel has a handful
 
 # Triton <= 3.1 spelled the GPU dialects out; op names are read in today's spelling.
@@ -168,6 +170,9 @@ class _Parser:
                 if stack:
                     self.fail(f"'{stack[-1].text}' is never closed", stack[-1])
                 return tokens, regions, loc
+            if not stack and tok.kind == "nl" and self._continues():
+                self.skip_newlines()  # ttg.warp_specialize goes on with its regions, one a line
+                continue
             if not stack and (tok.kind == "nl" or tok.is_("}")):
                 return tokens, regions, loc
             if tok.is_("loc") and self.peek(1).is_("("):
@@ -191,6 +196,15 @@ class _Parser:
                                   "where it should be closed)", stack[-1])
                     stack.pop()
                 tokens.append(self.take())
+
+    def _continues(self) -> bool:
+        """Whether the next line goes on with the current operation: ``default {`` and
+        ``partitionN(...) num_warps(N) {`` of a ``ttg.warp_specialize``."""
+        k = self.i
+        while self.toks[k].kind == "nl":
+            k += 1
+        t = self.toks[k]
+        return t.kind == "word" and (t.text == "default" or PARTITION.fullmatch(t.text) is not None)
 
     def skip_balanced(self) -> None:
         """Skip ``loc`` and its parenthesised argument."""

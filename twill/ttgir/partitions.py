@@ -1,0 +1,274 @@
+"""Put a warp-specialized loop back together: ``ttg.warp_specialize`` to one loop.
+
+On sm_100 Triton's warp specialization splits a loop over partitions that run on their own warps::
+
+    ttg.warp_specialize(%bars, %a, %b, %acc, ...) attributes {...}
+    default { ...; ttg.warp_yield %r }
+    partition0(%bars_1: T0, %a_1: T1, ...) num_warps(1) { scf.for ... { mma } ; ttg.warp_return }
+    partition1(%bars_1: T0, %a_1: T1, ...) num_warps(1) { scf.for ... { async copies } ; ttg.warp_return }
+    : (T0, T1, ...) -> ()
+
+Each partition holds a copy of the loop with some of its ops. `merge_partitions` rewrites the op
+into the ops of its regions, in the function: a partition's arguments are the op's operands, the
+op's results are what the default region yields, every partition's SSA names are made unique, and
+the copies of one loop (the `scf.for`s at the top of the regions whose `loc` is the same source
+position) become one `scf.for`: the iter_args of all, the body the union of their ops ordered by
+source position (each op after the values it uses), one `scf.yield` of all the yields. The ops
+around the loops keep their place, before or after it.
+"""
+from __future__ import annotations
+
+import heapq
+import re
+from itertools import count
+
+from .lexer import Token
+from .locs import position
+from .parser import Block, Module, MOp
+
+WS = "ttg.warp_specialize"
+ENDS = {"ttg.warp_yield", "ttg.warp_return"}
+
+
+def merge_partitions(module: Module) -> Module:
+    """`module` with every `ttg.warp_specialize` in a function body replaced by its merged ops."""
+    if not _has_ws(module.ops):
+        return module
+    fresh = count(1)
+    return Module(tuple(_rewrite_op(op, module, fresh) for op in module.ops), module.aliases, module.source,
+                  module.locs)
+
+
+def _has_ws(ops) -> bool:
+    return any(op.name == WS or any(_has_ws(b.ops) for r in op.regions for b in r) for op in ops)
+
+
+def _rewrite_op(op: MOp, module: Module, fresh) -> MOp:
+    if not op.regions:
+        return op
+    regions = tuple(tuple(Block(b.args, _rewrite_ops(b.ops, module, fresh)) for b in r) for r in op.regions)
+    return MOp(op.name, op.results, op.tokens, regions, op.head, op.loc)
+
+
+def _rewrite_ops(ops, module: Module, fresh) -> tuple[MOp, ...]:
+    out = []
+    for op in ops:
+        out += _merged(op, module, fresh) if op.name == WS else [_rewrite_op(op, module, fresh)]
+    return tuple(out)
+
+
+def _alias(name: str, source: str, tok: Token) -> MOp:
+    """`%name` = `%source`: a layout conversion is what the lowering reads as "the same value"."""
+    return MOp("ttg.convert_layout", (name,), (Token("ssa", "%" + source, tok.line, tok.col),), (), tok, ())
+
+
+def _captures(op: MOp) -> list[Token]:
+    """The op's operands: the SSA names in the parentheses right after its name."""
+    toks, out = op.tokens, []
+    if toks and toks[0].is_("("):
+        for t in toks[1:]:
+            if t.is_(")"):
+                break
+            if t.kind == "ssa":
+                out.append(t)
+    return out
+
+
+def _partition_args(op: MOp) -> list[list[str]]:
+    """For each `partitionN(...)` the names of its arguments, in order."""
+    toks, out = op.tokens, []
+    for i, t in enumerate(toks):
+        if t.kind == "word" and re.fullmatch(r"partition\d+", t.text) and i + 1 < len(toks) and toks[i + 1].is_("("):
+            names, depth = [], 0
+            for j in range(i + 1, len(toks)):
+                depth += toks[j].is_("(") - toks[j].is_(")")
+                if depth == 0:
+                    break
+                if depth == 1 and toks[j].kind == "ssa" and j + 1 < len(toks) and toks[j + 1].is_(":"):
+                    names.append(toks[j].text[1:])
+            out.append(names)
+    return out
+
+
+def _merged(op: MOp, module: Module, fresh) -> list[MOp]:
+    """The ops a `ttg.warp_specialize` stands for (see the module docstring)."""
+    captures, args = _captures(op), _partition_args(op)
+    regions = [r[0] for r in op.regions if r]
+    if len(regions) != len(args) + 1:
+        return [op]  # not the form we know: left to the lowering, which reports it
+    pre, copies, post, yielded = [], [], [], []
+    for k, block in enumerate(regions):
+        rename = {}
+        for name, tok in zip(args[k - 1] if k else [], captures):
+            rename[name] = _fresh(name, fresh)
+            pre.append(_alias(rename[name], tok.text[1:], tok))
+        ops = [_renamed(o, rename, fresh) for o in _rewrite_ops(block.ops, module, fresh)]
+        at = next((i for i, o in enumerate(ops) if o.name == "scf.for"), len(ops))
+        for i, o in enumerate(ops):
+            if o.name == "ttg.warp_yield":
+                yielded = o.operands()
+            elif o.name in ENDS:
+                continue
+            elif i == at:
+                copies.append(o)
+            else:
+                (pre if i < at else post).append(o)
+    for name, (src, tok) in zip(op.results, yielded):
+        post.append(_alias(name, src, tok))
+    if not copies:
+        return pre + post
+    where = {position(lp.loc, module.locs) for lp in copies}
+    if len(where) != 1:  # different loops in different partitions: keep them one after the other
+        return pre + copies + post
+    return pre + [_one_loop(copies, module)] + post
+
+
+def _fresh(name: str, fresh) -> str:
+    """A new SSA name that keeps the Python variable of `name` (``acc_42`` -> ``acc_9000017``)."""
+    base = name.split("#")[0]
+    if re.fullmatch(r"(arg)?\d+", base):
+        return f"{base}0{next(fresh)}"
+    return f"{re.sub(r'_[0-9]+$', '', base)}_{9000000 + next(fresh)}"
+
+
+def _renamed(op: MOp, rename: dict[str, str], fresh) -> MOp:
+    """`op` with the names it defines made fresh (recorded in `rename`) and its uses renamed."""
+    results = []
+    for r in op.results:
+        base, _, k = r.partition("#")
+        if base not in rename:
+            rename[base] = _fresh(base, fresh)
+        results.append(rename[base] + (f"#{k}" if k else ""))
+    tokens = []
+    for i, t in enumerate(op.tokens):
+        if t.kind == "ssa":
+            base, hash_, k = t.text[1:].partition("#")
+            if base not in rename and i + 1 < len(op.tokens) and op.tokens[i + 1].is_("="):
+                rename[base] = _fresh(base, fresh)  # defined here: an iter_arg, an induction variable
+            if i == 0 and op.name == "scf.for" and base not in rename:
+                rename[base] = _fresh(base, fresh)
+            t = Token("ssa", "%" + rename.get(base, base) + hash_ + k, t.line, t.col)
+        tokens.append(t)
+    regions = []
+    for region in op.regions:
+        blocks = []
+        for b in region:
+            bargs = []
+            for name, types in b.args:
+                rename[name] = _fresh(name, fresh)
+                bargs.append((rename[name], types))
+            blocks.append(Block(tuple(bargs), tuple(_renamed(o, rename, fresh) for o in b.ops)))
+        regions.append(tuple(blocks))
+    return MOp(op.name, tuple(results), tuple(tokens), tuple(regions), op.head, op.loc)
+
+
+def _one_loop(copies: list[MOp], module: Module) -> MOp:
+    """The copies of one `scf.for` as one: iter_args and result types of all, one body."""
+    first = copies[0]
+    iv = first.tokens[0].text[1:] if first.tokens and first.tokens[0].kind == "ssa" else None
+    head, pairs, types, tail = _split_header(first)
+    results = list(first.results)
+    body = [o for o in first.body() if o.name != "scf.yield"]
+    yields, ivs = _yield_operands(first), []  # every copy's induction variable is the first one's
+    for lp in copies[1:]:
+        _, p, t, _ = _split_header(lp)
+        pairs += ([Token("punct", ",", 0, 0)] if pairs and p else []) + p
+        types += ([Token("punct", ",", 0, 0)] if types and t else []) + t
+        other_iv = lp.tokens[0].text[1:] if lp.tokens and lp.tokens[0].kind == "ssa" else None
+        if other_iv and iv:
+            ivs.append(_alias(other_iv, iv, lp.head))
+        body += [o for o in lp.body() if o.name != "scf.yield"]
+        yields += _yield_operands(lp)
+        results += list(lp.results)
+    tokens = head + (
+        [Token("word", "iter_args", 0, 0), Token("punct", "(", 0, 0)] + pairs + [Token("punct", ")", 0, 0)]
+        if pairs else []) + ([Token("arrow", "->", 0, 0), Token("punct", "(", 0, 0)] + types
+                             + [Token("punct", ")", 0, 0)] if types else []) + tail
+    yield_op = MOp("scf.yield", (), tuple(yields), (), first.head, ())
+    block = Block(first.regions[0][0].args if first.regions and first.regions[0] else (),
+                  tuple(ivs) + tuple(_in_source_order(body, module)) + (yield_op,))
+    return MOp("scf.for", tuple(results), tuple(tokens), ((block,),), first.head, first.loc)
+
+
+def _split_header(lp: MOp):
+    """(tokens before ``iter_args``, the pairs inside it, the result types, tokens from ``:`` on)."""
+    toks = list(lp.tokens)
+    i = next((k for k, t in enumerate(toks) if t.is_("iter_args")), None)
+    colon = max((k for k, t in enumerate(toks) if t.is_(":")), default=len(toks))
+    if i is None:
+        return toks[:colon], [], [], toks[colon:]
+    depth, j = 0, i + 1
+    for j in range(i + 1, len(toks)):
+        depth += toks[j].is_("(") - toks[j].is_(")")
+        if depth == 0:
+            break
+    pairs = toks[i + 2:j]
+    arrow = next((k for k in range(j, len(toks)) if toks[k].kind == "arrow"), None)
+    types = []
+    if arrow is not None:
+        depth, e = 0, arrow + 1
+        for e in range(arrow + 1, len(toks)):
+            depth += toks[e].is_("(") - toks[e].is_(")")
+            if depth == 0:
+                break
+        types = toks[arrow + 2:e]
+        colon = e + 1
+    return toks[:i], pairs, types, toks[colon:]
+
+
+def _yield_operands(lp: MOp) -> list[Token]:
+    """The tokens of the loop's scf.yield before its ':' (operands and commas)."""
+    y = next((o for o in lp.body() if o.name == "scf.yield"), None)
+    if y is None:
+        return []
+    out = []
+    for t in y.tokens:
+        if t.is_(":"):
+            break
+        out.append(t)
+    return out
+
+
+def _in_source_order(ops: list[MOp], module: Module) -> list[MOp]:
+    """`ops` in order of source position, each after the ops whose values it uses (program order
+    on a tie; an op without a position keeps that of the op before it)."""
+    defined = {}
+    for k, o in enumerate(ops):
+        for r in o.results:
+            defined[r] = k
+            defined[r.split("#")[0]] = k
+    deps = []
+    for k, o in enumerate(ops):
+        uses = {defined[n] for n, _ in _all_operands(o) if n in defined} - {k}
+        deps.append({d for d in uses if d != k})
+    key, last = [], (0,)
+    for k, o in enumerate(ops):
+        last = position(o.loc, module.locs) or last
+        key.append((last, k))
+    users = {}
+    for k, ds in enumerate(deps):
+        for d in ds:
+            users.setdefault(d, []).append(k)
+    ready = [key[k] for k in range(len(ops)) if not deps[k]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, k = heapq.heappop(ready)
+        order.append(k)
+        for u in users.get(k, []):
+            deps[u].discard(k)
+            if not deps[u]:
+                heapq.heappush(ready, key[u])
+    if len(order) != len(ops):
+        return ops
+    return [ops[k] for k in order]
+
+
+def _all_operands(op: MOp):
+    """The values `op` and the ops in its regions use."""
+    out = list(op.operands())
+    for r in op.regions:
+        for b in r:
+            for o in b.ops:
+                out += _all_operands(o)
+    return out
