@@ -671,3 +671,20 @@ def test_a_warp_specialized_loop_is_one_loop_again():
     assert [op.opcode for op in graph.ops] == ["load", "load", "mma"]
     assert [(c.name, c.init, c.attrs) for c in graph.carries] == [("acc", "0", (("output", "f16"),))]
     assert not notes
+
+
+def test_a_row_vector_broadcast_over_rows_is_typed_one_by_n():
+    """`bias[None, :]` (expand_dims axis 0) is one value per column: T[1,N], not the T[M] of a row max."""
+    vec = "tensor<64xf32, #ttg.slice<{dim = 0, parent = #blocked}>>"
+    ptrs = "tensor<64x!tt.ptr<f32>, #ttg.slice<{dim = 0, parent = #blocked}>>"
+    text = kernel(f"""
+      %bias = tt.load %bp : {ptrs}
+      %e = tt.expand_dims %bias {{axis = 0 : i32}} : {vec} -> tensor<1x64xf32, #blocked>
+      %bb = tt.broadcast %e : tensor<1x64xf32, #blocked> -> {T}
+      %nb = arith.addf %b, %bb : {T}
+      scf.yield %nb : {T}""", args="%n: i32, %bp: " + ptrs, iter_args="%b = %zero", types=T)
+    g, _ = import_ttgir(text, "c.ttgir")
+    assert [(op.name, op.opcode, op.type) for op in g.ops] == [
+        ("bias", "load", TensorType("f32", (1, 64), "smem")), ("nb", "add", f32(64, 64))]
+    ssd, _ = load_ttgir(CORPUS / "prepipe" / "ssd_chunk_scan_sm90.ttgir")
+    assert {op.name: op.type for op in ssd.ops}["cum"] == f32(64)  # read both as cum[:, None] and cum[None, :]

@@ -30,7 +30,7 @@ from .build import build_graph
 from .depipe import depipeline
 from .dump import before_pipeliner
 from .fuse import fuse
-from .lower import lower_loop
+from .lower import lower_loop, show_columns
 from .loops import choose_loop
 from .parser import Module, MOp, parse_module
 from .partitions import merge_partitions
@@ -121,7 +121,7 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...]) -> tuple[Grap
         if not scalars:
             break
         scalar_args |= scalars
-    lowered = depipeline(lowered)
+    lowered = show_columns(depipeline(lowered))
     body, groups, fuse_notes = fuse(lowered)
     graph, build_notes = build_graph(lowered, body, groups, module.source.file)
     notes = list(lowered.notes) + fuse_notes + build_notes

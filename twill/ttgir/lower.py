@@ -186,6 +186,9 @@ def view(lw: _Lowering, op: MOp) -> None:
     val = vals[0] if vals else SCALAR
     if op.name in TRANSPOSES and isinstance(val, (Tile, Buf)):
         val = replace(val, flip=not val.flip)
+    if op.name == "tt.expand_dims" and isinstance(val, Tile) and _int_attr(op, "axis") == 0 \
+            and len(lw.type_of(val.ref).shape) == 1:
+        val = replace(val, column=True)
     if op.name in SLOTS and isinstance(val, Buf):
         _slot(lw, op, val)
     if isinstance(val, Buf):
@@ -732,3 +735,24 @@ def _output_dtypes(lw: _Lowering, loop: MOp, after) -> list[Carry]:
                     and tt.shape == lw.carries[k].type.shape):  # P computed from m is not m's output
                 found[k] = tt.dtype
     return [replace(c, output=found.get(k)) for k, c in enumerate(lw.carries)]
+
+
+def show_columns(lowered: Lowered) -> Lowered:
+    """A rank-1 tile of the loop that every reader sees through ``tt.expand_dims {axis = 0}`` (a bias
+    row, added to every row) is typed ``T[1,N]``: a rank-1 operand means one value per row. A tile
+    read both ways keeps its rank-1 type (the importer has one type per value)."""
+    uses: dict[int, set[bool]] = {}
+    for n in lowered.nodes:
+        if n.in_loop:
+            for a in n.args:
+                if isinstance(a, Tile) and a.ref.kind == "node":
+                    uses.setdefault(a.ref.index, set()).add(a.column)
+    for y in lowered.yields:
+        if isinstance(y, Tile) and y.ref.kind == "node":
+            uses.setdefault(y.ref.index, set()).add(False)
+    nodes = list(lowered.nodes)
+    for i, seen in uses.items():
+        n = nodes[i]
+        if seen == {True} and n.in_loop and n.type is not None and len(n.type.shape) == 1:
+            nodes[i] = replace(n, type=replace(n.type, shape=(1,) + n.type.shape))
+    return replace(lowered, nodes=tuple(nodes))

@@ -50,6 +50,7 @@ class Const:
 class Tile:
     ref: Ref
     flip: bool = False  # seen transposed: the tile's .tir type is its layout in memory, this view swaps it
+    column: bool = False  # a rank-1 tile seen through ``tt.expand_dims {axis = 0}``: one value per column
 
 
 @dataclass(frozen=True)
