@@ -688,3 +688,18 @@ def test_a_row_vector_broadcast_over_rows_is_typed_one_by_n():
         ("bias", "load", TensorType("f32", (1, 64), "smem")), ("nb", "add", f32(64, 64))]
     ssd, _ = load_ttgir(CORPUS / "prepipe" / "ssd_chunk_scan_sm90.ttgir")
     assert {op.name: op.type for op in ssd.ops}["cum"] == f32(64)  # read both as cum[:, None] and cum[None, :]
+
+
+@pytest.mark.parametrize("after_line,warned", [(10, False), (20, True)])
+def test_a_dot_after_the_loop_is_reported_unless_it_is_a_peeled_copy(after_line, warned):
+    """A dot after the loop at the source position of the loop's own dot is the pipeliner's epilogue
+    (the last iteration, peeled); one from elsewhere in the kernel is work the graph leaves out."""
+    body = f"""
+      %x = tt.load %ptrs : {PTRS}
+      %d = tt.dot %x, %w, %acc : {T16} * {T16} -> {T} loc(#l10)
+      scf.yield %d : {T}"""
+    text = kernel(body, args=f"%n: i32, %ptrs: {PTRS}, %w: {T16}", iter_args="%acc = %zero", types=T)
+    text = text.replace("    tt.return", f"    %e = tt.dot %w, %w, %r : {T16} * {T16} -> {T} loc(#l{after_line})\n    tt.return")
+    text += '#l10 = loc("k.py":10:5)\n#l20 = loc("k.py":20:5)\n'
+    _, notes = import_ttgir(text, "e.ttgir")
+    assert any("after the loop is not imported" in n.message for n in notes) == warned

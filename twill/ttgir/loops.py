@@ -16,6 +16,7 @@ A graph has one loop; a kernel may have several. The rule (`choose_loop`):
 from __future__ import annotations
 
 from ..errors import Diagnostic, InputError
+from .locs import position
 from .values import Note
 
 DOTS = {"tt.dot", "tt.dot_scaled", "ttng.warp_group_dot", "ttng.tc_gen5_mma", "ttng.tc_gen5_mma_scaled"}
@@ -96,14 +97,16 @@ def _nested(a: tuple, b: tuple) -> bool:
 
 
 def _after(module, chosen) -> list[Note]:
-    """A warning at the first dot after the chosen loop (and the loops around it) that no loop holds."""
+    """A warning at the first dot after the chosen loop (and the loops around it) that no loop holds
+    and that is no peeled copy of one in the loop (the pipeliner's epilogue: the same source position)."""
     func, path = chosen
+    inside = {position(o.loc, module.locs) for o in _walk(path[-1].body()) if o.name in DOTS}
     ops, found = func.body(), None
     for outer in path:
         k = next((i for i, o in enumerate(ops) if o is outer), None)
         if k is None:
             break
-        found = found or _first_dot(ops[k + 1:])
+        found = found or _first_dot(ops[k + 1:], inside, module)
         ops = next((b.ops for r in outer.regions for b in r if any(o is path[path.index(outer) + 1]
                                                                    for o in b.ops)), ()) \
             if outer is not path[-1] else ()
@@ -114,12 +117,20 @@ def _after(module, chosen) -> list[Note]:
                             module.source.span(found.head), severity="warning"))]
 
 
-def _first_dot(ops):
+def _first_dot(ops, inside: set, module):
     todo = list(ops)
     while todo:
         op = todo.pop(0)
-        if op.name in DOTS:
+        if op.name in DOTS and (position(op.loc, module.locs) is None or position(op.loc, module.locs) not in inside):
             return op
         if op.name != "scf.for":
             todo[:0] = [o for r in op.regions for b in r for o in b.ops]
     return None
+
+
+def _walk(ops):
+    for op in ops:
+        yield op
+        for r in op.regions:
+            for b in r:
+                yield from _walk(b.ops)

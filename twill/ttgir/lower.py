@@ -42,7 +42,7 @@ ORDERING_OPS = {
     "ttg.async_commit_group", "ttg.async_wait", "ttng.init_barrier", "ttng.inval_barrier", "ttng.wait_barrier",
     "ttng.barrier_expect", "ttng.arrive_barrier", "ttng.fence_async_shared", "ttng.tc_gen5_commit",
     "ttng.async_tma_store_wait", "ttng.async_tma_store_token_wait", "ttg.barrier", "gpu.barrier",
-    "ttng.tensormap_fenceproxy_acquire", "ttng.fence",
+    "ttng.tensormap_fenceproxy_acquire", "ttng.fence", "ttng.async_copy_mbarrier_arrive",
 }
 ASYNC_COPIES = {"ttg.async_copy_global_to_local", "ttng.async_tma_copy_global_to_local", "ttng.async_tma_gather"}
 # Elementwise ops (on scalars they are index arithmetic) -> node kind when a tile flows through.
