@@ -63,7 +63,7 @@ def depipeline(lowered: Lowered) -> Lowered:
     renumber = {k: i for i, k in enumerate(keep)}
     nodes = [replace(n, operands=tuple(_recarry(r, renumber) for r in n.operands)) for n in nodes]
     lowered = replace(lowered, nodes=tuple(nodes), carries=tuple(carries[k] for k in keep),
-                      yields=tuple(yields[k] for k in keep))
+                      yields=tuple(_recarry_value(_resolve_arg(yields[k], alias), renumber) for k in keep))
     return _reorder(lowered)
 
 
@@ -93,6 +93,12 @@ def _resolve_arg(a: object, alias: dict[int, Tile]) -> object:
         y = alias[a.ref.index]
         return Tile(y.ref, y.flip != a.flip)
     return a
+
+
+def _recarry_value(v: object, renumber: dict[int, int]) -> object:
+    """A yielded value with the carry it names renumbered (a buffer that the loop leaves as it is)."""
+    return replace(v, ref=_recarry(v.ref, renumber)) if isinstance(v, Tile) and v.ref.index in renumber \
+        or not (isinstance(v, Tile) and v.ref.kind == "carry") else v
 
 
 def _recarry(ref: Ref, renumber: dict[int, int]) -> Ref:
