@@ -20,7 +20,11 @@ copies of those ops are peeled before the loop (the prologue). Three rewrites pu
    the ops whose operands are ready, the one whose `loc` comes first (program order on a tie, and for
    an op without a location the position of the op before it).
 
-A loop that was never pipelined passes through unchanged except for rule 3, so both forms of a kernel
+4. **Once.** A pure op of the loop computed twice from the same operands is computed once, and a pure
+   op whose result nothing reads is dropped (a warp partition recomputes the correction factor from
+   the row maxes another one handed it through shared memory).
+
+A loop that was never pipelined passes through unchanged except for rules 3 and 4, so both forms of a kernel
 give the same graph.
 """
 from __future__ import annotations
@@ -64,7 +68,61 @@ def depipeline(lowered: Lowered) -> Lowered:
     nodes = [replace(n, operands=tuple(_recarry(r, renumber) for r in n.operands)) for n in nodes]
     lowered = replace(lowered, nodes=tuple(nodes), carries=tuple(carries[k] for k in keep),
                       yields=tuple(_recarry_value(_resolve_arg(yields[k], alias), renumber) for k in keep))
-    return _reorder(lowered)
+    return _reorder(_drop_dead(_common(lowered)))
+
+
+PURE = {"ew", "conv", "exp2", "rowmax", "rowsum", "reduce", "scan", "move"}
+
+
+def _common(lowered: Lowered) -> Lowered:
+    """Rule 4: an op of the loop computed twice from the same operands (a warp partition recomputing the
+    correction factor its neighbour computed) is computed once."""
+    nodes, seen, alias = list(lowered.nodes), {}, {}
+    for n in nodes:
+        if not n.in_loop:
+            continue
+        args = tuple(Tile(alias.get(a.ref, a.ref), a.flip, a.column) if isinstance(a, Tile) else a for a in n.args)
+        n = nodes[n.index] = replace(n, args=args, operands=tuple(alias.get(r, r) for r in n.operands))
+        if n.kind not in PURE:
+            continue
+        key = (n.kind, n.mlir, n.type, n.attrs, n.opcode, args)
+        if key in seen:
+            alias[Ref("node", n.index)] = Ref("node", seen[key])
+        else:
+            seen[key] = n.index
+    if not alias:
+        return lowered
+    yields = tuple(replace(y, ref=alias.get(y.ref, y.ref)) if isinstance(y, Tile) else y for y in lowered.yields)
+    return replace(lowered, nodes=tuple(nodes), yields=yields)
+
+
+def _drop_dead(lowered: Lowered) -> Lowered:
+    """Pure ops of the loop whose result nothing reads (a copy to shared memory that only another
+    partition read, now that it reads the value itself) are dropped: no op reads them any more."""
+    nodes = list(lowered.nodes)
+    while True:
+        used = {r.index for n in nodes if n is not None and n.in_loop for r in n.operands if r.kind == "node"}
+        used |= {y.ref.index for y in lowered.yields if isinstance(y, Tile) and y.ref.kind == "node"}
+        dead = [n.index for n in nodes if n is not None and n.in_loop and n.kind in PURE and n.index not in used]
+        if not dead:
+            break
+        for i in dead:
+            nodes[i] = None
+    if None not in nodes:
+        return lowered
+    keep = [n for n in nodes if n is not None]
+    new = {n.index: k for k, n in enumerate(keep)}
+
+    def move(v):
+        if isinstance(v, Tile) and v.ref.kind == "node":
+            return replace(v, ref=Ref("node", new[v.ref.index])) if v.ref.index in new else None
+        return v
+
+    out = [replace(n, index=new[n.index], operands=tuple(Ref("node", new[r.index]) if r.kind == "node" else r
+                                                            for r in n.operands),
+                   args=tuple(move(a) for a in n.args)) for n in keep]
+    carries = tuple(replace(c, init=move(c.init)) for c in lowered.carries)
+    return replace(lowered, nodes=tuple(out), carries=carries, yields=tuple(move(y) for y in lowered.yields))
 
 
 def _resolve(ref: Ref, alias: dict[int, Tile]) -> Ref:

@@ -426,9 +426,17 @@ def memory_store(lw: _Lowering, op: MOp) -> None:
 
 
 def memory_load(lw: _Lowering, op: MOp) -> None:
-    """``ttg.local_load`` / ``ttng.tmem_load``: the consumer reads the tile where it lives."""
+    """``ttg.local_load`` / ``ttng.tmem_load``: the consumer reads the tile where it lives; a register
+    tile stored to shared memory and loaded back (one warp partition handing a row max to another) is
+    the register tile itself."""
     vals = lw.operands(op)
-    lw.bind(op, lw.read(vals[0]) if vals else SCALAR, TOKEN)
+    val = lw.read(vals[0]) if vals else SCALAR
+    if op.name == "ttg.local_load" and isinstance(val, Tile) and val.ref.kind == "node":
+        node = lw.nodes[val.ref.index]
+        source = node.args[0] if node.kind == "move" and node.args else None
+        if isinstance(source, Tile) and lw.type_of(source.ref).space == "reg":
+            val = source
+    lw.bind(op, val, TOKEN)
 
 
 def reduce(lw: _Lowering, op: MOp) -> None:

@@ -120,7 +120,9 @@ def _merged(op: MOp, module: Module, fresh) -> list[MOp]:
     where = {position(lp.loc, module.locs) for lp in copies}
     if len(where) != 1:  # different loops in different partitions: keep them one after the other
         return pre + copies + post
-    return pre + [_one_loop(copies, module)] + post
+    roots = {o.results[0]: o.tokens[0].text[1:] for o in pre if o.name == "ttg.convert_layout" and o.results
+             and o.tokens and o.tokens[0].kind == "ssa"}
+    return pre + [_one_loop(copies, module, roots)] + post
 
 
 def _fresh(name: str, fresh) -> str:
@@ -162,13 +164,14 @@ def _renamed(op: MOp, rename: dict[str, str], fresh) -> MOp:
     return MOp(op.name, tuple(results), tuple(tokens), tuple(regions), op.head, op.loc)
 
 
-def _one_loop(copies: list[MOp], module: Module) -> MOp:
+def _one_loop(copies: list[MOp], module: Module, roots: dict[str, str]) -> MOp:
     """The copies of one `scf.for` as one: iter_args and result types of all, one body."""
     first = copies[0]
     iv = first.tokens[0].text[1:] if first.tokens and first.tokens[0].kind == "ssa" else None
     head, pairs, types, tail = _split_header(first)
     results = list(first.results)
     body = [o for o in first.body() if o.name != "scf.yield"]
+    part = [0] * len(body)
     yields, ivs = _yield_operands(first), []  # every copy's induction variable is the first one's
     for lp in copies[1:]:
         _, p, t, _ = _split_header(lp)
@@ -177,7 +180,9 @@ def _one_loop(copies: list[MOp], module: Module) -> MOp:
         other_iv = lp.tokens[0].text[1:] if lp.tokens and lp.tokens[0].kind == "ssa" else None
         if other_iv and iv:
             ivs.append(_alias(other_iv, iv, lp.head))
-        body += [o for o in lp.body() if o.name != "scf.yield"]
+        ops = [o for o in lp.body() if o.name != "scf.yield"]
+        body += ops
+        part += [part[-1] + 1 if part else 1] * len(ops) if ops else []
         yields += _yield_operands(lp)
         results += list(lp.results)
     tokens = head + (
@@ -186,7 +191,7 @@ def _one_loop(copies: list[MOp], module: Module) -> MOp:
                              + [Token("punct", ")", 0, 0)] if types else []) + tail
     yield_op = MOp("scf.yield", (), tuple(yields), (), first.head, ())
     block = Block(first.regions[0][0].args if first.regions and first.regions[0] else (),
-                  tuple(ivs) + tuple(_in_source_order(body, module)) + (yield_op,))
+                  tuple(ivs) + tuple(_in_source_order(body, module, _handoffs(body, part, roots))) + (yield_op,))
     return MOp("scf.for", tuple(results), tuple(tokens), ((block,),), first.head, first.loc)
 
 
@@ -229,9 +234,62 @@ def _yield_operands(lp: MOp) -> list[Token]:
     return out
 
 
-def _in_source_order(ops: list[MOp], module: Module) -> list[MOp]:
-    """`ops` in order of source position, each after the ops whose values it uses (program order
-    on a tie; an op without a position keeps that of the op before it)."""
+# Ops that write a buffer: the index of the buffer among their operands (None: the first after `]`).
+WRITES = {"ttng.tmem_store": 1, "ttg.local_store": 1, "ttg.async_copy_global_to_local": 1, "ttng.tc_gen5_mma": 2,
+          "ttng.async_tma_copy_global_to_local": None}
+READS = {"ttg.local_load": (0,), "ttng.tmem_load": (0,), "ttng.tc_gen5_mma": (0, 1),
+         "ttng.warp_group_dot": (0, 1)}
+VIEWS = {"ttg.memdesc_index", "ttg.memdesc_subview", "ttg.memdesc_trans", "ttg.memdesc_subslice",
+         "ttg.memdesc_reinterpret", "ttg.memdesc_reshape", "ttng.tmem_subslice", "ttg.convert_layout"}
+
+
+def _handoffs(body: list[MOp], part: list[int], roots: dict[str, str]) -> dict[int, set[int]]:
+    """Extra order for the merged body: a buffer that one partition writes and another reads (P in
+    tensor memory, S, K and V, a row max in shared memory) was a value handed from op to op within an
+    iteration, so each of its readers in another partition comes after every one of its writers. A
+    buffer written by several partitions (the accumulator, rescaled by one and accumulated by another)
+    gets no such order: source order decides."""
+    roots = dict(roots)
+
+    def root(name: str) -> str:
+        seen = set()
+        while name in roots and name not in seen:
+            seen.add(name)
+            name = roots[name]
+        return name
+
+    writers: dict[str, list[int]] = {}
+    readers: dict[str, list[int]] = {}
+    for k, o in enumerate(body):
+        names = [n for n, _ in o.operands()]
+        if o.name in VIEWS and o.results and names:
+            roots[o.results[0]] = names[0]
+        if o.name in WRITES:
+            at = WRITES[o.name]
+            if at is None:
+                close = next((i for i, t in enumerate(o.tokens) if t.is_("]")), None)
+                after = [t.text[1:] for t in o.tokens[close + 1:] if t.kind == "ssa"] if close is not None else []
+                target = after[0] if after else None
+            else:
+                target = names[at] if at < len(names) else None
+            if target is not None:
+                writers.setdefault(root(target), []).append(k)
+        for i in READS.get(o.name, ()):
+            if i < len(names):
+                readers.setdefault(root(names[i]), []).append(k)
+    extra: dict[int, set[int]] = {}
+    for buf, ws in writers.items():
+        if len({part[w] for w in ws}) != 1:
+            continue
+        for r in readers.get(buf, []):
+            if part[r] != part[ws[0]]:
+                extra.setdefault(r, set()).update(ws)
+    return extra
+
+
+def _in_source_order(ops: list[MOp], module: Module, extra: dict[int, set[int]] | None = None) -> list[MOp]:
+    """`ops` in order of source position, each after the ops whose values it uses and those `extra`
+    names (program order on a tie; an op without a position keeps that of the op before it)."""
     defined = {}
     for k, o in enumerate(ops):
         for r in o.results:
@@ -239,7 +297,7 @@ def _in_source_order(ops: list[MOp], module: Module) -> list[MOp]:
             defined[r.split("#")[0]] = k
     deps = []
     for k, o in enumerate(ops):
-        uses = {defined[n] for n, _ in _all_operands(o) if n in defined} - {k}
+        uses = {defined[n] for n, _ in _all_operands(o) if n in defined} | (extra or {}).get(k, set())
         deps.append({d for d in uses if d != k})
     key, last = [], (0,)
     for k, o in enumerate(ops):
