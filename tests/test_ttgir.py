@@ -586,6 +586,24 @@ T36 = DATA / "triton36"
 LOOP = {"attn_causal_fwd_sm90": 0, "attn_causal_fwd_sm100": 0}
 
 
+# Blackwell's warp-specialized attention gives its K load the location of `k.T` in `qk = tl.dot(q, k.T)`:
+# the load is named qk there, k before the pipeliner. The graphs are compared with names set aside.
+RENAMED = {"fa_ws_triton39_sm100", "fa_ws_triton36_sm100"}
+
+
+def canonical(graph) -> str:
+    """The graph's .tir text with every name replaced by its place: inputs i0.., carries c0.., ops o0.."""
+    from dataclasses import replace as rep
+    names = {v.name: f"i{k}" for k, v in enumerate(graph.inputs)}
+    names.update({v.name: f"c{k}" for k, v in enumerate(graph.carries)})
+    names.update({op.name: f"o{k}" for k, op in enumerate(graph.ops)})
+    ops = tuple(rep(op, name=names[op.name], operands=tuple(rep(o, name=names[o.name]) for o in op.operands))
+                for op in graph.ops)
+    return print_tir(rep(graph, inputs=tuple(rep(v, name=names[v.name]) for v in graph.inputs),
+                         carries=tuple(rep(v, name=names[v.name]) for v in graph.carries), ops=ops,
+                         yields=tuple((names[c], names[r]) for c, r in graph.yields)))
+
+
 def _pairs(root):
     return [p.stem for p in sorted((root / "after").glob("*.ttgir"))]
 
@@ -598,7 +616,10 @@ WS = DATA / "warp_specialized"
 def test_both_forms_of_a_kernel_import_to_the_same_graph(root, stem):
     after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir", loop=LOOP.get(stem))
     before, before_notes = load_ttgir(root / "prepipe" / f"{stem}.ttgir", loop=LOOP.get(stem))
-    assert print_tir(after) == print_tir(before)  # the same .tir text, names included
+    if stem in RENAMED:
+        assert canonical(after) == canonical(before)
+    else:
+        assert print_tir(after) == print_tir(before)  # the same .tir text, names included
     ops = {op.opcode for op in after.ops}
     assert "mma" in ops and not any(o.startswith(("ttg_", "ttng_")) for o in ops)  # no pipelining op left
 

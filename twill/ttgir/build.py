@@ -69,8 +69,9 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
     carries, invariant = _live_carries(lowered, body, groups, root_of)
     names = _Names()
     live = [k for k in carries if k not in invariant]
-    carry_name = {k: names.claim(_variable(lowered, body, groups, live, k) or _carry_base(lowered, body, groups, k),
-                                 fallback="carry") for k in live}
+    variables = _variables(lowered, body, groups, live)
+    carry_name = {k: names.claim(variables.get(k) or _carry_base(lowered, body, groups, k), fallback="carry")
+                  for k in live}
     inputs: dict[Ref, str] = {}
     for r in (r for g in groups for r in g.operands):
         outside = r.kind == "node" and not body.nodes[r.index].in_loop
@@ -105,16 +106,25 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
     return Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file), notes
 
 
-def _variable(lowered: Lowered, body: Body, groups: list[Group], live: list[int], k: int) -> str | None:
-    """For the one carry whose iter_arg Triton's pipeliner named after a peeled value (its SSA name
-    cleared by depipe.py), the one variable the loop's loc names that no iter_arg and no other carry
-    is named after (m_i, whose iter_arg became %m_new_118)."""
-    renamed = [j for j in live if lowered.carries[j].ssa == ""]
-    if renamed != [k]:
-        return None
-    taken = {base_name(a) for a in lowered.iter_args} | {_carry_base(lowered, body, groups, j) for j in live if j != k}
+def _variables(lowered: Lowered, body: Body, groups: list[Group], live: list[int]) -> dict[int, str]:
+    """Names for the carries whose iter_arg names no variable (``%arg7``; or a peeled value's, which
+    depipe.py clears), from the variables the loop's loc names (Triton names an `scf.for` after each
+    variable it carries) that no iter_arg and no other carry is named after: a carry whose yielded op
+    (or first reader) is named after one of them takes it; then if one carry and one variable are
+    left, that carry takes that variable (m_i, whose iter_arg became %m_new_118 or %arg7)."""
+    unnamed = [j for j in live if not base_name(lowered.carries[j].ssa)]
+    taken = {base_name(a) for a in lowered.iter_args} | {base_name(lowered.carries[j].ssa) for j in live}
     free = [v for v in dict.fromkeys(lowered.variables) if v not in taken]
-    return free[0] if len(free) == 1 else None
+    out = {}
+    for j in unnamed:
+        guess = _carry_base(lowered, body, groups, j)
+        if guess in free:
+            out[j] = guess
+            free.remove(guess)
+    left = [j for j in unnamed if j not in out]
+    if len(left) == 1 and len(free) == 1:
+        out[left[0]] = free[0]
+    return out
 
 
 def _carry_base(lowered: Lowered, body: Body, groups: list[Group], k: int) -> str | None:

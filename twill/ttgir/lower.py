@@ -223,8 +223,17 @@ def constant(lw: _Lowering, op: MOp) -> None:
     toks = op.tokens
     ins, _ = lw.signature(op)
     elem = ins[0].elem if ins else "i1"
-    i = 2 if len(toks) > 2 and toks[0].is_("dense") and toks[1].is_("<") else 0
-    lw.bind(op, Const(_literal(toks[i].text, elem)) if toks else SCALAR)
+    i = 0
+    if toks and toks[0].is_("{"):  # an attribute dict first ({async_task_id = ...} on Hopper partitions)
+        depth = 0
+        for i, t in enumerate(toks):
+            depth += t.is_("{") - t.is_("}")
+            if depth == 0:
+                break
+        i += 1
+    if i + 2 < len(toks) and toks[i].is_("dense") and toks[i + 1].is_("<"):
+        i += 2
+    lw.bind(op, Const(_literal(toks[i].text, elem)) if i < len(toks) else SCALAR)
 
 
 def _literal(text: str, elem: str) -> float | bool | None:

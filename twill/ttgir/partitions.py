@@ -25,6 +25,7 @@ from itertools import count
 from .lexer import Token
 from .locs import position
 from .parser import Block, Module, MOp
+from .types import last_top_level
 
 WS = "ttg.warp_specialize"
 ENDS = {"ttg.warp_yield", "ttg.warp_return"}
@@ -226,11 +227,10 @@ def _yield_operands(lp: MOp) -> list[Token]:
     y = next((o for o in lp.body() if o.name == "scf.yield"), None)
     if y is None:
         return []
+    colon = last_top_level(y.tokens, ":")
     out = []
-    for t in y.tokens:
-        if t.is_(":"):
-            break
-        out.append(t)
+    for t in (t for t in y.tokens[:colon] if t.kind == "ssa"):  # past an attribute dict {async_task_id = ...}
+        out += ([Token("punct", ",", t.line, t.col)] if out else []) + [t]
     return out
 
 
@@ -297,12 +297,27 @@ def _in_source_order(ops: list[MOp], module: Module, extra: dict[int, set[int]] 
             defined[r.split("#")[0]] = k
     deps = []
     for k, o in enumerate(ops):
-        uses = {defined[n] for n, _ in _all_operands(o) if n in defined} | (extra or {}).get(k, set())
+        uses = {defined[n] for n, _ in _all_operands(o) if n in defined}
         deps.append({d for d in uses if d != k})
-    key, last = [], (0,)
-    for k, o in enumerate(ops):
+    own, last = [], (0,)
+    for o in ops:
         last = position(o.loc, module.locs) or last
-        key.append((last, k))
+        own.append(last)
+    # An op is due where the first op that uses it is (Triton gives a tensor-memory load the position of
+    # the dot whose accumulator it reads), and a store where the value it stores is.
+    ssa_users: dict[int, list[int]] = {}
+    for k, ds in enumerate(deps):
+        for d in ds:
+            ssa_users.setdefault(d, []).append(k)
+    for k in reversed(range(len(ops))):
+        own[k] = min([own[k]] + [own[u] for u in ssa_users.get(k, []) if u > k])
+    for k, o in enumerate(ops):
+        if o.name in ("ttng.tmem_store", "ttg.local_store"):
+            names = [n for n, _ in o.operands()]
+            if names and names[0] in defined:
+                own[k] = min(own[k], own[defined[names[0]]])
+    key = [(own[k], k) for k in range(len(ops))]
+    deps = [ds | (extra or {}).get(k, set()) - {k} for k, ds in enumerate(deps)]
     users = {}
     for k, ds in enumerate(deps):
         for d in ds:
