@@ -588,7 +588,7 @@ LOOP = {"attn_causal_fwd_sm90": 0, "attn_causal_fwd_sm100": 0}
 
 # Blackwell's warp-specialized attention gives its K load the location of `k.T` in `qk = tl.dot(q, k.T)`:
 # the load is named qk there, k before the pipeliner. The graphs are compared with names set aside.
-RENAMED = {"fa_ws_triton39_sm100", "fa_ws_triton36_sm100"}
+RENAMED = {"fa_ws_triton39_sm100", "fa_ws_triton36_sm100", "pmm_ws_triton39_sm100"}  # B's load: loc of the dot
 
 
 def canonical(graph) -> str:

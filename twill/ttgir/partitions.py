@@ -190,6 +190,7 @@ def _one_loop(copies: list[MOp], module: Module, roots: dict[str, str]) -> MOp:
         [Token("word", "iter_args", 0, 0), Token("punct", "(", 0, 0)] + pairs + [Token("punct", ")", 0, 0)]
         if pairs else []) + ([Token("arrow", "->", 0, 0), Token("punct", "(", 0, 0)] + types
                              + [Token("punct", ")", 0, 0)] if types else []) + tail
+    body, part = _merge_inner(body, part, module, roots)
     yield_op = MOp("scf.yield", (), tuple(yields), (), first.head, ())
     block = Block(first.regions[0][0].args if first.regions and first.regions[0] else (),
                   tuple(ivs) + tuple(_in_source_order(body, module, _handoffs(body, part, roots))) + (yield_op,))
@@ -232,6 +233,29 @@ def _yield_operands(lp: MOp) -> list[Token]:
     for t in (t for t in y.tokens[:colon] if t.kind == "ssa"):  # past an attribute dict {async_task_id = ...}
         out += ([Token("punct", ",", t.line, t.col)] if out else []) + [t]
     return out
+
+
+def _merge_inner(body: list[MOp], part: list[int], module: Module, roots: dict[str, str]):
+    """The loops inside merged copies (a persistent kernel's K loop inside its loop over tiles): the
+    copies of one inner loop, from different partitions, are merged too."""
+    loops: dict[object, list[int]] = {}
+    for k, o in enumerate(body):
+        if o.name == "scf.for":
+            loops.setdefault(position(o.loc, module.locs), []).append(k)
+    groups = [ks for where, ks in loops.items() if where is not None and len({part[k] for k in ks}) > 1]
+    if not groups:
+        return body, part
+    roots = dict(roots)
+    for o in body:  # the views the inner loops read their buffers through
+        names = [n for n, _ in o.operands()]
+        if o.name in VIEWS and o.results and names:
+            roots[o.results[0]] = names[0]
+    merged, dropped = {}, set()
+    for ks in groups:
+        merged[ks[0]] = _one_loop([body[k] for k in ks], module, roots)
+        dropped.update(ks[1:])
+    keep = [k for k in range(len(body)) if k not in dropped]
+    return [merged.get(k, body[k]) for k in keep], [part[k] for k in keep]
 
 
 # Ops that write a buffer: the index of the buffer among their operands (None: the first after `]`).
