@@ -10,8 +10,9 @@ A graph has one loop; a kernel may have several. The rule (`choose_loop`):
   diagonal block) cannot all be the graph, and taking one would leave the kernel's result half
   computed: that is an error at each loop that would be left out, naming it, with the hint to pick
   one with ``--loop N``. With ``--loop N`` the import goes on, with a warning at each other tile loop.
-- Tile ops after the chosen loop outside any loop (a diagonal block whose one-trip loop Triton
-  unrolled) are reported the same way: a warning at the first mma among them.
+- A dot outside the chosen loop and outside any other loop (a diagonal block whose one-trip loop
+  Triton unrolled), or in the body of a loop around it, is reported the same way: a warning at the
+  first, unless it is a peeled copy of the loop's own dot (the same source position).
 """
 from __future__ import annotations
 
@@ -97,35 +98,35 @@ def _nested(a: tuple, b: tuple) -> bool:
 
 
 def _after(module, chosen) -> list[Note]:
-    """A warning at the first dot after the chosen loop (and the loops around it) that no loop holds
-    and that is no peeled copy of one in the loop (the pipeliner's epilogue: the same source position)."""
+    """A warning at the first dot outside the chosen loop that no other loop holds (after it, or in
+    the body of a loop around it) and that is no peeled copy of one in the loop (the pipeliner's
+    prologue and epilogue: the same source position)."""
     func, path = chosen
     inside = {position(o.loc, module.locs) for o in _walk(path[-1].body()) if o.name in DOTS}
-    ops, found = func.body(), None
-    for outer in path:
-        k = next((i for i, o in enumerate(ops) if o is outer), None)
-        if k is None:
+    found, where = None, ""
+    for op, ancestors in _outside(func.body(), path):
+        if op.name in DOTS and position(op.loc, module.locs) not in inside:
+            found, where = op, ("in a loop around the graph's loop" if ancestors else "outside any loop")
             break
-        found = found or _first_dot(ops[k + 1:], inside, module)
-        ops = next((b.ops for r in outer.regions for b in r if any(o is path[path.index(outer) + 1]
-                                                                   for o in b.ops)), ()) \
-            if outer is not path[-1] else ()
     if found is None:
         return []
-    return [Note(Diagnostic(f"'{found.name}' after the loop is not imported: the graph does not compute the "
-                            "kernel's whole result (tile work outside any loop)",
-                            module.source.span(found.head), severity="warning"))]
+    return [Note(Diagnostic(f"'{found.name}' {where} is not imported: the graph does not compute the kernel's "
+                            "whole result", module.source.span(found.head), severity="warning"))]
 
 
-def _first_dot(ops, inside: set, module):
-    todo = list(ops)
-    while todo:
-        op = todo.pop(0)
-        if op.name in DOTS and (position(op.loc, module.locs) is None or position(op.loc, module.locs) not in inside):
-            return op
-        if op.name != "scf.for":
-            todo[:0] = [o for r in op.regions for b in r for o in b.ops]
-    return None
+def _outside(ops, path, ancestors: tuple = ()):
+    """(op, the loops of `path` around it) for every op that is neither in the chosen loop (the last
+    of `path`) nor in a loop off `path` (those are loops of their own, section 2's rule)."""
+    for op in ops:
+        if op is path[-1]:
+            continue
+        if op.name == "scf.for" and not any(op is p for p in path):
+            continue
+        yield op, ancestors
+        inner = ancestors + ((op,) if any(op is p for p in path) else ())
+        for r in op.regions:
+            for b in r:
+                yield from _outside(b.ops, path, inner)
 
 
 def _walk(ops):
