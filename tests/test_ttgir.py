@@ -338,7 +338,8 @@ def test_loop_choice():
     with pytest.raises(InputError) as err:  # two tile loops one after the other: neither is the whole kernel
         import_ttgir(TWO_LOOPS, "two.ttgir")
     (d,) = err.value.diagnostics
-    assert d.span.line == TWO_LOOPS.split("\n").index(next(l for l in TWO_LOOPS.split("\n") if "%r2 = scf.for" in l)) + 1
+    lines = TWO_LOOPS.split("\n")
+    assert d.span.line == next(k for k, line in enumerate(lines, 1) if "%r2 = scf.for" in line)
     assert "loop 1 would be left out" in d.message and "--loop 1" in d.hint
     first, notes = import_ttgir(TWO_LOOPS, "two.ttgir", loop=0)
     second, _ = import_ttgir(TWO_LOOPS, "two.ttgir", loop=1)
@@ -720,7 +721,8 @@ def test_a_dot_after_the_loop_is_reported_unless_it_is_a_peeled_copy(after_line,
       %d = tt.dot %x, %w, %acc : {T16} * {T16} -> {T} loc(#l10)
       scf.yield %d : {T}"""
     text = kernel(body, args=f"%n: i32, %ptrs: {PTRS}, %w: {T16}", iter_args="%acc = %zero", types=T)
-    text = text.replace("    tt.return", f"    %e = tt.dot %w, %w, %r : {T16} * {T16} -> {T} loc(#l{after_line})\n    tt.return")
+    after = f"    %e = tt.dot %w, %w, %r : {T16} * {T16} -> {T} loc(#l{after_line})\n"
+    text = text.replace("    tt.return", after + "    tt.return")
     text += '#l10 = loc("k.py":10:5)\n#l20 = loc("k.py":20:5)\n'
     _, notes = import_ttgir(text, "e.ttgir")
     assert any("outside any loop is not imported" in n.message for n in notes) == warned
