@@ -3,6 +3,8 @@
 The three dumps in tests/data/ttgir/ are real TTGIR taken before Triton's pipeliner; their graphs are
 checked op by op and against golden `.tir` files (``pytest --update-golden`` rewrites those). Small
 hand-written snippets cover the rules one at a time: fusion, memory, names, loop choice, errors.
+corpus/, triton36/ and warp_specialized/ hold kernels in both forms, before and after Triton's
+pipeliner (Triton 3.9 and 3.6), whose graphs must be the same.
 """
 from __future__ import annotations
 
