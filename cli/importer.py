@@ -10,13 +10,15 @@ from .main import main
 @main.command("import")
 @click.argument("ttgir", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the .tir here (atomic); else stdout")
-@click.option("--loop", type=click.IntRange(0), help="which top-level scf.for (0-based; default: the largest)")
+@click.option("--loop", type=click.IntRange(0),
+              help="which scf.for (0-based, file order; default: the innermost tile loop; several in sequence "
+                   "are an error)")
 @click.option("--strict", is_flag=True, help="an op the importer does not know is an error, not a warning")
 @click.option("--split-rows", type=click.IntRange(1), default=1,
               help="sub-tile: the rows of the loop's mma tiles as N independent parts (as Triton's num_warps = 8 "
                    "runs a 128-row tile on 2 warpgroups)")
 def import_(ttgir, output, loop, strict, split_rows):
-    """Read a TTGIR dump taken before Triton's pipeliner and write the loop's .tir graph."""
+    """Read a TTGIR dump (before or after Triton's pipeliner) and write the loop's .tir graph."""
     distinct_output(ttgir, output)
     from twill.fileio import write_atomic
     from twill.split import split_rows as split

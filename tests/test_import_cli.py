@@ -29,3 +29,20 @@ def test_solve_reads_ttgir_directly():
 def test_import_of_a_missing_file_is_exit_2(tmp_path):
     r = CliRunner().invoke(main, ["import", str(tmp_path / "none.ttgir")])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_a_dump_after_triton_s_pipeliner_imports_and_solves(tmp_path):
+    out = tmp_path / "fp8.tir"
+    r = CliRunner().invoke(main, ["import", str(DATA / "corpus" / "after" / "gemm_fp8_sm90.ttgir"), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert [op.opcode for op in load_tir(out).ops] == ["load", "load", "mma"]
+    r = CliRunner().invoke(main, ["solve", str(out), "--gpu", "h100", "--swp-only", "--format", "json", "-q"])
+    assert r.exit_code == 0, r.output
+
+
+def test_loops_in_sequence_are_exit_2_until_one_is_chosen(tmp_path):
+    src = str(DATA / "corpus" / "after" / "attn_causal_fwd_sm90.ttgir")
+    r = CliRunner().invoke(main, ["import", src, "-o", str(tmp_path / "a.tir")])
+    assert r.exit_code == 2 and "loop 1 would be left out" in r.output and "--loop" in r.output
+    r = CliRunner().invoke(main, ["import", src, "--loop", "0", "-o", str(tmp_path / "a.tir")])
+    assert r.exit_code == 0 and "loop 1 is not imported" in r.output

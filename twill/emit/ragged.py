@@ -77,7 +77,7 @@ def plan(model) -> Ragged:
 # query tile that x's rows follow (the mma's A operand: q, or q0 / q1 of FA3's sub-tiles, at
 # tile.m * rows_step + rows_offset), k0 = iteration * step. A loop with a causal mask runs, per
 # query tile, over the keys up to the tile's last query row only (`causal_iters`): later keys are
-# masked for every row, and Triton's two causal loops (ttgir/loops.py) stop there too. A tile
+# masked for every row, and Triton's two causal loops (ttgir/merge.py) stop there too. A tile
 # with fewer such iterations than the pipeline's stages runs kStages: the extra ones are masked
 # whole, which is sound because every reader of the mask is one for which -inf is an absent
 # element (rowmax, exp2: the same rule as the partial tile's mask above).

@@ -1,4 +1,4 @@
-"""Import a Triton TTGIR dump (the IR before Triton's own pipeliner) as a tile-loop graph.
+"""Import a Triton TTGIR dump (before or after Triton's own pipeliner) as a tile-loop graph.
 
     graph, warnings = import_ttgir(text, "attn.ttgir")          # the loop with the most tile ops
     graph, warnings = load_ttgir("attn.ttgir", loop=1, strict=True)
@@ -7,8 +7,11 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
 
     text -> before_pipeliner (dump.py)        from a whole pass-by-pass dump, the IR before the pipeliner
          -> parse_module (parser.py)          MLIR text to a tree of operations, any dialect
-         -> merge_candidates (loops.py)       loops in sequence that are one masked loop (causal attention)
+         -> merge_partitions (partitions.py)  a warp-specialized loop's partitions as one loop
+         -> merge_candidates (merge.py)       loops in sequence that are one masked loop (causal attention)
+         -> choose_loop (loops.py)            which scf.for is the graph; loops left out are errors or warnings
          -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields
+         -> depipeline (depipe.py)            Triton's pipelining undone: delays, peeled starts, source order
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
 
@@ -25,11 +28,14 @@ from ..errors import Diagnostic, InputError
 from ..fileio import read_text
 from ..ir import Graph
 from .build import build_graph
+from .depipe import depipeline
 from .dump import before_pipeliner
 from .fuse import fuse
-from .loops import Merge, merge_candidates
-from .lower import lower_loop
+from .lower import lower_loop, show_columns
+from .loops import choose_loop
+from .merge import Merge, merge_candidates
 from .parser import Module, MOp, parse_module
+from .partitions import merge_partitions
 from .values import Note, Tile
 
 __all__ = ["import_ttgir", "load_ttgir"]
@@ -40,11 +46,11 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
     """The tile-loop graph of one top-level `scf.for` of `text`, and the import's warnings.
 
     `loop` picks the N-th loop (0-based, counting every function's loops in file order, an outer
-    loop before the loops inside it); by default the loop that gives the most tile ops the importer
-    can express is taken. A whole ``MLIR_ENABLE_DUMP`` log is
+    loop before the loops inside it); by default the innermost loop that computes tiles is taken, and
+    several such loops one after the other are an error (loops.py). A whole ``MLIR_ENABLE_DUMP`` log is
     accepted too: the copy of the IR printed before the pipeliner is used.
     """
-    module = parse_module(before_pipeliner(text, file), file)
+    module = merge_partitions(parse_module(before_pipeliner(text, file), file))
     loops = [(func, path) for func in module.functions() for path in _loops(func.body())]
     if not loops:
         raise InputError(Diagnostic(f"{file}: no scf.for loop in any function",
@@ -52,21 +58,16 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
     if loop is not None and not 0 <= loop < len(loops):
         raise InputError(Diagnostic(f"{file}: there is no loop {loop}; the file has {len(loops)} "
                                     f"loop{'s' if len(loops) > 1 else ''} (0..{len(loops) - 1})"))
-    merged = merge_candidates(loops)  # a loop merged with its neighbour stands for both (loops.py)
-    chosen = list(dict.fromkeys(merged)) if loop is None else [merged[loop]]
-    results, first_error = [], None
-    for func, path, merge in chosen:
-        try:
-            results.append(_import_loop(module, func, path, merge))
-        except InputError as exc:  # with several candidates, a loop we cannot read is skipped
-            if len(chosen) == 1:
-                raise
-            first_error = first_error or exc
-    if not results:
-        raise first_error
-    # The loop with the most ops the importer could express (an outer loop holding the K loop of a
-    # persistent matmul sees that loop as one generic op), the first of equals.
-    graph, notes = max(results, key=lambda r: len(r[0].ops) - 2 * sum(n.unknown for n in r[1]))
+    # A loop merged into its masked neighbour (merge.py) is not a loop of its own: the pair is imported
+    # as the masked loop, which `--loop` naming either one picks.
+    merged = merge_candidates(loops)
+    merge_of = {id(path[-1]): m for _, path, m in merged if m is not None}
+    absorbed = frozenset(k for k, (_, path) in enumerate(loops) if any(path[-1] is m.first for m in merge_of.values()))
+    if loop in absorbed:
+        loop = next(k for k, (_, path) in enumerate(loops) if path[-1] is merged[loop][1][-1])
+    graph, notes = choose_loop(module, loops, loop,
+                               lambda func, path: _import_loop(module, func, path, merge_of.get(id(path[-1]))),
+                               absorbed)
     if not graph.ops:
         raise InputError(Diagnostic(f"{file}: no loop of the file computes a tile: nothing to schedule",
                                     hint="twill schedules tile loops (loads, dots, reductions); dump a kernel "
@@ -132,6 +133,7 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
         if not scalars:
             break
         scalar_args |= scalars
+    lowered = show_columns(depipeline(lowered))
     body, groups, fuse_notes = fuse(lowered)
     graph, build_notes = build_graph(lowered, body, groups, module.source.file)
     notes = list(lowered.notes) + fuse_notes + build_notes

@@ -1,7 +1,8 @@
 """Name the fused ops, inputs and carries, and build the `Graph`.
 
 Names come from the TTGIR SSA names, which Triton derives from the Python variables: ``%qk_11`` ->
-``qk`` (the ``_N`` Triton appends to keep names unique is dropped). Carries claim their names
+``qk`` (the ``_N`` Triton appends to keep names unique is dropped). A carry whose iter_arg has a
+numeric name takes the name of the op yielded to it, else of its first reader. Carries claim their names
 first, then inputs, then ops in program order. A taken name becomes ``CARRY_new`` for the op the
 loop yields to that carry, else ``NAME_OPCODE``, else ``NAME_1``, ``NAME_2``...; a purely numeric SSA
 name (``%12``) gives ``CARRY_new`` or ``OPCODE_K``. A copy into memory is named after what it copies
@@ -67,8 +68,10 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
     root_of = {m: g.root for g in groups for m in g.members}
     carries, invariant = _live_carries(lowered, body, groups, root_of)
     names = _Names()
-    carry_name = {k: names.claim(base_name(lowered.carries[k].ssa), fallback="carry") for k in carries
-                  if k not in invariant}
+    live = [k for k in carries if k not in invariant]
+    variables = _variables(lowered, body, groups, live)
+    carry_name = {k: names.claim(variables.get(k) or _carry_base(lowered, body, groups, k), fallback="carry")
+                  for k in live}
     inputs: dict[Ref, str] = {}
     for r in (r for g in groups for r in g.operands):
         outside = r.kind == "node" and not body.nodes[r.index].in_loop
@@ -101,6 +104,43 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
                    attrs=g.attrs, has_result=g.type is not None, span=g.span) for g in groups)
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
     return Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file), notes
+
+
+def _variables(lowered: Lowered, body: Body, groups: list[Group], live: list[int]) -> dict[int, str]:
+    """Names for the carries whose iter_arg names no variable (``%arg7``; or a peeled value's, which
+    depipe.py clears), from the variables the loop's loc names (Triton names an `scf.for` after each
+    variable it carries) that no iter_arg and no other carry is named after: a carry whose yielded op
+    (or first reader) is named after one of them takes it; then if one carry and one variable are
+    left, that carry takes that variable (m_i, whose iter_arg became %m_new_118 or %arg7)."""
+    unnamed = [j for j in live if not base_name(lowered.carries[j].ssa)]
+    taken = {base_name(a) for a in lowered.iter_args} | {base_name(lowered.carries[j].ssa) for j in live}
+    free = [v for v in dict.fromkeys(lowered.variables) if v not in taken]
+    out = {}
+    for j in unnamed:
+        guess = _carry_base(lowered, body, groups, j)
+        if guess in free:
+            out[j] = guess
+            free.remove(guess)
+    left = [j for j in unnamed if j not in out]
+    if len(left) == 1 and len(free) == 1:
+        out[left[0]] = free[0]
+    return out
+
+
+def _carry_base(lowered: Lowered, body: Body, groups: list[Group], k: int) -> str | None:
+    """A carry's name: its iter_arg's (or buffer's); where that is MLIR's numbering (``%arg15``, as
+    Triton's pipeliner leaves some iter_args), the name of the op the loop yields to it, else of the
+    first op that reads it."""
+    own = base_name(lowered.carries[k].ssa)
+    if own:
+        return own
+    y = body.yields[k]
+    if isinstance(y, Tile) and y.ref.kind == "node" and body.nodes[y.ref.index] is not None:
+        name = base_name(body.nodes[y.ref.index].ssa)
+        if name:
+            return name
+    reader = next((g for g in groups if Ref("carry", k) in g.operands), None)
+    return base_name(body.nodes[reader.root].ssa) if reader is not None else None
 
 
 def _live_carries(lowered: Lowered, body: Body, groups: list[Group], root_of: dict) -> tuple[list[int], set[int]]:

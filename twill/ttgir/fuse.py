@@ -199,6 +199,8 @@ def _opcode(body: Body, idx: list[int], operands: tuple[Ref, ...]) -> tuple[str,
     anchor = next((n.kind for n in nodes if n.kind in ANCHORS), None)
     if anchor:
         return anchor, None
+    if root.opcode:  # the lowering named it (a reduction along an axis, a scan)
+        return root.opcode, None
     if root.kind in FIXED_OPCODES:
         return FIXED_OPCODES[root.kind], None
     if root.kind == "generic":

@@ -1,325 +1,140 @@
-"""Loops in sequence that are one loop: the causal split of attention's key loop.
+"""Which `scf.for` of a kernel becomes the graph, and what the import says about the others.
 
-Triton's causal attention runs two loops over the keys of one query tile: the first over the key
-blocks left of the diagonal, unmasked, the second over the diagonal block with the causal mask
-`where(rows >= cols, s, -inf)`, its carries starting from the first loop's results. Together they
-are one loop over the keys 0 .. the tile's last query row whose last iterations mask. A pair of
-sibling `scf.for` loops A, B is merged when, exactly:
+A graph has one loop; a kernel may have several. The rule (`choose_loop`):
 
-- B's iter_args start from A's results, all of them, in order; B's lower bound is A's upper bound
-  (the same SSA value), the steps are the same value, A starts at 0;
-- A's upper bound is `program_id(0) * BM` (the query tile's first row) and B's is that plus BM
-  (the tile's end): the merged loop is bounded by the query tile's diagonal;
-- B's body is A's, op for op (same op names, attributes and types; operands that correspond, or
-  values from before the loops computed the same way), once B's masks and the index arithmetic
-  only they read are set aside;
-- each mask is an `arith.select %c, %x, -inf` whose condition compares the query row
-  `program_id(0) * BM + arange(BM)` along dim 0 with the key `iv + arange(BN)` along dim 1, BN the
-  loop's step: `rows >= keys` (`arith.cmpi sge`, or `sle` with the sides swapped) keeps a key at or
-  before the query.
-
-The importer then lowers B, its carries starting from A's inits and each mask as a `causal_mask`
-node (`Merge`). Anything else is not merged: the loops stay separate candidates.
+- A *tile loop* is a loop whose import has an op the importer can express (not only generic ops).
+- A tile loop around another tile loop (the loop over output tiles of a persistent kernel, around
+  its K loop) is not the graph: the inner loop is, run once per trip of the outer one (twill's
+  persistent-grid model). A note says so, at the outer loop.
+- Tile loops one after the other (causal attention: the blocks left of the diagonal, then the masked
+  diagonal block) cannot all be the graph, and taking one would leave the kernel's result half
+  computed: that is an error at each loop that would be left out, naming it, with the hint to pick
+  one with ``--loop N``. With ``--loop N`` the import goes on, with a warning at each other tile loop.
+- A dot outside the chosen loop and outside any other loop (a diagonal block whose one-trip loop
+  Triton unrolled), or in the body of a loop around it, is reported the same way: a warning at the
+  first, unless it is a peeled copy of the loop's own dot (the same source position).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..errors import Diagnostic, InputError
+from .locs import position
+from .values import Note
 
-from .parser import MOp
-
-KEEP_PREDICATES = {"sge": False, "sle": True}  # predicate -> whether the sides are (keys, rows)
-
-
-@dataclass(frozen=True)
-class Merge:
-    """Loops `first` (unmasked) and `last` (masked) as one; the importer lowers `last`."""
-
-    first: MOp
-    last: MOp
-    inits: tuple[str, ...]  # the SSA value each of last's iter_args starts from: first's inits
-    names: tuple[str, ...]  # first's iter_args, which name the carries (Triton names them there)
-    masks: tuple[MOp, ...]  # last's selects that are the causal mask
-
-    def is_mask(self, op: MOp) -> bool:
-        return any(op is m for m in self.masks)
+DOTS = {"tt.dot", "tt.dot_scaled", "ttng.warp_group_dot", "ttng.tc_gen5_mma", "ttng.tc_gen5_mma_scaled"}
 
 
-@dataclass(frozen=True)
-class Affine:
-    """An integer index tensor as sum(coef * symbol) + const + (an arange along `dim` of `length`)."""
-
-    terms: tuple[tuple[str, int], ...] = ()
-    const: int = 0
-    range: tuple[int, int] | None = None  # (dim, length)
-
-    def __add__(self, other: "Affine") -> "Affine | None":
-        if self.range and other.range:
-            return None
-        terms = dict(self.terms)
-        for s, c in other.terms:
-            terms[s] = terms.get(s, 0) + c
-        return Affine(tuple(sorted((s, c) for s, c in terms.items() if c)), self.const + other.const,
-                      self.range or other.range)
-
-    def scaled(self, k: int) -> "Affine | None":
-        if self.range and k != 1:
-            return None
-        return Affine(tuple((s, c * k) for s, c in self.terms if c * k), self.const * k, self.range)
+def _score(result) -> int:
+    graph, notes = result
+    return len(graph.ops) - 2 * sum(n.unknown for n in notes)
 
 
-def loop_bounds(loop: MOp) -> tuple[str, str, str, str] | None:
-    """(induction variable, lower, upper, step) SSA names of ``%iv = %lb to %ub step %st``."""
-    t = loop.tokens
-    if len(t) < 7 or not (t[1].is_("=") and t[3].is_("to") and t[5].is_("step")):
-        return None
-    names = [t[i].text[1:] for i in (0, 2, 4, 6) if t[i].kind == "ssa"]
-    return tuple(names) if len(names) == 4 else None
+def _is_tile_loop(result) -> bool:
+    graph, _ = result
+    return any(op.opcode in ("load", "mma", "store") or not op.opcode.startswith(("scf_", "tt_", "ttg_", "ttng_"))
+               for op in graph.ops)
 
 
-def _iter_args(loop: MOp) -> list[tuple[str, str]]:
-    """(iter_arg, init) SSA names of ``iter_args(%a = %init, ...)``."""
-    t, out = loop.tokens, []
-    for i in range(1, len(t) - 2):
-        if t[i].kind == "ssa" and t[i + 1].is_("=") and t[i + 2].kind == "ssa":
-            out.append((t[i].text[1:], t[i + 2].text[1:]))
+def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: frozenset = frozenset()):
+    """(graph, notes) of the loop to import; `loops` are (function, path) pairs, `import_loop` imports one;
+    the loops in `absorbed` are part of another (a causal pair, merge.py) and no candidates of their own."""
+    src = module.source
+    if loop is not None:
+        graph, notes = import_loop(*loops[loop])
+        others = [k for k in _tile_loops(loops, import_loop, skip=loop) if k not in absorbed]
+        left = [k for k in others if not _nested(loops[k][1], loops[loop][1])]
+        notes = list(notes) + [Note(Diagnostic(
+            f"loop {k} is not imported: the graph does not compute the kernel's whole result",
+            src.span(loops[k][1][-1].head), severity="warning")) for k in left]
+        return graph, notes + _after(module, loops[loop])
+    results, first_error = {}, None
+    for k, (func, path) in enumerate(loops):
+        if k in absorbed:
+            continue
+        try:
+            results[k] = import_loop(func, path)
+        except InputError as exc:  # with several candidates, a loop we cannot read is skipped
+            if len(loops) == 1:
+                raise
+            first_error = first_error or exc
+    if not results:
+        raise first_error
+    tile = [k for k, r in results.items() if _is_tile_loop(r)]
+    outer = {k for k in tile for j in tile if j != k and _encloses(loops[k][1], loops[j][1])}
+    candidates = [k for k in tile if k not in outer] or list(results)
+    best = max(candidates, key=lambda k: _score(results[k]))  # the first of equals
+    siblings = [k for k in candidates if k != best and k in tile]
+    if siblings:
+        raise InputError(*(Diagnostic(
+            f"loop {k} would be left out: this kernel has {len(siblings) + 1} tile loops one after the other "
+            f"(loops {', '.join(str(j) for j in sorted(siblings + [best]))}) and a graph has one loop",
+            src.span(loops[k][1][-1].head),
+            hint=f"--loop {k} (or --loop {best}) imports one of them; the graph then does not compute the "
+                 "kernel's whole result") for k in siblings))
+    graph, notes = results[best]
+    notes = list(notes)
+    for k in (k for k, (_, path) in enumerate(loops) if _encloses(path, loops[best][1])):
+        notes.append(Note(Diagnostic(
+            f"loop {k} runs loop {best} once per trip (a persistent kernel's loop over tiles): the graph is "
+            f"loop {best}, the tile loop inside it", src.span(loops[k][1][-1].head), severity="note")))
+    return graph, notes + _after(module, loops[best])
+
+
+def _tile_loops(loops, import_loop, skip: int) -> list[int]:
+    out = []
+    for k, (func, path) in enumerate(loops):
+        if k == skip:
+            continue
+        try:
+            if _is_tile_loop(import_loop(func, path)):
+                out.append(k)
+        except InputError:
+            continue
     return out
 
 
-def _inits(loop: MOp) -> list[str]:
-    return [init for _, init in _iter_args(loop)]
+def _encloses(outer: tuple, inner: tuple) -> bool:
+    return len(outer) < len(inner) and inner[len(outer) - 1] is outer[-1]
 
 
-def _definitions(ops, out: dict[str, MOp]) -> dict[str, MOp]:
+def _nested(a: tuple, b: tuple) -> bool:
+    return _encloses(a, b) or _encloses(b, a)
+
+
+def _after(module, chosen) -> list[Note]:
+    """A warning at the first dot outside the chosen loop that no other loop holds (after it, or in
+    the body of a loop around it) and that is no peeled copy of one in the loop (the pipeliner's
+    prologue and epilogue: the same source position)."""
+    func, path = chosen
+    inside = {position(o.loc, module.locs) for o in _walk(path[-1].body()) if o.name in DOTS}
+    found, where = None, ""
+    for op, ancestors in _outside(func.body(), path):
+        if op.name in DOTS and position(op.loc, module.locs) not in inside:
+            found, where = op, ("in a loop around the graph's loop" if ancestors else "outside any loop")
+            break
+    if found is None:
+        return []
+    return [Note(Diagnostic(f"'{found.name}' {where} is not imported: the graph does not compute the kernel's "
+                            "whole result", module.source.span(found.head), severity="warning"))]
+
+
+def _outside(ops, path, ancestors: tuple = ()):
+    """(op, the loops of `path` around it) for every op that is neither in the chosen loop (the last
+    of `path`) nor in a loop off `path` (those are loops of their own, section 2's rule)."""
     for op in ops:
-        for r in op.results:
-            out[r] = op
-            out.setdefault(r.split("#")[0], op)
-        for region in op.regions:
-            for block in region:
-                _definitions(block.ops, out)
-    return out
-
-
-def _attr(op: MOp, key: str) -> int | None:
-    t = op.tokens
-    for i in range(len(t) - 2):
-        if t[i].is_(key) and t[i + 1].is_("="):
-            try:
-                return int(t[i + 2].text)
-            except ValueError:
-                return None
-    return None
-
-
-class _Index:
-    """The affine form of integer values of one function (None: not affine)."""
-
-    def __init__(self, defs: dict[str, MOp], iv: str):
-        self.defs, self.iv = defs, iv
-
-    def of(self, name: str, depth: int = 0) -> Affine | None:
-        if name == self.iv:
-            return Affine((("iv", 1),))
-        op = self.defs.get(name)
-        if op is None or depth > 32:
-            return None
-        args = [n for n, _ in op.operands()]
-        if op.name == "arith.constant":
-            t = op.tokens
-            i = 2 if len(t) > 2 and t[0].is_("dense") else 0
-            try:
-                return Affine(const=int(t[i].text))
-            except (ValueError, IndexError):
-                return None
-        if op.name == "tt.get_program_id":
-            axis = op.tokens[0].text if op.tokens else ""
-            return Affine(((f"pid_{axis}", 1),))
-        if op.name == "tt.make_range":
-            lo, hi = _attr(op, "start"), _attr(op, "end")
-            return None if lo is None or hi is None else Affine(const=lo, range=(0, hi - lo))
-        if op.name in ("tt.splat", "tt.broadcast", "ttg.convert_layout", "arith.extsi", "arith.index_cast"):
-            return self.of(args[0], depth + 1) if args else None
-        if op.name == "tt.expand_dims":
-            a, axis = self.of(args[0], depth + 1) if args else None, _attr(op, "axis")
-            if a is None or axis is None:
-                return None
-            if a.range is None:
-                return a
-            dim, length = a.range
-            return Affine(a.terms, a.const, (dim + 1 if dim >= axis else dim, length))
-        if op.name in ("arith.addi", "arith.muli") and len(args) == 2:
-            x, y = self.of(args[0], depth + 1), self.of(args[1], depth + 1)
-            if x is None or y is None:
-                return None
-            if op.name == "arith.addi":
-                return x + y
-            if not x.terms and x.range is None:
-                return y.scaled(x.const)
-            if not y.terms and y.range is None:
-                return x.scaled(y.const)
-        return None
-
-
-def _is_neg_inf(defs: dict[str, MOp], name: str) -> bool:
-    op = defs.get(name)
-    if op is None or op.name != "arith.constant" or len(op.tokens) < 3:
-        return False
-    text = op.tokens[2].text if op.tokens[0].is_("dense") else op.tokens[0].text
-    return text.lower() in ("0xff800000", "0xfc00", "0xff80", "-inf", "0xfff0000000000000")
-
-
-def _masks(loop: MOp, index: _Index, defs: dict[str, MOp], rows: int, step: int) -> list[MOp]:
-    """The selects of `loop`'s body that are the causal mask (see the module docstring)."""
-    out = []
-    for op in loop.body():
-        args = [n for n, _ in op.operands()]
-        if op.name != "arith.select" or len(args) != 3 or not _is_neg_inf(defs, args[2]):
+        if op is path[-1]:
             continue
-        cmp = defs.get(args[0])
-        if cmp is None or cmp.name != "arith.cmpi" or not cmp.tokens:
+        if op.name == "scf.for" and not any(op is p for p in path):
             continue
-        swapped = KEEP_PREDICATES.get(cmp.tokens[0].text.rstrip(","))
-        sides = [n for n, _ in cmp.operands()]
-        if swapped is None or len(sides) != 2:
-            continue
-        q, k = (index.of(s) for s in (sides[::-1] if swapped else sides))
-        if q == Affine((("pid_x", rows),), 0, (0, rows)) and k == Affine((("iv", 1),), 0, (1, step)):
-            out.append(op)
-    return out
+        yield op, ancestors
+        inner = ancestors + ((op,) if any(op is p for p in path) else ())
+        for r in op.regions:
+            for b in r:
+                yield from _outside(b.ops, path, inner)
 
 
-def _cone(loop: MOp, masks: list[MOp], defs: dict[str, MOp]) -> set[int]:
-    """ids of the body ops that only the masks' conditions need (index arithmetic), and the masks."""
-    body = {id(op): op for op in loop.body()}
-    need, todo = {id(m) for m in masks}, [m.operands()[0][0] for m in masks]
-    while todo:
-        op = defs.get(todo.pop())
-        if op is None or id(op) not in body or id(op) in need:
-            continue
-        need.add(id(op))
-        todo.extend(n for n, _ in op.operands())
-    users = {}
-    for op in loop.body():
-        for n, _ in op.operands():
-            users.setdefault(n, set()).add(id(op))
-    # an op outside the set reading a value of the cone keeps it out: the mask must not feed anything else
-    for op in loop.body():
-        if id(op) in need and id(op) not in {id(m) for m in masks}:
-            if any(u not in need for r in op.results for u in users.get(r, ())):
-                return set()
-    return need
-
-
-class _Same:
-    """Structural equality of two loop bodies under a renaming of SSA values."""
-
-    def __init__(self, defs: dict[str, MOp]):
-        self.defs, self.names = defs, {}
-
-    def value(self, a: str, b: str, depth: int = 0) -> bool:
-        if a in self.names or b in self.names.values():
-            return self.names.get(a) == b
-        if a == b:
-            return True
-        da, db = self.defs.get(a), self.defs.get(b)  # values from before both loops, made the same way
-        if depth >= 8 or da is None or db is None or a not in da.results or b not in db.results:
-            return False
-        return da.results.index(a) == db.results.index(b) and self.op(da, db, depth + 1, bind=False)
-
-    def op(self, a: MOp, b: MOp, depth: int = 0, bind: bool = True) -> bool:
-        if a.name != b.name or len(a.tokens) != len(b.tokens) or len(a.regions) != len(b.regions):
-            return False
-        for ta, tb in zip(a.tokens, b.tokens):
-            if ta.kind != tb.kind:
-                return False
-            if ta.kind == "ssa":
-                if not self.value(ta.text[1:], tb.text[1:], depth):
-                    return False
-            elif ta.text != tb.text:
-                return False
-        if bind:
-            self.names.update(zip(a.results, b.results))
-        for ra, rb in zip(a.regions, b.regions):
-            if len(ra) != len(rb):
-                return False
-            for ba, bb in zip(ra, rb):
-                if len(ba.args) != len(bb.args) or len(ba.ops) != len(bb.ops):
-                    return False
-                self.names.update((x, y) for (x, _), (y, _) in zip(ba.args, bb.args))
-                if not all(self.op(x, y) for x, y in zip(ba.ops, bb.ops)):
-                    return False
-        return True
-
-
-def _merge(first: MOp, last: MOp, defs: dict[str, MOp]) -> Merge | None:
-    ba, bb = loop_bounds(first), loop_bounds(last)
-    if ba is None or bb is None or bb[1] != ba[2] or bb[3] != ba[3]:
-        return None
-    if _inits(last) != list(first.results) or len(_inits(first)) != len(first.results):
-        return None
-    defs = {**defs, **_definitions(last.body(), {})}  # names repeat between loop bodies: last's own
-    index = _Index(defs, bb[0])
-    lo, start, end, step = (index.of(n) for n in (ba[1], ba[2], bb[2], bb[3]))
-    if lo != Affine() or start is None or end is None or step is None or step.terms or step.range:
-        return None
-    rows = dict(start.terms).get("pid_x", 0)
-    if start != Affine((("pid_x", rows),)) or end != Affine((("pid_x", rows),), rows) or rows <= 0:
-        return None
-    masks = _masks(last, index, defs, rows, step.const)
-    cone = _cone(last, masks, defs) if masks else set()
-    if not cone:
-        return None
-    same = _Same(defs)
-    same.names[ba[0]] = bb[0]
-    for (arg_a, _), (arg_b, _) in zip(_iter_args(first), _iter_args(last)):
-        same.names[arg_a] = arg_b
-    body_a = list(first.body())
-    body_b = [op for op in last.body() if id(op) not in cone]
-    # the mask's result stands for its kept operand: A's op that made that operand made it too
-    kept = {m.results[0]: m.operands()[1][0] for m in masks}
-    if len(body_a) != len(body_b):
-        return None
-    for a, b in zip(body_a, body_b):
-        b_tokens = tuple(t if t.kind != "ssa" or t.text[1:] not in kept else
-                         type(t)(t.kind, "%" + kept[t.text[1:]], t.line, t.col) for t in b.tokens)
-        if not same.op(a, MOp(b.name, b.results, b_tokens, b.regions, b.head)):
-            return None
-    return Merge(first, last, tuple(_inits(first)), tuple(a for a, _ in _iter_args(first)), tuple(masks))
-
-
-def find_merges(func: MOp) -> list[Merge]:
-    """Every pair of sibling loops of `func` (at any depth) that is one masked loop."""
-    defs = _definitions(func.body(), {})
-    out: list[Merge] = []
-
-    def walk(ops) -> None:
-        loops = [op for op in ops if op.name == "scf.for"]
-        for a, b in zip(loops, loops[1:]):
-            m = _merge(a, b, defs)
-            if m is not None:
-                out.append(m)
-        for op in ops:
-            for region in op.regions:
-                for block in region:
-                    walk(block.ops)
-    walk(func.body())
-    return out
-
-
-def merge_candidates(loops: list[tuple[MOp, tuple[MOp, ...]]]) -> list[tuple[MOp, tuple[MOp, ...], Merge | None]]:
-    """The importer's candidate loops, `(func, path)` each, as `(func, path, merge)`: a loop merged
-    with its neighbour stands for the masked loop of the pair, with its `Merge` (both loops' entries
-    become that one candidate); any other loop is itself, with None."""
-    merges: dict[int, tuple[Merge, tuple[MOp, ...]]] = {}
-    for func in dict.fromkeys(f for f, _ in loops):
-        for m in find_merges(func):
-            last_path = next(p for f, p in loops if f is func and p[-1] is m.last)
-            merges[id(m.first)] = merges[id(m.last)] = (m, last_path)
-    out = []
-    for func, path in loops:
-        if id(path[-1]) in merges:
-            m, last_path = merges[id(path[-1])]
-            out.append((func, last_path, m))
-        else:
-            out.append((func, path, None))
-    return out
+def _walk(ops):
+    for op in ops:
+        yield op
+        for r in op.regions:
+            for b in r:
+                yield from _walk(b.ops)

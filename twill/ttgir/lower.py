@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from ..errors import Diagnostic, InputError, Span
 from ..ir import TensorType
+from .locs import name as loc_name, names as loc_names, position
 from .parser import Module, MOp
 from .types import TypeReader, last_top_level
 from .values import INDEXED, SCALAR, TOKEN, Buf, Carry, Const, Entry, Indexed, Lowered, Node, Note, Ref, Scalar, Tile, Token
@@ -30,10 +31,20 @@ VIEWS = {
 SCALAR_OPS = {
     "tt.get_program_id", "tt.get_num_programs", "tt.make_range", "tt.addptr", "tt.advance",
     "tt.make_tensor_ptr", "tt.make_tensor_descriptor", "tt.int_to_ptr", "tt.ptr_to_int",
-    "arith.index_cast", "arith.index_castui", "ub.poison",
+    "arith.index_cast", "arith.index_castui", "ub.poison", "ttng.tensormap_create",
+    "ttng.reinterpret_tensor_descriptor", "ttg.global_scratch_alloc",
 }
 # Hints and deallocations: no effect on the tile-level schedule.
-NO_OPS = {"tt.assume", "llvm.intr.assume", "ttg.local_dealloc", "ttng.tmem_dealloc", "tt.return", "tt.reduce.return"}
+NO_OPS = {"tt.assume", "llvm.intr.assume", "ttg.local_dealloc", "ttng.tmem_dealloc", "tt.return", "tt.reduce.return",
+          "tt.scan.return"}
+# What Triton's pipeliner adds to order memory accesses: async groups, barriers, fences (tokens only).
+ORDERING_OPS = {
+    "ttg.async_commit_group", "ttg.async_wait", "ttng.init_barrier", "ttng.inval_barrier", "ttng.wait_barrier",
+    "ttng.barrier_expect", "ttng.arrive_barrier", "ttng.fence_async_shared", "ttng.tc_gen5_commit",
+    "ttng.async_tma_store_wait", "ttng.async_tma_store_token_wait", "ttg.barrier", "gpu.barrier",
+    "ttng.tensormap_fenceproxy_acquire", "ttng.fence", "ttng.async_copy_mbarrier_arrive",
+}
+ASYNC_COPIES = {"ttg.async_copy_global_to_local", "ttng.async_tma_copy_global_to_local", "ttng.async_tma_gather"}
 # Elementwise ops (on scalars they are index arithmetic) -> node kind when a tile flows through.
 _EW = ("addf subf mulf divf negf remf maxnumf minnumf maximumf minimumf select cmpf cmpi addi subi muli "
        "divsi divui remsi remui andi ori xori shli shrsi shrui maxsi minsi maxui minui").split()
@@ -44,9 +55,11 @@ ELEMENTWISE = {
     "tt.clampf": "ew", "tt.precise_divf": "ew",
 }
 LOADS = {"tt.load", "tt.descriptor_load", "tt.experimental_descriptor_load", "tt.descriptor_gather"}
-STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store", "tt.descriptor_scatter"}
+STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store", "tt.descriptor_scatter",
+          "ttng.async_tma_copy_local_to_global", "ttng.async_tma_scatter"}
 MAX_COMBINERS = {"arith.maxnumf", "arith.maximumf", "arith.maxf", "arith.maxsi", "arith.maxui"}
 ADD_COMBINERS = {"arith.addf", "arith.addi"}
+MIN_COMBINERS = {"arith.minnumf", "arith.minimumf", "arith.minf", "arith.minsi", "arith.minui"}
 
 
 def opcode_token(mlir_name: str) -> str:
@@ -60,9 +73,11 @@ class _Lowering:
 
     def __init__(self, module: Module):
         self.src, self.types = module.source, TypeReader(module.source, module.aliases)
+        self.locs = module.locs or {}
         self.env: dict[str, object] = {}
         self.nodes: list[Node] = []
         self.buffers: list[tuple[str, object, Span]] = []  # (SSA name, MType, span)
+        self.views: dict[int, list[str]] = {}  # buffer -> the SSA names of views of it (a slot of it)
         self.content: dict[int, object] = {}
         self.at_entry: dict[int, object] = {}
         self.carries: list[Carry] = []
@@ -96,11 +111,14 @@ class _Lowering:
         if self.in_loop:
             self.notes.append(Note(Diagnostic(message, self.span(op), hint, "warning"), unknown))
 
-    def node(self, kind: str, op: MOp, operands, type_: TensorType | None, ssa: str | None = "", attrs=()) -> Tile:
+    def node(self, kind: str, op: MOp, operands, type_: TensorType | None, ssa: str | None = "", attrs=(),
+             opcode: str | None = None) -> Tile:
         ssa = (op.results[0] if op.results else None) if ssa == "" else ssa
+        if ssa is None and kind == "load":  # a TMA copy has no result: the variable its loc names
+            ssa = loc_name(op.loc, self.locs)
         refs = tuple(v.ref for v in operands if isinstance(v, Tile))
         self.nodes.append(Node(len(self.nodes), kind, op.name, ssa, refs, type_, self.span(op), self.in_loop,
-                               tuple(attrs)))
+                               tuple(attrs), tuple(operands), position(op.loc, self.locs), opcode))
         return Tile(Ref("node", len(self.nodes) - 1))
 
     def type_of(self, ref: Ref) -> TensorType:
@@ -127,7 +145,9 @@ class _Lowering:
                                       span, None, val.index))
             content = Tile(Ref("carry", len(self.carries) - 1))
             self.content[val.index] = content
-        return SCALAR if content is None else content
+        if content is None:
+            return SCALAR
+        return replace(content, flip=content.flip != val.flip) if isinstance(content, Tile) and val.flip else content
 
     def tile_type_at(self, mtype, span: Span) -> TensorType:
         tt = mtype.tile()
@@ -164,9 +184,30 @@ TRANSPOSES = {"tt.trans", "ttg.memdesc_trans"}
 def view(lw: _Lowering, op: MOp) -> None:
     vals = lw.operands(op)
     val = vals[0] if vals else SCALAR
-    if op.name in TRANSPOSES and isinstance(val, Tile):
+    if op.name in TRANSPOSES and isinstance(val, (Tile, Buf)):
         val = replace(val, flip=not val.flip)
+    if op.name == "tt.expand_dims" and isinstance(val, Tile) and _int_attr(op, "axis") == 0 \
+            and len(lw.type_of(val.ref).shape) == 1:
+        val = replace(val, column=True)
+    if op.name in SLOTS and isinstance(val, Buf):
+        _slot(lw, op, val)
+    if isinstance(val, Buf):
+        lw.views.setdefault(val.index, []).extend(op.results)
     lw.bind(op, val)
+
+
+SLOTS = {"ttg.memdesc_index", "ttg.memdesc_subview"}
+
+
+def _slot(lw: _Lowering, op: MOp, buf: Buf) -> None:
+    """``ttg.memdesc_index %buf[%i]`` of a buffer with a leading buffer dimension (Triton's
+    multi-buffering: one slot per stage in flight): every slot stands for the same tile, so the
+    buffer is the one tile a slot holds, and which slot an access uses is dropped."""
+    _, outs = lw.signature(op)
+    name, mtype, span = lw.buffers[buf.index]
+    if outs and outs[0].kind == "memdesc" and len(outs[0].shape) == len(mtype.shape) - 1 \
+            and outs[0].shape == mtype.shape[1:]:
+        lw.buffers[buf.index] = (name, replace(mtype, shape=outs[0].shape), span)
 
 
 def scalar(lw: _Lowering, op: MOp) -> None:
@@ -182,8 +223,17 @@ def constant(lw: _Lowering, op: MOp) -> None:
     toks = op.tokens
     ins, _ = lw.signature(op)
     elem = ins[0].elem if ins else "i1"
-    i = 2 if len(toks) > 2 and toks[0].is_("dense") and toks[1].is_("<") else 0
-    lw.bind(op, Const(_literal(toks[i].text, elem)) if toks else SCALAR)
+    i = 0
+    if toks and toks[0].is_("{"):  # an attribute dict first ({async_task_id = ...} on Hopper partitions)
+        depth = 0
+        for i, t in enumerate(toks):
+            depth += t.is_("{") - t.is_("}")
+            if depth == 0:
+                break
+        i += 1
+    if i + 2 < len(toks) and toks[i].is_("dense") and toks[i + 1].is_("<"):
+        i += 2
+    lw.bind(op, Const(_literal(toks[i].text, elem)) if i < len(toks) else SCALAR)
 
 
 def _literal(text: str, elem: str) -> float | bool | None:
@@ -221,7 +271,7 @@ def elementwise(lw: _Lowering, op: MOp) -> None:
     mtype = outs[0] if outs else ins[-1] if ins else None
     if mtype is None:
         raise lw.src.error(f"'{op.name}' has no type", op.head)
-    tt = lw.tile_type(mtype, op)
+    tt = _result_tile(lw, mtype, op)  # on a one-element tile (a reduction to a scalar): a scalar
     if op.name in ("arith.cmpf", "arith.cmpi"):
         tt = TensorType("i1", tt.shape)
     lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt))
@@ -243,13 +293,42 @@ def load(lw: _Lowering, op: MOp) -> None:
                     "(a tile op that reads it is imported without it)", unknown=True)
         lw.bind(op, SCALAR)
         return
-    tt = lw.tile_type(mtype, op, "smem")
-    if ins and ins[0].kind == "tensor" and ins[0].elem == "ptr" and len(tt.shape) == 2 and ins[0].order == (0, 1):
+    lw.bind(op, _load_node(lw, op, vals, lw.tile_type(mtype, op, "smem"), ins[0] if ins else None))
+
+
+def _load_node(lw: _Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
+    """The `load` node of a tile of type `tt` read from `source` (the MType of its addresses)."""
+    if source is not None and source.kind == "tensor" and source.elem == "ptr" and len(tt.shape) == 2 \
+            and source.order == (0, 1):
         # Coalescing ordered the addresses dim 0 first: the tile is stored column-major in memory.
         # The .tir type is its layout there (as a TMA box would be), and this view of it is transposed.
-        lw.bind(op, replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1])), flip=True))
+        return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1])), flip=True)
+    return lw.node("load", op, vals, tt)
+
+
+def async_copy(lw: _Lowering, op: MOp) -> None:
+    """What Triton's pipeliner made of a load: ``ttg.async_copy_global_to_local %ptrs, %buf mask ...``
+    and ``ttng.async_tma_copy_global_to_local %desc[...] %buf, %barrier, %pred``: buffer `buf` (the
+    first buffer operand; a barrier follows it) now holds the loaded tile. The copy's result is a token."""
+    vals = lw.operands(op)
+    buf = next((v for v in vals if isinstance(v, Buf)), None)
+    if buf is None:
+        generic(lw, op, "it writes no buffer the importer knows")
         return
-    lw.bind(op, lw.node("load", op, vals, tt))
+    colon = last_top_level(op.tokens, ":")  # the result type is printed without its `!ttg.memdesc`
+    source = lw.types.read(op.tokens, colon + 1)[0] if colon is not None else None
+    source = source if source is not None and source.kind == "tensor" else None
+    _, mtype, _ = lw.buffers[buf.index]
+    lw.content[buf.index] = _load_node(lw, op, [v for v in vals if not isinstance(v, Buf)],
+                                       lw.tile_type(mtype, op, "smem"), source)
+    lw.bind(op, TOKEN)
+
+
+def token(lw: _Lowering, op: MOp) -> None:
+    """An op that only orders memory accesses (a barrier, an async group, a fence): program order
+    already does, so it is dropped; its results are tokens."""
+    lw.operands(op)
+    lw.bind(op, TOKEN)
 
 
 def store(lw: _Lowering, op: MOp) -> None:
@@ -264,13 +343,18 @@ def _layout(lw: _Lowering, a: object, b: object) -> tuple[tuple[str, object], ..
     emit-cuda which way it lies in memory: the dot reads a as M x K and b as K x N, so an operand
     seen through a transpose (K in Q K^T, loaded as keys x D; a column-major load) lies the other way.
     A non-square operand's .tir type, its layout in memory, already says so."""
+    return layout_attrs(*((lw.type_of(v.ref).shape, v.flip) if isinstance(v, Tile) else None for v in (a, b)))
+
+
+def layout_attrs(a, b) -> tuple[tuple[str, object], ...]:
+    """The rule of `_layout` for operands given as (shape, flip), or None for a non-tile."""
     attrs = []
     for key, val, default in (("transpose_a", a, None), ("transpose_b", b, False)):
-        if not isinstance(val, Tile):
+        if val is None:
             continue
-        shape = lw.type_of(val.ref).shape
-        if len(shape) == 2 and shape[0] == shape[1] and (val.flip or default is not None):
-            attrs.append((key, val.flip))
+        shape, flip = val
+        if len(shape) == 2 and shape[0] == shape[1] and (flip or default is not None):
+            attrs.append((key, flip))
     return tuple(attrs)
 
 
@@ -280,7 +364,22 @@ def dot(lw: _Lowering, op: MOp) -> None:
     ins, outs = lw.signature(op)
     if len(vals) < 3 or not outs:
         raise lw.src.error(f"'{op.name}' needs operands a, b, c and a result type", op.head)
+    _check_dot_shapes(lw, op, vals[0], vals[1], outs[0].shape)
     lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op), attrs=_layout(lw, vals[0], vals[1])))
+
+
+def _check_dot_shapes(lw: _Lowering, op: MOp, a: object, b: object, result: tuple[int, ...]) -> None:
+    """A dot makes an M x N tile of an M x K and a K x N operand (each as the dot sees it)."""
+    if len(result) != 2:
+        raise lw.src.error(f"'{op.name}' must make a 2-D tile (M x N), not one of shape "
+                           f"{'x'.join(map(str, result)) or 'scalar'}", op.head)
+    seen = [(lw.type_of(v.ref).shape[::-1] if v.flip else lw.type_of(v.ref).shape) if isinstance(v, Tile) else None
+            for v in (a, b)]
+    if seen[0] is not None and len(seen[0]) == 2 and seen[0][0] != result[0]:
+        raise lw.src.error(f"'{op.name}' makes {result[0]} rows from an operand a of {seen[0][0]} rows", op.head)
+    if seen[1] is not None and len(seen[1]) == 2 and seen[1][1] != result[1]:
+        raise lw.src.error(f"'{op.name}' makes {result[1]} columns from an operand b of {seen[1][1]} columns",
+                           op.head)
 
 
 def dot_wait(lw: _Lowering, op: MOp) -> None:
@@ -300,7 +399,7 @@ def tc_gen5_mma(lw: _Lowering, op: MOp) -> None:
         return
     a, b, d = lw.read(memories[0]), lw.read(memories[1]), memories[2]
     use_d = flags[0] if flags else Const(True)
-    acc = None if use_d == Const(False) else lw.read(d)
+    acc = Const(0.0) if use_d == Const(False) else lw.read(d)  # d is overwritten: as if it held 0
     name, mtype, _ = lw.buffers[d.index]
     ssa = op.results[0] if op.results else name
     lw.content[d.index] = lw.node("mma", op, [a, b, acc], lw.tile_type(mtype, op, "tmem"), ssa, _layout(lw, a, b))
@@ -336,40 +435,82 @@ def memory_store(lw: _Lowering, op: MOp) -> None:
 
 
 def memory_load(lw: _Lowering, op: MOp) -> None:
-    """``ttg.local_load`` / ``ttng.tmem_load``: the consumer reads the tile where it lives."""
+    """``ttg.local_load`` / ``ttng.tmem_load``: the consumer reads the tile where it lives; a register
+    tile stored to shared memory and loaded back (one warp partition handing a row max to another) is
+    the register tile itself."""
     vals = lw.operands(op)
-    lw.bind(op, lw.read(vals[0]) if vals else SCALAR, TOKEN)
+    val = lw.read(vals[0]) if vals else SCALAR
+    if op.name == "ttg.local_load" and isinstance(val, Tile) and val.ref.kind == "node":
+        node = lw.nodes[val.ref.index]
+        source = node.args[0] if node.kind == "move" and node.args else None
+        if isinstance(source, Tile) and lw.type_of(source.ref).space == "reg":
+            val = source
+    lw.bind(op, val, TOKEN)
 
 
 def reduce(lw: _Lowering, op: MOp) -> None:
-    """``tt.reduce`` over the last axis with a max combiner is a rowmax, with an add one a rowsum."""
+    """``tt.reduce`` over the last axis with a max combiner is a rowmax, with an add one a rowsum
+    (a rank-2 tile to one value per row, the legacy ops); any other axis, a min combiner, or a
+    reduction to a scalar is ``reduce_max`` / ``reduce_sum`` / ``reduce_min {axis = A}``. A scalar
+    result is written as a one-element tile (``f32[1]``)."""
     vals = lw.operands(op)
     ins, outs = lw.signature(op)
     combiner = _combiner(op)
     axis = _int_attr(op, "axis")
-    kind = {"max": "rowmax", "add": "rowsum"}.get(combiner)
     if not any(isinstance(v, Tile) for v in vals):
         lw.bind(op, SCALAR)
-    elif kind and len(vals) == 1 and ins and outs and axis == len(ins[0].shape) - 1:
-        lw.bind(op, lw.node(kind, op, vals, lw.tile_type(outs[0], op)))
-    else:
-        why = ("combiner is not a single max or add" if kind is None else
-               "it reduces several tensors" if len(vals) != 1 else f"it reduces axis {axis}, not the last")
+        return
+    if combiner is None or len(vals) != 1 or not ins or not outs or axis is None:
+        why = "combiner is not a single max, min or add" if combiner is None else \
+            "it reduces several tensors" if len(vals) != 1 else "its axis or types cannot be read"
         generic(lw, op, why)
+        return
+    rank = len(ins[0].shape)
+    if combiner in ("max", "add") and rank == 2 and axis == rank - 1:
+        lw.bind(op, lw.node({"max": "rowmax", "add": "rowsum"}[combiner], op, vals, lw.tile_type(outs[0], op)))
+        return
+    lw.bind(op, lw.node("reduce", op, vals, _result_tile(lw, outs[0], op), attrs=(("axis", axis),),
+                        opcode=f"reduce_{'sum' if combiner == 'add' else combiner}"))
 
 
-def _combiner(op: MOp) -> str | None:
+def scan(lw: _Lowering, op: MOp) -> None:
+    """``tt.scan`` with an add combiner, forward: ``cumsum {axis = A}``; other scans are generic."""
+    vals = lw.operands(op)
+    ins, outs = lw.signature(op)
+    axis = _int_attr(op, "axis")
+    reverse = any(t.is_("reverse") and i + 2 < len(op.tokens) and op.tokens[i + 2].is_("true")
+                  for i, t in enumerate(op.tokens))
+    if not any(isinstance(v, Tile) for v in vals):
+        lw.bind(op, SCALAR)
+    elif _combiner(op, "tt.scan.return") == "add" and len(vals) == 1 and outs and axis is not None and not reverse:
+        lw.bind(op, lw.node("scan", op, vals, lw.tile_type(outs[0], op), attrs=(("axis", axis),), opcode="cumsum"))
+    else:
+        generic(lw, op, "a scan other than a forward sum")
+
+
+def _result_tile(lw: _Lowering, mtype, op: MOp) -> TensorType:
+    """The tile type of a result, a scalar written as a one-element tile."""
+    if mtype.kind == "scalar":
+        from .types import DTYPES
+        if mtype.elem not in DTYPES:
+            raise lw.src.error(f"'{op.name}' makes a '{mtype.elem}', which the .tir format has no dtype for", op.head)
+        return TensorType(DTYPES[mtype.elem], (1,), "reg")
+    return lw.tile_type(mtype, op)
+
+
+def _combiner(op: MOp, ret_name: str = "tt.reduce.return") -> str | None:
     if len(op.regions) != 1 or len(op.regions[0]) != 1:
         return None
     block = op.regions[0][0]
     args = {name for name, _ in block.args}
-    ret = next((o for o in block.ops if o.name == "tt.reduce.return"), None)
+    ret = next((o for o in block.ops if o.name == ret_name), None)
     if ret is None or len(block.ops) != 2 or len(args) != 2:
         return None
     comb = block.ops[0]
     if {n for n, _ in comb.operands()} != args or [n for n, _ in ret.operands()] != list(comb.results):
         return None
-    return "max" if comb.name in MAX_COMBINERS else "add" if comb.name in ADD_COMBINERS else None
+    return ("max" if comb.name in MAX_COMBINERS else "add" if comb.name in ADD_COMBINERS else
+            "min" if comb.name in MIN_COMBINERS else None)
 
 
 def _int_attr(op: MOp, key: str) -> int | None:
@@ -465,13 +606,14 @@ def _captured(lw: _Lowering, op: MOp) -> list[tuple[str, object]]:
 HANDLERS = {
     **{name: view for name in VIEWS}, **{name: scalar for name in SCALAR_OPS},
     **{name: no_op for name in NO_OPS}, **{name: load for name in LOADS}, **{name: store for name in STORES},
+    **{name: token for name in ORDERING_OPS}, **{name: async_copy for name in ASYNC_COPIES},
     "arith.constant": constant,
     "tt.dot": dot, "ttng.warp_group_dot": dot, "ttng.warp_group_dot_wait": dot_wait,
     "ttng.tc_gen5_mma": tc_gen5_mma,
     "ttg.local_alloc": alloc, "ttng.tmem_alloc": alloc,
     "ttg.local_store": memory_store, "ttng.tmem_store": memory_store,
     "ttg.local_load": memory_load, "ttng.tmem_load": memory_load,
-    "tt.reduce": reduce, "scf.yield": yield_,
+    "tt.reduce": reduce, "tt.scan": scan, "scf.yield": yield_,
     "scf.for": nested, "scf.if": nested, "scf.while": nested,
 }
 
@@ -574,6 +716,10 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
             causal_mask(lw, op)
         else:
             lw.lower(op)
+    if lw.yielded is None and pairs:
+        raise lw.src.error(f"the loop has {len(pairs)} iter_args but no scf.yield: what it carries to the next "
+                           "iteration is not said", loop.head, hint="the body must end with 'scf.yield' of one "
+                           "value per iter_arg")
     yielded = lw.yielded or []
     if lw.yielded is not None and len(yielded) != len(pairs):
         raise lw.src.error(f"the loop has {len(pairs)} iter_args but its scf.yield gives {len(yielded)} "
@@ -583,7 +729,7 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     after = list(ops)[next(i for i, o in enumerate(ops) if o is loop) + 1:]
     carries = _output_dtypes(lw, loop, after)
     return Lowered(func_name(func), tuple(lw.nodes), tuple(carries), tuple(yields), tuple(lw.notes),
-                   lw.span(loop))
+                   lw.span(loop), tuple(loc_names(loop.loc, lw.locs)), tuple(arg for arg, _, _ in pairs))
 
 
 CONVERSIONS = {"arith.truncf", "tt.fp_to_fp"}
@@ -600,7 +746,8 @@ def _output_dtypes(lw: _Lowering, loop: MOp, after) -> list[Carry]:
         if c.arg is not None and c.arg < len(loop.results):
             seed[loop.results[c.arg]] = k
         elif c.buf is not None:
-            seed[lw.buffers[c.buf][0]] = k
+            for name in [lw.buffers[c.buf][0]] + lw.views.get(c.buf, []):
+                seed[name] = k
     found: dict[int, str] = {}
     for op in after:
         ks = [seed[key] for name, _ in op.operands() for key in (name, name + "#0") if key in seed]
@@ -615,6 +762,28 @@ def _output_dtypes(lw: _Lowering, loop: MOp, after) -> list[Carry]:
             except InputError:
                 continue
             tt = outs[0].tile() if outs else None
-            if tt is not None and tt.dtype in ("f16", "bf16", "f32") and tt.dtype != lw.carries[k].type.dtype:
+            if (tt is not None and tt.dtype in ("f16", "bf16", "f32") and tt.dtype != lw.carries[k].type.dtype
+                    and tt.shape == lw.carries[k].type.shape):  # P computed from m is not m's output
                 found[k] = tt.dtype
     return [replace(c, output=found.get(k)) for k, c in enumerate(lw.carries)]
+
+
+def show_columns(lowered: Lowered) -> Lowered:
+    """A rank-1 tile of the loop that every reader sees through ``tt.expand_dims {axis = 0}`` (a bias
+    row, added to every row) is typed ``T[1,N]``: a rank-1 operand means one value per row. A tile
+    read both ways keeps its rank-1 type (the importer has one type per value)."""
+    uses: dict[int, set[bool]] = {}
+    for n in lowered.nodes:
+        if n.in_loop:
+            for a in n.args:
+                if isinstance(a, Tile) and a.ref.kind == "node":
+                    uses.setdefault(a.ref.index, set()).add(a.column)
+    for y in lowered.yields:
+        if isinstance(y, Tile) and y.ref.kind == "node":
+            uses.setdefault(y.ref.index, set()).add(False)
+    nodes = list(lowered.nodes)
+    for i, seen in uses.items():
+        n = nodes[i]
+        if seen == {True} and n.in_loop and n.type is not None and len(n.type.shape) == 1:
+            nodes[i] = replace(n, type=replace(n.type, shape=(1,) + n.type.shape))
+    return replace(lowered, nodes=tuple(nodes))

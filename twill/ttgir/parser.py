@@ -13,9 +13,13 @@ still open; a ``{`` that ends a line (or is followed by a block label) opens a r
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .lexer import CLOSE, OPEN, Source, Token, tokenize
+
+PARTITION = re.compile(r"partition\d+")
+MAX_DEPTH = 100  # regions inside regions: loops in loops; a real kernel has a handful
 
 # Triton <= 3.1 spelled the GPU dialects out; op names are read in today's spelling.
 DIALECT_RENAMES = {"triton_gpu.": "ttg.", "triton_nvidia_gpu.": "ttng."}
@@ -44,6 +48,7 @@ class MOp:
     tokens: tuple[Token, ...]
     regions: tuple[tuple[Block, ...], ...]
     head: Token  # the name token, for spans
+    loc: tuple[Token, ...] = ()  # the tokens inside its trailing ``loc(...)``: where Triton says it came from
 
     def operands(self) -> list[tuple[str, Token]]:
         """The SSA values it uses, in order; a ``%x`` followed by ``=`` (``iter_args(%x = %init)``) is
@@ -65,6 +70,7 @@ class Module:
     ops: tuple[MOp, ...]
     aliases: dict  # "#name" / "!name" -> tokens of its definition
     source: Source
+    locs: dict = None  # "#locN" -> the tokens inside its ``loc(...)`` definition
 
     def functions(self) -> list[MOp]:
         """Every `tt.func` (or `func.func`), in file order, at any depth of `module`s."""
@@ -80,7 +86,7 @@ class Module:
 
 class _Parser:
     def __init__(self, src: Source):
-        self.src, self.toks, self.i = src, tokenize(src), 0
+        self.src, self.toks, self.i, self.depth = src, tokenize(src), 0, 0
 
     def peek(self, ahead: int = 0) -> Token:
         return self.toks[min(self.i + ahead, len(self.toks) - 1)]
@@ -100,7 +106,7 @@ class _Parser:
     # -- file level -------------------------------------------------------------------------------
 
     def parse(self) -> Module:
-        ops, aliases = [], {}
+        ops, aliases, locs = [], {}, {}
         while True:
             self.skip_newlines()
             tok = self.peek()
@@ -108,13 +114,15 @@ class _Parser:
                 break
             if tok.kind in ("attr", "type") and self.peek(1).is_("="):
                 self.i += 2
-                tokens, regions = self.rest_of_op()
+                tokens, regions, loc = self.rest_of_op()
                 if regions:
                     self.fail("an alias definition cannot hold a region", tok)
                 aliases[tok.text] = tuple(tokens)
+                if loc and not tokens:
+                    locs[tok.text] = loc
             else:
                 ops.append(self.op())
-        return Module(tuple(ops), aliases, self.src)
+        return Module(tuple(ops), aliases, self.src, locs)
 
     # -- operations -------------------------------------------------------------------------------
 
@@ -127,8 +135,8 @@ class _Parser:
             name = head.text
         else:
             self.fail("expected an operation name" + (" after '='" if results else ""), head)
-        tokens, regions = self.rest_of_op()
-        return MOp(canonical(name), tuple(results), tuple(tokens), tuple(regions), head)
+        tokens, regions, loc = self.rest_of_op()
+        return MOp(canonical(name), tuple(results), tuple(tokens), tuple(regions), head, loc)
 
     def results(self) -> list[str]:
         names = []
@@ -152,19 +160,26 @@ class _Parser:
         self.i += 1
         return names
 
-    def rest_of_op(self) -> tuple[list[Token], list]:
-        """Tokens up to the end of the operation; regions are parsed on the way."""
-        tokens, regions, stack = [], [], []
+    def rest_of_op(self) -> tuple[list[Token], list, tuple[Token, ...]]:
+        """Tokens up to the end of the operation, its regions (parsed on the way) and the tokens
+        of its own ``loc(...)`` (the last one outside brackets)."""
+        tokens, regions, stack, loc = [], [], [], ()
         while True:
             tok = self.peek()
             if tok.kind == "eof":
                 if stack:
                     self.fail(f"'{stack[-1].text}' is never closed", stack[-1])
-                return tokens, regions
+                return tokens, regions, loc
+            if not stack and tok.kind == "nl" and self._continues():
+                self.skip_newlines()  # ttg.warp_specialize goes on with its regions, one a line
+                continue
             if not stack and (tok.kind == "nl" or tok.is_("}")):
-                return tokens, regions
+                return tokens, regions, loc
             if tok.is_("loc") and self.peek(1).is_("("):
+                start = self.i + 2
                 self.skip_balanced()
+                if not stack:
+                    loc = tuple(self.toks[start:self.i - 1])
             elif tok.is_("{") and self.peek(1).kind in ("nl", "block"):
                 regions.append(self.region())
                 tokens.append(Token("region", "{...}", tok.line, tok.col))
@@ -182,6 +197,15 @@ class _Parser:
                     stack.pop()
                 tokens.append(self.take())
 
+    def _continues(self) -> bool:
+        """Whether the next line goes on with the current operation: ``default {`` and
+        ``partitionN(...) num_warps(N) {`` of a ``ttg.warp_specialize``."""
+        k = self.i
+        while self.toks[k].kind == "nl":
+            k += 1
+        t = self.toks[k]
+        return t.kind == "word" and (t.text == "default" or PARTITION.fullmatch(t.text) is not None)
+
     def skip_balanced(self) -> None:
         """Skip ``loc`` and its parenthesised argument."""
         self.i += 1
@@ -198,6 +222,9 @@ class _Parser:
 
     def region(self) -> tuple[Block, ...]:
         opened = self.take()
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            self.fail(f"regions nested more than {MAX_DEPTH} deep: twill reads kernels, not this", opened)
         blocks, args, ops, labelled = [], (), [], False
         while True:
             self.skip_newlines()
@@ -214,6 +241,7 @@ class _Parser:
                 continue
             ops.append(self.op())
         blocks.append(Block(args, tuple(ops)))
+        self.depth -= 1
         return tuple(blocks)
 
     def block_header(self) -> tuple[tuple[str, tuple[Token, ...]], ...]:

@@ -50,11 +50,13 @@ class Const:
 class Tile:
     ref: Ref
     flip: bool = False  # seen transposed: the tile's .tir type is its layout in memory, this view swaps it
+    column: bool = False  # a rank-1 tile seen through ``tt.expand_dims {axis = 0}``: one value per column
 
 
 @dataclass(frozen=True)
 class Buf:
     index: int
+    flip: bool = False  # seen through a transpose (``ttg.memdesc_trans``): what it holds is read transposed
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,9 @@ class Node:
     span: Span
     in_loop: bool
     attrs: tuple[tuple[str, object], ...] = ()  # .tir attributes of the op it becomes (transpose_b)
+    args: tuple[object, ...] = ()  # every operand value as lowered, constants too (a peeled copy is matched by them)
+    pos: tuple[int, ...] | None = None  # the source position of its op's loc (see locs.py)
+    opcode: str | None = None  # the .tir opcode a node of kind reduce or scan becomes (reduce_sum, cumsum)
 
 
 @dataclass(frozen=True)
@@ -120,3 +125,5 @@ class Lowered:
     yields: tuple[object, ...]
     notes: tuple[Note, ...]
     span: Span
+    variables: tuple[str, ...] = ()  # the loop's variables as its loc names them (Triton lists them there)
+    iter_args: tuple[str, ...] = ()  # the SSA names of its iter_args
