@@ -75,8 +75,9 @@ def model_flags(command):
     return command
 
 
-def model_options(flags: dict, **more):
-    """SolveOptions from the MODEL_FLAGS values (plus any command-specific fields in `more`)."""
+def options_from_flags(flags: dict, **more):
+    """SolveOptions (the model options, twill/options.py, and the run's own) from the MODEL_FLAGS
+    values, plus any command-specific fields in `more`."""
     return solve_options(normalize_bound=flags["normalize_bound"], max_ii=flags["max_ii"], warps=flags["warps"],
                          registers=flags["registers"], cross_role=not flags["no_cross"], depth=flags["depth"],
                          groups=tuple(tuple(n.strip() for n in g.split(",") if n.strip()) for g in flags["groups"])
@@ -100,16 +101,65 @@ def progress_printer(quiet: bool):
     return report
 
 
+def checked_schedule(source: str, gpu: str | None):
+    """A schedule file and the machine it is for, checked before emit-cuda or plot use it: its
+    fields sound (fileio.load_schedule), its digests those of its own graph, options and machine,
+    and `twill.verify` accepting it for its graph on that machine. Anything edited is refused
+    with the field named. A file older than the graph and options digests has only those two
+    checks skipped: it is still verified."""
+    from twill.fileio import load_schedule
+    schedule = load_schedule(source)
+    machine = machine_for(schedule, gpu)
+    check_file(schedule, machine, source)
+    return schedule, machine
+
+
+def machine_for(schedule, gpu: str | None):
+    """The machine a schedule file was solved for: the bundled spec it names, or --gpu PATH; its
+    arch and (where the file records it) its digest must match."""
+    from twill.errors import Diagnostic, InputError
+    from twill.machine import bundled_specs, load_machine
+
+    if gpu is None:
+        if schedule.machine not in bundled_specs():
+            raise InputError(Diagnostic(f"the schedule was solved for machine '{schedule.machine}', which is not "
+                                        f"a bundled spec ({', '.join(sorted(bundled_specs()))})",
+                                        hint="pass the machine description it was solved with: --gpu PATH.yaml"))
+        machine, named = load_machine(schedule.machine), f"the bundled {schedule.machine}"
+    else:
+        machine, named = load_machine(gpu), f"--gpu {gpu}"
+    if schedule.arch and schedule.arch != machine.arch:
+        raise InputError(Diagnostic(f"the schedule's 'arch' is {schedule.arch}, but {named} is {machine.arch}",
+                                    hint="solve it again for the machine you mean"))
+    if schedule.machine_digest and schedule.machine_digest != machine.digest:
+        raise InputError(Diagnostic(f"the schedule's 'machine_digest' is not that of {named} (the description "
+                                    f"it was solved with differs in its limits, units or op costs, or the field "
+                                    f"was edited)", hint="pass the machine description it was solved with: "
+                                                         "--gpu PATH.yaml, or solve it again"))
+    return machine
+
+
 def check_file(schedule, machine, source: str) -> None:
     """A schedule read from a file must still be one `twill.verify` accepts for its own graph on
-    `machine` (a hand-edited start time, role or budget is caught here, not in the CUDA)."""
+    `machine` (a hand-edited start time, role or budget is caught here, not in the CUDA), and its
+    graph and options must be the ones its digests name."""
     from twill.errors import Diagnostic, InputError
+    from twill.options import ModelOptions
+    from twill.schedule import graph_digest
     from twill.tir import parse_tir
     from twill.verify import verify
 
     if not schedule.graph_tir:
         raise InputError(Diagnostic(f"'{source}' holds no graph ('graph' is empty)",
                                     hint="solve it again with twill solve GRAPH --gpu NAME -o FILE"))
+    again = f"solve it again: twill solve GRAPH --gpu {machine.name} -o {source}"
+    if schedule.graph_digest and schedule.graph_digest != graph_digest(schedule.graph_tir):
+        raise InputError(Diagnostic(f"'{source}': 'graph' was edited (it no longer matches 'graph_digest')",
+                                    hint=again))
+    options = ModelOptions.from_recorded(schedule.options, schedule.stage)
+    if schedule.options_digest and schedule.options_digest != options.digest():
+        raise InputError(Diagnostic(f"'{source}': 'options' or 'stage' was edited (they no longer match "
+                                    "'options_digest')", hint=again))
     graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
     bad = verify(schedule, graph, machine)
     if bad:
@@ -117,8 +167,7 @@ def check_file(schedule, machine, source: str) -> None:
         raise InputError(*(Diagnostic(f"'{source}' fails verification against its graph and {machine.name}: {v}")
                            for v in bad[:3]),
                          Diagnostic(f"{len(bad)} violation(s){more}: the file was edited, or solved by another "
-                                    "version of twill", hint=f"solve it again: twill solve GRAPH --gpu "
-                                                             f"{machine.name} -o {source}"))
+                                    "version of twill", hint=again))
 
 
 def distinct_output(source: str, output: str | None) -> None:
@@ -134,4 +183,13 @@ def graph_of(source: str, flags: dict):
     """The graph of a .tir or .ttgir file, sub-tiled as --split-rows asks."""
     from twill.fileio import load_graph
     from twill.split import split_rows
+    check_loop(source, flags["loop"])
     return split_rows(load_graph(source, flags["loop"]), flags["split_rows"])
+
+
+def check_loop(source: str, loop) -> None:
+    """--loop picks a loop of a Triton dump; a .tir holds one loop, so there it is a usage error."""
+    from twill.errors import InputError
+    if loop is not None and not source.endswith((".ttgir", ".mlir")):
+        raise InputError(f"--loop {loop} picks a loop of a .ttgir dump, but '{source}' is a .tir graph "
+                         "(one loop): leave --loop out")

@@ -7,7 +7,9 @@ identical file is left untouched (its timestamp too), which keeps `make` from re
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import Diagnostic, InputError
@@ -16,7 +18,8 @@ from .errors import Diagnostic, InputError
 def read_text(path: str | Path, what: str = "file") -> str:
     try:
         data = Path(path).read_bytes()
-        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # newlines as open() reads them
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # newlines as open() reads them
+        return text[1:] if text.startswith("\ufeff") else text  # a byte-order mark is not content
     except UnicodeDecodeError as exc:  # where the first byte that is not UTF-8 is, as FILE:LINE:COL
         from .errors import Span
         line = data.count(b"\n", 0, exc.start) + 1
@@ -61,7 +64,9 @@ def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = Fa
             pass
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
-        raise InputError(Diagnostic(f"cannot write '{path}': directory '{directory}' does not exist"))
+        above = _file_above(directory)
+        where = f"'{above}' is a file, not a directory" if above else f"directory '{directory}' does not exist"
+        raise InputError(Diagnostic(f"cannot write '{path}': {where}"))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:  # no permission, a read-only or pseudo file system (/sys, /proc)
@@ -82,6 +87,14 @@ def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = Fa
         Path(tmp).unlink(missing_ok=True)
         raise
     return True
+
+
+def _file_above(directory: Path) -> Path | None:
+    """The regular file on the way to `directory` (-o FILE/x.json), if any."""
+    for p in (directory, *directory.parents):
+        if p.is_file():
+            return p
+    return None
 
 
 def load_graph(path: str | Path, loop: int | None = None):
@@ -125,3 +138,57 @@ def load_schedule(path: str | Path):
                                       hint=f"write it again with: twill solve GRAPH --gpu NAME -o {path}")
                            for w in wrong[:5]))
     return schedule
+
+
+# -- the solvers' scratch folder -------------------------------------------------------------------
+
+_SCRATCH: list[str] = []
+
+
+@contextmanager
+def scratch():
+    """A private temporary folder for solver files (CBC's model and solution), removed on every
+    exit: a return, an error, Ctrl-C, or SIGTERM (the CLI turns it into an exception). A CBC
+    process still running then (an interrupt lands while twill waits on it) is ended first, by
+    its process id. Nested uses share the outer folder."""
+    if _SCRATCH:
+        yield _SCRATCH[-1]
+        return
+    folder = tempfile.mkdtemp(prefix="twill-")
+    _SCRATCH.append(folder)
+    try:
+        yield folder
+    finally:
+        _SCRATCH.remove(folder)
+        _end_solver_children()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def scratch_folder() -> str | None:
+    """The folder `scratch()` holds open, or None outside one."""
+    return _SCRATCH[-1] if _SCRATCH else None
+
+
+def _end_solver_children() -> None:
+    """End the CBC processes this process started that are still running (Linux: /proc)."""
+    import signal
+    me = str(os.getpid())
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return
+    for pid in entries:
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name, rest = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:].split()
+        if len(rest) > 1 and rest[1] == me and name.lower().startswith("cbc"):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                os.waitpid(int(pid), 0)
+            except (OSError, ChildProcessError):
+                pass
