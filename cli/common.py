@@ -125,17 +125,24 @@ def machine_for(schedule, gpu: str | None):
             raise InputError(Diagnostic(f"the schedule was solved for machine '{schedule.machine}', which is not "
                                         f"a bundled spec ({', '.join(sorted(bundled_specs()))})",
                                         hint="pass the machine description it was solved with: --gpu PATH.yaml"))
-        machine, named = load_machine(schedule.machine), f"the bundled {schedule.machine}"
-    else:
-        machine, named = load_machine(gpu), f"--gpu {gpu}"
-    if schedule.arch and schedule.arch != machine.arch:
-        raise InputError(Diagnostic(f"the schedule's 'arch' is {schedule.arch}, but {named} is {machine.arch}",
-                                    hint="solve it again for the machine you mean"))
+        machine = load_machine(schedule.machine)
+        if schedule.arch and schedule.arch != machine.arch:
+            raise InputError(Diagnostic(f"the schedule says arch {schedule.arch}, but {schedule.machine} is "
+                                        f"{machine.arch}", hint="solve it again for the machine you mean"))
+        if schedule.machine_digest and schedule.machine_digest != machine.digest:
+            raise InputError(Diagnostic(f"the schedule's 'machine_digest' says it was solved with a machine "
+                                        f"description named '{schedule.machine}' that is not the bundled "
+                                        f"{schedule.machine} (its limits, units or op costs differ)",
+                                        hint="pass the machine description it was solved with: --gpu PATH.yaml"))
+        return machine
+    machine = load_machine(gpu)
+    if schedule.arch and machine.arch != schedule.arch:
+        raise InputError(Diagnostic(f"the schedule was solved for {schedule.machine} ({schedule.arch}) but --gpu "
+                                    f"{gpu} is {machine.arch}", hint="drop --gpu, or solve again for this machine"))
     if schedule.machine_digest and schedule.machine_digest != machine.digest:
-        raise InputError(Diagnostic(f"the schedule's 'machine_digest' is not that of {named} (the description "
-                                    f"it was solved with differs in its limits, units or op costs, or the field "
-                                    f"was edited)", hint="pass the machine description it was solved with: "
-                                                         "--gpu PATH.yaml, or solve it again"))
+        raise InputError(Diagnostic(f"the schedule's 'machine_digest' is not that of --gpu {gpu}: it was solved "
+                                    "with another description (its limits, units or op costs differ)",
+                                    hint="pass the machine description it was solved with, or solve it again"))
     return machine
 
 

@@ -24,16 +24,24 @@ def read_text(path: str | Path, what: str = "file") -> str:
         from .errors import Span
         line = data.count(b"\n", 0, exc.start) + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        text = data.split(b"\n")[line - 1].decode("utf-8", "replace")
+        text, col_shown = _shown_line(data.split(b"\n")[line - 1], col)
         raise InputError(Diagnostic(f"{what} '{path}' is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be "
                                     "decoded", Span(str(path), line, col, text),
-                                    "save the file as UTF-8 (binary files are not graphs)")) from None
+                                    f"save the file as UTF-8 (a binary file is not a {what})")) from None
     except FileNotFoundError:
         raise InputError(Diagnostic(f"{what} '{path}' does not exist")) from None
     except IsADirectoryError:
         raise InputError(Diagnostic(f"{what} '{path}' is a directory")) from None
     except OSError as exc:
         raise InputError(Diagnostic(f"cannot read {what} '{path}': {exc.strerror or exc}")) from None
+
+
+def _shown_line(raw: bytes, col: int) -> tuple[str, int]:
+    """The line to show under an error: printable, and at most 100 characters (a binary file's
+    "line" can be thousands of bytes). Returns it and the caret column within it; columns past
+    the first 100 are shown from the start of the line without a caret."""
+    text = "".join(c if c.isprintable() else "?" for c in raw[:100].decode("utf-8", "replace"))
+    return text, col
 
 
 def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = False) -> bool:

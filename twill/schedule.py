@@ -269,10 +269,15 @@ def problems(s: Schedule) -> list[str]:
         out.append("stage 'swp' has no warp roles, but 'warps' or an op's 'warp' names some")
     elif s.stage == "joint" and not s.roles:
         out.append("stage 'joint' needs its warp roles, but 'warps' is empty")
-    if not _count(s.ii, 1, MAX_II):
-        out.append(f"'ii' must be an integer in [1, {MAX_II}], not {s.ii!r}")
-    if not _count(s.length, 0, MAX_COPIES * s.ii if _count(s.ii, 1, MAX_II) else MAX_II):
-        out.append(f"'length' must be an integer in [0, {MAX_COPIES} * ii], not {s.length!r}")
+    if not _count(s.ii, 1):
+        out.append(f"'ii' must be an integer >= 1, not {s.ii!r}")
+    elif s.ii > MAX_II:
+        out.append(f"'ii' is {s.ii}, more than the limit of {MAX_II} (schedule.MAX_II)")
+    if not _count(s.length, 0):
+        out.append(f"'length' must be an integer >= 0, not {s.length!r}")
+    elif _count(s.ii, 1, MAX_II) and s.length > MAX_COPIES * s.ii:
+        out.append(f"'length' is {s.length}, more than {MAX_COPIES} iterations of ii = {s.ii} "
+                   "(schedule.MAX_COPIES)")
     if not s.ops:
         out.append("'ops' is empty")
     names = [o.name for o in s.ops]
@@ -280,8 +285,10 @@ def problems(s: Schedule) -> list[str]:
         out.append(f"op '{name}' is listed more than once")
     roles = {r.name for r in s.roles}
     for o in s.ops:
-        if not _count(o.start, 0, s.length if _count(s.length, 0) else 0):
-            out.append(f"op '{o.name}': 'start' must be an integer in [0, length], not {o.start!r}")
+        if not _count(o.start, 0):
+            out.append(f"op '{o.name}': 'start' must be an integer >= 0, not {o.start!r}")
+        elif _count(s.length, 0) and o.start > s.length:
+            out.append(f"op '{o.name}': 'start' is {o.start}, past 'length' {s.length}")
         for key in ("is_async", "variable_latency", "streaming"):
             if not isinstance(getattr(o, key), bool):
                 out.append(f"op '{o.name}': '{key.replace('is_', '')}' must be true or false")
