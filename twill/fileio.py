@@ -168,7 +168,7 @@ def scratch():
         yield folder
     finally:
         _SCRATCH.remove(folder)
-        _end_solver_children()
+        end_solver_children()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -177,8 +177,9 @@ def scratch_folder() -> str | None:
     return _SCRATCH[-1] if _SCRATCH else None
 
 
-def _end_solver_children() -> None:
-    """End the CBC processes this process started that are still running (Linux: /proc)."""
+def end_solver_children(reap: bool = True) -> None:
+    """End the CBC processes this process started that are still running (Linux: /proc), and
+    with `reap` wait for them (not while PuLP itself waits on one)."""
     import signal
     me = str(os.getpid())
     try:
@@ -197,6 +198,7 @@ def _end_solver_children() -> None:
         if len(rest) > 1 and rest[1] == me and name.lower().startswith("cbc"):
             try:
                 os.kill(int(pid), signal.SIGKILL)
-                os.waitpid(int(pid), 0)
+                if reap:
+                    os.waitpid(int(pid), 0)
             except (OSError, ChildProcessError):
                 pass

@@ -30,6 +30,7 @@ shortest schedules the earliest one is chosen and the answer is deterministic.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .problem import Problem
@@ -129,11 +130,19 @@ def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: i
     if min_length is not None:
         prob += length >= min_length, "L>=bound"
     _clock(deadline)
-    left = None if deadline is None else max(1, math.ceil(deadline - time.monotonic()))  # CBC takes whole seconds
+    # CBC takes whole seconds and can overrun them (its preprocessing is not interruptible): it
+    # gets 90% of what is left, and a watchdog ends it at the deadline itself.
+    left = None if deadline is None else max(1, math.floor(0.9 * (deadline - time.monotonic())))
     solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=left, options=["randomSeed 1", "randomCbcSeed 1"])
     if scratch_folder():
         solver.tmpDir = scratch_folder()
-    prob.solve(solver)
+    with _watchdog(deadline):
+        try:
+            prob.solve(solver)
+        except pulp.PulpSolverError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise ModuloTimeout() from None  # the watchdog ended CBC
+            raise
     status = pulp.LpStatus[prob.status]
     if status == "Optimal" and prob.sol_status != pulp.LpSolutionOptimal:
         status = "Feasible"  # "Stopped on time" with a schedule: feasible, its L not proven least
@@ -202,6 +211,25 @@ def _residues(prob, start, ops, ii: int, H: int, unit: str, cap: int) -> None:
                 mult[s] = mult.get(s, 0) + 1
             terms += [m * res[t.name, s] for s, m in mult.items()]
         prob += pulp.lpSum(terms) <= cap, f"cap[{unit},r={r}]"
+
+
+@contextmanager
+def _watchdog(deadline: float | None):
+    """End this process's CBC if it is still running at `deadline`."""
+    if deadline is None:
+        yield
+        return
+    import threading
+    import time
+
+    from .fileio import end_solver_children
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), end_solver_children, kwargs={"reap": False})
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _clock(deadline: float | None) -> None:

@@ -66,7 +66,7 @@ def schedule_from_modulo(problem: Problem, result: ModuloResult, norm: Normaliza
         scale=Scale(norm.map, norm.distortion, norm.unit_cycles),
         bounds=_bounds(result), graph_tir=tir, options=options.model.recorded(),
         graph_digest=graph_digest(tir), options_digest=options.model.digest(),
-        complete=norm.proven and not result.timed_out,
+        length_optimal=not result.timed_out, complete=norm.proven and not result.timed_out,
     )
 
 
@@ -111,7 +111,10 @@ def _left(deadline: float | None) -> float | None:
 def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Progress) -> Schedule:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    deadline = None if options.time_limit is None else time.monotonic() + options.time_limit
+    # The stages stop a little before the limit (5%, at most a second): checking and printing
+    # the schedule they leave fits in what remains.
+    limit = options.time_limit
+    deadline = None if limit is None else time.monotonic() + limit - min(1.0, 0.05 * limit)
 
     # Stage 0: normalize costs (SCIP).
     progress("normalize", {})
