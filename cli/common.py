@@ -165,8 +165,8 @@ def check_file(schedule, machine, source: str) -> None:
                                     hint=again))
     options = ModelOptions.from_recorded(schedule.options, schedule.stage)
     if schedule.options_digest and schedule.options_digest != options.digest():
-        raise InputError(Diagnostic(f"'{source}': 'options' or 'stage' was edited (they no longer match "
-                                    "'options_digest')", hint=again))
+        raise InputError(Diagnostic(f"'{source}': 'options' was edited (it no longer matches 'options_digest')",
+                                    hint=again))
     graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
     bad = verify(schedule, graph, machine)
     if bad:

@@ -48,7 +48,7 @@ def _solver_digest() -> str:
 def key(graph: Graph, machine: Machine, options: ModelOptions) -> str:
     from .tir import print_tir
     text = json.dumps([FORMAT, _solver_digest(), graph_digest(print_tir(graph)), machine.digest, repr(machine),
-                       options.model.digest()])
+                       options.model.digest(), options.swp_only])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

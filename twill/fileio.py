@@ -122,7 +122,7 @@ def load_schedule(path: str | Path):
     import json
 
     from .errors import Span
-    from .schedule import FORMAT, Schedule, problems
+    from .schedule import FORMAT, Schedule, edited_fields, problems
 
     text = read_text(path, "schedule")
     try:
@@ -145,6 +145,14 @@ def load_schedule(path: str | Path):
         raise InputError(*(Diagnostic(f"'{path}' is a malformed schedule: {w}",
                                       hint=f"write it again with: twill solve GRAPH --gpu NAME -o {path}")
                            for w in wrong[:5]))
+    edited = edited_fields(data)
+    if edited:
+        raise InputError(Diagnostic(f"'{path}': {', '.join(repr(k) for k in edited)} "
+                                    f"{'was' if len(edited) == 1 else 'were'} edited: "
+                                    f"{'it no longer matches its' if len(edited) == 1 else 'they no longer match their'}"
+                                    " digest in 'field_digests'",
+                                    hint=f"a schedule is used as twill solved it: solve again, twill solve GRAPH "
+                                         f"--gpu NAME -o {path}"))
     return schedule
 
 

@@ -2,7 +2,7 @@
 
 One frozen `ModelOptions` is the only definition of them. The pipeline builds its problem from it
 (`problem.problem_for`), a schedule records it (`recorded`, the JSON's `options`: the fields that
-differ from their defaults) with a digest of all of it (`digest`), the cache keys on that digest,
+differ from their defaults) with a digest of them (`digest`), the cache keys on that digest,
 and `verify` rebuilds the model from what the schedule recorded. `SolveOptions`
 (twill/pipeline.py) adds what only shapes a run (its time limit, timings, the cache switch).
 """
@@ -50,7 +50,10 @@ class ModelOptions:
         return cls(swp_only=stage == "swp", **kw)
 
     def digest(self) -> str:
-        """SHA-256 of every model field (defaults included), canonical JSON."""
+        """SHA-256 of every model field but `swp_only` (defaults included), canonical JSON. The
+        stage is not in it: a full solve that a time limit ends in stage 1 keeps its options;
+        the cache key adds `swp_only` itself."""
         m = self.model
-        text = json.dumps([[f.name, getattr(m, f.name)] for f in fields(ModelOptions)], sort_keys=True)
+        text = json.dumps([[f.name, getattr(m, f.name)] for f in fields(ModelOptions) if f.name != "swp_only"],
+                          sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()

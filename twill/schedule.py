@@ -127,7 +127,7 @@ class Schedule:
     # -- the file format ---------------------------------------------------------------------
     def to_dict(self) -> dict:
         phases = self.phases
-        return {
+        out = {
             "format": FORMAT,
             "kernel": self.kernel,
             "machine": self.machine,
@@ -176,6 +176,8 @@ class Schedule:
             "graph": self.graph_tir,
             "stats": dict(self.stats),
         }
+        out["field_digests"] = {key: field_digest(out[key]) for key in DIGESTED}
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
@@ -218,6 +220,28 @@ class Schedule:
     @classmethod
     def from_json(cls, text: str) -> "Schedule":
         return cls.from_dict(json.loads(text))
+
+
+# The fields a file guards with a digest each ("field_digests"): what the solve decided. Not the
+# derived views (program, instances: recomputed when read) nor stats (wall times).
+DIGESTED = ("kernel", "machine", "machine_digest", "graph_digest", "options_digest", "arch", "stage", "ii",
+            "length", "optimal", "length_optimal", "complete", "ops", "warps", "buffers", "cross_role_edges",
+            "scale", "bounds", "options", "graph")
+
+
+def field_digest(value) -> str:
+    """A short SHA-256 of one field's canonical JSON."""
+    import hashlib
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def edited_fields(data: dict) -> list[str]:
+    """The fields of a schedule file whose digest no longer matches (edited or deleted by hand).
+    A file without "field_digests" (older than them) has none to check."""
+    digests = data.get("field_digests")
+    if not isinstance(digests, dict):
+        return [] if digests is None else ["field_digests"]
+    return [k for k in DIGESTED if k in digests and (k not in data or field_digest(data[k]) != digests[k])]
 
 
 def graph_digest(tir: str) -> str:
