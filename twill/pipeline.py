@@ -177,5 +177,5 @@ def _unfinished(schedule: Schedule, options: SolveOptions, norm: Normalization, 
         what = "L was proven minimal (I is optimal)"
     else:
         what = "the tie-breaks (fewest roles, cross-role edges, warps, earliest starts) finished"
-    limit = "the time limit" if options.time_limit is None else f"--time-limit {options.time_limit:g}"
-    return f"{limit} ended the search before {what}: not proven"
+    limit = "" if options.time_limit is None else f" ({options.time_limit:g} s)"
+    return f"the time limit{limit} ended the search before {what}: not proven"
