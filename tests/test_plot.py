@@ -208,7 +208,7 @@ def test_missing_matplotlib_is_a_clear_input_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(InputError) as err:
         render_bytes(chart_data(solved("fig1", False)), "svg")
-    assert "matplotlib is not installed" in err.value.render() and "pip install twill-sched" in err.value.render()
+    assert "matplotlib, which is not installed" in err.value.render() and "pip install twill-sched" in err.value.render()
 
 
 # -- the command ---------------------------------------------------------------------------------------

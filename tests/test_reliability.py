@@ -466,3 +466,16 @@ def test_no_file_is_left_after_a_time_limit(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 3 and "not proven" in err and "I = " in out, err
     assert list(scratch.iterdir()) == []
+
+
+def test_a_cost_a_billion_times_the_others_is_not_collapsed_to_one_unit(tmp_path):
+    """Costs spanning nine orders of magnitude: SCIP's tolerances once mapped every cost to 1 unit
+    (and called it optimal); the map kept has the true least error, so the large cost stays large."""
+    text = (EXAMPLES / "fig1.tir").read_text().replace("P = exp2 S      : f16[64,64] {cycles = 1}",
+                                                      "P = exp2 S      : f16[64,64] {cycles = 1e9}")
+    assert "1e9" in text
+    (tmp_path / "g.tir").write_text(text)
+    result = invoke("solve", tmp_path / "g.tir", "--gpu", "h100", "-q", "--swp-only", "--format", "json")
+    assert result.exit_code == 0, result.output
+    scale = dict((c, n) for c, n in json.loads(result.stdout)["scale"]["map"])
+    assert scale[1e9] > 100 * scale[1.0] and json.loads(result.stdout)["scale"]["distortion"] < 0.01

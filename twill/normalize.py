@@ -42,17 +42,32 @@ def normalize(costs: tuple[float, ...], bound: int = 300, deadline: float | None
         raise TwillError(f"{len(costs)} distinct costs cannot be normalized within a bound of {bound}: "
                          "raise --normalize-bound")
     scaled, proven = _solve(costs, bound, deadline)
-    worst = max((abs(ci * scaled[j] - cj * scaled[i]) for i, ci in enumerate(costs)
-                 for j, cj in enumerate(costs) if i < j), default=0.0)
+    # SCIP's tolerances (1e-6) cannot tell ratios apart once the costs span more than about a
+    # million: it "proved" F = 0 for (1, 64, 1e9) mapped to (1, 1, 1). The costs rounded in
+    # proportion are then better; the map kept is the one with the smaller true error.
+    rounded = _proportional(costs, bound)
+    if _worst(costs, rounded) < _worst(costs, scaled):
+        scaled = rounded
+    worst = _worst(costs, scaled)
     top = max(c * s for c in costs for s in scaled)
     unit = sum(c * s for c, s in zip(costs, scaled)) / sum(s * s for s in scaled)
     return Normalization(tuple(zip(costs, scaled)), worst / top if top else 0.0, unit, proven)
 
 
+def _worst(costs, scaled) -> float:
+    """The worst cross-ratio error F of a map."""
+    return max((abs(ci * scaled[j] - cj * scaled[i]) for i, ci in enumerate(costs)
+                for j, cj in enumerate(costs) if i < j), default=0.0)
+
+
 def _proportional(costs: tuple[float, ...], bound: int) -> list[int]:
-    """Costs rounded in proportion to a sum near `bound`, none below 1: the map when SCIP had no time."""
+    """Costs rounded in proportion, none below 1, the sum at most `bound`: the map when SCIP had
+    no time, or when its tolerances failed it."""
     total = sum(costs)
-    return [max(1, round(c / total * bound)) for c in costs]
+    out = [max(1, round(c / total * bound)) for c in costs]
+    while sum(out) > bound and max(out) > 1:
+        out[out.index(max(out))] -= 1
+    return out
 
 
 def _solve(costs: tuple[float, ...], bound: int, deadline: float | None = None) -> tuple[list[int], bool]:
