@@ -170,7 +170,11 @@ def scratch():
     if _SCRATCH:
         yield _SCRATCH[-1]
         return
-    folder = tempfile.mkdtemp(prefix="twill-")
+    try:
+        folder = tempfile.mkdtemp(prefix="twill-")
+    except OSError as exc:
+        raise InputError(Diagnostic(f"cannot make a scratch folder in '{tempfile.gettempdir()}': "
+                                    f"{exc.strerror or exc}", hint="point TMPDIR at a folder you can write")) from None
     _SCRATCH.append(folder)
     try:
         yield folder
