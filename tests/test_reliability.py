@@ -375,13 +375,16 @@ IO_CASES = [
     (("import", "{dir}"), "is a directory"),
     (("import", "{ttgir}", "-o", "{file}/a.tir"), "is a file, not a directory"),
     (("import", "{ttgir}", "-o", "/dev/full"), "No space left"),
+    (("emit-cuda", "{deep}"), "nests too deeply"),
+    (("plot", "{deep}", "-o", "{tmp}/a.svg"), "nests too deeply"),
 ]
 
 
 @pytest.mark.parametrize("args, message", IO_CASES, ids=[" ".join(a[:2]) + " " + m for a, m in IO_CASES])
 def test_io_failures_are_messages(tmp_path, args, message):
     (tmp_path / "file").write_text("not a folder\n")
-    names = {"missing": tmp_path / "no" / "such", "dir": tmp_path, "file": tmp_path / "file", "tmp": tmp_path,
+    (tmp_path / "deep.json").write_text("[" * 100000 + "]" * 100000)
+    names = {"deep": tmp_path / "deep.json", "missing": tmp_path / "no" / "such", "dir": tmp_path, "file": tmp_path / "file", "tmp": tmp_path,
              "fig1": EXAMPLES / "fig1.tir", "ttgir": DATA / "ttgir" / "matmul_sm90.ttgir"}
     result = invoke(*(a.format(**names) for a in args))
     refused(result, message)

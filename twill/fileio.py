@@ -132,6 +132,8 @@ def load_schedule(path: str | Path):
         line = lines[min(exc.lineno, len(lines)) - 1]
         raise InputError(Diagnostic(f"not a JSON file: not valid JSON ({exc.msg})",
                                     Span(str(path), exc.lineno, exc.colno, line))) from None
+    except RecursionError:  # nesting deeper than Python's stack: no schedule is shaped so
+        raise InputError(Diagnostic(f"'{path}' is not a twill schedule: its JSON nests too deeply")) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise InputError(Diagnostic(f"'{path}' is not a twill schedule (format is {found!r}, expected '{FORMAT}')",

@@ -8,16 +8,15 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .costs import bind
 from .errors import Diagnostic, InputError, NoScheduleError, TwillError
 from .ir import Graph
 from .machine import Machine
 from .modulo import ModuloResult, ModuloTimeout, modulo_schedule, rec_mii, res_mii, sequential
-from .normalize import Normalization, normalize
+from .normalize import Normalization
 from .options import ModelOptions
 from .problem import Problem, problem_for
 from .schedule import Scale, Schedule, ScheduledOp, graph_digest
-from .verify import check, verify
+from .verify import check
 
 
 @dataclass(frozen=True)
