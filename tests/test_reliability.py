@@ -185,6 +185,14 @@ def test_a_malformed_machine_yaml_names_its_file_and_key(tmp_path, k):
     assert key in result.output or f":{line}:" in result.output, result.output
 
 
+def test_a_machine_value_past_the_cycle_limit_names_its_key(tmp_path):
+    text = (ROOT / "specs" / "h100.yaml").read_text()
+    path = tmp_path / "m.yaml"
+    path.write_text(re.sub(r"cross_warp_cycles: [\d.]+", "cross_warp_cycles: 1.0e+300", text))
+    refused(invoke("solve", EXAMPLES / "fig1.tir", "--gpu", path, "-q"), "communication.cross_warp_cycles",
+            "SIZE_LIMITS['cycles']")
+
+
 @pytest.mark.parametrize("data", [b"\xff\xfe\x00\x00", b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 8, b"",
                                   b"name: h100\x00\n", b"- a\n- b\n", b"name: [\n", b"\xef\xbb\xbf\xef\xbb\xbf"])
 def test_a_machine_yaml_that_is_not_text_or_not_a_mapping(tmp_path, data):
