@@ -207,7 +207,6 @@ def test_a_machine_yaml_that_is_not_text_or_not_a_mapping(tmp_path, data):
 
 @pytest.fixture(scope="module")
 def schedule_text(tmp_path_factory):
-    os.environ.setdefault("TWILL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     out = tmp_path_factory.mktemp("sched") / "gemm.json"
     result = invoke("solve", EXAMPLES / "gemm_hopper.tir", "--gpu", "h100", "-q", "-o", out, "--no-cache")
     assert result.exit_code == 0, result.output
