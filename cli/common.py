@@ -38,10 +38,34 @@ def _groups(ctx, param, value):
 
 def need_gpu(gpu: str | None, what: str):
     from twill.errors import InputError
-    from twill.machine import load_machine
     if gpu is None:
         raise InputError(f"{what} needs --gpu NAME (h100, h200, b200) or --gpu PATH.yaml")
     return load_machine(gpu)
+
+
+_MACHINES: dict = {}
+
+
+def load_machine(name_or_path: str):
+    """twill.machine.load_machine, remembered per file (its path and a hash of its bytes) within
+    one process: parsing a description takes a tenth of a second, and a process that runs many
+    commands (a test, a notebook) reads the same few. A Machine is frozen, so sharing it is safe."""
+    import hashlib
+    import os
+
+    from twill.machine import bundled_specs, load_machine as load
+    as_path = "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")) or os.path.exists(name_or_path)
+    path = name_or_path if as_path else bundled_specs().get(name_or_path, name_or_path)  # load's own rule
+    try:
+        with open(path, "rb") as f:
+            key = (name_or_path, os.path.realpath(path), hashlib.sha256(f.read()).hexdigest())
+    except (OSError, ValueError):
+        return load(name_or_path)  # let it say what is wrong
+    if key not in _MACHINES:
+        if len(_MACHINES) > 16:
+            _MACHINES.clear()
+        _MACHINES[key] = load(name_or_path)
+    return _MACHINES[key]
 
 
 def solve_options(**kw):
@@ -118,7 +142,7 @@ def machine_for(schedule, gpu: str | None):
     """The machine a schedule file was solved for: the bundled spec it names, or --gpu PATH; its
     arch and (where the file records it) its digest must match."""
     from twill.errors import Diagnostic, InputError
-    from twill.machine import bundled_specs, load_machine
+    from twill.machine import bundled_specs
 
     if gpu is None:
         if schedule.machine not in bundled_specs():

@@ -108,3 +108,17 @@ def test_every_model_option_is_in_the_key():
     assert set(changed) == {f.name for f in fields(ModelOptions)}
     keys = {cache.key(graph, machine, replace(ModelOptions(), **{k: v})) for k, v in changed.items()}
     assert len(keys | {cache.key(graph, machine, ModelOptions())}) == len(changed) + 1
+
+
+def test_a_schedule_records_and_checks_exactly_the_model_options():
+    """What a schedule file may record (schedule.OPTION_CHECKS) is ModelOptions' fields, less the
+    stage; a non-default one round-trips through the file and its digest."""
+    from dataclasses import fields
+
+    from twill.options import ModelOptions
+    from twill.schedule import OPTION_CHECKS
+    assert set(OPTION_CHECKS) == {f.name for f in fields(ModelOptions)} - {"swp_only"}
+    opts = ModelOptions(warps=8, groups=(("S", "O"),), normalize_bound=100, smt_backend="z3")
+    back = ModelOptions.from_recorded(opts.recorded())
+    assert back == opts and back.digest() == opts.digest() != ModelOptions().digest()
+    assert all(OPTION_CHECKS[k](v) for k, v in opts.recorded())

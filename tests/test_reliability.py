@@ -33,6 +33,18 @@ GRAPH_COMMANDS = (("solve", "--gpu", "h100"), ("explain", "--gpu", "h100"), ("em
 ENTRY = "import sys; from twill_cli.entry import run; sys.exit(run())"  # the console script's own code
 
 
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """One folder for the corpus (a tmp_path per case costs more than most cases take)."""
+    return tmp_path_factory.mktemp("corpus")
+
+
+def _case_dir(work, prefix, *key):
+    path = work / f"{prefix}{'-'.join(map(str, key))}"
+    path.mkdir()
+    return path
+
+
 def invoke(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
@@ -107,10 +119,11 @@ GRAPH_CASES = _graph_cases()
 
 @pytest.mark.parametrize("k", range(len(GRAPH_CASES)),
                          ids=[f"{c[0]}:{c[2]}:{c[1]}" for c in GRAPH_CASES])
-def test_a_malformed_graph_is_an_error_at_its_line(tmp_path, k):
+def test_a_malformed_graph_is_an_error_at_its_line(work, k):
     """Each mutated graph, through one command in turn (all four read graphs), is refused at the
     mutated line: FILE:LINE:COL, exit 2, nothing written."""
     name, what, line, text = GRAPH_CASES[k]
+    tmp_path = _case_dir(work, "g", k)
     path = tmp_path / name
     path.write_bytes(text.encode("utf-8", "surrogateescape"))
     command, *flags = GRAPH_COMMANDS[k % len(GRAPH_COMMANDS)]
@@ -176,8 +189,9 @@ MACHINE_CASES = _machine_cases()
 
 
 @pytest.mark.parametrize("k", range(len(MACHINE_CASES)), ids=[c[0] for c in MACHINE_CASES])
-def test_a_malformed_machine_yaml_names_its_file_and_key(tmp_path, k):
+def test_a_malformed_machine_yaml_names_its_file_and_key(work, k):
     what, line, key, text = MACHINE_CASES[k]
+    tmp_path = _case_dir(work, "m", k)
     path = tmp_path / "m.yaml"
     path.write_text(text)
     result = invoke("solve", EXAMPLES / "fig1.tir", "--gpu", path, "-q", "--swp-only")
@@ -289,10 +303,11 @@ SCHEDULE_CASES = _schedule_cases()
 
 @pytest.mark.parametrize("command", ["emit-cuda", "plot"])
 @pytest.mark.parametrize("k", range(len(SCHEDULE_CASES)), ids=[c[0] for c in SCHEDULE_CASES])
-def test_an_edited_schedule_file_is_refused(tmp_path, schedule_text, k, command):
+def test_an_edited_schedule_file_is_refused(work, schedule_text, k, command):
     """Every edit of a schedule file, of a type or a value, is refused by emit-cuda and plot alike
     (exit 2, the file named, nothing written): a file either is what twill solved or is not used."""
     what, edit = SCHEDULE_CASES[k]
+    tmp_path = _case_dir(work, "s", k, command)
     data = json.loads(schedule_text)
     edit(data)
     path = tmp_path / "s.json"
@@ -343,10 +358,11 @@ IMPORT_CASES = _import_cases()
 
 
 @pytest.mark.parametrize("k", range(len(IMPORT_CASES)), ids=[c[0] for c in IMPORT_CASES])
-def test_a_malformed_ttgir_never_crashes_import(tmp_path, k):
+def test_a_malformed_ttgir_never_crashes_import(work, k):
     """A damaged dump is imported (when what is left is still a loop) or refused with exit 2 and
     a message: never a traceback, never a partial .tir."""
     what, data = IMPORT_CASES[k]
+    tmp_path = _case_dir(work, "i", k)
     path = tmp_path / "k.ttgir"
     path.write_bytes(data)
     out = tmp_path / "k.tir"

@@ -196,10 +196,14 @@ def end_solver_children(reap: bool = True) -> None:
     with `reap` wait for them (not while PuLP itself waits on one)."""
     import signal
     me = str(os.getpid())
-    try:
-        entries = os.listdir("/proc")
+    try:  # the children of each of our threads, where the kernel lists them; else every process
+        entries = [p for t in os.listdir("/proc/self/task")
+                   for p in Path(f"/proc/self/task/{t}/children").read_text().split()]
     except OSError:
-        return
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            return
     for pid in entries:
         if not pid.isdigit():
             continue
