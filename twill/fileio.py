@@ -182,8 +182,13 @@ def scratch():
         yield folder
     finally:
         _SCRATCH.remove(folder)
-        end_solver_children()
-        shutil.rmtree(folder, ignore_errors=True)
+        import signal
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # a second signal
+        try:                                                                         # waits for the cleanup
+            end_solver_children()
+            shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def scratch_folder() -> str | None:
