@@ -38,10 +38,34 @@ def _groups(ctx, param, value):
 
 def need_gpu(gpu: str | None, what: str):
     from twill.errors import InputError
-    from twill.machine import load_machine
     if gpu is None:
         raise InputError(f"{what} needs --gpu NAME (h100, h200, b200) or --gpu PATH.yaml")
     return load_machine(gpu)
+
+
+_MACHINES: dict = {}
+
+
+def load_machine(name_or_path: str):
+    """twill.machine.load_machine, remembered per file (its path and a hash of its bytes) within
+    one process: parsing a description takes a tenth of a second, and a process that runs many
+    commands (a test, a notebook) reads the same few. A Machine is frozen, so sharing it is safe."""
+    import hashlib
+    import os
+
+    from twill.machine import bundled_specs, load_machine as load
+    as_path = "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")) or os.path.exists(name_or_path)
+    path = name_or_path if as_path else bundled_specs().get(name_or_path, name_or_path)  # load's own rule
+    try:
+        with open(path, "rb") as f:
+            key = (name_or_path, os.path.realpath(path), hashlib.sha256(f.read()).hexdigest())
+    except (OSError, ValueError):
+        return load(name_or_path)  # let it say what is wrong
+    if key not in _MACHINES:
+        if len(_MACHINES) > 16:
+            _MACHINES.clear()
+        _MACHINES[key] = load(name_or_path)
+    return _MACHINES[key]
 
 
 def solve_options(**kw):
@@ -75,8 +99,9 @@ def model_flags(command):
     return command
 
 
-def model_options(flags: dict, **more):
-    """SolveOptions from the MODEL_FLAGS values (plus any command-specific fields in `more`)."""
+def options_from_flags(flags: dict, **more):
+    """SolveOptions (the model options, twill/options.py, and the run's own) from the MODEL_FLAGS
+    values, plus any command-specific fields in `more`."""
     return solve_options(normalize_bound=flags["normalize_bound"], max_ii=flags["max_ii"], warps=flags["warps"],
                          registers=flags["registers"], cross_role=not flags["no_cross"], depth=flags["depth"],
                          groups=tuple(tuple(n.strip() for n in g.split(",") if n.strip()) for g in flags["groups"])
@@ -100,16 +125,72 @@ def progress_printer(quiet: bool):
     return report
 
 
+def checked_schedule(source: str, gpu: str | None):
+    """A schedule file and the machine it is for, checked before emit-cuda or plot use it: its
+    fields sound (fileio.load_schedule), its digests those of its own graph, options and machine,
+    and `twill.verify` accepting it for its graph on that machine. Anything edited is refused
+    with the field named. A file older than the graph and options digests has only those two
+    checks skipped: it is still verified."""
+    from twill.fileio import load_schedule
+    schedule = load_schedule(source)
+    machine = machine_for(schedule, gpu)
+    check_file(schedule, machine, source)
+    return schedule, machine
+
+
+def machine_for(schedule, gpu: str | None):
+    """The machine a schedule file was solved for: the bundled spec it names, or --gpu PATH; its
+    arch and (where the file records it) its digest must match."""
+    from twill.errors import Diagnostic, InputError
+    from twill.machine import bundled_specs
+
+    if gpu is None:
+        if schedule.machine not in bundled_specs():
+            raise InputError(Diagnostic(f"the schedule was solved for machine '{schedule.machine}', which is not "
+                                        f"a bundled spec ({', '.join(sorted(bundled_specs()))})",
+                                        hint="pass the machine description it was solved with: --gpu PATH.yaml"))
+        machine = load_machine(schedule.machine)
+        if schedule.arch and schedule.arch != machine.arch:
+            raise InputError(Diagnostic(f"the schedule says arch {schedule.arch}, but {schedule.machine} is "
+                                        f"{machine.arch}", hint="solve it again for the machine you mean"))
+        if schedule.machine_digest and schedule.machine_digest != machine.digest:
+            raise InputError(Diagnostic(f"the schedule's 'machine_digest' says it was solved with a machine "
+                                        f"description named '{schedule.machine}' that is not the bundled "
+                                        f"{schedule.machine} (its limits, units or op costs differ)",
+                                        hint="pass the machine description it was solved with: --gpu PATH.yaml"))
+        return machine
+    machine = load_machine(gpu)
+    if schedule.arch and machine.arch != schedule.arch:
+        raise InputError(Diagnostic(f"the schedule was solved for {schedule.machine} ({schedule.arch}) but --gpu "
+                                    f"{gpu} is {machine.arch}", hint="drop --gpu, or solve again for this machine"))
+    if schedule.machine_digest and schedule.machine_digest != machine.digest:
+        raise InputError(Diagnostic(f"the schedule's 'machine_digest' is not that of --gpu {gpu}: it was solved "
+                                    "with another description (its limits, units or op costs differ)",
+                                    hint="pass the machine description it was solved with, or solve it again"))
+    return machine
+
+
 def check_file(schedule, machine, source: str) -> None:
     """A schedule read from a file must still be one `twill.verify` accepts for its own graph on
-    `machine` (a hand-edited start time, role or budget is caught here, not in the CUDA)."""
+    `machine` (a hand-edited start time, role or budget is caught here, not in the CUDA), and its
+    graph and options must be the ones its digests name."""
     from twill.errors import Diagnostic, InputError
+    from twill.options import ModelOptions
+    from twill.schedule import graph_digest
     from twill.tir import parse_tir
     from twill.verify import verify
 
     if not schedule.graph_tir:
         raise InputError(Diagnostic(f"'{source}' holds no graph ('graph' is empty)",
                                     hint="solve it again with twill solve GRAPH --gpu NAME -o FILE"))
+    again = f"solve it again: twill solve GRAPH --gpu {machine.name} -o {source}"
+    if schedule.graph_digest and schedule.graph_digest != graph_digest(schedule.graph_tir):
+        raise InputError(Diagnostic(f"'{source}': 'graph' was edited (it no longer matches 'graph_digest')",
+                                    hint=again))
+    options = ModelOptions.from_recorded(schedule.options, schedule.stage)
+    if schedule.options_digest and schedule.options_digest != options.digest():
+        raise InputError(Diagnostic(f"'{source}': 'options' was edited (it no longer matches 'options_digest')",
+                                    hint=again))
     graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
     bad = verify(schedule, graph, machine)
     if bad:
@@ -117,8 +198,7 @@ def check_file(schedule, machine, source: str) -> None:
         raise InputError(*(Diagnostic(f"'{source}' fails verification against its graph and {machine.name}: {v}")
                            for v in bad[:3]),
                          Diagnostic(f"{len(bad)} violation(s){more}: the file was edited, or solved by another "
-                                    "version of twill", hint=f"solve it again: twill solve GRAPH --gpu "
-                                                             f"{machine.name} -o {source}"))
+                                    "version of twill", hint=again))
 
 
 def distinct_output(source: str, output: str | None) -> None:
@@ -134,4 +214,13 @@ def graph_of(source: str, flags: dict):
     """The graph of a .tir or .ttgir file, sub-tiled as --split-rows asks."""
     from twill.fileio import load_graph
     from twill.split import split_rows
+    check_loop(source, flags["loop"])
     return split_rows(load_graph(source, flags["loop"]), flags["split_rows"])
+
+
+def check_loop(source: str, loop) -> None:
+    """--loop picks a loop of a Triton dump; a .tir holds one loop, so there it is a usage error."""
+    from twill.errors import InputError
+    if loop is not None and not source.endswith((".ttgir", ".mlir")):
+        raise InputError(f"--loop {loop} picks a loop of a .ttgir dump, but '{source}' is a .tir graph "
+                         "(one loop): leave --loop out")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import Seconds, check_file, distinct_output, gpu_option, graph_of, model_flags, model_options, progress_printer
+from .common import Seconds, checked_schedule, distinct_output, gpu_option, graph_of, model_flags, options_from_flags, progress_printer
 from .main import main
 
 
@@ -31,17 +31,14 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, **flags):
 
     pending = None
     if source.endswith(".json"):
-        from twill.fileio import load_schedule
-        schedule = load_schedule(source)
-        machine = _machine_for(schedule, gpu)
-        check_file(schedule, machine, source)
+        schedule, machine = checked_schedule(source, gpu)
     else:
         from twill.pipeline import solve
 
         from .common import need_gpu
         machine = need_gpu(gpu, "emit-cuda of a graph")
         graph = graph_of(source, flags)
-        options = model_options(flags, swp_only=swp_only, time_limit=time_limit)
+        options = options_from_flags(flags, swp_only=swp_only, time_limit=time_limit)
         try:
             schedule = solve(graph, machine, options, progress_printer(flags["quiet"]))
         except TimeLimitReached as exc:
@@ -51,32 +48,6 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, **flags):
     _write(schedule, machine, output, binding)
     if pending is not None:
         raise pending
-
-
-def _machine_for(schedule, gpu: str | None):
-    from twill.errors import Diagnostic, InputError
-    from twill.machine import bundled_specs, load_machine
-
-    if gpu is None:
-        if schedule.machine not in bundled_specs():
-            raise InputError(Diagnostic(f"the schedule was solved for machine '{schedule.machine}', which is not "
-                                        f"a bundled spec ({', '.join(sorted(bundled_specs()))})",
-                                        hint="pass the machine description it was solved with: --gpu PATH.yaml"))
-        machine = load_machine(schedule.machine)
-        if schedule.arch and schedule.arch != machine.arch:
-            raise InputError(Diagnostic(f"the schedule says arch {schedule.arch}, but {schedule.machine} is "
-                                        f"{machine.arch}", hint="solve it again for the machine you mean"))
-        if schedule.machine_digest and schedule.machine_digest != machine.digest:
-            raise InputError(Diagnostic(f"the schedule was solved with a machine description named "
-                                        f"'{schedule.machine}' that is not the bundled {schedule.machine} "
-                                        f"(its limits, units or op costs differ)",
-                                        hint="pass the machine description it was solved with: --gpu PATH.yaml"))
-        return machine
-    machine = load_machine(gpu)
-    if schedule.arch and machine.arch != schedule.arch:
-        raise InputError(Diagnostic(f"the schedule was solved for {schedule.machine} ({schedule.arch}) but --gpu "
-                                    f"{gpu} is {machine.arch}", hint="drop --gpu, or solve again for this machine"))
-    return machine
 
 
 def _write(schedule, machine, output, binding=None) -> None:

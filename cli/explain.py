@@ -5,7 +5,7 @@ import json
 
 import click
 
-from .common import gpu_option, graph_of, model_flags, model_options, need_gpu, progress_printer
+from .common import gpu_option, graph_of, model_flags, options_from_flags, need_gpu, progress_printer
 from .main import main
 
 
@@ -21,7 +21,7 @@ def explain(graph, gpu, fmt, **flags):
 
     machine = need_gpu(gpu, "explain")
     g = graph_of(graph, flags)
-    ex = run(g, machine, model_options(flags), progress_printer(flags["quiet"]))
+    ex = run(g, machine, options_from_flags(flags), progress_printer(flags["quiet"]))
     if fmt == "json":
         click.echo(json.dumps(ex.to_dict(), indent=2))
     else:

@@ -5,6 +5,7 @@ libraries are imported inside the commands, so `twill --help` stays fast.
 """
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
@@ -12,16 +13,70 @@ import click
 from twill.errors import TwillError
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is so that every `finally` runs (the scratch folder)."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 class TwillGroup(click.Group):
     def invoke(self, ctx):
+        from twill.fileio import scratch
+        previous = _catch_sigterm()
         try:
-            return super().invoke(ctx)
+            with scratch():
+                result = super().invoke(ctx)
+                _flush_stdout()
+                return result
         except TwillError as exc:
+            _flush_stdout(quiet=True)
             click.echo(exc.render(), err=True)
             ctx.exit(exc.exit_code)
+        except Terminated:
+            click.echo("terminated: no file was written", err=True)
+            ctx.exit(143)
         except KeyboardInterrupt:
             click.echo("interrupted: no file was written", err=True)
             ctx.exit(130)
+        except OSError as exc:  # stdout on a full disk or a closed pipe
+            _discard_stdout()
+            click.echo(f"error: cannot write the output: {exc.strerror or exc}", err=True)
+            ctx.exit(2)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _catch_sigterm():
+    """SIGTERM becomes `Terminated` while a command runs (main thread only; else left alone)."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _flush_stdout(quiet: bool = False) -> None:
+    """Flush stdout now, so that a write that fails (ENOSPC on /dev/full) is an error here and not
+    a traceback as the interpreter exits."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        if not quiet:
+            raise
+        _discard_stdout()
+
+
+def _discard_stdout() -> None:
+    """After a failed write: point stdout at /dev/null so the exit's own flush stays quiet."""
+    import os
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (click's test runner): nothing is flushed at exit
 
 
 @click.group(cls=TwillGroup, context_settings={"help_option_names": ["-h", "--help"]})

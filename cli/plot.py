@@ -40,21 +40,15 @@ def _schedule(source: str, gpu, swp_only: bool, loop, quiet: bool):
     from twill.errors import InputError
 
     if source.endswith(".json"):
-        if swp_only or gpu:
-            raise InputError(f"'{source}' is already a schedule: --gpu and --swp-only are for a graph")
-        from twill.fileio import load_schedule
-        from twill.machine import bundled_specs, load_machine
-
-        from .common import check_file
-        schedule = load_schedule(source)
-        if schedule.graph_tir and schedule.machine in bundled_specs():  # verified where twill has its machine
-            machine = load_machine(schedule.machine)
-            if schedule.machine_digest in ("", machine.digest):
-                check_file(schedule, machine, source)
-        return schedule
+        if swp_only:
+            raise InputError(f"'{source}' is already a schedule: --swp-only is for a graph")
+        from .common import checked_schedule
+        return checked_schedule(source, gpu)[0]  # as emit-cuda checks it: --gpu names its machine
     from twill.fileio import load_graph
     from twill.pipeline import solve
 
+    from .common import check_loop
     machine = need_gpu(gpu, "plot of a graph")
+    check_loop(source, loop)
     graph = load_graph(source, loop)
     return solve(graph, machine, solve_options(swp_only=swp_only), progress_printer(quiet))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import Seconds, distinct_output, gpu_option, graph_of, model_flags, model_options, need_gpu, progress_printer
+from .common import Seconds, distinct_output, gpu_option, graph_of, model_flags, options_from_flags, need_gpu, progress_printer
 from .main import main
 
 
@@ -27,7 +27,7 @@ def solve(graph, gpu, output, fmt, swp_only, time_limit, smt_backend, no_cache, 
 
     machine = need_gpu(gpu, "solve")
     g = graph_of(graph, flags)
-    options = model_options(flags, swp_only=swp_only, time_limit=time_limit, timings=timings, cache=not no_cache,
+    options = options_from_flags(flags, swp_only=swp_only, time_limit=time_limit, timings=timings, cache=not no_cache,
                             smt_backend=smt_backend)
     try:
         schedule = run(g, machine, options, progress_printer(flags["quiet"]))

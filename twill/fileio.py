@@ -7,7 +7,9 @@ identical file is left untouched (its timestamp too), which keeps `make` from re
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import Diagnostic, InputError
@@ -16,21 +18,30 @@ from .errors import Diagnostic, InputError
 def read_text(path: str | Path, what: str = "file") -> str:
     try:
         data = Path(path).read_bytes()
-        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # newlines as open() reads them
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # newlines as open() reads them
+        return text[1:] if text.startswith("\ufeff") else text  # a byte-order mark is not content
     except UnicodeDecodeError as exc:  # where the first byte that is not UTF-8 is, as FILE:LINE:COL
         from .errors import Span
         line = data.count(b"\n", 0, exc.start) + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        text = data.split(b"\n")[line - 1].decode("utf-8", "replace")
+        text, col_shown = _shown_line(data.split(b"\n")[line - 1], col)
         raise InputError(Diagnostic(f"{what} '{path}' is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be "
                                     "decoded", Span(str(path), line, col, text),
-                                    "save the file as UTF-8 (binary files are not graphs)")) from None
+                                    f"save the file as UTF-8 (a binary file is not a {what})")) from None
     except FileNotFoundError:
         raise InputError(Diagnostic(f"{what} '{path}' does not exist")) from None
     except IsADirectoryError:
         raise InputError(Diagnostic(f"{what} '{path}' is a directory")) from None
     except OSError as exc:
         raise InputError(Diagnostic(f"cannot read {what} '{path}': {exc.strerror or exc}")) from None
+
+
+def _shown_line(raw: bytes, col: int) -> tuple[str, int]:
+    """The line to show under an error: printable, and at most 100 characters (a binary file's
+    "line" can be thousands of bytes). Returns it and the caret column within it; columns past
+    the first 100 are shown from the start of the line without a caret."""
+    text = "".join(c if c.isprintable() else "?" for c in raw[:100].decode("utf-8", "replace"))
+    return text, col
 
 
 def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = False) -> bool:
@@ -61,7 +72,9 @@ def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = Fa
             pass
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
-        raise InputError(Diagnostic(f"cannot write '{path}': directory '{directory}' does not exist"))
+        above = _file_above(directory)
+        where = f"'{above}' is a file, not a directory" if above else f"directory '{directory}' does not exist"
+        raise InputError(Diagnostic(f"cannot write '{path}': {where}"))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:  # no permission, a read-only or pseudo file system (/sys, /proc)
@@ -84,6 +97,14 @@ def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = Fa
     return True
 
 
+def _file_above(directory: Path) -> Path | None:
+    """The regular file on the way to `directory` (-o FILE/x.json), if any."""
+    for p in (directory, *directory.parents):
+        if p.is_file():
+            return p
+    return None
+
+
 def load_graph(path: str | Path, loop: int | None = None):
     """A `.tir` graph, or a Triton `.ttgir` dump imported on the fly."""
     text = read_text(path, "graph")
@@ -101,7 +122,7 @@ def load_schedule(path: str | Path):
     import json
 
     from .errors import Span
-    from .schedule import FORMAT, Schedule, problems
+    from .schedule import FORMAT, Schedule, edited_fields, problems
 
     text = read_text(path, "schedule")
     try:
@@ -111,6 +132,8 @@ def load_schedule(path: str | Path):
         line = lines[min(exc.lineno, len(lines)) - 1]
         raise InputError(Diagnostic(f"not a JSON file: not valid JSON ({exc.msg})",
                                     Span(str(path), exc.lineno, exc.colno, line))) from None
+    except RecursionError:  # nesting deeper than Python's stack: no schedule is shaped so
+        raise InputError(Diagnostic(f"'{path}' is not a twill schedule: its JSON nests too deeply")) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise InputError(Diagnostic(f"'{path}' is not a twill schedule (format is {found!r}, expected '{FORMAT}')",
@@ -124,4 +147,81 @@ def load_schedule(path: str | Path):
         raise InputError(*(Diagnostic(f"'{path}' is a malformed schedule: {w}",
                                       hint=f"write it again with: twill solve GRAPH --gpu NAME -o {path}")
                            for w in wrong[:5]))
+    edited = edited_fields(data)
+    if edited:
+        raise InputError(Diagnostic(f"'{path}': {', '.join(repr(k) for k in edited)} "
+                                    f"{'was' if len(edited) == 1 else 'were'} edited: "
+                                    f"{'it no longer matches its' if len(edited) == 1 else 'they no longer match their'}"
+                                    " digest in 'field_digests'",
+                                    hint=f"a schedule is used as twill solved it: solve again, twill solve GRAPH "
+                                         f"--gpu NAME -o {path}"))
     return schedule
+
+
+# -- the solvers' scratch folder -------------------------------------------------------------------
+
+_SCRATCH: list[str] = []
+
+
+@contextmanager
+def scratch():
+    """A private temporary folder for solver files (CBC's model and solution), removed on every
+    exit: a return, an error, Ctrl-C, or SIGTERM (the CLI turns it into an exception). A CBC
+    process still running then (an interrupt lands while twill waits on it) is ended first, by
+    its process id. Nested uses share the outer folder."""
+    if _SCRATCH:
+        yield _SCRATCH[-1]
+        return
+    try:
+        folder = tempfile.mkdtemp(prefix="twill-")
+    except OSError as exc:
+        raise InputError(Diagnostic(f"cannot make a scratch folder in '{tempfile.gettempdir()}': "
+                                    f"{exc.strerror or exc}", hint="point TMPDIR at a folder you can write")) from None
+    _SCRATCH.append(folder)
+    try:
+        yield folder
+    finally:
+        _SCRATCH.remove(folder)
+        import signal
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # a second signal
+        try:                                                                         # waits for the cleanup
+            end_solver_children()
+            shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def scratch_folder() -> str | None:
+    """The folder `scratch()` holds open, or None outside one."""
+    return _SCRATCH[-1] if _SCRATCH else None
+
+
+def end_solver_children(reap: bool = True) -> None:
+    """End the CBC processes this process started that are still running (Linux: /proc), and
+    with `reap` wait for them (not while PuLP itself waits on one)."""
+    import signal
+    me = str(os.getpid())
+    try:  # the children of each of our threads, where the kernel lists them; else every process
+        entries = [p for t in os.listdir("/proc/self/task")
+                   for p in Path(f"/proc/self/task/{t}/children").read_text().split()]
+    except OSError:
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            return
+    for pid in entries:
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name, rest = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:].split()
+        if len(rest) > 1 and rest[1] == me and name.lower().startswith("cbc"):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                if reap:
+                    os.waitpid(int(pid), 0)
+            except (OSError, ChildProcessError):
+                pass

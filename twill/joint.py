@@ -33,6 +33,7 @@ class JointResult:
     optimal: bool  # every smaller I was shown unsatisfiable
     length_optimal: bool  # L was minimized to the end (a time limit can cut it short)
     tried: tuple[tuple[int, str], ...]
+    ties_done: bool = True  # the tie-breaks after L ran to the end (a time limit can cut them short)
 
 
 EXTRA_COPIES = 2
@@ -129,10 +130,12 @@ def _minimize(ctx, e, y, p, model, length, below, deadline, report):
              ("warps", e.add(*[e.warps(w) for w in range(e.K)]), 1),
              # then as soon as possible: every op at its earliest start among those schedules
              ("starts", e.add(*[e.start[t.name] for t in p.tasks]), 0)]
+    ties = done
     for what, term, floor in steps:
         report("joint", {"I": e.ii, "L": length, "minimizing": what})
-        model, _, _ = _bound(ctx, e, y, term, model.get_integer_value(term), floor, deadline, model)
-    return model, length, done
+        model, _, finished = _bound(ctx, e, y, term, model.get_integer_value(term), floor, deadline, model)
+        ties = ties and finished
+    return model, length, done, ties
 
 
 def _check_any_ii(p, last, swp_length, extra_copies, y, deadline) -> None:
@@ -155,6 +158,8 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
     last = max_ii or sequential_ii(p)
     tried = []
     for ii in range(first_ii, last + 1):
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
         report("joint", {"I": ii})
         ctx, e, _ = build(p, ii, window(p, ii, swp_length, extra_copies))
         lb = swp_length if ii == first_ii else critical_path(p)
@@ -173,11 +178,11 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
         if status == "sat":
             length = _makespan(e, model)
             report("joint", {"I": ii, "L": length, "minimizing": "L"})
-            model, length, done = _minimize(ctx, e, y, p, model, length, below, deadline, report)
+            model, length, done, ties = _minimize(ctx, e, y, p, model, length, below, deadline, report)
             result = JointResult(
                 ii, length, tuple((v, model.get_integer_value(e.start[v])) for v in e.names),
                 tuple((v, model.get_integer_value(e.role[v])) for v in e.names),
-                tuple((w, model.get_integer_value(e.warps(w))) for w in range(e.K)), True, done, tuple(tried))
+                tuple((w, model.get_integer_value(e.warps(w))) for w in range(e.K)), True, done, tuple(tried), ties)
             ctx.dispose()
             return result
         ctx.dispose()
@@ -268,8 +273,8 @@ def joint_schedule(p: Problem, swp, base: Schedule, options, progress) -> Schedu
     sched = replace(base, stage="joint", ii=result.ii, length=result.length, optimal=result.optimal,
                     length_optimal=result.length_optimal,
                     ops=ops, roles=roles, buffers=buffers, cross_role_edges=tuple(dict.fromkeys(cross)))
-    sched = replace(sched, roles=budgets(p, sched))
-    if not (result.optimal and result.length_optimal):
+    sched = replace(sched, roles=budgets(p, sched), complete=result.optimal and result.length_optimal and result.ties_done)
+    if not sched.complete:
         from .pipeline import TimeLimitReached
         what = "optimality was proven" if not result.optimal else "L was proven minimal (I is optimal)"
         raise TimeLimitReached(sched, f"the time limit ended the search before {what}")

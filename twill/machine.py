@@ -307,6 +307,10 @@ def load_machine(name_or_path: str) -> Machine:
         path = specs[name_or_path]
     try:
         text = path.read_text()
+    except UnicodeDecodeError:  # the line and column of the first byte that is not UTF-8
+        from .fileio import read_text
+        text = read_text(path, "machine description")
     except OSError as exc:
         raise InputError(Diagnostic(f"cannot read machine description '{name_or_path}': {exc.strerror}")) from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark is not content
     return parse_machine(text, str(name_or_path) if "/" in name_or_path or path.suffix else str(path))

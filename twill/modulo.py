@@ -30,6 +30,7 @@ shortest schedules the earliest one is chosen and the answer is deterministic.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .problem import Problem
@@ -44,7 +45,7 @@ class ModuloResult:
     res_mii: int
     rec_mii: int
     tried: tuple[tuple[int, str], ...]  # (I, status) in order
-    timed_out: bool = False
+    timed_out: bool = False  # a time limit stopped it: L (or, with `optimal` False, I too) not proven least
 
     @property
     def start(self) -> dict[str, int]:
@@ -94,8 +95,16 @@ def horizon(p: Problem, ii: int) -> int:
 
 
 def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: int | None = None):
-    """Solve the ILP at one I. Returns (status, length, starts); status is a pulp status string."""
+    """Solve the ILP at one I. Returns (status, length, starts); status is a pulp status string,
+    or "Feasible" when CBC's time limit stopped it with a schedule it had not proven shortest.
+    Building the model stops too when the limit passes (ModuloTimeout). CBC's files go to the
+    scratch folder (fileio.scratch), which every exit removes."""
+    import time
+
     import pulp
+
+    from .fileio import scratch_folder
+    deadline = None if time_limit is None else time.monotonic() + time_limit
 
     names = [t.name for t in p.tasks]
     H = horizon(p, ii)
@@ -108,6 +117,7 @@ def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: i
     for n, d in enumerate(p.deps):
         prob += start[d.dst] + d.distance * ii >= start[d.src] + d.latency, f"dep[{d.src}->{d.dst}#{n}]"
     for unit, cap in p.caps:
+        _clock(deadline)
         on_unit = [t for t in p.tasks if t.unit == unit and t.occupancy > 0]
         if sum(t.occupancy for t in on_unit) <= cap:
             continue
@@ -119,10 +129,24 @@ def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: i
             _residues(prob, start, on_unit, ii, H, unit, cap)
     if min_length is not None:
         prob += length >= min_length, "L>=bound"
-    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, options=["randomSeed 1", "randomCbcSeed 1"])
-    prob.solve(solver)
+    _clock(deadline)
+    # CBC takes whole seconds and can overrun them (its preprocessing is not interruptible): it
+    # gets 90% of what is left, and a watchdog ends it at the deadline itself.
+    left = None if deadline is None else max(1, math.floor(0.9 * (deadline - time.monotonic())))
+    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=left, options=["randomSeed 1", "randomCbcSeed 1"])
+    if scratch_folder():
+        solver.tmpDir = scratch_folder()
+    with _watchdog(deadline):
+        try:
+            prob.solve(solver)
+        except pulp.PulpSolverError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise ModuloTimeout() from None  # the watchdog ended CBC
+            raise
     status = pulp.LpStatus[prob.status]
-    if status != "Optimal":
+    if status == "Optimal" and prob.sol_status != pulp.LpSolutionOptimal:
+        status = "Feasible"  # "Stopped on time" with a schedule: feasible, its L not proven least
+    if status not in ("Optimal", "Feasible"):
         return status, None, None
     starts = {v: int(round(pulp.value(start[v]))) for v in names}
     return status, int(round(pulp.value(length))), starts
@@ -189,8 +213,55 @@ def _residues(prob, start, ops, ii: int, H: int, unit: str, cap: int) -> None:
         prob += pulp.lpSum(terms) <= cap, f"cap[{unit},r={r}]"
 
 
+@contextmanager
+def _watchdog(deadline: float | None):
+    """End this process's CBC if it is still running at `deadline`."""
+    if deadline is None:
+        yield
+        return
+    import threading
+    import time
+
+    from .fileio import end_solver_children
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), end_solver_children, kwargs={"reap": False})
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _clock(deadline: float | None) -> None:
+    import time
+    if deadline is not None and time.monotonic() > deadline:
+        raise ModuloTimeout()
+
+
 class ModuloTimeout(Exception):
     """The time limit ran out before any I was decided feasible."""
+
+
+def sequential(p: Problem, r_mii: int = 0, c_mii: int = 0, tried=()) -> ModuloResult:
+    """A modulo schedule that always exists, for a time limit that ends stage 1 first: the ops one
+    after another in an order of their distance-0 dependences, each on its unit alone, and I the
+    whole length (so no two iterations overlap, and every carried dependence is met). Not optimal."""
+    order, placed = [], set()
+    preds = {t.name: {d.src for d in p.deps if d.dst == t.name and d.distance == 0} for t in p.tasks}
+    while len(order) < len(p.tasks):  # distance-0 edges form a DAG (the parser refuses cycles)
+        ready = [t for t in p.tasks if t.name not in placed and preds[t.name] <= placed]
+        t = ready[0] if ready else next(t for t in p.tasks if t.name not in placed)
+        order.append(t)
+        placed.add(t.name)
+    starts, now = {}, 0
+    for t in order:
+        starts[t.name] = now
+        now += max(t.cycles, t.occupancy, 1)
+    length = max([starts[t.name] + t.cycles for t in p.tasks] + [1])
+    need = max([starts[d.src] + d.latency - starts[d.dst] for d in p.deps if d.distance > 0] + [0])
+    ii = max(now, length, need, 1)
+    return ModuloResult(ii, length, tuple((t.name, starts[t.name]) for t in p.tasks), False, r_mii, c_mii,
+                        tuple(tried), timed_out=True)
 
 
 def modulo_schedule(p: Problem, max_ii: int | None = None, time_limit: float | None = None,
@@ -212,10 +283,11 @@ def modulo_schedule(p: Problem, max_ii: int | None = None, time_limit: float | N
             raise ModuloTimeout()
         status, length, starts = solve_at(p, ii, left)
         tried.append((ii, status))
-        if status == "Optimal":
+        if status in ("Optimal", "Feasible"):
             shift = min(starts.values())
             starts = {v: s - shift for v, s in starts.items()}
-            return ModuloResult(ii, length - shift, tuple(starts.items()), True, r_mii, c_mii, tuple(tried))
+            return ModuloResult(ii, length - shift, tuple(starts.items()), True, r_mii, c_mii, tuple(tried),
+                                timed_out=status == "Feasible")
         if status != "Infeasible":
             raise ModuloTimeout()  # undecided at this I: a larger one would not be provably minimal
         ii += 1

@@ -24,12 +24,16 @@ class Normalization:
     map: tuple[tuple[float, int], ...]
     distortion: float  # the optimal F, relative to the largest C[i]*C'[j]
     unit_cycles: float  # least-squares machine cycles per normalized unit
+    proven: bool = True  # False when a time limit stopped SCIP before its optimum
 
     def as_dict(self) -> dict[float, int]:
         return dict(self.map)
 
 
-def normalize(costs: tuple[float, ...], bound: int = 300) -> Normalization:
+def normalize(costs: tuple[float, ...], bound: int = 300, deadline: float | None = None) -> Normalization:
+    """The normalization of `costs` within `bound`; by `deadline` (time.monotonic()) SCIP stops
+    and its best map so far is taken (or, with none, costs rounded in proportion), marked
+    `proven=False`."""
     if not costs:
         return Normalization((), 0.0, 1.0)
     if all(float(c).is_integer() for c in costs) and sum(costs) <= bound:
@@ -37,15 +41,36 @@ def normalize(costs: tuple[float, ...], bound: int = 300) -> Normalization:
     if len(costs) > bound:
         raise TwillError(f"{len(costs)} distinct costs cannot be normalized within a bound of {bound}: "
                          "raise --normalize-bound")
-    scaled = _solve(costs, bound)
-    worst = max((abs(ci * scaled[j] - cj * scaled[i]) for i, ci in enumerate(costs)
-                 for j, cj in enumerate(costs) if i < j), default=0.0)
+    scaled, proven = _solve(costs, bound, deadline)
+    # SCIP's tolerances (1e-6) cannot tell ratios apart once the costs span more than about a
+    # million: it "proved" F = 0 for (1, 64, 1e9) mapped to (1, 1, 1). The costs rounded in
+    # proportion are then better; the map kept is the one with the smaller true error.
+    rounded = _proportional(costs, bound)
+    if _worst(costs, rounded) < _worst(costs, scaled):
+        scaled = rounded
+    worst = _worst(costs, scaled)
     top = max(c * s for c in costs for s in scaled)
     unit = sum(c * s for c, s in zip(costs, scaled)) / sum(s * s for s in scaled)
-    return Normalization(tuple(zip(costs, scaled)), worst / top if top else 0.0, unit)
+    return Normalization(tuple(zip(costs, scaled)), worst / top if top else 0.0, unit, proven)
 
 
-def _solve(costs: tuple[float, ...], bound: int) -> list[int]:
+def _worst(costs, scaled) -> float:
+    """The worst cross-ratio error F of a map."""
+    return max((abs(ci * scaled[j] - cj * scaled[i]) for i, ci in enumerate(costs)
+                for j, cj in enumerate(costs) if i < j), default=0.0)
+
+
+def _proportional(costs: tuple[float, ...], bound: int) -> list[int]:
+    """Costs rounded in proportion, none below 1, the sum at most `bound`: the map when SCIP had
+    no time, or when its tolerances failed it."""
+    total = sum(costs)
+    out = [max(1, round(c / total * bound)) for c in costs]
+    while sum(out) > bound and max(out) > 1:
+        out[out.index(max(out))] -= 1
+    return out
+
+
+def _solve(costs: tuple[float, ...], bound: int, deadline: float | None = None) -> tuple[list[int], bool]:
     from pyscipopt import Model, quicksum
 
     # Work on costs scaled so the largest is 1: the same optimum, better conditioned.
@@ -53,7 +78,10 @@ def _solve(costs: tuple[float, ...], bound: int) -> list[int]:
     c = [x / big for x in costs]
 
     def build(f_cap: float | None):
+        import time
         model = Model("normalize")
+        if deadline is not None:
+            model.setParam("limits/time", max(0.01, deadline - time.monotonic()))
         model.hideOutput()
         model.setParam("misc/catchctrlc", False)  # Ctrl-C is Python's KeyboardInterrupt, not a SCIP status
         model.setParam("randomization/randomseedshift", 0)
@@ -75,6 +103,9 @@ def _solve(costs: tuple[float, ...], bound: int) -> list[int]:
     model, first, status = build(None)
     if status == "userinterrupt":
         raise KeyboardInterrupt
+    if status == "timelimit":
+        return ([int(round(model.getVal(v))) for v in first] if model.getNSols() else _proportional(costs, bound),
+                False)
     if status != "optimal":
         raise TwillError(f"cost normalization failed: SCIP status {status}")
     ints = [int(round(model.getVal(v))) for v in first]
@@ -86,6 +117,8 @@ def _solve(costs: tuple[float, ...], bound: int) -> list[int]:
     best = max((abs(c[i] * ints[j] - c[j] * ints[i]) for i in range(len(c)) for j in range(i + 1, len(c))),
                default=0.0)
     model, scaled, status = build(best * (1 + 1e-9) + 1e-9)
+    if status == "userinterrupt":
+        raise KeyboardInterrupt
     if status != "optimal":
-        return ints
-    return [int(round(model.getVal(v))) for v in scaled]
+        return ints, status != "timelimit"
+    return [int(round(model.getVal(v))) for v in scaled], True

@@ -8,31 +8,25 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .costs import bind
-from .errors import Diagnostic, InputError, NoScheduleError, TwillError, did_you_mean
+from .errors import Diagnostic, InputError, NoScheduleError, TwillError
 from .ir import Graph
 from .machine import Machine
-from .modulo import ModuloResult, ModuloTimeout, modulo_schedule
-from .normalize import Normalization, normalize
-from .problem import Problem, distinct_costs, make_problem
-from .schedule import Scale, Schedule, ScheduledOp
-from .verify import check, verify
+from .modulo import ModuloResult, ModuloTimeout, modulo_schedule, rec_mii, res_mii, sequential
+from .normalize import Normalization
+from .options import ModelOptions
+from .problem import Problem, problem_for
+from .schedule import Scale, Schedule, ScheduledOp, graph_digest
+from .verify import check
 
 
 @dataclass(frozen=True)
-class SolveOptions:
-    swp_only: bool = False
-    normalize_bound: int = 300
+class SolveOptions(ModelOptions):
+    """The model options (twill/options.py) and what only shapes a run: none of these three
+    changes the answer, so none is in a schedule's options or the cache key."""
+
     time_limit: float | None = None  # seconds for the whole search
-    max_ii: int | None = None
-    cross_role: bool = True  # allow producer and consumer on different roles
-    warps: int | None = None  # override limits.warps
-    registers: int | None = None  # override limits.registers_per_thread (a reduced budget)
-    depth: int | None = None  # ring-buffer depth of streaming loads
     timings: bool = False  # record wall times in the schedule's stats
-    cache: bool = False  # reuse a proven-optimal schedule solved before (twill/cache.py)
-    smt_backend: str = "yices"  # "z3" for comparison only
-    groups: tuple[tuple[str, ...], ...] = ()  # ops pinned together on one role, each group its own role
+    cache: bool = False  # reuse a complete, verified schedule solved before (twill/cache.py)
 
 
 class TimeLimitReached(TwillError):
@@ -52,52 +46,26 @@ def _quiet(stage: str, info: dict) -> None:
     pass
 
 
-def build_problem(graph: Graph, machine: Machine, options: SolveOptions) -> tuple[Problem, Normalization]:
+def build_problem(graph: Graph, machine: Machine, options: ModelOptions,
+                  deadline: float | None = None) -> tuple[Problem, Normalization]:
     """Stage 0 and the problem it feeds: machine cycles -> small integers (SCIP)."""
-    _check_groups(graph, options.groups)
-    machine = machine.restricted(options.warps, options.registers, options.depth)
-    costs = bind(graph, machine)
-    norm = normalize(distinct_costs(costs, machine), options.normalize_bound)
-    problem = make_problem(graph, machine, costs, norm.as_dict(),
-                           {"cross_role": options.cross_role, "smt_backend": options.smt_backend,
-                            "groups": options.groups})
-    return problem, norm
-
-
-def _check_groups(graph: Graph, groups: tuple[tuple[str, ...], ...]) -> None:
-    """--group names ops of the graph, each at most once."""
-    names = {op.name for op in graph.ops}
-    seen: set[str] = set()
-    for g in groups:
-        for name in g:
-            if name not in names:
-                raise InputError(Diagnostic(f"--group names '{name}', which is not an op of kernel "
-                                            f"'{graph.kernel}'", None,
-                                            did_you_mean(name, sorted(names)) or f"its ops: {', '.join(sorted(names))}"))
-            if name in seen:
-                raise InputError(Diagnostic(f"--group names op '{name}' twice: each op is in at most one group",
-                                            None, None))
-            seen.add(name)
-
-
-def model_options(options: SolveOptions) -> tuple[tuple[str, object], ...]:
-    """The options that change the model, as the schedule records them (verify applies them)."""
-    recorded = {"warps": options.warps, "registers": options.registers, "depth": options.depth,
-                "cross_role": None if options.cross_role else False,
-                "groups": tuple(tuple(g) for g in options.groups) or None}
-    return tuple(sorted((k, v) for k, v in recorded.items() if v is not None))
+    return problem_for(graph, machine, options.model, deadline=deadline)
 
 
 def schedule_from_modulo(problem: Problem, result: ModuloResult, norm: Normalization, graph: Graph,
-                         machine: Machine) -> Schedule:
+                         machine: Machine, options: ModelOptions = ModelOptions()) -> Schedule:
+    """Stage 1's answer as a schedule (stage "swp"), with the digests of what it was solved from."""
     from .tir import print_tir
     start = result.start
+    tir = print_tir(graph)
     return Schedule(
         kernel=graph.kernel, machine=machine.name, machine_digest=machine.digest, arch=machine.arch, stage="swp",
         ii=result.ii, length=result.length, optimal=result.optimal,
         ops=tuple(_scheduled(t, start[t.name], None) for t in problem.tasks),
         scale=Scale(norm.map, norm.distortion, norm.unit_cycles),
-        bounds=_bounds(result), graph_tir=print_tir(graph),
+        bounds=_bounds(result), graph_tir=tir, options=options.model.recorded(),
+        graph_digest=graph_digest(tir), options_digest=options.model.digest(),
+        length_optimal=not result.timed_out, complete=norm.proven and not result.timed_out,
     )
 
 
@@ -113,52 +81,63 @@ def _bounds(result: ModuloResult) -> tuple[tuple[str, int], ...]:
 
 def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions(),
           progress: Progress = _quiet) -> Schedule:
+    """All stages, or stage 1 alone (`swp_only`); solver files live in a scratch folder removed
+    on every exit. A time limit that ends the search raises TimeLimitReached with the best
+    schedule found (never None: stage 1's fallback always exists). Only a complete schedule is
+    cached, and a cached one is served only once it passes every check (twill/cache.py)."""
     if not graph.ops:
         raise InputError(Diagnostic(f"{graph.file or graph.name}: the loop has no operations: there is nothing "
                                     "to schedule"))
-    if not options.cache:
-        return _solve(graph, machine, options, progress)
-    from . import cache
-    digest = cache.key(graph, machine, options)
-    hit = cache.load(digest)
-    if hit is not None and not options.timings and not verify(hit, graph, machine):
-        progress("cache", {"hit": digest[:12]})
-        return hit
-    schedule = _solve(graph, machine, options, progress)
-    cache.store(digest, replace(schedule, stats=()))
-    return schedule
+    from .fileio import scratch
+    with scratch():
+        if not options.cache:
+            return _solve(graph, machine, options, progress)
+        from . import cache
+        digest = cache.key(graph, machine, options.model)
+        hit = cache.load(digest, graph, machine, options.model)
+        if hit is not None and not options.timings:
+            progress("cache", {"hit": digest[:12]})
+            return hit
+        schedule = _solve(graph, machine, options, progress)  # an incomplete one raises: never stored
+        cache.store(digest, replace(schedule, stats=()), graph, machine, options.model)
+        return schedule
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.01, deadline - time.monotonic())
 
 
 def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Progress) -> Schedule:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
+    # The stages stop a little before the limit (5%, at most a second): checking and printing
+    # the schedule they leave fits in what remains.
+    limit = options.time_limit
+    deadline = None if limit is None else time.monotonic() + limit - min(1.0, 0.05 * limit)
 
     # Stage 0: normalize costs (SCIP).
     progress("normalize", {})
-    problem, norm = build_problem(graph, machine, options)
+    problem, norm = build_problem(graph, machine, options, deadline)
     timings["normalize_seconds"] = time.perf_counter() - t0
 
-    # Stage 1: optimal modulo schedule, the SWP bound (PuLP + CBC).
+    # Stage 1: optimal modulo schedule, the SWP bound (PuLP + CBC); out of time, the sequential one.
     t1 = time.perf_counter()
     try:
-        swp = modulo_schedule(problem, options.max_ii, options.time_limit,
+        swp = modulo_schedule(problem, options.max_ii, _left(deadline),
                               on_try=lambda ii: progress("modulo", {"I": ii}))
     except ModuloTimeout:
-        raise TimeLimitReached(None, "the time limit ended the modulo-scheduling stage before any schedule "
-                                     "was found") from None
+        swp = sequential(problem, res_mii(problem), rec_mii(problem))
     timings["ilp_seconds"] = time.perf_counter() - t1
     if swp is None:
         raise NoScheduleError(f"no modulo schedule with I <= {options.max_ii}: raise --max-ii")
-    schedule = replace(schedule_from_modulo(problem, swp, norm, graph, machine), options=model_options(options))
+    schedule = schedule_from_modulo(problem, swp, norm, graph, machine, options)
 
-    # Stage 2: joint software pipelining and warp specialization (Yices2).
-    if not options.swp_only:
-        from .joint import joint_schedule
-        t2 = time.perf_counter()
-        if options.time_limit is not None:  # the limit is for the whole search: pass on what is left
-            options = replace(options, time_limit=max(0.01, options.time_limit - (t2 - t0)))
-        schedule = joint_schedule(problem, swp, schedule, options, progress)
-        timings["smt_seconds"] = time.perf_counter() - t2
+    # Stage 2: joint software pipelining and warp specialization (Yices2), if stage 1 finished.
+    if not options.swp_only and schedule.complete:
+        schedule = _joint(problem, swp, schedule, replace(options, time_limit=_left(deadline)), progress)
+        timings["smt_seconds"] = time.perf_counter() - t1 - timings["ilp_seconds"]
+    elif not options.swp_only:  # the joint stage got no time: stage 1's schedule, its roles derived
+        schedule = replace(schedule, optimal=False)
 
     timings["solve_seconds"] = time.perf_counter() - t0
     if options.timings:  # wall times make the file differ run to run: only on request
@@ -166,4 +145,36 @@ def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Prog
 
     # Every schedule is checked by the independent verifier before anyone sees it.
     check(schedule, graph, machine)
+    if not schedule.complete:
+        raise TimeLimitReached(schedule, _unfinished(schedule, options, norm, swp))
     return schedule
+
+
+def _joint(problem: Problem, swp: ModuloResult, base: Schedule, options: SolveOptions, progress) -> Schedule:
+    """The joint stage; a time limit that stops it gives its schedule so far (complete=False), or,
+    with none found, stage 1's schedule (not proven: emit-cuda derives its roles)."""
+    from .joint import joint_schedule
+    try:
+        return joint_schedule(problem, swp, base, options, progress)
+    except TimeLimitReached as exc:
+        return replace(exc.schedule or replace(base, optimal=False), complete=False)
+
+
+def _unfinished(schedule: Schedule, options: SolveOptions, norm: Normalization, swp: ModuloResult) -> str:
+    """What the time limit cut short, in words."""
+    if not norm.proven:
+        what = "cost normalization (stage 0) finished"
+    elif swp.timed_out and not swp.optimal:
+        what = "the modulo-scheduling stage found a schedule; this is the sequential one"
+    elif swp.timed_out:
+        what = "the modulo-scheduling stage proved L minimal"
+    elif not options.swp_only and schedule.stage == "swp":
+        what = "the joint stage found a schedule; this is stage 1's, with warp roles to be derived"
+    elif not schedule.optimal:
+        what = "optimality was proven"
+    elif not schedule.length_optimal:
+        what = "L was proven minimal (I is optimal)"
+    else:
+        what = "the tie-breaks (fewest roles, cross-role edges, warps, earliest starts) finished"
+    limit = "" if options.time_limit is None else f" ({options.time_limit:g} s)"
+    return f"the time limit{limit} ended the search before {what}: not proven"

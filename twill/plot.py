@@ -8,7 +8,7 @@ Two steps, so that tests can check what a picture says without looking at pixels
   `Schedule.instances()` counts it); the prologue / steady state / epilogue of `Schedule.phases`; a
   marker at every multiple of I; and the dependence edges of the embedded graph between the
   instances they connect.
-- `render(chart, path)` draws it with matplotlib (an optional extra: `pip install 'twill-sched[plot]'`)
+- `render(chart, path)` draws it with matplotlib (a dependency of the default install)
   on an Agg canvas with a fixed size and resolution, a fixed SVG hash salt and no dates, so the same
   schedule always gives the same bytes. matplotlib is imported only here, never by `import twill`.
 """
@@ -222,7 +222,7 @@ def _matplotlib():
     except ImportError:
         raise InputError(Diagnostic(
             "plotting needs matplotlib, which is not installed",
-            hint="pip install 'twill-sched[plot]'")) from None
+            hint="reinstall twill (pip install twill-sched): matplotlib is one of its dependencies")) from None
     return matplotlib, Figure, FigureCanvasAgg
 
 

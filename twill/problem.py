@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .costs import OpCost
+from .costs import OpCost, bind
+from .errors import Diagnostic, ErrorCollector, InputError, did_you_mean
 from .ir import Graph
 from .machine import Limits, Machine
+from .options import ModelOptions
 
 
 @dataclass(frozen=True)
@@ -107,3 +109,84 @@ def distinct_costs(costs: tuple[OpCost, ...], machine: Machine) -> tuple[float, 
     """The positive cycle counts stage 0 normalizes: latencies, occupancies, the cross-role delay."""
     values = {c.cycles for c in costs} | {c.occupancy for c in costs} | {machine.cross_warp_cycles}
     return tuple(sorted(v for v in values if v > 0))
+
+
+# Sizes no GPU tile loop comes near, past which the solvers' time and memory grow without bound:
+# each is an error at the line that exceeds it, naming the limit.
+SIZE_LIMITS = {
+    "ops": 256,  # operations in the loop body (pairwise resource constraints grow with its square)
+    "distance": 1024,  # iterations a dependence reaches back (NAME@D)
+    "cycles": 1e9,  # machine cycles of one op's latency or occupancy (half a second at 2 GHz)
+}
+
+
+def check_size(graph: Graph, costs: tuple[OpCost, ...] = ()) -> None:
+    """The graph (and, once bound, its costs) within `SIZE_LIMITS`."""
+    errors = ErrorCollector()
+    if len(graph.ops) > SIZE_LIMITS["ops"]:
+        op = graph.ops[SIZE_LIMITS["ops"]]
+        errors.error(f"the loop has {len(graph.ops)} operations, more than the limit of {SIZE_LIMITS['ops']} "
+                     "(SIZE_LIMITS['ops']): no GPU tile loop needs so many", op.span,
+                     "split the loop, or schedule a smaller tile")
+    for op in graph.ops:
+        for operand in op.operands:
+            if operand.distance is not None and operand.distance > SIZE_LIMITS["distance"]:
+                errors.error(f"iteration distance {operand.distance} exceeds the limit of "
+                             f"{SIZE_LIMITS['distance']} (SIZE_LIMITS['distance'])", operand.span or op.span)
+    spans = {op.name: op.span for op in graph.ops}
+    for c in costs:
+        for what, value in (("cycles", c.cycles), ("occupancy", c.occupancy)):
+            if not value <= SIZE_LIMITS["cycles"]:  # (nan too)
+                errors.error(f"op '{c.name}' has {what} {value:g}, more than the limit of "
+                             f"{SIZE_LIMITS['cycles']:g} machine cycles (SIZE_LIMITS['cycles'])", spans.get(c.name))
+                break
+    errors.raise_if_any()
+
+
+def check_groups(graph: Graph, groups: tuple[tuple[str, ...], ...]) -> None:
+    """--group names ops of the graph, each at most once."""
+    names = {op.name for op in graph.ops}
+    seen: set[str] = set()
+    for g in groups:
+        for name in g:
+            if name not in names:
+                raise InputError(Diagnostic(f"--group names '{name}', which is not an op of kernel "
+                                            f"'{graph.kernel}'", None,
+                                            did_you_mean(name, sorted(names)) or f"its ops: {', '.join(sorted(names))}"))
+            if name in seen:
+                raise InputError(Diagnostic(f"--group names op '{name}' twice: each op is in at most one group",
+                                            None, None))
+            seen.add(name)
+
+
+class ScaleMismatch(Exception):
+    """A normalization map (a schedule's own) lacks a cost the graph on this machine has."""
+
+
+def problem_for(graph: Graph, machine: Machine, options: ModelOptions, scale: dict[float, int] | None = None,
+                deadline: float | None = None):
+    """The one model of (graph, machine, options), shared by the pipeline, verify and explain.
+
+    With `scale` (a schedule's recorded map) no normalization is solved, and a cost the map lacks
+    raises ScaleMismatch; otherwise stage 0 (SCIP) runs, within `deadline` (time.monotonic()).
+    Returns (Problem, Normalization or None)."""
+    from .normalize import normalize
+
+    check_size(graph)
+    check_groups(graph, options.groups)
+    machine = machine.restricted(options.warps, options.registers, options.depth)
+    if not machine.cross_warp_cycles <= SIZE_LIMITS["cycles"]:
+        raise InputError(Diagnostic(f"{machine.file}: 'communication.cross_warp_cycles' is "
+                                    f"{machine.cross_warp_cycles:g}, more than the limit of "
+                                    f"{SIZE_LIMITS['cycles']:g} machine cycles (SIZE_LIMITS['cycles'])"))
+    costs = bind(graph, machine)
+    check_size(graph, costs)
+    norm = None
+    if scale is None:
+        norm = normalize(distinct_costs(costs, machine), options.normalize_bound, deadline)
+        scale = norm.as_dict()
+    missing = [c for c in distinct_costs(costs, machine) if c not in scale]
+    if missing:
+        raise ScaleMismatch(f"its normalization map has no entry for {missing[0]:g} machine cycles")
+    extra = {"cross_role": options.cross_role, "smt_backend": options.smt_backend, "groups": options.groups}
+    return make_problem(graph, machine, costs, scale, extra), norm

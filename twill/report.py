@@ -63,6 +63,8 @@ def render_table(s: Schedule) -> str:
     proof = "optimal (I-1 proven infeasible)" if s.optimal else "NOT proven optimal"
     if not s.length_optimal:
         proof += "; L not proven minimal (time limit)"
+    elif not s.complete:
+        proof += "; the time limit cut the search short (not proven)"
     console.print(f"kernel {s.kernel} on {s.machine} ({s.arch}): I = {s.ii}, L = {s.length}, {proof}")
     bounds = dict(s.bounds)
     if bounds:

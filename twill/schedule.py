@@ -80,6 +80,9 @@ class Schedule:
     options: tuple[tuple[str, object], ...] = ()
     stats: tuple[tuple[str, float], ...] = field(default=(), compare=False)
     machine_digest: str = ""  # Machine.digest of the description it was solved with ("" if unknown)
+    graph_digest: str = ""  # graph_digest(graph_tir) when solved ("" in files older than digests)
+    options_digest: str = ""  # ModelOptions.digest() of the options it was solved under ("" likewise)
+    complete: bool = True  # every stage ran to its end (False: a time limit cut one short)
 
     # -- derived views ---------------------------------------------------------------------
     @property
@@ -124,17 +127,20 @@ class Schedule:
     # -- the file format ---------------------------------------------------------------------
     def to_dict(self) -> dict:
         phases = self.phases
-        return {
+        out = {
             "format": FORMAT,
             "kernel": self.kernel,
             "machine": self.machine,
             "machine_digest": self.machine_digest,
+            "graph_digest": self.graph_digest,
+            "options_digest": self.options_digest,
             "arch": self.arch,
             "stage": self.stage,
             "ii": self.ii,
             "length": self.length,
             "optimal": self.optimal,
             "length_optimal": self.length_optimal,
+            "complete": self.complete,
             "ops": [
                 {
                     "name": op.name, "opcode": op.opcode, "unit": op.unit, "cycles": op.cycles,
@@ -170,6 +176,8 @@ class Schedule:
             "graph": self.graph_tir,
             "stats": dict(self.stats),
         }
+        out["field_digests"] = {key: field_digest(out[key]) for key in DIGESTED}
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
@@ -178,6 +186,8 @@ class Schedule:
     def from_dict(cls, d: dict) -> "Schedule":
         return cls(
             kernel=d["kernel"], machine=d["machine"], machine_digest=d.get("machine_digest", ""),
+            graph_digest=d.get("graph_digest", ""), options_digest=d.get("options_digest", ""),
+            complete=d.get("complete", True),
             arch=d.get("arch", ""), stage=d.get("stage", "joint"),
             ii=d["ii"], length=d["length"], optimal=d["optimal"],
             ops=tuple(
@@ -212,8 +222,42 @@ class Schedule:
         return cls.from_dict(json.loads(text))
 
 
-def _count(v, low: int) -> bool:
-    return type(v) is int and v >= low
+# The fields a file guards with a digest each ("field_digests"): what the solve decided. Not the
+# derived views (program, instances: recomputed when read) nor stats (wall times).
+DIGESTED = ("kernel", "machine", "machine_digest", "graph_digest", "options_digest", "arch", "stage", "ii",
+            "length", "optimal", "length_optimal", "complete", "ops", "warps", "buffers", "cross_role_edges",
+            "scale", "bounds", "options", "graph")
+
+
+def field_digest(value) -> str:
+    """A short SHA-256 of one field's canonical JSON."""
+    import hashlib
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def edited_fields(data: dict) -> list[str]:
+    """The fields of a schedule file whose digest no longer matches (edited or deleted by hand).
+    A file without "field_digests" (older than them) has none to check."""
+    digests = data.get("field_digests")
+    if not isinstance(digests, dict):
+        return [] if digests is None else ["field_digests"]
+    return [k for k in DIGESTED if k in digests and (k not in data or field_digest(data[k]) != digests[k])]
+
+
+def graph_digest(tir: str) -> str:
+    """SHA-256 of a schedule's embedded graph text."""
+    import hashlib
+    return hashlib.sha256(tir.encode()).hexdigest()
+
+
+# The largest times a schedule file may hold: far above any solve (costs are normalized to a few
+# hundred units), low enough that unrolling or drawing its program stays quick.
+MAX_II = 10**6
+MAX_COPIES = 4096
+
+
+def _count(v, low: int, high: int | None = None) -> bool:
+    return type(v) is int and v >= low and (high is None or v <= high)
 
 
 def _amount(v) -> bool:
@@ -223,18 +267,41 @@ def _amount(v) -> bool:
 OPTION_CHECKS = {  # what each model option a schedule records (pipeline.model_options) may be
     "warps": lambda v: _count(v, 1), "registers": lambda v: _count(v, 1), "depth": lambda v: _count(v, 1),
     "cross_role": lambda v: isinstance(v, bool),
-    "groups": lambda v: all(isinstance(n, str) for g in v for n in g),
+    "groups": lambda v: isinstance(v, (list, tuple)) and all(isinstance(g, (list, tuple)) and
+                                                           all(isinstance(n, str) for n in g) for g in v),
+    "normalize_bound": lambda v: _count(v, 1), "max_ii": lambda v: _count(v, 1),
+    "smt_backend": lambda v: v in ("yices", "z3"),
 }
+FLAGS = ("optimal", "length_optimal", "complete")  # the schedule's booleans
+TEXTS = ("kernel", "machine", "arch", "graph_tir", "machine_digest", "graph_digest", "options_digest")
+STAGES = ("swp", "joint")
 
 
 def problems(s: Schedule) -> list[str]:
     """What makes a schedule read from a file unusable before any model is built: wrong types,
     values out of range, names that do not add up (a hand-edited file, say). [] when it is sound."""
     out = []
+    for key in FLAGS:
+        if not isinstance(getattr(s, key), bool):
+            out.append(f"'{key}' must be true or false, not {getattr(s, key)!r}")
+    for key in TEXTS:
+        if not isinstance(getattr(s, key), str):
+            out.append(f"'{'graph' if key == 'graph_tir' else key}' must be a string, not {getattr(s, key)!r}")
+    if s.stage not in STAGES:
+        out.append(f"'stage' must be 'swp' or 'joint', not {s.stage!r}")
+    elif s.stage == "swp" and (s.roles or any(o.role is not None for o in s.ops)):
+        out.append("stage 'swp' has no warp roles, but 'warps' or an op's 'warp' names some")
+    elif s.stage == "joint" and not s.roles:
+        out.append("stage 'joint' needs its warp roles, but 'warps' is empty")
     if not _count(s.ii, 1):
         out.append(f"'ii' must be an integer >= 1, not {s.ii!r}")
+    elif s.ii > MAX_II:
+        out.append(f"'ii' is {s.ii}, more than the limit of {MAX_II} (schedule.MAX_II)")
     if not _count(s.length, 0):
         out.append(f"'length' must be an integer >= 0, not {s.length!r}")
+    elif _count(s.ii, 1, MAX_II) and s.length > MAX_COPIES * s.ii:
+        out.append(f"'length' is {s.length}, more than {MAX_COPIES} iterations of ii = {s.ii} "
+                   "(schedule.MAX_COPIES)")
     if not s.ops:
         out.append("'ops' is empty")
     names = [o.name for o in s.ops]
@@ -244,6 +311,11 @@ def problems(s: Schedule) -> list[str]:
     for o in s.ops:
         if not _count(o.start, 0):
             out.append(f"op '{o.name}': 'start' must be an integer >= 0, not {o.start!r}")
+        elif _count(s.length, 0) and o.start > s.length:
+            out.append(f"op '{o.name}': 'start' is {o.start}, past 'length' {s.length}")
+        for key in ("is_async", "variable_latency", "streaming"):
+            if not isinstance(getattr(o, key), bool):
+                out.append(f"op '{o.name}': '{key.replace('is_', '')}' must be true or false")
         for key in ("cycles", "occupancy"):
             if not _amount(getattr(o, key)):
                 out.append(f"op '{o.name}': '{key}' must be a number >= 0, not {getattr(o, key)!r}")

@@ -38,7 +38,8 @@ from .ir import CARRY_ATTRIBUTES, DTYPE_BITS, OP_ATTRIBUTES, OUTPUT_DTYPES, SPAC
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _TOKEN = re.compile(r"""
     (?P<space>\s+) | (?P<comment>\#.*)
-  | (?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]inf\b)
+  | (?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![A-Za-z0-9_.])|[-+]inf\b)
+  | (?P<badnumber>[-+]?[\d.][A-Za-z0-9_.]*)
   | (?P<name>[A-Za-z_][A-Za-z0-9_.]*) | (?P<string>"(?:[^"\\]|\\.)*")
   | (?P<punct>[=:,\[\]{}@]) | (?P<bad>.)
 """, re.VERBOSE)
@@ -116,6 +117,8 @@ class _Line:
         tok = self.peek()
         if tok is not None and tok.kind == "bad":
             message = "unterminated string" if tok.text == '"' else f"unexpected character '{tok.text}'"
+        elif tok is not None and tok.kind == "badnumber":
+            message = f"'{tok.text}' is not a number: write it in decimal (no 0x, suffixes or separators)"
         else:
             message = f"expected {what}, found " + ("the end of the line" if tok is None else f"'{tok.text}'")
         raise InputError(Diagnostic(message, self.span(tok)))

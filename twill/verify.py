@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .costs import bind
 from .errors import TwillError
 from .ir import Graph
 from .liveness import launched_warpgroups, memory_use, register_file, role_register_use
 from .machine import Machine
-from .problem import Problem, make_problem
+from .options import ModelOptions
+from .problem import Problem, ScaleMismatch, problem_for
 from .schedule import Schedule
 
 
@@ -32,12 +32,10 @@ class VerificationError(TwillError):
 
 
 def _problem(schedule: Schedule, graph: Graph, machine: Machine) -> Problem:
-    """The model the schedule was solved in: the machine under the schedule's recorded options."""
-    scale = dict(schedule.scale.map)
-    o = dict(schedule.options)
-    machine = machine.restricted(o.get("warps"), o.get("registers"), o.get("depth"))
-    return make_problem(graph, machine, bind(graph, machine), scale,
-                        {"cross_role": o.get("cross_role", True), "groups": o.get("groups", ())})
+    """The model the schedule was solved in: `problem_for` under the schedule's recorded options,
+    with its own normalization map (ScaleMismatch when the map lacks one of the graph's costs)."""
+    options = ModelOptions.from_recorded(schedule.options, schedule.stage)
+    return problem_for(graph, machine, options, dict(schedule.scale.map))[0]
 
 
 def check_ops(s: Schedule, p: Problem):
@@ -51,11 +49,35 @@ def check_ops(s: Schedule, p: Problem):
         t = p.task.get(o.name)
         if t is None:
             yield Violation("uniqueness", f"scheduled op '{o.name}' is not in the graph")
-        elif (o.cycles, o.occupancy, o.unit) != (t.cycles, t.occupancy, t.unit):
-            yield Violation("consistency", f"op '{o.name}' has cycles/occupancy/unit {o.cycles}/{o.occupancy}/"
-                                           f"{o.unit}, the model says {t.cycles}/{t.occupancy}/{t.unit}")
+        else:
+            for key, model in OP_FIELDS.items():
+                have, want = getattr(o, key), getattr(t, model)
+                if have != want or type(have) is not type(want):
+                    yield Violation("consistency", f"op '{o.name}': '{OP_KEYS.get(key, key)}' is {have!r}, "
+                                                   f"the model says {want!r}")
         if o.start < 0:
             yield Violation("consistency", f"op '{o.name}' starts at {o.start} < 0")
+
+
+# ScheduledOp field -> the Task field the model derives it from; and the JSON key where they differ
+OP_FIELDS = {"opcode": "opcode", "unit": "unit", "cycles": "cycles", "occupancy": "occupancy", "issue": "issue",
+             "is_async": "is_async", "variable_latency": "variable_latency", "streaming": "streaming",
+             "machine_cycles": "machine_cycles"}
+OP_KEYS = {"is_async": "async"}
+
+
+def check_buffers(s: Schedule, p: Problem):
+    """Each streaming load's ring, as the model sizes it: a depth or size edited in the file would
+    change the kernel emit-cuda writes."""
+    if s.stage != "joint":
+        return
+    want = {t.name: (t.depth, t.bytes, t.space) for t in p.tasks if t.streaming}
+    have = {b.value: (b.depth, b.bytes, b.space) for b in s.buffers}
+    for name in sorted(set(want) | set(have)):
+        if want.get(name) != have.get(name):
+            yield Violation("consistency", f"buffer '{name}': depth/bytes/space is "
+                                           f"{'/'.join(map(str, have[name])) if name in have else 'missing'}, "
+                                           f"the model says {'/'.join(map(str, want[name])) if name in want else 'none'}")
 
 
 def check_completion(s: Schedule, p: Problem):
@@ -206,6 +228,7 @@ def check_blocking(s: Schedule, p: Problem):
 
 FAMILIES = {
     "uniqueness/consistency": check_ops,
+    "buffers": check_buffers,
     "completion": check_completion,
     "dependence": check_dependence,
     "capacity": check_capacity,
@@ -219,7 +242,13 @@ FAMILIES = {
 
 
 def verify(schedule: Schedule, graph: Graph, machine: Machine) -> list[Violation]:
-    p = _problem(schedule, graph, machine)
+    if schedule.kernel != graph.kernel:
+        return [Violation("uniqueness", f"the schedule is of kernel '{schedule.kernel}', the graph is "
+                                        f"'{graph.kernel}'")]
+    try:
+        p = _problem(schedule, graph, machine)
+    except ScaleMismatch as exc:  # another graph's schedule, or an edited 'scale'
+        return [Violation("uniqueness", f"the schedule does not fit this graph: {exc}")]
     out: list[Violation] = []
     for family in FAMILIES.values():
         out.extend(family(schedule, p))

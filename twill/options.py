@@ -1,0 +1,59 @@
+"""The model options: everything besides the graph and the machine that changes a solve's answer.
+
+One frozen `ModelOptions` is the only definition of them. The pipeline builds its problem from it
+(`problem.problem_for`), a schedule records it (`recorded`, the JSON's `options`: the fields that
+differ from their defaults) with a digest of them (`digest`), the cache keys on that digest,
+and `verify` rebuilds the model from what the schedule recorded. `SolveOptions`
+(twill/pipeline.py) adds what only shapes a run (its time limit, timings, the cache switch).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    swp_only: bool = False  # stop after stage 1 (the schedule's `stage` records it)
+    normalize_bound: int = 300  # U: the largest sum of normalized costs
+    max_ii: int | None = None  # give up above this I
+    cross_role: bool = True  # allow producer and consumer on different roles
+    warps: int | None = None  # override limits.warps
+    registers: int | None = None  # override limits.registers_per_thread (a reduced budget)
+    depth: int | None = None  # ring-buffer depth of streaming loads
+    smt_backend: str = "yices"  # "z3" for comparison only
+    groups: tuple[tuple[str, ...], ...] = ()  # ops pinned together on one role, each group its own role
+
+    @property
+    def model(self) -> "ModelOptions":
+        """The model options alone (a `SolveOptions` drops its run-only fields here)."""
+        return ModelOptions(**{f.name: getattr(self, f.name) for f in fields(ModelOptions)})
+
+    def recorded(self) -> tuple[tuple[str, object], ...]:
+        """The fields a schedule file records: those that differ from their defaults, sorted by
+        name (a default solve records none). `swp_only` is the schedule's `stage` instead."""
+        base = ModelOptions()
+        out = {}
+        for f in fields(ModelOptions):
+            value = getattr(self, f.name)
+            if f.name != "swp_only" and value != getattr(base, f.name):
+                out[f.name] = tuple(tuple(g) for g in value) if f.name == "groups" else value
+        return tuple(sorted(out.items()))
+
+    @classmethod
+    def from_recorded(cls, pairs, stage: str = "joint") -> "ModelOptions":
+        """The options a schedule recorded (its `options` pairs and its `stage`); unknown keys are
+        left to `schedule.problems`, which names them."""
+        known = {f.name for f in fields(cls)} - {"swp_only"}
+        kw = {k: (tuple(tuple(g) for g in v) if k == "groups" else v) for k, v in pairs if k in known}
+        return cls(swp_only=stage == "swp", **kw)
+
+    def digest(self) -> str:
+        """SHA-256 of every model field but `swp_only` (defaults included), canonical JSON. The
+        stage is not in it: a full solve that a time limit ends in stage 1 keeps its options;
+        the cache key adds `swp_only` itself."""
+        m = self.model
+        text = json.dumps([[f.name, getattr(m, f.name)] for f in fields(ModelOptions) if f.name != "swp_only"],
+                          sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
