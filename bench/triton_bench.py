@@ -231,7 +231,7 @@ def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float) -> 
     tir, sched, cu = out / f"{name}.tir", out / f"{name}.json", out / f"{name}.cu"
     steps = [("import", ["import", str(dump), "-o", str(tir)]),
              ("solve", ["solve", str(tir), "--gpu", gpu, "--time-limit", str(time_limit), "-o", str(sched), "-q"]),
-             ("emit-cuda", ["emit-cuda", str(sched), "-o", str(cu)])]
+             ("emit-cuda", ["emit-cuda", str(sched), "-o", str(cu), "--binding", "torch"])]
     record = {"dump": dump.name, "stages": {}}
     for stage, argv in steps:
         t0 = time.time()
@@ -263,6 +263,82 @@ def cmd_build(args) -> None:
     (out / "build.json").write_text(json.dumps(records, indent=1, sort_keys=True))
 
 
+# -- twill's kernels against Triton's, on the GPU ---------------------------------------------------
+
+# How a Triton launch's tensors reach twill's binding, for the kernels whose graph computes the
+# kernel's outputs. The importer does not record Triton's argument names yet, so the binding's
+# arguments are the graph's names; `inputs` maps them to make_inputs' tensors, `outputs` the
+# binding's outputs to the reference's, `exp2` whether the kernel takes Triton's log2-domain
+# softmax scale (sm_scale * log2 e). Kernels whose graph lacks work after the loop (the fp8 scales,
+# bias + GELU, the W4A16 column interleave, the attention LSE) are not compared: that work is not
+# imported (docs/triton-results.md).
+RUN = {
+    "gemm_persistent_tma": dict(inputs=("a", "b"), outputs={"acc": 0}, exp2=False),
+    "attn_causal_fwd": dict(inputs=("q", "kT", "v"), outputs={"acc": 0}, exp2=True),
+    "attn_gqa_fwd": None,  # Q's rows stack GROUP heads: a layout the binding's [*batch, M, D] does not express
+}
+
+
+def _load_binding(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cmd_run(args) -> None:
+    import torch
+    import triton
+    kdir, out = Path(args.kernels), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="triton-bench-"))
+    default = load_variant(None, False, scratch)
+    triton_results = json.loads(Path(args.triton).read_text())["kernels"] if args.triton else {}
+    results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+               "pairs": args.pairs, "kernels": {}}
+    for name, how in RUN.items():
+        binding = kdir / f"{name}_sm90.py"
+        if how is None or not binding.exists():
+            results["kernels"][name] = {"skipped": "no binding" if how else "layout not expressible"}
+            continue
+        mod = _load_binding(binding)
+        fns = default.KERNELS[name]
+        rows = []
+        for size in SIZES.get(name, [None]):
+            tensors, params = fns["make_inputs"](size, "cuda")
+            ref = fns["reference"](*tensors, **params)
+            refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+            knobs = {"exp2_scale": params["sm_scale"] * 1.4426950408889634} if how["exp2"] else {}
+            ins = tensors[:len(how["inputs"])]
+            row = {"size": size or "default", "flop": flops(name, tensors)}
+            try:
+                got = mod.run(*ins, **knobs)
+                outs = got if isinstance(got, tuple) else (got,)
+                fields = getattr(got, "_fields", None) or ("acc",)
+                named = dict(zip(fields, outs))
+                row["rel_error"] = max(rel_error(named[k], refs[i]) for k, i in how["outputs"].items())
+                best = triton_results.get(name, {}).get("rows", [{}])[len(rows)].get("best", "stages=3,ws=off")
+                stages, ws = int(best.split(",")[0].split("=")[1]), best.endswith("on")
+                tri = load_variant(stages, ws, scratch).KERNELS[name]["launch"]
+                pairs = []
+                runs = (lambda: median_ms(lambda: mod.run(*ins, **knobs), reps=10),
+                        lambda: median_ms(lambda: tri(*tensors, **params), reps=10))
+                for k in range(args.pairs):  # alternating pairs, each kernel first in turn
+                    first, second = runs if k % 2 == 0 else runs[::-1]
+                    x, y = first(), second()
+                    pairs.append((x, y) if k % 2 == 0 else (y, x))
+                tw = sorted(p[0] for p in pairs)[len(pairs) // 2]
+                tr = sorted(p[1] for p in pairs)[len(pairs) // 2]
+                row.update(twill_ms=tw, triton_ms=tr, triton_config=best, ratio=tr / tw,
+                           twill_tflops=row["flop"] / tw / 1e9, triton_tflops=row["flop"] / tr / 1e9)
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            rows.append(row)
+            print(name, json.dumps(row), flush=True)
+        results["kernels"][name] = {"rows": rows}
+    (out / "run.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -277,6 +353,12 @@ def main(argv=None) -> None:
     p.add_argument("--gpu", default="h200", help="the machine description for sm_90 dumps (sm_100: b200)")
     p.add_argument("--time-limit", type=float, default=300)
     p.set_defaults(fn=cmd_build)
+    p = sub.add_parser("run", help="GPU: twill's kernels (built by 'build') against Triton's")
+    p.add_argument("--kernels", required=True, help="the folder 'build' wrote")
+    p.add_argument("--triton", help="the triton step's triton.json (its best configuration per row)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--pairs", type=int, default=5)
+    p.set_defaults(fn=cmd_run)
     args = parser.parse_args(argv)
     args.fn(args)
 
