@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from .costs import bind
-from .errors import Diagnostic, InputError, NoScheduleError, TwillError, did_you_mean
+from .errors import Diagnostic, InputError, NoScheduleError, TimeLimitReached, did_you_mean
 from .ir import Graph
 from .machine import Machine
 from .modulo import ModuloResult, ModuloTimeout, modulo_schedule
@@ -33,16 +33,6 @@ class SolveOptions:
     cache: bool = False  # reuse a proven-optimal schedule solved before (twill/cache.py)
     smt_backend: str = "yices"  # "z3" for comparison only
     groups: tuple[tuple[str, ...], ...] = ()  # ops pinned together on one role, each group its own role
-
-
-class TimeLimitReached(TwillError):
-    """The search stopped at --time-limit; `schedule` is the best one found (not proven)."""
-
-    exit_code = 3
-
-    def __init__(self, schedule: Schedule | None, message: str):
-        self.schedule = schedule
-        super().__init__(message)
 
 
 Progress = Callable[[str, dict], None]
