@@ -474,6 +474,11 @@ FAMILIES = {
 }
 
 
+# Family items asserted even when the others are guarded: they remove no schedule (the symmetry breaking
+# of role slots, and each op's slot being one of them), so no unsat core needs them, and without them a
+# check that drops other items must refute every renumbering of the roles (explain's core: minutes).
+UNGUARDED = {("roles", "order"), ("roles", "slot")}
+
 OBJECTIVES = {
     # what `JointEncoding.minimize` can minimize, as terms of an Encoding
     "I": lambda e: e.I,
@@ -511,7 +516,8 @@ class JointEncoding:
         self.p, self.lo, self.hi = p, ii, hi
         self.names, self.slots = self._e.names, self._e.K
         self.guards = tuple(self._guards)
-        self._model = None
+        self._model, self._assumed = None, False
+        self._params = None
         self._objectives: dict = {}
         self.checks, self.last_check_seconds = 0, 0.0
 
@@ -530,7 +536,7 @@ class JointEncoding:
         self._guards = {}
         for name, family in families.items():
             for detail, formula in family(e):
-                if guard is None:
+                if guard is None or (name, detail.partition(":")[0]) in UNGUARDED:
                     ctx.assert_formula(formula)
                 else:
                     key = guard(name, detail)
@@ -549,15 +555,16 @@ class JointEncoding:
     def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None) -> Status:
         """Satisfiable? With `at_most` {objective: k}, under objective <= k for this check only;
         with `assume` (guard keys), under those guards alone. A SAT answer keeps its model."""
-        if self._ctx.status() == self._y.Status.UNSAT:  # the assertions contradict each other outright
-            return Status.UNSAT                           # (Yices then refuses push)
+        if assume is None and not self._assumed and self._ctx.status() == self._y.Status.UNSAT:
+            return Status.UNSAT  # the assertions contradict each other outright (Yices then refuses push)
+        self._assumed = self._assumed or assume is not None  # (then an UNSAT status is the assumptions')
         if at_most:
             self._ctx.push()
             self._ctx.assert_formulas([self._e.le(self._term(k), self._e.num(v)) for k, v in at_most.items()])
         try:
             t0 = time.monotonic()
             literals = None if assume is None else [self._guards[k] for k in assume]
-            status = self._status.get(bounded_check(self._ctx, literals, deadline), Status.TIMEOUT)
+            status = self._status.get(bounded_check(self._ctx, literals, deadline, self._params), Status.TIMEOUT)
             self.checks += 1
             self.last_check_seconds = time.monotonic() - t0
             if status == Status.SAT:
@@ -571,15 +578,19 @@ class JointEncoding:
         """Assert objective <= k from now on."""
         self._ctx.assert_formula(self._e.le(self._term(objective), self._e.num(k)))
 
-    def minimize(self, objective: str, lo: int, deadline: float | None = None, measure=None) -> tuple[int, bool]:
-        """Binary-search the least k >= lo with objective <= k satisfiable, from the value the last
-        model has (satisfiable), and assert it. `measure()` reads what the current model really
-        achieves (at most the objective's value), so each satisfiable check can lower the bound
-        further. Returns the bound and whether the search finished (a deadline can stop it)."""
+    def minimize(self, objective: str, lo: int, deadline: float | None = None, measure=None,
+                 from_below: int = 0) -> tuple[int, bool]:
+        """The least k >= lo with objective <= k satisfiable, from the value the last model has
+        (satisfiable), asserted from then on. Binary search, except that once at most `from_below`
+        values remain, it tries them from below (the first satisfiable is the least: unsatisfiable
+        checks are the cheap ones where a loose bound makes a satisfiable one dear). `measure()` reads
+        what the current model really achieves (at most the objective's value), so each satisfiable
+        check can lower the bound further. Returns the bound and whether the search finished (a
+        deadline can stop it)."""
         measure = measure or (lambda: self.value(objective))
         hi = measure()
         while lo < hi:
-            mid = (lo + hi) // 2
+            mid = lo if hi - lo <= from_below else (lo + hi) // 2
             status = self.check(deadline, {objective: mid})
             if status == Status.TIMEOUT:
                 break

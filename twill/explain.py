@@ -383,7 +383,8 @@ def explain(graph, machine, options, progress=lambda stage, info: None, deadline
     progress("joint", {"from I": ii})
     base = schedule_from_modulo(p, swp, norm, graph, machine)
     try:
-        sched = joint_schedule(p, swp, base, replace(options, time_limit=None), progress, deadline)
+        sched = joint_schedule(p, swp, base, replace(options, time_limit=None), progress, deadline,
+                               first_refuted=not ex.realisable)
         check(sched, graph, machine)
     except NoScheduleError as exc:
         ex.final_note = exc.diagnostics[0].message

@@ -14,6 +14,7 @@ and the sum of the starts, each by tightening a bound until unsat.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass, replace
@@ -75,12 +76,18 @@ def critical_path(p: Problem) -> int:
     return max(longest.values(), default=0)
 
 
+LINEAR_STEPS = 16  # lengths the search for L tries one at a time from below, before it doubles its steps
+
+
 def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline):
-    """Ascend from L <= lb in doubling steps up to the window (method.md: L from stage 1's length
-    upward): checks near the optimum are the cheap ones, a loose bound lets the solver wander.
+    """Ascend from L <= lb (method.md: L from stage 1's length upward), one unit at a time for the
+    first LINEAR_STEPS lengths, then in doubling steps up to the window. The checks below the optimum
+    are unsatisfiable and cheap; a satisfiable check is dearer the looser its bound (the solver
+    wanders: on FA3's graph on h200, L <= 703 took 11 s, L <= 698, the optimum, 6 s), so the first
+    satisfiable length found from below is the least one wherever the ascent is still linear.
     Returns (status, the largest bound proven unsat)."""
     proven_below, cap, step = lb - 1, lb, 1
-    while True:
+    for n in itertools.count(1):
         cap = min(cap, lmax)
         status = enc.check(deadline, {"L": cap})
         if status != Status.UNSAT:
@@ -88,7 +95,9 @@ def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline):
         proven_below = cap
         if cap >= lmax:
             return Status.UNSAT, proven_below
-        cap, step = cap + step, step * 2
+        if n >= LINEAR_STEPS:
+            step *= 2
+        cap += step
 
 
 TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
@@ -97,7 +106,7 @@ TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
 
 def _minimize(enc: JointEncoding, below: int, deadline, report):
     """At a satisfiable (I, L): least L, then fewest roles, cross-role edges and warps, earliest starts."""
-    length, done = enc.minimize("L", below + 1, deadline, enc.makespan)
+    length, done = enc.minimize("L", below + 1, deadline, enc.makespan, from_below=LINEAR_STEPS)
     for what, floor in TIE_BREAKS:
         report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
         enc.minimize(what, floor, deadline)
@@ -160,19 +169,23 @@ def _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried
 
 def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
                 max_ii: int | None = None, progress=None, extra_copies: int = EXTRA_COPIES,
-                deadline: float | None = None) -> JointResult | None:
+                deadline: float | None = None, first_refuted: bool = False) -> JointResult | None:
     """I/L escalation. Returns None when the time limit (or `deadline`, time.monotonic() seconds,
     whichever comes first) ends the search first; raises NoScheduleError when no I up to `max_ii`
-    (or a fully sequential I) works."""
+    (or a fully sequential I) works. With `first_refuted`, the caller has proven `first_ii`
+    unsatisfiable (explain's core) and the search starts above it."""
     if time_limit is not None:
         deadline = min(deadline or math.inf, time.monotonic() + time_limit)
     report = progress or (lambda stage, info: None)
     last = max_ii or sequential_ii(p)
     tried: list = []
-    report("joint", {"I": first_ii})
-    status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried)
-    if status != Status.UNSAT:
-        return result
+    if first_refuted:
+        tried.append((first_ii, Status.UNSAT))
+    else:
+        report("joint", {"I": first_ii})
+        status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried)
+        if status != Status.UNSAT:
+            return result
     if max_ii is None:
         _check_any_ii(p, last, swp_length, extra_copies, deadline)
     lo, width = first_ii + 1, 1
@@ -254,8 +267,10 @@ def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
     return tuple(Role(r.name, r.warps, b, r.ops) for r, b in roles)
 
 
-def joint_schedule(p: Problem, swp, base: Schedule, options, progress, deadline: float | None = None) -> Schedule:
-    result = solve_joint(p, swp.ii, swp.length, options.time_limit, options.max_ii, progress, deadline=deadline)
+def joint_schedule(p: Problem, swp, base: Schedule, options, progress, deadline: float | None = None,
+                   first_refuted: bool = False) -> Schedule:
+    result = solve_joint(p, swp.ii, swp.length, options.time_limit, options.max_ii, progress, deadline=deadline,
+                         first_refuted=first_refuted)
     if result is None:
         raise TimeLimitReached(None, "the time limit ended the joint search before any schedule was found")
     start, slot = dict(result.starts), dict(result.roles)

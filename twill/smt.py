@@ -219,7 +219,7 @@ def smt_backend(name: str = "yices"):
 POLL_SECONDS = 0.1  # how often a waiting check looks at the clock (and lets Ctrl-C in)
 
 
-def bounded_check(ctx, assumptions=None, deadline: float | None = None):
+def bounded_check(ctx, assumptions=None, deadline: float | None = None, params=None):
     """`ctx`'s check (under `assumptions`, a list of boolean terms, when given), stopped at `deadline`
     (time.monotonic() seconds) or on Ctrl-C. Returns the backend's own status, or None when the
     deadline stopped it (or had passed). A Ctrl-C stops the search and is raised again here.
@@ -233,8 +233,8 @@ def bounded_check(ctx, assumptions=None, deadline: float | None = None):
 
     def work():
         try:
-            answer.append(ctx.check_context() if assumptions is None
-                          else ctx.check_context_with_assumptions(None, assumptions))
+            answer.append(ctx.check_context(params) if assumptions is None
+                          else ctx.check_context_with_assumptions(params, assumptions))
         except BaseException as exc:  # re-raised in the caller's thread
             answer.append(exc)
 
