@@ -1,7 +1,16 @@
-"""The joint problem at one I, in QF_LIA: variables, the constraint families, a Yices context.
+"""The joint problem at one I, or over a range of I, in QF_LIA: variables, the constraint families,
+and the solver that decides it, behind `JointEncoding`'s solver-neutral API (check, minimize, core,
+values keyed by op name; answers are `errors.Status`). This is the only module of twill that holds
+Yices or z3 objects (smt.py loads them for it); every check takes a deadline.
 
 Used by the escalation of stage 2 (joint.py) and by `explain`, which guards each family item
 with an assumption literal.
+
+Over a range [lo, hi] of I, I is an integer variable: every multiple of I in the families is a
+constant (an iteration distance, a quotient) times I, so the problem stays linear, and one
+unsatisfiable check refutes every I of the range. The families' own decisions on I in Python
+(does an occupancy exceed I? does a unit need constraints at all?) must be the same across the
+range: `Encoding.holds_for` finds where one changes, and the range is cut there.
 
 Encoding (equivalent to the paper's time-indexed one, but independent of the cycle counts'
 magnitude): for every op v an integer start `start[v]` of iteration 0 (instance i starts at

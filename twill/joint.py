@@ -14,7 +14,6 @@ and the sum of the starts, each by tightening a bound until unsat.
 """
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass, replace
@@ -76,18 +75,20 @@ def critical_path(p: Problem) -> int:
     return max(longest.values(), default=0)
 
 
-LINEAR_STEPS = 16  # lengths the search for L tries one at a time from below, before it doubles its steps
+FROM_BELOW = 16  # candidate lengths the search for the least L tries one at a time from below
 
 
 def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline):
-    """Ascend from L <= lb (method.md: L from stage 1's length upward), one unit at a time for the
-    first LINEAR_STEPS lengths, then in doubling steps up to the window. The checks below the optimum
-    are unsatisfiable and cheap; a satisfiable check is dearer the looser its bound (the solver
-    wanders: on FA3's graph on h200, L <= 703 took 11 s, L <= 698, the optimum, 6 s), so the first
-    satisfiable length found from below is the least one wherever the ascent is still linear.
-    Returns (status, the largest bound proven unsat)."""
+    """Ascend from L <= lb in doubling steps up to the window (method.md: L from stage 1's length
+    upward): checks near the optimum are the cheap ones, a loose bound lets the solver wander.
+    Returns (status, the largest bound proven unsat).
+
+    Tried, not kept (docs/benchmarks.md, log): one unit at a time for the first 16 lengths (the
+    first satisfiable is then the least), and a time budget per check with a looser bound when it
+    runs out. A satisfiable check's time depends on what the solver did before it by a factor of
+    ten either way, and each helped one graph as much as it hurt another."""
     proven_below, cap, step = lb - 1, lb, 1
-    for n in itertools.count(1):
+    while True:
         cap = min(cap, lmax)
         status = enc.check(deadline, {"L": cap})
         if status != Status.UNSAT:
@@ -95,9 +96,7 @@ def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline):
         proven_below = cap
         if cap >= lmax:
             return Status.UNSAT, proven_below
-        if n >= LINEAR_STEPS:
-            step *= 2
-        cap += step
+        cap, step = cap + step, step * 2
 
 
 TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
@@ -106,7 +105,7 @@ TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
 
 def _minimize(enc: JointEncoding, below: int, deadline, report):
     """At a satisfiable (I, L): least L, then fewest roles, cross-role edges and warps, earliest starts."""
-    length, done = enc.minimize("L", below + 1, deadline, enc.makespan, from_below=LINEAR_STEPS)
+    length, done = enc.minimize("L", below + 1, deadline, enc.makespan, from_below=FROM_BELOW)
     for what, floor in TIE_BREAKS:
         report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
         enc.minimize(what, floor, deadline)
