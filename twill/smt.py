@@ -230,6 +230,7 @@ def bounded_check(ctx, assumptions=None, deadline: float | None = None, params=N
     if deadline is not None and deadline - time.monotonic() <= 0:
         return None
     answer: list = []
+    done = threading.Event()  # not Thread.join: a join that Ctrl-C interrupts can mark a running thread dead
 
     def work():
         try:
@@ -237,21 +238,33 @@ def bounded_check(ctx, assumptions=None, deadline: float | None = None, params=N
                           else ctx.check_context_with_assumptions(params, assumptions))
         except BaseException as exc:  # re-raised in the caller's thread
             answer.append(exc)
+        finally:
+            done.set()
 
     worker = threading.Thread(target=work, name="twill-smt-check", daemon=True)
-    worker.start()
     stopped = False
     try:
-        while worker.is_alive():
+        worker.start()
+        while not done.is_set():
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0 and not stopped:
                 ctx.stop_search()
                 stopped = True
-            worker.join(POLL_SECONDS if left is None or left <= 0 else min(POLL_SECONDS, left))
-    except KeyboardInterrupt:
-        ctx.stop_search()
-        worker.join()
+            done.wait(POLL_SECONDS if left is None or left <= 0 else min(POLL_SECONDS, left))
+    except BaseException:  # Ctrl-C (or anything else): the solver must be done with ctx before it is disposed
+        _stop(ctx, done)
         raise
     if isinstance(answer[0], BaseException):
         raise answer[0]
     return None if stopped else answer[0]
+
+
+def _stop(ctx, done: threading.Event) -> None:
+    """Stop the check and wait for the worker, whatever interrupts the wait (a stop that comes before
+    the worker has begun its search does nothing: so repeat it)."""
+    while not done.is_set():
+        try:
+            ctx.stop_search()
+            done.wait(0.05)
+        except KeyboardInterrupt:
+            continue
