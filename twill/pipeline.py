@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from .costs import bind
-from .errors import Diagnostic, InputError, NoScheduleError, TimeLimitReached, did_you_mean
+from .errors import Diagnostic, InputError, NoScheduleError, did_you_mean
+from .errors import TimeLimitReached  # defined in errors.py (no cycle); twill.pipeline.TimeLimitReached still names it
 from .ir import Graph
 from .machine import Machine
 from .modulo import ModuloResult, ModuloTimeout, modulo_schedule
