@@ -2,6 +2,7 @@
 """Solver benchmark: every example in examples/, solved several times, one fresh process per solve.
 
     python bench/solve_bench.py [--repeat 3] [--timeout 300] [--only NAME ...] [--out DIR] [--check] [--record]
+    python bench/solve_bench.py --corpus [--family F ...] [--max-ops N] [--timeout 60] [--out DIR]
 
 Each solve runs `twill.pipeline.solve(graph, machine, SolveOptions(timings=True))` in a child
 Python process (this script with the hidden `--child` option), so the peak memory the child
@@ -24,6 +25,13 @@ change and writes.
 (or --baseline FILE) and exits 1 if any changed; timings are not compared. With --check nothing
 is written unless --out is given, so the recorded results stay the reference.
 
+--corpus solves the generated corpus of bench/corpus.py instead (47 graphs of 10-150 ops on h100,
+h200 and b200, seeds recorded; `--family` and `--max-ops` pick a subset for quick iteration), once
+each, and records per graph the time to the first joint schedule, to the proven optimum, each
+stage's and each joint phase's time, and the peak memory, in bench/corpus-results.json; the doc's
+corpus section (the distribution: median, 90th percentile, worst) is rewritten from it. Each mode
+keeps the other's results: the doc is rendered from both JSON files.
+
 Exit status: 0 done (timeouts and solver errors are reported in the table), 1 a result changed
 from the recorded one (a plain run or --check), 2 bad usage.
 """
@@ -32,6 +40,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import re
@@ -121,6 +130,119 @@ def run_one(name: str, gpu: str, timeout: float, backend: str = "yices") -> dict
         rss = result.pop("maxrss_kib")
         result["peak_mib"] = round(max(rss.get("self", 0), rss.get("children", 0)) / 1024, 1)
     return result
+
+
+CORPUS_RESULTS = ROOT / "bench" / "corpus-results.json"
+
+
+def corpus_child(tir: str, machine_yaml: str) -> int:
+    """One corpus solve: like `child`, plus when each joint phase began (from the progress reports:
+    the escalation over I, then L, then each tie-break), so the first schedule's time is known."""
+    marks: list[tuple[float, str]] = []
+    t0 = 0.0  # reset when the solve starts: times are the solve's own, as its stats
+
+    def progress(stage: str, info: dict) -> None:
+        phase = info.get("minimizing") if stage == "joint" else None
+        phase = phase if phase != "I" else None  # the least I of a range: still the escalation
+        phase = phase or ("escalation" if stage == "joint" else stage)
+        if not marks or marks[-1][1] != phase:
+            marks.append((time.perf_counter() - t0, phase))
+
+    out: dict = {}
+    try:
+        from twill.fileio import load_graph
+        from twill.machine import load_machine
+        from twill.pipeline import SolveOptions, solve
+        graph, machine = load_graph(tir), load_machine(machine_yaml)
+        t0 = time.perf_counter()
+        schedule = solve(graph, machine, SolveOptions(timings=True), progress)
+        end = time.perf_counter() - t0
+        phases: dict[str, float] = {}
+        for (t, name), nxt in zip(marks, [m[0] for m in marks[1:]] + [end]):
+            phases[name] = round(phases.get(name, 0.0) + nxt - t, 3)
+        first = next((t for t, name in marks if name == "L"), None)
+        out = {"status": "ok", "ii": schedule.ii, "length": schedule.length, "optimal": bool(schedule.optimal),
+               "roles": [[r.name, r.warps] for r in schedule.roles], "stats": dict(schedule.stats),
+               "phases": phases, "first_seconds": None if first is None else round(first, 3)}
+    except Exception as exc:  # reported, never fatal
+        out = {"status": "error", "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    sub = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    out["peak_mib"] = round(max(own, sub) / 1024, 1)
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+def bench_corpus(families: list[str] | None, max_ops: int | None, timeout: float, workdir: Path) -> dict:
+    """Every corpus case (bench/corpus.py), solved once in a fresh process under `nice`."""
+    import corpus
+    out = {}
+    for case, tir, yaml in corpus.write(workdir):
+        ops = case.ops()
+        if (families and case.family not in families) or (max_ops and ops > max_ops):
+            continue
+        print(f"  {case.name} ({case.family}, {ops} ops, {case.gpu}) ...", end="", file=sys.stderr, flush=True)
+        cmd = ["nice", sys.executable, str(Path(__file__).resolve()), "--corpus-child", str(tir), str(yaml)]
+        r, elapsed = run_child(cmd, timeout, ROOT)
+        r.update({"family": case.family, "gpu": case.gpu, "seed": case.seed, "ops": ops,
+                  "units": dict(case.units), "process_seconds": round(elapsed, 3)})
+        r.pop("maxrss_kib", None)
+        print(f" {r['status']} {r.get('stats', {}).get('solve_seconds', '')}", file=sys.stderr)
+        out[case.name] = r
+    return out
+
+
+def _quantiles(xs: list[float]) -> tuple[float, float, float]:
+    xs = sorted(xs)
+    p90 = xs[min(len(xs) - 1, math.ceil(0.9 * len(xs)) - 1)]
+    return statistics.median(xs), p90, xs[-1]
+
+
+def corpus_section(data: dict) -> list[str]:
+    """The corpus part of the doc: the distribution, the goals, and one row per graph."""
+    cases, timeout = data["cases"], data["timeout_seconds"]
+    solved = {n: c for n, c in cases.items() if c["status"] == "ok"}
+    # a graph that did not finish counts at the timeout (the quantiles are then lower bounds); one
+    # whose solve ended in an error (a proven "no schedule" included) is left out
+    timed = {n: c for n, c in cases.items() if c["status"] in ("ok", "timeout")}
+    total = [c["stats"]["solve_seconds"] if n in solved else timeout for n, c in timed.items()]
+    first = [c.get("first_seconds") or c["stats"]["solve_seconds"] if n in solved else timeout
+             for n, c in timed.items()]
+    lines = ["## Generated corpus", "",
+             f"`python bench/solve_bench.py --corpus` ({data['date']}; load average {data['loadavg_before']} before,"
+             f" {data['loadavg_after']} after): {len(cases)} graphs of bench/corpus.py, one `nice` solve each in a"
+             f" fresh process, timeout {timeout:g} s (a graph that did not finish counts as {timeout:g} s).",
+             "", *data.get("notes", []), ""]
+    if total:
+        rows = [("to the proven optimum", total), ("to the first joint schedule", first)]
+        lines += ["| seconds | median | 90th percentile | worst |", "|---|---|---|---|"]
+        lines += [f"| {what} | {_s(a)} | {_s(b)} | {_s(c)} |" for what, xs in rows for a, b, c in [_quantiles(xs)]]
+        heavy = [n for n, c in solved.items() if c["stats"]["solve_seconds"] > 10
+                 and max(c["phases"].values(), default=0) > c["stats"]["solve_seconds"] / 2]
+        within = sum(1 for c in solved.values() if c["optimal"] and c["stats"]["solve_seconds"] <= 60)
+        lines += ["", f"Goals: proven optimal within 60 s: {within} of {len(timed)} (errors left out:"
+                      f" {len(cases) - len(timed)});"
+                      f" median {_s(statistics.median(total))} s (goal < 5 s); solves over 10 s where one stage or"
+                      f" joint phase took more than half: {', '.join(heavy) or 'none'}.", ""]
+    lines += ["| graph | family | ops | GPU (units changed) | seed | I | L | optimal | first s | solve s"
+              " | ILP s | SMT s | largest phase | peak MiB |", "|" + "---|" * 14]
+    for n, c in cases.items():
+        gpu = c["gpu"] + (" (" + ", ".join(f"{u}: {k}" for u, k in c["units"].items()) + ")" if c["units"] else "")
+        if c["status"] == "ok":
+            st = c["stats"]
+            big = max(c["phases"].items(), key=lambda kv: kv[1], default=("", 0))
+            lines.append(f"| {n} | {c['family']} | {c['ops']} | {gpu} | {c['seed']} | {c['ii']} | {c['length']} "
+                         f"| {'yes' if c['optimal'] else 'no'} | {_s(c.get('first_seconds'))} "
+                         f"| {_s(st.get('solve_seconds'))} | {_s(st.get('ilp_seconds'))} | {_s(st.get('smt_seconds'))} "
+                         f"| {big[0]} {_s(big[1])} | {c.get('peak_mib', '')} |")
+        else:
+            what = f"timeout (> {timeout:g} s)" if c["status"] == "timeout" else c.get("error", c["status"])
+            lines.append(f"| {n} | {c['family']} | {c['ops']} | {gpu} | {c['seed']} | - | - "
+                         f"| {what.replace('|', '/')} | | | | | | |")
+    lines += ["", "`first`: when the joint stage reported its first schedule (the L search began); `largest phase`:"
+              " the longest of the joint stage's phases (`escalation` over I up to the first schedule, `L`, then"
+              " each tie-break) or of the other stages.", ""]
+    return lines
 
 
 # -- the benchmark ------------------------------------------------------------------------------
@@ -319,7 +441,7 @@ def table(results: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
-def render_doc(data: dict, log: str) -> str:
+def render_doc(data: dict, log: str, corpus_data: dict | None = None) -> str:
     m = data["machine"]
     lines = [
         "# Solver benchmarks",
@@ -351,6 +473,8 @@ def render_doc(data: dict, log: str) -> str:
             "",
             z3_table(data["z3"], data.get("z3_timeout_seconds", 120)),
         ]
+    if corpus_data:
+        lines += corpus_section(corpus_data)
     lines += [
         "## Machine",
         "",
@@ -421,11 +545,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="recorded results for --check (default bench/results.json)")
     ap.add_argument("--z3-timeout", type=float, default=120.0,
                     help="seconds per z3 solve in the Yices-versus-z3 comparison (default 120; 0 skips it)")
+    ap.add_argument("--corpus", action="store_true", help="solve the generated corpus (bench/corpus.py) instead")
+    ap.add_argument("--family", action="append", help="with --corpus: only this family (repeatable)")
+    ap.add_argument("--max-ops", type=int, help="with --corpus: only graphs of at most this many ops")
     ap.add_argument("--child", nargs=3, metavar=("TIR", "GPU", "BACKEND"), help=argparse.SUPPRESS)
+    ap.add_argument("--corpus-child", nargs=2, metavar=("TIR", "YAML"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.child:
         return child(*args.child)
+    if args.corpus_child:
+        return corpus_child(*args.corpus_child)
+    if args.corpus:
+        return run_corpus(args)
     if args.repeat < 1 or args.timeout <= 0:
         ap.error("--repeat must be >= 1 and --timeout > 0")
     names = discover()
@@ -462,6 +594,9 @@ def main(argv: list[str] | None = None) -> int:
         from twill.fileio import write_atomic
         for path, text in ((res, json.dumps(data, indent=2) + "\n"), (doc, render_doc(data, existing_log(doc)))):
             path.parent.mkdir(parents=True, exist_ok=True)
+            if path == doc:
+                text = render_doc(data, existing_log(doc), _load(args.out / "corpus-results.json" if args.out
+                                                                   else CORPUS_RESULTS))
             write_atomic(path, text)
         print(f"wrote {doc} and {res}", file=sys.stderr)
     for name, e in results.items():
@@ -475,6 +610,34 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {p}", file=sys.stderr)
             return 1
         print(f"check passed: every result matches {args.baseline}", file=sys.stderr)
+    return 0
+
+
+def _load(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def run_corpus(args) -> int:
+    """--corpus: solve the corpus, write its JSON, and re-render the doc with the recorded examples."""
+    import tempfile
+    from twill.fileio import write_atomic
+    timeout = args.timeout if args.timeout != 300.0 else 60.0  # the corpus goal is 60 s a graph
+    before = [round(x, 2) for x in os.getloadavg()]
+    date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = bench_corpus(args.family, args.max_ops, timeout, Path(tmp))
+    data = {"format": FORMAT + "-corpus", "date": date, "timeout_seconds": timeout, "loadavg_before": before,
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()], "families": args.family,
+            "max_ops": args.max_ops, "twill_commit": machine_description()["twill_commit"], "cases": cases}
+    print("\n".join(corpus_section(data)))
+    res = args.out / "corpus-results.json" if args.out else CORPUS_RESULTS
+    doc = args.out / "benchmarks.md" if args.out else DEFAULT_DOC
+    res.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(res, json.dumps(data, indent=2) + "\n")
+    examples = _load(args.out / "results.json" if args.out else DEFAULT_RESULTS)
+    if examples:
+        write_atomic(doc, render_doc(examples, existing_log(DEFAULT_DOC if not doc.is_file() else doc), data))
+    print(f"wrote {res}" + (f" and {doc}" if examples else ""), file=sys.stderr)
     return 0
 
 

@@ -1,7 +1,16 @@
-"""The joint problem at one I, in QF_LIA: variables, the constraint families, a Yices context.
+"""The joint problem at one I, or over a range of I, in QF_LIA: variables, the constraint families,
+and the solver that decides it, behind `JointEncoding`'s solver-neutral API (check, minimize, core,
+values keyed by op name; answers are `errors.Status`). This is the only module of twill that holds
+Yices or z3 objects (smt.py loads them for it); every check takes a deadline.
 
 Used by the escalation of stage 2 (joint.py) and by `explain`, which guards each family item
 with an assumption literal.
+
+Over a range [lo, hi] of I, I is an integer variable: every multiple of I in the families is a
+constant (an iteration distance, a quotient) times I, so the problem stays linear, and one
+unsatisfiable check refutes every I of the range. The families' own decisions on I in Python
+(does an occupancy exceed I? does a unit need constraints at all?) must be the same across the
+range: `Encoding.holds_for` finds where one changes, and the range is cut there.
 
 Encoding (equivalent to the paper's time-indexed one, but independent of the cycle counts'
 magnitude): for every op v an integer start `start[v]` of iteration 0 (instance i starts at
@@ -38,18 +47,33 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 
+from .errors import Status
 from .liveness import (always_blocking, busy, holds, imports, in_place_operands, memory_holds, read_bytes,
                        register_pool, regs_per_thread, tmem_reads)
 from .problem import Problem
-from .smt import smt_backend
+from .smt import bounded_check, smt_backend
+
+
+class _Split(Exception):
+    """A decision the families take in Python changes inside the range of I being encoded, at `at`:
+    encode [lo, at - 1] instead."""
+
+    def __init__(self, at: int):
+        self.at = at
 
 
 class Encoding:
-    """The terms of one joint problem at a fixed I. Holds Yices objects: never leaves this module."""
+    """The terms of one joint problem, at one I or over a range [lo, hi] of I (then `I` is an integer
+    variable and every multiple of I a linear term: the constants it multiplies are the iteration
+    distances and quotients, never another variable). Holds solver objects: never leaves this module."""
 
-    def __init__(self, p: Problem, ii: int, y, lmax: int):
-        self.p, self.ii, self.y, self.lmax = p, ii, y, lmax
+    def __init__(self, p: Problem, lo: int, hi: int, y, lmax: int | None, copies: int | None):
+        self.p, self.lo, self.hi, self.y = p, lo, hi, y
+        self.fixed = lo == hi
+        # the window: L <= lmax at one I; L <= copies * I over a range
+        self.lmax, self.copies = lmax, copies
         self.max_distance = max((d.distance for d in p.deps), default=0)
         # how far past an op's start an interval of it may end: its hold, or its unit occupancy
         self.max_hold = max((max(holds(t), t.occupancy) for t in p.tasks), default=0)
@@ -57,6 +81,7 @@ class Encoding:
         self.T = T
         self.int = Ty.int_type()
         self.bool = Ty.bool_type()
+        self._nums: dict = {}
         names = [t.name for t in p.tasks]
         self.names = names
         # Role slots: every role hosts an op; at most warps/warp_group roles are warpgroups, and
@@ -64,14 +89,66 @@ class Encoding:
         lim = p.limits
         by_warp = sum(1 for t in p.tasks if t.issue == "warp")
         self.K = max(1, min(len(names), lim.warps, lim.warps // lim.warp_group + by_warp))
+        self.I = self.num(lo) if self.fixed else self.var("I")
         self.start = {v: self.var(f"start[{v}]") for v in names}
         self.role = {v: self.var(f"role[{v}]") for v in names}
         self.L = self.var("L")
         self.wg = [self.var(f"wg[{w}]", self.bool) for w in range(self.K)]
         self.regs = [self.var(f"regs[{w}]") for w in range(self.K)]
         self.used = [T.yor([self.same_slot(v, w) for v in names]) for w in range(self.K)]
-        self.defs: list = [self.le(self.L, self.num(lmax))]  # always asserted, never in a core
+        window = self.num(lmax) if self.fixed else self.scale(copies, self.I)
+        self.defs: list = [self.le(self.L, window)]  # always asserted, never in a core
+        if not self.fixed:
+            self.defs += [self.le(self.num(lo), self.I), self.le(self.I, self.num(hi))]
         self._warpgroups = None  # built on first use: see warpgroups()
+
+    # -- I, fixed or a variable ------------------------------------------------------------------
+    @property
+    def ii(self) -> int:
+        """I as a number (only at one I: over a range, use `times`, `affine` and `holds_for`)."""
+        assert self.fixed, "over a range of I, I is a term"
+        return self.lo
+
+    def times(self, k: int):
+        """k * I as a term."""
+        return self.affine(k, 0)
+
+    def affine(self, k: int, c: int):
+        """k * I + c as a term."""
+        if self.fixed or k == 0:
+            return self.num(k * self.lo + c)
+        return self.add(self.scale(k, self.I), self.num(c))
+
+    def holds_for(self, predicate) -> bool:
+        """`predicate(I)`, the same for every I of the range. Every predicate passed is monotone in I
+        (a comparison of I, or of sums of ceil(x / I), with constants), so where its value at lo and
+        at hi differ it changes once, at the first I found by bisection: `_Split` asks for [lo, that - 1]."""
+        first = predicate(self.lo)
+        if self.fixed or predicate(self.hi) == first:
+            return first
+        a, b = self.lo, self.hi  # predicate(a) == first != predicate(b)
+        while b - a > 1:
+            mid = (a + b) // 2
+            a, b = (mid, b) if predicate(mid) == first else (a, mid)
+        raise _Split(b)
+
+    def quotients(self) -> range:
+        """The quotients by I of a difference of two starts, each in [0, window]: exact at one I,
+        [-copies, copies] over a range (the window is copies * I)."""
+        if self.fixed:
+            return range((-self.lmax) // self.lo, self.lmax // self.lo + 1)
+        return range(-self.copies, self.copies + 1)
+
+    def live_quotients(self) -> range:
+        """The iterations k whose instance of an interval can cover a point: its begin and the point
+        lie in [0, window + max_hold], its end at most max_distance * I further (a larger end only
+        counts more instances, which no solution wants). Over a range, the union of each I's (a spare
+        k only adds a term that never holds)."""
+        md, mh = self.max_distance, self.max_hold
+        if self.fixed:
+            ii, span = self.lo, self.lmax
+            return range(-((span + md * ii + mh) // ii), (span + mh) // ii + 1)
+        return range(-(self.copies + md + mh // self.lo), self.copies + mh // self.lo + 1)
 
     # -- term helpers ---------------------------------------------------------------------------
     def var(self, name, ty=None):
@@ -79,7 +156,11 @@ class Encoding:
         return t
 
     def num(self, n: int):
-        return self.T.integer(int(n))
+        n = int(n)
+        term = self._nums.get(n)
+        if term is None:
+            term = self._nums[n] = self.T.integer(n)
+        return term
 
     def add(self, *xs):
         return self.T.sum(list(xs)) if len(xs) > 1 else xs[0]
@@ -103,14 +184,14 @@ class Encoding:
     def scale(self, k: int, t):
         return self.T.mul(self.num(k), t)
 
-    def residue_in(self, a: str, b: str, lo: int, hi: int):
-        """(start[a] - start[b]) mod I lies in [lo, hi], for 0 <= lo <= hi < I: a disjunction of
-        difference constraints over the few quotients that starts in [0, Lmax] allow."""
-        T, ii, span = self.T, self.ii, self.lmax
+    def residue_in(self, a: str, b: str, lo: int, hi: int, hi_below_ii: bool = False):
+        """(start[a] - start[b]) mod I lies in [lo, hi], for 0 <= lo <= hi < I (with `hi_below_ii`,
+        hi counts down from I: the bound is I - hi): a disjunction of difference constraints over the
+        few quotients that starts in the window allow."""
+        T = self.T
         diff = T.sub(self.start[a], self.start[b])
-        # start[a] - start[b] lies in [-Lmax, Lmax], so its quotient by I lies in [floor(-Lmax/I), Lmax // I].
-        cases = [T.yand([self.le(self.num(q * ii + lo), diff), self.le(diff, self.num(q * ii + hi))])
-                 for q in range((-span) // ii, span // ii + 1)]
+        top = (lambda q: self.affine(q + 1, -hi)) if hi_below_ii else (lambda q: self.affine(q, hi))
+        cases = [T.yand([self.le(self.affine(q, lo), diff), self.le(diff, top(q))]) for q in self.quotients()]
         return T.yor(cases)
 
     def live_at(self, at: str, v: str, end):
@@ -121,14 +202,11 @@ class Encoding:
         """How many iterations' instances of an interval [begin, end) of iteration 0 cover the
         cycle `point`: sum over k of [begin + k*I <= point < end + k*I], as a sum of 0/1 terms.
         The ranges of the terms bound k."""
-        T, ii = self.T, self.ii
-        # point and begin lie in [0, Lmax + max_hold], an end at most max_distance*I further (a
-        # larger end only counts more instances, which no solution wants).
-        lo, hi = -((self.lmax + self.max_distance * ii + self.max_hold) // ii), (self.lmax + self.max_hold) // ii
+        T = self.T
         diff = T.sub(point, begin)
         to_end = T.sub(point, end)
-        terms = [T.ite(T.yand([self.le(self.num(k * ii), diff), T.arith_lt_atom(to_end, self.num(k * ii))]),
-                       self.num(1), self.num(0)) for k in range(lo, hi + 1)]
+        terms = [T.ite(T.yand([self.le(self.times(k), diff), T.arith_lt_atom(to_end, self.times(k))]),
+                       self.num(1), self.num(0)) for k in self.live_quotients()]
         return T.sum(terms)
 
     def warps(self, w: int):
@@ -165,30 +243,30 @@ def dependence(e: Encoding):
     T, p = e.T, e.p
     for d in p.deps:
         delay = T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(p.cross))
-        lhs = e.add(e.start[d.dst], e.num(d.distance * e.ii))
+        lhs = e.add(e.start[d.dst], e.times(d.distance))
         yield f"{d.src}->{d.dst}", e.le(e.add(e.start[d.src], e.num(d.latency), delay), lhs)
         if not p.option("cross_role", True) and not p.task[d.src].variable_latency:
             yield f"no_cross:{d.src}->{d.dst}", e.same_role(d.src, d.dst)
 
 
 def capacity(e: Encoding):
-    p, ii = e.p, e.ii
+    p, at_ii = e.p, e.holds_for
     for unit, cap in p.caps:
         ops = [t for t in p.tasks if t.unit == unit and t.occupancy > 0]
         # At most ceil(occupancy / I) instances of an op occupy the unit at once: when those
         # bounds add up to cap or less, no cycle can be over it (four SFU ops on a unit of four).
-        if sum(t.occupancy for t in ops) <= cap or sum(-(-t.occupancy // ii) for t in ops) <= cap:
+        if sum(t.occupancy for t in ops) <= cap or at_ii(lambda ii: sum(-(-t.occupancy // ii) for t in ops) <= cap):
             continue
         if cap == 1:
             for i, u in enumerate(ops):
-                if u.occupancy > ii:
+                if at_ii(lambda ii: u.occupancy > ii):
                     yield f"{unit}:{u.name}", e.T.false()
                 for v in ops[i + 1:]:
-                    fits = u.occupancy <= ii - v.occupancy
-                    yield f"{unit}:{u.name},{v.name}", (e.residue_in(v.name, u.name, u.occupancy, ii - v.occupancy)
+                    fits = at_ii(lambda ii: u.occupancy <= ii - v.occupancy)
+                    yield f"{unit}:{u.name},{v.name}", (e.residue_in(v.name, u.name, u.occupancy, v.occupancy, True)
                                                         if fits else e.T.false())
             continue
-        if all(t.occupancy <= ii for t in ops) and len(ops) * math.comb(len(ops) - 1, cap) <= 2000:
+        if len(ops) * math.comb(len(ops) - 1, cap) <= 2000 and at_ii(lambda ii: all(t.occupancy <= ii for t in ops)):
             # An occupancy of at most I covers a cycle with at most one instance, the one whose
             # start residue is within occ(v) before it. At u's start, no cap of the other ops all
             # cover it: clauses over residue disjunctions, which Yices decides far faster than a
@@ -202,7 +280,7 @@ def capacity(e: Encoding):
             # The instances of each op occupying the unit at u's start (u's own: 1), summed.
             counts = [e.num(1) if v is u else
                       e.T.ite(e.residue_in(u.name, v.name, 0, v.occupancy - 1), e.num(1), e.num(0))
-                      if v.occupancy <= ii else
+                      if at_ii(lambda ii: v.occupancy <= ii) else
                       e.live_at(u.name, v.name, e.add(e.start[v.name], e.num(v.occupancy))) for v in ops]
             yield f"{unit}@{u.name}", e.le(e.add(*counts), e.num(cap))
 
@@ -278,13 +356,13 @@ def registers(e: Encoding):
         e.defs.append(e.le(e.add(e.start[t.name], e.num(max(t.cycles, 1))), end[t.name]))
         for d in p.deps:
             if d.src == t.name:
-                done = e.add(e.start[d.dst], e.num(d.distance * e.ii + holds(p.task[d.dst])))
+                done = e.add(e.start[d.dst], e.affine(d.distance, holds(p.task[d.dst])))
                 e.defs.append(T.implies(e.same_role(d.src, d.dst), e.le(done, end[t.name])))
     for t in values:
         # begin[v]: v's registers count from its start, or from its end when v is written in place
         # of a same-role operand that dies at v.
         done = [T.yand([e.same_role(d.src, t.name),
-                        e.le(end[d.src], e.add(e.start[t.name], e.num(d.distance * e.ii + holds(t))))])
+                        e.le(end[d.src], e.add(e.start[t.name], e.affine(d.distance, holds(t))))])
                 for d in in_place_operands(p, t.name)]
         begin[t.name] = (T.ite(T.yor(done), e.add(e.start[t.name], e.num(holds(t))), e.start[t.name])
                          if done else e.start[t.name])
@@ -343,13 +421,13 @@ def memory(e: Encoding):
                 e.defs.append(e.le(e.add(e.start[t.name], e.num(max(t.cycles, 1))), end))
                 for d in p.deps:
                     if d.src == t.name:
-                        e.defs.append(e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii + memory_holds(p.task[d.dst]))), end))
+                        e.defs.append(e.le(e.add(e.start[d.dst], e.affine(d.distance, memory_holds(p.task[d.dst]))), end))
         for t in p.tasks:
             if t.streaming or t.bytes == 0:
                 continue
             if t.space == space:
                 # counted from its op's end when written in place of an operand that dies at it
-                done = [e.le(ends[d.src], e.add(e.start[t.name], e.num(d.distance * e.ii + memory_holds(t))))
+                done = [e.le(ends[d.src], e.add(e.start[t.name], e.affine(d.distance, memory_holds(t))))
                         for d in in_place_operands(p, t.name)]
                 begin = (T.ite(T.yor(done), e.add(e.start[t.name], e.num(memory_holds(t))), e.start[t.name])
                          if done else e.start[t.name])
@@ -361,7 +439,7 @@ def memory(e: Encoding):
                 for d in p.deps:
                     if d.src == t.name:
                         e.defs.append(T.implies(T.ynot(e.same_role(d.src, d.dst)),
-                                                e.le(e.add(e.start[d.dst], e.num(d.distance * e.ii)), end)))
+                                                e.le(e.add(e.start[d.dst], e.times(d.distance)), end)))
                 items.append((t.name, t.bytes, e.start[t.name], end))
         if fixed > limit:
             yield f"{space}:resident", T.false()
@@ -388,8 +466,8 @@ def blocking(e: Encoding):
             held = busy(u)
             if u.name == v or held <= 1:
                 continue
-            free = T.yor(([e.residue_in(v, u.name, held, e.ii - 1)] if held < e.ii else [])
-                         + ([e.residue_in(v, u.name, 0, 0)] if held <= e.ii else []))
+            free = T.yor(([e.residue_in(v, u.name, held, 1, True)] if e.holds_for(lambda ii: held < ii) else [])
+                         + ([e.residue_in(v, u.name, 0, 0)] if e.holds_for(lambda ii: held <= ii) else []))
             yield f"{v}|{u.name}", T.implies(T.yand([blk, e.same_role(u.name, v)]), free)
 
 
@@ -405,23 +483,163 @@ FAMILIES = {
 }
 
 
-def build(p: Problem, ii: int, lmax: int, families=FAMILIES, guard=None):
-    """Create a Yices context holding the joint problem at I = ii. With `guard`, each family item
-    is asserted under an assumption literal `guard(family, detail)` and those are returned."""
-    y = smt_backend(p.option("smt_backend", "yices"))
-    cfg = y.Config()
-    cfg.default_config_for_logic("QF_LIA")
-    ctx = y.Context(cfg)
-    e = Encoding(p, ii, y, lmax)
-    guards = {}
-    for name, family in families.items():
-        for detail, formula in family(e):
-            if guard is None:
-                ctx.assert_formula(formula)
+# Family items asserted even when the others are guarded: they remove no schedule (the symmetry breaking
+# of role slots, and each op's slot being one of them), so no unsat core needs them, and without them a
+# check that drops other items must refute every renumbering of the roles (explain's core: minutes).
+UNGUARDED = {("roles", "order"), ("roles", "slot")}
+
+OBJECTIVES = {
+    # what `JointEncoding.minimize` can minimize, as terms of an Encoding
+    "I": lambda e: e.I,
+    "L": lambda e: e.L,
+    "roles": lambda e: e.count(e.used),
+    "cross-role edges": lambda e: e.add(e.num(0), *[e.T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(1))
+                                                 for d in e.p.deps]),
+    "warps": lambda e: e.add(*[e.warps(w) for w in range(e.K)]),
+    "starts": lambda e: e.add(*[e.start[t.name] for t in e.p.tasks]),
+}
+
+
+class JointEncoding:
+    """The joint problem at one I (`JointEncoding(p, ii, lmax)`), or over a range of I
+    (`JointEncoding.over(p, lo, hi, copies)`, window copies * I), on a solver: the only object of
+    twill that holds solver objects, behind a solver-neutral API. Answers are `Status`es, values are
+    keyed by op name, objectives by name (`OBJECTIVES`), guards by whatever `guard(family, detail)`
+    returns. Every check is bounded by a `deadline` (time.monotonic() seconds, None: none) and stops
+    within a fraction of a second on Ctrl-C (KeyboardInterrupt).
+
+    With `guard`, each family item is asserted under an assumption literal `guard(family, detail)`,
+    and `check(assume=keys)` assumes only those: `core()` is then the keys of an unsat core."""
+
+    def __init__(self, p: Problem, ii: int, lmax: int, families=FAMILIES, guard=None, *, upto: int | None = None,
+                 copies: int | None = None):
+        self._y = smt_backend(p.option("smt_backend", "yices"))
+        hi = ii if upto is None else upto
+        while True:
+            try:
+                self._build(p, ii, hi, lmax, copies, families, guard)
+                break
+            except _Split as split:  # a Python-level decision changes inside the range: encode less of it
+                self._ctx.dispose()
+                hi = split.at - 1
+        self.p, self.lo, self.hi = p, ii, hi
+        self.names, self.slots = self._e.names, self._e.K
+        self.guards = tuple(self._guards)
+        self._model, self._assumed = None, False
+        self._params = None
+        self._objectives: dict = {}
+        self.checks, self.last_check_seconds = 0, 0.0
+
+    @classmethod
+    def over(cls, p: Problem, lo: int, hi: int, copies: int, families=FAMILIES) -> "JointEncoding":
+        """Every I in [lo, hi'] at once, window copies * I, where hi' <= hi is as far as the families'
+        own case splits on I stay the same (`self.hi` says)."""
+        return cls(p, lo, copies * lo, families, upto=hi, copies=copies)
+
+    def _build(self, p, lo, hi, lmax, copies, families, guard):
+        y = self._y
+        cfg = y.Config()
+        cfg.default_config_for_logic("QF_LIA")
+        self._ctx = ctx = y.Context(cfg)
+        self._e = e = Encoding(p, lo, hi, y, lmax, copies)
+        self._guards = {}
+        for name, family in families.items():
+            for detail, formula in family(e):
+                if guard is None or (name, detail.partition(":")[0]) in UNGUARDED:
+                    ctx.assert_formula(formula)
+                else:
+                    key = guard(name, detail)
+                    if key not in self._guards:
+                        self._guards[key] = e.var(f"[{key}]", e.bool)
+                    ctx.assert_formula(e.T.implies(self._guards[key], formula))
+        ctx.assert_formulas(e.defs)
+        self._status = {y.Status.SAT: Status.SAT, y.Status.UNSAT: Status.UNSAT}  # anything else: not decided
+
+    # -- checks ---------------------------------------------------------------------------------
+    def _term(self, objective: str):
+        if objective not in self._objectives:
+            self._objectives[objective] = OBJECTIVES[objective](self._e)
+        return self._objectives[objective]
+
+    def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None) -> Status:
+        """Satisfiable? With `at_most` {objective: k}, under objective <= k for this check only;
+        with `assume` (guard keys), under those guards alone. A SAT answer keeps its model."""
+        if assume is None and not self._assumed and self._ctx.status() == self._y.Status.UNSAT:
+            return Status.UNSAT  # the assertions contradict each other outright (Yices then refuses push)
+        self._assumed = self._assumed or assume is not None  # (then an UNSAT status is the assumptions')
+        if at_most:
+            self._ctx.push()
+            self._ctx.assert_formulas([self._e.le(self._term(k), self._e.num(v)) for k, v in at_most.items()])
+        try:
+            t0 = time.monotonic()
+            literals = None if assume is None else [self._guards[k] for k in assume]
+            status = self._status.get(bounded_check(self._ctx, literals, deadline, self._params), Status.TIMEOUT)
+            self.checks += 1
+            self.last_check_seconds = time.monotonic() - t0
+            if status == Status.SAT:
+                self._model = self._y.Model.from_context(self._ctx, 1)
+        finally:
+            if at_most:
+                self._ctx.pop()
+        return status
+
+    def bound(self, objective: str, k: int) -> None:
+        """Assert objective <= k from now on."""
+        self._ctx.assert_formula(self._e.le(self._term(objective), self._e.num(k)))
+
+    def minimize(self, objective: str, lo: int, deadline: float | None = None, measure=None,
+                 from_below: int = 0) -> tuple[int, bool]:
+        """The least k >= lo with objective <= k satisfiable, from the value the last model has
+        (satisfiable), asserted from then on. Binary search, except that once at most `from_below`
+        values remain, it tries them from below (the first satisfiable is the least: unsatisfiable
+        checks are the cheap ones where a loose bound makes a satisfiable one dear). `measure()` reads
+        what the current model really achieves (at most the objective's value), so each satisfiable
+        check can lower the bound further. Returns the bound and whether the search finished (a
+        deadline can stop it)."""
+        measure = measure or (lambda: self.value(objective))
+        hi = measure()
+        while lo < hi:
+            mid = lo if hi - lo <= from_below else (lo + hi) // 2
+            status = self.check(deadline, {objective: mid})
+            if status == Status.TIMEOUT:
+                break
+            if status == Status.SAT:
+                hi = min(mid, measure())
             else:
-                key = guard(name, detail)
-                if key not in guards:
-                    guards[key] = e.var(f"[{key}]", e.bool)
-                ctx.assert_formula(e.T.implies(guards[key], formula))
-    ctx.assert_formulas(e.defs)
-    return ctx, e, guards
+                lo = mid + 1
+        self.bound(objective, hi)
+        return hi, lo >= hi
+
+    def core(self) -> list:
+        """The guard keys of the last unsat check's core (the solver's, not necessarily minimal)."""
+        key_of = {t: k for k, t in self._guards.items()}
+        return [key_of[t] for t in self._ctx.get_unsat_core() if t in key_of]
+
+    # -- the last model, in the graph's names ------------------------------------------------------
+    def value(self, objective: str) -> int:
+        return self._model.get_integer_value(self._term(objective))
+
+    def starts(self) -> dict[str, int]:
+        return {v: self._model.get_integer_value(self._e.start[v]) for v in self.names}
+
+    def roles(self) -> dict[str, int]:
+        """op -> role slot."""
+        return {v: self._model.get_integer_value(self._e.role[v]) for v in self.names}
+
+    def role_warps(self) -> dict[int, int]:
+        """role slot -> its warps (0: unused)."""
+        return {w: self._model.get_integer_value(self._e.warps(w)) for w in range(self.slots)}
+
+    def makespan(self) -> int:
+        """The length the model's starts really need (its L may be larger)."""
+        start = self.starts()
+        return max([start[t.name] + t.cycles for t in self.p.tasks] + [0])
+
+    def close(self) -> None:
+        self._ctx.dispose()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

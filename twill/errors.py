@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from enum import Enum
 
 
 def did_you_mean(name: str, choices) -> str | None:
@@ -70,6 +71,28 @@ class NoScheduleError(TwillError):
     """The problem has no schedule under the given limits (exit 1)."""
 
     exit_code = 1
+
+
+class TimeLimitReached(TwillError):
+    """The search stopped at --time-limit; `schedule` is the best one found (not proven), or None (exit 3)."""
+
+    exit_code = 3
+
+    def __init__(self, schedule, message: str):
+        self.schedule = schedule
+        super().__init__(message)
+
+
+class Status(Enum):
+    """What one solver check answered, whichever solver (SCIP, CBC, Yices, z3) ran it. Each backend maps its
+    own answers onto these by a table; a Ctrl-C is never a status (it stays a KeyboardInterrupt)."""
+
+    SAT = "sat"          # a solution exists (and the check holds one)
+    UNSAT = "unsat"      # proven: none exists
+    TIMEOUT = "timeout"  # the deadline came first: nothing is known
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .errors import NoScheduleError
+from .errors import NoScheduleError, Status, TimeLimitReached
 from .joint import EXTRA_COPIES
 from .liveness import busy, imports, read_bytes, regs_per_thread, tmem_reads
 from .problem import Problem
@@ -75,25 +75,28 @@ class Explanation:
 # -- checking subsets of guards --------------------------------------------------------------------
 
 class GuardedProblem:
-    """The joint problem at one I with every item guarded; checks subsets of the guards."""
+    """The joint problem at one I with every item guarded; checks subsets of the guards, each bounded
+    by `deadline` (time.monotonic() seconds): past it a check raises TimeLimitReached."""
 
-    def __init__(self, p: Problem, ii: int, lmax: int):
-        from .encoding import build
-        from .smt import yices_api
-        self.y = yices_api()
-        self.p, self.ii, self.lmax = p, ii, lmax
-        self.ctx, self.enc, self.guards = build(p, ii, lmax, guard=lambda family, detail: (family, detail))
-        self.key_of = {t: k for k, t in self.guards.items()}
-        self.checks = 0
+    def __init__(self, p: Problem, ii: int, lmax: int, deadline: float | None = None):
+        from .encoding import JointEncoding
+        self.p, self.ii, self.lmax, self.deadline = p, ii, lmax, deadline
+        self.enc = JointEncoding(p, ii, lmax, guard=lambda family, detail: (family, detail))
+        self.guards = self.enc.guards
+
+    @property
+    def checks(self) -> int:
+        return self.enc.checks
 
     def check(self, keys) -> bool:
         """True when the items of `keys` (all others off) are satisfiable together."""
-        self.checks += 1
-        status = self.ctx.check_context_with_assumptions(None, [self.guards[k] for k in keys])
-        return status == self.y.Status.SAT
+        status = self.enc.check(self.deadline, assume=list(keys))
+        if status == Status.TIMEOUT:
+            raise TimeLimitReached(None, "the time limit ended `twill explain` before the conflict was explained")
+        return status == Status.SAT
 
     def core(self) -> list[Key]:
-        return [self.key_of[t] for t in self.ctx.get_unsat_core() if t in self.key_of]
+        return self.enc.core()
 
     def minimal_core(self) -> list[Key]:
         """A minimal unsat subset of all guards, by deletion (after the solver's own core)."""
@@ -113,7 +116,7 @@ class GuardedProblem:
         return core
 
     def dispose(self):
-        self.ctx.dispose()
+        self.enc.close()
 
 
 # -- sentences ------------------------------------------------------------------------------------
@@ -249,12 +252,12 @@ def family_summary(p: Problem, family: str, items: list[CoreItem]) -> str:
 
 # -- relaxations ----------------------------------------------------------------------------------
 
-def _check_whole(p: Problem, ii: int, lmax: int) -> bool:
-    gp = GuardedProblem(p, ii, lmax)
-    try:
-        return gp.check(list(gp.guards))
-    finally:
-        gp.dispose()
+def _check_whole(p: Problem, ii: int, lmax: int, deadline: float | None) -> bool | None:
+    """Is the joint problem at `ii` satisfiable (None: the deadline came first)?"""
+    from .encoding import JointEncoding
+    with JointEncoding(p, ii, lmax) as enc:
+        status = enc.check(deadline)
+    return None if status == Status.TIMEOUT else status == Status.SAT
 
 
 def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int,
@@ -268,16 +271,21 @@ def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int,
     lim = p.limits
     out: list[Relaxation] = []
     families = list(dict.fromkeys(f for f, _ in core))
+    def dropped(fam, change, keep):
+        try:
+            out.append(Relaxation(fam, change, gp.check(keep)))
+        except TimeLimitReached:
+            out.append(Relaxation(fam, change, None, "the time limit came first"))
+
     for fam in families:
-        keep = [k for k in gp.guards if k[0] != fam]
-        out.append(Relaxation(fam, f"drop every {fam} constraint (what-if, not a flag)", gp.check(keep)))
+        dropped(fam, f"drop every {fam} constraint (what-if, not a flag)", [k for k in gp.guards if k[0] != fam])
     if len(families) > 1:
-        keep = [k for k in gp.guards if k[0] not in families]
-        out.append(Relaxation("+".join(families), "drop every constraint of all these families together (what-if)",
-                              gp.check(keep)))
+        dropped("+".join(families), "drop every constraint of all these families together (what-if)",
+                [k for k in gp.guards if k[0] not in families])
 
     def tried(fam, change, problem, window_len=None, note=""):
-        out.append(Relaxation(fam, change, _check_whole(problem, ii, window_len or lmax), note))
+        verdict = _check_whole(problem, ii, window_len or lmax, gp.deadline)
+        out.append(Relaxation(fam, change, verdict, note if verdict is not None else "the time limit came first"))
 
     more_warps = lim.warps + lim.warp_group
     cross_off = not p.option("cross_role", True)
@@ -324,16 +332,27 @@ def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int,
 
 # -- the whole explanation ------------------------------------------------------------------------
 
-def explain(graph, machine, options, progress=lambda stage, info: None) -> Explanation:
+def explain(graph, machine, options, progress=lambda stage, info: None, deadline: float | None = None) -> Explanation:
+    """The explanation of `graph` on `machine`; `options.time_limit` (or `deadline`, time.monotonic()
+    seconds, whichever comes first) bounds the whole of it: every check stops there."""
+    import math
+    import time
+
     from .joint import joint_schedule, window
     from .modulo import modulo_schedule
-    from .pipeline import TimeLimitReached, build_problem, schedule_from_modulo
+    from .pipeline import build_problem, schedule_from_modulo
     from .verify import check
+
+    if options.time_limit is not None:
+        deadline = min(deadline or math.inf, time.monotonic() + options.time_limit)
+
+    def left():
+        return None if deadline is None else max(0.01, deadline - time.monotonic())
 
     progress("normalize", {})
     p, norm = build_problem(graph, machine, options)
     progress("modulo", {})
-    swp = modulo_schedule(p, options.max_ii, options.time_limit)
+    swp = modulo_schedule(p, options.max_ii, left())
     if swp is None:
         raise NoScheduleError(f"no modulo schedule with I <= {options.max_ii}: raise --max-ii")
     ii, length = swp.ii, swp.length
@@ -341,7 +360,7 @@ def explain(graph, machine, options, progress=lambda stage, info: None) -> Expla
     ex = Explanation(graph.kernel, machine.name, ii, length, lmax, realisable=False, problem=p)
 
     progress("explain", {"I": ii, "check": "all constraints"})
-    gp = GuardedProblem(p, ii, lmax)
+    gp = GuardedProblem(p, ii, lmax, deadline)
     try:
         ex.realisable = gp.check(list(gp.guards))
         if not ex.realisable:
@@ -364,7 +383,8 @@ def explain(graph, machine, options, progress=lambda stage, info: None) -> Expla
     progress("joint", {"from I": ii})
     base = schedule_from_modulo(p, swp, norm, graph, machine)
     try:
-        sched = joint_schedule(p, swp, base, options, progress)
+        sched = joint_schedule(p, swp, base, replace(options, time_limit=None), progress, deadline,
+                               first_refuted=not ex.realisable)
         check(sched, graph, machine)
     except NoScheduleError as exc:
         ex.final_note = exc.diagnostics[0].message

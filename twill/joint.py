@@ -1,13 +1,16 @@
-"""Stage 2: joint software pipelining and warp specialization, searched with Yices2.
+"""Stage 2: joint software pipelining and warp specialization, searched with an SMT solver.
 
-The problem at one I is built by encoding.py (its variables and constraint families); this
-module searches over I and L and turns the answer into a schedule.
+The problem is built and solved by encoding.py (its variables, constraint families and solver,
+behind `JointEncoding`); this module searches over I and L and turns the answer into a schedule.
 
-Escalation: for I from the SWP bound upward, check satisfiability with L up to the window of the
-copies stage 1 needed plus two (`window`); the first satisfiable I is optimal: every smaller I was
-unsatisfiable within its window, as in the paper (which allows no extra copy). Then L is minimized, then
-the number of roles, the cross-role edges, the warps and the sum of the starts, each by tightening
-a bound until unsat.
+Escalation: the SWP bound I0 is checked at one I, with L up to the window of the copies stage 1
+needed plus two (`window`). Past it, I is refuted in ranges: one encoding with I a variable in
+[lo, hi] (window copies * I), whose unsatisfiability refutes every I of the range at once; ranges
+double in width while they are refuted. In the first satisfiable range, the least satisfiable I is
+found by binary search on I within that encoding. The first satisfiable I is optimal: every smaller
+I was unsatisfiable within its window, as in the paper (which allows no extra copy). At that I, on
+an encoding of that one I: L is minimized, then the number of roles, the cross-role edges, the warps
+and the sum of the starts, each by tightening a bound until unsat.
 """
 from __future__ import annotations
 
@@ -15,12 +18,11 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from .encoding import build
-from .errors import Diagnostic, NoScheduleError
+from .encoding import JointEncoding
+from .errors import Diagnostic, NoScheduleError, Status, TimeLimitReached
 from .liveness import register_file
 from .problem import Problem
 from .schedule import Buffer, Role, Schedule, ScheduledOp
-from .smt import smt_backend
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class JointResult:
     role_warps: tuple[tuple[int, int], ...]  # slot -> warps
     optimal: bool  # every smaller I was shown unsatisfiable
     length_optimal: bool  # L was minimized to the end (a time limit can cut it short)
-    tried: tuple[tuple[int, str], ...]
+    tried: tuple[tuple[int, Status], ...]  # (I, what its check answered), in order
     ties_done: bool = True  # the tie-breaks after L ran to the end (a time limit can cut them short)
 
 
@@ -53,40 +55,15 @@ def sequential_ii(p: Problem) -> int:
     return sum(max(t.cycles, t.occupancy, 1) for t in p.tasks) + p.cross * (len(p.deps) + 1) + 1
 
 
-def _check(ctx, y, deadline):
-    timeout = None if deadline is None else max(0.01, deadline - time.monotonic())
-    if deadline is not None and timeout <= 0.01:
-        return "timeout"
-    status = ctx.check_context(timeout=timeout) if timeout is not None else ctx.check_context()
-    return {y.Status.SAT: "sat", y.Status.UNSAT: "unsat"}.get(status, "timeout")
+def copies(swp_length: int, ii: int, extra_copies: int = EXTRA_COPIES) -> int:
+    """The window at `ii` in copies of I: window(...) == copies(...) * ii."""
+    return math.ceil(swp_length / ii) + extra_copies
 
 
-def _bound(ctx, e, y, term, hi: int, lo: int, deadline, model, measure=None):
-    """Binary-search the least k in [lo, hi] with `term <= k` satisfiable (hi is known to be).
-    `measure(model)` reads the value a model actually achieves (at most its `term`), so each
-    satisfiable check can lower `hi` further. Returns the model at that bound, the bound, and
-    whether the search finished (a time limit can stop it)."""
-    measure = measure or (lambda m: m.get_integer_value(term))
-    while lo < hi:
-        mid = (lo + hi) // 2
-        ctx.push()
-        ctx.assert_formula(e.le(term, e.num(mid)))
-        status = _check(ctx, y, deadline)
-        if status == "sat":
-            model = y.Model.from_context(ctx, 1)
-            hi = min(mid, measure(model))
-        ctx.pop()
-        if status == "timeout":
-            break
-        if status == "unsat":
-            lo = mid + 1
-    ctx.assert_formula(e.le(term, e.num(hi)))
-    return model, hi, lo >= hi
-
-
-def _makespan(e, model) -> int:
-    """The length a model's starts really need (its L variable may be larger)."""
-    return max([model.get_integer_value(e.start[t.name]) + t.cycles for t in e.p.tasks] + [0])
+def same_window_upto(swp_length: int, ii: int, last: int) -> int:
+    """The largest I in [ii, last] whose window has as many copies as ii's (ceil(L0 / I) the same)."""
+    c = math.ceil(swp_length / ii)
+    return last if c <= 1 else min(last, (swp_length - 1) // (c - 1))
 
 
 def critical_path(p: Problem) -> int:
@@ -99,95 +76,134 @@ def critical_path(p: Problem) -> int:
     return max(longest.values(), default=0)
 
 
-def _first_length(ctx, e, y, lb, deadline):
+FROM_BELOW = 16  # candidate lengths the search for the least L tries one at a time from below
+
+
+def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline):
     """Ascend from L <= lb in doubling steps up to the window (method.md: L from stage 1's length
     upward): checks near the optimum are the cheap ones, a loose bound lets the solver wander.
-    Returns (status, model, the largest bound proven unsat)."""
-    if ctx.status() == y.Status.UNSAT:  # the assertions contradict each other outright (Yices then
-        return "unsat", None, e.lmax     # refuses push): e.g. pinned groups that must hand values over
+    Returns (status, the largest bound proven unsat).
+
+    Tried, not kept (docs/benchmarks.md, log): one unit at a time for the first 16 lengths (the
+    first satisfiable is then the least), and a time budget per check with a looser bound when it
+    runs out. A satisfiable check's time depends on what the solver did before it by a factor of
+    ten either way, and each helped one graph as much as it hurt another."""
     proven_below, cap, step = lb - 1, lb, 1
     while True:
-        cap = min(cap, e.lmax)
-        ctx.push()
-        ctx.assert_formula(e.le(e.L, e.num(cap)))
-        status = _check(ctx, y, deadline)
-        model = y.Model.from_context(ctx, 1) if status == "sat" else None
-        ctx.pop()
-        if status != "unsat":
-            return status, model, proven_below
+        cap = min(cap, lmax)
+        status = enc.check(deadline, {"L": cap})
+        if status != Status.UNSAT:
+            return status, proven_below
         proven_below = cap
-        if cap >= e.lmax:
-            return "unsat", None, proven_below
+        if cap >= lmax:
+            return Status.UNSAT, proven_below
         cap, step = cap + step, step * 2
 
 
-def _minimize(ctx, e, y, p, model, length, below, deadline, report):
-    """At a satisfiable (I, L): least L, then fewest roles, cross-role edges and warps."""
-    model, length, done = _bound(ctx, e, y, e.L, length, below + 1, deadline, model, lambda m: _makespan(e, m))
-    steps = [("roles", e.count(e.used), 1),
-             ("cross-role edges", e.add(e.num(0), *[e.T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(1))
-                                                for d in p.deps]), 0),
-             ("warps", e.add(*[e.warps(w) for w in range(e.K)]), 1),
-             # then as soon as possible: every op at its earliest start among those schedules
-             ("starts", e.add(*[e.start[t.name] for t in p.tasks]), 0)]
+TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
+              ("starts", 0))  # then as soon as possible: every op at its earliest start among those schedules
+
+
+def _minimize(enc: JointEncoding, below: int, deadline, report):
+    """At a satisfiable (I, L): least L, then fewest roles, cross-role edges and warps, earliest starts."""
+    length, done = enc.minimize("L", below + 1, deadline, enc.makespan, from_below=FROM_BELOW)
     ties = done
-    for what, term, floor in steps:
-        report("joint", {"I": e.ii, "L": length, "minimizing": what})
-        model, _, finished = _bound(ctx, e, y, term, model.get_integer_value(term), floor, deadline, model)
+    for what, floor in TIE_BREAKS:
+        report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
+        _, finished = enc.minimize(what, floor, deadline)
         ties = ties and finished
-    return model, length, done, ties
+    return length, done, ties
 
 
-def _check_any_ii(p, last, swp_length, extra_copies, y, deadline) -> None:
+def _secs(enc: JointEncoding) -> str:
+    return f"{enc.last_check_seconds:.2f}"
+
+
+def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
     """Once the SWP bound fails: if even a fully sequential I is unsatisfiable, no I is."""
-    ctx, e, _ = build(p, last, window(p, last, swp_length, extra_copies))
-    status = _check(ctx, y, deadline)
-    ctx.dispose()
-    if status == "unsat":
+    with JointEncoding(p, last, window(p, last, swp_length, extra_copies)) as enc:
+        status = enc.check(deadline)
+    if status == Status.UNSAT:
         raise NoScheduleError(Diagnostic("no joint schedule exists at any initiation interval under these limits",
                                          hint="run `twill explain` to see which constraints conflict"))
 
 
+def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried):
+    """The search at one I: (status, the JointResult when satisfiable). At the SWP bound L ascends
+    from stage 1's length at once; past it a whole-window check comes first (most I there are refuted,
+    and one check refutes an I faster than the ascent through its lengths)."""
+    lmax = window(p, ii, swp_length, extra_copies)
+    with JointEncoding(p, ii, lmax) as enc:
+        lb = swp_length if ii == first_ii else critical_path(p)
+        whole = Status.SAT if ii == first_ii else enc.check(deadline)
+        status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
+        tried.append((ii, status))
+        if status != Status.SAT:
+            return status, None
+        length = enc.makespan()
+        report("joint", {"I": ii, "L": length, "minimizing": "L", "last check s": _secs(enc)})
+        length, done, ties = _minimize(enc, below, deadline, report)
+        slot, warps = enc.roles(), enc.role_warps()
+        start = enc.starts()
+        result = JointResult(ii, length, tuple((v, start[v]) for v in enc.names), tuple((v, slot[v]) for v in enc.names),
+                             tuple(sorted(warps.items())), True, done, tuple(tried), ties)
+        return status, result
+
+
+def _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried):
+    """(status, hi', I): every I of [lo, hi'] refuted at once (UNSAT, hi' <= hi where the encoding's
+    own case splits on I end the range), or the least satisfiable I in it (SAT)."""
+    with JointEncoding.over(p, lo, hi, copies(swp_length, lo, extra_copies)) as enc:
+        hi = enc.hi
+        report("joint", {"I": f"{lo}..{hi}" if hi > lo else lo, "proving": "no schedule"})
+        status = enc.check(deadline)
+        if status == Status.UNSAT:
+            tried += [(ii, Status.UNSAT) for ii in range(lo, hi + 1)]
+        if status != Status.SAT:
+            return status, hi, None
+        report("joint", {"I": f"{lo}..{enc.value('I')}", "minimizing": "I", "last check s": _secs(enc)})
+        least, done = enc.minimize("I", lo, deadline)
+        if not done:
+            return Status.TIMEOUT, hi, None
+        tried += [(ii, Status.UNSAT) for ii in range(lo, least)]
+        return status, hi, least
+
+
 def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
-                max_ii: int | None = None, progress=None, extra_copies: int = EXTRA_COPIES) -> JointResult | None:
-    """I/L escalation. Returns None when the time limit ends the search first; raises
-    NoScheduleError when no I up to `max_ii` (or a fully sequential I) works."""
-    y = smt_backend(p.option("smt_backend", "yices"))
-    deadline = None if time_limit is None else time.monotonic() + time_limit
+                max_ii: int | None = None, progress=None, extra_copies: int = EXTRA_COPIES,
+                deadline: float | None = None, first_refuted: bool = False) -> JointResult | None:
+    """I/L escalation. Returns None when the time limit (or `deadline`, time.monotonic() seconds,
+    whichever comes first) ends the search first; raises NoScheduleError when no I up to `max_ii`
+    (or a fully sequential I) works. With `first_refuted`, the caller has proven `first_ii`
+    unsatisfiable (explain's core) and the search starts above it."""
+    if time_limit is not None:
+        deadline = min(deadline or math.inf, time.monotonic() + time_limit)
     report = progress or (lambda stage, info: None)
     last = max_ii or sequential_ii(p)
-    tried = []
-    for ii in range(first_ii, last + 1):
-        if deadline is not None and time.monotonic() >= deadline:
-            return None
-        report("joint", {"I": ii})
-        ctx, e, _ = build(p, ii, window(p, ii, swp_length, extra_copies))
-        lb = swp_length if ii == first_ii else critical_path(p)
-        # Past the SWP bound most I are refuted: one check of the whole window refutes an I faster
-        # than the ascent through its lengths (the 8-warp Blackwell ablation: 122 s -> 90 s); the
-        # ascent then runs only where a schedule exists, and finds a short one fast.
-        whole = "sat" if ii == first_ii or ctx.status() == y.Status.UNSAT else _check(ctx, y, deadline)
-        if whole == "sat":  # (a context unsat outright is left to _first_length, which says so)
-            status, model, below = _first_length(ctx, e, y, lb, deadline)
-        else:
-            status, model, below = whole, None, e.lmax
-        tried.append((ii, status))
-        if status == "timeout":
-            ctx.dispose()
-            return None
-        if status == "sat":
-            length = _makespan(e, model)
-            report("joint", {"I": ii, "L": length, "minimizing": "L"})
-            model, length, done, ties = _minimize(ctx, e, y, p, model, length, below, deadline, report)
-            result = JointResult(
-                ii, length, tuple((v, model.get_integer_value(e.start[v])) for v in e.names),
-                tuple((v, model.get_integer_value(e.role[v])) for v in e.names),
-                tuple((w, model.get_integer_value(e.warps(w))) for w in range(e.K)), True, done, tuple(tried), ties)
-            ctx.dispose()
+    tried: list = []
+    if first_refuted:
+        tried.append((first_ii, Status.UNSAT))
+    else:
+        report("joint", {"I": first_ii})
+        status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried)
+        if status != Status.UNSAT:
             return result
-        ctx.dispose()
-        if ii == first_ii and max_ii is None:
-            _check_any_ii(p, last, swp_length, extra_copies, y, deadline)
+    if max_ii is None:
+        _check_any_ii(p, last, swp_length, extra_copies, deadline)
+    lo, width = first_ii + 1, 1
+    while lo <= last:
+        hi = min(last, lo + width - 1, same_window_upto(swp_length, lo, last))
+        status, hi, least = _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried)
+        if status == Status.TIMEOUT:
+            return None
+        if status == Status.UNSAT:
+            lo, width = hi + 1, width * 2
+            continue
+        report("joint", {"I": least})
+        status, result = _at_one_ii(p, least, first_ii, swp_length, extra_copies, deadline, report, tried)
+        if status != Status.UNSAT:
+            return result
+        lo, width = least + 1, 1  # (the range said satisfiable: defensive, never seen)
     raise NoScheduleError(Diagnostic(f"no joint schedule with I <= {last}",
                                      hint="raise --max-ii, or run `twill explain`"))
 
@@ -253,10 +269,11 @@ def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
     return tuple(Role(r.name, r.warps, b, r.ops) for r, b in roles)
 
 
-def joint_schedule(p: Problem, swp, base: Schedule, options, progress) -> Schedule:
-    result = solve_joint(p, swp.ii, swp.length, options.time_limit, options.max_ii, progress)
+def joint_schedule(p: Problem, swp, base: Schedule, options, progress, deadline: float | None = None,
+                   first_refuted: bool = False) -> Schedule:
+    result = solve_joint(p, swp.ii, swp.length, options.time_limit, options.max_ii, progress, deadline=deadline,
+                         first_refuted=first_refuted)
     if result is None:
-        from .pipeline import TimeLimitReached
         raise TimeLimitReached(None, "the time limit ended the joint search before any schedule was found")
     start, slot = dict(result.starts), dict(result.roles)
     warps = dict(result.role_warps)
@@ -273,9 +290,10 @@ def joint_schedule(p: Problem, swp, base: Schedule, options, progress) -> Schedu
     sched = replace(base, stage="joint", ii=result.ii, length=result.length, optimal=result.optimal,
                     length_optimal=result.length_optimal,
                     ops=ops, roles=roles, buffers=buffers, cross_role_edges=tuple(dict.fromkeys(cross)))
-    sched = replace(sched, roles=budgets(p, sched), complete=result.optimal and result.length_optimal and result.ties_done)
+    sched = replace(sched, roles=budgets(p, sched),
+                    complete=result.optimal and result.length_optimal and result.ties_done)
     if not sched.complete:
-        from .pipeline import TimeLimitReached
-        what = "optimality was proven" if not result.optimal else "L was proven minimal (I is optimal)"
+        what = ("optimality was proven" if not result.optimal else "L was proven minimal (I is optimal)"
+                if not result.length_optimal else "the tie-breaks (roles, cross-role edges, warps, starts) ended")
         raise TimeLimitReached(sched, f"the time limit ended the search before {what}")
     return sched

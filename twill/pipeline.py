@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .errors import Diagnostic, InputError, NoScheduleError, TwillError
+from .errors import Diagnostic, InputError, NoScheduleError
+from .errors import TimeLimitReached  # defined in errors.py (no cycle); twill.pipeline.TimeLimitReached still names it
 from .ir import Graph
 from .machine import Machine
 from .modulo import ModuloResult, ModuloTimeout, modulo_schedule, rec_mii, res_mii, sequential
@@ -27,16 +28,6 @@ class SolveOptions(ModelOptions):
     time_limit: float | None = None  # seconds for the whole search
     timings: bool = False  # record wall times in the schedule's stats
     cache: bool = False  # reuse a complete, verified schedule solved before (twill/cache.py)
-
-
-class TimeLimitReached(TwillError):
-    """The search stopped at --time-limit; `schedule` is the best one found (not proven)."""
-
-    exit_code = 3
-
-    def __init__(self, schedule: Schedule | None, message: str):
-        self.schedule = schedule
-        super().__init__(message)
 
 
 Progress = Callable[[str, dict], None]

