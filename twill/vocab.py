@@ -213,11 +213,11 @@ def _unary(name: str, cost: str = "sfu", helper: str = "") -> OpDef:
                  "math", helper or f"op_{name}")
 
 
-def _binary(name: str, cost: str = "alu", ints: bool = False, arity=(1, 2), roles=("x", "y")) -> OpDef:
+def _binary(name: str, cost: str = "alu", ints: bool = False, arity=(1, 2), roles=("x", "y"), helper="") -> OpDef:
     """x OP y; written with one operand, y is the `scalar` attribute (a constant the importer read),
     by default the identity of OP."""
     kinds = {0: INTS, 1: INTS} if ints else None
-    return OpDef(name, "binary", arity, roles, _elementwise(kinds), "alu", cost, "math", f"op_{name}",
+    return OpDef(name, "binary", arity, roles, _elementwise(kinds), "alu", cost, "math", helper or f"op_{name}",
                  attrs=("scalar",), form=f"{name} x, y : TYPE (or {name} x : TYPE {{scalar = V}})")
 
 
@@ -237,7 +237,8 @@ _DEFS = [
     *[_binary(n) for n in ("add", "mul", "max", "min")],
     _binary("sub", arity=(1, 2, 3), roles=("x", "y", "z")),  # with z: (x - y) * z, the dS of attention
     _binary("div", "sfu"),
-    *[_binary(n, "bit", ints=True) for n in ("and", "or", "xor", "shl", "shr")],
+    *[_binary(n, "bit", ints=True, helper=f"op_bit_{n}" if n in ("and", "or", "xor") else "")
+      for n in ("and", "or", "xor", "shl", "shr")],
     OpDef("select", "ternary", (3,), ("cond", "a", "b"), _elementwise(), "alu", "alu", "math", "op_select"),
     OpDef("fma", "ternary", (3,), ("a", "b", "c"), _elementwise(), "alu", "alu", "math", "op_fma"),
     *[OpDef(f"reduce_{n}", "reduce", (1, 2), ("x", "init"), _reduce, "alu", "reduce", "reduce", f"op_reduce_{n}",

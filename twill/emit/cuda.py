@@ -11,7 +11,7 @@ from . import runtime
 from .host import host_launcher
 from .lines import Lines, ring_slot
 from .model import DIM_LABELS, EmitError, KernelModel, ident, launch_registers, rastered
-from .ops import ctype, is_known
+from .ops import ctype, is_known, needs_extension
 from .program import Channel, Inst, Program
 from .roles import RoleBody
 
@@ -82,6 +82,8 @@ class Renderer:
     def _runtime(self) -> str:
         m = self.m
         body = runtime.COMMON + (runtime.SM100 if m.blackwell else runtime.SM90) + runtime.OPS
+        if needs_extension(m):
+            body += runtime.VOCAB["sm_100a" if m.blackwell else "sm_90a"]
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = []
         if not m.blackwell:  # both forms for every width used: the A operand's place decides which runs
