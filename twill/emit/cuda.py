@@ -167,9 +167,12 @@ class Renderer:
             elif chan.kind == "stage":
                 out(f"alignas(16) {ctype(t.dtype)} stage_{chan.ident}[{chan.depth}][{elems}];  "
                     f"// {chan.value}: {chan.producer} -> {', '.join(chan.consumers)}")
-        for name in self.scratch_mmas():
+        for name in self.p.scratch:
             t = m.values[m.resolve(m.ops[name].operands[0])[0]].type
             out(f"alignas(1024) {ctype(t.dtype)} scratch_{ident(name)}[{t.elements}];  // A operand of {name}")
+        for name in self.p.scratch_b:
+            t = m.values[m.resolve(m.ops[name].operands[1])[0]].type
+            out(f"alignas(1024) {ctype(t.dtype)} scratchb_{ident(name)}[{t.elements}];  // B operand of {name}")
         for st in self.p.staging.values():
             out(f"alignas(1024) unsigned char out_{st.tensor}[{st.slots}][{st.rows * 128}];  // {st.role} -> TMA store of "
                 f"{st.tensor}: {'all' if st.slots == st.blocks else st.slots} of its {st.blocks} 128-byte column "
@@ -506,7 +509,8 @@ class Renderer:
         return [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]
 
     def scratch_mmas(self) -> tuple[str, ...]:
-        return self.p.scratch
+        """mmas with a scratch tile (of A, of B, or both): each has a `done` mbarrier."""
+        return tuple(dict.fromkeys(self.p.scratch + self.p.scratch_b))
 
     def _counts(self, chan: Channel) -> tuple[int, int]:
         m = self.m
