@@ -214,8 +214,8 @@ def _unary(name: str, cost: str = "sfu", helper: str = "") -> OpDef:
 
 
 def _binary(name: str, cost: str = "alu", ints: bool = False, arity=(1, 2), roles=("x", "y"), helper="") -> OpDef:
-    """x OP y; written with one operand, y is the `scalar` attribute (a constant the importer read),
-    by default the identity of OP."""
+    """x OP y; written with one operand, y is the `scalar` attribute (a constant the importer read;
+    without it the op still schedules, but emit-cuda refuses it: its y is unknown)."""
     kinds = {0: INTS, 1: INTS} if ints else None
     return OpDef(name, "binary", arity, roles, _elementwise(kinds), "alu", cost, "math", helper or f"op_{name}",
                  attrs=("scalar",), form=f"{name} x, y : TYPE (or {name} x : TYPE {{scalar = V}})")

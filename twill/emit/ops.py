@@ -75,19 +75,22 @@ def _math(helper: str, extra: str = "") -> Emitter:
     return emit
 
 
-IDENTITY = {"mul": "1.f", "div": "1.f", "max": "-INFINITY", "min": "INFINITY", "and": "-1.f"}  # else 0
-
-
 def _table_math(d: vocab.OpDef) -> Emitter:
     """A table op's register math: `helper(out, operands...)`; a one-operand binary op's y is its
-    `scalar` attribute (by default the identity of the op); a float tile converted to an integer one
-    is truncated toward zero."""
+    `scalar` attribute (without one, the value is unknown: refused at the op rather than guessed); a
+    float tile converted to an integer one is truncated toward zero."""
     def emit(call: OpCall) -> list[str]:
         lines, names = _registers(call)
         helper = d.helper
         if d.family == "binary" and len(names) == 1:
             value = call.op.attr("scalar")
-            names.append(_float_literal(value) if value is not None else IDENTITY.get(d.name, "0.f"))
+            if value is None:
+                op = call.op
+                raise EmitError(Diagnostic(
+                    f"op '{op.name}': emit-cuda's {op.opcode} takes 2 operands, and this one has 1 and no "
+                    f"{{scalar = V}} for its y (a scalar the import folded away)", op.span,
+                    "give the op its y: {scalar = V}, or a second operand"))
+            names.append(_float_literal(value))
         if d.name == "convert" and call.out.type.dtype in vocab.INTS and call.args[0].type.dtype in vocab.FLOATS:
             helper = "op_convert_trunc"
         return lines + [f"twill::{helper}({', '.join([call.out.expr] + names)});"]
