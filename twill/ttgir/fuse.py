@@ -11,10 +11,12 @@ Four rewrites run in order over the loop's nodes, then the survivors are grouped
 3. `inline_unary`: a cheap elementwise op on one tile (``qk * scale``, a select with an index mask)
    read by several elementwise consumers is recomputed inside each of them rather than kept as an op.
 4. `group`: a chain of elementwise ops fuses into one op. A producer with exactly one consumer (and not
-   yielded) fuses into that consumer when both are elementwise and the group keeps at most one anchor
-   (exp2, rowmax, rowsum). A group's opcode is its anchor's; without one: `rescale` for a multiply or
-   divide by a broadcast lower-rank tile, `convert` for conversions only, else the root op's
-   arithmetic (`mul`, `add`, `sub`, `max`, `select`).
+   yielded) fuses into that consumer when both are elementwise, the group keeps at most one anchor
+   (exp2, rowmax, rowsum) and it stays one op of the vocabulary (twill/vocab.py) with an operand count
+   its entry allows (or a prefix of the dequant chain). A group's opcode is its anchor's; without one:
+   `dequant` for (float((packed >> S) & mask) - zero) * scale, `rescale` for a multiply or divide by a
+   broadcast lower-rank tile, `convert` for conversions only, else the root op's (ARITH_OPCODES). A
+   group no table op computes (an unfinished dequant chain) is one op per node.
 """
 from __future__ import annotations
 
