@@ -241,6 +241,9 @@ def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float) -> 
             record["stopped"] = stage
             record["error"] = proc.stderr.strip()[-600:]
             return record
+        if stage == "solve":
+            solved = json.loads(sched.read_text())
+            record.update(ii=solved["ii"], optimal=solved["optimal"], roles=len(solved.get("warps", [])))
     nvcc = subprocess.run(["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas", "-v",
                            "-c", str(cu), "-o", str(cu.with_suffix(".o"))], capture_output=True, text=True)
     spills = sorted({int(w) for w in __import__("re").findall(r"(\d+) bytes spill stores", nvcc.stderr)})
@@ -339,6 +342,71 @@ def cmd_run(args) -> None:
     (out / "run.json").write_text(json.dumps(results, indent=1, sort_keys=True))
 
 
+# -- docs/triton-results.md ------------------------------------------------------------------------
+
+def _size(size) -> str:
+    return size if isinstance(size, str) else ", ".join(f"{k} = {v}" for k, v in size.items())
+
+
+def cmd_report(args) -> None:
+    """docs/triton-results.md from the three steps' JSON files (any of them may be missing)."""
+    tri = json.loads(Path(args.triton).read_text()) if args.triton else None
+    build = json.loads(Path(args.build).read_text()) if args.build else []
+    run = json.loads(Path(args.run).read_text()) if args.run else None
+    out = ["# twill against Triton on the Triton corpus", "",
+           "Written by `python3 bench/triton_bench.py report` from the JSON of its three steps "
+           "(`triton` and `run` on the GPU machine, `build` here); bench/triton_bench.py says how.", ""]
+    if tri:
+        out += [f"Card: {tri['card']}; torch {tri['torch']}, Triton {tri['triton']}.", "",
+                "## Triton's own kernels (its best of num_stages 2-4 x warp_specialize off/on)", "",
+                "| kernel | size | best configuration | TFLOP/s | rel. error |", "|---|---|---|---|---|"]
+        for name, k in tri["kernels"].items():
+            for row in k["rows"]:
+                best = row.get("best")
+                err = row["configs"][best]["rel_error"] if best else None
+                out.append(f"| {name} | {_size(row['size'])} | {best or 'none ran'} | "
+                           f"{row.get('best_tflops', 0):.1f} | {err:.1e} |" if best else
+                           f"| {name} | {_size(row['size'])} | none ran | | |")
+        out.append("")
+    if build:
+        out += ["## twill: import -> solve -> emit-cuda -> nvcc, per dump", "",
+                "| dump | reached | I | seconds (import / solve / emit) | spill bytes | why it stopped |",
+                "|---|---|---|---|---|---|"]
+        for r in build:
+            st = r["stages"]
+            secs = " / ".join(f"{st[k]['seconds']:.1f}" for k in ("import", "solve", "emit-cuda") if k in st)
+            spill = st.get("nvcc", {}).get("spill_bytes", "")
+            why = (r.get("error", "").strip().splitlines() or [""])[0].replace("|", "\\|")[:160]
+            reached = f"stopped at {r['stopped']}" if "stopped" in r else "compiled"
+            proven = "" if "ii" not in r else f"{r['ii']}{'' if r['optimal'] else ' (not proven)'}"
+            out.append(f"| {r['dump']} | {reached} | {proven} | {secs} | {spill} | {why} |")
+        out.append("")
+    if run:
+        out += [f"## twill's kernels against Triton's, on the GPU ({run['pairs']} alternating pairs, medians)", "",
+                "| kernel | size | twill TFLOP/s | Triton TFLOP/s (config) | twill / Triton | rel. error |",
+                "|---|---|---|---|---|---|"]
+        ratios = []
+        for name, k in run["kernels"].items():
+            if "skipped" in k:
+                out.append(f"| {name} | | | | not run: {k['skipped']} | |")
+                continue
+            for row in k["rows"]:
+                if "error" in row:
+                    out.append(f"| {name} | {_size(row['size'])} | | | failed: {row['error'][:120]} | |")
+                    continue
+                ratios.append(row["ratio"])
+                out.append(f"| {name} | {_size(row['size'])} | {row['twill_tflops']:.1f} | "
+                           f"{row['triton_tflops']:.1f} ({row['triton_config']}) | {row['ratio']:.3f}x | "
+                           f"{row['rel_error']:.1e} |")
+        if ratios:
+            out += ["", f"Geometric mean of the ratios: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}x "
+                        f"over {len(ratios)} rows."]
+        out.append("")
+    if args.notes:
+        out += [Path(args.notes).read_text().rstrip(), ""]
+    Path(args.out).write_text("\n".join(out))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -359,6 +427,13 @@ def main(argv=None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--pairs", type=int, default=5)
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("report", help="docs/triton-results.md from the steps' JSON")
+    p.add_argument("--triton")
+    p.add_argument("--build")
+    p.add_argument("--run")
+    p.add_argument("--notes", help="a Markdown file appended as it is (what the numbers mean)")
+    p.add_argument("--out", default=str(HERE.parent / "docs" / "triton-results.md"))
+    p.set_defaults(fn=cmd_report)
     args = parser.parse_args(argv)
     args.fn(args)
 

@@ -106,7 +106,9 @@ def _random_graph(rng: random.Random, n: int) -> str:
         if i == n - 1 or (i > 0 and rng.random() < 0.2):
             operands.append("c")
         unit = rng.choice(units)
-        opcode = {"tensor": "mma", "sfu": "exp2", "alu": "rowmax"}[unit]
+        opcode = {"tensor": "mma", "sfu": "exp2", "alu": "max"}[unit]  # well-shaped table ops (twill.vocab)
+        if opcode == "mma":
+            operands.insert(1, "x")
         lines.append(f"  o{i} = {opcode} {', '.join(operands)} : f32[64,64] {{cycles = {rng.randint(1, 4)}}}")
         names.append(f"o{i}")
     lines += [f"  yield c = o{n - 1}", "}"]

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from .errors import ErrorCollector, did_you_mean
 from .expr import ExprError, parse_expr
-from .ir import Graph, Op
+from . import vocab
+from .ir import DTYPE_BITS, Graph, Op
 from .machine import ISSUE_KINDS, Machine, OpSpec
 
 
@@ -59,17 +60,28 @@ def shape_env(graph: Graph, op: Op) -> dict[str, float]:
 
 def mma_mismatch(graph: Graph, op: Op) -> str | None:
     """Why the rank-2 operands of an mma cannot multiply into its result (None when they can):
-    the one shape rule, for costing (every solve) and for emit-cuda (a schedule file's graph)."""
-    types = [graph.operand_type(o) for o in op.operands[:2]]
-    if op.type is None or len(types) < 2 or any(t is None or len(t.shape) != 2 for t in types + [op.type]):
+    the table's one shape rule (twill.vocab), for costing and for emit-cuda (a schedule's graph)."""
+    return vocab.mma_mismatch(op.type, [graph.operand_type(o) for o in op.operands[:2]])
+
+
+def op_spec(graph: Graph, op: Op, machine: Machine) -> OpSpec | None:
+    """The machine file's entry for the op's opcode; else, for a table opcode (twill.vocab) whose
+    rate class the machine gives, the generic one: its default unit, issue and async, and
+    ``elements * w / rate`` cycles (w = 2 for 64-bit data); else None."""
+    spec = machine.op_specs.get(op.opcode)
+    d = vocab.lookup(op.opcode)
+    if spec is not None or d is None:
+        return spec
+    types = [t for t in (graph.operand_type(o) for o in op.operands) if t is not None] + ([op.type] if op.type else [])
+    if not types:
         return None
-    (m, n), a, b = op.type.shape, types[0].shape, types[1].shape
-    if m not in a:
-        return f"a is {a[0]}x{a[1]}, and neither dimension is the result's {m} rows"
-    k = a[1] if a[0] == m else a[0]
-    if b not in ((k, n), (n, k)):
-        return f"b is {b[0]}x{b[1]}, neither {k}x{n} nor {n}x{k} (K = {k} from a, N = {n} from the result)"
-    return None
+    elements = max(t.elements for t in types)
+    bits = max(DTYPE_BITS[t.dtype] for t in types)
+    cycles = vocab.generic_cycles(op.opcode, elements, bits, machine.rate_of)
+    if cycles is None:
+        return None
+    return OpSpec(unit=d.unit, cycles=parse_expr(cycles), issue=d.issue, is_async=d.is_async,
+                  variable_latency=d.variable_latency)
 
 
 def _in_loop_inputs(graph: Graph, op: Op) -> bool:
@@ -82,10 +94,13 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
     specs, caps = machine.op_specs, machine.unit_caps
     out = []
     for op in graph.ops:
-        spec = specs.get(op.opcode)
+        spec = op_spec(graph, op, machine)
         attrs = dict(op.attrs)
         if spec is None and not {"cycles", "unit"} <= attrs.keys():
-            hint = (did_you_mean(op.opcode, specs) or
+            d = vocab.lookup(op.opcode)
+            hint = (f"'{op.opcode}' costs elements / rates.{d.cost}: give the machine file a "
+                    f"'rates: {{{d.cost}: N}}' entry, describe it in 'ops', or give it {{cycles = N, unit = NAME}}"
+                    if d is not None and d.cost else did_you_mean(op.opcode, specs) or
                     "describe it in the machine file's 'ops', or give it {cycles = N, unit = NAME} attributes")
             errors.error(f"unknown opcode '{op.opcode}' for machine '{machine.name}'", op.span, hint)
             continue
@@ -100,7 +115,7 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
             errors.error(f"op '{op.name}': issue must be one of {', '.join(ISSUE_KINDS)}", op.span)
             continue
         env = shape_env(graph, op)
-        if op.opcode == "mma" and (why := mma_mismatch(graph, op)):
+        if (d := vocab.lookup(op.opcode)) is not None and d.family == "mma" and (why := mma_mismatch(graph, op)):
             errors.error(f"op '{op.name}': the shapes of this mma do not agree: {why}", op.span,
                          "an mma takes a [M, K] (or [K, M]), b [K, N] (or [N, K]) and gives [M, N]")
             continue
@@ -110,7 +125,7 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
                          else spec.occupancy(env) if spec.occupancy is not None else cycles)
         except (ExprError, ZeroDivisionError) as exc:
             errors.error(f"op '{op.name}': cannot evaluate its cycles: {exc}", op.span,
-                         f"see ops.{op.opcode} in {machine.file}" if spec is specs.get(op.opcode) else None)
+                         f"see ops.{op.opcode} in {machine.file}" if op.opcode in specs else None)
             continue
         if cycles < 0 or occupancy < 0:
             key = "cycles" if cycles < 0 else "occupancy"

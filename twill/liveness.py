@@ -39,8 +39,16 @@ from __future__ import annotations
 
 import math
 
+from . import vocab
 from .problem import Dep, Problem, Task
 from .schedule import Role, Schedule
+
+
+def tensor_core(t: Task) -> bool:
+    """Does t read its memory operands in place and hold them until it completes (an mma: the
+    table's `tensor_core` fact, twill.vocab)?"""
+    d = vocab.lookup(t.opcode)
+    return d is not None and d.tensor_core
 
 
 def busy(t: Task) -> int:
@@ -51,14 +59,14 @@ def holds(t: Task) -> int:
     """How long op t holds its register operands from its start: an mma until the tensor core has
     read them (a wgmma's A fragment and accumulator stay allocated until it completes), any other
     op while it keeps its role busy."""
-    return max(t.cycles, 1) if t.opcode == "mma" else busy(t)
+    return max(t.cycles, 1) if tensor_core(t) else busy(t)
 
 
 def memory_holds(t: Task) -> int:
     """How long op t keeps a shared- or tensor-memory operand from its start: an mma until the
     tensor core has read it (it completes); any other op reads the whole tile into its registers
     as it starts (the registers then count against its role while it runs, see `tmem_reads`)."""
-    return max(t.cycles, 1) if t.opcode == "mma" else 0
+    return max(t.cycles, 1) if tensor_core(t) else 0
 
 
 def register_pool(lim, warpgroups: int) -> int:
@@ -97,7 +105,7 @@ def in_place_operands(p: Problem, v: str) -> list[Dep]:
         return []
     return [d for d in p.deps if d.dst == v and p.task[d.src].space == t.space
             and not p.task[d.src].streaming and p.task[d.src].bytes >= t.bytes
-            and (t.opcode != "mma" or d.operand == 2)]
+            and (not tensor_core(t) or d.operand == vocab.lookup(t.opcode).accumulator)]
 
 
 def regs_per_thread(nbytes: int, warps: int) -> int:
@@ -107,7 +115,7 @@ def regs_per_thread(nbytes: int, warps: int) -> int:
 def always_blocking(p: Problem) -> set[str]:
     """Ops that block whatever the roles: an async producer, or a @tmem read into registers."""
     out = {d.dst for d in p.deps if p.task[d.src].is_async}
-    return out | {t.name for t in p.tasks if t.reads_tmem and t.opcode != "mma"}
+    return out | {t.name for t in p.tasks if t.reads_tmem and not tensor_core(t)}
 
 
 def blocking_ops(s: Schedule, p: Problem) -> set[str]:
@@ -122,7 +130,7 @@ def imports(p: Problem) -> list[tuple[str, str]]:
     out = []
     for d in p.deps:
         src, dst = p.task[d.src], p.task[d.dst]
-        if src.space == "reg" and src.bytes > 0 and dst.opcode != "mma" and (d.src, d.dst) not in out:
+        if src.space == "reg" and src.bytes > 0 and not tensor_core(dst) and (d.src, d.dst) not in out:
             out.append((d.src, d.dst))
     return out
 
@@ -136,7 +144,7 @@ def tmem_reads(p: Problem) -> list[tuple[str, str]]:
     takes C registers per thread, its footprint / (128 * 4)), held while the reader runs."""
     out = []
     for d in p.deps:
-        if p.task[d.src].space == "tmem" and p.task[d.dst].opcode != "mma" and (d.src, d.dst) not in out:
+        if p.task[d.src].space == "tmem" and not tensor_core(p.task[d.dst]) and (d.src, d.dst) not in out:
             out.append((d.src, d.dst))
     return out
 

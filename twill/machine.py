@@ -52,6 +52,7 @@ TOP = {
     "ops": ("ops", True, None),
     "streaming_depth": (int, False, 2),
     "sources": (dict, False, None),
+    "rates": ("rates", False, None),
 }
 ISSUE_KINDS = ("warp", "warp_group")
 # The least value of each numeric key (a clock of 0, a warpgroup of no warps or a register granule
@@ -97,6 +98,7 @@ class Machine:
     streaming_depth: int = 2
     source: str = ""
     file: str = field(default="<machine>", compare=False)
+    rates: tuple[tuple[str, float], ...] = ()  # rate class -> elements per cycle (twill.vocab)
 
     @property
     def digest(self) -> str:
@@ -105,7 +107,7 @@ class Machine:
         that reuses a bundled name from the bundled spec."""
         import hashlib
         model = (self.name, self.arch, self.clock_ghz, self.limits, self.units, self.cross_warp_cycles,
-                 self.ops, self.streaming_depth)
+                 self.ops, self.streaming_depth) + ((self.rates,) if self.rates else ())
         return hashlib.sha256(repr(model).encode()).hexdigest()[:16]
 
     @property
@@ -115,6 +117,10 @@ class Machine:
     @property
     def op_specs(self) -> dict[str, OpSpec]:
         return dict(self.ops)
+
+    @property
+    def rate_of(self) -> dict[str, float]:
+        return dict(self.rates)
 
     def restricted(self, warps: int | None = None, registers: int | None = None,
                    depth: int | None = None) -> "Machine":
@@ -217,6 +223,8 @@ class _Validator:
             return self.table(node, path, lambda n, p: self.positive(n, p))
         if kind == "ops":
             return self.table(node, path, lambda n, p: self.mapping(n, OP_FIELDS, p))
+        if kind == "rates":
+            return self.rates(node, path)
         if kind is dict:
             return yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.MappingNode) else None
         return self.scalar(node, kind, path)
@@ -226,6 +234,28 @@ class _Validator:
             self.error(node, f"'{path}' must be a mapping")
             return {}
         return {k.value: item(v, f"{path}.{k.value}") for k, v in node.value}
+
+    def rates(self, node, path: str) -> dict:
+        """rates: {CLASS: elements per cycle}, CLASS one of twill.vocab.RATE_CLASSES (or `source`)."""
+        from .vocab import RATE_CLASSES
+        if not isinstance(node, yaml.MappingNode):
+            self.error(node, f"'{path}' must be a mapping of rate classes")
+            return {}
+        out = {}
+        for k, v in node.value:
+            if k.value == "source":
+                self.scalar(v, str, f"{path}.source")
+            elif k.value not in RATE_CLASSES:
+                close = difflib.get_close_matches(k.value, RATE_CLASSES, n=1)
+                self.error(k, f"unknown key '{path}.{k.value}'",
+                           f"did you mean '{close[0]}'?" if close else f"rate classes: {', '.join(RATE_CLASSES)}")
+            else:
+                value = self.scalar(v, float, f"{path}.{k.value}")
+                if value is not None and value <= 0:
+                    self.error(v, f"'{path}.{k.value}' must be more than 0, not {value:g}")
+                elif value is not None:
+                    out[k.value] = value
+        return out
 
     def positive(self, node, path: str):
         value = self.scalar(node, int, path)
@@ -259,6 +289,7 @@ def parse_machine(text: str, file: str = "<machine>") -> Machine:
         name=data["name"], arch=data["arch"], clock_ghz=data["clock_ghz"], limits=limits,
         units=tuple(sorted(data["units"].items())), cross_warp_cycles=data["communication"]["cross_warp_cycles"],
         ops=ops, streaming_depth=data["streaming_depth"], source=data["source"], file=file,
+        rates=tuple(sorted((data.get("rates") or {}).items())),
     )
 
 

@@ -32,6 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
+from . import vocab
 from .errors import Diagnostic, ErrorCollector, InputError, Span, did_you_mean
 from .ir import CARRY_ATTRIBUTES, DTYPE_BITS, OP_ATTRIBUTES, OUTPUT_DTYPES, SPACES, Graph, Op, Operand, TensorType, Value
 
@@ -63,6 +64,10 @@ _ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "output": (lambda v: v in OUTPUT_DTYPES, "one of " + ", ".join(OUTPUT_DTYPES)),
     "transpose_a": (lambda v: isinstance(v, bool), "true or false"),
     "transpose_b": (lambda v: isinstance(v, bool), "true or false"),
+    "axis": (lambda v: type(v) is int, "an integer (an axis; negative counts from the last)"),
+    "bits": (lambda v: type(v) is int and 1 <= v <= 8, "an integer from 1 to 8"),
+    "shift": (lambda v: type(v) is int and v >= 0, "an integer >= 0"),
+    "scalar": (_is_number, "a number"),
 }
 
 
@@ -172,6 +177,7 @@ class _Parser:
         self.check_end(lines)
         self.name_resultless_ops()
         self.check_operands()
+        self.check_vocabulary()
         if self.state != "header":
             self.check_yields()
         self.errors.raise_if_any()
@@ -413,6 +419,21 @@ class _Parser:
                 ring = [self.ops[i].name for i in path[start:] + path[:start]]
                 self.errors.error("dependence cycle of total distance 0: " + " -> ".join(ring + ring[:1]),
                                   ref.span, hint)
+
+    def check_vocabulary(self) -> None:
+        """Every op of a table opcode (twill.vocab) against its entry: operand count, attributes,
+        shapes and dtypes, reported at the opcode with the op's usage as the hint. An opcode the
+        table does not know is left to the machine description (twill.costs)."""
+        broken = {d.span.line for d in self.errors.diagnostics if d.span is not None}
+        types = {v.name: v.type for v in self.values}
+        types.update({op.name: op.type for op in self.ops if op.has_result and op.type is not None})
+        for op in self.ops:
+            if op.span is not None and op.span.line in broken:
+                continue  # its line already has an error (an unknown name, a bad type)
+            ins = [types.get(o.name) for o in op.operands]
+            problem = vocab.check(op.opcode, op.type, ins, dict(op.attrs))
+            if problem is not None:
+                self.errors.error(f"op '{op.name}': {problem[0]}", op.span, problem[1])
 
     def check_yields(self) -> None:
         carries = [v.name for v in self.values if v.kind == "carry"]

@@ -11,7 +11,7 @@ from . import runtime
 from .host import host_launcher
 from .lines import Lines, ring_slot
 from .model import DIM_LABELS, EmitError, KernelModel, ident, launch_registers, rastered
-from .ops import ctype, is_known
+from .ops import ctype, is_known, needs_extension
 from .program import Channel, Inst, Program
 from .ragged import causal, causal_code
 from .roles import RoleBody
@@ -86,6 +86,8 @@ class Renderer:
     def _runtime(self) -> str:
         m = self.m
         body = runtime.COMMON + (runtime.SM100 if m.blackwell else runtime.SM90) + runtime.OPS
+        if needs_extension(m):
+            body += runtime.VOCAB["sm_100a" if m.blackwell else "sm_90a"]
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
         wrappers += [runtime.CAUSAL.lstrip("\n")] if self.causal.masks else []
@@ -170,9 +172,12 @@ class Renderer:
             elif chan.kind == "stage":
                 out(f"alignas(16) {ctype(t.dtype)} stage_{chan.ident}[{chan.depth}][{elems}];  "
                     f"// {chan.value}: {chan.producer} -> {', '.join(chan.consumers)}")
-        for name in self.scratch_mmas():
+        for name in self.p.scratch:
             t = m.values[m.resolve(m.ops[name].operands[0])[0]].type
             out(f"alignas(1024) {ctype(t.dtype)} scratch_{ident(name)}[{t.elements}];  // A operand of {name}")
+        for name in self.p.scratch_b:
+            t = m.values[m.resolve(m.ops[name].operands[1])[0]].type
+            out(f"alignas(1024) {ctype(t.dtype)} scratchb_{ident(name)}[{t.elements}];  // B operand of {name}")
         for st in self.p.staging.values():
             out(f"alignas(1024) unsigned char out_{st.tensor}[{st.slots}][{st.rows * 128}];  // {st.role} -> TMA store of "
                 f"{st.tensor}: {'all' if st.slots == st.blocks else st.slots} of its {st.blocks} 128-byte column "
@@ -515,7 +520,8 @@ class Renderer:
         return [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]
 
     def scratch_mmas(self) -> tuple[str, ...]:
-        return self.p.scratch
+        """mmas with a scratch tile (of A, of B, or both): each has a `done` mbarrier."""
+        return tuple(dict.fromkeys(self.p.scratch + self.p.scratch_b))
 
     def _counts(self, chan: Channel) -> tuple[int, int]:
         m = self.m

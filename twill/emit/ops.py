@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import vocab
 from ..errors import Diagnostic
-from ..ir import Op, TensorType
+from ..ir import DTYPE_BITS, Op, TensorType
 from .model import EmitError, KernelModel, MmaShape, dtype_bytes, ident, local, swizzle_bytes
 
 CTYPE = {"f16": "__half", "bf16": "__nv_bfloat16", "f32": "float", "tf32": "float", "f64": "double",
@@ -68,22 +69,63 @@ Emitter = Callable[[OpCall], list[str]]
 
 # -- register math shared by both targets --------------------------------------------------------
 
-def _math(helper: str, extra: str = "", arity: tuple[int, ...] = ()) -> Emitter:
-    """Register math through the runtime's `helper`; `arity`: the operand counts it has overloads for
-    (empty: any)."""
+def _math(helper: str, extra: str = "") -> Emitter:
+    """Register math through the runtime's `helper` (the table, twill.vocab, has checked the operands)."""
     def emit(call: OpCall) -> list[str]:
-        if arity and len(call.args) not in arity:
-            op = call.op
-            counts = " or ".join(map(str, arity))
-            raise EmitError(Diagnostic(
-                f"op '{op.name}': emit-cuda's {op.opcode} takes {counts} operand{'s' if arity != (1,) else ''}, "
-                f"and this one has {len(call.args)}", op.span,
-                "give the op an opcode of its own ({cycles = N, unit = NAME} in the .tir): emit-cuda then "
-                "calls a hook you write for it (docs/emit-cuda.md)"))
         lines, names = _registers(call)
         args = ", ".join([call.out.expr] + names) + extra
         return lines + [f"twill::{helper}({args});"]
     return emit
+
+
+def _table_math(d: vocab.OpDef) -> Emitter:
+    """A table op's register math: `helper(out, operands...)`; a one-operand binary op's y is its
+    `scalar` attribute (without one, the value is unknown: refused at the op rather than guessed); a
+    float tile converted to an integer one is truncated toward zero."""
+    def emit(call: OpCall) -> list[str]:
+        lines, names = _registers(call)
+        helper = d.helper
+        if d.family == "binary" and len(names) == 1:
+            value = call.op.attr("scalar")
+            if value is None:
+                op = call.op
+                raise EmitError(Diagnostic(
+                    f"op '{op.name}': emit-cuda's {op.opcode} takes 2 operands, and this one has 1 and no "
+                    f"{{scalar = V}} for its y (a scalar the import folded away)", op.span,
+                    "give the op its y: {scalar = V}, or a second operand"))
+            names.append(_float_literal(value))
+        if d.name == "convert" and call.out.type.dtype in vocab.INTS and call.args[0].type.dtype in vocab.FLOATS:
+            helper = "op_convert_trunc"
+        return lines + [f"twill::{helper}({', '.join([call.out.expr] + names)});"]
+    return emit
+
+
+def _float_literal(value) -> str:
+    """A C++ float literal of a number (integers in float, so `x & 15` reads 15.f)."""
+    return f"{float(value)!r}f".replace("e+", "e")
+
+
+def _reduce(d: vocab.OpDef) -> Emitter:
+    """reduce_* and cumsum along the last axis of a rank-2 tile (the row layout's reductions)."""
+    def emit(call: OpCall) -> list[str]:
+        x = call.args[0].type
+        axis = int(call.op.attr("axis")) % len(x.shape)
+        if axis != len(x.shape) - 1 or len(x.shape) != 2:
+            raise EmitError(Diagnostic(
+                f"op '{call.op.name}': emit-cuda reduces and scans a rank-2 tile along its last axis only "
+                f"(this {call.op.opcode} is along axis {axis} of {x})", call.op.span,
+                "transpose the tile so that the axis is the last, or give the op an opcode of its own "
+                "(a hook, docs/emit-cuda.md)"))
+        return _math(d.helper)(call)
+    return emit
+
+
+def _dequant(call: OpCall) -> list[str]:
+    """dequant packed, [zero,] scale: op_dequant<W, BITS, SHIFT> of the packed element width W."""
+    lines, names = _registers(call)
+    w = DTYPE_BITS[call.args[0].type.dtype]
+    bits, shift = int(call.op.attr("bits")), int(call.op.attr("shift", 0))
+    return lines + [f"twill::op_dequant<{w}, {bits}, {shift}>({', '.join([call.out.expr] + names)});"]
 
 
 def _registers(call: OpCall) -> tuple[list[str], list[str]]:
@@ -95,6 +137,10 @@ def _registers(call: OpCall) -> tuple[list[str], list[str]]:
             names.append(a.expr)
         elif a.where == "init":
             names.append(a.expr)
+        elif a.where == "smem" and vector_kind(a.type) == "cols":  # read in place where it is used
+            tmp = call.temp(f"arg{i}")
+            lines.append(f"const twill::ColsView<{a.type.shape[-1]}, {ctype(a.type.dtype)}> {tmp}{{{a.expr}}};")
+            names.append(tmp)
         else:
             tmp = call.temp(f"arg{i}")
             lines.append(f"{fragment_type(call.model, a.type, call.groups)} {tmp};")
@@ -111,12 +157,17 @@ def read_tile(model: KernelModel, a: Arg, dst: str, row0: str) -> list[str]:
     t = a.type
     if a.where == "tmem":
         return [f"twill::tmem_to_frag({dst}, {a.expr});"]
-    rows, cols = (1, t.shape[0]) if len(t.shape) == 1 else t.shape
+    rows, cols = (1, t.shape[0]) if vector_kind(t) == "rows" else t.shape
     return [f"twill::tile_to_frag<{ctype(t.dtype)}, {rows}, {cols}>({dst}, {a.expr}, {row0});"]
 
 
 def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
     """The C++ type of a warpgroup's share of a register value."""
+    kind = vector_kind(t)
+    if kind == "cols":
+        return f"twill::TCols<{t.shape[1]}>" if model.blackwell else f"twill::Cols<{t.shape[1]}>"
+    if kind == "rows" and len(t.shape) == 2:
+        t = TensorType(t.dtype, t.shape[:1], t.space)
     if model.blackwell:
         r = _tmem_rows(t)
         if len(t.shape) == 1:
@@ -141,6 +192,13 @@ def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
     if t.dtype == "i32":  # an s8 wgmma's s32 accumulators
         return f"twill::FragS32<{mb}, {n}>"
     return f"twill::Frag<{mb}, {n}>"
+
+
+def vector_kind(t: TensorType) -> str | None:
+    """'rows' for a value per row ([M], [M, 1]), 'cols' for a value per column ([1, N]), else None."""
+    if len(t.shape) == 1 or (len(t.shape) == 2 and t.shape[1] == 1 and t.shape[0] > 1):
+        return "rows"
+    return "cols" if len(t.shape) == 2 and t.shape[0] == 1 else None
 
 
 def _tmem_rows(t: TensorType) -> int:
@@ -348,18 +406,33 @@ def _causal_mask(call: OpCall) -> list[str]:
 
 # -- the tables ----------------------------------------------------------------------------------
 
+KINDS: dict[str, Callable[[vocab.OpDef], Emitter]] = {  # the table's emitter kinds of register math
+    "math": _table_math,
+    "reduce": _reduce,
+    "dequant": lambda d: _dequant,
+}
+# Every table op of register math, by its kind; those whose code predates the table keep theirs.
 COMMON: dict[str, Emitter] = {
+    **{d.name: KINDS[d.emit](d) for d in vocab.VOCAB.values() if d.emit in KINDS},
     "exp2": exp2_code,
     "rowmax": _math("op_rowmax"),
     "rowsum": _math("op_rowsum"),
     "rescale": _rescale,
-    "convert": _math("op_convert", arity=(1,)),
-    "mul": _math("op_mul", arity=(2,)),
-    "add": _math("op_add", arity=(2,)),
-    "sub": _math("op_sub", arity=(2, 3)),  # (x - y) * z: dS = P (dP - Delta)
-    "max": _math("op_max", arity=(2,)),
     "store": _store,
 }
+BASE_OPCODES = ("load", "store", "mma", "exp2", "rowmax", "rowsum", "rescale", "convert", "mul", "add", "sub",
+                "max")  # those the base runtime (ops.cuh) computes
+
+
+def needs_extension(model: KernelModel) -> bool:
+    """Does the kernel use the runtime's vocabulary extension (vocab*.cuh): an opcode beyond the
+    base ones, a float-to-integer conversion, or a column vector?"""
+    graph = model.graph
+    types = [v.type for v in graph.values.values()] + [op.type for op in graph.ops if op.type is not None]
+    return (any(op.opcode not in BASE_OPCODES and op.opcode in vocab.VOCAB for op in graph.ops)
+            or any(vector_kind(t) == "cols" for t in types)
+            or any(op.opcode == "convert" and op.type is not None and op.type.dtype in vocab.INTS for op in graph.ops))
+
 
 EMITTERS: dict[str, dict[str, Emitter]] = {
     "sm_90a": {**COMMON, "mma": _wgmma, "causal_mask": _causal_mask},

@@ -114,6 +114,7 @@ class Program(SharedMemory, TensorMemory):
         self.channels = self._channels()
         self._no_reads_before_the_first()
         self.scratch = self._scratch()
+        self.scratch_b = self._scratch(1)
         self.input_copies = 1
         self.staging: dict[str, Staging] = {}
         self.smem_note = self._fit_smem()

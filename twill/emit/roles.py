@@ -282,20 +282,23 @@ class RoleBody:
         for i, operand in enumerate(op.operands):
             args.append(self._operand(out, w, pos, name, i, operand, stage))
         self._mask(out, name, args, it)
-        staged = None
-        if name in self.p.scratch and args[0].where == "reg":
-            staged = args[0]  # the tensor core reads this A from memory: the role stages it in a tile
-            args[0] = Arg(staged.value, staged.type, "smem", f"sm.scratch_{ident(name)}")
-            if not m.blackwell:
-                t = staged.type
-                out(f"twill::wgmma_wait<0>();  // the last wgmma reading scratch_{ident(name)} is done",
-                    f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>(sm.scratch_{ident(name)}, "
-                    f"{staged.expr}, {self.row0(t.shape[0])});",
-                    "twill::fence_async_smem();",
-                    f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
-                    f"// the whole tile is written")
-                self._retire(0)
-                staged = None
+        staged = []  # (scratch array, register operand) the tensor core reads from memory
+        for i, (scratch, arr) in enumerate(((self.p.scratch, "scratch"), (self.p.scratch_b, "scratchb"))):
+            if name not in scratch or len(args) <= i or args[i].where != "reg":
+                continue
+            st = args[i]  # the role stages it in a tile
+            args[i] = Arg(st.value, st.type, "smem", f"sm.{arr}_{ident(name)}")
+            if m.blackwell:
+                staged.append((f"sm.{arr}_{ident(name)}", st))
+                continue
+            t = st.type
+            out(f"twill::wgmma_wait<0>();  // the last wgmma reading {arr}_{ident(name)} is done",
+                f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>(sm.{arr}_{ident(name)}, "
+                f"{st.expr}, {self.row0(t.shape[0])});",
+                "twill::fence_async_smem();",
+                f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
+                f"// the whole tile is written")
+            self._retire(0)
         res, tmem_out = None, None
         if op.has_result and op.type is not None:
             streamed = op.opcode == "rescale" and args and args[0].where in ("tmem", "init")
@@ -420,19 +423,21 @@ class RoleBody:
                     raise EmitError(f"op '{name}': its accumulator '{c.value}' is in registers of a 1-warp role; "
                                     f"declare it @tmem")
                 out(f"twill::frag_to_tmem({self.r.tmem_addr(name, it)}, {c.expr});  // the accumulator to tensor memory")
-            if staged is not None:
-                if not self.role.is_warpgroup:
-                    raise EmitError(f"op '{name}': operand '{staged.value}' is in registers of a 1-warp role")
-                t = staged.type
+            if staged:
+                for _, st in staged:
+                    if not self.role.is_warpgroup:
+                        raise EmitError(f"op '{name}': operand '{st.value}' is in registers of a 1-warp role")
                 done = f"sm.done_{ident(name)}"
                 if it.base:
                     out(f"if ({it} >= 1) twill::mbar_wait(&{done}, static_cast<uint32_t>(({it}) - 1) & 1u);  "
                         f"// the previous {name} has read the scratch tile")
                 elif it.off >= 1:
                     out(f"twill::mbar_wait(&{done}, {(it.off - 1) & 1}u);  // the previous {name} has read the scratch tile")
-                out(f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>(sm.scratch_{ident(name)}, "
-                    f"{staged.expr}, {self.row0(t.shape[0])});",
-                    "twill::fence_async_smem();")
+                for tile, st in staged:
+                    t = st.type
+                    out(f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>({tile}, "
+                        f"{st.expr}, {self.row0(t.shape[0])});")
+                out("twill::fence_async_smem();")
             if self.role.is_warpgroup:
                 out("twill::tmem_fence_before();",
                     f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
@@ -463,7 +468,7 @@ class RoleBody:
                 if chan is not None:
                     out(f"twill::umma_commit(&sm.ring_{chan.ident}.full[{ring_slot(it, chan.depth)}]);  "
                         f"// {name}[{it}] is ready when the mma is")
-                if staged is not None:
+                if staged:
                     out(f"twill::umma_commit(&sm.done_{ident(name)});")
                 for chan2, last, shift, how in self.prog.releases_after.get((w.key, pos), []):
                     if how == "commit":

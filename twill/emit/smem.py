@@ -41,18 +41,19 @@ def _kib(n: int) -> int:
 class SharedMemory:
     """`Program`'s shared-memory plan (see the module docstring)."""
 
-    def _scratch(self) -> tuple[str, ...]:
+    def _scratch(self, operand: int = 0) -> tuple[str, ...]:
         """mmas whose first operand is a register value of their own role that the tensor core
         cannot read from registers (any on sm_100a; a transposed one on sm_90a): staged in a
-        shared-memory tile before the mma."""
+        shared-memory tile before the mma. With `operand` 1: mmas whose b is such a value (a
+        dequantized weight tile), which the tensor core reads from shared memory on either target."""
         m = self.model
         out = []
         for name, shape in m.mma_shape.items():
-            a = m.resolve(m.ops[name].operands[0])[0]
+            a = m.resolve(m.ops[name].operands[operand])[0]
             v = m.values.get(a)
             if v is None or v.kind != "result" or m.is_load(a) or self.in_tmem(a) or v.role != m.op_role[name]:
                 continue
-            if v.type.space != "smem" and (m.blackwell or not shape.a_kmajor):
+            if operand == 1 or v.type.space != "smem" and (m.blackwell or not shape.a_kmajor):
                 out.append(name)
         return tuple(out)
 
@@ -65,13 +66,14 @@ class SharedMemory:
         arrays += [c.depth * m.values[c.value].type.bytes for c in self.channels.values()
                    if c.kind in ("tma", "tile", "stage")]
         arrays += [m.values[m.resolve(m.ops[name].operands[0])[0]].type.bytes for name in self.scratch]
+        arrays += [m.values[m.resolve(m.ops[name].operands[1])[0]].type.bytes for name in self.scratch_b]
         arrays += [s.bytes for s in self.staging.values()]
         handoffs = self.handoffs
         rest = sum(m.values[v].type.bytes for v in handoffs)
         rest += 16 * sum(c.depth for c in self.channels.values()) + 16 * self.input_copies
         # an mbarrier per scratch tile, per hand-off (and its 16-byte alignment), per output that
         # may come from tensor memory; the tensor-memory base address
-        rest += 8 * (len(self.scratch) + 3 * len(handoffs) + len(m.tensors)) + 8
+        rest += 8 * (len(set(self.scratch + self.scratch_b)) + 3 * len(handoffs) + len(m.tensors)) + 8
         return sum(_kib(n) for n in arrays) + _kib(rest)
 
     def smem_limit(self) -> int:

@@ -11,28 +11,37 @@ Four rewrites run in order over the loop's nodes, then the survivors are grouped
 3. `inline_unary`: a cheap elementwise op on one tile (``qk * scale``, a select with an index mask)
    read by several elementwise consumers is recomputed inside each of them rather than kept as an op.
 4. `group`: a chain of elementwise ops fuses into one op. A producer with exactly one consumer (and not
-   yielded) fuses into that consumer when both are elementwise and the group keeps at most one anchor
-   (exp2, rowmax, rowsum). A group's opcode is its anchor's; without one: `rescale` for a multiply or
-   divide by a broadcast lower-rank tile, `convert` for conversions only, else the root op's
-   arithmetic (`mul`, `add`, `sub`, `max`, `select`).
+   yielded) fuses into that consumer when both are elementwise, the group keeps at most one anchor
+   (exp2, rowmax, rowsum) and it stays one op of the vocabulary (twill/vocab.py) with an operand count
+   its entry allows (or a prefix of the dequant chain). A group's opcode is its anchor's; without one:
+   `dequant` for (float((packed >> S) & mask) - zero) * scale, `rescale` for a multiply or divide by a
+   broadcast lower-rank tile, `convert` for conversions only, else the root op's (ARITH_OPCODES). A
+   group no table op computes (an unfinished dequant chain) is one op per node.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from ..errors import Diagnostic, Span
-from ..ir import TensorType
+from .. import vocab
+from ..ir import DTYPE_BITS, TensorType
 from .lower import opcode_token
 from .values import Lowered, Node, Note, Ref, Tile
 
 FUSABLE = {"ew", "conv", "exp2", "rowmax", "rowsum", "causal_mask"}
 ANCHORS = {"exp2", "rowmax", "rowsum", "causal_mask"}
 FIXED_OPCODES = {"load": "load", "mma": "mma", "store": "store", "move": "convert"}
-ARITH_OPCODES = {
+ARITH_OPCODES = {  # TTGIR elementwise op -> the table opcode (twill.vocab) it is alone
     "arith.mulf": "mul", "arith.muli": "mul", "arith.addf": "add", "arith.addi": "add",
     "arith.subf": "sub", "arith.subi": "sub", "arith.maxnumf": "max", "arith.maximumf": "max",
     "arith.maxsi": "max", "arith.maxui": "max", "arith.select": "select",
+    "arith.divf": "div", "tt.precise_divf": "div", "arith.minnumf": "min", "arith.minimumf": "min",
+    "arith.minsi": "min", "arith.minui": "min", "arith.andi": "and", "arith.ori": "or", "arith.xori": "xor",
+    "arith.shli": "shl", "arith.shrsi": "shr", "arith.shrui": "shr", "arith.negf": "neg", "math.absf": "abs",
+    "math.fma": "fma", "math.exp": "exp", "math.log": "log", "math.log2": "log2", "math.sqrt": "sqrt",
+    "math.rsqrt": "rsqrt", "math.tanh": "tanh",
 }
+INT_TO_FLOAT = {"arith.uitofp", "arith.sitofp"}
 RESCALE_OPS = {"arith.mulf", "arith.divf"}
 
 
@@ -152,32 +161,65 @@ def group(body: Body) -> tuple[list[Group], list[Note]]:
         owner[n.index], members[n.index] = n.index, [n.index]
         if n.kind not in FUSABLE:
             continue
-        for ref in n.operands:
-            p = _in_loop_node(body, ref)
-            if (p is None or p.kind not in FUSABLE or consumers.get(p.index) != [n.index] or p.index in yielded
-                    or owner[p.index] == n.index):
-                continue
-            mine, theirs = members[n.index], members[owner[p.index]]
-            if _anchors(body, mine) + _anchors(body, theirs) > 1:
-                continue
-            root = owner[p.index]
-            for m in theirs:
-                owner[m] = n.index
-            members[n.index] = sorted(mine + theirs)
-            del members[root]
+        pending = [p.index for p in map(lambda r: _in_loop_node(body, r), dict.fromkeys(n.operands))
+                   if p is not None and p.kind in FUSABLE and consumers.get(p.index) == [n.index]
+                   and p.index not in yielded and owner[p.index] != n.index]
+        while pending:  # a producer that cannot join yet may once another has (l * alpha + rowsum)
+            joined = [p for p in pending if _join(body, members, owner, n.index, p)]
+            pending = [p for p in pending if p not in joined]
+            if not joined:
+                break
     groups, notes = [], []
     for root in sorted(members):
         idx = members[root]
-        inside = set(idx)
-        outside = [r for m in idx for r in body.nodes[m].operands if not (r.kind == "node" and r.index in inside)]
-        operands = tuple(outside if len(idx) == 1 else dict.fromkeys(outside))  # a fused chain reads each once
-        operands = _reduced_first(body, idx, operands)
-        node = body.nodes[root]
-        opcode, note = _opcode(body, idx, operands)
-        if note:
-            notes.append(note)
-        groups.append(Group(root, tuple(idx), opcode, operands, node.type, node.span, node.attrs))
+        made = _as_group(body, idx)
+        if made is None:  # a chain no one table op computes (a dequant prefix): one op per node
+            made = [_as_group(body, [i]) for i in idx]
+        for g, note in ([made] if isinstance(made, tuple) else made):
+            if note:
+                notes.append(note)
+            groups.append(g)
     return groups, notes
+
+
+def _join(body: Body, members: dict, owner: dict, n: int, p: int) -> bool:
+    """Fuse p's group into n's if the chain keeps one anchor at most and stays one table op."""
+    mine, theirs = members[n], members[owner[p]]
+    if _anchors(body, mine) + _anchors(body, theirs) > 1 or not _may_fuse(body, sorted(mine + theirs)):
+        return False
+    root = owner[p]
+    for m in theirs:
+        owner[m] = n
+    members[n] = sorted(mine + theirs)
+    del members[root]
+    return True
+
+
+def _outside(body: Body, idx: list[int]) -> tuple[Ref, ...]:
+    inside = set(idx)
+    outside = [r for m in idx for r in body.nodes[m].operands if not (r.kind == "node" and r.index in inside)]
+    return tuple(outside if len(idx) == 1 else dict.fromkeys(outside))  # a fused chain reads each once
+
+
+def _as_group(body: Body, idx: list[int]) -> tuple[Group, Note | None] | None:
+    """The one graph op the nodes `idx` fuse into, or None where no table op computes them."""
+    operands = _reduced_first(body, idx, _outside(body, idx))
+    node = body.nodes[idx[-1]]
+    found = _dequant(body, idx, operands)
+    if found is None and len(idx) > 1 and _dequant_prefix(body, idx):
+        return None
+    if found is not None:
+        opcode, attrs, note = found
+    else:
+        (opcode, note), attrs = _opcode(body, idx, operands), node.attrs
+    d = vocab.lookup(opcode)
+    if d is not None:
+        if d.arity and len(operands) not in d.arity and len(idx) > 1:
+            return None
+        attrs = tuple((k, v) for k, v in attrs if k not in vocab.OPCODE_ATTRIBUTES or k in d.attrs)
+        if len(operands) != 1:
+            attrs = tuple((k, v) for k, v in attrs if k != "scalar")
+    return Group(idx[-1], tuple(idx), opcode, operands, node.type, node.span, attrs), note
 
 
 def _reduced_first(body: Body, idx: list[int], operands: tuple[Ref, ...]) -> tuple[Ref, ...]:
@@ -187,6 +229,11 @@ def _reduced_first(body: Body, idx: list[int], operands: tuple[Ref, ...]) -> tup
     if len(reduced) != 1 or reduced[0] not in operands:
         return operands
     return (reduced[0],) + tuple(r for r in operands if r != reduced[0])
+
+
+def _may_fuse(body: Body, idx: list[int]) -> bool:
+    """Whether the chain `idx` may grow: it is one table op, or the start of a dequant chain."""
+    return _dequant_prefix(body, idx) or _as_group(body, idx) is not None
 
 
 def _anchors(body: Body, idx: list[int]) -> int:
@@ -216,6 +263,71 @@ def _opcode(body: Body, idx: list[int], operands: tuple[Ref, ...]) -> tuple[str,
     opcode = opcode_token(root.mlir)
     return opcode, Note(Diagnostic(f"'{root.mlir}' on tiles has no .tir opcode: imported as generic op '{opcode}'",
                                    root.span, f"describe '{opcode}' in the machine file's ops", "warning"), True)
+
+
+# -- the dequant chain: (float((packed >> S) & (2^B - 1)) - zero) * scale -------------------------------
+
+def _steps(body: Body, idx: list[int]) -> list[str]:
+    """The chain's nodes as dequant steps: shift, mask, int->float, zero, scale ('' for any other)."""
+    out = []
+    for i in idx:
+        n = body.nodes[i]
+        out.append({"arith.shrui": "shift", "arith.shrsi": "shift", "arith.andi": "mask", "arith.subf": "zero",
+                    "arith.mulf": "scale"}.get(n.mlir, "float" if n.mlir in INT_TO_FLOAT else ""))
+    return out
+
+
+ORDER = ("shift", "mask", "float", "zero", "scale")
+
+
+def _dequant_prefix(body: Body, idx: list[int]) -> bool:
+    """The nodes are a chain, in order, of the dequant steps (each once, a prefix of the whole)."""
+    steps = _steps(body, idx)
+    if "" in steps or len(set(steps)) != len(steps) or [ORDER.index(x) for x in steps] != sorted(
+            ORDER.index(x) for x in steps):
+        return False
+    return "zero" not in steps and "scale" not in steps or _floats(body, idx)
+
+
+def _floats(body: Body, idx: list[int]) -> bool:
+    """The chain turns integers into floats before its zero and scale steps (an int->float node, or
+    the bit op that a conversion merged into: its result float, its operand integer)."""
+    first = body.nodes[idx[0]]
+    src = _type(body, first.operands[0]) if first.operands else None
+    before = [body.nodes[i] for i, st in zip(idx, _steps(body, idx)) if st in ("shift", "mask", "float")]
+    return (src is not None and src.dtype in vocab.INTS and bool(before)
+            and before[-1].type is not None and before[-1].type.dtype in vocab.FLOATS)
+
+
+def _dequant(body: Body, idx: list[int], operands) -> tuple[str, tuple, None] | None:
+    """('dequant', attrs, None) when `idx` is a whole dequant chain whose constants are known: an
+    unsigned shift by S and/or a mask of B ones, to float, then minus a zero, times a scale."""
+    steps = _steps(body, idx)
+    if not _dequant_prefix(body, idx) or "scale" not in steps or not ({"shift", "mask"} & set(steps)):
+        return None
+    nodes = dict(zip(steps, (body.nodes[i] for i in idx)))
+    packed = _type(body, nodes[steps[0]].operands[0])
+    shift = dict(nodes["shift"].attrs).get("scalar") if "shift" in nodes else 0
+    mask = dict(nodes["mask"].attrs).get("scalar") if "mask" in nodes else None
+    if not isinstance(shift, int) or "shift" in nodes and nodes["shift"].mlir != "arith.shrui" and mask is None:
+        return None
+    if "zero" in nodes and body.nodes[idx[steps.index("zero") - 1]].index != getattr(
+            nodes["zero"].operands[0], "index", None):
+        return None  # zero - x, not x - zero
+    width = DTYPE_BITS[packed.dtype]
+    if mask is None:
+        bits = width - shift
+    elif isinstance(mask, int) and mask > 0 and mask & (mask + 1) == 0:
+        bits = mask.bit_length()
+    else:
+        return None
+    if not 1 <= bits <= 8 or shift + bits > width or len(operands) != 1 + ("zero" in steps) + 1:
+        return None
+    return "dequant", (("bits", bits), ("shift", shift)), None
+
+
+def _type(body: Body, ref: Ref) -> TensorType | None:
+    return body.carry_types[ref.index] if ref.kind == "carry" else body.nodes[ref.index].type
 
 
 def _rank(body: Body, ref: Ref) -> int | None:

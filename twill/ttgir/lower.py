@@ -11,6 +11,7 @@ in the body reads the content of the previous iteration, which becomes a carry o
 """
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import replace
 
@@ -274,7 +275,24 @@ def elementwise(lw: _Lowering, op: MOp) -> None:
     tt = _result_tile(lw, mtype, op)  # on a one-element tile (a reduction to a scalar): a scalar
     if op.name in ("arith.cmpf", "arith.cmpi"):
         tt = TensorType("i1", tt.shape)
-    lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt))
+    lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=_scalar_operand(op, vals)))
+
+
+COMMUTATIVE = {"arith.addf", "arith.addi", "arith.mulf", "arith.muli", "arith.maxnumf", "arith.minnumf",
+               "arith.maximumf", "arith.minimumf", "arith.andi", "arith.ori", "arith.xori"}
+
+
+def _scalar_operand(op: MOp, vals: list) -> tuple:
+    """A splat constant that is the second operand of a binary op on one tile (or either, for a
+    commutative one) as the `scalar` attribute the fusion step reads (a dequant's shift and mask)."""
+    tiles = [v for v in vals if isinstance(v, Tile)]
+    if len(vals) != 2 or len(tiles) != 1 or not (isinstance(vals[1], Const) or op.name in COMMUTATIVE):
+        return ()
+    const = next((v for v in vals if isinstance(v, Const)), None)
+    value = const.value if const is not None else None
+    if value is None or isinstance(value, bool) or not math.isfinite(value):
+        return ()
+    return (("scalar", int(value) if float(value).is_integer() else value),)
 
 
 def load(lw: _Lowering, op: MOp) -> None:

@@ -1,0 +1,49 @@
+
+// ==== column vectors, row minima and row scans on sm_100a (the op vocabulary) ====================
+namespace twill {
+
+// One value per column of a tile, [1, N]: every column (each thread holds a whole row).
+template <int N, int R = 128>
+struct TCols {
+  static constexpr int kElems = N, kRows = R;
+  float x[N];
+};
+// A [1, N] tile in shared memory (laid out as Tile<T, 1, N>), read where it is used.
+template <int N, typename T>
+struct ColsView {
+  static constexpr int kElems = N, kRows = 128;
+  const void* p;
+};
+template <bool ROWS, int N, int R>
+__device__ __forceinline__ float at(const TCols<N, R>& c, int i) { return c.x[i]; }
+template <bool ROWS, int N, typename T>
+__device__ __forceinline__ float at(const ColsView<N, T>& v, int i) {
+  return to_float<T>(*reinterpret_cast<const T*>(static_cast<const char*>(v.p) + Tile<T, 1, N>::offset(0, i)));
+}
+template <int N, int R>
+__device__ __forceinline__ void put2(TCols<N, R>& c, int i, float v0, float v1) { c.x[i] = v0; c.x[i + 1] = v1; }
+template <typename T, int ROWS, int COLS, int N, int R>
+__device__ __forceinline__ void tile_to_frag(TCols<N, R>& c, const void* tile, int) {
+  const ColsView<N, T> v{tile};
+  for_each(c, [&](int i) { return at<false>(v, i); });
+}
+
+// The minimum of each row (reduce_min along the last axis): the thread's own row.
+template <int R, typename X>
+__device__ __forceinline__ void row_min(TScalR<R>& out, const X& x) {
+  row_reduce(out, x, INFINITY, [](float a, float v) { return fminf(a, v); }, false);
+}
+
+// cumsum along the last axis: the thread's row, in order.
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cumsum(Out& out, const X& x) {
+  float run = 0.f;
+#pragma unroll
+  for (int i = 0; i < Out::kElems; i += 2) {
+    const float v0 = run + at<false>(x, i);
+    run = v0 + at<false>(x, i + 1);
+    put2(out, i, v0, run);
+  }
+}
+
+}  // namespace twill

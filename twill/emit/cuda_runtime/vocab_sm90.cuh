@@ -1,0 +1,76 @@
+
+// ==== column vectors, row minima and row scans on sm_90a (the op vocabulary) =====================
+namespace twill {
+
+// One value per column of a tile, [1, N]: the columns of the thread's fragment elements (frag_col).
+template <int N>
+struct Cols {
+  static constexpr int kBlocks = 1, kElems = N / 2;
+  float x[N / 2];
+};
+// A [1, N] tile in shared memory (laid out as Tile<T, 1, N>), read where it is used.
+template <int N, typename T>
+struct ColsView {
+  static constexpr int kBlocks = 1, kElems = N / 2;
+  const void* p;
+};
+template <bool ROWS, int N>
+__device__ __forceinline__ float at(const Cols<N>& c, int, int i) { return c.x[i]; }
+template <bool ROWS, int N, typename T>
+__device__ __forceinline__ float at(const ColsView<N, T>& v, int, int i) {
+  return to_float<T>(*reinterpret_cast<const T*>(static_cast<const char*>(v.p) + Tile<T, 1, N>::offset(0, frag_col(i))));
+}
+template <int N>
+__device__ __forceinline__ void put2(Cols<N>& c, int, int i, float v0, float v1) { c.x[i] = v0; c.x[i + 1] = v1; }
+template <typename T, int ROWS, int COLS, int N>
+__device__ __forceinline__ void tile_to_frag(Cols<N>& c, const void* tile, int) {
+  const ColsView<N, T> v{tile};
+  for_each(c, [&](int b, int i) { return at<false>(v, b, i); });
+}
+
+// The minimum of each row (reduce_min along the last axis).
+template <int MB, typename X>
+__device__ __forceinline__ void row_min(Rows<MB>& out, const X& x) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v = INFINITY;
+#pragma unroll
+      for (int i = 0; i < X::kElems; ++i)
+        if (((i >> 1) & 1) == h) v = fminf(v, at<false>(x, b, i));
+      v = fminf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+      out.x[b][h] = fminf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+    }
+  }
+}
+
+// cumsum along the last axis: a row's 8-column chunks in order, each chunk's pairs scanned over the
+// 4 threads that hold the row (a pair of adjacent columns each).
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cumsum(Out& out, const X& x) {
+  const int q = threadIdx.x % 4;
+#pragma unroll
+  for (int b = 0; b < Out::kBlocks; ++b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float carry = 0.f;
+#pragma unroll
+      for (int c = 0; c < Out::kElems / 4; ++c) {
+        const int i = 4 * c + 2 * h;
+        const float v0 = at<false>(x, b, i), v1 = at<false>(x, b, i + 1), pair = v0 + v1;
+        float incl = pair;
+#pragma unroll
+        for (int d = 1; d < 4; d *= 2) {
+          const float n = __shfl_up_sync(0xffffffffu, incl, d, 4);
+          if (q >= d) incl += n;
+        }
+        const float before = carry + incl - pair;
+        put2(out, b, i, before + v0, before + pair);
+        carry += __shfl_sync(0xffffffffu, incl, 3, 4);
+      }
+    }
+  }
+}
+
+}  // namespace twill

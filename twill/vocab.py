@@ -1,0 +1,296 @@
+"""The op vocabulary: the one table of what every `.tir` opcode is.
+
+Each `OpDef` holds an opcode's facts, so that no other module restates them:
+
+- its operands: how many it takes (`arity`) and what each is (`roles`, for messages);
+- its shape and dtype rule (`rule`): given the op's result and operand types, None or the reason they
+  do not fit, which the `.tir` parser reports at the op's line (`check`);
+- the attributes it takes and needs (``axis`` of a reduction, ``bits`` and ``shift`` of a dequant);
+- its default unit and cost (`cost`: a rate class of the machine file's ``rates``, see below), issue
+  and async defaults, and whether it reads its memory operands in place as the tensor core does
+  (`tensor_core`: an mma holds its operands until it completes and updates operand 2 in place);
+- its emitter kind (`emit`) and runtime helper (`helper`, ``twill::op_NAME``): emit-cuda's tables
+  (`twill.emit.ops`) are built from these, so that a new elementwise op is one entry here and one
+  helper in the runtime.
+
+Costs. A machine file's ``ops.NAME`` entry still describes an opcode in full (contract section 2)
+and wins; an opcode of the table that the file does not list costs ``elements * w / rate`` cycles on
+its default unit, where ``rate`` is the file's ``rates.CLASS`` (elements per cycle per SM) and ``w``
+is 2 for 64-bit data, else 1 (`generic_cycles`). The classes: ``alu`` (FP32 add, multiply, compare,
+select), ``sfu`` (MUFU transcendentals), ``convert`` (F2F/I2F conversions), ``bit`` (integer logic
+and shifts), ``dequant`` (shift, mask, int-to-float, subtract and multiply per element), ``reduce``
+(a reduction or scan per input element). An opcode the table does not know works as before: the
+machine file describes it, or the op carries ``{cycles, unit}``.
+
+Shapes. Elementwise operands broadcast NumPy-style against a result of rank <= 2: a rank-1 ``T[M]``
+operand means ``T[M,1]`` (one value per row), ``T[1,N]`` is one value per column. Elementwise ops
+compute in f32 (bit ops in 32-bit integers) and round to the result's dtype: a conversion folded
+into its producer costs nothing extra.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .ir import DTYPE_BITS, TensorType
+
+FLOATS = ("f64", "f32", "tf32", "f16", "bf16", "f8e4m3", "f8e5m2", "f4")
+INTS = ("i64", "i32", "i16", "i8", "i1")
+
+# A rule gets (result type or None, operand types or None each, attributes) and returns a reason.
+Rule = Callable[[TensorType | None, list, dict], "str | None"]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    family: str  # unary, binary, ternary, convert, reduce, row, scan, dequant, mma, memory
+    arity: tuple[int, ...]  # the operand counts it takes (empty: any)
+    roles: tuple[str, ...]  # what each operand is, for messages
+    rule: Rule | None
+    unit: str
+    cost: str | None  # the rate class of its generic cost (None: the machine file must list it)
+    emit: str  # emitter kind: math, exp2, rescale, reduce, dequant, mma, load, store
+    helper: str = ""  # runtime helper (twill::op_NAME) of register math
+    attrs: tuple[str, ...] = ()  # attributes it takes
+    needs: tuple[str, ...] = ()  # ... of which it requires
+    issue: str = "warp_group"
+    is_async: bool = False
+    variable_latency: bool = False
+    tensor_core: bool = False  # reads @smem/@tmem operands in place, holds them until done
+    accumulator: int | None = None  # operand it updates in place (an mma's c)
+    shape: str = ""  # its shape rule in words, for hints
+    form: str = ""  # how it is written, where the roles do not say (dequant's optional zero)
+
+    @property
+    def usage(self) -> str:
+        roles = ", ".join(r if i < min(self.arity or (0,)) else f"[{r}]" for i, r in enumerate(self.roles))
+        return f"{self.name} {roles}".strip()
+
+
+# -- shape helpers ------------------------------------------------------------------------------
+
+def as_2d(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The legacy convention: a rank-1 [M] value is one per row, [M, 1]."""
+    return (shape[0], 1) if len(shape) == 1 else shape
+
+
+def broadcasts(operand: tuple[int, ...], result: tuple[int, ...]) -> bool:
+    """Does `operand` broadcast to `result` (each dimension equal or 1, ranks aligned right after
+    the rank-1 = per-row convention)?"""
+    a, r = as_2d(operand), as_2d(result)
+    if len(a) > len(r):
+        return False
+    a = (1,) * (len(r) - len(a)) + a
+    return all(x in (1, y) for x, y in zip(a, r))
+
+
+def _t(t) -> str:
+    return f"{t.dtype}[{','.join(map(str, t.shape))}]"
+
+
+def _elementwise(kinds: dict[int, tuple[str, ...]] | None = None) -> Rule:
+    """Every operand broadcasts to the result; `kinds`: operand index -> the dtypes it may have."""
+    def rule(out, ins, attrs):
+        if out is None:
+            return None
+        for i, t in enumerate(ins):
+            if t is None:
+                continue
+            if kinds and i in kinds and t.dtype not in kinds[i]:
+                return f"operand {i + 1} is {t.dtype}, and this op takes {'integer' if kinds[i] == INTS else 'float'} data"
+            if not broadcasts(t.shape, out.shape):
+                return (f"operand {i + 1} is {_t(t)}, which does not broadcast to the result {_t(out)} "
+                        f"(a dimension must equal the result's or be 1; a rank-1 [M] is one value per row)")
+        return None
+    return rule
+
+
+def _row(out, ins, attrs):
+    """rowmax/rowsum: x [M, N] (or [M]) reduced along its last axis to [M]; the running value and
+    factor are per row too."""
+    if out is None or not ins or ins[0] is None:
+        return None
+    if len(out.shape) > 2 or (len(out.shape) == 2 and out.shape[1] != 1):
+        return f"the result is {_t(out)}: a row reduction gives one value per row, [M] or [M,1]"
+    if ins[0].shape[0] != out.shape[0]:
+        return f"x is {_t(ins[0])} and the result {_t(out)}: their rows differ"
+    for i, t in enumerate(ins[1:], 2):
+        if t is not None and not broadcasts(t.shape, out.shape):
+            return f"operand {i} is {_t(t)}, not one value per row of the result {_t(out)}"
+    return None
+
+
+def _reduce(out, ins, attrs):
+    """reduce_* {axis = A}: x with dimension A removed (or kept as 1); a second operand is a running
+    value of the result's shape."""
+    if out is None or not ins or ins[0] is None:
+        return None
+    shape, axis = ins[0].shape, attrs.get("axis")
+    if not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
+        return f"axis = {axis} is not an axis of x {_t(ins[0])} (0..{len(shape) - 1})"
+    axis %= len(shape)
+    removed = shape[:axis] + shape[axis + 1:]
+    kept = shape[:axis] + (1,) + shape[axis + 1:]
+    if out.shape not in (removed, kept) and not (len(removed) == 0 and out.shape == (1,)):
+        return f"reducing x {_t(ins[0])} along axis {axis} gives [{','.join(map(str, removed))}], not {_t(out)}"
+    if len(ins) > 1 and ins[1] is not None and not broadcasts(ins[1].shape, out.shape):
+        return f"the running value is {_t(ins[1])}, not of the result's shape {_t(out)}"
+    return None
+
+
+def _scan(out, ins, attrs):
+    if out is None or not ins or ins[0] is None:
+        return None
+    axis = attrs.get("axis")
+    if not isinstance(axis, int) or not -len(ins[0].shape) <= axis < len(ins[0].shape):
+        return f"axis = {axis} is not an axis of x {_t(ins[0])}"
+    if out.shape != ins[0].shape:
+        return f"a scan keeps its input's shape: x is {_t(ins[0])}, the result {_t(out)}"
+    return None
+
+
+def _dequant(out, ins, attrs):
+    """dequant packed, [zero,] scale: (float((packed >> shift) & (2^bits - 1)) - zero) * scale."""
+    if out is None or not ins or ins[0] is None:
+        return None
+    packed, bits, shift = ins[0], attrs.get("bits"), attrs.get("shift", 0)
+    if packed.dtype not in INTS or packed.dtype == "i1":
+        return f"packed is {packed.dtype}: it must be an integer tile (i8, i16, i32, i64) holding the codes"
+    if out.dtype not in FLOATS:
+        return f"the result is {out.dtype}: a dequant gives float data (f16, bf16, f32)"
+    width = DTYPE_BITS[packed.dtype]
+    if not isinstance(bits, int) or not 1 <= bits <= 8:
+        return f"bits = {bits}: a code has 1 to 8 bits"
+    if not isinstance(shift, int) or shift < 0 or shift + bits > width:
+        return f"shift = {shift} and bits = {bits} do not fit a {width}-bit {packed.dtype} element"
+    if packed.shape != out.shape:
+        return f"packed is {_t(packed)} and the result {_t(out)}: one code per result element"
+    for i, t in enumerate(ins[1:], 2):
+        if t is None:
+            continue
+        if t.dtype not in FLOATS:
+            return f"{('zero' if len(ins) == 3 and i == 2 else 'scale')} is {t.dtype}: it must be float data"
+        if not broadcasts(t.shape, out.shape):
+            return f"operand {i} is {_t(t)}, which does not broadcast to the result {_t(out)}"
+    return None
+
+
+def mma_mismatch(out: TensorType | None, ins: list) -> str | None:
+    """Why the rank-2 operands of an mma cannot multiply into its result (None when they can):
+    a is [M, K] or [K, M], b is [K, N] or [N, K], the result [M, N]."""
+    types = ins[:2]
+    if out is None or len(types) < 2 or any(t is None or len(t.shape) != 2 for t in types + [out]):
+        return None
+    (m, n), a, b = out.shape, types[0].shape, types[1].shape
+    if m not in a:
+        return f"a is {a[0]}x{a[1]}, and neither dimension is the result's {m} rows"
+    k = a[1] if a[0] == m else a[0]
+    if b not in ((k, n), (n, k)):
+        return f"b is {b[0]}x{b[1]}, neither {k}x{n} nor {n}x{k} (K = {k} from a, N = {n} from the result)"
+    return None
+
+
+def _mma(out, ins, attrs):
+    if out is None:
+        return None
+    if len(out.shape) != 2:
+        return f"the result is {_t(out)}: an mma gives a rank-2 [M, N] tile"
+    for what, t in zip(("a", "b"), ins):
+        if t is not None and len(t.shape) != 2:
+            return f"{what} is {_t(t)}: an mma multiplies rank-2 tiles"
+    if (why := mma_mismatch(out, ins)) is not None:
+        return f"the shapes of this mma do not agree: {why}"
+    if len(ins) == 3 and ins[2] is not None and ins[2].shape != out.shape:
+        return f"the accumulator c is {_t(ins[2])}, not the result's {_t(out)}"
+    return None
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+def _unary(name: str, cost: str = "sfu", helper: str = "") -> OpDef:
+    return OpDef(name, "unary", (1,), ("x",), _elementwise(), "sfu" if cost == "sfu" else "alu", cost,
+                 "math", helper or f"op_{name}")
+
+
+def _binary(name: str, cost: str = "alu", ints: bool = False, arity=(1, 2), roles=("x", "y"), helper="") -> OpDef:
+    """x OP y; written with one operand, y is the `scalar` attribute (a constant the importer read;
+    without it the op still schedules, but emit-cuda refuses it: its y is unknown)."""
+    kinds = {0: INTS, 1: INTS} if ints else None
+    return OpDef(name, "binary", arity, roles, _elementwise(kinds), "alu", cost, "math", helper or f"op_{name}",
+                 attrs=("scalar",), form=f"{name} x, y : TYPE (or {name} x : TYPE {{scalar = V}})")
+
+
+_DEFS = [
+    OpDef("load", "memory", (), (), None, "tma", None, "load", issue="warp", is_async=True, variable_latency=True),
+    OpDef("store", "memory", (), ("x",), None, "tma", None, "store", issue="warp", is_async=True),
+    OpDef("mma", "mma", (2, 3), ("a", "b", "c"), _mma, "tensor", None, "mma", is_async=True,
+          tensor_core=True, accumulator=2,
+          shape="a is [M, K] (or [K, M]), b [K, N] (or [N, K]), c and the result [M, N]"),
+    OpDef("exp2", "unary", (1, 2), ("x", "b"), _elementwise(), "sfu", "sfu", "exp2", "op_exp2"),
+    OpDef("rowmax", "row", (1, 2), ("x", "m"), _row, "alu", "reduce", "math", "op_rowmax"),
+    OpDef("rowsum", "row", (1, 2, 3), ("x", "l", "alpha"), _row, "alu", "reduce", "math", "op_rowsum"),
+    OpDef("rescale", "binary", (2,), ("x", "alpha"), _elementwise(), "alu", "alu", "rescale", "op_rescale"),
+    OpDef("convert", "convert", (1,), ("x",), _elementwise(), "alu", "convert", "math", "op_convert"),
+    *[_unary(n) for n in ("exp", "log", "log2", "sqrt", "rsqrt", "recip", "tanh", "sigmoid")],
+    *[_unary(n, "alu") for n in ("abs", "neg")],
+    *[_binary(n) for n in ("add", "mul", "max", "min")],
+    _binary("sub", arity=(1, 2, 3), roles=("x", "y", "z")),  # with z: (x - y) * z, the dS of attention
+    _binary("div", "sfu"),
+    *[_binary(n, "bit", ints=True, helper=f"op_bit_{n}" if n in ("and", "or", "xor") else "")
+      for n in ("and", "or", "xor", "shl", "shr")],
+    OpDef("select", "ternary", (3,), ("cond", "a", "b"), _elementwise(), "alu", "alu", "math", "op_select"),
+    OpDef("fma", "ternary", (3,), ("a", "b", "c"), _elementwise(), "alu", "alu", "math", "op_fma"),
+    *[OpDef(f"reduce_{n}", "reduce", (1, 2), ("x", "init"), _reduce, "alu", "reduce", "reduce", f"op_reduce_{n}",
+            attrs=("axis",), needs=("axis",)) for n in ("sum", "max", "min")],
+    OpDef("cumsum", "scan", (1,), ("x",), _scan, "alu", "reduce", "reduce", "op_cumsum", attrs=("axis",),
+          needs=("axis",)),
+    OpDef("dequant", "dequant", (2, 3), ("packed", "zero", "scale"), _dequant, "alu", "dequant", "dequant",
+          "op_dequant", attrs=("bits", "shift"), needs=("bits",), form="dequant packed, [zero,] scale : TYPE {bits = B, shift = S}",
+          shape="(float((packed >> shift) & (2^bits - 1)) - zero) * scale; packed an integer tile of the "
+                "result's shape, zero and scale float and broadcast"),
+]
+VOCAB: dict[str, OpDef] = {d.name: d for d in _DEFS}
+# Attributes some opcode of the table takes (the parser accepts them on those opcodes only).
+OPCODE_ATTRIBUTES = tuple(dict.fromkeys(a for d in _DEFS for a in d.attrs))
+RATE_CLASSES = ("alu", "sfu", "convert", "bit", "dequant", "reduce")
+
+
+def lookup(opcode: str) -> OpDef | None:
+    return VOCAB.get(opcode)
+
+
+def check(opcode: str, out: TensorType | None, ins: list, attrs: dict) -> tuple[str, str] | None:
+    """(reason, hint) when an op of a table opcode does not fit its entry, else None. `ins` holds
+    the operand types (None for an operand whose type is unknown)."""
+    d = VOCAB.get(opcode)
+    if d is None:
+        return None
+    usage = "usage: " + (d.form or f"{d.usage} : TYPE" + (" {" + ", ".join(f"{a} = A" for a in d.attrs) + "}"
+                                                         if d.attrs else ""))
+    usage += f"; {d.shape}" if d.shape else ""
+    if d.arity and len(ins) not in d.arity:
+        counts = " or ".join(map(str, d.arity))
+        return f"{opcode} takes {counts} operand{'s' if d.arity != (1,) else ''}, and this one has {len(ins)}", usage
+    for key in d.needs:
+        if key not in attrs:
+            return f"{opcode} needs the attribute '{key}'", usage
+    for key in attrs:
+        if key in OPCODE_ATTRIBUTES and key not in d.attrs:
+            return f"{opcode} takes no attribute '{key}'", usage
+    if "scalar" in attrs and len(ins) != 1:
+        return f"'scalar' is the y of a one-operand {opcode}, and this one has {len(ins)} operands", usage
+    if d.family != "memory" and out is None:
+        return f"{opcode} gives a result: write 'NAME = {opcode} ... : TYPE'", usage
+    if d.rule is not None and (why := d.rule(out, ins, attrs)) is not None:
+        return why, usage
+    return None
+
+
+def generic_cycles(opcode: str, elements: float, dtype_bits: int, rates: dict[str, float]) -> float | None:
+    """The generic cost of a table opcode: elements * (2 for 64-bit data, else 1) / rates[class];
+    None when it has none or the machine gives no rate for its class."""
+    d = VOCAB.get(opcode)
+    if d is None or d.cost is None or d.cost not in rates:
+        return None
+    return elements * (2 if dtype_bits >= 64 else 1) / rates[d.cost]
