@@ -255,53 +255,37 @@ def test_attention_backward_with_a_partial_last_query_tile_matches_torch():
 
 # -- 8-bit mma inputs (tests/data/tir/gemm_fp8_e4m3.tir, gemm_i8.tir; the corpus fp8 GEMM) --------
 
-FP8_HALVES_SHIM = r"""
-extern "C" int gemm_launch(int tiles_m, int tiles_n, int iters, const void* a, const void* b, void* c) {
-  NS::Problem p;  // the two 64-row halves of each 128-row tile of one A and one C
-  p.tiles_m = tiles_m; p.tiles_n = tiles_n; p.iters = iters;
-  p.a0 = p.a1 = static_cast<decltype(p.a0)>(a); p.b = static_cast<decltype(p.b)>(b);
-  p.a0_rows_step = p.a1_rows_step = 128; p.a1_rows_offset = 64;
-  p.out_acc0 = p.out_acc1 = static_cast<decltype(p.out_acc0)>(c);
-  p.out_acc0_rows_step = p.out_acc1_rows_step = 128; p.out_acc1_rows_offset = 64;
-  return static_cast<int>(NS::launch(p));
-}
-"""
-
-
-@pytest.mark.parametrize("fixture, namespace, shim, n, out_dtype", [
-    ("gemm_fp8_e4m3.h100", "twill_gemm_fp8_e4m3", FP8_HALVES_SHIM, 256, "bfloat16"),
+@pytest.mark.parametrize("fixture, n, out_dtype", [
+    ("gemm_fp8_e4m3.h100", 256, torch.bfloat16),  # two 64-row halves of each 128-row tile
     # Triton's fp8 GEMM as imported: its per-tensor scales are not in the graph (scales of 1)
-    ("triton_gemm_fp8_sm90.h100", "twill_gemm_fp8_kernel", GEMM_SHIM, 128, "float16"),
+    ("triton_gemm_fp8_sm90.h100", 128, torch.float16),
 ])
-def test_fp8_gemm_matches_torch(tmp_path, fixture, namespace, shim, n, out_dtype):
+def test_fp8_gemm_matches_torch(fixture, n, out_dtype):
     """e4m3 A [M, K] and B [N, K] (both K-major) through TMA as bytes and wgmma m64nNk32 .e4m3 into
     f32: C = A B^T, written as bf16 or f16, against torch's float32 product of the same fp8 values."""
-    import ctypes
-    g = _bench()
-    lib = _golden_lib(tmp_path, fixture, namespace, shim)
+    mod = binding(fixture)
     tiles_m, tiles_n, iters = 3, 2, 6
     torch.manual_seed(8)
     a = torch.randn(128 * tiles_m, 128 * iters, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(n * tiles_n, 128 * iters, device="cuda").to(torch.float8_e4m3fn)
-    c = torch.full((128 * tiles_m, n * tiles_n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
-    assert lib.gemm_launch(tiles_m, tiles_n, iters, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c))) == 0
+    c = nan(128 * tiles_m, n * tiles_n, dtype=out_dtype)
+    mod.run(a, b, acc=c)
     torch.cuda.synchronize()
     assert int(torch.isnan(c).sum()) == 0
-    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float().t())) < 1e-2
+    assert _bench().rel_err(c.float(), torch.matmul(a.float(), b.float().t())) < 1e-2
 
 
-def test_int8_gemm_is_exact(tmp_path):
+def test_int8_gemm_is_exact():
     """s8 A [M, K] and B [N, K] through wgmma m64n128k32 .s32.s8.s8: C = A B^T in int32, exactly
     (K = 3072 of values up to 127 in magnitude: sums past 2^24, which a float would round)."""
-    import ctypes
-    lib = _golden_lib(tmp_path, "gemm_i8.h100", "twill_gemm_i8", GEMM_SHIM)
+    mod = binding("gemm_i8.h100")
     tiles_m, tiles_n, iters = 2, 3, 24
     torch.manual_seed(9)
     a = torch.randint(-128, 128, (128 * tiles_m, 128 * iters), device="cuda", dtype=torch.int8)
     b = torch.randint(-128, 128, (128 * tiles_n, 128 * iters), device="cuda", dtype=torch.int8)
     a[:, :] = torch.where(a.abs() < 100, a, torch.full_like(a, 127))  # some rows of large sums
     c = torch.full((128 * tiles_m, 128 * tiles_n), -2 ** 31, device="cuda", dtype=torch.int32)
-    assert lib.gemm_launch(tiles_m, tiles_n, iters, *(ctypes.c_void_p(t.data_ptr()) for t in (a, b, c))) == 0
+    mod.run(a, b, acc=c)
     torch.cuda.synchronize()
     want = (a.double() @ b.double().t()).to(torch.int64)
     assert torch.equal(c.to(torch.int64), want)

@@ -1,0 +1,39 @@
+// The C entry point of gemm_fp8_e4m3.h100.cu for its PyTorch binding gemm_fp8_e4m3.h100.py, written by
+// `twill emit-cuda --binding torch`: plain sizes and one pointer per user tensor (in the binding's
+// order), no torch headers. Build: nvcc -std=c++17 -gencode=arch=compute_XX,code=sm_XX -shared
+// -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).
+#include "gemm_fp8_e4m3.h100.cu"
+
+extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,
+                            int persistent, int raster_group, void* const* tensors, void* stream) {
+  twill_gemm_fp8_e4m3::Problem p;
+  p.tiles_m = tiles_m;
+  p.tiles_n = tiles_n;
+  p.iters = iters;
+  p.loop_extent = loop_extent;
+  p.batch = batch;
+  p.exp2_scale = exp2_scale;
+  p.persistent = persistent;
+  (void)raster_group;  // the kernel keeps blockIdx order
+  // tensors[0]: a (input; the graph's a0, a1)
+  p.a0 = static_cast<decltype(p.a0)>(tensors[0]);
+  p.a0_rows_step = 128;
+  p.a0_rows_offset = 0;
+  p.a1 = static_cast<decltype(p.a1)>(tensors[0]);
+  p.a1_rows_step = 128;
+  p.a1_rows_offset = 64;
+  // tensors[1]: b (input; the graph's b)
+  p.b = static_cast<decltype(p.b)>(tensors[1]);
+  // tensors[2]: acc (output; the graph's acc0_n, acc1_n)
+  p.out_acc0 = static_cast<decltype(p.out_acc0)>(tensors[2]);
+  p.out_acc0_rows_step = 128;
+  p.out_acc0_rows_offset = 0;
+  p.out_acc1 = static_cast<decltype(p.out_acc1)>(tensors[2]);
+  p.out_acc1_rows_step = 128;
+  p.out_acc1_rows_offset = 64;
+  return static_cast<int>(twill_gemm_fp8_e4m3::launch(p, static_cast<cudaStream_t>(stream)));
+}
+
+extern "C" const char* twill_error_string(int err) {
+  return cudaGetErrorString(static_cast<cudaError_t>(err));
+}
