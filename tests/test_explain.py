@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from twill.explain import GuardedProblem, explain
+from twill.explain import GuardedProblem, explain, render_text
 from twill.fileio import load_graph
 from twill.joint import window
 from twill.machine import load_machine
@@ -143,6 +143,11 @@ def test_hopper_without_sub_tiling_bound_unsat():
     assert ("registers", "s") in details or ("registers", "p:reads") in details
     assert all("KeyError" not in c.message for c in ex.core)
     assert ex.final_ii == 255 > ex.swp_ii == 240 and len(ex.final_roles) == 3
+    # The core is listed once: no line over a family restates the items below it (it was one line
+    # of every register item joined, 1,746 characters here)
+    text = render_text(ex)
+    for c in ex.core:
+        assert sum(c.message in line for line in text.splitlines()) == 1, c.message
 
 
 def test_pinned_groups_that_must_talk_without_cross_role_communication():

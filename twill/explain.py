@@ -235,8 +235,9 @@ def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
     return f"{family}: {detail}"
 
 
-def family_summary(p: Problem, family: str, items: list[CoreItem]) -> str:
-    """One line per family of the core, naming what is involved."""
+def family_summary(p: Problem, family: str, items: list[CoreItem]) -> str | None:
+    """A line over a family's items where it adds what they do not say (the register footprint of
+    each value pinned to a role slot); None where it would only repeat the items listed below it."""
     lim = p.limits
     details = [c.detail for c in items]
     if family == "registers":
@@ -246,8 +247,7 @@ def family_summary(p: Problem, family: str, items: list[CoreItem]) -> str:
                              f"on a warpgroup, {regs_per_thread(p.task[v].bytes, 1)} on one warp)" for v, w in pairs)
             return (f"registers: {each}; each, with the reserve {lim.register_reserve} and the values live with "
                     f"it on its role, must fit a budget of at most {lim.registers_per_thread} per thread")
-        return "registers: " + "; ".join(c.message for c in items)
-    return f"{family}: " + "; ".join(c.message for c in items)
+    return None
 
 
 # -- relaxations ----------------------------------------------------------------------------------
@@ -415,8 +415,9 @@ def render_text(ex: Explanation) -> str:
     fams = list(dict.fromkeys(c.family for c in ex.core))
     for fam in fams:
         lines.append(f"  [{fam}]")
-        if fam == "registers" and ex.problem is not None:
-            lines.append("    " + family_summary(ex.problem, fam, [c for c in ex.core if c.family == fam]))
+        summary = family_summary(ex.problem, fam, [c for c in ex.core if c.family == fam]) if ex.problem else None
+        if summary is not None:
+            lines.append("    " + summary)
         for c in ex.core:
             if c.family == fam:
                 lines.append(f"    - {c.message}   ({c.family} {c.detail})")
