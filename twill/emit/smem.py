@@ -175,11 +175,12 @@ class SharedMemory:
 
     def _fit_smem(self) -> str:
         """Shared memory the model did not count (register values staged for another role or for
-        the tensor core) can overflow it: then rings lose slots, the biggest first, down to one."""
+        the tensor core) can overflow it: then rings lose slots, the biggest first, down to one, or
+        to the fewest a ring freed late by a wgmma needs not to deadlock (Channel.least)."""
         m = self.model
         cut = []
         while self.smem_bytes() > self.smem_limit():
-            deep = [c for c in self.channels.values() if c.kind in ("tma", "tile", "stage") and c.depth > 1]
+            deep = [c for c in self.channels.values() if c.kind in ("tma", "tile", "stage") and c.depth > c.least]
             if not deep:
                 raise EmitError(f"the kernel needs {self.smem_bytes()} bytes of shared memory even with every "
                                 f"ring one slot deep; machine {m.machine.name} has {m.machine.limits.smem_bytes}")
