@@ -84,3 +84,20 @@ def test_a_persistent_gemms_frees_at_the_end_of_a_tile_are_run():
     text = (ROOT / "tests" / "golden" / "emit" / "gemm_hopper.h100.cu").read_text()
     assert "if (!tile.last) for (int i = n - 1; i < n; ++i)" in text
     assert ring_deadlock(text, 3) == {}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_loops_do_not_deadlock(seed):
+    """The random FlashAttention-like loops of test_emit (streamed loads of random depth read by
+    wgmmas), solved for each target: the emitted rings run to the end for every loop count."""
+    import random
+    from test_emit import _ring_graph
+    from twill.pipeline import solve
+    from twill.tir import parse_tir
+    text = _ring_graph(random.Random(seed))
+    for gpu in ("h100", "h200", "b200"):
+        machine = load_machine(gpu)
+        cu = emit_cuda(solve(parse_tir(text, f"rings{seed}.tir"), machine), machine)
+        S = _stages(cu)
+        for n in range(S, S + 5):
+            assert ring_deadlock(cu, n) == {}, (gpu, text, n)

@@ -360,7 +360,8 @@ class Program(SharedMemory, TensorMemory):
     def _channels(self) -> dict[str, Channel]:
         m = self.model
         depth_of = {b.value: b.depth for b in m.schedule.buffers}
-        out = {}
+        out: dict[str, Channel] = {}
+        self.channels = out  # (the ones made so far: _waits_past reads them)
         for name, v in m.values.items():
             if v.kind != "result":
                 continue
@@ -371,8 +372,9 @@ class Program(SharedMemory, TensorMemory):
                 if not readers:
                     raise EmitError(f"load '{name}' is never read: remove it from the graph (emit-cuda would "
                                     f"have no buffer to load it into)")
-                least = self._late_release(name, uses)
-                depth = max(depth_of.get(name, m.machine.streaming_depth), self._span(name, uses), least)
+                least = self._late_release(name, readers)
+                depth = self._late_release(name, readers, max(depth_of.get(name, m.machine.streaming_depth),
+                                                              self._span(name, uses), least))
                 out[name] = Channel(name, v.role, tuple(readers), depth, "tma", least=least)
                 continue
             if m.blackwell and m.ops[name].opcode == "mma":
@@ -392,10 +394,10 @@ class Program(SharedMemory, TensorMemory):
             to_mma = any(m.ops[u.op].opcode == "mma" for u in cross)
             kind = "tmem" if self.in_tmem(name) else "tile" if to_mma else "stage"
             chain = kind == "tmem" and all(self.writes_in_place(u.op, u.index) for u in cross)
-            least = 1 if chain else self._late_release(name, cross)
-            out[name] = Channel(name, v.role, tuple(sorted({u.role for u in cross})),
-                                1 if chain else max(1, self._span(name, cross), least), kind, empty=not chain,
-                                least=least)
+            readers = sorted({u.role for u in cross})
+            least = 1 if chain else self._late_release(name, readers)
+            depth = 1 if chain else self._late_release(name, readers, max(self._span(name, cross), least))
+            out[name] = Channel(name, v.role, tuple(readers), depth, kind, empty=not chain, least=least)
         return out
 
     def _no_reads_before_the_first(self) -> None:
@@ -420,8 +422,9 @@ class Program(SharedMemory, TensorMemory):
         last = max((sched[u.op].start + u.distance * m.schedule.ii for u in uses), default=start)
         return max(1, math.floor((last - start) / m.schedule.ii) + 1)
 
-    def _late_release(self, name: str, uses) -> int:
-        """The fewest slots of `name`'s ring that cannot deadlock where a wgmma frees them late.
+    def _late_release(self, name: str, readers, floor: int = 1) -> int:
+        """The fewest slots, `floor` or more, of `name`'s ring that cannot deadlock where a wgmma
+        frees them late.
 
         On sm_90a a wgmma reads its shared-memory operand until it completes, so a role whose last
         read of the value is a wgmma frees instance i only in the window after that read
@@ -429,23 +432,27 @@ class Program(SharedMemory, TensorMemory):
         its first wgmma. The producer takes that slot again for instance i + depth, in window
         stage(name) + i + depth. It may do so before the release only if the reader, up to the
         release, waits for nothing the producer writes from that point on (`_waits_past`); else
-        the two wait for each other. _span counted the wgmma's issue, not its release: the
+        the two wait for each other. _span counts the wgmma's issue, not its release: the
         imported causal attention solved for the H200 gave P one slot and hung, the producer
         waiting to hand over P[i+1] and the reader, which frees P[i] a window late, waiting for
         the row correction the producer writes after P[i+1]."""
+        depth = floor
+        while self.ring_deadlocks(name, readers, depth):
+            depth += 1
+        return depth
+
+    def ring_deadlocks(self, name: str, readers, depth: int) -> bool:
+        """Would `depth` slots let a reader's late release (a wgmma's, sm_90a) and the producer
+        wait for each other (`_late_release`)?"""
         m = self.model
         if m.blackwell:  # tcgen05.commit frees a slot as its MMA completes
-            return 1
-        least = 1
-        for role in sorted({u.role for u in uses}):
+            return False
+        for role in readers:
             last = self.last_reader(role, name)
-            if m.ops[last.op].opcode != "mma":
-                continue
-            depth = 1
-            while self._waits_past(name, role, m.stage(last.op) + last.distance + 1, depth):
-                depth += 1
-            least = max(least, depth)
-        return least
+            if m.ops[last.op].opcode == "mma" and \
+                    self._waits_past(name, role, m.stage(last.op) + last.distance + 1, depth):
+                return True
+        return False
 
     def _waits_past(self, name: str, reader: str, w_free: int, depth: int) -> bool:
         """With `depth` slots, does `reader`, before it frees instance 0 of `name` in window
@@ -453,7 +460,9 @@ class Program(SharedMemory, TensorMemory):
         `depth` (window stage(name) + depth, at name's place in the window order)? The release
         comes at the window's start when the reader's ops up to its first wgmma wait for the
         slot's next instance (or, with one slot, read the value at all; `_waits_and_releases`),
-        else right after that wgmma."""
+        else right after that wgmma. The reader waits for the producer where it reads a value
+        the producer writes, and where it hands the producer a value of its own: that waits for
+        the slot the producer frees after its last read of the value one ring depth earlier."""
         m = self.model
         producer = m.values[name].role
         pos = {o: i for i, o in enumerate(self.order)}
@@ -474,6 +483,15 @@ class Program(SharedMemory, TensorMemory):
                 v = m.values[x]
                 if v.kind == "result" and v.role == producer and \
                         (w - m.stage(op) - d + m.stage(x), pos[x]) >= taken:
+                    return True
+            back = self.channels.get(op)
+            if back is not None and back.empty and producer in back.consumers and back.kind != "tma":
+                last = self.last_reader(producer, op)
+                late = int(m.ops[last.op].opcode == "mma")  # freed in the window after, by its first wgmma
+                theirs = [pos[o] for o in self.order if m.op_role[o] == producer and m.ops[o].opcode == "mma"]
+                freed = (w - m.stage(op) - back.depth + m.stage(last.op) + last.distance + late,
+                         theirs[0] if late else pos[last.op])
+                if freed >= taken:
                     return True
         return False
 
