@@ -101,3 +101,18 @@ def test_random_loops_do_not_deadlock(seed):
         S = _stages(cu)
         for n in range(S, S + 5):
             assert ring_deadlock(cu, n) == {}, (gpu, text, n)
+
+
+@pytest.mark.parametrize("name", IMPORTED)
+def test_the_imported_kernels_free_every_ring_slot_once(name):
+    """Their rings, deeper or freed at another place now, are still freed exactly once per instance
+    (a persistent CTA's next tile starts on empty rings) and no role waits for a slot it holds."""
+    from collections import Counter
+    from test_emit import ring_readers
+    from twill.emit import build_model
+    from twill.emit.cuda import Renderer
+    s = Schedule.from_json((DATA / f"{name}.json").read_text())
+    r = Renderer(build_model(s, load_machine(s.machine)))
+    for chan, role, n in ring_readers(r):
+        assert Counter(r.p.released(role, chan, n)) == Counter(range(n)), (chan.value, role, n)
+        assert r.p.waits_for_its_own_release(role, chan, n) == [], (chan.value, role, n)
