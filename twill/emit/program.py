@@ -72,6 +72,7 @@ class Channel:
     kind: str  # "tma" (a load) | "stage" (registers via smem) | "tile" (registers -> smem operand tile)
     #            | "tmem" (tensor memory, signalled by tcgen05.commit or by the writing warps)
     empty: bool = True  # False when the dependence chain itself orders reuse (in-place accumulators)
+    least: int = 1  # the fewest slots that cannot deadlock (`Program._late_release`): a floor for _fit_smem
 
     @property
     def ident(self) -> str:
@@ -359,7 +360,8 @@ class Program(SharedMemory, TensorMemory):
     def _channels(self) -> dict[str, Channel]:
         m = self.model
         depth_of = {b.value: b.depth for b in m.schedule.buffers}
-        out = {}
+        out: dict[str, Channel] = {}
+        self.channels = out  # (the ones made so far: _waits_past reads them)
         for name, v in m.values.items():
             if v.kind != "result":
                 continue
@@ -370,8 +372,10 @@ class Program(SharedMemory, TensorMemory):
                 if not readers:
                     raise EmitError(f"load '{name}' is never read: remove it from the graph (emit-cuda would "
                                     f"have no buffer to load it into)")
-                depth = max(depth_of.get(name, m.machine.streaming_depth), self._span(name, uses))
-                out[name] = Channel(name, v.role, tuple(readers), depth, "tma")
+                least = self._late_release(name, readers)
+                depth = self._late_release(name, readers, max(depth_of.get(name, m.machine.streaming_depth),
+                                                              self._span(name, uses), least))
+                out[name] = Channel(name, v.role, tuple(readers), depth, "tma", least=least)
                 continue
             if m.blackwell and m.ops[name].opcode == "mma":
                 # tcgen05.mma writes tensor memory; readers (its own role too) wait on a commit.
@@ -390,8 +394,10 @@ class Program(SharedMemory, TensorMemory):
             to_mma = any(m.ops[u.op].opcode == "mma" for u in cross)
             kind = "tmem" if self.in_tmem(name) else "tile" if to_mma else "stage"
             chain = kind == "tmem" and all(self.writes_in_place(u.op, u.index) for u in cross)
-            out[name] = Channel(name, v.role, tuple(sorted({u.role for u in cross})),
-                                1 if chain else max(1, self._span(name, cross)), kind, empty=not chain)
+            readers = sorted({u.role for u in cross})
+            least = 1 if chain else self._late_release(name, readers)
+            depth = 1 if chain else self._late_release(name, readers, max(self._span(name, cross), least))
+            out[name] = Channel(name, v.role, tuple(readers), depth, kind, empty=not chain, least=least)
         return out
 
     def _no_reads_before_the_first(self) -> None:
@@ -415,6 +421,79 @@ class Program(SharedMemory, TensorMemory):
         start = sched[name].start
         last = max((sched[u.op].start + u.distance * m.schedule.ii for u in uses), default=start)
         return max(1, math.floor((last - start) / m.schedule.ii) + 1)
+
+    def _late_release(self, name: str, readers, floor: int = 1) -> int:
+        """The fewest slots, `floor` or more, of `name`'s ring that cannot deadlock where a wgmma
+        frees them late.
+
+        On sm_90a a wgmma reads its shared-memory operand until it completes, so a role whose last
+        read of the value is a wgmma frees instance i only in the window after that read
+        (`_waits_and_releases`): in window stage(last) + distance + 1 + i, at its start or after
+        its first wgmma. The producer takes that slot again for instance i + depth, in window
+        stage(name) + i + depth. It may do so before the release only if the reader, up to the
+        release, waits for nothing the producer writes from that point on (`_waits_past`); else
+        the two wait for each other. _span counts the wgmma's issue, not its release: the
+        imported causal attention solved for the H200 gave P one slot and hung, the producer
+        waiting to hand over P[i+1] and the reader, which frees P[i] a window late, waiting for
+        the row correction the producer writes after P[i+1]."""
+        depth = floor
+        while self.ring_deadlocks(name, readers, depth):
+            depth += 1
+        return depth
+
+    def ring_deadlocks(self, name: str, readers, depth: int) -> bool:
+        """Would `depth` slots let a reader's late release (a wgmma's, sm_90a) and the producer
+        wait for each other (`_late_release`)?"""
+        m = self.model
+        if m.blackwell:  # tcgen05.commit frees a slot as its MMA completes
+            return False
+        for role in readers:
+            last = self.last_reader(role, name)
+            if m.ops[last.op].opcode == "mma" and \
+                    self._waits_past(name, role, m.stage(last.op) + last.distance + 1, depth):
+                return True
+        return False
+
+    def _waits_past(self, name: str, reader: str, w_free: int, depth: int) -> bool:
+        """With `depth` slots, does `reader`, before it frees instance 0 of `name` in window
+        w_free, wait for a value the producer writes at or after taking the slot of instance
+        `depth` (window stage(name) + depth, at name's place in the window order)? The release
+        comes at the window's start when the reader's ops up to its first wgmma wait for the
+        slot's next instance (or, with one slot, read the value at all; `_waits_and_releases`),
+        else right after that wgmma. The reader waits for the producer where it reads a value
+        the producer writes, and where it hands the producer a value of its own: that waits for
+        the slot the producer frees after its last read of the value one ring depth earlier."""
+        m = self.model
+        producer = m.values[name].role
+        pos = {o: i for i, o in enumerate(self.order)}
+        mine = [o for o in self.order if m.op_role[o] == reader]
+        first = next((i for i, o in enumerate(mine) if m.ops[o].opcode == "mma"), None)
+
+        def reads(op):
+            return [(x, d) for x, d in (m.resolve(o) for o in m.ops[op].operands) if x in m.values]
+
+        head = [] if first is None else mine[:first + 1]
+        at_start = first is None or any(
+            x == name and (depth == 1 or w_free - m.stage(op) - d >= depth or i < first)
+            for i, op in enumerate(head) for x, d in reads(op))
+        taken = (m.stage(name) + depth, pos[name])
+        before = [(w_free - 1, op) for op in mine] + ([] if at_start else [(w_free, op) for op in head])
+        for w, op in before:
+            for x, d in reads(op):
+                v = m.values[x]
+                if v.kind == "result" and v.role == producer and \
+                        (w - m.stage(op) - d + m.stage(x), pos[x]) >= taken:
+                    return True
+            back = self.channels.get(op)
+            if back is not None and back.empty and producer in back.consumers and back.kind != "tma":
+                last = self.last_reader(producer, op)
+                late = int(m.ops[last.op].opcode == "mma")  # freed in the window after, by its first wgmma
+                theirs = [pos[o] for o in self.order if m.op_role[o] == producer and m.ops[o].opcode == "mma"]
+                freed = (w - m.stage(op) - back.depth + m.stage(last.op) + last.distance + late,
+                         theirs[0] if late else pos[last.op])
+                if freed >= taken:
+                    return True
+        return False
 
     # -- per-role programs ---------------------------------------------------------------------
     def _role_program(self, role: str) -> RoleProgram:
@@ -498,13 +577,23 @@ class Program(SharedMemory, TensorMemory):
                     # Freed after the next window's first wgmma is issued, unless that window takes
                     # its next slot first: with one slot, the next slot is this one (a wait for a
                     # slot only this release frees), so it is freed at the window's start instead.
+                    # (or its first wgmma waits for the slot's next instance: deeper rings too)
                     upto = first_commit if first_commit is None or chan.depth > 1 else first_commit + 1
                     acquires_before = first_commit is None or any(
-                        any(m.resolve(o)[0] == chan.value for o in m.ops[op].operands) for op in nops[:upto])
+                        any(m.resolve(o)[0] == chan.value for o in m.ops[op].operands) for op in nops[:upto]) or \
+                        self._takes_next(nops[first_commit], chan, last)
                     if not acquires_before:
                         _add(prog.releases_after, (nxt, first_commit), (chan, last, 1, 1))
                     else:
                         _add(prog.releases_at_start, nxt, (chan, last, 1, 0))
+
+    def _takes_next(self, op: str, chan: Channel, last) -> bool:
+        """Does `op`, in the window after `last`'s read (which frees instance 0 there, window
+        stage(last) + distance + 1), wait for instance `depth` or later, the slot's next occupant?"""
+        m = self.model
+        w = m.stage(last.op) + last.distance + 1
+        return any(x == chan.value and w - m.stage(op) - d >= chan.depth
+                   for x, d in (m.resolve(o) for o in m.ops[op].operands))
 
     def last_reader(self, role: str, value: str):
         """The use of `value` on `role` that comes last in the program: the one that frees its slot."""

@@ -175,16 +175,21 @@ class SharedMemory:
 
     def _fit_smem(self) -> str:
         """Shared memory the model did not count (register values staged for another role or for
-        the tensor core) can overflow it: then rings lose slots, the biggest first, down to one."""
+        the tensor core) can overflow it: then rings lose slots, the biggest first, down to one;
+        a ring freed late by a wgmma skips the depths at which it would deadlock and keeps at least
+        Channel.least (Program._late_release)."""
         m = self.model
         cut = []
         while self.smem_bytes() > self.smem_limit():
-            deep = [c for c in self.channels.values() if c.kind in ("tma", "tile", "stage") and c.depth > 1]
+            deep = [c for c in self.channels.values() if c.kind in ("tma", "tile", "stage") and c.depth > c.least]
             if not deep:
                 raise EmitError(f"the kernel needs {self.smem_bytes()} bytes of shared memory even with every "
-                                f"ring one slot deep; machine {m.machine.name} has {m.machine.limits.smem_bytes}")
+                                f"ring as shallow as it may be; machine {m.machine.name} has {m.machine.limits.smem_bytes}")
             c = max(deep, key=lambda c: (c.depth * m.values[c.value].type.bytes, c.value))
-            self.channels[c.value] = replace(c, depth=c.depth - 1)
+            depth = c.depth - 1
+            while depth > c.least and self.ring_deadlocks(c.value, c.consumers, depth):
+                depth -= 1
+            self.channels[c.value] = replace(c, depth=depth)
             cut.append(c.value)
         if not cut:
             return ""

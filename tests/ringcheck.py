@@ -1,0 +1,159 @@
+"""The rings of an emitted kernel, run as a protocol on the CPU (a test helper, no product code).
+
+`ring_deadlock(text, n)` reads every role function of an emitted .cu, runs its generated control
+flow for one tile of n iterations in Python (the steady loop, `switch (n - j)`, guards, the
+`for (int i = ...)` loops that free slots still held) and collects its ring operations in order:
+wait_full / wait_empty / arrive_full / expect_full / release_by_warp, and on sm_100a the
+`umma_commit` to a ring's full or empty barrier (the instance it names is in the comment the
+emitter writes beside it). Then the roles run against each other, each moving on while its next
+operation can complete: wait_full(i) once instance i was filled, wait_empty(i) once every reader
+freed instance i - depth. It returns the operations the roles are stuck at ({} when all finish).
+
+It simulates one tile, the CTA's last (`tile.last`, `tile.round == 0`), and only mbarrier rings:
+named barriers (ping-pong turns), wgmma waits and tensor-memory barriers that are not rings are
+not seen, so {} is not a proof that a kernel cannot hang.
+"""
+from __future__ import annotations
+
+import re
+
+RING = re.compile(r"sm\.ring_(\w+)\.(wait_full|wait_empty|arrive_full|release_by_warp|expect_full)\(([^;]*?)(?:, \d+)?\);")
+# tcgen05.commit to a ring barrier; the instance is named in the emitter's comment
+UMMA = re.compile(r"umma_commit\(&sm\.ring_(\w+)\.(full|empty)\[[^;]*\]\);\s*//\s*(?:frees )?\w+\[([^\]]+)\]")
+FOR_I = re.compile(r"for \(int i = (.*?); i < (.*?); \+\+i\) (.*)$")
+
+
+def _role_bodies(text: str) -> dict[str, str]:
+    out = {}
+    for m in re.finditer(r"__device__ __forceinline__ void role_(\w+)\(.*?\) \{\n", text):
+        depth, i = 1, m.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        out[m.group(1)] = text[m.end():i - 1]
+    return out
+
+
+def _c(expr: str, env: dict) -> int:
+    """A C expression of ints (j, it, n, i, the tile's last/round) evaluated in Python."""
+    expr = expr.replace("tile.last", "last").replace("tile.round", "round").replace("/", "//")
+    expr = re.sub(r"!(?!=)", " not ", expr.replace("&&", " and ").replace("||", " or "))
+    return eval(expr, {"__builtins__": {}}, dict(env, last=True, round=0))  # noqa: S307
+
+
+def _blocks(lines: list[str], i: int = 0) -> tuple[list, int]:
+    """The role's statements as a tree: ("stmt", text) and ("block", head, children)."""
+    items = []
+    while i < len(lines):
+        line = lines[i]
+        if not line or line.startswith("#"):
+            i += 1
+        elif line.startswith("}"):
+            return items, i + 1
+        elif line.endswith("{"):
+            sub, i = _blocks(lines, i + 1)
+            items.append(("block", line[:-1].strip(), sub))
+        else:
+            items.append(("stmt", line))
+            i += 1
+    return items, i
+
+
+def _line(raw: str) -> str:
+    """One source line without its comment; a umma_commit to a ring becomes the ring operation."""
+    m = UMMA.search(raw)
+    if m:
+        kind = {"full": "arrive_full", "empty": "release_by_warp"}[m.group(2)]
+        return f"sm.ring_{m.group(1)}.{kind}({m.group(3)});"
+    return re.sub(r"//.*$", "", raw).strip()
+
+
+def ring_events(body: str, n: int) -> list[tuple[str, str, int]]:
+    """The ring operations one role's code performs over a tile of n iterations, in order."""
+    lines = [_line(line) for line in body.split("\n")]
+    env, events = {"n": n}, []
+
+    class Break(Exception):
+        pass
+
+    def stmt(line: str) -> None:
+        if line == "break;":
+            raise Break
+        m = re.match(r"(?:const )?int (j|it) = (.*);", line)
+        if m:
+            env[m.group(1)] = _c(m.group(2), env)
+            return
+        if not RING.search(line):
+            return
+        m = re.match(r"if (?:constexpr )?\((.*?)\) (.*)$", line)
+        while m:  # guards, innermost last
+            if not _c(m.group(1), env):
+                return
+            line = m.group(2)
+            m = re.match(r"if (?:constexpr )?\((.*?)\) (.*)$", line)
+        m = FOR_I.match(line)
+        if m:
+            for i in range(_c(m.group(1), env), _c(m.group(2), env)):
+                events.extend((e.group(2), e.group(1), _c(e.group(3), dict(env, i=i)))
+                              for e in RING.finditer(m.group(3)))
+            return
+        events.extend((e.group(2), e.group(1), _c(e.group(3), env)) for e in RING.finditer(line))
+
+    def run(items) -> None:
+        for item in items:
+            if item[0] == "stmt":
+                stmt(item[1])
+                continue
+            _, head, sub = item
+            loop = re.match(r"for \(; (.*); (?:j \+= (\d+)|\+\+j)\)", head)
+            switch = re.match(r"switch \((.*)\)", head)
+            guard = re.match(r"if \((j[^)]*)\)$", head)
+            if loop:
+                while _c(loop.group(1), env):
+                    run(sub)
+                    env["j"] += int(loop.group(2) or 1)
+            elif switch:
+                value = _c(switch.group(1), env)
+                try:
+                    for case in sub:
+                        if case[0] == "block" and case[1].startswith("case ") and _c(case[1][5:-1], env) == value:
+                            run(case[2])
+                except Break:
+                    pass
+            elif guard:
+                if _c(guard.group(1), env):
+                    run(sub)
+            elif not head.startswith("for (int "):  # (a loop over register blocks holds no ring operation)
+                run(sub)
+    run(_blocks(lines)[0])
+    return events
+
+
+def ring_deadlock(text: str, n: int) -> dict:
+    """Every role's ring operations for n iterations run against each other: the operation each
+    stuck role waits at ({} when every role finishes)."""
+    depth = {m.group(2): int(m.group(1)) for m in re.finditer(r"Ring<(\d+)> ring_(\w+)", text)}
+    events = {role: ring_events(body, n) for role, body in _role_bodies(text).items()}
+    readers: dict[str, set] = {}
+    for role, evs in events.items():
+        for kind, ring, _ in evs:
+            if kind == "release_by_warp":
+                readers.setdefault(ring, set()).add(role)
+    full, freed, at = set(), {}, {role: 0 for role in events}
+    moved = True
+    while moved:
+        moved = False
+        for role, evs in events.items():
+            while at[role] < len(evs):
+                kind, ring, i = evs[at[role]]
+                if kind == "wait_full" and (ring, i) not in full:
+                    break
+                if kind == "wait_empty" and i >= depth[ring] and freed.get((ring, i - depth[ring]), set()) != readers.get(ring, set()):
+                    break
+                if kind in ("arrive_full", "expect_full"):
+                    full.add((ring, i))
+                if kind == "release_by_warp":
+                    freed.setdefault((ring, i), set()).add(role)
+                at[role] += 1
+                moved = True
+    return {role: events[role][at[role]] for role in events if at[role] < len(events[role])}
