@@ -29,9 +29,9 @@ give the same graph.
 """
 from __future__ import annotations
 
-import heapq
 from dataclasses import replace
 
+from .locs import source_order
 from .lower import layout_attrs
 from .values import Lowered, Node, Ref, Tile
 
@@ -293,21 +293,8 @@ def _reorder(lowered: Lowered) -> Lowered:
         key[i] = (last, i)
     deps = {i: {r.index for r in nodes[i].operands if r.kind == "node" and nodes[r.index].in_loop} - {i}
             for i in inside}
-    users: dict[int, list[int]] = {}
-    for i, ds in deps.items():
-        for d in ds:
-            users.setdefault(d, []).append(i)
-    ready = [key[i] for i in inside if not deps[i]]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, i = heapq.heappop(ready)
-        order.append(i)
-        for u in users.get(i, []):
-            deps[u].discard(i)
-            if not deps[u]:
-                heapq.heappush(ready, key[u])
-    if len(order) != len(inside):  # a cycle within one iteration: keep program order
+    order = source_order(inside, deps, key)
+    if order is None:  # a cycle within one iteration: keep program order
         return lowered
     first = inside[0]
     new_index = {old: first + k for k, old in enumerate(order)}

@@ -14,6 +14,8 @@ The importer orders the ops of a loop it has put back together by these position
 """
 from __future__ import annotations
 
+import heapq
+
 from .lexer import Token
 
 Position = tuple[int, ...]
@@ -105,3 +107,25 @@ def names(loc: tuple[Token, ...], defs: dict) -> list[str]:
         else:
             break
     return out
+
+
+def source_order(items, deps, key) -> list | None:
+    """`items` topologically sorted: each after the items in its `deps[item]`, and among the items
+    ready at once the least `key[item]` first (a tuple ending with the item: its source position,
+    then the item). None where the dependences have a cycle. `deps` is left as it is."""
+    pending = {i: set(deps[i]) for i in items}
+    users: dict = {}
+    for i, ds in pending.items():
+        for d in ds:
+            users.setdefault(d, []).append(i)
+    ready = [key[i] for i in items if not pending[i]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        *_, i = heapq.heappop(ready)
+        order.append(i)
+        for u in users.get(i, []):
+            pending[u].discard(i)
+            if not pending[u]:
+                heapq.heappush(ready, key[u])
+    return order if len(order) == len(items) else None

@@ -18,12 +18,11 @@ around the loops keep their place, before or after it.
 """
 from __future__ import annotations
 
-import heapq
 import re
 from itertools import count
 
 from .lexer import Token
-from .locs import position
+from .locs import position, source_order
 from .parser import Block, Module, MOp
 from .types import last_top_level
 
@@ -342,21 +341,8 @@ def _in_source_order(ops: list[MOp], module: Module, extra: dict[int, set[int]] 
                 own[k] = min(own[k], own[defined[names[0]]])
     key = [(own[k], k) for k in range(len(ops))]
     deps = [ds | (extra or {}).get(k, set()) - {k} for k, ds in enumerate(deps)]
-    users = {}
-    for k, ds in enumerate(deps):
-        for d in ds:
-            users.setdefault(d, []).append(k)
-    ready = [key[k] for k in range(len(ops)) if not deps[k]]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, k = heapq.heappop(ready)
-        order.append(k)
-        for u in users.get(k, []):
-            deps[u].discard(k)
-            if not deps[u]:
-                heapq.heappush(ready, key[u])
-    if len(order) != len(ops):
+    order = source_order(range(len(ops)), deps, key)
+    if order is None:
         return ops
     return [ops[k] for k in order]
 
