@@ -203,23 +203,25 @@ def _split_header(lp: MOp):
     colon = max((k for k, t in enumerate(toks) if t.is_(":")), default=len(toks))
     if i is None:
         return toks[:colon], [], [], toks[colon:]
-    depth, j = 0, i + 1
-    for j in range(i + 1, len(toks)):
-        depth += toks[j].is_("(") - toks[j].is_(")")
-        if depth == 0:
-            break
+    j = _closing(toks, i + 1)
     pairs = toks[i + 2:j]
     arrow = next((k for k in range(j, len(toks)) if toks[k].kind == "arrow"), None)
     types = []
     if arrow is not None:
-        depth, e = 0, arrow + 1
-        for e in range(arrow + 1, len(toks)):
-            depth += toks[e].is_("(") - toks[e].is_(")")
-            if depth == 0:
-                break
+        e = _closing(toks, arrow + 1)
         types = toks[arrow + 2:e]
         colon = e + 1
     return toks[:i], pairs, types, toks[colon:]
+
+
+def _closing(toks: list[Token], start: int) -> int:
+    """The index of the ')' that closes the '(' at `start` (the last token if none does)."""
+    depth, k = 0, start
+    for k in range(start, len(toks)):
+        depth += toks[k].is_("(") - toks[k].is_(")")
+        if depth == 0:
+            break
+    return k
 
 
 def _yield_operands(lp: MOp) -> list[Token]:
