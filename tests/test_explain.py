@@ -193,3 +193,15 @@ def test_a_ring_depth_the_graph_sets_is_relaxed_in_the_graph_not_by_the_flag(tmp
     assert not ex.realisable and {c.family for c in ex.core} == {"memory"}
     depth = [r for r in ex.relaxations if "depth" in r.change]
     assert [(r.change.split(" (")[0], r.satisfiable) for r in depth] == [("{depth = 3} on a0, a1, b", True)]
+
+
+def test_cli_time_limit_bounds_explain_and_exits_3():
+    """`twill explain --time-limit`: the explanation stops at the limit (attention_fwd_simple on b200
+    takes several seconds without one), prints what it found, and exits 3 (contract: a time limit
+    ended the search), never a traceback."""
+    t0 = time.monotonic()
+    result = CliRunner().invoke(main, ["explain", str(SIMPLE), "--gpu", "b200", "--time-limit", "1", "-q"])
+    assert time.monotonic() - t0 < 1.0 + 2.0
+    assert result.exit_code == 3, result.output
+    assert "Traceback" not in result.output and "time limit" in result.output
+

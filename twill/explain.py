@@ -32,6 +32,9 @@ class CoreItem:
     message: str
 
 
+TIME_LIMIT_NOTE = "the time limit came first"  # a relaxation whose check the limit ended
+
+
 @dataclass(frozen=True)
 class Relaxation:
     family: str
@@ -57,6 +60,11 @@ class Explanation:
     schedule: object = None  # the joint Schedule (at I0 when realisable)
     checks: int = 0
     problem: Problem | None = None
+    cut_short: bool = False  # a time limit ended a relaxation's check or the search for the final I
+
+    @property
+    def complete(self) -> bool:
+        return not self.cut_short and all(r.note != TIME_LIMIT_NOTE for r in self.relaxations)
 
     def to_dict(self) -> dict:
         return {
@@ -275,7 +283,7 @@ def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int,
         try:
             out.append(Relaxation(fam, change, gp.check(keep)))
         except TimeLimitReached:
-            out.append(Relaxation(fam, change, None, "the time limit came first"))
+            out.append(Relaxation(fam, change, None, TIME_LIMIT_NOTE))
 
     for fam in families:
         dropped(fam, f"drop every {fam} constraint (what-if, not a flag)", [k for k in gp.guards if k[0] != fam])
@@ -285,7 +293,7 @@ def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int,
 
     def tried(fam, change, problem, window_len=None, note=""):
         verdict = _check_whole(problem, ii, window_len or lmax, gp.deadline)
-        out.append(Relaxation(fam, change, verdict, note if verdict is not None else "the time limit came first"))
+        out.append(Relaxation(fam, change, verdict, note if verdict is not None else TIME_LIMIT_NOTE))
 
     more_warps = lim.warps + lim.warp_group
     cross_off = not p.option("cross_role", True)
@@ -391,6 +399,7 @@ def explain(graph, machine, options, progress=lambda stage, info: None, deadline
         return ex
     except TimeLimitReached as exc:
         sched = exc.schedule
+        ex.cut_short = True
         if sched is None:
             ex.final_note = "the time limit ended the search before any schedule was found"
             return ex
