@@ -187,7 +187,7 @@ def view(lw: _Lowering, op: MOp) -> None:
     val = vals[0] if vals else SCALAR
     if op.name in TRANSPOSES and isinstance(val, (Tile, Buf)):
         val = replace(val, flip=not val.flip)
-    if op.name == "tt.expand_dims" and isinstance(val, Tile) and _int_attr(op, "axis") == 0 \
+    if op.name == "tt.expand_dims" and isinstance(val, Tile) and int_attr(op, "axis") == 0 \
             and len(lw.type_of(val.ref).shape) == 1:
         val = replace(val, column=True)
     if op.name in SLOTS and isinstance(val, Buf):
@@ -474,7 +474,7 @@ def reduce(lw: _Lowering, op: MOp) -> None:
     vals = lw.operands(op)
     ins, outs = lw.signature(op)
     combiner = _combiner(op)
-    axis = _int_attr(op, "axis")
+    axis = int_attr(op, "axis")
     if not any(isinstance(v, Tile) for v in vals):
         lw.bind(op, SCALAR)
         return
@@ -495,7 +495,7 @@ def scan(lw: _Lowering, op: MOp) -> None:
     """``tt.scan`` with an add combiner, forward: ``cumsum {axis = A}``; other scans are generic."""
     vals = lw.operands(op)
     ins, outs = lw.signature(op)
-    axis = _int_attr(op, "axis")
+    axis = int_attr(op, "axis")
     reverse = any(t.is_("reverse") and i + 2 < len(op.tokens) and op.tokens[i + 2].is_("true")
                   for i, t in enumerate(op.tokens))
     if not any(isinstance(v, Tile) for v in vals):
@@ -531,7 +531,8 @@ def _combiner(op: MOp, ret_name: str = "tt.reduce.return") -> str | None:
             "min" if comb.name in MIN_COMBINERS else None)
 
 
-def _int_attr(op: MOp, key: str) -> int | None:
+def int_attr(op: MOp, key: str) -> int | None:
+    """The integer value of attribute `key = N` in the op's text, or None (absent or not an integer)."""
     toks = op.tokens
     for i in range(len(toks) - 2):
         if toks[i].is_(key) and toks[i + 1].is_("="):

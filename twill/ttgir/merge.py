@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .lower import int_attr
 from .parser import MOp
 
 KEEP_PREDICATES = {"sge": False, "sle": True}  # predicate -> whether the sides are (keys, rows)
@@ -101,17 +102,6 @@ def _definitions(ops, out: dict[str, MOp]) -> dict[str, MOp]:
     return out
 
 
-def _attr(op: MOp, key: str) -> int | None:
-    t = op.tokens
-    for i in range(len(t) - 2):
-        if t[i].is_(key) and t[i + 1].is_("="):
-            try:
-                return int(t[i + 2].text)
-            except ValueError:
-                return None
-    return None
-
-
 class _Index:
     """The affine form of integer values of one function (None: not affine)."""
 
@@ -136,12 +126,12 @@ class _Index:
             axis = op.tokens[0].text if op.tokens else ""
             return Affine(((f"pid_{axis}", 1),))
         if op.name == "tt.make_range":
-            lo, hi = _attr(op, "start"), _attr(op, "end")
+            lo, hi = int_attr(op, "start"), int_attr(op, "end")
             return None if lo is None or hi is None else Affine(const=lo, range=(0, hi - lo))
         if op.name in ("tt.splat", "tt.broadcast", "ttg.convert_layout", "arith.extsi", "arith.index_cast"):
             return self.of(args[0], depth + 1) if args else None
         if op.name == "tt.expand_dims":
-            a, axis = self.of(args[0], depth + 1) if args else None, _attr(op, "axis")
+            a, axis = self.of(args[0], depth + 1) if args else None, int_attr(op, "axis")
             if a is None or axis is None:
                 return None
             if a.range is None:
