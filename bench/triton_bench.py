@@ -21,6 +21,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "triton_corpus" / "kernels.py"
+sys.path.insert(0, str(HERE))
+from gpu_bench import load_binding  # noqa: E402  (the bench's one loader of a generated binding)
 
 # Sizes: the corpus defaults, and for attention N = 4096 and 16384 as well.
 ATTENTION_N = {"attn_causal_fwd": ("N",), "attn_gqa_fwd": ("NQ", "NKV"), "attn_bwd_dq": ("N",)}
@@ -246,7 +249,7 @@ def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float) -> 
             record.update(ii=solved["ii"], optimal=solved["optimal"], roles=len(solved.get("warps", [])))
     nvcc = subprocess.run(["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas", "-v",
                            "-c", str(cu), "-o", str(cu.with_suffix(".o"))], capture_output=True, text=True)
-    spills = sorted({int(w) for w in __import__("re").findall(r"(\d+) bytes spill stores", nvcc.stderr)})
+    spills = sorted({int(w) for w in re.findall(r"(\d+) bytes spill stores", nvcc.stderr)})
     record["stages"]["nvcc"] = {"rc": nvcc.returncode, "spill_bytes": max(spills, default=0),
                                 "serialized": "serializ" in nvcc.stderr.lower()}
     if nvcc.returncode:
@@ -282,13 +285,6 @@ RUN = {
 }
 
 
-def _load_binding(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem.replace(".", "_"), path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def cmd_run(args) -> None:
     import torch
     import triton
@@ -304,7 +300,7 @@ def cmd_run(args) -> None:
         if how is None or not binding.exists():
             results["kernels"][name] = {"skipped": "no binding" if how else "layout not expressible"}
             continue
-        mod = _load_binding(binding)
+        mod = load_binding(binding.stem, str(kdir))
         fns = default.KERNELS[name]
         rows = []
         for size in SIZES.get(name, [None]):
