@@ -129,7 +129,7 @@ def render(base_text: str, base_label: str, measured, raw: dict, name: str, raw_
                 w.add(f"  {(op + ':').ljust(pad + 1)} {flow(fields, OP_FIELD_ORDER)}",
                       why(f"ops.{op}", paths) if any(p in by_path for p in paths) else why(f"ops.{op}"))
         elif isinstance(value, dict):
-            w.add(f"{key}:", comments.get(key, "") if key not in ("rates",) else comments.get(key, ""))
+            w.add(f"{key}:", comments.get(key, ""))
             for k, v in value.items():
                 if isinstance(v, dict):
                     w.add(f"  {k}: {flow(v)}", why(f"{key}.{k}"))
