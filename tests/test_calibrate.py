@@ -201,3 +201,29 @@ def test_unknown_bench_and_base(tmp_path):
     res = CliRunner().invoke(main, ["calibrate", "--from-raw", str(RAW), "--out", str(tmp_path / "s.yaml"),
                                     "--base", "h900"])
     assert res.exit_code == 2 and "--base h900" in res.output
+
+
+# -- bench/fidelity.py's kernel patches --------------------------------------------------------------
+
+def _fidelity():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fidelity", ROOT / "bench" / "fidelity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("fixture,roles,step", [("attention_fwd_hopper.h200", 3, 2), ("gemm_hopper.h100", 3, 1)])
+def test_fidelity_stamps_every_roles_steady_loop(fixture, roles, step):
+    """One stamp at the top of each role's steady-state loop, which covers `step` iterations a pass;
+    the dispatch of a role-alone copy calls that role and no other."""
+    f = _fidelity()
+    text = (ROOT / "tests" / "golden" / "emit" / f"{fixture}.cu").read_text()
+    stamped, steps = f.stamped(text)
+    assert steps == [step] * roles
+    assert stamped.count("FID_STAMP(") == roles + 1  # the macro's definition and one per role
+    names = [name for name, _, _ in f.roles(text)]
+    alone = f.role_alone(text, names[1])
+    assert "setmaxnreg_inc<" not in alone.split("__global__", 1)[1] and "__launch_bounds__(kThreads" not in alone
+    calls = alone.split("__global__", 1)[1]
+    assert f"{names[1]}" in calls and not any(f"{n}(" in calls or f"{n}<" in calls for n in names if n != names[1])
