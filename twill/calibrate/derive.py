@@ -122,7 +122,7 @@ def _mma(r: Records):
     if lat is not None and issue is not None:
         l0 = max(0, round(lat.median - issue.median))
         out.append(Measured("ops.mma.cycles", f"2*M*N*K / {f} + {l0}",
-                            f"plus L0 = one m64n128k16's latency less its issue interval: "
+                            f"the occupancy plus L0 = {l0}, one m64n128k16's latency less its issue interval: "
                             f"latency {lat.text('cycles')}, interval {issue.text('cycles')}"))
     return out
 
