@@ -87,7 +87,7 @@ def main():
 
 def _register():
     from . import solve  # noqa: F401  (commands register themselves on `main`)
-    for name in ("explain", "emit", "importer", "plot"):
+    for name in ("explain", "emit", "importer", "plot", "calibrate"):
         try:
             __import__(f"{__package__}.{name}")
         except ModuleNotFoundError as exc:

@@ -53,6 +53,7 @@ TOP = {
     "streaming_depth": (int, False, 2),
     "sources": (dict, False, None),
     "rates": ("rates", False, None),
+    "calibration": (dict, False, None),  # twill calibrate's record of its measurements (docs/calibrate.md)
 }
 ISSUE_KINDS = ("warp", "warp_group")
 # The least value of each numeric key (a clock of 0, a warpgroup of no warps or a register granule

@@ -1,0 +1,157 @@
+"""Raw samples -> the machine file's numbers. Each rule in RULES reads the benches' records and
+returns `Measured` values: a key path of the spec, its value (a number or a cycle expression), and
+the measurement it came from, with its spread. Keys no rule gives keep the base spec's value.
+
+The rules, in the model's terms (docs/calibrate.md has the reasoning):
+- `clock_ghz`: clock64 cycles over %globaltimer nanoseconds with every SM busy (median).
+- `limits.smem_bytes`, `limits.registers_per_sm`: the runtime's opt-in shared memory per block and
+  registers per SM.
+- `communication.cross_warp_cycles`: half an mbarrier round trip between two warpgroups (a word
+  through shared memory, the consumer's 128 threads waiting), median.
+- tile ops (`exp2`, `rowmax`, `rowsum`, `rescale`, and the one-FP32-instruction ops `mul`, `add`,
+  `sub`, `max`, `select` as rescale): `cycles` is `elements / R1` with R1 = 8192 elements of a
+  64 x 128 fragment over one warpgroup's median cycles; `occupancy` is `elements / R2` with R2 =
+  two warpgroups' 2 x 8192 elements over their median cycles, written where it differs from R1 by
+  more than 5%.
+- `convert`: two results per F2F.F16X2 at its measured rate per SM.
+- `mma`: `occupancy` = 2*M*N*K / F, F the highest FLOP per cycle per SM of an f16 m64n256k16 chain
+  (one or two warpgroups issuing); `cycles` adds the fixed latency L0 = one m64n128k16's latency
+  minus its issue interval, the wait a chain of wgmmas pays once.
+- `rates`: alu = FFMA, sfu = MUFU.EX2, convert = 2 x F2F.F16X2, bit = the lower of LOP3 and SHL,
+  reduce = FMNMX, each in results per cycle per SM (median).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .stats import Spread, num, spread
+
+FRAGMENT = 64 * 128  # elements of the 64 x 128 tile the tile rules read
+
+
+@dataclass(frozen=True)
+class Measured:
+    path: str  # key path in the spec: clock_ghz, ops.exp2.cycles, rates.alu
+    value: object  # a number, or a cycle expression (str)
+    note: str  # the measurement: bench, what, spread
+
+
+class Records:
+    """The benches' records, found by bench, record name and parameters."""
+
+    def __init__(self, results: dict):
+        self.results = results
+
+    def device(self) -> dict:
+        return self.results["device"]
+
+    def find(self, bench: str, name: str, **params) -> Spread | None:
+        for rec in self.results.get(bench, {}).get("records", []):
+            if rec["name"] == name and all(rec["params"].get(k) == v for k, v in params.items()):
+                return spread(rec["samples"]) if rec["samples"] else None
+        return None
+
+    def all(self):
+        """(bench, record) for every record, in the order the benches wrote them."""
+        for bench in sorted(self.results):
+            for rec in self.results[bench].get("records", []):
+                yield bench, rec
+
+
+def _clock(r: Records):
+    s = spread(r.device()["clock_ghz"])
+    return [Measured("clock_ghz", round(s.median, 3), f"SM clock under load, clock64 / %globaltimer: {s.text('GHz')}")]
+
+
+def _limits(r: Records):
+    d = r.device()
+    return [Measured("limits.smem_bytes", int(d["smem_per_block_optin"]),
+                     "cudaDevAttrMaxSharedMemoryPerBlockOptin (shared memory a CTA may opt into)"),
+            Measured("limits.registers_per_sm", int(d["regs_per_sm"]), "cudaDeviceProp.regsPerMultiprocessor")]
+
+
+def _handoff(r: Records):
+    s = r.find("sync", "mbarrier_handoff")
+    if s is None:
+        return []
+    return [Measured("communication.cross_warp_cycles", round(s.median),
+                     f"half an mbarrier round trip between two warpgroups (a word through shared memory): {s.text('cycles')}")]
+
+
+def _tile_rule(op: str, bench_op: str):
+    def rule(r: Records):
+        one = r.find("tile", "tile_op", op=bench_op, cols=128, warpgroups=1)
+        two = r.find("tile", "tile_op", op=bench_op, cols=128, warpgroups=2)
+        if one is None:
+            return []
+        lat = FRAGMENT / one.median
+        out = [Measured(f"ops.{op}.cycles", f"elements / {num(lat)}",
+                        f"one warpgroup's {bench_op} of a 64 x 128 f32 fragment: {one.text('cycles')}")]
+        if two is not None:
+            occ = 2 * FRAGMENT / two.median
+            if abs(occ - lat) > 0.05 * lat:
+                out.append(Measured(f"ops.{op}.occupancy", f"elements / {num(occ)}",
+                                    f"two warpgroups' {bench_op} at once, per pair of tiles: {two.text('cycles')}"))
+        return out
+    return rule
+
+
+def _convert(r: Records):
+    s = r.find("alu", "alu_rate", op="cvt_f16x2")
+    if s is None:
+        return []
+    return [Measured("ops.convert.cycles", f"elements / {num(2 * s.median)}",
+                     f"F2F.F16X2, two results each: {s.text('per cycle per SM')}")]
+
+
+def _mma(r: Records):
+    flop = 2 * 64 * 256 * 16
+    best, used = 0.0, None
+    for wgs in (1, 2):
+        s = r.find("wgmma", "wgmma_chain", dtype="f16", n=256, warpgroups=wgs)
+        if s is not None and wgs * flop / s.median > best:
+            best, used = wgs * flop / s.median, (wgs, s)
+    if used is None:
+        return []
+    f = round(best)
+    lat = r.find("wgmma", "wgmma_latency", dtype="f16", n=128)
+    issue = r.find("wgmma", "wgmma_chain", dtype="f16", n=128, warpgroups=1)
+    occ_note = (f"f16 m64n256k16 chain, {used[0]} warpgroup(s): {used[1].text('cycles per instruction')}: "
+                f"{f} FLOP per cycle per SM")
+    out = [Measured("ops.mma.occupancy", f"2*M*N*K / {f}", occ_note)]
+    if lat is not None and issue is not None:
+        l0 = max(0, round(lat.median - issue.median))
+        out.append(Measured("ops.mma.cycles", f"2*M*N*K / {f} + {l0}",
+                            f"the occupancy plus L0 = {l0}, one m64n128k16's latency less its issue interval: "
+                            f"latency {lat.text('cycles')}, interval {issue.text('cycles')}"))
+    return out
+
+
+def _rates(r: Records):
+    out = []
+    for cls, ops, factor in (("alu", ("ffma",), 1), ("sfu", ("ex2",), 1), ("convert", ("cvt_f16x2",), 2),
+                             ("bit", ("lop3", "shl"), 1), ("reduce", ("fmnmx",), 1)):
+        found = [(op, r.find("alu", "alu_rate", op=op)) for op in ops]
+        found = [(op, s) for op, s in found if s is not None]
+        if not found:
+            continue
+        op, s = min(found, key=lambda x: x[1].median)
+        out.append(Measured(f"rates.{cls}", float(num(factor * s.median)),
+                            f"{op} results per cycle per SM{' (x2 per instruction)' if factor == 2 else ''}: "
+                            f"{s.text()}"))
+    return out
+
+
+RULES = (
+    _clock, _limits, _handoff,
+    _tile_rule("exp2", "exp2"), _tile_rule("rowmax", "rowmax"), _tile_rule("rowsum", "rowsum"),
+    _tile_rule("rescale", "rescale"),
+    *(_tile_rule(op, "rescale") for op in ("mul", "add", "sub", "max", "select")),
+    _convert, _mma, _rates,
+)
+
+
+def derive(results: dict) -> tuple[Measured, ...]:
+    """Every value the rules measure, in RULES order."""
+    r = Records(results)
+    return tuple(m for rule in RULES for m in rule(r))
