@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .batch_groups import field_of as group_field_of, shareable
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
 
 TORCH_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "tf32": "float32", "f64": "float64",
@@ -61,11 +62,12 @@ class Argument:
     tma: bool  # read or written through a tensor map (rows a multiple of 16 bytes)
     zero: bool  # CTAs add into it: zeroed before the launch
     parts: tuple[Part, ...]
+    shared: bool = False  # may hold one batch entry per group of the others' (batch_groups: GQA)
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
                 "esize": dtype_bytes(self.dtype), "dims": [list(d) for d in self.dims],
-                "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero}
+                "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared}
 
 
 def py_name(name: str, taken: set[str]) -> str:
@@ -152,7 +154,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
         dims = tuple((t.axes[dim], sizes[dim]) for dim in range(2 - t.rank, 2))
         output = t.kind in ("output", "store")
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
-                       t.kind == "store" and not grid <= set(t.axes), parts)
+                       t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)))
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return tuple(inputs + outputs)
@@ -181,7 +183,8 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         f"#include \"{kernel_file}\"",
         "",
         "extern \"C\" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,",
-        "                            int persistent, int raster_group, void* const* tensors, void* stream) {",
+        "                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,",
+        "                            void* stream) {",
         f"  {ns}::Problem p;",
         "  p.tiles_m = tiles_m;",
         "  p.tiles_n = tiles_n;",
@@ -201,6 +204,8 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
             if x.label:
                 lines.append(f"  p.{x.field}_{x.label}_step = {x.step};")
                 lines.append(f"  p.{x.field}_{x.label}_offset = {x.offset};")
+            if a.shared:
+                lines.append(f"  p.{group_field_of(x.field)} = batch_groups[{i}];")
     lines += [
         f"  return static_cast<int>({ns}::launch(p, static_cast<cudaStream_t>(stream)));",
         "}",

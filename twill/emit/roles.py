@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
+from . import batch_groups
 from .lines import Lines, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, swizzle_bytes
 from .ops import Arg, OpCall, ctype, emitter, exp2_code, fragment_type, view_type
@@ -55,6 +56,7 @@ class RoleBody:
             f"const twill::TileIdx& tile) {{")
         out.depth += 1
         out("(void)sm;", "(void)tm;", "(void)args;", "(void)tile;")
+        out(*batch_groups.role_lines(m.tensors, set(role.ops)))
         if role.is_warpgroup:
             first = role.first_warp // 4
             out(f"const int wgi = static_cast<int>(threadIdx.x / 128) - {first};  // warpgroup within the role",
