@@ -47,6 +47,9 @@ FIXTURES = {
     # the H200's description (exp2's measured latency): P in two buffers, FA3's intra-warpgroup
     # overlap, so no persistent kernel<true>; bench/gpu_bench.py runs it
     "attention_fwd_hopper.h200": ("sm_90a", 0),
+    # FP8 attention: e4m3 Q, K, V^T; P an e4m3 register tile (Frag8) shuffled into wgmma's 8-bit A
+    # fragment for P V^T^T, O multiplied by out_scale (V's descale)
+    "attention_fwd_fp8_hopper.h200": ("sm_90a", 0),
     # the SWP-only schedule holds P in two buffers, 14 registers to spare: no kernel<true> (whose
     # wgmmas ptxas serialized). Since kernel<true> went, ptxas spills 120 bytes in kernel<false>'s
     # mask-free instance, whose code differs by one branch; it is not run on the GPU

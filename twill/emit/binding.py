@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .batch_groups import field_of as group_field_of, shareable
+from .descale import has_scale
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
 
 TORCH_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "tf32": "float32", "f64": "float64",
                "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "i64": "int64", "i32": "int32", "i16": "int16",
                "i8": "int8"}
 # The generated function's own keywords (_KEYWORD_DOC): a tensor of one of these names gets an underscore.
-KEYWORDS = ("exp2_scale", "persistent", "raster_group", "iters", "stream")
+KEYWORDS = ("exp2_scale", "out_scale", "persistent", "raster_group", "iters", "stream")
 RUNTIME = Path(__file__).with_name("binding_runtime.py")
 
 
@@ -183,6 +184,7 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         f"#include \"{kernel_file}\"",
         "",
         "extern \"C\" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,",
+        "                            float out_scale,",
         "                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,",
         "                            void* stream) {",
         f"  {ns}::Problem p;",
@@ -193,6 +195,7 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         "  p.batch = batch;",
         "  p.exp2_scale = exp2_scale;",
         "  p.persistent = persistent;",
+        ("  p.out_scale = out_scale;" if has_scale(renderer.m) else "  (void)out_scale;  // no output of an fp8 mma"),
         ("  if (raster_group >= 0) p.raster_group = raster_group;" if rastered(renderer.m)
          else "  (void)raster_group;  // the kernel keeps blockIdx order"),
     ]
@@ -243,6 +246,7 @@ def _arg_doc(a: Argument) -> str:
 # The keywords a binding may take besides its tensors: (name, default, what it does).
 _KEYWORD_DOC = (
     ("exp2_scale", "1.0", "exp2 computes exp2((x - b) * exp2_scale): log2(e) / sqrt(D) for attention"),
+    ("out_scale", "1.0", "multiplies the outputs of fp8 mmas: their inputs' descale factors (V's for FP8 attention)"),
     ("persistent", "-1", "1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice"),
     ("raster_group", "-1", "output tile rows the CTAs walk together (-1: the launcher's 16)"),
     ("iters", "None", "the loop's iterations (no input runs along the loop)"),
@@ -254,6 +258,7 @@ def _keywords(m, ins: list[Argument]) -> list[tuple[str, str, str]]:
     """The keywords this kernel's function takes: exp2_scale where the graph has an exp2,
     raster_group where the grid is rastered, iters where no input runs along the loop."""
     has = {"exp2_scale": any(op.opcode == "exp2" for op in m.graph.ops), "raster_group": rastered(m),
+           "out_scale": has_scale(m),
            "iters": not any(a.per_iteration or any(ax == "loop" for ax, _ in a.dims) for a in ins)}
     return [k for k in _KEYWORD_DOC if has.get(k[0], True)]
 

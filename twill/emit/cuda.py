@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from . import batch_groups, runtime
+from . import batch_groups, descale, runtime
 from .host import host_launcher
 from .lines import Lines, ring_slot
 from .model import DIM_LABELS, EmitError, KernelModel, ident, launch_registers, rastered
@@ -241,6 +241,8 @@ class Renderer:
             for _, label in t.placed_dims():
                 out(f"int {t.name}_{label}_step, {t.name}_{label}_offset;  // placement of {t.value}'s tiles")
         out(*batch_groups.args_lines(self.m.tensors))
+        if descale.has_scale(self.m):
+            out(descale.ARGS_LINE)
         out.depth -= 1
         out("};")
         out("")

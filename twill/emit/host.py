@@ -8,7 +8,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import batch_groups
+from . import batch_groups, descale
 from .model import DIM_LABELS, dtype_bytes, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 
@@ -73,6 +73,7 @@ def host_launcher(r) -> str:
         for d, label in t.placed_dims():
             lines.append(f"  int {t.name}_{label}_step = {t.tile[d]}, {t.name}_{label}_offset = 0;")
     lines += batch_groups.problem_lines(every)
+    lines += [descale.PROBLEM_LINE] if descale.has_scale(m) else []
     lines += [
         "};",
         "",
@@ -151,6 +152,7 @@ def host_launcher(r) -> str:
             lines.append(f"  args.{t.name}_{label}_step = p.{t.name}_{label}_step;")
             lines.append(f"  args.{t.name}_{label}_offset = p.{t.name}_{label}_offset;")
     lines += batch_groups.copy_lines(every)
+    lines += ["  args.out_scale = p.out_scale;"] if descale.has_scale(m) else []
     lines += [
         "  const size_t smem = sizeof(Smem) + 1024;",
         "  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&",

@@ -249,7 +249,7 @@ def library(spec, here, directory=None):
         if key not in _LIBS:
             lib = ctypes.CDLL(build(spec, here, directory))
             lib.twill_launch.restype = ctypes.c_int
-            lib.twill_launch.argtypes = [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_int, ctypes.c_int,
+            lib.twill_launch.argtypes = [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int,
                                                                ctypes.POINTER(ctypes.c_void_p),
                                                                ctypes.POINTER(ctypes.c_int), ctypes.c_void_p]
             lib.twill_error_string.restype = ctypes.c_char_p
@@ -266,7 +266,7 @@ def spills(log_text):
 
 # ---- the call --------------------------------------------------------------------------------------
 
-def call(spec, here, tensors, exp2_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None):
+def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None):
     """Check `tensors` ({name: tensor or None}; None for an output to allocate), launch the kernel
     on the tensors' device and stream, and return the outputs (one tensor, or a named tuple)."""
     import torch
@@ -290,7 +290,7 @@ def call(spec, here, tensors, exp2_scale=1.0, persistent=-1, raster_group=-1, it
     with torch.cuda.device(device):
         s = torch.cuda.current_stream(device) if stream is None else stream
         err = lib.twill_launch(plan["tiles_m"], plan["tiles_n"], plan["iters"], plan["loop_extent"], plan["batch"],
-                               float(exp2_scale), int(persistent), int(raster_group), ptrs, groups,
+                               float(exp2_scale), float(out_scale), int(persistent), int(raster_group), ptrs, groups,
                                ctypes.c_void_p(s.cuda_stream))
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {lib.twill_error_string(err).decode()} "

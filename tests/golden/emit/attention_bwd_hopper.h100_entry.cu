@@ -5,6 +5,7 @@
 #include "attention_bwd_hopper.h100.cu"
 
 extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,
+                            float out_scale,
                             int persistent, int raster_group, void* const* tensors, const int* batch_groups,
                             void* stream) {
   twill_attention_bwd_hopper::Problem p;
@@ -15,6 +16,7 @@ extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent
   p.batch = batch;
   p.exp2_scale = exp2_scale;
   p.persistent = persistent;
+  (void)out_scale;  // no output of an fp8 mma
   (void)raster_group;  // the kernel keeps blockIdx order
   // tensors[0]: k (input; the graph's k)
   p.k = static_cast<decltype(p.k)>(tensors[0]);

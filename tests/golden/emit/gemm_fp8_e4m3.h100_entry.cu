@@ -5,6 +5,7 @@
 #include "gemm_fp8_e4m3.h100.cu"
 
 extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,
+                            float out_scale,
                             int persistent, int raster_group, void* const* tensors, const int* batch_groups,
                             void* stream) {
   twill_gemm_fp8_e4m3::Problem p;
@@ -15,6 +16,7 @@ extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent
   p.batch = batch;
   p.exp2_scale = exp2_scale;
   p.persistent = persistent;
+  p.out_scale = out_scale;
   (void)raster_group;  // the kernel keeps blockIdx order
   // tensors[0]: a (input; the graph's a0, a1)
   p.a0 = static_cast<decltype(p.a0)>(tensors[0]);

@@ -5,6 +5,7 @@
 #include "gemm_i8.h100.cu"
 
 extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,
+                            float out_scale,
                             int persistent, int raster_group, void* const* tensors, const int* batch_groups,
                             void* stream) {
   twill_gemm_i8::Problem p;
@@ -15,6 +16,7 @@ extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent
   p.batch = batch;
   p.exp2_scale = exp2_scale;
   p.persistent = persistent;
+  (void)out_scale;  // no output of an fp8 mma
   (void)raster_group;  // the kernel keeps blockIdx order
   // tensors[0]: a (input; the graph's a)
   p.a = static_cast<decltype(p.a)>(tensors[0]);

@@ -249,7 +249,7 @@ def library(spec, here, directory=None):
         if key not in _LIBS:
             lib = ctypes.CDLL(build(spec, here, directory))
             lib.twill_launch.restype = ctypes.c_int
-            lib.twill_launch.argtypes = [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_int, ctypes.c_int,
+            lib.twill_launch.argtypes = [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int,
                                                                ctypes.POINTER(ctypes.c_void_p),
                                                                ctypes.POINTER(ctypes.c_int), ctypes.c_void_p]
             lib.twill_error_string.restype = ctypes.c_char_p
@@ -266,7 +266,7 @@ def spills(log_text):
 
 # ---- the call --------------------------------------------------------------------------------------
 
-def call(spec, here, tensors, exp2_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None):
+def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None):
     """Check `tensors` ({name: tensor or None}; None for an output to allocate), launch the kernel
     on the tensors' device and stream, and return the outputs (one tensor, or a named tuple)."""
     import torch
@@ -290,7 +290,7 @@ def call(spec, here, tensors, exp2_scale=1.0, persistent=-1, raster_group=-1, it
     with torch.cuda.device(device):
         s = torch.cuda.current_stream(device) if stream is None else stream
         err = lib.twill_launch(plan["tiles_m"], plan["tiles_n"], plan["iters"], plan["loop_extent"], plan["batch"],
-                               float(exp2_scale), int(persistent), int(raster_group), ptrs, groups,
+                               float(exp2_scale), float(out_scale), int(persistent), int(raster_group), ptrs, groups,
                                ctypes.c_void_p(s.cuda_stream))
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {lib.twill_error_string(err).decode()} "
@@ -346,7 +346,7 @@ SPEC = {'kernel': 'gemm_fp8_kernel',
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def gemm_fp8_kernel(a, b, *, acc=None, persistent=-1, stream=None):
+def gemm_fp8_kernel(a, b, *, acc=None, out_scale=1.0, persistent=-1, stream=None):
     """Run kernel gemm_fp8_kernel. Every tensor is row-major (contiguous) on one CUDA device, with
     any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:
 
@@ -358,13 +358,14 @@ def gemm_fp8_kernel(a, b, *, acc=None, persistent=-1, stream=None):
     M: the rows the grid walks (blockIdx.x), a multiple of its tile
     N: the columns the grid walks (blockIdx.y), a multiple of its tile
 
+    out_scale=1.0: multiplies the outputs of fp8 mmas: their inputs' descale factors (V's for FP8 attention)
     persistent=-1: 1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice
     stream=None: a torch.cuda.Stream (default: the current stream of the tensors' device)
 
     Returns acc. Raises ArgumentError (a ValueError naming the argument) for a tensor the
     kernel cannot take, RuntimeError where nvcc or the launch fails.
     """
-    return call(SPEC, HERE, {'a': a, 'b': b, 'acc': acc}, persistent=persistent, stream=stream)
+    return call(SPEC, HERE, {'a': a, 'b': b, 'acc': acc}, out_scale=out_scale, persistent=persistent, stream=stream)
 
 
 def build_library(directory=None):
