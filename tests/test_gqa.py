@@ -8,13 +8,20 @@ point passing it. On the GPU: tests/test_gpu.py runs it against a reference.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from test_binding import GOLDEN, module, meta
+from test_binding import GOLDEN, ROOT, module, meta
 
+from twill.emit import build_model
 from twill.emit.batch_groups import shareable
+from twill.emit.binding import binding_files
 from twill.emit.model import GlobalTensor
+from twill.machine import load_machine
+from twill.schedule import Schedule
+
+CAUSAL_DIR = ROOT / "tests" / "golden" / "causal"
 
 FWD = "attention_fwd_hopper.h200"
 
@@ -73,3 +80,47 @@ def test_the_kernel_reads_kv_entry_b_over_the_group():
     assert "if (p.k_batch_group < 1 || p.batch % p.k_batch_group != 0) return cudaErrorInvalidValue;" in text
     entry = (GOLDEN / f"{FWD}_entry.cu").read_text()
     assert "p.k_batch_group = batch_groups[1];" in entry and "p.v_batch_group = batch_groups[2];" in entry
+
+
+CAUSAL = "attention_fwd_causal_hopper.h200"
+
+
+def test_the_causal_kernels_binding_matches_golden(golden):
+    """The causal example's binding (tests/golden/causal/, beside its kernel), which
+    bench/gpu_bench.py calls for the causal rows, GQA included."""
+    s = Schedule.from_json((ROOT / "tests" / "data" / "causal" / f"{CAUSAL}.json").read_text())
+    files = binding_files(build_model(s, load_machine(s.machine)), str(CAUSAL_DIR / f"{CAUSAL}.cu"))
+    for path, text in sorted(files.items()):
+        golden(f"causal/{Path(path).name}", text)
+
+
+def test_the_causal_binding_groups_kv_heads():
+    mod = module(CAUSAL, CAUSAL_DIR)
+    plan = gqa(mod, q=(2, 8, 1024, 128), k=(2, 1, 1024, 128), v=(2, 1, 1024, 128))
+    groups = dict(zip([a["name"] for a in mod.SPEC["args"]], plan["groups"]))
+    assert (groups["k"], groups["v"], groups["q"]) == (8, 8, 1)
+
+
+def _features():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("attention_features", ROOT / "bench" / "attention_features.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_bench_features_run_golden_kernels_with_bindings():
+    feats = _features()
+    for name, (fixture, folder, causal, fp8, groups) in feats.FEATURES.items():
+        where = Path(folder) if folder else GOLDEN
+        for suffix in (".cu", ".py", "_entry.cu"):
+            assert (where / f"{fixture}{suffix}").is_file(), (name, suffix)
+        assert all(32 % g == 0 for g in groups)
+
+
+def test_the_features_table_reads_its_rows():
+    row = {"variant": "attention_gqa", "Hkv": 8, "N": 2048, "twill_tflops": 500.0, "fa4_tflops": 520.0,
+           "cudnn_error": "RuntimeError: no kernel", "rel_err": 3e-4, "fa4_rel_err": 4e-4, "ok": True}
+    lines = _features().markdown([row])
+    assert "| attention_gqa | 8 | 2048 | 500.0 | 520.0 | RuntimeError: no kernel | 0.96x | — | 3.0e-04 | 4.0e-04 | — | yes |" \
+        in lines
