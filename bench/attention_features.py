@@ -16,6 +16,13 @@ not computed).
   exp2_scale, V's in out_scale), V transposed to V^T once before timing (the graph's input `vt`);
   FA4 and SDPA are tried with the same e4m3 tensors, and a baseline that refuses them says so in
   its error column (torch's SDPA has no FP8 path; FA4's Hopper path, as far as measured, neither).
+- backward: FlashAttention's, non-causal (`flash_backward`): twill's forward (`attention_fwd_hopper.h200`)
+  gives O, m and l; the steps FlashAttention runs around its main kernel are torch's: lse = m / sqrt(D)
+  + ln(l) (its logsumexp), Delta = rowsum(dO * O), Q / sqrt(D) (the softmax scale, so that dK = dS^T Q
+  comes out scaled) before, dQ / sqrt(D) after (FA's dQ conversion); the main kernel is
+  `attention_bwd_hopper.h100` (examples/attention_bwd_hopper.tir: dK and dV per key block, dQ added
+  in f32 across key blocks by TMA reductions), fed with c = log2(e). Timed whole, pre and post steps
+  included, against FA4's and cuDNN's backward (autograd over their forward, the forward not timed).
 """
 import math
 import os
@@ -31,7 +38,9 @@ FEATURES = {
     "attention_causal": ("attention_fwd_causal_hopper.h200", CAUSAL_DIR, True, False, (1, 4)),
     "attention_fp8": ("attention_fwd_fp8_hopper.h200", None, False, True, (1,)),
 }
+BWD = "attention_bwd_hopper.h100"  # the backward's main kernel (flash_backward)
 LOG2E = 1.4426950408889634
+NAMES = (*FEATURES, "attention_bwd_flash")  # what --only may name
 
 
 def _err(e):
@@ -61,6 +70,93 @@ def _fp8(x):
     import torch
     s = float(x.abs().amax()) / 448.0
     return (x / s).to(torch.float8_e4m3fn), s
+
+
+def flash_backward(bwd, q, k, v, o, m, l, d_o, scale):
+    """FlashAttention's backward from twill's forward (o, m, l): (dq, dk, dv), dq in q's dtype.
+    m is the rows' maximum of Q K^T and l their sum of exp2((s - m) * log2(e) * scale)."""
+    import torch
+    lse = m * scale + torch.log(l)  # logsumexp of the scaled scores, FlashAttention's
+    dlt = (d_o.float() * o.float()).sum(-1)  # Delta
+    out = bwd.run(k, v, (q * scale).to(q.dtype), d_o, lse, dlt, exp2_scale=LOG2E)
+    return (out.dq * scale).to(q.dtype), out.dk, out.dv
+
+
+def reference_backward(q, k, v, d_o, scale, heads):
+    """float32 autograd of softmax(q k^T * scale) v on the first `heads` of batch 0: (dq, dk, dv)."""
+    import torch
+    qf, kf, vf = (t[0, :heads].float().requires_grad_() for t in (q, k, v))
+    o = torch.softmax((qf @ kf.transpose(-1, -2)) * scale, dim=-1) @ vf
+    return torch.autograd.grad(o, (qf, kf, vf), d_o[0, :heads].float())
+
+
+def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True):
+    """FlashAttention's backward: twill (flash_backward), FA4 and cuDNN, checked against float32."""
+    import torch
+    import torch.nn.functional as F
+    res = {"kernel": "attention_feature", "variant": "attention_bwd_flash", "B": B, "H": H, "Hkv": H, "N": N, "D": D,
+           "causal": False, "fp8": False, "flops": 10.0 * B * H * N * N * D}
+    torch.manual_seed(N + 7)
+    q, k, v, d_o = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(4))
+    scale = 1.0 / math.sqrt(D)
+    ref = reference_backward(q, k, v, d_o, scale, ref_heads)
+
+    def errs(prefix, grads):
+        e = [g.rel_err(x[0, :ref_heads], r) for x, r in zip(grads, ref)]
+        res[prefix + "rel_err"] = max(e)
+        res[prefix + "rel_err_dq_dk_dv"] = e
+    try:
+        out = fwd.run(q, k, v, exp2_scale=scale * LOG2E)
+        torch.cuda.synchronize()
+
+        def twill():
+            return flash_backward(bwd, q, k, v, out.acc, out.m, out.l, d_o, scale)
+        grads = twill()
+        torch.cuda.synchronize()
+        res["nan_count"] = int(sum(int(torch.isnan(x).sum()) for x in grads))
+        errs("", grads)
+        res["ok"] = res["nan_count"] == 0 and res["rel_err"] < 1e-2
+        if do_time:
+            res["twill_ms"] = g.bench_ms(twill)
+        del grads
+    except Exception as e:  # noqa: BLE001
+        res["twill_error"], res["ok"] = _err(e), False
+        res["trace"] = traceback.format_exc()
+    fa4, why = fa4_function()
+    if fa4 is None:
+        res["fa4_error"] = why
+    else:
+        try:
+            qb, kb, vb = (t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v))
+            ob = fa4(qb, kb, vb, softmax_scale=scale)
+            ob = ob[0] if isinstance(ob, tuple) else ob
+            dob = d_o.transpose(1, 2).contiguous()
+
+            def fa4_bwd():
+                return torch.autograd.grad(ob, (qb, kb, vb), dob, retain_graph=True)
+            errs("fa4_", [x.transpose(1, 2) for x in fa4_bwd()])
+            if do_time:
+                res["fa4_ms"] = g.bench_ms(fa4_bwd)
+        except Exception as e:  # noqa: BLE001
+            res["fa4_error"] = _err(e)
+    try:
+        from torch.nn.attention import sdpa_kernel, SDPBackend
+        qc, kc, vc = (t.clone().requires_grad_() for t in (q, k, v))
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            oc = F.scaled_dot_product_attention(qc, kc, vc)
+
+        def cudnn_bwd():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return torch.autograd.grad(oc, (qc, kc, vc), d_o, retain_graph=True)
+        errs("cudnn_", cudnn_bwd())
+        if do_time:
+            res["cudnn_ms"] = g.bench_ms(cudnn_bwd)
+    except Exception as e:  # noqa: BLE001
+        res["cudnn_error"] = _err(e)
+    for kk in ("twill", "fa4", "cudnn"):
+        if kk + "_ms" in res:
+            res[kk + "_tflops"] = g.tflops(res["flops"], res[kk + "_ms"])
+    return res
 
 
 def fa4_function():
@@ -157,7 +253,7 @@ def run_row(g, mod, name, B, Hq, group, N, D=128, causal=False, fp8=False, ref_h
 
 
 def run_all(g, kernel_dir, sizes, only=None):
-    """Every feature's rows at the N values `sizes` (each row printed as it is done)."""
+    """Every feature's rows at the N values `sizes` (each row printed as it is done); `only`: one of NAMES."""
     import json
     import torch
     rows = []
@@ -183,6 +279,20 @@ def run_all(g, kernel_dir, sizes, only=None):
                 print(json.dumps(r), flush=True)
                 rows.append(r)
                 torch.cuda.empty_cache()
+    if only in (None, "attention_bwd_flash"):
+        try:
+            fwd, _ = g.build_binding(FEATURES["attention_gqa"][0], kernel_dir)
+            bwd, spills = g.build_binding(BWD, kernel_dir)
+        except Exception as e:  # noqa: BLE001
+            fwd, bwd, spills = None, None, ["build failed: " + _err(e)]
+        for n in sizes:
+            r = (run_bwd_row(g, fwd, bwd, 4, 32, n) if bwd is not None else
+                 {"kernel": "attention_feature", "variant": "attention_bwd_flash", "N": n, "twill_error": spills[0],
+                  "ok": False})
+            r["spills"] = spills
+            print(json.dumps(r), flush=True)
+            rows.append(r)
+            torch.cuda.empty_cache()
     return rows
 
 

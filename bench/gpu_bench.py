@@ -634,7 +634,7 @@ def main(argv=None):
     ap.add_argument("--kernel-dir", default=KDIR, help="where the emitted FIXTURE.cu files and their bindings"
                     " (FIXTURE.py, FIXTURE_entry.cu) are (default tests/golden/emit): to time a variant, such as another"
                     " ring depth, emitted with the same names and --binding torch")
-    ap.add_argument("--only", choices=sorted(KERNELS) + sorted(features().FEATURES),
+    ap.add_argument("--only", choices=sorted(KERNELS) + sorted(features().NAMES),
                     help="build and time one kernel (or one feature of bench/attention_features.py)")
     ap.add_argument("--gemm-sizes", type=lambda v: [int(x) for x in v.split(",")], help="M=N=K values, comma-separated")
     ap.add_argument("--attn-sizes", type=lambda v: [int(x) for x in v.split(",")], help="N values, comma-separated")
@@ -726,7 +726,7 @@ def main(argv=None):
         print(json.dumps(r), flush=True)
         results.append(r)
         torch.cuda.empty_cache()
-    if args.only is None or args.only in feats.FEATURES:
+    if args.only is None or args.only in feats.NAMES:
         sizes = args.attn_sizes or ([512] if args.quick else [2048, 8192, 16384])
         results += feats.run_all(sys.modules[__name__], args.kernel_dir, sizes, args.only)
     md = markdown(meta, results) + "\n".join(feats.markdown([r for r in results if r["kernel"] == "attention_feature"]))

@@ -352,3 +352,22 @@ def _fp8_online_softmax(q, k, v, scale, block=128):
         acc = acc * alpha + p.to(torch.float8_e4m3fn).float() @ v[:, j:j + block]
         l, m = l * alpha + p.sum(-1, keepdim=True), m_new
     return acc / l
+
+
+# -- FlashAttention's backward (bench/attention_features.py, flash_backward) -----------------------
+
+def test_flashattention_backward_from_the_forward_matches_autograd():
+    """twill's forward gives O, m, l; FlashAttention's steps around its main kernel (lse, Delta,
+    Q and dQ scaled by 1/sqrt(D)) feed examples/attention_bwd_hopper.tir's kernel, whose CTAs add
+    dQ across key blocks: dQ, dK, dV against float32 autograd of softmax(Q K^T / sqrt(D)) V."""
+    g = _bench()
+    feats = g.features()
+    B, H, N, D = 1, 4, 512, 128
+    torch.manual_seed(5)
+    q, k, v, d_o = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(4))
+    scale = 1 / math.sqrt(D)
+    out = binding("attention_fwd_hopper.h200").run(q, k, v, exp2_scale=scale * LOG2E)
+    grads = feats.flash_backward(binding("attention_bwd_hopper.h100"), q, k, v, out.acc, out.m, out.l, d_o, scale)
+    torch.cuda.synchronize()
+    for got, want in zip(grads, feats.reference_backward(q, k, v, d_o, scale, H)):
+        assert g.rel_err(got[0], want) < 1e-2
