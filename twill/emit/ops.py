@@ -290,8 +290,10 @@ def _wgmma(call: OpCall) -> list[str]:
         raise EmitError(f"op '{call.op.name}': wgmma reads b from shared memory, but '{b.value}' is in {b.where}")
     fp8_regs = a.where == "reg" and a.type.dtype == s.dtype and s.dtype in ("f8e4m3", "f8e5m2")
     if a.where != "smem" and not kind.transposable and not fp8_regs:
-        raise EmitError(f"op '{call.op.name}': emit-cuda's wgmma of {s.dtype} reads a from shared memory or an "
-                        f"{s.dtype} register tile, but '{a.value}' is a {a.type.dtype} tile in {a.where}")
+        fp8 = " or an fp8 register tile" if s.dtype in ("f8e4m3", "f8e5m2") else ""
+        raise EmitError(f"op '{call.op.name}': emit-cuda's wgmma of {s.dtype} reads a from shared memory{fp8}, but "
+                        f"'{a.value}' is a {a.type.dtype} tile in {a.where} (the accumulator layout is not the 8-bit "
+                        f"A fragment's)")
     mb = s.m // (64 * call.groups)
     lines = _accumulator(call, s)
     form = "ss" if a.where == "smem" else "rs"
