@@ -4,12 +4,12 @@ Each row runs twill's emitted kernel through its generated binding beside FlashA
 (`flash_attn.cute.flash_attn_func`, where the device has it: ../shared/device-notes.md says how
 to carry it) and SDPA-cuDNN, in one process, each output checked against a float32 reference on
 its first heads (relative L2 error; FP8: the attention of the same e4m3 values). B = 4, Hq = 32,
-D = 128; TFLOP/s count 4·B·Hq·N²·D, half of it for a causal row (the keys after each query are
+D = 128 (GQA also 64); TFLOP/s count 4·B·Hq·N²·D, half of it for a causal row (the keys after each query are
 not computed).
 
 - GQA: `attention_fwd_hopper.h200` with K, V [B, Hkv, N, D], Hq / Hkv = 4 and 8 (the binding reads
   the group off the shapes; docs/emit-cuda.md, "Grouped-query attention"). FA4 takes Hkv heads
-  natively; SDPA with `enable_gqa=True`.
+  natively; SDPA with `enable_gqa=True`. The same with D = 64: `attention_fwd_d64.h100`.
 - causal: `attention_fwd_causal_hopper.h200` (tests/golden/causal/, its binding beside it), groups
   1 and 4; FA4 `causal=True`, SDPA `is_causal=True`.
 - FP8: `attention_fwd_fp8_hopper.h200`, e4m3 Q, K, V with per-tensor descales (Q's and K's in
@@ -32,11 +32,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CAUSAL_DIR = os.path.join(ROOT, "tests", "golden", "causal")
 
-# name: (fixture, its folder or None for gpu_bench's kernel dir, causal, fp8, the K/V groups timed)
+# name: (fixture, its folder or None for gpu_bench's kernel dir, causal, fp8, the K/V groups timed, D)
 FEATURES = {
-    "attention_gqa": ("attention_fwd_hopper.h200", None, False, False, (4, 8)),
-    "attention_causal": ("attention_fwd_causal_hopper.h200", CAUSAL_DIR, True, False, (1, 4)),
-    "attention_fp8": ("attention_fwd_fp8_hopper.h200", None, False, True, (1,)),
+    "attention_gqa": ("attention_fwd_hopper.h200", None, False, False, (4, 8), 128),
+    "attention_gqa_d64": ("attention_fwd_d64.h100", None, False, False, (4, 8), 64),
+    "attention_causal": ("attention_fwd_causal_hopper.h200", CAUSAL_DIR, True, False, (1, 4), 128),
+    "attention_fp8": ("attention_fwd_fp8_hopper.h200", None, False, True, (1,), 128),
 }
 BWD = "attention_bwd_hopper.h100"  # the backward's main kernel (flash_backward)
 LOG2E = 1.4426950408889634
@@ -257,7 +258,7 @@ def run_all(g, kernel_dir, sizes, only=None):
     import json
     import torch
     rows = []
-    for name, (fixture, folder, causal, fp8, groups) in FEATURES.items():
+    for name, (fixture, folder, causal, fp8, groups, D) in FEATURES.items():
         if only not in (None, name):
             continue
         try:
@@ -271,7 +272,7 @@ def run_all(g, kernel_dir, sizes, only=None):
                          "twill_error": spills[0], "ok": False}
                 else:
                     try:
-                        r = run_row(g, mod, name, 4, 32, group, n, causal=causal, fp8=fp8)
+                        r = run_row(g, mod, name, 4, 32, group, n, D=D, causal=causal, fp8=fp8)
                     except Exception as e:  # noqa: BLE001
                         r = {"kernel": "attention_feature", "variant": name, "N": n, "Hkv": 32 // group,
                              "twill_error": _err(e), "trace": traceback.format_exc(), "ok": False}
@@ -303,7 +304,7 @@ def markdown(rows):
 
     def f(x, fmt="%.1f"):
         return fmt % x if isinstance(x, (int, float)) else "—"
-    L = ["", "## Attention features (B=4, Hq=32, D=128; bench/attention_features.py)", "",
+    L = ["", "## Attention features (B=4, Hq=32, D=128 unless the variant says d64; bench/attention_features.py)", "",
          "FA4: `flash_attn.cute.flash_attn_func`; cuDNN: SDPA's cuDNN backend. A causal row's TFLOP/s count half",
          "of 4·B·H·N²·D. Errors: relative L2 against float32 on the first two heads (FP8: of the e4m3 values).", "",
          "| variant | Hkv | N | twill TFLOP/s | FA4 TFLOP/s | cuDNN TFLOP/s | twill / FA4 | twill / cuDNN | twill err | FA4 err | cuDNN err | ok |",

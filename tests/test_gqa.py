@@ -111,7 +111,7 @@ def _features():
 
 def test_the_bench_features_run_golden_kernels_with_bindings():
     feats = _features()
-    for name, (fixture, folder, causal, fp8, groups) in feats.FEATURES.items():
+    for name, (fixture, folder, causal, fp8, groups, D) in feats.FEATURES.items():
         where = Path(folder) if folder else GOLDEN
         for suffix in (".cu", ".py", "_entry.cu"):
             assert (where / f"{fixture}{suffix}").is_file(), (name, suffix)
