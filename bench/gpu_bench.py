@@ -614,6 +614,14 @@ def build_all(kernel_dir=KDIR, fixtures=None):
     return 1 if failed else 0
 
 
+def features():
+    """bench/attention_features.py (GQA, causal and FP8 rows beside FA4 and SDPA-cuDNN)."""
+    spec_ = importlib.util.spec_from_file_location("attention_features", os.path.join(HERE, "attention_features.py"))
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    return mod
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="where gpu-results.md and .json go (needed unless --build-only)")
@@ -626,7 +634,8 @@ def main(argv=None):
     ap.add_argument("--kernel-dir", default=KDIR, help="where the emitted FIXTURE.cu files and their bindings"
                     " (FIXTURE.py, FIXTURE_entry.cu) are (default tests/golden/emit): to time a variant, such as another"
                     " ring depth, emitted with the same names and --binding torch")
-    ap.add_argument("--only", choices=sorted(KERNELS), help="build and time one kernel")
+    ap.add_argument("--only", choices=sorted(KERNELS) + sorted(features().NAMES),
+                    help="build and time one kernel (or one feature of bench/attention_features.py)")
     ap.add_argument("--gemm-sizes", type=lambda v: [int(x) for x in v.split(",")], help="M=N=K values, comma-separated")
     ap.add_argument("--attn-sizes", type=lambda v: [int(x) for x in v.split(",")], help="N values, comma-separated")
     ap.add_argument("--pairs", type=int, default=7, help="alternating twill / cuDNN timings at N = 16384, whose "
@@ -654,6 +663,7 @@ def main(argv=None):
     libs = {}
     with ThreadPoolExecutor(2) as ex:
         futs = {n: ex.submit(build, n, args.kernel_dir) for n in KERNELS if args.only in (None, n)}
+    feats = features()
     for n, fu in futs.items():
         try:
             libs[n], meta["spills"][n] = fu.result()
@@ -667,6 +677,7 @@ def main(argv=None):
     bwd_sizes = [512] if args.quick else [2048, 8192]
     d64_sizes = [512] if args.quick else [8192, 16384]
     if args.only is not None:  # one kernel's sizes only
+        attn_sizes = attn_sizes if args.only in KERNELS else []
         gemm_sizes = gemm_sizes if args.only == "gemm" else []
         bwd_sizes = bwd_sizes if args.only == "attention_bwd" else []
         d64_sizes = (args.attn_sizes or d64_sizes) if args.only == "attention_d64" else []
@@ -715,7 +726,10 @@ def main(argv=None):
         print(json.dumps(r), flush=True)
         results.append(r)
         torch.cuda.empty_cache()
-    md = markdown(meta, results)
+    if args.only is None or args.only in feats.NAMES:
+        sizes = args.attn_sizes or ([512] if args.quick else [2048, 8192, 16384])
+        results += feats.run_all(sys.modules[__name__], args.kernel_dir, sizes, args.only)
+    md = markdown(meta, results) + "\n".join(feats.markdown([r for r in results if r["kernel"] == "attention_feature"]))
     with open(os.path.join(args.out, "gpu-results.md"), "w") as f:
         f.write(md)
     with open(os.path.join(args.out, "gpu-results.json"), "w") as f:

@@ -47,6 +47,9 @@ FIXTURES = {
     # the H200's description (exp2's measured latency): P in two buffers, FA3's intra-warpgroup
     # overlap, so no persistent kernel<true>; bench/gpu_bench.py runs it
     "attention_fwd_hopper.h200": ("sm_90a", 0),
+    # FP8 attention: e4m3 Q, K, V^T; P an e4m3 register tile (Frag8) shuffled into wgmma's 8-bit A
+    # fragment for P V^T^T, O multiplied by out_scale (V's descale)
+    "attention_fwd_fp8_hopper.h200": ("sm_90a", 0),
     # the SWP-only schedule holds P in two buffers, 14 registers to spare: no kernel<true> (whose
     # wgmmas ptxas serialized). Since kernel<true> went, ptxas spills 120 bytes in kernel<false>'s
     # mask-free instance, whose code differs by one branch; it is not run on the GPU
@@ -822,11 +825,14 @@ def test_an_fp8_gemm_whose_b_is_k_by_n_is_refused_with_the_reason(tmp_path):
 
 def test_an_8bit_mma_with_a_in_registers_is_refused():
     """wgmma's 8-bit A fragment is not the accumulator layout the register math writes: a computed
-    8-bit A operand is refused (stage it in shared memory), not miscompiled."""
+    int8 A operand is refused (stage it in shared memory), not miscompiled; a computed fp8 one is
+    an fp8 register tile (twill::Frag8) shuffled into the A fragment (FP8 attention's P)."""
     text = ("kernel r8\ncarry acc : f32[64,128] = 0\nloop {\n  x = load : f16[64,128] @smem\n"
             "  a = convert x : f8e4m3[64,128]\n  b = load : f8e4m3[128,128] @smem\n"
             "  acc_n = mma a, b, acc : f32[64,128] {transpose_b = true}\n  yield acc = acc_n\n}\n")
-    with pytest.raises(EmitError, match="wgmma of f8e4m3 reads a from shared memory, but 'a' is in reg"):
+    assert "twill::frag8_to_a(" in emit8(text, "h100")
+    text = text.replace("f32[64,128] = 0", "i32[64,128] = 0").replace("f8e4m3", "i8").replace(": f32", ": i32")
+    with pytest.raises(EmitError, match="wgmma of i8 reads a from shared memory, but 'a' is a i8 tile in reg"):
         emit8(text, "h100")
 
 

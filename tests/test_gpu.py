@@ -289,3 +289,85 @@ def test_int8_gemm_is_exact():
     torch.cuda.synchronize()
     want = (a.double() @ b.double().t()).to(torch.int64)
     assert torch.equal(c.to(torch.int64), want)
+
+
+# -- grouped-query attention (twill/emit/batch_groups.py) ----------------------------------------
+
+@pytest.mark.parametrize("group", [1, 4, 8])
+def test_grouped_query_attention_matches_torch(group):
+    """Q [B, Hq, N, D] over K, V [B, Hkv, N, D] with Hq = group x Hkv (8: MQA here): the binding
+    reads the group off the heads and query head h reads K/V head h // group."""
+    g = _bench()
+    B, Hq, N, D = 2, 8, 512, 128
+    torch.manual_seed(group)
+    q = torch.randn(B, Hq, N, D, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(B, Hq // group, N, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    mod = binding("attention_fwd_hopper.h200")
+    o = nan(B, Hq, N, D)
+    scale = 1 / math.sqrt(D)
+    mod.run(q, k, v, acc=o, exp2_scale=scale * LOG2E)
+    torch.cuda.synchronize()
+    kk, vv = (x.repeat_interleave(group, dim=1).reshape(B * Hq, N, D) for x in (k, v))
+    want = g.reference_attention(q.reshape(B * Hq, N, D), kk, vv, scale, B * Hq)
+    assert g.rel_err(o.reshape(B * Hq, N, D), want) < 1e-2
+
+
+# -- FP8 attention (examples/attention_fwd_fp8_hopper.tir) ----------------------------------------
+
+def _fp8(x):
+    """x as e4m3 with a per-tensor descale factor s (x ~ x8 * s, amax at 448)."""
+    s = float(x.abs().amax()) / 448.0
+    return (x / s).to(torch.float8_e4m3fn), s
+
+
+def test_fp8_attention_matches_torch():
+    """e4m3 Q, K and V^T (keys contiguous) with per-tensor descales: exp2_scale carries Q's and K's,
+    out_scale V's. Against the float32 attention of the same e4m3 values (P's rounding to e4m3
+    costs about 2%), and tighter against that attention with P rounded to e4m3 as the kernel does
+    (a wrong shuffle into the A fragment would pair keys with other keys' V rows)."""
+    g = _bench()
+    BH, N, D = 4, 1024, 128
+    torch.manual_seed(88)
+    (q8, sq), (k8, sk), (v8, sv) = (_fp8(torch.randn(BH, N, D, device="cuda")) for _ in range(3))
+    mod = binding("attention_fwd_fp8_hopper.h200")
+    scale = 1 / math.sqrt(D)
+    o = nan(BH, N, D)
+    mod.run(q8, k8, v8.transpose(1, 2).contiguous(), acc=o, exp2_scale=scale * LOG2E * sq * sk, out_scale=sv)
+    torch.cuda.synchronize()
+    assert int(torch.isnan(o).sum()) == 0
+    q, k, v = q8.float() * sq, k8.float() * sk, v8.float() * sv
+    assert g.rel_err(o, g.reference_attention(q, k, v, scale, BH)) < 5e-2
+    assert g.rel_err(o, _fp8_online_softmax(q, k, v, scale)) < 1e-2
+
+
+def _fp8_online_softmax(q, k, v, scale, block=128):
+    """The kernel's arithmetic in float32: per 128-key block, P = exp(s - running max) rounded to
+    e4m3 for P V, the row sums of the unrounded P."""
+    m = torch.full(q.shape[:-1] + (1,), -float("inf"), device=q.device)
+    acc, l = torch.zeros_like(q), torch.zeros_like(m)
+    for j in range(0, k.shape[1], block):
+        s = (q @ k[:, j:j + block].transpose(1, 2)) * scale
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        p, alpha = torch.exp(s - m_new), torch.exp(m - m_new)
+        acc = acc * alpha + p.to(torch.float8_e4m3fn).float() @ v[:, j:j + block]
+        l, m = l * alpha + p.sum(-1, keepdim=True), m_new
+    return acc / l
+
+
+# -- FlashAttention's backward (bench/attention_features.py, flash_backward) -----------------------
+
+def test_flashattention_backward_from_the_forward_matches_autograd():
+    """twill's forward gives O, m, l; FlashAttention's steps around its main kernel (lse, Delta,
+    Q and dQ scaled by 1/sqrt(D)) feed examples/attention_bwd_hopper.tir's kernel, whose CTAs add
+    dQ across key blocks: dQ, dK, dV against float32 autograd of softmax(Q K^T / sqrt(D)) V."""
+    g = _bench()
+    feats = g.features()
+    B, H, N, D = 1, 4, 512, 128
+    torch.manual_seed(5)
+    q, k, v, d_o = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(4))
+    scale = 1 / math.sqrt(D)
+    out = binding("attention_fwd_hopper.h200").run(q, k, v, exp2_scale=scale * LOG2E)
+    grads = feats.flash_backward(binding("attention_bwd_hopper.h100"), q, k, v, out.acc, out.m, out.l, d_o, scale)
+    torch.cuda.synchronize()
+    for got, want in zip(grads, feats.reference_backward(q, k, v, d_o, scale, H)):
+        assert g.rel_err(got[0], want) < 1e-2

@@ -29,13 +29,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .batch_groups import field_of as group_field_of, shareable
+from .descale import has_scale
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
 
 TORCH_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "tf32": "float32", "f64": "float64",
                "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "i64": "int64", "i32": "int32", "i16": "int16",
                "i8": "int8"}
 # The generated function's own keywords (_KEYWORD_DOC): a tensor of one of these names gets an underscore.
-KEYWORDS = ("exp2_scale", "persistent", "raster_group", "iters", "stream")
+KEYWORDS = ("exp2_scale", "out_scale", "persistent", "raster_group", "iters", "stream")
 RUNTIME = Path(__file__).with_name("binding_runtime.py")
 
 
@@ -61,11 +63,12 @@ class Argument:
     tma: bool  # read or written through a tensor map (rows a multiple of 16 bytes)
     zero: bool  # CTAs add into it: zeroed before the launch
     parts: tuple[Part, ...]
+    shared: bool = False  # may hold one batch entry per group of the others' (batch_groups: GQA)
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
                 "esize": dtype_bytes(self.dtype), "dims": [list(d) for d in self.dims],
-                "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero}
+                "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared}
 
 
 def py_name(name: str, taken: set[str]) -> str:
@@ -152,7 +155,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
         dims = tuple((t.axes[dim], sizes[dim]) for dim in range(2 - t.rank, 2))
         output = t.kind in ("output", "store")
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
-                       t.kind == "store" and not grid <= set(t.axes), parts)
+                       t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)))
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return tuple(inputs + outputs)
@@ -181,7 +184,9 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         f"#include \"{kernel_file}\"",
         "",
         "extern \"C\" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,",
-        "                            int persistent, int raster_group, void* const* tensors, void* stream) {",
+        "                            float out_scale,",
+        "                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,",
+        "                            void* stream) {",
         f"  {ns}::Problem p;",
         "  p.tiles_m = tiles_m;",
         "  p.tiles_n = tiles_n;",
@@ -190,6 +195,7 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         "  p.batch = batch;",
         "  p.exp2_scale = exp2_scale;",
         "  p.persistent = persistent;",
+        ("  p.out_scale = out_scale;" if has_scale(renderer.m) else "  (void)out_scale;  // no output of an fp8 mma"),
         ("  if (raster_group >= 0) p.raster_group = raster_group;" if rastered(renderer.m)
          else "  (void)raster_group;  // the kernel keeps blockIdx order"),
     ]
@@ -201,6 +207,8 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
             if x.label:
                 lines.append(f"  p.{x.field}_{x.label}_step = {x.step};")
                 lines.append(f"  p.{x.field}_{x.label}_offset = {x.offset};")
+            if a.shared:
+                lines.append(f"  p.{group_field_of(x.field)} = batch_groups[{i}];")
     lines += [
         f"  return static_cast<int>({ns}::launch(p, static_cast<cudaStream_t>(stream)));",
         "}",
@@ -238,6 +246,7 @@ def _arg_doc(a: Argument) -> str:
 # The keywords a binding may take besides its tensors: (name, default, what it does).
 _KEYWORD_DOC = (
     ("exp2_scale", "1.0", "exp2 computes exp2((x - b) * exp2_scale): log2(e) / sqrt(D) for attention"),
+    ("out_scale", "1.0", "multiplies the outputs of fp8 mmas: their inputs' descale factors (V's for FP8 attention)"),
     ("persistent", "-1", "1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice"),
     ("raster_group", "-1", "output tile rows the CTAs walk together (-1: the launcher's 16)"),
     ("iters", "None", "the loop's iterations (no input runs along the loop)"),
@@ -249,6 +258,7 @@ def _keywords(m, ins: list[Argument]) -> list[tuple[str, str, str]]:
     """The keywords this kernel's function takes: exp2_scale where the graph has an exp2,
     raster_group where the grid is rastered, iters where no input runs along the loop."""
     has = {"exp2_scale": any(op.opcode == "exp2" for op in m.graph.ops), "raster_group": rastered(m),
+           "out_scale": has_scale(m),
            "iters": not any(a.per_iteration or any(ax == "loop" for ax, _ in a.dims) for a in ins)}
     return [k for k in _KEYWORD_DOC if has.get(k[0], True)]
 

@@ -73,9 +73,13 @@ def resolve(spec, given, iters=None):
     for a in spec["args"]:
         if a["output"] is False and given.get(a["name"]) is None:
             raise ArgumentError(f"{a['name']}: missing (torch.{a['dtype']} {layout(a)})")
-    known, who = {}, {}
+    known, who, groups = {}, {}, {}
     batch_shape, batch_of, device = None, None, None
-    for name, meta in given.items():
+    # The batch dimensions every tensor is checked against: the first one's that holds one entry
+    # per tile (not GQA's K and V, which may be shared by groups of batch entries).
+    first = [n for n, m in given.items() if m is not None]
+    first = next((n for n in first if not args[n].get("shared")), first[0] if first else None)
+    for name, meta in sorted(given.items(), key=lambda item: item[0] != first):
         if meta is None:
             continue
         arg = args[name]
@@ -85,12 +89,33 @@ def resolve(spec, given, iters=None):
         batch = tuple(meta.shape[:len(meta.shape) - len(dims)])
         if batch_shape is None:
             batch_shape, batch_of = batch, name
+        elif arg.get("shared") and batch != batch_shape:
+            groups[name] = _group(arg, batch, batch_shape, batch_of, meta.shape)
         elif batch != batch_shape:
             raise ArgumentError(f"{name}: batch dimensions {list(batch)} differ from {batch_of}'s "
                                 f"{list(batch_shape)} (shape {layout(arg)})")
         for (key, size), extent in zip(dims, meta.shape[len(batch):]):
             _unify(spec, arg, key, size, extent, known, who, meta.shape)
-    return _finish(spec, known, who, batch_shape or (), device, iters)
+    plan = _finish(spec, known, who, batch_shape or (), device, iters)
+    plan["groups"] = [groups.get(a["name"], 1) for a in spec["args"]]
+    return plan
+
+
+def _group(arg, batch, batch_shape, batch_of, shape):
+    """How many consecutive batch entries of the others share one of `arg`'s (grouped-query
+    attention: K and V [*B, Hkv, ...] under Q [*B, Hq, ...] with Hq % Hkv == 0): the others' last
+    batch dimension over its own, every other batch dimension equal."""
+    name = arg["name"]
+    if len(batch) != len(batch_shape) or not batch or batch[:-1] != batch_shape[:-1]:
+        raise ArgumentError(f"{name}: batch dimensions {list(batch)} differ from {batch_of}'s {list(batch_shape)} "
+                            f"other than in the last (heads), where {name} may have fewer (shape {layout(arg)}, "
+                            f"got {list(shape)})")
+    own, theirs = batch[-1], batch_shape[-1]
+    if own < 1 or theirs % own:
+        raise ArgumentError(f"{name}: {own} heads (its last batch dimension, shape {list(shape)}) do not divide "
+                            f"{batch_of}'s {theirs}: grouped-query attention needs Hq % Hkv == 0, each head of "
+                            f"{name} serving Hq / Hkv consecutive heads of {batch_of}")
+    return theirs // own
 
 
 def _unify(spec, arg, key, size, extent, known, who, shape):
@@ -216,8 +241,9 @@ def library(spec, here, directory=None):
         if key not in _LIBS:
             lib = ctypes.CDLL(build(spec, here, directory))
             lib.twill_launch.restype = ctypes.c_int
-            lib.twill_launch.argtypes = [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_int, ctypes.c_int,
-                                                               ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+            lib.twill_launch.argtypes = [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int,
+                                                               ctypes.POINTER(ctypes.c_void_p),
+                                                               ctypes.POINTER(ctypes.c_int), ctypes.c_void_p]
             lib.twill_error_string.restype = ctypes.c_char_p
             lib.twill_error_string.argtypes = [ctypes.c_int]
             _LIBS[key] = lib
@@ -232,7 +258,7 @@ def spills(log_text):
 
 # ---- the call --------------------------------------------------------------------------------------
 
-def call(spec, here, tensors, exp2_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None):
+def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None):
     """Check `tensors` ({name: tensor or None}; None for an output to allocate), launch the kernel
     on the tensors' device and stream, and return the outputs (one tensor, or a named tuple)."""
     import torch
@@ -251,11 +277,12 @@ def call(spec, here, tensors, exp2_scale=1.0, persistent=-1, raster_group=-1, it
             out[a["name"]] = t
         tensors[a["name"]] = t
     ptrs = (ctypes.c_void_p * len(spec["args"]))(*[tensors[a["name"]].data_ptr() for a in spec["args"]])
+    groups = (ctypes.c_int * len(spec["args"]))(*plan["groups"])
     lib = library(spec, here)
     with torch.cuda.device(device):
         s = torch.cuda.current_stream(device) if stream is None else stream
         err = lib.twill_launch(plan["tiles_m"], plan["tiles_n"], plan["iters"], plan["loop_extent"], plan["batch"],
-                               float(exp2_scale), int(persistent), int(raster_group), ptrs,
+                               float(exp2_scale), float(out_scale), int(persistent), int(raster_group), ptrs, groups,
                                ctypes.c_void_p(s.cuda_stream))
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {lib.twill_error_string(err).decode()} "

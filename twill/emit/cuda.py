@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from . import runtime
+from . import batch_groups, descale, runtime
 from .host import host_launcher
 from .lines import Lines, ring_slot
 from .model import DIM_LABELS, EmitError, KernelModel, ident, launch_registers, rastered
@@ -240,6 +240,9 @@ class Renderer:
         for t in self.m.tensors:
             for _, label in t.placed_dims():
                 out(f"int {t.name}_{label}_step, {t.name}_{label}_offset;  // placement of {t.value}'s tiles")
+        out(*batch_groups.args_lines(self.m.tensors))
+        if descale.has_scale(self.m):
+            out(descale.ARGS_LINE)
         out.depth -= 1
         out("};")
         out("")
@@ -310,7 +313,7 @@ class Renderer:
             return f"({it}) * {size}" if axis == "loop" else "0"
         rows = "0" if t.rank == 1 else org(0)
         cols = org(1)
-        batch = f"tile.b * n + ({it})" if t.per_iteration else "tile.b"
+        batch = f"tile.b * n + ({it})" if t.per_iteration else batch_groups.batch_index(t)
         return rows, cols, batch
 
     def _extent(self, t, dim: int) -> str:

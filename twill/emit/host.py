@@ -8,6 +8,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
+from . import batch_groups, descale
 from .model import DIM_LABELS, dtype_bytes, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 
@@ -21,7 +22,8 @@ def _extent(t, dim: int) -> str:
 def _dims(t) -> tuple[str, str, str]:
     rows = "uint64_t(1)" if t.rank == 1 else _extent(t, 0)
     cols = _extent(t, 1)
-    batch = ("static_cast<uint64_t>(p.batch) * loop_iters(p)" if t.per_iteration else "static_cast<uint64_t>(p.batch)")
+    batch = ("static_cast<uint64_t>(p.batch) * loop_iters(p)" if t.per_iteration
+             else batch_groups.map_batch(t, "static_cast<uint64_t>(p.batch)"))
     return rows, cols, batch
 
 
@@ -70,6 +72,8 @@ def host_launcher(r) -> str:
     for t in every:
         for d, label in t.placed_dims():
             lines.append(f"  int {t.name}_{label}_step = {t.tile[d]}, {t.name}_{label}_offset = 0;")
+    lines += batch_groups.problem_lines(every)
+    lines += [descale.PROBLEM_LINE] if descale.has_scale(m) else []
     lines += [
         "};",
         "",
@@ -119,6 +123,7 @@ def host_launcher(r) -> str:
         for d, label in t.placed_dims():
             lines.append(f"  if (p.{t.name}_{label}_offset < 0 || p.{t.name}_{label}_offset + {t.tile[d]} > "
                          f"p.{t.name}_{label}_step) return cudaErrorInvalidValue;")
+    lines += batch_groups.launch_lines(every)
     for t in maps:
         rows, cols, batch = _dims(t)
         esize = dtype_bytes(t.dtype)
@@ -146,6 +151,8 @@ def host_launcher(r) -> str:
         for _, label in t.placed_dims():
             lines.append(f"  args.{t.name}_{label}_step = p.{t.name}_{label}_step;")
             lines.append(f"  args.{t.name}_{label}_offset = p.{t.name}_{label}_offset;")
+    lines += batch_groups.copy_lines(every)
+    lines += ["  args.out_scale = p.out_scale;"] if descale.has_scale(m) else []
     lines += [
         "  const size_t smem = sizeof(Smem) + 1024;",
         "  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&",

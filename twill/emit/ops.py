@@ -189,6 +189,8 @@ def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
         raise EmitError(f"a tile of {n} columns does not fit the wgmma accumulator layout (a multiple of 8)")
     if t.dtype in ("f16", "bf16"):
         return f"twill::Frag16<{mb}, {n}, {ctype(t.dtype)}>"
+    if t.dtype in ("f8e4m3", "f8e5m2"):  # P of FP8 attention (mma8_sm90.cuh)
+        return f"twill::Frag8<{mb}, {n}, {ctype(t.dtype)}>"
     if t.dtype == "i32":  # an s8 wgmma's s32 accumulators
         return f"twill::FragS32<{mb}, {n}>"
     return f"twill::Frag<{mb}, {n}>"
@@ -286,9 +288,12 @@ def _wgmma(call: OpCall) -> list[str]:
         raise EmitError(f"op '{call.op.name}': K = {s.k} is not a multiple of {kind.k}")
     if b.where != "smem":
         raise EmitError(f"op '{call.op.name}': wgmma reads b from shared memory, but '{b.value}' is in {b.where}")
-    if a.where != "smem" and not kind.transposable:
-        raise EmitError(f"op '{call.op.name}': emit-cuda's wgmma of {s.dtype} reads a from shared memory, but "
-                        f"'{a.value}' is in {a.where} (the accumulator layout is not the 8-bit A fragment's)")
+    fp8_regs = a.where == "reg" and a.type.dtype == s.dtype and s.dtype in ("f8e4m3", "f8e5m2")
+    if a.where != "smem" and not kind.transposable and not fp8_regs:
+        fp8 = " or an fp8 register tile" if s.dtype in ("f8e4m3", "f8e5m2") else ""
+        raise EmitError(f"op '{call.op.name}': emit-cuda's wgmma of {s.dtype} reads a from shared memory{fp8}, but "
+                        f"'{a.value}' is a {a.type.dtype} tile in {a.where} (the accumulator layout is not the 8-bit "
+                        f"A fragment's)")
     mb = s.m // (64 * call.groups)
     lines = _accumulator(call, s)
     form = "ss" if a.where == "smem" else "rs"
@@ -300,6 +305,11 @@ def _wgmma(call: OpCall) -> list[str]:
             tmp = call.temp("a16")
             lines.append(f"twill::Frag16<{mb}, {s.k}, {ctype(s.dtype)}> {tmp};")
             lines.append(f"twill::op_convert({tmp}, {a.expr});")
+            a_expr = tmp
+        elif fp8_regs:  # the accumulator layout to the 8-bit A fragment's (mma8_sm90.cuh)
+            tmp = call.temp("a8")
+            lines.append(f"twill::FragA8<{mb}, {s.k}> {tmp};")
+            lines.append(f"twill::frag8_to_a({tmp}, {a.expr});")
             a_expr = tmp
     if not kind.transposable:  # 8-bit: both K-major, no transpose operands
         trans = ""

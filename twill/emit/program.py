@@ -169,7 +169,7 @@ class Program(SharedMemory, TensorMemory):
             t = op.type
             if op.opcode != "exp2" or len(op.operands) != 2 or t is None or len(t.shape) != 2:
                 continue
-            if t.dtype not in ("f16", "bf16") or t.space != "reg":
+            if t.dtype not in ("f16", "bf16", "f8e4m3", "f8e5m2") or t.space != "reg":
                 continue
             for u in m.uses.get(op.name, ()):
                 if (m.ops[u.op].opcode == "rowsum" and u.index == 0 and u.distance == 0 and

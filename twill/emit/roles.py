@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
+from . import batch_groups, descale
 from .lines import Lines, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, swizzle_bytes
 from .ops import Arg, OpCall, ctype, emitter, exp2_code, fragment_type, view_type
@@ -55,6 +56,7 @@ class RoleBody:
             f"const twill::TileIdx& tile) {{")
         out.depth += 1
         out("(void)sm;", "(void)tm;", "(void)args;", "(void)tile;")
+        out(*batch_groups.role_lines(m.tensors, set(role.ops)))
         if role.is_warpgroup:
             first = role.first_warp // 4
             out(f"const int wgi = static_cast<int>(threadIdx.x / 128) - {first};  // warpgroup within the role",
@@ -702,6 +704,8 @@ class RoleBody:
             if carry in norms:
                 out(f"twill::op_normalize({fin}, {finals[m.carry_source[norms[carry]]]});  "
                     f"// {carry} / {norms[carry]}: the softmax denominator")
+            if t.name in descale.scaled_outputs(m):
+                out(descale.finalize_line(fin))
             vt = m.values[t.value].type
             out(f"store_{t.name}(sm, tm, args, tile, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
 

@@ -59,6 +59,9 @@ SOLVED = {  # name -> (example, or a graph's path from the repository root; gpu,
     "gemm_fp8_e5m2.b200": ("tests/data/tir/gemm_fp8_e5m2.tir", "b200", False),
     "gemm_i8.h100": ("tests/data/tir/gemm_i8.tir", "h100", False),
     "gemm_i8.b200": ("tests/data/tir/gemm_i8.tir", "b200", False),
+    # FP8 attention: e4m3 Q, K and V^T, P rounded to e4m3 in registers for the second wgmma
+    # (tests/test_fp8_attention.py; tests/test_gpu.py runs it)
+    "attention_fwd_fp8_hopper.h200": ("attention_fwd_fp8_hopper", "h200", False),
     # the corpus's fp8 GEMM (Triton's TTGIR before its pipeliner); its per-tensor scales, applied
     # after the loop, are not part of the imported graph
     "triton_gemm_fp8_sm90.h100": ("tests/data/ttgir/gemm_fp8_sm90.ttgir", "h100", False),

@@ -746,6 +746,10 @@ struct Args {
   int out_dk_cols_step, out_dk_cols_offset;  // placement of dk_n's tiles
   int out_dv_rows_step, out_dv_rows_offset;  // placement of dv_n's tiles
   int out_dv_cols_step, out_dv_cols_offset;  // placement of dv_n's tiles
+  int q_batch_group;  // consecutive batch entries sharing one of q (GQA; 1: none)
+  int do__batch_group;  // consecutive batch entries sharing one of do (GQA; 1: none)
+  int lse_batch_group;  // consecutive batch entries sharing one of lse (GQA; 1: none)
+  int dlt_batch_group;  // consecutive batch entries sharing one of dlt (GQA; 1: none)
 };
 
 // The CTA's round-th tile, number t (twill::tile_of).
@@ -812,6 +816,14 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_b_q = tile.b / args.q_batch_group;  // the entry of q it reads (GQA)
+  (void)twill_b_q;
+  const int twill_b_do_ = tile.b / args.do__batch_group;  // the entry of do it reads (GQA)
+  (void)twill_b_do_;
+  const int twill_b_lse = tile.b / args.lse_batch_group;  // the entry of lse it reads (GQA)
+  (void)twill_b_lse;
+  const int twill_b_dlt = tile.b / args.dlt_batch_group;  // the entry of dlt it reads (GQA)
+  (void)twill_b_dlt;
   const int lane = threadIdx.x % 32;
   (void)lane;
   const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
@@ -829,27 +841,27 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load q of iteration it into slot it % 2
       sm.ring_q.wait_empty(it);
       sm.ring_q.expect_full(it, 16384);
-      twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset, (it) * 64, tile.b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset + 64, (it) * 64 + 0, tile.b);
+      twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset, (it) * 64, twill_b_q);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset + 64, (it) * 64 + 0, twill_b_q);
     }
     if (lane == 0) {
       const int it = 0;  // load do of iteration it into slot it % 2
       sm.ring_do_.wait_empty(it);
       sm.ring_do_.expect_full(it, 16384);
-      twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset, (it) * 64, tile.b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (it) * 64 + 0, tile.b);
+      twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset, (it) * 64, twill_b_do_);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (it) * 64 + 0, twill_b_do_);
     }
     if (lane == 0) {
       const int it = 0;  // load lse of iteration it into slot it % 2
       sm.ring_lse.wait_empty(it);
       sm.ring_lse.expect_full(it, 256);
-      twill::tma_load(sm.ld_lse[it % 2], tm.lse, &sm.ring_lse.full[it % 2], (it) * 64, 0, tile.b);
+      twill::tma_load(sm.ld_lse[it % 2], tm.lse, &sm.ring_lse.full[it % 2], (it) * 64, 0, twill_b_lse);
     }
     if (lane == 0) {
       const int it = 0;  // load dlt of iteration it into slot it % 2
       sm.ring_dlt.wait_empty(it);
       sm.ring_dlt.expect_full(it, 256);
-      twill::tma_load(sm.ld_dlt[it % 2], tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64, 0, tile.b);
+      twill::tma_load(sm.ld_dlt[it % 2], tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64, 0, twill_b_dlt);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -860,27 +872,27 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load q of iteration it into slot it % 2
         sm.ring_q.wait_empty(it);
         sm.ring_q.expect_full(it, 16384);
-        twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset, (it) * 64, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset + 64, (it) * 64 + 0, tile.b);
+        twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset, (it) * 64, twill_b_q);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset + 64, (it) * 64 + 0, twill_b_q);
       }
       if (lane == 0) {
         const int it = j;  // load do of iteration it into slot it % 2
         sm.ring_do_.wait_empty(it);
         sm.ring_do_.expect_full(it, 16384);
-        twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset, (it) * 64, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (it) * 64 + 0, tile.b);
+        twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset, (it) * 64, twill_b_do_);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (it) * 64 + 0, twill_b_do_);
       }
       if (lane == 0) {
         const int it = j;  // load lse of iteration it into slot it % 2
         sm.ring_lse.wait_empty(it);
         sm.ring_lse.expect_full(it, 256);
-        twill::tma_load(sm.ld_lse[it % 2], tm.lse, &sm.ring_lse.full[it % 2], (it) * 64, 0, tile.b);
+        twill::tma_load(sm.ld_lse[it % 2], tm.lse, &sm.ring_lse.full[it % 2], (it) * 64, 0, twill_b_lse);
       }
       if (lane == 0) {
         const int it = j;  // load dlt of iteration it into slot it % 2
         sm.ring_dlt.wait_empty(it);
         sm.ring_dlt.expect_full(it, 256);
-        twill::tma_load(sm.ld_dlt[it % 2], tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64, 0, tile.b);
+        twill::tma_load(sm.ld_dlt[it % 2], tm.dlt, &sm.ring_dlt.full[it % 2], (it) * 64, 0, twill_b_dlt);
       }
     }
   }
@@ -1306,6 +1318,10 @@ struct Problem {
   int out_dk_cols_step = 128, out_dk_cols_offset = 0;
   int out_dv_rows_step = 128, out_dv_rows_offset = 0;
   int out_dv_cols_step = 128, out_dv_cols_offset = 0;
+  int q_batch_group = 1;  // consecutive batch entries reading one entry of q: tile b reads b / this (GQA: query heads per K/V head)
+  int do__batch_group = 1;  // consecutive batch entries reading one entry of do: tile b reads b / this (GQA: query heads per K/V head)
+  int lse_batch_group = 1;  // consecutive batch entries reading one entry of lse: tile b reads b / this (GQA: query heads per K/V head)
+  int dlt_batch_group = 1;  // consecutive batch entries reading one entry of dlt: tile b reads b / this (GQA: query heads per K/V head)
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1366,6 +1382,10 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_dv == nullptr) return cudaErrorInvalidValue;
   if (p.out_dv_rows_offset < 0 || p.out_dv_rows_offset + 128 > p.out_dv_rows_step) return cudaErrorInvalidValue;
   if (p.out_dv_cols_offset < 0 || p.out_dv_cols_offset + 128 > p.out_dv_cols_step) return cudaErrorInvalidValue;
+  if (p.q_batch_group < 1 || p.batch % p.q_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.do__batch_group < 1 || p.batch % p.do__batch_group != 0) return cudaErrorInvalidValue;
+  if (p.lse_batch_group < 1 || p.batch % p.lse_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.dlt_batch_group < 1 || p.batch % p.dlt_batch_group != 0) return cudaErrorInvalidValue;
   CUtensorMap tm_k;
   if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, static_cast<uint64_t>(p.tiles_m) * p.k_rows_step, static_cast<uint64_t>(p.tiles_n) * p.k_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
@@ -1373,16 +1393,16 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, static_cast<uint64_t>(p.tiles_m) * p.v_rows_step, static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_q;
-  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.q_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
+  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.q_cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.q_batch_group), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_do_;
-  if (!encode(&tm_do_, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.do_, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.do__cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
+  if (!encode(&tm_do_, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.do_, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.do__cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.do__batch_group), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_lse;
-  if (!encode(&tm_lse, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.lse, uint64_t(1), loop_elements(p, 64), static_cast<uint64_t>(p.batch), 1, 64, 16))
+  if (!encode(&tm_lse, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.lse, uint64_t(1), loop_elements(p, 64), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.lse_batch_group), 1, 64, 16))
     return cudaErrorInvalidValue;
   CUtensorMap tm_dlt;
-  if (!encode(&tm_dlt, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.dlt, uint64_t(1), loop_elements(p, 64), static_cast<uint64_t>(p.batch), 1, 64, 16))
+  if (!encode(&tm_dlt, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.dlt, uint64_t(1), loop_elements(p, 64), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.dlt_batch_group), 1, 64, 16))
     return cudaErrorInvalidValue;
   CUtensorMap tm_store_0;
   if (!encode(&tm_store_0, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.store_0, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.store_0_cols_step, static_cast<uint64_t>(p.batch), 64, 32, 128))
@@ -1419,6 +1439,10 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_dv_rows_offset = p.out_dv_rows_offset;
   args.out_dv_cols_step = p.out_dv_cols_step;
   args.out_dv_cols_offset = p.out_dv_cols_offset;
+  args.q_batch_group = p.q_batch_group;
+  args.do__batch_group = p.do__batch_group;
+  args.lse_batch_group = p.lse_batch_group;
+  args.dlt_batch_group = p.dlt_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
@@ -1441,10 +1465,10 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_k(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.k_rows_step * static_cast<uint64_t>(p.tiles_n) * p.k_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_v(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.v_rows_step * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_q(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.q_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_do_(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.do__cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_lse(const Problem& p) { return static_cast<size_t>(uint64_t(1) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_dlt(const Problem& p) { return static_cast<size_t>(uint64_t(1) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_q(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.q_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.q_batch_group)); }
+inline size_t elements_do_(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.do__cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.do__batch_group)); }
+inline size_t elements_lse(const Problem& p) { return static_cast<size_t>(uint64_t(1) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.lse_batch_group)); }
+inline size_t elements_dlt(const Problem& p) { return static_cast<size_t>(uint64_t(1) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.dlt_batch_group)); }
 inline size_t elements_store_0(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.store_0_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_dk(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_dk_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_dk_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_dv(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_dv_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_dv_cols_step * static_cast<uint64_t>(p.batch)); }

@@ -5,7 +5,9 @@
 #include "attention_fwd_hopper.h200.cu"
 
 extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,
-                            int persistent, int raster_group, void* const* tensors, void* stream) {
+                            float out_scale,
+                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,
+                            void* stream) {
   twill_attention_fwd_hopper::Problem p;
   p.tiles_m = tiles_m;
   p.tiles_n = tiles_n;
@@ -14,6 +16,7 @@ extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent
   p.batch = batch;
   p.exp2_scale = exp2_scale;
   p.persistent = persistent;
+  (void)out_scale;  // no output of an fp8 mma
   (void)raster_group;  // the kernel keeps blockIdx order
   // tensors[0]: q (input; the graph's q0, q1)
   p.q0 = static_cast<decltype(p.q0)>(tensors[0]);
@@ -24,8 +27,10 @@ extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent
   p.q1_rows_offset = 64;
   // tensors[1]: k (input; the graph's k)
   p.k = static_cast<decltype(p.k)>(tensors[1]);
+  p.k_batch_group = batch_groups[1];
   // tensors[2]: v (input; the graph's v)
   p.v = static_cast<decltype(p.v)>(tensors[2]);
+  p.v_batch_group = batch_groups[2];
   // tensors[3]: m (output; the graph's m0_new, m1_new)
   p.out_m0 = static_cast<decltype(p.out_m0)>(tensors[3]);
   p.out_m0_cols_step = 128;

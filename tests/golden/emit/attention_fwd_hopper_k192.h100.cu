@@ -848,6 +848,8 @@ struct Args {
   int out_l1_cols_step, out_l1_cols_offset;  // placement of l1_new's tiles
   int out_acc1_rows_step, out_acc1_rows_offset;  // placement of acc1_n's tiles
   int out_acc1_cols_step, out_acc1_cols_offset;  // placement of acc1_n's tiles
+  int k_batch_group;  // consecutive batch entries sharing one of k (GQA; 1: none)
+  int v_batch_group;  // consecutive batch entries sharing one of v (GQA; 1: none)
 };
 
 // The CTA's round-th tile, number t (twill::tile_of).
@@ -929,6 +931,10 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_b_k = tile.b / args.k_batch_group;  // the entry of k it reads (GQA)
+  (void)twill_b_k;
+  const int twill_b_v = tile.b / args.v_batch_group;  // the entry of v it reads (GQA)
+  (void)twill_b_v;
   const int lane = threadIdx.x % 32;
   (void)lane;
   const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
@@ -946,15 +952,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load k of iteration it into slot it % 2
       sm.ring_k.wait_empty(it);
       sm.ring_k.expect_full(it, 49152);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 192, tile.b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 24576, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 192 + 0, tile.b);
+      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 192, twill_b_k);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 24576, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 192 + 0, twill_b_k);
     }
     if (lane == 0) {
       const int it = 0;  // load v of iteration it into slot it % 2
       sm.ring_v.wait_empty(it);
       sm.ring_v.expect_full(it, 49152);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 192, tile.b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 24576, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 192 + 0, tile.b);
+      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 192, twill_b_v);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 24576, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 192 + 0, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -965,15 +971,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load k of iteration it into slot it % 2
         sm.ring_k.wait_empty(it);
         sm.ring_k.expect_full(it, 49152);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 192, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 24576, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 192 + 0, tile.b);
+        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 192, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 24576, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 192 + 0, twill_b_k);
       }
       if (lane == 0) {
         const int it = j;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 49152);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 192, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 24576, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 192 + 0, tile.b);
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 192, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 24576, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 192 + 0, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
@@ -981,15 +987,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load k of iteration it into slot it % 2
         sm.ring_k.wait_empty(it);
         sm.ring_k.expect_full(it, 49152);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 192, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 24576, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 192 + 0, tile.b);
+        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 192, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 24576, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 192 + 0, twill_b_k);
       }
       if (lane == 0) {
         const int it = j + 1;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 49152);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 192, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 24576, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 192 + 0, tile.b);
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 192, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 24576, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 192 + 0, twill_b_v);
       }
     }
   }
@@ -1006,15 +1012,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load k of iteration it into slot it % 2
           sm.ring_k.wait_empty(it);
           sm.ring_k.expect_full(it, 49152);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 192, tile.b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 24576, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 192 + 0, tile.b);
+          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 192, twill_b_k);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 24576, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 192 + 0, twill_b_k);
         }
         if (lane == 0) {
           const int it = j;  // load v of iteration it into slot it % 2
           sm.ring_v.wait_empty(it);
           sm.ring_v.expect_full(it, 49152);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 192, tile.b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 24576, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 192 + 0, tile.b);
+          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 192, twill_b_v);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 24576, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 192 + 0, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1662,6 +1668,8 @@ struct Problem {
   int out_l1_cols_step = 64, out_l1_cols_offset = 0;
   int out_acc1_rows_step = 64, out_acc1_rows_offset = 0;
   int out_acc1_cols_step = 128, out_acc1_cols_offset = 0;
+  int k_batch_group = 1;  // consecutive batch entries reading one entry of k: tile b reads b / this (GQA: query heads per K/V head)
+  int v_batch_group = 1;  // consecutive batch entries reading one entry of v: tile b reads b / this (GQA: query heads per K/V head)
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1723,6 +1731,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_acc1 == nullptr) return cudaErrorInvalidValue;
   if (p.out_acc1_rows_offset < 0 || p.out_acc1_rows_offset + 64 > p.out_acc1_rows_step) return cudaErrorInvalidValue;
   if (p.out_acc1_cols_offset < 0 || p.out_acc1_cols_offset + 128 > p.out_acc1_cols_step) return cudaErrorInvalidValue;
+  if (p.k_batch_group < 1 || p.batch % p.k_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.v_batch_group < 1 || p.batch % p.v_batch_group != 0) return cudaErrorInvalidValue;
   CUtensorMap tm_q0;
   if (!encode(&tm_q0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q0, static_cast<uint64_t>(p.tiles_m) * p.q0_rows_step, uint64_t(128), static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
@@ -1730,10 +1740,10 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (!encode(&tm_q1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q1, static_cast<uint64_t>(p.tiles_m) * p.q1_rows_step, uint64_t(128), static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_k;
-  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, loop_elements(p, 192), uint64_t(128), static_cast<uint64_t>(p.batch), 192, 64, 128))
+  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, loop_elements(p, 192), uint64_t(128), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.k_batch_group), 192, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_v;
-  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, loop_elements(p, 192), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 192, 64, 128))
+  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, loop_elements(p, 192), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.v_batch_group), 192, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1770,6 +1780,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc1_rows_offset = p.out_acc1_rows_offset;
   args.out_acc1_cols_step = p.out_acc1_cols_step;
   args.out_acc1_cols_offset = p.out_acc1_cols_offset;
+  args.k_batch_group = p.k_batch_group;
+  args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
@@ -1792,8 +1804,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_q0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.q0_rows_step * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_q1(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.q1_rows_step * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_k(const Problem& p) { return static_cast<size_t>(loop_elements(p, 192) * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_v(const Problem& p) { return static_cast<size_t>(loop_elements(p, 192) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_k(const Problem& p) { return static_cast<size_t>(loop_elements(p, 192) * uint64_t(128) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.k_batch_group)); }
+inline size_t elements_v(const Problem& p) { return static_cast<size_t>(loop_elements(p, 192) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.v_batch_group)); }
 inline size_t elements_out_m0(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_m0_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_l0(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_l0_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_acc0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step * static_cast<uint64_t>(p.batch)); }

@@ -826,6 +826,8 @@ struct Args {
   int out_l_cols_step, out_l_cols_offset;  // placement of l_new's tiles
   int out_acc_rows_step, out_acc_rows_offset;  // placement of acc_n's tiles
   int out_acc_cols_step, out_acc_cols_offset;  // placement of acc_n's tiles
+  int k_batch_group;  // consecutive batch entries sharing one of k (GQA; 1: none)
+  int v_batch_group;  // consecutive batch entries sharing one of v (GQA; 1: none)
 };
 
 // The CTA's round-th tile, number t (twill::tile_of).
@@ -903,6 +905,10 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_b_k = tile.b / args.k_batch_group;  // the entry of k it reads (GQA)
+  (void)twill_b_k;
+  const int twill_b_v = tile.b / args.v_batch_group;  // the entry of v it reads (GQA)
+  (void)twill_b_v;
   const int lane = threadIdx.x % 32;
   (void)lane;
   const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
@@ -918,15 +924,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load k of iteration it into slot it % 2
       sm.ring_k.wait_empty(it);
       sm.ring_k.expect_full(it, 32768);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, tile.b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
+      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
     }
     if (lane == 0) {
       const int it = 0;  // load v of iteration it into slot it % 2
       sm.ring_v.wait_empty(it);
       sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
+      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -937,15 +943,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load k of iteration it into slot it % 2
         sm.ring_k.wait_empty(it);
         sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
+        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
         const int it = j;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
@@ -953,15 +959,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load k of iteration it into slot it % 2
         sm.ring_k.wait_empty(it);
         sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
+        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
         const int it = j + 1;  // load v of iteration it into slot it % 2
         sm.ring_v.wait_empty(it);
         sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
+        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
   }
@@ -978,15 +984,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load k of iteration it into slot it % 2
           sm.ring_k.wait_empty(it);
           sm.ring_k.expect_full(it, 32768);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, tile.b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, tile.b);
+          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
         }
         if (lane == 0) {
           const int it = j;  // load v of iteration it into slot it % 2
           sm.ring_v.wait_empty(it);
           sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, tile.b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, tile.b);
+          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1468,6 +1474,8 @@ struct Problem {
   int out_l_cols_step = 128, out_l_cols_offset = 0;
   int out_acc_rows_step = 128, out_acc_rows_offset = 0;
   int out_acc_cols_step = 128, out_acc_cols_offset = 0;
+  int k_batch_group = 1;  // consecutive batch entries reading one entry of k: tile b reads b / this (GQA: query heads per K/V head)
+  int v_batch_group = 1;  // consecutive batch entries reading one entry of v: tile b reads b / this (GQA: query heads per K/V head)
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1520,14 +1528,16 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_acc == nullptr) return cudaErrorInvalidValue;
   if (p.out_acc_rows_offset < 0 || p.out_acc_rows_offset + 128 > p.out_acc_rows_step) return cudaErrorInvalidValue;
   if (p.out_acc_cols_offset < 0 || p.out_acc_cols_offset + 128 > p.out_acc_cols_step) return cudaErrorInvalidValue;
+  if (p.k_batch_group < 1 || p.batch % p.k_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.v_batch_group < 1 || p.batch % p.v_batch_group != 0) return cudaErrorInvalidValue;
   CUtensorMap tm_q;
   if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, static_cast<uint64_t>(p.tiles_m) * p.q_rows_step, uint64_t(128), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_k;
-  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, loop_elements(p, 128), uint64_t(128), static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, loop_elements(p, 128), uint64_t(128), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.k_batch_group), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_v;
-  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, loop_elements(p, 128), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, loop_elements(p, 128), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.v_batch_group), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_acc;
   if (!encode(&tm_out_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.out_acc, static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step, static_cast<uint64_t>(p.batch), 128, 32, 128))
@@ -1554,6 +1564,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc_rows_offset = p.out_acc_rows_offset;
   args.out_acc_cols_step = p.out_acc_cols_step;
   args.out_acc_cols_offset = p.out_acc_cols_offset;
+  args.k_batch_group = p.k_batch_group;
+  args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
@@ -1575,8 +1587,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_q(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.q_rows_step * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_k(const Problem& p) { return static_cast<size_t>(loop_elements(p, 128) * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_v(const Problem& p) { return static_cast<size_t>(loop_elements(p, 128) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_k(const Problem& p) { return static_cast<size_t>(loop_elements(p, 128) * uint64_t(128) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.k_batch_group)); }
+inline size_t elements_v(const Problem& p) { return static_cast<size_t>(loop_elements(p, 128) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.v_batch_group)); }
 inline size_t elements_out_m(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_m_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_l(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_l_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step * static_cast<uint64_t>(p.batch)); }

@@ -806,6 +806,8 @@ struct Args {
   int v_cols_step, v_cols_offset;  // placement of v's tiles
   int out_o_rows_step, out_o_rows_offset;  // placement of O's tiles
   int out_o_cols_step, out_o_cols_offset;  // placement of O's tiles
+  int k_batch_group;  // consecutive batch entries sharing one of k (GQA; 1: none)
+  int v_batch_group;  // consecutive batch entries sharing one of v (GQA; 1: none)
 };
 
 // The CTA's round-th tile, number t (twill::tile_of).
@@ -849,6 +851,10 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_b_k = tile.b / args.k_batch_group;  // the entry of k it reads (GQA)
+  (void)twill_b_k;
+  const int twill_b_v = tile.b / args.v_batch_group;  // the entry of v it reads (GQA)
+  (void)twill_b_v;
   const int wgi = static_cast<int>(threadIdx.x / 128) - 0;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
@@ -861,8 +867,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     if (tile.round >= kInputCopies) twill::mbar_wait(&sm.inputs_free[ib], ((tile.round / kInputCopies) & 1) ^ 1);  // the buffer's last tile is done with it
     twill::mbar_arrive_expect_tx(&sm.inputs_ready[ib], 24576);
     twill::tma_load(sm.in_q[ib], tm.q, &sm.inputs_ready[ib], 0, tile.m * args.q_rows_step + args.q_rows_offset, tile.b);
-    twill::tma_load(sm.in_k[ib], tm.k, &sm.inputs_ready[ib], 0, 0, tile.b);
-    twill::tma_load(sm.in_v[ib], tm.v, &sm.inputs_ready[ib], tile.n * args.v_cols_step + args.v_cols_offset, 0, tile.b);
+    twill::tma_load(sm.in_k[ib], tm.k, &sm.inputs_ready[ib], 0, 0, twill_b_k);
+    twill::tma_load(sm.in_v[ib], tm.v, &sm.inputs_ready[ib], tile.n * args.v_cols_step + args.v_cols_offset, 0, twill_b_v);
   }
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
@@ -1116,6 +1122,8 @@ struct Problem {
   int v_cols_step = 64, v_cols_offset = 0;
   int out_o_rows_step = 64, out_o_rows_offset = 0;
   int out_o_cols_step = 64, out_o_cols_offset = 0;
+  int k_batch_group = 1;  // consecutive batch entries reading one entry of k: tile b reads b / this (GQA: query heads per K/V head)
+  int v_batch_group = 1;  // consecutive batch entries reading one entry of v: tile b reads b / this (GQA: query heads per K/V head)
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1164,14 +1172,16 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_o == nullptr) return cudaErrorInvalidValue;
   if (p.out_o_rows_offset < 0 || p.out_o_rows_offset + 64 > p.out_o_rows_step) return cudaErrorInvalidValue;
   if (p.out_o_cols_offset < 0 || p.out_o_cols_offset + 64 > p.out_o_cols_step) return cudaErrorInvalidValue;
+  if (p.k_batch_group < 1 || p.batch % p.k_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.v_batch_group < 1 || p.batch % p.v_batch_group != 0) return cudaErrorInvalidValue;
   CUtensorMap tm_q;
   if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, static_cast<uint64_t>(p.tiles_m) * p.q_rows_step, uint64_t(64), static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_k;
-  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, uint64_t(64), uint64_t(64), static_cast<uint64_t>(p.batch), 64, 64, 128))
+  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, uint64_t(64), uint64_t(64), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.k_batch_group), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_v;
-  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, uint64_t(64), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
+  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, uint64_t(64), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.v_batch_group), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_o;
   if (!encode(&tm_out_o, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.out_o, static_cast<uint64_t>(p.tiles_m) * p.out_o_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_o_cols_step, static_cast<uint64_t>(p.batch), 64, 32, 128))
@@ -1192,6 +1202,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_o_rows_offset = p.out_o_rows_offset;
   args.out_o_cols_step = p.out_o_cols_step;
   args.out_o_cols_offset = p.out_o_cols_offset;
+  args.k_batch_group = p.k_batch_group;
+  args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
@@ -1213,8 +1225,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_q(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.q_rows_step * uint64_t(64) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_k(const Problem& p) { return static_cast<size_t>(uint64_t(64) * uint64_t(64) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_v(const Problem& p) { return static_cast<size_t>(uint64_t(64) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_k(const Problem& p) { return static_cast<size_t>(uint64_t(64) * uint64_t(64) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.k_batch_group)); }
+inline size_t elements_v(const Problem& p) { return static_cast<size_t>(uint64_t(64) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.v_batch_group)); }
 inline size_t elements_out_o(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_o_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_o_cols_step * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_fig1

@@ -5,7 +5,9 @@
 #include "gemm_3x64.h100.cu"
 
 extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,
-                            int persistent, int raster_group, void* const* tensors, void* stream) {
+                            float out_scale,
+                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,
+                            void* stream) {
   twill_gemm_3x64::Problem p;
   p.tiles_m = tiles_m;
   p.tiles_n = tiles_n;
@@ -14,6 +16,7 @@ extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent
   p.batch = batch;
   p.exp2_scale = exp2_scale;
   p.persistent = persistent;
+  (void)out_scale;  // no output of an fp8 mma
   if (raster_group >= 0) p.raster_group = raster_group;
   // tensors[0]: a (input; the graph's a0, a1, a2)
   p.a0 = static_cast<decltype(p.a0)>(tensors[0]);
@@ -27,6 +30,7 @@ extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent
   p.a2_rows_offset = 128;
   // tensors[1]: b (input; the graph's b)
   p.b = static_cast<decltype(p.b)>(tensors[1]);
+  p.b_batch_group = batch_groups[1];
   // tensors[2]: acc (output; the graph's acc0_n, acc1_n, acc2_n)
   p.out_acc0 = static_cast<decltype(p.out_acc0)>(tensors[2]);
   p.out_acc0_rows_step = 192;

@@ -819,6 +819,7 @@ struct Args {
   int out_acc0_cols_step, out_acc0_cols_offset;  // placement of acc0_n's tiles
   int out_acc1_rows_step, out_acc1_rows_offset;  // placement of acc1_n's tiles
   int out_acc1_cols_step, out_acc1_cols_offset;  // placement of acc1_n's tiles
+  int b_batch_group;  // consecutive batch entries sharing one of b (GQA; 1: none)
 };
 
 // The CTA's round-th tile, number t (twill::tile_of).
@@ -885,6 +886,8 @@ __device__ __forceinline__ void role_producer(Smem& sm, const Maps& tm, const Ar
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_b_b = tile.b / args.b_batch_group;  // the entry of b it reads (GQA)
+  (void)twill_b_b;
   const int lane = threadIdx.x % 32;
   (void)lane;
   // ---- steady state: every op, each on its own iteration ----
@@ -907,10 +910,10 @@ __device__ __forceinline__ void role_producer(Smem& sm, const Maps& tm, const Ar
         const int it = j;  // load b of iteration it into slot it % 2
         sm.ring_b.wait_empty(it);
         sm.ring_b.expect_full(it, 32768);
-        twill::tma_load(sm.ld_b[it % 2], tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 64, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 8192, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 64, (it) * 64 + 0, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 16384, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 128, (it) * 64 + 0, tile.b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 24576, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 192, (it) * 64 + 0, tile.b);
+        twill::tma_load(sm.ld_b[it % 2], tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 64, twill_b_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 8192, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 64, (it) * 64 + 0, twill_b_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 16384, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 128, (it) * 64 + 0, twill_b_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 24576, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 192, (it) * 64 + 0, twill_b_b);
       }
     }
   }
@@ -1063,6 +1066,7 @@ struct Problem {
   int out_acc0_cols_step = 256, out_acc0_cols_offset = 0;
   int out_acc1_rows_step = 64, out_acc1_rows_offset = 0;
   int out_acc1_cols_step = 256, out_acc1_cols_offset = 0;
+  int b_batch_group = 1;  // consecutive batch entries reading one entry of b: tile b reads b / this (GQA: query heads per K/V head)
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1115,6 +1119,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_acc1 == nullptr) return cudaErrorInvalidValue;
   if (p.out_acc1_rows_offset < 0 || p.out_acc1_rows_offset + 64 > p.out_acc1_rows_step) return cudaErrorInvalidValue;
   if (p.out_acc1_cols_offset < 0 || p.out_acc1_cols_offset + 256 > p.out_acc1_cols_step) return cudaErrorInvalidValue;
+  if (p.b_batch_group < 1 || p.batch % p.b_batch_group != 0) return cudaErrorInvalidValue;
   CUtensorMap tm_a0;
   if (!encode(&tm_a0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a0, static_cast<uint64_t>(p.tiles_m) * p.a0_rows_step, loop_elements(p, 64), static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
@@ -1122,7 +1127,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (!encode(&tm_a1, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a1, static_cast<uint64_t>(p.tiles_m) * p.a1_rows_step, loop_elements(p, 64), static_cast<uint64_t>(p.batch), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_b;
-  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.b_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
+  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.b_cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_acc0;
   if (!encode(&tm_out_acc0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc0, static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step, static_cast<uint64_t>(p.batch), 64, 64, 128))
@@ -1154,6 +1159,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc1_rows_offset = p.out_acc1_rows_offset;
   args.out_acc1_cols_step = p.out_acc1_cols_step;
   args.out_acc1_cols_offset = p.out_acc1_cols_offset;
+  args.b_batch_group = p.b_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
@@ -1176,7 +1182,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_a0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a0_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_a1(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a1_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_b(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.b_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_b(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.b_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group)); }
 inline size_t elements_out_acc0(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc0_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc0_cols_step * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_acc1(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc1_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc1_cols_step * static_cast<uint64_t>(p.batch)); }
 

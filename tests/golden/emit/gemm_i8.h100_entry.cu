@@ -5,7 +5,9 @@
 #include "gemm_i8.h100.cu"
 
 extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,
-                            int persistent, int raster_group, void* const* tensors, void* stream) {
+                            float out_scale,
+                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,
+                            void* stream) {
   twill_gemm_i8::Problem p;
   p.tiles_m = tiles_m;
   p.tiles_n = tiles_n;
@@ -14,11 +16,13 @@ extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent
   p.batch = batch;
   p.exp2_scale = exp2_scale;
   p.persistent = persistent;
+  (void)out_scale;  // no output of an fp8 mma
   (void)raster_group;  // the kernel keeps blockIdx order
   // tensors[0]: a (input; the graph's a)
   p.a = static_cast<decltype(p.a)>(tensors[0]);
   // tensors[1]: b (input; the graph's b)
   p.b = static_cast<decltype(p.b)>(tensors[1]);
+  p.b_batch_group = batch_groups[1];
   // tensors[2]: acc (output; the graph's acc_n)
   p.out_acc = static_cast<decltype(p.out_acc)>(tensors[2]);
   return static_cast<int>(twill_gemm_i8::launch(p, static_cast<cudaStream_t>(stream)));

@@ -811,6 +811,7 @@ struct Args {
   int b_cols_step, b_cols_offset;  // placement of b's tiles
   int out_acc_rows_step, out_acc_rows_offset;  // placement of acc_n's tiles
   int out_acc_cols_step, out_acc_cols_offset;  // placement of acc_n's tiles
+  int b_batch_group;  // consecutive batch entries sharing one of b (GQA; 1: none)
 };
 
 // The CTA's round-th tile, number t (twill::tile_of).
@@ -840,6 +841,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_b_b = tile.b / args.b_batch_group;  // the entry of b it reads (GQA)
+  (void)twill_b_b;
   const int lane = threadIdx.x % 32;
   (void)lane;
   // ---- prologue: the first iterations enter the pipeline ----
@@ -854,7 +857,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load b of iteration it into slot it % 4
       sm.ring_b.wait_empty(it);
       sm.ring_b.expect_full(it, 1024);
-      twill::tma_load(sm.ld_b[it % 4], tm.b, &sm.ring_b.full[it % 4], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 32, tile.b);
+      twill::tma_load(sm.ld_b[it % 4], tm.b, &sm.ring_b.full[it % 4], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 32, twill_b_b);
     }
   }
   {  // prologue window 1 (J = 1): a[1], b[1]
@@ -868,7 +871,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 1;  // load b of iteration it into slot it % 4
       sm.ring_b.wait_empty(it);
       sm.ring_b.expect_full(it, 1024);
-      twill::tma_load(sm.ld_b[it % 4], tm.b, &sm.ring_b.full[it % 4], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 32, tile.b);
+      twill::tma_load(sm.ld_b[it % 4], tm.b, &sm.ring_b.full[it % 4], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 32, twill_b_b);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -885,7 +888,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load b of iteration it into slot it % 4
         sm.ring_b.wait_empty(it);
         sm.ring_b.expect_full(it, 1024);
-        twill::tma_load(sm.ld_b[it % 4], tm.b, &sm.ring_b.full[it % 4], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 32, tile.b);
+        twill::tma_load(sm.ld_b[it % 4], tm.b, &sm.ring_b.full[it % 4], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 32, twill_b_b);
       }
     }
   }
@@ -1057,6 +1060,7 @@ struct Problem {
   int b_cols_step = 16, b_cols_offset = 0;
   int out_acc_rows_step = 64, out_acc_rows_offset = 0;
   int out_acc_cols_step = 16, out_acc_cols_offset = 0;
+  int b_batch_group = 1;  // consecutive batch entries reading one entry of b: tile b reads b / this (GQA: query heads per K/V head)
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1104,11 +1108,12 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_acc == nullptr) return cudaErrorInvalidValue;
   if (p.out_acc_rows_offset < 0 || p.out_acc_rows_offset + 64 > p.out_acc_rows_step) return cudaErrorInvalidValue;
   if (p.out_acc_cols_offset < 0 || p.out_acc_cols_offset + 16 > p.out_acc_cols_step) return cudaErrorInvalidValue;
+  if (p.b_batch_group < 1 || p.batch % p.b_batch_group != 0) return cudaErrorInvalidValue;
   CUtensorMap tm_a;
   if (!encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, static_cast<uint64_t>(p.tiles_m) * p.a_rows_step, loop_elements(p, 32), static_cast<uint64_t>(p.batch), 64, 32, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_b;
-  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, loop_elements(p, 32), static_cast<uint64_t>(p.tiles_n) * p.b_cols_step, static_cast<uint64_t>(p.batch), 32, 16, 32))
+  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, loop_elements(p, 32), static_cast<uint64_t>(p.tiles_n) * p.b_cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group), 32, 16, 32))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1127,6 +1132,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc_rows_offset = p.out_acc_rows_offset;
   args.out_acc_cols_step = p.out_acc_cols_step;
   args.out_acc_cols_offset = p.out_acc_cols_offset;
+  args.b_batch_group = p.b_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
@@ -1148,7 +1154,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_a(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a_rows_step * loop_elements(p, 32) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_b(const Problem& p) { return static_cast<size_t>(loop_elements(p, 32) * static_cast<uint64_t>(p.tiles_n) * p.b_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_b(const Problem& p) { return static_cast<size_t>(loop_elements(p, 32) * static_cast<uint64_t>(p.tiles_n) * p.b_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group)); }
 inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_gemm_k32n16

@@ -811,6 +811,7 @@ struct Args {
   int b_rows_step, b_rows_offset;  // placement of b's tiles
   int out_acc_rows_step, out_acc_rows_offset;  // placement of acc_new's tiles
   int out_acc_cols_step, out_acc_cols_offset;  // placement of acc_new's tiles
+  int b_batch_group;  // consecutive batch entries sharing one of b (GQA; 1: none)
 };
 
 // The CTA's round-th tile, number t (twill::tile_of).
@@ -853,6 +854,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_b_b = tile.b / args.b_batch_group;  // the entry of b it reads (GQA)
+  (void)twill_b_b;
   const int lane = threadIdx.x % 32;
   (void)lane;
   // ---- steady state: every op, each on its own iteration ----
@@ -869,7 +872,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load b of iteration it into slot it % 2
         sm.ring_b.wait_empty(it);
         sm.ring_b.expect_full(it, 16384);
-        twill::tma_load(sm.ld_b[it % 2], tm.b, &sm.ring_b.full[it % 2], (it) * 64, tile.n * args.b_rows_step + args.b_rows_offset, tile.b);
+        twill::tma_load(sm.ld_b[it % 2], tm.b, &sm.ring_b.full[it % 2], (it) * 64, tile.n * args.b_rows_step + args.b_rows_offset, twill_b_b);
       }
     }
   }
@@ -994,6 +997,7 @@ struct Problem {
   int b_rows_step = 128, b_rows_offset = 0;
   int out_acc_rows_step = 128, out_acc_rows_offset = 0;
   int out_acc_cols_step = 128, out_acc_cols_offset = 0;
+  int b_batch_group = 1;  // consecutive batch entries reading one entry of b: tile b reads b / this (GQA: query heads per K/V head)
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1041,11 +1045,12 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_acc == nullptr) return cudaErrorInvalidValue;
   if (p.out_acc_rows_offset < 0 || p.out_acc_rows_offset + 128 > p.out_acc_rows_step) return cudaErrorInvalidValue;
   if (p.out_acc_cols_offset < 0 || p.out_acc_cols_offset + 128 > p.out_acc_cols_step) return cudaErrorInvalidValue;
+  if (p.b_batch_group < 1 || p.batch % p.b_batch_group != 0) return cudaErrorInvalidValue;
   CUtensorMap tm_a;
   if (!encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, static_cast<uint64_t>(p.tiles_m) * p.a_rows_step, loop_elements(p, 64), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_b;
-  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, static_cast<uint64_t>(p.tiles_n) * p.b_rows_step, loop_elements(p, 64), static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, static_cast<uint64_t>(p.tiles_n) * p.b_rows_step, loop_elements(p, 64), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_acc;
   if (!encode(&tm_out_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc, static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
@@ -1066,6 +1071,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc_rows_offset = p.out_acc_rows_offset;
   args.out_acc_cols_step = p.out_acc_cols_step;
   args.out_acc_cols_offset = p.out_acc_cols_offset;
+  args.b_batch_group = p.b_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
                     iters % kPhasePeriod == 0;
@@ -1087,7 +1093,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_a(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_b(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_n) * p.b_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_b(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_n) * p.b_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group)); }
 inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_matmul_bcol

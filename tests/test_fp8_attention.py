@@ -1,0 +1,72 @@
+"""FP8 attention forward on sm_90a (examples/attention_fwd_fp8_hopper.tir).
+
+e4m3 Q, K and V^T (keys contiguous: wgmma reads 8-bit operands K-major only), P an e4m3 register
+tile (twill::Frag8) that the second wgmma reads as its A fragment after a quad shuffle
+(frag8_to_a), O multiplied by out_scale (V's descale; twill/emit/descale.py). Without a GPU:
+the example solves proven optimal, the kernel's parts are where they must be, and refusals keep
+their reasons; tests/test_emit.py (golden, nvcc with no spill or serialized wgmma) and
+tests/test_binding.py cover the file and its binding; tests/test_gpu.py runs it.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from twill.emit import build_model
+from twill.emit.descale import scaled_outputs
+from twill.fileio import load_graph
+from twill.machine import load_machine
+from twill.pipeline import SolveOptions, solve
+from twill.schedule import Schedule
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "attention_fwd_fp8_hopper.h200"
+DATA = ROOT / "tests" / "data" / "emit" / f"{NAME}.json"
+GOLDEN = ROOT / "tests" / "golden" / "emit"
+
+
+def schedule() -> Schedule:
+    return Schedule.from_json(DATA.read_text())
+
+
+@pytest.mark.slow
+def test_the_example_solves_proven_optimal():
+    s = solve(load_graph(ROOT / "examples" / "attention_fwd_fp8_hopper.tir"), load_machine("h200"), SolveOptions())
+    assert s.optimal and s.length_optimal
+    stored = schedule()
+    assert (s.ii, s.length) == (stored.ii, stored.length)  # the fixture is the solver's answer
+
+
+def test_p_is_an_fp8_register_tile_shuffled_into_the_a_fragment():
+    text = (GOLDEN / f"{NAME}.cu").read_text()
+    assert "twill::Frag8<1, 128, __nv_fp8_e4m3> p0[" in text
+    assert re.search(r"twill::frag8_to_a\(acc0_n_a8, p0\[\d\]\);", text)
+    assert re.search(r"wgmma_m64n128k32_rs_f8e4m3\(acc0_n\[0\]\.x\[mb\], &acc0_n_a8\.x\[mb\]\[4 \* kk\], "
+                     r"twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>\(sm\.ld_vt", text)
+    assert "op_exp2_sum(p0[" in text  # l sums the unrounded exponentials, as FA3 does
+
+
+def test_the_output_of_the_fp8_product_takes_out_scale():
+    s = schedule()
+    m = build_model(s, load_machine(s.machine))
+    assert scaled_outputs(m) == {"out_acc0", "out_acc1"}  # O, not the row statistics m and l
+    text = (GOLDEN / f"{NAME}.cu").read_text()
+    normalize = text.index("twill::op_normalize(acc0_n_final")
+    assert text.index("twill::op_scale_by(acc0_n_final, args.out_scale);") > normalize
+    assert "args.out_scale = p.out_scale;" in text
+    entry = (GOLDEN / f"{NAME}_entry.cu").read_text()
+    assert "p.out_scale = out_scale;" in entry
+
+
+def test_an_f16_kernel_has_no_out_scale():
+    for name in ("attention_fwd_hopper.h200", "gemm_hopper.h100"):
+        assert "out_scale" not in (GOLDEN / f"{name}.cu").read_text()
+        assert "(void)out_scale;" in (GOLDEN / f"{name}_entry.cu").read_text()
+
+
+def test_the_binding_takes_vt_and_the_scales():
+    text = (GOLDEN / f"{NAME}.py").read_text()
+    assert "def attention_fwd_fp8_hopper(q, k, vt, *, m=None, l=None, acc=None, exp2_scale=1.0, out_scale=1.0," in text
+    assert "vt: torch.float8_e4m3fn [*batch, N, L]" in text

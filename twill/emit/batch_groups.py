@@ -1,0 +1,79 @@
+"""Inputs shared by groups of batch entries: grouped-query attention (GQA, MQA) at launch time.
+
+Every tensor is `[batch][rows][cols]`, and CTA tile b reads batch entry b of it. An input with no
+dimension along the grid's rows (axis m: attention's K and V, which every query tile of a head
+reads, or a GEMM's B) may instead hold one entry per *group* of `NAME_batch_group` consecutive
+batch entries: tile b reads its entry b / group. With the batch
+flattened from [B, H] (b = i * H + h), K and V of shape [B, H / g] then serve query heads
+h = j * g .. j * g + g - 1 from their head j: GQA with g query heads per K/V head (g = H: MQA).
+
+The group is a runtime field of `Problem` (default 1, every entry its own), checked by `launch`
+(batch a multiple of it), so one kernel file serves every grouping; the binding reads it off the
+shapes (K's last batch dimension dividing Q's). An output is never grouped: its tiles would be
+written by several CTAs.
+"""
+from __future__ import annotations
+
+
+def shareable(t) -> bool:
+    """Whether tensor `t` may be shared by groups of batch entries (the rule above)."""
+    return t.kind in ("input", "load") and "m" not in t.axes and not t.per_iteration
+
+
+def field(t) -> str:
+    """The Problem / Args field holding t's group."""
+    return field_of(t.name)
+
+
+def field_of(tensor: str) -> str:
+    """The group field of the tensor named `tensor`."""
+    return f"{tensor}_batch_group"
+
+
+def batch_index(t) -> str:
+    """The batch entry of `t` that the role's tile reads: `tile.b`, or the role's local of
+    `role_lines` (the quotient computed once per tile: a division at each TMA load kept the load
+    warp's 24 registers busy enough to spill)."""
+    return f"twill_b_{t.name}" if shareable(t) else "tile.b"
+
+
+def role_lines(tensors, role_ops) -> list[str]:
+    """A role's locals of the batch entries it reads of the shared tensors it loads (every input's
+    too: whichever role brings the tile's inputs in)."""
+    out = []
+    for t in tensors:
+        if shareable(t) and (t.kind == "input" or t.value in role_ops):
+            out += [f"const int twill_b_{t.name} = tile.b / args.{field(t)};  // the entry of {t.value} it reads (GQA)",
+                    f"(void)twill_b_{t.name};"]
+    return out
+
+
+def args_lines(tensors) -> list[str]:
+    """The Args fields of the kernel (device side)."""
+    return [f"int {field(t)};  // consecutive batch entries sharing one of {t.value} (GQA; 1: none)"
+            for t in tensors if shareable(t)]
+
+
+def problem_lines(tensors) -> list[str]:
+    """The Problem fields (host side), with what they mean."""
+    return [f"  int {field(t)} = 1;  // consecutive batch entries reading one entry of {t.value}: tile b reads "
+            f"b / this (GQA: query heads per K/V head)" for t in tensors if shareable(t)]
+
+
+def launch_lines(tensors) -> list[str]:
+    """`launch`'s checks of the groups and their copies into Args."""
+    out = []
+    for t in tensors:
+        if shareable(t):
+            f = field(t)
+            out.append(f"  if (p.{f} < 1 || p.batch % p.{f} != 0) return cudaErrorInvalidValue;")
+    return out
+
+
+def copy_lines(tensors) -> list[str]:
+    return [f"  args.{field(t)} = p.{field(t)};" for t in tensors if shareable(t)]
+
+
+def map_batch(t, batch: str) -> str:
+    """The batch extent of t's tensor map: the problem's batch, divided by t's group."""
+    return f"{batch} / static_cast<uint64_t>(p.{field(t)})" if shareable(t) else batch

@@ -1,0 +1,40 @@
+"""Per-tensor descale factors of 8-bit float inputs: a launch-time scalar on the outputs.
+
+An fp8 tensor x stands for x * s_x (s_x its descale factor, a float per tensor the caller keeps
+beside it, as FlashAttention-3 and cuDNN take them). A product of two such tensors is then
+s_a * s_b times what the tensor core computes. Where a scalar already scales the product, the
+caller folds the factors into it: attention's scores go only through exp2, so Q's and K's
+descales multiply `exp2_scale` (exp2((s - m) * log2(e) / sqrt(d) * s_q * s_k)). What reaches an
+output unscaled gets `Problem::out_scale` (default 1): every output that is the accumulator of an
+fp8 mma (attention's O = P V: s_v; an fp8 GEMM's C: s_a * s_b) is multiplied by it as it is
+written, after the online softmax's division. sm_90a only; the kernel has the field only where
+it has such an output, so nothing else changes.
+"""
+from __future__ import annotations
+
+FP8 = ("f8e4m3", "f8e5m2")
+
+
+def scaled_outputs(model) -> frozenset[str]:
+    """The output tensors multiplied by out_scale: carries whose last value an fp8 mma computes."""
+    if model.blackwell:
+        return frozenset()
+    out = set()
+    for t in model.tensors:
+        shape = model.mma_shape.get(t.value) if t.kind == "output" else None
+        if shape is not None and shape.dtype in FP8:
+            out.add(t.name)
+    return frozenset(out)
+
+
+def has_scale(model) -> bool:
+    return bool(scaled_outputs(model))
+
+
+ARGS_LINE = "float out_scale;  // the fp8 outputs' descale factor (descale.py)"
+PROBLEM_LINE = ("  float out_scale = 1.0f;  // multiplies the outputs an fp8 mma accumulates (O of FP8 attention: V's "
+                "descale; a GEMM's: A's x B's)")
+
+
+def finalize_line(fin: str) -> str:
+    return f"twill::op_scale_by({fin}, args.out_scale);  // the output's descale factor (out_scale)"
