@@ -10,7 +10,8 @@ import math
 from . import runtime
 from .host import host_launcher
 from .lines import Lines, ring_slot
-from .model import DIM_LABELS, EmitError, KernelModel, ident, launch_registers, rastered
+from ..registers import launch_max, launch_registers
+from .model import DIM_LABELS, EmitError, KernelModel, ident, rastered
 from .ops import ctype, is_known, needs_extension
 from .program import Channel, Inst, Program
 from .ragged import causal, causal_code
@@ -108,17 +109,18 @@ class Renderer:
             f"static_assert({model_warps} <= {lim.warps}, \"the roles use {model_warps} warps, more than "
             f"machine {m.machine.name} allows (limits.warps = {lim.warps})\");",
             "static_assert(kThreads <= 1024 && kStages >= 1 && kUnroll >= 1, \"a CTA holds at most 1024 threads\");")
+        lo, g, hi = lim.min_registers, lim.register_granule, launch_max(lim)
         for r in m.roles:
             out(f"constexpr int kRegs_{r.ident} = {r.registers};  // setmaxnreg budget of role {r.name}",
                 f"static_assert(kRegs_{r.ident} <= {lim.registers_per_thread}, \"role {r.name}: "
                 f"{r.registers} registers per thread exceed registers_per_thread ({lim.registers_per_thread})\");",
-                f"static_assert(kRegs_{r.ident} >= 24 && kRegs_{r.ident} % 8 == 0, \"role {r.name}: setmaxnreg takes "
-                f"a multiple of 8 from 24 to 256\");")
+                f"static_assert(kRegs_{r.ident} >= {lo} && kRegs_{r.ident} % {g} == 0, \"role {r.name}: setmaxnreg "
+                f"takes a multiple of {g} from {lo} to {hi}\");")
         model_sum = " + ".join(f"32 * {r.warps} * kRegs_{r.ident}" for r in m.roles)
         out(f"static_assert({model_sum} <= {lim.registers_per_sm}, \"the roles' register budgets exceed "
             f"registers_per_sm ({lim.registers_per_sm})\");")
         groups = " + ".join(f"128 * {g.registers}" for g in m.warpgroups)
-        pool = m.threads * launch_registers(m.threads)
+        pool = m.threads * launch_registers(lim, m.threads)
         out(f"static_assert({groups} <= {pool}, \"the warpgroups' setmaxnreg budgets (1-warp roles share a padded "
             f"warpgroup) exceed the {pool} registers the CTA is launched with: setmaxnreg.inc would wait forever\");")
         out(f"constexpr int kPhasePeriod = {self.phase_period()};  // ring positions repeat their slot and parity "
@@ -543,7 +545,7 @@ class Renderer:
     def _dispatch(self, out: Lines) -> None:
         m = self.m
         budgets = {g.registers for g in m.warpgroups}
-        cap = launch_registers(m.threads)
+        cap = launch_registers(m.machine.limits, m.threads)
         out("const int warpgroup = threadIdx.x / 128;",
             "const int warp = (threadIdx.x / 32) % 4;",
             "(void)warp;")

@@ -23,6 +23,7 @@ from ..costs import mma_mismatch
 from ..errors import Diagnostic, InputError
 from ..ir import Graph, Op, TensorType
 from ..machine import Machine
+from ..registers import default_budget, fit_warpgroups, launch_registers, producer_budget, register_pool
 from ..schedule import Schedule
 
 LOAD_OPCODES = ("load",)
@@ -272,7 +273,7 @@ class KernelModel:
         instruction within the registers a thread is launched with, whatever setmaxnreg gives its
         warpgroup later: an m64n256 (128 accumulator registers) in a CTA of 512 threads (128 each)
         is a fatal C7602. Such an N is halved, each half a wgmma into its half of the fragment."""
-        cap = min(255, launch_registers(self.threads))
+        cap = min(self.machine.limits.registers_per_thread, launch_registers(self.machine.limits, self.threads))
         n, step = shape.n, 8 if shape.b_kmajor else 64  # an N-major B is addressed in 64-column blocks
         while (n // 2 + WGMMA_REGISTERS > cap and n % 2 == 0 and (n // 2) % step == 0
                and shape.inputs.wgmma_n_ok(n // 2)):
@@ -480,26 +481,18 @@ def _default_roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str
     limits = machine.limits
     loads = tuple(op.name for op in graph.ops if op.opcode in LOAD_OPCODES)
     rest = tuple(op.name for op in graph.ops if op.opcode not in LOAD_OPCODES)
-    producer_regs = _granule_down(max(limits.min_registers, 24), limits.register_granule)
     roles = []
     if loads:
-        roles.append(RoleInfo("producer", 1, producer_regs, loads))
+        roles.append(RoleInfo("producer", 1, producer_budget(limits), loads))
     if rest:
-        free = limits.registers_per_sm - (128 * producer_regs if loads else 0)
         need = _register_estimate(graph, rest, limits.register_reserve)
         groups = 1
         rows = _common_rows(graph, rest)
         while (not arch.startswith("sm_100") and need / groups > 224 and rows % (64 * (groups + 1)) == 0
                and 4 * (groups + 1) + (4 if loads else 0) <= max(limits.warps, 4)):
             groups += 1
-        budget = min(_granule_down(free // (128 * groups), limits.register_granule),
-                     _granule_down(limits.registers_per_thread, limits.register_granule))
-        roles.append(RoleInfo("consumer", 4 * groups, budget, rest))
+        roles.append(RoleInfo("consumer", 4 * groups, default_budget(limits, groups, bool(loads)), rest))
     return tuple(roles)
-
-
-def _granule_down(x: int, granule: int) -> int:
-    return max(granule, (x // granule) * granule)
 
 
 def _common_rows(graph: Graph, ops: tuple[str, ...]) -> int:
@@ -539,32 +532,17 @@ def _place(roles: tuple[RoleInfo, ...], machine: Machine) -> tuple[tuple[RoleInf
     return tuple(placed), tuple(groups)
 
 
-def launch_registers(threads: int) -> int:
-    """Registers per thread a CTA of `threads` threads starts with under __launch_bounds__(threads, 1):
-    the register file divided evenly, in steps of 8, at most 256 (255 usable)."""
-    return min(256, (65536 // threads) // 8 * 8)
-
-
 def _fit_registers(groups: list[WarpGroup], machine: Machine) -> list[WarpGroup]:
     """setmaxnreg moves registers between the warpgroups of a CTA but never beyond what the CTA
-    was launched with (threads x launch_registers): a warpgroup asking for more than the others
-    gave back blocks forever. So budgets must sum to at most that pool. 1-warp roles (a TMA or MMA
-    issuer) pay for a whole warpgroup, so those warpgroups give up registers first (down to the
-    machine's minimum); then the largest budgets give up 8 at a time. The emitted file says so."""
+    was launched with: a warpgroup asking for more than the others gave back blocks forever. So
+    budgets are fitted to that pool (twill/registers.py, `fit_warpgroups`); the file says so."""
     lim = machine.limits
-    granule = lim.register_granule
-    pool = 128 * len(groups) * launch_registers(128 * len(groups))
-    budgets = [g.registers for g in groups]
     small = [i for i, g in enumerate(groups) if len(g.roles) > 1 or _is_small(g)]
-    for i in small:
-        while 128 * sum(budgets) > pool and budgets[i] - granule >= lim.min_registers:
-            budgets[i] -= granule
-    while 128 * sum(budgets) > pool:
-        i = max(range(len(budgets)), key=lambda k: (budgets[k], -k))
-        if budgets[i] - granule < lim.min_registers:
-            raise EmitError(f"the warpgroups' register budgets ({', '.join(map(str, budgets))}) cannot fit the "
-                            f"{pool} registers a CTA of {128 * len(groups)} threads is launched with")
-        budgets[i] -= granule
+    budgets = fit_warpgroups(lim, [g.registers for g in groups], small)
+    if budgets is None:
+        pool = register_pool(lim, len(groups))
+        raise EmitError(f"the warpgroups' register budgets ({', '.join(str(g.registers) for g in groups)}) "
+                        f"cannot fit the {pool} registers a CTA of {128 * len(groups)} threads is launched with")
     return [WarpGroup(g.index, g.roles, b, g.small) for g, b in zip(groups, budgets)]
 
 
