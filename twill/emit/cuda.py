@@ -86,13 +86,13 @@ class Renderer:
 
     def _runtime(self) -> str:
         m = self.m
-        body = runtime.COMMON + (runtime.SM100 if m.blackwell else runtime.SM90) + runtime.OPS
+        body = runtime.COMMON + runtime.target_part(m.target) + runtime.OPS
         if needs_extension(m):
-            body += runtime.VOCAB["sm_100a" if m.blackwell else "sm_90a"]
+            body += runtime.vocab_part(m.target)
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
         wrappers += [runtime.CAUSAL.lstrip("\n")] if self.causal.masks else []
-        if not m.blackwell:  # both forms for every width used: the A operand's place decides which runs
+        if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
         text = body + ("\n".join(wrappers) + "\n" if wrappers else "") + "}  // namespace twill\n"
@@ -197,7 +197,7 @@ class Renderer:
             out(f"alignas(16) {ctype(t.dtype)} last_{ident(value)}[{t.elements}];  // the last {value}: "
                 f"{producer} -> {', '.join(readers)}, after the loop")
             out(f"uint64_t final_{ident(value)};  // the last {value} is in last_{ident(value)}")
-        if m.blackwell:
+        if m.target.tensor_memory:
             out("uint32_t tmem_base;  // tensor memory allocated for the kernel")
         out.depth -= 1
         out("};")
@@ -453,14 +453,14 @@ class Renderer:
             out("twill::mbar_fence_init();")
             for t in maps:
                 out(f"twill::tma_prefetch(&tm_{t.name});")
-        if m.blackwell:
+        if m.target.tensor_memory:
             out(f"if (threadIdx.x / 32 == 0) twill::tmem_alloc(&sm.tmem_base, {self.tmem_columns()});",
                 "twill::tmem_fence_before();")
         out("__syncthreads();")
-        if m.blackwell:
+        if m.target.tensor_memory:
             out("twill::tmem_fence_after();")
         self._dispatch(out)
-        if m.blackwell:
+        if m.target.tensor_memory:
             out("twill::tmem_fence_before();", "__syncthreads();", "twill::tmem_fence_after();",
                 f"if (threadIdx.x / 32 == 0) twill::tmem_dealloc(sm.tmem_base, {self.tmem_columns()});")
         out.depth -= 1
@@ -501,8 +501,8 @@ class Renderer:
 
     def persistent(self) -> bool:
         """Whether a CTA may compute several tiles in a row. Not where a value crosses roles after
-        the loop (its staging buffer would need its own hand-back), nor on sm_100a, whose
-        tensor-memory accumulators would need one (and which we cannot run here), nor where a
+        the loop (its staging buffer would need its own hand-back), nor on a target without
+        `persistent_grid` (sm_100a, whose tensor-memory accumulators would need one), nor where a
         warpgroup's registers are tight: the tile loop keeps a few more registers live, and ptxas
         then serialized the wgmmas or spilled. Tight is a warpgroup whose buffers, all held at
         once, fill its budget (the 192-key FA3 kernel: 0.7x of its one-tile-per-CTA kernel on an
@@ -511,7 +511,7 @@ class Renderer:
         kernel spilled 48 bytes, the 128-key one under specs/h200.yaml had its wgmmas serialized)."""
         tight = any(self.p.spare_registers(r) < 0 or self._double_buffers_wgmma_operand(r)
                     for r in self.m.roles if r.is_warpgroup)
-        return not self.m.blackwell and not self.p.handoffs and not tight and not self.causal.masks
+        return self.m.target.persistent_grid and not self.p.handoffs and not tight and not self.causal.masks
 
     def _double_buffers_wgmma_operand(self, role) -> bool:
         m = self.m
@@ -536,7 +536,7 @@ class Renderer:
         for r in chan.consumers:
             last = self.p.last_reader(r, chan.value)
             # one arrival per consumer warp (release_by_warp), or the mma's commit
-            empty += 1 if (m.blackwell and m.ops[last.op].opcode == "mma") else m.role[r].threads // 32
+            empty += 1 if (m.target.mma_commit and m.ops[last.op].opcode == "mma") else m.role[r].threads // 32
         return full, max(empty, 1)
 
     def role_call(self, role) -> str:

@@ -25,6 +25,7 @@ from ..ir import Graph, Op, TensorType
 from ..machine import Machine
 from ..registers import default_budget, fit_warpgroups, launch_registers, producer_budget, register_pool
 from ..schedule import Schedule
+from .target import Target, target_for
 
 LOAD_OPCODES = ("load",)
 
@@ -233,7 +234,8 @@ class KernelModel:
     schedule: Schedule
     graph: Graph
     machine: Machine
-    arch: str  # "sm_90a" | "sm_100a"
+    arch: str  # the machine's name for it: "sm_90a", "sm_100a"
+    target: Target  # what emit-cuda writes for that arch (target.py)
     roles: tuple[RoleInfo, ...]
     warpgroups: tuple[WarpGroup, ...]
     default_roles: bool  # derived here (swp-only schedule) rather than read from the schedule
@@ -279,10 +281,6 @@ class KernelModel:
                and shape.inputs.wgmma_n_ok(n // 2)):
             n //= 2
         return n
-
-    @property
-    def blackwell(self) -> bool:
-        return self.arch.startswith("sm_100")
 
     def stage(self, op: str) -> int:
         return self.sched[op].start // self.schedule.ii
@@ -354,19 +352,20 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
             raise EmitError("the schedule file holds no graph ('graph' is empty): solve it again with twill solve")
         graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
     arch = schedule.arch or machine.arch
-    if not (arch.startswith("sm_90") or arch.startswith("sm_100")):
+    target = target_for(arch)
+    if target is None:
         raise EmitError(f"emit-cuda targets sm_90a (Hopper) and sm_100a (Blackwell); machine "
                         f"'{schedule.machine}' is {arch or 'of no known arch'}")
     missing = [op.name for op in graph.ops if op.name not in schedule.by_name]
     if missing:
         raise EmitError(f"the schedule does not place op(s) {', '.join(missing)} of its own graph")
     mma = {op.name: mma_shape(graph, op) for op in graph.ops if op.opcode == "mma"}
-    roles, default = _roles(schedule, graph, machine, arch, mma)
+    roles, default = _roles(schedule, graph, machine, target, mma)
     role_of = {op: r.name for r in roles for op in r.ops}
     roles, groups = _place(roles, machine)
     stages = 1 + max(op.start // schedule.ii for op in schedule.ops)
     tensors = _tensors(graph, mma)
-    model = KernelModel(schedule=schedule, graph=graph, machine=machine, arch=arch, roles=roles,
+    model = KernelModel(schedule=schedule, graph=graph, machine=machine, arch=arch, target=target, roles=roles,
                         warpgroups=groups, default_roles=default,
                         role_of=tuple(sorted(role_of.items())), tensors=tensors,
                         mma=tuple(sorted(mma.items())), stages=stages, normalizers=())
@@ -443,7 +442,7 @@ def _check_dtypes(op: Op, a: TensorType, b: TensorType, b_kmajor: bool, a_kmajor
             "copy to shared memory may transpose it"))
 
 
-def _roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
+def _roles(schedule: Schedule, graph: Graph, machine: Machine, target: Target,
            mma: dict[str, MmaShape]) -> tuple[tuple[RoleInfo, ...], bool]:
     if schedule.roles:
         roles = tuple(RoleInfo(r.name, r.warps, r.registers, tuple(r.ops)) for r in schedule.roles)
@@ -455,18 +454,18 @@ def _roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
             if r.warps != 1 and r.warps % 4:
                 raise EmitError(f"role '{r.name}' has {r.warps} warps: a role is one warp or whole warpgroups")
             for op in r.ops:
-                if graph.by_name[op].opcode == "mma" and arch.startswith("sm_90") and not r.is_warpgroup:
+                if graph.by_name[op].opcode == "mma" and target.mma_warpgroup and not r.is_warpgroup:
                     raise EmitError(f"op '{op}' is a wgmma but role '{r.name}' is not a warpgroup")
-        return _reads_out_tmem(roles, graph, arch), False
-    return _default_roles(schedule, graph, machine, arch, mma), True
+        return _reads_out_tmem(roles, graph, target), False
+    return _default_roles(schedule, graph, machine, target, mma), True
 
 
-def _reads_out_tmem(roles: tuple[RoleInfo, ...], graph: Graph, arch: str) -> tuple[RoleInfo, ...]:
+def _reads_out_tmem(roles: tuple[RoleInfo, ...], graph: Graph, target: Target) -> tuple[RoleInfo, ...]:
     """On sm_100a an accumulator carried in tensor memory is read out after the loop by a whole
     warpgroup (tcgen05.ld: each warp reads its own quarter of the 128 lanes). Where the schedule
     has only 1-warp roles (a one-warp MMA role and a load warp), the role whose mma yields that
     carry is emitted as a warpgroup: its first thread still issues the MMAs."""
-    if not arch.startswith("sm_100") or any(r.is_warpgroup for r in roles):
+    if not target.tensor_memory or any(r.is_warpgroup for r in roles):
         return roles
     yielded = {src for _, src in graph.yields}
     holder = next((r.name for r in roles for op in r.ops
@@ -474,7 +473,7 @@ def _reads_out_tmem(roles: tuple[RoleInfo, ...], graph: Graph, arch: str) -> tup
     return tuple(RoleInfo(r.name, 4, r.registers, r.ops) if r.name == holder else r for r in roles)
 
 
-def _default_roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
+def _default_roles(schedule: Schedule, graph: Graph, machine: Machine, target: Target,
                    mma: dict[str, MmaShape]) -> tuple[RoleInfo, ...]:
     """Warp specialization for a schedule without roles: loads on a producer warp, the rest on one
     consumer role of as many warpgroups as its register tiles need (each takes a slice of rows)."""
@@ -488,7 +487,7 @@ def _default_roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str
         need = _register_estimate(graph, rest, limits.register_reserve)
         groups = 1
         rows = _common_rows(graph, rest)
-        while (not arch.startswith("sm_100") and need / groups > 224 and rows % (64 * (groups + 1)) == 0
+        while (target.register_fragments and need / groups > 224 and rows % (64 * (groups + 1)) == 0
                and 4 * (groups + 1) + (4 if loads else 0) <= max(limits.warps, 4)):
             groups += 1
         roles.append(RoleInfo("consumer", 4 * groups, default_budget(limits, groups, bool(loads)), rest))

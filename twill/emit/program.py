@@ -162,7 +162,7 @@ class Program(SharedMemory, TensorMemory):
         the rowsum uses those sums: no unpacking of the tile, no shuffles, and the unrounded
         exponentials summed, as FA3 does."""
         m = self.model
-        if m.blackwell:
+        if not m.target.register_fragments:
             return {}
         out = {}
         for op in m.graph.ops:
@@ -186,7 +186,7 @@ class Program(SharedMemory, TensorMemory):
         m, out = self.model, {}
         pos = {o: i for i, o in enumerate(self.order)}
         for op in m.graph.ops:
-            if op.opcode != "causal_mask" or m.blackwell or len(op.operands) != 1:
+            if op.opcode != "causal_mask" or not m.target.register_fragments or len(op.operands) != 1:
                 continue
             x, d = m.resolve(op.operands[0])
             v = m.values.get(x)
@@ -210,7 +210,7 @@ class Program(SharedMemory, TensorMemory):
         neither is read by a wgmma from registers (a read that lasts until the wgmma completes).
         In FA3's backward S and dQ take turns this way: 64 registers per thread fewer."""
         m = self.model
-        if m.blackwell:
+        if not m.target.register_fragments:
             return {}
         out: dict[str, str] = {}
         taken = set(self.alias) | set(self.alias.values()) | set(self.row_sums)
@@ -261,7 +261,7 @@ class Program(SharedMemory, TensorMemory):
         computed over it."""
         m = self.model
         out = {}
-        if m.blackwell:
+        if not m.target.async_register_mma:
             return out
         for name, v in m.values.items():
             u = self._feeds_accumulator(name)
@@ -277,7 +277,7 @@ class Program(SharedMemory, TensorMemory):
         the same iteration on its role (the shape `_aliases` computes in place), else None."""
         m = self.model
         v, uses = m.values[name], m.uses.get(name, ())
-        if m.blackwell or v.kind != "result" or len(uses) != 1:
+        if not m.target.async_register_mma or v.kind != "result" or len(uses) != 1:
             return None
         u = uses[0]
         if m.ops[u.op].opcode != "mma" or u.index != 2 or u.distance or u.role != v.role:
@@ -377,7 +377,7 @@ class Program(SharedMemory, TensorMemory):
                                                               self._span(name, uses), least))
                 out[name] = Channel(name, v.role, tuple(readers), depth, "tma", least=least)
                 continue
-            if m.blackwell and m.ops[name].opcode == "mma":
+            if m.target.tensor_memory and m.ops[name].opcode == "mma":
                 # tcgen05.mma writes tensor memory; readers (its own role too) wait on a commit.
                 # (its own later mmas are ordered by the hardware: they need no barrier).
                 readers = sorted({u.role for u in uses if not (u.role == v.role and m.ops[u.op].opcode == "mma")})
@@ -445,7 +445,7 @@ class Program(SharedMemory, TensorMemory):
         """Would `depth` slots let a reader's late release (a wgmma's, sm_90a) and the producer
         wait for each other (`_late_release`)?"""
         m = self.model
-        if m.blackwell:  # tcgen05.commit frees a slot as its MMA completes
+        if m.target.mma_commit:  # tcgen05.commit frees a slot as its MMA completes
             return False
         for role in readers:
             last = self.last_reader(role, name)
@@ -512,7 +512,7 @@ class Program(SharedMemory, TensorMemory):
 
     def _async_results(self, role: str) -> set[str]:
         m = self.model
-        if m.blackwell:
+        if not m.target.async_register_mma:
             return set()
         return {o for o in m.role[role].ops if m.ops[o].opcode == "mma"}
 
@@ -565,7 +565,7 @@ class Program(SharedMemory, TensorMemory):
                 if last.op not in ops:
                     continue
                 pos = ops.index(last.op)
-                if not is_async or m.blackwell:  # sm_100a: tcgen05.commit frees the slot once the MMA is done
+                if not is_async or m.target.mma_commit:  # sm_100a: tcgen05.commit frees the slot once the MMA is done
                     _add(prog.releases_after, (key, pos), (chan, last, 0, "commit" if is_async else None))
                     continue
                 for nxt in self._next_windows(key):
@@ -608,7 +608,7 @@ class Program(SharedMemory, TensorMemory):
         iteration's value never reads. A CTA that goes on to another tile frees them first."""
         m = self.model
         last = self.last_reader(role, chan.value)
-        deferred = not m.blackwell and m.ops[last.op].opcode == "mma" and m.stage(last.op) == self.S - 1
+        deferred = not m.target.mma_commit and m.ops[last.op].opcode == "mma" and m.stage(last.op) == self.S - 1
         return last.distance + int(deferred)
 
     def released(self, role: str, chan: Channel, n: int) -> list[int]:
@@ -705,7 +705,7 @@ class Program(SharedMemory, TensorMemory):
         """Operand `index` of `op` is read by the tensor core after issue (wgmma's A in registers);
         an accumulator operand that is not updated in place is copied first, synchronously."""
         m = self.model
-        return not m.blackwell and m.ops[op].opcode == "mma" and index == 0
+        return m.target.async_register_mma and m.ops[op].opcode == "mma" and index == 0
 
     def in_place(self, op: str, index: int, value: str, distance: int) -> bool:
         """An mma accumulating into the very registers of its accumulator operand: wgmmas on one
@@ -734,7 +734,7 @@ class Program(SharedMemory, TensorMemory):
         may not continue (the steady state before the epilogue) is closed at that window's start.
         """
         m = self.model
-        if m.blackwell:
+        if not m.target.pingpong:
             return ()
         tensor = {o for o in self.order if m.ops[o].opcode == "mma"}
         roles: list[str] = []

@@ -288,7 +288,7 @@ class RoleBody:
                 continue
             st = args[i]  # the role stages it in a tile
             args[i] = Arg(st.value, st.type, "smem", f"sm.{arr}_{ident(name)}")
-            if m.blackwell:
+            if m.target.mma_commit:
                 staged.append((f"sm.{arr}_{ident(name)}", st))
                 continue
             t = st.type
@@ -328,7 +328,7 @@ class RoleBody:
                 raise EmitError(f"op '{name}': a store of register tiles runs on a warpgroup role, not {self.role.name}")
         if any("\n" in c for c in code):
             raise AssertionError("emitters return single lines")
-        if m.blackwell and op.opcode == "mma":
+        if m.target.mma_commit and op.opcode == "mma":
             self._umma_block(out, w, pos, name, it, args, code, staged)
         elif len(code) > 1 or op.opcode == "mma":
             with out.block(""):
@@ -392,7 +392,7 @@ class RoleBody:
         window's start, only those of wgmmas that can be in flight across the window boundary:
         pinning a dead buffer would keep its registers allocated."""
         m = self.m
-        if m.blackwell:
+        if not m.target.async_register_mma:
             return
         names = set()
         for op in self.role.ops:
@@ -610,7 +610,7 @@ class RoleBody:
             return
         buf = f"{local(p.storage(name))}[{p.buffer(name, w, m.stage(name), 0)}]"
         slot = ring_slot(it, chan.depth)
-        if not m.blackwell and m.ops[name].opcode == "mma":  # an async result: complete it first
+        if m.target.async_register_mma and m.ops[name].opcode == "mma":  # an async result: complete it first
             out(f"twill::wgmma_wait<0>();  // {name}[{it}] is complete", f"twill::fence_frag({buf});")
             self._retire(0)
         out(f"{ring}.wait_empty({it});  // hand {name}[{it}] to {', '.join(chan.consumers)}")
@@ -668,7 +668,7 @@ class RoleBody:
                 out(f"if ({self.elect()}) twill::umma_commit(&sm.final_{ident(t.value)});  "
                     f"// every mma of this role, the last {t.value} too, is done")
         outputs = [t for t in m.tensors if t.kind == "output" and self.p.final_role(t) == self.role.name]
-        hopper_mma = not m.blackwell and any(m.ops[o].opcode == "mma" for o in self.role.ops)
+        hopper_mma = m.target.async_register_mma and any(m.ops[o].opcode == "mma" for o in self.role.ops)
         if not outputs:
             if hopper_mma:
                 out("twill::wgmma_wait<0>();")

@@ -14,6 +14,7 @@ Keep this text stable: every emitted file includes it, and golden files pin it b
 """
 from __future__ import annotations
 
+from functools import cache
 from importlib.resources import files
 
 from .model import MMA_INPUTS
@@ -104,7 +105,7 @@ def mma_extension(model) -> list[str]:
     wide_int = any(t.dtype == "i32" and len(t.shape) == 2 for t in types)
     if not (eight_bit or wide_int or any(s.inputs.k == 32 for s in model.mma_shape.values())):
         return []
-    part = _part("mma8_sm100.cuh" if model.blackwell else "mma8_sm90.cuh")
+    part = _part(model.target.mma8_runtime)
     return ["}  // namespace twill\n\n#include <cuda_fp8.h>\n\nnamespace twill {" + part]
 
 
@@ -128,11 +129,19 @@ def tmem_wrappers() -> str:
     )
 
 
+@cache
+def target_part(target) -> str:
+    """The target's own header (sm90.cuh, sm100.cuh), its tcgen05.ld/st wrappers filled in."""
+    return _part(target.runtime).replace("@@TMEM_WRAPPERS@@", tmem_wrappers())
+
+
+@cache
+def vocab_part(target) -> str:
+    """The op vocabulary's extension (twill/vocab.py), after OPS, for the kernels that use it: the
+    target's column vectors, row minima and scans, then the shared math."""
+    return "".join(_part(name) for name in target.vocab_runtime)
+
+
 COMMON = _part("common.cuh")
-SM90 = _part("sm90.cuh")
-SM100 = _part("sm100.cuh").replace("@@TMEM_WRAPPERS@@", tmem_wrappers())
 OPS = _part("ops.cuh")
 CAUSAL = _part("causal.cuh")  # only in kernels with a causal_mask (ragged.py)
-# The op vocabulary's extension (twill/vocab.py), after OPS, for the kernels that use it: the
-# target's column vectors, row minima and scans, then the shared math.
-VOCAB = {"sm_90a": _part("vocab_sm90.cuh") + _part("vocab.cuh"), "sm_100a": _part("vocab_sm100.cuh") + _part("vocab.cuh")}
