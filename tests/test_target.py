@@ -71,3 +71,27 @@ def test_every_target_has_its_tables_and_headers():
         assert t.arch in ops.EMITTERS and t.arch in ops.FRAGMENTS and t.arch in ops.VIEWS
         for header in (t.runtime, t.mma8_runtime, *t.vocab_runtime):
             assert files("twill.emit").joinpath("cuda_runtime", header).is_file(), header
+
+
+def test_the_templates_are_packaged():
+    """Every file emit-cuda reads from cuda_runtime/ (headers and templates) is in setup.cfg's
+    package_data, so an installed copy has it."""
+    import configparser
+    from fnmatch import fnmatch
+    cfg = configparser.ConfigParser()
+    cfg.read(EMIT.parent.parent / "setup.cfg")
+    patterns = [p.strip() for p in cfg["options.package_data"]["twill.emit"].replace(",", "\n").split()]
+    shipped = sorted(p.name for p in (EMIT / "cuda_runtime").iterdir())
+    assert {"host.tpl", "main.tpl", "kernel.tpl"} <= set(shipped)
+    assert [n for n in shipped if not any(fnmatch(f"cuda_runtime/{n}", pat) for pat in patterns)] == []
+
+
+def test_fill_checks_holes_and_values():
+    from twill.emit.template import fill
+    text = fill("main.tpl", ns="k", iters="8", inputs=["a;", "", "b;"], checksums=[])
+    assert "  k::Problem p;" in text and "    p.iters = 8;" in text and "\n  a;\n\n  b;\n" in text
+    assert "{{" not in text and "checksum" not in text.split("ms per launch")[1]
+    with pytest.raises(KeyError):
+        fill("main.tpl", ns="k", iters="8", inputs=[])  # a hole without a value
+    with pytest.raises(KeyError):
+        fill("main.tpl", ns="k", iters="8", inputs=[], checksums=[], extra="x")  # a value without a hole

@@ -16,6 +16,7 @@ from .ops import ctype, is_known, needs_extension
 from .program import Channel, Inst, Program
 from .ragged import causal, causal_code
 from .roles import RoleBody
+from .template import fill
 
 
 def _tiles(role_fn: str, persistent: bool) -> str:
@@ -419,53 +420,39 @@ class Renderer:
 
     # -- the kernel -------------------------------------------------------------------------------
     def _kernel(self, out: Lines) -> None:
+        """The kernel (cuda_runtime/kernel.tpl): its tensor maps, the mbarriers' initialization,
+        tensor memory where the target has it, and the role dispatch."""
         m = self.m
         maps = self.tma_tensors()
-        params = [f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps] + ["const Args args"]
-        out("// ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -",
-            "// (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;",
-            "// kernel<..., true> masks a partial last tile (kMasks, launch()).",
-            "template <bool kTiles, bool kTail>")
-        out(f"__global__ void __launch_bounds__(kThreads, 1) kernel({', '.join(params)}) {{")
-        out.depth += 1
-        out("extern __shared__ unsigned char smem_raw[];",
-            "Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));",
-            *(["const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this query tile's key blocks"]
-              if self.causal.masks else ["const int n = args.iters;"]),
-            "Maps tm;")
-        for t in maps:
-            out(f"tm.{t.name} = &tm_{t.name};")
-        if not maps:
-            out("tm.unused = 0;")
-        with out.block("if (threadIdx.x == 0)"):
-            for chan in self.p.channels.values():
-                full, empty = self._counts(chan)
-                out(f"sm.ring_{chan.ident}.init({full}, {empty});")
-            with out.block("for (int c = 0; c < kInputCopies; ++c)"):
-                out("twill::mbar_init(&sm.inputs_ready[c], 1);",
-                    f"twill::mbar_init(&sm.inputs_free[c], {self.input_reader_warps()});  // one arrival per reading warp")
-            for name in self.scratch_mmas():
-                out(f"twill::mbar_init(&sm.done_{ident(name)}, 1);")
-            for t in self.tmem_outputs():
-                out(f"twill::mbar_init(&sm.final_{ident(t.value)}, 1);")
-            for value, (producer, _) in self.p.handoffs.items():
-                out(f"twill::mbar_init(&sm.final_{ident(value)}, {m.role[producer].threads});")
-            out("twill::mbar_fence_init();")
-            for t in maps:
-                out(f"twill::tma_prefetch(&tm_{t.name});")
-        if m.target.tensor_memory:
-            out(f"if (threadIdx.x / 32 == 0) twill::tmem_alloc(&sm.tmem_base, {self.tmem_columns()});",
-                "twill::tmem_fence_before();")
-        out("__syncthreads();")
-        if m.target.tensor_memory:
-            out("twill::tmem_fence_after();")
-        self._dispatch(out)
-        if m.target.tensor_memory:
-            out("twill::tmem_fence_before();", "__syncthreads();", "twill::tmem_fence_after();",
-                f"if (threadIdx.x / 32 == 0) twill::tmem_dealloc(sm.tmem_base, {self.tmem_columns()});")
-        out.depth -= 1
-        out("}")
+        tmem = m.target.tensor_memory
+        alloc = [f"if (threadIdx.x / 32 == 0) twill::tmem_alloc(&sm.tmem_base, {self.tmem_columns()});",
+                 "twill::tmem_fence_before();"]
+        free = ["twill::tmem_fence_before();", "__syncthreads();", "twill::tmem_fence_after();",
+                f"if (threadIdx.x / 32 == 0) twill::tmem_dealloc(sm.tmem_base, {self.tmem_columns()});"]
+        dispatch = Lines()
+        self._dispatch(dispatch)
+        out.out.extend(fill(
+            "kernel.tpl",
+            params=", ".join([f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps] + ["const Args args"]),
+            iters=("const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this query tile's key blocks"
+                   if self.causal.masks else "const int n = args.iters;"),
+            maps=[f"tm.{t.name} = &tm_{t.name};" for t in maps] or ["tm.unused = 0;"],
+            rings=["sm.ring_{}.init({}, {});".format(chan.ident, *self._counts(chan)) for chan in self.p.channels.values()],
+            input_readers=str(self.input_reader_warps()),
+            barriers=self._barrier_inits(),
+            prefetch=[f"twill::tma_prefetch(&tm_{t.name});" for t in maps],
+            tmem_alloc=alloc if tmem else [], tmem_ready=["twill::tmem_fence_after();"] if tmem else [],
+            dispatch=dispatch.out, tmem_free=free if tmem else []).rstrip("\n").split("\n"))
         out("")
+
+    def _barrier_inits(self) -> list[str]:
+        """The kernel's mbarriers other than the rings' and the inputs': scratch tiles read, the
+        last tensor-memory outputs, the values handed over after the loop."""
+        m = self.m
+        return ([f"twill::mbar_init(&sm.done_{ident(name)}, 1);" for name in self.scratch_mmas()]
+                + [f"twill::mbar_init(&sm.final_{ident(t.value)}, 1);" for t in self.tmem_outputs()]
+                + [f"twill::mbar_init(&sm.final_{ident(value)}, {m.role[producer].threads});"
+                   for value, (producer, _) in self.p.handoffs.items()])
 
     def tmem_columns(self) -> int:
         used = max((c + w * d for c, w, d in self.p.tmem.values()), default=0)

@@ -261,10 +261,11 @@ def _rescale(call: OpCall) -> list[str]:
 
 
 def _store(call: OpCall) -> list[str]:
-    """store x: the tile goes to its global tensor (one tile per iteration when it has no loop axis)."""
+    """store x: the tile goes to its global tensor (one tile per iteration when it has no loop axis),
+    through its store function (`Renderer._stores`): the iteration, the role's first row, n."""
     lines, names = _registers(call)
     t = call.model.tensor[ident(call.op.name)]
-    return lines + [f"store_{t.name}(sm, tm, args, tile, {names[0]}, it);"]
+    return lines + [f"store_{t.name}(sm, tm, args, tile, {names[0]}, {call.iteration}, {call.row0}, n);"]
 
 
 def _hook(call: OpCall) -> list[str]:

@@ -323,7 +323,6 @@ class RoleBody:
             code = emitter(m, op.opcode)(call)
         out(f"// {name} = {op.opcode} {', '.join(str(o) for o in op.operands)} (iteration {it})")
         if op.opcode == "store":
-            code = [c.replace(", it);", f", {it}, {call.row0}, n);") for c in code]
             if not self.role.is_warpgroup:
                 raise EmitError(f"op '{name}': a store of register tiles runs on a warpgroup role, not {self.role.name}")
         if any("\n" in c for c in code):
