@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import math
 
+from ..registers import launch_max, launch_registers
 from . import runtime
 from .host import host_launcher
 from .lines import Lines, ring_slot
-from ..registers import launch_max, launch_registers
 from .model import DIM_LABELS, EmitError, KernelModel, ident, rastered
 from .ops import ctype, is_known, needs_extension
-from .program import Channel, Inst, Program
+from .program import Program
 from .ragged import causal, causal_code
 from .roles import RoleBody
 from .template import fill
+from .windows import Channel, Inst
 
 
 def _tiles(role_fn: str, persistent: bool) -> str:

@@ -11,7 +11,7 @@ from ..ir import TensorType
 from .lines import Lines, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, swizzle_bytes
 from .ops import Arg, OpCall, ctype, emitter, exp2_code, fragment_type, view_type
-from .program import Inst, Window
+from .windows import Inst, Window
 
 if TYPE_CHECKING:
     from .cuda import Renderer
