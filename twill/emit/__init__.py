@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ..machine import Machine
 from ..schedule import Schedule
-from .model import EmitError, KernelModel, build_model
+from .build import build_model
+from .model import EmitError, KernelModel
 
 __all__ = ["EmitError", "KernelModel", "build_model", "emit_cuda"]
 

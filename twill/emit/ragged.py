@@ -31,7 +31,7 @@ class Ragged:
 
 def plan(model) -> Ragged:
     """How `model`'s kernel handles a partial last tile (a pure function of the model)."""
-    from .model import value_axis
+    from .tensors import value_axis
     axis = value_axis(model.graph, model.mma_shape)
     steps = sorted({t.tile[d] for t in model.tensors if t.kind == "load" for d in range(2) if t.axes[d] == "loop"})
     if not steps:
@@ -112,7 +112,7 @@ class Causal:
 
 def causal(model) -> Causal:
     """The causal masks of `model`'s loop and the query tensor each one's rows follow."""
-    from .model import value_axis
+    from .tensors import value_axis
     ops = [op for op in model.graph.ops if op.opcode == MASK_OPCODE]
     if not ops:
         return Causal((), "")
