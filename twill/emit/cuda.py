@@ -10,28 +10,20 @@ import math
 from ..registers import launch_max, launch_registers
 from . import runtime
 from .host import host_launcher
+from .kernel import Kernel
 from .lines import Lines, ring_slot
-from .model import DIM_LABELS, EmitError, KernelModel, ident, rastered
+from .model import EmitError, KernelModel, ident, rastered
 from .ops import ctype, is_known, needs_extension
 from .program import Program
 from .ragged import causal, causal_code
 from .roles import RoleBody
-from .template import fill
-from .windows import Channel, Inst
+from .stores import Stores
+from .windows import Inst
 
 
-def _tiles(role_fn: str, persistent: bool) -> str:
-    """A role's call for each of its CTA's tiles (see twill::tile_of): the one tile of the block
-    index, or (kernel<true>, where the kernel allows it) a loop over several."""
-    one = f"{role_fn}(sm, tm, args, n, tile_at(args, blockIdx.x, 0));"
-    if not persistent:
-        return one
-    return (f"if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; "
-            f"t += static_cast<int>(gridDim.x), ++round) {role_fn}(sm, tm, args, n, tile_at(args, t, round)); "
-            f"else {one}")
+class Renderer(Stores, Kernel):
+    """The file of one kernel; its store functions (stores.py) and its kernel (kernel.py) are mixins."""
 
-
-class Renderer:
     def __init__(self, model: KernelModel):
         self.m = model
         self.p = Program(model)
@@ -304,100 +296,6 @@ class Renderer:
             out("}")
             out("")
 
-    # -- stores to global memory ---------------------------------------------------------------------
-    def _origin(self, t, it: str) -> tuple[str, str, str]:
-        """(row origin, column origin, batch index) of the tile of tensor t in iteration `it`."""
-        def org(dim):
-            axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
-            if axis in ("m", "n"):
-                return f"tile.{axis} * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
-            return f"({it}) * {size}" if axis == "loop" else "0"
-        rows = "0" if t.rank == 1 else org(0)
-        cols = org(1)
-        batch = f"tile.b * n + ({it})" if t.per_iteration else "tile.b"
-        return rows, cols, batch
-
-    def _extent(self, t, dim: int) -> str:
-        axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
-        return {"m": f"args.tiles_m * args.{t.name}_{label}_step",
-                "n": f"args.tiles_n * args.{t.name}_{label}_step",
-                "loop": f"n * {size}"}.get(axis, str(size))
-
-    def _stores(self, out: Lines) -> None:
-        tensors = [t for t in self.m.tensors if t.kind in ("output", "store")]
-        if not tensors:
-            return
-        out("// ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------")
-        for t in tensors:
-            out("template <typename F>",
-                f"__device__ __forceinline__ void store_{t.name}(Smem& sm, const Maps& tm, const Args& args, "
-                f"const twill::TileIdx& tile, const F& f, int it, int row0, int n) {{",
-                "  (void)sm;",
-                "  (void)tm;",
-                "  (void)it;",
-                "  (void)n;")
-            # CTAs along a grid axis the tile does not follow all write it: they add into it
-            shared = t.kind == "store" and not self.grid_axes() <= set(t.axes)
-            if shared and t.dtype != "f32":
-                raise EmitError(f"store '{t.value}': several CTAs add into its tile; emit-cuda adds f32 tiles only")
-            out.depth += 1
-            if t.name in self.p.staging:
-                self._tma_store(out, t, self.p.staging[t.name], shared)
-            else:
-                self._direct_store(out, t, shared)
-            out.depth -= 1
-            out("}")
-            out("")
-
-    def _direct_store(self, out: Lines, t, shared: bool) -> None:
-        """Each thread writes its elements (a float2 atomicAdd where CTAs add into the tile)."""
-        rows, cols, batch = self._origin(t, "it")
-        nrows = "1" if t.rank == 1 else self._extent(t, 0)
-        ncols = self._extent(t, 1)
-        out(f"const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
-        if t.rank == 1:  # the column origin as one offset: no tile-invariant part of it is kept across tiles
-            out(f"twill::frag_to_buffer(args.{t.name} + batch + static_cast<size_t>({cols}), f, row0, 0);")
-        elif shared:  # every CTA of the grid writes this tile: they add into it (zero it first)
-            out(f"twill::frag_add_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
-                f"{cols}, {ncols});")
-        else:
-            out(f"twill::frag_to_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
-                f"{cols}, {ncols});")
-
-    def _tma_store(self, out: Lines, t, st, shared: bool) -> None:
-        """The warpgroup writes the tile into shared memory (the swizzled layout of Tile), and one
-        thread stores it with TMA, a 128-byte column block per instruction; before the staging is
-        written again, that thread waits until TMA has read it (bulk_wait_read), and a named
-        barrier of the role's 128 threads orders the two sides."""
-        rows, cols, batch = self._origin(t, "it")
-        T, R, C = ctype(t.dtype), t.tile[0], t.tile[1]
-        width = C // st.blocks
-        bar = f"twill::named_sync({self.bars['role:' + st.role]}, 128);"
-        issue = "twill::tma_reduce_add" if shared else "twill::tma_store"
-        out("(void)args;",
-            "(void)row0;  // one warpgroup holds the whole tile",
-            f"const int r0 = {rows}, c0 = {cols}, b = {batch};",
-            "const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores")
-        if st.slots == st.blocks:
-            out("if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here", bar,
-                f"twill::frag_to_tile<{T}, {R}, {C}>(sm.out_{t.name}[0], f, 0);",
-                "twill::fence_async_smem();  // visible to TMA", bar)
-            with out.block("if (leader)"):
-                out("#pragma unroll")
-                out(f"for (int cb = 0; cb < {st.blocks}; ++cb) {issue}(tm.{t.name}, sm.out_{t.name}[cb], "
-                    f"c0 + cb * {width}, r0, b);")
-                out("twill::bulk_commit();")
-            return
-        for cb in range(st.blocks):
-            slot = cb % st.slots
-            out(f"if (leader) twill::bulk_wait_read<{st.slots - 1}>();  // TMA has read slot {slot}", bar,
-                f"twill::frag_to_tile_blocks<{T}, {R}, {C}, {cb}, 1>(sm.out_{t.name}[{slot}], f, 0);",
-                "twill::fence_async_smem();", bar,
-                f"if (leader) {{ {issue}(tm.{t.name}, sm.out_{t.name}[{slot}], c0 + {cb * width}, r0, b); "
-                f"twill::bulk_commit(); }}")
-
-    def grid_axes(self) -> set[str]:
-        return {a for t in self.m.tensors for a in t.axes if a in ("m", "n")}
 
     # -- named barriers --------------------------------------------------------------------------
     def _named_barriers(self) -> dict[str, int]:
@@ -419,41 +317,6 @@ class Renderer:
     def _role(self, out: Lines, role: str) -> None:
         RoleBody(self, role).emit(out)
 
-    # -- the kernel -------------------------------------------------------------------------------
-    def _kernel(self, out: Lines) -> None:
-        """The kernel (cuda_runtime/kernel.tpl): its tensor maps, the mbarriers' initialization,
-        tensor memory where the target has it, and the role dispatch."""
-        m = self.m
-        maps = self.tma_tensors()
-        tmem = m.target.tensor_memory
-        alloc = [f"if (threadIdx.x / 32 == 0) twill::tmem_alloc(&sm.tmem_base, {self.tmem_columns()});",
-                 "twill::tmem_fence_before();"]
-        free = ["twill::tmem_fence_before();", "__syncthreads();", "twill::tmem_fence_after();",
-                f"if (threadIdx.x / 32 == 0) twill::tmem_dealloc(sm.tmem_base, {self.tmem_columns()});"]
-        dispatch = Lines()
-        self._dispatch(dispatch)
-        out.out.extend(fill(
-            "kernel.tpl",
-            params=", ".join([f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps] + ["const Args args"]),
-            iters=("const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this query tile's key blocks"
-                   if self.causal.masks else "const int n = args.iters;"),
-            maps=[f"tm.{t.name} = &tm_{t.name};" for t in maps] or ["tm.unused = 0;"],
-            rings=["sm.ring_{}.init({}, {});".format(chan.ident, *self._counts(chan)) for chan in self.p.channels.values()],
-            input_readers=str(self.input_reader_warps()),
-            barriers=self._barrier_inits(),
-            prefetch=[f"twill::tma_prefetch(&tm_{t.name});" for t in maps],
-            tmem_alloc=alloc if tmem else [], tmem_ready=["twill::tmem_fence_after();"] if tmem else [],
-            dispatch=dispatch.out, tmem_free=free if tmem else []).rstrip("\n").split("\n"))
-        out("")
-
-    def _barrier_inits(self) -> list[str]:
-        """The kernel's mbarriers other than the rings' and the inputs': scratch tiles read, the
-        last tensor-memory outputs, the values handed over after the loop."""
-        m = self.m
-        return ([f"twill::mbar_init(&sm.done_{ident(name)}, 1);" for name in self.scratch_mmas()]
-                + [f"twill::mbar_init(&sm.final_{ident(t.value)}, 1);" for t in self.tmem_outputs()]
-                + [f"twill::mbar_init(&sm.final_{ident(value)}, {m.role[producer].threads});"
-                   for value, (producer, _) in self.p.handoffs.items()])
 
     def tmem_columns(self) -> int:
         used = max((c + w * d for c, w, d in self.p.tmem.values()), default=0)
@@ -512,67 +375,6 @@ class Renderer:
     def scratch_mmas(self) -> tuple[str, ...]:
         """mmas with a scratch tile (of A, of B, or both): each has a `done` mbarrier."""
         return tuple(dict.fromkeys(self.p.scratch + self.p.scratch_b))
-
-    def _counts(self, chan: Channel) -> tuple[int, int]:
-        m = self.m
-        producer = m.role[chan.producer]
-        if chan.kind == "tma" or (chan.kind == "tmem" and m.ops[chan.value].opcode == "mma"):
-            full = 1
-        else:
-            full = producer.threads
-        empty = 0
-        for r in chan.consumers:
-            last = self.p.last_reader(r, chan.value)
-            # one arrival per consumer warp (release_by_warp), or the mma's commit
-            empty += 1 if (m.target.mma_commit and m.ops[last.op].opcode == "mma") else m.role[r].threads // 32
-        return full, max(empty, 1)
-
-    def role_call(self, role) -> str:
-        return f"role_{role.ident}<kTail>" if role.name in self.masked_roles else f"role_{role.ident}"
-
-    def _dispatch(self, out: Lines) -> None:
-        m = self.m
-        budgets = {g.registers for g in m.warpgroups}
-        cap = launch_registers(m.machine.limits, m.threads)
-        out("const int warpgroup = threadIdx.x / 128;",
-            "const int warp = (threadIdx.x / 32) % 4;",
-            "(void)warp;")
-        groups = list(m.warpgroups)
-        branches = []
-        i = 0
-        while i < len(groups):
-            g = groups[i]
-            role = m.role[g.roles[0]]
-            if role.is_warpgroup:
-                span = role.warpgroups
-                cond = (f"warpgroup == {g.index}" if span == 1 else
-                        f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
-                body = [_tiles(self.role_call(role), self.persistent())]
-                if any(st.role == role.name for st in self.p.staging.values()):
-                    body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
-                i += span
-            else:
-                cond = f"warpgroup == {g.index}"
-                body = []
-                for k, name in enumerate(g.roles):
-                    r = m.role[name]
-                    body.append(f"{'if' if k == 0 else 'else if'} (warp == {r.first_warp % 4}) "
-                                + _tiles(self.role_call(r), self.persistent()))
-                i += 1
-            if len(budgets) > 1:
-                fn = "inc" if g.registers > cap else "dec"
-                if g.registers != cap:
-                    body.insert(0, f"twill::setmaxnreg_{fn}<{g.registers}>();  // register budget of this warpgroup")
-            branches.append((cond, body))
-        for k, (cond, body) in enumerate(branches):
-            head = ("if" if k == 0 else "} else if") + f" ({cond}) {{" if k < len(branches) - 1 or k == 0 else "} else {"
-            if len(branches) == 1:
-                head = f"if ({cond}) {{"
-            out(head)
-            out.depth += 1
-            out(*body)
-            out.depth -= 1
-        out("}")
 
 
 def render(model: KernelModel) -> str:
