@@ -59,6 +59,7 @@ class OpCall:
     row0: str  # first row of the tiles this warpgroup holds (of a value with the result's rows)
     groups: int  # warpgroups of the role
     iteration: str = ""  # the loop iteration this instance computes (a C++ expression)
+    accumulate: str = "1"  # a tcgen05.mma's accumulate flag at its first k step (RoleBody._umma_accumulate)
 
     def temp(self, suffix: str) -> str:
         return f"{local(self.op.name)}_{suffix}"
@@ -382,7 +383,7 @@ def _umma(call: OpCall) -> list[str]:
                         f"but '{a.value}' is in {a.where}")
     idesc, suffix = _umma_idesc(s)
     b_op = _operand_desc(call.model, b, s.b_kmajor, "0", f"{kind.k} * kk")
-    first = "1" if s.accumulate else "kk > 0"
+    first = call.accumulate if s.accumulate else "kk > 0"
     if a.where == "tmem" and not s.a_kmajor:
         raise EmitError(f"op '{call.op.name}': a transposed first operand must be in shared memory")
     if a.where == "tmem":  # A packed in tensor memory: 16 values = 8 columns per k step

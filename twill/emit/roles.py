@@ -290,8 +290,9 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         self._mask(out, name, args, it)
         staged = self._scratch_operands(out, name, args)
         res, tmem_out = self._result(out, w, name, it, args)
+        acc = self._umma_accumulate(name, it, args) if m.target.mma_commit and op.opcode == "mma" else "1"
         call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
-                      self.groups, str(it))
+                      self.groups, str(it), acc)
         if name in self.p.row_sums:
             code = exp2_code(call, f"{local(name)}_sums[{self.p.buffer(name, w, stage, 0)}]")
         else:

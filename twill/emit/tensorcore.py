@@ -67,7 +67,7 @@ class TensorCoreSync:
                     f"// the role's own tensor-memory and shared-memory traffic comes first",
                     "twill::tmem_fence_after();")
             with out.block(f"if ({self.elect()})"):
-                self._umma_issue(out, w, pos, name, it, c, code, bool(staged))
+                self._umma_issue(out, w, pos, name, it, code, bool(staged))
 
     def _umma_scratch(self, out: Lines, name: str, it: Inst, staged) -> None:
         """A commit-tracked mma's register operands to their scratch tiles, once the previous
@@ -87,7 +87,23 @@ class TensorCoreSync:
                 f"{st.expr}, {self.row0(t.shape[0])});")
         out("twill::fence_async_smem();")
 
-    def _umma_issue(self, out: Lines, w: Window, pos: int, name: str, it: Inst, c, code, staged: bool) -> None:
+    def _umma_accumulate(self, name: str, it: Inst, args) -> str:
+        """The accumulate flag of tcgen05.mma `name`'s first k step where it reads an accumulator:
+        1; `kk > 0` where the accumulator is a carry's initial value (which must be 0: the first
+        step then overwrites tensor memory); and where the carry's previous instance may not
+        exist (iteration it - 1 < 0), `kk > 0` unless it does."""
+        m = self.m
+        c = args[2] if m.mma_shape[name].accumulate else None
+        if c is not None and c.where == "init":
+            if c.expr not in ("0.0f", "0.f"):
+                raise EmitError(f"op '{name}': a tensor-memory accumulator must start at 0 (got {c.expr})")
+            return "kk > 0"
+        if c is not None and c.where == "tmem" and self._may_be_negative(it.shift(1)) and \
+                m.carry_of(c.value) is not None:
+            return f"kk > 0 || ({it.shift(1)}) >= 0"
+        return "1"
+
+    def _umma_issue(self, out: Lines, w: Window, pos: int, name: str, it: Inst, code, staged: bool) -> None:
         """The issuing thread's part of `_umma_block`: wait for the result's region, issue, and
         commit to the mbarriers of its readers, its scratch tiles and the slots it frees."""
         m, p = self.m, self.p
@@ -104,15 +120,7 @@ class TensorCoreSync:
             elif q.off >= 1:
                 out(line)
         out("twill::tmem_fence_after();")
-        acc = "1"
-        if c is not None and c.where == "init":
-            if c.expr not in ("0.0f", "0.f"):
-                raise EmitError(f"op '{name}': a tensor-memory accumulator must start at 0 (got {c.expr})")
-            acc = "kk > 0"
-        elif c is not None and c.where == "tmem" and self._may_be_negative(it.shift(1)) and \
-                m.carry_of(c.value) is not None:
-            acc = f"kk > 0 || ({it.shift(1)}) >= 0"
-        out(*[line.replace(", 1);", f", {acc});") if c is not None else line for line in code])
+        out(*code)
         if chan is not None:
             out(f"twill::umma_commit(&sm.ring_{chan.ident}.full[{ring_slot(it, chan.depth)}]);  "
                 f"// {name}[{it}] is ready when the mma is")
