@@ -3,10 +3,10 @@
 ThunderKittens-style: this template owns the mbarrier ring buffers and their phase bits, TMA,
 named barriers, register reallocation and the tensor-core instructions; the generated role bodies
 only call it. The CUDA lives in cuda_runtime/ as headers one can read and edit as CUDA:
-`common.cuh` is included for every target, then `sm90.cuh` (wgmma, register fragments in the
-accumulator layout) or `sm100.cuh` (tcgen05, tensor memory, a row per thread), then `ops.cuh`
-(the opcodes' math over either target's fragments). The few instructions whose operand lists
-depend on the tile width (wgmma, tcgen05.ld/st) are generated here by `wgmma_wrapper` and
+`common.cuh` is included for every target, then the target's own (`Target.runtime`: `sm90.cuh`,
+wgmma and register fragments in the accumulator layout; `sm100.cuh`, tcgen05, tensor memory, a row
+per thread), then `ops.cuh` (the opcodes' math over either target's fragments). The few
+instructions whose operand lists depend on the tile width (wgmma, tcgen05.ld/st) are generated here by `wgmma_wrapper` and
 `tmem_wrappers`, one per shape the kernel uses (the latter replace sm100.cuh's @@TMEM_WRAPPERS@@).
 The headers are fragments of one namespace, opened in common.cuh and closed in ops.cuh.
 
