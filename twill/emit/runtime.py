@@ -6,8 +6,9 @@ only call it. The CUDA lives in cuda_runtime/ as headers one can read and edit a
 `common.cuh` is included for every target, then the target's own (`Target.runtime`: `sm90.cuh`,
 wgmma and register fragments in the accumulator layout; `sm100.cuh`, tcgen05, tensor memory, a row
 per thread), then `ops.cuh` (the opcodes' math over either target's fragments). The few
-instructions whose operand lists depend on the tile width (wgmma, tcgen05.ld/st) are generated here by `wgmma_wrapper` and
-`tmem_wrappers`, one per shape the kernel uses (the latter replace sm100.cuh's @@TMEM_WRAPPERS@@).
+instructions whose operand lists depend on the tile width (wgmma, tcgen05.ld/st) are generated
+here by `wgmma_wrapper` and `tmem_wrappers`, one per shape the kernel uses (the latter replace
+sm100.cuh's @@TMEM_WRAPPERS@@).
 The headers are fragments of one namespace, opened in common.cuh and closed in ops.cuh.
 
 Keep this text stable: every emitted file includes it, and golden files pin it byte for byte.
