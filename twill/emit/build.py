@@ -31,7 +31,7 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
     mma = {op.name: mma_shape(graph, op) for op in graph.ops if op.opcode == "mma"}
     roles, default = _roles(schedule, graph, machine, target, mma)
     role_of = {op: r.name for r in roles for op in r.ops}
-    roles, groups = _place(roles, machine)
+    roles, groups = _place(roles, machine, target)
     stages = 1 + max(op.start // schedule.ii for op in schedule.ops)
     tensors = _tensors(graph, mma)
     model = KernelModel(schedule=schedule, graph=graph, machine=machine, arch=arch, target=target, roles=roles,

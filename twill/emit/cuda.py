@@ -96,13 +96,13 @@ class Renderer(Stores, Kernel):
     def _budgets(self, out: Lines) -> None:
         m, lim = self.m, self.m.machine.limits
         out("// ---- the model's budgets, restated for the compiler ------------------------------------------")
-        model_warps = sum(r.warps for r in m.roles)
+        model_warps, cta = sum(r.warps for r in m.roles), m.target.max_threads
         out(f"constexpr int kThreads = {m.threads};  // the roles' {model_warps} warp(s), padded to whole warpgroups",
             f"constexpr int kStages = {m.stages};  // the loop needs at least this many iterations",
             f"constexpr int kUnroll = {self.p.U};  // steady-state copies, so register buffers have fixed indices",
             f"static_assert({model_warps} <= {lim.warps}, \"the roles use {model_warps} warps, more than "
             f"machine {m.machine.name} allows (limits.warps = {lim.warps})\");",
-            "static_assert(kThreads <= 1024 && kStages >= 1 && kUnroll >= 1, \"a CTA holds at most 1024 threads\");")
+            f"static_assert(kThreads <= {cta} && kStages >= 1 && kUnroll >= 1, \"a CTA holds at most {cta} threads\");")
         lo, g, hi = lim.min_registers, lim.register_granule, launch_max(lim)
         for r in m.roles:
             out(f"constexpr int kRegs_{r.ident} = {r.registers};  // setmaxnreg budget of role {r.name}",
@@ -309,8 +309,8 @@ class Renderer(Stores, Kernel):
             if r.is_warpgroup:
                 bars[f"role:{r.name}"] = nxt
                 nxt += 1
-        if nxt > 16:
-            raise EmitError("the kernel would need more than 16 named barriers")
+        if nxt > self.m.target.named_barriers:
+            raise EmitError(f"the kernel would need more than {self.m.target.named_barriers} named barriers")
         return bars
 
     # -- role bodies -------------------------------------------------------------------------------

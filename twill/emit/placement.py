@@ -79,7 +79,8 @@ def _register_estimate(graph: Graph, ops: tuple[str, ...], reserve: int) -> floa
     return total / (128 * 4) + reserve
 
 
-def _place(roles: tuple[RoleInfo, ...], machine: Machine) -> tuple[tuple[RoleInfo, ...], tuple[WarpGroup, ...]]:
+def _place(roles: tuple[RoleInfo, ...], machine: Machine,
+           target: Target) -> tuple[tuple[RoleInfo, ...], tuple[WarpGroup, ...]]:
     """1-warp roles first, four to a warpgroup; then each warpgroup role on its own warpgroups."""
     small = [r for r in roles if not r.is_warpgroup]
     big = [r for r in roles if r.is_warpgroup]
@@ -98,7 +99,7 @@ def _place(roles: tuple[RoleInfo, ...], machine: Machine) -> tuple[tuple[RoleInf
     order = {r.name: i for i, r in enumerate(roles)}
     placed.sort(key=lambda r: order[r.name])
     groups = _fit_registers(groups, machine)
-    if 128 * len(groups) > 1024:
+    if 128 * len(groups) > target.max_threads:
         raise EmitError(f"the roles need {len(groups)} warpgroups ({128 * len(groups)} threads): more than a CTA holds")
     return tuple(placed), tuple(groups)
 

@@ -7,7 +7,10 @@ adding an architecture is one more entry here (and its runtime headers and table
 - the runtime headers of cuda_runtime/ it includes (`runtime`, `vocab_runtime`, `mma8_runtime`);
 - `arch` keys its per-opcode emitters (ops.EMITTERS) and its fragment layouts (ops.FRAGMENTS,
   ops.VIEWS): the C++ type a warpgroup's share of a register tile has;
-- the facts below, each the reason for one kind of code the emitter writes.
+- the facts below, each the reason for one kind of code the emitter writes, and the CTA's limits.
+
+The register numbers (the launch's registers per thread, `setmaxnreg`'s range and granule) are the
+machine's `limits`, read through twill/registers.py, the rule the solver uses too.
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ class Target:
     mma_wrappers_by_width: bool  # the mma instruction's operands depend on N: a wrapper per width used
     pingpong: bool  # consumer warpgroups may take turns on the tensor core (named barriers)
     persistent_grid: bool  # a CTA may loop over several tiles (kernel<true>)
+    max_threads: int = 1024  # threads of one CTA (CUDA Programming Guide, CC 9.0 and 10.0)
+    named_barriers: int = 16  # bar.sync ids per CTA (PTX ISA), 0 being __syncthreads
 
 
 SM90 = Target(
