@@ -21,6 +21,8 @@ Every number comes from the machine's `limits` (PTX ISA and the CUDA Programming
 """
 from __future__ import annotations
 
+import math
+
 
 def granule_down(lim, x: int) -> int:
     """x rounded down to a whole granule, at least one granule."""
@@ -76,7 +78,7 @@ def grow_budgets(lim, roles: list[tuple[int, int, bool]]) -> list[int]:
     (at least min_registers), then every role that may grow takes one granule more per round,
     while the register file holds all of them, so that roles alike stay alike."""
     g = lim.register_granule
-    budgets = [max(lim.min_registers, -(-need // g) * g) for _, need, _ in roles]
+    budgets = [max(lim.min_registers, math.ceil(need / g) * g) for _, need, _ in roles]
     growers = [i for i, (_, _, grows) in enumerate(roles) if grows]
     while True:
         growing = [i for i in growers if budgets[i] + g <= lim.registers_per_thread]
