@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from twill.errors import NoScheduleError
-from twill.liveness import register_file, register_pool, regs_per_thread
+from twill.liveness import regs_per_thread
+from twill.registers import register_file, register_pool
 from twill.machine import load_machine
 from twill.pipeline import SolveOptions, solve
 from twill.schedule import Schedule

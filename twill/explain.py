@@ -19,8 +19,9 @@ from dataclasses import dataclass, field, replace
 
 from .errors import NoScheduleError, Status, TimeLimitReached
 from .joint import EXTRA_COPIES
-from .liveness import busy, imports, read_bytes, regs_per_thread, tmem_reads
+from .liveness import regs_per_thread
 from .problem import Problem
+from .sentences import message
 
 Key = tuple  # (family, detail)
 
@@ -127,122 +128,6 @@ class GuardedProblem:
         self.enc.close()
 
 
-# -- sentences ------------------------------------------------------------------------------------
-
-def _edge(p: Problem, src: str, dst: str):
-    return next((d for d in p.deps if d.src == src and d.dst == dst), None)
-
-
-def _register_values(p: Problem):
-    return [t for t in p.tasks if t.space == "reg" and t.bytes > 0]
-
-
-def message(p: Problem, ii: int, lmax: int, family: str, detail: str) -> str:
-    """One sentence in the graph's terms for a (family, detail) item of `encoding.FAMILIES`."""
-    lim, T = p.limits, p.task
-    wg = lim.warp_group
-    if family == "completion":
-        return (f"op {detail} ({T[detail].cycles} units) must start and finish within the schedule length, "
-                f"at most L = {lmax} (stage 1's copies of I = {ii}, plus {EXTRA_COPIES})")
-    if family == "dependence":
-        if detail.startswith("no_cross:"):
-            src, dst = detail[len("no_cross:"):].split("->")
-            return f"ops {src} and {dst} must run on the same role (--no-cross-role)"
-        src, dst = detail.split("->")
-        d = _edge(p, src, dst)
-        it = "the same iteration" if d.distance == 0 else f"iteration i+{d.distance}"
-        return (f"edge {src} -> {dst}: {dst} of {it} starts at least {d.latency} units after {src} of iteration i, "
-                f"plus a cross-role delay of {p.cross} units if they run on different roles")
-    if family == "capacity":
-        if "@" in detail:
-            unit, op = detail.split("@")
-            op, _, others = op.partition(":")
-            if others:  # one clause: not all of these occupy the unit at op's start
-                return (f"unit {unit} (capacity {p.cap[unit]}): at the start of {op}, {' and '.join(others.split(','))} "
-                        f"do not all occupy it too")
-            return (f"unit {unit} (capacity {p.cap[unit]}): at the start of {op}, at most {p.cap[unit]} ops "
-                    f"may occupy it")
-        unit, ops = detail.split(":")
-        names = ops.split(",")
-        occ = " + ".join(str(T[o].occupancy) for o in names)
-        if len(names) == 1:
-            return f"unit {unit}: op {ops} occupies it {T[ops].occupancy} units, more than I = {ii}"
-        return (f"unit {unit} (capacity {p.cap[unit]}): {' and '.join(names)} occupy it {occ} units of "
-                f"every I = {ii}, so they must not overlap modulo I")
-    if family == "roles":
-        if detail == "warps":
-            return f"the warps of all roles must fit the limit of {lim.warps} warps (a warpgroup is {wg})"
-        if detail == "order":
-            return "role slots are numbered in order of first use (symmetry breaking; loses no schedule)"
-        if detail.startswith("slot:"):
-            return f"op {detail[5:]} runs on exactly one role"
-        if detail.startswith("group:"):
-            a, b = detail[len("group:"):].split(",")
-            return f"ops {a} and {b} are pinned to one role (--group)"
-        if detail.startswith("apart:"):
-            a, b = detail[len("apart:"):].split(",")
-            return f"ops {a} and {b} are in different --group groups, so on different roles"
-        if detail.startswith("warpgroup:"):
-            op, w = detail[len("warpgroup:"):].split("@")
-            return f"op {op} issues as a warpgroup: if it is on role slot {w}, that role is a warpgroup of {wg} warps"
-    if family == "variable_latency":
-        a, b = detail.split(",")
-        return f"variable-latency op {a} cannot share a role with fixed-latency op {b}"
-    if family == "registers":
-        if detail == "per_sm":
-            return (f"the register budgets of all roles, each warpgroup whole (one-warp roles share one at "
-                    f"the largest of their budgets), must fit the registers the CTA is launched with "
-                    f"({lim.registers_per_sm} per SM, in equal shares per thread)")
-        if detail.startswith("budget["):
-            w = detail[len("budget["):-1]
-            return (f"role slot {w}'s budget lies between {lim.min_registers} and {lim.registers_per_thread} "
-                    f"registers per thread, in granules of {lim.register_granule}")
-        u, _, w = detail.partition("@")  # the joint stage checks u on its own role (no slot in the detail)
-        # "x:reads" / "x:input": checked at x's start (where it reads another role's value or a
-        # register input), not where a value of x's own begins
-        u, _, suffix = u.partition(":")
-        reads_check = suffix in ("reads", "input")
-        w = w or f"of {u}"
-        values = _register_values(p)
-        others = [t for t in values if t.name != u]
-        own = T[u]
-        parts = ", ".join(f"{t.name} {regs_per_thread(t.bytes, wg)}" for t in others)
-        where = (f"at the start of {u}" if reads_check or own not in values else
-                 f"where {u}'s registers begin (its start, or its end when it is written in place of an operand)")
-        text = f"registers on role slot {w} {where}: the reserve {lim.register_reserve}"
-        if own in values:
-            text += (f" + {u} {regs_per_thread(own.bytes, wg)} on a warpgroup ({regs_per_thread(own.bytes, 1)} "
-                     f"on one warp)")
-        reads = ", ".join(f"{v} by {c} {regs_per_thread(read_bytes(p, v, c), wg)}" for v, c in tmem_reads(p))
-        if reads:
-            text += f" + tensor-memory values read into registers by that role's ops running then ({reads})"
-        loads = ", ".join(f"{v} by {c} {regs_per_thread(T[v].bytes, wg)}" for v, c in imports(p) if v != c)
-        if loads:
-            text += f" + register values its ops running then load from another role ({loads})"
-        inputs = ", ".join(f"{v} {regs_per_thread(nbytes, wg)}" for v, nbytes, _ in p.register_inputs)
-        if inputs:
-            text += f" + the register inputs its ops read, held the whole loop ({inputs})"
-        return (text + f" + every other register value live then on that role"
-                f"{' (' + parts + ' per thread on a warpgroup)' if parts else ''} must fit its budget, "
-                f"at most {lim.registers_per_thread} per thread")
-    if family == "memory":
-        space, rest = detail.split(":" if ":" in detail else "@", 1)
-        limit = lim.smem_bytes if space == "smem" else lim.tmem_bytes
-        rings = ", ".join(f"{t.name} {t.bytes} B x depth {t.depth}" for t in p.tasks
-                          if t.streaming and t.space == space)
-        fixed = dict(p.invariant_bytes).get(space, 0)
-        base = (f"loop-invariant inputs {fixed} B" + (f", streaming rings {rings}" if rings else ""))
-        if rest == "resident":
-            return f"@{space}: {base} alone exceed {limit} bytes"
-        return (f"@{space} at the start of {rest}: {base}, plus every @{space} value (and register value "
-                f"staged for another role) live then, must fit {limit} bytes")
-    if family == "blocking":
-        v, u = detail.split("|")
-        return (f"op {v} waits on a barrier (async or cross-role producer, or a tensor-memory read), so on a "
-                f"role shared with {u} it cannot start while {u} is busy ({busy(T[u])} units of every I = {ii})")
-    return f"{family}: {detail}"
-
-
 def family_summary(p: Problem, family: str, items: list[CoreItem]) -> str | None:
     """A line over a family's items where it adds what they do not say (the register footprint of
     each value pinned to a role slot); None where it would only repeat the items listed below it."""
@@ -274,9 +159,7 @@ def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int,
     `rebuild(**changes)` gives the Problem for changed SolveOptions (warps, registers, ...);
     `pinned_depth` names the ops whose ring depth the .tir sets (`{depth = N}`, which --depth,
     a default, does not change)."""
-    from .joint import window
     p, ii, lmax = gp.p, gp.ii, gp.lmax
-    lim = p.limits
     out: list[Relaxation] = []
     families = list(dict.fromkeys(f for f, _ in core))
     def dropped(fam, change, keep):
@@ -295,47 +178,64 @@ def relaxations(gp: GuardedProblem, core: list[Key], rebuild, swp_length: int,
         verdict = _check_whole(problem, ii, window_len or lmax, gp.deadline)
         out.append(Relaxation(fam, change, verdict, note if verdict is not None else TIME_LIMIT_NOTE))
 
-    more_warps = lim.warps + lim.warp_group
     cross_off = not p.option("cross_role", True)
     for fam in families:
-        if fam == "roles" or fam == "blocking" or fam == "variable_latency":
-            tried(fam, f"--warps {more_warps}", rebuild(warps=more_warps))
-        if fam == "roles" and p.option("groups"):
-            tried(fam, "drop the --group pins", rebuild(groups=()))
-        if fam == "registers":
-            if lim.registers_per_thread < 255:
-                tried(fam, "--registers 255", rebuild(registers=255))
-            else:
-                out.append(Relaxation(fam, "a larger register ceiling", None,
-                                      "not possible: 255 registers per thread is the architectural maximum; "
-                                      "smaller (sub-tiled) values or more roles to spread them over would be"))
-            tried(fam, f"--warps {more_warps}", rebuild(warps=more_warps))
-        if fam == "dependence":
-            if cross_off:
-                tried(fam, "allow cross-role communication (drop --no-cross-role)", rebuild(cross_role=True))
-            elif p.cross > 0:
-                tried(fam, "cross-role delay 0 (what-if: free communication between roles)", replace(p, cross=0))
-        if fam == "memory":
-            depths = sorted({t.depth for t in p.tasks if t.streaming})
-            deepest = [t.name for t in p.tasks if t.streaming and depths and t.depth == depths[-1]]
-            if depths and depths[-1] > 1 and set(deepest) & pinned_depth:
-                d = depths[-1] - 1
-                shallower = replace(p, tasks=tuple(replace(t, depth=min(t.depth, d)) if t.streaming else t
-                                                   for t in p.tasks))
-                tried(fam, f"{{depth = {d}}} on {', '.join(deepest)} (the .tir sets their depth; --depth is "
-                           "only the default)", shallower)
-            elif depths and depths[-1] > 1:
-                tried(fam, f"--depth {depths[-1] - 1}", rebuild(depth=depths[-1] - 1))
-            else:
-                out.append(Relaxation(fam, "a shallower ring", None, "streaming rings are already at depth 1"))
-        if fam == "completion":
-            tried(fam, "one more stage of length (L window + I)", p, window(p, ii, swp_length, EXTRA_COPIES + 1))
-        if fam == "capacity":
-            out.append(Relaxation(fam, "a unit of larger capacity", None,
-                                  "capacity is the machine's; shorter occupancies (smaller tiles) would relax it"))
+        _knobs(fam, p, ii, swp_length, rebuild, pinned_depth, tried, out)
     if cross_off and "dependence" not in families:
         tried("dependence", "allow cross-role communication (drop --no-cross-role)", rebuild(cross_role=True))
     return out
+
+
+def _knobs(fam: str, p: Problem, ii: int, swp_length: int, rebuild, pinned_depth, tried, out) -> None:
+    """The knobs that loosen family `fam`, each tried (`tried`) or said impossible (appended to
+    `out`): more warps, no --group pins, more registers, cross-role communication, shallower
+    rings, a longer window; a unit's capacity is the machine's."""
+    from .joint import window
+    lim = p.limits
+    more_warps = lim.warps + lim.warp_group
+    cross_off = not p.option("cross_role", True)
+    if fam == "roles" or fam == "blocking" or fam == "variable_latency":
+        tried(fam, f"--warps {more_warps}", rebuild(warps=more_warps))
+    if fam == "roles" and p.option("groups"):
+        tried(fam, "drop the --group pins", rebuild(groups=()))
+    if fam == "registers":
+        if lim.registers_per_thread < 255:
+            tried(fam, "--registers 255", rebuild(registers=255))
+        else:
+            out.append(Relaxation(fam, "a larger register ceiling", None,
+                                  "not possible: 255 registers per thread is the architectural maximum; "
+                                  "smaller (sub-tiled) values or more roles to spread them over would be"))
+        tried(fam, f"--warps {more_warps}", rebuild(warps=more_warps))
+    if fam == "dependence":
+        if cross_off:
+            tried(fam, "allow cross-role communication (drop --no-cross-role)", rebuild(cross_role=True))
+        elif p.cross > 0:
+            tried(fam, "cross-role delay 0 (what-if: free communication between roles)", replace(p, cross=0))
+    if fam == "memory":
+        _memory_knob(p, rebuild, pinned_depth, tried, out)
+    if fam == "completion":
+        tried(fam, "one more stage of length (L window + I)", p, window(p, ii, swp_length, EXTRA_COPIES + 1))
+    if fam == "capacity":
+        out.append(Relaxation(fam, "a unit of larger capacity", None,
+                              "capacity is the machine's; shorter occupancies (smaller tiles) would relax it"))
+
+
+def _memory_knob(p: Problem, rebuild, pinned_depth, tried, out) -> None:
+    """Shallower streaming rings: the deepest one less deep, through {depth = N} where the .tir
+    pins it, else --depth."""
+    fam = "memory"
+    depths = sorted({t.depth for t in p.tasks if t.streaming})
+    deepest = [t.name for t in p.tasks if t.streaming and depths and t.depth == depths[-1]]
+    if depths and depths[-1] > 1 and set(deepest) & pinned_depth:
+        d = depths[-1] - 1
+        shallower = replace(p, tasks=tuple(replace(t, depth=min(t.depth, d)) if t.streaming else t
+                                           for t in p.tasks))
+        tried(fam, f"{{depth = {d}}} on {', '.join(deepest)} (the .tir sets their depth; --depth is "
+                   "only the default)", shallower)
+    elif depths and depths[-1] > 1:
+        tried(fam, f"--depth {depths[-1] - 1}", rebuild(depth=depths[-1] - 1))
+    else:
+        out.append(Relaxation(fam, "a shallower ring", None, "streaming rings are already at depth 1"))
 
 
 # -- the whole explanation ------------------------------------------------------------------------
@@ -346,10 +246,9 @@ def explain(graph, machine, options, progress=lambda stage, info: None, deadline
     import math
     import time
 
-    from .joint import joint_schedule, window
+    from .joint import window
     from .modulo import modulo_schedule
-    from .pipeline import build_problem, schedule_from_modulo
-    from .verify import check
+    from .pipeline import build_problem
 
     if options.time_limit is not None:
         deadline = min(deadline or math.inf, time.monotonic() + options.time_limit)
@@ -370,25 +269,42 @@ def explain(graph, machine, options, progress=lambda stage, info: None, deadline
     progress("explain", {"I": ii, "check": "all constraints"})
     gp = GuardedProblem(p, ii, lmax, deadline)
     try:
-        ex.realisable = gp.check(list(gp.guards))
-        if not ex.realisable:
-            progress("explain", {"I": ii, "minimizing": "core"})
-            from .encoding import FAMILIES
-            order = list(FAMILIES)
-            core = sorted(gp.minimal_core(), key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1]))
-            ex.core = [CoreItem(f, d, message(p, ii, lmax, f, d)) for f, d in core]
-            progress("explain", {"I": ii, "checking": "relaxations"})
-
-            def rebuild(**changes):
-                return build_problem(graph, machine, replace(options, **changes))[0]
-
-            pinned = frozenset(op.name for op in graph.ops if "depth" in dict(op.attrs))
-            ex.relaxations = relaxations(gp, core, rebuild, length, pinned)
-        ex.checks = gp.checks
+        _core_and_relaxations(ex, gp, graph, machine, options, progress)
     finally:
         gp.dispose()
+    _final_schedule(ex, p, swp, norm, graph, machine, options, progress, deadline)
+    return ex
 
-    progress("joint", {"from I": ii})
+
+def _core_and_relaxations(ex: Explanation, gp: GuardedProblem, graph, machine, options, progress) -> None:
+    """Is the problem at the SWP bound realisable? If not, its minimal core in the graph's terms
+    and the relaxations of its families, into `ex`."""
+    from .pipeline import build_problem
+    p, ii, lmax = gp.p, gp.ii, gp.lmax
+    ex.realisable = gp.check(list(gp.guards))
+    if not ex.realisable:
+        progress("explain", {"I": ii, "minimizing": "core"})
+        from .encoding import FAMILIES
+        order = list(FAMILIES)
+        core = sorted(gp.minimal_core(), key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1]))
+        ex.core = [CoreItem(f, d, message(p, ii, lmax, f, d)) for f, d in core]
+        progress("explain", {"I": ii, "checking": "relaxations"})
+
+        def rebuild(**changes):
+            return build_problem(graph, machine, replace(options, **changes))[0]
+
+        pinned = frozenset(op.name for op in graph.ops if "depth" in dict(op.attrs))
+        ex.relaxations = relaxations(gp, core, rebuild, ex.swp_length, pinned)
+    ex.checks = gp.checks
+
+
+def _final_schedule(ex: Explanation, p: Problem, swp, norm, graph, machine, options, progress, deadline) -> None:
+    """The joint search from the SWP bound (first refuted where the core says so): the schedule
+    the solver finds, or why there is none, into `ex`."""
+    from .joint import joint_schedule
+    from .pipeline import schedule_from_modulo
+    from .verify import check
+    progress("joint", {"from I": swp.ii})
     base = schedule_from_modulo(p, swp, norm, graph, machine)
     try:
         sched = joint_schedule(p, swp, base, replace(options, time_limit=None), progress, deadline,
@@ -396,18 +312,17 @@ def explain(graph, machine, options, progress=lambda stage, info: None, deadline
         check(sched, graph, machine)
     except NoScheduleError as exc:
         ex.final_note = exc.diagnostics[0].message
-        return ex
+        return
     except TimeLimitReached as exc:
         sched = exc.schedule
         ex.cut_short = True
         if sched is None:
             ex.final_note = "the time limit ended the search before any schedule was found"
-            return ex
+            return
         ex.final_note = "not proven optimal (time limit)"
     ex.final_ii, ex.final_length = sched.ii, sched.length
     ex.final_roles = [(r.name, r.warps, tuple(r.ops)) for r in sched.roles]
     ex.schedule = sched
-    return ex
 
 
 def render_text(ex: Explanation) -> str:

@@ -54,66 +54,74 @@ def parse_expr(source: str | int | float, allowed: tuple[str, ...] = NAMES) -> E
         if not math.isfinite(source):
             raise ExprError(f"{source} is not a finite number", 1)
         return Expr(str(source), ("num", float(source)))
-    tokens = [(m.group(1), m.group(2), m.group(3), m.start() + len(m.group(0)) - len(m.group(0).lstrip()) + 1)
-              for m in _TOKEN.finditer(source) if m.group(0).strip()]
-    pos = 0
+    parser = _Parser(source, allowed)
+    if not parser.tokens:
+        raise ExprError("empty expression", 1)
+    tree = parser.expr()
+    if parser.pos < len(parser.tokens):
+        tok = parser.tokens[parser.pos]
+        raise ExprError(f"unexpected '{''.join(t for t in tok[:3] if t)}'", tok[3])
+    return Expr(source, tree)
 
-    def peek():
-        return tokens[pos] if pos < len(tokens) else (None, None, None, len(source) + 1)
 
-    def take():
-        nonlocal pos
-        tok = peek()
-        pos += 1
+class _Parser:
+    """Recursive descent over one expression's tokens (number, name, symbol, column):
+    expr = term (('+' | '-') term)*, term = factor (('*' | '/') factor)*,
+    factor = number | name | '(' expr ')' | '-' factor, nested at most MAX_DEPTH deep."""
+
+    def __init__(self, source: str, allowed: tuple[str, ...]):
+        self.source, self.allowed = source, allowed
+        self.tokens = [(m.group(1), m.group(2), m.group(3),
+                        m.start() + len(m.group(0)) - len(m.group(0).lstrip()) + 1)
+                       for m in _TOKEN.finditer(source) if m.group(0).strip()]
+        self.pos = 0
+        self.depth = 0
+
+    def peek(self):
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else (None, None, None, len(self.source) + 1)
+
+    def take(self):
+        tok = self.peek()
+        self.pos += 1
         return tok
 
-    def expr():
-        node = term()
-        while peek()[2] in ("+", "-"):
-            node = (take()[2], node, term())
+    def expr(self):
+        node = self.term()
+        while self.peek()[2] in ("+", "-"):
+            node = (self.take()[2], node, self.term())
         return node
 
-    def term():
-        node = factor()
-        while peek()[2] in ("*", "/"):
-            node = (take()[2], node, factor())
+    def term(self):
+        node = self.factor()
+        while self.peek()[2] in ("*", "/"):
+            node = (self.take()[2], node, self.factor())
         return node
 
-    depth = 0
-
-    def factor():
-        nonlocal depth
-        num, name, sym, col = take()
+    def factor(self):
+        num, name, sym, col = self.take()
         if num is not None:
             if not math.isfinite(float(num)):
                 raise ExprError(f"the number {num} is too large", col)
             return ("num", float(num))
         if name is not None:
-            if name not in allowed:
-                raise ExprError(f"unknown name '{name}' in expression (allowed: {', '.join(allowed)})", col)
+            if name not in self.allowed:
+                raise ExprError(f"unknown name '{name}' in expression (allowed: {', '.join(self.allowed)})", col)
             return ("name", name)
         if sym in ("(", "-"):
-            depth += 1
-            if depth > MAX_DEPTH:
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
                 raise ExprError(f"nested more than {MAX_DEPTH} deep", col)
         if sym == "(":
-            node = expr()
-            if take()[2] != ")":
-                raise ExprError("expected ')'", peek()[3])
-            depth -= 1
+            node = self.expr()
+            if self.take()[2] != ")":
+                raise ExprError("expected ')'", self.peek()[3])
+            self.depth -= 1
             return node
         if sym == "-":
-            node = ("neg", factor())
-            depth -= 1
+            node = ("neg", self.factor())
+            self.depth -= 1
             return node
         raise ExprError("expected a number, a name or '('" if sym is None else f"unexpected '{sym}'", col)
-
-    if not tokens:
-        raise ExprError("empty expression", 1)
-    tree = expr()
-    if pos < len(tokens):
-        raise ExprError(f"unexpected '{''.join(t for t in tokens[pos][:3] if t)}'", tokens[pos][3])
-    return Expr(source, tree)
 
 
 def _eval(node: tuple, env: dict[str, float]) -> float:

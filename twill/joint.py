@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 
 from .encoding import JointEncoding
 from .errors import Diagnostic, NoScheduleError, Status, TimeLimitReached
-from .liveness import register_file
 from .problem import Problem
+from .registers import grow_budgets
 from .schedule import Buffer, Role, Schedule, ScheduledOp
 
 
@@ -245,28 +245,16 @@ def _role_names(groups: list[tuple[str, ...]], p: Problem) -> list[str]:
 def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
     """Registers per role: what each role needs, then the SM's remainder shared by the non-load
     roles in whole rounds (FA3's 24/240/240 shape), in `setmaxnreg` granules, within the registers
-    the CTA is launched with (`register_file`)."""
+    the CTA is launched with (the rule: twill/registers.py, `grow_budgets`)."""
     from .liveness import role_register_use
     lim = p.limits
-    g = lim.register_granule
     roles = []
     for r in schedule.roles:
         # A role that never holds a register value (a TMA producer) has only the machine's minimum to
         # meet: the reserve is counted where values live, as the joint stage checks it.
         need = max((u for u, held in role_register_use(schedule, p, r) if held), default=lim.min_registers)
-        roles.append([r, max(lim.min_registers, math.ceil(need / g) * g)])
-    # Grow in whole rounds, every role that can by one granule, so that roles alike stay alike.
-    growers = [x for x in roles if not all(p.task[o].variable_latency for o in x[0].ops)]
-    while True:
-        growing = [x for x in growers if x[1] + g <= lim.registers_per_thread]
-        for x in growing:
-            x[1] += g
-        used, pool = register_file(lim, [(r.warps, b) for r, b in roles])
-        if not growing or used > pool:
-            for x in growing:
-                x[1] -= g
-            break
-    return tuple(Role(r.name, r.warps, b, r.ops) for r, b in roles)
+        roles.append((r.warps, need, not all(p.task[o].variable_latency for o in r.ops)))
+    return tuple(Role(r.name, r.warps, b, r.ops) for r, b in zip(schedule.roles, grow_budgets(lim, roles)))
 
 
 def joint_schedule(p: Problem, swp, base: Schedule, options, progress, deadline: float | None = None,

@@ -41,6 +41,8 @@ import math
 
 from . import vocab
 from .problem import Dep, Problem, Task
+# The register file's rule lives in registers.py; encoding.py reads it from here.
+from .registers import launched_warpgroups, register_file, register_pool  # noqa: F401
 from .schedule import Role, Schedule
 
 
@@ -67,32 +69,6 @@ def memory_holds(t: Task) -> int:
     tensor core has read it (it completes); any other op reads the whole tile into its registers
     as it starts (the registers then count against its role while it runs, see `tmem_reads`)."""
     return max(t.cycles, 1) if tensor_core(t) else 0
-
-
-def register_pool(lim, warpgroups: int) -> int:
-    """Registers a CTA of `warpgroups` warpgroups is launched with: the same count per thread, in
-    allocation granules, filling the SM's file (`setmaxnreg` only moves registers between them)."""
-    threads = 32 * lim.warp_group * warpgroups
-    per_thread = min(lim.registers_per_sm // threads, lim.registers_per_thread)
-    return threads * (per_thread // lim.register_granule) * lim.register_granule
-
-
-def launched_warpgroups(lim, warps: list[int]) -> tuple[int, int]:
-    """(warpgroups of warpgroup roles, warpgroups the one-warp roles fill four at a time) for roles
-    of the given warps: the CTA launches whole warpgroups."""
-    wgsz = lim.warp_group
-    return sum(w // wgsz for w in warps if w >= wgsz), -(-sum(1 for w in warps if w < wgsz) // wgsz)
-
-
-def register_file(lim, roles: list[tuple[int, int]]) -> tuple[int, int]:
-    """(registers the budgets take, registers the launch provides) for roles given as (warps,
-    budget). Warpgroup roles take their warpgroups at their budget; one-warp roles fill warpgroups
-    four at a time, each warpgroup at the largest budget among them (one `setmaxnreg` per group)."""
-    wgsz, threads = lim.warp_group, 32 * lim.warp_group
-    big, packed = launched_warpgroups(lim, [w for w, _ in roles])
-    small = [b for w, b in roles if w < wgsz]
-    used = sum(threads * (w // wgsz) * b for w, b in roles if w >= wgsz) + threads * packed * max(small, default=0)
-    return used, register_pool(lim, max(big + packed, 1))
 
 
 def in_place_operands(p: Problem, v: str) -> list[Dep]:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from .errors import TwillError
 from .ir import Graph
-from .liveness import launched_warpgroups, memory_use, register_file, role_register_use
+from .liveness import memory_use, role_register_use
+from .registers import budget_ok, launched_warpgroups, register_file
 from .machine import Machine
 from .options import ModelOptions
 from .problem import Problem, ScaleMismatch, problem_for
@@ -166,7 +167,7 @@ def check_registers(s: Schedule, p: Problem):
         return
     lim = p.limits
     for r in s.roles:
-        if r.registers % lim.register_granule or not lim.min_registers <= r.registers <= lim.registers_per_thread:
+        if not budget_ok(lim, r.registers):
             yield Violation("registers", f"role {r.name}: budget {r.registers} is not a multiple of "
                                          f"{lim.register_granule} in [{lim.min_registers}, {lim.registers_per_thread}]")
         for t, (used, names) in enumerate(role_register_use(s, p, r)):

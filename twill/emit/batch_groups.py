@@ -56,7 +56,7 @@ def args_lines(tensors) -> list[str]:
 
 def problem_lines(tensors) -> list[str]:
     """The Problem fields (host side), with what they mean."""
-    return [f"  int {field(t)} = 1;  // consecutive batch entries reading one entry of {t.value}: tile b reads "
+    return [f"int {field(t)} = 1;  // consecutive batch entries reading one entry of {t.value}: tile b reads "
             f"b / this (GQA: query heads per K/V head)" for t in tensors if shareable(t)]
 
 
@@ -66,12 +66,12 @@ def launch_lines(tensors) -> list[str]:
     for t in tensors:
         if shareable(t):
             f = field(t)
-            out.append(f"  if (p.{f} < 1 || p.batch % p.{f} != 0) return cudaErrorInvalidValue;")
+            out.append(f"if (p.{f} < 1 || p.batch % p.{f} != 0) return cudaErrorInvalidValue;")
     return out
 
 
 def copy_lines(tensors) -> list[str]:
-    return [f"  args.{field(t)} = p.{field(t)};" for t in tensors if shareable(t)]
+    return [f"args.{field(t)} = p.{field(t)};" for t in tensors if shareable(t)]
 
 
 def map_batch(t, batch: str) -> str:

@@ -7,28 +7,23 @@ from __future__ import annotations
 
 import math
 
+from ..registers import launch_max, launch_registers
 from . import batch_groups, descale, runtime
 from .host import host_launcher
+from .kernel import Kernel
 from .lines import Lines, ring_slot
-from .model import DIM_LABELS, EmitError, KernelModel, ident, launch_registers, rastered
+from .model import EmitError, KernelModel, ident, rastered
 from .ops import ctype, is_known, needs_extension
-from .program import Channel, Inst, Program
+from .program import Program
 from .ragged import causal, causal_code
 from .roles import RoleBody
+from .stores import Stores
+from .windows import Inst
 
 
-def _tiles(role_fn: str, persistent: bool) -> str:
-    """A role's call for each of its CTA's tiles (see twill::tile_of): the one tile of the block
-    index, or (kernel<true>, where the kernel allows it) a loop over several."""
-    one = f"{role_fn}(sm, tm, args, n, tile_at(args, blockIdx.x, 0));"
-    if not persistent:
-        return one
-    return (f"if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; "
-            f"t += static_cast<int>(gridDim.x), ++round) {role_fn}(sm, tm, args, n, tile_at(args, t, round)); "
-            f"else {one}")
+class Renderer(Stores, Kernel):
+    """The file of one kernel; its store functions (stores.py) and its kernel (kernel.py) are mixins."""
 
-
-class Renderer:
     def __init__(self, model: KernelModel):
         self.m = model
         self.p = Program(model)
@@ -85,13 +80,13 @@ class Renderer:
 
     def _runtime(self) -> str:
         m = self.m
-        body = runtime.COMMON + (runtime.SM100 if m.blackwell else runtime.SM90) + runtime.OPS
+        body = runtime.COMMON + runtime.target_part(m.target) + runtime.OPS
         if needs_extension(m):
-            body += runtime.VOCAB["sm_100a" if m.blackwell else "sm_90a"]
+            body += runtime.vocab_part(m.target)
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
         wrappers += [runtime.CAUSAL.lstrip("\n")] if self.causal.masks else []
-        if not m.blackwell:  # both forms for every width used: the A operand's place decides which runs
+        if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
         text = body + ("\n".join(wrappers) + "\n" if wrappers else "") + "}  // namespace twill\n"
@@ -101,24 +96,25 @@ class Renderer:
     def _budgets(self, out: Lines) -> None:
         m, lim = self.m, self.m.machine.limits
         out("// ---- the model's budgets, restated for the compiler ------------------------------------------")
-        model_warps = sum(r.warps for r in m.roles)
+        model_warps, cta = sum(r.warps for r in m.roles), m.target.max_threads
         out(f"constexpr int kThreads = {m.threads};  // the roles' {model_warps} warp(s), padded to whole warpgroups",
             f"constexpr int kStages = {m.stages};  // the loop needs at least this many iterations",
             f"constexpr int kUnroll = {self.p.U};  // steady-state copies, so register buffers have fixed indices",
             f"static_assert({model_warps} <= {lim.warps}, \"the roles use {model_warps} warps, more than "
             f"machine {m.machine.name} allows (limits.warps = {lim.warps})\");",
-            "static_assert(kThreads <= 1024 && kStages >= 1 && kUnroll >= 1, \"a CTA holds at most 1024 threads\");")
+            f"static_assert(kThreads <= {cta} && kStages >= 1 && kUnroll >= 1, \"a CTA holds at most {cta} threads\");")
+        lo, g, hi = lim.min_registers, lim.register_granule, launch_max(lim)
         for r in m.roles:
             out(f"constexpr int kRegs_{r.ident} = {r.registers};  // setmaxnreg budget of role {r.name}",
                 f"static_assert(kRegs_{r.ident} <= {lim.registers_per_thread}, \"role {r.name}: "
                 f"{r.registers} registers per thread exceed registers_per_thread ({lim.registers_per_thread})\");",
-                f"static_assert(kRegs_{r.ident} >= 24 && kRegs_{r.ident} % 8 == 0, \"role {r.name}: setmaxnreg takes "
-                f"a multiple of 8 from 24 to 256\");")
+                f"static_assert(kRegs_{r.ident} >= {lo} && kRegs_{r.ident} % {g} == 0, \"role {r.name}: setmaxnreg "
+                f"takes a multiple of {g} from {lo} to {hi}\");")
         model_sum = " + ".join(f"32 * {r.warps} * kRegs_{r.ident}" for r in m.roles)
         out(f"static_assert({model_sum} <= {lim.registers_per_sm}, \"the roles' register budgets exceed "
             f"registers_per_sm ({lim.registers_per_sm})\");")
         groups = " + ".join(f"128 * {g.registers}" for g in m.warpgroups)
-        pool = m.threads * launch_registers(m.threads)
+        pool = m.threads * launch_registers(lim, m.threads)
         out(f"static_assert({groups} <= {pool}, \"the warpgroups' setmaxnreg budgets (1-warp roles share a padded "
             f"warpgroup) exceed the {pool} registers the CTA is launched with: setmaxnreg.inc would wait forever\");")
         out(f"constexpr int kPhasePeriod = {self.phase_period()};  // ring positions repeat their slot and parity "
@@ -195,7 +191,7 @@ class Renderer:
             out(f"alignas(16) {ctype(t.dtype)} last_{ident(value)}[{t.elements}];  // the last {value}: "
                 f"{producer} -> {', '.join(readers)}, after the loop")
             out(f"uint64_t final_{ident(value)};  // the last {value} is in last_{ident(value)}")
-        if m.blackwell:
+        if m.target.tensor_memory:
             out("uint32_t tmem_base;  // tensor memory allocated for the kernel")
         out.depth -= 1
         out("};")
@@ -303,100 +299,6 @@ class Renderer:
             out("}")
             out("")
 
-    # -- stores to global memory ---------------------------------------------------------------------
-    def _origin(self, t, it: str) -> tuple[str, str, str]:
-        """(row origin, column origin, batch index) of the tile of tensor t in iteration `it`."""
-        def org(dim):
-            axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
-            if axis in ("m", "n"):
-                return f"tile.{axis} * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
-            return f"({it}) * {size}" if axis == "loop" else "0"
-        rows = "0" if t.rank == 1 else org(0)
-        cols = org(1)
-        batch = f"tile.b * n + ({it})" if t.per_iteration else batch_groups.batch_index(t)
-        return rows, cols, batch
-
-    def _extent(self, t, dim: int) -> str:
-        axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
-        return {"m": f"args.tiles_m * args.{t.name}_{label}_step",
-                "n": f"args.tiles_n * args.{t.name}_{label}_step",
-                "loop": f"n * {size}"}.get(axis, str(size))
-
-    def _stores(self, out: Lines) -> None:
-        tensors = [t for t in self.m.tensors if t.kind in ("output", "store")]
-        if not tensors:
-            return
-        out("// ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------")
-        for t in tensors:
-            out("template <typename F>",
-                f"__device__ __forceinline__ void store_{t.name}(Smem& sm, const Maps& tm, const Args& args, "
-                f"const twill::TileIdx& tile, const F& f, int it, int row0, int n) {{",
-                "  (void)sm;",
-                "  (void)tm;",
-                "  (void)it;",
-                "  (void)n;")
-            # CTAs along a grid axis the tile does not follow all write it: they add into it
-            shared = t.kind == "store" and not self.grid_axes() <= set(t.axes)
-            if shared and t.dtype != "f32":
-                raise EmitError(f"store '{t.value}': several CTAs add into its tile; emit-cuda adds f32 tiles only")
-            out.depth += 1
-            if t.name in self.p.staging:
-                self._tma_store(out, t, self.p.staging[t.name], shared)
-            else:
-                self._direct_store(out, t, shared)
-            out.depth -= 1
-            out("}")
-            out("")
-
-    def _direct_store(self, out: Lines, t, shared: bool) -> None:
-        """Each thread writes its elements (a float2 atomicAdd where CTAs add into the tile)."""
-        rows, cols, batch = self._origin(t, "it")
-        nrows = "1" if t.rank == 1 else self._extent(t, 0)
-        ncols = self._extent(t, 1)
-        out(f"const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
-        if t.rank == 1:  # the column origin as one offset: no tile-invariant part of it is kept across tiles
-            out(f"twill::frag_to_buffer(args.{t.name} + batch + static_cast<size_t>({cols}), f, row0, 0);")
-        elif shared:  # every CTA of the grid writes this tile: they add into it (zero it first)
-            out(f"twill::frag_add_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
-                f"{cols}, {ncols});")
-        else:
-            out(f"twill::frag_to_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
-                f"{cols}, {ncols});")
-
-    def _tma_store(self, out: Lines, t, st, shared: bool) -> None:
-        """The warpgroup writes the tile into shared memory (the swizzled layout of Tile), and one
-        thread stores it with TMA, a 128-byte column block per instruction; before the staging is
-        written again, that thread waits until TMA has read it (bulk_wait_read), and a named
-        barrier of the role's 128 threads orders the two sides."""
-        rows, cols, batch = self._origin(t, "it")
-        T, R, C = ctype(t.dtype), t.tile[0], t.tile[1]
-        width = C // st.blocks
-        bar = f"twill::named_sync({self.bars['role:' + st.role]}, 128);"
-        issue = "twill::tma_reduce_add" if shared else "twill::tma_store"
-        out("(void)args;",
-            "(void)row0;  // one warpgroup holds the whole tile",
-            f"const int r0 = {rows}, c0 = {cols}, b = {batch};",
-            "const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores")
-        if st.slots == st.blocks:
-            out("if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here", bar,
-                f"twill::frag_to_tile<{T}, {R}, {C}>(sm.out_{t.name}[0], f, 0);",
-                "twill::fence_async_smem();  // visible to TMA", bar)
-            with out.block("if (leader)"):
-                out("#pragma unroll")
-                out(f"for (int cb = 0; cb < {st.blocks}; ++cb) {issue}(tm.{t.name}, sm.out_{t.name}[cb], "
-                    f"c0 + cb * {width}, r0, b);")
-                out("twill::bulk_commit();")
-            return
-        for cb in range(st.blocks):
-            slot = cb % st.slots
-            out(f"if (leader) twill::bulk_wait_read<{st.slots - 1}>();  // TMA has read slot {slot}", bar,
-                f"twill::frag_to_tile_blocks<{T}, {R}, {C}, {cb}, 1>(sm.out_{t.name}[{slot}], f, 0);",
-                "twill::fence_async_smem();", bar,
-                f"if (leader) {{ {issue}(tm.{t.name}, sm.out_{t.name}[{slot}], c0 + {cb * width}, r0, b); "
-                f"twill::bulk_commit(); }}")
-
-    def grid_axes(self) -> set[str]:
-        return {a for t in self.m.tensors for a in t.axes if a in ("m", "n")}
 
     # -- named barriers --------------------------------------------------------------------------
     def _named_barriers(self) -> dict[str, int]:
@@ -410,63 +312,14 @@ class Renderer:
             if r.is_warpgroup:
                 bars[f"role:{r.name}"] = nxt
                 nxt += 1
-        if nxt > 16:
-            raise EmitError("the kernel would need more than 16 named barriers")
+        if nxt > self.m.target.named_barriers:
+            raise EmitError(f"the kernel would need more than {self.m.target.named_barriers} named barriers")
         return bars
 
     # -- role bodies -------------------------------------------------------------------------------
     def _role(self, out: Lines, role: str) -> None:
         RoleBody(self, role).emit(out)
 
-    # -- the kernel -------------------------------------------------------------------------------
-    def _kernel(self, out: Lines) -> None:
-        m = self.m
-        maps = self.tma_tensors()
-        params = [f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps] + ["const Args args"]
-        out("// ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -",
-            "// (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;",
-            "// kernel<..., true> masks a partial last tile (kMasks, launch()).",
-            "template <bool kTiles, bool kTail>")
-        out(f"__global__ void __launch_bounds__(kThreads, 1) kernel({', '.join(params)}) {{")
-        out.depth += 1
-        out("extern __shared__ unsigned char smem_raw[];",
-            "Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));",
-            *(["const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this query tile's key blocks"]
-              if self.causal.masks else ["const int n = args.iters;"]),
-            "Maps tm;")
-        for t in maps:
-            out(f"tm.{t.name} = &tm_{t.name};")
-        if not maps:
-            out("tm.unused = 0;")
-        with out.block("if (threadIdx.x == 0)"):
-            for chan in self.p.channels.values():
-                full, empty = self._counts(chan)
-                out(f"sm.ring_{chan.ident}.init({full}, {empty});")
-            with out.block("for (int c = 0; c < kInputCopies; ++c)"):
-                out("twill::mbar_init(&sm.inputs_ready[c], 1);",
-                    f"twill::mbar_init(&sm.inputs_free[c], {self.input_reader_warps()});  // one arrival per reading warp")
-            for name in self.scratch_mmas():
-                out(f"twill::mbar_init(&sm.done_{ident(name)}, 1);")
-            for t in self.tmem_outputs():
-                out(f"twill::mbar_init(&sm.final_{ident(t.value)}, 1);")
-            for value, (producer, _) in self.p.handoffs.items():
-                out(f"twill::mbar_init(&sm.final_{ident(value)}, {m.role[producer].threads});")
-            out("twill::mbar_fence_init();")
-            for t in maps:
-                out(f"twill::tma_prefetch(&tm_{t.name});")
-        if m.blackwell:
-            out(f"if (threadIdx.x / 32 == 0) twill::tmem_alloc(&sm.tmem_base, {self.tmem_columns()});",
-                "twill::tmem_fence_before();")
-        out("__syncthreads();")
-        if m.blackwell:
-            out("twill::tmem_fence_after();")
-        self._dispatch(out)
-        if m.blackwell:
-            out("twill::tmem_fence_before();", "__syncthreads();", "twill::tmem_fence_after();",
-                f"if (threadIdx.x / 32 == 0) twill::tmem_dealloc(sm.tmem_base, {self.tmem_columns()});")
-        out.depth -= 1
-        out("}")
-        out("")
 
     def tmem_columns(self) -> int:
         used = max((c + w * d for c, w, d in self.p.tmem.values()), default=0)
@@ -502,8 +355,8 @@ class Renderer:
 
     def persistent(self) -> bool:
         """Whether a CTA may compute several tiles in a row. Not where a value crosses roles after
-        the loop (its staging buffer would need its own hand-back), nor on sm_100a, whose
-        tensor-memory accumulators would need one (and which we cannot run here), nor where a
+        the loop (its staging buffer would need its own hand-back), nor on a target without
+        `persistent_grid` (sm_100a, whose tensor-memory accumulators would need one), nor where a
         warpgroup's registers are tight: the tile loop keeps a few more registers live, and ptxas
         then serialized the wgmmas or spilled. Tight is a warpgroup whose buffers, all held at
         once, fill its budget (the 192-key FA3 kernel: 0.7x of its one-tile-per-CTA kernel on an
@@ -512,7 +365,7 @@ class Renderer:
         kernel spilled 48 bytes, the 128-key one under specs/h200.yaml had its wgmmas serialized)."""
         tight = any(self.p.spare_registers(r) < 0 or self._double_buffers_wgmma_operand(r)
                     for r in self.m.roles if r.is_warpgroup)
-        return not self.m.blackwell and not self.p.handoffs and not tight and not self.causal.masks
+        return self.m.target.persistent_grid and not self.p.handoffs and not tight and not self.causal.masks
 
     def _double_buffers_wgmma_operand(self, role) -> bool:
         m = self.m
@@ -525,67 +378,6 @@ class Renderer:
     def scratch_mmas(self) -> tuple[str, ...]:
         """mmas with a scratch tile (of A, of B, or both): each has a `done` mbarrier."""
         return tuple(dict.fromkeys(self.p.scratch + self.p.scratch_b))
-
-    def _counts(self, chan: Channel) -> tuple[int, int]:
-        m = self.m
-        producer = m.role[chan.producer]
-        if chan.kind == "tma" or (chan.kind == "tmem" and m.ops[chan.value].opcode == "mma"):
-            full = 1
-        else:
-            full = producer.threads
-        empty = 0
-        for r in chan.consumers:
-            last = self.p.last_reader(r, chan.value)
-            # one arrival per consumer warp (release_by_warp), or the mma's commit
-            empty += 1 if (m.blackwell and m.ops[last.op].opcode == "mma") else m.role[r].threads // 32
-        return full, max(empty, 1)
-
-    def role_call(self, role) -> str:
-        return f"role_{role.ident}<kTail>" if role.name in self.masked_roles else f"role_{role.ident}"
-
-    def _dispatch(self, out: Lines) -> None:
-        m = self.m
-        budgets = {g.registers for g in m.warpgroups}
-        cap = launch_registers(m.threads)
-        out("const int warpgroup = threadIdx.x / 128;",
-            "const int warp = (threadIdx.x / 32) % 4;",
-            "(void)warp;")
-        groups = list(m.warpgroups)
-        branches = []
-        i = 0
-        while i < len(groups):
-            g = groups[i]
-            role = m.role[g.roles[0]]
-            if role.is_warpgroup:
-                span = role.warpgroups
-                cond = (f"warpgroup == {g.index}" if span == 1 else
-                        f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
-                body = [_tiles(self.role_call(role), self.persistent())]
-                if any(st.role == role.name for st in self.p.staging.values()):
-                    body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
-                i += span
-            else:
-                cond = f"warpgroup == {g.index}"
-                body = []
-                for k, name in enumerate(g.roles):
-                    r = m.role[name]
-                    body.append(f"{'if' if k == 0 else 'else if'} (warp == {r.first_warp % 4}) "
-                                + _tiles(self.role_call(r), self.persistent()))
-                i += 1
-            if len(budgets) > 1:
-                fn = "inc" if g.registers > cap else "dec"
-                if g.registers != cap:
-                    body.insert(0, f"twill::setmaxnreg_{fn}<{g.registers}>();  // register budget of this warpgroup")
-            branches.append((cond, body))
-        for k, (cond, body) in enumerate(branches):
-            head = ("if" if k == 0 else "} else if") + f" ({cond}) {{" if k < len(branches) - 1 or k == 0 else "} else {"
-            if len(branches) == 1:
-                head = f"if ({cond}) {{"
-            out(head)
-            out.depth += 1
-            out(*body)
-            out.depth -= 1
-        out("}")
 
 
 def render(model: KernelModel) -> str:

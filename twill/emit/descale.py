@@ -17,7 +17,7 @@ FP8 = ("f8e4m3", "f8e5m2")
 
 def scaled_outputs(model) -> frozenset[str]:
     """The output tensors multiplied by out_scale: carries whose last value an fp8 mma computes."""
-    if model.blackwell:
+    if model.target.tensor_memory:  # the scale multiplies a register accumulator at its last value
         return frozenset()
     out = set()
     for t in model.tensors:
@@ -32,7 +32,7 @@ def has_scale(model) -> bool:
 
 
 ARGS_LINE = "float out_scale;  // the fp8 outputs' descale factor (descale.py)"
-PROBLEM_LINE = ("  float out_scale = 1.0f;  // multiplies the outputs an fp8 mma accumulates (O of FP8 attention: V's "
+PROBLEM_LINE = ("float out_scale = 1.0f;  // multiplies the outputs an fp8 mma accumulates (O of FP8 attention: V's "
                 "descale; a GEMM's: A's x B's)")
 
 

@@ -1,7 +1,7 @@
 """The text of the emitted file: an indenting line writer, and the ring-slot expression."""
 from __future__ import annotations
 
-from .program import Inst
+from .windows import Inst
 
 INDENT = "  "
 

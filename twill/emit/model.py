@@ -1,20 +1,21 @@
 """What the emitted kernel is made of, read off a schedule: roles, values, tiles and global tensors.
 
-`build_model(schedule, machine)` returns a frozen `KernelModel`; nothing here writes CUDA text. It
-decides, in the graph's own terms:
+This module holds the frozen data, `KernelModel` and its parts, and the views the emitter reads;
+`build_model(schedule, machine)` (build.py) makes one; nothing here writes CUDA text. A model
+states, in the graph's own terms:
 
+- its target (target.py);
 - the warp roles: the schedule's (joint stage) or, for a `--swp-only` schedule, a default warp
   specialization (a producer warp for the loads, one consumer role for everything else);
 - where each role's warps sit (1-warp roles share a padded warpgroup, since `setmaxnreg` acts on a
-  whole warpgroup) and the register budget each warpgroup asks for;
+  whole warpgroup) and the register budget each warpgroup asks for (placement.py);
 - the layout of every mma operand (`b` stored N x K, "K-major", or K x N, "MN-major");
 - which global tensor every input, load, output carry and store reads or writes, and along which
   grid axis each tile dimension moves (`m`: blockIdx.x, `n`: blockIdx.y, `loop`: the loop counter,
-  `fixed`: the whole extent is one tile).
+  `fixed`: the whole extent is one tile; tensors.py).
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,7 +24,9 @@ from ..costs import mma_mismatch
 from ..errors import Diagnostic, InputError
 from ..ir import Graph, Op, TensorType
 from ..machine import Machine
+from ..registers import launch_registers
 from ..schedule import Schedule
+from .target import Target
 
 LOAD_OPCODES = ("load",)
 
@@ -232,7 +235,8 @@ class KernelModel:
     schedule: Schedule
     graph: Graph
     machine: Machine
-    arch: str  # "sm_90a" | "sm_100a"
+    arch: str  # the machine's name for it: "sm_90a", "sm_100a"
+    target: Target  # what emit-cuda writes for that arch (target.py)
     roles: tuple[RoleInfo, ...]
     warpgroups: tuple[WarpGroup, ...]
     default_roles: bool  # derived here (swp-only schedule) rather than read from the schedule
@@ -272,16 +276,12 @@ class KernelModel:
         instruction within the registers a thread is launched with, whatever setmaxnreg gives its
         warpgroup later: an m64n256 (128 accumulator registers) in a CTA of 512 threads (128 each)
         is a fatal C7602. Such an N is halved, each half a wgmma into its half of the fragment."""
-        cap = min(255, launch_registers(self.threads))
+        cap = min(self.machine.limits.registers_per_thread, launch_registers(self.machine.limits, self.threads))
         n, step = shape.n, 8 if shape.b_kmajor else 64  # an N-major B is addressed in 64-column blocks
         while (n // 2 + WGMMA_REGISTERS > cap and n % 2 == 0 and (n // 2) % step == 0
                and shape.inputs.wgmma_n_ok(n // 2)):
             n //= 2
         return n
-
-    @property
-    def blackwell(self) -> bool:
-        return self.arch.startswith("sm_100")
 
     def stage(self, op: str) -> int:
         return self.sched[op].start // self.schedule.ii
@@ -344,33 +344,9 @@ class KernelModel:
         return {t.name: t for t in self.tensors}
 
 
-# -- building the model ------------------------------------------------------------------------
+# -- mma shapes --------------------------------------------------------------------------------
 
-def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None) -> KernelModel:
-    if graph is None:
-        from ..tir import parse_tir
-        if not schedule.graph_tir:
-            raise EmitError("the schedule file holds no graph ('graph' is empty): solve it again with twill solve")
-        graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
-    arch = schedule.arch or machine.arch
-    if not (arch.startswith("sm_90") or arch.startswith("sm_100")):
-        raise EmitError(f"emit-cuda targets sm_90a (Hopper) and sm_100a (Blackwell); machine "
-                        f"'{schedule.machine}' is {arch or 'of no known arch'}")
-    missing = [op.name for op in graph.ops if op.name not in schedule.by_name]
-    if missing:
-        raise EmitError(f"the schedule does not place op(s) {', '.join(missing)} of its own graph")
-    mma = {op.name: mma_shape(graph, op) for op in graph.ops if op.opcode == "mma"}
-    roles, default = _roles(schedule, graph, machine, arch, mma)
-    role_of = {op: r.name for r in roles for op in r.ops}
-    roles, groups = _place(roles, machine)
-    stages = 1 + max(op.start // schedule.ii for op in schedule.ops)
-    tensors = _tensors(graph, mma)
-    model = KernelModel(schedule=schedule, graph=graph, machine=machine, arch=arch, roles=roles,
-                        warpgroups=groups, default_roles=default,
-                        role_of=tuple(sorted(role_of.items())), tensors=tensors,
-                        mma=tuple(sorted(mma.items())), stages=stages, normalizers=())
-    from dataclasses import replace
-    return replace(model, normalizers=_normalizers(model))
+FP8 = ("f8e4m3", "f8e5m2")  # the dtypes whose mmas take a and b of either (wgmma .e4m3.e5m2, kind::f8f6f4)
 
 
 def mma_shape(graph: Graph, op: Op) -> MmaShape:
@@ -415,9 +391,6 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
                     b.dtype if b.dtype != a.dtype else "")
 
 
-FP8 = ("f8e4m3", "f8e5m2")  # the dtypes whose mmas take a and b of either (wgmma .e4m3.e5m2, kind::f8f6f4)
-
-
 def _check_dtypes(op: Op, a: TensorType, b: TensorType, b_kmajor: bool, a_kmajor: bool) -> None:
     """a and b of one dtype of MMA_INPUTS (or of two fp8 ones), the result in its accumulator
     dtype; an 8-bit operand K-major (a stored M x K, b stored N x K: a @ b^T)."""
@@ -440,288 +413,6 @@ def _check_dtypes(op: Op, a: TensorType, b: TensorType, b_kmajor: bool, a_kmajor
             "store the operand with K as its last dimension in global memory (a: M x K, b: N x K, "
             "{transpose_b = true} where b is square): TMA copies a tile as it lies, where Triton's own "
             "copy to shared memory may transpose it"))
-
-
-def _roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
-           mma: dict[str, MmaShape]) -> tuple[tuple[RoleInfo, ...], bool]:
-    if schedule.roles:
-        roles = tuple(RoleInfo(r.name, r.warps, r.registers, tuple(r.ops)) for r in schedule.roles)
-        placed = [op for r in roles for op in r.ops]
-        unplaced = [op.name for op in graph.ops if op.name not in placed]
-        if unplaced:
-            raise EmitError(f"op(s) {', '.join(unplaced)} belong to no role of the schedule")
-        for r in roles:
-            if r.warps != 1 and r.warps % 4:
-                raise EmitError(f"role '{r.name}' has {r.warps} warps: a role is one warp or whole warpgroups")
-            for op in r.ops:
-                if graph.by_name[op].opcode == "mma" and arch.startswith("sm_90") and not r.is_warpgroup:
-                    raise EmitError(f"op '{op}' is a wgmma but role '{r.name}' is not a warpgroup")
-        return _reads_out_tmem(roles, graph, arch), False
-    return _default_roles(schedule, graph, machine, arch, mma), True
-
-
-def _reads_out_tmem(roles: tuple[RoleInfo, ...], graph: Graph, arch: str) -> tuple[RoleInfo, ...]:
-    """On sm_100a an accumulator carried in tensor memory is read out after the loop by a whole
-    warpgroup (tcgen05.ld: each warp reads its own quarter of the 128 lanes). Where the schedule
-    has only 1-warp roles (a one-warp MMA role and a load warp), the role whose mma yields that
-    carry is emitted as a warpgroup: its first thread still issues the MMAs."""
-    if not arch.startswith("sm_100") or any(r.is_warpgroup for r in roles):
-        return roles
-    yielded = {src for _, src in graph.yields}
-    holder = next((r.name for r in roles for op in r.ops
-                   if op in yielded and graph.by_name[op].opcode == "mma"), None)
-    return tuple(RoleInfo(r.name, 4, r.registers, r.ops) if r.name == holder else r for r in roles)
-
-
-def _default_roles(schedule: Schedule, graph: Graph, machine: Machine, arch: str,
-                   mma: dict[str, MmaShape]) -> tuple[RoleInfo, ...]:
-    """Warp specialization for a schedule without roles: loads on a producer warp, the rest on one
-    consumer role of as many warpgroups as its register tiles need (each takes a slice of rows)."""
-    limits = machine.limits
-    loads = tuple(op.name for op in graph.ops if op.opcode in LOAD_OPCODES)
-    rest = tuple(op.name for op in graph.ops if op.opcode not in LOAD_OPCODES)
-    producer_regs = _granule_down(max(limits.min_registers, 24), limits.register_granule)
-    roles = []
-    if loads:
-        roles.append(RoleInfo("producer", 1, producer_regs, loads))
-    if rest:
-        free = limits.registers_per_sm - (128 * producer_regs if loads else 0)
-        need = _register_estimate(graph, rest, limits.register_reserve)
-        groups = 1
-        rows = _common_rows(graph, rest)
-        while (not arch.startswith("sm_100") and need / groups > 224 and rows % (64 * (groups + 1)) == 0
-               and 4 * (groups + 1) + (4 if loads else 0) <= max(limits.warps, 4)):
-            groups += 1
-        budget = min(_granule_down(free // (128 * groups), limits.register_granule),
-                     _granule_down(limits.registers_per_thread, limits.register_granule))
-        roles.append(RoleInfo("consumer", 4 * groups, budget, rest))
-    return tuple(roles)
-
-
-def _granule_down(x: int, granule: int) -> int:
-    return max(granule, (x // granule) * granule)
-
-
-def _common_rows(graph: Graph, ops: tuple[str, ...]) -> int:
-    rows = [graph.by_name[o].type.shape[0] for o in ops
-            if graph.by_name[o].type is not None and graph.by_name[o].type.space == "reg"]
-    return math.gcd(*rows) if rows else 64
-
-
-def _register_estimate(graph: Graph, ops: tuple[str, ...], reserve: int) -> float:
-    """Registers per thread of one warpgroup holding every register result of `ops` at once."""
-    total = sum(graph.by_name[o].type.bytes for o in ops
-                if graph.by_name[o].type is not None and graph.by_name[o].type.space == "reg")
-    return total / (128 * 4) + reserve
-
-
-def _place(roles: tuple[RoleInfo, ...], machine: Machine) -> tuple[tuple[RoleInfo, ...], tuple[WarpGroup, ...]]:
-    """1-warp roles first, four to a warpgroup; then each warpgroup role on its own warpgroups."""
-    small = [r for r in roles if not r.is_warpgroup]
-    big = [r for r in roles if r.is_warpgroup]
-    placed: list[RoleInfo] = []
-    groups: list[WarpGroup] = []
-    for g in range(0, len(small), 4):
-        members = small[g:g + 4]
-        for i, r in enumerate(members):
-            placed.append(RoleInfo(r.name, r.warps, r.registers, r.ops, first_warp=4 * len(groups) + i))
-        groups.append(WarpGroup(len(groups), tuple(r.name for r in members), max(r.registers for r in members),
-                                small=True))
-    for r in big:
-        placed.append(RoleInfo(r.name, r.warps, r.registers, r.ops, first_warp=4 * len(groups)))
-        for _ in range(r.warpgroups):
-            groups.append(WarpGroup(len(groups), (r.name,), r.registers))
-    order = {r.name: i for i, r in enumerate(roles)}
-    placed.sort(key=lambda r: order[r.name])
-    groups = _fit_registers(groups, machine)
-    if 128 * len(groups) > 1024:
-        raise EmitError(f"the roles need {len(groups)} warpgroups ({128 * len(groups)} threads): more than a CTA holds")
-    return tuple(placed), tuple(groups)
-
-
-def launch_registers(threads: int) -> int:
-    """Registers per thread a CTA of `threads` threads starts with under __launch_bounds__(threads, 1):
-    the register file divided evenly, in steps of 8, at most 256 (255 usable)."""
-    return min(256, (65536 // threads) // 8 * 8)
-
-
-def _fit_registers(groups: list[WarpGroup], machine: Machine) -> list[WarpGroup]:
-    """setmaxnreg moves registers between the warpgroups of a CTA but never beyond what the CTA
-    was launched with (threads x launch_registers): a warpgroup asking for more than the others
-    gave back blocks forever. So budgets must sum to at most that pool. 1-warp roles (a TMA or MMA
-    issuer) pay for a whole warpgroup, so those warpgroups give up registers first (down to the
-    machine's minimum); then the largest budgets give up 8 at a time. The emitted file says so."""
-    lim = machine.limits
-    granule = lim.register_granule
-    pool = 128 * len(groups) * launch_registers(128 * len(groups))
-    budgets = [g.registers for g in groups]
-    small = [i for i, g in enumerate(groups) if len(g.roles) > 1 or _is_small(g)]
-    for i in small:
-        while 128 * sum(budgets) > pool and budgets[i] - granule >= lim.min_registers:
-            budgets[i] -= granule
-    while 128 * sum(budgets) > pool:
-        i = max(range(len(budgets)), key=lambda k: (budgets[k], -k))
-        if budgets[i] - granule < lim.min_registers:
-            raise EmitError(f"the warpgroups' register budgets ({', '.join(map(str, budgets))}) cannot fit the "
-                            f"{pool} registers a CTA of {128 * len(groups)} threads is launched with")
-        budgets[i] -= granule
-    return [WarpGroup(g.index, g.roles, b, g.small) for g, b in zip(groups, budgets)]
-
-
-def _is_small(g: WarpGroup) -> bool:
-    return g.small
-
-
-# -- global tensors: which grid axis each tile dimension follows --------------------------------
-
-class _Classes:
-    """Union-find over tile dimensions (value, dim)."""
-
-    def __init__(self):
-        self.parent: dict[tuple[str, int], tuple[str, int]] = {}
-
-    def find(self, x):
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a, b):
-        self.parent[self.find(a)] = self.find(b)
-
-
-def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
-    cls = _Classes()
-    values = graph.values
-    carry_src = dict(graph.yields)
-
-    def key(operand_name: str, dim: int):
-        # A carry and the result it yields are one value as far as shapes go.
-        return (carry_src.get(operand_name, operand_name) if operand_name in values and
-                values[operand_name].kind == "carry" else operand_name, dim)
-
-    for op in graph.ops:
-        if op.type is None or op.opcode in LOAD_OPCODES:
-            continue
-        names = [o.name for o in op.operands]
-        types = [graph.operand_type(o) for o in op.operands]
-        rank = len(op.type.shape)
-        if op.opcode == "mma":
-            s = mma[op.name]
-            a, b = names[0], names[1]
-            cls.union(key(a, 0 if s.a_kmajor else 1), (op.name, 0))
-            cls.union(key(a, 1 if s.a_kmajor else 0), key(b, 1 if s.b_kmajor else 0))
-            cls.union(key(b, 0 if s.b_kmajor else 1), (op.name, 1))
-            if len(names) > 2:
-                cls.union(key(names[2], 0), (op.name, 0))
-                cls.union(key(names[2], 1), (op.name, 1))
-            continue
-        for name, t in zip(names, types):
-            if t is None:
-                continue
-            if rank == 1 and len(t.shape) >= 1:  # a row reduction or a row vector op
-                cls.union(key(name, 0), (op.name, 0))
-            elif len(t.shape) == rank and t.shape == op.type.shape:
-                for d in range(rank):
-                    cls.union(key(name, d), (op.name, d))
-            elif len(t.shape) == 1 and rank == 2 and t.shape[0] == op.type.shape[0]:
-                cls.union(key(name, 0), (op.name, 0))  # a per-row operand broadcast along columns
-    return cls
-
-
-def value_axis(graph: Graph, mma: dict[str, MmaShape]):
-    """axis(value, dim): which axis ("loop", "m", "n" or "fixed") dimension dim of a graph value runs along."""
-    cls = _dim_classes(graph, mma)
-    carry_src = dict(graph.yields)
-    # The loop runs along the K of accumulating mmas (a GEMM's K; attention's keys forward, its
-    # queries backward); in a loop without one, along the N of the others.
-    loop_classes = set()
-    for op in graph.ops:
-        if op.opcode == "mma" and mma[op.name].accumulate:
-            a = op.operands[0].name
-            loop_classes.add(cls.find((a, 1 if mma[op.name].a_kmajor else 0)))
-    if not loop_classes:
-        loop_classes = {cls.find((op.name, 1)) for op in graph.ops if op.opcode == "mma"}
-    # Grid axes follow the output carries: rows along blockIdx.x, columns along blockIdx.y.
-    m_classes, n_classes = set(), set()
-    for carry in graph.carries:
-        src = carry_src.get(carry.name)
-        if src is None:
-            continue
-        shape = carry.type.shape
-        if len(shape) >= 1 and cls.find((src, 0)) not in loop_classes:
-            m_classes.add(cls.find((src, 0)))
-        if len(shape) >= 2 and cls.find((src, 1)) not in loop_classes:
-            n_classes.add(cls.find((src, 1)))
-
-    def axis(value: str, dim: int) -> str:
-        c = cls.find((value, dim))
-        return "loop" if c in loop_classes else "m" if c in m_classes else "n" if c in n_classes else "fixed"
-
-    return axis
-
-
-def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]:
-    axis = value_axis(graph, mma)
-    carry_src = dict(graph.yields)
-    out = []
-
-    def add(name, value, kind, t: TensorType, per_iteration_ok: bool, dtype: str | None = None):
-        if len(t.shape) not in (1, 2):
-            raise EmitError(f"value '{value}' is rank {len(t.shape)}: emit-cuda moves rank-1 and rank-2 tiles")
-        if len(t.shape) == 1:
-            tile, axes = (1, t.shape[0]), ("fixed", axis(value, 0))
-        else:
-            tile, axes = (t.shape[0], t.shape[1]), (axis(value, 0), axis(value, 1))
-        if kind == "input":
-            axes = tuple("fixed" if a == "loop" else a for a in axes)  # invariant: the whole extent
-        per_iter = per_iteration_ok and "loop" not in axes
-        out.append(GlobalTensor(ident(name), value, kind, dtype or t.dtype, tile, axes, per_iter, len(t.shape)))
-
-    for v in graph.inputs:
-        add(v.name, v.name, "input", v.type, False)
-    for op in graph.ops:
-        if op.opcode in LOAD_OPCODES and op.type is not None:
-            add(op.name, op.name, "load", op.type, True)
-    for op in graph.ops:
-        if op.opcode == "store" and op.operands:
-            t = graph.operand_type(op.operands[0])
-            if t is not None:
-                add(f"{op.name}", op.operands[0].name, "store", t, True)
-    for carry in graph.carries:
-        src = carry_src.get(carry.name)
-        if src is not None:
-            add(f"out_{carry.name}", src, "output", carry.type, False, carry.output_dtype)
-    return tuple(out)
-
-
-def _normalizers(model: KernelModel) -> tuple[tuple[str, str], ...]:
-    """Online softmax: a carry updated through `rescale acc, alpha` whose partner carry is a
-    `rowsum ..., l, alpha` of the same alpha is divided by that sum when it is written out."""
-    graph = model.graph
-    out = []
-    rowsums = {}
-    for carry, src in graph.yields:
-        op = graph.by_name.get(src)
-        if op is not None and op.opcode == "rowsum" and len(op.operands) == 3:
-            rowsums[op.operands[2].name] = carry
-    for carry, src in graph.yields:
-        seen, todo = set(), [src]
-        while todo:  # walk back through the accumulator chain of this iteration
-            name = todo.pop()
-            op = graph.by_name.get(name)
-            if op is None or name in seen:
-                continue
-            seen.add(name)
-            if op.opcode == "rescale" and len(op.operands) == 2 and op.operands[1].name in rowsums:
-                out.append((carry, rowsums[op.operands[1].name]))
-                break
-            if op.opcode == "mma" and len(op.operands) == 3:
-                todo.append(op.operands[2].name)
-            elif op.opcode == "rescale" and op.operands:
-                todo.append(op.operands[0].name)
-    return tuple(sorted(set(out)))
 
 
 def rastered(model: "KernelModel") -> bool:

@@ -59,6 +59,7 @@ class OpCall:
     row0: str  # first row of the tiles this warpgroup holds (of a value with the result's rows)
     groups: int  # warpgroups of the role
     iteration: str = ""  # the loop iteration this instance computes (a C++ expression)
+    accumulate: str = "1"  # a tcgen05.mma's accumulate flag at its first k step (RoleBody._umma_accumulate)
 
     def temp(self, suffix: str) -> str:
         return f"{local(self.op.name)}_{suffix}"
@@ -162,22 +163,31 @@ def read_tile(model: KernelModel, a: Arg, dst: str, row0: str) -> list[str]:
 
 
 def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
-    """The C++ type of a warpgroup's share of a register value."""
-    kind = vector_kind(t)
-    if kind == "cols":
-        return f"twill::TCols<{t.shape[1]}>" if model.blackwell else f"twill::Cols<{t.shape[1]}>"
-    if kind == "rows" and len(t.shape) == 2:
+    """The C++ type of a warpgroup's share of a register value, in its target's layout (FRAGMENTS)."""
+    if vector_kind(t) == "rows" and len(t.shape) == 2:
         t = TensorType(t.dtype, t.shape[:1], t.space)
-    if model.blackwell:
-        r = _tmem_rows(t)
-        if len(t.shape) == 1:
-            return "twill::TScal" if r == 128 else f"twill::TScalR<{r}>"
-        n = t.shape[1]
-        if t.dtype in ("f16", "bf16"):
-            return f"twill::TRow16<{n}, {ctype(t.dtype)}{'' if r == 128 else f', {r}'}>"
-        if t.dtype == "i32":  # an integer accumulator, read out of tensor memory as it is
-            return f"twill::TRowS32<{n}{'' if r == 128 else f', {r}'}>"
-        return f"twill::TRow<{n}{'' if r == 128 else f', {r}'}>"
+    return FRAGMENTS[model.target.arch](t, groups)
+
+
+def _tmem_fragment(t: TensorType, groups: int) -> str:
+    """sm_100a: a row per thread of a warpgroup (tcgen05.ld's 32x32b), a column vector in each."""
+    if vector_kind(t) == "cols":
+        return f"twill::TCols<{t.shape[1]}>"
+    r = _tmem_rows(t)
+    if len(t.shape) == 1:
+        return "twill::TScal" if r == 128 else f"twill::TScalR<{r}>"
+    n = t.shape[1]
+    if t.dtype in ("f16", "bf16"):
+        return f"twill::TRow16<{n}, {ctype(t.dtype)}{'' if r == 128 else f', {r}'}>"
+    if t.dtype == "i32":  # an integer accumulator, read out of tensor memory as it is
+        return f"twill::TRowS32<{n}{'' if r == 128 else f', {r}'}>"
+    return f"twill::TRow<{n}{'' if r == 128 else f', {r}'}>"
+
+
+def _wgmma_fragment(t: TensorType, groups: int) -> str:
+    """sm_90a: the wgmma accumulator layout, each warpgroup 64-row blocks of the rows."""
+    if vector_kind(t) == "cols":
+        return f"twill::Cols<{t.shape[1]}>"
     rows = t.shape[0]
     if rows % (64 * groups):
         raise EmitError(f"a {rows}-row tile cannot be split over {groups} warpgroup(s) of 64-row wgmma blocks")
@@ -214,10 +224,17 @@ def _tmem_rows(t: TensorType) -> int:
 
 def view_type(model: KernelModel, t: TensorType, groups: int) -> str:
     """The C++ type reading a staged tile in place (see fragment_type for the register one)."""
+    return VIEWS[model.target.arch](t, groups)
+
+
+def _tmem_view(t: TensorType, groups: int) -> str:
     T = ctype(t.dtype)
-    if model.blackwell:
-        r = "" if _tmem_rows(t) == 128 else f", {_tmem_rows(t)}"
-        return f"twill::RowsView<{T}{r}>" if len(t.shape) == 1 else f"twill::View<{t.shape[1]}, {T}{r}>"
+    r = "" if _tmem_rows(t) == 128 else f", {_tmem_rows(t)}"
+    return f"twill::RowsView<{T}{r}>" if len(t.shape) == 1 else f"twill::View<{t.shape[1]}, {T}{r}>"
+
+
+def _wgmma_view(t: TensorType, groups: int) -> str:
+    T = ctype(t.dtype)
     mb = t.shape[0] // (64 * groups)
     return f"twill::RowsView<{mb}, {T}>" if len(t.shape) == 1 else f"twill::View<{mb}, {t.shape[1]}, {T}>"
 
@@ -247,10 +264,11 @@ def _rescale(call: OpCall) -> list[str]:
 
 
 def _store(call: OpCall) -> list[str]:
-    """store x: the tile goes to its global tensor (one tile per iteration when it has no loop axis)."""
+    """store x: the tile goes to its global tensor (one tile per iteration when it has no loop axis),
+    through its store function (`Renderer._stores`): the iteration, the role's first row, n."""
     lines, names = _registers(call)
     t = call.model.tensor[ident(call.op.name)]
-    return lines + [f"store_{t.name}(sm, tm, args, tile, {names[0]}, it);"]
+    return lines + [f"store_{t.name}(sm, tm, args, tile, {names[0]}, {call.iteration}, {call.row0}, n);"]
 
 
 def _hook(call: OpCall) -> list[str]:
@@ -375,7 +393,7 @@ def _umma(call: OpCall) -> list[str]:
                         f"but '{a.value}' is in {a.where}")
     idesc, suffix = _umma_idesc(s)
     b_op = _operand_desc(call.model, b, s.b_kmajor, "0", f"{kind.k} * kk")
-    first = "1" if s.accumulate else "kk > 0"
+    first = call.accumulate if s.accumulate else "kk > 0"
     if a.where == "tmem" and not s.a_kmajor:
         raise EmitError(f"op '{call.op.name}': a transposed first operand must be in shared memory")
     if a.where == "tmem":  # A packed in tensor memory: 16 values = 8 columns per k step
@@ -448,12 +466,15 @@ EMITTERS: dict[str, dict[str, Emitter]] = {
     "sm_90a": {**COMMON, "mma": _wgmma, "causal_mask": _causal_mask},
     "sm_100a": {**COMMON, "mma": _umma},
 }
+# The C++ types of a warpgroup's share of a register tile, and of a staged tile read in place.
+FRAGMENTS: dict[str, Callable[[TensorType, int], str]] = {"sm_90a": _wgmma_fragment, "sm_100a": _tmem_fragment}
+VIEWS: dict[str, Callable[[TensorType, int], str]] = {"sm_90a": _wgmma_view, "sm_100a": _tmem_view}
 
 
 def emitter(model: KernelModel, opcode: str) -> Emitter:
-    table = EMITTERS["sm_100a" if model.blackwell else "sm_90a"]
+    table = EMITTERS[model.target.arch]
     return table.get(opcode, _hook)
 
 
 def is_known(model: KernelModel, opcode: str) -> bool:
-    return opcode in EMITTERS["sm_100a" if model.blackwell else "sm_90a"] or opcode == "load"
+    return opcode in EMITTERS[model.target.arch] or opcode == "load"

@@ -31,7 +31,7 @@ class Ragged:
 
 def plan(model) -> Ragged:
     """How `model`'s kernel handles a partial last tile (a pure function of the model)."""
-    from .model import value_axis
+    from .tensors import value_axis
     axis = value_axis(model.graph, model.mma_shape)
     steps = sorted({t.tile[d] for t in model.tensors if t.kind == "load" for d in range(2) if t.axes[d] == "loop"})
     if not steps:
@@ -61,7 +61,7 @@ def plan(model) -> Ragged:
             return refuse(f"and so does {others[0]}, for which an absent element is not -inf")
         if any(u.distance for u in model.uses[value]):
             return refuse("in a later iteration")
-        if info.type.space != "reg" or len(info.type.shape) != 2 or len(dims) != 1 or model.blackwell:
+        if info.type.space != "reg" or len(info.type.shape) != 2 or len(dims) != 1 or not model.target.register_fragments:
             return refuse("not as a register fragment of sm_90a, which is all the mask is emitted for")
         if any(u.role != info.role for u in readers):
             return refuse("in another role than the one computing it")
@@ -112,7 +112,7 @@ class Causal:
 
 def causal(model) -> Causal:
     """The causal masks of `model`'s loop and the query tensor each one's rows follow."""
-    from .model import value_axis
+    from .tensors import value_axis
     ops = [op for op in model.graph.ops if op.opcode == MASK_OPCODE]
     if not ops:
         return Causal((), "")
@@ -121,7 +121,7 @@ def causal(model) -> Causal:
     for op in ops:
         def refuse(why: str) -> Causal:
             return Causal((), f"causal_mask {op.name} {why}")
-        if model.blackwell:
+        if not model.target.register_fragments:
             return refuse("is emitted for sm_90a only (register fragments)")
         if len(op.operands) != 1 or op.type is None or len(op.type.shape) != 2 or op.type.space != "reg":
             return refuse("takes one 2-d register tile")

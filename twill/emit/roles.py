@@ -8,18 +8,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
-from . import batch_groups, descale
-from .lines import Lines, ring_slot
+from . import batch_groups
+from .after_loop import AfterLoop
+from .lines import Lines
 from .model import EmitError, dtype_bytes, ident, local, swizzle_bytes
-from .ops import Arg, OpCall, ctype, emitter, exp2_code, fragment_type, view_type
-from .program import Inst, Window
+from .operands import Operands
+from .ops import Arg, OpCall, ctype, emitter, exp2_code, fragment_type
+from .tensorcore import TensorCoreSync
+from .windows import Inst, Window
 
 if TYPE_CHECKING:
     from .cuda import Renderer
 
 
-class RoleBody:
-    """One role's device function: its register buffers, then its windows in schedule order."""
+class RoleBody(Operands, TensorCoreSync, AfterLoop):
+    """One role's device function: its register buffers, then its windows in schedule order; its
+    operands (operands.py), its tensor-core synchronisation (tensorcore.py) and what it does after
+    the loop (after_loop.py) are mixins. It writes as it goes: `waited`, `issued`, `complete` and
+    `acquired` follow the wgmma groups and ring slots of the code written so far."""
 
     def __init__(self, r: Renderer, role: str):
         self.r, self.m, self.p = r, r.m, r.p
@@ -284,13 +290,47 @@ class RoleBody:
         for i, operand in enumerate(op.operands):
             args.append(self._operand(out, w, pos, name, i, operand, stage))
         self._mask(out, name, args, it)
+        staged = self._scratch_operands(out, name, args)
+        res, tmem_out = self._result(out, w, name, it, args)
+        acc = self._umma_accumulate(name, it, args) if m.target.mma_commit and op.opcode == "mma" else "1"
+        call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
+                      self.groups, str(it), acc)
+        if name in self.p.row_sums:
+            code = exp2_code(call, f"{local(name)}_sums[{self.p.buffer(name, w, stage, 0)}]")
+        else:
+            code = emitter(m, op.opcode)(call)
+        out(f"// {name} = {op.opcode} {', '.join(str(o) for o in op.operands)} (iteration {it})")
+        if op.opcode == "store":
+            if not self.role.is_warpgroup:
+                raise EmitError(f"op '{name}': a store of register tiles runs on a warpgroup role, not {self.role.name}")
+        if any("\n" in c for c in code):
+            raise AssertionError("emitters return single lines")
+        if m.target.mma_commit and op.opcode == "mma":
+            self._umma_block(out, w, pos, name, it, args, code, staged)
+        elif len(code) > 1 or op.opcode == "mma":
+            with out.block(""):
+                out(*code)
+        else:
+            out(*code)
+        if tmem_out is not None:
+            out(f"twill::frag_to_tmem({self.r.tmem_addr(name, it)}, {tmem_out});")
+        if op.opcode == "mma":
+            self.waited = None
+            self.issued.append((name, str(it)))
+        self._publish(out, w, name, it)
+
+    def _scratch_operands(self, out: Lines, name: str, args: list) -> list:
+        """The register operands of mma `name` that the tensor core reads from a scratch tile:
+        written there now (sm_90a), or returned as (scratch array, operand) for the mma's own
+        block to write (a commit-tracked mma). `args` then name the tile."""
+        m = self.m
         staged = []  # (scratch array, register operand) the tensor core reads from memory
         for i, (scratch, arr) in enumerate(((self.p.scratch, "scratch"), (self.p.scratch_b, "scratchb"))):
             if name not in scratch or len(args) <= i or args[i].where != "reg":
                 continue
             st = args[i]  # the role stages it in a tile
             args[i] = Arg(st.value, st.type, "smem", f"sm.{arr}_{ident(name)}")
-            if m.blackwell:
+            if m.target.mma_commit:
                 staged.append((f"sm.{arr}_{ident(name)}", st))
                 continue
             t = st.type
@@ -301,6 +341,13 @@ class RoleBody:
                 f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
                 f"// the whole tile is written")
             self._retire(0)
+        return staged
+
+    def _result(self, out: Lines, w: Window, name: str, it: Inst, args: list):
+        """(where op `name` writes its result, the register fragment it writes first where the
+        result then goes to tensor memory, or None)."""
+        m = self.m
+        op, stage = m.ops[name], m.stage(name)
         res, tmem_out = None, None
         if op.has_result and op.type is not None:
             streamed = op.opcode == "rescale" and args and args[0].where in ("tmem", "init")
@@ -317,32 +364,7 @@ class RoleBody:
                     out(f"// {name} takes the registers of {self.p.alias[name]}, which no longer needs them")
                 elif name in self.p.alias:
                     out(f"// {name} is computed in the registers of {self.p.alias[name]}, which accumulates it in place")
-        call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
-                      self.groups, str(it))
-        if name in self.p.row_sums:
-            code = exp2_code(call, f"{local(name)}_sums[{self.p.buffer(name, w, stage, 0)}]")
-        else:
-            code = emitter(m, op.opcode)(call)
-        out(f"// {name} = {op.opcode} {', '.join(str(o) for o in op.operands)} (iteration {it})")
-        if op.opcode == "store":
-            code = [c.replace(", it);", f", {it}, {call.row0}, n);") for c in code]
-            if not self.role.is_warpgroup:
-                raise EmitError(f"op '{name}': a store of register tiles runs on a warpgroup role, not {self.role.name}")
-        if any("\n" in c for c in code):
-            raise AssertionError("emitters return single lines")
-        if m.blackwell and op.opcode == "mma":
-            self._umma_block(out, w, pos, name, it, args, code, staged)
-        elif len(code) > 1 or op.opcode == "mma":
-            with out.block(""):
-                out(*code)
-        else:
-            out(*code)
-        if tmem_out is not None:
-            out(f"twill::frag_to_tmem({self.r.tmem_addr(name, it)}, {tmem_out});")
-        if op.opcode == "mma":
-            self.waited = None
-            self.issued.append((name, str(it)))
-        self._publish(out, w, name, it)
+        return res, tmem_out
 
     def _mask(self, out: Lines, name: str, args, it: Inst) -> None:
         """Before the first rowmax / exp2 of a value along the loop, on iteration n - 1: where
@@ -377,362 +399,3 @@ class RoleBody:
             f"twill::mask_past<{dim}>({a.expr}, {self.row0(a.type.shape[0])}, args.loop_tail);  "
             f"// a partial last tile: {value}'s {('rows', 'columns')[dim]} past the loop's extent are absent")
 
-    def _crosses_window(self, op: str) -> bool:
-        """Whether the result of mma `op` may still be in flight when a window ends: a reader on
-        this role (or the next iteration, through a carry) reads it in a later window."""
-        m, pos = self.m, {o: i for i, o in enumerate(self.p.order)}
-        for use in m.uses.get(op, ()):
-            if use.role != self.role.name:
-                continue
-            later = m.stage(use.op) + use.distance - m.stage(op)
-            if later > 0 or (later == 0 and pos[use.op] <= pos[op]):
-                return True
-        return m.carry_of(op) is not None or not any(u.role == self.role.name for u in m.uses.get(op, ()))
-
-    def _fence_async_results(self, out: Lines, boundary: bool = False) -> None:
-        """After a wait: pin every register buffer a wgmma of this role writes or reads. At a
-        window's start, only those of wgmmas that can be in flight across the window boundary:
-        pinning a dead buffer would keep its registers allocated."""
-        m = self.m
-        if m.blackwell:
-            return
-        names = set()
-        for op in self.role.ops:
-            if m.ops[op].opcode == "mma" and (not boundary or self._crosses_window(op)):
-                names.add(op)
-                a = m.resolve(m.ops[op].operands[0])[0]
-                if a in self.p.copies and m.values[a].role == self.role.name:
-                    names.add(a)
-        arrays = dict.fromkeys(self.p.storage(n) for n in sorted(names, key=lambda n: self.p.order.index(n)))
-        for name in arrays:
-            for b in range(self.p.copies.get(name, 1)):
-                out(f"twill::fence_frag({local(name)}[{b}]);")
-
-    def elect(self) -> str:
-        """The one thread that issues TMA and tcgen05 work for this role."""
-        return "lane == 0" if not self.role.is_warpgroup else "threadIdx.x % 128 == 0 && wgi == 0"
-
-    def _umma_block(self, out: Lines, w: Window, pos: int, name: str, it: Inst, args, code, staged) -> None:
-        """tcgen05.mma: ordered after this role's tensor-memory and shared-memory writes, issued by
-        one thread, then committed to the mbarriers its readers and the freed slots wait on."""
-        m, p = self.m, self.p
-        s = m.mma_shape[name]
-        chan = p.channels.get(name)
-        c = args[2] if s.accumulate else None
-        with out.block(""):
-            if c is not None and c.where == "reg":
-                if not self.role.is_warpgroup:
-                    raise EmitError(f"op '{name}': its accumulator '{c.value}' is in registers of a 1-warp role; "
-                                    f"declare it @tmem")
-                out(f"twill::frag_to_tmem({self.r.tmem_addr(name, it)}, {c.expr});  // the accumulator to tensor memory")
-            if staged:
-                for _, st in staged:
-                    if not self.role.is_warpgroup:
-                        raise EmitError(f"op '{name}': operand '{st.value}' is in registers of a 1-warp role")
-                done = f"sm.done_{ident(name)}"
-                if it.base:
-                    out(f"if ({it} >= 1) twill::mbar_wait(&{done}, static_cast<uint32_t>(({it}) - 1) & 1u);  "
-                        f"// the previous {name} has read the scratch tile")
-                elif it.off >= 1:
-                    out(f"twill::mbar_wait(&{done}, {(it.off - 1) & 1}u);  // the previous {name} has read the scratch tile")
-                for tile, st in staged:
-                    t = st.type
-                    out(f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>({tile}, "
-                        f"{st.expr}, {self.row0(t.shape[0])});")
-                out("twill::fence_async_smem();")
-            if self.role.is_warpgroup:
-                out("twill::tmem_fence_before();",
-                    f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
-                    f"// the role's own tensor-memory and shared-memory traffic comes first",
-                    "twill::tmem_fence_after();")
-            with out.block(f"if ({self.elect()})"):
-                if chan is not None and chan.empty:
-                    out(f"sm.ring_{chan.ident}.wait_empty({it});  // the readers are done with this region")
-                if name in p.tmem_after:  # the columns are shared: their last occupant must be freed
-                    prev, k = p.tmem_after[name]
-                    q = Inst(it.base, it.off + k + 1)
-                    line = (f"sm.ring_{ident(prev)}.wait_empty({q});  // {prev}[{Inst(it.base, it.off + k)}], "
-                            f"which these columns held before, is freed")
-                    if q.base:
-                        out(f"if ({q} >= 1) {line}")
-                    elif q.off >= 1:
-                        out(line)
-                out("twill::tmem_fence_after();")
-                acc = "1"
-                if c is not None and c.where == "init":
-                    if c.expr not in ("0.0f", "0.f"):
-                        raise EmitError(f"op '{name}': a tensor-memory accumulator must start at 0 (got {c.expr})")
-                    acc = "kk > 0"
-                elif c is not None and c.where == "tmem" and self._may_be_negative(it.shift(1)) and \
-                        m.carry_of(c.value) is not None:
-                    acc = f"kk > 0 || ({it.shift(1)}) >= 0"
-                out(*[line.replace(", 1);", f", {acc});") if c is not None else line for line in code])
-                if chan is not None:
-                    out(f"twill::umma_commit(&sm.ring_{chan.ident}.full[{ring_slot(it, chan.depth)}]);  "
-                        f"// {name}[{it}] is ready when the mma is")
-                if staged:
-                    out(f"twill::umma_commit(&sm.done_{ident(name)});")
-                for chan2, last, shift, how in self.prog.releases_after.get((w.key, pos), []):
-                    if how == "commit":
-                        inst = Inst(w.base, w.j0 - shift - m.stage(last.op) - last.distance)
-                        out(f"twill::umma_commit(&sm.ring_{chan2.ident}.empty[{ring_slot(inst, chan2.depth)}]);  "
-                            f"// frees {chan2.value}[{inst}] once read")
-
-    def _retire(self, k: int) -> None:
-        """After wgmma_wait<k>: all but the newest k groups of this window are complete."""
-        self.waited = k
-        for g in self.issued[:max(0, len(self.issued) - k)]:
-            self.complete.add(g)
-
-    def _operand(self, out: Lines, w: Window, pos: int, opname: str, index: int, operand, stage: int) -> Arg:
-        m, p = self.m, self.p
-        value, d = m.resolve(operand)
-        inst = w.inst(stage, d)
-        v = m.values.get(value)
-        if v is None:
-            raise EmitError(f"op '{opname}' reads '{operand.name}', which is neither a value nor an input")
-        t = v.type
-        if v.kind == "input":
-            if t.space == "smem":
-                return Arg(value, t, "smem", f"sm.in_{ident(value)}[ib]")
-            return Arg(value, t, "reg", local(value))
-        carry = m.carry_of(value) if d > 0 else None
-        chan = p.channels.get(value)
-        if p.in_tmem(value):
-            return self._tmem_operand(out, w, opname, index, value, t, inst, carry, chan)
-        if v.role == self.role.name and not m.is_load(value):
-            site = (w.key, pos, value)
-            if site in self.prog.waits and not p.in_place(opname, index, value, d) and \
-                    (value, str(inst)) not in self.complete:
-                k = self.prog.waits[site]
-                if self.waited is None or self.waited > k:
-                    out(f"twill::wgmma_wait<{k}>();  // {value}[{inst}] is complete")
-                    self._retire(k)
-                out(f"twill::fence_frag({local(p.storage(value))}[{p.buffer(value, w, stage, d)}]);")
-                self.complete.add((value, str(inst)))
-            if p.row_sums.get(value) == opname and index == 0:  # summed by the exp2 that made it
-                return Arg(value, t, "reg", f"twill::presum({local(value)}_sums[{p.buffer(value, w, stage, d)}])")
-            return Arg(value, t, "reg", f"{local(p.storage(value))}[{p.buffer(value, w, stage, d)}]")
-        if chan is None:
-            raise EmitError(f"op '{opname}' on role {self.role.name} reads '{value}' of role {v.role} with no channel")
-        if carry is not None and inst.base != "n" and (not inst.base and inst.off < 0):
-            return Arg(value, t, "init", self._init(carry))
-        ring = f"sm.ring_{chan.ident}"
-        key = (value, str(inst))
-        if chan.kind == "tma" or chan.kind == "tile":
-            if key not in self.acquired:
-                self.acquired.add(key)
-                out(f"{ring}.wait_full({inst});  // {value}[{inst}] has landed")
-            arr = "ld" if chan.kind == "tma" else "tile"
-            return Arg(value, t, "smem", f"sm.{arr}_{chan.ident}[{ring_slot(inst, chan.depth)}]")
-        if chan.kind == "stage":
-            buf = f"sm.stage_{chan.ident}[{ring_slot(inst, chan.depth)}]"
-            tmp = f"{local(value)}_{local(opname)}_{index}"
-            guard = self._may_be_negative(inst)
-            if not guard:  # read in place; the slot is freed after this role's last reader
-                if key not in self.acquired:
-                    self.acquired.add(key)
-                    out(f"{ring}.wait_full({inst});  // {value}[{inst}] is staged")
-                out(f"const {view_type(m, t, self.groups)} {tmp}{{{buf}, {self.row0(t.shape[0])}}};")
-                return Arg(value, t, "reg", tmp, view=True)
-            out(f"{fragment_type(m, t, self.groups)} {tmp};")
-            out(f"if ({inst} >= 0) {{")
-            out.depth += 1
-            out(f"{ring}.wait_full({inst});",
-                f"twill::buffer_to_frag({tmp}, {buf}, {self.row0(t.shape[0])}, {t.shape[1] if len(t.shape) > 1 else 0});")
-            out.depth -= 1
-            out("} else {")
-            out(f"  twill::fill({tmp}, {self._init(carry) if carry else '0.f'});")
-            out("}")
-            return Arg(value, t, "reg", tmp)
-        raise EmitError(f"channel kind {chan.kind} of '{value}' is not supported on {m.arch}")
-
-    def _may_be_negative(self, inst: Inst) -> bool:
-        """In the steady loop j >= S-1, so j + off < 0 only when off < -(S-1); n >= S."""
-        return inst.base == "j" and inst.off < -(self.p.S - 1)
-
-    def _tmem_operand(self, out: Lines, w: Window, opname: str, index: int, value: str, t, inst: Inst,
-                      carry, chan) -> Arg:
-        """A tensor-memory operand (sm_100a): wait for the commit (or the writers' arrival) that
-        makes the instance ready, then hand the address to an mma, or read the tile into registers
-        for any other op. A carry's instance -1 is its initial value."""
-        m, p = self.m, self.p
-        is_mma = m.ops[opname].opcode == "mma"
-        own_mma = m.values[value].role == self.role.name and is_mma
-        addr = self.r.tmem_addr(value, inst)
-        if carry is not None and not inst.base and inst.off < 0:
-            return Arg(value, t, "init", self._init(carry))
-        waits = chan is not None and self.role.name in chan.consumers and not own_mma
-        guard = carry is not None and self._may_be_negative(inst)
-        streams = (m.ops[opname].opcode == "rescale" and index == 0 and p.in_tmem(opname) and
-                   len(t.shape) == 2 and t.dtype == "f32")
-        if is_mma or streams:
-            if waits and (value, str(inst)) not in self.acquired:
-                self.acquired.add((value, str(inst)))
-                wait = f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory"
-                out(f"if ({inst} >= 0) {wait}" if guard else wait)
-            if streams:
-                out("twill::tmem_fence_after();")
-            return Arg(value, t, "tmem", addr, f"{inst} >= 0" if guard else "",
-                       self._init(carry) if carry is not None else "")
-        cached = self.loaded.get((value, str(inst)))
-        if cached is not None:  # already read out of tensor memory in this window
-            return Arg(value, t, "reg", cached)
-        tmp = f"{local(value)}_{local(opname)}_{index}"
-        self.loaded[(value, str(inst))] = tmp
-        out(f"{fragment_type(m, t, self.groups)} {tmp};")
-        if guard:
-            out(f"if ({inst} >= 0) {{")
-            out.depth += 1
-        if waits:
-            out(f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory",
-                "twill::tmem_fence_after();")
-        out(f"twill::tmem_to_frag({tmp}, {addr});")
-        if value in p.tmem_shared:  # its columns are another value's next: free them at once
-            out("twill::tmem_fence_before();",
-                f"sm.ring_{chan.ident}.release_by_warp({inst});  // {value}[{inst}] is read: its columns are free")
-        if guard:
-            out.depth -= 1
-            out("} else {")
-            out(f"  twill::fill({tmp}, {self._init(carry)});")
-            out("}")
-        return Arg(value, t, "reg", tmp)
-
-    def _publish(self, out: Lines, w: Window, name: str, it: Inst) -> None:
-        """Hand a result to other roles: wait for the slot, write it, fence, arrive on full."""
-        m, p = self.m, self.p
-        chan = p.channels.get(name)
-        if chan is None or chan.producer != self.role.name or chan.kind == "tma":
-            return
-        t = m.values[name].type
-        ring = f"sm.ring_{chan.ident}"
-        if chan.kind == "tmem":
-            if m.ops[name].opcode != "mma":  # written by tcgen05.st (waited for): announce it
-                out("twill::tmem_fence_before();", f"{ring}.arrive_full({it});  // {name}[{it}] is in tensor memory")
-            return
-        buf = f"{local(p.storage(name))}[{p.buffer(name, w, m.stage(name), 0)}]"
-        slot = ring_slot(it, chan.depth)
-        if not m.blackwell and m.ops[name].opcode == "mma":  # an async result: complete it first
-            out(f"twill::wgmma_wait<0>();  // {name}[{it}] is complete", f"twill::fence_frag({buf});")
-            self._retire(0)
-        out(f"{ring}.wait_empty({it});  // hand {name}[{it}] to {', '.join(chan.consumers)}")
-        if chan.kind == "stage":
-            out(f"twill::frag_to_buffer(sm.stage_{chan.ident}[{slot}], {buf}, {self.row0(t.shape[0])}, "
-                f"{t.shape[1] if len(t.shape) > 1 else 0});")
-        elif chan.kind == "tile":
-            rows, cols = t.shape
-            out(f"twill::frag_to_tile<{ctype(t.dtype)}, {rows}, {cols}>(sm.tile_{chan.ident}[{slot}], {buf}, "
-                f"{self.row0(rows)});",
-                "twill::fence_async_smem();  // visible to the tensor core")
-        out(f"{ring}.arrive_full({it});")
-
-    def _release(self, out: Lines, w: Window, item) -> None:
-        chan, last, shift, wait = item
-        m = self.m
-        stage = m.stage(last.op)
-        inst = Inst(w.base, w.j0 - shift - stage - last.distance)
-        guard = inst.base == "j" and inst.off < -(self.p.S - 1)
-        ring = f"sm.ring_{chan.ident}"
-        if wait is not None and wait != "commit" and (self.waited is None or self.waited > wait):
-            out(f"twill::wgmma_wait<{wait}>();  // the wgmmas before the last one are done")
-            self._retire(wait)
-        if wait == "commit":  # the mma's issuing thread already committed to the empty barrier
-            return
-        if chan.kind == "tmem":
-            out("twill::tmem_fence_before();")
-        line = f"{ring}.release_by_warp({inst});  // release {chan.value}[{inst}]"
-        out(f"if ({inst} >= 0) {line}" if guard else line)
-
-    # -- after the loop ------------------------------------------------------------------------------
-    def _release_tail(self, out: Lines) -> None:
-        """Free the ring slots the loop leaves held (Program.held_at_end), so that a CTA's next
-        tile finds every ring empty."""
-        if not self.r.persistent():
-            return
-        for chan in self.p.channels.values():
-            if self.role.name not in chan.consumers or not chan.empty:
-                continue
-            held = self.p.held_at_end(self.role.name, chan)
-            if held:
-                out(f"if (!tile.last) for (int i = n - {held}; i < n; ++i) sm.ring_{chan.ident}.release_by_warp(i);  "
-                    f"// {chan.value}'s slots still held: empty for the next tile")
-
-    def _finalize(self, out: Lines) -> None:
-        """Each carry's last value goes to its output tensor (divided by its running sum, for an
-        online-softmax accumulator). A register value is written by the role holding it; a
-        tensor-memory one by the role holding its normalizer (or one that reads it), once the
-        mma role's final commit says the last mma is done. A last value that the writing role does
-        not hold (a running sum on another role) is staged in shared memory by its role first."""
-        m, p, r = self.m, self.p, self.r
-        norms = dict(m.normalizers)
-        for t in r.tmem_outputs():
-            if m.values[t.value].role == self.role.name and m.ops[t.value].opcode == "mma":
-                out(f"if ({self.elect()}) twill::umma_commit(&sm.final_{ident(t.value)});  "
-                    f"// every mma of this role, the last {t.value} too, is done")
-        outputs = [t for t in m.tensors if t.kind == "output" and self.p.final_role(t) == self.role.name]
-        hopper_mma = not m.blackwell and any(m.ops[o].opcode == "mma" for o in self.role.ops)
-        if not outputs:
-            if hopper_mma:
-                out("twill::wgmma_wait<0>();")
-            self._release_tail(out)
-            self._hand_over(out)
-            return
-        out("// ---- after the loop: the carries' last values (iteration n - 1) to global memory ----")
-        if hopper_mma:
-            out("twill::wgmma_wait<0>();")
-        self._release_tail(out)
-        self._hand_over(out)
-        finals = {}
-        for value in dict.fromkeys(v for t in outputs for v in self.p.final_values(t)):
-            vt = m.values[value].type
-            fin = f"{local(value)}_final"
-            finals[value] = fin
-            out(f"{fragment_type(m, vt, self.groups)} {fin};")
-            if p.in_tmem(value):
-                out(f"twill::mbar_wait(&sm.final_{ident(value)}, tile.round & 1);", "twill::tmem_fence_after();",
-                    f"twill::tmem_to_frag({fin}, {r.tmem_addr(value, Inst('n', -1))});")
-            elif m.values[value].role != self.role.name:  # staged by its role (see _hand_over)
-                out(f"twill::mbar_wait(&sm.final_{ident(value)}, tile.round & 1);  "
-                    f"// {m.values[value].role} staged the last {value}",
-                    f"twill::buffer_to_frag({fin}, sm.last_{ident(value)}, {self.row0(vt.shape[0])}, "
-                    f"{vt.shape[1] if len(vt.shape) > 1 else 0});")
-            else:
-                self._last(out, value, fin)
-        for t in outputs:
-            carry = m.carry_of(t.value)
-            fin = finals[t.value]
-            if carry in norms:
-                out(f"twill::op_normalize({fin}, {finals[m.carry_source[norms[carry]]]});  "
-                    f"// {carry} / {norms[carry]}: the softmax denominator")
-            if t.name in descale.scaled_outputs(m):
-                out(descale.finalize_line(fin))
-            vt = m.values[t.value].type
-            out(f"store_{t.name}(sm, tm, args, tile, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
-
-    def _last(self, out: Lines, value: str, fin: str) -> None:
-        """fin = this role's register copy of the last instance (iteration n - 1) of value."""
-        store = local(self.p.storage(value))
-        c = self.p.copies.get(self.p.storage(value), 1)
-        if c == 1:
-            out(f"{fin} = {store}[0];")
-            return
-        with out.block(f"switch ((n - 1) % {c})"):
-            for k in range(c):
-                out(f"case {k}: {fin} = {store}[{k}]; break;")
-            out("default: break;")
-
-    def _hand_over(self, out: Lines) -> None:
-        """Stage the last instances of this role's values that another role's output needs, and
-        arrive on their mbarriers (see Program.handoffs)."""
-        m = self.m
-        for value, (holder, readers) in self.p.handoffs.items():
-            if holder != self.role.name:
-                continue
-            vt = m.values[value].type
-            fin = f"{local(value)}_last"
-            with out.block(""):
-                out(f"{fragment_type(m, vt, self.groups)} {fin};")
-                self._last(out, value, fin)
-                out(f"twill::frag_to_buffer(sm.last_{ident(value)}, {fin}, {self.row0(vt.shape[0])}, "
-                    f"{vt.shape[1] if len(vt.shape) > 1 else 0});",
-                    f"twill::mbar_arrive(&sm.final_{ident(value)});  // the last {value}, for {', '.join(readers)}")

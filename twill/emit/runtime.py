@@ -3,17 +3,19 @@
 ThunderKittens-style: this template owns the mbarrier ring buffers and their phase bits, TMA,
 named barriers, register reallocation and the tensor-core instructions; the generated role bodies
 only call it. The CUDA lives in cuda_runtime/ as headers one can read and edit as CUDA:
-`common.cuh` is included for every target, then `sm90.cuh` (wgmma, register fragments in the
-accumulator layout) or `sm100.cuh` (tcgen05, tensor memory, a row per thread), then `ops.cuh`
-(the opcodes' math over either target's fragments). The few instructions whose operand lists
-depend on the tile width (wgmma, tcgen05.ld/st) are generated here by `wgmma_wrapper` and
-`tmem_wrappers`, one per shape the kernel uses (the latter replace sm100.cuh's @@TMEM_WRAPPERS@@).
+`common.cuh` is included for every target, then the target's own (`Target.runtime`: `sm90.cuh`,
+wgmma and register fragments in the accumulator layout; `sm100.cuh`, tcgen05, tensor memory, a row
+per thread), then `ops.cuh` (the opcodes' math over either target's fragments). The few
+instructions whose operand lists depend on the tile width (wgmma, tcgen05.ld/st) are generated
+here by `wgmma_wrapper` and `tmem_wrappers`, one per shape the kernel uses (the latter replace
+sm100.cuh's @@TMEM_WRAPPERS@@).
 The headers are fragments of one namespace, opened in common.cuh and closed in ops.cuh.
 
 Keep this text stable: every emitted file includes it, and golden files pin it byte for byte.
 """
 from __future__ import annotations
 
+from functools import cache
 from importlib.resources import files
 
 from .model import MMA_INPUTS
@@ -104,7 +106,7 @@ def mma_extension(model) -> list[str]:
     wide_int = any(t.dtype == "i32" and len(t.shape) == 2 for t in types)
     if not (eight_bit or wide_int or any(s.inputs.k == 32 for s in model.mma_shape.values())):
         return []
-    part = _part("mma8_sm100.cuh" if model.blackwell else "mma8_sm90.cuh")
+    part = _part(model.target.mma8_runtime)
     return ["}  // namespace twill\n\n#include <cuda_fp8.h>\n\nnamespace twill {" + part]
 
 
@@ -128,11 +130,19 @@ def tmem_wrappers() -> str:
     )
 
 
+@cache
+def target_part(target) -> str:
+    """The target's own header (sm90.cuh, sm100.cuh), its tcgen05.ld/st wrappers filled in."""
+    return _part(target.runtime).replace("@@TMEM_WRAPPERS@@", tmem_wrappers())
+
+
+@cache
+def vocab_part(target) -> str:
+    """The op vocabulary's extension (twill/vocab.py), after OPS, for the kernels that use it: the
+    target's column vectors, row minima and scans, then the shared math."""
+    return "".join(_part(name) for name in target.vocab_runtime)
+
+
 COMMON = _part("common.cuh")
-SM90 = _part("sm90.cuh")
-SM100 = _part("sm100.cuh").replace("@@TMEM_WRAPPERS@@", tmem_wrappers())
 OPS = _part("ops.cuh")
 CAUSAL = _part("causal.cuh")  # only in kernels with a causal_mask (ragged.py)
-# The op vocabulary's extension (twill/vocab.py), after OPS, for the kernels that use it: the
-# target's column vectors, row minima and scans, then the shared math.
-VOCAB = {"sm_90a": _part("vocab_sm90.cuh") + _part("vocab.cuh"), "sm_100a": _part("vocab_sm100.cuh") + _part("vocab.cuh")}

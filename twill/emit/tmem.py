@@ -18,7 +18,7 @@ class TensorMemory:
         """On sm_100a every mma result lives in tensor memory, and so does a value declared @tmem."""
         m = self.model
         v = m.values.get(name)
-        if not m.blackwell or v is None or v.kind != "result" or m.is_load(name):
+        if not m.target.tensor_memory or v is None or v.kind != "result" or m.is_load(name):
             return False
         return m.ops[name].opcode == "mma" or v.type.space == "tmem"
 
@@ -26,7 +26,7 @@ class TensorMemory:
         """`op` overwrites the tensor memory of its operand `index`: an mma accumulating into it,
         or an elementwise op on a tensor-memory tile whose result lives there too."""
         m = self.model
-        if not m.blackwell or not self.in_tmem(op):
+        if not m.target.tensor_memory or not self.in_tmem(op):
             return False
         value = m.resolve(m.ops[op].operands[index])[0]
         if not self.in_tmem(value):

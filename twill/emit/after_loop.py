@@ -1,0 +1,108 @@
+"""`RoleBody` after the loop: the ring slots still held are freed, the carries' last values go to
+global memory (normalized where the graph divides them at the end), and values handed to another
+role after the loop are passed on."""
+from __future__ import annotations
+
+from . import descale
+from .lines import Lines
+from .model import ident, local
+from .ops import fragment_type
+from .windows import Inst
+
+
+class AfterLoop:
+    """`RoleBody` after the loop (see the module docstring)."""
+
+    # -- after the loop ------------------------------------------------------------------------------
+    def _release_tail(self, out: Lines) -> None:
+        """Free the ring slots the loop leaves held (Program.held_at_end), so that a CTA's next
+        tile finds every ring empty."""
+        if not self.r.persistent():
+            return
+        for chan in self.p.channels.values():
+            if self.role.name not in chan.consumers or not chan.empty:
+                continue
+            held = self.p.held_at_end(self.role.name, chan)
+            if held:
+                out(f"if (!tile.last) for (int i = n - {held}; i < n; ++i) sm.ring_{chan.ident}.release_by_warp(i);  "
+                    f"// {chan.value}'s slots still held: empty for the next tile")
+
+    def _finalize(self, out: Lines) -> None:
+        """Each carry's last value goes to its output tensor (divided by its running sum, for an
+        online-softmax accumulator). A register value is written by the role holding it; a
+        tensor-memory one by the role holding its normalizer (or one that reads it), once the
+        mma role's final commit says the last mma is done. A last value that the writing role does
+        not hold (a running sum on another role) is staged in shared memory by its role first."""
+        m, p, r = self.m, self.p, self.r
+        norms = dict(m.normalizers)
+        for t in r.tmem_outputs():
+            if m.values[t.value].role == self.role.name and m.ops[t.value].opcode == "mma":
+                out(f"if ({self.elect()}) twill::umma_commit(&sm.final_{ident(t.value)});  "
+                    f"// every mma of this role, the last {t.value} too, is done")
+        outputs = [t for t in m.tensors if t.kind == "output" and self.p.final_role(t) == self.role.name]
+        hopper_mma = m.target.async_register_mma and any(m.ops[o].opcode == "mma" for o in self.role.ops)
+        if not outputs:
+            if hopper_mma:
+                out("twill::wgmma_wait<0>();")
+            self._release_tail(out)
+            self._hand_over(out)
+            return
+        out("// ---- after the loop: the carries' last values (iteration n - 1) to global memory ----")
+        if hopper_mma:
+            out("twill::wgmma_wait<0>();")
+        self._release_tail(out)
+        self._hand_over(out)
+        finals = {}
+        for value in dict.fromkeys(v for t in outputs for v in self.p.final_values(t)):
+            vt = m.values[value].type
+            fin = f"{local(value)}_final"
+            finals[value] = fin
+            out(f"{fragment_type(m, vt, self.groups)} {fin};")
+            if p.in_tmem(value):
+                out(f"twill::mbar_wait(&sm.final_{ident(value)}, tile.round & 1);", "twill::tmem_fence_after();",
+                    f"twill::tmem_to_frag({fin}, {r.tmem_addr(value, Inst('n', -1))});")
+            elif m.values[value].role != self.role.name:  # staged by its role (see _hand_over)
+                out(f"twill::mbar_wait(&sm.final_{ident(value)}, tile.round & 1);  "
+                    f"// {m.values[value].role} staged the last {value}",
+                    f"twill::buffer_to_frag({fin}, sm.last_{ident(value)}, {self.row0(vt.shape[0])}, "
+                    f"{vt.shape[1] if len(vt.shape) > 1 else 0});")
+            else:
+                self._last(out, value, fin)
+        for t in outputs:
+            carry = m.carry_of(t.value)
+            fin = finals[t.value]
+            if carry in norms:
+                out(f"twill::op_normalize({fin}, {finals[m.carry_source[norms[carry]]]});  "
+                    f"// {carry} / {norms[carry]}: the softmax denominator")
+            if t.name in descale.scaled_outputs(m):
+                out(descale.finalize_line(fin))
+            vt = m.values[t.value].type
+            out(f"store_{t.name}(sm, tm, args, tile, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
+
+    def _last(self, out: Lines, value: str, fin: str) -> None:
+        """fin = this role's register copy of the last instance (iteration n - 1) of value."""
+        store = local(self.p.storage(value))
+        c = self.p.copies.get(self.p.storage(value), 1)
+        if c == 1:
+            out(f"{fin} = {store}[0];")
+            return
+        with out.block(f"switch ((n - 1) % {c})"):
+            for k in range(c):
+                out(f"case {k}: {fin} = {store}[{k}]; break;")
+            out("default: break;")
+
+    def _hand_over(self, out: Lines) -> None:
+        """Stage the last instances of this role's values that another role's output needs, and
+        arrive on their mbarriers (see Program.handoffs)."""
+        m = self.m
+        for value, (holder, readers) in self.p.handoffs.items():
+            if holder != self.role.name:
+                continue
+            vt = m.values[value].type
+            fin = f"{local(value)}_last"
+            with out.block(""):
+                out(f"{fragment_type(m, vt, self.groups)} {fin};")
+                self._last(out, value, fin)
+                out(f"twill::frag_to_buffer(sm.last_{ident(value)}, {fin}, {self.row0(vt.shape[0])}, "
+                    f"{vt.shape[1] if len(vt.shape) > 1 else 0});",
+                    f"twill::mbar_arrive(&sm.final_{ident(value)});  // the last {value}, for {', '.join(readers)}")

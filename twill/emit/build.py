@@ -1,0 +1,69 @@
+"""`build_model(schedule, machine)`: the frozen `KernelModel` (model.py) of a schedule, read off it in
+the graph's own terms: the target of its arch, the mma shapes and operand layouts, the roles and
+their warpgroups (placement.py), the global tensors (tensors.py), the online-softmax normalizers."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir import Graph
+from ..machine import Machine
+from ..schedule import Schedule
+from .model import EmitError, KernelModel, mma_shape
+from .placement import _place, _roles
+from .target import target_for
+from .tensors import _tensors
+
+
+def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None) -> KernelModel:
+    if graph is None:
+        from ..tir import parse_tir
+        if not schedule.graph_tir:
+            raise EmitError("the schedule file holds no graph ('graph' is empty): solve it again with twill solve")
+        graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
+    arch = schedule.arch or machine.arch
+    target = target_for(arch)
+    if target is None:
+        raise EmitError(f"emit-cuda targets sm_90a (Hopper) and sm_100a (Blackwell); machine "
+                        f"'{schedule.machine}' is {arch or 'of no known arch'}")
+    missing = [op.name for op in graph.ops if op.name not in schedule.by_name]
+    if missing:
+        raise EmitError(f"the schedule does not place op(s) {', '.join(missing)} of its own graph")
+    mma = {op.name: mma_shape(graph, op) for op in graph.ops if op.opcode == "mma"}
+    roles, default = _roles(schedule, graph, machine, target, mma)
+    role_of = {op: r.name for r in roles for op in r.ops}
+    roles, groups = _place(roles, machine, target)
+    stages = 1 + max(op.start // schedule.ii for op in schedule.ops)
+    tensors = _tensors(graph, mma)
+    model = KernelModel(schedule=schedule, graph=graph, machine=machine, arch=arch, target=target, roles=roles,
+                        warpgroups=groups, default_roles=default,
+                        role_of=tuple(sorted(role_of.items())), tensors=tensors,
+                        mma=tuple(sorted(mma.items())), stages=stages, normalizers=())
+    return replace(model, normalizers=_normalizers(model))
+
+
+def _normalizers(model: KernelModel) -> tuple[tuple[str, str], ...]:
+    """Online softmax: a carry updated through `rescale acc, alpha` whose partner carry is a
+    `rowsum ..., l, alpha` of the same alpha is divided by that sum when it is written out."""
+    graph = model.graph
+    out = []
+    rowsums = {}
+    for carry, src in graph.yields:
+        op = graph.by_name.get(src)
+        if op is not None and op.opcode == "rowsum" and len(op.operands) == 3:
+            rowsums[op.operands[2].name] = carry
+    for carry, src in graph.yields:
+        seen, todo = set(), [src]
+        while todo:  # walk back through the accumulator chain of this iteration
+            name = todo.pop()
+            op = graph.by_name.get(name)
+            if op is None or name in seen:
+                continue
+            seen.add(name)
+            if op.opcode == "rescale" and len(op.operands) == 2 and op.operands[1].name in rowsums:
+                out.append((carry, rowsums[op.operands[1].name]))
+                break
+            if op.opcode == "mma" and len(op.operands) == 3:
+                todo.append(op.operands[2].name)
+            elif op.opcode == "rescale" and op.operands:
+                todo.append(op.operands[0].name)
+    return tuple(sorted(set(out)))

@@ -1,0 +1,123 @@
+"""`Renderer`'s kernel: the `__global__` function of cuda_runtime/kernel.tpl filled in (its tensor
+maps, the mbarriers' initial counts, tensor memory where the target has it) and the dispatch of
+each warpgroup to its role's function, with its `setmaxnreg` budget and, on a persistent grid, a
+loop over the CTA's tiles."""
+from __future__ import annotations
+
+from ..registers import launch_registers
+from .lines import Lines
+from .model import ident
+from .template import fill
+from .windows import Channel
+
+
+def _tiles(role_fn: str, persistent: bool) -> str:
+    """A role's call for each of its CTA's tiles (see twill::tile_of): the one tile of the block
+    index, or (kernel<true>, where the kernel allows it) a loop over several."""
+    one = f"{role_fn}(sm, tm, args, n, tile_at(args, blockIdx.x, 0));"
+    if not persistent:
+        return one
+    return (f"if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; "
+            f"t += static_cast<int>(gridDim.x), ++round) {role_fn}(sm, tm, args, n, tile_at(args, t, round)); "
+            f"else {one}")
+
+
+class Kernel:
+    """`Renderer`'s kernel and its role dispatch (see the module docstring)."""
+
+    # -- the kernel -------------------------------------------------------------------------------
+    def _kernel(self, out: Lines) -> None:
+        """The kernel (cuda_runtime/kernel.tpl): its tensor maps, the mbarriers' initialization,
+        tensor memory where the target has it, and the role dispatch."""
+        m = self.m
+        maps = self.tma_tensors()
+        tmem = m.target.tensor_memory
+        alloc = [f"if (threadIdx.x / 32 == 0) twill::tmem_alloc(&sm.tmem_base, {self.tmem_columns()});",
+                 "twill::tmem_fence_before();"]
+        free = ["twill::tmem_fence_before();", "__syncthreads();", "twill::tmem_fence_after();",
+                f"if (threadIdx.x / 32 == 0) twill::tmem_dealloc(sm.tmem_base, {self.tmem_columns()});"]
+        dispatch = Lines()
+        self._dispatch(dispatch)
+        out.out.extend(fill(
+            "kernel.tpl",
+            params=", ".join([f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps] + ["const Args args"]),
+            iters=("const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this query tile's key blocks"
+                   if self.causal.masks else "const int n = args.iters;"),
+            maps=[f"tm.{t.name} = &tm_{t.name};" for t in maps] or ["tm.unused = 0;"],
+            rings=["sm.ring_{}.init({}, {});".format(chan.ident, *self._counts(chan)) for chan in self.p.channels.values()],
+            input_readers=str(self.input_reader_warps()),
+            barriers=self._barrier_inits(),
+            prefetch=[f"twill::tma_prefetch(&tm_{t.name});" for t in maps],
+            tmem_alloc=alloc if tmem else [], tmem_ready=["twill::tmem_fence_after();"] if tmem else [],
+            dispatch=dispatch.out, tmem_free=free if tmem else []).rstrip("\n").split("\n"))
+        out("")
+
+    def _barrier_inits(self) -> list[str]:
+        """The kernel's mbarriers other than the rings' and the inputs': scratch tiles read, the
+        last tensor-memory outputs, the values handed over after the loop."""
+        m = self.m
+        return ([f"twill::mbar_init(&sm.done_{ident(name)}, 1);" for name in self.scratch_mmas()]
+                + [f"twill::mbar_init(&sm.final_{ident(t.value)}, 1);" for t in self.tmem_outputs()]
+                + [f"twill::mbar_init(&sm.final_{ident(value)}, {m.role[producer].threads});"
+                   for value, (producer, _) in self.p.handoffs.items()])
+
+    def _counts(self, chan: Channel) -> tuple[int, int]:
+        m = self.m
+        producer = m.role[chan.producer]
+        if chan.kind == "tma" or (chan.kind == "tmem" and m.ops[chan.value].opcode == "mma"):
+            full = 1
+        else:
+            full = producer.threads
+        empty = 0
+        for r in chan.consumers:
+            last = self.p.last_reader(r, chan.value)
+            # one arrival per consumer warp (release_by_warp), or the mma's commit
+            empty += 1 if (m.target.mma_commit and m.ops[last.op].opcode == "mma") else m.role[r].threads // 32
+        return full, max(empty, 1)
+
+    def role_call(self, role) -> str:
+        return f"role_{role.ident}<kTail>" if role.name in self.masked_roles else f"role_{role.ident}"
+
+    def _dispatch(self, out: Lines) -> None:
+        m = self.m
+        budgets = {g.registers for g in m.warpgroups}
+        cap = launch_registers(m.machine.limits, m.threads)
+        out("const int warpgroup = threadIdx.x / 128;",
+            "const int warp = (threadIdx.x / 32) % 4;",
+            "(void)warp;")
+        groups = list(m.warpgroups)
+        branches = []
+        i = 0
+        while i < len(groups):
+            g = groups[i]
+            role = m.role[g.roles[0]]
+            if role.is_warpgroup:
+                span = role.warpgroups
+                cond = (f"warpgroup == {g.index}" if span == 1 else
+                        f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
+                body = [_tiles(self.role_call(role), self.persistent())]
+                if any(st.role == role.name for st in self.p.staging.values()):
+                    body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
+                i += span
+            else:
+                cond = f"warpgroup == {g.index}"
+                body = []
+                for k, name in enumerate(g.roles):
+                    r = m.role[name]
+                    body.append(f"{'if' if k == 0 else 'else if'} (warp == {r.first_warp % 4}) "
+                                + _tiles(self.role_call(r), self.persistent()))
+                i += 1
+            if len(budgets) > 1:
+                fn = "inc" if g.registers > cap else "dec"
+                if g.registers != cap:
+                    body.insert(0, f"twill::setmaxnreg_{fn}<{g.registers}>();  // register budget of this warpgroup")
+            branches.append((cond, body))
+        for k, (cond, body) in enumerate(branches):
+            head = ("if" if k == 0 else "} else if") + f" ({cond}) {{" if k < len(branches) - 1 or k == 0 else "} else {"
+            if len(branches) == 1:
+                head = f"if ({cond}) {{"
+            out(head)
+            out.depth += 1
+            out(*body)
+            out.depth -= 1
+        out("}")

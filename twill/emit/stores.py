@@ -1,0 +1,109 @@
+"""`Renderer`'s stores: one device function per output and store tensor that writes a tile to
+global memory, row-major [batch][rows][cols], at the tile's origin along the grid and loop axes:
+each thread its elements (float2 atomics where several CTAs add into one tile), or through a
+swizzled shared-memory staging and TMA, 128-byte column blocks at a time."""
+from __future__ import annotations
+
+from . import batch_groups
+from .lines import Lines
+from .model import DIM_LABELS, EmitError
+from .ops import ctype
+
+
+class Stores:
+    """`Renderer`'s store functions (see the module docstring)."""
+
+    # -- stores to global memory ---------------------------------------------------------------------
+    def _origin(self, t, it: str) -> tuple[str, str, str]:
+        """(row origin, column origin, batch index) of the tile of tensor t in iteration `it`."""
+        def org(dim):
+            axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
+            if axis in ("m", "n"):
+                return f"tile.{axis} * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
+            return f"({it}) * {size}" if axis == "loop" else "0"
+        rows = "0" if t.rank == 1 else org(0)
+        cols = org(1)
+        batch = f"tile.b * n + ({it})" if t.per_iteration else batch_groups.batch_index(t)
+        return rows, cols, batch
+
+    def _extent(self, t, dim: int) -> str:
+        axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
+        return {"m": f"args.tiles_m * args.{t.name}_{label}_step",
+                "n": f"args.tiles_n * args.{t.name}_{label}_step",
+                "loop": f"n * {size}"}.get(axis, str(size))
+
+    def _stores(self, out: Lines) -> None:
+        tensors = [t for t in self.m.tensors if t.kind in ("output", "store")]
+        if not tensors:
+            return
+        out("// ---- tiles to global memory (row-major [batch][rows][cols]) --------------------------------")
+        for t in tensors:
+            out("template <typename F>",
+                f"__device__ __forceinline__ void store_{t.name}(Smem& sm, const Maps& tm, const Args& args, "
+                f"const twill::TileIdx& tile, const F& f, int it, int row0, int n) {{",
+                "  (void)sm;",
+                "  (void)tm;",
+                "  (void)it;",
+                "  (void)n;")
+            # CTAs along a grid axis the tile does not follow all write it: they add into it
+            shared = t.kind == "store" and not self.grid_axes() <= set(t.axes)
+            if shared and t.dtype != "f32":
+                raise EmitError(f"store '{t.value}': several CTAs add into its tile; emit-cuda adds f32 tiles only")
+            out.depth += 1
+            if t.name in self.p.staging:
+                self._tma_store(out, t, self.p.staging[t.name], shared)
+            else:
+                self._direct_store(out, t, shared)
+            out.depth -= 1
+            out("}")
+            out("")
+
+    def _direct_store(self, out: Lines, t, shared: bool) -> None:
+        """Each thread writes its elements (a float2 atomicAdd where CTAs add into the tile)."""
+        rows, cols, batch = self._origin(t, "it")
+        nrows = "1" if t.rank == 1 else self._extent(t, 0)
+        ncols = self._extent(t, 1)
+        out(f"const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
+        if t.rank == 1:  # the column origin as one offset: no tile-invariant part of it is kept across tiles
+            out(f"twill::frag_to_buffer(args.{t.name} + batch + static_cast<size_t>({cols}), f, row0, 0);")
+        elif shared:  # every CTA of the grid writes this tile: they add into it (zero it first)
+            out(f"twill::frag_add_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
+                f"{cols}, {ncols});")
+        else:
+            out(f"twill::frag_to_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
+                f"{cols}, {ncols});")
+
+    def _tma_store(self, out: Lines, t, st, shared: bool) -> None:
+        """The warpgroup writes the tile into shared memory (the swizzled layout of Tile), and one
+        thread stores it with TMA, a 128-byte column block per instruction; before the staging is
+        written again, that thread waits until TMA has read it (bulk_wait_read), and a named
+        barrier of the role's 128 threads orders the two sides."""
+        rows, cols, batch = self._origin(t, "it")
+        T, R, C = ctype(t.dtype), t.tile[0], t.tile[1]
+        width = C // st.blocks
+        bar = f"twill::named_sync({self.bars['role:' + st.role]}, 128);"
+        issue = "twill::tma_reduce_add" if shared else "twill::tma_store"
+        out("(void)args;",
+            "(void)row0;  // one warpgroup holds the whole tile",
+            f"const int r0 = {rows}, c0 = {cols}, b = {batch};",
+            "const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores")
+        if st.slots == st.blocks:
+            out("if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here", bar,
+                f"twill::frag_to_tile<{T}, {R}, {C}>(sm.out_{t.name}[0], f, 0);",
+                "twill::fence_async_smem();  // visible to TMA", bar)
+            with out.block("if (leader)"):
+                out("#pragma unroll")
+                out(f"for (int cb = 0; cb < {st.blocks}; ++cb) {issue}(tm.{t.name}, sm.out_{t.name}[cb], "
+                    f"c0 + cb * {width}, r0, b);")
+                out("twill::bulk_commit();")
+            return
+        for cb in range(st.blocks):
+            slot = cb % st.slots
+            out(f"if (leader) twill::bulk_wait_read<{st.slots - 1}>();  // TMA has read slot {slot}", bar,
+                f"twill::frag_to_tile_blocks<{T}, {R}, {C}, {cb}, 1>(sm.out_{t.name}[{slot}], f, 0);",
+                "twill::fence_async_smem();", bar,
+                f"if (leader) {{ {issue}(tm.{t.name}, sm.out_{t.name}[{slot}], c0 + {cb * width}, r0, b); "
+                f"twill::bulk_commit(); }}")
+
+    def grid_axes(self) -> set[str]:
+        return {a for t in self.m.tensors for a in t.axes if a in ("m", "n")}

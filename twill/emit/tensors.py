@@ -1,0 +1,130 @@
+"""The global tensors of an emitted kernel: which tensor every input, load, output carry and store
+reads or writes, and along which grid axis each tile dimension moves (`m`: blockIdx.x, `n`:
+blockIdx.y, `loop`: the loop counter, `fixed`: the whole extent is one tile), found by a
+union-find over the tile dimensions the mmas and elementwise ops tie together."""
+from __future__ import annotations
+
+from ..ir import Graph, TensorType
+from .model import LOAD_OPCODES, EmitError, GlobalTensor, MmaShape, ident
+
+
+class _Classes:
+    """Union-find over tile dimensions (value, dim)."""
+
+    def __init__(self):
+        self.parent: dict[tuple[str, int], tuple[str, int]] = {}
+
+    def find(self, x):
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a, b):
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
+    cls = _Classes()
+    values = graph.values
+    carry_src = dict(graph.yields)
+
+    def key(operand_name: str, dim: int):
+        # A carry and the result it yields are one value as far as shapes go.
+        return (carry_src.get(operand_name, operand_name) if operand_name in values and
+                values[operand_name].kind == "carry" else operand_name, dim)
+
+    for op in graph.ops:
+        if op.type is None or op.opcode in LOAD_OPCODES:
+            continue
+        names = [o.name for o in op.operands]
+        types = [graph.operand_type(o) for o in op.operands]
+        rank = len(op.type.shape)
+        if op.opcode == "mma":
+            s = mma[op.name]
+            a, b = names[0], names[1]
+            cls.union(key(a, 0 if s.a_kmajor else 1), (op.name, 0))
+            cls.union(key(a, 1 if s.a_kmajor else 0), key(b, 1 if s.b_kmajor else 0))
+            cls.union(key(b, 0 if s.b_kmajor else 1), (op.name, 1))
+            if len(names) > 2:
+                cls.union(key(names[2], 0), (op.name, 0))
+                cls.union(key(names[2], 1), (op.name, 1))
+            continue
+        for name, t in zip(names, types):
+            if t is None:
+                continue
+            if rank == 1 and len(t.shape) >= 1:  # a row reduction or a row vector op
+                cls.union(key(name, 0), (op.name, 0))
+            elif len(t.shape) == rank and t.shape == op.type.shape:
+                for d in range(rank):
+                    cls.union(key(name, d), (op.name, d))
+            elif len(t.shape) == 1 and rank == 2 and t.shape[0] == op.type.shape[0]:
+                cls.union(key(name, 0), (op.name, 0))  # a per-row operand broadcast along columns
+    return cls
+
+
+def value_axis(graph: Graph, mma: dict[str, MmaShape]):
+    """axis(value, dim): which axis ("loop", "m", "n" or "fixed") dimension dim of a graph value runs along."""
+    cls = _dim_classes(graph, mma)
+    carry_src = dict(graph.yields)
+    # The loop runs along the K of accumulating mmas (a GEMM's K; attention's keys forward, its
+    # queries backward); in a loop without one, along the N of the others.
+    loop_classes = set()
+    for op in graph.ops:
+        if op.opcode == "mma" and mma[op.name].accumulate:
+            a = op.operands[0].name
+            loop_classes.add(cls.find((a, 1 if mma[op.name].a_kmajor else 0)))
+    if not loop_classes:
+        loop_classes = {cls.find((op.name, 1)) for op in graph.ops if op.opcode == "mma"}
+    # Grid axes follow the output carries: rows along blockIdx.x, columns along blockIdx.y.
+    m_classes, n_classes = set(), set()
+    for carry in graph.carries:
+        src = carry_src.get(carry.name)
+        if src is None:
+            continue
+        shape = carry.type.shape
+        if len(shape) >= 1 and cls.find((src, 0)) not in loop_classes:
+            m_classes.add(cls.find((src, 0)))
+        if len(shape) >= 2 and cls.find((src, 1)) not in loop_classes:
+            n_classes.add(cls.find((src, 1)))
+
+    def axis(value: str, dim: int) -> str:
+        c = cls.find((value, dim))
+        return "loop" if c in loop_classes else "m" if c in m_classes else "n" if c in n_classes else "fixed"
+
+    return axis
+
+
+def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]:
+    axis = value_axis(graph, mma)
+    carry_src = dict(graph.yields)
+    out = []
+
+    def add(name, value, kind, t: TensorType, per_iteration_ok: bool, dtype: str | None = None):
+        if len(t.shape) not in (1, 2):
+            raise EmitError(f"value '{value}' is rank {len(t.shape)}: emit-cuda moves rank-1 and rank-2 tiles")
+        if len(t.shape) == 1:
+            tile, axes = (1, t.shape[0]), ("fixed", axis(value, 0))
+        else:
+            tile, axes = (t.shape[0], t.shape[1]), (axis(value, 0), axis(value, 1))
+        if kind == "input":
+            axes = tuple("fixed" if a == "loop" else a for a in axes)  # invariant: the whole extent
+        per_iter = per_iteration_ok and "loop" not in axes
+        out.append(GlobalTensor(ident(name), value, kind, dtype or t.dtype, tile, axes, per_iter, len(t.shape)))
+
+    for v in graph.inputs:
+        add(v.name, v.name, "input", v.type, False)
+    for op in graph.ops:
+        if op.opcode in LOAD_OPCODES and op.type is not None:
+            add(op.name, op.name, "load", op.type, True)
+    for op in graph.ops:
+        if op.opcode == "store" and op.operands:
+            t = graph.operand_type(op.operands[0])
+            if t is not None:
+                add(f"{op.name}", op.operands[0].name, "store", t, True)
+    for carry in graph.carries:
+        src = carry_src.get(carry.name)
+        if src is not None:
+            add(f"out_{carry.name}", src, "output", carry.type, False, carry.output_dtype)
+    return tuple(out)
