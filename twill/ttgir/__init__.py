@@ -10,7 +10,10 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
          -> merge_partitions (partitions.py)  a warp-specialized loop's partitions as one loop
          -> merge_candidates (merge.py)       loops in sequence that are one masked loop (causal attention)
          -> choose_loop (loops.py)            which scf.for is the graph; loops left out are errors or warnings
-         -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields
+         -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields; the walk's
+                                              state in state.py, the op groups in opnames.py, the
+                                              handlers in scalars.py, memory.py, compute.py, generic.py,
+                                              what a value is after the loop in outputs.py
          -> depipeline (depipe.py)            Triton's pipelining undone: delays, peeled starts, source order
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
