@@ -715,8 +715,43 @@ def test_a_row_vector_broadcast_over_rows_is_typed_one_by_n():
     g, _ = import_ttgir(text, "c.ttgir")
     assert [(op.name, op.opcode, op.type) for op in g.ops] == [
         ("bias", "load", TensorType("f32", (1, 64), "smem")), ("nb", "add", f32(64, 64))]
+
+
+def test_a_rank1_tile_read_per_row_and_per_column_gets_a_column_copy():
+    """SSD's `cum[:, None] - cum[None, :]`: cum stays f32[64] (per row) and the column reads take a
+    copy computed in column form from the vector in shared memory: convert, then cumsum along axis 1."""
     ssd, _ = load_ttgir(CORPUS / "prepipe" / "ssd_chunk_scan_sm90.ttgir")
-    assert {op.name: op.type for op in ssd.ops}["cum"] == f32(64)  # read both as cum[:, None] and cum[None, :]
+    ops = {op.name: op for op in ssd.ops}
+    assert ops["cum"].type == f32(64) and ops["cum"].attrs == (("axis", 0),)
+    assert (ops["a_col"].opcode, [o.name for o in ops["a_col"].operands], ops["a_col"].type) == \
+        ("convert", ["a"], f32(1, 64))
+    assert (ops["cum_col"].opcode, ops["cum_col"].attrs, ops["cum_col"].type) == ("cumsum", (("axis", 1),), f32(1, 64))
+    assert [o.name for o in ops["seg"].operands] == ["cum", "cum_col"]
+    assert [o.name for o in ops["w"].operands] == ["total", "cum"]  # the per-row reads keep cum
+
+
+def test_a_row_reduction_read_per_column_too_is_a_located_error():
+    """A row max read both ways has no column form from shared memory: an error at the reading op."""
+    vec = "tensor<64xf32, #ttg.slice<{dim = 1, parent = #blocked}>>"
+    cvec = "tensor<64xf32, #ttg.slice<{dim = 0, parent = #blocked}>>"
+    text = kernel(f"""
+      %m = "tt.reduce"(%b) <{{axis = 1 : i32}}> ({{
+      ^bb0(%x: f32, %y: f32):
+        %mx = arith.maxnumf %x, %y : f32
+        tt.reduce.return %mx : f32
+      }}) : ({T}) -> {vec}
+      %r = tt.expand_dims %m {{axis = 1 : i32}} : {vec} -> tensor<64x1xf32, #blocked>
+      %mc = ttg.convert_layout %m : {vec} -> {cvec}
+      %c = tt.expand_dims %mc {{axis = 0 : i32}} : {cvec} -> tensor<1x64xf32, #blocked>
+      %rb = tt.broadcast %r : tensor<64x1xf32, #blocked> -> {T}
+      %cb = tt.broadcast %c : tensor<1x64xf32, #blocked> -> {T}
+      %d = arith.subf %rb, %cb : {T}
+      %nb = arith.addf %b, %d : {T}
+      scf.yield %nb : {T}""", iter_args="%b = %zero", types=T)
+    with pytest.raises(InputError, match="read both per row and") as err:
+        import_ttgir(text, "c.ttgir")
+    (d,) = err.value.diagnostics
+    assert d.span.line == text.splitlines().index(next(ln for ln in text.splitlines() if "%d = arith.subf" in ln)) + 1
 
 
 @pytest.mark.parametrize("after_line,warned", [(10, False), (20, True)])

@@ -106,10 +106,17 @@ def _float_literal(value) -> str:
 
 
 def _reduce(d: vocab.OpDef) -> Emitter:
-    """reduce_* and cumsum along the last axis of a rank-2 tile (the row layout's reductions)."""
+    """reduce_* and cumsum along the last axis of a rank-2 tile (the row layout's reductions), and
+    cumsum down a rank-1 tile in shared memory into one value per row (each row summed from it)."""
     def emit(call: OpCall) -> list[str]:
         x = call.args[0].type
         axis = int(call.op.attr("axis")) % len(x.shape)
+        if d.family == "reduce" and len(x.shape) == 1 and call.args[0].where == "smem" and len(call.args) == 1:
+            kind = ("sum", "max", "min").index(d.name.split("_")[1])  # a whole vector in shared memory to a scalar
+            return [f"twill::reduce_vector<{ctype(x.dtype)}, {x.shape[0]}, {kind}>({call.out.expr}, {call.args[0].expr});"]
+        if d.name == "cumsum" and len(x.shape) == 1 and call.args[0].where == "smem" and vector_kind(call.out.type) == "rows":
+            a = call.args[0]  # down a vector in shared memory: each row the thread holds, from the vector
+            return [f"twill::cumsum_rows<{ctype(x.dtype)}, {x.shape[0]}>({call.out.expr}, {a.expr}, {call.row0});"]
         if axis != len(x.shape) - 1 or len(x.shape) != 2:
             raise EmitError(Diagnostic(
                 f"op '{call.op.name}': emit-cuda reduces and scans a rank-2 tile along its last axis only "
@@ -137,7 +144,7 @@ def _registers(call: OpCall) -> tuple[list[str], list[str]]:
             names.append(a.expr)
         elif a.where == "init":
             names.append(a.expr)
-        elif a.where == "smem" and vector_kind(a.type) == "cols":  # read in place where it is used
+        elif a.where == "smem" and (vector_kind(a.type) == "cols" or _as_column(a, call)):  # read in place
             tmp = call.temp(f"arg{i}")
             lines.append(f"const twill::ColsView<{a.type.shape[-1]}, {ctype(a.type.dtype)}> {tmp}{{{a.expr}}};")
             names.append(tmp)
@@ -147,6 +154,19 @@ def _registers(call: OpCall) -> tuple[list[str], list[str]]:
             lines.extend(read_tile(call.model, a, tmp, call.row0 if _rows(a.type) == _rows(call.out.type) else "0"))
             names.append(tmp)
     return lines, names
+
+
+def _as_column(a: Arg, call: OpCall) -> bool:
+    """A rank-1 operand of an op whose result is one value per column is read as a column vector
+    (twill/vocab.py's broadcasting); emit-cuda reads one from shared memory only."""
+    if len(a.type.shape) != 1 or call.out is None or vector_kind(call.out.type) != "cols" or a.type.shape[0] <= 1:
+        return False
+    if a.where != "smem":
+        raise EmitError(Diagnostic(
+            f"op '{call.op.name}': a rank-1 {a.type} read as a column vector is read from shared memory "
+            "only, and this one is in registers", call.op.span,
+            "compute the column form from the tile in shared memory (the importer does: docs/ttgir-import.md)"))
+    return True
 
 
 def _rows(t: TensorType | None) -> int:
@@ -162,7 +182,9 @@ def read_tile(model: KernelModel, a: Arg, dst: str, row0: str) -> list[str]:
 
 
 def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
-    """The C++ type of a warpgroup's share of a register value."""
+    """The C++ type of a warpgroup's share of a register value (a scalar, f32[1]: a float)."""
+    if t.shape in ((1,), (1, 1)):
+        return "float"
     kind = vector_kind(t)
     if kind == "cols":
         return f"twill::TCols<{t.shape[1]}>" if model.blackwell else f"twill::Cols<{t.shape[1]}>"

@@ -13,7 +13,7 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
          -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields; the walk's
                                               state in state.py, the op groups in opnames.py, the
                                               handlers in scalars.py, memory.py, compute.py, generic.py,
-                                              what a value is after the loop in outputs.py
+                                              carries' output dtypes in outputs.py, column reads in columns.py
          -> depipeline (depipe.py)            Triton's pipelining undone: delays, peeled starts, source order
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`

@@ -30,7 +30,7 @@ from .values import Lowered, Node, Note, Ref, Tile
 
 FUSABLE = {"ew", "conv", "exp2", "rowmax", "rowsum", "causal_mask"}
 ANCHORS = {"exp2", "rowmax", "rowsum", "causal_mask"}
-FIXED_OPCODES = {"load": "load", "mma": "mma", "store": "store", "move": "convert"}
+FIXED_OPCODES = {"load": "load", "mma": "mma", "store": "store", "move": "convert", "column": "convert"}
 ARITH_OPCODES = {  # TTGIR elementwise op -> the table opcode (twill.vocab) it is alone
     "arith.mulf": "mul", "arith.muli": "mul", "arith.addf": "add", "arith.addi": "add",
     "arith.subf": "sub", "arith.subi": "sub", "arith.maxnumf": "max", "arith.maximumf": "max",

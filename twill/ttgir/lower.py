@@ -18,7 +18,8 @@ from .locs import names as loc_names
 from .memory import alloc, async_copy, load, memory_load, memory_store, store, token
 from .opnames import (ASYNC_COPIES, ELEMENTWISE, LOADS, NO_OPS, ORDERING_OPS, SCALAR_OPS, STORES, VIEWS,
                       int_attr, opcode_token)
-from .outputs import _output_dtypes, show_columns
+from .columns import show_columns
+from .outputs import _output_dtypes
 from .parser import Module, MOp
 from .scalars import constant, elementwise, no_op, scalar, view, yield_
 from .state import Lowering

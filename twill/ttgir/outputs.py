@@ -1,5 +1,4 @@
-"""What the lowered loop says about its values beyond the loop body: the dtype a carry is written out
-in after the loop, and which rank-1 tiles every reader sees as one value per column."""
+"""The dtype a carry is written out in after the loop (`Carry.output`)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,7 +7,7 @@ from ..errors import InputError
 from .opnames import CONVERSIONS
 from .parser import MOp
 from .state import Lowering
-from .values import Carry, Lowered, Tile
+from .values import Carry
 
 
 def _output_dtypes(lw: Lowering, loop: MOp, after) -> list[Carry]:
@@ -43,23 +42,3 @@ def _output_dtypes(lw: Lowering, loop: MOp, after) -> list[Carry]:
                 found[k] = tt.dtype
     return [replace(c, output=found.get(k)) for k, c in enumerate(lw.carries)]
 
-
-def show_columns(lowered: Lowered) -> Lowered:
-    """A rank-1 tile of the loop that every reader sees through ``tt.expand_dims {axis = 0}`` (a bias
-    row, added to every row) is typed ``T[1,N]``: a rank-1 operand means one value per row. A tile
-    read both ways keeps its rank-1 type (the importer has one type per value)."""
-    uses: dict[int, set[bool]] = {}
-    for n in lowered.nodes:
-        if n.in_loop:
-            for a in n.args:
-                if isinstance(a, Tile) and a.ref.kind == "node":
-                    uses.setdefault(a.ref.index, set()).add(a.column)
-    for y in lowered.yields:
-        if isinstance(y, Tile) and y.ref.kind == "node":
-            uses.setdefault(y.ref.index, set()).add(False)
-    nodes = list(lowered.nodes)
-    for i, seen in uses.items():
-        n = nodes[i]
-        if seen == {True} and n.in_loop and n.type is not None and len(n.type.shape) == 1:
-            nodes[i] = replace(n, type=replace(n.type, shape=(1,) + n.type.shape))
-    return replace(lowered, nodes=tuple(nodes))
