@@ -24,8 +24,9 @@ DUMPS = sorted((DATA / "corpus" / "prepipe").glob("*.ttgir")) + sorted(DATA.glob
 
 # dump stem -> why it does not go through (the stage is in the message)
 KNOWN = {
-    "corpus/attn_causal_fwd_sm100": "import: the sm_100 causal pair is not merged into one masked loop "
-                                    "(twill/ttgir/merge.py matches the sm_90 form only), so it is two loops",
+    "corpus/attn_causal_fwd_sm100": "solve: the merged loop has no joint schedule on b200 (causal_mask "
+                                    "reads S out of tensor memory into 128 registers a thread beside P), and "
+                                    "emit-cuda emits causal_mask on sm_90a only (ragged.py)",
     "corpus/attn_bwd_dq_sm90": "nvcc: ptxas serializes the wgmmas (C7515: non-wgmma instructions define "
                                "an accumulator between the start and end of a pipeline stage)",
 }

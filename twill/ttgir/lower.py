@@ -123,7 +123,7 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     its masks become `causal_mask` nodes."""
     lw = Lowering(module)
     _bind_arguments(lw, func)
-    ops, loop = _walk_to(lw, func, path), path[-1]
+    ops, loop = _walk_to(lw, func, path, merge), path[-1]
     pairs = _enter_loop(lw, loop, scalar_args, merge)
     lw.in_loop = True
     for op in loop.body():
@@ -138,14 +138,17 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
                    lw.span(loop), tuple(loc_names(loop.loc, lw.locs)), tuple(arg for arg, _, _ in pairs))
 
 
-def _walk_to(lw: Lowering, func: MOp, path: tuple[MOp, ...]) -> list[MOp]:
+def _walk_to(lw: Lowering, func: MOp, path: tuple[MOp, ...], merge=None) -> list[MOp]:
     """Lower the ops before each loop or branch of `path`, stepping into each; the ops of the block
-    that holds the chosen loop (the last of `path`)."""
+    that holds the chosen loop (the last of `path`). The buffers' content as the first loop of a
+    merged pair starts is kept (`merge_entry`): the merged loop starts from it."""
     ops = func.body()
     for outer, inner in zip(path, path[1:] + (None,)):
         for op in ops:
             if op is outer:
                 break
+            if merge is not None and op is merge.first:
+                lw.merge_entry = dict(lw.content)
             lower_op(lw, op)
         if inner is not None:
             ops = _enter(lw, outer, inner)
@@ -172,6 +175,11 @@ def _enter_loop(lw: Lowering, loop: MOp, scalar_args: frozenset, merge) -> list:
             lw.env[arg] = TOKEN if mtype.kind == "token" else SCALAR
     for b in range(len(lw.buffers)):
         lw.at_entry[b], lw.content[b] = lw.content.get(b), Entry(b)
+    if merge is not None:  # a buffer of the last loop starts as the first loop's did
+        index = {name: b for b, (name, _, _) in enumerate(lw.buffers)}
+        for mine, theirs in merge.buffers:
+            if mine in index and theirs in index:
+                lw.at_entry[index[mine]] = lw.merge_entry.get(index[theirs])
     return pairs
 
 

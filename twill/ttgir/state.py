@@ -27,6 +27,7 @@ class Lowering:
         self.notes: list[Note] = []
         self.in_loop = False
         self.yielded: list[object] | None = None
+        self.merge_entry: dict[int, object] = {}  # buffer content where a merged pair's first loop starts
 
     # -- helpers ----------------------------------------------------------------------------------
 
