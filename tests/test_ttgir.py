@@ -190,7 +190,8 @@ def test_toy_loop():
     assert [(op.name, op.opcode, [str(o) for o in op.operands], op.type) for op in g.ops] == [
         ("x", "load", [], f16(64, 64, space="smem")),
         ("d", "mma", ["x", "w"], f32(64, 64)),  # the zero accumulator is dropped
-        ("z", "add", ["d", "acc"], f32(64, 64)),  # d * scale + acc: one op
+        ("y", "mul", ["d"], f32(64, 64)),  # d * scale + acc: two ops (one add would drop the scale)
+        ("z", "add", ["acc", "y"], f32(64, 64)),
         ("f", "tt_foo", ["z"], f32(64, 64)),
         ("h", "convert", ["f"], f16(64, 64)),  # truncf of a non-elementwise op stays a convert
         ("store_0", "store", ["h"], None),
@@ -345,7 +346,7 @@ def test_loop_choice():
     assert "loop 1 would be left out" in d.message and "--loop 1" in d.hint
     first, notes = import_ttgir(TWO_LOOPS, "two.ttgir", loop=0)
     second, _ = import_ttgir(TWO_LOOPS, "two.ttgir", loop=1)
-    assert len(first.ops) == 6
+    assert len(first.ops) == 7  # the toy loop's
     assert [n.span.line for n in notes if "loop 1 is not imported" in n.message] == [d.span.line]
     assert [(op.name, op.opcode) for op in second.ops] == [("nb", "sub")]
     with pytest.raises(InputError, match=r"no loop 2; the file has 2 loops \(0\.\.1\)"):

@@ -33,7 +33,7 @@ _EW = ("addf subf mulf divf negf remf maxnumf minnumf maximumf minimumf select c
 _CONV = "truncf extf trunci extsi extui sitofp uitofp fptosi fptoui".split()
 ELEMENTWISE = {
     **{f"arith.{n}": "ew" for n in _EW}, **{f"arith.{n}": "conv" for n in _CONV},
-    "tt.fp_to_fp": "conv", "math.exp2": "exp2", "math.exp": "exp2", "math.fma": "ew", "math.absf": "ew",
+    "tt.fp_to_fp": "conv", "math.exp2": "exp2", "math.exp": "ew", "math.fma": "ew", "math.absf": "ew",
     "tt.clampf": "ew", "tt.precise_divf": "ew",
 }
 LOADS = {"tt.load", "tt.descriptor_load", "tt.experimental_descriptor_load", "tt.descriptor_gather"}
