@@ -804,3 +804,39 @@ def test_a_dot_after_the_loop_is_reported_unless_it_is_a_peeled_copy(after_line,
     text += '#l10 = loc("k.py":10:5)\n#l20 = loc("k.py":20:5)\n'
     _, notes = import_ttgir(text, "e.ttgir")
     assert any("outside any loop is not imported" in n.message for n in notes) == warned
+
+
+HELDOUT = DATA / "heldout"
+
+
+def _ops(path):
+    graph, _ = load_ttgir(path)
+    return graph, [(op.name, op.opcode, [o.name for o in op.operands], op.type) for op in graph.ops]
+
+
+def test_heldout_column_scaled_bf16_gemm():
+    """acc += dot(a, b) * scale[None, :]: the scale is a column vector, the product and the sum two ops."""
+    graph, ops = _ops(HELDOUT / "gemm_colscale_bf16_sm90.ttgir")
+    assert ops[3:] == [("scale", "load", [], TensorType("f32", (1, 64), "smem")),
+                       ("part_s", "mul", ["part", "scale"], f32(128, 64)),
+                       ("acc_n", "add", ["acc_i", "part_s"], f32(128, 64))]
+    assert [(c.name, c.output_dtype) for c in graph.carries] == [("acc_i", "bf16")]
+    blackwell, ops100 = _ops(HELDOUT / "gemm_colscale_bf16_sm100.ttgir")  # the product in tensor memory
+    assert [(n, o, a) for n, o, a, _ in ops100] == [(n, o, a) for n, o, a, _ in ops]
+    assert ops100[2][3] == f32(128, 64, space="tmem")
+
+
+def test_heldout_row_norm_beside_a_gemm():
+    """ss += sum(a * a, 1): the square reads the converted A twice and stays its own op before the rowsum."""
+    graph, ops = _ops(HELDOUT / "gemm_rownorm_sm90.ttgir")
+    assert ops[3:] == [("af", "convert", ["a"], f32(128, 64)), ("sq", "mul", ["af", "af"], f32(128, 64)),
+                       ("ss_n", "rowsum", ["sq", "ss_i"], f32(128))]
+
+
+def test_heldout_biased_softmax_gemm():
+    """s * 0.125 + bias[None, :] before the online softmax: the constant scale and the column bias are
+    ops of their own (folding them into exp2 would change what rowmax sees)."""
+    _, ops = _ops(HELDOUT / "biased_softmax_gemm_sm90.ttgir")
+    by = {name: (opcode, args) for name, opcode, args, _ in ops}
+    assert by["s"] == ("mul", ["qk"]) and by["s_b"] == ("add", ["s", "bias"])
+    assert by["m_new"] == ("rowmax", ["s_b", "m_i"]) and by["p"] == ("exp2", ["s_b", "m_new"])

@@ -243,8 +243,8 @@ def _as_group(body: Body, idx: list[int], final: bool = True) -> tuple[Group, No
 # rowmax x, m is max(m, rowmax(x)); rowsum x, l, alpha is l * alpha + rowsum(x)). Before an exp2, a
 # rowmax or a causal mask (or after a rowmax: max(m, rowmax(s) * scale)), an op of a tile and a
 # scalar is the scale that exp2_scale folds in.
-AROUND = {"exp2": {"arith.subf"}, "rowmax": {"arith.maxnumf", "arith.maximumf"},
-          "rowsum": {"arith.mulf", "arith.addf"}, "causal_mask": set()}
+AROUND = {"exp2": {"arith.subf": "up"}, "rowmax": {"arith.maxnumf": "down", "arith.maximumf": "down"},
+          "rowsum": {"arith.mulf": "side", "arith.addf": "down"}, "causal_mask": {}}  # up: feeds the anchor
 SCALED = {"exp2", "rowmax", "causal_mask"}
 WHOLE = {"dequant", "rescale", "convert"}  # opcodes whose chains are checked where they are found
 
@@ -253,21 +253,25 @@ def _faithful(body: Body, idx: list[int], opcode: str) -> bool:
     """Does the one op `opcode` of the chain `idx` compute what the chain computes? Besides the root
     (or the anchor), a member is a conversion, a select of a tile by an index mask (dropped with a
     warning when lowered), or an op `AROUND` the anchor allows; after an exp2 only conversions
-    follow (p = exp2(...) * y is two ops). A chain of other elementwise ops is one op per node."""
+    follow (p = exp2(...) * y is two ops); no member reads one value twice (x * x). A chain of other
+    elementwise ops is one op per node."""
     if opcode in WHOLE:
         return True
     nodes = [body.nodes[i] for i in idx]
     anchor = next((n for n in nodes if n.kind in ANCHORS), None)
     center = anchor or next((n for n in reversed(nodes) if n.kind != "conv" and not _index_mask(n)), nodes[-1])
+    if any(len(set(n.operands)) < len(n.operands) for n in nodes):
+        return False  # x * x: the fused op would read x once
     after = _downstream(body, idx, center.index)
     for n in nodes:
         if n is center or n.kind == "conv" or _index_mask(n):
             continue
-        if anchor is None:
+        if anchor is None or (n.index in after and anchor.kind == "exp2"):
             return False
-        if n.index in after and anchor.kind == "exp2":
-            return False
-        if n.mlir in AROUND[anchor.kind] or (anchor.kind in SCALED and len(n.operands) == 1 and n.kind == "ew"):
+        where = "down" if n.index in after else "up" if center.index in _downstream(body, idx, n.index) else "side"
+        if AROUND[anchor.kind].get(n.mlir) in (where, "side" if where == "down" else None):
+            continue
+        if anchor.kind in SCALED and len(n.operands) == 1 and n.kind == "ew":
             continue
         return False
     return True
