@@ -26,9 +26,6 @@ DUMPS = (sorted((DATA / "corpus" / "prepipe").glob("*.ttgir")) + sorted(DATA.glo
 
 # dump stem -> why it does not go through (the stage is in the message)
 KNOWN = {
-    "corpus/attn_causal_fwd_sm100": "solve: the merged loop has no joint schedule on b200 (causal_mask "
-                                    "reads S out of tensor memory into 128 registers a thread beside P), and "
-                                    "emit-cuda emits causal_mask on sm_90a only (ragged.py)",
     "corpus/attn_bwd_dq_sm90": "nvcc: ptxas serializes the wgmmas (C7515: non-wgmma instructions define "
                                "an accumulator between the start and end of a pipeline stage)",
 }

@@ -90,7 +90,7 @@ class Renderer:
             body += runtime.VOCAB["sm_100a" if m.blackwell else "sm_90a"]
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
-        wrappers += [runtime.CAUSAL.lstrip("\n")] if self.causal.masks else []
+        wrappers += [runtime.CAUSAL["sm_100a" if m.blackwell else "sm_90a"].lstrip("\n")] if self.causal.masks else []
         if not m.blackwell:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]

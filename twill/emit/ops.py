@@ -413,15 +413,21 @@ def _umma_idesc(s: MmaShape) -> tuple[str, str]:
 
 
 def _causal_mask(call: OpCall) -> list[str]:
-    """causal_mask (ragged.py): keys after their query become -inf, in registers (sm_90a), in place
+    """causal_mask (ragged.py): keys after their query become -inf, in registers (sm_90a; in tensor
+    memory on sm_100a, tmem_mask_causal), in place
     where the result took its operand's registers. The query rows are those of the query tile in
     memory (its placement in Args), the keys iteration * kLoopStep on."""
     from .ragged import causal
     a, out = call.args[0], call.out
     query = causal(call.model).rows_of.get(call.op.name)
-    if a.where != "reg" or out is None or out.where != "reg" or query is None:
-        raise EmitError(f"op '{call.op.name}': causal_mask is emitted on register tiles of sm_90a only")
+    where = "tmem" if call.model.blackwell else "reg"
+    if a.where != where or out is None or out.where != where or query is None:
+        raise EmitError(f"op '{call.op.name}': causal_mask is emitted on register tiles on sm_90a, on "
+                        "tensor-memory tiles on sm_100a")
     q0 = f"tile.m * args.{query}_rows_step + args.{query}_rows_offset + {call.row0}"
+    if call.model.blackwell:
+        rows, cols = out.type.shape
+        return [f"twill::tmem_mask_causal<{cols}, {rows}>({out.expr}, {a.expr}, {q0}, ({call.iteration}) * kLoopStep);"]
     copy = [] if out.expr == a.expr else [f"{out.expr} = {a.expr};"]
     return copy + [f"twill::mask_causal({out.expr}, {q0}, ({call.iteration}) * kLoopStep);"]
 
@@ -458,7 +464,7 @@ def needs_extension(model: KernelModel) -> bool:
 
 EMITTERS: dict[str, dict[str, Emitter]] = {
     "sm_90a": {**COMMON, "mma": _wgmma, "causal_mask": _causal_mask},
-    "sm_100a": {**COMMON, "mma": _umma},
+    "sm_100a": {**COMMON, "mma": _umma, "causal_mask": _causal_mask},
 }
 
 

@@ -16,6 +16,10 @@ from .program import Inst, Window
 if TYPE_CHECKING:
     from .cuda import Renderer
 
+# sm_100a ops that stream a tensor-memory tile into tensor memory, 32 columns at a time, rather than
+# reading it into registers: the correction and the causal mask (ops.py).
+TMEM_STREAMED = ("rescale", "causal_mask")
+
 
 class RoleBody:
     """One role's device function: its register buffers, then its windows in schedule order."""
@@ -301,7 +305,7 @@ class RoleBody:
             self._retire(0)
         res, tmem_out = None, None
         if op.has_result and op.type is not None:
-            streamed = op.opcode == "rescale" and args and args[0].where in ("tmem", "init")
+            streamed = op.opcode in TMEM_STREAMED and args and args[0].where in ("tmem", "init")
             if self.p.in_tmem(name) and (op.opcode == "mma" or streamed):
                 res = Arg(name, op.type, "tmem", self.r.tmem_addr(name, it))
             elif self.p.in_tmem(name):  # computed in registers, then stored to tensor memory
@@ -562,7 +566,7 @@ class RoleBody:
             return Arg(value, t, "init", self._init(carry))
         waits = chan is not None and self.role.name in chan.consumers and not own_mma
         guard = carry is not None and self._may_be_negative(inst)
-        streams = (m.ops[opname].opcode == "rescale" and index == 0 and p.in_tmem(opname) and
+        streams = (m.ops[opname].opcode in TMEM_STREAMED and index == 0 and p.in_tmem(opname) and
                    len(t.shape) == 2 and t.dtype == "f32")
         if is_mma or streams:
             if waits and (value, str(inst)) not in self.acquired:

@@ -132,7 +132,7 @@ COMMON = _part("common.cuh")
 SM90 = _part("sm90.cuh")
 SM100 = _part("sm100.cuh").replace("@@TMEM_WRAPPERS@@", tmem_wrappers())
 OPS = _part("ops.cuh")
-CAUSAL = _part("causal.cuh")  # only in kernels with a causal_mask (ragged.py)
+CAUSAL = {"sm_90a": _part("causal.cuh"), "sm_100a": _part("causal_sm100.cuh")}  # only with a causal_mask (ragged.py)
 # The op vocabulary's extension (twill/vocab.py), after OPS, for the kernels that use it: the
 # target's column vectors, row minima and scans, then the shared math.
 VOCAB = {"sm_90a": _part("vocab_sm90.cuh") + _part("vocab.cuh"), "sm_100a": _part("vocab_sm100.cuh") + _part("vocab.cuh")}

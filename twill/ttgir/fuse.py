@@ -235,7 +235,18 @@ def _as_group(body: Body, idx: list[int], final: bool = True) -> tuple[Group, No
         attrs = tuple((k, v) for k, v in attrs if k not in vocab.OPCODE_ATTRIBUTES or k in d.attrs)
         if len(operands) != 1:
             attrs = tuple((k, v) for k, v in attrs if k != "scalar")
-    return Group(idx[-1], tuple(idx), opcode, operands, node.type, node.span, attrs), note
+    return Group(idx[-1], tuple(idx), opcode, operands, _where(body, opcode, operands, node.type), node.span,
+                 attrs), note
+
+
+def _where(body: Body, opcode: str, operands: tuple[Ref, ...], t: TensorType | None) -> TensorType | None:
+    """A causal mask of a tile in tensor memory (sm_100's S) masks it where it lies: its result is
+    @tmem too, so the softmax reads S from tensor memory as it does unmasked."""
+    if opcode == "causal_mask" and t is not None and len(operands) == 1:
+        src = _type(body, operands[0])
+        if src is not None and src.space == "tmem" and src.shape == t.shape:
+            return replace(t, space="tmem")
+    return t
 
 
 # What may fuse into a group besides its root and conversions, so that the one op still computes the
