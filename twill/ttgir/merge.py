@@ -5,19 +5,25 @@ Triton's causal attention runs two loops over the keys of one query tile: the fi
 blocks left of the diagonal, unmasked, the second over the diagonal block with the causal mask
 `where(rows >= cols, s, -inf)`, its carries starting from the first loop's results. Together they
 are one loop over the keys 0 .. the tile's last query row whose last iterations mask. A pair of
-sibling `scf.for` loops A, B is merged when, exactly:
+sibling `scf.for` loops A, B is merged when they are the same loop over the same body, differing
+by a mask predicate on the iteration:
 
-- B's iter_args start from A's results, all of them, in order; B's lower bound is A's upper bound
-  (the same SSA value), the steps are the same value, A starts at 0;
-- A's upper bound is `program_id(0) * BM` (the query tile's first row) and B's is that plus BM
-  (the tile's end): the merged loop is bounded by the query tile's diagonal;
-- B's body is A's, op for op (same op names, attributes and types; operands that correspond, or
-  values from before the loops computed the same way), once B's masks and the index arithmetic
-  only they read are set aside;
-- each mask is an `arith.select %c, %x, -inf` whose condition compares the query row
+- bounds: B's lower bound is A's upper bound (the same SSA value), the steps are the same value, A
+  starts at 0; A's upper bound is `program_id(0) * BM` (the query tile's first row) and B's is that
+  plus BM (the tile's end): the merged loop is bounded by the query tile's diagonal;
+- the mask: each is an `arith.select %c, %x, -inf` whose condition compares the query row
   `program_id(0) * BM + arange(BM)` along dim 0 with the key `iv + arange(BN)` along dim 1, BN the
   loop's step: `rows >= keys` (`arith.cmpi sge`, or `sle` with the sides swapped) keeps a key at or
-  before the query.
+  before the query;
+- the body: once B's masks and the index arithmetic only they read are set aside, B's body is A's
+  op for op as written (same op names, attributes and types; operands that correspond, or values
+  from before the loops computed the same way), or else, where Triton's pipeliner wrote each loop
+  its own way, the two loops lowered with their pipelining undone are the same tile loop
+  (`loop_shape`, compared by the importer's `same_graph`);
+- the hand-over (`_handover`): B's tensor iter_args start from A's results of the same place
+  (directly, or through a wait or a view); its tokens and slot counters carry no tile. A buffer of
+  B's own matched to one of A's (sm_100 allocates the tensor-memory accumulator again) is fresh or
+  holds a load of A's, and starts, merged, as A's did.
 
 The importer then lowers B, its carries starting from A's inits and each mask as a `causal_mask`
 node (`Merge`). Anything else is not merged: the loops stay separate candidates.
