@@ -36,7 +36,7 @@ from .dump import before_pipeliner
 from .fuse import fuse
 from .lower import lower_loop, show_columns
 from .loops import choose_loop
-from .merge import Merge, _iter_args, loop_shape, merge_candidates
+from .merge import Merge, loop_shape, merge_candidates
 from .parser import Module, MOp, parse_module
 from .partitions import merge_partitions
 from .values import Note, Tile
@@ -130,11 +130,9 @@ def _same_graph(module: Module, loops, func: MOp, merge: Merge) -> bool:
     path_of = {id(path[-1]): path for f, path in loops if f is func}
     if id(merge.first) not in path_of or id(merge.last) not in path_of:
         return False
-    own = replace(merge, inits=tuple(i for _, i in _iter_args(merge.last)),
-                  names=tuple(a for a, _ in _iter_args(merge.last)), buffers=())
     try:
         first = _lower(module, func, path_of[id(merge.first)])
-        last = _lower(module, func, path_of[id(merge.last)], own)
+        last = _lower(module, func, path_of[id(merge.last)], merge.on_its_own())
     except InputError:
         return False
     return loop_shape(first) == loop_shape(last, unmask=True)

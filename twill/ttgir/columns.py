@@ -61,8 +61,8 @@ def _uses(lowered: Lowered) -> dict[int, set[bool]]:
 class _Copies:
     """The new node list, built in order: each original node preceded by the column copies it reads."""
 
-    def __init__(self, lowered: Lowered):
-        self.old, self.out = lowered.nodes, []
+    def __init__(self, lowered: Lowered, both: set[int]):
+        self.old, self.out, self.both = lowered.nodes, [], both  # both: the tiles read both ways
         self.at: dict[int, int] = {}  # old index -> new index
         self.col: dict[int, int] = {}  # old index -> new index of its column copy
 
@@ -125,8 +125,7 @@ class _Copies:
 
 def _with_copies(lowered: Lowered, both: set[int]) -> Lowered:
     """The nodes with the column copies of `both` inserted before their first readers, renumbered."""
-    c = _Copies(lowered)
-    c.both = both
+    c = _Copies(lowered, both)
     for n in lowered.nodes:
         c.original(n)
 

@@ -30,7 +30,7 @@ node (`Merge`). Anything else is not merged: the loops stay separate candidates.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .lower import int_attr
 from .parser import MOp
@@ -52,6 +52,12 @@ class Merge:
 
     def is_mask(self, op: MOp) -> bool:
         return any(op is m for m in self.masks)
+
+    def on_its_own(self) -> "Merge":
+        """The last loop lowered from its own inits, names and buffers, its masks still causal_mask
+        nodes: what is compared with the first loop (`loop_shape`)."""
+        return replace(self, inits=tuple(i for _, i in _iter_args(self.last)),
+                       names=tuple(a for a, _ in _iter_args(self.last)), buffers=())
 
 
 @dataclass(frozen=True)
