@@ -840,3 +840,24 @@ def test_heldout_biased_softmax_gemm():
     by = {name: (opcode, args) for name, opcode, args, _ in ops}
     assert by["s"] == ("mul", ["qk"]) and by["s_b"] == ("add", ["s", "bias"])
     assert by["m_new"] == ("rowmax", ["s_b", "m_i"]) and by["p"] == ("exp2", ["s_b", "m_new"])
+
+
+@pytest.mark.parametrize("chain,expected", [
+    # exp(x) * y: e^x (no exp2_scale), then the product; never `exp2 x, y` (exp2(x - y))
+    ("%e = math.exp %d : {T}\n      %y = arith.mulf %e, %acc : {T}", [("e", "exp", ["d"]), ("y", "mul", ["e", "acc"])]),
+    # exp2(d - acc) * acc: the exp2 anchor takes its subtraction, the product after it is an op of its own
+    ("%s = arith.subf %d, %acc : {T}\n      %e = math.exp2 %s : {T}\n      %y = arith.mulf %e, %acc : {T}",
+     [("e", "exp2", ["d", "acc"]), ("y", "mul", ["e", "acc"])]),
+    # -d + acc: the negation stays (one add would drop it)
+    ("%ng = arith.negf %d : {T}\n      %y = arith.addf %ng, %acc : {T}", [("ng", "neg", ["d"]), ("y", "add", ["ng", "acc"])]),
+])
+def test_a_fused_chain_is_one_op_only_where_the_op_computes_it(chain, expected):
+    text = kernel(f"""
+      %x = tt.load %ptrs : {PTRS}
+      %d = tt.dot %x, %w, %zero : {T16} * {T16} -> {T}
+      {chain.format(T=T)}
+      scf.yield %y : {T}""", args="%X: !tt.ptr<f16>, %n: i32",
+                  before=f"""    %ptrs = tt.splat %X : !tt.ptr<f16> -> {PTRS}
+    %w = tt.load %ptrs : {PTRS}""", iter_args="%acc = %zero", types=T)
+    g, _ = import_ttgir(text, "chain.ttgir")
+    assert [(op.name, op.opcode, [o.name for o in op.operands]) for op in g.ops][2:] == expected
