@@ -3,7 +3,8 @@ emit-cuda -> nvcc, for sm_90a (h100) or sm_100a (b200), with no spill and no ser
 
 The dumps are tests/data/ttgir/corpus/prepipe (Triton 3.9, before its pipeliner; test_ttgir
 checks that each after-pipeliner dump imports to the same graph, so one form is built here) and
-the worked examples of tests/data/ttgir. What does not go through yet is listed in KNOWN with
+the worked examples of tests/data/ttgir, and tests/data/ttgir/heldout (TTGIR written by hand in the
+corpus's style for kernels the importer was not built on). What does not go through yet is listed in KNOWN with
 the stage and the reason, as a strict xfail: the day it goes through, the test says so.
 """
 from __future__ import annotations
@@ -20,22 +21,19 @@ from twill.pipeline import SolveOptions, solve
 from twill.ttgir import load_ttgir
 
 DATA = Path(__file__).parent / "data" / "ttgir"
-DUMPS = sorted((DATA / "corpus" / "prepipe").glob("*.ttgir")) + sorted(DATA.glob("*.ttgir"))
+DUMPS = (sorted((DATA / "corpus" / "prepipe").glob("*.ttgir")) + sorted(DATA.glob("*.ttgir"))
+         + sorted((DATA / "heldout").glob("*.ttgir")))
 
 # dump stem -> why it does not go through (the stage is in the message)
 KNOWN = {
-    "corpus/attn_causal_fwd_sm100": "import: the sm_100 causal pair is not merged into one masked loop "
-                                    "(twill/ttgir/merge.py matches the sm_90 form only), so it is two loops",
-    "corpus/ssd_chunk_scan_sm90": "emit-cuda: a cumsum along axis 0 of a rank-1 tile (emit scans rank-2 "
-                                  "tiles along their last axis only)",
-    "corpus/ssd_chunk_scan_sm100": "emit-cuda: a cumsum along axis 0 of a rank-1 tile",
     "corpus/attn_bwd_dq_sm90": "nvcc: ptxas serializes the wgmmas (C7515: non-wgmma instructions define "
                                "an accumulator between the start and end of a pipeline stage)",
 }
 
 
 def _key(path: Path) -> str:
-    return f"corpus/{path.stem}" if path.parent.name == "prepipe" else path.stem
+    folder = {"prepipe": "corpus/", "heldout": "heldout/"}.get(path.parent.name, "")
+    return folder + path.stem
 
 
 def _case(path: Path):

@@ -190,7 +190,8 @@ def test_toy_loop():
     assert [(op.name, op.opcode, [str(o) for o in op.operands], op.type) for op in g.ops] == [
         ("x", "load", [], f16(64, 64, space="smem")),
         ("d", "mma", ["x", "w"], f32(64, 64)),  # the zero accumulator is dropped
-        ("z", "add", ["d", "acc"], f32(64, 64)),  # d * scale + acc: one op
+        ("y", "mul", ["d"], f32(64, 64)),  # d * scale + acc: two ops (one add would drop the scale)
+        ("z", "add", ["acc", "y"], f32(64, 64)),
         ("f", "tt_foo", ["z"], f32(64, 64)),
         ("h", "convert", ["f"], f16(64, 64)),  # truncf of a non-elementwise op stays a convert
         ("store_0", "store", ["h"], None),
@@ -345,7 +346,7 @@ def test_loop_choice():
     assert "loop 1 would be left out" in d.message and "--loop 1" in d.hint
     first, notes = import_ttgir(TWO_LOOPS, "two.ttgir", loop=0)
     second, _ = import_ttgir(TWO_LOOPS, "two.ttgir", loop=1)
-    assert len(first.ops) == 6
+    assert len(first.ops) == 7  # the toy loop's
     assert [n.span.line for n in notes if "loop 1 is not imported" in n.message] == [d.span.line]
     assert [(op.name, op.opcode) for op in second.ops] == [("nb", "sub")]
     with pytest.raises(InputError, match=r"no loop 2; the file has 2 loops \(0\.\.1\)"):
@@ -585,10 +586,9 @@ def test_a_split_gemm_solves_where_the_whole_tile_cannot(tmp_path):
 
 CORPUS = DATA / "corpus"
 T36 = DATA / "triton36"
-# The causal kernel has two tile loops in sequence: loop 0 (the blocks left of the diagonal) is compared.
-LOOP = {"attn_causal_fwd_sm90": 0, "attn_causal_fwd_sm100": 0}
-# Before the pipeliner the sm_90 causal pair merges into one masked loop (merge.py), after it not yet.
-MERGED_BEFORE_ONLY = {"attn_causal_fwd_sm90"}
+# The causal kernel's two loops merge into one masked loop (merge.py) in both forms on sm_90. On sm_100
+# the pipeliner unrolls the one-trip diagonal loop: after it, loop 0 is the unmasked loop alone.
+UNROLLED_AFTER = {"attn_causal_fwd_sm100"}
 
 
 # Blackwell's warp-specialized attention gives its K load the location of `k.T` in `qk = tl.dot(q, k.T)`:
@@ -619,11 +619,11 @@ WS = DATA / "warp_specialized"
 @pytest.mark.parametrize("root,stem", [(r, s) for r in (CORPUS, T36, WS) for s in _pairs(r)],
                          ids=lambda x: x if isinstance(x, str) else x.name)
 def test_both_forms_of_a_kernel_import_to_the_same_graph(root, stem):
-    if stem in MERGED_BEFORE_ONLY:
-        pytest.xfail("the causal pair is one masked loop before the pipeliner only (twill/ttgir/merge.py "
-                     "compares the loop bodies as written; after it they differ by its copies and barriers)")
-    after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir", loop=LOOP.get(stem))
-    before, before_notes = load_ttgir(root / "prepipe" / f"{stem}.ttgir", loop=LOOP.get(stem))
+    if stem in UNROLLED_AFTER:
+        pytest.xfail("after the pipeliner the sm_100 causal kernel's diagonal loop is unrolled after loop 0 "
+                     "(the ops after the loop are not imported): only the form before it is one masked loop")
+    after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir")
+    before, before_notes = load_ttgir(root / "prepipe" / f"{stem}.ttgir")
     if stem in RENAMED:
         assert canonical(after) == canonical(before)
     else:
@@ -647,13 +647,49 @@ def test_the_pipelined_attention_loop_gets_its_recurrences_back():
 
 
 def test_two_loops_in_sequence_are_an_error_at_the_loop_left_out():
-    path = CORPUS / "after" / "attn_causal_fwd_sm90.ttgir"  # before the pipeliner the pair is one loop (merge.py)
+    path = DATA / "triton39" / "layernorm.ttgir"  # a mean, a variance and an output pass: no mask pair
     with pytest.raises(InputError) as err:
         load_ttgir(path)
-    (d,) = err.value.diagnostics
-    assert "scf.for" in d.span.text and "loop 1 would be left out" in d.message and "--loop" in d.hint
-    _, notes = load_ttgir(path, loop=0)
-    assert [n.span.line for n in notes if "loop 1 is not imported" in n.message] == [d.span.line]
+    d = err.value.diagnostics[0]  # one error per loop left out
+    assert len(err.value.diagnostics) == 2
+    assert "scf.for" in d.span.text and "loop 0 would be left out" in d.message and "--loop" in d.hint
+    _, notes = load_ttgir(path, loop=1)
+    assert [n.span.line for n in notes if "loop 0 is not imported" in n.message] == [d.span.line]
+
+
+@pytest.mark.parametrize("form", ["prepipe", "after"])
+@pytest.mark.parametrize("root", [CORPUS, T36], ids=["triton39", "triton36"])
+def test_the_causal_pair_is_one_masked_loop_in_both_forms(root, form):
+    """sm_90: the off-diagonal loop and the masked diagonal loop are one loop with `causal_mask`,
+    also after the pipeliner (each loop pipelined its own way: the tile graphs are compared), and
+    --loop naming either loop gives it."""
+    path = root / form / "attn_causal_fwd_sm90.ttgir"
+    graph, _ = load_ttgir(path)
+    assert [op.opcode for op in graph.ops].count("causal_mask") == 1
+    assert [c.init for c in graph.carries] == ["-inf", "0", "0"]  # the first loop's inits
+    assert print_tir(load_ttgir(path, loop=0)[0]) == print_tir(load_ttgir(path, loop=1)[0]) == print_tir(graph)
+
+
+def test_the_sm100_causal_pair_hands_its_accumulator_over_in_tensor_memory():
+    """sm_100 before the pipeliner: the second loop has tensor-memory buffers of its own, the first's
+    accumulator copied into it; merged, the accumulator starts from the first loop's zero."""
+    graph, notes = load_ttgir(CORPUS / "prepipe" / "attn_causal_fwd_sm100.ttgir")
+    assert [op.opcode for op in graph.ops].count("causal_mask") == 1
+    assert [(c.name, c.init, c.type.space) for c in graph.carries] == [
+        ("m_i", "-inf", "reg"), ("l_i", "0", "reg"), ("acc", "0", "tmem")]
+    assert not any("starts from" in n.message for n in notes)
+
+
+def test_loops_that_differ_by_more_than_a_mask_stay_two_loops():
+    """A diagonal loop whose exponential is another function computes something else: not merged."""
+    path = CORPUS / "prepipe" / "attn_causal_fwd_sm90.ttgir"
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    second = max(i for i, ln in enumerate(lines) if "scf.for" in ln)
+    k = next(i for i in range(second, len(lines)) if "math.exp2" in lines[i])
+    lines[k] = lines[k].replace("math.exp2", "math.exp")
+    with pytest.raises(InputError, match="would be left out"):
+        import_ttgir("".join(lines), "two.ttgir")
 
 
 def test_tile_work_after_the_loop_is_reported():
@@ -715,8 +751,43 @@ def test_a_row_vector_broadcast_over_rows_is_typed_one_by_n():
     g, _ = import_ttgir(text, "c.ttgir")
     assert [(op.name, op.opcode, op.type) for op in g.ops] == [
         ("bias", "load", TensorType("f32", (1, 64), "smem")), ("nb", "add", f32(64, 64))]
+
+
+def test_a_rank1_tile_read_per_row_and_per_column_gets_a_column_copy():
+    """SSD's `cum[:, None] - cum[None, :]`: cum stays f32[64] (per row) and the column reads take a
+    copy computed in column form from the vector in shared memory: convert, then cumsum along axis 1."""
     ssd, _ = load_ttgir(CORPUS / "prepipe" / "ssd_chunk_scan_sm90.ttgir")
-    assert {op.name: op.type for op in ssd.ops}["cum"] == f32(64)  # read both as cum[:, None] and cum[None, :]
+    ops = {op.name: op for op in ssd.ops}
+    assert ops["cum"].type == f32(64) and ops["cum"].attrs == (("axis", 0),)
+    assert (ops["a_col"].opcode, [o.name for o in ops["a_col"].operands], ops["a_col"].type) == \
+        ("convert", ["a"], f32(1, 64))
+    assert (ops["cum_col"].opcode, ops["cum_col"].attrs, ops["cum_col"].type) == ("cumsum", (("axis", 1),), f32(1, 64))
+    assert [o.name for o in ops["seg"].operands] == ["cum", "cum_col"]
+    assert [o.name for o in ops["w"].operands] == ["total", "cum"]  # the per-row reads keep cum
+
+
+def test_a_row_reduction_read_per_column_too_is_a_located_error():
+    """A row max read both ways has no column form from shared memory: an error at the reading op."""
+    vec = "tensor<64xf32, #ttg.slice<{dim = 1, parent = #blocked}>>"
+    cvec = "tensor<64xf32, #ttg.slice<{dim = 0, parent = #blocked}>>"
+    text = kernel(f"""
+      %m = "tt.reduce"(%b) <{{axis = 1 : i32}}> ({{
+      ^bb0(%x: f32, %y: f32):
+        %mx = arith.maxnumf %x, %y : f32
+        tt.reduce.return %mx : f32
+      }}) : ({T}) -> {vec}
+      %r = tt.expand_dims %m {{axis = 1 : i32}} : {vec} -> tensor<64x1xf32, #blocked>
+      %mc = ttg.convert_layout %m : {vec} -> {cvec}
+      %c = tt.expand_dims %mc {{axis = 0 : i32}} : {cvec} -> tensor<1x64xf32, #blocked>
+      %rb = tt.broadcast %r : tensor<64x1xf32, #blocked> -> {T}
+      %cb = tt.broadcast %c : tensor<1x64xf32, #blocked> -> {T}
+      %d = arith.subf %rb, %cb : {T}
+      %nb = arith.addf %b, %d : {T}
+      scf.yield %nb : {T}""", iter_args="%b = %zero", types=T)
+    with pytest.raises(InputError, match="read both per row and") as err:
+        import_ttgir(text, "c.ttgir")
+    (d,) = err.value.diagnostics
+    assert d.span.line == text.splitlines().index(next(ln for ln in text.splitlines() if "%d = arith.subf" in ln)) + 1
 
 
 @pytest.mark.parametrize("after_line,warned", [(10, False), (20, True)])
@@ -733,3 +804,60 @@ def test_a_dot_after_the_loop_is_reported_unless_it_is_a_peeled_copy(after_line,
     text += '#l10 = loc("k.py":10:5)\n#l20 = loc("k.py":20:5)\n'
     _, notes = import_ttgir(text, "e.ttgir")
     assert any("outside any loop is not imported" in n.message for n in notes) == warned
+
+
+HELDOUT = DATA / "heldout"
+
+
+def _ops(path):
+    graph, _ = load_ttgir(path)
+    return graph, [(op.name, op.opcode, [o.name for o in op.operands], op.type) for op in graph.ops]
+
+
+def test_heldout_column_scaled_bf16_gemm():
+    """acc += dot(a, b) * scale[None, :]: the scale is a column vector, the product and the sum two ops."""
+    graph, ops = _ops(HELDOUT / "gemm_colscale_bf16_sm90.ttgir")
+    assert ops[3:] == [("scale", "load", [], TensorType("f32", (1, 64), "smem")),
+                       ("part_s", "mul", ["part", "scale"], f32(128, 64)),
+                       ("acc_n", "add", ["acc_i", "part_s"], f32(128, 64))]
+    assert [(c.name, c.output_dtype) for c in graph.carries] == [("acc_i", "bf16")]
+    blackwell, ops100 = _ops(HELDOUT / "gemm_colscale_bf16_sm100.ttgir")  # the product in tensor memory
+    assert [(n, o, a) for n, o, a, _ in ops100] == [(n, o, a) for n, o, a, _ in ops]
+    assert ops100[2][3] == f32(128, 64, space="tmem")
+
+
+def test_heldout_row_norm_beside_a_gemm():
+    """ss += sum(a * a, 1): the square reads the converted A twice and stays its own op before the rowsum."""
+    graph, ops = _ops(HELDOUT / "gemm_rownorm_sm90.ttgir")
+    assert ops[3:] == [("af", "convert", ["a"], f32(128, 64)), ("sq", "mul", ["af", "af"], f32(128, 64)),
+                       ("ss_n", "rowsum", ["sq", "ss_i"], f32(128))]
+
+
+def test_heldout_biased_softmax_gemm():
+    """s * 0.125 + bias[None, :] before the online softmax: the constant scale and the column bias are
+    ops of their own (folding them into exp2 would change what rowmax sees)."""
+    _, ops = _ops(HELDOUT / "biased_softmax_gemm_sm90.ttgir")
+    by = {name: (opcode, args) for name, opcode, args, _ in ops}
+    assert by["s"] == ("mul", ["qk"]) and by["s_b"] == ("add", ["s", "bias"])
+    assert by["m_new"] == ("rowmax", ["s_b", "m_i"]) and by["p"] == ("exp2", ["s_b", "m_new"])
+
+
+@pytest.mark.parametrize("chain,expected", [
+    # exp(x) * y: e^x (no exp2_scale), then the product; never `exp2 x, y` (exp2(x - y))
+    ("%e = math.exp %d : {T}\n      %y = arith.mulf %e, %acc : {T}", [("e", "exp", ["d"]), ("y", "mul", ["e", "acc"])]),
+    # exp2(d - acc) * acc: the exp2 anchor takes its subtraction, the product after it is an op of its own
+    ("%s = arith.subf %d, %acc : {T}\n      %e = math.exp2 %s : {T}\n      %y = arith.mulf %e, %acc : {T}",
+     [("e", "exp2", ["d", "acc"]), ("y", "mul", ["e", "acc"])]),
+    # -d + acc: the negation stays (one add would drop it)
+    ("%ng = arith.negf %d : {T}\n      %y = arith.addf %ng, %acc : {T}", [("ng", "neg", ["d"]), ("y", "add", ["ng", "acc"])]),
+])
+def test_a_fused_chain_is_one_op_only_where_the_op_computes_it(chain, expected):
+    text = kernel(f"""
+      %x = tt.load %ptrs : {PTRS}
+      %d = tt.dot %x, %w, %zero : {T16} * {T16} -> {T}
+      {chain.format(T=T)}
+      scf.yield %y : {T}""", args="%X: !tt.ptr<f16>, %n: i32",
+                  before=f"""    %ptrs = tt.splat %X : !tt.ptr<f16> -> {PTRS}
+    %w = tt.load %ptrs : {PTRS}""", iter_args="%acc = %zero", types=T)
+    g, _ = import_ttgir(text, "chain.ttgir")
+    assert [(op.name, op.opcode, [o.name for o in op.operands]) for op in g.ops][2:] == expected

@@ -110,6 +110,18 @@ def test_good_table_ops_parse_and_broadcast_row_and_column_vectors():
     assert [op.opcode for op in g.ops][2:-1] == ["add", "mul", "mul", "dequant", "dequant", "reduce_min", "cumsum", "shr"]
 
 
+def test_a_rank1_vector_is_read_as_a_column_by_a_one_row_result():
+    """[N] -> [1, N]: a rank-1 operand of a one-row result is one value per column; scans and
+    reductions of a whole vector (to a scalar, f32[1]) parse."""
+    text = graph("ca = cumsum colv : f16[1,64] {axis = 1}", "tot = reduce_sum k : f32[64] {axis = 1}",
+                 "tc = convert tot : f32[1,64]", "cs = cumsum tot : f32[64] {axis = 0}",
+                 "one = reduce_sum tot : f32[1] {axis = 0}", "d = sub cs, tc : f32[64,64]")
+    g = parse_tir(text)
+    assert {op.name: op.type.shape for op in g.ops}["tc"] == (1, 64)
+    assert vocab.broadcasts((64,), (1, 64)) and not vocab.broadcasts((64,), (2, 64))
+    assert not vocab.broadcasts((64,), (1, 32)) and vocab.broadcasts((1,), (1, 64))  # a scalar: either way
+
+
 def test_an_opcode_outside_the_table_is_left_to_the_machine_file():
     g = parse_tir(graph("t = my_op acc, k, q, rowv : f32[7] {cycles = 3, unit = alu}"))
     cost = {c.name: c for c in bind(g, load_machine("h100"))}["t"]

@@ -23,7 +23,9 @@ and shifts), ``dequant`` (shift, mask, int-to-float, subtract and multiply per e
 machine file describes it, or the op carries ``{cycles, unit}``.
 
 Shapes. Elementwise operands broadcast NumPy-style against a result of rank <= 2: a rank-1 ``T[M]``
-operand means ``T[M,1]`` (one value per row), ``T[1,N]`` is one value per column. Elementwise ops
+operand means ``T[M,1]`` (one value per row), ``T[1,N]`` is one value per column; an op whose result is
+``T[1,N]`` reads a rank-1 ``T[N]`` operand as a column vector (``convert x : T[1,N]`` turns a rank-1 tile
+in shared memory into a column vector; emit-cuda reads it there in place). Elementwise ops
 compute in f32 (bit ops in 32-bit integers) and round to the result's dtype: a conversion folded
 into its producer costs nothing extra.
 """
@@ -77,7 +79,10 @@ def as_2d(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def broadcasts(operand: tuple[int, ...], result: tuple[int, ...]) -> bool:
     """Does `operand` broadcast to `result` (each dimension equal or 1, ranks aligned right after
-    the rank-1 = per-row convention)?"""
+    the rank-1 = per-row convention)? A rank-1 [N] operand of a [1, N] result is read as a column
+    vector, one value per column (N > 1: a rank-1 operand otherwise never fits a one-row result)."""
+    if len(operand) == 1 and len(result) == 2 and result == (1, operand[0]) and operand[0] > 1:
+        return True  # a rank-1 value used as a column vector: the result says so ([N] -> [1, N])
     a, r = as_2d(operand), as_2d(result)
     if len(a) > len(r):
         return False

@@ -85,7 +85,7 @@ class Renderer(Stores, Kernel):
             body += runtime.vocab_part(m.target)
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
-        wrappers += [runtime.CAUSAL.lstrip("\n")] if self.causal.masks else []
+        wrappers += [runtime.causal_part(m.target).lstrip("\n")] if self.causal.masks else []
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .lines import Lines, ring_slot
 from .model import EmitError, ident, local
-from .ops import Arg, ctype, fragment_type, view_type
+from .ops import TMEM_STREAMED, Arg, ctype, fragment_type, view_type
 from .windows import Inst, Window
 
 
@@ -106,7 +106,7 @@ class Operands:
             return Arg(value, t, "init", self._init(carry))
         waits = chan is not None and self.role.name in chan.consumers and not own_mma
         guard = carry is not None and self._may_be_negative(inst)
-        streams = (m.ops[opname].opcode == "rescale" and index == 0 and p.in_tmem(opname) and
+        streams = (m.ops[opname].opcode in TMEM_STREAMED and index == 0 and p.in_tmem(opname) and
                    len(t.shape) == 2 and t.dtype == "f32")
         if is_mma or streams:
             if waits and (value, str(inst)) not in self.acquired:

@@ -107,10 +107,17 @@ def _float_literal(value) -> str:
 
 
 def _reduce(d: vocab.OpDef) -> Emitter:
-    """reduce_* and cumsum along the last axis of a rank-2 tile (the row layout's reductions)."""
+    """reduce_* and cumsum along the last axis of a rank-2 tile (the row layout's reductions), and
+    cumsum down a rank-1 tile in shared memory into one value per row (each row summed from it)."""
     def emit(call: OpCall) -> list[str]:
         x = call.args[0].type
         axis = int(call.op.attr("axis")) % len(x.shape)
+        if d.family == "reduce" and len(x.shape) == 1 and call.args[0].where == "smem" and len(call.args) == 1:
+            kind = ("sum", "max", "min").index(d.name.split("_")[1])  # a whole vector in shared memory to a scalar
+            return [f"twill::reduce_vector<{ctype(x.dtype)}, {x.shape[0]}, {kind}>({call.out.expr}, {call.args[0].expr});"]
+        if d.name == "cumsum" and len(x.shape) == 1 and call.args[0].where == "smem" and vector_kind(call.out.type) == "rows":
+            a = call.args[0]  # down a vector in shared memory: each row the thread holds, from the vector
+            return [f"twill::cumsum_rows<{ctype(x.dtype)}, {x.shape[0]}>({call.out.expr}, {a.expr}, {call.row0});"]
         if axis != len(x.shape) - 1 or len(x.shape) != 2:
             raise EmitError(Diagnostic(
                 f"op '{call.op.name}': emit-cuda reduces and scans a rank-2 tile along its last axis only "
@@ -138,7 +145,7 @@ def _registers(call: OpCall) -> tuple[list[str], list[str]]:
             names.append(a.expr)
         elif a.where == "init":
             names.append(a.expr)
-        elif a.where == "smem" and vector_kind(a.type) == "cols":  # read in place where it is used
+        elif a.where == "smem" and (vector_kind(a.type) == "cols" or _as_column(a, call)):  # read in place
             tmp = call.temp(f"arg{i}")
             lines.append(f"const twill::ColsView<{a.type.shape[-1]}, {ctype(a.type.dtype)}> {tmp}{{{a.expr}}};")
             names.append(tmp)
@@ -148,6 +155,19 @@ def _registers(call: OpCall) -> tuple[list[str], list[str]]:
             lines.extend(read_tile(call.model, a, tmp, call.row0 if _rows(a.type) == _rows(call.out.type) else "0"))
             names.append(tmp)
     return lines, names
+
+
+def _as_column(a: Arg, call: OpCall) -> bool:
+    """A rank-1 operand of an op whose result is one value per column is read as a column vector
+    (twill/vocab.py's broadcasting); emit-cuda reads one from shared memory only."""
+    if len(a.type.shape) != 1 or call.out is None or vector_kind(call.out.type) != "cols" or a.type.shape[0] <= 1:
+        return False
+    if a.where != "smem":
+        raise EmitError(Diagnostic(
+            f"op '{call.op.name}': a rank-1 {a.type} read as a column vector is read from shared memory "
+            "only, and this one is in registers", call.op.span,
+            "compute the column form from the tile in shared memory (the importer does: docs/ttgir-import.md)"))
+    return True
 
 
 def _rows(t: TensorType | None) -> int:
@@ -163,7 +183,10 @@ def read_tile(model: KernelModel, a: Arg, dst: str, row0: str) -> list[str]:
 
 
 def fragment_type(model: KernelModel, t: TensorType, groups: int) -> str:
-    """The C++ type of a warpgroup's share of a register value, in its target's layout (FRAGMENTS)."""
+    """The C++ type of a warpgroup's share of a register value, in its target's layout (FRAGMENTS);
+    a scalar (f32[1]) is a float."""
+    if t.shape in ((1,), (1, 1)):
+        return "float"
     if vector_kind(t) == "rows" and len(t.shape) == 2:
         t = TensorType(t.dtype, t.shape[:1], t.space)
     return FRAGMENTS[model.target.arch](t, groups)
@@ -419,15 +442,21 @@ def _umma_idesc(s: MmaShape) -> tuple[str, str]:
 
 
 def _causal_mask(call: OpCall) -> list[str]:
-    """causal_mask (ragged.py): keys after their query become -inf, in registers (sm_90a), in place
+    """causal_mask (ragged.py): keys after their query become -inf, in registers (sm_90a; in tensor
+    memory on sm_100a, tmem_mask_causal), in place
     where the result took its operand's registers. The query rows are those of the query tile in
     memory (its placement in Args), the keys iteration * kLoopStep on."""
     from .ragged import causal
     a, out = call.args[0], call.out
     query = causal(call.model).rows_of.get(call.op.name)
-    if a.where != "reg" or out is None or out.where != "reg" or query is None:
-        raise EmitError(f"op '{call.op.name}': causal_mask is emitted on register tiles of sm_90a only")
+    where = "tmem" if call.model.target.tensor_memory else "reg"
+    if a.where != where or out is None or out.where != where or query is None:
+        raise EmitError(f"op '{call.op.name}': causal_mask is emitted on register tiles on sm_90a, on "
+                        "tensor-memory tiles on sm_100a")
     q0 = f"tile.m * args.{query}_rows_step + args.{query}_rows_offset + {call.row0}"
+    if where == "tmem":
+        rows, cols = out.type.shape
+        return [f"twill::tmem_mask_causal<{cols}, {rows}>({out.expr}, {a.expr}, {q0}, ({call.iteration}) * kLoopStep);"]
     copy = [] if out.expr == a.expr else [f"{out.expr} = {a.expr};"]
     return copy + [f"twill::mask_causal({out.expr}, {q0}, ({call.iteration}) * kLoopStep);"]
 
@@ -462,9 +491,13 @@ def needs_extension(model: KernelModel) -> bool:
             or any(op.opcode == "convert" and op.type is not None and op.type.dtype in vocab.INTS for op in graph.ops))
 
 
+# Ops that stream a tensor-memory tile into tensor memory, 32 columns at a time, rather than
+# reading it into registers (sm_100a): the correction and the causal mask.
+TMEM_STREAMED = ("rescale", "causal_mask")
+
 EMITTERS: dict[str, dict[str, Emitter]] = {
     "sm_90a": {**COMMON, "mma": _wgmma, "causal_mask": _causal_mask},
-    "sm_100a": {**COMMON, "mma": _umma},
+    "sm_100a": {**COMMON, "mma": _umma, "causal_mask": _causal_mask},
 }
 # The C++ types of a warpgroup's share of a register tile, and of a staged tile read in place.
 FRAGMENTS: dict[str, Callable[[TensorType, int], str]] = {"sm_90a": _wgmma_fragment, "sm_100a": _tmem_fragment}

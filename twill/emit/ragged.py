@@ -121,10 +121,9 @@ def causal(model) -> Causal:
     for op in ops:
         def refuse(why: str) -> Causal:
             return Causal((), f"causal_mask {op.name} {why}")
-        if not model.target.register_fragments:
-            return refuse("is emitted for sm_90a only (register fragments)")
-        if len(op.operands) != 1 or op.type is None or len(op.type.shape) != 2 or op.type.space != "reg":
-            return refuse("takes one 2-d register tile")
+        space = "tmem" if model.target.tensor_memory else "reg"  # S is masked where it lies
+        if len(op.operands) != 1 or op.type is None or len(op.type.shape) != 2 or op.type.space != space:
+            return refuse(f"takes one 2-d tile and makes one in {'tensor memory' if space == 'tmem' else 'registers'}")
         value, dist = model.resolve(op.operands[0])
         if dist:
             return refuse("reads a tile of an earlier iteration")

@@ -13,7 +13,7 @@ from .after_loop import AfterLoop
 from .lines import Lines
 from .model import EmitError, dtype_bytes, ident, local, swizzle_bytes
 from .operands import Operands
-from .ops import Arg, OpCall, ctype, emitter, exp2_code, fragment_type
+from .ops import TMEM_STREAMED, Arg, OpCall, ctype, emitter, exp2_code, fragment_type
 from .tensorcore import TensorCoreSync
 from .windows import Inst, Window
 
@@ -350,7 +350,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         op, stage = m.ops[name], m.stage(name)
         res, tmem_out = None, None
         if op.has_result and op.type is not None:
-            streamed = op.opcode == "rescale" and args and args[0].where in ("tmem", "init")
+            streamed = op.opcode in TMEM_STREAMED and args and args[0].where in ("tmem", "init")
             if self.p.in_tmem(name) and (op.opcode == "mma" or streamed):
                 res = Arg(name, op.type, "tmem", self.r.tmem_addr(name, it))
             elif self.p.in_tmem(name):  # computed in registers, then stored to tensor memory

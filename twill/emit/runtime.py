@@ -136,6 +136,11 @@ def target_part(target) -> str:
     return _part(target.runtime).replace("@@TMEM_WRAPPERS@@", tmem_wrappers())
 
 
+def causal_part(target) -> str:
+    """The target's causal mask (only in kernels with a causal_mask, ragged.py)."""
+    return _part(target.causal_runtime)
+
+
 @cache
 def vocab_part(target) -> str:
     """The op vocabulary's extension (twill/vocab.py), after OPS, for the kernels that use it: the
@@ -145,4 +150,3 @@ def vocab_part(target) -> str:
 
 COMMON = _part("common.cuh")
 OPS = _part("ops.cuh")
-CAUSAL = _part("causal.cuh")  # only in kernels with a causal_mask (ragged.py)

@@ -53,7 +53,7 @@ class SharedMemory:
             v = m.values.get(a)
             if v is None or v.kind != "result" or m.is_load(a) or self.in_tmem(a) or v.role != m.op_role[name]:
                 continue
-            if operand == 1 or v.type.space != "smem" and (not m.target.a_from_registers or not shape.a_kmajor):
+            if operand == 1 or not m.target.a_from_registers or v.type.space != "smem" and not shape.a_kmajor:
                 out.append(name)
         return tuple(out)
 

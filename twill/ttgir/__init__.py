@@ -10,7 +10,10 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
          -> merge_partitions (partitions.py)  a warp-specialized loop's partitions as one loop
          -> merge_candidates (merge.py)       loops in sequence that are one masked loop (causal attention)
          -> choose_loop (loops.py)            which scf.for is the graph; loops left out are errors or warnings
-         -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields
+         -> lower_loop (lower.py)             one scf.for to tile nodes, carries and yields; the walk's
+                                              state in state.py, the op groups in opnames.py, the
+                                              handlers in scalars.py, memory.py, compute.py, generic.py,
+                                              carries' output dtypes in outputs.py, column reads in columns.py
          -> depipeline (depipe.py)            Triton's pipelining undone: delays, peeled starts, source order
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
@@ -33,7 +36,7 @@ from .dump import before_pipeliner
 from .fuse import fuse
 from .lower import lower_loop, show_columns
 from .loops import choose_loop
-from .merge import Merge, merge_candidates
+from .merge import Merge, loop_shape, merge_candidates
 from .parser import Module, MOp, parse_module
 from .partitions import merge_partitions
 from .values import Note, Tile
@@ -60,7 +63,7 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
                                     f"loop{'s' if len(loops) > 1 else ''} (0..{len(loops) - 1})"))
     # A loop merged into its masked neighbour (merge.py) is not a loop of its own: the pair is imported
     # as the masked loop, which `--loop` naming either one picks.
-    merged = merge_candidates(loops)
+    merged = merge_candidates(loops, lambda func, m: _same_graph(module, loops, func, m))
     merge_of = {id(path[-1]): m for _, path, m in merged if m is not None}
     absorbed = frozenset(k for k, (_, path) in enumerate(loops) if any(path[-1] is m.first for m in merge_of.values()))
     if loop in absorbed:
@@ -121,10 +124,34 @@ def _loops(ops, enclosing: tuple[MOp, ...] = ()) -> list[tuple[MOp, ...]]:
     return out
 
 
+def _same_graph(module: Module, loops, func: MOp, merge: Merge) -> bool:
+    """Do the two loops of `merge` import to one tile graph once the last one's masks are set
+    aside (each lowered from its own inits)? Triton's pipeliner writes each loop its own way."""
+    path_of = {id(path[-1]): path for f, path in loops if f is func}
+    if id(merge.first) not in path_of or id(merge.last) not in path_of:
+        return False
+    try:
+        first = _lower(module, func, path_of[id(merge.first)])
+        last = _lower(module, func, path_of[id(merge.last)], merge.on_its_own())
+    except InputError:
+        return False
+    return loop_shape(first) == loop_shape(last, unmask=True)
+
+
 def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
                  merge: Merge | None = None) -> tuple[Graph, list[Note]]:
-    """Lower, fuse and build one loop. An iter_arg whose yielded value turns out to be no tile
-    (index arithmetic on an integer tensor) is lowered again as a scalar."""
+    """Lower, fuse and build one loop."""
+    lowered = _lower(module, func, path, merge)
+    body, groups, fuse_notes = fuse(lowered)
+    graph, build_notes = build_graph(lowered, body, groups, module.source.file)
+    notes = list(lowered.notes) + fuse_notes + build_notes
+    notes.sort(key=lambda n: (n.diagnostic.span.line, n.diagnostic.span.col) if n.diagnostic.span else (0, 0))
+    return graph, notes
+
+
+def _lower(module: Module, func: MOp, path: tuple[MOp, ...], merge: Merge | None = None):
+    """One loop lowered, its pipelining undone and its column reads shown. An iter_arg whose yielded
+    value turns out to be no tile (index arithmetic on an integer tensor) is lowered again as a scalar."""
     scalar_args: frozenset = frozenset()
     while True:
         lowered = lower_loop(module, func, path, scalar_args, merge)
@@ -133,9 +160,4 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
         if not scalars:
             break
         scalar_args |= scalars
-    lowered = show_columns(depipeline(lowered))
-    body, groups, fuse_notes = fuse(lowered)
-    graph, build_notes = build_graph(lowered, body, groups, module.source.file)
-    notes = list(lowered.notes) + fuse_notes + build_notes
-    notes.sort(key=lambda n: (n.diagnostic.span.line, n.diagnostic.span.col) if n.diagnostic.span else (0, 0))
-    return graph, notes
+    return show_columns(depipeline(lowered))

@@ -149,7 +149,7 @@ def _resolve_node(n: Node, alias: dict[int, Tile], nodes: list[Node]) -> Node:
 def _resolve_arg(a: object, alias: dict[int, Tile]) -> object:
     if isinstance(a, Tile) and a.ref.kind == "carry" and a.ref.index in alias:
         y = alias[a.ref.index]
-        return Tile(y.ref, y.flip != a.flip)
+        return Tile(y.ref, y.flip != a.flip, a.column)
     return a
 
 

@@ -30,7 +30,7 @@ from .values import Lowered, Node, Note, Ref, Tile
 
 FUSABLE = {"ew", "conv", "exp2", "rowmax", "rowsum", "causal_mask"}
 ANCHORS = {"exp2", "rowmax", "rowsum", "causal_mask"}
-FIXED_OPCODES = {"load": "load", "mma": "mma", "store": "store", "move": "convert"}
+FIXED_OPCODES = {"load": "load", "mma": "mma", "store": "store", "move": "convert", "column": "convert"}
 ARITH_OPCODES = {  # TTGIR elementwise op -> the table opcode (twill.vocab) it is alone
     "arith.mulf": "mul", "arith.muli": "mul", "arith.addf": "add", "arith.addi": "add",
     "arith.subf": "sub", "arith.subi": "sub", "arith.maxnumf": "max", "arith.maximumf": "max",
@@ -153,27 +153,15 @@ class Group:
 
 def group(body: Body) -> tuple[list[Group], list[Note]]:
     """Rewrite 4: fuse single-reader elementwise chains (one anchor at most); one Group per graph op,
-    in program order of their roots, and a note for each chain no opcode describes."""
-    consumers, yielded = body.consumers(), body.yielded()
-    owner: dict[int, int] = {}  # member -> root
-    members: dict[int, list[int]] = {}
-    for n in body.live():
-        owner[n.index], members[n.index] = n.index, [n.index]
-        if n.kind not in FUSABLE:
-            continue
-        pending = [p.index for p in map(lambda r: _in_loop_node(body, r), dict.fromkeys(n.operands))
-                   if p is not None and p.kind in FUSABLE and consumers.get(p.index) == [n.index]
-                   and p.index not in yielded and owner[p.index] != n.index]
-        while pending:  # a producer that cannot join yet may once another has (l * alpha + rowsum)
-            joined = [p for p in pending if _join(body, members, owner, n.index, p)]
-            pending = [p for p in pending if p not in joined]
-            if not joined:
-                break
+    in program order of their roots, and a note for each chain no opcode describes. A chain that
+    grew through prefixes no one op computes faithfully and did not end in one is grouped again,
+    each join faithful; what still is not one table op (a dequant prefix) is one op per node."""
     groups, notes = [], []
-    for root in sorted(members):
-        idx = members[root]
+    for idx in _grow(body, body.live(), strict=False):
         made = _as_group(body, idx)
-        if made is None:  # a chain no one table op computes (a dequant prefix): one op per node
+        if made is None and len(idx) > 1 and not _dequant_prefix(body, idx):
+            made = [_as_group(body, sub) for sub in _grow(body, [body.nodes[i] for i in idx], strict=True)]
+        if made is None or isinstance(made, list) and None in made:  # no table op computes it: one op per node
             made = [_as_group(body, [i]) for i in idx]
         for g, note in ([made] if isinstance(made, tuple) else made):
             if note:
@@ -182,10 +170,34 @@ def group(body: Body) -> tuple[list[Group], list[Note]]:
     return groups, notes
 
 
-def _join(body: Body, members: dict, owner: dict, n: int, p: int) -> bool:
+def _grow(body: Body, nodes: list[Node], strict: bool) -> list[list[int]]:
+    """The chains of `nodes` (a producer with one reader joins it), in order of their roots; with
+    `strict`, only into chains one op computes faithfully."""
+    consumers, yielded = body.consumers(), body.yielded()
+    among = {n.index for n in nodes}
+    owner: dict[int, int] = {}  # member -> root
+    members: dict[int, list[int]] = {}
+    for n in nodes:
+        owner[n.index], members[n.index] = n.index, [n.index]
+        if n.kind not in FUSABLE:
+            continue
+        pending = [p.index for p in map(lambda r: _in_loop_node(body, r), dict.fromkeys(n.operands))
+                   if p is not None and p.index in among and p.kind in FUSABLE and consumers.get(p.index) == [n.index]
+                   and p.index not in yielded and owner[p.index] != n.index]
+        while pending:  # a producer that cannot join yet may once another has (l * alpha + rowsum)
+            joined = [p for p in pending if _join(body, members, owner, n.index, p, strict)]
+            pending = [p for p in pending if p not in joined]
+            if not joined:
+                break
+    return [members[root] for root in sorted(members)]
+
+
+def _join(body: Body, members: dict, owner: dict, n: int, p: int, strict: bool = False) -> bool:
     """Fuse p's group into n's if the chain keeps one anchor at most and stays one table op."""
     mine, theirs = members[n], members[owner[p]]
-    if _anchors(body, mine) + _anchors(body, theirs) > 1 or not _may_fuse(body, sorted(mine + theirs)):
+    chain = sorted(mine + theirs)
+    if _anchors(body, mine) + _anchors(body, theirs) > 1 or not (
+            _as_group(body, chain) is not None if strict else _may_fuse(body, chain)):
         return False
     root = owner[p]
     for m in theirs:
@@ -201,8 +213,10 @@ def _outside(body: Body, idx: list[int]) -> tuple[Ref, ...]:
     return tuple(outside if len(idx) == 1 else dict.fromkeys(outside))  # a fused chain reads each once
 
 
-def _as_group(body: Body, idx: list[int]) -> tuple[Group, Note | None] | None:
-    """The one graph op the nodes `idx` fuse into, or None where no table op computes them."""
+def _as_group(body: Body, idx: list[int], final: bool = True) -> tuple[Group, Note | None] | None:
+    """The one graph op the nodes `idx` fuse into, or None where no table op computes them (or,
+    `final`, where the op would not compute what the chain does: `_faithful`; a chain still growing
+    may pass through such a prefix, `s * scale - m` on its way to the exp2)."""
     operands = _reduced_first(body, idx, _outside(body, idx))
     node = body.nodes[idx[-1]]
     found = _dequant(body, idx, operands)
@@ -212,6 +226,8 @@ def _as_group(body: Body, idx: list[int]) -> tuple[Group, Note | None] | None:
         opcode, attrs, note = found
     else:
         (opcode, note), attrs = _opcode(body, idx, operands), node.attrs
+    if final and len(idx) > 1 and found is None and not _faithful(body, idx, opcode):
+        return None
     d = vocab.lookup(opcode)
     if d is not None:
         if d.arity and len(operands) not in d.arity and len(idx) > 1:
@@ -219,7 +235,76 @@ def _as_group(body: Body, idx: list[int]) -> tuple[Group, Note | None] | None:
         attrs = tuple((k, v) for k, v in attrs if k not in vocab.OPCODE_ATTRIBUTES or k in d.attrs)
         if len(operands) != 1:
             attrs = tuple((k, v) for k, v in attrs if k != "scalar")
-    return Group(idx[-1], tuple(idx), opcode, operands, node.type, node.span, attrs), note
+    return Group(idx[-1], tuple(idx), opcode, operands, _where(body, opcode, operands, node.type), node.span,
+                 attrs), note
+
+
+def _where(body: Body, opcode: str, operands: tuple[Ref, ...], t: TensorType | None) -> TensorType | None:
+    """A causal mask of a tile in tensor memory (sm_100's S) masks it where it lies: its result is
+    @tmem too, so the softmax reads S from tensor memory as it does unmasked."""
+    if opcode == "causal_mask" and t is not None and len(operands) == 1:
+        src = _type(body, operands[0])
+        if src is not None and src.space == "tmem" and src.shape == t.shape:
+            return replace(t, space="tmem")
+    return t
+
+
+# What may fuse into a group besides its root and conversions, so that the one op still computes the
+# chain: around an anchor, the arithmetic its opcode spells (exp2 x, b is exp2((x - b) * scale);
+# rowmax x, m is max(m, rowmax(x)); rowsum x, l, alpha is l * alpha + rowsum(x)). Before an exp2, a
+# rowmax or a causal mask (or after a rowmax: max(m, rowmax(s) * scale)), an op of a tile and a
+# scalar is the scale that exp2_scale folds in.
+AROUND = {"exp2": {"arith.subf": "up"}, "rowmax": {"arith.maxnumf": "down", "arith.maximumf": "down"},
+          "rowsum": {"arith.mulf": "side", "arith.addf": "down"}, "causal_mask": {}}  # up: feeds the anchor
+SCALED = {"exp2", "rowmax", "causal_mask"}
+WHOLE = {"dequant", "rescale", "convert"}  # opcodes whose chains are checked where they are found
+
+
+def _faithful(body: Body, idx: list[int], opcode: str) -> bool:
+    """Does the one op `opcode` of the chain `idx` compute what the chain computes? Besides the root
+    (or the anchor), a member is a conversion, a select of a tile by an index mask (dropped with a
+    warning when lowered), or an op `AROUND` the anchor allows; after an exp2 only conversions
+    follow (p = exp2(...) * y is two ops); no member reads one value twice (x * x). A chain of other
+    elementwise ops is one op per node."""
+    if opcode in WHOLE:
+        return True
+    nodes = [body.nodes[i] for i in idx]
+    anchor = next((n for n in nodes if n.kind in ANCHORS), None)
+    center = anchor or next((n for n in reversed(nodes) if n.kind != "conv" and not _index_mask(n)), nodes[-1])
+    if any(len(set(n.operands)) < len(n.operands) for n in nodes):
+        return False  # x * x: the fused op would read x once
+    after = _downstream(body, idx, center.index)
+    for n in nodes:
+        if n is center or n.kind == "conv" or _index_mask(n):
+            continue
+        if anchor is None or (n.index in after and anchor.kind == "exp2"):
+            return False
+        where = "down" if n.index in after else "up" if center.index in _downstream(body, idx, n.index) else "side"
+        if AROUND[anchor.kind].get(n.mlir) in (where, "side" if where == "down" else None):
+            continue
+        if anchor.kind in SCALED and len(n.operands) == 1 and n.kind == "ew":
+            continue
+        return False
+    return True
+
+
+def _index_mask(n: Node) -> bool:
+    """A select whose condition is computed from element indices: the importer drops the mask."""
+    from .values import Indexed
+    return n.mlir == "arith.select" and len(n.operands) == 1 and any(isinstance(a, Indexed) for a in n.args)
+
+
+def _downstream(body: Body, idx: list[int], start: int) -> set[int]:
+    """The members of `idx` that read `start`'s result, directly or through other members."""
+    inside, out, grew = set(idx), set(), True
+    while grew:
+        grew = False
+        for i in idx:
+            if i not in out and any(r.kind == "node" and (r.index == start or r.index in out)
+                                    for r in body.nodes[i].operands) and i in inside:
+                out.add(i)
+                grew = True
+    return out
 
 
 def _reduced_first(body: Body, idx: list[int], operands: tuple[Ref, ...]) -> tuple[Ref, ...]:
@@ -233,7 +318,7 @@ def _reduced_first(body: Body, idx: list[int], operands: tuple[Ref, ...]) -> tup
 
 def _may_fuse(body: Body, idx: list[int]) -> bool:
     """Whether the chain `idx` may grow: it is one table op, or the start of a dequant chain."""
-    return _dequant_prefix(body, idx) or _as_group(body, idx) is not None
+    return _dequant_prefix(body, idx) or _as_group(body, idx, final=False) is not None
 
 
 def _anchors(body: Body, idx: list[int]) -> int:

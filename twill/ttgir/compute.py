@@ -1,0 +1,142 @@
+"""Matrix multiplies, reductions, scans and the merged loops' causal mask."""
+from __future__ import annotations
+
+from .generic import generic
+from .opnames import ADD_COMBINERS, MAX_COMBINERS, MIN_COMBINERS, int_attr
+from .parser import MOp
+from .scalars import _result_tile
+from .state import Lowering
+from .values import SCALAR, TOKEN, Buf, Const, Scalar, Tile, Token
+
+
+def _layout(lw: Lowering, a: object, b: object) -> tuple[tuple[str, object], ...]:
+    """`transpose_a` / `transpose_b` of an mma whose operand is square, where the shapes cannot tell
+    emit-cuda which way it lies in memory: the dot reads a as M x K and b as K x N, so an operand
+    seen through a transpose (K in Q K^T, loaded as keys x D; a column-major load) lies the other way.
+    A non-square operand's .tir type, its layout in memory, already says so."""
+    return layout_attrs(*((lw.type_of(v.ref).shape, v.flip) if isinstance(v, Tile) else None for v in (a, b)))
+
+
+def layout_attrs(a, b) -> tuple[tuple[str, object], ...]:
+    """The rule of `_layout` for operands given as (shape, flip), or None for a non-tile."""
+    attrs = []
+    for key, val, default in (("transpose_a", a, None), ("transpose_b", b, False)):
+        if val is None:
+            continue
+        shape, flip = val
+        if len(shape) == 2 and shape[0] == shape[1] and (flip or default is not None):
+            attrs.append((key, flip))
+    return tuple(attrs)
+
+
+def dot(lw: Lowering, op: MOp) -> None:
+    """``tt.dot`` / ``ttng.warp_group_dot a, b, c``: an mma; a constant accumulator (zero) is dropped."""
+    vals = [lw.read(v) for v in lw.operands(op)]
+    ins, outs = lw.signature(op)
+    if len(vals) < 3 or not outs:
+        raise lw.src.error(f"'{op.name}' needs operands a, b, c and a result type", op.head)
+    _check_dot_shapes(lw, op, vals[0], vals[1], outs[0].shape)
+    lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op), attrs=_layout(lw, vals[0], vals[1])))
+
+
+def _check_dot_shapes(lw: Lowering, op: MOp, a: object, b: object, result: tuple[int, ...]) -> None:
+    """A dot makes an M x N tile of an M x K and a K x N operand (each as the dot sees it)."""
+    if len(result) != 2:
+        raise lw.src.error(f"'{op.name}' must make a 2-D tile (M x N), not one of shape "
+                           f"{'x'.join(map(str, result)) or 'scalar'}", op.head)
+    seen = [(lw.type_of(v.ref).shape[::-1] if v.flip else lw.type_of(v.ref).shape) if isinstance(v, Tile) else None
+            for v in (a, b)]
+    if seen[0] is not None and len(seen[0]) == 2 and seen[0][0] != result[0]:
+        raise lw.src.error(f"'{op.name}' makes {result[0]} rows from an operand a of {seen[0][0]} rows", op.head)
+    if seen[1] is not None and len(seen[1]) == 2 and seen[1][1] != result[1]:
+        raise lw.src.error(f"'{op.name}' makes {result[1]} columns from an operand b of {seen[1][1]} columns",
+                           op.head)
+
+
+def dot_wait(lw: Lowering, op: MOp) -> None:
+    """``ttng.warp_group_dot_wait %a, %b {pendings = 0}``: its results are its operands, waited for."""
+    vals = [v for v in lw.operands(op) if not isinstance(v, Token)]
+    for name, val in zip(op.results, vals):
+        lw.env[name] = val
+
+
+def tc_gen5_mma(lw: Lowering, op: MOp) -> None:
+    """``ttng.tc_gen5_mma a, b, d[tok], useD, pred``: d (tensor memory) = a*b (+ d when useD)."""
+    vals = lw.operands(op)
+    memories = [v for v in vals if isinstance(v, (Tile, Buf))]
+    flags = [v for v in vals if isinstance(v, (Const, Scalar))]
+    if len(memories) < 3 or not isinstance(memories[2], Buf):
+        generic(lw, op)
+        return
+    a, b, d = lw.read(memories[0]), lw.read(memories[1]), memories[2]
+    use_d = flags[0] if flags else Const(True)
+    acc = Const(0.0) if use_d == Const(False) else lw.read(d)  # d is overwritten: as if it held 0
+    name, mtype, _ = lw.buffers[d.index]
+    ssa = op.results[0] if op.results else name
+    lw.content[d.index] = lw.node("mma", op, [a, b, acc], lw.tile_type(mtype, op, "tmem"), ssa, _layout(lw, a, b))
+    lw.bind(op, TOKEN)
+
+
+
+def reduce(lw: Lowering, op: MOp) -> None:
+    """``tt.reduce`` over the last axis with a max combiner is a rowmax, with an add one a rowsum
+    (a rank-2 tile to one value per row, the legacy ops); any other axis, a min combiner, or a
+    reduction to a scalar is ``reduce_max`` / ``reduce_sum`` / ``reduce_min {axis = A}``. A scalar
+    result is written as a one-element tile (``f32[1]``)."""
+    vals = lw.operands(op)
+    ins, outs = lw.signature(op)
+    combiner = _combiner(op)
+    axis = int_attr(op, "axis")
+    if not any(isinstance(v, Tile) for v in vals):
+        lw.bind(op, SCALAR)
+        return
+    if combiner is None or len(vals) != 1 or not ins or not outs or axis is None:
+        why = "combiner is not a single max, min or add" if combiner is None else \
+            "it reduces several tensors" if len(vals) != 1 else "its axis or types cannot be read"
+        generic(lw, op, why)
+        return
+    rank = len(ins[0].shape)
+    if combiner in ("max", "add") and rank == 2 and axis == rank - 1:
+        lw.bind(op, lw.node({"max": "rowmax", "add": "rowsum"}[combiner], op, vals, lw.tile_type(outs[0], op)))
+        return
+    lw.bind(op, lw.node("reduce", op, vals, _result_tile(lw, outs[0], op), attrs=(("axis", axis),),
+                        opcode=f"reduce_{'sum' if combiner == 'add' else combiner}"))
+
+
+def scan(lw: Lowering, op: MOp) -> None:
+    """``tt.scan`` with an add combiner, forward: ``cumsum {axis = A}``; other scans are generic."""
+    vals = lw.operands(op)
+    ins, outs = lw.signature(op)
+    axis = int_attr(op, "axis")
+    reverse = any(t.is_("reverse") and i + 2 < len(op.tokens) and op.tokens[i + 2].is_("true")
+                  for i, t in enumerate(op.tokens))
+    if not any(isinstance(v, Tile) for v in vals):
+        lw.bind(op, SCALAR)
+    elif _combiner(op, "tt.scan.return") == "add" and len(vals) == 1 and outs and axis is not None and not reverse:
+        lw.bind(op, lw.node("scan", op, vals, lw.tile_type(outs[0], op), attrs=(("axis", axis),), opcode="cumsum"))
+    else:
+        generic(lw, op, "a scan other than a forward sum")
+
+
+
+def _combiner(op: MOp, ret_name: str = "tt.reduce.return") -> str | None:
+    if len(op.regions) != 1 or len(op.regions[0]) != 1:
+        return None
+    block = op.regions[0][0]
+    args = {name for name, _ in block.args}
+    ret = next((o for o in block.ops if o.name == ret_name), None)
+    if ret is None or len(block.ops) != 2 or len(args) != 2:
+        return None
+    comb = block.ops[0]
+    if {n for n, _ in comb.operands()} != args or [n for n, _ in ret.operands()] != list(comb.results):
+        return None
+    return ("max" if comb.name in MAX_COMBINERS else "add" if comb.name in ADD_COMBINERS else
+            "min" if comb.name in MIN_COMBINERS else None)
+
+
+
+def causal_mask(lw: Lowering, op: MOp) -> None:
+    """A select of loops.Merge's causal mask: `causal_mask x` of the tile it keeps."""
+    vals = lw.operands(op)
+    lw.bind(op, lw.node("causal_mask", op, [vals[1]], lw.type_of(vals[1].ref)))
+

@@ -1,0 +1,116 @@
+"""Loads, stores, async copies, ordering ops and buffers (shared and tensor memory) and their content."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir import TensorType
+from .generic import generic
+from .parser import MOp
+from .state import Lowering
+from .types import last_top_level
+from .values import SCALAR, TOKEN, Buf, Tile
+
+
+def load(lw: Lowering, op: MOp) -> None:
+    vals = lw.operands(op)
+    ins, outs = lw.signature(op)
+    if outs:
+        mtype = outs[0]
+    elif ins and ins[0].kind == "tensor" and ins[0].elem == "ptr":  # tt.load %ptrs : tensor<..x!tt.ptr<f16>>
+        mtype = type(ins[0])("tensor", ins[0].shape, ins[0].pointee)
+    elif ins and ins[0].kind == "ptr":  # a block pointer: !tt.ptr<tensor<...>>
+        mtype = type(ins[0])("tensor", ins[0].shape, ins[0].elem)
+    else:
+        raise lw.src.error(f"cannot tell the tile type '{op.name}' loads", op.head)
+    if not mtype.shape:  # one element through a scalar pointer: a scalar, whatever it scales
+        lw.note(op, f"'{op.name}' of one {mtype.elem} in the loop: a scalar, folded away like index arithmetic "
+                    "(a tile op that reads it is imported without it)", unknown=True)
+        lw.bind(op, SCALAR)
+        return
+    lw.bind(op, _load_node(lw, op, vals, lw.tile_type(mtype, op, "smem"), ins[0] if ins else None))
+
+
+def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
+    """The `load` node of a tile of type `tt` read from `source` (the MType of its addresses)."""
+    if source is not None and source.kind == "tensor" and source.elem == "ptr" and len(tt.shape) == 2 \
+            and source.order == (0, 1):
+        # Coalescing ordered the addresses dim 0 first: the tile is stored column-major in memory.
+        # The .tir type is its layout there (as a TMA box would be), and this view of it is transposed.
+        return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1])), flip=True)
+    return lw.node("load", op, vals, tt)
+
+
+def async_copy(lw: Lowering, op: MOp) -> None:
+    """What Triton's pipeliner made of a load: ``ttg.async_copy_global_to_local %ptrs, %buf mask ...``
+    and ``ttng.async_tma_copy_global_to_local %desc[...] %buf, %barrier, %pred``: buffer `buf` (the
+    first buffer operand; a barrier follows it) now holds the loaded tile. The copy's result is a token."""
+    vals = lw.operands(op)
+    buf = next((v for v in vals if isinstance(v, Buf)), None)
+    if buf is None:
+        generic(lw, op, "it writes no buffer the importer knows")
+        return
+    colon = last_top_level(op.tokens, ":")  # the result type is printed without its `!ttg.memdesc`
+    source = lw.types.read(op.tokens, colon + 1)[0] if colon is not None else None
+    source = source if source is not None and source.kind == "tensor" else None
+    _, mtype, _ = lw.buffers[buf.index]
+    lw.content[buf.index] = _load_node(lw, op, [v for v in vals if not isinstance(v, Buf)],
+                                       lw.tile_type(mtype, op, "smem"), source)
+    lw.bind(op, TOKEN)
+
+
+def token(lw: Lowering, op: MOp) -> None:
+    """An op that only orders memory accesses (a barrier, an async group, a fence): program order
+    already does, so it is dropped; its results are tokens."""
+    lw.operands(op)
+    lw.bind(op, TOKEN)
+
+
+def store(lw: Lowering, op: MOp) -> None:
+    vals = [lw.read(v) for v in lw.operands(op)]
+    if any(isinstance(v, Tile) for v in vals):
+        lw.node("store", op, vals, None, None)
+    lw.bind(op, TOKEN)
+
+
+
+def alloc(lw: Lowering, op: MOp) -> None:
+    """``ttg.local_alloc`` / ``ttng.tmem_alloc``: an immutable allocation of a source is that tile in
+    memory; a mutable one is a buffer (holding the source, if any) whose content is tracked."""
+    vals = lw.operands(op)
+    _, outs = lw.signature(op)
+    mtype = outs[0] if outs else None
+    if mtype is None or mtype.kind != "memdesc":
+        raise lw.src.error(f"'{op.name}' must have a !ttg.memdesc result type", op.head)
+    content = lw.move(vals[0], mtype.space, op) if vals else None
+    if vals and not mtype.mutable:
+        lw.bind(op, content, TOKEN)
+        return
+    lw.buffers.append((op.results[0] if op.results else op.name, mtype, lw.span(op)))
+    lw.content[len(lw.buffers) - 1] = content
+    lw.bind(op, Buf(len(lw.buffers) - 1), TOKEN)
+
+
+def memory_store(lw: Lowering, op: MOp) -> None:
+    """``ttg.local_store src, buf`` / ``ttng.tmem_store src, buf[tok], pred``: buf now holds src."""
+    vals = lw.operands(op)
+    if len(vals) < 2 or not isinstance(vals[1], Buf):
+        generic(lw, op)
+        return
+    _, mtype, _ = lw.buffers[vals[1].index]
+    lw.content[vals[1].index] = lw.move(vals[0], mtype.space, op)
+    lw.bind(op, TOKEN)
+
+
+def memory_load(lw: Lowering, op: MOp) -> None:
+    """``ttg.local_load`` / ``ttng.tmem_load``: the consumer reads the tile where it lives; a register
+    tile stored to shared memory and loaded back (one warp partition handing a row max to another) is
+    the register tile itself."""
+    vals = lw.operands(op)
+    val = lw.read(vals[0]) if vals else SCALAR
+    if op.name == "ttg.local_load" and isinstance(val, Tile) and val.ref.kind == "node":
+        node = lw.nodes[val.ref.index]
+        source = node.args[0] if node.kind == "move" and node.args else None
+        if isinstance(source, Tile) and lw.type_of(source.ref).space == "reg":
+            val = source
+    lw.bind(op, val, TOKEN)
+
