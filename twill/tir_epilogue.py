@@ -12,7 +12,7 @@ Its opcode is one of the vocabulary's elementwise ops, conversions, reductions o
 once per output tile). `output NAME = VALUE`: where NAME is a carry, its output tensor (out_NAME)
 is written from VALUE instead of the carry's last value (and the implicit division of an
 online-softmax accumulator by its running sum is not applied: the block says what is written);
-any other NAME is one more output tensor, of the shape of a carry. Outputs are written in f32, f16
+any other NAME is one more output tensor, of the shape of a carry or one value per row of it. Outputs are written in f32, f16
 or bf16: VALUE's dtype. Nothing in the block is scheduled.
 """
 from __future__ import annotations
@@ -154,7 +154,7 @@ class EpilogueParser:
     def check_outputs(self, types: dict[str, TensorType]) -> None:
         o = self.owner
         carries = {v.name: v for v in o.values if v.kind == "carry"}
-        shapes = {c.type.shape for c in carries.values()}
+        shapes = {c.type.shape for c in carries.values()} | {c.type.shape[:1] for c in carries.values()}
         named: set[str] = set()
         for name, value in self.outputs:
             if name.name in named:
@@ -176,8 +176,8 @@ class EpilogueParser:
                 o.errors.error(f"carry '{name.name}' is {carries[name.name].type}, but '{value.name}' is {t}",
                                value.span, "a carry's output is written from a value of its shape")
             elif want is None and t.shape not in shapes:
-                o.errors.error(f"output '{name.name}' is {t}, the shape of no carry", value.span,
-                               "a new output is written by the tiles of a carry of its shape")
+                o.errors.error(f"output '{name.name}' is {t}: neither the shape of a carry nor its rows", value.span,
+                               "a new output is written by the tiles of a carry of its shape (or one value per row)")
 
     def build(self) -> Epilogue:
         return Epilogue(tuple(self.scalars), tuple(self.ops), tuple((n.name, v.name) for n, v in self.outputs),

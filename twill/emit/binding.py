@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import epilogue
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
 
 TORCH_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "tf32": "float32", "f64": "float64",
@@ -79,8 +80,8 @@ def py_name(name: str, taken: set[str]) -> str:
 
 def _user_name(model, t) -> str:
     """The graph's name for a global tensor: the carry of an output, the value of the rest."""
-    if t.kind == "output":
-        return next(c for c, _ in model.graph.yields if ident(f"out_{c}") == t.name)
+    if t.kind == "output":  # a carry's, or an epilogue's new output
+        return epilogue.output_name(t.name, model.graph)
     return t.value
 
 

@@ -8,6 +8,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
+from . import epilogue
 from .model import DIM_LABELS, dtype_bytes, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 
@@ -61,6 +62,7 @@ def host_launcher(r) -> str:
         "  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).",
         "  int persistent = -1;",
         "  float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention",
+        *epilogue.problem_fields(m),
     ]
     for t in every:
         const = "const " if t.kind in ("input", "load") else ""
@@ -137,6 +139,7 @@ def host_launcher(r) -> str:
         "  args.tiles_n = p.tiles_n;",
         "  args.tiles = p.tiles_m * p.tiles_n * p.batch;",
         "  args.exp2_scale = p.exp2_scale;",
+        *epilogue.copy_fields(m),
     ]
     if rastered(m):
         lines.append("  args.raster_group = p.raster_group;")

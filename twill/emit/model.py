@@ -627,6 +627,8 @@ def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
                     cls.union(key(name, d), (op.name, d))
             elif len(t.shape) == 1 and rank == 2 and t.shape[0] == op.type.shape[0]:
                 cls.union(key(name, 0), (op.name, 0))  # a per-row operand broadcast along columns
+    from . import epilogue  # (imports this module)
+    epilogue.unify(graph, cls.union, key)
     return cls
 
 
@@ -663,6 +665,7 @@ def value_axis(graph: Graph, mma: dict[str, MmaShape]):
 
 
 def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]:
+    from . import epilogue  # (imports this module)
     axis = value_axis(graph, mma)
     carry_src = dict(graph.yields)
     out = []
@@ -692,7 +695,9 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
     for carry in graph.carries:
         src = carry_src.get(carry.name)
         if src is not None:
-            add(f"out_{carry.name}", src, "output", carry.type, False, carry.output_dtype)
+            add(f"out_{carry.name}", src, "output", carry.type, False, epilogue.output_dtype(graph, carry))
+    for name, src, t in epilogue.extra_outputs(graph):  # an epilogue's new outputs, placed as their carry's
+        add(name, src, "output", t, False)
     return tuple(out)
 
 

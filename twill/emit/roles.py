@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
+from . import epilogue
 from .lines import Lines, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, swizzle_bytes
 from .ops import Arg, OpCall, ctype, emitter, exp2_code, fragment_type, view_type
@@ -696,7 +697,14 @@ class RoleBody:
                     f"{vt.shape[1] if len(vt.shape) > 1 else 0});")
             else:
                 self._last(out, value, fin)
+        ep = epilogue.Finalizer(self, finals)  # the epilogue's values, before any output is written
+        written = {t.name: ep.compute(out, t) for t in outputs}
         for t in outputs:
+            if written[t.name] is not None:
+                vt = m.values[t.value].type
+                out(f"store_{t.name}(sm, tm, args, tile, {written[t.name]}, n - 1, {self.row0(vt.shape[0])}, n);  "
+                    "// the epilogue's output")
+                continue
             carry = m.carry_of(t.value)
             fin = finals[t.value]
             if carry in norms:

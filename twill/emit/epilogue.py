@@ -1,0 +1,227 @@
+"""The graph's epilogue (`.tir` `epilogue { ... }`, twill.ir.Epilogue) in the emitted kernel.
+
+The solver does not schedule the epilogue: it runs once per output tile after the loop, in the
+role that writes the output (Program.final_role: the role holding the carry's last value), on the
+registers of that role. Its model in the schedule is that role's registers after the loop, which
+the loop's own register budget bounds (the last values are already held there; each epilogue value
+is one more fragment of the output's tile, which ptxas allocates within the same budget).
+
+Here, per output an epilogue writes:
+
+- which global tensor it is (`tensors`): a carry's output (out_CARRY, in the value's dtype) or a
+  new one (out_NAME), placed as the carry of its shape it derives from (its *anchor*) is, so that
+  the role that writes the anchor's output writes it;
+- which last values it needs (`final_values`): the carries its ops read, transitively;
+- its ops, emitted through the op vocabulary's register-math emitters (`twill.emit.ops`) after the
+  role has read the last values and before the output is written (`compute`); a scalar is a float
+  of the kernel's Args, an input read from global memory into the role's fragment.
+
+The implicit rules stay for what the epilogue does not write: a carry it does not name is written
+from its last value (divided by its running sum for an online-softmax accumulator; in its
+`{output = DTYPE}`).
+"""
+from __future__ import annotations
+
+from ..errors import Diagnostic
+from ..ir import Graph, Op, TensorType
+from .lines import Lines
+from .model import EmitError, ident, local
+from .ops import Arg, OpCall, ctype, emitter, fragment_type, vector_kind
+
+
+def outputs(graph: Graph) -> dict[str, str]:
+    """Output name -> the epilogue value written to it."""
+    return dict(graph.epilogue.outputs)
+
+
+def value_type(graph: Graph, name: str) -> TensorType | None:
+    e = graph.epilogue
+    if name in e.by_name:
+        return e.by_name[name].type
+    scalar = next((v for v in e.scalars if v.name == name), None)
+    if scalar is not None:
+        return scalar.type
+    v = graph.values.get(name)
+    return v.type if v is not None else None
+
+
+def carries_read(graph: Graph, value: str) -> list[str]:
+    """The carries epilogue value `value` is computed from, in first-read order (itself, if a carry)."""
+    e, carries = graph.epilogue, {c.name for c in graph.carries}
+    out, seen, todo = [], set(), [value]
+    while todo:
+        name = todo.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in carries:
+            out.append(name)
+        elif name in e.by_name:
+            todo.extend(o.name for o in e.by_name[name].operands)
+    return out
+
+
+def anchor(graph: Graph, name: str) -> str:
+    """The carry whose output tiles output `name` follows: the carry itself, else the first carry
+    of the value's shape (then: whose rows it has) that it is computed from, else of any carry."""
+    carries = {c.name: c for c in graph.carries}
+    if name in carries:
+        return name
+    value = outputs(graph)[name]
+    shape = value_type(graph, value).shape
+    read = carries_read(graph, value)
+    for fits in (lambda c: c.type.shape == shape, lambda c: c.type.shape[:1] == shape):
+        found = [c for c in read if fits(carries[c])] or [c.name for c in graph.carries if fits(c)]
+        if found:
+            return found[0]
+    raise EmitError(f"epilogue output '{name}' is {value_type(graph, value)}: the shape of no carry")
+
+
+def output_dtype(graph: Graph, carry) -> str:
+    """The dtype carry's output is written in: its epilogue value's, else {output = DTYPE}'s."""
+    value = outputs(graph).get(carry.name)
+    return value_type(graph, value).dtype if value is not None else carry.output_dtype
+
+
+def extra_outputs(graph: Graph) -> list[tuple[str, str, TensorType]]:
+    """(tensor name, the anchor's body result, type) of each output that is not a carry's."""
+    carries, src = {c.name for c in graph.carries}, dict(graph.yields)
+    return [(f"out_{name}", src[anchor(graph, name)], value_type(graph, value))
+            for name, value in graph.epilogue.outputs if name not in carries]
+
+
+def output_name(tensor: str, graph: Graph) -> str | None:
+    """The epilogue output (or carry) whose tensor is `tensor` (a C++ name), if any."""
+    names = [n for n, _ in graph.epilogue.outputs] + [c for c, _ in graph.yields]
+    return next((n for n in names if ident(f"out_{n}") == tensor), None)
+
+
+def written(model, t) -> str | None:
+    """The epilogue value output tensor t is written from, or None (the implicit rules)."""
+    name = output_name(t.name, model.graph)
+    return outputs(model.graph).get(name) if name is not None else None
+
+
+def final_values(model, t) -> list[str] | None:
+    """The body results whose last values the epilogue output t needs (None: not one)."""
+    value = written(model, t)
+    if value is None:
+        return None
+    src = dict(model.graph.yields)
+    return [src[c] for c in carries_read(model.graph, value)]
+
+
+def unify(graph: Graph, union, key) -> None:
+    """Tie each epilogue op's dimensions to those of its operands of equal size (a [1, N] bias to
+    the tile's columns, a [M] row vector to its rows), so that an input the epilogue reads is placed
+    along the grid axis of the tile it meets (model._dim_classes)."""
+    e = graph.epilogue
+    for op in e.ops:
+        if op.type is None:
+            continue
+        for o in op.operands:
+            t = value_type(graph, o.name)
+            if t is None or o.name in {v.name for v in e.scalars}:
+                continue
+            ref = (o.name, None) if o.name in e.by_name else None
+            dims = (list(zip(range(len(t.shape)), range(len(t.shape)))) if len(t.shape) == len(op.type.shape)
+                    else [(0, 0)] if len(t.shape) == 1 and len(op.type.shape) == 2 else [])
+            for d, r in dims:
+                if t.shape[d] == op.type.shape[r] and t.shape[d] != 1:
+                    union(key(o.name, d) if ref is None else (o.name, d), (op.name, r))
+
+
+def scalar_names(graph: Graph) -> list[str]:
+    return [v.name for v in graph.epilogue.scalars]
+
+
+def arg_fields(model) -> list[str]:
+    return [f"{'float' if v.type.dtype == 'f32' else 'int'} {ident(v.name)};  // epilogue scalar {v.name}"
+            for v in model.graph.epilogue.scalars]
+
+
+def problem_fields(model) -> list[str]:
+    return [f"  {'float' if v.type.dtype == 'f32' else 'int'} {ident(v.name)} = 0;  // epilogue scalar {v.name}"
+            for v in model.graph.epilogue.scalars]
+
+
+def copy_fields(model) -> list[str]:
+    return [f"  args.{ident(v.name)} = p.{ident(v.name)};" for v in model.graph.epilogue.scalars]
+
+
+# -- the code after the loop ------------------------------------------------------------------------
+
+class Finalizer:
+    """The epilogue ops one role runs after its loop, each computed once into a local fragment."""
+
+    def __init__(self, body, finals: dict[str, str]):
+        self.body, self.m, self.finals = body, body.m, finals  # finals: body result -> its last value's local
+        self.done: dict[str, Arg] = {}
+
+    def compute(self, out: Lines, t) -> str | None:
+        """The local holding what output tensor t is written from, emitting the ops it needs;
+        None where the epilogue does not write t."""
+        value = written(self.m, t)
+        if value is None:
+            return None
+        arg = self.arg(out, value)
+        if arg.where != "reg":
+            raise EmitError(f"output {t.name} is written from '{value}', which is no tile the role computes")
+        return arg.expr
+
+    def arg(self, out: Lines, name: str) -> Arg:
+        if name in self.done:
+            return self.done[name]
+        m, g = self.m, self.m.graph
+        e = g.epilogue
+        t = value_type(g, name)
+        if name in e.by_name:
+            arg = self.op(out, e.by_name[name])
+        elif name in scalar_names(g):
+            arg = Arg(name, t, "init", f"static_cast<float>(args.{ident(name)})")
+        elif name in g.values and g.values[name].kind == "carry":
+            arg = Arg(name, t, "reg", self.finals[m.carry_source[name]])
+        else:
+            arg = self.input(out, name, t)
+        self.done[name] = arg
+        return arg
+
+    def op(self, out: Lines, op: Op) -> Arg:
+        args = tuple(self.arg(out, o.name) for o in op.operands)
+        res = Arg(op.name, op.type, "reg", f"{local(op.name)}_ep")
+        out(f"{fragment_type(self.m, op.type, self.body.groups)} {res.expr};  // epilogue {op.name} = {op.opcode} "
+            + ", ".join(o.name for o in op.operands))
+        call = OpCall(self.m, op, self.body.role.name, res, args, self.body.row0(op.type.shape[0]), self.body.groups)
+        out(*emitter(self.m, op.opcode)(call))
+        return res
+
+    def input(self, out: Lines, name: str, t: TensorType) -> Arg:
+        """An input, read from global memory: one value (a float), a row or column vector or a tile
+        (the role's fragment of it, as the loop's register inputs are read)."""
+        m, r = self.m, self.body.r
+        tensor = next(x for x in m.tensors if x.kind == "input" and x.value == name)
+        rows, cols, batch = r._origin(tensor, "0")
+        ncols = r._extent(tensor, 1)
+        nrows = "1" if tensor.rank == 1 else r._extent(tensor, 0)
+        base = f"args.{tensor.name} + static_cast<size_t>({batch}) * {nrows} * {ncols}"
+        if t.elements == 1:
+            return Arg(name, t, "init", f"twill::to_float<{ctype(t.dtype)}>(({base})[0])")
+        kind = vector_kind(t)
+        frag = f"{local(name)}_ep"
+        out(f"{fragment_type(m, t, self.body.groups)} {frag};  // epilogue input {name}")
+        if kind == "cols":
+            out(f"twill::global_to_frag({frag}, {base} + {cols}, 0, 0, 0);")
+        else:
+            out(f"twill::global_to_frag({frag}, {base} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
+                f"{self.body.row0(t.shape[0])}, 0, {ncols});")
+        return Arg(name, t, "reg", frag)
+
+
+def refuse(graph: Graph) -> None:
+    """Epilogue ops whose operands emit-cuda cannot hold: an error at the op."""
+    for op in graph.epilogue.ops:
+        for o in op.operands:
+            t = value_type(graph, o.name)
+            if t is not None and len(t.shape) > 2:
+                raise EmitError(Diagnostic(f"epilogue op '{op.name}': '{o.name}' is rank {len(t.shape)}; emit-cuda "
+                                           "holds rank-1 and rank-2 tiles", op.span))
