@@ -151,6 +151,7 @@ class Graph:
     yields: tuple[tuple[str, str], ...]  # (carry, body result)
     file: str = field(default="<graph>", compare=False)
     epilogue: Epilogue = Epilogue()  # after the loop, once per tile (empty: the carries are written)
+    arguments: tuple[tuple[str, str | None], ...] = ()  # an imported kernel's arguments: (name, what it feeds)
 
     @cached_property
     def by_name(self) -> dict[str, Op]:

@@ -32,6 +32,7 @@ from pathlib import Path
 from . import vocab
 from .errors import ErrorCollector, InputError, Span, did_you_mean
 from .ir import CARRY_ATTRIBUTES, DTYPE_BITS, OP_ATTRIBUTES, SPACES, Graph, Op, Operand, TensorType, Value
+from .tir_arguments import ArgumentLines, print_arguments
 from .tir_epilogue import EpilogueParser, print_epilogue
 from .tir_text import (ATTR_RULES, INT, KEYWORDS, KINDS, Line, Token, attribute_value, normalise_init,
                        print_ops, print_value)
@@ -51,6 +52,7 @@ class _Parser:
         self.yield_line: int | None = None
         self.yield_broken = False  # the yield line did not parse: do not report carries without one
         self.epilogue = EpilogueParser(self)
+        self.arguments = ArgumentLines(self)
 
     def parse(self, text: str) -> Graph:
         lines = [line.removesuffix("\r") for line in text.split("\n")]  # line numbers as editors count
@@ -70,10 +72,12 @@ class _Parser:
         if self.state != "header":
             self.check_yields()
         self.epilogue.check()
+        self.arguments.check()
         self.errors.raise_if_any()
         return Graph(self.kernel, tuple(v for v in self.values if v.kind == "input"),
                      tuple(v for v in self.values if v.kind == "carry"), tuple(self.ops),
-                     tuple((c.name, r.name) for c, r in self.yields), file=self.file, epilogue=self.epilogue.build())
+                     tuple((c.name, r.name) for c, r in self.yields), file=self.file, epilogue=self.epilogue.build(),
+                     arguments=self.arguments.build())
 
     def statement(self, line: Line) -> None:
         first = line.peek()
@@ -93,6 +97,8 @@ class _Parser:
             self.state = "ignoring"  # the rest of the file, now that it is reported
         elif self.state == "header" and first.text in ("input", "carry"):
             self.declaration(line)
+        elif self.state == "header" and first.text == "argument":
+            self.arguments.line(line)
         elif self.state == "header" and first.text == "kernel":
             if self.statements != 1:
                 self.errors.error("'kernel NAME' must be the first line, and only once", line.span(first))
@@ -410,7 +416,7 @@ def print_tir(graph: Graph) -> str:
     """Canonical, column-aligned `.tir` text: `parse_tir(print_tir(g)) == g` for every parsed graph."""
     name_w = max((len(v.name) for v in graph.inputs + graph.carries), default=0)
     type_w = max((len(str(v.type)) for v in graph.carries), default=0)
-    lines = [f"kernel {graph.kernel}"]
+    lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments)]
     lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs]
     lines += [f"carry {v.name.ljust(name_w)} : {str(v.type).ljust(type_w)} = {v.init or '0'}"
               + (" {" + ", ".join(f"{k} = {print_value(x)}" for k, x in v.attrs) + "}" if v.attrs else "")

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from ..errors import Diagnostic, InputError, Span
 from ..ir import TensorType
+from . import epilogue
 from .locs import name as loc_name, names as loc_names, position
 from .parser import Module, MOp
 from .types import TypeReader, last_top_level
@@ -747,8 +748,10 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
               for c in lw.carries]
     after = list(ops)[next(i for i, o in enumerate(ops) if o is loop) + 1:]
     carries = _output_dtypes(lw, loop, after)
-    return Lowered(func_name(func), tuple(lw.nodes), tuple(carries), tuple(yields), tuple(lw.notes),
-                   lw.span(loop), tuple(loc_names(loop.loc, lw.locs)), tuple(arg for arg, _, _ in pairs))
+    lowered = Lowered(func_name(func), tuple(lw.nodes), tuple(carries), tuple(yields), tuple(lw.notes),
+                      lw.span(loop), tuple(loc_names(loop.loc, lw.locs)), tuple(arg for arg, _, _ in pairs))
+    sig = epilogue.signature(func, lw.types)  # (after the Lowered is taken: the walk lowers the ops after the loop)
+    return replace(lowered, epilogue=epilogue.lower_after(lw, func, loop, after, sig), signature=sig)
 
 
 CONVERSIONS = {"arith.truncf", "tt.fp_to_fp"}
