@@ -22,11 +22,23 @@ from its last value (divided by its running sum for an online-softmax accumulato
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import Diagnostic
 from ..ir import Graph, Op, TensorType
 from .lines import Lines
 from .model import EmitError, ident, local
 from .ops import Arg, OpCall, ctype, emitter, fragment_type, vector_kind
+
+
+# One-element ops, as float expressions of their operands (what the runtime's op_* compute per element).
+SCALAR_MATH = {
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
+    "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})", "neg": "(-{0})", "abs": "fabsf({0})",
+    "exp": "expf({0})", "log": "logf({0})", "log2": "log2f({0})", "sqrt": "sqrtf({0})", "rsqrt": "rsqrtf({0})",
+    "recip": "(1.f / {0})", "tanh": "tanhf({0})", "sigmoid": "(1.f / (1.f + expf(-{0})))", "convert": "{0}",
+    "fma": "fmaf({0}, {1}, {2})", "select": "({0} != 0.f ? {1} : {2})",
+}
 
 
 def outputs(graph: Graph) -> dict[str, str]:
@@ -188,12 +200,41 @@ class Finalizer:
 
     def op(self, out: Lines, op: Op) -> Arg:
         args = tuple(self.arg(out, o.name) for o in op.operands)
-        res = Arg(op.name, op.type, "reg", f"{local(op.name)}_ep")
-        out(f"{fragment_type(self.m, op.type, self.body.groups)} {res.expr};  // epilogue {op.name} = {op.opcode} "
-            + ", ".join(o.name for o in op.operands))
-        call = OpCall(self.m, op, self.body.role.name, res, args, self.body.row0(op.type.shape[0]), self.body.groups)
+        if op.type.elements == 1:  # one value (a product of two scales): a float every thread computes
+            return self.scalar(out, op, args)
+        if op.opcode == "div" and len(args) == 2 and vector_kind(args[1].type) == "rows" \
+                and vector_kind(op.type) is None and args[1].where == "reg":
+            # x / l with l one value per row (attention's O / l): each row's reciprocal once, then a
+            # multiply per element. A division per element is ~8x the work (ops.cuh, op_normalize).
+            inv = Arg(f"{op.name}_inv", args[1].type, "reg", f"{local(op.name)}_inv")
+            out(f"{fragment_type(self.m, args[1].type, self.body.groups)} {inv.expr};")
+            self._call(out, replace(op, opcode="recip", operands=op.operands[1:]), inv, args[1:])
+            return self._call(out, replace(op, opcode="mul"), Arg(op.name, op.type, "reg", f"{local(op.name)}_ep"),
+                              (args[0], inv), declare=True)
+        return self._call(out, op, Arg(op.name, op.type, "reg", f"{local(op.name)}_ep"), args, declare=True)
+
+    def _call(self, out: Lines, op: Op, res: Arg, args: tuple, declare: bool = False) -> Arg:
+        if declare:
+            out(f"{fragment_type(self.m, op.type, self.body.groups)} {res.expr};  // epilogue {op.name} = {op.opcode} "
+                + ", ".join(o.name for o in op.operands))
+        call = OpCall(self.m, op, self.body.role.name, res, args, self.body.row0(res.type.shape[0]), self.body.groups)
         out(*emitter(self.m, op.opcode)(call))
         return res
+
+    def scalar(self, out: Lines, op: Op, args: tuple) -> Arg:
+        if op.opcode not in SCALAR_MATH or any(a.where != "init" for a in args):
+            raise EmitError(Diagnostic(f"epilogue op '{op.name}': a one-element {op.opcode} of "
+                                       + ", ".join(str(a.type) for a in args) + " has no scalar form in emit-cuda",
+                                       op.span))
+        names = [a.expr for a in args]
+        if op.attr("scalar") is not None:
+            names.append(repr(float(op.attr("scalar"))) + "f")
+        expr = SCALAR_MATH[op.opcode].format(*names)
+        if op.opcode == "convert" and op.type.dtype in ("i8", "i16", "i32", "i64"):
+            expr = f"truncf({expr})"
+        out(f"const float {local(op.name)}_ep = {expr};  // epilogue {op.name} = {op.opcode} "
+            + ", ".join(o.name for o in op.operands))
+        return Arg(op.name, op.type, "init", f"{local(op.name)}_ep")
 
     def input(self, out: Lines, name: str, t: TensorType) -> Arg:
         """An input, read from global memory: one value (a float), a row or column vector or a tile

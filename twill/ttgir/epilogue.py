@@ -19,14 +19,15 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import Diagnostic, InputError, Span
 from ..ir import TensorType
+from .locs import position
 from .parser import MOp
 from .values import Const
 
 POINTER_FLOW = {"tt.splat", "tt.addptr", "tt.broadcast", "tt.expand_dims", "ttg.convert_layout", "tt.advance",
                 "tt.make_tensor_ptr", "tt.make_tensor_descriptor", "tt.reshape", "ttng.reinterpret_tensor_descriptor"}
 LOADS = {"tt.load", "tt.descriptor_load", "tt.experimental_descriptor_load"}
-STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store"}
-VIEWS = {"ttg.convert_layout", "tt.broadcast", "tt.splat", "tt.expand_dims", "tt.reshape", "ttg.memdesc_index",
+STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store", "ttng.async_tma_copy_local_to_global"}
+VIEWS = {"ttng.warp_group_dot_wait", "ttg.convert_layout", "tt.broadcast", "tt.splat", "tt.expand_dims", "tt.reshape", "ttg.memdesc_index",
          "ttg.memdesc_subview", "ttng.tmem_subslice", "ttg.memdesc_reinterpret"}
 MEMORY_STORES = {"ttng.tmem_store", "ttg.local_store"}
 # TTGIR op -> (.tir opcode, commutative): binary arithmetic
@@ -106,7 +107,14 @@ def _kind(mtype) -> str:
     return "scalar" if mtype.kind == "scalar" else "other"
 
 
-def signature(func: MOp, types) -> Signature:
+COPIES = {"ttg.async_copy_global_to_local", "ttng.async_tma_copy_global_to_local", "ttng.async_tma_gather"}
+
+
+def signature(func: MOp, types, locs=None) -> Signature:
+    """The arguments of `func` and the pointer argument behind each load (keyed by the SSA name
+    the load's node gets: its result, or for a TMA copy without one the variable its loc names)
+    and each store (keyed by its position)."""
+    from .locs import name as loc_name
     args = _func_args(func, types)
     prov = {name: name for name, t in args if _kind(t) in ("pointer", "descriptor")}
     loads, stores = {}, {}
@@ -115,11 +123,17 @@ def signature(func: MOp, types) -> Signature:
         for op in ops:
             names = [n.split("#")[0] for n, _ in op.operands()]
             src = next((prov[n] for n in names if n in prov), None)
-            if op.name in POINTER_FLOW and src is not None:
+            if op.name == "ttng.tensormap_create" and len(names) > 1 and names[1] in prov:
+                prov[names[0]] = prov[names[1]]  # it writes the descriptor (operand 0) of a pointer (1)
+            elif op.name in POINTER_FLOW and src is not None:
                 for r in op.results:
                     prov[r.split("#")[0]] = src
             elif op.name in LOADS and src is not None and op.results:
                 loads[op.results[0]] = src
+            elif op.name in COPIES and src is not None:
+                key = op.results[0] if op.results else loc_name(op.loc, locs or {})
+                if key:
+                    loads.setdefault(key, src)
             elif op.name in STORES and src is not None:
                 stores[f"{op.head.line}:{op.head.col}"] = src
             if op.name == "scf.for":
@@ -145,6 +159,9 @@ class _After:
         self.ops: list[RawOp] = []
         self.inputs: list[RawInput] = []
         self.stores: list[tuple] = []
+        # (TTGIR op, source position) of each loop op -> what a copy of it after the loop is: the
+        # carry's last value for an op the loop yields (the drained last iteration), else PEELED
+        self.peeled: dict[tuple, object] = {}
 
     def error(self, op: MOp, message: str, hint: str | None = None) -> InputError:
         return InputError(Diagnostic(message, self.lw.span(op), hint))
@@ -193,6 +210,13 @@ class _After:
         return replace(v, column=True)
 
     def lower(self, op: MOp) -> None:
+        peeled = self.peeled.get((op.name, position(op.loc, self.lw.locs))) if op.loc else None
+        if peeled is not None:  # a copy of a loop op, drained after the loop by Triton's pipeliner
+            self.bind(op, peeled)
+            return
+        if op.name == "scf.if" and op.results:
+            self.branch(op)
+            return
         vals = [self.get(n) for n, _ in op.operands()]
         live = [v for v in vals if isinstance(v, EVal)]
         if op.name in LOADS and op.results and op.results[0] in self.sig.loads and self._float(op):
@@ -203,7 +227,8 @@ class _After:
             self.env[op.operands()[1][0]] = live[0]
         elif not live or not op.results or not self._float(op):
             self.fold(op)  # no data of the epilogue; integer results are index arithmetic and masks
-        elif op.name in ("ttng.tmem_load", "ttg.local_load"):  # a carried buffer's last value
+        elif op.name in ("ttng.tmem_load", "ttg.local_load", "ttg.local_alloc", "ttng.tmem_alloc"):
+            # a carried buffer's last value read, or a value copied into memory (for a TMA store)
             self.bind(op, live[0])
         elif op.name in VIEWS:
             v = live[0]
@@ -212,6 +237,24 @@ class _After:
             self.bind(op, v)
         else:
             self.bind(op, self.compute(op, vals))
+
+    def branch(self, op: MOp) -> None:
+        """``scf.if`` after the loop (the pipeliner's guarded drain of the last iteration): its
+        branches are walked like the ops around them, and each result is what a branch yields of
+        the epilogue's values (a carry's last value first), else nothing the epilogue reads."""
+        yielded: list[list] = []
+        for region in op.regions:
+            for block in region:
+                for inner in block.ops:
+                    if inner.name == "scf.yield":
+                        yielded.append([self.get(n) for n, _ in inner.operands()])
+                    else:
+                        self.lower(inner)
+        for k, r in enumerate(op.results):
+            found = [ys[k] for ys in yielded if k < len(ys) and isinstance(ys[k], EVal)]
+            carry = [v for v in found if v.kind == "carry"]
+            self.env[r] = (carry or found or [PEELED])[0]
+            self.lw.env.setdefault(r, _scalar())
 
     def _outs(self, op: MOp) -> list:
         """The op's result types; a load's, where only its pointer's is printed (`tt.load %p : !tt.ptr<f32>`)."""
@@ -314,9 +357,37 @@ def _scalar():
     return SCALAR
 
 
-def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature) -> RawEpilogue:
-    """The epilogue of `loop`: what the ops `after` it compute from its results and store."""
+def with_epilogue(lowered, walk, sig: Signature):
+    """`lowered` with the epilogue `walk()` finds, or, where the ops after the loop are beyond it
+    (an op the epilogue has no form for: the W4A16 kernel's tt.join, the unrolled diagonal block
+    of a causal kernel), without one and with a located warning naming the op (an error under
+    --strict, as an unknown op in the loop is): the outputs are then the carries' last values."""
+    from .values import Note
+    try:
+        return replace(lowered, epilogue=walk(), signature=sig)
+    except InputError as e:
+        d = e.diagnostics[0]
+        note = Note(Diagnostic(d.message + "; the graph has no epilogue: its outputs are the carries' last values, "
+                               "not what the kernel stores", d.span, d.hint, "warning"), unknown=True)
+        return replace(lowered, notes=lowered.notes + (note,), signature=sig)
+
+
+PEELED = Const(None)  # an intermediate of a drained iteration: no value of the epilogue
+
+
+def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=()) -> RawEpilogue:
+    """The epilogue of `loop`: what the ops `after` it compute from its results and store. A copy
+    of a loop op (same op, same source position: what Triton's pipeliner drains after the loop) is
+    the last iteration's, which the graph's loop runs: the carry's last value where the loop yields
+    it, else nothing the epilogue reads."""
     walk = _After(lw, sig)
+    from .values import Tile
+    yielded = {y.ref.index: c.ssa for c, y in zip(lw.carries, yields) if isinstance(y, Tile) and y.ref.kind == "node"}
+    for i, n in enumerate(lw.nodes):
+        if n.in_loop and n.pos is not None:
+            walk.peeled.setdefault((n.mlir, n.pos), PEELED)
+            if i in yielded:
+                walk.peeled[(n.mlir, n.pos)] = EVal("carry", yielded[i])
     by_arg = {c.arg: c for c in lw.carries if c.arg is not None}
     for k, r in enumerate(loop.results):
         lw.env.setdefault(r, _scalar())
@@ -404,6 +475,10 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
         if v.kind == "carry":  # a carry stored as it is: its output
             written[arg] = name_of(v, span)
             continue
+        plain = _converted_carry(raw, v)
+        if plain is not None and plain.key in carries:  # a carry written in another dtype: {output = DTYPE}
+            written[arg] = name_of(plain, span)
+            continue
         value = name_of(v, span)
         t = raw.ops[v.key].type if v.kind == "op" else None
         reads = [carries[c] for c in _carries_read(raw, v) if c in carries]
@@ -447,6 +522,17 @@ def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dic
     for arg in [n for n, _ in sig.args if n in out]:  # one argument per graph name
         fed.setdefault(out[arg], arg)
     return {a: t for a, t in out.items() if fed[t] == a}
+
+
+def _converted_carry(raw: RawEpilogue, v: EVal) -> EVal | None:
+    """The carry `v` is a conversion of, to a dtype its output can be written in (the implicit rule
+    `{output = DTYPE}` the loop's import already set), else None."""
+    from ..ir import OUTPUT_DTYPES
+    op = raw.ops[v.key] if v.kind == "op" else None
+    if op is None or op.opcode != "convert" or op.type.dtype not in OUTPUT_DTYPES:
+        return None
+    x = op.operands[0]
+    return x if isinstance(x, EVal) and x.kind == "carry" else None
 
 
 def _live_ops(raw: RawEpilogue) -> set[int]:

@@ -750,8 +750,8 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     carries = _output_dtypes(lw, loop, after)
     lowered = Lowered(func_name(func), tuple(lw.nodes), tuple(carries), tuple(yields), tuple(lw.notes),
                       lw.span(loop), tuple(loc_names(loop.loc, lw.locs)), tuple(arg for arg, _, _ in pairs))
-    sig = epilogue.signature(func, lw.types)  # (after the Lowered is taken: the walk lowers the ops after the loop)
-    return replace(lowered, epilogue=epilogue.lower_after(lw, func, loop, after, sig), signature=sig)
+    sig = epilogue.signature(func, lw.types, lw.locs)  # (after the Lowered is taken: the walk lowers the ops after the loop)
+    return epilogue.with_epilogue(lowered, lambda: epilogue.lower_after(lw, func, loop, after, sig, yields), sig)
 
 
 CONVERSIONS = {"arith.truncf", "tt.fp_to_fp"}
