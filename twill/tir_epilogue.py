@@ -7,9 +7,9 @@
 
 An op reads the carries (their last values, as the loop leaves them), the inputs, the scalars and
 the results of the block's ops above it; a loop body result is not readable (yield it as a carry).
-Its opcode is one of the vocabulary's elementwise ops, conversions, reductions or dequant
-(twill.vocab checks its operands), or `load` without operands (a tile read from global memory
-once per output tile). `output NAME = VALUE`: where NAME is a carry, its output tensor (out_NAME)
+Its opcode is one of the vocabulary's elementwise ops (not exp2, whose scale is the loop's
+softmax knob), conversions, reductions or dequant (twill.vocab checks its operands); an input it
+reads is read from global memory once per output tile. `output NAME = VALUE`: where NAME is a carry, its output tensor (out_NAME)
 is written from VALUE instead of the carry's last value (and the implicit division of an
 online-softmax accumulator by its running sum is not applied: the block says what is written);
 any other NAME is one more output tensor, of the shape of a carry or one value per row of it. Outputs are written in f32, f16
@@ -27,8 +27,11 @@ SCALAR_DTYPES = ("f32", "i32")  # a Python float, a Python int
 READABLE = ("input", "carry", "scalar", "epilogue")
 
 
+REFUSED = ("exp2",)  # its scale is the kernel's exp2_scale, a knob of the loop's softmax: write exp
+
+
 def allowed_opcodes() -> tuple[str, ...]:
-    return tuple(sorted(d.name for d in vocab.VOCAB.values() if d.family in FAMILIES)) + ("load",)
+    return tuple(sorted(d.name for d in vocab.VOCAB.values() if d.family in FAMILIES and d.name not in REFUSED))
 
 
 class EpilogueParser:
@@ -125,9 +128,8 @@ class EpilogueParser:
                         else f"unknown opcode '{op.opcode}' in the epilogue")
                 did = None if known else did_you_mean(op.opcode, allowed)
                 errors.error(what, op.span, (did + "; " if did else "") + "an epilogue runs the vocabulary's "
-                             "elementwise ops, conversions, reductions and dequant, and operand-less loads")
-            elif op.opcode == "load" and op.operands:
-                errors.error("an epilogue's load takes no operands: it reads its own global tensor", op.span)
+                             "elementwise ops (exp, not exp2), conversions, reductions and dequant; it reads "
+                             "inputs where the loop loads")
             elif not op.has_result:
                 errors.error(f"op '{op.name}' has no result: the epilogue writes through its 'output' line", op.span)
             elif op.span is None or op.span.line not in broken:
