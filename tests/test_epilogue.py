@@ -273,3 +273,14 @@ def test_an_imported_kernels_scalar_is_a_python_number(tmp_path):
             mod.check_scalars(mod.SPEC, [bad])
     entry = next(t for p, t in written.items() if p.endswith("_entry.cu"))
     assert "const double* scalars) {" in entry and "p.sm_scale = static_cast<float>(scalars[0]);" in entry
+
+
+def test_a_split_graph_splits_its_epilogue_and_its_arguments_stay_whole():
+    from twill.split import split_rows
+    g, _ = load_ttgir(CORPUS / "attn_causal_fwd_sm90.ttgir")
+    s = split_rows(g, 2)
+    assert [n for n, _ in s.epilogue.outputs] == ["acc0", "acc1", "LSE0", "LSE1"]
+    assert [op.opcode for op in s.epilogue.ops] == ["div", "div", "convert", "convert", "log2", "log2", "add", "add",
+                                                    "mul", "mul"]
+    assert all(op.type.shape[0] == 64 for op in s.epilogue.ops)
+    assert dict(s.arguments)["O"] == "acc" and parse_tir(print_tir(s)) == s  # the binding's one O of both parts

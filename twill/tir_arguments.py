@@ -38,11 +38,13 @@ class ArgumentLines:
         outputs = {n.name for n, _ in o.epilogue.outputs}
         scalars = {v.name for v in o.epilogue.scalars}
         fed: dict[str, str] = {}
+        known = set(o.defined) | loops | outputs
         for name, target in self.items:
             if target is None:
                 continue
             kind = o.defined.get(target.name, (None,))[0]
-            if not (kind in ("input", "carry") or target.name in loops | outputs | scalars):
+            parts = {f"{target.name}0", f"{target.name}_0"} & known  # split rows (twill.split): one tensor
+            if not (kind in ("input", "carry") or target.name in loops | outputs | scalars or parts):
                 o.errors.error(f"argument '{name.name}' feeds '{target.name}', which is no input, carry, load or "
                                "store op, epilogue scalar or epilogue output", target.span)
             elif target.name in fed:
