@@ -2,8 +2,9 @@
 
 One statement per line; ``#`` starts a comment, blank lines and spacing within a line are free::
 
-    file     := "kernel" NAME  decl*  "loop" "{"  op*  [yield]  "}"
+    file     := "kernel" NAME  decl*  "loop" "{"  op*  [yield]  "}"  [epilogue]   (twill.tir_epilogue)
     decl     := "input" NAME ":" type  |  "carry" NAME ":" type "=" init [attrs]   ({output = DTYPE})
+              | "argument" NAME ["=" NAME]                    (an imported kernel's; twill.tir_arguments)
     op       := NAME "=" OPCODE [operands] ":" type [attrs]       (an op with a result)
               | OPCODE [operands] [":" type] [attrs]              (a store, a barrier)
     yield    := "yield" [NAME "=" NAME ("," NAME "=" NAME)*]     (carry = body result)

@@ -17,7 +17,7 @@ from itertools import count
 
 from ..errors import Diagnostic, InputError
 from ..ir import Graph, Op, Operand, Value
-from .epilogue import attach
+from .attach import attach
 from .fuse import Body, Group
 from .values import Const, Lowered, Note, Ref, Tile
 

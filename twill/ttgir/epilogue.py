@@ -1,32 +1,25 @@
-"""What a kernel does after its loop, and which kernel argument feeds which tensor.
+"""What a kernel does after its loop: the ops that become the graph's epilogue.
 
 `lower_after` walks the ops that follow the chosen `scf.for` in its block, up to the stores, and
 keeps what the stored values are computed from: the loop's results (the carries' last values),
 scalar arguments (`sm_scale`), values loaded through a pointer argument (a scale, a bias row), and
 splat constants. Elementwise arithmetic, conversions, layout views and broadcasts become the `.tir`
-epilogue's ops (docs/ttgir-import.md); integer arithmetic on scalars is index arithmetic and is
-folded away, as in the loop. Any other op on such a value is a located error naming it: the
-epilogue would otherwise be written without it.
-
-`arguments` follows every pointer of the function back to the argument it derives from (through
-`tt.splat`, `tt.addptr`, `tt.broadcast`, `tt.make_tensor_ptr`, `tt.make_tensor_descriptor`,
-`tt.advance`, layout views and loop iter_args), so that each argument can be matched to the load,
-store, input or scalar of the graph it feeds (`Signature`).
+epilogue's ops (docs/ttgir-import.md, section 11); integer arithmetic on scalars is index
+arithmetic and is folded away, as in the loop. Any other op on such a value is a located warning
+naming it (an error under --strict), and the graph then has no epilogue (`with_epilogue`).
+Which argument feeds which tensor is provenance.py's; the result goes into the graph in attach.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ..errors import Diagnostic, InputError, Span
 from ..ir import TensorType
 from .locs import position
 from .parser import MOp
+from .provenance import LOADS, STORES, Signature, func_args, signature  # noqa: F401 (signature: lower.py's)
 from .values import Const
 
-POINTER_FLOW = {"tt.splat", "tt.addptr", "tt.broadcast", "tt.expand_dims", "ttg.convert_layout", "tt.advance",
-                "tt.make_tensor_ptr", "tt.make_tensor_descriptor", "tt.reshape", "ttng.reinterpret_tensor_descriptor"}
-LOADS = {"tt.load", "tt.descriptor_load", "tt.experimental_descriptor_load"}
-STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store", "ttng.async_tma_copy_local_to_global"}
 VIEWS = {"ttng.warp_group_dot_wait", "ttg.convert_layout", "tt.broadcast", "tt.splat", "tt.expand_dims", "tt.reshape", "ttg.memdesc_index",
          "ttg.memdesc_subview", "ttng.tmem_subslice", "ttg.memdesc_reinterpret"}
 MEMORY_STORES = {"ttng.tmem_store", "ttg.local_store"}
@@ -76,78 +69,6 @@ class RawEpilogue:
     inputs: tuple = ()
     scalars: tuple = ()  # (argument name, dtype) read by some op
     stores: tuple = ()  # (EVal, pointer argument or None, span)
-
-
-@dataclass(frozen=True)
-class Signature:
-    """The function's arguments in order, (name, kind: pointer | scalar | descriptor | other), and
-    where pointers lead: SSA name of a load's result, or "LINE:COL" of a store -> argument name."""
-
-    args: tuple = ()
-    loads: dict = field(default_factory=dict)
-    stores: dict = field(default_factory=dict)
-
-
-# -- pointer provenance -----------------------------------------------------------------------
-
-def _func_args(func: MOp, types) -> list[tuple[str, object]]:
-    toks, out = func.tokens, []
-    for i, tok in enumerate(toks[:-1]):
-        if tok.kind == "ssa" and toks[i + 1].is_(":"):
-            mtype, _ = types.read(toks, i + 2)
-            out.append((tok.text[1:], mtype))
-    return out
-
-
-def _kind(mtype) -> str:
-    if mtype.kind == "ptr" or (mtype.kind == "tensor" and mtype.elem == "ptr"):
-        return "pointer"
-    if mtype.kind == "desc":
-        return "descriptor"
-    return "scalar" if mtype.kind == "scalar" else "other"
-
-
-COPIES = {"ttg.async_copy_global_to_local", "ttng.async_tma_copy_global_to_local", "ttng.async_tma_gather"}
-
-
-def signature(func: MOp, types, locs=None) -> Signature:
-    """The arguments of `func` and the pointer argument behind each load (keyed by the SSA name
-    the load's node gets: its result, or for a TMA copy without one the variable its loc names)
-    and each store (keyed by its position)."""
-    from .locs import name as loc_name
-    args = _func_args(func, types)
-    prov = {name: name for name, t in args if _kind(t) in ("pointer", "descriptor")}
-    loads, stores = {}, {}
-
-    def walk(ops):
-        for op in ops:
-            names = [n.split("#")[0] for n, _ in op.operands()]
-            src = next((prov[n] for n in names if n in prov), None)
-            if op.name == "ttng.tensormap_create" and len(names) > 1 and names[1] in prov:
-                prov[names[0]] = prov[names[1]]  # it writes the descriptor (operand 0) of a pointer (1)
-            elif op.name in POINTER_FLOW and src is not None:
-                for r in op.results:
-                    prov[r.split("#")[0]] = src
-            elif op.name in LOADS and src is not None and op.results:
-                loads[op.results[0]] = src
-            elif op.name in COPIES and src is not None:
-                key = op.results[0] if op.results else loc_name(op.loc, locs or {})
-                if key:
-                    loads.setdefault(key, src)
-            elif op.name in STORES and src is not None:
-                stores[f"{op.head.line}:{op.head.col}"] = src
-            if op.name == "scf.for":
-                toks = op.tokens
-                for i in range(len(toks) - 2):
-                    if toks[i].kind == "ssa" and toks[i + 1].is_("=") and toks[i + 2].kind == "ssa":
-                        init = toks[i + 2].text[1:].split("#")[0]
-                        if init in prov:
-                            prov[toks[i].text[1:]] = prov[init]
-            for region in op.regions:
-                for block in region:
-                    walk(block.ops)
-    walk(func.body())
-    return Signature(tuple((n, _kind(t)) for n, t in args), loads, stores)
 
 
 # -- the ops after the loop -------------------------------------------------------------------
@@ -423,141 +344,7 @@ def _live(walk: _After) -> list[int]:
 
 def _func_arg_dtypes(lw, func: MOp) -> dict[str, str]:
     out = {}
-    for name, mtype in _func_args(func, lw.types):
+    for name, mtype in func_args(func, lw.types):
         if mtype.kind == "scalar":
             out[name] = "f32" if mtype.elem in ("f32", "f16", "bf16", "f64") else "i32"
     return out
-
-
-# -- into the graph ---------------------------------------------------------------------------
-
-def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores: dict):
-    """`graph` with the loop's epilogue and the function's arguments. `names` claims fresh graph
-    names (build._Names); the dicts map SSA names (stores: "LINE:COL") to the graph's names of the
-    carries, the loop's ops and the inputs."""
-    from ..ir import Epilogue, Op, Operand, Value
-    from .build import base_name
-    raw, sig = lowered.epilogue, lowered.signature
-    if raw is None:
-        return graph
-    live = _live_ops(raw)
-    named: dict[tuple, str] = {}  # (kind, key) -> graph name
-    new_inputs, scalars, eops = [], [], []
-
-    def name_of(v: EVal, span) -> str:
-        key = (v.kind, v.key)
-        if key in named:
-            return named[key]
-        if v.kind == "carry":
-            if v.key not in carries:
-                raise InputError(Diagnostic(f"the value stored here reads the loop's result '%{v.key}', which the "
-                                            "graph does not carry (no op of the loop computes it)", span))
-            return carries[v.key]
-        if v.kind == "input":
-            inp = raw.inputs[v.key]
-            named[key] = names.claim(base_name(inp.arg), base_name(inp.ssa), fallback="input")
-            new_inputs.append(Value(named[key], inp.type, "input", span=inp.span))
-        elif v.kind == "scalar":
-            named[key] = names.claim(base_name(v.key), fallback="scalar")
-            dtype = dict(raw.scalars).get(v.key, "f32")
-            scalars.append(Value(named[key], TensorType(dtype, (1,)), "scalar"))
-        else:
-            op = raw.ops[v.key]
-            operands = tuple(Operand(name_of(o, op.span)) for o in op.operands)
-            base = base_name(op.ssa)
-            named[key] = names.claim(base, base and f"{base}_{op.opcode}", fallback=op.opcode)
-            eops.append(Op(named[key], op.opcode, operands, op.type, op.attrs, True, op.span))
-        return named[key]
-
-    outputs, written = [], {}
-    shape_of = {c.name: c.type.shape for c in graph.carries}
-    for v, arg, span in raw.stores:
-        if v.kind == "carry":  # a carry stored as it is: its output
-            written[arg] = name_of(v, span)
-            continue
-        plain = _converted_carry(raw, v)
-        if plain is not None and plain.key in carries:  # a carry written in another dtype: {output = DTYPE}
-            written[arg] = name_of(plain, span)
-            continue
-        value = name_of(v, span)
-        t = raw.ops[v.key].type if v.kind == "op" else None
-        reads = [carries[c] for c in _carries_read(raw, v) if c in carries]
-        done = {n for n, _ in outputs}
-        same = [c for c in dict.fromkeys(reads) if shape_of[c] == (t.shape if t else ())]
-        anchor = same[0] if len(same) == 1 and same[0] not in done else None  # the one carry it is made of
-        out = anchor or names.claim(base_name(arg), fallback="out")
-        outputs.append((out, value))
-        if arg is not None:
-            written[arg] = out
-    del live
-    overridden = {n for n, _ in outputs}
-    carries_out = tuple(replace(c, attrs=tuple(kv for kv in c.attrs if kv[0] != "output")) if c.name in overridden
-                        else c for c in graph.carries)
-    targets = _targets(sig, ops, inputs, stores, {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw)
-                                                 if ("scalar", v.key) in named},
-                       {raw.inputs[k].arg: named[("input", k)] for k in range(len(raw.inputs)) if ("input", k) in named},
-                       written)
-    epilogue = Epilogue(tuple(scalars), tuple(eops), tuple(outputs))
-    return replace(graph, inputs=graph.inputs + tuple(new_inputs), carries=carries_out, epilogue=epilogue,
-                   arguments=tuple((n, targets.get(n)) for n, _ in sig.args))
-
-
-def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dict, ep_inputs: dict, written: dict):
-    """Argument name -> the graph name it feeds (the first found, in the order: loads of the loop,
-    inputs, the epilogue's inputs, stores of the loop, the epilogue's outputs, scalars)."""
-    out: dict[str, str] = {}
-    for ssa, arg in sig.loads.items():
-        for table in (ops, inputs):
-            if ssa in table:
-                out.setdefault(arg, table[ssa])
-    for arg, name in ep_inputs.items():
-        out.setdefault(arg, name)
-    for pos, arg in sig.stores.items():
-        if pos in stores:
-            out.setdefault(arg, stores[pos])
-    for arg, name in list(written.items()) + list(scalars.items()):
-        if arg is not None:
-            out.setdefault(arg, name)
-    fed = {}
-    for arg in [n for n, _ in sig.args if n in out]:  # one argument per graph name
-        fed.setdefault(out[arg], arg)
-    return {a: t for a, t in out.items() if fed[t] == a}
-
-
-def _converted_carry(raw: RawEpilogue, v: EVal) -> EVal | None:
-    """The carry `v` is a conversion of, to a dtype its output can be written in (the implicit rule
-    `{output = DTYPE}` the loop's import already set), else None."""
-    from ..ir import OUTPUT_DTYPES
-    op = raw.ops[v.key] if v.kind == "op" else None
-    if op is None or op.opcode != "convert" or op.type.dtype not in OUTPUT_DTYPES:
-        return None
-    x = op.operands[0]
-    return x if isinstance(x, EVal) and x.kind == "carry" else None
-
-
-def _live_ops(raw: RawEpilogue) -> set[int]:
-    out, todo = set(), [v for v, _, _ in raw.stores]
-    while todo:
-        v = todo.pop()
-        if isinstance(v, EVal) and v.kind == "op" and v.key not in out:
-            out.add(v.key)
-            todo.extend(raw.ops[v.key].operands)
-    return out
-
-
-def _carries_read(raw: RawEpilogue, v: EVal) -> list[str]:
-    out, todo, seen = [], [v], set()
-    while todo:
-        x = todo.pop(0)
-        if not isinstance(x, EVal) or (x.kind, x.key) in seen:
-            continue
-        seen.add((x.kind, x.key))
-        if x.kind == "carry":
-            out.append(x.key)
-        elif x.kind == "op":
-            todo.extend(raw.ops[x.key].operands)
-    return out
-
-
-def _scalar_evals(raw: RawEpilogue) -> list[EVal]:
-    return [o for op in raw.ops for o in op.operands if isinstance(o, EVal) and o.kind == "scalar"]
