@@ -187,9 +187,12 @@ def test_the_fp8_gemm_imports_its_scales():
 def test_attention_imports_its_normalization_and_lse():
     g, _ = load_ttgir(CORPUS / "attn_causal_fwd_sm90.ttgir")
     ops = _ops(g)
-    assert [o[0] for o in ops] == ["div", "convert", "log2", "add", "mul"]
-    assert ops[0][1] == ("acc", "l_i") and ops[2][1] == ("l_i",) and ops[3][1] == ("m_i", "lse")
-    assert abs(ops[4][3] - 0.6931471805599453) < 1e-6  # log2 -> natural log
+    assert [o[0] for o in ops] == ["div", "convert", "mul", "log2", "add", "mul"]
+    assert ops[0][1] == ("acc", "l_i") and ops[3][1] == ("l_i",) and ops[4][1] == ("m_i_scaled", "lse")
+    # m is the row max of the unscaled scores (the import folds qk_scale into exp2_scale): the LSE
+    # reads it in the kernel's units, times the kernel's own exp2 scale
+    assert ops[2][1] == ("m_i", "exp2_scale") and [v.name for v in g.epilogue.scalars] == ["exp2_scale"]
+    assert abs(ops[5][3] - 0.6931471805599453) < 1e-6  # log2 -> natural log
     assert [n for n, _ in g.epilogue.outputs] == ["acc", "LSE"]
 
 
@@ -280,7 +283,7 @@ def test_a_split_graph_splits_its_epilogue_and_its_arguments_stay_whole():
     g, _ = load_ttgir(CORPUS / "attn_causal_fwd_sm90.ttgir")
     s = split_rows(g, 2)
     assert [n for n, _ in s.epilogue.outputs] == ["acc0", "acc1", "LSE0", "LSE1"]
-    assert [op.opcode for op in s.epilogue.ops] == ["div", "div", "convert", "convert", "log2", "log2", "add", "add",
-                                                    "mul", "mul"]
+    assert [op.opcode for op in s.epilogue.ops] == ["div", "div", "convert", "convert", "mul", "mul", "log2", "log2",
+                                                    "add", "add", "mul", "mul"]
     assert all(op.type.shape[0] == 64 for op in s.epilogue.ops)
     assert dict(s.arguments)["O"] == "acc" and parse_tir(print_tir(s)) == s  # the binding's one O of both parts

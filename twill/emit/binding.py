@@ -194,7 +194,7 @@ def parameters(renderer) -> tuple[Parameter, ...]:
     that feed nothing too), else the graph's inputs, then its scalars; then its outputs."""
     g = renderer.m.graph
     args = arguments(renderer)
-    scalars = [v.name for v in g.epilogue.scalars]
+    scalars = [v.name for v in epilogue.launch_scalars(g)]
     if not g.arguments:
         return (tuple(Parameter(a.name, a) for a in args if not a.output)
                 + tuple(Parameter(py_name(s, {a.name for a in args}), scalar=s) for s in scalars)
@@ -223,7 +223,7 @@ def _scalar_spec(renderer) -> dict:
     """The epilogue's scalars, in the entry point's order: {"scalars": [{name, type}]} (none: {})."""
     params = {p.scalar: p.name for p in parameters(renderer) if p.scalar is not None}
     scalars = [{"name": params[v.name], "type": "float" if v.type.dtype == "f32" else "int"}
-               for v in renderer.m.graph.epilogue.scalars]
+               for v in epilogue.launch_scalars(renderer.m.graph)]
     return {"scalars": scalars} if scalars else {}
 
 
@@ -252,7 +252,7 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         ("  if (raster_group >= 0) p.raster_group = raster_group;" if rastered(renderer.m)
          else "  (void)raster_group;  // the kernel keeps blockIdx order"),
     ]
-    scalars = renderer.m.graph.epilogue.scalars
+    scalars = epilogue.launch_scalars(renderer.m.graph)
     if scalars:  # the epilogue's scalars follow the stream: kernels without any keep the signature above
         k = next(i for i, line in enumerate(lines) if line.endswith("void* stream) {"))
         lines[k] = lines[k].replace("void* stream) {", "void* stream,\n                            const double* scalars) {")
@@ -370,7 +370,7 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     passed = ", ".join(f"{k}={k}" for k, _, _ in keywords)
     order = {p.scalar: p.name for p in params if p.scalar is not None}
     if order:
-        passed += ", scalars=[" + ", ".join(order[v.name] for v in m.graph.epilogue.scalars) + "]"
+        passed += ", scalars=[" + ", ".join(order[v.name] for v in epilogue.launch_scalars(m.graph)) + "]"
     unread = [p.name for p in positional if p.arg is None and p.scalar is None]
     lines = [
         f'"""PyTorch binding of kernel {m.schedule.kernel} ({kernel_file}, {m.arch}), written by `twill emit-cuda',

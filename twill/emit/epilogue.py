@@ -143,22 +143,30 @@ def unify(graph: Graph, union, key) -> None:
                     union(key(o.name, d) if ref is None else (o.name, d), (op.name, r))
 
 
+KNOB = "exp2_scale"  # an epilogue scalar of this name is the kernel's exp2 scale (Args.exp2_scale), not a new one
+
+
 def scalar_names(graph: Graph) -> list[str]:
     return [v.name for v in graph.epilogue.scalars]
 
 
+def launch_scalars(graph: Graph) -> list:
+    """The scalars a launch passes (every epilogue scalar but the exp2 scale, which it has already)."""
+    return [v for v in graph.epilogue.scalars if v.name != KNOB]
+
+
 def arg_fields(model) -> list[str]:
     return [f"{'float' if v.type.dtype == 'f32' else 'int'} {ident(v.name)};  // epilogue scalar {v.name}"
-            for v in model.graph.epilogue.scalars]
+            for v in launch_scalars(model.graph)]
 
 
 def problem_fields(model) -> list[str]:
     return [f"  {'float' if v.type.dtype == 'f32' else 'int'} {ident(v.name)} = 0;  // epilogue scalar {v.name}"
-            for v in model.graph.epilogue.scalars]
+            for v in launch_scalars(model.graph)]
 
 
 def copy_fields(model) -> list[str]:
-    return [f"  args.{ident(v.name)} = p.{ident(v.name)};" for v in model.graph.epilogue.scalars]
+    return [f"  args.{ident(v.name)} = p.{ident(v.name)};" for v in launch_scalars(model.graph)]
 
 
 # -- the code after the loop ------------------------------------------------------------------------
@@ -190,7 +198,7 @@ class Finalizer:
         if name in e.by_name:
             arg = self.op(out, e.by_name[name])
         elif name in scalar_names(g):
-            arg = Arg(name, t, "init", f"static_cast<float>(args.{ident(name)})")
+            arg = Arg(name, t, "init", "args.exp2_scale" if name == KNOB else f"static_cast<float>(args.{ident(name)})")
         elif name in g.values and g.values[name].kind == "carry":
             arg = Arg(name, t, "reg", self.finals[m.carry_source[name]])
         else:

@@ -10,6 +10,8 @@ from ..ir import TensorType
 from .epilogue import EVal, RawEpilogue
 from .provenance import Signature
 
+KNOB = "exp2_scale"  # the epilogue scalar that is the kernel's exp2 scale (twill.emit.epilogue.KNOB)
+
 
 def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores: dict):
     """`graph` with the loop's epilogue and the function's arguments. `names` claims fresh graph
@@ -22,6 +24,19 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
         return graph
     named: dict[tuple, str] = {}  # (kind, key) -> graph name
     new_inputs, scalars, eops = [], [], []
+    scaled = _exp2_units(graph)
+
+    def scale(name: str, span) -> str:
+        """Carry `name` as the kernel holds it: times the exp2 scale where the loop's exp2 subtracts it."""
+        if name not in scaled:
+            return name
+        if ("scaled", name) not in named:
+            if not any(v.name == KNOB for v in scalars):
+                scalars.append(Value(KNOB, TensorType("f32", (1,)), "scalar"))
+            named[("scaled", name)] = names.claim(f"{name}_scaled", fallback=f"{name}_scaled")
+            t = next(c.type for c in graph.carries if c.name == name)
+            eops.append(Op(named[("scaled", name)], "mul", (Operand(name), Operand(KNOB)), t, (), True, span))
+        return named[("scaled", name)]
 
     def name_of(v: EVal, span) -> str:
         key = (v.kind, v.key)
@@ -42,7 +57,8 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
             scalars.append(Value(named[key], TensorType(dtype, (1,)), "scalar"))
         else:
             op = raw.ops[v.key]
-            operands = tuple(Operand(name_of(o, op.span)) for o in op.operands)
+            operands = tuple(Operand(scale(name_of(o, op.span), op.span) if o.kind == "carry" else name_of(o, op.span))
+                             for o in op.operands)
             base = base_name(op.ssa)
             named[key] = names.claim(base, base and f"{base}_{op.opcode}", fallback=op.opcode)
             eops.append(Op(named[key], op.opcode, operands, op.type, op.attrs, True, op.span))
@@ -111,6 +127,20 @@ def _converted_carry(raw: RawEpilogue, v: EVal) -> EVal | None:
         return None
     x = op.operands[0]
     return x if isinstance(x, EVal) and x.kind == "carry" else None
+
+
+def _exp2_units(graph) -> set[str]:
+    """The carries the loop's exp2 ops subtract (`exp2 x, b`: exp2((x - b) * exp2_scale)): the import
+    folds the kernel's scale of x into exp2_scale (attention's qk_scale), so such a carry is the
+    kernel's value divided by it (m = the row max of the unscaled scores), and the kernel's value,
+    which its epilogue reads (LSE = m + log2 l), is the carry times exp2_scale."""
+    yielded = {r: c for c, r in graph.yields}
+    out = set()
+    for op in graph.ops:
+        if op.opcode == "exp2" and len(op.operands) == 2:
+            b = op.operands[1].name
+            out |= {b} & {c.name for c in graph.carries} | ({yielded[b]} if b in yielded else set())
+    return out
 
 
 def _carries_read(raw: RawEpilogue, v: EVal) -> list[str]:
