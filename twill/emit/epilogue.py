@@ -264,13 +264,3 @@ class Finalizer:
             out(f"twill::global_to_frag({frag}, {base} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
                 f"{self.body.row0(t.shape[0])}, 0, {ncols});")
         return Arg(name, t, "reg", frag)
-
-
-def refuse(graph: Graph) -> None:
-    """Epilogue ops whose operands emit-cuda cannot hold: an error at the op."""
-    for op in graph.epilogue.ops:
-        for o in op.operands:
-            t = value_type(graph, o.name)
-            if t is not None and len(t.shape) > 2:
-                raise EmitError(Diagnostic(f"epilogue op '{op.name}': '{o.name}' is rank {len(t.shape)}; emit-cuda "
-                                           "holds rank-1 and rank-2 tiles", op.span))
