@@ -287,3 +287,26 @@ def test_a_split_graph_splits_its_epilogue_and_its_arguments_stay_whole():
                                                     "add", "add", "mul", "mul"]
     assert all(op.type.shape[0] == 64 for op in s.epilogue.ops)
     assert dict(s.arguments)["O"] == "acc" and parse_tir(print_tir(s)) == s  # the binding's one O of both parts
+
+
+def test_the_command_line_keeps_the_epilogue_from_graph_to_schedule_to_kernel(tmp_path):
+    from click.testing import CliRunner
+    from twill_cli.main import main
+    run = CliRunner().invoke
+    sched = tmp_path / "s.json"
+    assert run(main, ["solve", str(DATA / "gemm_ep.tir"), "--gpu", "h100", "-q", "-o", str(sched)]).exit_code == 0
+    assert "epilogue {" in __import__("json").loads(sched.read_text())["graph"]
+    res = run(main, ["emit-cuda", str(sched), "-o", str(tmp_path / "k.cu"), "--binding", "torch"])
+    assert res.exit_code == 0, res.output
+    assert "store_out_rowsums(" in (tmp_path / "k.cu").read_text()
+    assert "scalars=[alpha]" in (tmp_path / "k.py").read_text()
+
+
+def test_import_warns_where_the_epilogue_is_beyond_it_and_strict_refuses():
+    from click.testing import CliRunner
+    from twill_cli.main import main
+    res = CliRunner().invoke(main, ["import", str(CORPUS / "gemm_w4a16_sm90.ttgir")])
+    assert res.exit_code == 0 and "epilogue {" not in res.output
+    strict = CliRunner().invoke(main, ["import", str(CORPUS / "gemm_w4a16_sm90.ttgir"), "--strict"])
+    assert strict.exit_code == 2 and "gemm_w4a16_sm90.ttgir:131:12: error: 'tt.join' after the loop" in strict.output
+    assert "Traceback" not in strict.output
