@@ -322,7 +322,10 @@ def twill_call(mod, name: str, args):
     NaN first, so that an element the kernel does not write fails the check)."""
     import inspect
     import torch
-    names = [p for p in inspect.signature(mod.run).parameters][:len(args)]
+    params = inspect.signature(mod.run).parameters.values()
+    names = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]  # the Triton kernel's arguments
+    args = tuple(args[:len(names)])  # (constexprs passed positionally are not the binding's)
+    names = names[:len(args)]
     outputs = {a["name"] for a in mod.SPEC["args"] if a["output"]}
     for n, a in zip(names, args):
         if n in outputs and isinstance(a, torch.Tensor):
