@@ -151,7 +151,7 @@ class _After:
         elif op.name in ("ttng.tmem_load", "ttg.local_load", "ttg.local_alloc", "ttng.tmem_alloc"):
             # a carried buffer's last value read, or a value copied into memory (for a TMA store)
             self.bind(op, live[0])
-        elif op.name in VIEWS:
+        elif op.name in VIEWS and not (op.name == "tt.reshape" and not self._same_elements(op)):
             v = live[0]
             if op.name == "tt.expand_dims" and _axis(op) == 0:
                 v = self.columnize(v)
@@ -176,6 +176,12 @@ class _After:
             carry = [v for v in found if v.kind == "carry"]
             self.env[r] = (carry or found or [PEELED])[0]
             self.lw.env.setdefault(r, _scalar())
+
+    def _same_elements(self, op: MOp) -> bool:
+        """A reshape that only adds or drops dimensions of 1 ([128] <-> [128, 1]) is a view; one that
+        moves elements between dimensions (W4A16's [128, 64, 2] -> [128, 128]) is not."""
+        ins, outs = self.lw.signature(op)
+        return bool(ins and outs) and [d for d in ins[0].shape if d != 1] == [d for d in outs[0].shape if d != 1]
 
     def _outs(self, op: MOp) -> list:
         """The op's result types; a load's, where only its pointer's is printed (`tt.load %p : !tt.ptr<f32>`)."""
