@@ -59,8 +59,9 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
             op = raw.ops[v.key]
             operands = tuple(Operand(scale(name_of(o, op.span), op.span) if o.kind == "carry" else name_of(o, op.span))
                              for o in op.operands)
-            base = base_name(op.ssa)
-            named[key] = names.claim(base, base and f"{base}_{op.opcode}", fallback=op.opcode)
+            base = base_name(op.ssa)  # else (%6) after its first operand: out_convert
+            after = f"{operands[0].name}_{op.opcode}" if operands else None
+            named[key] = names.claim(base, base and f"{base}_{op.opcode}", after, fallback=op.opcode)
             eops.append(Op(named[key], op.opcode, operands, op.type, op.attrs, True, op.span))
         return named[key]
 
