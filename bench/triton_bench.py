@@ -244,6 +244,8 @@ def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float) -> 
             record["stopped"] = stage
             record["error"] = proc.stderr.strip()[-600:]
             return record
+        if stage == "import":
+            record.update(_epilogue(tir, proc.stderr))
         if stage == "solve":
             solved = json.loads(sched.read_text())
             record.update(ii=solved["ii"], optimal=solved["optimal"], roles=len(solved.get("warps", [])))
@@ -257,6 +259,18 @@ def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float) -> 
     return record
 
 
+def _epilogue(tir: Path, stderr: str) -> dict:
+    """What the import made of the work after the loop: the epilogue's ops and outputs, and whether
+    the graph's outputs are the kernel's (no 'the graph has no epilogue' warning), so comparable."""
+    from twill.tir import load_tir
+    graph = load_tir(tir)
+    lost = [line for line in stderr.splitlines() if "the graph has no epilogue" in line]
+    return {"epilogue_ops": [op.opcode for op in graph.epilogue.ops],
+            "epilogue_outputs": [n for n, _ in graph.epilogue.outputs],
+            "arguments": [[a, t] for a, t in graph.arguments],
+            "comparable": not lost, **({"not_comparable": lost[0].split("warning: ", 1)[-1][:300]} if lost else {})}
+
+
 def cmd_build(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -265,24 +279,61 @@ def cmd_build(args) -> None:
         gpu, arch = ("b200", "sm_100a") if "sm100" in dump.name else (args.gpu, "sm_90a")
         records.append(build_one(dump, out, gpu, arch, args.time_limit))
         r = records[-1]
-        print(f"{r['dump']:45s} {r.get('stopped', 'ok'):10s} {r.get('error', '').splitlines()[-1:] or ''}", flush=True)
+        print(f"{r['dump']:45s} {r.get('stopped', 'ok'):10s} epilogue {r.get('epilogue_ops')} "
+              f"{'' if r.get('comparable', True) else 'NOT COMPARABLE'} {r.get('error', '').splitlines()[-1:] or ''}",
+              flush=True)
     (out / "build.json").write_text(json.dumps(records, indent=1, sort_keys=True))
 
 
 # -- twill's kernels against Triton's, on the GPU ---------------------------------------------------
 
-# How a Triton launch's tensors reach twill's binding, for the kernels whose graph computes the
-# kernel's outputs. The importer does not record Triton's argument names yet, so the binding's
-# arguments are the graph's names; `inputs` maps them to make_inputs' tensors, `outputs` the
-# binding's outputs to the reference's, `exp2` whether the kernel takes Triton's log2-domain
-# softmax scale (sm_scale * log2 e). Kernels whose graph lacks work after the loop (the fp8 scales,
-# bias + GELU, the W4A16 column interleave, the attention LSE) are not compared: that work is not
-# imported (docs/triton-results.md).
-RUN = {
-    "gemm_persistent_tma": dict(inputs=("a", "b"), outputs={"acc": 0}, exp2=False),
-    "attn_causal_fwd": dict(inputs=("q", "kT", "v"), outputs={"acc": 0}, exp2=True),
-    "attn_gqa_fwd": None,  # Q's rows stack GROUP heads: a layout the binding's [*batch, M, D] does not express
-}
+# An imported kernel's binding takes the Triton kernel's own arguments in its order (the graph's
+# `argument` lines; docs/commands.md), so the run step calls it with exactly what the corpus launch
+# passes its Triton kernel (`capture`), the outputs Triton would write included: every output the
+# binding writes is one of the launch's, checked against the kernel's fp32 reference. What the
+# import does not follow: the scale of the loop's exp2 (attention folds sm_scale * log2 e into it
+# inside the kernel), passed here as the binding's exp2_scale from the kernel's sm_scale argument.
+EXP2_FROM = {"attn_causal_fwd": "sm_scale", "attn_gqa_fwd": "sm_scale", "attn_bwd_dq": "sm_scale"}
+LOG2E = 1.4426950408889634
+
+
+def capture(module, name: str, tensors, params):
+    """(the positional arguments the corpus launch passes its Triton kernel, the launch's outputs):
+    the launch runs with its kernel replaced by a recorder, so its outputs are allocated, not written."""
+    fn, seen = getattr(module, f"{name}_kernel"), {}
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *a, **k: seen.setdefault("args", a)
+
+        def __getattr__(self, attr):
+            return getattr(fn, attr)
+
+    setattr(module, f"{name}_kernel", Recorder())
+    try:
+        outs = module.KERNELS[name]["launch"](*tensors, **params)
+    finally:
+        setattr(module, f"{name}_kernel", fn)
+    return seen["args"], outs if isinstance(outs, (tuple, list)) else (outs,)
+
+
+def twill_call(mod, name: str, args):
+    """A function that runs the binding on the captured arguments (Triton's outputs filled with
+    NaN first, so that an element the kernel does not write fails the check)."""
+    import inspect
+    import torch
+    params = inspect.signature(mod.run).parameters.values()
+    names = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]  # the Triton kernel's arguments
+    args = tuple(args[:len(names)])  # (constexprs passed positionally are not the binding's)
+    names = names[:len(args)]
+    outputs = {a["name"] for a in mod.SPEC["args"] if a["output"]}
+    for n, a in zip(names, args):
+        if n in outputs and isinstance(a, torch.Tensor):
+            a.fill_(float("nan"))
+    knobs = {}
+    if name in EXP2_FROM:
+        knobs["exp2_scale"] = float(args[names.index(EXP2_FROM[name])]) * LOG2E
+    return lambda: mod.run(*args, **knobs)
 
 
 def cmd_run(args) -> None:
@@ -295,10 +346,15 @@ def cmd_run(args) -> None:
     triton_results = json.loads(Path(args.triton).read_text())["kernels"] if args.triton else {}
     results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
                "pairs": args.pairs, "kernels": {}}
-    for name, how in RUN.items():
-        binding = kdir / f"{name}_sm90.py"
-        if how is None or not binding.exists():
-            results["kernels"][name] = {"skipped": "no binding" if how else "layout not expressible"}
+    built = kdir / "build.json"
+    records = {r["dump"].split(".")[0]: r for r in json.loads(built.read_text())} if built.exists() else {}
+    for name in default.KERNELS:
+        rec, binding = records.get(f"{name}_sm90", {}), kdir / f"{name}_sm90.py"
+        if "stopped" in rec or not binding.exists():
+            results["kernels"][name] = {"skipped": f"build stopped at {rec.get('stopped', 'the binding')}"}
+            continue
+        if not rec.get("comparable", True):
+            results["kernels"][name] = {"skipped": f"outputs not the kernel's: {rec['not_comparable'][:200]}"}
             continue
         mod = load_binding(binding.stem, str(kdir))
         fns = default.KERNELS[name]
@@ -307,20 +363,23 @@ def cmd_run(args) -> None:
             tensors, params = fns["make_inputs"](size, "cuda")
             ref = fns["reference"](*tensors, **params)
             refs = ref if isinstance(ref, (tuple, list)) else (ref,)
-            knobs = {"exp2_scale": params["sm_scale"] * 1.4426950408889634} if how["exp2"] else {}
-            ins = tensors[:len(how["inputs"])]
             row = {"size": size or "default", "flop": flops(name, tensors)}
             try:
-                got = mod.run(*ins, **knobs)
-                outs = got if isinstance(got, tuple) else (got,)
-                fields = getattr(got, "_fields", None) or ("acc",)
-                named = dict(zip(fields, outs))
-                row["rel_error"] = max(rel_error(named[k], refs[i]) for k, i in how["outputs"].items())
+                args_, outs = capture(default, name, tensors, params)
+                run = twill_call(mod, name, args_)
+                run()
+                torch.cuda.synchronize()
+                if len(outs) != len(refs):
+                    raise RuntimeError(f"{len(outs)} outputs against {len(refs)} references")
+                # every output against its fp32 reference (an element left NaN fails: written before)
+                row["rel_errors"] = [rel_error(o, r) for o, r in zip(outs, refs)]
+                row["rel_error"] = max(row["rel_errors"])
+                row["correct"] = row["rel_error"] < (5e-2 if "fp8" in name else 1e-2)
                 best = triton_results.get(name, {}).get("rows", [{}])[len(rows)].get("best", "stages=3,ws=off")
                 stages, ws = int(best.split(",")[0].split("=")[1]), best.endswith("on")
                 tri = load_variant(stages, ws, scratch).KERNELS[name]["launch"]
                 pairs = []
-                runs = (lambda: median_ms(lambda: mod.run(*ins, **knobs), reps=10),
+                runs = (lambda: median_ms(run, reps=10),
                         lambda: median_ms(lambda: tri(*tensors, **params), reps=10))
                 for k in range(args.pairs):  # alternating pairs, each kernel first in turn
                     first, second = runs if k % 2 == 0 else runs[::-1]
@@ -334,6 +393,8 @@ def cmd_run(args) -> None:
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             rows.append(row)
             print(name, json.dumps(row), flush=True)
+            del ref, refs
+            torch.cuda.empty_cache()
         results["kernels"][name] = {"rows": rows}
     (out / "run.json").write_text(json.dumps(results, indent=1, sort_keys=True))
 
@@ -366,8 +427,8 @@ def cmd_report(args) -> None:
         out.append("")
     if build:
         out += ["## twill: import -> solve -> emit-cuda -> nvcc, per dump", "",
-                "| dump | reached | I | seconds (import / solve / emit) | spill bytes | why it stopped |",
-                "|---|---|---|---|---|---|"]
+                "| dump | reached | I | seconds (import / solve / emit) | spill bytes | epilogue | why it stopped |",
+                "|---|---|---|---|---|---|---|"]
         for r in build:
             st = r["stages"]
             secs = " / ".join(f"{st[k]['seconds']:.1f}" for k in ("import", "solve", "emit-cuda") if k in st)
@@ -375,7 +436,13 @@ def cmd_report(args) -> None:
             why = (r.get("error", "").strip().splitlines() or [""])[0].replace("|", "\\|")[:160]
             reached = f"stopped at {r['stopped']}" if "stopped" in r else "compiled"
             proven = "" if "ii" not in r else f"{r['ii']}{'' if r['optimal'] else ' (not proven)'}"
-            out.append(f"| {r['dump']} | {reached} | {proven} | {secs} | {spill} | {why} |")
+            ep = ", ".join(r.get("epilogue_ops", [])) or "none"
+            if not r.get("comparable", True):
+                ep += " (not the kernel's outputs: " + r["not_comparable"].split(": error: ")[-1].split(";")[0][:80] + ")"
+            out.append(f"| {r['dump']} | {reached} | {proven} | {secs} | {spill} | {ep.replace('|', '/')} | {why} |")
+        done = [r for r in build if "stopped" not in r and r.get("comparable", True)]
+        out += ["", f"{len(done)} of {len(build)} dumps compile with the kernel's own outputs (their epilogues "
+                    "imported)."]
         out.append("")
     if run:
         out += [f"## twill's kernels against Triton's, on the GPU ({run['pairs']} alternating pairs, medians)", "",

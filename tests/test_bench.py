@@ -23,3 +23,29 @@ def test_bench_fig1(tmp_path):
 
     fig1 = json.loads((tmp_path / "results.json").read_text())["examples"]["fig1"]
     assert (fig1["status"], fig1["ii"], fig1["length"], fig1["optimal"]) == ("ok", 2, 4, True)
+
+
+def test_triton_bench_captures_what_a_launch_passes_its_kernel():
+    """The run step calls twill's binding with the arguments the corpus launch gives its Triton
+    kernel: `capture` runs the launch with the kernel replaced by a recorder (no GPU, no Triton)."""
+    import types
+    sys.path.insert(0, str(ROOT / "bench"))
+    import triton_bench
+
+    calls = []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *a, **k: calls.append(a)
+
+    module = types.SimpleNamespace(toy_kernel=Kernel())
+
+    def launch(a, b, scale=2.0):
+        out = bytearray(len(a))  # a tensor, as far as capture is concerned
+        module.toy_kernel[(1,)](a, b, out, len(a), scale, BLOCK=128)
+        return out
+
+    module.KERNELS = {"toy": {"launch": launch}}
+    args, outs = triton_bench.capture(module, "toy", ([1, 2], [3, 4]), {"scale": 0.5})
+    assert args[:2] == ([1, 2], [3, 4]) and args[3:] == (2, 0.5) and outs == (args[2],)
+    assert not calls and isinstance(module.toy_kernel, Kernel)  # never launched; the kernel put back

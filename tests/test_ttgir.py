@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -541,7 +542,9 @@ def test_a_scalar_loaded_in_the_loop_is_reported_and_folded():
 def test_the_dtype_an_accumulator_is_truncated_to_after_the_loop_is_its_output():
     for path, carry in ((T39 / "matmul_f16.ttgir", "acc"), (SM90, "acc"), (SM100, "acc")):
         graph, _ = load_ttgir(path)
-        assert {c.name: c.output_dtype for c in graph.carries}[carry] == "f16", path
+        written = graph.epilogue.output_of(carry)  # O / l in the epilogue, written in f16; else {output = f16}
+        dtype = graph.epilogue.by_name[written].type.dtype if written else graph.values[carry].output_dtype
+        assert dtype == "f16", path
     graph, _ = load_ttgir(SM90)
     assert {c.name: c.output_dtype for c in graph.carries}["m_i"] == "f32"  # only O is truncated
 
@@ -606,7 +609,11 @@ def canonical(graph) -> str:
                 for op in graph.ops)
     return print_tir(rep(graph, inputs=tuple(rep(v, name=names[v.name]) for v in graph.inputs),
                          carries=tuple(rep(v, name=names[v.name]) for v in graph.carries), ops=ops,
-                         yields=tuple((names[c], names[r]) for c, r in graph.yields)))
+                         yields=tuple((names[c], names[r]) for c, r in graph.yields),
+                         arguments=tuple((a, names.get(t, t)) for a, t in graph.arguments),
+                         epilogue=rep(graph.epilogue, ops=tuple(rep(op, operands=tuple(
+                             rep(o, name=names.get(o.name, o.name)) for o in op.operands))
+                             for op in graph.epilogue.ops))))
 
 
 def _pairs(root):
@@ -624,6 +631,12 @@ def test_both_forms_of_a_kernel_import_to_the_same_graph(root, stem):
                      "(the ops after the loop are not imported): only the form before it is one masked loop")
     after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir")
     before, before_notes = load_ttgir(root / "prepipe" / f"{stem}.ttgir")
+    if not after.epilogue and before.epilogue:
+        # after the pipeliner, what a warp-specialized kernel stores comes out of its partitions, which
+        # the epilogue's import does not follow: it says so, and the loops must still agree
+        assert any("the graph has no epilogue" in n.message for n in after_notes)
+        before = replace(before, epilogue=after.epilogue, arguments=after.arguments, inputs=after.inputs,
+                         carries=tuple(replace(c, attrs=a.attrs) for c, a in zip(before.carries, after.carries)))
     if stem in RENAMED:
         assert canonical(after) == canonical(before)
     else:

@@ -10,11 +10,13 @@ for that carry, and ``NAME@D`` is a dependence of distance D on body result NAME
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from .errors import Span
 
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")  # a name of the .tir format
 DTYPE_BITS = {
     "f64": 64, "f32": 32, "tf32": 32, "f16": 16, "bf16": 16, "f8e4m3": 8, "f8e5m2": 8, "f4": 4,
     "i64": 64, "i32": 32, "i16": 16, "i8": 8, "i1": 1,
@@ -66,7 +68,7 @@ class Value:
 
     name: str
     type: TensorType
-    kind: str  # "input" | "carry"
+    kind: str  # "input" | "carry" | "scalar" (an epilogue's number given at launch)
     init: str | None = None
     span: Span | None = field(default=None, compare=False)
     attrs: tuple[tuple[str, object], ...] = ()  # carries: {output = DTYPE}
@@ -115,6 +117,32 @@ class Edge:
 
 
 @dataclass(frozen=True)
+class Epilogue:
+    """What each output tile does once after the loop (the `.tir` `epilogue { ... }` block):
+    `ops` over the carries' last values, the inputs, the `scalars` (numbers given at launch) and
+    the block's own results, and `outputs`, (name, value): the value written as output tensor
+    out_NAME. A NAME that is a carry replaces what its output is written from (the carry's last
+    value, divided by its running sum for an online-softmax accumulator); any other NAME is one
+    more output. Nothing here is scheduled: the solver sees only the loop."""
+
+    scalars: tuple[Value, ...] = ()  # kind "scalar": a number the kernel takes at launch
+    ops: tuple[Op, ...] = ()
+    outputs: tuple[tuple[str, str], ...] = ()  # (output name, value)
+    span: Span | None = field(default=None, compare=False)
+
+    def __bool__(self) -> bool:
+        return bool(self.scalars or self.ops or self.outputs)
+
+    @cached_property
+    def by_name(self) -> dict[str, Op]:
+        return {op.name: op for op in self.ops}
+
+    def output_of(self, carry: str) -> str | None:
+        """The epilogue value written as carry's output, or None (written from the carry)."""
+        return dict(self.outputs).get(carry)
+
+
+@dataclass(frozen=True)
 class Graph:
     kernel: str
     inputs: tuple[Value, ...]
@@ -122,6 +150,8 @@ class Graph:
     ops: tuple[Op, ...]
     yields: tuple[tuple[str, str], ...]  # (carry, body result)
     file: str = field(default="<graph>", compare=False)
+    epilogue: Epilogue = Epilogue()  # after the loop, once per tile (empty: the carries are written)
+    arguments: tuple[tuple[str, str | None], ...] = ()  # an imported kernel's arguments: (name, what it feeds)
 
     @cached_property
     def by_name(self) -> dict[str, Op]:

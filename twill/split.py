@@ -53,8 +53,10 @@ def split_rows(graph: Graph, parts: int) -> Graph:
                                type=_fewer_rows(op.type, m // parts)))
     yields = [(part[c][i] if c in rows else c, part[r][i] if r in rows else r)
               for c, r in graph.yields for i in range(parts if c in rows else 1)]
+    epilogue, arguments = _split_epilogue(graph, rows, part, m, parts, names)
     split = Graph(graph.kernel, tuple(v for x in graph.inputs for v in value(x)),
-                  tuple(v for x in graph.carries for v in value(x)), tuple(ops), tuple(yields), file=graph.file)
+                  tuple(v for x in graph.carries for v in value(x)), tuple(ops), tuple(yields), file=graph.file,
+                  epilogue=epilogue, arguments=arguments)
     from .tir import parse_tir, print_tir
     return parse_tir(print_tir(split), graph.file)  # checked as any graph, result-less ops named afresh
 
@@ -91,6 +93,37 @@ def _row_values(graph: Graph) -> tuple[set[str], int]:
             raise InputError(Diagnostic(f"{graph.file}: op '{op.name}' reads the row-split '{op.operands[1].name}' "
                                         "as its second operand; the rows cannot be split", op.span))
     return rows, m
+
+
+def _split_epilogue(graph: Graph, rows: set[str], part: dict, m: int, parts: int, names: set[str]):
+    """The epilogue of the split graph: an op reading a split value (or a split op's result) is one
+    op per part when its result has the M rows, and so is an output written from one; the argument
+    that fed a split value feeds its parts, which the binding takes as one tensor (`STEM`)."""
+    e = graph.epilogue
+    split = set(rows)
+    ops = []
+    names |= {op.name for op in e.ops} | {n for n, _ in e.outputs}
+    for op in e.ops:
+        if not any(o.name in split for o in op.operands) or op.type is None or op.type.shape[:1] != (m,):
+            if any(o.name in split for o in op.operands):
+                raise InputError(Diagnostic(f"epilogue op '{op.name}' combines the rows of split values: they "
+                                            "cannot be split", op.span))
+            ops.append(op)
+            continue
+        split.add(op.name)
+        part[op.name] = [_part_name(op.name, i, names) for i in range(parts)]
+        for i in range(parts):
+            operands = tuple(replace(o, name=part[o.name][i]) if o.name in split else o for o in op.operands)
+            ops.append(replace(op, name=part[op.name][i], operands=operands, type=_fewer_rows(op.type, m // parts)))
+    outputs = []
+    for name, value in e.outputs:
+        if value not in split:
+            outputs.append((name, value))
+            continue
+        if name not in part:
+            part[name] = [_part_name(name, i, names) for i in range(parts)]
+        outputs += [(part[name][i], part[value][i]) for i in range(parts)]
+    return replace(e, ops=tuple(ops), outputs=tuple(outputs)), graph.arguments
 
 
 def _fewer_rows(t, rows: int):

@@ -2,8 +2,9 @@
 
 One statement per line; ``#`` starts a comment, blank lines and spacing within a line are free::
 
-    file     := "kernel" NAME  decl*  "loop" "{"  op*  [yield]  "}"
+    file     := "kernel" NAME  decl*  "loop" "{"  op*  [yield]  "}"  [epilogue]   (twill.tir_epilogue)
     decl     := "input" NAME ":" type  |  "carry" NAME ":" type "=" init [attrs]   ({output = DTYPE})
+              | "argument" NAME ["=" NAME]                    (an imported kernel's; twill.tir_arguments)
     op       := NAME "=" OPCODE [operands] ":" type [attrs]       (an op with a result)
               | OPCODE [operands] [":" type] [attrs]              (a store, a barrier)
     yield    := "yield" [NAME "=" NAME ("," NAME "=" NAME)*]     (carry = body result)
@@ -25,128 +26,17 @@ machine description): `Op.span` points at the opcode for the module that does.
 """
 from __future__ import annotations
 
-import math
-import re
 from collections import Counter, deque
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
 
 from . import vocab
-from .errors import Diagnostic, ErrorCollector, InputError, Span, did_you_mean
-from .ir import CARRY_ATTRIBUTES, DTYPE_BITS, OP_ATTRIBUTES, OUTPUT_DTYPES, SPACES, Graph, Op, Operand, TensorType, Value
-
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
-_TOKEN = re.compile(r"""
-    (?P<space>\s+) | (?P<comment>\#.*)
-  | (?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![A-Za-z0-9_.])|[-+]inf\b)
-  | (?P<badnumber>[-+]?[\d.][A-Za-z0-9_.]*)
-  | (?P<name>[A-Za-z_][A-Za-z0-9_.]*) | (?P<string>"(?:[^"\\]|\\.)*")
-  | (?P<punct>[=:,\[\]{}@]) | (?P<bad>.)
-""", re.VERBOSE)
-_INT = re.compile(r"[-+]?\d+")
-_KEYWORDS = ("kernel", "input", "carry", "loop", "yield", "}")
-_A = {"input": "an input", "carry": "a carry", "result": "a body result"}
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-_ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
-    "cycles": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
-    "occupancy": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
-    "depth": (lambda v: type(v) is int and v >= 1, "an integer >= 1"),
-    "issue": (lambda v: v in ("warp", "warp_group"), "'warp' or 'warp_group'"),
-    "async": (lambda v: isinstance(v, bool), "true or false"),
-    "variable_latency": (lambda v: isinstance(v, bool), "true or false"),
-    "unit": (lambda v: isinstance(v, str) and NAME.fullmatch(v) is not None, "a unit name"),
-    "output": (lambda v: v in OUTPUT_DTYPES, "one of " + ", ".join(OUTPUT_DTYPES)),
-    "transpose_a": (lambda v: isinstance(v, bool), "true or false"),
-    "transpose_b": (lambda v: isinstance(v, bool), "true or false"),
-    "axis": (lambda v: type(v) is int, "an integer (an axis; negative counts from the last)"),
-    "bits": (lambda v: type(v) is int and 1 <= v <= 8, "an integer from 1 to 8"),
-    "shift": (lambda v: type(v) is int and v >= 0, "an integer >= 0"),
-    "scalar": (_is_number, "a number"),
-}
-
-
-class _Token(NamedTuple):
-    kind: str  # number, name, string, punct or bad
-    text: str
-    col: int  # 1-based
-
-
-class _Line:
-    """A cursor over the tokens of one source line; `fail` abandons the line with an InputError."""
-
-    def __init__(self, file: str, number: int, text: str):
-        self.file, self.number, self.text, self.pos = file, number, text, 0
-        self.tokens = [_Token(m.lastgroup, m.group(), m.start() + 1) for m in _TOKEN.finditer(text)
-                       if m.lastgroup not in ("space", "comment")]
-
-    def span(self, tok: _Token | None = None, length: int | None = None) -> Span:
-        if tok is None:  # just after the last token
-            last = self.tokens[-1]
-            return Span(self.file, self.number, last.col + len(last.text), self.text, 1)
-        return Span(self.file, self.number, tok.col, self.text, length or len(tok.text))
-
-    def peek(self, ahead: int = 0) -> _Token | None:
-        return self.tokens[self.pos + ahead] if self.pos + ahead < len(self.tokens) else None
-
-    def at(self, text: str, ahead: int = 0) -> bool:
-        tok = self.peek(ahead)
-        return tok is not None and tok.kind != "string" and tok.text == text
-
-    def take(self, text: str) -> bool:
-        found = self.at(text)
-        self.pos += found
-        return found
-
-    def expect(self, text: str, what: str | None = None) -> None:
-        if not self.take(text):
-            self.fail(what or f"'{text}'")
-
-    def next(self, what: str, kinds: tuple[str, ...] = ("name",)) -> _Token:
-        tok = self.peek()
-        if tok is None or tok.kind not in kinds:
-            self.fail(what)
-        self.pos += 1
-        return tok
-
-    def end(self) -> None:
-        if self.peek() is not None:
-            self.fail("the end of the line")
-
-    def fail(self, what: str):
-        tok = self.peek()
-        if tok is not None and tok.kind == "bad":
-            message = "unterminated string" if tok.text == '"' else f"unexpected character '{tok.text}'"
-        elif tok is not None and tok.kind == "badnumber":
-            message = f"'{tok.text}' is not a number: write it in decimal (no 0x, suffixes or separators)"
-        else:
-            message = f"expected {what}, found " + ("the end of the line" if tok is None else f"'{tok.text}'")
-        raise InputError(Diagnostic(message, self.span(tok)))
-
-
-def _number(text: str) -> int | float:
-    return int(text) if _INT.fullmatch(text) else float(text)
-
-
-def _normalise_init(text: str) -> str:
-    """'zero' -> '0', '+inf' -> 'inf', '007' -> '7', '1.50' -> '1.5'."""
-    if text in ("inf", "+inf", "-inf", "zero"):
-        return {"zero": "0", "+inf": "inf"}.get(text, text)
-    return repr(_number(text))
-
-
-def _attribute_value(tok: _Token) -> object:
-    if tok.kind == "number":
-        return _number(tok.text)
-    if tok.kind == "string":
-        return re.sub(r"\\(.)", r"\1", tok.text[1:-1])
-    return {"true": True, "false": False}.get(tok.text, tok.text)
-
+from .errors import ErrorCollector, InputError, Span, did_you_mean
+from .ir import CARRY_ATTRIBUTES, DTYPE_BITS, OP_ATTRIBUTES, SPACES, Graph, Op, Operand, TensorType, Value
+from .tir_arguments import ArgumentLines, print_arguments
+from .tir_epilogue import EpilogueParser, print_epilogue
+from .tir_text import (ATTR_RULES, INT, KEYWORDS, KINDS, Line, Token, attribute_value, normalise_init,
+                       print_ops, print_value)
 
 class _Parser:
     """Reads a file statement by statement, then checks names, cycles and yields over all of it."""
@@ -162,12 +52,14 @@ class _Parser:
         self.loop_span: Span | None = None
         self.yield_line: int | None = None
         self.yield_broken = False  # the yield line did not parse: do not report carries without one
+        self.epilogue = EpilogueParser(self)
+        self.arguments = ArgumentLines(self)
 
     def parse(self, text: str) -> Graph:
         lines = [line.removesuffix("\r") for line in text.split("\n")]  # line numbers as editors count
         lines = lines[:-1] if lines[-1] == "" else lines
         for number, source in enumerate(lines, 1):
-            line = _Line(self.file, number, source)
+            line = Line(self.file, number, source)
             try:
                 if line.tokens:
                     self.statement(line)
@@ -180,23 +72,34 @@ class _Parser:
         self.check_vocabulary()
         if self.state != "header":
             self.check_yields()
+        self.epilogue.check()
+        self.arguments.check()
         self.errors.raise_if_any()
         return Graph(self.kernel, tuple(v for v in self.values if v.kind == "input"),
                      tuple(v for v in self.values if v.kind == "carry"), tuple(self.ops),
-                     tuple((c.name, r.name) for c, r in self.yields), file=self.file)
+                     tuple((c.name, r.name) for c, r in self.yields), file=self.file, epilogue=self.epilogue.build(),
+                     arguments=self.arguments.build())
 
-    def statement(self, line: _Line) -> None:
+    def statement(self, line: Line) -> None:
         first = line.peek()
         self.statements += 1
         if self.statements == 1 and first.text != "kernel":
             self.errors.error("missing 'kernel NAME' line: it must come first", line.span(first))
         if self.state == "body":
             self.body_statement(line, first)
+        elif self.state == "epilogue":
+            self.state = "epilogue" if self.epilogue.statement(line) else "after"
+        elif self.state == "after" and first.text == "epilogue" and not self.epilogue.begun:
+            self.epilogue.begin(line)
+            self.state = "epilogue"
         elif self.state == "after":
-            self.errors.error("text after the loop", line.span(first), "'}' must end the file")
+            self.errors.error("text after the loop", line.span(first),
+                              "only an 'epilogue { ... }' block may follow the loop's '}'")
             self.state = "ignoring"  # the rest of the file, now that it is reported
         elif self.state == "header" and first.text in ("input", "carry"):
             self.declaration(line)
+        elif self.state == "header" and first.text == "argument":
+            self.arguments.line(line)
         elif self.state == "header" and first.text == "kernel":
             if self.statements != 1:
                 self.errors.error("'kernel NAME' must be the first line, and only once", line.span(first))
@@ -212,11 +115,11 @@ class _Parser:
             self.errors.error(f"'{first.text}' is not allowed before 'loop {{'", line.span(first),
                               "operations and 'yield' go inside 'loop { ... }'")
 
-    def body_statement(self, line: _Line, first: _Token) -> None:
+    def body_statement(self, line: Line, first: Token) -> None:
         if self.yield_line is not None and not line.at("}"):
             self.errors.error("'yield' must be the last statement of the loop", line.span(first),
                               f"the loop's 'yield' is on line {self.yield_line}")
-        if line.at("=", 1) or first.text not in _KEYWORDS:
+        if line.at("=", 1) or first.text not in KEYWORDS:
             self.op_line(line)
         elif first.text == "yield":
             self.yield_statement(line)
@@ -227,7 +130,7 @@ class _Parser:
         else:
             self.errors.error(f"'{first.text}' is not allowed inside the loop", line.span(first))
 
-    def declaration(self, line: _Line) -> None:
+    def declaration(self, line: Line) -> None:
         kind = line.next("'input' or 'carry'").text
         name = line.next(f"the {kind}'s name")
         line.expect(":", "':' and a type")
@@ -238,13 +141,13 @@ class _Parser:
             if tok is None or not (tok.kind == "number" or tok.text in ("inf", "zero")):
                 line.fail("an initial value (a number, inf, -inf or zero)")
             line.pos += 1
-            init = _normalise_init(tok.text)
+            init = normalise_init(tok.text)
         attrs = self.attributes(line, CARRY_ATTRIBUTES, "carry attribute") if kind == "carry" and line.at("{") else ()
         line.end()
         if self.define(name.text, kind, line.span(name)):
             self.values.append(Value(name.text, type_, kind, init, line.span(name), attrs))
 
-    def yield_statement(self, line: _Line) -> None:
+    def yield_statement(self, line: Line) -> None:
         line.expect("yield")
         first, self.yield_line = self.yield_line is None, self.yield_line or line.number
         items = []
@@ -256,16 +159,20 @@ class _Parser:
             items.append((carry, self.operand(line, "a result name", allow_distance=False)))
         self.yields = items if first else self.yields
 
-    def op_line(self, line: _Line) -> None:
+    def op_line(self, line: Line) -> None:
+        self.ops.append(self.parse_op(line))
+
+    def parse_op(self, line: Line, kind: str = "result", distances: bool = True) -> Op:
+        """One op line; its result is defined as a name of `kind`."""
         result = None
         if line.at("=", 1):
             result = line.next("a result name")
             line.expect("=")
         opcode, operands, type_ = line.next("an opcode"), [], None
         if line.peek() is not None and line.peek().kind == "name":
-            operands.append(self.operand(line, "an operand"))
+            operands.append(self.operand(line, "an operand", distances))
             while line.take(","):
-                operands.append(self.operand(line, "an operand"))
+                operands.append(self.operand(line, "an operand", distances))
         if line.take(":"):
             type_ = self.tensor_type(line)
         elif result is not None:
@@ -273,23 +180,23 @@ class _Parser:
         attrs = self.attributes(line) if line.at("{") else ()
         line.end()
         if result is not None:
-            self.define(result.text, "result", line.span(result))
-        self.ops.append(Op(result.text if result else "", opcode.text, tuple(operands), type_, attrs,
-                           result is not None, line.span(opcode)))
+            self.define(result.text, kind, line.span(result))
+        return Op(result.text if result else "", opcode.text, tuple(operands), type_, attrs, result is not None,
+                  line.span(opcode))
 
-    def operand(self, line: _Line, what: str, allow_distance: bool = True) -> Operand:
+    def operand(self, line: Line, what: str, allow_distance: bool = True) -> Operand:
         name = line.next(what)
         if not allow_distance or not line.take("@"):
             return Operand(name.text, None, line.span(name))
         tok = line.next("an iteration distance after '@'", ("number",))
         span = line.span(name, tok.col + len(tok.text) - name.col)
-        if _INT.fullmatch(tok.text) and int(tok.text) >= 1:
+        if INT.fullmatch(tok.text) and int(tok.text) >= 1:
             return Operand(name.text, int(tok.text), span)
         self.errors.error(f"iteration distance must be an integer >= 1, found '{tok.text}'",
                           line.span(tok), f"write '{name.text}' for this iteration's value")
         return Operand(name.text, 1, span)
 
-    def tensor_type(self, line: _Line) -> TensorType:
+    def tensor_type(self, line: Line) -> TensorType:
         dtype = line.next("a dtype such as f16")
         self.known(line, dtype, DTYPE_BITS, "dtype")
         line.expect("[", "'[' and the dimensions")
@@ -302,7 +209,7 @@ class _Parser:
         return TensorType(dtype.text if dtype.text in DTYPE_BITS else "f32", tuple(dims),
                           space.text if space_ok else "reg")
 
-    def known(self, line: _Line, tok: _Token, choices, what: str) -> bool:
+    def known(self, line: Line, tok: Token, choices, what: str) -> bool:
         """Is `tok` one of `choices`? If not, say so and list them."""
         if tok.text not in choices:
             listing = f"{what}s: {', '.join(choices)}"
@@ -311,14 +218,14 @@ class _Parser:
                               f"{did} ({listing})" if did else listing)
         return tok.text in choices
 
-    def dimension(self, line: _Line) -> int:
+    def dimension(self, line: Line) -> int:
         tok = line.next("a dimension", ("number",))
-        if _INT.fullmatch(tok.text) and int(tok.text) > 0:
+        if INT.fullmatch(tok.text) and int(tok.text) > 0:
             return int(tok.text)
         self.errors.error(f"a dimension must be a positive integer, found '{tok.text}'", line.span(tok))
         return 1
 
-    def attributes(self, line: _Line, allowed=OP_ATTRIBUTES, what="attribute") -> tuple[tuple[str, object], ...]:
+    def attributes(self, line: Line, allowed=OP_ATTRIBUTES, what="attribute") -> tuple[tuple[str, object], ...]:
         line.expect("{")
         attrs: dict[str, object] = {}
         seen: list[str] = []
@@ -328,7 +235,7 @@ class _Parser:
             key = line.next("an attribute name")
             line.expect("=", f"'=' and a value for '{key.text}'")
             tok = line.next("a number, true, false, a name or a string", ("number", "name", "string"))
-            value, rule = _attribute_value(tok), _ATTR_RULES.get(key.text)
+            value, rule = attribute_value(tok), ATTR_RULES.get(key.text)
             if key.text in seen:
                 self.errors.error(f"attribute '{key.text}' is given twice", line.span(key))
             elif not self.known(line, key, allowed, what):
@@ -351,14 +258,16 @@ class _Parser:
             self.position[name] = len(self.ops)
         return True
 
-    def define_stub(self, line: _Line) -> None:
+    def define_stub(self, line: Line) -> None:
         """A line that failed to parse still defines its name (or makes its yields), so that no
         errors follow from it."""
         toks = line.tokens
         self.yield_broken |= toks[0].text == "yield" and self.state == "body"
         if len(toks) >= 2 and toks[1].kind == "name" and toks[0].text in ("input", "carry"):
             self.defined.setdefault(toks[1].text, ("stub", line.span(toks[1])))
-        elif len(toks) >= 2 and toks[0].kind == "name" and toks[1].text == "=" and self.state == "body":
+        elif len(toks) >= 2 and toks[0].text == "scalar" and self.state == "epilogue":
+            self.defined.setdefault(toks[1].text, ("stub", line.span(toks[1])))
+        elif len(toks) >= 2 and toks[0].kind == "name" and toks[1].text == "=" and self.state in ("body", "epilogue"):
             self.defined.setdefault(toks[0].text, ("stub", line.span(toks[0])))
 
     def lookup(self, ref: Operand, allowed=("input", "carry", "result"), why="", hint=None) -> str | None:
@@ -367,7 +276,7 @@ class _Parser:
         if kind is None:
             self.errors.error(f"undefined name '{ref.name}'", ref.span, did_you_mean(ref.name, self.defined))
         elif kind not in allowed + ("stub",):
-            self.errors.error(f"{why}, but '{ref.name}' is {_A[kind]}", ref.span, hint)
+            self.errors.error(f"{why}, but '{ref.name}' is {KINDS[kind]}", ref.span, hint)
         return kind if kind in allowed else None
 
     def name_resultless_ops(self) -> None:
@@ -390,6 +299,8 @@ class _Parser:
             self.errors.error("missing 'loop { ... }'", at_end, "the loop follows the input and carry lines")
         elif self.state == "body":
             self.errors.error("the loop is not closed: missing '}'", self.loop_span)
+        elif self.state == "epilogue":
+            self.errors.error("the epilogue is not closed: missing '}'", self.epilogue.span)
         elif not self.ops and not self.errors.diagnostics:  # (an op line that did not parse is reported)
             self.errors.error("the loop has no operations: there is nothing to schedule", self.loop_span,
                               "write one op per line inside 'loop { ... }' (docs/formats.md)")
@@ -403,7 +314,7 @@ class _Parser:
             for ref in op.operands:
                 if ref.distance is not None:
                     self.lookup(ref, ("result",), f"'{ref}' needs a body result", f"write '{ref.name}'")
-                elif self.lookup(ref) == "result":
+                elif self.lookup(ref, why="the loop reads inputs, carries and its own results") == "result":
                     consumers.setdefault(self.position[ref.name], []).append(j)
                     if self.position[ref.name] >= j:
                         forward.append((j, ref, self.position[ref.name]))
@@ -506,36 +417,12 @@ def print_tir(graph: Graph) -> str:
     """Canonical, column-aligned `.tir` text: `parse_tir(print_tir(g)) == g` for every parsed graph."""
     name_w = max((len(v.name) for v in graph.inputs + graph.carries), default=0)
     type_w = max((len(str(v.type)) for v in graph.carries), default=0)
-    lines = [f"kernel {graph.kernel}"]
+    lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments)]
     lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs]
     lines += [f"carry {v.name.ljust(name_w)} : {str(v.type).ljust(type_w)} = {v.init or '0'}"
-              + (" {" + ", ".join(f"{k} = {_print_value(x)}" for k, x in v.attrs) + "}" if v.attrs else "")
+              + (" {" + ", ".join(f"{k} = {print_value(x)}" for k, x in v.attrs) + "}" if v.attrs else "")
               for v in graph.carries]
-    lines += ["loop {", *_print_ops(graph.ops)]
+    lines += ["loop {", *print_ops(graph.ops)]
     if graph.yields:
         lines.append("  yield " + ", ".join(f"{carry} = {result}" for carry, result in graph.yields))
-    return "\n".join(lines + ["}"]) + "\n"
-
-
-def _print_ops(ops: tuple[Op, ...]) -> list[str]:
-    name_w = max((len(op.name) for op in ops if op.has_result), default=0)
-    heads = [(f"{op.name.ljust(name_w)} = " if op.has_result else "") + op.opcode
-             + (" " + ", ".join(map(str, op.operands)) if op.operands else "") for op in ops]
-    head_w = max((len(h) for h, op in zip(heads, ops) if op.type is not None), default=0)
-    lines = []
-    for head, op in zip(heads, ops):
-        line = head if op.type is None else f"{head.ljust(head_w)} : {op.type}"
-        if op.attrs:
-            line += " {" + ", ".join(f"{k} = {_print_value(v)}" for k, v in op.attrs) + "}"
-        lines.append("  " + line)
-    return lines
-
-
-def _print_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if NAME.fullmatch(value) and value not in ("true", "false"):
-        return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return "\n".join(lines + ["}", *print_epilogue(graph.epilogue)]) + "\n"

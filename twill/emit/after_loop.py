@@ -3,7 +3,7 @@ global memory (normalized where the graph divides them at the end), and values h
 role after the loop are passed on."""
 from __future__ import annotations
 
-from . import descale
+from . import descale, epilogue
 from .lines import Lines
 from .model import ident, local
 from .ops import fragment_type
@@ -68,7 +68,14 @@ class AfterLoop:
                     f"{vt.shape[1] if len(vt.shape) > 1 else 0});")
             else:
                 self._last(out, value, fin)
+        ep = epilogue.Finalizer(self, finals)  # the epilogue's values, before any output is written
+        written = {t.name: ep.compute(out, t) for t in outputs}
         for t in outputs:
+            if written[t.name] is not None:
+                vt = m.values[t.value].type
+                out(f"store_{t.name}(sm, tm, args, tile, {written[t.name]}, n - 1, {self.row0(vt.shape[0])}, n);  "
+                    "// the epilogue's output")
+                continue
             carry = m.carry_of(t.value)
             fin = finals[t.value]
             if carry in norms:

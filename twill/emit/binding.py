@@ -26,9 +26,10 @@ from __future__ import annotations
 import keyword
 import pprint
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from . import epilogue
 from .batch_groups import field_of as group_field_of, shareable
 from .descale import has_scale
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
@@ -64,6 +65,7 @@ class Argument:
     zero: bool  # CTAs add into it: zeroed before the launch
     parts: tuple[Part, ...]
     shared: bool = False  # may hold one batch entry per group of the others' (batch_groups: GQA)
+    source: str = ""  # the graph's name for it (an input, a load, a carry or epilogue output, a store op)
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
@@ -82,8 +84,8 @@ def py_name(name: str, taken: set[str]) -> str:
 
 def _user_name(model, t) -> str:
     """The graph's name for a global tensor: the carry of an output, the value of the rest."""
-    if t.kind == "output":
-        return next(c for c, _ in model.graph.yields if ident(f"out_{c}") == t.name)
+    if t.kind == "output":  # a carry's, or an epilogue's new output
+        return epilogue.output_name(t.name, model.graph)
     return t.value
 
 
@@ -152,13 +154,62 @@ def arguments(renderer) -> tuple[Argument, ...]:
             label, rows = DIM_LABELS[d], t.tile[d]
             parts = tuple(Part(x.name, x.value, label, rows * len(members), rows * i) for i, x in enumerate(members))
         sizes = [rows * len(members) if dim == d else t.tile[dim] for dim in range(2)]
-        dims = tuple((t.axes[dim], sizes[dim]) for dim in range(2 - t.rank, 2))
+        first = 2 - t.rank
+        if t.kind == "input" and t.rank == 2 and t.tile[0] == 1 and t.axes[0] == "fixed" and t.value not in m.uses:
+            first = 1  # a row the epilogue alone reads (a bias): [N], as its users hold it
+        dims = tuple((t.axes[dim], sizes[dim]) for dim in range(first, 2))
         output = t.kind in ("output", "store")
+        source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
-                       t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)))
+                       t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source)
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
-    return tuple(inputs + outputs)
+    return _as_imported(m.graph, tuple(inputs + outputs))
+
+
+def _as_imported(graph, args: tuple[Argument, ...]) -> tuple[Argument, ...]:
+    """An imported kernel's tensors named after the arguments that feed them (`argument` lines)."""
+    fed = {target: name for name, target in graph.arguments if target is not None}
+    if not fed:
+        return args
+    taken: set[str] = set()
+    renamed = [replace(a, name=py_name(fed[a.source], taken)) if a.source in fed else a for a in args]
+    names = [a.name for a in renamed]
+    out = []
+    for i, a in enumerate(renamed):  # an unmapped tensor keeps its graph name, made unique
+        rest = set(names[:i]) | set(names[i + 1:])
+        out.append(a if a.source in fed else replace(a, name=py_name(a.name, rest | {x.name for x in out})))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter of the generated function: a tensor (`arg`), a scalar (`scalar`: the epilogue
+    scalar it sets), or an argument of the imported kernel that maps to nothing (taken, not read)."""
+
+    name: str
+    arg: Argument | None = None
+    scalar: str | None = None
+
+
+def parameters(renderer) -> tuple[Parameter, ...]:
+    """The function's positional parameters: an imported kernel's arguments in its order (those
+    that feed nothing too), else the graph's inputs, then its scalars; then its outputs."""
+    g = renderer.m.graph
+    args = arguments(renderer)
+    scalars = [v.name for v in epilogue.launch_scalars(g)]
+    if not g.arguments:
+        return (tuple(Parameter(a.name, a) for a in args if not a.output)
+                + tuple(Parameter(py_name(s, {a.name for a in args}), scalar=s) for s in scalars)
+                + tuple(Parameter(a.name, a) for a in args if a.output))
+    by_source = {a.source: a for a in args}
+    out, taken = [], {a.name for a in args}
+    for n, t in g.arguments:
+        a = by_source.get(t)
+        out.append(Parameter(a.name if a is not None else py_name(n, taken), a, t if t in scalars else None))
+        taken.add(out[-1].name)
+    listed = {p.arg.source for p in out if p.arg is not None}
+    return tuple(out) + tuple(Parameter(a.name, a) for a in args if a.source not in listed)
 
 
 def spec(renderer, kernel_file: str, entry: str) -> dict:
@@ -168,7 +219,15 @@ def spec(renderer, kernel_file: str, entry: str) -> dict:
             "stages": m.stages, "loop_step": m.ragged.step,
             "ragged": bool(m.ragged.step) and not renderer.ragged_refusal,
             "ragged_why": renderer.ragged_refusal, "axes": sorted(renderer.grid_axes()),
-            "args": [a.spec() for a in arguments(renderer)]}
+            "args": [a.spec() for a in arguments(renderer)], **_scalar_spec(renderer)}
+
+
+def _scalar_spec(renderer) -> dict:
+    """The epilogue's scalars, in the entry point's order: {"scalars": [{name, type}]} (none: {})."""
+    params = {p.scalar: p.name for p in parameters(renderer) if p.scalar is not None}
+    scalars = [{"name": params[v.name], "type": "float" if v.type.dtype == "f32" else "int"}
+               for v in epilogue.launch_scalars(renderer.m.graph)]
+    return {"scalars": scalars} if scalars else {}
 
 
 # ---- the C entry point ---------------------------------------------------------------------------
@@ -199,6 +258,12 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         ("  if (raster_group >= 0) p.raster_group = raster_group;" if rastered(renderer.m)
          else "  (void)raster_group;  // the kernel keeps blockIdx order"),
     ]
+    scalars = epilogue.launch_scalars(renderer.m.graph)
+    if scalars:  # the epilogue's scalars follow the stream: kernels without any keep the signature above
+        k = next(i for i, line in enumerate(lines) if line.endswith("void* stream) {"))
+        lines[k] = lines[k].replace("void* stream) {", "void* stream,\n                            const double* scalars) {")
+        lines += [f"  p.{ident(v.name)} = static_cast<{'float' if v.type.dtype == 'f32' else 'int'}>(scalars[{i}]);  "
+                  f"// scalar {v.name}" for i, v in enumerate(scalars)]
     for i, a in enumerate(arguments(renderer)):
         what = ", ".join(x.value for x in a.parts)
         lines.append(f"  // tensors[{i}]: {a.name} ({'output' if a.output else 'input'}; the graph's {what})")
@@ -263,7 +328,7 @@ def _keywords(m, ins: list[Argument]) -> list[tuple[str, str, str]]:
     return [k for k in _KEYWORD_DOC if has.get(k[0], True)]
 
 
-def _function_doc(m, args, data, keywords, returns) -> list[str]:
+def _function_doc(m, args, data, keywords, returns, params=(), unread=()) -> list[str]:
     step = data["loop_step"]
     loop = (f"L any number of elements (a partial last tile of {step})" if data["ragged"]
             else f"L a multiple of {step} ({data['ragged_why']})" if step else "")
@@ -273,6 +338,10 @@ def _function_doc(m, args, data, keywords, returns) -> list[str]:
         "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
         "",
         *[f"    {_arg_doc(a)}" for a in args],
+        *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the epilogue's scalar "
+          f"{p.scalar})" for p in params if p.scalar is not None],
+        *([f"    {', '.join(unread)}: arguments of the Triton kernel that the graph does not read (sizes and "
+           "strides come from the tensors' shapes)"] if unread else []),
         "",
         *[f"    {s}: {_SYMBOL_DOC[s]}" + (f"; {loop}" if s == "L" and loop else "") for s in used],
         "",
@@ -282,6 +351,10 @@ def _function_doc(m, args, data, keywords, returns) -> list[str]:
         "    kernel cannot take, RuntimeError where nvcc or the launch fails.",
         '    """',
     ]
+
+
+def _scalar_type(m, name: str) -> str:
+    return next(v.type.dtype for v in m.graph.epilogue.scalars if v.name == name)
 
 
 def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
@@ -296,15 +369,24 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     outs = [a for a in args if a.output]
     keywords = _keywords(m, ins)
     returns = outs[0].name if len(outs) == 1 else f"a named tuple ({', '.join(a.name for a in outs)})"
-    signature = ", ".join([a.name for a in ins] + ["*"] + [f"{a.name}=None" for a in outs]
-                          + [f"{k}={default}" for k, default, _ in keywords])
+    params = parameters(renderer)
+    imported = bool(m.graph.arguments)
+    listed = [p for p in params if imported and p in params[:len(m.graph.arguments)]]
+    positional = listed or [p for p in params if p.scalar is not None or (p.arg is not None and not p.arg.output)]
+    rest = [p for p in params if p not in positional]
+    signature = ", ".join([p.name + ("=None" if imported else "") for p in positional] + ["*"]
+                          + [f"{p.name}=None" for p in rest] + [f"{k}={default}" for k, default, _ in keywords])
     tensors = ", ".join(f"{a.name!r}: {a.name}" for a in args)
     passed = ", ".join(f"{k}={k}" for k, _, _ in keywords)
+    order = {p.scalar: p.name for p in params if p.scalar is not None}
+    if order:
+        passed += ", scalars=[" + ", ".join(order[v.name] for v in epilogue.launch_scalars(m.graph)) + "]"
+    unread = [p.name for p in positional if p.arg is None and p.scalar is None]
     lines = [
         f'"""PyTorch binding of kernel {m.schedule.kernel} ({kernel_file}, {m.arch}), written by `twill emit-cuda',
         '--binding torch`. Do not edit: emit it again.',
         "",
-        f"    {fn}({', '.join(a.name for a in ins)}) -> {returns}",
+        f"    {fn}({', '.join(p.name for p in positional)}) -> {returns}",
         "",
         f"The first call builds {entry} (which includes {kernel_file}) with nvcc into $TWILL_CACHE_DIR/bindings",
         "(default ~/.cache/twill/bindings), once per content; torch is imported at call time only.",
@@ -317,7 +399,9 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
         "",
         "",
         f"def {fn}({signature}):",
-        *_function_doc(m, args, data, keywords, returns),
+        *_function_doc(m, args, data, keywords, returns, params, unread),
+        *([f"    _ = ({', '.join(unread)},)  # arguments of the imported kernel that feed nothing here: not read"]
+          if unread else []),
         f"    return call(SPEC, HERE, {{{tensors}}}, {passed})",
         "",
         "",

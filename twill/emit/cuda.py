@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import batch_groups, descale, runtime
+from . import batch_groups, descale, epilogue, runtime
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -229,7 +229,7 @@ class Renderer(Stores, Kernel):
             "int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)",
             *(["int raster_group;  // tile rows numbered together (twill::tile_of)"] if rastered(self.m) else []),
             "int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)",
-            "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)")
+            "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)", *epilogue.arg_fields(self.m))
         for t in self.pointer_tensors():
             const = "const " if t.kind == "input" else ""
             out(f"{const}{ctype(t.dtype)}* {t.name};  // {t.kind} {t.value}: {self.shape_doc(t)}")
@@ -373,7 +373,8 @@ class Renderer(Stores, Kernel):
                    for v in self.p.copies for use in m.uses.get(v, ()))
 
     def tmem_outputs(self) -> list:
-        return [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]
+        found = [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]
+        return [t for i, t in enumerate(found) if all(u.value != t.value for u in found[:i])]  # one per value
 
     def scratch_mmas(self) -> tuple[str, ...]:
         """mmas with a scratch tile (of A, of B, or both): each has a `done` mbarrier."""

@@ -8,7 +8,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import batch_groups, descale
+from . import batch_groups, descale, epilogue
 from .model import DIM_LABELS, dtype_bytes, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
@@ -47,8 +47,8 @@ def host_launcher(r) -> str:
 
 
 def _problem_fields(r, every) -> list[str]:
-    """Problem's pointers, raster group and tile placements."""
-    lines = []
+    """Problem's epilogue scalars, pointers, raster group and tile placements."""
+    lines = [x[2:] for x in epilogue.problem_fields(r.m)]
     for t in every:
         const = "const " if t.kind in ("input", "load") else ""
         lines.append(f"{const}{ctype(t.dtype)}* {t.name} = nullptr;  // {t.kind} {t.value}: {r.shape_doc(t)}")
@@ -85,7 +85,8 @@ def _checks(every, maps) -> list[str]:
 
 def _args(r, every) -> list[str]:
     """The kernel's Args from the Problem: raster group, pointers, placements."""
-    lines = ["args.raster_group = p.raster_group;"] if rastered(r.m) else []
+    lines = [x[2:] for x in epilogue.copy_fields(r.m)]
+    lines += ["args.raster_group = p.raster_group;"] if rastered(r.m) else []
     lines += [f"args.{t.name} = p.{t.name};" for t in r.pointer_tensors()]
     for t in every:
         for _, label in t.placed_dims():

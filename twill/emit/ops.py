@@ -485,10 +485,11 @@ def needs_extension(model: KernelModel) -> bool:
     """Does the kernel use the runtime's vocabulary extension (vocab*.cuh): an opcode beyond the
     base ones, a float-to-integer conversion, or a column vector?"""
     graph = model.graph
-    types = [v.type for v in graph.values.values()] + [op.type for op in graph.ops if op.type is not None]
-    return (any(op.opcode not in BASE_OPCODES and op.opcode in vocab.VOCAB for op in graph.ops)
+    ops = graph.ops + graph.epilogue.ops
+    types = [v.type for v in graph.values.values()] + [op.type for op in ops if op.type is not None]
+    return (any(op.opcode not in BASE_OPCODES and op.opcode in vocab.VOCAB for op in ops)
             or any(vector_kind(t) == "cols" for t in types)
-            or any(op.opcode == "convert" and op.type is not None and op.type.dtype in vocab.INTS for op in graph.ops))
+            or any(op.opcode == "convert" and op.type is not None and op.type.dtype in vocab.INTS for op in ops))
 
 
 # Ops that stream a tensor-memory tile into tensor memory, 32 columns at a time, rather than

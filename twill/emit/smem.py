@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from . import epilogue
 from .model import EmitError, dtype_bytes
 from .ops import TMA_DTYPE
 
@@ -121,6 +122,9 @@ class SharedMemory:
         """The values output tensor t is made of after the loop: its carry's last value, and the
         last running sum it is divided by (an online-softmax accumulator)."""
         m = self.model
+        ep = epilogue.final_values(m, t)  # an output the epilogue writes: the carries its ops read
+        if ep is not None:
+            return ep
         norms = dict(m.normalizers)
         carry = m.carry_of(t.value)
         return [t.value] + ([m.carry_source[norms[carry]]] if carry in norms else [])

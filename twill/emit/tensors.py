@@ -5,6 +5,7 @@ union-find over the tile dimensions the mmas and elementwise ops tie together.""
 from __future__ import annotations
 
 from ..ir import Graph, TensorType
+from . import epilogue
 from .model import LOAD_OPCODES, EmitError, GlobalTensor, MmaShape, ident
 
 
@@ -61,6 +62,7 @@ def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
                     cls.union(key(name, d), (op.name, d))
             elif len(t.shape) == 1 and rank == 2 and t.shape[0] == op.type.shape[0]:
                 cls.union(key(name, 0), (op.name, 0))  # a per-row operand broadcast along columns
+    epilogue.unify(graph, cls.union, key)
     return cls
 
 
@@ -126,5 +128,7 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
     for carry in graph.carries:
         src = carry_src.get(carry.name)
         if src is not None:
-            add(f"out_{carry.name}", src, "output", carry.type, False, carry.output_dtype)
+            add(f"out_{carry.name}", src, "output", carry.type, False, epilogue.output_dtype(graph, carry))
+    for name, src, t in epilogue.extra_outputs(graph):  # an epilogue's new outputs, placed as their carry's
+        add(name, src, "output", t, False)
     return tuple(out)

@@ -17,6 +17,7 @@ from itertools import count
 
 from ..errors import Diagnostic, InputError
 from ..ir import Graph, Op, Operand, Value
+from .attach import attach
 from .fuse import Body, Group
 from .values import Const, Lowered, Note, Ref, Tile
 
@@ -103,7 +104,12 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
     ops = tuple(Op(op_name[g.root], g.opcode, tuple(Operand(operand_name(r)) for r in g.operands), g.type,
                    attrs=g.attrs, has_result=g.type is not None, span=g.span) for g in groups)
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
-    return Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file), notes
+    graph = Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file)
+    spans = {g.root: body.nodes[g.root].span for g in groups if g.type is None}
+    return attach(graph, lowered, names, {lowered.carries[k].ssa: n for k, n in carry_name.items()},
+                  {body.nodes[g.root].ssa: op_name[g.root] for g in groups},
+                  {body.nodes[r.index].ssa: n for r, n in inputs.items() if r.kind == "node"},
+                  {f"{s.line}:{s.col}": op_name[root] for root, s in spans.items()}), notes
 
 
 def _variables(lowered: Lowered, body: Body, groups: list[Group], live: list[int]) -> dict[int, str]:

@@ -12,6 +12,7 @@ in the body reads the content of the previous iteration, which becomes a carry o
 """
 from __future__ import annotations
 
+from . import epilogue
 from .compute import causal_mask, dot, dot_wait, layout_attrs, reduce, scan, tc_gen5_mma
 from .generic import generic, nested
 from .locs import names as loc_names
@@ -134,8 +135,10 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     yields = _yields(lw, loop, len(pairs))
     after = list(ops)[next(i for i, o in enumerate(ops) if o is loop) + 1:]
     carries = _output_dtypes(lw, loop, after)
-    return Lowered(func_name(func), tuple(lw.nodes), tuple(carries), tuple(yields), tuple(lw.notes),
-                   lw.span(loop), tuple(loc_names(loop.loc, lw.locs)), tuple(arg for arg, _, _ in pairs))
+    lowered = Lowered(func_name(func), tuple(lw.nodes), tuple(carries), tuple(yields), tuple(lw.notes),
+                      lw.span(loop), tuple(loc_names(loop.loc, lw.locs)), tuple(arg for arg, _, _ in pairs))
+    sig = epilogue.signature(func, lw.types, lw.locs)  # (after the Lowered is taken: the walk lowers the ops after the loop)
+    return epilogue.with_epilogue(lowered, lambda: epilogue.lower_after(lw, func, loop, after, sig, yields), sig)
 
 
 def _walk_to(lw: Lowering, func: MOp, path: tuple[MOp, ...], merge=None) -> list[MOp]:

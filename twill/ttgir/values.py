@@ -127,3 +127,5 @@ class Lowered:
     span: Span
     variables: tuple[str, ...] = ()  # the loop's variables as its loc names them (Triton lists them there)
     iter_args: tuple[str, ...] = ()  # the SSA names of its iter_args
+    epilogue: object = None  # ttgir.epilogue.RawEpilogue: what the ops after the loop store
+    signature: object = None  # ttgir.epilogue.Signature: the function's arguments and where they lead

@@ -252,6 +252,8 @@ def library(spec, here, directory=None):
             lib.twill_launch.argtypes = [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int,
                                                                ctypes.POINTER(ctypes.c_void_p),
                                                                ctypes.POINTER(ctypes.c_int), ctypes.c_void_p]
+            if spec.get("scalars"):  # the epilogue's scalars, after the stream
+                lib.twill_launch.argtypes.append(ctypes.POINTER(ctypes.c_double))
             lib.twill_error_string.restype = ctypes.c_char_p
             lib.twill_error_string.argtypes = [ctypes.c_int]
             _LIBS[key] = lib
@@ -266,10 +268,23 @@ def spills(log_text):
 
 # ---- the call --------------------------------------------------------------------------------------
 
-def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None):
-    """Check `tensors` ({name: tensor or None}; None for an output to allocate), launch the kernel
-    on the tensors' device and stream, and return the outputs (one tensor, or a named tuple)."""
+def check_scalars(spec, values):
+    """The epilogue's scalars (spec["scalars"], in order) as floats, each a Python number of its type."""
+    out = []
+    for s, v in zip(spec.get("scalars", ()), values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (s["type"] == "int" and not isinstance(v, int)):
+            raise ArgumentError(f"{s['name']}: expected a Python {s['type']}, got "
+                                + ("nothing" if v is None else type(v).__name__))
+        out.append(float(v))
+    return out
+
+
+def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None,
+         scalars=()):
+    """Check `tensors` ({name: tensor or None}; None for an output to allocate) and `scalars`, launch
+    the kernel on the tensors' device and stream, and return the outputs (one tensor, or a named tuple)."""
     import torch
+    extra = check_scalars(spec, scalars)
     given = {n: (None if t is None else _meta(n, t, torch)) for n, t in tensors.items()}
     plan = resolve(spec, given, iters)
     device = torch.device(plan["device"])
@@ -289,9 +304,10 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     lib = library(spec, here)
     with torch.cuda.device(device):
         s = torch.cuda.current_stream(device) if stream is None else stream
+        more = [(ctypes.c_double * len(extra))(*extra)] if spec.get("scalars") else []
         err = lib.twill_launch(plan["tiles_m"], plan["tiles_n"], plan["iters"], plan["loop_extent"], plan["batch"],
                                float(exp2_scale), float(out_scale), int(persistent), int(raster_group), ptrs, groups,
-                               ctypes.c_void_p(s.cuda_stream))
+                               ctypes.c_void_p(s.cuda_stream), *more)
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {lib.twill_error_string(err).decode()} "
                            f"(cudaError {err})")

@@ -1,0 +1,162 @@
+"""The epilogue and the arguments of an imported kernel, into its graph (`attach`, called by
+build.py once the loop's names are chosen): the ops the stores need, named; each store an output;
+each kernel argument the graph name it feeds (docs/ttgir-import.md, section 11)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import Diagnostic, InputError
+from ..ir import TensorType
+from .epilogue import EVal, RawEpilogue
+from .provenance import Signature
+
+KNOB = "exp2_scale"  # the epilogue scalar that is the kernel's exp2 scale (twill.emit.epilogue.KNOB)
+
+
+def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores: dict):
+    """`graph` with the loop's epilogue and the function's arguments. `names` claims fresh graph
+    names (build._Names); the dicts map SSA names (stores: "LINE:COL") to the graph's names of the
+    carries, the loop's ops and the inputs."""
+    from ..ir import Epilogue, Op, Operand, Value
+    from .build import base_name
+    raw, sig = lowered.epilogue, lowered.signature
+    if raw is None:
+        return graph
+    named: dict[tuple, str] = {}  # (kind, key) -> graph name
+    new_inputs, scalars, eops = [], [], []
+    scaled = _exp2_units(graph)
+
+    def scale(name: str, span) -> str:
+        """Carry `name` as the kernel holds it: times the exp2 scale where the loop's exp2 subtracts it."""
+        if name not in scaled:
+            return name
+        if ("scaled", name) not in named:
+            if not any(v.name == KNOB for v in scalars):
+                scalars.append(Value(KNOB, TensorType("f32", (1,)), "scalar"))
+            named[("scaled", name)] = names.claim(f"{name}_scaled", fallback=f"{name}_scaled")
+            t = next(c.type for c in graph.carries if c.name == name)
+            eops.append(Op(named[("scaled", name)], "mul", (Operand(name), Operand(KNOB)), t, (), True, span))
+        return named[("scaled", name)]
+
+    def name_of(v: EVal, span) -> str:
+        key = (v.kind, v.key)
+        if key in named:
+            return named[key]
+        if v.kind == "carry":
+            if v.key not in carries:
+                raise InputError(Diagnostic(f"the value stored here reads the loop's result '%{v.key}', which the "
+                                            "graph does not carry (no op of the loop computes it)", span))
+            return carries[v.key]
+        if v.kind == "input":
+            inp = raw.inputs[v.key]
+            named[key] = names.claim(base_name(inp.arg), base_name(inp.ssa), fallback="input")
+            new_inputs.append(Value(named[key], inp.type, "input", span=inp.span))
+        elif v.kind == "scalar":
+            named[key] = names.claim(base_name(v.key), fallback="scalar")
+            dtype = dict(raw.scalars).get(v.key, "f32")
+            scalars.append(Value(named[key], TensorType(dtype, (1,)), "scalar"))
+        else:
+            op = raw.ops[v.key]
+            operands = tuple(Operand(scale(name_of(o, op.span), op.span) if o.kind == "carry" else name_of(o, op.span))
+                             for o in op.operands)
+            base = base_name(op.ssa)  # else (%6) after its first operand: out_convert
+            after = f"{operands[0].name}_{op.opcode}" if operands else None
+            named[key] = names.claim(base, base and f"{base}_{op.opcode}", after, fallback=op.opcode)
+            eops.append(Op(named[key], op.opcode, operands, op.type, op.attrs, True, op.span))
+        return named[key]
+
+    outputs, written = [], {}
+    shape_of = {c.name: c.type.shape for c in graph.carries}
+    for v, arg, span in raw.stores:
+        if v.kind == "carry":  # a carry stored as it is: its output
+            written[arg] = name_of(v, span)
+            continue
+        plain = _converted_carry(raw, v)
+        if plain is not None and plain.key in carries:  # a carry written in another dtype: {output = DTYPE}
+            written[arg] = name_of(plain, span)
+            continue
+        value = name_of(v, span)
+        t = raw.ops[v.key].type if v.kind == "op" else None
+        reads = [carries[c] for c in _carries_read(raw, v) if c in carries]
+        done = {n for n, _ in outputs}
+        same = [c for c in dict.fromkeys(reads) if shape_of[c] == (t.shape if t else ())]
+        anchor = same[0] if len(same) == 1 and same[0] not in done else None  # the one carry it is made of
+        out = anchor or names.claim(base_name(arg), fallback="out")
+        outputs.append((out, value))
+        if arg is not None:
+            written[arg] = out
+    overridden = {n for n, _ in outputs}
+    carries_out = tuple(replace(c, attrs=tuple(kv for kv in c.attrs if kv[0] != "output")) if c.name in overridden
+                        else c for c in graph.carries)
+    targets = _targets(sig, ops, inputs, stores, {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw)
+                                                 if ("scalar", v.key) in named},
+                       {raw.inputs[k].arg: named[("input", k)] for k in range(len(raw.inputs)) if ("input", k) in named},
+                       written)
+    epilogue = Epilogue(tuple(scalars), tuple(eops), tuple(outputs))
+    return replace(graph, inputs=graph.inputs + tuple(new_inputs), carries=carries_out, epilogue=epilogue,
+                   arguments=tuple((n, targets.get(n)) for n, _ in sig.args))
+
+
+def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dict, ep_inputs: dict, written: dict):
+    """Argument name -> the graph name it feeds (the first found, in the order: loads of the loop,
+    inputs, the epilogue's inputs, stores of the loop, the epilogue's outputs, scalars)."""
+    out: dict[str, str] = {}
+    for ssa, arg in sig.loads.items():
+        for table in (ops, inputs):
+            if ssa in table:
+                out.setdefault(arg, table[ssa])
+    for arg, name in ep_inputs.items():
+        out.setdefault(arg, name)
+    for pos, arg in sig.stores.items():
+        if pos in stores:
+            out.setdefault(arg, stores[pos])
+    for arg, name in list(written.items()) + list(scalars.items()):
+        if arg is not None:
+            out.setdefault(arg, name)
+    fed = {}
+    for arg in [n for n, _ in sig.args if n in out]:  # one argument per graph name
+        fed.setdefault(out[arg], arg)
+    return {a: t for a, t in out.items() if fed[t] == a}
+
+
+def _converted_carry(raw: RawEpilogue, v: EVal) -> EVal | None:
+    """The carry `v` is a conversion of, to a dtype its output can be written in (the implicit rule
+    `{output = DTYPE}` the loop's import already set), else None."""
+    from ..ir import OUTPUT_DTYPES
+    op = raw.ops[v.key] if v.kind == "op" else None
+    if op is None or op.opcode != "convert" or op.type.dtype not in OUTPUT_DTYPES:
+        return None
+    x = op.operands[0]
+    return x if isinstance(x, EVal) and x.kind == "carry" else None
+
+
+def _exp2_units(graph) -> set[str]:
+    """The carries the loop's exp2 ops subtract (`exp2 x, b`: exp2((x - b) * exp2_scale)): the import
+    folds the kernel's scale of x into exp2_scale (attention's qk_scale), so such a carry is the
+    kernel's value divided by it (m = the row max of the unscaled scores), and the kernel's value,
+    which its epilogue reads (LSE = m + log2 l), is the carry times exp2_scale."""
+    yielded = {r: c for c, r in graph.yields}
+    out = set()
+    for op in graph.ops:
+        if op.opcode == "exp2" and len(op.operands) == 2:
+            b = op.operands[1].name
+            out |= {b} & {c.name for c in graph.carries} | ({yielded[b]} if b in yielded else set())
+    return out
+
+
+def _carries_read(raw: RawEpilogue, v: EVal) -> list[str]:
+    out, todo, seen = [], [v], set()
+    while todo:
+        x = todo.pop(0)
+        if not isinstance(x, EVal) or (x.kind, x.key) in seen:
+            continue
+        seen.add((x.kind, x.key))
+        if x.kind == "carry":
+            out.append(x.key)
+        elif x.kind == "op":
+            todo.extend(raw.ops[x.key].operands)
+    return out
+
+
+def _scalar_evals(raw: RawEpilogue) -> list[EVal]:
+    return [o for op in raw.ops for o in op.operands if isinstance(o, EVal) and o.kind == "scalar"]

@@ -1,0 +1,361 @@
+"""What a kernel does after its loop: the ops that become the graph's epilogue.
+
+`lower_after` walks the ops that follow the chosen `scf.for` in its block, up to the stores, and
+keeps what the stored values are computed from: the loop's results (the carries' last values),
+scalar arguments (`sm_scale`), values loaded through a pointer argument (a scale, a bias row), and
+splat constants. Elementwise arithmetic, conversions, layout views and broadcasts become the `.tir`
+epilogue's ops (docs/ttgir-import.md, section 11); integer arithmetic on scalars is index
+arithmetic and is folded away, as in the loop. Any other op on such a value is a located warning
+naming it (an error under --strict), and the graph then has no epilogue (`with_epilogue`).
+Which argument feeds which tensor is provenance.py's; the result goes into the graph in attach.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import Diagnostic, InputError, Span
+from ..ir import TensorType
+from .locs import position
+from .parser import MOp
+from .provenance import LOADS, STORES, Signature, func_args, signature  # noqa: F401 (signature: lower.py's)
+from .values import Const
+
+VIEWS = {"ttng.warp_group_dot_wait", "ttg.convert_layout", "tt.broadcast", "tt.splat", "tt.expand_dims", "tt.reshape", "ttg.memdesc_index",
+         "ttg.memdesc_subview", "ttng.tmem_subslice", "ttg.memdesc_reinterpret"}
+MEMORY_STORES = {"ttng.tmem_store", "ttg.local_store"}
+# TTGIR op -> (.tir opcode, commutative): binary arithmetic
+BINARY = {"arith.addf": ("add", True), "arith.subf": ("sub", False), "arith.mulf": ("mul", True),
+          "arith.divf": ("div", False), "tt.precise_divf": ("div", False), "arith.maxnumf": ("max", True),
+          "arith.maximumf": ("max", True), "arith.minnumf": ("min", True), "arith.minimumf": ("min", True)}
+UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.log2": "log2", "math.sqrt": "sqrt",
+         "math.rsqrt": "rsqrt", "math.absf": "abs", "math.tanh": "tanh"}
+CONVERTS = {"arith.truncf", "arith.extf", "tt.fp_to_fp", "arith.sitofp", "arith.uitofp"}
+TERNARY = {"arith.select": "select", "math.fma": "fma"}
+FLOAT = ("f32", "f16", "bf16", "f64")
+LN2 = 0.6931471805599453
+
+
+@dataclass(frozen=True)
+class EVal:
+    """A value after the loop: kind carry (`key` its Carry.ssa), op (an index into ops), scalar (a
+    scalar argument's name), input (a RawInput's index)."""
+
+    kind: str
+    key: object
+    column: bool = False  # a rank-1 value seen through tt.expand_dims {axis = 0}
+
+
+@dataclass
+class RawOp:
+    opcode: str
+    operands: list
+    type: TensorType
+    ssa: str
+    span: Span
+    attrs: tuple = ()
+
+
+@dataclass(frozen=True)
+class RawInput:
+    arg: str  # the pointer argument it is loaded through
+    type: TensorType
+    ssa: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class RawEpilogue:
+    ops: tuple = ()
+    inputs: tuple = ()
+    scalars: tuple = ()  # (argument name, dtype) read by some op
+    stores: tuple = ()  # (EVal, pointer argument or None, span)
+
+
+# -- the ops after the loop -------------------------------------------------------------------
+
+class _After:
+    def __init__(self, lw, sig: Signature):
+        self.lw, self.sig = lw, sig
+        self.env: dict[str, object] = {}  # SSA name -> EVal or Const
+        self.ops: list[RawOp] = []
+        self.inputs: list[RawInput] = []
+        self.stores: list[tuple] = []
+        # (TTGIR op, source position) of each loop op -> what a copy of it after the loop is: the
+        # carry's last value for an op the loop yields (the drained last iteration), else PEELED
+        self.peeled: dict[tuple, object] = {}
+
+    def error(self, op: MOp, message: str, hint: str | None = None) -> InputError:
+        return InputError(Diagnostic(message, self.lw.span(op), hint))
+
+    def get(self, name: str):
+        """What an operand is here: a value of the epilogue, or a constant from before the loop."""
+        for key in (name, name + "#0"):
+            if key in self.env:
+                return self.env[key]
+            if isinstance(self.lw.env.get(key), Const):
+                return self.lw.env[key]
+        return None
+
+    def result_type(self, op: MOp) -> TensorType:
+        outs = self._outs(op)
+        mtype = outs[0] if outs else None
+        if mtype is None:
+            raise self.error(op, f"'{op.name}' after the loop: its result type cannot be read")
+        if mtype.kind == "scalar":
+            from .types import DTYPES
+            return TensorType(DTYPES.get(mtype.elem, "f32"), (1,))
+        tt = mtype.tile()
+        if tt is None:
+            raise self.error(op, f"'{op.name}' after the loop makes a tile of '{mtype.elem}', which .tir has no dtype for")
+        return tt
+
+    def add(self, op: MOp, opcode: str, operands: list, attrs=(), type_=None) -> EVal:
+        t = type_ or self.result_type(op)
+        if len(t.shape) == 1 and any(isinstance(o, EVal) and o.column for o in operands):
+            t = replace(t, shape=(1,) + t.shape)
+        self.ops.append(RawOp(opcode, operands, t, op.results[0] if op.results else "", self.lw.span(op), attrs))
+        return EVal("op", len(self.ops) - 1, column=len(t.shape) == 2 and t.shape[0] == 1)
+
+    def columnize(self, v: EVal) -> EVal:
+        """v seen through expand_dims {axis = 0}: a rank-1 op or input is one value per column."""
+        target = self.ops[v.key] if v.kind == "op" else self.inputs[v.key] if v.kind == "input" else None
+        if target is not None and len(target.type.shape) == 1:
+            t = replace(target.type, shape=(1,) + target.type.shape)
+            if v.kind == "op":
+                target.type = t
+                for i, o in enumerate(target.operands):
+                    if isinstance(o, EVal) and o.kind in ("op", "input"):
+                        target.operands[i] = self.columnize(o)
+            else:
+                self.inputs[v.key] = replace(target, type=t)
+        return replace(v, column=True)
+
+    def lower(self, op: MOp) -> None:
+        peeled = self.peeled.get((op.name, position(op.loc, self.lw.locs))) if op.loc else None
+        if peeled is not None:  # a copy of a loop op, drained after the loop by Triton's pipeliner
+            self.bind(op, peeled)
+            return
+        if op.name == "scf.if" and op.results:
+            self.branch(op)
+            return
+        vals = [self.get(n) for n, _ in op.operands()]
+        live = [v for v in vals if isinstance(v, EVal)]
+        if op.name in LOADS and op.results and op.results[0] in self.sig.loads and self._float(op):
+            self.load(op)
+        elif op.name in STORES:
+            self.store(op, vals)
+        elif op.name in MEMORY_STORES and live and live[0] is vals[0]:  # the buffer now holds the value
+            self.env[op.operands()[1][0]] = live[0]
+        elif not live or not op.results or not self._float(op):
+            self.fold(op)  # no data of the epilogue; integer results are index arithmetic and masks
+        elif op.name in ("ttng.tmem_load", "ttg.local_load", "ttg.local_alloc", "ttng.tmem_alloc"):
+            # a carried buffer's last value read, or a value copied into memory (for a TMA store)
+            self.bind(op, live[0])
+        elif op.name in VIEWS and not (op.name == "tt.reshape" and not self._same_elements(op)):
+            v = live[0]
+            if op.name == "tt.expand_dims" and _axis(op) == 0:
+                v = self.columnize(v)
+            self.bind(op, v)
+        else:
+            self.bind(op, self.compute(op, vals))
+
+    def branch(self, op: MOp) -> None:
+        """``scf.if`` after the loop (the pipeliner's guarded drain of the last iteration): its
+        branches are walked like the ops around them, and each result is what a branch yields of
+        the epilogue's values (a carry's last value first), else nothing the epilogue reads."""
+        yielded: list[list] = []
+        for region in op.regions:
+            for block in region:
+                for inner in block.ops:
+                    if inner.name == "scf.yield":
+                        yielded.append([self.get(n) for n, _ in inner.operands()])
+                    else:
+                        self.lower(inner)
+        for k, r in enumerate(op.results):
+            found = [ys[k] for ys in yielded if k < len(ys) and isinstance(ys[k], EVal)]
+            carry = [v for v in found if v.kind == "carry"]
+            self.env[r] = (carry or found or [PEELED])[0]
+            self.lw.env.setdefault(r, _scalar())
+
+    def _same_elements(self, op: MOp) -> bool:
+        """A reshape that only adds or drops dimensions of 1 ([128] <-> [128, 1]) is a view; one that
+        moves elements between dimensions (W4A16's [128, 64, 2] -> [128, 128]) is not."""
+        ins, outs = self.lw.signature(op)
+        return bool(ins and outs) and [d for d in ins[0].shape if d != 1] == [d for d in outs[0].shape if d != 1]
+
+    def _outs(self, op: MOp) -> list:
+        """The op's result types; a load's, where only its pointer's is printed (`tt.load %p : !tt.ptr<f32>`)."""
+        ins, outs = self.lw.signature(op)
+        if outs or not ins:
+            return outs
+        if op.name not in LOADS:  # `arith.mulf %a, %b : f32`: one type for all
+            return ins[-1:]
+        src = ins[0]
+        if src.kind == "ptr" and not src.shape:
+            return [type(src)("scalar", (), src.elem)]
+        return [type(src)("tensor", src.shape, src.pointee if src.elem == "ptr" else src.elem)]
+
+    def _float(self, op: MOp) -> bool:
+        try:
+            outs = self._outs(op)
+        except InputError:
+            return False
+        t = outs[0].tile() if outs and outs[0].kind != "scalar" else None
+        elem = t.dtype if t is not None else (outs[0].elem if outs else "")
+        return elem in FLOAT
+
+    def fold(self, op: MOp) -> None:
+        """Not data of the epilogue: lowered as the loop's ops are (constants, index arithmetic)."""
+        for name, _ in op.operands():
+            self.lw.env.setdefault(name, self.lw.env.get(name.split("#")[0], None) or _scalar())
+        if op.name == "scf.yield":
+            return
+        try:
+            lower_op(self.lw, op)
+        except InputError:  # after the loop, what the epilogue does not read may be anything
+            for r in op.results:
+                self.lw.env.setdefault(r, _scalar())
+            return
+        for r in op.results:
+            v = self.lw.env.get(r)
+            if isinstance(v, Const):
+                self.env[r] = v
+
+    def bind(self, op: MOp, v) -> None:
+        for r in op.results:
+            self.env[r] = v
+
+    def load(self, op: MOp) -> None:
+        t = self.result_type(op)
+        self.inputs.append(RawInput(self.sig.loads[op.results[0]], t, op.results[0], self.lw.span(op)))
+        self.env[op.results[0]] = EVal("input", len(self.inputs) - 1)
+
+    def store(self, op: MOp, vals: list) -> None:
+        value = next((v for v in vals if isinstance(v, EVal)), None)
+        if value is None:
+            return
+        arg = self.sig.stores.get(f"{op.head.line}:{op.head.col}")
+        self.stores.append((value, arg, self.lw.span(op)))
+
+    def compute(self, op: MOp, vals: list) -> EVal:
+        name = op.name
+        if name in CONVERTS:
+            return self.add(op, "convert", [vals[0]])
+        if name in UNARY:
+            return self.add(op, UNARY[name], [vals[0]])
+        if name == "math.exp2":  # exp2 x = exp(x * ln 2): the epilogue's exp2 would apply exp2_scale
+            x = self.add(op, "mul", [vals[0]], (("scalar", LN2),), self.result_type(op))
+            return self.add(op, "exp", [x])
+        if name in BINARY:
+            return self.binary(op, *BINARY[name], vals)
+        if name in TERNARY and not any(isinstance(v, Const) for v in vals):
+            return self.add(op, TERNARY[name], list(vals))
+        raise self.error(op, f"'{op.name}' after the loop computes what is stored from the loop's results, and "
+                             "the epilogue has no op for it", "the epilogue imports elementwise arithmetic, "
+                             "conversions, exp/log/sqrt/tanh and layout views (docs/ttgir-import.md)")
+
+    def binary(self, op: MOp, opcode: str, commutative: bool, vals: list) -> EVal:
+        x, y = vals[0], vals[1]
+        if isinstance(x, EVal) and isinstance(y, EVal):
+            return self.add(op, opcode, [x, y])
+        const, value = (y, x) if isinstance(x, EVal) else (x, y)
+        if not isinstance(const, Const) or not isinstance(const.value, (int, float)) or isinstance(const.value, bool):
+            raise self.error(op, f"'{op.name}' after the loop reads a value the importer cannot follow (neither a "
+                                 "loop result, an argument, a load nor a splat constant)")
+        c = float(const.value)
+        if isinstance(x, EVal) or commutative:
+            return self.add(op, opcode, [value], (("scalar", c),))
+        t = self.result_type(op)
+        if opcode == "sub":  # c - x = -x + c
+            return self.add(op, "add", [self.add(op, "neg", [value], type_=t)], (("scalar", c),), t)
+        if opcode == "div":  # c / x = recip(x) * c
+            r = self.add(op, "recip", [value], type_=t)
+            return r if c == 1.0 else self.add(op, "mul", [r], (("scalar", c),), t)
+        raise self.error(op, f"'{op.name}' after the loop with a constant first operand has no epilogue op")
+
+
+def lower_op(lw, op: MOp) -> None:
+    from .lower import lower_op as lower  # (lower.py imports this module)
+    lower(lw, op)
+
+
+def _axis(op: MOp) -> int | None:
+    from .lower import int_attr
+    return int_attr(op, "axis")
+
+
+def _scalar():
+    from .values import SCALAR
+    return SCALAR
+
+
+def with_epilogue(lowered, walk, sig: Signature):
+    """`lowered` with the epilogue `walk()` finds, or, where the ops after the loop are beyond it
+    (an op the epilogue has no form for: the W4A16 kernel's tt.join, the unrolled diagonal block
+    of a causal kernel), without one and with a located warning naming the op (an error under
+    --strict, as an unknown op in the loop is): the outputs are then the carries' last values."""
+    from .values import Note
+    try:
+        return replace(lowered, epilogue=walk(), signature=sig)
+    except InputError as e:
+        d = e.diagnostics[0]
+        note = Note(Diagnostic(d.message + "; the graph has no epilogue: its outputs are the carries' last values, "
+                               "not what the kernel stores", d.span, d.hint, "warning"), unknown=True)
+        return replace(lowered, notes=lowered.notes + (note,), signature=sig)
+
+
+PEELED = Const(None)  # an intermediate of a drained iteration: no value of the epilogue
+
+
+def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=()) -> RawEpilogue:
+    """The epilogue of `loop`: what the ops `after` it compute from its results and store. A copy
+    of a loop op (same op, same source position: what Triton's pipeliner drains after the loop) is
+    the last iteration's, which the graph's loop runs: the carry's last value where the loop yields
+    it, else nothing the epilogue reads."""
+    walk = _After(lw, sig)
+    from .values import Tile
+    yielded = {y.ref.index: c.ssa for c, y in zip(lw.carries, yields) if isinstance(y, Tile) and y.ref.kind == "node"}
+    for i, n in enumerate(lw.nodes):
+        if n.in_loop and n.pos is not None:
+            walk.peeled.setdefault((n.mlir, n.pos), PEELED)
+            if i in yielded:
+                walk.peeled[(n.mlir, n.pos)] = EVal("carry", yielded[i])
+    by_arg = {c.arg: c for c in lw.carries if c.arg is not None}
+    for k, r in enumerate(loop.results):
+        lw.env.setdefault(r, _scalar())
+        if k in by_arg:
+            walk.env[r] = EVal("carry", by_arg[k].ssa)
+    for c in lw.carries:
+        if c.buf is not None:
+            for name in [lw.buffers[c.buf][0]] + lw.views.get(c.buf, []):
+                walk.env[name] = EVal("carry", c.ssa)
+    for n, dtype in _func_arg_dtypes(lw, func).items():
+        if dtype == "f32":  # an integer argument is a size or a stride: index arithmetic
+            walk.env[n] = EVal("scalar", n)
+    for op in after:
+        walk.lower(op)
+    used = _live(walk)
+    read_scalars = sorted({o.key for i in used for o in walk.ops[i].operands if isinstance(o, EVal) and o.kind == "scalar"},
+                          key=[n for n, _ in sig.args].index)
+    dtypes = {n: t for n, t in _func_arg_dtypes(lw, func).items()}
+    return RawEpilogue(tuple(walk.ops), tuple(walk.inputs), tuple((n, dtypes.get(n, "f32")) for n in read_scalars),
+                       tuple(walk.stores))
+
+
+def _live(walk: _After) -> list[int]:
+    """The ops some stored value is computed from."""
+    out, todo = set(), [v for v, _, _ in walk.stores]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, EVal) and v.kind == "op" and v.key not in out:
+            out.add(v.key)
+            todo.extend(walk.ops[v.key].operands)
+    return sorted(out)
+
+
+def _func_arg_dtypes(lw, func: MOp) -> dict[str, str]:
+    out = {}
+    for name, mtype in func_args(func, lw.types):
+        if mtype.kind == "scalar":
+            out[name] = "f32" if mtype.elem in ("f32", "f16", "bf16", "f64") else "i32"
+    return out
