@@ -360,7 +360,7 @@ def explain(graph, machine, options, progress=lambda stage, info: None, deadline
     progress("normalize", {})
     p, norm = build_problem(graph, machine, options)
     progress("modulo", {})
-    swp = modulo_schedule(p, options.max_ii, left())
+    swp = modulo_schedule(p, options.max_ii, left(), earliest=False)  # (only its I and L are read)
     if swp is None:
         raise NoScheduleError(f"no modulo schedule with I <= {options.max_ii}: raise --max-ii")
     ii, length = swp.ii, swp.length
