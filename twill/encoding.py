@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from .errors import Status
-from .families import FAMILIES
+from .families import FAMILIES, symmetry_breaking
 from .joint_terms import Encoding, Split
 from .problem import Problem
 from .smt import bounded_check, smt_backend
@@ -97,15 +97,21 @@ class JointEncoding:
             self._objectives[objective] = OBJECTIVES[objective](self._e)
         return self._objectives[objective]
 
-    def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None) -> Status:
+    def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None,
+              roles: dict[str, int] | None = None) -> Status:
         """Satisfiable? With `at_most` {objective: k}, under objective <= k for this check only;
-        with `assume` (guard keys), under those guards alone. A SAT answer keeps its model."""
+        with `roles` {op: slot}, under those roles for this check only (an UNSAT answer then says
+        nothing of the problem); with `assume` (guard keys), under those guards alone. A SAT answer
+        keeps its model."""
         if assume is None and not self._assumed and self._ctx.status() == self._y.Status.UNSAT:
             return Status.UNSAT  # the assertions contradict each other outright (Yices then refuses push)
         self._assumed = self._assumed or assume is not None  # (then an UNSAT status is the assumptions')
-        if at_most:
+        e = self._e
+        extra = ([e.le(self._term(k), e.num(v)) for k, v in (at_most or {}).items()]
+                 + [e.same_slot(v, w) for v, w in (roles or {}).items()])
+        if extra:
             self._ctx.push()
-            self._ctx.assert_formulas([self._e.le(self._term(k), self._e.num(v)) for k, v in at_most.items()])
+            self._ctx.assert_formulas(extra)
         try:
             t0 = time.monotonic()
             literals = None if assume is None else [self._guards[k] for k in assume]
@@ -115,9 +121,16 @@ class JointEncoding:
             if status == Status.SAT:
                 self._model = self._y.Model.from_context(self._ctx, 1)
         finally:
-            if at_most:
+            if extra:
                 self._ctx.pop()
         return status
+
+    def break_symmetry(self) -> None:
+        """Assert the orderings of interchangeable ops (families.symmetry_breaking) from now on: they
+        keep a schedule of every objective's optimum, so any search may add them at any point. Not
+        on a guarded encoding: a check that assumes only some items need not be symmetric."""
+        assert not self.guards, "symmetry breaking is for unguarded encodings"
+        self._ctx.assert_formulas(symmetry_breaking(self._e))
 
     def bound(self, objective: str, k: int) -> None:
         """Assert objective <= k from now on."""

@@ -34,6 +34,7 @@ from .joint_terms import Encoding
 from .liveness import (always_blocking, busy, holds, imports, in_place_operands, memory_holds, read_bytes,
                        register_pool, regs_per_thread, tmem_reads)
 from .problem import Problem
+from .symmetry import orderings
 
 
 def completion(e: Encoding):
@@ -307,6 +308,13 @@ def blocking(e: Encoding):
             free = T.yor(([e.residue_in(v, u.name, held, 1, True)] if e.holds_for(lambda ii: held < ii) else [])
                          + ([e.residue_in(v, u.name, 0, 0)] if e.holds_for(lambda ii: held <= ii) else []))
             yield f"{v}|{u.name}", T.implies(T.yand([blk, e.same_role(u.name, v)]), free)
+
+
+def symmetry_breaking(e: Encoding) -> list:
+    """start[x0] <= start[x1] <= ... for each chain of interchangeable ops (symmetry.orderings): every
+    optimum has a renaming that satisfies them, so they cut no objective value. Not a family: a
+    check that assumes only some items of the families need not be symmetric (explain's cores)."""
+    return [e.le(e.start[a], e.start[b]) for chain in orderings(e.p) for a, b in zip(chain, chain[1:])]
 
 
 FAMILIES = {
