@@ -57,7 +57,7 @@ def random_dag(n: int, seed: int) -> str:
     """n ops in layers of 2-6; each op reads 1-2 ops of earlier layers (or a load), some read a carry
     or an op of an earlier iteration (`NAME@D`); a few results are yielded to carries."""
     rng = random.Random(seed)
-    kinds = [("mma", "tensor"), ("exp2", "sfu"), ("rowmax", "alu"), ("add", "alu"), ("mul", "alu")]
+    kinds = [("mma", "tensor"), ("exp2", "sfu"), ("max", "alu"), ("add", "alu"), ("mul", "alu")]
     lines = [f"kernel random_{n}_{seed}", "input w : f16[64,64] @smem"]
     carries = [f"c{i}" for i in range(max(1, n // 12))]
     lines += [f"carry {c} : f32[64,64] = 0" for c in carries]
@@ -82,6 +82,8 @@ def random_dag(n: int, seed: int) -> str:
                 opcode, _unit = rng.choice(kinds)
                 if opcode == "mma":
                     operands = operands[:1] + ["w"] + operands[1:2]
+                elif len(operands) == 3:  # the vocabulary's ternary forms: fma on the ALU, exp2 takes two
+                    opcode, operands = ("fma", operands) if opcode != "exp2" else (opcode, operands[:1] + operands[2:])
                 cycles = rng.choice((1, 2, 4, 8, 16, 32)) * rng.randint(1, 3)
                 body.append(f"  {name} = {opcode} {', '.join(operands)} : f32[64,64] {{cycles = {cycles}}}")
             layer.append(name)

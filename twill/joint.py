@@ -79,7 +79,49 @@ def critical_path(p: Problem) -> int:
 FROM_BELOW = 16  # candidate lengths the search for the least L tries one at a time from below
 
 
-def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline):
+def role_hint(p: Problem, slots: int) -> dict[str, int] | None:
+    """A guess at the roles, for finding a first schedule faster (never for a proof): the
+    variable-latency ops in one producer role, and each connected part of the other ops (its
+    dependences, either way) a role of its own: the halves of a sub-tiled graph, numbered in op
+    order as the role slots' order wants. None when it needs more slots or warps than there are."""
+    part = {t.name: t.name for t in p.tasks if not t.variable_latency}
+
+    def root(v):
+        while part[v] != v:
+            part[v] = part[part[v]]
+            v = part[v]
+        return v
+
+    for d in p.deps:
+        if d.src in part and d.dst in part:
+            part[root(d.src)] = root(d.dst)
+    key = {t.name: ("load" if t.variable_latency else root(t.name)) for t in p.tasks}
+    slot: dict[str, int] = {}
+    for t in p.tasks:
+        slot.setdefault(key[t.name], len(slot))
+    groups = [k for k in slot if k != "load"]
+    warps = p.limits.warp_group * len(groups) + (1 if "load" in slot else 0)
+    if len(slot) > slots or warps > p.limits.warps:
+        return None
+    return {t.name: slot[key[t.name]] for t in p.tasks}
+
+
+HINT_SHARE = 0.25  # of the time left (at most HINT_SECONDS) the ascent under the role hint may take
+HINT_SECONDS = 5.0
+
+
+def _hinted_first_length(enc: JointEncoding, p: Problem, lb: int, lmax: int, deadline):
+    """The ascent of `_first_length` under `role_hint`'s roles, within a share of the time left: a
+    model to start the search for the least L from (SAT), or nothing learnt (any other answer)."""
+    hint = role_hint(p, enc.slots)
+    if hint is None:
+        return Status.TIMEOUT
+    left = HINT_SECONDS if deadline is None else min(HINT_SECONDS, HINT_SHARE * (deadline - time.monotonic()))
+    status, _ = _first_length(enc, lb, lmax, time.monotonic() + left, hint)
+    return status
+
+
+def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
     """Ascend from L <= lb in doubling steps up to the window (method.md: L from stage 1's length
     upward): checks near the optimum are the cheap ones, a loose bound lets the solver wander.
     Returns (status, the largest bound proven unsat).
@@ -91,7 +133,7 @@ def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline):
     proven_below, cap, step = lb - 1, lb, 1
     while True:
         cap = min(cap, lmax)
-        status = enc.check(deadline, {"L": cap})
+        status = enc.check(deadline, {"L": cap}, roles=roles)
         if status != Status.UNSAT:
             return status, proven_below
         proven_below = cap
@@ -136,11 +178,15 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
     with JointEncoding(p, ii, lmax) as enc:
         lb = swp_length if ii == first_ii else critical_path(p)
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
-        status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
+        if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
+            status, below = Status.SAT, lb - 1  # (lb itself is proven: stage 1's L, or the critical path)
+        else:
+            status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
         tried.append((ii, status))
         if status != Status.SAT:
             return status, None
         length = enc.makespan()
+        enc.break_symmetry()  # after the first schedule: finding one is slower with it, proofs are not
         report("joint", {"I": ii, "L": length, "minimizing": "L", "last check s": _secs(enc)})
         length, done, ties = _minimize(enc, below, deadline, report)
         slot, warps = enc.roles(), enc.role_warps()

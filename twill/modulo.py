@@ -89,29 +89,87 @@ def rec_mii(p: Problem) -> int:
     return lo
 
 
+def _heads_tails(p: Problem) -> tuple[dict[str, int], dict[str, int]]:
+    """Per op, the longest distance-0 dependence path into its start (head: no start is earlier) and
+    from its start to the end of the iteration (tail: L >= start + tail)."""
+    head = {t.name: 0 for t in p.tasks}
+    tail = {t.name: t.cycles for t in p.tasks}
+    zero = [d for d in p.deps if d.distance == 0]
+    for _ in range(len(p.tasks)):  # distance-0 edges form a DAG: a pass per op settles every path
+        changed = False
+        for d in zero:
+            if head[d.src] + d.latency > head[d.dst]:
+                head[d.dst], changed = head[d.src] + d.latency, True
+            if d.latency + tail[d.dst] > tail[d.src]:
+                tail[d.src], changed = d.latency + tail[d.dst], True
+        if not changed:
+            break
+    return head, tail
+
+
+def length_bound(p: Problem) -> int:
+    """A lower bound on L at every I, from the units. The occupancies [start, start + occ) of one
+    iteration's ops on a unit of capacity c cover no cycle more than c times (a cycle covered more
+    often would be over c modulo any I), so those of any subset S of its ops span at least
+    ceil(sum occ / c) cycles, beginning no earlier than the least head in S; the op ending last
+    then still needs its tail minus its occupancy: L >= min head + ceil(sum occ / c) + min (tail - occ)
+    over S. S ranges over the ops whose head is at least some threshold. Also the critical path."""
+    head, tail = _heads_tails(p)
+    best = max(tail.values(), default=0)
+    for unit, cap in p.caps:
+        ops = sorted((t for t in p.tasks if t.unit == unit and t.occupancy > 0), key=lambda t: -head[t.name])
+        total, rest = 0, None
+        for t in ops:  # S = the ops with the largest heads, growing
+            total += t.occupancy
+            rest = tail[t.name] - t.occupancy if rest is None else min(rest, tail[t.name] - t.occupancy)
+            best = max(best, head[t.name] + -(-total // cap) + rest)
+    return best
+
+
 def horizon(p: Problem, ii: int) -> int:
     """An upper bound on any start time worth considering at initiation interval `ii`."""
     return sum(max(t.cycles, t.occupancy, 1) for t in p.tasks) + ii * (len(p.tasks) + 1)
 
 
-def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: int | None = None):
+def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: int | None = None,
+             incumbent: dict[str, int] | None = None, earliest: bool = True):
     """Solve the ILP at one I. Returns (status, length, starts); status is a pulp status string,
     or "Feasible" when CBC's time limit stopped it with a schedule it had not proven shortest.
     Building the model stops too when the limit passes (ModuloTimeout). CBC's files go to the
-    scratch folder (fileio.scratch), which every exit removes."""
+    scratch folder (fileio.scratch), which every exit removes. `incumbent` (starts feasible at ii)
+    is CBC's warm start; without `earliest` the objective is L alone (the starts are then any
+    schedule of that length: the joint stage reads only I and L)."""
     import time
 
     import pulp
 
-    from .fileio import scratch_folder
     deadline = None if time_limit is None else time.monotonic() + time_limit
+    prob, start, length = _model(p, ii, deadline, earliest, incumbent)
+    prob += length >= max(min_length or 0, length_bound(p)), "L>=bound"
+    _clock(deadline)
+    _run_cbc(prob, deadline, warm=incumbent is not None)
+    status = pulp.LpStatus[prob.status]
+    if status == "Optimal" and prob.sol_status != pulp.LpSolutionOptimal:
+        status = "Feasible"  # "Stopped on time" with a schedule: feasible, its L not proven least
+    if status not in ("Optimal", "Feasible"):
+        return status, None, None
+    starts = {t.name: int(round(pulp.value(start[t.name]))) for t in p.tasks}
+    return status, int(round(pulp.value(length))), starts
+
+
+def _model(p: Problem, ii: int, deadline, earliest: bool, incumbent: dict[str, int] | None):
+    """The ILP at ii (module doc): (problem, start variables, L variable), with the incumbent's
+    values as initial values when given (and within the horizon)."""
+    import pulp
 
     names = [t.name for t in p.tasks]
     H = horizon(p, ii)
+    if incumbent is not None and max(incumbent.values(), default=0) > H:
+        incumbent = None
     prob = pulp.LpProblem(f"modulo_I{ii}", pulp.LpMinimize)
     start = {v: pulp.LpVariable(f"start[{v}]", 0, H, cat="Integer") for v in names}
     length = pulp.LpVariable("L", 0, H + max(t.cycles for t in p.tasks) + 1, cat="Integer")
-    prob += length * (len(names) * (H + 1) + 1) + pulp.lpSum(start.values())
+    prob += length * (len(names) * (H + 1) + 1) + pulp.lpSum(start.values()) if earliest else length
     for t in p.tasks:
         prob += length >= start[t.name] + t.cycles, f"len[{t.name}]"
     for n, d in enumerate(p.deps):
@@ -122,18 +180,30 @@ def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: i
         if sum(t.occupancy for t in on_unit) <= cap:
             continue
         if cap == 1:
-            _pairwise(prob, start, on_unit, ii, H, unit)
+            _pairwise(prob, start, on_unit, ii, H, unit, incumbent)
         elif all(t.occupancy <= ii for t in on_unit):
-            _pairwise_cumulative(prob, start, on_unit, ii, H, unit, cap)
+            _pairwise_cumulative(prob, start, on_unit, ii, H, unit, cap, incumbent)
         else:
-            _residues(prob, start, on_unit, ii, H, unit, cap)
-    if min_length is not None:
-        prob += length >= min_length, "L>=bound"
-    _clock(deadline)
-    # CBC takes whole seconds and can overrun them (its preprocessing is not interruptible): it
-    # gets 90% of what is left, and a watchdog ends it at the deadline itself.
+            _residues(prob, start, on_unit, ii, H, unit, cap, incumbent)
+    if incumbent is not None:
+        for v in names:
+            start[v].setInitialValue(incumbent[v])
+        length.setInitialValue(max(incumbent[t.name] + t.cycles for t in p.tasks))
+    return prob, start, length
+
+
+def _run_cbc(prob, deadline, warm: bool) -> None:
+    """CBC on `prob`, within the deadline. CBC takes whole seconds and can overrun them (its
+    preprocessing is not interruptible): it gets 90% of what is left, and a watchdog ends it at the
+    deadline itself (ModuloTimeout)."""
+    import time
+
+    import pulp
+
+    from .fileio import scratch_folder
     left = None if deadline is None else max(1, math.floor(0.9 * (deadline - time.monotonic())))
-    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=left, options=["randomSeed 1", "randomCbcSeed 1"])
+    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=left, options=["randomSeed 1", "randomCbcSeed 1"],
+                               warmStart=warm)
     if scratch_folder():
         solver.tmpDir = scratch_folder()
     with _watchdog(deadline):
@@ -143,16 +213,9 @@ def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: i
             if deadline is not None and time.monotonic() >= deadline:
                 raise ModuloTimeout() from None  # the watchdog ended CBC
             raise
-    status = pulp.LpStatus[prob.status]
-    if status == "Optimal" and prob.sol_status != pulp.LpSolutionOptimal:
-        status = "Feasible"  # "Stopped on time" with a schedule: feasible, its L not proven least
-    if status not in ("Optimal", "Feasible"):
-        return status, None, None
-    starts = {v: int(round(pulp.value(start[v]))) for v in names}
-    return status, int(round(pulp.value(length))), starts
 
 
-def _pairwise(prob, start, ops, ii: int, H: int, unit: str) -> None:
+def _pairwise(prob, start, ops, ii: int, H: int, unit: str, incumbent=None) -> None:
     """A unit of capacity 1: every pair's residues keep their occupancies apart. With an integer
     quotient q, start[v] - start[u] = q*I + r and occupancy(u) <= r <= I - occupancy(v)."""
     import pulp
@@ -162,12 +225,14 @@ def _pairwise(prob, start, ops, ii: int, H: int, unit: str) -> None:
             prob += pulp.lpSum([]) >= 1, f"cap[{unit},{u.name}>I]"
         for v in ops[i + 1:]:
             q = pulp.LpVariable(f"q[{u.name},{v.name}]", -(H // ii) - 1, H // ii + 1, cat="Integer")
+            if incumbent is not None:
+                q.setInitialValue((incumbent[v.name] - incumbent[u.name] - u.occupancy) // ii)
             diff = start[v.name] - start[u.name] - ii * q
             prob += diff >= u.occupancy, f"cap[{unit},{u.name}<{v.name}]"
             prob += diff <= ii - v.occupancy, f"cap[{unit},{v.name}<{u.name}+I]"
 
 
-def _pairwise_cumulative(prob, start, ops, ii: int, H: int, unit: str, cap: int) -> None:
+def _pairwise_cumulative(prob, start, ops, ii: int, H: int, unit: str, cap: int, incumbent=None) -> None:
     """A unit of capacity cap > 1 whose ops each occupy it for at most I cycles (so no op overlaps
     its own next instance): at each op u's start, u and the ops v covering it (o[u,v]) number at
     most cap. start[u] - start[v] = q*I + r with r in [0, I); o = 1 iff r < occupancy(v)."""
@@ -182,6 +247,9 @@ def _pairwise_cumulative(prob, start, ops, ii: int, H: int, unit: str, cap: int)
                 continue
             q = pulp.LpVariable(f"q[{u.name},{v.name}]", -(H // ii) - 1, H // ii + 1, cat="Integer")
             o = pulp.LpVariable(f"o[{u.name},{v.name}]", cat="Binary")
+            if incumbent is not None:
+                q.setInitialValue((incumbent[u.name] - incumbent[v.name]) // ii)
+                o.setInitialValue(int((incumbent[u.name] - incumbent[v.name]) % ii < v.occupancy))
             r = start[u.name] - start[v.name] - ii * q
             prob += r >= v.occupancy * (1 - o), f"cap[{unit},{v.name}!covers{u.name}]"
             prob += r <= v.occupancy - 1 + (ii - v.occupancy) * (1 - o), f"cap[{unit},{v.name}covers{u.name}]"
@@ -189,7 +257,7 @@ def _pairwise_cumulative(prob, start, ops, ii: int, H: int, unit: str, cap: int)
         prob += 1 + pulp.lpSum(covering) <= cap, f"cap[{unit},@{u.name}]"
 
 
-def _residues(prob, start, ops, ii: int, H: int, unit: str, cap: int) -> None:
+def _residues(prob, start, ops, ii: int, H: int, unit: str, cap: int, incumbent=None) -> None:
     """A unit of larger capacity: one-hot residues res[v,r] with start[v] = I*k[v] + sum r*res[v,r],
     and per residue R the occupying ops number at most cap (cap[unit,r=R])."""
     import pulp
@@ -199,6 +267,10 @@ def _residues(prob, start, ops, ii: int, H: int, unit: str, cap: int) -> None:
         k = pulp.LpVariable(f"k[{t.name}]", 0, H // ii + 1, cat="Integer")
         for r in range(ii):
             res[t.name, r] = pulp.LpVariable(f"res[{t.name},{r}]", cat="Binary")
+        if incumbent is not None:
+            k.setInitialValue(incumbent[t.name] // ii)
+            for r in range(ii):
+                res[t.name, r].setInitialValue(int(incumbent[t.name] % ii == r))
         prob += pulp.lpSum(res[t.name, r] for r in range(ii)) == 1, f"onehot[{t.name}]"
         prob += start[t.name] == ii * k + pulp.lpSum(r * res[t.name, r] for r in range(ii)), f"residue[{t.name}]"
     for r in range(ii):
@@ -265,9 +337,10 @@ def sequential(p: Problem, r_mii: int = 0, c_mii: int = 0, tried=()) -> ModuloRe
 
 
 def modulo_schedule(p: Problem, max_ii: int | None = None, time_limit: float | None = None,
-                    on_try=None) -> ModuloResult | None:
+                    on_try=None, earliest: bool = True) -> ModuloResult | None:
     """Escalate I from the MII bound until the ILP is feasible. None if `max_ii` is reached;
-    ModuloTimeout if `time_limit` seconds pass first (an undecided I is never skipped)."""
+    ModuloTimeout if `time_limit` seconds pass first (an undecided I is never skipped). Without
+    `earliest`, the starts are any schedule of the least L (solve_at)."""
     import time
 
     deadline = None if time_limit is None else time.monotonic() + time_limit
@@ -281,7 +354,7 @@ def modulo_schedule(p: Problem, max_ii: int | None = None, time_limit: float | N
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise ModuloTimeout()
-        status, length, starts = solve_at(p, ii, left)
+        status, length, starts = _at(p, ii, left, earliest)
         tried.append((ii, status))
         if status in ("Optimal", "Feasible"):
             shift = min(starts.values())
@@ -292,3 +365,25 @@ def modulo_schedule(p: Problem, max_ii: int | None = None, time_limit: float | N
             raise ModuloTimeout()  # undecided at this I: a larger one would not be provably minimal
         ii += 1
     return None
+
+
+def _at(p: Problem, ii: int, left: float | None, earliest: bool):
+    """One I of the escalation: the greedy schedule first (greedy.py). When it exists, I is feasible;
+    when it also meets `length_bound` (and no earliest starts are asked for), its L is proven least
+    with no ILP; otherwise it is CBC's warm start, and what CBC's time limit leaves undecided is
+    the greedy schedule, L not proven ("Feasible")."""
+    from .greedy import greedy_schedule
+    head, tail = _heads_tails(p)
+    found = greedy_schedule(p, ii, head, tail)
+    if found is not None and not earliest and found[0] <= length_bound(p):
+        return "Optimal", found[0], found[1]
+    try:
+        status, length, starts = solve_at(p, ii, left, incumbent=found and found[1], earliest=earliest)
+    except ModuloTimeout:
+        if found is None:
+            raise
+        status = "Not Solved"
+    assert not (status == "Infeasible" and found is not None), f"CBC refuted I = {ii}, which has a schedule"
+    if status not in ("Optimal", "Feasible") and found is not None:
+        return "Feasible", found[0], found[1]
+    return status, length, starts

@@ -114,8 +114,9 @@ def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Prog
     # Stage 1: optimal modulo schedule, the SWP bound (PuLP + CBC); out of time, the sequential one.
     t1 = time.perf_counter()
     try:
+        # Stage 2 reads only stage 1's I and L: the earliest starts are its tie-break for --swp-only.
         swp = modulo_schedule(problem, options.max_ii, _left(deadline),
-                              on_try=lambda ii: progress("modulo", {"I": ii}))
+                              on_try=lambda ii: progress("modulo", {"I": ii}), earliest=options.swp_only)
     except ModuloTimeout:
         swp = sequential(problem, res_mii(problem), rec_mii(problem))
     timings["ilp_seconds"] = time.perf_counter() - t1

@@ -62,74 +62,90 @@ class _Z3:
         self.Terms = _Z3Terms(z3)
         self.Types = _Z3Types
         self.Config = _Z3Config
-        outer = self
+        backend = self
 
-        class Context:
+        class Context(_Z3Context):
             def __init__(self, config=None):
-                self.solver = z3.SolverFor("QF_LIA")
-                self.solver.set("random_seed", 1)
-                self.stopped = False
+                super().__init__(backend)
 
-            def stop_search(self):  # from another thread, as Yices' own
-                self.stopped = True
-                self.solver.ctx.interrupt()
-
-            def assert_formula(self, f):
-                self.solver.add(f)
-
-            def assert_formulas(self, fs):
-                self.solver.add(*fs)
-
-            def status(self):  # z3 decides nothing before a check
-                return outer.Status.UNKNOWN
-
-            def push(self):
-                self.solver.push()
-
-            def pop(self):
-                self.solver.pop()
-
-            def _status(self, result):
-                if result == z3.sat:
-                    return outer.Status.SAT
-                if result == z3.unsat:
-                    return outer.Status.UNSAT
-                if self.stopped:  # our own stop (a deadline), not Ctrl-C
-                    self.stopped = False
-                    return outer.Status.UNKNOWN
-                if "interrupted" in self.solver.reason_unknown() or "canceled" in self.solver.reason_unknown():
-                    raise KeyboardInterrupt  # z3 catches Ctrl-C and answers unknown: it is not a time limit
-                return outer.Status.UNKNOWN
-
-            def check_context(self, params=None, timeout=None):
-                self.solver.set("timeout", int(timeout * 1000) if timeout else 4294967295)
-                return self._status(self.solver.check())
-
-            def check_context_with_assumptions(self, params, assumptions):
-                self.solver.set("timeout", 4294967295)
-                return self._status(self.solver.check(*assumptions))
-
-            def get_unsat_core(self):
-                return list(self.solver.unsat_core())
-
-            def dispose(self):
-                pass
-
-        class Model:
-            def __init__(self, model):
-                self.model = model
-
-            @staticmethod
-            def from_context(ctx, keep_subst):
-                return Model(ctx.solver.model())
-
-            def get_integer_value(self, term):
-                return self.model.eval(term, model_completion=True).as_long()
-
-            def get_bool_value(self, term):
-                return z3.is_true(self.model.eval(term, model_completion=True))
+        class Model(_Z3Model):
+            z = z3
 
         self.Context, self.Model = Context, Model
+
+
+class _Z3Context:
+    """A z3 solver behind Yices' Context API."""
+
+    def __init__(self, backend: _Z3):
+        self.z3, self.Status = backend.z3, backend.Status
+        self.solver = self.z3.SolverFor("QF_LIA")
+        self.solver.set("random_seed", 1)
+        self.stopped = False
+
+    def stop_search(self):  # from another thread, as Yices' own
+        self.stopped = True
+        self.solver.ctx.interrupt()
+
+    def assert_formula(self, f):
+        self.solver.add(f)
+
+    def assert_formulas(self, fs):
+        self.solver.add(*fs)
+
+    def status(self):  # z3 decides nothing before a check
+        return self.Status.UNKNOWN
+
+    def push(self):
+        self.solver.push()
+
+    def pop(self):
+        self.solver.pop()
+
+    def _status(self, result):
+        if result == self.z3.sat:
+            return self.Status.SAT
+        if result == self.z3.unsat:
+            return self.Status.UNSAT
+        if self.stopped:  # our own stop (a deadline), not Ctrl-C
+            self.stopped = False
+            return self.Status.UNKNOWN
+        if "interrupted" in self.solver.reason_unknown() or "canceled" in self.solver.reason_unknown():
+            raise KeyboardInterrupt  # z3 catches Ctrl-C and answers unknown: it is not a time limit
+        return self.Status.UNKNOWN
+
+    def check_context(self, params=None, timeout=None):
+        self.solver.set("timeout", int(timeout * 1000) if timeout else 4294967295)
+        return self._status(self.solver.check())
+
+    def check_context_with_assumptions(self, params, assumptions):
+        self.solver.set("timeout", 4294967295)
+        return self._status(self.solver.check(*assumptions))
+
+    def get_unsat_core(self):
+        return list(self.solver.unsat_core())
+
+    def dispose(self):
+        pass
+
+
+class _Z3Model:
+    """A z3 model behind Yices' Model API (`z`: the z3 module, set by `_Z3`)."""
+
+    z = None
+
+    def __init__(self, model):
+        self.model = model
+
+    @classmethod
+    def from_context(cls, ctx, keep_subst):
+        return cls(ctx.solver.model())
+
+    def get_integer_value(self, term):
+        return self.model.eval(term, model_completion=True).as_long()
+
+    def get_bool_value(self, term):
+        return self.z.is_true(self.model.eval(term, model_completion=True))
 
 
 class _Z3Types:
