@@ -17,84 +17,107 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     """`graph` with the loop's epilogue and the function's arguments. `names` claims fresh graph
     names (build._Names); the dicts map SSA names (stores: "LINE:COL") to the graph's names of the
     carries, the loop's ops and the inputs."""
-    from ..ir import Epilogue, Op, Operand, Value
-    from .build import base_name
+    from ..ir import Epilogue
     raw, sig = lowered.epilogue, lowered.signature
     if raw is None:
         return graph
-    named: dict[tuple, str] = {}  # (kind, key) -> graph name
-    new_inputs, scalars, eops = [], [], []
-    scaled = _exp2_units(graph)
+    namer = _Namer(graph, raw, names, carries)
+    outputs, written = _outputs(raw, namer, carries, {c.name: c.type.shape for c in graph.carries})
+    overridden = {n for n, _ in outputs}
+    carries_out = tuple(replace(c, attrs=tuple(kv for kv in c.attrs if kv[0] != "output")) if c.name in overridden
+                        else c for c in graph.carries)
+    named = namer.named
+    targets = _targets(sig, ops, inputs, stores, {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw)
+                                                 if ("scalar", v.key) in named},
+                       {raw.inputs[k].arg: named[("input", k)] for k in range(len(raw.inputs)) if ("input", k) in named},
+                       written)
+    epilogue = Epilogue(tuple(namer.scalars), tuple(namer.eops), tuple(outputs))
+    return replace(graph, inputs=graph.inputs + tuple(namer.new_inputs), carries=carries_out, epilogue=epilogue,
+                   arguments=tuple((n, targets.get(n)) for n, _ in sig.args))
 
-    def scale(name: str, span) -> str:
+
+class _Namer:
+    """The graph's names of the epilogue's values, claimed as they are first read: its inputs,
+    scalars and ops (collected in `new_inputs`, `scalars`, `eops`)."""
+
+    def __init__(self, graph, raw, names, carries: dict):
+        self.graph, self.raw, self.names, self.carries = graph, raw, names, carries
+        self.named: dict[tuple, str] = {}  # (kind, key) -> graph name
+        self.new_inputs, self.scalars, self.eops = [], [], []
+        self.scaled = _exp2_units(graph)
+
+    def scale(self, name: str, span) -> str:
         """Carry `name` as the kernel holds it: times the exp2 scale where the loop's exp2 subtracts it."""
-        if name not in scaled:
+        from ..ir import Op, Operand, Value
+        if name not in self.scaled:
             return name
-        if ("scaled", name) not in named:
-            if not any(v.name == KNOB for v in scalars):
-                scalars.append(Value(KNOB, TensorType("f32", (1,)), "scalar"))
-            named[("scaled", name)] = names.claim(f"{name}_scaled", fallback=f"{name}_scaled")
-            t = next(c.type for c in graph.carries if c.name == name)
-            eops.append(Op(named[("scaled", name)], "mul", (Operand(name), Operand(KNOB)), t, (), True, span))
-        return named[("scaled", name)]
+        if ("scaled", name) not in self.named:
+            if not any(v.name == KNOB for v in self.scalars):
+                self.scalars.append(Value(KNOB, TensorType("f32", (1,)), "scalar"))
+            self.named[("scaled", name)] = self.names.claim(f"{name}_scaled", fallback=f"{name}_scaled")
+            t = next(c.type for c in self.graph.carries if c.name == name)
+            self.eops.append(Op(self.named[("scaled", name)], "mul", (Operand(name), Operand(KNOB)), t, (), True, span))
+        return self.named[("scaled", name)]
 
-    def name_of(v: EVal, span) -> str:
-        key = (v.kind, v.key)
-        if key in named:
-            return named[key]
+    def name_of(self, v: EVal, span) -> str:
+        """The graph's name of epilogue value `v` (claimed, and its op or input added, on first use)."""
+        from ..ir import Value
+        from .build import base_name
+        key, raw = (v.kind, v.key), self.raw
+        if key in self.named:
+            return self.named[key]
         if v.kind == "carry":
-            if v.key not in carries:
+            if v.key not in self.carries:
                 raise InputError(Diagnostic(f"the value stored here reads the loop's result '%{v.key}', which the "
                                             "graph does not carry (no op of the loop computes it)", span))
-            return carries[v.key]
+            return self.carries[v.key]
         if v.kind == "input":
             inp = raw.inputs[v.key]
-            named[key] = names.claim(base_name(inp.arg), base_name(inp.ssa), fallback="input")
-            new_inputs.append(Value(named[key], inp.type, "input", span=inp.span))
+            self.named[key] = self.names.claim(base_name(inp.arg), base_name(inp.ssa), fallback="input")
+            self.new_inputs.append(Value(self.named[key], inp.type, "input", span=inp.span))
         elif v.kind == "scalar":
-            named[key] = names.claim(base_name(v.key), fallback="scalar")
+            self.named[key] = self.names.claim(base_name(v.key), fallback="scalar")
             dtype = dict(raw.scalars).get(v.key, "f32")
-            scalars.append(Value(named[key], TensorType(dtype, (1,)), "scalar"))
+            self.scalars.append(Value(self.named[key], TensorType(dtype, (1,)), "scalar"))
         else:
-            op = raw.ops[v.key]
-            operands = tuple(Operand(scale(name_of(o, op.span), op.span) if o.kind == "carry" else name_of(o, op.span))
-                             for o in op.operands)
-            base = base_name(op.ssa)  # else (%6) after its first operand: out_convert
-            after = f"{operands[0].name}_{op.opcode}" if operands else None
-            named[key] = names.claim(base, base and f"{base}_{op.opcode}", after, fallback=op.opcode)
-            eops.append(Op(named[key], op.opcode, operands, op.type, op.attrs, True, op.span))
-        return named[key]
+            self.named[key] = self._op(raw.ops[v.key])
+        return self.named[key]
 
+    def _op(self, op) -> str:
+        from ..ir import Op, Operand
+        from .build import base_name
+        operands = tuple(Operand(self.scale(self.name_of(o, op.span), op.span) if o.kind == "carry"
+                                 else self.name_of(o, op.span)) for o in op.operands)
+        base = base_name(op.ssa)  # else (%6) after its first operand: out_convert
+        after = f"{operands[0].name}_{op.opcode}" if operands else None
+        name = self.names.claim(base, base and f"{base}_{op.opcode}", after, fallback=op.opcode)
+        self.eops.append(Op(name, op.opcode, operands, op.type, op.attrs, True, op.span))
+        return name
+
+
+def _outputs(raw, namer: _Namer, carries: dict, shape_of: dict) -> tuple[list, dict]:
+    """The epilogue's outputs ([(name, value)]) and, per stored argument, the graph name written."""
+    from .build import base_name
     outputs, written = [], {}
-    shape_of = {c.name: c.type.shape for c in graph.carries}
     for v, arg, span in raw.stores:
         if v.kind == "carry":  # a carry stored as it is: its output
-            written[arg] = name_of(v, span)
+            written[arg] = namer.name_of(v, span)
             continue
         plain = _converted_carry(raw, v)
         if plain is not None and plain.key in carries:  # a carry written in another dtype: {output = DTYPE}
-            written[arg] = name_of(plain, span)
+            written[arg] = namer.name_of(plain, span)
             continue
-        value = name_of(v, span)
+        value = namer.name_of(v, span)
         t = raw.ops[v.key].type if v.kind == "op" else None
         reads = [carries[c] for c in _carries_read(raw, v) if c in carries]
         done = {n for n, _ in outputs}
         same = [c for c in dict.fromkeys(reads) if shape_of[c] == (t.shape if t else ())]
         anchor = same[0] if len(same) == 1 and same[0] not in done else None  # the one carry it is made of
-        out = anchor or names.claim(base_name(arg), fallback="out")
+        out = anchor or namer.names.claim(base_name(arg), fallback="out")
         outputs.append((out, value))
         if arg is not None:
             written[arg] = out
-    overridden = {n for n, _ in outputs}
-    carries_out = tuple(replace(c, attrs=tuple(kv for kv in c.attrs if kv[0] != "output")) if c.name in overridden
-                        else c for c in graph.carries)
-    targets = _targets(sig, ops, inputs, stores, {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw)
-                                                 if ("scalar", v.key) in named},
-                       {raw.inputs[k].arg: named[("input", k)] for k in range(len(raw.inputs)) if ("input", k) in named},
-                       written)
-    epilogue = Epilogue(tuple(scalars), tuple(eops), tuple(outputs))
-    return replace(graph, inputs=graph.inputs + tuple(new_inputs), carries=carries_out, epilogue=epilogue,
-                   arguments=tuple((n, targets.get(n)) for n, _ in sig.args))
+    return outputs, written
 
 
 def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dict, ep_inputs: dict, written: dict):
