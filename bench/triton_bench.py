@@ -457,12 +457,14 @@ def cmd_report(args) -> None:
                 if "error" in row:
                     out.append(f"| {name} | {_size(row['size'])} | | | failed: {row['error'][:120]} | |")
                     continue
-                ratios.append(row["ratio"])
+                if row.get("correct", True):  # a wrong kernel's time is not a result
+                    ratios.append(row["ratio"])
+                wrong = "" if row.get("correct", True) else " (wrong: not in the mean)"
                 out.append(f"| {name} | {_size(row['size'])} | {row['twill_tflops']:.1f} | "
-                           f"{row['triton_tflops']:.1f} ({row['triton_config']}) | {row['ratio']:.3f}x | "
+                           f"{row['triton_tflops']:.1f} ({row['triton_config']}) | {row['ratio']:.3f}x{wrong} | "
                            f"{row['rel_error']:.1e} |")
         if ratios:
-            out += ["", f"Geometric mean of the ratios: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}x "
+            out += ["", f"Geometric mean of the ratios of correct kernels: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}x "
                         f"over {len(ratios)} rows."]
         out.append("")
     if args.notes:
