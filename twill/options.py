@@ -21,6 +21,7 @@ class ModelOptions:
     cross_role: bool = True  # allow producer and consumer on different roles
     warps: int | None = None  # override limits.warps
     registers: int | None = None  # override limits.registers_per_thread (a reduced budget)
+    register_reserve: int | None = None  # override limits.register_reserve (registers outside tiles)
     depth: int | None = None  # ring-buffer depth of streaming loads
     smt_backend: str = "yices"  # "z3" for comparison only
     groups: tuple[tuple[str, ...], ...] = ()  # ops pinned together on one role, each group its own role
