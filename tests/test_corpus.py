@@ -29,8 +29,6 @@ KNOWN = {
     "corpus/ssd_chunk_scan_sm90": "emit-cuda: a cumsum along axis 0 of a rank-1 tile (emit scans rank-2 "
                                   "tiles along their last axis only)",
     "corpus/ssd_chunk_scan_sm100": "emit-cuda: a cumsum along axis 0 of a rank-1 tile",
-    "corpus/attn_bwd_dq_sm90": "nvcc: ptxas serializes the wgmmas (C7515: non-wgmma instructions define "
-                               "an accumulator between the start and end of a pipeline stage)",
 }
 
 
