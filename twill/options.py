@@ -13,6 +13,11 @@ import json
 from dataclasses import dataclass, fields
 
 
+# Options added after schedules recorded digests: at their default they are left out of the
+# digest, so every schedule solved before them keeps its `options_digest`.
+ADDED = ("register_reserve",)
+
+
 @dataclass(frozen=True)
 class ModelOptions:
     swp_only: bool = False  # stop after stage 1 (the schedule's `stage` records it)
@@ -51,10 +56,11 @@ class ModelOptions:
         return cls(swp_only=stage == "swp", **kw)
 
     def digest(self) -> str:
-        """SHA-256 of every model field but `swp_only` (defaults included), canonical JSON. The
+        """SHA-256 of every model field but `swp_only` (defaults included, but for those in ADDED),
+        canonical JSON. The
         stage is not in it: a full solve that a time limit ends in stage 1 keeps its options;
         the cache key adds `swp_only` itself."""
         m = self.model
-        text = json.dumps([[f.name, getattr(m, f.name)] for f in fields(ModelOptions) if f.name != "swp_only"],
-                          sort_keys=True)
+        text = json.dumps([[f.name, getattr(m, f.name)] for f in fields(ModelOptions) if f.name != "swp_only"
+                           and not (f.name in ADDED and getattr(m, f.name) == f.default)], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()

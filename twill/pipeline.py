@@ -146,11 +146,12 @@ def with_latency_slack(schedule: Schedule, graph: Graph, machine: Machine, optio
     """The schedule with the slack of its ops that have a latency interval (twill/slack.py)."""
     from .costs import bind
     from .slack import latency_slack
-    intervals = {c.name: c.latency_range for c in bind(graph, machine.restricted(depth=options.depth))
-                 if c.latency_range is not None}
+    costs = bind(graph, machine.restricted(depth=options.depth))
+    intervals = {c.name: c.latency_range for c in costs if c.latency_range is not None}
     if not intervals:
         return schedule
-    return replace(schedule, latency_slack=latency_slack(schedule, graph, intervals))
+    depths = {c.name: c.depth for c in costs if c.streaming}
+    return replace(schedule, latency_slack=latency_slack(schedule, graph, intervals, depths))
 
 
 def _joint(problem: Problem, swp: ModuloResult, base: Schedule, options: SolveOptions, progress) -> Schedule:

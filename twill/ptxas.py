@@ -94,6 +94,7 @@ class PtxasReport:
     entries: tuple[EntryReport, ...] = ()
     advisories: tuple[Advisory, ...] = ()
     errors: str = ""
+    log: str = field(default="", repr=False, compare=False)  # what nvcc printed
 
     @property
     def ok(self) -> bool:
@@ -158,7 +159,7 @@ def parse(log: str, rc: int = 0) -> PtxasReport:
     out = tuple(EntryReport(**e, advisories=tuple(a for a in advisories if a.function == e["name"]))
                 for e in entries)
     errors = "" if rc == 0 else "\n".join(log.splitlines()[-40:])
-    return PtxasReport(rc, out, tuple(advisories), errors)
+    return PtxasReport(rc, out, tuple(advisories), errors, log)
 
 
 # -- nvcc ------------------------------------------------------------------------------------------

@@ -14,9 +14,10 @@ s the registers ptxas spilled (spill bytes per thread / 4, rounded up):
 at least one granule g (`limits.register_granule`). The model has one knob for registers it does
 not see, the register reserve (per thread, outside tiles: `limits.register_reserve`, or
 `--register-reserve`); the loop raises it by the largest `short`, rounded up to a granule, and
-solves the graph again under it. That is at most ROUNDS rounds; the first round whose kernel is
-clean is emitted, and if none is, the first schedule is (it was optimal for the model as given; a
-tighter model that still spills is no better). What changed goes to stderr, one line each.
+solves the graph again under it (where no schedule exists under it, with half the step, in
+granules). That is at most ROUNDS solves; the first round whose kernel is clean is emitted, and if
+none is, the first schedule is (it was optimal for the model as given; a tighter model that still
+spills is no better). What changed goes to stderr, one line each.
 A schedule of stage 1 alone (no roles), or one a time limit cut short, is only reported on.
 """
 from __future__ import annotations
@@ -109,7 +110,6 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         rounds: int = ROUNDS) -> LoopResult:
     """The loop (module docstring). `emit(schedule)` gives (the emitter's model, the .cu text);
     `solve_again(reserve)` the schedule under that register reserve (None: report only)."""
-    from .errors import NoScheduleError, TwillError
     nvcc = find_nvcc()
     model, text = emit(schedule)
     if nvcc is None:
@@ -122,7 +122,8 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
     if not history[0].found.report.ok:
         note("ptxas: the kernel does not compile:\n" + history[0].found.report.errors)
         return LoopResult(schedule, text, tuple(history), 0)
-    while not history[-1].found.report.clean and len(history) <= rounds:
+    solves = 0
+    while not history[-1].found.report.clean and solves < rounds:
         last = history[-1]
         for line in contradictions(last.found):
             note(line)
@@ -136,33 +137,46 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
             break
         worst = max(offending, key=lambda f: (shortfall(f, lim.register_granule), f.role))
         grow = shortfall(worst, lim.register_granule)
-        new = last.reserve + grow
-        if new + lim.min_registers > lim.registers_per_thread:
-            note(f"ptxas loop: a register reserve of {new} leaves no registers for tiles: stopping")
-            break
-        note(f"ptxas loop: round {len(history)}: register reserve {last.reserve} -> {new} "
-             f"(role {worst.role} was {grow} registers short), solving again")
-        try:
-            again = solve_again(new)
-        except NoScheduleError:
-            note(f"ptxas loop: no schedule under a register reserve of {new}: stopping")
-            break
-        except TwillError as exc:
-            note(f"ptxas loop: solving again failed ({str(exc).splitlines()[0]}): stopping")
+        again, solves, grow = _solve_tighter(last.reserve, grow, worst.role, solve_again, lim, note, solves, rounds)
+        if again is None:
             break
         model, text = emit(again)
         found = attribute(text, machine.arch, role_probes(model, again, machine), nvcc)
-        history.append(Round(new, again, text, found))
-        note(f"ptxas loop: round {len(history) - 1}: I = {again.ii} (was {schedule.ii}), L = {again.length}, "
+        history.append(Round(last.reserve + grow, again, text, found))
+        note(f"ptxas loop: I = {again.ii} (was {schedule.ii}), L = {again.length}, "
              f"roles {', '.join(f'{r.name} {r.registers}' for r in again.roles) or 'derived'}; "
              f"{found.report.summary()}")
     chosen = next((i for i, r in enumerate(history) if r.found.report.clean), 0)
-    if len(history) > 1:
+    if solves:
         note(f"ptxas loop: emitting round {chosen}'s schedule" + (
             " (no round was clean: the first schedule, as the model solved it)" if not history[chosen].found.report.clean
             else f" (register reserve {history[chosen].reserve})"))
     pick = history[chosen]
     return LoopResult(pick.schedule, pick.text, tuple(history), chosen)
+
+
+def _solve_tighter(reserve: int, grow: int, role: str, solve_again, lim, note, solves: int, rounds: int):
+    """Solve under reserve + grow; where no schedule exists, halve the step (in granules) and try
+    again, while solves are left. Returns (schedule or None, solves, the step taken)."""
+    from .errors import NoScheduleError, TwillError
+    g = lim.register_granule
+    while solves < rounds:
+        new = reserve + grow
+        if new + lim.min_registers <= lim.registers_per_thread:
+            solves += 1
+            note(f"ptxas loop: round {solves}: register reserve {reserve} -> {new} (role {role} was "
+                 f"{grow} registers short), solving again")
+            try:
+                return solve_again(new), solves, grow
+            except NoScheduleError:
+                note(f"ptxas loop: no schedule under a register reserve of {new}")
+            except TwillError as exc:
+                note(f"ptxas loop: solving again failed ({str(exc).splitlines()[0]}): stopping")
+                return None, solves, grow
+        if grow <= g:
+            break
+        grow = max(g, math.ceil(grow / 2 / g) * g)
+    return None, solves, grow
 
 
 def resolver(schedule: Schedule, machine, options=None, progress=None) -> Callable[[int], Schedule] | None:

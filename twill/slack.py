@@ -53,13 +53,14 @@ def _next_on_role(s: Schedule, v) -> int | None:
     return best
 
 
-def slack_units(s: Schedule, graph: Graph, name: str, typical_units: float) -> float | None:
-    """slack(v) of the module's rule, in units; `typical_units` is T for a streaming load."""
+def slack_units(s: Schedule, graph: Graph, name: str, typical_units: float, depth: int | None = None) -> float | None:
+    """slack(v) of the module's rule, in units; `typical_units` is T for a streaming load, and D
+    its ring's depth in `buffers` (a joint schedule), else `depth` (the solve's)."""
     ops = s.by_name
     v = ops[name]
     readers = [(ops[e.dst], e.distance) for e in graph.edges if e.src == name and e.dst in ops]
     if v.streaming:
-        depth = {b.value: b.depth for b in s.buffers}.get(name)
+        depth = {b.value: b.depth for b in s.buffers}.get(name, depth)
         if depth is None or not readers:
             return None
         need = min(r.start + d * s.ii for r, d in readers)
@@ -78,16 +79,18 @@ def _holds(graph: Graph, op: str) -> bool:
     return d is not None and d.tensor_core
 
 
-def latency_slack(s: Schedule, graph: Graph, intervals: dict[str, tuple[float, float, float]]) -> tuple[LatencySlack, ...]:
+def latency_slack(s: Schedule, graph: Graph, intervals: dict[str, tuple[float, float, float]],
+                  depths: dict[str, int] | None = None) -> tuple[LatencySlack, ...]:
     """The slack of every op with a latency interval (machine cycles: min, typical, max), in
-    the schedule's op order."""
+    the schedule's op order; `depths`: the ring depth of each streaming load where the schedule
+    has no `buffers` (stage 1 alone)."""
     out = []
     unit = s.scale.unit_cycles or 1.0
     for op in s.ops:
         if op.name not in intervals:
             continue
         low, typical, high = intervals[op.name]
-        units = slack_units(s, graph, op.name, typical / unit)
+        units = slack_units(s, graph, op.name, typical / unit, (depths or {}).get(op.name))
         out.append(LatencySlack(op.name, low, typical, high,
                                 None if units is None else round(units, 3),
                                 None if units is None else round(units * unit, 1)))
