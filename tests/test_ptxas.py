@@ -195,3 +195,30 @@ def test_the_loop_does_not_solve_a_stage_1_schedule_again(tmp_path):
     result = run(s, machine, emit, None, lines.append)
     assert not result.changed and result.schedule == s and len(result.rounds) == 1
     assert any("spill" in line for line in lines) and any("not solved again" in line for line in lines)
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_loop_tightens_a_model_that_ptxas_contradicts(tmp_path):
+    """At the machine format's default register reserve (8) the model holds both 64x224
+    accumulators of tests/data/ptxas/gemm_2x224.tir in one warpgroup (224 + 8 registers of 248);
+    ptxas spills there. The loop gives that role's shortfall to the reserve, solves again, and
+    emits the clean kernel of two consumer warpgroups, the same on a second run."""
+    graph = ROOT / "tests" / "data" / "ptxas" / "gemm_2x224.tir"
+    plain, first = _emit([graph, "--gpu", "h100", "--register-reserve", "8", "--no-ptxas-loop"], tmp_path)
+    assert plain.exit_code == 0, plain.output
+    before = first.read_text()
+    assert "role mma: 4 warp(s)" in before and "acc0_n, acc1_n" in before
+    looped, out = _emit([graph, "--gpu", "h100", "--register-reserve", "8"], tmp_path)
+    assert looped.exit_code == 0, looped.output
+    lines = notes(looped.output)
+    assert re.search(r"kernel<false, false>: \d+ bytes spill stores", lines[0]), lines
+    assert re.search(r"role mma \(setmaxnreg \d+, the model counts 232\): \d+ bytes spilled", lines[1]), lines
+    assert re.match(r"ptxas loop: round 1: register reserve 8 -> \d+ \(role mma was \d+ registers short\)", lines[2])
+    assert "no spills, no serialized wgmma" in lines[3] and lines[4].startswith("ptxas loop: emitting round 1")
+    after = out.read_text()
+    assert after != before and "role mma0: 4 warp(s)" in after and "role mma1: 4 warp(s)" in after
+    report = ptxas.compile_kernel(after, "sm_90a")
+    assert report.clean
+    again, out2 = _emit([graph, "--gpu", "h100", "--register-reserve", "8"], tmp_path)
+    assert again.exit_code == 0 and out2.read_text() == after  # the same input, the same file
