@@ -156,16 +156,18 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
 
 
 def _solve_tighter(reserve: int, grow: int, role: str, solve_again, lim, note, solves: int, rounds: int):
-    """Solve under reserve + grow; where no schedule exists, halve the step (in granules) and try
-    again, while solves are left. Returns (schedule or None, solves, the step taken)."""
+    """Solve under reserve + grow; where no schedule exists, or the reserve would leave a role
+    fewer than `min_registers` for tiles, halve the step (in granules) and try again, while solves
+    are left. Returns (schedule or None, solves, the step taken)."""
     from .errors import NoScheduleError, TwillError
-    g = lim.register_granule
+    g, short = lim.register_granule, grow
     while solves < rounds:
         new = reserve + grow
         if new + lim.min_registers <= lim.registers_per_thread:
             solves += 1
+            step = "" if grow == short else f"; a step of {grow}"
             note(f"ptxas loop: round {solves}: register reserve {reserve} -> {new} (role {role} was "
-                 f"{grow} registers short), solving again")
+                 f"{short} registers short{step}), solving again")
             try:
                 return solve_again(new), solves, grow
             except NoScheduleError:
