@@ -98,13 +98,15 @@ def test_the_parser_on_coded_messages_and_failures():
         "something in the function '_ZN1a6kernelILb1ELb0EEEv'",
         "ptxas warning : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
         "insufficient register resources for the wgmma pipeline in the function '_ZN1a6kernelILb1ELb0EEEv'",
+        "ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+        "insufficient register resources for the function '_ZN1a6kernelILb1ELb0EEEv'",
     ])
     r = ptxas.parse(log)
     (e,) = r.entries
     assert (e.instance, e.registers, e.barriers, e.stack_bytes, e.spill_stores, e.spill_loads) == \
         ("kernel<true, false>", 168, 3, 16, 12, 20)
-    assert [a.code for a in e.advisories] == ["C7515", "C7510"] and e.serialized and not r.clean
-    assert "kernel<true, false>: 12 bytes spill stores, 20 loads; wgmma serialized (C7510, C7515)" in r.summary()
+    assert [a.code for a in e.advisories] == ["C7515", "C7510", "C7512"] and e.serialized and not r.clean
+    assert "kernel<true, false>: 12 bytes spill stores, 20 loads; wgmma serialized (C7510, C7512, C7515)" in r.summary()
     bad = ptxas.parse("x.cu(3): error: expected a ';'", rc=2)
     assert not bad.ok and not bad.clean and "expected a ';'" in bad.errors
 

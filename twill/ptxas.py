@@ -137,7 +137,7 @@ class PtxasReport:
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
 _PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?")
-_CODED = re.compile(r"ptxas (?:info|warning)\s*: \((C\d+)\) (.*?)(?: in the function '([^']+)')?\s*$")
+_CODED = re.compile(r"ptxas (?:info|warning)\s*: \((C\d+)\) (.*?)(?: (?:in|for) the function '([^']+)')?\s*$")
 
 
 def parse(log: str, rc: int = 0) -> PtxasReport:

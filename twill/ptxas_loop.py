@@ -110,6 +110,7 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         rounds: int = ROUNDS) -> LoopResult:
     """The loop (module docstring). `emit(schedule)` gives (the emitter's model, the .cu text);
     `solve_again(reserve)` the schedule under that register reserve (None: report only)."""
+    from .errors import TwillError
     nvcc = find_nvcc()
     model, text = emit(schedule)
     if nvcc is None:
@@ -140,7 +141,11 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         again, solves, grow = _solve_tighter(last.reserve, grow, worst.role, solve_again, lim, note, solves, rounds)
         if again is None:
             break
-        model, text = emit(again)
+        try:
+            model, text = emit(again)
+        except TwillError as exc:  # a schedule the emitter cannot lay out: keep what we have
+            note(f"ptxas loop: the new schedule cannot be emitted ({str(exc).splitlines()[0]}): stopping")
+            break
         found = attribute(text, machine.arch, role_probes(model, again, machine), nvcc)
         history.append(Round(last.reserve + grow, again, text, found))
         note(f"ptxas loop: I = {again.ii} (was {schedule.ii}), L = {again.length}, "
