@@ -80,6 +80,8 @@ MODEL_FLAGS = (
     click.option("--max-ii", type=click.IntRange(1), help="give up above this initiation interval (exit 1)"),
     click.option("--warps", type=click.IntRange(1), help="override the machine's warp limit"),
     click.option("--registers", type=click.IntRange(24, 255), help="reduced per-thread register ceiling"),
+    click.option("--register-reserve", type=click.IntRange(0, 255),
+                 help="per-thread registers a role holds outside its tiles [default: the machine's limits.register_reserve]"),
     click.option("--no-cross-role", "no_cross", is_flag=True,
                  help="forbid producer and consumer on different roles"),
     click.option("--depth", type=click.IntRange(1), help="ring-buffer depth of streaming loads"),
@@ -103,7 +105,8 @@ def options_from_flags(flags: dict, **more):
     """SolveOptions (the model options, twill/options.py, and the run's own) from the MODEL_FLAGS
     values, plus any command-specific fields in `more`."""
     return solve_options(normalize_bound=flags["normalize_bound"], max_ii=flags["max_ii"], warps=flags["warps"],
-                         registers=flags["registers"], cross_role=not flags["no_cross"], depth=flags["depth"],
+                         registers=flags["registers"],
+                         register_reserve=flags["register_reserve"], cross_role=not flags["no_cross"], depth=flags["depth"],
                          groups=tuple(tuple(n.strip() for n in g.split(",") if n.strip()) for g in flags["groups"])
                          or None, **more)
 

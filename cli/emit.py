@@ -1,6 +1,8 @@
 """`twill emit-cuda SCHEDULE.json -o kernel.cu` (or `GRAPH.tir --gpu M`): CUDA C++ for a schedule."""
 from __future__ import annotations
 
+import os
+
 import click
 
 from .common import Seconds, checked_schedule, distinct_output, gpu_option, graph_of, model_flags, options_from_flags, progress_printer
@@ -18,8 +20,11 @@ from .main import main
 @click.option("--swp-only", is_flag=True, help="for a graph: solve the modulo schedule only (emit-cuda derives roles)")
 @click.option("--time-limit", type=Seconds(),
               help="for a graph: seconds of search; exit 3 after emitting the best schedule")
+@click.option("--no-ptxas-loop", "no_ptxas", is_flag=True,
+              help="do not compile the kernel with nvcc to check ptxas's registers, spills and wgmma "
+                   "serialization against the model (and solve again where they disagree); also TWILL_PTXAS_LOOP=0")
 @model_flags
-def emit_cuda(source, gpu, output, binding, swp_only, time_limit, **flags):
+def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
     (.tir, .ttgir) that is solved first with --gpu."""
     distinct_output(source, output)
@@ -29,7 +34,7 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, **flags):
                                     hint="add -o kernel.cu"))
     from twill.pipeline import TimeLimitReached
 
-    pending = None
+    pending, options = None, None
     if source.endswith(".json"):
         schedule, machine = checked_schedule(source, gpu)
     else:
@@ -45,9 +50,30 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, **flags):
             if exc.schedule is None:
                 raise
             schedule, pending = exc.schedule, exc
+    if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
+        schedule = _ptxas_loop(schedule, machine, options if pending is None else None, flags["quiet"])
     _write(schedule, machine, output, binding)
     if pending is not None:
         raise pending
+
+
+def _ptxas_loop(schedule, machine, options, quiet: bool):
+    """The schedule whose kernel ptxas agrees with (twill/ptxas_loop.py); what it found and what it
+    changed on stderr (with -q: only a change)."""
+    from twill.emit import build_model
+    from twill.emit.cuda import render
+    from twill.ptxas_loop import resolver, run
+
+    def emit(s):
+        model = build_model(s, machine)
+        return model, render(model)
+
+    lines = []
+    result = run(schedule, machine, emit, resolver(schedule, machine, options), lines.append)
+    if not quiet or result.changed:
+        for line in lines:
+            click.echo(line, err=True)
+    return result.schedule
 
 
 def _write(schedule, machine, output, binding=None) -> None:

@@ -74,6 +74,9 @@ def private_schedule_cache(tmp_path_factory, monkeypatch):
     """Each test gets an empty schedule cache of its own (outside its tmp_path): results never
     leak between tests."""
     monkeypatch.setenv("TWILL_CACHE_DIR", str(tmp_path_factory.mktemp("twill-cache")))
+    # emit-cuda's ptxas loop compiles every kernel it writes; the tests that are about it
+    # (test_ptxas.py) turn it back on, the others compile what they check themselves.
+    monkeypatch.setenv("TWILL_PTXAS_LOOP", "0")
 
 
 # -- nvcc, cached by content ------------------------------------------------------------------------

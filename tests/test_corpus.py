@@ -26,8 +26,6 @@ DUMPS = (sorted((DATA / "corpus" / "prepipe").glob("*.ttgir")) + sorted(DATA.glo
 
 # dump stem -> why it does not go through (the stage is in the message)
 KNOWN = {
-    "corpus/attn_bwd_dq_sm90": "nvcc: ptxas serializes the wgmmas (C7515: non-wgmma instructions define "
-                               "an accumulator between the start and end of a pipeline stage)",
 }
 
 

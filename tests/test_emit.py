@@ -51,7 +51,7 @@ FIXTURES = {
     # fragment for P V^T^T, O multiplied by out_scale (V's descale)
     "attention_fwd_fp8_hopper.h200": ("sm_90a", 0),
     # the SWP-only schedule holds P in two buffers, 14 registers to spare: no kernel<true> (whose
-    # wgmmas ptxas serialized). Since kernel<true> went, ptxas spills 120 bytes in kernel<false>'s
+    # wgmmas ptxas serialized). Since kernel<true> went, ptxas spills about 120 bytes in kernel<false>'s
     # mask-free instance, whose code differs by one branch; it is not run on the GPU
     "attention_fwd_simple.h100.swp": ("sm_90a", None),
     "attention_fwd_simple.h100": ("sm_90a", None),  # one warpgroup holds O and P (128 rows): spills
@@ -60,7 +60,7 @@ FIXTURES = {
     "attention_fwd_simple.h100.split": ("sm_90a", 0),
     # three warpgroups: S, P, dP, dS and dQ on one (160 registers), dV and dK on one each. No
     # spills since its wgmma descriptors are not hoisted out of the loop and dQ leaves by TMA;
-    # ptxas still serializes some wgmmas (SERIALIZED below)
+    # ptxas still serializes its wgmmas (SERIALIZED below)
     "attention_bwd_hopper.h100": ("sm_90a", 0),
     "attention_fwd_blackwell.b200": ("sm_100a", 0),  # P in tensor memory, as FA4: no spills
     "attention_fwd_blackwell.b200.fa4": ("sm_100a", None),  # FA4's five roles pinned: spills a little
@@ -95,8 +95,10 @@ FIXTURES = {
 PERSISTENT_RUNS = ("gemm_hopper.h100", "attention_fwd_hopper.h100")  # bench/gpu_bench.py runs these
 # kernel<true> checked as strictly as kernel<false> besides those (tests/test_gpu.py runs them)
 PERSISTENT_CLEAN = PERSISTENT_RUNS + ("gemm_fp8_e4m3.h100", "gemm_i8.h100", "triton_gemm_fp8_sm90.h100")
-# kernels without spills whose wgmmas ptxas still serializes somewhere (C7512 / C7515): the
-# backward's dK and dV warpgroups hold a 128x128 f32 accumulator (128 of their 160 registers)
+# kernels without spills whose wgmmas ptxas still serializes somewhere: the backward's dK and dV
+# warpgroups hold a 128x128 f32 accumulator (128 of their 160 registers). It was C7515 (the
+# accumulators' zeros written on the path around the loop) until they were pinned before the
+# loop (roles.py, _pinned_carries); now it is C7512, insufficient register resources
 SERIALIZED = ("attention_bwd_hopper.h100",)
 
 

@@ -30,6 +30,9 @@ class OpCost:
     bytes: int  # size of the result
     reads_tmem: bool  # reads a @tmem operand (into registers unless it is an mma)
     depth: int  # ring-buffer depth of a streaming load
+    # (min, typical, max) machine cycles where the description gives a latency interval (and the
+    # op does not override its cycles); a streaming load keeps it though its cycles count as 0
+    latency_range: tuple[float, float, float] | None = None
 
 
 def shape_env(graph: Graph, op: Op) -> dict[str, float]:
@@ -132,6 +135,18 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
             errors.error(f"op '{op.name}': its {key} {'come' if key == 'cycles' else 'comes'} to {min(cycles, occupancy):g}, less than 0", op.span,
                          f"ops.{op.opcode}.{key} in {machine.file} must not be negative for this op's shapes")
             continue
+        try:
+            interval = (tuple(b(env) for b in spec.latency)
+                        if spec.latency is not None and "cycles" not in attrs else None)
+        except (ExprError, ZeroDivisionError) as exc:
+            errors.error(f"op '{op.name}': cannot evaluate its latency interval: {exc}", op.span,
+                         f"see ops.{op.opcode}.latency in {machine.file}")
+            continue
+        if interval is not None and not interval[0] <= interval[1] <= interval[2]:
+            errors.error(f"op '{op.name}': its latency interval comes to min {interval[0]:g}, typical "
+                         f"{interval[1]:g}, max {interval[2]:g}: not min <= typical <= max", op.span,
+                         f"ops.{op.opcode}.latency in {machine.file}")
+            continue
         variable = bool(attrs.get("variable_latency", spec.variable_latency))
         streaming = variable and not _in_loop_inputs(graph, op)
         if streaming:
@@ -142,7 +157,7 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
             issue=issue, is_async=bool(attrs.get("async", spec.is_async)), variable_latency=variable,
             streaming=streaming, space=op.type.space if op.type else "reg",
             bytes=op.type.footprint if op.type else 0, reads_tmem=reads_tmem,
-            depth=int(attrs.get("depth", machine.streaming_depth)),
+            depth=int(attrs.get("depth", machine.streaming_depth)), latency_range=interval,
         ))
     errors.raise_if_any()
     return tuple(out)

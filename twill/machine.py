@@ -34,7 +34,8 @@ LIMITS = {
 }
 OP_FIELDS = {
     "unit": (str, True, None),
-    "cycles": ("expr", True, None),
+    "cycles": ("expr", False, None),  # required unless `latency` gives it (_check_ops)
+    "latency": ("latency", False, None),
     "occupancy": ("expr", False, None),
     "issue": (str, False, "warp_group"),
     "async": (bool, False, False),
@@ -56,6 +57,12 @@ TOP = {
     "calibration": (dict, False, None),  # twill calibrate's record of its measurements (docs/calibrate.md)
 }
 ISSUE_KINDS = ("warp", "warp_group")
+# An op's latency as an interval (ours): `latency: {min: 500, typical: 800, max: 5000}`, each a
+# number or an expression. The solver schedules for `typical` (it is the op's `cycles`); the
+# schedule reports how much of the way to `max` it can absorb (twill/slack.py).
+LATENCY = {"min": ("expr", True, None), "typical": ("expr", True, None), "max": ("expr", True, None),
+           "source": (str, False, None)}
+BOUNDS = ("min", "typical", "max")
 # The least value of each numeric key (a clock of 0, a warpgroup of no warps or a register granule
 # of 0 describe no machine; the solver divides by some of them).
 MINIMUM = {
@@ -72,6 +79,9 @@ class OpSpec:
     issue: str = "warp_group"
     is_async: bool = False
     variable_latency: bool = False
+    # (min, typical, max) when the description gives `latency`; then `cycles` is `typical`. Not
+    # in the repr, so a description without intervals keeps its digest (Machine.digest adds them).
+    latency: tuple[Expr, Expr, Expr] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,8 @@ class Machine:
         import hashlib
         model = (self.name, self.arch, self.clock_ghz, self.limits, self.units, self.cross_warp_cycles,
                  self.ops, self.streaming_depth) + ((self.rates,) if self.rates else ())
+        intervals = tuple((name, op.latency) for name, op in self.ops if op.latency is not None)
+        model += (intervals,) if intervals else ()
         return hashlib.sha256(repr(model).encode()).hexdigest()[:16]
 
     @property
@@ -124,14 +136,17 @@ class Machine:
         return dict(self.rates)
 
     def restricted(self, warps: int | None = None, registers: int | None = None,
-                   depth: int | None = None) -> "Machine":
+                   depth: int | None = None, reserve: int | None = None) -> "Machine":
         """This machine under a solve's model options: fewer warps, a reduced per-thread register
-        budget, another default ring depth (None keeps the machine's own value)."""
+        budget, another default ring depth, another register reserve (the registers a role holds
+        outside its tiles; emit-cuda's ptxas loop raises it). None keeps the machine's own value."""
         limits = self.limits
         if warps is not None:
             limits = replace(limits, warps=warps)
         if registers is not None:
             limits = replace(limits, registers_per_thread=registers)
+        if reserve is not None:
+            limits = replace(limits, register_reserve=reserve)
         return replace(self, limits=limits, streaming_depth=depth or self.streaming_depth)
 
 
@@ -226,6 +241,8 @@ class _Validator:
             return self.table(node, path, lambda n, p: self.mapping(n, OP_FIELDS, p))
         if kind == "rates":
             return self.rates(node, path)
+        if kind == "latency":
+            return self.latency(node, path)
         if kind is dict:
             return yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.MappingNode) else None
         return self.scalar(node, kind, path)
@@ -258,11 +275,34 @@ class _Validator:
                     out[k.value] = value
         return out
 
+    def latency(self, node, path: str):
+        """{min, typical, max}: each a latency; where they are numbers, min <= typical <= max."""
+        bounds = self.mapping(node, LATENCY, path)
+        if not bounds or any(bounds.get(b) is None for b in BOUNDS):
+            return None
+        values = {b: _constant(bounds[b]) for b in BOUNDS}
+        for low, high in (("min", "typical"), ("typical", "max")):
+            if values[low] is not None and values[high] is not None and values[high] < values[low]:
+                self.error(node, f"'{path}.{high}' is {values[high]:g}, less than '{path}.{low}' ({values[low]:g})",
+                           "an interval runs min <= typical <= max")
+                return None
+        return tuple(bounds[b] for b in BOUNDS)
+
     def positive(self, node, path: str):
         value = self.scalar(node, int, path)
         if value is not None and value < 1:
             self.error(node, f"'{path}' must be at least 1")
         return value
+
+
+def _constant(e: Expr) -> float | None:
+    """The value of an expression that names no shape (None when it does)."""
+    if e.names:
+        return None
+    try:
+        return e({})
+    except (ExprError, ZeroDivisionError):
+        return None
 
 
 def _kind_name(kind) -> str:
@@ -282,8 +322,9 @@ def parse_machine(text: str, file: str = "<machine>") -> Machine:
         raise InputError(*v.errors)
     limits = Limits(**data["limits"])
     ops = tuple(
-        (name, OpSpec(unit=f["unit"], cycles=f["cycles"], occupancy=f.get("occupancy"),
-                      issue=f["issue"], is_async=f["async"], variable_latency=f["variable_latency"]))
+        (name, OpSpec(unit=f["unit"], cycles=f["cycles"] if f.get("cycles") is not None else f["latency"][1],
+                      occupancy=f.get("occupancy"), issue=f["issue"], is_async=f["async"],
+                      variable_latency=f["variable_latency"], latency=f.get("latency")))
         for name, f in sorted(data["ops"].items())
     )
     return Machine(
@@ -304,6 +345,13 @@ def _check_ops(v: _Validator, root, data: dict) -> None:
         if not fields:
             continue
         node = op_nodes[name]
+        keys = {k.value for k, _ in node.value} if isinstance(node, yaml.MappingNode) else set()
+        if "cycles" not in keys and "latency" not in keys and keys <= set(OP_FIELDS):  # (a misspelling is reported)
+            v.error(node, f"missing required key 'ops.{name}.cycles'",
+                    f"or give 'ops.{name}.latency: {{min: ..., typical: ..., max: ...}}'")
+        elif "cycles" in keys and "latency" in keys:
+            v.error(node, f"'ops.{name}.cycles' and 'ops.{name}.latency' both give its latency: keep one "
+                          f"(with 'latency', the solver's cycles are its 'typical')")
         if fields.get("unit") and units and fields["unit"] not in units:
             v.error(node, f"'ops.{name}.unit' is '{fields['unit']}', which is not among units "
                           f"({', '.join(sorted(units))})")

@@ -13,6 +13,11 @@ import json
 from dataclasses import dataclass, fields
 
 
+# Options added after schedules recorded digests: at their default they are left out of the
+# digest, so every schedule solved before them keeps its `options_digest`.
+ADDED = ("register_reserve",)
+
+
 @dataclass(frozen=True)
 class ModelOptions:
     swp_only: bool = False  # stop after stage 1 (the schedule's `stage` records it)
@@ -21,6 +26,7 @@ class ModelOptions:
     cross_role: bool = True  # allow producer and consumer on different roles
     warps: int | None = None  # override limits.warps
     registers: int | None = None  # override limits.registers_per_thread (a reduced budget)
+    register_reserve: int | None = None  # override limits.register_reserve (registers outside tiles)
     depth: int | None = None  # ring-buffer depth of streaming loads
     smt_backend: str = "yices"  # "z3" for comparison only
     groups: tuple[tuple[str, ...], ...] = ()  # ops pinned together on one role, each group its own role
@@ -50,10 +56,11 @@ class ModelOptions:
         return cls(swp_only=stage == "swp", **kw)
 
     def digest(self) -> str:
-        """SHA-256 of every model field but `swp_only` (defaults included), canonical JSON. The
+        """SHA-256 of every model field but `swp_only` (defaults included, but for those in ADDED),
+        canonical JSON. The
         stage is not in it: a full solve that a time limit ends in stage 1 keeps its options;
         the cache key adds `swp_only` itself."""
         m = self.model
-        text = json.dumps([[f.name, getattr(m, f.name)] for f in fields(ModelOptions) if f.name != "swp_only"],
-                          sort_keys=True)
+        text = json.dumps([[f.name, getattr(m, f.name)] for f in fields(ModelOptions) if f.name != "swp_only"
+                           and not (f.name in ADDED and getattr(m, f.name) == f.default)], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()

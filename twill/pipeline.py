@@ -137,9 +137,22 @@ def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Prog
 
     # Every schedule is checked by the independent verifier before anyone sees it.
     check(schedule, graph, machine)
+    schedule = with_latency_slack(schedule, graph, machine, options)
     if not schedule.complete:
         raise TimeLimitReached(schedule, _unfinished(schedule, options, norm, swp))
     return schedule
+
+
+def with_latency_slack(schedule: Schedule, graph: Graph, machine: Machine, options: ModelOptions) -> Schedule:
+    """The schedule with the slack of its ops that have a latency interval (twill/slack.py)."""
+    from .costs import bind
+    from .slack import latency_slack
+    costs = bind(graph, machine.restricted(depth=options.depth))
+    intervals = {c.name: c.latency_range for c in costs if c.latency_range is not None}
+    if not intervals:
+        return schedule
+    depths = {c.name: c.depth for c in costs if c.streaming}
+    return replace(schedule, latency_slack=latency_slack(schedule, graph, intervals, depths))
 
 
 def _joint(problem: Problem, swp: ModuloResult, base: Schedule, options: SolveOptions, progress) -> Schedule:

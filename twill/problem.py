@@ -174,7 +174,7 @@ def problem_for(graph: Graph, machine: Machine, options: ModelOptions, scale: di
 
     check_size(graph)
     check_groups(graph, options.groups)
-    machine = machine.restricted(options.warps, options.registers, options.depth)
+    machine = machine.restricted(options.warps, options.registers, options.depth, options.register_reserve)
     if not machine.cross_warp_cycles <= SIZE_LIMITS["cycles"]:
         raise InputError(Diagnostic(f"{machine.file}: 'communication.cross_warp_cycles' is "
                                     f"{machine.cross_warp_cycles:g}, more than the limit of "

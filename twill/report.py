@@ -96,7 +96,27 @@ def render_table(s: Schedule) -> str:
         console.print(roles)
     if s.buffers:
         console.print("buffers: " + ", ".join(f"{b.value} x{b.depth} ({b.bytes} B @{b.space})" for b in s.buffers))
+    for line in slack_lines(s):
+        console.print(line, soft_wrap=True)
     return buf.getvalue()
+
+
+def slack_lines(s: Schedule) -> list[str]:
+    """The ops with a latency interval: scheduled at typical, how much later they may land."""
+    if not s.latency_slack:
+        return []
+    out = ["latency intervals (scheduled at typical; slack: how much later it may complete before "
+           "the steady state stalls):"]
+    for x in s.latency_slack:
+        head = f"  {x.op}: min {x.min:g}, typical {x.typical:g}, max {x.max:g} cycles; "
+        if x.slack is None:
+            out.append(head + "nothing waits for it")
+            continue
+        margin = x.margin_at_max
+        at_max = (f"fits at max, {margin:g} cycles to spare" if margin >= 0
+                  else f"at max the steady state stalls {-margin:g} cycles")
+        out.append(head + f"slack {x.slack_cycles:g} cycles ({x.slack:g} units): {at_max}")
+    return out
 
 
 # -- the per-role Gantt chart of the steady state ----------------------------------------------------

@@ -50,6 +50,29 @@ class Buffer:
 
 
 @dataclass(frozen=True)
+class LatencySlack:
+    """An op with a latency interval (machine cycles) and its slack (twill/slack.py): how much
+    later than `typical` it may complete before the steady state stalls, in units and machine
+    cycles (None: nothing waits for it)."""
+
+    op: str
+    min: float
+    typical: float
+    max: float
+    slack: float | None  # units
+    slack_cycles: float | None
+
+    @property
+    def margin_at_max(self) -> float | None:
+        """slack - (max - typical), machine cycles: below 0, the stall when the op takes its max."""
+        return None if self.slack_cycles is None else round(self.slack_cycles - (self.max - self.typical), 1)
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "min": self.min, "typical": self.typical, "max": self.max,
+                "slack": self.slack, "slack_cycles": self.slack_cycles, "margin_at_max_cycles": self.margin_at_max}
+
+
+@dataclass(frozen=True)
 class Scale:
     """How machine cycles map to the solver's normalized units (stage 0)."""
 
@@ -83,6 +106,9 @@ class Schedule:
     graph_digest: str = ""  # graph_digest(graph_tir) when solved ("" in files older than digests)
     options_digest: str = ""  # ModelOptions.digest() of the options it was solved under ("" likewise)
     complete: bool = True  # every stage ran to its end (False: a time limit cut one short)
+    # ops with a latency interval and their slack (derived: twill/slack.py; the file's
+    # "latency_slack", written only when there are such ops)
+    latency_slack: tuple[LatencySlack, ...] = ()
 
     # -- derived views ---------------------------------------------------------------------
     @property
@@ -176,6 +202,8 @@ class Schedule:
             "graph": self.graph_tir,
             "stats": dict(self.stats),
         }
+        if self.latency_slack:
+            out["latency_slack"] = [x.to_dict() for x in self.latency_slack]
         out["field_digests"] = {key: field_digest(out[key]) for key in DIGESTED}
         return out
 
@@ -215,6 +243,8 @@ class Schedule:
             options=tuple(sorted((k, tuple(tuple(g) for g in v) if k == "groups" else v)
                                  for k, v in d.get("options", {}).items())),
             stats=tuple(d.get("stats", {}).items()),
+            latency_slack=tuple(LatencySlack(x["op"], x["min"], x["typical"], x["max"], x.get("slack"),
+                                             x.get("slack_cycles")) for x in d.get("latency_slack", [])),
         )
 
     @classmethod
@@ -266,6 +296,7 @@ def _amount(v) -> bool:
 
 OPTION_CHECKS = {  # what each model option a schedule records (pipeline.model_options) may be
     "warps": lambda v: _count(v, 1), "registers": lambda v: _count(v, 1), "depth": lambda v: _count(v, 1),
+    "register_reserve": lambda v: _count(v, 0),
     "cross_role": lambda v: isinstance(v, bool),
     "groups": lambda v: isinstance(v, (list, tuple)) and all(isinstance(g, (list, tuple)) and
                                                            all(isinstance(n, str) for n in g) for g in v),

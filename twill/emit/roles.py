@@ -175,6 +175,18 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
                 out(f"twill::tma_load({ptr}, tm.{t.name}, {bar}, {col0} + {cb * block}, {row0} + {rb}, {batch});"
                     if (cb or rb) else f"twill::tma_load({ptr}, tm.{t.name}, {bar}, {col0}, {row0}, {batch});")
 
+    def _pinned_carries(self) -> list[str]:
+        """Carried wgmma accumulators (register fragments) whose mma the prologue does not issue.
+        Their constant start value is pinned before the steady loop: otherwise the compiler writes
+        it on each path into the loop and around it (the loop may run zero times for all it
+        knows), and ptxas, finding those writes laid out between a wgmma still in flight at the
+        loop's exit and its wait, serializes every wgmma of the kernel (C7515)."""
+        m = self.m
+        return [name for name in self.registers()
+                if m.carry_of(name) is not None and m.ops[name].opcode == "mma"
+                and m.stage(name) == self.p.S - 1
+                and fragment_type(m, m.values[name].type, self.groups).startswith(("twill::Frag<", "twill::FragS32<"))]
+
     # -- the windows -------------------------------------------------------------------------------
     def _program(self, out: Lines) -> None:
         p, S, U = self.p, self.p.S, self.p.U
@@ -182,6 +194,9 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             out("// ---- prologue: the first iterations enter the pipeline ----")
             for k in range(S - 1):
                 self._window(out, p.window(self.role.name, ("prologue", k)))
+        for name in self._pinned_carries():
+            out(f"for (int c = 0; c < {p.copies.get(name, 1)}; ++c) twill::fence_frag({local(name)}[c]);  "
+                f"// {name}'s start value, in its registers before the loop")
         out("// ---- steady state: every op, each on its own iteration ----")
         out(f"int j = {S - 1};")
         if U == 1:

@@ -1125,6 +1125,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // l0_new = rowsum p0, l0, alpha0 (iteration 0)
     twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc0_n[c]);  // acc0_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
@@ -1416,6 +1417,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     // p1 = exp2 s1m, m1_new (iteration 0)
     twill::op_exp2_sum(p1[0], p1_sums[0], s1[0], m1_new[0], args.exp2_scale);
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc1_n[c]);  // acc1_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {

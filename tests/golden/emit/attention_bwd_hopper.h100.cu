@@ -1255,6 +1255,7 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): nothing for this role
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(dk_n[c]);  // dk_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j < n; ++j) {

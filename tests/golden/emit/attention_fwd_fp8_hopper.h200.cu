@@ -1254,6 +1254,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // p0 = exp2 s0, m0_new (iteration 0)
     twill::op_exp2_sum(p0[0], p0_sums[0], s0[0], m0_new[0], args.exp2_scale);
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc0_n[c]);  // acc0_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
@@ -1563,6 +1564,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     // l1_new = rowsum p1, l1, alpha1 (iteration 0)
     twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc1_n[c]);  // acc1_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {

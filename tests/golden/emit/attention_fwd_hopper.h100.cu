@@ -1093,6 +1093,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // acc0_r = rescale acc0, alpha0 (iteration 0)
     twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc0_n[c]);  // acc0_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {

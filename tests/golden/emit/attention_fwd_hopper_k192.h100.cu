@@ -1350,6 +1350,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     // acc1_r = rescale acc1, alpha1 (iteration 0)
     twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc1_n[c]);  // acc1_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {

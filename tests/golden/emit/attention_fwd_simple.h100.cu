@@ -1128,6 +1128,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // alpha = exp2 m, m_new (iteration 0)
     twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc_n[c]);  // acc_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {

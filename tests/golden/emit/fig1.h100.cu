@@ -890,6 +890,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // P = exp2 S (iteration 0)
     twill::op_exp2(P[0], S[0], args.exp2_scale);
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(O[c]);  // O's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {

@@ -1132,6 +1132,7 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::Frag<1, 256> acc0_n[1];  // acc0_n: f32[64,256]
   for (int c = 0; c < 1; ++c) twill::fill(acc0_n[c], 0.0f);  // carry acc0 starts at 0
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc0_n[c]);  // acc0_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {
@@ -1180,6 +1181,7 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
   twill::Frag<1, 256> acc1_n[1];  // acc1_n: f32[64,256]
   for (int c = 0; c < 1; ++c) twill::fill(acc1_n[c], 0.0f);  // carry acc1 starts at 0
   if (tile.round == 0) twill::named_arrive(1, 256);  // ping-pong: mma0 takes the first turn on the tensor core
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc1_n[c]);  // acc1_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {

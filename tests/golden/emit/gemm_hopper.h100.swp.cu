@@ -932,6 +932,8 @@ __device__ __forceinline__ void role_consumer(Smem& sm, const Maps& tm, const Ar
   twill::Frag<1, 256> acc1_n[1];  // acc1_n: f32[64,256]
   for (int c = 0; c < 1; ++c) twill::fill(acc0_n[c], 0.0f);  // carry acc0 starts at 0
   for (int c = 0; c < 1; ++c) twill::fill(acc1_n[c], 0.0f);  // carry acc1 starts at 0
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc0_n[c]);  // acc0_n's start value, in its registers before the loop
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc1_n[c]);  // acc1_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {

@@ -1062,6 +1062,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::FragS32<2, 128> acc_n[1];  // acc_n: i32[128,128]
   for (int c = 0; c < 1; ++c) twill::fill(acc_n[c], 0.0f);  // carry acc starts at 0
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc_n[c]);  // acc_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {

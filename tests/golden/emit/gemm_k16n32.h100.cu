@@ -915,6 +915,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   }
   {  // prologue window 1 (J = 1): nothing for this role
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc_n[c]);  // acc_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 2;
   for (; j < n; ++j) {

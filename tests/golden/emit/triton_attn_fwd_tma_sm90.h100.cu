@@ -1214,6 +1214,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): nothing for this role
   }
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc_new[c]);  // acc_new's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {

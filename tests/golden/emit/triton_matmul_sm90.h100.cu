@@ -891,6 +891,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::Frag<2, 128> acc_new[1];  // acc_new: f32[128,128]
   for (int c = 0; c < 1; ++c) twill::fill(acc_new[c], 0.0f);  // carry acc starts at 0
+  for (int c = 0; c < 1; ++c) twill::fence_frag(acc_new[c]);  // acc_new's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {

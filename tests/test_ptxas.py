@@ -1,0 +1,226 @@
+"""ptxas in the loop (twill/ptxas.py, twill/ptxas_loop.py): real nvcc on real emitted kernels, the
+report read per entry function and per role, the loop, --no-ptxas-loop, and the path without nvcc."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from twill import ptxas
+from twill.emit import build_model, emit_cuda
+from twill.emit.cuda import render
+from twill.machine import load_machine
+from twill.ptxas_loop import run, shortfall
+from twill.schedule import Schedule
+from twill_cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "emit"
+needs_nvcc = pytest.mark.skipif(ptxas.find_nvcc() is None, reason="nvcc not found (NVCC, PATH, CUDA_HOME)")
+
+
+@pytest.fixture(scope="module")
+def compile_cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("ptxas-cache"))
+
+
+@pytest.fixture(autouse=True)
+def loop_on(monkeypatch, compile_cache):
+    """The loop on (conftest turns it off for every other test), one compile cache for the module."""
+    monkeypatch.delenv("TWILL_PTXAS_LOOP", raising=False)
+    monkeypatch.setenv("TWILL_CACHE_DIR", compile_cache)
+
+
+def fixture(name: str):
+    s = Schedule.from_json((DATA / f"{name}.json").read_text())
+    return s, load_machine(s.machine)
+
+
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fig1.h100", "gemm_i8.b200"])
+def test_the_report_of_a_real_kernel_is_read_per_entry(name):
+    s, machine = fixture(name)
+    report = ptxas.compile_kernel(emit_cuda(s, machine), machine.arch)
+    assert report.ok and report.clean, report.log[-3000:]
+    used = [int(n) for n in re.findall(r"Used (\d+) registers", report.log)]
+    entries = re.findall(r"Compiling entry function '([^']+)' for '(\w+)'", report.log)
+    assert [(e.name, e.arch) for e in report.entries] == entries and entries
+    assert [e.registers for e in report.entries] == used
+    assert all(e.instance.startswith("kernel<") and e.arch == machine.arch for e in report.entries)
+    assert "no spills, no serialized wgmma" in report.summary()
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_a_spill_and_a_serialization_are_read_and_given_to_their_role():
+    """The SWP-only GEMM (its derived roles: one warpgroup holds both 64x256 accumulators, 256
+    registers per thread) spills and has its wgmmas serialized; the probes say it is the mma
+    role's, not the load warp's."""
+    s, machine = fixture("gemm_hopper.h100.swp")
+    model = build_model(s, machine)
+    text = render(model)
+    roles = [(r.ident, r.name, r.registers, None) for r in model.roles]
+    found = ptxas.attribute(text, machine.arch, roles)
+    assert found.report.spill_bytes > 0 and found.report.serialized, found.report.log[-3000:]
+    codes = {a.code for e in found.report.entries for a in e.advisories if a.serializes}
+    assert codes and all(re.fullmatch(r"C\d{4}", c) for c in codes)
+    by_role = {f.role: f for f in found.roles}
+    mma_roles = {r.name for r in model.roles if any(s.by_name[o].opcode == "mma" for o in r.ops)}
+    assert {f.role for f in found.offending} == mma_roles, by_role
+    assert all(by_role[r.name].clean for r in model.roles if r.name not in mma_roles)
+    assert not found.unattributed
+
+
+def test_a_probe_keeps_only_its_roles_calls():
+    s, machine = fixture("attention_fwd_hopper.h100")
+    text = emit_cuda(s, machine)
+    calls = ptxas.role_calls(text)
+    assert set(calls) == {r.name for r in s.roles} and all(calls.values())
+    for role in calls:
+        probe = ptxas.probe_source(text, role)
+        assert ptxas.role_calls(probe) == {role: calls[role]}
+        assert probe.count("\n") == text.count("\n")  # one statement replaced per call, nothing else
+
+
+def test_the_parser_on_coded_messages_and_failures():
+    log = "\n".join([
+        "ptxas info    : Compiling entry function '_ZN1a6kernelILb1ELb0EEEv' for 'sm_90a'",
+        "ptxas info    : Function properties for _ZN1a6kernelILb1ELb0EEEv",
+        "    16 bytes stack frame, 12 bytes spill stores, 20 bytes spill loads",
+        "ptxas info    : Used 168 registers, used 3 barriers, 16 bytes cumulative stack size",
+        "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+        "something in the function '_ZN1a6kernelILb1ELb0EEEv'",
+        "ptxas warning : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+        "insufficient register resources for the wgmma pipeline in the function '_ZN1a6kernelILb1ELb0EEEv'",
+        "ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+        "insufficient register resources for the function '_ZN1a6kernelILb1ELb0EEEv'",
+    ])
+    r = ptxas.parse(log)
+    (e,) = r.entries
+    assert (e.instance, e.registers, e.barriers, e.stack_bytes, e.spill_stores, e.spill_loads) == \
+        ("kernel<true, false>", 168, 3, 16, 12, 20)
+    assert [a.code for a in e.advisories] == ["C7515", "C7510", "C7512"] and e.serialized and not r.clean
+    assert "kernel<true, false>: 12 bytes spill stores, 20 loads; wgmma serialized (C7510, C7512, C7515)" in r.summary()
+    bad = ptxas.parse("x.cu(3): error: expected a ';'", rc=2)
+    assert not bad.ok and not bad.clean and "expected a ';'" in bad.errors
+
+
+def test_shortfall_follows_the_rule():
+    spill = ptxas.RoleFinding("c", budget=240, model_registers=200, spill_bytes=100)
+    assert shortfall(spill, 8) == 72  # 240 + 25 - 200 = 65, in granules of 8
+    assert shortfall(ptxas.RoleFinding("c", 240, 200, 0, serialized=True), 8) == 8
+    assert shortfall(ptxas.RoleFinding("c", 240, 240, 4), 8) == 8  # at least a granule
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_compiles_are_cached_by_content(tmp_path, monkeypatch):
+    monkeypatch.setenv("TWILL_CACHE_DIR", str(tmp_path))
+    compile_cache = tmp_path
+    s, machine = fixture("fig1.h100")
+    text = emit_cuda(s, machine)
+    first = ptxas.compile_kernel(text, machine.arch)
+    entries = list(Path(compile_cache, "ptxas").glob("*.json"))
+    assert len(entries) == 1
+    # the entry is what is read back: a changed entry changes the answer (then restore it)
+    saved = entries[0].read_text()
+    data = json.loads(saved)
+    entries[0].write_text(json.dumps({"rc": 0, "log": data["log"].replace("0 bytes spill stores", "8 bytes spill stores", 1)}))
+    assert ptxas.compile_kernel(text, machine.arch).spill_bytes == 8
+    entries[0].write_text(saved)
+    assert ptxas.compile_kernel(text, machine.arch) == first
+    ptxas.compile_kernel(text + "\n// another text\n", machine.arch)
+    assert len(list(Path(compile_cache, "ptxas").glob("*.json"))) == 2
+
+
+def notes(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("ptxas")]
+
+
+def _emit(args, tmp_path, env=None):
+    out = tmp_path / "k.cu"
+    result = CliRunner(env=env).invoke(main, ["emit-cuda", *map(str, args), "-o", str(out)])
+    return result, out
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_emit_cuda_reports_ptxas_and_no_ptxas_loop_skips_it(tmp_path):
+    result, out = _emit([DATA / "fig1.h100.json"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert re.search(r"ptxas \(sm_90a\): \d+ registers at launch, no spills, no serialized wgmma", result.output)
+    text = out.read_text()
+    skipped, again = _emit([DATA / "fig1.h100.json", "--no-ptxas-loop"], tmp_path)
+    assert skipped.exit_code == 0 and notes(skipped.output) == []
+    assert again.read_text() == text  # a clean kernel: the loop changes nothing, byte for byte
+
+
+def test_without_nvcc_the_loop_is_skipped_with_one_note(tmp_path, monkeypatch):
+    """PATH without nvcc (and neither NVCC nor CUDA_HOME): one line on stderr, not an error, and
+    the kernel of --no-ptxas-loop."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("c++", "gcc", "g++", "cc"):
+        if shutil.which(tool):
+            os.symlink(shutil.which(tool), bare / tool)
+    monkeypatch.setenv("PATH", str(bare))
+    monkeypatch.delenv("NVCC", raising=False)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    assert ptxas.find_nvcc() is None
+    result, out = _emit([DATA / "fig1.h100.json"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert notes(result.output) == ["ptxas: skipped: nvcc not found (set NVCC or put nvcc on PATH; --no-ptxas-loop silences this)"]
+    text = out.read_text()
+    plain, again = _emit([DATA / "fig1.h100.json", "--no-ptxas-loop"], tmp_path)
+    assert plain.exit_code == 0 and again.read_text() == text
+    quiet, _ = _emit([DATA / "fig1.h100.json", "-q"], tmp_path)
+    assert quiet.exit_code == 0 and notes(quiet.output) == []
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_loop_does_not_solve_a_stage_1_schedule_again(tmp_path):
+    """A schedule without roles (stage 1 alone) that spills is reported, not re-solved: the
+    register reserve is a constraint of the joint stage only."""
+    s, machine = fixture("gemm_hopper.h100.swp")
+    lines = []
+
+    def emit(x):
+        model = build_model(x, machine)
+        return model, render(model)
+    result = run(s, machine, emit, None, lines.append)
+    assert not result.changed and result.schedule == s and len(result.rounds) == 1
+    assert any("spill" in line for line in lines) and any("not solved again" in line for line in lines)
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_loop_tightens_a_model_that_ptxas_contradicts(tmp_path):
+    """At the machine format's default register reserve (8) the model holds both 64x224
+    accumulators of tests/data/ptxas/gemm_2x224.tir in one warpgroup (224 + 8 registers of 248);
+    ptxas spills there. The loop gives that role's shortfall to the reserve, solves again, and
+    emits the clean kernel of two consumer warpgroups, the same on a second run."""
+    graph = ROOT / "tests" / "data" / "ptxas" / "gemm_2x224.tir"
+    plain, first = _emit([graph, "--gpu", "h100", "--register-reserve", "8", "--no-ptxas-loop"], tmp_path)
+    assert plain.exit_code == 0, plain.output
+    before = first.read_text()
+    assert "role mma: 4 warp(s)" in before and "acc0_n, acc1_n" in before
+    looped, out = _emit([graph, "--gpu", "h100", "--register-reserve", "8"], tmp_path)
+    assert looped.exit_code == 0, looped.output
+    lines = notes(looped.output)
+    assert re.search(r"kernel<false, false>: \d+ bytes spill stores", lines[0]), lines
+    assert re.search(r"role mma \(setmaxnreg \d+, the model counts 232\): \d+ bytes spilled", lines[1]), lines
+    assert re.match(r"ptxas loop: round 1: register reserve 8 -> \d+ \(role mma was \d+ registers short", lines[2])
+    assert "no spills, no serialized wgmma" in lines[3] and lines[4].startswith("ptxas loop: emitting round 1")
+    after = out.read_text()
+    assert after != before and "role mma0: 4 warp(s)" in after and "role mma1: 4 warp(s)" in after
+    report = ptxas.compile_kernel(after, "sm_90a")
+    assert report.clean
+    again, out2 = _emit([graph, "--gpu", "h100", "--register-reserve", "8"], tmp_path)
+    assert again.exit_code == 0 and out2.read_text() == after  # the same input, the same file

@@ -1,0 +1,212 @@
+"""emit-cuda's ptxas loop: compile the emitted kernel, and where ptxas contradicts the model, make
+the model tighter and solve again.
+
+The rule. The kernel is compiled (twill.ptxas, cached by content). It contradicts the model when
+any instance of the kernel template spills or has its wgmmas serialized (C7515 and its kin); the
+model said every role's registers fit its `setmaxnreg` budget. Probes (one compile per role, the
+other roles left out of the dispatch) say whose code it is. For each such role, with B its
+`setmaxnreg` budget, N the registers the model counts for it at its fullest (twill.liveness) and
+s the registers ptxas spilled (spill bytes per thread / 4, rounded up):
+
+    short = B + s - N     (a spill: ptxas needed at least B + s where the model counted N)
+    short = g             (a serialization alone: ptxas gives no count; one granule a round)
+
+at least one granule g (`limits.register_granule`). The model has one knob for registers it does
+not see, the register reserve (per thread, outside tiles: `limits.register_reserve`, or
+`--register-reserve`); the loop raises it by the largest `short`, rounded up to a granule, and
+solves the graph again under it (where no schedule exists under it, with half the step, in
+granules). That is at most ROUNDS solves; the first round whose kernel is clean is emitted, and if
+none is, the first schedule is (it was optimal for the model as given; a tighter model that still
+spills is no better). What changed goes to stderr, one line each.
+A schedule of stage 1 alone (no roles), or one a time limit cut short, is only reported on.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from .ptxas import Attribution, RoleFinding, attribute, find_nvcc
+from .schedule import Schedule
+
+ROUNDS = 3
+# Seconds one solve again may take where the user gave no --time-limit: emit-cuda runs from
+# Makefiles, and a re-solve that does not finish must not hang the build. At the limit the loop
+# stops and the first schedule's kernel is written.
+RESOLVE_TIME_LIMIT = 120.0
+
+
+@dataclass(frozen=True)
+class Round:
+    """One compile of the loop: the model's register reserve, the schedule and its kernel."""
+
+    reserve: int
+    schedule: Schedule
+    text: str
+    found: Attribution
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    schedule: Schedule
+    text: str
+    rounds: tuple[Round, ...]
+    chosen: int  # index into rounds
+
+    @property
+    def changed(self) -> bool:
+        return self.chosen != 0
+
+
+def role_probes(model, schedule: Schedule, machine) -> list[tuple[str, str, int, int | None]]:
+    """(ident, name, setmaxnreg budget of its warpgroup, the model's registers or None) per role of
+    the emitter's model (`twill.emit.build_model`)."""
+    budget = {}
+    for g in model.warpgroups:
+        for r in g.roles:
+            budget[r] = g.registers
+    need = model_registers(schedule, machine)
+    return [(r.ident, r.name, budget.get(r.name, r.registers), need.get(r.name)) for r in model.roles]
+
+
+def model_registers(schedule: Schedule, machine) -> dict[str, int]:
+    """The registers per thread the model counts for each role of a joint schedule at its fullest
+    (its reserve included), as the joint stage checked them; {} for a schedule without roles."""
+    if not schedule.roles or not schedule.graph_tir:
+        return {}
+    from .liveness import role_register_use
+    from .options import ModelOptions
+    from .problem import problem_for
+    from .tir import parse_tir
+    graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
+    p = problem_for(graph, machine, ModelOptions.from_recorded(schedule.options, schedule.stage),
+                    dict(schedule.scale.map))[0]
+    out = {}
+    for r in schedule.roles:
+        held = [u for u, names in role_register_use(schedule, p, r) if names]
+        out[r.name] = max(held, default=p.limits.min_registers)
+    return out
+
+
+def shortfall(f: RoleFinding, granule: int) -> int:
+    """Registers the model did not see on this role (the module's rule), in whole granules."""
+    model = f.model_registers if f.model_registers is not None else f.budget
+    spilled = math.ceil(f.spill_bytes / 4)
+    short = f.budget + spilled - model if spilled else granule
+    return max(granule, math.ceil(short / granule) * granule)
+
+
+def contradictions(found: Attribution) -> list[str]:
+    """What the probes said against the model, a line per role (the summary gives the instances)."""
+    lines = []
+    for f in found.offending:
+        model = f"the model counts {f.model_registers}" if f.model_registers is not None else "no model count"
+        what = ([f"{f.spill_bytes} bytes spilled"] if f.spill_bytes else []) + (
+            [f"wgmma serialized ({', '.join(f.codes)})"] if f.serialized else [])
+        lines.append(f"ptxas: role {f.role} (setmaxnreg {f.budget}, {model}): {'; '.join(what)}")
+    if found.unattributed:
+        lines.append("ptxas: no role's code alone shows it (the roles together do)")
+    return lines
+
+
+def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, str]],
+        solve_again: Callable[[int], Schedule] | None, note: Callable[[str], None],
+        rounds: int = ROUNDS) -> LoopResult:
+    """The loop (module docstring). `emit(schedule)` gives (the emitter's model, the .cu text);
+    `solve_again(reserve)` the schedule under that register reserve (None: report only)."""
+    from .errors import TwillError
+    nvcc = find_nvcc()
+    model, text = emit(schedule)
+    if nvcc is None:
+        note("ptxas: skipped: nvcc not found (set NVCC or put nvcc on PATH; --no-ptxas-loop silences this)")
+        return LoopResult(schedule, text, (), 0)
+    lim = machine.limits
+    reserve = dict(schedule.options).get("register_reserve", lim.register_reserve)
+    history = [Round(reserve, schedule, text, attribute(text, machine.arch, role_probes(model, schedule, machine), nvcc))]
+    note(f"ptxas ({machine.arch}): {history[0].found.report.summary()}")
+    if not history[0].found.report.ok:
+        note("ptxas: the kernel does not compile:\n" + history[0].found.report.errors)
+        return LoopResult(schedule, text, tuple(history), 0)
+    solves = 0
+    while not history[-1].found.report.clean and solves < rounds:
+        last = history[-1]
+        for line in contradictions(last.found):
+            note(line)
+        if solve_again is None:
+            note("ptxas loop: this schedule is not solved again (stage 1 alone, or a time limit cut it short)")
+            break
+        offending = last.found.offending or tuple(
+            RoleFinding(r, b, n, last.found.report.spill_bytes, last.found.report.serialized)
+            for _, r, b, n in role_probes(emit(last.schedule)[0], last.schedule, machine) if n is not None)
+        if not offending:
+            break
+        worst = max(offending, key=lambda f: (shortfall(f, lim.register_granule), f.role))
+        grow = shortfall(worst, lim.register_granule)
+        again, solves, grow = _solve_tighter(last.reserve, grow, worst.role, solve_again, lim, note, solves, rounds)
+        if again is None:
+            break
+        try:
+            model, text = emit(again)
+        except TwillError as exc:  # a schedule the emitter cannot lay out: keep what we have
+            note(f"ptxas loop: the new schedule cannot be emitted ({str(exc).splitlines()[0]}): stopping")
+            break
+        found = attribute(text, machine.arch, role_probes(model, again, machine), nvcc)
+        history.append(Round(last.reserve + grow, again, text, found))
+        note(f"ptxas loop: I = {again.ii} (was {schedule.ii}), L = {again.length}, "
+             f"roles {', '.join(f'{r.name} {r.registers}' for r in again.roles) or 'derived'}; "
+             f"{found.report.summary()}")
+    chosen = next((i for i, r in enumerate(history) if r.found.report.clean), 0)
+    if solves:
+        note(f"ptxas loop: emitting round {chosen}'s schedule" + (
+            " (no round was clean: the first schedule, as the model solved it)" if not history[chosen].found.report.clean
+            else f" (register reserve {history[chosen].reserve})"))
+    pick = history[chosen]
+    return LoopResult(pick.schedule, pick.text, tuple(history), chosen)
+
+
+def _solve_tighter(reserve: int, grow: int, role: str, solve_again, lim, note, solves: int, rounds: int):
+    """Solve under reserve + grow; where no schedule exists, or the reserve would leave a role
+    fewer than `min_registers` for tiles, halve the step (in granules) and try again, while solves
+    are left. Returns (schedule or None, solves, the step taken)."""
+    from .errors import NoScheduleError, TwillError
+    g, short = lim.register_granule, grow
+    while solves < rounds:
+        new = reserve + grow
+        if new + lim.min_registers <= lim.registers_per_thread:
+            solves += 1
+            step = "" if grow == short else f"; a step of {grow}"
+            note(f"ptxas loop: round {solves}: register reserve {reserve} -> {new} (role {role} was "
+                 f"{short} registers short{step}), solving again")
+            try:
+                return solve_again(new), solves, grow
+            except NoScheduleError:
+                note(f"ptxas loop: no schedule under a register reserve of {new}")
+            except TwillError as exc:
+                note(f"ptxas loop: solving again failed ({str(exc).splitlines()[0]}): stopping")
+                return None, solves, grow
+        if grow <= g:
+            break
+        grow = max(g, math.ceil(grow / 2 / g) * g)
+    return None, solves, grow
+
+
+def resolver(schedule: Schedule, machine, options=None, progress=None) -> Callable[[int], Schedule] | None:
+    """`solve_again` for run(): the schedule's graph solved under its own options (or `options`,
+    a SolveOptions) with another register reserve; None where the loop cannot help (stage 1
+    alone, an incomplete schedule, no embedded graph)."""
+    if schedule.stage != "joint" or not schedule.complete or not schedule.graph_tir:
+        return None
+    from .options import ModelOptions
+    from .pipeline import SolveOptions, solve
+    from .tir import parse_tir
+    if options is None:
+        base = ModelOptions.from_recorded(schedule.options, schedule.stage)
+        options = SolveOptions(**{f: getattr(base, f) for f in base.__dataclass_fields__})
+    graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
+
+    limit = options.time_limit if options.time_limit is not None else RESOLVE_TIME_LIMIT
+
+    def again(reserve: int) -> Schedule:
+        return solve(graph, machine, replace(options, register_reserve=reserve, time_limit=limit),
+                     progress or (lambda *a: None))
+    return again
