@@ -92,6 +92,21 @@ def _in_loop_inputs(graph: Graph, op: Op) -> bool:
                for o in op.operands)
 
 
+def _latency_interval(op, spec, attrs: dict, env) -> tuple[tuple[float, float, float] | None, str | None]:
+    """The op's (min, typical, max) latency where its spec gives one (and no `cycles` attribute
+    overrides it), or why it cannot be had: (interval or None, error message or None)."""
+    if spec.latency is None or "cycles" in attrs:
+        return None, None
+    try:
+        interval = tuple(b(env) for b in spec.latency)
+    except (ExprError, ZeroDivisionError) as exc:
+        return None, f"op '{op.name}': cannot evaluate its latency interval: {exc}"
+    if not interval[0] <= interval[1] <= interval[2]:
+        return None, (f"op '{op.name}': its latency interval comes to min {interval[0]:g}, typical "
+                      f"{interval[1]:g}, max {interval[2]:g}: not min <= typical <= max")
+    return interval, None
+
+
 def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
     errors = ErrorCollector()
     specs, caps = machine.op_specs, machine.unit_caps
@@ -135,17 +150,9 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
             errors.error(f"op '{op.name}': its {key} {'come' if key == 'cycles' else 'comes'} to {min(cycles, occupancy):g}, less than 0", op.span,
                          f"ops.{op.opcode}.{key} in {machine.file} must not be negative for this op's shapes")
             continue
-        try:
-            interval = (tuple(b(env) for b in spec.latency)
-                        if spec.latency is not None and "cycles" not in attrs else None)
-        except (ExprError, ZeroDivisionError) as exc:
-            errors.error(f"op '{op.name}': cannot evaluate its latency interval: {exc}", op.span,
-                         f"see ops.{op.opcode}.latency in {machine.file}")
-            continue
-        if interval is not None and not interval[0] <= interval[1] <= interval[2]:
-            errors.error(f"op '{op.name}': its latency interval comes to min {interval[0]:g}, typical "
-                         f"{interval[1]:g}, max {interval[2]:g}: not min <= typical <= max", op.span,
-                         f"ops.{op.opcode}.latency in {machine.file}")
+        interval, why = _latency_interval(op, spec, attrs, env)
+        if why is not None:
+            errors.error(why, op.span, f"see ops.{op.opcode}.latency in {machine.file}")
             continue
         variable = bool(attrs.get("variable_latency", spec.variable_latency))
         streaming = variable and not _in_loop_inputs(graph, op)
