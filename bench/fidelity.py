@@ -27,6 +27,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from gpu_stamps import _block_end as block_end  # noqa: E402  (the brace matcher the stamps use)
 CASES = (  # (example, adapter, problem size)
     ("examples/gemm_hopper.tir", "gemm", 8192),
     ("examples/attention_fwd_hopper.tir", "attention", 8192),
@@ -37,13 +39,6 @@ STEADY = re.compile(r"\n(\s*)for \(; (j[^;]*); (\+\+j|j \+= (\d+))\) \{\n")
 NVCC = ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-DTWILL_MAIN", "-Xptxas", "-v", "-c"]
 
 
-def block_end(text, start):
-    depth, i = 0, text.index("{", start)
-    while True:
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            return i
-        i += 1
 
 
 def roles(text):

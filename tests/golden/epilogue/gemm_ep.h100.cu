@@ -832,6 +832,18 @@ __device__ __forceinline__ void cumsum_rows(Rows<MB>& out, const void* tile, int
 // A scalar (a reduction of a whole vector, f32[1]): one float, the same in every thread.
 template <typename Fn>
 __device__ __forceinline__ void for_each(float& out, Fn fn) { out = fn(0, 0); }
+
+}  // namespace twill
+
+
+// ==== the op vocabulary's register math beyond the attention set (twill/vocab.py) ================
+// Included only by kernels that use one of these opcodes or a column vector, so that the kernels of
+// the original opcodes keep their text. Every op computes in f32 and rounds to the result's type;
+// integer tiles are held as the exact float of each value (exact up to 2^24).
+namespace twill {
+
+// A scalar (f32[1], a reduction of a whole vector) in and out of memory: one float, the same in every
+// thread (each target's for_each over it is in its own header).
 template <typename T, int ROWS, int COLS>
 __device__ __forceinline__ void tile_to_frag(float& out, const void* tile, int) { out = to_float<T>(*static_cast<const T*>(tile)); }
 template <typename T>
@@ -849,15 +861,6 @@ __device__ __forceinline__ void reduce_vector(float& out, const void* tile) {
   }
   out = v;
 }
-
-}  // namespace twill
-
-
-// ==== the op vocabulary's register math beyond the attention set (twill/vocab.py) ================
-// Included only by kernels that use one of these opcodes or a column vector, so that the kernels of
-// the original opcodes keep their text. Every op computes in f32 and rounds to the result's type;
-// integer tiles are held as the exact float of each value (exact up to 2^24).
-namespace twill {
 
 // out = EXPR of each element v of x (operands broadcast as at() reads them).
 #define TWILL_UNARY(NAME, EXPR)                                              \

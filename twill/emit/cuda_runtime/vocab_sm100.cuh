@@ -60,22 +60,5 @@ __device__ __forceinline__ void cumsum_rows(TScalR<R>& out, const void* tile, in
 // A scalar (a reduction of a whole vector, f32[1]): one float, the same in every thread.
 template <typename Fn>
 __device__ __forceinline__ void for_each(float& out, Fn fn) { out = fn(0); }
-template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ void tile_to_frag(float& out, const void* tile, int) { out = to_float<T>(*static_cast<const T*>(tile)); }
-template <typename T>
-__device__ __forceinline__ void frag_to_buffer(T* buf, float v, int, int) { if (threadIdx.x % 128 == 0) buf[0] = from_float<T>(v); }
-template <typename T>
-__device__ __forceinline__ void buffer_to_frag(float& out, const T* buf, int, int) { out = to_float<T>(buf[0]); }
-// reduce_{sum,max,min} (KIND 0, 1, 2) of a whole rank-1 tile in shared memory (Tile<T, 1, M>), in order.
-template <typename T, int M, int KIND>
-__device__ __forceinline__ void reduce_vector(float& out, const void* tile) {
-  const char* base = static_cast<const char*>(tile);
-  float v = KIND == 0 ? 0.f : KIND == 1 ? -INFINITY : INFINITY;
-  for (int k = 0; k < M; ++k) {
-    const float e = to_float<T>(*reinterpret_cast<const T*>(base + Tile<T, 1, M>::offset(0, k)));
-    v = KIND == 0 ? v + e : KIND == 1 ? fmaxf(v, e) : fminf(v, e);
-  }
-  out = v;
-}
 
 }  // namespace twill
