@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from twill.emit import ops
+from twill.emit import fragments, ops
 from twill.emit.target import SM90, SM100, TARGETS, Target, target_for
 
 EMIT = Path(__file__).resolve().parent.parent / "twill" / "emit"
@@ -68,7 +68,7 @@ def test_targets_are_frozen_and_chosen_from_the_arch():
 def test_every_target_has_its_tables_and_headers():
     from importlib.resources import files
     for t in TARGETS:
-        assert t.arch in ops.EMITTERS and t.arch in ops.FRAGMENTS and t.arch in ops.VIEWS
+        assert t.arch in ops.EMITTERS and t.arch in fragments.FRAGMENTS and t.arch in fragments.VIEWS
         for header in (t.runtime, t.mma8_runtime, *t.vocab_runtime):
             assert files("twill.emit").joinpath("cuda_runtime", header).is_file(), header
 

@@ -5,8 +5,8 @@ A target is what differs between sm_90a (Hopper: wgmma, register accumulators) a
 adding an architecture is one more entry here (and its runtime headers and tables):
 
 - the runtime headers of cuda_runtime/ it includes (`runtime`, `vocab_runtime`, `mma8_runtime`);
-- `arch` keys its per-opcode emitters (ops.EMITTERS) and its fragment layouts (ops.FRAGMENTS,
-  ops.VIEWS): the C++ type a warpgroup's share of a register tile has;
+- `arch` keys its per-opcode emitters (ops.EMITTERS) and its fragment layouts (fragments.FRAGMENTS,
+  fragments.VIEWS): the C++ type a warpgroup's share of a register tile has;
 - the facts below, each the reason for one kind of code the emitter writes, and the CTA's limits.
 
 The register numbers (the launch's registers per thread, `setmaxnreg`'s range and granule) are the
