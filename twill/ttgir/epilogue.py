@@ -355,7 +355,7 @@ def _live(walk: _After) -> list[int]:
 
 def _func_arg_dtypes(lw, func: MOp) -> dict[str, str]:
     out = {}
-    for name, mtype in func_args(func, lw.types):
+    for name, mtype, _ in func_args(func, lw.types):
         if mtype.kind == "scalar":
             out[name] = "f32" if mtype.elem in ("f32", "f16", "bf16", "f64") else "i32"
     return out

@@ -22,6 +22,7 @@ from .opnames import (ASYNC_COPIES, ELEMENTWISE, LOADS, NO_OPS, ORDERING_OPS, SC
 from .columns import show_columns
 from .outputs import _output_dtypes
 from .parser import Module, MOp
+from .provenance import func_args
 from .scalars import constant, elementwise, no_op, scalar, view, yield_
 from .state import Lowering
 from .types import last_top_level
@@ -65,15 +66,12 @@ def func_name(func: MOp) -> str:
 
 def _bind_arguments(lw: Lowering, func: MOp) -> None:
     """Function arguments (``%x: type`` in the signature): tensors are tiles, the rest scalars."""
-    toks = func.tokens
-    for i, tok in enumerate(toks[:-1]):
-        if tok.kind == "ssa" and toks[i + 1].is_(":"):
-            mtype, _ = lw.types.read(toks, i + 2)
-            if mtype.is_tile:
-                arg = MOp("arg", (tok.text[1:],), (), (), tok)  # stands in for the op that made it
-                lw.env[tok.text[1:]] = lw.node("arg", arg, [], lw.tile_type_at(mtype, lw.src.span(tok)))
-            else:
-                lw.env[tok.text[1:]] = SCALAR
+    for name, mtype, tok in func_args(func, lw.types):
+        if mtype.is_tile:
+            arg = MOp("arg", (name,), (), (), tok)  # stands in for the op that made it
+            lw.env[name] = lw.node("arg", arg, [], lw.tile_type_at(mtype, lw.src.span(tok)))
+        else:
+            lw.env[name] = SCALAR
 
 
 def _loop_header(lw: Lowering, loop: MOp):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .opnames import ASYNC_COPIES as COPIES
 from .parser import MOp
 
 POINTER_FLOW = {"tt.splat", "tt.addptr", "tt.broadcast", "tt.expand_dims", "ttg.convert_layout", "tt.advance",
@@ -26,12 +27,13 @@ class Signature:
 
 # -- pointer provenance -----------------------------------------------------------------------
 
-def func_args(func: MOp, types) -> list[tuple[str, object]]:
+def func_args(func: MOp, types) -> list[tuple[str, object, object]]:
+    """The function's arguments (``%x: type`` in its signature), in order: (name, MType, token)."""
     toks, out = func.tokens, []
     for i, tok in enumerate(toks[:-1]):
         if tok.kind == "ssa" and toks[i + 1].is_(":"):
             mtype, _ = types.read(toks, i + 2)
-            out.append((tok.text[1:], mtype))
+            out.append((tok.text[1:], mtype, tok))
     return out
 
 
@@ -43,16 +45,13 @@ def _kind(mtype) -> str:
     return "scalar" if mtype.kind == "scalar" else "other"
 
 
-COPIES = {"ttg.async_copy_global_to_local", "ttng.async_tma_copy_global_to_local", "ttng.async_tma_gather"}
-
-
 def signature(func: MOp, types, locs=None) -> Signature:
     """The arguments of `func` and the pointer argument behind each load (keyed by the SSA name
     the load's node gets: its result, or for a TMA copy without one the variable its loc names)
     and each store (keyed by its position)."""
     from .locs import name as loc_name
     args = func_args(func, types)
-    prov = {name: name for name, t in args if _kind(t) in ("pointer", "descriptor")}
+    prov = {name: name for name, t, _ in args if _kind(t) in ("pointer", "descriptor")}
     loads, stores = {}, {}
 
     def walk(ops):
@@ -83,4 +82,4 @@ def signature(func: MOp, types, locs=None) -> Signature:
                 for block in region:
                     walk(block.ops)
     walk(func.body())
-    return Signature(tuple((n, _kind(t)) for n, t in args), loads, stores)
+    return Signature(tuple((n, _kind(t)) for n, t, _ in args), loads, stores)
