@@ -168,6 +168,14 @@ def test_an_online_softmax_output_written_by_the_epilogue_is_not_normalized_twic
     assert "twill::op_recip(o_inv, l_new_final);" in after and "store_out_lse(" in after
 
 
+def test_an_fp8_product_the_epilogue_reads_is_descaled_before_its_ops():
+    src = _emit("gemm_fp8_ep", "h100")
+    after = src[src.index("// ---- after the loop"):]
+    scale = after.index("twill::op_scale_by(acc_n_final, args.out_scale);")
+    assert scale < after.index("twill::op_mul(x_ep, acc_n_final, 0.5f);")  # max(x, acc) is not linear in acc
+    assert after.count("op_scale_by(") == 1 and "args.out_scale = p.out_scale;" in src
+
+
 # -- the import ----------------------------------------------------------------------------------------
 
 def _ops(graph) -> list[tuple]:

@@ -68,6 +68,9 @@ class AfterLoop:
                     f"{vt.shape[1] if len(vt.shape) > 1 else 0});")
             else:
                 self._last(out, value, fin)
+        scaled = descale.epilogue_scaled(m)
+        for value in (v for v in finals if v in scaled):  # before the epilogue's ops read it
+            out(descale.finalize_line(finals[value]))
         ep = epilogue.Finalizer(self, finals)  # the epilogue's values, before any output is written
         written = {t.name: ep.compute(out, t) for t in outputs}
         for t in outputs:
