@@ -291,7 +291,7 @@ def _twill(*args: str, timeout: float) -> subprocess.CompletedProcess:
 # streaming loads (TMA's latency is not in the machine model, whose default depth of 2 left the
 # GEMMs waiting on their loads) that the solver, emit-cuda and ptxas (no spills) accept.
 IMPORT_ARGS = ("--split-rows", "auto")
-DEPTHS = (4, 3, 0)  # 0: the machine's streaming_depth
+DEPTHS = (4, 0)  # 0: the machine's streaming_depth
 
 
 def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
@@ -446,6 +446,20 @@ def twill_call(mod, name: str, args):
     return lambda: mod.run(*args, **knobs)
 
 
+def _build_all(bindings) -> None:
+    """Every binding's library at once (nvcc on all of the machine's cores), before any timing; a
+    failure is left for the kernel's own call to report."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def build(path):
+        try:
+            load_binding(path.stem, str(path.parent)).build_library()
+        except Exception as exc:
+            print(path.stem, "binding build failed:", str(exc)[-300:], flush=True)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        list(pool.map(build, bindings))
+
+
 def cmd_run(args) -> None:
     import torch
     import triton
@@ -458,6 +472,7 @@ def cmd_run(args) -> None:
                "pairs": args.pairs, "kernels": {}}
     built = kdir / "build.json"
     records = {r["dump"].split(".")[0]: r for r in json.loads(built.read_text())} if built.exists() else {}
+    _build_all(sorted(kdir.glob("*_sm90.py")))
     for name in default.KERNELS:
         rec, binding = records.get(f"{name}_sm90", {}), kdir / f"{name}_sm90.py"
         if "stopped" in rec or not binding.exists():
@@ -500,12 +515,14 @@ def cmd_run(args) -> None:
                 row.update(twill_ms=tw, triton_ms=tr, triton_config=best, call_ratio=tr / tw,
                            twill_call_tflops=row["flop"] / tw / 1e9, triton_call_tflops=row["flop"] / tr / 1e9)
                 # the kernels alone: CUDA-graph replays, alternating (host work between launches excluded)
-                graphs = [(graph_ms(run), graph_ms(lambda: tri(*tensors, **params))) for _ in range(args.pairs)]
+                reps = max(3, min(20, int(5 / tw)))  # about 5 ms of launches a replay
+                graphs = [(graph_ms(run, reps), graph_ms(lambda: tri(*tensors, **params), reps))
+                          for _ in range(args.pairs)]
                 gtw = sorted(g[0] for g in graphs)[len(graphs) // 2]
                 gtr = sorted(g[1] for g in graphs)[len(graphs) // 2]
                 row.update(twill_kernel_ms=gtw, triton_kernel_ms=gtr, ratio=gtr / gtw,
                            twill_tflops=row["flop"] / gtw / 1e9, triton_tflops=row["flop"] / gtr / 1e9,
-                           twill_host_us=host_us(run), triton_host_us=host_us(lambda: tri(*tensors, **params)))
+                           twill_host_us=host_us(run, reps), triton_host_us=host_us(lambda: tri(*tensors, **params), reps))
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             rows.append(row)
@@ -659,6 +676,32 @@ def cmd_profile(args) -> None:
     print("\n".join(lines))
 
 
+def cmd_hostprof(args) -> None:
+    """GPU: where the host time of a binding's call goes (cProfile over --calls calls of each
+    kernel's binding in --kernels, at its default size), the top functions by their own time."""
+    import cProfile
+    import io
+    import pstats
+    import torch
+    scratch = Path(tempfile.mkdtemp(prefix="triton-bench-"))
+    default = load_variant(None, False, scratch)
+    for name in args.only:
+        tensors, params = default.KERNELS[name]["make_inputs"](None, "cuda")
+        mod = load_binding(f"{name}_sm90", args.kernels)
+        run = twill_call(mod, name, capture(default, name, tensors, params)[0])
+        run()
+        torch.cuda.synchronize()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.calls):
+            run()
+        prof.disable()
+        torch.cuda.synchronize()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(args.top)
+        print(f"== {name}: {args.calls} calls", text.getvalue()[-4000:], flush=True)
+
+
 # -- docs/triton-results.md ------------------------------------------------------------------------
 
 def _size(size) -> str:
@@ -706,7 +749,8 @@ def cmd_report(args) -> None:
         out.append("")
     if run:
         out += [f"## twill's kernels against Triton's, on the GPU ({run['pairs']} alternating pairs, medians)", "",
-                "Kernel: each kernel alone, 20 launches in a CUDA graph (as `triton.testing.do_bench_cudagraph`). "
+                "Kernel: each kernel alone, replays of a CUDA graph of 3 to 20 launches (about 5 ms; as "
+                "`triton.testing.do_bench_cudagraph` measures), the median of the pairs. "
                 "Per call: one launch from Python between two events, waited for (the host's work for the call "
                 "counts too); host: microseconds a call takes to enqueue.", "",
                 "| kernel | size | twill TFLOP/s | Triton TFLOP/s (config) | twill / Triton (kernel) | "
@@ -783,6 +827,12 @@ def main(argv=None) -> None:
         p.add_argument("--out", default="profile")
         p.add_argument("--timeout", type=float, default=300)
         p.set_defaults(fn=fn)
+    p = sub.add_parser("hostprof", help="GPU: cProfile of bindings' calls (their host time)")
+    p.add_argument("--kernels", required=True, help="a folder 'build' wrote")
+    p.add_argument("--only", nargs="+", required=True)
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--top", type=int, default=12)
+    p.set_defaults(fn=cmd_hostprof)
     p = sub.add_parser("report", help="docs/triton-results.md from the steps' JSON")
     p.add_argument("--triton")
     p.add_argument("--build")
