@@ -10,8 +10,16 @@ Three steps; the first and the last run on the GPU machine, the middle one anywh
     python3 bench/triton_bench.py build --dumps DIR --out DIR   # import, solve, emit, binding
     python3 bench/triton_bench.py run --dumps DIR --kernels DIR  # GPU: twill's kernels vs Triton's
 
-Timings are medians of CUDA-event runs, twill and Triton in alternating pairs. Results are JSON
-(`results.json` in --out) for docs/triton-results.md.
+Timings are medians of CUDA-event runs, twill and Triton in alternating pairs: per call (one launch
+from Python, waited for) and per kernel (replays of a CUDA graph of launches), with each call's host
+time. Results are JSON (`run.json` in --out) for docs/triton-results.md (`report`).
+
+Looking into a gap (GPU machine, on folders `build` wrote, one per variant of the defaults, e.g.
+`build --import-args "" --depths 0` for the import as it is and the machine's ring depth):
+
+    python3 bench/triton_bench.py compare --kernels DIR1 DIR2 ... --triton triton.json --out DIR
+    python3 bench/triton_bench.py profile --kernel NAME --kernels DIR1 DIR2 --triton triton.json  # ncu
+    python3 bench/triton_bench.py hostprof --kernels DIR --only NAME ...   # cProfile of binding calls
 """
 from __future__ import annotations
 
@@ -287,9 +295,10 @@ def _twill(*args: str, timeout: float) -> subprocess.CompletedProcess:
 
 
 # The bench's defaults for an imported kernel (docs/triton-results.md, "why", measured): the rows of
-# its mma tiles on as many warpgroups as Triton's layout puts them on, and the deepest ring of
-# streaming loads (TMA's latency is not in the machine model, whose default depth of 2 left the
-# GEMMs waiting on their loads) that the solver, emit-cuda and ptxas (no spills) accept.
+# its mma tiles on as many warpgroups as Triton's layout puts them on, and rings of streaming loads
+# 4 deep where the solver, emit-cuda and ptxas (no spills) accept it, else the machine's default
+# (TMA's latency is not in the machine model, whose default depth of 2 left the GEMMs waiting on
+# their loads; depth 3 made the causal forward slower than 2 at N <= 4096, so it is not tried).
 IMPORT_ARGS = ("--split-rows", "auto")
 DEPTHS = (4, 0)  # 0: the machine's streaming_depth
 
