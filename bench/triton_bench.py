@@ -10,8 +10,16 @@ Three steps; the first and the last run on the GPU machine, the middle one anywh
     python3 bench/triton_bench.py build --dumps DIR --out DIR   # import, solve, emit, binding
     python3 bench/triton_bench.py run --dumps DIR --kernels DIR  # GPU: twill's kernels vs Triton's
 
-Timings are medians of CUDA-event runs, twill and Triton in alternating pairs. Results are JSON
-(`results.json` in --out) for docs/triton-results.md.
+Timings are medians of CUDA-event runs, twill and Triton in alternating pairs: per call (one launch
+from Python, waited for) and per kernel (replays of a CUDA graph of launches), with each call's host
+time. Results are JSON (`run.json` in --out) for docs/triton-results.md (`report`).
+
+Looking into a gap (GPU machine, on folders `build` wrote, one per variant of the defaults, e.g.
+`build --import-args "" --depths 0` for the import as it is and the machine's ring depth):
+
+    python3 bench/triton_bench.py compare --kernels DIR1 DIR2 ... --triton triton.json --out DIR
+    python3 bench/triton_bench.py profile --kernel NAME --kernels DIR1 DIR2 --triton triton.json  # ncu
+    python3 bench/triton_bench.py hostprof --kernels DIR --only NAME ...   # cProfile of binding calls
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ import json
 import math
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -147,6 +156,63 @@ def median_ms(fn, reps: int = 20) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def queued_ms(fn, reps: int = 20) -> float:
+    """Mean milliseconds of `reps` launches queued back to back between two events: the GPU's time
+    per launch once the host runs ahead (median_ms waits for each launch, so a launch's host work
+    before the kernel starts counts there too)."""
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(reps):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / reps
+
+
+def graph_ms(fn, reps: int = 20, replays: int = 5) -> float:
+    """Milliseconds per launch of `reps` launches captured in one CUDA graph, the median of
+    `replays` replays: the GPU's time alone, no host work between launches (as
+    triton.testing.do_bench_cudagraph measures)."""
+    import torch
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / reps)
+    return sorted(times)[len(times) // 2]
+
+
+def host_us(fn, reps: int = 50) -> float:
+    """Microseconds of host time one launch takes to enqueue (the GPU is not waited for)."""
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / reps * 1e6
+
+
 def compile_ttgir(module, name: str) -> str:
     """kernel.asm["ttgir"] of the kernel as its DUMPS entry describes it, for this machine's GPU."""
     import torch
@@ -228,12 +294,64 @@ def _twill(*args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(["twill", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float) -> dict:
-    """One dump through import -> solve (joint) -> emit-cuda -> nvcc; where it stopped and why."""
+# The bench's defaults for an imported kernel (docs/triton-results.md, "why", measured): the rows of
+# its mma tiles on as many warpgroups as Triton's layout puts them on, and rings of streaming loads
+# 4 deep where the solver, emit-cuda and ptxas (no spills) accept it, else the machine's default
+# (TMA's latency is not in the machine model, whose default depth of 2 left the GEMMs waiting on
+# their loads; depth 3 made the causal forward slower than 2 at N <= 4096, so it is not tried).
+IMPORT_ARGS = ("--split-rows", "auto")
+DEPTHS = (4, 0)  # 0: the machine's streaming_depth
+
+
+def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
+              import_args: tuple[str, ...] = IMPORT_ARGS, solve_args: tuple[str, ...] = (),
+              depths: tuple[int, ...] = DEPTHS) -> dict:
+    """build_attempt at each ring depth of `depths` in turn (none where solve_args set --depth): the
+    first that compiles without spills, else the first that compiles, else the last attempt."""
+    if "--depth" in solve_args:
+        depths = (0,)
+    parts = _split_parts(dump, import_args)
+    first = None
+    for depth in depths:
+        more = ("--depth", str(depth)) if depth else ()
+        record = build_attempt(dump, out, gpu, arch, time_limit, import_args, solve_args + more)
+        record.update(depth=depth or "default", split_rows=parts)
+        clean = "stopped" not in record and not record["stages"]["nvcc"]["spill_bytes"]
+        if clean:
+            return record
+        if "stopped" not in record and first is None:
+            first = record
+    if first is not None:  # rebuilt: the files on disk are the last attempt's
+        depth = first["depth"]
+        return build_attempt(dump, out, gpu, arch, time_limit, import_args,
+                             solve_args + (("--depth", str(depth)) if depth != "default" else ())) | {"depth": depth, "split_rows": parts}
+    return record
+
+
+def _split_parts(dump: Path, import_args: tuple[str, ...]):
+    """The parts `twill import` splits the rows into under `import_args` (what --split-rows gives)."""
+    args = list(import_args)
+    value = args[args.index("--split-rows") + 1] if "--split-rows" in args else "1"
+    if value != "auto":
+        return int(value)
+    from twill.errors import InputError
+    from twill.split import auto_parts
+    from twill.ttgir import load_ttgir, row_warpgroups
+    try:
+        return auto_parts(load_ttgir(dump)[0], row_warpgroups(dump.read_text(), str(dump)))
+    except InputError:
+        return None  # the import fails: build_attempt says why
+
+
+def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
+                  import_args: tuple[str, ...] = (), solve_args: tuple[str, ...] = ()) -> dict:
+    """One dump through import -> solve (joint) -> emit-cuda -> nvcc; where it stopped and why.
+    `import_args` and `solve_args` are added to those commands."""
     name = dump.name.split(".")[0]
     tir, sched, cu = out / f"{name}.tir", out / f"{name}.json", out / f"{name}.cu"
-    steps = [("import", ["import", str(dump), "-o", str(tir)]),
-             ("solve", ["solve", str(tir), "--gpu", gpu, "--time-limit", str(time_limit), "-o", str(sched), "-q"]),
+    steps = [("import", ["import", str(dump), "-o", str(tir), *import_args]),
+             ("solve", ["solve", str(tir), "--gpu", gpu, "--time-limit", str(time_limit), "-o", str(sched), "-q",
+                        *solve_args]),
              ("emit-cuda", ["emit-cuda", str(sched), "-o", str(cu), "--binding", "torch"])]
     record = {"dump": dump.name, "stages": {}}
     for stage, argv in steps:
@@ -277,7 +395,8 @@ def cmd_build(args) -> None:
     records = []
     for dump in sorted(Path(args.dumps).glob(args.pattern)):
         gpu, arch = ("b200", "sm_100a") if "sm100" in dump.name else (args.gpu, "sm_90a")
-        records.append(build_one(dump, out, gpu, arch, args.time_limit))
+        records.append(build_one(dump, out, gpu, arch, args.time_limit, tuple(shlex.split(args.import_args)),
+                                 tuple(shlex.split(args.solve_args)), tuple(int(d) for d in args.depths.split(","))))
         r = records[-1]
         print(f"{r['dump']:45s} {r.get('stopped', 'ok'):10s} epilogue {r.get('epilogue_ops')} "
               f"{'' if r.get('comparable', True) else 'NOT COMPARABLE'} {r.get('error', '').splitlines()[-1:] or ''}",
@@ -336,6 +455,20 @@ def twill_call(mod, name: str, args):
     return lambda: mod.run(*args, **knobs)
 
 
+def _build_all(bindings) -> None:
+    """Every binding's library at once (nvcc on all of the machine's cores), before any timing; a
+    failure is left for the kernel's own call to report."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def build(path):
+        try:
+            load_binding(path.stem, str(path.parent)).build_library()
+        except Exception as exc:
+            print(path.stem, "binding build failed:", str(exc)[-300:], flush=True)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        list(pool.map(build, bindings))
+
+
 def cmd_run(args) -> None:
     import torch
     import triton
@@ -348,6 +481,7 @@ def cmd_run(args) -> None:
                "pairs": args.pairs, "kernels": {}}
     built = kdir / "build.json"
     records = {r["dump"].split(".")[0]: r for r in json.loads(built.read_text())} if built.exists() else {}
+    _build_all(sorted(kdir.glob("*_sm90.py")))
     for name in default.KERNELS:
         rec, binding = records.get(f"{name}_sm90", {}), kdir / f"{name}_sm90.py"
         if "stopped" in rec or not binding.exists():
@@ -387,8 +521,17 @@ def cmd_run(args) -> None:
                     pairs.append((x, y) if k % 2 == 0 else (y, x))
                 tw = sorted(p[0] for p in pairs)[len(pairs) // 2]
                 tr = sorted(p[1] for p in pairs)[len(pairs) // 2]
-                row.update(twill_ms=tw, triton_ms=tr, triton_config=best, ratio=tr / tw,
-                           twill_tflops=row["flop"] / tw / 1e9, triton_tflops=row["flop"] / tr / 1e9)
+                row.update(twill_ms=tw, triton_ms=tr, triton_config=best, call_ratio=tr / tw,
+                           twill_call_tflops=row["flop"] / tw / 1e9, triton_call_tflops=row["flop"] / tr / 1e9)
+                # the kernels alone: CUDA-graph replays, alternating (host work between launches excluded)
+                reps = max(3, min(20, int(5 / tw)))  # about 5 ms of launches a replay
+                graphs = [(graph_ms(run, reps), graph_ms(lambda: tri(*tensors, **params), reps))
+                          for _ in range(args.pairs)]
+                gtw = sorted(g[0] for g in graphs)[len(graphs) // 2]
+                gtr = sorted(g[1] for g in graphs)[len(graphs) // 2]
+                row.update(twill_kernel_ms=gtw, triton_kernel_ms=gtr, ratio=gtr / gtw,
+                           twill_tflops=row["flop"] / gtw / 1e9, triton_tflops=row["flop"] / gtr / 1e9,
+                           twill_host_us=host_us(run, reps), triton_host_us=host_us(lambda: tri(*tensors, **params), reps))
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             rows.append(row)
@@ -397,6 +540,175 @@ def cmd_run(args) -> None:
             torch.cuda.empty_cache()
         results["kernels"][name] = {"rows": rows}
     (out / "run.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+
+
+def cmd_compare(args) -> None:
+    """GPU: several builds of the same dumps (variants of the import or solve defaults, one folder
+    each) against Triton's best configuration, every size, in rotating rounds (each round runs
+    Triton and every variant once, the first one rotating), medians over the rounds."""
+    import torch
+    scratch = Path(tempfile.mkdtemp(prefix="triton-bench-"))
+    default = load_variant(None, False, scratch)
+    triton_results = json.loads(Path(args.triton).read_text())["kernels"] if args.triton else {}
+    dirs = [Path(d) for d in args.kernels]
+    results = {"card": torch.cuda.get_device_name(), "pairs": args.pairs, "variants": [d.name for d in dirs],
+               "kernels": {}}
+    names = args.only or list(default.KERNELS)
+    found = [(n, d) for n in names for d in dirs if (d / f"{n}_sm90.py").exists()]
+
+    def build(nd):  # every binding's nvcc at once (the machine's cores), before any timing
+        try:
+            mod = load_binding(f"{nd[0]}_sm90", str(nd[1]))
+            mod.build_library()
+            return nd, mod
+        except Exception as exc:
+            print(nd[0], nd[1].name, "binding failed:", str(exc)[-300:], flush=True)
+            return nd, None
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        built = dict(pool.map(build, found))
+    for name in names:
+        mods = {d.name: built[(name, d)] for d in dirs if built.get((name, d)) is not None}
+        if not mods:
+            continue
+        fns, rows = default.KERNELS[name], []
+        for r, size in enumerate(SIZES.get(name, [None])):
+            tensors, params = fns["make_inputs"](size, "cuda")
+            ref = fns["reference"](*tensors, **params)
+            refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+            best = triton_results.get(name, {}).get("rows", [{}] * 3)[r].get("best", "stages=3,ws=off")
+            tri = load_variant(int(best.split(",")[0].split("=")[1]), best.endswith("on"), scratch).KERNELS[name]["launch"]
+            row = {"size": size or "default", "flop": flops(name, tensors), "triton_config": best, "variants": {}}
+            runs = {"triton": lambda: tri(*tensors, **params)}
+            for v, mod in mods.items():
+                try:
+                    args_, outs = capture(default, name, tensors, params)
+                    run = twill_call(mod, name, args_)
+                    run()
+                    torch.cuda.synchronize()
+                    err = max(rel_error(o, x) for o, x in zip(outs, refs))
+                    row["variants"][v] = {"rel_error": err}
+                    runs[v] = run
+                except Exception as exc:
+                    row["variants"][v] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            times = {k: [] for k in runs}
+            queued = {k: [] for k in runs}
+            keys = list(runs)
+            for k in range(args.pairs):
+                for key in keys[k % len(keys):] + keys[:k % len(keys)]:
+                    times[key].append(median_ms(runs[key], reps=10))
+                    queued[key].append(queued_ms(runs[key], reps=20))
+            med = {k: sorted(t)[len(t) // 2] for k, t in times.items()}
+            medq = {k: sorted(t)[len(t) // 2] for k, t in queued.items()}
+            graphs, hosts = {}, {}
+            for key in keys:
+                hosts[key] = host_us(runs[key])
+                try:
+                    graphs[key] = graph_ms(runs[key])
+                except Exception as exc:
+                    graphs[key] = None
+                    print(name, key, "CUDA graph failed:", str(exc)[:200], flush=True)
+            row["triton_ms"], row["triton_queued_ms"] = med.pop("triton"), medq.pop("triton")
+            row["triton_graph_ms"], row["triton_host_us"] = graphs.pop("triton"), hosts.pop("triton")
+            for v, ms in med.items():
+                g = graphs[v]
+                row["variants"][v].update(ms=ms, ratio=row["triton_ms"] / ms, queued_ms=medq[v],
+                                          queued_ratio=row["triton_queued_ms"] / medq[v], graph_ms=g, host_us=hosts[v],
+                                          graph_ratio=(row["triton_graph_ms"] / g) if g and row["triton_graph_ms"] else None)
+            rows.append(row)
+            print(name, row["size"], f"triton {row['triton_ms']:.4f} ms (graph {row['triton_graph_ms']}, host "
+                  f"{row['triton_host_us']:.0f} us)", " | ".join(
+                f"{v}: {x.get('ratio', 0):.3f}x graph {x.get('graph_ratio') or 0:.3f}x host {x.get('host_us', 0):.0f} us "
+                f"err {x.get('rel_error', x.get('error'))}" for v, x in row["variants"].items()), flush=True)
+            del ref, refs
+            torch.cuda.empty_cache()
+        results["kernels"][name] = {"rows": rows}
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "compare.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+
+
+def cmd_once(args) -> None:
+    """GPU: one launch each of Triton's best configuration and of every variant's kernel (after a
+    warm-up), each inside the NVTX range `profiled`, in that order (what `profile` runs ncu on)."""
+    import torch
+    scratch = Path(tempfile.mkdtemp(prefix="triton-bench-"))
+    default = load_variant(None, False, scratch)
+    name, r = args.kernel, args.row
+    size = SIZES.get(name, [None])[r]
+    tensors, params = default.KERNELS[name]["make_inputs"](size, "cuda")
+    best = json.loads(Path(args.triton).read_text())["kernels"][name]["rows"][r]["best"] if args.triton else "stages=3,ws=off"
+    tri = load_variant(int(best.split(",")[0].split("=")[1]), best.endswith("on"), scratch).KERNELS[name]["launch"]
+    runs = [lambda: tri(*tensors, **params)]
+    for d in args.kernels:
+        mod = load_binding(f"{name}_sm90", d)
+        runs.append(twill_call(mod, name, capture(default, name, tensors, params)[0]))
+    for run in runs:
+        run()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push("profiled")
+        run()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+
+
+def cmd_profile(args) -> None:
+    """GPU: Nsight Compute's counters (bench/gpu_profile.py's list, and occupancy) for Triton's kernel
+    and each variant's (`once`), side by side, as a Markdown table in --out/NAME.md."""
+    import csv
+    import io
+    from gpu_profile import METRICS
+    metrics = METRICS + [("launch__occupancy_limit_registers", "CTAs/SM by registers"),
+                         ("launch__occupancy_limit_shared_mem", "CTAs/SM by shared memory"),
+                         ("launch__shared_mem_per_block_dynamic", "dynamic smem per CTA"),
+                         ("launch__waves_per_multiprocessor", "waves"),
+                         ("sm__warps_active.avg.pct_of_peak_sustained_active", "achieved occupancy %")]
+    cmd = [sys.executable, __file__, "once", "--kernel", args.kernel, "--row", str(args.row),
+           *(["--triton", args.triton] if args.triton else []), "--kernels", *args.kernels]
+    full = ["ncu", "--clock-control", "none", "--csv", "--nvtx", "--nvtx-include", "profiled/",
+            "--metrics", ",".join(m for m, _ in metrics), *cmd]
+    proc = subprocess.run(full, capture_output=True, text=True, timeout=args.timeout)
+    text = proc.stdout[proc.stdout.find('"ID"'):]
+    rows: dict = {}
+    for rec in csv.DictReader(io.StringIO(text)):
+        rows.setdefault(int(rec["ID"]), {"kernel": rec["Kernel Name"]})[rec["Metric Name"]] = rec["Metric Value"].replace(",", "")
+    kernels = [rows[k] for k in sorted(rows)]
+    labels = ["triton"] + [Path(d).name for d in args.kernels]
+    big = [k for k in kernels if not any(w in k["kernel"] for w in ("at::", "elementwise", "fill", "zero"))]  # torch's own
+    lines = [f"{args.kernel}, size row {args.row}", "", "| counter | " + " | ".join(
+             f"{lab}: {k['kernel'][:30]}" for lab, k in zip(labels, big)) + " |", "|---|" + "---|" * len(big)]
+    for m, label in metrics:
+        lines.append(f"| {label} | " + " | ".join(k.get(m, "—") for k in big) + " |")
+    if proc.returncode or not big:
+        lines += ["", "ncu: " + (proc.stdout[-1500:] + proc.stderr[-1500:]).replace("\n", " ")]
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / f"{args.kernel}_{args.row}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def cmd_hostprof(args) -> None:
+    """GPU: where the host time of a binding's call goes (cProfile over --calls calls of each
+    kernel's binding in --kernels, at its default size), the top functions by their own time."""
+    import cProfile
+    import io
+    import pstats
+    import torch
+    scratch = Path(tempfile.mkdtemp(prefix="triton-bench-"))
+    default = load_variant(None, False, scratch)
+    for name in args.only:
+        tensors, params = default.KERNELS[name]["make_inputs"](None, "cuda")
+        mod = load_binding(f"{name}_sm90", args.kernels)
+        run = twill_call(mod, name, capture(default, name, tensors, params)[0])
+        run()
+        torch.cuda.synchronize()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.calls):
+            run()
+        prof.disable()
+        torch.cuda.synchronize()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(args.top)
+        print(f"== {name}: {args.calls} calls", text.getvalue()[-4000:], flush=True)
 
 
 # -- docs/triton-results.md ------------------------------------------------------------------------
@@ -427,8 +739,8 @@ def cmd_report(args) -> None:
         out.append("")
     if build:
         out += ["## twill: import -> solve -> emit-cuda -> nvcc, per dump", "",
-                "| dump | reached | I | seconds (import / solve / emit) | spill bytes | epilogue | why it stopped |",
-                "|---|---|---|---|---|---|---|"]
+                "| dump | reached | rows split | ring depth | I | seconds (import / solve / emit) | spill bytes | epilogue | "
+                "why it stopped |", "|---|---|---|---|---|---|---|---|---|"]
         for r in build:
             st = r["stages"]
             secs = " / ".join(f"{st[k]['seconds']:.1f}" for k in ("import", "solve", "emit-cuda") if k in st)
@@ -439,16 +751,21 @@ def cmd_report(args) -> None:
             ep = ", ".join(r.get("epilogue_ops", [])) or "none"
             if not r.get("comparable", True):
                 ep += " (not the kernel's outputs: " + r["not_comparable"].split(": error: ")[-1].split(";")[0][:80] + ")"
-            out.append(f"| {r['dump']} | {reached} | {proven} | {secs} | {spill} | {ep.replace('|', '/')} | {why} |")
+            out.append(f"| {r['dump']} | {reached} | {r.get('split_rows', 1)} | {r.get('depth', 'default')} | {proven} | {secs} | {spill} | {ep.replace('|', '/')} | {why} |")
         done = [r for r in build if "stopped" not in r and r.get("comparable", True)]
         out += ["", f"{len(done)} of {len(build)} dumps compile with the kernel's own outputs (their epilogues "
                     "imported)."]
         out.append("")
     if run:
         out += [f"## twill's kernels against Triton's, on the GPU ({run['pairs']} alternating pairs, medians)", "",
-                "| kernel | size | twill TFLOP/s | Triton TFLOP/s (config) | twill / Triton | rel. error |",
-                "|---|---|---|---|---|---|"]
-        ratios = []
+                "Kernel: each kernel alone, replays of a CUDA graph of 3 to 20 launches (about 5 ms; as "
+                "`triton.testing.do_bench_cudagraph` measures), the median of the pairs. "
+                "Per call: one launch from Python between two events, waited for (the host's work for the call "
+                "counts too); host: microseconds a call takes to enqueue.", "",
+                "| kernel | size | twill TFLOP/s | Triton TFLOP/s (config) | twill / Triton (kernel) | "
+                "twill / Triton (per call) | host us twill / Triton | rel. error |",
+                "|---|---|---|---|---|---|---|---|"]
+        ratios, calls = [], []
         for name, k in run["kernels"].items():
             if "skipped" in k:
                 out.append(f"| {name} | | | | not run: {k['skipped']} | |")
@@ -457,15 +774,20 @@ def cmd_report(args) -> None:
                 if "error" in row:
                     out.append(f"| {name} | {_size(row['size'])} | | | failed: {row['error'][:120]} | |")
                     continue
+                call = row.get("call_ratio", row["ratio"])  # (results from before the kernel column)
                 if row.get("correct", True):  # a wrong kernel's time is not a result
                     ratios.append(row["ratio"])
+                    calls.append(call)
                 wrong = "" if row.get("correct", True) else " (wrong: not in the mean)"
+                host = (f"{row['twill_host_us']:.0f} / {row['triton_host_us']:.0f}" if "twill_host_us" in row else "")
                 out.append(f"| {name} | {_size(row['size'])} | {row['twill_tflops']:.1f} | "
                            f"{row['triton_tflops']:.1f} ({row['triton_config']}) | {row['ratio']:.3f}x{wrong} | "
-                           f"{row['rel_error']:.1e} |")
+                           f"{call:.3f}x | {host} | {row['rel_error']:.1e} |")
         if ratios:
-            out += ["", f"Geometric mean of the ratios of correct kernels: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}x "
-                        f"over {len(ratios)} rows."]
+            def gmean(xs):
+                return math.exp(sum(map(math.log, xs)) / len(xs))
+            out += ["", f"Geometric mean of the ratios of correct kernels: {gmean(ratios):.3f}x (kernel), "
+                        f"{gmean(calls):.3f}x (per call), over {len(ratios)} rows."]
         out.append("")
     if args.notes:
         out += [Path(args.notes).read_text().rstrip(), ""]
@@ -485,6 +807,11 @@ def main(argv=None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--gpu", default="h200", help="the machine description for sm_90 dumps (sm_100: b200)")
     p.add_argument("--time-limit", type=float, default=300)
+    p.add_argument("--import-args", default=" ".join(IMPORT_ARGS), help="arguments of `twill import` "
+                   "(default: %(default)s)")
+    p.add_argument("--depths", default=",".join(map(str, DEPTHS)),
+                   help="ring depths of streaming loads to try, deepest first (0: the machine's; default %(default)s)")
+    p.add_argument("--solve-args", default="", help="more arguments of `twill solve` (a variant)")
     p.set_defaults(fn=cmd_build)
     p = sub.add_parser("run", help="GPU: twill's kernels (built by 'build') against Triton's")
     p.add_argument("--kernels", required=True, help="the folder 'build' wrote")
@@ -492,6 +819,29 @@ def main(argv=None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--pairs", type=int, default=5)
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("compare", help="GPU: several builds (variants) against Triton, side by side")
+    p.add_argument("--kernels", nargs="+", required=True, help="folders 'build' wrote, one per variant")
+    p.add_argument("--only", nargs="*", help="these kernels (default: every one built)")
+    p.add_argument("--triton", help="the triton step's triton.json (its best configuration per row)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--pairs", type=int, default=5)
+    p.set_defaults(fn=cmd_compare)
+    for cmd, fn, help_ in (("once", cmd_once, "GPU: one launch of Triton's and each variant's kernel (for ncu)"),
+                           ("profile", cmd_profile, "GPU: ncu's counters for `once`, side by side")):
+        p = sub.add_parser(cmd, help=help_)
+        p.add_argument("--kernel", required=True)
+        p.add_argument("--row", type=int, default=0, help="which size (0: the default)")
+        p.add_argument("--kernels", nargs="+", required=True, help="folders 'build' wrote, one per variant")
+        p.add_argument("--triton", help="the triton step's triton.json")
+        p.add_argument("--out", default="profile")
+        p.add_argument("--timeout", type=float, default=300)
+        p.set_defaults(fn=fn)
+    p = sub.add_parser("hostprof", help="GPU: cProfile of bindings' calls (their host time)")
+    p.add_argument("--kernels", required=True, help="a folder 'build' wrote")
+    p.add_argument("--only", nargs="+", required=True)
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--top", type=int, default=12)
+    p.set_defaults(fn=cmd_hostprof)
     p = sub.add_parser("report", help="docs/triton-results.md from the steps' JSON")
     p.add_argument("--triton")
     p.add_argument("--build")

@@ -7,6 +7,19 @@ from .common import distinct_output
 from .main import main
 
 
+def _parts(ctx, param, value):
+    """--split-rows: a count of at least 1, or `auto`."""
+    if value == "auto":
+        return value
+    try:
+        parts = int(value)
+    except ValueError:
+        parts = 0
+    if parts < 1:
+        raise click.BadParameter(f"{value!r} is neither a count of at least 1 nor 'auto'")
+    return parts
+
+
 @main.command("import")
 @click.argument("ttgir", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the .tir here (atomic); else stdout")
@@ -14,9 +27,10 @@ from .main import main
               help="which scf.for (0-based, file order; default: the innermost tile loop; several in sequence "
                    "are an error)")
 @click.option("--strict", is_flag=True, help="an op the importer does not know is an error, not a warning")
-@click.option("--split-rows", type=click.IntRange(1), default=1,
+@click.option("--split-rows", default="1", metavar="N|auto", callback=_parts,
               help="sub-tile: the rows of the loop's mma tiles as N independent parts (as Triton's num_warps = 8 "
-                   "runs a 128-row tile on 2 warpgroups)")
+                   "runs a 128-row tile on 2 warpgroups); auto: as many as the warpgroups Triton's mma layout "
+                   "spreads them over (warpsPerCTA = [4 N, 1]), where each part keeps a multiple of 64 rows")
 def import_(ttgir, output, loop, strict, split_rows):
     """Read a TTGIR dump (before or after Triton's pipeliner) and write the loop's .tir graph."""
     distinct_output(ttgir, output)
@@ -26,6 +40,11 @@ def import_(ttgir, output, loop, strict, split_rows):
     from twill.ttgir import load_ttgir
 
     graph, warnings = load_ttgir(ttgir, loop=loop, strict=strict)
+    if split_rows == "auto":
+        from twill.fileio import read_text
+        from twill.split import auto_parts
+        from twill.ttgir import row_warpgroups
+        split_rows = auto_parts(graph, row_warpgroups(read_text(ttgir, "TTGIR file"), ttgir))
     graph = split(graph, split_rows)
     if split_rows > 1:  # the hint about Triton's warpgroups is then taken
         warnings = [w for w in warnings if "--split-rows" not in (w.hint or "")]

@@ -61,6 +61,19 @@ def split_rows(graph: Graph, parts: int) -> Graph:
     return parse_tir(print_tir(split), graph.file)  # checked as any graph, result-less ops named afresh
 
 
+def auto_parts(graph: Graph, warpgroups: int) -> int:
+    """The parts `--split-rows auto` makes: the warpgroups the kernel's author ran the rows of its
+    mma tiles on (Triton's mma layout, `twill.ttgir.row_warpgroups`), where each part keeps a
+    multiple of 64 rows (a wgmma's M) and the rows can be split at all; else 1, the graph as it is."""
+    if warpgroups < 2:
+        return 1
+    try:
+        _, m = _row_values(graph)
+    except InputError:  # an mma reads a row tile as its second operand: no split, and no error for asking
+        return 1
+    return warpgroups if m and m % (64 * warpgroups) == 0 else 1
+
+
 def _row_values(graph: Graph) -> tuple[set[str], int]:
     """The names of the values that share the rows of the loop's mma tiles (a fixpoint), and M."""
     types = {v.name: v.type for v in graph.inputs + graph.carries} | {o.name: o.type for o in graph.ops if o.type}

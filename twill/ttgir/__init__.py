@@ -41,7 +41,7 @@ from .parser import Module, MOp, parse_module
 from .partitions import merge_partitions
 from .values import Note, Tile
 
-__all__ = ["import_ttgir", "load_ttgir"]
+__all__ = ["import_ttgir", "load_ttgir", "row_warpgroups"]
 
 
 def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
@@ -90,9 +90,13 @@ def load_ttgir(path, loop: int | None = None, strict: bool = False) -> tuple[Gra
     return import_ttgir(read_text(file, "TTGIR file"), file, loop=loop, strict=strict)
 
 
-def _warpgroups_hint(module: Module, graph: Graph, file: str) -> Note | None:
-    """A note where Triton runs the rows of an mma tile on several warpgroups (an nvidia_mma
-    layout with warpsPerCTA = [8, 1], say: num_warps = 8) and twill's graph would give each op one."""
+def row_warpgroups(text: str, file: str = "<string>") -> int:
+    """The warpgroups Triton spreads the rows of the module's mma tiles over (an nvidia_mma layout's
+    warpsPerCTA = [4 G, 1]: G), 1 where none does (`twill import --split-rows auto` reads it)."""
+    return _row_warpgroups(parse_module(before_pipeliner(text, file), file))
+
+
+def _row_warpgroups(module: Module) -> int:
     from .types import _int_list
     groups = 1
     for tokens in module.aliases.values():
@@ -100,6 +104,13 @@ def _warpgroups_hint(module: Module, graph: Graph, file: str) -> Note | None:
             warps = _int_list(tokens, "warpsPerCTA")
             if warps and len(warps) == 2 and warps[1] == 1 and warps[0] % 4 == 0:
                 groups = max(groups, warps[0] // 4)
+    return groups
+
+
+def _warpgroups_hint(module: Module, graph: Graph, file: str) -> Note | None:
+    """A note where Triton runs the rows of an mma tile on several warpgroups (an nvidia_mma
+    layout with warpsPerCTA = [8, 1], say: num_warps = 8) and twill's graph would give each op one."""
+    groups = _row_warpgroups(module)
     rows = [op.type.shape[0] for op in graph.ops if op.opcode == "mma" and op.type and len(op.type.shape) == 2]
     if groups < 2 or not rows or max(rows) % (64 * groups):
         return None
