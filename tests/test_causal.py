@@ -136,6 +136,32 @@ def _mask_causal_constants() -> tuple[str, str]:
     return d, test
 
 
+def _mask_causal_skip() -> str:
+    """The header's early return: the thread's test (on d and N) that it has nothing to mask."""
+    text = (ROOT / "twill" / "emit" / "cuda_runtime" / "causal.cuh").read_text()
+    return re.search(r"if \((d .*) <= 0\) return;", text).group(1)
+
+
+def test_mask_causal_skips_only_threads_with_nothing_to_mask():
+    """The early return is sound (a thread that takes it keeps every element) and is taken by
+    every thread of a tile left of the diagonal (its last key at or before its first query), so
+    only the diagonal blocks pay the per-element test."""
+    d_expr, test_expr = _mask_causal_constants()
+    skip = _mask_causal_skip()
+    for q0, k0 in ((0, 0), (128, 0), (64, 0), (128, 128), (0, 128), (192, 128), (127, 0), (256, 128)):
+        skipped = []
+        for tid in range(128):
+            lane = tid % 32
+            d = _c_expr(d_expr, {"k0": k0, "q0": q0, "tid": tid, "lane": lane})
+            if _c_expr(skip, {"d": d, "N": 128}) <= 0:
+                skipped.append(tid)
+                assert not any(_c_expr(test_expr, {"d": d, "b": b, "i": i}) > 0 for b in range(2) for i in range(64))
+        if k0 + 127 <= q0:
+            assert skipped == list(range(128)), (q0, k0)
+        if k0 + 127 > q0 + 127:  # right of the diagonal: every thread masks
+            assert skipped == [], (q0, k0)
+
+
 def _c_expr(expr: str, env: dict[str, int]) -> int:
     """An integer C expression of the header (+ - * / % >> & on ints, threadIdx.x) in Python."""
     py = expr.replace("threadIdx.x", "tid").replace("/", "//")
