@@ -33,6 +33,7 @@ GOLDEN = ROOT / "tests" / "golden" / "attention_bwd"
 KERNELS = {"attention_bwd_delta_hopper.h200": "attention_bwd_delta_hopper.tir",
            "attention_bwd_flash_hopper.h100": "attention_bwd_flash_hopper.tir"}
 LOG2E = 1.4426950408889634
+OUTER_CACHE = os.environ.get("TWILL_CACHE_DIR")  # the bindings' build folder, before a test's own cache
 
 
 def schedule(name: str) -> Schedule:
@@ -117,7 +118,7 @@ gpu = pytest.mark.skipif(not _gpu_ready(), reason="needs a Hopper (sm_90) GPU, t
 
 @pytest.fixture
 def built(private_schedule_cache, tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TWILL_CACHE_DIR", os.environ.get("TWILL_CACHE_DIR") or str(tmp_path_factory.mktemp("b")))
+    monkeypatch.setenv("TWILL_CACHE_DIR", OUTER_CACHE or str(tmp_path_factory.mktemp("b")))
 
     def build(name):
         mod = _module(name)
