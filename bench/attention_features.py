@@ -102,36 +102,51 @@ def delta(mod, o, d_o):
 
 
 def emitted_backward(dmod, bwd, q, k, v, o, m, l, d_o, scale):
-    """FlashAttention's backward by twill's two emitted kernels (module docstring): (dq, dk, dv)."""
+    """FlashAttention's backward by twill's two emitted kernels (module docstring): (dq, dk, dv).
+    Grouped (K, V with Hkv of q's Hq heads): the query heads of a group are adjacent, so q, dO,
+    lse and Delta viewed as [B, Hkv, group N, ...] give each K/V block the loop over all of its
+    group's query rows, and dK, dV come out summed over the group (no change to the kernel)."""
     import torch
+    B, Hq, N, D = q.shape
+    Hkv = k.shape[1]
     lse = m + torch.log(l) / scale  # the logsumexp in units of the unscaled scores
-    out = bwd.run(k, v, q, d_o, lse, delta(dmod, o, d_o), scale, exp2_scale=scale * LOG2E)
-    return (out.dq * scale).to(q.dtype), out.dk, out.dv
+    rows = (B, Hkv, Hq // Hkv * N)
+    out = bwd.run(k, v, q.view(*rows, D), d_o.view(*rows, D), lse.view(rows), delta(dmod, o, d_o).view(rows),
+                  scale, exp2_scale=scale * LOG2E)
+    return (out.dq * scale).to(q.dtype).view(B, Hq, N, D), out.dk, out.dv
 
 
-def reference_backward(q, k, v, d_o, scale, heads):
-    """float32 autograd of softmax(q k^T * scale) v on the first `heads` of batch 0: (dq, dk, dv)."""
+def reference_backward(q, k, v, d_o, scale, heads, group=1):
+    """float32 autograd of softmax(q k^T * scale) v on the first `heads` query heads of batch 0
+    (query head h reads K/V head h // group; heads a multiple of group): (dq, dk, dv), dk and dv of
+    the first heads // group K/V heads, summed over each one's query heads."""
     import torch
-    qf, kf, vf = (t[0, :heads].float().requires_grad_() for t in (q, k, v))
-    o = torch.softmax((qf @ kf.transpose(-1, -2)) * scale, dim=-1) @ vf
+    qf = q[0, :heads].float().requires_grad_()
+    kf, vf = (t[0, :heads // group].float().requires_grad_() for t in (k, v))
+    ke, ve = (t.repeat_interleave(group, dim=0) for t in (kf, vf))
+    o = torch.softmax((qf @ ke.transpose(-1, -2)) * scale, dim=-1) @ ve
     return torch.autograd.grad(o, (qf, kf, vf), d_o[0, :heads].float())
 
 
-def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True, dmod=None):
+def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True, dmod=None, group=1):
     """FlashAttention's backward: twill (flash_backward, or emitted_backward with the Delta kernel
-    `dmod`), FA4 and cuDNN, checked against float32."""
+    `dmod`, then also grouped: H / group K/V heads), FA4 and cuDNN, checked against float32."""
     import torch
     import torch.nn.functional as F
     variant = "attention_bwd_flash" if dmod is None else "attention_bwd_emitted"
-    res = {"kernel": "attention_feature", "variant": variant, "B": B, "H": H, "Hkv": H, "N": N, "D": D,
+    Hkv = H // group
+    res = {"kernel": "attention_feature", "variant": variant, "B": B, "H": H, "Hkv": Hkv, "N": N, "D": D,
            "causal": False, "fp8": False, "flops": 10.0 * B * H * N * N * D}
     torch.manual_seed(N + 7)
-    q, k, v, d_o = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(4))
+    q, d_o = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    k, v = (torch.randn(B, Hkv, N, D, device="cuda", dtype=torch.float16) for _ in range(2))
     scale = 1.0 / math.sqrt(D)
-    ref = reference_backward(q, k, v, d_o, scale, ref_heads)
+    ref_heads = max(ref_heads, group) // group * group
+    ref = reference_backward(q, k, v, d_o, scale, ref_heads, group)
 
     def errs(prefix, grads):
-        e = [g.rel_err(x[0, :ref_heads], r) for x, r in zip(grads, ref)]
+        e = [g.rel_err(x[0, :heads], r) for x, r, heads in zip(grads, ref, (ref_heads, ref_heads // group,
+                                                                            ref_heads // group))]
         res[prefix + "rel_err"] = max(e)
         res[prefix + "rel_err_dq_dk_dv"] = e
     try:
@@ -174,7 +189,7 @@ def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True, dmod=Non
         from torch.nn.attention import sdpa_kernel, SDPBackend
         qc, kc, vc = (t.clone().requires_grad_() for t in (q, k, v))
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            oc = F.scaled_dot_product_attention(qc, kc, vc)
+            oc = F.scaled_dot_product_attention(qc, kc, vc, **({"enable_gqa": True} if group > 1 else {}))
 
         def cudnn_bwd():
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
@@ -340,14 +355,15 @@ def _emitted_bwd_rows(g, kernel_dir, sizes):
         spills = s1 + s2
     except Exception as e:  # noqa: BLE001
         bwd, spills = None, ["build failed: " + _err(e)]
-    for n in sizes:
-        r = (run_bwd_row(g, fwd, bwd, 4, 32, n, dmod=dmod) if bwd is not None else
-             {"kernel": "attention_feature", "variant": "attention_bwd_emitted", "N": n, "twill_error": spills[0],
-              "ok": False})
-        r["spills"] = spills
-        print(json.dumps(r), flush=True)
-        rows.append(r)
-        torch.cuda.empty_cache()
+    for group in (1, 4):
+        for n in sizes:
+            r = (run_bwd_row(g, fwd, bwd, 4, 32, n, dmod=dmod, group=group) if bwd is not None else
+                 {"kernel": "attention_feature", "variant": "attention_bwd_emitted", "N": n, "Hkv": 32 // group,
+                  "twill_error": spills[0], "ok": False})
+            r["spills"] = spills
+            print(json.dumps(r), flush=True)
+            rows.append(r)
+            torch.cuda.empty_cache()
     return rows
 
 

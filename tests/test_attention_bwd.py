@@ -139,19 +139,23 @@ def test_delta_matches_torch(built):
 
 
 @gpu
-def test_the_emitted_backward_matches_autograd(built):
+@pytest.mark.parametrize("group", (1, 4))
+def test_the_emitted_backward_matches_autograd(built, group):
     """twill's forward (O, m, l), the Delta kernel and the scaled backward: dQ, dK, dV against
-    float32 autograd of softmax(Q K^T / sqrt(D)) V."""
+    float32 autograd of softmax(Q K^T / sqrt(D)) V; grouped (4 query heads per K/V head): dK and
+    dV summed over the group's query heads."""
     import torch
     feats, g = _bench("attention_features"), _bench("gpu_bench")
     B, H, N, D = 1, 4, 512, 128
-    torch.manual_seed(5)
-    q, k, v, d_o = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(4))
+    torch.manual_seed(5 + group)
+    q, d_o = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    k, v = (torch.randn(B, H // group, N, D, device="cuda", dtype=torch.float16) for _ in range(2))
     scale = 1 / math.sqrt(D)
     fwd, _ = g.build_binding("attention_fwd_hopper.h200")
     out = fwd.run(q, k, v, exp2_scale=scale * LOG2E)
     grads = feats.emitted_backward(built("attention_bwd_delta_hopper.h200"), built("attention_bwd_flash_hopper.h100"),
                                    q, k, v, out.acc, out.m, out.l, d_o, scale)
     torch.cuda.synchronize()
-    for got, want in zip(grads, feats.reference_backward(q, k, v, d_o, scale, H)):
+    assert [tuple(x.shape) for x in grads] == [(B, H, N, D), (B, H // group, N, D), (B, H // group, N, D)]
+    for got, want in zip(grads, feats.reference_backward(q, k, v, d_o, scale, H, group)):
         assert g.rel_err(got[0], want) < 1e-2
