@@ -854,11 +854,19 @@ struct Args {
   int v_batch_group;  // consecutive batch entries sharing one of v (GQA; 1: none)
 };
 
-// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first.
+constexpr long long kStreamBytes = 65536;  // bytes of the tiles loaded along the loop, per iteration
+constexpr long long kL2StreamBytes = 25165824;  // of L2 for the streams of the tiles in flight
+
+// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first, within
+// groups of g columns x batch entries whose streamed tiles share L2 (ragged.causal_code).
 __device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {
   const int per_m = args.tiles / args.tiles_m;  // tiles of one query row block: columns x batch
-  const int r = t % per_m;
-  return twill::TileIdx{args.tiles_m - 1 - t / per_m, r % args.tiles_n, r / args.tiles_n, round,
+  const long long per = static_cast<long long>(args.iters) * kStreamBytes;  // one column's streams
+  const int g = static_cast<int>(max(1LL, min(static_cast<long long>(per_m), kL2StreamBytes / max(per, 1LL))));
+  const int group = t / (g * args.tiles_m), in = t - group * g * args.tiles_m;
+  const int size = min(g, per_m - group * g);  // the last group may be smaller
+  const int r = group * g + in % size;
+  return twill::TileIdx{args.tiles_m - 1 - in / size, r % args.tiles_n, r / args.tiles_n, round,
                        t + static_cast<int>(gridDim.x) >= args.tiles};
 }
 
