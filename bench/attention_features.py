@@ -23,6 +23,11 @@ not computed).
   `attention_bwd_hopper.h100` (examples/attention_bwd_hopper.tir: dK and dV per key block, dQ added
   in f32 across key blocks by TMA reductions), fed with c = log2(e). Timed whole, pre and post steps
   included, against FA4's and cuDNN's backward (autograd over their forward, the forward not timed).
+- backward, emitted (`emitted_backward`, row attention_bwd_emitted): Delta = rowsum(dO * O) by
+  twill's `attention_bwd_delta_hopper.h200` (examples/attention_bwd_delta_hopper.tir) and the softmax
+  scale inside `attention_bwd_flash_hopper.h100` (examples/attention_bwd_flash_hopper.tir: unscaled Q,
+  exp2_scale = log2(e) / sqrt(D), dK scaled and dK, dV written in f16 by its epilogue); torch keeps
+  lse = m + ln(l) sqrt(D) (one value per row) and dQ's conversion (dQ / sqrt(D) to f16), as FA's own.
 """
 import math
 import os
@@ -40,8 +45,10 @@ FEATURES = {
     "attention_fp8": ("attention_fwd_fp8_hopper.h200", None, False, True, (1,), 128),
 }
 BWD = "attention_bwd_hopper.h100"  # the backward's main kernel (flash_backward)
+BWD_DIR = os.path.join(ROOT, "tests", "golden", "attention_bwd")  # the emitted backward's kernels
+BWD_EMITTED = ("attention_bwd_delta_hopper.h200", "attention_bwd_flash_hopper.h100")  # Delta, main
 LOG2E = 1.4426950408889634
-NAMES = (*FEATURES, "attention_bwd_flash")  # what --only may name
+NAMES = (*FEATURES, "attention_bwd_flash", "attention_bwd_emitted")  # what --only may name
 
 
 def _err(e):
@@ -83,27 +90,64 @@ def flash_backward(bwd, q, k, v, o, m, l, d_o, scale):
     return (out.dq * scale).to(q.dtype), out.dk, out.dv
 
 
-def reference_backward(q, k, v, d_o, scale, heads):
-    """float32 autograd of softmax(q k^T * scale) v on the first `heads` of batch 0: (dq, dk, dv)."""
+def delta(mod, o, d_o):
+    """Delta = rowsum(dO * O) [B, H, N] by the emitted kernel: O and dO [B, H, N, D] viewed as
+    [rows / (64 I), I, 64, D], I row tiles per CTA (the most of 8, 4, 2 that divides N / 64 and is
+    at least the pipeline's stages)."""
+    B, H, N, D = o.shape
+    tiles = N // 64
+    its = next(i for i in (8, 4, 2, 1) if tiles % i == 0 and (i >= mod.SPEC["stages"] or i == 1))
+    shape = (B * H * tiles // its, its, 64, D)
+    out = mod.run(o.reshape(shape), d_o.reshape(shape))  # the binding returns its one output as is
+    return getattr(out, "dlt", out).reshape(B, H, N)
+
+
+def emitted_backward(dmod, bwd, q, k, v, o, m, l, d_o, scale):
+    """FlashAttention's backward by twill's two emitted kernels (module docstring): (dq, dk, dv).
+    Grouped (K, V with Hkv of q's Hq heads): the query heads of a group are adjacent, so q, dO,
+    lse and Delta viewed as [B, Hkv, group N, ...] give each K/V block the loop over all of its
+    group's query rows, and dK, dV come out summed over the group (no change to the kernel)."""
     import torch
-    qf, kf, vf = (t[0, :heads].float().requires_grad_() for t in (q, k, v))
-    o = torch.softmax((qf @ kf.transpose(-1, -2)) * scale, dim=-1) @ vf
+    B, Hq, N, D = q.shape
+    Hkv = k.shape[1]
+    lse = m + torch.log(l) / scale  # the logsumexp in units of the unscaled scores
+    rows = (B, Hkv, Hq // Hkv * N)
+    out = bwd.run(k, v, q.view(*rows, D), d_o.view(*rows, D), lse.view(rows), delta(dmod, o, d_o).view(rows),
+                  scale, exp2_scale=scale * LOG2E)
+    return (out.dq * scale).to(q.dtype).view(B, Hq, N, D), out.dk, out.dv
+
+
+def reference_backward(q, k, v, d_o, scale, heads, group=1):
+    """float32 autograd of softmax(q k^T * scale) v on the first `heads` query heads of batch 0
+    (query head h reads K/V head h // group; heads a multiple of group): (dq, dk, dv), dk and dv of
+    the first heads // group K/V heads, summed over each one's query heads."""
+    import torch
+    qf = q[0, :heads].float().requires_grad_()
+    kf, vf = (t[0, :heads // group].float().requires_grad_() for t in (k, v))
+    ke, ve = (t.repeat_interleave(group, dim=0) for t in (kf, vf))
+    o = torch.softmax((qf @ ke.transpose(-1, -2)) * scale, dim=-1) @ ve
     return torch.autograd.grad(o, (qf, kf, vf), d_o[0, :heads].float())
 
 
-def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True):
-    """FlashAttention's backward: twill (flash_backward), FA4 and cuDNN, checked against float32."""
+def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True, dmod=None, group=1):
+    """FlashAttention's backward: twill (flash_backward, or emitted_backward with the Delta kernel
+    `dmod`, then also grouped: H / group K/V heads), FA4 and cuDNN, checked against float32."""
     import torch
     import torch.nn.functional as F
-    res = {"kernel": "attention_feature", "variant": "attention_bwd_flash", "B": B, "H": H, "Hkv": H, "N": N, "D": D,
+    variant = "attention_bwd_flash" if dmod is None else "attention_bwd_emitted"
+    Hkv = H // group
+    res = {"kernel": "attention_feature", "variant": variant, "B": B, "H": H, "Hkv": Hkv, "N": N, "D": D,
            "causal": False, "fp8": False, "flops": 10.0 * B * H * N * N * D}
     torch.manual_seed(N + 7)
-    q, k, v, d_o = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(4))
+    q, d_o = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    k, v = (torch.randn(B, Hkv, N, D, device="cuda", dtype=torch.float16) for _ in range(2))
     scale = 1.0 / math.sqrt(D)
-    ref = reference_backward(q, k, v, d_o, scale, ref_heads)
+    ref_heads = max(ref_heads, group) // group * group
+    ref = reference_backward(q, k, v, d_o, scale, ref_heads, group)
 
     def errs(prefix, grads):
-        e = [g.rel_err(x[0, :ref_heads], r) for x, r in zip(grads, ref)]
+        e = [g.rel_err(x[0, :heads], r) for x, r, heads in zip(grads, ref, (ref_heads, ref_heads // group,
+                                                                            ref_heads // group))]
         res[prefix + "rel_err"] = max(e)
         res[prefix + "rel_err_dq_dk_dv"] = e
     try:
@@ -111,6 +155,8 @@ def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True):
         torch.cuda.synchronize()
 
         def twill():
+            if dmod is not None:
+                return emitted_backward(dmod, bwd, q, k, v, out.acc, out.m, out.l, d_o, scale)
             return flash_backward(bwd, q, k, v, out.acc, out.m, out.l, d_o, scale)
         grads = twill()
         torch.cuda.synchronize()
@@ -144,7 +190,7 @@ def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True):
         from torch.nn.attention import sdpa_kernel, SDPBackend
         qc, kc, vc = (t.clone().requires_grad_() for t in (q, k, v))
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            oc = F.scaled_dot_product_attention(qc, kc, vc)
+            oc = F.scaled_dot_product_attention(qc, kc, vc, **({"enable_gqa": True} if group > 1 else {}))
 
         def cudnn_bwd():
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
@@ -290,6 +336,31 @@ def run_all(g, kernel_dir, sizes, only=None):
             r = (run_bwd_row(g, fwd, bwd, 4, 32, n) if bwd is not None else
                  {"kernel": "attention_feature", "variant": "attention_bwd_flash", "N": n, "twill_error": spills[0],
                   "ok": False})
+            r["spills"] = spills
+            print(json.dumps(r), flush=True)
+            rows.append(r)
+            torch.cuda.empty_cache()
+    if only in (None, "attention_bwd_emitted"):
+        rows += _emitted_bwd_rows(g, kernel_dir, sizes)
+    return rows
+
+
+def _emitted_bwd_rows(g, kernel_dir, sizes):
+    """The attention_bwd_emitted rows (emitted_backward), each printed as it is done."""
+    import json
+    import torch
+    rows = []
+    try:
+        fwd, _ = g.build_binding(FEATURES["attention_gqa"][0], kernel_dir)
+        (dmod, s1), (bwd, s2) = (g.build_binding(f, BWD_DIR) for f in BWD_EMITTED)
+        spills = s1 + s2
+    except Exception as e:  # noqa: BLE001
+        bwd, spills = None, ["build failed: " + _err(e)]
+    for group in (1, 4):
+        for n in sizes:
+            r = (run_bwd_row(g, fwd, bwd, 4, 32, n, dmod=dmod, group=group) if bwd is not None else
+                 {"kernel": "attention_feature", "variant": "attention_bwd_emitted", "N": n, "Hkv": 32 // group,
+                  "twill_error": spills[0], "ok": False})
             r["spills"] = spills
             print(json.dumps(r), flush=True)
             rows.append(r)

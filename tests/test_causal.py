@@ -136,6 +136,32 @@ def _mask_causal_constants() -> tuple[str, str]:
     return d, test
 
 
+def _mask_causal_skip() -> str:
+    """The header's early return: the thread's test (on d and N) that it has nothing to mask."""
+    text = (ROOT / "twill" / "emit" / "cuda_runtime" / "causal.cuh").read_text()
+    return re.search(r"if \((d .*) <= 0\) return;", text).group(1)
+
+
+def test_mask_causal_skips_only_threads_with_nothing_to_mask():
+    """The early return is sound (a thread that takes it keeps every element) and is taken by
+    every thread of a tile left of the diagonal (its last key at or before its first query), so
+    only the diagonal blocks pay the per-element test."""
+    d_expr, test_expr = _mask_causal_constants()
+    skip = _mask_causal_skip()
+    for q0, k0 in ((0, 0), (128, 0), (64, 0), (128, 128), (0, 128), (192, 128), (127, 0), (256, 128)):
+        skipped = []
+        for tid in range(128):
+            lane = tid % 32
+            d = _c_expr(d_expr, {"k0": k0, "q0": q0, "tid": tid, "lane": lane})
+            if _c_expr(skip, {"d": d, "N": 128}) <= 0:
+                skipped.append(tid)
+                assert not any(_c_expr(test_expr, {"d": d, "b": b, "i": i}) > 0 for b in range(2) for i in range(64))
+        if k0 + 127 <= q0:
+            assert skipped == list(range(128)), (q0, k0)
+        if k0 + 127 > q0 + 127:  # right of the diagonal: every thread masks
+            assert skipped == [], (q0, k0)
+
+
 def _c_expr(expr: str, env: dict[str, int]) -> int:
     """An integer C expression of the header (+ - * / % >> & on ints, threadIdx.x) in Python."""
     py = expr.replace("threadIdx.x", "tid").replace("/", "//")
@@ -263,3 +289,29 @@ def test_emitted_causal_kernel_matches_torch(name, n, tmp_path_factory):
     ref = g.causal_reference(q[list(heads)], k[list(heads)], v[list(heads)], len(heads))
     err = float((o[list(heads)].double() - ref.double()).norm() / ref.double().norm())
     assert err < 1e-2, err
+
+
+def _tile_order(tiles_m: int, per_m: int, iters: int, stream: int, budget: int) -> list[tuple[int, int]]:
+    """ragged.causal_code's tile_at in Python: (m, r) of CTA t = 0, 1, ..."""
+    g = max(1, min(per_m, budget // max(iters * stream, 1)))
+    order = []
+    for t in range(tiles_m * per_m):
+        group, rest = divmod(t, g * tiles_m)
+        size = min(g, per_m - group * g)
+        order.append((tiles_m - 1 - rest // size, group * g + rest % size))
+    return order
+
+
+def test_the_tiles_run_longest_first_in_groups_of_heads_that_share_l2():
+    from twill.emit.ragged import L2_STREAM_BYTES
+    for tiles_m, per_m, iters in ((64, 128, 64), (128, 128, 128), (16, 128, 16), (8, 5, 8), (3, 1, 3)):
+        order = _tile_order(tiles_m, per_m, iters, 65536, L2_STREAM_BYTES)
+        assert sorted(order) == [(m, r) for m in range(tiles_m) for r in range(per_m)]  # every tile once
+        g = max(1, min(per_m, L2_STREAM_BYTES // (iters * 65536)))
+        for start in range(0, len(order), g * tiles_m):
+            block = order[start:start + g * tiles_m]
+            assert len({r for _, r in block}) * iters * 65536 <= max(L2_STREAM_BYTES, iters * 65536)
+            assert [m for m, _ in block] == sorted((m for m, _ in block), reverse=True)  # longest first
+    text = _emitted("attention_fwd_causal_hopper.h200")
+    assert "const int g = static_cast<int>(max(1LL, min(static_cast<long long>(per_m), kL2StreamBytes" in text
+    assert "constexpr long long kStreamBytes = 65536;" in text  # K and V: 2 x 128 x 128 x 2 bytes

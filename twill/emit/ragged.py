@@ -141,17 +141,35 @@ def causal(model) -> Causal:
     return Causal(tuple(sorted(masks)), "")
 
 
+L2_STREAM_BYTES = 24 << 20  # of the L2 (50 MiB on the H100, 60 on the H200) for the tiles in flight's streams
+
+
 def causal_code(model, plan: Causal) -> list[str]:
-    """The device code of a causal loop's grid: `tile_at`, numbering the query tiles with the most
-    key blocks (the last rows) first, and `causal_iters`, a tile's trip count (one CTA per tile,
-    whose blocks start in the order of their index, so the short tiles fill the grid's end)."""
+    """The device code of a causal loop's grid: `tile_at`, the tiles' order, and `causal_iters`, a
+    tile's trip count (one CTA per tile, whose blocks start in the order of their index).
+
+    The order: the query tiles with the most key blocks (the last rows) first, so the short tiles
+    fill the grid's end, within groups of batch entries (heads) whose streamed tiles (K and V of
+    the whole loop: iters x kStreamBytes each) fit `L2_STREAM_BYTES` together. The CTAs in flight
+    then read the K and V of a few heads, which stay in L2 for the other query tiles of those
+    heads; numbering every head's tile m before any head's m - 1 put a different head on each SM
+    and made every CTA stream its K and V from DRAM (ncu: 80% memory throughput, docs/gpu-results.md)."""
     ends = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset + {model.tensor[q].tile[0]}" for q in plan.queries]
+    stream = sum(t.tile_bytes for t in model.tensors if t.kind == "load" and "loop" in t.axes)
     return [
-        "// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first.",
+        f"constexpr long long kStreamBytes = {stream};  // bytes of the tiles loaded along the loop, per iteration",
+        f"constexpr long long kL2StreamBytes = {L2_STREAM_BYTES};  // of L2 for the streams of the tiles in flight",
+        "",
+        "// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first, within",
+        "// groups of g columns x batch entries whose streamed tiles share L2 (ragged.causal_code).",
         "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
         "  const int per_m = args.tiles / args.tiles_m;  // tiles of one query row block: columns x batch",
-        "  const int r = t % per_m;",
-        "  return twill::TileIdx{args.tiles_m - 1 - t / per_m, r % args.tiles_n, r / args.tiles_n, round,",
+        "  const long long per = static_cast<long long>(args.iters) * kStreamBytes;  // one column's streams",
+        "  const int g = static_cast<int>(max(1LL, min(static_cast<long long>(per_m), kL2StreamBytes / max(per, 1LL))));",
+        "  const int group = t / (g * args.tiles_m), in = t - group * g * args.tiles_m;",
+        "  const int size = min(g, per_m - group * g);  // the last group may be smaller",
+        "  const int r = group * g + in % size;",
+        "  return twill::TileIdx{args.tiles_m - 1 - in / size, r % args.tiles_n, r / args.tiles_n, round,",
         "                       t + static_cast<int>(gridDim.x) >= args.tiles};",
         "}",
         "",

@@ -741,16 +741,18 @@ __device__ __forceinline__ void op_normalize(Out& out, const L& l) {
 }
 
 // causal_mask (ragged.py), in kernels that have one: element (r, c) of f is query q0 + r and key
-// k0 + c; a key after its query becomes -inf, which rowmax skips and exp2 turns into 0. Every
-// tile is tested, also those left of the diagonal, where nothing changes: skipping them with one
-// test (k0 + N - 1 <= q0) made ptxas spill 4 bytes in the imported Triton kernel (8 in the FA3
-// one either way). The per-thread offset goes through an empty asm, as in mask_past: otherwise the
-// compiler may keep each element's test in registers across the loop.
+// k0 + c; a key after its query becomes -inf, which rowmax skips and exp2 turns into 0. A tile
+// left of the diagonal (its last key at or before its first query row: every element kept) is left
+// as it is by one uniform test, so only the diagonal block(s) of a query tile pay the per-element
+// compare and select (FlashAttention's masking steps). The per-thread offset goes through an empty
+// asm, as in mask_past: otherwise the compiler may keep each element's test in registers across
+// the loop.
 template <int MB, int N>
 __device__ __forceinline__ void mask_causal(Frag<MB, N>& f, int q0, int k0) {
   const int lane = threadIdx.x % 32;
   int d = k0 + 2 * (lane % 4) - q0 - 16 * ((threadIdx.x / 32) % 4) - lane / 4;  // key - query of element 0
   asm volatile("" : "+r"(d));
+  if (d + N - 7 <= 0) return;  // this thread's last key is at or before its first query: nothing to mask
 #pragma unroll
   for (int b = 0; b < MB; ++b)
 #pragma unroll
@@ -848,11 +850,19 @@ struct Args {
   int v_batch_group;  // consecutive batch entries sharing one of v (GQA; 1: none)
 };
 
-// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first.
+constexpr long long kStreamBytes = 65536;  // bytes of the tiles loaded along the loop, per iteration
+constexpr long long kL2StreamBytes = 25165824;  // of L2 for the streams of the tiles in flight
+
+// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first, within
+// groups of g columns x batch entries whose streamed tiles share L2 (ragged.causal_code).
 __device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {
   const int per_m = args.tiles / args.tiles_m;  // tiles of one query row block: columns x batch
-  const int r = t % per_m;
-  return twill::TileIdx{args.tiles_m - 1 - t / per_m, r % args.tiles_n, r / args.tiles_n, round,
+  const long long per = static_cast<long long>(args.iters) * kStreamBytes;  // one column's streams
+  const int g = static_cast<int>(max(1LL, min(static_cast<long long>(per_m), kL2StreamBytes / max(per, 1LL))));
+  const int group = t / (g * args.tiles_m), in = t - group * g * args.tiles_m;
+  const int size = min(g, per_m - group * g);  // the last group may be smaller
+  const int r = group * g + in % size;
+  return twill::TileIdx{args.tiles_m - 1 - in / size, r % args.tiles_n, r / args.tiles_n, round,
                        t + static_cast<int>(gridDim.x) >= args.tiles};
 }
 
