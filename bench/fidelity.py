@@ -34,6 +34,7 @@ CASES = (  # (example, adapter, problem size)
     ("examples/attention_fwd_hopper.tir", "attention", 8192),
 )
 CTAS, SLOTS = 132, 64
+ROUNDS = 5  # rounds of alternating timing
 ROLE = re.compile(r"__device__ __forceinline__ void (role_\w+)\(")
 STEADY = re.compile(r"\n(\s*)for \(; (j[^;]*); (\+\+j|j \+= (\d+))\) \{\n")
 NVCC = ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-DTWILL_MAIN", "-Xptxas", "-v", "-c"]
@@ -72,7 +73,22 @@ def role_alone(text, keep):
     return t.replace("__launch_bounds__(kThreads, 1) ", "")
 
 
-def prepare(out, specs):
+def stall_cycles(s):
+    """The steady state's predicted stall per iteration from its streaming loads: a load whose slack
+    at its typical latency is negative (twill/slack.py: it lands after its first reader's start) holds
+    that reader, and with it the iteration, back by that much; the largest such shortfall."""
+    return max([0.0] + [-x["slack_cycles"] for x in s.get("latency_slack") or [] if x.get("slack_cycles") is not None])
+
+
+def model_registers(sched, spec):
+    """Each role's registers per thread at its fullest, as the model counts them (the reserve included)."""
+    from twill.machine import load_machine
+    from twill.ptxas_loop import model_registers as count
+    from twill.schedule import Schedule
+    return count(Schedule.from_json(open(sched).read()), load_machine(spec))
+
+
+def prepare(out, specs, build=False):
     os.makedirs(out, exist_ok=True)
     plan = []
     for example, adapter, size in CASES:
@@ -86,21 +102,28 @@ def prepare(out, specs):
             s = json.load(open(sched))
             text = open(cu).read()
             budgets = {w["name"]: w["registers"] for w in s["warps"]}
-            per_role = {}
+            need = model_registers(sched, spec)
+            per_role, uncapped = {}, {}
             for role, _, _ in roles(text):
                 short = role.removeprefix("role_")
                 alone = os.path.join(out, "%s.alone_%s.cu" % (name, short))
                 open(alone, "w").write(role_alone(text, role))
                 per_role[short] = ptxas(alone, out, budgets.get(short))
+                uncapped[short] = ptxas(alone, out, 255)
                 os.remove(alone)
+            cpu = s["scale"]["machine_cycles_per_unit"]
+            stall = stall_cycles(s)
             plan.append({"name": name, "example": example, "spec": spec, "adapter": adapter, "size": size,
                          "ii": s["ii"], "length": s["length"], "optimal": s["optimal"],
-                         "cycles_per_unit": s["scale"]["machine_cycles_per_unit"],
-                         "predicted_cycles": s["ii"] * s["scale"]["machine_cycles_per_unit"],
+                         "cycles_per_unit": cpu, "ii_cycles": s["ii"] * cpu, "load_stall": stall,
+                         "predicted_cycles": s["ii"] * cpu + stall, "latency_slack": s.get("latency_slack", []),
                          "roles": [{"name": w["name"], "warps": w["warps"], "registers": w["registers"],
-                                    "ops": w["ops"]} for w in s["warps"]],
-                         "ptxas": ptxas(cu, out), "ptxas_alone": per_role})
-            print("prepared %s: I = %d, %.0f cycles per iteration predicted" % (name, s["ii"], plan[-1]["predicted_cycles"]))
+                                    "model_registers": need.get(w["name"]), "ops": w["ops"]} for w in s["warps"]],
+                         "ptxas": ptxas(cu, out), "ptxas_alone": per_role, "ptxas_uncapped": uncapped})
+            print("prepared %s: I = %d, %.0f cycles per iteration predicted (I %.0f + load stall %.0f)" % (
+                name, s["ii"], plan[-1]["predicted_cycles"], s["ii"] * cpu, stall))
+    if build:
+        prebuild(out, plan)
     json.dump(plan, open(os.path.join(out, "plan.json"), "w"), indent=1, sort_keys=True)
 
 
@@ -135,16 +158,14 @@ def stamped(text):
     return t, steps
 
 
-def measure(folder, out_path):
-    import ctypes
-    import torch
-    sys.path.insert(0, HERE)
-    import gpu_bench as g
-    plan = json.load(open(os.path.join(folder, "plan.json")))
+def stage(folder, plan):
+    """The stamped copy of every kernel (and its binding) under FOLDER/stamped: (its folder, the
+    iterations per pass of each kernel's roles)."""
+    import shutil
     sdir = os.path.join(folder, "stamped")
     os.makedirs(sdir, exist_ok=True)
     steps_of = {}
-    for case in plan:  # the stamped copies, then every binding built at once (nvcc in parallel)
+    for case in plan:
         name = case["name"]
         text, steps_of[name] = stamped(open(os.path.join(folder, name + ".cu")).read())
         open(os.path.join(sdir, name + ".cu"), "w").write(text)
@@ -154,9 +175,15 @@ def measure(folder, out_path):
             '\nextern "C" int fid_get(void* dst, size_t n) { return (int)cudaMemcpyFromSymbol(dst, NS::twill_fid, n); }'
             '\nextern "C" int fid_clear(size_t n) { void* p; cudaGetSymbolAddress(&p, NS::twill_fid); return (int)cudaMemset(p, 0, n); }\n'
         ).replace("NS::", ns + "::"))
-        import shutil
         shutil.copy(os.path.join(folder, name + ".py"), sdir)
+    return sdir, steps_of
+
+
+def build_all(folder, sdir, plan):
+    """Every kernel's binding, plain and stamped, built at once (nvcc in parallel, into the bindings'
+    cache, $TWILL_CACHE_DIR): {(name, folder): (module, spills) or the exception}."""
     from concurrent.futures import ThreadPoolExecutor
+    import gpu_bench as g
 
     def build(job):
         try:
@@ -165,8 +192,24 @@ def measure(folder, out_path):
             return exc
     jobs = [(c["name"], d) for c in plan for d in (folder, sdir)]
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        built = dict(zip(jobs, pool.map(build, jobs)))
-    results = []
+        return dict(zip(jobs, pool.map(build, jobs)))
+
+
+def prebuild(folder, plan):
+    """Build the bindings here, so that the GPU machine finds them in the carried cache."""
+    sdir, _ = stage(folder, plan)
+    for job, got in build_all(folder, sdir, plan).items():
+        print("built %s (%s): %s" % (job[0], os.path.basename(job[1]), "error: %s" % got if isinstance(got, Exception) else "ok"))
+
+
+def measure(folder, out_path):
+    import ctypes
+    import torch
+    import gpu_bench as g
+    plan = json.load(open(os.path.join(folder, "plan.json")))
+    sdir, steps_of = stage(folder, plan)
+    built = build_all(folder, sdir, plan)
+    results, calls = [], {}
     for case in plan:
         name = case["name"]
         res = {"name": name}
@@ -194,7 +237,7 @@ def measure(folder, out_path):
                 o = fp.outputs(BH, size, D, "cuda")
                 call_p, call_s = (lambda: fp(q, k, v, o, 0.088)), (lambda: fs(q, k, v, o, 0.088))
                 flops = 4.0 * BH * size * size * D
-            ms = g.bench_ms(call_p)
+            calls[name] = (call_p, flops)
             ms_s = g.bench_ms(call_s)
             nbytes = CTAS * 8 * SLOTS * 8
             lib.fid_clear(ctypes.c_size_t(nbytes))
@@ -215,7 +258,7 @@ def measure(folder, out_path):
                     qs = sorted(diffs)
                     per_role[role.removeprefix("role_")] = {"median": statistics.median(qs), "min": qs[0],
                                                             "p99": qs[max(0, int(0.99 * len(qs)) - 1)], "n": len(qs)}
-            res.update({"ms": ms, "ms_stamped": ms_s, "tflops": flops / ms / 1e9, "steps": steps,
+            res.update({"ms_stamped": ms_s, "steps": steps,
                         "per_role": per_role, "spills": plain_spills, "sm_clock_mhz": g.sm_clock_mhz()})
         except Exception as exc:  # one case's failure must not lose the others
             import traceback
@@ -223,7 +266,23 @@ def measure(folder, out_path):
             res["traceback"] = traceback.format_exc()[-2000:]
         print(json.dumps(res, sort_keys=True), flush=True)
         results.append(res)
+    alternate(calls, results, g)
     json.dump(results, open(out_path, "w"), indent=1, sort_keys=True)
+
+
+def alternate(calls, results, g, rounds=ROUNDS):
+    """Time the unstamped kernels in turn, ROUNDS rounds of every kernel once (the card's clock drifts
+    under sustained load, so kernels compared are timed side by side): each kernel's median."""
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, (call, _) in calls.items():
+            times[name].append(g.bench_ms(call))
+            times[name + ".mhz"] = times.get(name + ".mhz", []) + [g.sm_clock_mhz()]
+    for res in results:
+        if res["name"] in calls:
+            ms = statistics.median(times[res["name"]])
+            res.update({"ms": ms, "ms_rounds": times[res["name"]], "tflops": calls[res["name"]][1] / ms / 1e9,
+                        "sm_clock_mhz_rounds": times[res["name"] + ".mhz"]})
 
 
 # ---- report --------------------------------------------------------------------------------------------
@@ -259,6 +318,7 @@ def main():
     p = sub.add_parser("prepare")
     p.add_argument("--out", required=True)
     p.add_argument("--spec", action="append")
+    p.add_argument("--build", action="store_true", help="also build the bindings here (into $TWILL_CACHE_DIR)")
     m = sub.add_parser("measure")
     m.add_argument("--dir", required=True)
     m.add_argument("--out", required=True)
@@ -267,7 +327,7 @@ def main():
     r.add_argument("--results")
     a = ap.parse_args()
     if a.cmd == "prepare":
-        prepare(a.out, a.spec or ["h200"])
+        prepare(a.out, a.spec or ["h200"], a.build)
     elif a.cmd == "measure":
         measure(a.dir, a.out)
     else:
