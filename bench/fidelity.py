@@ -290,26 +290,30 @@ def alternate(calls, results, g, rounds=ROUNDS):
 def report(folder, results_path):
     plan = {c["name"]: c for c in json.load(open(os.path.join(folder, "plan.json")))}
     results = {r["name"]: r for r in json.load(open(results_path))} if results_path else {}
-    print("| kernel | spec | I | predicted cycles/iter | measured cycles/iter (median per role) | error | TFLOP/s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| kernel | spec | I (units) | predicted cycles/iter: I + load stall | measured cycles/iter (median per role) | error | ms (median of %d alternating rounds) | TFLOP/s |" % ROUNDS)
+    print("|---|---|---|---|---|---|---|---|")
     for name, c in plan.items():
         r = results.get(name, {})
         roles_m = r.get("per_role", {})
         worst = max((v["median"] for v in roles_m.values()), default=None)
         cells = ", ".join("%s %.0f" % (k, v["median"]) for k, v in sorted(roles_m.items())) or r.get("error", "not run")
         err = "%+.0f%%" % (100 * (c["predicted_cycles"] - worst) / worst) if worst else ""
-        print("| %s | %s | %d | %.0f | %s | %s | %s |" % (os.path.basename(c["example"]), os.path.basename(c["spec"]), c["ii"],
-              c["predicted_cycles"], cells, err, "%.0f" % r["tflops"] if "tflops" in r else ""))
+        print("| %s | %s | %d | %.0f = %.0f + %.0f | %s | %s | %s | %s |" % (
+            os.path.basename(c["example"]), os.path.basename(c["spec"]), c["ii"], c["predicted_cycles"],
+            c["ii_cycles"], c["load_stall"], cells, err, "%.3f" % r["ms"] if "ms" in r else "",
+            "%.0f" % r["tflops"] if "tflops" in r else ""))
     print()
-    print("| kernel | spec | role | predicted budget | ptxas, the role alone at its budget (regs, spill bytes) | whole kernel (regs, spill bytes, warnings) |")
-    print("|---|---|---|---|---|---|")
+    print("| kernel | spec | role | budget | model's registers | ptxas, the role alone: registers (no cap), at its budget: registers, spill bytes | whole kernel: registers, spill bytes, warnings |")
+    print("|---|---|---|---|---|---|---|")
     for name, c in plan.items():
         k = c["ptxas"]
         for w in c["roles"]:
             a = c["ptxas_alone"].get(w["name"], {})
-            print("| %s | %s | %s | %d | %s, %s | %s, %s, %s |" % (os.path.basename(c["example"]), os.path.basename(c["spec"]),
-                  w["name"], w["registers"], a.get("registers"), a.get("spill_bytes"), k["registers"], k["spill_bytes"],
-                  " ".join(k["serialized"]) or "none"))
+            u = c.get("ptxas_uncapped", {}).get(w["name"], {})
+            print("| %s | %s | %s | %d | %s | %s; %s, %s | %s, %s, %s |" % (
+                os.path.basename(c["example"]), os.path.basename(c["spec"]), w["name"], w["registers"],
+                w.get("model_registers"), u.get("registers"), a.get("registers"), a.get("spill_bytes"),
+                k["registers"], k["spill_bytes"], " ".join(k["serialized"]) or "none"))
 
 
 def main():
