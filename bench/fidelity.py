@@ -228,14 +228,14 @@ def measure(folder, out_path):
                 b = torch.randn(size, size, device="cuda", dtype=torch.float16)
                 fp, fs = g.TwillGemm(plain_mod), g.TwillGemm(mod)
                 c = torch.empty(size, size, device="cuda", dtype=fp.out_dtype)
-                call_p, call_s = (lambda: fp(a, b, c)), (lambda: fs(a, b, c))
+                call_p, call_s = (lambda fp=fp, a=a, b=b, c=c: fp(a, b, c)), (lambda: fs(a, b, c))
                 flops = 2.0 * size ** 3
             else:
                 BH, D = 32, 128
                 q, k, v = (torch.randn(BH, size, D, device="cuda", dtype=torch.float16) for _ in range(3))
                 fp, fs = g.TwillAttention(plain_mod), g.TwillAttention(mod)
                 o = fp.outputs(BH, size, D, "cuda")
-                call_p, call_s = (lambda: fp(q, k, v, o, 0.088)), (lambda: fs(q, k, v, o, 0.088))
+                call_p, call_s = (lambda fp=fp, q=q, k=k, v=v, o=o: fp(q, k, v, o, 0.088)), (lambda: fs(q, k, v, o, 0.088))
                 flops = 4.0 * BH * size * size * D
             calls[name] = (call_p, flops)
             ms_s = g.bench_ms(call_s)
