@@ -155,7 +155,10 @@ def test_only_the_role_that_contradicts_is_tightened():
     for r in base.roles:  # the same roles: the tightened one counts 16 more, the others as before
         assert after[name[r.ops]] == before[r.name] + (16 if r.ops == mma.ops else 0)
     assert ModelOptions.from_recorded(tight.options).role_reserve == reserve
-    assert dict(Schedule.from_json(tight.to_json()).options)["role_reserve"]
+    from twill.schedule import problems
+    from twill.verify import verify
+    back = Schedule.from_json(tight.to_json())
+    assert dict(back.options)["role_reserve"] and problems(back) == [] and verify(back, graph, machine) == []
 
 
 @needs_nvcc
