@@ -7,15 +7,18 @@ against what the emitted kernel does on the GPU and what ptxas allocates.
     python3 bench/fidelity.py report --dir DIR --results RESULTS.json                              # a markdown table
 
 prepare solves each example on each spec, emits its kernel with the torch binding, and records the
-prediction: I x scale.machine_cycles_per_unit machine cycles per iteration, and each role's
-register budget. It also asks ptxas (-Xptxas -v) for the kernel's registers and spills, and for each
+prediction: I x scale.machine_cycles_per_unit machine cycles per iteration plus the stall its
+streaming loads predict (the largest shortfall of a load's slack at its typical latency, where the
+spec gives the load an interval), and each role's register budget and the registers the model
+counts for it. With --build it also builds every binding, plain and stamped, into $TWILL_CACHE_DIR. It also asks ptxas (-Xptxas -v) for the kernel's registers and spills, and for each
 role's own need: a copy of the kernel whose dispatch runs that role alone, without setmaxnreg and
 under a 255-register cap, so that "Used N registers" is what the role's code takes.
 
 measure patches a copy of each kernel so that the first thread of every role writes clock64() at the
 top of each pass of its steady-state loop (first tile of the first CTAS CTAs), builds it through its
 binding, runs it, and reports per role the median cycles per iteration (a pass covers as many
-iterations as the loop's step); it also times the unpatched kernel (CUDA events, median of 20).
+iterations as the loop's step); it also times the unpatched kernels, in ROUNDS alternating rounds of
+every kernel once (triton's do_bench median each), and reports each kernel's median round.
 """
 import argparse
 import json

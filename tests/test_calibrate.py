@@ -270,3 +270,13 @@ def test_fidelity_stamps_every_roles_steady_loop(fixture, roles, step):
     assert "setmaxnreg_inc<" not in alone.split("__global__", 1)[1] and "__launch_bounds__(kThreads" not in alone
     calls = alone.split("__global__", 1)[1]
     assert f"{names[1]}" in calls and not any(f"{n}(" in calls or f"{n}<" in calls for n in names if n != names[1])
+
+
+def test_fidelity_predicts_the_load_stall_from_the_slack():
+    """bench/fidelity.py's prediction: I in cycles plus the largest shortfall of a load's slack at
+    typical (none without an interval, or where every load lands in time)."""
+    f = _fidelity()
+    assert f.stall_cycles({}) == 0
+    assert f.stall_cycles({"latency_slack": [{"slack_cycles": 100.0}, {"slack_cycles": None}]}) == 0
+    assert f.stall_cycles({"latency_slack": [{"slack_cycles": -625.1}, {"slack_cycles": -113.0},
+                                             {"slack_cycles": 40.0}]}) == 625.1
