@@ -7,15 +7,18 @@ against what the emitted kernel does on the GPU and what ptxas allocates.
     python3 bench/fidelity.py report --dir DIR --results RESULTS.json                              # a markdown table
 
 prepare solves each example on each spec, emits its kernel with the torch binding, and records the
-prediction: I x scale.machine_cycles_per_unit machine cycles per iteration, and each role's
-register budget. It also asks ptxas (-Xptxas -v) for the kernel's registers and spills, and for each
+prediction: I x scale.machine_cycles_per_unit machine cycles per iteration plus the stall its
+streaming loads predict (the largest shortfall of a load's slack at its typical latency, where the
+spec gives the load an interval), and each role's register budget and the registers the model
+counts for it. With --build it also builds every binding, plain and stamped, into $TWILL_CACHE_DIR. It also asks ptxas (-Xptxas -v) for the kernel's registers and spills, and for each
 role's own need: a copy of the kernel whose dispatch runs that role alone, without setmaxnreg and
 under a 255-register cap, so that "Used N registers" is what the role's code takes.
 
 measure patches a copy of each kernel so that the first thread of every role writes clock64() at the
 top of each pass of its steady-state loop (first tile of the first CTAS CTAs), builds it through its
 binding, runs it, and reports per role the median cycles per iteration (a pass covers as many
-iterations as the loop's step); it also times the unpatched kernel (CUDA events, median of 20).
+iterations as the loop's step); it also times the unpatched kernels, in ROUNDS alternating rounds of
+every kernel once (triton's do_bench median each), and reports each kernel's median round.
 """
 import argparse
 import json
@@ -34,6 +37,7 @@ CASES = (  # (example, adapter, problem size)
     ("examples/attention_fwd_hopper.tir", "attention", 8192),
 )
 CTAS, SLOTS = 132, 64
+ROUNDS = 5  # rounds of alternating timing
 ROLE = re.compile(r"__device__ __forceinline__ void (role_\w+)\(")
 STEADY = re.compile(r"\n(\s*)for \(; (j[^;]*); (\+\+j|j \+= (\d+))\) \{\n")
 NVCC = ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-DTWILL_MAIN", "-Xptxas", "-v", "-c"]
@@ -72,7 +76,22 @@ def role_alone(text, keep):
     return t.replace("__launch_bounds__(kThreads, 1) ", "")
 
 
-def prepare(out, specs):
+def stall_cycles(s):
+    """The steady state's predicted stall per iteration from its streaming loads: a load whose slack
+    at its typical latency is negative (twill/slack.py: it lands after its first reader's start) holds
+    that reader, and with it the iteration, back by that much; the largest such shortfall."""
+    return max([0.0] + [-x["slack_cycles"] for x in s.get("latency_slack") or [] if x.get("slack_cycles") is not None])
+
+
+def model_registers(sched, spec):
+    """Each role's registers per thread at its fullest, as the model counts them (the reserve included)."""
+    from twill.machine import load_machine
+    from twill.ptxas_loop import model_registers as count
+    from twill.schedule import Schedule
+    return count(Schedule.from_json(open(sched).read()), load_machine(spec))
+
+
+def prepare(out, specs, build=False):
     os.makedirs(out, exist_ok=True)
     plan = []
     for example, adapter, size in CASES:
@@ -86,21 +105,28 @@ def prepare(out, specs):
             s = json.load(open(sched))
             text = open(cu).read()
             budgets = {w["name"]: w["registers"] for w in s["warps"]}
-            per_role = {}
+            need = model_registers(sched, spec)
+            per_role, uncapped = {}, {}
             for role, _, _ in roles(text):
                 short = role.removeprefix("role_")
                 alone = os.path.join(out, "%s.alone_%s.cu" % (name, short))
                 open(alone, "w").write(role_alone(text, role))
                 per_role[short] = ptxas(alone, out, budgets.get(short))
+                uncapped[short] = ptxas(alone, out, 255)
                 os.remove(alone)
+            cpu = s["scale"]["machine_cycles_per_unit"]
+            stall = stall_cycles(s)
             plan.append({"name": name, "example": example, "spec": spec, "adapter": adapter, "size": size,
                          "ii": s["ii"], "length": s["length"], "optimal": s["optimal"],
-                         "cycles_per_unit": s["scale"]["machine_cycles_per_unit"],
-                         "predicted_cycles": s["ii"] * s["scale"]["machine_cycles_per_unit"],
+                         "cycles_per_unit": cpu, "ii_cycles": s["ii"] * cpu, "load_stall": stall,
+                         "predicted_cycles": s["ii"] * cpu + stall, "latency_slack": s.get("latency_slack", []),
                          "roles": [{"name": w["name"], "warps": w["warps"], "registers": w["registers"],
-                                    "ops": w["ops"]} for w in s["warps"]],
-                         "ptxas": ptxas(cu, out), "ptxas_alone": per_role})
-            print("prepared %s: I = %d, %.0f cycles per iteration predicted" % (name, s["ii"], plan[-1]["predicted_cycles"]))
+                                    "model_registers": need.get(w["name"]), "ops": w["ops"]} for w in s["warps"]],
+                         "ptxas": ptxas(cu, out), "ptxas_alone": per_role, "ptxas_uncapped": uncapped})
+            print("prepared %s: I = %d, %.0f cycles per iteration predicted (I %.0f + load stall %.0f)" % (
+                name, s["ii"], plan[-1]["predicted_cycles"], s["ii"] * cpu, stall))
+    if build:
+        prebuild(out, plan)
     json.dump(plan, open(os.path.join(out, "plan.json"), "w"), indent=1, sort_keys=True)
 
 
@@ -135,16 +161,14 @@ def stamped(text):
     return t, steps
 
 
-def measure(folder, out_path):
-    import ctypes
-    import torch
-    sys.path.insert(0, HERE)
-    import gpu_bench as g
-    plan = json.load(open(os.path.join(folder, "plan.json")))
+def stage(folder, plan):
+    """The stamped copy of every kernel (and its binding) under FOLDER/stamped: (its folder, the
+    iterations per pass of each kernel's roles)."""
+    import shutil
     sdir = os.path.join(folder, "stamped")
     os.makedirs(sdir, exist_ok=True)
     steps_of = {}
-    for case in plan:  # the stamped copies, then every binding built at once (nvcc in parallel)
+    for case in plan:
         name = case["name"]
         text, steps_of[name] = stamped(open(os.path.join(folder, name + ".cu")).read())
         open(os.path.join(sdir, name + ".cu"), "w").write(text)
@@ -154,9 +178,15 @@ def measure(folder, out_path):
             '\nextern "C" int fid_get(void* dst, size_t n) { return (int)cudaMemcpyFromSymbol(dst, NS::twill_fid, n); }'
             '\nextern "C" int fid_clear(size_t n) { void* p; cudaGetSymbolAddress(&p, NS::twill_fid); return (int)cudaMemset(p, 0, n); }\n'
         ).replace("NS::", ns + "::"))
-        import shutil
         shutil.copy(os.path.join(folder, name + ".py"), sdir)
+    return sdir, steps_of
+
+
+def build_all(folder, sdir, plan):
+    """Every kernel's binding, plain and stamped, built at once (nvcc in parallel, into the bindings'
+    cache, $TWILL_CACHE_DIR): {(name, folder): (module, spills) or the exception}."""
     from concurrent.futures import ThreadPoolExecutor
+    import gpu_bench as g
 
     def build(job):
         try:
@@ -165,8 +195,24 @@ def measure(folder, out_path):
             return exc
     jobs = [(c["name"], d) for c in plan for d in (folder, sdir)]
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        built = dict(zip(jobs, pool.map(build, jobs)))
-    results = []
+        return dict(zip(jobs, pool.map(build, jobs)))
+
+
+def prebuild(folder, plan):
+    """Build the bindings here, so that the GPU machine finds them in the carried cache."""
+    sdir, _ = stage(folder, plan)
+    for job, got in build_all(folder, sdir, plan).items():
+        print("built %s (%s): %s" % (job[0], os.path.basename(job[1]), "error: %s" % got if isinstance(got, Exception) else "ok"))
+
+
+def measure(folder, out_path):
+    import ctypes
+    import torch
+    import gpu_bench as g
+    plan = json.load(open(os.path.join(folder, "plan.json")))
+    sdir, steps_of = stage(folder, plan)
+    built = build_all(folder, sdir, plan)
+    results, calls = [], {}
     for case in plan:
         name = case["name"]
         res = {"name": name}
@@ -185,16 +231,16 @@ def measure(folder, out_path):
                 b = torch.randn(size, size, device="cuda", dtype=torch.float16)
                 fp, fs = g.TwillGemm(plain_mod), g.TwillGemm(mod)
                 c = torch.empty(size, size, device="cuda", dtype=fp.out_dtype)
-                call_p, call_s = (lambda: fp(a, b, c)), (lambda: fs(a, b, c))
+                call_p, call_s = (lambda fp=fp, a=a, b=b, c=c: fp(a, b, c)), (lambda: fs(a, b, c))
                 flops = 2.0 * size ** 3
             else:
                 BH, D = 32, 128
                 q, k, v = (torch.randn(BH, size, D, device="cuda", dtype=torch.float16) for _ in range(3))
                 fp, fs = g.TwillAttention(plain_mod), g.TwillAttention(mod)
                 o = fp.outputs(BH, size, D, "cuda")
-                call_p, call_s = (lambda: fp(q, k, v, o, 0.088)), (lambda: fs(q, k, v, o, 0.088))
+                call_p, call_s = (lambda fp=fp, q=q, k=k, v=v, o=o: fp(q, k, v, o, 0.088)), (lambda: fs(q, k, v, o, 0.088))
                 flops = 4.0 * BH * size * size * D
-            ms = g.bench_ms(call_p)
+            calls[name] = (call_p, flops)
             ms_s = g.bench_ms(call_s)
             nbytes = CTAS * 8 * SLOTS * 8
             lib.fid_clear(ctypes.c_size_t(nbytes))
@@ -215,7 +261,7 @@ def measure(folder, out_path):
                     qs = sorted(diffs)
                     per_role[role.removeprefix("role_")] = {"median": statistics.median(qs), "min": qs[0],
                                                             "p99": qs[max(0, int(0.99 * len(qs)) - 1)], "n": len(qs)}
-            res.update({"ms": ms, "ms_stamped": ms_s, "tflops": flops / ms / 1e9, "steps": steps,
+            res.update({"ms_stamped": ms_s, "steps": steps,
                         "per_role": per_role, "spills": plain_spills, "sm_clock_mhz": g.sm_clock_mhz()})
         except Exception as exc:  # one case's failure must not lose the others
             import traceback
@@ -223,7 +269,23 @@ def measure(folder, out_path):
             res["traceback"] = traceback.format_exc()[-2000:]
         print(json.dumps(res, sort_keys=True), flush=True)
         results.append(res)
+    alternate(calls, results, g)
     json.dump(results, open(out_path, "w"), indent=1, sort_keys=True)
+
+
+def alternate(calls, results, g, rounds=ROUNDS):
+    """Time the unstamped kernels in turn, ROUNDS rounds of every kernel once (the card's clock drifts
+    under sustained load, so kernels compared are timed side by side): each kernel's median."""
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, (call, _) in calls.items():
+            times[name].append(g.bench_ms(call))
+            times[name + ".mhz"] = times.get(name + ".mhz", []) + [g.sm_clock_mhz()]
+    for res in results:
+        if res["name"] in calls:
+            ms = statistics.median(times[res["name"]])
+            res.update({"ms": ms, "ms_rounds": times[res["name"]], "tflops": calls[res["name"]][1] / ms / 1e9,
+                        "sm_clock_mhz_rounds": times[res["name"] + ".mhz"]})
 
 
 # ---- report --------------------------------------------------------------------------------------------
@@ -231,26 +293,30 @@ def measure(folder, out_path):
 def report(folder, results_path):
     plan = {c["name"]: c for c in json.load(open(os.path.join(folder, "plan.json")))}
     results = {r["name"]: r for r in json.load(open(results_path))} if results_path else {}
-    print("| kernel | spec | I | predicted cycles/iter | measured cycles/iter (median per role) | error | TFLOP/s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| kernel | spec | I (units) | predicted cycles/iter: I + load stall | measured cycles/iter (median per role) | error | ms (median of %d alternating rounds) | TFLOP/s |" % ROUNDS)
+    print("|---|---|---|---|---|---|---|---|")
     for name, c in plan.items():
         r = results.get(name, {})
         roles_m = r.get("per_role", {})
         worst = max((v["median"] for v in roles_m.values()), default=None)
         cells = ", ".join("%s %.0f" % (k, v["median"]) for k, v in sorted(roles_m.items())) or r.get("error", "not run")
         err = "%+.0f%%" % (100 * (c["predicted_cycles"] - worst) / worst) if worst else ""
-        print("| %s | %s | %d | %.0f | %s | %s | %s |" % (os.path.basename(c["example"]), os.path.basename(c["spec"]), c["ii"],
-              c["predicted_cycles"], cells, err, "%.0f" % r["tflops"] if "tflops" in r else ""))
+        print("| %s | %s | %d | %.0f = %.0f + %.0f | %s | %s | %s | %s |" % (
+            os.path.basename(c["example"]), os.path.basename(c["spec"]), c["ii"], c["predicted_cycles"],
+            c["ii_cycles"], c["load_stall"], cells, err, "%.3f" % r["ms"] if "ms" in r else "",
+            "%.0f" % r["tflops"] if "tflops" in r else ""))
     print()
-    print("| kernel | spec | role | predicted budget | ptxas, the role alone at its budget (regs, spill bytes) | whole kernel (regs, spill bytes, warnings) |")
-    print("|---|---|---|---|---|---|")
+    print("| kernel | spec | role | budget | model's registers | ptxas, the role alone: registers (no cap), at its budget: registers, spill bytes | whole kernel: registers, spill bytes, warnings |")
+    print("|---|---|---|---|---|---|---|")
     for name, c in plan.items():
         k = c["ptxas"]
         for w in c["roles"]:
             a = c["ptxas_alone"].get(w["name"], {})
-            print("| %s | %s | %s | %d | %s, %s | %s, %s, %s |" % (os.path.basename(c["example"]), os.path.basename(c["spec"]),
-                  w["name"], w["registers"], a.get("registers"), a.get("spill_bytes"), k["registers"], k["spill_bytes"],
-                  " ".join(k["serialized"]) or "none"))
+            u = c.get("ptxas_uncapped", {}).get(w["name"], {})
+            print("| %s | %s | %s | %d | %s | %s; %s, %s | %s, %s, %s |" % (
+                os.path.basename(c["example"]), os.path.basename(c["spec"]), w["name"], w["registers"],
+                w.get("model_registers"), u.get("registers"), a.get("registers"), a.get("spill_bytes"),
+                k["registers"], k["spill_bytes"], " ".join(k["serialized"]) or "none"))
 
 
 def main():
@@ -259,6 +325,7 @@ def main():
     p = sub.add_parser("prepare")
     p.add_argument("--out", required=True)
     p.add_argument("--spec", action="append")
+    p.add_argument("--build", action="store_true", help="also build the bindings here (into $TWILL_CACHE_DIR)")
     m = sub.add_parser("measure")
     m.add_argument("--dir", required=True)
     m.add_argument("--out", required=True)
@@ -267,7 +334,7 @@ def main():
     r.add_argument("--results")
     a = ap.parse_args()
     if a.cmd == "prepare":
-        prepare(a.out, a.spec or ["h200"])
+        prepare(a.out, a.spec or ["h200"], a.build)
     elif a.cmd == "measure":
         measure(a.dir, a.out)
     else:

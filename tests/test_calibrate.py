@@ -86,9 +86,9 @@ def test_recorded_h200_run_becomes_a_spec_that_loads_and_solves():
     assert mma.occupancy(env) == pytest.approx(chain, rel=0.02)  # one instruction's issue interval
     # what the base says and nothing measured stays the base's
     base = parse_machine(BASE, "h200.yaml")
-    assert m.limits.warps == base.limits.warps and m.op_specs["load"] == base.op_specs["load"]
+    assert m.limits.warps == base.limits.warps and m.op_specs["store"] == base.op_specs["store"]
     data = yaml.safe_load(text)
-    assert data["calibration"]["card"] == raw["card"] and "ops.load" in data["calibration"]["from_base"]
+    assert data["calibration"]["card"] == raw["card"] and "ops.store" in data["calibration"]["from_base"]
     assert "ops.exp2.cycles" in data["calibration"]["measured"]
     # and the solver takes it: the Figure 1 graph with its own costs, and the GEMM with the machine's
     from twill.pipeline import SolveOptions, solve
@@ -100,6 +100,49 @@ def test_recorded_h200_run_becomes_a_spec_that_loads_and_solves():
     mma_op = next(op for op in schedule.ops if op.opcode == "mma")
     assert mma_op.machine_cycles == pytest.approx(mma.cycles(
         {"M": 64, "N": 256, "K": 64, "elements": 64 * 256, "bytes": 64 * 256 * 4}), rel=1e-6)
+
+
+def _median(raw, bench, name, **params):
+    return statistics.median(_samples(raw, bench, name, **params))
+
+
+def test_the_load_latency_is_an_interval_of_the_tma_records():
+    """ops.load.latency: min from one load alone from L2, typical from every SM streaming from L2,
+    max from every SM streaming from HBM (p99); each a line in bytes, min <= typical <= max at every
+    tile size; the engine's occupancy 0 (its bandwidth is not modelled)."""
+    raw = load_raw(str(RAW))
+    m = parse_machine(spec_text(raw, BASE, "h200", "h200-cal"), "h200-cal.yaml")
+    load = m.op_specs["load"]
+    low, typical, high = load.latency
+    assert load.occupancy({"bytes": 32768}) == 0 and load.variable_latency
+    for rows in (64, 128):
+        env = {"bytes": rows * 128 * 2}
+        stream = _median(raw, "tma", "tma_load_latency", mode="stream", footprint="l2", rows=rows, cols=128)
+        assert typical(env) == pytest.approx(stream, rel=0.01)  # two points: the line goes through them
+    for nbytes in (2048, 8192, 16384, 32768, 65536):
+        env = {"bytes": nbytes}
+        assert 0 < low(env) <= typical(env) <= high(env)
+    hbm = statistics.quantiles(_samples(raw, "tma", "tma_load_latency", mode="stream", footprint="hbm",
+                                        rows=128, cols=128), n=100)[98]
+    assert high({"bytes": 32768}) == pytest.approx(hbm, rel=0.1)  # a line through 0 over two sizes
+
+
+def test_the_wgmma_hold_and_rowmax_rules():
+    """mma.hold: the occupancy less the instructions the tensor core queues (a chain of 32 issues
+    in 51.7 cycles per instruction of 66.2: 7 queued); rowmax: the generic rule at FMNMX's rate."""
+    raw = load_raw(str(RAW))
+    m = parse_machine(spec_text(raw, BASE, "h200", "h200-cal"), "h200-cal.yaml")
+    mma = m.op_specs["mma"]
+    issue = _median(raw, "wgmma", "wgmma_issue", dtype="f16", n=128, warpgroups=1)
+    chain = _median(raw, "wgmma", "wgmma_chain", dtype="f16", n=128, warpgroups=1)
+    queued = 32 - 32 * issue / chain
+    assert 6 < queued < 8
+    env = {"M": 64, "N": 128, "K": 128, "elements": 8192, "bytes": 32768}
+    one = mma.occupancy(env) / 8  # an m64n128k128 is 8 m64n128k16 instructions
+    assert mma.hold(env) == pytest.approx(mma.occupancy(env) - queued * one, rel=1e-3)
+    fmnmx = _median(raw, "alu", "alu_rate", op="fmnmx")
+    assert m.op_specs["rowmax"].cycles({"elements": 8192}) == pytest.approx(8192 / fmnmx, rel=1e-3)
+    assert m.op_specs["rowmax"].occupancy is None
 
 
 def _numbers(node, key=""):
@@ -227,3 +270,13 @@ def test_fidelity_stamps_every_roles_steady_loop(fixture, roles, step):
     assert "setmaxnreg_inc<" not in alone.split("__global__", 1)[1] and "__launch_bounds__(kThreads" not in alone
     calls = alone.split("__global__", 1)[1]
     assert f"{names[1]}" in calls and not any(f"{n}(" in calls or f"{n}<" in calls for n in names if n != names[1])
+
+
+def test_fidelity_predicts_the_load_stall_from_the_slack():
+    """bench/fidelity.py's prediction: I in cycles plus the largest shortfall of a load's slack at
+    typical (none without an interval, or where every load lands in time)."""
+    f = _fidelity()
+    assert f.stall_cycles({}) == 0
+    assert f.stall_cycles({"latency_slack": [{"slack_cycles": 100.0}, {"slack_cycles": None}]}) == 0
+    assert f.stall_cycles({"latency_slack": [{"slack_cycles": -625.1}, {"slack_cycles": -113.0},
+                                             {"slack_cycles": 40.0}]}) == 625.1

@@ -276,3 +276,60 @@ def test_tensor_memory_is_counted_in_whole_columns():
     costs = {c.name: c for c in bind(graph, load_machine("b200"))}
     assert costs["s"].bytes == 128 * 128 * 4  # s is f32[64,128] @tmem: 128 of the 512 columns
     assert costs["p"].bytes == 64 * 128 * 2  # p is in registers
+
+
+# -- hold: how long an async op keeps its issuing role busy ------------------------------------------
+
+HOLD_GRAPH = """kernel held
+input a : f16[64,128] @smem
+carry acc : f32[64,128] = 0
+loop {
+  b = load : f16[128,128] @smem
+  c = mma a, b, acc : f32[64,128]
+  yield acc = c
+}
+"""
+
+
+def _with_hold(hold: str | None) -> str:
+    text = (ROOT / "specs" / "h100.yaml").read_text()
+    if hold is None:
+        return text
+    out = re.sub(r"(\n  mma: *\{[^}]*)\}", lambda m: m.group(1) + f', hold: "{hold}"' + "}", text, count=1)
+    assert out != text
+    return out
+
+
+def test_hold_binds_to_the_ops_cycles_at_most_its_occupancy():
+    """`hold` is an expression of the op's shapes; it is clipped to the op's occupancy (the unit has
+    taken the instruction by then) and to 0; without it an async op holds its role one issue cycle."""
+    from twill.liveness import busy
+    from twill.problem import problem_for
+    from twill.options import ModelOptions
+    graph = parse_tir(HOLD_GRAPH, "held.tir")
+    plain = {c.name: c for c in bind(graph, parse_machine(_with_hold(None), "h100.yaml"))}
+    assert plain["c"].hold == 0.0
+    held = {c.name: c for c in bind(graph, parse_machine(_with_hold("M*N*K / 4096"), "h100.yaml"))}
+    assert held["c"].hold == 64 * 128 * 128 / 4096 and held["b"].hold == 0.0
+    over = {c.name: c for c in bind(graph, parse_machine(_with_hold("M*N*K"), "h100.yaml"))}
+    assert over["c"].hold == over["c"].occupancy
+    under = {c.name: c for c in bind(graph, parse_machine(_with_hold("K - 1000"), "h100.yaml"))}
+    assert under["c"].hold == 0.0
+    m = parse_machine(_with_hold("M*N*K / 4096"), "h100.yaml")
+    p, norm = problem_for(graph, m, ModelOptions())
+    task = p.task["c"]
+    assert task.hold == norm.as_dict()[held["c"].hold] and busy(task) == task.hold > 1
+    assert busy(problem_for(graph, parse_machine(_with_hold(None), "h100.yaml"), ModelOptions())[0].task["c"]) == 1
+
+
+def test_a_spec_without_hold_keeps_its_digest():
+    """`hold` is an extension: a description without it digests as before; with it, differently."""
+    plain = parse_machine(_with_hold(None), "h100.yaml")
+    assert plain.digest == load_machine("h100").digest
+    assert parse_machine(_with_hold("M*N*K / 4096"), "h100.yaml").digest != plain.digest
+
+
+def test_a_bad_hold_is_located():
+    with pytest.raises(InputError) as exc:
+        parse_machine(_with_hold("M * / 2"), "h100.yaml")
+    assert "ops.mma.hold" in str(exc.value)

@@ -116,6 +116,49 @@ def test_shortfall_follows_the_rule():
     assert shortfall(spill, 8) == 72  # 240 + 25 - 200 = 65, in granules of 8
     assert shortfall(ptxas.RoleFinding("c", 240, 200, 0, serialized=True), 8) == 8
     assert shortfall(ptxas.RoleFinding("c", 240, 240, 4), 8) == 8  # at least a granule
+    # ptxas's own count of the role, above its budget, sizes the shortfall (a serialization too)
+    assert shortfall(ptxas.RoleFinding("c", 240, 200, 0, serialized=True, registers=251), 8) == 56
+    assert shortfall(ptxas.RoleFinding("c", 240, 200, 100, registers=230), 8) == 72  # within budget: the spill rule
+
+
+def test_a_count_probe_has_no_register_budget_and_one_role():
+    """role_registers compiles the role's code alone with no setmaxnreg and no launch bounds, so
+    that `Used N registers` is what that code takes."""
+    s, machine = fixture("attention_fwd_hopper.h100")
+    text = emit_cuda(s, machine)
+    assert "setmaxnreg_" in text and "__launch_bounds__" in text
+    for role in ptxas.role_calls(text):
+        probe = ptxas.count_source(text, role)
+        assert ptxas.role_calls(probe) == {role: ptxas.role_calls(text)[role]}
+        assert "twill::setmaxnreg_" not in probe.split("__global__", 1)[1] and "__launch_bounds__(" not in probe
+
+
+def test_only_the_role_that_contradicts_is_tightened():
+    """role_reserve: registers a role holding the given ops keeps for the whole loop; another role's
+    count is unchanged, and the option round-trips through a schedule's record."""
+    from twill.liveness import role_register_use
+    from twill.options import ModelOptions
+    from twill.pipeline import SolveOptions, solve
+    from twill.ptxas_loop import _tightened, model_registers
+    from twill.fileio import load_graph
+    graph = load_graph(ROOT / "examples" / "gemm_hopper.tir")
+    machine = load_machine("h100")
+    base = solve(graph, machine, SolveOptions(time_limit=60))
+    mma = max(base.roles, key=lambda r: (r.registers, r.name))
+    finding = ptxas.RoleFinding(mma.name, mma.registers, None, 64, ops=mma.ops, warps=mma.warps)
+    reserve = _tightened((), finding, 16)
+    assert reserve == ((mma.ops, 16, mma.warps),) and _tightened(reserve, finding, 8) == ((mma.ops, 24, mma.warps),)
+    tight = solve(graph, machine, SolveOptions(time_limit=60, role_reserve=reserve))
+    before, after = model_registers(base, machine), model_registers(tight, machine)
+    assert tight.ii == base.ii and {r.ops for r in tight.roles} == {r.ops for r in base.roles}
+    name = {r.ops: r.name for r in tight.roles}
+    for r in base.roles:  # the same roles: the tightened one counts 16 more, the others as before
+        assert after[name[r.ops]] == before[r.name] + (16 if r.ops == mma.ops else 0)
+    assert ModelOptions.from_recorded(tight.options).role_reserve == reserve
+    from twill.schedule import problems
+    from twill.verify import verify
+    back = Schedule.from_json(tight.to_json())
+    assert dict(back.options)["role_reserve"] and problems(back) == [] and verify(back, graph, machine) == []
 
 
 @needs_nvcc
@@ -204,8 +247,9 @@ def test_the_loop_does_not_solve_a_stage_1_schedule_again(tmp_path):
 def test_the_loop_tightens_a_model_that_ptxas_contradicts(tmp_path):
     """At the machine format's default register reserve (8) the model holds both 64x224
     accumulators of tests/data/ptxas/gemm_2x224.tir in one warpgroup (224 + 8 registers of 248);
-    ptxas spills there. The loop gives that role's shortfall to the reserve, solves again, and
-    emits the clean kernel of two consumer warpgroups, the same on a second run."""
+    ptxas spills there. The loop gives that role's shortfall (from ptxas's own count of the role's
+    code) to that role alone, solves again, and emits the clean kernel of two consumer warpgroups,
+    the same on a second run."""
     graph = ROOT / "tests" / "data" / "ptxas" / "gemm_2x224.tir"
     plain, first = _emit([graph, "--gpu", "h100", "--register-reserve", "8", "--no-ptxas-loop"], tmp_path)
     assert plain.exit_code == 0, plain.output
@@ -215,8 +259,9 @@ def test_the_loop_tightens_a_model_that_ptxas_contradicts(tmp_path):
     assert looped.exit_code == 0, looped.output
     lines = notes(looped.output)
     assert re.search(r"kernel<false, false>: \d+ bytes spill stores", lines[0]), lines
-    assert re.search(r"role mma \(setmaxnreg \d+, the model counts 232\): \d+ bytes spilled", lines[1]), lines
-    assert re.match(r"ptxas loop: round 1: register reserve 8 -> \d+ \(role mma was \d+ registers short", lines[2])
+    assert re.search(r"role mma \(setmaxnreg \d+, the model counts 232, ptxas \d+ alone\): \d+ bytes spilled", lines[1]), lines
+    assert re.match(r"ptxas loop: round 1: role mma \([\w, ]+\) gets 0 -> \d+ registers the model did not see "
+                    r"\(it was \d+ registers short", lines[2]), lines
     assert "no spills, no serialized wgmma" in lines[3] and lines[4].startswith("ptxas loop: emitting round 1")
     after = out.read_text()
     assert after != before and "role mma0: 4 warp(s)" in after and "role mma1: 4 warp(s)" in after

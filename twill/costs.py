@@ -33,6 +33,9 @@ class OpCost:
     # (min, typical, max) machine cycles where the description gives a latency interval (and the
     # op does not override its cycles); a streaming load keeps it though its cycles count as 0
     latency_range: tuple[float, float, float] | None = None
+    # machine cycles an async op keeps its issuing role busy where the description gives `hold`
+    # (0: one issue cycle); a sync op keeps it busy for its latency
+    hold: float = 0.0
 
 
 def shape_env(graph: Graph, op: Op) -> dict[str, float]:
@@ -107,6 +110,23 @@ def _latency_interval(op, spec, attrs: dict, env) -> tuple[tuple[float, float, f
     return interval, None
 
 
+def _hold(op, spec, attrs: dict, env) -> tuple[float, str | None]:
+    """How long the op keeps its issuing role busy, in machine cycles, where its spec gives `hold`
+    (or the op a `hold` attribute): the expression's value, at most the op's occupancy of its unit
+    (a role cannot be held by an instruction its unit has already taken); else 0."""
+    if "hold" in attrs:
+        return max(float(attrs["hold"]), 0.0), None
+    if spec.hold is None:
+        return 0.0, None
+    try:
+        value = spec.hold(env)
+        busy = float(attrs["occupancy"]) if "occupancy" in attrs else (
+            spec.occupancy(env) if spec.occupancy is not None else spec.cycles(env))
+    except (ExprError, ZeroDivisionError) as exc:
+        return 0.0, f"op '{op.name}': cannot evaluate its hold: {exc}"
+    return max(min(value, busy), 0.0), None
+
+
 def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
     errors = ErrorCollector()
     specs, caps = machine.op_specs, machine.unit_caps
@@ -150,6 +170,10 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
             errors.error(f"op '{op.name}': its {key} {'come' if key == 'cycles' else 'comes'} to {min(cycles, occupancy):g}, less than 0", op.span,
                          f"ops.{op.opcode}.{key} in {machine.file} must not be negative for this op's shapes")
             continue
+        hold, why = _hold(op, spec, attrs, env)
+        if why is not None:
+            errors.error(why, op.span, f"see ops.{op.opcode}.hold in {machine.file}")
+            continue
         interval, why = _latency_interval(op, spec, attrs, env)
         if why is not None:
             errors.error(why, op.span, f"see ops.{op.opcode}.latency in {machine.file}")
@@ -165,6 +189,7 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
             streaming=streaming, space=op.type.space if op.type else "reg",
             bytes=op.type.footprint if op.type else 0, reads_tmem=reads_tmem,
             depth=int(attrs.get("depth", machine.streaming_depth)), latency_range=interval,
+            hold=hold if bool(attrs.get("async", spec.is_async)) else 0.0,
         ))
     errors.raise_if_any()
     return tuple(out)

@@ -4,7 +4,8 @@ These definitions are shared by `verify` (which enumerates them) and documented 
 SMT encoding in `encoding.py` (which states them as constraints); keep the two in step.
 
 - An op is *busy* on its role for ``busy(t)`` cycles from its start: one issue cycle if it is
-  async, else its latency (at least 1).
+  async (or its `hold`, where the machine gives one: a wgmma holds its warpgroup until the
+  tensor core has taken its instructions), else its latency (at least 1).
 - A register result of op v lives on v's role until the latest same-role consumer has finished
   reading it, ``start(c) + distance*I + holds(c)``, and at least ``cycles(v)`` from its start. An
   op holds its register operands while it is busy, an mma until the tensor core has read them
@@ -54,7 +55,7 @@ def tensor_core(t: Task) -> bool:
 
 
 def busy(t: Task) -> int:
-    return 1 if t.is_async else max(t.cycles, 1)
+    return max(t.hold, 1) if t.is_async else max(t.cycles, 1)
 
 
 def holds(t: Task) -> int:

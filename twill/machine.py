@@ -40,6 +40,9 @@ OP_FIELDS = {
     "issue": (str, False, "warp_group"),
     "async": (bool, False, False),
     "variable_latency": (bool, False, False),
+    # Ours: how long an async op keeps the role that issues it busy (default: one issue cycle).
+    # A Hopper wgmma holds its warpgroup until the tensor core has taken its instructions.
+    "hold": ("expr", False, None),
     "source": (str, False, None),
 }
 TOP = {
@@ -82,6 +85,9 @@ class OpSpec:
     # (min, typical, max) when the description gives `latency`; then `cycles` is `typical`. Not
     # in the repr, so a description without intervals keeps its digest (Machine.digest adds them).
     latency: tuple[Expr, Expr, Expr] | None = field(default=None, repr=False)
+    # cycles an async op keeps its issuing role busy (None: one issue cycle). Not in the repr, so a
+    # description without it keeps its digest (Machine.digest adds it).
+    hold: Expr | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,8 @@ class Machine:
                  self.ops, self.streaming_depth) + ((self.rates,) if self.rates else ())
         intervals = tuple((name, op.latency) for name, op in self.ops if op.latency is not None)
         model += (intervals,) if intervals else ()
+        holds = tuple((name, op.hold) for name, op in self.ops if op.hold is not None)
+        model += (("hold",) + holds,) if holds else ()
         return hashlib.sha256(repr(model).encode()).hexdigest()[:16]
 
     @property
@@ -324,7 +332,7 @@ def parse_machine(text: str, file: str = "<machine>") -> Machine:
     ops = tuple(
         (name, OpSpec(unit=f["unit"], cycles=f["cycles"] if f.get("cycles") is not None else f["latency"][1],
                       occupancy=f.get("occupancy"), issue=f["issue"], is_async=f["async"],
-                      variable_latency=f["variable_latency"], latency=f.get("latency")))
+                      variable_latency=f["variable_latency"], latency=f.get("latency"), hold=f.get("hold")))
         for name, f in sorted(data["ops"].items())
     )
     return Machine(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 
 # Options added after schedules recorded digests: at their default they are left out of the
 # digest, so every schedule solved before them keeps its `options_digest`.
-ADDED = ("register_reserve",)
+ADDED = ("register_reserve", "role_reserve")
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,10 @@ class ModelOptions:
     depth: int | None = None  # ring-buffer depth of streaming loads
     smt_backend: str = "yices"  # "z3" for comparison only
     groups: tuple[tuple[str, ...], ...] = ()  # ops pinned together on one role, each group its own role
+    # registers per thread the model does not see on one role (emit-cuda's ptxas loop, from that
+    # role's ptxas count): (the role's ops, registers, its warps); a role holding any of the ops
+    # holds them for the whole loop, as a loop-invariant register input (problem.make_problem)
+    role_reserve: tuple[tuple[tuple[str, ...], int, int], ...] = ()
 
     @property
     def model(self) -> "ModelOptions":
@@ -44,7 +48,7 @@ class ModelOptions:
         for f in fields(ModelOptions):
             value = getattr(self, f.name)
             if f.name != "swp_only" and value != getattr(base, f.name):
-                out[f.name] = tuple(tuple(g) for g in value) if f.name == "groups" else value
+                out[f.name] = _tuples(f.name, value)
         return tuple(sorted(out.items()))
 
     @classmethod
@@ -52,7 +56,7 @@ class ModelOptions:
         """The options a schedule recorded (its `options` pairs and its `stage`); unknown keys are
         left to `schedule.problems`, which names them."""
         known = {f.name for f in fields(cls)} - {"swp_only"}
-        kw = {k: (tuple(tuple(g) for g in v) if k == "groups" else v) for k, v in pairs if k in known}
+        kw = {k: _tuples(k, v) for k, v in pairs if k in known}
         return cls(swp_only=stage == "swp", **kw)
 
     def digest(self) -> str:
@@ -64,3 +68,12 @@ class ModelOptions:
         text = json.dumps([[f.name, getattr(m, f.name)] for f in fields(ModelOptions) if f.name != "swp_only"
                            and not (f.name in ADDED and getattr(m, f.name) == f.default)], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _tuples(name: str, value):
+    """A recorded option's value as the dataclass holds it (JSON gives lists)."""
+    if name == "groups":
+        return tuple(tuple(g) for g in value)
+    if name == "role_reserve":
+        return tuple((tuple(ops), int(regs), int(warps)) for ops, regs, warps in value)
+    return value

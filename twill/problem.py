@@ -33,6 +33,7 @@ class Task:
     reads_tmem: bool
     depth: int
     machine_cycles: float
+    hold: int = 0  # normalized cycles an async op keeps its role busy (0: one issue cycle)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
 
     tasks = tuple(
         Task(c.name, c.opcode, c.unit, units(c.cycles), units(c.occupancy), c.issue, c.is_async,
-             c.variable_latency, c.streaming, c.space, c.bytes, c.reads_tmem, c.depth, c.cycles)
+             c.variable_latency, c.streaming, c.space, c.bytes, c.reads_tmem, c.depth, c.cycles,
+             units(c.hold))
         for c in costs
     )
     lat = {t.name: t.cycles for t in tasks}
@@ -97,6 +99,9 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
         readers = tuple(op.name for op in graph.ops if any(o.name == v.name for o in op.operands))
         if v.type.space == "reg" and readers:
             register_inputs.append((v.name, v.type.footprint, readers))
+    for i, (ops, regs, warps) in enumerate(dict(options or {}).get("role_reserve", ())):
+        # registers ptxas found on a role that the model does not see: held by any role of these ops
+        register_inputs.append((f"<ptxas reserve {i}>", regs * 4 * 32 * warps, tuple(ops)))
     return Problem(
         kernel=graph.kernel, machine=machine.name, tasks=tasks, deps=deps, caps=machine.units,
         cross=units(machine.cross_warp_cycles), limits=machine.limits,
@@ -107,7 +112,8 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
 
 def distinct_costs(costs: tuple[OpCost, ...], machine: Machine) -> tuple[float, ...]:
     """The positive cycle counts stage 0 normalizes: latencies, occupancies, the cross-role delay."""
-    values = {c.cycles for c in costs} | {c.occupancy for c in costs} | {machine.cross_warp_cycles}
+    values = ({c.cycles for c in costs} | {c.occupancy for c in costs} | {c.hold for c in costs}
+              | {machine.cross_warp_cycles})
     return tuple(sorted(v for v in values if v > 0))
 
 
@@ -188,5 +194,6 @@ def problem_for(graph: Graph, machine: Machine, options: ModelOptions, scale: di
     missing = [c for c in distinct_costs(costs, machine) if c not in scale]
     if missing:
         raise ScaleMismatch(f"its normalization map has no entry for {missing[0]:g} machine cycles")
-    extra = {"cross_role": options.cross_role, "smt_backend": options.smt_backend, "groups": options.groups}
+    extra = {"cross_role": options.cross_role, "smt_backend": options.smt_backend, "groups": options.groups,
+             **({"role_reserve": options.role_reserve} if options.role_reserve else {})}
     return make_problem(graph, machine, costs, scale, extra), norm

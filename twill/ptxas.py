@@ -18,6 +18,10 @@ warp role a spill or a serialized wgmma belongs to.
   per role with every other role's call left out of the dispatch (`probe_source`): that probe holds
   the role's code alone, under the same `setmaxnreg` budget, so a spill or a serialization in it is
   that role's. Probes run only when the whole kernel shows one, and are cached like any compile.
+- `role_registers(text, arch, ident)`: what ptxas gives a role's code alone: the probe with its
+  `setmaxnreg` and the kernel's launch bounds taken out, so that `Used N registers` is what that
+  code takes (at most 255), not what the CTA is launched with. The one per-role count ptxas gives;
+  `attribute` reads it for each offending role.
 """
 from __future__ import annotations
 
@@ -260,6 +264,22 @@ def probe_source(text: str, keep: str) -> str:
     return "".join(lines)
 
 
+_SETMAXNREG = re.compile(r"^\s*twill::setmaxnreg_(?:inc|dec)<\d+>\(\);.*\n", re.M)
+_BOUNDS = re.compile(r"__launch_bounds__\([^()]*\)\s*")
+
+
+def count_source(text: str, keep: str) -> str:
+    """`probe_source(text, keep)` without `setmaxnreg` and launch bounds: ptxas allocates the role's
+    code alone what it needs."""
+    return _BOUNDS.sub("", _SETMAXNREG.sub("", probe_source(text, keep)))
+
+
+def role_registers(text: str, arch: str, ident: str, nvcc: str | None = None, cache: bool = True) -> int | None:
+    """The registers per thread ptxas gives role `ident`'s code alone (None where it does not compile)."""
+    report = compile_kernel(count_source(text, ident), arch, nvcc, cache)
+    return max((e.registers for e in report.entries), default=None) if report.ok else None
+
+
 @dataclass(frozen=True)
 class RoleFinding:
     """What the probe of one role found: its `setmaxnreg` budget, the registers the model counts
@@ -271,6 +291,9 @@ class RoleFinding:
     spill_bytes: int = 0
     serialized: bool = False
     codes: tuple[str, ...] = ()
+    registers: int | None = None  # ptxas's count of the role's code alone (role_registers)
+    ops: tuple[str, ...] = ()  # the schedule's ops of the role
+    warps: int = 4
 
     @property
     def clean(self) -> bool:
@@ -290,22 +313,26 @@ class Attribution:
         return tuple(r for r in self.roles if not r.clean)
 
 
-def finding(role: str, budget: int, model: int | None, report: PtxasReport) -> RoleFinding:
+def finding(role: str, budget: int, model: int | None, report: PtxasReport, registers: int | None = None,
+            ops: tuple[str, ...] = (), warps: int = 4) -> RoleFinding:
     codes = tuple(sorted({a.code for e in report.entries for a in e.advisories if a.serializes}))
-    return RoleFinding(role, budget, model, report.spill_bytes, report.serialized, codes)
+    return RoleFinding(role, budget, model, report.spill_bytes, report.serialized, codes, registers, ops, warps)
 
 
 def attribute(text: str, arch: str, roles, nvcc: str | None = None, cache: bool = True) -> Attribution:
     """Compile `text`; if ptxas reports a spill or a serialized wgmma, compile one probe per role
-    (`roles`: (ident, name, setmaxnreg budget, model registers or None)) to say whose it is."""
+    (`roles`: (ident, name, setmaxnreg budget, model registers or None[, ops, warps])) to say whose
+    it is, and for each role whose probe shows it, its code's own register count."""
     report = compile_kernel(text, arch, nvcc, cache)
     if not report.ok or report.clean:
         return Attribution(report)
     calls = role_calls(text)
     found = []
-    for ident, name, budget, model in roles:
+    for ident, name, budget, model, *where in roles:
         if ident not in calls:
             continue
-        found.append(finding(name, budget, model, compile_kernel(probe_source(text, ident), arch, nvcc, cache)))
+        probe = compile_kernel(probe_source(text, ident), arch, nvcc, cache)
+        count = None if probe.clean else role_registers(text, arch, ident, nvcc, cache)
+        found.append(finding(name, budget, model, probe, count, *where))
     found = tuple(found)
     return Attribution(report, found, unattributed=all(f.clean for f in found))

@@ -4,20 +4,23 @@ the model tighter and solve again.
 The rule. The kernel is compiled (twill.ptxas, cached by content). It contradicts the model when
 any instance of the kernel template spills or has its wgmmas serialized (C7515 and its kin); the
 model said every role's registers fit its `setmaxnreg` budget. Probes (one compile per role, the
-other roles left out of the dispatch) say whose code it is. For each such role, with B its
-`setmaxnreg` budget, N the registers the model counts for it at its fullest (twill.liveness) and
-s the registers ptxas spilled (spill bytes per thread / 4, rounded up):
+other roles left out of the dispatch) say whose code it is, and for that role ptxas's own register
+count (its code alone, without setmaxnreg: `ptxas.role_registers`). For each such role, with B its
+`setmaxnreg` budget, N the registers the model counts for it at its fullest (twill.liveness), R
+ptxas's count and s the registers ptxas spilled (spill bytes per thread / 4, rounded up):
 
-    short = B + s - N     (a spill: ptxas needed at least B + s where the model counted N)
-    short = g             (a serialization alone: ptxas gives no count; one granule a round)
+    short = R - N         (ptxas counted R where the model counted N, R above the budget B)
+    short = B + s - N     (a spill, without a count above B: ptxas needed at least B + s)
+    short = g             (a serialization alone, with no count above B: one granule a round)
 
-at least one granule g (`limits.register_granule`). The model has one knob for registers it does
-not see, the register reserve (per thread, outside tiles: `limits.register_reserve`, or
-`--register-reserve`); the loop raises it by the largest `short`, rounded up to a granule, and
-solves the graph again under it (where no schedule exists under it, with half the step, in
-granules). That is at most ROUNDS solves; the first round whose kernel is clean is emitted, and if
-none is, the first schedule is (it was optimal for the model as given; a tighter model that still
-spills is no better). What changed goes to stderr, one line each.
+at least one granule g (`limits.register_granule`). Only the role that contradicts the model is
+tightened: its shortfall, rounded up to a granule, becomes registers that any role holding its ops
+keeps for the whole loop (`role_reserve` of twill.options: a register input of the problem read by
+those ops), and the graph is solved again under it (where no schedule exists under it, with half
+the step, in granules); the other roles keep their model. That is at most ROUNDS solves; the first
+round whose kernel is clean is emitted, and if none is, the first schedule is (it was optimal for
+the model as given; a tighter model that still spills is no better). What changed goes to stderr,
+one line each.
 A schedule of stage 1 alone (no roles), or one a time limit cut short, is only reported on.
 """
 from __future__ import annotations
@@ -38,9 +41,10 @@ RESOLVE_TIME_LIMIT = 120.0
 
 @dataclass(frozen=True)
 class Round:
-    """One compile of the loop: the model's register reserve, the schedule and its kernel."""
+    """One compile of the loop: the registers the model was given on top of its own count (per role,
+    `role_reserve`), the schedule and its kernel."""
 
-    reserve: int
+    reserve: tuple
     schedule: Schedule
     text: str
     found: Attribution
@@ -58,15 +62,17 @@ class LoopResult:
         return self.chosen != 0
 
 
-def role_probes(model, schedule: Schedule, machine) -> list[tuple[str, str, int, int | None]]:
-    """(ident, name, setmaxnreg budget of its warpgroup, the model's registers or None) per role of
-    the emitter's model (`twill.emit.build_model`)."""
+def role_probes(model, schedule: Schedule, machine) -> list[tuple]:
+    """(ident, name, setmaxnreg budget of its warpgroup, the model's registers or None, the
+    schedule's ops of the role, its warps) per role of the emitter's model (`twill.emit.build_model`)."""
     budget = {}
     for g in model.warpgroups:
         for r in g.roles:
             budget[r] = g.registers
     need = model_registers(schedule, machine)
-    return [(r.ident, r.name, budget.get(r.name, r.registers), need.get(r.name)) for r in model.roles]
+    where = {r.name: (tuple(r.ops), r.warps) for r in schedule.roles}
+    return [(r.ident, r.name, budget.get(r.name, r.registers), need.get(r.name), *where.get(r.name, ((), 4)))
+            for r in model.roles]
 
 
 def model_registers(schedule: Schedule, machine) -> dict[str, int]:
@@ -92,7 +98,10 @@ def shortfall(f: RoleFinding, granule: int) -> int:
     """Registers the model did not see on this role (the module's rule), in whole granules."""
     model = f.model_registers if f.model_registers is not None else f.budget
     spilled = math.ceil(f.spill_bytes / 4)
-    short = f.budget + spilled - model if spilled else granule
+    if f.registers is not None and f.registers > f.budget:
+        short = f.registers - model
+    else:
+        short = f.budget + spilled - model if spilled else granule
     return max(granule, math.ceil(short / granule) * granule)
 
 
@@ -101,6 +110,8 @@ def contradictions(found: Attribution) -> list[str]:
     lines = []
     for f in found.offending:
         model = f"the model counts {f.model_registers}" if f.model_registers is not None else "no model count"
+        if f.registers is not None:
+            model += f", ptxas {f.registers} alone"
         what = ([f"{f.spill_bytes} bytes spilled"] if f.spill_bytes else []) + (
             [f"wgmma serialized ({', '.join(f.codes)})"] if f.serialized else [])
         lines.append(f"ptxas: role {f.role} (setmaxnreg {f.budget}, {model}): {'; '.join(what)}")
@@ -113,7 +124,7 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         solve_again: Callable[[int], Schedule] | None, note: Callable[[str], None],
         rounds: int = ROUNDS) -> LoopResult:
     """The loop (module docstring). `emit(schedule)` gives (the emitter's model, the .cu text);
-    `solve_again(reserve)` the schedule under that register reserve (None: report only)."""
+    `solve_again(role_reserve)` the schedule under those per-role registers (None: report only)."""
     from .errors import TwillError
     nvcc = find_nvcc()
     model, text = emit(schedule)
@@ -121,7 +132,7 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         note("ptxas: skipped: nvcc not found (set NVCC or put nvcc on PATH; --no-ptxas-loop silences this)")
         return LoopResult(schedule, text, (), 0)
     lim = machine.limits
-    reserve = dict(schedule.options).get("register_reserve", lim.register_reserve)
+    reserve = tuple(tuple(x) for x in dict(schedule.options).get("role_reserve", ()))
     history = [Round(reserve, schedule, text, attribute(text, machine.arch, role_probes(model, schedule, machine), nvcc))]
     note(f"ptxas ({machine.arch}): {history[0].found.report.summary()}")
     if not history[0].found.report.ok:
@@ -136,13 +147,13 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
             note("ptxas loop: this schedule is not solved again (stage 1 alone, or a time limit cut it short)")
             break
         offending = last.found.offending or tuple(
-            RoleFinding(r, b, n, last.found.report.spill_bytes, last.found.report.serialized)
-            for _, r, b, n in role_probes(emit(last.schedule)[0], last.schedule, machine) if n is not None)
+            RoleFinding(r, b, n, last.found.report.spill_bytes, last.found.report.serialized, ops=ops, warps=w)
+            for _, r, b, n, ops, w in role_probes(emit(last.schedule)[0], last.schedule, machine) if n is not None)
         if not offending:
             break
         worst = max(offending, key=lambda f: (shortfall(f, lim.register_granule), f.role))
         grow = shortfall(worst, lim.register_granule)
-        again, solves, grow = _solve_tighter(last.reserve, grow, worst.role, solve_again, lim, note, solves, rounds)
+        again, solves, grow = _solve_tighter(last.reserve, grow, worst, solve_again, lim, note, solves, rounds)
         if again is None:
             break
         try:
@@ -151,7 +162,7 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
             note(f"ptxas loop: the new schedule cannot be emitted ({str(exc).splitlines()[0]}): stopping")
             break
         found = attribute(text, machine.arch, role_probes(model, again, machine), nvcc)
-        history.append(Round(last.reserve + grow, again, text, found))
+        history.append(Round(_tightened(last.reserve, worst, grow), again, text, found))
         note(f"ptxas loop: I = {again.ii} (was {schedule.ii}), L = {again.length}, "
              f"roles {', '.join(f'{r.name} {r.registers}' for r in again.roles) or 'derived'}; "
              f"{found.report.summary()}")
@@ -159,28 +170,45 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
     if solves:
         note(f"ptxas loop: emitting round {chosen}'s schedule" + (
             " (no round was clean: the first schedule, as the model solved it)" if not history[chosen].found.report.clean
-            else f" (register reserve {history[chosen].reserve})"))
+            else f" ({_describe(history[chosen].reserve)})"))
     pick = history[chosen]
     return LoopResult(pick.schedule, pick.text, tuple(history), chosen)
 
 
-def _solve_tighter(reserve: int, grow: int, role: str, solve_again, lim, note, solves: int, rounds: int):
-    """Solve under reserve + grow; where no schedule exists, or the reserve would leave a role
-    fewer than `min_registers` for tiles, halve the step (in granules) and try again, while solves
-    are left. Returns (schedule or None, solves, the step taken)."""
+def _tightened(reserve: tuple, role, grow: int) -> tuple:
+    """`role_reserve` with `grow` more registers for the ops of `role` (added to an entry of the same ops)."""
+    out, done = [], False
+    for ops, regs, warps in reserve:
+        if tuple(ops) == tuple(role.ops):
+            out.append((tuple(ops), regs + grow, warps))
+            done = True
+        else:
+            out.append((tuple(ops), regs, warps))
+    return tuple(out) if done else tuple(out) + ((tuple(role.ops), grow, role.warps),)
+
+
+def _describe(reserve: tuple) -> str:
+    return "; ".join(f"{regs} more registers for the role of {', '.join(ops)}" for ops, regs, _ in reserve) or "no extra registers"
+
+
+def _solve_tighter(reserve: tuple, grow: int, role, solve_again, lim, note, solves: int, rounds: int):
+    """Solve with `grow` more registers on the role of `role`'s ops; where no schedule exists, or
+    the role would be left fewer than `min_registers` for tiles, halve the step (in granules) and
+    try again, while solves are left. Returns (schedule or None, solves, the step taken)."""
     from .errors import NoScheduleError, TwillError
     g, short = lim.register_granule, grow
+    held = next((regs for ops, regs, _ in reserve if tuple(ops) == tuple(role.ops)), 0)
     while solves < rounds:
-        new = reserve + grow
-        if new + lim.min_registers <= lim.registers_per_thread:
+        new = held + grow
+        if lim.register_reserve + new + lim.min_registers <= lim.registers_per_thread:
             solves += 1
             step = "" if grow == short else f"; a step of {grow}"
-            note(f"ptxas loop: round {solves}: register reserve {reserve} -> {new} (role {role} was "
-                 f"{short} registers short{step}), solving again")
+            note(f"ptxas loop: round {solves}: role {role.role} ({', '.join(role.ops)}) gets {held} -> {new} "
+                 f"registers the model did not see (it was {short} registers short{step}), solving again")
             try:
-                return solve_again(new), solves, grow
+                return solve_again(_tightened(reserve, role, grow)), solves, grow
             except NoScheduleError:
-                note(f"ptxas loop: no schedule under a register reserve of {new}")
+                note(f"ptxas loop: no schedule with {new} more registers on role {role.role}")
             except TwillError as exc:
                 note(f"ptxas loop: solving again failed ({str(exc).splitlines()[0]}): stopping")
                 return None, solves, grow
@@ -192,7 +220,7 @@ def _solve_tighter(reserve: int, grow: int, role: str, solve_again, lim, note, s
 
 def resolver(schedule: Schedule, machine, options=None, progress=None) -> Callable[[int], Schedule] | None:
     """`solve_again` for run(): the schedule's graph solved under its own options (or `options`,
-    a SolveOptions) with another register reserve; None where the loop cannot help (stage 1
+    a SolveOptions) with more registers on one role (`role_reserve`); None where the loop cannot help (stage 1
     alone, an incomplete schedule, no embedded graph)."""
     if schedule.stage != "joint" or not schedule.complete or not schedule.graph_tir:
         return None
@@ -206,7 +234,7 @@ def resolver(schedule: Schedule, machine, options=None, progress=None) -> Callab
 
     limit = options.time_limit if options.time_limit is not None else RESOLVE_TIME_LIMIT
 
-    def again(reserve: int) -> Schedule:
-        return solve(graph, machine, replace(options, register_reserve=reserve, time_limit=limit),
+    def again(role_reserve: tuple) -> Schedule:
+        return solve(graph, machine, replace(options, role_reserve=role_reserve, time_limit=limit),
                      progress or (lambda *a: None))
     return again

@@ -302,6 +302,9 @@ OPTION_CHECKS = {  # what each model option a schedule records (pipeline.model_o
                                                            all(isinstance(n, str) for n in g) for g in v),
     "normalize_bound": lambda v: _count(v, 1), "max_ii": lambda v: _count(v, 1),
     "smt_backend": lambda v: v in ("yices", "z3"),
+    "role_reserve": lambda v: isinstance(v, (list, tuple)) and all(  # [ops, registers, warps] each
+        isinstance(e, (list, tuple)) and len(e) == 3 and isinstance(e[0], (list, tuple))
+        and all(isinstance(n, str) for n in e[0]) and _count(e[1], 1) and _count(e[2], 1) for e in v),
 }
 FLAGS = ("optimal", "length_optimal", "complete")  # the schedule's booleans
 TEXTS = ("kernel", "machine", "arch", "graph_tir", "machine_digest", "graph_digest", "options_digest")

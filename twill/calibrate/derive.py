@@ -17,6 +17,16 @@ The rules, in the model's terms (docs/calibrate.md has the reasoning):
 - `mma`: `occupancy` = 2*M*N*K / F, F the highest FLOP per cycle per SM of an f16 m64n256k16 chain
   (one or two warpgroups issuing); `cycles` adds the fixed latency L0 = one m64n128k16's latency
   minus its issue interval, the wait a chain of wgmmas pays once.
+- `mma.hold`: how long the issuing warpgroup stays busy: the occupancy less Q instructions, Q =
+  CHAIN - (cycles from the first instruction to the commit's return) / (cycles per instruction) of
+  an f16 m64n128k16 chain, one warpgroup: the instructions the tensor core queues while the
+  warpgroup moves on (one m64nNk16 is 2048*N FLOP).
+- `rowmax`: the generic rule of a row reduction, elements / FMNMX's rate (twill.vocab's `reduce`
+  class), for latency and occupancy alike.
+- `load.latency`: min / typical / max (LOAD_BOUNDS): one load alone from L2 (min); every SM
+  streaming 4 loads from L2, median (typical: the kernels reread their tiles from L2); every SM
+  streaming from HBM, 99th percentile (max); each a line in `bytes` through the [N, 128] f16
+  tiles' records (_fit). Its occupancy stays 0 (the TMA engine's bandwidth is not modelled).
 - `rates`: alu = FFMA, sfu = MUFU.EX2, convert = 2 x F2F.F16X2, bit = the lower of LOP3 and SHL,
   reduce = FMNMX, each in results per cycle per SM (median).
 """
@@ -124,7 +134,70 @@ def _mma(r: Records):
         out.append(Measured("ops.mma.cycles", f"2*M*N*K / {f} + {l0}",
                             f"the occupancy plus L0 = {l0}, one m64n128k16's latency less its issue interval: "
                             f"latency {lat.text('cycles')}, interval {issue.text('cycles')}"))
+    held = r.find("wgmma", "wgmma_issue", dtype="f16", n=128, warpgroups=1)
+    if held is not None and issue is not None:
+        queued = max(0.0, CHAIN - CHAIN * held.median / issue.median)
+        out.append(Measured("ops.mma.hold", f"(2*M*N*K - {num(queued)} * 2048*N) / {f}",
+                            f"the issuing warpgroup is held for the occupancy less {num(queued)} queued "
+                            f"instructions: a chain of {CHAIN} f16 m64n128k16 issues in {held.text('cycles per instruction')}"))
     return out
+
+
+CHAIN = 32  # wgmmas per chain in kernels/wgmma.cu
+
+
+def _rowmax(r: Records):
+    s = r.find("alu", "alu_rate", op="fmnmx")
+    if s is None:
+        return []
+    return [Measured("ops.rowmax.cycles", f"elements / {num(s.median)}",
+                     f"the generic rule of a row reduction (elements / rates.reduce) at FMNMX's rate: {s.text('per cycle per SM')}")]
+
+
+def _fit(points) -> str:
+    """A latency expression in `bytes` through (bytes, cycles) points: a + bytes / b by least squares,
+    or bytes / b through 0 where the line's intercept would be negative (a bandwidth-bound latency)."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    a = my - slope * mx
+    if n < 2 or slope <= 0:
+        return num(my)
+    if a < 0:
+        return f"bytes / {num(sum(x * x for x, _ in points) / sum(x * y for x, y in points))}"
+    return f"{num(a)} + bytes / {num(1 / slope)}"
+
+
+# load.latency: (bound, TMA mode, footprint, statistic). The kernels stream their tiles from L2 (a
+# K/V tile or a GEMM panel is read by many CTAs), with every SM loading and several loads in
+# flight: typical; one load alone from L2: min; from HBM, every SM streaming, its 99th percentile: max.
+LOAD_BOUNDS = (("min", "idle", "l2", "min"), ("typical", "stream", "l2", "median"), ("max", "stream", "hbm", "p99"))
+
+
+def _load(r: Records):
+    bounds, notes, found = {}, [], {}
+    for bound, mode, footprint, stat in LOAD_BOUNDS:
+        points = []
+        for rows in (64, 128, 256):
+            s = r.find("tma", "tma_load_latency", mode=mode, footprint=footprint, rows=rows, cols=128)
+            if s is not None:
+                points.append((rows * 128 * 2, getattr(s, stat)))
+        if not points:
+            return []
+        found[bound] = points
+        notes.append(f"{bound}: the {stat} of {mode} loads from {footprint} (" + ", ".join(
+            f"{x // 1024} KB {num(y)}" for x, y in points) + ")")
+    bounds["min"], bounds["typical"] = _fit(found["min"]), _fit(found["typical"])
+    # max: typical plus what HBM adds, a line through 0 in bytes (so that max >= typical at every size)
+    typical = dict(found["typical"])
+    extra = [(x, max(0.0, y - typical[x])) for x, y in found["max"] if x in typical]
+    bounds["max"] = bounds["typical"] + (" + " + _fit([(0, 0.0)] + extra).replace("0 + ", "", 1)
+                                         if extra and any(y for _, y in extra) else "")
+    return [Measured("ops.load.latency", bounds, "TMA latency of [N, 128] f16 tiles, fit in bytes: " + "; ".join(notes)),
+            # the interval is the latency only: the TMA engine's bandwidth is not a bound the benches
+            # can give (the GEMM streams 45 B/clk/SM where 4 loads in flight measure 36 from L2)
+            Measured("ops.load.occupancy", 0, "the TMA engine's issue (its bandwidth is not modelled)")]
 
 
 def _rates(r: Records):
@@ -144,10 +217,10 @@ def _rates(r: Records):
 
 RULES = (
     _clock, _limits, _handoff,
-    _tile_rule("exp2", "exp2"), _tile_rule("rowmax", "rowmax"), _tile_rule("rowsum", "rowsum"),
+    _tile_rule("exp2", "exp2"), _rowmax, _tile_rule("rowsum", "rowsum"),
     _tile_rule("rescale", "rescale"),
     *(_tile_rule(op, "rescale") for op in ("mul", "add", "sub", "max", "select")),
-    _convert, _mma, _rates,
+    _convert, _mma, _load, _rates,
 )
 
 

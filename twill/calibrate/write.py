@@ -16,7 +16,8 @@ import yaml
 from .derive import Measured, Records
 from .stats import num, spread
 
-OP_FIELD_ORDER = ("unit", "cycles", "occupancy", "issue", "async", "variable_latency", "source")
+OP_FIELD_ORDER = ("unit", "cycles", "latency", "occupancy", "hold", "issue", "async", "variable_latency", "source")
+LATENCY_ORDER = ("min", "typical", "max")
 PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 FORMAT = "twill-calibration/1"
 
@@ -40,6 +41,8 @@ def base_comments(text: str) -> dict[str, str]:
 def scalar(v) -> str:
     """One YAML scalar: true/false, integers, numbers to 6 significant digits, names plain,
     anything else double-quoted."""
+    if isinstance(v, dict):
+        return flow(v, LATENCY_ORDER)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -68,6 +71,8 @@ def apply(base: dict, measured) -> tuple[dict, tuple[Measured, ...]]:
         for p in parts[:-1]:
             node = node.setdefault(p, {})
         node[parts[-1]] = m.value
+        if parts[0] == "ops" and parts[-1] == "latency":
+            node.pop("cycles", None)  # an interval gives the op's latency (its typical is the cycles)
         used.append(m)
     return data, tuple(used)
 

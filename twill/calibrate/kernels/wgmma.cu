@@ -4,6 +4,9 @@
 // Latency: one m64nNkK, committed and waited for (thread 0's clock64). Chain: CHAIN of them into one
 // accumulator, back to back, then one commit and wait: cycles per instruction, with one warpgroup
 // and with two issuing at once (the SM's tensor rate is 2*64*N*K / cycles per instruction).
+// Issue: in the same chains, the cycles from before the first instruction to the return of the
+// commit, per instruction: how long the issuing warpgroup is held before it can run anything else
+// (the tensor core takes a wgmma only as it frees room for it).
 #include "bench.cuh"
 #include <cuda_fp8.h>
 #include "wgmma_ops.cuh"
@@ -69,9 +72,13 @@ __global__ void __launch_bounds__(256, 1) bench(int* sink, long long* lat, long 
 #pragma unroll
     for (int i = 0; i < CHAIN; ++i) M::run(d, ad, bd);
     wg_commit();
+    long long ci = cal::clk();
     wg_wait0();
     long long c1 = cal::clk();
-    if (threadIdx.x % 128 == 0) chain[(blockIdx.x * 4 + r) * 2 + wg] = c1 - c0;
+    if (threadIdx.x % 128 == 0) {
+      chain[(blockIdx.x * 4 + r) * 2 + wg] = c1 - c0;
+      chain[gridDim.x * 8 + (blockIdx.x * 4 + r) * 2 + wg] = ci - c0;  // the issue, after the chains
+    }
   }
   int s = 0;
 #pragma unroll
@@ -83,13 +90,13 @@ template <int DT, int N>
 void measure(cal::Records& out, int sms, int* sink, long long* lat, long long* chain) {
   const int smem = 2 * (A_BYTES + B_BYTES) + 1024;
   CK(cudaFuncSetAttribute(bench<DT, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  std::vector<long long> hl(sms * REPS), hc(sms * 8);
+  std::vector<long long> hl(sms * REPS), hc(sms * 16);
   for (int groups = 1; groups <= 2; ++groups) {
-    std::vector<double> vl, vc;
+    std::vector<double> vl, vc, vi;
     for (int rep = 0; rep < 3; ++rep) {
       bench<DT, N><<<sms, 128 * groups, smem>>>(sink, lat, chain); LAUNCHED();
       CK(cudaMemcpy(hl.data(), lat, 8 * sms * REPS, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(hc.data(), chain, 8 * sms * 8, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(hc.data(), chain, 8 * sms * 16, cudaMemcpyDeviceToHost));
       if (!rep) continue;
       for (int i = 0; i < sms; i += 11) {
         if (groups == 1) for (int r = 1; r < REPS; ++r) vl.push_back((double)hl[i * REPS + r]);
@@ -97,6 +104,9 @@ void measure(cal::Records& out, int sms, int* sink, long long* lat, long long* c
           long long c = hc[(i * 4 + r) * 2];
           if (groups == 2 && hc[(i * 4 + r) * 2 + 1] > c) c = hc[(i * 4 + r) * 2 + 1];
           vc.push_back((double)c / CHAIN);
+          long long is = hc[sms * 8 + (i * 4 + r) * 2];
+          if (groups == 2 && hc[sms * 8 + (i * 4 + r) * 2 + 1] > is) is = hc[sms * 8 + (i * 4 + r) * 2 + 1];
+          vi.push_back((double)is / CHAIN);
         }
       }
     }
@@ -105,6 +115,7 @@ void measure(cal::Records& out, int sms, int* sink, long long* lat, long long* c
              kDtypes[DT], N, Mma<DT, N>::K, groups);
     if (groups == 1) out.add(cal::record("wgmma_latency", p, "cycles", vl));
     out.add(cal::record("wgmma_chain", p, "cycles_per_instruction", vc));
+    out.add(cal::record("wgmma_issue", p, "cycles_per_instruction", vi));
   }
 }
 
@@ -119,7 +130,7 @@ int main() {
   cal::device_or_exit();
   int sms = cal::sm_count();
   int* sink; long long *lat, *chain;
-  CK(cudaMalloc(&sink, 4 * 256)); CK(cudaMalloc(&lat, 8 * sms * REPS)); CK(cudaMalloc(&chain, 8 * sms * 8));
+  CK(cudaMalloc(&sink, 4 * 256)); CK(cudaMalloc(&lat, 8 * sms * REPS)); CK(cudaMalloc(&chain, 8 * sms * 16));
   cal::Records out;
   shapes<D_F16>(out, sms, sink, lat, chain);
   shapes<D_BF16>(out, sms, sink, lat, chain);
