@@ -25,7 +25,8 @@ SPACES = ("reg", "smem", "tmem")
 OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_latency", "depth",
                  "transpose_a", "transpose_b",  # which way emit-cuda reads a square a or b of an mma
                  "axis", "bits", "shift",  # of a reduction or scan; of a dequant (twill.vocab)
-                 "scalar")  # the y of a binary op written with one operand
+                 "scalar",  # the y of a binary op written with one operand
+                 "pred", "rows", "cols", "offset", "fill")  # of a mask of element indices (twill.vocab)
 CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
 OUTPUT_DTYPES = ("f32", "f16", "bf16")
 

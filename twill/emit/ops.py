@@ -373,7 +373,13 @@ KINDS: dict[str, Callable[[vocab.OpDef], Emitter]] = {  # the table's emitter ki
     "math": _table_math,
     "reduce": _reduce,
     "dequant": lambda d: _dequant,
+    "mask": lambda d: _index_mask,
 }
+
+
+def _index_mask(call: OpCall) -> list[str]:
+    from .masks import emit_mask  # (masks.py reads this module's operand reader)
+    return emit_mask(call)
 # Every table op of register math, by its kind; those whose code predates the table keep theirs.
 COMMON: dict[str, Emitter] = {
     **{d.name: KINDS[d.emit](d) for d in vocab.VOCAB.values() if d.emit in KINDS},

@@ -1,0 +1,34 @@
+"""The `mask` op's emitter (twill/vocab.py): element (r, c) of x where rows*r + cols*c + offset PRED 0,
+else y's (or the `fill` constant), r and c the element's row and column in the op's tile.
+
+The runtime's `twill::op_mask<PRED, ROWS, COLS, OFFSET>(out, x, y, row0)` (vocab_sm90.cuh,
+vocab_sm100.cuh) computes each element's position from its fragment layout; `row0` is the first row
+of the rows this warpgroup holds, so a tile split over warpgroups is masked at its own rows.
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import Diagnostic
+from .model import EmitError
+
+PRED_CODES = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5}  # twill::index_holds<PRED>
+
+
+def fill_literal(value: float) -> str:
+    if math.isinf(value):
+        return "-INFINITY" if value < 0 else "INFINITY"
+    return f"{float(value)!r}f".replace("e+", "e")
+
+
+def emit_mask(call) -> list[str]:
+    from .ops import _registers
+    op = call.op
+    if call.out is None or call.out.where != "reg" or len(call.out.type.shape) != 2:
+        raise EmitError(Diagnostic(f"op '{op.name}': emit-cuda computes a mask into a register tile of rank 2",
+                                   op.span, "give the mask a result in registers (@reg)"))
+    lines, names = _registers(call)
+    if len(names) == 1:
+        names.append(fill_literal(float(op.attr("fill"))))
+    params = f"{PRED_CODES[op.attr('pred')]}, {int(op.attr('rows'))}, {int(op.attr('cols'))}, {int(op.attr('offset'))}"
+    return lines + [f"twill::op_mask<{params}>({', '.join([call.out.expr] + names)}, {call.row0});"]
