@@ -1,8 +1,8 @@
 """The `mask` op's emitter (twill/vocab.py): element (r, c) of x where rows*r + cols*c + offset PRED 0,
 else y's (or the `fill` constant), r and c the element's row and column in the op's tile.
 
-The runtime's `twill::op_mask<PRED, ROWS, COLS, OFFSET>(out, x, y, row0)` (vocab_sm90.cuh,
-vocab_sm100.cuh) computes each element's position from its fragment layout; `row0` is the first row
+The runtime's `twill::op_mask<PRED, ROWS, COLS, OFFSET>(out, x, y, row0)` (cuda_runtime/mask_sm90.cuh,
+mask_sm100.cuh, in the kernels that have a mask: `runtime`) computes each element's position from its fragment layout; `row0` is the first row
 of the rows this warpgroup holds, so a tile split over warpgroups is masked at its own rows.
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ import math
 from ..errors import Diagnostic
 from .model import EmitError
 
+RUNTIME = {"sm_90a": "mask_sm90.cuh", "sm_100a": "mask_sm100.cuh"}
 PRED_CODES = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5}  # twill::index_holds<PRED>
 
 
@@ -32,3 +33,12 @@ def emit_mask(call) -> list[str]:
         names.append(fill_literal(float(op.attr("fill"))))
     params = f"{PRED_CODES[op.attr('pred')]}, {int(op.attr('rows'))}, {int(op.attr('cols'))}, {int(op.attr('offset'))}"
     return lines + [f"twill::op_mask<{params}>({', '.join([call.out.expr] + names)}, {call.row0});"]
+
+
+def runtime(model) -> list[str]:
+    """The target's mask header, for a kernel with a mask op (else nothing: other kernels keep their text)."""
+    from .runtime import _part
+    graph = model.graph
+    if not any(op.opcode == "mask" for op in graph.ops + graph.epilogue.ops):
+        return []
+    return [_part(RUNTIME[model.target.arch]).lstrip("\n")]

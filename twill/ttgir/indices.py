@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import InputError
 from .values import INDEXED, Const, Indexed
+
+
+class UnexpressedMask(InputError):
+    """An op of a tile reads element indices the import cannot express: the loop is a tile loop all
+    the same (loops.py never leaves it out silently), and this is its error."""
 
 # arith.cmpi predicate -> the mask's `pred` (unsigned comparisons of indices, which are >= 0, alike)
 PREDICATES = {"eq": "eq", "ne": "ne", "slt": "lt", "sle": "le", "sgt": "gt", "sge": "ge",

@@ -129,12 +129,12 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
     if attrs is None or not isinstance(a, Tile) or not (isinstance(b, Tile) or _number(fill)):
         if not lw.in_loop:  # before the loop: only what the loop reads of it matters (an error there)
             return INDEXED
-        raise lw.src.error(
+        raise indices.UnexpressedMask(*lw.src.error(
             f"'{op.name}' reads a tensor computed from element indices that the import cannot express "
             "as a mask of the tile", op.head,
             hint="a mask is imported as `mask` where it is `select(r*A + c*B + C PRED 0, x, y)` of the tile's "
                  "row r and column c with constant A, B, C (docs/ttgir-import.md, section 3); offsets from "
-                 "the program id or the loop's induction variable are not")
+                 "the program id or the loop's induction variable are not").diagnostics)
     operands = [a] if not isinstance(b, Tile) else [a, b]
     extra = (("fill", float(fill)),) if not isinstance(b, Tile) else ()
     return lw.node("mask", op, operands, tt, attrs=attrs + extra, opcode="mask")
