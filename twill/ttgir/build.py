@@ -92,7 +92,7 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
     _name_ops(groups, body, names, yielded_to, operand_name, op_name)
     graph_inputs = tuple(Value(name, _ref_type(lowered, body, r), "input", span=_ref_span(lowered, body, r))
                          for r, name in inputs.items())
-    graph_carries, notes = [], []
+    graph_carries, notes = [], _computed_inputs(body, inputs)
     for k, name in carry_name.items():
         carry = lowered.carries[k]
         text, problem = init_text(carry.init)
@@ -110,6 +110,25 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
                   {body.nodes[g.root].ssa: op_name[g.root] for g in groups},
                   {body.nodes[r.index].ssa: n for r, n in inputs.items() if r.kind == "node"},
                   {f"{s.line}:{s.col}": op_name[root] for root, s in spans.items()}), notes
+
+
+BEFORE_LOOP_SOURCES = ("load", "arg", "move")  # what an input from before the loop may be: data the caller has
+
+
+def _computed_inputs(body: Body, inputs: dict) -> list[Note]:
+    """A tile the loop reads that is computed before it (dQ's `lse * log2(e)`) becomes an input,
+    which the kernel's caller does not have: a warning at the op that computes it (an error under
+    --strict), since the graph has no prologue to compute it in."""
+    notes = []
+    for r, name in inputs.items():
+        n = body.nodes[r.index] if r.kind == "node" else None
+        if n is not None and n.kind not in BEFORE_LOOP_SOURCES:
+            notes.append(Note(Diagnostic(
+                f"'{n.mlir}' before the loop computes the tile '{name}' the loop reads: imported as an input "
+                "that the kernel's caller gives, which the kernel's arguments do not hold", n.span,
+                "the graph has no prologue (work before the loop): give the loop the tile, or compute it "
+                "in the loop (docs/ttgir-import.md, section 9)", "warning"), True))
+    return notes
 
 
 def _variables(lowered: Lowered, body: Body, groups: list[Group], live: list[int]) -> dict[int, str]:
