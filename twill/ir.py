@@ -75,6 +75,11 @@ class Value:
     attrs: tuple[tuple[str, object], ...] = ()  # carries: {output = DTYPE}
 
     @property
+    def computed(self) -> bool:
+        """An input the prologue computes (`.tir` `prologue { ... }`), not one read from memory."""
+        return bool(dict(self.attrs).get("prologue"))
+
+    @property
     def output_dtype(self) -> str:
         """The dtype a carry's final value is written to global memory in (default: its own)."""
         return str(dict(self.attrs).get("output", self.type.dtype))
@@ -153,6 +158,7 @@ class Graph:
     file: str = field(default="<graph>", compare=False)
     epilogue: Epilogue = Epilogue()  # after the loop, once per tile (empty: the carries are written)
     arguments: tuple[tuple[str, str | None], ...] = ()  # an imported kernel's arguments: (name, what it feeds)
+    prologue: Epilogue = Epilogue()  # before the loop, once per tile: its results are inputs (Value.computed)
 
     @cached_property
     def by_name(self) -> dict[str, Op]:

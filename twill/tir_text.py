@@ -22,7 +22,7 @@ TOKEN = re.compile(r"""
 INT = re.compile(r"[-+]?\d+")
 KEYWORDS = ("kernel", "input", "carry", "loop", "yield", "}")
 KINDS = {"input": "an input", "carry": "a carry", "result": "a body result", "scalar": "a scalar",
-         "epilogue": "an epilogue result"}  # for messages
+         "epilogue": "an epilogue result", "prologue": "a prologue result"}  # for messages
 
 
 def isnumber(v) -> bool:

@@ -39,6 +39,6 @@ def runtime(model) -> list[str]:
     """The target's mask header, for a kernel with a mask op (else nothing: other kernels keep their text)."""
     from .runtime import _part
     graph = model.graph
-    if not any(op.opcode == "mask" for op in graph.ops + graph.epilogue.ops):
+    if not any(op.opcode == "mask" for op in graph.ops + graph.epilogue.ops + graph.prologue.ops):
         return []
     return [_part(RUNTIME[model.target.arch]).lstrip("\n")]

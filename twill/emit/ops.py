@@ -397,7 +397,7 @@ def needs_extension(model: KernelModel) -> bool:
     """Does the kernel use the runtime's vocabulary extension (vocab*.cuh): an opcode beyond the
     base ones, a float-to-integer conversion, or a column vector?"""
     graph = model.graph
-    ops = graph.ops + graph.epilogue.ops
+    ops = graph.ops + graph.epilogue.ops + graph.prologue.ops
     types = [v.type for v in graph.values.values()] + [op.type for op in ops if op.type is not None]
     return (any(op.opcode not in BASE_OPCODES and op.opcode in vocab.VOCAB for op in ops)
             or any(vector_kind(t) == "cols" for t in types)
