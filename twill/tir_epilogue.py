@@ -22,7 +22,7 @@ from .errors import did_you_mean
 from .ir import OUTPUT_DTYPES, Epilogue, Op, Operand, TensorType, Value
 from .tir_text import KINDS, Line, print_ops
 
-FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant")  # the ops an epilogue runs
+FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant", "join")  # the ops an epilogue runs
 SCALAR_DTYPES = ("f32", "i32")  # a Python float, a Python int
 READABLE = ("input", "carry", "scalar", "epilogue")
 
@@ -171,7 +171,8 @@ class EpilogueParser:
     def check_outputs(self, types: dict[str, TensorType]) -> None:
         o = self.owner
         carries = {v.name: v for v in o.values if v.kind == "carry"}
-        shapes = {c.type.shape for c in carries.values()} | {c.type.shape[:1] for c in carries.values()}
+        shapes = {c.type.shape for c in carries.values()} | {c.type.shape[:1] for c in carries.values()} \
+            | {(c.type.shape[0], 2 * c.type.shape[1]) for c in carries.values() if len(c.type.shape) == 2}  # a join
         named: set[str] = set()
         for name, value in self.outputs:
             if name.name in named:
@@ -193,8 +194,9 @@ class EpilogueParser:
                 o.errors.error(f"carry '{name.name}' is {carries[name.name].type}, but '{value.name}' is {t}",
                                value.span, "a carry's output is written from a value of its shape")
             elif want is None and t.shape not in shapes:
-                o.errors.error(f"output '{name.name}' is {t}: neither the shape of a carry nor its rows", value.span,
-                               "a new output is written by the tiles of a carry of its shape (or one value per row)")
+                o.errors.error(f"output '{name.name}' is {t}: neither the shape of a carry, its rows nor the join of "
+                               "two", value.span, "a new output is written by the tiles of a carry of its shape (or one "
+                               "value per row, or the [M, 2N] join of two [M, N] carries)")
 
     def build(self) -> Epilogue:
         return Epilogue(tuple(self.scalars), tuple(self.ops), tuple((n.name, v.name) for n, v in self.outputs),

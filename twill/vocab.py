@@ -199,6 +199,18 @@ def _mask(out, ins, attrs):
     return _elementwise()(out, ins, attrs)
 
 
+def _join(out, ins, attrs):
+    """join x, y: the columns of x and y interleaved, x's column j the result's 2j, y's 2j + 1."""
+    if out is None or len(ins) != 2 or None in ins:
+        return None
+    x, y = ins
+    if x.shape != y.shape or len(x.shape) != 2:
+        return f"x is {_t(x)} and y {_t(y)}: join interleaves two rank-2 tiles of one shape"
+    if out.shape != (x.shape[0], 2 * x.shape[1]):
+        return f"joining two {_t(x)} gives [{x.shape[0]},{2 * x.shape[1]}], not {_t(out)}"
+    return None
+
+
 def mma_mismatch(out: TensorType | None, ins: list) -> str | None:
     """Why the rank-2 operands of an mma cannot multiply into its result (None when they can):
     a is [M, K] or [K, M], b is [K, N] or [N, K], the result [M, N]."""
@@ -267,6 +279,8 @@ _DEFS = [
           attrs=("pred", "rows", "cols", "offset", "fill"), needs=("pred", "rows", "cols", "offset"),
           form="mask x[, y] : TYPE {pred = P, rows = A, cols = B, offset = C[, fill = V]}",
           shape="element (r, c) is x's where A*r + B*c + C P 0 (P one of eq ne lt le gt ge), else y's or fill"),
+    OpDef("join", "join", (2,), ("x", "y"), _join, "alu", "alu", "join", "op_join",
+          shape="x and y [M, N], the result [M, 2N]: x's column j is column 2j, y's column 2j + 1"),
     OpDef("fma", "ternary", (3,), ("a", "b", "c"), _elementwise(), "alu", "alu", "math", "op_fma"),
     *[OpDef(f"reduce_{n}", "reduce", (1, 2), ("x", "init"), _reduce, "alu", "reduce", "reduce", f"op_reduce_{n}",
             attrs=("axis",), needs=("axis",)) for n in ("sum", "max", "min")],

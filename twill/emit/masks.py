@@ -12,7 +12,8 @@ import math
 from ..errors import Diagnostic
 from .model import EmitError
 
-RUNTIME = {"sm_90a": "mask_sm90.cuh", "sm_100a": "mask_sm100.cuh"}
+RUNTIME = {"mask": {"sm_90a": "mask_sm90.cuh", "sm_100a": "mask_sm100.cuh"},  # opcode -> its headers, by target
+           "join": {"sm_90a": "join_sm90.cuh", "sm_100a": "join_sm100.cuh"}}
 PRED_CODES = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5}  # twill::index_holds<PRED>
 
 
@@ -36,9 +37,9 @@ def emit_mask(call) -> list[str]:
 
 
 def runtime(model) -> list[str]:
-    """The target's mask header, for a kernel with a mask op (else nothing: other kernels keep their text)."""
+    """The target's headers of the mask and join ops, for a kernel that has them (else nothing:
+    other kernels keep their text)."""
     from .runtime import _part
     graph = model.graph
-    if not any(op.opcode == "mask" for op in graph.ops + graph.epilogue.ops + graph.prologue.ops):
-        return []
-    return [_part(RUNTIME[model.target.arch]).lstrip("\n")]
+    used = {op.opcode for op in graph.ops + graph.epilogue.ops + graph.prologue.ops}
+    return [_part(RUNTIME[opcode][model.target.arch]).lstrip("\n") for opcode in RUNTIME if opcode in used]

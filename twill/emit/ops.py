@@ -374,6 +374,7 @@ KINDS: dict[str, Callable[[vocab.OpDef], Emitter]] = {  # the table's emitter ki
     "reduce": _reduce,
     "dequant": lambda d: _dequant,
     "mask": lambda d: _index_mask,
+    "join": lambda d: _math(d.helper),  # op_join (cuda_runtime/join_sm*.cuh, in kernels with a join: masks.py)
 }
 
 
