@@ -25,6 +25,9 @@ def split_rows(graph: Graph, parts: int) -> Graph:
     """`graph` with the rows of its row-carrying values split into `parts` (see the module doc)."""
     if parts == 1:
         return graph
+    if graph.prologue:
+        raise InputError(Diagnostic(f"{graph.file}: --split-rows does not split a graph with a prologue yet",
+                                    hint="import or solve it without --split-rows"))
     rows, m = _row_values(graph)
     if not rows:
         raise InputError(Diagnostic(f"{graph.file}: no mma in the loop gives its tiles rows to split",
