@@ -90,3 +90,13 @@ def test_the_prologue_is_computed_before_the_loop_in_the_role_that_reads_it(tmp_
     src.write_text(text)
     rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"])
     assert rc == 0, err[-2000:]
+
+
+def test_a_split_mask_counts_each_parts_rows_from_its_first_row():
+    """--split-rows 2 of a 128-row mask: the second part's rows are 64..127 of the tile."""
+    from twill.split import split_rows
+    g, _ = load_ttgir(DATA / "heldout" / "banded_softmax_gemm_sm90.ttgir")
+    s = split_rows(g, 2)
+    masks = [op for op in s.ops if op.opcode == "mask"]
+    assert [dict(op.attrs)["offset"] for op in masks] == [-8, -8 - 64]  # rows = -1: -r - 8 with r from 64
+    assert all(dict(op.attrs)["rows"] == -1 and op.type.shape == (64, 64) for op in masks)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .errors import Diagnostic, InputError
-from .ir import Graph, Operand, Value
+from .ir import Graph, Op, Operand, Value
 
 
 def split_rows(graph: Graph, parts: int) -> Graph:
@@ -53,7 +53,7 @@ def split_rows(graph: Graph, parts: int) -> Graph:
             continue
         for i in range(parts):
             ops.append(replace(op, name=part[op.name][i], operands=tuple(operand(o, i) for o in op.operands),
-                               type=_fewer_rows(op.type, m // parts)))
+                               type=_fewer_rows(op.type, m // parts), attrs=_part_attrs(op, i * (m // parts))))
     yields = [(part[c][i] if c in rows else c, part[r][i] if r in rows else r)
               for c, r in graph.yields for i in range(parts if c in rows else 1)]
     epilogue, arguments = _split_epilogue(graph, rows, part, m, parts, names)
@@ -62,6 +62,15 @@ def split_rows(graph: Graph, parts: int) -> Graph:
                   epilogue=epilogue, arguments=arguments)
     from .tir import parse_tir, print_tir
     return parse_tir(print_tir(split), graph.file)  # checked as any graph, result-less ops named afresh
+
+
+def _part_attrs(op: Op, row0: int) -> tuple:
+    """A part's attributes: a mask of element indices (twill.vocab) compares the tile's rows, so the
+    part starting at row `row0` counts its rows from there (offset + rows * row0)."""
+    if op.opcode != "mask":
+        return op.attrs
+    a = dict(op.attrs)
+    return tuple((k, a["offset"] + a["rows"] * row0 if k == "offset" else v) for k, v in op.attrs)
 
 
 def _row_values(graph: Graph) -> tuple[set[str], int]:
