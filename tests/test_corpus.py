@@ -26,6 +26,9 @@ DUMPS = (sorted((DATA / "corpus" / "prepipe").glob("*.ttgir")) + sorted(DATA.glo
 
 # dump stem -> why it does not go through (the stage is in the message)
 KNOWN = {
+    "corpus/gemm_w4a16_sm90": "nvcc: 164 bytes spilled on h100 since the epilogue writes the join of the two "
+                              "accumulators (C, 128x128) from one consumer role holding both (the h200 schedule "
+                              "of bench/triton_bench.py builds clean)",
 }
 
 

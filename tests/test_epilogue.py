@@ -89,7 +89,7 @@ def test_the_block_holds_scalars_ops_and_outputs():
      "15:16: carry 'acc' is f32[128,128], but 'x' is f32[128]"),
     ("epilogue {\n  x = add acc, m : f32[128,64]\n  output other = x\n}\n", "14:7: op 'x'"),
     ("epilogue {\n  x = add m, m : f32[64]\n  output other = x\n}\n",
-     "15:18: output 'other' is f32[64]: neither the shape of a carry nor its rows"),
+     "15:18: output 'other' is f32[64]: neither the shape of a carry, its rows nor the join of two"),
     ("epilogue {\n  x = add m, m : i32[128]\n  output other = x\n}\n", "15:18: output 'other' would be written in i32"),
     ("epilogue {\n  x = add m, m : f32[128]\n  output bias = x\n}\n", "15:10: output 'bias' names an input"),
     ("epilogue {\n  x = add m, m : f32[128]\n  output q = x, q = x\n}\n", "15:17: output 'q' is written twice"),
@@ -219,13 +219,16 @@ def test_the_dq_kernel_imports_its_scale_as_a_scalar():
     assert dict(g.arguments)["sm_scale"] == "sm_scale" and dict(g.arguments)["DQ"] == "dq"
 
 
+AFTER_CAUSAL = CORPUS.parent / "after" / "attn_causal_fwd_sm100.ttgir"  # the diagonal block unrolled after the loop
+
+
 def test_what_the_epilogue_cannot_express_is_a_located_warning():
-    g, notes = load_ttgir(CORPUS / "gemm_w4a16_sm90.ttgir")
+    g, notes = load_ttgir(AFTER_CAUSAL)
     assert not g.epilogue
-    found = [n for n in notes if "tt.join" in n.message]
-    assert found and found[0].span.line == 131 and "the graph has no epilogue" in found[0].message
-    with pytest.raises(InputError, match="tt.join"):
-        load_ttgir(CORPUS / "gemm_w4a16_sm90.ttgir", strict=True)
+    found = [n for n in notes if "cannot follow" in n.message]
+    assert found and found[0].span.line == 368 and "the graph has no epilogue" in found[0].message
+    with pytest.raises(InputError, match="cannot follow"):
+        load_ttgir(AFTER_CAUSAL, strict=True)
 
 
 def test_every_argument_is_listed_in_the_kernel_order():
@@ -313,8 +316,8 @@ def test_the_command_line_keeps_the_epilogue_from_graph_to_schedule_to_kernel(tm
 def test_import_warns_where_the_epilogue_is_beyond_it_and_strict_refuses():
     from click.testing import CliRunner
     from twill_cli.main import main
-    res = CliRunner().invoke(main, ["import", str(CORPUS / "gemm_w4a16_sm90.ttgir")])
+    res = CliRunner().invoke(main, ["import", str(AFTER_CAUSAL)])
     assert res.exit_code == 0 and "epilogue {" not in res.output
-    strict = CliRunner().invoke(main, ["import", str(CORPUS / "gemm_w4a16_sm90.ttgir"), "--strict"])
-    assert strict.exit_code == 2 and "gemm_w4a16_sm90.ttgir:131:12: error: 'tt.join' after the loop" in strict.output
+    strict = CliRunner().invoke(main, ["import", str(AFTER_CAUSAL), "--strict"])
+    assert strict.exit_code == 2 and "attn_causal_fwd_sm100.ttgir:368:18: error: 'arith.maxnumf' after the loop" in strict.output
     assert "Traceback" not in strict.output

@@ -45,5 +45,7 @@ def test_loops_in_sequence_are_exit_2_until_one_is_chosen(tmp_path):
     r = CliRunner().invoke(main, ["import", src, "-o", str(tmp_path / "a.tir")])
     assert r.exit_code == 2 and "loop 0 would be left out" in r.output and "--loop" in r.output
     assert "Traceback" not in r.output
-    r = CliRunner().invoke(main, ["import", src, "--loop", "1", "-o", str(tmp_path / "a.tir")])
-    assert r.exit_code == 0 and "loop 0 is not imported" in r.output and "loop 2 is not imported" in r.output
+    r = CliRunner().invoke(main, ["import", src, "--loop", "2", "-o", str(tmp_path / "a.tir")])
+    assert r.exit_code == 0 and "loop 0 is not imported" in r.output and "loop 1 is not imported" in r.output
+    r = CliRunner().invoke(main, ["import", src, "--loop", "1", "-o", str(tmp_path / "a.tir")])  # its mask `cols < N`
+    assert r.exit_code == 2 and "element indices" in r.output and "Traceback" not in r.output

@@ -75,6 +75,10 @@ BAD = {  # op line -> what the error says
     "t = mul acc, rowv : f32[128,64] {scalar = 2}": "'scalar' is the y of a one-operand mul",
     "t = exp acc : f32[128,64] {axis = 1}": "exp takes no attribute 'axis'",
     "t = rowmax acc : f32[128,64]": "a row reduction gives one value per row",
+    "t = mask acc : f32[128,64] {pred = ge, rows = 1, cols = -1, offset = 0}": "a mask with one operand takes its other value from 'fill'",
+    "t = mask acc, acc : f32[128,64] {pred = ge, rows = 1, cols = -1, offset = 0, fill = 0}": "a mask of two operands takes no 'fill'",
+    "t = mask acc : f32[128,64] {rows = 1, cols = -1, offset = 0, fill = 0}": "mask needs the attribute 'pred'",
+    "t = mask rowv : f32[128] {pred = ge, rows = 1, cols = -1, offset = 0, fill = 0}": "a mask compares a rank-2 tile's row and column indices",
 }
 
 
@@ -106,8 +110,12 @@ def test_good_table_ops_parse_and_broadcast_row_and_column_vectors():
     g = parse_tir(graph("t0 = add acc, rowv : f32[128,64]", "t1 = mul t0, colv : f32[128,64]",
                         "t2 = mul t1 : f32[128,64] {scalar = 0.5}", "w = dequant pk, colv, colv : f16[64,64] {bits = 4, shift = 4}",
                         "w2 = dequant pk, colv : f16[64,64] {bits = 4}", "r = reduce_min t2 : f32[128] {axis = -1}",
-                        "c = cumsum t2 : f32[128,64] {axis = 1}", "b = shr pk : i8[64,64] {scalar = 4}"))
-    assert [op.opcode for op in g.ops][2:-1] == ["add", "mul", "mul", "dequant", "dequant", "reduce_min", "cumsum", "shr"]
+                        "c = cumsum t2 : f32[128,64] {axis = 1}", "b = shr pk : i8[64,64] {scalar = 4}",
+                        "mk = mask t2 : f32[128,64] {pred = ge, rows = 1, cols = -1, offset = 0, fill = -inf}",
+                        "m2 = mask t2, acc : f32[128,64] {pred = ne, rows = 2, cols = 0, offset = -3}"))
+    assert [op.opcode for op in g.ops][2:-1] == ["add", "mul", "mul", "dequant", "dequant", "reduce_min", "cumsum", "shr",
+                                                 "mask", "mask"]
+    assert g.op("mk").attr("fill") == float("-inf") and g.op("m2").attr("pred") == "ne"
 
 
 def test_a_rank1_vector_is_read_as_a_column_by_a_one_row_result():

@@ -25,7 +25,8 @@ SPACES = ("reg", "smem", "tmem")
 OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_latency", "depth",
                  "transpose_a", "transpose_b",  # which way emit-cuda reads a square a or b of an mma
                  "axis", "bits", "shift",  # of a reduction or scan; of a dequant (twill.vocab)
-                 "scalar")  # the y of a binary op written with one operand
+                 "scalar",  # the y of a binary op written with one operand
+                 "pred", "rows", "cols", "offset", "fill")  # of a mask of element indices (twill.vocab)
 CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
 OUTPUT_DTYPES = ("f32", "f16", "bf16")
 
@@ -72,6 +73,11 @@ class Value:
     init: str | None = None
     span: Span | None = field(default=None, compare=False)
     attrs: tuple[tuple[str, object], ...] = ()  # carries: {output = DTYPE}
+
+    @property
+    def computed(self) -> bool:
+        """An input the prologue computes (`.tir` `prologue { ... }`), not one read from memory."""
+        return bool(dict(self.attrs).get("prologue"))
 
     @property
     def output_dtype(self) -> str:
@@ -152,6 +158,7 @@ class Graph:
     file: str = field(default="<graph>", compare=False)
     epilogue: Epilogue = Epilogue()  # after the loop, once per tile (empty: the carries are written)
     arguments: tuple[tuple[str, str | None], ...] = ()  # an imported kernel's arguments: (name, what it feeds)
+    prologue: Epilogue = Epilogue()  # before the loop, once per tile: its results are inputs (Value.computed)
 
     @cached_property
     def by_name(self) -> dict[str, Op]:

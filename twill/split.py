@@ -18,13 +18,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .errors import Diagnostic, InputError
-from .ir import Graph, Operand, Value
+from .ir import Graph, Op, Operand, Value
 
 
 def split_rows(graph: Graph, parts: int) -> Graph:
     """`graph` with the rows of its row-carrying values split into `parts` (see the module doc)."""
     if parts == 1:
         return graph
+    if graph.prologue:
+        raise InputError(Diagnostic(f"{graph.file}: --split-rows does not split a graph with a prologue yet",
+                                    hint="import or solve it without --split-rows"))
     rows, m = _row_values(graph)
     if not rows:
         raise InputError(Diagnostic(f"{graph.file}: no mma in the loop gives its tiles rows to split",
@@ -50,7 +53,7 @@ def split_rows(graph: Graph, parts: int) -> Graph:
             continue
         for i in range(parts):
             ops.append(replace(op, name=part[op.name][i], operands=tuple(operand(o, i) for o in op.operands),
-                               type=_fewer_rows(op.type, m // parts)))
+                               type=_fewer_rows(op.type, m // parts), attrs=_part_attrs(op, i * (m // parts))))
     yields = [(part[c][i] if c in rows else c, part[r][i] if r in rows else r)
               for c, r in graph.yields for i in range(parts if c in rows else 1)]
     epilogue, arguments = _split_epilogue(graph, rows, part, m, parts, names)
@@ -64,14 +67,24 @@ def split_rows(graph: Graph, parts: int) -> Graph:
 def auto_parts(graph: Graph, warpgroups: int) -> int:
     """The parts `--split-rows auto` makes: the warpgroups the kernel's author ran the rows of its
     mma tiles on (Triton's mma layout, `twill.ttgir.row_warpgroups`), where each part keeps a
-    multiple of 64 rows (a wgmma's M) and the rows can be split at all; else 1, the graph as it is."""
-    if warpgroups < 2:
+    multiple of 64 rows (a wgmma's M) and the rows can be split at all (not yet a graph with a
+    prologue); else 1, the graph as it is."""
+    if warpgroups < 2 or graph.prologue:
         return 1
     try:
         _, m = _row_values(graph)
     except InputError:  # an mma reads a row tile as its second operand: no split, and no error for asking
         return 1
     return warpgroups if m and m % (64 * warpgroups) == 0 else 1
+
+
+def _part_attrs(op: Op, row0: int) -> tuple:
+    """A part's attributes: a mask of element indices (twill.vocab) compares the tile's rows, so the
+    part starting at row `row0` counts its rows from there (offset + rows * row0)."""
+    if op.opcode != "mask":
+        return op.attrs
+    a = dict(op.attrs)
+    return tuple((k, a["offset"] + a["rows"] * row0 if k == "offset" else v) for k, v in op.attrs)
 
 
 def _row_values(graph: Graph) -> tuple[set[str], int]:

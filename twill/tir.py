@@ -2,7 +2,8 @@
 
 One statement per line; ``#`` starts a comment, blank lines and spacing within a line are free::
 
-    file     := "kernel" NAME  decl*  "loop" "{"  op*  [yield]  "}"  [epilogue]   (twill.tir_epilogue)
+    file     := "kernel" NAME  decl*  [prologue]  "loop" "{"  op*  [yield]  "}"  [epilogue]
+                                         (twill.tir_prologue, twill.tir_epilogue)
     decl     := "input" NAME ":" type  |  "carry" NAME ":" type "=" init [attrs]   ({output = DTYPE})
               | "argument" NAME ["=" NAME]                    (an imported kernel's; twill.tir_arguments)
     op       := NAME "=" OPCODE [operands] ":" type [attrs]       (an op with a result)
@@ -35,6 +36,7 @@ from .errors import ErrorCollector, InputError, Span, did_you_mean
 from .ir import CARRY_ATTRIBUTES, DTYPE_BITS, OP_ATTRIBUTES, SPACES, Graph, Op, Operand, TensorType, Value
 from .tir_arguments import ArgumentLines, print_arguments
 from .tir_epilogue import EpilogueParser, print_epilogue
+from .tir_prologue import PrologueParser
 from .tir_text import (ATTR_RULES, INT, KEYWORDS, KINDS, Line, Token, attribute_value, normalise_init,
                        print_ops, print_value)
 
@@ -53,6 +55,7 @@ class _Parser:
         self.yield_line: int | None = None
         self.yield_broken = False  # the yield line did not parse: do not report carries without one
         self.epilogue = EpilogueParser(self)
+        self.prologue = PrologueParser(self)
         self.arguments = ArgumentLines(self)
 
     def parse(self, text: str) -> Graph:
@@ -72,13 +75,14 @@ class _Parser:
         self.check_vocabulary()
         if self.state != "header":
             self.check_yields()
+        self.prologue.check()
         self.epilogue.check()
         self.arguments.check()
         self.errors.raise_if_any()
         return Graph(self.kernel, tuple(v for v in self.values if v.kind == "input"),
                      tuple(v for v in self.values if v.kind == "carry"), tuple(self.ops),
                      tuple((c.name, r.name) for c, r in self.yields), file=self.file, epilogue=self.epilogue.build(),
-                     arguments=self.arguments.build())
+                     arguments=self.arguments.build(), prologue=self.prologue.build())
 
     def statement(self, line: Line) -> None:
         first = line.peek()
@@ -89,6 +93,16 @@ class _Parser:
             self.body_statement(line, first)
         elif self.state == "epilogue":
             self.state = "epilogue" if self.epilogue.statement(line) else "after"
+        elif self.state == "prologue":
+            if not self.prologue.statement(line):
+                self.state = "before loop"
+                self.values.extend(self.prologue.inputs())
+        elif self.state == "header" and first.text == "prologue" and not self.prologue.begun:
+            self.prologue.begin(line)
+            self.state = "prologue"
+        elif self.state == "before loop" and first.text != "loop":
+            self.errors.error(f"'{first.text}' after the prologue: only 'loop {{' follows it", line.span(first),
+                              "inputs and carries are declared before the prologue")
         elif self.state == "after" and first.text == "epilogue" and not self.epilogue.begun:
             self.epilogue.begin(line)
             self.state = "epilogue"
@@ -106,7 +120,7 @@ class _Parser:
             line.expect("kernel")
             self.kernel = line.next("the kernel's name").text
             line.end()
-        elif self.state == "header" and first.text == "loop":
+        elif self.state in ("header", "before loop") and first.text == "loop":
             self.loop_span, self.state = line.span(first), "body"
             line.expect("loop")
             line.expect("{", "'{' after 'loop'")
@@ -265,9 +279,9 @@ class _Parser:
         self.yield_broken |= toks[0].text == "yield" and self.state == "body"
         if len(toks) >= 2 and toks[1].kind == "name" and toks[0].text in ("input", "carry"):
             self.defined.setdefault(toks[1].text, ("stub", line.span(toks[1])))
-        elif len(toks) >= 2 and toks[0].text == "scalar" and self.state == "epilogue":
+        elif len(toks) >= 2 and toks[0].text == "scalar" and self.state in ("epilogue", "prologue"):
             self.defined.setdefault(toks[1].text, ("stub", line.span(toks[1])))
-        elif len(toks) >= 2 and toks[0].kind == "name" and toks[1].text == "=" and self.state in ("body", "epilogue"):
+        elif len(toks) >= 2 and toks[0].kind == "name" and toks[1].text == "=" and self.state in ("body", "epilogue", "prologue"):
             self.defined.setdefault(toks[0].text, ("stub", line.span(toks[0])))
 
     def lookup(self, ref: Operand, allowed=("input", "carry", "result"), why="", hint=None) -> str | None:
@@ -295,12 +309,14 @@ class _Parser:
         at_end = Span(self.file, max(len(lines), 1), len(last) + 1, last)
         if self.statements == 0:
             self.errors.error("missing 'kernel NAME' line: it must come first", at_end)
-        if self.state == "header":
+        if self.state in ("header", "before loop"):
             self.errors.error("missing 'loop { ... }'", at_end, "the loop follows the input and carry lines")
         elif self.state == "body":
             self.errors.error("the loop is not closed: missing '}'", self.loop_span)
         elif self.state == "epilogue":
             self.errors.error("the epilogue is not closed: missing '}'", self.epilogue.span)
+        elif self.state == "prologue":
+            self.errors.error("the prologue is not closed: missing '}'", self.prologue.span)
         elif not self.ops and not self.errors.diagnostics:  # (an op line that did not parse is reported)
             self.errors.error("the loop has no operations: there is nothing to schedule", self.loop_span,
                               "write one op per line inside 'loop { ... }' (docs/formats.md)")
@@ -415,14 +431,14 @@ def load_tir(path) -> Graph:
 
 def print_tir(graph: Graph) -> str:
     """Canonical, column-aligned `.tir` text: `parse_tir(print_tir(g)) == g` for every parsed graph."""
-    name_w = max((len(v.name) for v in graph.inputs + graph.carries), default=0)
+    name_w = max((len(v.name) for v in graph.inputs + graph.carries if not v.computed), default=0)
     type_w = max((len(str(v.type)) for v in graph.carries), default=0)
     lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments)]
-    lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs]
+    lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs if not v.computed]
     lines += [f"carry {v.name.ljust(name_w)} : {str(v.type).ljust(type_w)} = {v.init or '0'}"
               + (" {" + ", ".join(f"{k} = {print_value(x)}" for k, x in v.attrs) + "}" if v.attrs else "")
               for v in graph.carries]
-    lines += ["loop {", *print_ops(graph.ops)]
+    lines += [*print_epilogue(graph.prologue, "prologue"), "loop {", *print_ops(graph.ops)]
     if graph.yields:
         lines.append("  yield " + ", ".join(f"{carry} = {result}" for carry, result in graph.yields))
     return "\n".join(lines + ["}", *print_epilogue(graph.epilogue)]) + "\n"

@@ -22,7 +22,7 @@ from .errors import did_you_mean
 from .ir import OUTPUT_DTYPES, Epilogue, Op, Operand, TensorType, Value
 from .tir_text import KINDS, Line, print_ops
 
-FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant")  # the ops an epilogue runs
+FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant", "join")  # the ops an epilogue runs
 SCALAR_DTYPES = ("f32", "i32")  # a Python float, a Python int
 READABLE = ("input", "carry", "scalar", "epilogue")
 
@@ -36,7 +36,12 @@ def allowed_opcodes() -> tuple[str, ...]:
 
 class EpilogueParser:
     """The block's statements, read line by line for the file's parser (`owner`, twill.tir's
-    `_Parser`, whose names, errors and op syntax it shares), and its checks once the file is read."""
+    `_Parser`, whose names, errors and op syntax it shares), and its checks once the file is read.
+    With `keyword = "prologue"` it reads the prologue (twill.tir_prologue): the same statements but
+    'output', over the inputs and scalars only."""
+
+    keyword = "epilogue"
+    readable = READABLE
 
     def __init__(self, owner):
         self.owner, self.begun, self.span = owner, False, None
@@ -47,8 +52,8 @@ class EpilogueParser:
 
     def begin(self, line: Line) -> None:
         self.begun, self.span = True, line.span(line.peek())
-        line.expect("epilogue")
-        line.expect("{", "'{' after 'epilogue'")
+        line.expect(self.keyword)
+        line.expect("{", f"'{{' after '{self.keyword}'")
         line.end()
 
     def statement(self, line: Line) -> bool:
@@ -63,13 +68,15 @@ class EpilogueParser:
             return False
         if first.text == "scalar" and not line.at("=", 1):
             self.scalar(line)
-        elif first.text == "output" and not line.at("=", 1):
+        elif first.text == "output" and not line.at("=", 1) and self.keyword == "epilogue":
             self.output(line)
-        elif first.text in ("input", "carry", "loop", "yield", "epilogue", "kernel") and not line.at("=", 1):
-            self.owner.errors.error(f"'{first.text}' is not allowed inside the epilogue", line.span(first),
-                                    "the epilogue holds 'scalar' lines, ops and one 'output' line")
+        elif first.text in ("input", "carry", "loop", "yield", "epilogue", "prologue", "kernel", "output") \
+                and not line.at("=", 1):
+            self.owner.errors.error(f"'{first.text}' is not allowed inside the {self.keyword}", line.span(first),
+                                    f"the {self.keyword} holds 'scalar' lines, ops"
+                                    + (" and one 'output' line" if self.keyword == "epilogue" else ""))
         else:
-            self.ops.append(self.owner.parse_op(line, "epilogue"))
+            self.ops.append(self.owner.parse_op(line, self.keyword))
         return True
 
     def scalar(self, line: Line) -> None:
@@ -81,7 +88,9 @@ class EpilogueParser:
         if dtype.text not in SCALAR_DTYPES:
             self.owner.errors.error(f"a scalar is f32 or i32, not '{dtype.text}'", line.span(dtype),
                                     "f32: a Python float at launch; i32: a Python int")
-        if self.owner.define(name.text, "scalar", line.span(name)):
+        shared = self.keyword == "epilogue" and self.owner.defined.get(name.text, (None,))[0] == "scalar" \
+            and name.text in {v.name for v in self.owner.prologue.scalars}  # the prologue's too: one number
+        if shared or self.owner.define(name.text, "scalar", line.span(name)):
             self.scalars.append(Value(name.text, TensorType(dtype.text if dtype.text in SCALAR_DTYPES else "f32", (1,)),
                                       "scalar", None, line.span(name)))
 
@@ -104,6 +113,8 @@ class EpilogueParser:
         if not self.begun:
             return
         types = self.check_ops()
+        if self.keyword != "epilogue":
+            return
         self.check_outputs(types)
         if self.ops and not self.outputs and self.output_line is None:
             self.owner.errors.error("the epilogue writes nothing: its ops have no 'output' line", self.span,
@@ -124,14 +135,16 @@ class EpilogueParser:
             d = vocab.lookup(op.opcode)
             if op.opcode not in allowed:
                 known = d is not None or op.opcode == "store"
-                what = (f"opcode '{op.opcode}' is not allowed in the epilogue" if known
-                        else f"unknown opcode '{op.opcode}' in the epilogue")
+                what = (f"opcode '{op.opcode}' is not allowed in the {self.keyword}" if known
+                        else f"unknown opcode '{op.opcode}' in the {self.keyword}")
                 did = None if known else did_you_mean(op.opcode, allowed)
                 errors.error(what, op.span, (did + "; " if did else "") + "an epilogue runs the vocabulary's "
                              "elementwise ops (exp, not exp2), conversions, reductions and dequant; it reads "
                              "inputs where the loop loads")
             elif not op.has_result:
-                errors.error(f"op '{op.name}' has no result: the epilogue writes through its 'output' line", op.span)
+                errors.error(f"op '{op.name}' has no result: the {self.keyword} writes through "
+                             + ("its 'output' line" if self.keyword == "epilogue" else "its results, which the loop reads"),
+                             op.span)
             elif op.span is None or op.span.line not in broken:
                 problem = vocab.check(op.opcode, op.type, [types.get(r.name) for r in op.operands], dict(op.attrs))
                 if problem is not None:
@@ -144,19 +157,22 @@ class EpilogueParser:
     def check_operand(self, ref: Operand, seen: set[str]) -> None:
         o = self.owner
         if ref.distance is not None:
-            o.errors.error(f"'{ref}': the epilogue runs once, after the loop, so an iteration distance has no "
-                           "meaning here", ref.span, f"write '{ref.name}' (a carry reads its last value)")
+            o.errors.error(f"'{ref}': the {self.keyword} runs once, {'after' if self.keyword == 'epilogue' else 'before'} "
+                           "the loop, so an iteration distance has no meaning here", ref.span, f"write '{ref.name}'")
             return
-        kind = o.lookup(ref, READABLE, "the epilogue reads the carries' last values, inputs, scalars and its own "
-                        "results", "yield it as a carry to read its last value")
-        if kind == "epilogue" and ref.name not in seen:
+        kind = o.lookup(ref, self.readable, f"the {self.keyword} reads " + (
+                        "the carries' last values, inputs, scalars and its own results" if self.keyword == "epilogue"
+                        else "the inputs, scalars and its own results"), "yield it as a carry to read its last value"
+                        if self.keyword == "epilogue" else "the prologue runs before the loop")
+        if kind == self.keyword and ref.name not in seen:
             o.errors.error(f"'{ref.name}' is used before it is defined", ref.span,
                            "an epilogue op reads the results of the ops above it")
 
     def check_outputs(self, types: dict[str, TensorType]) -> None:
         o = self.owner
         carries = {v.name: v for v in o.values if v.kind == "carry"}
-        shapes = {c.type.shape for c in carries.values()} | {c.type.shape[:1] for c in carries.values()}
+        shapes = {c.type.shape for c in carries.values()} | {c.type.shape[:1] for c in carries.values()} \
+            | {(c.type.shape[0], 2 * c.type.shape[1]) for c in carries.values() if len(c.type.shape) == 2}  # a join
         named: set[str] = set()
         for name, value in self.outputs:
             if name.name in named:
@@ -178,20 +194,21 @@ class EpilogueParser:
                 o.errors.error(f"carry '{name.name}' is {carries[name.name].type}, but '{value.name}' is {t}",
                                value.span, "a carry's output is written from a value of its shape")
             elif want is None and t.shape not in shapes:
-                o.errors.error(f"output '{name.name}' is {t}: neither the shape of a carry nor its rows", value.span,
-                               "a new output is written by the tiles of a carry of its shape (or one value per row)")
+                o.errors.error(f"output '{name.name}' is {t}: neither the shape of a carry, its rows nor the join of "
+                               "two", value.span, "a new output is written by the tiles of a carry of its shape (or one "
+                               "value per row, or the [M, 2N] join of two [M, N] carries)")
 
     def build(self) -> Epilogue:
         return Epilogue(tuple(self.scalars), tuple(self.ops), tuple((n.name, v.name) for n, v in self.outputs),
                         self.span)
 
 
-def print_epilogue(e: Epilogue) -> list[str]:
-    """The block's canonical lines (none for an empty epilogue)."""
+def print_epilogue(e: Epilogue, keyword: str = "epilogue") -> list[str]:
+    """The block's canonical lines (none for an empty epilogue); `keyword`: or the prologue's."""
     if not e:
         return []
     width = max((len(v.name) for v in e.scalars), default=0)
-    lines = ["epilogue {", *(f"  scalar {v.name.ljust(width)} : {v.type.dtype}" for v in e.scalars),
+    lines = [f"{keyword} {{", *(f"  scalar {v.name.ljust(width)} : {v.type.dtype}" for v in e.scalars),
              *print_ops(e.ops)]
     if e.outputs:
         lines.append("  output " + ", ".join(f"{n} = {v}" for n, v in e.outputs))

@@ -22,7 +22,7 @@ TOKEN = re.compile(r"""
 INT = re.compile(r"[-+]?\d+")
 KEYWORDS = ("kernel", "input", "carry", "loop", "yield", "}")
 KINDS = {"input": "an input", "carry": "a carry", "result": "a body result", "scalar": "a scalar",
-         "epilogue": "an epilogue result"}  # for messages
+         "epilogue": "an epilogue result", "prologue": "a prologue result"}  # for messages
 
 
 def isnumber(v) -> bool:
@@ -44,6 +44,11 @@ ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "bits": (lambda v: type(v) is int and 1 <= v <= 8, "an integer from 1 to 8"),
     "shift": (lambda v: type(v) is int and v >= 0, "an integer >= 0"),
     "scalar": (isnumber, "a number"),
+    "pred": (lambda v: v in ("eq", "ne", "lt", "le", "gt", "ge"), "one of eq, ne, lt, le, gt, ge"),
+    "rows": (lambda v: type(v) is int, "an integer (the row index's coefficient)"),
+    "cols": (lambda v: type(v) is int, "an integer (the column index's coefficient)"),
+    "offset": (lambda v: type(v) is int, "an integer"),
+    "fill": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number, inf or -inf"),
 }
 
 

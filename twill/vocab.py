@@ -46,13 +46,13 @@ Rule = Callable[[TensorType | None, list, dict], "str | None"]
 @dataclass(frozen=True)
 class OpDef:
     name: str
-    family: str  # unary, binary, ternary, convert, reduce, row, scan, dequant, mma, memory
+    family: str  # unary, binary, ternary, convert, reduce, row, scan, dequant, mask, join, mma, memory
     arity: tuple[int, ...]  # the operand counts it takes (empty: any)
     roles: tuple[str, ...]  # what each operand is, for messages
     rule: Rule | None
     unit: str
     cost: str | None  # the rate class of its generic cost (None: the machine file must list it)
-    emit: str  # emitter kind: math, exp2, rescale, reduce, dequant, mma, load, store
+    emit: str  # emitter kind: math, exp2, rescale, reduce, dequant, mask, join, mma, load, store
     helper: str = ""  # runtime helper (twill::op_NAME) of register math
     attrs: tuple[str, ...] = ()  # attributes it takes
     needs: tuple[str, ...] = ()  # ... of which it requires
@@ -181,6 +181,36 @@ def _dequant(out, ins, attrs):
     return None
 
 
+MASK_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+def _mask(out, ins, attrs):
+    """mask x[, y] {pred, rows, cols, offset[, fill]}: element (r, c) of the result is x's where
+    rows * r + cols * c + offset PRED 0 (r, c its row and column in the tile), else y's or `fill`."""
+    if out is None:
+        return None
+    if len(out.shape) != 2:
+        return f"the result is {_t(out)}: a mask compares a rank-2 tile's row and column indices"
+    if attrs.get("pred") not in MASK_PREDICATES:
+        return f"pred = {attrs.get('pred')}: it is one of {', '.join(MASK_PREDICATES)}"
+    if (len(ins) == 1) != ("fill" in attrs):
+        return ("a mask with one operand takes its other value from 'fill', one with two operands from y"
+                if len(ins) == 1 else "a mask of two operands takes no 'fill'")
+    return _elementwise()(out, ins, attrs)
+
+
+def _join(out, ins, attrs):
+    """join x, y: the columns of x and y interleaved, x's column j the result's 2j, y's 2j + 1."""
+    if out is None or len(ins) != 2 or None in ins:
+        return None
+    x, y = ins
+    if x.shape != y.shape or len(x.shape) != 2:
+        return f"x is {_t(x)} and y {_t(y)}: join interleaves two rank-2 tiles of one shape"
+    if out.shape != (x.shape[0], 2 * x.shape[1]):
+        return f"joining two {_t(x)} gives [{x.shape[0]},{2 * x.shape[1]}], not {_t(out)}"
+    return None
+
+
 def mma_mismatch(out: TensorType | None, ins: list) -> str | None:
     """Why the rank-2 operands of an mma cannot multiply into its result (None when they can):
     a is [M, K] or [K, M], b is [K, N] or [N, K], the result [M, N]."""
@@ -245,6 +275,12 @@ _DEFS = [
     *[_binary(n, "bit", ints=True, helper=f"op_bit_{n}" if n in ("and", "or", "xor") else "")
       for n in ("and", "or", "xor", "shl", "shr")],
     OpDef("select", "ternary", (3,), ("cond", "a", "b"), _elementwise(), "alu", "alu", "math", "op_select"),
+    OpDef("mask", "mask", (1, 2), ("x", "y"), _mask, "alu", "alu", "mask", "op_mask",
+          attrs=("pred", "rows", "cols", "offset", "fill"), needs=("pred", "rows", "cols", "offset"),
+          form="mask x[, y] : TYPE {pred = P, rows = A, cols = B, offset = C[, fill = V]}",
+          shape="element (r, c) is x's where A*r + B*c + C P 0 (P one of eq ne lt le gt ge), else y's or fill"),
+    OpDef("join", "join", (2,), ("x", "y"), _join, "alu", "alu", "join", "op_join",
+          shape="x and y [M, N], the result [M, 2N]: x's column j is column 2j, y's column 2j + 1"),
     OpDef("fma", "ternary", (3,), ("a", "b", "c"), _elementwise(), "alu", "alu", "math", "op_fma"),
     *[OpDef(f"reduce_{n}", "reduce", (1, 2), ("x", "init"), _reduce, "alu", "reduce", "reduce", f"op_reduce_{n}",
             attrs=("axis",), needs=("axis",)) for n in ("sum", "max", "min")],

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import batch_groups, descale, epilogue, runtime
+from . import batch_groups, descale, epilogue, masks, runtime
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -86,6 +86,7 @@ class Renderer(Stores, Kernel):
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
         wrappers += [runtime.causal_part(m.target).lstrip("\n")] if self.causal.masks else []
+        wrappers += masks.runtime(m)  # the mask op's header, in kernels that have one
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]

@@ -82,7 +82,8 @@ def anchor(graph: Graph, name: str) -> str:
     value = outputs(graph)[name]
     shape = value_type(graph, value).shape
     read = carries_read(graph, value)
-    for fits in (lambda c: c.type.shape == shape, lambda c: c.type.shape[:1] == shape):
+    for fits in (lambda c: c.type.shape == shape, lambda c: c.type.shape[:1] == shape,
+                 lambda c: len(shape) == 2 and c.type.shape == (shape[0], shape[1] // 2)):  # a join of two
         found = [c for c in read if fits(carries[c])] or [c.name for c in graph.carries if fits(c)]
         if found:
             return found[0]

@@ -373,7 +373,14 @@ KINDS: dict[str, Callable[[vocab.OpDef], Emitter]] = {  # the table's emitter ki
     "math": _table_math,
     "reduce": _reduce,
     "dequant": lambda d: _dequant,
+    "mask": lambda d: _index_mask,
+    "join": lambda d: _math(d.helper),  # op_join (cuda_runtime/join_sm*.cuh, in kernels with a join: masks.py)
 }
+
+
+def _index_mask(call: OpCall) -> list[str]:
+    from .masks import emit_mask  # (masks.py reads this module's operand reader)
+    return emit_mask(call)
 # Every table op of register math, by its kind; those whose code predates the table keep theirs.
 COMMON: dict[str, Emitter] = {
     **{d.name: KINDS[d.emit](d) for d in vocab.VOCAB.values() if d.emit in KINDS},
@@ -391,7 +398,7 @@ def needs_extension(model: KernelModel) -> bool:
     """Does the kernel use the runtime's vocabulary extension (vocab*.cuh): an opcode beyond the
     base ones, a float-to-integer conversion, or a column vector?"""
     graph = model.graph
-    ops = graph.ops + graph.epilogue.ops
+    ops = graph.ops + graph.epilogue.ops + graph.prologue.ops
     types = [v.type for v in graph.values.values()] + [op.type for op in ops if op.type is not None]
     return (any(op.opcode not in BASE_OPCODES and op.opcode in vocab.VOCAB for op in ops)
             or any(vector_kind(t) == "cols" for t in types)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
-from . import batch_groups
+from . import batch_groups, prologue
 from .after_loop import AfterLoop
 from .lines import Lines
 from .model import EmitError, dtype_bytes, ident, local, swizzle_bytes
@@ -140,6 +140,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
                 out(f"twill::global_to_frag({local(t.value)}, args.{t.name} + static_cast<size_t>({batch}) * "
                     f"{nrows} * {ncols} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
                     f"{self.row0(vt.shape[0])}, 0, {ncols});")
+        prologue.emit(self, out, reads)
 
     def _input_loader(self) -> str:
         m = self.m

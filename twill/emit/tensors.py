@@ -5,7 +5,7 @@ union-find over the tile dimensions the mmas and elementwise ops tie together.""
 from __future__ import annotations
 
 from ..ir import Graph, TensorType
-from . import epilogue
+from . import epilogue, prologue
 from .model import LOAD_OPCODES, EmitError, GlobalTensor, MmaShape, ident
 
 
@@ -63,6 +63,7 @@ def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
             elif len(t.shape) == 1 and rank == 2 and t.shape[0] == op.type.shape[0]:
                 cls.union(key(name, 0), (op.name, 0))  # a per-row operand broadcast along columns
     epilogue.unify(graph, cls.union, key)
+    prologue.unify(graph, cls.union, key)
     return cls
 
 
@@ -116,7 +117,8 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
         out.append(GlobalTensor(ident(name), value, kind, dtype or t.dtype, tile, axes, per_iter, len(t.shape)))
 
     for v in graph.inputs:
-        add(v.name, v.name, "input", v.type, False)
+        if not v.computed:  # the prologue's results: computed before the loop, in no tensor (prologue.py)
+            add(v.name, v.name, "input", v.type, False)
     for op in graph.ops:
         if op.opcode in LOAD_OPCODES and op.type is not None:
             add(op.name, op.name, "load", op.type, True)

@@ -11,12 +11,14 @@ name (``%12``) gives ``CARRY_new`` or ``OPCODE_K``. A copy into memory is named 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import re
 from collections import Counter
 from itertools import count
 
 from ..errors import Diagnostic, InputError
 from ..ir import Graph, Op, Operand, Value
+from . import prologue
 from .attach import attach
 from .fuse import Body, Group
 from .values import Const, Lowered, Note, Ref, Tile
@@ -79,6 +81,7 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
         if (outside or (r.kind == "carry" and r.index in invariant)) and r not in inputs:
             ssa = body.nodes[r.index].ssa if outside else lowered.carries[r.index].ssa
             inputs[r] = names.claim(base_name(ssa), fallback="input")
+    pro, unscaled = _prologue(body, groups, inputs, names)
     yielded_to: dict[int, str] = {}
     for k, name in carry_name.items():
         yielded_to.setdefault(body.yields[k].ref.index, name)
@@ -90,9 +93,12 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
         return carry_name[r.index] if r.kind == "carry" else op_name[root_of[r.index]]
 
     _name_ops(groups, body, names, yielded_to, operand_name, op_name)
-    graph_inputs = tuple(Value(name, _ref_type(lowered, body, r), "input", span=_ref_span(lowered, body, r))
-                         for r, name in inputs.items())
-    graph_carries, notes = [], []
+    real = {r: n for r, n in inputs.items() if r not in pro.computed} | pro.real
+    graph_inputs = tuple(Value(name, _input_type(lowered, body, r, r not in inputs), "input",
+                               span=_ref_span(lowered, body, r)) for r, name in real.items())
+    computed_inputs, block = pro.graph_parts()
+    graph_inputs += computed_inputs
+    graph_carries, notes = [], _computed_inputs(body, {r: n for r, n in inputs.items() if r not in pro.computed})
     for k, name in carry_name.items():
         carry = lowered.carries[k]
         text, problem = init_text(carry.init)
@@ -101,15 +107,67 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
                                          severity="warning")))
         output = (("output", carry.output),) if carry.output else ()
         graph_carries.append(Value(name, carry.type, "carry", text, carry.span, output))
-    ops = tuple(Op(op_name[g.root], g.opcode, tuple(Operand(operand_name(r)) for r in g.operands), g.type,
+    ops = tuple(Op(op_name[g.root], g.opcode, tuple(Operand(unscaled.get((g.root, k), operand_name(r)))
+                                                    for k, r in enumerate(g.operands)), g.type,
                    attrs=g.attrs, has_result=g.type is not None, span=g.span) for g in groups)
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
-    graph = Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file)
+    graph = Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file, prologue=block)
     spans = {g.root: body.nodes[g.root].span for g in groups if g.type is None}
     return attach(graph, lowered, names, {lowered.carries[k].ssa: n for k, n in carry_name.items()},
                   {body.nodes[g.root].ssa: op_name[g.root] for g in groups},
-                  {body.nodes[r.index].ssa: n for r, n in inputs.items() if r.kind == "node"},
+                  {body.nodes[r.index].ssa: n for r, n in real.items() if r.kind == "node"},
                   {f"{s.line}:{s.col}": op_name[root] for root, s in spans.items()}), notes
+
+
+def _prologue(body: Body, groups: list[Group], inputs: dict, names: "_Names"):
+    """The prologue (ttgir/prologue.py) of the inputs computed before the loop, with the
+    `div B, exp2_scale` of each input an exp2 subtracts from its scaled scores; and, per (group
+    root, operand index), the name the op reads instead of the input."""
+    pro = prologue.build(body, inputs, names.claim, base_name) or prologue.Prologue([], {}, {})
+    unscaled = {}
+    for root, ref in prologue.scaled_subtrahends(body, groups, set(inputs)).items():
+        b = inputs[ref]
+        name = next((op.name for op in pro.ops if op.opcode == "div" and [o.name for o in op.operands] == [b, prologue.KNOB]),
+                    None)
+        if name is None:
+            name = names.claim(f"{b}_unscaled", fallback=f"{b}_unscaled")
+            t = _ref_type_body(body, ref)
+            pro.ops.append(Op(name, "div", (Operand(b), Operand(prologue.KNOB)), t, (), True,
+                              body.nodes[ref.index].span if ref.kind == "node" else None))
+            pro.scalars = (prologue.KNOB,)
+            if ref not in pro.computed and ref not in pro.real:
+                pro.real[ref] = b
+        unscaled[(root, 1)] = name
+    return pro, unscaled
+
+
+def _input_type(lowered: Lowered, body: Body, ref: Ref, prologue_only: bool):
+    """An input's type; one only the prologue reads is read into registers (not staged in shared memory)."""
+    t = _ref_type(lowered, body, ref)
+    return replace(t, space="reg") if prologue_only and t.space == "smem" else t
+
+
+def _ref_type_body(body: Body, ref: Ref):
+    return body.nodes[ref.index].type if ref.kind == "node" else body.carry_types[ref.index]
+
+
+BEFORE_LOOP_SOURCES = ("load", "arg", "move")  # what an input from before the loop may be: data the caller has
+
+
+def _computed_inputs(body: Body, inputs: dict) -> list[Note]:
+    """A tile the loop reads that is computed before it (dQ's `lse * log2(e)`) becomes an input,
+    which the kernel's caller does not have: a warning at the op that computes it (an error under
+    --strict), since the graph has no prologue to compute it in."""
+    notes = []
+    for r, name in inputs.items():
+        n = body.nodes[r.index] if r.kind == "node" else None
+        if n is not None and n.kind not in BEFORE_LOOP_SOURCES:
+            notes.append(Note(Diagnostic(
+                f"'{n.mlir}' before the loop computes the tile '{name}' the loop reads: imported as an input "
+                "that the kernel's caller gives, which the kernel's arguments do not hold", n.span,
+                "the graph has no prologue (work before the loop): give the loop the tile, or compute it "
+                "in the loop (docs/ttgir-import.md, section 9)", "warning"), True))
+    return notes
 
 
 def _variables(lowered: Lowered, body: Body, groups: list[Group], live: list[int]) -> dict[int, str]:

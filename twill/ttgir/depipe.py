@@ -71,7 +71,7 @@ def depipeline(lowered: Lowered) -> Lowered:
     return _reorder(_drop_dead(_common(lowered)))
 
 
-PURE = {"ew", "conv", "exp2", "rowmax", "rowsum", "reduce", "scan", "move"}
+PURE = {"ew", "conv", "exp2", "rowmax", "rowsum", "reduce", "scan", "move", "mask"}
 
 
 def _common(lowered: Lowered) -> Lowered:

@@ -239,6 +239,11 @@ class _After:
 
     def compute(self, op: MOp, vals: list) -> EVal:
         name = op.name
+        if name in ("tt.join", "tt.reshape"):
+            return self.join(op, vals)
+        if name in CONVERTS and isinstance(vals[0], EVal) and vals[0].kind == "op" and self.ops[vals[0].key].opcode == "join":
+            j = self.ops[vals[0].key]  # a join converted: the join rounds to the new dtype (a permutation
+            return self.add(op, "join", list(j.operands), type_=replace(j.type, dtype=self.result_type(op).dtype))
         if name in CONVERTS:
             return self.add(op, "convert", [vals[0]])
         if name in UNARY:
@@ -253,6 +258,20 @@ class _After:
         raise self.error(op, f"'{op.name}' after the loop computes what is stored from the loop's results, and "
                              "the epilogue has no op for it", "the epilogue imports elementwise arithmetic, "
                              "conversions, exp/log/sqrt/tanh and layout views (docs/ttgir-import.md)")
+
+    def join(self, op: MOp, vals: list) -> EVal:
+        """``tt.join %x, %y`` of two [M, N] tiles, [M, N, 2], seen through ``tt.reshape`` to [M, 2N]:
+        the columns interleaved (x's column j is column 2j, y's 2j + 1), the vocabulary's `join`."""
+        t = self.result_type(op)
+        x = vals[0] if vals else None
+        if op.name == "tt.reshape" and isinstance(x, EVal) and x.kind == "op" and self.ops[x.key].opcode == "join" \
+                and self.ops[x.key].type.shape == t.shape:
+            return x  # the join's [M, N, 2] is the [M, 2N] it was typed as
+        if op.name == "tt.join" and len(vals) == 2 and all(isinstance(v, EVal) for v in vals) and len(t.shape) == 3 \
+                and t.shape[2] == 2:
+            return self.add(op, "join", list(vals), type_=TensorType(t.dtype, (t.shape[0], 2 * t.shape[1])))
+        raise self.error(op, f"'{op.name}' after the loop: only a join of two [M, N] tiles seen as [M, 2N] (a "
+                             "tt.reshape of it) is an epilogue op")
 
     def binary(self, op: MOp, opcode: str, commutative: bool, vals: list) -> EVal:
         x, y = vals[0], vals[1]

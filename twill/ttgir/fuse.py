@@ -8,7 +8,7 @@ Four rewrites run in order over the loop's nodes, then the survivors are grouped
 2. `fold_moves`: a copy of a register tile into shared or tensor memory (``ttng.tmem_store``,
    ``ttg.local_alloc`` of a computed tile) whose producer is elementwise and has no other consumer folds
    into the producer, whose result now lives in that memory. Other copies stay, as `convert` ops.
-3. `inline_unary`: a cheap elementwise op on one tile (``qk * scale``, a select with an index mask)
+3. `inline_unary`: a cheap elementwise op on one tile (``qk * scale``)
    read by several elementwise consumers is recomputed inside each of them rather than kept as an op.
 4. `group`: a chain of elementwise ops fuses into one op. A producer with exactly one consumer (and not
    yielded) fuses into that consumer when both are elementwise, the group keeps at most one anchor
@@ -262,20 +262,20 @@ WHOLE = {"dequant", "rescale", "convert"}  # opcodes whose chains are checked wh
 
 def _faithful(body: Body, idx: list[int], opcode: str) -> bool:
     """Does the one op `opcode` of the chain `idx` compute what the chain computes? Besides the root
-    (or the anchor), a member is a conversion, a select of a tile by an index mask (dropped with a
-    warning when lowered), or an op `AROUND` the anchor allows; after an exp2 only conversions
+    (or the anchor), a member is a conversion or an op `AROUND` the anchor allows (a mask of element
+    indices is an op of its own, `mask`, never a member); after an exp2 only conversions
     follow (p = exp2(...) * y is two ops); no member reads one value twice (x * x). A chain of other
     elementwise ops is one op per node."""
     if opcode in WHOLE:
         return True
     nodes = [body.nodes[i] for i in idx]
     anchor = next((n for n in nodes if n.kind in ANCHORS), None)
-    center = anchor or next((n for n in reversed(nodes) if n.kind != "conv" and not _index_mask(n)), nodes[-1])
+    center = anchor or next((n for n in reversed(nodes) if n.kind != "conv"), nodes[-1])
     if any(len(set(n.operands)) < len(n.operands) for n in nodes):
         return False  # x * x: the fused op would read x once
     after = _downstream(body, idx, center.index)
     for n in nodes:
-        if n is center or n.kind == "conv" or _index_mask(n):
+        if n is center or n.kind == "conv":
             continue
         if anchor is None or (n.index in after and anchor.kind == "exp2"):
             return False
@@ -286,12 +286,6 @@ def _faithful(body: Body, idx: list[int], opcode: str) -> bool:
             continue
         return False
     return True
-
-
-def _index_mask(n: Node) -> bool:
-    """A select whose condition is computed from element indices: the importer drops the mask."""
-    from .values import Indexed
-    return n.mlir == "arith.select" and len(n.operands) == 1 and any(isinstance(a, Indexed) for a in n.args)
 
 
 def _downstream(body: Body, idx: list[int], start: int) -> set[int]:

@@ -17,6 +17,7 @@ A graph has one loop; a kernel may have several. The rule (`choose_loop`):
 from __future__ import annotations
 
 from ..errors import Diagnostic, InputError
+from .indices import UnexpressedMask
 from .locs import position
 from .values import Note
 
@@ -46,25 +47,30 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
             f"loop {k} is not imported: the graph does not compute the kernel's whole result",
             src.span(loops[k][1][-1].head), severity="warning")) for k in left]
         return graph, notes + _after(module, loops[loop])
-    results, first_error = {}, None
+    results, first_error, blocked = {}, None, {}
     for k, (func, path) in enumerate(loops):
         if k in absorbed:
             continue
         try:
             results[k] = import_loop(func, path)
+        except UnexpressedMask as exc:  # a tile loop all the same: never left out silently
+            if len(loops) == 1:
+                raise
+            blocked[k] = exc
         except InputError as exc:  # with several candidates, a loop we cannot read is skipped
             if len(loops) == 1:
                 raise
             first_error = first_error or exc
     if not results:
-        raise first_error
+        raise first_error or next(iter(blocked.values()))
     tile = [k for k, r in results.items() if _is_tile_loop(r)]
     outer = {k for k in tile for j in tile if j != k and _encloses(loops[k][1], loops[j][1])}
     candidates = [k for k in tile if k not in outer] or list(results)
     best = max(candidates, key=lambda k: _score(results[k]))  # the first of equals
     siblings = [k for k in candidates if k != best and k in tile]
+    siblings += [k for k in blocked if not _nested(loops[k][1], loops[best][1])]
     if siblings:
-        raise InputError(*(Diagnostic(
+        raise InputError(*[d for k in sorted(blocked) if k in siblings for d in blocked[k].diagnostics], *(Diagnostic(
             f"loop {k} would be left out: this kernel has {len(siblings) + 1} tile loops one after the other "
             f"(loops {', '.join(str(j) for j in sorted(siblings + [best]))}) and a graph has one loop",
             src.span(loops[k][1][-1].head),
@@ -87,6 +93,8 @@ def _tile_loops(loops, import_loop, skip: int) -> list[int]:
         try:
             if _is_tile_loop(import_loop(func, path)):
                 out.append(k)
+        except UnexpressedMask:  # a tile loop whose mask the import does not express
+            out.append(k)
         except InputError:
             continue
     return out

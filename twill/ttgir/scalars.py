@@ -6,6 +6,7 @@ import struct
 from dataclasses import replace
 
 from ..ir import TensorType
+from . import indices
 from .opnames import COMMUTATIVE, ELEMENTWISE, SLOTS, TRANSPOSES, int_attr
 from .parser import MOp
 from .state import Lowering
@@ -17,6 +18,10 @@ def view(lw: Lowering, op: MOp) -> None:
     val = vals[0] if vals else SCALAR
     if op.name in TRANSPOSES and isinstance(val, (Tile, Buf)):
         val = replace(val, flip=not val.flip)
+    if op.name == "tt.expand_dims":
+        val = indices.expand(val, int_attr(op, "axis"))
+    elif op.name in TRANSPOSES:
+        val = indices.transpose(val)
     if op.name == "tt.expand_dims" and isinstance(val, Tile) and int_attr(op, "axis") == 0 \
             and len(lw.type_of(val.ref).shape) == 1:
         val = replace(val, column=True)
@@ -41,7 +46,7 @@ def _slot(lw: Lowering, op: MOp, buf: Buf) -> None:
 
 def scalar(lw: Lowering, op: MOp) -> None:
     lw.operands(op)  # still checks that they are defined
-    lw.bind(op, INDEXED if op.name == "tt.make_range" else SCALAR)
+    lw.bind(op, indices.make_range(int_attr(op, "start")) if op.name == "tt.make_range" else SCALAR)
 
 
 def no_op(lw: Lowering, op: MOp) -> None:
@@ -89,21 +94,54 @@ def _literal(text: str, elem: str) -> float | bool | None:
 def elementwise(lw: Lowering, op: MOp) -> None:
     vals = lw.operands(op)
     if not any(isinstance(v, Tile) for v in vals):
-        lw.bind(op, INDEXED if any(isinstance(v, Indexed) for v in vals) else SCALAR)
+        indexed = any(isinstance(v, Indexed) for v in vals)
+        lw.bind(op, indices.combine(op.name, vals, _predicate(op)) if indexed else SCALAR)
         return
-    if any(isinstance(v, Indexed) for v in vals):
-        lw.note(op, f"'{op.name}' reads a tensor computed from element indices (a mask, say), which a "
-                    "tile-loop graph cannot express: the op is imported without it", unknown=True,
-                hint="a .tir op computes the same function of every element; a causal or boundary mask "
-                     "of the tile is not imported (emit-cuda masks only a ragged last tile)")
     ins, outs = lw.signature(op)
     mtype = outs[0] if outs else ins[-1] if ins else None
     if mtype is None:
         raise lw.src.error(f"'{op.name}' has no type", op.head)
     tt = _result_tile(lw, mtype, op)  # on a one-element tile (a reduction to a scalar): a scalar
+    if any(isinstance(v, Indexed) for v in vals):
+        lw.bind(op, _masked(lw, op, vals, tt))
+        return
     if op.name in ("arith.cmpf", "arith.cmpi"):
         tt = TensorType("i1", tt.shape)
     lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=_scalar_operand(op, vals)))
+
+
+def _predicate(op: MOp) -> str | None:
+    return op.tokens[0].text.rstrip(",") if op.name in ("arith.cmpi", "arith.cmpf") and op.tokens else None
+
+
+def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
+    """``arith.select %m, %a, %b`` of an index mask of the 2-D tile (indices.py): a `mask` node,
+    `mask a[, b] {pred, rows, cols, offset[, fill]}`; a constant side is the `fill`, a constant kept
+    side keeps the other with the predicate negated. Any other op of a tile that reads element
+    indices is an error at its line: the graph would compute something else."""
+    m = vals[0] if len(vals) == 3 and op.name == "arith.select" else None
+    attrs = indices.mask_attrs(m) if isinstance(m, indices.IndexMask) and len(tt.shape) == 2 else None
+    a, b = (vals[1], vals[2]) if attrs is not None else (None, None)
+    if attrs is not None and not isinstance(a, Tile) and isinstance(b, Tile):
+        m, a, b = m.negated(), b, a
+        attrs = indices.mask_attrs(m)
+    fill = b.value if isinstance(b, Const) else None
+    if attrs is None or not isinstance(a, Tile) or not (isinstance(b, Tile) or _number(fill)):
+        if not lw.in_loop:  # before the loop: only what the loop reads of it matters (an error there)
+            return INDEXED
+        raise indices.UnexpressedMask(*lw.src.error(
+            f"'{op.name}' reads a tensor computed from element indices that the import cannot express "
+            "as a mask of the tile", op.head,
+            hint="a mask is imported as `mask` where it is `select(r*A + c*B + C PRED 0, x, y)` of the tile's "
+                 "row r and column c with constant A, B, C (docs/ttgir-import.md, section 3); offsets from "
+                 "the program id or the loop's induction variable are not").diagnostics)
+    operands = [a] if not isinstance(b, Tile) else [a, b]
+    extra = (("fill", float(fill)),) if not isinstance(b, Tile) else ()
+    return lw.node("mask", op, operands, tt, attrs=attrs + extra, opcode="mask")
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 

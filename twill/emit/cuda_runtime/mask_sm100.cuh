@@ -1,0 +1,19 @@
+
+// ==== the mask op of the vocabulary (twill/emit/masks.py), in kernels that have one: sm_100a ====
+// mask (twill/emit/masks.py): does an element's index v = rows * r + cols * c + offset satisfy
+// v PRED 0 (PRED 0..5: eq ne lt le gt ge)?
+template <int PRED>
+__device__ __forceinline__ bool index_holds(int v) {
+  return PRED == 0 ? v == 0 : PRED == 1 ? v != 0 : PRED == 2 ? v < 0 : PRED == 3 ? v <= 0 : PRED == 4 ? v > 0 : v >= 0;
+}
+// mask x, y: element (r, c) of the tile (r = row0 + the thread's row) is x's where
+// ROWS * r + COLS * c + OFFSET PRED 0 (index_holds), else y's (a tile, or a float: the fill).
+template <int PRED, int ROWS, int COLS, int OFFSET, typename Out, typename X, typename Y>
+__device__ __forceinline__ void op_mask(Out& out, const X& x, const Y& y, int row0) {
+  const int r = row0 + trow<Out::kRows>();
+  for_each(out, [&](int i) {
+    const int v = ROWS * r + COLS * i + OFFSET;
+    return index_holds<PRED>(v) ? at<false>(x, i) : at<false>(y, i);
+  });
+}
+
