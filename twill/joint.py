@@ -66,14 +66,12 @@ def same_window_upto(swp_length: int, ii: int, last: int) -> int:
     return last if c <= 1 else min(last, (swp_length - 1) // (c - 1))
 
 
-def critical_path(p: Problem) -> int:
-    """The longest chain of distance-0 latencies: no schedule is shorter, whatever I."""
-    longest = {t.name: t.cycles for t in p.tasks}
-    for _ in range(len(p.tasks)):
-        for d in p.deps:
-            if d.distance == 0:
-                longest[d.src] = max(longest[d.src], d.latency + longest[d.dst])
-    return max(longest.values(), default=0)
+def length_floor(p: Problem, swp_length: int = 0) -> int:
+    """A lower bound on the joint L at every I: stage 1's unit bound with the cross-role delays that
+    every joint schedule pays (`modulo.length_bound(p, p.cross)`: a load and the op it feeds are
+    never on one role), the critical path among them; and at the SWP bound, stage 1's proven L."""
+    from .modulo import length_bound
+    return max(swp_length, length_bound(p, p.cross))
 
 
 FROM_BELOW = 16  # candidate lengths the search for the least L tries one at a time from below
@@ -176,10 +174,10 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
     and one check refutes an I faster than the ascent through its lengths)."""
     lmax = window(p, ii, swp_length, extra_copies)
     with JointEncoding(p, ii, lmax) as enc:
-        lb = swp_length if ii == first_ii else critical_path(p)
+        lb = length_floor(p, swp_length if ii == first_ii else 0)
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
         if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
-            status, below = Status.SAT, lb - 1  # (lb itself is proven: stage 1's L, or the critical path)
+            status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
         else:
             status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
         tried.append((ii, status))
