@@ -33,6 +33,7 @@ OBJECTIVES = {
                                                  for d in e.p.deps]),
     "warps": lambda e: e.add(*[e.warps(w) for w in range(e.K)]),
     "starts": lambda e: e.add(*[e.start[t.name] for t in e.p.tasks]),
+    # and "start:OP": one op's start (the lexicographic earliest-starts tie-break, joint.py)
 }
 
 
@@ -94,7 +95,8 @@ class JointEncoding:
     # -- checks ---------------------------------------------------------------------------------
     def _term(self, objective: str):
         if objective not in self._objectives:
-            self._objectives[objective] = OBJECTIVES[objective](self._e)
+            kind, _, op = objective.partition(":")
+            self._objectives[objective] = self._e.start[op] if kind == "start" else OBJECTIVES[objective](self._e)
         return self._objectives[objective]
 
     def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None,

@@ -9,8 +9,10 @@ needed plus two (`window`). Past it, I is refuted in ranges: one encoding with I
 double in width while they are refuted. In the first satisfiable range, the least satisfiable I is
 found by binary search on I within that encoding. The first satisfiable I is optimal: every smaller
 I was unsatisfiable within its window, as in the paper (which allows no extra copy). At that I, on
-an encoding of that one I: L is minimized, then the number of roles, the cross-role edges, the warps
-and the sum of the starts, each by tightening a bound until unsat.
+an encoding of that one I: L is minimized, then the number of roles, the cross-role edges and the
+warps, each by tightening a bound until unsat, and last the starts, lexicographically in op order.
+Every check is made under assumptions on one solver context, and each bound a check refutes is
+kept as a fact, so what the solver learns carries from one check to the next.
 """
 from __future__ import annotations
 
@@ -140,8 +142,7 @@ def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
         cap, step = cap + step, step * 2
 
 
-TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
-              ("starts", 0))  # then as soon as possible: every op at its earliest start among those schedules
+TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1))  # then the earliest starts (`_earliest_starts`)
 
 
 def _minimize(enc: JointEncoding, below: int, deadline, report):
@@ -152,17 +153,52 @@ def _minimize(enc: JointEncoding, below: int, deadline, report):
         report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
         _, finished = enc.minimize(what, floor, deadline)
         ties = ties and finished
-    return length, done, ties
+    report("joint", {"I": enc.lo, "L": length, "minimizing": "starts", "last check s": _secs(enc)})
+    return length, done, ties and _earliest_starts(enc, deadline)
+
+
+def _earliest_starts(enc: JointEncoding, deadline) -> bool:
+    """The last tie-break: the lexicographically least starts in op order (op 0 as early as any of
+    those schedules allows, then op 1 given that, ...), each fixed once proven. The starts that come
+    out are the one such vector, whatever path the solver took. Each op's search begins with one
+    check just under its start in the last model (often refuted at once: it is already earliest),
+    and its floor is its head with the cross-role delays (`modulo._heads_tails(p, p.cross)`).
+
+    Was: the least sum of starts, by binary search on the sum: on the corpus' random DAGs of 20-28
+    ops its checks near the optimum took 8-25 s each (random_n20_s4: over 40 s, never finished),
+    where the lexicographic one takes about 70 checks of milliseconds (3 s in all)."""
+    from .modulo import _heads_tails
+    head, _ = _heads_tails(enc.p, enc.p.cross)
+    for v in enc.names:
+        objective = f"start:{v}"
+        now = enc.value(objective)
+        if now > head[v]:
+            status = enc.check(deadline, {objective: now - 1})
+            if status == Status.TIMEOUT:
+                return False
+            if status == Status.UNSAT:
+                enc.bound(objective, now)
+                continue
+        if not enc.minimize(objective, head[v], deadline)[1]:
+            return False
+    return True
 
 
 def _secs(enc: JointEncoding) -> str:
     return f"{enc.last_check_seconds:.2f}"
 
 
+ANY_II_SHARE, ANY_II_SECONDS = 0.1, 2.0  # of the time left, at most, the shortcut below may take
+
+
 def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
-    """Once the SWP bound fails: if even a fully sequential I is unsatisfiable, no I is."""
+    """Once the SWP bound fails: if even a fully sequential I is unsatisfiable, no I is. A shortcut
+    to that answer, never a proof of anything else, so it gets a small share of the time (an
+    undecided check proves nothing and the escalation goes on): on the corpus' two-part backward
+    (h200) this check ran 15 s without an answer, a quarter of the solve's minute."""
+    left = ANY_II_SECONDS if deadline is None else min(ANY_II_SECONDS, ANY_II_SHARE * (deadline - time.monotonic()))
     with JointEncoding(p, last, window(p, last, swp_length, extra_copies)) as enc:
-        status = enc.check(deadline)
+        status = enc.check(time.monotonic() + left)
     if status == Status.UNSAT:
         raise NoScheduleError(Diagnostic("no joint schedule exists at any initiation interval under these limits",
                                          hint="run `twill explain` to see which constraints conflict"))
