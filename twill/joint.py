@@ -79,6 +79,20 @@ def length_floor(p: Problem, swp_length: int = 0) -> int:
 FROM_BELOW = 16  # candidate lengths the search for the least L tries one at a time from below
 
 
+def _numbered(p: Problem, key: dict[str, object], slots: int) -> dict[str, int] | None:
+    """Roles by `key` (ops of one key share a role; "load" marks the one-warp producer), slots
+    numbered in op order as the role slots' order wants; None when it needs more slots or warps than
+    there are (every role but the producer a warpgroup)."""
+    slot: dict[object, int] = {}
+    for t in p.tasks:
+        slot.setdefault(key[t.name], len(slot))
+    groups = [k for k in slot if k != "load"]
+    warps = p.limits.warp_group * len(groups) + (1 if "load" in slot else 0)
+    if len(slot) > slots or warps > p.limits.warps:
+        return None
+    return {t.name: slot[key[t.name]] for t in p.tasks}
+
+
 def role_hint(p: Problem, slots: int) -> dict[str, int] | None:
     """A guess at the roles, for finding a first schedule faster (never for a proof): the
     variable-latency ops in one producer role, and each connected part of the other ops (its
@@ -95,30 +109,39 @@ def role_hint(p: Problem, slots: int) -> dict[str, int] | None:
     for d in p.deps:
         if d.src in part and d.dst in part:
             part[root(d.src)] = root(d.dst)
-    key = {t.name: ("load" if t.variable_latency else root(t.name)) for t in p.tasks}
-    slot: dict[str, int] = {}
-    for t in p.tasks:
-        slot.setdefault(key[t.name], len(slot))
-    groups = [k for k in slot if k != "load"]
-    warps = p.limits.warp_group * len(groups) + (1 if "load" in slot else 0)
-    if len(slot) > slots or warps > p.limits.warps:
-        return None
-    return {t.name: slot[key[t.name]] for t in p.tasks}
+    return _numbered(p, {t.name: ("load" if t.variable_latency else root(t.name)) for t in p.tasks}, slots)
 
 
-HINT_SHARE = 0.25  # of the time left (at most HINT_SECONDS) the ascent under the role hint may take
+def unit_hint(p: Problem, slots: int) -> dict[str, int] | None:
+    """The second guess, where the graph is one connected part (a random DAG): the producer, and a
+    role per unit of the other ops. On the corpus' 28-op random DAG it finds a schedule of the least
+    L in 3 s where the search without a hint took 25 s."""
+    return _numbered(p, {t.name: ("load" if t.variable_latency else ("unit", t.unit)) for t in p.tasks}, slots)
+
+
+def role_hints(p: Problem, slots: int) -> list[dict[str, int]]:
+    hints = []
+    for guess in (role_hint, unit_hint):
+        hint = guess(p, slots)
+        if hint is not None and hint not in hints:
+            hints.append(hint)
+    return hints
+
+
+HINT_SHARE = 0.25  # of the time left (at most HINT_SECONDS) the ascent under each role hint may take
 HINT_SECONDS = 5.0
 
 
 def _hinted_first_length(enc: JointEncoding, p: Problem, lb: int, lmax: int, deadline):
-    """The ascent of `_first_length` under `role_hint`'s roles, within a share of the time left: a
-    model to start the search for the least L from (SAT), or nothing learnt (any other answer)."""
-    hint = role_hint(p, enc.slots)
-    if hint is None:
-        return Status.TIMEOUT
-    left = HINT_SECONDS if deadline is None else min(HINT_SECONDS, HINT_SHARE * (deadline - time.monotonic()))
-    status, _ = _first_length(enc, lb, lmax, time.monotonic() + left, hint)
-    return status
+    """The ascent of `_first_length` under each of `role_hints`' roles in turn, each within a share
+    of the time left: a model to start the search for the least L from (SAT), or nothing learnt
+    (any other answer)."""
+    for hint in role_hints(p, enc.slots):
+        left = HINT_SECONDS if deadline is None else min(HINT_SECONDS, HINT_SHARE * (deadline - time.monotonic()))
+        status, _ = _first_length(enc, lb, lmax, time.monotonic() + left, hint)
+        if status == Status.SAT:
+            return status
+    return Status.TIMEOUT
 
 
 def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
