@@ -10,7 +10,8 @@ double in width while they are refuted. In the first satisfiable range, the leas
 found by binary search on I within that encoding. The first satisfiable I is optimal: every smaller
 I was unsatisfiable within its window, as in the paper (which allows no extra copy). At that I, on
 an encoding of that one I: L is minimized, then the number of roles, the cross-role edges and the
-warps, each by tightening a bound until unsat, and last the starts, lexicographically in op order.
+warps, each by tightening a bound until unsat, and last the starts, lexicographically in reverse op
+order.
 Every check is made under assumptions on one solver context, and each bound a check refutes is
 kept as a fact, so what the solver learns carries from one check to the next.
 """
@@ -181,18 +182,24 @@ def _minimize(enc: JointEncoding, below: int, deadline, report):
 
 
 def _earliest_starts(enc: JointEncoding, deadline) -> bool:
-    """The last tie-break: the lexicographically least starts in op order (op 0 as early as any of
-    those schedules allows, then op 1 given that, ...), each fixed once proven. The starts that come
-    out are the one such vector, whatever path the solver took. Each op's search begins with one
-    check just under its start in the last model (often refuted at once: it is already earliest),
-    and its floor is its head with the cross-role delays (`modulo._heads_tails(p, p.cross)`).
+    """The last tie-break: the lexicographically least starts in reverse op order (the last op as
+    early as any of those schedules allows, then the one before it given that, ...), each fixed
+    once proven: the starts that come out are the one such vector, whatever path the solver took.
+    Reverse op order is a reverse topological order of the distance-0 edges (an op is defined before
+    it is read), so the first ops fixed are those ending an iteration, and each pulls its chain of
+    predecessors early with it. Each op's search begins with one check just under its start in the
+    last model (often refuted at once: it is already earliest); its floor is its head with the
+    cross-role delays (`modulo._heads_tails(p, p.cross)`).
 
-    Was: the least sum of starts, by binary search on the sum: on the corpus' random DAGs of 20-28
-    ops its checks near the optimum took 8-25 s each (random_n20_s4: over 40 s, never finished),
-    where the lexicographic one takes about 70 checks of milliseconds (3 s in all)."""
+    Was: the least sum of starts, by binary search on the sum. On the corpus' random DAGs of 20-28
+    ops its checks near the optimum took 8-25 s each (random_n20_s4: over 40 s, never finished);
+    this takes tens of checks of milliseconds each. In op order (tried first) it moved the FA3
+    example's rescale 144 cycles after its exponentials (ptxas compiled that worse, gpu-results.md);
+    in reverse op order the FA3, causal, K = 192, FP8 and Hopper backward examples have the very
+    starts the sum gave (docs/benchmarks.md, log)."""
     from .modulo import _heads_tails
     head, _ = _heads_tails(enc.p, enc.p.cross)
-    for v in enc.names:
+    for v in reversed(enc.names):
         objective = f"start:{v}"
         now = enc.value(objective)
         if now > head[v]:
