@@ -202,16 +202,30 @@ def _earliest_starts(enc: JointEncoding, deadline) -> bool:
     for v in reversed(enc.names):
         objective = f"start:{v}"
         now = enc.value(objective)
-        if now > head[v]:
-            status = enc.check(deadline, {objective: now - 1})
-            if status == Status.TIMEOUT:
-                return False
-            if status == Status.UNSAT:
-                enc.bound(objective, now)
-                continue
-        if not enc.minimize(objective, head[v], deadline)[1]:
+        status = Status.UNSAT if now <= head[v] else enc.check(deadline, {objective: now - 1})
+        if status == Status.UNSAT:  # already earliest: fixed
+            enc.bound(objective, now)
+            continue
+        if status == Status.TIMEOUT:
+            return False
+        status, below = _ascend(enc, objective, head[v], now - 2, deadline)
+        if status == Status.TIMEOUT or not enc.minimize(objective, below + 1, deadline, from_below=FROM_BELOW)[1]:
             return False
     return True
+
+
+def _ascend(enc: JointEncoding, objective: str, lo: int, top: int, deadline):
+    """objective <= lo, lo + 1, lo + 3, ... (at most `top`) until satisfiable: (the last answer, the
+    largest bound refuted). Refuted checks are cheap where a satisfiable one under a loose bound is
+    dear (the starts of a 24-op random DAG: 1-3 s against milliseconds), as in `_first_length`. When
+    every bound up to `top` is refuted, `top + 1` is the least (the caller has a model under it)."""
+    below, cap, step = lo - 1, lo, 1
+    while cap <= top:
+        status = enc.check(deadline, {objective: cap})
+        if status != Status.UNSAT:
+            return status, below
+        below, cap, step = cap, cap + step, step * 2
+    return Status.SAT, below
 
 
 def _secs(enc: JointEncoding) -> str:
