@@ -188,8 +188,9 @@ def _earliest_starts(enc: JointEncoding, deadline) -> bool:
     Reverse op order is a reverse topological order of the distance-0 edges (an op is defined before
     it is read), so the first ops fixed are those ending an iteration, and each pulls its chain of
     predecessors early with it. Each op's search begins with one check just under its start in the
-    last model (often refuted at once: it is already earliest); its floor is its head with the
-    cross-role delays (`modulo._heads_tails(p, p.cross)`).
+    last model (often refuted at once: it is already earliest); otherwise it ascends from its floor,
+    its head with the cross-role delays (`modulo._heads_tails(p, p.cross)`), in growing steps
+    (`_ascend`) and ends with the least value of the last gap: refuted checks are the cheap ones.
 
     Was: the least sum of starts, by binary search on the sum. On the corpus' random DAGs of 20-28
     ops its checks near the optimum took 8-25 s each (random_n20_s4: over 40 s, never finished);
