@@ -62,7 +62,7 @@ def optimum(p, symmetric: bool):
         if symmetric:
             enc.break_symmetry()
         values = [enc.minimize("L", swp.length)[0]]
-        for what, floor in TIE_BREAKS + (("starts", 0),):  # (the least sum of starts too)
+        for what, floor in TIE_BREAKS:
             values.append(enc.minimize(what, floor)[0])
         start = enc.starts()
     return values, start

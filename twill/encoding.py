@@ -33,7 +33,7 @@ OBJECTIVES = {
                                                  for d in e.p.deps]),
     "warps": lambda e: e.add(*[e.warps(w) for w in range(e.K)]),
     "starts": lambda e: e.add(*[e.start[t.name] for t in e.p.tasks]),
-    # and "start:OP": one op's start (the lexicographic earliest-starts tie-break, joint.py)
+    # and "start:OP": one op's start
 }
 
 

@@ -10,8 +10,7 @@ double in width while they are refuted. In the first satisfiable range, the leas
 found by binary search on I within that encoding. The first satisfiable I is optimal: every smaller
 I was unsatisfiable within its window, as in the paper (which allows no extra copy). At that I, on
 an encoding of that one I: L is minimized, then the number of roles, the cross-role edges and the
-warps, each by tightening a bound until unsat, and last the starts, lexicographically in reverse op
-order.
+warps and the sum of the starts, each by tightening a bound until unsat.
 Every check is made under assumptions on one solver context, and each bound a check refutes is
 kept as a fact, so what the solver learns carries from one check to the next.
 """
@@ -166,7 +165,8 @@ def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
         cap, step = cap + step, step * 2
 
 
-TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1))  # then the earliest starts (`_earliest_starts`)
+TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
+              ("starts", 0))  # then as soon as possible: the least sum of starts among those schedules
 
 
 def _minimize(enc: JointEncoding, below: int, deadline, report):
@@ -177,56 +177,25 @@ def _minimize(enc: JointEncoding, below: int, deadline, report):
         report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
         _, finished = enc.minimize(what, floor, deadline)
         ties = ties and finished
-    report("joint", {"I": enc.lo, "L": length, "minimizing": "starts", "last check s": _secs(enc)})
-    return length, done, ties and _earliest_starts(enc, deadline)
+    return length, done, ties and _first_starts(enc, deadline)
 
 
-def _earliest_starts(enc: JointEncoding, deadline) -> bool:
-    """The last tie-break: the lexicographically least starts in reverse op order (the last op as
-    early as any of those schedules allows, then the one before it given that, ...), each fixed
-    once proven: the starts that come out are the one such vector, whatever path the solver took.
-    Reverse op order is a reverse topological order of the distance-0 edges (an op is defined before
-    it is read), so the first ops fixed are those ending an iteration, and each pulls its chain of
-    predecessors early with it. Each op's search begins with one check just under its start in the
-    last model (often refuted at once: it is already earliest); otherwise it ascends from its floor,
-    its head with the cross-role delays (`modulo._heads_tails(p, p.cross)`), in growing steps
-    (`_ascend`) and ends with the least value of the last gap: refuted checks are the cheap ones.
-
-    Was: the least sum of starts, by binary search on the sum. On the corpus' random DAGs of 20-28
-    ops its checks near the optimum took 8-25 s each (random_n20_s4: over 40 s, never finished);
-    this takes tens of checks of milliseconds each. In op order (tried first) it moved the FA3
-    example's rescale 144 cycles after its exponentials (ptxas compiled that worse, gpu-results.md);
-    in reverse op order the FA3, causal, K = 192, FP8 and Hopper backward examples have the very
-    starts the sum gave (docs/benchmarks.md, log)."""
-    from .modulo import _heads_tails
-    head, _ = _heads_tails(enc.p, enc.p.cross)
-    for v in reversed(enc.names):
+def _first_starts(enc: JointEncoding, deadline) -> bool:
+    """After the least sum of starts, which more than one schedule can reach (the halves of a
+    sub-tiled graph swapped), the lexicographically least starts in op order among them: one
+    schedule, whatever path the solver took. Each op is checked just under its start in the last
+    model; nearly always refuted at once, then fixed (the sum leaves little room)."""
+    for v in enc.names:
         objective = f"start:{v}"
         now = enc.value(objective)
-        status = Status.UNSAT if now <= head[v] else enc.check(deadline, {objective: now - 1})
-        if status == Status.UNSAT:  # already earliest: fixed
-            enc.bound(objective, now)
-            continue
+        status = Status.UNSAT if now <= 0 else enc.check(deadline, {objective: now - 1})
         if status == Status.TIMEOUT:
             return False
-        status, below = _ascend(enc, objective, head[v], now - 2, deadline)
-        if status == Status.TIMEOUT or not enc.minimize(objective, below + 1, deadline, from_below=FROM_BELOW)[1]:
+        if status == Status.SAT and not enc.minimize(objective, 0, deadline)[1]:
             return False
+        if status == Status.UNSAT:
+            enc.bound(objective, now)
     return True
-
-
-def _ascend(enc: JointEncoding, objective: str, lo: int, top: int, deadline):
-    """objective <= lo, lo + 1, lo + 3, ... (at most `top`) until satisfiable: (the last answer, the
-    largest bound refuted). Refuted checks are cheap where a satisfiable one under a loose bound is
-    dear (the starts of a 24-op random DAG: 1-3 s against milliseconds), as in `_first_length`. When
-    every bound up to `top` is refuted, `top + 1` is the least (the caller has a model under it)."""
-    below, cap, step = lo - 1, lo, 1
-    while cap <= top:
-        status = enc.check(deadline, {objective: cap})
-        if status != Status.UNSAT:
-            return status, below
-        below, cap, step = cap, cap + step, step * 2
-    return Status.SAT, below
 
 
 def _secs(enc: JointEncoding) -> str:

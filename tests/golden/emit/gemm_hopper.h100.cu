@@ -962,13 +962,12 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::Frag<1, 256> acc0_n[1];  // acc0_n: f32[64,256]
   for (int c = 0; c < 1; ++c) twill::fill(acc0_n[c], 0.0f);  // carry acc0 starts at 0
-  if (tile.round == 0) twill::named_arrive(1, 256);  // ping-pong: mma1 takes the first turn on the tensor core
   for (int c = 0; c < 1; ++c) twill::fence_frag(acc0_n[c]);  // acc0_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {
     {  // steady window J = j: acc0_n[j]
-      twill::named_sync(2, 256);  // our turn on the tensor core
+      twill::named_sync(1, 256);  // our turn on the tensor core
       sm.ring_a0.wait_full(j);  // a0[j] has landed
       sm.ring_b.wait_full(j);  // b[j] has landed
       // acc0_n = mma a0, b, acc0 (iteration j)
@@ -986,9 +985,10 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       if (j - 1 >= 0) sm.ring_a0.release_by_warp(j - 1);  // release a0[j - 1]
       if (j - 1 >= 0) sm.ring_b.release_by_warp(j - 1);  // release b[j - 1]
-      twill::named_arrive(1, 256);  // mma1's turn
+      twill::named_arrive(2, 256);  // mma1's turn
     }
   }
+  if (tile.last) twill::named_sync(1, 256);  // ping-pong: absorb mma1's last hand-over
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
   if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_a0.release_by_warp(i);  // a0's slots still held: empty for the next tile
@@ -1009,12 +1009,13 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::Frag<1, 256> acc1_n[1];  // acc1_n: f32[64,256]
   for (int c = 0; c < 1; ++c) twill::fill(acc1_n[c], 0.0f);  // carry acc1 starts at 0
+  if (tile.round == 0) twill::named_arrive(1, 256);  // ping-pong: mma0 takes the first turn on the tensor core
   for (int c = 0; c < 1; ++c) twill::fence_frag(acc1_n[c]);  // acc1_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {
     {  // steady window J = j: acc1_n[j]
-      twill::named_sync(1, 256);  // our turn on the tensor core
+      twill::named_sync(2, 256);  // our turn on the tensor core
       sm.ring_a1.wait_full(j);  // a1[j] has landed
       sm.ring_b.wait_full(j);  // b[j] has landed
       // acc1_n = mma a1, b, acc1 (iteration j)
@@ -1032,10 +1033,9 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       if (j - 1 >= 0) sm.ring_a1.release_by_warp(j - 1);  // release a1[j - 1]
       if (j - 1 >= 0) sm.ring_b.release_by_warp(j - 1);  // release b[j - 1]
-      twill::named_arrive(2, 256);  // mma0's turn
+      twill::named_arrive(1, 256);  // mma0's turn
     }
   }
-  if (tile.last) twill::named_sync(1, 256);  // ping-pong: absorb mma0's last hand-over
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
   if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_a1.release_by_warp(i);  // a1's slots still held: empty for the next tile
