@@ -33,6 +33,7 @@ OBJECTIVES = {
                                                  for d in e.p.deps]),
     "warps": lambda e: e.add(*[e.warps(w) for w in range(e.K)]),
     "starts": lambda e: e.add(*[e.start[t.name] for t in e.p.tasks]),
+    # and "start:OP": one op's start
 }
 
 
@@ -74,27 +75,28 @@ class JointEncoding:
 
     def _build(self, p, lo, hi, lmax, copies, families, guard):
         y = self._y
-        cfg = y.Config()
-        cfg.default_config_for_logic("QF_LIA")
-        self._ctx = ctx = y.Context(cfg)
+        self._ctx = self._new_context()
         self._e = e = Encoding(p, lo, hi, y, lmax, copies)
         self._guards = {}
+        formulas = []
         for name, family in families.items():
             for detail, formula in family(e):
                 if guard is None or (name, detail.partition(":")[0]) in UNGUARDED:
-                    ctx.assert_formula(formula)
+                    formulas.append(formula)
                 else:
                     key = guard(name, detail)
                     if key not in self._guards:
                         self._guards[key] = e.var(f"[{key}]", e.bool)
-                    ctx.assert_formula(e.T.implies(self._guards[key], formula))
-        ctx.assert_formulas(e.defs)
+                    formulas.append(e.T.implies(self._guards[key], formula))
+        self._asserted = []
+        self._assert(formulas + e.defs)
         self._status = {y.Status.SAT: Status.SAT, y.Status.UNSAT: Status.UNSAT}  # anything else: not decided
 
     # -- checks ---------------------------------------------------------------------------------
     def _term(self, objective: str):
         if objective not in self._objectives:
-            self._objectives[objective] = OBJECTIVES[objective](self._e)
+            kind, _, op = objective.partition(":")
+            self._objectives[objective] = self._e.start[op] if kind == "start" else OBJECTIVES[objective](self._e)
         return self._objectives[objective]
 
     def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None,
@@ -109,32 +111,52 @@ class JointEncoding:
         e = self._e
         extra = ([e.le(self._term(k), e.num(v)) for k, v in (at_most or {}).items()]
                  + [e.same_slot(v, w) for v, w in (roles or {}).items()])
+        literals = None if assume is None else [self._guards[k] for k in assume]
+        if extra:  # under an assumption literal, not push/pop: what the solver learns stays learnt
+            lit = e.var(f"[check {self.checks}]", e.bool)
+            self._assert([e.T.implies(lit, e.T.yand(extra))])
+            literals = (literals or []) + [lit]
+            self._assumed = True
+        t0 = time.monotonic()
+        status = self._status.get(bounded_check(self._ctx, literals, deadline, self._params), Status.TIMEOUT)
+        self.checks += 1
+        self.last_check_seconds = time.monotonic() - t0
+        if status == Status.SAT:
+            self._model = self._y.Model.from_context(self._ctx, 1)
+        elif status == Status.TIMEOUT and self._ctx.status() == getattr(self._y.Status, "INTERRUPTED", None):
+            self._revive()
         if extra:
-            self._ctx.push()
-            self._ctx.assert_formulas(extra)
-        try:
-            t0 = time.monotonic()
-            literals = None if assume is None else [self._guards[k] for k in assume]
-            status = self._status.get(bounded_check(self._ctx, literals, deadline, self._params), Status.TIMEOUT)
-            self.checks += 1
-            self.last_check_seconds = time.monotonic() - t0
-            if status == Status.SAT:
-                self._model = self._y.Model.from_context(self._ctx, 1)
-        finally:
-            if extra:
-                self._ctx.pop()
+            self._assert([e.T.ynot(lit)])  # retired: its clause holds from now on
         return status
+
+    def _assert(self, formulas: list) -> None:
+        """Assert from now on, and keep for `_revive`."""
+        self._asserted += formulas
+        self._ctx.assert_formulas(formulas)
+
+    def _revive(self) -> None:
+        """A fresh context with everything asserted so far: Yices accepts nothing but pop or a reset
+        on a context whose check was interrupted (a deadline), and the solver terms outlive it.
+        What the old context had learnt is lost; only a check a deadline stopped pays this."""
+        self._ctx.dispose()
+        self._ctx = self._new_context()
+        self._ctx.assert_formulas(self._asserted)
+
+    def _new_context(self):
+        cfg = self._y.Config()
+        cfg.default_config_for_logic("QF_LIA")
+        return self._y.Context(cfg)
 
     def break_symmetry(self) -> None:
         """Assert the orderings of interchangeable ops (families.symmetry_breaking) from now on: they
         keep a schedule of every objective's optimum, so any search may add them at any point. Not
         on a guarded encoding: a check that assumes only some items need not be symmetric."""
         assert not self.guards, "symmetry breaking is for unguarded encodings"
-        self._ctx.assert_formulas(symmetry_breaking(self._e))
+        self._assert(symmetry_breaking(self._e))
 
     def bound(self, objective: str, k: int) -> None:
         """Assert objective <= k from now on."""
-        self._ctx.assert_formula(self._e.le(self._term(objective), self._e.num(k)))
+        self._assert([self._e.le(self._term(objective), self._e.num(k))])
 
     def minimize(self, objective: str, lo: int, deadline: float | None = None, measure=None,
                  from_below: int = 0) -> tuple[int, bool]:
@@ -156,6 +178,8 @@ class JointEncoding:
                 hi = min(mid, measure())
             else:
                 lo = mid + 1
+                if not self.guards:  # proven: objective > mid, kept as a fact for the checks after it
+                    self._assert([self._e.le(self._e.num(lo), self._term(objective))])
         self.bound(objective, hi)
         return hi, lo >= hi
 

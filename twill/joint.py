@@ -9,8 +9,10 @@ needed plus two (`window`). Past it, I is refuted in ranges: one encoding with I
 double in width while they are refuted. In the first satisfiable range, the least satisfiable I is
 found by binary search on I within that encoding. The first satisfiable I is optimal: every smaller
 I was unsatisfiable within its window, as in the paper (which allows no extra copy). At that I, on
-an encoding of that one I: L is minimized, then the number of roles, the cross-role edges, the warps
-and the sum of the starts, each by tightening a bound until unsat.
+an encoding of that one I: L is minimized, then the number of roles, the cross-role edges and the
+warps and the sum of the starts, each by tightening a bound until unsat.
+Every check is made under assumptions on one solver context, and each bound a check refutes is
+kept as a fact, so what the solver learns carries from one check to the next.
 """
 from __future__ import annotations
 
@@ -66,17 +68,29 @@ def same_window_upto(swp_length: int, ii: int, last: int) -> int:
     return last if c <= 1 else min(last, (swp_length - 1) // (c - 1))
 
 
-def critical_path(p: Problem) -> int:
-    """The longest chain of distance-0 latencies: no schedule is shorter, whatever I."""
-    longest = {t.name: t.cycles for t in p.tasks}
-    for _ in range(len(p.tasks)):
-        for d in p.deps:
-            if d.distance == 0:
-                longest[d.src] = max(longest[d.src], d.latency + longest[d.dst])
-    return max(longest.values(), default=0)
+def length_floor(p: Problem, swp_length: int = 0) -> int:
+    """A lower bound on the joint L at every I: stage 1's unit bound with the cross-role delays that
+    every joint schedule pays (`modulo.length_bound(p, p.cross)`: a load and the op it feeds are
+    never on one role), the critical path among them; and at the SWP bound, stage 1's proven L."""
+    from .modulo import length_bound
+    return max(swp_length, length_bound(p, p.cross))
 
 
 FROM_BELOW = 16  # candidate lengths the search for the least L tries one at a time from below
+
+
+def _numbered(p: Problem, key: dict[str, object], slots: int) -> dict[str, int] | None:
+    """Roles by `key` (ops of one key share a role; "load" marks the one-warp producer), slots
+    numbered in op order as the role slots' order wants; None when it needs more slots or warps than
+    there are (every role but the producer a warpgroup)."""
+    slot: dict[object, int] = {}
+    for t in p.tasks:
+        slot.setdefault(key[t.name], len(slot))
+    groups = [k for k in slot if k != "load"]
+    warps = p.limits.warp_group * len(groups) + (1 if "load" in slot else 0)
+    if len(slot) > slots or warps > p.limits.warps:
+        return None
+    return {t.name: slot[key[t.name]] for t in p.tasks}
 
 
 def role_hint(p: Problem, slots: int) -> dict[str, int] | None:
@@ -95,30 +109,39 @@ def role_hint(p: Problem, slots: int) -> dict[str, int] | None:
     for d in p.deps:
         if d.src in part and d.dst in part:
             part[root(d.src)] = root(d.dst)
-    key = {t.name: ("load" if t.variable_latency else root(t.name)) for t in p.tasks}
-    slot: dict[str, int] = {}
-    for t in p.tasks:
-        slot.setdefault(key[t.name], len(slot))
-    groups = [k for k in slot if k != "load"]
-    warps = p.limits.warp_group * len(groups) + (1 if "load" in slot else 0)
-    if len(slot) > slots or warps > p.limits.warps:
-        return None
-    return {t.name: slot[key[t.name]] for t in p.tasks}
+    return _numbered(p, {t.name: ("load" if t.variable_latency else root(t.name)) for t in p.tasks}, slots)
 
 
-HINT_SHARE = 0.25  # of the time left (at most HINT_SECONDS) the ascent under the role hint may take
+def unit_hint(p: Problem, slots: int) -> dict[str, int] | None:
+    """The second guess, where the graph is one connected part (a random DAG): the producer, and a
+    role per unit of the other ops. On the corpus' 28-op random DAG it finds a schedule of the least
+    L in 3 s where the search without a hint took 25 s."""
+    return _numbered(p, {t.name: ("load" if t.variable_latency else ("unit", t.unit)) for t in p.tasks}, slots)
+
+
+def role_hints(p: Problem, slots: int) -> list[dict[str, int]]:
+    hints = []
+    for guess in (role_hint, unit_hint):
+        hint = guess(p, slots)
+        if hint is not None and hint not in hints:
+            hints.append(hint)
+    return hints
+
+
+HINT_SHARE = 0.25  # of the time left (at most HINT_SECONDS) the ascent under each role hint may take
 HINT_SECONDS = 5.0
 
 
 def _hinted_first_length(enc: JointEncoding, p: Problem, lb: int, lmax: int, deadline):
-    """The ascent of `_first_length` under `role_hint`'s roles, within a share of the time left: a
-    model to start the search for the least L from (SAT), or nothing learnt (any other answer)."""
-    hint = role_hint(p, enc.slots)
-    if hint is None:
-        return Status.TIMEOUT
-    left = HINT_SECONDS if deadline is None else min(HINT_SECONDS, HINT_SHARE * (deadline - time.monotonic()))
-    status, _ = _first_length(enc, lb, lmax, time.monotonic() + left, hint)
-    return status
+    """The ascent of `_first_length` under each of `role_hints`' roles in turn, each within a share
+    of the time left: a model to start the search for the least L from (SAT), or nothing learnt
+    (any other answer)."""
+    for hint in role_hints(p, enc.slots):
+        left = HINT_SECONDS if deadline is None else min(HINT_SECONDS, HINT_SHARE * (deadline - time.monotonic()))
+        status, _ = _first_length(enc, lb, lmax, time.monotonic() + left, hint)
+        if status == Status.SAT:
+            return status
+    return Status.TIMEOUT
 
 
 def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
@@ -143,7 +166,7 @@ def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
 
 
 TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
-              ("starts", 0))  # then as soon as possible: every op at its earliest start among those schedules
+              ("starts", 0))  # then as soon as possible: the least sum of starts among those schedules
 
 
 def _minimize(enc: JointEncoding, below: int, deadline, report):
@@ -154,7 +177,25 @@ def _minimize(enc: JointEncoding, below: int, deadline, report):
         report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
         _, finished = enc.minimize(what, floor, deadline)
         ties = ties and finished
-    return length, done, ties
+    return length, done, ties and _first_starts(enc, deadline)
+
+
+def _first_starts(enc: JointEncoding, deadline) -> bool:
+    """After the least sum of starts, which more than one schedule can reach (the halves of a
+    sub-tiled graph swapped), the lexicographically least starts in op order among them: one
+    schedule, whatever path the solver took. Each op is checked just under its start in the last
+    model; nearly always refuted at once, then fixed (the sum leaves little room)."""
+    for v in enc.names:
+        objective = f"start:{v}"
+        now = enc.value(objective)
+        status = Status.UNSAT if now <= 0 else enc.check(deadline, {objective: now - 1})
+        if status == Status.TIMEOUT:
+            return False
+        if status == Status.SAT and not enc.minimize(objective, 0, deadline)[1]:
+            return False
+        if status == Status.UNSAT:
+            enc.bound(objective, now)
+    return True
 
 
 def _secs(enc: JointEncoding) -> str:
@@ -162,7 +203,11 @@ def _secs(enc: JointEncoding) -> str:
 
 
 def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
-    """Once the SWP bound fails: if even a fully sequential I is unsatisfiable, no I is."""
+    """Once the SWP bound fails: if even a fully sequential I is unsatisfiable, no I is.
+
+    Tried, not kept (docs/benchmarks.md, log): a budget for this check (2 s, or doubling budgets
+    between ranges of the escalation). The corpus' unsplit 256-row forward on h100 needs it for
+    10-19 s and it is the whole answer there (no I at all); with a budget that solve timed out."""
     with JointEncoding(p, last, window(p, last, swp_length, extra_copies)) as enc:
         status = enc.check(deadline)
     if status == Status.UNSAT:
@@ -176,10 +221,10 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
     and one check refutes an I faster than the ascent through its lengths)."""
     lmax = window(p, ii, swp_length, extra_copies)
     with JointEncoding(p, ii, lmax) as enc:
-        lb = swp_length if ii == first_ii else critical_path(p)
+        lb = length_floor(p, swp_length if ii == first_ii else 0)
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
         if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
-            status, below = Status.SAT, lb - 1  # (lb itself is proven: stage 1's L, or the critical path)
+            status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
         else:
             status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
         tried.append((ii, status))
