@@ -138,7 +138,7 @@ class EpilogueParser:
                 what = (f"opcode '{op.opcode}' is not allowed in the {self.keyword}" if known
                         else f"unknown opcode '{op.opcode}' in the {self.keyword}")
                 did = None if known else did_you_mean(op.opcode, allowed)
-                errors.error(what, op.span, (did + "; " if did else "") + "an epilogue runs the vocabulary's "
+                errors.error(what, op.span, (did + "; " if did else "") + f"the {self.keyword} runs the vocabulary's "
                              "elementwise ops (exp, not exp2), conversions, reductions and dequant; it reads "
                              "inputs where the loop loads")
             elif not op.has_result:
