@@ -6,7 +6,7 @@ from fractions import Fraction
 from functools import reduce
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from twill.errors import TwillError
@@ -46,6 +46,7 @@ def test_ratios_preserved_exactly_when_possible(costs, expected):
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(1, 40), min_size=1, max_size=5, unique=True),
        st.floats(min_value=0.05, max_value=500.0, allow_nan=False))
+@example(base=[3, 4, 5], scale=205.29076871698828)  # found in CI: (75, 100, 125) won on rounding noise
 def test_exact_ratios_are_found(base, scale):
     """Costs proportional to small integers map to those integers divided by their gcd."""
     costs = tuple(b * scale for b in base)

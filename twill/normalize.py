@@ -44,9 +44,12 @@ def normalize(costs: tuple[float, ...], bound: int = 300, deadline: float | None
     scaled, proven = _solve(costs, bound, deadline)
     # SCIP's tolerances (1e-6) cannot tell ratios apart once the costs span more than about a
     # million: it "proved" F = 0 for (1, 64, 1e9) mapped to (1, 1, 1). The costs rounded in
-    # proportion are then better; the map kept is the one with the smaller true error.
+    # proportion are then better; the map kept is the one with the smaller true error, where it is
+    # smaller by more than floating-point noise (an exact map and its multiple both have error ~0,
+    # and the solver's, the smallest, is kept).
     rounded = _proportional(costs, bound)
-    if _worst(costs, rounded) < _worst(costs, scaled):
+    noise = 1e-12 * max(costs) * max(rounded + list(scaled))  # a product's rounding error, and then some
+    if _worst(costs, rounded) + noise < _worst(costs, scaled):
         scaled = rounded
     worst = _worst(costs, scaled)
     top = max(c * s for c in costs for s in scaled)
