@@ -155,12 +155,17 @@ def arguments(renderer) -> tuple[Argument, ...]:
             parts = tuple(Part(x.name, x.value, label, rows * len(members), rows * i) for i, x in enumerate(members))
         sizes = [rows * len(members) if dim == d else t.tile[dim] for dim in range(2)]
         first = 2 - t.rank
+        per_iteration = t.per_iteration
         if t.kind == "input" and t.rank == 2 and t.tile[0] == 1 and t.axes[0] == "fixed" and t.value not in m.uses:
             first = 1  # a row the epilogue alone reads (a bias): [N], as its users hold it
         dims = tuple((t.axes[dim], sizes[dim]) for dim in range(first, 2))
+        if per_iteration and t.tile[0] == 1 and d is None and t.tile[1] == m.ragged.step:
+            # one [1, step] row per iteration (a per-key bias): [*batch, L], as its users hold it, the same bytes
+            # (and so the kernel takes no partial last tile: see Renderer._ragged_refusal)
+            dims, per_iteration = (("loop", t.tile[1]),), False
         output = t.kind in ("output", "store")
         source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
-        arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
+        arg = Argument(py_name(name, taken), output, t.dtype, dims, per_iteration, t.name in tma,
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source)
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)

@@ -211,10 +211,14 @@ class Renderer(Stores, Kernel):
         """Why a partial last tile is refused ("" where it is supported): the model's reason, or a
         store along the loop written with plain stores, which TMA would have clipped at the extent."""
         unclipped = [t for t in self.m.tensors if t.kind == "store" and "loop" in t.axes and t.name not in self.p.staging]
+        rows = [t for t in self.m.tensors if t.kind == "load" and t.per_iteration and t.tile[0] == 1]
         if self.causal.masks:
             return "the loop's extent is per query tile (causal_mask)"
         if unclipped and not self.m.ragged.why_not:
             return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"
+        if rows and not self.m.ragged.why_not:
+            return (f"load {rows[0].value} is a row of {rows[0].tile[1]} per iteration, which a partial last tile "
+                    f"would read whole, past the end of its [*batch, L]")
         return self.m.ragged.why_not
 
     def pointer_tensors(self):

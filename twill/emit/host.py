@@ -73,11 +73,11 @@ def _checks(every, maps) -> list[str]:
     for t in maps:
         rows, cols, batch = _dims(t)
         esize = dtype_bytes(t.dtype)
-        sw = swizzle_bytes(t.tile[-1] * esize)
+        sw = swizzle_bytes(t.tile[-1] * esize, t.tile[0])
         lines += [
             f"CUtensorMap tm_{t.name};",
             f"if (!encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, "
-            + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw}))" if t.rank > 1 else f"1, {t.tile[1]}, 16))"),
+            + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw}))" if t.tile[0] > 1 else f"1, {t.tile[1]}, 16))"),
             "  return cudaErrorInvalidValue;",
         ]
     return lines

@@ -204,9 +204,15 @@ def dtype_bytes(dtype: str) -> int:
     return max(1, DTYPE_BITS[dtype] // 8)
 
 
-def swizzle_bytes(line: int) -> int:
-    """The swizzle of a shared-memory tile whose rows are `line` bytes: the widest of 128, 64 and
-    32 bytes that divides a row, or 16 (none). The runtime's `Tile` computes the same."""
+def swizzle_bytes(line: int, rows: int = 8) -> int:
+    """The swizzle of a shared-memory tile of `rows` rows of `line` bytes: the widest of 128, 64
+    and 32 bytes that divides a row, or 16 (none). A swizzle permutes 16-byte chunks by the bits
+    of their shared-memory address above the row (TMA reads the address, not the row), so it is
+    what the readers expect only where every column block and ring slot starts on a whole
+    swizzle atom of 8 rows: a tile whose rows are not a multiple of 8 (a [1, N] column vector)
+    is not swizzled. The runtime's `Tile` computes the same."""
+    if rows % 8:
+        return 16
     return next(sw for sw in (128, 64, 32, 16) if line % sw == 0)
 
 

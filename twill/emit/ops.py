@@ -212,9 +212,10 @@ def _operand_desc(model: KernelModel, a: Arg, kmajor: bool, row: str, k: str) ->
     t = a.type
     T = ctype(t.dtype)
     rows, cols = t.shape
-    if swizzle_bytes(cols * dtype_bytes(t.dtype)) < 32:
-        raise EmitError(f"mma operand '{a.value}' is {cols} {t.dtype} wide: the tensor core reads shared-memory tiles "
-                        f"whose rows are a multiple of 32 bytes (32-, 64- or 128-byte swizzle)")
+    if swizzle_bytes(cols * dtype_bytes(t.dtype), rows) < 32:
+        raise EmitError(f"mma operand '{a.value}' is {rows} x {cols} {t.dtype}: the tensor core reads shared-memory "
+                        f"tiles of whole 8-row swizzle atoms whose rows are a multiple of 32 bytes (32-, 64- or "
+                        f"128-byte swizzle)")
     if kmajor:
         return f"twill::desc_kmajor<{T}, {rows}, {cols}>({a.expr}, {row}, {k})"
     return f"twill::desc_mnmajor<{T}, {rows}, {cols}>({a.expr}, {k}, {row})"

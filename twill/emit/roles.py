@@ -151,12 +151,13 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
 
     def _tma_boxes(self, out: Lines, t, dst: str, bar: str, it: str) -> None:
         """TMA loads of one tile: one box per swizzle block of columns (128, 64 or 32 bytes, as
-        the tensor core reads them; 16, unswizzled, for narrower rows) and per 256 rows; a row
-        vector (lse, a row statistic) in one plain box, since a swizzle would permute its bytes
-        past the first 128 (they start a new swizzle row)."""
+        the tensor core reads them; 16, unswizzled, for narrower rows or fewer than a swizzle
+        atom's 8) and per 256 rows; a row vector (lse, a row statistic) or a [1, N] tile in one
+        plain box, since a swizzle would permute its bytes past the first 128 (they start a new
+        swizzle row)."""
         esize = dtype_bytes(t.dtype)
         rows, cols = t.tile
-        if t.rank == 1:
+        if rows == 1:
             if cols > 256 or (cols * esize) % 16:
                 raise EmitError(f"row vector '{t.value}' of {cols} {t.dtype}: one TMA box takes up to 256 elements "
                                 f"of a multiple of 16 bytes")
@@ -165,7 +166,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             return
         if (cols * esize) % 16:
             raise EmitError(f"tile of '{t.value}' is {cols} {t.dtype} wide: a TMA box's rows are a multiple of 16 bytes")
-        sw = swizzle_bytes(cols * esize)
+        sw = swizzle_bytes(cols * esize, rows)
         block = sw // esize
         box_rows = min(rows, 256)
         row0, col0, batch = self.r._origin(t, it)

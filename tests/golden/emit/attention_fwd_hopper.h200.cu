@@ -161,14 +161,20 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 // ---- tiles in shared memory ------------------------------------------------------------------
 // The layout TMA writes with a swizzled tensor map, which wgmma and tcgen05 read through
 // descriptors. The swizzle width kSw is the widest of 128, 64 and 32 bytes that divides a row
-// (16: none, for row vectors): columns cut into kSw-byte blocks, each block ROWS rows of kSw bytes,
+// (16: none, for row vectors and for tiles whose rows are not a multiple of 8: TMA swizzles by
+// the shared-memory address, which matches the row only where blocks and slots start on a whole
+// 8-row atom): columns cut into kSw-byte blocks, each block ROWS rows of kSw bytes,
 // and in every row the 16-byte chunks permuted by XOR with bits 7.. of the row's byte offset in
 // its block (row % 8 for 128 bytes, (row / 2) % 4 for 64, (row / 4) % 2 for 32). Tiles are
 // 1024-byte aligned.
 template <typename T, int ROWS, int COLS>
 struct Tile {
   static constexpr int kLine = COLS * static_cast<int>(sizeof(T));
-  static constexpr int kSw = kLine % 128 == 0 ? 128 : kLine % 64 == 0 ? 64 : kLine % 32 == 0 ? 32 : 16;
+  static constexpr int kSw = ROWS % 8 != 0    ? 16
+                             : kLine % 128 == 0 ? 128
+                             : kLine % 64 == 0  ? 64
+                             : kLine % 32 == 0  ? 32
+                                                : 16;
   static constexpr int kBlockCols = kSw / static_cast<int>(sizeof(T));
   static constexpr int kBlocks = COLS / kBlockCols;
   static constexpr int kBytes = kBlocks * ROWS * kSw;
