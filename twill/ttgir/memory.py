@@ -10,6 +10,8 @@ from .state import Lowering
 from .types import last_top_level
 from .values import SCALAR, TOKEN, Buf, Tile
 
+POINTER_LOADS = {"tt.load", "ttg.async_copy_global_to_local"}  # loads through a tensor of pointers
+
 
 def load(lw: Lowering, op: MOp) -> None:
     vals = lw.operands(op)
@@ -31,13 +33,15 @@ def load(lw: Lowering, op: MOp) -> None:
 
 
 def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
-    """The `load` node of a tile of type `tt` read from `source` (the MType of its addresses)."""
+    """The `load` node of a tile of type `tt` read from `source` (the MType of its addresses), with
+    the attributes of how it walks its argument (addresses.py: a column stride, a row per D iterations)."""
+    attrs = lw.addresses.view(op) if lw.addresses is not None and op.name in POINTER_LOADS else ()
     if source is not None and source.kind == "tensor" and source.elem == "ptr" and len(tt.shape) == 2 \
             and source.order == (0, 1):
         # Coalescing ordered the addresses dim 0 first: the tile is stored column-major in memory.
         # The .tir type is its layout there (as a TMA box would be), and this view of it is transposed.
-        return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1])), flip=True)
-    return lw.node("load", op, vals, tt)
+        return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1]), attrs=attrs), flip=True)
+    return lw.node("load", op, vals, tt, attrs=attrs)
 
 
 def async_copy(lw: Lowering, op: MOp) -> None:
