@@ -160,6 +160,8 @@ class Renderer(Stores, Kernel):
         for chan in self.p.channels.values():
             t = m.values[chan.value].type
             elems = t.elements
+            if chan.kind == "tma" and ident(chan.value) in m.tensor:  # a strided view loads a wider row
+                elems = m.tensor[ident(chan.value)].tile[0] * m.tensor[ident(chan.value)].tile[1]
             if chan.kind == "tma":
                 out(f"alignas(1024) {ctype(t.dtype)} ld_{chan.ident}[{chan.depth}][{elems}];  "
                     f"// load {chan.value}: {t}, ring of {chan.depth}")
@@ -267,7 +269,7 @@ class Renderer(Stores, Kernel):
     def shape_doc(self, t) -> str:
         def ext(axis, size):
             return {"m": f"tiles_m*{size}", "n": f"tiles_n*{size}", "loop": f"iters*{size}"}.get(axis, str(size))
-        batch = "batch*iters" if t.per_iteration else "batch"
+        batch = ("batch*iters" if t.iter_div == 1 else f"batch*ceil(iters/{t.iter_div})") if t.per_iteration else "batch"
         if t.rank == 1:
             return f"{t.dtype} [{batch}][{ext(t.axes[1], t.tile[1])}]"
         return f"{t.dtype} [{batch}][{ext(t.axes[0], t.tile[0])}][{ext(t.axes[1], t.tile[1])}]"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import InputError
 from .opnames import int_attr
 from .parser import MOp
 
@@ -182,7 +183,10 @@ class Addresses:
 
     def _opaque(self, op: MOp, name: str) -> Addr | None:
         """A scalar no rule follows is a variable of its own; a tensor, unknown."""
-        _, outs = self.types.signature(op.tokens)
+        try:
+            _, outs = self.types.signature(op.tokens)
+        except InputError:  # a type only its own handler reads (an async copy's result): not an address
+            return None
         if outs and outs[0].kind == "scalar":
             return Addr(None, (), (((f"%{name}",), 1),))
         return None
@@ -191,7 +195,9 @@ class Addresses:
 
     def view(self, op: MOp) -> tuple[tuple[str, int], ...]:
         """The `load` attributes of the loads' addresses (module doc): col_stride and col_offset,
-        iter_div; () where the load reads its argument as the graph's tile says already."""
+        iter_div; () where the load reads its argument as the graph's tile says already. A row that
+        is a quotient of the induction variable other than by a multiple of the step (from a start
+        of 0) is `Unexpressed` (the caller's located error): read per iteration it would be wrong."""
         operands = op.operands()
         a = self.of(operands[0][0]) if operands else None
         if a is None or a.base is None or not a.coefs:
@@ -218,9 +224,16 @@ class Addresses:
                 lower = self.of(loop.lower) if loop else None
                 step = _integer(self.of(loop.step).const) if loop and self.of(loop.step) else None
                 if lower is None or _integer(lower.const) != 0 or not step or divisor % step or shift % step:
-                    return None
+                    raise Unexpressed(f"its address reads the loop's induction variable divided by {divisor}, "
+                                      f"which is no whole number of iterations of step {step} from 0")
                 found.add(divisor // step)
-        return found.pop() if len(found) == 1 and found != {1} else None
+        if len(found) > 1:
+            raise Unexpressed(f"its address reads the loop's iteration divided by {sorted(found)} at once")
+        return found.pop() if found and found != {1} else None
+
+
+class Unexpressed(Exception):
+    """A load's address the graph's load cannot say (the message, without where: the caller locates it)."""
 
 
 def _constant(op: MOp) -> int | None:
