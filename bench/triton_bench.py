@@ -385,7 +385,7 @@ def _epilogue(tir: Path, stderr: str) -> dict:
     lost = [line for line in stderr.splitlines() if "the graph has no epilogue" in line]
     return {"epilogue_ops": [op.opcode for op in graph.epilogue.ops],
             "epilogue_outputs": [n for n, _ in graph.epilogue.outputs],
-            "arguments": [[a, t] for a, t in graph.arguments],
+            "arguments": [[a, t] for a, t in graph.arguments], "also_fed": [[a, t] for a, t in graph.also_fed],
             "comparable": not lost, **({"not_comparable": lost[0].split("warning: ", 1)[-1][:300]} if lost else {})}
 
 

@@ -35,19 +35,10 @@ def import_(ttgir, output, loop, strict, split_rows):
     """Read a TTGIR dump (before or after Triton's pipeliner) and write the loop's .tir graph."""
     distinct_output(ttgir, output)
     from twill.fileio import write_atomic
-    from twill.split import split_rows as split
     from twill.tir import print_tir
     from twill.ttgir import load_ttgir
 
-    graph, warnings = load_ttgir(ttgir, loop=loop, strict=strict)
-    if split_rows == "auto":
-        from twill.fileio import read_text
-        from twill.split import auto_parts
-        from twill.ttgir import row_warpgroups
-        split_rows = auto_parts(graph, row_warpgroups(read_text(ttgir, "TTGIR file"), ttgir))
-    graph = split(graph, split_rows)
-    if split_rows > 1:  # the hint about Triton's warpgroups is then taken
-        warnings = [w for w in warnings if "--split-rows" not in (w.hint or "")]
+    graph, warnings = load_ttgir(ttgir, loop=loop, strict=strict, split_rows=split_rows)
     for w in warnings:
         click.echo(w.render(), err=True)
     text = print_tir(graph)

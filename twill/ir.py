@@ -26,7 +26,8 @@ OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_late
                  "transpose_a", "transpose_b",  # which way emit-cuda reads a square a or b of an mma
                  "axis", "bits", "shift",  # of a reduction or scan; of a dequant (twill.vocab)
                  "scalar",  # the y of a binary op written with one operand
-                 "pred", "rows", "cols", "offset", "fill")  # of a mask of element indices (twill.vocab)
+                 "pred", "rows", "cols", "offset", "fill",  # of a mask of element indices (twill.vocab)
+                 "col_stride", "col_offset", "iter_div")  # of a load: how it walks its argument (ttgir/addresses.py)
 CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
 OUTPUT_DTYPES = ("f32", "f16", "bf16")
 
@@ -159,6 +160,9 @@ class Graph:
     epilogue: Epilogue = Epilogue()  # after the loop, once per tile (empty: the carries are written)
     arguments: tuple[tuple[str, str | None], ...] = ()  # an imported kernel's arguments: (name, what it feeds)
     prologue: Epilogue = Epilogue()  # before the loop, once per tile: its results are inputs (Value.computed)
+    # (argument, target) for each target after an argument's first: loads that are views of one
+    # argument (`argument SCALES = s_even, s_odd`: strided loads of its even and odd columns)
+    also_fed: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def by_name(self) -> dict[str, Op]:

@@ -5,7 +5,7 @@ One statement per line; ``#`` starts a comment, blank lines and spacing within a
     file     := "kernel" NAME  decl*  [prologue]  "loop" "{"  op*  [yield]  "}"  [epilogue]
                                          (twill.tir_prologue, twill.tir_epilogue)
     decl     := "input" NAME ":" type  |  "carry" NAME ":" type "=" init [attrs]   ({output = DTYPE})
-              | "argument" NAME ["=" NAME]                    (an imported kernel's; twill.tir_arguments)
+              | "argument" NAME ["=" NAME {"," NAME}]         (an imported kernel's; twill.tir_arguments)
     op       := NAME "=" OPCODE [operands] ":" type [attrs]       (an op with a result)
               | OPCODE [operands] [":" type] [attrs]              (a store, a barrier)
     yield    := "yield" [NAME "=" NAME ("," NAME "=" NAME)*]     (carry = body result)
@@ -82,7 +82,8 @@ class _Parser:
         return Graph(self.kernel, tuple(v for v in self.values if v.kind == "input"),
                      tuple(v for v in self.values if v.kind == "carry"), tuple(self.ops),
                      tuple((c.name, r.name) for c, r in self.yields), file=self.file, epilogue=self.epilogue.build(),
-                     arguments=self.arguments.build(), prologue=self.prologue.build())
+                     arguments=self.arguments.build(), prologue=self.prologue.build(),
+                     also_fed=self.arguments.also_fed())
 
     def statement(self, line: Line) -> None:
         first = line.peek()
@@ -433,7 +434,7 @@ def print_tir(graph: Graph) -> str:
     """Canonical, column-aligned `.tir` text: `parse_tir(print_tir(g)) == g` for every parsed graph."""
     name_w = max((len(v.name) for v in graph.inputs + graph.carries if not v.computed), default=0)
     type_w = max((len(str(v.type)) for v in graph.carries), default=0)
-    lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments)]
+    lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments, graph.also_fed)]
     lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs if not v.computed]
     lines += [f"carry {v.name.ljust(name_w)} : {str(v.type).ljust(type_w)} = {v.init or '0'}"
               + (" {" + ", ".join(f"{k} = {print_value(x)}" for k, x in v.attrs) + "}" if v.attrs else "")

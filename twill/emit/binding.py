@@ -66,11 +66,13 @@ class Argument:
     parts: tuple[Part, ...]
     shared: bool = False  # may hold one batch entry per group of the others' (batch_groups: GQA)
     source: str = ""  # the graph's name for it (an input, a load, a carry or epilogue output, a store op)
+    iter_div: int = 1  # a per-iteration tile's row is the iteration over this: ceil(I / iter_div) rows
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
                 "esize": dtype_bytes(self.dtype), "dims": [list(d) for d in self.dims],
-                "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared}
+                "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared,
+                **({"iter_div": self.iter_div} if self.iter_div > 1 else {})}
 
 
 def py_name(name: str, taken: set[str]) -> str:
@@ -133,6 +135,30 @@ def _groups(model) -> list[tuple[str, list]]:
             out.append((stem, by_stem[stem]))
     for members in by_stem.values():
         members.sort(key=lambda t: stacks[t.name][1])
+    return _views(model, out)
+
+
+def _views(model, groups: list[tuple[str, list]]) -> list[tuple[str, list]]:
+    """The groups of loads one imported argument feeds (`argument SCALES = s_even, s_odd`: views of
+    one tensor) as one user tensor, its members in the argument's order; they must be read alike."""
+    graph = model.graph
+    first = {n: t for n, t in graph.arguments if t is not None}
+    views: dict[str, list[str]] = {}
+    for arg, target in graph.also_fed:
+        views.setdefault(first[arg], [first[arg]]).append(target)
+    owner = {t: head for head, ts in views.items() for t in ts}
+    by_name = {name: members for name, members in groups}
+    out = []
+    for name, members in groups:
+        if name not in owner:
+            out.append((name, members))
+        elif owner[name] == name:
+            merged = [t for v in views[name] for t in by_name.get(v, [])]
+            keys = {(t.kind, t.dtype, t.tile, t.axes, t.per_iteration, t.rank, t.iter_div) for t in merged}
+            if len(keys) != 1:
+                raise EmitError(f"argument feeding {', '.join(views[name])}: its views are read as tiles of different "
+                                "shapes, dtypes or placements, which one tensor cannot give")
+            out.append((name, merged))
     return out
 
 
@@ -147,26 +173,26 @@ def arguments(renderer) -> tuple[Argument, ...]:
         t = members[0]
         if t.dtype not in TORCH_DTYPE:
             raise EmitError(f"tensor {t.name}: no torch dtype for {t.dtype}, so no binding")
-        d = _stack_dim(t) if len(members) > 1 else None
-        if d is None:
+        d = _stack_dim(t) if len(members) > 1 and t.col_stride == 1 else None
+        if len(members) > 1 and t.col_stride > 1:  # views of one tensor: each part reads all of it
+            parts = tuple(Part(x.name, x.value) for x in members)
+        elif d is None:
             parts = (Part(t.name, t.value),)
         else:
             label, rows = DIM_LABELS[d], t.tile[d]
             parts = tuple(Part(x.name, x.value, label, rows * len(members), rows * i) for i, x in enumerate(members))
         sizes = [rows * len(members) if dim == d else t.tile[dim] for dim in range(2)]
         first = 2 - t.rank
-        per_iteration = t.per_iteration
-        if t.kind == "input" and t.rank == 2 and t.tile[0] == 1 and t.axes[0] == "fixed" and t.value not in m.uses:
-            first = 1  # a row the epilogue alone reads (a bias): [N], as its users hold it
+        if t.kind in ("input", "load") and t.rank == 2 and t.tile[0] == 1 and t.axes[0] == "fixed":
+            # a row: [N] (a bias the epilogue reads), [L] (a per-key bias along the loop) or, one per
+            # iteration, [I, N] (a scale per group of K), as its users hold it, without the tile's 1
+            first = 1
         dims = tuple((t.axes[dim], sizes[dim]) for dim in range(first, 2))
-        if per_iteration and t.tile[0] == 1 and d is None and t.tile[1] == m.ragged.step:
-            # one [1, step] row per iteration (a per-key bias): [*batch, L], as its users hold it, the same bytes
-            # (and so the kernel takes no partial last tile: see Renderer._ragged_refusal)
-            dims, per_iteration = (("loop", t.tile[1]),), False
         output = t.kind in ("output", "store")
         source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
-        arg = Argument(py_name(name, taken), output, t.dtype, dims, per_iteration, t.name in tma,
-                       t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source)
+        arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
+                       t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
+                       t.iter_div)
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return _as_imported(m.graph, tuple(inputs + outputs))
@@ -306,8 +332,9 @@ def _layout(a: Argument) -> str:
 def _arg_doc(a: Argument) -> str:
     from .binding_runtime import SYMBOLS
     grid = [f"{SYMBOLS[ax]} a multiple of {size}" for ax, size in a.dims if ax in ("m", "n")]
-    parts = ("; the graph's " + ", ".join(x.value for x in a.parts)
-             + f" (blocks of {a.parts[1].offset} of each {a.parts[0].step} along M)") if len(a.parts) > 1 else ""
+    how = (f" (blocks of {a.parts[1].offset} of each {a.parts[0].step} along M)" if a.parts[-1].label
+           else " (views of it: strided loads)")
+    parts = ("; the graph's " + ", ".join(x.value for x in a.parts) + how) if len(a.parts) > 1 else ""
     note = "; zeroed first: the CTAs add into it" if a.zero else ""
     where = f" ({', '.join(grid)})" if grid else ""
     return f"{a.name}: torch.{TORCH_DTYPE[a.dtype]} {_layout(a)}{where}{parts}{note}"

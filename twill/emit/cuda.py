@@ -160,6 +160,8 @@ class Renderer(Stores, Kernel):
         for chan in self.p.channels.values():
             t = m.values[chan.value].type
             elems = t.elements
+            if chan.kind == "tma" and ident(chan.value) in m.tensor:  # a strided view loads a wider row
+                elems = m.tensor[ident(chan.value)].tile[0] * m.tensor[ident(chan.value)].tile[1]
             if chan.kind == "tma":
                 out(f"alignas(1024) {ctype(t.dtype)} ld_{chan.ident}[{chan.depth}][{elems}];  "
                     f"// load {chan.value}: {t}, ring of {chan.depth}")
@@ -211,14 +213,10 @@ class Renderer(Stores, Kernel):
         """Why a partial last tile is refused ("" where it is supported): the model's reason, or a
         store along the loop written with plain stores, which TMA would have clipped at the extent."""
         unclipped = [t for t in self.m.tensors if t.kind == "store" and "loop" in t.axes and t.name not in self.p.staging]
-        rows = [t for t in self.m.tensors if t.kind == "load" and t.per_iteration and t.tile[0] == 1]
         if self.causal.masks:
             return "the loop's extent is per query tile (causal_mask)"
         if unclipped and not self.m.ragged.why_not:
             return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"
-        if rows and not self.m.ragged.why_not:
-            return (f"load {rows[0].value} is a row of {rows[0].tile[1]} per iteration, which a partial last tile "
-                    f"would read whole, past the end of its [*batch, L]")
         return self.m.ragged.why_not
 
     def pointer_tensors(self):
@@ -271,7 +269,7 @@ class Renderer(Stores, Kernel):
     def shape_doc(self, t) -> str:
         def ext(axis, size):
             return {"m": f"tiles_m*{size}", "n": f"tiles_n*{size}", "loop": f"iters*{size}"}.get(axis, str(size))
-        batch = "batch*iters" if t.per_iteration else "batch"
+        batch = ("batch*iters" if t.iter_div == 1 else f"batch*ceil(iters/{t.iter_div})") if t.per_iteration else "batch"
         if t.rank == 1:
             return f"{t.dtype} [{batch}][{ext(t.axes[1], t.tile[1])}]"
         return f"{t.dtype} [{batch}][{ext(t.axes[0], t.tile[0])}][{ext(t.axes[1], t.tile[1])}]"

@@ -9,7 +9,7 @@ random data and prints a checksum and the time.
 from __future__ import annotations
 
 from . import batch_groups, descale, epilogue
-from .model import DIM_LABELS, dtype_bytes, rastered, swizzle_bytes
+from .model import DIM_LABELS, dtype_bytes, plain_box, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
 
@@ -23,7 +23,8 @@ def _extent(t, dim: int) -> str:
 def _dims(t) -> tuple[str, str, str]:
     rows = "uint64_t(1)" if t.rank == 1 else _extent(t, 0)
     cols = _extent(t, 1)
-    batch = ("static_cast<uint64_t>(p.batch) * loop_iters(p)" if t.per_iteration
+    iters = "loop_iters(p)" if t.iter_div == 1 else f"((loop_iters(p) + {t.iter_div - 1}) / {t.iter_div})"
+    batch = (f"static_cast<uint64_t>(p.batch) * {iters}" if t.per_iteration
              else batch_groups.map_batch(t, "static_cast<uint64_t>(p.batch)"))
     return rows, cols, batch
 
@@ -77,7 +78,7 @@ def _checks(every, maps) -> list[str]:
         lines += [
             f"CUtensorMap tm_{t.name};",
             f"if (!encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, "
-            + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw}))" if t.tile[0] > 1 else f"1, {t.tile[1]}, 16))"),
+            + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw}))" if not plain_box(t) else f"1, {t.tile[1]}, 16))"),
             "  return cudaErrorInvalidValue;",
         ]
     return lines

@@ -186,6 +186,12 @@ class GlobalTensor:
     axes: tuple[str, str]  # per dimension: "m" | "n" | "loop" | "fixed"
     per_iteration: bool = False  # varies with the loop but has no loop dimension: one tile per iteration
     rank: int = 2
+    # a load's view of its argument (its .tir attributes): the tile's column j is element
+    # col_stride * j + col_offset of a row `tile[1]` = cols * col_stride wide; a per-iteration tile's
+    # row is the iteration over iter_div
+    col_stride: int = 1
+    col_offset: int = 0
+    iter_div: int = 1
 
     @property
     def tile_bytes(self) -> int:
@@ -197,6 +203,12 @@ class GlobalTensor:
         and offset = 0, a tensor of its own; sub-tiles of one tensor share it with a larger step)."""
         first = 1 if self.rank == 1 else 0
         return [(d, DIM_LABELS[d]) for d in range(first, 2) if self.axes[d] in ("m", "n")]
+
+
+def plain_box(t: GlobalTensor) -> bool:
+    """A tensor moved in one unswizzled TMA box per tile: a row vector, or a one-row tile (see
+    swizzle_bytes: a tile of fewer than 8 rows is not swizzled)."""
+    return t.rank == 1 or t.tile[0] == 1
 
 
 def dtype_bytes(dtype: str) -> int:

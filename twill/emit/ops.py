@@ -133,14 +133,25 @@ def _registers(call: OpCall) -> tuple[list[str], list[str]]:
             names.append(a.expr)
         elif a.where == "smem" and (vector_kind(a.type) == "cols" or _as_column(a, call)):  # read in place
             tmp = call.temp(f"arg{i}")
-            lines.append(f"const twill::ColsView<{a.type.shape[-1]}, {ctype(a.type.dtype)}> {tmp}{{{a.expr}}};")
+            lines.append(f"const twill::ColsView<{a.type.shape[-1]}, {ctype(a.type.dtype)}{_view(call, a)}> "
+                         f"{tmp}{{{a.expr}}};")
             names.append(tmp)
         else:
+            if _view(call, a):
+                raise EmitError(Diagnostic(f"op '{call.op.name}' reads '{a.value}', a strided view of its argument, "
+                                           "other than as one value per column (the one way emit-cuda reads a "
+                                           "load's col_stride)", call.op.span))
             tmp = call.temp(f"arg{i}")
             lines.append(f"{fragment_type(call.model, a.type, call.groups)} {tmp};")
             lines.extend(read_tile(call.model, a, tmp, call.row0 if _rows(a.type) == _rows(call.out.type) else "0"))
             names.append(tmp)
     return lines, names
+
+
+def _view(call: OpCall, a: Arg) -> str:
+    """The ColsView template arguments of a load's strided view (`, S, O`), or ""."""
+    t = call.model.tensor.get(ident(a.value)) if a.where == "smem" else None
+    return f", {t.col_stride}, {t.col_offset}" if t is not None and t.kind == "load" and t.col_stride > 1 else ""
 
 
 def _as_column(a: Arg, call: OpCall) -> bool:

@@ -11,7 +11,7 @@ from ..ir import TensorType
 from . import batch_groups, prologue
 from .after_loop import AfterLoop
 from .lines import Lines
-from .model import EmitError, dtype_bytes, ident, local, swizzle_bytes
+from .model import EmitError, dtype_bytes, ident, local, plain_box, swizzle_bytes
 from .operands import Operands
 from .ops import TMEM_STREAMED, Arg, OpCall, ctype, emitter, exp2_code, fragment_type
 from .tensorcore import TensorCoreSync
@@ -152,12 +152,12 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
     def _tma_boxes(self, out: Lines, t, dst: str, bar: str, it: str) -> None:
         """TMA loads of one tile: one box per swizzle block of columns (128, 64 or 32 bytes, as
         the tensor core reads them; 16, unswizzled, for narrower rows or fewer than a swizzle
-        atom's 8) and per 256 rows; a row vector (lse, a row statistic) or a [1, N] tile in one
-        plain box, since a swizzle would permute its bytes past the first 128 (they start a new
-        swizzle row)."""
+        atom's 8) and per 256 rows; a row vector (lse, a row statistic) or a one-row tile (a bias
+        or a scale per column) in one plain box, since a swizzle would permute its bytes past the
+        first 128 (they start a new swizzle row) and its ring slots are not 1024-byte aligned."""
         esize = dtype_bytes(t.dtype)
         rows, cols = t.tile
-        if rows == 1:
+        if plain_box(t):
             if cols > 256 or (cols * esize) % 16:
                 raise EmitError(f"row vector '{t.value}' of {cols} {t.dtype}: one TMA box takes up to 256 elements "
                                 f"of a multiple of 16 bytes")

@@ -23,7 +23,9 @@ class Stores:
             return f"({it}) * {size}" if axis == "loop" else "0"
         rows = "0" if t.rank == 1 else org(0)
         cols = org(1)
-        batch = f"tile.b * n + ({it})" if t.per_iteration else batch_groups.batch_index(t)
+        d = t.iter_div
+        batch = ((f"tile.b * n + ({it})" if d == 1 else f"tile.b * ((n + {d - 1}) / {d}) + ({it}) / {d}")
+                 if t.per_iteration else batch_groups.batch_index(t))
         return rows, cols, batch
 
     def _extent(self, t, dim: int) -> str:

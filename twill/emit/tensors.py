@@ -62,6 +62,8 @@ def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
                     cls.union(key(name, d), (op.name, d))
             elif len(t.shape) == 1 and rank == 2 and t.shape[0] == op.type.shape[0]:
                 cls.union(key(name, 0), (op.name, 0))  # a per-row operand broadcast along columns
+            elif len(t.shape) == 2 == rank and t.shape[0] == 1 < op.type.shape[0] and t.shape[1] == op.type.shape[1]:
+                cls.union(key(name, 1), (op.name, 1))  # a per-column operand [1, N] broadcast along rows
     epilogue.unify(graph, cls.union, key)
     prologue.unify(graph, cls.union, key)
     return cls
@@ -122,6 +124,7 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
     for op in graph.ops:
         if op.opcode in LOAD_OPCODES and op.type is not None:
             add(op.name, op.name, "load", op.type, True)
+            out[-1] = _viewed(out[-1], op)
     for op in graph.ops:
         if op.opcode == "store" and op.operands:
             t = graph.operand_type(op.operands[0])
@@ -134,3 +137,18 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
     for name, src, t in epilogue.extra_outputs(graph):  # an epilogue's new outputs, placed as their carry's
         add(name, src, "output", t, False)
     return tuple(out)
+
+
+def _viewed(t: GlobalTensor, op) -> GlobalTensor:
+    """Load `t` as its op's attributes view its argument: `{col_stride = S, col_offset = O}` loads the
+    row of S times the tile's columns that holds them (one TMA box; the readers take every S-th
+    element from the O-th, ColsView), `{iter_div = D}` reads a per-iteration tile's row per D iterations."""
+    from dataclasses import replace
+    stride, offset, div = (int(op.attr(k, d)) for k, d in (("col_stride", 1), ("col_offset", 0), ("iter_div", 1)))
+    if stride > 1 and (t.tile[0] != 1 or not 0 <= offset < stride):
+        raise EmitError(f"load '{op.name}': a strided view (col_stride = {stride}, col_offset = {offset}) is "
+                        "emitted for a one-row tile with an offset below the stride")
+    if div > 1 and not t.per_iteration:
+        raise EmitError(f"load '{op.name}': iter_div = {div} needs a tile read once per iteration (no axis along "
+                        "the loop)")
+    return replace(t, tile=(t.tile[0], t.tile[1] * stride), col_stride=stride, col_offset=offset, iter_div=div)

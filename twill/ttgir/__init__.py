@@ -30,6 +30,7 @@ from dataclasses import replace
 from ..errors import Diagnostic, InputError
 from ..fileio import read_text
 from ..ir import Graph
+from ..split import auto_parts, split_rows as split_rows_of
 from .build import build_graph
 from .depipe import depipeline
 from .dump import before_pipeliner
@@ -45,8 +46,12 @@ __all__ = ["import_ttgir", "load_ttgir", "row_warpgroups"]
 
 
 def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
-                 strict: bool = False) -> tuple[Graph, list[Diagnostic]]:
+                 strict: bool = False, split_rows: int | str = 1) -> tuple[Graph, list[Diagnostic]]:
     """The tile-loop graph of one top-level `scf.for` of `text`, and the import's warnings.
+
+    `split_rows` sub-tiles the graph (twill.split): a count of parts, or "auto", the warpgroups
+    Triton's mma layout puts the rows on, counted on the module parsed here (`split.auto_parts`).
+    A split graph gets no hint to split it.
 
     `loop` picks the N-th loop (0-based, counting every function's loops in file order, an outer
     loop before the loops inside it); by default the innermost loop that computes tiles is taken, and
@@ -75,19 +80,23 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
         raise InputError(Diagnostic(f"{file}: no loop of the file computes a tile: nothing to schedule",
                                     hint="twill schedules tile loops (loads, dots, reductions); dump a kernel "
                                          "with such a loop"))
-    hint = _warpgroups_hint(module, graph, file)
+    groups = _row_warpgroups(module)
+    parts = auto_parts(graph, groups) if split_rows == "auto" else int(split_rows)
+    hint = _warpgroups_hint(groups, graph, file) if parts == 1 else None
     if hint is not None:
         notes = [*notes, hint]
+    graph = split_rows_of(graph, parts) if parts > 1 else graph
     unknown = [n.diagnostic for n in notes if n.unknown]
     if strict and unknown:
         raise InputError(*(replace(d, severity="error") for d in unknown))
     return graph, [n.diagnostic for n in notes]
 
 
-def load_ttgir(path, loop: int | None = None, strict: bool = False) -> tuple[Graph, list[Diagnostic]]:
+def load_ttgir(path, loop: int | None = None, strict: bool = False,
+               split_rows: int | str = 1) -> tuple[Graph, list[Diagnostic]]:
     """Read a `.ttgir` file and import it; spans and `Graph.file` name `path` as given."""
     file = os.fspath(path)
-    return import_ttgir(read_text(file, "TTGIR file"), file, loop=loop, strict=strict)
+    return import_ttgir(read_text(file, "TTGIR file"), file, loop=loop, strict=strict, split_rows=split_rows)
 
 
 def row_warpgroups(text: str, file: str = "<string>") -> int:
@@ -107,10 +116,9 @@ def _row_warpgroups(module: Module) -> int:
     return groups
 
 
-def _warpgroups_hint(module: Module, graph: Graph, file: str) -> Note | None:
-    """A note where Triton runs the rows of an mma tile on several warpgroups (an nvidia_mma
-    layout with warpsPerCTA = [8, 1], say: num_warps = 8) and twill's graph would give each op one."""
-    groups = _row_warpgroups(module)
+def _warpgroups_hint(groups: int, graph: Graph, file: str) -> Note | None:
+    """A note where Triton runs the rows of an mma tile on several warpgroups (`groups`, from an
+    nvidia_mma layout with warpsPerCTA = [8, 1], say: num_warps = 8) and twill's graph gives each op one."""
     rows = [op.type.shape[0] for op in graph.ops if op.opcode == "mma" and op.type and len(op.type.shape) == 2]
     if groups < 2 or not rows or max(rows) % (64 * groups):
         return None

@@ -27,13 +27,13 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     carries_out = tuple(replace(c, attrs=tuple(kv for kv in c.attrs if kv[0] != "output")) if c.name in overridden
                         else c for c in graph.carries)
     named = namer.named
-    targets = _targets(sig, ops, inputs, stores, {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw)
+    targets, also = _targets(sig, ops, inputs, stores, {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw)
                                                  if ("scalar", v.key) in named},
                        {raw.inputs[k].arg: named[("input", k)] for k in range(len(raw.inputs)) if ("input", k) in named},
                        written)
     epilogue = Epilogue(tuple(namer.scalars), tuple(namer.eops), tuple(outputs))
     return replace(graph, inputs=graph.inputs + tuple(namer.new_inputs), carries=carries_out, epilogue=epilogue,
-                   arguments=tuple((n, targets.get(n)) for n, _ in sig.args))
+                   arguments=tuple((n, targets.get(n)) for n, _ in sig.args), also_fed=also)
 
 
 class _Namer:
@@ -139,7 +139,21 @@ def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dic
     fed = {}
     for arg in [n for n, _ in sig.args if n in out]:  # one argument per graph name
         fed.setdefault(out[arg], arg)
-    return {a: t for a, t in out.items() if fed[t] == a}
+    targets = {a: t for a, t in out.items() if fed[t] == a}
+    return targets, _also_fed(sig, ops, targets)
+
+
+def _also_fed(sig: Signature, ops: dict, targets: dict) -> tuple[tuple[str, str], ...]:
+    """(argument, load) for each further load of the loop that reads an argument whose first target
+    is a load of the loop too: views of one tensor (W4A16's even and odd columns of SCALES)."""
+    loads = {ops[ssa] for ssa in sig.loads if ssa in ops}
+    also = []
+    for ssa, arg in sig.loads.items():
+        name = ops.get(ssa)
+        if name is not None and targets.get(arg) in loads and targets[arg] != name and (arg, name) not in also:
+            also.append((arg, name))
+    order = {n: i for i, (n, _) in enumerate(sig.args)}
+    return tuple(sorted(also, key=lambda x: order[x[0]]))
 
 
 def _converted_carry(raw: RawEpilogue, v: EVal) -> EVal | None:

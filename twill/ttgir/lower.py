@@ -13,6 +13,7 @@ in the body reads the content of the previous iteration, which becomes a carry o
 from __future__ import annotations
 
 from . import epilogue
+from .addresses import Addresses
 from .compute import causal_mask, dot, dot_wait, layout_attrs, reduce, scan, tc_gen5_mma
 from .generic import generic, nested
 from .locs import names as loc_names
@@ -121,6 +122,7 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     loop ends `path`), the loops merged into it: its carries start from the first loop's inits and
     its masks become `causal_mask` nodes."""
     lw = Lowering(module)
+    lw.addresses = Addresses(func, lw.types)
     _bind_arguments(lw, func)
     ops, loop = _walk_to(lw, func, path, merge), path[-1]
     pairs = _enter_loop(lw, loop, scalar_args, merge)

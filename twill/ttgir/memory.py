@@ -4,11 +4,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import TensorType
+from .addresses import Unexpressed
 from .generic import generic
 from .parser import MOp
 from .state import Lowering
 from .types import last_top_level
 from .values import SCALAR, TOKEN, Buf, Tile
+
+POINTER_LOADS = {"tt.load", "ttg.async_copy_global_to_local"}  # loads through a tensor of pointers
 
 
 def load(lw: Lowering, op: MOp) -> None:
@@ -31,13 +34,27 @@ def load(lw: Lowering, op: MOp) -> None:
 
 
 def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
-    """The `load` node of a tile of type `tt` read from `source` (the MType of its addresses)."""
+    """The `load` node of a tile of type `tt` read from `source` (the MType of its addresses), with
+    the attributes of how it walks its argument (addresses.py: a column stride, a row per D iterations)."""
+    attrs = _view(lw, op)
     if source is not None and source.kind == "tensor" and source.elem == "ptr" and len(tt.shape) == 2 \
             and source.order == (0, 1):
         # Coalescing ordered the addresses dim 0 first: the tile is stored column-major in memory.
         # The .tir type is its layout there (as a TMA box would be), and this view of it is transposed.
-        return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1])), flip=True)
-    return lw.node("load", op, vals, tt)
+        return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1]), attrs=attrs), flip=True)
+    return lw.node("load", op, vals, tt, attrs=attrs)
+
+
+def _view(lw: Lowering, op: MOp) -> tuple:
+    """The load's attributes of how it walks its argument (addresses.py); a located error where the
+    graph cannot say it."""
+    if lw.addresses is None or op.name not in POINTER_LOADS:
+        return ()
+    try:
+        return lw.addresses.view(op)
+    except Unexpressed as e:
+        raise lw.src.error(f"'{op.name}': {e}", op.head, hint="a load's row may advance once per D iterations "
+                           "((iv + c) // (D * step), the loop from 0; docs/ttgir-import.md, section 3)")
 
 
 def async_copy(lw: Lowering, op: MOp) -> None:

@@ -28,6 +28,7 @@ class Lowering:
         self.in_loop = False
         self.yielded: list[object] | None = None
         self.merge_entry: dict[int, object] = {}  # buffer content where a merged pair's first loop starts
+        self.addresses = None  # addresses.Addresses of the function: how each load walks its argument
 
     # -- helpers ----------------------------------------------------------------------------------
 

@@ -39,7 +39,8 @@ def describe(t):
 
 def layout(arg):
     """The shape an argument takes, as text: `[*batch, M, 128]` (M a multiple of the tile)."""
-    dims = ["*batch"] + (["I"] if arg["per_iteration"] else [])
+    div = arg.get("iter_div", 1)
+    dims = ["*batch"] + ([("I" if div == 1 else f"ceil(I/{div})")] if arg["per_iteration"] else [])
     for axis, size in arg["dims"]:
         dims.append(str(size) if axis == "fixed" else SYMBOLS[axis])
     return "[" + ", ".join(dims) + "]"
@@ -48,7 +49,8 @@ def layout(arg):
 def _extents(spec, arg):
     """Per dimension of `arg` beyond the batch: (symbol key, size) where the extent is size * the
     symbol's value (for "L", the extent itself; for "fixed", size)."""
-    out = [("iters", 1)] if arg["per_iteration"] else []
+    div = arg.get("iter_div", 1)
+    out = [("iters" if div == 1 else f"iters/{div}", 1)] if arg["per_iteration"] else []
     for axis, size in arg["dims"]:
         if axis == "loop" and not spec["loop_step"]:
             out.append(("iters", size))  # no loaded tile along the loop: counted in iterations of the tile
@@ -57,9 +59,15 @@ def _extents(spec, arg):
     return out
 
 
+# A tensor of the same bits in the other signedness is taken too: TTGIR's integers are signless
+# (Triton's pointer to uint8 is !tt.ptr<i8>), and the kernel's ops say how the bits are read.
+SAME_BITS = {"int8": ("uint8",)}
+
+
 def _check_meta(arg, meta, device):
     name = arg["name"]
-    if meta.dtype != arg["dtype"] or not meta.device.startswith("cuda"):
+    if (meta.dtype != arg["dtype"] and meta.dtype not in SAME_BITS.get(arg["dtype"], ())) \
+            or not meta.device.startswith("cuda"):
         raise ArgumentError(f"{name}: expected torch.{arg['dtype']} on a CUDA device, got torch.{meta.dtype} on "
                             f"{meta.device}")
     if device is not None and meta.device != device:
@@ -128,6 +136,9 @@ def _group(arg, batch, batch_shape, batch_of, shape):
 
 def _unify(spec, arg, key, size, extent, known, who, shape):
     name = arg["name"]
+    if key.startswith("iters/"):  # a row per `div` iterations: checked against the iterations in _finish
+        known.setdefault("per", []).append((key, extent, name))
+        return
     if key == "fixed":
         if extent != size:
             raise ArgumentError(f"{name}: expected shape {layout(arg)}, got {list(shape)} ({extent} where the "
@@ -161,6 +172,11 @@ def _finish(spec, known, who, batch_shape, device, iters):
         known["iters"] = iters
     if "iters" not in known:
         raise ArgumentError(f"{spec['kernel']}: no argument gives the loop's extent: pass iters=")
+    for key, extent, name in known.pop("per", []):
+        div = int(key.split("/")[1])
+        if extent != -(-known["iters"] // div):
+            raise ArgumentError(f"{name}: {extent} rows, but the loop's {known['iters']} iterations read "
+                                f"ceil(I/{div}) = {-(-known['iters'] // div)} (one per {div} iterations)")
     if known["iters"] < spec["stages"]:
         least = (spec["stages"] - 1) * step + 1 if step else spec["stages"]
         raise ArgumentError(f"{who.get('loop', who.get('iters', ('iters',)))[0]}: the loop runs {known['iters']} "
@@ -174,7 +190,10 @@ def _finish(spec, known, who, batch_shape, device, iters):
     for a in spec["args"]:
         shape = list(batch_shape)
         for key, size in _extents(spec, a):
-            shape.append(size if key == "fixed" else known[key] * size)
+            if key.startswith("iters/"):
+                shape.append(-(-known["iters"] // int(key.split("/")[1])) * size)
+            else:
+                shape.append(size if key == "fixed" else known[key] * size)
         shapes[a["name"]] = tuple(shape)
         if a["tma"] and shape[-1] * a["esize"] % 16:
             raise ArgumentError(f"{a['name']}: rows of {shape[-1]} elements are not a multiple of 16 bytes, "

@@ -757,17 +757,20 @@ struct Cols {
   static constexpr int kBlocks = 1, kElems = N / 2;
   float x[N / 2];
 };
-// A [1, N] tile in shared memory (laid out as Tile<T, 1, N>), read where it is used.
-template <int N, typename T>
+// A [1, N] tile in shared memory (laid out as Tile<T, 1, N>), read where it is used; with a stride S,
+// column j is element S * j + O of a loaded [1, N * S] row (a strided view of one argument: a load's
+// {col_stride = S, col_offset = O}).
+template <int N, typename T, int S = 1, int O = 0>
 struct ColsView {
   static constexpr int kBlocks = 1, kElems = N / 2;
   const void* p;
 };
 template <bool ROWS, int N>
 __device__ __forceinline__ float at(const Cols<N>& c, int, int i) { return c.x[i]; }
-template <bool ROWS, int N, typename T>
-__device__ __forceinline__ float at(const ColsView<N, T>& v, int, int i) {
-  return to_float<T>(*reinterpret_cast<const T*>(static_cast<const char*>(v.p) + Tile<T, 1, N>::offset(0, frag_col(i))));
+template <bool ROWS, int N, typename T, int S, int O>
+__device__ __forceinline__ float at(const ColsView<N, T, S, O>& v, int, int i) {
+  return to_float<T>(*reinterpret_cast<const T*>(static_cast<const char*>(v.p) +
+                                                 Tile<T, 1, N * S>::offset(0, frag_col(i) * S + O)));
 }
 template <int N>
 __device__ __forceinline__ void put2(Cols<N>& c, int, int i, float v0, float v1) { c.x[i] = v0; c.x[i + 1] = v1; }

@@ -8,17 +8,18 @@ struct TCols {
   static constexpr int kElems = N, kRows = R;
   float x[N];
 };
-// A [1, N] tile in shared memory (laid out as Tile<T, 1, N>), read where it is used.
-template <int N, typename T>
+// A [1, N] tile in shared memory (laid out as Tile<T, 1, N>), read where it is used; with a stride S,
+// column j is element S * j + O of a loaded [1, N * S] row (a load's {col_stride = S, col_offset = O}).
+template <int N, typename T, int S = 1, int O = 0>
 struct ColsView {
   static constexpr int kElems = N, kRows = 128;
   const void* p;
 };
 template <bool ROWS, int N, int R>
 __device__ __forceinline__ float at(const TCols<N, R>& c, int i) { return c.x[i]; }
-template <bool ROWS, int N, typename T>
-__device__ __forceinline__ float at(const ColsView<N, T>& v, int i) {
-  return to_float<T>(*reinterpret_cast<const T*>(static_cast<const char*>(v.p) + Tile<T, 1, N>::offset(0, i)));
+template <bool ROWS, int N, typename T, int S, int O>
+__device__ __forceinline__ float at(const ColsView<N, T, S, O>& v, int i) {
+  return to_float<T>(*reinterpret_cast<const T*>(static_cast<const char*>(v.p) + Tile<T, 1, N * S>::offset(0, i * S + O)));
 }
 template <int N, int R>
 __device__ __forceinline__ void put2(TCols<N, R>& c, int i, float v0, float v1) { c.x[i] = v0; c.x[i + 1] = v1; }
