@@ -38,6 +38,7 @@ DATA = ROOT / "tests" / "data" / "attention_bwd"
 GOLDEN = ROOT / "tests" / "golden" / "attention_bwd"
 KERNELS = {"attention_bwd_delta_hopper.h200": "attention_bwd_delta_hopper.tir",
            "attention_bwd_flash_hopper.h100": "attention_bwd_flash_hopper.tir",
+           "attention_bwd_flash_hopper.h200": "attention_bwd_flash_hopper.tir",
            "attention_bwd_causal_hopper.h200": "attention_bwd_causal_hopper.tir"}
 LOG2E = 1.4426950408889634
 OUTER_CACHE = os.environ.get("TWILL_CACHE_DIR")  # the bindings' build folder, before a test's own cache
