@@ -2,7 +2,9 @@
 
 examples/attention_bwd_delta_hopper.tir computes Delta = rowsum(dO * O) (FlashAttention's
 preprocessing kernel); examples/attention_bwd_flash_hopper.tir is the main backward kernel fed with
-the unscaled Q, whose epilogue scales dK by the softmax scale and writes dK and dV in f16. The
+the unscaled Q, whose epilogue scales dK by the softmax scale and writes dK and dV in f16;
+examples/attention_bwd_causal_hopper.tir is the same with the causal mask, each key tile's loop
+starting at the query block of its first key (ragged.causal_first). The
 schedules in tests/data/attention_bwd/ are `twill solve`'s (stored so the tests do not solve); the
 kernels and bindings in tests/golden/attention_bwd/ are what bench/attention_features.py runs
 (row attention_bwd_emitted). Without a GPU: the examples solve proven optimal to the stored
