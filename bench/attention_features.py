@@ -25,9 +25,15 @@ not computed).
   included, against FA4's and cuDNN's backward (autograd over their forward, the forward not timed).
 - backward, emitted (`emitted_backward`, row attention_bwd_emitted): Delta = rowsum(dO * O) by
   twill's `attention_bwd_delta_hopper.h200` (examples/attention_bwd_delta_hopper.tir) and the softmax
-  scale inside `attention_bwd_flash_hopper.h100` (examples/attention_bwd_flash_hopper.tir: unscaled Q,
+  scale inside `attention_bwd_flash_hopper.h200` (examples/attention_bwd_flash_hopper.tir: unscaled Q,
   exp2_scale = log2(e) / sqrt(D), dK scaled and dK, dV written in f16 by its epilogue); torch keeps
   lse = m + ln(l) sqrt(D) (one value per row) and dQ's conversion (dQ / sqrt(D) to f16), as FA's own.
+- backward, causal (`emitted_causal_backward`, row attention_bwd_causal): the same two kernels, the
+  main one `attention_bwd_causal_hopper.h200` (examples/attention_bwd_causal_hopper.tir: each key
+  tile's loop starts at the query block of its first key, the diagonal blocks masked), from the
+  causal forward's O and logsumexp (torch's flash SDPA, not timed); GQA by K and V repeated over
+  the group and dK, dV summed over it (timed). FA4 `causal=True`, SDPA `is_causal=True`; TFLOP/s
+  count half of the non-causal 10·B·H·N²·D.
 """
 import math
 import os
@@ -46,9 +52,12 @@ FEATURES = {
 }
 BWD = "attention_bwd_hopper.h100"  # the backward's main kernel (flash_backward)
 BWD_DIR = os.path.join(ROOT, "tests", "golden", "attention_bwd")  # the emitted backward's kernels
-BWD_EMITTED = ("attention_bwd_delta_hopper.h200", "attention_bwd_flash_hopper.h100")  # Delta, main
+# Delta, main: the main kernel's h200 schedule (the consumer +32 registers) has no serialized wgmma
+# and ran 1.23x the h100 one's TFLOP/s on the H200 (docs/gpu-results.md, session 23)
+BWD_EMITTED = ("attention_bwd_delta_hopper.h200", "attention_bwd_flash_hopper.h200")
+BWD_CAUSAL = ("attention_bwd_delta_hopper.h200", "attention_bwd_causal_hopper.h200")  # Delta, causal main
 LOG2E = 1.4426950408889634
-NAMES = (*FEATURES, "attention_bwd_flash", "attention_bwd_emitted")  # what --only may name
+NAMES = (*FEATURES, "attention_bwd_flash", "attention_bwd_emitted", "attention_bwd_causal")  # what --only may name
 
 
 def _err(e):
@@ -117,33 +126,65 @@ def emitted_backward(dmod, bwd, q, k, v, o, m, l, d_o, scale):
     return (out.dq * scale).to(q.dtype).view(B, Hq, N, D), out.dk, out.dv
 
 
-def reference_backward(q, k, v, d_o, scale, heads, group=1):
+def reference_backward(q, k, v, d_o, scale, heads, group=1, causal=False):
     """float32 autograd of softmax(q k^T * scale) v on the first `heads` query heads of batch 0
-    (query head h reads K/V head h // group; heads a multiple of group): (dq, dk, dv), dk and dv of
-    the first heads // group K/V heads, summed over each one's query heads."""
+    (query head h reads K/V head h // group; heads a multiple of group; causal: a key after its
+    query masked): (dq, dk, dv), dk and dv of the first heads // group K/V heads, summed over each
+    one's query heads."""
     import torch
     qf = q[0, :heads].float().requires_grad_()
     kf, vf = (t[0, :heads // group].float().requires_grad_() for t in (k, v))
     ke, ve = (t.repeat_interleave(group, dim=0) for t in (kf, vf))
-    o = torch.softmax((qf @ ke.transpose(-1, -2)) * scale, dim=-1) @ ve
+    s = (qf @ ke.transpose(-1, -2)) * scale
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), -float("inf"))
+    o = torch.softmax(s, dim=-1) @ ve
     return torch.autograd.grad(o, (qf, kf, vf), d_o[0, :heads].float())
 
 
-def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True, dmod=None, group=1):
+def causal_forward(q, k, v, scale):
+    """The causal forward's O (f16) and logsumexp of the scaled scores (f32 [B, Hq, N]), as the
+    backward reads them, from torch's flash SDPA (GQA: K and V repeated over the group)."""
+    import torch
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) if group > 1 else t for t in (k, v))
+    out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)
+    return out[0], out[1]
+
+
+def emitted_causal_backward(dmod, bwd, q, k, v, o, lse, d_o, scale):
+    """FlashAttention's causal backward by twill's emitted kernels: Delta, then
+    `attention_bwd_causal_hopper.h200` (each key tile's loop starts at its diagonal), from the
+    forward's logsumexp `lse` of the scaled scores; (dq, dk, dv). Grouped (K, V with Hkv of q's Hq
+    heads): the group's query heads cannot share one loop (each has its own diagonal), so K and V
+    are repeated over the group and dK, dV summed over it afterwards (both timed)."""
+    B, Hq, N, D = q.shape
+    group = Hq // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) if group > 1 else t for t in (k, v))
+    out = bwd.run(k, v, q, d_o, lse / scale, delta(dmod, o, d_o), scale, exp2_scale=scale * LOG2E)
+    dk, dv = out.dk, out.dv
+    if group > 1:
+        dk, dv = (t.view(B, Hq // group, group, N, D).float().sum(2).to(t.dtype) for t in (dk, dv))
+    return (out.dq * scale).to(q.dtype), dk, dv
+
+
+def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True, dmod=None, group=1, causal=False):
     """FlashAttention's backward: twill (flash_backward, or emitted_backward with the Delta kernel
-    `dmod`, then also grouped: H / group K/V heads), FA4 and cuDNN, checked against float32."""
+    `dmod`, then also grouped: H / group K/V heads; causal: emitted_causal_backward from the
+    causal forward's O and logsumexp, `fwd` unused), FA4 and cuDNN, checked against float32."""
     import torch
     import torch.nn.functional as F
-    variant = "attention_bwd_flash" if dmod is None else "attention_bwd_emitted"
+    variant = "attention_bwd_flash" if dmod is None else "attention_bwd_causal" if causal else "attention_bwd_emitted"
     Hkv = H // group
     res = {"kernel": "attention_feature", "variant": variant, "B": B, "H": H, "Hkv": Hkv, "N": N, "D": D,
-           "causal": False, "fp8": False, "flops": 10.0 * B * H * N * N * D}
+           "causal": causal, "fp8": False, "flops": 10.0 * B * H * N * N * D / (2 if causal else 1)}
     torch.manual_seed(N + 7)
     q, d_o = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(2))
     k, v = (torch.randn(B, Hkv, N, D, device="cuda", dtype=torch.float16) for _ in range(2))
     scale = 1.0 / math.sqrt(D)
     ref_heads = max(ref_heads, group) // group * group
-    ref = reference_backward(q, k, v, d_o, scale, ref_heads, group)
+    ref = reference_backward(q, k, v, d_o, scale, ref_heads, group, causal)
 
     def errs(prefix, grads):
         e = [g.rel_err(x[0, :heads], r) for x, r, heads in zip(grads, ref, (ref_heads, ref_heads // group,
@@ -151,10 +192,15 @@ def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True, dmod=Non
         res[prefix + "rel_err"] = max(e)
         res[prefix + "rel_err_dq_dk_dv"] = e
     try:
-        out = fwd.run(q, k, v, exp2_scale=scale * LOG2E)
+        if causal:
+            o, lse = causal_forward(q, k, v, scale)
+        else:
+            out = fwd.run(q, k, v, exp2_scale=scale * LOG2E)
         torch.cuda.synchronize()
 
         def twill():
+            if causal:
+                return emitted_causal_backward(dmod, bwd, q, k, v, o, lse, d_o, scale)
             if dmod is not None:
                 return emitted_backward(dmod, bwd, q, k, v, out.acc, out.m, out.l, d_o, scale)
             return flash_backward(bwd, q, k, v, out.acc, out.m, out.l, d_o, scale)
@@ -175,7 +221,7 @@ def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True, dmod=Non
     else:
         try:
             qb, kb, vb = (t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v))
-            ob = fa4(qb, kb, vb, softmax_scale=scale)
+            ob = fa4(qb, kb, vb, softmax_scale=scale, causal=causal)
             ob = ob[0] if isinstance(ob, tuple) else ob
             dob = d_o.transpose(1, 2).contiguous()
 
@@ -190,7 +236,7 @@ def run_bwd_row(g, fwd, bwd, B, H, N, D=128, ref_heads=2, do_time=True, dmod=Non
         from torch.nn.attention import sdpa_kernel, SDPBackend
         qc, kc, vc = (t.clone().requires_grad_() for t in (q, k, v))
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            oc = F.scaled_dot_product_attention(qc, kc, vc, **({"enable_gqa": True} if group > 1 else {}))
+            oc = F.scaled_dot_product_attention(qc, kc, vc, is_causal=causal, **({"enable_gqa": True} if group > 1 else {}))
 
         def cudnn_bwd():
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
@@ -342,24 +388,28 @@ def run_all(g, kernel_dir, sizes, only=None):
             torch.cuda.empty_cache()
     if only in (None, "attention_bwd_emitted"):
         rows += _emitted_bwd_rows(g, kernel_dir, sizes)
+    if only in (None, "attention_bwd_causal"):
+        rows += _emitted_bwd_rows(g, kernel_dir, sizes, causal=True)
     return rows
 
 
-def _emitted_bwd_rows(g, kernel_dir, sizes):
-    """The attention_bwd_emitted rows (emitted_backward), each printed as it is done."""
+def _emitted_bwd_rows(g, kernel_dir, sizes, causal=False):
+    """The attention_bwd_emitted rows (emitted_backward), or the attention_bwd_causal ones
+    (emitted_causal_backward), each printed as it is done."""
     import json
     import torch
     rows = []
+    variant = "attention_bwd_causal" if causal else "attention_bwd_emitted"
     try:
-        fwd, _ = g.build_binding(FEATURES["attention_gqa"][0], kernel_dir)
-        (dmod, s1), (bwd, s2) = (g.build_binding(f, BWD_DIR) for f in BWD_EMITTED)
+        fwd, _ = (None, None) if causal else g.build_binding(FEATURES["attention_gqa"][0], kernel_dir)
+        (dmod, s1), (bwd, s2) = (g.build_binding(f, BWD_DIR) for f in (BWD_CAUSAL if causal else BWD_EMITTED))
         spills = s1 + s2
     except Exception as e:  # noqa: BLE001
         bwd, spills = None, ["build failed: " + _err(e)]
     for group in (1, 4):
         for n in sizes:
-            r = (run_bwd_row(g, fwd, bwd, 4, 32, n, dmod=dmod, group=group) if bwd is not None else
-                 {"kernel": "attention_feature", "variant": "attention_bwd_emitted", "N": n, "Hkv": 32 // group,
+            r = (run_bwd_row(g, fwd, bwd, 4, 32, n, dmod=dmod, group=group, causal=causal) if bwd is not None else
+                 {"kernel": "attention_feature", "variant": variant, "N": n, "Hkv": 32 // group,
                   "twill_error": spills[0], "ok": False})
             r["spills"] = spills
             print(json.dumps(r), flush=True)

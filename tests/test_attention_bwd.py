@@ -2,7 +2,9 @@
 
 examples/attention_bwd_delta_hopper.tir computes Delta = rowsum(dO * O) (FlashAttention's
 preprocessing kernel); examples/attention_bwd_flash_hopper.tir is the main backward kernel fed with
-the unscaled Q, whose epilogue scales dK by the softmax scale and writes dK and dV in f16. The
+the unscaled Q, whose epilogue scales dK by the softmax scale and writes dK and dV in f16;
+examples/attention_bwd_causal_hopper.tir is the same with the causal mask, each key tile's loop
+starting at the query block of its first key (ragged.causal_first). The
 schedules in tests/data/attention_bwd/ are `twill solve`'s (stored so the tests do not solve); the
 kernels and bindings in tests/golden/attention_bwd/ are what bench/attention_features.py runs
 (row attention_bwd_emitted). Without a GPU: the examples solve proven optimal to the stored
@@ -14,24 +16,32 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from twill.emit import build_model, emit_cuda
 from twill.emit.binding import binding_files
+from twill.emit.ragged import causal_first, causal_keeps
 from twill.fileio import load_graph
 from twill.machine import load_machine
 from twill.pipeline import SolveOptions, solve
 from twill.schedule import Schedule
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from ringcheck import ring_deadlock  # noqa: E402
+
 DATA = ROOT / "tests" / "data" / "attention_bwd"
 GOLDEN = ROOT / "tests" / "golden" / "attention_bwd"
 KERNELS = {"attention_bwd_delta_hopper.h200": "attention_bwd_delta_hopper.tir",
-           "attention_bwd_flash_hopper.h100": "attention_bwd_flash_hopper.tir"}
+           "attention_bwd_flash_hopper.h100": "attention_bwd_flash_hopper.tir",
+           "attention_bwd_flash_hopper.h200": "attention_bwd_flash_hopper.tir",
+           "attention_bwd_causal_hopper.h200": "attention_bwd_causal_hopper.tir"}
 LOG2E = 1.4426950408889634
 OUTER_CACHE = os.environ.get("TWILL_CACHE_DIR")  # the bindings' build folder, before a test's own cache
 
@@ -43,9 +53,13 @@ def schedule(name: str) -> Schedule:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_the_examples_solve_proven_optimal_to_the_stored_schedules(name):
-    s = solve(load_graph(ROOT / "examples" / KERNELS[name]), load_machine(name.split(".")[1]), SolveOptions())
-    assert s.optimal and s.length_optimal
+    """Under the stored schedule's per-role registers (emit-cuda's ptxas loop gave the causal
+    kernel's consumer 32 more: `role_reserve`), the example solves to it, proven optimal."""
     stored = schedule(name)
+    reserve = tuple((tuple(ops), regs, warps) for ops, regs, warps in dict(stored.options).get("role_reserve", ()))
+    s = solve(load_graph(ROOT / "examples" / KERNELS[name]), load_machine(name.split(".")[1]),
+              SolveOptions(role_reserve=reserve))
+    assert s.optimal and s.length_optimal
     assert (s.ii, s.length) == (stored.ii, stored.length)
 
 
@@ -94,6 +108,52 @@ def _module(name: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+# -- the causal backward without a GPU ---------------------------------------------------------------
+
+CAUSAL = "attention_bwd_causal_hopper.h200"
+
+
+def test_a_key_tiles_loop_starts_at_the_query_block_of_its_first_key():
+    """ragged.causal_first: every query that keeps a key of the tile lies at or after the first
+    iteration, the blocks skipped keep none, and a tile near the end starts early enough for the
+    pipeline's stages (those extra blocks are masked whole)."""
+    for step, rows, iters, stages in ((64, 128, 16, 2), (64, 128, 18, 2), (128, 128, 8, 3), (64, 64, 8, 1)):
+        for m in range(iters * step // rows):
+            first = causal_first(iters, stages, step, m * rows)
+            assert iters - first >= stages and first >= 0
+            kept = [q for q in range(iters * step) if any(causal_keeps(q, key) for key in range(m * rows, (m + 1) * rows))]
+            assert first * step <= kept[0]  # nothing kept is skipped
+            assert first == max(0, min(kept[0] // step, iters - stages))  # and no block keeping nothing runs, but for the stages
+
+
+def test_the_causal_backward_offsets_every_loop_index_by_the_tiles_first_block():
+    text = emit_cuda(schedule(CAUSAL), load_machine("h200"))
+    assert "const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this key tile's query blocks" in text
+    assert "return max(0, min(start / kLoopStep, args.iters - kStages));" in text
+    loads = [line for line in text.splitlines() if "twill::tma_load(sm.ld_" in line]
+    assert loads and all("(causal_first(args, tile) + it) * 64" in line for line in loads)
+    assert "const int r0 = (causal_first(args, tile) + it) * 64" in text  # dQ's rows
+    masks = [line.strip() for line in text.splitlines() if "twill::mask_causal(" in line and "void" not in line]
+    assert masks and all(line.endswith("tile.m * args.k_rows_step + args.k_rows_offset);") for line in masks)
+    assert "return twill::TileIdx{in / size," in text  # the first key tiles (longest loops) first
+
+
+def test_the_causal_backwards_rings_never_deadlock():
+    """Every loop length a key tile runs (kStages and up): no role waits forever."""
+    text = emit_cuda(schedule(CAUSAL), load_machine("h200"))
+    stages = int(re.search(r"constexpr int kStages = (\d+);", text).group(1))
+    for n in range(stages, stages + 9):
+        assert ring_deadlock(text, n) == {}, n
+
+
+def test_the_causal_backward_takes_the_flash_backwards_arguments():
+    args = {a["name"]: a for a in _module(CAUSAL).SPEC["args"]}
+    assert [a for a in args if not args[a]["output"]] == ["k", "v", "q", "do", "lse", "dlt"]
+    assert args["q"]["dims"] == [["loop", 64], ["n", 128]] and args["k"]["dims"] == [["m", 128], ["n", 128]]
+    assert args["dq"]["dtype"] == "float32" and args["dk"]["dtype"] == args["dv"]["dtype"] == "float16"
+    assert "def attention_bwd_causal_hopper(k, v, q, do, lse, dlt, softmax_scale," in (GOLDEN / f"{CAUSAL}.py").read_text()
 
 
 # -- on a Hopper GPU ---------------------------------------------------------------------------------
@@ -158,4 +218,27 @@ def test_the_emitted_backward_matches_autograd(built, group):
     torch.cuda.synchronize()
     assert [tuple(x.shape) for x in grads] == [(B, H, N, D), (B, H // group, N, D), (B, H // group, N, D)]
     for got, want in zip(grads, feats.reference_backward(q, k, v, d_o, scale, H, group)):
+        assert g.rel_err(got[0], want) < 1e-2
+
+
+@gpu
+@pytest.mark.parametrize("group", (1, 4))
+@pytest.mark.parametrize("n", (512, 1152))
+def test_the_emitted_causal_backward_matches_autograd(built, group, n):
+    """The causal backward (each key tile's loop from its diagonal's query block) from the causal
+    forward's O and logsumexp: dQ, dK, dV against float32 autograd of the masked softmax; N = 1152
+    has 9 key tiles and 18 query blocks, so tiles start at odd and even blocks alike."""
+    import torch
+    feats, g = _bench("attention_features"), _bench("gpu_bench")
+    B, H, D = 1, 4, 128
+    torch.manual_seed(11 + group + n)
+    q, d_o = (torch.randn(B, H, n, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    k, v = (torch.randn(B, H // group, n, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    scale = 1 / math.sqrt(D)
+    o, lse = feats.causal_forward(q, k, v, scale)
+    grads = feats.emitted_causal_backward(built("attention_bwd_delta_hopper.h200"),
+                                          built("attention_bwd_causal_hopper.h200"), q, k, v, o, lse, d_o, scale)
+    torch.cuda.synchronize()
+    assert [tuple(x.shape) for x in grads] == [(B, H, n, D), (B, H // group, n, D), (B, H // group, n, D)]
+    for got, want in zip(grads, feats.reference_backward(q, k, v, d_o, scale, H, group, causal=True)):
         assert g.rel_err(got[0], want) < 1e-2

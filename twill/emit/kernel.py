@@ -41,7 +41,7 @@ class Kernel:
         out.out.extend(fill(
             "kernel.tpl",
             params=", ".join([f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps] + ["const Args args"]),
-            iters=("const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this query tile's key blocks"
+            iters=(f"const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this {self._blocks()}"
                    if self.causal.masks else "const int n = args.iters;"),
             maps=[f"tm.{t.name} = &tm_{t.name};" for t in maps] or ["tm.unused = 0;"],
             rings=["sm.ring_{}.init({}, {});".format(chan.ident, *self._counts(chan)) for chan in self.p.channels.values()],
@@ -51,6 +51,10 @@ class Kernel:
             tmem_alloc=alloc if tmem else [], tmem_ready=["twill::tmem_fence_after();"] if tmem else [],
             dispatch=dispatch.out, tmem_free=free if tmem else []).rstrip("\n").split("\n"))
         out("")
+
+    def _blocks(self) -> str:
+        """What a causal loop's iterations are, for the kernel's comment."""
+        return "key tile's query blocks" if self.causal.starts else "query tile's key blocks"
 
     def _barrier_inits(self) -> list[str]:
         """The kernel's mbarriers other than the rings' and the inputs': scratch tiles read, the

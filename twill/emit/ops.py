@@ -362,21 +362,28 @@ def _umma_idesc(s: MmaShape) -> tuple[str, str]:
 def _causal_mask(call: OpCall) -> list[str]:
     """causal_mask (ragged.py): keys after their query become -inf, in registers (sm_90a; in tensor
     memory on sm_100a, tmem_mask_causal), in place
-    where the result took its operand's registers. The query rows are those of the query tile in
-    memory (its placement in Args), the keys iteration * kLoopStep on."""
+    where the result took its operand's registers. Forward, the query rows are those of the query
+    tile in memory (its placement in Args), the keys iteration * kLoopStep on; backward (the loop
+    over the queries), the queries are (the tile's first iteration + iteration) * kLoopStep on and
+    the keys those of the key tile in memory."""
     from .ragged import causal
     a, out = call.args[0], call.out
-    query = causal(call.model).rows_of.get(call.op.name)
+    plan = causal(call.model)
+    tensor = plan.rows_of.get(call.op.name)
     where = "tmem" if call.model.target.tensor_memory else "reg"
-    if a.where != where or out is None or out.where != where or query is None:
+    if a.where != where or out is None or out.where != where or tensor is None:
         raise EmitError(f"op '{call.op.name}': causal_mask is emitted on register tiles on sm_90a, on "
                         "tensor-memory tiles on sm_100a")
-    q0 = f"tile.m * args.{query}_rows_step + args.{query}_rows_offset + {call.row0}"
+    grid0 = f"tile.m * args.{tensor}_rows_step + args.{tensor}_rows_offset"
+    if plan.starts:
+        q0, k0 = f"(causal_first(args, tile) + {call.iteration}) * kLoopStep + {call.row0}", grid0
+    else:
+        q0, k0 = f"{grid0} + {call.row0}", f"({call.iteration}) * kLoopStep"
     if where == "tmem":
         rows, cols = out.type.shape
-        return [f"twill::tmem_mask_causal<{cols}, {rows}>({out.expr}, {a.expr}, {q0}, ({call.iteration}) * kLoopStep);"]
+        return [f"twill::tmem_mask_causal<{cols}, {rows}>({out.expr}, {a.expr}, {q0}, {k0});"]
     copy = [] if out.expr == a.expr else [f"{out.expr} = {a.expr};"]
-    return copy + [f"twill::mask_causal({out.expr}, {q0}, ({call.iteration}) * kLoopStep);"]
+    return copy + [f"twill::mask_causal({out.expr}, {q0}, {k0});"]
 
 
 # -- the tables ----------------------------------------------------------------------------------

@@ -71,24 +71,51 @@ def plan(model) -> Ragged:
 
 # -- causal loops --------------------------------------------------------------------------------
 #
-# `y = causal_mask x` (x a register tile whose rows are queries, along the grid's m axis, and whose
-# columns are keys, along the loop) keeps x's element (r, c) where key k0 + c is at or before
-# query q0 + r and makes it -inf where the key comes later: q0 is the first row in memory of the
-# query tile that x's rows follow (the mma's A operand: q, or q0 / q1 of FA3's sub-tiles, at
-# tile.m * rows_step + rows_offset), k0 = iteration * step. A loop with a causal mask runs, per
-# query tile, over the keys up to the tile's last query row only (`causal_iters`): later keys are
-# masked for every row, and Triton's two causal loops (ttgir/merge.py) stop there too. A tile
-# with fewer such iterations than the pipeline's stages runs kStages: the extra ones are masked
-# whole, which is sound because every reader of the mask is one for which -inf is an absent
-# element (rowmax, exp2: the same rule as the partial tile's mask above).
+# `y = causal_mask x` keeps x's element (r, c) where its key is at or before its query and makes
+# it -inf where the key comes later. x is a register tile (tensor memory on sm_100a) whose one
+# dimension follows the grid's rows (m) and whose other follows the loop, in one of two
+# orientations (`ORIENTATIONS`):
+# - the forward (rows m, columns loop): a CTA per query tile, the loop over the keys. Row r is
+#   query q0 + r, q0 the first row in memory of the query tile x's rows follow (the mma's A
+#   operand: q, or q0 / q1 of FA3's sub-tiles, at tile.m * rows_step + rows_offset); column c is
+#   key k0 + c, k0 = iteration * step. The loop runs, per query tile, over the keys up to the
+#   tile's last row (`causal_iters`): later keys are masked for every row, and Triton's two
+#   causal loops (ttgir/merge.py) stop there too. The query tiles with most key blocks go first.
+# - the backward (rows loop, columns m): a CTA per key tile (FlashAttention's dK, dV), the loop
+#   over the query tiles. Row r is query q0 + r, q0 = iteration * step; column c is key k0 + c,
+#   k0 the first row in memory of the key tile x's columns follow (the mma's B operand, k). The
+#   loop runs, per key tile, from the query block holding the tile's first key (`causal_first`:
+#   earlier queries keep no key of the tile) to the loop's end: every iteration index along the
+#   loop (its loads' and stores' rows, the mask's q0) is offset by that first block. The key
+#   tiles with most query blocks (the first ones) go first.
+# A tile with fewer iterations than the pipeline's stages runs kStages: the extra ones (past the
+# diagonal forward, before it backward) are masked whole, which is sound because every reader of
+# the mask is one for which -inf is an absent element (rowmax, exp2: the same rule as the partial
+# tile's mask above; backward, P = 0 makes dS = P (dP - Delta) = 0 too).
 
 MASK_OPCODE = "causal_mask"
+
+
+@dataclass(frozen=True)
+class Orientation:
+    loop: str  # what the loop runs over: "keys" (its end is per tile) or "queries" (its start is)
+    operand: int  # the mma operand of x's producer whose rows are the grid's: 0 (A, queries) or 1 (B, keys)
+
+
+ORIENTATIONS = {("m", "loop"): Orientation("keys", 0), ("loop", "m"): Orientation("queries", 1)}
 
 
 def causal_iters(iters: int, stages: int, step: int, rows_end: int) -> int:
     """Iterations of one query tile whose rows end (one past the last) at `rows_end`: the key
     blocks up to that row, at least the pipeline's `stages`, at most the loop's `iters`."""
     return min(iters, max(stages, -(-rows_end // step)))
+
+
+def causal_first(iters: int, stages: int, step: int, keys_start: int) -> int:
+    """The first iteration of one key tile whose first key is `keys_start` (a loop over query
+    blocks of `step` rows): the block holding that key's query, earlier if the pipeline's
+    `stages` need more iterations, never before 0."""
+    return max(0, min(keys_start // step, iters - stages))
 
 
 def causal_keeps(query: int, key: int) -> bool:
@@ -98,8 +125,9 @@ def causal_keeps(query: int, key: int) -> bool:
 
 @dataclass(frozen=True)
 class Causal:
-    masks: tuple[tuple[str, str], ...]  # (causal_mask op, the query tensor its rows are)
+    masks: tuple[tuple[str, str], ...]  # (causal_mask op, the tensor whose rows are the grid's m dimension of its tile)
     why_not: str  # "" when the kernel can be emitted, else the reason
+    loop: str = "keys"  # what the loop runs over (Orientation.loop)
 
     @property
     def rows_of(self) -> dict[str, str]:
@@ -109,15 +137,20 @@ class Causal:
     def queries(self) -> tuple[str, ...]:
         return tuple(sorted({t for _, t in self.masks}))
 
+    @property
+    def starts(self) -> bool:
+        """Whether the loop's first iteration is per tile (the backward's causal loop)."""
+        return bool(self.masks) and self.loop == "queries"
+
 
 def causal(model) -> Causal:
-    """The causal masks of `model`'s loop and the query tensor each one's rows follow."""
+    """The causal masks of `model`'s loop and the tensor each one's grid dimension follows."""
     from .tensors import value_axis
     ops = [op for op in model.graph.ops if op.opcode == MASK_OPCODE]
     if not ops:
         return Causal((), "")
     axis = value_axis(model.graph, model.mma_shape)
-    masks = []
+    masks, loops = [], set()
     for op in ops:
         def refuse(why: str) -> Causal:
             return Causal((), f"causal_mask {op.name} {why}")
@@ -127,18 +160,27 @@ def causal(model) -> Causal:
         value, dist = model.resolve(op.operands[0])
         if dist:
             return refuse("reads a tile of an earlier iteration")
-        if (axis(op.name, 0), axis(op.name, 1)) != ("m", "loop"):
-            return refuse("masks a tile whose rows are not the grid's query rows and whose columns are not the loop's keys")
+        orient = ORIENTATIONS.get((axis(op.name, 0), axis(op.name, 1)))
+        if orient is None:
+            return refuse("masks a tile whose rows and columns are not the grid's tile rows and the loop "
+                          "(the forward's queries and keys) or the loop and the grid's tile rows (the backward's)")
+        if orient.loop == "queries" and space != "reg":
+            return refuse("masks a tile whose rows follow the loop, which is emitted on sm_90a's register tiles only")
         readers = model.uses.get(op.name, ())
         if not readers or any(model.ops[u.op].opcode not in MAX_LIKE or u.index != 0 or u.distance for u in readers):
             return refuse("is read by an op for which -inf is not an absent element (only rowmax and exp2 may read it)")
-        query = _query_tensor(model, value)
-        if query is None:
-            return refuse(f"masks {value}, whose rows follow no query tile loaded along the grid's rows")
-        masks.append((op.name, query))
+        tensor = _grid_tensor(model, value, orient.operand)
+        if tensor is None:
+            what = ("query tile loaded along the grid's rows" if orient.operand == 0 else
+                    "key tile along the grid's rows (the mma's B operand)")
+            return refuse(f"masks {value}, whose {'rows' if orient.operand == 0 else 'columns'} follow no {what}")
+        masks.append((op.name, tensor))
+        loops.add(orient.loop)
     if model.ragged.step <= 0:
         return Causal((), "causal_mask needs a loaded tile along the loop (the key blocks)")
-    return Causal(tuple(sorted(masks)), "")
+    if len(loops) > 1:
+        return Causal((), "causal_mask: one loop cannot run over the keys for one mask and the queries for another")
+    return Causal(tuple(sorted(masks)), "", loops.pop())
 
 
 L2_STREAM_BYTES = 24 << 20  # of the L2 (50 MiB on the H100, 60 on the H200) for the tiles in flight's streams
@@ -146,33 +188,46 @@ L2_STREAM_BYTES = 24 << 20  # of the L2 (50 MiB on the H100, 60 on the H200) for
 
 def causal_code(model, plan: Causal) -> list[str]:
     """The device code of a causal loop's grid: `tile_at`, the tiles' order, and `causal_iters`, a
-    tile's trip count (one CTA per tile, whose blocks start in the order of their index).
+    tile's trip count (one CTA per tile, whose blocks start in the order of their index), with
+    `causal_first`, a tile's first iteration, where the loop runs over the queries.
 
-    The order: the query tiles with the most key blocks (the last rows) first, so the short tiles
-    fill the grid's end, within groups of batch entries (heads) whose streamed tiles (K and V of
-    the whole loop: iters x kStreamBytes each) fit `L2_STREAM_BYTES` together. The CTAs in flight
-    then read the K and V of a few heads, which stay in L2 for the other query tiles of those
-    heads; numbering every head's tile m before any head's m - 1 put a different head on each SM
-    and made every CTA stream its K and V from DRAM (ncu: 80% memory throughput, docs/gpu-results.md)."""
-    ends = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset + {model.tensor[q].tile[0]}" for q in plan.queries]
+    The order: the tiles with the most loop iterations first (the last query rows forward, the
+    first key rows backward), so the short tiles fill the grid's end, within groups of batch
+    entries (heads) whose streamed tiles (those loaded along the whole loop: iters x
+    kStreamBytes each) fit `L2_STREAM_BYTES` together. The CTAs in flight then read the streams
+    of a few heads, which stay in L2 for the other tiles of those heads; numbering every head's
+    tile m before any head's m - 1 put a different head on each SM and made every CTA stream its
+    K and V from DRAM (ncu: 80% memory throughput, docs/gpu-results.md)."""
+    starts = plan.loop == "queries"
     stream = sum(t.tile_bytes for t in model.tensors if t.kind == "load" and "loop" in t.axes)
+    row = "in / size" if starts else "args.tiles_m - 1 - in / size"
     return [
         f"constexpr long long kStreamBytes = {stream};  // bytes of the tiles loaded along the loop, per iteration",
         f"constexpr long long kL2StreamBytes = {L2_STREAM_BYTES};  // of L2 for the streams of the tiles in flight",
         "",
-        "// The CTA's round-th tile, number t: the last query rows, whose loops are longest, first, within",
+        "// The CTA's round-th tile, number t: the " + ("first key rows" if starts else "last query rows")
+        + ", whose loops are longest, first, within",
         "// groups of g columns x batch entries whose streamed tiles share L2 (ragged.causal_code).",
         "__device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {",
-        "  const int per_m = args.tiles / args.tiles_m;  // tiles of one query row block: columns x batch",
+        "  const int per_m = args.tiles / args.tiles_m;  // tiles of one " + ("key" if starts else "query")
+        + " row block: columns x batch",
         "  const long long per = static_cast<long long>(args.iters) * kStreamBytes;  // one column's streams",
         "  const int g = static_cast<int>(max(1LL, min(static_cast<long long>(per_m), kL2StreamBytes / max(per, 1LL))));",
         "  const int group = t / (g * args.tiles_m), in = t - group * g * args.tiles_m;",
         "  const int size = min(g, per_m - group * g);  // the last group may be smaller",
         "  const int r = group * g + in % size;",
-        "  return twill::TileIdx{args.tiles_m - 1 - in / size, r % args.tiles_n, r / args.tiles_n, round,",
+        f"  return twill::TileIdx{{{row}, r % args.tiles_n, r / args.tiles_n, round,",
         "                       t + static_cast<int>(gridDim.x) >= args.tiles};",
         "}",
         "",
+        *(_first_code(model, plan) if starts else _end_code(model, plan)),
+    ]
+
+
+def _end_code(model, plan: Causal) -> list[str]:
+    """causal_iters of the forward: a query tile's key blocks up to its last row."""
+    ends = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset + {model.tensor[q].tile[0]}" for q in plan.queries]
+    return [
         "// A causal loop's iterations for one query tile: its key blocks up to its last query row,",
         "// at least kStages (the extra ones are masked whole), at most iters (ragged.causal_iters).",
         "__device__ __forceinline__ int causal_iters(const Args& args, const twill::TileIdx& tile) {",
@@ -183,8 +238,32 @@ def causal_code(model, plan: Causal) -> list[str]:
     ]
 
 
-def _query_tensor(model, value: str) -> str | None:
-    """The input or load whose rows `value`'s rows are: up operand 0 (an mma's A) to a tensor."""
+def _first_code(model, plan: Causal) -> list[str]:
+    """causal_first and causal_iters of the backward: a key tile's query blocks from the one
+    holding its first key to the loop's end."""
+    starts = [f"tile.m * args.{k}_rows_step + args.{k}_rows_offset" for k in plan.queries]
+    return [
+        "// A causal loop's first iteration for one key tile: the query block holding its first key",
+        "// (earlier queries keep none of its keys), earlier where kStages needs more iterations (the",
+        "// extra ones are masked whole), never before 0 (ragged.causal_first). Every index along the",
+        "// loop (loads, stores, the mask's queries) is this tile's first iteration plus the local one.",
+        "__device__ __forceinline__ int causal_first(const Args& args, const twill::TileIdx& tile) {",
+        *[f"  int start = {e};" if i == 0 else f"  start = min(start, {e});" for i, e in enumerate(starts)],
+        "  return max(0, min(start / kLoopStep, args.iters - kStages));",
+        "}",
+        "",
+        "// A causal loop's iterations for one key tile: from its first to the loop's end.",
+        "__device__ __forceinline__ int causal_iters(const Args& args, const twill::TileIdx& tile) {",
+        "  return args.iters - causal_first(args, tile);",
+        "}",
+        "",
+    ]
+
+
+def _grid_tensor(model, value: str, operand: int) -> str | None:
+    """The input or load whose rows are `value`'s grid dimension: up operand 0 to the mma that
+    made it, its operand `operand` (A: rows, B: columns), then up operand 0 to a tensor."""
+    through_mma = False
     for _ in range(16):
         for t in model.tensors:
             if t.value == value and t.kind in ("input", "load") and t.axes[0] == "m" and t.rank == 2:
@@ -192,5 +271,10 @@ def _query_tensor(model, value: str) -> str | None:
         info = model.values.get(value)
         if info is None or info.producer is None or not model.ops[info.producer].operands:
             return None
-        value, _ = model.resolve(model.ops[info.producer].operands[0])
+        producer = model.ops[info.producer]
+        index = operand if producer.opcode == "mma" and not through_mma else 0
+        through_mma = through_mma or producer.opcode == "mma"
+        if index >= len(producer.operands):
+            return None
+        value, _ = model.resolve(producer.operands[index])
     return None

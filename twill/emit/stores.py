@@ -20,19 +20,28 @@ class Stores:
             axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
             if axis in ("m", "n"):
                 return f"tile.{axis} * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
-            return f"({it}) * {size}" if axis == "loop" else "0"
+            return f"{self.loop_index(it)} * {size}" if axis == "loop" else "0"
         rows = "0" if t.rank == 1 else org(0)
         cols = org(1)
-        d = t.iter_div
-        batch = ((f"tile.b * n + ({it})" if d == 1 else f"tile.b * ((n + {d - 1}) / {d}) + ({it}) / {d}")
+        d, count, index = t.iter_div, self.loop_count(), self.loop_index(it)
+        batch = ((f"tile.b * {count} + {index}" if d == 1 else f"tile.b * (({count} + {d - 1}) / {d}) + {index} / {d}")
                  if t.per_iteration else batch_groups.batch_index(t))
         return rows, cols, batch
+
+    def loop_index(self, it: str) -> str:
+        """Iteration `it` of the tile's loop as an index along the loop's whole extent: itself, or
+        past the tile's first iteration where a causal loop starts per tile (ragged.causal_first)."""
+        return f"(causal_first(args, tile) + {it})" if self.causal.starts else f"({it})"
+
+    def loop_count(self) -> str:
+        """The loop's iterations over its whole extent: n, or args.iters where n is per tile (causal)."""
+        return "args.iters" if self.causal.masks else "n"
 
     def _extent(self, t, dim: int) -> str:
         axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
         return {"m": f"args.tiles_m * args.{t.name}_{label}_step",
                 "n": f"args.tiles_n * args.{t.name}_{label}_step",
-                "loop": f"n * {size}"}.get(axis, str(size))
+                "loop": f"{self.loop_count()} * {size}"}.get(axis, str(size))
 
     def _stores(self, out: Lines) -> None:
         tensors = [t for t in self.m.tensors if t.kind in ("output", "store")]
