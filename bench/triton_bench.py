@@ -305,7 +305,7 @@ DEPTHS = (4, 0)  # 0: the machine's streaming_depth
 
 def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
               import_args: tuple[str, ...] = IMPORT_ARGS, solve_args: tuple[str, ...] = (),
-              depths: tuple[int, ...] = DEPTHS) -> dict:
+              depths: tuple[int, ...] = DEPTHS, emit_args: tuple[str, ...] = ()) -> dict:
     """build_attempt at each ring depth of `depths` in turn (none where solve_args set --depth): the
     first that compiles without spills, else the first that compiles, else the last attempt."""
     if "--depth" in solve_args:
@@ -314,7 +314,7 @@ def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
     first = None
     for depth in depths:
         more = ("--depth", str(depth)) if depth else ()
-        record = build_attempt(dump, out, gpu, arch, time_limit, import_args, solve_args + more)
+        record = build_attempt(dump, out, gpu, arch, time_limit, import_args, solve_args + more, emit_args)
         record.update(depth=depth or "default", split_rows=parts)
         clean = "stopped" not in record and not record["stages"]["nvcc"]["spill_bytes"]
         if clean:
@@ -324,7 +324,8 @@ def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
     if first is not None:  # rebuilt: the files on disk are the last attempt's
         depth = first["depth"]
         return build_attempt(dump, out, gpu, arch, time_limit, import_args,
-                             solve_args + (("--depth", str(depth)) if depth != "default" else ())) | {"depth": depth, "split_rows": parts}
+                             solve_args + (("--depth", str(depth)) if depth != "default" else ()),
+                             emit_args) | {"depth": depth, "split_rows": parts}
     return record
 
 
@@ -344,15 +345,16 @@ def _split_parts(dump: Path, import_args: tuple[str, ...]):
 
 
 def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
-                  import_args: tuple[str, ...] = (), solve_args: tuple[str, ...] = ()) -> dict:
+                  import_args: tuple[str, ...] = (), solve_args: tuple[str, ...] = (),
+                  emit_args: tuple[str, ...] = ()) -> dict:
     """One dump through import -> solve (joint) -> emit-cuda -> nvcc; where it stopped and why.
-    `import_args` and `solve_args` are added to those commands."""
+    `import_args`, `solve_args` and `emit_args` are added to those commands."""
     name = dump.name.split(".")[0]
     tir, sched, cu = out / f"{name}.tir", out / f"{name}.json", out / f"{name}.cu"
     steps = [("import", ["import", str(dump), "-o", str(tir), *import_args]),
              ("solve", ["solve", str(tir), "--gpu", gpu, "--time-limit", str(time_limit), "-o", str(sched), "-q",
                         *solve_args]),
-             ("emit-cuda", ["emit-cuda", str(sched), "-o", str(cu), "--binding", "torch"])]
+             ("emit-cuda", ["emit-cuda", str(sched), "-o", str(cu), "--binding", "torch", *emit_args])]
     record = {"dump": dump.name, "stages": {}}
     for stage, argv in steps:
         t0 = time.time()
@@ -396,7 +398,8 @@ def cmd_build(args) -> None:
     for dump in sorted(Path(args.dumps).glob(args.pattern)):
         gpu, arch = ("b200", "sm_100a") if "sm100" in dump.name else (args.gpu, "sm_90a")
         records.append(build_one(dump, out, gpu, arch, args.time_limit, tuple(shlex.split(args.import_args)),
-                                 tuple(shlex.split(args.solve_args)), tuple(int(d) for d in args.depths.split(","))))
+                                 tuple(shlex.split(args.solve_args)), tuple(int(d) for d in args.depths.split(",")),
+                                 tuple(shlex.split(args.emit_args))))
         r = records[-1]
         print(f"{r['dump']:45s} {r.get('stopped', 'ok'):10s} epilogue {r.get('epilogue_ops')} "
               f"{'' if r.get('comparable', True) else 'NOT COMPARABLE'} {r.get('error', '').splitlines()[-1:] or ''}",
@@ -812,6 +815,8 @@ def main(argv=None) -> None:
     p.add_argument("--depths", default=",".join(map(str, DEPTHS)),
                    help="ring depths of streaming loads to try, deepest first (0: the machine's; default %(default)s)")
     p.add_argument("--solve-args", default="", help="more arguments of `twill solve` (a variant)")
+    p.add_argument("--emit-args", default="", help="more arguments of `twill emit-cuda` (a variant: "
+                   "--ctas-per-sm 1)")
     p.set_defaults(fn=cmd_build)
     p = sub.add_parser("run", help="GPU: twill's kernels (built by 'build') against Triton's")
     p.add_argument("--kernels", required=True, help="the folder 'build' wrote")

@@ -42,6 +42,11 @@ class Target:
     pingpong: bool  # consumer warpgroups may take turns on the tensor core (named barriers)
     persistent_grid: bool  # a CTA may loop over several tiles (kernel<true>)
     max_threads: int = 1024  # threads of one CTA (CUDA Programming Guide, CC 9.0 and 10.0)
+    sm_threads: int = 2048  # resident threads of one SM (CUDA Programming Guide, CC 9.0 and 10.0)
+    sm_ctas: int = 32  # resident CTAs of one SM (likewise)
+    # shared memory the system reserves for each resident CTA (likewise): an SM holds the largest
+    # CTA's smem_bytes plus this reserve (228 KiB), each CTA taking its own plus the reserve
+    cta_smem_reserve: int = 1024
     named_barriers: int = 16  # bar.sync ids per CTA (PTX ISA), 0 being __syncthreads
 
 
