@@ -626,8 +626,8 @@ def cmd_compare(args) -> None:
             del ref, refs
             torch.cuda.empty_cache()
         results["kernels"][name] = {"rows": rows}
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "compare.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+        Path(args.out).mkdir(parents=True, exist_ok=True)  # after each kernel: a run cut short keeps what it timed
+        (Path(args.out) / "compare.json").write_text(json.dumps(results, indent=1, sort_keys=True))
 
 
 def cmd_once(args) -> None:

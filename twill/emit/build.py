@@ -42,7 +42,7 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
                         warpgroups=groups, default_roles=default,
                         role_of=tuple(sorted(role_of.items())), tensors=tensors,
                         mma=tuple(sorted(mma.items())), stages=stages, normalizers=())
-    return with_occupancy(replace(model, normalizers=_normalizers(model)), ctas_per_sm)
+    return with_occupancy(replace(model, normalizers=_normalizers(model), ctas_limit=ctas_per_sm or 0))
 
 
 def _normalizers(model: KernelModel) -> tuple[tuple[str, str], ...]:

@@ -246,6 +246,7 @@ class KernelModel:
     stages: int
     normalizers: tuple[tuple[str, str], ...]  # carry -> carry that divides it at the end (online softmax)
     ctas_per_sm: int = 1  # CTAs an SM runs at once (occupancy.py): __launch_bounds__, the persistent grid
+    ctas_limit: int = 0  # at most this many (emit-cuda --ctas-per-sm); 0: as many as fit
 
     # -- views ---------------------------------------------------------------------------------
     @cached_property

@@ -17,6 +17,10 @@ memory and the Target's SM limits: the largest k for which
 - threads and CTAs: k x the CTA's threads within the SM's threads, k within its CTAs.
 
 A schedule without roles (emit-cuda's default roles) has no counted need: one CTA, as before.
+What `Smem` holds by choice (the staging of output tiles for TMA, a second copy of the invariant
+inputs: smem.py) takes only the shared memory that keeps the CTAs per SM the rest allows
+(`smem_share` at `register_ctas`): three ring slots at two CTAs per SM rather than the same with a
+TMA store's staging at one.
 The kernel is compiled under `__launch_bounds__(kThreads, k)` and a persistent grid launches k
 CTAs per SM (kCtasPerSm).
 """
@@ -62,25 +66,42 @@ def smem_fits(model: KernelModel, ctas: int, smem: int) -> bool:
     return ctas * (smem + 1024 + t.cta_smem_reserve) <= per_sm
 
 
-def ctas_per_sm(model: KernelModel, smem: int, most: int | None = None) -> tuple[int, list[int] | None]:
-    """(k, the warpgroups' budgets at k, None for the model's own) by the module's rule, k at most
-    `most` where given."""
+def _register_ctas(model: KernelModel) -> dict[int, list[int]]:
+    """k -> the warpgroups' budgets at k, for each k > 1 that the registers, the SM's threads and
+    CTAs, and the model's `ctas_limit` allow."""
     needs = warpgroup_needs(model)
     if needs is None:
-        return 1, None
+        return {}
     t = model.target
-    cap = min(t.sm_threads // model.threads, t.sm_ctas, most or t.sm_ctas)
-    for k in range(cap, 1, -1):
-        budgets = fitted(model, k, needs)
-        if budgets is not None and smem_fits(model, k, smem):
+    cap = min(t.sm_threads // model.threads, t.sm_ctas, model.ctas_limit or t.sm_ctas)
+    fits = {k: fitted(model, k, needs) for k in range(2, cap + 1)}
+    return {k: b for k, b in fits.items() if b is not None}
+
+
+def register_ctas(model: KernelModel) -> int:
+    """The most CTAs per SM the registers (and the SM's threads and CTAs) allow, shared memory aside."""
+    return max(_register_ctas(model), default=1)
+
+
+def smem_share(model: KernelModel, ctas: int) -> int:
+    """Bytes of `Smem` each of `ctas` CTAs may take, so that all of them fit an SM (smem_fits)."""
+    t = model.target
+    per_sm = model.machine.limits.smem_bytes + t.cta_smem_reserve
+    return min(per_sm // ctas - 1024 - t.cta_smem_reserve, model.machine.limits.smem_bytes - 1024)
+
+
+def ctas_per_sm(model: KernelModel, smem: int) -> tuple[int, list[int] | None]:
+    """(k, the warpgroups' budgets at k; None for the model's own) by the module's rule."""
+    for k, budgets in sorted(_register_ctas(model).items(), reverse=True):
+        if smem_fits(model, k, smem):
             return k, budgets
     return 1, None
 
 
-def with_occupancy(model: KernelModel, most: int | None = None) -> KernelModel:
+def with_occupancy(model: KernelModel) -> KernelModel:
     """`model` with its CTAs per SM (and the warpgroups' budgets at that many) by the rule."""
     from .program import Program
-    k, budgets = ctas_per_sm(model, Program(model).smem_bytes(), most)
+    k, budgets = ctas_per_sm(model, Program(model).smem_bytes())
     if k == 1:
         return model
     groups = tuple(replace(wg, registers=b) for wg, b in zip(model.warpgroups, budgets))
