@@ -16,7 +16,8 @@ memory and the Target's SM limits: the largest k for which
   one reserve);
 - threads and CTAs: k x the CTA's threads within the SM's threads, k within its CTAs.
 
-A schedule without roles (emit-cuda's default roles) has no counted need: one CTA, as before.
+A schedule without roles (emit-cuda's default roles) has no counted need: one CTA, as before;
+likewise on a target whose CTAs allocate tensor memory (`Target.shares_sm`: sm_100a).
 What `Smem` holds by choice (the staging of output tiles for TMA, a second copy of the invariant
 inputs: smem.py) takes only the shared memory that keeps the CTAs per SM the rest allows
 (`smem_share` at `register_ctas`): three ring slots at two CTAs per SM rather than the same with a
@@ -69,7 +70,7 @@ def smem_fits(model: KernelModel, ctas: int, smem: int) -> bool:
 def _register_ctas(model: KernelModel) -> dict[int, list[int]]:
     """k -> the warpgroups' budgets at k, for each k > 1 that the registers, the SM's threads and
     CTAs, and the model's `ctas_limit` allow."""
-    needs = warpgroup_needs(model)
+    needs = warpgroup_needs(model) if model.target.shares_sm else None
     if needs is None:
         return {}
     t = model.target
