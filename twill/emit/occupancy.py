@@ -14,7 +14,9 @@ memory and the Target's SM limits: the largest k for which
 - shared memory: k CTAs, each its `Smem`, the 1 KiB the kernel may skip to align it and the
   system's reserve per CTA, fit the SM's shared memory (the machine's per-CTA `smem_bytes` plus
   one reserve);
-- threads and CTAs: k x the CTA's threads within the SM's threads, k within its CTAs.
+- threads and CTAs: k x the CTA's threads within the SM's threads, k within its CTAs;
+- the launch: each CTA gets at least `Target.min_launch_registers` (128) registers a thread, as
+  ptxas compiles every instruction within the launch count (below it, kernels spilled or failed).
 
 A schedule without roles (emit-cuda's default roles) has no counted need: one CTA, as before;
 likewise on a target whose CTAs allocate tensor memory (`Target.shares_sm`: sm_100a).
@@ -30,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ..registers import fit_warpgroups
+from ..registers import fit_warpgroups, launch_registers
 from .model import KernelModel, WarpGroup
 
 
@@ -75,7 +77,9 @@ def _register_ctas(model: KernelModel) -> dict[int, list[int]]:
         return {}
     t = model.target
     cap = min(t.sm_threads // model.threads, t.sm_ctas, model.ctas_limit or t.sm_ctas)
-    fits = {k: fitted(model, k, needs) for k in range(2, cap + 1)}
+    lim = model.machine.limits
+    fits = {k: fitted(model, k, needs) for k in range(2, cap + 1)
+            if launch_registers(lim, model.threads, k) >= t.min_launch_registers}
     return {k: b for k, b in fits.items() if b is not None}
 
 

@@ -50,6 +50,11 @@ class Target:
     # several CTAs of a kernel may share an SM where their registers and shared memory fit
     # (occupancy.py); not where each CTA allocates tensor memory, which the rule does not count
     shares_sm: bool = True
+    # ... and only while each is launched with at least this many registers a thread: ptxas
+    # compiles each instruction within the launch count, whatever setmaxnreg gives later (at 40 a
+    # test GEMM's wgmma was a fatal C7602; at 80 the attention backward's delta kernel spilled 20
+    # bytes; every corpus and test kernel compiled clean at 128)
+    min_launch_registers: int = 128
     named_barriers: int = 16  # bar.sync ids per CTA (PTX ISA), 0 being __syncthreads
 
 
