@@ -392,8 +392,8 @@ def _without_cross_role(tir: Path, sched: Path, solved: dict, gpu: str, time_lim
     at the same I without such hand-offs (`--no-cross-role`, `--max-ii` I) replaces it when one
     exists. Measured (docs/triton-results.md): the joint stage minimizes L before cross-role
     edges, and dQ's split schedule of least L mixed its two halves' ops across both consumer
-    warpgroups (two 64x64 hand-offs through shared memory an iteration): 0.52-0.58x Triton, against
-    0.89-0.93x for the schedule of the same I with each half on one warpgroup."""
+    warpgroups (two 64x64 hand-offs through shared memory an iteration): 0.55-0.58x Triton, against
+    0.89-0.96x for the schedule of the same I with each half on one warpgroup."""
     if not _compute_handoffs(solved) or "--no-cross-role" in solve_args:
         return {}
     alt = sched.with_suffix(".no-cross-role.json")
