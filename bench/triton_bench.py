@@ -305,7 +305,7 @@ DEPTHS = (4, 0)  # 0: the machine's streaming_depth
 
 def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
               import_args: tuple[str, ...] = IMPORT_ARGS, solve_args: tuple[str, ...] = (),
-              depths: tuple[int, ...] = DEPTHS) -> dict:
+              depths: tuple[int, ...] = DEPTHS, emit_args: tuple[str, ...] = ()) -> dict:
     """build_attempt at each ring depth of `depths` in turn (none where solve_args set --depth): the
     first that compiles without spills, else the first that compiles, else the last attempt."""
     if "--depth" in solve_args:
@@ -314,7 +314,7 @@ def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
     first = None
     for depth in depths:
         more = ("--depth", str(depth)) if depth else ()
-        record = build_attempt(dump, out, gpu, arch, time_limit, import_args, solve_args + more)
+        record = build_attempt(dump, out, gpu, arch, time_limit, import_args, solve_args + more, emit_args)
         record.update(depth=depth or "default", split_rows=parts)
         clean = "stopped" not in record and not record["stages"]["nvcc"]["spill_bytes"]
         if clean:
@@ -324,7 +324,8 @@ def build_one(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
     if first is not None:  # rebuilt: the files on disk are the last attempt's
         depth = first["depth"]
         return build_attempt(dump, out, gpu, arch, time_limit, import_args,
-                             solve_args + (("--depth", str(depth)) if depth != "default" else ())) | {"depth": depth, "split_rows": parts}
+                             solve_args + (("--depth", str(depth)) if depth != "default" else ()),
+                             emit_args) | {"depth": depth, "split_rows": parts}
     return record
 
 
@@ -344,15 +345,16 @@ def _split_parts(dump: Path, import_args: tuple[str, ...]):
 
 
 def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
-                  import_args: tuple[str, ...] = (), solve_args: tuple[str, ...] = ()) -> dict:
+                  import_args: tuple[str, ...] = (), solve_args: tuple[str, ...] = (),
+                  emit_args: tuple[str, ...] = ()) -> dict:
     """One dump through import -> solve (joint) -> emit-cuda -> nvcc; where it stopped and why.
-    `import_args` and `solve_args` are added to those commands."""
+    `import_args`, `solve_args` and `emit_args` are added to those commands."""
     name = dump.name.split(".")[0]
     tir, sched, cu = out / f"{name}.tir", out / f"{name}.json", out / f"{name}.cu"
     steps = [("import", ["import", str(dump), "-o", str(tir), *import_args]),
              ("solve", ["solve", str(tir), "--gpu", gpu, "--time-limit", str(time_limit), "-o", str(sched), "-q",
                         *solve_args]),
-             ("emit-cuda", ["emit-cuda", str(sched), "-o", str(cu), "--binding", "torch"])]
+             ("emit-cuda", ["emit-cuda", str(sched), "-o", str(cu), "--binding", "torch", *emit_args])]
     record = {"dump": dump.name, "stages": {}}
     for stage, argv in steps:
         t0 = time.time()
@@ -367,6 +369,7 @@ def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
         if stage == "solve":
             solved = json.loads(sched.read_text())
             record.update(ii=solved["ii"], optimal=solved["optimal"], roles=len(solved.get("warps", [])))
+            record.update(_without_cross_role(tir, sched, solved, gpu, time_limit, solve_args))
     nvcc = subprocess.run(["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas", "-v",
                            "-c", str(cu), "-o", str(cu.with_suffix(".o"))], capture_output=True, text=True)
     spills = sorted({int(w) for w in re.findall(r"(\d+) bytes spill stores", nvcc.stderr)})
@@ -375,6 +378,31 @@ def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
     if nvcc.returncode:
         record["stopped"], record["error"] = "nvcc", nvcc.stderr.strip()[-600:]
     return record
+
+
+def _compute_handoffs(solved: dict) -> list:
+    """The schedule's cross-role edges from one computing op to another (a TMA load's are not)."""
+    ops = {o["name"]: o for o in solved["ops"]}
+    return [e for e in solved.get("cross_role_edges", []) if not ops[e[0]]["variable_latency"]]
+
+
+def _without_cross_role(tir: Path, sched: Path, solved: dict, gpu: str, time_limit: float,
+                        solve_args: tuple[str, ...]) -> dict:
+    """Where the schedule hands register tiles from one computing role to another, the schedule
+    at the same I without such hand-offs (`--no-cross-role`, `--max-ii` I) replaces it when one
+    exists. Measured (docs/triton-results.md): the joint stage minimizes L before cross-role
+    edges, and dQ's split schedule of least L mixed its two halves' ops across both consumer
+    warpgroups (two 64x64 hand-offs through shared memory an iteration): 0.55-0.58x Triton, against
+    0.89-0.96x for the schedule of the same I with each half on one warpgroup."""
+    if not _compute_handoffs(solved) or "--no-cross-role" in solve_args:
+        return {}
+    alt = sched.with_suffix(".no-cross-role.json")
+    proc = _twill("solve", str(tir), "--gpu", gpu, "--time-limit", str(time_limit), "-o", str(alt), "-q",
+                  *solve_args, "--no-cross-role", "--max-ii", str(solved["ii"]), timeout=time_limit + 120)
+    if proc.returncode != 0 or json.loads(alt.read_text())["ii"] != solved["ii"]:
+        return {"cross_role": "kept: no schedule at the same I without it"}
+    alt.replace(sched)
+    return {"cross_role": "dropped: the same I without compute hand-offs"}
 
 
 def _epilogue(tir: Path, stderr: str) -> dict:
@@ -396,7 +424,8 @@ def cmd_build(args) -> None:
     for dump in sorted(Path(args.dumps).glob(args.pattern)):
         gpu, arch = ("b200", "sm_100a") if "sm100" in dump.name else (args.gpu, "sm_90a")
         records.append(build_one(dump, out, gpu, arch, args.time_limit, tuple(shlex.split(args.import_args)),
-                                 tuple(shlex.split(args.solve_args)), tuple(int(d) for d in args.depths.split(","))))
+                                 tuple(shlex.split(args.solve_args)), tuple(int(d) for d in args.depths.split(",")),
+                                 tuple(shlex.split(args.emit_args))))
         r = records[-1]
         print(f"{r['dump']:45s} {r.get('stopped', 'ok'):10s} epilogue {r.get('epilogue_ops')} "
               f"{'' if r.get('comparable', True) else 'NOT COMPARABLE'} {r.get('error', '').splitlines()[-1:] or ''}",
@@ -539,7 +568,7 @@ def cmd_run(args) -> None:
             del ref, refs
             torch.cuda.empty_cache()
         results["kernels"][name] = {"rows": rows}
-    (out / "run.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+        (out / "run.json").write_text(json.dumps(results, indent=1, sort_keys=True))  # a run cut short keeps it
 
 
 def cmd_compare(args) -> None:
@@ -623,8 +652,8 @@ def cmd_compare(args) -> None:
             del ref, refs
             torch.cuda.empty_cache()
         results["kernels"][name] = {"rows": rows}
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "compare.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+        Path(args.out).mkdir(parents=True, exist_ok=True)  # after each kernel: a run cut short keeps what it timed
+        (Path(args.out) / "compare.json").write_text(json.dumps(results, indent=1, sort_keys=True))
 
 
 def cmd_once(args) -> None:
@@ -812,6 +841,8 @@ def main(argv=None) -> None:
     p.add_argument("--depths", default=",".join(map(str, DEPTHS)),
                    help="ring depths of streaming loads to try, deepest first (0: the machine's; default %(default)s)")
     p.add_argument("--solve-args", default="", help="more arguments of `twill solve` (a variant)")
+    p.add_argument("--emit-args", default="", help="more arguments of `twill emit-cuda` (a variant: "
+                   "--ctas-per-sm 1)")
     p.set_defaults(fn=cmd_build)
     p = sub.add_parser("run", help="GPU: twill's kernels (built by 'build') against Triton's")
     p.add_argument("--kernels", required=True, help="the folder 'build' wrote")

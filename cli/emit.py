@@ -23,8 +23,11 @@ from .main import main
 @click.option("--no-ptxas-loop", "no_ptxas", is_flag=True,
               help="do not compile the kernel with nvcc to check ptxas's registers, spills and wgmma "
                    "serialization against the model (and solve again where they disagree); also TWILL_PTXAS_LOOP=0")
+@click.option("--ctas-per-sm", "ctas", type=click.IntRange(min=1),
+              help="at most this many CTAs of the kernel per SM [default: as many as the roles' registers and "
+                   "shared memory fit (docs/emit-cuda.md); 1: one CTA with the whole register file]")
 @model_flags
-def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, **flags):
+def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
     (.tir, .ttgir) that is solved first with --gpu."""
     distinct_output(source, output)
@@ -51,13 +54,13 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, **fl
                 raise
             schedule, pending = exc.schedule, exc
     if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
-        schedule = _ptxas_loop(schedule, machine, options if pending is None else None, flags["quiet"])
-    _write(schedule, machine, output, binding)
+        schedule = _ptxas_loop(schedule, machine, options if pending is None else None, flags["quiet"], ctas)
+    _write(schedule, machine, output, binding, ctas)
     if pending is not None:
         raise pending
 
 
-def _ptxas_loop(schedule, machine, options, quiet: bool):
+def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None):
     """The schedule whose kernel ptxas agrees with (twill/ptxas_loop.py); what it found and what it
     changed on stderr (with -q: only a change)."""
     from twill.emit import build_model
@@ -65,7 +68,7 @@ def _ptxas_loop(schedule, machine, options, quiet: bool):
     from twill.ptxas_loop import resolver, run
 
     def emit(s):
-        model = build_model(s, machine)
+        model = build_model(s, machine, ctas_per_sm=ctas)
         return model, render(model)
 
     lines = []
@@ -76,12 +79,12 @@ def _ptxas_loop(schedule, machine, options, quiet: bool):
     return result.schedule
 
 
-def _write(schedule, machine, output, binding=None) -> None:
+def _write(schedule, machine, output, binding=None, ctas: int | None = None) -> None:
     from twill.emit import build_model
     from twill.emit.cuda import render
     from twill.fileio import write_atomic
 
-    model = build_model(schedule, machine)
+    model = build_model(schedule, machine, ctas_per_sm=ctas)
     text = render(model)
     if not output:
         click.echo(text, nl=False)

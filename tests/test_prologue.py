@@ -100,3 +100,25 @@ def test_a_split_mask_counts_each_parts_rows_from_its_first_row():
     masks = [op for op in s.ops if op.opcode == "mask"]
     assert [dict(op.attrs)["offset"] for op in masks] == [-8, -8 - 64]  # rows = -1: -r - 8 with r from 64
     assert all(dict(op.attrs)["rows"] == -1 and op.type.shape == (64, 64) for op in masks)
+
+
+def test_split_rows_splits_the_prologue_each_part_computes_its_rows(tmp_path):
+    """--split-rows 2 of a graph with a prologue: the prologue's row values (LSE, lse2, lse2_u:
+    128 rows, read by the loop's exp2 of the row-split S) become one per part, each computed from
+    its part's rows of LSE; the split graph solves and its kernel compiles."""
+    from twill.split import auto_parts, split_rows
+    g = split_rows(parse_tir(GRAPH, "p.tir"), 2)
+    assert [(op.name, [o.name for o in op.operands], op.type.shape) for op in g.prologue.ops] == [
+        ("lse2_0", ["LSE0"], (64,)), ("lse2_1", ["LSE1"], (64,)),
+        ("lse2_u0", ["lse2_0", "exp2_scale"], (64,)), ("lse2_u1", ["lse2_1", "exp2_scale"], (64,))]
+    assert [o.name for o in g.by_name["p1"].operands] == ["s1", "lse2_u1"]
+    assert [(v.name, v.computed) for v in g.inputs if v.name.startswith("LSE")] == [("LSE0", False), ("LSE1", False)]
+    assert parse_tir(print_tir(g), "p.tir") == g
+    assert auto_parts(parse_tir(GRAPH, "p.tir"), 2) == 2  # --split-rows auto no longer leaves it whole
+    machine = load_machine("h100")
+    src = tmp_path / "p.cu"
+    src.write_text(emit_cuda(solve(g, machine, SolveOptions()), machine))
+    if nvcc() is not None:
+        rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"])
+        assert rc == 0, err[-2000:]
+

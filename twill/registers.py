@@ -6,7 +6,8 @@ Every number comes from the machine's `limits` (PTX ISA and the CUDA Programming
   `registers_per_thread` (255) a thread may address take `launch_max` (256) at launch.
 - Launch: under `__launch_bounds__(threads, 1)` a CTA of `threads` threads starts with the SM's
   `registers_per_sm` divided evenly, in granules, at most `launch_max` each (`launch_registers`):
-  3 warpgroups get 168 per thread, 1 or 2 warpgroups 256.
+  3 warpgroups get 168 per thread, 1 or 2 warpgroups 256. Under `__launch_bounds__(threads, k)`
+  (k CTAs to an SM, twill/emit/occupancy.py) the file is divided among k CTAs' threads.
 - Pool: `setmaxnreg` only moves registers between the warpgroups of a running CTA, so their
   budgets must fit what it was launched with, threads x launch_registers (`register_pool`); a
   warpgroup asking for more than the others gave back waits forever.
@@ -37,17 +38,19 @@ def launch_max(lim) -> int:
     return -(-lim.registers_per_thread // g) * g
 
 
-def launch_registers(lim, threads: int) -> int:
-    """Registers per thread a CTA of `threads` threads is launched with (one CTA per SM): the SM's
-    file divided evenly, in granules, at most `launch_max`."""
+def launch_registers(lim, threads: int, ctas: int = 1) -> int:
+    """Registers per thread a CTA of `threads` threads is launched with when `ctas` CTAs share the
+    SM (`__launch_bounds__(threads, ctas)`): the SM's file divided evenly among their threads, in
+    granules, at most `launch_max`."""
     g = lim.register_granule
-    return min((lim.registers_per_sm // threads) // g * g, launch_max(lim))
+    return min((lim.registers_per_sm // (threads * ctas)) // g * g, launch_max(lim))
 
 
-def register_pool(lim, warpgroups: int) -> int:
-    """Registers a CTA of `warpgroups` warpgroups is launched with, all threads together."""
+def register_pool(lim, warpgroups: int, ctas: int = 1) -> int:
+    """Registers a CTA of `warpgroups` warpgroups is launched with, all threads together (`ctas`
+    CTAs to an SM)."""
     threads = 32 * lim.warp_group * warpgroups
-    return threads * launch_registers(lim, threads)
+    return threads * launch_registers(lim, threads, ctas)
 
 
 def budget_ok(lim, budget: int) -> bool:
@@ -104,12 +107,13 @@ def default_budget(lim, warpgroups: int, producer: bool) -> int:
                granule_down(lim, lim.registers_per_thread))
 
 
-def fit_warpgroups(lim, budgets: list[int], small: list[int]) -> list[int] | None:
-    """Warpgroup budgets that fit the pool: the warpgroups of one-warp roles (indices `small`, a
-    TMA or MMA issuer paying for a whole warpgroup) give up registers first, down to min_registers,
-    then the largest budgets one granule at a time; None where even that cannot fit."""
+def fit_warpgroups(lim, budgets: list[int], small: list[int], ctas: int = 1) -> list[int] | None:
+    """Warpgroup budgets that fit the pool (of a CTA launched `ctas` to an SM): the warpgroups of
+    one-warp roles (indices `small`, a TMA or MMA issuer paying for a whole warpgroup) give up
+    registers first, down to min_registers, then the largest budgets one granule at a time; None
+    where even that cannot fit."""
     g = lim.register_granule
-    pool = register_pool(lim, len(budgets))
+    pool = register_pool(lim, len(budgets), ctas)
     threads = 32 * lim.warp_group
     budgets = list(budgets)
     for i in small:

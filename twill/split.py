@@ -25,9 +25,6 @@ def split_rows(graph: Graph, parts: int) -> Graph:
     """`graph` with the rows of its row-carrying values split into `parts` (see the module doc)."""
     if parts == 1:
         return graph
-    if graph.prologue:
-        raise InputError(Diagnostic(f"{graph.file}: --split-rows does not split a graph with a prologue yet",
-                                    hint="import or solve it without --split-rows"))
     rows, m = _row_values(graph)
     if not rows:
         raise InputError(Diagnostic(f"{graph.file}: no mma in the loop gives its tiles rows to split",
@@ -59,7 +56,8 @@ def split_rows(graph: Graph, parts: int) -> Graph:
     epilogue, arguments = _split_epilogue(graph, rows, part, m, parts, names)
     split = Graph(graph.kernel, tuple(v for x in graph.inputs for v in value(x)),
                   tuple(v for x in graph.carries for v in value(x)), tuple(ops), tuple(yields), file=graph.file,
-                  epilogue=epilogue, arguments=arguments, also_fed=graph.also_fed)
+                  epilogue=epilogue, arguments=arguments, also_fed=graph.also_fed,
+                  prologue=_split_prologue(graph, rows, part, m, parts))
     from .tir import parse_tir, print_tir
     return parse_tir(print_tir(split), graph.file)  # checked as any graph, result-less ops named afresh
 
@@ -67,9 +65,8 @@ def split_rows(graph: Graph, parts: int) -> Graph:
 def auto_parts(graph: Graph, warpgroups: int) -> int:
     """The parts `--split-rows auto` makes: the warpgroups the kernel's author ran the rows of its
     mma tiles on (Triton's mma layout, `twill.ttgir.row_warpgroups`), where each part keeps a
-    multiple of 64 rows (a wgmma's M) and the rows can be split at all (not yet a graph with a
-    prologue); else 1, the graph as it is."""
-    if warpgroups < 2 or graph.prologue:
+    multiple of 64 rows (a wgmma's M) and the rows can be split at all; else 1, the graph as it is."""
+    if warpgroups < 2:
         return 1
     try:
         _, m = _row_values(graph)
@@ -102,7 +99,7 @@ def _row_values(graph: Graph) -> tuple[set[str], int]:
     changed = True
     while changed:
         before = len(rows)
-        for op in graph.ops:
+        for op in graph.prologue.ops + graph.ops:  # a prologue op: as an elementwise op of the loop
             if op.opcode == "mma":
                 if op.name in rows:
                     rows |= {op.operands[0].name} | {o.name for o in op.operands[2:]}
@@ -150,6 +147,27 @@ def _split_epilogue(graph: Graph, rows: set[str], part: dict, m: int, parts: int
             part[name] = [_part_name(name, i, names) for i in range(parts)]
         outputs += [(part[name][i], part[value][i]) for i in range(parts)]
     return replace(e, ops=tuple(ops), outputs=tuple(outputs)), graph.arguments
+
+
+def _split_prologue(graph: Graph, rows: set[str], part: dict, m: int, parts: int):
+    """The prologue of the split graph: each part computes the rows it reads. A prologue op with
+    rows (its result is a computed input that a split loop op reads, or it reads a split input) is
+    one op per part over that part's operands, as a loop op is; the others stay whole. A prologue
+    op whose result has no rows but that reads a row value would combine the parts' rows: refused."""
+    p = graph.prologue
+    ops = []
+    for op in p.ops:
+        if op.name not in rows:
+            if any(o.name in rows for o in op.operands):
+                raise InputError(Diagnostic(f"prologue op '{op.name}' combines the rows of split values: they "
+                                            "cannot be split", op.span))
+            ops.append(op)
+            continue
+        for i in range(parts):
+            operands = tuple(replace(o, name=part[o.name][i]) if o.name in rows else o for o in op.operands)
+            ops.append(replace(op, name=part[op.name][i], operands=operands, type=_fewer_rows(op.type, m // parts),
+                               attrs=_part_attrs(op, i * (m // parts))))
+    return replace(p, ops=tuple(ops))
 
 
 def _fewer_rows(t, rows: int):

@@ -9,12 +9,16 @@ from ..ir import Graph
 from ..machine import Machine
 from ..schedule import Schedule
 from .model import EmitError, KernelModel, mma_shape
+from .occupancy import with_occupancy
 from .placement import _place, _roles
 from .target import target_for
 from .tensors import _tensors
 
 
-def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None) -> KernelModel:
+def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None,
+                ctas_per_sm: int | None = None) -> KernelModel:
+    """The model of `schedule`'s kernel, with as many CTAs per SM as fit (occupancy.py), at most
+    `ctas_per_sm` where given (1: one, the whole register file to one CTA)."""
     if graph is None:
         from ..tir import parse_tir
         if not schedule.graph_tir:
@@ -38,7 +42,7 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
                         warpgroups=groups, default_roles=default,
                         role_of=tuple(sorted(role_of.items())), tensors=tensors,
                         mma=tuple(sorted(mma.items())), stages=stages, normalizers=())
-    return replace(model, normalizers=_normalizers(model))
+    return with_occupancy(replace(model, normalizers=_normalizers(model), ctas_limit=ctas_per_sm or 0))
 
 
 def _normalizers(model: KernelModel) -> tuple[tuple[str, str], ...]:

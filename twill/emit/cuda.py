@@ -115,7 +115,7 @@ class Renderer(Stores, Kernel):
         out(f"static_assert({model_sum} <= {lim.registers_per_sm}, \"the roles' register budgets exceed "
             f"registers_per_sm ({lim.registers_per_sm})\");")
         groups = " + ".join(f"128 * {g.registers}" for g in m.warpgroups)
-        pool = m.threads * launch_registers(lim, m.threads)
+        pool = m.threads * m.launch_registers
         out(f"static_assert({groups} <= {pool}, \"the warpgroups' setmaxnreg budgets (1-warp roles share a padded "
             f"warpgroup) exceed the {pool} registers the CTA is launched with: setmaxnreg.inc would wait forever\");")
         out(f"constexpr int kPhasePeriod = {self.phase_period()};  // ring positions repeat their slot and parity "
@@ -132,6 +132,9 @@ class Renderer(Stores, Kernel):
             "static_assert(kLoopStep > 0 || !kRagged, \"a partial last tile needs a loop step\");",
             f"constexpr bool kMasks = {'true' if self.masks else 'false'};  // a role masks a partial last "
             "tile (kernel<..., true>, launched only for one)")
+        if m.ctas_per_sm > 1:
+            out(f"constexpr int kCtasPerSm = {m.ctas_per_sm};  // CTAs an SM runs at once: the roles' registers "
+                f"and shared memory fit {m.ctas_per_sm} (occupancy.py)")
         smem_model = self._smem_model_bytes()
         out(f"constexpr int kSmemModel = {smem_model};  // bytes the model counts: invariant inputs + ring buffers",
             f"static_assert(kSmemModel <= {lim.smem_bytes}, \"the model's shared memory exceeds smem_bytes "
@@ -202,6 +205,10 @@ class Renderer(Stores, Kernel):
             f"takes (Program.smem_bytes)\");")
         out(f"static_assert(sizeof(Smem) + 1024 <= {m.machine.limits.smem_bytes}, \"shared memory (Smem plus 1 KiB "
             f"of alignment) exceeds the machine's smem_bytes\");")
+        if m.ctas_per_sm > 1:
+            per_sm, reserve = m.machine.limits.smem_bytes + m.target.cta_smem_reserve, m.target.cta_smem_reserve
+            out(f"static_assert(kCtasPerSm * (sizeof(Smem) + 1024 + {reserve}) <= {per_sm}, \"kCtasPerSm CTAs' shared "
+                f"memory (each with its alignment and the system's {reserve} bytes) exceeds the SM's {per_sm}\");")
         out("")
 
     # -- parameters ----------------------------------------------------------------------------------

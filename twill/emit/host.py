@@ -41,10 +41,17 @@ def host_launcher(r) -> str:
                     else "if (p.loop_extent != 0)")
     return fill("host.tpl", ns=r.ns, problem_fields=_problem_fields(r, every), loop_iters=loop_iters,
                 extent_check=extent_check, checks=_checks(every, maps), args=_args(r, every),
-                launch_args=", ".join([f"tm_{t.name}" for t in maps] + ["args"]),
+                launch_args=", ".join([f"tm_{t.name}" for t in maps] + ["args"]), persistent_grid=_grid(r.m),
                 elements=[f"inline size_t elements_{t.name}(const Problem& p) {{ return static_cast<size_t>("
                           f"{' * '.join(_dims(t))}); }}" for t in every],
                 main=_main(r, r.ns, every)) + "\n"
+
+
+def _grid(m) -> str:
+    """The persistent grid: as many CTAs as the SMs hold at once (occupancy.py), at most a tile each."""
+    if m.ctas_per_sm == 1:
+        return "grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)"
+    return ("grid = sms * kCtasPerSm < grid ? sms * kCtasPerSm : grid;  // kCtasPerSm CTAs per SM (occupancy.py)")
 
 
 def _problem_fields(r, every) -> list[str]:

@@ -4,7 +4,6 @@ each warpgroup to its role's function, with its `setmaxnreg` budget and, on a pe
 loop over the CTA's tiles."""
 from __future__ import annotations
 
-from ..registers import launch_registers
 from .lines import Lines
 from .model import ident
 from .template import fill
@@ -49,7 +48,8 @@ class Kernel:
             barriers=self._barrier_inits(),
             prefetch=[f"twill::tma_prefetch(&tm_{t.name});" for t in maps],
             tmem_alloc=alloc if tmem else [], tmem_ready=["twill::tmem_fence_after();"] if tmem else [],
-            dispatch=dispatch.out, tmem_free=free if tmem else []).rstrip("\n").split("\n"))
+            dispatch=dispatch.out, tmem_free=free if tmem else [],
+            ctas_per_sm="1" if self.m.ctas_per_sm == 1 else "kCtasPerSm").rstrip("\n").split("\n"))
         out("")
 
     def _blocks(self) -> str:
@@ -85,7 +85,7 @@ class Kernel:
     def _dispatch(self, out: Lines) -> None:
         m = self.m
         budgets = {g.registers for g in m.warpgroups}
-        cap = launch_registers(m.machine.limits, m.threads)
+        cap = m.launch_registers
         out("const int warpgroup = threadIdx.x / 128;",
             "const int warp = (threadIdx.x / 32) % 4;",
             "(void)warp;")

@@ -263,6 +263,8 @@ class KernelModel:
     mma: tuple[tuple[str, MmaShape], ...]
     stages: int
     normalizers: tuple[tuple[str, str], ...]  # carry -> carry that divides it at the end (online softmax)
+    ctas_per_sm: int = 1  # CTAs an SM runs at once (occupancy.py): __launch_bounds__, the persistent grid
+    ctas_limit: int = 0  # at most this many (emit-cuda --ctas-per-sm); 0: as many as fit
 
     # -- views ---------------------------------------------------------------------------------
     @cached_property
@@ -289,12 +291,17 @@ class KernelModel:
     def threads(self) -> int:
         return 128 * len(self.warpgroups)
 
+    @property
+    def launch_registers(self) -> int:
+        """Registers per thread the CTA is launched with (`ctas_per_sm` CTAs to an SM)."""
+        return launch_registers(self.machine.limits, self.threads, self.ctas_per_sm)
+
     def wgmma_n(self, shape: MmaShape) -> int:
         """The N of each wgmma instruction an mma of `shape` is issued as. ptxas compiles one
         instruction within the registers a thread is launched with, whatever setmaxnreg gives its
         warpgroup later: an m64n256 (128 accumulator registers) in a CTA of 512 threads (128 each)
         is a fatal C7602. Such an N is halved, each half a wgmma into its half of the fragment."""
-        cap = min(self.machine.limits.registers_per_thread, launch_registers(self.machine.limits, self.threads))
+        cap = min(self.machine.limits.registers_per_thread, self.launch_registers)
         n, step = shape.n, 8 if shape.b_kmajor else 64  # an N-major B is addressed in 64-column blocks
         while (n // 2 + WGMMA_REGISTERS > cap and n % 2 == 0 and (n // 2) % step == 0
                and shape.inputs.wgmma_n_ok(n // 2)):

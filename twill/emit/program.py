@@ -63,6 +63,7 @@ class Program(RegisterBuffers, Rings, SharedMemory, TensorMemory, Waits, PingPon
         self.input_copies = 1
         self.staging: dict[str, Staging] = {}
         self.smem_note = self._fit_smem()
+        self.smem_extras = self._extras_limit()
         self.staging = self._staging()
         self.input_copies = self._input_copies()
         self.tmem_after: dict[str, tuple[str, int]] = {}  # value -> (value whose columns it reuses, k)

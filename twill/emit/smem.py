@@ -82,6 +82,17 @@ class SharedMemory:
         align it."""
         return self.model.machine.limits.smem_bytes - 1024
 
+    def _extras_limit(self) -> int:
+        """What `Smem` may take with its optional parts (output staging, a second copy of the
+        inputs; before them, as `__init__` calls it): no more than keeps the most CTAs per SM that
+        the registers and the rest of `Smem` allow (occupancy.py), else `smem_limit`."""
+        from .occupancy import register_ctas, smem_share
+        base = self.smem_bytes()
+        for k in range(register_ctas(self.model), 1, -1):
+            if base <= smem_share(self.model, k):
+                return smem_share(self.model, k)
+        return self.smem_limit()
+
     def input_bytes(self) -> int:
         m = self.model
         return sum(v.type.bytes for v in m.values.values() if v.kind == "input" and v.type.space == "smem")
@@ -92,7 +103,7 @@ class SharedMemory:
         if not self.input_bytes():
             return 1
         self.input_copies = 2
-        fits = self.smem_bytes() <= self.smem_limit()
+        fits = self.smem_bytes() <= self.smem_extras
         self.input_copies = 1
         return 2 if fits else 1
 
@@ -173,7 +184,7 @@ class SharedMemory:
                 slots = 2 if fewest and once and st.blocks % 2 == 0 else st.blocks
                 before = self.staging
                 self.staging = {**before, st.tensor: replace(st, slots=slots)}
-                if self.smem_bytes() > self.smem_limit():
+                if self.smem_bytes() > self.smem_extras:
                     self.staging = before
         return {st.tensor: self.staging[st.tensor] for st in wanted if st.tensor in self.staging}
 

@@ -42,6 +42,19 @@ class Target:
     pingpong: bool  # consumer warpgroups may take turns on the tensor core (named barriers)
     persistent_grid: bool  # a CTA may loop over several tiles (kernel<true>)
     max_threads: int = 1024  # threads of one CTA (CUDA Programming Guide, CC 9.0 and 10.0)
+    sm_threads: int = 2048  # resident threads of one SM (CUDA Programming Guide, CC 9.0 and 10.0)
+    sm_ctas: int = 32  # resident CTAs of one SM (likewise)
+    # shared memory the system reserves for each resident CTA (likewise): an SM holds the largest
+    # CTA's smem_bytes plus this reserve (228 KiB), each CTA taking its own plus the reserve
+    cta_smem_reserve: int = 1024
+    # several CTAs of a kernel may share an SM where their registers and shared memory fit
+    # (occupancy.py); not where each CTA allocates tensor memory, which the rule does not count
+    shares_sm: bool = True
+    # ... and only while each is launched with at least this many registers a thread: ptxas
+    # compiles each instruction within the launch count, whatever setmaxnreg gives later (at 40 a
+    # test GEMM's wgmma was a fatal C7602; at 80 the attention backward's delta kernel spilled 20
+    # bytes; every corpus and test kernel compiled clean at 128)
+    min_launch_registers: int = 128
     named_barriers: int = 16  # bar.sync ids per CTA (PTX ISA), 0 being __syncthreads
 
 
@@ -52,12 +65,13 @@ SM90 = Target(
     pingpong=True, persistent_grid=True)
 
 # Not persistent: the tensor-memory accumulators would need their own hand-back from tile to tile
-# (and we cannot run sm_100a here to test one).
+# (and we cannot run sm_100a here to test one). One CTA per SM: two would each allocate tensor
+# memory, which occupancy.py does not count (likewise untested).
 SM100 = Target(
     arch="sm_100a", family="sm_100", runtime="sm100.cuh", vocab_runtime=("vocab_sm100.cuh", "vocab.cuh"),
     mma8_runtime="mma8_sm100.cuh", causal_runtime="causal_sm100.cuh", tensor_memory=True, mma_commit=True, async_register_mma=False,
     register_fragments=False, mma_warpgroup=False, a_from_registers=False, mma_wrappers_by_width=False,
-    pingpong=False, persistent_grid=False)
+    pingpong=False, persistent_grid=False, shares_sm=False)
 
 TARGETS = (SM90, SM100)
 

@@ -90,7 +90,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
     int device = 0, sms = 0;
     if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-    grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
+    {{persistent_grid}}
   }
   entry<<<grid, kThreads, smem, stream>>>({{launch_args}});
   return cudaGetLastError();

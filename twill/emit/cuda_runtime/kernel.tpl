@@ -2,7 +2,7 @@
 // (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
 // kernel<..., true> masks a partial last tile (kMasks, launch()).
 template <bool kTiles, bool kTail>
-__global__ void __launch_bounds__(kThreads, 1) kernel({{params}}) {
+__global__ void __launch_bounds__(kThreads, {{ctas_per_sm}}) kernel({{params}}) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   {{iters}}
