@@ -1033,3 +1033,19 @@ def test_the_bench_runs_golden_kernels_of_its_graphs():
         assert graph in (example, f"examples/{example}.tir") and not swp_only, name
         assert bench.spec(name) == gpu == schedule(fixture).machine, name
         assert f"namespace {namespace} {{" in emitted(fixture), name
+
+
+def test_a_one_row_tile_loads_unswizzled_in_one_box():
+    """TMA swizzles by the shared-memory address: a [1, 64] f32 tile (a per-key bias) under a 128-byte
+    swizzle had its second box at +128 bytes and its odd ring slots at +256, off the 1024-byte atom
+    its reader assumes, and so read permuted columns (the held-out kernel was 0.24 off on the H200).
+    It loads as one plain box, its map unswizzled, and the runtime's Tile agrees (kSw 16 below 8 rows)."""
+    import re
+    from twill.emit.model import swizzle_bytes
+    text = emitted("heldout_biased_softmax.h200")
+    loads = [line for line in text.splitlines() if "twill::tma_load(" in line and "tm.bias" in line]
+    assert loads and all("reinterpret_cast" not in line for line in loads)  # one box per slot, at the slot
+    enc = re.search(r"encode\(&tm_bias, [^;]*\)\)", text).group(0)
+    assert enc.endswith("1, 64, 16))"), enc
+    assert "ROWS % 8 != 0    ? 16" in text
+    assert [swizzle_bytes(256, r) for r in (1, 4, 8, 64)] == [16, 16, 128, 128]
