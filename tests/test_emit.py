@@ -91,6 +91,9 @@ FIXTURES = {
     "gemm_i8.b200": ("sm_100a", 0),
     # the corpus's fp8 GEMM imported from Triton's TTGIR (tests/data/ttgir/gemm_fp8_sm90.ttgir)
     "triton_gemm_fp8_sm90.h100": ("sm_90a", 0),
+    # a held-out Triton-style kernel with a per-key bias ([1, 64] f32 per iteration, one plain TMA box);
+    # its --no-ptxas-loop schedule over-asks registers and spills; tests/test_gpu.py runs it
+    "heldout_biased_softmax.h200": ("sm_90a", None),
 }
 PERSISTENT_RUNS = ("gemm_hopper.h100", "attention_fwd_hopper.h100")  # bench/gpu_bench.py runs these
 # kernel<true> checked as strictly as kernel<false> besides those (tests/test_gpu.py runs them)

@@ -165,19 +165,13 @@ def test_triton_attention_imported_from_ttgir_matches_torch():
 
 
 @pytest.mark.parametrize("keys", [512, 1024])
-def test_per_key_bias_from_a_held_out_kernel_matches_torch(tmp_path, keys):
+def test_per_key_bias_from_a_held_out_kernel_matches_torch(keys):
     """A hand-written Triton-style kernel (tests/data/ttgir/heldout/biased_softmax_gemm_sm90.ttgir):
     its scores get a per-key f32 bias, a [1, 64] tile per iteration. Loaded with a 128-byte swizzle,
     its second 32 columns (and every odd ring slot) were permuted (0.24 off); a one-row tile is one
-    plain box now. Its schedule (tests/data/emit/heldout_biased_softmax.h200.json) hands the scores
+    plain box now. Its schedule (tests/golden/emit/heldout_biased_softmax.h200.cu) hands the scores
     between two warpgroups; BIAS binds as [*batch, L], as the Triton kernel's users hold it."""
-    from click.testing import CliRunner
-    from twill_cli.main import main
-    fixture = os.path.join(ROOT, "tests", "data", "emit", "heldout_biased_softmax.h200.json")
-    result = CliRunner().invoke(main, ["emit-cuda", fixture, "-o", str(tmp_path / "biased.cu"), "--binding", "torch",
-                                       "--no-ptxas-loop"])
-    assert result.exit_code == 0, result.output
-    mod, _ = _bench().build_binding("biased", str(tmp_path))
+    mod = binding("heldout_biased_softmax.h200", clean=False)
     torch.manual_seed(3)
     B, M, D = 2, 256, 64
     q = (torch.randn(B, M, D, device="cuda") * 0.5).half()

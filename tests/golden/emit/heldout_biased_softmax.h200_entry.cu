@@ -1,0 +1,43 @@
+// The C entry point of heldout_biased_softmax.h200.cu for its PyTorch binding heldout_biased_softmax.h200.py, written by
+// `twill emit-cuda --binding torch`: plain sizes and one pointer per user tensor (in the binding's
+// order), no torch headers. Build: nvcc -std=c++17 -gencode=arch=compute_XX,code=sm_XX -shared
+// -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).
+#include "heldout_biased_softmax.h200.cu"
+
+extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,
+                            float out_scale,
+                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,
+                            void* stream) {
+  twill_biased_softmax_gemm_kernel::Problem p;
+  p.tiles_m = tiles_m;
+  p.tiles_n = tiles_n;
+  p.iters = iters;
+  p.loop_extent = loop_extent;
+  p.batch = batch;
+  p.exp2_scale = exp2_scale;
+  p.persistent = persistent;
+  (void)out_scale;  // no output of an fp8 mma
+  (void)raster_group;  // the kernel keeps blockIdx order
+  // tensors[0]: Q (input; the graph's q)
+  p.q = static_cast<decltype(p.q)>(tensors[0]);
+  // tensors[1]: K (input; the graph's k)
+  p.k = static_cast<decltype(p.k)>(tensors[1]);
+  p.k_batch_group = batch_groups[1];
+  // tensors[2]: BIAS (input; the graph's bias)
+  p.bias = static_cast<decltype(p.bias)>(tensors[2]);
+  p.bias_batch_group = batch_groups[2];
+  // tensors[3]: V (input; the graph's v)
+  p.v = static_cast<decltype(p.v)>(tensors[3]);
+  p.v_batch_group = batch_groups[3];
+  // tensors[4]: m_i (output; the graph's m_new)
+  p.out_m_i = static_cast<decltype(p.out_m_i)>(tensors[4]);
+  // tensors[5]: l_i (output; the graph's l_new)
+  p.out_l_i = static_cast<decltype(p.out_l_i)>(tensors[5]);
+  // tensors[6]: O (output; the graph's acc_n)
+  p.out_acc = static_cast<decltype(p.out_acc)>(tensors[6]);
+  return static_cast<int>(twill_biased_softmax_gemm_kernel::launch(p, static_cast<cudaStream_t>(stream)));
+}
+
+extern "C" const char* twill_error_string(int err) {
+  return cudaGetErrorString(static_cast<cudaError_t>(err));
+}
