@@ -24,8 +24,8 @@ from .main import main
               help="do not compile the kernel with nvcc to check ptxas's registers, spills and wgmma "
                    "serialization against the model (and solve again where they disagree); also TWILL_PTXAS_LOOP=0")
 @click.option("--ctas-per-sm", "ctas", type=click.IntRange(min=1),
-              help="at most this many CTAs of the kernel per SM [default: as many as the roles' registers and "
-                   "shared memory fit (docs/emit-cuda.md); 1: one CTA with the whole register file]")
+              help="run up to this many CTAs of the kernel per SM, as many as the roles' registers and shared "
+                   "memory fit (docs/emit-cuda.md) [default: 1, one CTA with the whole register file]")
 @model_flags
 def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph

@@ -34,6 +34,9 @@ loop {{
 
 
 def _model(text: str, gpu: str = "h200", **kw):
+    """The emitter's model, several CTAs allowed (emit-cuda --ctas-per-sm 32: as many as fit) unless
+    `ctas_per_sm` says otherwise (the default is one)."""
+    kw.setdefault("ctas_per_sm", 32)
     machine = load_machine(gpu)
     return build_model(solve(parse_tir(text, "g.tir"), machine, SolveOptions()), machine, **kw)
 

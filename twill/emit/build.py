@@ -17,8 +17,10 @@ from .tensors import _tensors
 
 def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None,
                 ctas_per_sm: int | None = None) -> KernelModel:
-    """The model of `schedule`'s kernel, with as many CTAs per SM as fit (occupancy.py), at most
-    `ctas_per_sm` where given (1: one, the whole register file to one CTA)."""
+    """The model of `schedule`'s kernel: one CTA per SM, the whole register file to it, or, given
+    `ctas_per_sm`, as many as fit up to that (occupancy.py). Several are opt-in: at the 128 launch
+    registers of two CTAs ptxas may refuse a kernel (C7602), and the H200's GEMMs ran fastest as one
+    CTA with a ring 4 deep (docs/triton-results.md)."""
     if graph is None:
         from ..tir import parse_tir
         if not schedule.graph_tir:
@@ -42,7 +44,7 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
                         warpgroups=groups, default_roles=default,
                         role_of=tuple(sorted(role_of.items())), tensors=tensors,
                         mma=tuple(sorted(mma.items())), stages=stages, normalizers=())
-    return with_occupancy(replace(model, normalizers=_normalizers(model), ctas_limit=ctas_per_sm or 0))
+    return with_occupancy(replace(model, normalizers=_normalizers(model), ctas_limit=ctas_per_sm or 1))
 
 
 def _normalizers(model: KernelModel) -> tuple[tuple[str, str], ...]:

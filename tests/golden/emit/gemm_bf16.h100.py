@@ -405,7 +405,7 @@ SPEC = {'kernel': 'gemm_bf16',
            'esize': 2,
            'dims': [['m', 64], ['n', 128]],
            'per_iteration': False,
-           'tma': False,
+           'tma': True,
            'zero': False,
            'shared': False}]}
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -405,7 +405,7 @@ SPEC = {'kernel': 'gemm_i8',
            'esize': 4,
            'dims': [['m', 128], ['n', 128]],
            'per_iteration': False,
-           'tma': False,
+           'tma': True,
            'zero': False,
            'shared': False}]}
 HERE = os.path.dirname(os.path.abspath(__file__))
