@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -116,7 +117,7 @@ def nvcc_compile(src: Path, flags: list[str]) -> tuple[int, str]:
     if NVCC_CACHE is None:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         return proc.returncode, proc.stderr
-    key = hashlib.sha256(json.dumps([_toolchain(), flags, src.read_text()]).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([_toolchain(), flags, _source_texts(src)]).encode()).hexdigest()
     entry = NVCC_CACHE / f"{key}.json"
     NVCC_CACHE.mkdir(parents=True, exist_ok=True)
     with open(NVCC_CACHE / f"{key}.lock", "w") as lock:
@@ -129,6 +130,18 @@ def nvcc_compile(src: Path, flags: list[str]) -> tuple[int, str]:
             os.replace(tmp, entry)
     found = json.loads(entry.read_text())
     return found["rc"], found["stderr"]
+
+
+def _source_texts(src: Path, seen: frozenset = frozenset()) -> list[str]:
+    """The text of `src` and of the local files it `#include "..."`s (a binding's entry includes its
+    kernel .cu), recursively: a build's key must change when any of them does."""
+    text = src.read_text()
+    texts = [text]
+    for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, flags=re.M):
+        dep = src.parent / name
+        if dep.is_file() and dep not in seen:
+            texts += _source_texts(dep, seen | {src})
+    return texts
 
 
 # -- solves shared by the tests of one process ------------------------------------------------------

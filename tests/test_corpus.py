@@ -25,12 +25,7 @@ DUMPS = (sorted((DATA / "corpus" / "prepipe").glob("*.ttgir")) + sorted(DATA.glo
          + sorted((DATA / "heldout").glob("*.ttgir")))
 
 # dump stem -> why it does not go through (the stage is in the message)
-KNOWN = {
-    "corpus/gemm_w4a16_sm90": "nvcc: 164 bytes spilled on h100 since the epilogue writes the join of the two "
-                              "accumulators (C, 128x128) from one consumer role holding both (the h200 schedule "
-                              "of bench/triton_bench.py builds clean, and emit-cuda's ptxas loop, off in this test, re-solves it clean: "
-                              "two consumer roles at the same I)",
-}
+KNOWN: dict[str, str] = {}
 
 
 def _key(path: Path) -> str:

@@ -276,6 +276,31 @@ def test_an_imported_kernels_binding_takes_its_arguments_in_order(tmp_path):
         mod.resolve(mod.SPEC, {k: v for k, v in given.items() if k != "SCALE_B"})
 
 
+@pytest.mark.parametrize("stem,gpu,unwritten", [("gemm_w4a16_sm90", "h100", {"acc_even", "acc_odd"}),
+                                                 ("gemm_w4a16_sm100", "b200", {"acc_even", "acc_odd"}),
+                                                 ("attn_gqa_fwd_sm90", "h100", {"m_i", "l_i"})])
+def test_a_carry_the_triton_kernel_never_stores_is_not_written(stem, gpu, unwritten, tmp_path):
+    """{output = none}: the kernel writes what Triton's does (W4A16: C, the join of its two halves,
+    not the halves beside it; attention: O, not its running max and sum) and the binding takes no
+    tensor for the rest."""
+    model, mod, written = _binding(stem, gpu, tmp_path)
+    assert {c.name for c in model.graph.carries if not c.written} == unwritten
+    outputs = {t.name for t in model.tensors if t.kind == "output"}
+    assert outputs and not outputs & {f"out_{c}" for c in unwritten}
+    assert [a["name"] for a in mod.SPEC["args"] if a["output"]] == (["C"] if "w4a16" in stem else ["O"])
+    src = Renderer(model).render()
+    assert "store_out_" in src and not any(f"store_out_{c}(" in src for c in unwritten)
+
+
+def test_a_carry_named_by_an_output_line_is_written_whatever_it_says():
+    graph = parse("epilogue {\n  out = mul acc, acc : f32[128,128]\n  output acc = out\n}\n")
+    graph = parse_tir(re.sub(r"(carry acc +: f32\[128,128\] = 0)", r"\1 {output = none}", print_tir(graph)), "e.tir")
+    assert not graph.values["acc"].written
+    machine = load_machine("h100")
+    model = build_model(solve(graph, machine, SolveOptions()), machine)
+    assert {t.name for t in model.tensors if t.kind == "output"} == {"out_acc", "out_m"}
+
+
 def test_an_imported_kernels_scalar_is_a_python_number(tmp_path):
     model, mod, written = _binding("attn_bwd_dq_sm90", "h100", tmp_path)
     params = list(inspect.signature(mod.run).parameters)

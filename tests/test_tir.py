@@ -193,7 +193,7 @@ ERRORS = [
     case("carry-attr-key", "kernel k\ncarry m : f32[64] = 0 {outptu = f16}\nloop {\n  x = f m : f32[64]\n"
          "  yield m = x\n}\n", 2, 24, "unknown carry attribute 'outptu'", "did you mean 'output'?"),
     case("carry-attr-dtype", "kernel k\ncarry m : f32[64] = 0 {output = f8e4m3}\nloop {\n  x = f m : f32[64]\n"
-         "  yield m = x\n}\n", 2, 33, "'output' must be one of f32, f16, bf16, found f8e4m3"),
+         "  yield m = x\n}\n", 2, 33, "'output' must be one of f32, f16, bf16 or none (not written), found f8e4m3"),
     case("op-output-attr", body("  x = f q : f32[64] {output = f16}"), 5, 22, "unknown attribute 'output'"),
     case("attr-twice", body("  x = f q : f32[64] {cycles = 1, cycles = 2}"), 5, 34,
          "'cycles' is given twice"),

@@ -548,6 +548,7 @@ def test_the_dtype_an_accumulator_is_truncated_to_after_the_loop_is_its_output()
         assert dtype == "f16", path
     graph, _ = load_ttgir(SM90)
     assert {c.name: c.output_dtype for c in graph.carries}["m_i"] == "f32"  # only O is truncated
+    assert {c.name: c.written for c in graph.carries} == {"m_i": False, "l_i": False, "acc": True}  # as Triton stores
 
 
 def test_rows_that_triton_runs_on_two_warpgroups_split_into_two_parts():

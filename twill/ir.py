@@ -30,6 +30,7 @@ OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_late
                  "col_stride", "col_offset", "iter_div")  # of a load: how it walks its argument (ttgir/addresses.py)
 CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
 OUTPUT_DTYPES = ("f32", "f16", "bf16")
+NOT_WRITTEN = "none"  # a carry's {output = none}: its final value is not written (an epilogue output is)
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,15 @@ class Value:
         return bool(dict(self.attrs).get("prologue"))
 
     @property
+    def written(self) -> bool:
+        """Whether a carry's final value is written to global memory (not `{output = none}`)."""
+        return dict(self.attrs).get("output") != NOT_WRITTEN
+
+    @property
     def output_dtype(self) -> str:
         """The dtype a carry's final value is written to global memory in (default: its own)."""
-        return str(dict(self.attrs).get("output", self.type.dtype))
+        dtype = dict(self.attrs).get("output", self.type.dtype)
+        return self.type.dtype if dtype == NOT_WRITTEN else str(dtype)
 
 
 @dataclass(frozen=True)

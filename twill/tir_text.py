@@ -9,7 +9,7 @@ import re
 from typing import NamedTuple
 
 from .errors import Diagnostic, InputError, Span
-from .ir import NAME_PATTERN, OUTPUT_DTYPES, Op
+from .ir import NAME_PATTERN, NOT_WRITTEN, OUTPUT_DTYPES, Op
 
 NAME = NAME_PATTERN
 TOKEN = re.compile(r"""
@@ -37,7 +37,8 @@ ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "async": (lambda v: isinstance(v, bool), "true or false"),
     "variable_latency": (lambda v: isinstance(v, bool), "true or false"),
     "unit": (lambda v: isinstance(v, str) and NAME.fullmatch(v) is not None, "a unit name"),
-    "output": (lambda v: v in OUTPUT_DTYPES, "one of " + ", ".join(OUTPUT_DTYPES)),
+    "output": (lambda v: v in OUTPUT_DTYPES or v == NOT_WRITTEN,
+               "one of " + ", ".join(OUTPUT_DTYPES) + f" or {NOT_WRITTEN} (not written)"),
     "transpose_a": (lambda v: isinstance(v, bool), "true or false"),
     "transpose_b": (lambda v: isinstance(v, bool), "true or false"),
     "axis": (lambda v: type(v) is int, "an integer (an axis; negative counts from the last)"),

@@ -35,10 +35,10 @@ class AfterLoop:
         not hold (a running sum on another role) is staged in shared memory by its role first."""
         m, p, r = self.m, self.p, self.r
         norms = dict(m.normalizers)
-        for t in r.tmem_outputs():
-            if m.values[t.value].role == self.role.name and m.ops[t.value].opcode == "mma":
-                out(f"if ({self.elect()}) twill::umma_commit(&sm.final_{ident(t.value)});  "
-                    f"// every mma of this role, the last {t.value} too, is done")
+        for value in r.tmem_finals():
+            if m.values[value].role == self.role.name and m.ops[value].opcode == "mma":
+                out(f"if ({self.elect()}) twill::umma_commit(&sm.final_{ident(value)});  "
+                    f"// every mma of this role, the last {value} too, is done")
         outputs = [t for t in m.tensors if t.kind == "output" and self.p.final_role(t) == self.role.name]
         hopper_mma = m.target.async_register_mma and any(m.ops[o].opcode == "mma" for o in self.role.ops)
         if not outputs:

@@ -190,8 +190,8 @@ class Renderer(Stores, Kernel):
             "uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them")
         for name in self.scratch_mmas():
             out(f"uint64_t done_{ident(name)};  // {name} has read its scratch tile")
-        for t in self.tmem_outputs():
-            out(f"uint64_t final_{ident(t.value)};  // the last {t.value} is in tensor memory")
+        for value in self.tmem_finals():
+            out(f"uint64_t final_{ident(value)};  // the last {value} is in tensor memory")
         for value, (producer, readers) in self.p.handoffs.items():
             t = m.values[value].type
             out(f"alignas(16) {ctype(t.dtype)} last_{ident(value)}[{t.elements}];  // the last {value}: "
@@ -382,9 +382,12 @@ class Renderer(Stores, Kernel):
         return any(self.p.copies.get(v, 1) > 1 and use.role == role.name and self.p.reads_async(use.op, use.index)
                    for v in self.p.copies for use in m.uses.get(v, ()))
 
-    def tmem_outputs(self) -> list:
-        found = [t for t in self.m.tensors if t.kind == "output" and self.p.in_tmem(t.value)]
-        return [t for i, t in enumerate(found) if all(u.value != t.value for u in found[:i])]  # one per value
+    def tmem_finals(self) -> list[str]:
+        """The values in tensor memory whose last instance an output is written from (each with a
+        `final_` mbarrier the mma role commits to): an output's own value, or what its epilogue reads
+        (both halves of a `join`)."""
+        found = (v for t in self.m.tensors if t.kind == "output" for v in [t.value, *self.p.final_values(t)])
+        return [v for v in dict.fromkeys(found) if self.p.in_tmem(v)]
 
     def scratch_mmas(self) -> tuple[str, ...]:
         """mmas with a scratch tile (of A, of B, or both): each has a `done` mbarrier."""

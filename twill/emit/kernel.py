@@ -61,7 +61,7 @@ class Kernel:
         last tensor-memory outputs, the values handed over after the loop."""
         m = self.m
         return ([f"twill::mbar_init(&sm.done_{ident(name)}, 1);" for name in self.scratch_mmas()]
-                + [f"twill::mbar_init(&sm.final_{ident(t.value)}, 1);" for t in self.tmem_outputs()]
+                + [f"twill::mbar_init(&sm.final_{ident(value)}, 1);" for value in self.tmem_finals()]
                 + [f"twill::mbar_init(&sm.final_{ident(value)}, {m.role[producer].threads});"
                    for value, (producer, _) in self.p.handoffs.items()])
 

@@ -130,9 +130,10 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
             t = graph.operand_type(op.operands[0])
             if t is not None:
                 add(f"{op.name}", op.operands[0].name, "store", t, True)
+    written = set(epilogue.outputs(graph))  # an epilogue's output line writes its carry, whatever the carry says
     for carry in graph.carries:
         src = carry_src.get(carry.name)
-        if src is not None:
+        if src is not None and (carry.written or carry.name in written):
             add(f"out_{carry.name}", src, "output", carry.type, False, epilogue.output_dtype(graph, carry))
     for name, src, t in epilogue.extra_outputs(graph):  # an epilogue's new outputs, placed as their carry's
         add(name, src, "output", t, False)

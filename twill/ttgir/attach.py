@@ -24,8 +24,9 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     namer = _Namer(graph, raw, names, carries)
     outputs, written = _outputs(raw, namer, carries, {c.name: c.type.shape for c in graph.carries})
     overridden = {n for n, _ in outputs}
+    stored = overridden | set(written.values())
     carries_out = tuple(replace(c, attrs=tuple(kv for kv in c.attrs if kv[0] != "output")) if c.name in overridden
-                        else c for c in graph.carries)
+                        else c if c.name in stored else _unwritten(c) for c in graph.carries)
     named = namer.named
     targets, also = _targets(sig, ops, inputs, stores, {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw)
                                                  if ("scalar", v.key) in named},
@@ -34,6 +35,13 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     epilogue = Epilogue(tuple(namer.scalars), tuple(namer.eops), tuple(outputs))
     return replace(graph, inputs=graph.inputs + tuple(namer.new_inputs), carries=carries_out, epilogue=epilogue,
                    arguments=tuple((n, targets.get(n)) for n, _ in sig.args), also_fed=also)
+
+
+def _unwritten(carry):
+    """A carry the kernel never stores (attention's running max and sum, W4A16's two halves that only
+    their join is written from): `{output = none}`, so the emitted kernel writes only what Triton's does."""
+    from ..ir import NOT_WRITTEN
+    return replace(carry, attrs=tuple(kv for kv in carry.attrs if kv[0] != "output") + (("output", NOT_WRITTEN),))
 
 
 class _Namer:
