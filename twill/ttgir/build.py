@@ -66,8 +66,10 @@ def init_text(init: object) -> tuple[str, str | None]:
     return "0", what
 
 
-def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) -> tuple[Graph, list[Note]]:
-    """The graph of the fused groups, with names; also warnings about carries' initial values."""
+def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
+                handed: dict | None = None) -> tuple[Graph, list[Note]]:
+    """The graph of the fused groups, with names; also warnings about carries' initial values.
+    `handed`, where given, gets {input name: its stand-in's hand-over key} (ttgir/handover.py)."""
     root_of = {m: g.root for g in groups for m in g.members}
     carries, invariant = _live_carries(lowered, body, groups, root_of)
     names = _Names()
@@ -94,6 +96,9 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
 
     _name_ops(groups, body, names, yielded_to, operand_name, op_name)
     real = {r: n for r, n in inputs.items() if r not in pro.computed} | pro.real
+    if handed is not None:
+        handed.update({n: dict(body.nodes[r.index].attrs)["handover"] for r, n in real.items()
+                       if r.kind == "node" and "handover" in dict(body.nodes[r.index].attrs)})
     graph_inputs = tuple(Value(name, _input_type(lowered, body, r, r not in inputs), "input",
                                span=_ref_span(lowered, body, r)) for r, name in real.items())
     computed_inputs, block = pro.graph_parts()

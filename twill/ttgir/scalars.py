@@ -97,6 +97,10 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         indexed = any(isinstance(v, Indexed) for v in vals)
         lw.bind(op, indices.combine(op.name, vals, _predicate(op)) if indexed else SCALAR)
         return
+    if not lw.in_loop:
+        from .handover import convert  # an earlier loop's result converted: handed over in that dtype
+        if convert(lw, op, vals):
+            return
     ins, outs = lw.signature(op)
     mtype = outs[0] if outs else ins[-1] if ins else None
     if mtype is None:
