@@ -227,3 +227,25 @@ def check_loop(source: str, loop) -> None:
     if loop is not None and not source.endswith((".ttgir", ".mlir")):
         raise InputError(f"--loop {loop} picks a loop of a .ttgir dump, but '{source}' is a .tir graph "
                          "(one loop): leave --loop out")
+
+
+def graph_or_sequence(source: str, flags: dict):
+    """The graph of a .tir or .ttgir file (as `graph_of`), or its loops in sequence: a .tir of named
+    loops, or a .ttgir whose tile loops run one after the other (without --loop)."""
+    from twill.errors import InputError
+    from twill.fileio import read_text
+    if flags.get("loop") is None and source.endswith((".ttgir", ".mlir", ".tir")):
+        text = read_text(source, "graph")
+        seq = None
+        if source.endswith(".tir"):
+            from twill.tir_sequence import is_sequence, parse_sequence
+            seq = parse_sequence(text, source) if is_sequence(text) else None
+        else:
+            from twill.ttgir.sequence import import_sequence
+            found, _warnings = import_sequence(text, source)
+            seq = found if not hasattr(found, "ops") else None
+        if seq is not None:
+            if flags.get("split_rows", 1) not in (1, None):
+                raise InputError(f"--split-rows takes one loop; '{source}' holds {len(seq.names)} loops in sequence")
+            return seq
+    return graph_of(source, flags)

@@ -101,3 +101,71 @@ def diagnostics_of(seq: Sequence) -> list[Diagnostic]:
     errors = ErrorCollector()
     check(seq, errors)
     return errors.diagnostics
+
+
+# -- the schedule of a sequence -----------------------------------------------------------------
+
+SEQUENCE_FORMAT = "twill-sequence/1"
+
+
+@dataclass(frozen=True)
+class SequenceSchedule:
+    """One `Schedule` per loop, in order, and the hand-overs between them: a `twill-sequence/1`
+    file, {"format", "kernel", "loops": [{"name", "handovers": [{"input", "from"}], "schedule"}]},
+    each "schedule" a whole `twill-schedule/1` object (its graph, digests and all)."""
+
+    kernel: str
+    names: tuple[str, ...]
+    schedules: tuple  # twill.schedule.Schedule per loop
+    handovers: tuple[Handover, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"format": SEQUENCE_FORMAT, "kernel": self.kernel, "loops": [
+            {"name": n, "handovers": [{"input": h.input, "from": h.text} for h in self.handovers if h.loop == n],
+             "schedule": s.to_dict()} for n, s in zip(self.names, self.schedules)]}
+
+    def to_json(self) -> str:
+        import json
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+
+def solve_sequence(seq: Sequence, machine, options, progress=None) -> SequenceSchedule:
+    """Each loop solved as a graph of its own (`pipeline.solve`), in order."""
+    from .pipeline import solve
+    return SequenceSchedule(seq.kernel, seq.names, tuple(solve(g, machine, options, progress) for g in seq.graphs),
+                            seq.handovers)
+
+
+def is_sequence_file(path) -> bool:
+    """Is `path` a `twill-sequence/1` schedule (its first 200 characters say so)?"""
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.read(200)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return SEQUENCE_FORMAT in head
+
+
+def load_sequence_schedule(path) -> SequenceSchedule:
+    """Read a `twill-sequence/1` file: each loop's schedule checked as `fileio.load_schedule` checks a
+    file, the hand-overs against the loops' graphs (`check`)."""
+    import json
+
+    from .errors import InputError
+    from .fileio import read_text, schedule_from_data
+    from .tir import parse_tir
+    try:
+        data = json.loads(read_text(path, "schedule"))
+        loops = data["loops"]
+        names = tuple(str(x["name"]) for x in loops)
+        schedules = tuple(schedule_from_data(x["schedule"], f"{path} (loop {x['name']})") for x in loops)
+        handovers = tuple(Handover(str(x["name"]), str(h["input"]), *str(h["from"]).split(".", 1))
+                          for x in loops for h in x.get("handovers", []))
+        kernel = str(data["kernel"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(Diagnostic(f"'{path}' is a malformed {SEQUENCE_FORMAT} file: {type(exc).__name__}: {exc}")) from None
+    graphs = tuple(parse_tir(s.graph_tir, f"<graph of {s.kernel}>") for s in schedules)
+    errors = ErrorCollector()
+    check(Sequence(kernel, names, graphs, handovers, str(path)), errors)
+    errors.raise_if_any()
+    return SequenceSchedule(kernel, names, schedules, handovers)

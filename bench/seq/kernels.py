@@ -5,9 +5,10 @@ pipeliner) into tests/data/seq/.
 - gemm_chain: Y = ((A @ B) @ C) @ E for one row tile: loop 1 runs A @ B over K1 into acc1 [BM, D];
   loop 2 reads h = acc1 as f16 (loop 1's final carry) as a loop-invariant tile and runs
   acc2 += (h @ C_n as f16) @ E_n over N2. A low-rank projection chain, two K loops in sequence.
-- gemm_pair: Y = A @ B + (A @ B as f16) @ C with two loops of different kinds: loop 1 the GEMM over
-  K, loop 2 over the N2 tiles of C... (see `gemm_chain`); the second kernel here is a
-  two-pass row statistic: loop 1 sums each row (mean), loop 2 sums the squared deviations.
+- attn_two_pass: attention whose softmax is computed in two passes over the keys (no rescaling of
+  the accumulator): loop 1 the row max m and the row sum l of exp2(s - m) (online within the pass),
+  loop 2 acc += (exp2(s - m) / l as f16) @ V with m and l handed over. Base-2 softmax of Q K^T (the
+  caller folds the softmax scale and log2(e) into Q), so no exp2 scale is involved.
 """
 import triton
 import triton.language as tl
@@ -61,6 +62,60 @@ def gemm_chain_inputs(M=1024, K1=1024, D=64, N2=1024, device="cuda"):
     return a, b, c, e
 
 
+@triton.jit
+def attn_two_pass_kernel(Q, K, V, O, N_KV, s_qm, s_kn, s_om,
+                         BM: tl.constexpr, D: tl.constexpr, BN: tl.constexpr):
+    pid = tl.program_id(0)
+    rm = pid * BM + tl.arange(0, BM)
+    rd = tl.arange(0, D)
+    rn = tl.arange(0, BN)
+    q = tl.load(Q + rm[:, None] * s_qm + rd[None, :])
+    k_ptrs = K + rn[:, None] * s_kn + rd[None, :]
+    m = tl.full([BM], -float("inf"), tl.float32)
+    l = tl.zeros([BM], tl.float32)
+    for _n in range(0, N_KV, BN):
+        k = tl.load(k_ptrs)
+        s = tl.dot(q, tl.trans(k))
+        m_new = tl.maximum(m, tl.max(s, 1))
+        l = l * tl.math.exp2(m - m_new) + tl.sum(tl.math.exp2(s - m_new[:, None]), 1)
+        m = m_new
+        k_ptrs += BN * s_kn
+    k_ptrs = K + rn[:, None] * s_kn + rd[None, :]
+    v_ptrs = V + rn[:, None] * s_kn + rd[None, :]
+    acc = tl.zeros([BM, D], tl.float32)
+    for _n in range(0, N_KV, BN):
+        k = tl.load(k_ptrs)
+        s = tl.dot(q, tl.trans(k))
+        p = tl.math.exp2(s - m[:, None]) / l[:, None]
+        v = tl.load(v_ptrs)
+        acc = tl.dot(p.to(tl.float16), v, acc)
+        k_ptrs += BN * s_kn
+        v_ptrs += BN * s_kn
+    tl.store(O + rm[:, None] * s_om + rd[None, :], acc.to(tl.float16))
+
+
+def attn_two_pass_reference(q, k, v):
+    """fp32: softmax in base 2 of Q K^T, times V."""
+    import math
+    s = q.float() @ k.float().T
+    return torch_softmax(s * math.log(2.0)) @ v.float()
+
+
+def torch_softmax(x):
+    import torch
+    return torch.softmax(x, dim=-1)
+
+
+def attn_two_pass_inputs(N=1024, N_KV=2048, D=64, device="cuda"):
+    import math
+    import torch
+    torch.manual_seed(1)
+    q = (torch.randn(N, D, device=device) * (math.log2(math.e) / math.sqrt(D))).half()
+    k = torch.randn(N_KV, D, device=device, dtype=torch.float16)
+    v = torch.randn(N_KV, D, device=device, dtype=torch.float16)
+    return q, k, v
+
+
 DUMPS = {
     "gemm_chain": dict(
         kernel=gemm_chain_kernel,
@@ -69,5 +124,13 @@ DUMPS = {
                    "BM": "constexpr", "D": "constexpr", "BK": "constexpr", "BN": "constexpr"},
         constexprs={"BM": 128, "D": 64, "BK": 64, "BN": 64},
         divisible_by_16=["A", "B", "C", "E", "Y", "K1", "N2", "s_am", "s_bk", "s_cd", "s_en", "s_ym"],
+        num_warps=4, num_stages=3),
+    "attn_two_pass": dict(
+        kernel=attn_two_pass_kernel,
+        signature={"Q": "*fp16", "K": "*fp16", "V": "*fp16", "O": "*fp16", "N_KV": "i32",
+                   "s_qm": "i32", "s_kn": "i32", "s_om": "i32",
+                   "BM": "constexpr", "D": "constexpr", "BN": "constexpr"},
+        constexprs={"BM": 128, "D": 64, "BN": 64},
+        divisible_by_16=["Q", "K", "V", "O", "N_KV", "s_qm", "s_kn", "s_om"],
         num_warps=4, num_stages=3),
 }

@@ -38,11 +38,12 @@ def earlier_loop(lw, op: MOp) -> None:
         rtypes = lw.types.read_list(op.tokens, arrow + 1)[0] if arrow is not None else []
     except Exception:  # noqa: BLE001 - a type the reader does not know: no tile, as before
         rtypes = []
+    args = _iter_args(op)
     for i, name in enumerate(op.results):
         rtype = rtypes[i] if i < len(rtypes) else None
         tile = rtype.tile() if rtype is not None and rtype.is_tile else None
-        if tile is not None:
-            lw.env[name] = _stand_in(lw, op, tile, f"{loop_key(op)}/r{i}", name)
+        if tile is not None:  # named after its iter_arg, as the earlier loop's carry is
+            lw.env[name] = _stand_in(lw, op, tile, f"{loop_key(op)}/r{i}", args[i] if i < len(args) else name)
         else:
             lw.env[name] = TOKEN if rtype is not None and rtype.kind == "token" else SCALAR
     written = _written(lw, op)
@@ -103,4 +104,18 @@ def _written(lw, loop: MOp) -> set[int]:
         for region in o.regions:
             for block in region:
                 todo.extend(block.ops)
+    return out
+
+
+def _iter_args(loop: MOp) -> list[str]:
+    """The SSA names of a loop's iter_args, in order (``iter_args(%m_38 = %init, ...)``)."""
+    toks, out = loop.tokens, []
+    i = next((k for k, t in enumerate(toks) if t.is_("iter_args")), None)
+    if i is None:
+        return out
+    for k in range(i + 1, len(toks) - 1):
+        if toks[k].is_(")"):
+            break
+        if toks[k].kind == "ssa" and toks[k + 1].is_("="):
+            out.append(toks[k].text[1:])
     return out
