@@ -132,7 +132,8 @@ class SequenceSchedule:
 def solve_sequence(seq: Sequence, machine, options, progress=None) -> SequenceSchedule:
     """Each loop solved as a graph of its own (`pipeline.solve`), in order."""
     from .pipeline import solve
-    return SequenceSchedule(seq.kernel, seq.names, tuple(solve(g, machine, options, progress) for g in seq.graphs),
+    more = () if progress is None else (progress,)
+    return SequenceSchedule(seq.kernel, seq.names, tuple(solve(g, machine, options, *more) for g in seq.graphs),
                             seq.handovers)
 
 

@@ -84,10 +84,10 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
             f"loop {k} would be left out: this kernel has {len(siblings) + 1} tile loops one after the other "
             f"(loops {', '.join(str(j) for j in sorted(siblings + [best]))}) and a graph has one loop",
             src.span(loops[k][1][-1].head),
-            hint=f"twill import writes them as a sequence of loops (a .tir of several 'loop NAME {{'); --loop {k} "
-                 f"(or --loop {best}) imports one of them, and that graph does not compute the kernel's whole "
-                 "result") for k in siblings), loops=tuple(sorted(siblings + [best])),
-            blocked=any(k in blocked for k in siblings))
+            hint=("" if any(j in blocked for j in siblings) else "twill import writes them as a sequence of "
+                  "loops (a .tir of several 'loop NAME {'); ") + f"--loop {k} (or --loop {best}) imports one of "
+                 "them, and that graph does not compute the kernel's whole result") for k in siblings),
+            loops=tuple(sorted(siblings + [best])), blocked=any(k in blocked for k in siblings))
     graph, notes = results[best]
     notes = list(notes)
     for k in (k for k, (_, path) in enumerate(loops) if _encloses(path, loops[best][1])):

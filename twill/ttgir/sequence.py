@@ -41,8 +41,15 @@ def import_sequence(text: str, file: str = "<string>", strict: bool = False) -> 
         graphs.append(graph)
         details.append(detail)
         notes += list(own)
-    for k in order:
-        notes += [n for n in _after(module, loops[k]) if n not in notes]
+    between = []
+    for k in order:  # tile work outside the loops: what a later loop reads would not be a loop's carry
+        between += [d for d in (n.diagnostic for n in _after(module, loops[k])) if d not in between]
+    if between:
+        raise InputError(*(replace(d, severity="error", message=d.message.replace(
+            "the graph does not compute", "in a kernel of loops in sequence, the loops do not compute"), hint=(
+            "iterations Triton's pipeliner peels out of a loop (before or after it, as on sm_100) are not merged "
+            "back into a sequence: import the dump from before the pipeliner (docs/ttgir-import.md, section 1)"))
+            for d in sorted(between, key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))))
     unknown = [n.diagnostic for n in notes if n.unknown]
     if strict and unknown:
         raise InputError(*(replace(d, severity="error") for d in unknown))
