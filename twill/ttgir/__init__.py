@@ -18,6 +18,10 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
 
+Tile loops in sequence are an error here (`loops.SiblingLoops`); `sequence.import_sequence` imports
+them as a `twill.sequence.Sequence`, each loop through the same stages, its reads of earlier loops'
+results handed over (handover.py).
+
 Warnings are `Diagnostic`s with severity "warning" (an op the importer does not know, a carry
 that does not start from a constant). With ``strict`` the unknown-op ones are errors. Malformed input
 is an `InputError` pointing at the line and column.
