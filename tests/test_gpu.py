@@ -396,7 +396,8 @@ def test_flashattention_backward_from_the_forward_matches_autograd():
 
 
 @pytest.mark.parametrize("fixture, size", [("gemm_chain_sm90.h200", dict(M=256, K1=192, N2=320)),
-                                           ("attn_two_pass_sm90.h200", dict(N=256, N_KV=192))])
+                                           ("attn_two_pass_sm90.h200", dict(N=256, N_KV=192)),
+                                           ("row_var_sm90.h200", dict(M=256, N=4096))])
 def test_loops_in_sequence_match_torch(fixture, size):
     """A kernel of two loops in sequence (tests/golden/seq: bench/seq/kernels.py imported, each loop
     solved for the H200, emitted as its own kernel, the binding K.py running them in order and handing

@@ -23,6 +23,7 @@ CASES = {  # fixture -> sizes
     "gemm_chain_sm90.h200": [dict(M=256, K1=192, N2=320), dict(M=1024, K1=1024, N2=1024),
                              dict(M=4096, K1=4096, N2=4096)],
     "attn_two_pass_sm90.h200": [dict(N=256, N_KV=192), dict(N=1024, N_KV=2048), dict(N=4096, N_KV=8192)],
+    "row_var_sm90.h200": [dict(M=256, N=4096), dict(M=8192, N=4096)],  # N: the kernel's constexpr 4096
 }
 
 
@@ -39,6 +40,10 @@ def _triton(fixture, args, out):
         kernels.gemm_chain_kernel[(a.shape[0] // 128,)](a, b, c, e, out, a.shape[1], c.shape[1], a.stride(0),
                                                          b.stride(0), c.stride(0), e.stride(0), out.stride(0),
                                                          BM=128, D=64, BK=64, BN=64, num_warps=4, num_stages=3)
+    elif fixture.startswith("row_var"):
+        x, = args
+        kernels.row_var_kernel[(x.shape[0] // 128,)](x, out, x.stride(0), N=x.shape[1], BM=128, BN=64, num_warps=4,
+                                                      num_stages=3)
     else:
         q, k, v = args
         kernels.attn_two_pass_kernel[(q.shape[0] // 128,)](q, k, v, out, k.shape[0], q.stride(0), k.stride(0),
@@ -54,6 +59,9 @@ def check(fixture, size, timed=False):
     if fixture.startswith("gemm_chain"):
         args = kernels.gemm_chain_inputs(size["M"], size["K1"], 64, size["N2"])
         ref = kernels.gemm_chain_reference(*args)
+    elif fixture.startswith("row_var"):
+        args = kernels.row_var_inputs(size["M"], size["N"])
+        ref = kernels.row_var_reference(*args)
     else:
         args = kernels.attn_two_pass_inputs(size["N"], size["N_KV"])
         ref = kernels.attn_two_pass_reference(*args)

@@ -9,6 +9,9 @@ pipeliner) into tests/data/seq/.
   the accumulator): loop 1 the row max m and the row sum l of exp2(s - m) (online within the pass),
   loop 2 acc += (exp2(s - m) / l as f16) @ V with m and l handed over. Base-2 softmax of Q K^T (the
   caller folds the softmax scale and log2(e) into Q), so no exp2 scale is involved.
+- row_var: a two-pass row statistic over rows of a fixed length N (a compile-time constant, as a
+  layer norm's hidden size often is): loop 1 sums each row of X, loop 2 sums the squared deviations
+  from the mean (sum / N, computed between the loops), the variance written as that sum / N.
 """
 import triton
 import triton.language as tl
@@ -116,6 +119,38 @@ def attn_two_pass_inputs(N=1024, N_KV=2048, D=64, device="cuda"):
     return q, k, v
 
 
+@triton.jit
+def row_var_kernel(X, Var, s_xm, N: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    pid = tl.program_id(0)
+    rm = pid * BM + tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    ptrs = X + rm[:, None] * s_xm + rn[None, :]
+    total = tl.zeros([BM], tl.float32)
+    for _n in range(0, N, BN):
+        x = tl.load(ptrs).to(tl.float32)
+        total += tl.sum(x, 1)
+        ptrs += BN
+    mean = total / N
+    ptrs = X + rm[:, None] * s_xm + rn[None, :]
+    sq = tl.zeros([BM], tl.float32)
+    for _n in range(0, N, BN):
+        x = tl.load(ptrs).to(tl.float32)
+        d = x - mean[:, None]
+        sq += tl.sum(d * d, 1)
+        ptrs += BN
+    tl.store(Var + rm, sq / N)
+
+
+def row_var_reference(x):
+    return x.float().var(dim=1, unbiased=False)
+
+
+def row_var_inputs(M=1024, N=4096, device="cuda"):
+    import torch
+    torch.manual_seed(2)
+    return (torch.randn(M, N, device=device, dtype=torch.float16) * 2 + 1,)
+
+
 DUMPS = {
     "gemm_chain": dict(
         kernel=gemm_chain_kernel,
@@ -132,5 +167,12 @@ DUMPS = {
                    "BM": "constexpr", "D": "constexpr", "BN": "constexpr"},
         constexprs={"BM": 128, "D": 64, "BN": 64},
         divisible_by_16=["Q", "K", "V", "O", "N_KV", "s_qm", "s_kn", "s_om"],
+        num_warps=4, num_stages=3),
+    "row_var": dict(
+        kernel=row_var_kernel,
+        signature={"X": "*fp16", "Var": "*fp32", "s_xm": "i32", "N": "constexpr", "BM": "constexpr",
+                   "BN": "constexpr"},
+        constexprs={"N": 4096, "BM": 128, "BN": 64},
+        divisible_by_16=["X", "Var", "s_xm"],
         num_warps=4, num_stages=3),
 }

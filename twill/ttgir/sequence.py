@@ -60,7 +60,15 @@ def import_sequence(text: str, file: str = "<string>", strict: bool = False) -> 
         _check_inits(names[i], detail["lowered"], at, names, errors)
         for input_name, key in detail["handed"].items():
             value = graph.values[input_name]
-            where, what = key.split("/", 1)
+            where, what = key.lstrip("~").split("/", 1)
+            if key.startswith("~"):
+                j = at.get(where)
+                errors.error(f"loop {names[i]} reads '{input_name}', computed between the loops from "
+                             f"{'loop ' + names[j] + chr(39) + 's' if j is not None else 'an earlier loop' + chr(39) + 's'} "
+                             "result: a loop reads an earlier loop's final carries (or their conversion) only",
+                             value.span, "compute it inside the later loop, or as the later loop's prologue "
+                             "(docs/ttgir-import.md, section 12)")
+                continue
             j = at.get(where)
             if j is None or j >= i:
                 errors.error(f"loop {names[i]} reads '{input_name}', a result of the loop at line {where.split(':')[0]}, "
