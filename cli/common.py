@@ -215,9 +215,16 @@ def distinct_output(source: str, output: str | None) -> None:
 
 def graph_of(source: str, flags: dict):
     """The graph of a .tir or .ttgir file, sub-tiled as --split-rows asks."""
-    from twill.fileio import load_graph
+    from twill.errors import Diagnostic, InputError
+    from twill.fileio import load_graph, read_text
     from twill.split import split_rows
     check_loop(source, flags["loop"])
+    if source.endswith(".tir"):
+        from twill.tir_sequence import is_sequence
+        if is_sequence(read_text(source, "graph")):
+            raise InputError(Diagnostic(f"'{source}' holds loops in sequence (named loops): this takes one loop",
+                                        hint="solve and emit-cuda take the sequence; give explain, plot or "
+                                             "--split-rows one section as a file of its own"))
     return split_rows(load_graph(source, flags["loop"]), flags["split_rows"])
 
 
@@ -232,20 +239,14 @@ def check_loop(source: str, loop) -> None:
 def graph_or_sequence(source: str, flags: dict):
     """The graph of a .tir or .ttgir file (as `graph_of`), or its loops in sequence: a .tir of named
     loops, or a .ttgir whose tile loops run one after the other (without --loop)."""
-    from twill.errors import InputError
     from twill.fileio import read_text
-    if flags.get("loop") is None and source.endswith((".ttgir", ".mlir", ".tir")):
+    if flags.get("loop") is None and flags.get("split_rows", 1) in (1, None) and source.endswith((".ttgir", ".mlir", ".tir")):
         text = read_text(source, "graph")
-        seq = None
         if source.endswith(".tir"):
             from twill.tir_sequence import is_sequence, parse_sequence
-            seq = parse_sequence(text, source) if is_sequence(text) else None
-        else:
+            if is_sequence(text):
+                return parse_sequence(text, source)
+        else:  # one import: the graph of a one-loop kernel is the one graph_of would give
             from twill.ttgir.sequence import import_sequence
-            found, _warnings = import_sequence(text, source)
-            seq = found if not hasattr(found, "ops") else None
-        if seq is not None:
-            if flags.get("split_rows", 1) not in (1, None):
-                raise InputError(f"--split-rows takes one loop; '{source}' holds {len(seq.names)} loops in sequence")
-            return seq
+            return import_sequence(text, source)[0]
     return graph_of(source, flags)

@@ -5,7 +5,7 @@ import os
 
 import click
 
-from .common import Seconds, checked_schedule, distinct_output, gpu_option, graph_of, model_flags, options_from_flags, progress_printer
+from .common import Seconds, checked_schedule, distinct_output, gpu_option, model_flags, options_from_flags, progress_printer
 from .main import main
 
 
@@ -38,8 +38,10 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
     from twill.pipeline import TimeLimitReached
     from twill.sequence import is_sequence_file
 
-    if source.endswith(".json") and is_sequence_file(source) or not source.endswith(".json") and _sequence(source, flags):
-        _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags)
+    from .common import graph_or_sequence
+    found = None if source.endswith(".json") else graph_or_sequence(source, flags)
+    if source.endswith(".json") and is_sequence_file(source) or found is not None and not hasattr(found, "ops"):
+        _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found)
         return
     pending, options = None, None
     if source.endswith(".json"):
@@ -49,7 +51,7 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
 
         from .common import need_gpu
         machine = need_gpu(gpu, "emit-cuda of a graph")
-        graph = graph_of(source, flags)
+        graph = found
         options = options_from_flags(flags, swp_only=swp_only, time_limit=time_limit)
         try:
             schedule = solve(graph, machine, options, progress_printer(flags["quiet"]))
@@ -104,13 +106,7 @@ def _write(schedule, machine, output, binding=None, ctas: int | None = None) -> 
         click.echo(f"{'wrote' if changed else 'unchanged'} {path}: {what}", err=True)
 
 
-def _sequence(source, flags):
-    from .common import graph_or_sequence
-    found = graph_or_sequence(source, flags)
-    return None if hasattr(found, "ops") else found
-
-
-def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags) -> None:
+def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found=None) -> None:
     """Loops in sequence: each loop's kernel K.LOOP.cu (and binding K.LOOP.py) as alone, and with
     --binding the sequence's K.py that runs them in order (twill/emit/sequence.py)."""
     from twill.errors import Diagnostic, InputError
@@ -131,7 +127,7 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
     else:
         machine = need_gpu(gpu, "emit-cuda of a graph")
         options = options_from_flags(flags, swp_only=swp_only, time_limit=time_limit)
-        seq = solve_sequence(_sequence(source, flags), machine, options, progress_printer(flags["quiet"]))
+        seq = solve_sequence(found, machine, options, progress_printer(flags["quiet"]))
         machines = [machine] * len(seq.names)
     from twill.emit import build_model
     from twill.emit.cuda import Renderer

@@ -215,3 +215,44 @@ def test_each_loops_kernel_compiles_without_spills(graph, gpu, binding):
     assert rc == 0, err
     spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)]
     assert spills and not any(spills) and "C75" not in err, err
+
+
+def test_the_cli_imports_a_sequence_and_refuses_one_where_it_takes_one_loop(tmp_path):
+    out = tmp_path / "chain.tir"
+    r = CliRunner().invoke(main, ["import", str(DATA / "gemm_chain_sm90.ttgir"), "-o", str(out)])
+    assert r.exit_code == 0 and "2 loops in sequence" in r.output, r.output
+    assert out.read_text() == (GOLDEN / "gemm_chain_sm90.tir").read_text()
+    r = CliRunner().invoke(main, ["explain", str(out), "--gpu", "h200"])
+    assert r.exit_code == 2 and "holds loops in sequence" in r.output and "Traceback" not in r.output
+
+
+def _module(path: Path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(path.name[:-3].replace(".", "_"), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("fixture, shapes", [
+    ("gemm_chain_sm90.h200", {"A": (256, 192), "B": (192, 64), "C": (64, 320), "E": (320, 64)}),
+    ("attn_two_pass_sm90.h200", {"Q": (256, 64), "K": (192, 64), "V": (192, 64)}),
+    ("row_var_sm90.h200", {"X": (3, 256, 64)})])
+def test_the_sequence_binding_hands_each_output_to_the_next_loop(fixture, shapes):
+    """K.py's plan, checked without a GPU: each loop's binding resolves its tensors (the user's, and
+    the earlier loop's outputs as they would be allocated) to one grid of row tiles."""
+    seq = _module(GOLDEN / f"{fixture}.py")
+    assert [loop for loop, _, _ in seq.LOOPS] == ["L0", "L1"] and len(seq.OUTPUTS) == 1
+    allocated = {}
+    for loop, file, feeds in seq.LOOPS:
+        mod = _module(GOLDEN / file)
+        given = {}
+        for arg, how in feeds.items():
+            shape, dtype = (shapes[how[1]], "float16") if how[0] == "user" else allocated[(how[1], how[2])]
+            given[arg] = mod.Meta(shape, dtype, "cuda:0", True, 0)
+        given.update({a["name"]: None for a in mod.SPEC["args"] if a["output"]})
+        plan = mod.resolve(mod.SPEC, given)
+        assert plan["tiles_m"] == 2 and plan["tiles_n"] == 1
+        allocated.update({(loop, a["name"]): (tuple(plan["shapes"][a["name"]]), a["dtype"])
+                          for a in mod.SPEC["args"] if a["output"]})
+    assert any(how[0] == "handed" for _, _, feeds in seq.LOOPS for how in feeds.values())
