@@ -42,7 +42,7 @@ ARITH_OPCODES = {  # TTGIR elementwise op -> the table opcode (twill.vocab) it i
     "math.rsqrt": "rsqrt", "math.tanh": "tanh",
 }
 INT_TO_FLOAT = {"arith.uitofp", "arith.sitofp"}
-RESCALE_OPS = {"arith.mulf", "arith.divf"}
+RESCALE_OPS = {"arith.mulf"}  # a divide is `div` (rescale multiplies)
 
 
 @dataclass(frozen=True)
