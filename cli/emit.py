@@ -130,18 +130,25 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
         seq = solve_sequence(found, machine, options, progress_printer(flags["quiet"]))
         machines = [machine] * len(seq.names)
     from twill.emit import build_model
-    from twill.emit.cuda import Renderer
+    from twill.emit.binding import binding_files
+    from twill.emit.cuda import Renderer, render
     from twill.emit.sequence import loop_path, sequence_binding
     from twill.fileio import write_atomic
-    renderers = []
+    renderers, files = [], {}  # every file made before any is written: a failed loop leaves all as they were
     for name, s, machine in zip(seq.names, seq.schedules, machines):
         if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
             s = _ptxas_loop(s, machine, options, flags["quiet"], ctas)
-        _write(s, machine, loop_path(output, name), binding, ctas)
-        renderers.append((name, Renderer(build_model(s, machine, ctas_per_sm=ctas))))
+        model = build_model(s, machine, ctas_per_sm=ctas)
+        path = loop_path(output, name)
+        files[path] = (render(model), f"kernel {s.kernel} for {machine.arch}, {len(s.roles) or 'derived'} role(s)")
+        if binding == "torch":
+            files.update({p: (t, f"its {binding} binding") for p, t in binding_files(model, path).items()})
+        renderers.append((name, Renderer(model)))
     if binding == "torch":
         stem = output[:-3] if output.endswith(".cu") else output
-        path = stem + ".py"
-        changed = write_atomic(path, sequence_binding(seq.kernel, output, renderers, seq.handovers), only_if_changed=True)
-        click.echo(f"{'wrote' if changed else 'unchanged'} {path}: kernel {seq.kernel}, its {len(seq.names)} loops "
-                   "run in order", err=True)
+        files[stem + ".py"] = (sequence_binding(seq.kernel, output, renderers, seq.handovers),
+                               f"kernel {seq.kernel}, its {len(seq.names)} loops run in order")
+    for path, (text, what) in files.items():
+        changed = write_atomic(path, text, only_if_changed=True)
+        click.echo(f"{'wrote' if changed else 'unchanged'} {path}: {what}", err=True)
+
