@@ -52,12 +52,6 @@ def _triton(fixture, args, out):
     return out
 
 
-def tiles_along_rows(x, step=64):
-    """[M, N] as the N / step tiles of `step` columns one after the other: [N / step, M, step]."""
-    m, n = x.shape
-    return x.reshape(m, n // step, step).permute(1, 0, 2).contiguous()
-
-
 def check(fixture, size, timed=False):
     """{max_rel_err of twill and of Triton against fp32, and with `timed` their times in us}."""
     import torch
@@ -71,9 +65,7 @@ def check(fixture, size, timed=False):
     else:
         args = kernels.attn_two_pass_inputs(size["N"], size["N_KV"])
         ref = kernels.attn_two_pass_reference(*args)
-    # row_var's loops have no mma, from which emit-cuda finds the axis its loads walk along the loop: its
-    # binding takes X as per-iteration tiles, [I, M, 64] (docs/emit-cuda.md, "Loops in sequence")
-    mine = (tiles_along_rows(args[0]),) if fixture.startswith("row_var") else args
+    mine = args
     out = mod.run(*mine)
     torch.cuda.synchronize()
     scale = ref.abs().max().item()

@@ -692,8 +692,8 @@ static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets
 constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
-constexpr int kLoopStep = 0;  // elements of the loop axis one iteration covers (Problem::loop_extent)
-constexpr bool kRagged = false;  // the last iteration's tile may be partial: not here, no loaded tile runs along the loop
+constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
+constexpr bool kRagged = false;  // the last iteration's tile may be partial: not here, the loop has no mma: its elementwise ops would read the zero fill past the extent (x - mean of a padded element is not 0)
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
 constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr int kSmemModel = 32768;  // bytes the model counts: invariant inputs + ring buffers
@@ -759,7 +759,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load x of iteration it into slot it % 2
         sm.ring_x.wait_empty(it);
         sm.ring_x.expect_full(it, 16384);
-        twill::tma_load(sm.ld_x[it % 2], tm.x, &sm.ring_x.full[it % 2], 0, tile.m * args.x_rows_step + args.x_rows_offset, tile.b * n + (it));
+        twill::tma_load(sm.ld_x[it % 2], tm.x, &sm.ring_x.full[it % 2], (it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, tile.b);
       }
     }
   }
@@ -880,7 +880,7 @@ struct Problem {
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   const float* total = nullptr;  // input total: f32 [batch][tiles_m*128]
-  const __half* x = nullptr;  // load x: f16 [batch*iters][tiles_m*128][64]
+  const __half* x = nullptr;  // load x: f16 [batch][tiles_m*128][iters*64]
   float* out_sq = nullptr;  // output sq_new: f32 [batch][tiles_m*128]
   int total_cols_step = 128, total_cols_offset = 0;
   int x_rows_step = 128, x_rows_offset = 0;
@@ -889,7 +889,7 @@ struct Problem {
 
 // The loop's iterations, and its elements along the loop axis.
 inline int loop_iters(const Problem& p) {
-  return p.iters;  // no loaded tile runs along the loop: loop_extent has no meaning here
+  return p.loop_extent > 0 ? (p.loop_extent + kLoopStep - 1) / kLoopStep : p.iters;
 }
 inline uint64_t loop_elements(const Problem& p, int step) {
   return p.loop_extent > 0 ? static_cast<uint64_t>(p.loop_extent) : static_cast<uint64_t>(p.iters) * step;
@@ -923,7 +923,7 @@ inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, c
 inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const int iters = loop_iters(p);
   if (iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
-  if (p.loop_extent != 0)
+  if (p.loop_extent < 0 || (p.loop_extent % kLoopStep != 0 && !kRagged))
     return cudaErrorInvalidValue;  // a partial last tile this kernel cannot take (kRagged), or no loop axis
   if (p.total == nullptr) return cudaErrorInvalidValue;
   if (p.total_cols_offset < 0 || p.total_cols_offset + 128 > p.total_cols_step) return cudaErrorInvalidValue;
@@ -932,7 +932,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_sq == nullptr) return cudaErrorInvalidValue;
   if (p.out_sq_cols_offset < 0 || p.out_sq_cols_offset + 128 > p.out_sq_cols_step) return cudaErrorInvalidValue;
   CUtensorMap tm_x;
-  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, static_cast<uint64_t>(p.tiles_m) * p.x_rows_step, uint64_t(64), static_cast<uint64_t>(p.batch) * loop_iters(p), 128, 64, 128))
+  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, static_cast<uint64_t>(p.tiles_m) * p.x_rows_step, loop_elements(p, 64), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -970,7 +970,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_total(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.total_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_x(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.x_rows_step * uint64_t(64) * static_cast<uint64_t>(p.batch) * loop_iters(p)); }
+inline size_t elements_x(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.x_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_sq(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_sq_cols_step * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_row_var_kernel_L1

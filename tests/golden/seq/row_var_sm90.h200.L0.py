@@ -377,16 +377,17 @@ SPEC = {'kernel': 'row_var_kernel_L0',
  'kernel_file': 'row_var_sm90.h200.L0.cu',
  'entry': 'row_var_sm90.h200.L0_entry.cu',
  'stages': 1,
- 'loop_step': 0,
+ 'loop_step': 64,
  'ragged': False,
- 'ragged_why': 'no loaded tile runs along the loop',
+ 'ragged_why': 'the loop has no mma: its elementwise ops would read the zero fill past the extent (x - mean '
+               'of a padded element is not 0)',
  'axes': ['m'],
  'args': [{'name': 'X',
            'output': False,
            'dtype': 'float16',
            'esize': 2,
-           'dims': [['m', 128], ['fixed', 64]],
-           'per_iteration': True,
+           'dims': [['m', 128], ['loop', 64]],
+           'per_iteration': False,
            'tma': True,
            'zero': False,
            'shared': False},
@@ -406,11 +407,11 @@ def row_var_kernel_L0(X=None, Var=None, s_xm=None, *, total=None, persistent=-1,
     """Run kernel row_var_kernel_L0. Every tensor is row-major (contiguous) on one CUDA device, with
     any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:
 
-    X: torch.float16 [*batch, I, M, 64] (M a multiple of 128)
+    X: torch.float16 [*batch, M, L] (M a multiple of 128)
     total: torch.float32 [*batch, M] (M a multiple of 128)
     Var, s_xm: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 
-    I: the loop's iterations (a tile per iteration)
+    L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 64 (the loop has no mma: its elementwise ops would read the zero fill past the extent (x - mean of a padded element is not 0))
     M: the rows the grid walks (blockIdx.x), a multiple of its tile
 
     persistent=-1: 1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice
