@@ -97,12 +97,6 @@ def check(seq: Sequence, errors: ErrorCollector) -> None:
                          f"'{h.carry}' as {carry.output_dtype}", h.span, hint)
 
 
-def diagnostics_of(seq: Sequence) -> list[Diagnostic]:
-    errors = ErrorCollector()
-    check(seq, errors)
-    return errors.diagnostics
-
-
 # -- the schedule of a sequence -----------------------------------------------------------------
 
 SEQUENCE_FORMAT = "twill-sequence/1"

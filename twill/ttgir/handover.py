@@ -12,6 +12,7 @@ else computed from a stand-in is what it was before (a prologue of the later loo
 """
 from __future__ import annotations
 
+from ..errors import InputError
 from ..ir import TensorType
 from .opnames import ELEMENTWISE
 from .parser import MOp
@@ -36,7 +37,7 @@ def earlier_loop(lw, op: MOp) -> None:
     arrow = last_top_level(op.tokens, "->")
     try:
         rtypes = lw.types.read_list(op.tokens, arrow + 1)[0] if arrow is not None else []
-    except Exception:  # noqa: BLE001 - a type the reader does not know: no tile, as before
+    except InputError:  # a type the reader does not know: no tile, as before
         rtypes = []
     args = _iter_args(op)
     for i, name in enumerate(op.results):
