@@ -215,9 +215,16 @@ def distinct_output(source: str, output: str | None) -> None:
 
 def graph_of(source: str, flags: dict):
     """The graph of a .tir or .ttgir file, sub-tiled as --split-rows asks."""
-    from twill.fileio import load_graph
+    from twill.errors import Diagnostic, InputError
+    from twill.fileio import load_graph, read_text
     from twill.split import split_rows
     check_loop(source, flags["loop"])
+    if source.endswith(".tir"):
+        from twill.tir_sequence import is_sequence
+        if is_sequence(read_text(source, "graph")):
+            raise InputError(Diagnostic(f"'{source}' holds loops in sequence (named loops): this takes one loop",
+                                        hint="solve and emit-cuda take the sequence; give explain, plot or "
+                                             "--split-rows one section as a file of its own"))
     return split_rows(load_graph(source, flags["loop"]), flags["split_rows"])
 
 
@@ -227,3 +234,19 @@ def check_loop(source: str, loop) -> None:
     if loop is not None and not source.endswith((".ttgir", ".mlir")):
         raise InputError(f"--loop {loop} picks a loop of a .ttgir dump, but '{source}' is a .tir graph "
                          "(one loop): leave --loop out")
+
+
+def graph_or_sequence(source: str, flags: dict):
+    """The graph of a .tir or .ttgir file (as `graph_of`), or its loops in sequence: a .tir of named
+    loops, or a .ttgir whose tile loops run one after the other (without --loop)."""
+    from twill.fileio import read_text
+    if flags.get("loop") is None and flags.get("split_rows", 1) in (1, None) and source.endswith((".ttgir", ".mlir", ".tir")):
+        text = read_text(source, "graph")
+        if source.endswith(".tir"):
+            from twill.tir_sequence import is_sequence, parse_sequence
+            if is_sequence(text):
+                return parse_sequence(text, source)
+        else:  # one import: the graph of a one-loop kernel is the one graph_of would give
+            from twill.ttgir.sequence import import_sequence
+            return import_sequence(text, source)[0]
+    return graph_of(source, flags)

@@ -5,7 +5,7 @@ import os
 
 import click
 
-from .common import Seconds, checked_schedule, distinct_output, gpu_option, graph_of, model_flags, options_from_flags, progress_printer
+from .common import Seconds, checked_schedule, distinct_output, gpu_option, model_flags, options_from_flags, progress_printer
 from .main import main
 
 
@@ -36,7 +36,13 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
         raise InputError(Diagnostic("--binding writes its files beside the kernel's, so it needs -o K.cu",
                                     hint="add -o kernel.cu"))
     from twill.pipeline import TimeLimitReached
+    from twill.sequence import is_sequence_file
 
+    from .common import graph_or_sequence
+    found = None if source.endswith(".json") else graph_or_sequence(source, flags)
+    if source.endswith(".json") and is_sequence_file(source) or found is not None and not hasattr(found, "ops"):
+        _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found)
+        return
     pending, options = None, None
     if source.endswith(".json"):
         schedule, machine = checked_schedule(source, gpu)
@@ -45,7 +51,7 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
 
         from .common import need_gpu
         machine = need_gpu(gpu, "emit-cuda of a graph")
-        graph = graph_of(source, flags)
+        graph = found
         options = options_from_flags(flags, swp_only=swp_only, time_limit=time_limit)
         try:
             schedule = solve(graph, machine, options, progress_printer(flags["quiet"]))
@@ -98,3 +104,51 @@ def _write(schedule, machine, output, binding=None, ctas: int | None = None) -> 
         what = (f"kernel {schedule.kernel} for {machine.arch}, {len(schedule.roles) or 'derived'} role(s)"
                 if path == output else f"its {binding} binding")
         click.echo(f"{'wrote' if changed else 'unchanged'} {path}: {what}", err=True)
+
+
+def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found=None) -> None:
+    """Loops in sequence: each loop's kernel K.LOOP.cu (and binding K.LOOP.py) as alone, and with
+    --binding the sequence's K.py that runs them in order (twill/emit/sequence.py)."""
+    from twill.errors import Diagnostic, InputError
+    from twill.sequence import load_sequence_schedule, solve_sequence
+
+    from .common import check_file, machine_for, need_gpu
+    if not output:
+        raise InputError(Diagnostic("loops in sequence are emitted as one kernel file per loop, beside -o K.cu",
+                                    hint="add -o kernel.cu (K.LOOP.cu are written, and K.py with --binding)"))
+    options = None
+    if source.endswith(".json"):
+        seq = load_sequence_schedule(source)
+        machines = []
+        for name, s in zip(seq.names, seq.schedules):
+            machine = machine_for(s, gpu)
+            check_file(s, machine, f"{source} (loop {name})")
+            machines.append(machine)
+    else:
+        machine = need_gpu(gpu, "emit-cuda of a graph")
+        options = options_from_flags(flags, swp_only=swp_only, time_limit=time_limit)
+        seq = solve_sequence(found, machine, options, progress_printer(flags["quiet"]))
+        machines = [machine] * len(seq.names)
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    from twill.emit.cuda import Renderer, render
+    from twill.emit.sequence import loop_path, sequence_binding
+    from twill.fileio import write_atomic
+    renderers, files = [], {}  # every file made before any is written: a failed loop leaves all as they were
+    for name, s, machine in zip(seq.names, seq.schedules, machines):
+        if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
+            s = _ptxas_loop(s, machine, options, flags["quiet"], ctas)
+        model = build_model(s, machine, ctas_per_sm=ctas)
+        path = loop_path(output, name)
+        files[path] = (render(model), f"kernel {s.kernel} for {machine.arch}, {len(s.roles) or 'derived'} role(s)")
+        if binding == "torch":
+            files.update({p: (t, f"its {binding} binding") for p, t in binding_files(model, path).items()})
+        renderers.append((name, Renderer(model)))
+    if binding == "torch":
+        stem = output[:-3] if output.endswith(".cu") else output
+        files[stem + ".py"] = (sequence_binding(seq.kernel, output, renderers, seq.handovers),
+                               f"kernel {seq.kernel}, its {len(seq.names)} loops run in order")
+    for path, (text, what) in files.items():
+        changed = write_atomic(path, text, only_if_changed=True)
+        click.echo(f"{'wrote' if changed else 'unchanged'} {path}: {what}", err=True)
+

@@ -24,8 +24,8 @@ def _parts(ctx, param, value):
 @click.argument("ttgir", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the .tir here (atomic); else stdout")
 @click.option("--loop", type=click.IntRange(0),
-              help="which scf.for (0-based, file order; default: the innermost tile loop; several in sequence "
-                   "are an error)")
+              help="which scf.for (0-based, file order; default: the innermost tile loop, or the tile loops in "
+                   "sequence as a .tir of several named loops)")
 @click.option("--strict", is_flag=True, help="an op the importer does not know is an error, not a warning")
 @click.option("--split-rows", default="1", metavar="N|auto", callback=_parts,
               help="sub-tile: the rows of the loop's mma tiles as N independent parts (as Triton's num_warps = 8 "
@@ -38,6 +38,23 @@ def import_(ttgir, output, loop, strict, split_rows):
     from twill.tir import print_tir
     from twill.ttgir import load_ttgir
 
+    if loop is None and split_rows == 1:  # tile loops one after the other: a sequence of loops
+        from twill.fileio import read_text
+        from twill.tir_sequence import print_sequence
+        from twill.ttgir.sequence import import_sequence
+        found, warnings = import_sequence(read_text(ttgir, "TTGIR file"), ttgir, strict=strict)
+        if not hasattr(found, "ops"):
+            for w in warnings:
+                click.echo(w.render(), err=True)
+            text = print_sequence(found)
+            if output:
+                write_atomic(output, text, only_if_changed=True)
+                click.echo(f"wrote {output}: kernel {found.kernel}, {len(found.names)} loops in sequence ("
+                           + ", ".join(f"{n}: {len(g.ops)} ops" for n, g in zip(found.names, found.graphs)) + ")",
+                           err=True)
+            else:
+                click.echo(text, nl=False)
+            return
     graph, warnings = load_ttgir(ttgir, loop=loop, strict=strict, split_rows=split_rows)
     for w in warnings:
         click.echo(w.render(), err=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import Seconds, distinct_output, gpu_option, graph_of, model_flags, options_from_flags, need_gpu, progress_printer
+from .common import Seconds, distinct_output, gpu_option, graph_or_sequence as graph_of_any, model_flags, options_from_flags, need_gpu, progress_printer
 from .main import main
 
 
@@ -26,9 +26,13 @@ def solve(graph, gpu, output, fmt, swp_only, time_limit, smt_backend, no_cache, 
     from twill.pipeline import TimeLimitReached, solve as run
 
     machine = need_gpu(gpu, "solve")
-    g = graph_of(graph, flags)
+    g = graph_of_any(graph, flags)
     options = options_from_flags(flags, swp_only=swp_only, time_limit=time_limit, timings=timings, cache=not no_cache,
                             smt_backend=smt_backend)
+    if not hasattr(g, "ops"):  # loops in sequence: each solved alone, one twill-sequence/1 file
+        from twill.sequence import solve_sequence
+        _emit_sequence(solve_sequence(g, machine, options, progress_printer(flags["quiet"])), fmt, output)
+        return
     try:
         schedule = run(g, machine, options, progress_printer(flags["quiet"]))
     except TimeLimitReached as exc:
@@ -49,3 +53,20 @@ def _emit(schedule, fmt, output):
                    f"{'' if schedule.optimal else ' (not proven optimal)'}", err=True)
     if fmt or not output:
         click.echo(render(schedule, fmt or "table"), nl=False)
+
+
+def _emit_sequence(seq, fmt, output):
+    from twill.fileio import write_atomic
+    from twill.report import render
+
+    if output:
+        write_atomic(output, seq.to_json())
+        click.echo(f"wrote {output}: {len(seq.names)} loops in sequence, " + ", ".join(
+            f"{n}: I = {s.ii}, L = {s.length}{'' if s.optimal else ' (not proven optimal)'}"
+            for n, s in zip(seq.names, seq.schedules)), err=True)
+    if fmt == "json":
+        click.echo(seq.to_json(), nl=False)
+    elif fmt or not output:
+        for n, s in zip(seq.names, seq.schedules):
+            click.echo(f"== loop {n}")
+            click.echo(render(s, fmt or "table"), nl=False)

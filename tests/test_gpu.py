@@ -393,3 +393,17 @@ def test_flashattention_backward_from_the_forward_matches_autograd():
     torch.cuda.synchronize()
     for got, want in zip(grads, feats.reference_backward(q, k, v, d_o, scale, H)):
         assert g.rel_err(got[0], want) < 1e-2
+
+
+@pytest.mark.parametrize("fixture, size", [("gemm_chain_sm90.h200", dict(M=256, K1=192, N2=320)),
+                                           ("attn_two_pass_sm90.h200", dict(N=256, N_KV=192)),
+                                           ("row_var_sm90.h200", dict(M=256, N=4096))])
+def test_loops_in_sequence_match_torch(fixture, size):
+    """A kernel of two loops in sequence (tests/golden/seq: bench/seq/kernels.py imported, each loop
+    solved for the H200, emitted as its own kernel, the binding K.py running them in order and handing
+    the first loop's carries to the second): against the fp32 reference, beside Triton's own kernel."""
+    spec = importlib.util.spec_from_file_location("seq_gpu_check", os.path.join(ROOT, "bench", "seq", "gpu_check.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    r = mod.check(fixture, size)
+    assert r["finite"] and r["twill_rel_err"] < 1e-2, r

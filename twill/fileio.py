@@ -138,6 +138,12 @@ def load_schedule(path: str | Path):
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise InputError(Diagnostic(f"'{path}' is not a twill schedule (format is {found!r}, expected '{FORMAT}')",
                                     hint=f"write one with: twill solve GRAPH.tir --gpu NAME -o {path}"))
+    return schedule_from_data(data, path)
+
+
+def schedule_from_data(data: dict, path) -> "Schedule":
+    """A schedule from its parsed JSON, checked as `load_schedule` checks a file (`path` names it)."""
+    from .schedule import Schedule, edited_fields, problems
     try:
         schedule = Schedule.from_dict(data)
         wrong = problems(schedule)

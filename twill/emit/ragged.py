@@ -39,6 +39,9 @@ def plan(model) -> Ragged:
     if len(steps) > 1:
         return Ragged(0, (), f"the loaded tiles cover {' and '.join(map(str, steps))} elements of the loop each")
     step = steps[0]
+    if not any(op.opcode == "mma" for op in model.graph.ops):  # a row statistic's pass (tensors.py)
+        return Ragged(step, (), "the loop has no mma: its elementwise ops would read the zero fill past the "
+                                "extent (x - mean of a padded element is not 0)")
     order = {op.name: i for i, op in enumerate(model.graph.ops)}
     masks = []
     for value in sorted(model.uses):

@@ -82,6 +82,8 @@ def value_axis(graph: Graph, mma: dict[str, MmaShape]):
             loop_classes.add(cls.find((a, 1 if mma[op.name].a_kmajor else 0)))
     if not loop_classes:
         loop_classes = {cls.find((op.name, 1)) for op in graph.ops if op.opcode == "mma"}
+    if not loop_classes:  # no mma: a row reduction carried from iteration to iteration walks along its rows
+        loop_classes = {cls.find(d) for d in carried_row_reductions(graph)}
     # Grid axes follow the output carries: rows along blockIdx.x, columns along blockIdx.y.
     m_classes, n_classes = set(), set()
     for carry in graph.carries:
@@ -99,6 +101,26 @@ def value_axis(graph: Graph, mma: dict[str, MmaShape]):
         return "loop" if c in loop_classes else "m" if c in m_classes else "n" if c in n_classes else "fixed"
 
     return axis
+
+
+ROW_REDUCTIONS = ("rowsum", "rowmax", "reduce_sum", "reduce_max", "reduce_min")
+
+
+def carried_row_reductions(graph: Graph) -> list[tuple[str, int]]:
+    """(value, 1) for each 2-d tile a row reduction that a carry accumulates reads (`total_new = rowsum
+    x, total`, yielded to total): in a loop without an mma, its columns run along the loop (a row
+    statistic's pass over the row), so its loads walk the row rather than being per-iteration tiles."""
+    out = []
+    for _, src in graph.yields:
+        op = graph.by_name.get(src)
+        if op is None or op.opcode not in ROW_REDUCTIONS or not op.operands or op.type is None:
+            continue
+        x = op.operands[0]
+        t = graph.operand_type(x)
+        if (t is not None and len(t.shape) == 2 and len(op.type.shape) == 1 and x.distance is None
+                and x.name in graph.by_name and op.attr("axis", 1) in (1, -1)):
+            out.append((x.name, 1))
+    return out
 
 
 def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]:

@@ -18,6 +18,10 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
 
+Tile loops in sequence are an error here (`loops.SiblingLoops`); `sequence.import_sequence` imports
+them as a `twill.sequence.Sequence`, each loop through the same stages, its reads of earlier loops'
+results handed over (handover.py).
+
 Warnings are `Diagnostic`s with severity "warning" (an op the importer does not know, a carry
 that does not start from a constant). With ``strict`` the unknown-op ones are errors. Malformed input
 is an `InputError` pointing at the line and column.
@@ -58,19 +62,10 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
     several such loops one after the other are an error (loops.py). A whole ``MLIR_ENABLE_DUMP`` log is
     accepted too: the copy of the IR printed before the pipeliner is used.
     """
-    module = merge_partitions(parse_module(before_pipeliner(text, file), file))
-    loops = [(func, path) for func in module.functions() for path in _loops(func.body())]
-    if not loops:
-        raise InputError(Diagnostic(f"{file}: no scf.for loop in any function",
-                                    hint="dump the TTGIR of a kernel with a loop, before the pipeliner"))
+    module, loops, merged, merge_of, absorbed = _module_loops(text, file)
     if loop is not None and not 0 <= loop < len(loops):
         raise InputError(Diagnostic(f"{file}: there is no loop {loop}; the file has {len(loops)} "
                                     f"loop{'s' if len(loops) > 1 else ''} (0..{len(loops) - 1})"))
-    # A loop merged into its masked neighbour (merge.py) is not a loop of its own: the pair is imported
-    # as the masked loop, which `--loop` naming either one picks.
-    merged = merge_candidates(loops, lambda func, m: _same_graph(module, loops, func, m))
-    merge_of = {id(path[-1]): m for _, path, m in merged if m is not None}
-    absorbed = frozenset(k for k, (_, path) in enumerate(loops) if any(path[-1] is m.first for m in merge_of.values()))
     if loop in absorbed:
         loop = next(k for k, (_, path) in enumerate(loops) if path[-1] is merged[loop][1][-1])
     graph, notes = choose_loop(module, loops, loop,
@@ -90,6 +85,22 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
     if strict and unknown:
         raise InputError(*(replace(d, severity="error") for d in unknown))
     return graph, [n.diagnostic for n in notes]
+
+
+def _module_loops(text: str, file: str):
+    """The module, its loops ((function, path) pairs), the merge candidates, each merged loop's
+    `Merge` by id of its loop, and the loops absorbed into a merged pair."""
+    module = merge_partitions(parse_module(before_pipeliner(text, file), file))
+    loops = [(func, path) for func in module.functions() for path in _loops(func.body())]
+    if not loops:
+        raise InputError(Diagnostic(f"{file}: no scf.for loop in any function",
+                                    hint="dump the TTGIR of a kernel with a loop, before the pipeliner"))
+    # A loop merged into its masked neighbour (merge.py) is not a loop of its own: the pair is imported
+    # as the masked loop, which `--loop` naming either one picks.
+    merged = merge_candidates(loops, lambda func, m: _same_graph(module, loops, func, m))
+    merge_of = {id(path[-1]): m for _, path, m in merged if m is not None}
+    absorbed = frozenset(k for k, (_, path) in enumerate(loops) if any(path[-1] is m.first for m in merge_of.values()))
+    return module, loops, merged, merge_of, absorbed
 
 
 def load_ttgir(path, loop: int | None = None, strict: bool = False,
@@ -158,11 +169,15 @@ def _same_graph(module: Module, loops, func: MOp, merge: Merge) -> bool:
 
 
 def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
-                 merge: Merge | None = None) -> tuple[Graph, list[Note]]:
-    """Lower, fuse and build one loop."""
+                 merge: Merge | None = None, detail: dict | None = None) -> tuple[Graph, list[Note]]:
+    """Lower, fuse and build one loop; `detail`, where given, gets the lowered loop ("lowered") and
+    its inputs that earlier loops hand over ("handed": ttgir/handover.py)."""
     lowered = _lower(module, func, path, merge)
     body, groups, fuse_notes = fuse(lowered)
-    graph, build_notes = build_graph(lowered, body, groups, module.source.file)
+    handed = {} if detail is not None else None
+    graph, build_notes = build_graph(lowered, body, groups, module.source.file, handed)
+    if detail is not None:
+        detail.update(lowered=lowered, handed=handed)
     notes = list(lowered.notes) + fuse_notes + build_notes
     notes.sort(key=lambda n: (n.diagnostic.span.line, n.diagnostic.span.col) if n.diagnostic.span else (0, 0))
     return graph, notes

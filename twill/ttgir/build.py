@@ -66,8 +66,10 @@ def init_text(init: object) -> tuple[str, str | None]:
     return "0", what
 
 
-def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) -> tuple[Graph, list[Note]]:
-    """The graph of the fused groups, with names; also warnings about carries' initial values."""
+def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
+                handed: dict | None = None) -> tuple[Graph, list[Note]]:
+    """The graph of the fused groups, with names; also warnings about carries' initial values.
+    `handed`, where given, gets {input name: its stand-in's hand-over key} (ttgir/handover.py)."""
     root_of = {m: g.root for g in groups for m in g.members}
     carries, invariant = _live_carries(lowered, body, groups, root_of)
     names = _Names()
@@ -94,6 +96,8 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str) ->
 
     _name_ops(groups, body, names, yielded_to, operand_name, op_name)
     real = {r: n for r, n in inputs.items() if r not in pro.computed} | pro.real
+    if handed is not None:
+        handed.update(_handed(body, real))
     graph_inputs = tuple(Value(name, _input_type(lowered, body, r, r not in inputs), "input",
                                span=_ref_span(lowered, body, r)) for r, name in real.items())
     computed_inputs, block = pro.graph_parts()
@@ -251,6 +255,32 @@ def _name_ops(groups: list[Group], body: Body, names: _Names, yielded_to: dict[i
 
 def _ref_type(lowered: Lowered, body: Body, r: Ref):
     return body.nodes[r.index].type if r.kind == "node" else lowered.carries[r.index].type
+
+
+def _handed(body: Body, real: dict) -> dict[str, str]:
+    """{input name: its hand-over key} for the inputs that are earlier loops' results (stand-ins,
+    ttgir/handover.py), and {input name: "~" + key} for those computed from one before the loop."""
+    def key_of(index: int, seen: set) -> tuple[str, bool] | None:
+        node = body.nodes[index]
+        if node is None or index in seen:
+            return None
+        seen.add(index)
+        own = dict(node.attrs).get("handover")
+        if own is not None and node.kind == "arg":
+            return own, True
+        for r in node.operands:
+            if r.kind == "node" and body.nodes[r.index] is not None and not body.nodes[r.index].in_loop:
+                found = key_of(r.index, seen)
+                if found is not None:
+                    return found[0], False
+        return None
+
+    out = {}
+    for r, n in real.items():
+        found = key_of(r.index, set()) if r.kind == "node" else None
+        if found is not None:
+            out[n] = found[0] if found[1] else "~" + found[0]
+    return out
 
 
 def _ref_span(lowered: Lowered, body: Body, r: Ref):

@@ -42,7 +42,7 @@ ARITH_OPCODES = {  # TTGIR elementwise op -> the table opcode (twill.vocab) it i
     "math.rsqrt": "rsqrt", "math.tanh": "tanh",
 }
 INT_TO_FLOAT = {"arith.uitofp", "arith.sitofp"}
-RESCALE_OPS = {"arith.mulf", "arith.divf"}
+RESCALE_OPS = {"arith.mulf"}  # a divide is `div` (rescale multiplies)
 
 
 @dataclass(frozen=True)
@@ -334,6 +334,8 @@ def _opcode(body: Body, idx: list[int], operands: tuple[Ref, ...]) -> tuple[str,
     if all(n.kind == "conv" for n in nodes):
         return "convert", None
     ranks = [_rank(body, r) for r in operands]
+    if any(n.mlir == "arith.divf" for n in nodes) and all(n.mlir == "arith.divf" or n.kind == "conv" for n in nodes):
+        return "div", None  # x / l: `rescale` multiplies (x * alpha), so a divide stays a divide
     if all(n.mlir in RESCALE_OPS or n.kind == "conv" for n in nodes) and any(
             r is not None and r < len(root.type.shape) for r in ranks):
         return "rescale", None

@@ -39,6 +39,10 @@ def nested(lw: Lowering, op: MOp) -> None:
     (``%r = scf.if %c -> (tensor<...>)``). Before the loop (an earlier loop, say), its effect on
     buffers is unknown: they no longer hold a known constant."""
     if not lw.in_loop:
+        if op.name == "scf.for":  # an earlier loop: its results are stand-ins (loops in sequence)
+            from .handover import earlier_loop
+            earlier_loop(lw, op)
+            return
         for b in lw.content:
             lw.content[b] = SCALAR
         lw.bind(op, SCALAR)

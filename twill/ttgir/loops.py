@@ -24,6 +24,16 @@ from .values import Note
 DOTS = {"tt.dot", "tt.dot_scaled", "ttng.warp_group_dot", "ttng.tc_gen5_mma", "ttng.tc_gen5_mma_scaled"}
 
 
+class SiblingLoops(InputError):
+    """Tile loops one after the other, none of them left out by the one-loop import: the error a
+    one-graph import raises, and what `import_sequence` imports as a sequence (`loops`: their indices,
+    in the order they run; `blocked`: True where one of them has a mask the import cannot express)."""
+
+    def __init__(self, *diagnostics, loops: tuple[int, ...] = (), blocked: bool = False):
+        super().__init__(*diagnostics)
+        self.loops, self.blocked = loops, blocked
+
+
 def _score(result) -> int:
     graph, notes = result
     return len(graph.ops) - 2 * sum(n.unknown for n in notes)
@@ -70,12 +80,14 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
     siblings = [k for k in candidates if k != best and k in tile]
     siblings += [k for k in blocked if not _nested(loops[k][1], loops[best][1])]
     if siblings:
-        raise InputError(*[d for k in sorted(blocked) if k in siblings for d in blocked[k].diagnostics], *(Diagnostic(
+        raise SiblingLoops(*[d for k in sorted(blocked) if k in siblings for d in blocked[k].diagnostics], *(Diagnostic(
             f"loop {k} would be left out: this kernel has {len(siblings) + 1} tile loops one after the other "
             f"(loops {', '.join(str(j) for j in sorted(siblings + [best]))}) and a graph has one loop",
             src.span(loops[k][1][-1].head),
-            hint=f"--loop {k} (or --loop {best}) imports one of them; the graph then does not compute the "
-                 "kernel's whole result") for k in siblings))
+            hint=("" if any(j in blocked for j in siblings) else "twill import writes them as a sequence of "
+                  "loops (a .tir of several 'loop NAME {'); ") + f"--loop {k} (or --loop {best}) imports one of "
+                 "them, and that graph does not compute the kernel's whole result") for k in siblings),
+            loops=tuple(sorted(siblings + [best])), blocked=any(k in blocked for k in siblings))
     graph, notes = results[best]
     notes = list(notes)
     for k in (k for k, (_, path) in enumerate(loops) if _encloses(path, loops[best][1])):

@@ -24,7 +24,7 @@ from .columns import show_columns
 from .outputs import _output_dtypes
 from .parser import Module, MOp
 from .provenance import func_args
-from .scalars import constant, elementwise, no_op, scalar, view, yield_
+from .scalars import FOLDS, constant, elementwise, fold, no_op, scalar, view, yield_
 from .state import Lowering
 from .types import last_top_level
 from .values import SCALAR, TOKEN, Buf, Carry, Entry, Lowered, Ref, Tile
@@ -52,6 +52,8 @@ def lower_op(lw: Lowering, op: MOp) -> None:
     """One op of the walk, by its handler (an elementwise op by kind; any other, generic)."""
     if op.name in HANDLERS:
         HANDLERS[op.name](lw, op)
+    elif op.name in FOLDS and fold(lw, op):
+        pass
     elif op.name in ELEMENTWISE:
         elementwise(lw, op)
     else:

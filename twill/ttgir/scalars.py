@@ -49,6 +49,23 @@ def scalar(lw: Lowering, op: MOp) -> None:
     lw.bind(op, indices.make_range(int_attr(op, "start")) if op.name == "tt.make_range" else SCALAR)
 
 
+# Float arithmetic on two scalar constants, folded to the constant (Triton writes `x / N` for a
+# compile-time N as x * splat(approx_divf(1.0, N))): a tile op then reads it as its {scalar = V}.
+FOLDS = {"arith.addf": lambda a, b: a + b, "arith.subf": lambda a, b: a - b, "arith.mulf": lambda a, b: a * b,
+         "arith.divf": lambda a, b: a / b, "tt.approx_divf": lambda a, b: a / b, "tt.precise_divf": lambda a, b: a / b}
+
+
+def fold(lw: Lowering, op: MOp) -> bool:
+    """Bind `op` to its constant where both operands are numeric constants (and a divisor is not 0)."""
+    vals = lw.operands(op)
+    if len(vals) != 2 or not all(isinstance(v, Const) and type(v.value) in (int, float) for v in vals):
+        return False
+    if op.name.endswith("divf") and vals[1].value == 0:
+        return False
+    lw.bind(op, Const(float(FOLDS[op.name](vals[0].value, vals[1].value))))
+    return True
+
+
 def no_op(lw: Lowering, op: MOp) -> None:
     lw.bind(op, SCALAR)
 
@@ -97,6 +114,10 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         indexed = any(isinstance(v, Indexed) for v in vals)
         lw.bind(op, indices.combine(op.name, vals, _predicate(op)) if indexed else SCALAR)
         return
+    if not lw.in_loop:
+        from .handover import convert  # an earlier loop's result converted: handed over in that dtype
+        if convert(lw, op, vals):
+            return
     ins, outs = lw.signature(op)
     mtype = outs[0] if outs else ins[-1] if ins else None
     if mtype is None:

@@ -105,6 +105,10 @@ class Lowering:
         becomes a `move` node (the fusion step folds it into its producer where it can)."""
         if not isinstance(val, Tile):
             return val
+        from .handover import move  # an earlier loop's result in memory: the same hand-over
+        handed = move(self, val, space, op)
+        if handed is not None:
+            return handed
         if val.ref.kind == "node" and self.nodes[val.ref.index].kind == "load" and space == "smem":
             return val
         t = self.type_of(val.ref)

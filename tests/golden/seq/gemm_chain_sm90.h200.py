@@ -1,0 +1,54 @@
+"""PyTorch binding of kernel gemm_chain_kernel: its 2 loops in sequence (L0, L1), written by `twill emit-cuda
+--binding torch`. Do not edit: emit it again.
+
+    gemm_chain_kernel(A, B, C, E) -> Y
+
+Each loop is its own kernel (K.LOOP.cu) with its own binding (K.LOOP.py, beside this file); they run
+one after the other on one stream. A tensor one loop hands to a later one is allocated by the
+earlier loop's binding (its output) and passed to the later one as an input; it is not returned.
+"""
+import importlib.util
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)})
+LOOPS = [
+    ('L0', 'gemm_chain_sm90.h200.L0.py', {'A': ('user', 'A'), 'B': ('user', 'B')}),
+    ('L1', 'gemm_chain_sm90.h200.L1.py', {'h': ('handed', 'L0', 'acc1'), 'C': ('user', 'C'), 'E': ('user', 'E')}),
+]
+OUTPUTS = [('Y', 'L1', 'Y')]  # (returned name, loop, its output)
+_MODULES = {}
+
+
+def _module(file):
+    mod = _MODULES.get(file)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(file[:-3].replace('.', '_'), os.path.join(HERE, file))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _MODULES[file] = mod
+    return mod
+
+
+def gemm_chain_kernel(A, B, C, E, *, stream=None):
+    """Run the loops of gemm_chain_kernel in order; every tensor as the loops' bindings take it."""
+    user = dict(A=A, B=B, C=C, E=E)
+    results = {}
+    for loop, file, feeds in LOOPS:
+        mod = _module(file)
+        tensors = {arg: (user[how[1]] if how[0] == 'user' else results[how[1]][how[2]])
+                   for arg, how in feeds.items()}
+        tensors.update({a['name']: None for a in mod.SPEC['args'] if a['output']})
+        out = mod.call(mod.SPEC, mod.HERE, tensors, stream=stream)
+        names = [a['name'] for a in mod.SPEC['args'] if a['output']]
+        results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))
+    found = [results[loop][name] for _, loop, name in OUTPUTS]
+    return found[0] if len(found) == 1 else tuple(found)
+
+
+def build_library(directory=None):
+    """Build every loop's shared library now: their paths."""
+    return [_module(file).build_library(directory) for _, file, _ in LOOPS]
+
+
+run = gemm_chain_kernel

@@ -1,0 +1,122 @@
+"""emit-cuda for loops in sequence (docs/emit-cuda.md, "Loops in sequence").
+
+Each loop's schedule is emitted as it would be alone: its own kernel (K.LOOP.cu), its own roles,
+rings, register budgets and launch. A later loop reads an earlier loop's final carry as an input,
+from global memory: the earlier kernel writes it (its out_CARRY, in the dtype the hand-over names)
+and the later one loads it as it loads any loop-invariant input (a TMA box at the tile's rows). The
+launcher is the binding K.py: it runs the loops' bindings (K.LOOP.py) one after the other on one
+stream, each handed-over tensor allocated by the earlier loop's binding and passed to the later
+one, the tensors of the kernel's own arguments passed to every loop that reads them. Stream order
+is the barrier between the loops: a kernel starts after the previous one has written everything.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .model import EmitError
+
+
+def loop_path(kernel_path: str, loop: str) -> str:
+    """K.cu -> K.LOOP.cu, where loop LOOP's kernel is written."""
+    path = Path(kernel_path)
+    stem = path.name[:-3] if path.name.endswith(".cu") else path.name
+    return str(path.with_name(f"{stem}.{loop}.cu"))
+
+
+def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, object]], handovers) -> str:
+    """The text of K.py: `loops` are (name, Renderer) in order; `handovers` the sequence's."""
+    from .binding import arguments, py_name
+    path = Path(kernel_path)
+    stem = path.name[:-3] if path.name.endswith(".cu") else path.name
+    plan, params, outputs, taken = [], [], [], set()
+    handed_out = {(h.source, h.carry) for h in handovers}
+    out_name = {}  # (loop, carry) -> the loop binding's name of its output
+    for name, renderer in loops:
+        if renderer.m.graph.epilogue.scalars:
+            raise EmitError(f"loop {name} takes scalars at launch: a sequence's binding passes tensors only")
+        args = arguments(renderer)
+        into = {h.input: h for h in handovers if h.loop == name}
+        feeds, outs = [], []
+        for a in args:
+            if a.output:
+                out_name[(name, a.source)] = a.name
+                if (name, a.source) not in handed_out:
+                    user = a.name if a.name not in taken else py_name(f"{name}_{a.name}", taken)
+                    taken.add(user)
+                    outputs.append((user, name, a.name))
+                outs.append(a.name)
+            elif a.source in into:
+                h = into[a.source]
+                feeds.append((a.name, ("handed", h.source, h.carry)))
+            else:
+                if a.name not in params:
+                    params.append(a.name)
+                    taken.add(a.name)
+                feeds.append((a.name, ("user", a.name)))
+        plan.append((name, f"{stem}.{name}.py", feeds, outs))
+    for _, _, feeds, _ in plan:
+        for _, how in feeds:
+            if how[0] == "handed" and (how[1], how[2]) not in out_name:
+                raise EmitError(f"loop {how[1]} writes no output '{how[2]}' to hand over")
+    feeds_text = []
+    for name, module, feeds, outs in plan:
+        items = ", ".join(f"{arg!r}: " + (f"('user', {how[1]!r})" if how[0] == "user" else
+                                         f"('handed', {how[1]!r}, {out_name[(how[1], how[2])]!r})")
+                          for arg, how in feeds)
+        feeds_text.append(f"    ({name!r}, {module!r}, {{{items}}}),")
+    lines = [
+        f'"""PyTorch binding of kernel {kernel}: its {len(loops)} loops in sequence ({", ".join(n for n, _ in loops)}), '
+        "written by `twill emit-cuda\n--binding torch`. Do not edit: emit it again.",
+        "",
+        f"    {kernel}({', '.join(params)}) -> {', '.join(o[0] for o in outputs)}",
+        "",
+        "Each loop is its own kernel (K.LOOP.cu) with its own binding (K.LOOP.py, beside this file); they run",
+        "one after the other on one stream. A tensor one loop hands to a later one is allocated by the",
+        "earlier loop's binding (its output) and passed to the later one as an input; it is not returned.",
+        '"""',
+        "import importlib.util",
+        "import os",
+        "",
+        "HERE = os.path.dirname(os.path.abspath(__file__))",
+        "# (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)})",
+        "LOOPS = [",
+        *feeds_text,
+        "]",
+        f"OUTPUTS = {[(o[0], o[1], o[2]) for o in outputs]!r}  # (returned name, loop, its output)",
+        "_MODULES = {}",
+        "",
+        "",
+        "def _module(file):",
+        "    mod = _MODULES.get(file)",
+        "    if mod is None:",
+        "        spec = importlib.util.spec_from_file_location(file[:-3].replace('.', '_'), os.path.join(HERE, file))",
+        "        mod = importlib.util.module_from_spec(spec)",
+        "        spec.loader.exec_module(mod)",
+        "        _MODULES[file] = mod",
+        "    return mod",
+        "",
+        "",
+        f"def {py_name(kernel, set())}({', '.join(params)}{', ' if params else ''}*, stream=None):",
+        f'    """Run the loops of {kernel} in order; every tensor as the loops\' bindings take it."""',
+        "    user = dict(" + ", ".join(f"{p}={p}" for p in params) + ")",
+        "    results = {}",
+        "    for loop, file, feeds in LOOPS:",
+        "        mod = _module(file)",
+        "        tensors = {arg: (user[how[1]] if how[0] == 'user' else results[how[1]][how[2]])",
+        "                   for arg, how in feeds.items()}",
+        "        tensors.update({a['name']: None for a in mod.SPEC['args'] if a['output']})",
+        "        out = mod.call(mod.SPEC, mod.HERE, tensors, stream=stream)",
+        "        names = [a['name'] for a in mod.SPEC['args'] if a['output']]",
+        "        results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))",
+        "    found = [results[loop][name] for _, loop, name in OUTPUTS]",
+        "    return found[0] if len(found) == 1 else tuple(found)",
+        "",
+        "",
+        "def build_library(directory=None):",
+        '    """Build every loop\'s shared library now: their paths."""',
+        "    return [_module(file).build_library(directory) for _, file, _ in LOOPS]",
+        "",
+        "",
+        f"run = {py_name(kernel, set())}",
+    ]
+    return "\n".join(lines) + "\n"
