@@ -109,14 +109,14 @@ def _carry(graph: Graph, lowered, what: str) -> str | None:
 
 def _written_as(graph: Graph, carry: str, dtype: str, value, loop: str, errors: ErrorCollector) -> Graph:
     """`graph` with `carry` written in `dtype` (its output dtype: what the later loop reads)."""
-    c = graph.values[carry]
-    if c.output_dtype == dtype:
+    c = graph.values[carry]  # a carry the kernel never stores is {output = none} (attach.py): a hand-over writes it
+    if c.output_dtype == dtype and c.written:
         return graph
-    if "output" in dict(c.attrs) or dtype not in OUTPUT_DTYPES:
+    if ("output" in dict(c.attrs) and c.written) or dtype not in OUTPUT_DTYPES:
         errors.error(f"'{value.name}' reads carry '{carry}' of loop {loop} as {dtype}, but the loop writes it as "
                      f"{c.output_dtype}", value.span, f"a hand-over is written in {', '.join(OUTPUT_DTYPES)}")
         return graph
-    attrs = tuple(a for a in c.attrs if a[0] != "output") + (("output", dtype),)
+    attrs = tuple(a for a in c.attrs if a[0] != "output") + ((("output", dtype),) if dtype != c.type.dtype else ())
     return replace(graph, carries=tuple(replace(v, attrs=attrs) if v.name == carry else v for v in graph.carries))
 
 
