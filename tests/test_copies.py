@@ -72,3 +72,18 @@ def test_the_copied_kernel_compiles_without_spills(tmp_path):
     assert rc == 0, err[-2000:]
     assert re.findall(r"(\d+) bytes spill stores", err) and all(n == "0" for n in re.findall(r"(\d+) bytes spill stores", err))
     assert "serializ" not in err.lower()
+
+
+def test_the_command_line_flag(tmp_path):
+    from click.testing import CliRunner
+    from twill_cli.main import main
+    graph = tmp_path / "gemm.tir"
+    graph.write_text(GEMM.format(d=4))
+    outs = {}
+    for flags in ([], ["--tile-copies"]):
+        out = tmp_path / f"k{len(flags)}.cu"
+        result = CliRunner().invoke(main, ["emit-cuda", str(graph), "--gpu", "h200", "-o", str(out), "-q",
+                                           "--no-ptxas-loop", *flags])
+        assert result.exit_code == 0, result.output
+        outs[bool(flags)] = out.read_text()
+    assert "kTileCopies" not in outs[False] and "constexpr int kTileCopies = 2;" in outs[True]
