@@ -16,6 +16,8 @@ def _tiles(role_fn: str, persistent: bool, copy: int = 0, copies: int = 1, turn:
     `copies` (copies.py) takes every copies-th of them, after the copy before has passed its ring
     waits (named barrier `turn`), and, on a grid of one tile per CTA, copy 0 alone computes it."""
     one = f"{role_fn}(sm, tm, args, n, tile_at(args, blockIdx.x, 0));"
+    if copies > 1 and not persistent:  # one tile per CTA: copy 0 computes it
+        return one if copy == 0 else "(void)0;  // a tile copy: this kernel computes one tile per CTA"
     if copies > 1:
         grid = "static_cast<int>(gridDim.x)"
         return (f"if constexpr (kTiles) {{ for (int t = blockIdx.x + {copy} * {grid}, round = {copy}; t < args.tiles; "
@@ -107,8 +109,7 @@ class Kernel:
                 span = role.warpgroups
                 cond = (f"warpgroup == {g.index}" if span == 1 else
                         f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
-                copies = m.tile_copies if m.tile_copies > 1 and self.persistent() else 1
-                body = [_tiles(self.role_call(role), self.persistent(), g.copy, copies, self.bars.get("copies", 0))]
+                body = [_tiles(self.role_call(role), self.persistent(), g.copy, m.tile_copies, self.bars.get("copies", 0))]
                 if any(st.role == role.name for st in self.p.staging.values()):
                     body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
                 i += span
