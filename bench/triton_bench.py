@@ -510,8 +510,9 @@ def cmd_run(args) -> None:
                "pairs": args.pairs, "kernels": {}}
     built = kdir / "build.json"
     records = {r["dump"].split(".")[0]: r for r in json.loads(built.read_text())} if built.exists() else {}
-    _build_all(sorted(kdir.glob("*_sm90.py")))
-    for name in default.KERNELS:
+    names = args.only or list(default.KERNELS)  # in this order (a run cut short keeps the first ones)
+    _build_all(sorted(p for p in kdir.glob("*_sm90.py") if p.stem[:-len("_sm90")] in names))
+    for name in names:
         rec, binding = records.get(f"{name}_sm90", {}), kdir / f"{name}_sm90.py"
         if "stopped" in rec or not binding.exists():
             results["kernels"][name] = {"skipped": f"build stopped at {rec.get('stopped', 'the binding')}"}
@@ -849,6 +850,7 @@ def main(argv=None) -> None:
     p.add_argument("--triton", help="the triton step's triton.json (its best configuration per row)")
     p.add_argument("--out", required=True)
     p.add_argument("--pairs", type=int, default=5)
+    p.add_argument("--only", nargs="*", help="these kernels, in this order (default: every one)")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("compare", help="GPU: several builds (variants) against Triton, side by side")
     p.add_argument("--kernels", nargs="+", required=True, help="folders 'build' wrote, one per variant")

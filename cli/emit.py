@@ -26,8 +26,12 @@ from .main import main
 @click.option("--ctas-per-sm", "ctas", type=click.IntRange(min=1),
               help="run up to this many CTAs of the kernel per SM, as many as the roles' registers and shared "
                    "memory fit (docs/emit-cuda.md) [default: 1, one CTA with the whole register file]")
+@click.option("--tile-copies", "copies", is_flag=True,
+              help="a persistent GEMM-like kernel runs two warpgroups of its computing role, taking the CTA's "
+                   "tiles in turn, so one's epilogue overlaps the other's main loop, where registers and shared "
+                   "memory allow (docs/emit-cuda.md) [default: one]")
 @model_flags
-def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, **flags):
+def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, copies, **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
     (.tir, .ttgir) that is solved first with --gpu."""
     distinct_output(source, output)
@@ -60,13 +64,13 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
                 raise
             schedule, pending = exc.schedule, exc
     if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
-        schedule = _ptxas_loop(schedule, machine, options if pending is None else None, flags["quiet"], ctas)
-    _write(schedule, machine, output, binding, ctas)
+        schedule = _ptxas_loop(schedule, machine, options if pending is None else None, flags["quiet"], ctas, copies)
+    _write(schedule, machine, output, binding, ctas, copies)
     if pending is not None:
         raise pending
 
 
-def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None):
+def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None, copies: bool = False):
     """The schedule whose kernel ptxas agrees with (twill/ptxas_loop.py); what it found and what it
     changed on stderr (with -q: only a change)."""
     from twill.emit import build_model
@@ -74,7 +78,7 @@ def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None
     from twill.ptxas_loop import resolver, run
 
     def emit(s):
-        model = build_model(s, machine, ctas_per_sm=ctas)
+        model = build_model(s, machine, ctas_per_sm=ctas, tile_copies=copies)
         return model, render(model)
 
     lines = []
@@ -85,12 +89,12 @@ def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None
     return result.schedule
 
 
-def _write(schedule, machine, output, binding=None, ctas: int | None = None) -> None:
+def _write(schedule, machine, output, binding=None, ctas: int | None = None, copies: bool = False) -> None:
     from twill.emit import build_model
     from twill.emit.cuda import render
     from twill.fileio import write_atomic
 
-    model = build_model(schedule, machine, ctas_per_sm=ctas)
+    model = build_model(schedule, machine, ctas_per_sm=ctas, tile_copies=copies)
     text = render(model)
     if not output:
         click.echo(text, nl=False)

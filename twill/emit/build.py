@@ -9,6 +9,7 @@ from ..ir import Graph
 from ..machine import Machine
 from ..schedule import Schedule
 from .model import EmitError, KernelModel, mma_shape
+from .copies import with_tile_copies
 from .occupancy import with_occupancy
 from .placement import _place, _roles
 from .target import target_for
@@ -16,11 +17,13 @@ from .tensors import _tensors
 
 
 def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None,
-                ctas_per_sm: int | None = None) -> KernelModel:
+                ctas_per_sm: int | None = None, tile_copies: bool = False) -> KernelModel:
     """The model of `schedule`'s kernel: one CTA per SM, the whole register file to it, or, given
     `ctas_per_sm`, as many as fit up to that (occupancy.py). Several are opt-in: at the 128 launch
     registers of two CTAs ptxas may refuse a kernel (C7602), and the H200's GEMMs ran fastest as one
-    CTA with a ring 4 deep (docs/triton-results.md)."""
+    CTA with a ring 4 deep (docs/triton-results.md). `tile_copies`: a second warpgroup of the
+    computing role takes every other tile of a persistent CTA where the rule of copies.py allows it
+    (opt-in: it did not speed up the corpus GEMMs on an H100, docs/triton-results.md)."""
     if graph is None:
         from ..tir import parse_tir
         if not schedule.graph_tir:
@@ -44,7 +47,8 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
                         warpgroups=groups, default_roles=default,
                         role_of=tuple(sorted(role_of.items())), tensors=tensors,
                         mma=tuple(sorted(mma.items())), stages=stages, normalizers=())
-    return with_occupancy(replace(model, normalizers=_normalizers(model), ctas_limit=ctas_per_sm or 1))
+    model = with_occupancy(replace(model, normalizers=_normalizers(model), ctas_limit=ctas_per_sm or 1))
+    return with_tile_copies(model) if tile_copies else model
 
 
 def _normalizers(model: KernelModel) -> tuple[tuple[str, str], ...]:

@@ -122,6 +122,9 @@ class Renderer(Stores, Kernel):
             "every kPhasePeriod iterations",
             f"constexpr bool kPersistent = {'true' if self.persistent() else 'false'};  // CTAs may loop over tiles "
             "(see launch())",
+            *([f"constexpr int kTileCopies = {m.tile_copies};  // warpgroups of role "
+               f"{next(wg.roles[0] for wg in m.warpgroups if wg.copy)} taking the CTA's tiles in turn (copies.py)"]
+              if m.tile_copies > 1 else []),
             f"constexpr int kInputCopies = {self.p.input_copies};  // buffers of the loop-invariant inputs, "
             "by tile round")
         why = self.ragged_refusal
@@ -181,7 +184,8 @@ class Renderer(Stores, Kernel):
             t = m.values[m.resolve(m.ops[name].operands[1])[0]].type
             out(f"alignas(1024) {ctype(t.dtype)} scratchb_{ident(name)}[{t.elements}];  // B operand of {name}")
         for st in self.p.staging.values():
-            out(f"alignas(1024) unsigned char out_{st.tensor}[{st.slots}][{st.rows * 128}];  // {st.role} -> TMA store of "
+            copies = f"[{m.tile_copies}]" if m.tile_copies > 1 else ""  # each tile copy its own (copies.py)
+            out(f"alignas(1024) unsigned char out_{st.tensor}{copies}[{st.slots}][{st.rows * 128}];  // {st.role} -> TMA store of "
                 f"{st.tensor}: {'all' if st.slots == st.blocks else st.slots} of its {st.blocks} 128-byte column "
                 f"blocks")
         for chan in self.p.channels.values():
@@ -321,10 +325,22 @@ class Renderer(Stores, Kernel):
         for r in self.m.roles:
             if r.is_warpgroup:
                 bars[f"role:{r.name}"] = nxt
-                nxt += 1
+                nxt += self.m.tile_copies if any(wg.copy for wg in self.m.warpgroups if r.name in wg.roles) else 1
+        if self.m.tile_copies > 1:
+            bars["copies"] = nxt  # a tile copy's turn on the rings (copies.py)
+            nxt += 1
         if nxt > self.m.target.named_barriers:
             raise EmitError(f"the kernel would need more than {self.m.target.named_barriers} named barriers")
         return bars
+
+    def role_bar(self, role) -> str:
+        """The named barrier of a warpgroup role's own 128 threads: one per tile copy (copies.py)."""
+        bar = self.bars["role:" + role.name]
+        return f"{bar} + tile.round % kTileCopies" if self.m.tile_copies > 1 else str(bar)
+
+    def staging(self, name: str) -> str:
+        """The output staging of tensor `name` (this tile copy's, copies.py)."""
+        return f"sm.out_{name}[tile.round % kTileCopies]" if self.m.tile_copies > 1 else f"sm.out_{name}"
 
     # -- role bodies -------------------------------------------------------------------------------
     def _role(self, out: Lines, role: str) -> None:

@@ -10,10 +10,20 @@ from .template import fill
 from .windows import Channel
 
 
-def _tiles(role_fn: str, persistent: bool) -> str:
+def _tiles(role_fn: str, persistent: bool, copy: int = 0, copies: int = 1, turn: int = 0) -> str:
     """A role's call for each of its CTA's tiles (see twill::tile_of): the one tile of the block
-    index, or (kernel<true>, where the kernel allows it) a loop over several."""
+    index, or (kernel<true>, where the kernel allows it) a loop over several; tile copy `copy` of
+    `copies` (copies.py) takes every copies-th of them, after the copy before has passed its ring
+    waits (named barrier `turn`), and, on a grid of one tile per CTA, copy 0 alone computes it."""
     one = f"{role_fn}(sm, tm, args, n, tile_at(args, blockIdx.x, 0));"
+    if copies > 1 and not persistent:  # one tile per CTA: copy 0 computes it
+        return one if copy == 0 else "(void)0;  // a tile copy: this kernel computes one tile per CTA"
+    if copies > 1:
+        grid = "static_cast<int>(gridDim.x)"
+        return (f"if constexpr (kTiles) {{ for (int t = blockIdx.x + {copy} * {grid}, round = {copy}; t < args.tiles; "
+                f"t += {copies} * {grid}, round += {copies}) {{ if (round > 0) twill::named_sync({turn}, {128 * copies});  "
+                f"{role_fn}(sm, tm, args, n, tile_at(args, t, round)); }} }} else"
+                + (f" {{ {one} }}" if copy == 0 else " {}"))
     if not persistent:
         return one
     return (f"if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; "
@@ -99,7 +109,7 @@ class Kernel:
                 span = role.warpgroups
                 cond = (f"warpgroup == {g.index}" if span == 1 else
                         f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
-                body = [_tiles(self.role_call(role), self.persistent())]
+                body = [_tiles(self.role_call(role), self.persistent(), g.copy, m.tile_copies, self.bars.get("copies", 0))]
                 if any(st.role == role.name for st in self.p.staging.values()):
                     body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
                 i += span

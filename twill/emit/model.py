@@ -106,6 +106,7 @@ class WarpGroup:
     roles: tuple[str, ...]
     registers: int
     small: bool = False  # holds 1-warp roles
+    copy: int = 0  # > 0: a copy of the computing role's warpgroup that takes every other tile (copies.py)
 
 
 # -- tiles and tensors -------------------------------------------------------------------------
@@ -265,6 +266,7 @@ class KernelModel:
     normalizers: tuple[tuple[str, str], ...]  # carry -> carry that divides it at the end (online softmax)
     ctas_per_sm: int = 1  # CTAs an SM runs at once (occupancy.py): __launch_bounds__, the persistent grid
     ctas_limit: int = 0  # at most this many (emit-cuda --ctas-per-sm); 0: as many as fit
+    tile_copies: int = 1  # warpgroups of the computing role taking a persistent CTA's tiles in turn (copies.py)
 
     # -- views ---------------------------------------------------------------------------------
     @cached_property

@@ -65,8 +65,11 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         out(*batch_groups.role_lines(m.tensors, set(role.ops)))
         if role.is_warpgroup:
             first = role.first_warp // 4
-            out(f"const int wgi = static_cast<int>(threadIdx.x / 128) - {first};  // warpgroup within the role",
-                "(void)wgi;")
+            if m.tile_copies > 1:  # each tile copy is the role's one warpgroup (copies.py)
+                out("const int wgi = 0;  // warpgroup within the role (each tile copy is one)", "(void)wgi;")
+            else:
+                out(f"const int wgi = static_cast<int>(threadIdx.x / 128) - {first};  // warpgroup within the role",
+                    "(void)wgi;")
         else:
             out("const int lane = threadIdx.x % 32;", "(void)lane;")
         regs = self.registers()
@@ -94,6 +97,9 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             out(f"if (tile.round == 0) twill::named_arrive({self.r.bars['turn:' + roles[0]]}, "
                 f"{self.turn_threads(roles[0])});  // ping-pong: {roles[0]} takes the first turn on the tensor core")
         self._program(out)
+        if m.tile_copies > 1 and role.is_warpgroup:
+            out(f"if (!tile.last) twill::named_arrive({self.r.bars['copies']}, {128 * m.tile_copies});  "
+                "// this tile's ring waits are done: the next tile's copy may wait (copies.py)")
         if roles and self.role.name == roles[0]:
             out(f"if (tile.last) twill::named_sync({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
                 f"// ping-pong: absorb {roles[-1]}'s last hand-over")
@@ -355,7 +361,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
                 f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>(sm.{arr}_{ident(name)}, "
                 f"{st.expr}, {self.row0(t.shape[0])});",
                 "twill::fence_async_smem();",
-                f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
+                f"twill::named_sync({self.r.role_bar(self.role)}, {self.role.threads});  "
                 f"// the whole tile is written")
             self._retire(0)
         return staged

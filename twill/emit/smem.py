@@ -68,7 +68,7 @@ class SharedMemory:
                    if c.kind in ("tma", "tile", "stage")]
         arrays += [m.values[m.resolve(m.ops[name].operands[0])[0]].type.bytes for name in self.scratch]
         arrays += [m.values[m.resolve(m.ops[name].operands[1])[0]].type.bytes for name in self.scratch_b]
-        arrays += [s.bytes for s in self.staging.values()]
+        arrays += [s.bytes * m.tile_copies for s in self.staging.values()]  # each tile copy its own
         handoffs = self.handoffs
         rest = sum(m.values[v].type.bytes for v in handoffs)
         rest += 16 * sum(c.depth for c in self.channels.values()) + 16 * self.input_copies

@@ -92,7 +92,8 @@ class Stores:
         rows, cols, batch = self._origin(t, "it")
         T, R, C = ctype(t.dtype), t.tile[0], t.tile[1]
         width = C // st.blocks
-        bar = f"twill::named_sync({self.bars['role:' + st.role]}, 128);"
+        bar = f"twill::named_sync({self.role_bar(self.m.role[st.role])}, 128);"
+        buf = self.staging(t.name)
         issue = "twill::tma_reduce_add" if shared else "twill::tma_store"
         out("(void)args;",
             "(void)row0;  // one warpgroup holds the whole tile",
@@ -100,20 +101,20 @@ class Stores:
             "const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores")
         if st.slots == st.blocks:
             out("if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here", bar,
-                f"twill::frag_to_tile<{T}, {R}, {C}>(sm.out_{t.name}[0], f, 0);",
+                f"twill::frag_to_tile<{T}, {R}, {C}>({buf}[0], f, 0);",
                 "twill::fence_async_smem();  // visible to TMA", bar)
             with out.block("if (leader)"):
                 out("#pragma unroll")
-                out(f"for (int cb = 0; cb < {st.blocks}; ++cb) {issue}(tm.{t.name}, sm.out_{t.name}[cb], "
+                out(f"for (int cb = 0; cb < {st.blocks}; ++cb) {issue}(tm.{t.name}, {buf}[cb], "
                     f"c0 + cb * {width}, r0, b);")
                 out("twill::bulk_commit();")
             return
         for cb in range(st.blocks):
             slot = cb % st.slots
             out(f"if (leader) twill::bulk_wait_read<{st.slots - 1}>();  // TMA has read slot {slot}", bar,
-                f"twill::frag_to_tile_blocks<{T}, {R}, {C}, {cb}, 1>(sm.out_{t.name}[{slot}], f, 0);",
+                f"twill::frag_to_tile_blocks<{T}, {R}, {C}, {cb}, 1>({buf}[{slot}], f, 0);",
                 "twill::fence_async_smem();", bar,
-                f"if (leader) {{ {issue}(tm.{t.name}, sm.out_{t.name}[{slot}], c0 + {cb * width}, r0, b); "
+                f"if (leader) {{ {issue}(tm.{t.name}, {buf}[{slot}], c0 + {cb * width}, r0, b); "
                 f"twill::bulk_commit(); }}")
 
     def grid_axes(self) -> set[str]:

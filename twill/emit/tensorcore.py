@@ -63,7 +63,7 @@ class TensorCoreSync:
                 self._umma_scratch(out, name, it, staged)
             if self.role.is_warpgroup:
                 out("twill::tmem_fence_before();",
-                    f"twill::named_sync({self.r.bars['role:' + self.role.name]}, {self.role.threads});  "
+                    f"twill::named_sync({self.r.role_bar(self.role)}, {self.role.threads});  "
                     f"// the role's own tensor-memory and shared-memory traffic comes first",
                     "twill::tmem_fence_after();")
             with out.block(f"if ({self.elect()})"):
