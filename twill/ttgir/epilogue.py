@@ -231,6 +231,8 @@ class _After:
         self.env[op.results[0]] = EVal("input", len(self.inputs) - 1)
 
     def store(self, op: MOp, vals: list) -> None:
+        from .memory import edge_mask
+        edge_mask(self.lw, op)
         value = next((v for v in vals if isinstance(v, EVal)), None)
         if value is None:
             return
@@ -314,8 +316,11 @@ def with_epilogue(lowered, walk, sig: Signature):
     of a causal kernel), without one and with a located warning naming the op (an error under
     --strict, as an unknown op in the loop is): the outputs are then the carries' last values."""
     from .values import Note
+    from .indices import UnexpressedMask
     try:
         return replace(lowered, epilogue=walk(), signature=sig)
+    except UnexpressedMask:
+        raise  # a mask dropped would change what is stored: never a warning
     except InputError as e:
         d = e.diagnostics[0]
         note = Note(Diagnostic(d.message + "; the graph has no epilogue: its outputs are the carries' last values, "

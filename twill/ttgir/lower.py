@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from . import epilogue
 from .addresses import Addresses
+from .bounds import Masks
 from .compute import causal_mask, dot, dot_wait, layout_attrs, reduce, scan, tc_gen5_mma
 from .generic import generic, nested
 from .locs import names as loc_names
@@ -123,6 +124,8 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     its masks become `causal_mask` nodes."""
     lw = Lowering(module)
     lw.addresses = Addresses(func, lw.types)
+    lw.masks = Masks(lw.addresses)
+    lw.loop_iv = _loop_header(lw, path[-1])[0]
     _bind_arguments(lw, func)
     ops, loop = _walk_to(lw, func, path, merge), path[-1]
     pairs = _enter_loop(lw, loop, scalar_args, merge)

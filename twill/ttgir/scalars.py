@@ -126,6 +126,9 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
         m, a, b = m.negated(), b, a
         attrs = indices.mask_attrs(m)
     fill = b.value if isinstance(b, Const) else None
+    tail = _loop_tail(lw, op, vals)
+    if tail is not None:
+        return tail
     if attrs is None or not isinstance(a, Tile) or not (isinstance(b, Tile) or _number(fill)):
         if not lw.in_loop:  # before the loop: only what the loop reads of it matters (an error there)
             return INDEXED
@@ -138,6 +141,24 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
     operands = [a] if not isinstance(b, Tile) else [a, b]
     extra = (("fill", float(fill)),) if not isinstance(b, Tile) else ()
     return lw.node("mask", op, operands, tt, attrs=attrs + extra, opcode="mask")
+
+
+def _loop_tail(lw: Lowering, op: MOp, vals: list) -> object | None:
+    """``select(iv + position < UB, x, -inf)`` in the loop, UB the loop's upper bound: the mask of
+    the loop's partial last tile (bounds.py), which emit-cuda applies itself before each rowmax and
+    exp2 (emit/ragged.py): the value is x. None for any other select."""
+    if not (lw.in_loop and op.name == "arith.select" and len(vals) == 3 and lw.masks is not None):
+        return None
+    names = [n for n, _ in op.operands()]
+    x, y, neg = vals[1], vals[2], False
+    if isinstance(x, Const) and isinstance(y, Tile):  # select(m, -inf, x): the mask negated
+        x, y, neg = y, x, True
+    if not (isinstance(x, Tile) and isinstance(y, Const) and y.value == -math.inf):
+        return None
+    dim = lw.masks.loop_tail(names[0], lw.loop_iv, negated=neg)
+    if dim is None:
+        return None
+    return x  # the partial last tile: emitted as a mask of the loop's extent, that of the tensors it reads
 
 
 def _number(v: object) -> bool:
