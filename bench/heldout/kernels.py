@@ -667,10 +667,12 @@ _C = "constexpr"
 _ATT = dict(Q="*fp16", K="*fp16", V="*fp16", O="*fp16")
 DUMPS = {
     "mm_tutorial": dict(
+        # the unit strides as the JIT specializes them (an integer argument equal to 1 is a constant)
         signature=dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32", stride_am="i32",
-                       stride_ak="i32", stride_bk="i32", stride_bn="i32", stride_cm="i32", stride_cn="i32",
+                       stride_ak=_C, stride_bk="i32", stride_bn=_C, stride_cm="i32", stride_cn=_C,
                        BLOCK_SIZE_M=_C, BLOCK_SIZE_N=_C, BLOCK_SIZE_K=_C, GROUP_SIZE_M=_C),
-        constexprs=dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8),
+        constexprs=dict(stride_ak=1, stride_bn=1, stride_cn=1, BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64,
+                        GROUP_SIZE_M=8),
         divisible_by_16=["a_ptr", "b_ptr", "c_ptr"],
         num_warps=8, num_stages=3),
     "gemm_silu_residual": dict(

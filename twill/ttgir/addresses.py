@@ -167,6 +167,10 @@ class Addresses:
             return vals[0].plus(vals[1], -1)
         if op.name == "arith.muli" and len(vals) == 2:
             return vals[0].times(vals[1])
+        if op.name in ("arith.remsi", "arith.remui") and len(vals) == 2 and vals[0].coefs and not vals[1].coefs:
+            # (i + c) % N of an index (the tutorial's `offs % M`): the same steps along the tile but
+            # where it wraps; its start is a variable of its own
+            return Addr(vals[0].base, vals[0].coefs, (((f"%{name}",), 1),))
         if op.name in ("arith.divsi", "arith.divui") and len(vals) == 2:
             return self._quotient(op, name, *vals)
         return self._opaque(op, name)

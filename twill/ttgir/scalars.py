@@ -136,8 +136,10 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
             f"'{op.name}' reads a tensor computed from element indices that the import cannot express "
             "as a mask of the tile", op.head,
             hint="a mask is imported as `mask` where it is `select(r*A + c*B + C PRED 0, x, y)` of the tile's "
-                 "row r and column c with constant A, B, C (docs/ttgir-import.md, section 3); offsets from "
-                 "the program id or the loop's induction variable are not").diagnostics)
+                 "row r and column c with constant A, B, C, and `select(iv + c < UB, x, -inf)` as the loop's "
+                 "partial last tile (docs/ttgir-import.md, section 3); a mask offset by the program id or the "
+                 "loop's induction variable, and arithmetic on positions (an ALiBi or relative-position bias "
+                 "added to the scores) are not").diagnostics)
     operands = [a] if not isinstance(b, Tile) else [a, b]
     extra = (("fill", float(fill)),) if not isinstance(b, Tile) else ()
     return lw.node("mask", op, operands, tt, attrs=attrs + extra, opcode="mask")
