@@ -132,6 +132,8 @@ def test_epilogue_reads_an_integer_argument_as_a_float_and_an_integer_accumulato
 
 # dump stem -> why it does not go through (the stage is in the message); a strict xfail
 KNOWN_E2E = {
+    "attn_exp_sm90": "nvcc: 84 bytes spilled by the persistent kernel<true> on h100 (128x128 S and P in two "
+                     "64-row parts; emit-cuda's ptxas loop, off here, is what re-solves such a kernel)",
     "attn_exp_sm100": "solve: no joint schedule at any I under the b200 limits (128x128 S and P in "
                       "tensor memory beside a 128x64 O, 8 warps)",
 }
