@@ -36,9 +36,6 @@ REFUSED = {
 }
 # (kernel, form) -> why this form's graph differs from the 3.9 prepipe one
 DIFFERENT = {
-    ("softmax_gemm_sm90", "t39/after"): "Triton 3.9's pipeliner splits the register-A dot along K in two "
-                                        "(tt.reshape, tt.trans, tt.split, two warp_group_dots): a generic op",
-    ("softmax_gemm_sm90", "t36/after"): "as t39/after",
     ("attn_kvlen_sm100", "t39/after"): "the accumulator's tensor memory is not traced back through the peeled "
                                        "copies (a warning: 'written as 0')",
     ("attn_kvlen_sm100", "t36/after"): "as t39/after",
@@ -115,6 +112,20 @@ def test_load_and_store_masks_on_the_tensors_edge_are_dropped_others_are_errors(
     with pytest.raises(InputError, match="not 0") as err:
         import_ttgir(near, "rows.ttgir")
     assert "tt.load" in near.splitlines()[err.value.diagnostics[0].span.line - 1]
+
+
+def test_a_dot_split_along_k_is_put_back_together_and_a_near_miss_is_an_error():
+    prepipe = _graph_text(DATA / "t39" / "prepipe" / "softmax_gemm_sm90.ttgir")
+    for form, chunks in (("t39/after", 2), ("t36/after", 4)):  # 3.9 splits the dot in 2, 3.6 in 4
+        text = _read(form, "softmax_gemm_sm90")
+        assert text.count("ttng.warp_group_dot %") == chunks
+        assert print_tir(import_ttgir(text, "sg.ttgir")[0]) == prepipe
+    text = _read("t39/after", "softmax_gemm_sm90")
+    near = re.sub(r"(= ttg.memdesc_subslice %\w+)\[32, 0\]", r"\1[0, 0]", text, count=1)  # B's chunk 1 is rows 0..31
+    assert near != text
+    with pytest.raises(InputError, match="split along K") as err:
+        import_ttgir(near, "sg.ttgir")
+    assert "warp_group_dot" in near.splitlines()[err.value.diagnostics[0].span.line - 1]
 
 
 def test_epilogue_reads_an_integer_argument_as_a_float_and_an_integer_accumulator_in_tensor_memory():

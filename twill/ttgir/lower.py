@@ -12,7 +12,7 @@ in the body reads the content of the previous iteration, which becomes a carry o
 """
 from __future__ import annotations
 
-from . import epilogue
+from . import epilogue, ksplit
 from .addresses import Addresses
 from .bounds import Masks
 from .compute import causal_mask, dot, dot_wait, layout_attrs, reduce, scan, tc_gen5_mma
@@ -45,6 +45,7 @@ HANDLERS = {
     "ttg.local_load": memory_load, "ttng.tmem_load": memory_load,
     "tt.reduce": reduce, "tt.scan": scan, "scf.yield": yield_,
     "scf.for": nested, "scf.if": nested, "scf.while": nested,
+    "tt.split": lambda lw, op: ksplit.split(lw, op) or generic(lw, op),
 }
 
 
