@@ -36,9 +36,6 @@ REFUSED = {
 }
 # (kernel, form) -> why this form's graph differs from the 3.9 prepipe one
 DIFFERENT = {
-    ("attn_kvlen_sm100", "t39/after"): "the accumulator's tensor memory is not traced back through the peeled "
-                                       "copies (a warning: 'written as 0')",
-    ("attn_kvlen_sm100", "t36/after"): "as t39/after",
     ("gemm_int8_scaled_sm100", "t36/prepipe"): "Triton 3.6 compiles the int8 dot on sm_100 as a register "
                                                "tt.dot (no tcgen05, no tensor memory): another kernel",
     ("gemm_int8_scaled_sm100", "t36/after"): "as t36/prepipe",

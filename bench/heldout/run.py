@@ -69,14 +69,15 @@ def cmd_check(a) -> None:
             import inspect
             names = [p.name for p in inspect.signature(mod.run).parameters.values()
                      if p.kind == p.POSITIONAL_OR_KEYWORD]
-            args = tuple(args[:len(names)])
+            by_name = dict(zip(fns["kernel"].arg_names, args))  # the launch's arguments by the kernel's names
+            args = tuple(by_name[n] for n in names)  # (constexprs, such as a unit stride, are not the binding's)
             outputs = {x["name"] for x in mod.SPEC["args"] if x["output"]}
             for n, x in zip(names, args):
                 if n in outputs and isinstance(x, torch.Tensor):
                     x.fill_(float("nan"))
             knobs = {}
             if name in EXP2_FROM:
-                knobs["exp2_scale"] = float(args[names.index(EXP2_FROM[name])]) * LOG2E
+                knobs["exp2_scale"] = float(by_name[EXP2_FROM[name]]) * LOG2E
             run = lambda: mod.run(*args, **knobs)  # noqa: E731
             run()
             torch.cuda.synchronize()

@@ -114,7 +114,7 @@ class Masks:
         cs = self.compares(name)
         return cs is not None and all(c.kind in ("bound", "uniform") for c in cs)
 
-    def loop_tail(self, name: str, iv: str | None, negated: bool = False) -> int | None:
+    def loop_tail(self, name: str, iv: str | None, negated: bool = False, peeled: bool = False) -> int | None:
         """The dimension d where mask `name` (its complement, `negated`) is ``iv + position_d < UB``
         with UB the upper bound of the loop of induction variable `iv` (the loop's partial last
         tile), else None."""
@@ -136,8 +136,14 @@ class Masks:
         upper = self.addr.of(self.addr.loops[iv].upper)
         if upper is None or upper.coefs:
             return None
-        expected = Addr(None, c.diff.coefs, _plus_iv(upper.const, iv))
-        return c.dim if c.diff.const == expected.const else None
+        if c.diff.const == _plus_iv(upper.const, iv):
+            return c.dim
+        # a copy Triton's pipeliner peeled before the loop: iteration j's mask, `position + j * step < UB`
+        from .addresses import _add
+        rest = dict(_add(c.diff.const, upper.const))
+        if peeled and set(rest) <= {()}:
+            return c.dim
+        return None
 
 
 def _neg(poly):

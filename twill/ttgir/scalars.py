@@ -149,7 +149,7 @@ def _loop_tail(lw: Lowering, op: MOp, vals: list) -> object | None:
     """``select(iv + position < UB, x, -inf)`` in the loop, UB the loop's upper bound: the mask of
     the loop's partial last tile (bounds.py), which emit-cuda applies itself before each rowmax and
     exp2 (emit/ragged.py): the value is x. None for any other select."""
-    if not (lw.in_loop and op.name == "arith.select" and len(vals) == 3 and lw.masks is not None):
+    if not (op.name == "arith.select" and len(vals) == 3 and lw.masks is not None):
         return None
     names = [n for n, _ in op.operands()]
     x, y, neg = vals[1], vals[2], False
@@ -157,7 +157,7 @@ def _loop_tail(lw: Lowering, op: MOp, vals: list) -> object | None:
         x, y, neg = y, x, True
     if not (isinstance(x, Tile) and isinstance(y, Const) and y.value == -math.inf):
         return None
-    dim = lw.masks.loop_tail(names[0], lw.loop_iv, negated=neg)
+    dim = lw.masks.loop_tail(names[0], lw.loop_iv, negated=neg, peeled=not lw.in_loop)
     if dim is None:
         return None
     return x  # the partial last tile: emitted as a mask of the loop's extent, that of the tensors it reads
