@@ -125,6 +125,23 @@ def test_a_dot_split_along_k_is_put_back_together_and_a_near_miss_is_an_error():
     assert "warp_group_dot" in near.splitlines()[err.value.diagnostics[0].span.line - 1]
 
 
+def test_natural_exp_softmax_keeps_its_exp_and_scale():
+    """`alpha = tl.exp(m_i - m)` read twice and `s = qk * sm_scale` on its way to `tl.exp` stay ops:
+    before, rewrite 3 aliased a one-tile op read twice to its operand (the exp and the scale were
+    dropped: a wrong graph), and a rowsum group took in any op beside it."""
+    g, _ = load_ttgir(DATA / "t39" / "prepipe" / "attn_exp_sm90.ttgir")
+    ops = {op.name: op for op in g.ops}
+    assert ops["alpha_exp"].opcode == "exp" and [o.name for o in ops["alpha_exp"].operands] == ["alpha"]
+    assert [o.name for o in ops["l_i_new"].operands] == ["p_exp", "l_i", "alpha_exp"]
+    assert [o.name for o in ops["p"].operands][0] == "s_mul" and ops["s_mul"].opcode == "mul"
+    # the multiply by sm_scale given at launch has no op of the loop to fold it: refused, exit 2
+    from twill.errors import TwillError
+    schedule = solve(g, load_machine("h100"), SolveOptions())
+    with pytest.raises(TwillError, match="s_mul") as err:
+        emit_cuda(schedule, load_machine("h100"))
+    assert err.value.exit_code == 2
+
+
 def test_epilogue_reads_an_integer_argument_as_a_float_and_an_integer_accumulator_in_tensor_memory():
     graph, notes = load_ttgir(DATA / "t39" / "prepipe" / "row_stats_sm90.ttgir")
     assert not [n for n in notes if "no epilogue" in n.message]
