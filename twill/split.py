@@ -32,6 +32,7 @@ def split_rows(graph: Graph, parts: int) -> Graph:
     if m % parts or (m // parts) % 64:
         raise InputError(Diagnostic(f"{graph.file}: {m} rows cannot be split into {parts} parts of a multiple of "
                                     "64 rows (a wgmma's M)", hint="split into parts of 64 or 128 rows"))
+    rows = rows | _epilogue_row_inputs(graph, rows, m)
     names = {v.name for v in graph.inputs + graph.carries} | {op.name for op in graph.ops}
     part = {v: [_part_name(v, i, names) for i in range(parts)] for v in rows}
 
@@ -72,7 +73,13 @@ def auto_parts(graph: Graph, warpgroups: int) -> int:
         _, m = _row_values(graph)
     except InputError:  # an mma reads a row tile as its second operand: no split, and no error for asking
         return 1
-    return warpgroups if m and m % (64 * warpgroups) == 0 else 1
+    if not (m and m % (64 * warpgroups) == 0):
+        return 1
+    try:
+        split_rows(graph, warpgroups)
+    except InputError:  # the rows cannot be split (an epilogue input with the rows): the graph whole
+        return 1
+    return warpgroups
 
 
 def _part_attrs(op: Op, row0: int) -> tuple:
@@ -118,12 +125,24 @@ def _row_values(graph: Graph) -> tuple[set[str], int]:
     return rows, m
 
 
+def _epilogue_row_inputs(graph: Graph, rows: set[str], m: int) -> set[str]:
+    """The inputs only the epilogue reads that have the M rows (a per-row scale or sum `[M]`, a
+    residual `[M, N]`) where an epilogue op reads them beside a split value: split with it, each
+    part reading its rows (as a split prologue input is: LSE0, LSE1)."""
+    loop_reads = {o.name for op in graph.ops for o in op.operands} | {o.name for op in graph.prologue.ops
+                                                                       for o in op.operands}
+    epi = {o.name for op in graph.epilogue.ops if any(x.name in rows for x in op.operands) for o in op.operands}
+    return {v.name for v in graph.inputs if v.name in epi and v.name not in loop_reads and v.name not in rows
+            and v.type is not None and v.type.shape[:1] == (m,) and not v.computed}
+
+
 def _split_epilogue(graph: Graph, rows: set[str], part: dict, m: int, parts: int, names: set[str]):
     """The epilogue of the split graph: an op reading a split value (or a split op's result) is one
     op per part when its result has the M rows, and so is an output written from one; the argument
     that fed a split value feeds its parts, which the binding takes as one tensor (`STEM`)."""
     e = graph.epilogue
     split = set(rows)
+    inputs = {v.name: v.type for v in graph.inputs if v.type is not None}
     ops = []
     names |= {op.name for op in e.ops} | {n for n, _ in e.outputs}
     for op in e.ops:
@@ -133,6 +152,12 @@ def _split_epilogue(graph: Graph, rows: set[str], part: dict, m: int, parts: int
                                             "cannot be split", op.span))
             ops.append(op)
             continue
+        whole = [o.name for o in op.operands if o.name not in split and o.name in inputs
+                 and inputs[o.name].shape[:1] == (m,)]
+        if whole:  # an input of the epilogue with the M rows (a per-row scale): not split (yet)
+            raise InputError(Diagnostic(f"epilogue op '{op.name}' reads '{whole[0]}', which has the {m} rows of "
+                                        "the split tiles: an input of the epilogue is not split into parts",
+                                        op.span, hint="import without --split-rows"))
         split.add(op.name)
         part[op.name] = [_part_name(op.name, i, names) for i in range(parts)]
         for i in range(parts):

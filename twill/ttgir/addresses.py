@@ -80,6 +80,7 @@ class Addr:
 class _Loop:
     lower: str
     step: str
+    upper: str = ""
 
 
 PASS_THROUGH = {"tt.splat", "tt.broadcast", "ttg.convert_layout", "arith.extsi", "arith.extui", "arith.trunci",
@@ -107,7 +108,7 @@ class Addresses:
             if op.name == "scf.for":
                 t = op.tokens
                 if len(t) >= 7 and t[1].is_("=") and t[3].is_("to") and t[5].is_("step"):
-                    self.loops[t[0].text[1:]] = _Loop(t[2].text[1:], t[6].text[1:])
+                    self.loops[t[0].text[1:]] = _Loop(t[2].text[1:], t[6].text[1:], t[4].text[1:])
                 for i in range(1, len(t) - 2):
                     if t[i].kind == "ssa" and t[i + 1].is_("=") and t[i + 2].kind == "ssa":
                         self.inits[t[i].text[1:]] = t[i + 2].text[1:]
@@ -166,6 +167,10 @@ class Addresses:
             return vals[0].plus(vals[1], -1)
         if op.name == "arith.muli" and len(vals) == 2:
             return vals[0].times(vals[1])
+        if op.name in ("arith.remsi", "arith.remui") and len(vals) == 2 and vals[0].coefs and not vals[1].coefs:
+            # (i + c) % N of an index (the tutorial's `offs % M`): the same steps along the tile but
+            # where it wraps; its start is a variable of its own
+            return Addr(vals[0].base, vals[0].coefs, (((f"%{name}",), 1),))
         if op.name in ("arith.divsi", "arith.divui") and len(vals) == 2:
             return self._quotient(op, name, *vals)
         return self._opaque(op, name)
@@ -184,9 +189,10 @@ class Addresses:
     def _opaque(self, op: MOp, name: str) -> Addr | None:
         """A scalar no rule follows is a variable of its own; a tensor, unknown."""
         try:
-            _, outs = self.types.signature(op.tokens)
+            ins, outs = self.types.signature(op.tokens)
         except InputError:  # a type only its own handler reads (an async copy's result): not an address
             return None
+        outs = outs or (ins[-1:] if op.name.startswith("arith.") and len(op.results) == 1 else [])  # `arith.remsi %a, %b : i32`
         if outs and outs[0].kind == "scalar":
             return Addr(None, (), (((f"%{name}",), 1),))
         return None

@@ -5,6 +5,7 @@ from .generic import generic
 from .opnames import ADD_COMBINERS, MAX_COMBINERS, MIN_COMBINERS, int_attr
 from .parser import MOp
 from .scalars import _result_tile
+from . import ksplit
 from .state import Lowering
 from .values import SCALAR, TOKEN, Buf, Const, Scalar, Tile, Token
 
@@ -35,6 +36,11 @@ def dot(lw: Lowering, op: MOp) -> None:
     ins, outs = lw.signature(op)
     if len(vals) < 3 or not outs:
         raise lw.src.error(f"'{op.name}' needs operands a, b, c and a result type", op.head)
+    half = ksplit.half_of(lw, op.operands()[0][0])
+    if half is not None:  # one of the two dots Triton's pipeliner split a dot into along K
+        ksplit.dot(lw, op, half, lambda a, b, acc: lw.node("mma", op, [a, b, acc], lw.tile_type(outs[0], op),
+                                                           attrs=_layout(lw, a, b)))
+        return
     _check_dot_shapes(lw, op, vals[0], vals[1], outs[0].shape)
     lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op), attrs=_layout(lw, vals[0], vals[1])))
 

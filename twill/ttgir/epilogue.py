@@ -83,6 +83,7 @@ class _After:
         # (TTGIR op, source position) of each loop op -> what a copy of it after the loop is: the
         # carry's last value for an op the loop yields (the drained last iteration), else PEELED
         self.peeled: dict[tuple, object] = {}
+        self.int_args: set[str] = set()  # integer scalar arguments: a float conversion of one is a scalar
 
     def error(self, op: MOp, message: str, hint: str | None = None) -> InputError:
         return InputError(Diagnostic(message, self.lw.span(op), hint))
@@ -140,6 +141,14 @@ class _After:
             return
         vals = [self.get(n) for n, _ in op.operands()]
         live = [v for v in vals if isinstance(v, EVal)]
+        names = [n for n, _ in op.operands()]
+        if op.name in ("arith.sitofp", "arith.uitofp") and len(names) == 1 and names[0] in self.int_args \
+                and op.results:  # float(N) of an integer argument (a mean's s / N): the scalar N
+            self.bind(op, EVal("scalar", names[0]))
+            return
+        if op.name in ("ttng.tmem_load", "ttg.local_load") and live and op.results:
+            self.bind(op, live[0])  # a carried buffer's last value, of any dtype (an i32 accumulator)
+            return
         if op.name in LOADS and op.results and op.results[0] in self.sig.loads and self._float(op):
             self.load(op)
         elif op.name in STORES:
@@ -231,6 +240,8 @@ class _After:
         self.env[op.results[0]] = EVal("input", len(self.inputs) - 1)
 
     def store(self, op: MOp, vals: list) -> None:
+        from .memory import edge_mask
+        edge_mask(self.lw, op)
         value = next((v for v in vals if isinstance(v, EVal)), None)
         if value is None:
             return
@@ -285,6 +296,8 @@ class _After:
         if isinstance(x, EVal) or commutative:
             return self.add(op, opcode, [value], (("scalar", c),))
         t = self.result_type(op)
+        if opcode == "sub" and c == 0.0:  # 0 - x (Triton 3.6's sigmoid): -x
+            return self.add(op, "neg", [value], type_=t)
         if opcode == "sub":  # c - x = -x + c
             return self.add(op, "add", [self.add(op, "neg", [value], type_=t)], (("scalar", c),), t)
         if opcode == "div":  # c / x = recip(x) * c
@@ -314,8 +327,11 @@ def with_epilogue(lowered, walk, sig: Signature):
     of a causal kernel), without one and with a located warning naming the op (an error under
     --strict, as an unknown op in the loop is): the outputs are then the carries' last values."""
     from .values import Note
+    from .indices import UnexpressedMask
     try:
         return replace(lowered, epilogue=walk(), signature=sig)
+    except UnexpressedMask:
+        raise  # a mask dropped would change what is stored: never a warning
     except InputError as e:
         d = e.diagnostics[0]
         note = Note(Diagnostic(d.message + "; the graph has no epilogue: its outputs are the carries' last values, "
@@ -351,6 +367,8 @@ def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=()) -> R
     for n, dtype in _func_arg_dtypes(lw, func).items():
         if dtype == "f32":  # an integer argument is a size or a stride: index arithmetic
             walk.env[n] = EVal("scalar", n)
+        elif dtype in ("i32", "i64"):  # ... unless converted to a float (`s / N`): then a scalar
+            walk.int_args.add(n)
     for op in after:
         walk.lower(op)
     used = _live(walk)

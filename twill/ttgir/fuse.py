@@ -122,20 +122,37 @@ def fold_moves(body: Body) -> Body:
 
 
 def inline_unary(body: Body) -> Body:
-    """Rewrite 3: a one-tile elementwise op read only by elementwise ops is recomputed in each,
-    until none is left (``qk * scale + c`` is two of them: inlining the add leaves the multiply
-    with its readers)."""
+    """Rewrite 3: a scale (a multiply or divide of one tile by a scalar) read only by elementwise
+    chains that each end in an op whose exp2_scale folds a scale in (exp2, rowmax, causal_mask:
+    `SCALED`) is recomputed in each, that is folded into their scale, until none is left
+    (``qk * scale + c`` is two of them: inlining the add leaves the multiply with its readers). Any
+    other one-tile op read several times (``exp(m_i - m)``, a scale on its way to `tl.exp`) stays an
+    op: dropped, the graph would compute something else."""
     while True:
         consumers, yielded = body.consumers(), body.yielded()
         alias = {}
         for n in body.live():
             readers = consumers.get(n.index, [])
-            if (n.kind == "ew" and len(n.operands) == 1 and len(readers) >= 2 and n.index not in yielded
-                    and all(body.nodes[r].kind in FUSABLE for r in readers)):
+            if (n.kind == "ew" and n.mlir in SCALES and len(n.operands) == 1 and len(readers) >= 2
+                    and n.index not in yielded and all(_reaches_scaled(body, r, consumers, yielded) for r in readers)):
                 alias[n.index] = n.operands[0]
         if not alias:
             return body
         body = _substitute(body, alias, {})
+
+
+SCALES = {"arith.mulf", "arith.divf"}
+
+
+def _reaches_scaled(body: Body, i: int, consumers: dict, yielded: set, depth: int = 0) -> bool:
+    """Whether node i is, or leads through single-reader elementwise ops to, an op that folds a scale."""
+    n = body.nodes[i]
+    if n.kind in SCALED:
+        return True
+    readers = consumers.get(i, [])
+    if n.kind not in ("ew", "conv") or len(readers) != 1 or i in yielded or depth > 32:
+        return False
+    return _reaches_scaled(body, readers[0], consumers, yielded, depth + 1)
 
 
 @dataclass(frozen=True)
@@ -280,7 +297,8 @@ def _faithful(body: Body, idx: list[int], opcode: str) -> bool:
         if anchor is None or (n.index in after and anchor.kind == "exp2"):
             return False
         where = "down" if n.index in after else "up" if center.index in _downstream(body, idx, n.index) else "side"
-        if AROUND[anchor.kind].get(n.mlir) in (where, "side" if where == "down" else None):
+        role = AROUND[anchor.kind].get(n.mlir)  # (an op the anchor does not spell is no member: exp(m_i - m))
+        if role is not None and role in (where, "side" if where == "down" else None):
             continue
         if anchor.kind in SCALED and len(n.operands) == 1 and n.kind == "ew":
             continue

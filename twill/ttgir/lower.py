@@ -12,8 +12,9 @@ in the body reads the content of the previous iteration, which becomes a carry o
 """
 from __future__ import annotations
 
-from . import epilogue
+from . import epilogue, ksplit
 from .addresses import Addresses
+from .bounds import Masks
 from .compute import causal_mask, dot, dot_wait, layout_attrs, reduce, scan, tc_gen5_mma
 from .generic import generic, nested
 from .locs import names as loc_names
@@ -44,6 +45,7 @@ HANDLERS = {
     "ttg.local_load": memory_load, "ttng.tmem_load": memory_load,
     "tt.reduce": reduce, "tt.scan": scan, "scf.yield": yield_,
     "scf.for": nested, "scf.if": nested, "scf.while": nested,
+    "tt.split": lambda lw, op: ksplit.split(lw, op) or generic(lw, op),
 }
 
 
@@ -125,6 +127,8 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     its masks become `causal_mask` nodes."""
     lw = Lowering(module)
     lw.addresses = Addresses(func, lw.types)
+    lw.masks = Masks(lw.addresses)
+    lw.loop_iv = _loop_header(lw, path[-1])[0]
     _bind_arguments(lw, func)
     ops, loop = _walk_to(lw, func, path, merge), path[-1]
     pairs = _enter_loop(lw, loop, scalar_args, merge)

@@ -9,7 +9,7 @@ from .generic import generic
 from .parser import MOp
 from .state import Lowering
 from .types import last_top_level
-from .values import SCALAR, TOKEN, Buf, Tile
+from .values import SCALAR, TOKEN, Buf, Const, Tile
 
 POINTER_LOADS = {"tt.load", "ttg.async_copy_global_to_local"}  # loads through a tensor of pointers
 
@@ -25,6 +25,7 @@ def load(lw: Lowering, op: MOp) -> None:
         mtype = type(ins[0])("tensor", ins[0].shape, ins[0].elem)
     else:
         raise lw.src.error(f"cannot tell the tile type '{op.name}' loads", op.head)
+    edge_mask(lw, op)
     if not mtype.shape:  # one element through a scalar pointer: a scalar, whatever it scales
         lw.note(op, f"'{op.name}' of one {mtype.elem} in the loop: a scalar, folded away like index arithmetic "
                     "(a tile op that reads it is imported without it)", unknown=True)
@@ -38,11 +39,28 @@ def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
     the attributes of how it walks its argument (addresses.py: a column stride, a row per D iterations)."""
     attrs = _view(lw, op)
     if source is not None and source.kind == "tensor" and source.elem == "ptr" and len(tt.shape) == 2 \
-            and source.order == (0, 1):
+            and _column_major(lw, op, source):
         # Coalescing ordered the addresses dim 0 first: the tile is stored column-major in memory.
         # The .tir type is its layout there (as a TMA box would be), and this view of it is transposed.
         return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1]), attrs=attrs), flip=True)
     return lw.node("load", op, vals, tt, attrs=attrs)
+
+
+def _column_major(lw: Lowering, op: MOp, source) -> bool:
+    """Whether a 2-D load through pointers reads a tile stored column-major: its addresses'
+    coefficient of the row index is 1 and the column's is not (addresses.py), else (neither is 1:
+    strides given at launch) the coalesced layout's order, dim 0 first. The order alone misleads
+    where Triton cannot prove the columns contiguous (`offs_n % N`, a stride not specialized to 1)."""
+    from .addresses import _integer
+    names = op.operands()
+    a = lw.addresses.of(names[0][0]) if lw.addresses is not None and names else None
+    if a is not None and a.base is not None and len(a.coefs) == 2:
+        rows, cols = (_integer(c) for c in a.coefs)
+        if cols == 1 and rows != 1:
+            return False
+        if rows == 1 and cols != 1:
+            return True
+    return source.order == (0, 1)
 
 
 def _view(lw: Lowering, op: MOp) -> tuple:
@@ -69,10 +87,55 @@ def async_copy(lw: Lowering, op: MOp) -> None:
     colon = last_top_level(op.tokens, ":")  # the result type is printed without its `!ttg.memdesc`
     source = lw.types.read(op.tokens, colon + 1)[0] if colon is not None else None
     source = source if source is not None and source.kind == "tensor" else None
+    edge_mask(lw, op)
     _, mtype, _ = lw.buffers[buf.index]
     lw.content[buf.index] = _load_node(lw, op, [v for v in vals if not isinstance(v, Buf)],
                                        lw.tile_type(mtype, op, "smem"), source)
     lw.bind(op, TOKEN)
+
+
+def _mask_and_other(op: MOp) -> tuple[str | None, str | None]:
+    """The SSA names of a load's or store's mask and `other`: ``tt.load %p, %mask, %other``,
+    ``tt.store %p, %v, %mask``, ``ttg.async_copy_global_to_local %p, %buf mask %m other %o``."""
+    toks, names = op.tokens, op.operands()
+    if op.name == "ttg.async_copy_global_to_local":
+        after = {toks[i - 1].text: toks[i].text[1:] for i in range(1, len(toks)) if toks[i].kind == "ssa"}
+        return after.get("mask"), after.get("other")
+    if op.name == "tt.load":
+        return (names[1][0] if len(names) > 1 else None), (names[2][0] if len(names) > 2 else None)
+    if op.name == "tt.store":
+        return (names[2][0] if len(names) > 2 else None), None
+    return None, None
+
+
+def edge_mask(lw: Lowering, op: MOp) -> None:
+    """A load's or store's mask is dropped where it only guards the edges of the tensor (bounds.py:
+    TMA fills a load past the end with zeros and drops a store's elements there); any other mask,
+    or a load's `other` that is not 0, is an error at the op: dropped, it would change the result."""
+    if lw.masks is None:
+        return
+    mask, other = _mask_and_other(op)
+    if mask is not None and not lw.masks.edge_only(mask):
+        raise _refused(lw.src.error(
+            f"'{op.name}' is masked by '%{mask}', which is not a bound of the tensor's edge: the emitted "
+            "kernel reads and writes whole tiles, guarded at the tensor's end only", op.head,
+            hint="a load's or store's mask is imported where each comparison is `index < BOUND` with BOUND "
+                 "given at launch (`offs_k < K - k * BLOCK_K`, `rows < M`) (docs/ttgir-import.md, section 3)"))
+    if mask is not None and other is not None:
+        val = lw.env.get(other, lw.env.get(other + "#0"))
+        if not (isinstance(val, Const) and isinstance(val.value, (int, float)) and val.value == 0):
+            raise _refused(lw.src.error(
+                f"'{op.name}' fills the masked elements with '%{other}', not 0: the emitted kernel's TMA "
+                "loads fill the elements past the tensor's end with zeros", op.head,
+                hint="load with other=0 and mask the value after the load (`tl.where(cols < N, x, -inf)` in the "
+                     "loop is the partial last tile's mask)"))
+
+
+def _refused(err):
+    """A mask the import does not express: an error of its own kind, which no caller turns into a
+    warning (loops.py keeps the loop a tile loop, the epilogue does not drop it)."""
+    from .indices import UnexpressedMask
+    return UnexpressedMask(*err.diagnostics)
 
 
 def token(lw: Lowering, op: MOp) -> None:
@@ -83,6 +146,7 @@ def token(lw: Lowering, op: MOp) -> None:
 
 
 def store(lw: Lowering, op: MOp) -> None:
+    edge_mask(lw, op)
     vals = [lw.read(v) for v in lw.operands(op)]
     if any(isinstance(v, Tile) for v in vals):
         lw.node("store", op, vals, None, None)

@@ -147,6 +147,9 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
         m, a, b = m.negated(), b, a
         attrs = indices.mask_attrs(m)
     fill = b.value if isinstance(b, Const) else None
+    tail = _loop_tail(lw, op, vals)
+    if tail is not None:
+        return tail
     if attrs is None or not isinstance(a, Tile) or not (isinstance(b, Tile) or _number(fill)):
         if not lw.in_loop:  # before the loop: only what the loop reads of it matters (an error there)
             return INDEXED
@@ -154,11 +157,31 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
             f"'{op.name}' reads a tensor computed from element indices that the import cannot express "
             "as a mask of the tile", op.head,
             hint="a mask is imported as `mask` where it is `select(r*A + c*B + C PRED 0, x, y)` of the tile's "
-                 "row r and column c with constant A, B, C (docs/ttgir-import.md, section 3); offsets from "
-                 "the program id or the loop's induction variable are not").diagnostics)
+                 "row r and column c with constant A, B, C, and `select(iv + c < UB, x, -inf)` as the loop's "
+                 "partial last tile (docs/ttgir-import.md, section 3); a mask offset by the program id or the "
+                 "loop's induction variable, and arithmetic on positions (an ALiBi or relative-position bias "
+                 "added to the scores) are not").diagnostics)
     operands = [a] if not isinstance(b, Tile) else [a, b]
     extra = (("fill", float(fill)),) if not isinstance(b, Tile) else ()
     return lw.node("mask", op, operands, tt, attrs=attrs + extra, opcode="mask")
+
+
+def _loop_tail(lw: Lowering, op: MOp, vals: list) -> object | None:
+    """``select(iv + position < UB, x, -inf)`` in the loop, UB the loop's upper bound: the mask of
+    the loop's partial last tile (bounds.py), which emit-cuda applies itself before each rowmax and
+    exp2 (emit/ragged.py): the value is x. None for any other select."""
+    if not (op.name == "arith.select" and len(vals) == 3 and lw.masks is not None):
+        return None
+    names = [n for n, _ in op.operands()]
+    x, y, neg = vals[1], vals[2], False
+    if isinstance(x, Const) and isinstance(y, Tile):  # select(m, -inf, x): the mask negated
+        x, y, neg = y, x, True
+    if not (isinstance(x, Tile) and isinstance(y, Const) and y.value == -math.inf):
+        return None
+    dim = lw.masks.loop_tail(names[0], lw.loop_iv, negated=neg, peeled=not lw.in_loop)
+    if dim is None:
+        return None
+    return x  # the partial last tile: emitted as a mask of the loop's extent, that of the tensors it reads
 
 
 def _number(v: object) -> bool:

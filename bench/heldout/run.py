@@ -1,0 +1,125 @@
+"""Build (here) and check (GPU machine) the held-out kernels' twill bindings against their fp32 references.
+
+    python bench/heldout/run.py build --out DIR NAME ...   # import (t36 prepipe, --split-rows auto),
+                                                           # solve --gpu h200, emit-cuda --binding torch
+    python bench/heldout/run.py check --kernels DIR [--sizes JSON]   # GPU: each binding on the inputs
+        # of NAME_make_inputs, called with the arguments the Triton launch passes its kernel (outputs
+        # filled with NaN first), against NAME_reference; Triton 3.6's own kernel too, as a control
+
+Writes DIR/check.json. The exp2 scale the import folds out of a kernel (qk_scale = sm_scale * log2 e)
+is the binding's `exp2_scale` knob, passed from the launch's sm_scale.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+
+LOG2E = 1.4426950408889634
+EXP2_FROM = {"attn_kvlen": "sm_scale", "attn_d64": "sm_scale"}
+# per kernel, the sizes checked: the first with M, N whole tiles (the binding's rule) and a ragged loop
+# (K = 1000, 1000 keys); the second the kernel's ragged default, which the binding may refuse (recorded)
+SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": [{"N": 1024}, None],
+         "attn_kvlen": [None], "softmax_gemm": [None], "gemm_int8_scaled": [None]}
+
+
+def _kernels():
+    spec = importlib.util.spec_from_file_location("heldout_kernels", HERE / "kernels.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def cmd_build(a) -> None:
+    from triton_bench import IMPORT_ARGS, build_attempt
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+    for name in a.names:
+        dump = ROOT / "tests" / "data" / "ttgir" / "heldout2" / "t36" / "prepipe" / f"{name}_sm90.ttgir"
+        rec = build_attempt(dump, out, "h200", "sm_90a", a.time_limit, IMPORT_ARGS)  # the machine's ring depth
+        records.append(rec)
+        print(name, rec.get("stopped", "ok"), rec.get("ii"), rec.get("depth"), rec.get("split_rows"),
+              rec.get("stages", {}).get("nvcc"), rec.get("error", "")[-300:], flush=True)
+    (out / "build.json").write_text(json.dumps(records, indent=1, sort_keys=True))
+
+
+def cmd_check(a) -> None:
+    import torch
+    K = _kernels()
+    kdir = Path(a.kernels)
+    results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "kernels": {}}
+    from triton_bench import _build_all
+    _build_all(sorted(kdir.glob("*_sm90.py")))  # every library at once, on all cores
+    for binding in sorted(kdir.glob("*_sm90.py")):
+        name = binding.stem[:-len("_sm90")]
+        results["kernels"][name] = []
+        for size in SIZES.get(name, [None]):
+            row = _check_one(K, kdir, binding, name, size)
+            results["kernels"][name].append(row)
+            print(name, json.dumps(row), flush=True)
+    (kdir / "check.json").write_text(json.dumps(results, indent=1, sort_keys=True))
+
+
+def _check_one(K, kdir, binding, name, size) -> dict:
+    import inspect
+    import torch
+    from gpu_bench import load_binding
+    from triton_bench import capture, median_ms, rel_error
+    row = {"size": size or "default"}
+    try:
+        mod = load_binding(binding.stem, str(kdir))
+        fns = K.KERNELS[name]
+        tensors, params = fns["make_inputs"](size, "cuda")
+        ref = fns["reference"](*tensors, **params)
+        refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+        tri = fns["launch"](*tensors, **params)
+        row["triton_rel_error"] = rel_error(tri, ref)
+        args, outs = capture(K, name, tensors, params)
+        names = [p.name for p in inspect.signature(mod.run).parameters.values()
+                 if p.kind == p.POSITIONAL_OR_KEYWORD]
+        by_name = dict(zip(fns["kernel"].arg_names, args))  # the launch's arguments by the kernel's names
+        args = tuple(by_name[n] for n in names)  # (constexprs, such as a unit stride, are not the binding's)
+        outputs = {x["name"] for x in mod.SPEC["args"] if x["output"]}
+        for n, x in zip(names, args):
+            if n in outputs and isinstance(x, torch.Tensor):
+                x.fill_(float("nan"))
+        knobs = {}
+        if name in EXP2_FROM:
+            knobs["exp2_scale"] = float(by_name[EXP2_FROM[name]]) * LOG2E
+        run = lambda: mod.run(*args, **knobs)  # noqa: E731
+        run()
+        torch.cuda.synchronize()
+        row["shapes"] = [list(t.shape) for t in tensors]
+        row["rel_errors"] = [rel_error(o, r) for o, r in zip(outs, refs)]
+        row["rel_error"] = max(row["rel_errors"])
+        row["correct"] = row["rel_error"] < 1e-2
+        row["twill_ms"] = median_ms(run, reps=10)
+        row["triton_ms"] = median_ms(lambda: fns["launch"](*tensors, **params), reps=10)
+    except Exception as exc:  # recorded, the next kernel goes on
+        row["error"] = f"{type(exc).__name__}: {str(exc)[:600]}"
+    torch.cuda.empty_cache()
+    return row
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("--out", required=True)
+    b.add_argument("--time-limit", type=float, default=300)
+    b.add_argument("names", nargs="+")
+    c = sub.add_parser("check")
+    c.add_argument("--kernels", required=True)
+    a = p.parse_args(argv)
+    {"build": cmd_build, "check": cmd_check}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
