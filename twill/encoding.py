@@ -100,11 +100,11 @@ class JointEncoding:
         return self._objectives[objective]
 
     def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None,
-              roles: dict[str, int] | None = None, with_cuts: bool = False) -> Status:
+              roles: dict[str, int] | None = None) -> Status:
         """Satisfiable? With `at_most` {objective: k}, under objective <= k for this check only;
         with `roles` {op: slot}, under those roles for this check only (an UNSAT answer then says
-        nothing of the problem); with `assume` (guard keys), under those guards alone; `with_cuts`,
-        under the cuts (`assert_cuts`). A SAT answer keeps its model."""
+        nothing of the problem); with `assume` (guard keys), under those guards alone. A SAT answer
+        keeps its model."""
         if assume is None and not self._assumed and self._ctx.status() == self._y.Status.UNSAT:
             return Status.UNSAT  # the assertions contradict each other outright (Yices then refuses push)
         self._assumed = self._assumed or assume is not None  # (then an UNSAT status is the assumptions')
@@ -112,9 +112,6 @@ class JointEncoding:
         extra = ([e.le(self._term(k), e.num(v)) for k, v in (at_most or {}).items()]
                  + [e.same_slot(v, w) for v, w in (roles or {}).items()])
         literals = None if assume is None else [self._guards[k] for k in assume]
-        if with_cuts and getattr(self, "_cuts", None) is not None:
-            literals = (literals or []) + [self._cuts]
-            self._assumed = True
         if extra:  # under an assumption literal, not push/pop: what the solver learns stays learnt
             lit = e.var(f"[check {self.checks}]", e.bool)
             self._assert([e.T.implies(lit, e.T.yand(extra))])
@@ -132,13 +129,13 @@ class JointEncoding:
             self._assert([e.T.ynot(lit)])  # retired: its clause holds from now on
         return status
 
-    def check_restarting(self, deadline: float | None, at_most: dict, budget: float, with_cuts: bool = False) -> Status:
+    def check_restarting(self, deadline: float | None, at_most: dict, budget: float) -> Status:
         """`check` under `at_most`, stopped after `budget` seconds and tried again from a fresh context
         (`_revive`) with twice the budget, until it answers or the deadline passes. Near an optimum a
         check's time is heavy-tailed (docs/benchmarks.md, log): restarts cut the tail."""
         while True:
             until = time.monotonic() + budget if deadline is None else min(deadline, time.monotonic() + budget)
-            status = self.check(until, at_most, with_cuts=with_cuts)
+            status = self.check(until, at_most)
             if status != Status.TIMEOUT or (deadline is not None and time.monotonic() >= deadline):
                 return status
             budget *= 2
@@ -169,19 +166,16 @@ class JointEncoding:
         self._assert(symmetry_breaking(self._e))
 
     def assert_cuts(self, cuts) -> None:
-        """Valid inequalities on the starts (cuts.Cut: lo <= sum coef * start <= hi), from now on under
-        one literal that `check(with_cuts=True)` assumes: every joint schedule meets them (cuts.py), so
-        they cut no objective's optimum. They make refutations near an optimum fast and the search for a
-        better schedule slow (random_n18: a bound 260 above the optimum not satisfied in 60 s with
-        them), so only the checks that expect a refutation take them. Not on a guarded encoding."""
+        """Assert valid inequalities on the starts (cuts.Cut: lo <= sum coef * start <= hi) from now on:
+        every joint schedule meets them (cuts.py), so they cut no objective's optimum. Not on a guarded
+        encoding (explain's cores list only the families)."""
         assert not self.guards, "cuts are for unguarded encodings"
         e = self._e
         formulas = []
         for c in cuts:
             expr = e.add(*[e.start[v] if k == 1 else e.scale(k, e.start[v]) for v, k in c.terms])
             formulas += [e.le(e.num(c.lo), expr), e.le(expr, e.num(c.hi))]
-        self._cuts = e.var("[cuts]", e.bool)
-        self._assert([e.T.implies(self._cuts, e.T.yand(formulas))])
+        self._assert(formulas)
 
     def at_least(self, objective: str, k: int) -> None:
         """Assert objective >= k from now on (for a refuted bound: objective <= k - 1 was unsatisfiable)."""
@@ -218,9 +212,8 @@ class JointEncoding:
 
     def squeeze(self, objective: str, lo: int, deadline: float | None, budget: float) -> tuple[int, bool]:
         """The least k >= lo with objective <= k satisfiable, as `minimize`, probing from both ends
-        under a time budget per check: from below at lo, with the cuts (refuted: lo + 1 is proven and
-        kept as a fact), and from above an eighth of the gap under the last model's value, without
-        them (satisfiable: a better model).
+        under a time budget per check: from below at lo (refuted: lo + 1 is proven and kept as a fact),
+        and from above an eighth of the gap under the last model's value (satisfiable: a better model).
         When neither answers within the budget, it doubles. A check's time near an optimum is heavy-
         tailed (the same bound: over 100 s once, 0.2 s another time), and a stopped check restarts
         the solver's context (`_revive`), so short budgets with restarts beat one long check
@@ -230,7 +223,7 @@ class JointEncoding:
             moved = False
             for k in dict.fromkeys((lo, hi - max(1, (hi - lo) // 8))):
                 until = time.monotonic() + budget if deadline is None else min(deadline, time.monotonic() + budget)
-                status = self.check(until, {objective: k}, with_cuts=k == lo)
+                status = self.check(until, {objective: k})
                 if status == Status.SAT:
                     hi, moved = min(k, self.value(objective)), True
                     break

@@ -194,7 +194,7 @@ def _sum_floor(enc: JointEncoding, length: int, deadline) -> int:
     cuts = unit_cuts(enc.p, length)
     enc.assert_cuts(cuts)
     floor = sum_floor(enc.p, enc.lo, length, cuts)
-    if floor > 0 and enc.check(deadline, {"starts": floor - 1}, with_cuts=True) == Status.UNSAT:
+    if floor > 0 and enc.check(deadline, {"starts": floor - 1}) == Status.UNSAT:
         enc.at_least("starts", floor)
         return floor
     return 0
@@ -208,7 +208,7 @@ def _first_starts(enc: JointEncoding, deadline) -> bool:
     for v in enc.names:
         objective = f"start:{v}"
         now = enc.value(objective)
-        status = Status.UNSAT if now <= 0 else enc.check_restarting(deadline, {objective: now - 1}, SQUEEZE_SECONDS, True)
+        status = Status.UNSAT if now <= 0 else enc.check_restarting(deadline, {objective: now - 1}, SQUEEZE_SECONDS)
         if status == Status.TIMEOUT:
             return False
         if status == Status.SAT and not enc.minimize(objective, 0, deadline)[1]:
