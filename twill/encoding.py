@@ -129,17 +129,6 @@ class JointEncoding:
             self._assert([e.T.ynot(lit)])  # retired: its clause holds from now on
         return status
 
-    def check_restarting(self, deadline: float | None, at_most: dict, budget: float) -> Status:
-        """`check` under `at_most`, stopped after `budget` seconds and tried again from a fresh context
-        (`_revive`) with twice the budget, until it answers or the deadline passes. Near an optimum a
-        check's time is heavy-tailed (docs/benchmarks.md, log): restarts cut the tail."""
-        while True:
-            until = time.monotonic() + budget if deadline is None else min(deadline, time.monotonic() + budget)
-            status = self.check(until, at_most)
-            if status != Status.TIMEOUT or (deadline is not None and time.monotonic() >= deadline):
-                return status
-            budget *= 2
-
     def _assert(self, formulas: list) -> None:
         """Assert from now on, and keep for `_revive`."""
         self._asserted += formulas

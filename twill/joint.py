@@ -208,7 +208,7 @@ def _first_starts(enc: JointEncoding, deadline) -> bool:
     for v in enc.names:
         objective = f"start:{v}"
         now = enc.value(objective)
-        status = Status.UNSAT if now <= 0 else enc.check_restarting(deadline, {objective: now - 1}, SQUEEZE_SECONDS)
+        status = Status.UNSAT if now <= 0 else enc.check(deadline, {objective: now - 1})
         if status == Status.TIMEOUT:
             return False
         if status == Status.SAT and not enc.minimize(objective, 0, deadline)[1]:
