@@ -154,22 +154,6 @@ class JointEncoding:
         assert not self.guards, "symmetry breaking is for unguarded encodings"
         self._assert(symmetry_breaking(self._e))
 
-    def assert_cuts(self, cuts) -> None:
-        """Assert valid inequalities on the starts (cuts.Cut: lo <= sum coef * start <= hi) from now on:
-        every joint schedule meets them (cuts.py), so they cut no objective's optimum. Not on a guarded
-        encoding (explain's cores list only the families)."""
-        assert not self.guards, "cuts are for unguarded encodings"
-        e = self._e
-        formulas = []
-        for c in cuts:
-            expr = e.add(*[e.start[v] if k == 1 else e.scale(k, e.start[v]) for v, k in c.terms])
-            formulas += [e.le(e.num(c.lo), expr), e.le(expr, e.num(c.hi))]
-        self._assert(formulas)
-
-    def at_least(self, objective: str, k: int) -> None:
-        """Assert objective >= k from now on (for a refuted bound: objective <= k - 1 was unsatisfiable)."""
-        self._assert([self._e.le(self._e.num(k), self._term(objective))])
-
     def bound(self, objective: str, k: int) -> None:
         """Assert objective <= k from now on."""
         self._assert([self._e.le(self._term(objective), self._e.num(k))])
@@ -198,35 +182,6 @@ class JointEncoding:
                     self._assert([self._e.le(self._e.num(lo), self._term(objective))])
         self.bound(objective, hi)
         return hi, lo >= hi
-
-    def squeeze(self, objective: str, lo: int, deadline: float | None, budget: float) -> tuple[int, bool]:
-        """The least k >= lo with objective <= k satisfiable, as `minimize`, probing from both ends
-        under a time budget per check: from below at lo (refuted: lo + 1 is proven and kept as a fact),
-        and from above an eighth of the gap under the last model's value (satisfiable: a better model).
-        When neither answers within the budget, it doubles. A check's time near an optimum is heavy-
-        tailed (the same bound: over 100 s once, 0.2 s another time), and a stopped check restarts
-        the solver's context (`_revive`), so short budgets with restarts beat one long check
-        (docs/benchmarks.md, log)."""
-        hi = self.value(objective)
-        while lo < hi:
-            moved = False
-            for k in dict.fromkeys((lo, hi - max(1, (hi - lo) // 8))):
-                until = time.monotonic() + budget if deadline is None else min(deadline, time.monotonic() + budget)
-                status = self.check(until, {objective: k})
-                if status == Status.SAT:
-                    hi, moved = min(k, self.value(objective)), True
-                    break
-                if status == Status.UNSAT:
-                    lo, moved = k + 1, True
-                    self._assert([self._e.le(self._e.num(lo), self._term(objective))])
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
-                    self.bound(objective, hi)
-                    return hi, False
-            if not moved:
-                budget *= 2
-        self.bound(objective, hi)
-        return hi, True
 
     def core(self) -> list:
         """The guard keys of the last unsat check's core (the solver's, not necessarily minimal)."""

@@ -175,29 +175,9 @@ def _minimize(enc: JointEncoding, below: int, deadline, report):
     ties = done
     for what, floor in TIE_BREAKS:
         report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
-        if what == "starts":
-            _, finished = enc.squeeze(what, _sum_floor(enc, length, deadline), deadline, SQUEEZE_SECONDS)
-        else:
-            _, finished = enc.minimize(what, floor, deadline)
+        _, finished = enc.minimize(what, floor, deadline)
         ties = ties and finished
     return length, done, ties and _first_starts(enc, deadline)
-
-
-SQUEEZE_SECONDS = 0.5  # the first budget of a check of the sum of starts (`JointEncoding.squeeze`)
-
-
-def _sum_floor(enc: JointEncoding, length: int, deadline) -> int:
-    """Assert the units' cuts at L <= length (cuts.py: every joint schedule meets them) and return a
-    proven lower bound on the sum of starts: the linear relaxation's, once the solver has refuted the
-    bound just below it (the proof stays the solver's; CBC only says where to look), else 0."""
-    from .cuts import sum_floor, unit_cuts
-    cuts = unit_cuts(enc.p, length)
-    enc.assert_cuts(cuts)
-    floor = sum_floor(enc.p, enc.lo, length, cuts)
-    if floor > 0 and enc.check(deadline, {"starts": floor - 1}) == Status.UNSAT:
-        enc.at_least("starts", floor)
-        return floor
-    return 0
 
 
 def _first_starts(enc: JointEncoding, deadline) -> bool:
