@@ -40,11 +40,11 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
         raise InputError(Diagnostic("--binding writes its files beside the kernel's, so it needs -o K.cu",
                                     hint="add -o kernel.cu"))
     from twill.pipeline import TimeLimitReached
-    from twill.sequence import is_sequence_file
+    from twill.sequence import Sequence, is_sequence_file
 
     from .common import graph_or_sequence
     found = None if source.endswith(".json") else graph_or_sequence(source, flags)
-    if source.endswith(".json") and is_sequence_file(source) or found is not None and not hasattr(found, "ops"):
+    if source.endswith(".json") and is_sequence_file(source) or isinstance(found, Sequence):
         _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found)
         return
     pending, options = None, None

@@ -40,10 +40,11 @@ def import_(ttgir, output, loop, strict, split_rows):
 
     if loop is None and split_rows == 1:  # tile loops one after the other: a sequence of loops
         from twill.fileio import read_text
+        from twill.sequence import Sequence
         from twill.tir_sequence import print_sequence
         from twill.ttgir.sequence import import_sequence
         found, warnings = import_sequence(read_text(ttgir, "TTGIR file"), ttgir, strict=strict)
-        if not hasattr(found, "ops"):
+        if isinstance(found, Sequence):
             for w in warnings:
                 click.echo(w.render(), err=True)
             text = print_sequence(found)

@@ -29,8 +29,8 @@ def solve(graph, gpu, output, fmt, swp_only, time_limit, smt_backend, no_cache, 
     g = graph_of_any(graph, flags)
     options = options_from_flags(flags, swp_only=swp_only, time_limit=time_limit, timings=timings, cache=not no_cache,
                             smt_backend=smt_backend)
-    if not hasattr(g, "ops"):  # loops in sequence: each solved alone, one twill-sequence/1 file
-        from twill.sequence import solve_sequence
+    from twill.sequence import Sequence, solve_sequence
+    if isinstance(g, Sequence):  # loops in sequence: each solved alone, one twill-sequence/1 file
         _emit_sequence(solve_sequence(g, machine, options, progress_printer(flags["quiet"])), fmt, output)
         return
     try:
