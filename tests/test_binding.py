@@ -141,8 +141,13 @@ def test_three_parts_stack_by_a_step_of_three():
     assert "p.a2_rows_step = 192;" in entry and "p.a2_rows_offset = 128;" in entry
     plan = mod.resolve(mod.SPEC, {"a": meta(mod, (384, 640)), "b": meta(mod, (640, 512))})
     assert (plan["tiles_m"], plan["tiles_n"], plan["iters"]) == (2, 2, 10)
-    with pytest.raises(mod.ArgumentError, match=r"a: M = 256 is not a positive multiple of 192"):
-        mod.resolve(mod.SPEC, {"a": meta(mod, (256, 640)), "b": meta(mod, (640, 512))})
+    assert (plan["m_extent"], plan["n_extent"]) == (0, 0)  # whole tiles
+    # M = 256 ends inside the second 192-row tile: two tiles, the last partial, and acc is 256 rows
+    plan = mod.resolve(mod.SPEC, {"a": meta(mod, (256, 640)), "b": meta(mod, (640, 504))})
+    assert (plan["tiles_m"], plan["tiles_n"], plan["m_extent"], plan["n_extent"]) == (2, 2, 256, 504)
+    assert plan["shapes"]["acc"] == (256, 504)
+    with pytest.raises(mod.ArgumentError, match=r"a: M = 0 is not a positive multiple of 192"):
+        mod.resolve(mod.SPEC, {"a": meta(mod, (0, 640)), "b": meta(mod, (640, 512))})
 
 
 def test_parts_that_are_not_numbered_in_a_row_stay_apart():
@@ -201,7 +206,7 @@ def fa3(mod, **change):
     (dict(k="noncontiguous"), r"^k: must be contiguous \(row-major \[\*batch, L, 128\]\)"),
     (dict(v="odd"), r"^v: its data must start on a 16-byte boundary"),
     (dict(v="cuda:1"), r"^v: on cuda:1, but the other tensors are on cuda:0$"),
-    (dict(q=(4, 500, 128)), r"^q: M = 500 is not a positive multiple of 128"),
+    (dict(q=(4, 500, 128), acc=(4, 512, 128)), r"^acc: gives M = 512, but q gives M = 500$"),
     (dict(q=(4, 512, 64)), r"^q: expected shape \[\*batch, M, 128\], got \[4, 512, 64\]"),
     (dict(k=(2, 2, 1024, 128)), r"^k: batch dimensions \[2, 2\] differ from q's \[4\]"),
     (dict(v=(4, 1000, 128)), r"^v: gives L = 1000, but k gives L = 1024$"),

@@ -275,6 +275,54 @@ def test_attention_backward_with_a_partial_last_query_tile_matches_torch():
         assert g.rel_err(got, ref) < 1e-2
 
 
+# -- a partial last tile along the grid's axes (twill/emit/partial.py) --------------------------------
+
+def _inside(shape, dtype=torch.float16, tail=4096):
+    """A NaN-filled contiguous tensor of `shape` at the start of a larger buffer, and the buffer: the
+    tail past it must still be NaN after the kernel ran (nothing written past the extents)."""
+    n = math.prod(shape)
+    buf = torch.full((n + tail,), float("nan"), device="cuda", dtype=dtype)
+    return buf[:n].view(shape), buf[n:]
+
+
+@pytest.mark.parametrize("fixture, M, N, K", [
+    ("gemm_hopper.h100", 1000, 1096, 1000),  # TMA stores, 128 x 256 tiles: 8 x 5 tiles, both edges partial
+    ("gemm_k16n32.h100", 187, 56, 128),  # the threads' own stores (frag_to_global_clip), 64 x 32 tiles
+])
+def test_gemm_with_partial_last_row_and_column_tiles_matches_torch(fixture, M, N, K):
+    g = _bench()
+    mod = binding(fixture)
+    torch.manual_seed(M + N)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    [out] = [x for x in mod.SPEC["args"] if x["output"]]
+    c, tail = _inside((M, N), dtype=getattr(torch, out["dtype"]))
+    assert mod.run(a, b, **{out["name"]: c}) is c
+    torch.cuda.synchronize()
+    assert int(torch.isnan(c).sum()) == 0 and bool(torch.isnan(tail).all())
+    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
+
+
+def test_attention_with_a_partial_last_query_tile_matches_torch():
+    """1000 queries in 128-row tiles: the last tile's rows past the end read zeros (TMA), compute a
+    softmax of their own, and are written nowhere (O through TMA, m and l by frag_to_buffer_clip)."""
+    g = _bench()
+    mod = binding("attention_fwd_hopper.h100")
+    BH, Nq, keys, D = 4, 1000, 1024, 128
+    torch.manual_seed(Nq)
+    q = torch.randn(BH, Nq, D, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(BH, keys, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    (o, o_tail), (m, m_tail), (l, l_tail) = (_inside((BH, Nq, D)), _inside((BH, Nq), torch.float32),
+                                             _inside((BH, Nq), torch.float32))
+    scale = 1 / math.sqrt(D)
+    mod.run(q, k, v, acc=o, m=m, l=l, exp2_scale=scale * LOG2E)
+    torch.cuda.synchronize()
+    assert int(torch.isnan(o).sum() + torch.isnan(m).sum() + torch.isnan(l).sum()) == 0
+    assert all(bool(torch.isnan(t).all()) for t in (o_tail, m_tail, l_tail))
+    assert g.rel_err(o, g.reference_attention(q, k, v, scale, BH)) < 1e-2
+    assert g.rel_err(m, (q.float() @ k.float().transpose(1, 2)).amax(-1)) < 1e-3
+
+
 # -- 8-bit mma inputs (tests/data/tir/gemm_fp8_e4m3.tir, gemm_i8.tir; the corpus fp8 GEMM) --------
 
 @pytest.mark.parametrize("fixture, n, out_dtype", [

@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE.parent))
 LOG2E = 1.4426950408889634
 EXP2_FROM = {"attn_kvlen": "sm_scale", "attn_d64": "sm_scale"}
 # per kernel, the sizes checked: the first with M, N whole tiles (the binding's rule) and a ragged loop
-# (K = 1000, 1000 keys); the second the kernel's ragged default, which the binding may refuse (recorded)
+# (K = 1000, 1000 keys); the second the kernel's ragged default (a partial last M and N tile, partial.py)
 SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": [{"N": 1024}, None],
          "attn_kvlen": [None], "softmax_gemm": [None], "gemm_int8_scaled": [None]}
 

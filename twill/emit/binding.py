@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import epilogue
+from . import epilogue, partial
 from .batch_groups import field_of as group_field_of, shareable
 from .descale import has_scale
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
@@ -250,6 +250,7 @@ def spec(renderer, kernel_file: str, entry: str) -> dict:
             "stages": m.stages, "loop_step": m.ragged.step,
             "ragged": bool(m.ragged.step) and not renderer.ragged_refusal,
             "ragged_why": renderer.ragged_refusal, "axes": sorted(renderer.grid_axes()),
+            "partial": dict(sorted(renderer.partial.items())),
             "args": [a.spec() for a in arguments(renderer)], **_scalar_spec(renderer)}
 
 
@@ -273,8 +274,8 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         "// -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).",
         f"#include \"{kernel_file}\"",
         "",
-        "extern \"C\" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,",
-        "                            float out_scale,",
+        "extern \"C\" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, int m_extent,",
+        "                            int n_extent, float exp2_scale, float out_scale,",
         "                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,",
         "                            void* stream) {",
         f"  {ns}::Problem p;",
@@ -282,6 +283,8 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         "  p.tiles_n = tiles_n;",
         "  p.iters = iters;",
         "  p.loop_extent = loop_extent;",
+        *[f"  p.{partial.FIELD[ax]} = {partial.FIELD[ax]};" if ax in renderer.partial
+          else f"  (void){partial.FIELD[ax]};  // the kernel has no tiles along {ax.upper()}" for ax in partial.GRID_AXES],
         "  p.batch = batch;",
         "  p.exp2_scale = exp2_scale;",
         "  p.persistent = persistent;",
@@ -318,8 +321,8 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
 
 # ---- the Python module ---------------------------------------------------------------------------
 
-_SYMBOL_DOC = {"M": "the rows the grid walks (blockIdx.x), a multiple of its tile",
-               "N": "the columns the grid walks (blockIdx.y), a multiple of its tile",
+_SYMBOL_DOC = {"M": "the rows the grid walks (blockIdx.x)",
+               "N": "the columns the grid walks (blockIdx.y)",
                "L": "the loop's extent (a GEMM's K, attention's keys)",
                "I": "the loop's iterations (a tile per iteration)"}
 
@@ -329,9 +332,10 @@ def _layout(a: Argument) -> str:
     return layout(a.spec())
 
 
-def _arg_doc(a: Argument) -> str:
+def _arg_doc(a: Argument, partial: dict[str, str]) -> str:
     from .binding_runtime import SYMBOLS
-    grid = [f"{SYMBOLS[ax]} a multiple of {size}" for ax, size in a.dims if ax in ("m", "n")]
+    grid = [f"{SYMBOLS[ax]} {'a multiple' if partial.get(ax) else 'in tiles'} of {size}" for ax, size in a.dims
+            if ax in ("m", "n")]
     how = (f" (blocks of {a.parts[1].offset} of each {a.parts[0].step} along M)" if a.parts[-1].label
            else " (views of it: strided loads)")
     parts = ("; the graph's " + ", ".join(x.value for x in a.parts) + how) if len(a.parts) > 1 else ""
@@ -365,17 +369,21 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=()) -> lis
     loop = (f"L any number of elements (a partial last tile of {step})" if data["ragged"]
             else f"L a multiple of {step} ({data['ragged_why']})" if step else "")
     used = sorted({s for a in args for s in re.findall(r"\b[MNLI]\b", _layout(a))})
+    grid = {"M": data["partial"].get("m"), "N": data["partial"].get("n")}
+    extent = {s: ("any number (the last tile may be partial)" if why == "" else f"whole tiles only ({why})")
+              for s, why in grid.items() if why is not None}
     return [
         f'    """Run kernel {m.schedule.kernel}. Every tensor is row-major (contiguous) on one CUDA device, with',
         "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
         "",
-        *[f"    {_arg_doc(a)}" for a in args],
+        *[f"    {_arg_doc(a, data['partial'])}" for a in args],
         *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the epilogue's scalar "
           f"{p.scalar})" for p in params if p.scalar is not None],
         *([f"    {', '.join(unread)}: arguments of the Triton kernel that the graph does not read (sizes and "
            "strides come from the tensors' shapes)"] if unread else []),
         "",
-        *[f"    {s}: {_SYMBOL_DOC[s]}" + (f"; {loop}" if s == "L" and loop else "") for s in used],
+        *[f"    {s}: {_SYMBOL_DOC[s]}" + (f"; {loop}" if s == "L" and loop else "")
+          + (f", {extent[s]}" if s in extent else "") for s in used],
         "",
         *[f"    {k}={default}: {doc}" for k, default, doc in keywords],
         "",

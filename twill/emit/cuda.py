@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import batch_groups, descale, epilogue, masks, runtime
+from . import batch_groups, descale, epilogue, masks, partial, runtime
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -36,6 +36,8 @@ class Renderer(Stores, Kernel):
         # op -> (value, dim) of the partial-tile masks the kernel emits: none where it refuses one
         self.masks = {} if self.ragged_refusal else model.ragged.mask_at
         self.masked_roles = {model.op_role[op] for op in self.masks}  # their functions take kTail
+        # grid axis -> why its last tile may not be partial ("": it may; partial.py)
+        self.partial = partial.plan(model, bool(self.causal.masks))
 
     # -- the file --------------------------------------------------------------------------------
     def render(self) -> str:
@@ -134,7 +136,7 @@ class Renderer(Stores, Kernel):
             + (f": not here, {why}" if why else ""),
             "static_assert(kLoopStep > 0 || !kRagged, \"a partial last tile needs a loop step\");",
             f"constexpr bool kMasks = {'true' if self.masks else 'false'};  // a role masks a partial last "
-            "tile (kernel<..., true>, launched only for one)")
+            "tile (kernel<..., true>, launched only for one)", *partial.constant_lines(self.partial))
         if m.ctas_per_sm > 1:
             out(f"constexpr int kCtasPerSm = {m.ctas_per_sm};  // CTAs an SM runs at once: the roles' registers "
                 f"and shared memory fit {m.ctas_per_sm} (occupancy.py)")
@@ -243,6 +245,8 @@ class Renderer(Stores, Kernel):
             "int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)",
             *(["int raster_group;  // tile rows numbered together (twill::tile_of)"] if rastered(self.m) else []),
             "int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)",
+            *[f"int {partial.FIELD[ax]};  // Problem::{partial.FIELD[ax]}: 0, or where the last tile along "
+              f"{ax.upper()} ends (partial.py)" for ax in partial.GRID_AXES if ax in self.partial],
             "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)", *epilogue.arg_fields(self.m))
         for t in self.pointer_tensors():
             const = "const " if t.kind == "input" else ""

@@ -250,18 +250,12 @@ class Finalizer:
         (the role's fragment of it, as the loop's register inputs are read)."""
         m, r = self.m, self.body.r
         tensor = next(x for x in m.tensors if x.kind == "input" and x.value == name)
-        rows, cols, batch = r._origin(tensor, "0")
-        ncols = r._extent(tensor, 1)
-        nrows = "1" if tensor.rank == 1 else r._extent(tensor, 0)
-        base = f"args.{tensor.name} + static_cast<size_t>({batch}) * {nrows} * {ncols}"
         if t.elements == 1:
+            _, _, batch = r._origin(tensor, "0")
+            nrows = "1" if tensor.rank == 1 else r._extent(tensor, 0)
+            base = f"args.{tensor.name} + static_cast<size_t>({batch}) * {nrows} * {r._extent(tensor, 1)}"
             return Arg(name, t, "init", f"twill::to_float<{ctype(t.dtype)}>(({base})[0])")
-        kind = vector_kind(t)
         frag = f"{local(name)}_ep"
         out(f"{fragment_type(m, t, self.body.groups)} {frag};  // epilogue input {name}")
-        if kind == "cols":
-            out(f"twill::global_to_frag({frag}, {base} + {cols}, 0, 0, 0);")
-        else:
-            out(f"twill::global_to_frag({frag}, {base} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
-                f"{self.body.row0(t.shape[0])}, 0, {ncols});")
+        r.read_input(out, frag, tensor, self.body.row0(t.shape[0]), cols_vector=vector_kind(t) == "cols")
         return Arg(name, t, "reg", frag)

@@ -8,7 +8,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import batch_groups, descale, epilogue
+from . import batch_groups, descale, epilogue, partial
 from .model import DIM_LABELS, dtype_bytes, plain_box, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
@@ -16,8 +16,9 @@ from .template import fill
 
 def _extent(t, dim: int) -> str:
     axis, size, step = t.axes[dim], t.tile[dim], f"p.{t.name}_{DIM_LABELS[dim]}_step"
-    return {"m": f"static_cast<uint64_t>(p.tiles_m) * {step}", "n": f"static_cast<uint64_t>(p.tiles_n) * {step}",
-            "loop": f"loop_elements(p, {size})"}.get(axis, f"uint64_t({size})")
+    if axis in partial.GRID_AXES:  # the caller's extent, else whole tiles
+        return partial.extent(axis, f"p.tiles_{axis}", step)
+    return {"loop": f"loop_elements(p, {size})"}.get(axis, f"uint64_t({size})")
 
 
 def _dims(t) -> tuple[str, str, str]:
@@ -40,7 +41,7 @@ def host_launcher(r) -> str:
     extent_check = ("if (p.loop_extent < 0 || (p.loop_extent % kLoopStep != 0 && !kRagged))" if m.ragged.step
                     else "if (p.loop_extent != 0)")
     return fill("host.tpl", ns=r.ns, problem_fields=_problem_fields(r, every), loop_iters=loop_iters,
-                extent_check=extent_check, checks=_checks(every, maps), args=_args(r, every),
+                extent_check=extent_check, checks=_checks(r, every, maps), args=_args(r, every),
                 launch_args=", ".join([f"tm_{t.name}" for t in maps] + ["args"]), persistent_grid=_grid(r.m),
                 elements=[f"inline size_t elements_{t.name}(const Problem& p) {{ return static_cast<size_t>("
                           f"{' * '.join(_dims(t))}); }}" for t in every],
@@ -56,7 +57,7 @@ def _grid(m) -> str:
 
 def _problem_fields(r, every) -> list[str]:
     """Problem's epilogue scalars, pointers, raster group and tile placements."""
-    lines = [x[2:] for x in epilogue.problem_fields(r.m)]
+    lines = [x[2:] for x in epilogue.problem_fields(r.m)] + partial.problem_lines(r.partial)
     for t in every:
         const = "const " if t.kind in ("input", "load") else ""
         lines.append(f"{const}{ctype(t.dtype)}* {t.name} = nullptr;  // {t.kind} {t.value}: {r.shape_doc(t)}")
@@ -69,7 +70,7 @@ def _problem_fields(r, every) -> list[str]:
     return lines + ([descale.PROBLEM_LINE] if descale.has_scale(r.m) else [])
 
 
-def _checks(every, maps) -> list[str]:
+def _checks(r, every, maps) -> list[str]:
     """launch's checks of the pointers and placements, then one tensor map per TMA tensor."""
     lines = []
     for t in every:
@@ -78,6 +79,7 @@ def _checks(every, maps) -> list[str]:
             lines.append(f"if (p.{t.name}_{label}_offset < 0 || p.{t.name}_{label}_offset + {t.tile[d]} > "
                          f"p.{t.name}_{label}_step) return cudaErrorInvalidValue;")
     lines += batch_groups.launch_lines(every)
+    lines += partial.launch_checks(r.partial, every)
     for t in maps:
         rows, cols, batch = _dims(t)
         esize = dtype_bytes(t.dtype)
@@ -95,6 +97,7 @@ def _args(r, every) -> list[str]:
     """The kernel's Args from the Problem: raster group, pointers, placements."""
     lines = [x[2:] for x in epilogue.copy_fields(r.m)]
     lines += ["args.raster_group = p.raster_group;"] if rastered(r.m) else []
+    lines += [f"args.{partial.FIELD[ax]} = p.{partial.FIELD[ax]};" for ax in partial.GRID_AXES if ax in r.partial]
     lines += [f"args.{t.name} = p.{t.name};" for t in r.pointer_tensors()]
     for t in every:
         for _, label in t.placed_dims():

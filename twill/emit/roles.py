@@ -140,12 +140,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             if t.kind == "input" and m.values[t.value].type.space != "smem" and t.value in reads:
                 vt = m.values[t.value].type
                 out(f"{fragment_type(m, vt, self.groups)} {local(t.value)};")
-                rows, cols, batch = self.r._origin(t, "0")
-                ncols = self.r._extent(t, 1)
-                nrows = "1" if t.rank == 1 else self.r._extent(t, 0)
-                out(f"twill::global_to_frag({local(t.value)}, args.{t.name} + static_cast<size_t>({batch}) * "
-                    f"{nrows} * {ncols} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
-                    f"{self.row0(vt.shape[0])}, 0, {ncols});")
+                self.r.read_input(out, local(t.value), t, self.row0(vt.shape[0]))
         prologue.emit(self, out, reads)
 
     def _input_loader(self) -> str:

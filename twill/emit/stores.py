@@ -4,7 +4,7 @@ each thread its elements (float2 atomics where several CTAs add into one tile), 
 swizzled shared-memory staging and TMA, 128-byte column blocks at a time."""
 from __future__ import annotations
 
-from . import batch_groups
+from . import batch_groups, partial
 from .lines import Lines
 from .model import DIM_LABELS, EmitError
 from .ops import ctype
@@ -39,9 +39,32 @@ class Stores:
 
     def _extent(self, t, dim: int) -> str:
         axis, size, label = t.axes[dim], t.tile[dim], DIM_LABELS[dim]
-        return {"m": f"args.tiles_m * args.{t.name}_{label}_step",
-                "n": f"args.tiles_n * args.{t.name}_{label}_step",
-                "loop": f"{self.loop_count()} * {size}"}.get(axis, str(size))
+        if axis in partial.GRID_AXES:  # the caller's extent (a partial last tile), else whole tiles
+            step = f"args.{t.name}_{label}_step"
+            return f"static_cast<int>({partial.extent(axis, f'args.tiles_{axis}', step, prefix='args.')})"
+        return {"loop": f"{self.loop_count()} * {size}"}.get(axis, str(size))
+
+    def _clipped(self, t) -> list[int]:
+        """The dimensions of t along which its last tile may be partial (partial.py)."""
+        return [d for d, _ in t.placed_dims() if self.partial.get(t.axes[d]) == ""]
+
+    def read_input(self, out: Lines, frag: str, t, row0: str, cols_vector: bool = False) -> None:
+        """Input tensor t's tile into fragment `frag` (a register input of the loop, an epilogue's
+        operand), each thread its elements from global memory; where the last tile along a grid axis
+        may be partial, the elements past the caller's extent read 0 (partial.py)."""
+        rows, cols, batch = self._origin(t, "0")
+        ncols = self._extent(t, 1)
+        nrows = "1" if t.rank == 1 else self._extent(t, 0)
+        base = f"args.{t.name} + static_cast<size_t>({batch}) * {nrows} * {ncols}"
+        if self._clipped(t):
+            left = f"{ncols} - ({cols})" if t.rank == 1 else f"{nrows} - ({rows})"
+            out(f"twill::global_to_frag_clip({frag}, {base} + static_cast<size_t>({rows}) * {ncols} + {cols}, {row0}, "
+                f"{ncols}, {left}, {ncols} - ({cols}));")
+        elif cols_vector:
+            out(f"twill::global_to_frag({frag}, {base} + {cols}, 0, 0, 0);")
+        else:
+            out(f"twill::global_to_frag({frag}, {base} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
+                f"{row0}, 0, {ncols});")
 
     def _stores(self, out: Lines) -> None:
         tensors = [t for t in self.m.tensors if t.kind in ("output", "store")]
@@ -75,14 +98,27 @@ class Stores:
         nrows = "1" if t.rank == 1 else self._extent(t, 0)
         ncols = self._extent(t, 1)
         out(f"const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
+        clipped = self._clipped(t)
         if t.rank == 1:  # the column origin as one offset: no tile-invariant part of it is kept across tiles
-            out(f"twill::frag_to_buffer(args.{t.name} + batch + static_cast<size_t>({cols}), f, row0, 0);")
-        elif shared:  # every CTA of the grid writes this tile: they add into it (zero it first)
-            out(f"twill::frag_add_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
+            if clipped:  # the vector's elements past the caller's extent are not written
+                out(f"const int c0 = {cols};",
+                    f"twill::frag_to_buffer_clip(args.{t.name} + batch + static_cast<size_t>(c0), f, row0, "
+                    f"{ncols} - c0);")
+            else:
+                out(f"twill::frag_to_buffer(args.{t.name} + batch + static_cast<size_t>({cols}), f, row0, 0);")
+            return
+        call = "frag_add_global" if shared else "frag_to_global"  # shared: CTAs add into the tile (zeroed first)
+        if not clipped:
+            out(f"twill::{call}(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
                 f"{cols}, {ncols});")
-        else:
-            out(f"twill::frag_to_global(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
-                f"{cols}, {ncols});")
+            return
+        # a partial last tile along a grid axis: whole tiles store as above, the last one element by element
+        out(f"const int r0 = {rows}, c0 = {cols}, ld = {ncols}, rows_left = {nrows} - r0;",
+            f"{ctype(t.dtype)}* dst = args.{t.name} + batch + static_cast<size_t>(r0) * ld;")
+        with out.block(f"if (rows_left >= {t.tile[0]} && c0 + {t.tile[1]} <= ld)"):
+            out(f"twill::{call}(dst, f, row0, c0, ld);")
+        with out.block("else"):
+            out(f"twill::{call}_clip(dst, f, row0, c0, ld, rows_left, ld);")
 
     def _tma_store(self, out: Lines, t, st, shared: bool) -> None:
         """The warpgroup writes the tile into shared memory (the swizzled layout of Tile), and one

@@ -13,6 +13,12 @@
 
 namespace twill {
 
+// A tensor's extent along a grid axis in elements: the caller's (Problem::m_extent, n_extent; the
+// last tile partial), else `tiles` whole tiles of `step`.
+__host__ __device__ __forceinline__ uint64_t grid_extent(int extent, int tiles, int step) {
+  return extent > 0 ? static_cast<uint64_t>(extent) : static_cast<uint64_t>(tiles) * static_cast<uint64_t>(step);
+}
+
 // ---- shared memory and mbarriers -------------------------------------------------------------
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -634,6 +640,55 @@ template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {
   buffer_to_frag(f, ptr + static_cast<size_t>(col0), row0, ld);
 }
+// The same, clipped at a tensor's end (a partial last tile along a grid axis, partial.py): only the
+// elements of rows below rows_left (counted from ptr) and columns below col_end are written.
+template <typename T, typename F>
+__device__ __forceinline__ void frag_to_global_clip(T* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                    int col_end) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) ptr[static_cast<size_t>(r) * ld + c] = from_float<T>(at<false>(f, b, i));
+    }
+}
+template <typename F>
+__device__ __forceinline__ void frag_add_global_clip(float* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                     int col_end) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) atomicAdd(ptr + static_cast<size_t>(r) * ld + c, at<false>(f, b, i));
+    }
+}
+// A row vector's elements below n (counted from buf).
+template <typename T, int MB>
+__device__ __forceinline__ void frag_to_buffer_clip(T* buf, const Rows<MB>& r, int row0, int n) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (threadIdx.x % 4 == 0 && row0 + rows_row(b, h) < n) buf[row0 + rows_row(b, h)] = from_float<T>(r.x[b][h]);
+}
+// A tile of global memory into a fragment, element (r, c) at ptr[r * ld + c] (ptr: the tile's
+// origin), 0 past rows_left rows and cols_left columns (a partial last tile along a grid axis).
+template <typename T, typename F>
+__device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0, int ld, int rows_left, int cols_left) {
+  for_each(f, [&](int b, int i) {
+    const int r = row0 + frag_row(b, i), c = frag_col(i);
+    return r < rows_left && c < cols_left ? to_float<T>(ptr[static_cast<size_t>(r) * ld + c]) : 0.f;
+  });
+}
+template <typename T, int MB>
+__device__ __forceinline__ void global_to_frag_clip(Rows<MB>& v, const T* ptr, int row0, int, int rows_left, int) {
+  for_each(v, [&](int b, int h) {
+    const int r = row0 + rows_row(b, h);
+    return r < rows_left ? to_float<T>(ptr[r]) : 0.f;
+  });
+}
 
 // ---- the known opcodes' math ---------------------------------------------------------------------
 // exp2: exp2((x - b) * scale), b broadcast along rows (the softmax numerator, or the rescale factor
@@ -778,6 +833,11 @@ template <typename T, int ROWS, int COLS, int N>
 __device__ __forceinline__ void tile_to_frag(Cols<N>& c, const void* tile, int) {
   const ColsView<N, T> v{tile};
   for_each(c, [&](int b, int i) { return at<false>(v, b, i); });
+}
+// A [1, N] vector of global memory, 0 past cols_left columns (a partial last tile along N).
+template <typename T, int N>
+__device__ __forceinline__ void global_to_frag_clip(Cols<N>& v, const T* ptr, int, int, int, int cols_left) {
+  for_each(v, [&](int, int i) { return frag_col(i) < cols_left ? to_float<T>(ptr[frag_col(i)]) : 0.f; });
 }
 
 // The minimum of each row (reduce_min along the last axis).

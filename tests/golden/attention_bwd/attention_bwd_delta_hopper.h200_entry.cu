@@ -4,8 +4,8 @@
 // -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).
 #include "attention_bwd_delta_hopper.h200.cu"
 
-extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,
-                            float out_scale,
+extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, int m_extent,
+                            int n_extent, float exp2_scale, float out_scale,
                             int persistent, int raster_group, void* const* tensors, const int* batch_groups,
                             void* stream) {
   twill_attention_bwd_delta_hopper::Problem p;
@@ -13,6 +13,8 @@ extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent
   p.tiles_n = tiles_n;
   p.iters = iters;
   p.loop_extent = loop_extent;
+  (void)m_extent;  // the kernel has no tiles along M
+  (void)n_extent;  // the kernel has no tiles along N
   p.batch = batch;
   p.exp2_scale = exp2_scale;
   p.persistent = persistent;

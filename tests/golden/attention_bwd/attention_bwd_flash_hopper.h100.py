@@ -38,7 +38,7 @@ def describe(t):
 
 
 def layout(arg):
-    """The shape an argument takes, as text: `[*batch, M, 128]` (M a multiple of the tile)."""
+    """The shape an argument takes, as text: `[*batch, M, 128]`."""
     div = arg.get("iter_div", 1)
     dims = ["*batch"] + ([("I" if div == 1 else f"ceil(I/{div})")] if arg["per_iteration"] else [])
     for axis, size in arg["dims"]:
@@ -145,14 +145,18 @@ def _unify(spec, arg, key, size, extent, known, who, shape):
                                 f"kernel's tile has {size})")
         return
     what = SYMBOLS[key]
-    if extent < 1 or extent % size:
+    why = spec.get("partial", {}).get(key) if key in ("m", "n") else None  # "": a partial last tile is taken
+    if extent < 1 or (extent % size and why != ""):
         raise ArgumentError(f"{name}: {what} = {extent} is not a positive multiple of {size} (shape {layout(arg)}; "
-                            f"the kernel's tile is {size} along it)")
-    value = extent // size
-    if key in known and known[key] != value:
-        raise ArgumentError(f"{name}: gives {what} = {extent}, but {who[key][0]} gives {what} = "
-                            f"{known[key] * who[key][1]}")
-    known[key], who[key] = value, (name, size)
+                            f"the kernel's tile is {size} along it" + (f", and it takes no partial last tile: {why})"
+                                                                        if why else ")"))
+    value = -(-extent // size)
+    if key in known and (known[key] != value or (who[key][1] == size and who[key][2] != extent)):
+        raise ArgumentError(f"{name}: gives {what} = {extent}, but {who[key][0]} gives {what} = {who[key][2]}")
+    if key in known and who[key][1] != size and (extent % size or who[key][2] % who[key][1]):
+        raise ArgumentError(f"{name}: {what} = {extent} in tiles of {size}, but {who[key][0]} has tiles of "
+                            f"{who[key][1]} along it ({what} = {who[key][2]}): a partial last tile needs one tile size")
+    known[key], who[key] = value, (name, size, extent)
 
 
 def _finish(spec, known, who, batch_shape, device, iters):
@@ -192,6 +196,8 @@ def _finish(spec, known, who, batch_shape, device, iters):
         for key, size in _extents(spec, a):
             if key.startswith("iters/"):
                 shape.append(-(-known["iters"] // int(key.split("/")[1])) * size)
+            elif key in ("m", "n") and who[key][1] == size:  # the extent given (its last tile may be partial)
+                shape.append(who[key][2])
             else:
                 shape.append(size if key == "fixed" else known[key] * size)
         shapes[a["name"]] = tuple(shape)
@@ -199,7 +205,10 @@ def _finish(spec, known, who, batch_shape, device, iters):
             raise ArgumentError(f"{a['name']}: rows of {shape[-1]} elements are not a multiple of 16 bytes, "
                                 f"which TMA needs")
     batch = math.prod(batch_shape)
+    # the extents in elements where a last tile is partial (0: whole tiles)
+    ends = {k: who[k][2] if k in who and who[k][2] % who[k][1] else 0 for k in ("m", "n")}
     return {"tiles_m": known.get("m", 1), "tiles_n": known.get("n", 1), "iters": known["iters"],
+            "m_extent": ends["m"], "n_extent": ends["n"],
             "loop_extent": known.get("loop", 0) if step else 0, "batch": batch, "batch_shape": tuple(batch_shape),
             "device": device, "shapes": shapes}
 
@@ -268,7 +277,7 @@ def library(spec, here, directory=None):
         if key not in _LIBS:
             lib = ctypes.CDLL(build(spec, here, directory))
             lib.twill_launch.restype = ctypes.c_int
-            lib.twill_launch.argtypes = [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int,
+            lib.twill_launch.argtypes = [ctypes.c_int] * 7 + [ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int,
                                                                ctypes.POINTER(ctypes.c_void_p),
                                                                ctypes.POINTER(ctypes.c_int), ctypes.c_void_p]
             if spec.get("scalars"):  # the epilogue's scalars, after the stream
@@ -325,7 +334,7 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
         s = torch.cuda.current_stream(device) if stream is None else stream
         more = [(ctypes.c_double * len(extra))(*extra)] if spec.get("scalars") else []
         err = lib.twill_launch(plan["tiles_m"], plan["tiles_n"], plan["iters"], plan["loop_extent"], plan["batch"],
-                               float(exp2_scale), float(out_scale), int(persistent), int(raster_group), ptrs, groups,
+                               plan["m_extent"], plan["n_extent"], float(exp2_scale), float(out_scale), int(persistent), int(raster_group), ptrs, groups,
                                ctypes.c_void_p(s.cuda_stream), *more)
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {lib.twill_error_string(err).decode()} "
@@ -381,6 +390,8 @@ SPEC = {'kernel': 'attention_bwd_flash_hopper',
  'ragged': True,
  'ragged_why': '',
  'axes': ['m', 'n'],
+ 'partial': {'m': "op 'dq' reduces along M, so padded elements would enter its result",
+             'n': "op 's' reduces along N, so padded elements would enter its result"},
  'args': [{'name': 'k',
            'output': False,
            'dtype': 'float16',
@@ -482,8 +493,8 @@ def attention_bwd_flash_hopper(k, v, q, do, lse, dlt, softmax_scale, *, dq=None,
     softmax_scale: a Python float (the epilogue's scalar softmax_scale)
 
     L: the loop's extent (a GEMM's K, attention's keys); L any number of elements (a partial last tile of 64)
-    M: the rows the grid walks (blockIdx.x), a multiple of its tile
-    N: the columns the grid walks (blockIdx.y), a multiple of its tile
+    M: the rows the grid walks (blockIdx.x), whole tiles only (op 'dq' reduces along M, so padded elements would enter its result)
+    N: the columns the grid walks (blockIdx.y), whole tiles only (op 's' reduces along N, so padded elements would enter its result)
 
     exp2_scale=1.0: exp2 computes exp2((x - b) * exp2_scale): log2(e) / sqrt(D) for attention
     persistent=-1: 1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice

@@ -15,6 +15,12 @@
 
 namespace twill {
 
+// A tensor's extent along a grid axis in elements: the caller's (Problem::m_extent, n_extent; the
+// last tile partial), else `tiles` whole tiles of `step`.
+__host__ __device__ __forceinline__ uint64_t grid_extent(int extent, int tiles, int step) {
+  return extent > 0 ? static_cast<uint64_t>(extent) : static_cast<uint64_t>(tiles) * static_cast<uint64_t>(step);
+}
+
 // ---- shared memory and mbarriers -------------------------------------------------------------
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -636,6 +642,55 @@ template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {
   buffer_to_frag(f, ptr + static_cast<size_t>(col0), row0, ld);
 }
+// The same, clipped at a tensor's end (a partial last tile along a grid axis, partial.py): only the
+// elements of rows below rows_left (counted from ptr) and columns below col_end are written.
+template <typename T, typename F>
+__device__ __forceinline__ void frag_to_global_clip(T* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                    int col_end) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) ptr[static_cast<size_t>(r) * ld + c] = from_float<T>(at<false>(f, b, i));
+    }
+}
+template <typename F>
+__device__ __forceinline__ void frag_add_global_clip(float* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                     int col_end) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) atomicAdd(ptr + static_cast<size_t>(r) * ld + c, at<false>(f, b, i));
+    }
+}
+// A row vector's elements below n (counted from buf).
+template <typename T, int MB>
+__device__ __forceinline__ void frag_to_buffer_clip(T* buf, const Rows<MB>& r, int row0, int n) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (threadIdx.x % 4 == 0 && row0 + rows_row(b, h) < n) buf[row0 + rows_row(b, h)] = from_float<T>(r.x[b][h]);
+}
+// A tile of global memory into a fragment, element (r, c) at ptr[r * ld + c] (ptr: the tile's
+// origin), 0 past rows_left rows and cols_left columns (a partial last tile along a grid axis).
+template <typename T, typename F>
+__device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0, int ld, int rows_left, int cols_left) {
+  for_each(f, [&](int b, int i) {
+    const int r = row0 + frag_row(b, i), c = frag_col(i);
+    return r < rows_left && c < cols_left ? to_float<T>(ptr[static_cast<size_t>(r) * ld + c]) : 0.f;
+  });
+}
+template <typename T, int MB>
+__device__ __forceinline__ void global_to_frag_clip(Rows<MB>& v, const T* ptr, int row0, int, int rows_left, int) {
+  for_each(v, [&](int b, int h) {
+    const int r = row0 + rows_row(b, h);
+    return r < rows_left ? to_float<T>(ptr[r]) : 0.f;
+  });
+}
 
 // ---- the known opcodes' math ---------------------------------------------------------------------
 // exp2: exp2((x - b) * scale), b broadcast along rows (the softmax numerator, or the rescale factor
@@ -798,6 +853,8 @@ constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
 constexpr bool kMasks = true;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
+constexpr bool kPartialM = false;  // op 'dq' reduces along M, so padded elements would enter its result
+constexpr bool kPartialN = false;  // op 's' reduces along N, so padded elements would enter its result
 constexpr int kSmemModel = 132096;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -829,6 +886,8 @@ struct Args {
   int iters;  // loop iterations (at least kStages)
   int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)
   int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)
+  int m_extent;  // Problem::m_extent: 0, or where the last tile along M ends (partial.py)
+  int n_extent;  // Problem::n_extent: 0, or where the last tile along N ends (partial.py)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float softmax_scale;  // epilogue scalar softmax_scale
   float* store_0;  // store dq: f32 [batch][iters*64][tiles_n*128]
@@ -895,8 +954,8 @@ __device__ __forceinline__ void store_out_dk(Smem& sm, const Maps& tm, const Arg
   (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_dk_rows_step * args.tiles_n * args.out_dk_cols_step;
-  twill::frag_to_global(args.out_dk + batch + static_cast<size_t>(tile.m * args.out_dk_rows_step + args.out_dk_rows_offset) * args.tiles_n * args.out_dk_cols_step, f, row0, tile.n * args.out_dk_cols_step + args.out_dk_cols_offset, args.tiles_n * args.out_dk_cols_step);
+  const size_t batch = static_cast<size_t>(tile.b) * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_dk_rows_step)) * static_cast<int>(twill::grid_extent(args.n_extent, args.tiles_n, args.out_dk_cols_step));
+  twill::frag_to_global(args.out_dk + batch + static_cast<size_t>(tile.m * args.out_dk_rows_step + args.out_dk_rows_offset) * static_cast<int>(twill::grid_extent(args.n_extent, args.tiles_n, args.out_dk_cols_step)), f, row0, tile.n * args.out_dk_cols_step + args.out_dk_cols_offset, static_cast<int>(twill::grid_extent(args.n_extent, args.tiles_n, args.out_dk_cols_step)));
 }
 
 template <typename F>
@@ -905,8 +964,8 @@ __device__ __forceinline__ void store_out_dv(Smem& sm, const Maps& tm, const Arg
   (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_dv_rows_step * args.tiles_n * args.out_dv_cols_step;
-  twill::frag_to_global(args.out_dv + batch + static_cast<size_t>(tile.m * args.out_dv_rows_step + args.out_dv_rows_offset) * args.tiles_n * args.out_dv_cols_step, f, row0, tile.n * args.out_dv_cols_step + args.out_dv_cols_offset, args.tiles_n * args.out_dv_cols_step);
+  const size_t batch = static_cast<size_t>(tile.b) * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_dv_rows_step)) * static_cast<int>(twill::grid_extent(args.n_extent, args.tiles_n, args.out_dv_cols_step));
+  twill::frag_to_global(args.out_dv + batch + static_cast<size_t>(tile.m * args.out_dv_rows_step + args.out_dv_rows_offset) * static_cast<int>(twill::grid_extent(args.n_extent, args.tiles_n, args.out_dv_cols_step)), f, row0, tile.n * args.out_dv_cols_step + args.out_dv_cols_offset, static_cast<int>(twill::grid_extent(args.n_extent, args.tiles_n, args.out_dv_cols_step)));
 }
 
 // ---- role load: 1 warp(s), 24 registers; ops q, do, lse, dlt ----
@@ -1412,6 +1471,8 @@ struct Problem {
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   float softmax_scale = 0;  // epilogue scalar softmax_scale
+  int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
+  int n_extent = 0;  // columns along the grid in elements, where not tiles_n whole tiles: tiles_n = ceil(n_extent / the tile) (the last partial; kPartialN)
   const __half* k = nullptr;  // input k: f16 [batch][tiles_m*128][tiles_n*128]
   const __half* v = nullptr;  // input v: f16 [batch][tiles_m*128][tiles_n*128]
   const __half* q = nullptr;  // load q: f16 [batch][iters*64][tiles_n*128]
@@ -1500,17 +1561,30 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.do__batch_group < 1 || p.batch % p.do__batch_group != 0) return cudaErrorInvalidValue;
   if (p.lse_batch_group < 1 || p.batch % p.lse_batch_group != 0) return cudaErrorInvalidValue;
   if (p.dlt_batch_group < 1 || p.batch % p.dlt_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.m_extent < 0 || (p.m_extent != 0 && !kPartialM)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.k_rows_step || p.m_extent > p.tiles_m * p.k_rows_step)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.v_rows_step || p.m_extent > p.tiles_m * p.v_rows_step)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_dk_rows_step || p.m_extent > p.tiles_m * p.out_dk_rows_step)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_dv_rows_step || p.m_extent > p.tiles_m * p.out_dv_rows_step)) return cudaErrorInvalidValue;
+  if (p.n_extent < 0 || (p.n_extent != 0 && !kPartialN)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.k_cols_step || p.n_extent > p.tiles_n * p.k_cols_step)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.v_cols_step || p.n_extent > p.tiles_n * p.v_cols_step)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.q_cols_step || p.n_extent > p.tiles_n * p.q_cols_step)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.do__cols_step || p.n_extent > p.tiles_n * p.do__cols_step)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.store_0_cols_step || p.n_extent > p.tiles_n * p.store_0_cols_step)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.out_dk_cols_step || p.n_extent > p.tiles_n * p.out_dk_cols_step)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.out_dv_cols_step || p.n_extent > p.tiles_n * p.out_dv_cols_step)) return cudaErrorInvalidValue;
   CUtensorMap tm_k;
-  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, static_cast<uint64_t>(p.tiles_m) * p.k_rows_step, static_cast<uint64_t>(p.tiles_n) * p.k_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, twill::grid_extent(p.m_extent, p.tiles_m, p.k_rows_step), twill::grid_extent(p.n_extent, p.tiles_n, p.k_cols_step), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_v;
-  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, static_cast<uint64_t>(p.tiles_m) * p.v_rows_step, static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, twill::grid_extent(p.m_extent, p.tiles_m, p.v_rows_step), twill::grid_extent(p.n_extent, p.tiles_n, p.v_cols_step), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_q;
-  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.q_cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.q_batch_group), 64, 64, 128))
+  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, loop_elements(p, 64), twill::grid_extent(p.n_extent, p.tiles_n, p.q_cols_step), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.q_batch_group), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_do_;
-  if (!encode(&tm_do_, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.do_, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.do__cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.do__batch_group), 64, 64, 128))
+  if (!encode(&tm_do_, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.do_, loop_elements(p, 64), twill::grid_extent(p.n_extent, p.tiles_n, p.do__cols_step), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.do__batch_group), 64, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_lse;
   if (!encode(&tm_lse, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.lse, uint64_t(1), loop_elements(p, 64), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.lse_batch_group), 1, 64, 16))
@@ -1519,7 +1593,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (!encode(&tm_dlt, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.dlt, uint64_t(1), loop_elements(p, 64), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.dlt_batch_group), 1, 64, 16))
     return cudaErrorInvalidValue;
   CUtensorMap tm_store_0;
-  if (!encode(&tm_store_0, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.store_0, loop_elements(p, 64), static_cast<uint64_t>(p.tiles_n) * p.store_0_cols_step, static_cast<uint64_t>(p.batch), 64, 32, 128))
+  if (!encode(&tm_store_0, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.store_0, loop_elements(p, 64), twill::grid_extent(p.n_extent, p.tiles_n, p.store_0_cols_step), static_cast<uint64_t>(p.batch), 64, 32, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1529,6 +1603,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.tiles = p.tiles_m * p.tiles_n * p.batch;
   args.exp2_scale = p.exp2_scale;
   args.softmax_scale = p.softmax_scale;
+  args.m_extent = p.m_extent;
+  args.n_extent = p.n_extent;
   args.store_0 = p.store_0;
   args.out_dk = p.out_dk;
   args.out_dv = p.out_dv;
@@ -1578,15 +1654,15 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_k(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.k_rows_step * static_cast<uint64_t>(p.tiles_n) * p.k_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_v(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.v_rows_step * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_q(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.q_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.q_batch_group)); }
-inline size_t elements_do_(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.do__cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.do__batch_group)); }
+inline size_t elements_k(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.k_rows_step) * twill::grid_extent(p.n_extent, p.tiles_n, p.k_cols_step) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_v(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.v_rows_step) * twill::grid_extent(p.n_extent, p.tiles_n, p.v_cols_step) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_q(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * twill::grid_extent(p.n_extent, p.tiles_n, p.q_cols_step) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.q_batch_group)); }
+inline size_t elements_do_(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * twill::grid_extent(p.n_extent, p.tiles_n, p.do__cols_step) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.do__batch_group)); }
 inline size_t elements_lse(const Problem& p) { return static_cast<size_t>(uint64_t(1) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.lse_batch_group)); }
 inline size_t elements_dlt(const Problem& p) { return static_cast<size_t>(uint64_t(1) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.dlt_batch_group)); }
-inline size_t elements_store_0(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * static_cast<uint64_t>(p.tiles_n) * p.store_0_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_dk(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_dk_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_dk_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_dv(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_dv_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_dv_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_store_0(const Problem& p) { return static_cast<size_t>(loop_elements(p, 64) * twill::grid_extent(p.n_extent, p.tiles_n, p.store_0_cols_step) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_dk(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.out_dk_rows_step) * twill::grid_extent(p.n_extent, p.tiles_n, p.out_dk_cols_step) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_dv(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.out_dv_rows_step) * twill::grid_extent(p.n_extent, p.tiles_n, p.out_dv_cols_step) * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_attention_bwd_flash_hopper
 

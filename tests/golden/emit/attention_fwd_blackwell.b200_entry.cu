@@ -4,8 +4,8 @@
 // -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).
 #include "attention_fwd_blackwell.b200.cu"
 
-extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, float exp2_scale,
-                            float out_scale,
+extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, int m_extent,
+                            int n_extent, float exp2_scale, float out_scale,
                             int persistent, int raster_group, void* const* tensors, const int* batch_groups,
                             void* stream) {
   twill_attention_fwd_blackwell::Problem p;
@@ -13,6 +13,8 @@ extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent
   p.tiles_n = tiles_n;
   p.iters = iters;
   p.loop_extent = loop_extent;
+  p.m_extent = m_extent;
+  p.n_extent = n_extent;
   p.batch = batch;
   p.exp2_scale = exp2_scale;
   p.persistent = persistent;

@@ -38,7 +38,7 @@ def describe(t):
 
 
 def layout(arg):
-    """The shape an argument takes, as text: `[*batch, M, 128]` (M a multiple of the tile)."""
+    """The shape an argument takes, as text: `[*batch, M, 128]`."""
     div = arg.get("iter_div", 1)
     dims = ["*batch"] + ([("I" if div == 1 else f"ceil(I/{div})")] if arg["per_iteration"] else [])
     for axis, size in arg["dims"]:
@@ -145,14 +145,18 @@ def _unify(spec, arg, key, size, extent, known, who, shape):
                                 f"kernel's tile has {size})")
         return
     what = SYMBOLS[key]
-    if extent < 1 or extent % size:
+    why = spec.get("partial", {}).get(key) if key in ("m", "n") else None  # "": a partial last tile is taken
+    if extent < 1 or (extent % size and why != ""):
         raise ArgumentError(f"{name}: {what} = {extent} is not a positive multiple of {size} (shape {layout(arg)}; "
-                            f"the kernel's tile is {size} along it)")
-    value = extent // size
-    if key in known and known[key] != value:
-        raise ArgumentError(f"{name}: gives {what} = {extent}, but {who[key][0]} gives {what} = "
-                            f"{known[key] * who[key][1]}")
-    known[key], who[key] = value, (name, size)
+                            f"the kernel's tile is {size} along it" + (f", and it takes no partial last tile: {why})"
+                                                                        if why else ")"))
+    value = -(-extent // size)
+    if key in known and (known[key] != value or (who[key][1] == size and who[key][2] != extent)):
+        raise ArgumentError(f"{name}: gives {what} = {extent}, but {who[key][0]} gives {what} = {who[key][2]}")
+    if key in known and who[key][1] != size and (extent % size or who[key][2] % who[key][1]):
+        raise ArgumentError(f"{name}: {what} = {extent} in tiles of {size}, but {who[key][0]} has tiles of "
+                            f"{who[key][1]} along it ({what} = {who[key][2]}): a partial last tile needs one tile size")
+    known[key], who[key] = value, (name, size, extent)
 
 
 def _finish(spec, known, who, batch_shape, device, iters):
@@ -192,6 +196,8 @@ def _finish(spec, known, who, batch_shape, device, iters):
         for key, size in _extents(spec, a):
             if key.startswith("iters/"):
                 shape.append(-(-known["iters"] // int(key.split("/")[1])) * size)
+            elif key in ("m", "n") and who[key][1] == size:  # the extent given (its last tile may be partial)
+                shape.append(who[key][2])
             else:
                 shape.append(size if key == "fixed" else known[key] * size)
         shapes[a["name"]] = tuple(shape)
@@ -199,7 +205,10 @@ def _finish(spec, known, who, batch_shape, device, iters):
             raise ArgumentError(f"{a['name']}: rows of {shape[-1]} elements are not a multiple of 16 bytes, "
                                 f"which TMA needs")
     batch = math.prod(batch_shape)
+    # the extents in elements where a last tile is partial (0: whole tiles)
+    ends = {k: who[k][2] if k in who and who[k][2] % who[k][1] else 0 for k in ("m", "n")}
     return {"tiles_m": known.get("m", 1), "tiles_n": known.get("n", 1), "iters": known["iters"],
+            "m_extent": ends["m"], "n_extent": ends["n"],
             "loop_extent": known.get("loop", 0) if step else 0, "batch": batch, "batch_shape": tuple(batch_shape),
             "device": device, "shapes": shapes}
 
@@ -268,7 +277,7 @@ def library(spec, here, directory=None):
         if key not in _LIBS:
             lib = ctypes.CDLL(build(spec, here, directory))
             lib.twill_launch.restype = ctypes.c_int
-            lib.twill_launch.argtypes = [ctypes.c_int] * 5 + [ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int,
+            lib.twill_launch.argtypes = [ctypes.c_int] * 7 + [ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int,
                                                                ctypes.POINTER(ctypes.c_void_p),
                                                                ctypes.POINTER(ctypes.c_int), ctypes.c_void_p]
             if spec.get("scalars"):  # the epilogue's scalars, after the stream
@@ -325,7 +334,7 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
         s = torch.cuda.current_stream(device) if stream is None else stream
         more = [(ctypes.c_double * len(extra))(*extra)] if spec.get("scalars") else []
         err = lib.twill_launch(plan["tiles_m"], plan["tiles_n"], plan["iters"], plan["loop_extent"], plan["batch"],
-                               float(exp2_scale), float(out_scale), int(persistent), int(raster_group), ptrs, groups,
+                               plan["m_extent"], plan["n_extent"], float(exp2_scale), float(out_scale), int(persistent), int(raster_group), ptrs, groups,
                                ctypes.c_void_p(s.cuda_stream), *more)
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {lib.twill_error_string(err).decode()} "
@@ -381,6 +390,7 @@ SPEC = {'kernel': 'gemm_bf16',
  'ragged': True,
  'ragged_why': '',
  'axes': ['m', 'n'],
+ 'partial': {'m': '', 'n': ''},
  'args': [{'name': 'a',
            'output': False,
            'dtype': 'bfloat16',
@@ -415,13 +425,13 @@ def gemm_bf16(a, b, *, acc=None, persistent=-1, raster_group=-1, stream=None):
     """Run kernel gemm_bf16. Every tensor is row-major (contiguous) on one CUDA device, with
     any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:
 
-    a: torch.bfloat16 [*batch, M, L] (M a multiple of 64)
-    b: torch.bfloat16 [*batch, L, N] (N a multiple of 128)
-    acc: torch.bfloat16 [*batch, M, N] (M a multiple of 64, N a multiple of 128)
+    a: torch.bfloat16 [*batch, M, L] (M in tiles of 64)
+    b: torch.bfloat16 [*batch, L, N] (N in tiles of 128)
+    acc: torch.bfloat16 [*batch, M, N] (M in tiles of 64, N in tiles of 128)
 
     L: the loop's extent (a GEMM's K, attention's keys); L any number of elements (a partial last tile of 64)
-    M: the rows the grid walks (blockIdx.x), a multiple of its tile
-    N: the columns the grid walks (blockIdx.y), a multiple of its tile
+    M: the rows the grid walks (blockIdx.x), any number (the last tile may be partial)
+    N: the columns the grid walks (blockIdx.y), any number (the last tile may be partial)
 
     persistent=-1: 1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice
     raster_group=-1: output tile rows the CTAs walk together (-1: the launcher's 16)

@@ -13,6 +13,12 @@
 
 namespace twill {
 
+// A tensor's extent along a grid axis in elements: the caller's (Problem::m_extent, n_extent; the
+// last tile partial), else `tiles` whole tiles of `step`.
+__host__ __device__ __forceinline__ uint64_t grid_extent(int extent, int tiles, int step) {
+  return extent > 0 ? static_cast<uint64_t>(extent) : static_cast<uint64_t>(tiles) * static_cast<uint64_t>(step);
+}
+
 // ---- shared memory and mbarriers -------------------------------------------------------------
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -634,6 +640,55 @@ template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {
   buffer_to_frag(f, ptr + static_cast<size_t>(col0), row0, ld);
 }
+// The same, clipped at a tensor's end (a partial last tile along a grid axis, partial.py): only the
+// elements of rows below rows_left (counted from ptr) and columns below col_end are written.
+template <typename T, typename F>
+__device__ __forceinline__ void frag_to_global_clip(T* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                    int col_end) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) ptr[static_cast<size_t>(r) * ld + c] = from_float<T>(at<false>(f, b, i));
+    }
+}
+template <typename F>
+__device__ __forceinline__ void frag_add_global_clip(float* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                     int col_end) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) atomicAdd(ptr + static_cast<size_t>(r) * ld + c, at<false>(f, b, i));
+    }
+}
+// A row vector's elements below n (counted from buf).
+template <typename T, int MB>
+__device__ __forceinline__ void frag_to_buffer_clip(T* buf, const Rows<MB>& r, int row0, int n) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (threadIdx.x % 4 == 0 && row0 + rows_row(b, h) < n) buf[row0 + rows_row(b, h)] = from_float<T>(r.x[b][h]);
+}
+// A tile of global memory into a fragment, element (r, c) at ptr[r * ld + c] (ptr: the tile's
+// origin), 0 past rows_left rows and cols_left columns (a partial last tile along a grid axis).
+template <typename T, typename F>
+__device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0, int ld, int rows_left, int cols_left) {
+  for_each(f, [&](int b, int i) {
+    const int r = row0 + frag_row(b, i), c = frag_col(i);
+    return r < rows_left && c < cols_left ? to_float<T>(ptr[static_cast<size_t>(r) * ld + c]) : 0.f;
+  });
+}
+template <typename T, int MB>
+__device__ __forceinline__ void global_to_frag_clip(Rows<MB>& v, const T* ptr, int row0, int, int rows_left, int) {
+  for_each(v, [&](int b, int h) {
+    const int r = row0 + rows_row(b, h);
+    return r < rows_left ? to_float<T>(ptr[r]) : 0.f;
+  });
+}
 
 // ---- the known opcodes' math ---------------------------------------------------------------------
 // exp2: exp2((x - b) * scale), b broadcast along rows (the softmax numerator, or the rescale factor
@@ -790,6 +845,8 @@ constexpr int kLoopStep = 32;  // elements of the loop axis one iteration covers
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
 constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
+constexpr bool kPartialM = true;  // Problem::m_extent may end inside a tile
+constexpr bool kPartialN = true;  // Problem::n_extent may end inside a tile
 constexpr int kSmemModel = 20480;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -811,6 +868,8 @@ struct Args {
   int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)
   int raster_group;  // tile rows numbered together (twill::tile_of)
   int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)
+  int m_extent;  // Problem::m_extent: 0, or where the last tile along M ends (partial.py)
+  int n_extent;  // Problem::n_extent: 0, or where the last tile along N ends (partial.py)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   __half* out_acc;  // output acc_n: f16 [batch][tiles_m*64][tiles_n*16]
   int a_rows_step, a_rows_offset;  // placement of a's tiles
@@ -837,8 +896,15 @@ __device__ __forceinline__ void store_out_acc(Smem& sm, const Maps& tm, const Ar
   (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * args.tiles_m * args.out_acc_rows_step * args.tiles_n * args.out_acc_cols_step;
-  twill::frag_to_global(args.out_acc + batch + static_cast<size_t>(tile.m * args.out_acc_rows_step + args.out_acc_rows_offset) * args.tiles_n * args.out_acc_cols_step, f, row0, tile.n * args.out_acc_cols_step + args.out_acc_cols_offset, args.tiles_n * args.out_acc_cols_step);
+  const size_t batch = static_cast<size_t>(tile.b) * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_acc_rows_step)) * static_cast<int>(twill::grid_extent(args.n_extent, args.tiles_n, args.out_acc_cols_step));
+  const int r0 = tile.m * args.out_acc_rows_step + args.out_acc_rows_offset, c0 = tile.n * args.out_acc_cols_step + args.out_acc_cols_offset, ld = static_cast<int>(twill::grid_extent(args.n_extent, args.tiles_n, args.out_acc_cols_step)), rows_left = static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_acc_rows_step)) - r0;
+  __half* dst = args.out_acc + batch + static_cast<size_t>(r0) * ld;
+  if (rows_left >= 64 && c0 + 16 <= ld) {
+    twill::frag_to_global(dst, f, row0, c0, ld);
+  }
+  else {
+    twill::frag_to_global_clip(dst, f, row0, c0, ld, rows_left, ld);
+  }
 }
 
 // ---- role load: 1 warp(s), 24 registers; ops a, b ----
@@ -1059,6 +1125,8 @@ struct Problem {
   // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
+  int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
+  int n_extent = 0;  // columns along the grid in elements, where not tiles_n whole tiles: tiles_n = ceil(n_extent / the tile) (the last partial; kPartialN)
   const __half* a = nullptr;  // load a: f16 [batch][tiles_m*64][iters*32]
   const __half* b = nullptr;  // load b: f16 [batch][iters*32][tiles_n*16]
   __half* out_acc = nullptr;  // output acc_n: f16 [batch][tiles_m*64][tiles_n*16]
@@ -1116,11 +1184,17 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_acc_rows_offset < 0 || p.out_acc_rows_offset + 64 > p.out_acc_rows_step) return cudaErrorInvalidValue;
   if (p.out_acc_cols_offset < 0 || p.out_acc_cols_offset + 16 > p.out_acc_cols_step) return cudaErrorInvalidValue;
   if (p.b_batch_group < 1 || p.batch % p.b_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.m_extent < 0 || (p.m_extent != 0 && !kPartialM)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.a_rows_step || p.m_extent > p.tiles_m * p.a_rows_step)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_acc_rows_step || p.m_extent > p.tiles_m * p.out_acc_rows_step)) return cudaErrorInvalidValue;
+  if (p.n_extent < 0 || (p.n_extent != 0 && !kPartialN)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.b_cols_step || p.n_extent > p.tiles_n * p.b_cols_step)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.out_acc_cols_step || p.n_extent > p.tiles_n * p.out_acc_cols_step)) return cudaErrorInvalidValue;
   CUtensorMap tm_a;
-  if (!encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, static_cast<uint64_t>(p.tiles_m) * p.a_rows_step, loop_elements(p, 32), static_cast<uint64_t>(p.batch), 64, 32, 64))
+  if (!encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step), loop_elements(p, 32), static_cast<uint64_t>(p.batch), 64, 32, 64))
     return cudaErrorInvalidValue;
   CUtensorMap tm_b;
-  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, loop_elements(p, 32), static_cast<uint64_t>(p.tiles_n) * p.b_cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group), 32, 16, 32))
+  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, loop_elements(p, 32), twill::grid_extent(p.n_extent, p.tiles_n, p.b_cols_step), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group), 32, 16, 32))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1130,6 +1204,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.tiles = p.tiles_m * p.tiles_n * p.batch;
   args.exp2_scale = p.exp2_scale;
   args.raster_group = p.raster_group;
+  args.m_extent = p.m_extent;
+  args.n_extent = p.n_extent;
   args.out_acc = p.out_acc;
   args.a_rows_step = p.a_rows_step;
   args.a_rows_offset = p.a_rows_offset;
@@ -1160,9 +1236,9 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_a(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a_rows_step * loop_elements(p, 32) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_b(const Problem& p) { return static_cast<size_t>(loop_elements(p, 32) * static_cast<uint64_t>(p.tiles_n) * p.b_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group)); }
-inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_a(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step) * loop_elements(p, 32) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_b(const Problem& p) { return static_cast<size_t>(loop_elements(p, 32) * twill::grid_extent(p.n_extent, p.tiles_n, p.b_cols_step) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group)); }
+inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.out_acc_rows_step) * twill::grid_extent(p.n_extent, p.tiles_n, p.out_acc_cols_step) * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_gemm_k32n16
 

@@ -14,6 +14,12 @@
 
 namespace twill {
 
+// A tensor's extent along a grid axis in elements: the caller's (Problem::m_extent, n_extent; the
+// last tile partial), else `tiles` whole tiles of `step`.
+__host__ __device__ __forceinline__ uint64_t grid_extent(int extent, int tiles, int step) {
+  return extent > 0 ? static_cast<uint64_t>(extent) : static_cast<uint64_t>(tiles) * static_cast<uint64_t>(step);
+}
+
 // ---- shared memory and mbarriers -------------------------------------------------------------
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -635,6 +641,55 @@ template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {
   buffer_to_frag(f, ptr + static_cast<size_t>(col0), row0, ld);
 }
+// The same, clipped at a tensor's end (a partial last tile along a grid axis, partial.py): only the
+// elements of rows below rows_left (counted from ptr) and columns below col_end are written.
+template <typename T, typename F>
+__device__ __forceinline__ void frag_to_global_clip(T* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                    int col_end) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) ptr[static_cast<size_t>(r) * ld + c] = from_float<T>(at<false>(f, b, i));
+    }
+}
+template <typename F>
+__device__ __forceinline__ void frag_add_global_clip(float* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                     int col_end) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) atomicAdd(ptr + static_cast<size_t>(r) * ld + c, at<false>(f, b, i));
+    }
+}
+// A row vector's elements below n (counted from buf).
+template <typename T, int MB>
+__device__ __forceinline__ void frag_to_buffer_clip(T* buf, const Rows<MB>& r, int row0, int n) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (threadIdx.x % 4 == 0 && row0 + rows_row(b, h) < n) buf[row0 + rows_row(b, h)] = from_float<T>(r.x[b][h]);
+}
+// A tile of global memory into a fragment, element (r, c) at ptr[r * ld + c] (ptr: the tile's
+// origin), 0 past rows_left rows and cols_left columns (a partial last tile along a grid axis).
+template <typename T, typename F>
+__device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0, int ld, int rows_left, int cols_left) {
+  for_each(f, [&](int b, int i) {
+    const int r = row0 + frag_row(b, i), c = frag_col(i);
+    return r < rows_left && c < cols_left ? to_float<T>(ptr[static_cast<size_t>(r) * ld + c]) : 0.f;
+  });
+}
+template <typename T, int MB>
+__device__ __forceinline__ void global_to_frag_clip(Rows<MB>& v, const T* ptr, int row0, int, int rows_left, int) {
+  for_each(v, [&](int b, int h) {
+    const int r = row0 + rows_row(b, h);
+    return r < rows_left ? to_float<T>(ptr[r]) : 0.f;
+  });
+}
 
 // ---- the known opcodes' math ---------------------------------------------------------------------
 // exp2: exp2((x - b) * scale), b broadcast along rows (the softmax numerator, or the rescale factor
@@ -794,6 +849,8 @@ constexpr int kLoopStep = 128;  // elements of the loop axis one iteration cover
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
 constexpr bool kMasks = true;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
+constexpr bool kPartialM = true;  // Problem::m_extent may end inside a tile
+constexpr bool kPartialN = true;  // Problem::n_extent may end inside a tile
 constexpr int kSmemModel = 163840;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -822,6 +879,8 @@ struct Args {
   int iters;  // loop iterations (at least kStages)
   int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)
   int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)
+  int m_extent;  // Problem::m_extent: 0, or where the last tile along M ends (partial.py)
+  int n_extent;  // Problem::n_extent: 0, or where the last tile along N ends (partial.py)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float* out_m_i;  // output m_ij: f32 [batch][tiles_m*128]
   float* out_l_i;  // output l_i_new: f32 [batch][tiles_m*128]
@@ -855,8 +914,9 @@ __device__ __forceinline__ void store_out_m_i(Smem& sm, const Maps& tm, const Ar
   (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_m_i_cols_step;
-  twill::frag_to_buffer(args.out_m_i + batch + static_cast<size_t>(tile.m * args.out_m_i_cols_step + args.out_m_i_cols_offset), f, row0, 0);
+  const size_t batch = static_cast<size_t>(tile.b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_m_i_cols_step));
+  const int c0 = tile.m * args.out_m_i_cols_step + args.out_m_i_cols_offset;
+  twill::frag_to_buffer_clip(args.out_m_i + batch + static_cast<size_t>(c0), f, row0, static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_m_i_cols_step)) - c0);
 }
 
 template <typename F>
@@ -865,8 +925,9 @@ __device__ __forceinline__ void store_out_l_i(Smem& sm, const Maps& tm, const Ar
   (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_l_i_cols_step;
-  twill::frag_to_buffer(args.out_l_i + batch + static_cast<size_t>(tile.m * args.out_l_i_cols_step + args.out_l_i_cols_offset), f, row0, 0);
+  const size_t batch = static_cast<size_t>(tile.b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_l_i_cols_step));
+  const int c0 = tile.m * args.out_l_i_cols_step + args.out_l_i_cols_offset;
+  twill::frag_to_buffer_clip(args.out_l_i + batch + static_cast<size_t>(c0), f, row0, static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_l_i_cols_step)) - c0);
 }
 
 template <typename F>
@@ -1455,6 +1516,8 @@ struct Problem {
   // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
+  int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
+  int n_extent = 0;  // columns along the grid in elements, where not tiles_n whole tiles: tiles_n = ceil(n_extent / the tile) (the last partial; kPartialN)
   const __half* q = nullptr;  // input q: f16 [batch][tiles_m*128][128]
   const __half* k = nullptr;  // load k: f16 [batch][iters*128][128]
   const __half* v = nullptr;  // load v: f16 [batch][iters*128][tiles_n*128]
@@ -1523,17 +1586,25 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_acc_cols_offset < 0 || p.out_acc_cols_offset + 128 > p.out_acc_cols_step) return cudaErrorInvalidValue;
   if (p.k_batch_group < 1 || p.batch % p.k_batch_group != 0) return cudaErrorInvalidValue;
   if (p.v_batch_group < 1 || p.batch % p.v_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.m_extent < 0 || (p.m_extent != 0 && !kPartialM)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.q_rows_step || p.m_extent > p.tiles_m * p.q_rows_step)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_m_i_cols_step || p.m_extent > p.tiles_m * p.out_m_i_cols_step)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_l_i_cols_step || p.m_extent > p.tiles_m * p.out_l_i_cols_step)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_acc_rows_step || p.m_extent > p.tiles_m * p.out_acc_rows_step)) return cudaErrorInvalidValue;
+  if (p.n_extent < 0 || (p.n_extent != 0 && !kPartialN)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.v_cols_step || p.n_extent > p.tiles_n * p.v_cols_step)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.out_acc_cols_step || p.n_extent > p.tiles_n * p.out_acc_cols_step)) return cudaErrorInvalidValue;
   CUtensorMap tm_q;
-  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, static_cast<uint64_t>(p.tiles_m) * p.q_rows_step, uint64_t(128), static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_q, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.q, twill::grid_extent(p.m_extent, p.tiles_m, p.q_rows_step), uint64_t(128), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_k;
   if (!encode(&tm_k, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.k, loop_elements(p, 128), uint64_t(128), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.k_batch_group), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_v;
-  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, loop_elements(p, 128), static_cast<uint64_t>(p.tiles_n) * p.v_cols_step, static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.v_batch_group), 128, 64, 128))
+  if (!encode(&tm_v, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.v, loop_elements(p, 128), twill::grid_extent(p.n_extent, p.tiles_n, p.v_cols_step), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.v_batch_group), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_acc;
-  if (!encode(&tm_out_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc, static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_out_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc, twill::grid_extent(p.m_extent, p.tiles_m, p.out_acc_rows_step), twill::grid_extent(p.n_extent, p.tiles_n, p.out_acc_cols_step), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1542,6 +1613,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.tiles_n = p.tiles_n;
   args.tiles = p.tiles_m * p.tiles_n * p.batch;
   args.exp2_scale = p.exp2_scale;
+  args.m_extent = p.m_extent;
+  args.n_extent = p.n_extent;
   args.out_m_i = p.out_m_i;
   args.out_l_i = p.out_l_i;
   args.out_acc = p.out_acc;
@@ -1579,12 +1652,12 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_q(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.q_rows_step * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_q(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.q_rows_step) * uint64_t(128) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_k(const Problem& p) { return static_cast<size_t>(loop_elements(p, 128) * uint64_t(128) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.k_batch_group)); }
-inline size_t elements_v(const Problem& p) { return static_cast<size_t>(loop_elements(p, 128) * static_cast<uint64_t>(p.tiles_n) * p.v_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.v_batch_group)); }
-inline size_t elements_out_m_i(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_m_i_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_l_i(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_l_i_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_v(const Problem& p) { return static_cast<size_t>(loop_elements(p, 128) * twill::grid_extent(p.n_extent, p.tiles_n, p.v_cols_step) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.v_batch_group)); }
+inline size_t elements_out_m_i(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.m_extent, p.tiles_m, p.out_m_i_cols_step) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_l_i(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.m_extent, p.tiles_m, p.out_l_i_cols_step) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.out_acc_rows_step) * twill::grid_extent(p.n_extent, p.tiles_n, p.out_acc_cols_step) * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_attn_fwd_desc
 

@@ -13,6 +13,12 @@
 
 namespace twill {
 
+// A tensor's extent along a grid axis in elements: the caller's (Problem::m_extent, n_extent; the
+// last tile partial), else `tiles` whole tiles of `step`.
+__host__ __device__ __forceinline__ uint64_t grid_extent(int extent, int tiles, int step) {
+  return extent > 0 ? static_cast<uint64_t>(extent) : static_cast<uint64_t>(tiles) * static_cast<uint64_t>(step);
+}
+
 // ---- shared memory and mbarriers -------------------------------------------------------------
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -634,6 +640,55 @@ template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {
   buffer_to_frag(f, ptr + static_cast<size_t>(col0), row0, ld);
 }
+// The same, clipped at a tensor's end (a partial last tile along a grid axis, partial.py): only the
+// elements of rows below rows_left (counted from ptr) and columns below col_end are written.
+template <typename T, typename F>
+__device__ __forceinline__ void frag_to_global_clip(T* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                    int col_end) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) ptr[static_cast<size_t>(r) * ld + c] = from_float<T>(at<false>(f, b, i));
+    }
+}
+template <typename F>
+__device__ __forceinline__ void frag_add_global_clip(float* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                     int col_end) {
+#pragma unroll
+  for (int b = 0; b < F::kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < F::kElems; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) atomicAdd(ptr + static_cast<size_t>(r) * ld + c, at<false>(f, b, i));
+    }
+}
+// A row vector's elements below n (counted from buf).
+template <typename T, int MB>
+__device__ __forceinline__ void frag_to_buffer_clip(T* buf, const Rows<MB>& r, int row0, int n) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (threadIdx.x % 4 == 0 && row0 + rows_row(b, h) < n) buf[row0 + rows_row(b, h)] = from_float<T>(r.x[b][h]);
+}
+// A tile of global memory into a fragment, element (r, c) at ptr[r * ld + c] (ptr: the tile's
+// origin), 0 past rows_left rows and cols_left columns (a partial last tile along a grid axis).
+template <typename T, typename F>
+__device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0, int ld, int rows_left, int cols_left) {
+  for_each(f, [&](int b, int i) {
+    const int r = row0 + frag_row(b, i), c = frag_col(i);
+    return r < rows_left && c < cols_left ? to_float<T>(ptr[static_cast<size_t>(r) * ld + c]) : 0.f;
+  });
+}
+template <typename T, int MB>
+__device__ __forceinline__ void global_to_frag_clip(Rows<MB>& v, const T* ptr, int row0, int, int rows_left, int) {
+  for_each(v, [&](int b, int h) {
+    const int r = row0 + rows_row(b, h);
+    return r < rows_left ? to_float<T>(ptr[r]) : 0.f;
+  });
+}
 
 // ---- the known opcodes' math ---------------------------------------------------------------------
 // exp2: exp2((x - b) * scale), b broadcast along rows (the softmax numerator, or the rescale factor
@@ -778,6 +833,11 @@ template <typename T, int ROWS, int COLS, int N>
 __device__ __forceinline__ void tile_to_frag(Cols<N>& c, const void* tile, int) {
   const ColsView<N, T> v{tile};
   for_each(c, [&](int b, int i) { return at<false>(v, b, i); });
+}
+// A [1, N] vector of global memory, 0 past cols_left columns (a partial last tile along N).
+template <typename T, int N>
+__device__ __forceinline__ void global_to_frag_clip(Cols<N>& v, const T* ptr, int, int, int, int cols_left) {
+  for_each(v, [&](int, int i) { return frag_col(i) < cols_left ? to_float<T>(ptr[frag_col(i)]) : 0.f; });
 }
 
 // The minimum of each row (reduce_min along the last axis).
@@ -1022,6 +1082,8 @@ constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
 constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
+constexpr bool kPartialM = true;  // Problem::m_extent may end inside a tile
+constexpr bool kPartialN = false;  // op 'rs' reduces along N, so padded elements would enter its result
 constexpr int kSmemModel = 65536;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -1043,6 +1105,8 @@ struct Args {
   int iters;  // loop iterations (at least kStages)
   int tiles_m, tiles_n, tiles;  // output tiles along the rows, the columns, and in all (with the batch)
   int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)
+  int m_extent;  // Problem::m_extent: 0, or where the last tile along M ends (partial.py)
+  int n_extent;  // Problem::n_extent: 0, or where the last tile along N ends (partial.py)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   float alpha;  // epilogue scalar alpha
   const float* sa;  // input sa: f32 [batch][1]
@@ -1100,8 +1164,9 @@ __device__ __forceinline__ void store_out_rowsums(Smem& sm, const Maps& tm, cons
   (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * 1 * args.tiles_m * args.out_rowsums_cols_step;
-  twill::frag_to_buffer(args.out_rowsums + batch + static_cast<size_t>(tile.m * args.out_rowsums_cols_step + args.out_rowsums_cols_offset), f, row0, 0);
+  const size_t batch = static_cast<size_t>(tile.b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_rowsums_cols_step));
+  const int c0 = tile.m * args.out_rowsums_cols_step + args.out_rowsums_cols_offset;
+  twill::frag_to_buffer_clip(args.out_rowsums + batch + static_cast<size_t>(c0), f, row0, static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_rowsums_cols_step)) - c0);
 }
 
 // ---- role load: 1 warp(s), 24 registers; ops a, b ----
@@ -1186,7 +1251,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   twill::Frag<2, 128> x_ep;  // epilogue x = mul acc, sa
   twill::op_mul(x_ep, acc_n_final, twill::to_float<float>((args.sa + static_cast<size_t>(twill_b_sa) * 1 * 1)[0]));
   twill::Cols<128> bias_ep;  // epilogue input bias
-  twill::global_to_frag(bias_ep, args.bias + static_cast<size_t>(twill_b_bias) * 1 * args.tiles_n * args.bias_cols_step + tile.n * args.bias_cols_step + args.bias_cols_offset, 0, 0, 0);
+  twill::global_to_frag(bias_ep, args.bias + static_cast<size_t>(twill_b_bias) * 1 * static_cast<int>(twill::grid_extent(args.n_extent, args.tiles_n, args.bias_cols_step)) + tile.n * args.bias_cols_step + args.bias_cols_offset, 0, 0, 0);
   twill::Frag<2, 128> y_ep;  // epilogue y = fma x, alpha, bias
   twill::op_fma(y_ep, x_ep, static_cast<float>(args.alpha), bias_ep);
   twill::Frag<2, 128> u_ep;  // epilogue u = mul y
@@ -1271,6 +1336,8 @@ struct Problem {
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   float alpha = 0;  // epilogue scalar alpha
+  int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
+  int n_extent = 0;  // columns along the grid in elements, where not tiles_n whole tiles: tiles_n = ceil(n_extent / the tile) (the last partial; kPartialN)
   const float* sa = nullptr;  // input sa: f32 [batch][1]
   const __half* bias = nullptr;  // input bias: f16 [batch][1][tiles_n*128]
   const __half* a = nullptr;  // load a: f16 [batch][tiles_m*128][iters*64]
@@ -1341,14 +1408,22 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.sa_batch_group < 1 || p.batch % p.sa_batch_group != 0) return cudaErrorInvalidValue;
   if (p.bias_batch_group < 1 || p.batch % p.bias_batch_group != 0) return cudaErrorInvalidValue;
   if (p.b_batch_group < 1 || p.batch % p.b_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.m_extent < 0 || (p.m_extent != 0 && !kPartialM)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.a_rows_step || p.m_extent > p.tiles_m * p.a_rows_step)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_acc_rows_step || p.m_extent > p.tiles_m * p.out_acc_rows_step)) return cudaErrorInvalidValue;
+  if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_rowsums_cols_step || p.m_extent > p.tiles_m * p.out_rowsums_cols_step)) return cudaErrorInvalidValue;
+  if (p.n_extent < 0 || (p.n_extent != 0 && !kPartialN)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.bias_cols_step || p.n_extent > p.tiles_n * p.bias_cols_step)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.b_rows_step || p.n_extent > p.tiles_n * p.b_rows_step)) return cudaErrorInvalidValue;
+  if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.out_acc_cols_step || p.n_extent > p.tiles_n * p.out_acc_cols_step)) return cudaErrorInvalidValue;
   CUtensorMap tm_a;
-  if (!encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, static_cast<uint64_t>(p.tiles_m) * p.a_rows_step, loop_elements(p, 64), static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step), loop_elements(p, 64), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_b;
-  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, static_cast<uint64_t>(p.tiles_n) * p.b_rows_step, loop_elements(p, 64), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group), 128, 64, 128))
+  if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.b, twill::grid_extent(p.n_extent, p.tiles_n, p.b_rows_step), loop_elements(p, 64), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group), 128, 64, 128))
     return cudaErrorInvalidValue;
   CUtensorMap tm_out_acc;
-  if (!encode(&tm_out_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc, static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step, static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step, static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_out_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc, twill::grid_extent(p.m_extent, p.tiles_m, p.out_acc_rows_step), twill::grid_extent(p.n_extent, p.tiles_n, p.out_acc_cols_step), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1358,6 +1433,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.tiles = p.tiles_m * p.tiles_n * p.batch;
   args.exp2_scale = p.exp2_scale;
   args.alpha = p.alpha;
+  args.m_extent = p.m_extent;
+  args.n_extent = p.n_extent;
   args.sa = p.sa;
   args.bias = p.bias;
   args.out_acc = p.out_acc;
@@ -1398,11 +1475,11 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_sa(const Problem& p) { return static_cast<size_t>(uint64_t(1) * uint64_t(1) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.sa_batch_group)); }
-inline size_t elements_bias(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_n) * p.bias_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.bias_batch_group)); }
-inline size_t elements_a(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_b(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_n) * p.b_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group)); }
-inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.out_acc_rows_step * static_cast<uint64_t>(p.tiles_n) * p.out_acc_cols_step * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_rowsums(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_m) * p.out_rowsums_cols_step * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_bias(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.n_extent, p.tiles_n, p.bias_cols_step) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.bias_batch_group)); }
+inline size_t elements_a(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_b(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.n_extent, p.tiles_n, p.b_rows_step) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group)); }
+inline size_t elements_out_acc(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.out_acc_rows_step) * twill::grid_extent(p.n_extent, p.tiles_n, p.out_acc_cols_step) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_rowsums(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.m_extent, p.tiles_m, p.out_rowsums_cols_step) * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_gemm_ep
 

@@ -8,6 +8,12 @@
 
 namespace twill {
 
+// A tensor's extent along a grid axis in elements: the caller's (Problem::m_extent, n_extent; the
+// last tile partial), else `tiles` whole tiles of `step`.
+__host__ __device__ __forceinline__ uint64_t grid_extent(int extent, int tiles, int step) {
+  return extent > 0 ? static_cast<uint64_t>(extent) : static_cast<uint64_t>(tiles) * static_cast<uint64_t>(step);
+}
+
 // ---- shared memory and mbarriers -------------------------------------------------------------
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

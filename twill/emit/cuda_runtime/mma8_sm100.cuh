@@ -71,3 +71,12 @@ __device__ __forceinline__ void frag_to_buffer(T* buf, const TRowS32<N, R>& f, i
 #pragma unroll
   for (int i = 0; i < N; ++i) buf[(row0 + trow<R>()) * ld + i] = elem_as<T>(f, i);
 }
+template <typename T, int N, int R>
+__device__ __forceinline__ void frag_to_global_clip(T* ptr, const TRowS32<N, R>& f, int row0, int col0, int ld,
+                                                    int rows_left, int col_end) {
+  const int r = row0 + trow<R>();
+  if (!row_ok<R>() || r >= rows_left) return;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (col0 + i < col_end) ptr[static_cast<size_t>(r) * ld + col0 + i] = elem_as<T>(f, i);
+}

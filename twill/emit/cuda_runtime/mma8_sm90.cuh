@@ -66,6 +66,17 @@ template <typename T, int MB, int N>
 __device__ __forceinline__ void frag_to_global(T* ptr, const FragS32<MB, N>& f, int row0, int col0, int ld) {
   frag_to_buffer(ptr + static_cast<size_t>(col0), f, row0, ld);
 }
+template <typename T, int MB, int N>
+__device__ __forceinline__ void frag_to_global_clip(T* ptr, const FragS32<MB, N>& f, int row0, int col0, int ld,
+                                                    int rows_left, int col_end) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const int r = row0 + frag_row(b, i), c = col0 + frag_col(i);
+      if (r < rows_left && c < col_end) ptr[static_cast<size_t>(r) * ld + c] = elem_as<T>(f, b, i);
+    }
+}
 
 // ---- fp8 register tiles (P of FP8 attention) -------------------------------------------------------
 // A tile of fp8 values in the accumulator layout (see Frag): word c of block b holds the four values

@@ -304,3 +304,42 @@ template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag(F& f, const T* ptr, int row0, int col0, int ld) {
   buffer_to_frag(f, ptr + static_cast<size_t>(col0), row0, ld);
 }
+// The same, clipped at a tensor's end (a partial last tile along a grid axis, partial.py): only the
+// elements of rows below rows_left (counted from ptr) and columns below col_end are written.
+template <typename T, typename F>
+__device__ __forceinline__ void frag_to_global_clip(T* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                    int col_end) {
+  const int r = row0 + trow<F::kRows>();
+  if (!row_ok<F::kRows>() || r >= rows_left) return;
+#pragma unroll
+  for (int i = 0; i < F::kElems; ++i)
+    if (col0 + i < col_end) ptr[static_cast<size_t>(r) * ld + col0 + i] = from_float<T>(at<false>(f, i));
+}
+template <typename F>
+__device__ __forceinline__ void frag_add_global_clip(float* ptr, const F& f, int row0, int col0, int ld, int rows_left,
+                                                     int col_end) {
+  const int r = row0 + trow<F::kRows>();
+  if (!row_ok<F::kRows>() || r >= rows_left) return;
+#pragma unroll
+  for (int i = 0; i < F::kElems; ++i)
+    if (col0 + i < col_end) atomicAdd(ptr + static_cast<size_t>(r) * ld + col0 + i, at<false>(f, i));
+}
+// A row vector's elements below n (counted from buf).
+template <typename T, int R>
+__device__ __forceinline__ void frag_to_buffer_clip(T* buf, const TScalR<R>& r, int row0, int n) {
+  if (row_ok<R>() && row0 + trow<R>() < n) buf[row0 + trow<R>()] = from_float<T>(r.x);
+}
+// A tile of global memory into a fragment, element (r, c) at ptr[r * ld + c] (ptr: the tile's
+// origin), 0 past rows_left rows and cols_left columns (a partial last tile along a grid axis).
+template <typename T, typename F>
+__device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0, int ld, int rows_left, int cols_left) {
+  const int r = row0 + trow<F::kRows>();
+  for_each(f, [&](int c) {
+    return r < rows_left && c < cols_left ? to_float<T>(ptr[static_cast<size_t>(r) * ld + c]) : 0.f;
+  });
+}
+template <typename T, int R>
+__device__ __forceinline__ void global_to_frag_clip(TScalR<R>& v, const T* ptr, int row0, int, int rows_left, int) {
+  const int r = row0 + trow<R>();
+  v.x = r < rows_left ? to_float<T>(ptr[r]) : 0.f;
+}
