@@ -27,6 +27,7 @@ from twill.ttgir import import_ttgir, load_ttgir
 from twill.verify import verify
 
 DATA = Path(__file__).parent / "data" / "ttgir" / "heldout2"
+CORPUS = Path(__file__).parent / "data" / "ttgir" / "corpus" / "prepipe"
 FORMS = ("t39/prepipe", "t39/after", "t36/prepipe", "t36/after")
 NAMES = sorted(p.stem for p in (DATA / "t39" / "prepipe").glob("*.ttgir"))
 
@@ -125,21 +126,55 @@ def test_a_dot_split_along_k_is_put_back_together_and_a_near_miss_is_an_error():
     assert "warp_group_dot" in near.splitlines()[err.value.diagnostics[0].span.line - 1]
 
 
-def test_natural_exp_softmax_keeps_its_exp_and_scale():
-    """`alpha = tl.exp(m_i - m)` read twice and `s = qk * sm_scale` on its way to `tl.exp` stay ops:
-    before, rewrite 3 aliased a one-tile op read twice to its operand (the exp and the scale were
-    dropped: a wrong graph), and a rowsum group took in any op beside it."""
-    g, _ = load_ttgir(DATA / "t39" / "prepipe" / "attn_exp_sm90.ttgir")
-    ops = {op.name: op for op in g.ops}
-    assert ops["alpha_exp"].opcode == "exp" and [o.name for o in ops["alpha_exp"].operands] == ["alpha"]
-    assert [o.name for o in ops["l_i_new"].operands] == ["p_exp", "l_i", "alpha_exp"]
-    assert [o.name for o in ops["p"].operands][0] == "s_mul" and ops["s_mul"].opcode == "mul"
-    # the multiply by sm_scale given at launch has no op of the loop to fold it: refused, exit 2
-    from twill.errors import TwillError
-    schedule = solve(g, load_machine("h100"), SolveOptions())
-    with pytest.raises(TwillError, match="s_mul") as err:
-        emit_cuda(schedule, load_machine("h100"))
-    assert err.value.exit_code == 2
+def _ops(graph) -> dict[str, tuple[str, list[str]]]:
+    return {op.name: (op.opcode, [o.name for o in op.operands]) for op in graph.ops}
+
+
+def test_natural_exp_softmax_is_exp2_with_its_scale_folded():
+    """`p = tl.exp(s * sm_scale - m)` and `alpha = tl.exp(m_i - m)` are e^x = 2^(x log2 e): exp2 ops,
+    sm_scale and log2 e folded into exp2_scale (= sm_scale * log2 e), the graph the exp2 form
+    (attn_d64: `exp2(qk * qk_scale - m)`) imports to. Before, the multiply by sm_scale was an op
+    `s_mul` that emit-cuda refused (exit 2), and `exp` took no subtrahend (two f32 tiles live)."""
+    d64 = sorted(op.opcode for op in load_ttgir(DATA / "t39" / "prepipe" / "attn_d64_sm90.ttgir")[0].ops)
+    for form in FORMS:
+        for arch in ("sm90", "sm100"):
+            g, _ = load_ttgir(DATA / form / f"attn_exp_{arch}.ttgir")
+            ops = _ops(g)
+            assert ops["m_new"] == ("rowmax", ["s", "m_i"]), form
+            assert ops["p"] == ("exp2", ["s", "m_new"]) and ops["alpha"] == ("exp2", ["m_i", "m_new"]), form
+            assert ops["l_i_new"] == ("rowsum", ["p", "l_i", "alpha"]), form
+            if arch == "sm90":
+                assert sorted(op.opcode for op in g.ops) == d64, form  # (in the kernel's order)
+    # exps that are no softmax keep their opcode (no exp2_scale): SSD's decays, the GELU epilogue
+    ssd, _ = load_ttgir(CORPUS / "ssd_chunk_scan_sm90.ttgir")
+    assert "exp" in {op.opcode for op in ssd.ops} and "exp2" not in {op.opcode for op in ssd.ops}
+    gelu, _ = load_ttgir(CORPUS / "gemm_bias_gelu_sm90.ttgir")
+    assert "exp2" not in {op.opcode for op in gelu.ops + gelu.epilogue.ops}
+    # a loop with an exp2 already (mixed units: one exp2_scale cannot serve both): the exp stays exp
+    text = _read("t39/prepipe", "attn_d64_sm90")
+    mixed = text.replace("math.exp2 ", "math.exp ", 1)
+    assert mixed != text
+    g, _ = import_ttgir(mixed, "mixed.ttgir")
+    assert {"exp", "exp2"} <= {op.opcode for op in g.ops}
+
+
+def test_natural_exp_kernels_read_their_carries_and_inputs_in_natural_units():
+    """exp(s * c - b) is exp2((s - b / c) * exp2_scale) with exp2_scale = c * log2 e: a carry the exp2
+    subtracts is the kernel's m divided by c, so the epilogue reads m * exp2_scale * ln 2 (the exp2
+    form: m * exp2_scale), and an input b the prologue hands the loop is b * log2 e / exp2_scale (the
+    exp2 form: b / exp2_scale). Checked on the corpus's exp2 kernels with their exp2 made exp."""
+    text = (CORPUS / "attn_causal_fwd_sm90.ttgir").read_text().replace("math.exp2 ", "math.exp ")
+    g, _ = import_ttgir(text, "causal_exp.ttgir")
+    ep = {op.name: (op.opcode, [o.name for o in op.operands], dict(op.attrs).get("scalar")) for op in g.epilogue.ops}
+    assert ep["m_i_scaled"] == ("mul", ["m_i", "exp2_scale"], None)
+    assert ep["m_i_natural"][:2] == ("mul", ["m_i_scaled"]) and abs(ep["m_i_natural"][2] - 0.6931471805599453) < 1e-12
+    assert ep["lse_add"][1] == ["m_i_natural", "lse"]
+    text = (CORPUS / "attn_bwd_dq_sm90.ttgir").read_text().replace("math.exp2 ", "math.exp ")
+    g, _ = import_ttgir(text, "dq_exp.ttgir")
+    pro = {op.name: (op.opcode, [o.name for o in op.operands], dict(op.attrs).get("scalar")) for op in g.prologue.ops}
+    assert pro["lse2_log2e"][:2] == ("mul", ["lse2"]) and abs(pro["lse2_log2e"][2] - 1.4426950408889634) < 1e-12
+    assert pro["lse2_unscaled"][:2] == ("div", ["lse2_log2e", "exp2_scale"])
+    assert _ops(g)["p"] == ("exp2", ["s", "lse2_unscaled"])
 
 
 def test_epilogue_reads_an_integer_argument_as_a_float_and_an_integer_accumulator_in_tensor_memory():
@@ -157,18 +192,20 @@ def test_epilogue_reads_an_integer_argument_as_a_float_and_an_integer_accumulato
 
 # The dumps built end to end here: those the session's import rules opened (the rest of the family is
 # bench/heldout/triage.py's: every dump, both archs; docs/ttgir-import.md section 14 has its table,
-# with what does not go through: attn_exp on b200 (no joint schedule) and split on h100 (a spill with
-# emit-cuda's ptxas loop off), attn_alibi (refused at import)). Lean on purpose: CI time counts.
-E2E = ("mm_tutorial_sm90", "mm_tutorial_sm100", "attn_kvlen_sm90", "attn_kvlen_sm100", "softmax_gemm_sm90",
-       "gemm_int8_scaled_sm90", "gemm_int8_scaled_sm100", "row_stats_sm90")
+# with what does not go through: attn_alibi, refused at import). Lean on purpose: CI time counts.
+E2E = [("t39/prepipe", n) for n in ("mm_tutorial_sm90", "mm_tutorial_sm100", "attn_kvlen_sm90", "attn_kvlen_sm100",
+                                     "softmax_gemm_sm90", "gemm_int8_scaled_sm90", "gemm_int8_scaled_sm100",
+                                     "row_stats_sm90")]
+# tl.exp's attention (fuse.natural_exp): before and after the pipeliner, both archs
+E2E += [(form, f"attn_exp_{arch}") for form in ("t39/prepipe", "t39/after") for arch in ("sm90", "sm100")]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
-@pytest.mark.parametrize("name", E2E)
-def test_heldout_dump_solves_verifies_emits_and_compiles_clean(name, tmp_path):
+@pytest.mark.parametrize("form, name", E2E)
+def test_heldout_dump_solves_verifies_emits_and_compiles_clean(form, name, tmp_path):
     machine = load_machine("b200" if name.endswith("sm100") else "h100")
-    graph, _ = load_ttgir(DATA / "t39" / "prepipe" / f"{name}.ttgir", split_rows="auto")
+    graph, _ = load_ttgir(DATA / form / f"{name}.ttgir", split_rows="auto")
     schedule = solve(graph, machine, SolveOptions())
     assert schedule.stage == "joint" and schedule.optimal and schedule.complete
     assert verify(schedule, graph, machine) == []
@@ -180,3 +217,61 @@ def test_heldout_dump_solves_verifies_emits_and_compiles_clean(name, tmp_path):
     spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
     assert spills <= {0}, err[-2000:]
     assert "C7515" not in err and "serialized" not in err, err[-2000:]
+
+
+# -- the row statistic's binding: X [M, N] as the Triton kernel takes it -------------------------------
+
+def _binding(path: Path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_row_stats_binding_takes_x_as_m_by_n_and_a_partial_last_column_block(tmp_path):
+    """A loop without an mma walks the columns of the tile its carried row sums read (emit/tensors.py),
+    so the binding takes `row_stats_kernel(X, MEAN, RSTD, M, N, stride_xm, eps)` with X [M, N] as the
+    Triton launch passes it (not per-iteration tiles [I, M, 128]). Its zero fill past N only reaches
+    sums (sum(x), sum(x * x): emit/ragged.py), so N need not be a multiple of 128; a loop that
+    subtracts from the loaded tile (row_var's x - mean) still refuses one, naming the op."""
+    import inspect
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    machine = load_machine("h200")
+    graph, _ = load_ttgir(DATA / "t36" / "prepipe" / "row_stats_sm90.ttgir", split_rows="auto")
+    for path, text in binding_files(build_model(solve(graph, machine, SolveOptions()), machine),
+                                    str(tmp_path / "row_stats.cu")).items():
+        Path(path).write_text(text)
+    mod = _binding(tmp_path / "row_stats.py")
+    assert [p.name for p in inspect.signature(mod.run).parameters.values()
+            if p.kind == p.POSITIONAL_OR_KEYWORD] == ["X", "MEAN", "RSTD", "M", "N", "stride_xm", "eps"]
+    x = next(a for a in mod.SPEC["args"] if a["name"] == "X")
+    assert x["dims"] == [["m", 64], ["loop", 128]] and not x["per_iteration"] and mod.layout(x) == "[*batch, M, L]"
+    assert mod.SPEC["ragged"] and mod.SPEC["ragged_why"] == ""
+
+    def meta(shape, dtype="float16"):
+        return mod.Meta(tuple(shape), dtype, "cuda:0", True, 1 << 20)
+
+    for shape, want in (((4096, 1024), (64, 1, 1024, 8)), ((4096, 1000), (64, 1, 1000, 8)),
+                        ((2, 4096, 1000), (64, 2, 1000, 8))):
+        plan = mod.resolve(mod.SPEC, {"X": meta(shape), "MEAN": None, "RSTD": None})
+        assert (plan["tiles_m"], plan["batch"], plan["loop_extent"], plan["iters"]) == want, shape
+        assert plan["shapes"]["MEAN"] == plan["shapes"]["RSTD"] == shape[:-1]
+    # M = 4000 ends inside a 64-row tile: the rows are independent, so the last tile may be partial
+    plan = mod.resolve(mod.SPEC, {"X": meta((4000, 1024)), "MEAN": None, "RSTD": None})
+    assert (plan["tiles_m"], plan["m_extent"], plan["shapes"]["MEAN"]) == (63, 4000, (4000,))
+    for given, message in (
+            ({"X": meta((4096, 1001))}, r"^X: rows of 1001 elements are not a multiple of 16 bytes"),
+            ({"X": meta((4096, 1024), "float32")}, r"^X: expected torch\.float16"),
+            ({"X": meta((4096, 1024)), "MEAN": meta((2048,), "float32")}, r"^X: gives M = 4096, but MEAN gives M = 2048")):
+        with pytest.raises(mod.ArgumentError, match=message):
+            mod.resolve(mod.SPEC, {"MEAN": None, "RSTD": None, **given})
+    # row_var's second pass reads x - mean: its partial last tile is refused, the op named
+    l1 = _binding(Path(__file__).parent / "golden" / "seq" / "row_var_sm90.h200.L1.py")
+    given = {"X": l1.Meta((256, 200), "float16", "cuda:0", True, 0), "total": l1.Meta((256,), "float32", "cuda:0", True, 0),
+             "Var": None}
+    with pytest.raises(l1.ArgumentError, match=r"no partial last tile \(the loop has no mma, and sub d reads x"):
+        l1.resolve(l1.SPEC, given)
+    given["X"] = l1.Meta((256, 192), "float16", "cuda:0", True, 0)
+    assert l1.resolve(l1.SPEC, given)["iters"] == 3

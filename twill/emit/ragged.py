@@ -9,7 +9,8 @@ along the loop and is read by rowmax or exp2 is masked in place on the last iter
 first such reader: its elements past the extent become -inf, which rowmax skips and exp2 turns
 into 0 (FlashAttention's key mask). That is sound only where every reader of the value treats an
 absent element as -inf; anywhere else the kernel refuses a partial tile (`Ragged.why_not`, which
-emit-cuda writes into the file and `launch` enforces) rather than compute something else.
+emit-cuda writes into the file and `launch` enforces) rather than compute something else. A loop
+without an mma takes a partial tile where the fill only reaches sums (`zero_fill_refusal`).
 """
 from __future__ import annotations
 
@@ -40,8 +41,7 @@ def plan(model) -> Ragged:
         return Ragged(0, (), f"the loaded tiles cover {' and '.join(map(str, steps))} elements of the loop each")
     step = steps[0]
     if not any(op.opcode == "mma" for op in model.graph.ops):  # a row statistic's pass (tensors.py)
-        return Ragged(step, (), "the loop has no mma: its elementwise ops would read the zero fill past the "
-                                "extent (x - mean of a padded element is not 0)")
+        return Ragged(step, (), zero_fill_refusal(model, axis))
     order = {op.name: i for i, op in enumerate(model.graph.ops)}
     masks = []
     for value in sorted(model.uses):
@@ -70,6 +70,41 @@ def plan(model) -> Ragged:
             return refuse("in another role than the one computing it")
         masks.append((first.op, value, dims[0]))
     return Ragged(step, tuple(sorted(masks)), "")
+
+
+# A loop without an mma (a row statistic's pass over X [M, L]): the zero fill past the extent is
+# right where it only reaches sums along the loop through ops that keep a zero element zero
+# (sum(x) and sum(x * x) of a padded row are the row's own); anything else that reads it (x - mean,
+# exp, max) would compute with the padding, and the kernel refuses a partial last tile.
+ZERO_KEEPING = ("convert", "mul", "rescale", "neg", "abs", "rowsum", "reduce_sum")  # f(0, y) = 0, y finite
+ZERO_SAFE_SINKS = ("store",)  # TMA drops the elements past the tensor's end
+
+
+def zero_fill_refusal(model, axis) -> str:
+    """"" where every op a loaded tile's zero fill reaches keeps it zero or sums it (ZERO_KEEPING), so
+    a partial last tile is right with no mask; else why not, naming the first op that would read it."""
+    def along(value: str) -> bool:
+        info = model.values.get(value)
+        return info is not None and any(axis(value, d) == "loop" for d in range(len(info.type.shape)))
+
+    todo = [t.value for t in model.tensors if t.kind == "load" and "loop" in t.axes]
+    seen = set(todo)
+    while todo:
+        value = todo.pop(0)
+        for u in model.uses.get(value, ()):
+            op = model.ops[u.op]
+            if u.distance:
+                return f"{op.opcode} {u.op} reads {value}, which runs along the loop, in a later iteration"
+            if op.opcode in ZERO_SAFE_SINKS:
+                continue
+            if op.opcode not in ZERO_KEEPING:
+                return (f"the loop has no mma, and {op.opcode} {u.op} reads {value}, which runs along the loop: the "
+                        f"zero fill past the extent would take part (only {', '.join(ZERO_KEEPING)} keep it 0 or "
+                        "sum it)")
+            if u.op not in seen and along(u.op):
+                seen.add(u.op)
+                todo.append(u.op)
+    return ""
 
 
 # -- causal loops --------------------------------------------------------------------------------

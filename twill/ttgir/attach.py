@@ -11,17 +11,19 @@ from .epilogue import EVal, RawEpilogue
 from .provenance import Signature
 
 KNOB = "exp2_scale"  # the epilogue scalar that is the kernel's exp2 scale (twill.emit.epilogue.KNOB)
+LN2 = 0.6931471805599453  # a natural-exp loop's exp2_scale holds log2 e besides the kernel's scale
 
 
-def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores: dict):
+def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores: dict, natural: bool = False):
     """`graph` with the loop's epilogue and the function's arguments. `names` claims fresh graph
     names (build._Names); the dicts map SSA names (stores: "LINE:COL") to the graph's names of the
-    carries, the loop's ops and the inputs."""
+    carries, the loop's ops and the inputs. `natural`: the loop's exp2 ops are the kernel's
+    ``tl.exp`` (fuse.natural_exp), so its scale is exp2_scale * ln 2."""
     from ..ir import Epilogue
     raw, sig = lowered.epilogue, lowered.signature
     if raw is None:
         return graph
-    namer = _Namer(graph, raw, names, carries)
+    namer = _Namer(graph, raw, names, carries, natural)
     outputs, written = _outputs(raw, namer, carries, {c.name: c.type.shape for c in graph.carries})
     overridden = {n for n, _ in outputs}
     stored = overridden | set(written.values())
@@ -48,8 +50,8 @@ class _Namer:
     """The graph's names of the epilogue's values, claimed as they are first read: its inputs,
     scalars and ops (collected in `new_inputs`, `scalars`, `eops`)."""
 
-    def __init__(self, graph, raw, names, carries: dict):
-        self.graph, self.raw, self.names, self.carries = graph, raw, names, carries
+    def __init__(self, graph, raw, names, carries: dict, natural: bool = False):
+        self.graph, self.raw, self.names, self.carries, self.natural = graph, raw, names, carries, natural
         self.named: dict[tuple, str] = {}  # (kind, key) -> graph name
         self.new_inputs, self.scalars, self.eops = [], [], []
         self.scaled = _exp2_units(graph)
@@ -65,6 +67,11 @@ class _Namer:
             self.named[("scaled", name)] = self.names.claim(f"{name}_scaled", fallback=f"{name}_scaled")
             t = next(c.type for c in self.graph.carries if c.name == name)
             self.eops.append(Op(self.named[("scaled", name)], "mul", (Operand(name), Operand(KNOB)), t, (), True, span))
+            if self.natural:  # the kernel's scale is exp2_scale / log2 e: m in the units of its tl.exp
+                scaled = self.named[("scaled", name)]
+                self.named[("scaled", name)] = self.names.claim(f"{name}_natural", fallback=f"{name}_natural")
+                self.eops.append(Op(self.named[("scaled", name)], "mul", (Operand(scaled),), t, (("scalar", LN2),),
+                                    True, span))
         return self.named[("scaled", name)]
 
     def name_of(self, v: EVal, span) -> str:

@@ -20,7 +20,7 @@ from ..errors import Diagnostic, InputError
 from ..ir import Graph, Op, Operand, Value
 from . import prologue
 from .attach import attach
-from .fuse import Body, Group
+from .fuse import NATURAL, Body, Group
 from .values import Const, Lowered, Note, Ref, Tile
 
 _SUFFIX = re.compile(r"_\d+$")
@@ -120,7 +120,13 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
     return attach(graph, lowered, names, {lowered.carries[k].ssa: n for k, n in carry_name.items()},
                   {body.nodes[g.root].ssa: op_name[g.root] for g in groups},
                   {body.nodes[r.index].ssa: n for r, n in real.items() if r.kind == "node"},
-                  {f"{s.line}:{s.col}": op_name[root] for root, s in spans.items()}), notes
+                  {f"{s.line}:{s.col}": op_name[root] for root, s in spans.items()}, natural_units(body)), notes
+
+
+def natural_units(body: Body) -> bool:
+    """Whether the loop's exp2 ops are the kernel's ``tl.exp`` (fuse.natural_exp): its scale of the
+    scores is then exp2_scale / log2 e."""
+    return any(n.kind == "exp2" and n.mlir == NATURAL for n in body.live())
 
 
 def _prologue(body: Body, groups: list[Group], inputs: dict, names: "_Names"):
@@ -131,18 +137,30 @@ def _prologue(body: Body, groups: list[Group], inputs: dict, names: "_Names"):
     unscaled = {}
     for root, ref in prologue.scaled_subtrahends(body, groups, set(inputs)).items():
         b = inputs[ref]
-        name = next((op.name for op in pro.ops if op.opcode == "div" and [o.name for o in op.operands] == [b, prologue.KNOB]),
-                    None)
+        name = next((op.name for op in pro.ops if op.opcode == "div" and op.operands[1].name == prologue.KNOB
+                     and _divides(pro.ops, op, b)), None)
         if name is None:
             name = names.claim(f"{b}_unscaled", fallback=f"{b}_unscaled")
             t = _ref_type_body(body, ref)
-            pro.ops.append(Op(name, "div", (Operand(b), Operand(prologue.KNOB)), t, (), True,
-                              body.nodes[ref.index].span if ref.kind == "node" else None))
+            span = body.nodes[ref.index].span if ref.kind == "node" else None
+            read = b
+            if natural_units(body):  # exp(s * c - b): b / c = b * log2 e / exp2_scale
+                read = names.claim(f"{b}_log2e", fallback=f"{b}_log2e")
+                pro.ops.append(Op(read, "mul", (Operand(b),), t, (("scalar", LOG2E),), True, span))
+            pro.ops.append(Op(name, "div", (Operand(read), Operand(prologue.KNOB)), t, (), True, span))
             pro.scalars = (prologue.KNOB,)
             if ref not in pro.computed and ref not in pro.real:
                 pro.real[ref] = b
         unscaled[(root, 1)] = name
     return pro, unscaled
+
+
+def _divides(ops, div: Op, b: str) -> bool:
+    """Whether prologue op `div` (x / exp2_scale) divides b, or b * log2 e (a natural-exp loop's)."""
+    x = div.operands[0].name
+    made = next((op for op in ops if op.name == x), None)
+    return x == b or (made is not None and made.opcode == "mul" and [o.name for o in made.operands] == [b]
+                      and dict(made.attrs).get("scalar") == LOG2E)
 
 
 def _input_type(lowered: Lowered, body: Body, ref: Ref, prologue_only: bool):
@@ -155,6 +173,7 @@ def _ref_type_body(body: Body, ref: Ref):
     return body.nodes[ref.index].type if ref.kind == "node" else body.carry_types[ref.index]
 
 
+LOG2E = 1.4426950408889634
 BEFORE_LOOP_SOURCES = ("load", "arg", "move")  # what an input from before the loop may be: data the caller has
 
 

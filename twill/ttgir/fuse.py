@@ -1,7 +1,13 @@
 """Turn lowered tile nodes into the ops a scheduler should see.
 
-Four rewrites run in order over the loop's nodes, then the survivors are grouped:
+Five rewrites run in order over the loop's nodes, then the survivors are grouped:
 
+0. `natural_exp`: ``math.exp(x)`` of a softmax, e^x = 2^(x log2 e), is the exp2 node it equals, the
+   constant log2 e one more factor of the scale that emit-cuda's `exp2_scale` folds in, so that
+   ``tl.exp(s * sm_scale - m)`` fuses as Triton's ``exp2(s * qk_scale - m)`` does (exp2_scale =
+   sm_scale * log2 e). Only an exp whose argument is the softmax's subtraction of a row vector
+   (``x - m[:, None]``, ``m_i - m``), in a loop with no ``math.exp2`` (one scale for all its
+   exponentials); any other exp (SSD's decays, a sigmoid) stays ``exp``, which needs no scale.
 1. `merge_conversions`: a dtype conversion (``arith.truncf`` of P to f16) whose producer is
    elementwise becomes part of that producer: the producer's result takes the narrower dtype and every
    consumer reads it (the exp2 that makes P is what writes f16 P).
@@ -43,6 +49,9 @@ ARITH_OPCODES = {  # TTGIR elementwise op -> the table opcode (twill.vocab) it i
 }
 INT_TO_FLOAT = {"arith.uitofp", "arith.sitofp"}
 RESCALE_OPS = {"arith.mulf"}  # a divide is `div` (rescale multiplies)
+
+
+NATURAL = "math.exp"  # the mlir of an exp2 node that `natural_exp` made from e^x
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,39 @@ def _substitute(body: Body, alias: dict[int, Ref], retype: dict[int, TensorType]
 def _in_loop_node(body: Body, ref: Ref) -> Node | None:
     node = body.node(ref)
     return node if node is not None and node.in_loop else None
+
+
+def natural_exp(body: Body) -> Body:
+    """Rewrite 0: a softmax's ``math.exp`` is an exp2 node (module doc); its mlir stays ``math.exp``
+    (`NATURAL`), which tells the import that the loop's exponentials are in natural units."""
+    live = body.live()
+    if any(n.kind == "exp2" for n in live):
+        return body  # exp and exp2 in one loop: the graph's one exp2_scale cannot serve both units
+    consumers = body.consumers()
+    nodes = list(body.nodes)
+    for n in live:
+        if n.kind == "ew" and n.mlir == NATURAL and len(n.operands) == 1 and _softmax_argument(body, n, consumers):
+            nodes[n.index] = replace(n, kind="exp2")
+    return Body(tuple(nodes), body.yields, body.carry_types)
+
+
+def _softmax_argument(body: Body, n: Node, consumers: dict) -> bool:
+    """Whether exp node n's argument is, through single-reader scales (a multiply or divide of one
+    tile) and conversions, a subtraction x - b of a row vector b of x: b [M] with x [M, N] (read
+    broadcast along the rows) or [M] (the running max's correction ``m_i - m``)."""
+    ref, reader = n.operands[0], n.index
+    for _ in range(32):
+        p = _in_loop_node(body, ref)
+        if p is None or consumers.get(p.index) != [reader] or p.index in body.yielded():
+            return False
+        if p.mlir == "arith.subf" and len(p.operands) == 2:
+            x, b = (_type(body, r) for r in p.operands)
+            return (x is not None and b is not None and len(b.shape) == 1
+                    and tuple(x.shape[:1]) == tuple(b.shape) and len(x.shape) in (1, 2))
+        if not (p.kind == "conv" or p.kind == "ew" and p.mlir in SCALES) or len(p.operands) != 1:
+            return False
+        ref, reader = p.operands[0], p.index
+    return False
 
 
 def merge_conversions(body: Body) -> Body:
@@ -435,9 +477,9 @@ def _rank(body: Body, ref: Ref) -> int | None:
 
 
 def fuse(lowered: Lowered) -> tuple[Body, list[Group], list[Note]]:
-    """Run the four rewrites and group what is left; also return the final body."""
+    """Run the five rewrites and group what is left; also return the final body."""
     body = Body(lowered.nodes, lowered.yields, tuple(c.type for c in lowered.carries))
-    for rewrite in (merge_conversions, fold_moves, inline_unary):
+    for rewrite in (natural_exp, merge_conversions, fold_moves, inline_unary):
         body = rewrite(body)
     groups, notes = group(body)
     return body, groups, notes

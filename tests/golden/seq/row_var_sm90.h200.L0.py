@@ -387,9 +387,8 @@ SPEC = {'kernel': 'row_var_kernel_L0',
  'entry': 'row_var_sm90.h200.L0_entry.cu',
  'stages': 1,
  'loop_step': 64,
- 'ragged': False,
- 'ragged_why': 'the loop has no mma: its elementwise ops would read the zero fill past the extent (x - mean '
-               'of a padded element is not 0)',
+ 'ragged': True,
+ 'ragged_why': '',
  'axes': ['m'],
  'partial': {'m': ''},
  'args': [{'name': 'X',
@@ -421,7 +420,7 @@ def row_var_kernel_L0(X=None, Var=None, s_xm=None, *, total=None, persistent=-1,
     total: torch.float32 [*batch, M] (M in tiles of 128)
     Var, s_xm: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 
-    L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 64 (the loop has no mma: its elementwise ops would read the zero fill past the extent (x - mean of a padded element is not 0))
+    L: the loop's extent (a GEMM's K, attention's keys); L any number of elements (a partial last tile of 64)
     M: the rows the grid walks (blockIdx.x), any number (the last tile may be partial)
 
     persistent=-1: 1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice

@@ -388,8 +388,9 @@ SPEC = {'kernel': 'row_var_kernel_L1',
  'stages': 1,
  'loop_step': 64,
  'ragged': False,
- 'ragged_why': 'the loop has no mma: its elementwise ops would read the zero fill past the extent (x - mean '
-               'of a padded element is not 0)',
+ 'ragged_why': 'the loop has no mma, and sub d reads x, which runs along the loop: the zero fill past the '
+               'extent would take part (only convert, mul, rescale, neg, abs, rowsum, reduce_sum keep it 0 '
+               'or sum it)',
  'axes': ['m'],
  'partial': {'m': ''},
  'args': [{'name': 'total',
@@ -431,7 +432,7 @@ def row_var_kernel_L1(X=None, Var=None, s_xm=None, *, total=None, persistent=-1,
     Var: torch.float32 [*batch, M] (M in tiles of 128)
     s_xm: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 
-    L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 64 (the loop has no mma: its elementwise ops would read the zero fill past the extent (x - mean of a padded element is not 0))
+    L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 64 (the loop has no mma, and sub d reads x, which runs along the loop: the zero fill past the extent would take part (only convert, mul, rescale, neg, abs, rowsum, reduce_sum keep it 0 or sum it))
     M: the rows the grid walks (blockIdx.x), any number (the last tile may be partial)
 
     persistent=-1: 1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice

@@ -28,10 +28,10 @@ __device__ __forceinline__ void tile_to_frag(TCols<N, R>& c, const void* tile, i
   const ColsView<N, T> v{tile};
   for_each(c, [&](int i) { return at<false>(v, i); });
 }
-// A [1, N] vector of global memory, 0 past cols_left columns (a partial last tile along N).
+// A [1, N] vector of global memory, clamped to its first cols_left columns (a partial last tile along N).
 template <typename T, int N, int R>
 __device__ __forceinline__ void global_to_frag_clip(TCols<N, R>& v, const T* ptr, int, int, int, int cols_left) {
-  for_each(v, [&](int i) { return i < cols_left ? to_float<T>(ptr[i]) : 0.f; });
+  for_each(v, [&](int i) { return to_float<T>(ptr[min(i, cols_left - 1)]); });
 }
 
 // The minimum of each row (reduce_min along the last axis): the thread's own row.

@@ -30,10 +30,10 @@ __device__ __forceinline__ void tile_to_frag(Cols<N>& c, const void* tile, int) 
   const ColsView<N, T> v{tile};
   for_each(c, [&](int b, int i) { return at<false>(v, b, i); });
 }
-// A [1, N] vector of global memory, 0 past cols_left columns (a partial last tile along N).
+// A [1, N] vector of global memory, clamped to its first cols_left columns (a partial last tile along N).
 template <typename T, int N>
 __device__ __forceinline__ void global_to_frag_clip(Cols<N>& v, const T* ptr, int, int, int, int cols_left) {
-  for_each(v, [&](int, int i) { return frag_col(i) < cols_left ? to_float<T>(ptr[frag_col(i)]) : 0.f; });
+  for_each(v, [&](int, int i) { return to_float<T>(ptr[min(frag_col(i), cols_left - 1)]); });
 }
 
 // The minimum of each row (reduce_min along the last axis).
