@@ -327,8 +327,11 @@ class _Parser:
         distance-0 edge against source order: it closes a cycle (reported once) or comes too early."""
         consumers: dict[int, list[int]] = {}  # distance-0 edges: producer op -> consumer ops
         forward: list[tuple[int, Operand, int]] = []
+        launch = {v.name for v in self.prologue.scalars}  # the prologue's scalars: loop inputs (tir_prologue)
         for j, op in enumerate(self.ops):
             for ref in op.operands:
+                if ref.distance is None and ref.name in launch:
+                    continue
                 if ref.distance is not None:
                     self.lookup(ref, ("result",), f"'{ref}' needs a body result", f"write '{ref.name}'")
                 elif self.lookup(ref, why="the loop reads inputs, carries and its own results") == "result":

@@ -143,6 +143,10 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
                 rows, cols, batch = self.r._origin(t, "0")
                 ncols = self.r._extent(t, 1)
                 nrows = "1" if t.rank == 1 else self.r._extent(t, 0)
+                if vt.shape in ((1,), (1, 1)):  # one value per batch entry (a head's ALiBi slope): a float
+                    out(f"{local(t.value)} = twill::to_float<{ctype(vt.dtype)}>(args.{t.name}[{batch}]);  "
+                        f"// {t.value}: one value per batch entry")
+                    continue
                 out(f"twill::global_to_frag({local(t.value)}, args.{t.name} + static_cast<size_t>({batch}) * "
                     f"{nrows} * {ncols} + static_cast<size_t>({rows}) * {ncols} + {cols}, "
                     f"{self.row0(vt.shape[0])}, 0, {ncols});")
