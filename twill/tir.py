@@ -79,7 +79,9 @@ class _Parser:
         self.epilogue.check()
         self.arguments.check()
         self.errors.raise_if_any()
-        return Graph(self.kernel, tuple(v for v in self.values if v.kind == "input"),
+        read = {o.name for op in self.ops for o in op.operands}
+        unread = {v.name for v in self.prologue.scalars} - read  # a prologue scalar is a loop input where read
+        return Graph(self.kernel, tuple(v for v in self.values if v.kind == "input" and not (v.computed and v.name in unread)),
                      tuple(v for v in self.values if v.kind == "carry"), tuple(self.ops),
                      tuple((c.name, r.name) for c, r in self.yields), file=self.file, epilogue=self.epilogue.build(),
                      arguments=self.arguments.build(), prologue=self.prologue.build(),

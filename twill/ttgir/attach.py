@@ -13,7 +13,7 @@ from .provenance import Signature
 KNOB = "exp2_scale"  # the epilogue scalar that is the kernel's exp2 scale (twill.emit.epilogue.KNOB)
 
 
-def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores: dict):
+def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores: dict, launch: dict | None = None):
     """`graph` with the loop's epilogue and the function's arguments. `names` claims fresh graph
     names (build._Names); the dicts map SSA names (stores: "LINE:COL") to the graph's names of the
     carries, the loop's ops and the inputs."""
@@ -28,8 +28,9 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     carries_out = tuple(replace(c, attrs=tuple(kv for kv in c.attrs if kv[0] != "output")) if c.name in overridden
                         else c if c.name in stored else _unwritten(c) for c in graph.carries)
     named = namer.named
-    targets, also = _targets(sig, ops, inputs, stores, {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw)
-                                                 if ("scalar", v.key) in named},
+    scalars = {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw) if ("scalar", v.key) in named}
+    scalars.update({a: n for a, n in (launch or {}).items() if a not in scalars})  # the loop's (build._launch)
+    targets, also = _targets(sig, ops, inputs, stores, scalars,
                        {raw.inputs[k].arg: named[("input", k)] for k in range(len(raw.inputs)) if ("input", k) in named},
                        written)
     epilogue = Epilogue(tuple(namer.scalars), tuple(namer.eops), tuple(outputs))
