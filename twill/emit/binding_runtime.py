@@ -120,7 +120,7 @@ def _period(arg, shape, batch_shape, batch_of):
     [*own, 1], `own` the last dimensions of the others' batch (NumPy broadcasting: [H] under
     [B, H]); tile b reads entry b % their product. 0 where it has the whole batch."""
     own = tuple(shape[:-1]) if shape and shape[-1] == 1 else tuple(shape)
-    while own and own[0] == 1 and len(own) > len(batch_shape):
+    while own and own[0] == 1:  # a leading 1 broadcasts (NumPy)
         own = own[1:]
     if len(own) > len(batch_shape) or tuple(batch_shape[len(batch_shape) - len(own):]) != own:
         raise ArgumentError(f"{arg['name']}: one value per batch entry, shape {list(shape)}, whose dimensions are "

@@ -1056,6 +1056,7 @@ struct Args {
   int out_acc_cols_step, out_acc_cols_offset;  // placement of acc_n's tiles
   int out_rowsums_cols_step, out_rowsums_cols_offset;  // placement of acc_n's tiles
   int sa_batch_group;  // consecutive batch entries sharing one of sa (GQA; 1: none)
+  int sa_batch_period;  // entries of sa: tile b reads b / group % this
   int bias_batch_group;  // consecutive batch entries sharing one of bias (GQA; 1: none)
   int b_batch_group;  // consecutive batch entries sharing one of b (GQA; 1: none)
 };
@@ -1110,7 +1111,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
-  const int twill_b_sa = tile.b / args.sa_batch_group;  // the entry of sa it reads (GQA)
+  const int twill_b_sa = tile.b / args.sa_batch_group % args.sa_batch_period;  // the entry of sa it reads (GQA; one per head: wrapped)
   (void)twill_b_sa;
   const int twill_b_bias = tile.b / args.bias_batch_group;  // the entry of bias it reads (GQA)
   (void)twill_b_bias;
@@ -1144,7 +1145,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   (void)tm;
   (void)args;
   (void)tile;
-  const int twill_b_sa = tile.b / args.sa_batch_group;  // the entry of sa it reads (GQA)
+  const int twill_b_sa = tile.b / args.sa_batch_group % args.sa_batch_period;  // the entry of sa it reads (GQA; one per head: wrapped)
   (void)twill_b_sa;
   const int twill_b_bias = tile.b / args.bias_batch_group;  // the entry of bias it reads (GQA)
   (void)twill_b_bias;
@@ -1284,6 +1285,7 @@ struct Problem {
   int out_acc_cols_step = 128, out_acc_cols_offset = 0;
   int out_rowsums_cols_step = 128, out_rowsums_cols_offset = 0;
   int sa_batch_group = 1;  // consecutive batch entries reading one entry of sa: tile b reads b / this (GQA: query heads per K/V head)
+  int sa_batch_period = 0;  // entries of sa (0: batch / group, every entry its own): tile b reads (b / group) % this (one value per head under [B, H] batches)
   int bias_batch_group = 1;  // consecutive batch entries reading one entry of bias: tile b reads b / this (GQA: query heads per K/V head)
   int b_batch_group = 1;  // consecutive batch entries reading one entry of b: tile b reads b / this (GQA: query heads per K/V head)
 };
@@ -1339,6 +1341,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_rowsums == nullptr) return cudaErrorInvalidValue;
   if (p.out_rowsums_cols_offset < 0 || p.out_rowsums_cols_offset + 128 > p.out_rowsums_cols_step) return cudaErrorInvalidValue;
   if (p.sa_batch_group < 1 || p.batch % p.sa_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.sa_batch_period < 0 || (p.sa_batch_period > 0 && (p.batch / p.sa_batch_group) % p.sa_batch_period != 0)) return cudaErrorInvalidValue;
   if (p.bias_batch_group < 1 || p.batch % p.bias_batch_group != 0) return cudaErrorInvalidValue;
   if (p.b_batch_group < 1 || p.batch % p.b_batch_group != 0) return cudaErrorInvalidValue;
   CUtensorMap tm_a;
@@ -1375,6 +1378,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_rowsums_cols_step = p.out_rowsums_cols_step;
   args.out_rowsums_cols_offset = p.out_rowsums_cols_offset;
   args.sa_batch_group = p.sa_batch_group;
+  args.sa_batch_period = p.sa_batch_period > 0 ? p.sa_batch_period : p.batch / p.sa_batch_group;
   args.bias_batch_group = p.bias_batch_group;
   args.b_batch_group = p.b_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
@@ -1397,7 +1401,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_sa(const Problem& p) { return static_cast<size_t>(uint64_t(1) * uint64_t(1) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.sa_batch_group)); }
+inline size_t elements_sa(const Problem& p) { return static_cast<size_t>(uint64_t(1) * uint64_t(1) * static_cast<uint64_t>(p.sa_batch_period > 0 ? p.sa_batch_period : p.batch / p.sa_batch_group)); }
 inline size_t elements_bias(const Problem& p) { return static_cast<size_t>(uint64_t(1) * static_cast<uint64_t>(p.tiles_n) * p.bias_cols_step * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.bias_batch_group)); }
 inline size_t elements_a(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_m) * p.a_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_b(const Problem& p) { return static_cast<size_t>(static_cast<uint64_t>(p.tiles_n) * p.b_rows_step * loop_elements(p, 64) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group)); }
