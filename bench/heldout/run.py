@@ -26,7 +26,8 @@ EXP2_FROM = {"attn_kvlen": "sm_scale", "attn_d64": "sm_scale"}
 # per kernel, the sizes checked: the first with M, N whole tiles (the binding's rule) and a ragged loop
 # (K = 1000, 1000 keys); the second the kernel's ragged default, which the binding may refuse (recorded)
 SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": [{"N": 1024}, None],
-         "attn_kvlen": [None], "softmax_gemm": [None], "gemm_int8_scaled": [None]}
+         "attn_kvlen": [None], "softmax_gemm": [None], "gemm_int8_scaled": [None],
+         "attn_alibi": [None]}  # B = 2, H = 8, N = 1024: SLOPES [H] broadcast over the heads of [B, H]
 
 
 def _kernels():
