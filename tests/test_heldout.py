@@ -32,9 +32,7 @@ FORMS = ("t39/prepipe", "t39/after", "t36/prepipe", "t36/after")
 NAMES = sorted(p.stem for p in (DATA / "t39" / "prepipe").glob("*.ttgir"))
 
 # kernel -> (the TTGIR op the import stops at, what the message says): refused in every form
-REFUSED = {
-    "attn_alibi": ("arith.subf", "element indices"),  # a bias of positions from the program id and the loop index
-}
+REFUSED: dict = {}
 # (kernel, form) -> why this form's graph differs from the 3.9 prepipe one
 DIFFERENT = {
     ("gemm_int8_scaled_sm100", "t36/prepipe"): "Triton 3.6 compiles the int8 dot on sm_100 as a register "
@@ -192,10 +190,10 @@ def test_epilogue_reads_an_integer_argument_as_a_float_and_an_integer_accumulato
 
 # The dumps built end to end here: those the session's import rules opened (the rest of the family is
 # bench/heldout/triage.py's: every dump, both archs; docs/ttgir-import.md section 14 has its table,
-# with what does not go through: attn_alibi, refused at import). Lean on purpose: CI time counts.
+# with what does not go through). Lean on purpose: CI time counts.
 E2E = [("t39/prepipe", n) for n in ("mm_tutorial_sm90", "mm_tutorial_sm100", "attn_kvlen_sm90", "attn_kvlen_sm100",
                                      "softmax_gemm_sm90", "gemm_int8_scaled_sm90", "gemm_int8_scaled_sm100",
-                                     "row_stats_sm90")]
+                                     "row_stats_sm90", "attn_alibi_sm90", "attn_alibi_sm100")]
 # tl.exp's attention (fuse.natural_exp): before and after the pipeliner, both archs
 E2E += [(form, f"attn_exp_{arch}") for form in ("t39/prepipe", "t39/after") for arch in ("sm90", "sm100")]
 

@@ -186,12 +186,14 @@ def test_numeric_ssa_names_give_opcode_names():
 
 def test_toy_loop():
     g, warnings = import_ttgir(TOY, "toy.ttgir")
-    assert [(v.name, v.type) for v in g.inputs] == [("w", f16(64, 64, space="smem"))]
+    assert [(v.name, v.type) for v in g.inputs] == [("w", f16(64, 64, space="smem")),
+                                                    ("scale", TensorType("f32", (1,)))]  # the launch's scale
+    assert [v.name for v in g.prologue.scalars] == ["scale"] and g.by_name["y"].operands[1].name == "scale"
     assert [(c.name, c.init) for c in g.carries] == [("acc", "0")]  # %off (an i32) is index arithmetic
     assert [(op.name, op.opcode, [str(o) for o in op.operands], op.type) for op in g.ops] == [
         ("x", "load", [], f16(64, 64, space="smem")),
         ("d", "mma", ["x", "w"], f32(64, 64)),  # the zero accumulator is dropped
-        ("y", "mul", ["d"], f32(64, 64)),  # d * scale + acc: two ops (one add would drop the scale)
+        ("y", "mul", ["d", "scale"], f32(64, 64)),  # d * scale + acc: two ops (one add would drop the scale)
         ("z", "add", ["acc", "y"], f32(64, 64)),
         ("f", "tt_foo", ["z"], f32(64, 64)),
         ("h", "convert", ["f"], f16(64, 64)),  # truncf of a non-elementwise op stays a convert

@@ -27,6 +27,7 @@ OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_late
                  "axis", "bits", "shift",  # of a reduction or scan; of a dequant (twill.vocab)
                  "scalar",  # the y of a binary op written with one operand
                  "pred", "rows", "cols", "offset", "fill",  # of a mask of element indices (twill.vocab)
+                 "grid", "loop",  # of a position: the coefficients of its tile's origin (twill.vocab)
                  "col_stride", "col_offset", "iter_div")  # of a load: how it walks its argument (ttgir/addresses.py)
 CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
 OUTPUT_DTYPES = ("f32", "f16", "bf16")

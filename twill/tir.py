@@ -79,7 +79,9 @@ class _Parser:
         self.epilogue.check()
         self.arguments.check()
         self.errors.raise_if_any()
-        return Graph(self.kernel, tuple(v for v in self.values if v.kind == "input"),
+        read = {o.name for op in self.ops for o in op.operands}
+        unread = {v.name for v in self.prologue.scalars} - read  # a prologue scalar is a loop input where read
+        return Graph(self.kernel, tuple(v for v in self.values if v.kind == "input" and not (v.computed and v.name in unread)),
                      tuple(v for v in self.values if v.kind == "carry"), tuple(self.ops),
                      tuple((c.name, r.name) for c, r in self.yields), file=self.file, epilogue=self.epilogue.build(),
                      arguments=self.arguments.build(), prologue=self.prologue.build(),
@@ -327,8 +329,11 @@ class _Parser:
         distance-0 edge against source order: it closes a cycle (reported once) or comes too early."""
         consumers: dict[int, list[int]] = {}  # distance-0 edges: producer op -> consumer ops
         forward: list[tuple[int, Operand, int]] = []
+        launch = {v.name for v in self.prologue.scalars}  # the prologue's scalars: loop inputs (tir_prologue)
         for j, op in enumerate(self.ops):
             for ref in op.operands:
+                if ref.distance is None and ref.name in launch:
+                    continue
                 if ref.distance is not None:
                     self.lookup(ref, ("result",), f"'{ref}' needs a body result", f"write '{ref.name}'")
                 elif self.lookup(ref, why="the loop reads inputs, carries and its own results") == "result":

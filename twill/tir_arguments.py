@@ -4,7 +4,7 @@
 
 `twill import` writes one per Triton kernel argument, in the kernel's order, with the graph name of
 what it feeds where the importer could follow it: an input, a load or store op of the loop, a
-carry (its output tensor), an epilogue scalar or a new epilogue output. An argument without a
+carry (its output tensor), a scalar of the prologue or epilogue or a new epilogue output. An argument without a
 target (a size, a stride, a scalar the loop folds away) is listed so that the order is whole.
 Several targets are loads that read one argument, each its own view of it (W4A16's even and odd
 columns of SCALES: `{col_stride = 2, col_offset = 0 | 1}`); they must all be loads.
@@ -37,11 +37,12 @@ class ArgumentLines:
         self.items.append((name, target))
 
     def check(self) -> None:
-        """A target names an input, a carry, a load or store op, an epilogue scalar or output, once."""
+        """A target names an input, a carry, a load or store op, a scalar (of the prologue or the
+        epilogue), an epilogue output, once."""
         o = self.owner
         loops = {op.name for op in o.ops if op.opcode in ("load", "store")}
         outputs = {n.name for n, _ in o.epilogue.outputs}
-        scalars = {v.name for v in o.epilogue.scalars}
+        scalars = {v.name for v in o.epilogue.scalars + o.prologue.scalars}
         fed: dict[str, str] = {}
         known = set(o.defined) | loops | outputs
         for name, target in self.items:
@@ -51,7 +52,7 @@ class ArgumentLines:
             parts = {f"{target.name}0", f"{target.name}_0"} & known  # split rows (twill.split): one tensor
             if not (kind in ("input", "carry") or target.name in loops | outputs | scalars or parts):
                 o.errors.error(f"argument '{name.name}' feeds '{target.name}', which is no input, carry, load or "
-                               "store op, epilogue scalar or epilogue output", target.span)
+                               "store op, scalar (of the prologue or epilogue) or epilogue output", target.span)
             elif target.name in fed:
                 o.errors.error(f"'{target.name}' is fed by both '{fed[target.name]}' and '{name.name}'", target.span)
             fed[target.name] = name.name

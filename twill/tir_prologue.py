@@ -8,7 +8,9 @@ The mirror of the epilogue (twill.tir_epilogue, whose statements and checks it s
 the inputs, the scalars and the results of the block's ops above it, with the opcodes an epilogue
 runs. Each result is an input of the loop (`Value.computed`): loop ops read it by name as they read
 an input, loop-invariant and in registers, but no tensor of the kernel holds it: the roles that read
-it compute it before the loop from the inputs it reads. Nothing in the block is scheduled.
+it compute it before the loop from the inputs it reads. So is each scalar (one value, `T[1]`, given
+at launch: attention's `sm_scale` when the loop scales its scores itself). Nothing in the block is
+scheduled.
 """
 from __future__ import annotations
 
@@ -34,9 +36,11 @@ class PrologueParser(EpilogueParser):
                                     "a prologue op reads the results of the ops above it")
 
     def inputs(self) -> list[Value]:
-        """The loop's view of the block: one computed input per result."""
-        return [Value(op.name, op.type, "input", None, op.span, (("prologue", True),))
-                for op in self.ops if op.has_result and op.type is not None]
+        """The loop's view of the block: one computed input per result, and one per scalar (a number
+        given at launch, read by the loop's ops as a one-element register input: `mul s, sm_scale`)."""
+        return ([Value(v.name, v.type, "input", None, v.span, (("prologue", True),)) for v in self.scalars]
+                + [Value(op.name, op.type, "input", None, op.span, (("prologue", True),))
+                   for op in self.ops if op.has_result and op.type is not None])
 
     def build(self) -> Epilogue:
         return Epilogue(tuple(self.scalars), tuple(self.ops), (), self.span)

@@ -49,6 +49,8 @@ ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "rows": (lambda v: type(v) is int, "an integer (the row index's coefficient)"),
     "cols": (lambda v: type(v) is int, "an integer (the column index's coefficient)"),
     "offset": (lambda v: type(v) is int, "an integer"),
+    "grid": (lambda v: type(v) is int, "an integer (the coefficient of the tile's first row along the grid)"),
+    "loop": (lambda v: type(v) is int, "an integer (the coefficient of the tile's first element along the loop)"),
     "fill": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number, inf or -inf"),
     "col_stride": (lambda v: type(v) is int and v >= 1, "an integer >= 1 (elements between columns)"),
     "col_offset": (lambda v: type(v) is int and v >= 0, "an integer >= 0 (the first column's element)"),

@@ -46,13 +46,13 @@ Rule = Callable[[TensorType | None, list, dict], "str | None"]
 @dataclass(frozen=True)
 class OpDef:
     name: str
-    family: str  # unary, binary, ternary, convert, reduce, row, scan, dequant, mask, join, mma, memory
+    family: str  # unary, binary, ternary, convert, reduce, row, scan, dequant, mask, position, join, mma, memory
     arity: tuple[int, ...]  # the operand counts it takes (empty: any)
     roles: tuple[str, ...]  # what each operand is, for messages
     rule: Rule | None
     unit: str
     cost: str | None  # the rate class of its generic cost (None: the machine file must list it)
-    emit: str  # emitter kind: math, exp2, rescale, reduce, dequant, mask, join, mma, load, store
+    emit: str  # emitter kind: math, exp2, rescale, reduce, dequant, mask, position, join, mma, load, store
     helper: str = ""  # runtime helper (twill::op_NAME) of register math
     attrs: tuple[str, ...] = ()  # attributes it takes
     needs: tuple[str, ...] = ()  # ... of which it requires
@@ -199,6 +199,27 @@ def _mask(out, ins, attrs):
     return _elementwise()(out, ins, attrs)
 
 
+POSITION_TERMS = ("rows", "cols", "grid", "loop", "offset")
+
+
+def _position(out, ins, attrs):
+    """position {rows = A, cols = B[, grid = P][, loop = Q][, offset = K]}: element (r, c) of a rank-2
+    tile is A*r + B*c + P*g0 + Q*l0 + K, r and c its row and column in the tile, g0 the first row in
+    memory of the tile's dimension along the grid's rows, l0 the first element along the loop of its
+    dimension along the loop (iteration * step); integer coefficients."""
+    if out is None:
+        return None
+    if len(out.shape) != 2:
+        return f"the result is {_t(out)}: a position is a rank-2 tile of its elements' row and column positions"
+    if out.dtype not in ("f32", "f16", "bf16", "i32"):
+        return f"the result is {out.dtype}: a position is computed in f32, f16, bf16 or i32"
+    for key in POSITION_TERMS:
+        v = attrs.get(key, 0)
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"{key} = {v}: a position's coefficients are integers"
+    return None
+
+
 def _join(out, ins, attrs):
     """join x, y: the columns of x and y interleaved, x's column j the result's 2j, y's 2j + 1."""
     if out is None or len(ins) != 2 or None in ins:
@@ -280,6 +301,13 @@ _DEFS = [
           attrs=("pred", "rows", "cols", "offset", "fill"), needs=("pred", "rows", "cols", "offset"),
           form="mask x[, y] : TYPE {pred = P, rows = A, cols = B, offset = C[, fill = V]}",
           shape="element (r, c) is x's where A*r + B*c + C P 0 (P one of eq ne lt le gt ge), else y's or fill"),
+    OpDef("position", "position", (0,), (), _position, "alu", "alu", "position", "op_position",
+          attrs=("rows", "cols", "grid", "loop", "offset"), needs=("rows", "cols"),
+          form="position : TYPE {rows = A, cols = B[, grid = P][, loop = Q][, offset = K]}",
+          shape="element (r, c) is A*r + B*c + P*g0 + Q*l0 + K: r, c its row and column in the tile, g0 the first "
+                "row in memory of its dimension along the grid's rows, l0 = iteration * step, the first element "
+                "along the loop of its dimension along the loop (ALiBi's q - k: rows = 1, cols = -1, grid = 1, "
+                "loop = -1)"),
     OpDef("join", "join", (2,), ("x", "y"), _join, "alu", "alu", "join", "op_join",
           shape="x and y [M, N], the result [M, 2N]: x's column j is column 2j, y's column 2j + 1"),
     OpDef("fma", "ternary", (3,), ("a", "b", "c"), _elementwise(), "alu", "alu", "math", "op_fma"),

@@ -30,7 +30,8 @@ EXP2_FROM = {"attn_kvlen": "sm_scale", "attn_d64": "sm_scale", "attn_exp": "sm_s
 # (K = 1000, 1000 keys); the second the kernel's ragged default (a partial last M and N tile, partial.py).
 # row_stats: N = 1024 (whole column blocks), then its default N = 1000 (a partial last block of 104)
 SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": [{"N": 1024}, None],
-         "attn_kvlen": [None], "softmax_gemm": [None], "gemm_int8_scaled": [None], "attn_exp": [None]}
+         "attn_kvlen": [None], "softmax_gemm": [None], "gemm_int8_scaled": [None], "attn_exp": [None],
+         "attn_alibi": [None]}  # B = 2, H = 8, N = 1024: SLOPES [H] broadcast over the heads of [B, H]
 
 
 def _kernels():

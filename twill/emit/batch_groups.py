@@ -11,6 +11,12 @@ The group is a runtime field of `Problem` (default 1, every entry its own), chec
 (batch a multiple of it), so one kernel file serves every grouping; the binding reads it off the
 shapes (K's last batch dimension dividing Q's). An output is never grouped: its tiles would be
 written by several CTAs.
+
+Inputs of one value per batch entry (`T[1]`: an ALiBi slope per head) may also be *broadcast* over
+the leading batch dimensions, as NumPy broadcasts: a slope tensor [H] under Q [B, H] holds one entry
+per head, and tile b reads entry (b / group) % `NAME_batch_period` (the Problem's period, default 0:
+no wrap, every entry its own). The binding reads it off the shapes (the tensor's batch dimensions a
+suffix of the others'): Triton's `tl.load(SLOPES + off_bh % H)`.
 """
 from __future__ import annotations
 
@@ -18,6 +24,15 @@ from __future__ import annotations
 def shareable(t) -> bool:
     """Whether tensor `t` may be shared by groups of batch entries (the rule above)."""
     return t.kind in ("input", "load") and "m" not in t.axes and not t.per_iteration
+
+
+def periodic(t) -> bool:
+    """Whether tensor `t` holds one value per batch entry, which may wrap (the rule above)."""
+    return shareable(t) and t.kind == "input" and t.rank == 1 and t.tile == (1, 1)
+
+
+def period_field(tensor: str) -> str:
+    return f"{tensor}_batch_period"
 
 
 def field(t) -> str:
@@ -43,21 +58,37 @@ def role_lines(tensors, role_ops) -> list[str]:
     out = []
     for t in tensors:
         if shareable(t) and (t.kind == "input" or t.value in role_ops):
-            out += [f"const int twill_b_{t.name} = tile.b / args.{field(t)};  // the entry of {t.value} it reads (GQA)",
-                    f"(void)twill_b_{t.name};"]
+            if periodic(t):
+                out.append(f"const int twill_b_{t.name} = tile.b / args.{field(t)} % args.{period_field(t.name)};  "
+                           f"// the entry of {t.value} it reads (GQA; one per head: wrapped)")
+            else:
+                out.append(f"const int twill_b_{t.name} = tile.b / args.{field(t)};  // the entry of {t.value} it reads (GQA)")
+            out.append(f"(void)twill_b_{t.name};")
     return out
 
 
 def args_lines(tensors) -> list[str]:
     """The Args fields of the kernel (device side)."""
-    return [f"int {field(t)};  // consecutive batch entries sharing one of {t.value} (GQA; 1: none)"
-            for t in tensors if shareable(t)]
+    out = []
+    for t in tensors:
+        if shareable(t):
+            out.append(f"int {field(t)};  // consecutive batch entries sharing one of {t.value} (GQA; 1: none)")
+        if periodic(t):
+            out.append(f"int {period_field(t.name)};  // entries of {t.value}: tile b reads b / group % this")
+    return out
 
 
 def problem_lines(tensors) -> list[str]:
     """The Problem fields (host side), with what they mean."""
-    return [f"int {field(t)} = 1;  // consecutive batch entries reading one entry of {t.value}: tile b reads "
-            f"b / this (GQA: query heads per K/V head)" for t in tensors if shareable(t)]
+    out = []
+    for t in tensors:
+        if shareable(t):
+            out.append(f"int {field(t)} = 1;  // consecutive batch entries reading one entry of {t.value}: tile b reads "
+                       f"b / this (GQA: query heads per K/V head)")
+        if periodic(t):
+            out.append(f"int {period_field(t.name)} = 0;  // entries of {t.value} (0: batch / group, every entry its "
+                       f"own): tile b reads (b / group) % this (one value per head under [B, H] batches)")
+    return out
 
 
 def launch_lines(tensors) -> list[str]:
@@ -67,13 +98,25 @@ def launch_lines(tensors) -> list[str]:
         if shareable(t):
             f = field(t)
             out.append(f"if (p.{f} < 1 || p.batch % p.{f} != 0) return cudaErrorInvalidValue;")
+        if periodic(t):
+            f = period_field(t.name)
+            out.append(f"if (p.{f} < 0 || (p.{f} > 0 && (p.batch / p.{field(t)}) % p.{f} != 0)) return cudaErrorInvalidValue;")
     return out
 
 
 def copy_lines(tensors) -> list[str]:
-    return [f"args.{field(t)} = p.{field(t)};" for t in tensors if shareable(t)]
+    out = []
+    for t in tensors:
+        if shareable(t):
+            out.append(f"args.{field(t)} = p.{field(t)};")
+        if periodic(t):
+            f = period_field(t.name)
+            out.append(f"args.{f} = p.{f} > 0 ? p.{f} : p.batch / p.{field(t)};")
+    return out
 
 
 def map_batch(t, batch: str) -> str:
     """The batch extent of t's tensor map: the problem's batch, divided by t's group."""
+    if periodic(t):
+        return f"static_cast<uint64_t>(p.{period_field(t.name)} > 0 ? p.{period_field(t.name)} : p.batch / p.{field(t)})"
     return f"{batch} / static_cast<uint64_t>(p.{field(t)})" if shareable(t) else batch

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import epilogue, partial
-from .batch_groups import field_of as group_field_of, shareable
+from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
 from .descale import has_scale
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
 
@@ -67,12 +67,14 @@ class Argument:
     shared: bool = False  # may hold one batch entry per group of the others' (batch_groups: GQA)
     source: str = ""  # the graph's name for it (an input, a load, a carry or epilogue output, a store op)
     iter_div: int = 1  # a per-iteration tile's row is the iteration over this: ceil(I / iter_div) rows
+    per_batch: bool = False  # one value per batch entry, broadcast over leading batch dimensions (batch_groups)
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
                 "esize": dtype_bytes(self.dtype), "dims": [list(d) for d in self.dims],
                 "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared,
-                **({"iter_div": self.iter_div} if self.iter_div > 1 else {})}
+                **({"iter_div": self.iter_div} if self.iter_div > 1 else {}),
+                **({"per_batch": True} if self.per_batch else {})}
 
 
 def py_name(name: str, taken: set[str]) -> str:
@@ -192,7 +194,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
         source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
-                       t.iter_div)
+                       t.iter_div, all(map(periodic, members)))
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return _as_imported(m.graph, tuple(inputs + outputs))
@@ -306,7 +308,9 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
             if x.label:
                 lines.append(f"  p.{x.field}_{x.label}_step = {x.step};")
                 lines.append(f"  p.{x.field}_{x.label}_offset = {x.offset};")
-            if a.shared:
+            if a.per_batch:  # its slot is the period: its entries, under the others' batch (batch_groups)
+                lines.append(f"  p.{period_field(x.field)} = batch_groups[{i}];")
+            elif a.shared:
                 lines.append(f"  p.{group_field_of(x.field)} = batch_groups[{i}];")
     lines += [
         f"  return static_cast<int>({ns}::launch(p, static_cast<cudaStream_t>(stream)));",
@@ -340,6 +344,7 @@ def _arg_doc(a: Argument, partial: dict[str, str]) -> str:
            else " (views of it: strided loads)")
     parts = ("; the graph's " + ", ".join(x.value for x in a.parts) + how) if len(a.parts) > 1 else ""
     note = "; zeroed first: the CTAs add into it" if a.zero else ""
+    note += "; or one per entry of the last batch dimensions ([H] under [B, H])" if a.per_batch else ""
     where = f" ({', '.join(grid)})" if grid else ""
     return f"{a.name}: torch.{TORCH_DTYPE[a.dtype]} {_layout(a)}{where}{parts}{note}"
 
@@ -377,7 +382,7 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=()) -> lis
         "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
         "",
         *[f"    {_arg_doc(a, data['partial'])}" for a in args],
-        *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the epilogue's scalar "
+        *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the {epilogue.scalar_label(m.graph, p.scalar).replace(' scalar', '')}'s scalar "
           f"{p.scalar})" for p in params if p.scalar is not None],
         *([f"    {', '.join(unread)}: arguments of the Triton kernel that the graph does not read (sizes and "
            "strides come from the tensors' shapes)"] if unread else []),
@@ -394,7 +399,7 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=()) -> lis
 
 
 def _scalar_type(m, name: str) -> str:
-    return next(v.type.dtype for v in m.graph.epilogue.scalars if v.name == name)
+    return next(v.type.dtype for v in epilogue.launch_scalars(m.graph) if v.name == name)
 
 
 def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:

@@ -152,17 +152,25 @@ def scalar_names(graph: Graph) -> list[str]:
 
 
 def launch_scalars(graph: Graph) -> list:
-    """The scalars a launch passes (every epilogue scalar but the exp2 scale, which it has already)."""
-    return [v for v in graph.epilogue.scalars if v.name != KNOB]
+    """The scalars a launch passes (every epilogue scalar but the exp2 scale, which it has already,
+    then the prologue's the epilogue does not declare: one number per name)."""
+    out = [v for v in graph.epilogue.scalars if v.name != KNOB]
+    names = {v.name for v in out}
+    return out + [v for v in graph.prologue.scalars if v.name != KNOB and v.name not in names]
+
+
+def scalar_label(graph: Graph, name: str) -> str:
+    """What a launch scalar is, for comments: an epilogue's, or the prologue's (read by the loop)."""
+    return "epilogue scalar" if name in scalar_names(graph) else "prologue scalar"
 
 
 def arg_fields(model) -> list[str]:
-    return [f"{'float' if v.type.dtype == 'f32' else 'int'} {ident(v.name)};  // epilogue scalar {v.name}"
+    return [f"{'float' if v.type.dtype == 'f32' else 'int'} {ident(v.name)};  // {scalar_label(model.graph, v.name)} {v.name}"
             for v in launch_scalars(model.graph)]
 
 
 def problem_fields(model) -> list[str]:
-    return [f"  {'float' if v.type.dtype == 'f32' else 'int'} {ident(v.name)} = 0;  // epilogue scalar {v.name}"
+    return [f"  {'float' if v.type.dtype == 'f32' else 'int'} {ident(v.name)} = 0;  // {scalar_label(model.graph, v.name)} {v.name}"
             for v in launch_scalars(model.graph)]
 
 

@@ -13,6 +13,7 @@ from ..errors import Diagnostic
 from .model import EmitError
 
 RUNTIME = {"mask": {"sm_90a": "mask_sm90.cuh", "sm_100a": "mask_sm100.cuh"},  # opcode -> its headers, by target
+           "position": {"sm_90a": "mask_sm90.cuh", "sm_100a": "mask_sm100.cuh"},
            "join": {"sm_90a": "join_sm90.cuh", "sm_100a": "join_sm100.cuh"}}
 PRED_CODES = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5}  # twill::index_holds<PRED>
 
@@ -42,4 +43,55 @@ def runtime(model) -> list[str]:
     from .runtime import _part
     graph = model.graph
     used = {op.opcode for op in graph.ops + graph.epilogue.ops + graph.prologue.ops}
-    return [_part(RUNTIME[opcode][model.target.arch]).lstrip("\n") for opcode in RUNTIME if opcode in used]
+    parts = dict.fromkeys(RUNTIME[opcode][model.target.arch] for opcode in RUNTIME if opcode in used)
+    return [_part(p).lstrip("\n") for p in parts]
+
+
+def position_origin(model, op, iteration: str) -> str:
+    """The C++ expression of a position's constant part, P*g0 + Q*l0 + K (twill/vocab.py): g0 the
+    first row in memory of its dimension along the grid (the tied tensor's placement,
+    tensors.grid_origin), l0 = iteration * kLoopStep (offset by causal_first where a causal loop
+    starts per tile). An EmitError, located, where the tile has no such dimension."""
+    from .ragged import causal
+    from .tensors import grid_origin, value_axis
+    m = model
+    grid, loop, offset = (int(op.attr(k, 0)) for k in ("grid", "loop", "offset"))
+    axis = value_axis(m.graph, m.mma_shape)
+    axes = [axis(op.name, d) for d in range(2)]
+    terms = [str(offset)] if offset or not (grid or loop) else []
+
+    def refuse(why: str, hint: str) -> EmitError:
+        return EmitError(Diagnostic(f"op '{op.name}': {why}", op.span, hint))
+    if grid:
+        dims = [d for d in range(2) if axes[d] in ("m", "n")]
+        origin = grid_origin(m.graph, m.mma_shape, m.tensors, op.name, dims[0]) if len(dims) == 1 else None
+        if origin is None:
+            raise refuse(f"grid = {grid}, but no one dimension of the tile follows the grid's rows or columns "
+                         f"(its dimensions run along {axes[0]} and {axes[1]}) as an input or loaded tile does",
+                         "a position's grid term is the first row of a tile dimension tied, through the ops, "
+                         "to an input or load placed along the grid (attention's query rows)")
+        terms.append(f"{grid} * ({origin})")
+    if loop:
+        if "loop" not in axes:
+            raise refuse(f"loop = {loop}, but no dimension of the tile runs along the loop (they run along "
+                         f"{axes[0]} and {axes[1]})", "a position's loop term is the first element along the loop "
+                         "of a tile dimension that runs along it (attention's keys)")
+        if m.ragged.step <= 0:
+            raise refuse(f"loop = {loop}, but no loaded tile runs along the loop: its step is unknown",
+                         "the loop term needs a loaded tile along the loop (attention's K)")
+        first = "causal_first(args, tile) + " if causal(m).starts else ""
+        terms.append(f"{loop} * (({first}{iteration}) * kLoopStep)")
+    return " + ".join(terms)
+
+
+def emit_position(call) -> list[str]:
+    """position {rows, cols, grid, loop, offset}: each element of a register tile from its row and
+    column in the tile (its fragment layout: op_position of cuda_runtime/mask_sm*.cuh) plus the
+    tile's origin (position_origin)."""
+    op = call.op
+    if call.out is None or call.out.where != "reg" or len(call.out.type.shape) != 2:
+        raise EmitError(Diagnostic(f"op '{op.name}': emit-cuda computes a position into a register tile of rank 2",
+                                   op.span, "give the position a result in registers (@reg)"))
+    rows, cols = int(op.attr("rows")), int(op.attr("cols"))
+    base = position_origin(call.model, op, call.iteration or "0")
+    return [f"twill::op_position<{rows}, {cols}>({call.out.expr}, {base}, {call.row0});"]

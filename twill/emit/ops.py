@@ -393,6 +393,7 @@ KINDS: dict[str, Callable[[vocab.OpDef], Emitter]] = {  # the table's emitter ki
     "reduce": _reduce,
     "dequant": lambda d: _dequant,
     "mask": lambda d: _index_mask,
+    "position": lambda d: _position,
     "join": lambda d: _math(d.helper),  # op_join (cuda_runtime/join_sm*.cuh, in kernels with a join: masks.py)
 }
 
@@ -400,6 +401,11 @@ KINDS: dict[str, Callable[[vocab.OpDef], Emitter]] = {  # the table's emitter ki
 def _index_mask(call: OpCall) -> list[str]:
     from .masks import emit_mask  # (masks.py reads this module's operand reader)
     return emit_mask(call)
+
+
+def _position(call: OpCall) -> list[str]:
+    from .masks import emit_position
+    return emit_position(call)
 # Every table op of register math, by its kind; those whose code predates the table keep theirs.
 COMMON: dict[str, Emitter] = {
     **{d.name: KINDS[d.emit](d) for d in vocab.VOCAB.values() if d.emit in KINDS},

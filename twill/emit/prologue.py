@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..ir import Graph
 from .epilogue import KNOB, Finalizer
 from .lines import Lines
-from .model import EmitError, ident, local
+from .model import ident, local
 from .ops import Arg, fragment_type
 
 
@@ -69,10 +69,7 @@ class Prologue(Finalizer):
         t = g.values[name].type if name in g.values else None
         if name in g.prologue.by_name:
             arg = self.op(out, g.prologue.by_name[name])
-        elif name in {v.name for v in g.prologue.scalars}:
-            if name != KNOB and name not in {v.name for v in g.epilogue.scalars}:
-                raise EmitError(f"prologue scalar '{name}': emit-cuda passes the exp2 scale and the epilogue's "
-                                "scalars to a kernel; declare it in the epilogue too")
+        elif name in {v.name for v in g.prologue.scalars}:  # a launch scalar (epilogue.launch_scalars)
             t = next(v.type for v in g.prologue.scalars if v.name == name)
             arg = Arg(name, t, "init", "args.exp2_scale" if name == KNOB else f"static_cast<float>(args.{ident(name)})")
         else:
@@ -89,7 +86,8 @@ def emit(body, out: Lines, reads: set[str]) -> None:
     if not wanted:
         return
     p = Prologue(body)
-    for name in needs(g, wanted):
+    scalars = [v.name for v in g.prologue.scalars if v.name in wanted]  # read by the loop as they are
+    for name in scalars + needs(g, wanted):
         arg = p.arg(out, name)
         if name in wanted:
             t = g.values[name].type

@@ -140,6 +140,11 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             if t.kind == "input" and m.values[t.value].type.space != "smem" and t.value in reads:
                 vt = m.values[t.value].type
                 out(f"{fragment_type(m, vt, self.groups)} {local(t.value)};")
+                if vt.shape in ((1,), (1, 1)):  # one value per batch entry (a head's ALiBi slope): a float
+                    _, _, batch = self.r._origin(t, "0")
+                    out(f"{local(t.value)} = twill::to_float<{ctype(vt.dtype)}>(args.{t.name}[{batch}]);  "
+                        f"// {t.value}: one value per batch entry")
+                    continue
                 self.r.read_input(out, local(t.value), t, self.row0(vt.shape[0]))
         prologue.emit(self, out, reads)
 

@@ -32,7 +32,7 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
     handed_out = {(h.source, h.carry) for h in handovers}
     out_name = {}  # (loop, carry) -> the loop binding's name of its output
     for name, renderer in loops:
-        if renderer.m.graph.epilogue.scalars:
+        if renderer.m.graph.epilogue.scalars or renderer.m.graph.prologue.scalars:
             raise EmitError(f"loop {name} takes scalars at launch: a sequence's binding passes tensors only")
         args = arguments(renderer)
         into = {h.input: h for h in handovers if h.loop == name}

@@ -103,6 +103,27 @@ def value_axis(graph: Graph, mma: dict[str, MmaShape]):
     return axis
 
 
+def grid_origin(graph: Graph, mma: dict[str, MmaShape], tensors, value: str, dim: int) -> str | None:
+    """The C++ expression of the first row in memory of dimension `dim` of `value` along a grid axis:
+    the placement (`NAME_rows_step`, `NAME_rows_offset`) of the input or loaded tensor whose
+    dimension is tied to it (the query tile q of attention's scores, or q0 / q1 of its row parts);
+    None where no tensor of the grid axis is tied to it."""
+    from .model import DIM_LABELS
+    cls = _dim_classes(graph, mma)
+    axis = value_axis(graph, mma)
+    want = cls.find((value, dim))
+    if axis(value, dim) not in ("m", "n"):
+        return None
+    for t in tensors:
+        if t.kind not in ("input", "load") or t.rank != 2:
+            continue
+        for d in range(2):
+            if t.axes[d] == axis(value, dim) and cls.find((t.value, d)) == want:
+                label, grid = DIM_LABELS[d], "tile.m" if t.axes[d] == "m" else "tile.n"
+                return f"{grid} * args.{t.name}_{label}_step + args.{t.name}_{label}_offset"
+    return None
+
+
 ROW_REDUCTIONS = ("rowsum", "rowmax", "reduce_sum", "reduce_max", "reduce_min")
 
 

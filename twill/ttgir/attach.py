@@ -14,7 +14,8 @@ KNOB = "exp2_scale"  # the epilogue scalar that is the kernel's exp2 scale (twil
 LN2 = 0.6931471805599453  # a natural-exp loop's exp2_scale holds log2 e besides the kernel's scale
 
 
-def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores: dict, natural: bool = False):
+def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores: dict, natural: bool = False,
+           launch: dict | None = None):
     """`graph` with the loop's epilogue and the function's arguments. `names` claims fresh graph
     names (build._Names); the dicts map SSA names (stores: "LINE:COL") to the graph's names of the
     carries, the loop's ops and the inputs. `natural`: the loop's exp2 ops are the kernel's
@@ -30,8 +31,9 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     carries_out = tuple(replace(c, attrs=tuple(kv for kv in c.attrs if kv[0] != "output")) if c.name in overridden
                         else c if c.name in stored else _unwritten(c) for c in graph.carries)
     named = namer.named
-    targets, also = _targets(sig, ops, inputs, stores, {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw)
-                                                 if ("scalar", v.key) in named},
+    scalars = {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw) if ("scalar", v.key) in named}
+    scalars.update({a: n for a, n in (launch or {}).items() if a not in scalars})  # the loop's (build._launch)
+    targets, also = _targets(sig, ops, inputs, stores, scalars,
                        {raw.inputs[k].arg: named[("input", k)] for k in range(len(raw.inputs)) if ("input", k) in named},
                        written)
     epilogue = Epilogue(tuple(namer.scalars), tuple(namer.eops), tuple(outputs))

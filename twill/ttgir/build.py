@@ -17,7 +17,8 @@ from collections import Counter
 from itertools import count
 
 from ..errors import Diagnostic, InputError
-from ..ir import Graph, Op, Operand, Value
+from .. import vocab
+from ..ir import Graph, Op, Operand, TensorType, Value
 from . import prologue
 from .attach import attach
 from .fuse import NATURAL, Body, Group
@@ -101,7 +102,6 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
     graph_inputs = tuple(Value(name, _input_type(lowered, body, r, r not in inputs), "input",
                                span=_ref_span(lowered, body, r)) for r, name in real.items())
     computed_inputs, block = pro.graph_parts()
-    graph_inputs += computed_inputs
     graph_carries, notes = [], _computed_inputs(body, {r: n for r, n in inputs.items() if r not in pro.computed})
     for k, name in carry_name.items():
         carry = lowered.carries[k]
@@ -111,22 +111,47 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
                                          severity="warning")))
         output = (("output", carry.output),) if carry.output else ()
         graph_carries.append(Value(name, carry.type, "carry", text, carry.span, output))
-    ops = tuple(Op(op_name[g.root], g.opcode, tuple(Operand(unscaled.get((g.root, k), operand_name(r)))
-                                                    for k, r in enumerate(g.operands)), g.type,
-                   attrs=g.attrs, has_result=g.type is not None, span=g.span) for g in groups)
+    launch: dict[str, str] = {}  # argument -> the prologue scalar a loop op reads (build._launch)
+    ops = tuple(_launch(Op(op_name[g.root], g.opcode, tuple(Operand(unscaled.get((g.root, k), operand_name(r)))
+                                                            for k, r in enumerate(g.operands)), g.type,
+                           attrs=g.attrs, has_result=g.type is not None, span=g.span), names, launch)
+                for g in groups)
+    if launch:
+        block = replace(block, scalars=block.scalars + tuple(Value(n, TensorType("f32", (1,)), "scalar")
+                                                             for n in launch.values()))
+        graph_inputs += tuple(Value(n, TensorType("f32", (1,)), "input", attrs=(("prologue", True),))
+                              for n in launch.values())  # before the block's results, as the parser has them
+    graph_inputs += computed_inputs
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
     graph = Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file, prologue=block)
     spans = {g.root: body.nodes[g.root].span for g in groups if g.type is None}
     return attach(graph, lowered, names, {lowered.carries[k].ssa: n for k, n in carry_name.items()},
                   {body.nodes[g.root].ssa: op_name[g.root] for g in groups},
                   {body.nodes[r.index].ssa: n for r, n in real.items() if r.kind == "node"},
-                  {f"{s.line}:{s.col}": op_name[root] for root, s in spans.items()}, natural_units(body)), notes
+                  {f"{s.line}:{s.col}": op_name[root] for root, s in spans.items()}, natural_units(body), launch), notes
 
 
 def natural_units(body: Body) -> bool:
     """Whether the loop's exp2 ops are the kernel's ``tl.exp`` (fuse.natural_exp): its scale of the
     scores is then exp2_scale / log2 e."""
     return any(n.kind == "exp2" and n.mlir == NATURAL for n in body.live())
+
+
+def _launch(op: Op, names: "_Names", launch: dict) -> Op:
+    """An op whose TTGIR read a float argument (the lowering's ``launch`` attribute, values.LaunchScalar):
+    a binary table op of one operand reads it as its y (or x), a prologue scalar named after it; any
+    other op (the scale fused into an exp2) drops the attribute."""
+    attrs = dict(op.attrs)
+    found = attrs.pop("launch", None)
+    rest = tuple((k, v) for k, v in op.attrs if k != "launch")
+    d = vocab.lookup(op.opcode)
+    if found is None or d is None or d.family != "binary" or len(op.operands) != 1 or "scalar" in attrs:
+        return replace(op, attrs=rest)
+    arg, index = found
+    if arg not in launch:
+        launch[arg] = names.claim(arg, fallback="scalar")
+    operands = (op.operands[0], Operand(launch[arg])) if index else (Operand(launch[arg]), op.operands[0])
+    return replace(op, operands=operands, attrs=rest)
 
 
 def _prologue(body: Body, groups: list[Group], inputs: dict, names: "_Names"):

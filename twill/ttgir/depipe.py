@@ -46,6 +46,7 @@ def depipeline(lowered: Lowered) -> Lowered:
     """The loop with delays removed, recurrences' initial values recovered and ops in source order."""
     nodes, yields = list(lowered.nodes), list(lowered.yields)
     delays = _delays(lowered)
+    nodes = _positions_from_peel(nodes, yields, lowered.carries, delays)
     alias = {k: yields[k] for k in delays}
     nodes = [_resolve_node(n, alias, nodes) for n in nodes]
     carries = list(lowered.carries)
@@ -71,7 +72,7 @@ def depipeline(lowered: Lowered) -> Lowered:
     return _reorder(_drop_dead(_common(lowered)))
 
 
-PURE = {"ew", "conv", "exp2", "rowmax", "rowsum", "reduce", "scan", "move", "mask"}
+PURE = {"ew", "conv", "exp2", "rowmax", "rowsum", "reduce", "scan", "move", "mask", "position"}
 
 
 def _common(lowered: Lowered) -> Lowered:
@@ -168,6 +169,34 @@ def _yield_node(lowered: Lowered, k: int) -> Node | None:
     if isinstance(y, Tile) and y.ref.kind == "node" and lowered.nodes[y.ref.index].in_loop:
         return lowered.nodes[y.ref.index]
     return None
+
+
+def _positions_from_peel(nodes: list[Node], yields: list, carries, delays: set[int]) -> list[Node]:
+    """A `position` the loop computes ahead (sm_100's S and softmax, an iteration early) reads the
+    induction variable of the iteration before the one it serves: its constant is that of its peeled
+    copy, the instance of the loop's first iteration (indices.position_attrs), so that the loop as
+    written computes each iteration's own positions."""
+    pairs: dict[int, Node] = {}
+
+    def walk(y: Node, copy: Node, depth: int) -> None:
+        if depth > 64 or not _is_copy(copy, y) or len(y.args) != len(copy.args):
+            return
+        if y.kind == "position":
+            pairs.setdefault(y.index, copy)
+        for a, b in zip(y.args, copy.args):
+            if isinstance(a, Tile) and isinstance(b, Tile) and a.ref.kind == b.ref.kind == "node" \
+                    and nodes[a.ref.index].in_loop:
+                walk(nodes[a.ref.index], nodes[b.ref.index], depth + 1)
+    for k in sorted(delays):
+        y, init = yields[k], carries[k].init
+        if isinstance(y, Tile) and isinstance(init, Tile) and y.ref.kind == init.ref.kind == "node":
+            walk(nodes[y.ref.index], nodes[init.ref.index], 0)
+    out = list(nodes)
+    for index, copy in pairs.items():
+        offset = dict(copy.attrs).get("offset", 0)
+        out[index] = replace(out[index], attrs=tuple(kv for kv in out[index].attrs if kv[0] != "offset")
+                             + ((("offset", offset),) if offset else ()))
+    return out
 
 
 def _is_copy(copy: Node, of: Node) -> bool:

@@ -393,7 +393,8 @@ def _opcode(body: Body, idx: list[int], operands: tuple[Ref, ...]) -> tuple[str,
         return opcode_token(root.mlir), None  # already reported when lowered
     if all(n.kind == "conv" for n in nodes):
         return "convert", None
-    ranks = [_rank(body, r) for r in operands]
+    ranks = [None if (_type(body, r) is not None and _type(body, r).shape == (1,)) else _rank(body, r)
+             for r in operands]  # a one-element operand (a scalar per batch entry) is no row vector
     if any(n.mlir == "arith.divf" for n in nodes) and all(n.mlir == "arith.divf" or n.kind == "conv" for n in nodes):
         return "div", None  # x / l: `rescale` multiplies (x * alpha), so a divide stays a divide
     if all(n.mlir in RESCALE_OPS or n.kind == "conv" for n in nodes) and any(

@@ -12,7 +12,7 @@ in the body reads the content of the previous iteration, which becomes a carry o
 """
 from __future__ import annotations
 
-from . import epilogue, ksplit
+from . import epilogue, indices, ksplit
 from .addresses import Addresses
 from .bounds import Masks
 from .compute import causal_mask, dot, dot_wait, layout_attrs, reduce, scan, tc_gen5_mma
@@ -28,7 +28,7 @@ from .provenance import func_args
 from .scalars import FOLDS, constant, elementwise, fold, no_op, scalar, view, yield_
 from .state import Lowering
 from .types import last_top_level
-from .values import SCALAR, TOKEN, Buf, Carry, Entry, Lowered, Ref, Tile
+from .values import SCALAR, TOKEN, Buf, Carry, Entry, LaunchScalar, Lowered, Ref, Tile
 
 _Lowering = Lowering
 __all__ = ["HANDLERS", "lower_loop", "show_columns", "layout_attrs", "int_attr", "opcode_token", "lower_op"]
@@ -72,9 +72,12 @@ def func_name(func: MOp) -> str:
 def _bind_arguments(lw: Lowering, func: MOp) -> None:
     """Function arguments (``%x: type`` in the signature): tensors are tiles, the rest scalars."""
     for name, mtype, tok in func_args(func, lw.types):
+        lw.arg_spans[name] = lw.src.span(tok)
         if mtype.is_tile:
             arg = MOp("arg", (name,), (), (), tok)  # stands in for the op that made it
             lw.env[name] = lw.node("arg", arg, [], lw.tile_type_at(mtype, lw.src.span(tok)))
+        elif mtype.kind == "scalar" and mtype.elem == "f32":  # read by a loop op: a prologue scalar
+            lw.env[name] = LaunchScalar(name)
         else:
             lw.env[name] = SCALAR
 
@@ -170,7 +173,7 @@ def _enter_loop(lw: Lowering, loop: MOp, scalar_args: frozenset, merge) -> list:
     are scalars or tokens; every buffer's content is now what the previous iteration left."""
     iv, pairs, types = _loop_header(lw, loop)
     if iv:
-        lw.env[iv] = SCALAR
+        lw.env[iv] = indices.symbol(indices.LOOP_TERM)  # the loop's position term (indices.py)
     inits = [lw.value(init, tok) for (_, init, tok) in
              (pairs if merge is None else [(a, i, t) for (a, _, t), i in zip(pairs, merge.inits)])]
     for k, ((arg, _, tok), mtype, init) in enumerate(zip(pairs, types, inits)):

@@ -26,12 +26,41 @@ def load(lw: Lowering, op: MOp) -> None:
     else:
         raise lw.src.error(f"cannot tell the tile type '{op.name}' loads", op.head)
     edge_mask(lw, op)
+    if not mtype.shape and not lw.in_loop and _per_batch(lw, op):  # a head's ALiBi slope: an input f32[1]
+        lw.bind(op, lw.node("load", op, vals, TensorType(_scalar_dtype(lw, mtype, op), (1,), "reg")))
+        return
     if not mtype.shape:  # one element through a scalar pointer: a scalar, whatever it scales
         lw.note(op, f"'{op.name}' of one {mtype.elem} in the loop: a scalar, folded away like index arithmetic "
                     "(a tile op that reads it is imported without it)", unknown=True)
         lw.bind(op, SCALAR)
         return
     lw.bind(op, _load_node(lw, op, vals, lw.tile_type(mtype, op, "smem"), ins[0] if ins else None))
+
+
+def _per_batch(lw: Lowering, op: MOp) -> bool:
+    """Whether a scalar load before the loop reads one value per batch entry: ``P[pid_y]`` or
+    ``P[pid_y % N]`` of a pointer argument P (Triton's ``tl.load(SLOPES + off_bh % H)``), the batch
+    the grid's second axis (emit-cuda's batch entries; the binding broadcasts [H] over [B, H])."""
+    names = op.operands()
+    a = lw.addresses.of(names[0][0]) if lw.addresses is not None and names else None
+    if a is None or a.base is None or a.coefs or len(a.const) != 1 or a.const[0][1] != 1 or len(a.const[0][0]) != 1:
+        return False
+    atom = a.const[0][0][0]
+    if atom == "pid_y":
+        return True
+    d = lw.addresses.defs.get(atom[1:]) if atom.startswith("%") else None
+    if d is None or d.name not in ("arith.remsi", "arith.remui") or len(d.operands()) != 2:
+        return False
+    x, n = (lw.addresses.of(name) for name, _ in d.operands())
+    return (x is not None and n is not None and not x.coefs and x.const == ((("pid_y",), 1),)
+            and not n.coefs and n.base is None)
+
+
+def _scalar_dtype(lw: Lowering, mtype, op: MOp) -> str:
+    from .types import DTYPES
+    if mtype.elem not in DTYPES:
+        raise lw.src.error(f"'{op.name}' loads a '{mtype.elem}', which the .tir format has no dtype for", op.head)
+    return DTYPES[mtype.elem]
 
 
 def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:

@@ -10,7 +10,7 @@ from . import indices
 from .opnames import COMMUTATIVE, ELEMENTWISE, SLOTS, TRANSPOSES, int_attr
 from .parser import MOp
 from .state import Lowering
-from .values import INDEXED, SCALAR, Buf, Const, Indexed, Tile
+from .values import INDEXED, SCALAR, Buf, Const, Indexed, LaunchScalar, Tile
 
 
 def view(lw: Lowering, op: MOp) -> None:
@@ -46,7 +46,12 @@ def _slot(lw: Lowering, op: MOp, buf: Buf) -> None:
 
 def scalar(lw: Lowering, op: MOp) -> None:
     lw.operands(op)  # still checks that they are defined
-    lw.bind(op, indices.make_range(int_attr(op, "start")) if op.name == "tt.make_range" else SCALAR)
+    if op.name == "tt.make_range":
+        lw.bind(op, indices.make_range(int_attr(op, "start")))
+    elif op.name == "tt.get_program_id" and op.tokens and op.tokens[0].text == "x":
+        lw.bind(op, indices.symbol(indices.GRID_TERM))  # the grid's row tile (indices.py)
+    else:
+        lw.bind(op, SCALAR)
 
 
 # Float arithmetic on two scalar constants, folded to the constant (Triton writes `x / N` for a
@@ -108,12 +113,28 @@ def _literal(text: str, elem: str) -> float | bool | None:
         return None
 
 
+POSITION_CASTS = ("arith.sitofp", "arith.uitofp")  # an index made a float: a `position` (indices.py)
+
+
 def elementwise(lw: Lowering, op: MOp) -> None:
     vals = lw.operands(op)
-    if not any(isinstance(v, Tile) for v in vals):
+    if not any(isinstance(v, (Tile, LaunchScalar)) for v in vals):
+        if op.name in POSITION_CASTS and (lw.in_loop or lw.loop_iv is not None) and len(vals) == 1 and isinstance(vals[0], indices.Index) \
+                and vals[0].coefs:
+            lw.bind(op, _position(lw, op, vals[0]))
+            return
         indexed = any(isinstance(v, Indexed) for v in vals)
         lw.bind(op, indices.combine(op.name, vals, _predicate(op)) if indexed else SCALAR)
         return
+    vals = [indices.scalar(v) for v in vals]  # the program id, the loop's variable: scalars, as before
+    if not any(isinstance(v, Tile) for v in vals):  # a launch scalar on no tile: folded away as before
+        lw.bind(op, SCALAR)
+        return
+    # A float argument a binary op of one tile reads (x * sm_scale): the op's y where no fusion folds it
+    # (build.py: a prologue scalar), else folded away as any scalar is (the exp2's scale).
+    launch = [(v.name, i) for i, v in enumerate(vals) if isinstance(v, LaunchScalar)]
+    vals = [SCALAR if isinstance(v, LaunchScalar) else v for v in vals]
+    extra = (("launch", launch[0]),) if len(launch) == 1 and len(vals) == 2 and lw.in_loop else ()
     if not lw.in_loop:
         from .handover import convert  # an earlier loop's result converted: handed over in that dtype
         if convert(lw, op, vals):
@@ -128,7 +149,34 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         return
     if op.name in ("arith.cmpf", "arith.cmpi"):
         tt = TensorType("i1", tt.shape)
-    lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=_scalar_operand(op, vals)))
+    lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=_scalar_operand(op, vals) + extra))
+
+
+def _position(lw: Lowering, op: MOp, index: "indices.Index") -> Tile:
+    """``arith.sitofp`` of a 2-D index in the loop: a `position` node (indices.position_attrs), or
+    an error at the op where the index has a term the op cannot say."""
+    ins, outs = lw.signature(op)
+    mtype = outs[0] if outs else None
+    tt = lw.tile_type(mtype, op) if mtype is not None and mtype.kind != "scalar" else None
+    if tt is None or len(tt.shape) != 2:
+        return INDEXED
+    grid_dim = 1 if index.coefs[0] == 0 and index.coefs[1] != 0 else 0
+    attrs = indices.position_attrs(index, tt.shape[grid_dim], _loop_lower(lw))
+    if isinstance(attrs, str):
+        raise lw.src.error(f"'{op.name}' makes a float of element positions that a `position` cannot say: {attrs}",
+                           op.head, hint="a position is rows*r + cols*c + grid*g0 + loop*l0 + offset of the "
+                                         "element's row r and column c in the tile, g0 = program_id(0) x the tile's "
+                                         "rows, l0 the loop's induction variable from a constant start "
+                                         "(docs/ttgir-import.md, section 3)")
+    return lw.node("position", op, [], tt, attrs=attrs, opcode="position")
+
+
+def _loop_lower(lw: Lowering) -> int | None:
+    """The chosen loop's constant lower bound (None where it is not one)."""
+    from .addresses import _integer
+    loop = lw.addresses.loops.get(lw.loop_iv) if lw.addresses is not None and lw.loop_iv else None
+    lower = lw.addresses.of(loop.lower) if loop is not None else None
+    return _integer(lower.const) if lower is not None and not lower.coefs and lower.base is None else None
 
 
 def _predicate(op: MOp) -> str | None:

@@ -37,6 +37,17 @@ class Indexed(Scalar):
 
 
 @dataclass(frozen=True)
+class LaunchScalar(Scalar):
+    """A float scalar argument of the function (attention's ``sm_scale``): folded away like any scalar,
+    except where a binary op of one of the loop's tiles reads it and no fusion folds it (into the
+    exp2's scale): then that op's y, a prologue scalar of the graph (the node's ``launch`` attribute,
+    build.py)."""
+
+    name: str = ""
+    dtype: str = "f32"
+
+
+@dataclass(frozen=True)
 class Token:
     pass
 
@@ -77,8 +88,9 @@ class Node:
 
     `kind` is load, mma, rowmax, rowsum, exp2 (anchors of their own opcode), ew (cheap elementwise
     arithmetic), conv (a dtype conversion), move (a copy of a register tile into shared or tensor
-    memory), store, arg (a tensor argument of the function) or generic (an op the importer does not
-    know). `mlir` is the TTGIR op it came from and `ssa` its result's SSA name.
+    memory), store, arg (a tensor argument of the function), scalar (a float scalar argument a loop
+    op reads: a prologue scalar), position (element positions, indices.py) or generic (an op the
+    importer does not know). `mlir` is the TTGIR op it came from and `ssa` its result's SSA name.
     """
 
     index: int

@@ -595,18 +595,16 @@ __device__ __forceinline__ void frag_to_buffer_clip(T* buf, const TScalR<R>& r, 
   if (row_ok<R>() && row0 + trow<R>() < n) buf[row0 + trow<R>()] = from_float<T>(r.x);
 }
 // A tile of global memory into a fragment, element (r, c) at ptr[r * ld + c] (ptr: the tile's
-// origin), 0 past rows_left rows and cols_left columns (a partial last tile along a grid axis).
+// origin), clamped to the first rows_left rows and cols_left columns: a partial last tile along a grid
+// axis (partial.py) reads the last element inside for those past the end, which are never written.
 template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0, int ld, int rows_left, int cols_left) {
-  const int r = row0 + trow<F::kRows>();
-  for_each(f, [&](int c) {
-    return r < rows_left && c < cols_left ? to_float<T>(ptr[static_cast<size_t>(r) * ld + c]) : 0.f;
-  });
+  const int r = min(row0 + trow<F::kRows>(), rows_left - 1);
+  for_each(f, [&](int c) { return to_float<T>(ptr[static_cast<size_t>(r) * ld + min(c, cols_left - 1)]); });
 }
 template <typename T, int R>
 __device__ __forceinline__ void global_to_frag_clip(TScalR<R>& v, const T* ptr, int row0, int, int rows_left, int) {
-  const int r = row0 + trow<R>();
-  v.x = r < rows_left ? to_float<T>(ptr[r]) : 0.f;
+  v.x = to_float<T>(ptr[min(row0 + trow<R>(), rows_left - 1)]);
 }
 
 // ---- the known opcodes' math ---------------------------------------------------------------------

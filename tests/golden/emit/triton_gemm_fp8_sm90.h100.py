@@ -95,12 +95,16 @@ def resolve(spec, given, iters=None):
     # per tile (not GQA's K and V, which may be shared by groups of batch entries).
     first = [n for n, m in given.items() if m is not None]
     first = next((n for n in first if not args[n].get("shared")), first[0] if first else None)
+    per_batch = []
     for name, meta in sorted(given.items(), key=lambda item: item[0] != first):
         if meta is None:
             continue
         arg = args[name]
         _check_meta(arg, meta, device)
         device = meta.device
+        if arg.get("per_batch"):  # checked once the others give the batch
+            per_batch.append((name, meta))
+            continue
         dims = _extents(spec, arg)
         batch = tuple(meta.shape[:len(meta.shape) - len(dims)])
         if batch_shape is None:
@@ -112,9 +116,24 @@ def resolve(spec, given, iters=None):
                                 f"{list(batch_shape)} (shape {layout(arg)})")
         for (key, size), extent in zip(dims, meta.shape[len(batch):]):
             _unify(spec, arg, key, size, extent, known, who, meta.shape)
+    for name, meta in per_batch:
+        groups[name] = _period(args[name], meta.shape, batch_shape or (), batch_of)
     plan = _finish(spec, known, who, batch_shape or (), device, iters)
     plan["groups"] = [groups.get(a["name"], 1) for a in spec["args"]]
     return plan
+
+
+def _period(arg, shape, batch_shape, batch_of):
+    """The entries of a one-value-per-batch-entry argument (a slope per head): its shape [*own] or
+    [*own, 1], `own` the last dimensions of the others' batch (NumPy broadcasting: [H] under
+    [B, H]); tile b reads entry b % their product. 0 where it has the whole batch."""
+    own = tuple(shape[:-1]) if shape and shape[-1] == 1 else tuple(shape)
+    while own and own[0] == 1:  # a leading 1 broadcasts (NumPy)
+        own = own[1:]
+    if len(own) > len(batch_shape) or tuple(batch_shape[len(batch_shape) - len(own):]) != own:
+        raise ArgumentError(f"{arg['name']}: one value per batch entry, shape {list(shape)}, whose dimensions are "
+                            f"not the last of {batch_of}'s batch {list(batch_shape)} (as [H] is under [B, H])")
+    return 0 if own == tuple(batch_shape) else math.prod(own)
 
 
 def _group(arg, batch, batch_shape, batch_of, shape):

@@ -674,19 +674,20 @@ __device__ __forceinline__ void frag_to_buffer_clip(T* buf, const Rows<MB>& r, i
       if (threadIdx.x % 4 == 0 && row0 + rows_row(b, h) < n) buf[row0 + rows_row(b, h)] = from_float<T>(r.x[b][h]);
 }
 // A tile of global memory into a fragment, element (r, c) at ptr[r * ld + c] (ptr: the tile's
-// origin), 0 past rows_left rows and cols_left columns (a partial last tile along a grid axis).
+// origin), clamped to the first rows_left rows and cols_left columns: a partial last tile along a grid
+// axis (partial.py) reads the last element inside for those past the end, which are never written.
+// (A clamp rather than a 0: it costs no register where the epilogue holds the most.)
 template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0, int ld, int rows_left, int cols_left) {
   for_each(f, [&](int b, int i) {
-    const int r = row0 + frag_row(b, i), c = frag_col(i);
-    return r < rows_left && c < cols_left ? to_float<T>(ptr[static_cast<size_t>(r) * ld + c]) : 0.f;
+    const int r = min(row0 + frag_row(b, i), rows_left - 1), c = min(frag_col(i), cols_left - 1);
+    return to_float<T>(ptr[static_cast<size_t>(r) * ld + c]);
   });
 }
 template <typename T, int MB>
 __device__ __forceinline__ void global_to_frag_clip(Rows<MB>& v, const T* ptr, int row0, int, int rows_left, int) {
   for_each(v, [&](int b, int h) {
-    const int r = row0 + rows_row(b, h);
-    return r < rows_left ? to_float<T>(ptr[r]) : 0.f;
+    return to_float<T>(ptr[min(row0 + rows_row(b, h), rows_left - 1)]);
   });
 }
 
@@ -834,10 +835,10 @@ __device__ __forceinline__ void tile_to_frag(Cols<N>& c, const void* tile, int) 
   const ColsView<N, T> v{tile};
   for_each(c, [&](int b, int i) { return at<false>(v, b, i); });
 }
-// A [1, N] vector of global memory, 0 past cols_left columns (a partial last tile along N).
+// A [1, N] vector of global memory, clamped to its first cols_left columns (a partial last tile along N).
 template <typename T, int N>
 __device__ __forceinline__ void global_to_frag_clip(Cols<N>& v, const T* ptr, int, int, int, int cols_left) {
-  for_each(v, [&](int, int i) { return frag_col(i) < cols_left ? to_float<T>(ptr[frag_col(i)]) : 0.f; });
+  for_each(v, [&](int, int i) { return to_float<T>(ptr[min(frag_col(i), cols_left - 1)]); });
 }
 
 // The minimum of each row (reduce_min along the last axis).
@@ -1120,6 +1121,7 @@ struct Args {
   int out_acc_cols_step, out_acc_cols_offset;  // placement of acc_n's tiles
   int out_rowsums_cols_step, out_rowsums_cols_offset;  // placement of acc_n's tiles
   int sa_batch_group;  // consecutive batch entries sharing one of sa (GQA; 1: none)
+  int sa_batch_period;  // entries of sa: tile b reads b / group % this
   int bias_batch_group;  // consecutive batch entries sharing one of bias (GQA; 1: none)
   int b_batch_group;  // consecutive batch entries sharing one of b (GQA; 1: none)
 };
@@ -1175,7 +1177,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
-  const int twill_b_sa = tile.b / args.sa_batch_group;  // the entry of sa it reads (GQA)
+  const int twill_b_sa = tile.b / args.sa_batch_group % args.sa_batch_period;  // the entry of sa it reads (GQA; one per head: wrapped)
   (void)twill_b_sa;
   const int twill_b_bias = tile.b / args.bias_batch_group;  // the entry of bias it reads (GQA)
   (void)twill_b_bias;
@@ -1209,7 +1211,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   (void)tm;
   (void)args;
   (void)tile;
-  const int twill_b_sa = tile.b / args.sa_batch_group;  // the entry of sa it reads (GQA)
+  const int twill_b_sa = tile.b / args.sa_batch_group % args.sa_batch_period;  // the entry of sa it reads (GQA; one per head: wrapped)
   (void)twill_b_sa;
   const int twill_b_bias = tile.b / args.bias_batch_group;  // the entry of bias it reads (GQA)
   (void)twill_b_bias;
@@ -1351,6 +1353,7 @@ struct Problem {
   int out_acc_cols_step = 128, out_acc_cols_offset = 0;
   int out_rowsums_cols_step = 128, out_rowsums_cols_offset = 0;
   int sa_batch_group = 1;  // consecutive batch entries reading one entry of sa: tile b reads b / this (GQA: query heads per K/V head)
+  int sa_batch_period = 0;  // entries of sa (0: batch / group, every entry its own): tile b reads (b / group) % this (one value per head under [B, H] batches)
   int bias_batch_group = 1;  // consecutive batch entries reading one entry of bias: tile b reads b / this (GQA: query heads per K/V head)
   int b_batch_group = 1;  // consecutive batch entries reading one entry of b: tile b reads b / this (GQA: query heads per K/V head)
 };
@@ -1406,6 +1409,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_rowsums == nullptr) return cudaErrorInvalidValue;
   if (p.out_rowsums_cols_offset < 0 || p.out_rowsums_cols_offset + 128 > p.out_rowsums_cols_step) return cudaErrorInvalidValue;
   if (p.sa_batch_group < 1 || p.batch % p.sa_batch_group != 0) return cudaErrorInvalidValue;
+  if (p.sa_batch_period < 0 || (p.sa_batch_period > 0 && (p.batch / p.sa_batch_group) % p.sa_batch_period != 0)) return cudaErrorInvalidValue;
   if (p.bias_batch_group < 1 || p.batch % p.bias_batch_group != 0) return cudaErrorInvalidValue;
   if (p.b_batch_group < 1 || p.batch % p.b_batch_group != 0) return cudaErrorInvalidValue;
   if (p.m_extent < 0 || (p.m_extent != 0 && !kPartialM)) return cudaErrorInvalidValue;
@@ -1452,6 +1456,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_rowsums_cols_step = p.out_rowsums_cols_step;
   args.out_rowsums_cols_offset = p.out_rowsums_cols_offset;
   args.sa_batch_group = p.sa_batch_group;
+  args.sa_batch_period = p.sa_batch_period > 0 ? p.sa_batch_period : p.batch / p.sa_batch_group;
   args.bias_batch_group = p.bias_batch_group;
   args.b_batch_group = p.b_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
@@ -1474,7 +1479,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_sa(const Problem& p) { return static_cast<size_t>(uint64_t(1) * uint64_t(1) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.sa_batch_group)); }
+inline size_t elements_sa(const Problem& p) { return static_cast<size_t>(uint64_t(1) * uint64_t(1) * static_cast<uint64_t>(p.sa_batch_period > 0 ? p.sa_batch_period : p.batch / p.sa_batch_group)); }
 inline size_t elements_bias(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.n_extent, p.tiles_n, p.bias_cols_step) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.bias_batch_group)); }
 inline size_t elements_a(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_b(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.n_extent, p.tiles_n, p.b_rows_step) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group)); }

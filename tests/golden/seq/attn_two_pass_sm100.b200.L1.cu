@@ -593,18 +593,16 @@ __device__ __forceinline__ void frag_to_buffer_clip(T* buf, const TScalR<R>& r, 
   if (row_ok<R>() && row0 + trow<R>() < n) buf[row0 + trow<R>()] = from_float<T>(r.x);
 }
 // A tile of global memory into a fragment, element (r, c) at ptr[r * ld + c] (ptr: the tile's
-// origin), 0 past rows_left rows and cols_left columns (a partial last tile along a grid axis).
+// origin), clamped to the first rows_left rows and cols_left columns: a partial last tile along a grid
+// axis (partial.py) reads the last element inside for those past the end, which are never written.
 template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0, int ld, int rows_left, int cols_left) {
-  const int r = row0 + trow<F::kRows>();
-  for_each(f, [&](int c) {
-    return r < rows_left && c < cols_left ? to_float<T>(ptr[static_cast<size_t>(r) * ld + c]) : 0.f;
-  });
+  const int r = min(row0 + trow<F::kRows>(), rows_left - 1);
+  for_each(f, [&](int c) { return to_float<T>(ptr[static_cast<size_t>(r) * ld + min(c, cols_left - 1)]); });
 }
 template <typename T, int R>
 __device__ __forceinline__ void global_to_frag_clip(TScalR<R>& v, const T* ptr, int row0, int, int rows_left, int) {
-  const int r = row0 + trow<R>();
-  v.x = r < rows_left ? to_float<T>(ptr[r]) : 0.f;
+  v.x = to_float<T>(ptr[min(row0 + trow<R>(), rows_left - 1)]);
 }
 
 // ---- the known opcodes' math ---------------------------------------------------------------------
@@ -749,10 +747,10 @@ __device__ __forceinline__ void tile_to_frag(TCols<N, R>& c, const void* tile, i
   const ColsView<N, T> v{tile};
   for_each(c, [&](int i) { return at<false>(v, i); });
 }
-// A [1, N] vector of global memory, 0 past cols_left columns (a partial last tile along N).
+// A [1, N] vector of global memory, clamped to its first cols_left columns (a partial last tile along N).
 template <typename T, int N, int R>
 __device__ __forceinline__ void global_to_frag_clip(TCols<N, R>& v, const T* ptr, int, int, int, int cols_left) {
-  for_each(v, [&](int i) { return i < cols_left ? to_float<T>(ptr[i]) : 0.f; });
+  for_each(v, [&](int i) { return to_float<T>(ptr[min(i, cols_left - 1)]); });
 }
 
 // The minimum of each row (reduce_min along the last axis): the thread's own row.

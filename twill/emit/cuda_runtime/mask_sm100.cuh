@@ -1,5 +1,5 @@
 
-// ==== the mask op of the vocabulary (twill/emit/masks.py), in kernels that have one: sm_100a ====
+// ==== the mask and position ops of the vocabulary (twill/emit/masks.py), in kernels that have one: sm_100a ====
 // mask (twill/emit/masks.py): does an element's index v = rows * r + cols * c + offset satisfy
 // v PRED 0 (PRED 0..5: eq ne lt le gt ge)?
 template <int PRED>
@@ -17,3 +17,10 @@ __device__ __forceinline__ void op_mask(Out& out, const X& x, const Y& y, int ro
   });
 }
 
+// position (twill/emit/masks.py): element (r, c) of the tile (r = row0 + the thread's row) is
+// ROWS * r + COLS * c + base, base the tile origin's part (P * g0 + Q * l0 + K).
+template <int ROWS, int COLS, typename Out>
+__device__ __forceinline__ void op_position(Out& out, int base, int row0) {
+  const int r = ROWS * (row0 + trow<Out::kRows>()) + base;
+  for_each(out, [&](int i) { return static_cast<float>(r + COLS * i); });
+}

@@ -1,5 +1,5 @@
 
-// ==== the mask op of the vocabulary (twill/emit/masks.py), in kernels that have one: sm_90a ====
+// ==== the mask and position ops of the vocabulary (twill/emit/masks.py), in kernels that have one: sm_90a ====
 // mask (twill/emit/masks.py): does an element's index v = rows * r + cols * c + offset satisfy
 // v PRED 0 (PRED 0..5: eq ne lt le gt ge)?
 template <int PRED>
@@ -16,3 +16,9 @@ __device__ __forceinline__ void op_mask(Out& out, const X& x, const Y& y, int ro
   });
 }
 
+// position (twill/emit/masks.py): element (r, c) of the tile (r from row0, this warpgroup's first
+// row) is ROWS * r + COLS * c + base, base the tile origin's part (P * g0 + Q * l0 + K).
+template <int ROWS, int COLS, typename Out>
+__device__ __forceinline__ void op_position(Out& out, int base, int row0) {
+  for_each(out, [&](int b, int i) { return static_cast<float>(ROWS * (row0 + frag_row(b, i)) + COLS * frag_col(i) + base); });
+}
