@@ -27,6 +27,16 @@ from .liveness import (always_blocking, busy, holds, imports, in_place_operands,
 from .problem import Problem
 
 
+def ortools_cp_model():
+    """OR-Tools' CP-SAT module, or a TwillError saying how to install it (an optional dependency)."""
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError:
+        from .errors import TwillError
+        raise TwillError("--smt-backend cpsat and yices-cpsat need OR-Tools: pip install 'twill-sched[cpsat]'") from None
+    return cp_model
+
+
 def slots(p: Problem) -> int:
     """Role slots, as joint_terms.Encoding counts them."""
     lim = p.limits
@@ -38,8 +48,7 @@ class CpJoint:
     """The joint model at one I with L <= lmax (and L >= floor); holds the CP-SAT model."""
 
     def __init__(self, p: Problem, ii: int, lmax: int, floor: int = 0):
-        from ortools.sat.python import cp_model
-        self.cp = cp_model
+        self.cp = cp_model = ortools_cp_model()
         self.m = m = cp_model.CpModel()
         self.p, self.ii, self.lmax = p, ii, lmax
         self.names = [t.name for t in p.tasks]
@@ -496,7 +505,7 @@ class _First:
     """A solution callback that calls `report()` at the first solution only."""
 
     def __new__(cls, report):
-        from ortools.sat.python import cp_model
+        cp_model = ortools_cp_model()
 
         class First(cp_model.CpSolverSolutionCallback):
             def __init__(self):
