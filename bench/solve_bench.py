@@ -135,7 +135,7 @@ def run_one(name: str, gpu: str, timeout: float, backend: str = "yices") -> dict
 CORPUS_RESULTS = ROOT / "bench" / "corpus-results.json"
 
 
-def corpus_child(tir: str, machine_yaml: str) -> int:
+def corpus_child(tir: str, machine_yaml: str, backend: str = "yices") -> int:
     """One corpus solve: like `child`, plus when each joint phase began (from the progress reports:
     the escalation over I, then L, then each tie-break), so the first schedule's time is known."""
     marks: list[tuple[float, str]] = []
@@ -155,7 +155,7 @@ def corpus_child(tir: str, machine_yaml: str) -> int:
         from twill.pipeline import SolveOptions, solve
         graph, machine = load_graph(tir), load_machine(machine_yaml)
         t0 = time.perf_counter()
-        schedule = solve(graph, machine, SolveOptions(timings=True), progress)
+        schedule = solve(graph, machine, SolveOptions(timings=True, smt_backend=backend), progress)
         end = time.perf_counter() - t0
         phases: dict[str, float] = {}
         for (t, name), nxt in zip(marks, [m[0] for m in marks[1:]] + [end]):
@@ -173,7 +173,8 @@ def corpus_child(tir: str, machine_yaml: str) -> int:
     return 0
 
 
-def bench_corpus(families: list[str] | None, max_ops: int | None, timeout: float, workdir: Path) -> dict:
+def bench_corpus(families: list[str] | None, max_ops: int | None, timeout: float, workdir: Path,
+                 backend: str = "yices") -> dict:
     """Every corpus case (bench/corpus.py), solved once in a fresh process under `nice`."""
     import corpus
     out = {}
@@ -182,7 +183,7 @@ def bench_corpus(families: list[str] | None, max_ops: int | None, timeout: float
         if (families and case.family not in families) or (max_ops and ops > max_ops):
             continue
         print(f"  {case.name} ({case.family}, {ops} ops, {case.gpu}) ...", end="", file=sys.stderr, flush=True)
-        cmd = ["nice", sys.executable, str(Path(__file__).resolve()), "--corpus-child", str(tir), str(yaml)]
+        cmd = ["nice", sys.executable, str(Path(__file__).resolve()), "--corpus-child", str(tir), str(yaml), backend]
         r, elapsed = run_child(cmd, timeout, ROOT)
         r.update({"family": case.family, "gpu": case.gpu, "seed": case.seed, "ops": ops,
                   "units": dict(case.units), "process_seconds": round(elapsed, 3)})
@@ -211,7 +212,9 @@ def corpus_section(data: dict) -> list[str]:
     lines = ["## Generated corpus", "",
              f"`python bench/solve_bench.py --corpus` ({data['date']}; load average {data['loadavg_before']} before,"
              f" {data['loadavg_after']} after): {len(cases)} graphs of bench/corpus.py, one `nice` solve each in a"
-             f" fresh process, timeout {timeout:g} s (a graph that did not finish counts as {timeout:g} s).",
+             f" fresh process, timeout {timeout:g} s (a graph that did not finish counts as {timeout:g} s)"
+             + (f", joint stage `--smt-backend {data['smt_backend']}`." if data.get("smt_backend", "yices") != "yices"
+                else "."),
              "", *data.get("notes", []), ""]
     if total:
         rows = [("to the proven optimum", total), ("to the first joint schedule", first)]
@@ -549,7 +552,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family", action="append", help="with --corpus: only this family (repeatable)")
     ap.add_argument("--max-ops", type=int, help="with --corpus: only graphs of at most this many ops")
     ap.add_argument("--child", nargs=3, metavar=("TIR", "GPU", "BACKEND"), help=argparse.SUPPRESS)
-    ap.add_argument("--corpus-child", nargs=2, metavar=("TIR", "YAML"), help=argparse.SUPPRESS)
+    ap.add_argument("--corpus-child", nargs=3, metavar=("TIR", "YAML", "BACKEND"), help=argparse.SUPPRESS)
+    ap.add_argument("--smt-backend", default="yices", choices=("yices", "z3", "cpsat", "yices-cpsat"),
+                    help="with --corpus: the joint stage's solver (default yices)")
     args = ap.parse_args(argv)
 
     if args.child:
@@ -625,10 +630,10 @@ def run_corpus(args) -> int:
     before = [round(x, 2) for x in os.getloadavg()]
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     with tempfile.TemporaryDirectory() as tmp:
-        cases = bench_corpus(args.family, args.max_ops, timeout, Path(tmp))
+        cases = bench_corpus(args.family, args.max_ops, timeout, Path(tmp), args.smt_backend)
     data = {"format": FORMAT + "-corpus", "date": date, "timeout_seconds": timeout, "loadavg_before": before,
             "loadavg_after": [round(x, 2) for x in os.getloadavg()], "families": args.family,
-            "max_ops": args.max_ops, "twill_commit": machine_description()["twill_commit"], "cases": cases}
+            "max_ops": args.max_ops, "smt_backend": args.smt_backend, "twill_commit": machine_description()["twill_commit"], "cases": cases}
     print("\n".join(corpus_section(data)))
     res = args.out / "corpus-results.json" if args.out else CORPUS_RESULTS
     doc = args.out / "benchmarks.md" if args.out else DEFAULT_DOC

@@ -15,8 +15,9 @@ from .main import main
               help="stdout format [default: table; with -o, nothing unless asked]")
 @click.option("--swp-only", is_flag=True, help="stop after the modulo-scheduling stage (no warp specialization)")
 @click.option("--time-limit", type=Seconds(), help="seconds; exit 3 with the best schedule")
-@click.option("--smt-backend", type=click.Choice(["yices", "z3"]), default="yices", show_default=True,
-              help="joint-stage solver (z3 for comparison only)")
+@click.option("--smt-backend", type=click.Choice(["yices", "z3", "cpsat", "yices-cpsat"]), default="yices",
+              show_default=True, help="joint-stage solver: z3 for comparison only; cpsat: OR-Tools CP-SAT; "
+              "yices-cpsat: Yices up to the first schedule, CP-SAT for the least L and the tie-breaks")
 @click.option("--no-cache", "no_cache", is_flag=True, help="solve again even if this problem was solved before")
 @click.option("--timings", is_flag=True, help="record wall times in the schedule (the file then varies)")
 @model_flags

@@ -231,6 +231,12 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         if status != Status.SAT:
             return status, None
         length = enc.makespan()
+        if p.option("smt_backend") == "yices-cpsat":  # L and the tie-breaks on CP-SAT (joint_cpsat.finish)
+            from .joint_cpsat import finish
+            result = finish(p, ii, lmax, below + 1, enc.starts(), enc.roles(), deadline, report, tried,
+                            time.monotonic())
+            if result is not None:
+                return status, result
         enc.break_symmetry()  # after the first schedule: finding one is slower with it, proofs are not
         report("joint", {"I": ii, "L": length, "minimizing": "L", "last check s": _secs(enc)})
         length, done, ties = _minimize(enc, below, deadline, report)
@@ -262,11 +268,16 @@ def _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried
 
 def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
                 max_ii: int | None = None, progress=None, extra_copies: int = EXTRA_COPIES,
-                deadline: float | None = None, first_refuted: bool = False) -> JointResult | None:
+                deadline: float | None = None, first_refuted: bool = False,
+                swp_starts: tuple[tuple[str, int], ...] = ()) -> JointResult | None:
     """I/L escalation. Returns None when the time limit (or `deadline`, time.monotonic() seconds,
     whichever comes first) ends the search first; raises NoScheduleError when no I up to `max_ii`
     (or a fully sequential I) works. With `first_refuted`, the caller has proven `first_ii`
     unsatisfiable (explain's core) and the search starts above it."""
+    if p.option("smt_backend") == "cpsat":  # the same search on CP-SAT (joint_cpsat.py)
+        from .joint_cpsat import solve_joint as on_cpsat
+        return on_cpsat(p, first_ii, swp_length, time_limit, max_ii, progress, extra_copies, deadline, first_refuted,
+                        swp_starts)
     if time_limit is not None:
         deadline = min(deadline or math.inf, time.monotonic() + time_limit)
     report = progress or (lambda stage, info: None)
@@ -351,7 +362,7 @@ def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
 def joint_schedule(p: Problem, swp, base: Schedule, options, progress, deadline: float | None = None,
                    first_refuted: bool = False) -> Schedule:
     result = solve_joint(p, swp.ii, swp.length, options.time_limit, options.max_ii, progress, deadline=deadline,
-                         first_refuted=first_refuted)
+                         first_refuted=first_refuted, swp_starts=swp.starts)
     if result is None:
         raise TimeLimitReached(None, "the time limit ended the joint search before any schedule was found")
     start, slot = dict(result.starts), dict(result.roles)

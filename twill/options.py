@@ -28,7 +28,7 @@ class ModelOptions:
     registers: int | None = None  # override limits.registers_per_thread (a reduced budget)
     register_reserve: int | None = None  # override limits.register_reserve (registers outside tiles)
     depth: int | None = None  # ring-buffer depth of streaming loads
-    smt_backend: str = "yices"  # "z3" for comparison only
+    smt_backend: str = "yices"  # "z3" for comparison only; "cpsat": the joint stage on OR-Tools CP-SAT
     groups: tuple[tuple[str, ...], ...] = ()  # ops pinned together on one role, each group its own role
     # registers per thread the model does not see on one role (emit-cuda's ptxas loop, from that
     # role's ptxas count): (the role's ops, registers, its warps); a role holding any of the ops

@@ -301,7 +301,7 @@ OPTION_CHECKS = {  # what each model option a schedule records (pipeline.model_o
     "groups": lambda v: isinstance(v, (list, tuple)) and all(isinstance(g, (list, tuple)) and
                                                            all(isinstance(n, str) for n in g) for g in v),
     "normalize_bound": lambda v: _count(v, 1), "max_ii": lambda v: _count(v, 1),
-    "smt_backend": lambda v: v in ("yices", "z3"),
+    "smt_backend": lambda v: v in ("yices", "z3", "cpsat", "yices-cpsat"),
     "role_reserve": lambda v: isinstance(v, (list, tuple)) and all(  # [ops, registers, warps] each
         isinstance(e, (list, tuple)) and len(e) == 3 and isinstance(e[0], (list, tuple))
         and all(isinstance(n, str) for n in e[0]) and _count(e[1], 1) and _count(e[2], 1) for e in v),

@@ -216,12 +216,15 @@ class _Z3Terms:
         return a < b
 
 
-BACKENDS = ("yices", "z3")
+BACKENDS = ("yices", "z3", "cpsat", "yices-cpsat")
 
 
 def smt_backend(name: str = "yices"):
-    """The solver module for `name`: Yices (default) or z3 (for comparison; `pip install z3-solver`)."""
-    if name == "yices":
+    """The solver module for `name`: Yices (default) or z3 (for comparison; `pip install z3-solver`).
+    "cpsat" runs joint.py's search on CP-SAT (joint_cpsat.py), "yices-cpsat" only its least L and
+    tie-breaks; what else encodes the joint problem in QF_LIA (explain's cores, the escalation of
+    "yices-cpsat") stays on Yices."""
+    if name in ("yices", "cpsat", "yices-cpsat"):
         return yices_api()
     if name == "z3":
         try:

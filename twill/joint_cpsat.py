@@ -1,0 +1,147 @@
+"""Stage 2 on CP-SAT (`--smt-backend cpsat`): the I/L escalation and the tie-breaks of joint.py,
+each step an optimization that CP-SAT proves (the model: cpsat_model.py).
+
+The same answers as the Yices search (joint.py), by the same definitions: I ascends from the SWP
+bound, each I refuted (INFEASIBLE) within the same window, L <= I * (ceil(L0 / I) + 2), before the
+next is tried; once one is not, L is minimized (OPTIMAL), then the roles, the cross-role edges, the
+warps and the sum of starts, each fixed at its proven optimum before the next, and finally each
+op's start in op order. Past a refuted SWP bound, a fully sequential I is checked first, as
+joint.py does (no joint schedule at any I). One worker and a fixed seed: the same input gives
+the same schedule.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+from .cpsat_model import CpJoint
+from .errors import Diagnostic, NoScheduleError, Status
+from .joint import EXTRA_COPIES, TIE_BREAKS, JointResult, length_floor, role_hints, sequential_ii, window
+from .problem import Problem
+from .symmetry import orderings
+
+SEED = 1  # CP-SAT's random seed: fixed, so that a solve is reproducible
+
+
+def _model(p: Problem, ii: int, swp_length: int, first_ii: int, extra_copies: int) -> CpJoint:
+    model = CpJoint(p, ii, window(p, ii, swp_length, extra_copies),
+                    length_floor(p, swp_length if ii == first_ii else 0))
+    model.order_starts(orderings(p))  # keeps a schedule of every objective's optimum (symmetry.py)
+    return model
+
+
+def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, hint):
+    """(status, JointResult or None) at one I: UNSAT refutes I; TIMEOUT with a result is a schedule
+    whose L or tie-breaks were not proven."""
+    t0 = time.monotonic()
+    model = _model(p, ii, swp_length, first_ii, extra_copies)
+    roles = role_hints(p, model.K)
+    model.hint(hint, roles[0] if roles else None)
+
+    def first():
+        report("joint", {"I": ii, "minimizing": "L", "last check s": f"{time.monotonic() - t0:.2f}"})
+
+    status, length = model.minimize("L", deadline, SEED, on_first=first)
+    tried.append((ii, Status.SAT if length is not None else status))
+    if length is None:
+        return status, None
+    return Status.SAT, _ties(model, ii, status, length, deadline, report, tried, t0)
+
+
+def finish(p: Problem, ii: int, lmax: int, floor: int, starts: dict, roles: dict, deadline, report, tried,
+           t0: float) -> JointResult | None:
+    """`--smt-backend yices-cpsat`: at the least I, where Yices has found a schedule (`starts`,
+    `roles`) and refuted every L below `floor`, CP-SAT proves the least L and the tie-breaks.
+    None when the deadline comes before CP-SAT has a schedule (the caller keeps Yices')."""
+    model = CpJoint(p, ii, lmax, floor)
+    model.order_starts(orderings(p))
+    model.hint(starts, roles)
+    status, length = model.minimize("L", deadline, SEED)
+    if length is None:
+        return None
+    return _ties(model, ii, status, length, deadline, report, tried, t0)
+
+
+def _ties(model: CpJoint, ii: int, status, length: int, deadline, report, tried, t0) -> JointResult:
+    """From the least L (status SAT: proven), the tie-breaks in order, each fixed at its optimum."""
+    done = status == Status.SAT
+    ties = done
+    if done:
+        model.bound("L", length)
+        for what, _ in TIE_BREAKS:
+            report("joint", {"I": ii, "L": length, "minimizing": what, "last check s": f"{time.monotonic() - t0:.2f}"})
+            status, value = model.minimize(what, deadline, SEED)
+            if status != Status.SAT:
+                ties = False
+                break
+            model.bound(what, value)
+        if ties:
+            ties = _first_starts(model, deadline)
+    slot, start = model.roles(), model.starts()
+    result = JointResult(ii, length if done else model.makespan(), tuple((v, start[v]) for v in model.names),
+                         tuple((v, slot[v]) for v in model.names), tuple(sorted(model.role_warps().items())),
+                         True, done, tuple(tried), ties)
+    return result
+
+
+LEX_BITS = 56  # the weights of one lexicographic objective stay below 2**LEX_BITS
+
+
+def _first_starts(model: CpJoint, deadline) -> bool:
+    """The lexicographically least starts in op order among the schedules of the least sum: a few
+    ops at a time, as one objective sum(start[v_i] * R**(k - i)) with R = lmax + 1 > every start
+    (exactly the lexicographic order of those k starts), each chunk's optimum fixed before the next."""
+    radix = model.lmax + 1
+    k = max(1, LEX_BITS // radix.bit_length())
+    names = model.names
+    for i in range(0, len(names), k):
+        chunk = names[i:i + k]
+        status, _ = model.minimize(("starts:lex", tuple(chunk), radix), deadline, SEED)
+        if status != Status.SAT:
+            return False
+        start = model.starts()
+        for v in chunk:
+            model.bound(f"start:{v}", start[v])
+    return True
+
+
+def _feasible_anywhere(p, last, swp_length, extra_copies, deadline) -> None:
+    """Once the SWP bound fails: if even a fully sequential I is infeasible, no I is."""
+    model = CpJoint(p, last, window(p, last, swp_length, extra_copies))
+    status, _ = model.minimize("L", deadline, SEED, on_first=None)
+    if status == Status.UNSAT:
+        raise NoScheduleError(Diagnostic("no joint schedule exists at any initiation interval under these limits",
+                                         hint="run `twill explain` to see which constraints conflict"))
+
+
+def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
+                max_ii: int | None = None, progress=None, extra_copies: int = EXTRA_COPIES,
+                deadline: float | None = None, first_refuted: bool = False,
+                swp_starts: tuple[tuple[str, int], ...] = ()) -> JointResult | None:
+    """joint.solve_joint's contract, on CP-SAT: None when the time limit ends the search before any
+    schedule; NoScheduleError when no I up to `max_ii` (or a fully sequential I) works. Stage 1's
+    starts (`swp_starts`) and joint.role_hint's roles are where the search looks first."""
+    if time_limit is not None:
+        deadline = min(deadline or math.inf, time.monotonic() + time_limit)
+    report = progress or (lambda stage, info: None)
+    last = max_ii or sequential_ii(p)
+    tried: list = []
+    ii = first_ii
+    if first_refuted:
+        tried.append((first_ii, Status.UNSAT))
+        ii += 1
+    checked_any = max_ii is not None
+    while ii <= last:
+        if ii > first_ii and not checked_any:
+            _feasible_anywhere(p, last, swp_length, extra_copies, deadline)
+            checked_any = True
+        report("joint", {"I": ii, "proving": "no schedule"} if ii > first_ii else {"I": ii})
+        status, result = _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried,
+                                    dict(swp_starts))
+        if result is not None:
+            return result
+        if status != Status.UNSAT:
+            return None
+        ii += 1
+    raise NoScheduleError(Diagnostic(f"no joint schedule with I <= {last}",
+                                     hint="raise --max-ii, or run `twill explain`"))
