@@ -20,10 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 import corpus  # noqa: E402  (bench/corpus.py: the generated corpus)
 
-EXAMPLES = [("fig1", "h100"), ("gemm_hopper", "h100"), ("attention_bwd_blackwell", "b200"),
-            ("attention_fwd_blackwell", "b200")]
-CORPUS = ["random_n10_s0", "random_n12_s1", "random_n15_s2", "attn_bwd_m64_d64_x1_h200",
-          "gemm_chain_m128_x3_p2_h100", "tmem_gemm_m256_x3_p2", "fa4_p2_d64"]
+# Few on purpose (CI's 2 cores): the backend's helper checked 4 examples and 7 corpus graphs this way
+# (attention_bwd_blackwell, attention_fwd_blackwell on b200; random_n15_s2, attn_bwd_m64_d64_x1_h200,
+# gemm_chain_m128_x3_p2_h100, fa4_p2_d64 besides these), all equal (docs/benchmarks.md's log).
+EXAMPLES = [("fig1", "h100"), ("gemm_hopper", "h100")]
+CORPUS = ["random_n10_s0", "random_n12_s1", "tmem_gemm_m256_x3_p2"]
 
 
 @pytest.fixture(scope="module")
