@@ -257,3 +257,19 @@ def test_the_sequence_binding_hands_each_output_to_the_next_loop(fixture, shapes
         allocated.update({(loop, a["name"]): (tuple(plan["shapes"][a["name"]]), a["dtype"])
                           for a in mod.SPEC["args"] if a["output"]})
     assert any(how[0] == "handed" for _, _, feeds in seq.LOOPS for how in feeds.values())
+    # the binding's own pre-pass does the same, before any loop runs
+    given = {p: _module(GOLDEN / seq.LOOPS[0][1]).Meta(s, "float16", "cuda:0", True, 0) for p, s in shapes.items()}
+    plans = seq.plans(given)
+    assert [p["tiles_m"] for p in plans.values()] == [2, 2]
+
+
+def test_the_sequence_binding_refuses_before_any_loop_runs():
+    """row_var's first pass takes a partial last column block (its sums read zeros), its second does
+    not (x - mean): the binding's pre-pass raises the second loop's ArgumentError before the first
+    is launched, instead of running L0 and then failing."""
+    seq = _module(GOLDEN / "row_var_sm90.h200.py")
+    meta = _module(GOLDEN / seq.LOOPS[0][1]).Meta
+    l0 = _module(GOLDEN / seq.LOOPS[0][1])
+    assert l0.resolve(l0.SPEC, {"X": meta((256, 200), "float16", "cuda:0", True, 0), "total": None})["loop_extent"] == 200
+    with pytest.raises(ValueError, match=r"no partial last tile"):
+        seq.plans({"X": meta((256, 200), "float16", "cuda:0", True, 0)})

@@ -30,9 +30,35 @@ def _module(file):
     return mod
 
 
+def plans(user):
+    """Every loop's plan from `user` ({parameter: Meta}), resolved before any loop runs: a tensor some
+    loop cannot take raises its ArgumentError before anything is launched (a handed-over tensor has
+    the shape its loop gives it). Plain Python, as each loop's `resolve`."""
+    shapes, out = {}, {}
+    device = next((m.device for m in user.values()), 'cuda:0')
+    for loop, file, feeds in LOOPS:
+        mod = _module(file)
+        dtype = {a['name']: a['dtype'] for a in mod.SPEC['args']}
+        given = {}
+        for arg, how in feeds.items():
+            if how[0] == 'user':
+                given[arg] = user[how[1]]
+            else:
+                shape, kind = shapes[(how[1], how[2])]
+                given[arg] = mod.Meta(shape, kind, device, True, 0)
+        given.update({a['name']: None for a in mod.SPEC['args'] if a['output']})
+        out[loop] = mod.resolve(mod.SPEC, given)
+        shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']], dtype[a['name']])
+                       for a in mod.SPEC['args'] if a['output']})
+    return out
+
+
 def gemm_chain_kernel(A, B, C, E, *, stream=None):
     """Run the loops of gemm_chain_kernel in order; every tensor as the loops' bindings take it."""
     user = dict(A=A, B=B, C=C, E=E)
+    import torch
+    first = _module(LOOPS[0][1])
+    plans({p: first._meta(p, t, torch) for p, t in user.items()})
     results = {}
     for loop, file, feeds in LOOPS:
         mod = _module(file)
