@@ -51,12 +51,13 @@ class Stores:
     def read_input(self, out: Lines, frag: str, t, row0: str, cols_vector: bool = False) -> None:
         """Input tensor t's tile into fragment `frag` (a register input of the loop, an epilogue's
         operand), each thread its elements from global memory; where the last tile along a grid axis
-        may be partial, an element past the caller's extent reads the last one inside (partial.py)."""
+        may be partial, an element past the caller's extent reads 0 in a tile, the last element inside
+        in a row vector (global_to_frag_clip; never written: partial.py)."""
         rows, cols, batch = self._origin(t, "0")
         ncols = self._extent(t, 1)
         nrows = "1" if t.rank == 1 else self._extent(t, 0)
         base = f"args.{t.name} + static_cast<size_t>({batch}) * {nrows} * {ncols}"
-        if self._clipped(t):  # past the caller's extent, the last element inside (never written: partial.py)
+        if self._clipped(t):
             left = f"{ncols} - ({cols})" if t.rank == 1 else f"{nrows} - ({rows})"
             out(f"twill::global_to_frag_clip({frag}, {base} + static_cast<size_t>({rows}) * {ncols} + {cols}, {row0}, "
                 f"{ncols}, {left}, {ncols} - ({cols}));")

@@ -675,14 +675,15 @@ __device__ __forceinline__ void frag_to_buffer_clip(T* buf, const Rows<MB>& r, i
       if (threadIdx.x % 4 == 0 && row0 + rows_row(b, h) < n) buf[row0 + rows_row(b, h)] = from_float<T>(r.x[b][h]);
 }
 // A tile of global memory into a fragment, element (r, c) at ptr[r * ld + c] (ptr: the tile's
-// origin), clamped to the first rows_left rows and cols_left columns: a partial last tile along a grid
-// axis (partial.py) reads the last element inside for those past the end, which are never written.
-// (A clamp rather than a 0: it costs no register where the epilogue holds the most.)
+// origin), for a partial last tile along a grid axis (partial.py): a tile reads 0 past rows_left rows
+// and cols_left columns, a row vector its last element inside. The padded elements are never written;
+// each form is the one that cost no register where the epilogue holds the most (measured: a GEMM's
+// residual tile, a softmax's row sums).
 template <typename T, typename F>
 __device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0, int ld, int rows_left, int cols_left) {
   for_each(f, [&](int b, int i) {
-    const int r = min(row0 + frag_row(b, i), rows_left - 1), c = min(frag_col(i), cols_left - 1);
-    return to_float<T>(ptr[static_cast<size_t>(r) * ld + c]);
+    const int r = row0 + frag_row(b, i), c = frag_col(i);
+    return r < rows_left && c < cols_left ? to_float<T>(ptr[static_cast<size_t>(r) * ld + c]) : 0.f;
   });
 }
 template <typename T, int MB>
