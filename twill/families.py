@@ -234,8 +234,8 @@ def _registers_at(e: Encoding, x: str, x_wg, at, values, begin, end) -> list:
         terms.append(T.ite(here, per_thread(nbytes, e.num(1)), e.num(0)))
     for v in values:
         n = e.live_during(at, begin[v.name], end[v.name])
-        terms.append(per_thread(v.bytes, n) if v.name == x else
-                     T.ite(e.same_role(x, v.name), per_thread(v.bytes, n), e.num(0)))
+        terms.append(per_thread(v.register_bytes, n) if v.name == x else
+                     T.ite(e.same_role(x, v.name), per_thread(v.register_bytes, n), e.num(0)))
     for v, c in imports(p) + tmem_reads(p):
         n = e.live_during(at, e.start[c], e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
         if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it

@@ -24,7 +24,8 @@ SMT encoding in `encoding.py` (which states them as constraints); keep the two i
   for the whole loop, and loop-invariant inputs are always resident.
 - A register value read by an op of another role (other than an mma, which reads its operands
   from shared memory) is loaded into the reading role's registers while that op executes,
-  ``[start(c), start(c) + cycles(c))``: see `imports`.
+  ``[start(c), start(c) + cycles(c))``, where the value also feeds an mma (its staged copy is the
+  mma's operand tile); a value no mma reads is read in place from its staging: see `imports`.
 - A @tmem value read by an op other than an mma (softmax reading S, a row sum of P, a store) is
   brought into that op's registers while it runs, the same interval: ``tcgen05.ld`` gives each
   thread of a warpgroup one lane, so a tile of C 32-bit columns costs C registers per thread
@@ -34,7 +35,9 @@ SMT encoding in `encoding.py` (which states them as constraints); keep the two i
   128-column S tiles at once).
 - A loop-invariant input held in registers (an `input` without @smem or @tmem) occupies the
   registers of every role that reads it, for the whole loop.
-- Registers per thread of a value on a role of w warps: ``ceil(bytes / (4 * 32 * w))``.
+- Registers per thread of a value on a role of w warps: ``ceil(register_bytes / (4 * 32 * w))``,
+  where a vector's register bytes are those of its fragment, replication included
+  (`registers.register_bytes`: an f32[64] row statistic takes 2 registers a thread on sm_90a).
 """
 from __future__ import annotations
 
@@ -103,11 +106,17 @@ def blocking_ops(s: Schedule, p: Problem) -> set[str]:
 
 def imports(p: Problem) -> list[tuple[str, str]]:
     """(value, reader) pairs whose value must be loaded into the reader's registers when the two
-    run on different roles: register values read by ops other than mma."""
+    run on different roles: register values read by ops other than mma, where the value also
+    feeds an mma. A value no mma reads is handed over as a staged tile that its readers read in
+    place, element by element where they use it (emit-cuda's "stage" channel and its views), and
+    takes none of their registers; one an mma reads is staged as the mma's operand tile (a "tile"
+    channel), which another reader copies into a fragment first."""
+    to_mma = {d.src for d in p.deps if tensor_core(p.task[d.dst])}
     out = []
     for d in p.deps:
         src, dst = p.task[d.src], p.task[d.dst]
-        if src.space == "reg" and src.bytes > 0 and not tensor_core(dst) and (d.src, d.dst) not in out:
+        if (src.space == "reg" and src.bytes > 0 and not tensor_core(dst) and d.src in to_mma
+                and (d.src, d.dst) not in out):
             out.append((d.src, d.dst))
     return out
 
@@ -134,7 +143,7 @@ def read_bytes(p: Problem, v: str, reader: str) -> int:
     value, op = p.task[v], p.task[reader]
     if value.space == "tmem" and op.space == "tmem" and op.bytes == value.bytes:
         return min(value.bytes, TMEM_CHUNK_BYTES)
-    return value.bytes
+    return value.register_bytes if value.space == "reg" else value.bytes
 
 
 def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int, int]]:
@@ -193,8 +202,8 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
                 continue
             n = instances_live(lives[v][3], lives[v][1], t, s.ii)
             if n:
-                used += n * regs_per_thread(task.bytes, role.warps)
-                names.append(f"{v} ({n}x{regs_per_thread(task.bytes, role.warps)})")
+                used += n * regs_per_thread(task.register_bytes, role.warps)
+                names.append(f"{v} ({n}x{regs_per_thread(task.register_bytes, role.warps)})")
         for v, c in loaded:
             if role_of[c] != role.name or (role_of[v] == role.name and p.task[v].space == "reg"):
                 continue

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""The register model against ptxas, on every kernel we can build (docs/model-fidelity.md).
+
+    python3 bench/register_fidelity.py run --out DIR [--only SUBSTRING] [--time-limit S]
+    python3 bench/register_fidelity.py table DIR/fidelity.json [--before OTHER.json]
+
+`run` solves each case (examples/*.tir on h100, h200 and b200; the Triton 3.9 corpus dumps
+tests/data/ttgir/corpus/prepipe/*.ttgir and the held-out dumps tests/data/ttgir/heldout2/t39/prepipe/*.ttgir
+imported with `--split-rows auto` as bench/triton_bench.py's IMPORT_ARGS, sm_90 on h200 and sm_100
+on b200; plus the held-out attn_exp of Triton 3.6 on h200, the case that spilled), emits its kernel
+as `twill emit-cuda --no-ptxas-loop` would (the schedule the model chose, not one ptxas corrected),
+and compiles it with nvcc -Xptxas -v (twill.ptxas, cached by content). Per role it records:
+
+- `model`: the registers per thread the model counts for the role at its fullest
+  (`ptxas_loop.model_registers`, what the joint stage checked against the budget);
+- `budget`: the `setmaxnreg` budget the emitted kernel gives the role's warpgroup;
+- `alone`: ptxas's registers for the role's code alone, without setmaxnreg and launch bounds
+  (`ptxas.role_registers`: what the code takes when nothing limits it, at most 255);
+- `probe`: spill bytes and wgmma serialization of the role's code alone under its budget
+  (`ptxas.probe_source`: the kernel with the other roles' calls left out), compiled only where the
+  kernel is not clean or `alone` exceeds the budget (else 0: the code fits its budget untouched);
+
+and for the kernel: ptxas's registers at launch, spill bytes and serialization. Each case is written
+to DIR/cases/NAME.json as it finishes, so a run that stops resumes where it was (delete a file to
+redo it); DIR/fidelity.json and DIR/fidelity.md gather them. The solver's cache answers a case solved
+before with the same model.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+GPUS = ("h100", "h200", "b200")
+IMPORT_ARGS = {"split_rows": "auto"}  # bench/triton_bench.py's IMPORT_ARGS
+
+
+def cases(only: str | None = None) -> list[dict]:
+    """Every case: name, source, machine, and whether it is a TTGIR dump."""
+    out = []
+    for tir in sorted((ROOT / "examples").glob("*.tir")):
+        for gpu in GPUS:
+            out.append({"name": f"{tir.stem}@{gpu}", "source": str(tir.relative_to(ROOT)), "gpu": gpu, "ttgir": False})
+    dumps = sorted((ROOT / "tests/data/ttgir/corpus/prepipe").glob("*.ttgir"))
+    dumps += sorted((ROOT / "tests/data/ttgir/heldout2/t39/prepipe").glob("*.ttgir"))
+    dumps += [ROOT / "tests/data/ttgir/heldout2/t36/prepipe/attn_exp_sm90.ttgir"]
+    for d in dumps:
+        family = d.parts[-3] if "heldout2" in d.parts else "corpus"
+        gpu = "b200" if "sm100" in d.stem else "h200"
+        out.append({"name": f"{family}/{d.stem}@{gpu}", "source": str(d.relative_to(ROOT)), "gpu": gpu, "ttgir": True})
+    # the order a run measures them in: Hopper first (h200 the bench machine, then h100), b200 last
+    rank = {"h200": 0, "h100": 1, "b200": 2}
+    out.sort(key=lambda c: rank[c["gpu"]])
+    return [c for c in out if not only or any(s in c["name"] for s in only.split(","))]
+
+
+def load(case: dict):
+    from twill.tir import load_tir
+    from twill.ttgir import load_ttgir
+    path = ROOT / case["source"]
+    if case["ttgir"]:
+        return load_ttgir(path, **IMPORT_ARGS)[0]
+    return load_tir(path)
+
+
+def measure(case: dict, time_limit: float) -> dict:
+    """Solve, emit, compile one case; the record described in the module docstring."""
+    from twill.emit import build_model
+    from twill.emit.cuda import render
+    from twill.errors import TwillError
+    from twill.machine import load_machine
+    from twill.pipeline import SolveOptions, TimeLimitReached, solve
+    from twill.ptxas import compile_kernel, probe_source, role_registers
+    from twill.ptxas_loop import model_registers, role_probes
+
+    rec = dict(case)
+    machine = load_machine(case["gpu"])
+    try:
+        graph = load(case)
+    except TwillError as exc:
+        return rec | {"stopped": "import", "error": str(exc).splitlines()[0]}
+    if not hasattr(graph, "ops"):
+        return rec | {"stopped": "import", "error": "loops in sequence (not measured)"}
+    t0 = time.time()
+    try:
+        schedule = solve(graph, machine, SolveOptions(time_limit=time_limit, cache=True))
+    except TimeLimitReached as exc:
+        schedule = exc.schedule
+        rec["proven"] = False
+    except TwillError as exc:
+        return rec | {"stopped": "solve", "error": str(exc).splitlines()[0], "solve_s": round(time.time() - t0, 1)}
+    rec["solve_s"] = round(time.time() - t0, 1)
+    rec.setdefault("proven", bool(schedule.optimal))
+    if not schedule.roles:
+        return rec | {"stopped": "solve", "error": "no joint schedule (stage 1 only)"}
+    rec.update(ii=schedule.ii, length=schedule.length, roles=len(schedule.roles))
+    try:
+        model = build_model(schedule, machine)
+        text = render(model)
+    except TwillError as exc:
+        return rec | {"stopped": "emit", "error": str(exc).splitlines()[0]}
+    report = compile_kernel(text, machine.arch)
+    if not report.ok:
+        return rec | {"stopped": "nvcc", "error": report.errors[-400:]}
+    rec["kernel"] = {"registers": max(e.registers for e in report.entries), "spill_bytes": report.spill_bytes,
+                     "serialized": report.serialized}
+    need = model_registers(schedule, machine)
+    rows = []
+    for ident, name, budget, counted, ops, warps in role_probes(model, schedule, machine):
+        alone = role_registers(text, machine.arch, ident)
+        row = {"role": name, "warps": warps, "ops": list(ops), "budget": budget, "model": counted, "alone": alone,
+               "probe_spill": 0, "probe_serialized": False}
+        if not report.clean or alone is None or alone > budget:  # else the code fits its budget untouched
+            probe = compile_kernel(probe_source(text, ident), machine.arch)
+            row.update(probe_spill=probe.spill_bytes if probe.ok else None,
+                       probe_serialized=probe.serialized if probe.ok else None)
+        rows.append(row)
+    rec["role_rows"] = rows
+    rec["model_all"] = need
+    return rec
+
+
+def cmd_run(args) -> None:
+    out = Path(args.out)
+    (out / "cases").mkdir(parents=True, exist_ok=True)
+    for case in cases(args.only)[:args.limit or None]:
+        path = out / "cases" / (case["name"].replace("/", "__") + ".json")
+        if path.exists() and not args.redo:
+            continue
+        t0 = time.time()
+        try:
+            rec = measure(case, args.time_limit)
+        except Exception as exc:  # a bench keeps going: the record says what broke
+            rec = dict(case) | {"stopped": "crash", "error": "".join(traceback.format_exception_only(exc)).strip()[-400:]}
+        rec["seconds"] = round(time.time() - t0, 1)
+        path.write_text(json.dumps(rec, indent=1, sort_keys=True))
+        print(f"{case['name']}: {summary(rec)} ({rec['seconds']} s)", flush=True)
+    gather(out)
+
+
+def gather(out: Path) -> None:
+    recs = [json.loads(p.read_text()) for p in sorted((out / "cases").glob("*.json"))]
+    order = {c["name"]: i for i, c in enumerate(sorted(cases(), key=lambda c: c["name"]))}
+    recs.sort(key=lambda r: order.get(r["name"], 1 << 30))
+    (out / "fidelity.json").write_text(json.dumps(recs, indent=1, sort_keys=True))
+    (out / "fidelity.md").write_text(table(recs))
+
+
+def summary(rec: dict) -> str:
+    if "stopped" in rec:
+        return f"stopped at {rec['stopped']}: {rec.get('error', '')[:120]}"
+    roles = ", ".join(f"{r['role']} {r['model']}/{r['alone']}" for r in rec["role_rows"])
+    return f"I = {rec['ii']}, kernel spill {rec['kernel']['spill_bytes']}: {roles} (model/ptxas)"
+
+
+def _err(r: dict) -> int | None:
+    return None if r["model"] is None or r["alone"] is None else r["alone"] - r["model"]
+
+
+def table(recs: list[dict], before: dict | None = None) -> str:
+    """The markdown table: one line per role of every case that compiled, then the cases that stopped."""
+    head = ("| kernel | I | role | budget | model | ptxas alone | ptxas - model | probe at budget: spill B | "
+            "kernel: spill B, serialized |" + (" before: I, model, ptxas alone, kernel spill |" if before else "") + "\n"
+            "|---|---|---|---|---|---|---|---|---|" + ("---|" if before else "") + "\n")
+    lines = []
+    for rec in recs:
+        if "stopped" in rec:
+            continue
+        b = (before or {}).get(rec["name"])
+        brows = {r["role"]: r for r in (b or {}).get("role_rows", [])}
+        for i, r in enumerate(rec["role_rows"]):
+            k = rec["kernel"]
+            err = _err(r)
+            cells = [rec["name"] if i == 0 else "", str(rec["ii"]) if i == 0 else "", r["role"], str(r["budget"]),
+                     str(r["model"]), str(r["alone"]), "" if err is None else f"{err:+d}",
+                     "" if r["probe_spill"] is None else str(r["probe_spill"]) + (" ser." if r["probe_serialized"] else ""),
+                     f"{k['spill_bytes']}{', yes' if k['serialized'] else ''}" if i == 0 else ""]
+            if before:
+                br = brows.get(r["role"])
+                cells.append("" if b is None or "stopped" in b else
+                             f"{b['ii']}, {br['model'] if br else '-'}, {br['alone'] if br else '-'}, {b['kernel']['spill_bytes']}")
+            lines.append("| " + " | ".join(cells) + " |")
+    stopped = [f"- {r['name']}: stopped at {r['stopped']} ({r.get('error', '')[:160]})" for r in recs if "stopped" in r]
+    return head + "\n".join(lines) + "\n\n" + stats(recs) + ("\n\nNot measured:\n\n" + "\n".join(stopped) if stopped else "") + "\n"
+
+
+def stats(recs: list[dict], tol: int = 16) -> str:
+    """Counts: roles measured, within the tolerance, under-counted, spilling kernels."""
+    rows = [r for rec in recs if "stopped" not in rec for r in rec["role_rows"] if _err(r) is not None]
+    errs = [_err(r) for r in rows]
+    kernels = [rec for rec in recs if "stopped" not in rec]
+    spill = [rec["name"] for rec in kernels if rec["kernel"]["spill_bytes"] or rec["kernel"]["serialized"]]
+    probe = [f"{rec['name']}:{r['role']}" for rec in kernels for r in rec["role_rows"]
+             if r["probe_spill"] or r["probe_serialized"]]
+    within = sum(1 for e in errs if abs(e) <= tol)
+    under = sum(1 for e in errs if e > tol)
+    return (f"{len(kernels)} kernels, {len(rows)} roles with a count: {within} within +-{tol} registers of ptxas alone, "
+            f"{under} counted more than {tol} short (ptxas needs more), {len(errs) - within - under} more than {tol} over; "
+            f"median ptxas - model {sorted(errs)[len(errs) // 2] if errs else 0:+d}. "
+            f"Kernels that spill or serialize: {len(spill)} ({', '.join(spill) or 'none'}); "
+            f"roles whose code alone spills or serializes at its budget: {len(probe)} ({', '.join(probe) or 'none'}).")
+
+
+def cmd_table(args) -> None:
+    recs = json.loads(Path(args.json).read_text())
+    before = {r["name"]: r for r in json.loads(Path(args.before).read_text())} if args.before else None
+    sys.stdout.write(table(recs, before))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", required=True)
+    r.add_argument("--only", help="comma-separated substrings of case names")
+    r.add_argument("--time-limit", type=float, default=120.0, help="seconds per solve (default %(default)s)")
+    r.add_argument("--redo", action="store_true", help="measure cases already recorded again")
+    r.add_argument("--limit", type=int, default=0, help="measure at most this many cases (0: all)")
+    r.set_defaults(fn=cmd_run)
+    t = sub.add_parser("table")
+    t.add_argument("json")
+    t.add_argument("--before")
+    t.set_defaults(fn=cmd_table)
+    args = p.parse_args()
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
