@@ -30,7 +30,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -70,7 +73,7 @@ def load(case: dict):
     return load_tir(path)
 
 
-def measure(case: dict, time_limit: float) -> dict:
+def measure(case: dict, time_limit: float, kernels: Path | None = None) -> dict:
     """Solve, emit, compile one case; the record described in the module docstring."""
     from twill.emit import build_model
     from twill.emit.cuda import render
@@ -106,6 +109,9 @@ def measure(case: dict, time_limit: float) -> dict:
         text = render(model)
     except TwillError as exc:
         return rec | {"stopped": "emit", "error": str(exc).splitlines()[0]}
+    if kernels is not None:
+        kernels.mkdir(parents=True, exist_ok=True)
+        (kernels / (case["name"].replace("/", "__") + ".cu")).write_text(text)
     report = compile_kernel(text, machine.arch)
     if not report.ok:
         return rec | {"stopped": "nvcc", "error": report.errors[-400:]}
@@ -115,7 +121,7 @@ def measure(case: dict, time_limit: float) -> dict:
     rows = []
     for ident, name, budget, counted, ops, warps in role_probes(model, schedule, machine):
         alone = role_registers(text, machine.arch, ident)
-        row = {"role": name, "warps": warps, "ops": list(ops), "budget": budget, "model": counted, "alone": alone,
+        row = {"role": name, "ident": ident, "warps": warps, "ops": list(ops), "budget": budget, "model": counted, "alone": alone,
                "probe_spill": 0, "probe_serialized": False}
         if not report.clean or alone is None or alone > budget:  # else the code fits its budget untouched
             probe = compile_kernel(probe_source(text, ident), machine.arch)
@@ -127,6 +133,59 @@ def measure(case: dict, time_limit: float) -> dict:
     return rec
 
 
+_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def _ptx(text: str, arch: str, tmp: Path) -> str | None:
+    """The PTX of a .cu (nvcc's front end once; ptxas then runs alone on variants of it)."""
+    src, ptx = tmp / "probe.cu", tmp / "probe.ptx"
+    src.write_text(text)
+    proc = subprocess.run(["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-ptx", str(src),
+                           "-o", str(ptx)], capture_output=True, text=True)
+    return ptx.read_text() if proc.returncode == 0 else None
+
+
+def _ptxas_spill(ptx: str, arch: str, tmp: Path) -> tuple[int, bool] | None:
+    path = tmp / "variant.ptx"
+    path.write_text(ptx)
+    proc = subprocess.run(["ptxas", f"-arch={arch}", "-v", str(path), "-o", str(tmp / "variant.cubin")],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        return None
+    log = proc.stdout + proc.stderr
+    spill = max((max(int(a), int(b)) for a, b in _SPILL.findall(log)), default=0)
+    return spill, "C7512" in log  # serialized for want of registers (C7515 is not about registers)
+
+
+def least_budget(text: str, arch: str, ident: str, budget: int, granule: int = 8, top: int = 256) -> int | None:
+    """The least `setmaxnreg` budget at which role `ident`'s code alone (`ptxas.probe_source`: the
+    launch, the other warpgroups' budgets and the role's setmaxnreg kept, only its number changed
+    in the PTX) compiles with no spill and no wgmma serialized for want of registers: what the role
+    needs under setmaxnreg. None where even `top` spills or the PTX has no such setmaxnreg."""
+    from twill.ptxas import probe_source
+    with tempfile.TemporaryDirectory(prefix="twill-need-") as tmp:
+        tmp = Path(tmp)
+        ptx = _ptx(probe_source(text, ident), arch, tmp)
+        mark = f"setmaxnreg.inc.sync.aligned.u32 {budget};"
+        if ptx is None or mark not in ptx:
+            return None
+
+        def fits(b: int) -> bool:
+            found = _ptxas_spill(ptx.replace(mark, f"setmaxnreg.inc.sync.aligned.u32 {b};"), arch, tmp)
+            return found is not None and found == (0, False)
+        lo, hi = 24, top  # fits(hi) is checked; find the least granule that fits
+        if not fits(hi):
+            return None
+        lo = lo - granule
+        while hi - lo > granule:
+            mid = (lo + hi) // 2 // granule * granule
+            if fits(mid):
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+
 def cmd_run(args) -> None:
     out = Path(args.out)
     (out / "cases").mkdir(parents=True, exist_ok=True)
@@ -136,13 +195,46 @@ def cmd_run(args) -> None:
             continue
         t0 = time.time()
         try:
-            rec = measure(case, args.time_limit)
+            rec = measure(case, args.time_limit, out / "kernels")
         except Exception as exc:  # a bench keeps going: the record says what broke
             rec = dict(case) | {"stopped": "crash", "error": "".join(traceback.format_exception_only(exc)).strip()[-400:]}
         rec["seconds"] = round(time.time() - t0, 1)
         path.write_text(json.dumps(rec, indent=1, sort_keys=True))
         print(f"{case['name']}: {summary(rec)} ({rec['seconds']} s)", flush=True)
     gather(out)
+
+
+def cmd_need(args) -> None:
+    """Each recorded role's least budget (`least_budget`) on its kernel kept by `run`."""
+    out = Path(args.out)
+    for path in sorted((out / "cases").glob("*.json")):
+        rec = json.loads(path.read_text())
+        if "stopped" in rec or (args.only and not any(x in rec["name"] for x in args.only.split(","))):
+            continue
+        cu = out / "kernels" / (path.stem + ".cu")
+        if not cu.exists():
+            continue
+        text, changed = cu.read_text(), False
+        for row in rec["role_rows"]:
+            if "need" in row and not args.redo:
+                continue
+            if row["model"] is None or row["warps"] < 4:  # a one-warp role's warpgroup: no setmaxnreg.inc
+                continue
+            row["need"] = least_budget(text, ARCH[rec["gpu"]], row.get("ident") or _ident(text, row["role"]), row["budget"])
+            changed = True
+        if changed:
+            path.write_text(json.dumps(rec, indent=1, sort_keys=True))
+            print(rec["name"], [(r["role"], r["model"], r.get("need")) for r in rec["role_rows"]], flush=True)
+    gather(out)
+
+
+ARCH = {"h100": "sm_90a", "h200": "sm_90a", "b200": "sm_100a"}
+
+
+def _ident(text: str, role: str) -> str:
+    """The C++ ident of a role's function (`// ---- role NAME: ...` heads it)."""
+    m = re.search(r"// ---- role %s: [^\n]*\n(?:template[^\n]*\n)?__device__ __forceinline__ void role_(\w+)\(" % re.escape(role), text)
+    return m.group(1) if m else role
 
 
 def gather(out: Path) -> None:
@@ -224,6 +316,11 @@ def main() -> None:
     r.add_argument("--redo", action="store_true", help="measure cases already recorded again")
     r.add_argument("--limit", type=int, default=0, help="measure at most this many cases (0: all)")
     r.set_defaults(fn=cmd_run)
+    n = sub.add_parser("need", help="each role's least setmaxnreg budget without spills (a ptxas run per try)")
+    n.add_argument("--out", required=True)
+    n.add_argument("--only")
+    n.add_argument("--redo", action="store_true")
+    n.set_defaults(fn=cmd_need)
     t = sub.add_parser("table")
     t.add_argument("json")
     t.add_argument("--before")

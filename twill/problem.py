@@ -37,6 +37,8 @@ class Task:
     # bytes of the register file the result takes on a warpgroup that holds it in registers: a
     # vector's fragment replicates it (registers.register_bytes); 0: `bytes`
     reg_bytes: int = 0
+    # registers per thread its role keeps for the op's temporaries while it runs (liveness.scratch)
+    scratch: int = 0
 
     @property
     def register_bytes(self) -> int:
@@ -93,6 +95,19 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
 
     from .registers import register_bytes
     types = {op.name: op.type for op in graph.ops}
+    reads = {op.name: [o for o in op.operands] for op in graph.ops}
+    known = {v.name: v.type for v in list(graph.inputs) + list(graph.carries)} | types
+
+    def tile(t) -> bool:  # a 2-d register tile, or one read out of tensor memory into registers
+        return t is not None and t.space in ("reg", "tmem") and len(t.shape) == 2 and min(t.shape) > 1
+
+    def scratch(c: OpCost) -> int:
+        from .vocab import lookup
+        d = lookup(c.opcode)
+        if machine.limits.register_scratch == 0 or (d is not None and d.tensor_core) or c.streaming:
+            return 0
+        ins = [known.get(o.name) for o in reads.get(c.name, ())]
+        return machine.limits.register_scratch if tile(types.get(c.name)) or any(tile(t) for t in ins) else 0
 
     def held(c: OpCost) -> int:
         t = types.get(c.name)
@@ -101,7 +116,7 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
     tasks = tuple(
         Task(c.name, c.opcode, c.unit, units(c.cycles), units(c.occupancy), c.issue, c.is_async,
              c.variable_latency, c.streaming, c.space, c.bytes, c.reads_tmem, c.depth, c.cycles,
-             units(c.hold), held(c) if held(c) != c.bytes else 0)
+             units(c.hold), held(c) if held(c) != c.bytes else 0, scratch(c))
         for c in costs
     )
     lat = {t.name: t.cycles for t in tasks}
