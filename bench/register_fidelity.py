@@ -256,10 +256,25 @@ def _err(r: dict) -> int | None:
     return None if r["model"] is None or r["alone"] is None else r["alone"] - r["model"]
 
 
+def _need(rec: dict, r: dict) -> int | None:
+    """The role's least spill-free budget where it says something: a budget at or below the
+    registers the CTA is launched with only asks setmaxnreg to go down, which ptxas does not
+    need, so such an answer says only 'at most the launch count' (None here)."""
+    need = r.get("need")
+    return need if need is not None and need > rec["kernel"]["registers"] else None
+
+
+def _need_cell(rec: dict, r: dict) -> str:
+    if r.get("need") is None:
+        return "-" if r["model"] is None or r["warps"] < 4 or "need" not in r else "> 256"
+    need = _need(rec, r)
+    return f"<= {rec['kernel']['registers']}" if need is None else str(need)
+
+
 def table(recs: list[dict], before: dict | None = None) -> str:
     """The markdown table: one line per role of every case that compiled, then the cases that stopped."""
-    head = ("| kernel | I | role | budget | model | ptxas alone | ptxas - model | probe at budget: spill B | "
-            "kernel: spill B, serialized |" + (" before: I, model, ptxas alone, kernel spill |" if before else "") + "\n"
+    head = ("| kernel | I | role | budget | model | ptxas alone | alone - model | least spill-free budget | "
+            "kernel: spill B |" + (" before: I, budget, model, alone, least, kernel spill |" if before else "") + "\n"
             "|---|---|---|---|---|---|---|---|---|" + ("---|" if before else "") + "\n")
     lines = []
     for rec in recs:
@@ -271,33 +286,38 @@ def table(recs: list[dict], before: dict | None = None) -> str:
             k = rec["kernel"]
             err = _err(r)
             cells = [rec["name"] if i == 0 else "", str(rec["ii"]) if i == 0 else "", r["role"], str(r["budget"]),
-                     str(r["model"]), str(r["alone"]), "" if err is None else f"{err:+d}",
-                     "" if r["probe_spill"] is None else str(r["probe_spill"]) + (" ser." if r["probe_serialized"] else ""),
-                     f"{k['spill_bytes']}{', yes' if k['serialized'] else ''}" if i == 0 else ""]
+                     str(r["model"]), str(r["alone"]), "" if err is None else f"{err:+d}", _need_cell(rec, r),
+                     f"{k['spill_bytes']}{' (serialized)' if k['serialized'] else ''}" if i == 0 else ""]
             if before:
                 br = brows.get(r["role"])
-                cells.append("" if b is None or "stopped" in b else
-                             f"{b['ii']}, {br['model'] if br else '-'}, {br['alone'] if br else '-'}, {b['kernel']['spill_bytes']}")
+                cells.append("" if b is None else f"stopped ({b['stopped']})" if "stopped" in b else
+                             (f"{b['ii']}, {br['budget']}, {br['model']}, {br['alone']}, {_need_cell(b, br)}, "
+                              f"{b['kernel']['spill_bytes']}" if br else f"{b['ii']}, no such role"))
             lines.append("| " + " | ".join(cells) + " |")
     stopped = [f"- {r['name']}: stopped at {r['stopped']} ({r.get('error', '')[:160]})" for r in recs if "stopped" in r]
     return head + "\n".join(lines) + "\n\n" + stats(recs) + ("\n\nNot measured:\n\n" + "\n".join(stopped) if stopped else "") + "\n"
 
 
 def stats(recs: list[dict], tol: int = 16) -> str:
-    """Counts: roles measured, within the tolerance, under-counted, spilling kernels."""
-    rows = [r for rec in recs if "stopped" not in rec for r in rec["role_rows"] if _err(r) is not None]
-    errs = [_err(r) for r in rows]
+    """Counts: roles measured, within the tolerance of ptxas alone, under the least spill-free
+    budget, spilling kernels."""
     kernels = [rec for rec in recs if "stopped" not in rec]
-    spill = [rec["name"] for rec in kernels if rec["kernel"]["spill_bytes"] or rec["kernel"]["serialized"]]
-    probe = [f"{rec['name']}:{r['role']}" for rec in kernels for r in rec["role_rows"]
-             if r["probe_spill"] or r["probe_serialized"]]
+    rows = [r for rec in kernels for r in rec["role_rows"] if _err(r) is not None and r["warps"] >= 4]
+    errs = [_err(r) for r in rows]
     within = sum(1 for e in errs if abs(e) <= tol)
     under = sum(1 for e in errs if e > tol)
-    return (f"{len(kernels)} kernels, {len(rows)} roles with a count: {within} within +-{tol} registers of ptxas alone, "
-            f"{under} counted more than {tol} short (ptxas needs more), {len(errs) - within - under} more than {tol} over; "
-            f"median ptxas - model {sorted(errs)[len(errs) // 2] if errs else 0:+d}. "
-            f"Kernels that spill or serialize: {len(spill)} ({', '.join(spill) or 'none'}); "
-            f"roles whose code alone spills or serializes at its budget: {len(probe)} ({', '.join(probe) or 'none'}).")
+    needs = [(rec["name"], r["role"], _need(rec, r) - r["model"]) for rec in kernels for r in rec["role_rows"]
+             if r["model"] is not None and _need(rec, r) is not None]
+    short = [f"{n}:{role} ({d:+d})" for n, role, d in needs if d > 0]
+    spill = [rec["name"] for rec in kernels if rec["kernel"]["spill_bytes"]]
+    ser = [rec["name"] for rec in kernels if rec["kernel"]["serialized"]]
+    return (f"{len(kernels)} kernels, {len(rows)} warpgroup roles with a count: {within} within +-{tol} registers of "
+            f"ptxas alone, {under} more than {tol} under it, {len(errs) - within - under} more than {tol} over it "
+            f"(median alone - model {sorted(errs)[len(errs) // 2] if errs else 0:+d}). "
+            f"Roles whose least spill-free budget (above the launch count) exceeds the model's count: "
+            f"{len(short)} of {len(needs)} ({', '.join(short) or 'none'}). "
+            f"Kernels that spill: {len(spill)} ({', '.join(spill) or 'none'}); with a wgmma serialized: {len(ser)} "
+            f"({', '.join(ser) or 'none'}).")
 
 
 def cmd_table(args) -> None:

@@ -125,8 +125,11 @@ def streamed_with(p: Problem, v: str, c: str) -> list[str] | None:
     only reader of it (the held-out attn_exp's exponential reads S so: none of S in its role's
     registers), but keeps it in registers for a role with two readers of it (the shared-memory
     loads of both read once: attention_fwd_simple's rowmax and exp2 on one role spilled 1 KB
-    where S was counted as streamed). So c holds v unless none of these runs on c's role."""
-    if any(tensor_core(p.task[d.dst]) for d in p.deps if d.src == v):
+    where S was counted as streamed). So c holds v unless none of these runs on c's role.
+    A measured ptxas correction like `scratch`, and on with it: where the machine's
+    `register_scratch` is 0 every such read is counted whole (None), since streaming without the
+    scratch let the solver pick schedules that spill (docs/model-fidelity.md)."""
+    if p.limits.register_scratch == 0 or any(tensor_core(p.task[d.dst]) for d in p.deps if d.src == v):
         return None
     return sorted({d.dst for d in p.deps if d.src == v and d.dst != c and not tensor_core(p.task[d.dst])})
 
