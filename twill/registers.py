@@ -125,3 +125,40 @@ def fit_warpgroups(lim, budgets: list[int], small: list[int], ctas: int = 1) -> 
             return None
         budgets[i] -= g
     return budgets
+
+
+# -- a register value's fragment ------------------------------------------------------------------
+# 32-bit registers per thread of a warpgroup (128 threads) that a vector takes in the fragment
+# layout the emitted code holds it in, per architecture (twill/emit/fragments.py and the runtime's
+# types). A 2-d tile is spread evenly (its bytes over the threads); a vector is not:
+# - sm_90a, the wgmma accumulator layout: the 4 threads of a quad share each row (a thread holds
+#   rows 16w + t/4 and + 8 of each 64-row block), so a value per row takes M / 32 registers
+#   (`Rows<M/64>`: 2 floats per 64 rows, any dtype); a value per column N / 2 (`Cols<N>`: each
+#   thread's columns of every 8, replicated over the rows).
+# - sm_100a, tcgen05.ld's 32x32b layout: a row per thread, so a value per row takes one register
+#   per started 128 rows (`TScal`, `TScalR<64>`), a value per column N (`TCols<N>`, every row's).
+VECTOR_WORDS = {
+    "sm_90a": {"rows": lambda m: math.ceil(m / 32), "cols": lambda n: math.ceil(n / 2)},
+    "sm_100a": {"rows": lambda m: math.ceil(m / 128), "cols": lambda n: n},
+}
+
+
+def vector_kind(shape: tuple[int, ...]) -> str | None:
+    """'rows' for a value per row ([M], [M, 1]), 'cols' for a value per column ([1, N]), else None
+    (the emitter's rule: twill/emit/fragments.py)."""
+    if len(shape) == 1 or (len(shape) == 2 and shape[1] == 1 and shape[0] > 1):
+        return "rows" if shape != (1,) else None
+    return "cols" if len(shape) == 2 and shape[0] == 1 and shape[1] > 1 else None
+
+
+def register_bytes(arch: str, shape: tuple[int, ...], nbytes: int, warp_group: int = 4) -> int:
+    """Bytes a register value takes in the register file of the warpgroup that holds it: its own
+    bytes for a tile, and for a row or column vector the registers of its fragment (VECTOR_WORDS)
+    over all of the warpgroup's threads, replication included (an f32[64] row statistic: 2 per
+    thread on sm_90a, 1024 bytes, not 256). An architecture without a table keeps the bytes."""
+    kind = vector_kind(tuple(shape))
+    words = VECTOR_WORDS.get(arch, {}).get(kind) if kind else None
+    if words is None:
+        return nbytes
+    n = shape[0] if kind == "rows" else shape[1]
+    return max(nbytes, words(n) * 4 * 32 * warp_group)

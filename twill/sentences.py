@@ -112,17 +112,17 @@ def _say_registers(p: Problem, ii: int, lmax: int, detail: str) -> str | None:
     values = _register_values(p)
     others = [t for t in values if t.name != u]
     own = T[u]
-    parts = ", ".join(f"{t.name} {regs_per_thread(t.bytes, wg)}" for t in others)
+    parts = ", ".join(f"{t.name} {regs_per_thread(t.register_bytes, wg)}" for t in others)
     where = (f"at the start of {u}" if reads_check or own not in values else
              f"where {u}'s registers begin (its start, or its end when it is written in place of an operand)")
     text = f"registers on role slot {w} {where}: the reserve {lim.register_reserve}"
     if own in values:
-        text += (f" + {u} {regs_per_thread(own.bytes, wg)} on a warpgroup ({regs_per_thread(own.bytes, 1)} "
+        text += (f" + {u} {regs_per_thread(own.register_bytes, wg)} on a warpgroup ({regs_per_thread(own.register_bytes, 1)} "
                  f"on one warp)")
     reads = ", ".join(f"{v} by {c} {regs_per_thread(read_bytes(p, v, c), wg)}" for v, c in tmem_reads(p))
     if reads:
         text += f" + tensor-memory values read into registers by that role's ops running then ({reads})"
-    loads = ", ".join(f"{v} by {c} {regs_per_thread(T[v].bytes, wg)}" for v, c in imports(p) if v != c)
+    loads = ", ".join(f"{v} by {c} {regs_per_thread(T[v].register_bytes, wg)}" for v, c in imports(p) if v != c)
     if loads:
         text += f" + register values its ops running then load from another role ({loads})"
     inputs = ", ".join(f"{v} {regs_per_thread(nbytes, wg)}" for v, nbytes, _ in p.register_inputs)
