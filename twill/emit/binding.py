@@ -2,14 +2,17 @@
 
 Beside `K.cu` it writes two files, each a pure function of the schedule and the machine:
 
-- `K_entry.cu`: `#include "K.cu"` and an `extern "C" int twill_launch(...)` taking plain sizes
-  and one pointer per user tensor, which fills the kernel's `Problem` (the sub-tiles' row steps and
-  offsets are constants here) and calls `launch`. It needs no torch headers: nvcc alone builds it.
+- `K_entry.cu`: `#include "K.cu"` and an `extern "C" int twill_launch(const void*)` reading one
+  packed block (`twill_args`: plain sizes, the device, the stream, one pointer and one batch group
+  per user tensor, the epilogue's scalars), which fills the kernel's `Problem` (the sub-tiles' row
+  steps and offsets are constants here) and calls `launch` on that device. It needs no torch
+  headers: nvcc alone builds it.
 - `K.py`: a function named after the kernel, taking torch tensors named after the graph's inputs
   and outputs in the layouts their users hold them (one Q [*batch, M, 128], not the graph's halves
   q0 and q1), checking dtypes, devices, contiguity and shapes with an `ArgumentError` that names the
   argument, building `K_entry.cu` with nvcc into a cache keyed by the content (first call), and
-  launching it through ctypes on torch's current stream. The checks and the mapping of shapes to
+  launching it through ctypes on torch's current stream. A kind of call checked once (the same
+  shapes, dtypes, devices, contiguity and alignment) is not resolved again (`call`'s fast path). The checks and the mapping of shapes to
   the Problem are `binding_runtime.py`, copied into the module verbatim: plain Python, testable
   without torch.
 
@@ -267,49 +270,72 @@ def _scalar_spec(renderer) -> dict:
 def entry_source(renderer, kernel_file: str, module: str) -> str:
     """K_entry.cu: the extern "C" entry point over the kernel file's `launch`."""
     ns = renderer.ns
+    args = arguments(renderer)
+    scalars = epilogue.launch_scalars(renderer.m.graph)
+    n = len(args)
     lines = [
         f"// The C entry point of {kernel_file} for its PyTorch binding {module}, written by",
         "// `twill emit-cuda --binding torch`: plain sizes and one pointer per user tensor (in the binding's",
         "// order), no torch headers. Build: nvcc -std=c++17 -gencode=arch=compute_XX,code=sm_XX -shared",
         "// -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).",
         f"#include \"{kernel_file}\"",
+        "#include <string.h>",
         "",
-        "extern \"C\" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, int m_extent,",
-        "                            int n_extent, float exp2_scale, float out_scale,",
-        "                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,",
-        "                            void* stream) {",
+        "// What the binding passes: one block its runtime packs with struct (args_format: every field 8 bytes,",
+        "// in this order), read here by a copy. One argument, not fourteen: ctypes converts each argument of",
+        "// a call, and fourteen cost ~5 us of the call's host time.",
+        "struct twill_args {",
+        "  int64_t tiles_m, tiles_n, iters, loop_extent, batch, m_extent, n_extent;",
+        "  int64_t persistent, raster_group;",
+        "  int64_t device;  // the tensors' CUDA device: made current for the launch, then the caller's again",
+        "  double exp2_scale, out_scale;",
+        "  void* stream;",
+        f"  void* tensors[{n}];  // one per user tensor, in the binding's order",
+        f"  int64_t batch_groups[{n}];",
+        *([f"  double scalars[{len(scalars)}];  // the epilogue's scalars"] if scalars else []),
+        "};",
+        f"static_assert(sizeof(twill_args) == 8 * {13 + 2 * n + len(scalars)}, \"twill_args: 8-byte fields, no padding\");",
+        "",
+        "extern \"C\" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }",
+        "",
+        "extern \"C\" int twill_launch(const void* packed) {",
+        "  twill_args a;",
+        "  memcpy(&a, packed, sizeof a);",
         f"  {ns}::Problem p;",
-        "  p.tiles_m = tiles_m;",
-        "  p.tiles_n = tiles_n;",
-        "  p.iters = iters;",
-        "  p.loop_extent = loop_extent;",
-        *[f"  p.{partial.FIELD[ax]} = {partial.FIELD[ax]};" if ax in renderer.partial
-          else f"  (void){partial.FIELD[ax]};  // the kernel has no tiles along {ax.upper()}" for ax in partial.GRID_AXES],
-        "  p.batch = batch;",
-        "  p.exp2_scale = exp2_scale;",
-        "  p.persistent = persistent;",
-        ("  p.out_scale = out_scale;" if has_scale(renderer.m) else "  (void)out_scale;  // no output of an fp8 mma"),
-        ("  if (raster_group >= 0) p.raster_group = raster_group;" if rastered(renderer.m)
-         else "  (void)raster_group;  // the kernel keeps blockIdx order"),
+        "  p.tiles_m = static_cast<int>(a.tiles_m);",
+        "  p.tiles_n = static_cast<int>(a.tiles_n);",
+        "  p.iters = static_cast<int>(a.iters);",
+        "  p.loop_extent = static_cast<int>(a.loop_extent);",
+        *[f"  p.{partial.FIELD[ax]} = static_cast<int>(a.{partial.FIELD[ax]});" for ax in partial.GRID_AXES
+          if ax in renderer.partial],
+        "  p.batch = static_cast<int>(a.batch);",
+        "  p.exp2_scale = static_cast<float>(a.exp2_scale);",
+        "  p.persistent = static_cast<int>(a.persistent);",
+        *(["  p.out_scale = static_cast<float>(a.out_scale);"] if has_scale(renderer.m) else []),
+        *(["  if (a.raster_group >= 0) p.raster_group = static_cast<int>(a.raster_group);"] if rastered(renderer.m)
+          else []),
     ]
-    scalars = epilogue.launch_scalars(renderer.m.graph)
-    if scalars:  # the epilogue's scalars follow the stream: kernels without any keep the signature above
-        k = next(i for i, line in enumerate(lines) if line.endswith("void* stream) {"))
-        lines[k] = lines[k].replace("void* stream) {", "void* stream,\n                            const double* scalars) {")
-        lines += [f"  p.{ident(v.name)} = static_cast<{'float' if v.type.dtype == 'f32' else 'int'}>(scalars[{i}]);  "
-                  f"// scalar {v.name}" for i, v in enumerate(scalars)]
-    for i, a in enumerate(arguments(renderer)):
+    lines += [f"  p.{ident(v.name)} = static_cast<{'float' if v.type.dtype == 'f32' else 'int'}>(a.scalars[{i}]);  "
+              f"// scalar {v.name}" for i, v in enumerate(scalars)]
+    for i, a in enumerate(args):
         what = ", ".join(x.value for x in a.parts)
         lines.append(f"  // tensors[{i}]: {a.name} ({'output' if a.output else 'input'}; the graph's {what})")
         for x in a.parts:
-            lines.append(f"  p.{x.field} = static_cast<decltype(p.{x.field})>(tensors[{i}]);")
+            lines.append(f"  p.{x.field} = static_cast<decltype(p.{x.field})>(a.tensors[{i}]);")
             if x.label:
                 lines.append(f"  p.{x.field}_{x.label}_step = {x.step};")
                 lines.append(f"  p.{x.field}_{x.label}_offset = {x.offset};")
             if a.shared:
-                lines.append(f"  p.{group_field_of(x.field)} = batch_groups[{i}];")
+                lines.append(f"  p.{group_field_of(x.field)} = static_cast<int>(a.batch_groups[{i}]);")
     lines += [
-        f"  return static_cast<int>({ns}::launch(p, static_cast<cudaStream_t>(stream)));",
+        "  int current = 0;",
+        "  cudaError_t err = cudaGetDevice(&current);",
+        "  if (err != cudaSuccess) return static_cast<int>(err);",
+        "  const int device = static_cast<int>(a.device);",
+        "  if (current != device && (err = cudaSetDevice(device)) != cudaSuccess) return static_cast<int>(err);",
+        f"  err = {ns}::launch(p, static_cast<cudaStream_t>(a.stream));",
+        "  if (current != device) cudaSetDevice(current);",
+        "  return static_cast<int>(err);",
         "}",
         "",
         "extern \"C\" const char* twill_error_string(int err) {",
