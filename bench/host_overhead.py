@@ -207,18 +207,18 @@ def main(argv=None):
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     scratch = tempfile.mkdtemp(prefix="host-overhead-")
     folders = [("twill", GOLDEN)] + ([("baseline", args.baseline)] if args.baseline else [])
+    mods = {f"{label} {fixture}": (fixture, load(fixture, folder)) for fixture in FIXTURES for label, folder in folders
+            if os.path.exists(os.path.join(folder, fixture + ".py"))}
+    if gpu:  # nvcc on every binding at once, before any timing
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(len(mods)) as pool:
+            list(pool.map(lambda m: m[1].build_library(), mods.values()))
     rows = {}
-    for fixture in FIXTURES:
-        for label, folder in folders:
-            if not os.path.exists(os.path.join(folder, fixture + ".py")):
-                continue
-            mod = load(fixture, folder)
-            if gpu:
-                mod.build_library()
-            else:
-                cpu_stand_in(mod, scratch)
-            tensors, kw = inputs(fixture, device)
-            rows[f"{label} {fixture}"] = measure_binding(mod, tensors, kw, sync, gpu)
+    for name, (fixture, mod) in mods.items():
+        if not gpu:
+            cpu_stand_in(mod, scratch)
+        tensors, kw = inputs(fixture, device)
+        rows[name] = measure_binding(mod, tensors, kw, sync, gpu)
     if gpu:
         try:
             rows.update(triton_rows(sync))
