@@ -1,8 +1,12 @@
 """The binding's call keeps what depends only on its arguments' shapes (twill/emit/binding_runtime.py:
-`_plan`, `_outputs_type`), so a call's host time is not spent resolving the same shapes again."""
+`_plan`, `_outputs_type`; call's fast path: `_key`, `_prepare`, `_block`), so a call's host time is not
+spent resolving the same shapes again."""
+import re
+import struct
+
 import pytest
 
-from test_binding import meta, module
+from test_binding import GOLDEN, meta, module
 
 
 def test_the_same_shapes_at_other_addresses_reuse_one_plan():
@@ -36,3 +40,148 @@ def test_the_outputs_named_tuple_is_made_once_per_kernel():
     names = tuple(a["name"] for a in mod.SPEC["args"] if a["output"])
     kind = mod._outputs_type(mod.SPEC["kernel"], names)
     assert kind is mod._outputs_type(mod.SPEC["kernel"], names) and kind._fields == names
+
+
+# -- call's fast path: _key, _prepare, _block (no torch: tensors here are plain objects that answer
+# what the runtime asks of a torch.Tensor) ------------------------------------------------------------
+
+class DType:
+    """A dtype object, one per name as torch's are (compared by identity)."""
+    known = {}
+
+    def __new__(cls, name):
+        if name not in cls.known:
+            cls.known[name] = super().__new__(cls)
+            cls.known[name].name = name
+        return cls.known[name]
+
+    def __str__(self):
+        return f"torch.{self.name}"
+
+
+class Device(tuple):
+    def __new__(cls, kind="cuda", index=0):
+        return super().__new__(cls, (kind, index))
+
+    @property
+    def index(self):
+        return self[1]
+
+    def __str__(self):
+        return f"{self[0]}:{self[1]}"
+
+
+class Tensor:
+    def __init__(self, shape, dtype="float16", device=Device(), contiguous=True, ptr=1 << 20):
+        self.shape, self.dtype, self.device = tuple(shape), DType(dtype), device
+        self.contiguous, self.ptr = contiguous, ptr
+
+    def is_contiguous(self):
+        return self.contiguous
+
+    def data_ptr(self):
+        return self.ptr
+
+
+def gemm(mod, acc=None, **a_kw):
+    return {"a": Tensor((384, 640), **a_kw), "b": Tensor((640, 512), ptr=3 << 20), "acc": acc}
+
+
+def test_one_key_for_one_kind_of_tensors_at_any_aligned_address():
+    mod = module("gemm_hopper.h100")
+    key, ptrs = mod._key(mod.SPEC, gemm(mod), None, Tensor)
+    again, other = mod._key(mod.SPEC, gemm(mod, ptr=5 << 20), None, Tensor)
+    assert key == again and hash(key) == hash(again)
+    assert ptrs == [1 << 20, 3 << 20, None] and other == [5 << 20, 3 << 20, None]
+
+
+@pytest.mark.parametrize("change", [dict(dtype="float32"), dict(device=Device("cuda", 1)), dict(contiguous=False),
+                                    dict(ptr=(1 << 20) + 8), dict(shape=(768, 640)), dict(device=Device("cpu", None))])
+def test_whatever_the_checks_read_changes_the_key(change):
+    """A tensor that differs in anything resolve reads (shape, dtype, device, contiguity, 16-byte
+    alignment) never finds another kind's checked _Launch."""
+    mod = module("gemm_hopper.h100")
+    key, _ = mod._key(mod.SPEC, gemm(mod), None, Tensor)
+    shape = change.pop("shape", (384, 640))
+    tensors = {**gemm(mod), "a": Tensor(shape, **change)}
+    assert mod._key(mod.SPEC, tensors, None, Tensor)[0] != key
+
+
+def test_the_key_tells_apart_outputs_given_iters_and_the_order_of_names():
+    mod = module("gemm_hopper.h100")
+    key, _ = mod._key(mod.SPEC, gemm(mod), None, Tensor)
+    assert mod._key(mod.SPEC, gemm(mod, acc=Tensor((384, 512), ptr=7 << 20)), None, Tensor)[0] != key
+    assert mod._key(mod.SPEC, gemm(mod), 10, Tensor)[0] != key
+    backwards = dict(reversed(list(gemm(mod).items())))
+    assert mod._key(mod.SPEC, backwards, None, Tensor)[0] != key
+    assert mod._key(mod.SPEC, {**gemm(mod), "b": [1, 2]}, None, Tensor) == (None, None)  # no tensor: no key
+
+
+def test_prepare_reads_the_plan_resolve_reads():
+    mod = module("attention_fwd_hopper.h100")
+    tensors = {"q": Tensor((2, 4, 512, 128)), "k": Tensor((2, 1, 1024, 128)), "v": Tensor((2, 1, 1024, 128)),
+               "m": None, "l": None, "acc": Tensor((2, 4, 512, 128), ptr=9 << 20)}
+    run = mod._prepare(mod.SPEC, tensors, None, Tensor, DType)
+    plan = mod.resolve(mod.SPEC, {n: None if t is None else mod.describe(t) for n, t in tensors.items()})
+    assert run.plan == plan and run.names == tuple(tensors)
+    assert run.head == (4, 1, 8, 1024, 8, 0, 0)  # tiles_m, tiles_n, iters, loop_extent, batch, m_extent, n_extent
+    assert run.groups == (1, 4, 4, 1, 1, 1)  # k and v: one head for 4 of q's
+    assert run.index == 0 and run.device == Device()
+    assert run.allocate == ((3, (2, 4, 512), DType("float32"), False), (4, (2, 4, 512), DType("float32"), False))
+    assert run.zero == () and run.outputs == (3, 4, 5) and run.outputs_type._fields == ("m", "l", "acc")
+
+
+def test_prepare_zeroes_an_output_the_ctas_add_into_only_where_it_is_given():
+    mod = module("attention_bwd_hopper.h100")
+    shapes = {"k": (2, 256, 128), "v": (2, 256, 128), "q": (2, 512, 128), "do": (2, 512, 128), "lse": (2, 512),
+              "dlt": (2, 512)}
+    ins = {n: Tensor(s, dtype="float32" if n in ("lse", "dlt") else "float16") for n, s in shapes.items()}
+    zeroed = [i for i, a in enumerate(mod.SPEC["args"]) if a["zero"]]
+    assert zeroed
+    allocated = mod._prepare(mod.SPEC, {**ins, **{a["name"]: None for a in mod.SPEC["args"] if a["output"]}}, None,
+                             Tensor, DType)
+    assert allocated.zero == () and [i for i, *_, zero in allocated.allocate if zero] == zeroed
+    given = {**ins, **{a["name"]: Tensor(allocated.plan["shapes"][a["name"]], dtype=a["dtype"])
+                       for a in mod.SPEC["args"] if a["output"]}}
+    assert mod._prepare(mod.SPEC, given, None, Tensor, DType).zero == tuple(zeroed)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(dtype="float32"), r"^a: expected torch\.float16 on a CUDA device, got torch\.float32 on cuda:0$"),
+    (dict(device=Device("cpu", None)), r"^a: expected torch\.float16 on a CUDA device, got torch\.float16 on cpu:None$"),
+    (dict(device=Device("cuda", 1)), r"^b: on cuda:0, but the other tensors are on cuda:1$"),
+    (dict(contiguous=False), r"^a: must be contiguous"),
+    (dict(ptr=(1 << 20) + 8), r"^a: its data must start on a 16-byte boundary"),
+])
+def test_prepare_raises_resolves_errors_after_a_kind_was_cached(change, message):
+    """The fast path's cache holds only kinds that passed the checks; a tensor of a cached shape
+    that fails one is a new key, and _prepare raises resolve's ArgumentError for it."""
+    mod = module("gemm_hopper.h100")
+    mod._prepare(mod.SPEC, gemm(mod), None, Tensor, DType)
+    with pytest.raises(mod.ArgumentError, match=message):
+        mod._prepare(mod.SPEC, gemm(mod, **change), None, Tensor, DType)
+    with pytest.raises(mod.ArgumentError, match=r"^b: expected a torch\.Tensor, got list$"):
+        mod._prepare(mod.SPEC, {**gemm(mod), "b": [1, 2]}, None, Tensor, DType)
+
+
+def test_the_block_holds_twill_args_fields_in_order():
+    """_block packs K_entry.cu's twill_args: the plan's sizes, the knobs, the device, the scales,
+    the stream, a pointer and a batch group per tensor, then the epilogue's scalars."""
+    mod = module("attention_fwd_hopper.h100")
+    tensors = {"q": Tensor((2, 4, 512, 128)), "k": Tensor((2, 1, 1024, 128)), "v": Tensor((2, 1, 1024, 128)),
+               "m": None, "l": None, "acc": None}
+    run = mod._prepare(mod.SPEC, tensors, None, Tensor, DType)
+    ptrs = [16 * (i + 1) for i in range(6)]
+    block = mod._block(run, ptrs, 0xABC0, 0.5, 2.0, 1, 8, ())
+    fields = struct.unpack(mod.args_format(mod.SPEC), block)
+    assert fields == (4, 1, 8, 1024, 8, 0, 0, 1, 8, 0, 0.5, 2.0, 0xABC0, *ptrs, 1, 4, 4, 1, 1, 1)
+    assert len(block) == 8 * (13 + 2 * 6)
+
+
+@pytest.mark.parametrize("path", sorted(GOLDEN.glob("*_entry.cu")), ids=lambda p: p.name)
+def test_every_entry_reads_the_block_the_binding_packs(path):
+    """K_entry.cu's twill_args is as long as args_format says (its static_assert counts 8-byte fields)."""
+    mod = module(path.name[:-len("_entry.cu")])
+    fields = int(re.search(r"sizeof\(twill_args\) == 8 \* (\d+)", path.read_text())[1])
+    assert 8 * fields == struct.calcsize(mod.args_format(mod.SPEC))
+    assert f"void* tensors[{len(mod.SPEC['args'])}];" in path.read_text()

@@ -311,7 +311,8 @@ def test_an_imported_kernels_scalar_is_a_python_number(tmp_path):
         with pytest.raises(mod.ArgumentError, match="^sm_scale: expected a Python float"):
             mod.check_scalars(mod.SPEC, [bad])
     entry = next(t for p, t in written.items() if p.endswith("_entry.cu"))
-    assert "const double* scalars) {" in entry and "p.sm_scale = static_cast<float>(scalars[0]);" in entry
+    assert "  double scalars[1];  // the epilogue's scalars" in entry
+    assert "p.sm_scale = static_cast<float>(a.scalars[0]);" in entry
 
 
 def test_a_split_graph_splits_its_epilogue_and_its_arguments_stay_whole():

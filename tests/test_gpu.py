@@ -90,6 +90,54 @@ def test_binding_takes_users_layouts_and_allocates_outputs():
         mod.run(q, k.float(), v)
 
 
+def test_repeated_calls_take_the_fast_path_and_stay_right():
+    """Calls of one kind (shapes, dtypes, device) reuse the checked plan, the encoded tensor maps
+    (while the pointers and sizes are the same) and the raised shared-memory limit: results stay
+    right when the pointers, then the sizes change, on another stream too; a tensor of a cached
+    shape that fails a check is still refused by name (binding_runtime.call, host.tpl)."""
+    g = _bench()
+    mod = binding("gemm_hopper.h100")
+    torch.manual_seed(11)
+
+    def check(M, N, K, stream=None):
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        ref = torch.matmul(a.float(), b.float())
+        for _ in range(3):  # the same tensors: the second and third calls find every map cached
+            c = mod.run(a, b, stream=stream)
+            (stream or torch.cuda.current_stream()).synchronize()
+            assert int(torch.isnan(c).sum()) == 0 and g.rel_err(c.float(), ref) < 1e-2
+
+    check(384, 512, 640)
+    check(384, 512, 640)  # new pointers, the same sizes
+    check(256, 512, 640)  # fewer rows: another plan and other maps
+    check(384, 512, 1024)  # a longer loop
+    check(384, 512, 640, stream=torch.cuda.Stream())
+    runs = len(mod._LAUNCHES)
+    a = torch.randn(384, 640, device="cuda", dtype=torch.float16)
+    b = torch.randn(640, 512, device="cuda", dtype=torch.float16)
+    with pytest.raises(mod.ArgumentError, match=r"^b: expected torch\.float16 on a CUDA device, got torch\.float32"):
+        mod.run(a, b.float())
+    with pytest.raises(mod.ArgumentError, match=r"^a: its data must start on a 16-byte boundary"):
+        mod.run(torch.randn(384 * 640 + 4, device="cuda", dtype=torch.float16)[4:].view(384, 640), b)  # 8 bytes in
+    with pytest.raises(mod.ArgumentError, match=r"^b: must be contiguous"):
+        mod.run(a, torch.randn(512, 640, device="cuda", dtype=torch.float16).t())
+    assert len(mod._LAUNCHES) == runs  # nothing refused was kept
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_a_call_runs_on_its_tensors_device_and_leaves_the_current_one():
+    g = _bench()
+    mod = binding("gemm_hopper.h100")
+    a = torch.randn(256, 640, device="cuda:1", dtype=torch.float16)
+    b = torch.randn(640, 512, device="cuda:1", dtype=torch.float16)
+    assert torch.cuda.current_device() == 0
+    c = mod.run(a, b)
+    torch.cuda.synchronize(1)
+    assert torch.cuda.current_device() == 0 and c.device == a.device
+    assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2
+
+
 def test_emitted_kernels_persistent_match_torch(monkeypatch):
     """More tiles than SMs: one CTA per SM loops over tiles (the rings continue from tile to tile)."""
     monkeypatch.setenv("TWILL_PERSISTENT", "1")  # passed by the bench's adapters

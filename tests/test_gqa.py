@@ -79,7 +79,8 @@ def test_the_kernel_reads_kv_entry_b_over_the_group():
     assert text.count("const int twill_b_k = tile.b / args.k_batch_group;") == 1  # the load warp's, once per tile
     assert "if (p.k_batch_group < 1 || p.batch % p.k_batch_group != 0) return cudaErrorInvalidValue;" in text
     entry = (GOLDEN / f"{FWD}_entry.cu").read_text()
-    assert "p.k_batch_group = batch_groups[1];" in entry and "p.v_batch_group = batch_groups[2];" in entry
+    assert "p.k_batch_group = static_cast<int>(a.batch_groups[1]);" in entry
+    assert "p.v_batch_group = static_cast<int>(a.batch_groups[2]);" in entry
 
 
 CAUSAL = "attention_fwd_causal_hopper.h200"

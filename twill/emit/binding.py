@@ -2,14 +2,17 @@
 
 Beside `K.cu` it writes two files, each a pure function of the schedule and the machine:
 
-- `K_entry.cu`: `#include "K.cu"` and an `extern "C" int twill_launch(...)` taking plain sizes
-  and one pointer per user tensor, which fills the kernel's `Problem` (the sub-tiles' row steps and
-  offsets are constants here) and calls `launch`. It needs no torch headers: nvcc alone builds it.
+- `K_entry.cu`: `#include "K.cu"` and an `extern "C" int twill_launch(const void*)` reading one
+  packed block (`twill_args`: plain sizes, the device, the stream, one pointer and one batch group
+  per user tensor, the epilogue's scalars), which fills the kernel's `Problem` (the sub-tiles' row
+  steps and offsets are constants here) and calls `launch` on that device. It needs no torch
+  headers: nvcc alone builds it.
 - `K.py`: a function named after the kernel, taking torch tensors named after the graph's inputs
   and outputs in the layouts their users hold them (one Q [*batch, M, 128], not the graph's halves
   q0 and q1), checking dtypes, devices, contiguity and shapes with an `ArgumentError` that names the
   argument, building `K_entry.cu` with nvcc into a cache keyed by the content (first call), and
-  launching it through ctypes on torch's current stream. The checks and the mapping of shapes to
+  launching it through ctypes on torch's current stream. A kind of call checked once (the same
+  shapes, dtypes, devices, contiguity and alignment) is not resolved again (`call`'s fast path). The checks and the mapping of shapes to
   the Problem are `binding_runtime.py`, copied into the module verbatim: plain Python, testable
   without torch.
 
@@ -30,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import epilogue, partial
-from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
+from .batch_groups import field_of as group_field_of, shareable
 from .descale import has_scale
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
 
@@ -67,14 +70,12 @@ class Argument:
     shared: bool = False  # may hold one batch entry per group of the others' (batch_groups: GQA)
     source: str = ""  # the graph's name for it (an input, a load, a carry or epilogue output, a store op)
     iter_div: int = 1  # a per-iteration tile's row is the iteration over this: ceil(I / iter_div) rows
-    per_batch: bool = False  # one value per batch entry, broadcast over leading batch dimensions (batch_groups)
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
                 "esize": dtype_bytes(self.dtype), "dims": [list(d) for d in self.dims],
                 "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared,
-                **({"iter_div": self.iter_div} if self.iter_div > 1 else {}),
-                **({"per_batch": True} if self.per_batch else {})}
+                **({"iter_div": self.iter_div} if self.iter_div > 1 else {})}
 
 
 def py_name(name: str, taken: set[str]) -> str:
@@ -194,7 +195,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
         source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
-                       t.iter_div, all(map(periodic, members)))
+                       t.iter_div)
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return _as_imported(m.graph, tuple(inputs + outputs))
@@ -269,51 +270,72 @@ def _scalar_spec(renderer) -> dict:
 def entry_source(renderer, kernel_file: str, module: str) -> str:
     """K_entry.cu: the extern "C" entry point over the kernel file's `launch`."""
     ns = renderer.ns
+    args = arguments(renderer)
+    scalars = epilogue.launch_scalars(renderer.m.graph)
+    n = len(args)
     lines = [
         f"// The C entry point of {kernel_file} for its PyTorch binding {module}, written by",
         "// `twill emit-cuda --binding torch`: plain sizes and one pointer per user tensor (in the binding's",
         "// order), no torch headers. Build: nvcc -std=c++17 -gencode=arch=compute_XX,code=sm_XX -shared",
         "// -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).",
         f"#include \"{kernel_file}\"",
+        "#include <string.h>",
         "",
-        "extern \"C\" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, int m_extent,",
-        "                            int n_extent, float exp2_scale, float out_scale,",
-        "                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,",
-        "                            void* stream) {",
+        "// What the binding passes: one block its runtime packs with struct (args_format: every field 8 bytes,",
+        "// in this order), read here by a copy. One argument, not fourteen: ctypes converts each argument of",
+        "// a call, and fourteen cost ~5 us of the call's host time.",
+        "struct twill_args {",
+        "  int64_t tiles_m, tiles_n, iters, loop_extent, batch, m_extent, n_extent;",
+        "  int64_t persistent, raster_group;",
+        "  int64_t device;  // the tensors' CUDA device: made current for the launch, then the caller's again",
+        "  double exp2_scale, out_scale;",
+        "  void* stream;",
+        f"  void* tensors[{n}];  // one per user tensor, in the binding's order",
+        f"  int64_t batch_groups[{n}];",
+        *([f"  double scalars[{len(scalars)}];  // the epilogue's scalars"] if scalars else []),
+        "};",
+        f"static_assert(sizeof(twill_args) == 8 * {13 + 2 * n + len(scalars)}, \"twill_args: 8-byte fields, no padding\");",
+        "",
+        "extern \"C\" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }",
+        "",
+        "extern \"C\" int twill_launch(const void* packed) {",
+        "  twill_args a;",
+        "  memcpy(&a, packed, sizeof a);",
         f"  {ns}::Problem p;",
-        "  p.tiles_m = tiles_m;",
-        "  p.tiles_n = tiles_n;",
-        "  p.iters = iters;",
-        "  p.loop_extent = loop_extent;",
-        *[f"  p.{partial.FIELD[ax]} = {partial.FIELD[ax]};" if ax in renderer.partial
-          else f"  (void){partial.FIELD[ax]};  // the kernel has no tiles along {ax.upper()}" for ax in partial.GRID_AXES],
-        "  p.batch = batch;",
-        "  p.exp2_scale = exp2_scale;",
-        "  p.persistent = persistent;",
-        ("  p.out_scale = out_scale;" if has_scale(renderer.m) else "  (void)out_scale;  // no output of an fp8 mma"),
-        ("  if (raster_group >= 0) p.raster_group = raster_group;" if rastered(renderer.m)
-         else "  (void)raster_group;  // the kernel keeps blockIdx order"),
+        "  p.tiles_m = static_cast<int>(a.tiles_m);",
+        "  p.tiles_n = static_cast<int>(a.tiles_n);",
+        "  p.iters = static_cast<int>(a.iters);",
+        "  p.loop_extent = static_cast<int>(a.loop_extent);",
+        *[f"  p.{partial.FIELD[ax]} = static_cast<int>(a.{partial.FIELD[ax]});" for ax in partial.GRID_AXES
+          if ax in renderer.partial],
+        "  p.batch = static_cast<int>(a.batch);",
+        "  p.exp2_scale = static_cast<float>(a.exp2_scale);",
+        "  p.persistent = static_cast<int>(a.persistent);",
+        *(["  p.out_scale = static_cast<float>(a.out_scale);"] if has_scale(renderer.m) else []),
+        *(["  if (a.raster_group >= 0) p.raster_group = static_cast<int>(a.raster_group);"] if rastered(renderer.m)
+          else []),
     ]
-    scalars = epilogue.launch_scalars(renderer.m.graph)
-    if scalars:  # the epilogue's scalars follow the stream: kernels without any keep the signature above
-        k = next(i for i, line in enumerate(lines) if line.endswith("void* stream) {"))
-        lines[k] = lines[k].replace("void* stream) {", "void* stream,\n                            const double* scalars) {")
-        lines += [f"  p.{ident(v.name)} = static_cast<{'float' if v.type.dtype == 'f32' else 'int'}>(scalars[{i}]);  "
-                  f"// scalar {v.name}" for i, v in enumerate(scalars)]
-    for i, a in enumerate(arguments(renderer)):
+    lines += [f"  p.{ident(v.name)} = static_cast<{'float' if v.type.dtype == 'f32' else 'int'}>(a.scalars[{i}]);  "
+              f"// scalar {v.name}" for i, v in enumerate(scalars)]
+    for i, a in enumerate(args):
         what = ", ".join(x.value for x in a.parts)
         lines.append(f"  // tensors[{i}]: {a.name} ({'output' if a.output else 'input'}; the graph's {what})")
         for x in a.parts:
-            lines.append(f"  p.{x.field} = static_cast<decltype(p.{x.field})>(tensors[{i}]);")
+            lines.append(f"  p.{x.field} = static_cast<decltype(p.{x.field})>(a.tensors[{i}]);")
             if x.label:
                 lines.append(f"  p.{x.field}_{x.label}_step = {x.step};")
                 lines.append(f"  p.{x.field}_{x.label}_offset = {x.offset};")
-            if a.per_batch:  # its slot is the period: its entries, under the others' batch (batch_groups)
-                lines.append(f"  p.{period_field(x.field)} = batch_groups[{i}];")
-            elif a.shared:
-                lines.append(f"  p.{group_field_of(x.field)} = batch_groups[{i}];")
+            if a.shared:
+                lines.append(f"  p.{group_field_of(x.field)} = static_cast<int>(a.batch_groups[{i}]);")
     lines += [
-        f"  return static_cast<int>({ns}::launch(p, static_cast<cudaStream_t>(stream)));",
+        "  int current = 0;",
+        "  cudaError_t err = cudaGetDevice(&current);",
+        "  if (err != cudaSuccess) return static_cast<int>(err);",
+        "  const int device = static_cast<int>(a.device);",
+        "  if (current != device && (err = cudaSetDevice(device)) != cudaSuccess) return static_cast<int>(err);",
+        f"  err = {ns}::launch(p, static_cast<cudaStream_t>(a.stream));",
+        "  if (current != device) cudaSetDevice(current);",
+        "  return static_cast<int>(err);",
         "}",
         "",
         "extern \"C\" const char* twill_error_string(int err) {",
@@ -344,7 +366,6 @@ def _arg_doc(a: Argument, partial: dict[str, str]) -> str:
            else " (views of it: strided loads)")
     parts = ("; the graph's " + ", ".join(x.value for x in a.parts) + how) if len(a.parts) > 1 else ""
     note = "; zeroed first: the CTAs add into it" if a.zero else ""
-    note += "; or one per entry of the last batch dimensions ([H] under [B, H])" if a.per_batch else ""
     where = f" ({', '.join(grid)})" if grid else ""
     return f"{a.name}: torch.{TORCH_DTYPE[a.dtype]} {_layout(a)}{where}{parts}{note}"
 
@@ -382,7 +403,7 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=()) -> lis
         "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
         "",
         *[f"    {_arg_doc(a, data['partial'])}" for a in args],
-        *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the {epilogue.scalar_label(m.graph, p.scalar).replace(' scalar', '')}'s scalar "
+        *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the epilogue's scalar "
           f"{p.scalar})" for p in params if p.scalar is not None],
         *([f"    {', '.join(unread)}: arguments of the Triton kernel that the graph does not read (sizes and "
            "strides come from the tensors' shapes)"] if unread else []),
@@ -399,7 +420,7 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=()) -> lis
 
 
 def _scalar_type(m, name: str) -> str:
-    return next(v.type.dtype for v in epilogue.launch_scalars(m.graph) if v.name == name)
+    return next(v.type.dtype for v in m.graph.epilogue.scalars if v.name == name)
 
 
 def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:

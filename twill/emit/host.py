@@ -3,6 +3,9 @@
 `launch(problem, stream)` encodes one TMA tensor map per loaded tensor with
 `cuTensorMapEncodeTiled` (reached through `cudaGetDriverEntryPointByVersion`, so no -lcuda is
 needed), raises the kernel's dynamic shared-memory limit and launches one CTA per output tile.
+What a call's host time need not repeat is kept (cuda_runtime/host.tpl): each thread's last 16
+tensor maps, keyed by all of their encoding's arguments; the shared-memory limit, raised once per
+kernel variant and device; each device's SM count.
 Everything sits behind `#ifndef TWILL_NO_HOST`; `-DTWILL_MAIN` adds a `main` that runs the kernel on
 random data and prints a checksum and the time.
 """

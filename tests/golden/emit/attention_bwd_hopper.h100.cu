@@ -1436,6 +1436,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
 #ifndef TWILL_NO_HOST
 // ==== host side ===================================================================================
 #include <cudaTypedefs.h>
+#include <atomic>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -1498,29 +1499,107 @@ inline uint64_t loop_elements(const Problem& p, int step) {
   return p.loop_extent > 0 ? static_cast<uint64_t>(p.loop_extent) : static_cast<uint64_t>(p.iters) * step;
 }
 
-// A 3-d tensor map (columns, rows, batch) with the swizzle of the kernel's tile (twill::Tile: 128, 64
-// or 32 bytes, the box's row; 16 for none, as for a row vector, read by index).
-inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,
-                   uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, int swizzle) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = nullptr;
-  if (encode_tiled == nullptr) {
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode_tiled), 12000,
-                                         cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      return false;
+// ---- what launch() keeps between calls (a call's host time is a short kernel's latency) ---------
+// cuTensorMapEncodeTiled's map is a function of its arguments alone (the address and the layout; no
+// device or context state), and encoding one costs microseconds, so each thread keeps the last
+// kMapCache maps it encoded, keyed by all of those arguments: a call with the same tensors and sizes
+// copies them, any other pointer, extent or box encodes anew. Per thread: no lock, no sharing.
+// The state below has internal linkage (static, at namespace scope): a function-local static of an
+// inline function is one symbol (STB_GNU_UNIQUE) for every library of this kernel's name loaded in a
+// process, so two builds of one kernel would share it.
+constexpr int kMapCache = 16;
+struct MapKey {
+  const void* ptr;
+  uint64_t rows, cols, batch, esize;
+  uint32_t box_rows, box_cols;
+  int swizzle, type;
+  bool operator==(const MapKey& o) const {
+    return ptr == o.ptr && rows == o.rows && cols == o.cols && batch == o.batch && esize == o.esize &&
+           box_rows == o.box_rows && box_cols == o.box_cols && swizzle == o.swizzle && type == o.type;
   }
+};
+struct MapCache {
+  MapKey keys[kMapCache];
+  CUtensorMap maps[kMapCache];
+  int filled = 0, next = 0;  // entries in use; the one to replace next (the oldest)
+  const CUtensorMap* find(const MapKey& key) const {
+    for (int i = 0; i < filled; ++i)
+      if (keys[i] == key) return &maps[i];
+    return nullptr;
+  }
+  void put(const MapKey& key, const CUtensorMap& map) {
+    keys[next] = key;
+    maps[next] = map;
+    next = (next + 1) % kMapCache;
+    filled = filled < kMapCache ? filled + 1 : kMapCache;
+  }
+};
+
+// `once(device)` at most once per device while it succeeds (bit d of `done`; every time on a device
+// past 63): what stays set in a device's context, as a kernel's shared-memory limit. Threads that
+// race may each do it; it is idempotent.
+template <class F>
+inline cudaError_t once_per_device(std::atomic<uint64_t>& done, int device, F&& once) {
+  const bool tracked = device >= 0 && device < 64;
+  const uint64_t bit = tracked ? uint64_t(1) << device : 0;
+  if (tracked && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
+  const cudaError_t err = once(device);
+  if (err == cudaSuccess && tracked) done.fetch_or(bit, std::memory_order_release);
+  return err;
+}
+
+static thread_local MapCache map_cache;  // this thread's last tensor maps
+static std::atomic<uint64_t> smem_raised[4];  // per kernel variant: the devices whose limit launch() raised
+static std::atomic<int> sm_counts[64];  // per device: its SMs, 0 until asked
+
+// The SMs of a device, asked once per device.
+static inline cudaError_t sm_count(int device, int* sms) {
+  const bool tracked = device >= 0 && device < 64;
+  if (tracked && (*sms = sm_counts[device].load(std::memory_order_relaxed)) > 0) return cudaSuccess;
+  const cudaError_t err = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess && tracked) sm_counts[device].store(*sms, std::memory_order_relaxed);
+  return err;
+}
+
+// cuTensorMapEncodeTiled, found once (through the runtime: no -lcuda); nullptr where the driver has none.
+static inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 found_fn = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return found_fn;
+}
+
+// A 3-d tensor map (columns, rows, batch) with the swizzle of the kernel's tile (twill::Tile: 128, 64
+// or 32 bytes, the box's row; 16 for none, as for a row vector, read by index), from this thread's
+// MapCache where it was encoded before.
+static inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,
+                          uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, int swizzle) {
+  const MapKey key{ptr, rows, cols, batch, esize, box_rows, box_cols, swizzle, static_cast<int>(type)};
+  if (const CUtensorMap* found = map_cache.find(key)) {
+    *map = *found;
+    return true;
+  }
+  const PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = tensor_map_encoder();
+  if (encode_tiled == nullptr) return false;
   cuuint64_t dims[3] = {cols, rows, batch};
   cuuint64_t strides[2] = {cols * esize, rows * cols * esize};
   cuuint32_t box[3] = {box_cols, box_rows, 1};
   cuuint32_t step[3] = {1, 1, 1};
-  return encode_tiled(map, type, 3, const_cast<void*>(ptr), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                      swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
-                      : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                      : swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
-                                      : CU_TENSOR_MAP_SWIZZLE_NONE,
-                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  if (encode_tiled(map, type, 3, const_cast<void*>(ptr), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                   : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                   : swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                   : CU_TENSOR_MAP_SWIZZLE_NONE,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return false;
+  map_cache.put(key, *map);
+  return true;
 }
 
 inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
@@ -1630,17 +1709,25 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);
-  cudaError_t err = cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  // the shared-memory limit, raised once per kernel variant and device (it stays set in the context)
+  err = once_per_device(smem_raised[(tiles ? 2 : 0) + (tail ? 1 : 0)], device, [&](int) {
+    return cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  });
   if (err != cudaSuccess) return err;
   int grid = args.tiles;
   if (tiles) {
-    int device = 0, sms = 0;
-    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+    int sms = 0;
+    if ((err = sm_count(device, &sms)) != cudaSuccess) return err;
     grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
   }
   entry<<<grid, kThreads, smem, stream>>>(tm_k, tm_v, tm_q, tm_do_, tm_lse, tm_dlt, tm_store_0, args);
-  return cudaGetLastError();
+  err = cudaGetLastError();
+  if (err != cudaSuccess)  // a context made anew (cudaDeviceReset) lost the limit: raise it on the next call
+    for (auto& r : smem_raised) r.fetch_and(~(uint64_t(1) << (device & 63)), std::memory_order_relaxed);
+  return err;
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).

@@ -15,6 +15,7 @@ import hashlib
 import math
 import os
 import shutil
+import struct
 import subprocess
 import threading
 
@@ -287,6 +288,15 @@ def build(spec, here, directory=None):
     return so
 
 
+def args_format(spec):
+    """The `struct` format of the block `twill_launch` reads (K_entry.cu's `twill_args`; every field 8
+    bytes, so native alignment adds no padding): tiles_m, tiles_n, iters, loop_extent, batch,
+    m_extent, n_extent, persistent, raster_group, device; exp2_scale, out_scale; the stream; a pointer
+    per tensor; a batch group per tensor; the epilogue's scalars."""
+    n, s = len(spec["args"]), len(spec.get("scalars", ()))
+    return f"@10q2dP{n}P{n}q" + (f"{s}d" if s else "")
+
+
 def library(spec, here, directory=None):
     """The loaded library (ctypes), built first where needed: once per process and folder."""
     key = (os.path.join(here, spec["entry"]), directory or cache_dir())
@@ -295,12 +305,13 @@ def library(spec, here, directory=None):
     with _LOCK:
         if key not in _LIBS:
             lib = ctypes.CDLL(build(spec, here, directory))
+            lib.twill_args_bytes.restype = ctypes.c_int
+            lib.twill_args_bytes.argtypes = []
+            if lib.twill_args_bytes() != struct.calcsize(args_format(spec)):
+                raise RuntimeError(f"twill binding: {spec['entry']} reads {lib.twill_args_bytes()} bytes of arguments, "
+                                   f"the binding packs {struct.calcsize(args_format(spec))}: emit both again")
+            # no argtypes: ctypes passes the packed bytes as a char* (argtypes' conversions cost ~5 us a call)
             lib.twill_launch.restype = ctypes.c_int
-            lib.twill_launch.argtypes = [ctypes.c_int] * 7 + [ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int,
-                                                               ctypes.POINTER(ctypes.c_void_p),
-                                                               ctypes.POINTER(ctypes.c_int), ctypes.c_void_p]
-            if spec.get("scalars"):  # the epilogue's scalars, after the stream
-                lib.twill_launch.argtypes.append(ctypes.POINTER(ctypes.c_double))
             lib.twill_error_string.restype = ctypes.c_char_p
             lib.twill_error_string.argtypes = [ctypes.c_int]
             _LIBS[key] = lib
@@ -329,39 +340,108 @@ def check_scalars(spec, values):
 def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None,
          scalars=()):
     """Check `tensors` ({name: tensor or None}; None for an output to allocate) and `scalars`, launch
-    the kernel on the tensors' device and stream, and return the outputs (one tensor, or a named tuple)."""
-    import torch
-    extra = check_scalars(spec, scalars)
-    given = {n: (None if t is None else _meta(n, t, torch)) for n, t in tensors.items()}
-    plan = _plan(spec, given, iters)
-    device = torch.device(plan["device"])
-    out = {}
-    for a in spec["args"]:
-        t = tensors.get(a["name"])
-        if a["output"] and t is None:
-            fill = torch.zeros if a["zero"] else torch.empty
-            t = fill(plan["shapes"][a["name"]], dtype=getattr(torch, a["dtype"]), device=device)
-        elif a["output"] and a["zero"]:
-            t.zero_()  # the kernel's CTAs add into it
-        if a["output"]:
-            out[a["name"]] = t
-        tensors[a["name"]] = t
-    ptrs = (ctypes.c_void_p * len(spec["args"]))(*[tensors[a["name"]].data_ptr() for a in spec["args"]])
-    groups = (ctypes.c_int * len(spec["args"]))(*plan["groups"])
-    lib = library(spec, here)
-    with torch.cuda.device(device):
-        s = torch.cuda.current_stream(device) if stream is None else stream
-        more = [(ctypes.c_double * len(extra))(*extra)] if spec.get("scalars") else []
-        err = lib.twill_launch(plan["tiles_m"], plan["tiles_n"], plan["iters"], plan["loop_extent"], plan["batch"],
-                               plan["m_extent"], plan["n_extent"], float(exp2_scale), float(out_scale), int(persistent), int(raster_group), ptrs, groups,
-                               ctypes.c_void_p(s.cuda_stream), *more)
+    the kernel on the tensors' device and stream, and return the outputs (one tensor, or a named tuple).
+
+    The fast path: what the checks read of the tensors (_key: shapes, dtypes, devices, contiguity,
+    16-byte alignment) finds the _Launch that an earlier call of the same kind checked and prepared;
+    anything else (a new kind, a bad argument) goes through _prepare, which checks it all (resolve)."""
+    torch = _TORCH or _import_torch()
+    key, ptrs = _key(spec, tensors, iters, torch.Tensor)
+    run = _LAUNCHES.get(key)
+    if run is None:
+        run = _prepare(spec, tensors, iters, torch.Tensor, lambda name: getattr(torch, name))
+        lib = library(spec, here)  # after the checks: a bad argument is refused before any build
+        run = run._replace(launch=lib.twill_launch, error=lib.twill_error_string)
+        if key is not None and tuple(tensors) == run.names:  # a kind checked once; the names in the binding's order
+            if len(_LAUNCHES) >= 256:  # many shapes: start again rather than grow without bound
+                _LAUNCHES.clear()
+            _LAUNCHES[key] = run
+        tensors = {n: tensors.get(n) for n in run.names}
+        ptrs = [None if t is None else t.data_ptr() for t in tensors.values()]
+    extra = check_scalars(spec, scalars) if run.scalars else ()
+    values = list(tensors.values())
+    for i, shape, dtype, zero in run.allocate:
+        t = values[i] = (torch.zeros if zero else torch.empty)(shape, dtype=dtype, device=run.device)
+        ptrs[i] = t.data_ptr()
+    for i in run.zero:
+        values[i].zero_()  # the kernel's CTAs add into it
+    s = _current_stream(run.index) if stream is None else stream.cuda_stream
+    err = run.launch(_block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra))
     if err != 0:
-        raise RuntimeError(f"{spec['kernel']}: launch failed: {lib.twill_error_string(err).decode()} "
-                           f"(cudaError {err})")
-    names = [a["name"] for a in spec["args"] if a["output"]]
-    if len(names) == 1:
-        return out[names[0]]
-    return _outputs_type(spec["kernel"], tuple(names))(*(out[n] for n in names))
+        raise RuntimeError(f"{spec['kernel']}: launch failed: {run.error(err).decode()} (cudaError {err})")
+    if run.outputs_type is None:
+        return values[run.outputs[0]]
+    return run.outputs_type(*[values[i] for i in run.outputs])
+
+
+_TORCH = None
+_current_stream = None
+
+
+def _import_torch():
+    """torch, imported on the first call; and how to read a device's current stream (the raw
+    cudaStream_t torch's launchers read; through torch.cuda.current_stream where that is missing)."""
+    global _TORCH, _current_stream
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    _current_stream = raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
+    _TORCH = torch
+    return torch
+
+
+# What a call of one kind of arguments needs besides their addresses (made once by _prepare): the
+# plan; the packed block's format (pack) and its fields read off the shapes (head: tiles_m ..
+# n_extent; groups); the device (index, and the object outputs are allocated on); the outputs to
+# allocate ((position, shape, dtype, zeroed)) and those given to zero; the outputs' positions and
+# named tuple type (None for one output); the entry point and its error strings.
+_Launch = collections.namedtuple("_Launch", "plan names pack head groups index device allocate zero outputs "
+                                            "outputs_type scalars launch error")
+_LAUNCHES = {}
+
+
+def _block(run, ptrs, stream, exp2_scale, out_scale, persistent, raster_group, scalars):
+    """The bytes twill_launch reads (args_format; K_entry.cu's twill_args, field by field)."""
+    return run.pack(*run.head, int(persistent), int(raster_group), run.index, float(exp2_scale), float(out_scale),
+                    stream, *ptrs, *run.groups, *scalars)
+
+
+def _key(spec, tensors, iters, tensor_type):
+    """(key, pointers) of a call's tensors ({name: tensor or None}, in the binding's order): the key
+    holds what the checks read of each tensor (shape, dtype, device, contiguity, start % 16), so two
+    calls of one key pass or fail the checks alike. (None, None) where an argument is no tensor."""
+    key, ptrs = [spec["kernel"], iters, tuple(tensors)], []
+    for t in tensors.values():
+        if t is None:
+            key.append(None)
+            ptrs.append(None)
+        elif isinstance(t, tensor_type):
+            p = t.data_ptr()
+            key.append((t.shape, t.dtype, t.device, t.is_contiguous(), p & 15))
+            ptrs.append(p)
+        else:
+            return None, None
+    return tuple(key), ptrs
+
+
+def _prepare(spec, tensors, iters, tensor_type, dtype_of):
+    """Check the tensors (resolve, through _plan) and make the _Launch of their kind, its entry
+    point not yet filled in. `tensor_type` is torch.Tensor, `dtype_of` gives torch's dtype of a name
+    ('float16')."""
+    for n, t in tensors.items():
+        if t is not None and not isinstance(t, tensor_type):
+            raise ArgumentError(f"{n}: expected a torch.Tensor, got {type(t).__name__}")
+    plan = _plan(spec, {n: None if t is None else describe(t) for n, t in tensors.items()}, iters)
+    names = tuple(a["name"] for a in spec["args"])
+    device = next(t.device for n, t in tensors.items() if t is not None and n in names)
+    allocate = tuple((i, plan["shapes"][a["name"]], dtype_of(a["dtype"]), a["zero"]) for i, a in enumerate(spec["args"])
+                     if a["output"] and tensors.get(a["name"]) is None)
+    zero = tuple(i for i, a in enumerate(spec["args"]) if a["output"] and a["zero"] and tensors.get(a["name"]) is not None)
+    outs = tuple(i for i, a in enumerate(spec["args"]) if a["output"])
+    kind = None if len(outs) == 1 else _outputs_type(spec["kernel"], tuple(names[i] for i in outs))
+    head = tuple(plan[k] for k in ("tiles_m", "tiles_n", "iters", "loop_extent", "batch", "m_extent", "n_extent"))
+    return _Launch(plan, names, struct.Struct(args_format(spec)).pack, head, tuple(plan["groups"]),
+                   device.index or 0, device, allocate, zero, outs, kind,
+                   bool(spec.get("scalars")), None, None)
 
 
 # A call's host time is the kernel's launch latency for a short kernel, so what depends only on
@@ -392,12 +472,6 @@ def _outputs_type(kernel, names):
     if found is None:
         found = _OUTPUT_TYPES[(kernel, names)] = collections.namedtuple(f"{kernel}_outputs", names)
     return found
-
-
-def _meta(name, t, torch):
-    if not isinstance(t, torch.Tensor):
-        raise ArgumentError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    return describe(t)
 
 
 SPEC = {'kernel': 'attention_fwd_hopper_k192',

@@ -3,38 +3,59 @@
 // order), no torch headers. Build: nvcc -std=c++17 -gencode=arch=compute_XX,code=sm_XX -shared
 // -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).
 #include "attn_two_pass_sm90.h200.L1.cu"
+#include <string.h>
 
-extern "C" int twill_launch(int tiles_m, int tiles_n, int iters, int loop_extent, int batch, int m_extent,
-                            int n_extent, float exp2_scale, float out_scale,
-                            int persistent, int raster_group, void* const* tensors, const int* batch_groups,
-                            void* stream) {
+// What the binding passes: one block its runtime packs with struct (args_format: every field 8 bytes,
+// in this order), read here by a copy. One argument, not fourteen: ctypes converts each argument of
+// a call, and fourteen cost ~5 us of the call's host time.
+struct twill_args {
+  int64_t tiles_m, tiles_n, iters, loop_extent, batch, m_extent, n_extent;
+  int64_t persistent, raster_group;
+  int64_t device;  // the tensors' CUDA device: made current for the launch, then the caller's again
+  double exp2_scale, out_scale;
+  void* stream;
+  void* tensors[6];  // one per user tensor, in the binding's order
+  int64_t batch_groups[6];
+};
+static_assert(sizeof(twill_args) == 8 * 25, "twill_args: 8-byte fields, no padding");
+
+extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
+
+extern "C" int twill_launch(const void* packed) {
+  twill_args a;
+  memcpy(&a, packed, sizeof a);
   twill_attn_two_pass_kernel_L1::Problem p;
-  p.tiles_m = tiles_m;
-  p.tiles_n = tiles_n;
-  p.iters = iters;
-  p.loop_extent = loop_extent;
-  p.m_extent = m_extent;
-  p.n_extent = n_extent;
-  p.batch = batch;
-  p.exp2_scale = exp2_scale;
-  p.persistent = persistent;
-  (void)out_scale;  // no output of an fp8 mma
-  (void)raster_group;  // the kernel keeps blockIdx order
+  p.tiles_m = static_cast<int>(a.tiles_m);
+  p.tiles_n = static_cast<int>(a.tiles_n);
+  p.iters = static_cast<int>(a.iters);
+  p.loop_extent = static_cast<int>(a.loop_extent);
+  p.m_extent = static_cast<int>(a.m_extent);
+  p.n_extent = static_cast<int>(a.n_extent);
+  p.batch = static_cast<int>(a.batch);
+  p.exp2_scale = static_cast<float>(a.exp2_scale);
+  p.persistent = static_cast<int>(a.persistent);
   // tensors[0]: Q (input; the graph's q)
-  p.q = static_cast<decltype(p.q)>(tensors[0]);
+  p.q = static_cast<decltype(p.q)>(a.tensors[0]);
   // tensors[1]: m (input; the graph's m)
-  p.m = static_cast<decltype(p.m)>(tensors[1]);
+  p.m = static_cast<decltype(p.m)>(a.tensors[1]);
   // tensors[2]: l (input; the graph's l)
-  p.l = static_cast<decltype(p.l)>(tensors[2]);
+  p.l = static_cast<decltype(p.l)>(a.tensors[2]);
   // tensors[3]: K (input; the graph's k)
-  p.k = static_cast<decltype(p.k)>(tensors[3]);
-  p.k_batch_group = batch_groups[3];
+  p.k = static_cast<decltype(p.k)>(a.tensors[3]);
+  p.k_batch_group = static_cast<int>(a.batch_groups[3]);
   // tensors[4]: V (input; the graph's v)
-  p.v = static_cast<decltype(p.v)>(tensors[4]);
-  p.v_batch_group = batch_groups[4];
+  p.v = static_cast<decltype(p.v)>(a.tensors[4]);
+  p.v_batch_group = static_cast<int>(a.batch_groups[4]);
   // tensors[5]: O (output; the graph's acc_new)
-  p.out_acc = static_cast<decltype(p.out_acc)>(tensors[5]);
-  return static_cast<int>(twill_attn_two_pass_kernel_L1::launch(p, static_cast<cudaStream_t>(stream)));
+  p.out_acc = static_cast<decltype(p.out_acc)>(a.tensors[5]);
+  int current = 0;
+  cudaError_t err = cudaGetDevice(&current);
+  if (err != cudaSuccess) return static_cast<int>(err);
+  const int device = static_cast<int>(a.device);
+  if (current != device && (err = cudaSetDevice(device)) != cudaSuccess) return static_cast<int>(err);
+  err = twill_attn_two_pass_kernel_L1::launch(p, static_cast<cudaStream_t>(a.stream));
+  if (current != device) cudaSetDevice(current);
+  return static_cast<int>(err);
 }
 
 extern "C" const char* twill_error_string(int err) {
