@@ -115,8 +115,8 @@ def test_the_binding_takes_the_triton_kernels_scales_and_zeros(tmp_path):
     assert not {"s_odd", "z_odd"} & set(inspect.signature(mod.run).parameters)
     entry = next(t for p, t in written.items() if p.endswith("_entry.cu"))
     k = next(i for i, a in enumerate(mod.SPEC["args"]) if a["name"] == "SCALES")
-    assert f"p.s_even = static_cast<decltype(p.s_even)>(tensors[{k}]);" in entry
-    assert f"p.s_odd = static_cast<decltype(p.s_odd)>(tensors[{k}]);" in entry
+    assert f"p.s_even = static_cast<decltype(p.s_even)>(a.tensors[{k}]);" in entry
+    assert f"p.s_odd = static_cast<decltype(p.s_odd)>(a.tensors[{k}]);" in entry
     M_, N_, K_ = 256, 4096, 4096  # the corpus launch's shapes: uint8 QW [K, N/2], scales [K / 128, N]
     m = lambda shape, dtype="float16": mod.Meta(tuple(shape), dtype, "cuda:0", True, 1 << 20)  # noqa: E731
     given = {"A": m((M_, K_)), "QW": m((K_, N_ // 2), "uint8"), "SCALES": m((K_ // 128, N_)),
