@@ -25,7 +25,8 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 
 LOG2E = 1.4426950408889634
-EXP2_FROM = {"attn_kvlen": "sm_scale", "attn_d64": "sm_scale", "attn_exp": "sm_scale", "softmax_gemm": None}
+EXP2_FROM = {"attn_kvlen": "sm_scale", "attn_d64": "sm_scale", "attn_exp": "sm_scale", "softmax_gemm": None,
+             "attn_alibi": None}  # its tl.exp: log2 e alone (sm_scale is the prologue scalar it multiplies by)
 # per kernel, the sizes checked: the first with M, N whole tiles (the binding's rule) and a ragged loop
 # (K = 1000, 1000 keys); the second the kernel's ragged default (a partial last M and N tile, partial.py).
 # row_stats: N = 1024 (whole column blocks), then its default N = 1000 (a partial last block of 104)

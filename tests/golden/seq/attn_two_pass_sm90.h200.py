@@ -58,7 +58,10 @@ def attn_two_pass_kernel(Q, K, V, *, stream=None):
     user = dict(Q=Q, K=K, V=V)
     import torch
     first = _module(LOOPS[0][1])
-    plans({p: first._meta(p, t, torch) for p, t in user.items()})
+    for p, t in user.items():
+        if not isinstance(t, torch.Tensor):
+            raise first.ArgumentError(f'{p}: expected a torch.Tensor, got {type(t).__name__}')
+    plans({p: first.describe(t) for p, t in user.items()})
     results = {}
     for loop, file, feeds in LOOPS:
         mod = _module(file)
