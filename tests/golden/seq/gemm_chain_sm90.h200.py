@@ -33,7 +33,7 @@ def _module(file):
 def plans(user):
     """Every loop's plan from `user` ({parameter: Meta}), resolved before any loop runs: a tensor some
     loop cannot take raises its ArgumentError before anything is launched (a handed-over tensor has
-    the shape its loop gives it). Plain Python, as each loop's `resolve`."""
+    the shape its loop gives it). Plain Python: each loop's cached `resolve`, as its call uses."""
     shapes, out = {}, {}
     device = next((m.device for m in user.values()), 'cuda:0')
     for loop, file, feeds in LOOPS:
@@ -47,7 +47,7 @@ def plans(user):
                 shape, kind = shapes[(how[1], how[2])]
                 given[arg] = mod.Meta(shape, kind, device, True, 0)
         given.update({a['name']: None for a in mod.SPEC['args'] if a['output']})
-        out[loop] = mod.resolve(mod.SPEC, given)
+        out[loop] = mod._plan(mod.SPEC, given, None)  # resolve, cached by the shapes
         shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']], dtype[a['name']])
                        for a in mod.SPEC['args'] if a['output']})
     return out
