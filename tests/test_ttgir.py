@@ -630,9 +630,11 @@ WS = DATA / "warp_specialized"
 @pytest.mark.parametrize("root,stem", [(r, s) for r in (CORPUS, T36, WS) for s in _pairs(r)],
                          ids=lambda x: x if isinstance(x, str) else x.name)
 def test_both_forms_of_a_kernel_import_to_the_same_graph(root, stem):
-    if stem in UNROLLED_AFTER:
-        pytest.xfail("after the pipeliner the sm_100 causal kernel's diagonal loop is unrolled after loop 0 "
-                     "(the ops after the loop are not imported): only the form before it is one masked loop")
+    if stem in UNROLLED_AFTER:  # the import refuses it, at the unrolled block's first dot
+        with pytest.raises(InputError, match="outside any loop is not imported") as info:
+            load_ttgir(root / "after" / f"{stem}.ttgir")
+        assert "before the pipeliner" in info.value.diagnostics[0].hint
+        return
     after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir")
     before, before_notes = load_ttgir(root / "prepipe" / f"{stem}.ttgir")
     if not after.epilogue and before.epilogue:
@@ -717,9 +719,18 @@ def test_loops_that_differ_by_more_than_a_mask_stay_two_loops():
         import_ttgir("".join(lines), "two.ttgir")
 
 
-def test_tile_work_after_the_loop_is_reported():
-    """Triton 3.9 unrolls the causal kernel's one-trip diagonal loop on sm_100: its mmas follow the loop."""
-    _, notes = load_ttgir(CORPUS / "after" / "attn_causal_fwd_sm100.ttgir")
+@pytest.mark.parametrize("root", [CORPUS, T36])
+def test_tile_work_after_the_loop_is_an_error_unless_a_loop_is_named(root):
+    """Triton unrolls the causal kernel's one-trip diagonal loop on sm_100: its mmas follow the loop.
+    The import chose the loop, so leaving them out would compute part of the kernel: an error at the
+    first of them (nothing silently dropped); with --loop the user chose, and it is a warning."""
+    path = root / "after" / "attn_causal_fwd_sm100.ttgir"
+    with pytest.raises(InputError) as info:
+        load_ttgir(path)
+    (d,) = info.value.diagnostics
+    assert d.severity == "error" and "'ttng.tc_gen5_mma' outside any loop is not imported" in d.message
+    assert d.span.line == {CORPUS: 339, T36: 337}[root] and "--loop N" in d.hint
+    _, notes = load_ttgir(path, loop=0)
     assert any("outside any loop is not imported" in n.message and n.severity == "warning" for n in notes)
 
 
@@ -866,10 +877,11 @@ def test_a_row_reduction_read_per_column_too_is_a_located_error():
     assert d.span.line == text.splitlines().index(next(ln for ln in text.splitlines() if "%d = arith.subf" in ln)) + 1
 
 
-@pytest.mark.parametrize("after_line,warned", [(10, False), (20, True)])
-def test_a_dot_after_the_loop_is_reported_unless_it_is_a_peeled_copy(after_line, warned):
+@pytest.mark.parametrize("after_line,refused", [(10, False), (20, True)])
+def test_a_dot_after_the_loop_is_refused_unless_it_is_a_peeled_copy(after_line, refused):
     """A dot after the loop at the source position of the loop's own dot is the pipeliner's epilogue
-    (the last iteration, peeled); one from elsewhere in the kernel is work the graph leaves out."""
+    (the last iteration, peeled); one from elsewhere in the kernel is work the graph leaves out: an
+    error at its line, a warning where the user named the loop (--loop)."""
     body = f"""
       %x = tt.load %ptrs : {PTRS}
       %d = tt.dot %x, %w, %acc : {T16} * {T16} -> {T} loc(#l10)
@@ -878,8 +890,14 @@ def test_a_dot_after_the_loop_is_reported_unless_it_is_a_peeled_copy(after_line,
     after = f"    %e = tt.dot %w, %w, %r : {T16} * {T16} -> {T} loc(#l{after_line})\n"
     text = text.replace("    tt.return", after + "    tt.return")
     text += '#l10 = loc("k.py":10:5)\n#l20 = loc("k.py":20:5)\n'
-    _, notes = import_ttgir(text, "e.ttgir")
-    assert any("outside any loop is not imported" in n.message for n in notes) == warned
+    if refused:
+        with pytest.raises(InputError, match="outside any loop is not imported") as err:
+            import_ttgir(text, "e.ttgir")
+        assert err.value.diagnostics[0].span.line == text.splitlines().index(after.rstrip("\n")) + 1
+    else:
+        import_ttgir(text, "e.ttgir")
+    _, notes = import_ttgir(text, "e.ttgir", loop=0)
+    assert any("outside any loop is not imported" in n.message for n in notes) == refused
 
 
 HELDOUT = DATA / "heldout"

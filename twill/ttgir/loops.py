@@ -16,6 +16,8 @@ A graph has one loop; a kernel may have several. The rule (`choose_loop`):
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import Diagnostic, InputError
 from .indices import UnexpressedMask
 from .locs import position
@@ -94,7 +96,10 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
         notes.append(Note(Diagnostic(
             f"loop {k} runs loop {best} once per trip (a persistent kernel's loop over tiles): the graph is "
             f"loop {best}, the tile loop inside it", src.span(loops[k][1][-1].head), severity="note")))
-    return graph, notes + _after(module, loops[best])
+    dropped = _after(module, loops[best])
+    if dropped:  # chosen by the import, not by the user's --loop: taking it would compute part of the kernel
+        raise InputError(*(replace(n.diagnostic, severity="error", hint=PEELED_HINT) for n in dropped))
+    return graph, notes
 
 
 def _tile_loops(loops, import_loop, skip: int) -> list[int]:
@@ -118,6 +123,12 @@ def _encloses(outer: tuple, inner: tuple) -> bool:
 
 def _nested(a: tuple, b: tuple) -> bool:
     return _encloses(a, b) or _encloses(b, a)
+
+
+PEELED_HINT = ("iterations Triton's pipeliner peels out of a loop (on sm_100 it unrolls the causal kernel's one-trip "
+               "diagonal loop after the first) are not merged back into the graph: import the dump from before the "
+               "pipeliner (docs/ttgir-import.md, section 1), or pass --loop N to import that loop alone (a warning then: "
+               "its graph does not compute the kernel's whole result)")
 
 
 def _after(module, chosen) -> list[Note]:
