@@ -388,10 +388,14 @@ def test_gemm_and_fa3_are_persistent():
         cu = emitted(name)
         assert "constexpr bool kPersistent = true;" in cu
         assert "for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round)" in cu
-        assert "const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&" in cu
+        # any loop count: the rings' positions continue across a CTA's tiles (TileIdx::pos)
+        assert "const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));" in cu
+        assert "kPhasePeriod == 0" not in cu
     cu = emitted("gemm_hopper.h100")
     assert "constexpr int kPhasePeriod = 8;" in cu  # 4-deep rings: slot and parity repeat every 8
-    assert "if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_b.release_by_warp(i);" in cu  # the last wgmma's B
+    assert "twill_pos = (twill_pos + twill_n) % kPhasePeriod;" in cu  # a tile's positions start where the last's end
+    assert "sm.ring_b.wait_full(tile.pos + j);" in cu and "sm.ld_b[(tile.pos + j) % 4]" in cu
+    assert ("if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_b.release_by_warp(tile.pos + i);" in cu)  # the last wgmma's B
     cu = emitted("attention_fwd_hopper.h100")
     assert "constexpr int kInputCopies = 2;" in cu and "__half in_q0[kInputCopies][8192];" in cu
     assert "if (tile.round == 0) twill::named_arrive(" in cu and "if (tile.last) twill::named_sync(" in cu
