@@ -302,14 +302,20 @@ def _gpu_ready() -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not _gpu_ready(), reason="needs a Hopper (sm_90) GPU, torch and nvcc")
 @pytest.mark.parametrize("name", KERNELS)
-@pytest.mark.parametrize("n", (1024, 4096))
-def test_emitted_causal_kernel_matches_torch(name, n, tmp_path_factory):
+@pytest.mark.parametrize("n", (1024, 1152, 4096))
+@pytest.mark.parametrize("persistent", (0, 1))
+def test_emitted_causal_kernel_matches_torch(name, n, persistent, tmp_path_factory):
+    """persistent = 1: one CTA per SM takes tiles of differing trip counts in a row, longest first,
+    its rings' positions continuing from tile to tile (N = 1152: 9 query tiles per head, 144 in
+    all, more than the SMs; N = 4096: 512). The golden kernels take no partial key tile
+    (kRagged = false), so N is a multiple of 128. The Triton import has no kernel<true> (its
+    launcher then runs one CTA per tile)."""
     import torch
     g = _gpu()
     lib, _ = g.causal_library(name, str(tmp_path_factory.mktemp("causal")))
     torch.manual_seed(n)
     q, k, v = (torch.randn(16, n, 128, device="cuda", dtype=torch.float16) for _ in range(3))  # B=2, H=8
-    o, unwritten = g.run_causal(lib, q, k, v)
+    o, unwritten = g.run_causal(lib, q, k, v, persistent)
     assert unwritten == 0
     heads = (0, 7, 15)
     ref = g.causal_reference(q[list(heads)], k[list(heads)], v[list(heads)], len(heads))

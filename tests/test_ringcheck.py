@@ -104,8 +104,8 @@ def test_the_check_finds_the_dq_deadlock_with_k_freed_after_its_refill_is_awaite
     window j, which waits for K[j], the load of which waits for that slot (two slots)."""
     text = _emitted("attn_bwd_dq_sm90.h200")
     lines = text.split("\n")
-    i = next(k for k, l in enumerate(lines) if "sm.ring_k.release_by_warp(j - 2);" in l)
-    assert "sm.ring_k.wait_full(j);" in lines[i + 1]
+    i = next(k for k, l in enumerate(lines) if "sm.ring_k.release_by_warp(tile.pos + j - 2);" in l)
+    assert "sm.ring_k.wait_full(tile.pos + j);" in lines[i + 1]
     lines[i], lines[i + 1] = lines[i + 1], lines[i]  # the release where it was
     stuck = ring_deadlock("\n".join(lines), 4)
     assert stuck["load"][:2] == ("wait_empty", "k") and stuck["consumer0"][:2] == ("wait_full", "k")

@@ -120,9 +120,10 @@ class Renderer(Stores, Kernel):
         pool = m.threads * m.launch_registers
         out(f"static_assert({groups} <= {pool}, \"the warpgroups' setmaxnreg budgets (1-warp roles share a padded "
             f"warpgroup) exceed the {pool} registers the CTA is launched with: setmaxnreg.inc would wait forever\");")
-        out(f"constexpr int kPhasePeriod = {self.phase_period()};  // ring positions repeat their slot and parity "
-            "every kPhasePeriod (TileIdx::pos is kept modulo it)",
-            f"constexpr bool kPersistent = {'true' if self.persistent() else 'false'};  // CTAs may loop over tiles "
+        if self.persistent():  # (the tile loop's only: a kernel of one tile per CTA starts at position 0)
+            out(f"constexpr int kPhasePeriod = {self.phase_period()};  // ring positions repeat their slot and parity "
+                "every kPhasePeriod (TileIdx::pos is kept modulo it)")
+        out(f"constexpr bool kPersistent = {'true' if self.persistent() else 'false'};  // CTAs may loop over tiles "
             "(see launch())",
             *([f"constexpr int kTileCopies = {m.tile_copies};  // warpgroups of role "
                f"{next(wg.roles[0] for wg in m.warpgroups if wg.copy)} taking the CTA's tiles in turn (copies.py)"]

@@ -741,7 +741,6 @@ static_assert(kRegs_consumer1 <= 255, "role consumer1: 232 registers per thread 
 static_assert(kRegs_consumer1 >= 24 && kRegs_consumer1 % 8 == 0, "role consumer1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_consumer1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 + 128 * 232 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)

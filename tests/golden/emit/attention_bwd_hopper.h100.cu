@@ -853,7 +853,6 @@ static_assert(kRegs_mma1 <= 255, "role mma1: 160 registers per thread exceed reg
 static_assert(kRegs_mma1 >= 24 && kRegs_mma1 % 8 == 0, "role mma1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_mma0 + 32 * 4 * kRegs_mma1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 160 + 128 * 160 + 128 * 160 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)

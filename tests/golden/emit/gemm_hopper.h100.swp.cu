@@ -845,7 +845,6 @@ static_assert(kRegs_consumer <= 255, "role consumer: 248 registers per thread ex
 static_assert(kRegs_consumer >= 24 && kRegs_consumer % 8 == 0, "role consumer: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_producer + 32 * 4 * kRegs_consumer <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
