@@ -12,6 +12,13 @@ freed instance i - depth. It returns the operations the roles are stuck at ({} w
 It simulates one tile, the CTA's last (`tile.last`, `tile.round == 0`), and only mbarrier rings:
 named barriers (ping-pong turns), wgmma waits and tensor-memory barriers that are not rings are
 not seen, so {} is not a proof that a kernel cannot hang.
+
+`ring_tiles(text, ns)` runs a persistent CTA instead: tiles of ns[0], ns[1], ... iterations in a
+row, each role's ring positions continuing at `tile.pos` (the earlier tiles' iterations modulo
+kPhasePeriod, as kernel.py's tile loop keeps it), against mbarriers as the hardware has them: a
+slot's full and empty barrier count completed phases, and a wait passes when the phase of its
+parity is the last one completed (`try_wait.parity`). Besides a deadlock it reports every wait that
+passes on another position's phase and every release of a slot's wrong occupant.
 """
 from __future__ import annotations
 
@@ -35,10 +42,10 @@ def _role_bodies(text: str) -> dict[str, str]:
 
 
 def _c(expr: str, env: dict) -> int:
-    """A C expression of ints (j, it, n, i, the tile's last/round) evaluated in Python."""
-    expr = expr.replace("tile.last", "last").replace("tile.round", "round").replace("/", "//")
-    expr = re.sub(r"!(?!=)", " not ", expr.replace("&&", " and ").replace("||", " or "))
-    return eval(expr, {"__builtins__": {}}, dict(env, last=True, round=0))  # noqa: S307
+    """A C expression of ints (j, it, n, i, the tile's last/round/pos) evaluated in Python."""
+    expr = expr.replace("tile.last", "last").replace("tile.round", "round").replace("tile.pos", "pos")
+    expr = re.sub(r"!(?!=)", " not ", expr.replace("&&", " and ").replace("||", " or ").replace("/", "//"))
+    return eval(expr, {"__builtins__": {}}, dict({"last": True, "round": 0, "pos": 0}, **env))  # noqa: S307
 
 
 def _blocks(lines: list[str], i: int = 0) -> tuple[list, int]:
@@ -68,10 +75,11 @@ def _line(raw: str) -> str:
     return re.sub(r"//.*$", "", raw).strip()
 
 
-def ring_events(body: str, n: int) -> list[tuple[str, str, int]]:
-    """The ring operations one role's code performs over a tile of n iterations, in order."""
+def ring_events(body: str, n: int, tile: dict | None = None) -> list[tuple[str, str, int]]:
+    """The ring operations one role's code performs over a tile of n iterations, in order (the
+    tile's last/round/pos from `tile`, else the CTA's only tile)."""
     lines = [_line(line) for line in body.split("\n")]
-    env, events = {"n": n}, []
+    env, events = dict(tile or {}, n=n), []
 
     class Break(Exception):
         pass
@@ -157,3 +165,73 @@ def ring_deadlock(text: str, n: int) -> dict:
                 at[role] += 1
                 moved = True
     return {role: events[role][at[role]] for role in events if at[role] < len(events[role])}
+
+
+def ring_tiles(text: str, ns: list[int]) -> list[str]:
+    """A persistent CTA's tiles of ns[k] iterations each, every role's ring operations run against
+    hardware-like mbarriers (see the module docstring): the errors found ([] when every role
+    finishes and every wait and release met the position it names)."""
+    depth = {m.group(2): int(m.group(1)) for m in re.finditer(r"Ring<(\d+)> ring_(\w+)", text)}
+    period = int(re.search(r"constexpr int kPhasePeriod = (\d+);", text).group(1))
+    bodies = _role_bodies(text)
+    events: dict[str, list] = {role: [] for role in bodies}
+    base = 0  # global position of the tile's instance 0
+    for k, n in enumerate(ns):
+        tile = {"last": k == len(ns) - 1, "round": k, "pos": base % period}
+        for role, body in bodies.items():
+            # (kind, ring, position the code names, the true position across the CTA's tiles)
+            events[role] += [(kind, ring, p, base + p - tile["pos"]) for kind, ring, p in ring_events(body, n, tile)]
+        base += n
+    readers: dict[str, set] = {}
+    for role, evs in events.items():
+        for kind, ring, _, _ in evs:
+            if kind == "release_by_warp":
+                readers.setdefault(ring, set()).add(role)
+    done = {key: [0] * d for key, d in depth.items() for key in [("full", key), ("empty", key)]}  # completed phases
+    arrived = {key: [set() for _ in range(d)] for key, d in depth.items() for key in [("full", key), ("empty", key)]}
+    fills = {ring: [[] for _ in range(d)] for ring, d in depth.items()}  # true positions each full phase held
+    errors: list[str] = []
+    at = {role: 0 for role in events}
+    moved = True
+    while moved:
+        moved = False
+        for role, evs in events.items():
+            while at[role] < len(evs):
+                kind, ring, p, g = evs[at[role]]
+                d = depth[ring]
+                slot, parity = p % d, (p // d) & 1
+                if slot != g % d:
+                    errors.append(f"{role}: {kind} {ring} position {p} is slot {slot}, its instance's is {g % d}")
+                if kind == "wait_full":
+                    if done["full", ring][slot] & 1 == parity:
+                        break  # the phase of this parity has not completed
+                    if fills[ring][slot][-1:] != [g]:
+                        errors.append(f"{role}: wait_full {ring}[{g}] passed on the phase of {fills[ring][slot][-1:]}")
+                elif kind == "wait_empty":
+                    if done["empty", ring][slot] & 1 == parity ^ 1:
+                        break
+                    if done["empty", ring][slot] != g // d:
+                        errors.append(f"{role}: wait_empty {ring}[{g}] passed after {done['empty', ring][slot]} "
+                                      f"releases of slot {slot}, not {g // d}")
+                else:
+                    key = ("full", ring) if kind in ("arrive_full", "expect_full") else ("empty", ring)
+                    if key[0] == "empty" and done[key][slot] != g // d:
+                        errors.append(f"{role}: release {ring}[{g}] in phase {done[key][slot]} of slot {slot}")
+                    arrived[key][slot].add(role)
+                    if arrived[key][slot] == ({role} if key[0] == "full" else readers[ring]):
+                        arrived[key][slot] = set()
+                        done[key][slot] += 1
+                        if key[0] == "full":
+                            fills[ring][slot].append(g)
+                at[role] += 1
+                moved = True
+    errors += [f"{role}: stuck at {events[role][at[role]][:2]} {events[role][at[role]][3]}"
+               for role in events if at[role] < len(events[role])]
+    return errors
+
+
+def restart_every_tile(text: str) -> str:
+    """The role functions of `text` with every ring restarted at position 0 per tile (how
+    kernel<true> ran before ring positions continued across tiles): for checking that
+    `ring_tiles` tells the two apart (the device code of the result is not meant to compile)."""
+    return text.replace("tile.pos + ", "").replace("tile.pos", "0")

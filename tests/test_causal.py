@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ringcheck import ring_deadlock  # noqa: E402
+from ringcheck import restart_every_tile, ring_deadlock, ring_tiles  # noqa: E402
 from twill.emit import emit_cuda  # noqa: E402
 from twill.emit.ragged import causal_iters, causal_keeps  # noqa: E402
 from twill.errors import InputError  # noqa: E402
@@ -194,8 +194,34 @@ def _emitted(name: str) -> str:
 def test_emitted_causal_kernel_matches_golden(name, golden):
     text = _emitted(name)
     assert "twill::mask_causal(" in text and "causal_iters(args, tile_at(args, blockIdx.x, 0))" in text
-    assert "constexpr bool kPersistent = false;" in text and "constexpr bool kRagged = false;" in text
+    assert "constexpr bool kRagged = false;" in text
     golden(f"causal/{name}.cu", text)
+
+
+def test_the_causal_forward_runs_persistent_with_each_tiles_own_trip_count():
+    """FA3's causal forward (registers to spare) gets kernel<true>: each CTA's tiles in the
+    longest-first order of tile_at (t = blockIdx.x, + gridDim.x, ...: FA3's static round robin),
+    each running its own causal_iters, its ring positions continuing the tile before's. The
+    imported Triton kernel has no registers to spare (a wgmma operand in two buffers): none."""
+    text = _emitted("attention_fwd_causal_hopper.h200")
+    assert "constexpr bool kPersistent = true;" in text
+    assert ("for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) "
+            "{ twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = causal_iters(args, twill_tile);  "
+            "twill_tile.pos = twill_pos;  role_consumer0(sm, tm, args, twill_n, twill_tile);  "
+            "twill_pos = (twill_pos + twill_n) % kPhasePeriod; }") in text
+    assert "constexpr bool kPersistent = false;" in _emitted("triton_attn_causal_fwd_sm90.h100")
+
+
+def test_a_persistent_ctas_causal_tiles_continue_their_rings():
+    """A CTA's causal tiles, each of its own length (the longest first, as tile_at orders them),
+    run one after another on hardware-like mbarriers (tests/ringcheck.py's ring_tiles): no wait
+    passes on another position's phase and none hangs. Restarting every ring at 0 per tile (the
+    old kernel<true>) hangs on the same tiles."""
+    text = _emitted("attention_fwd_causal_hopper.h200")
+    stages = int(re.search(r"constexpr int kStages = (\d+);", text).group(1))
+    ns = [stages + 7, stages + 4, stages + 3, stages + 1, stages, stages]
+    assert ring_tiles(text, ns) == []
+    assert ring_tiles(restart_every_tile(text), ns) != []
 
 
 def test_a_kernel_without_causal_mask_has_none_of_its_code():
@@ -276,14 +302,20 @@ def _gpu_ready() -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not _gpu_ready(), reason="needs a Hopper (sm_90) GPU, torch and nvcc")
 @pytest.mark.parametrize("name", KERNELS)
-@pytest.mark.parametrize("n", (1024, 4096))
-def test_emitted_causal_kernel_matches_torch(name, n, tmp_path_factory):
+@pytest.mark.parametrize("n", (1024, 1152, 4096))
+@pytest.mark.parametrize("persistent", (0, 1))
+def test_emitted_causal_kernel_matches_torch(name, n, persistent, tmp_path_factory):
+    """persistent = 1: one CTA per SM takes tiles of differing trip counts in a row, longest first,
+    its rings' positions continuing from tile to tile (N = 1152: 9 query tiles per head, 144 in
+    all, more than the SMs; N = 4096: 512). The golden kernels take no partial key tile
+    (kRagged = false), so N is a multiple of 128. The Triton import has no kernel<true> (its
+    launcher then runs one CTA per tile)."""
     import torch
     g = _gpu()
     lib, _ = g.causal_library(name, str(tmp_path_factory.mktemp("causal")))
     torch.manual_seed(n)
     q, k, v = (torch.randn(16, n, 128, device="cuda", dtype=torch.float16) for _ in range(3))  # B=2, H=8
-    o, unwritten = g.run_causal(lib, q, k, v)
+    o, unwritten = g.run_causal(lib, q, k, v, persistent)
     assert unwritten == 0
     heads = (0, 7, 15)
     ref = g.causal_reference(q[list(heads)], k[list(heads)], v[list(heads)], len(heads))

@@ -38,10 +38,14 @@ def test_a_gemm_gets_a_second_computing_warpgroup_only_when_asked():
 def test_the_copies_take_turns_on_the_rings_and_stage_their_own_outputs():
     k = render(_model(GEMM.format(d=4), tile_copies=True))
     assert "constexpr int kTileCopies = 2;" in k
-    # copy c takes rounds c, c + 2, ...; from its second round on it waits for the other's turn
-    loops = re.findall(r"for \(int t = blockIdx\.x \+ (\d) \* static_cast<int>\(gridDim\.x\), round = \d; "
-                       r"t < args\.tiles; t \+= 2 \* static_cast<int>\(gridDim\.x\), round \+= 2\) "
-                       r"\{ if \(round > 0\) twill::named_sync\((\d+), 256\);", k)
+    # copy c takes rounds c, c + 2, ...; from its second round on it waits for the other's turn.
+    # Each copy walks all the CTA's tiles, counting the ring positions of the ones it skips too
+    # (TileIdx::pos), so the loop may run any number of iterations.
+    loops = re.findall(r"for \(int t = blockIdx\.x, round = 0; t < args\.tiles; t \+= static_cast<int>\(gridDim\.x\), "
+                       r"\+\+round\) \{ twill::TileIdx twill_tile = tile_at\(args, t, round\);  const int twill_n = "
+                       r"args\.iters;  if \(round % 2 == (\d)\) \{ twill_tile\.pos = twill_pos;  if \(round > 0\) "
+                       r"twill::named_sync\((\d+), 256\);  role_mma\(sm, tm, args, twill_n, twill_tile\); \}  "
+                       r"twill_pos = \(twill_pos \+ twill_n\) % kPhasePeriod; \}", k)
     assert sorted(c for c, _ in loops) == ["0", "1"] and len({b for _, b in loops}) == 1
     turn = loops[0][1]
     assert f"if (!tile.last) twill::named_arrive({turn}, 256);" in k

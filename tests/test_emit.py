@@ -267,9 +267,9 @@ def test_blackwell_backward_shares_tensor_memory():
     assert "twill::umma_idesc<64, 128, false, false, false>()" in cu  # S = Q K^T: a 64-row tcgen05.mma
     assert "twill::TRow<128, 64> s_p_0;" in cu  # S read by the 64 lanes that hold it
     # dq's mma waits for S to be read out of the columns they share, and S's for dq
-    assert "sm.ring_s.wait_empty(j + 1);  // s[j], which these columns held before, is freed" in cu
-    assert "sm.ring_dq.wait_empty(j);  // dq[j - 1], which these columns held before, is freed" in cu
-    assert "sm.ring_s.release_by_warp(j);  // s[j] is read: its columns are free" in cu
+    assert "sm.ring_s.wait_empty(tile.pos + j + 1);  // s[j], which these columns held before, is freed" in cu
+    assert "sm.ring_dq.wait_empty(tile.pos + j);  // dq[j - 1], which these columns held before, is freed" in cu
+    assert "sm.ring_s.release_by_warp(tile.pos + j);  // s[j] is read: its columns are free" in cu
 
 
 def test_deterministic_across_processes(tmp_path):
@@ -388,10 +388,14 @@ def test_gemm_and_fa3_are_persistent():
         cu = emitted(name)
         assert "constexpr bool kPersistent = true;" in cu
         assert "for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round)" in cu
-        assert "const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&" in cu
+        # any loop count: the rings' positions continue across a CTA's tiles (TileIdx::pos)
+        assert "const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));" in cu
+        assert "kPhasePeriod == 0" not in cu
     cu = emitted("gemm_hopper.h100")
     assert "constexpr int kPhasePeriod = 8;" in cu  # 4-deep rings: slot and parity repeat every 8
-    assert "if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_b.release_by_warp(i);" in cu  # the last wgmma's B
+    assert "twill_pos = (twill_pos + twill_n) % kPhasePeriod;" in cu  # a tile's positions start where the last's end
+    assert "sm.ring_b.wait_full(tile.pos + j);" in cu and "sm.ld_b[(tile.pos + j) % 4]" in cu
+    assert ("if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_b.release_by_warp(tile.pos + i);" in cu)  # the last wgmma's B
     cu = emitted("attention_fwd_hopper.h100")
     assert "constexpr int kInputCopies = 2;" in cu and "__half in_q0[kInputCopies][8192];" in cu
     assert "if (tile.round == 0) twill::named_arrive(" in cu and "if (tile.last) twill::named_sync(" in cu
@@ -427,8 +431,8 @@ def test_gemm_keeps_one_wgmma_in_flight():
     cu = emitted("gemm_hopper.h100")
     for half in "01":
         body = cu.split(f"void role_mma{half}(")[1].split("\n}\n")[0]
-        assert "twill::wgmma_wait<1>();" in body and f"sm.ring_a{half}.release_by_warp(j - 1)" in body
-        assert "sm.ring_b.release_by_warp(j - 1)" in body  # the shared B tile: both halves release it
+        assert "twill::wgmma_wait<1>();" in body and f"sm.ring_a{half}.release_by_warp(tile.pos + j - 1)" in body
+        assert "sm.ring_b.release_by_warp(tile.pos + j - 1)" in body  # the shared B tile: both halves release it
         assert f"acc{half}_n[0] = " not in body  # accumulates in place
         assert "wgmma_m64n256k16_ss_f16" in body
     assert "sm.ring_b.init(1, 8);" in cu  # the 8 warps of two warpgroups release each B slot
@@ -761,8 +765,8 @@ def emit8(text: str, gpu: str) -> str:
     ("h100", "f8e4m3", "f32", "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"),
     ("h100", "i8", "i32", "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {"),
     ("b200", "f8e4m3", "f32", "twill::umma_ss_f8f6f4(sm.tmem_base, twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>"
-                              "(sm.ld_a[(j) % 2], 0, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>"
-                              "(sm.ld_b[(j) % 2], 0, 32 * kk), twill::umma_idesc8<128, 128, 1, 0, 0>()"),
+                              "(sm.ld_a[(tile.pos + j) % 2], 0, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>"
+                              "(sm.ld_b[(tile.pos + j) % 2], 0, 32 * kk), twill::umma_idesc8<128, 128, 1, 0, 0>()"),
     ("b200", "f8e5m2", "f32", "twill::umma_idesc8<128, 128, 1, 1, 1>()"),
     ("b200", "i8", "i32", "twill::umma_ss_i8(sm.tmem_base, twill::desc_kmajor<int8_t, 128, 128>"),
     ("h100", "f8e4m3 f8e5m2", "f32", "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e5m2 {"),  # a, b of two fp8s

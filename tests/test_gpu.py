@@ -503,3 +503,34 @@ def test_loops_in_sequence_match_torch(fixture, size):
     spec.loader.exec_module(mod)
     r = mod.check(fixture, size)
     assert r["finite"] and r["twill_rel_err"] < 1e-2, r
+
+
+# -- persistent grids with any loop count (ring positions continue across a CTA's tiles) -------------
+
+PERSIST = os.path.join(ROOT, "bench", "persist")  # the --tile-copies GEMM and its plain twin (bench/persist_bench.py)
+
+
+@pytest.mark.parametrize("K", [64 * 17, 64 * 9, 1100])
+@pytest.mark.parametrize("persistent", [0, 1])
+def test_persistent_gemm_with_any_loop_count_matches_torch(K, persistent):
+    """256 tiles of 128 x 256 over the SMs: 17 and 9 K steps (no multiple of kPhasePeriod = 8: the
+    launcher ran such loops one CTA per tile before), and K = 1100 (18 steps, the last partial)."""
+    _gemm("gemm_hopper.h100", 128 * 16, 256 * 16, K, seed=K + persistent, persistent=persistent)
+
+
+@pytest.mark.parametrize("fixture", ["gemm_halves.h100", "gemm_halves_copies.h100"])
+@pytest.mark.parametrize("K", [64 * 17, 1100])
+def test_tile_copies_with_any_loop_count_match_torch(fixture, K):
+    """bench/persist's GEMM (two 64-row halves, one computing warpgroup) with --tile-copies: two
+    warpgroups take a persistent CTA's tiles in turn, at 17 K steps and at a partial 18th."""
+    g = _bench()
+    mod, spills = g.build_binding(fixture, PERSIST)
+    assert spills == [], spills
+    torch.manual_seed(K)
+    a = torch.randn(128 * 24, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, 128 * 24, device="cuda", dtype=torch.float16)
+    for persistent in (1, 0):
+        c = mod.halves(a, b, acc=nan(128 * 24, 128 * 24), persistent=persistent)
+        torch.cuda.synchronize()
+        assert int(torch.isnan(c).sum()) == 0, persistent
+        assert g.rel_err(c.float(), torch.matmul(a.float(), b.float())) < 1e-2, persistent

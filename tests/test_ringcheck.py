@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ringcheck import ring_deadlock  # noqa: E402
+from ringcheck import restart_every_tile, ring_tiles, ring_deadlock  # noqa: E402
 from twill.emit import emit_cuda  # noqa: E402
 from twill.machine import load_machine  # noqa: E402
 from twill.schedule import Schedule  # noqa: E402
@@ -48,6 +48,39 @@ def test_no_golden_kernel_deadlocks(path):
         assert ring_deadlock(text, n) == {}, n
 
 
+PERSISTENT = [p for p in GOLDEN if "constexpr bool kPersistent = true;" in p.read_text()]
+
+
+def test_the_goldens_hold_persistent_kernels():
+    assert len(PERSISTENT) >= 10
+
+
+@pytest.mark.parametrize("path", PERSISTENT, ids=lambda p: str(p.relative_to(ROOT / "tests" / "golden")))
+def test_a_persistent_ctas_tiles_of_any_length_continue_their_rings(path):
+    """A persistent CTA's tiles (kernel<true>) run one after another on hardware-like mbarriers
+    (ringcheck.ring_tiles): tiles of lengths that are no multiple of kPhasePeriod (17 with the
+    GEMMs' period of 8), and lengths that differ from tile to tile (a causal grid's, a ragged
+    loop's), continue each ring's positions (TileIdx::pos): no wait passes on another position's
+    phase, no release frees another occupant, no role hangs."""
+    text = path.read_text()
+    S = _stages(text)
+    for ns in ([17, 17, 17], [S, S + 1, S + 2, S + 3, S + 5], [S + 9, S + 2, S, S + 6], [S + 3]):
+        assert ring_tiles(text, ns) == [], ns
+
+
+@pytest.mark.parametrize("path", PERSISTENT[:4], ids=lambda p: str(p.relative_to(ROOT / "tests" / "golden")))
+def test_the_check_finds_rings_restarted_every_tile(path):
+    """The same kernels with every ring restarted at 0 per tile (kernel<true> as it was): the check
+    finds the hang or the wrong phase at 17-iteration tiles, and none at multiples of kPhasePeriod
+    (where restarting was sound, and the launcher used to allow kernel<true> only there)."""
+    text = path.read_text()
+    period = int(re.search(r"constexpr int kPhasePeriod = (\d+);", text).group(1))
+    old = restart_every_tile(text)
+    assert ring_tiles(old, [17, 17, 17]) != []
+    k = -(-_stages(text) // period) * period
+    assert ring_tiles(old, [k, k + period, k]) == []
+
+
 @pytest.mark.parametrize("name", IMPORTED)
 def test_the_imported_kernels_that_hung_no_longer_deadlock(name):
     text = _emitted(name)
@@ -71,8 +104,8 @@ def test_the_check_finds_the_dq_deadlock_with_k_freed_after_its_refill_is_awaite
     window j, which waits for K[j], the load of which waits for that slot (two slots)."""
     text = _emitted("attn_bwd_dq_sm90.h200")
     lines = text.split("\n")
-    i = next(k for k, l in enumerate(lines) if "sm.ring_k.release_by_warp(j - 2);" in l)
-    assert "sm.ring_k.wait_full(j);" in lines[i + 1]
+    i = next(k for k, l in enumerate(lines) if "sm.ring_k.release_by_warp(tile.pos + j - 2);" in l)
+    assert "sm.ring_k.wait_full(tile.pos + j);" in lines[i + 1]
     lines[i], lines[i + 1] = lines[i + 1], lines[i]  # the release where it was
     stuck = ring_deadlock("\n".join(lines), 4)
     assert stuck["load"][:2] == ("wait_empty", "k") and stuck["consumer0"][:2] == ("wait_full", "k")

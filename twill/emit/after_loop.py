@@ -24,7 +24,7 @@ class AfterLoop:
                 continue
             held = self.p.held_at_end(self.role.name, chan)
             if held:
-                out(f"if (!tile.last) for (int i = n - {held}; i < n; ++i) sm.ring_{chan.ident}.release_by_warp(i);  "
+                out(f"if (!tile.last) for (int i = n - {held}; i < n; ++i) sm.ring_{chan.ident}.release_by_warp(tile.pos + i);  "
                     f"// {chan.value}'s slots still held: empty for the next tile")
 
     def _finalize(self, out: Lines) -> None:

@@ -17,12 +17,13 @@ The rule (`with_tile_copies`): on a target with a persistent grid, one CTA per S
   model counts for its roles (occupancy.py's `warpgroup_needs`), and `Smem` with the copy's own
   output staging fits the machine's shared memory.
 
-Copy c computes the CTA's tiles of rounds c, c + 2, ... Ring positions restart at 0 each tile (the
-launcher runs the persistent kernel only where the loop count is a multiple of kPhasePeriod), so
-a copy may wait on a ring only after the other copy has passed all its waits of the tile before
-(an mbarrier's parity tells apart two phases, not three): the copy that ends its tile's waits
-arrives on the turn barrier, and the next copy syncs on it before its tile (`round > 0`). Each
-copy has its own named barrier and output staging.
+Copy c computes the CTA's tiles of rounds c, c + 2, ... Ring positions continue across the CTA's
+tiles (TileIdx::pos, kernel.py: each copy counts the iterations of the tiles it skips too), so the
+loop may run any number of iterations. A copy may wait on a ring only after the other copy has
+passed all its waits of the tile before (an mbarrier's parity tells apart two phases, not three:
+a wait at position p could otherwise pass on the phase of p - 2 * depth): the copy that ends its
+tile's waits arrives on the turn barrier, and the next copy syncs on it before its tile
+(`round > 0`). Each copy has its own named barrier and output staging.
 """
 from __future__ import annotations
 

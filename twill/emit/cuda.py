@@ -120,9 +120,10 @@ class Renderer(Stores, Kernel):
         pool = m.threads * m.launch_registers
         out(f"static_assert({groups} <= {pool}, \"the warpgroups' setmaxnreg budgets (1-warp roles share a padded "
             f"warpgroup) exceed the {pool} registers the CTA is launched with: setmaxnreg.inc would wait forever\");")
-        out(f"constexpr int kPhasePeriod = {self.phase_period()};  // ring positions repeat their slot and parity "
-            "every kPhasePeriod iterations",
-            f"constexpr bool kPersistent = {'true' if self.persistent() else 'false'};  // CTAs may loop over tiles "
+        if self.persistent():  # (the tile loop's only: a kernel of one tile per CTA starts at position 0)
+            out(f"constexpr int kPhasePeriod = {self.phase_period()};  // ring positions repeat their slot and parity "
+                "every kPhasePeriod (TileIdx::pos is kept modulo it)")
+        out(f"constexpr bool kPersistent = {'true' if self.persistent() else 'false'};  // CTAs may loop over tiles "
             "(see launch())",
             *([f"constexpr int kTileCopies = {m.tile_copies};  // warpgroups of role "
                f"{next(wg.roles[0] for wg in m.warpgroups if wg.copy)} taking the CTA's tiles in turn (copies.py)"]
@@ -379,8 +380,8 @@ class Renderer(Stores, Kernel):
         return max(1, sum(r.warps for r in self.m.roles if self.reads_smem_inputs(r)))
 
     def phase_period(self) -> int:
-        """Iterations after which every ring position has the same slot and mbarrier parity: a
-        CTA's next tile may continue the rings' positions from 0 when the loop count is a multiple."""
+        """Ring positions after which every ring's slot and mbarrier parity repeat: a persistent
+        CTA keeps its running ring position (TileIdx::pos) modulo this (kernel.py)."""
         return math.lcm(2, *(2 * c.depth for c in self.p.channels.values()))
 
     def persistent(self) -> bool:
@@ -392,10 +393,12 @@ class Renderer(Stores, Kernel):
         once, fill its budget (the 192-key FA3 kernel: 0.7x of its one-tile-per-CTA kernel on an
         H200), or one that holds a wgmma's register operand in two buffers, the softmax writing
         one while the tensor core reads the other (FA3's intra-warpgroup overlap: the D = 64
-        kernel spilled 48 bytes, the 128-key one under specs/h200.yaml had its wgmmas serialized)."""
+        kernel spilled 48 bytes, the 128-key one under specs/h200.yaml had its wgmmas serialized).
+        Any trip count per tile is fine (a causal loop's per tile too): the rings' positions
+        continue across a CTA's tiles (TileIdx::pos, kernel.py)."""
         tight = any(self.p.spare_registers(r) < 0 or self._double_buffers_wgmma_operand(r)
                     for r in self.m.roles if r.is_warpgroup)
-        return self.m.target.persistent_grid and not self.p.handoffs and not tight and not self.causal.masks
+        return self.m.target.persistent_grid and not self.p.handoffs and not tight
 
     def _double_buffers_wgmma_operand(self, role) -> bool:
         m = self.m

@@ -10,25 +10,32 @@ from .template import fill
 from .windows import Channel
 
 
-def _tiles(role_fn: str, persistent: bool, copy: int = 0, copies: int = 1, turn: int = 0) -> str:
+def _tiles(role_fn: str, persistent: bool, trips: str, copy: int = 0, copies: int = 1, turn: int = 0) -> str:
     """A role's call for each of its CTA's tiles (see twill::tile_of): the one tile of the block
-    index, or (kernel<true>, where the kernel allows it) a loop over several; tile copy `copy` of
-    `copies` (copies.py) takes every copies-th of them, after the copy before has passed its ring
-    waits (named barrier `turn`), and, on a grid of one tile per CTA, copy 0 alone computes it."""
+    index, or (kernel<true>, where the kernel allows it) a loop over several. Each tile's ring
+    positions continue the last one's (`tile.pos`: the iterations of the CTA's earlier tiles,
+    modulo kPhasePeriod, where every ring's slot and parity repeat), so a tile may run any number
+    of iterations, `trips` (a C expression of `twill_tile`: args.iters, or a causal tile's own).
+    Tile copy `copy` of `copies` (copies.py) takes every copies-th tile, after the copy before
+    has passed its ring waits (named barrier `turn`), and counts the positions of the tiles it
+    skips; on a grid of one tile per CTA, copy 0 alone computes it."""
     one = f"{role_fn}(sm, tm, args, n, tile_at(args, blockIdx.x, 0));"
     if copies > 1 and not persistent:  # one tile per CTA: copy 0 computes it
         return one if copy == 0 else "(void)0;  // a tile copy: this kernel computes one tile per CTA"
-    if copies > 1:
-        grid = "static_cast<int>(gridDim.x)"
-        return (f"if constexpr (kTiles) {{ for (int t = blockIdx.x + {copy} * {grid}, round = {copy}; t < args.tiles; "
-                f"t += {copies} * {grid}, round += {copies}) {{ if (round > 0) twill::named_sync({turn}, {128 * copies});  "
-                f"{role_fn}(sm, tm, args, n, tile_at(args, t, round)); }} }} else"
-                + (f" {{ {one} }}" if copy == 0 else " {}"))
     if not persistent:
         return one
-    return (f"if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; "
-            f"t += static_cast<int>(gridDim.x), ++round) {role_fn}(sm, tm, args, n, tile_at(args, t, round)); "
-            f"else {one}")
+    call = f"{role_fn}(sm, tm, args, twill_n, twill_tile);"
+    if copies > 1:
+        turn_sync = f"if (round > 0) twill::named_sync({turn}, {128 * copies});  "
+        call = f"if (round % {copies} == {copy}) {{ twill_tile.pos = twill_pos;  {turn_sync}{call} }}"
+    else:
+        call = f"twill_tile.pos = twill_pos;  {call}"
+    loop = (f"if constexpr (kTiles) {{ int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; "
+            f"t += static_cast<int>(gridDim.x), ++round) {{ twill::TileIdx twill_tile = tile_at(args, t, round);  "
+            f"const int twill_n = {trips};  {call}  twill_pos = (twill_pos + twill_n) % kPhasePeriod; }} }} else")
+    if copies > 1:
+        return loop + (f" {{ {one} }}" if copy == 0 else " {}")
+    return f"{loop} {one}"
 
 
 class Kernel:
@@ -50,8 +57,8 @@ class Kernel:
         out.out.extend(fill(
             "kernel.tpl",
             params=", ".join([f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps] + ["const Args args"]),
-            iters=(f"const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this {self._blocks()}"
-                   if self.causal.masks else "const int n = args.iters;"),
+            iters=f"const int n = {self._trips('tile_at(args, blockIdx.x, 0)')};"
+                  + (f"  // this {self._blocks()} (kernel<true>: each tile's own)" if self.causal.masks else ""),
             maps=[f"tm.{t.name} = &tm_{t.name};" for t in maps] or ["tm.unused = 0;"],
             rings=["sm.ring_{}.init({}, {});".format(chan.ident, *self._counts(chan)) for chan in self.p.channels.values()],
             input_readers=str(self.input_reader_warps()),
@@ -61,6 +68,11 @@ class Kernel:
             dispatch=dispatch.out, tmem_free=free if tmem else [],
             ctas_per_sm="1" if self.m.ctas_per_sm == 1 else "kCtasPerSm").rstrip("\n").split("\n"))
         out("")
+
+    def _trips(self, tile: str) -> str:
+        """The loop's iterations for `tile` (a C expression of a twill::TileIdx): a causal tile's own
+        (ragged.causal_iters), else the problem's."""
+        return f"causal_iters(args, {tile})" if self.causal.masks else "args.iters"
 
     def _blocks(self) -> str:
         """What a causal loop's iterations are, for the kernel's comment."""
@@ -109,7 +121,8 @@ class Kernel:
                 span = role.warpgroups
                 cond = (f"warpgroup == {g.index}" if span == 1 else
                         f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
-                body = [_tiles(self.role_call(role), self.persistent(), g.copy, m.tile_copies, self.bars.get("copies", 0))]
+                body = [_tiles(self.role_call(role), self.persistent(), self._trips("twill_tile"), g.copy, m.tile_copies,
+                               self.bars.get("copies", 0))]
                 if any(st.role == role.name for st in self.p.staging.values()):
                     body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
                 i += span
@@ -119,7 +132,7 @@ class Kernel:
                 for k, name in enumerate(g.roles):
                     r = m.role[name]
                     body.append(f"{'if' if k == 0 else 'else if'} (warp == {r.first_warp % 4}) "
-                                + _tiles(self.role_call(r), self.persistent()))
+                                + _tiles(self.role_call(r), self.persistent(), self._trips("twill_tile")))
                 i += 1
             if len(budgets) > 1:
                 fn = "inc" if g.registers > cap else "dec"

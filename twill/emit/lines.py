@@ -35,8 +35,18 @@ class _Block:
         self.lines("}")
 
 
-def ring_slot(i: Inst, depth: int) -> str:
-    """The ring slot of instance i: a constant, or an expression of the loop counter."""
-    if not i.base:
-        return str(i.off % depth)
-    return f"({i}) % {depth}" if depth > 1 else "0"
+# A ring position: where instance i of a value is in its ring. A CTA's tiles continue one another's
+# positions (a persistent CTA's tile starts at `tile.pos`, the iterations of its earlier tiles,
+# kernel.py), so slot and mbarrier parity stay right for any trip count per tile.
+POS = "tile.pos"
+
+
+def ring_pos(i) -> str:
+    """The ring position of instance i (an Inst or a C expression) of this tile."""
+    s = str(i)
+    return POS if s == "0" else f"{POS} + {s}"
+
+
+def ring_slot(i, depth: int) -> str:
+    """The ring slot of instance i: the slot of its position (`ring_pos`)."""
+    return f"({ring_pos(i)}) % {depth}" if depth > 1 else "0"

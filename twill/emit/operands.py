@@ -3,7 +3,7 @@ tensor memory, a loop-invariant input), with the waits that make it ready; and t
 its results to other roles, and the release of the slots it read."""
 from __future__ import annotations
 
-from .lines import Lines, ring_slot
+from .lines import Lines, ring_pos, ring_slot
 from .model import EmitError, ident, local
 from .ops import TMEM_STREAMED, Arg, ctype, fragment_type, view_type
 from .windows import Inst, Window
@@ -64,7 +64,7 @@ class Operands:
         if chan.kind == "tma" or chan.kind == "tile":
             if key not in self.acquired:
                 self.acquired.add(key)
-                out(f"{ring}.wait_full({inst});  // {value}[{inst}] has landed")
+                out(f"{ring}.wait_full({ring_pos(inst)});  // {value}[{inst}] has landed")
             arr = "ld" if chan.kind == "tma" else "tile"
             return Arg(value, t, "smem", f"sm.{arr}_{chan.ident}[{ring_slot(inst, chan.depth)}]")
         if chan.kind == "stage":
@@ -74,13 +74,13 @@ class Operands:
             if not guard:  # read in place; the slot is freed after this role's last reader
                 if key not in self.acquired:
                     self.acquired.add(key)
-                    out(f"{ring}.wait_full({inst});  // {value}[{inst}] is staged")
+                    out(f"{ring}.wait_full({ring_pos(inst)});  // {value}[{inst}] is staged")
                 out(f"const {view_type(m, t, self.groups)} {tmp}{{{buf}, {self.row0(t.shape[0])}}};")
                 return Arg(value, t, "reg", tmp, view=True)
             out(f"{fragment_type(m, t, self.groups)} {tmp};")
             out(f"if ({inst} >= 0) {{")
             out.depth += 1
-            out(f"{ring}.wait_full({inst});",
+            out(f"{ring}.wait_full({ring_pos(inst)});",
                 f"twill::buffer_to_frag({tmp}, {buf}, {self.row0(t.shape[0])}, {t.shape[1] if len(t.shape) > 1 else 0});")
             out.depth -= 1
             out("} else {")
@@ -111,7 +111,7 @@ class Operands:
         if is_mma or streams:
             if waits and (value, str(inst)) not in self.acquired:
                 self.acquired.add((value, str(inst)))
-                wait = f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory"
+                wait = f"sm.ring_{chan.ident}.wait_full({ring_pos(inst)});  // {value}[{inst}] is in tensor memory"
                 out(f"if ({inst} >= 0) {wait}" if guard else wait)
             if streams:
                 out("twill::tmem_fence_after();")
@@ -127,12 +127,12 @@ class Operands:
             out(f"if ({inst} >= 0) {{")
             out.depth += 1
         if waits:
-            out(f"sm.ring_{chan.ident}.wait_full({inst});  // {value}[{inst}] is in tensor memory",
+            out(f"sm.ring_{chan.ident}.wait_full({ring_pos(inst)});  // {value}[{inst}] is in tensor memory",
                 "twill::tmem_fence_after();")
         out(f"twill::tmem_to_frag({tmp}, {addr});")
         if value in p.tmem_shared:  # its columns are another value's next: free them at once
             out("twill::tmem_fence_before();",
-                f"sm.ring_{chan.ident}.release_by_warp({inst});  // {value}[{inst}] is read: its columns are free")
+                f"sm.ring_{chan.ident}.release_by_warp({ring_pos(inst)});  // {value}[{inst}] is read: its columns are free")
         if guard:
             out.depth -= 1
             out("} else {")
@@ -150,14 +150,14 @@ class Operands:
         ring = f"sm.ring_{chan.ident}"
         if chan.kind == "tmem":
             if m.ops[name].opcode != "mma":  # written by tcgen05.st (waited for): announce it
-                out("twill::tmem_fence_before();", f"{ring}.arrive_full({it});  // {name}[{it}] is in tensor memory")
+                out("twill::tmem_fence_before();", f"{ring}.arrive_full({ring_pos(it)});  // {name}[{it}] is in tensor memory")
             return
         buf = f"{local(p.storage(name))}[{p.buffer(name, w, m.stage(name), 0)}]"
         slot = ring_slot(it, chan.depth)
         if m.target.async_register_mma and m.ops[name].opcode == "mma":  # an async result: complete it first
             out(f"twill::wgmma_wait<0>();  // {name}[{it}] is complete", f"twill::fence_frag({buf});")
             self._retire(0)
-        out(f"{ring}.wait_empty({it});  // hand {name}[{it}] to {', '.join(chan.consumers)}")
+        out(f"{ring}.wait_empty({ring_pos(it)});  // hand {name}[{it}] to {', '.join(chan.consumers)}")
         if chan.kind == "stage":
             out(f"twill::frag_to_buffer(sm.stage_{chan.ident}[{slot}], {buf}, {self.row0(t.shape[0])}, "
                 f"{t.shape[1] if len(t.shape) > 1 else 0});")
@@ -166,7 +166,7 @@ class Operands:
             out(f"twill::frag_to_tile<{ctype(t.dtype)}, {rows}, {cols}>(sm.tile_{chan.ident}[{slot}], {buf}, "
                 f"{self.row0(rows)});",
                 "twill::fence_async_smem();  // visible to the tensor core")
-        out(f"{ring}.arrive_full({it});")
+        out(f"{ring}.arrive_full({ring_pos(it)});")
 
     def _release(self, out: Lines, w: Window, item) -> None:
         chan, last, shift, wait = item
@@ -182,5 +182,5 @@ class Operands:
             return
         if chan.kind == "tmem":
             out("twill::tmem_fence_before();")
-        line = f"{ring}.release_by_warp({inst});  // release {chan.value}[{inst}]"
+        line = f"{ring}.release_by_warp({ring_pos(inst)});  // release {chan.value}[{inst}]"
         out(f"if ({inst} >= 0) {line}" if guard else line)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..ir import TensorType
 from . import batch_groups, prologue
 from .after_loop import AfterLoop
-from .lines import Lines
+from .lines import Lines, ring_pos, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, plain_box, swizzle_bytes
 from .operands import Operands
 from .ops import TMEM_STREAMED, Arg, OpCall, ctype, emitter, exp2_code, fragment_type
@@ -295,10 +295,11 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         ring = f"sm.ring_{chan.ident}"
         cond = "lane == 0" if not self.role.is_warpgroup else "threadIdx.x % 128 == 0 && wgi == 0"
         with out.block(f"if ({cond})"):
-            out(f"const int it = {it};  // load {name} of iteration it into slot it % {chan.depth}",
-                f"{ring}.wait_empty(it);",
-                f"{ring}.expect_full(it, {t.tile_bytes});")
-            self._tma_boxes(out, t, f"sm.ld_{chan.ident}[it % {chan.depth}]", f"&{ring}.full[it % {chan.depth}]", "it")
+            slot = ring_slot("it", chan.depth)
+            out(f"const int it = {it};  // load {name} of iteration it into the slot of ring position {ring_pos('it')}",
+                f"{ring}.wait_empty({ring_pos('it')});",
+                f"{ring}.expect_full({ring_pos('it')}, {t.tile_bytes});")
+            self._tma_boxes(out, t, f"sm.ld_{chan.ident}[{slot}]", f"&{ring}.full[{slot}]", "it")
 
     def _compute(self, out: Lines, w: Window, pos: int, name: str, it: Inst) -> None:
         m = self.m

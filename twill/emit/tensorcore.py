@@ -3,7 +3,7 @@ pinned (sm_90a), and a commit-tracked mma's block (tcgen05: its scratch tiles, i
 thread, its commits)."""
 from __future__ import annotations
 
-from .lines import Lines, ring_slot
+from .lines import Lines, ring_pos, ring_slot
 from .model import EmitError, ident, local
 from .ops import ctype
 from .windows import Inst, Window
@@ -109,11 +109,11 @@ class TensorCoreSync:
         m, p = self.m, self.p
         chan = p.channels.get(name)
         if chan is not None and chan.empty:
-            out(f"sm.ring_{chan.ident}.wait_empty({it});  // the readers are done with this region")
+            out(f"sm.ring_{chan.ident}.wait_empty({ring_pos(it)});  // the readers are done with this region")
         if name in p.tmem_after:  # the columns are shared: their last occupant must be freed
             prev, k = p.tmem_after[name]
             q = Inst(it.base, it.off + k + 1)
-            line = (f"sm.ring_{ident(prev)}.wait_empty({q});  // {prev}[{Inst(it.base, it.off + k)}], "
+            line = (f"sm.ring_{ident(prev)}.wait_empty({ring_pos(q)});  // {prev}[{Inst(it.base, it.off + k)}], "
                     f"which these columns held before, is freed")
             if q.base:
                 out(f"if ({q} >= 1) {line}")

@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[3]
 KERNELS = ("attention_fwd_causal_hopper.h200", "triton_attn_causal_fwd_sm90.h100")
 
 
-SHIMS = {  # kernel -> extern "C" launch(tiles_m, keys, batch, exp2_scale, q, k, v, o, m, l)
+SHIMS = {  # kernel -> extern "C" launch(tiles_m, keys, batch, exp2_scale, q, k, v, o, m, l, persistent)
     "attention_fwd_causal_hopper.h200": ("twill_attention_fwd_causal_hopper", r"""
 extern "C" int causal_launch(int tiles_m, int keys, int batch, float exp2_scale, const void* q, const void* k,
-                             const void* v, void* o, void* m, void* l) {
+                             const void* v, void* o, void* m, void* l, int persistent) {
   NS::Problem p;  // q0, q1 (and O, m, l): rows 0-63 and 64-127 of each 128-row tile of one matrix
   p.tiles_m = tiles_m; p.tiles_n = 1; p.loop_extent = keys; p.batch = batch; p.exp2_scale = exp2_scale;
   p.q0 = p.q1 = static_cast<const __half*>(q); p.q0_rows_step = p.q1_rows_step = 128; p.q1_rows_offset = 64;
@@ -33,16 +33,18 @@ extern "C" int causal_launch(int tiles_m, int keys, int batch, float exp2_scale,
   p.out_acc0_rows_step = p.out_acc1_rows_step = 128; p.out_acc1_rows_offset = 64;
   p.out_m0 = p.out_m1 = static_cast<float*>(m); p.out_m0_cols_step = p.out_m1_cols_step = 128; p.out_m1_cols_offset = 64;
   p.out_l0 = p.out_l1 = static_cast<float*>(l); p.out_l0_cols_step = p.out_l1_cols_step = 128; p.out_l1_cols_offset = 64;
+  p.persistent = persistent;  // 1: one CTA per SM over the tiles, 0: a CTA per tile, -1: the launcher's choice
   return static_cast<int>(NS::launch(p));
 }
 """),
     "triton_attn_causal_fwd_sm90.h100": ("twill_attn_causal_fwd_kernel", r"""
 extern "C" int causal_launch(int tiles_m, int keys, int batch, float exp2_scale, const void* q, const void* k,
-                             const void* v, void* o, void* m, void* l) {
+                             const void* v, void* o, void* m, void* l, int persistent) {
   NS::Problem p;
   p.tiles_m = tiles_m; p.loop_extent = keys; p.batch = batch; p.exp2_scale = exp2_scale;
   p.q = static_cast<const __half*>(q); p.kT = static_cast<const __half*>(k); p.v = static_cast<const __half*>(v);
   p.out_acc = static_cast<__half*>(o); p.out_m_i = static_cast<float*>(m); p.out_l_i = static_cast<float*>(l);
+  p.persistent = persistent;  // 1: one CTA per SM over the tiles, 0: a CTA per tile, -1: the launcher's choice
   return static_cast<int>(NS::launch(p));
 }
 """),
@@ -82,14 +84,15 @@ def causal_library(name: str, build_dir: str):
     return build_shim(str(src), ns, shim, build_dir, name)
 
 
-def run_causal(lib, q, k, v):
-    """O of the emitted kernel on q, k, v [BH][N][D] (f16), its NaN fill checked to be overwritten."""
+def run_causal(lib, q, k, v, persistent=-1):
+    """O of the emitted kernel on q, k, v [BH][N][D] (f16), its NaN fill checked to be overwritten
+    (persistent: Problem::persistent, -1 the launcher's choice)."""
     import torch
     BH, N, D = q.shape
     o = torch.full((BH, N, D), float("nan"), device="cuda", dtype=torch.float16)
     m, l = (torch.full((BH, N), float("nan"), device="cuda") for _ in range(2))
     args = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, m, l)]
-    rc = lib.causal_launch(N // 128, N, BH, ctypes.c_float(1.4426950408889634 / math.sqrt(D)), *args)
+    rc = lib.causal_launch(N // 128, N, BH, ctypes.c_float(1.4426950408889634 / math.sqrt(D)), *args, persistent)
     assert rc == 0, f"launch returned {rc}"
     torch.cuda.synchronize()
     unwritten = int(torch.isnan(o).sum() + torch.isnan(m).sum() + torch.isnan(l).sum())
@@ -147,7 +150,7 @@ def main(argv: list[str]) -> int:
 
             def twill_call():
                 i[0] = (i[0] + 1) % 3
-                lib.causal_launch(n // 128, n, B * H, scale, *calls[i[0]])
+                lib.causal_launch(n // 128, n, B * H, scale, *calls[i[0]], -1)
             ms = triton.testing.do_bench(twill_call, warmup=100, rep=500, return_mode="median")
             say(f"{name} N={n}: {ms:.3f} ms, {flops / ms / 1e9:.0f} TFLOP/s")
         except Exception as exc:  # the other kernel and the baseline still run

@@ -63,10 +63,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -100,6 +102,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -868,7 +873,6 @@ static_assert(kRegs_mma1 <= 255, "role mma1: 160 registers per thread exceed reg
 static_assert(kRegs_mma1 >= 24 && kRegs_mma1 % 8 == 0, "role mma1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_mma0 + 32 * 4 * kRegs_mma1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 160 + 128 * 160 + 128 * 160 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1043,30 +1047,30 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): q[0], do[0], lse[0], dlt[0]
     if (lane == 0) {
-      const int it = 0;  // load q of iteration it into slot it % 2
-      sm.ring_q.wait_empty(it);
-      sm.ring_q.expect_full(it, 16384);
-      twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset, (causal_first(args, tile) + it) * 64, twill_b_q);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset + 64, (causal_first(args, tile) + it) * 64 + 0, twill_b_q);
+      const int it = 0;  // load q of iteration it into the slot of ring position tile.pos + it
+      sm.ring_q.wait_empty(tile.pos + it);
+      sm.ring_q.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_q[(tile.pos + it) % 2], tm.q, &sm.ring_q.full[(tile.pos + it) % 2], tile.n * args.q_cols_step + args.q_cols_offset, (causal_first(args, tile) + it) * 64, twill_b_q);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_q[(tile.pos + it) % 2]) + 8192, tm.q, &sm.ring_q.full[(tile.pos + it) % 2], tile.n * args.q_cols_step + args.q_cols_offset + 64, (causal_first(args, tile) + it) * 64 + 0, twill_b_q);
     }
     if (lane == 0) {
-      const int it = 0;  // load do of iteration it into slot it % 2
-      sm.ring_do_.wait_empty(it);
-      sm.ring_do_.expect_full(it, 16384);
-      twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset, (causal_first(args, tile) + it) * 64, twill_b_do_);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (causal_first(args, tile) + it) * 64 + 0, twill_b_do_);
+      const int it = 0;  // load do of iteration it into the slot of ring position tile.pos + it
+      sm.ring_do_.wait_empty(tile.pos + it);
+      sm.ring_do_.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_do_[(tile.pos + it) % 2], tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], tile.n * args.do__cols_step + args.do__cols_offset, (causal_first(args, tile) + it) * 64, twill_b_do_);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[(tile.pos + it) % 2]) + 8192, tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (causal_first(args, tile) + it) * 64 + 0, twill_b_do_);
     }
     if (lane == 0) {
-      const int it = 0;  // load lse of iteration it into slot it % 2
-      sm.ring_lse.wait_empty(it);
-      sm.ring_lse.expect_full(it, 256);
-      twill::tma_load(sm.ld_lse[it % 2], tm.lse, &sm.ring_lse.full[it % 2], (causal_first(args, tile) + it) * 64, 0, twill_b_lse);
+      const int it = 0;  // load lse of iteration it into the slot of ring position tile.pos + it
+      sm.ring_lse.wait_empty(tile.pos + it);
+      sm.ring_lse.expect_full(tile.pos + it, 256);
+      twill::tma_load(sm.ld_lse[(tile.pos + it) % 2], tm.lse, &sm.ring_lse.full[(tile.pos + it) % 2], (causal_first(args, tile) + it) * 64, 0, twill_b_lse);
     }
     if (lane == 0) {
-      const int it = 0;  // load dlt of iteration it into slot it % 2
-      sm.ring_dlt.wait_empty(it);
-      sm.ring_dlt.expect_full(it, 256);
-      twill::tma_load(sm.ld_dlt[it % 2], tm.dlt, &sm.ring_dlt.full[it % 2], (causal_first(args, tile) + it) * 64, 0, twill_b_dlt);
+      const int it = 0;  // load dlt of iteration it into the slot of ring position tile.pos + it
+      sm.ring_dlt.wait_empty(tile.pos + it);
+      sm.ring_dlt.expect_full(tile.pos + it, 256);
+      twill::tma_load(sm.ld_dlt[(tile.pos + it) % 2], tm.dlt, &sm.ring_dlt.full[(tile.pos + it) % 2], (causal_first(args, tile) + it) * 64, 0, twill_b_dlt);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1074,30 +1078,30 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j < n; ++j) {
     {  // steady window J = j: q[j], do[j], lse[j], dlt[j]
       if (lane == 0) {
-        const int it = j;  // load q of iteration it into slot it % 2
-        sm.ring_q.wait_empty(it);
-        sm.ring_q.expect_full(it, 16384);
-        twill::tma_load(sm.ld_q[it % 2], tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset, (causal_first(args, tile) + it) * 64, twill_b_q);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_q[it % 2]) + 8192, tm.q, &sm.ring_q.full[it % 2], tile.n * args.q_cols_step + args.q_cols_offset + 64, (causal_first(args, tile) + it) * 64 + 0, twill_b_q);
+        const int it = j;  // load q of iteration it into the slot of ring position tile.pos + it
+        sm.ring_q.wait_empty(tile.pos + it);
+        sm.ring_q.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_q[(tile.pos + it) % 2], tm.q, &sm.ring_q.full[(tile.pos + it) % 2], tile.n * args.q_cols_step + args.q_cols_offset, (causal_first(args, tile) + it) * 64, twill_b_q);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_q[(tile.pos + it) % 2]) + 8192, tm.q, &sm.ring_q.full[(tile.pos + it) % 2], tile.n * args.q_cols_step + args.q_cols_offset + 64, (causal_first(args, tile) + it) * 64 + 0, twill_b_q);
       }
       if (lane == 0) {
-        const int it = j;  // load do of iteration it into slot it % 2
-        sm.ring_do_.wait_empty(it);
-        sm.ring_do_.expect_full(it, 16384);
-        twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset, (causal_first(args, tile) + it) * 64, twill_b_do_);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (causal_first(args, tile) + it) * 64 + 0, twill_b_do_);
+        const int it = j;  // load do of iteration it into the slot of ring position tile.pos + it
+        sm.ring_do_.wait_empty(tile.pos + it);
+        sm.ring_do_.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_do_[(tile.pos + it) % 2], tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], tile.n * args.do__cols_step + args.do__cols_offset, (causal_first(args, tile) + it) * 64, twill_b_do_);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[(tile.pos + it) % 2]) + 8192, tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], tile.n * args.do__cols_step + args.do__cols_offset + 64, (causal_first(args, tile) + it) * 64 + 0, twill_b_do_);
       }
       if (lane == 0) {
-        const int it = j;  // load lse of iteration it into slot it % 2
-        sm.ring_lse.wait_empty(it);
-        sm.ring_lse.expect_full(it, 256);
-        twill::tma_load(sm.ld_lse[it % 2], tm.lse, &sm.ring_lse.full[it % 2], (causal_first(args, tile) + it) * 64, 0, twill_b_lse);
+        const int it = j;  // load lse of iteration it into the slot of ring position tile.pos + it
+        sm.ring_lse.wait_empty(tile.pos + it);
+        sm.ring_lse.expect_full(tile.pos + it, 256);
+        twill::tma_load(sm.ld_lse[(tile.pos + it) % 2], tm.lse, &sm.ring_lse.full[(tile.pos + it) % 2], (causal_first(args, tile) + it) * 64, 0, twill_b_lse);
       }
       if (lane == 0) {
-        const int it = j;  // load dlt of iteration it into slot it % 2
-        sm.ring_dlt.wait_empty(it);
-        sm.ring_dlt.expect_full(it, 256);
-        twill::tma_load(sm.ld_dlt[it % 2], tm.dlt, &sm.ring_dlt.full[it % 2], (causal_first(args, tile) + it) * 64, 0, twill_b_dlt);
+        const int it = j;  // load dlt of iteration it into the slot of ring position tile.pos + it
+        sm.ring_dlt.wait_empty(tile.pos + it);
+        sm.ring_dlt.expect_full(tile.pos + it, 256);
+        twill::tma_load(sm.ld_dlt[(tile.pos + it) % 2], tm.dlt, &sm.ring_dlt.full[(tile.pos + it) % 2], (causal_first(args, tile) + it) * 64, 0, twill_b_dlt);
       }
     }
   }
@@ -1123,7 +1127,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s[0], sm[0], p[0], dp[0], ds[0], dq[0]
-    sm.ring_q.wait_full(0);  // q[0] has landed
+    sm.ring_q.wait_full(tile.pos);  // q[0] has landed
     // s = mma q, k (iteration 0)
     {
       twill::fence_frag(s[0]);
@@ -1132,7 +1136,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_q[0], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_k[ib], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_q[(tile.pos) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_k[ib], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1141,19 +1145,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // sm takes the registers of s, which no longer needs them
     // sm = causal_mask s (iteration 0)
     twill::mask_causal(s[0], (causal_first(args, tile) + 0) * kLoopStep + 0, tile.m * args.k_rows_step + args.k_rows_offset);
-    sm.ring_lse.wait_full(0);  // lse[0] has landed
+    sm.ring_lse.wait_full(tile.pos);  // lse[0] has landed
     // p = exp2 sm, lse (iteration 0)
     {
       twill::Rows<1> p_arg1;
-      twill::tile_to_frag<float, 1, 64>(p_arg1, sm.ld_lse[0], 0);
+      twill::tile_to_frag<float, 1, 64>(p_arg1, sm.ld_lse[(tile.pos) % 2], 0);
       twill::op_exp2(p[0], s[0], p_arg1, args.exp2_scale);
     }
-    sm.ring_p.wait_empty(0);  // hand p[0] to mma0
+    sm.ring_p.wait_empty(tile.pos);  // hand p[0] to mma0
     twill::frag_to_tile<__half, 64, 128>(sm.tile_p[0], p[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_p.arrive_full(0);
-    sm.ring_lse.release_by_warp(0);  // release lse[0]
-    sm.ring_do_.wait_full(0);  // do[0] has landed
+    sm.ring_p.arrive_full(tile.pos);
+    sm.ring_lse.release_by_warp(tile.pos);  // release lse[0]
+    sm.ring_do_.wait_full(tile.pos);  // do[0] has landed
     // dp = mma do, v (iteration 0)
     {
       twill::fence_frag(dp[0]);
@@ -1162,24 +1166,24 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(dp[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_do_[0], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_v[ib], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(dp[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_do_[(tile.pos) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_v[ib], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
     twill::wgmma_wait<0>();  // dp[0] is complete
     twill::fence_frag(dp[0]);
-    sm.ring_dlt.wait_full(0);  // dlt[0] has landed
+    sm.ring_dlt.wait_full(tile.pos);  // dlt[0] has landed
     // ds = sub dp, dlt, p (iteration 0)
     {
       twill::Rows<1> ds_arg1;
-      twill::tile_to_frag<float, 1, 64>(ds_arg1, sm.ld_dlt[0], 0);
+      twill::tile_to_frag<float, 1, 64>(ds_arg1, sm.ld_dlt[(tile.pos) % 2], 0);
       twill::op_sub(ds[0], dp[0], ds_arg1, p[0]);
     }
-    sm.ring_ds.wait_empty(0);  // hand ds[0] to mma1
+    sm.ring_ds.wait_empty(tile.pos);  // hand ds[0] to mma1
     twill::frag_to_tile<__half, 64, 128>(sm.tile_ds[0], ds[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_ds.arrive_full(0);
-    sm.ring_dlt.release_by_warp(0);  // release dlt[0]
+    sm.ring_ds.arrive_full(tile.pos);
+    sm.ring_dlt.release_by_warp(tile.pos);  // release dlt[0]
     // dq takes the registers of dp, which no longer needs them
     // dq = mma ds, k (iteration 0)
     {
@@ -1202,11 +1206,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(ds[0]);
       twill::fence_frag(dp[0]);
-      sm.ring_q.release_by_warp(j - 1);  // release q[j - 1]
-      sm.ring_do_.release_by_warp(j - 1);  // release do[j - 1]
+      sm.ring_q.release_by_warp(tile.pos + j - 1);  // release q[j - 1]
+      sm.ring_do_.release_by_warp(tile.pos + j - 1);  // release do[j - 1]
       // store_0 = store dq (iteration j - 1)
       store_store_0(sm, tm, args, tile, dp[0], j - 1, 0, n);
-      sm.ring_q.wait_full(j);  // q[j] has landed
+      sm.ring_q.wait_full(tile.pos + j);  // q[j] has landed
       // s = mma q, k (iteration j)
       {
         twill::fence_frag(s[0]);
@@ -1215,7 +1219,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_q[(j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_k[ib], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_q[(tile.pos + j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_k[ib], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1224,19 +1228,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // sm takes the registers of s, which no longer needs them
       // sm = causal_mask s (iteration j)
       twill::mask_causal(s[0], (causal_first(args, tile) + j) * kLoopStep + 0, tile.m * args.k_rows_step + args.k_rows_offset);
-      sm.ring_lse.wait_full(j);  // lse[j] has landed
+      sm.ring_lse.wait_full(tile.pos + j);  // lse[j] has landed
       // p = exp2 sm, lse (iteration j)
       {
         twill::Rows<1> p_arg1;
-        twill::tile_to_frag<float, 1, 64>(p_arg1, sm.ld_lse[(j) % 2], 0);
+        twill::tile_to_frag<float, 1, 64>(p_arg1, sm.ld_lse[(tile.pos + j) % 2], 0);
         twill::op_exp2(p[0], s[0], p_arg1, args.exp2_scale);
       }
-      sm.ring_p.wait_empty(j);  // hand p[j] to mma0
+      sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to mma0
       twill::frag_to_tile<__half, 64, 128>(sm.tile_p[0], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j);
-      sm.ring_lse.release_by_warp(j);  // release lse[j]
-      sm.ring_do_.wait_full(j);  // do[j] has landed
+      sm.ring_p.arrive_full(tile.pos + j);
+      sm.ring_lse.release_by_warp(tile.pos + j);  // release lse[j]
+      sm.ring_do_.wait_full(tile.pos + j);  // do[j] has landed
       // dp = mma do, v (iteration j)
       {
         twill::fence_frag(dp[0]);
@@ -1245,24 +1249,24 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(dp[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_do_[(j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_v[ib], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(dp[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.ld_do_[(tile.pos + j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.in_v[ib], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<0>();  // dp[j] is complete
       twill::fence_frag(dp[0]);
-      sm.ring_dlt.wait_full(j);  // dlt[j] has landed
+      sm.ring_dlt.wait_full(tile.pos + j);  // dlt[j] has landed
       // ds = sub dp, dlt, p (iteration j)
       {
         twill::Rows<1> ds_arg1;
-        twill::tile_to_frag<float, 1, 64>(ds_arg1, sm.ld_dlt[(j) % 2], 0);
+        twill::tile_to_frag<float, 1, 64>(ds_arg1, sm.ld_dlt[(tile.pos + j) % 2], 0);
         twill::op_sub(ds[0], dp[0], ds_arg1, p[0]);
       }
-      sm.ring_ds.wait_empty(j);  // hand ds[j] to mma1
+      sm.ring_ds.wait_empty(tile.pos + j);  // hand ds[j] to mma1
       twill::frag_to_tile<__half, 64, 128>(sm.tile_ds[0], ds[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_ds.arrive_full(j);
-      sm.ring_dlt.release_by_warp(j);  // release dlt[j]
+      sm.ring_ds.arrive_full(tile.pos + j);
+      sm.ring_dlt.release_by_warp(tile.pos + j);  // release dlt[j]
       // dq takes the registers of dp, which no longer needs them
       // dq = mma ds, k (iteration j)
       {
@@ -1284,8 +1288,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
     twill::fence_frag(ds[0]);
     twill::fence_frag(dp[0]);
-    sm.ring_q.release_by_warp(n - 1);  // release q[n - 1]
-    sm.ring_do_.release_by_warp(n - 1);  // release do[n - 1]
+    sm.ring_q.release_by_warp(tile.pos + n - 1);  // release q[n - 1]
+    sm.ring_do_.release_by_warp(tile.pos + n - 1);  // release do[n - 1]
     // store_0 = store dq (iteration n - 1)
     store_store_0(sm, tm, args, tile, dp[0], n - 1, 0, n);
   }
@@ -1313,9 +1317,9 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
   for (; j < n; ++j) {
     {  // steady window J = j: dv_n[j - 1]
       twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-      if (j - 2 >= 0) sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
-      sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
-      sm.ring_do_.wait_full(j - 1);  // do[j - 1] has landed
+      if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+      sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
+      sm.ring_do_.wait_full(tile.pos + j - 1);  // do[j - 1] has landed
       // dv_n = mma p, do, dv (iteration j - 1)
       {
         twill::fence_frag(dv_n[0]);
@@ -1324,20 +1328,20 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<1, 1>(dv_n[0].x[mb], twill::desc_mnmajor<__half, 64, 128>(sm.tile_p[0], 16 * kk, 0 + 64 * mb), twill::desc_mnmajor<__half, 64, 128>(sm.ld_do_[(j - 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_ss_f16<1, 1>(dv_n[0].x[mb], twill::desc_mnmajor<__half, 64, 128>(sm.tile_p[0], 16 * kk, 0 + 64 * mb), twill::desc_mnmajor<__half, 64, 128>(sm.ld_do_[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      if (j - 2 >= 0) sm.ring_do_.release_by_warp(j - 2);  // release do[j - 2]
+      if (j - 2 >= 0) sm.ring_do_.release_by_warp(tile.pos + j - 2);  // release do[j - 2]
     }
   }
   // ---- epilogue: the last iterations leave the pipeline ----
   {  // epilogue window 0 (J = n): dv_n[n - 1]
     twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-    sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-    sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
-    sm.ring_do_.wait_full(n - 1);  // do[n - 1] has landed
+    sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+    sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
+    sm.ring_do_.wait_full(tile.pos + n - 1);  // do[n - 1] has landed
     // dv_n = mma p, do, dv (iteration n - 1)
     {
       twill::fence_frag(dv_n[0]);
@@ -1346,12 +1350,12 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<1, 1>(dv_n[0].x[mb], twill::desc_mnmajor<__half, 64, 128>(sm.tile_p[0], 16 * kk, 0 + 64 * mb), twill::desc_mnmajor<__half, 64, 128>(sm.ld_do_[(n - 1) % 2], 16 * kk, 0), 1);
+          twill::wgmma_m64n128k16_ss_f16<1, 1>(dv_n[0].x[mb], twill::desc_mnmajor<__half, 64, 128>(sm.tile_p[0], 16 * kk, 0 + 64 * mb), twill::desc_mnmajor<__half, 64, 128>(sm.ld_do_[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
       }
       twill::wgmma_commit();
     }
     twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-    sm.ring_do_.release_by_warp(n - 2);  // release do[n - 2]
+    sm.ring_do_.release_by_warp(tile.pos + n - 2);  // release do[n - 2]
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
@@ -1382,9 +1386,9 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
   for (; j < n; ++j) {
     {  // steady window J = j: dk_n[j - 1]
       twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-      if (j - 2 >= 0) sm.ring_ds.release_by_warp(j - 2);  // release ds[j - 2]
-      sm.ring_ds.wait_full(j - 1);  // ds[j - 1] has landed
-      sm.ring_q.wait_full(j - 1);  // q[j - 1] has landed
+      if (j - 2 >= 0) sm.ring_ds.release_by_warp(tile.pos + j - 2);  // release ds[j - 2]
+      sm.ring_ds.wait_full(tile.pos + j - 1);  // ds[j - 1] has landed
+      sm.ring_q.wait_full(tile.pos + j - 1);  // q[j - 1] has landed
       // dk_n = mma ds, q, dk (iteration j - 1)
       {
         twill::fence_frag(dk_n[0]);
@@ -1393,20 +1397,20 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<1, 1>(dk_n[0].x[mb], twill::desc_mnmajor<__half, 64, 128>(sm.tile_ds[0], 16 * kk, 0 + 64 * mb), twill::desc_mnmajor<__half, 64, 128>(sm.ld_q[(j - 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_ss_f16<1, 1>(dk_n[0].x[mb], twill::desc_mnmajor<__half, 64, 128>(sm.tile_ds[0], 16 * kk, 0 + 64 * mb), twill::desc_mnmajor<__half, 64, 128>(sm.ld_q[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      if (j - 2 >= 0) sm.ring_q.release_by_warp(j - 2);  // release q[j - 2]
+      if (j - 2 >= 0) sm.ring_q.release_by_warp(tile.pos + j - 2);  // release q[j - 2]
     }
   }
   // ---- epilogue: the last iterations leave the pipeline ----
   {  // epilogue window 0 (J = n): dk_n[n - 1]
     twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-    sm.ring_ds.release_by_warp(n - 2);  // release ds[n - 2]
-    sm.ring_ds.wait_full(n - 1);  // ds[n - 1] has landed
-    sm.ring_q.wait_full(n - 1);  // q[n - 1] has landed
+    sm.ring_ds.release_by_warp(tile.pos + n - 2);  // release ds[n - 2]
+    sm.ring_ds.wait_full(tile.pos + n - 1);  // ds[n - 1] has landed
+    sm.ring_q.wait_full(tile.pos + n - 1);  // q[n - 1] has landed
     // dk_n = mma ds, q, dk (iteration n - 1)
     {
       twill::fence_frag(dk_n[0]);
@@ -1415,12 +1419,12 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<1, 1>(dk_n[0].x[mb], twill::desc_mnmajor<__half, 64, 128>(sm.tile_ds[0], 16 * kk, 0 + 64 * mb), twill::desc_mnmajor<__half, 64, 128>(sm.ld_q[(n - 1) % 2], 16 * kk, 0), 1);
+          twill::wgmma_m64n128k16_ss_f16<1, 1>(dk_n[0].x[mb], twill::desc_mnmajor<__half, 64, 128>(sm.tile_ds[0], 16 * kk, 0 + 64 * mb), twill::desc_mnmajor<__half, 64, 128>(sm.ld_q[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
       }
       twill::wgmma_commit();
     }
     twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-    sm.ring_q.release_by_warp(n - 2);  // release q[n - 2]
+    sm.ring_q.release_by_warp(tile.pos + n - 2);  // release q[n - 2]
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
@@ -1438,7 +1442,7 @@ template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_do_, const __grid_constant__ CUtensorMap tm_lse, const __grid_constant__ CUtensorMap tm_dlt, const __grid_constant__ CUtensorMap tm_store_0, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this key tile's query blocks
+  const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this key tile's query blocks (kernel<true>: each tile's own)
   Maps tm;
   tm.k = &tm_k;
   tm.v = &tm_v;
@@ -1513,10 +1517,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   float softmax_scale = 0;  // epilogue scalar softmax_scale
@@ -1762,8 +1768,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.lse_batch_group = p.lse_batch_group;
   args.dlt_batch_group = p.dlt_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

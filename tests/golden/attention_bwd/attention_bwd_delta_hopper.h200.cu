@@ -61,10 +61,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -98,6 +100,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -1057,7 +1062,7 @@ static_assert(kRegs_role <= 255, "role role: 248 registers per thread exceed reg
 static_assert(kRegs_role >= 24 && kRegs_role % 8 == 0, "role role: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_role <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 0;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1120,18 +1125,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): o[0], do[0]
     if (lane == 0) {
-      const int it = 0;  // load o of iteration it into slot it % 2
-      sm.ring_o.wait_empty(it);
-      sm.ring_o.expect_full(it, 16384);
-      twill::tma_load(sm.ld_o[it % 2], tm.o, &sm.ring_o.full[it % 2], 0, 0, tile.b * n + (it));
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_o[it % 2]) + 8192, tm.o, &sm.ring_o.full[it % 2], 0 + 64, 0 + 0, tile.b * n + (it));
+      const int it = 0;  // load o of iteration it into the slot of ring position tile.pos + it
+      sm.ring_o.wait_empty(tile.pos + it);
+      sm.ring_o.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_o[(tile.pos + it) % 2], tm.o, &sm.ring_o.full[(tile.pos + it) % 2], 0, 0, tile.b * n + (it));
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_o[(tile.pos + it) % 2]) + 8192, tm.o, &sm.ring_o.full[(tile.pos + it) % 2], 0 + 64, 0 + 0, tile.b * n + (it));
     }
     if (lane == 0) {
-      const int it = 0;  // load do of iteration it into slot it % 2
-      sm.ring_do_.wait_empty(it);
-      sm.ring_do_.expect_full(it, 16384);
-      twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], 0, 0, tile.b * n + (it));
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], 0 + 64, 0 + 0, tile.b * n + (it));
+      const int it = 0;  // load do of iteration it into the slot of ring position tile.pos + it
+      sm.ring_do_.wait_empty(tile.pos + it);
+      sm.ring_do_.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_do_[(tile.pos + it) % 2], tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], 0, 0, tile.b * n + (it));
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[(tile.pos + it) % 2]) + 8192, tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], 0 + 64, 0 + 0, tile.b * n + (it));
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1139,18 +1144,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j < n; ++j) {
     {  // steady window J = j: o[j], do[j]
       if (lane == 0) {
-        const int it = j;  // load o of iteration it into slot it % 2
-        sm.ring_o.wait_empty(it);
-        sm.ring_o.expect_full(it, 16384);
-        twill::tma_load(sm.ld_o[it % 2], tm.o, &sm.ring_o.full[it % 2], 0, 0, tile.b * n + (it));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_o[it % 2]) + 8192, tm.o, &sm.ring_o.full[it % 2], 0 + 64, 0 + 0, tile.b * n + (it));
+        const int it = j;  // load o of iteration it into the slot of ring position tile.pos + it
+        sm.ring_o.wait_empty(tile.pos + it);
+        sm.ring_o.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_o[(tile.pos + it) % 2], tm.o, &sm.ring_o.full[(tile.pos + it) % 2], 0, 0, tile.b * n + (it));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_o[(tile.pos + it) % 2]) + 8192, tm.o, &sm.ring_o.full[(tile.pos + it) % 2], 0 + 64, 0 + 0, tile.b * n + (it));
       }
       if (lane == 0) {
-        const int it = j;  // load do of iteration it into slot it % 2
-        sm.ring_do_.wait_empty(it);
-        sm.ring_do_.expect_full(it, 16384);
-        twill::tma_load(sm.ld_do_[it % 2], tm.do_, &sm.ring_do_.full[it % 2], 0, 0, tile.b * n + (it));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[it % 2]) + 8192, tm.do_, &sm.ring_do_.full[it % 2], 0 + 64, 0 + 0, tile.b * n + (it));
+        const int it = j;  // load do of iteration it into the slot of ring position tile.pos + it
+        sm.ring_do_.wait_empty(tile.pos + it);
+        sm.ring_do_.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_do_[(tile.pos + it) % 2], tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], 0, 0, tile.b * n + (it));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[(tile.pos + it) % 2]) + 8192, tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], 0 + 64, 0 + 0, tile.b * n + (it));
       }
     }
   }
@@ -1172,18 +1177,18 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
   twill::Rows<1> dlt[1];  // dlt: f32[64]
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): pr[0], dlt[0]
-    sm.ring_o.wait_full(0);  // o[0] has landed
-    sm.ring_do_.wait_full(0);  // do[0] has landed
+    sm.ring_o.wait_full(tile.pos);  // o[0] has landed
+    sm.ring_do_.wait_full(tile.pos);  // do[0] has landed
     // pr = mul o, do (iteration 0)
     {
       twill::Frag16<1, 128, __half> pr_arg0;
-      twill::tile_to_frag<__half, 64, 128>(pr_arg0, sm.ld_o[0], 0);
+      twill::tile_to_frag<__half, 64, 128>(pr_arg0, sm.ld_o[(tile.pos) % 2], 0);
       twill::Frag16<1, 128, __half> pr_arg1;
-      twill::tile_to_frag<__half, 64, 128>(pr_arg1, sm.ld_do_[0], 0);
+      twill::tile_to_frag<__half, 64, 128>(pr_arg1, sm.ld_do_[(tile.pos) % 2], 0);
       twill::op_mul(pr[0], pr_arg0, pr_arg1);
     }
-    sm.ring_o.release_by_warp(0);  // release o[0]
-    sm.ring_do_.release_by_warp(0);  // release do[0]
+    sm.ring_o.release_by_warp(tile.pos);  // release o[0]
+    sm.ring_do_.release_by_warp(tile.pos);  // release do[0]
     // dlt = reduce_sum pr (iteration 0)
     twill::op_reduce_sum(dlt[0], pr[0]);
   }
@@ -1191,18 +1196,18 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
   int j = 1;
   for (; j < n; ++j) {
     {  // steady window J = j: pr[j], store_0[j - 1], dlt[j]
-      sm.ring_o.wait_full(j);  // o[j] has landed
-      sm.ring_do_.wait_full(j);  // do[j] has landed
+      sm.ring_o.wait_full(tile.pos + j);  // o[j] has landed
+      sm.ring_do_.wait_full(tile.pos + j);  // do[j] has landed
       // pr = mul o, do (iteration j)
       {
         twill::Frag16<1, 128, __half> pr_arg0;
-        twill::tile_to_frag<__half, 64, 128>(pr_arg0, sm.ld_o[(j) % 2], 0);
+        twill::tile_to_frag<__half, 64, 128>(pr_arg0, sm.ld_o[(tile.pos + j) % 2], 0);
         twill::Frag16<1, 128, __half> pr_arg1;
-        twill::tile_to_frag<__half, 64, 128>(pr_arg1, sm.ld_do_[(j) % 2], 0);
+        twill::tile_to_frag<__half, 64, 128>(pr_arg1, sm.ld_do_[(tile.pos + j) % 2], 0);
         twill::op_mul(pr[0], pr_arg0, pr_arg1);
       }
-      sm.ring_o.release_by_warp(j);  // release o[j]
-      sm.ring_do_.release_by_warp(j);  // release do[j]
+      sm.ring_o.release_by_warp(tile.pos + j);  // release o[j]
+      sm.ring_do_.release_by_warp(tile.pos + j);  // release do[j]
       // store_0 = store dlt (iteration j - 1)
       store_store_0(sm, tm, args, tile, dlt[0], j - 1, 0, n);
       // dlt = reduce_sum pr (iteration j)
@@ -1244,10 +1249,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_load(sm, tm, args, n, tile_at(args, t, round)); else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_load(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_dec<248>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_role(sm, tm, args, n, tile_at(args, t, round)); else role_role(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_role(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_role(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   }
 }
 
@@ -1277,10 +1282,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   const __half* o = nullptr;  // load o: f16 [batch*iters][64][128]
@@ -1422,8 +1429,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.exp2_scale = p.exp2_scale;
   args.store_0 = p.store_0;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

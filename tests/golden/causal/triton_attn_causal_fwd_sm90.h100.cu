@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -864,7 +869,6 @@ static_assert(kRegs_consumer1 <= 255, "role consumer1: 232 registers per thread 
 static_assert(kRegs_consumer1 >= 24 && kRegs_consumer1 % 8 == 0, "role consumer1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_consumer1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 + 128 * 232 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1012,18 +1016,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): kT[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load kT of iteration it into slot it % 2
-      sm.ring_kT.wait_empty(it);
-      sm.ring_kT.expect_full(it, 32768);
-      twill::tma_load(sm.ld_kT[it % 2], tm.kT, &sm.ring_kT.full[it % 2], 0, (it) * 128, twill_b_kT);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_kT[it % 2]) + 16384, tm.kT, &sm.ring_kT.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_kT);
+      const int it = 0;  // load kT of iteration it into the slot of ring position tile.pos + it
+      sm.ring_kT.wait_empty(tile.pos + it);
+      sm.ring_kT.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_kT[(tile.pos + it) % 2], tm.kT, &sm.ring_kT.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_kT);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_kT[(tile.pos + it) % 2]) + 16384, tm.kT, &sm.ring_kT.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_kT);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 2
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+      const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1031,34 +1035,34 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: kT[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load kT of iteration it into slot it % 2
-        sm.ring_kT.wait_empty(it);
-        sm.ring_kT.expect_full(it, 32768);
-        twill::tma_load(sm.ld_kT[it % 2], tm.kT, &sm.ring_kT.full[it % 2], 0, (it) * 128, twill_b_kT);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_kT[it % 2]) + 16384, tm.kT, &sm.ring_kT.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_kT);
+        const int it = j;  // load kT of iteration it into the slot of ring position tile.pos + it
+        sm.ring_kT.wait_empty(tile.pos + it);
+        sm.ring_kT.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_kT[(tile.pos + it) % 2], tm.kT, &sm.ring_kT.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_kT);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_kT[(tile.pos + it) % 2]) + 16384, tm.kT, &sm.ring_kT.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_kT);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
     {  // steady window J = j + 1: kT[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load kT of iteration it into slot it % 2
-        sm.ring_kT.wait_empty(it);
-        sm.ring_kT.expect_full(it, 32768);
-        twill::tma_load(sm.ld_kT[it % 2], tm.kT, &sm.ring_kT.full[it % 2], 0, (it) * 128, twill_b_kT);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_kT[it % 2]) + 16384, tm.kT, &sm.ring_kT.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_kT);
+        const int it = j + 1;  // load kT of iteration it into the slot of ring position tile.pos + it
+        sm.ring_kT.wait_empty(tile.pos + it);
+        sm.ring_kT.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_kT[(tile.pos + it) % 2], tm.kT, &sm.ring_kT.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_kT);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_kT[(tile.pos + it) % 2]) + 16384, tm.kT, &sm.ring_kT.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_kT);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
   }
@@ -1072,18 +1076,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: kT[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load kT of iteration it into slot it % 2
-          sm.ring_kT.wait_empty(it);
-          sm.ring_kT.expect_full(it, 32768);
-          twill::tma_load(sm.ld_kT[it % 2], tm.kT, &sm.ring_kT.full[it % 2], 0, (it) * 128, twill_b_kT);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_kT[it % 2]) + 16384, tm.kT, &sm.ring_kT.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_kT);
+          const int it = j;  // load kT of iteration it into the slot of ring position tile.pos + it
+          sm.ring_kT.wait_empty(tile.pos + it);
+          sm.ring_kT.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_kT[(tile.pos + it) % 2], tm.kT, &sm.ring_kT.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_kT);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_kT[(tile.pos + it) % 2]) + 16384, tm.kT, &sm.ring_kT.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_kT);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 2
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1117,7 +1121,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s[0], s_causal_mask[0], m_new[0], p[0]
-    sm.ring_kT.wait_full(0);  // kT[0] has landed
+    sm.ring_kT.wait_full(tile.pos);  // kT[0] has landed
     // s = mma q, kT (iteration 0)
     {
       twill::fence_frag(s[0]);
@@ -1126,7 +1130,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_kT[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_kT[(tile.pos) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1139,16 +1143,16 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     twill::op_rowmax(m_new[0], s[0], m_new[1]);
     // p = exp2 s_causal_mask, m_new (iteration 0)
     twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[0], args.exp2_scale);
-    sm.ring_p.wait_empty(0);  // hand p[0] to consumer1
+    sm.ring_p.wait_empty(tile.pos);  // hand p[0] to consumer1
     twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_p.arrive_full(0);
+    sm.ring_p.arrive_full(tile.pos);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: s[j], corr[j - 1], l_i_new[j - 1], s_causal_mask[j], m_new[j], p[j]
-      sm.ring_kT.wait_full(j);  // kT[j] has landed
+      sm.ring_kT.wait_full(tile.pos + j);  // kT[j] has landed
       // s = mma q, kT (iteration j)
       {
         twill::fence_frag(s[0]);
@@ -1157,17 +1161,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_kT[(j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_kT[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      sm.ring_kT.release_by_warp(j - 1);  // release kT[j - 1]
+      sm.ring_kT.release_by_warp(tile.pos + j - 1);  // release kT[j - 1]
       // corr = exp2 m_i, m_new (iteration j - 1)
       twill::op_exp2(corr[0], m_new[1], m_new[0], args.exp2_scale);
-      sm.ring_corr.wait_empty(j - 1);  // hand corr[j - 1] to consumer1
+      sm.ring_corr.wait_empty(tile.pos + j - 1);  // hand corr[j - 1] to consumer1
       twill::frag_to_buffer(sm.stage_corr[0], corr[0], 0, 0);
-      sm.ring_corr.arrive_full(j - 1);
+      sm.ring_corr.arrive_full(tile.pos + j - 1);
       // l_i_new = rowsum p, l_i, corr (iteration j - 1)
       twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], corr[0]);
       twill::wgmma_wait<0>();  // s[j] is complete
@@ -1179,13 +1183,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::op_rowmax(m_new[1], s[0], m_new[0]);
       // p = exp2 s_causal_mask, m_new (iteration j)
       twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[1], args.exp2_scale);
-      sm.ring_p.wait_empty(j);  // hand p[j] to consumer1
+      sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer1
       twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j);
+      sm.ring_p.arrive_full(tile.pos + j);
     }
     {  // steady window J = j + 1: s[j + 1], corr[j], l_i_new[j], s_causal_mask[j + 1], m_new[j + 1], p[j + 1]
-      sm.ring_kT.wait_full(j + 1);  // kT[j + 1] has landed
+      sm.ring_kT.wait_full(tile.pos + j + 1);  // kT[j + 1] has landed
       // s = mma q, kT (iteration j + 1)
       {
         twill::fence_frag(s[0]);
@@ -1194,17 +1198,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_kT[(j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_kT[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      sm.ring_kT.release_by_warp(j);  // release kT[j]
+      sm.ring_kT.release_by_warp(tile.pos + j);  // release kT[j]
       // corr = exp2 m_i, m_new (iteration j)
       twill::op_exp2(corr[0], m_new[0], m_new[1], args.exp2_scale);
-      sm.ring_corr.wait_empty(j);  // hand corr[j] to consumer1
+      sm.ring_corr.wait_empty(tile.pos + j);  // hand corr[j] to consumer1
       twill::frag_to_buffer(sm.stage_corr[0], corr[0], 0, 0);
-      sm.ring_corr.arrive_full(j);
+      sm.ring_corr.arrive_full(tile.pos + j);
       // l_i_new = rowsum p, l_i, corr (iteration j)
       twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], corr[0]);
       twill::wgmma_wait<0>();  // s[j + 1] is complete
@@ -1216,10 +1220,10 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::op_rowmax(m_new[0], s[0], m_new[1]);
       // p = exp2 s_causal_mask, m_new (iteration j + 1)
       twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[0], args.exp2_scale);
-      sm.ring_p.wait_empty(j + 1);  // hand p[j + 1] to consumer1
+      sm.ring_p.wait_empty(tile.pos + j + 1);  // hand p[j + 1] to consumer1
       twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j + 1);
+      sm.ring_p.arrive_full(tile.pos + j + 1);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -1227,12 +1231,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): corr[n - 1], l_i_new[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_kT.release_by_warp(n - 1);  // release kT[n - 1]
+        sm.ring_kT.release_by_warp(tile.pos + n - 1);  // release kT[n - 1]
         // corr = exp2 m_i, m_new (iteration n - 1)
         twill::op_exp2(corr[0], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_corr.wait_empty(n - 1);  // hand corr[n - 1] to consumer1
+        sm.ring_corr.wait_empty(tile.pos + n - 1);  // hand corr[n - 1] to consumer1
         twill::frag_to_buffer(sm.stage_corr[0], corr[0], 0, 0);
-        sm.ring_corr.arrive_full(n - 1);
+        sm.ring_corr.arrive_full(tile.pos + n - 1);
         // l_i_new = rowsum p, l_i, corr (iteration n - 1)
         twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], corr[0]);
       }
@@ -1240,7 +1244,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     }
     case 1: {
       {  // steady window J = j: s[j], corr[j - 1], l_i_new[j - 1], s_causal_mask[j], m_new[j], p[j]
-        sm.ring_kT.wait_full(j);  // kT[j] has landed
+        sm.ring_kT.wait_full(tile.pos + j);  // kT[j] has landed
         // s = mma q, kT (iteration j)
         {
           twill::fence_frag(s[0]);
@@ -1249,17 +1253,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_kT[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_kT[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_kT.release_by_warp(j - 1);  // release kT[j - 1]
+        sm.ring_kT.release_by_warp(tile.pos + j - 1);  // release kT[j - 1]
         // corr = exp2 m_i, m_new (iteration j - 1)
         twill::op_exp2(corr[0], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_corr.wait_empty(j - 1);  // hand corr[j - 1] to consumer1
+        sm.ring_corr.wait_empty(tile.pos + j - 1);  // hand corr[j - 1] to consumer1
         twill::frag_to_buffer(sm.stage_corr[0], corr[0], 0, 0);
-        sm.ring_corr.arrive_full(j - 1);
+        sm.ring_corr.arrive_full(tile.pos + j - 1);
         // l_i_new = rowsum p, l_i, corr (iteration j - 1)
         twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], corr[0]);
         twill::wgmma_wait<0>();  // s[j] is complete
@@ -1271,20 +1275,20 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::op_rowmax(m_new[1], s[0], m_new[0]);
         // p = exp2 s_causal_mask, m_new (iteration j)
         twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[1], args.exp2_scale);
-        sm.ring_p.wait_empty(j);  // hand p[j] to consumer1
+        sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer1
         twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j);
+        sm.ring_p.arrive_full(tile.pos + j);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): corr[n - 1], l_i_new[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_kT.release_by_warp(n - 1);  // release kT[n - 1]
+        sm.ring_kT.release_by_warp(tile.pos + n - 1);  // release kT[n - 1]
         // corr = exp2 m_i, m_new (iteration n - 1)
         twill::op_exp2(corr[0], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_corr.wait_empty(n - 1);  // hand corr[n - 1] to consumer1
+        sm.ring_corr.wait_empty(tile.pos + n - 1);  // hand corr[n - 1] to consumer1
         twill::frag_to_buffer(sm.stage_corr[0], corr[0], 0, 0);
-        sm.ring_corr.arrive_full(n - 1);
+        sm.ring_corr.arrive_full(tile.pos + n - 1);
         // l_i_new = rowsum p, l_i, corr (iteration n - 1)
         twill::op_rowsum(l_i_new[0], twill::presum(p_sums[0]), l_i_new[0], corr[0]);
       }
@@ -1335,16 +1339,16 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     {  // steady window J = j: acc_rescale[j - 1], acc_new[j - 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_new[0]);
-      if (j - 2 >= 0) sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
-      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
-      sm.ring_corr.wait_full(j - 1);  // corr[j - 1] is staged
+      if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+      if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+      sm.ring_corr.wait_full(tile.pos + j - 1);  // corr[j - 1] is staged
       const twill::RowsView<2, float> corr_acc_rescale_1{sm.stage_corr[0], 0};
       // acc_rescale is computed in the registers of acc_new, which accumulates it in place
       // acc_rescale = rescale acc, corr (iteration j - 1)
       twill::op_rescale(acc_new[0], acc_new[0], corr_acc_rescale_1);
-      sm.ring_corr.release_by_warp(j - 1);  // release corr[j - 1]
-      sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_corr.release_by_warp(tile.pos + j - 1);  // release corr[j - 1]
+      sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new = mma p, v, acc_rescale (iteration j - 1)
       {
         twill::fence_frag(acc_new[0]);
@@ -1353,7 +1357,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1361,16 +1365,16 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     {  // steady window J = j + 1: acc_rescale[j], acc_new[j]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_new[0]);
-      sm.ring_p.release_by_warp(j - 1);  // release p[j - 1]
-      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
-      sm.ring_corr.wait_full(j);  // corr[j] is staged
+      sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
+      sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
+      sm.ring_corr.wait_full(tile.pos + j);  // corr[j] is staged
       const twill::RowsView<2, float> corr_acc_rescale_1{sm.stage_corr[0], 0};
       // acc_rescale is computed in the registers of acc_new, which accumulates it in place
       // acc_rescale = rescale acc, corr (iteration j)
       twill::op_rescale(acc_new[0], acc_new[0], corr_acc_rescale_1);
-      sm.ring_corr.release_by_warp(j);  // release corr[j]
-      sm.ring_p.wait_full(j);  // p[j] has landed
-      sm.ring_v.wait_full(j);  // v[j] has landed
+      sm.ring_corr.release_by_warp(tile.pos + j);  // release corr[j]
+      sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc_new = mma p, v, acc_rescale (iteration j)
       {
         twill::fence_frag(acc_new[0]);
@@ -1379,7 +1383,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1391,16 +1395,16 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): acc_rescale[n - 1], acc_new[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_new[0]);
-        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
-        sm.ring_corr.wait_full(n - 1);  // corr[n - 1] is staged
+        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
+        sm.ring_corr.wait_full(tile.pos + n - 1);  // corr[n - 1] is staged
         const twill::RowsView<2, float> corr_acc_rescale_1{sm.stage_corr[0], 0};
         // acc_rescale is computed in the registers of acc_new, which accumulates it in place
         // acc_rescale = rescale acc, corr (iteration n - 1)
         twill::op_rescale(acc_new[0], acc_new[0], corr_acc_rescale_1);
-        sm.ring_corr.release_by_warp(n - 1);  // release corr[n - 1]
-        sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_corr.release_by_warp(tile.pos + n - 1);  // release corr[n - 1]
+        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new = mma p, v, acc_rescale (iteration n - 1)
         {
           twill::fence_frag(acc_new[0]);
@@ -1409,7 +1413,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1420,16 +1424,16 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {  // steady window J = j: acc_rescale[j - 1], acc_new[j - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_new[0]);
-        if (j - 2 >= 0) sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
-        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
-        sm.ring_corr.wait_full(j - 1);  // corr[j - 1] is staged
+        if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+        if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+        sm.ring_corr.wait_full(tile.pos + j - 1);  // corr[j - 1] is staged
         const twill::RowsView<2, float> corr_acc_rescale_1{sm.stage_corr[0], 0};
         // acc_rescale is computed in the registers of acc_new, which accumulates it in place
         // acc_rescale = rescale acc, corr (iteration j - 1)
         twill::op_rescale(acc_new[0], acc_new[0], corr_acc_rescale_1);
-        sm.ring_corr.release_by_warp(j - 1);  // release corr[j - 1]
-        sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_corr.release_by_warp(tile.pos + j - 1);  // release corr[j - 1]
+        sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_new = mma p, v, acc_rescale (iteration j - 1)
         {
           twill::fence_frag(acc_new[0]);
@@ -1438,7 +1442,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1447,16 +1451,16 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): acc_rescale[n - 1], acc_new[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_new[0]);
-        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
-        sm.ring_corr.wait_full(n - 1);  // corr[n - 1] is staged
+        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
+        sm.ring_corr.wait_full(tile.pos + n - 1);  // corr[n - 1] is staged
         const twill::RowsView<2, float> corr_acc_rescale_1{sm.stage_corr[0], 0};
         // acc_rescale is computed in the registers of acc_new, which accumulates it in place
         // acc_rescale = rescale acc, corr (iteration n - 1)
         twill::op_rescale(acc_new[0], acc_new[0], corr_acc_rescale_1);
-        sm.ring_corr.release_by_warp(n - 1);  // release corr[n - 1]
-        sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_corr.release_by_warp(tile.pos + n - 1);  // release corr[n - 1]
+        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new = mma p, v, acc_rescale (iteration n - 1)
         {
           twill::fence_frag(acc_new[0]);
@@ -1465,7 +1469,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1493,7 +1497,7 @@ template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kT, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_acc, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this query tile's key blocks
+  const int n = causal_iters(args, tile_at(args, blockIdx.x, 0));  // this query tile's key blocks (kernel<true>: each tile's own)
   Maps tm;
   tm.q = &tm_q;
   tm.kT = &tm_kT;
@@ -1558,10 +1562,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1759,8 +1765,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.kT_batch_group = p.kT_batch_group;
   args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

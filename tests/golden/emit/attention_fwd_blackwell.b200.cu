@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -736,7 +741,6 @@ static_assert(kRegs_consumer1 <= 255, "role consumer1: 240 registers per thread 
 static_assert(kRegs_consumer1 >= 24 && kRegs_consumer1 % 8 == 0, "role consumer1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_consumer1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 240 + 128 * 240 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -934,18 +938,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 32768);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 2
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+      const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -953,34 +957,34 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
   }
@@ -994,18 +998,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 32768);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 2
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1036,7 +1040,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s0[0], m0_new[0], alpha0[0], p0[0], l0_new[0], acc0_r[0]
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s0 = mma q0, k (iteration 0)
     {
       twill::tmem_fence_before();
@@ -1046,13 +1050,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::tmem_fence_after();
         #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
         twill::umma_commit(&sm.ring_s0.full[0]);  // s0[0] is ready when the mma is
-        twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[0] once read
+        twill::umma_commit(&sm.ring_k.empty[(tile.pos) % 2]);  // frees k[0] once read
       }
     }
     twill::TRow<128> s0_m0_new_0;
-    sm.ring_s0.wait_full(0);  // s0[0] is in tensor memory
+    sm.ring_s0.wait_full(tile.pos);  // s0[0] is in tensor memory
     twill::tmem_fence_after();
     twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
     // m0_new = rowmax s0, m0 (iteration 0)
@@ -1074,7 +1078,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   int j = 1;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: s0[j], acc0_n[j - 1], m0_new[j], alpha0[j], p0[j], l0_new[j], acc0_r[j]
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
         twill::tmem_fence_before();
@@ -1084,12 +1088,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s0.full[0]);  // s0[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
+          twill::umma_commit(&sm.ring_k.empty[(tile.pos + j) % 2]);  // frees k[j] once read
         }
       }
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j - 1)
       {
         twill::tmem_fence_before();
@@ -1099,13 +1103,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[j - 1] is ready when the mma is
-          twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
+          twill::umma_commit(&sm.ring_v.empty[(tile.pos + j - 1) % 2]);  // frees v[j - 1] once read
         }
       }
       twill::TRow<128> s0_m0_new_0;
-      sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
+      sm.ring_s0.wait_full(tile.pos + j);  // s0[j] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
       // m0_new = rowmax s0, m0 (iteration j)
@@ -1120,13 +1124,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
       // l0_new = rowsum p0, l0, alpha0 (iteration j)
       twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
-      sm.ring_acc0_n.wait_full(j - 1);  // acc0_n[j - 1] is in tensor memory
+      sm.ring_acc0_n.wait_full(tile.pos + j - 1);  // acc0_n[j - 1] is in tensor memory
       twill::tmem_fence_after();
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
     }
     {  // steady window J = j + 1: s0[j + 1], acc0_n[j], m0_new[j + 1], alpha0[j + 1], p0[j + 1], l0_new[j + 1], acc0_r[j + 1]
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
         twill::tmem_fence_before();
@@ -1136,12 +1140,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s0.full[0]);  // s0[j + 1] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[(j + 1) % 2]);  // frees k[j + 1] once read
+          twill::umma_commit(&sm.ring_k.empty[(tile.pos + j + 1) % 2]);  // frees k[j + 1] once read
         }
       }
-      sm.ring_v.wait_full(j);  // v[j] has landed
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j)
       {
         twill::tmem_fence_before();
@@ -1151,13 +1155,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_v.empty[(j) % 2]);  // frees v[j] once read
+          twill::umma_commit(&sm.ring_v.empty[(tile.pos + j) % 2]);  // frees v[j] once read
         }
       }
       twill::TRow<128> s0_m0_new_0;
-      sm.ring_s0.wait_full(j + 1);  // s0[j + 1] is in tensor memory
+      sm.ring_s0.wait_full(tile.pos + j + 1);  // s0[j + 1] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
       // m0_new = rowmax s0, m0 (iteration j + 1)
@@ -1172,7 +1176,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
       // l0_new = rowsum p0, l0, alpha0 (iteration j + 1)
       twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
-      sm.ring_acc0_n.wait_full(j);  // acc0_n[j] is in tensor memory
+      sm.ring_acc0_n.wait_full(tile.pos + j);  // acc0_n[j] is in tensor memory
       twill::tmem_fence_after();
       // acc0_r = rescale acc0, alpha0 (iteration j + 1)
       twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
@@ -1182,7 +1186,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc0_n[n - 1]
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
           twill::tmem_fence_before();
@@ -1192,9 +1196,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[n - 1] is ready when the mma is
-            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 2]);  // frees v[n - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + n - 1) % 2]);  // frees v[n - 1] once read
           }
         }
       }
@@ -1202,7 +1206,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     }
     case 1: {
       {  // steady window J = j: s0[j], acc0_n[j - 1], m0_new[j], alpha0[j], p0[j], l0_new[j], acc0_r[j]
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
           twill::tmem_fence_before();
@@ -1212,12 +1216,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+              twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
             twill::umma_commit(&sm.ring_s0.full[0]);  // s0[j] is ready when the mma is
-            twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
+            twill::umma_commit(&sm.ring_k.empty[(tile.pos + j) % 2]);  // frees k[j] once read
           }
         }
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration j - 1)
         {
           twill::tmem_fence_before();
@@ -1227,13 +1231,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[j - 1] is ready when the mma is
-            twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + j - 1) % 2]);  // frees v[j - 1] once read
           }
         }
         twill::TRow<128> s0_m0_new_0;
-        sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
+        sm.ring_s0.wait_full(tile.pos + j);  // s0[j] is in tensor memory
         twill::tmem_fence_after();
         twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
         // m0_new = rowmax s0, m0 (iteration j)
@@ -1248,14 +1252,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::tmem_to_frag(p0_l0_new_0, sm.tmem_base);
         // l0_new = rowsum p0, l0, alpha0 (iteration j)
         twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
-        sm.ring_acc0_n.wait_full(j - 1);  // acc0_n[j - 1] is in tensor memory
+        sm.ring_acc0_n.wait_full(tile.pos + j - 1);  // acc0_n[j - 1] is in tensor memory
         twill::tmem_fence_after();
         // acc0_r = rescale acc0, alpha0 (iteration j)
         twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0[0]);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc0_n[n - 1]
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
           twill::tmem_fence_before();
@@ -1265,9 +1269,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[n - 1] is ready when the mma is
-            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 2]);  // frees v[n - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + n - 1) % 2]);  // frees v[n - 1] once read
           }
         }
       }
@@ -1315,7 +1319,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s1[0], m1_new[0], alpha1[0], p1[0]
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s1 = mma q1, k (iteration 0)
     {
       twill::tmem_fence_before();
@@ -1325,13 +1329,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::tmem_fence_after();
         #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+          twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
         twill::umma_commit(&sm.ring_s1.full[0]);  // s1[0] is ready when the mma is
-        twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[0] once read
+        twill::umma_commit(&sm.ring_k.empty[(tile.pos) % 2]);  // frees k[0] once read
       }
     }
     twill::TRow<128> s1_m1_new_0;
-    sm.ring_s1.wait_full(0);  // s1[0] is in tensor memory
+    sm.ring_s1.wait_full(tile.pos);  // s1[0] is in tensor memory
     twill::tmem_fence_after();
     twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
     // m1_new = rowmax s1, m1 (iteration 0)
@@ -1351,14 +1355,14 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
       // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
       twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
-      if (j - 2 >= 0) sm.ring_acc1_n.wait_full(j - 2);  // acc1_n[j - 2] is in tensor memory
+      if (j - 2 >= 0) sm.ring_acc1_n.wait_full(tile.pos + j - 2);  // acc1_n[j - 2] is in tensor memory
       twill::tmem_fence_after();
       // acc1_r = rescale acc1, alpha1 (iteration j - 1)
       {
         if (j - 2 >= 0) twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
         else twill::tmem_rescale_const<128>(sm.tmem_base + 384, 0.0f, alpha1[0]);
       }
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
       {
         twill::tmem_fence_before();
@@ -1368,12 +1372,12 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s1.full[0]);  // s1[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
+          twill::umma_commit(&sm.ring_k.empty[(tile.pos + j) % 2]);  // frees k[j] once read
         }
       }
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j - 1)
       {
         twill::tmem_fence_before();
@@ -1383,13 +1387,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[j - 1] is ready when the mma is
-          twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
+          twill::umma_commit(&sm.ring_v.empty[(tile.pos + j - 1) % 2]);  // frees v[j - 1] once read
         }
       }
       twill::TRow<128> s1_m1_new_0;
-      sm.ring_s1.wait_full(j);  // s1[j] is in tensor memory
+      sm.ring_s1.wait_full(tile.pos + j);  // s1[j] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
       // m1_new = rowmax s1, m1 (iteration j)
@@ -1406,11 +1410,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
       // l1_new = rowsum p1, l1, alpha1 (iteration j)
       twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
-      sm.ring_acc1_n.wait_full(j - 1);  // acc1_n[j - 1] is in tensor memory
+      sm.ring_acc1_n.wait_full(tile.pos + j - 1);  // acc1_n[j - 1] is in tensor memory
       twill::tmem_fence_after();
       // acc1_r = rescale acc1, alpha1 (iteration j)
       twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
       {
         twill::tmem_fence_before();
@@ -1420,12 +1424,12 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s1.full[0]);  // s1[j + 1] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[(j + 1) % 2]);  // frees k[j + 1] once read
+          twill::umma_commit(&sm.ring_k.empty[(tile.pos + j + 1) % 2]);  // frees k[j + 1] once read
         }
       }
-      sm.ring_v.wait_full(j);  // v[j] has landed
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j)
       {
         twill::tmem_fence_before();
@@ -1435,13 +1439,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_v.empty[(j) % 2]);  // frees v[j] once read
+          twill::umma_commit(&sm.ring_v.empty[(tile.pos + j) % 2]);  // frees v[j] once read
         }
       }
       twill::TRow<128> s1_m1_new_0;
-      sm.ring_s1.wait_full(j + 1);  // s1[j + 1] is in tensor memory
+      sm.ring_s1.wait_full(tile.pos + j + 1);  // s1[j + 1] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
       // m1_new = rowmax s1, m1 (iteration j + 1)
@@ -1462,11 +1466,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
         // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
         twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
-        sm.ring_acc1_n.wait_full(n - 2);  // acc1_n[n - 2] is in tensor memory
+        sm.ring_acc1_n.wait_full(tile.pos + n - 2);  // acc1_n[n - 2] is in tensor memory
         twill::tmem_fence_after();
         // acc1_r = rescale acc1, alpha1 (iteration n - 1)
         twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
           twill::tmem_fence_before();
@@ -1476,9 +1480,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[n - 1] is ready when the mma is
-            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 2]);  // frees v[n - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + n - 1) % 2]);  // frees v[n - 1] once read
           }
         }
       }
@@ -1490,14 +1494,14 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
         // l1_new = rowsum p1, l1, alpha1 (iteration j - 1)
         twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
-        if (j - 2 >= 0) sm.ring_acc1_n.wait_full(j - 2);  // acc1_n[j - 2] is in tensor memory
+        if (j - 2 >= 0) sm.ring_acc1_n.wait_full(tile.pos + j - 2);  // acc1_n[j - 2] is in tensor memory
         twill::tmem_fence_after();
         // acc1_r = rescale acc1, alpha1 (iteration j - 1)
         {
           if (j - 2 >= 0) twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
           else twill::tmem_rescale_const<128>(sm.tmem_base + 384, 0.0f, alpha1[0]);
         }
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
         {
           twill::tmem_fence_before();
@@ -1507,12 +1511,12 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+              twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
             twill::umma_commit(&sm.ring_s1.full[0]);  // s1[j] is ready when the mma is
-            twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
+            twill::umma_commit(&sm.ring_k.empty[(tile.pos + j) % 2]);  // frees k[j] once read
           }
         }
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration j - 1)
         {
           twill::tmem_fence_before();
@@ -1522,13 +1526,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[j - 1] is ready when the mma is
-            twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + j - 1) % 2]);  // frees v[j - 1] once read
           }
         }
         twill::TRow<128> s1_m1_new_0;
-        sm.ring_s1.wait_full(j);  // s1[j] is in tensor memory
+        sm.ring_s1.wait_full(tile.pos + j);  // s1[j] is in tensor memory
         twill::tmem_fence_after();
         twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
         // m1_new = rowmax s1, m1 (iteration j)
@@ -1546,11 +1550,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
         // l1_new = rowsum p1, l1, alpha1 (iteration n - 1)
         twill::op_rowsum(l1_new[0], p1_l1_new_0, l1_new[0], alpha1[0]);
-        sm.ring_acc1_n.wait_full(n - 2);  // acc1_n[n - 2] is in tensor memory
+        sm.ring_acc1_n.wait_full(tile.pos + n - 2);  // acc1_n[n - 2] is in tensor memory
         twill::tmem_fence_after();
         // acc1_r = rescale acc1, alpha1 (iteration n - 1)
         twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1[0]);
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
           twill::tmem_fence_before();
@@ -1560,9 +1564,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[n - 1] is ready when the mma is
-            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 2]);  // frees v[n - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + n - 1) % 2]);  // frees v[n - 1] once read
           }
         }
       }
@@ -1676,10 +1680,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1916,8 +1922,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.k_batch_group = p.k_batch_group;
   args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

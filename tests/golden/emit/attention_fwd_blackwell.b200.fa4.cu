@@ -64,10 +64,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -101,6 +103,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -744,7 +749,6 @@ static_assert(kRegs_softmax1 <= 255, "role softmax1: 184 registers per thread ex
 static_assert(kRegs_softmax1 >= 24 && kRegs_softmax1 % 8 == 0, "role softmax1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 1 * kRegs_mma + 32 * 4 * kRegs_softmax0 + 32 * 4 * kRegs_correction + 32 * 4 * kRegs_softmax1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 40 + 128 * 184 + 128 * 88 + 128 * 184 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -929,18 +933,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 32768);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 2
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+      const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -948,34 +952,34 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
   }
@@ -989,18 +993,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 32768);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 2
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1025,28 +1029,28 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s1[0], s0[0]
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s1 = mma q1, k (iteration 0)
     {
       if (lane == 0) {
-        sm.ring_s1.wait_empty(0);  // the readers are done with this region
+        sm.ring_s1.wait_empty(tile.pos);  // the readers are done with this region
         twill::tmem_fence_after();
         #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+          twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
         twill::umma_commit(&sm.ring_s1.full[0]);  // s1[0] is ready when the mma is
       }
     }
     // s0 = mma q0, k (iteration 0)
     {
       if (lane == 0) {
-        sm.ring_s0.wait_empty(0);  // the readers are done with this region
+        sm.ring_s0.wait_empty(tile.pos);  // the readers are done with this region
         twill::tmem_fence_after();
         #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
         twill::umma_commit(&sm.ring_s0.full[0]);  // s0[0] is ready when the mma is
-        twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[0] once read
+        twill::umma_commit(&sm.ring_k.empty[(tile.pos) % 2]);  // frees k[0] once read
       }
     }
   }
@@ -1054,28 +1058,28 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   int j = 1;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: s1[j], acc1_n[j - 1], s0[j], acc0_n[j - 1]
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
       {
         if (lane == 0) {
-          sm.ring_s1.wait_empty(j);  // the readers are done with this region
+          sm.ring_s1.wait_empty(tile.pos + j);  // the readers are done with this region
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s1.full[0]);  // s1[j] is ready when the mma is
         }
       }
-      sm.ring_p1.wait_full(j - 1);  // p1[j - 1] is in tensor memory
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
-      sm.ring_acc1_r.wait_full(j - 1);  // acc1_r[j - 1] is in tensor memory
+      sm.ring_p1.wait_full(tile.pos + j - 1);  // p1[j - 1] is in tensor memory
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
+      sm.ring_acc1_r.wait_full(tile.pos + j - 1);  // acc1_r[j - 1] is in tensor memory
       // acc1_n = mma p1, v, acc1_r (iteration j - 1)
       {
         if (lane == 0) {
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[j - 1] is ready when the mma is
           twill::umma_commit(&sm.ring_p1.empty[0]);  // frees p1[j - 1] once read
         }
@@ -1083,53 +1087,53 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       // s0 = mma q0, k (iteration j)
       {
         if (lane == 0) {
-          sm.ring_s0.wait_empty(j);  // the readers are done with this region
+          sm.ring_s0.wait_empty(tile.pos + j);  // the readers are done with this region
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s0.full[0]);  // s0[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
+          twill::umma_commit(&sm.ring_k.empty[(tile.pos + j) % 2]);  // frees k[j] once read
         }
       }
-      sm.ring_p0.wait_full(j - 1);  // p0[j - 1] is in tensor memory
-      sm.ring_acc0_r.wait_full(j - 1);  // acc0_r[j - 1] is in tensor memory
+      sm.ring_p0.wait_full(tile.pos + j - 1);  // p0[j - 1] is in tensor memory
+      sm.ring_acc0_r.wait_full(tile.pos + j - 1);  // acc0_r[j - 1] is in tensor memory
       // acc0_n = mma p0, v, acc0_r (iteration j - 1)
       {
         if (lane == 0) {
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[j - 1] is ready when the mma is
-          twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
+          twill::umma_commit(&sm.ring_v.empty[(tile.pos + j - 1) % 2]);  // frees v[j - 1] once read
           twill::umma_commit(&sm.ring_p0.empty[0]);  // frees p0[j - 1] once read
         }
       }
     }
     {  // steady window J = j + 1: s1[j + 1], acc1_n[j], s0[j + 1], acc0_n[j]
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
       {
         if (lane == 0) {
-          sm.ring_s1.wait_empty(j + 1);  // the readers are done with this region
+          sm.ring_s1.wait_empty(tile.pos + j + 1);  // the readers are done with this region
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s1.full[0]);  // s1[j + 1] is ready when the mma is
         }
       }
-      sm.ring_p1.wait_full(j);  // p1[j] is in tensor memory
-      sm.ring_v.wait_full(j);  // v[j] has landed
-      sm.ring_acc1_r.wait_full(j);  // acc1_r[j] is in tensor memory
+      sm.ring_p1.wait_full(tile.pos + j);  // p1[j] is in tensor memory
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
+      sm.ring_acc1_r.wait_full(tile.pos + j);  // acc1_r[j] is in tensor memory
       // acc1_n = mma p1, v, acc1_r (iteration j)
       {
         if (lane == 0) {
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[j] is ready when the mma is
           twill::umma_commit(&sm.ring_p1.empty[0]);  // frees p1[j] once read
         }
@@ -1137,26 +1141,26 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       // s0 = mma q0, k (iteration j + 1)
       {
         if (lane == 0) {
-          sm.ring_s0.wait_empty(j + 1);  // the readers are done with this region
+          sm.ring_s0.wait_empty(tile.pos + j + 1);  // the readers are done with this region
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s0.full[0]);  // s0[j + 1] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[(j + 1) % 2]);  // frees k[j + 1] once read
+          twill::umma_commit(&sm.ring_k.empty[(tile.pos + j + 1) % 2]);  // frees k[j + 1] once read
         }
       }
-      sm.ring_p0.wait_full(j);  // p0[j] is in tensor memory
-      sm.ring_acc0_r.wait_full(j);  // acc0_r[j] is in tensor memory
+      sm.ring_p0.wait_full(tile.pos + j);  // p0[j] is in tensor memory
+      sm.ring_acc0_r.wait_full(tile.pos + j);  // acc0_r[j] is in tensor memory
       // acc0_n = mma p0, v, acc0_r (iteration j)
       {
         if (lane == 0) {
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
           twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_v.empty[(j) % 2]);  // frees v[j] once read
+          twill::umma_commit(&sm.ring_v.empty[(tile.pos + j) % 2]);  // frees v[j] once read
           twill::umma_commit(&sm.ring_p0.empty[0]);  // frees p0[j] once read
         }
       }
@@ -1166,31 +1170,31 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc1_n[n - 1], acc0_n[n - 1]
-        sm.ring_p1.wait_full(n - 1);  // p1[n - 1] is in tensor memory
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
-        sm.ring_acc1_r.wait_full(n - 1);  // acc1_r[n - 1] is in tensor memory
+        sm.ring_p1.wait_full(tile.pos + n - 1);  // p1[n - 1] is in tensor memory
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
+        sm.ring_acc1_r.wait_full(tile.pos + n - 1);  // acc1_r[n - 1] is in tensor memory
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
           if (lane == 0) {
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[n - 1] is ready when the mma is
             twill::umma_commit(&sm.ring_p1.empty[0]);  // frees p1[n - 1] once read
           }
         }
-        sm.ring_p0.wait_full(n - 1);  // p0[n - 1] is in tensor memory
-        sm.ring_acc0_r.wait_full(n - 1);  // acc0_r[n - 1] is in tensor memory
+        sm.ring_p0.wait_full(tile.pos + n - 1);  // p0[n - 1] is in tensor memory
+        sm.ring_acc0_r.wait_full(tile.pos + n - 1);  // acc0_r[n - 1] is in tensor memory
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
           if (lane == 0) {
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[n - 1] is ready when the mma is
-            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 2]);  // frees v[n - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + n - 1) % 2]);  // frees v[n - 1] once read
             twill::umma_commit(&sm.ring_p0.empty[0]);  // frees p0[n - 1] once read
           }
         }
@@ -1199,28 +1203,28 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
     }
     case 1: {
       {  // steady window J = j: s1[j], acc1_n[j - 1], s0[j], acc0_n[j - 1]
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
         {
           if (lane == 0) {
-            sm.ring_s1.wait_empty(j);  // the readers are done with this region
+            sm.ring_s1.wait_empty(tile.pos + j);  // the readers are done with this region
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+              twill::umma_ss(sm.tmem_base + 256, twill::desc_kmajor<__half, 128, 128>(sm.in_q1[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
             twill::umma_commit(&sm.ring_s1.full[0]);  // s1[j] is ready when the mma is
           }
         }
-        sm.ring_p1.wait_full(j - 1);  // p1[j - 1] is in tensor memory
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
-        sm.ring_acc1_r.wait_full(j - 1);  // acc1_r[j - 1] is in tensor memory
+        sm.ring_p1.wait_full(tile.pos + j - 1);  // p1[j - 1] is in tensor memory
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
+        sm.ring_acc1_r.wait_full(tile.pos + j - 1);  // acc1_r[j - 1] is in tensor memory
         // acc1_n = mma p1, v, acc1_r (iteration j - 1)
         {
           if (lane == 0) {
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[j - 1] is ready when the mma is
             twill::umma_commit(&sm.ring_p1.empty[0]);  // frees p1[j - 1] once read
           }
@@ -1228,57 +1232,57 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
         // s0 = mma q0, k (iteration j)
         {
           if (lane == 0) {
-            sm.ring_s0.wait_empty(j);  // the readers are done with this region
+            sm.ring_s0.wait_empty(tile.pos + j);  // the readers are done with this region
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
+              twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 128>(sm.in_q0[ib], 0, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 128, false, false, false>(), kk > 0);
             twill::umma_commit(&sm.ring_s0.full[0]);  // s0[j] is ready when the mma is
-            twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
+            twill::umma_commit(&sm.ring_k.empty[(tile.pos + j) % 2]);  // frees k[j] once read
           }
         }
-        sm.ring_p0.wait_full(j - 1);  // p0[j - 1] is in tensor memory
-        sm.ring_acc0_r.wait_full(j - 1);  // acc0_r[j - 1] is in tensor memory
+        sm.ring_p0.wait_full(tile.pos + j - 1);  // p0[j - 1] is in tensor memory
+        sm.ring_acc0_r.wait_full(tile.pos + j - 1);  // acc0_r[j - 1] is in tensor memory
         // acc0_n = mma p0, v, acc0_r (iteration j - 1)
         {
           if (lane == 0) {
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[j - 1] is ready when the mma is
-            twill::umma_commit(&sm.ring_v.empty[(j - 1) % 2]);  // frees v[j - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + j - 1) % 2]);  // frees v[j - 1] once read
             twill::umma_commit(&sm.ring_p0.empty[0]);  // frees p0[j - 1] once read
           }
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc1_n[n - 1], acc0_n[n - 1]
-        sm.ring_p1.wait_full(n - 1);  // p1[n - 1] is in tensor memory
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
-        sm.ring_acc1_r.wait_full(n - 1);  // acc1_r[n - 1] is in tensor memory
+        sm.ring_p1.wait_full(tile.pos + n - 1);  // p1[n - 1] is in tensor memory
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
+        sm.ring_acc1_r.wait_full(tile.pos + n - 1);  // acc1_r[n - 1] is in tensor memory
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
           if (lane == 0) {
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 384, sm.tmem_base + 256 + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc1_n.full[0]);  // acc1_n[n - 1] is ready when the mma is
             twill::umma_commit(&sm.ring_p1.empty[0]);  // frees p1[n - 1] once read
           }
         }
-        sm.ring_p0.wait_full(n - 1);  // p0[n - 1] is in tensor memory
-        sm.ring_acc0_r.wait_full(n - 1);  // acc0_r[n - 1] is in tensor memory
+        sm.ring_p0.wait_full(tile.pos + n - 1);  // p0[n - 1] is in tensor memory
+        sm.ring_acc0_r.wait_full(tile.pos + n - 1);  // acc0_r[n - 1] is in tensor memory
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
           if (lane == 0) {
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 128, false, false, true>(), 1);
             twill::umma_commit(&sm.ring_acc0_n.full[0]);  // acc0_n[n - 1] is ready when the mma is
-            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 2]);  // frees v[n - 1] once read
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + n - 1) % 2]);  // frees v[n - 1] once read
             twill::umma_commit(&sm.ring_p0.empty[0]);  // frees p0[n - 1] once read
           }
         }
@@ -1310,24 +1314,24 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): m0_new[0], alpha0[0], p0[0]
     twill::TRow<128> s0_m0_new_0;
-    sm.ring_s0.wait_full(0);  // s0[0] is in tensor memory
+    sm.ring_s0.wait_full(tile.pos);  // s0[0] is in tensor memory
     twill::tmem_fence_after();
     twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
     // m0_new = rowmax s0, m0 (iteration 0)
     twill::op_rowmax(m0_new[0], s0_m0_new_0, m0_new[1]);
     // alpha0 = exp2 m0, m0_new (iteration 0)
     twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
-    sm.ring_alpha0.wait_empty(0);  // hand alpha0[0] to correction
+    sm.ring_alpha0.wait_empty(tile.pos);  // hand alpha0[0] to correction
     twill::frag_to_buffer(sm.stage_alpha0[0], alpha0[0], 0, 0);
-    sm.ring_alpha0.arrive_full(0);
+    sm.ring_alpha0.arrive_full(tile.pos);
     twill::TRow16<128, __half> p0_out;
     // p0 = exp2 s0, m0_new (iteration 0)
     twill::op_exp2(p0_out, s0_m0_new_0, m0_new[0], args.exp2_scale);
     twill::frag_to_tmem(sm.tmem_base, p0_out);
     twill::tmem_fence_before();
-    sm.ring_p0.arrive_full(0);  // p0[0] is in tensor memory
+    sm.ring_p0.arrive_full(tile.pos);  // p0[0] is in tensor memory
     twill::tmem_fence_before();
-    sm.ring_s0.release_by_warp(0);  // release s0[0]
+    sm.ring_s0.release_by_warp(tile.pos);  // release s0[0]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
@@ -1338,24 +1342,24 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
       twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
       twill::TRow<128> s0_m0_new_0;
-      sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
+      sm.ring_s0.wait_full(tile.pos + j);  // s0[j] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
       // m0_new = rowmax s0, m0 (iteration j)
       twill::op_rowmax(m0_new[1], s0_m0_new_0, m0_new[0]);
       // alpha0 = exp2 m0, m0_new (iteration j)
       twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
-      sm.ring_alpha0.wait_empty(j);  // hand alpha0[j] to correction
+      sm.ring_alpha0.wait_empty(tile.pos + j);  // hand alpha0[j] to correction
       twill::frag_to_buffer(sm.stage_alpha0[0], alpha0[0], 0, 0);
-      sm.ring_alpha0.arrive_full(j);
+      sm.ring_alpha0.arrive_full(tile.pos + j);
       twill::TRow16<128, __half> p0_out;
       // p0 = exp2 s0, m0_new (iteration j)
       twill::op_exp2(p0_out, s0_m0_new_0, m0_new[1], args.exp2_scale);
       twill::frag_to_tmem(sm.tmem_base, p0_out);
       twill::tmem_fence_before();
-      sm.ring_p0.arrive_full(j);  // p0[j] is in tensor memory
+      sm.ring_p0.arrive_full(tile.pos + j);  // p0[j] is in tensor memory
       twill::tmem_fence_before();
-      sm.ring_s0.release_by_warp(j);  // release s0[j]
+      sm.ring_s0.release_by_warp(tile.pos + j);  // release s0[j]
     }
     {  // steady window J = j + 1: l0_new[j], m0_new[j + 1], alpha0[j + 1], p0[j + 1]
       twill::TRow16<128, __half> p0_l0_new_0;
@@ -1363,24 +1367,24 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // l0_new = rowsum p0, l0, alpha0 (iteration j)
       twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
       twill::TRow<128> s0_m0_new_0;
-      sm.ring_s0.wait_full(j + 1);  // s0[j + 1] is in tensor memory
+      sm.ring_s0.wait_full(tile.pos + j + 1);  // s0[j + 1] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
       // m0_new = rowmax s0, m0 (iteration j + 1)
       twill::op_rowmax(m0_new[0], s0_m0_new_0, m0_new[1]);
       // alpha0 = exp2 m0, m0_new (iteration j + 1)
       twill::op_exp2(alpha0[0], m0_new[1], m0_new[0], args.exp2_scale);
-      sm.ring_alpha0.wait_empty(j + 1);  // hand alpha0[j + 1] to correction
+      sm.ring_alpha0.wait_empty(tile.pos + j + 1);  // hand alpha0[j + 1] to correction
       twill::frag_to_buffer(sm.stage_alpha0[0], alpha0[0], 0, 0);
-      sm.ring_alpha0.arrive_full(j + 1);
+      sm.ring_alpha0.arrive_full(tile.pos + j + 1);
       twill::TRow16<128, __half> p0_out;
       // p0 = exp2 s0, m0_new (iteration j + 1)
       twill::op_exp2(p0_out, s0_m0_new_0, m0_new[0], args.exp2_scale);
       twill::frag_to_tmem(sm.tmem_base, p0_out);
       twill::tmem_fence_before();
-      sm.ring_p0.arrive_full(j + 1);  // p0[j + 1] is in tensor memory
+      sm.ring_p0.arrive_full(tile.pos + j + 1);  // p0[j + 1] is in tensor memory
       twill::tmem_fence_before();
-      sm.ring_s0.release_by_warp(j + 1);  // release s0[j + 1]
+      sm.ring_s0.release_by_warp(tile.pos + j + 1);  // release s0[j + 1]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -1401,24 +1405,24 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
         twill::op_rowsum(l0_new[0], p0_l0_new_0, l0_new[0], alpha0[0]);
         twill::TRow<128> s0_m0_new_0;
-        sm.ring_s0.wait_full(j);  // s0[j] is in tensor memory
+        sm.ring_s0.wait_full(tile.pos + j);  // s0[j] is in tensor memory
         twill::tmem_fence_after();
         twill::tmem_to_frag(s0_m0_new_0, sm.tmem_base);
         // m0_new = rowmax s0, m0 (iteration j)
         twill::op_rowmax(m0_new[1], s0_m0_new_0, m0_new[0]);
         // alpha0 = exp2 m0, m0_new (iteration j)
         twill::op_exp2(alpha0[0], m0_new[0], m0_new[1], args.exp2_scale);
-        sm.ring_alpha0.wait_empty(j);  // hand alpha0[j] to correction
+        sm.ring_alpha0.wait_empty(tile.pos + j);  // hand alpha0[j] to correction
         twill::frag_to_buffer(sm.stage_alpha0[0], alpha0[0], 0, 0);
-        sm.ring_alpha0.arrive_full(j);
+        sm.ring_alpha0.arrive_full(tile.pos + j);
         twill::TRow16<128, __half> p0_out;
         // p0 = exp2 s0, m0_new (iteration j)
         twill::op_exp2(p0_out, s0_m0_new_0, m0_new[1], args.exp2_scale);
         twill::frag_to_tmem(sm.tmem_base, p0_out);
         twill::tmem_fence_before();
-        sm.ring_p0.arrive_full(j);  // p0[j] is in tensor memory
+        sm.ring_p0.arrive_full(tile.pos + j);  // p0[j] is in tensor memory
         twill::tmem_fence_before();
-        sm.ring_s0.release_by_warp(j);  // release s0[j]
+        sm.ring_s0.release_by_warp(tile.pos + j);  // release s0[j]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): l0_new[n - 1]
@@ -1461,21 +1465,21 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
   (void)wgi;
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): acc1_r[0]
-    sm.ring_alpha1.wait_full(0);  // alpha1[0] is staged
+    sm.ring_alpha1.wait_full(tile.pos);  // alpha1[0] is staged
     const twill::RowsView<float> alpha1_acc1_r_1{sm.stage_alpha1[0], 0};
     // acc1_r = rescale acc1, alpha1 (iteration 0)
     twill::tmem_rescale_const<128>(sm.tmem_base + 384, 0.0f, alpha1_acc1_r_1);
     twill::tmem_fence_before();
-    sm.ring_acc1_r.arrive_full(0);  // acc1_r[0] is in tensor memory
-    sm.ring_alpha1.release_by_warp(0);  // release alpha1[0]
+    sm.ring_acc1_r.arrive_full(tile.pos);  // acc1_r[0] is in tensor memory
+    sm.ring_alpha1.release_by_warp(tile.pos);  // release alpha1[0]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: acc0_r[j - 1], acc1_r[j]
-      if (j - 2 >= 0) sm.ring_acc0_n.wait_full(j - 2);  // acc0_n[j - 2] is in tensor memory
+      if (j - 2 >= 0) sm.ring_acc0_n.wait_full(tile.pos + j - 2);  // acc0_n[j - 2] is in tensor memory
       twill::tmem_fence_after();
-      sm.ring_alpha0.wait_full(j - 1);  // alpha0[j - 1] is staged
+      sm.ring_alpha0.wait_full(tile.pos + j - 1);  // alpha0[j - 1] is staged
       const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
       // acc0_r = rescale acc0, alpha0 (iteration j - 1)
       {
@@ -1483,60 +1487,60 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
         else twill::tmem_rescale_const<128>(sm.tmem_base + 128, 0.0f, alpha0_acc0_r_1);
       }
       twill::tmem_fence_before();
-      sm.ring_acc0_r.arrive_full(j - 1);  // acc0_r[j - 1] is in tensor memory
-      sm.ring_alpha0.release_by_warp(j - 1);  // release alpha0[j - 1]
-      sm.ring_acc1_n.wait_full(j - 1);  // acc1_n[j - 1] is in tensor memory
+      sm.ring_acc0_r.arrive_full(tile.pos + j - 1);  // acc0_r[j - 1] is in tensor memory
+      sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // release alpha0[j - 1]
+      sm.ring_acc1_n.wait_full(tile.pos + j - 1);  // acc1_n[j - 1] is in tensor memory
       twill::tmem_fence_after();
-      sm.ring_alpha1.wait_full(j);  // alpha1[j] is staged
+      sm.ring_alpha1.wait_full(tile.pos + j);  // alpha1[j] is staged
       const twill::RowsView<float> alpha1_acc1_r_1{sm.stage_alpha1[0], 0};
       // acc1_r = rescale acc1, alpha1 (iteration j)
       twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1_acc1_r_1);
       twill::tmem_fence_before();
-      sm.ring_acc1_r.arrive_full(j);  // acc1_r[j] is in tensor memory
-      sm.ring_alpha1.release_by_warp(j);  // release alpha1[j]
+      sm.ring_acc1_r.arrive_full(tile.pos + j);  // acc1_r[j] is in tensor memory
+      sm.ring_alpha1.release_by_warp(tile.pos + j);  // release alpha1[j]
     }
     {  // steady window J = j + 1: acc0_r[j], acc1_r[j + 1]
-      sm.ring_acc0_n.wait_full(j - 1);  // acc0_n[j - 1] is in tensor memory
+      sm.ring_acc0_n.wait_full(tile.pos + j - 1);  // acc0_n[j - 1] is in tensor memory
       twill::tmem_fence_after();
-      sm.ring_alpha0.wait_full(j);  // alpha0[j] is staged
+      sm.ring_alpha0.wait_full(tile.pos + j);  // alpha0[j] is staged
       const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
       twill::tmem_fence_before();
-      sm.ring_acc0_r.arrive_full(j);  // acc0_r[j] is in tensor memory
-      sm.ring_alpha0.release_by_warp(j);  // release alpha0[j]
-      sm.ring_acc1_n.wait_full(j);  // acc1_n[j] is in tensor memory
+      sm.ring_acc0_r.arrive_full(tile.pos + j);  // acc0_r[j] is in tensor memory
+      sm.ring_alpha0.release_by_warp(tile.pos + j);  // release alpha0[j]
+      sm.ring_acc1_n.wait_full(tile.pos + j);  // acc1_n[j] is in tensor memory
       twill::tmem_fence_after();
-      sm.ring_alpha1.wait_full(j + 1);  // alpha1[j + 1] is staged
+      sm.ring_alpha1.wait_full(tile.pos + j + 1);  // alpha1[j + 1] is staged
       const twill::RowsView<float> alpha1_acc1_r_1{sm.stage_alpha1[0], 0};
       // acc1_r = rescale acc1, alpha1 (iteration j + 1)
       twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1_acc1_r_1);
       twill::tmem_fence_before();
-      sm.ring_acc1_r.arrive_full(j + 1);  // acc1_r[j + 1] is in tensor memory
-      sm.ring_alpha1.release_by_warp(j + 1);  // release alpha1[j + 1]
+      sm.ring_acc1_r.arrive_full(tile.pos + j + 1);  // acc1_r[j + 1] is in tensor memory
+      sm.ring_alpha1.release_by_warp(tile.pos + j + 1);  // release alpha1[j + 1]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc0_r[n - 1]
-        sm.ring_acc0_n.wait_full(n - 2);  // acc0_n[n - 2] is in tensor memory
+        sm.ring_acc0_n.wait_full(tile.pos + n - 2);  // acc0_n[n - 2] is in tensor memory
         twill::tmem_fence_after();
-        sm.ring_alpha0.wait_full(n - 1);  // alpha0[n - 1] is staged
+        sm.ring_alpha0.wait_full(tile.pos + n - 1);  // alpha0[n - 1] is staged
         const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
         twill::tmem_fence_before();
-        sm.ring_acc0_r.arrive_full(n - 1);  // acc0_r[n - 1] is in tensor memory
-        sm.ring_alpha0.release_by_warp(n - 1);  // release alpha0[n - 1]
+        sm.ring_acc0_r.arrive_full(tile.pos + n - 1);  // acc0_r[n - 1] is in tensor memory
+        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // release alpha0[n - 1]
       }
       break;
     }
     case 1: {
       {  // steady window J = j: acc0_r[j - 1], acc1_r[j]
-        if (j - 2 >= 0) sm.ring_acc0_n.wait_full(j - 2);  // acc0_n[j - 2] is in tensor memory
+        if (j - 2 >= 0) sm.ring_acc0_n.wait_full(tile.pos + j - 2);  // acc0_n[j - 2] is in tensor memory
         twill::tmem_fence_after();
-        sm.ring_alpha0.wait_full(j - 1);  // alpha0[j - 1] is staged
+        sm.ring_alpha0.wait_full(tile.pos + j - 1);  // alpha0[j - 1] is staged
         const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
         // acc0_r = rescale acc0, alpha0 (iteration j - 1)
         {
@@ -1544,29 +1548,29 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
           else twill::tmem_rescale_const<128>(sm.tmem_base + 128, 0.0f, alpha0_acc0_r_1);
         }
         twill::tmem_fence_before();
-        sm.ring_acc0_r.arrive_full(j - 1);  // acc0_r[j - 1] is in tensor memory
-        sm.ring_alpha0.release_by_warp(j - 1);  // release alpha0[j - 1]
-        sm.ring_acc1_n.wait_full(j - 1);  // acc1_n[j - 1] is in tensor memory
+        sm.ring_acc0_r.arrive_full(tile.pos + j - 1);  // acc0_r[j - 1] is in tensor memory
+        sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // release alpha0[j - 1]
+        sm.ring_acc1_n.wait_full(tile.pos + j - 1);  // acc1_n[j - 1] is in tensor memory
         twill::tmem_fence_after();
-        sm.ring_alpha1.wait_full(j);  // alpha1[j] is staged
+        sm.ring_alpha1.wait_full(tile.pos + j);  // alpha1[j] is staged
         const twill::RowsView<float> alpha1_acc1_r_1{sm.stage_alpha1[0], 0};
         // acc1_r = rescale acc1, alpha1 (iteration j)
         twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1_acc1_r_1);
         twill::tmem_fence_before();
-        sm.ring_acc1_r.arrive_full(j);  // acc1_r[j] is in tensor memory
-        sm.ring_alpha1.release_by_warp(j);  // release alpha1[j]
+        sm.ring_acc1_r.arrive_full(tile.pos + j);  // acc1_r[j] is in tensor memory
+        sm.ring_alpha1.release_by_warp(tile.pos + j);  // release alpha1[j]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc0_r[n - 1]
-        sm.ring_acc0_n.wait_full(n - 2);  // acc0_n[n - 2] is in tensor memory
+        sm.ring_acc0_n.wait_full(tile.pos + n - 2);  // acc0_n[n - 2] is in tensor memory
         twill::tmem_fence_after();
-        sm.ring_alpha0.wait_full(n - 1);  // alpha0[n - 1] is staged
+        sm.ring_alpha0.wait_full(tile.pos + n - 1);  // alpha0[n - 1] is staged
         const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
         twill::tmem_fence_before();
-        sm.ring_acc0_r.arrive_full(n - 1);  // acc0_r[n - 1] is in tensor memory
-        sm.ring_alpha0.release_by_warp(n - 1);  // release alpha0[n - 1]
+        sm.ring_acc0_r.arrive_full(tile.pos + n - 1);  // acc0_r[n - 1] is in tensor memory
+        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // release alpha0[n - 1]
       }
       break;
     }
@@ -1592,24 +1596,24 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): m1_new[0], alpha1[0], p1[0], l1_new[0]
     twill::TRow<128> s1_m1_new_0;
-    sm.ring_s1.wait_full(0);  // s1[0] is in tensor memory
+    sm.ring_s1.wait_full(tile.pos);  // s1[0] is in tensor memory
     twill::tmem_fence_after();
     twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
     // m1_new = rowmax s1, m1 (iteration 0)
     twill::op_rowmax(m1_new[0], s1_m1_new_0, m1_new[1]);
     // alpha1 = exp2 m1, m1_new (iteration 0)
     twill::op_exp2(alpha1[0], m1_new[1], m1_new[0], args.exp2_scale);
-    sm.ring_alpha1.wait_empty(0);  // hand alpha1[0] to correction
+    sm.ring_alpha1.wait_empty(tile.pos);  // hand alpha1[0] to correction
     twill::frag_to_buffer(sm.stage_alpha1[0], alpha1[0], 0, 0);
-    sm.ring_alpha1.arrive_full(0);
+    sm.ring_alpha1.arrive_full(tile.pos);
     twill::TRow16<128, __half> p1_out;
     // p1 = exp2 s1, m1_new (iteration 0)
     twill::op_exp2(p1_out, s1_m1_new_0, m1_new[0], args.exp2_scale);
     twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
     twill::tmem_fence_before();
-    sm.ring_p1.arrive_full(0);  // p1[0] is in tensor memory
+    sm.ring_p1.arrive_full(tile.pos);  // p1[0] is in tensor memory
     twill::tmem_fence_before();
-    sm.ring_s1.release_by_warp(0);  // release s1[0]
+    sm.ring_s1.release_by_warp(tile.pos);  // release s1[0]
     twill::TRow16<128, __half> p1_l1_new_0;
     twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
     // l1_new = rowsum p1, l1, alpha1 (iteration 0)
@@ -1620,24 +1624,24 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: m1_new[j], alpha1[j], p1[j], l1_new[j]
       twill::TRow<128> s1_m1_new_0;
-      sm.ring_s1.wait_full(j);  // s1[j] is in tensor memory
+      sm.ring_s1.wait_full(tile.pos + j);  // s1[j] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
       // m1_new = rowmax s1, m1 (iteration j)
       twill::op_rowmax(m1_new[1], s1_m1_new_0, m1_new[0]);
       // alpha1 = exp2 m1, m1_new (iteration j)
       twill::op_exp2(alpha1[0], m1_new[0], m1_new[1], args.exp2_scale);
-      sm.ring_alpha1.wait_empty(j);  // hand alpha1[j] to correction
+      sm.ring_alpha1.wait_empty(tile.pos + j);  // hand alpha1[j] to correction
       twill::frag_to_buffer(sm.stage_alpha1[0], alpha1[0], 0, 0);
-      sm.ring_alpha1.arrive_full(j);
+      sm.ring_alpha1.arrive_full(tile.pos + j);
       twill::TRow16<128, __half> p1_out;
       // p1 = exp2 s1, m1_new (iteration j)
       twill::op_exp2(p1_out, s1_m1_new_0, m1_new[1], args.exp2_scale);
       twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
       twill::tmem_fence_before();
-      sm.ring_p1.arrive_full(j);  // p1[j] is in tensor memory
+      sm.ring_p1.arrive_full(tile.pos + j);  // p1[j] is in tensor memory
       twill::tmem_fence_before();
-      sm.ring_s1.release_by_warp(j);  // release s1[j]
+      sm.ring_s1.release_by_warp(tile.pos + j);  // release s1[j]
       twill::TRow16<128, __half> p1_l1_new_0;
       twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
       // l1_new = rowsum p1, l1, alpha1 (iteration j)
@@ -1645,24 +1649,24 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
     }
     {  // steady window J = j + 1: m1_new[j + 1], alpha1[j + 1], p1[j + 1], l1_new[j + 1]
       twill::TRow<128> s1_m1_new_0;
-      sm.ring_s1.wait_full(j + 1);  // s1[j + 1] is in tensor memory
+      sm.ring_s1.wait_full(tile.pos + j + 1);  // s1[j + 1] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
       // m1_new = rowmax s1, m1 (iteration j + 1)
       twill::op_rowmax(m1_new[0], s1_m1_new_0, m1_new[1]);
       // alpha1 = exp2 m1, m1_new (iteration j + 1)
       twill::op_exp2(alpha1[0], m1_new[1], m1_new[0], args.exp2_scale);
-      sm.ring_alpha1.wait_empty(j + 1);  // hand alpha1[j + 1] to correction
+      sm.ring_alpha1.wait_empty(tile.pos + j + 1);  // hand alpha1[j + 1] to correction
       twill::frag_to_buffer(sm.stage_alpha1[0], alpha1[0], 0, 0);
-      sm.ring_alpha1.arrive_full(j + 1);
+      sm.ring_alpha1.arrive_full(tile.pos + j + 1);
       twill::TRow16<128, __half> p1_out;
       // p1 = exp2 s1, m1_new (iteration j + 1)
       twill::op_exp2(p1_out, s1_m1_new_0, m1_new[0], args.exp2_scale);
       twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
       twill::tmem_fence_before();
-      sm.ring_p1.arrive_full(j + 1);  // p1[j + 1] is in tensor memory
+      sm.ring_p1.arrive_full(tile.pos + j + 1);  // p1[j + 1] is in tensor memory
       twill::tmem_fence_before();
-      sm.ring_s1.release_by_warp(j + 1);  // release s1[j + 1]
+      sm.ring_s1.release_by_warp(tile.pos + j + 1);  // release s1[j + 1]
       twill::TRow16<128, __half> p1_l1_new_0;
       twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
       // l1_new = rowsum p1, l1, alpha1 (iteration j + 1)
@@ -1679,24 +1683,24 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
     case 1: {
       {  // steady window J = j: m1_new[j], alpha1[j], p1[j], l1_new[j]
         twill::TRow<128> s1_m1_new_0;
-        sm.ring_s1.wait_full(j);  // s1[j] is in tensor memory
+        sm.ring_s1.wait_full(tile.pos + j);  // s1[j] is in tensor memory
         twill::tmem_fence_after();
         twill::tmem_to_frag(s1_m1_new_0, sm.tmem_base + 256);
         // m1_new = rowmax s1, m1 (iteration j)
         twill::op_rowmax(m1_new[1], s1_m1_new_0, m1_new[0]);
         // alpha1 = exp2 m1, m1_new (iteration j)
         twill::op_exp2(alpha1[0], m1_new[0], m1_new[1], args.exp2_scale);
-        sm.ring_alpha1.wait_empty(j);  // hand alpha1[j] to correction
+        sm.ring_alpha1.wait_empty(tile.pos + j);  // hand alpha1[j] to correction
         twill::frag_to_buffer(sm.stage_alpha1[0], alpha1[0], 0, 0);
-        sm.ring_alpha1.arrive_full(j);
+        sm.ring_alpha1.arrive_full(tile.pos + j);
         twill::TRow16<128, __half> p1_out;
         // p1 = exp2 s1, m1_new (iteration j)
         twill::op_exp2(p1_out, s1_m1_new_0, m1_new[1], args.exp2_scale);
         twill::frag_to_tmem(sm.tmem_base + 256, p1_out);
         twill::tmem_fence_before();
-        sm.ring_p1.arrive_full(j);  // p1[j] is in tensor memory
+        sm.ring_p1.arrive_full(tile.pos + j);  // p1[j] is in tensor memory
         twill::tmem_fence_before();
-        sm.ring_s1.release_by_warp(j);  // release s1[j]
+        sm.ring_s1.release_by_warp(tile.pos + j);  // release s1[j]
         twill::TRow16<128, __half> p1_l1_new_0;
         twill::tmem_to_frag(p1_l1_new_0, sm.tmem_base + 256);
         // l1_new = rowsum p1, l1, alpha1 (iteration j)
@@ -1820,10 +1824,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -2057,8 +2063,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.k_batch_group = p.k_batch_group;
   args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -1028,7 +1033,6 @@ static_assert(kRegs_consumer1 <= 255, "role consumer1: 240 registers per thread 
 static_assert(kRegs_consumer1 >= 24 && kRegs_consumer1 % 8 == 0, "role consumer1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_consumer1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 240 + 128 * 240 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1211,16 +1215,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], vt[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 16384);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 0;  // load vt of iteration it into slot it % 2
-      sm.ring_vt.wait_empty(it);
-      sm.ring_vt.expect_full(it, 16384);
-      twill::tma_load(sm.ld_vt[it % 2], tm.vt, &sm.ring_vt.full[it % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
+      const int it = 0;  // load vt of iteration it into the slot of ring position tile.pos + it
+      sm.ring_vt.wait_empty(tile.pos + it);
+      sm.ring_vt.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_vt[(tile.pos + it) % 2], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1228,30 +1232,30 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j], vt[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 16384);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j;  // load vt of iteration it into slot it % 2
-        sm.ring_vt.wait_empty(it);
-        sm.ring_vt.expect_full(it, 16384);
-        twill::tma_load(sm.ld_vt[it % 2], tm.vt, &sm.ring_vt.full[it % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
+        const int it = j;  // load vt of iteration it into the slot of ring position tile.pos + it
+        sm.ring_vt.wait_empty(tile.pos + it);
+        sm.ring_vt.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_vt[(tile.pos + it) % 2], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
       }
     }
     {  // steady window J = j + 1: k[j + 1], vt[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 16384);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load vt of iteration it into slot it % 2
-        sm.ring_vt.wait_empty(it);
-        sm.ring_vt.expect_full(it, 16384);
-        twill::tma_load(sm.ld_vt[it % 2], tm.vt, &sm.ring_vt.full[it % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
+        const int it = j + 1;  // load vt of iteration it into the slot of ring position tile.pos + it
+        sm.ring_vt.wait_empty(tile.pos + it);
+        sm.ring_vt.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_vt[(tile.pos + it) % 2], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
       }
     }
   }
@@ -1265,16 +1269,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], vt[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 16384);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 16384);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load vt of iteration it into slot it % 2
-          sm.ring_vt.wait_empty(it);
-          sm.ring_vt.expect_full(it, 16384);
-          twill::tma_load(sm.ld_vt[it % 2], tm.vt, &sm.ring_vt.full[it % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
+          const int it = j;  // load vt of iteration it into the slot of ring position tile.pos + it
+          sm.ring_vt.wait_empty(tile.pos + it);
+          sm.ring_vt.expect_full(tile.pos + it, 16384);
+          twill::tma_load(sm.ld_vt[(tile.pos + it) % 2], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1313,7 +1317,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s0[0], m0_new[0], alpha0[0], p0[0]
     twill::named_sync(2, 256);  // our turn on the tensor core
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s0 = mma q0, k (iteration 0)
     {
       twill::fence_frag(s0[0]);
@@ -1322,7 +1326,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n128k32_ss_f8e4m3(s0[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[0], 0, 32 * kk), kk > 0);
+          twill::wgmma_m64n128k32_ss_f8e4m3(s0[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 32 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1345,15 +1349,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc0_n[0]);
       twill::fence_frag(p0[0]);
       twill::fence_frag(p0[1]);
-      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      if (j - 2 >= 0) sm.ring_vt.release_by_warp(j - 2);  // release vt[j - 2]
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+      if (j - 2 >= 0) sm.ring_vt.release_by_warp(tile.pos + j - 2);  // release vt[j - 2]
       // acc0_r is computed in the registers of acc0_n, which accumulates it in place
       // acc0_r = rescale acc0, alpha0 (iteration j - 1)
       twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
       // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
       twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
       twill::named_sync(2, 256);  // our turn on the tensor core
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
         twill::fence_frag(s0[0]);
@@ -1362,11 +1366,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k32_ss_f8e4m3(s0[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(j) % 2], 0, 32 * kk), kk > 0);
+            twill::wgmma_m64n128k32_ss_f8e4m3(s0[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 32 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
-      sm.ring_vt.wait_full(j - 1);  // vt[j - 1] has landed
+      sm.ring_vt.wait_full(tile.pos + j - 1);  // vt[j - 1] has landed
       // acc0_n = mma p0, vt, acc0_r (iteration j - 1)
       {
         twill::FragA8<1, 128> acc0_n_a8;
@@ -1378,7 +1382,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k32_rs_f8e4m3(acc0_n[0].x[mb], &acc0_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(j - 1) % 2], 0, 32 * kk), 1);
+            twill::wgmma_m64n128k32_rs_f8e4m3(acc0_n[0].x[mb], &acc0_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(tile.pos + j - 1) % 2], 0, 32 * kk), 1);
         }
         twill::wgmma_commit();
       }
@@ -1397,15 +1401,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc0_n[0]);
       twill::fence_frag(p0[0]);
       twill::fence_frag(p0[1]);
-      sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_vt.release_by_warp(j - 1);  // release vt[j - 1]
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      sm.ring_vt.release_by_warp(tile.pos + j - 1);  // release vt[j - 1]
       // acc0_r is computed in the registers of acc0_n, which accumulates it in place
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
       // l0_new = rowsum p0, l0, alpha0 (iteration j)
       twill::op_rowsum(l0_new[0], twill::presum(p0_sums[1]), l0_new[0], alpha0[0]);
       twill::named_sync(2, 256);  // our turn on the tensor core
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
         twill::fence_frag(s0[0]);
@@ -1414,11 +1418,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k32_ss_f8e4m3(s0[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 32 * kk), kk > 0);
+            twill::wgmma_m64n128k32_ss_f8e4m3(s0[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 32 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
-      sm.ring_vt.wait_full(j);  // vt[j] has landed
+      sm.ring_vt.wait_full(tile.pos + j);  // vt[j] has landed
       // acc0_n = mma p0, vt, acc0_r (iteration j)
       {
         twill::FragA8<1, 128> acc0_n_a8;
@@ -1430,7 +1434,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k32_rs_f8e4m3(acc0_n[0].x[mb], &acc0_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(j) % 2], 0, 32 * kk), 1);
+            twill::wgmma_m64n128k32_rs_f8e4m3(acc0_n[0].x[mb], &acc0_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(tile.pos + j) % 2], 0, 32 * kk), 1);
         }
         twill::wgmma_commit();
       }
@@ -1454,15 +1458,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(p0[0]);
         twill::fence_frag(p0[1]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_vt.release_by_warp(n - 2);  // release vt[n - 2]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_vt.release_by_warp(tile.pos + n - 2);  // release vt[n - 2]
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
         // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
         twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
         twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_vt.wait_full(n - 1);  // vt[n - 1] has landed
+        sm.ring_vt.wait_full(tile.pos + n - 1);  // vt[n - 1] has landed
         // acc0_n = mma p0, vt, acc0_r (iteration n - 1)
         {
           twill::FragA8<1, 128> acc0_n_a8;
@@ -1474,7 +1478,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n128k32_rs_f8e4m3(acc0_n[0].x[mb], &acc0_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(n - 1) % 2], 0, 32 * kk), 1);
+              twill::wgmma_m64n128k32_rs_f8e4m3(acc0_n[0].x[mb], &acc0_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(tile.pos + n - 1) % 2], 0, 32 * kk), 1);
           }
           twill::wgmma_commit();
         }
@@ -1488,15 +1492,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(p0[0]);
         twill::fence_frag(p0[1]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 2 >= 0) sm.ring_vt.release_by_warp(j - 2);  // release vt[j - 2]
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 2 >= 0) sm.ring_vt.release_by_warp(tile.pos + j - 2);  // release vt[j - 2]
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration j - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
         // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
         twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
         twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
           twill::fence_frag(s0[0]);
@@ -1505,11 +1509,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n128k32_ss_f8e4m3(s0[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(j) % 2], 0, 32 * kk), kk > 0);
+              twill::wgmma_m64n128k32_ss_f8e4m3(s0[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 32 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
-        sm.ring_vt.wait_full(j - 1);  // vt[j - 1] has landed
+        sm.ring_vt.wait_full(tile.pos + j - 1);  // vt[j - 1] has landed
         // acc0_n = mma p0, vt, acc0_r (iteration j - 1)
         {
           twill::FragA8<1, 128> acc0_n_a8;
@@ -1521,7 +1525,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n128k32_rs_f8e4m3(acc0_n[0].x[mb], &acc0_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(j - 1) % 2], 0, 32 * kk), 1);
+              twill::wgmma_m64n128k32_rs_f8e4m3(acc0_n[0].x[mb], &acc0_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(tile.pos + j - 1) % 2], 0, 32 * kk), 1);
           }
           twill::wgmma_commit();
         }
@@ -1542,15 +1546,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(p0[0]);
         twill::fence_frag(p0[1]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_vt.release_by_warp(n - 2);  // release vt[n - 2]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_vt.release_by_warp(tile.pos + n - 2);  // release vt[n - 2]
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
         // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
         twill::op_rowsum(l0_new[0], twill::presum(p0_sums[1]), l0_new[0], alpha0[0]);
         twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_vt.wait_full(n - 1);  // vt[n - 1] has landed
+        sm.ring_vt.wait_full(tile.pos + n - 1);  // vt[n - 1] has landed
         // acc0_n = mma p0, vt, acc0_r (iteration n - 1)
         {
           twill::FragA8<1, 128> acc0_n_a8;
@@ -1562,7 +1566,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n128k32_rs_f8e4m3(acc0_n[0].x[mb], &acc0_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(n - 1) % 2], 0, 32 * kk), 1);
+              twill::wgmma_m64n128k32_rs_f8e4m3(acc0_n[0].x[mb], &acc0_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(tile.pos + n - 1) % 2], 0, 32 * kk), 1);
           }
           twill::wgmma_commit();
         }
@@ -1618,7 +1622,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s1[0], m1_new[0], alpha1[0], p1[0], acc1_r[0], l1_new[0]
     twill::named_sync(1, 256);  // our turn on the tensor core
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s1 = mma q1, k (iteration 0)
     {
       twill::fence_frag(s1[0]);
@@ -1627,7 +1631,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n128k32_ss_f8e4m3(s1[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[0], 0, 32 * kk), kk > 0);
+          twill::wgmma_m64n128k32_ss_f8e4m3(s1[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 32 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1655,10 +1659,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc1_n[0]);
       twill::fence_frag(p1[0]);
       twill::fence_frag(p1[1]);
-      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      if (j - 2 >= 0) sm.ring_vt.release_by_warp(j - 2);  // release vt[j - 2]
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+      if (j - 2 >= 0) sm.ring_vt.release_by_warp(tile.pos + j - 2);  // release vt[j - 2]
       twill::named_sync(1, 256);  // our turn on the tensor core
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
       {
         twill::fence_frag(s1[0]);
@@ -1667,11 +1671,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k32_ss_f8e4m3(s1[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(j) % 2], 0, 32 * kk), kk > 0);
+            twill::wgmma_m64n128k32_ss_f8e4m3(s1[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 32 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
-      sm.ring_vt.wait_full(j - 1);  // vt[j - 1] has landed
+      sm.ring_vt.wait_full(tile.pos + j - 1);  // vt[j - 1] has landed
       // acc1_n = mma p1, vt, acc1_r (iteration j - 1)
       {
         twill::FragA8<1, 128> acc1_n_a8;
@@ -1683,7 +1687,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k32_rs_f8e4m3(acc1_n[0].x[mb], &acc1_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(j - 1) % 2], 0, 32 * kk), 1);
+            twill::wgmma_m64n128k32_rs_f8e4m3(acc1_n[0].x[mb], &acc1_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(tile.pos + j - 1) % 2], 0, 32 * kk), 1);
         }
         twill::wgmma_commit();
       }
@@ -1709,10 +1713,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc1_n[0]);
       twill::fence_frag(p1[0]);
       twill::fence_frag(p1[1]);
-      sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_vt.release_by_warp(j - 1);  // release vt[j - 1]
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      sm.ring_vt.release_by_warp(tile.pos + j - 1);  // release vt[j - 1]
       twill::named_sync(1, 256);  // our turn on the tensor core
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
       {
         twill::fence_frag(s1[0]);
@@ -1721,11 +1725,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k32_ss_f8e4m3(s1[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 32 * kk), kk > 0);
+            twill::wgmma_m64n128k32_ss_f8e4m3(s1[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 32 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
-      sm.ring_vt.wait_full(j);  // vt[j] has landed
+      sm.ring_vt.wait_full(tile.pos + j);  // vt[j] has landed
       // acc1_n = mma p1, vt, acc1_r (iteration j)
       {
         twill::FragA8<1, 128> acc1_n_a8;
@@ -1737,7 +1741,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k32_rs_f8e4m3(acc1_n[0].x[mb], &acc1_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(j) % 2], 0, 32 * kk), 1);
+            twill::wgmma_m64n128k32_rs_f8e4m3(acc1_n[0].x[mb], &acc1_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(tile.pos + j) % 2], 0, 32 * kk), 1);
         }
         twill::wgmma_commit();
       }
@@ -1765,7 +1769,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc1_n[n - 1]
         twill::named_sync(1, 256);  // our turn on the tensor core
-        sm.ring_vt.wait_full(n - 1);  // vt[n - 1] has landed
+        sm.ring_vt.wait_full(tile.pos + n - 1);  // vt[n - 1] has landed
         // acc1_n = mma p1, vt, acc1_r (iteration n - 1)
         {
           twill::FragA8<1, 128> acc1_n_a8;
@@ -1777,13 +1781,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n128k32_rs_f8e4m3(acc1_n[0].x[mb], &acc1_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(n - 1) % 2], 0, 32 * kk), 1);
+              twill::wgmma_m64n128k32_rs_f8e4m3(acc1_n[0].x[mb], &acc1_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(tile.pos + n - 1) % 2], 0, 32 * kk), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_vt.release_by_warp(n - 2);  // release vt[n - 2]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_vt.release_by_warp(tile.pos + n - 2);  // release vt[n - 2]
         twill::named_arrive(2, 256);  // consumer0's turn
       }
       break;
@@ -1794,10 +1798,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc1_n[0]);
         twill::fence_frag(p1[0]);
         twill::fence_frag(p1[1]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 2 >= 0) sm.ring_vt.release_by_warp(j - 2);  // release vt[j - 2]
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 2 >= 0) sm.ring_vt.release_by_warp(tile.pos + j - 2);  // release vt[j - 2]
         twill::named_sync(1, 256);  // our turn on the tensor core
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
         {
           twill::fence_frag(s1[0]);
@@ -1806,11 +1810,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n128k32_ss_f8e4m3(s1[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(j) % 2], 0, 32 * kk), kk > 0);
+              twill::wgmma_m64n128k32_ss_f8e4m3(s1[0].x[mb], twill::desc_kmajor<__nv_fp8_e4m3, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 32 * kk), twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 32 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
-        sm.ring_vt.wait_full(j - 1);  // vt[j - 1] has landed
+        sm.ring_vt.wait_full(tile.pos + j - 1);  // vt[j - 1] has landed
         // acc1_n = mma p1, vt, acc1_r (iteration j - 1)
         {
           twill::FragA8<1, 128> acc1_n_a8;
@@ -1822,7 +1826,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n128k32_rs_f8e4m3(acc1_n[0].x[mb], &acc1_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(j - 1) % 2], 0, 32 * kk), 1);
+              twill::wgmma_m64n128k32_rs_f8e4m3(acc1_n[0].x[mb], &acc1_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(tile.pos + j - 1) % 2], 0, 32 * kk), 1);
           }
           twill::wgmma_commit();
         }
@@ -1847,7 +1851,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc1_n[n - 1]
         twill::named_sync(1, 256);  // our turn on the tensor core
-        sm.ring_vt.wait_full(n - 1);  // vt[n - 1] has landed
+        sm.ring_vt.wait_full(tile.pos + n - 1);  // vt[n - 1] has landed
         // acc1_n = mma p1, vt, acc1_r (iteration n - 1)
         {
           twill::FragA8<1, 128> acc1_n_a8;
@@ -1859,13 +1863,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n128k32_rs_f8e4m3(acc1_n[0].x[mb], &acc1_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(n - 1) % 2], 0, 32 * kk), 1);
+              twill::wgmma_m64n128k32_rs_f8e4m3(acc1_n[0].x[mb], &acc1_n_a8.x[mb][4 * kk], twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>(sm.ld_vt[(tile.pos + n - 1) % 2], 0, 32 * kk), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_vt.release_by_warp(n - 2);  // release vt[n - 2]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_vt.release_by_warp(tile.pos + n - 2);  // release vt[n - 2]
         twill::named_arrive(2, 256);  // consumer0's turn
       }
       break;
@@ -1968,10 +1972,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -2213,8 +2219,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.vt_batch_group = p.vt_batch_group;
   args.out_scale = p.out_scale;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

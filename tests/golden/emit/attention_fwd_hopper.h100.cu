@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -844,7 +849,7 @@ static_assert(kRegs_consumer1 <= 255, "role consumer1: 240 registers per thread 
 static_assert(kRegs_consumer1 >= 24 && kRegs_consumer1 % 8 == 0, "role consumer1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_consumer1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 240 + 128 * 240 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1028,18 +1033,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 32768);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 2
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+      const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1047,34 +1052,34 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
   }
@@ -1088,18 +1093,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 32768);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 2
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1138,7 +1143,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s0[0], m0_new[0], alpha0[0], p0[0], acc0_r[0]
     twill::named_sync(2, 256);  // our turn on the tensor core
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s0 = mma q0, k (iteration 0)
     {
       twill::fence_frag(s0[0]);
@@ -1147,7 +1152,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1172,7 +1177,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
       twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
       twill::named_sync(2, 256);  // our turn on the tensor core
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j - 1)
       {
         twill::fence_frag(acc0_n[0]);
@@ -1182,14 +1187,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+      if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
         twill::fence_frag(s0[0]);
@@ -1198,7 +1203,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1219,7 +1224,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // l0_new = rowsum p0, l0, alpha0 (iteration j)
       twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
       twill::named_sync(2, 256);  // our turn on the tensor core
-      sm.ring_v.wait_full(j);  // v[j] has landed
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j)
       {
         twill::fence_frag(acc0_n[0]);
@@ -1229,14 +1234,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
         twill::fence_frag(s0[0]);
@@ -1245,7 +1250,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1271,7 +1276,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
         twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
         twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
           twill::fence_frag(acc0_n[0]);
@@ -1281,13 +1286,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         twill::named_arrive(1, 256);  // consumer1's turn
       }
       break;
@@ -1297,7 +1302,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
         twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
         twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration j - 1)
         {
           twill::fence_frag(acc0_n[0]);
@@ -1307,14 +1312,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
           twill::fence_frag(s0[0]);
@@ -1323,7 +1328,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
@@ -1346,7 +1351,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
         twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
         twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
           twill::fence_frag(acc0_n[0]);
@@ -1356,13 +1361,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         twill::named_arrive(1, 256);  // consumer1's turn
       }
       break;
@@ -1372,7 +1377,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(i);  // v's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(tile.pos + i);  // v's slots still held: empty for the next tile
   twill::Rows<1> m0_new_final;
   switch ((n - 1) % 2) {
     case 0: m0_new_final = m0_new[0]; break;
@@ -1415,7 +1420,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s1[0], m1_new[0], alpha1[0], p1[0], acc1_r[0], l1_new[0], acc1_n[0]
     twill::named_sync(1, 256);  // our turn on the tensor core
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s1 = mma q1, k (iteration 0)
     {
       twill::fence_frag(s1[0]);
@@ -1424,7 +1429,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1443,7 +1448,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     // l1_new = rowsum p1, l1, alpha1 (iteration 0)
     twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
     twill::named_sync(1, 256);  // our turn on the tensor core
-    sm.ring_v.wait_full(0);  // v[0] has landed
+    sm.ring_v.wait_full(tile.pos);  // v[0] has landed
     // acc1_n = mma p1, v, acc1_r (iteration 0)
     {
       twill::fence_frag(acc1_n[0]);
@@ -1453,7 +1458,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[0], 16 * kk, 0), 1);
+          twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos) % 2], 16 * kk, 0), 1);
       }
       twill::wgmma_commit();
     }
@@ -1465,9 +1470,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(p1[0]);
       twill::fence_frag(acc1_n[0]);
-      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+      sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
       {
         twill::fence_frag(s1[0]);
@@ -1476,7 +1481,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1495,7 +1500,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // l1_new = rowsum p1, l1, alpha1 (iteration j)
       twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
       twill::named_sync(1, 256);  // our turn on the tensor core
-      sm.ring_v.wait_full(j);  // v[j] has landed
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j)
       {
         twill::fence_frag(acc1_n[0]);
@@ -1505,7 +1510,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1514,9 +1519,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(p1[0]);
       twill::fence_frag(acc1_n[0]);
-      sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_v.release_by_warp(j);  // release v[j]
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      sm.ring_v.release_by_warp(tile.pos + j);  // release v[j]
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
       {
         twill::fence_frag(s1[0]);
@@ -1525,7 +1530,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1545,7 +1550,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // l1_new = rowsum p1, l1, alpha1 (iteration j + 1)
       twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
       twill::named_sync(1, 256);  // our turn on the tensor core
-      sm.ring_v.wait_full(j + 1);  // v[j + 1] has landed
+      sm.ring_v.wait_full(tile.pos + j + 1);  // v[j + 1] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j + 1)
       {
         twill::fence_frag(acc1_n[0]);
@@ -1555,7 +1560,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j + 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j + 1) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1566,8 +1571,8 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 1);  // release v[n - 1]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(tile.pos + n - 1);  // release v[n - 1]
         twill::named_arrive(2, 256);  // consumer0's turn (ours ended with the last window)
       }
       break;
@@ -1577,9 +1582,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(p1[0]);
         twill::fence_frag(acc1_n[0]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
         {
           twill::fence_frag(s1[0]);
@@ -1588,7 +1593,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
@@ -1608,7 +1613,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         // l1_new = rowsum p1, l1, alpha1 (iteration j)
         twill::op_rowsum(l1_new[0], twill::presum(p1_sums[0]), l1_new[0], alpha1[0]);
         twill::named_sync(1, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(j);  // v[j] has landed
+        sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
         // acc1_n = mma p1, v, acc1_r (iteration j)
         {
           twill::fence_frag(acc1_n[0]);
@@ -1618,7 +1623,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1626,8 +1631,8 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 1);  // release v[n - 1]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(tile.pos + n - 1);  // release v[n - 1]
         twill::named_arrive(2, 256);  // consumer0's turn (ours ended with the last window)
       }
       break;
@@ -1691,14 +1696,14 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_load(sm, tm, args, n, tile_at(args, t, round)); else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_load(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer0<kTail>(sm, tm, args, n, tile_at(args, t, round)); else role_consumer0<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_consumer0<kTail>(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_consumer0<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer1<kTail>(sm, tm, args, n, tile_at(args, t, round)); else role_consumer1<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_consumer1<kTail>(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_consumer1<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
 }
@@ -1729,10 +1734,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1972,8 +1979,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.k_batch_group = p.k_batch_group;
   args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -844,7 +849,6 @@ static_assert(kRegs_consumer1 <= 255, "role consumer1: 240 registers per thread 
 static_assert(kRegs_consumer1 >= 24 && kRegs_consumer1 % 8 == 0, "role consumer1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_consumer1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 240 + 128 * 240 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1028,18 +1032,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 32768);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 2
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+      const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1047,34 +1051,34 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
   }
@@ -1088,18 +1092,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 32768);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 2
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1138,7 +1142,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s0[0], m0_new[0], alpha0[0], p0[0]
     twill::named_sync(2, 256);  // our turn on the tensor core
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s0 = mma q0, k (iteration 0)
     {
       twill::fence_frag(s0[0]);
@@ -1147,7 +1151,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1170,15 +1174,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc0_n[0]);
       twill::fence_frag(p0[0]);
       twill::fence_frag(p0[1]);
-      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+      if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
       // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
       twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
       // acc0_r is computed in the registers of acc0_n, which accumulates it in place
       // acc0_r = rescale acc0, alpha0 (iteration j - 1)
       twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
       twill::named_sync(2, 256);  // our turn on the tensor core
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
         twill::fence_frag(s0[0]);
@@ -1187,11 +1191,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j - 1)
       {
         twill::fence_frag(acc0_n[0]);
@@ -1201,7 +1205,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1220,15 +1224,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc0_n[0]);
       twill::fence_frag(p0[0]);
       twill::fence_frag(p0[1]);
-      sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
       // l0_new = rowsum p0, l0, alpha0 (iteration j)
       twill::op_rowsum(l0_new[0], twill::presum(p0_sums[1]), l0_new[0], alpha0[0]);
       // acc0_r is computed in the registers of acc0_n, which accumulates it in place
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
       twill::named_sync(2, 256);  // our turn on the tensor core
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
         twill::fence_frag(s0[0]);
@@ -1237,11 +1241,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
-      sm.ring_v.wait_full(j);  // v[j] has landed
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j)
       {
         twill::fence_frag(acc0_n[0]);
@@ -1251,7 +1255,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1275,15 +1279,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(p0[0]);
         twill::fence_frag(p0[1]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
         twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
         twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
           twill::fence_frag(acc0_n[0]);
@@ -1293,7 +1297,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1307,15 +1311,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(p0[0]);
         twill::fence_frag(p0[1]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
         // l0_new = rowsum p0, l0, alpha0 (iteration j - 1)
         twill::op_rowsum(l0_new[0], twill::presum(p0_sums[0]), l0_new[0], alpha0[0]);
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration j - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
         twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
           twill::fence_frag(s0[0]);
@@ -1324,11 +1328,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration j - 1)
         {
           twill::fence_frag(acc0_n[0]);
@@ -1338,7 +1342,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1359,15 +1363,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(p0[0]);
         twill::fence_frag(p0[1]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         // l0_new = rowsum p0, l0, alpha0 (iteration n - 1)
         twill::op_rowsum(l0_new[0], twill::presum(p0_sums[1]), l0_new[0], alpha0[0]);
         // acc0_r is computed in the registers of acc0_n, which accumulates it in place
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::op_rescale(acc0_n[0], acc0_n[0], alpha0[0]);
         twill::named_sync(2, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
           twill::fence_frag(acc0_n[0]);
@@ -1377,7 +1381,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1432,7 +1436,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s1[0], m1_new[0], alpha1[0], p1[0], l1_new[0], acc1_r[0]
     twill::named_sync(1, 256);  // our turn on the tensor core
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s1 = mma q1, k (iteration 0)
     {
       twill::fence_frag(s1[0]);
@@ -1441,7 +1445,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1469,10 +1473,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc1_n[0]);
       twill::fence_frag(p1[0]);
       twill::fence_frag(p1[1]);
-      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+      if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
       twill::named_sync(1, 256);  // our turn on the tensor core
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
       {
         twill::fence_frag(s1[0]);
@@ -1481,11 +1485,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j - 1)
       {
         twill::fence_frag(acc1_n[0]);
@@ -1495,7 +1499,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1521,10 +1525,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc1_n[0]);
       twill::fence_frag(p1[0]);
       twill::fence_frag(p1[1]);
-      sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
       twill::named_sync(1, 256);  // our turn on the tensor core
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
       {
         twill::fence_frag(s1[0]);
@@ -1533,11 +1537,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
-      sm.ring_v.wait_full(j);  // v[j] has landed
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j)
       {
         twill::fence_frag(acc1_n[0]);
@@ -1547,7 +1551,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1575,7 +1579,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc1_n[n - 1]
         twill::named_sync(1, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
           twill::fence_frag(acc1_n[0]);
@@ -1585,13 +1589,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         twill::named_arrive(2, 256);  // consumer0's turn
       }
       break;
@@ -1602,10 +1606,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc1_n[0]);
         twill::fence_frag(p1[0]);
         twill::fence_frag(p1[1]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
         twill::named_sync(1, 256);  // our turn on the tensor core
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
         {
           twill::fence_frag(s1[0]);
@@ -1614,11 +1618,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration j - 1)
         {
           twill::fence_frag(acc1_n[0]);
@@ -1628,7 +1632,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1653,7 +1657,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc1_n[n - 1]
         twill::named_sync(1, 256);  // our turn on the tensor core
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
           twill::fence_frag(acc1_n[0]);
@@ -1663,13 +1667,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         twill::named_arrive(2, 256);  // consumer0's turn
       }
       break;
@@ -1771,10 +1775,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -2014,8 +2020,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.k_batch_group = p.k_batch_group;
   args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -844,7 +849,6 @@ static_assert(kRegs_consumer1 <= 255, "role consumer1: 232 registers per thread 
 static_assert(kRegs_consumer1 >= 24 && kRegs_consumer1 % 8 == 0, "role consumer1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_consumer1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 + 128 * 232 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -990,18 +994,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 32768);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 2
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 32768);
-      twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+      const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 32768);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1009,34 +1013,34 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 32768);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 2
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 32768);
-        twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+        const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 32768);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
       }
     }
   }
@@ -1050,18 +1054,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 32768);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 128, twill_b_k);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[it % 2]) + 16384, tm.k, &sm.ring_k.full[it % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_k[(tile.pos + it) % 2]) + 16384, tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0 + 64, (it) * 128 + 0, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 2
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 32768);
-          twill::tma_load(sm.ld_v[it % 2], tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[it % 2]) + 16384, tm.v, &sm.ring_v.full[it % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 32768);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_v[(tile.pos + it) % 2]) + 16384, tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset + 64, (it) * 128 + 0, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1096,7 +1100,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s[0], m_new[0], p[0]
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s = mma q, k (iteration 0)
     {
       twill::fence_frag(s[0]);
@@ -1105,7 +1109,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1115,16 +1119,16 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     twill::op_rowmax(m_new[0], s[0], m_new[1]);
     // p = exp2 s, m_new (iteration 0)
     twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[0], args.exp2_scale);
-    sm.ring_p.wait_empty(0);  // hand p[0] to consumer1
+    sm.ring_p.wait_empty(tile.pos);  // hand p[0] to consumer1
     twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_p.arrive_full(0);
+    sm.ring_p.arrive_full(tile.pos);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: s[j], alpha[j - 1], l_new[j - 1], m_new[j], p[j]
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s = mma q, k (iteration j)
       {
         twill::fence_frag(s[0]);
@@ -1133,17 +1137,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
       // alpha = exp2 m, m_new (iteration j - 1)
       twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
-      sm.ring_alpha.wait_empty(j - 1);  // hand alpha[j - 1] to consumer1
+      sm.ring_alpha.wait_empty(tile.pos + j - 1);  // hand alpha[j - 1] to consumer1
       twill::frag_to_buffer(sm.stage_alpha[0], alpha[0], 0, 0);
-      sm.ring_alpha.arrive_full(j - 1);
+      sm.ring_alpha.arrive_full(tile.pos + j - 1);
       // l_new = rowsum p, l, alpha (iteration j - 1)
       twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
       twill::wgmma_wait<0>();  // s[j] is complete
@@ -1152,13 +1156,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::op_rowmax(m_new[1], s[0], m_new[0]);
       // p = exp2 s, m_new (iteration j)
       twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[1], args.exp2_scale);
-      sm.ring_p.wait_empty(j);  // hand p[j] to consumer1
+      sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer1
       twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j);
+      sm.ring_p.arrive_full(tile.pos + j);
     }
     {  // steady window J = j + 1: s[j + 1], alpha[j], l_new[j], m_new[j + 1], p[j + 1]
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s = mma q, k (iteration j + 1)
       {
         twill::fence_frag(s[0]);
@@ -1167,17 +1171,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      sm.ring_k.release_by_warp(j);  // release k[j]
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
       // alpha = exp2 m, m_new (iteration j)
       twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-      sm.ring_alpha.wait_empty(j);  // hand alpha[j] to consumer1
+      sm.ring_alpha.wait_empty(tile.pos + j);  // hand alpha[j] to consumer1
       twill::frag_to_buffer(sm.stage_alpha[0], alpha[0], 0, 0);
-      sm.ring_alpha.arrive_full(j);
+      sm.ring_alpha.arrive_full(tile.pos + j);
       // l_new = rowsum p, l, alpha (iteration j)
       twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
       twill::wgmma_wait<0>();  // s[j + 1] is complete
@@ -1187,10 +1191,10 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::op_rowmax(m_new[0], s[0], m_new[1]);
       // p = exp2 s, m_new (iteration j + 1)
       twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[0], args.exp2_scale);
-      sm.ring_p.wait_empty(j + 1);  // hand p[j + 1] to consumer1
+      sm.ring_p.wait_empty(tile.pos + j + 1);  // hand p[j + 1] to consumer1
       twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j + 1);
+      sm.ring_p.arrive_full(tile.pos + j + 1);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -1198,12 +1202,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): alpha[n - 1], l_new[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
         // alpha = exp2 m, m_new (iteration n - 1)
         twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_alpha.wait_empty(n - 1);  // hand alpha[n - 1] to consumer1
+        sm.ring_alpha.wait_empty(tile.pos + n - 1);  // hand alpha[n - 1] to consumer1
         twill::frag_to_buffer(sm.stage_alpha[0], alpha[0], 0, 0);
-        sm.ring_alpha.arrive_full(n - 1);
+        sm.ring_alpha.arrive_full(tile.pos + n - 1);
         // l_new = rowsum p, l, alpha (iteration n - 1)
         twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
       }
@@ -1211,7 +1215,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     }
     case 1: {
       {  // steady window J = j: s[j], alpha[j - 1], l_new[j - 1], m_new[j], p[j]
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s = mma q, k (iteration j)
         {
           twill::fence_frag(s[0]);
@@ -1220,17 +1224,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
         // alpha = exp2 m, m_new (iteration j - 1)
         twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_alpha.wait_empty(j - 1);  // hand alpha[j - 1] to consumer1
+        sm.ring_alpha.wait_empty(tile.pos + j - 1);  // hand alpha[j - 1] to consumer1
         twill::frag_to_buffer(sm.stage_alpha[0], alpha[0], 0, 0);
-        sm.ring_alpha.arrive_full(j - 1);
+        sm.ring_alpha.arrive_full(tile.pos + j - 1);
         // l_new = rowsum p, l, alpha (iteration j - 1)
         twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
         twill::wgmma_wait<0>();  // s[j] is complete
@@ -1240,20 +1244,20 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::op_rowmax(m_new[1], s[0], m_new[0]);
         // p = exp2 s, m_new (iteration j)
         twill::op_exp2_sum(p[0], p_sums[0], s[0], m_new[1], args.exp2_scale);
-        sm.ring_p.wait_empty(j);  // hand p[j] to consumer1
+        sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer1
         twill::frag_to_tile<__half, 128, 128>(sm.tile_p[0], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j);
+        sm.ring_p.arrive_full(tile.pos + j);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): alpha[n - 1], l_new[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
         // alpha = exp2 m, m_new (iteration n - 1)
         twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_alpha.wait_empty(n - 1);  // hand alpha[n - 1] to consumer1
+        sm.ring_alpha.wait_empty(tile.pos + n - 1);  // hand alpha[n - 1] to consumer1
         twill::frag_to_buffer(sm.stage_alpha[0], alpha[0], 0, 0);
-        sm.ring_alpha.arrive_full(n - 1);
+        sm.ring_alpha.arrive_full(tile.pos + n - 1);
         // l_new = rowsum p, l, alpha (iteration n - 1)
         twill::op_rowsum(l_new[0], twill::presum(p_sums[0]), l_new[0], alpha[0]);
       }
@@ -1304,16 +1308,16 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     {  // steady window J = j: acc_r[j - 1], acc_n[j - 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
-      if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
-      if (j - 2 >= 0) sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
-      sm.ring_alpha.wait_full(j - 1);  // alpha[j - 1] is staged
+      if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+      if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+      sm.ring_alpha.wait_full(tile.pos + j - 1);  // alpha[j - 1] is staged
       const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
       // acc_r is computed in the registers of acc_n, which accumulates it in place
       // acc_r = rescale acc, alpha (iteration j - 1)
       twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-      sm.ring_alpha.release_by_warp(j - 1);  // release alpha[j - 1]
-      sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_alpha.release_by_warp(tile.pos + j - 1);  // release alpha[j - 1]
+      sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_n = mma p, v, acc_r (iteration j - 1)
       {
         twill::fence_frag(acc_n[0]);
@@ -1322,7 +1326,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1330,16 +1334,16 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     {  // steady window J = j + 1: acc_r[j], acc_n[j]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
-      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
-      sm.ring_p.release_by_warp(j - 1);  // release p[j - 1]
-      sm.ring_alpha.wait_full(j);  // alpha[j] is staged
+      sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
+      sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
+      sm.ring_alpha.wait_full(tile.pos + j);  // alpha[j] is staged
       const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
       // acc_r is computed in the registers of acc_n, which accumulates it in place
       // acc_r = rescale acc, alpha (iteration j)
       twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-      sm.ring_alpha.release_by_warp(j);  // release alpha[j]
-      sm.ring_p.wait_full(j);  // p[j] has landed
-      sm.ring_v.wait_full(j);  // v[j] has landed
+      sm.ring_alpha.release_by_warp(tile.pos + j);  // release alpha[j]
+      sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc_n = mma p, v, acc_r (iteration j)
       {
         twill::fence_frag(acc_n[0]);
@@ -1348,7 +1352,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1360,16 +1364,16 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): acc_r[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
-        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-        sm.ring_alpha.wait_full(n - 1);  // alpha[n - 1] is staged
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
+        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        sm.ring_alpha.wait_full(tile.pos + n - 1);  // alpha[n - 1] is staged
         const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-        sm.ring_alpha.release_by_warp(n - 1);  // release alpha[n - 1]
-        sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_alpha.release_by_warp(tile.pos + n - 1);  // release alpha[n - 1]
+        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -1378,7 +1382,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1389,16 +1393,16 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {  // steady window J = j: acc_r[j - 1], acc_n[j - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        if (j - 2 >= 0) sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
-        if (j - 2 >= 0) sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
-        sm.ring_alpha.wait_full(j - 1);  // alpha[j - 1] is staged
+        if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+        if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+        sm.ring_alpha.wait_full(tile.pos + j - 1);  // alpha[j - 1] is staged
         const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration j - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-        sm.ring_alpha.release_by_warp(j - 1);  // release alpha[j - 1]
-        sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_alpha.release_by_warp(tile.pos + j - 1);  // release alpha[j - 1]
+        sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_n = mma p, v, acc_r (iteration j - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -1407,7 +1411,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(j - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1416,16 +1420,16 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): acc_r[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
-        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-        sm.ring_alpha.wait_full(n - 1);  // alpha[n - 1] is staged
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
+        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        sm.ring_alpha.wait_full(tile.pos + n - 1);  // alpha[n - 1] is staged
         const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-        sm.ring_alpha.release_by_warp(n - 1);  // release alpha[n - 1]
-        sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_alpha.release_by_warp(tile.pos + n - 1);  // release alpha[n - 1]
+        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -1434,7 +1438,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 128>(sm.tile_p[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1527,10 +1531,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1728,8 +1734,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.k_batch_group = p.k_batch_group;
   args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

@@ -61,10 +61,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -98,6 +100,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -820,7 +825,6 @@ static_assert(kRegs_mma <= 255, "role mma: 248 registers per thread exceed regis
 static_assert(kRegs_mma >= 24 && kRegs_mma % 8 == 0, "role mma: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_mma <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 6;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -912,16 +916,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j < n; ++j) {
     {  // steady window J = j: a[j], b[j]
       if (lane == 0) {
-        const int it = j;  // load a of iteration it into slot it % 3
-        sm.ring_a.wait_empty(it);
-        sm.ring_a.expect_full(it, 16384);
-        twill::tma_load(sm.ld_a[it % 3], tm.a, &sm.ring_a.full[it % 3], (it) * 128, tile.m * args.a_rows_step + args.a_rows_offset, tile.b);
+        const int it = j;  // load a of iteration it into the slot of ring position tile.pos + it
+        sm.ring_a.wait_empty(tile.pos + it);
+        sm.ring_a.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_a[(tile.pos + it) % 3], tm.a, &sm.ring_a.full[(tile.pos + it) % 3], (it) * 128, tile.m * args.a_rows_step + args.a_rows_offset, tile.b);
       }
       if (lane == 0) {
-        const int it = j;  // load b of iteration it into slot it % 3
-        sm.ring_b.wait_empty(it);
-        sm.ring_b.expect_full(it, 16384);
-        twill::tma_load(sm.ld_b[it % 3], tm.b, &sm.ring_b.full[it % 3], (it) * 128, tile.n * args.b_rows_step + args.b_rows_offset, twill_b_b);
+        const int it = j;  // load b of iteration it into the slot of ring position tile.pos + it
+        sm.ring_b.wait_empty(tile.pos + it);
+        sm.ring_b.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_b[(tile.pos + it) % 3], tm.b, &sm.ring_b.full[(tile.pos + it) % 3], (it) * 128, tile.n * args.b_rows_step + args.b_rows_offset, twill_b_b);
       }
     }
   }
@@ -939,8 +943,8 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   int j = 0;
   for (; j < n; ++j) {
     {  // steady window J = j: acc_n[j]
-      sm.ring_a.wait_full(j);  // a[j] has landed
-      sm.ring_b.wait_full(j);  // b[j] has landed
+      sm.ring_a.wait_full(tile.pos + j);  // a[j] has landed
+      sm.ring_b.wait_full(tile.pos + j);  // b[j] has landed
       // acc_n = mma a, b, acc (iteration j)
       {
         twill::tmem_fence_before();
@@ -950,9 +954,9 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::umma_ss_f8f6f4(sm.tmem_base, twill::desc_kmajor<__nv_fp8_e5m2, 128, 128>(sm.ld_a[(j) % 3], 0, 32 * kk), twill::desc_kmajor<__nv_fp8_e5m2, 128, 128>(sm.ld_b[(j) % 3], 0, 32 * kk), twill::umma_idesc8<128, 128, 1, 1, 1>(), kk > 0 || (j - 1) >= 0);
-          twill::umma_commit(&sm.ring_a.empty[(j) % 3]);  // frees a[j] once read
-          twill::umma_commit(&sm.ring_b.empty[(j) % 3]);  // frees b[j] once read
+            twill::umma_ss_f8f6f4(sm.tmem_base, twill::desc_kmajor<__nv_fp8_e5m2, 128, 128>(sm.ld_a[(tile.pos + j) % 3], 0, 32 * kk), twill::desc_kmajor<__nv_fp8_e5m2, 128, 128>(sm.ld_b[(tile.pos + j) % 3], 0, 32 * kk), twill::umma_idesc8<128, 128, 1, 1, 1>(), kk > 0 || (j - 1) >= 0);
+          twill::umma_commit(&sm.ring_a.empty[(tile.pos + j) % 3]);  // frees a[j] once read
+          twill::umma_commit(&sm.ring_b.empty[(tile.pos + j) % 3]);  // frees b[j] once read
         }
       }
     }
@@ -1038,10 +1042,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1215,8 +1221,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc_cols_offset = p.out_acc_cols_offset;
   args.b_batch_group = p.b_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -1081,7 +1086,7 @@ static_assert(kRegs_softmax0 <= 255, "role softmax0: 248 registers per thread ex
 static_assert(kRegs_softmax0 >= 24 && kRegs_softmax0 % 8 == 0, "role softmax0: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_softmax0 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 232 + 128 * 248 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 24;  // ring positions repeat their slot and parity every kPhasePeriod iterations
+constexpr int kPhasePeriod = 24;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1218,62 +1223,62 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], bias[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 8192);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 0;  // load bias of iteration it into slot it % 2
-      sm.ring_bias.wait_empty(it);
-      sm.ring_bias.expect_full(it, 256);
-      twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+      const int it = 0;  // load bias of iteration it into the slot of ring position tile.pos + it
+      sm.ring_bias.wait_empty(tile.pos + it);
+      sm.ring_bias.expect_full(tile.pos + it, 256);
+      twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 4
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 8192);
-      twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   {  // prologue window 1 (J = 1): k[1], bias[1], v[1]
     if (lane == 0) {
-      const int it = 1;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 8192);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+      const int it = 1;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 1;  // load bias of iteration it into slot it % 2
-      sm.ring_bias.wait_empty(it);
-      sm.ring_bias.expect_full(it, 256);
-      twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+      const int it = 1;  // load bias of iteration it into the slot of ring position tile.pos + it
+      sm.ring_bias.wait_empty(tile.pos + it);
+      sm.ring_bias.expect_full(tile.pos + it, 256);
+      twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
     }
     if (lane == 0) {
-      const int it = 1;  // load v of iteration it into slot it % 4
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 8192);
-      twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      const int it = 1;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   {  // prologue window 2 (J = 2): k[2], bias[2], v[2]
     if (lane == 0) {
-      const int it = 2;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 8192);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+      const int it = 2;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 2;  // load bias of iteration it into slot it % 2
-      sm.ring_bias.wait_empty(it);
-      sm.ring_bias.expect_full(it, 256);
-      twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+      const int it = 2;  // load bias of iteration it into the slot of ring position tile.pos + it
+      sm.ring_bias.wait_empty(tile.pos + it);
+      sm.ring_bias.expect_full(tile.pos + it, 256);
+      twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
     }
     if (lane == 0) {
-      const int it = 2;  // load v of iteration it into slot it % 4
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 8192);
-      twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      const int it = 2;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1281,122 +1286,122 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 6 <= n; j += 6) {
     {  // steady window J = j: k[j], bias[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j;  // load bias of iteration it into slot it % 2
-        sm.ring_bias.wait_empty(it);
-        sm.ring_bias.expect_full(it, 256);
-        twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+        const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
+        sm.ring_bias.wait_empty(tile.pos + it);
+        sm.ring_bias.expect_full(tile.pos + it, 256);
+        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 4
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 8192);
-        twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], bias[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load bias of iteration it into slot it % 2
-        sm.ring_bias.wait_empty(it);
-        sm.ring_bias.expect_full(it, 256);
-        twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+        const int it = j + 1;  // load bias of iteration it into the slot of ring position tile.pos + it
+        sm.ring_bias.wait_empty(tile.pos + it);
+        sm.ring_bias.expect_full(tile.pos + it, 256);
+        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 4
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 8192);
-        twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
     {  // steady window J = j + 2: k[j + 2], bias[j + 2], v[j + 2]
       if (lane == 0) {
-        const int it = j + 2;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j + 2;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 2;  // load bias of iteration it into slot it % 2
-        sm.ring_bias.wait_empty(it);
-        sm.ring_bias.expect_full(it, 256);
-        twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+        const int it = j + 2;  // load bias of iteration it into the slot of ring position tile.pos + it
+        sm.ring_bias.wait_empty(tile.pos + it);
+        sm.ring_bias.expect_full(tile.pos + it, 256);
+        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
       }
       if (lane == 0) {
-        const int it = j + 2;  // load v of iteration it into slot it % 4
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 8192);
-        twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        const int it = j + 2;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
     {  // steady window J = j + 3: k[j + 3], bias[j + 3], v[j + 3]
       if (lane == 0) {
-        const int it = j + 3;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j + 3;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 3;  // load bias of iteration it into slot it % 2
-        sm.ring_bias.wait_empty(it);
-        sm.ring_bias.expect_full(it, 256);
-        twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+        const int it = j + 3;  // load bias of iteration it into the slot of ring position tile.pos + it
+        sm.ring_bias.wait_empty(tile.pos + it);
+        sm.ring_bias.expect_full(tile.pos + it, 256);
+        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
       }
       if (lane == 0) {
-        const int it = j + 3;  // load v of iteration it into slot it % 4
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 8192);
-        twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        const int it = j + 3;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
     {  // steady window J = j + 4: k[j + 4], bias[j + 4], v[j + 4]
       if (lane == 0) {
-        const int it = j + 4;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j + 4;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 4;  // load bias of iteration it into slot it % 2
-        sm.ring_bias.wait_empty(it);
-        sm.ring_bias.expect_full(it, 256);
-        twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+        const int it = j + 4;  // load bias of iteration it into the slot of ring position tile.pos + it
+        sm.ring_bias.wait_empty(tile.pos + it);
+        sm.ring_bias.expect_full(tile.pos + it, 256);
+        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
       }
       if (lane == 0) {
-        const int it = j + 4;  // load v of iteration it into slot it % 4
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 8192);
-        twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        const int it = j + 4;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
     {  // steady window J = j + 5: k[j + 5], bias[j + 5], v[j + 5]
       if (lane == 0) {
-        const int it = j + 5;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j + 5;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 5;  // load bias of iteration it into slot it % 2
-        sm.ring_bias.wait_empty(it);
-        sm.ring_bias.expect_full(it, 256);
-        twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+        const int it = j + 5;  // load bias of iteration it into the slot of ring position tile.pos + it
+        sm.ring_bias.wait_empty(tile.pos + it);
+        sm.ring_bias.expect_full(tile.pos + it, 256);
+        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
       }
       if (lane == 0) {
-        const int it = j + 5;  // load v of iteration it into slot it % 4
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 8192);
-        twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        const int it = j + 5;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
   }
@@ -1414,22 +1419,22 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], bias[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1444,42 +1449,42 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 2: {
       {  // steady window J = j: k[j], bias[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 1: k[j + 1], bias[j + 1], v[j + 1]
         if (lane == 0) {
-          const int it = j + 1;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j + 1;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j + 1;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j + 1;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1494,62 +1499,62 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 3: {
       {  // steady window J = j: k[j], bias[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 1: k[j + 1], bias[j + 1], v[j + 1]
         if (lane == 0) {
-          const int it = j + 1;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j + 1;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j + 1;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j + 1;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 2: k[j + 2], bias[j + 2], v[j + 2]
         if (lane == 0) {
-          const int it = j + 2;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j + 2;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j + 2;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j + 2;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j + 2;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j + 2;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1564,82 +1569,82 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 4: {
       {  // steady window J = j: k[j], bias[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 1: k[j + 1], bias[j + 1], v[j + 1]
         if (lane == 0) {
-          const int it = j + 1;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j + 1;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j + 1;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j + 1;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 2: k[j + 2], bias[j + 2], v[j + 2]
         if (lane == 0) {
-          const int it = j + 2;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j + 2;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j + 2;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j + 2;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j + 2;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j + 2;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 3: k[j + 3], bias[j + 3], v[j + 3]
         if (lane == 0) {
-          const int it = j + 3;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j + 3;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j + 3;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j + 3;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j + 3;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j + 3;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1654,102 +1659,102 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 5: {
       {  // steady window J = j: k[j], bias[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 1: k[j + 1], bias[j + 1], v[j + 1]
         if (lane == 0) {
-          const int it = j + 1;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j + 1;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j + 1;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j + 1;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 2: k[j + 2], bias[j + 2], v[j + 2]
         if (lane == 0) {
-          const int it = j + 2;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j + 2;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j + 2;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j + 2;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j + 2;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j + 2;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 3: k[j + 3], bias[j + 3], v[j + 3]
         if (lane == 0) {
-          const int it = j + 3;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j + 3;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j + 3;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j + 3;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j + 3;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j + 3;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 4: k[j + 4], bias[j + 4], v[j + 4]
         if (lane == 0) {
-          const int it = j + 4;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j + 4;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j + 4;  // load bias of iteration it into slot it % 2
-          sm.ring_bias.wait_empty(it);
-          sm.ring_bias.expect_full(it, 256);
-          twill::tma_load(sm.ld_bias[it % 2], tm.bias, &sm.ring_bias.full[it % 2], (it) * 64, 0, twill_b_bias);
+          const int it = j + 4;  // load bias of iteration it into the slot of ring position tile.pos + it
+          sm.ring_bias.wait_empty(tile.pos + it);
+          sm.ring_bias.expect_full(tile.pos + it, 256);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
-          const int it = j + 4;  // load v of iteration it into slot it % 4
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 4], tm.v, &sm.ring_v.full[it % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j + 4;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1788,7 +1793,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): qk[0], s[0], s_b[0], m_new[0]
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // qk = mma q, k (iteration 0)
     {
       twill::fence_frag(qk[0]);
@@ -1797,7 +1802,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1805,27 +1810,27 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     twill::fence_frag(qk[0]);
     // s = mul qk (iteration 0)
     twill::op_mul(s[0], qk[0], 0.125f);
-    sm.ring_bias.wait_full(0);  // bias[0] has landed
+    sm.ring_bias.wait_full(tile.pos);  // bias[0] has landed
     // s_b takes the registers of qk, which no longer needs them
     // s_b = add s, bias (iteration 0)
     {
-      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[0]};
+      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos) % 2]};
       twill::op_add(qk[0], s[0], s_b_arg1);
     }
-    sm.ring_s_b.wait_empty(0);  // hand s_b[0] to softmax0
+    sm.ring_s_b.wait_empty(tile.pos);  // hand s_b[0] to softmax0
     twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-    sm.ring_s_b.arrive_full(0);
-    sm.ring_bias.release_by_warp(0);  // release bias[0]
+    sm.ring_s_b.arrive_full(tile.pos);
+    sm.ring_bias.release_by_warp(tile.pos);  // release bias[0]
     // m_new = rowmax s_b, m_i (iteration 0)
     twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-    sm.ring_m_new.wait_empty(0);  // hand m_new[0] to softmax0
+    sm.ring_m_new.wait_empty(tile.pos);  // hand m_new[0] to softmax0
     twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-    sm.ring_m_new.arrive_full(0);
+    sm.ring_m_new.arrive_full(tile.pos);
   }
   {  // prologue window 1 (J = 1): alpha[0], qk[1], s[1], s_b[1], m_new[1]
     // alpha = exp2 m_i, m_new (iteration 0)
     twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
-    sm.ring_k.wait_full(1);  // k[1] has landed
+    sm.ring_k.wait_full(tile.pos + 1);  // k[1] has landed
     // qk = mma q, k (iteration 1)
     {
       twill::fence_frag(qk[0]);
@@ -1834,37 +1839,37 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[1], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + 1) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
     twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-    sm.ring_k.release_by_warp(0);  // release k[0]
+    sm.ring_k.release_by_warp(tile.pos);  // release k[0]
     twill::wgmma_wait<0>();  // qk[1] is complete
     twill::fence_frag(qk[0]);
     // s = mul qk (iteration 1)
     twill::op_mul(s[0], qk[0], 0.125f);
-    sm.ring_bias.wait_full(1);  // bias[1] has landed
+    sm.ring_bias.wait_full(tile.pos + 1);  // bias[1] has landed
     // s_b takes the registers of qk, which no longer needs them
     // s_b = add s, bias (iteration 1)
     {
-      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[1]};
+      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + 1) % 2]};
       twill::op_add(qk[0], s[0], s_b_arg1);
     }
-    sm.ring_s_b.wait_empty(1);  // hand s_b[1] to softmax0
+    sm.ring_s_b.wait_empty(tile.pos + 1);  // hand s_b[1] to softmax0
     twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-    sm.ring_s_b.arrive_full(1);
-    sm.ring_bias.release_by_warp(1);  // release bias[1]
+    sm.ring_s_b.arrive_full(tile.pos + 1);
+    sm.ring_bias.release_by_warp(tile.pos + 1);  // release bias[1]
     // m_new = rowmax s_b, m_i (iteration 1)
     twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-    sm.ring_m_new.wait_empty(1);  // hand m_new[1] to softmax0
+    sm.ring_m_new.wait_empty(tile.pos + 1);  // hand m_new[1] to softmax0
     twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-    sm.ring_m_new.arrive_full(1);
+    sm.ring_m_new.arrive_full(tile.pos + 1);
   }
   {  // prologue window 2 (J = 2): alpha[1], qk[2], s[2], s_b[2], m_new[2]
     // alpha = exp2 m_i, m_new (iteration 1)
     twill::op_exp2(alpha[1], m_new[0], m_new[1], args.exp2_scale);
-    sm.ring_k.wait_full(2);  // k[2] has landed
+    sm.ring_k.wait_full(tile.pos + 2);  // k[2] has landed
     // qk = mma q, k (iteration 2)
     {
       twill::fence_frag(qk[0]);
@@ -1873,32 +1878,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + 2) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
     twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-    sm.ring_k.release_by_warp(1);  // release k[1]
+    sm.ring_k.release_by_warp(tile.pos + 1);  // release k[1]
     twill::wgmma_wait<0>();  // qk[2] is complete
     twill::fence_frag(qk[0]);
     // s = mul qk (iteration 2)
     twill::op_mul(s[0], qk[0], 0.125f);
-    sm.ring_bias.wait_full(2);  // bias[2] has landed
+    sm.ring_bias.wait_full(tile.pos + 2);  // bias[2] has landed
     // s_b takes the registers of qk, which no longer needs them
     // s_b = add s, bias (iteration 2)
     {
-      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[0]};
+      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + 2) % 2]};
       twill::op_add(qk[0], s[0], s_b_arg1);
     }
-    sm.ring_s_b.wait_empty(2);  // hand s_b[2] to softmax0
+    sm.ring_s_b.wait_empty(tile.pos + 2);  // hand s_b[2] to softmax0
     twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-    sm.ring_s_b.arrive_full(2);
-    sm.ring_bias.release_by_warp(2);  // release bias[2]
+    sm.ring_s_b.arrive_full(tile.pos + 2);
+    sm.ring_bias.release_by_warp(tile.pos + 2);  // release bias[2]
     // m_new = rowmax s_b, m_i (iteration 2)
     twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-    sm.ring_m_new.wait_empty(2);  // hand m_new[2] to softmax0
+    sm.ring_m_new.wait_empty(tile.pos + 2);  // hand m_new[2] to softmax0
     twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-    sm.ring_m_new.arrive_full(2);
+    sm.ring_m_new.arrive_full(tile.pos + 2);
   }
   for (int c = 0; c < 1; ++c) twill::fence_frag(acc_n[c]);  // acc_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
@@ -1907,12 +1912,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     {  // steady window J = j: alpha[j - 1], qk[j], acc_a[j - 3], l_new[j - 3], acc_n[j - 3], s[j], s_b[j], m_new[j]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
-      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      if (j - 4 >= 0) sm.ring_p.release_by_warp(j - 4);  // release p[j - 4]
-      if (j - 4 >= 0) sm.ring_v.release_by_warp(j - 4);  // release v[j - 4]
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+      if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
+      if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
       // alpha = exp2 m_i, m_new (iteration j - 1)
       twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // qk = mma q, k (iteration j)
       {
         twill::fence_frag(qk[0]);
@@ -1921,21 +1926,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       // acc_a is computed in the registers of acc_n, which accumulates it in place
       // acc_a = rescale acc, alpha (iteration j - 3)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-      sm.ring_p.wait_full(j - 3);  // p[j - 3] has landed
+      sm.ring_p.wait_full(tile.pos + j - 3);  // p[j - 3] has landed
       // l_new = rowsum p, l_i, alpha (iteration j - 3)
       {
         twill::Frag16<2, 64, __half> l_new_arg0;
-        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 3) % 3], 0);
+        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 3) % 3], 0);
         twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
       }
-      sm.ring_v.wait_full(j - 3);  // v[j - 3] has landed
+      sm.ring_v.wait_full(tile.pos + j - 3);  // v[j - 3] has landed
       // acc_n = mma p, v, acc_a (iteration j - 3)
       {
         twill::fence_frag(acc_n[0]);
@@ -1944,7 +1949,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 3) % 4], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 3) % 4], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1952,32 +1957,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(qk[0]);
       // s = mul qk (iteration j)
       twill::op_mul(s[0], qk[0], 0.125f);
-      sm.ring_bias.wait_full(j);  // bias[j] has landed
+      sm.ring_bias.wait_full(tile.pos + j);  // bias[j] has landed
       // s_b takes the registers of qk, which no longer needs them
       // s_b = add s, bias (iteration j)
       {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j) % 2]};
+        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
-      sm.ring_s_b.wait_empty(j);  // hand s_b[j] to softmax0
+      sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
       twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-      sm.ring_s_b.arrive_full(j);
-      sm.ring_bias.release_by_warp(j);  // release bias[j]
+      sm.ring_s_b.arrive_full(tile.pos + j);
+      sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
       // m_new = rowmax s_b, m_i (iteration j)
       twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-      sm.ring_m_new.wait_empty(j);  // hand m_new[j] to softmax0
+      sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
       twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-      sm.ring_m_new.arrive_full(j);
+      sm.ring_m_new.arrive_full(tile.pos + j);
     }
     {  // steady window J = j + 1: alpha[j], qk[j + 1], acc_a[j - 2], l_new[j - 2], acc_n[j - 2], s[j + 1], s_b[j + 1], m_new[j + 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
-      sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_p.release_by_warp(j - 3);  // release p[j - 3]
-      sm.ring_v.release_by_warp(j - 3);  // release v[j - 3]
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      sm.ring_p.release_by_warp(tile.pos + j - 3);  // release p[j - 3]
+      sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
       // alpha = exp2 m_i, m_new (iteration j)
       twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // qk = mma q, k (iteration j + 1)
       {
         twill::fence_frag(qk[0]);
@@ -1986,21 +1991,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       // acc_a is computed in the registers of acc_n, which accumulates it in place
       // acc_a = rescale acc, alpha (iteration j - 2)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-      sm.ring_p.wait_full(j - 2);  // p[j - 2] has landed
+      sm.ring_p.wait_full(tile.pos + j - 2);  // p[j - 2] has landed
       // l_new = rowsum p, l_i, alpha (iteration j - 2)
       {
         twill::Frag16<2, 64, __half> l_new_arg0;
-        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 2) % 3], 0);
+        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 2) % 3], 0);
         twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
       }
-      sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+      sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
       // acc_n = mma p, v, acc_a (iteration j - 2)
       {
         twill::fence_frag(acc_n[0]);
@@ -2009,7 +2014,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 2) % 4], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 4], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -2017,32 +2022,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(qk[0]);
       // s = mul qk (iteration j + 1)
       twill::op_mul(s[0], qk[0], 0.125f);
-      sm.ring_bias.wait_full(j + 1);  // bias[j + 1] has landed
+      sm.ring_bias.wait_full(tile.pos + j + 1);  // bias[j + 1] has landed
       // s_b takes the registers of qk, which no longer needs them
       // s_b = add s, bias (iteration j + 1)
       {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 1) % 2]};
+        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
-      sm.ring_s_b.wait_empty(j + 1);  // hand s_b[j + 1] to softmax0
+      sm.ring_s_b.wait_empty(tile.pos + j + 1);  // hand s_b[j + 1] to softmax0
       twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-      sm.ring_s_b.arrive_full(j + 1);
-      sm.ring_bias.release_by_warp(j + 1);  // release bias[j + 1]
+      sm.ring_s_b.arrive_full(tile.pos + j + 1);
+      sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
       // m_new = rowmax s_b, m_i (iteration j + 1)
       twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-      sm.ring_m_new.wait_empty(j + 1);  // hand m_new[j + 1] to softmax0
+      sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
       twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-      sm.ring_m_new.arrive_full(j + 1);
+      sm.ring_m_new.arrive_full(tile.pos + j + 1);
     }
     {  // steady window J = j + 2: alpha[j + 1], qk[j + 2], acc_a[j - 1], l_new[j - 1], acc_n[j - 1], s[j + 2], s_b[j + 2], m_new[j + 2]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
-      sm.ring_k.release_by_warp(j + 1);  // release k[j + 1]
-      sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
-      sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+      sm.ring_k.release_by_warp(tile.pos + j + 1);  // release k[j + 1]
+      sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+      sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
       // alpha = exp2 m_i, m_new (iteration j + 1)
       twill::op_exp2(alpha[1], m_new[1], m_new[0], args.exp2_scale);
-      sm.ring_k.wait_full(j + 2);  // k[j + 2] has landed
+      sm.ring_k.wait_full(tile.pos + j + 2);  // k[j + 2] has landed
       // qk = mma q, k (iteration j + 2)
       {
         twill::fence_frag(qk[0]);
@@ -2051,21 +2056,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 2) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 2) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       // acc_a is computed in the registers of acc_n, which accumulates it in place
       // acc_a = rescale acc, alpha (iteration j - 1)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-      sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
+      sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
       // l_new = rowsum p, l_i, alpha (iteration j - 1)
       {
         twill::Frag16<2, 64, __half> l_new_arg0;
-        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 1) % 3], 0);
+        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 1) % 3], 0);
         twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
       }
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_n = mma p, v, acc_a (iteration j - 1)
       {
         twill::fence_frag(acc_n[0]);
@@ -2074,7 +2079,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 1) % 4], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 1) % 4], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -2082,32 +2087,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(qk[0]);
       // s = mul qk (iteration j + 2)
       twill::op_mul(s[0], qk[0], 0.125f);
-      sm.ring_bias.wait_full(j + 2);  // bias[j + 2] has landed
+      sm.ring_bias.wait_full(tile.pos + j + 2);  // bias[j + 2] has landed
       // s_b takes the registers of qk, which no longer needs them
       // s_b = add s, bias (iteration j + 2)
       {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 2) % 2]};
+        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
-      sm.ring_s_b.wait_empty(j + 2);  // hand s_b[j + 2] to softmax0
+      sm.ring_s_b.wait_empty(tile.pos + j + 2);  // hand s_b[j + 2] to softmax0
       twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-      sm.ring_s_b.arrive_full(j + 2);
-      sm.ring_bias.release_by_warp(j + 2);  // release bias[j + 2]
+      sm.ring_s_b.arrive_full(tile.pos + j + 2);
+      sm.ring_bias.release_by_warp(tile.pos + j + 2);  // release bias[j + 2]
       // m_new = rowmax s_b, m_i (iteration j + 2)
       twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-      sm.ring_m_new.wait_empty(j + 2);  // hand m_new[j + 2] to softmax0
+      sm.ring_m_new.wait_empty(tile.pos + j + 2);  // hand m_new[j + 2] to softmax0
       twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-      sm.ring_m_new.arrive_full(j + 2);
+      sm.ring_m_new.arrive_full(tile.pos + j + 2);
     }
     {  // steady window J = j + 3: alpha[j + 2], qk[j + 3], acc_a[j], l_new[j], acc_n[j], s[j + 3], s_b[j + 3], m_new[j + 3]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
-      sm.ring_k.release_by_warp(j + 2);  // release k[j + 2]
-      sm.ring_p.release_by_warp(j - 1);  // release p[j - 1]
-      sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
+      sm.ring_k.release_by_warp(tile.pos + j + 2);  // release k[j + 2]
+      sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
+      sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
       // alpha = exp2 m_i, m_new (iteration j + 2)
       twill::op_exp2(alpha[2], m_new[0], m_new[1], args.exp2_scale);
-      sm.ring_k.wait_full(j + 3);  // k[j + 3] has landed
+      sm.ring_k.wait_full(tile.pos + j + 3);  // k[j + 3] has landed
       // qk = mma q, k (iteration j + 3)
       {
         twill::fence_frag(qk[0]);
@@ -2116,21 +2121,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 3) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 3) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       // acc_a is computed in the registers of acc_n, which accumulates it in place
       // acc_a = rescale acc, alpha (iteration j)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-      sm.ring_p.wait_full(j);  // p[j] has landed
+      sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
       // l_new = rowsum p, l_i, alpha (iteration j)
       {
         twill::Frag16<2, 64, __half> l_new_arg0;
-        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j) % 3], 0);
+        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j) % 3], 0);
         twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
       }
-      sm.ring_v.wait_full(j);  // v[j] has landed
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc_n = mma p, v, acc_a (iteration j)
       {
         twill::fence_frag(acc_n[0]);
@@ -2139,7 +2144,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j) % 4], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j) % 4], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -2147,32 +2152,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(qk[0]);
       // s = mul qk (iteration j + 3)
       twill::op_mul(s[0], qk[0], 0.125f);
-      sm.ring_bias.wait_full(j + 3);  // bias[j + 3] has landed
+      sm.ring_bias.wait_full(tile.pos + j + 3);  // bias[j + 3] has landed
       // s_b takes the registers of qk, which no longer needs them
       // s_b = add s, bias (iteration j + 3)
       {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 3) % 2]};
+        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 3) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
-      sm.ring_s_b.wait_empty(j + 3);  // hand s_b[j + 3] to softmax0
+      sm.ring_s_b.wait_empty(tile.pos + j + 3);  // hand s_b[j + 3] to softmax0
       twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-      sm.ring_s_b.arrive_full(j + 3);
-      sm.ring_bias.release_by_warp(j + 3);  // release bias[j + 3]
+      sm.ring_s_b.arrive_full(tile.pos + j + 3);
+      sm.ring_bias.release_by_warp(tile.pos + j + 3);  // release bias[j + 3]
       // m_new = rowmax s_b, m_i (iteration j + 3)
       twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-      sm.ring_m_new.wait_empty(j + 3);  // hand m_new[j + 3] to softmax0
+      sm.ring_m_new.wait_empty(tile.pos + j + 3);  // hand m_new[j + 3] to softmax0
       twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-      sm.ring_m_new.arrive_full(j + 3);
+      sm.ring_m_new.arrive_full(tile.pos + j + 3);
     }
     {  // steady window J = j + 4: alpha[j + 3], qk[j + 4], acc_a[j + 1], l_new[j + 1], acc_n[j + 1], s[j + 4], s_b[j + 4], m_new[j + 4]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
-      sm.ring_k.release_by_warp(j + 3);  // release k[j + 3]
-      sm.ring_p.release_by_warp(j);  // release p[j]
-      sm.ring_v.release_by_warp(j);  // release v[j]
+      sm.ring_k.release_by_warp(tile.pos + j + 3);  // release k[j + 3]
+      sm.ring_p.release_by_warp(tile.pos + j);  // release p[j]
+      sm.ring_v.release_by_warp(tile.pos + j);  // release v[j]
       // alpha = exp2 m_i, m_new (iteration j + 3)
       twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
-      sm.ring_k.wait_full(j + 4);  // k[j + 4] has landed
+      sm.ring_k.wait_full(tile.pos + j + 4);  // k[j + 4] has landed
       // qk = mma q, k (iteration j + 4)
       {
         twill::fence_frag(qk[0]);
@@ -2181,21 +2186,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 4) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 4) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       // acc_a is computed in the registers of acc_n, which accumulates it in place
       // acc_a = rescale acc, alpha (iteration j + 1)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-      sm.ring_p.wait_full(j + 1);  // p[j + 1] has landed
+      sm.ring_p.wait_full(tile.pos + j + 1);  // p[j + 1] has landed
       // l_new = rowsum p, l_i, alpha (iteration j + 1)
       {
         twill::Frag16<2, 64, __half> l_new_arg0;
-        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j + 1) % 3], 0);
+        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j + 1) % 3], 0);
         twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
       }
-      sm.ring_v.wait_full(j + 1);  // v[j + 1] has landed
+      sm.ring_v.wait_full(tile.pos + j + 1);  // v[j + 1] has landed
       // acc_n = mma p, v, acc_a (iteration j + 1)
       {
         twill::fence_frag(acc_n[0]);
@@ -2204,7 +2209,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j + 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j + 1) % 4], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j + 1) % 4], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -2212,32 +2217,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(qk[0]);
       // s = mul qk (iteration j + 4)
       twill::op_mul(s[0], qk[0], 0.125f);
-      sm.ring_bias.wait_full(j + 4);  // bias[j + 4] has landed
+      sm.ring_bias.wait_full(tile.pos + j + 4);  // bias[j + 4] has landed
       // s_b takes the registers of qk, which no longer needs them
       // s_b = add s, bias (iteration j + 4)
       {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 4) % 2]};
+        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 4) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
-      sm.ring_s_b.wait_empty(j + 4);  // hand s_b[j + 4] to softmax0
+      sm.ring_s_b.wait_empty(tile.pos + j + 4);  // hand s_b[j + 4] to softmax0
       twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-      sm.ring_s_b.arrive_full(j + 4);
-      sm.ring_bias.release_by_warp(j + 4);  // release bias[j + 4]
+      sm.ring_s_b.arrive_full(tile.pos + j + 4);
+      sm.ring_bias.release_by_warp(tile.pos + j + 4);  // release bias[j + 4]
       // m_new = rowmax s_b, m_i (iteration j + 4)
       twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-      sm.ring_m_new.wait_empty(j + 4);  // hand m_new[j + 4] to softmax0
+      sm.ring_m_new.wait_empty(tile.pos + j + 4);  // hand m_new[j + 4] to softmax0
       twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-      sm.ring_m_new.arrive_full(j + 4);
+      sm.ring_m_new.arrive_full(tile.pos + j + 4);
     }
     {  // steady window J = j + 5: alpha[j + 4], qk[j + 5], acc_a[j + 2], l_new[j + 2], acc_n[j + 2], s[j + 5], s_b[j + 5], m_new[j + 5]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
-      sm.ring_k.release_by_warp(j + 4);  // release k[j + 4]
-      sm.ring_p.release_by_warp(j + 1);  // release p[j + 1]
-      sm.ring_v.release_by_warp(j + 1);  // release v[j + 1]
+      sm.ring_k.release_by_warp(tile.pos + j + 4);  // release k[j + 4]
+      sm.ring_p.release_by_warp(tile.pos + j + 1);  // release p[j + 1]
+      sm.ring_v.release_by_warp(tile.pos + j + 1);  // release v[j + 1]
       // alpha = exp2 m_i, m_new (iteration j + 4)
       twill::op_exp2(alpha[1], m_new[0], m_new[1], args.exp2_scale);
-      sm.ring_k.wait_full(j + 5);  // k[j + 5] has landed
+      sm.ring_k.wait_full(tile.pos + j + 5);  // k[j + 5] has landed
       // qk = mma q, k (iteration j + 5)
       {
         twill::fence_frag(qk[0]);
@@ -2246,21 +2251,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 5) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 5) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       // acc_a is computed in the registers of acc_n, which accumulates it in place
       // acc_a = rescale acc, alpha (iteration j + 2)
       twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-      sm.ring_p.wait_full(j + 2);  // p[j + 2] has landed
+      sm.ring_p.wait_full(tile.pos + j + 2);  // p[j + 2] has landed
       // l_new = rowsum p, l_i, alpha (iteration j + 2)
       {
         twill::Frag16<2, 64, __half> l_new_arg0;
-        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j + 2) % 3], 0);
+        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j + 2) % 3], 0);
         twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
       }
-      sm.ring_v.wait_full(j + 2);  // v[j + 2] has landed
+      sm.ring_v.wait_full(tile.pos + j + 2);  // v[j + 2] has landed
       // acc_n = mma p, v, acc_a (iteration j + 2)
       {
         twill::fence_frag(acc_n[0]);
@@ -2269,7 +2274,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j + 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j + 2) % 4], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j + 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j + 2) % 4], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -2277,22 +2282,22 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::fence_frag(qk[0]);
       // s = mul qk (iteration j + 5)
       twill::op_mul(s[0], qk[0], 0.125f);
-      sm.ring_bias.wait_full(j + 5);  // bias[j + 5] has landed
+      sm.ring_bias.wait_full(tile.pos + j + 5);  // bias[j + 5] has landed
       // s_b takes the registers of qk, which no longer needs them
       // s_b = add s, bias (iteration j + 5)
       {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 5) % 2]};
+        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 5) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
-      sm.ring_s_b.wait_empty(j + 5);  // hand s_b[j + 5] to softmax0
+      sm.ring_s_b.wait_empty(tile.pos + j + 5);  // hand s_b[j + 5] to softmax0
       twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-      sm.ring_s_b.arrive_full(j + 5);
-      sm.ring_bias.release_by_warp(j + 5);  // release bias[j + 5]
+      sm.ring_s_b.arrive_full(tile.pos + j + 5);
+      sm.ring_bias.release_by_warp(tile.pos + j + 5);  // release bias[j + 5]
       // m_new = rowmax s_b, m_i (iteration j + 5)
       twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-      sm.ring_m_new.wait_empty(j + 5);  // hand m_new[j + 5] to softmax0
+      sm.ring_m_new.wait_empty(tile.pos + j + 5);  // hand m_new[j + 5] to softmax0
       twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-      sm.ring_m_new.arrive_full(j + 5);
+      sm.ring_m_new.arrive_full(tile.pos + j + 5);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -2301,22 +2306,22 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): alpha[n - 1], acc_a[n - 3], l_new[n - 3], acc_n[n - 3]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_p.release_by_warp(n - 4);  // release p[n - 4]
-        sm.ring_v.release_by_warp(n - 4);  // release v[n - 4]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
+        sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
         // alpha = exp2 m_i, m_new (iteration n - 1)
         twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(n - 3);  // p[n - 3] has landed
+        sm.ring_p.wait_full(tile.pos + n - 3);  // p[n - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(n - 3);  // v[n - 3] has landed
+        sm.ring_v.wait_full(tile.pos + n - 3);  // v[n - 3] has landed
         // acc_n = mma p, v, acc_a (iteration n - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -2325,7 +2330,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2333,19 +2338,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 1 (J = n + 1): acc_a[n - 2], l_new[n - 2], acc_n[n - 2]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 3);  // release p[n - 3]
-        sm.ring_v.release_by_warp(n - 3);  // release v[n - 3]
+        sm.ring_p.release_by_warp(tile.pos + n - 3);  // release p[n - 3]
+        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 2)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(n - 2);  // p[n - 2] has landed
+        sm.ring_p.wait_full(tile.pos + n - 2);  // p[n - 2] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 2)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 2) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 2) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_n = mma p, v, acc_a (iteration n - 2)
         {
           twill::fence_frag(acc_n[0]);
@@ -2354,7 +2359,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 2) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2362,19 +2367,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 2 (J = n + 2): acc_a[n - 1], l_new[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
+        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 1)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 1) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 1) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
         }
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_a (iteration n - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -2383,7 +2388,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 1) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2394,12 +2399,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // steady window J = j: alpha[j - 1], qk[j], acc_a[j - 3], l_new[j - 3], acc_n[j - 3], s[j], s_b[j], m_new[j]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 4 >= 0) sm.ring_p.release_by_warp(j - 4);  // release p[j - 4]
-        if (j - 4 >= 0) sm.ring_v.release_by_warp(j - 4);  // release v[j - 4]
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
+        if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
         // alpha = exp2 m_i, m_new (iteration j - 1)
         twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // qk = mma q, k (iteration j)
         {
           twill::fence_frag(qk[0]);
@@ -2408,21 +2413,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(j - 3);  // p[j - 3] has landed
+        sm.ring_p.wait_full(tile.pos + j - 3);  // p[j - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(j - 3);  // v[j - 3] has landed
+        sm.ring_v.wait_full(tile.pos + j - 3);  // v[j - 3] has landed
         // acc_n = mma p, v, acc_a (iteration j - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -2431,7 +2436,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2439,43 +2444,43 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j);  // bias[j] has landed
+        sm.ring_bias.wait_full(tile.pos + j);  // bias[j] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j);  // hand s_b[j] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j);
-        sm.ring_bias.release_by_warp(j);  // release bias[j]
+        sm.ring_s_b.arrive_full(tile.pos + j);
+        sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
         // m_new = rowmax s_b, m_i (iteration j)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(j);  // hand m_new[j] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(j);
+        sm.ring_m_new.arrive_full(tile.pos + j);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): alpha[n - 1], acc_a[n - 3], l_new[n - 3], acc_n[n - 3]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_p.release_by_warp(n - 4);  // release p[n - 4]
-        sm.ring_v.release_by_warp(n - 4);  // release v[n - 4]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
+        sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
         // alpha = exp2 m_i, m_new (iteration n - 1)
         twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(n - 3);  // p[n - 3] has landed
+        sm.ring_p.wait_full(tile.pos + n - 3);  // p[n - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(n - 3);  // v[n - 3] has landed
+        sm.ring_v.wait_full(tile.pos + n - 3);  // v[n - 3] has landed
         // acc_n = mma p, v, acc_a (iteration n - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -2484,7 +2489,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2492,19 +2497,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 1 (J = n + 1): acc_a[n - 2], l_new[n - 2], acc_n[n - 2]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 3);  // release p[n - 3]
-        sm.ring_v.release_by_warp(n - 3);  // release v[n - 3]
+        sm.ring_p.release_by_warp(tile.pos + n - 3);  // release p[n - 3]
+        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 2)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(n - 2);  // p[n - 2] has landed
+        sm.ring_p.wait_full(tile.pos + n - 2);  // p[n - 2] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 2)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 2) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 2) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
         }
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_n = mma p, v, acc_a (iteration n - 2)
         {
           twill::fence_frag(acc_n[0]);
@@ -2513,7 +2518,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 2) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2521,19 +2526,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 2 (J = n + 2): acc_a[n - 1], l_new[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
+        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 1)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 1) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 1) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_a (iteration n - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -2542,7 +2547,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 1) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2553,12 +2558,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // steady window J = j: alpha[j - 1], qk[j], acc_a[j - 3], l_new[j - 3], acc_n[j - 3], s[j], s_b[j], m_new[j]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 4 >= 0) sm.ring_p.release_by_warp(j - 4);  // release p[j - 4]
-        if (j - 4 >= 0) sm.ring_v.release_by_warp(j - 4);  // release v[j - 4]
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
+        if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
         // alpha = exp2 m_i, m_new (iteration j - 1)
         twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // qk = mma q, k (iteration j)
         {
           twill::fence_frag(qk[0]);
@@ -2567,21 +2572,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(j - 3);  // p[j - 3] has landed
+        sm.ring_p.wait_full(tile.pos + j - 3);  // p[j - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(j - 3);  // v[j - 3] has landed
+        sm.ring_v.wait_full(tile.pos + j - 3);  // v[j - 3] has landed
         // acc_n = mma p, v, acc_a (iteration j - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -2590,7 +2595,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2598,32 +2603,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j);  // bias[j] has landed
+        sm.ring_bias.wait_full(tile.pos + j);  // bias[j] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j);  // hand s_b[j] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j);
-        sm.ring_bias.release_by_warp(j);  // release bias[j]
+        sm.ring_s_b.arrive_full(tile.pos + j);
+        sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
         // m_new = rowmax s_b, m_i (iteration j)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(j);  // hand m_new[j] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(j);
+        sm.ring_m_new.arrive_full(tile.pos + j);
       }
       {  // steady window J = j + 1: alpha[j], qk[j + 1], acc_a[j - 2], l_new[j - 2], acc_n[j - 2], s[j + 1], s_b[j + 1], m_new[j + 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j);  // release k[j]
-        sm.ring_p.release_by_warp(j - 3);  // release p[j - 3]
-        sm.ring_v.release_by_warp(j - 3);  // release v[j - 3]
+        sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+        sm.ring_p.release_by_warp(tile.pos + j - 3);  // release p[j - 3]
+        sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
         // alpha = exp2 m_i, m_new (iteration j)
         twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+        sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
         // qk = mma q, k (iteration j + 1)
         {
           twill::fence_frag(qk[0]);
@@ -2632,21 +2637,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 2)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(j - 2);  // p[j - 2] has landed
+        sm.ring_p.wait_full(tile.pos + j - 2);  // p[j - 2] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 2)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 2) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 2) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+        sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
         // acc_n = mma p, v, acc_a (iteration j - 2)
         {
           twill::fence_frag(acc_n[0]);
@@ -2655,7 +2660,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 2) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2663,43 +2668,43 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j + 1)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j + 1);  // bias[j + 1] has landed
+        sm.ring_bias.wait_full(tile.pos + j + 1);  // bias[j + 1] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 1)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 1) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j + 1);  // hand s_b[j + 1] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j + 1);  // hand s_b[j + 1] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j + 1);
-        sm.ring_bias.release_by_warp(j + 1);  // release bias[j + 1]
+        sm.ring_s_b.arrive_full(tile.pos + j + 1);
+        sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
         // m_new = rowmax s_b, m_i (iteration j + 1)
         twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(j + 1);  // hand m_new[j + 1] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(j + 1);
+        sm.ring_m_new.arrive_full(tile.pos + j + 1);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): alpha[n - 1], acc_a[n - 3], l_new[n - 3], acc_n[n - 3]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_p.release_by_warp(n - 4);  // release p[n - 4]
-        sm.ring_v.release_by_warp(n - 4);  // release v[n - 4]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
+        sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
         // alpha = exp2 m_i, m_new (iteration n - 1)
         twill::op_exp2(alpha[1], m_new[1], m_new[0], args.exp2_scale);
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(n - 3);  // p[n - 3] has landed
+        sm.ring_p.wait_full(tile.pos + n - 3);  // p[n - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
         }
-        sm.ring_v.wait_full(n - 3);  // v[n - 3] has landed
+        sm.ring_v.wait_full(tile.pos + n - 3);  // v[n - 3] has landed
         // acc_n = mma p, v, acc_a (iteration n - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -2708,7 +2713,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2716,19 +2721,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 1 (J = n + 1): acc_a[n - 2], l_new[n - 2], acc_n[n - 2]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 3);  // release p[n - 3]
-        sm.ring_v.release_by_warp(n - 3);  // release v[n - 3]
+        sm.ring_p.release_by_warp(tile.pos + n - 3);  // release p[n - 3]
+        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 2)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(n - 2);  // p[n - 2] has landed
+        sm.ring_p.wait_full(tile.pos + n - 2);  // p[n - 2] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 2)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 2) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 2) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_n = mma p, v, acc_a (iteration n - 2)
         {
           twill::fence_frag(acc_n[0]);
@@ -2737,7 +2742,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 2) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2745,19 +2750,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 2 (J = n + 2): acc_a[n - 1], l_new[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
+        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 1)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 1) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 1) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_a (iteration n - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -2766,7 +2771,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 1) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2777,12 +2782,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // steady window J = j: alpha[j - 1], qk[j], acc_a[j - 3], l_new[j - 3], acc_n[j - 3], s[j], s_b[j], m_new[j]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 4 >= 0) sm.ring_p.release_by_warp(j - 4);  // release p[j - 4]
-        if (j - 4 >= 0) sm.ring_v.release_by_warp(j - 4);  // release v[j - 4]
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
+        if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
         // alpha = exp2 m_i, m_new (iteration j - 1)
         twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // qk = mma q, k (iteration j)
         {
           twill::fence_frag(qk[0]);
@@ -2791,21 +2796,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(j - 3);  // p[j - 3] has landed
+        sm.ring_p.wait_full(tile.pos + j - 3);  // p[j - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(j - 3);  // v[j - 3] has landed
+        sm.ring_v.wait_full(tile.pos + j - 3);  // v[j - 3] has landed
         // acc_n = mma p, v, acc_a (iteration j - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -2814,7 +2819,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2822,32 +2827,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j);  // bias[j] has landed
+        sm.ring_bias.wait_full(tile.pos + j);  // bias[j] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j);  // hand s_b[j] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j);
-        sm.ring_bias.release_by_warp(j);  // release bias[j]
+        sm.ring_s_b.arrive_full(tile.pos + j);
+        sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
         // m_new = rowmax s_b, m_i (iteration j)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(j);  // hand m_new[j] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(j);
+        sm.ring_m_new.arrive_full(tile.pos + j);
       }
       {  // steady window J = j + 1: alpha[j], qk[j + 1], acc_a[j - 2], l_new[j - 2], acc_n[j - 2], s[j + 1], s_b[j + 1], m_new[j + 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j);  // release k[j]
-        sm.ring_p.release_by_warp(j - 3);  // release p[j - 3]
-        sm.ring_v.release_by_warp(j - 3);  // release v[j - 3]
+        sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+        sm.ring_p.release_by_warp(tile.pos + j - 3);  // release p[j - 3]
+        sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
         // alpha = exp2 m_i, m_new (iteration j)
         twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+        sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
         // qk = mma q, k (iteration j + 1)
         {
           twill::fence_frag(qk[0]);
@@ -2856,21 +2861,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 2)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(j - 2);  // p[j - 2] has landed
+        sm.ring_p.wait_full(tile.pos + j - 2);  // p[j - 2] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 2)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 2) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 2) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+        sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
         // acc_n = mma p, v, acc_a (iteration j - 2)
         {
           twill::fence_frag(acc_n[0]);
@@ -2879,7 +2884,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 2) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2887,32 +2892,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j + 1)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j + 1);  // bias[j + 1] has landed
+        sm.ring_bias.wait_full(tile.pos + j + 1);  // bias[j + 1] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 1)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 1) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j + 1);  // hand s_b[j + 1] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j + 1);  // hand s_b[j + 1] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j + 1);
-        sm.ring_bias.release_by_warp(j + 1);  // release bias[j + 1]
+        sm.ring_s_b.arrive_full(tile.pos + j + 1);
+        sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
         // m_new = rowmax s_b, m_i (iteration j + 1)
         twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(j + 1);  // hand m_new[j + 1] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(j + 1);
+        sm.ring_m_new.arrive_full(tile.pos + j + 1);
       }
       {  // steady window J = j + 2: alpha[j + 1], qk[j + 2], acc_a[j - 1], l_new[j - 1], acc_n[j - 1], s[j + 2], s_b[j + 2], m_new[j + 2]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j + 1);  // release k[j + 1]
-        sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
-        sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+        sm.ring_k.release_by_warp(tile.pos + j + 1);  // release k[j + 1]
+        sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+        sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
         // alpha = exp2 m_i, m_new (iteration j + 1)
         twill::op_exp2(alpha[1], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(j + 2);  // k[j + 2] has landed
+        sm.ring_k.wait_full(tile.pos + j + 2);  // k[j + 2] has landed
         // qk = mma q, k (iteration j + 2)
         {
           twill::fence_frag(qk[0]);
@@ -2921,21 +2926,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 2) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 2) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
+        sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 1)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 1) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 1) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
         }
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_n = mma p, v, acc_a (iteration j - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -2944,7 +2949,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 1) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 1) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -2952,43 +2957,43 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j + 2)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j + 2);  // bias[j + 2] has landed
+        sm.ring_bias.wait_full(tile.pos + j + 2);  // bias[j + 2] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 2)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 2) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j + 2);  // hand s_b[j + 2] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j + 2);  // hand s_b[j + 2] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j + 2);
-        sm.ring_bias.release_by_warp(j + 2);  // release bias[j + 2]
+        sm.ring_s_b.arrive_full(tile.pos + j + 2);
+        sm.ring_bias.release_by_warp(tile.pos + j + 2);  // release bias[j + 2]
         // m_new = rowmax s_b, m_i (iteration j + 2)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(j + 2);  // hand m_new[j + 2] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j + 2);  // hand m_new[j + 2] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(j + 2);
+        sm.ring_m_new.arrive_full(tile.pos + j + 2);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): alpha[n - 1], acc_a[n - 3], l_new[n - 3], acc_n[n - 3]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_p.release_by_warp(n - 4);  // release p[n - 4]
-        sm.ring_v.release_by_warp(n - 4);  // release v[n - 4]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
+        sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
         // alpha = exp2 m_i, m_new (iteration n - 1)
         twill::op_exp2(alpha[2], m_new[0], m_new[1], args.exp2_scale);
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(n - 3);  // p[n - 3] has landed
+        sm.ring_p.wait_full(tile.pos + n - 3);  // p[n - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(n - 3);  // v[n - 3] has landed
+        sm.ring_v.wait_full(tile.pos + n - 3);  // v[n - 3] has landed
         // acc_n = mma p, v, acc_a (iteration n - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -2997,7 +3002,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3005,19 +3010,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 1 (J = n + 1): acc_a[n - 2], l_new[n - 2], acc_n[n - 2]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 3);  // release p[n - 3]
-        sm.ring_v.release_by_warp(n - 3);  // release v[n - 3]
+        sm.ring_p.release_by_warp(tile.pos + n - 3);  // release p[n - 3]
+        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 2)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(n - 2);  // p[n - 2] has landed
+        sm.ring_p.wait_full(tile.pos + n - 2);  // p[n - 2] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 2)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 2) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 2) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_n = mma p, v, acc_a (iteration n - 2)
         {
           twill::fence_frag(acc_n[0]);
@@ -3026,7 +3031,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 2) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3034,19 +3039,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 2 (J = n + 2): acc_a[n - 1], l_new[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
+        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 1)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 1) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 1) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
         }
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_a (iteration n - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -3055,7 +3060,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 1) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3066,12 +3071,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // steady window J = j: alpha[j - 1], qk[j], acc_a[j - 3], l_new[j - 3], acc_n[j - 3], s[j], s_b[j], m_new[j]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 4 >= 0) sm.ring_p.release_by_warp(j - 4);  // release p[j - 4]
-        if (j - 4 >= 0) sm.ring_v.release_by_warp(j - 4);  // release v[j - 4]
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
+        if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
         // alpha = exp2 m_i, m_new (iteration j - 1)
         twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // qk = mma q, k (iteration j)
         {
           twill::fence_frag(qk[0]);
@@ -3080,21 +3085,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(j - 3);  // p[j - 3] has landed
+        sm.ring_p.wait_full(tile.pos + j - 3);  // p[j - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(j - 3);  // v[j - 3] has landed
+        sm.ring_v.wait_full(tile.pos + j - 3);  // v[j - 3] has landed
         // acc_n = mma p, v, acc_a (iteration j - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -3103,7 +3108,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3111,32 +3116,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j);  // bias[j] has landed
+        sm.ring_bias.wait_full(tile.pos + j);  // bias[j] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j);  // hand s_b[j] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j);
-        sm.ring_bias.release_by_warp(j);  // release bias[j]
+        sm.ring_s_b.arrive_full(tile.pos + j);
+        sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
         // m_new = rowmax s_b, m_i (iteration j)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(j);  // hand m_new[j] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(j);
+        sm.ring_m_new.arrive_full(tile.pos + j);
       }
       {  // steady window J = j + 1: alpha[j], qk[j + 1], acc_a[j - 2], l_new[j - 2], acc_n[j - 2], s[j + 1], s_b[j + 1], m_new[j + 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j);  // release k[j]
-        sm.ring_p.release_by_warp(j - 3);  // release p[j - 3]
-        sm.ring_v.release_by_warp(j - 3);  // release v[j - 3]
+        sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+        sm.ring_p.release_by_warp(tile.pos + j - 3);  // release p[j - 3]
+        sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
         // alpha = exp2 m_i, m_new (iteration j)
         twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+        sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
         // qk = mma q, k (iteration j + 1)
         {
           twill::fence_frag(qk[0]);
@@ -3145,21 +3150,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 2)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(j - 2);  // p[j - 2] has landed
+        sm.ring_p.wait_full(tile.pos + j - 2);  // p[j - 2] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 2)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 2) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 2) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+        sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
         // acc_n = mma p, v, acc_a (iteration j - 2)
         {
           twill::fence_frag(acc_n[0]);
@@ -3168,7 +3173,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 2) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3176,32 +3181,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j + 1)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j + 1);  // bias[j + 1] has landed
+        sm.ring_bias.wait_full(tile.pos + j + 1);  // bias[j + 1] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 1)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 1) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j + 1);  // hand s_b[j + 1] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j + 1);  // hand s_b[j + 1] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j + 1);
-        sm.ring_bias.release_by_warp(j + 1);  // release bias[j + 1]
+        sm.ring_s_b.arrive_full(tile.pos + j + 1);
+        sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
         // m_new = rowmax s_b, m_i (iteration j + 1)
         twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(j + 1);  // hand m_new[j + 1] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(j + 1);
+        sm.ring_m_new.arrive_full(tile.pos + j + 1);
       }
       {  // steady window J = j + 2: alpha[j + 1], qk[j + 2], acc_a[j - 1], l_new[j - 1], acc_n[j - 1], s[j + 2], s_b[j + 2], m_new[j + 2]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j + 1);  // release k[j + 1]
-        sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
-        sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+        sm.ring_k.release_by_warp(tile.pos + j + 1);  // release k[j + 1]
+        sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+        sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
         // alpha = exp2 m_i, m_new (iteration j + 1)
         twill::op_exp2(alpha[1], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(j + 2);  // k[j + 2] has landed
+        sm.ring_k.wait_full(tile.pos + j + 2);  // k[j + 2] has landed
         // qk = mma q, k (iteration j + 2)
         {
           twill::fence_frag(qk[0]);
@@ -3210,21 +3215,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 2) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 2) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
+        sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 1)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 1) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 1) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
         }
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_n = mma p, v, acc_a (iteration j - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -3233,7 +3238,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 1) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 1) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3241,32 +3246,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j + 2)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j + 2);  // bias[j + 2] has landed
+        sm.ring_bias.wait_full(tile.pos + j + 2);  // bias[j + 2] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 2)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 2) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j + 2);  // hand s_b[j + 2] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j + 2);  // hand s_b[j + 2] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j + 2);
-        sm.ring_bias.release_by_warp(j + 2);  // release bias[j + 2]
+        sm.ring_s_b.arrive_full(tile.pos + j + 2);
+        sm.ring_bias.release_by_warp(tile.pos + j + 2);  // release bias[j + 2]
         // m_new = rowmax s_b, m_i (iteration j + 2)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(j + 2);  // hand m_new[j + 2] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j + 2);  // hand m_new[j + 2] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(j + 2);
+        sm.ring_m_new.arrive_full(tile.pos + j + 2);
       }
       {  // steady window J = j + 3: alpha[j + 2], qk[j + 3], acc_a[j], l_new[j], acc_n[j], s[j + 3], s_b[j + 3], m_new[j + 3]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j + 2);  // release k[j + 2]
-        sm.ring_p.release_by_warp(j - 1);  // release p[j - 1]
-        sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
+        sm.ring_k.release_by_warp(tile.pos + j + 2);  // release k[j + 2]
+        sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
+        sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
         // alpha = exp2 m_i, m_new (iteration j + 2)
         twill::op_exp2(alpha[2], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(j + 3);  // k[j + 3] has landed
+        sm.ring_k.wait_full(tile.pos + j + 3);  // k[j + 3] has landed
         // qk = mma q, k (iteration j + 3)
         {
           twill::fence_frag(qk[0]);
@@ -3275,21 +3280,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 3) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 3) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(j);  // p[j] has landed
+        sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
         // l_new = rowsum p, l_i, alpha (iteration j)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(j);  // v[j] has landed
+        sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
         // acc_n = mma p, v, acc_a (iteration j)
         {
           twill::fence_frag(acc_n[0]);
@@ -3298,7 +3303,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3306,43 +3311,43 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j + 3)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j + 3);  // bias[j + 3] has landed
+        sm.ring_bias.wait_full(tile.pos + j + 3);  // bias[j + 3] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 3)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 3) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 3) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j + 3);  // hand s_b[j + 3] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j + 3);  // hand s_b[j + 3] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j + 3);
-        sm.ring_bias.release_by_warp(j + 3);  // release bias[j + 3]
+        sm.ring_s_b.arrive_full(tile.pos + j + 3);
+        sm.ring_bias.release_by_warp(tile.pos + j + 3);  // release bias[j + 3]
         // m_new = rowmax s_b, m_i (iteration j + 3)
         twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(j + 3);  // hand m_new[j + 3] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j + 3);  // hand m_new[j + 3] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(j + 3);
+        sm.ring_m_new.arrive_full(tile.pos + j + 3);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): alpha[n - 1], acc_a[n - 3], l_new[n - 3], acc_n[n - 3]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_p.release_by_warp(n - 4);  // release p[n - 4]
-        sm.ring_v.release_by_warp(n - 4);  // release v[n - 4]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
+        sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
         // alpha = exp2 m_i, m_new (iteration n - 1)
         twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(n - 3);  // p[n - 3] has landed
+        sm.ring_p.wait_full(tile.pos + n - 3);  // p[n - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(n - 3);  // v[n - 3] has landed
+        sm.ring_v.wait_full(tile.pos + n - 3);  // v[n - 3] has landed
         // acc_n = mma p, v, acc_a (iteration n - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -3351,7 +3356,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3359,19 +3364,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 1 (J = n + 1): acc_a[n - 2], l_new[n - 2], acc_n[n - 2]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 3);  // release p[n - 3]
-        sm.ring_v.release_by_warp(n - 3);  // release v[n - 3]
+        sm.ring_p.release_by_warp(tile.pos + n - 3);  // release p[n - 3]
+        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 2)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(n - 2);  // p[n - 2] has landed
+        sm.ring_p.wait_full(tile.pos + n - 2);  // p[n - 2] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 2)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 2) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 2) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
         }
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_n = mma p, v, acc_a (iteration n - 2)
         {
           twill::fence_frag(acc_n[0]);
@@ -3380,7 +3385,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 2) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3388,19 +3393,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 2 (J = n + 2): acc_a[n - 1], l_new[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
+        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 1)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 1) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 1) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_a (iteration n - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -3409,7 +3414,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 1) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3420,12 +3425,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // steady window J = j: alpha[j - 1], qk[j], acc_a[j - 3], l_new[j - 3], acc_n[j - 3], s[j], s_b[j], m_new[j]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 4 >= 0) sm.ring_p.release_by_warp(j - 4);  // release p[j - 4]
-        if (j - 4 >= 0) sm.ring_v.release_by_warp(j - 4);  // release v[j - 4]
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
+        if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
         // alpha = exp2 m_i, m_new (iteration j - 1)
         twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // qk = mma q, k (iteration j)
         {
           twill::fence_frag(qk[0]);
@@ -3434,21 +3439,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(j - 3);  // p[j - 3] has landed
+        sm.ring_p.wait_full(tile.pos + j - 3);  // p[j - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(j - 3);  // v[j - 3] has landed
+        sm.ring_v.wait_full(tile.pos + j - 3);  // v[j - 3] has landed
         // acc_n = mma p, v, acc_a (iteration j - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -3457,7 +3462,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3465,32 +3470,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j);  // bias[j] has landed
+        sm.ring_bias.wait_full(tile.pos + j);  // bias[j] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j);  // hand s_b[j] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j);
-        sm.ring_bias.release_by_warp(j);  // release bias[j]
+        sm.ring_s_b.arrive_full(tile.pos + j);
+        sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
         // m_new = rowmax s_b, m_i (iteration j)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(j);  // hand m_new[j] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(j);
+        sm.ring_m_new.arrive_full(tile.pos + j);
       }
       {  // steady window J = j + 1: alpha[j], qk[j + 1], acc_a[j - 2], l_new[j - 2], acc_n[j - 2], s[j + 1], s_b[j + 1], m_new[j + 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j);  // release k[j]
-        sm.ring_p.release_by_warp(j - 3);  // release p[j - 3]
-        sm.ring_v.release_by_warp(j - 3);  // release v[j - 3]
+        sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+        sm.ring_p.release_by_warp(tile.pos + j - 3);  // release p[j - 3]
+        sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
         // alpha = exp2 m_i, m_new (iteration j)
         twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+        sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
         // qk = mma q, k (iteration j + 1)
         {
           twill::fence_frag(qk[0]);
@@ -3499,21 +3504,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 2)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(j - 2);  // p[j - 2] has landed
+        sm.ring_p.wait_full(tile.pos + j - 2);  // p[j - 2] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 2)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 2) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 2) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+        sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
         // acc_n = mma p, v, acc_a (iteration j - 2)
         {
           twill::fence_frag(acc_n[0]);
@@ -3522,7 +3527,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 2) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3530,32 +3535,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j + 1)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j + 1);  // bias[j + 1] has landed
+        sm.ring_bias.wait_full(tile.pos + j + 1);  // bias[j + 1] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 1)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 1) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j + 1);  // hand s_b[j + 1] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j + 1);  // hand s_b[j + 1] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j + 1);
-        sm.ring_bias.release_by_warp(j + 1);  // release bias[j + 1]
+        sm.ring_s_b.arrive_full(tile.pos + j + 1);
+        sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
         // m_new = rowmax s_b, m_i (iteration j + 1)
         twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(j + 1);  // hand m_new[j + 1] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(j + 1);
+        sm.ring_m_new.arrive_full(tile.pos + j + 1);
       }
       {  // steady window J = j + 2: alpha[j + 1], qk[j + 2], acc_a[j - 1], l_new[j - 1], acc_n[j - 1], s[j + 2], s_b[j + 2], m_new[j + 2]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j + 1);  // release k[j + 1]
-        sm.ring_p.release_by_warp(j - 2);  // release p[j - 2]
-        sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
+        sm.ring_k.release_by_warp(tile.pos + j + 1);  // release k[j + 1]
+        sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+        sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
         // alpha = exp2 m_i, m_new (iteration j + 1)
         twill::op_exp2(alpha[1], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(j + 2);  // k[j + 2] has landed
+        sm.ring_k.wait_full(tile.pos + j + 2);  // k[j + 2] has landed
         // qk = mma q, k (iteration j + 2)
         {
           twill::fence_frag(qk[0]);
@@ -3564,21 +3569,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 2) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 2) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(j - 1);  // p[j - 1] has landed
+        sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
         // l_new = rowsum p, l_i, alpha (iteration j - 1)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j - 1) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 1) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
         }
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_n = mma p, v, acc_a (iteration j - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -3587,7 +3592,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 1) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 1) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3595,32 +3600,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j + 2)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j + 2);  // bias[j + 2] has landed
+        sm.ring_bias.wait_full(tile.pos + j + 2);  // bias[j + 2] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 2)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 2) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j + 2);  // hand s_b[j + 2] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j + 2);  // hand s_b[j + 2] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j + 2);
-        sm.ring_bias.release_by_warp(j + 2);  // release bias[j + 2]
+        sm.ring_s_b.arrive_full(tile.pos + j + 2);
+        sm.ring_bias.release_by_warp(tile.pos + j + 2);  // release bias[j + 2]
         // m_new = rowmax s_b, m_i (iteration j + 2)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(j + 2);  // hand m_new[j + 2] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j + 2);  // hand m_new[j + 2] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(j + 2);
+        sm.ring_m_new.arrive_full(tile.pos + j + 2);
       }
       {  // steady window J = j + 3: alpha[j + 2], qk[j + 3], acc_a[j], l_new[j], acc_n[j], s[j + 3], s_b[j + 3], m_new[j + 3]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j + 2);  // release k[j + 2]
-        sm.ring_p.release_by_warp(j - 1);  // release p[j - 1]
-        sm.ring_v.release_by_warp(j - 1);  // release v[j - 1]
+        sm.ring_k.release_by_warp(tile.pos + j + 2);  // release k[j + 2]
+        sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
+        sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
         // alpha = exp2 m_i, m_new (iteration j + 2)
         twill::op_exp2(alpha[2], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(j + 3);  // k[j + 3] has landed
+        sm.ring_k.wait_full(tile.pos + j + 3);  // k[j + 3] has landed
         // qk = mma q, k (iteration j + 3)
         {
           twill::fence_frag(qk[0]);
@@ -3629,21 +3634,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 3) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 3) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(j);  // p[j] has landed
+        sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
         // l_new = rowsum p, l_i, alpha (iteration j)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(j);  // v[j] has landed
+        sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
         // acc_n = mma p, v, acc_a (iteration j)
         {
           twill::fence_frag(acc_n[0]);
@@ -3652,7 +3657,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3660,32 +3665,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j + 3)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j + 3);  // bias[j + 3] has landed
+        sm.ring_bias.wait_full(tile.pos + j + 3);  // bias[j + 3] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 3)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 3) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 3) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j + 3);  // hand s_b[j + 3] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j + 3);  // hand s_b[j + 3] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j + 3);
-        sm.ring_bias.release_by_warp(j + 3);  // release bias[j + 3]
+        sm.ring_s_b.arrive_full(tile.pos + j + 3);
+        sm.ring_bias.release_by_warp(tile.pos + j + 3);  // release bias[j + 3]
         // m_new = rowmax s_b, m_i (iteration j + 3)
         twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(j + 3);  // hand m_new[j + 3] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j + 3);  // hand m_new[j + 3] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(j + 3);
+        sm.ring_m_new.arrive_full(tile.pos + j + 3);
       }
       {  // steady window J = j + 4: alpha[j + 3], qk[j + 4], acc_a[j + 1], l_new[j + 1], acc_n[j + 1], s[j + 4], s_b[j + 4], m_new[j + 4]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(j + 3);  // release k[j + 3]
-        sm.ring_p.release_by_warp(j);  // release p[j]
-        sm.ring_v.release_by_warp(j);  // release v[j]
+        sm.ring_k.release_by_warp(tile.pos + j + 3);  // release k[j + 3]
+        sm.ring_p.release_by_warp(tile.pos + j);  // release p[j]
+        sm.ring_v.release_by_warp(tile.pos + j);  // release v[j]
         // alpha = exp2 m_i, m_new (iteration j + 3)
         twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(j + 4);  // k[j + 4] has landed
+        sm.ring_k.wait_full(tile.pos + j + 4);  // k[j + 4] has landed
         // qk = mma q, k (iteration j + 4)
         {
           twill::fence_frag(qk[0]);
@@ -3694,21 +3699,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 4) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 4) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration j + 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(j + 1);  // p[j + 1] has landed
+        sm.ring_p.wait_full(tile.pos + j + 1);  // p[j + 1] has landed
         // l_new = rowsum p, l_i, alpha (iteration j + 1)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(j + 1) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j + 1) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(j + 1);  // v[j + 1] has landed
+        sm.ring_v.wait_full(tile.pos + j + 1);  // v[j + 1] has landed
         // acc_n = mma p, v, acc_a (iteration j + 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -3717,7 +3722,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(j + 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j + 1) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j + 1) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3725,43 +3730,43 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::fence_frag(qk[0]);
         // s = mul qk (iteration j + 4)
         twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(j + 4);  // bias[j + 4] has landed
+        sm.ring_bias.wait_full(tile.pos + j + 4);  // bias[j + 4] has landed
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 4)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(j + 4) % 2]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 4) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
-        sm.ring_s_b.wait_empty(j + 4);  // hand s_b[j + 4] to softmax0
+        sm.ring_s_b.wait_empty(tile.pos + j + 4);  // hand s_b[j + 4] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(j + 4);
-        sm.ring_bias.release_by_warp(j + 4);  // release bias[j + 4]
+        sm.ring_s_b.arrive_full(tile.pos + j + 4);
+        sm.ring_bias.release_by_warp(tile.pos + j + 4);  // release bias[j + 4]
         // m_new = rowmax s_b, m_i (iteration j + 4)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(j + 4);  // hand m_new[j + 4] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j + 4);  // hand m_new[j + 4] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(j + 4);
+        sm.ring_m_new.arrive_full(tile.pos + j + 4);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): alpha[n - 1], acc_a[n - 3], l_new[n - 3], acc_n[n - 3]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_p.release_by_warp(n - 4);  // release p[n - 4]
-        sm.ring_v.release_by_warp(n - 4);  // release v[n - 4]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
+        sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
         // alpha = exp2 m_i, m_new (iteration n - 1)
         twill::op_exp2(alpha[1], m_new[0], m_new[1], args.exp2_scale);
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(n - 3);  // p[n - 3] has landed
+        sm.ring_p.wait_full(tile.pos + n - 3);  // p[n - 3] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 3)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 3) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 3) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
         }
-        sm.ring_v.wait_full(n - 3);  // v[n - 3] has landed
+        sm.ring_v.wait_full(tile.pos + n - 3);  // v[n - 3] has landed
         // acc_n = mma p, v, acc_a (iteration n - 3)
         {
           twill::fence_frag(acc_n[0]);
@@ -3770,7 +3775,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 3) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 3) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3778,19 +3783,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 1 (J = n + 1): acc_a[n - 2], l_new[n - 2], acc_n[n - 2]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 3);  // release p[n - 3]
-        sm.ring_v.release_by_warp(n - 3);  // release v[n - 3]
+        sm.ring_p.release_by_warp(tile.pos + n - 3);  // release p[n - 3]
+        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 2)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(n - 2);  // p[n - 2] has landed
+        sm.ring_p.wait_full(tile.pos + n - 2);  // p[n - 2] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 2)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 2) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 2) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
         }
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_n = mma p, v, acc_a (iteration n - 2)
         {
           twill::fence_frag(acc_n[0]);
@@ -3799,7 +3804,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 2) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3807,19 +3812,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 2 (J = n + 2): acc_a[n - 1], l_new[n - 1], acc_n[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(n - 1);  // p[n - 1] has landed
+        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         // l_new = rowsum p, l_i, alpha (iteration n - 1)
         {
           twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(n - 1) % 3], 0);
+          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 1) % 3], 0);
           twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
         }
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_a (iteration n - 1)
         {
           twill::fence_frag(acc_n[0]);
@@ -3828,7 +3833,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 1) % 4], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 4], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -3840,8 +3845,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_p.release_by_warp(i);  // p's slots still held: empty for the next tile
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(i);  // v's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_p.release_by_warp(tile.pos + i);  // p's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(tile.pos + i);  // v's slots still held: empty for the next tile
   twill::Rows<2> m_new_final;
   switch ((n - 1) % 2) {
     case 0: m_new_final = m_new[0]; break;
@@ -3878,137 +3883,137 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
   {  // prologue window 0 (J = 0): nothing for this role
   }
   {  // prologue window 1 (J = 1): p[0]
-    sm.ring_s_b.wait_full(0);  // s_b[0] is staged
+    sm.ring_s_b.wait_full(tile.pos);  // s_b[0] is staged
     const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-    sm.ring_m_new.wait_full(0);  // m_new[0] is staged
+    sm.ring_m_new.wait_full(tile.pos);  // m_new[0] is staged
     const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
     // p = exp2 s_b, m_new (iteration 0)
     twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-    sm.ring_p.wait_empty(0);  // hand p[0] to consumer0
-    twill::frag_to_tile<__half, 128, 64>(sm.tile_p[0], p[0], 0);
+    sm.ring_p.wait_empty(tile.pos);  // hand p[0] to consumer0
+    twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos) % 3], p[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_p.arrive_full(0);
-    sm.ring_s_b.release_by_warp(0);  // release s_b[0]
-    sm.ring_m_new.release_by_warp(0);  // release m_new[0]
+    sm.ring_p.arrive_full(tile.pos);
+    sm.ring_s_b.release_by_warp(tile.pos);  // release s_b[0]
+    sm.ring_m_new.release_by_warp(tile.pos);  // release m_new[0]
   }
   {  // prologue window 2 (J = 2): p[1]
-    sm.ring_s_b.wait_full(1);  // s_b[1] is staged
+    sm.ring_s_b.wait_full(tile.pos + 1);  // s_b[1] is staged
     const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-    sm.ring_m_new.wait_full(1);  // m_new[1] is staged
+    sm.ring_m_new.wait_full(tile.pos + 1);  // m_new[1] is staged
     const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
     // p = exp2 s_b, m_new (iteration 1)
     twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-    sm.ring_p.wait_empty(1);  // hand p[1] to consumer0
-    twill::frag_to_tile<__half, 128, 64>(sm.tile_p[1], p[0], 0);
+    sm.ring_p.wait_empty(tile.pos + 1);  // hand p[1] to consumer0
+    twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + 1) % 3], p[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_p.arrive_full(1);
-    sm.ring_s_b.release_by_warp(1);  // release s_b[1]
-    sm.ring_m_new.release_by_warp(1);  // release m_new[1]
+    sm.ring_p.arrive_full(tile.pos + 1);
+    sm.ring_s_b.release_by_warp(tile.pos + 1);  // release s_b[1]
+    sm.ring_m_new.release_by_warp(tile.pos + 1);  // release m_new[1]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 3;
   for (; j + 6 <= n; j += 6) {
     {  // steady window J = j: p[j - 1]
-      sm.ring_s_b.wait_full(j - 1);  // s_b[j - 1] is staged
+      sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
       const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-      sm.ring_m_new.wait_full(j - 1);  // m_new[j - 1] is staged
+      sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
       const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
       // p = exp2 s_b, m_new (iteration j - 1)
       twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-      sm.ring_p.wait_empty(j - 1);  // hand p[j - 1] to consumer0
-      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j - 1) % 3], p[0], 0);
+      sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
+      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j - 1);
-      sm.ring_s_b.release_by_warp(j - 1);  // release s_b[j - 1]
-      sm.ring_m_new.release_by_warp(j - 1);  // release m_new[j - 1]
+      sm.ring_p.arrive_full(tile.pos + j - 1);
+      sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
+      sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
     }
     {  // steady window J = j + 1: p[j]
-      sm.ring_s_b.wait_full(j);  // s_b[j] is staged
+      sm.ring_s_b.wait_full(tile.pos + j);  // s_b[j] is staged
       const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-      sm.ring_m_new.wait_full(j);  // m_new[j] is staged
+      sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
       const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
       // p = exp2 s_b, m_new (iteration j)
       twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-      sm.ring_p.wait_empty(j);  // hand p[j] to consumer0
-      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j) % 3], p[0], 0);
+      sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer0
+      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j);
-      sm.ring_s_b.release_by_warp(j);  // release s_b[j]
-      sm.ring_m_new.release_by_warp(j);  // release m_new[j]
+      sm.ring_p.arrive_full(tile.pos + j);
+      sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
+      sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
     }
     {  // steady window J = j + 2: p[j + 1]
-      sm.ring_s_b.wait_full(j + 1);  // s_b[j + 1] is staged
+      sm.ring_s_b.wait_full(tile.pos + j + 1);  // s_b[j + 1] is staged
       const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-      sm.ring_m_new.wait_full(j + 1);  // m_new[j + 1] is staged
+      sm.ring_m_new.wait_full(tile.pos + j + 1);  // m_new[j + 1] is staged
       const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
       // p = exp2 s_b, m_new (iteration j + 1)
       twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-      sm.ring_p.wait_empty(j + 1);  // hand p[j + 1] to consumer0
-      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j + 1) % 3], p[0], 0);
+      sm.ring_p.wait_empty(tile.pos + j + 1);  // hand p[j + 1] to consumer0
+      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j + 1);
-      sm.ring_s_b.release_by_warp(j + 1);  // release s_b[j + 1]
-      sm.ring_m_new.release_by_warp(j + 1);  // release m_new[j + 1]
+      sm.ring_p.arrive_full(tile.pos + j + 1);
+      sm.ring_s_b.release_by_warp(tile.pos + j + 1);  // release s_b[j + 1]
+      sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
     }
     {  // steady window J = j + 3: p[j + 2]
-      sm.ring_s_b.wait_full(j + 2);  // s_b[j + 2] is staged
+      sm.ring_s_b.wait_full(tile.pos + j + 2);  // s_b[j + 2] is staged
       const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-      sm.ring_m_new.wait_full(j + 2);  // m_new[j + 2] is staged
+      sm.ring_m_new.wait_full(tile.pos + j + 2);  // m_new[j + 2] is staged
       const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
       // p = exp2 s_b, m_new (iteration j + 2)
       twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-      sm.ring_p.wait_empty(j + 2);  // hand p[j + 2] to consumer0
-      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j + 2) % 3], p[0], 0);
+      sm.ring_p.wait_empty(tile.pos + j + 2);  // hand p[j + 2] to consumer0
+      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 2) % 3], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j + 2);
-      sm.ring_s_b.release_by_warp(j + 2);  // release s_b[j + 2]
-      sm.ring_m_new.release_by_warp(j + 2);  // release m_new[j + 2]
+      sm.ring_p.arrive_full(tile.pos + j + 2);
+      sm.ring_s_b.release_by_warp(tile.pos + j + 2);  // release s_b[j + 2]
+      sm.ring_m_new.release_by_warp(tile.pos + j + 2);  // release m_new[j + 2]
     }
     {  // steady window J = j + 4: p[j + 3]
-      sm.ring_s_b.wait_full(j + 3);  // s_b[j + 3] is staged
+      sm.ring_s_b.wait_full(tile.pos + j + 3);  // s_b[j + 3] is staged
       const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-      sm.ring_m_new.wait_full(j + 3);  // m_new[j + 3] is staged
+      sm.ring_m_new.wait_full(tile.pos + j + 3);  // m_new[j + 3] is staged
       const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
       // p = exp2 s_b, m_new (iteration j + 3)
       twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-      sm.ring_p.wait_empty(j + 3);  // hand p[j + 3] to consumer0
-      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j + 3) % 3], p[0], 0);
+      sm.ring_p.wait_empty(tile.pos + j + 3);  // hand p[j + 3] to consumer0
+      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 3) % 3], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j + 3);
-      sm.ring_s_b.release_by_warp(j + 3);  // release s_b[j + 3]
-      sm.ring_m_new.release_by_warp(j + 3);  // release m_new[j + 3]
+      sm.ring_p.arrive_full(tile.pos + j + 3);
+      sm.ring_s_b.release_by_warp(tile.pos + j + 3);  // release s_b[j + 3]
+      sm.ring_m_new.release_by_warp(tile.pos + j + 3);  // release m_new[j + 3]
     }
     {  // steady window J = j + 5: p[j + 4]
-      sm.ring_s_b.wait_full(j + 4);  // s_b[j + 4] is staged
+      sm.ring_s_b.wait_full(tile.pos + j + 4);  // s_b[j + 4] is staged
       const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-      sm.ring_m_new.wait_full(j + 4);  // m_new[j + 4] is staged
+      sm.ring_m_new.wait_full(tile.pos + j + 4);  // m_new[j + 4] is staged
       const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
       // p = exp2 s_b, m_new (iteration j + 4)
       twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-      sm.ring_p.wait_empty(j + 4);  // hand p[j + 4] to consumer0
-      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j + 4) % 3], p[0], 0);
+      sm.ring_p.wait_empty(tile.pos + j + 4);  // hand p[j + 4] to consumer0
+      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 4) % 3], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(j + 4);
-      sm.ring_s_b.release_by_warp(j + 4);  // release s_b[j + 4]
-      sm.ring_m_new.release_by_warp(j + 4);  // release m_new[j + 4]
+      sm.ring_p.arrive_full(tile.pos + j + 4);
+      sm.ring_s_b.release_by_warp(tile.pos + j + 4);  // release s_b[j + 4]
+      sm.ring_m_new.release_by_warp(tile.pos + j + 4);  // release m_new[j + 4]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p[n - 1]
-        sm.ring_s_b.wait_full(n - 1);  // s_b[n - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(n - 1);  // m_new[n - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(n - 1);  // hand p[n - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(n - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(n - 1);
-        sm.ring_s_b.release_by_warp(n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(n - 1);  // release m_new[n - 1]
+        sm.ring_p.arrive_full(tile.pos + n - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -4018,33 +4023,33 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     }
     case 1: {
       {  // steady window J = j: p[j - 1]
-        sm.ring_s_b.wait_full(j - 1);  // s_b[j - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j - 1);  // m_new[j - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j - 1);  // hand p[j - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j - 1);
-        sm.ring_s_b.release_by_warp(j - 1);  // release s_b[j - 1]
-        sm.ring_m_new.release_by_warp(j - 1);  // release m_new[j - 1]
+        sm.ring_p.arrive_full(tile.pos + j - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p[n - 1]
-        sm.ring_s_b.wait_full(n - 1);  // s_b[n - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(n - 1);  // m_new[n - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(n - 1);  // hand p[n - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(n - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(n - 1);
-        sm.ring_s_b.release_by_warp(n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(n - 1);  // release m_new[n - 1]
+        sm.ring_p.arrive_full(tile.pos + n - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -4054,47 +4059,47 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     }
     case 2: {
       {  // steady window J = j: p[j - 1]
-        sm.ring_s_b.wait_full(j - 1);  // s_b[j - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j - 1);  // m_new[j - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j - 1);  // hand p[j - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j - 1);
-        sm.ring_s_b.release_by_warp(j - 1);  // release s_b[j - 1]
-        sm.ring_m_new.release_by_warp(j - 1);  // release m_new[j - 1]
+        sm.ring_p.arrive_full(tile.pos + j - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
       }
       {  // steady window J = j + 1: p[j]
-        sm.ring_s_b.wait_full(j);  // s_b[j] is staged
+        sm.ring_s_b.wait_full(tile.pos + j);  // s_b[j] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j);  // m_new[j] is staged
+        sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j);  // hand p[j] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j);
-        sm.ring_s_b.release_by_warp(j);  // release s_b[j]
-        sm.ring_m_new.release_by_warp(j);  // release m_new[j]
+        sm.ring_p.arrive_full(tile.pos + j);
+        sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
+        sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p[n - 1]
-        sm.ring_s_b.wait_full(n - 1);  // s_b[n - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(n - 1);  // m_new[n - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(n - 1);  // hand p[n - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(n - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(n - 1);
-        sm.ring_s_b.release_by_warp(n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(n - 1);  // release m_new[n - 1]
+        sm.ring_p.arrive_full(tile.pos + n - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -4104,61 +4109,61 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     }
     case 3: {
       {  // steady window J = j: p[j - 1]
-        sm.ring_s_b.wait_full(j - 1);  // s_b[j - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j - 1);  // m_new[j - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j - 1);  // hand p[j - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j - 1);
-        sm.ring_s_b.release_by_warp(j - 1);  // release s_b[j - 1]
-        sm.ring_m_new.release_by_warp(j - 1);  // release m_new[j - 1]
+        sm.ring_p.arrive_full(tile.pos + j - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
       }
       {  // steady window J = j + 1: p[j]
-        sm.ring_s_b.wait_full(j);  // s_b[j] is staged
+        sm.ring_s_b.wait_full(tile.pos + j);  // s_b[j] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j);  // m_new[j] is staged
+        sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j);  // hand p[j] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j);
-        sm.ring_s_b.release_by_warp(j);  // release s_b[j]
-        sm.ring_m_new.release_by_warp(j);  // release m_new[j]
+        sm.ring_p.arrive_full(tile.pos + j);
+        sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
+        sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
       }
       {  // steady window J = j + 2: p[j + 1]
-        sm.ring_s_b.wait_full(j + 1);  // s_b[j + 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + j + 1);  // s_b[j + 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j + 1);  // m_new[j + 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + j + 1);  // m_new[j + 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j + 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j + 1);  // hand p[j + 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j + 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j + 1);  // hand p[j + 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j + 1);
-        sm.ring_s_b.release_by_warp(j + 1);  // release s_b[j + 1]
-        sm.ring_m_new.release_by_warp(j + 1);  // release m_new[j + 1]
+        sm.ring_p.arrive_full(tile.pos + j + 1);
+        sm.ring_s_b.release_by_warp(tile.pos + j + 1);  // release s_b[j + 1]
+        sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p[n - 1]
-        sm.ring_s_b.wait_full(n - 1);  // s_b[n - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(n - 1);  // m_new[n - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(n - 1);  // hand p[n - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(n - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(n - 1);
-        sm.ring_s_b.release_by_warp(n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(n - 1);  // release m_new[n - 1]
+        sm.ring_p.arrive_full(tile.pos + n - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -4168,75 +4173,75 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     }
     case 4: {
       {  // steady window J = j: p[j - 1]
-        sm.ring_s_b.wait_full(j - 1);  // s_b[j - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j - 1);  // m_new[j - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j - 1);  // hand p[j - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j - 1);
-        sm.ring_s_b.release_by_warp(j - 1);  // release s_b[j - 1]
-        sm.ring_m_new.release_by_warp(j - 1);  // release m_new[j - 1]
+        sm.ring_p.arrive_full(tile.pos + j - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
       }
       {  // steady window J = j + 1: p[j]
-        sm.ring_s_b.wait_full(j);  // s_b[j] is staged
+        sm.ring_s_b.wait_full(tile.pos + j);  // s_b[j] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j);  // m_new[j] is staged
+        sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j);  // hand p[j] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j);
-        sm.ring_s_b.release_by_warp(j);  // release s_b[j]
-        sm.ring_m_new.release_by_warp(j);  // release m_new[j]
+        sm.ring_p.arrive_full(tile.pos + j);
+        sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
+        sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
       }
       {  // steady window J = j + 2: p[j + 1]
-        sm.ring_s_b.wait_full(j + 1);  // s_b[j + 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + j + 1);  // s_b[j + 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j + 1);  // m_new[j + 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + j + 1);  // m_new[j + 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j + 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j + 1);  // hand p[j + 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j + 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j + 1);  // hand p[j + 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j + 1);
-        sm.ring_s_b.release_by_warp(j + 1);  // release s_b[j + 1]
-        sm.ring_m_new.release_by_warp(j + 1);  // release m_new[j + 1]
+        sm.ring_p.arrive_full(tile.pos + j + 1);
+        sm.ring_s_b.release_by_warp(tile.pos + j + 1);  // release s_b[j + 1]
+        sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
       }
       {  // steady window J = j + 3: p[j + 2]
-        sm.ring_s_b.wait_full(j + 2);  // s_b[j + 2] is staged
+        sm.ring_s_b.wait_full(tile.pos + j + 2);  // s_b[j + 2] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j + 2);  // m_new[j + 2] is staged
+        sm.ring_m_new.wait_full(tile.pos + j + 2);  // m_new[j + 2] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j + 2)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j + 2);  // hand p[j + 2] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j + 2) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j + 2);  // hand p[j + 2] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 2) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j + 2);
-        sm.ring_s_b.release_by_warp(j + 2);  // release s_b[j + 2]
-        sm.ring_m_new.release_by_warp(j + 2);  // release m_new[j + 2]
+        sm.ring_p.arrive_full(tile.pos + j + 2);
+        sm.ring_s_b.release_by_warp(tile.pos + j + 2);  // release s_b[j + 2]
+        sm.ring_m_new.release_by_warp(tile.pos + j + 2);  // release m_new[j + 2]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p[n - 1]
-        sm.ring_s_b.wait_full(n - 1);  // s_b[n - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(n - 1);  // m_new[n - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(n - 1);  // hand p[n - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(n - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(n - 1);
-        sm.ring_s_b.release_by_warp(n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(n - 1);  // release m_new[n - 1]
+        sm.ring_p.arrive_full(tile.pos + n - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -4246,89 +4251,89 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     }
     case 5: {
       {  // steady window J = j: p[j - 1]
-        sm.ring_s_b.wait_full(j - 1);  // s_b[j - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j - 1);  // m_new[j - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j - 1);  // hand p[j - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j - 1);
-        sm.ring_s_b.release_by_warp(j - 1);  // release s_b[j - 1]
-        sm.ring_m_new.release_by_warp(j - 1);  // release m_new[j - 1]
+        sm.ring_p.arrive_full(tile.pos + j - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
       }
       {  // steady window J = j + 1: p[j]
-        sm.ring_s_b.wait_full(j);  // s_b[j] is staged
+        sm.ring_s_b.wait_full(tile.pos + j);  // s_b[j] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j);  // m_new[j] is staged
+        sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j);  // hand p[j] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j);
-        sm.ring_s_b.release_by_warp(j);  // release s_b[j]
-        sm.ring_m_new.release_by_warp(j);  // release m_new[j]
+        sm.ring_p.arrive_full(tile.pos + j);
+        sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
+        sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
       }
       {  // steady window J = j + 2: p[j + 1]
-        sm.ring_s_b.wait_full(j + 1);  // s_b[j + 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + j + 1);  // s_b[j + 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j + 1);  // m_new[j + 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + j + 1);  // m_new[j + 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j + 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j + 1);  // hand p[j + 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j + 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j + 1);  // hand p[j + 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j + 1);
-        sm.ring_s_b.release_by_warp(j + 1);  // release s_b[j + 1]
-        sm.ring_m_new.release_by_warp(j + 1);  // release m_new[j + 1]
+        sm.ring_p.arrive_full(tile.pos + j + 1);
+        sm.ring_s_b.release_by_warp(tile.pos + j + 1);  // release s_b[j + 1]
+        sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
       }
       {  // steady window J = j + 3: p[j + 2]
-        sm.ring_s_b.wait_full(j + 2);  // s_b[j + 2] is staged
+        sm.ring_s_b.wait_full(tile.pos + j + 2);  // s_b[j + 2] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j + 2);  // m_new[j + 2] is staged
+        sm.ring_m_new.wait_full(tile.pos + j + 2);  // m_new[j + 2] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j + 2)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j + 2);  // hand p[j + 2] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j + 2) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j + 2);  // hand p[j + 2] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 2) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j + 2);
-        sm.ring_s_b.release_by_warp(j + 2);  // release s_b[j + 2]
-        sm.ring_m_new.release_by_warp(j + 2);  // release m_new[j + 2]
+        sm.ring_p.arrive_full(tile.pos + j + 2);
+        sm.ring_s_b.release_by_warp(tile.pos + j + 2);  // release s_b[j + 2]
+        sm.ring_m_new.release_by_warp(tile.pos + j + 2);  // release m_new[j + 2]
       }
       {  // steady window J = j + 4: p[j + 3]
-        sm.ring_s_b.wait_full(j + 3);  // s_b[j + 3] is staged
+        sm.ring_s_b.wait_full(tile.pos + j + 3);  // s_b[j + 3] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(j + 3);  // m_new[j + 3] is staged
+        sm.ring_m_new.wait_full(tile.pos + j + 3);  // m_new[j + 3] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration j + 3)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(j + 3);  // hand p[j + 3] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(j + 3) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + j + 3);  // hand p[j + 3] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 3) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(j + 3);
-        sm.ring_s_b.release_by_warp(j + 3);  // release s_b[j + 3]
-        sm.ring_m_new.release_by_warp(j + 3);  // release m_new[j + 3]
+        sm.ring_p.arrive_full(tile.pos + j + 3);
+        sm.ring_s_b.release_by_warp(tile.pos + j + 3);  // release s_b[j + 3]
+        sm.ring_m_new.release_by_warp(tile.pos + j + 3);  // release m_new[j + 3]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p[n - 1]
-        sm.ring_s_b.wait_full(n - 1);  // s_b[n - 1] is staged
+        sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
         const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(n - 1);  // m_new[n - 1] is staged
+        sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
         const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
         // p = exp2 s_b, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(n - 1);  // hand p[n - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(n - 1) % 3], p[0], 0);
+        sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
+        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(n - 1);
-        sm.ring_s_b.release_by_warp(n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(n - 1);  // release m_new[n - 1]
+        sm.ring_p.arrive_full(tile.pos + n - 1);
+        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
+        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -4379,14 +4384,14 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_load(sm, tm, args, n, tile_at(args, t, round)); else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_load(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<232>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer0(sm, tm, args, n, tile_at(args, t, round)); else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_consumer0(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else {
     twill::setmaxnreg_inc<248>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_softmax0(sm, tm, args, n, tile_at(args, t, round)); else role_softmax0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_softmax0(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_softmax0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   }
 }
 
@@ -4416,10 +4421,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -4625,8 +4632,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.bias_batch_group = p.bias_batch_group;
   args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

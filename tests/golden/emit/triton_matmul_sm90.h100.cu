@@ -61,10 +61,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -98,6 +100,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -840,7 +845,7 @@ static_assert(kRegs_mma <= 255, "role mma: 248 registers per thread exceed regis
 static_assert(kRegs_mma >= 24 && kRegs_mma % 8 == 0, "role mma: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_mma <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -931,17 +936,17 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j < n; ++j) {
     {  // steady window J = j: a[j], b[j]
       if (lane == 0) {
-        const int it = j;  // load a of iteration it into slot it % 2
-        sm.ring_a.wait_empty(it);
-        sm.ring_a.expect_full(it, 16384);
-        twill::tma_load(sm.ld_a[it % 2], tm.a, &sm.ring_a.full[it % 2], (it) * 64, tile.m * args.a_rows_step + args.a_rows_offset, tile.b);
+        const int it = j;  // load a of iteration it into the slot of ring position tile.pos + it
+        sm.ring_a.wait_empty(tile.pos + it);
+        sm.ring_a.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_a[(tile.pos + it) % 2], tm.a, &sm.ring_a.full[(tile.pos + it) % 2], (it) * 64, tile.m * args.a_rows_step + args.a_rows_offset, tile.b);
       }
       if (lane == 0) {
-        const int it = j;  // load b of iteration it into slot it % 2
-        sm.ring_b.wait_empty(it);
-        sm.ring_b.expect_full(it, 16384);
-        twill::tma_load(sm.ld_b[it % 2], tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 64, twill_b_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[it % 2]) + 8192, tm.b, &sm.ring_b.full[it % 2], tile.n * args.b_cols_step + args.b_cols_offset + 64, (it) * 64 + 0, twill_b_b);
+        const int it = j;  // load b of iteration it into the slot of ring position tile.pos + it
+        sm.ring_b.wait_empty(tile.pos + it);
+        sm.ring_b.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_b[(tile.pos + it) % 2], tm.b, &sm.ring_b.full[(tile.pos + it) % 2], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 64, twill_b_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_b[(tile.pos + it) % 2]) + 8192, tm.b, &sm.ring_b.full[(tile.pos + it) % 2], tile.n * args.b_cols_step + args.b_cols_offset + 64, (it) * 64 + 0, twill_b_b);
       }
     }
   }
@@ -963,8 +968,8 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   int j = 0;
   for (; j < n; ++j) {
     {  // steady window J = j: acc_new[j]
-      sm.ring_a.wait_full(j);  // a[j] has landed
-      sm.ring_b.wait_full(j);  // b[j] has landed
+      sm.ring_a.wait_full(tile.pos + j);  // a[j] has landed
+      sm.ring_b.wait_full(tile.pos + j);  // b[j] has landed
       // acc_new = mma a, b, acc (iteration j)
       {
         twill::fence_frag(acc_new[0]);
@@ -973,19 +978,19 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.ld_a[(j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 128>(sm.ld_b[(j) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.ld_a[(tile.pos + j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 128>(sm.ld_b[(tile.pos + j) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      if (j - 1 >= 0) sm.ring_a.release_by_warp(j - 1);  // release a[j - 1]
-      if (j - 1 >= 0) sm.ring_b.release_by_warp(j - 1);  // release b[j - 1]
+      if (j - 1 >= 0) sm.ring_a.release_by_warp(tile.pos + j - 1);  // release a[j - 1]
+      if (j - 1 >= 0) sm.ring_b.release_by_warp(tile.pos + j - 1);  // release b[j - 1]
     }
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_a.release_by_warp(i);  // a's slots still held: empty for the next tile
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_b.release_by_warp(i);  // b's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_a.release_by_warp(tile.pos + i);  // a's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_b.release_by_warp(tile.pos + i);  // b's slots still held: empty for the next tile
   twill::Frag<2, 128> acc_new_final;
   acc_new_final = acc_new[0];
   store_out_acc(sm, tm, args, tile, acc_new_final, n - 1, 0, n);  // carry acc
@@ -1021,10 +1026,10 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_load(sm, tm, args, n, tile_at(args, t, round)); else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_load(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_dec<248>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_mma(sm, tm, args, n, tile_at(args, t, round)); else role_mma(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_mma(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_mma(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
 }
@@ -1055,10 +1060,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1234,8 +1241,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc_cols_offset = p.out_acc_cols_offset;
   args.b_batch_group = p.b_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -736,7 +741,6 @@ static_assert(kRegs_softmax0 <= 255, "role softmax0: 248 registers per thread ex
 static_assert(kRegs_softmax0 >= 24 && kRegs_softmax0 % 8 == 0, "role softmax0: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_softmax0 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 232 + 128 * 248 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -831,10 +835,10 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 8192);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -842,18 +846,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
     }
     {  // steady window J = j + 1: k[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
     }
   }
@@ -867,10 +871,10 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -899,109 +903,109 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s[0], m_new[0], l_exp2[0]
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s = mma q, k (iteration 0)
     {
       twill::tmem_fence_before();
       twill::named_sync(1, 128);  // the role's own tensor-memory and shared-memory traffic comes first
       twill::tmem_fence_after();
       if (threadIdx.x % 128 == 0 && wgi == 0) {
-        sm.ring_s.wait_empty(0);  // the readers are done with this region
+        sm.ring_s.wait_empty(tile.pos);  // the readers are done with this region
         twill::tmem_fence_after();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
+          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
         twill::umma_commit(&sm.ring_s.full[0]);  // s[0] is ready when the mma is
-        twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[0] once read
+        twill::umma_commit(&sm.ring_k.empty[(tile.pos) % 2]);  // frees k[0] once read
       }
     }
     twill::TRow<64> s_m_new_0;
-    sm.ring_s.wait_full(0);  // s[0] is in tensor memory
+    sm.ring_s.wait_full(tile.pos);  // s[0] is in tensor memory
     twill::tmem_fence_after();
     twill::tmem_to_frag(s_m_new_0, sm.tmem_base);
     // m_new = rowmax s, m (iteration 0)
     twill::op_rowmax(m_new[0], s_m_new_0, m_new[1]);
-    sm.ring_m_new.wait_empty(0);  // hand m_new[0] to softmax0
+    sm.ring_m_new.wait_empty(tile.pos);  // hand m_new[0] to softmax0
     twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-    sm.ring_m_new.arrive_full(0);
+    sm.ring_m_new.arrive_full(tile.pos);
     twill::tmem_fence_before();
-    sm.ring_s.release_by_warp(0);  // release s[0]
+    sm.ring_s.release_by_warp(tile.pos);  // release s[0]
     // l_exp2 = exp2 m, m_new (iteration 0)
     twill::op_exp2(l_exp2[0], m_new[1], m_new[0], args.exp2_scale);
-    sm.ring_l_exp2.wait_empty(0);  // hand l_exp2[0] to softmax0
-    twill::frag_to_buffer(sm.stage_l_exp2[0], l_exp2[0], 0, 0);
-    sm.ring_l_exp2.arrive_full(0);
+    sm.ring_l_exp2.wait_empty(tile.pos);  // hand l_exp2[0] to softmax0
+    twill::frag_to_buffer(sm.stage_l_exp2[(tile.pos) % 2], l_exp2[0], 0, 0);
+    sm.ring_l_exp2.arrive_full(tile.pos);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: s[j], m_new[j], l_exp2[j]
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s = mma q, k (iteration j)
       {
         twill::tmem_fence_before();
         twill::named_sync(1, 128);  // the role's own tensor-memory and shared-memory traffic comes first
         twill::tmem_fence_after();
         if (threadIdx.x % 128 == 0 && wgi == 0) {
-          sm.ring_s.wait_empty(j);  // the readers are done with this region
+          sm.ring_s.wait_empty(tile.pos + j);  // the readers are done with this region
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s.full[0]);  // s[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
+          twill::umma_commit(&sm.ring_k.empty[(tile.pos + j) % 2]);  // frees k[j] once read
         }
       }
       twill::TRow<64> s_m_new_0;
-      sm.ring_s.wait_full(j);  // s[j] is in tensor memory
+      sm.ring_s.wait_full(tile.pos + j);  // s[j] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s_m_new_0, sm.tmem_base);
       // m_new = rowmax s, m (iteration j)
       twill::op_rowmax(m_new[1], s_m_new_0, m_new[0]);
-      sm.ring_m_new.wait_empty(j);  // hand m_new[j] to softmax0
+      sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
       twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-      sm.ring_m_new.arrive_full(j);
+      sm.ring_m_new.arrive_full(tile.pos + j);
       twill::tmem_fence_before();
-      sm.ring_s.release_by_warp(j);  // release s[j]
+      sm.ring_s.release_by_warp(tile.pos + j);  // release s[j]
       // l_exp2 = exp2 m, m_new (iteration j)
       twill::op_exp2(l_exp2[0], m_new[0], m_new[1], args.exp2_scale);
-      sm.ring_l_exp2.wait_empty(j);  // hand l_exp2[j] to softmax0
-      twill::frag_to_buffer(sm.stage_l_exp2[(j) % 2], l_exp2[0], 0, 0);
-      sm.ring_l_exp2.arrive_full(j);
+      sm.ring_l_exp2.wait_empty(tile.pos + j);  // hand l_exp2[j] to softmax0
+      twill::frag_to_buffer(sm.stage_l_exp2[(tile.pos + j) % 2], l_exp2[0], 0, 0);
+      sm.ring_l_exp2.arrive_full(tile.pos + j);
     }
     {  // steady window J = j + 1: s[j + 1], m_new[j + 1], l_exp2[j + 1]
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s = mma q, k (iteration j + 1)
       {
         twill::tmem_fence_before();
         twill::named_sync(1, 128);  // the role's own tensor-memory and shared-memory traffic comes first
         twill::tmem_fence_after();
         if (threadIdx.x % 128 == 0 && wgi == 0) {
-          sm.ring_s.wait_empty(j + 1);  // the readers are done with this region
+          sm.ring_s.wait_empty(tile.pos + j + 1);  // the readers are done with this region
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s.full[0]);  // s[j + 1] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[(j + 1) % 2]);  // frees k[j + 1] once read
+          twill::umma_commit(&sm.ring_k.empty[(tile.pos + j + 1) % 2]);  // frees k[j + 1] once read
         }
       }
       twill::TRow<64> s_m_new_0;
-      sm.ring_s.wait_full(j + 1);  // s[j + 1] is in tensor memory
+      sm.ring_s.wait_full(tile.pos + j + 1);  // s[j + 1] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s_m_new_0, sm.tmem_base);
       // m_new = rowmax s, m (iteration j + 1)
       twill::op_rowmax(m_new[0], s_m_new_0, m_new[1]);
-      sm.ring_m_new.wait_empty(j + 1);  // hand m_new[j + 1] to softmax0
+      sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
       twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-      sm.ring_m_new.arrive_full(j + 1);
+      sm.ring_m_new.arrive_full(tile.pos + j + 1);
       twill::tmem_fence_before();
-      sm.ring_s.release_by_warp(j + 1);  // release s[j + 1]
+      sm.ring_s.release_by_warp(tile.pos + j + 1);  // release s[j + 1]
       // l_exp2 = exp2 m, m_new (iteration j + 1)
       twill::op_exp2(l_exp2[0], m_new[1], m_new[0], args.exp2_scale);
-      sm.ring_l_exp2.wait_empty(j + 1);  // hand l_exp2[j + 1] to softmax0
-      twill::frag_to_buffer(sm.stage_l_exp2[(j + 1) % 2], l_exp2[0], 0, 0);
-      sm.ring_l_exp2.arrive_full(j + 1);
+      sm.ring_l_exp2.wait_empty(tile.pos + j + 1);  // hand l_exp2[j + 1] to softmax0
+      twill::frag_to_buffer(sm.stage_l_exp2[(tile.pos + j + 1) % 2], l_exp2[0], 0, 0);
+      sm.ring_l_exp2.arrive_full(tile.pos + j + 1);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -1013,38 +1017,38 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     }
     case 1: {
       {  // steady window J = j: s[j], m_new[j], l_exp2[j]
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s = mma q, k (iteration j)
         {
           twill::tmem_fence_before();
           twill::named_sync(1, 128);  // the role's own tensor-memory and shared-memory traffic comes first
           twill::tmem_fence_after();
           if (threadIdx.x % 128 == 0 && wgi == 0) {
-            sm.ring_s.wait_empty(j);  // the readers are done with this region
+            sm.ring_s.wait_empty(tile.pos + j);  // the readers are done with this region
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
+              twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
             twill::umma_commit(&sm.ring_s.full[0]);  // s[j] is ready when the mma is
-            twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
+            twill::umma_commit(&sm.ring_k.empty[(tile.pos + j) % 2]);  // frees k[j] once read
           }
         }
         twill::TRow<64> s_m_new_0;
-        sm.ring_s.wait_full(j);  // s[j] is in tensor memory
+        sm.ring_s.wait_full(tile.pos + j);  // s[j] is in tensor memory
         twill::tmem_fence_after();
         twill::tmem_to_frag(s_m_new_0, sm.tmem_base);
         // m_new = rowmax s, m (iteration j)
         twill::op_rowmax(m_new[1], s_m_new_0, m_new[0]);
-        sm.ring_m_new.wait_empty(j);  // hand m_new[j] to softmax0
+        sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
         twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(j);
+        sm.ring_m_new.arrive_full(tile.pos + j);
         twill::tmem_fence_before();
-        sm.ring_s.release_by_warp(j);  // release s[j]
+        sm.ring_s.release_by_warp(tile.pos + j);  // release s[j]
         // l_exp2 = exp2 m, m_new (iteration j)
         twill::op_exp2(l_exp2[0], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_l_exp2.wait_empty(j);  // hand l_exp2[j] to softmax0
-        twill::frag_to_buffer(sm.stage_l_exp2[(j) % 2], l_exp2[0], 0, 0);
-        sm.ring_l_exp2.arrive_full(j);
+        sm.ring_l_exp2.wait_empty(tile.pos + j);  // hand l_exp2[j] to softmax0
+        twill::frag_to_buffer(sm.stage_l_exp2[(tile.pos + j) % 2], l_exp2[0], 0, 0);
+        sm.ring_l_exp2.arrive_full(tile.pos + j);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role
@@ -1080,95 +1084,95 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): l_1[0]
     twill::TRow<64> s_l_1_0;
-    sm.ring_s.wait_full(0);  // s[0] is in tensor memory
+    sm.ring_s.wait_full(tile.pos);  // s[0] is in tensor memory
     twill::tmem_fence_after();
     twill::tmem_to_frag(s_l_1_0, sm.tmem_base);
-    sm.ring_m_new.wait_full(0);  // m_new[0] is staged
+    sm.ring_m_new.wait_full(tile.pos);  // m_new[0] is staged
     const twill::RowsView<float> m_new_l_1_1{sm.stage_m_new[0], 0};
     // l_1 = exp2 s, m_new (iteration 0)
     twill::op_exp2(l_1[0], s_l_1_0, m_new_l_1_1, args.exp2_scale);
     twill::tmem_fence_before();
-    sm.ring_s.release_by_warp(0);  // release s[0]
-    sm.ring_m_new.release_by_warp(0);  // release m_new[0]
+    sm.ring_s.release_by_warp(tile.pos);  // release s[0]
+    sm.ring_m_new.release_by_warp(tile.pos);  // release m_new[0]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: l_1[j], l_new[j - 1]
       twill::TRow<64> s_l_1_0;
-      sm.ring_s.wait_full(j);  // s[j] is in tensor memory
+      sm.ring_s.wait_full(tile.pos + j);  // s[j] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s_l_1_0, sm.tmem_base);
-      sm.ring_m_new.wait_full(j);  // m_new[j] is staged
+      sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
       const twill::RowsView<float> m_new_l_1_1{sm.stage_m_new[0], 0};
       // l_1 = exp2 s, m_new (iteration j)
       twill::op_exp2(l_1[1], s_l_1_0, m_new_l_1_1, args.exp2_scale);
       twill::tmem_fence_before();
-      sm.ring_s.release_by_warp(j);  // release s[j]
-      sm.ring_m_new.release_by_warp(j);  // release m_new[j]
-      sm.ring_l_exp2.wait_full(j - 1);  // l_exp2[j - 1] is staged
-      const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(j - 1) % 2], 0};
+      sm.ring_s.release_by_warp(tile.pos + j);  // release s[j]
+      sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
+      sm.ring_l_exp2.wait_full(tile.pos + j - 1);  // l_exp2[j - 1] is staged
+      const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(tile.pos + j - 1) % 2], 0};
       // l_new = rowsum l_1, l, l_exp2 (iteration j - 1)
       twill::op_rowsum(l_new[0], l_1[0], l_new[0], l_exp2_l_new_2);
-      sm.ring_l_exp2.release_by_warp(j - 1);  // release l_exp2[j - 1]
+      sm.ring_l_exp2.release_by_warp(tile.pos + j - 1);  // release l_exp2[j - 1]
     }
     {  // steady window J = j + 1: l_1[j + 1], l_new[j]
       twill::TRow<64> s_l_1_0;
-      sm.ring_s.wait_full(j + 1);  // s[j + 1] is in tensor memory
+      sm.ring_s.wait_full(tile.pos + j + 1);  // s[j + 1] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s_l_1_0, sm.tmem_base);
-      sm.ring_m_new.wait_full(j + 1);  // m_new[j + 1] is staged
+      sm.ring_m_new.wait_full(tile.pos + j + 1);  // m_new[j + 1] is staged
       const twill::RowsView<float> m_new_l_1_1{sm.stage_m_new[0], 0};
       // l_1 = exp2 s, m_new (iteration j + 1)
       twill::op_exp2(l_1[0], s_l_1_0, m_new_l_1_1, args.exp2_scale);
       twill::tmem_fence_before();
-      sm.ring_s.release_by_warp(j + 1);  // release s[j + 1]
-      sm.ring_m_new.release_by_warp(j + 1);  // release m_new[j + 1]
-      sm.ring_l_exp2.wait_full(j);  // l_exp2[j] is staged
-      const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(j) % 2], 0};
+      sm.ring_s.release_by_warp(tile.pos + j + 1);  // release s[j + 1]
+      sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
+      sm.ring_l_exp2.wait_full(tile.pos + j);  // l_exp2[j] is staged
+      const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(tile.pos + j) % 2], 0};
       // l_new = rowsum l_1, l, l_exp2 (iteration j)
       twill::op_rowsum(l_new[0], l_1[1], l_new[0], l_exp2_l_new_2);
-      sm.ring_l_exp2.release_by_warp(j);  // release l_exp2[j]
+      sm.ring_l_exp2.release_by_warp(tile.pos + j);  // release l_exp2[j]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): l_new[n - 1]
-        sm.ring_l_exp2.wait_full(n - 1);  // l_exp2[n - 1] is staged
-        const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(n - 1) % 2], 0};
+        sm.ring_l_exp2.wait_full(tile.pos + n - 1);  // l_exp2[n - 1] is staged
+        const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(tile.pos + n - 1) % 2], 0};
         // l_new = rowsum l_1, l, l_exp2 (iteration n - 1)
         twill::op_rowsum(l_new[0], l_1[0], l_new[0], l_exp2_l_new_2);
-        sm.ring_l_exp2.release_by_warp(n - 1);  // release l_exp2[n - 1]
+        sm.ring_l_exp2.release_by_warp(tile.pos + n - 1);  // release l_exp2[n - 1]
       }
       break;
     }
     case 1: {
       {  // steady window J = j: l_1[j], l_new[j - 1]
         twill::TRow<64> s_l_1_0;
-        sm.ring_s.wait_full(j);  // s[j] is in tensor memory
+        sm.ring_s.wait_full(tile.pos + j);  // s[j] is in tensor memory
         twill::tmem_fence_after();
         twill::tmem_to_frag(s_l_1_0, sm.tmem_base);
-        sm.ring_m_new.wait_full(j);  // m_new[j] is staged
+        sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
         const twill::RowsView<float> m_new_l_1_1{sm.stage_m_new[0], 0};
         // l_1 = exp2 s, m_new (iteration j)
         twill::op_exp2(l_1[1], s_l_1_0, m_new_l_1_1, args.exp2_scale);
         twill::tmem_fence_before();
-        sm.ring_s.release_by_warp(j);  // release s[j]
-        sm.ring_m_new.release_by_warp(j);  // release m_new[j]
-        sm.ring_l_exp2.wait_full(j - 1);  // l_exp2[j - 1] is staged
-        const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(j - 1) % 2], 0};
+        sm.ring_s.release_by_warp(tile.pos + j);  // release s[j]
+        sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
+        sm.ring_l_exp2.wait_full(tile.pos + j - 1);  // l_exp2[j - 1] is staged
+        const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(tile.pos + j - 1) % 2], 0};
         // l_new = rowsum l_1, l, l_exp2 (iteration j - 1)
         twill::op_rowsum(l_new[0], l_1[0], l_new[0], l_exp2_l_new_2);
-        sm.ring_l_exp2.release_by_warp(j - 1);  // release l_exp2[j - 1]
+        sm.ring_l_exp2.release_by_warp(tile.pos + j - 1);  // release l_exp2[j - 1]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): l_new[n - 1]
-        sm.ring_l_exp2.wait_full(n - 1);  // l_exp2[n - 1] is staged
-        const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(n - 1) % 2], 0};
+        sm.ring_l_exp2.wait_full(tile.pos + n - 1);  // l_exp2[n - 1] is staged
+        const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(tile.pos + n - 1) % 2], 0};
         // l_new = rowsum l_1, l, l_exp2 (iteration n - 1)
         twill::op_rowsum(l_new[0], l_1[1], l_new[0], l_exp2_l_new_2);
-        sm.ring_l_exp2.release_by_warp(n - 1);  // release l_exp2[n - 1]
+        sm.ring_l_exp2.release_by_warp(tile.pos + n - 1);  // release l_exp2[n - 1]
       }
       break;
     }
@@ -1254,10 +1258,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1423,8 +1429,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_l_cols_offset = p.out_l_cols_offset;
   args.k_batch_group = p.k_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -942,7 +947,6 @@ static_assert(kRegs_consumer0 <= 255, "role consumer0: 248 registers per thread 
 static_assert(kRegs_consumer0 >= 24 && kRegs_consumer0 % 8 == 0, "role consumer0: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 1 * kRegs_mma + 32 * 4 * kRegs_consumer0 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 248 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 12;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1048,30 +1052,30 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 8192);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 3
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 8192);
-      twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   {  // prologue window 1 (J = 1): k[1], v[1]
     if (lane == 0) {
-      const int it = 1;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 8192);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+      const int it = 1;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 1;  // load v of iteration it into slot it % 3
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 8192);
-      twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      const int it = 1;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1079,30 +1083,30 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 3
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 8192);
-        twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 3
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 8192);
-        twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
   }
@@ -1118,16 +1122,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 3
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1154,32 +1158,32 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s[0]
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s = mma q, k (iteration 0)
     {
       if (lane == 0) {
-        sm.ring_s.wait_empty(0);  // the readers are done with this region
+        sm.ring_s.wait_empty(tile.pos);  // the readers are done with this region
         twill::tmem_fence_after();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[0], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
+          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
         twill::umma_commit(&sm.ring_s.full[0]);  // s[0] is ready when the mma is
-        twill::umma_commit(&sm.ring_k.empty[0]);  // frees k[0] once read
+        twill::umma_commit(&sm.ring_k.empty[(tile.pos) % 2]);  // frees k[0] once read
       }
     }
   }
   {  // prologue window 1 (J = 1): s[1]
-    sm.ring_k.wait_full(1);  // k[1] has landed
+    sm.ring_k.wait_full(tile.pos + 1);  // k[1] has landed
     // s = mma q, k (iteration 1)
     {
       if (lane == 0) {
-        sm.ring_s.wait_empty(1);  // the readers are done with this region
+        sm.ring_s.wait_empty(tile.pos + 1);  // the readers are done with this region
         twill::tmem_fence_after();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[1], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
+          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
         twill::umma_commit(&sm.ring_s.full[0]);  // s[1] is ready when the mma is
-        twill::umma_commit(&sm.ring_k.empty[1]);  // frees k[1] once read
+        twill::umma_commit(&sm.ring_k.empty[(tile.pos + 1) % 2]);  // frees k[1] once read
       }
     }
   }
@@ -1187,32 +1191,32 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   int j = 2;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: s[j]
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s = mma q, k (iteration j)
       {
         if (lane == 0) {
-          sm.ring_s.wait_empty(j);  // the readers are done with this region
+          sm.ring_s.wait_empty(tile.pos + j);  // the readers are done with this region
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s.full[0]);  // s[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
+          twill::umma_commit(&sm.ring_k.empty[(tile.pos + j) % 2]);  // frees k[j] once read
         }
       }
     }
     {  // steady window J = j + 1: s[j + 1]
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s = mma q, k (iteration j + 1)
       {
         if (lane == 0) {
-          sm.ring_s.wait_empty(j + 1);  // the readers are done with this region
+          sm.ring_s.wait_empty(tile.pos + j + 1);  // the readers are done with this region
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
           twill::umma_commit(&sm.ring_s.full[0]);  // s[j + 1] is ready when the mma is
-          twill::umma_commit(&sm.ring_k.empty[(j + 1) % 2]);  // frees k[j + 1] once read
+          twill::umma_commit(&sm.ring_k.empty[(tile.pos + j + 1) % 2]);  // frees k[j + 1] once read
         }
       }
     }
@@ -1228,17 +1232,17 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
     }
     case 1: {
       {  // steady window J = j: s[j]
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s = mma q, k (iteration j)
         {
           if (lane == 0) {
-            sm.ring_s.wait_empty(j);  // the readers are done with this region
+            sm.ring_s.wait_empty(tile.pos + j);  // the readers are done with this region
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
+              twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), twill::umma_idesc<128, 64, false, false, false>(), kk > 0);
             twill::umma_commit(&sm.ring_s.full[0]);  // s[j] is ready when the mma is
-            twill::umma_commit(&sm.ring_k.empty[(j) % 2]);  // frees k[j] once read
+            twill::umma_commit(&sm.ring_k.empty[(tile.pos + j) % 2]);  // frees k[j] once read
           }
         }
       }
@@ -1272,23 +1276,23 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): p[0]
     twill::TRow<64> s_p_0;
-    sm.ring_s.wait_full(0);  // s[0] is in tensor memory
+    sm.ring_s.wait_full(tile.pos);  // s[0] is in tensor memory
     twill::tmem_fence_after();
     twill::tmem_to_frag(s_p_0, sm.tmem_base);
     // p = exp2 s, m (iteration 0)
     twill::op_exp2(p[0], s_p_0, m, args.exp2_scale);
     twill::tmem_fence_before();
-    sm.ring_s.release_by_warp(0);  // release s[0]
+    sm.ring_s.release_by_warp(tile.pos);  // release s[0]
   }
   {  // prologue window 1 (J = 1): p[1], p_div[0]
     twill::TRow<64> s_p_0;
-    sm.ring_s.wait_full(1);  // s[1] is in tensor memory
+    sm.ring_s.wait_full(tile.pos + 1);  // s[1] is in tensor memory
     twill::tmem_fence_after();
     twill::tmem_to_frag(s_p_0, sm.tmem_base);
     // p = exp2 s, m (iteration 1)
     twill::op_exp2(p[1], s_p_0, m, args.exp2_scale);
     twill::tmem_fence_before();
-    sm.ring_s.release_by_warp(1);  // release s[1]
+    sm.ring_s.release_by_warp(tile.pos + 1);  // release s[1]
     twill::TRow16<64, __half> p_div_out;
     // p_div = div p, l (iteration 0)
     twill::op_div(p_div_out, p[0], l);
@@ -1299,18 +1303,18 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: p[j], p_div[j - 1], acc_new[j - 2]
       twill::TRow<64> s_p_0;
-      sm.ring_s.wait_full(j);  // s[j] is in tensor memory
+      sm.ring_s.wait_full(tile.pos + j);  // s[j] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s_p_0, sm.tmem_base);
       // p = exp2 s, m (iteration j)
       twill::op_exp2(p[0], s_p_0, m, args.exp2_scale);
       twill::tmem_fence_before();
-      sm.ring_s.release_by_warp(j);  // release s[j]
+      sm.ring_s.release_by_warp(tile.pos + j);  // release s[j]
       twill::TRow16<64, __half> p_div_out;
       // p_div = div p, l (iteration j - 1)
       twill::op_div(p_div_out, p[1], l);
       twill::frag_to_tmem(sm.tmem_base + 64, p_div_out);
-      sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+      sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
       // acc_new = mma p_div, v, acc (iteration j - 2)
       {
         twill::tmem_fence_before();
@@ -1320,25 +1324,25 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 2) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), kk > 0 || (j - 3) >= 0);
-          twill::umma_commit(&sm.ring_v.empty[(j - 2) % 3]);  // frees v[j - 2] once read
+            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), kk > 0 || (j - 3) >= 0);
+          twill::umma_commit(&sm.ring_v.empty[(tile.pos + j - 2) % 3]);  // frees v[j - 2] once read
         }
       }
     }
     {  // steady window J = j + 1: p[j + 1], p_div[j], acc_new[j - 1]
       twill::TRow<64> s_p_0;
-      sm.ring_s.wait_full(j + 1);  // s[j + 1] is in tensor memory
+      sm.ring_s.wait_full(tile.pos + j + 1);  // s[j + 1] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s_p_0, sm.tmem_base);
       // p = exp2 s, m (iteration j + 1)
       twill::op_exp2(p[1], s_p_0, m, args.exp2_scale);
       twill::tmem_fence_before();
-      sm.ring_s.release_by_warp(j + 1);  // release s[j + 1]
+      sm.ring_s.release_by_warp(tile.pos + j + 1);  // release s[j + 1]
       twill::TRow16<64, __half> p_div_out;
       // p_div = div p, l (iteration j)
       twill::op_div(p_div_out, p[0], l);
       twill::frag_to_tmem(sm.tmem_base + 64, p_div_out);
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new = mma p_div, v, acc (iteration j - 1)
       {
         twill::tmem_fence_before();
@@ -1348,8 +1352,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 1) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
-          twill::umma_commit(&sm.ring_v.empty[(j - 1) % 3]);  // frees v[j - 1] once read
+            twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 1) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
+          twill::umma_commit(&sm.ring_v.empty[(tile.pos + j - 1) % 3]);  // frees v[j - 1] once read
         }
       }
     }
@@ -1362,7 +1366,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // p_div = div p, l (iteration n - 1)
         twill::op_div(p_div_out, p[1], l);
         twill::frag_to_tmem(sm.tmem_base + 64, p_div_out);
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_new = mma p_div, v, acc (iteration n - 2)
         {
           twill::tmem_fence_before();
@@ -1372,13 +1376,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 2) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
-            twill::umma_commit(&sm.ring_v.empty[(n - 2) % 3]);  // frees v[n - 2] once read
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + n - 2) % 3]);  // frees v[n - 2] once read
           }
         }
       }
       {  // epilogue window 1 (J = n + 1): acc_new[n - 1]
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new = mma p_div, v, acc (iteration n - 1)
         {
           twill::tmem_fence_before();
@@ -1388,8 +1392,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 1) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
-            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 3]);  // frees v[n - 1] once read
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + n - 1) % 3]);  // frees v[n - 1] once read
           }
         }
       }
@@ -1398,18 +1402,18 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     case 1: {
       {  // steady window J = j: p[j], p_div[j - 1], acc_new[j - 2]
         twill::TRow<64> s_p_0;
-        sm.ring_s.wait_full(j);  // s[j] is in tensor memory
+        sm.ring_s.wait_full(tile.pos + j);  // s[j] is in tensor memory
         twill::tmem_fence_after();
         twill::tmem_to_frag(s_p_0, sm.tmem_base);
         // p = exp2 s, m (iteration j)
         twill::op_exp2(p[0], s_p_0, m, args.exp2_scale);
         twill::tmem_fence_before();
-        sm.ring_s.release_by_warp(j);  // release s[j]
+        sm.ring_s.release_by_warp(tile.pos + j);  // release s[j]
         twill::TRow16<64, __half> p_div_out;
         // p_div = div p, l (iteration j - 1)
         twill::op_div(p_div_out, p[1], l);
         twill::frag_to_tmem(sm.tmem_base + 64, p_div_out);
-        sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+        sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
         // acc_new = mma p_div, v, acc (iteration j - 2)
         {
           twill::tmem_fence_before();
@@ -1419,8 +1423,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 2) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), kk > 0 || (j - 3) >= 0);
-            twill::umma_commit(&sm.ring_v.empty[(j - 2) % 3]);  // frees v[j - 2] once read
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), kk > 0 || (j - 3) >= 0);
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + j - 2) % 3]);  // frees v[j - 2] once read
           }
         }
       }
@@ -1430,7 +1434,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // p_div = div p, l (iteration n - 1)
         twill::op_div(p_div_out, p[0], l);
         twill::frag_to_tmem(sm.tmem_base + 64, p_div_out);
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_new = mma p_div, v, acc (iteration n - 2)
         {
           twill::tmem_fence_before();
@@ -1440,13 +1444,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 2) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
-            twill::umma_commit(&sm.ring_v.empty[(n - 2) % 3]);  // frees v[n - 2] once read
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + n - 2) % 3]);  // frees v[n - 2] once read
           }
         }
       }
       {  // epilogue window 1 (J = n + 1): acc_new[n - 1]
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new = mma p_div, v, acc (iteration n - 1)
         {
           twill::tmem_fence_before();
@@ -1456,8 +1460,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
             twill::tmem_fence_after();
             #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 1) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
-            twill::umma_commit(&sm.ring_v.empty[(n - 1) % 3]);  // frees v[n - 1] once read
+              twill::umma_ts(sm.tmem_base + 128, sm.tmem_base + 64 + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
+            twill::umma_commit(&sm.ring_v.empty[(tile.pos + n - 1) % 3]);  // frees v[n - 1] once read
           }
         }
       }
@@ -1549,10 +1553,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1750,8 +1756,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.k_batch_group = p.k_batch_group;
   args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -1081,7 +1086,7 @@ static_assert(kRegs_softmax0 <= 255, "role softmax0: 248 registers per thread ex
 static_assert(kRegs_softmax0 >= 24 && kRegs_softmax0 % 8 == 0, "role softmax0: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_mma + 32 * 4 * kRegs_softmax0 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 232 + 128 * 248 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 12;  // ring positions repeat their slot and parity every kPhasePeriod iterations
+constexpr int kPhasePeriod = 12;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1188,30 +1193,30 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 8192);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 3
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 8192);
-      twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   {  // prologue window 1 (J = 1): k[1], v[1]
     if (lane == 0) {
-      const int it = 1;  // load k of iteration it into slot it % 2
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 8192);
-      twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+      const int it = 1;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 1;  // load v of iteration it into slot it % 3
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 8192);
-      twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      const int it = 1;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1219,30 +1224,30 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 3
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 8192);
-        twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 2
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 8192);
-        twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 3
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 8192);
-        twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
   }
@@ -1258,16 +1263,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 2
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 8192);
-          twill::tma_load(sm.ld_k[it % 2], tm.k, &sm.ring_k.full[it % 2], 0, (it) * 64, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 3
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 8192);
-          twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 8192);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1298,7 +1303,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s[0]
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s = mma q, k (iteration 0)
     {
       twill::fence_frag(s[0]);
@@ -1307,18 +1312,18 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n64k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n64k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
     twill::wgmma_wait<0>();  // s[0] is complete
     twill::fence_frag(s[0]);
-    sm.ring_s.wait_empty(0);  // hand s[0] to softmax0
+    sm.ring_s.wait_empty(tile.pos);  // hand s[0] to softmax0
     twill::frag_to_buffer(sm.stage_s[0], s[0], 0, 64);
-    sm.ring_s.arrive_full(0);
+    sm.ring_s.arrive_full(tile.pos);
   }
   {  // prologue window 1 (J = 1): s[1]
-    sm.ring_k.wait_full(1);  // k[1] has landed
+    sm.ring_k.wait_full(tile.pos + 1);  // k[1] has landed
     // s = mma q, k (iteration 1)
     {
       twill::fence_frag(s[0]);
@@ -1327,23 +1332,23 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n64k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[1], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n64k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + 1) % 2], 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
     twill::wgmma_wait<0>();  // s[1] is complete
     twill::fence_frag(s[0]);
-    sm.ring_s.wait_empty(1);  // hand s[1] to softmax0
+    sm.ring_s.wait_empty(tile.pos + 1);  // hand s[1] to softmax0
     twill::frag_to_buffer(sm.stage_s[0], s[0], 0, 64);
-    sm.ring_s.arrive_full(1);
-    sm.ring_k.release_by_warp(0);  // release k[0]
+    sm.ring_s.arrive_full(tile.pos + 1);
+    sm.ring_k.release_by_warp(tile.pos);  // release k[0]
   }
   for (int c = 0; c < 1; ++c) twill::fence_frag(acc_new[c]);  // acc_new's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 2;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: s[j], acc_new[j - 2]
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s = mma q, k (iteration j)
       {
         twill::fence_frag(s[0]);
@@ -1352,20 +1357,20 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n64k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<0>();  // s[j] is complete
       twill::fence_frag(s[0]);
-      sm.ring_s.wait_empty(j);  // hand s[j] to softmax0
+      sm.ring_s.wait_empty(tile.pos + j);  // hand s[j] to softmax0
       twill::frag_to_buffer(sm.stage_s[0], s[0], 0, 64);
-      sm.ring_s.arrive_full(j);
-      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      if (j - 3 >= 0) sm.ring_p_div.release_by_warp(j - 3);  // release p_div[j - 3]
-      if (j - 3 >= 0) sm.ring_v.release_by_warp(j - 3);  // release v[j - 3]
-      sm.ring_p_div.wait_full(j - 2);  // p_div[j - 2] has landed
-      sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+      sm.ring_s.arrive_full(tile.pos + j);
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+      if (j - 3 >= 0) sm.ring_p_div.release_by_warp(tile.pos + j - 3);  // release p_div[j - 3]
+      if (j - 3 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
+      sm.ring_p_div.wait_full(tile.pos + j - 2);  // p_div[j - 2] has landed
+      sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
       // acc_new = mma p_div, v, acc (iteration j - 2)
       {
         twill::fence_frag(acc_new[0]);
@@ -1374,13 +1379,13 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 2) % 3], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 3], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
     }
     {  // steady window J = j + 1: s[j + 1], acc_new[j - 1]
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s = mma q, k (iteration j + 1)
       {
         twill::fence_frag(s[0]);
@@ -1389,20 +1394,20 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n64k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<0>();  // s[j + 1] is complete
       twill::fence_frag(s[0]);
-      sm.ring_s.wait_empty(j + 1);  // hand s[j + 1] to softmax0
+      sm.ring_s.wait_empty(tile.pos + j + 1);  // hand s[j + 1] to softmax0
       twill::frag_to_buffer(sm.stage_s[0], s[0], 0, 64);
-      sm.ring_s.arrive_full(j + 1);
-      sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_p_div.release_by_warp(j - 2);  // release p_div[j - 2]
-      sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
-      sm.ring_p_div.wait_full(j - 1);  // p_div[j - 1] has landed
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_s.arrive_full(tile.pos + j + 1);
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      sm.ring_p_div.release_by_warp(tile.pos + j - 2);  // release p_div[j - 2]
+      sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+      sm.ring_p_div.wait_full(tile.pos + j - 1);  // p_div[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new = mma p_div, v, acc (iteration j - 1)
       {
         twill::fence_frag(acc_new[0]);
@@ -1411,7 +1416,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 1) % 3], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 1) % 3], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1422,9 +1427,9 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc_new[n - 2]
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_p_div.release_by_warp(n - 3);  // release p_div[n - 3]
-        sm.ring_p_div.wait_full(n - 2);  // p_div[n - 2] has landed
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_p_div.release_by_warp(tile.pos + n - 3);  // release p_div[n - 3]
+        sm.ring_p_div.wait_full(tile.pos + n - 2);  // p_div[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_new = mma p_div, v, acc (iteration n - 2)
         {
           twill::fence_frag(acc_new[0]);
@@ -1433,19 +1438,19 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 2) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 3);  // release v[n - 3]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
       }
       {  // epilogue window 1 (J = n + 1): acc_new[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_p_div.release_by_warp(n - 2);  // release p_div[n - 2]
-        sm.ring_p_div.wait_full(n - 1);  // p_div[n - 1] has landed
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_p_div.release_by_warp(tile.pos + n - 2);  // release p_div[n - 2]
+        sm.ring_p_div.wait_full(tile.pos + n - 1);  // p_div[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new = mma p_div, v, acc (iteration n - 1)
         {
           twill::fence_frag(acc_new[0]);
@@ -1454,18 +1459,18 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
       }
       break;
     }
     case 1: {
       {  // steady window J = j: s[j], acc_new[j - 2]
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s = mma q, k (iteration j)
         {
           twill::fence_frag(s[0]);
@@ -1474,20 +1479,20 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(s[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<0>();  // s[j] is complete
         twill::fence_frag(s[0]);
-        sm.ring_s.wait_empty(j);  // hand s[j] to softmax0
+        sm.ring_s.wait_empty(tile.pos + j);  // hand s[j] to softmax0
         twill::frag_to_buffer(sm.stage_s[0], s[0], 0, 64);
-        sm.ring_s.arrive_full(j);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        if (j - 3 >= 0) sm.ring_p_div.release_by_warp(j - 3);  // release p_div[j - 3]
-        if (j - 3 >= 0) sm.ring_v.release_by_warp(j - 3);  // release v[j - 3]
-        sm.ring_p_div.wait_full(j - 2);  // p_div[j - 2] has landed
-        sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+        sm.ring_s.arrive_full(tile.pos + j);
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 3 >= 0) sm.ring_p_div.release_by_warp(tile.pos + j - 3);  // release p_div[j - 3]
+        if (j - 3 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
+        sm.ring_p_div.wait_full(tile.pos + j - 2);  // p_div[j - 2] has landed
+        sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
         // acc_new = mma p_div, v, acc (iteration j - 2)
         {
           twill::fence_frag(acc_new[0]);
@@ -1496,7 +1501,7 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(j - 2) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1504,9 +1509,9 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc_new[n - 2]
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_p_div.release_by_warp(n - 3);  // release p_div[n - 3]
-        sm.ring_p_div.wait_full(n - 2);  // p_div[n - 2] has landed
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_p_div.release_by_warp(tile.pos + n - 3);  // release p_div[n - 3]
+        sm.ring_p_div.wait_full(tile.pos + n - 2);  // p_div[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_new = mma p_div, v, acc (iteration n - 2)
         {
           twill::fence_frag(acc_new[0]);
@@ -1515,19 +1520,19 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 2) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_v.release_by_warp(n - 3);  // release v[n - 3]
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
       }
       {  // epilogue window 1 (J = n + 1): acc_new[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-        sm.ring_p_div.release_by_warp(n - 2);  // release p_div[n - 2]
-        sm.ring_p_div.wait_full(n - 1);  // p_div[n - 1] has landed
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_p_div.release_by_warp(tile.pos + n - 2);  // release p_div[n - 2]
+        sm.ring_p_div.wait_full(tile.pos + n - 1);  // p_div[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new = mma p_div, v, acc (iteration n - 1)
         {
           twill::fence_frag(acc_new[0]);
@@ -1536,12 +1541,12 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
           for (int mb = 0; mb < 2; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(n - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p_div[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
       }
       break;
     }
@@ -1550,8 +1555,8 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_p_div.release_by_warp(i);  // p_div's slots still held: empty for the next tile
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(i);  // v's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_p_div.release_by_warp(tile.pos + i);  // p_div's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(tile.pos + i);  // v's slots still held: empty for the next tile
   twill::Frag<2, 64> acc_new_final;
   acc_new_final = acc_new[0];
   store_out_acc(sm, tm, args, tile, acc_new_final, n - 1, 0, n);  // carry acc
@@ -1575,53 +1580,53 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
   twill::global_to_frag_clip(l, args.l + static_cast<size_t>(tile.b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.l_cols_step)) + static_cast<size_t>(0) * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.l_cols_step)) + tile.m * args.l_cols_step + args.l_cols_offset, 0, static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.l_cols_step)), static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.l_cols_step)) - (tile.m * args.l_cols_step + args.l_cols_offset), static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.l_cols_step)) - (tile.m * args.l_cols_step + args.l_cols_offset));
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): p[0]
-    sm.ring_s.wait_full(0);  // s[0] is staged
+    sm.ring_s.wait_full(tile.pos);  // s[0] is staged
     const twill::View<2, 64, float> s_p_0{sm.stage_s[0], 0};
     // p = exp2 s, m (iteration 0)
     twill::op_exp2(p[0], s_p_0, m, args.exp2_scale);
-    sm.ring_s.release_by_warp(0);  // release s[0]
+    sm.ring_s.release_by_warp(tile.pos);  // release s[0]
   }
   {  // prologue window 1 (J = 1): p[1], p_div[0]
-    sm.ring_s.wait_full(1);  // s[1] is staged
+    sm.ring_s.wait_full(tile.pos + 1);  // s[1] is staged
     const twill::View<2, 64, float> s_p_0{sm.stage_s[0], 0};
     // p = exp2 s, m (iteration 1)
     twill::op_exp2(p[1], s_p_0, m, args.exp2_scale);
-    sm.ring_s.release_by_warp(1);  // release s[1]
+    sm.ring_s.release_by_warp(tile.pos + 1);  // release s[1]
     // p_div = div p, l (iteration 0)
     twill::op_div(p_div[0], p[0], l);
-    sm.ring_p_div.wait_empty(0);  // hand p_div[0] to mma
+    sm.ring_p_div.wait_empty(tile.pos);  // hand p_div[0] to mma
     twill::frag_to_tile<__half, 128, 64>(sm.tile_p_div[0], p_div[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_p_div.arrive_full(0);
+    sm.ring_p_div.arrive_full(tile.pos);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 2;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: p[j], p_div[j - 1]
-      sm.ring_s.wait_full(j);  // s[j] is staged
+      sm.ring_s.wait_full(tile.pos + j);  // s[j] is staged
       const twill::View<2, 64, float> s_p_0{sm.stage_s[0], 0};
       // p = exp2 s, m (iteration j)
       twill::op_exp2(p[0], s_p_0, m, args.exp2_scale);
-      sm.ring_s.release_by_warp(j);  // release s[j]
+      sm.ring_s.release_by_warp(tile.pos + j);  // release s[j]
       // p_div = div p, l (iteration j - 1)
       twill::op_div(p_div[0], p[1], l);
-      sm.ring_p_div.wait_empty(j - 1);  // hand p_div[j - 1] to mma
+      sm.ring_p_div.wait_empty(tile.pos + j - 1);  // hand p_div[j - 1] to mma
       twill::frag_to_tile<__half, 128, 64>(sm.tile_p_div[0], p_div[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p_div.arrive_full(j - 1);
+      sm.ring_p_div.arrive_full(tile.pos + j - 1);
     }
     {  // steady window J = j + 1: p[j + 1], p_div[j]
-      sm.ring_s.wait_full(j + 1);  // s[j + 1] is staged
+      sm.ring_s.wait_full(tile.pos + j + 1);  // s[j + 1] is staged
       const twill::View<2, 64, float> s_p_0{sm.stage_s[0], 0};
       // p = exp2 s, m (iteration j + 1)
       twill::op_exp2(p[1], s_p_0, m, args.exp2_scale);
-      sm.ring_s.release_by_warp(j + 1);  // release s[j + 1]
+      sm.ring_s.release_by_warp(tile.pos + j + 1);  // release s[j + 1]
       // p_div = div p, l (iteration j)
       twill::op_div(p_div[0], p[0], l);
-      sm.ring_p_div.wait_empty(j);  // hand p_div[j] to mma
+      sm.ring_p_div.wait_empty(tile.pos + j);  // hand p_div[j] to mma
       twill::frag_to_tile<__half, 128, 64>(sm.tile_p_div[0], p_div[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p_div.arrive_full(j);
+      sm.ring_p_div.arrive_full(tile.pos + j);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -1630,10 +1635,10 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       {  // epilogue window 0 (J = n): p_div[n - 1]
         // p_div = div p, l (iteration n - 1)
         twill::op_div(p_div[0], p[1], l);
-        sm.ring_p_div.wait_empty(n - 1);  // hand p_div[n - 1] to mma
+        sm.ring_p_div.wait_empty(tile.pos + n - 1);  // hand p_div[n - 1] to mma
         twill::frag_to_tile<__half, 128, 64>(sm.tile_p_div[0], p_div[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p_div.arrive_full(n - 1);
+        sm.ring_p_div.arrive_full(tile.pos + n - 1);
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -1641,26 +1646,26 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     }
     case 1: {
       {  // steady window J = j: p[j], p_div[j - 1]
-        sm.ring_s.wait_full(j);  // s[j] is staged
+        sm.ring_s.wait_full(tile.pos + j);  // s[j] is staged
         const twill::View<2, 64, float> s_p_0{sm.stage_s[0], 0};
         // p = exp2 s, m (iteration j)
         twill::op_exp2(p[0], s_p_0, m, args.exp2_scale);
-        sm.ring_s.release_by_warp(j);  // release s[j]
+        sm.ring_s.release_by_warp(tile.pos + j);  // release s[j]
         // p_div = div p, l (iteration j - 1)
         twill::op_div(p_div[0], p[1], l);
-        sm.ring_p_div.wait_empty(j - 1);  // hand p_div[j - 1] to mma
+        sm.ring_p_div.wait_empty(tile.pos + j - 1);  // hand p_div[j - 1] to mma
         twill::frag_to_tile<__half, 128, 64>(sm.tile_p_div[0], p_div[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p_div.arrive_full(j - 1);
+        sm.ring_p_div.arrive_full(tile.pos + j - 1);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p_div[n - 1]
         // p_div = div p, l (iteration n - 1)
         twill::op_div(p_div[0], p[0], l);
-        sm.ring_p_div.wait_empty(n - 1);  // hand p_div[n - 1] to mma
+        sm.ring_p_div.wait_empty(tile.pos + n - 1);  // hand p_div[n - 1] to mma
         twill::frag_to_tile<__half, 128, 64>(sm.tile_p_div[0], p_div[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p_div.arrive_full(n - 1);
+        sm.ring_p_div.arrive_full(tile.pos + n - 1);
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -1705,14 +1710,14 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_load(sm, tm, args, n, tile_at(args, t, round)); else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_load(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<232>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_mma(sm, tm, args, n, tile_at(args, t, round)); else role_mma(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_mma(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_mma(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else {
     twill::setmaxnreg_inc<248>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_softmax0(sm, tm, args, n, tile_at(args, t, round)); else role_softmax0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_softmax0(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_softmax0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   }
 }
 
@@ -1742,10 +1747,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1943,8 +1950,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.k_batch_group = p.k_batch_group;
   args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

@@ -61,10 +61,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -98,6 +100,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -732,7 +737,6 @@ static_assert(kRegs_consumer0 <= 255, "role consumer0: 248 registers per thread 
 static_assert(kRegs_consumer0 >= 24 && kRegs_consumer0 % 8 == 0, "role consumer0: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -834,16 +838,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): c[0], e[0]
     if (lane == 0) {
-      const int it = 0;  // load c of iteration it into slot it % 2
-      sm.ring_c.wait_empty(it);
-      sm.ring_c.expect_full(it, 8192);
-      twill::tma_load(sm.ld_c[it % 2], tm.c, &sm.ring_c.full[it % 2], (it) * 64, 0, twill_b_c);
+      const int it = 0;  // load c of iteration it into the slot of ring position tile.pos + it
+      sm.ring_c.wait_empty(tile.pos + it);
+      sm.ring_c.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_c[(tile.pos + it) % 2], tm.c, &sm.ring_c.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_c);
     }
     if (lane == 0) {
-      const int it = 0;  // load e of iteration it into slot it % 2
-      sm.ring_e.wait_empty(it);
-      sm.ring_e.expect_full(it, 8192);
-      twill::tma_load(sm.ld_e[it % 2], tm.e, &sm.ring_e.full[it % 2], tile.n * args.e_cols_step + args.e_cols_offset, (it) * 64, twill_b_e);
+      const int it = 0;  // load e of iteration it into the slot of ring position tile.pos + it
+      sm.ring_e.wait_empty(tile.pos + it);
+      sm.ring_e.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_e[(tile.pos + it) % 2], tm.e, &sm.ring_e.full[(tile.pos + it) % 2], tile.n * args.e_cols_step + args.e_cols_offset, (it) * 64, twill_b_e);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -851,16 +855,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j < n; ++j) {
     {  // steady window J = j: c[j], e[j]
       if (lane == 0) {
-        const int it = j;  // load c of iteration it into slot it % 2
-        sm.ring_c.wait_empty(it);
-        sm.ring_c.expect_full(it, 8192);
-        twill::tma_load(sm.ld_c[it % 2], tm.c, &sm.ring_c.full[it % 2], (it) * 64, 0, twill_b_c);
+        const int it = j;  // load c of iteration it into the slot of ring position tile.pos + it
+        sm.ring_c.wait_empty(tile.pos + it);
+        sm.ring_c.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_c[(tile.pos + it) % 2], tm.c, &sm.ring_c.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_c);
       }
       if (lane == 0) {
-        const int it = j;  // load e of iteration it into slot it % 2
-        sm.ring_e.wait_empty(it);
-        sm.ring_e.expect_full(it, 8192);
-        twill::tma_load(sm.ld_e[it % 2], tm.e, &sm.ring_e.full[it % 2], tile.n * args.e_cols_step + args.e_cols_offset, (it) * 64, twill_b_e);
+        const int it = j;  // load e of iteration it into the slot of ring position tile.pos + it
+        sm.ring_e.wait_empty(tile.pos + it);
+        sm.ring_e.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_e[(tile.pos + it) % 2], tm.e, &sm.ring_e.full[(tile.pos + it) % 2], tile.n * args.e_cols_step + args.e_cols_offset, (it) * 64, twill_b_e);
       }
     }
   }
@@ -881,7 +885,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s[0], acc2_convert[0]
-    sm.ring_c.wait_full(0);  // c[0] has landed
+    sm.ring_c.wait_full(tile.pos);  // c[0] has landed
     // s = mma h, c (iteration 0)
     {
       twill::tmem_fence_before();
@@ -891,13 +895,13 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::tmem_fence_after();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_h[ib], 0, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_c[0], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), kk > 0);
+          twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_h[ib], 0, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_c[(tile.pos) % 2], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), kk > 0);
         twill::umma_commit(&sm.ring_s.full[0]);  // s[0] is ready when the mma is
-        twill::umma_commit(&sm.ring_c.empty[0]);  // frees c[0] once read
+        twill::umma_commit(&sm.ring_c.empty[(tile.pos) % 2]);  // frees c[0] once read
       }
     }
     twill::TRow<64> s_acc2_convert_0;
-    sm.ring_s.wait_full(0);  // s[0] is in tensor memory
+    sm.ring_s.wait_full(tile.pos);  // s[0] is in tensor memory
     twill::tmem_fence_after();
     twill::tmem_to_frag(s_acc2_convert_0, sm.tmem_base);
     twill::TRow16<64, __half> acc2_convert_out;
@@ -909,7 +913,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   int j = 1;
   for (; j < n; ++j) {
     {  // steady window J = j: s[j], acc2_convert[j], acc2_new[j - 1]
-      sm.ring_c.wait_full(j);  // c[j] has landed
+      sm.ring_c.wait_full(tile.pos + j);  // c[j] has landed
       // s = mma h, c (iteration j)
       {
         twill::tmem_fence_before();
@@ -919,20 +923,20 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_h[ib], 0, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_c[(j) % 2], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), kk > 0);
+            twill::umma_ss(sm.tmem_base, twill::desc_kmajor<__half, 128, 64>(sm.in_h[ib], 0, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_c[(tile.pos + j) % 2], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), kk > 0);
           twill::umma_commit(&sm.ring_s.full[0]);  // s[j] is ready when the mma is
-          twill::umma_commit(&sm.ring_c.empty[(j) % 2]);  // frees c[j] once read
+          twill::umma_commit(&sm.ring_c.empty[(tile.pos + j) % 2]);  // frees c[j] once read
         }
       }
       twill::TRow<64> s_acc2_convert_0;
-      sm.ring_s.wait_full(j);  // s[j] is in tensor memory
+      sm.ring_s.wait_full(tile.pos + j);  // s[j] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s_acc2_convert_0, sm.tmem_base);
       twill::TRow16<64, __half> acc2_convert_out;
       // acc2_convert = convert s (iteration j)
       twill::op_convert(acc2_convert_out, s_acc2_convert_0);
       twill::frag_to_tmem(sm.tmem_base, acc2_convert_out);
-      sm.ring_e.wait_full(j - 1);  // e[j - 1] has landed
+      sm.ring_e.wait_full(tile.pos + j - 1);  // e[j - 1] has landed
       // acc2_new = mma acc2_convert, e, acc2 (iteration j - 1)
       {
         twill::tmem_fence_before();
@@ -942,15 +946,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           twill::tmem_fence_after();
           #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::umma_ts(sm.tmem_base + 64, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_e[(j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), kk > 0 || (j - 2) >= 0);
-          twill::umma_commit(&sm.ring_e.empty[(j - 1) % 2]);  // frees e[j - 1] once read
+            twill::umma_ts(sm.tmem_base + 64, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_e[(tile.pos + j - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), kk > 0 || (j - 2) >= 0);
+          twill::umma_commit(&sm.ring_e.empty[(tile.pos + j - 1) % 2]);  // frees e[j - 1] once read
         }
       }
     }
   }
   // ---- epilogue: the last iterations leave the pipeline ----
   {  // epilogue window 0 (J = n): acc2_new[n - 1]
-    sm.ring_e.wait_full(n - 1);  // e[n - 1] has landed
+    sm.ring_e.wait_full(tile.pos + n - 1);  // e[n - 1] has landed
     // acc2_new = mma acc2_convert, e, acc2 (iteration n - 1)
     {
       twill::tmem_fence_before();
@@ -960,8 +964,8 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::tmem_fence_after();
         #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::umma_ts(sm.tmem_base + 64, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_e[(n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
-        twill::umma_commit(&sm.ring_e.empty[(n - 1) % 2]);  // frees e[n - 1] once read
+          twill::umma_ts(sm.tmem_base + 64, sm.tmem_base + 8 * kk, twill::desc_mnmajor<__half, 64, 64>(sm.ld_e[(tile.pos + n - 1) % 2], 16 * kk, 0), twill::umma_idesc<128, 64, false, false, true>(), 1);
+        twill::umma_commit(&sm.ring_e.empty[(tile.pos + n - 1) % 2]);  // frees e[n - 1] once read
       }
     }
   }
@@ -1050,10 +1054,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1235,8 +1241,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.c_batch_group = p.c_batch_group;
   args.e_batch_group = p.e_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);

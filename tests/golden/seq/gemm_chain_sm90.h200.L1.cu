@@ -62,10 +62,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -99,6 +101,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -844,7 +849,7 @@ static_assert(kRegs_mma <= 255, "role mma: 232 registers per thread exceed regis
 static_assert(kRegs_mma >= 24 && kRegs_mma % 8 == 0, "role mma: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_mma <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 + 128 * 232 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod iterations
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -938,16 +943,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): c[0], e[0]
     if (lane == 0) {
-      const int it = 0;  // load c of iteration it into slot it % 2
-      sm.ring_c.wait_empty(it);
-      sm.ring_c.expect_full(it, 8192);
-      twill::tma_load(sm.ld_c[it % 2], tm.c, &sm.ring_c.full[it % 2], (it) * 64, 0, twill_b_c);
+      const int it = 0;  // load c of iteration it into the slot of ring position tile.pos + it
+      sm.ring_c.wait_empty(tile.pos + it);
+      sm.ring_c.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_c[(tile.pos + it) % 2], tm.c, &sm.ring_c.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_c);
     }
     if (lane == 0) {
-      const int it = 0;  // load e of iteration it into slot it % 2
-      sm.ring_e.wait_empty(it);
-      sm.ring_e.expect_full(it, 8192);
-      twill::tma_load(sm.ld_e[it % 2], tm.e, &sm.ring_e.full[it % 2], tile.n * args.e_cols_step + args.e_cols_offset, (it) * 64, twill_b_e);
+      const int it = 0;  // load e of iteration it into the slot of ring position tile.pos + it
+      sm.ring_e.wait_empty(tile.pos + it);
+      sm.ring_e.expect_full(tile.pos + it, 8192);
+      twill::tma_load(sm.ld_e[(tile.pos + it) % 2], tm.e, &sm.ring_e.full[(tile.pos + it) % 2], tile.n * args.e_cols_step + args.e_cols_offset, (it) * 64, twill_b_e);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -955,16 +960,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j < n; ++j) {
     {  // steady window J = j: c[j], e[j]
       if (lane == 0) {
-        const int it = j;  // load c of iteration it into slot it % 2
-        sm.ring_c.wait_empty(it);
-        sm.ring_c.expect_full(it, 8192);
-        twill::tma_load(sm.ld_c[it % 2], tm.c, &sm.ring_c.full[it % 2], (it) * 64, 0, twill_b_c);
+        const int it = j;  // load c of iteration it into the slot of ring position tile.pos + it
+        sm.ring_c.wait_empty(tile.pos + it);
+        sm.ring_c.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_c[(tile.pos + it) % 2], tm.c, &sm.ring_c.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_c);
       }
       if (lane == 0) {
-        const int it = j;  // load e of iteration it into slot it % 2
-        sm.ring_e.wait_empty(it);
-        sm.ring_e.expect_full(it, 8192);
-        twill::tma_load(sm.ld_e[it % 2], tm.e, &sm.ring_e.full[it % 2], tile.n * args.e_cols_step + args.e_cols_offset, (it) * 64, twill_b_e);
+        const int it = j;  // load e of iteration it into the slot of ring position tile.pos + it
+        sm.ring_e.wait_empty(tile.pos + it);
+        sm.ring_e.expect_full(tile.pos + it, 8192);
+        twill::tma_load(sm.ld_e[(tile.pos + it) % 2], tm.e, &sm.ring_e.full[(tile.pos + it) % 2], tile.n * args.e_cols_step + args.e_cols_offset, (it) * 64, twill_b_e);
       }
     }
   }
@@ -988,7 +993,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::global_to_frag_clip(h, args.h + static_cast<size_t>(tile.b) * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.h_rows_step)) * 64 + static_cast<size_t>(tile.m * args.h_rows_step + args.h_rows_offset) * 64 + 0, 0, 64, static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.h_rows_step)) - (tile.m * args.h_rows_step + args.h_rows_offset), 64 - (0));
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s[0], acc2_convert[0]
-    sm.ring_c.wait_full(0);  // c[0] has landed
+    sm.ring_c.wait_full(tile.pos);  // c[0] has landed
     // s = mma h, c (iteration 0)
     {
       twill::fence_frag(s[0]);
@@ -998,7 +1003,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n64k16_rs_f16<1>(s[0].x[mb], &h.x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(sm.ld_c[0], 16 * kk, 0), kk > 0);
+          twill::wgmma_m64n64k16_rs_f16<1>(s[0].x[mb], &h.x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(sm.ld_c[(tile.pos) % 2], 16 * kk, 0), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1006,16 +1011,16 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     twill::fence_frag(s[0]);
     // acc2_convert = convert s (iteration 0)
     twill::op_convert(acc2_convert[0], s[0]);
-    sm.ring_acc2_convert.wait_empty(0);  // hand acc2_convert[0] to mma
-    twill::frag_to_tile<__half, 128, 64>(sm.tile_acc2_convert[0], acc2_convert[0], 0);
+    sm.ring_acc2_convert.wait_empty(tile.pos);  // hand acc2_convert[0] to mma
+    twill::frag_to_tile<__half, 128, 64>(sm.tile_acc2_convert[(tile.pos) % 2], acc2_convert[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_acc2_convert.arrive_full(0);
+    sm.ring_acc2_convert.arrive_full(tile.pos);
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
   for (; j < n; ++j) {
     {  // steady window J = j: s[j], acc2_convert[j]
-      sm.ring_c.wait_full(j);  // c[j] has landed
+      sm.ring_c.wait_full(tile.pos + j);  // c[j] has landed
       // s = mma h, c (iteration j)
       {
         twill::fence_frag(s[0]);
@@ -1025,26 +1030,26 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_rs_f16<1>(s[0].x[mb], &h.x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(sm.ld_c[(j) % 2], 16 * kk, 0), kk > 0);
+            twill::wgmma_m64n64k16_rs_f16<1>(s[0].x[mb], &h.x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(sm.ld_c[(tile.pos + j) % 2], 16 * kk, 0), kk > 0);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      sm.ring_c.release_by_warp(j - 1);  // release c[j - 1]
+      sm.ring_c.release_by_warp(tile.pos + j - 1);  // release c[j - 1]
       twill::wgmma_wait<0>();  // s[j] is complete
       twill::fence_frag(s[0]);
       // acc2_convert = convert s (iteration j)
       twill::op_convert(acc2_convert[0], s[0]);
-      sm.ring_acc2_convert.wait_empty(j);  // hand acc2_convert[j] to mma
-      twill::frag_to_tile<__half, 128, 64>(sm.tile_acc2_convert[(j) % 2], acc2_convert[0], 0);
+      sm.ring_acc2_convert.wait_empty(tile.pos + j);  // hand acc2_convert[j] to mma
+      twill::frag_to_tile<__half, 128, 64>(sm.tile_acc2_convert[(tile.pos + j) % 2], acc2_convert[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_acc2_convert.arrive_full(j);
+      sm.ring_acc2_convert.arrive_full(tile.pos + j);
     }
   }
   // ---- epilogue: the last iterations leave the pipeline ----
   {  // epilogue window 0 (J = n): nothing for this role
     twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-    sm.ring_c.release_by_warp(n - 1);  // release c[n - 1]
+    sm.ring_c.release_by_warp(tile.pos + n - 1);  // release c[n - 1]
   }
   twill::wgmma_wait<0>();
 }
@@ -1068,8 +1073,8 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
   int j = 1;
   for (; j < n; ++j) {
     {  // steady window J = j: acc2_new[j - 1]
-      sm.ring_acc2_convert.wait_full(j - 1);  // acc2_convert[j - 1] has landed
-      sm.ring_e.wait_full(j - 1);  // e[j - 1] has landed
+      sm.ring_acc2_convert.wait_full(tile.pos + j - 1);  // acc2_convert[j - 1] has landed
+      sm.ring_e.wait_full(tile.pos + j - 1);  // e[j - 1] has landed
       // acc2_new = mma acc2_convert, e, acc2 (iteration j - 1)
       {
         twill::fence_frag(acc2_new[0]);
@@ -1078,19 +1083,19 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc2_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_acc2_convert[(j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_e[(j - 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc2_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_acc2_convert[(tile.pos + j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_e[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-      if (j - 2 >= 0) sm.ring_e.release_by_warp(j - 2);  // release e[j - 2]
-      if (j - 2 >= 0) sm.ring_acc2_convert.release_by_warp(j - 2);  // release acc2_convert[j - 2]
+      if (j - 2 >= 0) sm.ring_e.release_by_warp(tile.pos + j - 2);  // release e[j - 2]
+      if (j - 2 >= 0) sm.ring_acc2_convert.release_by_warp(tile.pos + j - 2);  // release acc2_convert[j - 2]
     }
   }
   // ---- epilogue: the last iterations leave the pipeline ----
   {  // epilogue window 0 (J = n): acc2_new[n - 1]
-    sm.ring_acc2_convert.wait_full(n - 1);  // acc2_convert[n - 1] has landed
-    sm.ring_e.wait_full(n - 1);  // e[n - 1] has landed
+    sm.ring_acc2_convert.wait_full(tile.pos + n - 1);  // acc2_convert[n - 1] has landed
+    sm.ring_e.wait_full(tile.pos + n - 1);  // e[n - 1] has landed
     // acc2_new = mma acc2_convert, e, acc2 (iteration n - 1)
     {
       twill::fence_frag(acc2_new[0]);
@@ -1099,18 +1104,18 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       for (int mb = 0; mb < 2; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n64k16_ss_f16<0, 1>(acc2_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_acc2_convert[(n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_e[(n - 1) % 2], 16 * kk, 0), 1);
+          twill::wgmma_m64n64k16_ss_f16<0, 1>(acc2_new[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_acc2_convert[(tile.pos + n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_e[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
       }
       twill::wgmma_commit();
     }
     twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-    sm.ring_e.release_by_warp(n - 2);  // release e[n - 2]
-    sm.ring_acc2_convert.release_by_warp(n - 2);  // release acc2_convert[n - 2]
+    sm.ring_e.release_by_warp(tile.pos + n - 2);  // release e[n - 2]
+    sm.ring_acc2_convert.release_by_warp(tile.pos + n - 2);  // release acc2_convert[n - 2]
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_e.release_by_warp(i);  // e's slots still held: empty for the next tile
-  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_acc2_convert.release_by_warp(i);  // acc2_convert's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_e.release_by_warp(tile.pos + i);  // e's slots still held: empty for the next tile
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_acc2_convert.release_by_warp(tile.pos + i);  // acc2_convert's slots still held: empty for the next tile
   twill::Frag<2, 64> acc2_new_final;
   acc2_new_final = acc2_new[0];
   store_out_acc2(sm, tm, args, tile, acc2_new_final, n - 1, 0, n);  // carry acc2
@@ -1147,13 +1152,13 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_load(sm, tm, args, n, tile_at(args, t, round)); else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_load(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<248>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_consumer0(sm, tm, args, n, tile_at(args, t, round)); else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_consumer0(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_inc<232>();  // register budget of this warpgroup
-    if constexpr (kTiles) for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) role_mma(sm, tm, args, n, tile_at(args, t, round)); else role_mma(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_mma(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_mma(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
 }
@@ -1184,10 +1189,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -1367,8 +1374,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.c_batch_group = p.c_batch_group;
   args.e_batch_group = p.e_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);
