@@ -174,6 +174,12 @@ class _After:
         elif op.name in ("ttng.tmem_load", "ttg.local_load", "ttg.local_alloc", "ttng.tmem_alloc"):
             # a carried buffer's last value read, or a value copied into memory (for a TMA store)
             self.bind(op, live[0])
+        elif op.name == "ttng.warp_group_dot_wait":  # result k is operand k, waited for (two dots' waits)
+            for r, v in zip(op.results, vals):
+                if isinstance(v, EVal):
+                    self.env[r] = v
+                else:
+                    self.lw.env.setdefault(r, _scalar())
         elif op.name in VIEWS and not (op.name == "tt.reshape" and not self._same_elements(op)):
             v = live[0]
             if op.name == "tt.expand_dims" and _axis(op) == 0:
