@@ -1,6 +1,8 @@
 """Dump the held-out kernels (kernels.py beside this file) as TTGIR, no GPU needed.
 
-    PYTHON gen.py OUTDIR [NAME ...]      # PYTHON: a Python with Triton (3.9, 3.6, ...)
+    PYTHON gen.py [--module kernels3] OUTDIR [NAME ...]   # PYTHON: a Python with Triton (3.9, 3.6, ...)
+
+--module names the kernels file beside this one (default kernels: the second batch; kernels3: the third).
 
 For each DUMPS entry and each of sm_90 and sm_100 it compiles the kernel with
 `triton.compile(ASTSource(...), target=GPUTarget("cuda", CC, 32), options=...)` in a child process
@@ -26,7 +28,8 @@ sys.path.insert(0, {here!r})
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-import kernels
+import importlib
+kernels = importlib.import_module({module!r})
 spec = kernels.DUMPS[{name!r}]
 fn = spec["kernel"]
 attrs = {{(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in spec.get("divisible_by_16", [])}}
@@ -51,9 +54,13 @@ def prepipe(log: str) -> str | None:
 
 
 def main(argv):
+    module = "kernels"
+    if argv[:1] == ["--module"]:
+        module, argv = argv[1], argv[2:]
     out, names = argv[0], argv[1:]
     sys.path.insert(0, HERE)
-    import kernels
+    import importlib
+    kernels = importlib.import_module(module)
     names = names or list(kernels.DUMPS)
     for sub in ("after", "prepipe"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
@@ -62,7 +69,7 @@ def main(argv):
         for cc in (90, 100):
             env = dict(os.environ, MLIR_ENABLE_DUMP=fname, TRITON_ALWAYS_COMPILE="1")
             env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-            proc = subprocess.run([sys.executable, "-c", CHILD.format(here=HERE, name=name, cc=cc)],
+            proc = subprocess.run([sys.executable, "-c", CHILD.format(here=HERE, module=module, name=name, cc=cc)],
                                   env=env, capture_output=True, text=True)
             key = f"{name}_sm{cc}"
             if proc.returncode != 0 or not proc.stdout.strip():

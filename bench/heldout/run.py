@@ -1,12 +1,13 @@
 """Build (here) and check (GPU machine) the held-out kernels' twill bindings against their fp32 references.
 
-    python bench/heldout/run.py build --out DIR NAME ...   # import (t36 prepipe, --split-rows auto),
-                                                           # solve --gpu h200, emit-cuda --binding torch
-    python bench/heldout/run.py check --kernels DIR [--sizes JSON]   # GPU: each binding on the inputs
+    python bench/heldout/run.py build [--batch 3] --out DIR NAME ...   # import (t36 prepipe, --split-rows
+                                                           # auto), solve --gpu h200, emit-cuda --binding torch
+    python bench/heldout/run.py check [--batch 3] --kernels DIR   # GPU: each binding on the inputs
         # of NAME_make_inputs, called with the arguments the Triton launch passes its kernel (outputs
         # filled with NaN first), against NAME_reference; Triton 3.6's own kernel too, as a control
 
-Writes DIR/check.json. The exp2 scale the import folds out of a kernel (qk_scale = sm_scale * log2 e;
+--batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3); default the second
+(kernels.py, heldout2). Writes DIR/check.json. The exp2 scale the import folds out of a kernel (qk_scale = sm_scale * log2 e;
 for a softmax written with tl.exp, its scale times the log2 e of e^x = 2^(x log2 e)) is the binding's
 `exp2_scale` knob, passed as the launch's argument EXP2_FROM names times log2 e (None: log2 e alone,
 softmax_gemm's exp(x - row_max) with no scale). The import does not record it (the graph drops the
@@ -25,18 +26,23 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 
 LOG2E = 1.4426950408889634
-EXP2_FROM = {"attn_kvlen": "sm_scale", "attn_d64": "sm_scale", "attn_exp": "sm_scale", "softmax_gemm": None,
+EXP2_FROM = {"attn_splitkv": "sm_scale", "attn_bf16_d128": "sm_scale",  # (batch 3: exp2 with qk_scale)
+             "attn_kvlen": "sm_scale", "attn_d64": "sm_scale", "attn_exp": "sm_scale", "softmax_gemm": None,
              "attn_alibi": None}  # its tl.exp: log2 e alone (sm_scale is the prologue scalar it multiplies by)
 # per kernel, the sizes checked: the first with M, N whole tiles (the binding's rule) and a ragged loop
 # (K = 1000, 1000 keys); the second the kernel's ragged default (a partial last M and N tile, partial.py).
 # row_stats: N = 1024 (whole column blocks), then its default N = 1000 (a partial last block of 104)
 SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": [{"N": 1024}, None],
          "attn_kvlen": [None], "softmax_gemm": [None], "gemm_int8_scaled": [None], "attn_exp": [None],
-         "attn_alibi": [None]}  # B = 2, H = 8, N = 1024: SLOPES [H] broadcast over the heads of [B, H]
+         "attn_alibi": [None],  # B = 2, H = 8, N = 1024: SLOPES [H] broadcast over the heads of [B, H]
+         # batch 3: the defaults (whole tiles); gemm_bp_leaky's default is whole tiles too
+         "gemm_bp_leaky": [None], "linear_trans_relu": [None], "swiglu": [None], "attn_splitkv": [None],
+         "attn_bf16_d128": [None], "mm_hints": [None], "rmsnorm_gemm": [None]}
+BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3")}
 
 
-def _kernels():
-    spec = importlib.util.spec_from_file_location("heldout_kernels", HERE / "kernels.py")
+def _kernels(batch: str = "2"):
+    spec = importlib.util.spec_from_file_location("heldout_kernels", HERE / BATCHES[batch][0])
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -48,7 +54,7 @@ def cmd_build(a) -> None:
     out.mkdir(parents=True, exist_ok=True)
     records = []
     for name in a.names:
-        dump = ROOT / "tests" / "data" / "ttgir" / "heldout2" / "t36" / "prepipe" / f"{name}_sm90.ttgir"
+        dump = ROOT / "tests" / "data" / "ttgir" / BATCHES[a.batch][1] / "t36" / "prepipe" / f"{name}_sm90.ttgir"
         rec = build_attempt(dump, out, "h200", "sm_90a", a.time_limit, IMPORT_ARGS)  # the machine's ring depth
         records.append(rec)
         print(name, rec.get("stopped", "ok"), rec.get("ii"), rec.get("depth"), rec.get("split_rows"),
@@ -58,7 +64,7 @@ def cmd_build(a) -> None:
 
 def cmd_check(a) -> None:
     import torch
-    K = _kernels()
+    K = _kernels(a.batch)
     kdir = Path(a.kernels)
     results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "kernels": {}}
     from triton_bench import _build_all
@@ -124,6 +130,8 @@ def main(argv=None) -> None:
     b.add_argument("names", nargs="+")
     c = sub.add_parser("check")
     c.add_argument("--kernels", required=True)
+    for q in (b, c):
+        q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 

@@ -17,10 +17,12 @@ scalar arguments), as ``sum(coef_d * position_d) + rest PRED 0``:
   computed from one): the tensor's edge;
 - **uniform**: no position term (a whole-tile predicate, as Triton's pipeliner guards the copies of
   iterations past the loop's end with);
+- **always** true: ``0 <= index`` of an index of positions and program ids with coefficients >= 0
+  (the lower half of a block pointer's `boundary_check`, ``offs >= 0 & offs < M``);
 - anything else (a constant bound, a product of indices, a comparison of two positions: a causal or
   banded mask) is not a bound.
 
-A load's mask is dropped where every comparison is a bound or uniform and the load's `other` is 0
+A load's mask is dropped where every comparison is a bound, uniform or always true and the load's `other` is 0
 (or absent): TMA's zero fill computes the same. A store's where every comparison is a bound or uniform.
 ``select(mask, x, -inf)`` in the loop is dropped where its mask is one bound of the dimension that
 runs along the loop, ``iv + position < UB`` with UB the loop's own upper bound: that is the loop's
@@ -58,6 +60,8 @@ def _classify(pred: str, diff: Addr | None) -> Compare:
     if diff is None:
         return Compare(pred, None, "other")
     ints = [_integer(c) for c in diff.coefs]
+    if _never_negative(pred, ints, diff):
+        return Compare(pred, diff, "always")
     if not diff.coefs or all(c == 0 for c in ints):
         return Compare(pred, diff, "uniform" if all(c == 0 for c in ints) else "other")
     if any(c is None for c in ints) or sum(1 for c in ints if c) != 1:
@@ -69,6 +73,17 @@ def _classify(pred: str, diff: Addr | None) -> Compare:
     if ints[dim] > 0 and launch:
         return Compare(pred, diff, "bound", dim)
     return Compare(pred, diff, "other")
+
+
+def _never_negative(pred: str, ints: list, diff: Addr) -> bool:
+    """``0 <= index`` of an index that is a sum of positions and program ids with coefficients >= 0
+    (a block pointer's boundary check, ``offs >= 0`` beside ``offs < M``): true at every element."""
+    if pred != "le" or any(c is None or c > 0 for c in ints) or not any(ints):
+        return False
+    for monomial, c in diff.const:
+        if not isinstance(c, int) or c > 0 or any(not a.startswith("pid_") for a in monomial):
+            return False
+    return True
 
 
 class Masks:
@@ -112,7 +127,7 @@ class Masks:
     def edge_only(self, name: str) -> bool:
         """Whether mask `name` only guards the edges of tensors (every comparison a bound or uniform)."""
         cs = self.compares(name)
-        return cs is not None and all(c.kind in ("bound", "uniform") for c in cs)
+        return cs is not None and all(c.kind in ("bound", "uniform", "always") for c in cs)
 
     def loop_tail(self, name: str, iv: str | None, negated: bool = False, peeled: bool = False) -> int | None:
         """The dimension d where mask `name` (its complement, `negated`) is ``iv + position_d < UB``

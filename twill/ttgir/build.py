@@ -125,7 +125,7 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
     graph = Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file, prologue=block)
     spans = {g.root: body.nodes[g.root].span for g in groups if g.type is None}
-    return attach(graph, lowered, names, {lowered.carries[k].ssa: n for k, n in carry_name.items()},
+    return attach(graph, lowered, names, {lowered.carries[k].key or lowered.carries[k].ssa: n for k, n in carry_name.items()},
                   {body.nodes[g.root].ssa: op_name[g.root] for g in groups},
                   {body.nodes[r.index].ssa: n for r, n in real.items() if r.kind == "node"},
                   {f"{s.line}:{s.col}": op_name[root] for root, s in spans.items()}, natural_units(body), launch), notes

@@ -36,6 +36,7 @@ def dot(lw: Lowering, op: MOp) -> None:
     ins, outs = lw.signature(op)
     if len(vals) < 3 or not outs:
         raise lw.src.error(f"'{op.name}' needs operands a, b, c and a result type", op.head)
+    _refuse_f32_operands(lw, op, vals[:2])
     half = ksplit.half_of(lw, op.operands()[0][0])
     if half is not None:  # one of the two dots Triton's pipeliner split a dot into along K
         ksplit.dot(lw, op, half, lambda a, b, acc: lw.node("mma", op, [a, b, acc], lw.tile_type(outs[0], op),
@@ -43,6 +44,21 @@ def dot(lw: Lowering, op: MOp) -> None:
         return
     _check_dot_shapes(lw, op, vals[0], vals[1], outs[0].shape)
     lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op), attrs=_layout(lw, vals[0], vals[1])))
+
+
+def _refuse_f32_operands(lw: Lowering, op: MOp, operands) -> None:
+    """A dot of f32 operands is TF32 on the tensor core (`tl.dot(..., input_precision="tf32")`, the
+    default for fp32 inputs) or a CUDA-core product (`"ieee"`): the graph's mma multiplies 16- and
+    8-bit operands, and TF32's operands are read K-major only (Triton transposes B through registers
+    into shared memory, which a TMA copy cannot), so the import refuses it rather than emit another
+    precision."""
+    for which, v in zip("ab", operands):
+        if isinstance(v, Tile) and lw.type_of(v.ref).dtype == "f32":
+            raise lw.src.error(
+                f"'{op.name}' multiplies f32 operands ({which} is f32): a TF32 (or fp32) tl.dot, which "
+                "twill's mma does not take (its operands are f16, bf16, fp8 or int8)", op.head,
+                "cast the operands before the dot (a.to(tl.bfloat16), b.to(tl.bfloat16)), or load "
+                "them as bf16/fp16 tensors")
 
 
 def _check_dot_shapes(lw: Lowering, op: MOp, a: object, b: object, result: tuple[int, ...]) -> None:
@@ -75,6 +91,7 @@ def tc_gen5_mma(lw: Lowering, op: MOp) -> None:
         generic(lw, op)
         return
     a, b, d = lw.read(memories[0]), lw.read(memories[1]), memories[2]
+    _refuse_f32_operands(lw, op, (a, b))
     use_d = flags[0] if flags else Const(True)
     acc = Const(0.0) if use_d == Const(False) else lw.read(d)  # d is overwritten: as if it held 0
     name, mtype, _ = lw.buffers[d.index]

@@ -54,7 +54,7 @@ def depipeline(lowered: Lowered) -> Lowered:
         if k not in delays:
             start = _initial(nodes, k, yields[k], carry.init, alias)
             if start != carry.init and carry.arg is not None:  # its iter_arg is named after a peeled value
-                carry = replace(carry, ssa="")
+                carry = replace(carry, ssa="", key=carry.key or carry.ssa)  # (the epilogue reads it by it)
             carries[k] = replace(carry, init=start)
     for k, carry in enumerate(carries):  # a carry that takes another's value, starting where it starts
         later = yields[k]

@@ -17,6 +17,7 @@ from ..errors import Diagnostic, InputError, Span
 from ..ir import TensorType
 from .locs import position
 from .parser import MOp
+from .opnames import ATOMICS
 from .provenance import LOADS, STORES, Signature, func_args, signature  # noqa: F401 (signature: lower.py's)
 from .values import Const
 
@@ -33,6 +34,12 @@ CONVERTS = {"arith.truncf", "arith.extf", "tt.fp_to_fp", "arith.sitofp", "arith.
 TERNARY = {"arith.select": "select", "math.fma": "fma"}
 FLOAT = ("f32", "f16", "bf16", "f64")
 LN2 = 0.6931471805599453
+
+
+class MemoryUpdate(InputError):
+    """A read-modify-write of global memory (`tl.atomic_add`) of the loop's results: the graph's
+    outputs are stored, so without it the kernel would overwrite what it must add to. Never a
+    warning (a graph without an epilogue would be silently wrong)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,13 @@ class _After:
             self.load(op)
         elif op.name in STORES:
             self.store(op, vals)
+        elif op.name in ATOMICS and live:
+            raise MemoryUpdate(*self.error(
+                op, f"'{op.name}' after the loop updates memory in place with the loop's results (an atomic "
+                    "read-modify-write, `tl.atomic_add`/`tl.atomic_cas`); a graph's outputs are stored whole, "
+                    "so its kernel would overwrite what this one adds to",
+                "write the partial results to their own buffer (split-K: one slice a split, summed by a "
+                "second pass) and store them with tl.store").diagnostics)
         elif op.name in MEMORY_STORES and live and live[0] is vals[0]:  # the buffer now holds the value
             self.env[op.operands()[1][0]] = live[0]
         elif not live or not op.results or not self._float(op):
@@ -160,6 +174,12 @@ class _After:
         elif op.name in ("ttng.tmem_load", "ttg.local_load", "ttg.local_alloc", "ttng.tmem_alloc"):
             # a carried buffer's last value read, or a value copied into memory (for a TMA store)
             self.bind(op, live[0])
+        elif op.name == "ttng.warp_group_dot_wait":  # result k is operand k, waited for (two dots' waits)
+            for r, v in zip(op.results, vals):
+                if isinstance(v, EVal):
+                    self.env[r] = v
+                else:
+                    self.lw.env.setdefault(r, _scalar())
         elif op.name in VIEWS and not (op.name == "tt.reshape" and not self._same_elements(op)):
             v = live[0]
             if op.name == "tt.expand_dims" and _axis(op) == 0:
@@ -330,8 +350,8 @@ def with_epilogue(lowered, walk, sig: Signature):
     from .indices import UnexpressedMask
     try:
         return replace(lowered, epilogue=walk(), signature=sig)
-    except UnexpressedMask:
-        raise  # a mask dropped would change what is stored: never a warning
+    except (UnexpressedMask, MemoryUpdate):
+        raise  # a mask or an atomic dropped would change what is stored: never a warning
     except InputError as e:
         d = e.diagnostics[0]
         note = Note(Diagnostic(d.message + "; the graph has no epilogue: its outputs are the carries' last values, "

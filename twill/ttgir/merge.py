@@ -367,7 +367,10 @@ def _same_value(name: str, of: str, defs: dict[str, MOp]) -> bool:
         op = defs.get(name)
         if op is None or op.name not in HANDOVER_VIEWS or not op.operands():
             return False
-        name = op.operands()[0][0]
+        k = op.results.index(name) if name in op.results else 0  # a wait's result k is its operand k
+        if k >= len(op.operands()):
+            return False
+        name = op.operands()[k][0]
     return False
 
 

@@ -39,6 +39,8 @@ ELEMENTWISE = {
 LOADS = {"tt.load", "tt.descriptor_load", "tt.experimental_descriptor_load", "tt.descriptor_gather"}
 STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store", "tt.descriptor_scatter",
           "ttng.async_tma_copy_local_to_global", "ttng.async_tma_scatter"}
+# read-modify-writes of global memory: what they store depends on what is there (split-K's partial sums)
+ATOMICS = {"tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_reduce"}
 MAX_COMBINERS = {"arith.maxnumf", "arith.maximumf", "arith.maxf", "arith.maxsi", "arith.maxui"}
 ADD_COMBINERS = {"arith.addf", "arith.addi"}
 MIN_COMBINERS = {"arith.minnumf", "arith.minimumf", "arith.minf", "arith.minsi", "arith.minui"}

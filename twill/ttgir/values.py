@@ -116,6 +116,7 @@ class Carry:
     arg: int | None = None  # its index among the loop's iter_args (a tensor carried in SSA form)
     buf: int | None = None  # or the buffer whose content it carries (a tensor memory accumulator)
     output: str | None = None  # the dtype its final value is converted to after the loop (`truncf` to f16)
+    key: str | None = None  # the name the epilogue reads it by where depipe.py cleared `ssa` (its iter_arg's)
 
 
 @dataclass(frozen=True)
