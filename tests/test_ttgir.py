@@ -631,11 +631,16 @@ WS = DATA / "warp_specialized"
                          ids=lambda x: x if isinstance(x, str) else x.name)
 def test_both_forms_of_a_kernel_import_to_the_same_graph(root, stem):
     if stem in UNROLLED_AFTER:  # the import refuses it, at the unrolled block's first dot
-        with pytest.raises(InputError, match="outside any loop is not imported") as info:
+        with pytest.raises(InputError) as info:
             load_ttgir(root / "after" / f"{stem}.ttgir")
-        assert "before the pipeliner" in info.value.diagnostics[0].hint
+        assert any("outside any loop is not imported" in d.message for d in info.value.diagnostics)
+        assert all("before Triton's pipeliner" in d.hint for d in info.value.diagnostics)
         return
-    after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir")
+    try:
+        after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir")
+    except InputError as e:  # an epilogue the import cannot follow: refused unless the loop is named
+        assert all("would store the carries' last values" in d.message for d in e.diagnostics), e
+        after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir", loop=0)
     before, before_notes = load_ttgir(root / "prepipe" / f"{stem}.ttgir")
     if not after.epilogue and before.epilogue:
         # after the pipeliner, what a warp-specialized kernel stores comes out of its partitions, which
@@ -727,7 +732,7 @@ def test_tile_work_after_the_loop_is_an_error_unless_a_loop_is_named(root):
     path = root / "after" / "attn_causal_fwd_sm100.ttgir"
     with pytest.raises(InputError) as info:
         load_ttgir(path)
-    (d,) = info.value.diagnostics
+    (d,) = [d for d in info.value.diagnostics if "outside any loop" in d.message]  # (and the epilogue's max)
     assert d.severity == "error" and "'ttng.tc_gen5_mma' outside any loop is not imported" in d.message
     assert d.span.line == {CORPUS: 339, T36: 337}[root] and "--loop N" in d.hint
     _, notes = load_ttgir(path, loop=0)

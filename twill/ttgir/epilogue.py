@@ -345,7 +345,8 @@ def with_epilogue(lowered, walk, sig: Signature):
     """`lowered` with the epilogue `walk()` finds, or, where the ops after the loop are beyond it
     (an op the epilogue has no form for: the W4A16 kernel's tt.join, the unrolled diagonal block
     of a causal kernel), without one and with a located warning naming the op (an error under
-    --strict, as an unknown op in the loop is): the outputs are then the carries' last values."""
+    --strict, as an unknown op in the loop is, and wherever the import chose the loop: loops.py):
+    the outputs are then the carries' last values."""
     from .values import Note
     from .indices import UnexpressedMask
     try:
@@ -355,7 +356,7 @@ def with_epilogue(lowered, walk, sig: Signature):
     except InputError as e:
         d = e.diagnostics[0]
         note = Note(Diagnostic(d.message + "; the graph has no epilogue: its outputs are the carries' last values, "
-                               "not what the kernel stores", d.span, d.hint, "warning"), unknown=True)
+                               "not what the kernel stores", d.span, d.hint, "warning"), unknown=True, incomplete=True)
         return replace(lowered, notes=lowered.notes + (note,), signature=sig)
 
 

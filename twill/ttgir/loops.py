@@ -96,10 +96,20 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
         notes.append(Note(Diagnostic(
             f"loop {k} runs loop {best} once per trip (a persistent kernel's loop over tiles): the graph is "
             f"loop {best}, the tile loop inside it", src.span(loops[k][1][-1].head), severity="note")))
-    dropped = _after(module, loops[best])
-    if dropped:  # chosen by the import, not by the user's --loop: taking it would compute part of the kernel
-        raise InputError(*(replace(n.diagnostic, severity="error", hint=PEELED_HINT) for n in dropped))
+    refuse_incomplete(notes + _after(module, loops[best]))
     return graph, notes
+
+
+def refuse_incomplete(notes) -> None:
+    """Where the import chose the loop (no --loop), a graph that would store something other than
+    what the kernel stores (tile work after the loop it leaves out; an epilogue it cannot follow) is
+    an error at each such place: a kernel that compiles and computes something else is worse than none."""
+    bad = [n.diagnostic for n in notes if n.incomplete]
+    if bad:
+        raise InputError(*(replace(d, severity="error", message=d.message.replace("; the graph has no epilogue: its "
+                           "outputs are the carries' last values, not what the kernel stores", ": the graph would store "
+                           "the carries' last values, not what the kernel stores"),
+                           hint="; ".join(h for h in (d.hint, INCOMPLETE_HINT) if h)) for d in bad))
 
 
 def _tile_loops(loops, import_loop, skip: int) -> list[int]:
@@ -125,10 +135,10 @@ def _nested(a: tuple, b: tuple) -> bool:
     return _encloses(a, b) or _encloses(b, a)
 
 
-PEELED_HINT = ("iterations Triton's pipeliner peels out of a loop (on sm_100 it unrolls the causal kernel's one-trip "
-               "diagonal loop after the first) are not merged back into the graph: import the dump from before the "
-               "pipeliner (docs/ttgir-import.md, section 1), or pass --loop N to import that loop alone (a warning then: "
-               "its graph does not compute the kernel's whole result)")
+INCOMPLETE_HINT = ("import the dump from before Triton's pipeliner (docs/ttgir-import.md, section 1: its loops are "
+                   "still loops and its stores plain code; after it, sm_100 unrolls the causal kernel's one-trip "
+                   "diagonal loop and warp-specialized kernels store from their partitions), or pass --loop N to take "
+                   "the loop alone (a warning then: the graph does not compute what the kernel stores)")
 
 
 def _after(module, chosen) -> list[Note]:
@@ -145,7 +155,7 @@ def _after(module, chosen) -> list[Note]:
     if found is None:
         return []
     return [Note(Diagnostic(f"'{found.name}' {where} is not imported: the graph does not compute the kernel's "
-                            "whole result", module.source.span(found.head), severity="warning"))]
+                            "whole result", module.source.span(found.head), severity="warning"), incomplete=True)]
 
 
 def _outside(ops, path, ancestors: tuple = ()):

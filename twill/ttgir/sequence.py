@@ -19,7 +19,7 @@ from ..errors import Diagnostic, ErrorCollector, InputError
 from ..ir import OUTPUT_DTYPES, Graph
 from ..sequence import Handover, Sequence, check, loop_kernel
 from .handover import KEY, loop_key
-from .loops import SiblingLoops, _after
+from .loops import SiblingLoops, _after, refuse_incomplete
 
 
 def import_sequence(text: str, file: str = "<string>", strict: bool = False) -> tuple[Graph | Sequence, list[Diagnostic]]:
@@ -50,6 +50,7 @@ def import_sequence(text: str, file: str = "<string>", strict: bool = False) -> 
             "iterations Triton's pipeliner peels out of a loop (before or after it, as on sm_100) are not merged "
             "back into a sequence: import the dump from before the pipeliner (docs/ttgir-import.md, section 1)"))
             for d in sorted(between, key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))))
+    refuse_incomplete(notes)  # (no --loop here: every loop is the import's choice)
     unknown = [n.diagnostic for n in notes if n.unknown]
     if strict and unknown:
         raise InputError(*(replace(d, severity="error") for d in unknown))

@@ -121,10 +121,13 @@ class Carry:
 
 @dataclass(frozen=True)
 class Note:
-    """A warning; `unknown` ones (an op the importer cannot express) are errors under --strict."""
+    """A warning; `unknown` ones (an op the importer cannot express) are errors under --strict;
+    `incomplete` ones (the graph would store something other than what the kernel stores) are
+    errors unless the user named the loop (--loop N)."""
 
     diagnostic: Diagnostic
     unknown: bool = False
+    incomplete: bool = False
 
 
 @dataclass(frozen=True)
