@@ -36,7 +36,7 @@ BINDINGS = ("gemm_hopper.h100", "gemm_3x64.h100", "gemm_bf16.h100", "gemm_k16n32
             "attention_fwd_d64.h100", "attention_bwd_hopper.h100", "attention_fwd_blackwell.b200",
             "triton_matmul_sm90.h100", "triton_attn_fwd_tma_sm90.h100", "triton39_mm_acol.h100",
             "triton39_mm_bcol.h100", "gemm_fp8_e4m3.h100", "triton_gemm_fp8_sm90.h100", "gemm_i8.h100",
-            "attention_fwd_fp8_hopper.h200", "heldout_biased_softmax.h200")
+            "attention_fwd_fp8_hopper.h200", "heldout_biased_softmax.h200", "heldout_attn_exp.h200")
 
 
 def schedule(name: str, edit=None) -> Schedule:
