@@ -566,8 +566,13 @@ def _is_scale(n: Node) -> bool:
     return n.kind == "ew" and len(n.operands) == 1
 
 
+class UnexpressedScale(InputError):
+    """A softmax's scale the knob cannot record: the loop is a tile loop all the same (loops.py never
+    leaves it out silently, as with indices.UnexpressedMask), and this is its error."""
+
+
 def _refuse(n: Node, what: str) -> InputError:
-    return InputError(Diagnostic(
+    return UnexpressedScale(Diagnostic(
         f"'{n.mlir}' {what}: the import folds the scale of a softmax's scores into the kernel's exp2_scale, "
         "which the binding computes from the kernel's scalar arguments", n.span,
         "scale the scores by a float argument or a constant (qk * sm_scale, qk * qk_scale with qk_scale = "

@@ -17,6 +17,7 @@ A graph has one loop; a kernel may have several. The rule (`choose_loop`):
 from __future__ import annotations
 
 from ..errors import Diagnostic, InputError
+from .fuse import UnexpressedScale
 from .indices import UnexpressedMask
 from .locs import position
 from .values import Note
@@ -63,7 +64,7 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
             continue
         try:
             results[k] = import_loop(func, path)
-        except UnexpressedMask as exc:  # a tile loop all the same: never left out silently
+        except (UnexpressedMask, UnexpressedScale) as exc:  # a tile loop all the same: never left out silently
             if len(loops) == 1:
                 raise
             blocked[k] = exc
