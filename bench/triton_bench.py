@@ -438,11 +438,9 @@ def cmd_build(args) -> None:
 # An imported kernel's binding takes the Triton kernel's own arguments in its order (the graph's
 # `argument` lines; docs/commands.md), so the run step calls it with exactly what the corpus launch
 # passes its Triton kernel (`capture`), the outputs Triton would write included: every output the
-# binding writes is one of the launch's, checked against the kernel's fp32 reference. What the
-# import does not follow: the scale of the loop's exp2 (attention folds sm_scale * log2 e into it
-# inside the kernel), passed here as the binding's exp2_scale from the kernel's sm_scale argument.
-EXP2_FROM = {"attn_causal_fwd": "sm_scale", "attn_gqa_fwd": "sm_scale", "attn_bwd_dq": "sm_scale"}
-LOG2E = 1.4426950408889634
+# binding writes is one of the launch's, checked against the kernel's fp32 reference. The scale of
+# the loop's exp2 (attention's sm_scale * log2 e) the binding computes from those arguments itself
+# (the graph's `knob exp2_scale = ...` line: docs/formats.md), so nothing else is passed.
 
 
 def capture(module, name: str, tensors, params):
@@ -478,10 +476,7 @@ def twill_call(mod, name: str, args):
     for n, a in zip(names, args):
         if n in outputs and isinstance(a, torch.Tensor):
             a.fill_(float("nan"))
-    knobs = {}
-    if name in EXP2_FROM:
-        knobs["exp2_scale"] = float(args[names.index(EXP2_FROM[name])]) * LOG2E
-    return lambda: mod.run(*args, **knobs)
+    return lambda: mod.run(*args)
 
 
 def _build_all(bindings) -> None:

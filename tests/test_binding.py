@@ -36,7 +36,7 @@ BINDINGS = ("gemm_hopper.h100", "gemm_3x64.h100", "gemm_bf16.h100", "gemm_k16n32
             "attention_fwd_d64.h100", "attention_bwd_hopper.h100", "attention_fwd_blackwell.b200",
             "triton_matmul_sm90.h100", "triton_attn_fwd_tma_sm90.h100", "triton39_mm_acol.h100",
             "triton39_mm_bcol.h100", "gemm_fp8_e4m3.h100", "triton_gemm_fp8_sm90.h100", "gemm_i8.h100",
-            "attention_fwd_fp8_hopper.h200", "heldout_biased_softmax.h200")
+            "attention_fwd_fp8_hopper.h200", "heldout_biased_softmax.h200", "heldout_attn_exp.h200")
 
 
 def schedule(name: str, edit=None) -> Schedule:
@@ -335,3 +335,46 @@ def test_a_loop_no_input_runs_along_takes_iters(tmp_path):
     plan = mod.resolve(mod.SPEC, given, iters=8)
     assert (plan["tiles_m"], plan["tiles_n"], plan["iters"], plan["loop_extent"], plan["batch"]) == (2, 1, 8, 0, 3)
     assert plan["shapes"]["o"] == (3, 128, 64)
+
+
+# -- knobs the graph computes from the kernel's arguments (twill.knobs) -------------------------------------
+
+LOG2E = 1.4426950408889634
+
+
+def _with_scale_knob(text: str) -> str:
+    """heldout_biased_softmax's graph as an import of a kernel with a softmax scale argument records it."""
+    return text.replace("argument N_CTX\n", "argument N_CTX\nargument sm_scale\n"
+                                            f"knob exp2_scale = sm_scale * {LOG2E!r}\n")
+
+
+def knob_module(tmp_path):
+    for path, text in files("heldout_biased_softmax.h200", tmp_path, edit=_with_scale_knob).items():
+        Path(path).write_text(text)
+    return module("heldout_biased_softmax.h200", tmp_path)
+
+
+def test_a_knob_is_computed_from_the_kernels_own_arguments(tmp_path, monkeypatch):
+    """`knob exp2_scale = sm_scale * log2 e`: the binding takes sm_scale where the Triton kernel does
+    and passes exp2_scale = sm_scale * log2 e to the launch; an explicit exp2_scale overrides it;
+    without either the call is refused, naming the argument."""
+    mod = knob_module(tmp_path)
+    assert arguments(mod) == ["Q", "K", "V", "BIAS", "O", "N_CTX", "sm_scale"]
+    assert inspect.signature(mod.run).parameters["exp2_scale"].default is None
+    seen = []
+    monkeypatch.setattr(mod, "call", lambda spec, here, tensors, **kw: seen.append(kw))
+    mod.run("q", "k", "v", "bias", None, 1000, 0.125)
+    mod.run("q", "k", "v", "bias", None, 1000, 0.125, exp2_scale=3.0)
+    mod.run("q", "k", "v", "bias", sm_scale=0.5)
+    assert [kw["exp2_scale"] for kw in seen] == [0.125 * LOG2E, 3.0, 0.5 * LOG2E]
+    with pytest.raises(mod.ArgumentError, match=r"^sm_scale: the kernel's exp2_scale is sm_scale \* 1\.44"):
+        mod.run("q", "k", "v", "bias")
+    assert mod.run("q", "k", "v", "bias", exp2_scale=2.0) is None and seen[-1]["exp2_scale"] == 2.0
+    text = (tmp_path / "heldout_biased_softmax.h200.py").read_text()
+    assert "sm_scale: a Python float (the Triton kernel's argument, read by exp2_scale = sm_scale * " in text
+
+
+def test_a_graph_without_a_knob_line_keeps_the_keyword_at_one():
+    """A hand-written graph (no `knob` line): exp2_scale is the caller's keyword, 1.0 by default."""
+    mod = module("attention_fwd_hopper.h100")
+    assert inspect.signature(mod.run).parameters["exp2_scale"].default == 1.0

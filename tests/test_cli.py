@@ -59,6 +59,7 @@ ERRORS = [  # (fixture, line, col, message)
     ("unclosed_loop.tir", 3, 1, "the loop is not closed: missing '}'"),
     ("unknown_attribute.tir", 4, 30, "unknown attribute 'cycels'"),
     ("bad_attribute_value.tir", 4, 38, "attribute 'async' must be true or false"),
+    ("unknown_knob_argument.tir", 4, 19, "'sm_scal' is no argument of the kernel"),
 ]
 
 

@@ -248,6 +248,26 @@ def test_triton_matmul_with_a_column_major_operand_matches_torch(fixture, a_cols
     _gemm(fixture, 384, 256, 640, seed=23, a_cols=a_cols, b_cols=b_cols)
 
 
+@pytest.mark.parametrize("sm_scale", [0.125, 0.3])
+def test_imported_attention_called_with_the_triton_launchs_arguments_only(sm_scale):
+    """A held-out attention written with tl.exp(s * sm_scale - m) (bench/heldout/kernels.py attn_exp;
+    tests/data/ttgir/heldout2/t36/prepipe/attn_exp_sm90.ttgir, imported, solved for h200): its binding
+    called with exactly what the Triton launch passes its kernel (Q, K, V, O, two strides, N_CTX,
+    sm_scale) and no exp2_scale: the graph's `knob exp2_scale = sm_scale * log2 e` computes it. Two
+    scales, so that a binding that ignored sm_scale fails one."""
+    mod = binding("heldout_attn_exp.h200", clean=False)
+    torch.manual_seed(5)
+    B, H, N, D = 2, 4, 1024, 64
+    q, k, v = (torch.randn(B, H, N, D, device="cuda").half() for _ in range(3))
+    o = nan(B, H, N, D)
+    mod.run(q, k, v, o, q.stride(1), q.stride(2), N, sm_scale)
+    torch.cuda.synchronize()
+    s = (q.float() @ k.float().transpose(-1, -2)) * sm_scale
+    ref = torch.softmax(s, -1) @ v.float()
+    assert int(torch.isnan(o).sum()) == 0
+    assert ((o.float() - ref).norm() / ref.norm()).item() < 1e-2
+
+
 def _fa3_forward(mod, q, k, v, **knobs):
     """Run an FA3-graph binding on q [BH][Nq][D] and k, v [BH][keys][D] (any number of keys): (O, m,
     l, scale), their NaN fill checked to be overwritten."""

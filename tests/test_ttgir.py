@@ -646,7 +646,8 @@ def test_both_forms_of_a_kernel_import_to_the_same_graph(root, stem):
         # after the pipeliner, what a warp-specialized kernel stores comes out of its partitions, which
         # the epilogue's import does not follow: it says so, and the loops must still agree
         assert any("the graph has no epilogue" in n.message for n in after_notes)
-        before = replace(before, epilogue=after.epilogue, arguments=after.arguments, inputs=after.inputs,
+        before = replace(before, epilogue=after.epilogue, arguments=after.arguments, knobs=after.knobs,
+                         inputs=after.inputs,
                          carries=tuple(replace(c, attrs=a.attrs) for c, a in zip(before.carries, after.carries)))
     if stem in RENAMED:
         assert canonical(after) == canonical(before)

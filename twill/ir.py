@@ -171,6 +171,9 @@ class Graph:
     # (argument, target) for each target after an argument's first: loads that are views of one
     # argument (`argument SCALES = s_even, s_odd`: strided loads of its even and odd columns)
     also_fed: tuple[tuple[str, str], ...] = ()
+    # (knob, twill.knobs.Product): a launch knob computed from the kernel's scalar arguments
+    # (`knob exp2_scale = sm_scale * 1.4426950408889634`: the scale the import folded into exp2)
+    knobs: tuple[tuple[str, object], ...] = ()
 
     @cached_property
     def by_name(self) -> dict[str, Op]:

@@ -17,7 +17,7 @@ TOKEN = re.compile(r"""
   | (?P<number>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![A-Za-z0-9_.])|[-+]inf\b)
   | (?P<badnumber>[-+]?[\d.][A-Za-z0-9_.]*)
   | (?P<name>[A-Za-z_][A-Za-z0-9_.]*) | (?P<string>"(?:[^"\\]|\\.)*")
-  | (?P<punct>[=:,\[\]{}@]) | (?P<bad>.)
+  | (?P<punct>[=:,\[\]{}@*/]) | (?P<bad>.)
 """, re.VERBOSE)
 INT = re.compile(r"[-+]?\d+")
 KEYWORDS = ("kernel", "input", "carry", "loop", "yield", "}")

@@ -7,11 +7,9 @@
         # filled with NaN first), against NAME_reference; Triton 3.6's own kernel too, as a control
 
 --batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3); default the second
-(kernels.py, heldout2). Writes DIR/check.json. The exp2 scale the import folds out of a kernel (qk_scale = sm_scale * log2 e;
-for a softmax written with tl.exp, its scale times the log2 e of e^x = 2^(x log2 e)) is the binding's
-`exp2_scale` knob, passed as the launch's argument EXP2_FROM names times log2 e (None: log2 e alone,
-softmax_gemm's exp(x - row_max) with no scale). The import does not record it (the graph drops the
-scale's multiplies), so a kernel with an exp2 but no entry here is checked at exp2_scale = 1.
+(kernels.py, heldout2). Writes DIR/check.json. The binding is called with the launch's arguments only: the exp2 scale the
+import folds out of a kernel (qk_scale = sm_scale * log2 e; for a softmax written with tl.exp, its
+scale times log2 e) is the graph's `knob exp2_scale = ...` line, which the binding computes from them.
 """
 from __future__ import annotations
 
@@ -25,10 +23,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 
-LOG2E = 1.4426950408889634
-EXP2_FROM = {"attn_splitkv": "sm_scale", "attn_bf16_d128": "sm_scale",  # (batch 3: exp2 with qk_scale)
-             "attn_kvlen": "sm_scale", "attn_d64": "sm_scale", "attn_exp": "sm_scale", "softmax_gemm": None,
-             "attn_alibi": None}  # its tl.exp: log2 e alone (sm_scale is the prologue scalar it multiplies by)
 # per kernel, the sizes checked: the first with M, N whole tiles (the binding's rule) and a ragged loop
 # (K = 1000, 1000 keys); the second the kernel's ragged default (a partial last M and N tile, partial.py).
 # row_stats: N = 1024 (whole column blocks), then its default N = 1000 (a partial last block of 104)
@@ -102,11 +96,7 @@ def _check_one(K, kdir, binding, name, size) -> dict:
         for n, x in zip(names, args):
             if n in outputs and isinstance(x, torch.Tensor):
                 x.fill_(float("nan"))
-        knobs = {}
-        if name in EXP2_FROM:
-            source = EXP2_FROM[name]
-            knobs["exp2_scale"] = (1.0 if source is None else float(by_name[source])) * LOG2E
-        run = lambda: mod.run(*args, **knobs)  # noqa: E731
+        run = lambda: mod.run(*args)  # noqa: E731  (exp2_scale: the binding's, from the graph's knob)
         run()
         torch.cuda.synchronize()
         row["shapes"] = [list(t.shape) for t in tensors]

@@ -383,14 +383,35 @@ _KEYWORD_DOC = (
 
 def _keywords(m, ins: list[Argument]) -> list[tuple[str, str, str]]:
     """The keywords this kernel's function takes: exp2_scale where the graph has an exp2,
-    raster_group where the grid is rastered, iters where no input runs along the loop."""
+    raster_group where the grid is rastered, iters where no input runs along the loop. A knob the
+    graph computes (`knob exp2_scale = EXPR`, twill.knobs) defaults to None: computed at the call."""
     has = {"exp2_scale": any(op.opcode == "exp2" for op in m.graph.ops), "raster_group": rastered(m),
            "out_scale": has_scale(m),
            "iters": not any(a.per_iteration or any(ax == "loop" for ax, _ in a.dims) for a in ins)}
-    return [k for k in _KEYWORD_DOC if has.get(k[0], True)]
+    knobs = {k: v for k, v in m.graph.knobs if v.names}
+    consts = {k: v for k, v in m.graph.knobs if not v.names}  # a number: the keyword's default
+    return [(k, "None", f"{doc}; None: {knobs[k].text()}, computed from the kernel's arguments at each call "
+                        "(a value given here overrides it)") if k in knobs else
+            (k, repr(consts[k].coef), f"{doc}; the imported kernel's") if k in consts else (k, default, doc)
+            for k, default, doc in _KEYWORD_DOC if has.get(k, True)]
 
 
-def _function_doc(m, args, data, keywords, returns, params=(), unread=()) -> list[str]:
+def _knob_lines(m, params) -> list[str]:
+    """The function's lines that compute each knob the graph records (`knob NAME = EXPR`) from the
+    caller's arguments where the caller passes none: one multiply per factor at each call."""
+    by_arg = {n: p.name for (n, _), p in zip(m.graph.arguments, params)}
+    out = []
+    for knob, value in ((k, v) for k, v in m.graph.knobs if v.names):
+        names = [by_arg[n] for n in value.names]
+        given = " and ".join(f"{n} is not None" for n in names)
+        expr = value.python(by_arg)
+        fallback = f"knob_missing({knob!r}, {value.text()!r}, {names!r})"
+        out += [f"    if {knob} is None:  # knob {knob} = {value.text()} (the imported kernel's scale)",
+                f"        {knob} = {expr}" + (f" if {given} else {fallback}" if names else "")]
+    return out
+
+
+def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbed=()) -> list[str]:
     step = data["loop_step"]
     loop = (f"L any number of elements (a partial last tile of {step})" if data["ragged"]
             else f"L a multiple of {step} ({data['ragged_why']})" if step else "")
@@ -405,6 +426,8 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=()) -> lis
         *[f"    {_arg_doc(a, data['partial'])}" for a in args],
         *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the epilogue's scalar "
           f"{p.scalar})" for p in params if p.scalar is not None],
+        *[f"    {p}: a Python float (the Triton kernel's argument, read by {k} = {v.text()})"
+          for p, k, v in knobbed],
         *([f"    {', '.join(unread)}: arguments of the Triton kernel that the graph does not read (sizes and "
            "strides come from the tensors' shapes)"] if unread else []),
         "",
@@ -447,7 +470,8 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     order = {p.scalar: p.name for p in params if p.scalar is not None}
     if order:
         passed += ", scalars=[" + ", ".join(order[v.name] for v in epilogue.launch_scalars(m.graph)) + "]"
-    unread = [p.name for p in positional if p.arg is None and p.scalar is None]
+    knob_params = {p.name for (n, _), p in zip(m.graph.arguments, params) for _, v in m.graph.knobs if n in v.names}
+    unread = [p.name for p in positional if p.arg is None and p.scalar is None and p.name not in knob_params]
     lines = [
         f'"""PyTorch binding of kernel {m.schedule.kernel} ({kernel_file}, {m.arch}), written by `twill emit-cuda',
         '--binding torch`. Do not edit: emit it again.',
@@ -465,9 +489,12 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
         "",
         "",
         f"def {fn}({signature}):",
-        *_function_doc(m, args, data, keywords, returns, params, unread),
+        *_function_doc(m, args, data, keywords, returns, params, unread,
+                       [(p.name, k, v) for (n, _), p in zip(m.graph.arguments, params) for k, v in m.graph.knobs
+                        if n in v.names]),
         *([f"    _ = ({', '.join(unread)},)  # arguments of the imported kernel that feed nothing here: not read"]
           if unread else []),
+        *_knob_lines(m, params),
         f"    return call(SPEC, HERE, {{{tensors}}}, {passed})",
         "",
         "",

@@ -125,10 +125,31 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
     graph = Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file, prologue=block)
     spans = {g.root: body.nodes[g.root].span for g in groups if g.type is None}
-    return attach(graph, lowered, names, {lowered.carries[k].key or lowered.carries[k].ssa: n for k, n in carry_name.items()},
+    graph = attach(graph, lowered, names, {lowered.carries[k].key or lowered.carries[k].ssa: n for k, n in carry_name.items()},
                   {body.nodes[g.root].ssa: op_name[g.root] for g in groups},
                   {body.nodes[r.index].ssa: n for r, n in real.items() if r.kind == "node"},
-                  {f"{s.line}:{s.col}": op_name[root] for root, s in spans.items()}, natural_units(body), launch), notes
+                  {f"{s.line}:{s.col}": op_name[root] for root, s in spans.items()}, natural_units(body), launch)
+    return _with_knob(graph, body.exp2_scale, lowered, notes), notes
+
+
+def _with_knob(graph: Graph, scale, lowered: Lowered, notes: list) -> Graph:
+    """The graph with `knob exp2_scale = EXPR` (twill.knobs), the scale the fusion folded out
+    (fuse.folded_scale), where it has an exp2. A graph without `argument` lines (the import found
+    no stores after the loop to follow the arguments to) cannot name them: a warning says what
+    to pass as the binding's exp2_scale instead."""
+    if scale is None:
+        return graph
+    listed = {n for n, _ in graph.arguments}
+    missing = [n for n in scale.names if n not in listed]
+    if missing and not listed:
+        notes.append(Note(Diagnostic(f"the graph lists no kernel arguments, so it cannot record its exp2 scale "
+                                     f"{scale.text()}: call its binding with exp2_scale = {scale.text()}",
+                                     lowered.span, severity="warning")))
+        return graph
+    if missing:
+        raise InputError(Diagnostic(f"the softmax's scale {scale.text()} reads argument '{missing[0]}', which the "
+                                    "imported graph does not list", lowered.span))
+    return replace(graph, knobs=(("exp2_scale", scale),))
 
 
 def natural_units(body: Body) -> bool:

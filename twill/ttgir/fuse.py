@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import Diagnostic, Span
+from ..errors import Diagnostic, InputError, Span
+from ..knobs import Product
 from .. import vocab
 from ..ir import DTYPE_BITS, TensorType
 from .lower import opcode_token
@@ -61,6 +62,7 @@ class Body:
     nodes: tuple[Node | None, ...]
     yields: tuple[object, ...]
     carry_types: tuple[TensorType, ...]
+    exp2_scale: object = None  # twill.knobs.Product: the scale the fusion folded out (`folded_scale`)
 
     def live(self):
         return [n for n in self.nodes if n is not None and n.in_loop]
@@ -478,9 +480,100 @@ def _rank(body: Body, ref: Ref) -> int | None:
 
 
 def fuse(lowered: Lowered) -> tuple[Body, list[Group], list[Note]]:
-    """Run the five rewrites and group what is left; also return the final body."""
+    """Run the five rewrites and group what is left; also return the final body, whose `exp2_scale`
+    is the scale the fusion folded out of the graph (`folded_scale`)."""
     body = Body(lowered.nodes, lowered.yields, tuple(c.type for c in lowered.carries))
-    for rewrite in (natural_exp, merge_conversions, fold_moves, inline_unary):
+    for rewrite in (natural_exp, merge_conversions, fold_moves):
         body = rewrite(body)
+    before = body
+    body = inline_unary(body)
     groups, notes = group(body)
-    return body, groups, notes
+    return replace(body, exp2_scale=folded_scale(before, body, groups)), groups, notes
+
+
+# -- the scale folded into exp2_scale ---------------------------------------------------------------
+
+def folded_scale(before: Body, after: Body, groups: list[Group]) -> Product | None:
+    """The kernel's scale of the scores that the graph drops (emit-cuda's `exp2_scale`: `exp2 s, b`
+    is exp2((s - b) * exp2_scale)), as a product of the kernel's float arguments and constants; None
+    for a loop with no exp2. The scales dropped are the multiplies `inline_unary` recomputed away
+    and the one-tile members of a group anchored by exp2, rowmax or causal_mask (`_faithful`). Each
+    anchor's is the product of those on the path of the tile it reads (for `exp2 x - b`, x's path;
+    b's is 1 or the same); the anchors that scale must agree, and a softmax's `tl.exp` is log2 e
+    more (`natural_exp`). A dropped scale that is no such product (a tensor's value, an integer
+    argument) or that no anchor's path accounts for is an error at its TTGIR line."""
+    dropped = {n.index for n in before.live() if after.nodes[n.index] is None}
+    anchored = [(g, next(i for i in g.members if after.nodes[i].kind in SCALED)) for g in groups
+                if g.opcode in SCALED and any(after.nodes[i].kind in SCALED for i in g.members)]
+    for g, a in anchored:
+        dropped |= {i for i in g.members if i != a and _is_scale(after.nodes[i])}
+    seen: set[int] = set()
+
+    def path(ref: Ref, g: Group) -> Product:
+        n = _in_loop_node(before, ref)
+        if n is None:
+            return Product()
+        if n.index in dropped:
+            seen.add(n.index)
+            if n.factor is None:
+                raise _refuse(n, "scales the scores by a value that is no product of the kernel's float "
+                                 "arguments and constants")
+            return n.factor * path(n.operands[0], g)
+        if n.kind == "conv" and len(n.operands) == 1:
+            return path(n.operands[0], g)
+        if n.index in g.members and n.mlir == "arith.subf" and len(n.operands) == 2:
+            x, b = path(n.operands[0], g), path(n.operands[1], g)
+            if not (b.is_one() or b.same(x)):
+                raise _refuse(n, f"subtracts values of two scales ({x.text()} and {b.text()}) before the exp2")
+            return x
+        return Product()
+
+    found: tuple[Node, Product] | None = None
+    for g, a in anchored:
+        node = before.nodes[a]  # its operands before `inline_unary` recomputed their scales away
+        scale = path(node.operands[0], g) if node.operands else Product()
+        if node.kind == "rowmax":  # max(m, rowmax(s) * c): the scale after the reduction
+            for i in sorted(_downstream(after, list(g.members), a)):
+                if i in dropped:
+                    seen.add(i)
+                    if after.nodes[i].factor is None:
+                        raise _refuse(after.nodes[i], "scales the row maximum by a value that is no product "
+                                                      "of the kernel's float arguments and constants")
+                    scale = scale * after.nodes[i].factor
+        if scale.is_one():
+            continue
+        if found is not None and not found[1].same(scale):
+            raise _refuse(node, f"reads scores scaled by {scale.text()}, where '{found[0].mlir}' at line "
+                                f"{found[0].span.line} reads them scaled by {found[1].text()}: one exp2_scale "
+                                "cannot serve both")
+        found = found or (node, scale)
+    lost = sorted(dropped - seen)
+    if lost:
+        raise _refuse(before.nodes[lost[0]], "scales a value on its way to an exp2, rowmax or causal mask "
+                                             "through an op that keeps no record of the scale")
+    if not any(n.kind == "exp2" for n in after.live()):
+        return None
+    scale = found[1] if found else Product()
+    natural = any(n.kind == "exp2" and n.mlir == NATURAL for n in after.live())
+    return scale * Product.number(LOG2E) if natural else scale
+
+
+LOG2E = 1.4426950408889634
+
+
+def _is_scale(n: Node) -> bool:
+    """A one-tile elementwise member that a scaled anchor's group drops (`_faithful`)."""
+    return n.kind == "ew" and len(n.operands) == 1
+
+
+class UnexpressedScale(InputError):
+    """A softmax's scale the knob cannot record: the loop is a tile loop all the same (loops.py never
+    leaves it out silently, as with indices.UnexpressedMask), and this is its error."""
+
+
+def _refuse(n: Node, what: str) -> InputError:
+    return UnexpressedScale(Diagnostic(
+        f"'{n.mlir}' {what}: the import folds the scale of a softmax's scores into the kernel's exp2_scale, "
+        "which the binding computes from the kernel's scalar arguments", n.span,
+        "scale the scores by a float argument or a constant (qk * sm_scale, qk * qk_scale with qk_scale = "
+        "sm_scale * 1.44269504) (docs/ttgir-import.md, \"The exp2 scale\")"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import Diagnostic, InputError
+from .fuse import UnexpressedScale
 from .indices import UnexpressedMask
 from .locs import position
 from .values import Note
@@ -65,7 +66,7 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
             continue
         try:
             results[k] = import_loop(func, path)
-        except UnexpressedMask as exc:  # a tile loop all the same: never left out silently
+        except (UnexpressedMask, UnexpressedScale) as exc:  # a tile loop all the same: never left out silently
             if len(loops) == 1:
                 raise
             blocked[k] = exc

@@ -28,6 +28,7 @@ from .provenance import func_args
 from .scalars import FOLDS, constant, elementwise, fold, no_op, scalar, view, yield_
 from .state import Lowering
 from .types import last_top_level
+from ..knobs import Product
 from .values import SCALAR, TOKEN, Buf, Carry, Entry, LaunchScalar, Lowered, Ref, Tile
 
 _Lowering = Lowering
@@ -77,7 +78,7 @@ def _bind_arguments(lw: Lowering, func: MOp) -> None:
             arg = MOp("arg", (name,), (), (), tok)  # stands in for the op that made it
             lw.env[name] = lw.node("arg", arg, [], lw.tile_type_at(mtype, lw.src.span(tok)))
         elif mtype.kind == "scalar" and mtype.elem == "f32":  # read by a loop op: a prologue scalar
-            lw.env[name] = LaunchScalar(name)
+            lw.env[name] = LaunchScalar(name, scale=Product.of(name))
         else:
             lw.env[name] = SCALAR
 

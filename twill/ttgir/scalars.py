@@ -6,6 +6,7 @@ import struct
 from dataclasses import replace
 
 from ..ir import TensorType
+from ..knobs import Product
 from . import indices
 from .opnames import COMMUTATIVE, ELEMENTWISE, SLOTS, TRANSPOSES, int_attr
 from .parser import MOp
@@ -127,12 +128,13 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         lw.bind(op, indices.combine(op.name, vals, _predicate(op)) if indexed else SCALAR)
         return
     vals = [indices.scalar(v) for v in vals]  # the program id, the loop's variable: scalars, as before
-    if not any(isinstance(v, Tile) for v in vals):  # a launch scalar on no tile: folded away as before
-        lw.bind(op, SCALAR)
+    if not any(isinstance(v, Tile) for v in vals):  # a launch scalar on no tile: a product, or folded away
+        lw.bind(op, _scalar_product(op, vals))
         return
+    factor = _factor(op, vals)
     # A float argument a binary op of one tile reads (x * sm_scale): the op's y where no fusion folds it
     # (build.py: a prologue scalar), else folded away as any scalar is (the exp2's scale).
-    launch = [(v.name, i) for i, v in enumerate(vals) if isinstance(v, LaunchScalar)]
+    launch = [(v.name, i) for i, v in enumerate(vals) if isinstance(v, LaunchScalar) and v.name]
     vals = [SCALAR if isinstance(v, LaunchScalar) else v for v in vals]
     extra = (("launch", launch[0]),) if len(launch) == 1 and len(vals) == 2 and lw.in_loop else ()
     if not lw.in_loop:
@@ -149,7 +151,38 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         return
     if op.name in ("arith.cmpf", "arith.cmpi"):
         tt = TensorType("i1", tt.shape)
-    lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=_scalar_operand(op, vals) + extra))
+    lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=_scalar_operand(op, vals) + extra, factor=factor))
+
+
+SCALINGS = ("arith.mulf", "arith.divf")  # the ops whose scalar operand is a factor (twill.knobs.Product)
+
+
+def _product(v: object):
+    """A scalar value as a `Product` of the kernel's float arguments and constants, else None."""
+    if isinstance(v, LaunchScalar):
+        return v.scale
+    if isinstance(v, Const) and type(v.value) in (int, float) and math.isfinite(v.value) and v.value != 0:
+        return Product.number(v.value)
+    return None
+
+
+def _scalar_product(op: MOp, vals: list) -> object:
+    """A multiply or divide of two scalars that are products (``qk_scale = sm_scale * 1.44269504``): a
+    `LaunchScalar` that is their product, which a tile op may read as its factor; any other: SCALAR."""
+    parts = [_product(v) for v in vals]
+    if op.name not in SCALINGS or len(parts) != 2 or None in parts:
+        return SCALAR
+    value = parts[0] * parts[1] if op.name == "arith.mulf" else parts[0] / parts[1]
+    return SCALAR if value is None else LaunchScalar("", scale=value)
+
+
+def _factor(op: MOp, vals: list) -> object:
+    """x * c, c * x or x / c of one tile x: c (1 / c) as a `Product`; None where c is none."""
+    tiles = [i for i, v in enumerate(vals) if isinstance(v, Tile)]
+    if op.name not in SCALINGS or len(vals) != 2 or len(tiles) != 1 or (op.name == "arith.divf" and tiles != [0]):
+        return None
+    c = _product(vals[1 - tiles[0]])
+    return c if c is None or op.name == "arith.mulf" else c.inverse()
 
 
 def _position(lw: Lowering, op: MOp, index: "indices.Index") -> Tile:

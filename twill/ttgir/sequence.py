@@ -22,16 +22,32 @@ from .handover import KEY, loop_key
 from .loops import SiblingLoops, _after, refuse_incomplete
 
 
+def _refuse_between(module, loops, order) -> None:
+    """Tile work outside the loops (what a later loop reads would not be a loop's carry): an error."""
+    between = []
+    for k in order:
+        between += [d for d in (n.diagnostic for n in _after(module, loops[k])) if d not in between]
+    if between:
+        raise InputError(*(replace(d, severity="error", message=d.message.replace(
+            "the graph does not compute", "in a kernel of loops in sequence, the loops do not compute"), hint=(
+            "iterations Triton's pipeliner peels out of a loop (before or after it, as on sm_100) are not merged "
+            "back into a sequence: import the dump from before the pipeliner (docs/ttgir-import.md, section 1)"))
+            for d in sorted(between, key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))))
+
+
 def import_sequence(text: str, file: str = "<string>", strict: bool = False) -> tuple[Graph | Sequence, list[Diagnostic]]:
     """The kernel's one-loop graph (as `import_ttgir` gives it), or its tile loops in sequence."""
     from . import _import_loop, _module_loops, import_ttgir
     try:
         return import_ttgir(text, file, strict=strict)
     except SiblingLoops as exc:
-        if exc.blocked:
-            raise
-        order = exc.loops
+        order, blocked = exc.loops, exc
+    else:
+        blocked = None
     module, loops, _, merge_of, _ = _module_loops(text, file)
+    if blocked is not None and blocked.blocked:  # a loop refused: the tile work outside the loops first, the cause
+        _refuse_between(module, loops, order)
+        raise blocked
     names = [f"L{k}" for k in order]
     graphs, details, notes = [], [], []
     for k in order:
@@ -41,15 +57,7 @@ def import_sequence(text: str, file: str = "<string>", strict: bool = False) -> 
         graphs.append(graph)
         details.append(detail)
         notes += list(own)
-    between = []
-    for k in order:  # tile work outside the loops: what a later loop reads would not be a loop's carry
-        between += [d for d in (n.diagnostic for n in _after(module, loops[k])) if d not in between]
-    if between:
-        raise InputError(*(replace(d, severity="error", message=d.message.replace(
-            "the graph does not compute", "in a kernel of loops in sequence, the loops do not compute"), hint=(
-            "iterations Triton's pipeliner peels out of a loop (before or after it, as on sm_100) are not merged "
-            "back into a sequence: import the dump from before the pipeliner (docs/ttgir-import.md, section 1)"))
-            for d in sorted(between, key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))))
+    _refuse_between(module, loops, order)
     refuse_incomplete(notes)  # (no --loop here: every loop is the import's choice)
     unknown = [n.diagnostic for n in notes if n.unknown]
     if strict and unknown:

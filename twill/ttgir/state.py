@@ -62,13 +62,13 @@ class Lowering:
             self.notes.append(Note(Diagnostic(message, self.span(op), hint, "warning"), unknown))
 
     def node(self, kind: str, op: MOp, operands, type_: TensorType | None, ssa: str | None = "", attrs=(),
-             opcode: str | None = None) -> Tile:
+             opcode: str | None = None, factor: object = None) -> Tile:
         ssa = (op.results[0] if op.results else None) if ssa == "" else ssa
         if ssa is None and kind == "load":  # a TMA copy has no result: the variable its loc names
             ssa = loc_name(op.loc, self.locs)
         refs = tuple(v.ref for v in operands if isinstance(v, Tile))
         self.nodes.append(Node(len(self.nodes), kind, op.name, ssa, refs, type_, self.span(op), self.in_loop,
-                               tuple(attrs), tuple(operands), position(op.loc, self.locs), opcode))
+                               tuple(attrs), tuple(operands), position(op.loc, self.locs), opcode, factor))
         return Tile(Ref("node", len(self.nodes) - 1))
 
     def type_of(self, ref: Ref) -> TensorType:

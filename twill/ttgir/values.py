@@ -43,8 +43,9 @@ class LaunchScalar(Scalar):
     exp2's scale): then that op's y, a prologue scalar of the graph (the node's ``launch`` attribute,
     build.py)."""
 
-    name: str = ""
+    name: str = ""  # the argument; "" for a value computed from arguments and constants
     dtype: str = "f32"
+    scale: object = None  # twill.knobs.Product: the value as a product of arguments and constants
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,9 @@ class Node:
     args: tuple[object, ...] = ()  # every operand value as lowered, constants too (a peeled copy is matched by them)
     pos: tuple[int, ...] | None = None  # the source position of its op's loc (see locs.py)
     opcode: str | None = None  # the .tir opcode a node of kind reduce or scan becomes (reduce_sum, cumsum)
+    # a multiply or divide of one tile by a scalar: the factor it scales the tile by (twill.knobs.Product),
+    # None where the scalar is no product of the kernel's float arguments and constants
+    factor: object = None
 
 
 @dataclass(frozen=True)

@@ -326,6 +326,14 @@ def spills(log_text):
 
 # ---- the call --------------------------------------------------------------------------------------
 
+def knob_missing(knob, expr, names):
+    """A knob the graph computes from the kernel's arguments (`knob exp2_scale = sm_scale * 1.44`), called
+    without them and without the knob itself."""
+    raise ArgumentError(f"{', '.join(names)}: the kernel's {knob} is {expr}, computed from "
+                        f"{'this argument' if len(names) == 1 else 'these arguments'}: pass "
+                        f"{'it' if len(names) == 1 else 'them'} (as to the Triton kernel), or {knob}= itself")
+
+
 def check_scalars(spec, values):
     """The epilogue's scalars (spec["scalars"], in order) as floats, each a Python number of its type."""
     out = []
@@ -536,7 +544,7 @@ def attn_two_pass_kernel_L0(Q=None, K=None, V=None, O=None, N_KV=None, s_qm=None
     L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 64 (rowmax m_new reads s, which runs along the loop, in another role than the one computing it)
     M: the rows the grid walks (blockIdx.x), any number (the last tile may be partial)
 
-    exp2_scale=1.0: exp2 computes exp2((x - b) * exp2_scale): log2(e) / sqrt(D) for attention
+    exp2_scale=1.0: exp2 computes exp2((x - b) * exp2_scale): log2(e) / sqrt(D) for attention; the imported kernel's
     persistent=-1: 1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice
     stream=None: a torch.cuda.Stream (default: the current stream of the tensors' device)
 

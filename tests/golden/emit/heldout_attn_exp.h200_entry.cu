@@ -1,0 +1,69 @@
+// The C entry point of heldout_attn_exp.h200.cu for its PyTorch binding heldout_attn_exp.h200.py, written by
+// `twill emit-cuda --binding torch`: plain sizes and one pointer per user tensor (in the binding's
+// order), no torch headers. Build: nvcc -std=c++17 -gencode=arch=compute_XX,code=sm_XX -shared
+// -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).
+#include "heldout_attn_exp.h200.cu"
+#include <string.h>
+
+// What the binding passes: one block its runtime packs with struct (args_format: every field 8 bytes,
+// in this order), read here by a copy. One argument, not fourteen: ctypes converts each argument of
+// a call, and fourteen cost ~5 us of the call's host time.
+struct twill_args {
+  int64_t tiles_m, tiles_n, iters, loop_extent, batch, m_extent, n_extent;
+  int64_t persistent, raster_group;
+  int64_t device;  // the tensors' CUDA device: made current for the launch, then the caller's again
+  double exp2_scale, out_scale;
+  void* stream;
+  void* tensors[4];  // one per user tensor, in the binding's order
+  int64_t batch_groups[4];
+};
+static_assert(sizeof(twill_args) == 8 * 21, "twill_args: 8-byte fields, no padding");
+
+extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
+
+extern "C" int twill_launch(const void* packed) {
+  twill_args a;
+  memcpy(&a, packed, sizeof a);
+  twill_attn_exp_kernel::Problem p;
+  p.tiles_m = static_cast<int>(a.tiles_m);
+  p.tiles_n = static_cast<int>(a.tiles_n);
+  p.iters = static_cast<int>(a.iters);
+  p.loop_extent = static_cast<int>(a.loop_extent);
+  p.m_extent = static_cast<int>(a.m_extent);
+  p.n_extent = static_cast<int>(a.n_extent);
+  p.batch = static_cast<int>(a.batch);
+  p.exp2_scale = static_cast<float>(a.exp2_scale);
+  p.persistent = static_cast<int>(a.persistent);
+  // tensors[0]: Q (input; the graph's q0, q1)
+  p.q0 = static_cast<decltype(p.q0)>(a.tensors[0]);
+  p.q0_rows_step = 128;
+  p.q0_rows_offset = 0;
+  p.q1 = static_cast<decltype(p.q1)>(a.tensors[0]);
+  p.q1_rows_step = 128;
+  p.q1_rows_offset = 64;
+  // tensors[1]: K (input; the graph's k)
+  p.k = static_cast<decltype(p.k)>(a.tensors[1]);
+  p.k_batch_group = static_cast<int>(a.batch_groups[1]);
+  // tensors[2]: V (input; the graph's v)
+  p.v = static_cast<decltype(p.v)>(a.tensors[2]);
+  p.v_batch_group = static_cast<int>(a.batch_groups[2]);
+  // tensors[3]: O (output; the graph's acc_new0, acc_new1)
+  p.out_acc0 = static_cast<decltype(p.out_acc0)>(a.tensors[3]);
+  p.out_acc0_rows_step = 128;
+  p.out_acc0_rows_offset = 0;
+  p.out_acc1 = static_cast<decltype(p.out_acc1)>(a.tensors[3]);
+  p.out_acc1_rows_step = 128;
+  p.out_acc1_rows_offset = 64;
+  int current = 0;
+  cudaError_t err = cudaGetDevice(&current);
+  if (err != cudaSuccess) return static_cast<int>(err);
+  const int device = static_cast<int>(a.device);
+  if (current != device && (err = cudaSetDevice(device)) != cudaSuccess) return static_cast<int>(err);
+  err = twill_attn_exp_kernel::launch(p, static_cast<cudaStream_t>(a.stream));
+  if (current != device) cudaSetDevice(current);
+  return static_cast<int>(err);
+}
+
+extern "C" const char* twill_error_string(int err) {
+  return cudaGetErrorString(static_cast<cudaError_t>(err));
+}
