@@ -44,7 +44,11 @@ def test_the_import_records_the_scale_the_kernel_computes(dump):
     multiplies its scores by before exp2 (times log2 e for tl.exp); a graph without argument lines
     (a warp-specialized kernel after the pipeliner, whose stores the import does not follow) records
     none and says what to pass."""
-    graph, notes = load_ttgir(TTGIR / dump)
+    try:
+        graph, notes = load_ttgir(TTGIR / dump)
+    except InputError as e:  # stores the import cannot follow (loops.refuse_incomplete): the loop named
+        assert all("the kernel's whole result" in d.message or "would store" in d.message for d in e.diagnostics)
+        graph, notes = load_ttgir(TTGIR / dump, loop=0)
     knobs = dict(graph.knobs)
     if not graph.arguments:
         assert not knobs and any("call its binding with exp2_scale = " in n.message for n in notes)
