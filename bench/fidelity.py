@@ -72,7 +72,8 @@ def role_alone(text, keep):
     t = re.sub(r"\n\s*twill::setmaxnreg_(inc|dec)<\d+>\(\);[^\n]*", "\n", text)
     for name, _, _ in roles(text):
         if name != keep:
-            t = re.sub(r"\b%s(<[^<>]*>)?\(sm, tm, args, n, tile_at\([^()]*\)\)" % name, "(void)0", t)
+            t = re.sub(r"\b%s(<[^<>]*>)?\(sm, tm, args, (n, tile_at\([^()]*\)|twill_n, twill_tile)\)" % name,
+                       "(void)0", t)  # (the one tile of the block; kernel<true>'s tile loop)
     return t.replace("__launch_bounds__(kThreads, 1) ", "")
 
 

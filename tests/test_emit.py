@@ -894,6 +894,8 @@ def _device_words(name: str) -> set[str]:
     g = parse_tir(s.graph_tir, name)
     user = {ident(v.name) for v in g.inputs + g.carries} | {ident(o.name) for o in g.ops}
     user |= {ident(r.name) for r in s.roles} | {ident(s.kernel)}
+    if g.epilogue:  # (its ops' locals are NAME_ep)
+        user |= {ident(o.name) for o in g.epilogue.ops}
     text = (ROOT / "tests" / "golden" / "emit" / f"{name}.cu").read_text()
     body = text[text.index("namespace twill_"):text.index("#ifndef TWILL_NO_HOST")]
     body = re.sub(r'"[^"\n]*"', "", re.sub(r"//[^\n]*", "", body))

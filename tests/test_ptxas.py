@@ -86,6 +86,7 @@ def test_a_probe_keeps_only_its_roles_calls():
         probe = ptxas.probe_source(text, role)
         assert ptxas.role_calls(probe) == {role: calls[role]}
         assert probe.count("\n") == text.count("\n")  # one statement replaced per call, nothing else
+        assert probe.count("{") - probe.count("}") == 0 == text.count("{") - text.count("}")  # (kernel<true>'s loop)
 
 
 def test_the_parser_on_coded_messages_and_failures():
@@ -109,6 +110,37 @@ def test_the_parser_on_coded_messages_and_failures():
     assert "kernel<true, false>: 12 bytes spill stores, 20 loads; wgmma serialized (C7510, C7512, C7515)" in r.summary()
     bad = ptxas.parse("x.cu(3): error: expected a ';'", rc=2)
     assert not bad.ok and not bad.clean and "expected a ';'" in bad.errors
+
+
+def _entry_log(instance_flags: str, spill: int = 0, serialized: bool = False) -> list[str]:
+    name = f"_ZN1a6kernelI{instance_flags}EEv"
+    lines = [f"ptxas info    : Compiling entry function '{name}' for 'sm_90a'",
+             f"ptxas info    : Function properties for {name}",
+             f"    0 bytes stack frame, {spill} bytes spill stores, {spill} bytes spill loads",
+             "ptxas info    : Used 168 registers, used 3 barriers"]
+    if serialized:
+        lines.append("ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized "
+                     f"due to insufficient register resources for the function '{name}'")
+    return lines
+
+
+@pytest.mark.parametrize("persistent, one_tile, worse, clean", [
+    ((0, True), (12, False), True, False),   # the Triton causal forward's: serialized against a 12-byte spill
+    ((8, False), (0, False), True, True),    # a spill in the tile loop alone: one CTA per tile is clean
+    ((0, False), (0, False), False, True),   # both clean
+    ((0, True), (0, True), False, False),    # both serialized: no better without the tile loop
+    ((4, False), (12, False), False, False),  # the tile loop spills less
+])
+def test_a_persistent_kernel_that_compiles_worse_is_dropped(persistent, one_tile, worse, clean):
+    """ptxas_loop.persistent_worse: kernel<true, ...> against kernel<false, ...> (serialization first,
+    then spill bytes); one_tile_clean: the instances of one tile per CTA alone."""
+    from twill.ptxas_loop import one_tile_clean, persistent_worse
+    log = "\n".join(_entry_log("Lb1ELb0E", *persistent) + _entry_log("Lb0ELb0E", *one_tile)
+                    + _entry_log("Lb0ELb1E", *one_tile))
+    r = ptxas.parse(log)
+    assert [e.instance for e in r.entries] == ["kernel<true, false>", "kernel<false, false>", "kernel<false, true>"]
+    assert persistent_worse(r) == worse and one_tile_clean(r) == clean
+    assert not persistent_worse(ptxas.parse("\n".join(_entry_log("Lb0ELb0E", 12))))  # no kernel<true>: nothing to drop
 
 
 def test_shortfall_follows_the_rule():
@@ -234,8 +266,8 @@ def test_the_loop_does_not_solve_a_stage_1_schedule_again(tmp_path):
     s, machine = fixture("gemm_hopper.h100.swp")
     lines = []
 
-    def emit(x):
-        model = build_model(x, machine)
+    def emit(x, one_tile=False):
+        model = build_model(x, machine, one_tile_per_cta=one_tile)
         return model, render(model)
     result = run(s, machine, emit, None, lines.append)
     assert not result.changed and result.schedule == s and len(result.rounds) == 1

@@ -252,14 +252,21 @@ def role_calls(text: str) -> dict[str, int]:
     return out
 
 
+# one call of a role in the dispatch: `role_X<...>(sm, tm, args, n, tile_at(args, blockIdx.x, 0))`, its
+# arguments at most one parenthesis deep (a dispatch line may hold two: kernel<true>'s tile loop, then
+# the one tile of kernel<false>)
+_ONE_CALL = re.compile(r"\brole_(\w+)(<[^<>()]*>)?\(sm, tm, args,(?:[^()]|\([^()]*\))*\)")
+
+
 def probe_source(text: str, keep: str) -> str:
     """The kernel with only role `keep`'s calls left in its dispatch: every other role's call
-    statement becomes an empty one (its warpgroup still sets its register budget and returns)."""
+    becomes `(void)0` (its warpgroup still sets its register budget, walks its tiles and returns)."""
     lines = []
     for line in text.splitlines(keepends=True):
         m = _CALL.match(line.rstrip("\n"))
         if m and "void role_" not in line and m.group(3) != keep:
-            line = f"{m.group(1)}{m.group(2)}{{}}  // ptxas probe: role_{m.group(3)} left out{m.group(5)}\n"
+            line = _ONE_CALL.sub(lambda c: c.group(0) if c.group(1) == keep else "(void)0", line.rstrip("\n"))
+            line += f"  // ptxas probe: role_{m.group(3)} left out\n"
         lines.append(line)
     return "".join(lines)
 

@@ -22,6 +22,11 @@ round whose kernel is clean is emitted, and if none is, the first schedule is (i
 the model as given; a tighter model that still spills is no better). What changed goes to stderr,
 one line each.
 A schedule of stage 1 alone (no roles), or one a time limit cut short, is only reported on.
+
+The persistent instances. Where ptxas compiles kernel<true, ...> (a CTA looping over tiles) worse
+than kernel<false, ...> (`persistent_worse`: a serialization they lack, or more spill), the kernel
+is emitted one CTA per tile (`one_tile_per_cta`), and a round whose one-tile instances are clean
+ends the loop: dropping the tile loop costs no I, solving again does.
 """
 from __future__ import annotations
 
@@ -56,6 +61,7 @@ class LoopResult:
     text: str
     rounds: tuple[Round, ...]
     chosen: int  # index into rounds
+    one_tile_per_cta: bool = False  # kernel<true> dropped: it compiled worse than kernel<false> (persistent_worse)
 
     @property
     def changed(self) -> bool:
@@ -123,11 +129,11 @@ def contradictions(found: Attribution) -> list[str]:
 def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, str]],
         solve_again: Callable[[int], Schedule] | None, note: Callable[[str], None],
         rounds: int = ROUNDS) -> LoopResult:
-    """The loop (module docstring). `emit(schedule)` gives (the emitter's model, the .cu text);
+    """The loop (module docstring). `emit(schedule, one_tile_per_cta)` gives (the emitter's model, the .cu text);
     `solve_again(role_reserve)` the schedule under those per-role registers (None: report only)."""
     from .errors import TwillError
     nvcc = find_nvcc()
-    model, text = emit(schedule)
+    model, text = emit(schedule, False)
     if nvcc is None:
         note("ptxas: skipped: nvcc not found (set NVCC or put nvcc on PATH; --no-ptxas-loop silences this)")
         return LoopResult(schedule, text, (), 0)
@@ -139,7 +145,8 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         note("ptxas: the kernel does not compile:\n" + history[0].found.report.errors)
         return LoopResult(schedule, text, tuple(history), 0)
     solves = 0
-    while not history[-1].found.report.clean and solves < rounds:
+    while not history[-1].found.report.clean and not (persistent_worse(history[-1].found.report)
+                                                       and one_tile_clean(history[-1].found.report)) and solves < rounds:
         last = history[-1]
         for line in contradictions(last.found):
             note(line)
@@ -148,7 +155,7 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
             break
         offending = last.found.offending or tuple(
             RoleFinding(r, b, n, last.found.report.spill_bytes, last.found.report.serialized, ops=ops, warps=w)
-            for _, r, b, n, ops, w in role_probes(emit(last.schedule)[0], last.schedule, machine) if n is not None)
+            for _, r, b, n, ops, w in role_probes(emit(last.schedule, False)[0], last.schedule, machine) if n is not None)
         if not offending:
             break
         worst = max(offending, key=lambda f: (shortfall(f, lim.register_granule), f.role))
@@ -157,7 +164,7 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         if again is None:
             break
         try:
-            model, text = emit(again)
+            model, text = emit(again, False)
         except TwillError as exc:  # a schedule the emitter cannot lay out: keep what we have
             note(f"ptxas loop: the new schedule cannot be emitted ({str(exc).splitlines()[0]}): stopping")
             break
@@ -167,12 +174,46 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
              f"roles {', '.join(f'{r.name} {r.registers}' for r in again.roles) or 'derived'}; "
              f"{found.report.summary()}")
     chosen = next((i for i, r in enumerate(history) if r.found.report.clean), 0)
+    if persistent_worse(history[chosen].found.report):  # (the loop above stops at a clean kernel<false> too)
+        chosen = next(i for i, r in enumerate(history) if persistent_worse(r.found.report)
+                      and (one_tile_clean(r.found.report) or i == chosen))
+        pick = history[chosen]
+        note("ptxas: the persistent kernel<true> compiles worse than kernel<false> (" + pick.found.report.summary()
+             + "): one CTA per tile" + (f" (round {chosen}'s schedule)" if solves else ""))
+        return LoopResult(pick.schedule, emit(pick.schedule, True)[1], tuple(history), chosen, True)
     if solves:
         note(f"ptxas loop: emitting round {chosen}'s schedule" + (
             " (no round was clean: the first schedule, as the model solved it)" if not history[chosen].found.report.clean
             else f" ({_describe(history[chosen].reserve)})"))
     pick = history[chosen]
     return LoopResult(pick.schedule, pick.text, tuple(history), chosen)
+
+
+def _instances(report, persistent: bool | None = None) -> list:
+    """The entries of the emitted template's instances: kernel<true, ...> (persistent) or kernel<false, ...>."""
+    return [e for e in report.entries if e.instance.startswith("kernel<")
+            and (persistent is None or e.instance.startswith("kernel<true") == persistent)]
+
+
+def persistent_worse(report) -> bool:
+    """Whether the persistent instances kernel<true, ...> compiled worse than the instances of one
+    tile per CTA: a serialized wgmma where those have none, or more spill. The tile loop keeps a few
+    more registers live (the tile, its ring positions), and where a warpgroup's registers are tight
+    that is what tips ptxas over (the Triton causal forward's kernel<true> had its wgmmas serialized,
+    its kernel<false> spilled 12 bytes). Then the kernel runs one CTA per tile: its pipeline fill
+    and drain are not overlapped with the next tile's, a cost the serialization would exceed."""
+    tiles, one = _instances(report, True), _instances(report, False)
+    if not tiles or not one:
+        return False
+    def badness(es):
+        return (any(e.serialized for e in es), max(e.spill_bytes for e in es))
+    return badness(tiles) > badness(one)
+
+
+def one_tile_clean(report) -> bool:
+    """The instances of one tile per CTA compile clean (no spill, no serialization)."""
+    one = _instances(report, False)
+    return report.ok and bool(one) and all(e.clean for e in one)
 
 
 def _tightened(reserve: tuple, role, grow: int) -> tuple:

@@ -396,6 +396,8 @@ class Renderer(Stores, Kernel):
         kernel spilled 48 bytes, the 128-key one under specs/h200.yaml had its wgmmas serialized).
         Any trip count per tile is fine (a causal loop's per tile too): the rings' positions
         continue across a CTA's tiles (TileIdx::pos, kernel.py)."""
+        if self.m.one_tile_per_cta:  # ptxas compiled kernel<true> worse than kernel<false> (ptxas_loop.py)
+            return False
         tight = any(self.p.spare_registers(r) < 0 or self._double_buffers_wgmma_operand(r)
                     for r in self.m.roles if r.is_warpgroup)
         return self.m.target.persistent_grid and not self.p.handoffs and not tight

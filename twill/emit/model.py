@@ -268,6 +268,7 @@ class KernelModel:
     ctas_per_sm: int = 1  # CTAs an SM runs at once (occupancy.py): __launch_bounds__, the persistent grid
     ctas_limit: int = 0  # at most this many (emit-cuda --ctas-per-sm); 0: as many as fit
     tile_copies: int = 1  # warpgroups of the computing role taking a persistent CTA's tiles in turn (copies.py)
+    one_tile_per_cta: bool = False  # no kernel<true> (the ptxas loop's choice where it compiled worse: ptxas_loop.py)
 
     # -- views ---------------------------------------------------------------------------------
     @cached_property

@@ -326,6 +326,14 @@ def spills(log_text):
 
 # ---- the call --------------------------------------------------------------------------------------
 
+def knob_missing(knob, expr, names):
+    """A knob the graph computes from the kernel's arguments (`knob exp2_scale = sm_scale * 1.44`), called
+    without them and without the knob itself."""
+    raise ArgumentError(f"{', '.join(names)}: the kernel's {knob} is {expr}, computed from "
+                        f"{'this argument' if len(names) == 1 else 'these arguments'}: pass "
+                        f"{'it' if len(names) == 1 else 'them'} (as to the Triton kernel), or {knob}= itself")
+
+
 def check_scalars(spec, values):
     """The epilogue's scalars (spec["scalars"], in order) as floats, each a Python number of its type."""
     out = []

@@ -64,10 +64,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// A ring of DEPTH slots with a full and an empty mbarrier each. Instance i of the value lives in
-// slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A consumer
-// waits on full with that parity; the producer waits on empty with the opposite one, so the first
-// pass through the ring never blocks.
+// A ring of DEPTH slots with a full and an empty mbarrier each. The value at ring position i lives
+// in slot i % DEPTH; its pass through the ring is i / DEPTH, whose parity is the phase bit. A
+// consumer waits on full with that parity; the producer waits on empty with the opposite one, so
+// the first pass through the ring never blocks. Position i is instance i of the CTA's first tile;
+// a later tile's instance k is at tile.pos + k (TileIdx::pos), the positions continuing across
+// the CTA's tiles, so every tile may run its own number of iterations.
 template <int DEPTH>
 struct Ring {
   uint64_t full[DEPTH];
@@ -101,6 +103,9 @@ struct TileIdx {
   int m, n, b;  // tile row, tile column, batch index
   int round;    // tiles this CTA computed before this one
   bool last;    // this CTA's last tile
+  // The ring position of this tile's instance 0: the iterations of the CTA's earlier tiles, modulo
+  // kPhasePeriod (every ring's slot and parity repeat after that many); 0 for a CTA's first tile.
+  int pos = 0;
 };
 __device__ __forceinline__ TileIdx tile_of(int t, int round, bool last, int tiles_m, int tiles_n, int group) {
   const int per_batch = tiles_m * tiles_n;
@@ -1106,7 +1111,6 @@ static_assert(kRegs_softmax1 <= 255, "role softmax1: 136 registers per thread ex
 static_assert(kRegs_softmax1 >= 24 && kRegs_softmax1 % 8 == 0, "role softmax1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_softmax0 + 32 * 4 * kRegs_softmax1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 176 + 128 * 168 + 128 * 136 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 12;  // ring positions repeat their slot and parity every kPhasePeriod iterations
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1245,30 +1249,30 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): k[0], v[0]
     if (lane == 0) {
-      const int it = 0;  // load k of iteration it into slot it % 1
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 16384);
-      twill::tma_load(sm.ld_k[it % 1], tm.k, &sm.ring_k.full[it % 1], 0, (it) * 128, twill_b_k);
+      const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_k[0], tm.k, &sm.ring_k.full[0], 0, (it) * 128, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 0;  // load v of iteration it into slot it % 3
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 16384);
-      twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+      const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
     }
   }
   {  // prologue window 1 (J = 1): k[1], v[1]
     if (lane == 0) {
-      const int it = 1;  // load k of iteration it into slot it % 1
-      sm.ring_k.wait_empty(it);
-      sm.ring_k.expect_full(it, 16384);
-      twill::tma_load(sm.ld_k[it % 1], tm.k, &sm.ring_k.full[it % 1], 0, (it) * 128, twill_b_k);
+      const int it = 1;  // load k of iteration it into the slot of ring position tile.pos + it
+      sm.ring_k.wait_empty(tile.pos + it);
+      sm.ring_k.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_k[0], tm.k, &sm.ring_k.full[0], 0, (it) * 128, twill_b_k);
     }
     if (lane == 0) {
-      const int it = 1;  // load v of iteration it into slot it % 3
-      sm.ring_v.wait_empty(it);
-      sm.ring_v.expect_full(it, 16384);
-      twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+      const int it = 1;  // load v of iteration it into the slot of ring position tile.pos + it
+      sm.ring_v.wait_empty(tile.pos + it);
+      sm.ring_v.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1276,30 +1280,30 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: k[j], v[j]
       if (lane == 0) {
-        const int it = j;  // load k of iteration it into slot it % 1
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 16384);
-        twill::tma_load(sm.ld_k[it % 1], tm.k, &sm.ring_k.full[it % 1], 0, (it) * 128, twill_b_k);
+        const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_k[0], tm.k, &sm.ring_k.full[0], 0, (it) * 128, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j;  // load v of iteration it into slot it % 3
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 16384);
-        twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], v[j + 1]
       if (lane == 0) {
-        const int it = j + 1;  // load k of iteration it into slot it % 1
-        sm.ring_k.wait_empty(it);
-        sm.ring_k.expect_full(it, 16384);
-        twill::tma_load(sm.ld_k[it % 1], tm.k, &sm.ring_k.full[it % 1], 0, (it) * 128, twill_b_k);
+        const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
+        sm.ring_k.wait_empty(tile.pos + it);
+        sm.ring_k.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_k[0], tm.k, &sm.ring_k.full[0], 0, (it) * 128, twill_b_k);
       }
       if (lane == 0) {
-        const int it = j + 1;  // load v of iteration it into slot it % 3
-        sm.ring_v.wait_empty(it);
-        sm.ring_v.expect_full(it, 16384);
-        twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+        const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
+        sm.ring_v.wait_empty(tile.pos + it);
+        sm.ring_v.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
       }
     }
   }
@@ -1315,16 +1319,16 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     case 1: {
       {  // steady window J = j: k[j], v[j]
         if (lane == 0) {
-          const int it = j;  // load k of iteration it into slot it % 1
-          sm.ring_k.wait_empty(it);
-          sm.ring_k.expect_full(it, 16384);
-          twill::tma_load(sm.ld_k[it % 1], tm.k, &sm.ring_k.full[it % 1], 0, (it) * 128, twill_b_k);
+          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
+          sm.ring_k.wait_empty(tile.pos + it);
+          sm.ring_k.expect_full(tile.pos + it, 16384);
+          twill::tma_load(sm.ld_k[0], tm.k, &sm.ring_k.full[0], 0, (it) * 128, twill_b_k);
         }
         if (lane == 0) {
-          const int it = j;  // load v of iteration it into slot it % 3
-          sm.ring_v.wait_empty(it);
-          sm.ring_v.expect_full(it, 16384);
-          twill::tma_load(sm.ld_v[it % 3], tm.v, &sm.ring_v.full[it % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
+          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
+          sm.ring_v.wait_empty(tile.pos + it);
+          sm.ring_v.expect_full(tile.pos + it, 16384);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 3], tm.v, &sm.ring_v.full[(tile.pos + it) % 3], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 128, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1365,7 +1369,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   twill::mbar_wait(&sm.inputs_ready[ib], (tile.round / kInputCopies) & 1);  // the tile's loop-invariant inputs
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): s0[0], m_new0[0], alpha0[0], s1[0], m_new1[0], alpha1[0]
-    sm.ring_k.wait_full(0);  // k[0] has landed
+    sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s0 = mma q0, k (iteration 0)
     {
       twill::fence_frag(s0[0]);
@@ -1380,19 +1384,19 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     }
     twill::wgmma_wait<0>();  // s0[0] is complete
     twill::fence_frag(s0[0]);
-    sm.ring_s0.wait_empty(0);  // hand s0[0] to softmax0
+    sm.ring_s0.wait_empty(tile.pos);  // hand s0[0] to softmax0
     twill::frag_to_buffer(sm.stage_s0[0], s0[0], 0, 128);
-    sm.ring_s0.arrive_full(0);
+    sm.ring_s0.arrive_full(tile.pos);
     // m_new0 = rowmax s0, m_i0 (iteration 0)
     twill::op_rowmax(m_new0[0], s0[0], m_new0[1]);
-    sm.ring_m_new0.wait_empty(0);  // hand m_new0[0] to softmax0
+    sm.ring_m_new0.wait_empty(tile.pos);  // hand m_new0[0] to softmax0
     twill::frag_to_buffer(sm.stage_m_new0[0], m_new0[0], 0, 0);
-    sm.ring_m_new0.arrive_full(0);
+    sm.ring_m_new0.arrive_full(tile.pos);
     // alpha0 = exp2 m_i0, m_new0 (iteration 0)
     twill::op_exp2(alpha0[0], m_new0[1], m_new0[0], args.exp2_scale);
-    sm.ring_alpha0.wait_empty(0);  // hand alpha0[0] to softmax0
-    twill::frag_to_buffer(sm.stage_alpha0[0], alpha0[0], 0, 0);
-    sm.ring_alpha0.arrive_full(0);
+    sm.ring_alpha0.wait_empty(tile.pos);  // hand alpha0[0] to softmax0
+    twill::frag_to_buffer(sm.stage_alpha0[(tile.pos) % 2], alpha0[0], 0, 0);
+    sm.ring_alpha0.arrive_full(tile.pos);
     // s1 takes the registers of s0, which no longer needs them
     // s1 = mma q1, k (iteration 0)
     {
@@ -1408,21 +1412,21 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     }
     twill::wgmma_wait<0>();  // s1[0] is complete
     twill::fence_frag(s0[0]);
-    sm.ring_s1.wait_empty(0);  // hand s1[0] to softmax1
+    sm.ring_s1.wait_empty(tile.pos);  // hand s1[0] to softmax1
     twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
-    sm.ring_s1.arrive_full(0);
+    sm.ring_s1.arrive_full(tile.pos);
     // m_new1 = rowmax s1, m_i1 (iteration 0)
     twill::op_rowmax(m_new1[0], s0[0], m_new1[1]);
-    sm.ring_m_new1.wait_empty(0);  // hand m_new1[0] to softmax1
+    sm.ring_m_new1.wait_empty(tile.pos);  // hand m_new1[0] to softmax1
     twill::frag_to_buffer(sm.stage_m_new1[0], m_new1[0], 0, 0);
-    sm.ring_m_new1.arrive_full(0);
+    sm.ring_m_new1.arrive_full(tile.pos);
     // alpha1 = exp2 m_i1, m_new1 (iteration 0)
     twill::op_exp2(alpha1[0], m_new1[1], m_new1[0], args.exp2_scale);
   }
   {  // prologue window 1 (J = 1): s0[1], acc_rescale0[0], m_new0[1], alpha0[1], s1[1], acc_new0[0], acc_rescale1[0], m_new1[1], alpha1[1], l_i_new1[0]
     twill::wgmma_wait<0>();  // the wgmmas before the last one are done
-    sm.ring_k.release_by_warp(0);  // release k[0]
-    sm.ring_k.wait_full(1);  // k[1] has landed
+    sm.ring_k.release_by_warp(tile.pos);  // release k[0]
+    sm.ring_k.wait_full(tile.pos + 1);  // k[1] has landed
     // s0 = mma q0, k (iteration 1)
     {
       twill::fence_frag(s0[0]);
@@ -1437,22 +1441,22 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     }
     twill::wgmma_wait<0>();  // s0[1] is complete
     twill::fence_frag(s0[0]);
-    sm.ring_s0.wait_empty(1);  // hand s0[1] to softmax0
+    sm.ring_s0.wait_empty(tile.pos + 1);  // hand s0[1] to softmax0
     twill::frag_to_buffer(sm.stage_s0[0], s0[0], 0, 128);
-    sm.ring_s0.arrive_full(1);
+    sm.ring_s0.arrive_full(tile.pos + 1);
     // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
     // acc_rescale0 = rescale acc0, alpha0 (iteration 0)
     twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
     // m_new0 = rowmax s0, m_i0 (iteration 1)
     twill::op_rowmax(m_new0[1], s0[0], m_new0[0]);
-    sm.ring_m_new0.wait_empty(1);  // hand m_new0[1] to softmax0
+    sm.ring_m_new0.wait_empty(tile.pos + 1);  // hand m_new0[1] to softmax0
     twill::frag_to_buffer(sm.stage_m_new0[0], m_new0[1], 0, 0);
-    sm.ring_m_new0.arrive_full(1);
+    sm.ring_m_new0.arrive_full(tile.pos + 1);
     // alpha0 = exp2 m_i0, m_new0 (iteration 1)
     twill::op_exp2(alpha0[0], m_new0[0], m_new0[1], args.exp2_scale);
-    sm.ring_alpha0.wait_empty(1);  // hand alpha0[1] to softmax0
-    twill::frag_to_buffer(sm.stage_alpha0[1], alpha0[0], 0, 0);
-    sm.ring_alpha0.arrive_full(1);
+    sm.ring_alpha0.wait_empty(tile.pos + 1);  // hand alpha0[1] to softmax0
+    twill::frag_to_buffer(sm.stage_alpha0[(tile.pos + 1) % 2], alpha0[0], 0, 0);
+    sm.ring_alpha0.arrive_full(tile.pos + 1);
     // s1 takes the registers of s0, which no longer needs them
     // s1 = mma q1, k (iteration 1)
     {
@@ -1468,11 +1472,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     }
     twill::wgmma_wait<0>();  // s1[1] is complete
     twill::fence_frag(s0[0]);
-    sm.ring_s1.wait_empty(1);  // hand s1[1] to softmax1
+    sm.ring_s1.wait_empty(tile.pos + 1);  // hand s1[1] to softmax1
     twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
-    sm.ring_s1.arrive_full(1);
-    sm.ring_p0.wait_full(0);  // p0[0] has landed
-    sm.ring_v.wait_full(0);  // v[0] has landed
+    sm.ring_s1.arrive_full(tile.pos + 1);
+    sm.ring_p0.wait_full(tile.pos);  // p0[0] has landed
+    sm.ring_v.wait_full(tile.pos);  // v[0] has landed
     // acc_new0 = mma p0, v, acc_rescale0 (iteration 0)
     {
       twill::fence_frag(acc_new0[0]);
@@ -1481,7 +1485,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[0], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[0], 16 * kk, 0), 1);
+          twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos) % 3], 16 * kk, 0), 1);
       }
       twill::wgmma_commit();
     }
@@ -1490,16 +1494,16 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[0]);
     // m_new1 = rowmax s1, m_i1 (iteration 1)
     twill::op_rowmax(m_new1[1], s0[0], m_new1[0]);
-    sm.ring_m_new1.wait_empty(1);  // hand m_new1[1] to softmax1
+    sm.ring_m_new1.wait_empty(tile.pos + 1);  // hand m_new1[1] to softmax1
     twill::frag_to_buffer(sm.stage_m_new1[0], m_new1[1], 0, 0);
-    sm.ring_m_new1.arrive_full(1);
+    sm.ring_m_new1.arrive_full(tile.pos + 1);
     // alpha1 = exp2 m_i1, m_new1 (iteration 1)
     twill::op_exp2(alpha1[1], m_new1[0], m_new1[1], args.exp2_scale);
-    sm.ring_p1.wait_full(0);  // p1[0] has landed
+    sm.ring_p1.wait_full(tile.pos);  // p1[0] has landed
     // l_i_new1 = rowsum p1, l_i1, alpha1 (iteration 0)
     {
       twill::Frag16<1, 128, __half> l_i_new1_arg0;
-      twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[0], 0);
+      twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(tile.pos) % 2], 0);
       twill::op_rowsum(l_i_new1[0], l_i_new1_arg0, l_i_new1[0], alpha1[0]);
     }
   }
@@ -1511,11 +1515,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_new1[0]);
       twill::fence_frag(acc_new0[0]);
-      sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-      sm.ring_p0.release_by_warp(j - 2);  // release p0[j - 2]
-      if (j - 3 >= 0) sm.ring_p1.release_by_warp(j - 3);  // release p1[j - 3]
-      if (j - 3 >= 0) sm.ring_v.release_by_warp(j - 3);  // release v[j - 3]
-      sm.ring_k.wait_full(j);  // k[j] has landed
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+      sm.ring_p0.release_by_warp(tile.pos + j - 2);  // release p0[j - 2]
+      if (j - 3 >= 0) sm.ring_p1.release_by_warp(tile.pos + j - 3);  // release p1[j - 3]
+      if (j - 3 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
+      sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
         twill::fence_frag(s0[0]);
@@ -1530,11 +1534,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_wait<0>();  // s0[j] is complete
       twill::fence_frag(s0[0]);
-      sm.ring_s0.wait_empty(j);  // hand s0[j] to softmax0
+      sm.ring_s0.wait_empty(tile.pos + j);  // hand s0[j] to softmax0
       twill::frag_to_buffer(sm.stage_s0[0], s0[0], 0, 128);
-      sm.ring_s0.arrive_full(j);
-      sm.ring_p1.wait_full(j - 2);  // p1[j - 2] has landed
-      sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+      sm.ring_s0.arrive_full(tile.pos + j);
+      sm.ring_p1.wait_full(tile.pos + j - 2);  // p1[j - 2] has landed
+      sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
       // acc_new1 = mma p1, v, acc_rescale1 (iteration j - 2)
       {
         twill::fence_frag(acc_new1[0]);
@@ -1543,7 +1547,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(j - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(j - 2) % 3], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + j - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j - 2) % 3], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1552,14 +1556,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
       // m_new0 = rowmax s0, m_i0 (iteration j)
       twill::op_rowmax(m_new0[0], s0[0], m_new0[1]);
-      sm.ring_m_new0.wait_empty(j);  // hand m_new0[j] to softmax0
+      sm.ring_m_new0.wait_empty(tile.pos + j);  // hand m_new0[j] to softmax0
       twill::frag_to_buffer(sm.stage_m_new0[0], m_new0[0], 0, 0);
-      sm.ring_m_new0.arrive_full(j);
+      sm.ring_m_new0.arrive_full(tile.pos + j);
       // alpha0 = exp2 m_i0, m_new0 (iteration j)
       twill::op_exp2(alpha0[0], m_new0[1], m_new0[0], args.exp2_scale);
-      sm.ring_alpha0.wait_empty(j);  // hand alpha0[j] to softmax0
-      twill::frag_to_buffer(sm.stage_alpha0[(j) % 2], alpha0[0], 0, 0);
-      sm.ring_alpha0.arrive_full(j);
+      sm.ring_alpha0.wait_empty(tile.pos + j);  // hand alpha0[j] to softmax0
+      twill::frag_to_buffer(sm.stage_alpha0[(tile.pos + j) % 2], alpha0[0], 0, 0);
+      sm.ring_alpha0.arrive_full(tile.pos + j);
       // s1 takes the registers of s0, which no longer needs them
       // s1 = mma q1, k (iteration j)
       {
@@ -1575,11 +1579,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_wait<0>();  // s1[j] is complete
       twill::fence_frag(s0[0]);
-      sm.ring_s1.wait_empty(j);  // hand s1[j] to softmax1
+      sm.ring_s1.wait_empty(tile.pos + j);  // hand s1[j] to softmax1
       twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
-      sm.ring_s1.arrive_full(j);
-      sm.ring_p0.wait_full(j - 1);  // p0[j - 1] has landed
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_s1.arrive_full(tile.pos + j);
+      sm.ring_p0.wait_full(tile.pos + j - 1);  // p0[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new0 = mma p0, v, acc_rescale0 (iteration j - 1)
       {
         twill::fence_frag(acc_new0[0]);
@@ -1588,7 +1592,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(j - 1) % 3], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos + j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j - 1) % 3], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1597,16 +1601,16 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[1]);
       // m_new1 = rowmax s1, m_i1 (iteration j)
       twill::op_rowmax(m_new1[0], s0[0], m_new1[1]);
-      sm.ring_m_new1.wait_empty(j);  // hand m_new1[j] to softmax1
+      sm.ring_m_new1.wait_empty(tile.pos + j);  // hand m_new1[j] to softmax1
       twill::frag_to_buffer(sm.stage_m_new1[0], m_new1[0], 0, 0);
-      sm.ring_m_new1.arrive_full(j);
+      sm.ring_m_new1.arrive_full(tile.pos + j);
       // alpha1 = exp2 m_i1, m_new1 (iteration j)
       twill::op_exp2(alpha1[0], m_new1[1], m_new1[0], args.exp2_scale);
-      sm.ring_p1.wait_full(j - 1);  // p1[j - 1] has landed
+      sm.ring_p1.wait_full(tile.pos + j - 1);  // p1[j - 1] has landed
       // l_i_new1 = rowsum p1, l_i1, alpha1 (iteration j - 1)
       {
         twill::Frag16<1, 128, __half> l_i_new1_arg0;
-        twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(j - 1) % 2], 0);
+        twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(tile.pos + j - 1) % 2], 0);
         twill::op_rowsum(l_i_new1[0], l_i_new1_arg0, l_i_new1[0], alpha1[1]);
       }
     }
@@ -1614,11 +1618,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_new1[0]);
       twill::fence_frag(acc_new0[0]);
-      sm.ring_k.release_by_warp(j);  // release k[j]
-      sm.ring_p0.release_by_warp(j - 1);  // release p0[j - 1]
-      sm.ring_p1.release_by_warp(j - 2);  // release p1[j - 2]
-      sm.ring_v.release_by_warp(j - 2);  // release v[j - 2]
-      sm.ring_k.wait_full(j + 1);  // k[j + 1] has landed
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      sm.ring_p0.release_by_warp(tile.pos + j - 1);  // release p0[j - 1]
+      sm.ring_p1.release_by_warp(tile.pos + j - 2);  // release p1[j - 2]
+      sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+      sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
         twill::fence_frag(s0[0]);
@@ -1633,11 +1637,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_wait<0>();  // s0[j + 1] is complete
       twill::fence_frag(s0[0]);
-      sm.ring_s0.wait_empty(j + 1);  // hand s0[j + 1] to softmax0
+      sm.ring_s0.wait_empty(tile.pos + j + 1);  // hand s0[j + 1] to softmax0
       twill::frag_to_buffer(sm.stage_s0[0], s0[0], 0, 128);
-      sm.ring_s0.arrive_full(j + 1);
-      sm.ring_p1.wait_full(j - 1);  // p1[j - 1] has landed
-      sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+      sm.ring_s0.arrive_full(tile.pos + j + 1);
+      sm.ring_p1.wait_full(tile.pos + j - 1);  // p1[j - 1] has landed
+      sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new1 = mma p1, v, acc_rescale1 (iteration j - 1)
       {
         twill::fence_frag(acc_new1[0]);
@@ -1646,7 +1650,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(j - 1) % 3], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j - 1) % 3], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1655,14 +1659,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
       // m_new0 = rowmax s0, m_i0 (iteration j + 1)
       twill::op_rowmax(m_new0[1], s0[0], m_new0[0]);
-      sm.ring_m_new0.wait_empty(j + 1);  // hand m_new0[j + 1] to softmax0
+      sm.ring_m_new0.wait_empty(tile.pos + j + 1);  // hand m_new0[j + 1] to softmax0
       twill::frag_to_buffer(sm.stage_m_new0[0], m_new0[1], 0, 0);
-      sm.ring_m_new0.arrive_full(j + 1);
+      sm.ring_m_new0.arrive_full(tile.pos + j + 1);
       // alpha0 = exp2 m_i0, m_new0 (iteration j + 1)
       twill::op_exp2(alpha0[0], m_new0[0], m_new0[1], args.exp2_scale);
-      sm.ring_alpha0.wait_empty(j + 1);  // hand alpha0[j + 1] to softmax0
-      twill::frag_to_buffer(sm.stage_alpha0[(j + 1) % 2], alpha0[0], 0, 0);
-      sm.ring_alpha0.arrive_full(j + 1);
+      sm.ring_alpha0.wait_empty(tile.pos + j + 1);  // hand alpha0[j + 1] to softmax0
+      twill::frag_to_buffer(sm.stage_alpha0[(tile.pos + j + 1) % 2], alpha0[0], 0, 0);
+      sm.ring_alpha0.arrive_full(tile.pos + j + 1);
       // s1 takes the registers of s0, which no longer needs them
       // s1 = mma q1, k (iteration j + 1)
       {
@@ -1678,11 +1682,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_wait<0>();  // s1[j + 1] is complete
       twill::fence_frag(s0[0]);
-      sm.ring_s1.wait_empty(j + 1);  // hand s1[j + 1] to softmax1
+      sm.ring_s1.wait_empty(tile.pos + j + 1);  // hand s1[j + 1] to softmax1
       twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
-      sm.ring_s1.arrive_full(j + 1);
-      sm.ring_p0.wait_full(j);  // p0[j] has landed
-      sm.ring_v.wait_full(j);  // v[j] has landed
+      sm.ring_s1.arrive_full(tile.pos + j + 1);
+      sm.ring_p0.wait_full(tile.pos + j);  // p0[j] has landed
+      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc_new0 = mma p0, v, acc_rescale0 (iteration j)
       {
         twill::fence_frag(acc_new0[0]);
@@ -1691,7 +1695,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(j) % 3], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos + j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j) % 3], 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1700,16 +1704,16 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[0]);
       // m_new1 = rowmax s1, m_i1 (iteration j + 1)
       twill::op_rowmax(m_new1[1], s0[0], m_new1[0]);
-      sm.ring_m_new1.wait_empty(j + 1);  // hand m_new1[j + 1] to softmax1
+      sm.ring_m_new1.wait_empty(tile.pos + j + 1);  // hand m_new1[j + 1] to softmax1
       twill::frag_to_buffer(sm.stage_m_new1[0], m_new1[1], 0, 0);
-      sm.ring_m_new1.arrive_full(j + 1);
+      sm.ring_m_new1.arrive_full(tile.pos + j + 1);
       // alpha1 = exp2 m_i1, m_new1 (iteration j + 1)
       twill::op_exp2(alpha1[1], m_new1[0], m_new1[1], args.exp2_scale);
-      sm.ring_p1.wait_full(j);  // p1[j] has landed
+      sm.ring_p1.wait_full(tile.pos + j);  // p1[j] has landed
       // l_i_new1 = rowsum p1, l_i1, alpha1 (iteration j)
       {
         twill::Frag16<1, 128, __half> l_i_new1_arg0;
-        twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(j) % 2], 0);
+        twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(tile.pos + j) % 2], 0);
         twill::op_rowsum(l_i_new1[0], l_i_new1_arg0, l_i_new1[0], alpha1[0]);
       }
     }
@@ -1721,12 +1725,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_new1[0]);
         twill::fence_frag(acc_new0[0]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_p0.release_by_warp(n - 2);  // release p0[n - 2]
-        sm.ring_p1.release_by_warp(n - 3);  // release p1[n - 3]
-        sm.ring_v.release_by_warp(n - 3);  // release v[n - 3]
-        sm.ring_p1.wait_full(n - 2);  // p1[n - 2] has landed
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_p0.release_by_warp(tile.pos + n - 2);  // release p0[n - 2]
+        sm.ring_p1.release_by_warp(tile.pos + n - 3);  // release p1[n - 3]
+        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
+        sm.ring_p1.wait_full(tile.pos + n - 2);  // p1[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration n - 2)
         {
           twill::fence_frag(acc_new1[0]);
@@ -1735,15 +1739,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(n - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(n - 2) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + n - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 2) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
         // acc_rescale0 = rescale acc0, alpha0 (iteration n - 1)
         twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
-        sm.ring_p0.wait_full(n - 1);  // p0[n - 1] has landed
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_p0.wait_full(tile.pos + n - 1);  // p0[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new0 = mma p0, v, acc_rescale0 (iteration n - 1)
         {
           twill::fence_frag(acc_new0[0]);
@@ -1752,7 +1756,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(n - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos + n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1761,17 +1765,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
         // acc_rescale1 = rescale acc1, alpha1 (iteration n - 1)
         twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[1]);
-        sm.ring_p1.wait_full(n - 1);  // p1[n - 1] has landed
+        sm.ring_p1.wait_full(tile.pos + n - 1);  // p1[n - 1] has landed
         // l_i_new1 = rowsum p1, l_i1, alpha1 (iteration n - 1)
         {
           twill::Frag16<1, 128, __half> l_i_new1_arg0;
-          twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(n - 1) % 2], 0);
+          twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(tile.pos + n - 1) % 2], 0);
           twill::op_rowsum(l_i_new1[0], l_i_new1_arg0, l_i_new1[0], alpha1[1]);
         }
       }
       {  // epilogue window 1 (J = n + 1): acc_new1[n - 1]
-        sm.ring_p1.wait_full(n - 1);  // p1[n - 1] has landed
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_p1.wait_full(tile.pos + n - 1);  // p1[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration n - 1)
         {
           twill::fence_frag(acc_new1[0]);
@@ -1780,14 +1784,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(n - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_p0.release_by_warp(n - 1);  // release p0[n - 1]
-        sm.ring_p1.release_by_warp(n - 2);  // release p1[n - 2]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_p0.release_by_warp(tile.pos + n - 1);  // release p0[n - 1]
+        sm.ring_p1.release_by_warp(tile.pos + n - 2);  // release p1[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
       }
       break;
     }
@@ -1796,11 +1800,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_new1[0]);
         twill::fence_frag(acc_new0[0]);
-        sm.ring_k.release_by_warp(j - 1);  // release k[j - 1]
-        sm.ring_p0.release_by_warp(j - 2);  // release p0[j - 2]
-        if (j - 3 >= 0) sm.ring_p1.release_by_warp(j - 3);  // release p1[j - 3]
-        if (j - 3 >= 0) sm.ring_v.release_by_warp(j - 3);  // release v[j - 3]
-        sm.ring_k.wait_full(j);  // k[j] has landed
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        sm.ring_p0.release_by_warp(tile.pos + j - 2);  // release p0[j - 2]
+        if (j - 3 >= 0) sm.ring_p1.release_by_warp(tile.pos + j - 3);  // release p1[j - 3]
+        if (j - 3 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
+        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
           twill::fence_frag(s0[0]);
@@ -1815,11 +1819,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_wait<0>();  // s0[j] is complete
         twill::fence_frag(s0[0]);
-        sm.ring_s0.wait_empty(j);  // hand s0[j] to softmax0
+        sm.ring_s0.wait_empty(tile.pos + j);  // hand s0[j] to softmax0
         twill::frag_to_buffer(sm.stage_s0[0], s0[0], 0, 128);
-        sm.ring_s0.arrive_full(j);
-        sm.ring_p1.wait_full(j - 2);  // p1[j - 2] has landed
-        sm.ring_v.wait_full(j - 2);  // v[j - 2] has landed
+        sm.ring_s0.arrive_full(tile.pos + j);
+        sm.ring_p1.wait_full(tile.pos + j - 2);  // p1[j - 2] has landed
+        sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration j - 2)
         {
           twill::fence_frag(acc_new1[0]);
@@ -1828,7 +1832,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(j - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(j - 2) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + j - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j - 2) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1837,14 +1841,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
         // m_new0 = rowmax s0, m_i0 (iteration j)
         twill::op_rowmax(m_new0[0], s0[0], m_new0[1]);
-        sm.ring_m_new0.wait_empty(j);  // hand m_new0[j] to softmax0
+        sm.ring_m_new0.wait_empty(tile.pos + j);  // hand m_new0[j] to softmax0
         twill::frag_to_buffer(sm.stage_m_new0[0], m_new0[0], 0, 0);
-        sm.ring_m_new0.arrive_full(j);
+        sm.ring_m_new0.arrive_full(tile.pos + j);
         // alpha0 = exp2 m_i0, m_new0 (iteration j)
         twill::op_exp2(alpha0[0], m_new0[1], m_new0[0], args.exp2_scale);
-        sm.ring_alpha0.wait_empty(j);  // hand alpha0[j] to softmax0
-        twill::frag_to_buffer(sm.stage_alpha0[(j) % 2], alpha0[0], 0, 0);
-        sm.ring_alpha0.arrive_full(j);
+        sm.ring_alpha0.wait_empty(tile.pos + j);  // hand alpha0[j] to softmax0
+        twill::frag_to_buffer(sm.stage_alpha0[(tile.pos + j) % 2], alpha0[0], 0, 0);
+        sm.ring_alpha0.arrive_full(tile.pos + j);
         // s1 takes the registers of s0, which no longer needs them
         // s1 = mma q1, k (iteration j)
         {
@@ -1860,11 +1864,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_wait<0>();  // s1[j] is complete
         twill::fence_frag(s0[0]);
-        sm.ring_s1.wait_empty(j);  // hand s1[j] to softmax1
+        sm.ring_s1.wait_empty(tile.pos + j);  // hand s1[j] to softmax1
         twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
-        sm.ring_s1.arrive_full(j);
-        sm.ring_p0.wait_full(j - 1);  // p0[j - 1] has landed
-        sm.ring_v.wait_full(j - 1);  // v[j - 1] has landed
+        sm.ring_s1.arrive_full(tile.pos + j);
+        sm.ring_p0.wait_full(tile.pos + j - 1);  // p0[j - 1] has landed
+        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_new0 = mma p0, v, acc_rescale0 (iteration j - 1)
         {
           twill::fence_frag(acc_new0[0]);
@@ -1873,7 +1877,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(j - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos + j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j - 1) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1882,16 +1886,16 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[1]);
         // m_new1 = rowmax s1, m_i1 (iteration j)
         twill::op_rowmax(m_new1[0], s0[0], m_new1[1]);
-        sm.ring_m_new1.wait_empty(j);  // hand m_new1[j] to softmax1
+        sm.ring_m_new1.wait_empty(tile.pos + j);  // hand m_new1[j] to softmax1
         twill::frag_to_buffer(sm.stage_m_new1[0], m_new1[0], 0, 0);
-        sm.ring_m_new1.arrive_full(j);
+        sm.ring_m_new1.arrive_full(tile.pos + j);
         // alpha1 = exp2 m_i1, m_new1 (iteration j)
         twill::op_exp2(alpha1[0], m_new1[1], m_new1[0], args.exp2_scale);
-        sm.ring_p1.wait_full(j - 1);  // p1[j - 1] has landed
+        sm.ring_p1.wait_full(tile.pos + j - 1);  // p1[j - 1] has landed
         // l_i_new1 = rowsum p1, l_i1, alpha1 (iteration j - 1)
         {
           twill::Frag16<1, 128, __half> l_i_new1_arg0;
-          twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(j - 1) % 2], 0);
+          twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(tile.pos + j - 1) % 2], 0);
           twill::op_rowsum(l_i_new1[0], l_i_new1_arg0, l_i_new1[0], alpha1[1]);
         }
       }
@@ -1900,12 +1904,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_new1[0]);
         twill::fence_frag(acc_new0[0]);
-        sm.ring_k.release_by_warp(n - 1);  // release k[n - 1]
-        sm.ring_p0.release_by_warp(n - 2);  // release p0[n - 2]
-        sm.ring_p1.release_by_warp(n - 3);  // release p1[n - 3]
-        sm.ring_v.release_by_warp(n - 3);  // release v[n - 3]
-        sm.ring_p1.wait_full(n - 2);  // p1[n - 2] has landed
-        sm.ring_v.wait_full(n - 2);  // v[n - 2] has landed
+        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
+        sm.ring_p0.release_by_warp(tile.pos + n - 2);  // release p0[n - 2]
+        sm.ring_p1.release_by_warp(tile.pos + n - 3);  // release p1[n - 3]
+        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
+        sm.ring_p1.wait_full(tile.pos + n - 2);  // p1[n - 2] has landed
+        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration n - 2)
         {
           twill::fence_frag(acc_new1[0]);
@@ -1914,15 +1918,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(n - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(n - 2) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + n - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 2) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
         // acc_rescale0 = rescale acc0, alpha0 (iteration n - 1)
         twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
-        sm.ring_p0.wait_full(n - 1);  // p0[n - 1] has landed
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_p0.wait_full(tile.pos + n - 1);  // p0[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new0 = mma p0, v, acc_rescale0 (iteration n - 1)
         {
           twill::fence_frag(acc_new0[0]);
@@ -1931,7 +1935,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(n - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos + n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1940,17 +1944,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
         // acc_rescale1 = rescale acc1, alpha1 (iteration n - 1)
         twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[0]);
-        sm.ring_p1.wait_full(n - 1);  // p1[n - 1] has landed
+        sm.ring_p1.wait_full(tile.pos + n - 1);  // p1[n - 1] has landed
         // l_i_new1 = rowsum p1, l_i1, alpha1 (iteration n - 1)
         {
           twill::Frag16<1, 128, __half> l_i_new1_arg0;
-          twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(n - 1) % 2], 0);
+          twill::tile_to_frag<__half, 64, 128>(l_i_new1_arg0, sm.tile_p1[(tile.pos + n - 1) % 2], 0);
           twill::op_rowsum(l_i_new1[0], l_i_new1_arg0, l_i_new1[0], alpha1[0]);
         }
       }
       {  // epilogue window 1 (J = n + 1): acc_new1[n - 1]
-        sm.ring_p1.wait_full(n - 1);  // p1[n - 1] has landed
-        sm.ring_v.wait_full(n - 1);  // v[n - 1] has landed
+        sm.ring_p1.wait_full(tile.pos + n - 1);  // p1[n - 1] has landed
+        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration n - 1)
         {
           twill::fence_frag(acc_new1[0]);
@@ -1959,14 +1963,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(n - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
-        sm.ring_p0.release_by_warp(n - 1);  // release p0[n - 1]
-        sm.ring_p1.release_by_warp(n - 2);  // release p1[n - 2]
-        sm.ring_v.release_by_warp(n - 2);  // release v[n - 2]
+        sm.ring_p0.release_by_warp(tile.pos + n - 1);  // release p0[n - 1]
+        sm.ring_p1.release_by_warp(tile.pos + n - 2);  // release p1[n - 2]
+        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
       }
       break;
     }
@@ -2016,89 +2020,89 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
   for (int c = 0; c < 1; ++c) twill::fill(l_i_new0[c], 0.0f);  // carry l_i0 starts at 0
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): p0[0]
-    sm.ring_s0.wait_full(0);  // s0[0] is staged
+    sm.ring_s0.wait_full(tile.pos);  // s0[0] is staged
     const twill::View<1, 128, float> s0_p0_0{sm.stage_s0[0], 0};
-    sm.ring_m_new0.wait_full(0);  // m_new0[0] is staged
+    sm.ring_m_new0.wait_full(tile.pos);  // m_new0[0] is staged
     const twill::RowsView<1, float> m_new0_p0_1{sm.stage_m_new0[0], 0};
     // p0 = exp2 s0, m_new0 (iteration 0)
     twill::op_exp2_sum(p0[0], p0_sums[0], s0_p0_0, m_new0_p0_1, args.exp2_scale);
-    sm.ring_p0.wait_empty(0);  // hand p0[0] to consumer0
-    twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[0], p0[0], 0);
+    sm.ring_p0.wait_empty(tile.pos);  // hand p0[0] to consumer0
+    twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(tile.pos) % 2], p0[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_p0.arrive_full(0);
-    sm.ring_s0.release_by_warp(0);  // release s0[0]
-    sm.ring_m_new0.release_by_warp(0);  // release m_new0[0]
+    sm.ring_p0.arrive_full(tile.pos);
+    sm.ring_s0.release_by_warp(tile.pos);  // release s0[0]
+    sm.ring_m_new0.release_by_warp(tile.pos);  // release m_new0[0]
   }
   {  // prologue window 1 (J = 1): p0[1], l_i_new0[0]
-    sm.ring_s0.wait_full(1);  // s0[1] is staged
+    sm.ring_s0.wait_full(tile.pos + 1);  // s0[1] is staged
     const twill::View<1, 128, float> s0_p0_0{sm.stage_s0[0], 0};
-    sm.ring_m_new0.wait_full(1);  // m_new0[1] is staged
+    sm.ring_m_new0.wait_full(tile.pos + 1);  // m_new0[1] is staged
     const twill::RowsView<1, float> m_new0_p0_1{sm.stage_m_new0[0], 0};
     // p0 = exp2 s0, m_new0 (iteration 1)
     twill::op_exp2_sum(p0[1], p0_sums[1], s0_p0_0, m_new0_p0_1, args.exp2_scale);
-    sm.ring_p0.wait_empty(1);  // hand p0[1] to consumer0
-    twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[1], p0[1], 0);
+    sm.ring_p0.wait_empty(tile.pos + 1);  // hand p0[1] to consumer0
+    twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(tile.pos + 1) % 2], p0[1], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_p0.arrive_full(1);
-    sm.ring_s0.release_by_warp(1);  // release s0[1]
-    sm.ring_m_new0.release_by_warp(1);  // release m_new0[1]
-    sm.ring_alpha0.wait_full(0);  // alpha0[0] is staged
-    const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[0], 0};
+    sm.ring_p0.arrive_full(tile.pos + 1);
+    sm.ring_s0.release_by_warp(tile.pos + 1);  // release s0[1]
+    sm.ring_m_new0.release_by_warp(tile.pos + 1);  // release m_new0[1]
+    sm.ring_alpha0.wait_full(tile.pos);  // alpha0[0] is staged
+    const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos) % 2], 0};
     // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration 0)
     twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[0]), l_i_new0[0], alpha0_l_i_new0_2);
-    sm.ring_alpha0.release_by_warp(0);  // release alpha0[0]
+    sm.ring_alpha0.release_by_warp(tile.pos);  // release alpha0[0]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 2;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: p0[j], l_i_new0[j - 1]
-      sm.ring_s0.wait_full(j);  // s0[j] is staged
+      sm.ring_s0.wait_full(tile.pos + j);  // s0[j] is staged
       const twill::View<1, 128, float> s0_p0_0{sm.stage_s0[0], 0};
-      sm.ring_m_new0.wait_full(j);  // m_new0[j] is staged
+      sm.ring_m_new0.wait_full(tile.pos + j);  // m_new0[j] is staged
       const twill::RowsView<1, float> m_new0_p0_1{sm.stage_m_new0[0], 0};
       // p0 = exp2 s0, m_new0 (iteration j)
       twill::op_exp2_sum(p0[0], p0_sums[0], s0_p0_0, m_new0_p0_1, args.exp2_scale);
-      sm.ring_p0.wait_empty(j);  // hand p0[j] to consumer0
-      twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(j) % 2], p0[0], 0);
+      sm.ring_p0.wait_empty(tile.pos + j);  // hand p0[j] to consumer0
+      twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(tile.pos + j) % 2], p0[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p0.arrive_full(j);
-      sm.ring_s0.release_by_warp(j);  // release s0[j]
-      sm.ring_m_new0.release_by_warp(j);  // release m_new0[j]
-      sm.ring_alpha0.wait_full(j - 1);  // alpha0[j - 1] is staged
-      const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(j - 1) % 2], 0};
+      sm.ring_p0.arrive_full(tile.pos + j);
+      sm.ring_s0.release_by_warp(tile.pos + j);  // release s0[j]
+      sm.ring_m_new0.release_by_warp(tile.pos + j);  // release m_new0[j]
+      sm.ring_alpha0.wait_full(tile.pos + j - 1);  // alpha0[j - 1] is staged
+      const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos + j - 1) % 2], 0};
       // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration j - 1)
       twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[1]), l_i_new0[0], alpha0_l_i_new0_2);
-      sm.ring_alpha0.release_by_warp(j - 1);  // release alpha0[j - 1]
+      sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // release alpha0[j - 1]
     }
     {  // steady window J = j + 1: p0[j + 1], l_i_new0[j]
-      sm.ring_s0.wait_full(j + 1);  // s0[j + 1] is staged
+      sm.ring_s0.wait_full(tile.pos + j + 1);  // s0[j + 1] is staged
       const twill::View<1, 128, float> s0_p0_0{sm.stage_s0[0], 0};
-      sm.ring_m_new0.wait_full(j + 1);  // m_new0[j + 1] is staged
+      sm.ring_m_new0.wait_full(tile.pos + j + 1);  // m_new0[j + 1] is staged
       const twill::RowsView<1, float> m_new0_p0_1{sm.stage_m_new0[0], 0};
       // p0 = exp2 s0, m_new0 (iteration j + 1)
       twill::op_exp2_sum(p0[1], p0_sums[1], s0_p0_0, m_new0_p0_1, args.exp2_scale);
-      sm.ring_p0.wait_empty(j + 1);  // hand p0[j + 1] to consumer0
-      twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(j + 1) % 2], p0[1], 0);
+      sm.ring_p0.wait_empty(tile.pos + j + 1);  // hand p0[j + 1] to consumer0
+      twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(tile.pos + j + 1) % 2], p0[1], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p0.arrive_full(j + 1);
-      sm.ring_s0.release_by_warp(j + 1);  // release s0[j + 1]
-      sm.ring_m_new0.release_by_warp(j + 1);  // release m_new0[j + 1]
-      sm.ring_alpha0.wait_full(j);  // alpha0[j] is staged
-      const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(j) % 2], 0};
+      sm.ring_p0.arrive_full(tile.pos + j + 1);
+      sm.ring_s0.release_by_warp(tile.pos + j + 1);  // release s0[j + 1]
+      sm.ring_m_new0.release_by_warp(tile.pos + j + 1);  // release m_new0[j + 1]
+      sm.ring_alpha0.wait_full(tile.pos + j);  // alpha0[j] is staged
+      const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos + j) % 2], 0};
       // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration j)
       twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[0]), l_i_new0[0], alpha0_l_i_new0_2);
-      sm.ring_alpha0.release_by_warp(j);  // release alpha0[j]
+      sm.ring_alpha0.release_by_warp(tile.pos + j);  // release alpha0[j]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): l_i_new0[n - 1]
-        sm.ring_alpha0.wait_full(n - 1);  // alpha0[n - 1] is staged
-        const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(n - 1) % 2], 0};
+        sm.ring_alpha0.wait_full(tile.pos + n - 1);  // alpha0[n - 1] is staged
+        const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos + n - 1) % 2], 0};
         // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration n - 1)
         twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[1]), l_i_new0[0], alpha0_l_i_new0_2);
-        sm.ring_alpha0.release_by_warp(n - 1);  // release alpha0[n - 1]
+        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // release alpha0[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -2106,31 +2110,31 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     }
     case 1: {
       {  // steady window J = j: p0[j], l_i_new0[j - 1]
-        sm.ring_s0.wait_full(j);  // s0[j] is staged
+        sm.ring_s0.wait_full(tile.pos + j);  // s0[j] is staged
         const twill::View<1, 128, float> s0_p0_0{sm.stage_s0[0], 0};
-        sm.ring_m_new0.wait_full(j);  // m_new0[j] is staged
+        sm.ring_m_new0.wait_full(tile.pos + j);  // m_new0[j] is staged
         const twill::RowsView<1, float> m_new0_p0_1{sm.stage_m_new0[0], 0};
         // p0 = exp2 s0, m_new0 (iteration j)
         twill::op_exp2_sum(p0[0], p0_sums[0], s0_p0_0, m_new0_p0_1, args.exp2_scale);
-        sm.ring_p0.wait_empty(j);  // hand p0[j] to consumer0
-        twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(j) % 2], p0[0], 0);
+        sm.ring_p0.wait_empty(tile.pos + j);  // hand p0[j] to consumer0
+        twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(tile.pos + j) % 2], p0[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p0.arrive_full(j);
-        sm.ring_s0.release_by_warp(j);  // release s0[j]
-        sm.ring_m_new0.release_by_warp(j);  // release m_new0[j]
-        sm.ring_alpha0.wait_full(j - 1);  // alpha0[j - 1] is staged
-        const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(j - 1) % 2], 0};
+        sm.ring_p0.arrive_full(tile.pos + j);
+        sm.ring_s0.release_by_warp(tile.pos + j);  // release s0[j]
+        sm.ring_m_new0.release_by_warp(tile.pos + j);  // release m_new0[j]
+        sm.ring_alpha0.wait_full(tile.pos + j - 1);  // alpha0[j - 1] is staged
+        const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos + j - 1) % 2], 0};
         // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration j - 1)
         twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[1]), l_i_new0[0], alpha0_l_i_new0_2);
-        sm.ring_alpha0.release_by_warp(j - 1);  // release alpha0[j - 1]
+        sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // release alpha0[j - 1]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): l_i_new0[n - 1]
-        sm.ring_alpha0.wait_full(n - 1);  // alpha0[n - 1] is staged
-        const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(n - 1) % 2], 0};
+        sm.ring_alpha0.wait_full(tile.pos + n - 1);  // alpha0[n - 1] is staged
+        const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos + n - 1) % 2], 0};
         // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration n - 1)
         twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[0]), l_i_new0[0], alpha0_l_i_new0_2);
-        sm.ring_alpha0.release_by_warp(n - 1);  // release alpha0[n - 1]
+        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // release alpha0[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -2159,63 +2163,63 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
   twill::Frag16<1, 128, __half> p1[1];  // p1: f16[64,128]
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): p1[0]
-    sm.ring_s1.wait_full(0);  // s1[0] is staged
+    sm.ring_s1.wait_full(tile.pos);  // s1[0] is staged
     const twill::View<1, 128, float> s1_p1_0{sm.stage_s1[0], 0};
-    sm.ring_m_new1.wait_full(0);  // m_new1[0] is staged
+    sm.ring_m_new1.wait_full(tile.pos);  // m_new1[0] is staged
     const twill::RowsView<1, float> m_new1_p1_1{sm.stage_m_new1[0], 0};
     // p1 = exp2 s1, m_new1 (iteration 0)
     twill::op_exp2(p1[0], s1_p1_0, m_new1_p1_1, args.exp2_scale);
-    sm.ring_p1.wait_empty(0);  // hand p1[0] to consumer0
-    twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[0], p1[0], 0);
+    sm.ring_p1.wait_empty(tile.pos);  // hand p1[0] to consumer0
+    twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(tile.pos) % 2], p1[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_p1.arrive_full(0);
-    sm.ring_s1.release_by_warp(0);  // release s1[0]
-    sm.ring_m_new1.release_by_warp(0);  // release m_new1[0]
+    sm.ring_p1.arrive_full(tile.pos);
+    sm.ring_s1.release_by_warp(tile.pos);  // release s1[0]
+    sm.ring_m_new1.release_by_warp(tile.pos);  // release m_new1[0]
   }
   {  // prologue window 1 (J = 1): p1[1]
-    sm.ring_s1.wait_full(1);  // s1[1] is staged
+    sm.ring_s1.wait_full(tile.pos + 1);  // s1[1] is staged
     const twill::View<1, 128, float> s1_p1_0{sm.stage_s1[0], 0};
-    sm.ring_m_new1.wait_full(1);  // m_new1[1] is staged
+    sm.ring_m_new1.wait_full(tile.pos + 1);  // m_new1[1] is staged
     const twill::RowsView<1, float> m_new1_p1_1{sm.stage_m_new1[0], 0};
     // p1 = exp2 s1, m_new1 (iteration 1)
     twill::op_exp2(p1[0], s1_p1_0, m_new1_p1_1, args.exp2_scale);
-    sm.ring_p1.wait_empty(1);  // hand p1[1] to consumer0
-    twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[1], p1[0], 0);
+    sm.ring_p1.wait_empty(tile.pos + 1);  // hand p1[1] to consumer0
+    twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(tile.pos + 1) % 2], p1[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
-    sm.ring_p1.arrive_full(1);
-    sm.ring_s1.release_by_warp(1);  // release s1[1]
-    sm.ring_m_new1.release_by_warp(1);  // release m_new1[1]
+    sm.ring_p1.arrive_full(tile.pos + 1);
+    sm.ring_s1.release_by_warp(tile.pos + 1);  // release s1[1]
+    sm.ring_m_new1.release_by_warp(tile.pos + 1);  // release m_new1[1]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 2;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: p1[j]
-      sm.ring_s1.wait_full(j);  // s1[j] is staged
+      sm.ring_s1.wait_full(tile.pos + j);  // s1[j] is staged
       const twill::View<1, 128, float> s1_p1_0{sm.stage_s1[0], 0};
-      sm.ring_m_new1.wait_full(j);  // m_new1[j] is staged
+      sm.ring_m_new1.wait_full(tile.pos + j);  // m_new1[j] is staged
       const twill::RowsView<1, float> m_new1_p1_1{sm.stage_m_new1[0], 0};
       // p1 = exp2 s1, m_new1 (iteration j)
       twill::op_exp2(p1[0], s1_p1_0, m_new1_p1_1, args.exp2_scale);
-      sm.ring_p1.wait_empty(j);  // hand p1[j] to consumer0
-      twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(j) % 2], p1[0], 0);
+      sm.ring_p1.wait_empty(tile.pos + j);  // hand p1[j] to consumer0
+      twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(tile.pos + j) % 2], p1[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p1.arrive_full(j);
-      sm.ring_s1.release_by_warp(j);  // release s1[j]
-      sm.ring_m_new1.release_by_warp(j);  // release m_new1[j]
+      sm.ring_p1.arrive_full(tile.pos + j);
+      sm.ring_s1.release_by_warp(tile.pos + j);  // release s1[j]
+      sm.ring_m_new1.release_by_warp(tile.pos + j);  // release m_new1[j]
     }
     {  // steady window J = j + 1: p1[j + 1]
-      sm.ring_s1.wait_full(j + 1);  // s1[j + 1] is staged
+      sm.ring_s1.wait_full(tile.pos + j + 1);  // s1[j + 1] is staged
       const twill::View<1, 128, float> s1_p1_0{sm.stage_s1[0], 0};
-      sm.ring_m_new1.wait_full(j + 1);  // m_new1[j + 1] is staged
+      sm.ring_m_new1.wait_full(tile.pos + j + 1);  // m_new1[j + 1] is staged
       const twill::RowsView<1, float> m_new1_p1_1{sm.stage_m_new1[0], 0};
       // p1 = exp2 s1, m_new1 (iteration j + 1)
       twill::op_exp2(p1[0], s1_p1_0, m_new1_p1_1, args.exp2_scale);
-      sm.ring_p1.wait_empty(j + 1);  // hand p1[j + 1] to consumer0
-      twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(j + 1) % 2], p1[0], 0);
+      sm.ring_p1.wait_empty(tile.pos + j + 1);  // hand p1[j + 1] to consumer0
+      twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(tile.pos + j + 1) % 2], p1[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p1.arrive_full(j + 1);
-      sm.ring_s1.release_by_warp(j + 1);  // release s1[j + 1]
-      sm.ring_m_new1.release_by_warp(j + 1);  // release m_new1[j + 1]
+      sm.ring_p1.arrive_full(tile.pos + j + 1);
+      sm.ring_s1.release_by_warp(tile.pos + j + 1);  // release s1[j + 1]
+      sm.ring_m_new1.release_by_warp(tile.pos + j + 1);  // release m_new1[j + 1]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -2229,18 +2233,18 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
     }
     case 1: {
       {  // steady window J = j: p1[j]
-        sm.ring_s1.wait_full(j);  // s1[j] is staged
+        sm.ring_s1.wait_full(tile.pos + j);  // s1[j] is staged
         const twill::View<1, 128, float> s1_p1_0{sm.stage_s1[0], 0};
-        sm.ring_m_new1.wait_full(j);  // m_new1[j] is staged
+        sm.ring_m_new1.wait_full(tile.pos + j);  // m_new1[j] is staged
         const twill::RowsView<1, float> m_new1_p1_1{sm.stage_m_new1[0], 0};
         // p1 = exp2 s1, m_new1 (iteration j)
         twill::op_exp2(p1[0], s1_p1_0, m_new1_p1_1, args.exp2_scale);
-        sm.ring_p1.wait_empty(j);  // hand p1[j] to consumer0
-        twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(j) % 2], p1[0], 0);
+        sm.ring_p1.wait_empty(tile.pos + j);  // hand p1[j] to consumer0
+        twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(tile.pos + j) % 2], p1[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p1.arrive_full(j);
-        sm.ring_s1.release_by_warp(j);  // release s1[j]
-        sm.ring_m_new1.release_by_warp(j);  // release m_new1[j]
+        sm.ring_p1.arrive_full(tile.pos + j);
+        sm.ring_s1.release_by_warp(tile.pos + j);  // release s1[j]
+        sm.ring_m_new1.release_by_warp(tile.pos + j);  // release m_new1[j]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role
@@ -2336,10 +2340,12 @@ struct Problem {
   int loop_extent = 0;
   int batch = 1;  // independent problems
   // 1: one CTA per SM, each computing several tiles in a row (kernel<true>: the next tile's
-  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent) and iters is
-  // a multiple of kPhasePeriod; 0: one CTA per tile. -1: persistent when the loop is short
-  // (iters <= 32), where a tile's pipeline fill and drain weigh most; on an H200 it was +8% for
-  // 16-iteration attention tiles, and -1% to -5% for 64 and 128 (docs/gpu-results.md).
+  // loads overlap the last one's epilogue), where the kernel allows it (kPersistent), for any
+  // iters (the rings' positions continue across a CTA's tiles, TileIdx::pos; a causal loop's
+  // tiles each run their own count); 0: one CTA per tile. -1: persistent when the loop is short
+  // (iters <= 32; a causal loop's longest tile), where a tile's pipeline fill and drain weigh
+  // most; on an H200 it was +8% for 16-iteration attention tiles, and -1% to -5% for 64 and 128
+  // (docs/gpu-results.md).
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
@@ -2544,8 +2550,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.k_batch_group = p.k_batch_group;
   args.v_batch_group = p.v_batch_group;
   const size_t smem = sizeof(Smem) + 1024;
-  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32)) &&
-                    iters % kPhasePeriod == 0;
+  const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
   auto* entry = tiles ? (tail ? kernel<kPersistent, kMasks> : kernel<kPersistent, false>)
                       : (tail ? kernel<false, kMasks> : kernel<false, false>);
