@@ -394,13 +394,16 @@ class Renderer(Stores, Kernel):
         H200), or one that holds a wgmma's register operand in two buffers, the softmax writing
         one while the tensor core reads the other (FA3's intra-warpgroup overlap: the D = 64
         kernel spilled 48 bytes, the 128-key one under specs/h200.yaml had its wgmmas serialized).
-        Any trip count per tile is fine (a causal loop's per tile too): the rings' positions
-        continue across a CTA's tiles (TileIdx::pos, kernel.py)."""
+        Any trip count per tile is fine: the rings' positions continue across a CTA's tiles
+        (TileIdx::pos, kernel.py). Not a causal loop, though its per-tile counts would be: FA3's
+        causal forward, persistent, had its wgmmas serialized (C7512) in kernel<true> and ran at
+        0.54-0.62x of its one-tile-per-CTA kernel on an H100 (N = 4096, 8192; bench/persist_bench.py,
+        bench/triton_notes/s26/persist.log)."""
         if self.m.one_tile_per_cta:  # ptxas compiled kernel<true> worse than kernel<false> (ptxas_loop.py)
             return False
         tight = any(self.p.spare_registers(r) < 0 or self._double_buffers_wgmma_operand(r)
                     for r in self.m.roles if r.is_warpgroup)
-        return self.m.target.persistent_grid and not self.p.handoffs and not tight
+        return self.m.target.persistent_grid and not self.p.handoffs and not tight and not self.causal.masks
 
     def _double_buffers_wgmma_operand(self, role) -> bool:
         m = self.m
