@@ -260,16 +260,32 @@ def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
                                          hint="run `twill explain` to see which constraints conflict"))
 
 
-def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried):
+FIRST_SECONDS = 10.0  # Yices' time on the first schedule at the SWP bound before CP-SAT joins in
+
+
+def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, swp_starts=()):
     """The search at one I: (status, the JointResult when satisfiable). At the SWP bound L ascends
     from stage 1's length at once; past it a whole-window check comes first (most I there are refuted,
-    and one check refutes an I faster than the ascent through its lengths)."""
+    and one check refutes an I faster than the ascent through its lengths). At the SWP bound, where
+    Yices finds no schedule in FIRST_SECONDS, CP-SAT searches from stage 1's starts (`swp_starts`):
+    a schedule there is at the least I whichever solver finds it."""
     lmax = window(p, ii, swp_length, extra_copies)
+    may_hand_off = _handoff_available(p)
     with JointEncoding(p, ii, lmax) as enc:
         lb = length_floor(p, swp_length if ii == first_ii else 0)
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
         if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
+        elif whole == Status.SAT and ii == first_ii and may_hand_off:
+            budget = min(deadline or math.inf, time.monotonic() + FIRST_SECONDS)
+            status, below = _first_length(enc, lb, lmax, budget)
+            if status == Status.TIMEOUT and (deadline is None or time.monotonic() < deadline):
+                from .joint_cpsat import first_at
+                hint = role_hints(p, enc.slots)
+                status, result = first_at(p, ii, lmax, below + 1, dict(swp_starts), hint[0] if hint else None,
+                                          deadline, report, tried + [(ii, Status.SAT)], time.monotonic())
+                tried.append((ii, Status.SAT if result is not None else status))
+                return status, result
         else:
             status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
         tried.append((ii, status))
@@ -285,7 +301,7 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         enc.break_symmetry()  # after the first schedule: finding one is slower with it, proofs are not
         report("joint", {"I": ii, "L": length, "minimizing": "L", "last check s": _secs(enc)})
         handoff = None
-        if _handoff_available(p):
+        if may_hand_off:
             from .joint_cpsat import finish_from
 
             def handoff(phase, proven, floor):
@@ -342,7 +358,8 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
         tried.append((first_ii, Status.UNSAT))
     else:
         report("joint", {"I": first_ii})
-        status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried)
+        status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried,
+                                    swp_starts)
         if status != Status.UNSAT:
             return result
     if max_ii is None:

@@ -76,10 +76,7 @@ def finish_from(p: Problem, ii: int, lmax: int, proven: dict[str, int], phase: s
     if phase not in ("L", "lex"):
         model.m.add(model.objective(phase) >= floor)
     if phase == "L":
-        status, length = model.minimize("L", deadline, SEED)
-        if length is None:
-            return None
-        return _ties(model, ii, status, length, deadline, report, tried, t0)
+        return _from_least_length(model, ii, deadline, report, tried, t0)[1]
     at = PHASES.index(phase) - 1  # its index in TIE_BREAKS (len(TIE_BREAKS) for "lex")
     if phase == "lex":
         status, _ = model.minimize("starts", deadline, SEED)  # a schedule of the proven values to start from
@@ -92,6 +89,24 @@ def finish_from(p: Problem, ii: int, lmax: int, proven: dict[str, int], phase: s
     if model.solved():
         return _ties(model, ii, Status.SAT, proven["L"], deadline, report, tried, t0, at, status == Status.SAT)
     return None
+
+
+def first_at(p: Problem, ii: int, lmax: int, floor: int, starts: dict, roles: dict | None, deadline, report, tried,
+             t0: float):
+    """The hand-off from Yices (joint.py) before any schedule at `ii`: every L below `floor` refuted,
+    and a guess to look at first (stage 1's `starts`, `roles`: joint.role_hint's). (UNSAT, None): no
+    schedule at `ii` within the window; (SAT, the JointResult, proven or not); (TIMEOUT, None)."""
+    model = CpJoint(p, ii, lmax, floor)
+    model.order_starts(orderings(p))
+    model.hint(starts, roles)
+    return _from_least_length(model, ii, deadline, report, tried, t0)
+
+
+def _from_least_length(model: CpJoint, ii: int, deadline, report, tried, t0):
+    status, length = model.minimize("L", deadline, SEED)
+    if length is None:
+        return status, None
+    return Status.SAT, _ties(model, ii, status, length, deadline, report, tried, t0)
 
 
 def _ties(model: CpJoint, ii: int, status, length: int, deadline, report, tried, t0, start_at: int = 0,
