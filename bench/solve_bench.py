@@ -207,7 +207,8 @@ def bench_corpus(families: list[str] | None, max_ops: int | None, timeout: float
     out = {}
     for case, tir, yaml in corpus.write(workdir):
         ops = case.ops()
-        if (families and case.family not in families) or (max_ops and ops > max_ops) or (names and case.name not in names):
+        if ((families and case.family not in families) or (max_ops and ops > max_ops)
+                or (names and case.name not in names)):
             continue
         print(f"  {case.name} ({case.family}, {ops} ops, {case.gpu}) ...", end="", file=sys.stderr, flush=True)
         cmd = ["nice", sys.executable, str(Path(__file__).resolve()), "--corpus-child", str(tir), str(yaml), backend,

@@ -49,7 +49,7 @@ def _run_out_at(monkeypatch, phase):
         monkeypatch.setattr(joint, "_hinted_first_length", lambda *a: Status.TIMEOUT)
         monkeypatch.setattr(joint, "FIRST_SECONDS", 0.0)
         return
-    if phase == "lex":
+    if phase == "lexicographic":
         monkeypatch.setattr(joint, "_lex", lambda enc, deadline: False)
         return
     plain = JointEncoding.minimize

@@ -188,7 +188,7 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
     phases = [("L", lambda d: enc.minimize("L", below + 1, d, enc.makespan, from_below=FROM_BELOW), below + 1)]
     phases += [(what, lambda d, what=what, floor=floor: enc.minimize(what, floor, d), floor)
                for what, floor in TIE_BREAKS]
-    phases.append(("lex", lambda d: (None, _lex(enc, d)), 0))
+    phases.append(("lexicographic", lambda d: (None, _lex(enc, d)), 0))
     proven: dict[str, int] = {}
     length = None
     for what, run, floor in phases:

@@ -56,7 +56,8 @@ def finish(p: Problem, ii: int, lmax: int, floor: int, starts: dict, roles: dict
     return finish_from(p, ii, lmax, {}, "L", floor, starts, roles, deadline, report, tried, t0)
 
 
-PHASES = ("L", *(what for what, _ in TIE_BREAKS), "lex")  # "lex": the least starts, roles, warps in order
+# "lexicographic": the least starts, role slots and warps in order (joint._lex, _lex below)
+PHASES = ("L", *(what for what, _ in TIE_BREAKS), "lexicographic")
 
 
 def finish_from(p: Problem, ii: int, lmax: int, proven: dict[str, int], phase: str, floor: int, starts: dict,
@@ -73,15 +74,16 @@ def finish_from(p: Problem, ii: int, lmax: int, proven: dict[str, int], phase: s
         if value is not None:
             model.bound(what, value)
             model.m.add(model.objective(what) >= value)
-    if phase not in ("L", "lex"):
+    if phase not in ("L", "lexicographic"):
         model.m.add(model.objective(phase) >= floor)
     if phase == "L":
         return _from_least_length(model, ii, deadline, report, tried, t0)[1]
-    at = PHASES.index(phase) - 1  # its index in TIE_BREAKS (len(TIE_BREAKS) for "lex")
-    if phase == "lex":
+    at = PHASES.index(phase) - 1  # its index in TIE_BREAKS (len(TIE_BREAKS) for "lexicographic")
+    if phase == "lexicographic":
         status, _ = model.minimize("starts", deadline, SEED)  # a schedule of the proven values to start from
     else:
-        report("joint", {"I": ii, "L": proven["L"], "minimizing": phase, "last check s": f"{time.monotonic() - t0:.2f}"})
+        report("joint", {"I": ii, "L": proven["L"], "minimizing": phase,
+                         "last check s": f"{time.monotonic() - t0:.2f}"})
         status, value = model.minimize(phase, deadline, SEED)
         if status == Status.SAT:
             model.bound(phase, value)
