@@ -140,7 +140,7 @@ def corpus_child(tir: str, machine_yaml: str, backend: str = "yices", limit: str
     the escalation over I, then L, then each tie-break), so the first schedule's time is known, and
     the joint stage's slowest checks (phase, bound, answer, seconds). With `limit` (seconds) the solve
     runs under that --time-limit, so a graph that does not finish still reports where its time went
-    (status "timeout", `schedule`: whether it had one)."""
+    (status "timeout", `schedule`: whether it had a joint schedule)."""
     marks: list[tuple[float, str]] = []
     checks: list[tuple[float, str, str, str]] = []
     t0 = 0.0  # reset when the solve starts: times are the solve's own, as its stats
@@ -182,7 +182,8 @@ def corpus_child(tir: str, machine_yaml: str, backend: str = "yices", limit: str
             schedule = solve(graph, machine, options, progress)
         except TimeLimitReached as exc:
             end = time.perf_counter() - t0
-            out = {"status": "timeout", "schedule": exc.schedule is not None, "phases": phases_until(end)}
+            out = {"status": "timeout", "schedule": getattr(exc.schedule, "stage", None) == "joint",
+                   "phases": phases_until(end)}
         else:
             end = time.perf_counter() - t0
             first = next((t for t, name in marks if name == "L"), None)
@@ -270,7 +271,7 @@ def corpus_section(data: dict) -> list[str]:
         else:
             what = f"timeout (> {timeout:g} s)" if c["status"] == "timeout" else c.get("error", c["status"])
             if c["status"] == "timeout" and "schedule" in c:
-                what += ", a schedule" if c["schedule"] else ", no schedule"
+                what += ", a joint schedule" if c["schedule"] else ", no joint schedule"
             big = max(c.get("phases", {}).items(), key=lambda kv: kv[1], default=("", None))
             lines.append(f"| {n} | {c['family']} | {c['ops']} | {gpu} | {c['seed']} | - | - "
                          f"| {what.replace('|', '/')} | | | | | {big[0]} {_s(big[1])} | |".replace("  |", " |"))
