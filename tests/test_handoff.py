@@ -2,9 +2,8 @@
 (joint_cpsat.finish_from), which proves that phase and the ones after it. Every phase's answer is its
 proven optimum and the lexicographic steps (starts, role slots, warps) leave one schedule, so the file
 must not depend on where the hand-off happened: here each phase in turn is made to "run out of time" on
-Yices (its minimization reports itself unfinished, as a deadline would make it), or the first schedule
-at the SWP bound is left to CP-SAT (joint.FIRST_SECONDS), and the schedule must be the plain Yices
-search's, byte for byte."""
+Yices (its minimization reports itself unfinished, as a deadline would make it), and the schedule must
+be the plain Yices search's, byte for byte."""
 from __future__ import annotations
 
 import sys
@@ -14,7 +13,7 @@ import pytest
 
 from twill import joint
 from twill.encoding import JointEncoding
-from twill.errors import Status, TimeLimitReached
+from twill.errors import TimeLimitReached
 from twill.machine import load_machine
 from twill.pipeline import SolveOptions, solve
 from twill.tir import load_tir
@@ -45,10 +44,6 @@ def _solve(name, files, **options):
 
 def _run_out_at(monkeypatch, phase):
     """Make `phase` report itself unfinished on Yices (as its budget running out would)."""
-    if phase == "first":  # no schedule from the hinted ascents, and FIRST_SECONDS spent at once
-        monkeypatch.setattr(joint, "_hinted_first_length", lambda *a: Status.TIMEOUT)
-        monkeypatch.setattr(joint, "FIRST_SECONDS", 0.0)
-        return
     if phase == "lexicographic":
         monkeypatch.setattr(joint, "_lex", lambda enc, deadline: False)
         return
@@ -71,15 +66,14 @@ def test_handoff_at_any_phase_gives_the_yices_schedule(name, files, monkeypatch)
     plain = _solve(name, files)
     from twill import joint_cpsat
     calls = []
-    for entry in ("first_at", "finish_from"):
-        real = getattr(joint_cpsat, entry)
-        monkeypatch.setattr(joint_cpsat, entry, lambda *a, real=real, entry=entry: calls.append(entry) or real(*a))
-    for phase in ("first", *joint_cpsat.PHASES):
+    real = joint_cpsat.finish_from
+    monkeypatch.setattr(joint_cpsat, "finish_from", lambda *a: calls.append("finish_from") or real(*a))
+    for phase in joint.HANDED_OFF:
         with monkeypatch.context() as m:
             _run_out_at(m, phase)
             calls.clear()
             assert _solve(name, files) == plain, phase
-            assert calls == ["first_at" if phase == "first" else "finish_from"], phase  # CP-SAT took over
+            assert calls == ["finish_from"], phase  # CP-SAT took over
 
 
 def test_handoff_is_the_default_backends_only():

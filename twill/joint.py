@@ -169,6 +169,9 @@ TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
               ("starts", 0))  # then as soon as possible: the least sum of starts among those schedules
 
 HANDOFF_SECONDS = 4.0  # Yices' time on one phase after the first schedule before CP-SAT takes it over
+# The phases that may be handed over: not L, which CP-SAT proved far slower than Yices where Yices needed
+# more than HANDOFF_SECONDS for it (the corpus' fa4_p3_d64: Yices 10 s, CP-SAT not within 60 s).
+HANDED_OFF = ("roles", "cross-role edges", "warps", "starts", "lexicographic")
 
 
 def _handoff_available(p: Problem) -> bool:
@@ -181,7 +184,8 @@ def _handoff_available(p: Problem) -> bool:
 def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
     """At a satisfiable (I, L): least L, then fewest roles, cross-role edges and warps, earliest starts,
     then the lexicographic steps (`_lex`). Returns (L, L proven, all proven), or a JointResult where
-    `handoff(phase, proven, floor)` (CP-SAT) took over a phase Yices did not finish in HANDOFF_SECONDS.
+    `handoff(phase, proven, floor)` (CP-SAT) took over a phase of HANDED_OFF that Yices did not finish
+    in HANDOFF_SECONDS.
 
     Every phase's answer is its proven optimum and the lexicographic steps leave one schedule, so the
     result does not depend on which solver proved which phase (nor on the machine's speed)."""
@@ -194,18 +198,19 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
     for what, run, floor in phases:
         if what != "L":
             report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
-        budget = deadline if handoff is None else min(deadline or math.inf, time.monotonic() + HANDOFF_SECONDS)
+        stays = handoff is None or what not in HANDED_OFF
+        budget = deadline if stays else min(deadline or math.inf, time.monotonic() + HANDOFF_SECONDS)
         value, finished = run(budget)
         if what == "L":
             length = value
         if finished:
             proven[what] = value
             continue
-        if handoff is not None and (deadline is None or time.monotonic() < deadline):
+        if not stays and (deadline is None or time.monotonic() < deadline):
             result = handoff(what, proven, enc.floor.get(what, floor))
             if result is not None:
                 return result
-        if handoff is not None and deadline is None:  # (CP-SAT found nothing: never without a deadline)
+        if not stays and deadline is None:  # (CP-SAT found nothing: never without a deadline)
             handoff = None
             value, finished = run(None)
             if what == "L":
@@ -260,15 +265,14 @@ def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
                                          hint="run `twill explain` to see which constraints conflict"))
 
 
-FIRST_SECONDS = 10.0  # Yices' time on the first schedule at the SWP bound before CP-SAT joins in
-
-
-def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, swp_starts=()):
+def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried):
     """The search at one I: (status, the JointResult when satisfiable). At the SWP bound L ascends
     from stage 1's length at once; past it a whole-window check comes first (most I there are refuted,
-    and one check refutes an I faster than the ascent through its lengths). At the SWP bound, where
-    Yices finds no schedule in FIRST_SECONDS, CP-SAT searches from stage 1's starts (`swp_starts`):
-    a schedule there is at the least I whichever solver finds it."""
+    and one check refutes an I faster than the ascent through its lengths).
+
+    Tried, not kept (docs/benchmarks.md, log, session 26): at the SWP bound, CP-SAT from stage 1's
+    starts where Yices' ascent found no schedule in 10 s; it found none on the 7 corpus graphs waiting
+    there either."""
     lmax = window(p, ii, swp_length, extra_copies)
     may_hand_off = _handoff_available(p)
     with JointEncoding(p, ii, lmax) as enc:
@@ -276,16 +280,6 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
         if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
-        elif whole == Status.SAT and ii == first_ii and may_hand_off:
-            budget = min(deadline or math.inf, time.monotonic() + FIRST_SECONDS)
-            status, below = _first_length(enc, lb, lmax, budget)
-            if status == Status.TIMEOUT and (deadline is None or time.monotonic() < deadline):
-                from .joint_cpsat import first_at
-                hint = role_hints(p, enc.slots)
-                status, result = first_at(p, ii, lmax, below + 1, dict(swp_starts), hint[0] if hint else None,
-                                          deadline, report, tried + [(ii, Status.SAT)], time.monotonic())
-                tried.append((ii, Status.SAT if result is not None else status))
-                return status, result
         else:
             status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
         tried.append((ii, status))
@@ -358,8 +352,7 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
         tried.append((first_ii, Status.UNSAT))
     else:
         report("joint", {"I": first_ii})
-        status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried,
-                                    swp_starts)
+        status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried)
         if status != Status.UNSAT:
             return result
     if max_ii is None:

@@ -93,17 +93,6 @@ def finish_from(p: Problem, ii: int, lmax: int, proven: dict[str, int], phase: s
     return None
 
 
-def first_at(p: Problem, ii: int, lmax: int, floor: int, starts: dict, roles: dict | None, deadline, report, tried,
-             t0: float):
-    """The hand-off from Yices (joint.py) before any schedule at `ii`: every L below `floor` refuted,
-    and a guess to look at first (stage 1's `starts`, `roles`: joint.role_hint's). (UNSAT, None): no
-    schedule at `ii` within the window; (SAT, the JointResult, proven or not); (TIMEOUT, None)."""
-    model = CpJoint(p, ii, lmax, floor)
-    model.order_starts(orderings(p))
-    model.hint(starts, roles)
-    return _from_least_length(model, ii, deadline, report, tried, t0)
-
-
 def _from_least_length(model: CpJoint, ii: int, deadline, report, tried, t0):
     status, length = model.minimize("L", deadline, SEED)
     if length is None:
