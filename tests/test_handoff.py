@@ -93,5 +93,6 @@ def test_time_limit_during_handoff_returns_the_best_schedule(files, monkeypatch)
     """A time limit that ends CP-SAT's part still returns the best schedule found, not proven."""
     monkeypatch.setattr(joint, "HANDOFF_SECONDS", 0.0)
     with pytest.raises(TimeLimitReached) as exc:
-        _solve("random_n24_s5", files, time_limit=6)
-    assert exc.value.schedule is not None and not exc.value.schedule.complete
+        _solve("random_n24_s5", files, time_limit=4)  # (its first schedule: 1 s; the whole proof: 9-14 s)
+    s = exc.value.schedule
+    assert s is not None and s.stage == "joint" and not s.complete
