@@ -135,10 +135,14 @@ def run_one(name: str, gpu: str, timeout: float, backend: str = "yices") -> dict
 CORPUS_RESULTS = ROOT / "bench" / "corpus-results.json"
 
 
-def corpus_child(tir: str, machine_yaml: str, backend: str = "yices") -> int:
+def corpus_child(tir: str, machine_yaml: str, backend: str = "yices", limit: str = "") -> int:
     """One corpus solve: like `child`, plus when each joint phase began (from the progress reports:
-    the escalation over I, then L, then each tie-break), so the first schedule's time is known."""
+    the escalation over I, then L, then each tie-break), so the first schedule's time is known, and
+    the joint stage's slowest checks (phase, bound, answer, seconds). With `limit` (seconds) the solve
+    runs under that --time-limit, so a graph that does not finish still reports where its time went
+    (status "timeout", `schedule`: whether it had a joint schedule)."""
     marks: list[tuple[float, str]] = []
+    checks: list[tuple[float, str, str, str]] = []
     t0 = 0.0  # reset when the solve starts: times are the solve's own, as its stats
 
     def progress(stage: str, info: dict) -> None:
@@ -148,22 +152,46 @@ def corpus_child(tir: str, machine_yaml: str, backend: str = "yices") -> int:
         if not marks or marks[-1][1] != phase:
             marks.append((time.perf_counter() - t0, phase))
 
-    out: dict = {}
-    try:
-        from twill.fileio import load_graph
-        from twill.machine import load_machine
-        from twill.pipeline import SolveOptions, solve
-        graph, machine = load_graph(tir), load_machine(machine_yaml)
-        t0 = time.perf_counter()
-        schedule = solve(graph, machine, SolveOptions(timings=True, smt_backend=backend), progress)
-        end = time.perf_counter() - t0
+    def phases_until(end: float) -> dict[str, float]:
         phases: dict[str, float] = {}
         for (t, name), nxt in zip(marks, [m[0] for m in marks[1:]] + [end]):
             phases[name] = round(phases.get(name, 0.0) + nxt - t, 3)
-        first = next((t for t, name in marks if name == "L"), None)
-        out = {"status": "ok", "ii": schedule.ii, "length": schedule.length, "optimal": bool(schedule.optimal),
-               "roles": [[r.name, r.warps] for r in schedule.roles], "stats": dict(schedule.stats),
-               "phases": phases, "first_seconds": None if first is None else round(first, 3)}
+        return phases
+
+    out: dict = {}
+    try:
+        from twill.encoding import JointEncoding
+        from twill.errors import TimeLimitReached
+        from twill.fileio import load_graph
+        from twill.machine import load_machine
+        from twill.pipeline import SolveOptions, solve
+        plain_check = JointEncoding.check
+
+        def timed_check(self, deadline=None, at_most=None, assume=None, roles=None):
+            status = plain_check(self, deadline, at_most, assume, roles)
+            what = ",".join(f"{k}<={v}" for k, v in (at_most or {}).items()) + (" (role hint)" if roles else "")
+            checks.append((round(self.last_check_seconds, 3), marks[-1][1] if marks else "", f"I={self.lo} {what}",
+                           status.name))
+            return status
+
+        JointEncoding.check = timed_check
+        graph, machine = load_graph(tir), load_machine(machine_yaml)
+        t0 = time.perf_counter()
+        options = SolveOptions(timings=True, smt_backend=backend, time_limit=float(limit) if limit else None)
+        try:
+            schedule = solve(graph, machine, options, progress)
+        except TimeLimitReached as exc:
+            end = time.perf_counter() - t0
+            out = {"status": "timeout", "schedule": getattr(exc.schedule, "stage", None) == "joint",
+                   "phases": phases_until(end)}
+        else:
+            end = time.perf_counter() - t0
+            first = next((t for t, name in marks if name == "L"), None)
+            out = {"status": "ok", "ii": schedule.ii, "length": schedule.length, "optimal": bool(schedule.optimal),
+                   "roles": [[r.name, r.warps] for r in schedule.roles], "stats": dict(schedule.stats),
+                   "phases": phases_until(end), "first_seconds": None if first is None else round(first, 3)}
+        out["slowest_checks"] = sorted(checks, reverse=True)[:8]
+        out["checks"] = len(checks)
     except Exception as exc:  # reported, never fatal
         out = {"status": "error", "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -174,17 +202,19 @@ def corpus_child(tir: str, machine_yaml: str, backend: str = "yices") -> int:
 
 
 def bench_corpus(families: list[str] | None, max_ops: int | None, timeout: float, workdir: Path,
-                 backend: str = "yices") -> dict:
+                 backend: str = "yices", names: list[str] | None = None) -> dict:
     """Every corpus case (bench/corpus.py), solved once in a fresh process under `nice`."""
     import corpus
     out = {}
     for case, tir, yaml in corpus.write(workdir):
         ops = case.ops()
-        if (families and case.family not in families) or (max_ops and ops > max_ops):
+        if ((families and case.family not in families) or (max_ops and ops > max_ops)
+                or (names and case.name not in names)):
             continue
         print(f"  {case.name} ({case.family}, {ops} ops, {case.gpu}) ...", end="", file=sys.stderr, flush=True)
-        cmd = ["nice", sys.executable, str(Path(__file__).resolve()), "--corpus-child", str(tir), str(yaml), backend]
-        r, elapsed = run_child(cmd, timeout, ROOT)
+        cmd = ["nice", sys.executable, str(Path(__file__).resolve()), "--corpus-child", str(tir), str(yaml), backend,
+               str(timeout)]
+        r, elapsed = run_child(cmd, timeout + 30, ROOT)  # the child stops itself at `timeout` (--time-limit)
         r.update({"family": case.family, "gpu": case.gpu, "seed": case.seed, "ops": ops,
                   "units": dict(case.units), "process_seconds": round(elapsed, 3)})
         r.pop("maxrss_kib", None)
@@ -240,8 +270,11 @@ def corpus_section(data: dict) -> list[str]:
                          f"| {big[0]} {_s(big[1])} | {c.get('peak_mib', '')} |")
         else:
             what = f"timeout (> {timeout:g} s)" if c["status"] == "timeout" else c.get("error", c["status"])
+            if c["status"] == "timeout" and "schedule" in c:
+                what += ", a joint schedule" if c["schedule"] else ", no joint schedule"
+            big = max(c.get("phases", {}).items(), key=lambda kv: kv[1], default=("", None))
             lines.append(f"| {n} | {c['family']} | {c['ops']} | {gpu} | {c['seed']} | - | - "
-                         f"| {what.replace('|', '/')} | | | | | | |")
+                         f"| {what.replace('|', '/')} | | | | | {big[0]} {_s(big[1])} | |".replace("  |", " |"))
     lines += ["", "`first`: when the joint stage reported its first schedule (the L search began); `largest phase`:"
               " the longest of the joint stage's phases (`escalation` over I up to the first schedule, `L`, then"
               " each tie-break) or of the other stages.", ""]
@@ -552,7 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family", action="append", help="with --corpus: only this family (repeatable)")
     ap.add_argument("--max-ops", type=int, help="with --corpus: only graphs of at most this many ops")
     ap.add_argument("--child", nargs=3, metavar=("TIR", "GPU", "BACKEND"), help=argparse.SUPPRESS)
-    ap.add_argument("--corpus-child", nargs=3, metavar=("TIR", "YAML", "BACKEND"), help=argparse.SUPPRESS)
+    ap.add_argument("--name", action="append", help="with --corpus: only this graph (repeatable)")
+    ap.add_argument("--corpus-child", nargs=4, metavar=("TIR", "YAML", "BACKEND", "LIMIT"), help=argparse.SUPPRESS)
     ap.add_argument("--smt-backend", default="yices", choices=("yices", "z3", "cpsat", "yices-cpsat"),
                     help="with --corpus: the joint stage's solver (default yices)")
     args = ap.parse_args(argv)
@@ -630,10 +664,10 @@ def run_corpus(args) -> int:
     before = [round(x, 2) for x in os.getloadavg()]
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     with tempfile.TemporaryDirectory() as tmp:
-        cases = bench_corpus(args.family, args.max_ops, timeout, Path(tmp), args.smt_backend)
+        cases = bench_corpus(args.family, args.max_ops, timeout, Path(tmp), args.smt_backend, args.name)
     data = {"format": FORMAT + "-corpus", "date": date, "timeout_seconds": timeout, "loadavg_before": before,
             "loadavg_after": [round(x, 2) for x in os.getloadavg()], "families": args.family,
-            "max_ops": args.max_ops, "smt_backend": args.smt_backend, "twill_commit": machine_description()["twill_commit"], "cases": cases}
+            "max_ops": args.max_ops, "names": args.name, "smt_backend": args.smt_backend, "twill_commit": machine_description()["twill_commit"], "cases": cases}
     print("\n".join(corpus_section(data)))
     res = args.out / "corpus-results.json" if args.out else CORPUS_RESULTS
     doc = args.out / "benchmarks.md" if args.out else DEFAULT_DOC

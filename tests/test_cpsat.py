@@ -1,7 +1,8 @@
 """The joint stage on CP-SAT (`--smt-backend cpsat`, and `yices-cpsat`: Yices up to the first
 schedule, CP-SAT for L and the tie-breaks) against Yices on the same graphs: the same I, L and
-tie-break values (roles, cross-role edges, warps, sum of starts) and, since the last tie-break
-(the lexicographically least starts) leaves one schedule, the same starts; every schedule passes
+tie-break values (roles, cross-role edges, warps, sum of starts) and, since the last tie-breaks
+(the lexicographically least starts, role slots and warps) leave one schedule, the same starts, roles
+and warps; every schedule passes
 the verifier, and a second CP-SAT solve gives the same file byte for byte."""
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def _graph(name, corpus_files):
 def _summary(s):
     return {"I": s.ii, "L": s.length, "optimal": s.optimal, "complete": s.complete, "roles": len(s.roles),
             "cross-role edges": len(s.cross_role_edges), "warps": sum(r.warps for r in s.roles),
-            "starts": sum(o.start for o in s.ops), "each start": [(o.name, o.start) for o in s.ops]}
+            "starts": sum(o.start for o in s.ops), "each start": [(o.name, o.start) for o in s.ops],
+            "each role": [(o.name, o.role) for o in s.ops], "role warps": [(r.name, r.warps) for r in s.roles]}
 
 
 @pytest.mark.slow

@@ -413,14 +413,22 @@ class CpJoint:
 
     # -- objectives and solving --------------------------------------------------------------------
     def objective(self, name: str):
-        """The objectives joint.py's search minimizes, by the names encoding.OBJECTIVES uses, and
-        ("starts:lex", ops, radix): sum(start[op_i] * radix**(len(ops) - 1 - i))."""
+        """The objectives joint.py's search minimizes, by the names encoding.OBJECTIVES uses ("start:OP",
+        "role:OP" and "warps:W" included), and (KIND, items, radix) for KIND "starts:lex", "roles:lex" or
+        "warps:lex": sum(term(item_i) * radix**(len(items) - 1 - i)), lexicographic where radix exceeds
+        every term's value."""
         if isinstance(name, tuple):
-            _, ops, radix = name
-            return sum(self.start[v] * radix ** (len(ops) - 1 - i) for i, v in enumerate(ops))
+            kind, items, radix = name
+            one = {"starts:lex": "start", "roles:lex": "role", "warps:lex": "warps"}[kind]
+            return sum(self.objective(f"{one}:{v}") * radix ** (len(items) - 1 - i) for i, v in enumerate(items))
         kind, _, op = name.partition(":")
         if kind == "start":
             return self.start[op]
+        if kind == "role":
+            return self.role[op]
+        if kind == "warps" and op:
+            w = int(op)
+            return self.p.limits.warp_group * self.big[w] + self.small[w]
         return {
             "L": lambda: self.L,
             "roles": lambda: sum(self.used),
@@ -484,6 +492,10 @@ class CpJoint:
         return Status.TIMEOUT, None
 
     # -- the last solution, in the graph's names ---------------------------------------------------
+    def solved(self) -> bool:
+        """Whether a solve has found a solution (the values below are the last one's)."""
+        return getattr(self, "_solution", None) is not None
+
     def starts(self) -> dict[str, int]:
         return {v: self._solution[self.start[v]] for v in self.names}
 

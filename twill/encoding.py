@@ -33,7 +33,7 @@ OBJECTIVES = {
                                                  for d in e.p.deps]),
     "warps": lambda e: e.add(*[e.warps(w) for w in range(e.K)]),
     "starts": lambda e: e.add(*[e.start[t.name] for t in e.p.tasks]),
-    # and "start:OP": one op's start
+    # and "start:OP": one op's start, "role:OP": its role slot, "warps:W": role slot W's warps
 }
 
 
@@ -66,6 +66,7 @@ class JointEncoding:
         self._params = None
         self._objectives: dict = {}
         self.checks, self.last_check_seconds = 0, 0.0
+        self.floor: dict[str, int] = {}  # objective -> the least value a minimization has not refuted
 
     @classmethod
     def over(cls, p: Problem, lo: int, hi: int, copies: int, families=FAMILIES) -> "JointEncoding":
@@ -95,8 +96,10 @@ class JointEncoding:
     # -- checks ---------------------------------------------------------------------------------
     def _term(self, objective: str):
         if objective not in self._objectives:
-            kind, _, op = objective.partition(":")
-            self._objectives[objective] = self._e.start[op] if kind == "start" else OBJECTIVES[objective](self._e)
+            kind, _, what = objective.partition(":")
+            self._objectives[objective] = (OBJECTIVES[objective](self._e) if not what else
+                                           self._e.start[what] if kind == "start" else
+                                           self._e.role[what] if kind == "role" else self._e.warps(int(what)))
         return self._objectives[objective]
 
     def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None,
@@ -180,6 +183,7 @@ class JointEncoding:
                 lo = mid + 1
                 if not self.guards:  # proven: objective > mid, kept as a fact for the checks after it
                     self._assert([self._e.le(self._e.num(lo), self._term(objective))])
+                    self.floor[objective] = lo
         self.bound(objective, hi)
         return hi, lo >= hi
 

@@ -168,25 +168,75 @@ def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
 TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
               ("starts", 0))  # then as soon as possible: the least sum of starts among those schedules
 
-
-def _minimize(enc: JointEncoding, below: int, deadline, report):
-    """At a satisfiable (I, L): least L, then fewest roles, cross-role edges and warps, earliest starts."""
-    length, done = enc.minimize("L", below + 1, deadline, enc.makespan, from_below=FROM_BELOW)
-    ties = done
-    for what, floor in TIE_BREAKS:
-        report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
-        _, finished = enc.minimize(what, floor, deadline)
-        ties = ties and finished
-    return length, done, ties and _first_starts(enc, deadline)
+HANDOFF_SECONDS = 4.0  # Yices' time on one phase after the first schedule before CP-SAT takes it over
+# The phases that may be handed over: not L, which CP-SAT proved far slower than Yices where Yices needed
+# more than HANDOFF_SECONDS for it (the corpus' fa4_p3_d64: Yices 10 s, CP-SAT not within 60 s).
+HANDED_OFF = ("roles", "cross-role edges", "warps", "starts", "lexicographic")
 
 
-def _first_starts(enc: JointEncoding, deadline) -> bool:
+def _handoff_available(p: Problem) -> bool:
+    """The default backend hands a phase that Yices does not finish in HANDOFF_SECONDS to CP-SAT
+    (joint_cpsat.finish_from), where OR-Tools is installed; the answer is the same either way."""
+    import importlib.util
+    return p.option("smt_backend", "yices") == "yices" and importlib.util.find_spec("ortools") is not None
+
+
+def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
+    """At a satisfiable (I, L): least L, then fewest roles, cross-role edges and warps, earliest starts,
+    then the lexicographic steps (`_lex`). Returns (L, L proven, all proven), or a JointResult where
+    `handoff(phase, proven, floor)` (CP-SAT) took over a phase of HANDED_OFF that Yices did not finish
+    in HANDOFF_SECONDS.
+
+    Every phase's answer is its proven optimum and the lexicographic steps leave one schedule, so the
+    result does not depend on which solver proved which phase (nor on the machine's speed)."""
+    phases = [("L", lambda d: enc.minimize("L", below + 1, d, enc.makespan, from_below=FROM_BELOW), below + 1)]
+    phases += [(what, lambda d, what=what, floor=floor: enc.minimize(what, floor, d), floor)
+               for what, floor in TIE_BREAKS]
+    phases.append(("lexicographic", lambda d: (None, _lex(enc, d)), 0))
+    proven: dict[str, int] = {}
+    length = None
+    for what, run, floor in phases:
+        if what != "L":
+            report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
+        stays = handoff is None or what not in HANDED_OFF
+        budget = deadline if stays else min(deadline or math.inf, time.monotonic() + HANDOFF_SECONDS)
+        value, finished = run(budget)
+        if what == "L":
+            length = value
+        if finished:
+            proven[what] = value
+            continue
+        if not stays and (deadline is None or time.monotonic() < deadline):
+            result = handoff(what, proven, enc.floor.get(what, floor))
+            if result is not None:
+                return result
+        if not stays and deadline is None:  # (CP-SAT found nothing: never without a deadline)
+            handoff = None
+            value, finished = run(None)
+            if what == "L":
+                length = value
+            if finished:
+                proven[what] = value
+                continue
+        return length, what != "L", False
+    return length, True, True
+
+
+def _lex(enc: JointEncoding, deadline) -> bool:
     """After the least sum of starts, which more than one schedule can reach (the halves of a
-    sub-tiled graph swapped), the lexicographically least starts in op order among them: one
-    schedule, whatever path the solver took. Each op is checked just under its start in the last
-    model; nearly always refuted at once, then fixed (the sum leaves little room)."""
-    for v in enc.names:
-        objective = f"start:{v}"
+    sub-tiled graph swapped), the lexicographically least starts in op order among them, then the
+    least role slots in op order (slots are numbered in order of first use, so this picks one
+    partition of the ops into roles) and the fewest warps per slot: one schedule, whatever path the
+    solver took (joint_cpsat._lex takes the same steps)."""
+    return (_lex_least(enc, [f"start:{v}" for v in enc.names], deadline)
+            and _lex_least(enc, [f"role:{v}" for v in enc.names], deadline)
+            and _lex_least(enc, [f"warps:{w}" for w in range(enc.slots)], deadline))
+
+
+def _lex_least(enc: JointEncoding, objectives: list[str], deadline) -> bool:
+    """Each objective in turn at its least value given the ones before it: checked just under its
+    value in the last model; nearly always refuted at once, then fixed."""
+    for objective in objectives:
         now = enc.value(objective)
         status = Status.UNSAT if now <= 0 else enc.check(deadline, {objective: now - 1})
         if status == Status.TIMEOUT:
@@ -218,8 +268,13 @@ def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
 def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried):
     """The search at one I: (status, the JointResult when satisfiable). At the SWP bound L ascends
     from stage 1's length at once; past it a whole-window check comes first (most I there are refuted,
-    and one check refutes an I faster than the ascent through its lengths)."""
+    and one check refutes an I faster than the ascent through its lengths).
+
+    Tried, not kept (docs/benchmarks.md, log, session 26): at the SWP bound, CP-SAT from stage 1's
+    starts where Yices' ascent found no schedule in 10 s; it found none on the 7 corpus graphs waiting
+    there either."""
     lmax = window(p, ii, swp_length, extra_copies)
+    may_hand_off = _handoff_available(p)
     with JointEncoding(p, ii, lmax) as enc:
         lb = length_floor(p, swp_length if ii == first_ii else 0)
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
@@ -239,7 +294,17 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
                 return status, result
         enc.break_symmetry()  # after the first schedule: finding one is slower with it, proofs are not
         report("joint", {"I": ii, "L": length, "minimizing": "L", "last check s": _secs(enc)})
-        length, done, ties = _minimize(enc, below, deadline, report)
+        handoff = None
+        if may_hand_off:
+            from .joint_cpsat import finish_from
+
+            def handoff(phase, proven, floor):
+                return finish_from(p, ii, lmax, proven, phase, floor, enc.starts(), enc.roles(), deadline, report,
+                                   tried, time.monotonic())
+        out = _minimize(enc, below, deadline, report, handoff)
+        if isinstance(out, JointResult):
+            return status, out
+        length, done, ties = out
         slot, warps = enc.roles(), enc.role_warps()
         start = enc.starts()
         result = JointResult(ii, length, tuple((v, start[v]) for v in enc.names), tuple((v, slot[v]) for v in enc.names),

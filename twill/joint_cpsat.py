@@ -53,22 +53,62 @@ def finish(p: Problem, ii: int, lmax: int, floor: int, starts: dict, roles: dict
     """`--smt-backend yices-cpsat`: at the least I, where Yices has found a schedule (`starts`,
     `roles`) and refuted every L below `floor`, CP-SAT proves the least L and the tie-breaks.
     None when the deadline comes before CP-SAT has a schedule (the caller keeps Yices')."""
-    model = CpJoint(p, ii, lmax, floor)
+    return finish_from(p, ii, lmax, {}, "L", floor, starts, roles, deadline, report, tried, t0)
+
+
+# "lexicographic": the least starts, role slots and warps in order (joint._lex, _lex below)
+PHASES = ("L", *(what for what, _ in TIE_BREAKS), "lexicographic")
+
+
+def finish_from(p: Problem, ii: int, lmax: int, proven: dict[str, int], phase: str, floor: int, starts: dict,
+                roles: dict, deadline, report, tried, t0: float) -> JointResult | None:
+    """The hand-off from Yices (joint.py) at `phase` of PHASES: the phases before it proven (`proven`:
+    objective -> its least value), `phase`'s objective refuted below `floor`, and a schedule of them
+    (`starts`, `roles`: where CP-SAT looks first). CP-SAT proves `phase` and the ones after it, to the
+    same answer as Yices would reach (each phase's optimum, then the lexicographic steps, which leave
+    one schedule). None when the deadline comes before CP-SAT has a schedule (the caller keeps Yices')."""
+    model = CpJoint(p, ii, lmax, floor if phase == "L" else proven["L"])
     model.order_starts(orderings(p))
     model.hint(starts, roles)
+    for what, value in proven.items():  # each proven least: fixed (the proof of >= is Yices')
+        if value is not None:
+            model.bound(what, value)
+            model.m.add(model.objective(what) >= value)
+    if phase not in ("L", "lexicographic"):
+        model.m.add(model.objective(phase) >= floor)
+    if phase == "L":
+        return _from_least_length(model, ii, deadline, report, tried, t0)[1]
+    at = PHASES.index(phase) - 1  # its index in TIE_BREAKS (len(TIE_BREAKS) for "lexicographic")
+    if phase == "lexicographic":
+        status, _ = model.minimize("starts", deadline, SEED)  # a schedule of the proven values to start from
+    else:
+        report("joint", {"I": ii, "L": proven["L"], "minimizing": phase,
+                         "last check s": f"{time.monotonic() - t0:.2f}"})
+        status, value = model.minimize(phase, deadline, SEED)
+        if status == Status.SAT:
+            model.bound(phase, value)
+            at += 1
+    if model.solved():
+        return _ties(model, ii, Status.SAT, proven["L"], deadline, report, tried, t0, at, status == Status.SAT)
+    return None
+
+
+def _from_least_length(model: CpJoint, ii: int, deadline, report, tried, t0):
     status, length = model.minimize("L", deadline, SEED)
     if length is None:
-        return None
-    return _ties(model, ii, status, length, deadline, report, tried, t0)
+        return status, None
+    return Status.SAT, _ties(model, ii, status, length, deadline, report, tried, t0)
 
 
-def _ties(model: CpJoint, ii: int, status, length: int, deadline, report, tried, t0) -> JointResult:
-    """From the least L (status SAT: proven), the tie-breaks in order, each fixed at its optimum."""
+def _ties(model: CpJoint, ii: int, status, length: int, deadline, report, tried, t0, start_at: int = 0,
+          going: bool = True) -> JointResult:
+    """From the least L (status SAT: proven), the tie-breaks in order from TIE_BREAKS[start_at] (`going`:
+    the ones before it were proven), each fixed at its optimum, then the lexicographic steps."""
     done = status == Status.SAT
-    ties = done
-    if done:
+    ties = done and going
+    if ties:
         model.bound("L", length)
-        for what, _ in TIE_BREAKS:
+        for what, _ in TIE_BREAKS[start_at:]:
             report("joint", {"I": ii, "L": length, "minimizing": what, "last check s": f"{time.monotonic() - t0:.2f}"})
             status, value = model.minimize(what, deadline, SEED)
             if status != Status.SAT:
@@ -76,7 +116,7 @@ def _ties(model: CpJoint, ii: int, status, length: int, deadline, report, tried,
                 break
             model.bound(what, value)
         if ties:
-            ties = _first_starts(model, deadline)
+            ties = _lex(model, deadline)
     slot, start = model.roles(), model.starts()
     result = JointResult(ii, length if done else model.makespan(), tuple((v, start[v]) for v in model.names),
                          tuple((v, slot[v]) for v in model.names), tuple(sorted(model.role_warps().items())),
@@ -87,21 +127,30 @@ def _ties(model: CpJoint, ii: int, status, length: int, deadline, report, tried,
 LEX_BITS = 56  # the weights of one lexicographic objective stay below 2**LEX_BITS
 
 
-def _first_starts(model: CpJoint, deadline) -> bool:
-    """The lexicographically least starts in op order among the schedules of the least sum: a few
-    ops at a time, as one objective sum(start[v_i] * R**(k - i)) with R = lmax + 1 > every start
-    (exactly the lexicographic order of those k starts), each chunk's optimum fixed before the next."""
-    radix = model.lmax + 1
+def _lex(model: CpJoint, deadline) -> bool:
+    """joint.LEX's steps: the least starts in op order, then the least role slots in op order, then the
+    fewest warps per slot in slot order, among the schedules of every optimum before them."""
+    return (_lex_least(model, "starts:lex", model.names, model.lmax, model.starts, deadline)
+            and (model.K == 1 or _lex_least(model, "roles:lex", model.names, model.K - 1, model.roles, deadline))
+            and _lex_least(model, "warps:lex", [str(w) for w in range(model.K)], model.p.limits.warp_group,
+                           lambda: {str(w): n for w, n in model.role_warps().items()}, deadline))
+
+
+def _lex_least(model: CpJoint, kind: str, items, top: int, values, deadline) -> bool:
+    """The lexicographically least values of `items` (each in [0, top]) among the model's solutions: a few
+    items at a time, as one objective sum(term(item_i) * R**(k - i)) with R = top + 1 > every value
+    (exactly the lexicographic order of those k), each chunk's optimum fixed before the next."""
+    radix = top + 1
     k = max(1, LEX_BITS // radix.bit_length())
-    names = model.names
-    for i in range(0, len(names), k):
-        chunk = names[i:i + k]
-        status, _ = model.minimize(("starts:lex", tuple(chunk), radix), deadline, SEED)
+    one = {"starts:lex": "start", "roles:lex": "role", "warps:lex": "warps"}[kind]
+    for i in range(0, len(items), k):
+        chunk = items[i:i + k]
+        status, _ = model.minimize((kind, tuple(chunk), radix), deadline, SEED)
         if status != Status.SAT:
             return False
-        start = model.starts()
+        value = values()
         for v in chunk:
-            model.bound(f"start:{v}", start[v])
+            model.bound(f"{one}:{v}", value[v])
     return True
 
 
