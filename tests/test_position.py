@@ -215,3 +215,20 @@ def test_binding_reads_a_slope_per_head_under_a_batch_of_heads():
         assert plan["groups"][2] == period, slopes
     with pytest.raises(ArgumentError, match="S: one value per batch entry"):
         resolve(spec, {"Q": q, "K": q, "S": meta((4,), "float32")})
+
+
+def test_a_binding_takes_a_prologue_scalar_as_the_kernels_argument(tmp_path):
+    """attn_alibi's sm_scale is a prologue scalar (the slope's factor, read by the loop): the binding
+    takes it where the Triton kernel does and says whose scalar it is (the docstring once looked
+    for it among the epilogue's scalars alone, and emit-cuda --binding stopped with StopIteration)."""
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    from twill.machine import load_machine
+    from twill.schedule import Schedule
+    s = Schedule.from_json((Path(__file__).parent / "data" / "position" / "attn_alibi_sm90.h200.json").read_text())
+    model = build_model(s, load_machine("h200"))
+    files = binding_files(model, str(tmp_path / "k.cu"))
+    py = files[str(tmp_path / "k.py")]
+    assert "sm_scale: a Python float (the prologue's scalar sm_scale)" in py
+    assert "def attn_alibi_kernel(Q=None, K=None, V=None, O=None, SLOPES=None, stride_bh=None, stride_n=None, " \
+           "N_CTX=None, H=None, sm_scale=None, *, exp2_scale=1.4426950408889634" in py
