@@ -232,3 +232,7 @@ def test_a_binding_takes_a_prologue_scalar_as_the_kernels_argument(tmp_path):
     assert "sm_scale: a Python float (the prologue's scalar sm_scale)" in py
     assert "def attn_alibi_kernel(Q=None, K=None, V=None, O=None, SLOPES=None, stride_bh=None, stride_n=None, " \
            "N_CTX=None, H=None, sm_scale=None, *, exp2_scale=1.4426950408889634" in py
+    # SLOPES [H] under Q's [B, H]: one value per batch entry, wrapped (the hostcall merge once lost it)
+    assert "'per_batch': True" in py and "SLOPES: torch.float32" in py and "([H] under [B, H])" in py
+    entry = files[str(tmp_path / "k_entry.cu")]
+    assert "p.slope_batch_period = static_cast<int>(a.batch_groups[" in entry

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import epilogue, partial
-from .batch_groups import field_of as group_field_of, shareable
+from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
 from .descale import has_scale
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
 
@@ -70,12 +70,14 @@ class Argument:
     shared: bool = False  # may hold one batch entry per group of the others' (batch_groups: GQA)
     source: str = ""  # the graph's name for it (an input, a load, a carry or epilogue output, a store op)
     iter_div: int = 1  # a per-iteration tile's row is the iteration over this: ceil(I / iter_div) rows
+    per_batch: bool = False  # one value per batch entry, broadcast over leading batch dimensions (batch_groups)
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
                 "esize": dtype_bytes(self.dtype), "dims": [list(d) for d in self.dims],
                 "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared,
-                **({"iter_div": self.iter_div} if self.iter_div > 1 else {})}
+                **({"iter_div": self.iter_div} if self.iter_div > 1 else {}),
+                **({"per_batch": True} if self.per_batch else {})}
 
 
 def py_name(name: str, taken: set[str]) -> str:
@@ -195,7 +197,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
         source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
-                       t.iter_div)
+                       t.iter_div, all(map(periodic, members)))
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return _as_imported(m.graph, tuple(inputs + outputs))
@@ -325,7 +327,9 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
             if x.label:
                 lines.append(f"  p.{x.field}_{x.label}_step = {x.step};")
                 lines.append(f"  p.{x.field}_{x.label}_offset = {x.offset};")
-            if a.shared:
+            if a.per_batch:  # its slot is the period: its entries, under the others' batch (batch_groups)
+                lines.append(f"  p.{period_field(x.field)} = static_cast<int>(a.batch_groups[{i}]);")
+            elif a.shared:
                 lines.append(f"  p.{group_field_of(x.field)} = static_cast<int>(a.batch_groups[{i}]);")
     lines += [
         "  int current = 0;",
@@ -366,6 +370,7 @@ def _arg_doc(a: Argument, partial: dict[str, str]) -> str:
            else " (views of it: strided loads)")
     parts = ("; the graph's " + ", ".join(x.value for x in a.parts) + how) if len(a.parts) > 1 else ""
     note = "; zeroed first: the CTAs add into it" if a.zero else ""
+    note += "; or one per entry of the last batch dimensions ([H] under [B, H])" if a.per_batch else ""
     where = f" ({', '.join(grid)})" if grid else ""
     return f"{a.name}: torch.{TORCH_DTYPE[a.dtype]} {_layout(a)}{where}{parts}{note}"
 
