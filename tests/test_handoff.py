@@ -93,6 +93,7 @@ def test_time_limit_during_handoff_returns_the_best_schedule(files, monkeypatch)
     """A time limit that ends CP-SAT's part still returns the best schedule found, not proven."""
     monkeypatch.setattr(joint, "HANDOFF_SECONDS", 0.0)
     with pytest.raises(TimeLimitReached) as exc:
-        _solve("random_n24_s5", files, time_limit=4)  # (its first schedule: 1 s; the whole proof: 9-14 s)
+        # (its first schedule: 1 s alone, past 4 s in CI's run on 2 busy cores; the whole proof: 9-14 s alone)
+        _solve("random_n24_s5", files, time_limit=8)
     s = exc.value.schedule
     assert s is not None and s.stage == "joint" and not s.complete

@@ -294,7 +294,11 @@ def test_the_loop_tightens_a_model_that_ptxas_contradicts(tmp_path):
     assert re.search(r"role mma \(setmaxnreg \d+, the model counts 232, ptxas \d+ alone\): \d+ bytes spilled", lines[1]), lines
     assert re.match(r"ptxas loop: round 1: role mma \([\w, ]+\) gets 0 -> \d+ registers the model did not see "
                     r"\(it was \d+ registers short", lines[2]), lines
-    assert "no spills, no serialized wgmma" in lines[3] and lines[4].startswith("ptxas loop: emitting round 1")
+    # round 1 is clean, or clean but for its persistent kernel<true> (the tile loop's registers: then
+    # the kernel runs one CTA per tile, ptxas_loop.persistent_worse)
+    assert lines[3].startswith("ptxas loop: I = ") and re.search(r"kernel<false, false>: \d+ bytes spill", lines[3]) is None
+    assert lines[4].startswith("ptxas loop: emitting round 1") or (
+        lines[4].startswith("ptxas: the persistent kernel<true> compiles worse") and "(round 1's schedule)" in lines[4])
     after = out.read_text()
     assert after != before and "role mma0: 4 warp(s)" in after and "role mma1: 4 warp(s)" in after
     report = ptxas.compile_kernel(after, "sm_90a")

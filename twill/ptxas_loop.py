@@ -173,10 +173,11 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         note(f"ptxas loop: I = {again.ii} (was {schedule.ii}), L = {again.length}, "
              f"roles {', '.join(f'{r.name} {r.registers}' for r in again.roles) or 'derived'}; "
              f"{found.report.summary()}")
-    chosen = next((i for i, r in enumerate(history) if r.found.report.clean), 0)
-    if persistent_worse(history[chosen].found.report):  # (the loop above stops at a clean kernel<false> too)
-        chosen = next(i for i, r in enumerate(history) if persistent_worse(r.found.report)
-                      and (one_tile_clean(r.found.report) or i == chosen))
+    chosen = next((i for i, r in enumerate(history) if r.found.report.clean), None)
+    if chosen is None:  # else the first round clean without its persistent instances (the loop stops there too)
+        chosen = next((i for i, r in enumerate(history) if persistent_worse(r.found.report)
+                       and one_tile_clean(r.found.report)), 0)
+    if persistent_worse(history[chosen].found.report):
         pick = history[chosen]
         note("ptxas: the persistent kernel<true> compiles worse than kernel<false> (" + pick.found.report.summary()
              + "): one CTA per tile" + (f" (round {chosen}'s schedule)" if solves else ""))

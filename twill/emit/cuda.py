@@ -35,7 +35,10 @@ class Renderer(Stores, Kernel):
         self.ragged_refusal = self._ragged_refusal()
         # op -> (value, dim) of the partial-tile masks the kernel emits: none where it refuses one
         self.masks = {} if self.ragged_refusal else model.ragged.mask_at
-        self.masked_roles = {model.op_role[op] for op in self.masks}  # their functions take kTail
+        # value -> dim of those its role masks before handing it to another role's rowmax / exp2
+        self.published = {} if self.ragged_refusal else model.ragged.publish_at
+        self.masked_roles = ({model.op_role[op] for op in self.masks}
+                             | {model.op_role[v] for v in self.published})  # their functions take kTail
         # grid axis -> why its last tile may not be partial ("": it may; partial.py)
         self.partial = partial.plan(model, bool(self.causal.masks))
 
@@ -136,7 +139,7 @@ class Renderer(Stores, Kernel):
             f"constexpr bool kRagged = {'false' if why else 'true'};  // the last iteration's tile may be partial"
             + (f": not here, {why}" if why else ""),
             "static_assert(kLoopStep > 0 || !kRagged, \"a partial last tile needs a loop step\");",
-            f"constexpr bool kMasks = {'true' if self.masks else 'false'};  // a role masks a partial last "
+            f"constexpr bool kMasks = {'true' if self.masks or self.published else 'false'};  // a role masks a partial last "
             "tile (kernel<..., true>, launched only for one)", *partial.constant_lines(self.partial))
         if m.ctas_per_sm > 1:
             out(f"constexpr int kCtasPerSm = {m.ctas_per_sm};  // CTAs an SM runs at once: the roles' registers "

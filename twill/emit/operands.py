@@ -157,6 +157,8 @@ class Operands:
         if m.target.async_register_mma and m.ops[name].opcode == "mma":  # an async result: complete it first
             out(f"twill::wgmma_wait<0>();  // {name}[{it}] is complete", f"twill::fence_frag({buf});")
             self._retire(0)
+        if chan.kind == "stage" and name in self.r.published:  # masked before another role's rowmax / exp2
+            self._mask_past(out, name, self.r.published[name], buf, t, it)
         out(f"{ring}.wait_empty({ring_pos(it)});  // hand {name}[{it}] to {', '.join(chan.consumers)}")
         if chan.kind == "stage":
             out(f"twill::frag_to_buffer(sm.stage_{chan.ident}[{slot}], {buf}, {self.row0(t.shape[0])}, "

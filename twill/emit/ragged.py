@@ -24,10 +24,16 @@ class Ragged:
     step: int  # elements of the loop axis one iteration covers (0: no loaded tile runs along it)
     masks: tuple[tuple[str, str, int], ...]  # (op, value, dim): before op, value's elements past the extent become -inf
     why_not: str  # "" when a partial last tile is supported, else the reason
+    # (value, dim): masked by the role computing it before it is handed to another role's rowmax / exp2
+    published: tuple[tuple[str, int], ...] = ()
 
     @property
     def mask_at(self) -> dict[str, tuple[str, int]]:
         return {op: (value, dim) for op, value, dim in self.masks}
+
+    @property
+    def publish_at(self) -> dict[str, int]:
+        return dict(self.published)
 
 
 def plan(model) -> Ragged:
@@ -43,7 +49,7 @@ def plan(model) -> Ragged:
     if not any(op.opcode == "mma" for op in model.graph.ops):  # a row statistic's pass (tensors.py)
         return Ragged(step, (), zero_fill_refusal(model, axis))
     order = {op.name: i for i, op in enumerate(model.graph.ops)}
-    masks = []
+    masks, published = [], []
     for value in sorted(model.uses):
         info = model.values.get(value)
         if info is None:
@@ -66,10 +72,15 @@ def plan(model) -> Ragged:
             return refuse("in a later iteration")
         if info.type.space != "reg" or len(info.type.shape) != 2 or len(dims) != 1 or not model.target.register_fragments:
             return refuse("not as a register fragment of sm_90a, which is all the mask is emitted for")
-        if any(u.role != info.role for u in readers):
-            return refuse("in another role than the one computing it")
-        masks.append((first.op, value, dims[0]))
-    return Ragged(step, tuple(sorted(masks)), "")
+        # a reader in another role reads the copy handed to it (registers through shared memory, in
+        # place): the role computing the value masks it before the hand-over; its own first reader
+        # masks it where it reads it (the same elements again: -inf stays -inf)
+        own = [u for u in readers if u.role == info.role]
+        if len(own) < len(readers):
+            published.append((value, dims[0]))
+        if own:
+            masks.append((min(own, key=lambda u: (model.sched[u.op].start, order[u.op])).op, value, dims[0]))
+    return Ragged(step, tuple(sorted(masks)), "", tuple(sorted(published)))
 
 
 # A loop without an mma (a row statistic's pass over X [M, L]): the zero fill past the extent is

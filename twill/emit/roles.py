@@ -404,6 +404,12 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         a = args[0]
         if a.where != "reg" or a.view:
             raise EmitError(f"op '{name}' reads {value} from {a.where}: a partial tile is masked in registers only")
+        self._mask_past(out, value, dim, a.expr, a.type, it)
+
+    def _mask_past(self, out: Lines, value: str, dim: int, expr: str, t, it: Inst) -> None:
+        """`value`'s instance `it` in the registers `expr`: where it is iteration n - 1 of a partial
+        last tile, its elements past the loop's extent become -inf (before its first reader in this
+        role, `_mask`, or before it is handed to another role, `Operands._publish`)."""
         # Where this instance is iteration n - 1: never in the prologue (n >= kStages); at n + off
         # in the epilogue; at n - r + off in `case r` after the loop; in the loop (j <= n - kUnroll)
         # only in its last window, and there only on the loop's last pass, tested at run time.
@@ -420,6 +426,6 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         # (kernel<..., true> runs only for a partial tile, but without the test of loop_tail ptxas
         # spilled 4 bytes in the 192-key kernel's)
         out(f"if constexpr (kTail) if ({last}args.loop_tail < kLoopStep) "
-            f"twill::mask_past<{dim}>({a.expr}, {self.row0(a.type.shape[0])}, args.loop_tail);  "
+            f"twill::mask_past<{dim}>({expr}, {self.row0(t.shape[0])}, args.loop_tail);  "
             f"// a partial last tile: {value}'s {('rows', 'columns')[dim]} past the loop's extent are absent")
 

@@ -1114,9 +1114,9 @@ static_assert(128 * 24 + 128 * 176 + 128 * 168 + 128 * 136 <= 65536, "the warpgr
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
-constexpr bool kRagged = false;  // the last iteration's tile may be partial: not here, rowmax m_new0 reads s0, which runs along the loop, in another role than the one computing it
+constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
-constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
+constexpr bool kMasks = true;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr bool kPartialM = true;  // Problem::m_extent may end inside a tile
 constexpr bool kPartialN = true;  // Problem::n_extent may end inside a tile
 constexpr int kSmemModel = 81920;  // bytes the model counts: invariant inputs + ring buffers
@@ -1344,6 +1344,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
 }
 
 // ---- role consumer0: 4 warp(s), 176 registers; ops s0, s1, m_new0, m_new1, alpha0, alpha1, l_i_new1, acc_rescale0, acc_rescale1, acc_new0, acc_new1 ----
+template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)
 __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -1637,6 +1638,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_wait<0>();  // s0[j + 1] is complete
       twill::fence_frag(s0[0]);
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
       sm.ring_s0.wait_empty(tile.pos + j + 1);  // hand s0[j + 1] to softmax0
       twill::frag_to_buffer(sm.stage_s0[0], s0[0], 0, 128);
       sm.ring_s0.arrive_full(tile.pos + j + 1);
@@ -1657,6 +1659,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
       // acc_rescale0 = rescale acc0, alpha0 (iteration j)
       twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
       // m_new0 = rowmax s0, m_i0 (iteration j + 1)
       twill::op_rowmax(m_new0[1], s0[0], m_new0[0]);
       sm.ring_m_new0.wait_empty(tile.pos + j + 1);  // hand m_new0[j + 1] to softmax0
@@ -1682,6 +1685,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_wait<0>();  // s1[j + 1] is complete
       twill::fence_frag(s0[0]);
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
       sm.ring_s1.wait_empty(tile.pos + j + 1);  // hand s1[j + 1] to softmax1
       twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
       sm.ring_s1.arrive_full(tile.pos + j + 1);
@@ -1702,6 +1706,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
       // acc_rescale1 = rescale acc1, alpha1 (iteration j)
       twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[0]);
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
       // m_new1 = rowmax s1, m_i1 (iteration j + 1)
       twill::op_rowmax(m_new1[1], s0[0], m_new1[0]);
       sm.ring_m_new1.wait_empty(tile.pos + j + 1);  // hand m_new1[j + 1] to softmax1
@@ -1819,6 +1824,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_wait<0>();  // s0[j] is complete
         twill::fence_frag(s0[0]);
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
         sm.ring_s0.wait_empty(tile.pos + j);  // hand s0[j] to softmax0
         twill::frag_to_buffer(sm.stage_s0[0], s0[0], 0, 128);
         sm.ring_s0.arrive_full(tile.pos + j);
@@ -1839,6 +1845,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
         // acc_rescale0 = rescale acc0, alpha0 (iteration j - 1)
         twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
         // m_new0 = rowmax s0, m_i0 (iteration j)
         twill::op_rowmax(m_new0[0], s0[0], m_new0[1]);
         sm.ring_m_new0.wait_empty(tile.pos + j);  // hand m_new0[j] to softmax0
@@ -1864,6 +1871,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_wait<0>();  // s1[j] is complete
         twill::fence_frag(s0[0]);
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
         sm.ring_s1.wait_empty(tile.pos + j);  // hand s1[j] to softmax1
         twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
         sm.ring_s1.arrive_full(tile.pos + j);
@@ -1884,6 +1892,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
         // acc_rescale1 = rescale acc1, alpha1 (iteration j - 1)
         twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[1]);
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
         // m_new1 = rowmax s1, m_i1 (iteration j)
         twill::op_rowmax(m_new1[0], s0[0], m_new1[1]);
         sm.ring_m_new1.wait_empty(tile.pos + j);  // hand m_new1[j] to softmax1
@@ -2303,7 +2312,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     if (warp == 0) role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<176>();  // register budget of this warpgroup
-    role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    role_consumer0<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else if (warpgroup == 2) {
     twill::setmaxnreg_inc<168>();  // register budget of this warpgroup

@@ -488,8 +488,8 @@ SPEC = {'kernel': 'attn_exp_kernel',
  'entry': 'heldout_attn_exp.h200_entry.cu',
  'stages': 3,
  'loop_step': 128,
- 'ragged': False,
- 'ragged_why': 'rowmax m_new0 reads s0, which runs along the loop, in another role than the one computing it',
+ 'ragged': True,
+ 'ragged_why': '',
  'axes': ['m', 'n'],
  'partial': {'m': '', 'n': ''},
  'args': [{'name': 'Q',
@@ -542,7 +542,7 @@ def attn_exp_kernel(Q=None, K=None, V=None, O=None, stride_bh=None, stride_n=Non
     sm_scale: a Python float (the Triton kernel's argument, read by exp2_scale = sm_scale * 1.4426950408889634)
     stride_bh, stride_n, N_CTX: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 
-    L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 128 (rowmax m_new0 reads s0, which runs along the loop, in another role than the one computing it)
+    L: the loop's extent (a GEMM's K, attention's keys); L any number of elements (a partial last tile of 128)
     M: the rows the grid walks (blockIdx.x), any number (the last tile may be partial)
     N: the columns the grid walks (blockIdx.y), any number (the last tile may be partial)
 

@@ -1090,9 +1090,9 @@ constexpr int kPhasePeriod = 24;  // ring positions repeat their slot and parity
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
-constexpr bool kRagged = false;  // the last iteration's tile may be partial: not here, rowmax m_new reads s_b, which runs along the loop, in another role than the one computing it
+constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
-constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
+constexpr bool kMasks = true;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr bool kPartialM = true;  // Problem::m_extent may end inside a tile
 constexpr bool kPartialN = true;  // Problem::n_extent may end inside a tile
 constexpr int kSmemModel = 49664;  // bytes the model counts: invariant inputs + ring buffers
@@ -1772,6 +1772,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
 }
 
 // ---- role consumer0: 4 warp(s), 232 registers; ops qk, s, s_b, m_new, alpha, l_new, acc_a, acc_n ----
+template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)
 __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -2289,10 +2290,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 5) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
+      if constexpr (kTail) if ((j + 5) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
       sm.ring_s_b.wait_empty(tile.pos + j + 5);  // hand s_b[j + 5] to softmax0
       twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
       sm.ring_s_b.arrive_full(tile.pos + j + 5);
       sm.ring_bias.release_by_warp(tile.pos + j + 5);  // release bias[j + 5]
+      if constexpr (kTail) if ((j + 5) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
       // m_new = rowmax s_b, m_i (iteration j + 5)
       twill::op_rowmax(m_new[0], qk[0], m_new[1]);
       sm.ring_m_new.wait_empty(tile.pos + j + 5);  // hand m_new[j + 5] to softmax0
@@ -2451,10 +2454,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
         sm.ring_s_b.arrive_full(tile.pos + j);
         sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         // m_new = rowmax s_b, m_i (iteration j)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
         sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
@@ -2675,10 +2680,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         sm.ring_s_b.wait_empty(tile.pos + j + 1);  // hand s_b[j + 1] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
         sm.ring_s_b.arrive_full(tile.pos + j + 1);
         sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         // m_new = rowmax s_b, m_i (iteration j + 1)
         twill::op_rowmax(m_new[0], qk[0], m_new[1]);
         sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
@@ -2964,10 +2971,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         sm.ring_s_b.wait_empty(tile.pos + j + 2);  // hand s_b[j + 2] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
         sm.ring_s_b.arrive_full(tile.pos + j + 2);
         sm.ring_bias.release_by_warp(tile.pos + j + 2);  // release bias[j + 2]
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         // m_new = rowmax s_b, m_i (iteration j + 2)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
         sm.ring_m_new.wait_empty(tile.pos + j + 2);  // hand m_new[j + 2] to softmax0
@@ -3318,10 +3327,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 3) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         sm.ring_s_b.wait_empty(tile.pos + j + 3);  // hand s_b[j + 3] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
         sm.ring_s_b.arrive_full(tile.pos + j + 3);
         sm.ring_bias.release_by_warp(tile.pos + j + 3);  // release bias[j + 3]
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         // m_new = rowmax s_b, m_i (iteration j + 3)
         twill::op_rowmax(m_new[0], qk[0], m_new[1]);
         sm.ring_m_new.wait_empty(tile.pos + j + 3);  // hand m_new[j + 3] to softmax0
@@ -3737,10 +3748,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 4) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         sm.ring_s_b.wait_empty(tile.pos + j + 4);  // hand s_b[j + 4] to softmax0
         twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
         sm.ring_s_b.arrive_full(tile.pos + j + 4);
         sm.ring_bias.release_by_warp(tile.pos + j + 4);  // release bias[j + 4]
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         // m_new = rowmax s_b, m_i (iteration j + 4)
         twill::op_rowmax(m_new[1], qk[0], m_new[0]);
         sm.ring_m_new.wait_empty(tile.pos + j + 4);  // hand m_new[j + 4] to softmax0
@@ -4387,7 +4400,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_load(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<232>();  // register budget of this warpgroup
-    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_consumer0(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_consumer0<kTail>(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_consumer0<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else {
     twill::setmaxnreg_inc<248>();  // register budget of this warpgroup

@@ -488,8 +488,8 @@ SPEC = {'kernel': 'biased_softmax_gemm_kernel',
  'entry': 'heldout_biased_softmax.h200_entry.cu',
  'stages': 4,
  'loop_step': 64,
- 'ragged': False,
- 'ragged_why': 'rowmax m_new reads s_b, which runs along the loop, in another role than the one computing it',
+ 'ragged': True,
+ 'ragged_why': '',
  'axes': ['m', 'n'],
  'partial': {'m': '', 'n': ''},
  'args': [{'name': 'Q',
@@ -571,7 +571,7 @@ def biased_softmax_gemm_kernel(Q=None, K=None, V=None, BIAS=None, O=None, N_CTX=
     O: torch.float16 [*batch, M, N] (M in tiles of 128, N in tiles of 64)
     N_CTX: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 
-    L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 64 (rowmax m_new reads s_b, which runs along the loop, in another role than the one computing it)
+    L: the loop's extent (a GEMM's K, attention's keys); L any number of elements (a partial last tile of 64)
     M: the rows the grid walks (blockIdx.x), any number (the last tile may be partial)
     N: the columns the grid walks (blockIdx.y), any number (the last tile may be partial)
 

@@ -853,9 +853,9 @@ constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity 
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
-constexpr bool kRagged = false;  // the last iteration's tile may be partial: not here, rowmax m_new reads s, which runs along the loop, in another role than the one computing it
+constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
-constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
+constexpr bool kMasks = true;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr bool kPartialM = true;  // Problem::m_extent may end inside a tile
 constexpr int kSmemModel = 32768;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
@@ -997,6 +997,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
 }
 
 // ---- role consumer0: 4 warp(s), 232 registers; ops s, m_new, l_exp2 ----
+template <bool kTail>  // the loop's last tile is partial: mask it (ragged.py)
 __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -1092,10 +1093,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_wait<0>();  // s[j + 1] is complete
       twill::fence_frag(s[0]);
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s[0], 0, args.loop_tail);  // a partial last tile: s's columns past the loop's extent are absent
       sm.ring_s.wait_empty(tile.pos + j + 1);  // hand s[j + 1] to softmax0
       twill::frag_to_buffer(sm.stage_s[0], s[0], 0, 64);
       sm.ring_s.arrive_full(tile.pos + j + 1);
       sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s[0], 0, args.loop_tail);  // a partial last tile: s's columns past the loop's extent are absent
       // m_new = rowmax s, m (iteration j + 1)
       twill::op_rowmax(m_new[0], s[0], m_new[1]);
       sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
@@ -1134,10 +1137,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_wait<0>();  // s[j] is complete
         twill::fence_frag(s[0]);
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s[0], 0, args.loop_tail);  // a partial last tile: s's columns past the loop's extent are absent
         sm.ring_s.wait_empty(tile.pos + j);  // hand s[j] to softmax0
         twill::frag_to_buffer(sm.stage_s[0], s[0], 0, 64);
         sm.ring_s.arrive_full(tile.pos + j);
         sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s[0], 0, args.loop_tail);  // a partial last tile: s's columns past the loop's extent are absent
         // m_new = rowmax s, m (iteration j)
         twill::op_rowmax(m_new[1], s[0], m_new[0]);
         sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
@@ -1308,7 +1313,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_load(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<232>();  // register budget of this warpgroup
-    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_consumer0(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_consumer0<kTail>(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_consumer0<kTail>(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_inc<248>();  // register budget of this warpgroup
     if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = args.iters;  twill_tile.pos = twill_pos;  role_softmax0(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_softmax0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));

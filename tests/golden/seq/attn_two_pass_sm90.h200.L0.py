@@ -488,8 +488,8 @@ SPEC = {'kernel': 'attn_two_pass_kernel_L0',
  'entry': 'attn_two_pass_sm90.h200.L0_entry.cu',
  'stages': 2,
  'loop_step': 64,
- 'ragged': False,
- 'ragged_why': 'rowmax m_new reads s, which runs along the loop, in another role than the one computing it',
+ 'ragged': True,
+ 'ragged_why': '',
  'axes': ['m'],
  'partial': {'m': ''},
  'args': [{'name': 'Q',
@@ -541,7 +541,7 @@ def attn_two_pass_kernel_L0(Q=None, K=None, V=None, O=None, N_KV=None, s_qm=None
     l: torch.float32 [*batch, M] (M in tiles of 128)
     V, O, N_KV, s_qm, s_kn, s_om: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 
-    L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 64 (rowmax m_new reads s, which runs along the loop, in another role than the one computing it)
+    L: the loop's extent (a GEMM's K, attention's keys); L any number of elements (a partial last tile of 64)
     M: the rows the grid walks (blockIdx.x), any number (the last tile may be partial)
 
     exp2_scale=1.0: exp2 computes exp2((x - b) * exp2_scale): log2(e) / sqrt(D) for attention; the imported kernel's

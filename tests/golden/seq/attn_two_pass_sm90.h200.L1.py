@@ -488,8 +488,8 @@ SPEC = {'kernel': 'attn_two_pass_kernel_L1',
  'entry': 'attn_two_pass_sm90.h200.L1_entry.cu',
  'stages': 3,
  'loop_step': 64,
- 'ragged': False,
- 'ragged_why': 'exp2 p reads s, which runs along the loop, in another role than the one computing it',
+ 'ragged': True,
+ 'ragged_why': '',
  'axes': ['m', 'n'],
  'partial': {'m': '', 'n': ''},
  'args': [{'name': 'Q',
@@ -561,7 +561,7 @@ def attn_two_pass_kernel_L1(Q=None, K=None, V=None, O=None, N_KV=None, s_qm=None
     O: torch.float16 [*batch, M, N] (M in tiles of 128, N in tiles of 64)
     N_KV, s_qm, s_kn, s_om: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 
-    L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 64 (exp2 p reads s, which runs along the loop, in another role than the one computing it)
+    L: the loop's extent (a GEMM's K, attention's keys); L any number of elements (a partial last tile of 64)
     M: the rows the grid walks (blockIdx.x), any number (the last tile may be partial)
     N: the columns the grid walks (blockIdx.y), any number (the last tile may be partial)
 
