@@ -137,6 +137,13 @@ def ring_events(body: str, n: int, tile: dict | None = None) -> list[tuple[str, 
     return events
 
 
+def negative_positions(text: str, n: int) -> list[tuple]:
+    """The ring operations of n iterations that name a position before the first: in C++ its slot
+    (-1 % DEPTH = -1) is outside the ring's barriers (a release of instance -1 arrived on another
+    ring's barrier in held-out attn_kvlen's kernel, and it died with a launch failure)."""
+    return [(role, ev) for role, body in _role_bodies(text).items() for ev in ring_events(body, n) if ev[2] < 0]
+
+
 def ring_deadlock(text: str, n: int) -> dict:
     """Every role's ring operations for n iterations run against each other: the operation each
     stuck role waits at ({} when every role finishes)."""

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ringcheck import restart_every_tile, ring_tiles, ring_deadlock  # noqa: E402
+from ringcheck import negative_positions, restart_every_tile, ring_deadlock, ring_tiles  # noqa: E402
 from twill.emit import emit_cuda  # noqa: E402
 from twill.machine import load_machine  # noqa: E402
 from twill.schedule import Schedule  # noqa: E402
@@ -46,6 +46,19 @@ def test_no_golden_kernel_deadlocks(path):
     S = _stages(text)
     for n in range(S, S + 7):
         assert ring_deadlock(text, n) == {}, n
+        assert negative_positions(text, n) == [], n
+
+
+def test_an_instance_before_the_first_is_not_released():
+    """Held-out attn_kvlen's h200 schedule as emit-cuda's ptxas loop re-solved it (80 registers more
+    for consumer0, I = 118): its softmax role computes alpha = exp2(m_i - m_new) from m_new[j - 1],
+    whose instance -1 in the prologue is the carry's -inf, never in the ring. Its release was emitted
+    all the same: `release_by_warp(-1)`, slot -1 % 2 = -1 in C++, an arrival on the wrong barrier
+    (the kernel died with a launch failure on the GPU). None is emitted now."""
+    text = _emitted("attn_kvlen_sm90.h200.reserve")
+    assert "alpha = exp2 m_i, m_new (iteration 0)" in text
+    for n in range(_stages(text), 10):
+        assert negative_positions(text, n) == [] and ring_deadlock(text, n) == {}, n
 
 
 PERSISTENT = [p for p in GOLDEN if "constexpr bool kPersistent = true;" in p.read_text()]

@@ -182,6 +182,8 @@ class Operands:
             self._retire(wait)
         if wait == "commit":  # the mma's issuing thread already committed to the empty barrier
             return
+        if not inst.base and inst.off < 0:  # an instance before the first (a carry's initial value, read
+            return                          # as a constant) never entered the ring: nothing to release
         if chan.kind == "tmem":
             out("twill::tmem_fence_before();")
         line = f"{ring}.release_by_warp({ring_pos(inst)});  // release {chan.value}[{inst}]"
