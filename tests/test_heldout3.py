@@ -38,7 +38,7 @@ REFUSED = {
 }
 # kernel -> the op after the loop the epilogue has no form for: an error at it (the graph would store
 # the accumulator, not what the kernel stores); with --loop N (loop=0) the loop alone, with a warning
-NO_EPILOGUE = {"gemm_bp_leaky": "arith.cmpf"}  # leaky ReLU's where(acc >= 0, acc, 0.01 * acc)
+NO_EPILOGUE: dict[str, str] = {}  # (gemm_bp_leaky's where(acc >= 0, acc, 0.01 * acc): ge, mul, select since s26)
 
 
 def _key(name: str) -> str:
@@ -118,6 +118,19 @@ def test_an_atomic_add_of_the_result_is_refused_not_a_graph_without_epilogue():
     assert not [n for n in notes if "no epilogue" in n.message]
 
 
+def test_leaky_relus_where_is_a_comparison_and_a_select():
+    """`tl.where(acc >= 0, acc, 0.01 * acc)`: arith.cmpf oge is the vocabulary's `ge` (1 where it
+    holds, else 0, a float tile), arith.select its `select`; both pipeliner forms alike."""
+    for form in FORMS[2:]:
+        g, _ = load_ttgir(DATA / form / "gemm_bp_leaky_sm90.ttgir")
+        ep = {op.name: (op.opcode, [o.name for o in op.operands], dict(op.attrs)) for op in g.epilogue.ops}
+        ge = next(v for v in ep.values() if v[0] == "ge")
+        sel = next(v for v in ep.values() if v[0] == "select")
+        assert ge[2] == {"scalar": 0.0} and sel[1][1] == ge[1][0], form  # select(x >= 0, x, 0.01 x)
+        mul = ep[sel[1][2]]
+        assert mul[0] == "mul" and mul[1] == [ge[1][0]] and abs(mul[2]["scalar"] - 0.01) < 1e-6, form
+
+
 def test_an_f32_dot_is_refused_at_the_dot_naming_tf32():
     for arch, op in (("sm90", "ttng.warp_group_dot"), ("sm100", "ttng.tc_gen5_mma")):
         text = _read("t39/prepipe", f"gemm_tf32_{arch}")
@@ -130,7 +143,7 @@ def test_block_pointer_boundary_checks_are_edge_masks_and_a_near_miss_is_an_erro
     """`boundary_check` lowers to `offs >= 0 & offs < M` per dimension: `0 <= pid * 128 + row` holds
     everywhere (bounds.py, "always"), `offs < M` is the tensor's edge."""
     text = _read("t36/prepipe", "gemm_bp_leaky_sm90")
-    g, _ = import_ttgir(text, "bp.ttgir", loop=0)  # (its leaky ReLU epilogue is refused without --loop)
+    g, _ = import_ttgir(text, "bp.ttgir")
     assert [op.opcode for op in g.ops] == ["load", "load", "mma"]
     # `offs >= 1` instead of `offs >= 0`: not true everywhere, not the edge: an error at the load
     cst = re.search(r"%(\w+) = arith.cmpi sge, %\w+, %(\w+) : tensor<128x1xi64", text).group(2)
@@ -138,7 +151,7 @@ def test_block_pointer_boundary_checks_are_edge_masks_and_a_near_miss_is_an_erro
                   "tensor<128x1xi64", text, count=1)
     assert near != text
     with pytest.raises(InputError, match="not a bound of the tensor's edge") as err:
-        import_ttgir(near, "bp.ttgir", loop=0)
+        import_ttgir(near, "bp.ttgir")
     assert "tt.load" in near.splitlines()[err.value.diagnostics[0].span.line - 1]
 
 
@@ -164,8 +177,7 @@ E2E = [("t39/after", "swiglu_sm90"), ("t39/after", "attn_splitkv_sm100"), ("t36/
 @pytest.mark.parametrize("form, name", E2E)
 def test_heldout3_dump_solves_verifies_emits_and_compiles_clean(form, name, tmp_path):
     machine = load_machine("b200" if name.endswith("sm100") else "h200")
-    # (gemm_bp_leaky: its loop alone, loop=0: the block pointers' loads; its epilogue is refused)
-    graph, _ = load_ttgir(DATA / form / f"{name}.ttgir", split_rows="auto", loop=0 if "leaky" in name else None)
+    graph, _ = load_ttgir(DATA / form / f"{name}.ttgir", split_rows="auto")
     schedule = solve(graph, machine, SolveOptions())
     assert schedule.stage == "joint" and schedule.optimal and schedule.complete
     assert verify(schedule, graph, machine) == []

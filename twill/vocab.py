@@ -269,6 +269,9 @@ def _unary(name: str, cost: str = "sfu", helper: str = "") -> OpDef:
                  "math", helper or f"op_{name}")
 
 
+COMPARISONS = ("ge", "gt", "le", "lt", "eq", "ne")
+
+
 def _binary(name: str, cost: str = "alu", ints: bool = False, arity=(1, 2), roles=("x", "y"), helper="") -> OpDef:
     """x OP y; written with one operand, y is the `scalar` attribute (a constant the importer read;
     without it the op still schedules, but emit-cuda refuses it: its y is unknown)."""
@@ -292,6 +295,8 @@ _DEFS = [
     *[_unary(n) for n in ("exp", "log", "log2", "sqrt", "rsqrt", "recip", "tanh", "sigmoid")],
     *[_unary(n, "alu") for n in ("abs", "neg")],
     *[_binary(n) for n in ("add", "mul", "max", "min")],
+    # comparisons: 1 where x OP y holds, else 0 (a float tile: select's condition, leaky ReLU's x >= 0)
+    *[_binary(n) for n in COMPARISONS],
     _binary("sub", arity=(1, 2, 3), roles=("x", "y", "z")),  # with z: (x - y) * z, the dS of attention
     _binary("div", "sfu"),
     *[_binary(n, "bit", ints=True, helper=f"op_bit_{n}" if n in ("and", "or", "xor") else "")

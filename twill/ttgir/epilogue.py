@@ -32,6 +32,11 @@ UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.log2":
          "math.rsqrt": "rsqrt", "math.absf": "abs", "math.tanh": "tanh"}
 CONVERTS = {"arith.truncf", "arith.extf", "tt.fp_to_fp", "arith.sitofp", "arith.uitofp"}
 TERNARY = {"arith.select": "select", "math.fma": "fma"}
+# arith.cmpf predicate -> the vocabulary's comparison (1 where it holds, else 0). The ordered ones are
+# false where an operand is NaN, as the emitted `a >= b` is; `une` is true there, as `ne` is. The
+# other unordered ones (true on NaN) have no op.
+COMPARE = {"oge": "ge", "ogt": "gt", "ole": "le", "olt": "lt", "oeq": "eq", "une": "ne"}
+SWAPPED = {"ge": "le", "gt": "lt", "le": "ge", "lt": "gt", "eq": "eq", "ne": "ne"}  # c OP x is x SWAPPED c
 FLOAT = ("f32", "f16", "bf16", "f64")
 LN2 = 0.6931471805599453
 
@@ -284,6 +289,11 @@ class _After:
             return self.add(op, "exp", [x])
         if name in BINARY:
             return self.binary(op, *BINARY[name], vals)
+        if name == "arith.cmpf" and op.tokens and op.tokens[0].text.rstrip(",") in COMPARE and len(vals) == 2:
+            cmp = COMPARE[op.tokens[0].text.rstrip(",")]
+            if isinstance(vals[0], Const) and isinstance(vals[1], EVal):  # c OP x: x OP' c
+                cmp, vals = SWAPPED[cmp], [vals[1], vals[0]]
+            return self.binary(op, cmp, False, vals, type_=TensorType("f32", self.result_type(op).shape))
         if name in TERNARY and not any(isinstance(v, Const) for v in vals):
             return self.add(op, TERNARY[name], list(vals))
         raise self.error(op, f"'{op.name}' after the loop computes what is stored from the loop's results, and "
@@ -304,17 +314,17 @@ class _After:
         raise self.error(op, f"'{op.name}' after the loop: only a join of two [M, N] tiles seen as [M, 2N] (a "
                              "tt.reshape of it) is an epilogue op")
 
-    def binary(self, op: MOp, opcode: str, commutative: bool, vals: list) -> EVal:
+    def binary(self, op: MOp, opcode: str, commutative: bool, vals: list, type_=None) -> EVal:
         x, y = vals[0], vals[1]
         if isinstance(x, EVal) and isinstance(y, EVal):
-            return self.add(op, opcode, [x, y])
+            return self.add(op, opcode, [x, y], type_=type_)
         const, value = (y, x) if isinstance(x, EVal) else (x, y)
         if not isinstance(const, Const) or not isinstance(const.value, (int, float)) or isinstance(const.value, bool):
             raise self.error(op, f"'{op.name}' after the loop reads a value the importer cannot follow (neither a "
                                  "loop result, an argument, a load nor a splat constant)")
         c = float(const.value)
         if isinstance(x, EVal) or commutative:
-            return self.add(op, opcode, [value], (("scalar", c),))
+            return self.add(op, opcode, [value], (("scalar", c),), type_)
         t = self.result_type(op)
         if opcode == "sub" and c == 0.0:  # 0 - x (Triton 3.6's sigmoid): -x
             return self.add(op, "neg", [value], type_=t)
