@@ -11,6 +11,7 @@ attention, bf16 attention at D = 128, hinted matmul, atomic split-K, RMSNorm-sca
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,28 @@ def test_heldout3_dump_solves_verifies_emits_and_compiles_clean(form, name, tmp_
     spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
     assert spills <= {0}, err[-2000:]
     assert "C7515" not in err and "serialized" not in err, err[-2000:]
+
+
+def test_a_constant_side_of_where_is_a_fill():
+    """`tl.where(acc >= 0, acc, 0.0)` (ReLU written with where): the constant side is `fill` (a tile
+    of it shaped like acc), so the epilogue is ge, fill, select; it solves, emits and compiles."""
+    text = _read("t36/prepipe", "gemm_bp_leaky_sm90")
+    relu = text.replace("%acc_61 = arith.select %acc_59, %acc_58, %acc_60 :", "%acc_61 = arith.select %acc_59, %acc_58, %cst :")
+    assert relu != text
+    g, _ = import_ttgir(relu, "relu.ttgir")
+    ep = {op.name: (op.opcode, [o.name for o in op.operands], dict(op.attrs)) for op in g.epilogue.ops}
+    sel = next(v for v in ep.values() if v[0] == "select")
+    ge, fill = ep[sel[1][0]], ep[sel[1][2]]
+    assert ge[0] == "ge" and fill == ("fill", [sel[1][1]], {"scalar": 0.0})
+    from twill.tir import parse_tir
+    assert parse_tir(print_tir(g)).epilogue == g.epilogue  # written and read back
+    if nvcc() is None:
+        return
+    machine = load_machine("h200")
+    schedule = solve(g, machine, SolveOptions())
+    text_cu = emit_cuda(schedule, machine)
+    assert "twill::op_fill(" in text_cu
+    src = Path(tempfile.mkdtemp()) / "relu.cu"
+    src.write_text(text_cu)
+    rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"])
+    assert rc == 0, err[-2000:]

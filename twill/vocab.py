@@ -297,6 +297,8 @@ _DEFS = [
     *[_binary(n) for n in ("add", "mul", "max", "min")],
     # comparisons: 1 where x OP y holds, else 0 (a float tile: select's condition, leaky ReLU's x >= 0)
     *[_binary(n) for n in COMPARISONS],
+    # fill x {scalar = V}: a tile of V shaped like x (a constant side of select or fma, `tl.where(c, x, 0)`)
+    _binary("fill", arity=(1,)),
     _binary("sub", arity=(1, 2, 3), roles=("x", "y", "z")),  # with z: (x - y) * z, the dS of attention
     _binary("div", "sfu"),
     *[_binary(n, "bit", ints=True, helper=f"op_bit_{n}" if n in ("and", "or", "xor") else "")

@@ -41,6 +41,11 @@ FLOAT = ("f32", "f16", "bf16", "f64")
 LN2 = 0.6931471805599453
 
 
+def _number(v) -> bool:
+    """A splat constant the epilogue can take: an int or a float (not a boolean)."""
+    return isinstance(v, Const) and isinstance(v.value, (int, float)) and not isinstance(v.value, bool)
+
+
 class MemoryUpdate(InputError):
     """A read-modify-write of global memory (`tl.atomic_add`) of the loop's results: the graph's
     outputs are stored, so without it the kernel would overwrite what it must add to. Never a
@@ -294,8 +299,14 @@ class _After:
             if isinstance(vals[0], Const) and isinstance(vals[1], EVal):  # c OP x: x OP' c
                 cmp, vals = SWAPPED[cmp], [vals[1], vals[0]]
             return self.binary(op, cmp, False, vals, type_=TensorType("f32", self.result_type(op).shape))
-        if name in TERNARY and not any(isinstance(v, Const) for v in vals):
-            return self.add(op, TERNARY[name], list(vals))
+        if name in TERNARY and any(isinstance(v, EVal) for v in vals) and all(
+                isinstance(v, EVal) or _number(v) for v in vals):
+            # a constant operand (`tl.where(x > 0, x, 0.0)`) is a tile of it: `fill` shaped like a tile operand
+            sides = vals[1:] if name == "arith.select" else vals  # (a value operand, not select's condition)
+            like = next((v for v in sides if isinstance(v, EVal)), next(v for v in vals if isinstance(v, EVal)))
+            t = self.result_type(op)
+            return self.add(op, TERNARY[name], [v if isinstance(v, EVal) else self.add(
+                op, "fill", [like], (("scalar", float(v.value)),), t) for v in vals])
         raise self.error(op, f"'{op.name}' after the loop computes what is stored from the loop's results, and "
                              "the epilogue has no op for it", "the epilogue imports elementwise arithmetic, "
                              "conversions, exp/log/sqrt/tanh and layout views (docs/ttgir-import.md)")

@@ -991,6 +991,7 @@ TWILL_BINARY(le, a <= b ? 1.f : 0.f)
 TWILL_BINARY(lt, a < b ? 1.f : 0.f)
 TWILL_BINARY(eq, a == b ? 1.f : 0.f)
 TWILL_BINARY(ne, a == b ? 0.f : 1.f)  // (true where either is NaN, as arith.cmpf une)
+TWILL_BINARY(fill, ((void)a, b))  // fill x {scalar = V}: V in x's shape
 TWILL_BINARY(bit_and, static_cast<float>(as_int(a) & as_int(b)))
 TWILL_BINARY(bit_or, static_cast<float>(as_int(a) | as_int(b)))
 TWILL_BINARY(bit_xor, static_cast<float>(as_int(a) ^ as_int(b)))
