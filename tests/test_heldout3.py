@@ -11,7 +11,6 @@ attention, bf16 attention at D = 128, hinted matmul, atomic split-K, RMSNorm-sca
 from __future__ import annotations
 
 import re
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -192,7 +191,7 @@ def test_heldout3_dump_solves_verifies_emits_and_compiles_clean(form, name, tmp_
     assert "C7515" not in err and "serialized" not in err, err[-2000:]
 
 
-def test_a_constant_side_of_where_is_a_fill():
+def test_a_constant_side_of_where_is_a_fill(tmp_path):
     """`tl.where(acc >= 0, acc, 0.0)` (ReLU written with where): the constant side is `fill` (a tile
     of it shaped like acc), so the epilogue is ge, fill, select; it solves, emits and compiles."""
     text = _read("t36/prepipe", "gemm_bp_leaky_sm90")
@@ -211,7 +210,7 @@ def test_a_constant_side_of_where_is_a_fill():
     schedule = solve(g, machine, SolveOptions())
     text_cu = emit_cuda(schedule, machine)
     assert "twill::op_fill(" in text_cu
-    src = Path(tempfile.mkdtemp()) / "relu.cu"
+    src = tmp_path / "relu.cu"
     src.write_text(text_cu)
     rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"])
     assert rc == 0, err[-2000:]

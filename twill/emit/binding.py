@@ -429,8 +429,9 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
         "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
         "",
         *[f"    {_arg_doc(a, data['partial'])}" for a in args],
-        *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar)[0] == 'f32' else 'int'} (the "
-          f"{_scalar_type(m, p.scalar)[1]}'s scalar {p.scalar})" for p in params if p.scalar is not None],
+        *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the "
+          f"{epilogue.scalar_label(m.graph, p.scalar).removesuffix(' scalar')}'s scalar {p.scalar})"
+          for p in params if p.scalar is not None],
         *[f"    {p}: a Python float (the Triton kernel's argument, read by {k} = {v.text()})"
           for p, k, v in knobbed],
         *([f"    {', '.join(unread)}: arguments of the Triton kernel that the graph does not read (sizes and "
@@ -447,10 +448,8 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
     ]
 
 
-def _scalar_type(m, name: str) -> tuple[str, str]:
-    """(the dtype of scalar `name`, the block that takes it: the epilogue or the prologue)."""
-    return next((v.type.dtype, block) for block, b in (("epilogue", m.graph.epilogue), ("prologue", m.graph.prologue))
-                for v in b.scalars if v.name == name)
+def _scalar_type(m, name: str) -> str:
+    return next(v.type.dtype for v in epilogue.launch_scalars(m.graph) if v.name == name)
 
 
 def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:

@@ -49,6 +49,9 @@ def plan(model) -> Ragged:
     if not any(op.opcode == "mma" for op in model.graph.ops):  # a row statistic's pass (tensors.py)
         return Ragged(step, (), zero_fill_refusal(model, axis))
     order = {op.name: i for i, op in enumerate(model.graph.ops)}
+
+    def earliest(uses):
+        return min(uses, key=lambda u: (model.sched[u.op].start, order[u.op]))
     masks, published = [], []
     for value in sorted(model.uses):
         info = model.values.get(value)
@@ -58,7 +61,7 @@ def plan(model) -> Ragged:
         readers = [u for u in model.uses[value] if model.ops[u.op].opcode in MAX_LIKE and u.index == 0]
         if not dims or not readers:
             continue
-        first = min(readers, key=lambda u: (model.sched[u.op].start, order[u.op]))
+        first = earliest(readers)
         reader = f"{model.ops[first.op].opcode} {first.op}"
 
         def refuse(why: str) -> Ragged:
@@ -79,7 +82,7 @@ def plan(model) -> Ragged:
         if len(own) < len(readers):
             published.append((value, dims[0]))
         if own:
-            masks.append((min(own, key=lambda u: (model.sched[u.op].start, order[u.op])).op, value, dims[0]))
+            masks.append((earliest(own).op, value, dims[0]))
     return Ragged(step, tuple(sorted(masks)), "", tuple(sorted(published)))
 
 

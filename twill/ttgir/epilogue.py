@@ -330,7 +330,7 @@ class _After:
         if isinstance(x, EVal) and isinstance(y, EVal):
             return self.add(op, opcode, [x, y], type_=type_)
         const, value = (y, x) if isinstance(x, EVal) else (x, y)
-        if not isinstance(const, Const) or not isinstance(const.value, (int, float)) or isinstance(const.value, bool):
+        if not _number(const):
             raise self.error(op, f"'{op.name}' after the loop reads a value the importer cannot follow (neither a "
                                  "loop result, an argument, a load nor a splat constant)")
         c = float(const.value)
@@ -377,7 +377,8 @@ def with_epilogue(lowered, walk, sig: Signature):
     except InputError as e:
         d = e.diagnostics[0]
         note = Note(Diagnostic(d.message + "; the graph has no epilogue: its outputs are the carries' last values, "
-                               "not what the kernel stores", d.span, d.hint, "warning"), unknown=True, incomplete=True)
+                               "not what the kernel stores", d.span, d.hint, "warning"), unknown=True,
+                    incomplete=d.message + ": the graph would store the carries' last values, not what the kernel stores")
         return replace(lowered, notes=lowered.notes + (note,), signature=sig)
 
 

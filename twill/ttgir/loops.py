@@ -105,12 +105,10 @@ def refuse_incomplete(notes) -> None:
     """Where the import chose the loop (no --loop), a graph that would store something other than
     what the kernel stores (tile work after the loop it leaves out; an epilogue it cannot follow) is
     an error at each such place: a kernel that compiles and computes something else is worse than none."""
-    bad = [n.diagnostic for n in notes if n.incomplete]
+    bad = [n for n in notes if n.incomplete]
     if bad:
-        raise InputError(*(replace(d, severity="error", message=d.message.replace("; the graph has no epilogue: its "
-                           "outputs are the carries' last values, not what the kernel stores", ": the graph would store "
-                           "the carries' last values, not what the kernel stores"),
-                           hint="; ".join(h for h in (d.hint, INCOMPLETE_HINT) if h)) for d in bad))
+        raise InputError(*(replace(n.diagnostic, severity="error", message=n.incomplete,
+                                   hint="; ".join(h for h in (n.diagnostic.hint, INCOMPLETE_HINT) if h)) for n in bad))
 
 
 def _tile_loops(loops, import_loop, skip: int) -> list[int]:
@@ -155,8 +153,8 @@ def _after(module, chosen) -> list[Note]:
             break
     if found is None:
         return []
-    return [Note(Diagnostic(f"'{found.name}' {where} is not imported: the graph does not compute the kernel's "
-                            "whole result", module.source.span(found.head), severity="warning"), incomplete=True)]
+    message = f"'{found.name}' {where} is not imported: the graph does not compute the kernel's whole result"
+    return [Note(Diagnostic(message, module.source.span(found.head), severity="warning"), incomplete=message)]
 
 
 def _outside(ops, path, ancestors: tuple = ()):

@@ -131,7 +131,7 @@ class Note:
 
     diagnostic: Diagnostic
     unknown: bool = False
-    incomplete: bool = False
+    incomplete: str = ""  # where it is an error: its message ("": it is not)
 
 
 @dataclass(frozen=True)
