@@ -607,7 +607,14 @@ def cmd_compare(args) -> None:
         fns, rows = default.KERNELS[name], []
         for r, size in enumerate(SIZES.get(name, [None])):
             tensors, params = fns["make_inputs"](size, "cuda")
-            ref = fns["reference"](*tensors, **params)
+            try:
+                ref = fns["reference"](*tensors, **params)
+            except torch.cuda.OutOfMemoryError as exc:  # as in `run`: the row records it, the rest go on
+                rows.append({"size": size or "default", "error": f"the fp32 reference does not fit: {str(exc)[:120]}"})
+                print(name, json.dumps(rows[-1]), flush=True)
+                del tensors
+                torch.cuda.empty_cache()
+                continue
             refs = ref if isinstance(ref, (tuple, list)) else (ref,)
             best = triton_results.get(name, {}).get("rows", [{}] * 3)[r].get("best", "stages=3,ws=off")
             tri = load_variant(int(best.split(",")[0].split("=")[1]), best.endswith("on"), scratch).KERNELS[name]["launch"]

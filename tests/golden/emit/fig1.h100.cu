@@ -1126,8 +1126,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
 // kernel<..., true> masks a partial last tile (kMasks, launch()).
 template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_o, const Args args) {
-  extern __shared__ unsigned char smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Smem at the start of the dynamic shared memory, which the declaration aligns to 1024 bytes (the
+  // 128-byte swizzle's period; thread 0 checks it below). Through the array itself, not its address
+  // as an integer rounded up, the compiler keeps the address space: every access through sm is an
+  // ld.shared / st.shared at a constant offset, where the integer round trip made them generic.
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   const int n = args.iters;
   Maps tm;
   tm.q = &tm_q;
@@ -1135,6 +1139,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.v = &tm_v;
   tm.out_o = &tm_out_o;
   if (threadIdx.x == 0) {
+    if (twill::smem_addr(smem_raw) % 1024 != 0) __trap();  // Smem's tiles need the alignment
     for (int c = 0; c < kInputCopies; ++c) {
       twill::mbar_init(&sm.inputs_ready[c], 1);
       twill::mbar_init(&sm.inputs_free[c], 4);  // one arrival per reading warp
