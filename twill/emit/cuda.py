@@ -231,7 +231,7 @@ class Renderer(Stores, Kernel):
         store along the loop written with plain stores, which TMA would have clipped at the extent."""
         unclipped = [t for t in self.m.tensors if t.kind == "store" and "loop" in t.axes and t.name not in self.p.staging]
         if self.causal.masks:
-            return f"the loop's extent is per {'key' if self.causal.starts else 'query'} tile (causal_mask)"
+            return f"the loop's extent is per {'key' if self.causal.backward else 'query'} tile (causal_mask)"
         if unclipped and not self.m.ragged.why_not:
             return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"
         return self.m.ragged.why_not

@@ -231,6 +231,9 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
     tail = _loop_tail(lw, op, vals)
     if tail is not None:
         return tail
+    banded = _band(lw, op, vals, tt)
+    if banded is not None:
+        return banded
     if attrs is None or not isinstance(a, Tile) or not (isinstance(b, Tile) or _number(fill)):
         if not lw.in_loop:  # before the loop: only what the loop reads of it matters (an error there)
             return INDEXED
@@ -264,6 +267,36 @@ def _loop_tail(lw: Lowering, op: MOp, vals: list) -> object | None:
     if dim is None:
         return None
     return x  # the partial last tile: emitted as a mask of the loop's extent, that of the tensors it reads
+
+
+def _band(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object | None:
+    """``select(keep, x, -inf)`` in the loop, keep a comparison or an ``&`` of comparisons of the key
+    (``iv + column``) against the query (``program id * rows + row``): a `causal_mask` node with the
+    band's bounds (band.py). None for any other select; an error at the select where the loop's
+    bounds could skip a key the band keeps."""
+    if not (op.name == "arith.select" and len(vals) == 3 and lw.masks is not None and lw.in_loop
+            and lw.loop_iv is not None and len(tt.shape) == 2):
+        return None
+    from . import band
+    x, y = vals[1], vals[2]
+    if not (isinstance(x, Tile) and isinstance(y, Const) and y.value == -math.inf):
+        return None
+    compares = lw.masks.compares([n for n, _ in op.operands()][0])
+    if compares is None:
+        return None
+    addr = lw.masks.addr
+    ints = {n for n, t in addr.args.items() if t.kind == "scalar" and t.elem in ("i32", "i64")}
+    found = band.read(compares, lw.loop_iv, tt.shape[0], ints)
+    if isinstance(found, str):
+        return None
+    why = band.covers(addr, lw.loop_iv, found, tt.shape[0], sorted(ints))
+    if why is not None:
+        raise lw.src.error(f"'{op.name}' masks a band of keys around each query, but the loop does not visit every key "
+                           f"it keeps: {why}", op.head,
+                           hint="the loop over the keys must run over every block the mask keeps (docs/ttgir-import.md, "
+                                "section 3)")
+    attrs = found.attrs() + ((("launch_int", found.arg),) if found.arg else ())
+    return lw.node("causal_mask", op, [x], lw.type_of(x.ref), attrs=attrs)
 
 
 def _number(v: object) -> bool:
