@@ -169,7 +169,7 @@ struct Frag {
   static constexpr int kBlocks = MB, kElems = N / 2;
   float x[MB][N / 2];
 };
-#include "causal.cuh"
+#include "band.cuh"
 }
 // the wgmma accumulator layout: element i of block b of thread t (sm90.cuh's fragments)
 static int row_of(int t, int b, int i) { return 64 * b + 16 * ((t / 32) % 4) + (t % 32) / 4 + 8 * ((i >> 1) & 1); }

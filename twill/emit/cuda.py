@@ -15,6 +15,7 @@ from .lines import Lines, ring_slot
 from .model import EmitError, KernelModel, ident, rastered
 from .ops import ctype, is_known, needs_extension
 from .program import Program
+from ..ttgir.band import Band
 from .ragged import causal, causal_code
 from .roles import RoleBody
 from .stores import Stores
@@ -91,6 +92,7 @@ class Renderer(Stores, Kernel):
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
         wrappers += [runtime.causal_part(m.target).lstrip("\n")] if self.causal.masks else []
+        wrappers += [runtime.band_part(m.target).lstrip("\n")] if self.causal.masks and self.causal.band != Band() else []
         wrappers += masks.runtime(m)  # the mask op's header, in kernels that have one
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):

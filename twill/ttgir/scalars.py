@@ -291,10 +291,10 @@ def _band(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object | None:
         return None
     why = band.covers(addr, lw.loop_iv, found, tt.shape[0], sorted(ints))
     if why is not None:
-        raise lw.src.error(f"'{op.name}' masks a band of keys around each query, but the loop does not visit every key "
-                           f"it keeps: {why}", op.head,
-                           hint="the loop over the keys must run over every block the mask keeps (docs/ttgir-import.md, "
-                                "section 3)")
+        raise indices.UnexpressedMask(*lw.src.error(  # the loop stays a tile loop (loops.py): never left out silently
+            f"'{op.name}' masks a band of keys around each query, but the loop does not visit every key it keeps: {why}",
+            op.head, hint="a causal or sliding-window mask in one loop is imported where the loop runs over every key "
+                          "block the mask keeps (docs/ttgir-import.md, section 3)").diagnostics)
     attrs = found.attrs() + ((("launch_int", found.arg),) if found.arg else ())
     return lw.node("causal_mask", op, [x], lw.type_of(x.ref), attrs=attrs)
 
