@@ -242,10 +242,11 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
             "as a mask of the tile", op.head,
             hint="a mask is imported as `mask` where it is `select(r*A + c*B + C PRED 0, x, y)` of the tile's "
                  "row r and column c with constant A, B, C, and `select(iv + c < UB, x, -inf)` as the loop's "
-                 "partial last tile (docs/ttgir-import.md, section 3); a mask offset by the program id or the "
-                 "loop's induction variable (a causal or sliding-window mask in one loop: write the causal "
-                 "diagonal as a second loop, as Triton's tutorial does), an `&` of two masks, and arithmetic on "
-                 "positions (an ALiBi or relative-position bias added to the scores) are not").diagnostics)
+                 "partial last tile, and `select(keep, x, -inf)` with keep an `&` of bounds of key - query "
+                 "(a causal or sliding-window band: the key iv + column against the query program id * rows + "
+                 "row, offset by constants and at most one integer argument) as a `causal_mask` (docs/ttgir-"
+                 "import.md, section 3); other masks offset by the program id or the loop's induction variable "
+                 "are not").diagnostics)
     operands = [a] if not isinstance(b, Tile) else [a, b]
     extra = (("fill", float(fill)),) if not isinstance(b, Tile) else ()
     return lw.node("mask", op, operands, tt, attrs=attrs + extra, opcode="mask")
