@@ -15,7 +15,7 @@ import pytest
 from twill.emit import ragged
 from twill.errors import InputError
 from twill.ttgir import import_ttgir
-from twill.ttgir.band import Band, from_attrs
+from twill.band import Band, from_attrs
 
 ROOT = Path(__file__).resolve().parents[1]
 DUMPS = ROOT / "tests" / "data" / "ttgir" / "heldout3"

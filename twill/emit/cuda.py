@@ -15,7 +15,7 @@ from .lines import Lines, ring_slot
 from .model import EmitError, KernelModel, ident, rastered
 from .ops import ctype, is_known, needs_extension
 from .program import Program
-from ..ttgir.band import Band
+from ..band import Band
 from .ragged import causal, causal_code
 from .roles import RoleBody
 from .stores import Stores

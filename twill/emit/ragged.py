@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ttgir.band import Band, from_attrs
+from ..band import Band, from_attrs
 from .epilogue import launch_scalars
 from .model import ident
 

@@ -18,52 +18,14 @@ Read with `bounds.Masks` (the comparisons' sides as polynomials of the element's
 program ids, the induction variables and the arguments). Since emit-cuda runs each tile's loop over
 the key blocks the band keeps, the loop's own bounds must visit every key the band keeps:
 `covers` evaluates them (a small interpreter of the scalar arithmetic they are computed with) at
-sample program ids and arguments, and a loop that could skip a kept key is an error at the loop.
+sample program ids and arguments, and a loop that could skip a kept key is an error at the select.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..band import Band, from_attrs  # noqa: F401 (the op's band, re-exported)
 from .addresses import _integer
 
 GRID_ATOM = "pid_x"
-
-
-@dataclass(frozen=True)
-class Band:
-    upper: int = 0
-    upper_by: int = 0
-    lower: int | None = None
-    lower_by: int = 0
-    arg: str | None = None  # the integer argument the `_by` coefficients multiply
-
-    def attrs(self) -> tuple[tuple[str, object], ...]:
-        out = [("upper", self.upper)] if (self.upper or self.upper_by or self.lower is not None) else []
-        out += [("upper_by", self.upper_by)] if self.upper_by else []
-        out += [("lower", self.lower)] if self.lower is not None else []
-        out += [("lower_by", self.lower_by)] if self.lower_by else []
-        out += [("arg", self.arg)] if self.arg else []
-        return tuple(out)
-
-    def keeps(self, key: int, query: int, w: int = 0) -> bool:
-        """The element rule: d = key - query within the band (w the argument's value)."""
-        d = key - query
-        if d > self.upper + self.upper_by * w:
-            return False
-        return self.lower is None or d >= self.lower + self.lower_by * w
-
-
-def from_attrs(attrs) -> Band:
-    """The band of a causal_mask's attributes; ValueError where one is not what it must be."""
-    a = dict(attrs)
-    for k in ("upper", "upper_by", "lower", "lower_by"):
-        if k in a and (isinstance(a[k], bool) or not isinstance(a[k], int)):
-            raise ValueError(f"{k} = {a[k]}: a band's bounds and coefficients are integers")
-    if "arg" in a and not isinstance(a["arg"], str):
-        raise ValueError(f"arg = {a['arg']}: the name of a scalar given at launch")
-    return Band(int(a.get("upper", 0)), int(a.get("upper_by", 0)),
-                None if a.get("lower") is None else int(a["lower"]), int(a.get("lower_by", 0)),
-                a.get("arg") if isinstance(a.get("arg"), str) else None)
 
 
 def read(compares, iv: str, rows: int, int_args: set[str]) -> Band | str:
