@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+BAND_ATTRS = ("upper", "upper_by", "lower", "lower_by", "arg")
+
+
 @dataclass(frozen=True)
 class Band:
     upper: int = 0

@@ -22,17 +22,20 @@ sample program ids and arguments, and a loop that could skip a kept key is an er
 """
 from __future__ import annotations
 
-from ..band import Band, from_attrs  # noqa: F401 (the op's band, re-exported)
+from ..band import BAND_ATTRS, Band, from_attrs  # noqa: F401 (the op's band, re-exported)
 from .addresses import _integer
 
 GRID_ATOM = "pid_x"
 
 
-def read(compares, iv: str, rows: int, int_args: set[str]) -> Band | str:
+def read(compares, key_start, rows: int, int_args: set[str]) -> Band | str:
     """The band of `compares` (bounds.Compare of a 2-D mask, dim 0 the query rows and dim 1 the
-    keys), or why it is none."""
+    keys), or why it is none. `key_start` is the polynomial of the iteration's first key: the loop's
+    induction variable in the loop (``((("iv:IV",), 1),)``), its lower bound in a copy Triton's
+    pipeliner peeled before it."""
     if not compares:
         return "the mask has no comparison"
+    start = dict(key_start)
     uppers, lowers, args = [], [], set()
     for c in compares:
         if c.diff is None or c.pred not in ("lt", "le") or len(c.diff.coefs) != 2:
@@ -42,26 +45,21 @@ def read(compares, iv: str, rows: int, int_args: set[str]) -> Band | str:
             return ("a comparison is not of the key (the column plus the loop's induction variable) against the "
                     "query (the row plus the program id times the rows)")
         s = b  # the comparison is s * d + K + T PRED 0 with d = key - query
+        rest = dict(c.diff.const)
+        for monomial, coef in list(start.items()) + [((GRID_ATOM,), -rows)]:
+            if rest.get(monomial) != s * coef:
+                return "a comparison does not compare the key with the query (the loop's and the program id's terms)"
+            del rest[monomial]
         const, scalars = 0, {}
-        for monomial, coef in c.diff.const:
+        for monomial, coef in rest.items():
             if not isinstance(coef, int):
                 return "a comparison has a coefficient that is not an integer"
             if monomial == ():
                 const = coef
-            elif monomial == (f"iv:{iv}",):
-                if coef != s:
-                    return "the loop's induction variable is not the key's (iv + column)"
-            elif monomial == (GRID_ATOM,):
-                if coef != -s * rows:
-                    return (f"the program id's coefficient {coef} is not the tile's {rows} rows: the rows are "
-                            "not the query tile's")
             elif len(monomial) == 1 and monomial[0] in int_args:
                 scalars[monomial[0]] = coef
             else:
                 return f"a comparison reads {' * '.join(monomial)}"
-        terms = {k: v for k, v in c.diff.const if k}
-        if terms.get((f"iv:{iv}",)) != s or terms.get((GRID_ATOM,)) != -s * rows:
-            return "a comparison does not compare the key with the query (the loop's and the program id's terms)"
         if len(scalars) > 1:
             return "a comparison reads two arguments"
         args.update(scalars)
@@ -79,6 +77,13 @@ def read(compares, iv: str, rows: int, int_args: set[str]) -> Band | str:
     (u, ub), = uppers
     low = lowers[0] if lowers else (None, 0)
     return Band(u, ub, low[0], low[1], next(iter(args), None))
+
+
+def shifted(band: Band, by: int) -> Band:
+    """The band of the keys `by` later: what a mask computed `by` keys ahead of its iteration keeps
+    of that iteration's keys (d + by in the band)."""
+    return Band(band.upper + by, band.upper_by, None if band.lower is None else band.lower + by, band.lower_by,
+                band.arg)
 
 
 # -- the loop's bounds against the band ---------------------------------------------------------------
@@ -122,10 +127,12 @@ def evaluate(addr, name: str, env: dict, depth: int = 0) -> int | None:
     return None
 
 
-def covers(addr, iv: str, band: Band, rows: int, arg_names: list[str]) -> str | None:
+def covers(addr, iv: str, band: Band, rows: int, arg_names: list[str], ahead: int = 0) -> str | None:
     """None where the loop of `iv` visits every key the band keeps for every row of the query tile
     (keys >= 0), at sample program ids and argument values (multiples of 16 for the band's
-    argument, a large extent for any other); else why not, with the sample that shows it."""
+    argument, a large extent for any other); else why not, with the sample that shows it. `ahead`:
+    the loop computes its masks that many keys ahead, its first iteration's peeled before it (it
+    visits keys lower bound to upper bound + ahead)."""
     loop = addr.loops.get(iv)
     if loop is None:
         return "the loop's bounds are not read"
@@ -139,6 +146,7 @@ def covers(addr, iv: str, band: Band, rows: int, arg_names: list[str]) -> str | 
             lo, hi, step = (evaluate(addr, n, env) for n in (loop.lower, loop.upper, loop.step))
             if lo is None or hi is None or not step or step <= 0:
                 return "the loop's bounds are not integer arithmetic of the program ids and the arguments"
+            hi += ahead
             q0 = pid * rows
             for r in (0, rows - 1):
                 first = q0 + r + (band.lower + band.lower_by * w if band.lower is not None else -(1 << 30))

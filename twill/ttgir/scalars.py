@@ -271,33 +271,58 @@ def _loop_tail(lw: Lowering, op: MOp, vals: list) -> object | None:
 
 
 def _band(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object | None:
-    """``select(keep, x, -inf)`` in the loop, keep a comparison or an ``&`` of comparisons of the key
-    (``iv + column``) against the query (``program id * rows + row``): a `causal_mask` node with the
-    band's bounds (band.py). None for any other select; an error at the select where the loop's
-    bounds could skip a key the band keeps."""
-    if not (op.name == "arith.select" and len(vals) == 3 and lw.masks is not None and lw.in_loop
-            and lw.loop_iv is not None and len(tt.shape) == 2):
+    """``select(keep, x, -inf)`` of the chosen loop, keep a comparison or an ``&`` of comparisons of
+    the key (``iv + column``) against the query (``program id * rows + row``): a `causal_mask` node
+    with the band's bounds (band.py). Before the loop, the copy Triton's pipeliner peeled (the key
+    from the loop's lower bound) is one too. None for any other select. In the loop, where the
+    loop's bounds do not visit every key the band keeps, but would were the mask computed one or two
+    blocks ahead (sm_100's S and softmax after the pipeliner), the node records it (`ahead`) and
+    depipe.py settles it against the peeled copy; otherwise that is an error at the select."""
+    if not (op.name == "arith.select" and len(vals) == 3 and lw.masks is not None and lw.loop_iv is not None
+            and len(tt.shape) == 2):
         return None
     from . import band
     x, y = vals[1], vals[2]
     if not (isinstance(x, Tile) and isinstance(y, Const) and y.value == -math.inf):
         return None
     compares = lw.masks.compares([n for n, _ in op.operands()][0])
-    if compares is None:
-        return None
     addr = lw.masks.addr
+    loop = addr.loops.get(lw.loop_iv)
+    if compares is None or loop is None:
+        return None
     ints = {n for n, t in addr.args.items() if t.kind == "scalar" and t.elem in ("i32", "i64")}
-    found = band.read(compares, lw.loop_iv, tt.shape[0], ints)
+    if not lw.in_loop:  # a peeled copy: its key starts at the loop's lower bound
+        lower = addr.of(loop.lower)
+        if lower is None or lower.coefs:
+            return None
+        found = band.read(compares, lower.const, tt.shape[0], ints)
+        return None if isinstance(found, str) else lw.node("causal_mask", op, [x], lw.type_of(x.ref),
+                                                           attrs=found.attrs())
+    found = band.read(compares, (((f"iv:{lw.loop_iv}",), 1),), tt.shape[0], ints)
     if isinstance(found, str):
         return None
     why = band.covers(addr, lw.loop_iv, found, tt.shape[0], sorted(ints))
+    ahead = ()
     if why is not None:
-        raise indices.UnexpressedMask(*lw.src.error(  # the loop stays a tile loop (loops.py): never left out silently
-            f"'{op.name}' masks a band of keys around each query, but the loop does not visit every key it keeps: {why}",
-            op.head, hint="a causal or sliding-window mask in one loop is imported where the loop runs over every key "
-                          "block the mask keeps (docs/ttgir-import.md, section 3)").diagnostics)
-    attrs = found.attrs() + ((("launch_int", found.arg),) if found.arg else ())
+        step = band.evaluate(addr, loop.step, {})
+        ahead = next(((("ahead", (k * step, why)),) for k in (1, 2) if step and band.covers(
+            addr, lw.loop_iv, band.shifted(found, k * step), tt.shape[0], sorted(ints), k * step) is None), ())
+        if not ahead:
+            raise band_error(lw.src, op.head, why)
+    attrs = found.attrs() + ((("launch_int", found.arg),) if found.arg else ()) + ahead
     return lw.node("causal_mask", op, [x], lw.type_of(x.ref), attrs=attrs)
+
+
+def band_error(src_or_span, head, why: str):
+    """The error of a band the loop does not cover: at the select, the loop a tile loop all the same
+    (indices.UnexpressedMask: loops.py never leaves it out silently)."""
+    from ..errors import Diagnostic
+    hint = ("a causal or sliding-window mask in one loop is imported where the loop runs over every key block the "
+            "mask keeps (docs/ttgir-import.md, section 3)")
+    message = f"'arith.select' masks a band of keys around each query, but the loop does not visit every key it keeps: {why}"
+    if head is None:  # a span (depipe.py)
+        return indices.UnexpressedMask(Diagnostic(message, src_or_span, hint))
+    return indices.UnexpressedMask(*src_or_span.error(message, head, hint=hint).diagnostics)
 
 
 def _number(v: object) -> bool:
