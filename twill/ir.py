@@ -28,7 +28,8 @@ OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_late
                  "scalar",  # the y of a binary op written with one operand
                  "pred", "rows", "cols", "offset", "fill",  # of a mask of element indices (twill.vocab)
                  "grid", "loop",  # of a position: the coefficients of its tile's origin (twill.vocab)
-                 "col_stride", "col_offset", "iter_div")  # of a load: how it walks its argument (ttgir/addresses.py)
+                 "col_stride", "col_offset", "iter_div",  # of a load: how it walks its argument (ttgir/addresses.py)
+                 "upper", "upper_by", "lower", "lower_by", "arg")  # of a causal mask's band (ttgir/band.py)
 CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
 OUTPUT_DTYPES = ("f32", "f16", "bf16")
 NOT_WRITTEN = "none"  # a carry's {output = none}: its final value is not written (an epilogue output is)

@@ -175,6 +175,37 @@ class RegisterBuffers:
                     full[v] = plain[v]
         return full
 
+    def _fewer_copies_of_code(self) -> dict[str, int]:
+        """The copies with some row vectors given more buffers, where that makes the unroll factor
+        (the least common multiple of the copies) smaller: each unrolled copy of the steady state
+        brings its own exit (an epilogue per residue), so the role's code, and ptxas's time on it,
+        grows with the factor (split-KV attention's alpha[3] and m_new[2] unrolled 6 times: about 45 s
+        of ptxas per compile on this machine, each of emit-cuda's ptxas loop's compiles). A buffer is
+        added only to a rank-1 value (a row vector: a few registers per thread), only where the
+        role's budget still holds them, and the smallest factor that needs no other value padded
+        is taken; more buffers than instances alive at once are always sound (instance i lives in
+        buffer i % copies)."""
+        copies = dict(self.copies)
+        if not copies:
+            return copies
+        m = self.model
+        best = math.lcm(*copies.values())
+        for unroll in range(max(copies.values()), best):
+            padded = {}
+            for v, c in copies.items():
+                if unroll % c == 0:
+                    padded[v] = c
+                    continue
+                if len(m.values[v].type.shape) != 1:
+                    break
+                padded[v] = next(d for d in range(c, unroll + 1) if unroll % d == 0)
+            else:
+                roles = {m.values[v].role for v in padded if padded[v] != copies[v]}
+                if all(self._registers(r, padded, [v for v in padded if m.values[v].role == r.name])
+                       <= r.registers for r in m.roles if r.name in roles):
+                    return padded
+        return copies
+
     def spare_registers(self, role) -> float:
         """Registers per thread that a role's budget leaves over its values' buffers and the
         machine's register_reserve, as the model counts them."""

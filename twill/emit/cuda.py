@@ -15,6 +15,7 @@ from .lines import Lines, ring_slot
 from .model import EmitError, KernelModel, ident, rastered
 from .ops import ctype, is_known, needs_extension
 from .program import Program
+from ..band import Band
 from .ragged import causal, causal_code
 from .roles import RoleBody
 from .stores import Stores
@@ -91,6 +92,7 @@ class Renderer(Stores, Kernel):
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
         wrappers += [runtime.causal_part(m.target).lstrip("\n")] if self.causal.masks else []
+        wrappers += [runtime.band_part(m.target).lstrip("\n")] if self.causal.masks and self.causal.band != Band() else []
         wrappers += masks.runtime(m)  # the mask op's header, in kernels that have one
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
@@ -231,7 +233,7 @@ class Renderer(Stores, Kernel):
         store along the loop written with plain stores, which TMA would have clipped at the extent."""
         unclipped = [t for t in self.m.tensors if t.kind == "store" and "loop" in t.axes and t.name not in self.p.staging]
         if self.causal.masks:
-            return f"the loop's extent is per {'key' if self.causal.starts else 'query'} tile (causal_mask)"
+            return f"the loop's extent is per {'key' if self.causal.backward else 'query'} tile (causal_mask)"
         if unclipped and not self.m.ragged.why_not:
             return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"
         return self.m.ragged.why_not

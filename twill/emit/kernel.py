@@ -76,7 +76,7 @@ class Kernel:
 
     def _blocks(self) -> str:
         """What a causal loop's iterations are, for the kernel's comment."""
-        return "key tile's query blocks" if self.causal.starts else "query tile's key blocks"
+        return "key tile's query blocks" if self.causal.backward else "query tile's key blocks"
 
     def _barrier_inits(self) -> list[str]:
         """The kernel's mbarriers other than the rings' and the inputs': scratch tiles read, the

@@ -375,15 +375,26 @@ def _causal_mask(call: OpCall) -> list[str]:
         raise EmitError(f"op '{call.op.name}': causal_mask is emitted on register tiles on sm_90a, on "
                         "tensor-memory tiles on sm_100a")
     grid0 = f"tile.m * args.{tensor}_rows_step + args.{tensor}_rows_offset"
-    if plan.starts:
-        q0, k0 = f"(causal_first(args, tile) + {call.iteration}) * kLoopStep + {call.row0}", grid0
+    first = "causal_first(args, tile) + " if plan.starts else ""
+    if plan.backward:
+        q0, k0 = f"({first}{call.iteration}) * kLoopStep + {call.row0}", grid0
     else:
-        q0, k0 = f"{grid0} + {call.row0}", f"({call.iteration}) * kLoopStep"
+        q0, k0 = f"{grid0} + {call.row0}", f"({first}{call.iteration}) * kLoopStep"
+    band = plan.band
+    # a band other than the causal one: key - query within [lo, hi] (ttgir/band.py)
+    hi = str(band.upper)
+    lo = ("-0x40000000" if band.lower is None else
+          f"{band.lower}" + (f" + {band.lower_by} * args.{ident(band.arg)}" if band.lower_by else ""))
+    plain = band == type(band)()
     if where == "tmem":
         rows, cols = out.type.shape
-        return [f"twill::tmem_mask_causal<{cols}, {rows}>({out.expr}, {a.expr}, {q0}, {k0});"]
+        if plain:
+            return [f"twill::tmem_mask_causal<{cols}, {rows}>({out.expr}, {a.expr}, {q0}, {k0});"]
+        return [f"twill::tmem_mask_band<{cols}, {rows}>({out.expr}, {a.expr}, {q0}, {k0}, {lo}, {hi});"]
     copy = [] if out.expr == a.expr else [f"{out.expr} = {a.expr};"]
-    return copy + [f"twill::mask_causal({out.expr}, {q0}, {k0});"]
+    if plain:
+        return copy + [f"twill::mask_causal({out.expr}, {q0}, {k0});"]
+    return copy + [f"twill::mask_band({out.expr}, {q0}, {k0}, {lo}, {hi});"]
 
 
 # -- the tables ----------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ class Program(RegisterBuffers, Rings, SharedMemory, TensorMemory, Waits, PingPon
         self.alias.update(self.shared_regs)
         for x in self.alias:
             self.copies.pop(x, None)
+        self.copies = self._fewer_copies_of_code()
         self.U = math.lcm(*self.copies.values()) if self.copies else 1
         if self.U > 8:
             raise EmitError(f"register values need {self.U} rotating buffers (unroll factor): too many")

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..band import Band, from_attrs
+from .epilogue import launch_scalars
+from .model import ident
+
 MAX_LIKE = ("rowmax", "exp2")  # readers (of operand 0) for which an absent element is -inf
 
 
@@ -180,6 +184,7 @@ class Causal:
     masks: tuple[tuple[str, str], ...]  # (causal_mask op, the tensor whose rows are the grid's m dimension of its tile)
     why_not: str  # "" when the kernel can be emitted, else the reason
     loop: str = "keys"  # what the loop runs over (Orientation.loop)
+    band: Band = Band()  # the keys each query keeps (ttgir/band.py): the plain causal mask by default
 
     @property
     def rows_of(self) -> dict[str, str]:
@@ -191,7 +196,12 @@ class Causal:
 
     @property
     def starts(self) -> bool:
-        """Whether the loop's first iteration is per tile (the backward's causal loop)."""
+        """Whether the loop's first iteration is per tile (the backward's causal loop; the forward's
+        where the band has a lower bound: a sliding window)."""
+        return bool(self.masks) and (self.loop == "queries" or self.band.lower is not None)
+
+    @property
+    def backward(self) -> bool:
         return bool(self.masks) and self.loop == "queries"
 
 
@@ -202,7 +212,7 @@ def causal(model) -> Causal:
     if not ops:
         return Causal((), "")
     axis = value_axis(model.graph, model.mma_shape)
-    masks, loops = [], set()
+    masks, loops, bands = [], set(), set()
     for op in ops:
         def refuse(why: str) -> Causal:
             return Causal((), f"causal_mask {op.name} {why}")
@@ -226,13 +236,30 @@ def causal(model) -> Causal:
             what = ("query tile loaded along the grid's rows" if orient.operand == 0 else
                     "key tile along the grid's rows (the mma's B operand)")
             return refuse(f"masks {value}, whose {'rows' if orient.operand == 0 else 'columns'} follow no {what}")
+        try:
+            band = from_attrs(op.attrs)
+        except ValueError as exc:
+            return refuse(str(exc))
+        if band.arg is not None and band.arg not in {v.name for v in launch_scalars(model.graph)}:
+            return refuse(f"reads arg = {band.arg}, which is no scalar given at launch (the graph's prologue scalars)")
+        if (band.upper_by or band.lower_by) and band.arg is None:
+            return refuse("has a bound with a coefficient of an argument (upper_by, lower_by) but no arg")
+        if band != Band() and orient.loop == "queries":
+            return refuse("masks a band other than the causal one in a loop over the queries, which is not emitted "
+                          "(the forward's loop over the keys is)")
+        if band.upper_by:
+            return refuse("has an upper bound that reads an argument: a query tile's last key block would be given at "
+                          "launch, which is not emitted")
         masks.append((op.name, tensor))
         loops.add(orient.loop)
+        bands.add(band)
     if model.ragged.step <= 0:
         return Causal((), "causal_mask needs a loaded tile along the loop (the key blocks)")
     if len(loops) > 1:
         return Causal((), "causal_mask: one loop cannot run over the keys for one mask and the queries for another")
-    return Causal(tuple(sorted(masks)), "", loops.pop())
+    if len(bands) > 1:
+        return Causal((), "causal_mask: the masks of one loop keep different bands of keys")
+    return Causal(tuple(sorted(masks)), "", loops.pop(), bands.pop())
 
 
 L2_STREAM_BYTES = 24 << 20  # of the L2 (50 MiB on the H100, 60 on the H200) for the tiles in flight's streams
@@ -250,7 +277,7 @@ def causal_code(model, plan: Causal) -> list[str]:
     of a few heads, which stay in L2 for the other tiles of those heads; numbering every head's
     tile m before any head's m - 1 put a different head on each SM and made every CTA stream its
     K and V from DRAM (ncu: 80% memory throughput, docs/gpu-results.md)."""
-    starts = plan.loop == "queries"
+    starts = plan.backward
     stream = sum(t.tile_bytes for t in model.tensors if t.kind == "load" and "loop" in t.axes)
     row = "in / size" if starts else "args.tiles_m - 1 - in / size"
     return [
@@ -272,13 +299,64 @@ def causal_code(model, plan: Causal) -> list[str]:
         "                       t + static_cast<int>(gridDim.x) >= args.tiles};",
         "}",
         "",
-        *(_first_code(model, plan) if starts else _end_code(model, plan)),
+        *(_first_code(model, plan) if starts else _band_code(model, plan) if plan.starts else _end_code(model, plan)),
     ]
+
+
+def _band_code(model, plan: Causal) -> list[str]:
+    """causal_first and causal_iters of a forward band with a lower bound (a sliding window): a
+    query tile's key blocks from the one holding its first row's first kept key to the one holding
+    its last row's last kept key (ragged.band_first, band_iters)."""
+    b = plan.band
+    firsts = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset" for q in plan.queries]
+    ends = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset + {model.tensor[q].tile[0]}" for q in plan.queries]
+    low = f"{b.lower}" + (f" + {b.lower_by} * args.{ident(b.arg)}" if b.lower_by else "")
+    return [
+        f"// A band's key blocks for one query tile: key - query from {low} to {b.upper} (causal_mask",
+        "// {upper, lower, lower_by, arg}). The tile's first block holds its first row's first kept key, its",
+        "// last its last row's last; at least kStages blocks (the extra ones, earlier, are masked whole),",
+        "// within the loop's iters (ragged.band_first, band_iters).",
+        "__device__ __forceinline__ int band_end(const Args& args, const twill::TileIdx& tile) {",
+        *[f"  int end = {e} + {b.upper};" if i == 0 else f"  end = max(end, {e} + {b.upper});" for i, e in enumerate(ends)],
+        "  return min(args.iters, max(0, (end + kLoopStep - 1) / kLoopStep));",
+        "}",
+        "",
+        "__device__ __forceinline__ int causal_first(const Args& args, const twill::TileIdx& tile) {",
+        *[f"  int start = {e};" if i == 0 else f"  start = min(start, {e});" for i, e in enumerate(firsts)],
+        *[f"  int end = {e} + {b.upper};" if i == 0 else f"  end = max(end, {e} + {b.upper});" for i, e in enumerate(ends)],
+        f"  start += {low};  // the first row's first kept key",
+        "  // (one expression: the form that cost the sm_100a kernel no spill, where two divisions cost 4 bytes)",
+        "  return max(0, min(start, min(end, args.iters * kLoopStep) - kStages * kLoopStep)) / kLoopStep;",
+        "}",
+        "",
+        "__device__ __forceinline__ int causal_iters(const Args& args, const twill::TileIdx& tile) {",
+        "  const int first = causal_first(args, tile);",
+        "  return min(args.iters - first, max(kStages, band_end(args, tile) - first));",
+        "}",
+        "",
+    ]
+
+
+def band_first(iters: int, stages: int, step: int, first_key: int, end_key: int) -> int:
+    """The first iteration of a query tile whose band keeps keys `first_key` (its first row's first)
+    to `end_key` - 1 (its last row's last): the block holding the first, earlier if the pipeline's
+    `stages` need more iterations, never before 0 (the C++ of _band_code)."""
+    return max(0, min(first_key, min(end_key, iters * step) - stages * step)) // step
+
+
+def band_end(iters: int, step: int, end_key: int) -> int:
+    return min(iters, max(0, -(-end_key // step)))
+
+
+def band_iters(iters: int, stages: int, step: int, first_key: int, end_key: int) -> int:
+    first = band_first(iters, stages, step, first_key, end_key)
+    return min(iters - first, max(stages, band_end(iters, step, end_key) - first))
 
 
 def _end_code(model, plan: Causal) -> list[str]:
     """causal_iters of the forward: a query tile's key blocks up to its last row."""
-    ends = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset + {model.tensor[q].tile[0]}" for q in plan.queries]
+    up = f" + {plan.band.upper}" if plan.band.upper else ""
+    ends = [f"tile.m * args.{q}_rows_step + args.{q}_rows_offset + {model.tensor[q].tile[0]}{up}" for q in plan.queries]
     return [
         "// A causal loop's iterations for one query tile: its key blocks up to its last query row,",
         "// at least kStages (the extra ones are masked whole), at most iters (ragged.causal_iters).",

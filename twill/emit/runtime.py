@@ -141,6 +141,12 @@ def causal_part(target) -> str:
     return _part(target.causal_runtime)
 
 
+def band_part(target) -> str:
+    """The target's mask of a band of keys (only in kernels whose causal_mask has a band other than the
+    causal one: ragged.py, ttgir/band.py)."""
+    return _part(target.band_runtime)
+
+
 @cache
 def vocab_part(target) -> str:
     """The op vocabulary's extension (twill/vocab.py), after OPS, for the kernels that use it: the

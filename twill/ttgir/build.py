@@ -112,14 +112,16 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
         output = (("output", carry.output),) if carry.output else ()
         graph_carries.append(Value(name, carry.type, "carry", text, carry.span, output))
     launch: dict[str, str] = {}  # argument -> the prologue scalar a loop op reads (build._launch)
+    ints: set[str] = set()  # those of them that are integers (a causal mask's window)
     ops = tuple(_launch(Op(op_name[g.root], g.opcode, tuple(Operand(unscaled.get((g.root, k), operand_name(r)))
                                                             for k, r in enumerate(g.operands)), g.type,
-                           attrs=g.attrs, has_result=g.type is not None, span=g.span), names, launch)
+                           attrs=g.attrs, has_result=g.type is not None, span=g.span), names, launch, ints)
                 for g in groups)
     if launch:
-        block = replace(block, scalars=block.scalars + tuple(Value(n, TensorType("f32", (1,)), "scalar")
-                                                             for n in launch.values()))
-        graph_inputs += tuple(Value(n, TensorType("f32", (1,)), "input", attrs=(("prologue", True),))
+        def kind(n: str) -> TensorType:
+            return TensorType("i32" if n in ints else "f32", (1,))
+        block = replace(block, scalars=block.scalars + tuple(Value(n, kind(n), "scalar") for n in launch.values()))
+        graph_inputs += tuple(Value(n, kind(n), "input", attrs=(("prologue", True),))
                               for n in launch.values())  # before the block's results, as the parser has them
     graph_inputs += computed_inputs
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
@@ -158,11 +160,18 @@ def natural_units(body: Body) -> bool:
     return any(n.kind == "exp2" and n.mlir == NATURAL for n in body.live())
 
 
-def _launch(op: Op, names: "_Names", launch: dict) -> Op:
+def _launch(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
     """An op whose TTGIR read a float argument (the lowering's ``launch`` attribute, values.LaunchScalar):
     a binary table op of one operand reads it as its y (or x), a prologue scalar named after it; any
     other op (the scale fused into an exp2) drops the attribute."""
     attrs = dict(op.attrs)
+    integer = attrs.pop("launch_int", None)
+    if integer is not None:  # an integer argument a causal mask's band reads (band.py): an i32 prologue scalar
+        if integer not in launch:
+            launch[integer] = names.claim(integer, fallback="scalar")
+        ints.add(launch[integer])
+        return replace(op, attrs=tuple((k, launch[integer] if k == "arg" else v) for k, v in op.attrs
+                                       if k != "launch_int"))
     found = attrs.pop("launch", None)
     rest = tuple((k, v) for k, v in op.attrs if k != "launch")
     d = vocab.lookup(op.opcode)

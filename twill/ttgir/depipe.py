@@ -181,7 +181,7 @@ def _positions_from_peel(nodes: list[Node], yields: list, carries, delays: set[i
     def walk(y: Node, copy: Node, depth: int) -> None:
         if depth > 64 or not _is_copy(copy, y) or len(y.args) != len(copy.args):
             return
-        if y.kind == "position":
+        if y.kind in ("position", "causal_mask"):
             pairs.setdefault(y.index, copy)
         for a, b in zip(y.args, copy.args):
             if isinstance(a, Tile) and isinstance(b, Tile) and a.ref.kind == b.ref.kind == "node" \
@@ -193,9 +193,36 @@ def _positions_from_peel(nodes: list[Node], yields: list, carries, delays: set[i
             walk(nodes[y.ref.index], nodes[init.ref.index], 0)
     out = list(nodes)
     for index, copy in pairs.items():
+        if out[index].kind != "position":
+            continue
         offset = dict(copy.attrs).get("offset", 0)
         out[index] = replace(out[index], attrs=tuple(kv for kv in out[index].attrs if kv[0] != "offset")
                              + ((("offset", offset),) if offset else ()))
+    return _bands_from_peel(out, pairs)
+
+
+def _bands_from_peel(nodes: list[Node], pairs: dict[int, Node]) -> list[Node]:
+    """A band mask the loop computes ahead (`ahead`, scalars._band: the loop's bounds cover its keys
+    only so) keeps, of the iteration it serves, the band of its peeled copy, which must be its own
+    band shifted by that many keys; anything else is the error the lowering put off, at the mask."""
+    from . import band
+    from .scalars import band_error
+    out = list(nodes)
+    for n in nodes:
+        attrs = dict(n.attrs)
+        if n.kind != "causal_mask" or "ahead" not in attrs:
+            continue
+        by, why = attrs["ahead"]
+        copy = pairs.get(n.index)
+        rest = tuple(kv for kv in n.attrs if kv[0] not in ("ahead",) + band.BAND_ATTRS)
+        try:
+            mine = band.from_attrs(n.attrs)
+            theirs = band.from_attrs(copy.attrs) if copy is not None else None
+        except ValueError:
+            theirs = None
+        if theirs is None or band.shifted(mine, by) != theirs:
+            raise band_error(n.span, None, why)
+        out[n.index] = replace(n, attrs=theirs.attrs() + rest)
     return out
 
 

@@ -231,6 +231,9 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
     tail = _loop_tail(lw, op, vals)
     if tail is not None:
         return tail
+    banded = _band(lw, op, vals, tt)
+    if banded is not None:
+        return banded
     if attrs is None or not isinstance(a, Tile) or not (isinstance(b, Tile) or _number(fill)):
         if not lw.in_loop:  # before the loop: only what the loop reads of it matters (an error there)
             return INDEXED
@@ -239,10 +242,11 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
             "as a mask of the tile", op.head,
             hint="a mask is imported as `mask` where it is `select(r*A + c*B + C PRED 0, x, y)` of the tile's "
                  "row r and column c with constant A, B, C, and `select(iv + c < UB, x, -inf)` as the loop's "
-                 "partial last tile (docs/ttgir-import.md, section 3); a mask offset by the program id or the "
-                 "loop's induction variable (a causal or sliding-window mask in one loop: write the causal "
-                 "diagonal as a second loop, as Triton's tutorial does), an `&` of two masks, and arithmetic on "
-                 "positions (an ALiBi or relative-position bias added to the scores) are not").diagnostics)
+                 "partial last tile, and `select(keep, x, -inf)` with keep an `&` of bounds of key - query "
+                 "(a causal or sliding-window band: the key iv + column against the query program id * rows + "
+                 "row, offset by constants and at most one integer argument) as a `causal_mask` (docs/ttgir-"
+                 "import.md, section 3); other masks offset by the program id or the loop's induction variable "
+                 "are not").diagnostics)
     operands = [a] if not isinstance(b, Tile) else [a, b]
     extra = (("fill", float(fill)),) if not isinstance(b, Tile) else ()
     return lw.node("mask", op, operands, tt, attrs=attrs + extra, opcode="mask")
@@ -264,6 +268,61 @@ def _loop_tail(lw: Lowering, op: MOp, vals: list) -> object | None:
     if dim is None:
         return None
     return x  # the partial last tile: emitted as a mask of the loop's extent, that of the tensors it reads
+
+
+def _band(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object | None:
+    """``select(keep, x, -inf)`` of the chosen loop, keep a comparison or an ``&`` of comparisons of
+    the key (``iv + column``) against the query (``program id * rows + row``): a `causal_mask` node
+    with the band's bounds (band.py). Before the loop, the copy Triton's pipeliner peeled (the key
+    from the loop's lower bound) is one too. None for any other select. In the loop, where the
+    loop's bounds do not visit every key the band keeps, but would were the mask computed one or two
+    blocks ahead (sm_100's S and softmax after the pipeliner), the node records it (`ahead`) and
+    depipe.py settles it against the peeled copy; otherwise that is an error at the select."""
+    if not (op.name == "arith.select" and len(vals) == 3 and lw.masks is not None and lw.loop_iv is not None
+            and len(tt.shape) == 2):
+        return None
+    from . import band
+    x, y = vals[1], vals[2]
+    if not (isinstance(x, Tile) and isinstance(y, Const) and y.value == -math.inf):
+        return None
+    compares = lw.masks.compares([n for n, _ in op.operands()][0])
+    addr = lw.masks.addr
+    loop = addr.loops.get(lw.loop_iv)
+    if compares is None or loop is None:
+        return None
+    ints = {n for n, t in addr.args.items() if t.kind == "scalar" and t.elem in ("i32", "i64")}
+    if not lw.in_loop:  # a peeled copy: its key starts at the loop's lower bound
+        lower = addr.of(loop.lower)
+        if lower is None or lower.coefs:
+            return None
+        found = band.read(compares, lower.const, tt.shape[0], ints)
+        return None if isinstance(found, str) else lw.node("causal_mask", op, [x], lw.type_of(x.ref),
+                                                           attrs=found.attrs())
+    found = band.read(compares, (((f"iv:{lw.loop_iv}",), 1),), tt.shape[0], ints)
+    if isinstance(found, str):
+        return None
+    why = band.covers(addr, lw.loop_iv, found, tt.shape[0], sorted(ints))
+    ahead = ()
+    if why is not None:
+        step = band.evaluate(addr, loop.step, {})
+        ahead = next(((("ahead", (k * step, why)),) for k in (1, 2) if step and band.covers(
+            addr, lw.loop_iv, band.shifted(found, k * step), tt.shape[0], sorted(ints), k * step) is None), ())
+        if not ahead:
+            raise band_error(lw.src, op.head, why)
+    attrs = found.attrs() + ((("launch_int", found.arg),) if found.arg else ()) + ahead
+    return lw.node("causal_mask", op, [x], lw.type_of(x.ref), attrs=attrs)
+
+
+def band_error(src_or_span, head, why: str):
+    """The error of a band the loop does not cover: at the select, the loop a tile loop all the same
+    (indices.UnexpressedMask: loops.py never leaves it out silently)."""
+    from ..errors import Diagnostic
+    hint = ("a causal or sliding-window mask in one loop is imported where the loop runs over every key block the "
+            "mask keeps (docs/ttgir-import.md, section 3)")
+    message = f"'arith.select' masks a band of keys around each query, but the loop does not visit every key it keeps: {why}"
+    if head is None:  # a span (depipe.py)
+        return indices.UnexpressedMask(Diagnostic(message, src_or_span, hint))
+    return indices.UnexpressedMask(*src_or_span.error(message, head, hint=hint).diagnostics)
 
 
 def _number(v: object) -> bool:

@@ -1083,7 +1083,7 @@ namespace twill_biased_softmax_gemm_kernel {
 // ---- the model's budgets, restated for the compiler ------------------------------------------
 constexpr int kThreads = 384;  // the roles' 9 warp(s), padded to whole warpgroups
 constexpr int kStages = 4;  // the loop needs at least this many iterations
-constexpr int kUnroll = 6;  // steady-state copies, so register buffers have fixed indices
+constexpr int kUnroll = 3;  // steady-state copies, so register buffers have fixed indices
 static_assert(9 <= 16, "the roles use 9 warps, more than machine h200 allows (limits.warps = 16)");
 static_assert(kThreads <= 1024 && kStages >= 1 && kUnroll >= 1, "a CTA holds at most 1024 threads");
 constexpr int kRegs_load = 24;  // setmaxnreg budget of role load
@@ -1294,7 +1294,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 3;
-  for (; j + 6 <= n; j += 6) {
+  for (; j + 3 <= n; j += 3) {
     {  // steady window J = j: k[j], bias[j], v[j]
       if (lane == 0) {
         const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
@@ -1350,66 +1350,6 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       }
       if (lane == 0) {
         const int it = j + 2;  // load v of iteration it into the slot of ring position tile.pos + it
-        sm.ring_v.wait_empty(tile.pos + it);
-        sm.ring_v.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-      }
-    }
-    {  // steady window J = j + 3: k[j + 3], bias[j + 3], v[j + 3]
-      if (lane == 0) {
-        const int it = j + 3;  // load k of iteration it into the slot of ring position tile.pos + it
-        sm.ring_k.wait_empty(tile.pos + it);
-        sm.ring_k.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-      }
-      if (lane == 0) {
-        const int it = j + 3;  // load bias of iteration it into the slot of ring position tile.pos + it
-        sm.ring_bias.wait_empty(tile.pos + it);
-        sm.ring_bias.expect_full(tile.pos + it, 256);
-        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-      }
-      if (lane == 0) {
-        const int it = j + 3;  // load v of iteration it into the slot of ring position tile.pos + it
-        sm.ring_v.wait_empty(tile.pos + it);
-        sm.ring_v.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-      }
-    }
-    {  // steady window J = j + 4: k[j + 4], bias[j + 4], v[j + 4]
-      if (lane == 0) {
-        const int it = j + 4;  // load k of iteration it into the slot of ring position tile.pos + it
-        sm.ring_k.wait_empty(tile.pos + it);
-        sm.ring_k.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-      }
-      if (lane == 0) {
-        const int it = j + 4;  // load bias of iteration it into the slot of ring position tile.pos + it
-        sm.ring_bias.wait_empty(tile.pos + it);
-        sm.ring_bias.expect_full(tile.pos + it, 256);
-        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-      }
-      if (lane == 0) {
-        const int it = j + 4;  // load v of iteration it into the slot of ring position tile.pos + it
-        sm.ring_v.wait_empty(tile.pos + it);
-        sm.ring_v.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-      }
-    }
-    {  // steady window J = j + 5: k[j + 5], bias[j + 5], v[j + 5]
-      if (lane == 0) {
-        const int it = j + 5;  // load k of iteration it into the slot of ring position tile.pos + it
-        sm.ring_k.wait_empty(tile.pos + it);
-        sm.ring_k.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-      }
-      if (lane == 0) {
-        const int it = j + 5;  // load bias of iteration it into the slot of ring position tile.pos + it
-        sm.ring_bias.wait_empty(tile.pos + it);
-        sm.ring_bias.expect_full(tile.pos + it, 256);
-        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-      }
-      if (lane == 0) {
-        const int it = j + 5;  // load v of iteration it into the slot of ring position tile.pos + it
         sm.ring_v.wait_empty(tile.pos + it);
         sm.ring_v.expect_full(tile.pos + it, 8192);
         twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
@@ -1507,276 +1447,6 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       }
       break;
     }
-    case 3: {
-      {  // steady window J = j: k[j], bias[j], v[j]
-        if (lane == 0) {
-          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      {  // steady window J = j + 1: k[j + 1], bias[j + 1], v[j + 1]
-        if (lane == 0) {
-          const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j + 1;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      {  // steady window J = j + 2: k[j + 2], bias[j + 2], v[j + 2]
-        if (lane == 0) {
-          const int it = j + 2;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j + 2;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j + 2;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): nothing for this role
-      }
-      {  // epilogue window 1 (J = n + 1): nothing for this role
-      }
-      {  // epilogue window 2 (J = n + 2): nothing for this role
-      }
-      break;
-    }
-    case 4: {
-      {  // steady window J = j: k[j], bias[j], v[j]
-        if (lane == 0) {
-          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      {  // steady window J = j + 1: k[j + 1], bias[j + 1], v[j + 1]
-        if (lane == 0) {
-          const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j + 1;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      {  // steady window J = j + 2: k[j + 2], bias[j + 2], v[j + 2]
-        if (lane == 0) {
-          const int it = j + 2;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j + 2;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j + 2;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      {  // steady window J = j + 3: k[j + 3], bias[j + 3], v[j + 3]
-        if (lane == 0) {
-          const int it = j + 3;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j + 3;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j + 3;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): nothing for this role
-      }
-      {  // epilogue window 1 (J = n + 1): nothing for this role
-      }
-      {  // epilogue window 2 (J = n + 2): nothing for this role
-      }
-      break;
-    }
-    case 5: {
-      {  // steady window J = j: k[j], bias[j], v[j]
-        if (lane == 0) {
-          const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      {  // steady window J = j + 1: k[j + 1], bias[j + 1], v[j + 1]
-        if (lane == 0) {
-          const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j + 1;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      {  // steady window J = j + 2: k[j + 2], bias[j + 2], v[j + 2]
-        if (lane == 0) {
-          const int it = j + 2;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j + 2;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j + 2;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      {  // steady window J = j + 3: k[j + 3], bias[j + 3], v[j + 3]
-        if (lane == 0) {
-          const int it = j + 3;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j + 3;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j + 3;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      {  // steady window J = j + 4: k[j + 4], bias[j + 4], v[j + 4]
-        if (lane == 0) {
-          const int it = j + 4;  // load k of iteration it into the slot of ring position tile.pos + it
-          sm.ring_k.wait_empty(tile.pos + it);
-          sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
-        }
-        if (lane == 0) {
-          const int it = j + 4;  // load bias of iteration it into the slot of ring position tile.pos + it
-          sm.ring_bias.wait_empty(tile.pos + it);
-          sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
-        }
-        if (lane == 0) {
-          const int it = j + 4;  // load v of iteration it into the slot of ring position tile.pos + it
-          sm.ring_v.wait_empty(tile.pos + it);
-          sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
-        }
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): nothing for this role
-      }
-      {  // epilogue window 1 (J = n + 1): nothing for this role
-      }
-      {  // epilogue window 2 (J = n + 2): nothing for this role
-      }
-      break;
-    }
     default:
       break;
   }
@@ -1794,11 +1464,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::Frag<2, 64> qk[1];  // qk: f32[128,64]
   twill::Frag<2, 64> s[1];  // s: f32[128,64]
-  twill::Rows<2> m_new[2];  // m_new: f32[128]
+  twill::Rows<2> m_new[3];  // m_new: f32[128]
   twill::Rows<2> alpha[3];  // alpha: f32[128]
   twill::Rows<2> l_new[1];  // l_new: f32[128]
   twill::Frag<2, 64> acc_n[1];  // acc_n: f32[128,64]
-  for (int c = 0; c < 2; ++c) twill::fill(m_new[c], -INFINITY);  // carry m_i starts at -inf
+  for (int c = 0; c < 3; ++c) twill::fill(m_new[c], -INFINITY);  // carry m_i starts at -inf
   for (int c = 0; c < 1; ++c) twill::fill(l_new[c], 0.0f);  // carry l_i starts at 0
   for (int c = 0; c < 1; ++c) twill::fill(acc_n[c], 0.0f);  // carry acc starts at 0
   const int ib = tile.round % kInputCopies;  // this tile's buffer of the inputs
@@ -1834,14 +1504,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     sm.ring_s_b.arrive_full(tile.pos);
     sm.ring_bias.release_by_warp(tile.pos);  // release bias[0]
     // m_new = rowmax s_b, m_i (iteration 0)
-    twill::op_rowmax(m_new[0], qk[0], m_new[1]);
+    twill::op_rowmax(m_new[0], qk[0], m_new[2]);
     sm.ring_m_new.wait_empty(tile.pos);  // hand m_new[0] to softmax0
     twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
     sm.ring_m_new.arrive_full(tile.pos);
   }
   {  // prologue window 1 (J = 1): alpha[0], qk[1], s[1], s_b[1], m_new[1]
     // alpha = exp2 m_i, m_new (iteration 0)
-    twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
+    twill::op_exp2(alpha[0], m_new[2], m_new[0], args.exp2_scale);
     sm.ring_k.wait_full(tile.pos + 1);  // k[1] has landed
     // qk = mma q, k (iteration 1)
     {
@@ -1912,15 +1582,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     sm.ring_s_b.arrive_full(tile.pos + 2);
     sm.ring_bias.release_by_warp(tile.pos + 2);  // release bias[2]
     // m_new = rowmax s_b, m_i (iteration 2)
-    twill::op_rowmax(m_new[0], qk[0], m_new[1]);
+    twill::op_rowmax(m_new[2], qk[0], m_new[1]);
     sm.ring_m_new.wait_empty(tile.pos + 2);  // hand m_new[2] to softmax0
-    twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
+    twill::frag_to_buffer(sm.stage_m_new[0], m_new[2], 0, 0);
     sm.ring_m_new.arrive_full(tile.pos + 2);
   }
   for (int c = 0; c < 1; ++c) twill::fence_frag(acc_n[c]);  // acc_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 3;
-  for (; j + 6 <= n; j += 6) {
+  for (; j + 3 <= n; j += 3) {
     {  // steady window J = j: alpha[j - 1], qk[j], acc_a[j - 3], l_new[j - 3], acc_n[j - 3], s[j], s_b[j], m_new[j]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_n[0]);
@@ -1928,7 +1598,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
       if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
       // alpha = exp2 m_i, m_new (iteration j - 1)
-      twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
+      twill::op_exp2(alpha[2], m_new[1], m_new[2], args.exp2_scale);
       sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // qk = mma q, k (iteration j)
       {
@@ -1981,9 +1651,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_s_b.arrive_full(tile.pos + j);
       sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
       // m_new = rowmax s_b, m_i (iteration j)
-      twill::op_rowmax(m_new[1], qk[0], m_new[0]);
+      twill::op_rowmax(m_new[0], qk[0], m_new[2]);
       sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
-      twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
+      twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
       sm.ring_m_new.arrive_full(tile.pos + j);
     }
     {  // steady window J = j + 1: alpha[j], qk[j + 1], acc_a[j - 2], l_new[j - 2], acc_n[j - 2], s[j + 1], s_b[j + 1], m_new[j + 1]
@@ -1993,7 +1663,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_p.release_by_warp(tile.pos + j - 3);  // release p[j - 3]
       sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
       // alpha = exp2 m_i, m_new (iteration j)
-      twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
+      twill::op_exp2(alpha[0], m_new[2], m_new[0], args.exp2_scale);
       sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // qk = mma q, k (iteration j + 1)
       {
@@ -2046,9 +1716,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_s_b.arrive_full(tile.pos + j + 1);
       sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
       // m_new = rowmax s_b, m_i (iteration j + 1)
-      twill::op_rowmax(m_new[0], qk[0], m_new[1]);
+      twill::op_rowmax(m_new[1], qk[0], m_new[0]);
       sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
-      twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
+      twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
       sm.ring_m_new.arrive_full(tile.pos + j + 1);
     }
     {  // steady window J = j + 2: alpha[j + 1], qk[j + 2], acc_a[j - 1], l_new[j - 1], acc_n[j - 1], s[j + 2], s_b[j + 2], m_new[j + 2]
@@ -2058,7 +1728,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
       sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
       // alpha = exp2 m_i, m_new (iteration j + 1)
-      twill::op_exp2(alpha[1], m_new[1], m_new[0], args.exp2_scale);
+      twill::op_exp2(alpha[1], m_new[0], m_new[1], args.exp2_scale);
       sm.ring_k.wait_full(tile.pos + j + 2);  // k[j + 2] has landed
       // qk = mma q, k (iteration j + 2)
       {
@@ -2106,212 +1776,17 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
+      if constexpr (kTail) if ((j + 2) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
       sm.ring_s_b.wait_empty(tile.pos + j + 2);  // hand s_b[j + 2] to softmax0
       twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
       sm.ring_s_b.arrive_full(tile.pos + j + 2);
       sm.ring_bias.release_by_warp(tile.pos + j + 2);  // release bias[j + 2]
+      if constexpr (kTail) if ((j + 2) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
       // m_new = rowmax s_b, m_i (iteration j + 2)
-      twill::op_rowmax(m_new[1], qk[0], m_new[0]);
+      twill::op_rowmax(m_new[2], qk[0], m_new[1]);
       sm.ring_m_new.wait_empty(tile.pos + j + 2);  // hand m_new[j + 2] to softmax0
-      twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
+      twill::frag_to_buffer(sm.stage_m_new[0], m_new[2], 0, 0);
       sm.ring_m_new.arrive_full(tile.pos + j + 2);
-    }
-    {  // steady window J = j + 3: alpha[j + 2], qk[j + 3], acc_a[j], l_new[j], acc_n[j], s[j + 3], s_b[j + 3], m_new[j + 3]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(acc_n[0]);
-      sm.ring_k.release_by_warp(tile.pos + j + 2);  // release k[j + 2]
-      sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
-      sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
-      // alpha = exp2 m_i, m_new (iteration j + 2)
-      twill::op_exp2(alpha[2], m_new[0], m_new[1], args.exp2_scale);
-      sm.ring_k.wait_full(tile.pos + j + 3);  // k[j + 3] has landed
-      // qk = mma q, k (iteration j + 3)
-      {
-        twill::fence_frag(qk[0]);
-        twill::wgmma_fence();
-        #pragma unroll
-        for (int mb = 0; mb < 2; ++mb) {
-        #pragma unroll
-          for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 3) % 2], 0, 16 * kk), kk > 0);
-        }
-        twill::wgmma_commit();
-      }
-      // acc_a is computed in the registers of acc_n, which accumulates it in place
-      // acc_a = rescale acc, alpha (iteration j)
-      twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-      sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
-      // l_new = rowsum p, l_i, alpha (iteration j)
-      {
-        twill::Frag16<2, 64, __half> l_new_arg0;
-        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j) % 3], 0);
-        twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
-      }
-      sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
-      // acc_n = mma p, v, acc_a (iteration j)
-      {
-        twill::fence_frag(acc_n[0]);
-        twill::wgmma_fence();
-        #pragma unroll
-        for (int mb = 0; mb < 2; ++mb) {
-        #pragma unroll
-          for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j) % 4], 16 * kk, 0), 1);
-        }
-        twill::wgmma_commit();
-      }
-      twill::wgmma_wait<1>();  // qk[j + 3] is complete
-      twill::fence_frag(qk[0]);
-      // s = mul qk (iteration j + 3)
-      twill::op_mul(s[0], qk[0], 0.125f);
-      sm.ring_bias.wait_full(tile.pos + j + 3);  // bias[j + 3] has landed
-      // s_b takes the registers of qk, which no longer needs them
-      // s_b = add s, bias (iteration j + 3)
-      {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 3) % 2]};
-        twill::op_add(qk[0], s[0], s_b_arg1);
-      }
-      sm.ring_s_b.wait_empty(tile.pos + j + 3);  // hand s_b[j + 3] to softmax0
-      twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-      sm.ring_s_b.arrive_full(tile.pos + j + 3);
-      sm.ring_bias.release_by_warp(tile.pos + j + 3);  // release bias[j + 3]
-      // m_new = rowmax s_b, m_i (iteration j + 3)
-      twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-      sm.ring_m_new.wait_empty(tile.pos + j + 3);  // hand m_new[j + 3] to softmax0
-      twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-      sm.ring_m_new.arrive_full(tile.pos + j + 3);
-    }
-    {  // steady window J = j + 4: alpha[j + 3], qk[j + 4], acc_a[j + 1], l_new[j + 1], acc_n[j + 1], s[j + 4], s_b[j + 4], m_new[j + 4]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(acc_n[0]);
-      sm.ring_k.release_by_warp(tile.pos + j + 3);  // release k[j + 3]
-      sm.ring_p.release_by_warp(tile.pos + j);  // release p[j]
-      sm.ring_v.release_by_warp(tile.pos + j);  // release v[j]
-      // alpha = exp2 m_i, m_new (iteration j + 3)
-      twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
-      sm.ring_k.wait_full(tile.pos + j + 4);  // k[j + 4] has landed
-      // qk = mma q, k (iteration j + 4)
-      {
-        twill::fence_frag(qk[0]);
-        twill::wgmma_fence();
-        #pragma unroll
-        for (int mb = 0; mb < 2; ++mb) {
-        #pragma unroll
-          for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 4) % 2], 0, 16 * kk), kk > 0);
-        }
-        twill::wgmma_commit();
-      }
-      // acc_a is computed in the registers of acc_n, which accumulates it in place
-      // acc_a = rescale acc, alpha (iteration j + 1)
-      twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-      sm.ring_p.wait_full(tile.pos + j + 1);  // p[j + 1] has landed
-      // l_new = rowsum p, l_i, alpha (iteration j + 1)
-      {
-        twill::Frag16<2, 64, __half> l_new_arg0;
-        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j + 1) % 3], 0);
-        twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
-      }
-      sm.ring_v.wait_full(tile.pos + j + 1);  // v[j + 1] has landed
-      // acc_n = mma p, v, acc_a (iteration j + 1)
-      {
-        twill::fence_frag(acc_n[0]);
-        twill::wgmma_fence();
-        #pragma unroll
-        for (int mb = 0; mb < 2; ++mb) {
-        #pragma unroll
-          for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j + 1) % 4], 16 * kk, 0), 1);
-        }
-        twill::wgmma_commit();
-      }
-      twill::wgmma_wait<1>();  // qk[j + 4] is complete
-      twill::fence_frag(qk[0]);
-      // s = mul qk (iteration j + 4)
-      twill::op_mul(s[0], qk[0], 0.125f);
-      sm.ring_bias.wait_full(tile.pos + j + 4);  // bias[j + 4] has landed
-      // s_b takes the registers of qk, which no longer needs them
-      // s_b = add s, bias (iteration j + 4)
-      {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 4) % 2]};
-        twill::op_add(qk[0], s[0], s_b_arg1);
-      }
-      sm.ring_s_b.wait_empty(tile.pos + j + 4);  // hand s_b[j + 4] to softmax0
-      twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-      sm.ring_s_b.arrive_full(tile.pos + j + 4);
-      sm.ring_bias.release_by_warp(tile.pos + j + 4);  // release bias[j + 4]
-      // m_new = rowmax s_b, m_i (iteration j + 4)
-      twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-      sm.ring_m_new.wait_empty(tile.pos + j + 4);  // hand m_new[j + 4] to softmax0
-      twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-      sm.ring_m_new.arrive_full(tile.pos + j + 4);
-    }
-    {  // steady window J = j + 5: alpha[j + 4], qk[j + 5], acc_a[j + 2], l_new[j + 2], acc_n[j + 2], s[j + 5], s_b[j + 5], m_new[j + 5]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(acc_n[0]);
-      sm.ring_k.release_by_warp(tile.pos + j + 4);  // release k[j + 4]
-      sm.ring_p.release_by_warp(tile.pos + j + 1);  // release p[j + 1]
-      sm.ring_v.release_by_warp(tile.pos + j + 1);  // release v[j + 1]
-      // alpha = exp2 m_i, m_new (iteration j + 4)
-      twill::op_exp2(alpha[1], m_new[0], m_new[1], args.exp2_scale);
-      sm.ring_k.wait_full(tile.pos + j + 5);  // k[j + 5] has landed
-      // qk = mma q, k (iteration j + 5)
-      {
-        twill::fence_frag(qk[0]);
-        twill::wgmma_fence();
-        #pragma unroll
-        for (int mb = 0; mb < 2; ++mb) {
-        #pragma unroll
-          for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 5) % 2], 0, 16 * kk), kk > 0);
-        }
-        twill::wgmma_commit();
-      }
-      // acc_a is computed in the registers of acc_n, which accumulates it in place
-      // acc_a = rescale acc, alpha (iteration j + 2)
-      twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-      sm.ring_p.wait_full(tile.pos + j + 2);  // p[j + 2] has landed
-      // l_new = rowsum p, l_i, alpha (iteration j + 2)
-      {
-        twill::Frag16<2, 64, __half> l_new_arg0;
-        twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j + 2) % 3], 0);
-        twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
-      }
-      sm.ring_v.wait_full(tile.pos + j + 2);  // v[j + 2] has landed
-      // acc_n = mma p, v, acc_a (iteration j + 2)
-      {
-        twill::fence_frag(acc_n[0]);
-        twill::wgmma_fence();
-        #pragma unroll
-        for (int mb = 0; mb < 2; ++mb) {
-        #pragma unroll
-          for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j + 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j + 2) % 4], 16 * kk, 0), 1);
-        }
-        twill::wgmma_commit();
-      }
-      twill::wgmma_wait<1>();  // qk[j + 5] is complete
-      twill::fence_frag(qk[0]);
-      // s = mul qk (iteration j + 5)
-      twill::op_mul(s[0], qk[0], 0.125f);
-      sm.ring_bias.wait_full(tile.pos + j + 5);  // bias[j + 5] has landed
-      // s_b takes the registers of qk, which no longer needs them
-      // s_b = add s, bias (iteration j + 5)
-      {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 5) % 2]};
-        twill::op_add(qk[0], s[0], s_b_arg1);
-      }
-      if constexpr (kTail) if ((j + 5) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
-      sm.ring_s_b.wait_empty(tile.pos + j + 5);  // hand s_b[j + 5] to softmax0
-      twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-      sm.ring_s_b.arrive_full(tile.pos + j + 5);
-      sm.ring_bias.release_by_warp(tile.pos + j + 5);  // release bias[j + 5]
-      if constexpr (kTail) if ((j + 5) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
-      // m_new = rowmax s_b, m_i (iteration j + 5)
-      twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-      sm.ring_m_new.wait_empty(tile.pos + j + 5);  // hand m_new[j + 5] to softmax0
-      twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-      sm.ring_m_new.arrive_full(tile.pos + j + 5);
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -2324,7 +1799,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
         sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
         // alpha = exp2 m_i, m_new (iteration n - 1)
-        twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
+        twill::op_exp2(alpha[2], m_new[1], m_new[2], args.exp2_scale);
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
@@ -2417,7 +1892,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
         if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
         // alpha = exp2 m_i, m_new (iteration j - 1)
-        twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
+        twill::op_exp2(alpha[2], m_new[1], m_new[2], args.exp2_scale);
         sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // qk = mma q, k (iteration j)
         {
@@ -2472,9 +1947,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
         if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         // m_new = rowmax s_b, m_i (iteration j)
-        twill::op_rowmax(m_new[1], qk[0], m_new[0]);
+        twill::op_rowmax(m_new[0], qk[0], m_new[2]);
         sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
+        twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
         sm.ring_m_new.arrive_full(tile.pos + j);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -2485,7 +1960,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
         sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
         // alpha = exp2 m_i, m_new (iteration n - 1)
-        twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
+        twill::op_exp2(alpha[0], m_new[2], m_new[0], args.exp2_scale);
         // acc_a is computed in the registers of acc_n, which accumulates it in place
         // acc_a = rescale acc, alpha (iteration n - 3)
         twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
@@ -2578,7 +2053,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
         if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
         // alpha = exp2 m_i, m_new (iteration j - 1)
-        twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
+        twill::op_exp2(alpha[2], m_new[1], m_new[2], args.exp2_scale);
         sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // qk = mma q, k (iteration j)
         {
@@ -2631,9 +2106,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_s_b.arrive_full(tile.pos + j);
         sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
         // m_new = rowmax s_b, m_i (iteration j)
-        twill::op_rowmax(m_new[1], qk[0], m_new[0]);
+        twill::op_rowmax(m_new[0], qk[0], m_new[2]);
         sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
+        twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
         sm.ring_m_new.arrive_full(tile.pos + j);
       }
       {  // steady window J = j + 1: alpha[j], qk[j + 1], acc_a[j - 2], l_new[j - 2], acc_n[j - 2], s[j + 1], s_b[j + 1], m_new[j + 1]
@@ -2643,7 +2118,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_p.release_by_warp(tile.pos + j - 3);  // release p[j - 3]
         sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
         // alpha = exp2 m_i, m_new (iteration j)
-        twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
+        twill::op_exp2(alpha[0], m_new[2], m_new[0], args.exp2_scale);
         sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
         // qk = mma q, k (iteration j + 1)
         {
@@ -2698,1078 +2173,10 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
         if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
         // m_new = rowmax s_b, m_i (iteration j + 1)
-        twill::op_rowmax(m_new[0], qk[0], m_new[1]);
+        twill::op_rowmax(m_new[1], qk[0], m_new[0]);
         sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
+        twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
         sm.ring_m_new.arrive_full(tile.pos + j + 1);
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): alpha[n - 1], acc_a[n - 3], l_new[n - 3], acc_n[n - 3]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
-        sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
-        sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
-        // alpha = exp2 m_i, m_new (iteration n - 1)
-        twill::op_exp2(alpha[1], m_new[1], m_new[0], args.exp2_scale);
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration n - 3)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(tile.pos + n - 3);  // p[n - 3] has landed
-        // l_new = rowsum p, l_i, alpha (iteration n - 3)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 3) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
-        }
-        sm.ring_v.wait_full(tile.pos + n - 3);  // v[n - 3] has landed
-        // acc_n = mma p, v, acc_a (iteration n - 3)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 3) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-      }
-      {  // epilogue window 1 (J = n + 1): acc_a[n - 2], l_new[n - 2], acc_n[n - 2]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(tile.pos + n - 3);  // release p[n - 3]
-        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration n - 2)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(tile.pos + n - 2);  // p[n - 2] has landed
-        // l_new = rowsum p, l_i, alpha (iteration n - 2)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 2) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
-        }
-        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
-        // acc_n = mma p, v, acc_a (iteration n - 2)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-      }
-      {  // epilogue window 2 (J = n + 2): acc_a[n - 1], l_new[n - 1], acc_n[n - 1]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration n - 1)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
-        // l_new = rowsum p, l_i, alpha (iteration n - 1)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 1) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
-        }
-        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
-        // acc_n = mma p, v, acc_a (iteration n - 1)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-      }
-      break;
-    }
-    case 3: {
-      {  // steady window J = j: alpha[j - 1], qk[j], acc_a[j - 3], l_new[j - 3], acc_n[j - 3], s[j], s_b[j], m_new[j]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
-        if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
-        if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
-        // alpha = exp2 m_i, m_new (iteration j - 1)
-        twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
-        // qk = mma q, k (iteration j)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j - 3)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(tile.pos + j - 3);  // p[j - 3] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j - 3)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 3) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
-        }
-        sm.ring_v.wait_full(tile.pos + j - 3);  // v[j - 3] has landed
-        // acc_n = mma p, v, acc_a (iteration j - 3)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 3) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j);  // bias[j] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j);
-        sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
-        // m_new = rowmax s_b, m_i (iteration j)
-        twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j);
-      }
-      {  // steady window J = j + 1: alpha[j], qk[j + 1], acc_a[j - 2], l_new[j - 2], acc_n[j - 2], s[j + 1], s_b[j + 1], m_new[j + 1]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
-        sm.ring_p.release_by_warp(tile.pos + j - 3);  // release p[j - 3]
-        sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
-        // alpha = exp2 m_i, m_new (iteration j)
-        twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
-        // qk = mma q, k (iteration j + 1)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j - 2)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(tile.pos + j - 2);  // p[j - 2] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j - 2)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 2) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
-        }
-        sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
-        // acc_n = mma p, v, acc_a (iteration j - 2)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j + 1] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j + 1)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j + 1);  // bias[j + 1] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j + 1)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        sm.ring_s_b.wait_empty(tile.pos + j + 1);  // hand s_b[j + 1] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j + 1);
-        sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
-        // m_new = rowmax s_b, m_i (iteration j + 1)
-        twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j + 1);
-      }
-      {  // steady window J = j + 2: alpha[j + 1], qk[j + 2], acc_a[j - 1], l_new[j - 1], acc_n[j - 1], s[j + 2], s_b[j + 2], m_new[j + 2]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j + 1);  // release k[j + 1]
-        sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
-        sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
-        // alpha = exp2 m_i, m_new (iteration j + 1)
-        twill::op_exp2(alpha[1], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j + 2);  // k[j + 2] has landed
-        // qk = mma q, k (iteration j + 2)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 2) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j - 1)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j - 1)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 1) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
-        }
-        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
-        // acc_n = mma p, v, acc_a (iteration j - 1)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 1) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j + 2] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j + 2)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j + 2);  // bias[j + 2] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j + 2)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
-        sm.ring_s_b.wait_empty(tile.pos + j + 2);  // hand s_b[j + 2] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j + 2);
-        sm.ring_bias.release_by_warp(tile.pos + j + 2);  // release bias[j + 2]
-        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
-        // m_new = rowmax s_b, m_i (iteration j + 2)
-        twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(tile.pos + j + 2);  // hand m_new[j + 2] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j + 2);
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): alpha[n - 1], acc_a[n - 3], l_new[n - 3], acc_n[n - 3]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
-        sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
-        sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
-        // alpha = exp2 m_i, m_new (iteration n - 1)
-        twill::op_exp2(alpha[2], m_new[0], m_new[1], args.exp2_scale);
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration n - 3)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(tile.pos + n - 3);  // p[n - 3] has landed
-        // l_new = rowsum p, l_i, alpha (iteration n - 3)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 3) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
-        }
-        sm.ring_v.wait_full(tile.pos + n - 3);  // v[n - 3] has landed
-        // acc_n = mma p, v, acc_a (iteration n - 3)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 3) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-      }
-      {  // epilogue window 1 (J = n + 1): acc_a[n - 2], l_new[n - 2], acc_n[n - 2]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(tile.pos + n - 3);  // release p[n - 3]
-        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration n - 2)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(tile.pos + n - 2);  // p[n - 2] has landed
-        // l_new = rowsum p, l_i, alpha (iteration n - 2)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 2) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
-        }
-        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
-        // acc_n = mma p, v, acc_a (iteration n - 2)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-      }
-      {  // epilogue window 2 (J = n + 2): acc_a[n - 1], l_new[n - 1], acc_n[n - 1]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration n - 1)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
-        // l_new = rowsum p, l_i, alpha (iteration n - 1)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 1) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
-        }
-        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
-        // acc_n = mma p, v, acc_a (iteration n - 1)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-      }
-      break;
-    }
-    case 4: {
-      {  // steady window J = j: alpha[j - 1], qk[j], acc_a[j - 3], l_new[j - 3], acc_n[j - 3], s[j], s_b[j], m_new[j]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
-        if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
-        if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
-        // alpha = exp2 m_i, m_new (iteration j - 1)
-        twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
-        // qk = mma q, k (iteration j)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j - 3)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(tile.pos + j - 3);  // p[j - 3] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j - 3)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 3) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
-        }
-        sm.ring_v.wait_full(tile.pos + j - 3);  // v[j - 3] has landed
-        // acc_n = mma p, v, acc_a (iteration j - 3)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 3) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j);  // bias[j] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j);
-        sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
-        // m_new = rowmax s_b, m_i (iteration j)
-        twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j);
-      }
-      {  // steady window J = j + 1: alpha[j], qk[j + 1], acc_a[j - 2], l_new[j - 2], acc_n[j - 2], s[j + 1], s_b[j + 1], m_new[j + 1]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
-        sm.ring_p.release_by_warp(tile.pos + j - 3);  // release p[j - 3]
-        sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
-        // alpha = exp2 m_i, m_new (iteration j)
-        twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
-        // qk = mma q, k (iteration j + 1)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j - 2)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(tile.pos + j - 2);  // p[j - 2] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j - 2)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 2) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
-        }
-        sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
-        // acc_n = mma p, v, acc_a (iteration j - 2)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j + 1] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j + 1)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j + 1);  // bias[j + 1] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j + 1)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        sm.ring_s_b.wait_empty(tile.pos + j + 1);  // hand s_b[j + 1] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j + 1);
-        sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
-        // m_new = rowmax s_b, m_i (iteration j + 1)
-        twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j + 1);
-      }
-      {  // steady window J = j + 2: alpha[j + 1], qk[j + 2], acc_a[j - 1], l_new[j - 1], acc_n[j - 1], s[j + 2], s_b[j + 2], m_new[j + 2]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j + 1);  // release k[j + 1]
-        sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
-        sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
-        // alpha = exp2 m_i, m_new (iteration j + 1)
-        twill::op_exp2(alpha[1], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j + 2);  // k[j + 2] has landed
-        // qk = mma q, k (iteration j + 2)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 2) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j - 1)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j - 1)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 1) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
-        }
-        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
-        // acc_n = mma p, v, acc_a (iteration j - 1)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 1) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j + 2] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j + 2)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j + 2);  // bias[j + 2] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j + 2)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        sm.ring_s_b.wait_empty(tile.pos + j + 2);  // hand s_b[j + 2] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j + 2);
-        sm.ring_bias.release_by_warp(tile.pos + j + 2);  // release bias[j + 2]
-        // m_new = rowmax s_b, m_i (iteration j + 2)
-        twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(tile.pos + j + 2);  // hand m_new[j + 2] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j + 2);
-      }
-      {  // steady window J = j + 3: alpha[j + 2], qk[j + 3], acc_a[j], l_new[j], acc_n[j], s[j + 3], s_b[j + 3], m_new[j + 3]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j + 2);  // release k[j + 2]
-        sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
-        sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
-        // alpha = exp2 m_i, m_new (iteration j + 2)
-        twill::op_exp2(alpha[2], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j + 3);  // k[j + 3] has landed
-        // qk = mma q, k (iteration j + 3)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 3) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
-        }
-        sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
-        // acc_n = mma p, v, acc_a (iteration j)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j + 3] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j + 3)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j + 3);  // bias[j + 3] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j + 3)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 3) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
-        sm.ring_s_b.wait_empty(tile.pos + j + 3);  // hand s_b[j + 3] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j + 3);
-        sm.ring_bias.release_by_warp(tile.pos + j + 3);  // release bias[j + 3]
-        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
-        // m_new = rowmax s_b, m_i (iteration j + 3)
-        twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(tile.pos + j + 3);  // hand m_new[j + 3] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j + 3);
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): alpha[n - 1], acc_a[n - 3], l_new[n - 3], acc_n[n - 3]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
-        sm.ring_p.release_by_warp(tile.pos + n - 4);  // release p[n - 4]
-        sm.ring_v.release_by_warp(tile.pos + n - 4);  // release v[n - 4]
-        // alpha = exp2 m_i, m_new (iteration n - 1)
-        twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration n - 3)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(tile.pos + n - 3);  // p[n - 3] has landed
-        // l_new = rowsum p, l_i, alpha (iteration n - 3)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 3) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
-        }
-        sm.ring_v.wait_full(tile.pos + n - 3);  // v[n - 3] has landed
-        // acc_n = mma p, v, acc_a (iteration n - 3)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 3) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-      }
-      {  // epilogue window 1 (J = n + 1): acc_a[n - 2], l_new[n - 2], acc_n[n - 2]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(tile.pos + n - 3);  // release p[n - 3]
-        sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration n - 2)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(tile.pos + n - 2);  // p[n - 2] has landed
-        // l_new = rowsum p, l_i, alpha (iteration n - 2)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 2) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
-        }
-        sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
-        // acc_n = mma p, v, acc_a (iteration n - 2)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 2) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-      }
-      {  // epilogue window 2 (J = n + 2): acc_a[n - 1], l_new[n - 1], acc_n[n - 1]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
-        sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration n - 1)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
-        // l_new = rowsum p, l_i, alpha (iteration n - 1)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + n - 1) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
-        }
-        sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
-        // acc_n = mma p, v, acc_a (iteration n - 1)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + n - 1) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-      }
-      break;
-    }
-    case 5: {
-      {  // steady window J = j: alpha[j - 1], qk[j], acc_a[j - 3], l_new[j - 3], acc_n[j - 3], s[j], s_b[j], m_new[j]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
-        if (j - 4 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 4);  // release p[j - 4]
-        if (j - 4 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 4);  // release v[j - 4]
-        // alpha = exp2 m_i, m_new (iteration j - 1)
-        twill::op_exp2(alpha[2], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
-        // qk = mma q, k (iteration j)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j - 3)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(tile.pos + j - 3);  // p[j - 3] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j - 3)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 3) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
-        }
-        sm.ring_v.wait_full(tile.pos + j - 3);  // v[j - 3] has landed
-        // acc_n = mma p, v, acc_a (iteration j - 3)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 3) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 3) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j);  // bias[j] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j);
-        sm.ring_bias.release_by_warp(tile.pos + j);  // release bias[j]
-        // m_new = rowmax s_b, m_i (iteration j)
-        twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(tile.pos + j);  // hand m_new[j] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j);
-      }
-      {  // steady window J = j + 1: alpha[j], qk[j + 1], acc_a[j - 2], l_new[j - 2], acc_n[j - 2], s[j + 1], s_b[j + 1], m_new[j + 1]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
-        sm.ring_p.release_by_warp(tile.pos + j - 3);  // release p[j - 3]
-        sm.ring_v.release_by_warp(tile.pos + j - 3);  // release v[j - 3]
-        // alpha = exp2 m_i, m_new (iteration j)
-        twill::op_exp2(alpha[0], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
-        // qk = mma q, k (iteration j + 1)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j - 2)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(tile.pos + j - 2);  // p[j - 2] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j - 2)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 2) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
-        }
-        sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
-        // acc_n = mma p, v, acc_a (iteration j - 2)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 2) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 2) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j + 1] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j + 1)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j + 1);  // bias[j + 1] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j + 1)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        sm.ring_s_b.wait_empty(tile.pos + j + 1);  // hand s_b[j + 1] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j + 1);
-        sm.ring_bias.release_by_warp(tile.pos + j + 1);  // release bias[j + 1]
-        // m_new = rowmax s_b, m_i (iteration j + 1)
-        twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(tile.pos + j + 1);  // hand m_new[j + 1] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j + 1);
-      }
-      {  // steady window J = j + 2: alpha[j + 1], qk[j + 2], acc_a[j - 1], l_new[j - 1], acc_n[j - 1], s[j + 2], s_b[j + 2], m_new[j + 2]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j + 1);  // release k[j + 1]
-        sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
-        sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
-        // alpha = exp2 m_i, m_new (iteration j + 1)
-        twill::op_exp2(alpha[1], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j + 2);  // k[j + 2] has landed
-        // qk = mma q, k (iteration j + 2)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 2) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j - 1)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[2]);
-        sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j - 1)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j - 1) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[2]);
-        }
-        sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
-        // acc_n = mma p, v, acc_a (iteration j - 1)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j - 1) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j + 2] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j + 2)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j + 2);  // bias[j + 2] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j + 2)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        sm.ring_s_b.wait_empty(tile.pos + j + 2);  // hand s_b[j + 2] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j + 2);
-        sm.ring_bias.release_by_warp(tile.pos + j + 2);  // release bias[j + 2]
-        // m_new = rowmax s_b, m_i (iteration j + 2)
-        twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(tile.pos + j + 2);  // hand m_new[j + 2] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j + 2);
-      }
-      {  // steady window J = j + 3: alpha[j + 2], qk[j + 3], acc_a[j], l_new[j], acc_n[j], s[j + 3], s_b[j + 3], m_new[j + 3]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j + 2);  // release k[j + 2]
-        sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
-        sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
-        // alpha = exp2 m_i, m_new (iteration j + 2)
-        twill::op_exp2(alpha[2], m_new[0], m_new[1], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j + 3);  // k[j + 3] has landed
-        // qk = mma q, k (iteration j + 3)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 3) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[0]);
-        sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[0]);
-        }
-        sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
-        // acc_n = mma p, v, acc_a (iteration j)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j + 3] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j + 3)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j + 3);  // bias[j + 3] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j + 3)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 3) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        sm.ring_s_b.wait_empty(tile.pos + j + 3);  // hand s_b[j + 3] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j + 3);
-        sm.ring_bias.release_by_warp(tile.pos + j + 3);  // release bias[j + 3]
-        // m_new = rowmax s_b, m_i (iteration j + 3)
-        twill::op_rowmax(m_new[0], qk[0], m_new[1]);
-        sm.ring_m_new.wait_empty(tile.pos + j + 3);  // hand m_new[j + 3] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[0], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j + 3);
-      }
-      {  // steady window J = j + 4: alpha[j + 3], qk[j + 4], acc_a[j + 1], l_new[j + 1], acc_n[j + 1], s[j + 4], s_b[j + 4], m_new[j + 4]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc_n[0]);
-        sm.ring_k.release_by_warp(tile.pos + j + 3);  // release k[j + 3]
-        sm.ring_p.release_by_warp(tile.pos + j);  // release p[j]
-        sm.ring_v.release_by_warp(tile.pos + j);  // release v[j]
-        // alpha = exp2 m_i, m_new (iteration j + 3)
-        twill::op_exp2(alpha[0], m_new[1], m_new[0], args.exp2_scale);
-        sm.ring_k.wait_full(tile.pos + j + 4);  // k[j + 4] has landed
-        // qk = mma q, k (iteration j + 4)
-        {
-          twill::fence_frag(qk[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(qk[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.ld_k[(tile.pos + j + 4) % 2], 0, 16 * kk), kk > 0);
-          }
-          twill::wgmma_commit();
-        }
-        // acc_a is computed in the registers of acc_n, which accumulates it in place
-        // acc_a = rescale acc, alpha (iteration j + 1)
-        twill::op_rescale(acc_n[0], acc_n[0], alpha[1]);
-        sm.ring_p.wait_full(tile.pos + j + 1);  // p[j + 1] has landed
-        // l_new = rowsum p, l_i, alpha (iteration j + 1)
-        {
-          twill::Frag16<2, 64, __half> l_new_arg0;
-          twill::tile_to_frag<__half, 128, 64>(l_new_arg0, sm.tile_p[(tile.pos + j + 1) % 3], 0);
-          twill::op_rowsum(l_new[0], l_new_arg0, l_new[0], alpha[1]);
-        }
-        sm.ring_v.wait_full(tile.pos + j + 1);  // v[j + 1] has landed
-        // acc_n = mma p, v, acc_a (iteration j + 1)
-        {
-          twill::fence_frag(acc_n[0]);
-          twill::wgmma_fence();
-          #pragma unroll
-          for (int mb = 0; mb < 2; ++mb) {
-          #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 64>(sm.ld_v[(tile.pos + j + 1) % 4], 16 * kk, 0), 1);
-          }
-          twill::wgmma_commit();
-        }
-        twill::wgmma_wait<1>();  // qk[j + 4] is complete
-        twill::fence_frag(qk[0]);
-        // s = mul qk (iteration j + 4)
-        twill::op_mul(s[0], qk[0], 0.125f);
-        sm.ring_bias.wait_full(tile.pos + j + 4);  // bias[j + 4] has landed
-        // s_b takes the registers of qk, which no longer needs them
-        // s_b = add s, bias (iteration j + 4)
-        {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 4) % 2]};
-          twill::op_add(qk[0], s[0], s_b_arg1);
-        }
-        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
-        sm.ring_s_b.wait_empty(tile.pos + j + 4);  // hand s_b[j + 4] to softmax0
-        twill::frag_to_buffer(sm.stage_s_b[0], qk[0], 0, 64);
-        sm.ring_s_b.arrive_full(tile.pos + j + 4);
-        sm.ring_bias.release_by_warp(tile.pos + j + 4);  // release bias[j + 4]
-        if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
-        // m_new = rowmax s_b, m_i (iteration j + 4)
-        twill::op_rowmax(m_new[1], qk[0], m_new[0]);
-        sm.ring_m_new.wait_empty(tile.pos + j + 4);  // hand m_new[j + 4] to softmax0
-        twill::frag_to_buffer(sm.stage_m_new[0], m_new[1], 0, 0);
-        sm.ring_m_new.arrive_full(tile.pos + j + 4);
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): alpha[n - 1], acc_a[n - 3], l_new[n - 3], acc_n[n - 3]
@@ -3872,9 +2279,10 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_p.release_by_warp(tile.pos + i);  // p's slots still held: empty for the next tile
   if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(tile.pos + i);  // v's slots still held: empty for the next tile
   twill::Rows<2> m_new_final;
-  switch ((n - 1) % 2) {
+  switch ((n - 1) % 3) {
     case 0: m_new_final = m_new[0]; break;
     case 1: m_new_final = m_new[1]; break;
+    case 2: m_new_final = m_new[2]; break;
     default: break;
   }
   twill::Rows<2> l_new_final;
@@ -3936,7 +2344,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 3;
-  for (; j + 6 <= n; j += 6) {
+  for (; j + 3 <= n; j += 3) {
     {  // steady window J = j: p[j - 1]
       sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
       const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
@@ -3978,48 +2386,6 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       sm.ring_p.arrive_full(tile.pos + j + 1);
       sm.ring_s_b.release_by_warp(tile.pos + j + 1);  // release s_b[j + 1]
       sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
-    }
-    {  // steady window J = j + 3: p[j + 2]
-      sm.ring_s_b.wait_full(tile.pos + j + 2);  // s_b[j + 2] is staged
-      const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-      sm.ring_m_new.wait_full(tile.pos + j + 2);  // m_new[j + 2] is staged
-      const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-      // p = exp2 s_b, m_new (iteration j + 2)
-      twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-      sm.ring_p.wait_empty(tile.pos + j + 2);  // hand p[j + 2] to consumer0
-      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 2) % 3], p[0], 0);
-      twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(tile.pos + j + 2);
-      sm.ring_s_b.release_by_warp(tile.pos + j + 2);  // release s_b[j + 2]
-      sm.ring_m_new.release_by_warp(tile.pos + j + 2);  // release m_new[j + 2]
-    }
-    {  // steady window J = j + 4: p[j + 3]
-      sm.ring_s_b.wait_full(tile.pos + j + 3);  // s_b[j + 3] is staged
-      const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-      sm.ring_m_new.wait_full(tile.pos + j + 3);  // m_new[j + 3] is staged
-      const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-      // p = exp2 s_b, m_new (iteration j + 3)
-      twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-      sm.ring_p.wait_empty(tile.pos + j + 3);  // hand p[j + 3] to consumer0
-      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 3) % 3], p[0], 0);
-      twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(tile.pos + j + 3);
-      sm.ring_s_b.release_by_warp(tile.pos + j + 3);  // release s_b[j + 3]
-      sm.ring_m_new.release_by_warp(tile.pos + j + 3);  // release m_new[j + 3]
-    }
-    {  // steady window J = j + 5: p[j + 4]
-      sm.ring_s_b.wait_full(tile.pos + j + 4);  // s_b[j + 4] is staged
-      const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-      sm.ring_m_new.wait_full(tile.pos + j + 4);  // m_new[j + 4] is staged
-      const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-      // p = exp2 s_b, m_new (iteration j + 4)
-      twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-      sm.ring_p.wait_empty(tile.pos + j + 4);  // hand p[j + 4] to consumer0
-      twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 4) % 3], p[0], 0);
-      twill::fence_async_smem();  // visible to the tensor core
-      sm.ring_p.arrive_full(tile.pos + j + 4);
-      sm.ring_s_b.release_by_warp(tile.pos + j + 4);  // release s_b[j + 4]
-      sm.ring_m_new.release_by_warp(tile.pos + j + 4);  // release m_new[j + 4]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -4109,240 +2475,6 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         sm.ring_p.arrive_full(tile.pos + j);
         sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
         sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): p[n - 1]
-        sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration n - 1)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + n - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
-      }
-      {  // epilogue window 1 (J = n + 1): nothing for this role
-      }
-      {  // epilogue window 2 (J = n + 2): nothing for this role
-      }
-      break;
-    }
-    case 3: {
-      {  // steady window J = j: p[j - 1]
-        sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j - 1)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
-      }
-      {  // steady window J = j + 1: p[j]
-        sm.ring_s_b.wait_full(tile.pos + j);  // s_b[j] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j);
-        sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
-        sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
-      }
-      {  // steady window J = j + 2: p[j + 1]
-        sm.ring_s_b.wait_full(tile.pos + j + 1);  // s_b[j + 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j + 1);  // m_new[j + 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j + 1)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j + 1);  // hand p[j + 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j + 1);
-        sm.ring_s_b.release_by_warp(tile.pos + j + 1);  // release s_b[j + 1]
-        sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): p[n - 1]
-        sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration n - 1)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + n - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
-      }
-      {  // epilogue window 1 (J = n + 1): nothing for this role
-      }
-      {  // epilogue window 2 (J = n + 2): nothing for this role
-      }
-      break;
-    }
-    case 4: {
-      {  // steady window J = j: p[j - 1]
-        sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j - 1)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
-      }
-      {  // steady window J = j + 1: p[j]
-        sm.ring_s_b.wait_full(tile.pos + j);  // s_b[j] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j);
-        sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
-        sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
-      }
-      {  // steady window J = j + 2: p[j + 1]
-        sm.ring_s_b.wait_full(tile.pos + j + 1);  // s_b[j + 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j + 1);  // m_new[j + 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j + 1)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j + 1);  // hand p[j + 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j + 1);
-        sm.ring_s_b.release_by_warp(tile.pos + j + 1);  // release s_b[j + 1]
-        sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
-      }
-      {  // steady window J = j + 3: p[j + 2]
-        sm.ring_s_b.wait_full(tile.pos + j + 2);  // s_b[j + 2] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j + 2);  // m_new[j + 2] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j + 2)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j + 2);  // hand p[j + 2] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 2) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j + 2);
-        sm.ring_s_b.release_by_warp(tile.pos + j + 2);  // release s_b[j + 2]
-        sm.ring_m_new.release_by_warp(tile.pos + j + 2);  // release m_new[j + 2]
-      }
-      // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): p[n - 1]
-        sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration n - 1)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + n - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
-      }
-      {  // epilogue window 1 (J = n + 1): nothing for this role
-      }
-      {  // epilogue window 2 (J = n + 2): nothing for this role
-      }
-      break;
-    }
-    case 5: {
-      {  // steady window J = j: p[j - 1]
-        sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j - 1)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
-      }
-      {  // steady window J = j + 1: p[j]
-        sm.ring_s_b.wait_full(tile.pos + j);  // s_b[j] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j);
-        sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
-        sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
-      }
-      {  // steady window J = j + 2: p[j + 1]
-        sm.ring_s_b.wait_full(tile.pos + j + 1);  // s_b[j + 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j + 1);  // m_new[j + 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j + 1)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j + 1);  // hand p[j + 1] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j + 1);
-        sm.ring_s_b.release_by_warp(tile.pos + j + 1);  // release s_b[j + 1]
-        sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
-      }
-      {  // steady window J = j + 3: p[j + 2]
-        sm.ring_s_b.wait_full(tile.pos + j + 2);  // s_b[j + 2] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j + 2);  // m_new[j + 2] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j + 2)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j + 2);  // hand p[j + 2] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 2) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j + 2);
-        sm.ring_s_b.release_by_warp(tile.pos + j + 2);  // release s_b[j + 2]
-        sm.ring_m_new.release_by_warp(tile.pos + j + 2);  // release m_new[j + 2]
-      }
-      {  // steady window J = j + 4: p[j + 3]
-        sm.ring_s_b.wait_full(tile.pos + j + 3);  // s_b[j + 3] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
-        sm.ring_m_new.wait_full(tile.pos + j + 3);  // m_new[j + 3] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
-        // p = exp2 s_b, m_new (iteration j + 3)
-        twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
-        sm.ring_p.wait_empty(tile.pos + j + 3);  // hand p[j + 3] to consumer0
-        twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 3) % 3], p[0], 0);
-        twill::fence_async_smem();  // visible to the tensor core
-        sm.ring_p.arrive_full(tile.pos + j + 3);
-        sm.ring_s_b.release_by_warp(tile.pos + j + 3);  // release s_b[j + 3]
-        sm.ring_m_new.release_by_warp(tile.pos + j + 3);  // release m_new[j + 3]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p[n - 1]
