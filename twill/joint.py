@@ -176,9 +176,8 @@ HANDED_OFF = ("roles", "cross-role edges", "warps", "starts", "lexicographic")
 
 def _handoff_available(p: Problem) -> bool:
     """The default backend hands a phase that Yices does not finish in HANDOFF_SECONDS to CP-SAT
-    (joint_cpsat.finish_from), where OR-Tools is installed; the answer is the same either way."""
-    import importlib.util
-    return p.option("smt_backend", "yices") == "yices" and importlib.util.find_spec("ortools") is not None
+    (joint_cpsat.finish_from); the answer is the same either way."""
+    return p.option("smt_backend", "yices") == "yices"
 
 
 def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
