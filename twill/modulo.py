@@ -394,6 +394,7 @@ def modulo_schedule(p: Problem, max_ii: int | None = None, time_limit: float | N
 
 LENGTH_NODES = 200  # CBC's branch-and-bound nodes for proving L before the window alone is handed on
 BOUNDED = "Bounded"  # _at's status: a schedule at I, L not proven least but its copies known
+TIMED_OUT = "Timed out"  # _nodes_only's status where the deadline, not the node count, stopped CBC
 
 
 def copies_known(p: Problem, ii: int, length: int) -> bool:
@@ -429,16 +430,24 @@ def _at(p: Problem, ii: int, left: float | None, earliest: bool):
     least with no ILP; otherwise it is CBC's warm start: for the joint stage, first within LENGTH_NODES
     nodes (BOUNDED where the copies are then known, module doc), then without; what CBC's time limit
     leaves undecided is the quick schedule, L not proven ("Feasible")."""
+    import time
+    deadline = None if left is None else time.monotonic() + left
+
+    def remaining() -> float | None:  # each step gets what the steps before it left
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
     found = quick_schedule(p, ii, earliest)
     if found is not None and not earliest:
         if found[0] <= length_bound(p):
             return "Optimal", found[0], found[1]
-        status, length, starts = _nodes_only(p, ii, left, found)
-        if status == "Optimal" or (status == "Feasible" and copies_known(p, ii, length)):
-            return (BOUNDED if status == "Feasible" else status), length, starts
+        status, length, starts = _nodes_only(p, ii, remaining(), found)
+        if status == "Optimal":
+            return status, length, starts
         found = (length, starts) if status == "Feasible" and length < found[0] else found
+        if status != TIMED_OUT and copies_known(p, ii, found[0]):  # CBC's node count stopped it
+            return BOUNDED, found[0], found[1]
     try:
-        status, length, starts = solve_at(p, ii, left, incumbent=found and found[1], earliest=earliest)
+        status, length, starts = solve_at(p, ii, remaining(), incumbent=found and found[1], earliest=earliest)
     except ModuloTimeout:
         if found is None:
             raise
@@ -451,8 +460,10 @@ def _at(p: Problem, ii: int, left: float | None, earliest: bool):
 
 def _nodes_only(p: Problem, ii: int, left: float | None, found):
     """CBC on L at `ii` from the quick schedule, stopped by LENGTH_NODES nodes only: its answer does
-    not depend on the machine's speed. A deadline still ends it (ModuloTimeout: "Not Solved" here)."""
+    not depend on the machine's speed. A deadline still ends it (ModuloTimeout: TIMED_OUT here). CBC
+    may return a schedule longer than the quick one (where it does not take the warm start): the
+    caller keeps the shorter."""
     try:
         return solve_at(p, ii, left, incumbent=found[1], earliest=False, max_nodes=LENGTH_NODES)
     except ModuloTimeout:
-        return "Not Solved", None, None
+        return TIMED_OUT, None, None
