@@ -121,3 +121,12 @@ def test_the_unproven_window_is_recorded_and_the_joint_answer_is_unchanged(monke
     assert (bounded.ii, bounded.length, bounded.ops, bounded.roles) == (proven.ii, proven.length, proven.ops,
                                                                        proven.roles)
     verify(bounded, g, m)
+
+
+def test_explain_says_when_stage_1_left_l_unproven():
+    from twill.explain import Explanation, render_text
+    proven = Explanation("k", "h100", 512, 768, 2048, realisable=True)
+    bounded = Explanation("k", "h100", 512, 1024, 2048, realisable=True, swp_length_floor=530)
+    assert "swp_length_floor" not in proven.to_dict() and bounded.to_dict()["swp_length_floor"] == 530
+    assert "L0 = 768 " in render_text(proven)
+    assert "530 <= L0 <= 1024 (not proven" in render_text(bounded)
