@@ -19,7 +19,6 @@ from twill.pipeline import SolveOptions, solve
 from twill.tir import load_tir
 from twill.verify import verify
 
-pytest.importorskip("ortools")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))

@@ -62,6 +62,7 @@ class Explanation:
     checks: int = 0
     problem: Problem | None = None
     cut_short: bool = False  # a time limit ended a relaxation's check or the search for the final I
+    swp_length_floor: int | None = None  # where stage 1 left L unproven: its floor (swp_length: a schedule's L)
 
     @property
     def complete(self) -> bool:
@@ -70,7 +71,9 @@ class Explanation:
     def to_dict(self) -> dict:
         return {
             "kernel": self.kernel, "machine": self.machine,
-            "swp_ii": self.swp_ii, "swp_length": self.swp_length, "length_window": self.lmax,
+            "swp_ii": self.swp_ii, "swp_length": self.swp_length,
+            **({"swp_length_floor": self.swp_length_floor} if self.swp_length_floor is not None else {}),
+            "length_window": self.lmax,
             "realisable": self.realisable,
             "core": [{"family": c.family, "detail": c.detail, "message": c.message} for c in self.core],
             "relaxations": [{"family": r.family, "change": r.change, "satisfiable": r.satisfiable,
@@ -264,7 +267,8 @@ def explain(graph, machine, options, progress=lambda stage, info: None, deadline
         raise NoScheduleError(f"no modulo schedule with I <= {options.max_ii}: raise --max-ii")
     ii, length = swp.ii, swp.length
     lmax = window(p, ii, length)
-    ex = Explanation(graph.kernel, machine.name, ii, length, lmax, realisable=False, problem=p)
+    ex = Explanation(graph.kernel, machine.name, ii, length, lmax, realisable=False, problem=p,
+                     swp_length_floor=swp.length_floor)
 
     # The joint search first: where it schedules I0 (the usual case), that is the answer, found with its
     # role hint and symmetry breaking (explain's guarded checks have neither: FA3's took 10 s, the solve 2).
@@ -336,7 +340,9 @@ def _record(ex: Explanation, sched, note, cut_short, graph, machine) -> Explanat
 
 def render_text(ex: Explanation) -> str:
     from .report import render_table
-    lines = [f"{ex.kernel} on {ex.machine}: stage 1's SWP bound is I0 = {ex.swp_ii}, L0 = {ex.swp_length} "
+    l0 = (f"L0 = {ex.swp_length}" if ex.swp_length_floor is None else
+          f"{ex.swp_length_floor} <= L0 <= {ex.swp_length} (not proven; the window is the same)")
+    lines = [f"{ex.kernel} on {ex.machine}: stage 1's SWP bound is I0 = {ex.swp_ii}, {l0} "
              f"(joint stage checked with L <= {ex.lmax})."]
     if ex.realisable:
         lines.append(f"I0 = {ex.swp_ii} is realisable: the joint stage schedules it with roles and registers.")

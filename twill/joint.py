@@ -76,6 +76,12 @@ def length_floor(p: Problem, swp_length: int = 0) -> int:
     return max(swp_length, length_bound(p, p.cross))
 
 
+def stage1_floor(swp_length: int, swp_floor: int | None) -> int:
+    """What stage 1 proved L at least: its L, or where that is not proven least, its floor
+    (modulo.ModuloResult.length_floor: the window is the same, the floor lower)."""
+    return swp_length if swp_floor is None else swp_floor
+
+
 FROM_BELOW = 16  # candidate lengths the search for the least L tries one at a time from below
 
 
@@ -176,9 +182,8 @@ HANDED_OFF = ("roles", "cross-role edges", "warps", "starts", "lexicographic")
 
 def _handoff_available(p: Problem) -> bool:
     """The default backend hands a phase that Yices does not finish in HANDOFF_SECONDS to CP-SAT
-    (joint_cpsat.finish_from), where OR-Tools is installed; the answer is the same either way."""
-    import importlib.util
-    return p.option("smt_backend", "yices") == "yices" and importlib.util.find_spec("ortools") is not None
+    (joint_cpsat.finish_from); the answer is the same either way."""
+    return p.option("smt_backend", "yices") == "yices"
 
 
 def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
@@ -265,7 +270,7 @@ def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
                                          hint="run `twill explain` to see which constraints conflict"))
 
 
-def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried):
+def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, swp_floor=None):
     """The search at one I: (status, the JointResult when satisfiable). At the SWP bound L ascends
     from stage 1's length at once; past it a whole-window check comes first (most I there are refuted,
     and one check refutes an I faster than the ascent through its lengths).
@@ -276,7 +281,7 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
     lmax = window(p, ii, swp_length, extra_copies)
     may_hand_off = _handoff_available(p)
     with JointEncoding(p, ii, lmax) as enc:
-        lb = length_floor(p, swp_length if ii == first_ii else 0)
+        lb = length_floor(p, stage1_floor(swp_length, swp_floor) if ii == first_ii else 0)
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
         if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
@@ -334,15 +339,16 @@ def _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried
 def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
                 max_ii: int | None = None, progress=None, extra_copies: int = EXTRA_COPIES,
                 deadline: float | None = None, first_refuted: bool = False,
-                swp_starts: tuple[tuple[str, int], ...] = ()) -> JointResult | None:
+                swp_starts: tuple[tuple[str, int], ...] = (), swp_floor: int | None = None) -> JointResult | None:
     """I/L escalation. Returns None when the time limit (or `deadline`, time.monotonic() seconds,
     whichever comes first) ends the search first; raises NoScheduleError when no I up to `max_ii`
     (or a fully sequential I) works. With `first_refuted`, the caller has proven `first_ii`
-    unsatisfiable (explain's core) and the search starts above it."""
+    unsatisfiable (explain's core) and the search starts above it. `swp_floor`: stage 1's floor on L
+    where its L (`swp_length`: then only the window's copies) is not proven least."""
     if p.option("smt_backend") == "cpsat":  # the same search on CP-SAT (joint_cpsat.py)
         from .joint_cpsat import solve_joint as on_cpsat
         return on_cpsat(p, first_ii, swp_length, time_limit, max_ii, progress, extra_copies, deadline, first_refuted,
-                        swp_starts)
+                        swp_starts, swp_floor)
     if time_limit is not None:
         deadline = min(deadline or math.inf, time.monotonic() + time_limit)
     report = progress or (lambda stage, info: None)
@@ -352,7 +358,8 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
         tried.append((first_ii, Status.UNSAT))
     else:
         report("joint", {"I": first_ii})
-        status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried)
+        status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried,
+                                    swp_floor)
         if status != Status.UNSAT:
             return result
     if max_ii is None:
@@ -427,7 +434,7 @@ def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
 def joint_schedule(p: Problem, swp, base: Schedule, options, progress, deadline: float | None = None,
                    first_refuted: bool = False) -> Schedule:
     result = solve_joint(p, swp.ii, swp.length, options.time_limit, options.max_ii, progress, deadline=deadline,
-                         first_refuted=first_refuted, swp_starts=swp.starts)
+                         first_refuted=first_refuted, swp_starts=swp.starts, swp_floor=swp.length_floor)
     if result is None:
         raise TimeLimitReached(None, "the time limit ended the joint search before any schedule was found")
     start, slot = dict(result.starts), dict(result.roles)

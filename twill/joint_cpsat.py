@@ -16,25 +16,26 @@ import time
 
 from .cpsat_model import CpJoint
 from .errors import Diagnostic, NoScheduleError, Status
-from .joint import EXTRA_COPIES, TIE_BREAKS, JointResult, length_floor, role_hints, sequential_ii, window
+from .joint import EXTRA_COPIES, TIE_BREAKS, JointResult, stage1_floor, length_floor, role_hints, sequential_ii, window
 from .problem import Problem
 from .symmetry import orderings
 
 SEED = 1  # CP-SAT's random seed: fixed, so that a solve is reproducible
 
 
-def _model(p: Problem, ii: int, swp_length: int, first_ii: int, extra_copies: int) -> CpJoint:
+def _model(p: Problem, ii: int, swp_length: int, first_ii: int, extra_copies: int,
+           swp_floor: int | None = None) -> CpJoint:
     model = CpJoint(p, ii, window(p, ii, swp_length, extra_copies),
-                    length_floor(p, swp_length if ii == first_ii else 0))
+                    length_floor(p, stage1_floor(swp_length, swp_floor) if ii == first_ii else 0))
     model.order_starts(orderings(p))  # keeps a schedule of every objective's optimum (symmetry.py)
     return model
 
 
-def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, hint):
+def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, hint, swp_floor=None):
     """(status, JointResult or None) at one I: UNSAT refutes I; TIMEOUT with a result is a schedule
     whose L or tie-breaks were not proven."""
     t0 = time.monotonic()
-    model = _model(p, ii, swp_length, first_ii, extra_copies)
+    model = _model(p, ii, swp_length, first_ii, extra_copies, swp_floor)
     roles = role_hints(p, model.K)
     model.hint(hint, roles[0] if roles else None)
 
@@ -166,7 +167,7 @@ def _feasible_anywhere(p, last, swp_length, extra_copies, deadline) -> None:
 def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
                 max_ii: int | None = None, progress=None, extra_copies: int = EXTRA_COPIES,
                 deadline: float | None = None, first_refuted: bool = False,
-                swp_starts: tuple[tuple[str, int], ...] = ()) -> JointResult | None:
+                swp_starts: tuple[tuple[str, int], ...] = (), swp_floor: int | None = None) -> JointResult | None:
     """joint.solve_joint's contract, on CP-SAT: None when the time limit ends the search before any
     schedule; NoScheduleError when no I up to `max_ii` (or a fully sequential I) works. Stage 1's
     starts (`swp_starts`) and joint.role_hint's roles are where the search looks first."""
@@ -186,7 +187,7 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
             checked_any = True
         report("joint", {"I": ii, "proving": "no schedule"} if ii > first_ii else {"I": ii})
         status, result = _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried,
-                                    dict(swp_starts))
+                                    dict(swp_starts), swp_floor)
         if result is not None:
             return result
         if status != Status.UNSAT:

@@ -26,6 +26,15 @@ for over ten minutes, the pairwise one for well under a second.
 The objective is the length L, then (a small second weight) the sum of starts, so among the
 shortest schedules the earliest one is chosen and the answer is deterministic.
 `optimal` is true when every smaller I was proven infeasible (or is below the MII bound).
+
+At each I a quick schedule comes first (the one-pass list schedule of greedy.py, then Rau's iterative
+modulo scheduler, ims.py): when one exists, I is feasible, and it is CBC's warm start. For the joint
+stage (`earliest=False`), which reads L only through its window of ceil(L / I) copies and as a floor,
+CBC then gets LENGTH_NODES branch-and-bound nodes (a count, not a clock: the answer does not depend
+on the machine's speed) to prove L; where it does not, but the shortest schedule found has as many
+copies as `length_bound` (so the least L has them too), L stays unproven: the result carries that
+schedule's length and the proven floor (`ModuloResult.length_floor`), and the joint stage's window is
+the one the least L would give. Only where the copies still differ does CBC run on, as before.
 """
 from __future__ import annotations
 
@@ -46,6 +55,9 @@ class ModuloResult:
     rec_mii: int
     tried: tuple[tuple[int, str], ...]  # (I, status) in order
     timed_out: bool = False  # a time limit stopped it: L (or, with `optimal` False, I too) not proven least
+    # set where L is not proven least but its window is known: a proven lower bound on L at `ii` with
+    # as many copies as `length` (ceil(floor / ii) == ceil(length / ii)); None where L is proven least
+    length_floor: int | None = None
 
     @property
     def start(self) -> dict[str, int]:
@@ -142,13 +154,15 @@ def horizon(p: Problem, ii: int) -> int:
 
 
 def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: int | None = None,
-             incumbent: dict[str, int] | None = None, earliest: bool = True):
+             incumbent: dict[str, int] | None = None, earliest: bool = True, max_nodes: int | None = None):
     """Solve the ILP at one I. Returns (status, length, starts); status is a pulp status string,
     or "Feasible" when CBC's time limit stopped it with a schedule it had not proven shortest.
     Building the model stops too when the limit passes (ModuloTimeout). CBC's files go to the
     scratch folder (fileio.scratch), which every exit removes. `incumbent` (starts feasible at ii)
     is CBC's warm start; without `earliest` the objective is L alone (the starts are then any
-    schedule of that length: the joint stage reads only I and L)."""
+    schedule of that length: the joint stage reads only I and L). With `max_nodes`, CBC stops after
+    that many branch-and-bound nodes and gets no time limit of its own (the watchdog still ends it at
+    the deadline: ModuloTimeout), so where it stops does not depend on the machine's speed."""
     import time
 
     import pulp
@@ -157,7 +171,7 @@ def solve_at(p: Problem, ii: int, time_limit: float | None = None, min_length: i
     prob, start, length = _model(p, ii, deadline, earliest, incumbent)
     prob += length >= max(min_length or 0, length_bound(p)), "L>=bound"
     _clock(deadline)
-    _run_cbc(prob, deadline, warm=incumbent is not None)
+    _run_cbc(prob, deadline, warm=incumbent is not None, max_nodes=max_nodes)
     status = pulp.LpStatus[prob.status]
     if status == "Optimal" and prob.sol_status != pulp.LpSolutionOptimal:
         status = "Feasible"  # "Stopped on time" with a schedule: feasible, its L not proven least
@@ -202,7 +216,7 @@ def _model(p: Problem, ii: int, deadline, earliest: bool, incumbent: dict[str, i
     return prob, start, length
 
 
-def _run_cbc(prob, deadline, warm: bool) -> None:
+def _run_cbc(prob, deadline, warm: bool, max_nodes: int | None = None) -> None:
     """CBC on `prob`, within the deadline. CBC takes whole seconds and can overrun them (its
     preprocessing is not interruptible): it gets 90% of what is left, and a watchdog ends it at the
     deadline itself (ModuloTimeout)."""
@@ -211,9 +225,9 @@ def _run_cbc(prob, deadline, warm: bool) -> None:
     import pulp
 
     from .fileio import scratch_folder
-    left = None if deadline is None else max(1, math.floor(0.9 * (deadline - time.monotonic())))
+    left = None if deadline is None or max_nodes else max(1, math.floor(0.9 * (deadline - time.monotonic())))
     solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=left, options=["randomSeed 1", "randomCbcSeed 1"],
-                               warmStart=warm)
+                               warmStart=warm, maxNodes=max_nodes)
     if scratch_folder():
         solver.tmpDir = scratch_folder()
     with _watchdog(deadline):
@@ -366,29 +380,74 @@ def modulo_schedule(p: Problem, max_ii: int | None = None, time_limit: float | N
             raise ModuloTimeout()
         status, length, starts = _at(p, ii, left, earliest)
         tried.append((ii, status))
-        if status in ("Optimal", "Feasible"):
+        if status in ("Optimal", "Feasible", BOUNDED):
             shift = min(starts.values())
             starts = {v: s - shift for v, s in starts.items()}
             return ModuloResult(ii, length - shift, tuple(starts.items()), True, r_mii, c_mii, tuple(tried),
-                                timed_out=status == "Feasible")
+                                timed_out=status == "Feasible",
+                                length_floor=length_bound(p) if status == BOUNDED else None)
         if status != "Infeasible":
             raise ModuloTimeout()  # undecided at this I: a larger one would not be provably minimal
         ii += 1
     return None
 
 
-def _at(p: Problem, ii: int, left: float | None, earliest: bool):
-    """One I of the escalation: the greedy schedule first (greedy.py). When it exists, I is feasible;
-    when it also meets `length_bound` (and no earliest starts are asked for), its L is proven least
-    with no ILP; otherwise it is CBC's warm start, and what CBC's time limit leaves undecided is
-    the greedy schedule, L not proven ("Feasible")."""
+LENGTH_NODES = 200  # CBC's branch-and-bound nodes for proving L before the window alone is handed on
+BOUNDED = "Bounded"  # _at's status: a schedule at I, L not proven least but its copies known
+TIMED_OUT = "Timed out"  # _nodes_only's status where the deadline, not the node count, stopped CBC
+
+
+def copies_known(p: Problem, ii: int, length: int) -> bool:
+    """Whether every L from `length_bound` up to `length` has as many copies of I (ceil(L / I))."""
+    return -(-length // ii) == -(-length_bound(p) // ii)
+
+
+def quick_schedule(p: Problem, ii: int, earliest: bool = False) -> tuple[int, dict[str, int]] | None:
+    """The shortest of the quick schedules at `ii` (greedy.py's list schedules; where they fail or
+    are longer than the bound, ims.py's iterative one; where its copies are above the bound's, ims.py's
+    again with L capped at the bound's copies), as (length, starts), or None where none finds one
+    (which proves nothing). With `earliest` (--swp-only: CBC's earliest starts among the shortest
+    schedules are the answer, and its warm start may pick among equals), the greedy's alone where it
+    has one, as before ims.py existed."""
     from .greedy import greedy_schedule
+    from .ims import iterative_schedule, length
     head, tail = _heads_tails(p)
-    found = greedy_schedule(p, ii, head, tail)
-    if found is not None and not earliest and found[0] <= length_bound(p):
-        return "Optimal", found[0], found[1]
+    found = [f for f in [greedy_schedule(p, ii, head, tail)] if f is not None]
+    if found and earliest:
+        return found[0]
+    if not found or found[0][0] > length_bound(p):
+        start = iterative_schedule(p, ii)
+        found += [(length(p, start), start)] if start is not None else []
+    if found and not copies_known(p, ii, min(found, key=lambda f: f[0])[0]):
+        start = iterative_schedule(p, ii, max_length=ii * -(-length_bound(p) // ii))
+        found += [(length(p, start), start)] if start is not None else []
+    return min(found, key=lambda f: f[0]) if found else None
+
+
+def _at(p: Problem, ii: int, left: float | None, earliest: bool):
+    """One I of the escalation: the quick schedule first (`quick_schedule`). When it exists, I is
+    feasible; when it also meets `length_bound` (and no earliest starts are asked for), its L is proven
+    least with no ILP; otherwise it is CBC's warm start: for the joint stage, first within LENGTH_NODES
+    nodes (BOUNDED where the copies are then known, module doc), then without; what CBC's time limit
+    leaves undecided is the quick schedule, L not proven ("Feasible")."""
+    import time
+    deadline = None if left is None else time.monotonic() + left
+
+    def remaining() -> float | None:  # each step gets what the steps before it left
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    found = quick_schedule(p, ii, earliest)
+    if found is not None and not earliest:
+        if found[0] <= length_bound(p):
+            return "Optimal", found[0], found[1]
+        status, length, starts = _nodes_only(p, ii, remaining(), found)
+        if status == "Optimal":
+            return status, length, starts
+        found = (length, starts) if status == "Feasible" and length < found[0] else found
+        if status != TIMED_OUT and copies_known(p, ii, found[0]):  # CBC's node count stopped it
+            return BOUNDED, found[0], found[1]
     try:
-        status, length, starts = solve_at(p, ii, left, incumbent=found and found[1], earliest=earliest)
+        status, length, starts = solve_at(p, ii, remaining(), incumbent=found and found[1], earliest=earliest)
     except ModuloTimeout:
         if found is None:
             raise
@@ -397,3 +456,14 @@ def _at(p: Problem, ii: int, left: float | None, earliest: bool):
     if status not in ("Optimal", "Feasible") and found is not None:
         return "Feasible", found[0], found[1]
     return status, length, starts
+
+
+def _nodes_only(p: Problem, ii: int, left: float | None, found):
+    """CBC on L at `ii` from the quick schedule, stopped by LENGTH_NODES nodes only: its answer does
+    not depend on the machine's speed. A deadline still ends it (ModuloTimeout: TIMED_OUT here). CBC
+    may return a schedule longer than the quick one (where it does not take the warm start): the
+    caller keeps the shorter."""
+    try:
+        return solve_at(p, ii, left, incumbent=found[1], earliest=False, max_nodes=LENGTH_NODES)
+    except ModuloTimeout:
+        return TIMED_OUT, None, None

@@ -56,7 +56,8 @@ def schedule_from_modulo(problem: Problem, result: ModuloResult, norm: Normaliza
         scale=Scale(norm.map, norm.distortion, norm.unit_cycles),
         bounds=_bounds(result), graph_tir=tir, options=options.model.recorded(),
         graph_digest=graph_digest(tir), options_digest=options.model.digest(),
-        length_optimal=not result.timed_out, complete=norm.proven and not result.timed_out,
+        length_optimal=not result.timed_out and result.length_floor is None,
+        complete=norm.proven and not result.timed_out,
     )
 
 
@@ -66,8 +67,10 @@ def _scheduled(t, start: int, role: str | None) -> ScheduledOp:
 
 
 def _bounds(result: ModuloResult) -> tuple[tuple[str, int], ...]:
+    """Stage 1's answer; `swp_length_floor` only where its L is not proven least (modulo.py's doc)."""
+    floor = () if result.length_floor is None else (("swp_length_floor", result.length_floor),)
     return (("res_mii", result.res_mii), ("rec_mii", result.rec_mii),
-            ("swp_ii", result.ii), ("swp_length", result.length))
+            ("swp_ii", result.ii), ("swp_length", result.length)) + floor
 
 
 def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions(),
