@@ -9,6 +9,23 @@ from .model import ident
 from .template import fill
 from .windows import Channel
 
+# How the kernel finds `Smem` in the dynamic shared memory (Target.shared_smem). Through the array
+# itself, declared 1024-aligned (the 128-byte swizzle's period; thread 0 checks it), the compiler
+# keeps the address space and every access through sm is an ld.shared / st.shared at a constant
+# offset; through its address rounded up as an integer they became generic loads and stores.
+SHARED_SMEM = dict(
+    smem=["// Smem at the start of the dynamic shared memory, which the declaration aligns to 1024 bytes (the",
+          "// 128-byte swizzle's period; thread 0 checks it below). Through the array itself, not its address",
+          "// as an integer rounded up, the compiler keeps the address space: every access through sm is an",
+          "// ld.shared / st.shared at a constant offset, where the integer round trip made them generic.",
+          "extern __shared__ __align__(1024) unsigned char smem_raw[];",
+          "Smem& sm = *reinterpret_cast<Smem*>(smem_raw);"],
+    smem_check=["if (twill::smem_addr(smem_raw) % 1024 != 0) __trap();  // Smem's tiles need the alignment"])
+INTEGER_SMEM = dict(
+    smem=["extern __shared__ unsigned char smem_raw[];",
+          "Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));"],
+    smem_check=[])
+
 
 def _tiles(role_fn: str, persistent: bool, trips: str, copy: int = 0, copies: int = 1, turn: int = 0) -> str:
     """A role's call for each of its CTA's tiles (see twill::tile_of): the one tile of the block
@@ -66,7 +83,8 @@ class Kernel:
             prefetch=[f"twill::tma_prefetch(&tm_{t.name});" for t in maps],
             tmem_alloc=alloc if tmem else [], tmem_ready=["twill::tmem_fence_after();"] if tmem else [],
             dispatch=dispatch.out, tmem_free=free if tmem else [],
-            ctas_per_sm="1" if self.m.ctas_per_sm == 1 else "kCtasPerSm").rstrip("\n").split("\n"))
+            ctas_per_sm="1" if self.m.ctas_per_sm == 1 else "kCtasPerSm",
+            **(SHARED_SMEM if self.m.target.shared_smem else INTEGER_SMEM)).rstrip("\n").split("\n"))
         out("")
 
     def _trips(self, tile: str) -> str:

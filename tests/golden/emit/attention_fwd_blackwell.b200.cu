@@ -1601,12 +1601,8 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
 // kernel<..., true> masks a partial last tile (kMasks, launch()).
 template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q0, const __grid_constant__ CUtensorMap tm_q1, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_acc0, const Args args) {
-  // Smem at the start of the dynamic shared memory, which the declaration aligns to 1024 bytes (the
-  // 128-byte swizzle's period; thread 0 checks it below). Through the array itself, not its address
-  // as an integer rounded up, the compiler keeps the address space: every access through sm is an
-  // ld.shared / st.shared at a constant offset, where the integer round trip made them generic.
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  extern __shared__ unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int n = args.iters;
   Maps tm;
   tm.q0 = &tm_q0;
@@ -1615,7 +1611,6 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   tm.v = &tm_v;
   tm.out_acc0 = &tm_out_acc0;
   if (threadIdx.x == 0) {
-    if (twill::smem_addr(smem_raw) % 1024 != 0) __trap();  // Smem's tiles need the alignment
     sm.ring_k.init(1, 2);
     sm.ring_v.init(1, 2);
     sm.ring_s0.init(1, 4);

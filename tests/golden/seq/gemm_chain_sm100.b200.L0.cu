@@ -888,19 +888,14 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
 // kernel<..., true> masks a partial last tile (kMasks, launch()).
 template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b, const __grid_constant__ CUtensorMap tm_out_acc1, const Args args) {
-  // Smem at the start of the dynamic shared memory, which the declaration aligns to 1024 bytes (the
-  // 128-byte swizzle's period; thread 0 checks it below). Through the array itself, not its address
-  // as an integer rounded up, the compiler keeps the address space: every access through sm is an
-  // ld.shared / st.shared at a constant offset, where the integer round trip made them generic.
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  extern __shared__ unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int n = args.iters;
   Maps tm;
   tm.a = &tm_a;
   tm.b = &tm_b;
   tm.out_acc1 = &tm_out_acc1;
   if (threadIdx.x == 0) {
-    if (twill::smem_addr(smem_raw) % 1024 != 0) __trap();  // Smem's tiles need the alignment
     sm.ring_a.init(1, 1);
     sm.ring_b.init(1, 1);
     for (int c = 0; c < kInputCopies; ++c) {

@@ -864,17 +864,12 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
 // kernel<..., true> masks a partial last tile (kMasks, launch()).
 template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_x, const Args args) {
-  // Smem at the start of the dynamic shared memory, which the declaration aligns to 1024 bytes (the
-  // 128-byte swizzle's period; thread 0 checks it below). Through the array itself, not its address
-  // as an integer rounded up, the compiler keeps the address space: every access through sm is an
-  // ld.shared / st.shared at a constant offset, where the integer round trip made them generic.
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  extern __shared__ unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int n = args.iters;
   Maps tm;
   tm.x = &tm_x;
   if (threadIdx.x == 0) {
-    if (twill::smem_addr(smem_raw) % 1024 != 0) __trap();  // Smem's tiles need the alignment
     sm.ring_x.init(1, 4);
     for (int c = 0; c < kInputCopies; ++c) {
       twill::mbar_init(&sm.inputs_ready[c], 1);
