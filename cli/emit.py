@@ -26,10 +26,10 @@ from .main import main
 @click.option("--ctas-per-sm", "ctas", type=click.IntRange(min=1),
               help="run up to this many CTAs of the kernel per SM, as many as the roles' registers and shared "
                    "memory fit (docs/emit-cuda.md) [default: 1, one CTA with the whole register file]")
-@click.option("--tile-copies", "copies", is_flag=True,
+@click.option("--tile-copies/--no-tile-copies", "copies", default=None,
               help="a persistent GEMM-like kernel runs two warpgroups of its computing role, taking the CTA's "
                    "tiles in turn, so one's epilogue overlaps the other's main loop, where registers and shared "
-                   "memory allow (docs/emit-cuda.md) [default: one]")
+                   "memory allow (docs/emit-cuda.md) [default: where the graph's epilogue computes]")
 @model_flags
 def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, copies, **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
@@ -72,7 +72,7 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
         raise pending
 
 
-def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None, copies: bool = False):
+def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None, copies: bool | None = None):
     """(the schedule whose kernel ptxas agrees with, whether the kernel is to run one CTA per tile:
     twill/ptxas_loop.py); what it found and what it changed on stderr (with -q: only a change)."""
     from twill.emit import build_model
@@ -91,7 +91,7 @@ def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None
     return result.schedule, result.one_tile_per_cta
 
 
-def _write(schedule, machine, output, binding=None, ctas: int | None = None, copies: bool = False,
+def _write(schedule, machine, output, binding=None, ctas: int | None = None, copies: bool | None = None,
            one_tile: bool = False) -> None:
     from twill.emit import build_model
     from twill.emit.cuda import render

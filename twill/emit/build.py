@@ -17,13 +17,13 @@ from .tensors import _tensors
 
 
 def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None,
-                ctas_per_sm: int | None = None, tile_copies: bool = False, one_tile_per_cta: bool = False) -> KernelModel:
+                ctas_per_sm: int | None = None, tile_copies: bool | None = None, one_tile_per_cta: bool = False) -> KernelModel:
     """The model of `schedule`'s kernel: one CTA per SM, the whole register file to it, or, given
     `ctas_per_sm`, as many as fit up to that (occupancy.py). Several are opt-in: at the 128 launch
     registers of two CTAs ptxas may refuse a kernel (C7602), and the H200's GEMMs ran fastest as one
     CTA with a ring 4 deep (docs/triton-results.md). `tile_copies`: a second warpgroup of the
     computing role takes every other tile of a persistent CTA where the rule of copies.py allows it
-    (opt-in: it did not speed up the corpus GEMMs on an H100, docs/triton-results.md).
+    (None: where `copies.pays`, an epilogue that computes; docs/triton-results.md, session 27).
     `one_tile_per_cta`: no persistent kernel<true> (emit-cuda's ptxas loop, where ptxas compiled
     it worse than the kernel of one tile per CTA)."""
     if graph is None:
@@ -51,6 +51,9 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
                         mma=tuple(sorted(mma.items())), stages=stages, normalizers=(),
                         one_tile_per_cta=one_tile_per_cta)
     model = with_occupancy(replace(model, normalizers=_normalizers(model), ctas_limit=ctas_per_sm or 1))
+    if tile_copies is None:
+        from .copies import pays
+        tile_copies = pays(model)
     return with_tile_copies(model) if tile_copies else model
 
 
