@@ -39,6 +39,7 @@ from .build import build_graph
 from .depipe import depipeline
 from .dump import before_pipeliner
 from .fuse import fuse
+from .grid import check as check_grid
 from .lower import lower_loop, show_columns
 from .loops import choose_loop
 from .merge import Merge, loop_shape, merge_candidates
@@ -176,6 +177,7 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
     body, groups, fuse_notes = fuse(lowered)
     handed = {} if detail is not None else None
     graph, build_notes = build_graph(lowered, body, groups, module.source.file, handed)
+    check_grid(module, func, path[-1], banded=any(op.opcode == "causal_mask" for op in graph.ops))
     if detail is not None:
         detail.update(lowered=lowered, handed=handed)
     notes = list(lowered.notes) + fuse_notes + build_notes
