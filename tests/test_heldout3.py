@@ -249,3 +249,13 @@ def test_a_constant_side_of_where_is_a_fill(tmp_path):
     src.write_text(text_cu)
     rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"])
     assert rc == 0, err[-2000:]
+
+
+def test_split_kv_import_exits_2_at_the_loop_line():
+    from click.testing import CliRunner
+    from twill_cli.main import main
+    path = DATA / "t36" / "prepipe" / "attn_splitkv_sm90.ttgir"
+    res = CliRunner().invoke(main, ["import", str(path), "--split-rows", "auto"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "attn_splitkv_sm90.ttgir:85:14: error: 'scf.for' runs over a range that moves with the program id" in res.output
+    assert "attn_splitkv_sm90.ttgir:154:5: error: 'tt.store' writes at an address offset by program_id(0)" in res.output
