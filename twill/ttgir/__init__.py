@@ -17,6 +17,8 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
          -> depipeline (depipe.py)            Triton's pipelining undone: delays, peeled starts, source order
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
+         -> check_grid (grid.py)              program ids the graph does not represent: an error
+                                              (a loop's range that moves with one, a store offset by one)
 
 Tile loops in sequence are an error here (`loops.SiblingLoops`); `sequence.import_sequence` imports
 them as a `twill.sequence.Sequence`, each loop through the same stages, its reads of earlier loops'

@@ -80,7 +80,8 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
         if first_error or len(blocked) == 1:
             raise first_error or next(iter(blocked.values()))
         excs = list(blocked.values())
-        diagnostics = sorted((d for e in excs for d in e.diagnostics), key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))
+        diagnostics = sorted((d for e in excs for d in e.diagnostics),
+                             key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))
         raise type(excs[0])(*diagnostics)
     tile = [k for k, r in results.items() if _is_tile_loop(r)]
     outer = {k for k in tile for j in tile if j != k and _encloses(loops[k][1], loops[j][1])}
