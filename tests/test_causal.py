@@ -90,7 +90,9 @@ def test_loops_that_differ_in_anything_are_not_merged(why):
     # diagonal block only, does not cover (an error at the mask), or no band (the sides swapped, 0 for
     # -inf: an error at the mask). The loop from 0 to the diagonal is a whole causal loop: with --loop 1
     # it imports alone, its mask a causal_mask.
-    with pytest.raises(InputError, match="loop [01] would be left out"):
+    # (since session 27 the loop from 0 to the diagonal alone is refused too: its range moves with the
+    # program id and no mask of it says so, grid.py; both loops' errors then, no loop to choose)
+    with pytest.raises(InputError, match="loop [01] would be left out|moves with the program id"):
         import_ttgir(text.replace(old, new, 1), "near_miss.ttgir")
     if why == "the second loop not starting where the first ends":
         graph, _ = import_ttgir(text.replace(old, new, 1), "near_miss.ttgir", loop=1)

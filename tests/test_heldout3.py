@@ -34,6 +34,8 @@ ONLY_T36 = {"gemm_bp_leaky"}
 REFUSED = {
     "gemm_tf32": ("ttng.(warp_group_dot|tc_gen5_mma) ", "f32 operands"),
     "gemm_splitk_atomic": ("tt\\.atomic_rmw", "updates memory in place"),
+    # the key loop from split * SPLIT_LEN (program_id(0)): the graph has no grid axis of splits (grid.py)
+    "attn_splitkv": ("scf\\.for ", "moves with the program id"),
 }
 # dump -> (the forms refused, the op, the message) where a kernel is refused in some forms only (none now:
 # attn_window's sm_100 dumps after the pipeliner, refused until their mask computed a block ahead was
@@ -159,12 +161,41 @@ def test_block_pointer_boundary_checks_are_edge_masks_and_a_near_miss_is_an_erro
     assert "tt.load" in near.splitlines()[err.value.diagnostics[0].span.line - 1]
 
 
-def test_split_kv_lse_reads_the_running_max_in_every_form():
-    """lse = (m_i + log2 l_i) ln 2 after the loop: on sm_100 after the pipeliner m_i's iter_arg is
-    named after a peeled value (depipe.py renames the carry), and the epilogue still reads it."""
+ONE_SPLIT = ("tt.get_program_id x : i32", "arith.constant 0 : i32")  # split = 0: the key loop from 0, one split
+
+
+def test_split_kv_is_refused_at_the_loop_and_the_stores_in_every_form():
+    """The key loop runs from split * SPLIT_LEN (program_id(0)) and the outputs are written at row
+    (split * num_bh + bh) * N_Q: the graph has neither (its loop would run over every key for every
+    split, and every split write one place), so each is an error at its line (grid.py), whichever
+    loop the user names; with the split fixed at 0 the same kernel imports (a near miss)."""
     for arch in ("sm90", "sm100"):
         for form in FORMS:
-            g, _ = load_ttgir(DATA / form / f"attn_splitkv_{arch}.ttgir")
+            path = DATA / form / f"attn_splitkv_{arch}.ttgir"
+            text = path.read_text()
+            lines = text.splitlines()
+            for loop in (None, 0):
+                with pytest.raises(InputError) as err:
+                    import_ttgir(text, "s.ttgir", loop=loop)
+                said = [(lines[d.span.line - 1].split("=", 1)[-1].split()[0], d.message) for d in err.value.diagnostics]
+                assert said[0][0] == "scf.for" and "lower bound %kv_lo depends on program_id(0)" in said[0][1], said
+                assert all(op in ("scf.for", "tt.store") for op, _ in said), said
+                if form.endswith("prepipe"):  # (after the pipeliner the loads peeled before the loop read the split)
+                    assert [op for op, _ in said] == ["scf.for", "tt.store", "tt.store"], said
+                    assert all("offset by program_id(0), which no load" in m for _, m in said[1:])
+            one = text.replace(*ONE_SPLIT)
+            assert one != text
+            import_ttgir(one, "one.ttgir")
+
+
+def test_split_kv_lse_reads_the_running_max_in_every_form():
+    """lse = (m_i + log2 l_i) ln 2 after the loop: on sm_100 after the pipeliner m_i's iter_arg is
+    named after a peeled value (depipe.py renames the carry), and the epilogue still reads it (the
+    kernel with its split fixed at 0: split-KV itself is refused, above)."""
+    for arch in ("sm90", "sm100"):
+        for form in FORMS:
+            text = (DATA / form / f"attn_splitkv_{arch}.ttgir").read_text().replace(*ONE_SPLIT)
+            g, _ = import_ttgir(text, f"{form}/attn_splitkv_{arch}.ttgir")
             assert [n for n, _ in g.epilogue.outputs] == ["acc", "LSE_PART"], form
             ep = _ops(g.epilogue.ops)
             assert ep["m_i_scaled"] == ("mul", ["m_i", "exp2_scale"]), form
@@ -172,7 +203,7 @@ def test_split_kv_lse_reads_the_running_max_in_every_form():
 
 
 # -- end to end: the dumps the rules opened, lean (CI time counts) ---------------------------------
-E2E = [("t39/after", "swiglu_sm90"), ("t39/after", "attn_splitkv_sm100"), ("t36/prepipe", "gemm_bp_leaky_sm100"),
+E2E = [("t39/after", "swiglu_sm90"), ("t36/prepipe", "gemm_bp_leaky_sm100"),
        ("t39/prepipe", "linear_trans_relu_sm90"), ("t39/after", "attn_window_sm100")]
 
 
@@ -218,3 +249,13 @@ def test_a_constant_side_of_where_is_a_fill(tmp_path):
     src.write_text(text_cu)
     rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"])
     assert rc == 0, err[-2000:]
+
+
+def test_split_kv_import_exits_2_at_the_loop_line():
+    from click.testing import CliRunner
+    from twill_cli.main import main
+    path = DATA / "t36" / "prepipe" / "attn_splitkv_sm90.ttgir"
+    res = CliRunner().invoke(main, ["import", str(path), "--split-rows", "auto"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "attn_splitkv_sm90.ttgir:85:14: error: 'scf.for' runs over a range that moves with the program id" in res.output
+    assert "attn_splitkv_sm90.ttgir:154:5: error: 'tt.store' writes at an address offset by program_id(0)" in res.output

@@ -47,6 +47,11 @@ def test_the_import_records_the_scale_the_kernel_computes(dump):
     try:
         graph, notes = load_ttgir(TTGIR / dump)
     except InputError as e:  # stores the import cannot follow (loops.refuse_incomplete): the loop named
+        if any("moves with the program id" in d.message for d in e.diagnostics):  # (ttgir/grid.py)
+            # sm_100's causal kernel after the pipeliner: its loop runs to the diagonal (unrolled after it),
+            # which nothing in the graph says; refused, even named with --loop
+            assert Path(dump).name == "attn_causal_fwd_sm100.ttgir" and "after" in dump, dump
+            return
         assert all("the kernel's whole result" in d.message or "would store" in d.message for d in e.diagnostics)
         graph, notes = load_ttgir(TTGIR / dump, loop=0)
     knobs = dict(graph.knobs)

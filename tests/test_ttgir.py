@@ -521,9 +521,9 @@ def test_the_k_loop_inside_a_persistent_loop_is_the_default():
     (note,) = warnings  # said, at the outer loop: the inner loop is the graph
     assert note.severity == "note" and "loop 0 runs loop 1 once per trip" in note.message
     assert graph.carries[0].attrs == (("output", "f16"),)  # truncated to f16 after the K loop
-    outer, notes = load_ttgir(T39 / "mm_persistent2.ttgir", loop=0)
-    assert "scf_for" in [op.opcode for op in outer.ops]
-    assert any("control flow inside the loop body" in d.message for d in notes)
+    with pytest.raises(InputError, match="runs over a range that moves with the program id") as err:
+        load_ttgir(T39 / "mm_persistent2.ttgir", loop=0)  # the loop over tiles, from program_id(0): no graph loop
+    assert err.value.diagnostics[0].span.line == 40 and "%start_pid depends on program_id(0)" in err.value.diagnostics[0].message
     with pytest.raises(InputError, match="the file has 2 loops"):
         load_ttgir(T39 / "mm_persistent2.ttgir", loop=2)
 
@@ -634,7 +634,8 @@ def test_both_forms_of_a_kernel_import_to_the_same_graph(root, stem):
         with pytest.raises(InputError) as info:
             load_ttgir(root / "after" / f"{stem}.ttgir")
         assert any("outside any loop is not imported" in d.message for d in info.value.diagnostics)
-        assert all("before Triton's pipeliner" in d.hint for d in info.value.diagnostics)
+        assert all("before Triton's pipeliner" in d.hint for d in info.value.diagnostics if "outside any loop" in d.message)
+        assert any("moves with the program id" in d.message for d in info.value.diagnostics)  # the loop to the diagonal
         return
     try:
         after, after_notes = load_ttgir(root / "after" / f"{stem}.ttgir")
@@ -721,8 +722,11 @@ def test_loops_that_differ_by_more_than_a_mask_stay_two_loops():
     second = max(i for i, ln in enumerate(lines) if "scf.for" in ln)
     k = next(i for i in range(second, len(lines)) if "math.exp2" in lines[i])
     lines[k] = lines[k].replace("math.exp2", "math.exp")
-    with pytest.raises(InputError, match="would be left out"):
-        import_ttgir("".join(lines), "two.ttgir")
+    with pytest.raises(InputError) as err:  # loop 0 runs to the diagonal with no mask saying so, loop 1's
+        import_ttgir("".join(lines), "two.ttgir")  # band is not covered by its one block: each refused
+    assert [d.span.line for d in err.value.diagnostics] == sorted(d.span.line for d in err.value.diagnostics)
+    assert any("moves with the program id" in d.message for d in err.value.diagnostics)
+    assert any("does not visit every key" in d.message or "element indices" in d.message for d in err.value.diagnostics)
 
 
 @pytest.mark.parametrize("root", [CORPUS, T36])
@@ -736,8 +740,12 @@ def test_tile_work_after_the_loop_is_an_error_unless_a_loop_is_named(root):
     (d,) = [d for d in info.value.diagnostics if "outside any loop" in d.message]  # (and the epilogue's max)
     assert d.severity == "error" and "'ttng.tc_gen5_mma' outside any loop is not imported" in d.message
     assert d.span.line == {CORPUS: 339, T36: 337}[root] and "--loop N" in d.hint
-    _, notes = load_ttgir(path, loop=0)
-    assert any("outside any loop is not imported" in n.message and n.severity == "warning" for n in notes)
+    (g,) = [d for d in info.value.diagnostics if "moves with the program id" in d.message]  # and the loop's range
+    assert g.span.line == 198 and "upper bound" in g.message and "program_id(0)" in g.message
+    # --loop 0 takes the loop alone; it runs to the query tile's diagonal, which no mask of it says: an
+    # error too (before session 27 a warning about the dots only, the graph's loop over every key)
+    with pytest.raises(InputError, match="moves with the program id"):
+        load_ttgir(path, loop=0)
 
 
 @pytest.mark.parametrize("path", [CORPUS / "prepipe" / "ssd_chunk_scan_sm90.ttgir", CORPUS / "after" / "ssd_chunk_scan_sm100.ttgir",

@@ -17,6 +17,8 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
          -> depipeline (depipe.py)            Triton's pipelining undone: delays, peeled starts, source order
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
+         -> check_grid (grid.py)              program ids the graph does not represent: an error
+                                              (a loop's range that moves with one, a store offset by one)
 
 Tile loops in sequence are an error here (`loops.SiblingLoops`); `sequence.import_sequence` imports
 them as a `twill.sequence.Sequence`, each loop through the same stages, its reads of earlier loops'
@@ -39,6 +41,7 @@ from .build import build_graph
 from .depipe import depipeline
 from .dump import before_pipeliner
 from .fuse import fuse
+from .grid import check as check_grid
 from .lower import lower_loop, show_columns
 from .loops import choose_loop
 from .merge import Merge, loop_shape, merge_candidates
@@ -176,6 +179,7 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
     body, groups, fuse_notes = fuse(lowered)
     handed = {} if detail is not None else None
     graph, build_notes = build_graph(lowered, body, groups, module.source.file, handed)
+    check_grid(module, func, path[-1], banded=any(op.opcode == "causal_mask" for op in graph.ops))
     if detail is not None:
         detail.update(lowered=lowered, handed=handed)
     notes = list(lowered.notes) + fuse_notes + build_notes

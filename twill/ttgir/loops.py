@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from ..errors import Diagnostic, InputError
 from .fuse import UnexpressedScale
+from .grid import UnexpressedGrid
 from .indices import UnexpressedMask
 from .locs import position
 from .values import Note
@@ -66,16 +67,22 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
             continue
         try:
             results[k] = import_loop(func, path)
-        except (UnexpressedMask, UnexpressedScale) as exc:  # a tile loop all the same: never left out silently
+        except (UnexpressedMask, UnexpressedScale, UnexpressedGrid) as exc:  # a tile loop all the same: never left out silently
+            exc = _with_after(module, loops[k], exc)
             if len(loops) == 1:
-                raise
+                raise exc from None
             blocked[k] = exc
         except InputError as exc:  # with several candidates, a loop we cannot read is skipped
             if len(loops) == 1:
                 raise
             first_error = first_error or exc
-    if not results:
-        raise first_error or next(iter(blocked.values()))
+    if not results:  # every loop refused: each tile loop's errors (none is left out silently)
+        if first_error or len(blocked) == 1:
+            raise first_error or next(iter(blocked.values()))
+        excs = list(blocked.values())
+        diagnostics = sorted((d for e in excs for d in e.diagnostics),
+                             key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))
+        raise type(excs[0])(*diagnostics)
     tile = [k for k, r in results.items() if _is_tile_loop(r)]
     outer = {k for k in tile for j in tile if j != k and _encloses(loops[k][1], loops[j][1])}
     candidates = [k for k in tile if k not in outer] or list(results)
@@ -101,6 +108,17 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
     return graph, notes
 
 
+def _with_after(module, chosen, exc):
+    """A loop refused for the program ids of its range (grid.py) with, where tile work follows it
+    outside any loop (sm_100's unrolled causal diagonal), that error too: both say what is missing."""
+    if not isinstance(exc, UnexpressedGrid):
+        return exc
+    after = [replace(n.diagnostic, severity="error", message=n.incomplete,
+                     hint="; ".join(h for h in (n.diagnostic.hint, INCOMPLETE_HINT) if h))
+             for n in _after(module, chosen) if n.incomplete]
+    return UnexpressedGrid(*exc.diagnostics, *after) if after else exc
+
+
 def refuse_incomplete(notes) -> None:
     """Where the import chose the loop (no --loop), a graph that would store something other than
     what the kernel stores (tile work after the loop it leaves out; an epilogue it cannot follow) is
@@ -119,7 +137,7 @@ def _tile_loops(loops, import_loop, skip: int) -> list[int]:
         try:
             if _is_tile_loop(import_loop(func, path)):
                 out.append(k)
-        except UnexpressedMask:  # a tile loop whose mask the import does not express
+        except (UnexpressedMask, UnexpressedGrid):  # a tile loop whose mask or grid the import does not express
             out.append(k)
         except InputError:
             continue
