@@ -29,7 +29,7 @@ from .main import main
 @click.option("--tile-copies/--no-tile-copies", "copies", default=None,
               help="a persistent GEMM-like kernel runs two warpgroups of its computing role, taking the CTA's "
                    "tiles in turn, so one's epilogue overlaps the other's main loop, where registers and shared "
-                   "memory allow (docs/emit-cuda.md) [default: where the graph's epilogue computes]")
+                   "memory allow (docs/emit-cuda.md) [default: where the loop runs an mma and the epilogue computes]")
 @model_flags
 def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, copies, **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
@@ -63,24 +63,25 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
             if exc.schedule is None:
                 raise
             schedule, pending = exc.schedule, exc
-    one_tile = False
+    one_tile = hidden = False
     if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
-        schedule, one_tile = _ptxas_loop(schedule, machine, options if pending is None else None, flags["quiet"], ctas,
-                                         copies)
-    _write(schedule, machine, output, binding, ctas, copies, one_tile)
+        schedule, one_tile, hidden = _ptxas_loop(schedule, machine, options if pending is None else None,
+                                                 flags["quiet"], ctas, copies)
+    _write(schedule, machine, output, binding, ctas, copies, one_tile, hidden)
     if pending is not None:
         raise pending
 
 
 def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None, copies: bool | None = None):
-    """(the schedule whose kernel ptxas agrees with, whether the kernel is to run one CTA per tile:
-    twill/ptxas_loop.py); what it found and what it changed on stderr (with -q: only a change)."""
+    """(the schedule whose kernel ptxas agrees with, whether the kernel is to run one CTA per tile,
+    whether kernel<false> hides its ring position: twill/ptxas_loop.py); what it found and what it changed on stderr (with -q: only a change)."""
     from twill.emit import build_model
     from twill.emit.cuda import render
     from twill.ptxas_loop import resolver, run
 
-    def emit(s, one_tile: bool):
-        model = build_model(s, machine, ctas_per_sm=ctas, tile_copies=copies, one_tile_per_cta=one_tile)
+    def emit(s, one_tile: bool, hidden: bool = False):
+        model = build_model(s, machine, ctas_per_sm=ctas, tile_copies=copies, one_tile_per_cta=one_tile,
+                            hidden_position=hidden)
         return model, render(model)
 
     lines = []
@@ -88,16 +89,17 @@ def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None
     if not quiet or result.changed:
         for line in lines:
             click.echo(line, err=True)
-    return result.schedule, result.one_tile_per_cta
+    return result.schedule, result.one_tile_per_cta, result.hidden_position
 
 
 def _write(schedule, machine, output, binding=None, ctas: int | None = None, copies: bool | None = None,
-           one_tile: bool = False) -> None:
+           one_tile: bool = False, hidden: bool = False) -> None:
     from twill.emit import build_model
     from twill.emit.cuda import render
     from twill.fileio import write_atomic
 
-    model = build_model(schedule, machine, ctas_per_sm=ctas, tile_copies=copies, one_tile_per_cta=one_tile)
+    model = build_model(schedule, machine, ctas_per_sm=ctas, tile_copies=copies, one_tile_per_cta=one_tile,
+                        hidden_position=hidden)
     text = render(model)
     if not output:
         click.echo(text, nl=False)
@@ -143,10 +145,10 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
     from twill.fileio import write_atomic
     renderers, files = [], {}  # every file made before any is written: a failed loop leaves all as they were
     for name, s, machine in zip(seq.names, seq.schedules, machines):
-        one_tile = False
+        one_tile = hidden = False
         if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
-            s, one_tile = _ptxas_loop(s, machine, options, flags["quiet"], ctas)
-        model = build_model(s, machine, ctas_per_sm=ctas, one_tile_per_cta=one_tile)
+            s, one_tile, hidden = _ptxas_loop(s, machine, options, flags["quiet"], ctas)
+        model = build_model(s, machine, ctas_per_sm=ctas, one_tile_per_cta=one_tile, hidden_position=hidden)
         path = loop_path(output, name)
         files[path] = (render(model), f"kernel {s.kernel} for {machine.arch}, {len(s.roles) or 'derived'} role(s)")
         if binding == "torch":

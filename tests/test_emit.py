@@ -559,6 +559,40 @@ def test_no_spills_and_no_serialized_wgmma(name, build_dir):
     assert name in SERIALIZED or not set(serialized) & set(strict), err
 
 
+@pytest.mark.slow
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(n for n, (arch, spills) in FIXTURES.items() if spills is None and arch == "sm_90a"))
+def test_no_serialized_wgmma_where_it_spills(name, build_dir):
+    """The fixtures that still spill (their --no-ptxas-loop schedules over-ask registers) have no
+    wgmma serialized in kernel<false> for a reason more registers cannot remove (C7515: a non-wgmma
+    instruction defines a wgmma's accumulator inside its pipeline stage; C7510); C7511, too few
+    registers for the pipeline, goes with their spills. The held-out attn_exp (two accumulators in one
+    consumer) had every wgmma serialized (C7515), at any register count: it issued PV0 ahead of
+    the in-place rescale of acc1, so acc1's value carried around the loop was written while a
+    wgmma was in flight, and it pinned acc1's start value with the prologue's PV0 in flight."""
+    rc, err = compiled(name, build_dir)
+    assert rc == 0, err
+    serialized = re.findall(r"\((?:C7515|C7510)\).*function '([^']+)'", err)
+    assert not [f for f in serialized if "ILb0E" in f], err
+
+
+def test_an_accumulating_wgmma_is_not_issued_ahead_of_another_accumulators_rescale():
+    """`_issue_early` moves PV up past independent work, but not past its role's in-place rescale of
+    another accumulator (attn_exp's consumer0 holds acc0 and acc1): both rescales come before the
+    other half's PV, so neither is computed while a wgmma is in flight; and the prologue's PV0 is
+    retired before acc1's start value is pinned."""
+    order = renderer("heldout_attn_exp.h200").p.order
+    assert order.index("acc_rescale0") < order.index("acc_new1")
+    assert order.index("acc_rescale1") < order.index("acc_new0")
+    text = emitted("heldout_attn_exp.h200")
+    pin = text.index("twill::fence_frag(acc_new1[c]);  // acc_new1's start value")
+    assert text.rfind("twill::wgmma_wait<0>();", 0, pin) > text.rfind("twill::wgmma_commit();", 0, pin)
+    # FA3's consumers (one accumulator each, a fresh S in flight at the pin) keep their order and no wait
+    fa3 = emitted("attention_fwd_d64.h100")
+    pin = fa3.index("'s start value, in its registers before the loop")
+    assert "before the start values are pinned" not in fa3[pin - 300:pin]
+
+
 @needs_nvcc
 def test_the_corpus_gqa_attention_compiles_without_spills(tmp_path):
     """Triton's GQA attention forward (tests/data/ttgir/attn_gqa_fwd_sm90.ttgir), imported, solved

@@ -266,8 +266,8 @@ def test_the_loop_does_not_solve_a_stage_1_schedule_again(tmp_path):
     s, machine = fixture("gemm_hopper.h100.swp")
     lines = []
 
-    def emit(x, one_tile=False):
-        model = build_model(x, machine, one_tile_per_cta=one_tile)
+    def emit(x, one_tile=False, hidden=False):
+        model = build_model(x, machine, one_tile_per_cta=one_tile, hidden_position=hidden)
         return model, render(model)
     result = run(s, machine, emit, None, lines.append)
     assert not result.changed and result.schedule == s and len(result.rounds) == 1
@@ -305,3 +305,39 @@ def test_the_loop_tightens_a_model_that_ptxas_contradicts(tmp_path):
     assert report.clean
     again, out2 = _emit([graph, "--gpu", "h100", "--register-reserve", "8"], tmp_path)
     assert again.exit_code == 0 and out2.read_text() == after  # the same input, the same file
+
+
+def test_a_hidden_ring_position_is_one_call_per_role_for_the_probes():
+    """`hidden_position`: kernel<false>'s call goes through an empty asm on the tile's ring position;
+    the probes still find each role's calls (one dispatch line each, kernel<true>'s tile loop then kernel<false>),
+    and the default form is unchanged (the goldens pin it)."""
+    s, machine = fixture("heldout_attn_d64.h200")
+    plain = render(build_model(s, machine))
+    hidden = render(build_model(s, machine, hidden_position=True))
+    assert "twill_one" not in plain and hidden.count('asm volatile("" : "+r"(twill_one.pos));') == 3
+    assert ptxas.role_calls(hidden) == ptxas.role_calls(plain) == {"load": 1, "consumer0": 1, "softmax0": 1}
+    probe = ptxas.probe_source(hidden, "consumer0")
+    assert probe.count("(void)0") == 4 and "role_consumer0<kTail>(sm, tm, args, n, twill_one)" in probe
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_loop_hides_the_ring_position_where_the_constant_spills():
+    """The held-out attn_d64 (tests/data/emit/heldout_attn_d64.h200.json: bench/heldout/run.py's
+    schedule, one 128-row consumer, the loop unrolled 6 times): in kernel<false> the tile's ring
+    position is the constant 0, nvcc folds it into every ring slot of the loop and its consumer
+    spills (404 and 460 bytes at 232 registers); hidden, kernel<false> is clean. The loop keeps the
+    hidden form, and runs the kernel one CTA per tile (its kernel<true, true> spills)."""
+    s, machine = fixture("heldout_attn_d64.h200")
+    lines = []
+
+    def emit(x, one_tile=False, hidden=False):
+        model = build_model(x, machine, one_tile_per_cta=one_tile, hidden_position=hidden)
+        return model, render(model)
+    result = run(s, machine, emit, None, lines.append)
+    assert re.search(r"kernel<false, false>: \d+ bytes spill stores", lines[0]), lines
+    assert lines[1].startswith("ptxas loop: kernel<false> with its tile's ring position hidden"), lines
+    assert result.hidden_position and result.one_tile_per_cta and result.schedule == s
+    report = ptxas.compile_kernel(result.text, machine.arch)
+    one = [e for e in report.entries if e.instance.startswith("kernel<false")]
+    assert one and all(e.clean for e in one), report.summary()

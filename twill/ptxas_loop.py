@@ -62,6 +62,7 @@ class LoopResult:
     rounds: tuple[Round, ...]
     chosen: int  # index into rounds
     one_tile_per_cta: bool = False  # kernel<true> dropped: it compiled worse than kernel<false> (persistent_worse)
+    hidden_position: bool = False  # kernel<false> with its ring position hidden (it compiled better so)
 
     @property
     def changed(self) -> bool:
@@ -129,10 +130,15 @@ def contradictions(found: Attribution) -> list[str]:
 def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, str]],
         solve_again: Callable[[int], Schedule] | None, note: Callable[[str], None],
         rounds: int = ROUNDS) -> LoopResult:
-    """The loop (module docstring). `emit(schedule, one_tile_per_cta)` gives (the emitter's model, the .cu text);
-    `solve_again(role_reserve)` the schedule under those per-role registers (None: report only)."""
+    """The loop (module docstring). `emit(schedule, one_tile_per_cta, hidden_position)` gives (the
+    emitter's model, the .cu text); `solve_again(role_reserve)` the schedule under those per-role
+    registers (None: report only)."""
     from .errors import TwillError
     nvcc = find_nvcc()
+    raw, hidden = emit, False
+
+    def emit(s, one_tile):  # noqa: F811 (the caller's emit, in the form of kernel<false> chosen below)
+        return raw(s, one_tile, hidden)
     model, text = emit(schedule, False)
     if nvcc is None:
         note("ptxas: skipped: nvcc not found (set NVCC or put nvcc on PATH; --no-ptxas-loop silences this)")
@@ -144,6 +150,14 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
     if not history[0].found.report.ok:
         note("ptxas: the kernel does not compile:\n" + history[0].found.report.errors)
         return LoopResult(schedule, text, tuple(history), 0)
+    if not one_tile_clean(history[0].found.report):
+        model_h, text_h = raw(schedule, False, True)
+        found_h = attribute(text_h, machine.arch, role_probes(model_h, schedule, machine), nvcc)
+        if found_h.report.ok and _one_tile_badness(found_h.report) < _one_tile_badness(history[0].found.report):
+            note(f"ptxas loop: kernel<false> with its tile's ring position hidden from the compiler: "
+                 f"{found_h.report.summary()}")
+            hidden, model, text = True, model_h, text_h
+            history[0] = Round(reserve, schedule, text_h, found_h)
     solves = 0
     while not history[-1].found.report.clean and not (persistent_worse(history[-1].found.report)
                                                        and one_tile_clean(history[-1].found.report)) and solves < rounds:
@@ -181,13 +195,13 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         pick = history[chosen]
         note("ptxas: the persistent kernel<true> compiles worse than kernel<false> (" + pick.found.report.summary()
              + "): one CTA per tile" + (f" (round {chosen}'s schedule)" if solves else ""))
-        return LoopResult(pick.schedule, emit(pick.schedule, True)[1], tuple(history), chosen, True)
+        return LoopResult(pick.schedule, emit(pick.schedule, True)[1], tuple(history), chosen, True, hidden)
     if solves:
         note(f"ptxas loop: emitting round {chosen}'s schedule" + (
             " (no round was clean: the first schedule, as the model solved it)" if not history[chosen].found.report.clean
             else f" ({_describe(history[chosen].reserve)})"))
     pick = history[chosen]
-    return LoopResult(pick.schedule, pick.text, tuple(history), chosen)
+    return LoopResult(pick.schedule, pick.text, tuple(history), chosen, hidden_position=hidden)
 
 
 def _instances(report, persistent: bool | None = None) -> list:
@@ -209,6 +223,12 @@ def persistent_worse(report) -> bool:
     def badness(es):
         return (any(e.serialized for e in es), max(e.spill_bytes for e in es))
     return badness(tiles) > badness(one)
+
+
+def _one_tile_badness(report) -> tuple:
+    """How badly the instances of one tile per CTA compiled: a serialization, then the most spill."""
+    one = _instances(report, False)
+    return (any(e.serialized for e in one), max((e.spill_bytes for e in one), default=0))
 
 
 def one_tile_clean(report) -> bool:

@@ -57,7 +57,13 @@ class AfterLoop:
             vt = m.values[value].type
             fin = f"{local(value)}_final"
             finals[value] = fin
-            out(f"{fragment_type(m, vt, self.groups)} {fin};")
+            ftype = fragment_type(m, vt, self.groups)
+            if self._streamed_final(value, outputs, ftype):
+                out(f"{ftype.replace('twill::TRow<', 'twill::TmemTile<', 1)} {fin}{{{r.tmem_addr(value, Inst('n', -1))}}};  "
+                    "// stored 32 columns at a time from tensor memory",
+                    f"twill::mbar_wait(&sm.final_{ident(value)}, tile.round & 1);", "twill::tmem_fence_after();")
+                continue
+            out(f"{ftype} {fin};")
             if p.in_tmem(value):
                 out(f"twill::mbar_wait(&sm.final_{ident(value)}, tile.round & 1);", "twill::tmem_fence_after();",
                     f"twill::tmem_to_frag({fin}, {r.tmem_addr(value, Inst('n', -1))});")
@@ -88,6 +94,22 @@ class AfterLoop:
                 out(descale.finalize_line(fin))
             vt = m.values[t.value].type
             out(f"store_{t.name}(sm, tm, args, tile, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
+
+    def _streamed_final(self, value: str, outputs, ftype: str) -> bool:
+        """A tensor-memory f32 value that is only stored, by TMA from shared memory: no epilogue, no
+        normalizer or descale reads it. Its store reads it out 32 columns at a time (TmemTile), not
+        into a whole register row first (the model counts no registers after the loop: a 128 x 256
+        accumulator would be 256 per thread, beyond any setmaxnreg budget)."""
+        m, p = self.m, self.p
+        if not p.in_tmem(value) or not ftype.startswith("twill::TRow<") or m.graph.epilogue:
+            return False
+        mine = [t for t in outputs if value in self.p.final_values(t)]
+        if any(t.value != value or t.name not in p.staging for t in mine):
+            return False
+        norms = dict(m.normalizers)
+        if any(m.carry_source.get(n) == value for n in norms.values()) or m.carry_of(value) in norms:
+            return False
+        return not (value in descale.epilogue_scaled(m) or any(t.name in descale.scaled_outputs(m) for t in mine))
 
     def _last(self, out: Lines, value: str, fin: str) -> None:
         """fin = this role's register copy of the last instance (iteration n - 1) of value."""

@@ -27,7 +27,8 @@ INTEGER_SMEM = dict(
     smem_check=[])
 
 
-def _tiles(role_fn: str, persistent: bool, trips: str, copy: int = 0, copies: int = 1, turn: int = 0) -> str:
+def _tiles(role_fn: str, persistent: bool, trips: str, copy: int = 0, copies: int = 1, turn: int = 0,
+           hidden: bool = False) -> str:
     """A role's call for each of its CTA's tiles (see twill::tile_of): the one tile of the block
     index, or (kernel<true>, where the kernel allows it) a loop over several. Each tile's ring
     positions continue the last one's (`tile.pos`: the iterations of the CTA's earlier tiles,
@@ -35,8 +36,17 @@ def _tiles(role_fn: str, persistent: bool, trips: str, copy: int = 0, copies: in
     of iterations, `trips` (a C expression of `twill_tile`: args.iters, or a causal tile's own).
     Tile copy `copy` of `copies` (copies.py) takes every copies-th tile, after the copy before
     has passed its ring waits (named barrier `turn`), and counts the positions of the tiles it
-    skips; on a grid of one tile per CTA, copy 0 alone computes it."""
+    skips; on a grid of one tile per CTA, copy 0 alone computes it.
+
+    `hidden`: the one tile's ring position (0) goes through an empty asm. Knowing it, nvcc folds it
+    into every ring slot of the unrolled steady loop and may keep what it derives live across the
+    loop (the held-out attn_d64's consumer: 255 registers and 296 bytes spilled in kernel<false>,
+    211 and none hidden), but elsewhere the constant compiles better (the golden k192 attention's
+    kernel<false, true>: clean, 56 bytes spilled hidden): the ptxas loop chooses."""
     one = f"{role_fn}(sm, tm, args, n, tile_at(args, blockIdx.x, 0));"
+    if hidden:
+        one = (f"{{ twill::TileIdx twill_one = tile_at(args, blockIdx.x, 0);  asm volatile(\"\" : \"+r\"(twill_one.pos));  "
+               f"{role_fn}(sm, tm, args, n, twill_one); }}")
     if copies > 1 and not persistent:  # one tile per CTA: copy 0 computes it
         return one if copy == 0 else "(void)0;  // a tile copy: this kernel computes one tile per CTA"
     if not persistent:
@@ -140,7 +150,7 @@ class Kernel:
                 cond = (f"warpgroup == {g.index}" if span == 1 else
                         f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
                 body = [_tiles(self.role_call(role), self.persistent(), self._trips("twill_tile"), g.copy, m.tile_copies,
-                               self.bars.get("copies", 0))]
+                               self.bars.get("copies", 0), m.hidden_position)]
                 if any(st.role == role.name for st in self.p.staging.values()):
                     body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
                 i += span
@@ -150,7 +160,8 @@ class Kernel:
                 for k, name in enumerate(g.roles):
                     r = m.role[name]
                     body.append(f"{'if' if k == 0 else 'else if'} (warp == {r.first_warp % 4}) "
-                                + _tiles(self.role_call(r), self.persistent(), self._trips("twill_tile")))
+                                + _tiles(self.role_call(r), self.persistent(), self._trips("twill_tile"),
+                                         hidden=m.hidden_position))
                 i += 1
             if len(budgets) > 1:
                 fn = "inc" if g.registers > cap else "dec"

@@ -269,6 +269,7 @@ class KernelModel:
     ctas_limit: int = 0  # at most this many (emit-cuda --ctas-per-sm); 0: as many as fit
     tile_copies: int = 1  # warpgroups of the computing role taking a persistent CTA's tiles in turn (copies.py)
     one_tile_per_cta: bool = False  # no kernel<true> (the ptxas loop's choice where it compiled worse: ptxas_loop.py)
+    hidden_position: bool = False  # kernel<false>'s ring position 0 hidden from the compiler (ptxas_loop.py)
 
     # -- views ---------------------------------------------------------------------------------
     @cached_property

@@ -119,7 +119,14 @@ def _issue_early(model: KernelModel, order: tuple[str, ...]) -> tuple[str, ...]:
     put the row maximum of S(j) between S(j)'s wait and PV(j-1)'s issue, which left the tensor
     core idle while it ran. Now both are issued first and then S alone is waited for, as FA3
     does: 369 -> 421 TFLOP/s on the H200. Fresh results (S = Q K^T) stay where they are:
-    moving them up lengthened register lives, and the FA3 backward lost its register sharing."""
+    moving them up lengthened register lives, and the FA3 backward lost its register sharing.
+
+    Nor does it move past an op of its role that computes another wgmma's accumulator (`acc1_r =
+    rescale acc1, alpha1` feeding `acc1_n = mma p1, v, acc1_r`, computed in acc1_n's registers):
+    that op would then write an accumulator while this wgmma is in flight, and where the value
+    it writes is carried around the loop's back edge ptxas serializes every wgmma of the kernel
+    (C7515; the held-out attn_exp, two accumulators in one role, issued acc_new0 before the
+    rescale of acc1). FA3 rescales O with no wgmma of its own in flight, as this order does."""
     m = model
     within = {}  # op -> ops of its window it depends on directly
     for e in m.graph.edges:
@@ -133,6 +140,11 @@ def _issue_early(model: KernelModel, order: tuple[str, ...]) -> tuple[str, ...]:
         names = {op} | {x.name for x in m.ops[op].operands}
         return names | {carried[n] for n in names if n in carried} | {carry_of[n] for n in names if n in carry_of}
 
+    def accumulates(op: str) -> bool:  # an accumulating mma of op's role reads op as its accumulator
+        return m.target.async_register_mma and m.ops[op].opcode != "mma" and any(
+            u.index == 2 and u.distance == 0 and m.ops[u.op].opcode == "mma" and m.op_role[u.op] == m.op_role[op]
+            for u in m.uses.get(op, ()))
+
     out = list(order)
     for name in [o for o in order if m.ops[o].opcode == "mma" and len(m.ops[o].operands) == 3]:
         i = out.index(name)
@@ -140,7 +152,7 @@ def _issue_early(model: KernelModel, order: tuple[str, ...]) -> tuple[str, ...]:
         while i > 0:
             prev = out[i - 1]
             if m.ops[prev].opcode == "mma" or prev in needs or (m.op_role[prev] == m.op_role[name] and
-                                                                touches(prev) & mine):
+                                                                (touches(prev) & mine or accumulates(prev))):
                 break
             out[i - 1], out[i] = name, prev
             i -= 1

@@ -197,12 +197,21 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
 
     # -- the windows -------------------------------------------------------------------------------
     def _program(self, out: Lines) -> None:
-        p, S, U = self.p, self.p.S, self.p.U
+        m, p, S, U = self.m, self.p, self.p.S, self.p.U
         if S > 1:
             out("// ---- prologue: the first iterations enter the pipeline ----")
             for k in range(S - 1):
                 self._window(out, p.window(self.role.name, ("prologue", k)))
-        for name in self._pinned_carries():
+        pinned = self._pinned_carries()
+        if pinned and S > 1 and m.target.async_register_mma and any(
+                m.ops[o].opcode == "mma" and len(m.ops[o].operands) == 3
+                for o in p.window_ops(self.role.name, ("prologue", S - 2))):
+            # The pin defines the accumulator's registers: made while an accumulating wgmma of the
+            # prologue's last window is in flight, ptxas serialized every wgmma of the kernel
+            # (C7515: the held-out attn_exp, two accumulators in one role). A fresh result in
+            # flight there (FA3's S) compiles clean, and is not waited for.
+            out("twill::wgmma_wait<0>();  // the prologue's wgmmas, before the start values are pinned")
+        for name in pinned:
             out(f"for (int c = 0; c < {p.copies.get(name, 1)}; ++c) twill::fence_frag({local(name)}[c]);  "
                 f"// {name}'s start value, in its registers before the loop")
         out("// ---- steady state: every op, each on its own iteration ----")

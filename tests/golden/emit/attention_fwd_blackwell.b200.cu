@@ -517,6 +517,40 @@ __device__ __forceinline__ void frag_to_tile(void* tile, const F& f, int row0) {
   frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
 }
 
+// A tensor-memory f32 tile that is only stored (a carry's last value with no op after the loop):
+// frag_to_tile reads it 32 columns at a time and writes each chunk before the next, so a thread
+// never holds its whole row (a 128 x 256 accumulator read out whole is 256 registers per thread,
+// more than a role's setmaxnreg budget: the held-out mm_hints spilled 124 bytes doing that).
+template <int N, int R = 128>
+struct TmemTile {
+  static constexpr int kElems = N, kRows = R;
+  uint32_t taddr;
+};
+
+template <typename T, int ROWS, int COLS, int CB, int NB, int N, int R>
+__device__ __forceinline__ void frag_to_tile_blocks(void* tile, const TmemTile<N, R>& f, int row0) {
+  using L = Tile<T, ROWS, COLS>;
+  static_assert(N % 32 == 0, "tensor-memory tiles are read 32 columns at a time");
+  char* base = static_cast<char*>(tile) - CB * ROWS * L::kSw;
+  const uint32_t lanes = tmem_lane_base(f.taddr);
+  constexpr int lo = CB * L::kBlockCols, hi = (CB + NB) * L::kBlockCols < N ? (CB + NB) * L::kBlockCols : N;
+#pragma unroll
+  for (int c = lo / 32 * 32; c < hi; c += 32) {
+    float v[32];
+    tmem_ld32(lanes + c, v);  // every thread of the warp takes part, rows in range or not
+    tmem_wait_ld();
+    if (!row_ok<R>()) continue;
+#pragma unroll
+    for (int i = 0; i < 32; ++i)
+      if (c + i >= lo && c + i < hi)
+        *reinterpret_cast<T*>(base + L::offset(row0 + trow<R>(), c + i)) = from_float<T>(v[i]);
+  }
+}
+template <typename T, int ROWS, int COLS, int N, int R>
+__device__ __forceinline__ void frag_to_tile(void* tile, const TmemTile<N, R>& f, int row0) {
+  frag_to_tile_blocks<T, ROWS, COLS, 0, Tile<T, ROWS, COLS>::kBlocks>(tile, f, row0);
+}
+
 template <typename T, int ROWS, int COLS, typename F>
 __device__ __forceinline__ void tile_to_frag(F& f, const void* tile, int row0) {
   const char* base = static_cast<const char*>(tile);

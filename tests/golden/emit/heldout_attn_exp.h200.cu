@@ -1435,7 +1435,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // alpha1 = exp2 m_i1, m_new1 (iteration 0)
     twill::op_exp2(alpha1[0], m_new1[1], m_new1[0], args.exp2_scale);
   }
-  {  // prologue window 1 (J = 1): s0[1], acc_rescale0[0], m_new0[1], alpha0[1], s1[1], acc_new0[0], acc_rescale1[0], m_new1[1], alpha1[1], l_i_new1[0]
+  {  // prologue window 1 (J = 1): s0[1], acc_rescale0[0], m_new0[1], alpha0[1], s1[1], acc_rescale1[0], acc_new0[0], m_new1[1], alpha1[1], l_i_new1[0]
     twill::wgmma_wait<0>();  // the wgmmas before the last one are done
     sm.ring_k.release_by_warp(tile.pos);  // release k[0]
     sm.ring_k.wait_full(tile.pos + 1);  // k[1] has landed
@@ -1487,6 +1487,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     sm.ring_s1.wait_empty(tile.pos + 1);  // hand s1[1] to softmax1
     twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
     sm.ring_s1.arrive_full(tile.pos + 1);
+    // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
+    // acc_rescale1 = rescale acc1, alpha1 (iteration 0)
+    twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[0]);
     sm.ring_p0.wait_full(tile.pos);  // p0[0] has landed
     sm.ring_v.wait_full(tile.pos);  // v[0] has landed
     // acc_new0 = mma p0, v, acc_rescale0 (iteration 0)
@@ -1501,9 +1504,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
       twill::wgmma_commit();
     }
-    // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
-    // acc_rescale1 = rescale acc1, alpha1 (iteration 0)
-    twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[0]);
     // m_new1 = rowmax s1, m_i1 (iteration 1)
     twill::op_rowmax(m_new1[1], s0[0], m_new1[0]);
     sm.ring_m_new1.wait_empty(tile.pos + 1);  // hand m_new1[1] to softmax1
@@ -1519,11 +1519,12 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       twill::op_rowsum(l_i_new1[0], l_i_new1_arg0, l_i_new1[0], alpha1[0]);
     }
   }
+  twill::wgmma_wait<0>();  // the prologue's wgmmas, before the start values are pinned
   for (int c = 0; c < 1; ++c) twill::fence_frag(acc_new1[c]);  // acc_new1's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 2;
   for (; j + 2 <= n; j += 2) {
-    {  // steady window J = j: s0[j], acc_new1[j - 2], acc_rescale0[j - 1], m_new0[j], alpha0[j], s1[j], acc_new0[j - 1], acc_rescale1[j - 1], m_new1[j], alpha1[j], l_i_new1[j - 1]
+    {  // steady window J = j: s0[j], acc_rescale0[j - 1], acc_new1[j - 2], m_new0[j], alpha0[j], s1[j], acc_rescale1[j - 1], acc_new0[j - 1], m_new1[j], alpha1[j], l_i_new1[j - 1]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_new1[0]);
       twill::fence_frag(acc_new0[0]);
@@ -1549,6 +1550,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_s0.wait_empty(tile.pos + j);  // hand s0[j] to softmax0
       twill::frag_to_buffer(sm.stage_s0[0], s0[0], 0, 128);
       sm.ring_s0.arrive_full(tile.pos + j);
+      // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
+      // acc_rescale0 = rescale acc0, alpha0 (iteration j - 1)
+      twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
       sm.ring_p1.wait_full(tile.pos + j - 2);  // p1[j - 2] has landed
       sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
       // acc_new1 = mma p1, v, acc_rescale1 (iteration j - 2)
@@ -1563,9 +1567,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
-      // acc_rescale0 = rescale acc0, alpha0 (iteration j - 1)
-      twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
       // m_new0 = rowmax s0, m_i0 (iteration j)
       twill::op_rowmax(m_new0[0], s0[0], m_new0[1]);
       sm.ring_m_new0.wait_empty(tile.pos + j);  // hand m_new0[j] to softmax0
@@ -1594,6 +1595,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_s1.wait_empty(tile.pos + j);  // hand s1[j] to softmax1
       twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
       sm.ring_s1.arrive_full(tile.pos + j);
+      // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
+      // acc_rescale1 = rescale acc1, alpha1 (iteration j - 1)
+      twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[1]);
       sm.ring_p0.wait_full(tile.pos + j - 1);  // p0[j - 1] has landed
       sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new0 = mma p0, v, acc_rescale0 (iteration j - 1)
@@ -1608,9 +1612,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
-      // acc_rescale1 = rescale acc1, alpha1 (iteration j - 1)
-      twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[1]);
       // m_new1 = rowmax s1, m_i1 (iteration j)
       twill::op_rowmax(m_new1[0], s0[0], m_new1[1]);
       sm.ring_m_new1.wait_empty(tile.pos + j);  // hand m_new1[j] to softmax1
@@ -1626,7 +1627,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         twill::op_rowsum(l_i_new1[0], l_i_new1_arg0, l_i_new1[0], alpha1[1]);
       }
     }
-    {  // steady window J = j + 1: s0[j + 1], acc_new1[j - 1], acc_rescale0[j], m_new0[j + 1], alpha0[j + 1], s1[j + 1], acc_new0[j], acc_rescale1[j], m_new1[j + 1], alpha1[j + 1], l_i_new1[j]
+    {  // steady window J = j + 1: s0[j + 1], acc_rescale0[j], acc_new1[j - 1], m_new0[j + 1], alpha0[j + 1], s1[j + 1], acc_rescale1[j], acc_new0[j], m_new1[j + 1], alpha1[j + 1], l_i_new1[j]
       twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
       twill::fence_frag(acc_new1[0]);
       twill::fence_frag(acc_new0[0]);
@@ -1653,6 +1654,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_s0.wait_empty(tile.pos + j + 1);  // hand s0[j + 1] to softmax0
       twill::frag_to_buffer(sm.stage_s0[0], s0[0], 0, 128);
       sm.ring_s0.arrive_full(tile.pos + j + 1);
+      // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
+      // acc_rescale0 = rescale acc0, alpha0 (iteration j)
+      twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
       sm.ring_p1.wait_full(tile.pos + j - 1);  // p1[j - 1] has landed
       sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new1 = mma p1, v, acc_rescale1 (iteration j - 1)
@@ -1667,9 +1671,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
-      // acc_rescale0 = rescale acc0, alpha0 (iteration j)
-      twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
       if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
       // m_new0 = rowmax s0, m_i0 (iteration j + 1)
       twill::op_rowmax(m_new0[1], s0[0], m_new0[0]);
@@ -1700,6 +1701,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_s1.wait_empty(tile.pos + j + 1);  // hand s1[j + 1] to softmax1
       twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
       sm.ring_s1.arrive_full(tile.pos + j + 1);
+      // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
+      // acc_rescale1 = rescale acc1, alpha1 (iteration j)
+      twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[0]);
       sm.ring_p0.wait_full(tile.pos + j);  // p0[j] has landed
       sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc_new0 = mma p0, v, acc_rescale0 (iteration j)
@@ -1714,9 +1718,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
-      // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
-      // acc_rescale1 = rescale acc1, alpha1 (iteration j)
-      twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[0]);
       if constexpr (kTail) if ((j + 1) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
       // m_new1 = rowmax s1, m_i1 (iteration j + 1)
       twill::op_rowmax(m_new1[1], s0[0], m_new1[0]);
@@ -1737,7 +1738,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): acc_new1[n - 2], acc_rescale0[n - 1], acc_new0[n - 1], acc_rescale1[n - 1], l_i_new1[n - 1]
+      {  // epilogue window 0 (J = n): acc_rescale0[n - 1], acc_new1[n - 2], acc_rescale1[n - 1], acc_new0[n - 1], l_i_new1[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_new1[0]);
         twill::fence_frag(acc_new0[0]);
@@ -1745,6 +1746,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_p0.release_by_warp(tile.pos + n - 2);  // release p0[n - 2]
         sm.ring_p1.release_by_warp(tile.pos + n - 3);  // release p1[n - 3]
         sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
+        // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
+        // acc_rescale0 = rescale acc0, alpha0 (iteration n - 1)
+        twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
         sm.ring_p1.wait_full(tile.pos + n - 2);  // p1[n - 2] has landed
         sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration n - 2)
@@ -1759,9 +1763,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
-        // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
-        // acc_rescale0 = rescale acc0, alpha0 (iteration n - 1)
-        twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
+        twill::wgmma_wait<0>();  // acc_new1[n - 2] is complete
+        twill::fence_frag(acc_new1[0]);
+        // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
+        // acc_rescale1 = rescale acc1, alpha1 (iteration n - 1)
+        twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[1]);
         sm.ring_p0.wait_full(tile.pos + n - 1);  // p0[n - 1] has landed
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new0 = mma p0, v, acc_rescale0 (iteration n - 1)
@@ -1776,11 +1782,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
-        twill::wgmma_wait<1>();  // acc_new1[n - 2] is complete
-        twill::fence_frag(acc_new1[0]);
-        // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
-        // acc_rescale1 = rescale acc1, alpha1 (iteration n - 1)
-        twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[1]);
         sm.ring_p1.wait_full(tile.pos + n - 1);  // p1[n - 1] has landed
         // l_i_new1 = rowsum p1, l_i1, alpha1 (iteration n - 1)
         {
@@ -1812,7 +1813,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       break;
     }
     case 1: {
-      {  // steady window J = j: s0[j], acc_new1[j - 2], acc_rescale0[j - 1], m_new0[j], alpha0[j], s1[j], acc_new0[j - 1], acc_rescale1[j - 1], m_new1[j], alpha1[j], l_i_new1[j - 1]
+      {  // steady window J = j: s0[j], acc_rescale0[j - 1], acc_new1[j - 2], m_new0[j], alpha0[j], s1[j], acc_rescale1[j - 1], acc_new0[j - 1], m_new1[j], alpha1[j], l_i_new1[j - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_new1[0]);
         twill::fence_frag(acc_new0[0]);
@@ -1839,6 +1840,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_s0.wait_empty(tile.pos + j);  // hand s0[j] to softmax0
         twill::frag_to_buffer(sm.stage_s0[0], s0[0], 0, 128);
         sm.ring_s0.arrive_full(tile.pos + j);
+        // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
+        // acc_rescale0 = rescale acc0, alpha0 (iteration j - 1)
+        twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
         sm.ring_p1.wait_full(tile.pos + j - 2);  // p1[j - 2] has landed
         sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration j - 2)
@@ -1853,9 +1857,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
-        // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
-        // acc_rescale0 = rescale acc0, alpha0 (iteration j - 1)
-        twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
         if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s0's columns past the loop's extent are absent
         // m_new0 = rowmax s0, m_i0 (iteration j)
         twill::op_rowmax(m_new0[0], s0[0], m_new0[1]);
@@ -1886,6 +1887,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_s1.wait_empty(tile.pos + j);  // hand s1[j] to softmax1
         twill::frag_to_buffer(sm.stage_s1[0], s0[0], 0, 128);
         sm.ring_s1.arrive_full(tile.pos + j);
+        // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
+        // acc_rescale1 = rescale acc1, alpha1 (iteration j - 1)
+        twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[1]);
         sm.ring_p0.wait_full(tile.pos + j - 1);  // p0[j - 1] has landed
         sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_new0 = mma p0, v, acc_rescale0 (iteration j - 1)
@@ -1900,9 +1904,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
-        // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
-        // acc_rescale1 = rescale acc1, alpha1 (iteration j - 1)
-        twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[1]);
         if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(s0[0], 0, args.loop_tail);  // a partial last tile: s1's columns past the loop's extent are absent
         // m_new1 = rowmax s1, m_i1 (iteration j)
         twill::op_rowmax(m_new1[0], s0[0], m_new1[1]);
@@ -1920,7 +1921,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
-      {  // epilogue window 0 (J = n): acc_new1[n - 2], acc_rescale0[n - 1], acc_new0[n - 1], acc_rescale1[n - 1], l_i_new1[n - 1]
+      {  // epilogue window 0 (J = n): acc_rescale0[n - 1], acc_new1[n - 2], acc_rescale1[n - 1], acc_new0[n - 1], l_i_new1[n - 1]
         twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
         twill::fence_frag(acc_new1[0]);
         twill::fence_frag(acc_new0[0]);
@@ -1928,6 +1929,9 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_p0.release_by_warp(tile.pos + n - 2);  // release p0[n - 2]
         sm.ring_p1.release_by_warp(tile.pos + n - 3);  // release p1[n - 3]
         sm.ring_v.release_by_warp(tile.pos + n - 3);  // release v[n - 3]
+        // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
+        // acc_rescale0 = rescale acc0, alpha0 (iteration n - 1)
+        twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
         sm.ring_p1.wait_full(tile.pos + n - 2);  // p1[n - 2] has landed
         sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration n - 2)
@@ -1942,9 +1946,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
-        // acc_rescale0 is computed in the registers of acc_new0, which accumulates it in place
-        // acc_rescale0 = rescale acc0, alpha0 (iteration n - 1)
-        twill::op_rescale(acc_new0[0], acc_new0[0], alpha0[0]);
+        twill::wgmma_wait<0>();  // acc_new1[n - 2] is complete
+        twill::fence_frag(acc_new1[0]);
+        // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
+        // acc_rescale1 = rescale acc1, alpha1 (iteration n - 1)
+        twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[0]);
         sm.ring_p0.wait_full(tile.pos + n - 1);  // p0[n - 1] has landed
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new0 = mma p0, v, acc_rescale0 (iteration n - 1)
@@ -1959,11 +1965,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
-        twill::wgmma_wait<1>();  // acc_new1[n - 2] is complete
-        twill::fence_frag(acc_new1[0]);
-        // acc_rescale1 is computed in the registers of acc_new1, which accumulates it in place
-        // acc_rescale1 = rescale acc1, alpha1 (iteration n - 1)
-        twill::op_rescale(acc_new1[0], acc_new1[0], alpha1[0]);
         sm.ring_p1.wait_full(tile.pos + n - 1);  // p1[n - 1] has landed
         // l_i_new1 = rowsum p1, l_i1, alpha1 (iteration n - 1)
         {
