@@ -318,26 +318,3 @@ def test_a_hidden_ring_position_is_one_call_per_role_for_the_probes():
     assert ptxas.role_calls(hidden) == ptxas.role_calls(plain) == {"load": 1, "consumer0": 1, "softmax0": 1}
     probe = ptxas.probe_source(hidden, "consumer0")
     assert probe.count("(void)0") == 4 and "role_consumer0<kTail>(sm, tm, args, n, twill_one)" in probe
-
-
-@needs_nvcc
-@pytest.mark.slow
-def test_the_loop_hides_the_ring_position_where_the_constant_spills():
-    """The held-out attn_d64 (tests/data/emit/heldout_attn_d64.h200.json: bench/heldout/run.py's
-    schedule, one 128-row consumer, the loop unrolled 6 times): in kernel<false> the tile's ring
-    position is the constant 0, nvcc folds it into every ring slot of the loop and its consumer
-    spills (404 and 460 bytes at 232 registers); hidden, kernel<false> is clean. The loop keeps the
-    hidden form, and runs the kernel one CTA per tile (its kernel<true, true> spills)."""
-    s, machine = fixture("heldout_attn_d64.h200")
-    lines = []
-
-    def emit(x, one_tile=False, hidden=False):
-        model = build_model(x, machine, one_tile_per_cta=one_tile, hidden_position=hidden)
-        return model, render(model)
-    result = run(s, machine, emit, None, lines.append)
-    assert re.search(r"kernel<false, false>: \d+ bytes spill stores", lines[0]), lines
-    assert lines[1].startswith("ptxas loop: kernel<false> with its tile's ring position hidden"), lines
-    assert result.hidden_position and result.one_tile_per_cta and result.schedule == s
-    report = ptxas.compile_kernel(result.text, machine.arch)
-    one = [e for e in report.entries if e.instance.startswith("kernel<false")]
-    assert one and all(e.clean for e in one), report.summary()

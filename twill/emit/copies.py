@@ -52,11 +52,15 @@ def eligible_role(model: KernelModel):
 
 def pays(model: KernelModel) -> bool:
     """Whether emit-cuda copies the computing warpgroup by default (`tile_copies=None`): where a
-    GEMM-like graph (its loop runs an mma) has an epilogue that computes (ops after the loop), whose
-    time a copy hides behind the other copy's main loop on the tensor core. Measured on an H100 (docs/triton-results.md, session 27), against the
-    same schedule without a copy: GEMM + GELU 0.94x -> 1.05x Triton, the fp8 GEMM with its scales
+    GEMM-like graph (its loop runs an mma) has an epilogue that computes (ops after the loop other
+    than joins and conversions), whose time a copy hides behind the other copy's main loop on the
+    tensor core. Measured on an H100 (docs/triton-results.md, session 27), against the same
+    schedule without a copy: GEMM + GELU 0.94x -> 1.05x Triton, the fp8 GEMM with its scales
     0.91x -> 0.93x, the plain persistent GEMM (no epilogue ops) 0.97x -> 0.94x."""
-    return bool(model.graph.epilogue.ops) and any(op.opcode == "mma" for op in model.graph.ops)
+    from ..vocab import lookup
+    moves = {"join", "convert"}  # families that only move or retype values (W4A16's join: no copy)
+    math = [op for op in model.graph.epilogue.ops if getattr(lookup(op.opcode), "family", None) not in moves]
+    return bool(math) and any(op.opcode == "mma" for op in model.graph.ops)
 
 
 def with_tile_copies(model: KernelModel) -> KernelModel:
