@@ -17,12 +17,16 @@ from .joint_terms import Encoding, Split
 from .problem import Problem
 from .smt import bounded_check, smt_backend
 
-__all__ = ["FAMILIES", "OBJECTIVES", "UNGUARDED", "Encoding", "JointEncoding"]
+__all__ = ["FAMILIES", "IMPLIED", "OBJECTIVES", "UNGUARDED", "Encoding", "JointEncoding"]
 
 # Family items asserted even when the others are guarded: they remove no schedule (the symmetry breaking
 # of role slots, and each op's slot being one of them), so no unsat core needs them, and without them a
 # check that drops other items must refute every renumbering of the roles (explain's core: minutes).
 UNGUARDED = {("roles", "order"), ("roles", "slot")}
+# Family items that follow from the family's other items (cuts: they remove no schedule, and help the
+# solver refute or find one): asserted where nothing is guarded, left out where explain guards the
+# items, so that a core names the items they follow from.
+IMPLIED = {("registers", "average"), ("registers", "carried")}
 
 OBJECTIVES = {
     # what `JointEncoding.minimize` can minimize, as terms of an Encoding
@@ -84,6 +88,8 @@ class JointEncoding:
             for detail, formula in family(e):
                 if guard is None or (name, detail.partition(":")[0]) in UNGUARDED:
                     formulas.append(formula)
+                elif (name, detail) in IMPLIED:
+                    continue
                 else:
                     key = guard(name, detail)
                     if key not in self._guards:
