@@ -109,17 +109,18 @@ class JointEncoding:
         return self._objectives[objective]
 
     def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None,
-              roles: dict[str, int] | None = None) -> Status:
+              roles: dict[str, int] | None = None, starts: dict[str, int] | None = None) -> Status:
         """Satisfiable? With `at_most` {objective: k}, under objective <= k for this check only;
-        with `roles` {op: slot}, under those roles for this check only (an UNSAT answer then says
-        nothing of the problem); with `assume` (guard keys), under those guards alone. A SAT answer
-        keeps its model."""
+        with `roles` {op: slot} or `starts` {op: start}, under those roles or starts for this check
+        only (an UNSAT answer then says nothing of the problem); with `assume` (guard keys), under
+        those guards alone. A SAT answer keeps its model."""
         if assume is None and not self._assumed and self._ctx.status() == self._y.Status.UNSAT:
             return Status.UNSAT  # the assertions contradict each other outright (Yices then refuses push)
         self._assumed = self._assumed or assume is not None  # (then an UNSAT status is the assumptions')
         e = self._e
         extra = ([e.le(self._term(k), e.num(v)) for k, v in (at_most or {}).items()]
-                 + [e.same_slot(v, w) for v, w in (roles or {}).items()])
+                 + [e.same_slot(v, w) for v, w in (roles or {}).items()]
+                 + [e.eq(e.start[v], e.num(t)) for v, t in (starts or {}).items()])
         literals = None if assume is None else [self._guards[k] for k in assume]
         if extra:  # under an assumption literal, not push/pop: what the solver learns stays learnt
             lit = e.var(f"[check {self.checks}]", e.bool)
