@@ -17,12 +17,16 @@ from .joint_terms import Encoding, Split
 from .problem import Problem
 from .smt import bounded_check, smt_backend
 
-__all__ = ["FAMILIES", "OBJECTIVES", "UNGUARDED", "Encoding", "JointEncoding"]
+__all__ = ["FAMILIES", "IMPLIED", "OBJECTIVES", "UNGUARDED", "Encoding", "JointEncoding"]
 
 # Family items asserted even when the others are guarded: they remove no schedule (the symmetry breaking
 # of role slots, and each op's slot being one of them), so no unsat core needs them, and without them a
 # check that drops other items must refute every renumbering of the roles (explain's core: minutes).
 UNGUARDED = {("roles", "order"), ("roles", "slot")}
+# Family items that follow from the family's other items (cuts: they remove no schedule, and help the
+# solver refute or find one): asserted where nothing is guarded, left out where explain guards the
+# items, so that a core names the items they follow from.
+IMPLIED = {("registers", "average"), ("registers", "carried")}
 
 OBJECTIVES = {
     # what `JointEncoding.minimize` can minimize, as terms of an Encoding
@@ -84,6 +88,8 @@ class JointEncoding:
             for detail, formula in family(e):
                 if guard is None or (name, detail.partition(":")[0]) in UNGUARDED:
                     formulas.append(formula)
+                elif (name, detail) in IMPLIED:
+                    continue
                 else:
                     key = guard(name, detail)
                     if key not in self._guards:
@@ -103,17 +109,18 @@ class JointEncoding:
         return self._objectives[objective]
 
     def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None,
-              roles: dict[str, int] | None = None) -> Status:
+              roles: dict[str, int] | None = None, starts: dict[str, int] | None = None) -> Status:
         """Satisfiable? With `at_most` {objective: k}, under objective <= k for this check only;
-        with `roles` {op: slot}, under those roles for this check only (an UNSAT answer then says
-        nothing of the problem); with `assume` (guard keys), under those guards alone. A SAT answer
-        keeps its model."""
+        with `roles` {op: slot} or `starts` {op: start}, under those roles or starts for this check
+        only (an UNSAT answer then says nothing of the problem); with `assume` (guard keys), under
+        those guards alone. A SAT answer keeps its model."""
         if assume is None and not self._assumed and self._ctx.status() == self._y.Status.UNSAT:
             return Status.UNSAT  # the assertions contradict each other outright (Yices then refuses push)
         self._assumed = self._assumed or assume is not None  # (then an UNSAT status is the assumptions')
         e = self._e
         extra = ([e.le(self._term(k), e.num(v)) for k, v in (at_most or {}).items()]
-                 + [e.same_slot(v, w) for v, w in (roles or {}).items()])
+                 + [e.same_slot(v, w) for v, w in (roles or {}).items()]
+                 + [e.eq(e.start[v], e.num(t)) for v, t in (starts or {}).items()])
         literals = None if assume is None else [self._guards[k] for k in assume]
         if extra:  # under an assumption literal, not push/pop: what the solver learns stays learnt
             lit = e.var(f"[check {self.checks}]", e.bool)

@@ -18,7 +18,9 @@ each item with an assumption literal. mod[a,b] below is (start[a] - start[b]) mo
                until its last same-role reader has finished with it (liveness.holds) and begins at
                its op's end when written in place of a dying operand (liveness.in_place_operands).
                The budgets of whole warpgroups fit the registers the CTA is launched with
-               (liveness.register_file).
+               (liveness.register_file). Implied (encoding.IMPLIED: a cut, not guarded): summed
+               over a period and the roles, the registers the intervals hold fit I times the
+               launch (`_register_average`).
 - memory:      likewise for @smem (with streaming rings and staged cross-role values) and @tmem, at
                the begin of every value: a value lives until its last reader has its operand (an mma
                until it completes, any other op until its start: liveness.memory_holds) and an
@@ -142,11 +144,19 @@ def registers(e: Encoding):
     values = _register_values(e.p)
     begin, end = _value_intervals(e, values)
     shape = {}
-    for x, at, detail in _check_points(e, values, begin):
+    points = _check_points(e, values, begin)
+    for x, at, detail in points:
         if x not in shape:
             shape[x] = _role_shape(e, x)
         x_wg, x_regs = shape[x]
         yield detail, e.le(e.add(*_registers_at(e, x, x_wg, at, values, begin, end)), x_regs)
+    yield "average", _register_average(e, values, begin, end, sorted(shape))
+    carried = _carried_values(e.p, values)
+    if carried:
+        for x, _, detail in points:
+            own = detail == x and x not in carried and not in_place_operands(e.p, x)
+            yield "carried", e.le(e.add(*_carried_at(e, x, shape[x][0], carried, own)), shape[x][1])
+
 
 
 def _budgets(e: Encoding):
@@ -209,6 +219,79 @@ def _check_points(e: Encoding, values, begin):
     points += [(c, e.start[c], f"{c}:input") for c in dict.fromkeys(c for _, _, cs in p.register_inputs for c in cs)
                if c not in covered]
     return points
+
+
+def _register_average(e: Encoding, values, begin, end, hosts: list[str]):
+    """The register file over one period, implied by the check points (an item of IMPLIED: a cut for
+    the search, left out where explain guards the items). On a role w that hosts a check point the
+    registers in use change only where an interval begins, each a check point of w, so they fit R_w
+    at every cycle; summed over the I cycles of a period (an interval [b, e) covers e - b of them,
+    counting its iterations' instances) and over the roles, threads times registers:
+
+        I * (reserve * threads of each role hosting a check point) + sum over register values of
+        cost(v) * (end_v - begin_v) + the cross-role reads, tensor-memory reads and scratch, each
+        cost * its reader's cycles  <=  I * (the registers the CTA is launched with),
+
+    where cost is the cheaper of a warpgroup's and one warp's registers for the bytes (equal for
+    whole fragments), and the budgets fit the launch as `_register_file` says. It does not depend on
+    the roles except through the cross-role reads: a bound on the lifetimes of all values together,
+    which the check points state only through sums of case splits. Linear over a range of I too
+    (every multiple of I is a constant times I)."""
+    T, p, lim = e.T, e.p, e.p.limits
+    threads = 32 * lim.warp_group
+
+    def cost(nbytes: int) -> int:
+        return min(threads * regs_per_thread(nbytes, lim.warp_group), 32 * regs_per_thread(nbytes, 1))
+
+    terms = [T.ite(T.yor([e.same_slot(x, w) for x in hosts]),
+                   T.ite(e.wg[w], e.times(threads * lim.register_reserve), e.times(32 * lim.register_reserve)),
+                   e.num(0)) for w in range(e.K)] if hosts else []
+    terms += [e.scale(cost(v.register_bytes), e.T.sub(end[v.name], begin[v.name])) for v in values]
+    for v, c in imports(p) + tmem_reads(p):
+        held = cost(read_bytes(p, v, c)) * max(p.task[c].cycles, 1)
+        if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it
+            terms.append(e.num(held))
+            continue
+        here = T.ynot(e.same_role(v, c))
+        others = streamed_with(p, v, c)
+        if others is not None:  # held only where another reader of v runs on c's role
+            here = T.yand([here, T.yor([e.same_role(o, c) for o in others])]) if others else T.false()
+        terms.append(T.ite(here, e.num(held), e.num(0)))
+    terms += [e.num(32 * k * max(p.task[c].cycles, 1)) for c, k in scratch(p)]
+    big, packed, _ = e.warpgroups()
+    groups = e.add(big, packed)
+    pool = e.times(register_pool(lim, 1))
+    for n in range(2, e.K + 1):
+        pool = T.ite(e.eq(groups, e.num(n)), e.times(register_pool(lim, n)), pool)
+    return e.le(e.add(e.num(0), *terms), pool)
+
+
+def _carried_values(p: Problem, values) -> dict:
+    """value -> d for the register values an op reads back d >= 1 iterations later (an accumulator):
+    read on its own role, it lives from at most holds(v) after its start until d * I + holds(v) after
+    it, so d of its instances are live at every cycle of the loop, whatever the schedule."""
+    out = {}
+    for d in p.deps:
+        if d.src == d.dst and d.distance >= 1 and d.src in {v.name for v in values}:
+            out[d.src] = max(out.get(d.src, 0), d.distance)
+    return out
+
+
+def _carried_at(e: Encoding, x: str, x_wg, carried: dict, own: bool) -> list:
+    """The registers per thread x's role holds at every cycle: the reserve and its carried values,
+    and with `own`, x's value at its own begin (its start: not written in place, it lives at least
+    one cycle from there). An implied item of IMPLIED: a lower bound on what `_registers_at` counts
+    at x's point, stated without the case splits on iterations that the count needs."""
+    T, p, lim = e.T, e.p, e.p.limits
+    terms = [e.num(lim.register_reserve)]
+    if own:
+        b = p.task[x].register_bytes
+        terms.append(T.ite(x_wg, e.num(regs_per_thread(b, lim.warp_group)), e.num(regs_per_thread(b, 1))))
+    for v, k in carried.items():
+        b = p.task[v].register_bytes
+        held = T.ite(x_wg, e.num(k * regs_per_thread(b, lim.warp_group)), e.num(k * regs_per_thread(b, 1)))
+        terms.append(held if v == x else T.ite(e.same_role(x, v), held, e.num(0)))
+    return terms
 
 
 def _role_shape(e: Encoding, x: str):
