@@ -6,6 +6,7 @@
 #   bash bench/device_check.sh tests  OUT                 # the golden bindings built, tests/test_gpu.py
 #                                                         # and the causal GPU tests against torch
 #   bash bench/device_check.sh heldout OUT HELDOUT_DIR    # the held-out kernels' bindings vs their references
+#   bash bench/device_check.sh heldout3 OUT HELDOUT3_DIR  # the same for batch 3 (run.py build --batch 3)
 #   bash bench/device_check.sh corpus OUT CORPUS_DIR [KERNEL ...]  # twill vs Triton on the corpus
 #
 # Several steps in one call: `bash bench/device_check.sh all OUT HELDOUT_DIR CORPUS_DIR`.
@@ -27,6 +28,11 @@ heldout() {
   cp "$1/check.json" "$out/heldout-check.json"
 }
 
+heldout3() {
+  python3 bench/heldout/run.py check --batch 3 --kernels "$1" 2>&1 | tail -20
+  cp "$1/check.json" "$out/heldout3-check.json"
+}
+
 corpus() {
   local dir=$1
   shift
@@ -37,7 +43,8 @@ corpus() {
 case $step in
   tests) tests ;;
   heldout) heldout "$3" ;;
+  heldout3) heldout3 "$3" ;;
   corpus) corpus "${@:3}" ;;
   all) tests; heldout "$3"; corpus "$4" ;;
-  *) echo "usage: $0 tests|heldout|corpus|all OUT [DIR ...]" >&2; exit 2 ;;
+  *) echo "usage: $0 tests|heldout|heldout3|corpus|all OUT [DIR ...]" >&2; exit 2 ;;
 esac
