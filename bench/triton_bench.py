@@ -128,6 +128,18 @@ def load_variant(stages: int | None, ws: bool, folder: Path):
     return module
 
 
+def references(fns, tensors, params) -> tuple[tuple | None, str | None]:
+    """(the kernel's fp32 reference outputs as a tuple, None), or (None, the row's error) where the
+    reference does not fit the card (the largest sizes' on an 80 GB card): the row records it and
+    the bench goes on."""
+    import torch
+    try:
+        ref = fns["reference"](*tensors, **params)
+    except torch.cuda.OutOfMemoryError as exc:
+        return None, f"the fp32 reference does not fit: {str(exc)[:120]}"
+    return (ref if isinstance(ref, (tuple, list)) else (ref,)), None
+
+
 def rel_error(out, ref) -> float:
     import torch
     outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -521,16 +533,14 @@ def cmd_run(args) -> None:
         for size in SIZES.get(name, [None]):
             tensors, params = fns["make_inputs"](size, "cuda")
             row = {"size": size or "default", "flop": flops(name, tensors)}
-            try:
-                ref = fns["reference"](*tensors, **params)
-            except torch.cuda.OutOfMemoryError as exc:  # the fp32 reference of the largest size, on an 80 GB card
-                row["error"] = f"the fp32 reference does not fit: {str(exc)[:120]}"
+            refs, error = references(fns, tensors, params)
+            if refs is None:
+                row["error"] = error
                 rows.append(row)
                 print(name, json.dumps(row), flush=True)
                 del tensors
                 torch.cuda.empty_cache()
                 continue
-            refs = ref if isinstance(ref, (tuple, list)) else (ref,)
             try:
                 args_, outs = capture(default, name, tensors, params)
                 run = twill_call(mod, name, args_)
@@ -569,7 +579,7 @@ def cmd_run(args) -> None:
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             rows.append(row)
             print(name, json.dumps(row), flush=True)
-            del ref, refs
+            del refs
             torch.cuda.empty_cache()
         results["kernels"][name] = {"rows": rows}
         (out / "run.json").write_text(json.dumps(results, indent=1, sort_keys=True))  # a run cut short keeps it
@@ -607,15 +617,13 @@ def cmd_compare(args) -> None:
         fns, rows = default.KERNELS[name], []
         for r, size in enumerate(SIZES.get(name, [None])):
             tensors, params = fns["make_inputs"](size, "cuda")
-            try:
-                ref = fns["reference"](*tensors, **params)
-            except torch.cuda.OutOfMemoryError as exc:  # as in `run`: the row records it, the rest go on
-                rows.append({"size": size or "default", "error": f"the fp32 reference does not fit: {str(exc)[:120]}"})
+            refs, error = references(fns, tensors, params)
+            if refs is None:
+                rows.append({"size": size or "default", "error": error})
                 print(name, json.dumps(rows[-1]), flush=True)
                 del tensors
                 torch.cuda.empty_cache()
                 continue
-            refs = ref if isinstance(ref, (tuple, list)) else (ref,)
             best = triton_results.get(name, {}).get("rows", [{}] * 3)[r].get("best", "stages=3,ws=off")
             tri = load_variant(int(best.split(",")[0].split("=")[1]), best.endswith("on"), scratch).KERNELS[name]["launch"]
             row = {"size": size or "default", "flop": flops(name, tensors), "triton_config": best, "variants": {}}
@@ -660,7 +668,7 @@ def cmd_compare(args) -> None:
                   f"{row['triton_host_us']:.0f} us)", " | ".join(
                 f"{v}: {x.get('ratio', 0):.3f}x graph {x.get('graph_ratio') or 0:.3f}x host {x.get('host_us', 0):.0f} us "
                 f"err {x.get('rel_error', x.get('error'))}" for v, x in row["variants"].items()), flush=True)
-            del ref, refs
+            del refs
             torch.cuda.empty_cache()
         results["kernels"][name] = {"rows": rows}
         Path(args.out).mkdir(parents=True, exist_ok=True)  # after each kernel: a run cut short keeps what it timed

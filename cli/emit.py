@@ -75,16 +75,10 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
 def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None, copies: bool | None = None):
     """(the schedule whose kernel ptxas agrees with, whether the kernel is to run one CTA per tile,
     whether kernel<false> hides its ring position: twill/ptxas_loop.py); what it found and what it changed on stderr (with -q: only a change)."""
-    from twill.emit import build_model
-    from twill.emit.cuda import render
-    from twill.ptxas_loop import resolver, run
-
-    def emit(s, one_tile: bool, hidden: bool = False):
-        model = build_model(s, machine, ctas_per_sm=ctas, tile_copies=copies, one_tile_per_cta=one_tile,
-                            hidden_position=hidden)
-        return model, render(model)
+    from twill.ptxas_loop import emitter, resolver, run
 
     lines = []
+    emit = emitter(machine, ctas_per_sm=ctas, tile_copies=copies)
     result = run(schedule, machine, emit, resolver(schedule, machine, options), lines.append)
     if not quiet or result.changed:
         for line in lines:

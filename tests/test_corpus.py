@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from conftest import nvcc, nvcc_compile
-from twill.emit import emit_cuda
 from twill.machine import load_machine
 from twill.pipeline import SolveOptions, solve
 from twill.ttgir import load_ttgir
@@ -43,14 +42,8 @@ def _emit_cuda(schedule, machine) -> str:
     """The kernel `twill emit-cuda` writes: through its ptxas loop (twill/ptxas_loop.py), which drops
     a persistent kernel<true> that ptxas compiles worse than one tile per CTA (the H100's W4A16:
     4 bytes of spill in kernel<true>) and re-solves where a role's registers fall short."""
-    from twill.emit import build_model
-    from twill.emit.cuda import render
-    from twill.ptxas_loop import resolver, run
-
-    def emit(s, one_tile: bool, hidden: bool = False):
-        model = build_model(s, machine, one_tile_per_cta=one_tile, hidden_position=hidden)
-        return model, render(model)
-    return run(schedule, machine, emit, resolver(schedule, machine, SolveOptions()), lambda line: None).text
+    from twill.ptxas_loop import emitter, resolver, run
+    return run(schedule, machine, emitter(machine), resolver(schedule, machine, SolveOptions()), lambda line: None).text
 
 
 @pytest.mark.slow

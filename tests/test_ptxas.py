@@ -15,7 +15,7 @@ from twill import ptxas
 from twill.emit import build_model, emit_cuda
 from twill.emit.cuda import render
 from twill.machine import load_machine
-from twill.ptxas_loop import run, shortfall
+from twill.ptxas_loop import emitter, run, shortfall
 from twill.schedule import Schedule
 from twill_cli.main import main
 
@@ -265,11 +265,7 @@ def test_the_loop_does_not_solve_a_stage_1_schedule_again(tmp_path):
     register reserve is a constraint of the joint stage only."""
     s, machine = fixture("gemm_hopper.h100.swp")
     lines = []
-
-    def emit(x, one_tile=False, hidden=False):
-        model = build_model(x, machine, one_tile_per_cta=one_tile, hidden_position=hidden)
-        return model, render(model)
-    result = run(s, machine, emit, None, lines.append)
+    result = run(s, machine, emitter(machine), None, lines.append)
     assert not result.changed and result.schedule == s and len(result.rounds) == 1
     assert any("spill" in line for line in lines) and any("not solved again" in line for line in lines)
 

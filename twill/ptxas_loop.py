@@ -127,6 +127,17 @@ def contradictions(found: Attribution) -> list[str]:
     return lines
 
 
+def emitter(machine, **build_args) -> Callable:
+    """The `emit` of `run` for `build_model(schedule, machine, **build_args)` (emit-cuda's kernel
+    options): the model in the loop's choice of one tile per CTA and hidden ring position, and its text."""
+    def emit(s: Schedule, one_tile: bool = False, hidden: bool = False):
+        from .emit import build_model
+        from .emit.cuda import render
+        model = build_model(s, machine, one_tile_per_cta=one_tile, hidden_position=hidden, **build_args)
+        return model, render(model)
+    return emit
+
+
 def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, str]],
         solve_again: Callable[[int], Schedule] | None, note: Callable[[str], None],
         rounds: int = ROUNDS) -> LoopResult:

@@ -24,7 +24,7 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
     registers of two CTAs ptxas may refuse a kernel (C7602), and the H200's GEMMs ran fastest as one
     CTA with a ring 4 deep (docs/triton-results.md). `tile_copies`: a second warpgroup of the
     computing role takes every other tile of a persistent CTA where the rule of copies.py allows it
-    (None: where `copies.pays`, an epilogue that computes; docs/triton-results.md, session 27).
+    (None: where `copies.pays`: a loop with an mma and an epilogue that computes).
     `one_tile_per_cta`: no persistent kernel<true> (emit-cuda's ptxas loop, where ptxas compiled
     it worse than the kernel of one tile per CTA). `hidden_position`: kernel<false> gives each role
     its tile with the ring position (0) hidden from the compiler (emit-cuda's ptxas loop, where the

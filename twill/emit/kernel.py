@@ -9,10 +9,8 @@ from .model import ident
 from .template import fill
 from .windows import Channel
 
-# How the kernel finds `Smem` in the dynamic shared memory (Target.shared_smem). Through the array
-# itself, declared 1024-aligned (the 128-byte swizzle's period; thread 0 checks it), the compiler
-# keeps the address space and every access through sm is an ld.shared / st.shared at a constant
-# offset; through its address rounded up as an integer they became generic loads and stores.
+# How the kernel finds `Smem` in the dynamic shared memory (the holes smem and smem_check of
+# kernel.tpl, by Target.shared_smem); the emitted comment says why.
 SHARED_SMEM = dict(
     smem=["// Smem at the start of the dynamic shared memory, which the declaration aligns to 1024 bytes (the",
           "// 128-byte swizzle's period; thread 0 checks it below). Through the array itself, not its address",
