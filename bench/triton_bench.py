@@ -310,8 +310,9 @@ def _twill(*args: str, timeout: float) -> subprocess.CompletedProcess:
 # its mma tiles on as many warpgroups as Triton's layout puts them on, and rings of streaming loads
 # 4 deep where the solver, emit-cuda and ptxas (no spills) accept it, else the machine's default
 # (TMA's latency is not in the machine model, whose default depth of 2 left the GEMMs waiting on
-# their loads; depth 3 made the causal forward slower than 2 at N <= 4096, so it is not tried).
-IMPORT_ARGS = ("--split-rows", "auto")
+# their loads; depth 3 made the causal forward slower than 2 at N <= 4096, so it is not tried); a
+# plain GEMM's two row tiles at once, sharing B (`--grow-rows auto`, session 28).
+IMPORT_ARGS = ("--split-rows", "auto", "--grow-rows", "auto")
 DEPTHS = (4, 0)  # 0: the machine's streaming_depth
 
 
@@ -345,15 +346,24 @@ def _split_parts(dump: Path, import_args: tuple[str, ...]):
     """The parts `twill import` splits the rows into under `import_args` (what --split-rows gives)."""
     args = list(import_args)
     value = args[args.index("--split-rows") + 1] if "--split-rows" in args else "1"
-    if value != "auto":
-        return int(value)
+    grow = args[args.index("--grow-rows") + 1] if "--grow-rows" in args else "1"
     from twill.errors import InputError
-    from twill.split import auto_parts
-    from twill.ttgir import load_ttgir, row_warpgroups
+    from twill.split import auto_grow, auto_parts
+    from twill.ttgir import load_ttgir, row_warpgroups, target_capability
     try:
-        return auto_parts(load_ttgir(dump)[0], row_warpgroups(dump.read_text(), str(dump)))
+        graph = load_ttgir(dump)[0] if "auto" in (value, grow) else None
     except InputError:
         return None  # the import fails: build_attempt says why
+    if grow == "auto":
+        grow = auto_grow(graph) if target_capability(dump.read_text()) == 90 else 1
+    if int(grow) > 1:  # the grown tiles are the parts (ttgir.import_ttgir)
+        return int(grow) * (1 if value == "auto" else int(value))
+    if value != "auto":
+        return int(value)
+    try:
+        return auto_parts(graph, row_warpgroups(dump.read_text(), str(dump)))
+    except InputError:
+        return None
 
 
 def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,

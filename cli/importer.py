@@ -8,7 +8,7 @@ from .main import main
 
 
 def _parts(ctx, param, value):
-    """--split-rows: a count of at least 1, or `auto`."""
+    """--split-rows, --grow-rows: a count of at least 1, or `auto`."""
     if value == "auto":
         return value
     try:
@@ -31,14 +31,18 @@ def _parts(ctx, param, value):
               help="sub-tile: the rows of the loop's mma tiles as N independent parts (as Triton's num_warps = 8 "
                    "runs a 128-row tile on 2 warpgroups); auto: as many as the warpgroups Triton's mma layout "
                    "spreads them over (warpsPerCTA = [4 N, 1]), where each part keeps a multiple of 64 rows")
-def import_(ttgir, output, loop, strict, split_rows):
+@click.option("--grow-rows", default="1", metavar="K|auto", callback=_parts,
+              help="compute K of the kernel's row tiles at once, each a part of its own (with --split-rows N: "
+                   "K x N parts), sharing the loads that have no rows (a GEMM's B): fewer bytes per FLOP; "
+                   "auto: 2 for a plain GEMM loop whose epilogue computes little (docs/ttgir-import.md)")
+def import_(ttgir, output, loop, strict, split_rows, grow_rows):
     """Read a TTGIR dump (before or after Triton's pipeliner) and write the loop's .tir graph."""
     distinct_output(ttgir, output)
     from twill.fileio import write_atomic
     from twill.tir import print_tir
     from twill.ttgir import load_ttgir
 
-    if loop is None and split_rows == 1:  # tile loops one after the other: a sequence of loops
+    if loop is None and split_rows == 1 and grow_rows == 1:  # tile loops one after the other: a sequence of loops
         from twill.fileio import read_text
         from twill.sequence import Sequence
         from twill.tir_sequence import print_sequence
@@ -56,7 +60,7 @@ def import_(ttgir, output, loop, strict, split_rows):
             else:
                 click.echo(text, nl=False)
             return
-    graph, warnings = load_ttgir(ttgir, loop=loop, strict=strict, split_rows=split_rows)
+    graph, warnings = load_ttgir(ttgir, loop=loop, strict=strict, split_rows=split_rows, grow_rows=grow_rows)
     for w in warnings:
         click.echo(w.render(), err=True)
     text = print_tir(graph)

@@ -63,6 +63,82 @@ def split_rows(graph: Graph, parts: int) -> Graph:
     return parse_tir(print_tir(split), graph.file)  # checked as any graph, result-less ops named afresh
 
 
+def grow_rows(graph: Graph, factor: int) -> Graph:
+    """`graph` with `factor` of its row tiles computed at once: every value with the rows of the
+    loop's mma tiles (as `split_rows` finds them) gets factor x M rows, and the values without
+    rows (a GEMM's B, attention's K and V) stay as they are, read once for all of them.
+    `split_rows(grow_rows(g, k), k)` is k parts of M rows, each a tile of g, that share those
+    reads: CUTLASS's 256-row cooperative GEMM tile, whose SM loads a quarter fewer bytes per
+    FLOP than a 128 x 128 tile's (48 KB per 64 columns of K for two tiles instead of 64 KB)."""
+    if factor == 1:
+        return graph
+    rows, m = _row_values(graph)
+    if not rows:
+        raise InputError(Diagnostic(f"{graph.file}: no mma in the loop gives its tiles rows to grow",
+                                    hint="growing takes several row tiles of a loop's mma at once"))
+    masked = [op for op in graph.prologue.ops + graph.ops + graph.epilogue.ops
+              if op.opcode in ("mask", "causal_mask") and (op.name in rows or any(o.name in rows for o in op.operands))]
+    if masked:
+        raise InputError(Diagnostic(f"{graph.file}: op '{masked[0].name}' masks the rows of a tile: its row "
+                                    "indices would change with the tile's height", masked[0].span,
+                                    hint="import without --grow-rows"))
+    rows = rows | _epilogue_row_inputs(graph, rows, m)
+    grown = set(rows)
+    for op in graph.epilogue.ops:  # an epilogue op with the rows, over a grown value
+        if op.type is not None and op.type.shape[:1] == (m,) and any(o.name in grown for o in op.operands):
+            grown.add(op.name)
+
+    def more(t):
+        return None if t is None else replace(t, shape=(t.shape[0] * factor,) + tuple(t.shape[1:]))
+
+    def value(v: Value) -> Value:
+        return replace(v, type=more(v.type)) if v.name in grown else v
+
+    def op(o: Op) -> Op:
+        return replace(o, type=more(o.type)) if o.name in grown else o
+
+    bigger = replace(graph, inputs=tuple(value(v) for v in graph.inputs),
+                     carries=tuple(value(v) for v in graph.carries), ops=tuple(op(o) for o in graph.ops),
+                     prologue=replace(graph.prologue, ops=tuple(op(o) for o in graph.prologue.ops)),
+                     epilogue=replace(graph.epilogue, ops=tuple(op(o) for o in graph.epilogue.ops)))
+    from .tir import parse_tir, print_tir
+    return parse_tir(print_tir(bigger), graph.file)
+
+
+def auto_grow(graph: Graph) -> int:
+    """The row tiles `--grow-rows auto` computes at once: 2 where the loop is a plain GEMM's (only
+    loads and mmas, an mma reading a load without rows, tiles of 64 or 128 rows) and its epilogue
+    computes at most one op over each tile besides conversions (a scale), else 1. Measured on an
+    H100 (docs/triton-results.md, session 28): a persistent fp16 GEMM 0.97x -> 1.02x Triton, an fp8
+    GEMM with its scales 0.93x -> 1.00x; where the epilogue computes (GEMM + GELU 1.05x -> 0.78x:
+    both tiles' epilogues leave the tensor core idle together, where one warpgroup copy's overlaps
+    the other's main loop, copies.pays) or the loop does (W4A16's dequantization: 1.53x -> 1.26x),
+    it loses."""
+    from .vocab import lookup
+    if any(op.opcode not in ("load", "mma") for op in graph.prologue.ops + graph.ops):
+        return 1
+    try:
+        rows, m = _row_values(graph)
+    except InputError:
+        return 1
+    loads = {op.name for op in graph.ops if op.opcode == "load"}
+    shared = any(op.opcode == "mma" and len(op.operands) > 1 and op.operands[1].name in loads - rows
+                 for op in graph.ops)
+    if not rows or m not in (64, 128) or not shared:
+        return 1
+    moves = {"join", "convert"}
+    per_tile = [op for op in graph.epilogue.ops if op.type is not None and op.type.shape[:1] == (m,)
+                and getattr(lookup(op.opcode), "family", None) not in moves]
+    outputs = [n for n, v in graph.epilogue.outputs] or [c.name for c in graph.carries]
+    if len(per_tile) > len(outputs):
+        return 1
+    try:
+        grow_rows(graph, 2)
+    except InputError:
+        return 1
+    return 2
+
+
 def auto_parts(graph: Graph, warpgroups: int) -> int:
     """The parts `--split-rows auto` makes: the warpgroups the kernel's author ran the rows of its
     mma tiles on (Triton's mma layout, `twill.ttgir.row_warpgroups`), where each part keeps a

@@ -31,12 +31,13 @@ is an `InputError` pointing at the line and column.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 
 from ..errors import Diagnostic, InputError
 from ..fileio import read_text
 from ..ir import Graph
-from ..split import auto_parts, split_rows as split_rows_of
+from ..split import auto_grow, auto_parts, grow_rows as grow_rows_of, split_rows as split_rows_of
 from .build import build_graph
 from .depipe import depipeline
 from .dump import before_pipeliner
@@ -49,16 +50,18 @@ from .parser import Module, MOp, parse_module
 from .partitions import merge_partitions
 from .values import Note, Tile
 
-__all__ = ["import_ttgir", "load_ttgir", "row_warpgroups"]
+__all__ = ["import_ttgir", "load_ttgir", "row_warpgroups", "target_capability"]
 
 
 def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
-                 strict: bool = False, split_rows: int | str = 1) -> tuple[Graph, list[Diagnostic]]:
+                 strict: bool = False, split_rows: int | str = 1, grow_rows: int | str = 1) -> tuple[Graph, list[Diagnostic]]:
     """The tile-loop graph of one top-level `scf.for` of `text`, and the import's warnings.
 
     `split_rows` sub-tiles the graph (twill.split): a count of parts, or "auto", the warpgroups
     Triton's mma layout puts the rows on, counted on the module parsed here (`split.auto_parts`).
-    A split graph gets no hint to split it.
+    A split graph gets no hint to split it. `grow_rows` > 1 computes that many of the kernel's row
+    tiles at once (twill.split.grow_rows), each its own part (with a count of split parts, each
+    tile split into them; with "auto", not split), and "auto" grows where `split.auto_grow` says.
 
     `loop` picks the N-th loop (0-based, counting every function's loops in file order, an outer
     loop before the loops inside it); by default the innermost loop that computes tiles is taken, and
@@ -79,7 +82,14 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
                                     hint="twill schedules tile loops (loads, dots, reductions); dump a kernel "
                                          "with such a loop"))
     groups = _row_warpgroups(module)
-    parts = auto_parts(graph, groups) if split_rows == "auto" else int(split_rows)
+    # "auto" grows for Hopper only: the rule was measured there (split.auto_grow); tcgen05 on sm_100
+    # has its own answer to a taller tile (a CTA pair's MMA), not built.
+    grow = (auto_grow(graph) if target_capability(text) == 90 else 1) if grow_rows == "auto" else int(grow_rows)
+    if grow > 1:  # each grown tile a part (split further only where a count of parts is given)
+        parts = grow * (1 if split_rows == "auto" else int(split_rows))
+        graph = grow_rows_of(graph, grow)
+    else:
+        parts = auto_parts(graph, groups) if split_rows == "auto" else int(split_rows)
     hint = _warpgroups_hint(groups, graph, file) if parts == 1 else None
     if hint is not None:
         notes = [*notes, hint]
@@ -107,16 +117,23 @@ def _module_loops(text: str, file: str):
 
 
 def load_ttgir(path, loop: int | None = None, strict: bool = False,
-               split_rows: int | str = 1) -> tuple[Graph, list[Diagnostic]]:
+               split_rows: int | str = 1, grow_rows: int | str = 1) -> tuple[Graph, list[Diagnostic]]:
     """Read a `.ttgir` file and import it; spans and `Graph.file` name `path` as given."""
     file = os.fspath(path)
-    return import_ttgir(read_text(file, "TTGIR file"), file, loop=loop, strict=strict, split_rows=split_rows)
+    return import_ttgir(read_text(file, "TTGIR file"), file, loop=loop, strict=strict, split_rows=split_rows,
+                        grow_rows=grow_rows)
 
 
 def row_warpgroups(text: str, file: str = "<string>") -> int:
     """The warpgroups Triton spreads the rows of the module's mma tiles over (an nvidia_mma layout's
     warpsPerCTA = [4 G, 1]: G), 1 where none does (`twill import --split-rows auto` reads it)."""
     return _row_warpgroups(parse_module(before_pipeliner(text, file), file))
+
+
+def target_capability(text: str) -> int | None:
+    """The compute capability the module was compiled for (`ttg.target = "cuda:90"`), or None."""
+    found = re.search(r'(?:ttg|triton_gpu)\.target"?\s*=\s*"cuda:(\d+)"', text)
+    return int(found.group(1)) if found else None
 
 
 def _row_warpgroups(module: Module) -> int:
