@@ -32,6 +32,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -130,6 +131,7 @@ def prepare_build(out, build):
         s = json.load(open(os.path.join(out, stem + ".json")))
         plan.append({"name": stem, "kernel": stem.removesuffix("_sm90").removesuffix("_sm100"), "adapter": "triton",
                      "size": "default", "build": os.path.basename(os.path.normpath(build)), "depth": rec.get("depth"),
+                     "comparable": rec.get("comparable", True),
                      **predicted(s, s["machine"], os.path.join(out, stem + ".json"))})
     return plan
 
@@ -217,7 +219,11 @@ def calls_for(case, plain_mod, mod, corpus):
         stamped_call()
         torch.cuda.synchronize()
         return max(tb.rel_error(o, r) for o, r in zip(outs, refs))
-    return plain, stamped_call, tb.flops(name, tensors), check
+    try:
+        flops = tb.flops(name, tensors)
+    except KeyError:  # a kernel the bench counts no flops for
+        flops = None
+    return plain, stamped_call, flops, check if case.get("comparable", True) else None
 
 
 def measure(folder, out_path, with_ptxas=True):
@@ -232,13 +238,17 @@ def measure(folder, out_path, with_ptxas=True):
     corpus = None
     if any(c["adapter"] == "triton" for c in plan):
         import triton_bench as tb
-        corpus = tb.load_variant(None, False, tempfile.mkdtemp(prefix="fidelity-"))
+        corpus = tb.load_variant(None, False, Path(tempfile.mkdtemp(prefix="fidelity-")))
     # ptxas for the kernels whose plan lacks it: on the CPUs while the GPU runs
     pool = ThreadPoolExecutor(max_workers=1)
     pending = {c["name"]: pool.submit(ptxas_reports, open(os.path.join(folder, c["name"] + ".cu")).read(), c["arch"],
                                       [w["name"] for w in c["roles"]], max(1, (os.cpu_count() or 4) - 2))
                for c in plan if with_ptxas and "ptxas" not in c}
     results, calls = [], {}
+
+    def dump(cases):  # after each kernel too: a run cut short keeps what it measured
+        json.dump({"card": torch.cuda.get_device_name(), "torch": torch.__version__, "cases": cases},
+                  open(out_path, "w"), indent=1, sort_keys=True)
     for case in plan:
         name = case["name"]
         res = {"name": name}
@@ -270,6 +280,7 @@ def measure(folder, out_path, with_ptxas=True):
             res["traceback"] = traceback.format_exc()[-2000:]
         print(json.dumps(res, sort_keys=True), flush=True)
         results.append(res)
+        dump(results)
         torch.cuda.empty_cache()
     alternate(calls, results, g)
     for res in results:
@@ -279,8 +290,7 @@ def measure(folder, out_path, with_ptxas=True):
             except Exception as exc:
                 res["ptxas_error"] = "%s: %s" % (type(exc).__name__, exc)
     pool.shutdown()
-    results = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "cases": results}
-    json.dump(results, open(out_path, "w"), indent=1, sort_keys=True)
+    dump(results)
 
 
 def alternate(calls, results, g, rounds=ROUNDS):
@@ -294,7 +304,8 @@ def alternate(calls, results, g, rounds=ROUNDS):
     for res in results:
         if res["name"] in calls:
             ms = statistics.median(times[res["name"]])
-            res.update({"ms": ms, "ms_rounds": times[res["name"]], "tflops": calls[res["name"]][1] / ms / 1e9,
+            flops = calls[res["name"]][1]
+            res.update({"ms": ms, "ms_rounds": times[res["name"]], "tflops": flops / ms / 1e9 if flops else None,
                         "sm_clock_mhz_rounds": times[res["name"] + ".mhz"]})
 
 
