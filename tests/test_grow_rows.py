@@ -84,6 +84,13 @@ def test_auto_grows_plain_gemms_only(name, grow):
     assert auto_grow(load_ttgir(AFTER / f"{name}.ttgir")[0]) == grow
 
 
+def test_auto_does_not_grow_a_tile_whose_accumulators_would_not_fit_one_warpgroup():
+    # a 128 x 256 tile (Triton's two warpgroups of 64 rows): grown, each 128-row part would hold a
+    # 128 x 256 f32 accumulator, 256 registers a thread
+    dump = DATA.parent / "heldout3" / "t36" / "prepipe" / "mm_hints_sm90.ttgir"
+    assert auto_grow(load_ttgir(dump)[0]) == 1
+
+
 def test_auto_leaves_sm100_dumps_as_they_are(tmp_path):
     plain = _import(tmp_path, AFTER / "gemm_persistent_tma_sm100.ttgir")
     auto = _import(tmp_path, AFTER / "gemm_persistent_tma_sm100.ttgir", "--grow-rows", "auto")

@@ -15,6 +15,7 @@ carries, an input inputs), and each op that makes one is repeated for each part.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from .errors import Diagnostic, InputError
@@ -107,7 +108,8 @@ def grow_rows(graph: Graph, factor: int) -> Graph:
 
 def auto_grow(graph: Graph) -> int:
     """The row tiles `--grow-rows auto` computes at once: 2 where the loop is a plain GEMM's (only
-    loads and mmas, an mma reading a load without rows, tiles of 64 or 128 rows) and its epilogue
+    loads and mmas, an mma reading a load without rows, tiles of 64 or 128 rows whose accumulators
+    fit half of a warpgroup's registers, 128 x 128 f32, as each grown tile is one warpgroup's) and its epilogue
     computes at most one op over each tile besides conversions (a scale), else 1. Measured on an
     H100 (docs/triton-results.md, session 28): a persistent fp16 GEMM 0.97x -> 1.02x Triton, an fp8
     GEMM with its scales 0.93x -> 1.00x; where the epilogue computes (GEMM + GELU 1.05x -> 0.78x:
@@ -125,6 +127,9 @@ def auto_grow(graph: Graph) -> int:
     shared = any(op.opcode == "mma" and len(op.operands) > 1 and op.operands[1].name in loads - rows
                  for op in graph.ops)
     if not rows or m not in (64, 128) or not shared:
+        return 1
+    held = sum(math.prod(c.type.shape) for c in graph.carries if c.name in rows and c.type is not None)
+    if held > 128 * 128:  # a grown tile is one warpgroup's: its accumulators in half its registers
         return 1
     moves = {"join", "convert"}
     per_tile = [op for op in graph.epilogue.ops if op.type is not None and op.type.shape[:1] == (m,)
