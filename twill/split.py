@@ -113,7 +113,7 @@ def auto_grow(graph: Graph) -> int:
     computes at most one op over each tile besides conversions (a scale), else 1. Measured on an
     H100 (docs/ttgir-import.md, "Growing"): 3-8% faster (32% on an 8192 x 8192 fp8 GEMM) from about
     one wave of grown tiles up, up to 1.9x slower with fewer tiles than SMs; where the epilogue
-    computes (GEMM + GELU) or the loop does (W4A16's dequantization), slower at every size measured."""
+    computes (GEMM + GELU) or the loop does (W4A16's dequantization), slower at the size measured."""
     from .vocab import lookup
     if any(op.opcode not in ("load", "mma") for op in graph.prologue.ops + graph.ops):
         return 1
