@@ -9,11 +9,12 @@ computes something else:
 - **the loop's bounds**: a lower or upper bound (or step) that depends on a program id. Only the
   query tile's program id x (``tt.get_program_id x``, the grid row the import reads masks against)
   is represented, and only where the graph has a `causal_mask` whose band the bounds were checked
-  to cover (band.py, merge.py). Split-KV attention's ``range(split * SPLIT_LEN, ...)`` is not: the
-  graph's loop would run over every key for every split;
-- **a store's address**: a program id that no load's address reads (split-KV's
-  ``O_PART + (split * num_bh + bh) * N_Q ...``): the emitted kernel would write every such program's
-  result to the same place.
+  to cover (band.py, merge.py); and a split of the loop over a grid axis, split-KV attention's
+  ``range(split * SPLIT_LEN, split * SPLIT_LEN + SPLIT_LEN, BLOCK_N)`` with its outputs at
+  ``(split * num_bh + bh) * N_Q ...``, the graph's `grid split = SPLIT_LEN` (splits.py: `check`
+  returns it, and each near miss of it is an error at its op);
+- **a store's address**: a program id that no load's address reads (other than a split's): the
+  emitted kernel would write every such program's result to the same place.
 
 Dependence is structural: a value depends on a program id where the ops that compute it reach a
 ``tt.get_program_id``. A loop's induction variable is a leaf (its bounds are the first rule's), an
@@ -221,8 +222,9 @@ def _stores(module, dep: Dependence, func: MOp) -> list[Diagnostic]:
                 "the graph has no grid axis for it, and the emitted kernel would write every such program's "
                 "result to one place", module.source.span(op.head),
                 hint="twill's grid is the output's row and column tiles and a batch index that the loads read "
-                     "too; a split of the loop over the grid (split-KV's partial results) is not imported "
-                     "(docs/ttgir-import.md, section 2, \"Program ids\")"))
+                     "too, and a split of the loop over the grid (split-KV's range(pid * ARG, pid * ARG + ARG, STEP), "
+                     "its stores at (pid * num_programs(B) + program_id(B)) * ROW; docs/ttgir-import.md, section 2, "
+                     "\"Program ids\")"))
     return errors
 
 
@@ -246,5 +248,6 @@ def _bounds(module, dep: Dependence, loop: MOp, banded: bool, why: str = "") -> 
         f"'scf.for' runs over a range that moves with the program id, which the graph does not represent: {said}; "
         "the graph's loop would run over the whole extent for every program", module.source.span(loop.head),
         hint="a loop imports with bounds that are the same for every program, or, under a causal or sliding-window "
-             "mask of the query tile program_id(0), bounds the mask's band is checked against; split-KV's "
-             "range(split * SPLIT_LEN, ...) is not imported (docs/ttgir-import.md, section 2, \"Program ids\")")]
+             "mask of the query tile program_id(0), bounds the mask's band is checked against, or a split of the "
+             "loop over the grid: range(pid * ARG, pid * ARG + ARG, STEP) with the stores at (pid * num_programs(B) + "
+             "program_id(B)) * ROW (split-KV; docs/ttgir-import.md, section 2, \"Program ids\")")]
