@@ -64,12 +64,15 @@ def test_the_split_is_the_outer_part_of_the_batch_index(form, arch, gpu):
     _, schedule, machine = _schedule(form, arch, gpu)
     cu = emit_cuda(schedule, machine)
     assert "return tile.b / args.batch * args.iters;" in cu  # the split's first iteration
+    # each role's locals, once per tile (splits.role_lines)
+    assert "const int twill_split_first = split_first(args, tile);" in cu
+    assert "const int twill_split_b = tile.b % args.batch;" in cu
     loads = re.findall(r"twill::tma_load\([^;]*tm\.(\w+),[^;]*;", cu)
     assert {"q", "k", "v"} <= set(loads)
     for line in re.findall(r"twill::tma_load\([^;]*tm\.[kv],[^;]*;", cu):  # keys from the split's first iteration
-        assert "(split_first(args, tile) + it) * 64" in line, line
-    assert re.search(r"tma_load\([^;]*tm\.q,[^;]*\(tile\.b % args\.batch\)\);", cu)  # Q: the batch entry
-    assert "twill_b_k = (tile.b % args.batch) / args.k_batch_group" in cu
+        assert "(twill_split_first + it) * 64" in line, line
+    assert re.search(r"tma_load\([^;]*tm\.q,[^;]*, twill_split_b\);", cu)  # Q: the batch entry
+    assert "twill_b_k = twill_split_b / args.k_batch_group" in cu
     assert "int splits = 1;" in cu and "args.tiles *= p.splits;" in cu
     # the outputs: [splits * batch] entries; K and V along every split's keys
     assert re.search(r"encode\(&tm_out_acc,[^;]*static_cast<uint64_t>\(p\.batch\) \* static_cast<uint64_t>\(p\.splits\)", cu)
