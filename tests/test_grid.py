@@ -30,6 +30,10 @@ module attributes {{"ttg.num-warps" = 4 : i32}} {{
     %lo_z = arith.muli %pz, %n : i32
     %hi_z = arith.addi %lo_z, %n : i32
     %hi_y = arith.muli %py, %c64 : i32
+    %ny = tt.get_num_programs y : i32
+    %sz = arith.muli %pz, %ny : i32
+    %szy = arith.addi %sz, %py : i32
+    %split_off = arith.muli %szy, %n : i32
 {extra}
     %xb = tt.addptr %X, {load_off} : !tt.ptr<f16>, i32
     %xp = tt.splat %xb : !tt.ptr<f16> -> {PTRS}
@@ -60,8 +64,10 @@ def test_a_loop_over_a_fixed_range_and_stores_the_loads_place_import():
 
 
 @pytest.mark.parametrize("lo, hi, said", [
-    ("%lo_z", "%hi_z", ["lower bound %lo_z depends on program_id(2)", "upper bound %hi_z depends on program_id(2)"]),
-    ("%c0", "%hi_y", ["upper bound %hi_y depends on program_id(1)"]),
+    ("%lo_z", "%n", ["lower bound %lo_z depends on program_id(2)",
+                     "no split of the loop over the grid: its upper bound is not the lower bound plus n"]),
+    ("%c0", "%hi_y", ["upper bound %hi_y depends on program_id(1)", "lower bound is not program_id(1) * ARG"]),
+    ("%hi_y", "%hi_z", ["lower bound %hi_y depends on program_id(1)", "its bounds read 2 program ids"]),
 ])
 def test_a_loop_whose_range_moves_with_a_program_id_is_an_error_at_the_loop(lo, hi, said):
     text = _kernel(lo=lo, hi=hi)
@@ -84,8 +90,26 @@ def test_a_store_offset_by_a_program_id_no_load_reads_is_an_error_at_the_store()
     import_ttgir(_kernel(extra="    %unused = arith.addi %pz, %c0 : i32"), "k.ttgir")
 
 
+def test_a_split_of_the_loop_over_a_program_id_imports_as_a_grid_split():
+    """range(pz * n, pz * n + n, 64) with the output at (pz * num_programs(y) + py) * n: split-KV's form
+    (splits.py), the graph's `grid split = n`; the same loop with a store that does not read the
+    split (every split would write one place) is an error at the store."""
+    g, _ = import_ttgir(_kernel(lo="%lo_z", hi="%hi_z", store_off="%split_off"), "k.ttgir")
+    assert g.split == "n"
+    text = _kernel(lo="%lo_z", hi="%hi_z")
+    with pytest.raises(InputError) as err:
+        import_ttgir(text, "k.ttgir")
+    (d,) = err.value.diagnostics
+    assert d.span.line == _line(text, "tt.store") and "does not read program_id(2)" in d.message
+    text = _kernel(lo="%lo_z", hi="%hi_z", store_off="%split_off", load_off="%bz")  # the load reads the split
+    with pytest.raises(InputError) as err:
+        import_ttgir(text, "k.ttgir")
+    assert [d.span.line for d in err.value.diagnostics] == [_line(text, "%w = tt.load"), _line(text, "%x = tt.load")]
+    assert all("which splits the loop" in d.message for d in err.value.diagnostics)
+
+
 def test_both_are_reported_together():
-    text = _kernel(lo="%lo_z", hi="%hi_z", store_off="%byz")
+    text = _kernel(lo="%lo_z", hi="%n", store_off="%byz")
     with pytest.raises(InputError) as err:
         import_ttgir(text, "k.ttgir")
     assert [d.span.line for d in err.value.diagnostics] == [_line(text, "scf.for"), _line(text, "tt.store")]

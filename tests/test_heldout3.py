@@ -34,8 +34,6 @@ ONLY_T36 = {"gemm_bp_leaky"}
 REFUSED = {
     "gemm_tf32": ("ttng.(warp_group_dot|tc_gen5_mma) ", "f32 operands"),
     "gemm_splitk_atomic": ("tt\\.atomic_rmw", "updates memory in place"),
-    # the key loop from split * SPLIT_LEN (program_id(0)): the graph has no grid axis of splits (grid.py)
-    "attn_splitkv": ("scf\\.for ", "moves with the program id"),
 }
 # dump -> (the forms refused, the op, the message) where a kernel is refused in some forms only (none now:
 # attn_window's sm_100 dumps after the pipeliner, refused until their mask computed a block ahead was
@@ -162,39 +160,60 @@ def test_block_pointer_boundary_checks_are_edge_masks_and_a_near_miss_is_an_erro
 
 
 ONE_SPLIT = ("tt.get_program_id x : i32", "arith.constant 0 : i32")  # split = 0: the key loop from 0, one split
+SPLIT_DEF = "%kv_lo = arith.muli %split, %SPLIT_LEN : i32"
+# near misses of the split form (splits.py), each an error at its TTGIR line: (replace, by, the op, the message)
+NEAR_SPLITS = {
+    "a constant added to the first key": (SPLIT_DEF, "%kv_lo_0 = arith.muli %split, %SPLIT_LEN : i32\n"
+                                          "    %kv_lo = arith.addi %kv_lo_0, %c64_i32 : i32", "scf.for",
+                                          "adds 64 to program_id(0) * SPLIT_LEN"),
+    "the split times another argument": (SPLIT_DEF, "%kv_lo = arith.muli %split, %N_Q : i32", "scf.for",
+                                         "upper bound is not the lower bound plus N_Q"),
+    "an upper bound of another length": ("%0 = arith.addi %kv_lo, %SPLIT_LEN : i32", "%0 = arith.addi %kv_lo, %N_Q : i32",
+                                         "scf.for", "upper bound is not the lower bound plus SPLIT_LEN"),
+    "a store row without num_programs": ("%row = arith.muli %split, %num_bh : i32", "%row = arith.muli %split, %N_Q : i32",
+                                         "tt.store", "other than as (program_id(0) * num_programs(B)"),
+    "a load of Q offset by the split": ("%q = arith.extsi %bh : i32 to i64", "%q = arith.extsi %split : i32 to i64",
+                                        "tt.load", "which splits the loop"),
+}
 
 
-def test_split_kv_is_refused_at_the_loop_and_the_stores_in_every_form():
-    """The key loop runs from split * SPLIT_LEN (program_id(0)) and the outputs are written at row
-    (split * num_bh + bh) * N_Q: the graph has neither (its loop would run over every key for every
-    split, and every split write one place), so each is an error at its line (grid.py), whichever
-    loop the user names; with the split fixed at 0 the same kernel imports (a near miss)."""
+def test_split_kv_imports_a_grid_split_in_every_form():
+    """The key loop runs from split * SPLIT_LEN (program_id(0)) to that plus SPLIT_LEN, and the
+    outputs are written at row (split * num_bh + bh) * N_Q: a grid axis of splits, the `.tir` line
+    `grid split = SPLIT_LEN` (splits.py), with `--loop 0` too; the graph is the one the kernel with
+    its split fixed at 0 gives, plus that line."""
     for arch in ("sm90", "sm100"):
         for form in FORMS:
-            path = DATA / form / f"attn_splitkv_{arch}.ttgir"
-            text = path.read_text()
-            lines = text.splitlines()
+            text = (DATA / form / f"attn_splitkv_{arch}.ttgir").read_text()
             for loop in (None, 0):
-                with pytest.raises(InputError) as err:
-                    import_ttgir(text, "s.ttgir", loop=loop)
-                said = [(lines[d.span.line - 1].split("=", 1)[-1].split()[0], d.message) for d in err.value.diagnostics]
-                assert said[0][0] == "scf.for" and "lower bound %kv_lo depends on program_id(0)" in said[0][1], said
-                assert all(op in ("scf.for", "tt.store") for op, _ in said), said
-                if form.endswith("prepipe"):  # (after the pipeliner the loads peeled before the loop read the split)
-                    assert [op for op, _ in said] == ["scf.for", "tt.store", "tt.store"], said
-                    assert all("offset by program_id(0), which no load" in m for _, m in said[1:])
-            one = text.replace(*ONE_SPLIT)
-            assert one != text
-            import_ttgir(one, "one.ttgir")
+                g, _ = import_ttgir(text, "s.ttgir", loop=loop)
+                assert g.split == "SPLIT_LEN", form
+                assert "\ngrid split = SPLIT_LEN\n" in print_tir(g)
+            one, _ = import_ttgir(text.replace(*ONE_SPLIT), "one.ttgir")
+            assert one.split is None and print_tir(one) == print_tir(g).replace("grid split = SPLIT_LEN\n", "")
+
+
+@pytest.mark.parametrize("near", sorted(NEAR_SPLITS))
+def test_a_near_split_is_refused_at_its_line(near):
+    old, new, op, said = NEAR_SPLITS[near]
+    for form in ("t39/prepipe", "t36/after"):
+        text = (DATA / form / "attn_splitkv_sm90.ttgir").read_text()
+        assert old in text, (form, old)
+        bad = text.replace(old, new)
+        with pytest.raises(InputError) as err:
+            import_ttgir(bad, "near.ttgir")
+        lines = bad.splitlines()
+        found = [(lines[d.span.line - 1], d.message) for d in err.value.diagnostics if d.span is not None]
+        assert any(said in m and re.search(rf"\b{re.escape(op)} ", line) for line, m in found), found
 
 
 def test_split_kv_lse_reads_the_running_max_in_every_form():
     """lse = (m_i + log2 l_i) ln 2 after the loop: on sm_100 after the pipeliner m_i's iter_arg is
     named after a peeled value (depipe.py renames the carry), and the epilogue still reads it (the
-    kernel with its split fixed at 0: split-KV itself is refused, above)."""
+    kernel split, above)."""
     for arch in ("sm90", "sm100"):
         for form in FORMS:
-            text = (DATA / form / f"attn_splitkv_{arch}.ttgir").read_text().replace(*ONE_SPLIT)
+            text = (DATA / form / f"attn_splitkv_{arch}.ttgir").read_text()
             g, _ = import_ttgir(text, f"{form}/attn_splitkv_{arch}.ttgir")
             assert [n for n, _ in g.epilogue.outputs] == ["acc", "LSE_PART"], form
             ep = _ops(g.epilogue.ops)
@@ -255,11 +274,16 @@ def test_a_constant_side_of_where_is_a_fill(tmp_path):
     assert rc == 0, err[-2000:]
 
 
-def test_split_kv_import_exits_2_at_the_loop_line():
+def test_split_kv_import_writes_the_grid_line_and_a_near_miss_exits_2_at_its_line(tmp_path):
     from click.testing import CliRunner
     from twill_cli.main import main
     path = DATA / "t36" / "prepipe" / "attn_splitkv_sm90.ttgir"
-    res = CliRunner().invoke(main, ["import", str(path), "--split-rows", "auto"])
+    out = tmp_path / "s.tir"
+    res = CliRunner().invoke(main, ["import", str(path), "--split-rows", "auto", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "\ngrid split = SPLIT_LEN\n" in out.read_text()
+    bad = tmp_path / "near.ttgir"
+    bad.write_text(path.read_text().replace("%0 = arith.addi %kv_lo, %SPLIT_LEN : i32", "%0 = arith.addi %kv_lo, %N_Q : i32"))
+    res = CliRunner().invoke(main, ["import", str(bad)])
     assert res.exit_code == 2 and "Traceback" not in res.output
-    assert "attn_splitkv_sm90.ttgir:85:14: error: 'scf.for' runs over a range that moves with the program id" in res.output
-    assert "attn_splitkv_sm90.ttgir:154:5: error: 'tt.store' writes at an address offset by program_id(0)" in res.output
+    assert "near.ttgir:85:14: error: 'scf.for' runs over a range that moves with the program id" in res.output, res.output

@@ -175,6 +175,9 @@ class Graph:
     # (knob, twill.knobs.Product): a launch knob computed from the kernel's scalar arguments
     # (`knob exp2_scale = sm_scale * 1.4426950408889634`: the scale the import folded into exp2)
     knobs: tuple[tuple[str, object], ...] = ()
+    # the argument each split of the loop runs over (`grid split = SPLIT_LEN`, twill.tir_grid): the
+    # loop is split over a grid axis, the outputs have a leading dimension of splits; None: no split
+    split: str | None = None
 
     @cached_property
     def by_name(self) -> dict[str, Op]:

@@ -7,6 +7,7 @@ One statement per line; ``#`` starts a comment, blank lines and spacing within a
     decl     := "input" NAME ":" type  |  "carry" NAME ":" type "=" init [attrs]   ({output = DTYPE})
               | "argument" NAME ["=" NAME {"," NAME}]         (an imported kernel's; twill.tir_arguments)
               | "knob" NAME "=" EXPR                        (a knob from scalar arguments; twill.knobs)
+              | "grid" "split" "=" NAME                     (the loop split over a grid axis; twill.tir_grid)
     op       := NAME "=" OPCODE [operands] ":" type [attrs]       (an op with a result)
               | OPCODE [operands] [":" type] [attrs]              (a store, a barrier)
     yield    := "yield" [NAME "=" NAME ("," NAME "=" NAME)*]     (carry = body result)
@@ -37,6 +38,7 @@ from .errors import ErrorCollector, InputError, Span, did_you_mean
 from .ir import CARRY_ATTRIBUTES, DTYPE_BITS, OP_ATTRIBUTES, SPACES, Graph, Op, Operand, TensorType, Value
 from .knobs import KnobLines, print_knobs
 from .tir_arguments import ArgumentLines, print_arguments
+from .tir_grid import GridLines, print_grid
 from .tir_epilogue import EpilogueParser, print_epilogue
 from .tir_prologue import PrologueParser
 from .tir_text import (ATTR_RULES, INT, KEYWORDS, KINDS, Line, Token, attribute_value, normalise_init,
@@ -60,6 +62,7 @@ class _Parser:
         self.prologue = PrologueParser(self)
         self.arguments = ArgumentLines(self)
         self.knobs = KnobLines(self)
+        self.grid = GridLines(self)
 
     def parse(self, text: str) -> Graph:
         lines = [line.removesuffix("\r") for line in text.split("\n")]  # line numbers as editors count
@@ -82,6 +85,7 @@ class _Parser:
         self.epilogue.check()
         self.arguments.check()
         self.knobs.check()
+        self.grid.check()
         self.errors.raise_if_any()
         read = {o.name for op in self.ops for o in op.operands}
         unread = {v.name for v in self.prologue.scalars} - read  # a prologue scalar is a loop input where read
@@ -89,7 +93,7 @@ class _Parser:
                      tuple(v for v in self.values if v.kind == "carry"), tuple(self.ops),
                      tuple((c.name, r.name) for c, r in self.yields), file=self.file, epilogue=self.epilogue.build(),
                      arguments=self.arguments.build(), prologue=self.prologue.build(),
-                     also_fed=self.arguments.also_fed(), knobs=self.knobs.build())
+                     also_fed=self.arguments.also_fed(), knobs=self.knobs.build(), split=self.grid.build())
 
     def statement(self, line: Line) -> None:
         first = line.peek()
@@ -123,6 +127,8 @@ class _Parser:
             self.arguments.line(line)
         elif self.state == "header" and first.text == "knob":
             self.knobs.line(line)
+        elif self.state == "header" and first.text == "grid":
+            self.grid.line(line)
         elif self.state == "header" and first.text == "kernel":
             if self.statements != 1:
                 self.errors.error("'kernel NAME' must be the first line, and only once", line.span(first))
@@ -445,7 +451,7 @@ def print_tir(graph: Graph) -> str:
     """Canonical, column-aligned `.tir` text: `parse_tir(print_tir(g)) == g` for every parsed graph."""
     name_w = max((len(v.name) for v in graph.inputs + graph.carries if not v.computed), default=0)
     type_w = max((len(str(v.type)) for v in graph.carries), default=0)
-    lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments, graph.also_fed), *print_knobs(graph.knobs)]
+    lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments, graph.also_fed), *print_knobs(graph.knobs), *print_grid(graph.split)]
     lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs if not v.computed]
     lines += [f"carry {v.name.ljust(name_w)} : {str(v.type).ljust(type_w)} = {v.init or '0'}"
               + (" {" + ", ".join(f"{k} = {print_value(x)}" for k, x in v.attrs) + "}" if v.attrs else "")

@@ -20,6 +20,8 @@ suffix of the others'): Triton's `tl.load(SLOPES + off_bh % H)`.
 """
 from __future__ import annotations
 
+from .splits import batch_of
+
 
 def shareable(t) -> bool:
     """Whether tensor `t` may be shared by groups of batch entries (the rule above)."""
@@ -45,24 +47,25 @@ def field_of(tensor: str) -> str:
     return f"{tensor}_batch_group"
 
 
-def batch_index(t) -> str:
-    """The batch entry of `t` that the role's tile reads: `tile.b`, or the role's local of
-    `role_lines` (the quotient computed once per tile: a division at each TMA load kept the load
-    warp's 24 registers busy enough to spill)."""
-    return f"twill_b_{t.name}" if shareable(t) else "tile.b"
+def batch_index(t, split: bool = False) -> str:
+    """The batch entry of `t` that the role's tile reads: `tile.b` (`tile.b % args.batch` for an
+    input under a grid split, splits.py), or the role's local of `role_lines` (the quotient computed
+    once per tile: a division at each TMA load kept the load warp's 24 registers busy enough to spill)."""
+    return f"twill_b_{t.name}" if shareable(t) else batch_of(t, split)
 
 
-def role_lines(tensors, role_ops) -> list[str]:
+def role_lines(tensors, role_ops, split: bool = False) -> list[str]:
     """A role's locals of the batch entries it reads of the shared tensors it loads (every input's
     too: whichever role brings the tile's inputs in)."""
     out = []
     for t in tensors:
         if shareable(t) and (t.kind == "input" or t.value in role_ops):
+            b = batch_of(t, split)
             if periodic(t):
-                out.append(f"const int twill_b_{t.name} = tile.b / args.{field(t)} % args.{period_field(t.name)};  "
+                out.append(f"const int twill_b_{t.name} = {b} / args.{field(t)} % args.{period_field(t.name)};  "
                            f"// the entry of {t.value} it reads (GQA; one per head: wrapped)")
             else:
-                out.append(f"const int twill_b_{t.name} = tile.b / args.{field(t)};  // the entry of {t.value} it reads (GQA)")
+                out.append(f"const int twill_b_{t.name} = {b} / args.{field(t)};  // the entry of {t.value} it reads (GQA)")
             out.append(f"(void)twill_b_{t.name};")
     return out
 

@@ -71,13 +71,14 @@ class Argument:
     source: str = ""  # the graph's name for it (an input, a load, a carry or epilogue output, a store op)
     iter_div: int = 1  # a per-iteration tile's row is the iteration over this: ceil(I / iter_div) rows
     per_batch: bool = False  # one value per batch entry, broadcast over leading batch dimensions (batch_groups)
+    splits: bool = False  # an output of a split kernel (grid split): a leading dimension of splits before the batch
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
                 "esize": dtype_bytes(self.dtype), "dims": [list(d) for d in self.dims],
                 "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared,
                 **({"iter_div": self.iter_div} if self.iter_div > 1 else {}),
-                **({"per_batch": True} if self.per_batch else {})}
+                **({"per_batch": True} if self.per_batch else {}), **({"splits": True} if self.splits else {})}
 
 
 def py_name(name: str, taken: set[str]) -> str:
@@ -197,7 +198,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
         source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
-                       t.iter_div, all(map(periodic, members)))
+                       t.iter_div, all(map(periodic, members)), output and bool(m.graph.split))
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return _as_imported(m.graph, tuple(inputs + outputs))
@@ -256,7 +257,13 @@ def spec(renderer, kernel_file: str, entry: str) -> dict:
             "ragged": bool(m.ragged.step) and not renderer.ragged_refusal,
             "ragged_why": renderer.ragged_refusal, "axes": sorted(renderer.grid_axes()),
             "partial": dict(sorted(renderer.partial.items())),
-            "args": [a.spec() for a in arguments(renderer)], **_scalar_spec(renderer)}
+            "args": [a.spec() for a in arguments(renderer)], **_scalar_spec(renderer),
+            **({"split": _split_param(renderer)} if m.graph.split else {})}
+
+
+def _split_param(renderer) -> str:
+    """The parameter of the function that gives a split kernel's elements per split (`grid split = ARG`)."""
+    return next(p.name for (n, _), p in zip(renderer.m.graph.arguments, parameters(renderer)) if n == renderer.m.graph.split)
 
 
 def _scalar_spec(renderer) -> dict:
@@ -275,6 +282,7 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
     args = arguments(renderer)
     scalars = epilogue.launch_scalars(renderer.m.graph)
     n = len(args)
+    split = int(bool(renderer.m.graph.split))
     lines = [
         f"// The C entry point of {kernel_file} for its PyTorch binding {module}, written by",
         "// `twill emit-cuda --binding torch`: plain sizes and one pointer per user tensor (in the binding's",
@@ -295,8 +303,10 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         f"  void* tensors[{n}];  // one per user tensor, in the binding's order",
         f"  int64_t batch_groups[{n}];",
         *([f"  double scalars[{len(scalars)}];  // the epilogue's scalars"] if scalars else []),
+        *(["  int64_t splits;  // splits of the loop (grid split): the outputs' first dimension"] if split else []),
         "};",
-        f"static_assert(sizeof(twill_args) == 8 * {13 + 2 * n + len(scalars)}, \"twill_args: 8-byte fields, no padding\");",
+        f"static_assert(sizeof(twill_args) == 8 * {13 + 2 * n + len(scalars) + split}, \"twill_args: 8-byte fields, "
+        "no padding\");",
         "",
         "extern \"C\" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }",
         "",
@@ -311,6 +321,7 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         *[f"  p.{partial.FIELD[ax]} = static_cast<int>(a.{partial.FIELD[ax]});" for ax in partial.GRID_AXES
           if ax in renderer.partial],
         "  p.batch = static_cast<int>(a.batch);",
+        *(["  p.splits = static_cast<int>(a.splits);"] if split else []),
         "  p.exp2_scale = static_cast<float>(a.exp2_scale);",
         "  p.persistent = static_cast<int>(a.persistent);",
         *(["  p.out_scale = static_cast<float>(a.out_scale);"] if has_scale(renderer.m) else []),
@@ -416,7 +427,7 @@ def _knob_lines(m, params) -> list[str]:
     return out
 
 
-def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbed=()) -> list[str]:
+def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbed=(), split=None) -> list[str]:
     step = data["loop_step"]
     loop = (f"L any number of elements (a partial last tile of {step})" if data["ragged"]
             else f"L a multiple of {step} ({data['ragged_why']})" if step else "")
@@ -434,6 +445,10 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
           for p in params if p.scalar is not None],
         *[f"    {p}: a Python float (the Triton kernel's argument, read by {k} = {v.text()})"
           for p, k, v in knobbed],
+        *([f"    {split}: a Python int, each split's elements along the loop (L / splits, as the Triton launch "
+           "passes it; a multiple of the loop's step): the loop is split over the grid (grid split), every output "
+           "has a leading dimension of splits, [splits, *batch, ...] (the batch may be flattened to one dimension)"]
+          if split else []),
         *([f"    {', '.join(unread)}: arguments of the Triton kernel that the graph does not read (sizes and "
            "strides come from the tensors' shapes)"] if unread else []),
         "",
@@ -477,7 +492,11 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     if order:
         passed += ", scalars=[" + ", ".join(order[v.name] for v in epilogue.launch_scalars(m.graph)) + "]"
     knob_params = {p.name for (n, _), p in zip(m.graph.arguments, params) for _, v in m.graph.knobs if n in v.names}
-    unread = [p.name for p in positional if p.arg is None and p.scalar is None and p.name not in knob_params]
+    split = _split_param(renderer) if m.graph.split else None
+    if split:
+        passed += f", split={split}"
+    unread = [p.name for p in positional if p.arg is None and p.scalar is None and p.name not in knob_params
+              and p.name != split]
     lines = [
         f'"""PyTorch binding of kernel {m.schedule.kernel} ({kernel_file}, {m.arch}), written by `twill emit-cuda',
         '--binding torch`. Do not edit: emit it again.',
@@ -497,7 +516,7 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
         f"def {fn}({signature}):",
         *_function_doc(m, args, data, keywords, returns, params, unread,
                        [(p.name, k, v) for (n, _), p in zip(m.graph.arguments, params) for k, v in m.graph.knobs
-                        if n in v.names]),
+                        if n in v.names], split),
         *([f"    _ = ({', '.join(unread)},)  # arguments of the imported kernel that feed nothing here: not read"]
           if unread else []),
         *_knob_lines(m, params),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import batch_groups, descale, epilogue, masks, partial, runtime
+from . import batch_groups, descale, epilogue, masks, partial, runtime, splits
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -22,6 +22,10 @@ from .stores import Stores
 from .windows import Inst
 
 
+SPLIT_WHOLE = ("the loop is split over the grid (grid split): each split runs whole tiles, since TMA would read "
+               "the next split's first elements where it fills zeros past a partial last one")
+
+
 class Renderer(Stores, Kernel):
     """The file of one kernel; its store functions (stores.py) and its kernel (kernel.py) are mixins."""
 
@@ -33,6 +37,9 @@ class Renderer(Stores, Kernel):
         self.causal = causal(model)  # the causal masks (ragged.py): per-tile trip counts
         if self.causal.why_not:
             raise EmitError(self.causal.why_not)
+        if splits.why_not(model, bool(self.causal.masks)):
+            raise EmitError(splits.why_not(model, bool(self.causal.masks)))
+        self.split = bool(model.graph.split)  # a grid axis of splits (splits.py)
         self.ragged_refusal = self._ragged_refusal()
         # op -> (value, dim) of the partial-tile masks the kernel emits: none where it refuses one
         self.masks = {} if self.ragged_refusal else model.ragged.mask_at
@@ -234,6 +241,8 @@ class Renderer(Stores, Kernel):
         unclipped = [t for t in self.m.tensors if t.kind == "store" and "loop" in t.axes and t.name not in self.p.staging]
         if self.causal.masks:
             return f"the loop's extent is per {'key' if self.causal.backward else 'query'} tile (causal_mask)"
+        if self.m.graph.split:
+            return SPLIT_WHOLE
         if unclipped and not self.m.ragged.why_not:
             return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"
         return self.m.ragged.why_not
@@ -261,12 +270,14 @@ class Renderer(Stores, Kernel):
             for _, label in t.placed_dims():
                 out(f"int {t.name}_{label}_step, {t.name}_{label}_offset;  // placement of {t.value}'s tiles")
         out(*batch_groups.args_lines(self.m.tensors))
+        out(*splits.args_lines(self.m))
         if descale.has_scale(self.m):
             out(descale.ARGS_LINE)
         out.depth -= 1
         out("};")
         out("")
         group = "args.raster_group" if rastered(self.m) else "0"
+        out(*splits.device_lines(self.m))
         if self.causal.masks:
             out(*causal_code(self.m, self.causal))
         else:

@@ -11,25 +11,25 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import batch_groups, descale, epilogue, partial
+from . import batch_groups, descale, epilogue, partial, splits
 from .model import DIM_LABELS, dtype_bytes, plain_box, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
 
 
-def _extent(t, dim: int) -> str:
+def _extent(m, t, dim: int) -> str:
     axis, size, step = t.axes[dim], t.tile[dim], f"p.{t.name}_{DIM_LABELS[dim]}_step"
     if axis in partial.GRID_AXES:  # the caller's extent, else whole tiles
         return partial.extent(axis, f"p.tiles_{axis}", step)
-    return {"loop": f"loop_elements(p, {size})"}.get(axis, f"uint64_t({size})")
+    return {"loop": splits.scale_loop(m, f"loop_elements(p, {size})")}.get(axis, f"uint64_t({size})")
 
 
-def _dims(t) -> tuple[str, str, str]:
-    rows = "uint64_t(1)" if t.rank == 1 else _extent(t, 0)
-    cols = _extent(t, 1)
+def _dims(m, t) -> tuple[str, str, str]:
+    rows = "uint64_t(1)" if t.rank == 1 else _extent(m, t, 0)
+    cols = _extent(m, t, 1)
     iters = "loop_iters(p)" if t.iter_div == 1 else f"((loop_iters(p) + {t.iter_div - 1}) / {t.iter_div})"
     batch = (f"static_cast<uint64_t>(p.batch) * {iters}" if t.per_iteration
-             else batch_groups.map_batch(t, "static_cast<uint64_t>(p.batch)"))
+             else batch_groups.map_batch(t, splits.scale_batch(m, t, "static_cast<uint64_t>(p.batch)")))
     return rows, cols, batch
 
 
@@ -47,7 +47,7 @@ def host_launcher(r) -> str:
                 extent_check=extent_check, checks=_checks(r, every, maps), args=_args(r, every),
                 launch_args=", ".join([f"tm_{t.name}" for t in maps] + ["args"]), persistent_grid=_grid(r.m),
                 elements=[f"inline size_t elements_{t.name}(const Problem& p) {{ return static_cast<size_t>("
-                          f"{' * '.join(_dims(t))}); }}" for t in every],
+                          f"{' * '.join(_dims(m, t))}); }}" for t in every],
                 main=_main(r, r.ns, every)) + "\n"
 
 
@@ -69,7 +69,7 @@ def _problem_fields(r, every) -> list[str]:
     for t in every:
         for d, label in t.placed_dims():
             lines.append(f"int {t.name}_{label}_step = {t.tile[d]}, {t.name}_{label}_offset = 0;")
-    lines += batch_groups.problem_lines(every)
+    lines += batch_groups.problem_lines(every) + splits.problem_lines(r.m)
     return lines + ([descale.PROBLEM_LINE] if descale.has_scale(r.m) else [])
 
 
@@ -81,10 +81,10 @@ def _checks(r, every, maps) -> list[str]:
         for d, label in t.placed_dims():
             lines.append(f"if (p.{t.name}_{label}_offset < 0 || p.{t.name}_{label}_offset + {t.tile[d]} > "
                          f"p.{t.name}_{label}_step) return cudaErrorInvalidValue;")
-    lines += batch_groups.launch_lines(every)
+    lines += batch_groups.launch_lines(every) + splits.launch_lines(r.m)
     lines += partial.launch_checks(r.partial, every)
     for t in maps:
-        rows, cols, batch = _dims(t)
+        rows, cols, batch = _dims(r.m, t)
         esize = dtype_bytes(t.dtype)
         sw = swizzle_bytes(t.tile[-1] * esize, t.tile[0])
         lines += [
@@ -106,7 +106,7 @@ def _args(r, every) -> list[str]:
         for _, label in t.placed_dims():
             lines.append(f"args.{t.name}_{label}_step = p.{t.name}_{label}_step;")
             lines.append(f"args.{t.name}_{label}_offset = p.{t.name}_{label}_offset;")
-    lines += batch_groups.copy_lines(every)
+    lines += batch_groups.copy_lines(every) + splits.copy_lines(r.m)
     return lines + (["args.out_scale = p.out_scale;"] if descale.has_scale(r.m) else [])
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..errors import Diagnostic
+from . import splits
 from .model import EmitError
 
 RUNTIME = {"mask": {"sm_90a": "mask_sm90.cuh", "sm_100a": "mask_sm100.cuh"},  # opcode -> its headers, by target
@@ -79,7 +80,7 @@ def position_origin(model, op, iteration: str) -> str:
         if m.ragged.step <= 0:
             raise refuse(f"loop = {loop}, but no loaded tile runs along the loop: its step is unknown",
                          "the loop term needs a loaded tile along the loop (attention's K)")
-        first = "causal_first(args, tile) + " if causal(m).starts else ""
+        first = "causal_first(args, tile) + " if causal(m).starts else splits.first(m)
         terms.append(f"{loop} * (({first}{iteration}) * kLoopStep)")
     return " + ".join(terms)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
-from . import batch_groups, prologue
+from . import batch_groups, prologue, splits
 from .after_loop import AfterLoop
 from .lines import Lines, ring_pos, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, plain_box, swizzle_bytes
@@ -62,7 +62,8 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             f"const twill::TileIdx& tile) {{")
         out.depth += 1
         out("(void)sm;", "(void)tm;", "(void)args;", "(void)tile;")
-        out(*batch_groups.role_lines(m.tensors, set(role.ops)))
+        out(*splits.role_lines(m))
+        out(*batch_groups.role_lines(m.tensors, set(role.ops), bool(m.graph.split)))
         if role.is_warpgroup:
             first = role.first_warp // 4
             if m.tile_copies > 1:  # each tile copy is the role's one warpgroup (copies.py)

@@ -4,7 +4,7 @@ each thread its elements (float2 atomics where several CTAs add into one tile), 
 swizzled shared-memory staging and TMA, 128-byte column blocks at a time."""
 from __future__ import annotations
 
-from . import batch_groups, partial
+from . import batch_groups, partial, splits
 from .lines import Lines
 from .model import DIM_LABELS, EmitError
 from .ops import ctype
@@ -25,13 +25,16 @@ class Stores:
         cols = org(1)
         d, count, index = t.iter_div, self.loop_count(), self.loop_index(it)
         batch = ((f"tile.b * {count} + {index}" if d == 1 else f"tile.b * (({count} + {d - 1}) / {d}) + {index} / {d}")
-                 if t.per_iteration else batch_groups.batch_index(t))
+                 if t.per_iteration else batch_groups.batch_index(t, self.split))
         return rows, cols, batch
 
     def loop_index(self, it: str) -> str:
         """Iteration `it` of the tile's loop as an index along the loop's whole extent: itself, or
-        past the tile's first iteration where a causal loop starts per tile (ragged.causal_first)."""
-        return f"(causal_first(args, tile) + {it})" if self.causal.starts else f"({it})"
+        past the tile's first iteration where a causal loop starts per tile (ragged.causal_first) or
+        the loop is split over the grid (splits.split_first)."""
+        if self.causal.starts:
+            return f"(causal_first(args, tile) + {it})"
+        return f"({splits.first(self.m)}{it})"
 
     def loop_count(self) -> str:
         """The loop's iterations over its whole extent: n, or args.iters where n is per tile (causal)."""

@@ -196,7 +196,9 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
     body, groups, fuse_notes = fuse(lowered)
     handed = {} if detail is not None else None
     graph, build_notes = build_graph(lowered, body, groups, module.source.file, handed)
-    check_grid(module, func, path[-1], banded=any(op.opcode == "causal_mask" for op in graph.ops))
+    split = check_grid(module, func, path[-1], banded=any(op.opcode == "causal_mask" for op in graph.ops))
+    if split is not None:  # split-KV's key loop over a grid axis of splits (splits.py): `grid split = ARG`
+        graph = replace(graph, split=split.arg)
     if detail is not None:
         detail.update(lowered=lowered, handed=handed)
     notes = list(lowered.notes) + fuse_notes + build_notes

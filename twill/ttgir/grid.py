@@ -9,11 +9,12 @@ computes something else:
 - **the loop's bounds**: a lower or upper bound (or step) that depends on a program id. Only the
   query tile's program id x (``tt.get_program_id x``, the grid row the import reads masks against)
   is represented, and only where the graph has a `causal_mask` whose band the bounds were checked
-  to cover (band.py, merge.py). Split-KV attention's ``range(split * SPLIT_LEN, ...)`` is not: the
-  graph's loop would run over every key for every split;
-- **a store's address**: a program id that no load's address reads (split-KV's
-  ``O_PART + (split * num_bh + bh) * N_Q ...``): the emitted kernel would write every such program's
-  result to the same place.
+  to cover (band.py, merge.py); and a split of the loop over a grid axis, split-KV attention's
+  ``range(split * SPLIT_LEN, split * SPLIT_LEN + SPLIT_LEN, BLOCK_N)`` with its outputs at
+  ``(split * num_bh + bh) * N_Q ...``, the graph's `grid split = SPLIT_LEN` (splits.py: `check`
+  returns it, and each near miss of it is an error at its op);
+- **a store's address**: a program id that no load's address reads (other than a split's): the
+  emitted kernel would write every such program's result to the same place.
 
 Dependence is structural: a value depends on a program id where the ops that compute it reach a
 ``tt.get_program_id``. A loop's induction variable is a leaf (its bounds are the first rule's), an
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from ..errors import Diagnostic, InputError
 from .parser import MOp
+from .splits import Split, loop_split, stores_read_split
 
 LOADS = {  # op -> which operands are its address: "first" or "all" (an async copy's buffer and barrier hold no program id)
     "tt.load": "first", "ttg.async_copy_global_to_local": "first", "tt.descriptor_load": "all",
@@ -44,13 +46,14 @@ class UnexpressedGrid(InputError):
 
 
 class Dependence:
-    """Which program ids (axes "x", "y", "z") each value of a function depends on, memoized."""
+    """Which program ids (axes "x", "y", "z") each value of a function depends on, memoized;
+    `leaves` (a split loop's bounds, splits.py) depend on none."""
 
-    def __init__(self, func: MOp):
+    def __init__(self, func: MOp, leaves: frozenset = frozenset()):
         self.defs: dict[str, MOp] = {}
         self.inits: dict[str, str] = {}
         self.ivs: set[str] = set()
-        self.memo: dict[str, frozenset] = {}
+        self.memo: dict[str, frozenset] = {name: frozenset() for name in leaves}
         self._scan(func.body())
 
     def _scan(self, ops) -> None:
@@ -107,13 +110,101 @@ def _pids(axes) -> str:
     return ", ".join(f"program_id({AXES.get(a, a)})" for a in sorted(axes, key=lambda a: AXES.get(a, 9)))
 
 
-def check(module, func: MOp, loop: MOp, banded: bool) -> None:
-    """The chosen loop's bounds and the function's stores (module doc): an UnexpressedGrid with an
-    error at the loop and at each store where they use a program id the graph does not represent."""
+def check(module, func: MOp, loop: MOp, banded: bool) -> Split | None:
+    """The chosen loop's bounds and the function's stores (module doc): the loop's split where its
+    bounds are split-KV's form (splits.py), else None; an UnexpressedGrid with an error at the loop
+    and at each store where they use a program id the graph does not represent."""
     dep = Dependence(func)
-    errors = _bounds(module, dep, loop, banded) + _stores(module, dep, func)
+    split, why = _split(module, dep, func, loop, banded)
+    if split is not None:
+        errors = _split_uses(module, func, loop, split)
+        if errors:
+            raise UnexpressedGrid(*errors)
+        return split
+    errors = _bounds(module, dep, loop, banded, why) + _stores(module, dep, func)
     if errors:
         raise UnexpressedGrid(*errors)
+    return None
+
+
+def _split(module, dep: Dependence, func: MOp, loop: MOp, banded: bool) -> tuple[Split | None, str]:
+    """The loop's split (splits.py) where its lower and upper bound read one program id and no
+    band is checked against them; else (None, why the bounds are not one, "" where they read none)."""
+    t = loop.tokens
+    if banded or not (len(t) >= 7 and t[1].is_("=") and t[3].is_("to") and t[5].is_("step")):
+        return None, ""
+    axes = dep.of(t[2].text[1:]) | dep.of(t[4].text[1:]) | dep.of(t[6].text[1:])
+    if not axes:
+        return None, ""
+    return loop_split(module, func, loop, axes)
+
+
+def _split_uses(module, func: MOp, loop: MOp, split: Split) -> list[Diagnostic]:
+    """Each op that reads the split's program id other than through the loop's bounds (leaves) or in
+    a store's address of the form (pid * num_programs(B) + b) * R (splits.py): an error at it."""
+    t = loop.tokens
+    bounds = frozenset({t[2].text[1:], t[4].text[1:]})
+    dep = Dependence(func, bounds)
+    ops = list(_walk(func.body()))
+    stores = [op for op in ops if op.name in STORES]
+    addresses = [n for op in stores for n in PICK[STORES[op.name]]([n for n, _ in op.operands()])]
+    loaded = [n for op in ops if op.name in LOADS for n in PICK[LOADS[op.name]]([n for n, _ in op.operands()])]
+    # (what a load's address reads is the load's error, below, not each op's on the way)
+    allowed = _slice(dep, addresses + loaded) | _slice(Dependence(func), sorted(bounds))
+    sinks = [n for op in ops if not op.results or op is loop for n, _ in op.operands()]
+    live = _slice(Dependence(func), sinks)  # what a store, the loop or a yield reads (a value no one reads is no use)
+    hint = ("a split of the key loop imports where program_id(A) is read by the loop's bounds "
+            "(range(pid * ARG, pid * ARG + ARG, STEP)) and by the stores' addresses as (pid * num_programs(B) + "
+            "program_id(B)) * ROW only (docs/ttgir-import.md, section 2, \"Program ids\")")
+    errors = []
+    read = frozenset().union(*(dep.address(op, LOADS) for op in ops if op.name in LOADS))
+    if split.axis in read:
+        errors += [Diagnostic(f"'{op.name}' reads at an address offset by {_pids({split.axis})}, which splits the loop "
+                              "(its lower bound): a load may read the split through the loop's bounds only",
+                              module.source.span(op.head), hint=hint)
+                   for op in ops if op.name in LOADS and split.axis in dep.address(op, LOADS)]
+    # a loaded value is the load's: what its address reads is said at the load, not at each reader
+    dep = Dependence(func, bounds | {r for op in ops if op.name in LOADS for r in op.results})
+    for op in ops:
+        if op.name in LOADS or op.name == "tt.get_program_id":
+            continue
+        if op.name in STORES:
+            names = PICK[STORES[op.name]]([n for n, _ in op.operands()])
+            extra = [n for n, _ in op.operands() if n not in names and split.axis in dep.of(n)]
+            why = (stores_read_split(module, func, split, names) if split.axis in dep.address(op, STORES) else
+                   f"its address does not read {_pids({split.axis})}: every split would write its partial result to "
+                   "one place")
+            if extra:
+                why = f"it stores a value that depends on {_pids({split.axis})}"
+            if why:
+                errors.append(Diagnostic(f"'{op.name}' writes a split of the loop (over {_pids({split.axis})}), but {why}",
+                                         module.source.span(op.head), hint=hint))
+            continue
+        if (any(r in allowed or r.split("#")[0] in allowed for r in op.results) or op is loop
+                or not any(r in live or r.split("#")[0] in live for r in op.results)):
+            continue
+        if any(split.axis in dep.of(n) for n, _ in op.operands()):
+            errors.append(Diagnostic(f"'{op.name}' reads {_pids({split.axis})}, which splits the loop, other than through "
+                                     "the loop's bounds or a store's address: the graph has no such use of the split",
+                                     module.source.span(op.head), hint=hint))
+    return errors
+
+
+def _slice(dep: Dependence, names) -> frozenset:
+    """The values `names` are computed from (through iter_args' inits), themselves included."""
+    seen, todo = set(), list(names)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in dep.inits:
+            todo.append(dep.inits[n])
+            continue
+        op = dep.defs.get(n) or dep.defs.get(n.split("#")[0])
+        if op is not None and op.name != "scf.for":
+            todo += [m for m, _ in op.operands()]
+    return frozenset(seen)
 
 
 def _stores(module, dep: Dependence, func: MOp) -> list[Diagnostic]:
@@ -131,12 +222,13 @@ def _stores(module, dep: Dependence, func: MOp) -> list[Diagnostic]:
                 "the graph has no grid axis for it, and the emitted kernel would write every such program's "
                 "result to one place", module.source.span(op.head),
                 hint="twill's grid is the output's row and column tiles and a batch index that the loads read "
-                     "too; a split of the loop over the grid (split-KV's partial results) is not imported "
-                     "(docs/ttgir-import.md, section 2, \"Program ids\")"))
+                     "too, and a split of the loop over the grid (split-KV's range(pid * ARG, pid * ARG + ARG, STEP), "
+                     "its stores at (pid * num_programs(B) + program_id(B)) * ROW; docs/ttgir-import.md, section 2, "
+                     "\"Program ids\")"))
     return errors
 
 
-def _bounds(module, dep: Dependence, loop: MOp, banded: bool) -> list[Diagnostic]:
+def _bounds(module, dep: Dependence, loop: MOp, banded: bool, why: str = "") -> list[Diagnostic]:
     """The loop's bounds where they depend on a program id other than the query tile's under a band
     the import checked (`banded`: the graph has a causal_mask)."""
     t = loop.tokens
@@ -151,9 +243,11 @@ def _bounds(module, dep: Dependence, loop: MOp, banded: bool) -> list[Diagnostic
     if not found:
         return []
     said = "; ".join(f"its {what} {name} depends on {_pids(axes)}" for what, (name, axes) in found.items())
+    said += f"; it is no split of the loop over the grid: {why}" if why else ""
     return [Diagnostic(
         f"'scf.for' runs over a range that moves with the program id, which the graph does not represent: {said}; "
         "the graph's loop would run over the whole extent for every program", module.source.span(loop.head),
         hint="a loop imports with bounds that are the same for every program, or, under a causal or sliding-window "
-             "mask of the query tile program_id(0), bounds the mask's band is checked against; split-KV's "
-             "range(split * SPLIT_LEN, ...) is not imported (docs/ttgir-import.md, section 2, \"Program ids\")")]
+             "mask of the query tile program_id(0), bounds the mask's band is checked against, or a split of the "
+             "loop over the grid: range(pid * ARG, pid * ARG + ARG, STEP) with the stores at (pid * num_programs(B) + "
+             "program_id(B)) * ROW (split-KV; docs/ttgir-import.md, section 2, \"Program ids\")")]

@@ -1,0 +1,116 @@
+"""A grid axis of splits (`grid split = ARG`, twill/tir_grid.py): split-KV attention's key loop
+divided over the grid, each split's partial results in its own entry of the outputs.
+
+The graph is one split's loop. The emitted kernel runs `Problem::splits` splits of every batch
+entry: the CTAs' batch index `tile.b` runs over splits x batch, split s = tile.b / batch of batch
+entry tile.b % batch. So
+
+- every input and loaded tensor is read at batch entry `tile.b % args.batch` (then GQA's group,
+  batch_groups.py), its own [batch][rows][cols];
+- every output and store is written at entry `tile.b` of [splits * batch][rows][cols]: the
+  leading splits dimension of Triton's `O_PART[splits, B*H, N, D]`, whose rows (split * num_bh + bh)
+  * N are the same memory;
+- the loop runs `iters` iterations (ARG / kLoopStep: the Problem's loop_extent is ARG, one split's
+  elements) from iteration `split_first = s * iters` of the whole extent: every index along the loop
+  (the loads' rows, a position's or mask's key) is that plus the local iteration, as the causal
+  backward's `causal_first` is. The tensors along the loop are `splits * iters` tiles long.
+
+A split's last tile must be whole (`launch` refuses a loop_extent that is not a multiple of
+kLoopStep where splits > 1): TMA would read the next split's keys where it fills zeros at the end.
+A causal mask, a per-iteration tensor or a store along the loop with a split is refused (`why_not`).
+"""
+from __future__ import annotations
+
+# A role's locals, computed once per tile (role_lines): a division at each TMA load cost the load
+# warp's 24 registers a spill (batch_groups.py says the same of GQA's group), and here the consumers'
+# too (8 to 24 bytes on the H200's schedule until they were locals)
+FIRST = "twill_split_first + "  # the loop's first iteration of a tile's split, before a local one
+ENTRY = "twill_split_b"  # the batch entry an input is read at
+
+
+def why_not(model, causal_masks: bool) -> str:
+    """Why the graph's split cannot be emitted ("" where it can, or where it has none)."""
+    if not model.graph.split:
+        return ""
+    if causal_masks:
+        return "grid split: a causal loop's per-tile trip count with a split of the loop is not emitted"
+    for t in model.tensors:
+        if t.per_iteration:
+            return f"grid split: tensor {t.name} holds one tile per iteration, which a split of the loop does not place"
+        if t.kind in ("output", "store", "input") and "loop" in t.axes:
+            return (f"grid split: {t.kind} {t.name} runs along the loop and is read or written without TMA, which a "
+                    "split of the loop does not place")
+    return ""
+
+
+def first(model) -> str:
+    """The prefix of a local iteration that makes it an index along the loop's whole extent."""
+    return FIRST if model.graph.split else ""
+
+
+def reads_split(t) -> bool:
+    """Whether tensor t is read per batch entry (an input or load: tile.b % batch), not written per
+    split and batch entry (an output or store: tile.b)."""
+    return t.kind in ("input", "load")
+
+
+def batch_of(t, split: bool) -> str:
+    """The C++ expression of the batch entry tensor t's tile is at (before GQA's group)."""
+    return ENTRY if split and reads_split(t) else "tile.b"
+
+
+def role_lines(model) -> list[str]:
+    """Every role's locals of the split (see FIRST): its tile's first iteration and batch entry."""
+    if not model.graph.split:
+        return []
+    return [f"const int twill_split_first = split_first(args, tile);  // the split's first iteration (splits.py)",
+            "(void)twill_split_first;",
+            f"const int {ENTRY} = tile.b % args.batch;  // the batch entry the inputs are read at", f"(void){ENTRY};"]
+
+
+def args_lines(model) -> list[str]:
+    return (["int batch;  // batch entries of one split (tile.b: split * batch + entry, splits.py)"]
+            if model.graph.split else [])
+
+
+def device_lines(model) -> list[str]:
+    if not model.graph.split:
+        return []
+    return [
+        "// The first iteration of tile's split along the loop's whole extent: split tile.b / batch runs",
+        f"// iterations split * iters .. (split + 1) * iters - 1 (grid split = {model.graph.split}, splits.py).",
+        "__device__ __forceinline__ int split_first(const Args& args, const twill::TileIdx& tile) {",
+        "  return tile.b / args.batch * args.iters;",
+        "}",
+        "",
+    ]
+
+
+def problem_lines(model) -> list[str]:
+    if not model.graph.split:
+        return []
+    return [f"int splits = 1;  // splits of the loop (grid split = {model.graph.split}): loop_extent is one split's "
+            "elements, the outputs [splits * batch][rows][cols]"]
+
+
+def launch_lines(model) -> list[str]:
+    if not model.graph.split:
+        return []
+    return ["if (p.splits < 1 || (p.splits > 1 && loop_elements(p, kLoopStep) % kLoopStep != 0))",
+            "  return cudaErrorInvalidValue;  // a split's last tile would read the next split's first elements"]
+
+
+def copy_lines(model) -> list[str]:
+    if not model.graph.split:
+        return []
+    return ["args.batch = p.batch;", "args.tiles *= p.splits;  // the CTAs' batch index runs over splits x batch"]
+
+
+def scale_loop(model, extent: str) -> str:
+    """A tensor's extent along the loop: every split's elements."""
+    return f"{extent} * static_cast<uint64_t>(p.splits)" if model.graph.split else extent
+
+
+def scale_batch(model, t, batch: str) -> str:
+    """A tensor's batch extent: splits x batch for an output or store."""
+    return f"{batch} * static_cast<uint64_t>(p.splits)" if model.graph.split and not reads_split(t) else batch
