@@ -1655,12 +1655,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   int j = 1;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: s1[j], acc1_n[j - 1], m1_new[j], alpha1[j], p1[j], acc1_r[j], l1_new[j]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(acc1_n[0]);
-      twill::fence_frag(p1[0]);
-      twill::fence_frag(p1[1]);
-      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
-      if (j - 2 >= 0) sm.ring_vt.release_by_warp(tile.pos + j - 2);  // release vt[j - 2]
       twill::named_sync(1, 256);  // our turn on the tensor core
       sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
@@ -1675,6 +1669,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
+      twill::wgmma_wait<1>();  // the wgmmas before the last one are done
+      sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+      if (j - 2 >= 0) sm.ring_vt.release_by_warp(tile.pos + j - 2);  // release vt[j - 2]
       sm.ring_vt.wait_full(tile.pos + j - 1);  // vt[j - 1] has landed
       // acc1_n = mma p1, vt, acc1_r (iteration j - 1)
       {
@@ -1709,12 +1706,6 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::op_rowsum(l1_new[0], twill::presum(p1_sums[1]), l1_new[0], alpha1[0]);
     }
     {  // steady window J = j + 1: s1[j + 1], acc1_n[j], m1_new[j + 1], alpha1[j + 1], p1[j + 1], acc1_r[j + 1], l1_new[j + 1]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(acc1_n[0]);
-      twill::fence_frag(p1[0]);
-      twill::fence_frag(p1[1]);
-      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
-      sm.ring_vt.release_by_warp(tile.pos + j - 1);  // release vt[j - 1]
       twill::named_sync(1, 256);  // our turn on the tensor core
       sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
@@ -1729,6 +1720,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
+      twill::wgmma_wait<1>();  // the wgmmas before the last one are done
+      sm.ring_k.release_by_warp(tile.pos + j);  // release k[j]
+      sm.ring_vt.release_by_warp(tile.pos + j - 1);  // release vt[j - 1]
       sm.ring_vt.wait_full(tile.pos + j);  // vt[j] has landed
       // acc1_n = mma p1, vt, acc1_r (iteration j)
       {
@@ -1785,21 +1779,15 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
+        twill::named_arrive(2, 256);  // consumer0's turn
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
         sm.ring_vt.release_by_warp(tile.pos + n - 2);  // release vt[n - 2]
-        twill::named_arrive(2, 256);  // consumer0's turn
       }
       break;
     }
     case 1: {
       {  // steady window J = j: s1[j], acc1_n[j - 1], m1_new[j], alpha1[j], p1[j], acc1_r[j], l1_new[j]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(acc1_n[0]);
-        twill::fence_frag(p1[0]);
-        twill::fence_frag(p1[1]);
-        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
-        if (j - 2 >= 0) sm.ring_vt.release_by_warp(tile.pos + j - 2);  // release vt[j - 2]
         twill::named_sync(1, 256);  // our turn on the tensor core
         sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
@@ -1814,6 +1802,9 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
+        twill::wgmma_wait<1>();  // the wgmmas before the last one are done
+        sm.ring_k.release_by_warp(tile.pos + j - 1);  // release k[j - 1]
+        if (j - 2 >= 0) sm.ring_vt.release_by_warp(tile.pos + j - 2);  // release vt[j - 2]
         sm.ring_vt.wait_full(tile.pos + j - 1);  // vt[j - 1] has landed
         // acc1_n = mma p1, vt, acc1_r (iteration j - 1)
         {
@@ -1867,10 +1858,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
+        twill::named_arrive(2, 256);  // consumer0's turn
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
         sm.ring_vt.release_by_warp(tile.pos + n - 2);  // release vt[n - 2]
-        twill::named_arrive(2, 256);  // consumer0's turn
       }
       break;
     }

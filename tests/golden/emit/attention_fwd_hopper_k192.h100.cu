@@ -1560,10 +1560,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
+        twill::named_arrive(1, 256);  // consumer0's turn
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
         sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
-        twill::named_arrive(1, 256);  // consumer0's turn
       }
       break;
     }
@@ -1635,10 +1635,10 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
+        twill::named_arrive(1, 256);  // consumer0's turn
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
         sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
-        twill::named_arrive(1, 256);  // consumer0's turn
       }
       break;
     }

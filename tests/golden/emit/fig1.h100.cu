@@ -966,10 +966,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   int j = 1;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: S[j], P[j], O[j - 1]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(P[0]);
-      twill::fence_frag(P[1]);
-      twill::fence_frag(O[0]);
       // S = mma q, k (iteration j)
       {
         twill::fence_frag(S[0]);
@@ -982,6 +978,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
+      twill::wgmma_wait<1>();  // no wgmma still uses the registers P overwrites
+      twill::fence_frag(S[0]);
+      twill::fence_frag(P[0]);
+      twill::fence_frag(P[1]);
+      twill::fence_frag(O[0]);
       twill::wgmma_wait<0>();  // S[j] is complete
       twill::fence_frag(S[0]);
       // P = exp2 S (iteration j)
@@ -1001,10 +1002,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       }
     }
     {  // steady window J = j + 1: S[j + 1], P[j + 1], O[j]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(P[0]);
-      twill::fence_frag(P[1]);
-      twill::fence_frag(O[0]);
       // S = mma q, k (iteration j + 1)
       {
         twill::fence_frag(S[0]);
@@ -1017,6 +1014,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         }
         twill::wgmma_commit();
       }
+      twill::wgmma_wait<1>();  // no wgmma still uses the registers P overwrites
+      twill::fence_frag(S[0]);
+      twill::fence_frag(P[0]);
+      twill::fence_frag(P[1]);
+      twill::fence_frag(O[0]);
       twill::wgmma_wait<0>();  // S[j + 1] is complete
       twill::fence_frag(S[0]);
       // P = exp2 S (iteration j + 1)
@@ -1058,10 +1060,6 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     }
     case 1: {
       {  // steady window J = j: S[j], P[j], O[j - 1]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(P[0]);
-        twill::fence_frag(P[1]);
-        twill::fence_frag(O[0]);
         // S = mma q, k (iteration j)
         {
           twill::fence_frag(S[0]);
@@ -1074,6 +1072,11 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           }
           twill::wgmma_commit();
         }
+        twill::wgmma_wait<1>();  // no wgmma still uses the registers P overwrites
+        twill::fence_frag(S[0]);
+        twill::fence_frag(P[0]);
+        twill::fence_frag(P[1]);
+        twill::fence_frag(O[0]);
         twill::wgmma_wait<0>();  // S[j] is complete
         twill::fence_frag(S[0]);
         // P = exp2 S (iteration j)

@@ -1054,10 +1054,10 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
         }
         twill::wgmma_commit();
       }
+      twill::named_arrive(2, 256);  // mma1's turn
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       if (j - 1 >= 0) sm.ring_a0.release_by_warp(tile.pos + j - 1);  // release a0[j - 1]
       if (j - 1 >= 0) sm.ring_b.release_by_warp(tile.pos + j - 1);  // release b[j - 1]
-      twill::named_arrive(2, 256);  // mma1's turn
     }
   }
   if (tile.last) twill::named_sync(1, 256);  // ping-pong: absorb mma1's last hand-over
@@ -1102,10 +1102,10 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
         }
         twill::wgmma_commit();
       }
+      twill::named_arrive(1, 256);  // mma0's turn
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       if (j - 1 >= 0) sm.ring_a1.release_by_warp(tile.pos + j - 1);  // release a1[j - 1]
       if (j - 1 >= 0) sm.ring_b.release_by_warp(tile.pos + j - 1);  // release b[j - 1]
-      twill::named_arrive(1, 256);  // mma0's turn
     }
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
