@@ -63,3 +63,25 @@ def test_every_corpus_dump_solves_emits_and_compiles_clean(path, tmp_path):
     spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
     assert spills <= {0}, err[-2000:]
     assert "C7515" not in err and "serialized" not in err, err[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+def test_dq_issues_its_next_wgmma_while_the_last_is_in_flight():
+    """The dQ kernel's dQ wgmma reads dS from registers (its A operand), which the next window
+    overwrites. The wait for it comes at that write, not at the window's start: each consumer's
+    steady window issues its first wgmma with the last window's dQ still in flight
+    (docs/emit-cuda.md)."""
+    machine = load_machine("h100")
+    graph, _ = load_ttgir(DATA / "corpus" / "prepipe" / "attn_bwd_dq_sm90.ttgir", split_rows="auto")  # as bench/triton_bench.py imports it
+    text = _emit_cuda(solve(graph, machine, SolveOptions()), machine)
+    roles = {part.split("(")[0]: part for part in text.split("void role_")[1:] if part.startswith("consumer")}
+    assert sorted(roles) == ["consumer0", "consumer1"]
+    for name, body in roles.items():
+        steady = body.split("// ---- steady state")[1].split("// ---- epilogue")[0]
+        assert "the wgmmas of earlier windows" not in steady, name
+        window = steady.split("steady window", 1)[1]
+        commit = window.index("twill::wgmma_commit();")
+        wait = window.index("twill::wgmma_wait<")
+        if name == "consumer0":  # its window starts with S(j), dQ(j - 1) of the last window in flight
+            assert commit < wait, window[:wait + 200]

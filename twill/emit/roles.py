@@ -257,9 +257,11 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         self.waited = None
         self.issued: list = []  # (value, instance) of this window's wgmma groups, in commit order
         self.complete: set = set()
+        self.older_retired = False  # every wgmma group of the earlier windows is complete
         if w.key in self.prog.start_wait:
             out("twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads")
             self.waited = 0
+            self.older_retired = True
             self._fence_async_results(out, boundary=True)
         for item in self.prog.releases_at_start.get(w.key, []):
             self._release(out, w, item)
@@ -285,12 +287,12 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             self._load(out, w, name, it)
         else:
             self._compute(out, w, pos, name, it)
-        for item in self.prog.releases_after.get((w.key, pos), []):
-            self._release(out, w, item)
-        if end:
+        if end:  # the turn ends before a release's wait for older wgmmas: the next role issues meanwhile
             roles = self.p.pingpong
             nxt = roles[(roles.index(self.role.name) + 1) % len(roles)]
             out(f"twill::named_arrive({r.bars['turn:' + nxt]}, {self.turn_threads(nxt)});  // {nxt}'s turn")
+        for item in self.prog.releases_after.get((w.key, pos), []):
+            self._release(out, w, item)
 
     def turn_threads(self, role: str) -> int:
         """Threads meeting at `role`'s turn barrier: its own, and those of the role before it."""
@@ -316,6 +318,8 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         op = m.ops[name]
         stage = m.stage(name)
         k = self.prog.hazards.get((w.key, pos))
+        if (w.key, pos) in self.prog.older_hazards and self.older_retired:
+            k = None  # the earlier windows' wgmmas are retired already
         if k is not None and (self.waited is None or self.waited > k):
             out(f"twill::wgmma_wait<{k}>();  // no wgmma still uses the registers {name} overwrites")
             self._retire(k)

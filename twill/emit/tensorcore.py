@@ -135,5 +135,7 @@ class TensorCoreSync:
     def _retire(self, k: int) -> None:
         """After wgmma_wait<k>: all but the newest k groups of this window are complete."""
         self.waited = k
+        if k <= len(self.issued):  # the newest k groups are this window's: the older ones are done
+            self.older_retired = True
         for g in self.issued[:max(0, len(self.issued) - k)]:
             self.complete.add(g)

@@ -45,6 +45,7 @@ class Waits:
         before each write over a buffer an async op still reads or writes."""
         m, role = self.model, prog.role
         asyncs = self._async_results(role)
+        cross, same = set(), set()  # hazards of an earlier window's wgmma, and of this window's
         for k in range(1, self.S + self.U + 2):
             seq = self.sequence(role, k)
             window = self._window_index(seq)
@@ -67,13 +68,23 @@ class Waits:
                     prog.waits[site] = min(prog.waits.get(site, commits), commits, 7)
                 # Write after an async access: a wgmma still reading (A from registers) or writing
                 # the buffer this op is about to overwrite must be retired first.
+                # Where that wgmma is an earlier window's that reads the buffer as its A operand,
+                # the wait comes at the write, not at the window's start: it leaves in flight the
+                # groups this window committed before (every earlier window's group is older), and
+                # the wgmmas this window issues first need not wait for it. (An accumulator of an
+                # earlier window's wgmma, written or read, is still retired at the window's start:
+                # waited later, ptxas serialized the FA3 forward's wgmmas, C7514.)
                 hazard = self._last_async_access(seq, i, asyncs)
                 if hazard is not None:
-                    if window[hazard] < window[i]:
+                    if window[hazard] < window[i] and seq[hazard][2] == self.storage(op):
                         prog.start_wait.add(key)
                         continue
-                    commits = sum(1 for _, _, o, _ in seq[hazard + 1:i] if o in asyncs)
+                    older = window[hazard] < window[i]
+                    (cross if older else same).add((key, pos))
+                    first = window.index(window[i]) if older else hazard + 1
+                    commits = sum(1 for _, _, o, _ in seq[first:i] if o in asyncs)
                     prog.hazards[(key, pos)] = min(prog.hazards.get((key, pos), commits), commits, 7)
+        prog.older_hazards.update(cross - same)
 
     def _ring_releases(self, prog: RoleProgram) -> None:
         """Where `_waits_and_releases` frees the ring slots this role reads."""

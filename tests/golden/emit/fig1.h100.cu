@@ -438,8 +438,8 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 //
 // The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
 // loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
-// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
-// integer instructions next to the wgmma.
+// registers each for the whole loop and, in a tight budget, spill. A wgmma chain takes its tile's
+// descriptor once (desc_tile) and each wgmma adds its constant offset to it: one integer add.
 template <int SW>
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   static_assert(SW == 128 || SW == 64 || SW == 32, "wgmma reads tiles of 32-, 64- or 128-byte swizzle");
@@ -449,20 +449,31 @@ __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint3
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (layout << 62);
 }
 
-// K-major tile [ROWS x COLS] (a, or b stored N x K): rows r0.., the 16 columns from k0.
-template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ uint64_t desc_kmajor(const void* tile, int r0, int k0) {
+// The descriptor of a whole tile, K-major or MN-major (see below).
+template <typename T, int ROWS, int COLS, bool KMAJOR>
+__device__ __forceinline__ uint64_t desc_tile(const void* tile) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T);
-  return gmma_desc<L::kSw>(a, 16, 8 * L::kSw);
+  return gmma_desc<L::kSw>(smem_addr(tile), KMAJOR ? 16 : ROWS * L::kSw, 8 * L::kSw);
 }
 
-// MN-major tile [ROWS = K x COLS = N] (b stored K x N): the 16 rows from k0, columns n0.. .
+// A tile's descriptor `bytes` further: the address field (bits 0-13, the address / 16) plus
+// bytes / 16. Inside shared memory (below 256 KB) the field does not carry into the next.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + (bytes >> 4));
+}
+
+// K-major tile [ROWS x COLS] (a, or b stored N x K) of descriptor d: rows r0.., the 16 columns from k0.
 template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int k0, int n0) {
+__device__ __forceinline__ uint64_t desc_kmajor(uint64_t d, int r0, int k0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw;
-  return gmma_desc<L::kSw>(a, ROWS * L::kSw, 8 * L::kSw);
+  return desc_plus(d, (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T));
+}
+
+// MN-major tile [ROWS = K x COLS = N] (b stored K x N) of descriptor d: the 16 rows from k0, columns n0.. .
+template <typename T, int ROWS, int COLS>
+__device__ __forceinline__ uint64_t desc_mnmajor(uint64_t d, int k0, int n0) {
+  using L = Tile<T, ROWS, COLS>;
+  return desc_plus(d, (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -946,13 +957,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   {  // prologue window 0 (J = 0): S[0], P[0]
     // S = mma q, k (iteration 0)
     {
+      const uint64_t S_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q[ib]);
+      const uint64_t S_db = twill::desc_tile<__half, 64, 64, true>(sm.in_k[ib]);
       twill::fence_frag(S[0]);
       twill::wgmma_fence();
       #pragma unroll
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n64k16_ss_f16<0, 0>(S[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.in_k[ib], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n64k16_ss_f16<0, 0>(S[0].x[mb], twill::desc_kmajor<__half, 64, 64>(S_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(S_db, 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -966,28 +979,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   int j = 1;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: S[j], P[j], O[j - 1]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(P[0]);
-      twill::fence_frag(P[1]);
-      twill::fence_frag(O[0]);
       // S = mma q, k (iteration j)
       {
+        const uint64_t S_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q[ib]);
+        const uint64_t S_db = twill::desc_tile<__half, 64, 64, true>(sm.in_k[ib]);
         twill::fence_frag(S[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(S[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.in_k[ib], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n64k16_ss_f16<0, 0>(S[0].x[mb], twill::desc_kmajor<__half, 64, 64>(S_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(S_db, 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
+      twill::wgmma_wait<1>();  // no wgmma still uses the registers P overwrites
+      twill::fence_frag(S[0]);
+      twill::fence_frag(P[0]);
+      twill::fence_frag(P[1]);
+      twill::fence_frag(O[0]);
       twill::wgmma_wait<0>();  // S[j] is complete
       twill::fence_frag(S[0]);
       // P = exp2 S (iteration j)
       twill::op_exp2(P[1], S[0], args.exp2_scale);
       // O = mma P, v, o (iteration j - 1)
       {
+        const uint64_t O_db = twill::desc_tile<__half, 64, 64, false>(sm.in_v[ib]);
         twill::fence_frag(O[0]);
         twill::fence_frag(P[0]);
         twill::wgmma_fence();
@@ -995,34 +1012,38 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_rs_f16<1>(O[0].x[mb], &P[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(sm.in_v[ib], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_rs_f16<1>(O[0].x[mb], &P[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(O_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
     }
     {  // steady window J = j + 1: S[j + 1], P[j + 1], O[j]
-      twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-      twill::fence_frag(P[0]);
-      twill::fence_frag(P[1]);
-      twill::fence_frag(O[0]);
       // S = mma q, k (iteration j + 1)
       {
+        const uint64_t S_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q[ib]);
+        const uint64_t S_db = twill::desc_tile<__half, 64, 64, true>(sm.in_k[ib]);
         twill::fence_frag(S[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 0>(S[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.in_k[ib], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n64k16_ss_f16<0, 0>(S[0].x[mb], twill::desc_kmajor<__half, 64, 64>(S_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(S_db, 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
+      twill::wgmma_wait<1>();  // no wgmma still uses the registers P overwrites
+      twill::fence_frag(S[0]);
+      twill::fence_frag(P[0]);
+      twill::fence_frag(P[1]);
+      twill::fence_frag(O[0]);
       twill::wgmma_wait<0>();  // S[j + 1] is complete
       twill::fence_frag(S[0]);
       // P = exp2 S (iteration j + 1)
       twill::op_exp2(P[0], S[0], args.exp2_scale);
       // O = mma P, v, o (iteration j)
       {
+        const uint64_t O_db = twill::desc_tile<__half, 64, 64, false>(sm.in_v[ib]);
         twill::fence_frag(O[0]);
         twill::fence_frag(P[1]);
         twill::wgmma_fence();
@@ -1030,7 +1051,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n64k16_rs_f16<1>(O[0].x[mb], &P[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(sm.in_v[ib], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_rs_f16<1>(O[0].x[mb], &P[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(O_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1042,6 +1063,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): O[n - 1]
         // O = mma P, v, o (iteration n - 1)
         {
+          const uint64_t O_db = twill::desc_tile<__half, 64, 64, false>(sm.in_v[ib]);
           twill::fence_frag(O[0]);
           twill::fence_frag(P[0]);
           twill::wgmma_fence();
@@ -1049,7 +1071,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_rs_f16<1>(O[0].x[mb], &P[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(sm.in_v[ib], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_rs_f16<1>(O[0].x[mb], &P[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(O_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1058,28 +1080,32 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     }
     case 1: {
       {  // steady window J = j: S[j], P[j], O[j - 1]
-        twill::wgmma_wait<0>();  // the wgmmas of earlier windows whose results this window reads
-        twill::fence_frag(P[0]);
-        twill::fence_frag(P[1]);
-        twill::fence_frag(O[0]);
         // S = mma q, k (iteration j)
         {
+          const uint64_t S_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q[ib]);
+          const uint64_t S_db = twill::desc_tile<__half, 64, 64, true>(sm.in_k[ib]);
           twill::fence_frag(S[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 0>(S[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(sm.in_k[ib], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n64k16_ss_f16<0, 0>(S[0].x[mb], twill::desc_kmajor<__half, 64, 64>(S_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 64, 64>(S_db, 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
+        twill::wgmma_wait<1>();  // no wgmma still uses the registers P overwrites
+        twill::fence_frag(S[0]);
+        twill::fence_frag(P[0]);
+        twill::fence_frag(P[1]);
+        twill::fence_frag(O[0]);
         twill::wgmma_wait<0>();  // S[j] is complete
         twill::fence_frag(S[0]);
         // P = exp2 S (iteration j)
         twill::op_exp2(P[1], S[0], args.exp2_scale);
         // O = mma P, v, o (iteration j - 1)
         {
+          const uint64_t O_db = twill::desc_tile<__half, 64, 64, false>(sm.in_v[ib]);
           twill::fence_frag(O[0]);
           twill::fence_frag(P[0]);
           twill::wgmma_fence();
@@ -1087,7 +1113,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_rs_f16<1>(O[0].x[mb], &P[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(sm.in_v[ib], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_rs_f16<1>(O[0].x[mb], &P[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(O_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1096,6 +1122,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {  // epilogue window 0 (J = n): O[n - 1]
         // O = mma P, v, o (iteration n - 1)
         {
+          const uint64_t O_db = twill::desc_tile<__half, 64, 64, false>(sm.in_v[ib]);
           twill::fence_frag(O[0]);
           twill::fence_frag(P[1]);
           twill::wgmma_fence();
@@ -1103,7 +1130,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n64k16_rs_f16<1>(O[0].x[mb], &P[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(sm.in_v[ib], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_rs_f16<1>(O[0].x[mb], &P[1].x[mb][4 * kk], twill::desc_mnmajor<__half, 64, 64>(O_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }

@@ -440,8 +440,8 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 //
 // The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
 // loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
-// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
-// integer instructions next to the wgmma.
+// registers each for the whole loop and, in a tight budget, spill. A wgmma chain takes its tile's
+// descriptor once (desc_tile) and each wgmma adds its constant offset to it: one integer add.
 template <int SW>
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   static_assert(SW == 128 || SW == 64 || SW == 32, "wgmma reads tiles of 32-, 64- or 128-byte swizzle");
@@ -451,20 +451,31 @@ __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint3
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (layout << 62);
 }
 
-// K-major tile [ROWS x COLS] (a, or b stored N x K): rows r0.., the 16 columns from k0.
-template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ uint64_t desc_kmajor(const void* tile, int r0, int k0) {
+// The descriptor of a whole tile, K-major or MN-major (see below).
+template <typename T, int ROWS, int COLS, bool KMAJOR>
+__device__ __forceinline__ uint64_t desc_tile(const void* tile) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T);
-  return gmma_desc<L::kSw>(a, 16, 8 * L::kSw);
+  return gmma_desc<L::kSw>(smem_addr(tile), KMAJOR ? 16 : ROWS * L::kSw, 8 * L::kSw);
 }
 
-// MN-major tile [ROWS = K x COLS = N] (b stored K x N): the 16 rows from k0, columns n0.. .
+// A tile's descriptor `bytes` further: the address field (bits 0-13, the address / 16) plus
+// bytes / 16. Inside shared memory (below 256 KB) the field does not carry into the next.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + (bytes >> 4));
+}
+
+// K-major tile [ROWS x COLS] (a, or b stored N x K) of descriptor d: rows r0.., the 16 columns from k0.
 template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int k0, int n0) {
+__device__ __forceinline__ uint64_t desc_kmajor(uint64_t d, int r0, int k0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw;
-  return gmma_desc<L::kSw>(a, ROWS * L::kSw, 8 * L::kSw);
+  return desc_plus(d, (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T));
+}
+
+// MN-major tile [ROWS = K x COLS = N] (b stored K x N) of descriptor d: the 16 rows from k0, columns n0.. .
+template <typename T, int ROWS, int COLS>
+__device__ __forceinline__ uint64_t desc_mnmajor(uint64_t d, int k0, int n0) {
+  using L = Tile<T, ROWS, COLS>;
+  return desc_plus(d, (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -1044,20 +1055,22 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
       sm.ring_b.wait_full(tile.pos + j);  // b[j] has landed
       // acc0_n = mma a0, b, acc0 (iteration j)
       {
+        const uint64_t acc0_n_da = twill::desc_tile<__half, 64, 64, true>(sm.ld_a0[(tile.pos + j) % 4]);
+        const uint64_t acc0_n_db = twill::desc_tile<__half, 64, 256, false>(sm.ld_b[(tile.pos + j) % 4]);
         twill::fence_frag(acc0_n[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n256k16_ss_f16<0, 1>(acc0_n[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.ld_a0[(tile.pos + j) % 4], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 256>(sm.ld_b[(tile.pos + j) % 4], 16 * kk, 0), 1);
+            twill::wgmma_m64n256k16_ss_f16<0, 1>(acc0_n[0].x[mb], twill::desc_kmajor<__half, 64, 64>(acc0_n_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 256>(acc0_n_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
+      twill::named_arrive(2, 256);  // mma1's turn
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       if (j - 1 >= 0) sm.ring_a0.release_by_warp(tile.pos + j - 1);  // release a0[j - 1]
       if (j - 1 >= 0) sm.ring_b.release_by_warp(tile.pos + j - 1);  // release b[j - 1]
-      twill::named_arrive(2, 256);  // mma1's turn
     }
   }
   if (tile.last) twill::named_sync(1, 256);  // ping-pong: absorb mma1's last hand-over
@@ -1092,20 +1105,22 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
       sm.ring_b.wait_full(tile.pos + j);  // b[j] has landed
       // acc1_n = mma a1, b, acc1 (iteration j)
       {
+        const uint64_t acc1_n_da = twill::desc_tile<__half, 64, 64, true>(sm.ld_a1[(tile.pos + j) % 4]);
+        const uint64_t acc1_n_db = twill::desc_tile<__half, 64, 256, false>(sm.ld_b[(tile.pos + j) % 4]);
         twill::fence_frag(acc1_n[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n256k16_ss_f16<0, 1>(acc1_n[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.ld_a1[(tile.pos + j) % 4], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 256>(sm.ld_b[(tile.pos + j) % 4], 16 * kk, 0), 1);
+            twill::wgmma_m64n256k16_ss_f16<0, 1>(acc1_n[0].x[mb], twill::desc_kmajor<__half, 64, 64>(acc1_n_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 64, 256>(acc1_n_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
+      twill::named_arrive(1, 256);  // mma0's turn
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       if (j - 1 >= 0) sm.ring_a1.release_by_warp(tile.pos + j - 1);  // release a1[j - 1]
       if (j - 1 >= 0) sm.ring_b.release_by_warp(tile.pos + j - 1);  // release b[j - 1]
-      twill::named_arrive(1, 256);  // mma0's turn
     }
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----

@@ -442,8 +442,8 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 //
 // The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
 // loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
-// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
-// integer instructions next to the wgmma.
+// registers each for the whole loop and, in a tight budget, spill. A wgmma chain takes its tile's
+// descriptor once (desc_tile) and each wgmma adds its constant offset to it: one integer add.
 template <int SW>
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   static_assert(SW == 128 || SW == 64 || SW == 32, "wgmma reads tiles of 32-, 64- or 128-byte swizzle");
@@ -453,20 +453,31 @@ __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint3
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (layout << 62);
 }
 
-// K-major tile [ROWS x COLS] (a, or b stored N x K): rows r0.., the 16 columns from k0.
-template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ uint64_t desc_kmajor(const void* tile, int r0, int k0) {
+// The descriptor of a whole tile, K-major or MN-major (see below).
+template <typename T, int ROWS, int COLS, bool KMAJOR>
+__device__ __forceinline__ uint64_t desc_tile(const void* tile) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T);
-  return gmma_desc<L::kSw>(a, 16, 8 * L::kSw);
+  return gmma_desc<L::kSw>(smem_addr(tile), KMAJOR ? 16 : ROWS * L::kSw, 8 * L::kSw);
 }
 
-// MN-major tile [ROWS = K x COLS = N] (b stored K x N): the 16 rows from k0, columns n0.. .
+// A tile's descriptor `bytes` further: the address field (bits 0-13, the address / 16) plus
+// bytes / 16. Inside shared memory (below 256 KB) the field does not carry into the next.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + (bytes >> 4));
+}
+
+// K-major tile [ROWS x COLS] (a, or b stored N x K) of descriptor d: rows r0.., the 16 columns from k0.
 template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int k0, int n0) {
+__device__ __forceinline__ uint64_t desc_kmajor(uint64_t d, int r0, int k0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw;
-  return gmma_desc<L::kSw>(a, ROWS * L::kSw, 8 * L::kSw);
+  return desc_plus(d, (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T));
+}
+
+// MN-major tile [ROWS = K x COLS = N] (b stored K x N) of descriptor d: the 16 rows from k0, columns n0.. .
+template <typename T, int ROWS, int COLS>
+__device__ __forceinline__ uint64_t desc_mnmajor(uint64_t d, int k0, int n0) {
+  using L = Tile<T, ROWS, COLS>;
+  return desc_plus(d, (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -1384,13 +1395,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s0 = mma q0, k (iteration 0)
     {
+      const uint64_t s0_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q0[ib]);
+      const uint64_t s0_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_k[0]);
       twill::fence_frag(s0[0]);
       twill::wgmma_fence();
       #pragma unroll
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(s0_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(s0_db, 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1412,13 +1425,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // s1 takes the registers of s0, which no longer needs them
     // s1 = mma q1, k (iteration 0)
     {
+      const uint64_t s1_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q1[ib]);
+      const uint64_t s1_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_k[0]);
       twill::fence_frag(s0[0]);
       twill::wgmma_fence();
       #pragma unroll
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(s1_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(s1_db, 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1441,13 +1456,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     sm.ring_k.wait_full(tile.pos + 1);  // k[1] has landed
     // s0 = mma q0, k (iteration 1)
     {
+      const uint64_t s0_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q0[ib]);
+      const uint64_t s0_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_k[0]);
       twill::fence_frag(s0[0]);
       twill::wgmma_fence();
       #pragma unroll
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(s0_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(s0_db, 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1472,13 +1489,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // s1 takes the registers of s0, which no longer needs them
     // s1 = mma q1, k (iteration 1)
     {
+      const uint64_t s1_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q1[ib]);
+      const uint64_t s1_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_k[0]);
       twill::fence_frag(s0[0]);
       twill::wgmma_fence();
       #pragma unroll
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(s1_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(s1_db, 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1494,13 +1513,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     sm.ring_v.wait_full(tile.pos);  // v[0] has landed
     // acc_new0 = mma p0, v, acc_rescale0 (iteration 0)
     {
+      const uint64_t acc_new0_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p0[(tile.pos) % 2]);
+      const uint64_t acc_new0_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos) % 3]);
       twill::fence_frag(acc_new0[0]);
       twill::wgmma_fence();
       #pragma unroll
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos) % 3], 16 * kk, 0), 1);
+          twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new0_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new0_db, 16 * kk, 0), 1);
       }
       twill::wgmma_commit();
     }
@@ -1535,13 +1556,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
+        const uint64_t s0_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q0[ib]);
+        const uint64_t s0_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_k[0]);
         twill::fence_frag(s0[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(s0_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(s0_db, 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1557,13 +1580,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
       // acc_new1 = mma p1, v, acc_rescale1 (iteration j - 2)
       {
+        const uint64_t acc_new1_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p1[(tile.pos + j - 2) % 2]);
+        const uint64_t acc_new1_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + j - 2) % 3]);
         twill::fence_frag(acc_new1[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + j - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j - 2) % 3], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new1_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new1_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1580,13 +1605,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // s1 takes the registers of s0, which no longer needs them
       // s1 = mma q1, k (iteration j)
       {
+        const uint64_t s1_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q1[ib]);
+        const uint64_t s1_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_k[0]);
         twill::fence_frag(s0[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(s1_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(s1_db, 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1602,13 +1629,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new0 = mma p0, v, acc_rescale0 (iteration j - 1)
       {
+        const uint64_t acc_new0_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p0[(tile.pos + j - 1) % 2]);
+        const uint64_t acc_new0_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + j - 1) % 3]);
         twill::fence_frag(acc_new0[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos + j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j - 1) % 3], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new0_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new0_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1638,13 +1667,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
+        const uint64_t s0_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q0[ib]);
+        const uint64_t s0_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_k[0]);
         twill::fence_frag(s0[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(s0_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(s0_db, 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1661,13 +1692,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new1 = mma p1, v, acc_rescale1 (iteration j - 1)
       {
+        const uint64_t acc_new1_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p1[(tile.pos + j - 1) % 2]);
+        const uint64_t acc_new1_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + j - 1) % 3]);
         twill::fence_frag(acc_new1[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j - 1) % 3], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new1_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new1_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1685,13 +1718,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // s1 takes the registers of s0, which no longer needs them
       // s1 = mma q1, k (iteration j + 1)
       {
+        const uint64_t s1_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q1[ib]);
+        const uint64_t s1_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_k[0]);
         twill::fence_frag(s0[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(s1_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(s1_db, 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1708,13 +1743,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc_new0 = mma p0, v, acc_rescale0 (iteration j)
       {
+        const uint64_t acc_new0_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p0[(tile.pos + j) % 2]);
+        const uint64_t acc_new0_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + j) % 3]);
         twill::fence_frag(acc_new0[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos + j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j) % 3], 16 * kk, 0), 1);
+            twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new0_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new0_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1753,13 +1790,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration n - 2)
         {
+          const uint64_t acc_new1_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p1[(tile.pos + n - 2) % 2]);
+          const uint64_t acc_new1_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + n - 2) % 3]);
           twill::fence_frag(acc_new1[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + n - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 2) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new1_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new1_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1772,13 +1811,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new0 = mma p0, v, acc_rescale0 (iteration n - 1)
         {
+          const uint64_t acc_new0_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p0[(tile.pos + n - 1) % 2]);
+          const uint64_t acc_new0_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + n - 1) % 3]);
           twill::fence_frag(acc_new0[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos + n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new0_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new0_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1795,13 +1836,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration n - 1)
         {
+          const uint64_t acc_new1_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p1[(tile.pos + n - 1) % 2]);
+          const uint64_t acc_new1_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + n - 1) % 3]);
           twill::fence_frag(acc_new1[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new1_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new1_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1824,13 +1867,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
+          const uint64_t s0_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q0[ib]);
+          const uint64_t s0_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_k[0]);
           twill::fence_frag(s0[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(s0_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(s0_db, 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
@@ -1847,13 +1892,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + j - 2);  // v[j - 2] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration j - 2)
         {
+          const uint64_t acc_new1_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p1[(tile.pos + j - 2) % 2]);
+          const uint64_t acc_new1_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + j - 2) % 3]);
           twill::fence_frag(acc_new1[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + j - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j - 2) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new1_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new1_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1871,13 +1918,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // s1 takes the registers of s0, which no longer needs them
         // s1 = mma q1, k (iteration j)
         {
+          const uint64_t s1_da = twill::desc_tile<__half, 64, 64, true>(sm.in_q1[ib]);
+          const uint64_t s1_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_k[0]);
           twill::fence_frag(s0[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_k[0], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 64>(s1_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(s1_db, 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
@@ -1894,13 +1943,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_new0 = mma p0, v, acc_rescale0 (iteration j - 1)
         {
+          const uint64_t acc_new0_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p0[(tile.pos + j - 1) % 2]);
+          const uint64_t acc_new0_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + j - 1) % 3]);
           twill::fence_frag(acc_new0[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos + j - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + j - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new0_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new0_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1936,13 +1987,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + n - 2);  // v[n - 2] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration n - 2)
         {
+          const uint64_t acc_new1_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p1[(tile.pos + n - 2) % 2]);
+          const uint64_t acc_new1_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + n - 2) % 3]);
           twill::fence_frag(acc_new1[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + n - 2) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 2) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new1_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new1_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1955,13 +2008,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new0 = mma p0, v, acc_rescale0 (iteration n - 1)
         {
+          const uint64_t acc_new0_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p0[(tile.pos + n - 1) % 2]);
+          const uint64_t acc_new0_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + n - 1) % 3]);
           twill::fence_frag(acc_new0[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p0[(tile.pos + n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new0_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new0_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1978,13 +2033,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new1 = mma p1, v, acc_rescale1 (iteration n - 1)
         {
+          const uint64_t acc_new1_da = twill::desc_tile<__half, 64, 128, true>(sm.tile_p1[(tile.pos + n - 1) % 2]);
+          const uint64_t acc_new1_db = twill::desc_tile<__half, 128, 64, false>(sm.ld_v[(tile.pos + n - 1) % 3]);
           twill::fence_frag(acc_new1[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.tile_p1[(tile.pos + n - 1) % 2], 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(sm.ld_v[(tile.pos + n - 1) % 3], 16 * kk, 0), 1);
+              twill::wgmma_m64n64k16_ss_f16<0, 1>(acc_new1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(acc_new1_da, 0 + 64 * mb, 16 * kk), twill::desc_mnmajor<__half, 128, 64>(acc_new1_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
