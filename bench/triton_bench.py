@@ -310,11 +310,11 @@ def _twill(*args: str, timeout: float) -> subprocess.CompletedProcess:
 # its mma tiles on as many warpgroups as Triton's layout puts them on, and rings of streaming loads
 # 4 deep where the solver, emit-cuda and ptxas (no spills) accept it, else the machine's default
 # (TMA's latency is not in the machine model, whose default depth of 2 left the GEMMs waiting on
-# their loads; depth 3 made the causal forward slower than 2 at N <= 4096, so it is not tried). Not
-# `--grow-rows auto`: it wins 3-32% on GEMMs of two or more waves of tiles and loses up to 1.9x on
-# GEMMs of fewer tiles than SMs, as the held-out kernels' default sizes are (docs/ttgir-import.md);
-# `build --import-args "--split-rows auto --grow-rows auto"` builds that variant.
-IMPORT_ARGS = ("--split-rows", "auto")
+# their loads; depth 3 made the causal forward slower than 2 at N <= 4096, so it is not tried); a
+# plain GEMM's two row tiles at once, sharing B (`--grow-rows auto`: 3-8% faster from about a wave
+# of tiles up, and at fewer tiles the launch runs one tile per CTA, emit/halves.py;
+# docs/ttgir-import.md, "Growing").
+IMPORT_ARGS = ("--split-rows", "auto", "--grow-rows", "auto")
 DEPTHS = (4, 0)  # 0: the machine's streaming_depth
 
 

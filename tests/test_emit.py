@@ -78,6 +78,9 @@ FIXTURES = {
     # imported from Triton's TTGIR (tests/data/ttgir); tests/test_gpu.py runs them
     "triton_attn_fwd_tma_sm90.h100": ("sm_90a", 0),
     "triton_matmul_sm90.h100": ("sm_90a", 0),
+    # Triton's persistent GEMM imported with --grow-rows 2: two 128-row tiles sharing B, and a
+    # launch that runs the first alone per CTA where its tiles fit the SMs at once (halves.py)
+    "grown_gemm_persistent_sm90.h200": ("sm_90a", 0),
     "triton39_mm_acol.h100": ("sm_90a", 0),  # A column-major in memory (K x M): wgmma's transposed A
     "triton39_mm_bcol.h100": ("sm_90a", 0),  # B column-major (N x K): K-major B
     # 512 threads (128 registers at launch): its m64n256 wgmmas are issued as two m64n128 each
@@ -439,7 +442,8 @@ def test_gemm_keeps_one_wgmma_in_flight():
         assert "sm.ring_b.release_by_warp(tile.pos + j - 1)" in body  # the shared B tile: both halves release it
         assert f"acc{half}_n[0] = " not in body  # accumulates in place
         assert "wgmma_m64n256k16_ss_f16" in body
-    assert "sm.ring_b.init(1, 8);" in cu  # the 8 warps of two warpgroups release each B slot
+    # the 8 warps of two warpgroups release each B slot, 4 where the launch halves (halves.py)
+    assert "sm.ring_b.init(1, 8 - 4 * ((args.idle_parts >> 1) & 1));" in cu
     assert "__half ld_b[4][16384];" in cu  # the example's depth-4 ring
     # {output = f16}: C is written as f16 (as cuBLAS does), though accumulated in f32
     assert "__half* out_acc0;  // output acc0_n: f16" in cu and "float* out_acc" not in cu

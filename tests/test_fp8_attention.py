@@ -44,7 +44,8 @@ def test_p_is_an_fp8_register_tile_shuffled_into_the_a_fragment():
     assert "twill::Frag8<1, 128, __nv_fp8_e4m3> p0[" in text
     assert re.search(r"twill::frag8_to_a\(acc0_n_a8, p0\[\d\]\);", text)
     assert re.search(r"wgmma_m64n128k32_rs_f8e4m3\(acc0_n\[0\]\.x\[mb\], &acc0_n_a8\.x\[mb\]\[4 \* kk\], "
-                     r"twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>\(sm\.ld_vt", text)
+                     r"twill::desc_kmajor<__nv_fp8_e4m3, 128, 128>\(acc0_n_db, ", text)
+    assert re.search(r"acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>\(sm\.ld_vt", text)  # once per tile
     assert "op_exp2_sum(p0[" in text  # l sums the unrounded exponentials, as FA3 does
 
 

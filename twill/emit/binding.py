@@ -97,7 +97,7 @@ def _user_name(model, t) -> str:
     return t.value
 
 
-def _stack_dim(t) -> int | None:
+def stack_dim(t) -> int | None:
     """The dimension of `t` along the grid's M axis, where sub-tiles stack."""
     return next((d for d, _ in t.placed_dims() if t.axes[d] == "m"), None)
 
@@ -114,7 +114,7 @@ def _stacks(model, names) -> dict[str, tuple[str, int]]:
     cands: dict[tuple, list] = {}
     for name, t in names:
         found = PART.fullmatch(name)
-        if found and _stack_dim(t) is not None:
+        if found and stack_dim(t) is not None:
             key = (found[1], t.kind, t.dtype, t.tile, t.axes, t.per_iteration, t.rank)
             cands.setdefault(key, []).append((int(found[2]), t.name))
     out = {}
@@ -123,6 +123,11 @@ def _stacks(model, names) -> dict[str, tuple[str, int]]:
             out.update({t: (key[0], i) for i, t in members})
             taken.add(key[0])
     return out
+
+
+def stacked(model) -> dict[str, tuple[str, int]]:
+    """tensor name -> (stem, index) of the kernel's tensors that are parts of one user tensor."""
+    return _stacks(model, [(_user_name(model, t), t) for t in model.tensors])
 
 
 def _groups(model) -> list[tuple[str, list]]:
@@ -179,7 +184,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
         t = members[0]
         if t.dtype not in TORCH_DTYPE:
             raise EmitError(f"tensor {t.name}: no torch dtype for {t.dtype}, so no binding")
-        d = _stack_dim(t) if len(members) > 1 and t.col_stride == 1 else None
+        d = stack_dim(t) if len(members) > 1 and t.col_stride == 1 else None
         if len(members) > 1 and t.col_stride > 1:  # views of one tensor: each part reads all of it
             parts = tuple(Part(x.name, x.value) for x in members)
         elif d is None:

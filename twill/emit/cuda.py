@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import batch_groups, descale, epilogue, masks, partial, runtime, splits
+from . import batch_groups, descale, epilogue, halves, masks, partial, runtime, splits
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -49,6 +49,8 @@ class Renderer(Stores, Kernel):
                              | {model.op_role[v] for v in self.published})  # their functions take kTail
         # grid axis -> why its last tile may not be partial ("": it may; partial.py)
         self.partial = partial.plan(model, bool(self.causal.masks))
+        # role -> the row part it computes, where a launch may run the first part alone (halves.py)
+        self.parts = halves.role_parts(self)
 
     # -- the file --------------------------------------------------------------------------------
     def render(self) -> str:
@@ -271,6 +273,8 @@ class Renderer(Stores, Kernel):
                 out(f"int {t.name}_{label}_step, {t.name}_{label}_offset;  // placement of {t.value}'s tiles")
         out(*batch_groups.args_lines(self.m.tensors))
         out(*splits.args_lines(self.m))
+        if self.parts:
+            out("int idle_parts;  // bit i: row part i idles, a launch of the first part alone (halves.py)")
         if descale.has_scale(self.m):
             out(descale.ARGS_LINE)
         out.depth -= 1

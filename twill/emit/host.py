@@ -11,7 +11,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import batch_groups, descale, epilogue, partial, splits
+from . import batch_groups, descale, epilogue, halves, partial, splits
 from .model import DIM_LABELS, dtype_bytes, plain_box, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
@@ -46,6 +46,7 @@ def host_launcher(r) -> str:
     return fill("host.tpl", ns=r.ns, problem_fields=_problem_fields(r, every), loop_iters=loop_iters,
                 extent_check=extent_check, checks=_checks(r, every, maps), args=_args(r, every),
                 launch_args=", ".join([f"tm_{t.name}" for t in maps] + ["args"]), persistent_grid=_grid(r.m),
+                launch_head=halves.launch_head(r),
                 elements=[f"inline size_t elements_{t.name}(const Problem& p) {{ return static_cast<size_t>("
                           f"{' * '.join(_dims(m, t))}); }}" for t in every],
                 main=_main(r, r.ns, every)) + "\n"
@@ -69,7 +70,7 @@ def _problem_fields(r, every) -> list[str]:
     for t in every:
         for d, label in t.placed_dims():
             lines.append(f"int {t.name}_{label}_step = {t.tile[d]}, {t.name}_{label}_offset = 0;")
-    lines += batch_groups.problem_lines(every) + splits.problem_lines(r.m)
+    lines += batch_groups.problem_lines(every) + splits.problem_lines(r.m) + halves.problem_lines(r)
     return lines + ([descale.PROBLEM_LINE] if descale.has_scale(r.m) else [])
 
 
@@ -107,6 +108,7 @@ def _args(r, every) -> list[str]:
             lines.append(f"args.{t.name}_{label}_step = p.{t.name}_{label}_step;")
             lines.append(f"args.{t.name}_{label}_offset = p.{t.name}_{label}_offset;")
     lines += batch_groups.copy_lines(every) + splits.copy_lines(r.m)
+    lines += ["args.idle_parts = idle_parts;"] if r.parts else []
     return lines + (["args.out_scale = p.out_scale;"] if descale.has_scale(r.m) else [])
 
 

@@ -120,11 +120,16 @@ class Kernel:
             full = 1
         else:
             full = producer.threads
-        empty = 0
+        empty, idle = 0, []
         for r in chan.consumers:
             last = self.p.last_reader(r, chan.value)
             # one arrival per consumer warp (release_by_warp), or the mma's commit
-            empty += 1 if (m.target.mma_commit and m.ops[last.op].opcode == "mma") else m.role[r].threads // 32
+            arrivals = 1 if (m.target.mma_commit and m.ops[last.op].opcode == "mma") else m.role[r].threads // 32
+            empty += arrivals
+            if self.parts.get(r):  # a part that may idle arrives only while it does not (halves.py)
+                idle.append(f" - {arrivals} * ((args.idle_parts >> {self.parts[r]}) & 1)")
+        if idle and len(idle) < len(chan.consumers):
+            return full, f"{empty}{''.join(idle)}"
         return full, max(empty, 1)
 
     def role_call(self, role) -> str:

@@ -49,7 +49,7 @@ _CXX_WORDS = frozenset("""
 _DEVICE_WORDS = frozenset("""
     Args Maps Smem Problem F T INFINITY size_t uintptr_t uint32_t uint64_t int8_t int16_t int32_t int64_t
     threadIdx blockIdx blockDim gridDim warpSize
-    b batch c c0 cb dst exp2_scale out_scale f i ib inputs_free inputs_ready iters kk ld leader loop_tail m_extent mb n_extent nc r0
+    b batch c c0 cb dst exp2_scale out_scale f i ib idle_parts inputs_free inputs_ready iters kk ld leader loop_tail m_extent mb n_extent nc r0
     raster_group row0 rows_left t
     tile tile_at tiles tiles_m tiles_n tmem_base smem_raw std
 """.split())

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
-from . import batch_groups, prologue, splits
+from . import batch_groups, halves, prologue, splits
 from .after_loop import AfterLoop
 from .lines import Lines, ring_pos, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, plain_box, swizzle_bytes
@@ -63,6 +63,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         out.depth += 1
         out("(void)sm;", "(void)tm;", "(void)args;", "(void)tile;")
         out(*splits.role_lines(m))
+        out(*halves.role_lines(self.r, self.r.parts, role.name))
         out(*batch_groups.role_lines(m.tensors, set(role.ops), bool(m.graph.split)))
         if role.is_warpgroup:
             first = role.first_warp // 4
@@ -95,14 +96,15 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         # The turns alternate across the CTA's tiles as within one: the first turn of a tile is
         # given by the last hand-over of the tile before.
         if roles and self.role.name == roles[-1]:
-            out(f"if (tile.round == 0) twill::named_arrive({self.r.bars['turn:' + roles[0]]}, "
+            out(f"if (tile.round == 0{self._turning()}) twill::named_arrive({self.r.bars['turn:' + roles[0]]}, "
                 f"{self.turn_threads(roles[0])});  // ping-pong: {roles[0]} takes the first turn on the tensor core")
         self._program(out)
         if m.tile_copies > 1 and role.is_warpgroup:
             out(f"if (!tile.last) twill::named_arrive({self.r.bars['copies']}, {128 * m.tile_copies});  "
                 "// this tile's ring waits are done: the next tile's copy may wait (copies.py)")
         if roles and self.role.name == roles[0]:
-            out(f"if (tile.last) twill::named_sync({self.r.bars['turn:' + roles[0]]}, {self.turn_threads(roles[0])});  "
+            out(f"if (tile.last{self._turning()}) twill::named_sync({self.r.bars['turn:' + roles[0]]}, "
+                f"{self.turn_threads(roles[0])});  "
                 f"// ping-pong: absorb {roles[-1]}'s last hand-over")
         self._finalize(out)
         if self.r.reads_smem_inputs(self.role):
@@ -268,7 +270,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         if w.key in self.prog.turn_close:
             roles = self.p.pingpong
             nxt = roles[(roles.index(self.role.name) + 1) % len(roles)]
-            out(f"twill::named_arrive({self.r.bars['turn:' + nxt]}, {self.turn_threads(nxt)});  "
+            out(f"{self._turning(True)}twill::named_arrive({self.r.bars['turn:' + nxt]}, {self.turn_threads(nxt)});  "
                 f"// {nxt}'s turn (ours ended with the last window)")
         for pos, op in enumerate(w.ops):
             self._op(out, w, pos, op)
@@ -281,8 +283,8 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         it = w.inst(stage)
         begin, end = self.prog.turns.get((w.key, pos), (False, False))
         if begin:
-            out(f"twill::named_sync({r.bars['turn:' + self.role.name]}, {self.turn_threads(self.role.name)});  "
-                f"// our turn on the tensor core")
+            out(f"{self._turning(True)}twill::named_sync({r.bars['turn:' + self.role.name]}, "
+                f"{self.turn_threads(self.role.name)});  // our turn on the tensor core")
         if m.is_load(name):
             self._load(out, w, name, it)
         else:
@@ -290,9 +292,17 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         if end:  # the turn ends before a release's wait for older wgmmas: the next role issues meanwhile
             roles = self.p.pingpong
             nxt = roles[(roles.index(self.role.name) + 1) % len(roles)]
-            out(f"twill::named_arrive({r.bars['turn:' + nxt]}, {self.turn_threads(nxt)});  // {nxt}'s turn")
+            out(f"{self._turning(True)}twill::named_arrive({r.bars['turn:' + nxt]}, {self.turn_threads(nxt)});  "
+                f"// {nxt}'s turn")
         for item in self.prog.releases_after.get((w.key, pos), []):
             self._release(out, w, item)
+
+    def _turning(self, alone: bool = False) -> str:
+        """The condition under which the ping-pong's turns run: always, but in a kernel that halves,
+        not while a part idles (halves.py: the first part then has the tensor core to itself)."""
+        if not self.r.parts:
+            return ""
+        return "if (!args.idle_parts) " if alone else " && !args.idle_parts"
 
     def turn_threads(self, role: str) -> int:
         """Threads meeting at `role`'s turn barrier: its own, and those of the role before it."""
@@ -306,6 +316,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         t = m.tensor[ident(name)]
         ring = f"sm.ring_{chan.ident}"
         cond = "lane == 0" if not self.role.is_warpgroup else "threadIdx.x % 128 == 0 && wgi == 0"
+        cond += halves.unless_idle(self.r.parts, halves.load_part(self.r, self.r.parts, name))
         with out.block(f"if ({cond})"):
             slot = ring_slot("it", chan.depth)
             out(f"const int it = {it};  // load {name} of iteration it into the slot of ring position {ring_pos('it')}",

@@ -39,9 +39,10 @@ def describe(t):
 
 
 def layout(arg):
-    """The shape an argument takes, as text: `[*batch, M, 128]`."""
+    """The shape an argument takes, as text: `[*batch, M, 128]` (`[splits, *batch, M, 128]`: an
+    output of a split kernel)."""
     div = arg.get("iter_div", 1)
-    dims = ["*batch"] + ([("I" if div == 1 else f"ceil(I/{div})")] if arg["per_iteration"] else [])
+    dims = ["splits"] * bool(arg.get("splits")) + ["*batch"] + ([("I" if div == 1 else f"ceil(I/{div})")] if arg["per_iteration"] else [])
     for axis, size in arg["dims"]:
         dims.append(str(size) if axis == "fixed" else SYMBOLS[axis])
     return "[" + ", ".join(dims) + "]"
@@ -82,10 +83,11 @@ def _check_meta(arg, meta, device):
         raise ArgumentError(f"{name}: expected shape {layout(arg)}, got {list(meta.shape)}")
 
 
-def resolve(spec, given, iters=None):
+def resolve(spec, given, iters=None, split=None):
     """Check the tensors in `given` ({name: Meta}, every input and any output passed) against the
     kernel and read its Problem off their shapes: a dict with tiles_m, tiles_n, iters, loop_extent,
-    batch, batch_shape, device and shapes (every argument's full shape). Raises ArgumentError."""
+    batch, batch_shape, device, splits and shapes (every argument's full shape). `split`: a split
+    kernel's (spec["split"]) elements per split, the Triton kernel's argument. Raises ArgumentError."""
     args = {a["name"]: a for a in spec["args"]}
     for a in spec["args"]:
         if a["output"] is False and given.get(a["name"]) is None:
@@ -96,7 +98,7 @@ def resolve(spec, given, iters=None):
     # per tile (not GQA's K and V, which may be shared by groups of batch entries).
     first = [n for n, m in given.items() if m is not None]
     first = next((n for n in first if not args[n].get("shared")), first[0] if first else None)
-    per_batch = []
+    per_batch, splits = [], []
     for name, meta in sorted(given.items(), key=lambda item: item[0] != first):
         if meta is None:
             continue
@@ -105,6 +107,9 @@ def resolve(spec, given, iters=None):
         device = meta.device
         if arg.get("per_batch"):  # checked once the others give the batch
             per_batch.append((name, meta))
+            continue
+        if spec.get("split") and arg["output"]:  # [splits, *batch, ...]: checked once the inputs give the batch
+            splits.append((name, meta))
             continue
         dims = _extents(spec, arg)
         batch = tuple(meta.shape[:len(meta.shape) - len(dims)])
@@ -119,9 +124,64 @@ def resolve(spec, given, iters=None):
             _unify(spec, arg, key, size, extent, known, who, meta.shape)
     for name, meta in per_batch:
         groups[name] = _period(args[name], meta.shape, batch_shape or (), batch_of)
+    for name, meta in splits:
+        _split_output(spec, args[name], meta.shape, batch_shape or (), batch_of, known, who)
+    if spec.get("split"):
+        _split_loop(spec, known, who, split)
     plan = _finish(spec, known, who, batch_shape or (), device, iters)
     plan["groups"] = [groups.get(a["name"], 1) for a in spec["args"]]
     return plan
+
+
+def _split_output(spec, arg, shape, batch_shape, batch_of, known, who):
+    """An output of a split kernel: [splits, *batch, ...] (the batch as the inputs have it, or
+    flattened to one dimension, as Triton's O_PART[splits, B*H, N, D]); its splits recorded."""
+    name, dims = arg["name"], _extents(spec, arg)
+    lead = len(shape) - len(dims)
+    batch = tuple(shape[1:lead])
+    if lead < 1 or (batch != tuple(batch_shape) and batch != (math.prod(batch_shape),)):
+        raise ArgumentError(f"{name}: expected shape [splits, *batch, ...] with the batch {list(batch_shape)} of "
+                            f"{batch_of} (or {[math.prod(batch_shape)]}), got {list(shape)}: a split kernel's outputs "
+                            f"have a leading dimension of splits ({spec['split']})")
+    if "splits" in known and known["splits"] != shape[0]:
+        raise ArgumentError(f"{name}: {shape[0]} splits (its first dimension), but {who['splits'][0]} has "
+                            f"{known['splits']}")
+    known["splits"], who["splits"] = shape[0], (name, 1, shape[0])
+    for (key, size), extent in zip(dims, shape[lead:]):
+        _unify(spec, arg, key, size, extent, known, who, shape)
+    arg_shape = known.setdefault("split_shapes", {})
+    arg_shape[name] = shape[:lead]
+
+
+def _split_loop(spec, known, who, split):
+    """A split kernel's loop: the whole extent L (the inputs') is splits x the split's elements `split`
+    (the Triton kernel's argument, spec["split"]), as its launch computes them; splits from the outputs'
+    first dimension or L / split. Each split runs split / step iterations: known["loop"] becomes split."""
+    arg, step = spec["split"], spec["loop_step"]
+    if "loop" not in known:
+        raise ArgumentError(f"{spec['kernel']}: no argument gives the loop's extent, which the splits divide")
+    total = known["loop"]
+    if split is not None and (isinstance(split, bool) or not isinstance(split, int) or split < 1):
+        raise ArgumentError(f"{arg}: expected a positive Python int (each split's elements along the loop), got "
+                            f"{split!r}")
+    if split is None and "splits" not in known:
+        raise ArgumentError(f"{arg}: missing, and no output gives the splits: pass {arg} (each split's elements "
+                            "along the loop) or the outputs")
+    splits = known.get("splits") or (total // split if total % split == 0 else None)
+    if splits is None or total % splits:
+        raise ArgumentError(f"{arg} = {split} does not divide L = {total} (given by {who['loop'][0]}): the splits "
+                            "would leave keys out" if split is not None else
+                            f"{who['splits'][0]}: {known['splits']} splits do not divide L = {total} (given by "
+                            f"{who['loop'][0]})")
+    split = total // splits if split is None else split
+    if split * splits != total:
+        raise ArgumentError(f"{arg} = {split}, but {who['splits'][0]}'s {splits} splits of L = {total} (given by "
+                            f"{who['loop'][0]}) make {total // splits}: the launch passes L / splits")
+    if step and split % step:
+        raise ArgumentError(f"{arg} = {split} is not a multiple of {step}: each split runs whole tiles of the loop "
+                            f"(a partial last tile would read the next split's first elements)")
+    known["splits"], known["loop"] = splits, split
+    who["loop"] = (f"{arg} = {split}", 1, split)
 
 
 def _period(arg, shape, batch_shape, batch_of):
@@ -213,11 +273,15 @@ def _finish(spec, known, who, batch_shape, device, iters):
     shapes = {}
     for a in spec["args"]:
         shape = list(batch_shape)
+        if spec.get("split") and a["output"]:  # [splits, *batch, ...] as given, else the inputs' batch
+            shape = list(known.get("split_shapes", {}).get(a["name"], [known["splits"], *batch_shape]))
         for key, size in _extents(spec, a):
             if key.startswith("iters/"):
                 shape.append(-(-known["iters"] // int(key.split("/")[1])) * size)
             elif key in ("m", "n") and who[key][1] == size:  # the extent given (its last tile may be partial)
                 shape.append(who[key][2])
+            elif key == "loop" and spec.get("split"):  # every split's elements
+                shape.append(known["loop"] * known["splits"])
             else:
                 shape.append(size if key == "fixed" else known[key] * size)
         shapes[a["name"]] = tuple(shape)
@@ -230,7 +294,7 @@ def _finish(spec, known, who, batch_shape, device, iters):
     return {"tiles_m": known.get("m", 1), "tiles_n": known.get("n", 1), "iters": known["iters"],
             "m_extent": ends["m"], "n_extent": ends["n"],
             "loop_extent": known.get("loop", 0) if step else 0, "batch": batch, "batch_shape": tuple(batch_shape),
-            "device": device, "shapes": shapes}
+            "device": device, "shapes": shapes, "splits": known.get("splits", 1)}
 
 
 # ---- building the shared library ------------------------------------------------------------------
@@ -292,9 +356,9 @@ def args_format(spec):
     """The `struct` format of the block `twill_launch` reads (K_entry.cu's `twill_args`; every field 8
     bytes, so native alignment adds no padding): tiles_m, tiles_n, iters, loop_extent, batch,
     m_extent, n_extent, persistent, raster_group, device; exp2_scale, out_scale; the stream; a pointer
-    per tensor; a batch group per tensor; the epilogue's scalars."""
+    per tensor; a batch group per tensor; the epilogue's scalars; a split kernel's splits."""
     n, s = len(spec["args"]), len(spec.get("scalars", ()))
-    return f"@10q2dP{n}P{n}q" + (f"{s}d" if s else "")
+    return f"@10q2dP{n}P{n}q" + (f"{s}d" if s else "") + ("q" if spec.get("split") else "")
 
 
 def library(spec, here, directory=None):
@@ -346,7 +410,7 @@ def check_scalars(spec, values):
 
 
 def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None,
-         scalars=()):
+         scalars=(), split=None):
     """Check `tensors` ({name: tensor or None}; None for an output to allocate) and `scalars`, launch
     the kernel on the tensors' device and stream, and return the outputs (one tensor, or a named tuple).
 
@@ -354,10 +418,10 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     16-byte alignment) finds the _Launch that an earlier call of the same kind checked and prepared;
     anything else (a new kind, a bad argument) goes through _prepare, which checks it all (resolve)."""
     torch = _TORCH or _import_torch()
-    key, ptrs = _key(spec, tensors, iters, torch.Tensor)
+    key, ptrs = _key(spec, tensors, (iters, split), torch.Tensor)
     run = _LAUNCHES.get(key)
     if run is None:
-        run = _prepare(spec, tensors, iters, torch.Tensor, lambda name: getattr(torch, name))
+        run = _prepare(spec, tensors, iters, torch.Tensor, lambda name: getattr(torch, name), split)
         lib = library(spec, here)  # after the checks: a bad argument is refused before any build
         run = run._replace(launch=lib.twill_launch, error=lib.twill_error_string)
         if key is not None and tuple(tensors) == run.names:  # a kind checked once; the names in the binding's order
@@ -401,16 +465,17 @@ def _import_torch():
 # plan; the packed block's format (pack) and its fields read off the shapes (head: tiles_m ..
 # n_extent; groups); the device (index, and the object outputs are allocated on); the outputs to
 # allocate ((position, shape, dtype, zeroed)) and those given to zero; the outputs' positions and
-# named tuple type (None for one output); the entry point and its error strings.
+# named tuple type (None for one output); the entry point and its error strings; what the block ends
+# with (a split kernel's splits: args_format).
 _Launch = collections.namedtuple("_Launch", "plan names pack head groups index device allocate zero outputs "
-                                            "outputs_type scalars launch error")
+                                            "outputs_type scalars launch error tail")
 _LAUNCHES = {}
 
 
 def _block(run, ptrs, stream, exp2_scale, out_scale, persistent, raster_group, scalars):
     """The bytes twill_launch reads (args_format; K_entry.cu's twill_args, field by field)."""
     return run.pack(*run.head, int(persistent), int(raster_group), run.index, float(exp2_scale), float(out_scale),
-                    stream, *ptrs, *run.groups, *scalars)
+                    stream, *ptrs, *run.groups, *scalars, *run.tail)
 
 
 def _key(spec, tensors, iters, tensor_type):
@@ -431,14 +496,14 @@ def _key(spec, tensors, iters, tensor_type):
     return tuple(key), ptrs
 
 
-def _prepare(spec, tensors, iters, tensor_type, dtype_of):
+def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None):
     """Check the tensors (resolve, through _plan) and make the _Launch of their kind, its entry
     point not yet filled in. `tensor_type` is torch.Tensor, `dtype_of` gives torch's dtype of a name
     ('float16')."""
     for n, t in tensors.items():
         if t is not None and not isinstance(t, tensor_type):
             raise ArgumentError(f"{n}: expected a torch.Tensor, got {type(t).__name__}")
-    plan = _plan(spec, {n: None if t is None else describe(t) for n, t in tensors.items()}, iters)
+    plan = _plan(spec, {n: None if t is None else describe(t) for n, t in tensors.items()}, iters, split)
     names = tuple(a["name"] for a in spec["args"])
     device = next(t.device for n, t in tensors.items() if t is not None and n in names)
     allocate = tuple((i, plan["shapes"][a["name"]], dtype_of(a["dtype"]), a["zero"]) for i, a in enumerate(spec["args"])
@@ -449,7 +514,7 @@ def _prepare(spec, tensors, iters, tensor_type, dtype_of):
     head = tuple(plan[k] for k in ("tiles_m", "tiles_n", "iters", "loop_extent", "batch", "m_extent", "n_extent"))
     return _Launch(plan, names, struct.Struct(args_format(spec)).pack, head, tuple(plan["groups"]),
                    device.index or 0, device, allocate, zero, outs, kind,
-                   bool(spec.get("scalars")), None, None)
+                   bool(spec.get("scalars")), None, None, (plan["splits"],) if spec.get("split") else ())
 
 
 # A call's host time is the kernel's launch latency for a short kernel, so what depends only on
@@ -459,15 +524,15 @@ _PLANS = {}
 _OUTPUT_TYPES = {}
 
 
-def _plan(spec, given, iters):
-    """resolve(spec, given, iters), from the cache where the same shapes were resolved before (the
+def _plan(spec, given, iters, split=None):
+    """resolve(spec, given, iters, split), from the cache where the same shapes were resolved before (the
     plan returned is shared: read it, do not change it)."""
-    key = (spec["kernel"], iters) + tuple(
+    key = (spec["kernel"], iters, split) + tuple(
         (n, None) if m is None else (n, m.shape, m.dtype, m.device, m.contiguous, m.ptr % 16 == 0)
         for n, m in given.items())
     plan = _PLANS.get(key)
     if plan is None:
-        plan = resolve(spec, given, iters)
+        plan = resolve(spec, given, iters, split)
         if len(_PLANS) >= 256:  # many shapes: start again rather than grow without bound
             _PLANS.clear()
         _PLANS[key] = plan

@@ -440,8 +440,8 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 //
 // The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
 // loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
-// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
-// integer instructions next to the wgmma.
+// registers each for the whole loop and, in a tight budget, spill. A wgmma chain takes its tile's
+// descriptor once (desc_tile) and each wgmma adds its constant offset to it: one integer add.
 template <int SW>
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   static_assert(SW == 128 || SW == 64 || SW == 32, "wgmma reads tiles of 32-, 64- or 128-byte swizzle");
@@ -451,20 +451,31 @@ __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint3
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (layout << 62);
 }
 
-// K-major tile [ROWS x COLS] (a, or b stored N x K): rows r0.., the 16 columns from k0.
-template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ uint64_t desc_kmajor(const void* tile, int r0, int k0) {
+// The descriptor of a whole tile, K-major or MN-major (see below).
+template <typename T, int ROWS, int COLS, bool KMAJOR>
+__device__ __forceinline__ uint64_t desc_tile(const void* tile) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T);
-  return gmma_desc<L::kSw>(a, 16, 8 * L::kSw);
+  return gmma_desc<L::kSw>(smem_addr(tile), KMAJOR ? 16 : ROWS * L::kSw, 8 * L::kSw);
 }
 
-// MN-major tile [ROWS = K x COLS = N] (b stored K x N): the 16 rows from k0, columns n0.. .
+// A tile's descriptor `bytes` further: the address field (bits 0-13, the address / 16) plus
+// bytes / 16. Inside shared memory (below 256 KB) the field does not carry into the next.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + (bytes >> 4));
+}
+
+// K-major tile [ROWS x COLS] (a, or b stored N x K) of descriptor d: rows r0.., the 16 columns from k0.
 template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int k0, int n0) {
+__device__ __forceinline__ uint64_t desc_kmajor(uint64_t d, int r0, int k0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw;
-  return gmma_desc<L::kSw>(a, ROWS * L::kSw, 8 * L::kSw);
+  return desc_plus(d, (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T));
+}
+
+// MN-major tile [ROWS = K x COLS = N] (b stored K x N) of descriptor d: the 16 rows from k0, columns n0.. .
+template <typename T, int ROWS, int COLS>
+__device__ __forceinline__ uint64_t desc_mnmajor(uint64_t d, int k0, int n0) {
+  using L = Tile<T, ROWS, COLS>;
+  return desc_plus(d, (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -1178,13 +1189,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s0 = mma q0, k (iteration 0)
     {
+      const uint64_t s0_da = twill::desc_tile<__half, 64, 128, true>(sm.in_q0[ib]);
+      const uint64_t s0_db = twill::desc_tile<__half, 128, 128, true>(sm.ld_k[(tile.pos) % 2]);
       twill::fence_frag(s0[0]);
       twill::wgmma_fence();
       #pragma unroll
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(s0_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(s0_db, 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1215,13 +1228,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s0 = mma q0, k (iteration j)
       {
+        const uint64_t s0_da = twill::desc_tile<__half, 64, 128, true>(sm.in_q0[ib]);
+        const uint64_t s0_db = twill::desc_tile<__half, 128, 128, true>(sm.ld_k[(tile.pos + j) % 2]);
         twill::fence_frag(s0[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(s0_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(s0_db, 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1231,6 +1246,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j - 1)
       {
+        const uint64_t acc0_n_db = twill::desc_tile<__half, 128, 128, false>(sm.ld_v[(tile.pos + j - 1) % 2]);
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(p0[0]);
         twill::wgmma_fence();
@@ -1238,7 +1254,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(acc0_n_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1269,13 +1285,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s0 = mma q0, k (iteration j + 1)
       {
+        const uint64_t s0_da = twill::desc_tile<__half, 64, 128, true>(sm.in_q0[ib]);
+        const uint64_t s0_db = twill::desc_tile<__half, 128, 128, true>(sm.ld_k[(tile.pos + j + 1) % 2]);
         twill::fence_frag(s0[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(s0_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(s0_db, 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
@@ -1285,6 +1303,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc0_n = mma p0, v, acc0_r (iteration j)
       {
+        const uint64_t acc0_n_db = twill::desc_tile<__half, 128, 128, false>(sm.ld_v[(tile.pos + j) % 2]);
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(p0[0]);
         twill::wgmma_fence();
@@ -1292,7 +1311,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(acc0_n_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1327,6 +1346,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
+          const uint64_t acc0_n_db = twill::desc_tile<__half, 128, 128, false>(sm.ld_v[(tile.pos + n - 1) % 2]);
           twill::fence_frag(acc0_n[0]);
           twill::fence_frag(p0[0]);
           twill::wgmma_fence();
@@ -1334,14 +1354,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(acc0_n_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
+        twill::named_arrive(2, 256);  // consumer1's turn
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
         sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
-        twill::named_arrive(2, 256);  // consumer1's turn
       }
       break;
     }
@@ -1351,13 +1371,15 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s0 = mma q0, k (iteration j)
         {
+          const uint64_t s0_da = twill::desc_tile<__half, 64, 128, true>(sm.in_q0[ib]);
+          const uint64_t s0_db = twill::desc_tile<__half, 128, 128, true>(sm.ld_k[(tile.pos + j) % 2]);
           twill::fence_frag(s0[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q0[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s0[0].x[mb], twill::desc_kmajor<__half, 64, 128>(s0_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(s0_db, 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
@@ -1367,6 +1389,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration j - 1)
         {
+          const uint64_t acc0_n_db = twill::desc_tile<__half, 128, 128, false>(sm.ld_v[(tile.pos + j - 1) % 2]);
           twill::fence_frag(acc0_n[0]);
           twill::fence_frag(p0[0]);
           twill::wgmma_fence();
@@ -1374,7 +1397,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(acc0_n_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1406,6 +1429,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc0_n = mma p0, v, acc0_r (iteration n - 1)
         {
+          const uint64_t acc0_n_db = twill::desc_tile<__half, 128, 128, false>(sm.ld_v[(tile.pos + n - 1) % 2]);
           twill::fence_frag(acc0_n[0]);
           twill::fence_frag(p0[0]);
           twill::wgmma_fence();
@@ -1413,14 +1437,14 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc0_n[0].x[mb], &p0[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(acc0_n_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
+        twill::named_arrive(2, 256);  // consumer1's turn
         twill::wgmma_wait<1>();  // the wgmmas before the last one are done
         sm.ring_k.release_by_warp(tile.pos + n - 1);  // release k[n - 1]
         sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
-        twill::named_arrive(2, 256);  // consumer1's turn
       }
       break;
     }
@@ -1475,13 +1499,15 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     sm.ring_k.wait_full(tile.pos);  // k[0] has landed
     // s1 = mma q1, k (iteration 0)
     {
+      const uint64_t s1_da = twill::desc_tile<__half, 64, 128, true>(sm.in_q1[ib]);
+      const uint64_t s1_db = twill::desc_tile<__half, 128, 128, true>(sm.ld_k[(tile.pos) % 2]);
       twill::fence_frag(s1[0]);
       twill::wgmma_fence();
       #pragma unroll
       for (int mb = 0; mb < 1; ++mb) {
       #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos) % 2], 0, 16 * kk), kk > 0);
+          twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(s1_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(s1_db, 0, 16 * kk), kk > 0);
       }
       twill::wgmma_commit();
     }
@@ -1517,19 +1543,22 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
       // s1 = mma q1, k (iteration j)
       {
+        const uint64_t s1_da = twill::desc_tile<__half, 64, 128, true>(sm.in_q1[ib]);
+        const uint64_t s1_db = twill::desc_tile<__half, 128, 128, true>(sm.ld_k[(tile.pos + j) % 2]);
         twill::fence_frag(s1[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(s1_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(s1_db, 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j - 1)
       {
+        const uint64_t acc1_n_db = twill::desc_tile<__half, 128, 128, false>(sm.ld_v[(tile.pos + j - 1) % 2]);
         twill::fence_frag(acc1_n[0]);
         twill::fence_frag(p1[0]);
         twill::wgmma_fence();
@@ -1537,7 +1566,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(acc1_n_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1573,19 +1602,22 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       sm.ring_k.wait_full(tile.pos + j + 1);  // k[j + 1] has landed
       // s1 = mma q1, k (iteration j + 1)
       {
+        const uint64_t s1_da = twill::desc_tile<__half, 64, 128, true>(sm.in_q1[ib]);
+        const uint64_t s1_db = twill::desc_tile<__half, 128, 128, true>(sm.ld_k[(tile.pos + j + 1) % 2]);
         twill::fence_frag(s1[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j + 1) % 2], 0, 16 * kk), kk > 0);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(s1_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(s1_db, 0, 16 * kk), kk > 0);
         }
         twill::wgmma_commit();
       }
       sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc1_n = mma p1, v, acc1_r (iteration j)
       {
+        const uint64_t acc1_n_db = twill::desc_tile<__half, 128, 128, false>(sm.ld_v[(tile.pos + j) % 2]);
         twill::fence_frag(acc1_n[0]);
         twill::fence_frag(p1[0]);
         twill::wgmma_fence();
@@ -1593,7 +1625,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         for (int mb = 0; mb < 1; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 8; ++kk)
-            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j) % 2], 16 * kk, 0), 1);
+            twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(acc1_n_db, 16 * kk, 0), 1);
         }
         twill::wgmma_commit();
       }
@@ -1633,6 +1665,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
+          const uint64_t acc1_n_db = twill::desc_tile<__half, 128, 128, false>(sm.ld_v[(tile.pos + n - 1) % 2]);
           twill::fence_frag(acc1_n[0]);
           twill::fence_frag(p1[0]);
           twill::wgmma_fence();
@@ -1640,7 +1673,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(acc1_n_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1664,19 +1697,22 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         sm.ring_k.wait_full(tile.pos + j);  // k[j] has landed
         // s1 = mma q1, k (iteration j)
         {
+          const uint64_t s1_da = twill::desc_tile<__half, 64, 128, true>(sm.in_q1[ib]);
+          const uint64_t s1_db = twill::desc_tile<__half, 128, 128, true>(sm.ld_k[(tile.pos + j) % 2]);
           twill::fence_frag(s1[0]);
           twill::wgmma_fence();
           #pragma unroll
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(sm.in_q1[ib], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(sm.ld_k[(tile.pos + j) % 2], 0, 16 * kk), kk > 0);
+              twill::wgmma_m64n128k16_ss_f16<0, 0>(s1[0].x[mb], twill::desc_kmajor<__half, 64, 128>(s1_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 128>(s1_db, 0, 16 * kk), kk > 0);
           }
           twill::wgmma_commit();
         }
         sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration j - 1)
         {
+          const uint64_t acc1_n_db = twill::desc_tile<__half, 128, 128, false>(sm.ld_v[(tile.pos + j - 1) % 2]);
           twill::fence_frag(acc1_n[0]);
           twill::fence_frag(p1[0]);
           twill::wgmma_fence();
@@ -1684,7 +1720,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + j - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(acc1_n_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }
@@ -1721,6 +1757,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc1_n = mma p1, v, acc1_r (iteration n - 1)
         {
+          const uint64_t acc1_n_db = twill::desc_tile<__half, 128, 128, false>(sm.ld_v[(tile.pos + n - 1) % 2]);
           twill::fence_frag(acc1_n[0]);
           twill::fence_frag(p1[0]);
           twill::wgmma_fence();
@@ -1728,7 +1765,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
           for (int mb = 0; mb < 1; ++mb) {
           #pragma unroll
             for (int kk = 0; kk < 8; ++kk)
-              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(sm.ld_v[(tile.pos + n - 1) % 2], 16 * kk, 0), 1);
+              twill::wgmma_m64n128k16_rs_f16<1>(acc1_n[0].x[mb], &p1[0].x[mb][4 * kk], twill::desc_mnmajor<__half, 128, 128>(acc1_n_db, 16 * kk, 0), 1);
           }
           twill::wgmma_commit();
         }

@@ -907,6 +907,7 @@ struct Args {
   int out_acc1_rows_step, out_acc1_rows_offset;  // placement of acc1_n's tiles
   int out_acc1_cols_step, out_acc1_cols_offset;  // placement of acc1_n's tiles
   int b_batch_group;  // consecutive batch entries sharing one of b (GQA; 1: none)
+  int idle_parts;  // bit i: row part i idles, a launch of the first part alone (halves.py)
 };
 
 // The CTA's round-th tile, number t (twill::tile_of).
@@ -1015,7 +1016,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         sm.ring_a0.expect_full(tile.pos + it, 8192);
         twill::tma_load(sm.ld_a0[(tile.pos + it) % 4], tm.a0, &sm.ring_a0.full[(tile.pos + it) % 4], (it) * 64, tile.m * args.a0_rows_step + args.a0_rows_offset, tile.b);
       }
-      if (lane == 0) {
+      if (lane == 0 && !((args.idle_parts >> 1) & 1)) {
         const int it = j;  // load a1 of iteration it into the slot of ring position tile.pos + it
         sm.ring_a1.wait_empty(tile.pos + it);
         sm.ring_a1.expect_full(tile.pos + it, 8192);
@@ -1050,7 +1051,7 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
   int j = 0;
   for (; j < n; ++j) {
     {  // steady window J = j: acc0_n[j]
-      twill::named_sync(1, 256);  // our turn on the tensor core
+      if (!args.idle_parts) twill::named_sync(1, 256);  // our turn on the tensor core
       sm.ring_a0.wait_full(tile.pos + j);  // a0[j] has landed
       sm.ring_b.wait_full(tile.pos + j);  // b[j] has landed
       // acc0_n = mma a0, b, acc0 (iteration j)
@@ -1067,13 +1068,13 @@ __device__ __forceinline__ void role_mma0(Smem& sm, const Maps& tm, const Args& 
         }
         twill::wgmma_commit();
       }
-      twill::named_arrive(2, 256);  // mma1's turn
+      if (!args.idle_parts) twill::named_arrive(2, 256);  // mma1's turn
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       if (j - 1 >= 0) sm.ring_a0.release_by_warp(tile.pos + j - 1);  // release a0[j - 1]
       if (j - 1 >= 0) sm.ring_b.release_by_warp(tile.pos + j - 1);  // release b[j - 1]
     }
   }
-  if (tile.last) twill::named_sync(1, 256);  // ping-pong: absorb mma1's last hand-over
+  if (tile.last && !args.idle_parts) twill::named_sync(1, 256);  // ping-pong: absorb mma1's last hand-over
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
   if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_a0.release_by_warp(tile.pos + i);  // a0's slots still held: empty for the next tile
@@ -1089,18 +1090,19 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
+  if ((args.idle_parts >> 1) & 1) return;  // part 1 idles in a halved launch (halves.py)
   const int wgi = static_cast<int>(threadIdx.x / 128) - 2;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
   twill::Frag<1, 256> acc1_n[1];  // acc1_n: f32[64,256]
   for (int c = 0; c < 1; ++c) twill::fill(acc1_n[c], 0.0f);  // carry acc1 starts at 0
-  if (tile.round == 0) twill::named_arrive(1, 256);  // ping-pong: mma0 takes the first turn on the tensor core
+  if (tile.round == 0 && !args.idle_parts) twill::named_arrive(1, 256);  // ping-pong: mma0 takes the first turn on the tensor core
   for (int c = 0; c < 1; ++c) twill::fence_frag(acc1_n[c]);  // acc1_n's start value, in its registers before the loop
   // ---- steady state: every op, each on its own iteration ----
   int j = 0;
   for (; j < n; ++j) {
     {  // steady window J = j: acc1_n[j]
-      twill::named_sync(2, 256);  // our turn on the tensor core
+      if (!args.idle_parts) twill::named_sync(2, 256);  // our turn on the tensor core
       sm.ring_a1.wait_full(tile.pos + j);  // a1[j] has landed
       sm.ring_b.wait_full(tile.pos + j);  // b[j] has landed
       // acc1_n = mma a1, b, acc1 (iteration j)
@@ -1117,7 +1119,7 @@ __device__ __forceinline__ void role_mma1(Smem& sm, const Maps& tm, const Args& 
         }
         twill::wgmma_commit();
       }
-      twill::named_arrive(1, 256);  // mma0's turn
+      if (!args.idle_parts) twill::named_arrive(1, 256);  // mma0's turn
       twill::wgmma_wait<1>();  // the wgmmas before the last one are done
       if (j - 1 >= 0) sm.ring_a1.release_by_warp(tile.pos + j - 1);  // release a1[j - 1]
       if (j - 1 >= 0) sm.ring_b.release_by_warp(tile.pos + j - 1);  // release b[j - 1]
@@ -1154,7 +1156,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     if (twill::smem_addr(smem_raw) % 1024 != 0) __trap();  // Smem's tiles need the alignment
     sm.ring_a0.init(1, 4);
     sm.ring_a1.init(1, 4);
-    sm.ring_b.init(1, 8);
+    sm.ring_b.init(1, 8 - 4 * ((args.idle_parts >> 1) & 1));
     for (int c = 0; c < kInputCopies; ++c) {
       twill::mbar_init(&sm.inputs_ready[c], 1);
       twill::mbar_init(&sm.inputs_free[c], 1);  // one arrival per reading warp
@@ -1234,6 +1236,7 @@ struct Problem {
   int out_acc1_rows_step = 64, out_acc1_rows_offset = 0;
   int out_acc1_cols_step = 256, out_acc1_cols_offset = 0;
   int b_batch_group = 1;  // consecutive batch entries reading one entry of b: tile b reads b / this (GQA: query heads per K/V head)
+  int halve = -1;  // the first row part alone per CTA, the others idle (halves.py): 1 always, 0 never, -1 where one part's tiles fit the SMs at once
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1347,7 +1350,28 @@ static inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t e
   return true;
 }
 
-inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
+// Halving (halves.py): where one part's tiles fit the SMs at once (p.halve < 0; 1 always, 0 never),
+// every CTA computes one 64-row part, the first, on the first part's rows, and the others idle:
+// p rewritten so, and the parts that idle (Args::idle_parts), or 0 where p stays as it is.
+inline int halve(Problem& p, int sms) {
+  if (p.halve == 0 || !(p.a0_rows_step == 128 && p.a0_rows_offset == 0 && p.a1_rows_step == 128 && p.a1_rows_offset == 64 && p.out_acc0_rows_step == 128 && p.out_acc0_rows_offset == 0 && p.out_acc1_rows_step == 128 && p.out_acc1_rows_offset == 64)) return 0;
+  const int rows = p.m_extent > 0 ? p.m_extent : p.tiles_m * 128, tiles_m = (rows + 63) / 64;
+  if (p.halve < 0 && static_cast<long long>(tiles_m) * p.tiles_n * p.batch > sms) return 0;
+  p.tiles_m = tiles_m;
+  p.m_extent = rows % 64 ? rows : 0;
+  p.a0_rows_step = 64;  p.a0_rows_offset = 0;
+  p.a1_rows_step = 64;  p.a1_rows_offset = 0;
+  p.out_acc0_rows_step = 64;  p.out_acc0_rows_offset = 0;
+  p.out_acc1_rows_step = 64;  p.out_acc1_rows_offset = 0;
+  return 2;
+}
+
+inline cudaError_t launch(const Problem& given, cudaStream_t stream = 0) {
+  Problem p = given;
+  int halve_sms = 0, halve_device = 0;  // the SMs, asked only where halve() needs them
+  if (p.halve < 0 && (cudaGetDevice(&halve_device) != cudaSuccess || sm_count(halve_device, &halve_sms) != cudaSuccess))
+    halve_sms = 0;
+  const int idle_parts = halve(p, halve_sms);
   const int iters = loop_iters(p);
   if (iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
   if (p.loop_extent < 0 || (p.loop_extent % kLoopStep != 0 && !kRagged))
@@ -1416,6 +1440,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_acc1_cols_step = p.out_acc1_cols_step;
   args.out_acc1_cols_offset = p.out_acc1_cols_offset;
   args.b_batch_group = p.b_batch_group;
+  args.idle_parts = idle_parts;
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed

@@ -439,8 +439,8 @@ __device__ __forceinline__ void op_rowsum(Out& out, const PreSum<MB>& x, const L
 //
 // The address goes through an empty asm: it keeps the compiler from hoisting the descriptors of a
 // loop-invariant tile (K and V, 8 of them per wgmma chain) out of the loop, where they occupy 16
-// registers each for the whole loop and, in a tight budget, spill. Recomputing one is a few
-// integer instructions next to the wgmma.
+// registers each for the whole loop and, in a tight budget, spill. A wgmma chain takes its tile's
+// descriptor once (desc_tile) and each wgmma adds its constant offset to it: one integer add.
 template <int SW>
 __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   static_assert(SW == 128 || SW == 64 || SW == 32, "wgmma reads tiles of 32-, 64- or 128-byte swizzle");
@@ -450,20 +450,31 @@ __device__ __forceinline__ uint64_t gmma_desc(uint32_t addr, uint32_t lbo, uint3
          (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (layout << 62);
 }
 
-// K-major tile [ROWS x COLS] (a, or b stored N x K): rows r0.., the 16 columns from k0.
-template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ uint64_t desc_kmajor(const void* tile, int r0, int k0) {
+// The descriptor of a whole tile, K-major or MN-major (see below).
+template <typename T, int ROWS, int COLS, bool KMAJOR>
+__device__ __forceinline__ uint64_t desc_tile(const void* tile) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T);
-  return gmma_desc<L::kSw>(a, 16, 8 * L::kSw);
+  return gmma_desc<L::kSw>(smem_addr(tile), KMAJOR ? 16 : ROWS * L::kSw, 8 * L::kSw);
 }
 
-// MN-major tile [ROWS = K x COLS = N] (b stored K x N): the 16 rows from k0, columns n0.. .
+// A tile's descriptor `bytes` further: the address field (bits 0-13, the address / 16) plus
+// bytes / 16. Inside shared memory (below 256 KB) the field does not carry into the next.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + (bytes >> 4));
+}
+
+// K-major tile [ROWS x COLS] (a, or b stored N x K) of descriptor d: rows r0.., the 16 columns from k0.
 template <typename T, int ROWS, int COLS>
-__device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int k0, int n0) {
+__device__ __forceinline__ uint64_t desc_kmajor(uint64_t d, int r0, int k0) {
   using L = Tile<T, ROWS, COLS>;
-  const uint32_t a = smem_addr(tile) + (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw;
-  return gmma_desc<L::kSw>(a, ROWS * L::kSw, 8 * L::kSw);
+  return desc_plus(d, (k0 / L::kBlockCols) * ROWS * L::kSw + r0 * L::kSw + (k0 % L::kBlockCols) * sizeof(T));
+}
+
+// MN-major tile [ROWS = K x COLS = N] (b stored K x N) of descriptor d: the 16 rows from k0, columns n0.. .
+template <typename T, int ROWS, int COLS>
+__device__ __forceinline__ uint64_t desc_mnmajor(uint64_t d, int k0, int n0) {
+  using L = Tile<T, ROWS, COLS>;
+  return desc_plus(d, (n0 / L::kBlockCols) * ROWS * L::kSw + k0 * L::kSw);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -1247,13 +1258,15 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       sm.ring_b.wait_full(tile.pos + j);  // b[j] has landed
       // acc_n = mma a, b, acc (iteration j)
       {
+        const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.ld_a[(tile.pos + j) % 2]);
+        const uint64_t acc_n_db = twill::desc_tile<__half, 128, 64, true>(sm.ld_b[(tile.pos + j) % 2]);
         twill::fence_frag(acc_n[0]);
         twill::wgmma_fence();
         #pragma unroll
         for (int mb = 0; mb < 2; ++mb) {
         #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
-            twill::wgmma_m64n128k16_ss_f16<0, 0>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(sm.ld_a[(tile.pos + j) % 2], 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(sm.ld_b[(tile.pos + j) % 2], 0, 16 * kk), 1);
+            twill::wgmma_m64n128k16_ss_f16<0, 0>(acc_n[0].x[mb], twill::desc_kmajor<__half, 128, 64>(acc_n_da, 0 + 64 * mb, 16 * kk), twill::desc_kmajor<__half, 128, 64>(acc_n_db, 0, 16 * kk), 1);
         }
         twill::wgmma_commit();
       }

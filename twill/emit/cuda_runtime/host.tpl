@@ -144,7 +144,7 @@ static inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t e
   return true;
 }
 
-inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
+{{launch_head}}
   const int iters = loop_iters(p);
   if (iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
   {{extent_check}}
