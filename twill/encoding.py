@@ -9,6 +9,7 @@ guards each family item with an assumption literal.
 """
 from __future__ import annotations
 
+import math
 import time
 
 from .errors import Status
@@ -169,19 +170,20 @@ class JointEncoding:
         self._assert([self._e.le(self._term(objective), self._e.num(k))])
 
     def minimize(self, objective: str, lo: int, deadline: float | None = None, measure=None,
-                 from_below: int = 0) -> tuple[int, bool]:
+                 from_below: int = 0, check_seconds: float | None = None) -> tuple[int, bool]:
         """The least k >= lo with objective <= k satisfiable, from the value the last model has
         (satisfiable), asserted from then on. Binary search, except that once at most `from_below`
         values remain, it tries them from below (the first satisfiable is the least: unsatisfiable
         checks are the cheap ones where a loose bound makes a satisfiable one dear). `measure()` reads
         what the current model really achieves (at most the objective's value), so each satisfiable
         check can lower the bound further. Returns the bound and whether the search finished (a
-        deadline can stop it)."""
+        deadline, or a check running past `check_seconds`, can stop it)."""
         measure = measure or (lambda: self.value(objective))
         hi = measure()
         while lo < hi:
             mid = lo if hi - lo <= from_below else (lo + hi) // 2
-            status = self.check(deadline, {objective: mid})
+            cap = deadline if check_seconds is None else min(deadline or math.inf, time.monotonic() + check_seconds)
+            status = self.check(cap, {objective: mid})
             if status == Status.TIMEOUT:
                 break
             if status == Status.SAT:

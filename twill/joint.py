@@ -178,6 +178,10 @@ HANDOFF_SECONDS = 4.0  # Yices' time on one phase after the first schedule befor
 # The phases that may be handed over: not L, which CP-SAT proved far slower than Yices where Yices needed
 # more than HANDOFF_SECONDS for it (the corpus' fa4_p3_d64: Yices 10 s, CP-SAT not within 60 s).
 HANDED_OFF = ("roles", "cross-role edges", "warps", "starts", "lexicographic")
+# The sum of starts goes to CP-SAT as soon as one Yices check of it runs past this: where Yices
+# proves it (the examples) each check is quick (0.01-0.25 s at load 1), where it stalls one check near the
+# optimum runs for seconds (the corpus' random_n18-n28) (docs/benchmarks.md, log, session 28).
+HANDOFF_CHECK_SECONDS = {"starts": 1.0}
 
 
 def _handoff_available(p: Problem) -> bool:
@@ -195,8 +199,12 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
     Every phase's answer is its proven optimum and the lexicographic steps leave one schedule, so the
     result does not depend on which solver proved which phase (nor on the machine's speed)."""
     phases = [("L", lambda d: enc.minimize("L", below + 1, d, enc.makespan, from_below=FROM_BELOW), below + 1)]
-    phases += [(what, lambda d, what=what, floor=floor: enc.minimize(what, floor, d), floor)
-               for what, floor in TIE_BREAKS]
+
+    def tie_break(what, floor, budget):  # (`handoff` as it is now: None once CP-SAT has found nothing)
+        cap = HANDOFF_CHECK_SECONDS.get(what) if handoff is not None else None
+        return enc.minimize(what, floor, budget, check_seconds=cap)
+
+    phases += [(what, lambda d, what=what, floor=floor: tie_break(what, floor, d), floor) for what, floor in TIE_BREAKS]
     phases.append(("lexicographic", lambda d: (None, _lex(enc, d)), 0))
     proven: dict[str, int] = {}
     length = None
