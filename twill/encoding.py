@@ -170,18 +170,21 @@ class JointEncoding:
         self._assert([self._e.le(self._term(objective), self._e.num(k))])
 
     def minimize(self, objective: str, lo: int, deadline: float | None = None, measure=None,
-                 from_below: int = 0, check_seconds: float | None = None) -> tuple[int, bool]:
+                 from_below: int = 0, check_seconds: float | None = None,
+                 probe_floor: bool = False) -> tuple[int, bool]:
         """The least k >= lo with objective <= k satisfiable, from the value the last model has
         (satisfiable), asserted from then on. Binary search, except that once at most `from_below`
         values remain, it tries them from below (the first satisfiable is the least: unsatisfiable
         checks are the cheap ones where a loose bound makes a satisfiable one dear). `measure()` reads
         what the current model really achieves (at most the objective's value), so each satisfiable
         check can lower the bound further. Returns the bound and whether the search finished (a
-        deadline, or a check running past `check_seconds`, can stop it)."""
+        deadline, or a check running past `check_seconds`, can stop it). With `probe_floor`, `lo` itself
+        is checked first."""
         measure = measure or (lambda: self.value(objective))
         hi = measure()
+        first = lo if probe_floor else None
         while lo < hi:
-            mid = lo if hi - lo <= from_below else (lo + hi) // 2
+            mid = lo if hi - lo <= from_below or lo == first else (lo + hi) // 2
             cap = deadline if check_seconds is None else min(deadline or math.inf, time.monotonic() + check_seconds)
             status = self.check(cap, {objective: mid})
             if status == Status.TIMEOUT:

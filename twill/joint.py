@@ -83,6 +83,10 @@ def stage1_floor(swp_length: int, swp_floor: int | None) -> int:
 
 
 FROM_BELOW = 16  # candidate lengths the search for the least L tries one at a time from below
+# The least L's search checks its floor first (stage 1's proven L at the SWP bound, often the answer),
+# then bisects: on the corpus' fa4_p3_d64 the bisection's first check (L <= 460, satisfiable) took
+# 13 s where the floor 445 is satisfiable in 3-6 s (docs/benchmarks.md, log, session 28).
+PROBE_FLOOR = True
 
 
 def _numbered(p: Problem, key: dict[str, object], slots: int) -> dict[str, int] | None:
@@ -198,7 +202,8 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
 
     Every phase's answer is its proven optimum and the lexicographic steps leave one schedule, so the
     result does not depend on which solver proved which phase (nor on the machine's speed)."""
-    phases = [("L", lambda d: enc.minimize("L", below + 1, d, enc.makespan, from_below=FROM_BELOW), below + 1)]
+    phases = [("L", lambda d: enc.minimize("L", below + 1, d, enc.makespan, from_below=FROM_BELOW,
+                                           probe_floor=PROBE_FLOOR), below + 1)]
 
     def tie_break(what, floor, budget):  # (`handoff` as it is now: None once CP-SAT has found nothing)
         cap = HANDOFF_CHECK_SECONDS.get(what) if handoff is not None else None
