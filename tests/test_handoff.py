@@ -48,9 +48,9 @@ def _run_out_at(monkeypatch, phase):
         return
     plain = JointEncoding.minimize
 
-    def minimize(self, objective, lo, deadline=None, measure=None, from_below=0, check_seconds=None):
+    def minimize(self, objective, lo, deadline=None, measure=None, **options):
         if objective != phase:
-            return plain(self, objective, lo, deadline, measure, from_below, check_seconds)
+            return plain(self, objective, lo, deadline, measure, **options)
         hi = (measure or (lambda: self.value(objective)))()
         self.bound(objective, hi)  # (as minimize does when its deadline comes)
         return hi, False

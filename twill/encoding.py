@@ -42,6 +42,13 @@ OBJECTIVES = {
 }
 
 
+# After a satisfiable check whose model beat the bound asked for, `minimize` checks just below that
+# model's value next (is it the least?) instead of bisecting: on the corpus' tmem_gemm_m256_x2_p4 the
+# sum of starts' first model was its optimum and the bisection then paid five refutations near it
+# for the one that proves it (docs/benchmarks.md, log, session 28).
+INCUMBENT_PROBE = True
+
+
 class JointEncoding:
     """The joint problem at one I (`JointEncoding(p, ii, lmax)`), or over a range of I
     (`JointEncoding.over(p, lo, hi, copies)`, window copies * I), on a solver: the only object of
@@ -179,18 +186,23 @@ class JointEncoding:
         what the current model really achieves (at most the objective's value), so each satisfiable
         check can lower the bound further. Returns the bound and whether the search finished (a
         deadline, or a check running past `check_seconds`, can stop it). With `probe_floor`, `lo` itself
-        is checked first."""
+        is checked first; after a model that beat its bound, the value just below it (INCUMBENT_PROBE)."""
         measure = measure or (lambda: self.value(objective))
         hi = measure()
         first = lo if probe_floor else None
+        undershot = False  # the last model beat the bound asked for: its value may well be the least
         while lo < hi:
-            mid = lo if hi - lo <= from_below or lo == first else (lo + hi) // 2
+            mid = (lo if hi - lo <= from_below or lo == first else hi - 1 if undershot and INCUMBENT_PROBE
+                   else (lo + hi) // 2)
             cap = deadline if check_seconds is None else min(deadline or math.inf, time.monotonic() + check_seconds)
             status = self.check(cap, {objective: mid})
             if status == Status.TIMEOUT:
                 break
+            undershot = False
             if status == Status.SAT:
-                hi = min(mid, measure())
+                value = measure()
+                undershot = value < mid
+                hi = min(mid, value)
             else:
                 lo = mid + 1
                 if not self.guards:  # proven: objective > mid, kept as a fact for the checks after it
