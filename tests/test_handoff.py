@@ -76,10 +76,12 @@ def test_handoff_at_any_phase_gives_the_yices_schedule(name, files, monkeypatch)
             assert calls == ["finish_from"], phase  # CP-SAT took over
 
 
+@pytest.mark.parametrize("phase", sorted(joint.HANDOFF_CHECK_SECONDS))
 @pytest.mark.parametrize("name", GRAPHS)
-def test_one_slow_check_of_the_starts_hands_them_off(name, files, monkeypatch):
-    """A check of the sum of starts that runs past its cap (here none may run at all) hands the phase
-    to CP-SAT at once, whatever the phase's own budget, and the file is still the plain search's."""
+def test_one_slow_check_hands_its_phase_off(name, phase, files, monkeypatch):
+    """A check of the fewest roles or of the sum of starts that runs past its cap (here none may run at
+    all) hands that phase to CP-SAT at once, whatever the phase's own budget, and the file is still the
+    plain search's."""
     monkeypatch.setattr(joint, "HANDOFF_SECONDS", 1e9)
     monkeypatch.setattr(joint, "HANDOFF_CHECK_SECONDS", {})
     plain = _solve(name, files)
@@ -87,9 +89,9 @@ def test_one_slow_check_of_the_starts_hands_them_off(name, files, monkeypatch):
     phases = []
     real = joint_cpsat.finish_from
     monkeypatch.setattr(joint_cpsat, "finish_from", lambda *a: phases.append(a[4]) or real(*a))
-    monkeypatch.setattr(joint, "HANDOFF_CHECK_SECONDS", {"starts": -1.0})
+    monkeypatch.setattr(joint, "HANDOFF_CHECK_SECONDS", {phase: -1.0})
     assert _solve(name, files) == plain
-    assert phases == ["starts"]
+    assert phases == [phase]
 
 
 def test_handoff_is_the_default_backends_only():
@@ -113,3 +115,5 @@ def test_time_limit_during_handoff_returns_the_best_schedule(files, monkeypatch)
         _solve("random_n24_s5", files, time_limit=8)
     s = exc.value.schedule
     assert s is not None and s.stage == "joint" and not s.complete
+    tir, yaml = files["random_n24_s5"]
+    assert verify(s, load_tir(str(tir)), load_machine(str(yaml))) == []

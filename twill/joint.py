@@ -182,10 +182,10 @@ HANDOFF_SECONDS = 4.0  # Yices' time on one phase after the first schedule befor
 # The phases that may be handed over: not L, which CP-SAT proved far slower than Yices where Yices needed
 # more than HANDOFF_SECONDS for it (the corpus' fa4_p3_d64: Yices 10 s, CP-SAT not within 60 s).
 HANDED_OFF = ("roles", "cross-role edges", "warps", "starts", "lexicographic")
-# The sum of starts goes to CP-SAT as soon as one Yices check of it runs past this: where Yices
-# proves it (the examples) each check is quick (0.01-0.25 s at load 1), where it stalls one check near the
-# optimum runs for seconds (the corpus' random_n18-n28) (docs/benchmarks.md, log, session 28).
-HANDOFF_CHECK_SECONDS = {"starts": 1.0}
+# The fewest roles and the sum of starts go to CP-SAT as soon as one Yices check of them runs past
+# this: where Yices proves them (the examples) each check is quick (0.01-0.25 s at load 1), where it
+# stalls one check runs for seconds (the corpus' random_n18-n28) (docs/benchmarks.md, log, session 28).
+HANDOFF_CHECK_SECONDS = {"roles": 1.0, "starts": 1.0}
 
 
 def _handoff_available(p: Problem) -> bool:
