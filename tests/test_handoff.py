@@ -48,9 +48,9 @@ def _run_out_at(monkeypatch, phase):
         return
     plain = JointEncoding.minimize
 
-    def minimize(self, objective, lo, deadline=None, measure=None, from_below=0):
+    def minimize(self, objective, lo, deadline=None, measure=None, **options):
         if objective != phase:
-            return plain(self, objective, lo, deadline, measure, from_below)
+            return plain(self, objective, lo, deadline, measure, **options)
         hi = (measure or (lambda: self.value(objective)))()
         self.bound(objective, hi)  # (as minimize does when its deadline comes)
         return hi, False
@@ -62,6 +62,7 @@ def _run_out_at(monkeypatch, phase):
 @pytest.mark.parametrize("name", GRAPHS)
 def test_handoff_at_any_phase_gives_the_yices_schedule(name, files, monkeypatch):
     monkeypatch.setattr(joint, "HANDOFF_SECONDS", 1e9)
+    monkeypatch.setattr(joint, "HANDOFF_CHECK_SECONDS", {})
     plain = _solve(name, files)
     from twill import joint_cpsat
     calls = []
@@ -73,6 +74,24 @@ def test_handoff_at_any_phase_gives_the_yices_schedule(name, files, monkeypatch)
             calls.clear()
             assert _solve(name, files) == plain, phase
             assert calls == ["finish_from"], phase  # CP-SAT took over
+
+
+@pytest.mark.parametrize("phase", sorted(joint.HANDOFF_CHECK_SECONDS))
+@pytest.mark.parametrize("name", GRAPHS)
+def test_one_slow_check_hands_its_phase_off(name, phase, files, monkeypatch):
+    """A check of the fewest roles or of the sum of starts that runs past its cap (here none may run at
+    all) hands that phase to CP-SAT at once, whatever the phase's own budget, and the file is still the
+    plain search's."""
+    monkeypatch.setattr(joint, "HANDOFF_SECONDS", 1e9)
+    monkeypatch.setattr(joint, "HANDOFF_CHECK_SECONDS", {})
+    plain = _solve(name, files)
+    from twill import joint_cpsat
+    phases = []
+    real = joint_cpsat.finish_from
+    monkeypatch.setattr(joint_cpsat, "finish_from", lambda *a: phases.append(a[4]) or real(*a))
+    monkeypatch.setattr(joint, "HANDOFF_CHECK_SECONDS", {phase: -1.0})
+    assert _solve(name, files) == plain
+    assert phases == [phase]
 
 
 def test_handoff_is_the_default_backends_only():
@@ -96,3 +115,5 @@ def test_time_limit_during_handoff_returns_the_best_schedule(files, monkeypatch)
         _solve("random_n24_s5", files, time_limit=8)
     s = exc.value.schedule
     assert s is not None and s.stage == "joint" and not s.complete
+    tir, yaml = files["random_n24_s5"]
+    assert verify(s, load_tir(str(tir)), load_machine(str(yaml))) == []

@@ -84,3 +84,22 @@ def test_the_starts_have_the_least_sum_among_the_tied_schedules(text):
             enc.bound(objective, k)
         assert enc.check(None, {"starts": total}) == Status.SAT
         assert enc.check(None, {"starts": total - 1}) == Status.UNSAT
+
+
+@SETTINGS
+@given(graphs())
+def test_the_least_length_searched_from_its_floor_first_is_the_solve_s(text):
+    """`minimize(probe_floor=True)` checks its floor before bisecting (joint.PROBE_FLOOR): from any
+    schedule it still ends on the least L, the one the solve reports, which a fresh context confirms."""
+    s, p, _, _ = _solved(text)
+    swp = dict(s.bounds)["swp_length"]
+    with JointEncoding(p, s.ii, window(p, s.ii, swp)) as enc:
+        assert enc.check(None) == Status.SAT
+        checked = []
+        plain = enc.check
+        enc.check = lambda deadline=None, at_most=None, **kw: checked.append(at_most) or plain(deadline, at_most, **kw)
+        least, done = enc.minimize("L", length_floor(p), None, enc.makespan, probe_floor=True)
+        assert done and least == s.length
+        assert not checked or checked[0] == {"L": length_floor(p)}
+    with JointEncoding(p, s.ii, window(p, s.ii, swp)) as enc:
+        assert enc.check(None, {"L": least - 1}) == Status.UNSAT

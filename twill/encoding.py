@@ -9,6 +9,7 @@ guards each family item with an assumption literal.
 """
 from __future__ import annotations
 
+import math
 import time
 
 from .errors import Status
@@ -39,6 +40,13 @@ OBJECTIVES = {
     "starts": lambda e: e.add(*[e.start[t.name] for t in e.p.tasks]),
     # and "start:OP": one op's start, "role:OP": its role slot, "warps:W": role slot W's warps
 }
+
+
+# After a satisfiable check whose model beat the bound asked for, `minimize` checks just below that
+# model's value next (is it the least?) instead of bisecting: on the corpus' tmem_gemm_m256_x2_p4 the
+# sum of starts' first model was its optimum and the bisection then paid five refutations near it
+# for the one that proves it (docs/benchmarks.md, log, session 28).
+INCUMBENT_PROBE = True
 
 
 class JointEncoding:
@@ -169,23 +177,32 @@ class JointEncoding:
         self._assert([self._e.le(self._term(objective), self._e.num(k))])
 
     def minimize(self, objective: str, lo: int, deadline: float | None = None, measure=None,
-                 from_below: int = 0) -> tuple[int, bool]:
+                 from_below: int = 0, check_seconds: float | None = None,
+                 probe_floor: bool = False) -> tuple[int, bool]:
         """The least k >= lo with objective <= k satisfiable, from the value the last model has
         (satisfiable), asserted from then on. Binary search, except that once at most `from_below`
         values remain, it tries them from below (the first satisfiable is the least: unsatisfiable
         checks are the cheap ones where a loose bound makes a satisfiable one dear). `measure()` reads
         what the current model really achieves (at most the objective's value), so each satisfiable
         check can lower the bound further. Returns the bound and whether the search finished (a
-        deadline can stop it)."""
+        deadline, or a check running past `check_seconds`, can stop it). With `probe_floor`, `lo` itself
+        is checked first; after a model that beat its bound, the value just below it (INCUMBENT_PROBE)."""
         measure = measure or (lambda: self.value(objective))
         hi = measure()
+        first = lo if probe_floor else None
+        undershot = False  # the last model beat the bound asked for: its value may well be the least
         while lo < hi:
-            mid = lo if hi - lo <= from_below else (lo + hi) // 2
-            status = self.check(deadline, {objective: mid})
+            mid = (lo if hi - lo <= from_below or lo == first else hi - 1 if undershot and INCUMBENT_PROBE
+                   else (lo + hi) // 2)
+            cap = deadline if check_seconds is None else min(deadline or math.inf, time.monotonic() + check_seconds)
+            status = self.check(cap, {objective: mid})
             if status == Status.TIMEOUT:
                 break
+            undershot = False
             if status == Status.SAT:
-                hi = min(mid, measure())
+                value = measure()
+                undershot = value < mid
+                hi = min(mid, value)
             else:
                 lo = mid + 1
                 if not self.guards:  # proven: objective > mid, kept as a fact for the checks after it

@@ -83,6 +83,10 @@ def stage1_floor(swp_length: int, swp_floor: int | None) -> int:
 
 
 FROM_BELOW = 16  # candidate lengths the search for the least L tries one at a time from below
+# The least L's search checks its floor first (stage 1's proven L at the SWP bound, often the answer),
+# then bisects: on the corpus' fa4_p3_d64 the bisection's first check (L <= 460, satisfiable) took
+# 13 s where the floor 445 is satisfiable in 3-6 s (docs/benchmarks.md, log, session 28).
+PROBE_FLOOR = True
 
 
 def _numbered(p: Problem, key: dict[str, object], slots: int) -> dict[str, int] | None:
@@ -178,6 +182,10 @@ HANDOFF_SECONDS = 4.0  # Yices' time on one phase after the first schedule befor
 # The phases that may be handed over: not L, which CP-SAT proved far slower than Yices where Yices needed
 # more than HANDOFF_SECONDS for it (the corpus' fa4_p3_d64: Yices 10 s, CP-SAT not within 60 s).
 HANDED_OFF = ("roles", "cross-role edges", "warps", "starts", "lexicographic")
+# The fewest roles and the sum of starts go to CP-SAT as soon as one Yices check of them runs past
+# this: where Yices proves them (the examples) each check is quick (0.01-0.25 s at load 1), where it
+# stalls one check runs for seconds (the corpus' random_n18-n28) (docs/benchmarks.md, log, session 28).
+HANDOFF_CHECK_SECONDS = {"roles": 1.0, "starts": 1.0}
 
 
 def _handoff_available(p: Problem) -> bool:
@@ -194,9 +202,14 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
 
     Every phase's answer is its proven optimum and the lexicographic steps leave one schedule, so the
     result does not depend on which solver proved which phase (nor on the machine's speed)."""
-    phases = [("L", lambda d: enc.minimize("L", below + 1, d, enc.makespan, from_below=FROM_BELOW), below + 1)]
-    phases += [(what, lambda d, what=what, floor=floor: enc.minimize(what, floor, d), floor)
-               for what, floor in TIE_BREAKS]
+    phases = [("L", lambda d: enc.minimize("L", below + 1, d, enc.makespan, from_below=FROM_BELOW,
+                                           probe_floor=PROBE_FLOOR), below + 1)]
+
+    def tie_break(what, floor, budget):  # (`handoff` as it is now: None once CP-SAT has found nothing)
+        cap = HANDOFF_CHECK_SECONDS.get(what) if handoff is not None else None
+        return enc.minimize(what, floor, budget, check_seconds=cap)
+
+    phases += [(what, lambda d, what=what, floor=floor: tie_break(what, floor, d), floor) for what, floor in TIE_BREAKS]
     phases.append(("lexicographic", lambda d: (None, _lex(enc, d)), 0))
     proven: dict[str, int] = {}
     length = None
