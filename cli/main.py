@@ -22,10 +22,20 @@ def _on_sigterm(signum, frame):
 
 
 class TwillGroup(click.Group):
-    def invoke(self, ctx):
-        from twill.fileio import scratch
-        previous = _catch_sigterm()
+    def make_context(self, *args, **kwargs):
+        """The group's arguments parsed; an interrupt meanwhile exits 130 as in a command's run (click
+        itself would say "Aborted!" and exit 1)."""
         try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            click.echo("interrupted: no file was written", err=True)
+            sys.exit(130)
+
+    def invoke(self, ctx):
+        previous = None
+        try:  # (an interrupt while twill.fileio is imported, on a busy machine, is caught too)
+            from twill.fileio import scratch
+            previous = _catch_sigterm()
             with scratch():
                 result = super().invoke(ctx)
                 _flush_stdout()
