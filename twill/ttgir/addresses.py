@@ -243,8 +243,16 @@ class Unexpressed(Exception):
 
 
 def _constant(op: MOp) -> int | None:
-    """An integer ``arith.constant`` (a scalar or a splat ``dense<N>``); None for anything else."""
+    """An integer ``arith.constant`` (a scalar or a splat ``dense<N>``, after an attribute dictionary
+    such as a warp-specialized partition's ``{async_task_id = ...}``); None for anything else."""
     t = op.tokens
+    if t and t[0].is_("{"):  # the attributes before the value
+        depth, k = 0, 0
+        for k, tok in enumerate(t):
+            depth += tok.is_("{") - tok.is_("}")
+            if depth == 0:
+                break
+        t = t[k + 1:]
     i = 2 if len(t) > 2 and t[0].is_("dense") else 0
     try:
         return int(t[i].text)

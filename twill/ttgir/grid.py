@@ -25,6 +25,7 @@ from __future__ import annotations
 from ..errors import Diagnostic, InputError
 from .parser import MOp
 from .splits import Split, loop_split, stores_read_split
+from .start import errors as start_errors
 
 LOADS = {  # op -> which operands are its address: "first" or "all" (an async copy's buffer and barrier hold no program id)
     "tt.load": "first", "ttg.async_copy_global_to_local": "first", "tt.descriptor_load": "all",
@@ -121,7 +122,8 @@ def check(module, func: MOp, loop: MOp, banded: bool) -> Split | None:
         if errors:
             raise UnexpressedGrid(*errors)
         return split
-    errors = _bounds(module, dep, loop, banded, why) + _stores(module, dep, func)
+    errors = (_bounds(module, dep, loop, banded, why) + start_errors(module, func, loop, dep.of)
+              + _stores(module, dep, func))
     if errors:
         raise UnexpressedGrid(*errors)
     return None
