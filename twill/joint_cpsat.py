@@ -4,8 +4,9 @@ each step an optimization that CP-SAT proves (the model: cpsat_model.py).
 The same answers as the Yices search (joint.py), by the same definitions: I ascends from the SWP
 bound, each I refuted (INFEASIBLE) within the same window, L <= I * (ceil(L0 / I) + 2), before the
 next is tried; once one is not, L is minimized (OPTIMAL), then the roles, the cross-role edges, the
-warps and the sum of starts, each fixed at its proven optimum before the next, and finally each
-op's start in op order. Past a refuted SWP bound, a fully sequential I is checked first, as
+warps and the sum of starts, each fixed at its proven optimum before the next (one solve of them
+weighted as their lexicographic order where it fits: `_tie_breaks`), and finally each op's start in
+op order. Past a refuted SWP bound, a fully sequential I is checked first, as
 joint.py does (no joint schedule at any I). One worker and a fixed seed: the same input gives
 the same schedule.
 """
@@ -120,7 +121,9 @@ def _ties(model: CpJoint, ii: int, status, length: int, deadline, report, tried,
 
 
 LEX_BITS = 56  # the weights of one lexicographic objective stay below 2**LEX_BITS
-ONE_SHOT_TIES = True  # the tie-breaks as one objective (radix weights) where it fits in LEX_BITS
+# The tie-breaks as one objective (radix weights) where it fits in LEX_BITS: on 7 corpus graphs that hand
+# off, CP-SAT's tie-break CPU 25.6 -> 18.7 s (docs/benchmarks.md, log, session 28b; one graph worse).
+ONE_SHOT_TIES = True
 
 
 def _tie_breaks(model: CpJoint, whats: list[str], deadline, report) -> bool:
