@@ -414,6 +414,8 @@ class CpJoint:
         "role:OP" and "warps:W" included), and (KIND, items, radix) for KIND "starts:lex", "roles:lex" or
         "warps:lex": sum(term(item_i) * radix**(len(items) - 1 - i)), lexicographic where radix exceeds
         every term's value."""
+        if isinstance(name, tuple) and name[0] == "weighted":
+            return sum(self.objective(what) * weight for what, weight in name[1])
         if isinstance(name, tuple):
             kind, items, radix = name
             one = {"starts:lex": "start", "roles:lex": "role", "warps:lex": "warps"}[kind]
@@ -433,6 +435,12 @@ class CpJoint:
             "warps": lambda: sum(self.p.limits.warp_group * b for b in self.big) + sum(self.small),
             "starts": lambda: sum(self.start.values()),
         }[name]()
+
+    def top(self, name: str) -> int:
+        """An upper bound on an objective of TIE_BREAKS' (for the radix of a weighted objective)."""
+        wgsz = self.p.limits.warp_group
+        return {"L": self.lmax, "roles": self.K, "cross-role edges": len(self.p.deps),
+                "warps": self.K * wgsz, "starts": self.lmax * len(self.names)}[name]
 
     def order_starts(self, chains) -> None:
         """start[a] <= start[b] along each chain of interchangeable ops (symmetry.orderings)."""

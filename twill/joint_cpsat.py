@@ -4,8 +4,9 @@ each step an optimization that CP-SAT proves (the model: cpsat_model.py).
 The same answers as the Yices search (joint.py), by the same definitions: I ascends from the SWP
 bound, each I refuted (INFEASIBLE) within the same window, L <= I * (ceil(L0 / I) + 2), before the
 next is tried; once one is not, L is minimized (OPTIMAL), then the roles, the cross-role edges, the
-warps and the sum of starts, each fixed at its proven optimum before the next, and finally each
-op's start in op order. Past a refuted SWP bound, a fully sequential I is checked first, as
+warps and the sum of starts, each fixed at its proven optimum before the next (one solve of them
+weighted as their lexicographic order where it fits: `_tie_breaks`), and finally each op's start in
+op order. Past a refuted SWP bound, a fully sequential I is checked first, as
 joint.py does (no joint schedule at any I). One worker and a fixed seed: the same input gives
 the same schedule.
 """
@@ -82,16 +83,11 @@ def finish_from(p: Problem, ii: int, lmax: int, proven: dict[str, int], phase: s
     at = PHASES.index(phase) - 1  # its index in TIE_BREAKS (len(TIE_BREAKS) for "lexicographic")
     if phase == "lexicographic":
         status, _ = model.minimize("starts", deadline, SEED)  # a schedule of the proven values to start from
-    else:
-        report("joint", {"I": ii, "L": proven["L"], "minimizing": phase,
-                         "last check s": f"{time.monotonic() - t0:.2f}"})
-        status, value = model.minimize(phase, deadline, SEED)
-        if status == Status.SAT:
-            model.bound(phase, value)
-            at += 1
-    if model.solved():
+        if not model.solved():
+            return None
         return _ties(model, ii, Status.SAT, proven["L"], deadline, report, tried, t0, at, status == Status.SAT)
-    return None
+    # `phase` and the tie-breaks after it, from here (one objective where it fits: _tie_breaks)
+    return _ties(model, ii, Status.SAT, proven["L"], deadline, report, tried, t0, at)
 
 
 def _from_least_length(model: CpJoint, ii: int, deadline, report, tried, t0):
@@ -102,22 +98,21 @@ def _from_least_length(model: CpJoint, ii: int, deadline, report, tried, t0):
 
 
 def _ties(model: CpJoint, ii: int, status, length: int, deadline, report, tried, t0, start_at: int = 0,
-          going: bool = True) -> JointResult:
+          going: bool = True) -> JointResult | None:
     """From the least L (status SAT: proven), the tie-breaks in order from TIE_BREAKS[start_at] (`going`:
-    the ones before it were proven), each fixed at its optimum, then the lexicographic steps."""
+    the ones before it were proven), each fixed at its optimum, then the lexicographic steps. None when
+    the model has no solution yet and the deadline came first (a hand-off's first solve)."""
     done = status == Status.SAT
     ties = done and going
     if ties:
         model.bound("L", length)
-        for what, _ in TIE_BREAKS[start_at:]:
-            report("joint", {"I": ii, "L": length, "minimizing": what, "last check s": f"{time.monotonic() - t0:.2f}"})
-            status, value = model.minimize(what, deadline, SEED)
-            if status != Status.SAT:
-                ties = False
-                break
-            model.bound(what, value)
+        ties = _tie_breaks(model, [what for what, _ in TIE_BREAKS[start_at:]], deadline,
+                           lambda what: report("joint", {"I": ii, "L": length, "minimizing": what,
+                                                         "last check s": f"{time.monotonic() - t0:.2f}"}))
         if ties:
             ties = _lex(model, deadline)
+    if not model.solved():
+        return None
     slot, start = model.roles(), model.starts()
     result = JointResult(ii, length if done else model.makespan(), tuple((v, start[v]) for v in model.names),
                          tuple((v, slot[v]) for v in model.names), tuple(sorted(model.role_warps().items())),
@@ -126,6 +121,37 @@ def _ties(model: CpJoint, ii: int, status, length: int, deadline, report, tried,
 
 
 LEX_BITS = 56  # the weights of one lexicographic objective stay below 2**LEX_BITS
+# The tie-breaks as one objective (radix weights) where it fits in LEX_BITS: on 7 corpus graphs that hand
+# off, CP-SAT's tie-break CPU 25.6 -> 18.7 s (docs/benchmarks.md, log, session 28b; one graph worse).
+ONE_SHOT_TIES = True
+
+
+def _tie_breaks(model: CpJoint, whats: list[str], deadline, report) -> bool:
+    """Each of `whats` (TIE_BREAKS' objectives, in order) at its least value given the ones before it,
+    fixed there. Where their ranges fit in LEX_BITS, one solve of sum(objective_i * weight_i) with
+    weight_i the product of the later ranges (+ 1): its optimum is exactly the lexicographic one, and
+    each value is a digit of it; else one solve each."""
+    weights, radix = [], 1
+    for what in reversed(whats):
+        weights.append(radix)
+        radix *= model.top(what) + 1
+    weights.reverse()
+    if ONE_SHOT_TIES and len(whats) > 1 and radix < 2 ** LEX_BITS:
+        report(", ".join(whats))
+        status, value = model.minimize(("weighted", tuple(zip(whats, weights))), deadline, SEED)
+        if status != Status.SAT:
+            return False
+        for what, weight in zip(whats, weights):
+            model.bound(what, value // weight)
+            value %= weight
+        return True
+    for what in whats:
+        report(what)
+        status, value = model.minimize(what, deadline, SEED)
+        if status != Status.SAT:
+            return False
+        model.bound(what, value)
+    return True
 
 
 def _lex(model: CpJoint, deadline) -> bool:
@@ -144,7 +170,12 @@ def _lex_least(model: CpJoint, kind: str, items, top: int, values, deadline) -> 
     radix = top + 1
     k = max(1, LEX_BITS // radix.bit_length())
     one = {"starts:lex": "start", "roles:lex": "role", "warps:lex": "warps"}[kind]
-    for i in range(0, len(items), k):
+    value, i = values(), 0
+    while i < len(items):
+        if value[items[i]] == 0:  # at its least possible value in the last solution: fixed there, no solve
+            model.bound(f"{one}:{items[i]}", 0)
+            i += 1
+            continue
         chunk = items[i:i + k]
         status, _ = model.minimize((kind, tuple(chunk), radix), deadline, SEED)
         if status != Status.SAT:
@@ -152,6 +183,7 @@ def _lex_least(model: CpJoint, kind: str, items, top: int, values, deadline) -> 
         value = values()
         for v in chunk:
             model.bound(f"{one}:{v}", value[v])
+        i += len(chunk)
     return True
 
 
