@@ -189,7 +189,8 @@ def test_every_error_of_a_file_is_reported_at_once():
 
 
 def test_expression_error_points_at_the_column():
-    text = H100.replace('"2*M*N*K / 4096"', '"2*M*N*Q / 4096"')
+    text = H100.replace('"2*M*N*K*bits/16 / 4096"', '"2*M*N*Q / 4096"')
+    assert text != H100
     msg = _error(text)
     line = text.splitlines()[_line_of(text, "2*M*N*Q") - 1]
     col = line.index("Q") + 1
@@ -209,14 +210,14 @@ def test_unknown_gpu_and_unreadable_paths(tmp_path):
 
 # -- the expression evaluator ----------------------------------------------------------------------
 
-ENV = {"elements": 16384.0, "bytes": 32768.0, "M": 128.0, "N": 64.0, "K": 32.0}
+ENV = {"elements": 16384.0, "bytes": 32768.0, "M": 128.0, "N": 64.0, "K": 32.0, "bits": 8.0}
 
 
 @pytest.mark.parametrize("source, value", [
     ("1 + 2 * 3", 7), ("(1 + 2) * 3", 9), ("2 * 3 + 1", 7), ("8 / 2 / 2", 2), ("2 - 3 - 4", -5),
     ("-2 * 3", -6), ("--2", 2), ("2 * -3", -6), ("1.5e2", 150), (".5 * 4", 2), ("42", 42),
     ("2*M*N*K / 4096", 2 * 128 * 64 * 32 / 4096), ("elements / 16", 1024), ("bytes/32 + M - N", 1088),
-    ("((M))", 128), ("  M  *  2  ", 256),
+    ("((M))", 128), ("  M  *  2  ", 256), ("2*M*N*K*bits/16 / 4096", 2 * 128 * 64 * 32 / 4096 / 2),
 ])
 def test_expression_values_and_precedence(source, value):
     assert parse_expr(source)(ENV) == pytest.approx(value)
