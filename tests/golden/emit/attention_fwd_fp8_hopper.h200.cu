@@ -1784,6 +1784,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     twill::named_arrive(1, 256);  // consumer0's turn
     // p1 = exp2 s1, m1_new (iteration 0)
     twill::op_exp2_sum(p1[0], p1_sums[0], s1[0], m1_new[0], args.exp2_scale);
+    twill::wgmma_wait<0>();  // no wgmma in flight where acc1_r, carried into the loop, is computed
+    twill::fence_frag(acc1_n[0]);
+    twill::fence_frag(s1[0]);
+    twill::fence_frag(s1[1]);
+    twill::fence_frag(p1[0]);
     // acc1_r is computed in the registers of acc1_n, which accumulates it in place
     // acc1_r = rescale acc1, alpha1 (iteration 0)
     twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
@@ -1847,6 +1852,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(p1[0]);
       // p1 = exp2 s1, m1_new (iteration j - 1)
       twill::op_exp2_sum(p1[0], p1_sums[0], s1[1], m1_new[1], args.exp2_scale);
+      twill::wgmma_wait<0>();  // no wgmma in flight where acc1_r, carried into the loop, is computed
+      twill::fence_frag(acc1_n[0]);
+      twill::fence_frag(s1[0]);
+      twill::fence_frag(s1[1]);
+      twill::fence_frag(p1[0]);
       // acc1_r is computed in the registers of acc1_n, which accumulates it in place
       // acc1_r = rescale acc1, alpha1 (iteration j - 1)
       twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
@@ -1906,6 +1916,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(p1[0]);
       // p1 = exp2 s1, m1_new (iteration j)
       twill::op_exp2_sum(p1[0], p1_sums[0], s1[0], m1_new[0], args.exp2_scale);
+      twill::wgmma_wait<0>();  // no wgmma in flight where acc1_r, carried into the loop, is computed
+      twill::fence_frag(acc1_n[0]);
+      twill::fence_frag(s1[0]);
+      twill::fence_frag(s1[1]);
+      twill::fence_frag(p1[0]);
       // acc1_r is computed in the registers of acc1_n, which accumulates it in place
       // acc1_r = rescale acc1, alpha1 (iteration j)
       twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
@@ -2042,6 +2057,11 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(p1[0]);
         // p1 = exp2 s1, m1_new (iteration j - 1)
         twill::op_exp2_sum(p1[0], p1_sums[0], s1[1], m1_new[1], args.exp2_scale);
+        twill::wgmma_wait<0>();  // no wgmma in flight where acc1_r, carried into the loop, is computed
+        twill::fence_frag(acc1_n[0]);
+        twill::fence_frag(s1[0]);
+        twill::fence_frag(s1[1]);
+        twill::fence_frag(p1[0]);
         // acc1_r is computed in the registers of acc1_n, which accumulates it in place
         // acc1_r = rescale acc1, alpha1 (iteration j - 1)
         twill::op_rescale(acc1_n[0], acc1_n[0], alpha1[0]);
