@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 
 from .liveness import (always_blocking, busy, holds, imports, in_place_operands, memory_holds, read_bytes,
-                       register_pool, regs_per_thread, tmem_reads)
+                       register_pool, regs_per_thread, scratch, streamed_with, tmem_reads)
 from .problem import Problem
 
 
@@ -290,7 +290,8 @@ class CpJoint:
         begins = self._begins(values, ends, holds, "reg", True)
         clamp = {t.name for t in values if holds(t) > max(t.cycles, 1) and in_place_operands(p, t.name)}
         loaded = imports(p) + tmem_reads(p)
-        readers = {c for _, c in loaded}
+        temps = scratch(p)
+        readers = {c for _, c in loaded + temps}
         points = [(t.name, begins[t.name][1]) for t in values]
         points += [(c, self.qr(c)) for c in self.names if c in readers]
         covered = {x for x, _ in points}
@@ -308,19 +309,27 @@ class CpJoint:
                 terms.append((regs_per_thread(nbytes, lim.warp_group), regs_per_thread(nbytes, 1), here))
             for v in values:
                 n = self.live(at, begins[v.name][1], ends[v.name][1])
-                terms.append((regs_per_thread(v.bytes, lim.warp_group), regs_per_thread(v.bytes, 1),
+                nbytes = v.register_bytes  # a vector's fragment, replication included
+                terms.append((regs_per_thread(nbytes, lim.warp_group), regs_per_thread(nbytes, 1),
                               self._if(None if v.name == x else self.same(x, v.name), n, v.name in clamp)))
             for v, c in loaded:
-                if p.task[v].space == "tmem":
+                if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it
                     here = None if c == x else self.same(x, c)
-                else:
+                else:  # a register value loaded from another role
+                    others = streamed_with(p, v, c)
+                    if others is not None and not others:
+                        continue  # streamed through c, its role's only reader of it
                     here = m.new_bool_var(f"loads[{x},{v},{c}]")
-                    m.add_bool_or([self.same(v, c), here] + ([] if c == x else [self.same(x, c).Not()]))
-                span = self.split(f"read_end[{c}]", self.start[c] + max(p.task[c].cycles, 1), 0,
-                                  self.lmax + max(p.task[c].cycles, 1))
-                n = self.live(at, self.qr(c), span)
+                    # held where c's role is x's, v runs elsewhere (and another reader of v is on c's role)
+                    for o in (others if others is not None else [None]):
+                        m.add_bool_or([self.same(v, c), here] + ([] if c == x else [self.same(x, c).Not()])
+                                      + ([] if o is None else [self.same(o, c).Not()]))
+                n = self.live(at, self.qr(c), self.read_end(c))
                 nbytes = read_bytes(p, v, c)
                 terms.append((regs_per_thread(nbytes, lim.warp_group), regs_per_thread(nbytes, 1), self._if(here, n)))
+            for c, k in temps:  # an op's temporaries while it runs, on its role (registers per thread)
+                n = self.live(at, self.qr(c), self.read_end(c))
+                terms.append((k, k, self._if(None if c == x else self.same(x, c), n)))
             x_wg = m.new_bool_var(f"role_is_wg[{x}]")
             x_regs = m.new_int_var(0, lim.registers_per_thread, f"role_regs[{x}]")
             for w in range(self.K):
@@ -328,6 +337,11 @@ class CpJoint:
                 m.add(x_regs == self.regs[w]).only_enforce_if(self.x[x][w])
             m.add(lim.register_reserve + sum(a * t for a, _, t in terms) <= x_regs).only_enforce_if(x_wg)
             m.add(lim.register_reserve + sum(b * t for _, b, t in terms) <= x_regs).only_enforce_if(x_wg.Not())
+
+    def read_end(self, c: str):
+        """(q, r) of the end of op c's run, start + max(cycles, 1): a read or scratch held while c runs."""
+        cycles = max(self.p.task[c].cycles, 1)
+        return self.split(f"read_end[{c}]", self.start[c] + cycles, 0, self.lmax + cycles)
 
     def _if(self, lit, n, clamp: bool = False):
         """A term at least n where `lit` holds (None: always), else at least 0 (the constraints it
