@@ -44,6 +44,9 @@ def slots(p: Problem) -> int:
 class CpJoint:
     """The joint model at one I with L <= lmax (and L >= floor); holds the CP-SAT model."""
 
+    # the constraint families, in the order they are stated (a test may state fewer: a subclass)
+    FAMILIES = ("_dependence", "_capacity", "_roles", "_variable_latency", "_registers", "_memory", "_blocking")
+
     def __init__(self, p: Problem, ii: int, lmax: int, floor: int = 0):
         self.cp = cp_model = ortools_cp_model()
         self.m = m = cp_model.CpModel()
@@ -69,9 +72,8 @@ class CpJoint:
                 m.add_implication(self.x[v][w], self.used[w])
             m.add_bool_or([self.used[w].Not()] + [self.x[v][w] for v in self.names])
         self.role = {v: sum(w * self.x[v][w] for w in range(1, K)) if K > 1 else 0 for v in self.names}
-        for family in (self._dependence, self._capacity, self._roles, self._variable_latency,
-                       self._registers, self._memory, self._blocking):
-            family()
+        for family in self.FAMILIES:
+            getattr(self, family)()
 
     # -- helpers -----------------------------------------------------------------------------------
     def split(self, key, expr, lo: int, hi: int):
