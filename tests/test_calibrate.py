@@ -82,8 +82,11 @@ def test_recorded_h200_run_becomes_a_spec_that_loads_and_solves():
     chain = statistics.median(_samples(raw, "wgmma", "wgmma_chain", dtype="f16", n=256, warpgroups=1))
     flop = 2 * 64 * 256 * 16
     mma = m.op_specs["mma"]
-    env = {"M": 64, "N": 256, "K": 16, "elements": 64 * 256, "bytes": 64 * 256 * 4}
+    env = {"M": 64, "N": 256, "K": 16, "elements": 64 * 256, "bytes": 64 * 256 * 4, "bits": 16}
     assert mma.occupancy(env) == pytest.approx(chain, rel=0.02)  # one instruction's issue interval
+    # an 8-bit m64n256k32 takes an f16 m64n256k16's time, as its chain measured
+    f8 = statistics.median(_samples(raw, "wgmma", "wgmma_chain", dtype="f8e4m3", n=256, warpgroups=1))
+    assert mma.occupancy({**env, "K": 32, "bits": 8}) == pytest.approx(f8, rel=0.02)
     # what the base says and nothing measured stays the base's
     base = parse_machine(BASE, "h200.yaml")
     assert m.limits.warps == base.limits.warps and m.op_specs["store"] == base.op_specs["store"]
@@ -99,7 +102,7 @@ def test_recorded_h200_run_becomes_a_spec_that_loads_and_solves():
     assert verify(schedule, graph, m) == []
     mma_op = next(op for op in schedule.ops if op.opcode == "mma")
     assert mma_op.machine_cycles == pytest.approx(mma.cycles(
-        {"M": 64, "N": 256, "K": 64, "elements": 64 * 256, "bytes": 64 * 256 * 4}), rel=1e-6)
+        {"M": 64, "N": 256, "K": 64, "elements": 64 * 256, "bytes": 64 * 256 * 4, "bits": 16}), rel=1e-6)
 
 
 def _median(raw, bench, name, **params):
@@ -137,9 +140,12 @@ def test_the_wgmma_hold_and_rowmax_rules():
     chain = _median(raw, "wgmma", "wgmma_chain", dtype="f16", n=128, warpgroups=1)
     queued = 32 - 32 * issue / chain
     assert 6 < queued < 8
-    env = {"M": 64, "N": 128, "K": 128, "elements": 8192, "bytes": 32768}
+    env = {"M": 64, "N": 128, "K": 128, "elements": 8192, "bytes": 32768, "bits": 16}
     one = mma.occupancy(env) / 8  # an m64n128k128 is 8 m64n128k16 instructions
     assert mma.hold(env) == pytest.approx(mma.occupancy(env) - queued * one, rel=1e-3)
+    f8 = {**env, "bits": 8}  # an f8 m64n128k128 is 4 m64n128k32, each an f16 m64n128k16's time
+    assert mma.occupancy(f8) == pytest.approx(4 * one, rel=1e-9)
+    assert mma.hold(f8) == pytest.approx(mma.occupancy(f8) - queued * one, rel=1e-3)
     fmnmx = _median(raw, "alu", "alu_rate", op="fmnmx")
     assert m.op_specs["rowmax"].cycles({"elements": 8192}) == pytest.approx(8192 / fmnmx, rel=1e-3)
     assert m.op_specs["rowmax"].occupancy is None

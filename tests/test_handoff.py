@@ -127,3 +127,25 @@ def test_time_limit_during_handoff_returns_the_best_schedule(files, monkeypatch)
     assert s is not None and s.stage == "joint" and not s.complete
     tir, yaml = files["random_n24_s5"]
     assert verify(s, load_tir(str(tir)), load_machine(str(yaml))) == []
+
+
+def test_a_handoff_schedule_that_fails_verify_is_not_kept(files, monkeypatch):
+    """A schedule CP-SAT hands back that verify rejects (a discrepancy between the two models: here
+    made by moving every op to cycle 0) is dropped and the phase goes on on Yices alone, to the plain
+    search's file, proven (the file records optimal and complete)."""
+    from dataclasses import replace
+    from twill import joint_cpsat
+    name = GRAPHS[0]
+    monkeypatch.setattr(joint, "HANDOFF_SECONDS", 1e9)
+    monkeypatch.setattr(joint, "HANDOFF_CHECK_SECONDS", {})
+    plain = _solve(name, files)
+    real, calls = joint_cpsat.finish_from, []
+
+    def broken(*args):
+        calls.append(args[4])
+        result = real(*args)
+        return replace(result, starts=tuple((v, 0) for v, _ in result.starts))
+    monkeypatch.setattr(joint_cpsat, "finish_from", broken)
+    monkeypatch.setattr(joint, "HANDOFF_CHECK_SECONDS", {"roles": -1.0})
+    assert _solve(name, files) == plain
+    assert calls == ["roles"]  # handed off once, then Yices alone

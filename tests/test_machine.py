@@ -189,7 +189,8 @@ def test_every_error_of_a_file_is_reported_at_once():
 
 
 def test_expression_error_points_at_the_column():
-    text = H100.replace('"2*M*N*K / 4096"', '"2*M*N*Q / 4096"')
+    text = H100.replace('"2*M*N*K*bits/16 / 4096"', '"2*M*N*Q / 4096"')
+    assert text != H100
     msg = _error(text)
     line = text.splitlines()[_line_of(text, "2*M*N*Q") - 1]
     col = line.index("Q") + 1
@@ -209,14 +210,14 @@ def test_unknown_gpu_and_unreadable_paths(tmp_path):
 
 # -- the expression evaluator ----------------------------------------------------------------------
 
-ENV = {"elements": 16384.0, "bytes": 32768.0, "M": 128.0, "N": 64.0, "K": 32.0}
+ENV = {"elements": 16384.0, "bytes": 32768.0, "M": 128.0, "N": 64.0, "K": 32.0, "bits": 8.0}
 
 
 @pytest.mark.parametrize("source, value", [
     ("1 + 2 * 3", 7), ("(1 + 2) * 3", 9), ("2 * 3 + 1", 7), ("8 / 2 / 2", 2), ("2 - 3 - 4", -5),
     ("-2 * 3", -6), ("--2", 2), ("2 * -3", -6), ("1.5e2", 150), (".5 * 4", 2), ("42", 42),
     ("2*M*N*K / 4096", 2 * 128 * 64 * 32 / 4096), ("elements / 16", 1024), ("bytes/32 + M - N", 1088),
-    ("((M))", 128), ("  M  *  2  ", 256),
+    ("((M))", 128), ("  M  *  2  ", 256), ("2*M*N*K*bits/16 / 4096", 2 * 128 * 64 * 32 / 4096 / 2),
 ])
 def test_expression_values_and_precedence(source, value):
     assert parse_expr(source)(ENV) == pytest.approx(value)
@@ -333,3 +334,59 @@ def test_a_bad_hold_is_located():
     with pytest.raises(InputError) as exc:
         parse_machine(_with_hold("M * / 2"), "h100.yaml")
     assert "ops.mma.hold" in str(exc.value)
+
+
+# -- the operand width (`bits`): the tensor core's rate follows the mma's input kind ---------------
+
+def _mma_graph(dtype: str, k: int, acc: str = "f32", b_dtype: str | None = None):
+    from twill.tir import parse_tir
+    return parse_tir(f"""kernel g
+carry acc : {acc}[64,128] = 0
+loop {{
+  a     = load : {dtype}[64,{k}] @smem
+  b     = load : {b_dtype or dtype}[128,{k}] @smem
+  acc_n = mma a, b, acc : {acc}[64,128]
+  y     = exp2 acc_n : f32[64,128]
+  yield acc = acc_n
+}}
+""")
+
+
+def _mma_cost(graph, machine):
+    return next(c for c in bind(graph, machine) if c.opcode == "mma")
+
+
+def test_bits_is_the_mma_a_width_and_else_the_widest_dtype():
+    g = _mma_graph("f8e4m3", 128)
+    env = {op.name: shape_env(g, op) for op in g.ops}
+    assert env["acc_n"]["bits"] == 8  # a's e4m3, not the f32 accumulator
+    assert env["a"]["bits"] == 8 and env["y"]["bits"] == 32
+    assert shape_env(_mma_graph("tf32", 64), _mma_graph("tf32", 64).ops[2])["bits"] == 32
+
+
+@pytest.mark.parametrize("gpu", sorted(bundled_specs()))
+def test_an_8bit_mma_costs_half_an_f16_one_and_tf32_twice(gpu):
+    """Same M, N, K: e4m3, e5m2 and s8 at twice the f16 rate, tf32 at half (datasheets: 1979 / 989 /
+    494 dense TFLOP/s on H100 and H200, 4.5 / 2.25 / 1.1 PFLOP/s on B200), on every bundled spec;
+    a fixed latency (h200-calibrated's L0) is paid once whatever the dtype."""
+    m = load_machine(gpu)
+    f16 = _mma_cost(_mma_graph("f16", 64), m)
+    bf16 = _mma_cost(_mma_graph("bf16", 64), m)
+    assert (bf16.cycles, bf16.occupancy, bf16.hold) == (f16.cycles, f16.occupancy, f16.hold)
+    fixed = f16.cycles - f16.occupancy  # 0, or the calibrated spec's one-time latency
+    for dtype, factor in (("f8e4m3", 0.5), ("f8e5m2", 0.5), ("tf32", 2.0)):
+        c = _mma_cost(_mma_graph(dtype, 64), m)
+        assert c.occupancy == pytest.approx(factor * f16.occupancy, rel=1e-12), dtype
+        assert c.cycles - fixed == pytest.approx(factor * (f16.cycles - fixed), rel=1e-12), dtype
+    i8 = _mma_cost(_mma_graph("i8", 64, acc="i32"), m)
+    assert i8.occupancy == pytest.approx(0.5 * f16.occupancy, rel=1e-12)
+    # an m64n128k128 in e4m3 takes an f16 m64n128k64's time (its wgmma K step is 32, not 16)
+    assert _mma_cost(_mma_graph("f8e4m3", 128), m).occupancy == f16.occupancy
+
+
+@pytest.mark.parametrize("gpu, cycles", [("h100", 256.0), ("h200", 256.0), ("b200", 128.0),
+                                         ("h200-calibrated", 2 * 64 * 128 * 64 / 4058 + 63)])
+def test_an_f16_mma_costs_what_it_did(gpu, cycles):
+    """The spec's mma before `bits` was 2*M*N*K / F (+ L0): f16 and bf16 cost it to the bit, so
+    their schedules do not change."""
+    assert _mma_cost(_mma_graph("f16", 64), load_machine(gpu)).cycles == cycles

@@ -44,13 +44,18 @@ def shape_env(graph: Graph, op: Op) -> dict[str, float]:
     `elements` counts the largest tile the op touches (a row reduction works on its input, not
     its result); `bytes` is the result's size (the largest operand's for an op without result);
     M and N are the result's last two dimensions and K the first operand's other dimension.
+    `bits` is the operand width: of an mma, its first operand's dtype (a: the tensor core's rate
+    follows its input kind, not the accumulator's); of any other op, the widest dtype it touches.
     """
     types = [t for t in (graph.operand_type(o) for o in op.operands) if t is not None]
-    env = {"elements": 0.0, "bytes": 0.0, "M": 1.0, "N": 1.0, "K": 1.0}
+    env = {"elements": 0.0, "bytes": 0.0, "M": 1.0, "N": 1.0, "K": 1.0, "bits": 0.0}
     tiles = types + ([op.type] if op.type else [])
     if tiles:
         env["elements"] = float(max(t.elements for t in tiles))
         env["bytes"] = float(op.type.bytes if op.type else max(t.bytes for t in types))
+        a = graph.operand_type(op.operands[0]) if op.operands else None
+        mma = a is not None and (d := vocab.lookup(op.opcode)) is not None and d.family == "mma"
+        env["bits"] = float(DTYPE_BITS[a.dtype] if mma else max(DTYPE_BITS[t.dtype] for t in tiles))
     main = op.type or (types[0] if types else None)
     if main is not None and main.shape:
         env["M"] = float(main.shape[-2]) if len(main.shape) >= 2 else 1.0

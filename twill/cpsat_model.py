@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 
 from .liveness import (always_blocking, busy, holds, imports, in_place_operands, memory_holds, read_bytes,
-                       register_pool, regs_per_thread, tmem_reads)
+                       register_pool, regs_per_thread, scratch, streamed_with, tmem_reads)
 from .problem import Problem
 
 
@@ -43,6 +43,9 @@ def slots(p: Problem) -> int:
 
 class CpJoint:
     """The joint model at one I with L <= lmax (and L >= floor); holds the CP-SAT model."""
+
+    # the constraint families, in the order they are stated (a test may state fewer: a subclass)
+    FAMILIES = ("_dependence", "_capacity", "_roles", "_variable_latency", "_registers", "_memory", "_blocking")
 
     def __init__(self, p: Problem, ii: int, lmax: int, floor: int = 0):
         self.cp = cp_model = ortools_cp_model()
@@ -69,9 +72,8 @@ class CpJoint:
                 m.add_implication(self.x[v][w], self.used[w])
             m.add_bool_or([self.used[w].Not()] + [self.x[v][w] for v in self.names])
         self.role = {v: sum(w * self.x[v][w] for w in range(1, K)) if K > 1 else 0 for v in self.names}
-        for family in (self._dependence, self._capacity, self._roles, self._variable_latency,
-                       self._registers, self._memory, self._blocking):
-            family()
+        for family in self.FAMILIES:
+            getattr(self, family)()
 
     # -- helpers -----------------------------------------------------------------------------------
     def split(self, key, expr, lo: int, hi: int):
@@ -290,7 +292,8 @@ class CpJoint:
         begins = self._begins(values, ends, holds, "reg", True)
         clamp = {t.name for t in values if holds(t) > max(t.cycles, 1) and in_place_operands(p, t.name)}
         loaded = imports(p) + tmem_reads(p)
-        readers = {c for _, c in loaded}
+        temps = scratch(p)
+        readers = {c for _, c in loaded + temps}
         points = [(t.name, begins[t.name][1]) for t in values]
         points += [(c, self.qr(c)) for c in self.names if c in readers]
         covered = {x for x, _ in points}
@@ -308,19 +311,27 @@ class CpJoint:
                 terms.append((regs_per_thread(nbytes, lim.warp_group), regs_per_thread(nbytes, 1), here))
             for v in values:
                 n = self.live(at, begins[v.name][1], ends[v.name][1])
-                terms.append((regs_per_thread(v.bytes, lim.warp_group), regs_per_thread(v.bytes, 1),
+                nbytes = v.register_bytes  # a vector's fragment, replication included
+                terms.append((regs_per_thread(nbytes, lim.warp_group), regs_per_thread(nbytes, 1),
                               self._if(None if v.name == x else self.same(x, v.name), n, v.name in clamp)))
             for v, c in loaded:
-                if p.task[v].space == "tmem":
+                if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it
                     here = None if c == x else self.same(x, c)
-                else:
+                else:  # a register value loaded from another role
+                    others = streamed_with(p, v, c)
+                    if others is not None and not others:
+                        continue  # streamed through c, its role's only reader of it
                     here = m.new_bool_var(f"loads[{x},{v},{c}]")
-                    m.add_bool_or([self.same(v, c), here] + ([] if c == x else [self.same(x, c).Not()]))
-                span = self.split(f"read_end[{c}]", self.start[c] + max(p.task[c].cycles, 1), 0,
-                                  self.lmax + max(p.task[c].cycles, 1))
-                n = self.live(at, self.qr(c), span)
+                    # held where c's role is x's, v runs elsewhere (and another reader of v is on c's role)
+                    for o in (others if others is not None else [None]):
+                        m.add_bool_or([self.same(v, c), here] + ([] if c == x else [self.same(x, c).Not()])
+                                      + ([] if o is None else [self.same(o, c).Not()]))
+                n = self.live(at, self.qr(c), self.read_end(c))
                 nbytes = read_bytes(p, v, c)
                 terms.append((regs_per_thread(nbytes, lim.warp_group), regs_per_thread(nbytes, 1), self._if(here, n)))
+            for c, k in temps:  # an op's temporaries while it runs, on its role (registers per thread)
+                n = self.live(at, self.qr(c), self.read_end(c))
+                terms.append((k, k, self._if(None if c == x else self.same(x, c), n)))
             x_wg = m.new_bool_var(f"role_is_wg[{x}]")
             x_regs = m.new_int_var(0, lim.registers_per_thread, f"role_regs[{x}]")
             for w in range(self.K):
@@ -328,6 +339,11 @@ class CpJoint:
                 m.add(x_regs == self.regs[w]).only_enforce_if(self.x[x][w])
             m.add(lim.register_reserve + sum(a * t for a, _, t in terms) <= x_regs).only_enforce_if(x_wg)
             m.add(lim.register_reserve + sum(b * t for _, b, t in terms) <= x_regs).only_enforce_if(x_wg.Not())
+
+    def read_end(self, c: str):
+        """(q, r) of the end of op c's run, start + max(cycles, 1): a read or scratch held while c runs."""
+        cycles = max(self.p.task[c].cycles, 1)
+        return self.split(f"read_end[{c}]", self.start[c] + cycles, 0, self.lmax + cycles)
 
     def _if(self, lit, n, clamp: bool = False):
         """A term at least n where `lit` holds (None: always), else at least 0 (the constraints it

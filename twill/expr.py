@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-NAMES = ("elements", "bytes", "M", "N", "K")
+NAMES = ("elements", "bytes", "M", "N", "K", "bits")
 _TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)|([A-Za-z_][A-Za-z0-9_]*)|(.))")
 
 

@@ -226,8 +226,19 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
             continue
         if not stays and (deadline is None or time.monotonic() < deadline):
             result = handoff(what, proven, enc.floor.get(what, floor))
-            if result is not None:
+            bad = [] if result is None else handoff_violations(enc.p, result)
+            if result is not None and not bad:
                 return result
+            if bad:  # a discrepancy between the two models: this phase and the rest on Yices alone
+                report("joint", {"I": enc.lo, "L": length, "minimizing": what, "hand-off rejected": bad[0]})
+                handoff = None
+                value, finished = run(deadline)
+                if what == "L":
+                    length = value
+                if finished:
+                    proven[what] = value
+                    continue
+                return length, what != "L", False
         if not stays and deadline is None:  # (CP-SAT found nothing: never without a deadline)
             handoff = None
             value, finished = run(None)
@@ -238,6 +249,19 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
                 continue
         return length, what != "L", False
     return length, True, True
+
+
+def handoff_violations(p: Problem, result: JointResult) -> list[str]:
+    """What verify (twill/verify.py) finds wrong with a schedule that CP-SAT's hand-off returned, at
+    the budgets `joint_schedule` gives it: the two models state the same constraints
+    (cpsat_model.py, families.py), and this keeps a discrepancy between them from reaching the
+    answer (the phase then continues on Yices alone, which costs time, never correctness)."""
+    from .verify import FAMILIES
+    base = Schedule(kernel=p.kernel, machine=p.machine, arch="", stage="joint", ii=result.ii, length=result.length,
+                    optimal=False, ops=())
+    s = schedule_of(p, result, base)
+    s = replace(s, roles=budgets(p, s))
+    return [str(v) for check in FAMILIES.values() for v in check(s, p)]
 
 
 def _lex(enc: JointEncoding, deadline) -> bool:
@@ -450,6 +474,19 @@ def joint_schedule(p: Problem, swp, base: Schedule, options, progress, deadline:
                          first_refuted=first_refuted, swp_starts=swp.starts, swp_floor=swp.length_floor)
     if result is None:
         raise TimeLimitReached(None, "the time limit ended the joint search before any schedule was found")
+    sched = schedule_of(p, result, base)
+    sched = replace(sched, roles=budgets(p, sched),
+                    complete=result.optimal and result.length_optimal and result.ties_done)
+    if not sched.complete:
+        what = ("optimality was proven" if not result.optimal else "L was proven minimal (I is optimal)"
+                if not result.length_optimal else "the tie-breaks (roles, cross-role edges, warps, starts) ended")
+        raise TimeLimitReached(sched, f"the time limit ended the search before {what}")
+    return sched
+
+
+def schedule_of(p: Problem, result: JointResult, base: Schedule) -> Schedule:
+    """The joint stage's answer as `base` with its ops, roles (budgets 0: `budgets` sets them),
+    buffers and cross-role edges."""
     start, slot = dict(result.starts), dict(result.roles)
     warps = dict(result.role_warps)
     # Name role slots in order of first op, deterministically.
@@ -462,13 +499,6 @@ def joint_schedule(p: Problem, swp, base: Schedule, options, progress, deadline:
     roles = tuple(Role(names[s], warps[s], 0, g) for s, g in zip(order, groups))
     buffers = tuple(Buffer(t.name, t.depth, t.bytes, t.space) for t in p.tasks if t.streaming)
     cross = tuple((d.src, d.dst) for d in p.deps if slot[d.src] != slot[d.dst])
-    sched = replace(base, stage="joint", ii=result.ii, length=result.length, optimal=result.optimal,
-                    length_optimal=result.length_optimal,
-                    ops=ops, roles=roles, buffers=buffers, cross_role_edges=tuple(dict.fromkeys(cross)))
-    sched = replace(sched, roles=budgets(p, sched),
-                    complete=result.optimal and result.length_optimal and result.ties_done)
-    if not sched.complete:
-        what = ("optimality was proven" if not result.optimal else "L was proven minimal (I is optimal)"
-                if not result.length_optimal else "the tie-breaks (roles, cross-role edges, warps, starts) ended")
-        raise TimeLimitReached(sched, f"the time limit ended the search before {what}")
-    return sched
+    return replace(base, stage="joint", ii=result.ii, length=result.length, optimal=result.optimal,
+                   length_optimal=result.length_optimal,
+                   ops=ops, roles=roles, buffers=buffers, cross_role_edges=tuple(dict.fromkeys(cross)))

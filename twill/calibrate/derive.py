@@ -14,9 +14,11 @@ The rules, in the model's terms (docs/calibrate.md has the reasoning):
   two warpgroups' 2 x 8192 elements over their median cycles, written where it differs from R1 by
   more than 5%.
 - `convert`: two results per F2F.F16X2 at its measured rate per SM.
-- `mma`: `occupancy` = 2*M*N*K / F, F the highest FLOP per cycle per SM of an f16 m64n256k16 chain
-  (one or two warpgroups issuing); `cycles` adds the fixed latency L0 = one m64n128k16's latency
-  minus its issue interval, the wait a chain of wgmmas pays once.
+- `mma`: `occupancy` = 2*M*N*K*bits/16 / F, F the highest FLOP per cycle per SM of an f16
+  m64n256k16 chain (one or two warpgroups issuing); `bits` is the width of a's dtype: an 8-bit
+  m64nNk32 (f8, i8) takes an f16 m64nNk16's time, twice the FLOP per cycle, which the note records
+  from the 8-bit chains; `cycles` adds the fixed latency L0 = one m64n128k16's latency minus its
+  issue interval, the wait a chain of wgmmas pays once.
 - `mma.hold`: how long the issuing warpgroup stays busy: the occupancy less Q instructions, Q =
   CHAIN - (cycles from the first instruction to the commit's return) / (cycles per instruction) of
   an f16 m64n128k16 chain, one warpgroup: the instructions the tensor core queues while the
@@ -127,23 +129,36 @@ def _mma(r: Records):
     lat = r.find("wgmma", "wgmma_latency", dtype="f16", n=128)
     issue = r.find("wgmma", "wgmma_chain", dtype="f16", n=128, warpgroups=1)
     occ_note = (f"f16 m64n256k16 chain, {used[0]} warpgroup(s): {used[1].text('cycles per instruction')}: "
-                f"{f} FLOP per cycle per SM")
-    out = [Measured("ops.mma.occupancy", f"2*M*N*K / {f}", occ_note)]
+                f"{f} FLOP per cycle per SM{_eight_bit(r, used[0], best)}")
+    work = "2*M*N*K*bits/16"  # f16-equivalent FLOP: an 8-bit operand does twice the FLOP per cycle
+    out = [Measured("ops.mma.occupancy", f"{work} / {f}", occ_note)]
     if lat is not None and issue is not None:
         l0 = max(0, round(lat.median - issue.median))
-        out.append(Measured("ops.mma.cycles", f"2*M*N*K / {f} + {l0}",
+        out.append(Measured("ops.mma.cycles", f"{work} / {f} + {l0}",
                             f"the occupancy plus L0 = {l0}, one m64n128k16's latency less its issue interval: "
                             f"latency {lat.text('cycles')}, interval {issue.text('cycles')}"))
     held = r.find("wgmma", "wgmma_issue", dtype="f16", n=128, warpgroups=1)
     if held is not None and issue is not None:
         queued = max(0.0, CHAIN - CHAIN * held.median / issue.median)
-        out.append(Measured("ops.mma.hold", f"(2*M*N*K - {num(queued)} * 2048*N) / {f}",
+        out.append(Measured("ops.mma.hold", f"({work} - {num(queued)} * 2048*N) / {f}",
                             f"the issuing warpgroup is held for the occupancy less {num(queued)} queued "
                             f"instructions: a chain of {CHAIN} f16 m64n128k16 issues in {held.text('cycles per instruction')}"))
     return out
 
 
 CHAIN = 32  # wgmmas per chain in kernels/wgmma.cu
+
+
+def _eight_bit(r: Records, wgs: int, f16: float) -> str:
+    """The note's record of the 8-bit chains (m64n256k32, the warpgroups the f16 rate used): their
+    FLOP per cycle per SM as a multiple of the f16 rate, which `bits/16` takes to be 2."""
+    out = []
+    for dtype in ("f8e4m3", "i8"):
+        s = r.find("wgmma", "wgmma_chain", dtype=dtype, n=256, warpgroups=wgs)
+        if s is not None:
+            out.append(f"{dtype} m64n256k32: {s.text('cycles per instruction')}, "
+                       f"{num(wgs * 2 * 64 * 256 * 32 / s.median / f16)} x the f16 rate")
+    return ("; " + "; ".join(out) + " (the expression's bits/16)") if out else ""
 
 
 def _rowmax(r: Records):

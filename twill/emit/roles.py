@@ -338,6 +338,12 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         args = []
         for i, operand in enumerate(op.operands):
             args.append(self._operand(out, w, pos, name, i, operand, stage))
+        if (w.key, pos) in self.prog.carried and self.waited != 0:
+            # an accumulator computed in its wgmma's registers whose value enters the loop's header:
+            # with a wgmma in flight, ptxas serializes every wgmma (C7515; waits.py, _carried_into_loop)
+            out(f"twill::wgmma_wait<0>();  // no wgmma in flight where {name}, carried into the loop, is computed")
+            self._retire(0)
+            self._fence_async_results(out)
         self._mask(out, name, args, it)
         staged = self._scratch_operands(out, name, args)
         res, tmem_out = self._result(out, w, name, it, args)

@@ -84,7 +84,28 @@ class Waits:
                     first = window.index(window[i]) if older else hazard + 1
                     commits = sum(1 for _, _, o, _ in seq[first:i] if o in asyncs)
                     prog.hazards[(key, pos)] = min(prog.hazards.get((key, pos), commits), commits, 7)
+                if self._carried_into_loop(seq, window, where, i, asyncs):
+                    prog.carried.add((key, pos))
         prog.older_hazards.update(cross - same)
+
+    def _carried_into_loop(self, seq, window: list[int], where: dict, i: int, asyncs: set[str]) -> bool:
+        """Is op i an accumulator computed in its wgmma's registers (`acc_r = rescale acc, alpha`,
+        buffers.py's aliases) whose wgmma is issued in a later window, from a window that enters the
+        steady loop's header (the prologue's last window, or the steady window: the back edge)?
+        Made while a wgmma is in flight, such a definition of an accumulator's registers reaches
+        the loop header inside a wgmma pipeline stage, and ptxas serializes every wgmma of the
+        kernel (C7515: the FP8 attention's consumer1 rescaled its accumulator after S(j) was issued,
+        at its window's end). It is made after `wgmma_wait<0>` instead (RoleBody._compute, after its
+        operands' waits); the same definition with a wgmma in flight inside a window whose wgmma
+        reads it compiles clean (consumer0's)."""
+        key, _, op, inst = seq[i]
+        acc = self.storage(op)
+        if op in asyncs or acc == op or acc not in asyncs:
+            return False
+        if key != ("steady", 0) and key != ("prologue", self.S - 2):
+            return False
+        reader = where.get((acc, inst))
+        return reader is not None and window[reader] > window[i]
 
     def _ring_releases(self, prog: RoleProgram) -> None:
         """Where `_waits_and_releases` frees the ring slots this role reads."""

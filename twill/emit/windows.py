@@ -67,6 +67,7 @@ class RoleProgram:
     waits: dict[tuple[tuple[str, int], int, str], int] = field(default_factory=dict)  # (win, pos, value) -> k
     hazards: dict[tuple[tuple[str, int], int], int] = field(default_factory=dict)  # (win, pos) -> k before writing
     start_wait: set = field(default_factory=set)  # windows that first retire every earlier wgmma
+    carried: set = field(default_factory=set)  # (win, pos) of an in-place accumulator entering the loop: wait<0>
     older_hazards: set = field(default_factory=set)  # (win, pos) whose hazard is only an earlier window's wgmma
     turn_close: set = field(default_factory=set)  # windows that first end a turn begun in the last one
     releases_at_start: dict[tuple[str, int], list] = field(default_factory=dict)  # win -> [(chan, op, d, wait)]

@@ -1,7 +1,7 @@
 """PyTorch binding of kernel gemm_fp8_kernel (triton_gemm_fp8_sm90.h100.cu, sm_90a), written by `twill emit-cuda
 --binding torch`. Do not edit: emit it again.
 
-    gemm_fp8_kernel(a, b) -> acc
+    gemm_fp8_kernel(A, B, C, SCALE_A, SCALE_B, M, N, K, stride_am, stride_bn, stride_cm) -> C
 
 The first call builds triton_gemm_fp8_sm90.h100_entry.cu (which includes triton_gemm_fp8_sm90.h100.cu) with nvcc into $TWILL_CACHE_DIR/bindings
 (default ~/.cache/twill/bindings), once per content; torch is imported at call time only.
@@ -557,7 +557,27 @@ SPEC = {'kernel': 'gemm_fp8_kernel',
  'ragged_why': '',
  'axes': ['m', 'n'],
  'partial': {'m': '', 'n': ''},
- 'args': [{'name': 'a',
+ 'args': [{'name': 'SCALE_A',
+           'output': False,
+           'dtype': 'float32',
+           'esize': 4,
+           'dims': [['fixed', 1]],
+           'per_iteration': False,
+           'tma': False,
+           'zero': False,
+           'shared': True,
+           'per_batch': True},
+          {'name': 'SCALE_B',
+           'output': False,
+           'dtype': 'float32',
+           'esize': 4,
+           'dims': [['fixed', 1]],
+           'per_iteration': False,
+           'tma': False,
+           'zero': False,
+           'shared': True,
+           'per_batch': True},
+          {'name': 'A',
            'output': False,
            'dtype': 'float8_e4m3fn',
            'esize': 1,
@@ -566,7 +586,7 @@ SPEC = {'kernel': 'gemm_fp8_kernel',
            'tma': True,
            'zero': False,
            'shared': False},
-          {'name': 'b',
+          {'name': 'B',
            'output': False,
            'dtype': 'float8_e4m3fn',
            'esize': 1,
@@ -575,7 +595,7 @@ SPEC = {'kernel': 'gemm_fp8_kernel',
            'tma': True,
            'zero': False,
            'shared': True},
-          {'name': 'acc',
+          {'name': 'C',
            'output': True,
            'dtype': 'float16',
            'esize': 2,
@@ -587,13 +607,16 @@ SPEC = {'kernel': 'gemm_fp8_kernel',
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def gemm_fp8_kernel(a, b, *, acc=None, out_scale=1.0, persistent=-1, stream=None):
+def gemm_fp8_kernel(A=None, B=None, C=None, SCALE_A=None, SCALE_B=None, M=None, N=None, K=None, stride_am=None, stride_bn=None, stride_cm=None, *, out_scale=1.0, persistent=-1, stream=None):
     """Run kernel gemm_fp8_kernel. Every tensor is row-major (contiguous) on one CUDA device, with
     any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:
 
-    a: torch.float8_e4m3fn [*batch, M, L] (M in tiles of 128)
-    b: torch.float8_e4m3fn [*batch, N, L] (N in tiles of 128)
-    acc: torch.float16 [*batch, M, N] (M in tiles of 128, N in tiles of 128)
+    SCALE_A: torch.float32 [*batch, 1]; or one per entry of the last batch dimensions ([H] under [B, H])
+    SCALE_B: torch.float32 [*batch, 1]; or one per entry of the last batch dimensions ([H] under [B, H])
+    A: torch.float8_e4m3fn [*batch, M, L] (M in tiles of 128)
+    B: torch.float8_e4m3fn [*batch, N, L] (N in tiles of 128)
+    C: torch.float16 [*batch, M, N] (M in tiles of 128, N in tiles of 128)
+    M, N, K, stride_am, stride_bn, stride_cm: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 
     L: the loop's extent (a GEMM's K, attention's keys); L any number of elements (a partial last tile of 128)
     M: the rows the grid walks (blockIdx.x), any number (the last tile may be partial)
@@ -603,10 +626,11 @@ def gemm_fp8_kernel(a, b, *, acc=None, out_scale=1.0, persistent=-1, stream=None
     persistent=-1: 1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice
     stream=None: a torch.cuda.Stream (default: the current stream of the tensors' device)
 
-    Returns acc. Raises ArgumentError (a ValueError naming the argument) for a tensor the
+    Returns C. Raises ArgumentError (a ValueError naming the argument) for a tensor the
     kernel cannot take, RuntimeError where nvcc or the launch fails.
     """
-    return call(SPEC, HERE, {'a': a, 'b': b, 'acc': acc}, out_scale=out_scale, persistent=persistent, stream=stream)
+    _ = (M, N, K, stride_am, stride_bn, stride_cm,)  # arguments of the imported kernel that feed nothing here: not read
+    return call(SPEC, HERE, {'SCALE_A': SCALE_A, 'SCALE_B': SCALE_B, 'A': A, 'B': B, 'C': C}, out_scale=out_scale, persistent=persistent, stream=stream)
 
 
 def build_library(directory=None):

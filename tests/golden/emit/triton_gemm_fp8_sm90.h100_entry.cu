@@ -14,10 +14,10 @@ struct twill_args {
   int64_t device;  // the tensors' CUDA device: made current for the launch, then the caller's again
   double exp2_scale, out_scale;
   void* stream;
-  void* tensors[3];  // one per user tensor, in the binding's order
-  int64_t batch_groups[3];
+  void* tensors[5];  // one per user tensor, in the binding's order
+  int64_t batch_groups[5];
 };
-static_assert(sizeof(twill_args) == 8 * 19, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 23, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -35,13 +35,19 @@ extern "C" int twill_launch(const void* packed) {
   p.exp2_scale = static_cast<float>(a.exp2_scale);
   p.persistent = static_cast<int>(a.persistent);
   p.out_scale = static_cast<float>(a.out_scale);
-  // tensors[0]: a (input; the graph's a)
-  p.a = static_cast<decltype(p.a)>(a.tensors[0]);
-  // tensors[1]: b (input; the graph's b)
-  p.b = static_cast<decltype(p.b)>(a.tensors[1]);
-  p.b_batch_group = static_cast<int>(a.batch_groups[1]);
-  // tensors[2]: acc (output; the graph's acc_new)
-  p.out_acc = static_cast<decltype(p.out_acc)>(a.tensors[2]);
+  // tensors[0]: SCALE_A (input; the graph's SCALE_A)
+  p.SCALE_A = static_cast<decltype(p.SCALE_A)>(a.tensors[0]);
+  p.SCALE_A_batch_period = static_cast<int>(a.batch_groups[0]);
+  // tensors[1]: SCALE_B (input; the graph's SCALE_B)
+  p.SCALE_B = static_cast<decltype(p.SCALE_B)>(a.tensors[1]);
+  p.SCALE_B_batch_period = static_cast<int>(a.batch_groups[1]);
+  // tensors[2]: A (input; the graph's a)
+  p.a = static_cast<decltype(p.a)>(a.tensors[2]);
+  // tensors[3]: B (input; the graph's b)
+  p.b = static_cast<decltype(p.b)>(a.tensors[3]);
+  p.b_batch_group = static_cast<int>(a.batch_groups[3]);
+  // tensors[4]: C (output; the graph's acc_new)
+  p.out_acc = static_cast<decltype(p.out_acc)>(a.tensors[4]);
   int current = 0;
   cudaError_t err = cudaGetDevice(&current);
   if (err != cudaSuccess) return static_cast<int>(err);
