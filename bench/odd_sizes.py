@@ -44,7 +44,7 @@ def main() -> None:
                     run()
                     torch.cuda.synchronize()
                     errs = [tb.rel_error(o, r) for o, r in zip(outs, refs)]
-                    row[tag] = dict(rel_error=max(errs), correct=max(errs) < (5e-2 if "fp8" in name else 1e-2))
+                    row[tag] = dict(rel_error=max(errs), correct=max(errs) < tb.tolerance(name))
                     runs.append((tag, run))
                 except Exception as exc:
                     row[tag] = dict(error=f"{type(exc).__name__}: {str(exc)[:300]}")

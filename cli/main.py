@@ -21,6 +21,9 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+INTERRUPTED = "interrupted: no file was written"  # (entry.py says it too, before this module is imported)
+
+
 class TwillGroup(click.Group):
     def make_context(self, *args, **kwargs):
         """The group's arguments parsed; an interrupt meanwhile exits 130 as in a command's run (click
@@ -28,7 +31,7 @@ class TwillGroup(click.Group):
         try:
             return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:
-            click.echo("interrupted: no file was written", err=True)
+            click.echo(INTERRUPTED, err=True)
             sys.exit(130)
 
     def invoke(self, ctx):
@@ -48,7 +51,7 @@ class TwillGroup(click.Group):
             click.echo("terminated: no file was written", err=True)
             ctx.exit(143)
         except KeyboardInterrupt:
-            click.echo("interrupted: no file was written", err=True)
+            click.echo(INTERRUPTED, err=True)
             ctx.exit(130)
         except OSError as exc:  # stdout on a full disk or a closed pipe
             _discard_stdout()

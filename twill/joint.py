@@ -224,6 +224,7 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
         if finished:
             proven[what] = value
             continue
+        bad = []
         if not stays and (deadline is None or time.monotonic() < deadline):
             result = handoff(what, proven, enc.floor.get(what, floor))
             bad = [] if result is None else handoff_violations(enc.p, result)
@@ -231,17 +232,11 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
                 return result
             if bad:  # a discrepancy between the two models: this phase and the rest on Yices alone
                 report("joint", {"I": enc.lo, "L": length, "minimizing": what, "hand-off rejected": bad[0]})
-                handoff = None
-                value, finished = run(deadline)
-                if what == "L":
-                    length = value
-                if finished:
-                    proven[what] = value
-                    continue
-                return length, what != "L", False
-        if not stays and deadline is None:  # (CP-SAT found nothing: never without a deadline)
+        # Yices alone from here, this phase with the whole deadline: after a rejected hand-off, or where
+        # CP-SAT found nothing without a deadline (never, with one)
+        if bad or (not stays and deadline is None):
             handoff = None
-            value, finished = run(None)
+            value, finished = run(deadline)
             if what == "L":
                 length = value
             if finished:

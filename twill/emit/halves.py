@@ -45,7 +45,7 @@ def role_parts(r) -> dict[str, int]:
                     return {}  # an input, or another role's value: the parts are not independent
                 if load and value in part_of:
                     seen.add(part_of[value])
-        written = [t for t in m.tensors if t.kind in ("output", "store") and _producer(m, t.value) == role.name]
+        written = [t for t in m.tensors if t.kind in ("output", "store") and r.p.storing_role(t) == role.name]
         if not written or any(t.value not in part_of for t in written):
             return {}
         seen |= {part_of[t.value] for t in written}
@@ -56,25 +56,6 @@ def role_parts(r) -> dict[str, int]:
     if len(parts) < 2 or parts != list(range(len(parts))) or len({R for *_, R in _stacked(r)}) != 1:
         return {}  # (parts of different heights would not share one tiling of the rows)
     return out
-
-
-def _producer(m, value: str) -> str | None:
-    """The role computing a global tensor's value: its op's, or for an epilogue value the role of
-    the carries it is computed from (None where they are several roles' or none)."""
-    if value in m.values:
-        return m.values[value].role
-    ops = {op.name: op for op in m.graph.epilogue.ops}
-    roles, todo, seen = set(), [value], set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name in m.carry_source:
-            roles.add(m.values[m.carry_source[name]].role)
-        elif name in ops:
-            todo += [o.name for o in ops[name].operands]
-    return roles.pop() if len(roles) == 1 else None
 
 
 def load_part(r, parts: dict[str, int], load: str) -> int:

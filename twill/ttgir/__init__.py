@@ -50,7 +50,7 @@ from .parser import Module, MOp, parse_module
 from .partitions import merge_partitions
 from .values import Note, Tile
 
-__all__ = ["import_ttgir", "load_ttgir", "row_warpgroups", "target_capability"]
+__all__ = ["import_ttgir", "load_ttgir", "row_parts", "row_warpgroups", "target_capability"]
 
 
 def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
@@ -82,14 +82,8 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
                                     hint="twill schedules tile loops (loads, dots, reductions); dump a kernel "
                                          "with such a loop"))
     groups = _row_warpgroups(module)
-    # "auto" grows for Hopper only: the rule was measured there (split.auto_grow); tcgen05 on sm_100
-    # has its own answer to a taller tile (a CTA pair's MMA), not built.
-    grow = (auto_grow(graph) if target_capability(text) == 90 else 1) if grow_rows == "auto" else int(grow_rows)
-    if grow > 1:  # each grown tile a part (split further only where a count of parts is given)
-        parts = grow * (1 if split_rows == "auto" else int(split_rows))
-        graph = grow_rows_of(graph, grow)
-    else:
-        parts = auto_parts(graph, groups) if split_rows == "auto" else int(split_rows)
+    grow, parts = row_parts(graph, text, groups, split_rows, grow_rows)
+    graph = grow_rows_of(graph, grow) if grow > 1 else graph
     hint = _warpgroups_hint(groups, graph, file) if parts == 1 else None
     if hint is not None:
         notes = [*notes, hint]
@@ -98,6 +92,19 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
     if strict and unknown:
         raise InputError(*(replace(d, severity="error") for d in unknown))
     return graph, [n.diagnostic for n in notes]
+
+
+def row_parts(graph: Graph, text: str, warpgroups: int, split_rows: int | str = 1,
+              grow_rows: int | str = 1) -> tuple[int, int]:
+    """(row tiles grown into one, parts split into) for `import_ttgir`'s `split_rows` and
+    `grow_rows` on the graph as imported, `text` its dump and `warpgroups` Triton's for its rows.
+    "auto" grows for Hopper only: the rule was measured there (split.auto_grow); tcgen05 on sm_100
+    has its own answer to a taller tile (a CTA pair's MMA), not built. Each grown tile is a part,
+    split further only where a count of parts is given."""
+    grow = (auto_grow(graph) if target_capability(text) == 90 else 1) if grow_rows == "auto" else int(grow_rows)
+    if grow > 1:
+        return grow, grow * (1 if split_rows == "auto" else int(split_rows))
+    return 1, auto_parts(graph, warpgroups) if split_rows == "auto" else int(split_rows)
 
 
 def _module_loops(text: str, file: str):
