@@ -143,3 +143,25 @@ def test_the_strided_loads_compile_as_one_row_box_read_every_second_element(tmp_
                                                       "-Xptxas", "-v", "-Xcompiler", "-fPIC"])
     assert rc == 0, err[-2000:]
     assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+def test_a_dequantized_tile_two_row_parts_read_is_staged_once(tmp_path):
+    """Split in two row parts, W4A16's mmas read each dequantized B tile twice (a0 and a1 times
+    w_even). Where one role issues both, it writes the tile to shared memory once per iteration,
+    into one array, and the second mma reads it there: no second write, no second drain of the
+    tensor core before it (roles.py, `_scratch_operands`)."""
+    _binding(tmp_path)
+    src = (tmp_path / "w4.cu").read_text()
+    arrays = re.findall(r"__half (scratchb_\w+)\[\d+\];\s+// B operand of (.*)", src)
+    readers = {a: r.split(", ") for a, r in arrays}
+    assert sorted(len(r) for r in readers.values()) == [2, 2], arrays  # w_even and w_odd, two mmas each
+    for array in readers:
+        writes = len(re.findall(rf"frag_to_tile<__half, \d+, \d+>\(sm\.{array},", src))
+        reads = len(re.findall(rf"desc_tile<__half, \d+, \d+, false>\(sm\.{array}\)", src))
+        assert reads == 2 * writes, (array, writes, reads)
+    arch = load_machine("h200").arch
+    rc, err = nvcc_compile(tmp_path / "w4_entry.cu", ["-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}",
+                                                      "-Xptxas", "-v", "-Xcompiler", "-fPIC"])
+    assert rc == 0, err[-2000:]
+    assert "wgmma" not in err or "serializ" not in err, err[-2000:]

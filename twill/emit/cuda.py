@@ -194,12 +194,10 @@ class Renderer(Stores, Kernel):
             elif chan.kind == "stage":
                 out(f"alignas(16) {ctype(t.dtype)} stage_{chan.ident}[{chan.depth}][{elems}];  "
                     f"// {chan.value}: {chan.producer} -> {', '.join(chan.consumers)}")
-        for name in self.p.scratch:
-            t = m.values[m.resolve(m.ops[name].operands[0])[0]].type
-            out(f"alignas(1024) {ctype(t.dtype)} scratch_{ident(name)}[{t.elements}];  // A operand of {name}")
-        for name in self.p.scratch_b:
-            t = m.values[m.resolve(m.ops[name].operands[1])[0]].type
-            out(f"alignas(1024) {ctype(t.dtype)} scratchb_{ident(name)}[{t.elements}];  // B operand of {name}")
+        for array, (name, i) in self.p.scratch_tiles().items():
+            t = m.values[m.resolve(m.ops[name].operands[i])[0]].type
+            readers = [x for x in (self.p.scratch, self.p.scratch_b)[i] if self.p.scratch_array(x, i) == array]
+            out(f"alignas(1024) {ctype(t.dtype)} {array}[{t.elements}];  // {'AB'[i]} operand of {', '.join(readers)}")
         for st in self.p.staging.values():
             copies = f"[{m.tile_copies}]" if m.tile_copies > 1 else ""  # each tile copy its own (copies.py)
             out(f"alignas(1024) unsigned char out_{st.tensor}{copies}[{st.slots}][{st.rows * 128}];  // {st.role} -> TMA store of "

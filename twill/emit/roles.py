@@ -256,6 +256,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         out.depth += 1
         self.acquired: set = set()
         self.loaded: dict = {}  # (value, instance) -> register copy read out of tensor memory
+        self.scratched: dict = {}  # scratch array -> the instance this window wrote there (sm_90a)
         self.waited = None
         self.issued: list = []  # (value, instance) of this window's wgmma groups, in commit order
         self.complete: set = set()
@@ -345,7 +346,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             self._retire(0)
             self._fence_async_results(out)
         self._mask(out, name, args, it)
-        staged = self._scratch_operands(out, name, args)
+        staged = self._scratch_operands(out, name, args, str(it))
         res, tmem_out = self._result(out, w, name, it, args)
         acc = self._umma_accumulate(name, it, args) if m.target.mma_commit and op.opcode == "mma" else "1"
         call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
@@ -374,23 +375,29 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             self.issued.append((name, str(it)))
         self._publish(out, w, name, it)
 
-    def _scratch_operands(self, out: Lines, name: str, args: list) -> list:
-        """The register operands of mma `name` that the tensor core reads from a scratch tile:
-        written there now (sm_90a), or returned as (scratch array, operand) for the mma's own
-        block to write (a commit-tracked mma). `args` then name the tile."""
+    def _scratch_operands(self, out: Lines, name: str, args: list, it: str) -> list:
+        """The register operands of mma `name` (of iteration `it`) that the tensor core reads from
+        a scratch tile: written there now (sm_90a; not again where an earlier mma of this window
+        staged the same instance in the same array), or returned as (scratch array, operand) for
+        the mma's own block to write (a commit-tracked mma). `args` then name the tile."""
         m = self.m
         staged = []  # (scratch array, register operand) the tensor core reads from memory
-        for i, (scratch, arr) in enumerate(((self.p.scratch, "scratch"), (self.p.scratch_b, "scratchb"))):
+        for i, scratch in enumerate((self.p.scratch, self.p.scratch_b)):
             if name not in scratch or len(args) <= i or args[i].where != "reg":
                 continue
             st = args[i]  # the role stages it in a tile
-            args[i] = Arg(st.value, st.type, "smem", f"sm.{arr}_{ident(name)}")
+            arr = self.p.scratch_array(name, i)
+            args[i] = Arg(st.value, st.type, "smem", f"sm.{arr}")
             if m.target.mma_commit:
-                staged.append((f"sm.{arr}_{ident(name)}", st))
+                staged.append((f"sm.{arr}", st))
                 continue
+            if self.scratched.get(arr) == (st.value, it):
+                out(f"// {st.value} of iteration {it} is in {arr} already")
+                continue
+            self.scratched[arr] = (st.value, it)
             t = st.type
-            out(f"twill::wgmma_wait<0>();  // the last wgmma reading {arr}_{ident(name)} is done",
-                f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>(sm.{arr}_{ident(name)}, "
+            out(f"twill::wgmma_wait<0>();  // the last wgmma reading {arr} is done",
+                f"twill::frag_to_tile<{ctype(t.dtype)}, {t.shape[0]}, {t.shape[1]}>(sm.{arr}, "
                 f"{st.expr}, {self.row0(t.shape[0])});",
                 "twill::fence_async_smem();",
                 f"twill::named_sync({self.r.role_bar(self.role)}, {self.role.threads});  "

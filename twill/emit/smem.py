@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from . import epilogue
-from .model import EmitError, dtype_bytes
+from .model import EmitError, dtype_bytes, ident
 from .ops import TMA_DTYPE
 
 
@@ -58,6 +58,27 @@ class SharedMemory:
                 out.append(name)
         return tuple(out)
 
+    def scratch_array(self, name: str, operand: int) -> str:
+        """The scratch array (`scratch_X` for a, `scratchb_X` for b) mma `name` reads its staged
+        operand from. On sm_90a, mmas of one role that stage the same value share the first one's
+        array, and the role writes it once per instance (roles.py): split or grown row parts reading
+        one dequantized B tile wrote it, and drained the tensor core, once per part. On a target
+        whose mmas are commit-tracked (sm_100a), each mma keeps its own (its `done` barrier)."""
+        mmas = self.scratch if operand == 0 else self.scratch_b
+        first = name
+        if not self.model.target.mma_commit:
+            value = self.model.resolve(self.model.ops[name].operands[operand])[0]
+            first = next(x for x in mmas if self.model.resolve(self.model.ops[x].operands[operand])[0] == value)
+        return f"{'scratch' if operand == 0 else 'scratchb'}_{ident(first)}"
+
+    def scratch_tiles(self) -> dict[str, tuple[str, int]]:
+        """Each scratch array (scratch_array) -> (the first mma staging into it, the operand)."""
+        out: dict[str, tuple[str, int]] = {}
+        for operand, mmas in ((0, self.scratch), (1, self.scratch_b)):
+            for name in mmas:
+                out.setdefault(self.scratch_array(name, operand), (name, operand))
+        return out
+
     def smem_bytes(self) -> int:
         """Bytes of the kernel's `Smem`: its tiles (each 1024-byte aligned, so padded to 1 KiB),
         the hand-off tiles of the end of the loop, and its mbarriers, rounded up to 1 KiB."""
@@ -66,8 +87,7 @@ class SharedMemory:
                   if v.kind == "input" and v.type.space == "smem"]
         arrays += [c.depth * m.values[c.value].type.bytes for c in self.channels.values()
                    if c.kind in ("tma", "tile", "stage")]
-        arrays += [m.values[m.resolve(m.ops[name].operands[0])[0]].type.bytes for name in self.scratch]
-        arrays += [m.values[m.resolve(m.ops[name].operands[1])[0]].type.bytes for name in self.scratch_b]
+        arrays += [m.values[m.resolve(m.ops[name].operands[i])[0]].type.bytes for name, i in self.scratch_tiles().values()]
         arrays += [s.bytes * m.tile_copies for s in self.staging.values()]  # each tile copy its own
         handoffs = self.handoffs
         rest = sum(m.values[v].type.bytes for v in handoffs)
