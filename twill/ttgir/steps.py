@@ -182,7 +182,8 @@ class Walk:
             return None
         d, n = found
         rest = _offset(consts[0], self.iv)
-        return LoopAxis(op, d, n, shape[d], _ratio(rest, units[d]) if rest else 0)
+        alone = all(_integer(u) is None for k, u in enumerate(units) if k != d)  # no other axis' constant term
+        return LoopAxis(op, d, n, shape[d], (_ratio(rest, units[d]) if rest else 0) if alone else None)
 
 
 def _offset(const: Poly, iv: str) -> Poly:
@@ -219,9 +220,27 @@ def errors(module, func: MOp, loop: MOp, reads_pid) -> list[Diagnostic]:
         return [Diagnostic(f"'scf.for' steps by {step}, which moves the '{a.op.name}' at line {line} by {a.move} "
                            f"elements along its dimension {a.dim} per iteration, but its tile is {a.tile} elements "
                            f"along it: the loop {how}, and the graph's loop reads each tile once", span, hint=HINT)]
-    if reads_pid(upper):
-        return []
+    offsets = _offset_errors(module, walk, axes)
+    if offsets or reads_pid(upper):
+        return offsets
     return _upper_errors(module, walk, loop, axes, step, upper, span)
+
+
+def _offset_errors(module, walk: Walk, axes: list[LoopAxis]) -> list[Diagnostic]:
+    """An error at each load whose address starts a constant offset along the loop in: none where the
+    loop is as Triton writes it, whole tiles where its pipeliner reads ahead (depipe.py undoes it)."""
+    ahead = _pipelined(walk.loop)
+    out = []
+    for a in axes:
+        if a.offset is None or a.offset == 0 or (ahead and a.offset % a.tile == 0):
+            continue
+        out.append(Diagnostic(
+            f"'{a.op.name}' reads {a.offset} elements along the loop past the loop's position (its dimension "
+            f"{a.dim}, {a.tile}-element tiles): the graph's loop reads iteration i's tile at i x {a.tile}",
+            module.source.span(a.op.head),
+            hint="offset the tensor at the call instead (pass it from its first element the loop reads, the extent "
+                 "less the offset) (docs/ttgir-import.md, section 2, \"How the loop steps and where it ends\")"))
+    return out
 
 
 def _upper_errors(module, walk: Walk, loop: MOp, axes: list[LoopAxis], step: int, upper: str, span) -> list[Diagnostic]:
@@ -235,7 +254,7 @@ def _upper_errors(module, walk: Walk, loop: MOp, axes: list[LoopAxis], step: int
                            "tensors' whole extent along it, which the binding reads from their shapes at the call",
                            span, hint=HINT)]
     if len(extent) != 1 or extent[0][1] != 1 or len(extent[0][0]) != 1 or extent[0][0][0] not in walk.addr.args:
-        return [Diagnostic(f"'scf.for' runs to %{upper}, which is {_show(extent)}, no kernel argument: the graph's loop "
+        return [Diagnostic(f"'scf.for' runs to %{upper}, which is {_show(walk, extent)}, no kernel argument: the graph's loop "
                            "runs over the tensors' whole extent along it (a kernel argument the binding reads from "
                            "their shapes)", span, hint=HINT)]
     (name,) = extent[0][0]
@@ -286,7 +305,12 @@ def _pipelined(loop: MOp) -> bool:
     return any(op.name in PIPELINED for op in _walk(loop.body()))
 
 
-def _show(poly: Poly) -> str:
+def _show(walk: Walk, poly: Poly) -> str:
+    """A scalar polynomial as the user wrote it; a value the walk does not follow, with its op."""
+    if len(poly) == 1 and poly[0][1] == 1 and len(poly[0][0]) == 1 and poly[0][0][0].startswith("%"):
+        op = walk.addr.defs.get(poly[0][0][0][1:])
+        if op is not None:
+            return f"%{poly[0][0][0][1:]} = '{op.name}' of {', '.join(n for n, _ in op.operands())}"
     terms = [("*".join(a.lstrip("%") for a in m) or "1") + ("" if c == 1 or not m else f" * {c}") if m else str(c)
              for m, c in poly]
     return " + ".join(terms) or "0"
