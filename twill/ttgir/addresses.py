@@ -116,6 +116,12 @@ class Addresses:
                 for block in region:
                     self._scan(block.ops)
 
+    def scope(self, loop: MOp) -> None:
+        """Read the names `loop`'s body defines from it: sibling loops may reuse a name (Triton's
+        printer names each region's values from the source, `%cols_18` in each of three loops)."""
+        self.memo.clear()
+        self._scan((loop,))
+
     # -- evaluation ---------------------------------------------------------------------------------
 
     def of(self, name: str, depth: int = 0) -> Addr | None:

@@ -26,6 +26,7 @@ from ..errors import Diagnostic, InputError
 from .parser import MOp
 from .splits import Split, loop_split, stores_read_split
 from .start import errors as start_errors
+from .steps import errors as step_errors
 
 LOADS = {  # op -> which operands are its address: "first" or "all" (an async copy's buffer and barrier hold no program id)
     "tt.load": "first", "ttg.async_copy_global_to_local": "first", "tt.descriptor_load": "all",
@@ -123,6 +124,7 @@ def check(module, func: MOp, loop: MOp, banded: bool) -> Split | None:
             raise UnexpressedGrid(*errors)
         return split
     errors = (_bounds(module, dep, loop, banded, why) + start_errors(module, func, loop, dep.of)
+              + step_errors(module, func, loop, dep.of)
               + _stores(module, dep, func))
     if errors:
         raise UnexpressedGrid(*errors)
