@@ -106,6 +106,13 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
     for k, name in carry_name.items():
         carry = lowered.carries[k]
         text, problem = init_text(carry.init)
+        if problem and carry.init is not None:  # a loaded value (addmm's beta * C), a non-splat constant
+            raise InputError(Diagnostic(
+                f"carry '{name}' starts from {problem}: a `.tir` carry starts from a constant, and the graph "
+                "would start it from 0", carry.span,
+                "start the loop's value from a constant and apply what it started from after the loop "
+                "(acc = zeros; ...; acc += beta * C), or give the kernel that value through an epilogue "
+                "(docs/ttgir-import.md, section 5)"))
         if problem:
             notes.append(Note(Diagnostic(f"carry '{name}' starts from {problem}; written as 0", carry.span,
                                          severity="warning")))
@@ -175,6 +182,9 @@ def _launch(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
     found = attrs.pop("launch", None)
     rest = tuple((k, v) for k, v in op.attrs if k != "launch")
     d = vocab.lookup(op.opcode)
+    if found is None and d is not None and d.family == "binary" and len(op.operands) == 1 and "scalar" not in attrs \
+            and d.arity != (1,):
+        raise lost_operand(op)
     if found is None or d is None or d.family != "binary" or len(op.operands) != 1 or "scalar" in attrs:
         return replace(op, attrs=rest)
     arg, index = found
@@ -182,6 +192,17 @@ def _launch(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
         launch[arg] = names.claim(arg, fallback="scalar")
     operands = (op.operands[0], Operand(launch[arg])) if index else (Operand(launch[arg]), op.operands[0])
     return replace(op, operands=operands, attrs=rest)
+
+
+def lost_operand(op: Op) -> InputError:
+    """A loop op of one tile and a scalar that is no constant and no float argument (`s * (sm_scale /
+    softcap)`, a scalar loaded from memory) where no fusion folds the scalar into the exp2's scale: the
+    graph has no name for its y, so the import stops at the op rather than write an op without it."""
+    return InputError(Diagnostic(
+        f"'{op.opcode}' of a loop tile reads a scalar that is neither a constant nor one of the kernel's float "
+        "arguments (a value computed from several arguments, or loaded): the graph has no operand for it", op.span,
+        "compute the scalar on the host and pass it as one float argument (`qk * scale` with scale = sm_scale / "
+        "softcap), or make it a constant (docs/ttgir-import.md, section 3)"))
 
 
 def _prologue(body: Body, groups: list[Group], inputs: dict, names: "_Names"):
