@@ -34,8 +34,6 @@ ONLY_T36 = {"gemm_bp_colmajor"}  # Triton 3.9 removed block pointers
 
 # kernel -> (a regex of the TTGIR op the import stops at, what the message says): refused in every form
 REFUSED = {
-    # s * (sm_scale / softcap) before the tanh: a scalar of two arguments the graph has no operand for
-    "attn_softcap": ("arith.mulf", "neither a constant nor one of the kernel's float arguments"),
     # acc = beta * tl.load(C) before the loop: a .tir carry starts from a constant
     "gemm_addmm": ("scf.for|ttng.tmem_alloc", "starts from a value computed before the loop"),  # sm_100: the TMEM acc
     # the row norm sqrt(sum(acc * acc, 1)) after the loop: no epilogue op reduces a row
@@ -83,22 +81,27 @@ def test_every_form_imports_to_one_graph_or_is_refused_at_its_line(name):
         assert text == first, form
 
 
-def test_libdevice_tanh_is_the_tanh_op_and_the_cap_folds_into_exp2_scale():
-    """Soft-capped attention with its score scale one float argument (`s * sm_scale`, then
-    `libdevice.tanh`, then `* softcap`): tt.extern_elementwise {symbol = "__nv_tanhf"} is `tanh`, the
-    multiply by sm_scale a loop op reading the prologue scalar, and softcap (after the tanh, before
-    the row max and exp) the softmax's scale: exp2_scale = softcap * log2 e."""
-    text = _read("t39/prepipe", "attn_softcap_sm90")
-    one = text.replace("%s = arith.divf %sm_scale, %softcap : f32", "").replace("tt.splat %s :", "tt.splat %sm_scale :")
-    assert one.count("tt.splat %sm_scale :") == 1
-    g, notes = import_ttgir(one, "softcap.ttgir")
-    ops = {op.opcode: [o.name for o in op.operands] for op in g.ops}
-    assert "tanh" in ops and not any(op.opcode.startswith("tt_") for op in g.ops)
-    mul = next(op for op in g.ops if op.opcode == "mul")
-    assert [o.name for o in mul.operands][1] == "sm_scale"
-    assert dict(g.knobs)["exp2_scale"].text() == "softcap * 1.4426950408889634"
+def test_libdevice_tanh_is_the_tanh_op_and_a_scale_of_two_arguments_is_two_ops():
+    """Soft-capped attention: `s * (sm_scale / softcap)`, `libdevice.tanh`, `* softcap`, `tl.exp`.
+    tt.extern_elementwise {symbol = "__nv_tanhf"} is `tanh`; the scale, a product of two float
+    arguments that no exp2 folds (the tanh is between), is `mul s, sm_scale` then `div _, softcap`
+    (prologue scalars; it was `mul s` with no y, which emit-cuda refused); softcap after the tanh is
+    the softmax's scale: exp2_scale = softcap * log2 e. Every form and arch alike."""
+    for form in FORMS:
+        for arch in ("sm90", "sm100"):
+            g, notes = load_ttgir(DATA / form / f"attn_softcap_{arch}.ttgir")
+            ops = {op.name: (op.opcode, [o.name for o in op.operands]) for op in g.ops}
+            tanh = next(op for op in g.ops if op.opcode == "tanh")
+            div = ops[tanh.operands[0].name]
+            assert div[0] == "div" and div[1][1] == "softcap", (form, arch)
+            mul = ops[div[1][0]]
+            assert mul[0] == "mul" and mul[1][1] == "sm_scale" and ops[mul[1][0]][0] == "mma", (form, arch)
+            assert not any(op.opcode.startswith("tt_") for op in g.ops)
+            assert dict(g.knobs)["exp2_scale"].text() == "softcap * 1.4426950408889634"
     # an unknown libdevice function stays a generic op, with the warning naming it
-    other = one.replace('symbol = "__nv_tanhf"', 'symbol = "__nv_erfinvf"')
+    text = _read("t39/prepipe", "attn_softcap_sm90")
+    other = text.replace('symbol = "__nv_tanhf"', 'symbol = "__nv_erfinvf"')
+    assert other != text
     g2, notes2 = import_ttgir(other, "softcap.ttgir")
     assert any(op.opcode == "tt_extern_elementwise" for op in g2.ops)
     assert any("tt.extern_elementwise" in n.message for n in notes2)
@@ -121,8 +124,8 @@ def test_a_carry_starting_from_a_loaded_value_is_an_error_and_zeros_import():
 
 
 # one dump a new construct: fp8 e4m3 x e5m2 (sm_90), B^T through transposed pointers (sm_100), D = 256,
-# the per-key bias at BLOCK_N = 128, a per-column scale and bias (sm_100)
-COMPILED = ["gemm_fp8_mixed_sm90", "gemm_bt_relu2_sm100", "attn_d256_sm90", "attn_keybias_sm90",
+# soft-capped attention (tanh, a scale of two arguments), a per-column scale and bias (sm_100)
+COMPILED = ["gemm_fp8_mixed_sm90", "gemm_bt_relu2_sm100", "attn_d256_sm90", "attn_softcap_sm90",
             "gemm_colscale_bias_sm100"]
 
 
