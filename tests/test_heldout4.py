@@ -36,11 +36,10 @@ ONLY_T36 = {"gemm_bp_colmajor"}  # Triton 3.9 removed block pointers
 REFUSED = {
     # acc = beta * tl.load(C) before the loop: a .tir carry starts from a constant
     "gemm_addmm": ("scf.for|ttng.tmem_alloc", "starts from a value computed before the loop"),  # sm_100: the TMEM acc
-    # the row norm sqrt(sum(acc * acc, 1)) after the loop: no epilogue op reduces a row
-    "gemm_l2norm": ("tt.reduce", "the epilogue has no op for it"),
+    # 16 query rows (one KV head's query heads): wgmma and tcgen05 multiply 64 rows or more
+    "attn_gqa_decode": ("tt.dot", "makes a tile of 16 rows"),
 }
-# dumps whose forms import to one graph up to names (the sm_100 pipeliner's peeled max names m_ij's carry)
-RENAMED = {"attn_gqa_decode_sm100"}
+RENAMED: set[str] = set()  # dumps whose forms agree up to names (none now)
 
 
 def _key(name: str) -> str:
@@ -124,9 +123,39 @@ def test_a_carry_starting_from_a_loaded_value_is_an_error_and_zeros_import():
 
 
 # one dump a new construct: fp8 e4m3 x e5m2 (sm_90), B^T through transposed pointers (sm_100), D = 256,
-# soft-capped attention (tanh, a scale of two arguments), a per-column scale and bias (sm_100)
+# soft-capped attention (tanh, a scale of two arguments), a per-column scale and bias (sm_100), a row
+# reduction in the epilogue
+def test_a_row_norm_after_the_loop_is_an_epilogue_reduce_sum():
+    """F.normalize(x @ w): `tl.sqrt(tl.sum(acc * acc, axis=1))`, `tl.maximum(norm, eps)`, `acc / norm`:
+    the tt.reduce with an addf combiner along the last axis is `reduce_sum {axis = 1}` (it was an error,
+    "the epilogue has no op for it"); every form and arch alike. A reduce down the columns (axis 0)
+    stays an error at its line."""
+    for form in FORMS:
+        for arch in ("sm90", "sm100"):
+            g, _ = load_ttgir(DATA / form / f"gemm_l2norm_{arch}.ttgir")
+            ep = [(op.opcode, [o.name for o in op.operands], dict(op.attrs)) for op in g.epilogue.ops]
+            assert [e[0] for e in ep] == ["mul", "reduce_sum", "sqrt", "max", "div", "convert"], (form, arch)
+            assert ep[1][2] == {"axis": 1} and ep[3][1][1] == "eps", (form, arch)
+    text = _read("t39/prepipe", "gemm_l2norm_sm90")
+    down = text.replace('"tt.reduce"(%norm) <{axis = 1 : i32}>', '"tt.reduce"(%norm) <{axis = 0 : i32}>')
+    assert down != text
+    with pytest.raises(InputError, match="along axis 0") as err:
+        import_ttgir(down, "l2.ttgir")
+    assert "tt.reduce" in down.splitlines()[err.value.diagnostics[0].span.line - 1]
+
+
+def test_a_dot_of_fewer_than_64_rows_is_refused_at_the_dot():
+    """GQA decode's 16 query rows: Triton runs the dot on mma.sync; emit-cuda refused it without a
+    location ("a 16-row tile cannot be split over 1 warpgroup(s)"), the import now at the tt.dot."""
+    text = _read("t39/prepipe", "attn_gqa_decode_sm90")
+    with pytest.raises(InputError, match="makes a tile of 16 rows") as err:
+        import_ttgir(text, "gqa.ttgir")
+    d = err.value.diagnostics[0]
+    assert "tt.dot" in text.splitlines()[d.span.line - 1] and "64" in d.hint
+
+
 COMPILED = ["gemm_fp8_mixed_sm90", "gemm_bt_relu2_sm100", "attn_d256_sm90", "attn_softcap_sm90",
-            "gemm_colscale_bias_sm100"]
+            "gemm_colscale_bias_sm100", "gemm_l2norm_sm90"]
 
 
 @pytest.mark.slow
