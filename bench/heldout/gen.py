@@ -2,7 +2,8 @@
 
     PYTHON gen.py [--module kernels3] OUTDIR [NAME ...]   # PYTHON: a Python with Triton (3.9, 3.6, ...)
 
---module names the kernels file beside this one (default kernels: the second batch; kernels3: the third).
+--module names the kernels file beside this one (default kernels: the second batch; kernels3: the third;
+kernels4: the fourth).
 
 For each DUMPS entry and each of sm_90 and sm_100 it compiles the kernel with
 `triton.compile(ASTSource(...), target=GPUTarget("cuda", CC, 32), options=...)` in a child process

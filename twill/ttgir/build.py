@@ -106,6 +106,13 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
     for k, name in carry_name.items():
         carry = lowered.carries[k]
         text, problem = init_text(carry.init)
+        if problem and carry.init is not None:  # a loaded value (addmm's beta * C), a non-splat constant
+            raise InputError(Diagnostic(
+                f"carry '{name}' starts from {problem}: a `.tir` carry starts from a constant, and the graph "
+                "would start it from 0", carry.span,
+                "start the loop's value from a constant and apply what it started from after the loop "
+                "(acc = zeros; ...; acc += beta * C), or give the kernel that value through an epilogue "
+                "(docs/ttgir-import.md, section 5)"))
         if problem:
             notes.append(Note(Diagnostic(f"carry '{name}' starts from {problem}; written as 0", carry.span,
                                          severity="warning")))
@@ -113,10 +120,11 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
         graph_carries.append(Value(name, carry.type, "carry", text, carry.span, output))
     launch: dict[str, str] = {}  # argument -> the prologue scalar a loop op reads (build._launch)
     ints: set[str] = set()  # those of them that are integers (a causal mask's window)
-    ops = tuple(_launch(Op(op_name[g.root], g.opcode, tuple(Operand(unscaled.get((g.root, k), operand_name(r)))
-                                                            for k, r in enumerate(g.operands)), g.type,
-                           attrs=g.attrs, has_result=g.type is not None, span=g.span), names, launch, ints)
-                for g in groups)
+    ops = tuple(out for g in groups
+                for out in _launch(Op(op_name[g.root], g.opcode, tuple(Operand(unscaled.get((g.root, k), operand_name(r)))
+                                                                   for k, r in enumerate(g.operands)), g.type,
+                                      attrs=g.attrs, has_result=g.type is not None, span=g.span), names, launch, ints,
+                                   body.nodes[g.root].factor))
     if launch:
         def kind(n: str) -> TensorType:
             return TensorType("i32" if n in ints else "f32", (1,))
@@ -160,10 +168,39 @@ def natural_units(body: Body) -> bool:
     return any(n.kind == "exp2" and n.mlir == NATURAL for n in body.live())
 
 
-def _launch(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
+def _launch(op: Op, names: "_Names", launch: dict, ints: set, factor=None) -> tuple[Op, ...]:
     """An op whose TTGIR read a float argument (the lowering's ``launch`` attribute, values.LaunchScalar):
     a binary table op of one operand reads it as its y (or x), a prologue scalar named after it; any
-    other op (the scale fused into an exp2) drops the attribute."""
+    other op (the scale fused into an exp2) drops the attribute. A one-operand multiply or divide by a
+    product of float arguments and constants (`factor`, twill.knobs.Product: `s * (sm_scale / softcap)`)
+    is a chain of one op per argument (`mul x, sm_scale`, `div _, softcap`) and one for the constant,
+    the last named as the op."""
+    attrs = dict(op.attrs)
+    if ("launch" not in attrs and "launch_int" not in attrs and "scalar" not in attrs and factor is not None
+            and factor.names and op.opcode in ("mul", "div") and len(op.operands) == 1):
+        return _factor_chain(op, factor, names, launch)
+    return (_launch_one(op, names, launch, ints),)
+
+
+def _factor_chain(op: Op, factor, names: "_Names", launch: dict) -> tuple[Op, ...]:
+    steps = [("mul" if p > 0 else "div", n) for n, p in factor.powers for _ in range(abs(p))]
+    steps += [("mul", None)] if factor.coef != 1.0 else []
+    out, x = [], op.operands[0]
+    for k, (opcode, arg) in enumerate(steps):
+        last = k == len(steps) - 1
+        name = op.name if last else names.claim(f"{op.name}_{arg or 'c'}", fallback=op.name)
+        if arg is None:
+            operands, attrs = (x,), (("scalar", factor.coef),)
+        else:
+            if arg not in launch:
+                launch[arg] = names.claim(arg, fallback="scalar")
+            operands, attrs = (x, Operand(launch[arg])), ()
+        out.append(Op(name, opcode, operands, op.type, attrs, True, op.span))
+        x = Operand(name)
+    return tuple(out)
+
+
+def _launch_one(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
     attrs = dict(op.attrs)
     integer = attrs.pop("launch_int", None)
     if integer is not None:  # an integer argument a causal mask's band reads (band.py): an i32 prologue scalar
@@ -175,6 +212,9 @@ def _launch(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
     found = attrs.pop("launch", None)
     rest = tuple((k, v) for k, v in op.attrs if k != "launch")
     d = vocab.lookup(op.opcode)
+    if found is None and d is not None and d.family == "binary" and len(op.operands) == 1 and "scalar" not in attrs \
+            and d.arity != (1,):
+        raise lost_operand(op)
     if found is None or d is None or d.family != "binary" or len(op.operands) != 1 or "scalar" in attrs:
         return replace(op, attrs=rest)
     arg, index = found
@@ -182,6 +222,17 @@ def _launch(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
         launch[arg] = names.claim(arg, fallback="scalar")
     operands = (op.operands[0], Operand(launch[arg])) if index else (Operand(launch[arg]), op.operands[0])
     return replace(op, operands=operands, attrs=rest)
+
+
+def lost_operand(op: Op) -> InputError:
+    """A loop op of one tile and a scalar that is no constant and no float argument (`s * (sm_scale /
+    softcap)`, a scalar loaded from memory) where no fusion folds the scalar into the exp2's scale: the
+    graph has no name for its y, so the import stops at the op rather than write an op without it."""
+    return InputError(Diagnostic(
+        f"'{op.opcode}' of a loop tile reads a scalar that is neither a constant nor one of the kernel's float "
+        "arguments (a value computed from several arguments, or loaded): the graph has no operand for it", op.span,
+        "compute the scalar on the host and pass it as one float argument (`qk * scale` with scale = sm_scale / "
+        "softcap), or make it a constant (docs/ttgir-import.md, section 3)"))
 
 
 def _prologue(body: Body, groups: list[Group], inputs: dict, names: "_Names"):

@@ -294,6 +294,8 @@ class _After:
             return self.add(op, "exp", [x])
         if name in BINARY:
             return self.binary(op, *BINARY[name], vals)
+        if name == "tt.reduce":
+            return self.reduce(op, vals)
         if name == "arith.cmpf" and op.tokens and op.tokens[0].text.rstrip(",") in COMPARE and len(vals) == 2:
             cmp = COMPARE[op.tokens[0].text.rstrip(",")]
             if isinstance(vals[0], Const) and isinstance(vals[1], EVal):  # c OP x: x OP' c
@@ -310,6 +312,27 @@ class _After:
         raise self.error(op, f"'{op.name}' after the loop computes what is stored from the loop's results, and "
                              "the epilogue has no op for it", "the epilogue imports elementwise arithmetic, "
                              "conversions, exp/log/sqrt/tanh and layout views (docs/ttgir-import.md)")
+
+    def reduce(self, op: MOp, vals: list) -> EVal:
+        """``tt.reduce`` of one rank-2 tile along its last axis with an add, max or min combiner (a row
+        norm's `tl.sum(acc * acc, axis=1)`): `reduce_sum`/`reduce_max`/`reduce_min x {axis = 1}`, one
+        value a row."""
+        from .opnames import ADD_COMBINERS, MAX_COMBINERS, MIN_COMBINERS
+        body = op.body()
+        combiner = [o.name for o in body if o.name != "tt.reduce.return"]
+        kind = next((k for k, names in (("sum", ADD_COMBINERS), ("max", MAX_COMBINERS), ("min", MIN_COMBINERS))
+                     if combiner and combiner[0] in names), None)
+        x = vals[0] if len(vals) == 1 else None
+        axis = _axis(op)
+        if kind is None or len(combiner) != 1 or not isinstance(x, EVal) or axis is None:
+            raise self.error(op, "'tt.reduce' after the loop: only a sum, max or min of one tile along its last "
+                                 "axis is an epilogue op")
+        ins, _ = self.lw.signature(op)
+        shape = ins[0].tile().shape if ins and ins[0].tile() is not None else ()
+        if len(shape) != 2 or axis % 2 != 1:
+            raise self.error(op, f"'tt.reduce' after the loop along axis {axis} of a {list(shape)} tile: the "
+                                 "epilogue reduces a rank-2 tile along its last axis (one value a row)")
+        return self.add(op, f"reduce_{kind}", [x], (("axis", 1),))
 
     def join(self, op: MOp, vals: list) -> EVal:
         """``tt.join %x, %y`` of two [M, N] tiles, [M, N, 2], seen through ``tt.reshape`` to [M, 2N]:

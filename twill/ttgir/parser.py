@@ -33,6 +33,27 @@ def canonical(name: str) -> str:
     return "!ttg.memdesc" if name == "!tt.memdesc" else name
 
 
+# `tt.extern_elementwise` of a libdevice function of one float (`libdevice.tanh(x)`: {symbol =
+# "__nv_tanhf"}): the math dialect op that computes the same, which the import knows; any other symbol
+# stays the generic op `tt_extern_elementwise` (docs/ttgir-import.md, section 7).
+LIBDEVICE = {
+    "__nv_tanhf": "math.tanh", "__nv_expf": "math.exp", "__nv_fast_expf": "math.exp", "__nv_exp2f": "math.exp2",
+    "__nv_logf": "math.log", "__nv_fast_logf": "math.log", "__nv_log2f": "math.log2",
+    "__nv_fast_log2f": "math.log2", "__nv_sqrtf": "math.sqrt", "__nv_rsqrtf": "math.rsqrt",
+    "__nv_fabsf": "math.absf", "__nv_fmaf": "math.fma",
+}
+
+
+def libdevice_op(name: str, tokens) -> str:
+    """The op name an `tt.extern_elementwise` of a known libdevice symbol is read as (LIBDEVICE), else `name`."""
+    if name != "tt.extern_elementwise":
+        return name
+    for i in range(len(tokens) - 2):
+        if tokens[i].text == "symbol" and tokens[i + 1].text == "=":
+            return LIBDEVICE.get(tokens[i + 2].text.strip('"'), name)
+    return name
+
+
 @dataclass(frozen=True)
 class Block:
     args: tuple[tuple[str, tuple[Token, ...]], ...]  # (SSA name, type tokens)
@@ -136,7 +157,7 @@ class _Parser:
         else:
             self.fail("expected an operation name" + (" after '='" if results else ""), head)
         tokens, regions, loc = self.rest_of_op()
-        return MOp(canonical(name), tuple(results), tuple(tokens), tuple(regions), head, loc)
+        return MOp(libdevice_op(canonical(name), tokens), tuple(results), tuple(tokens), tuple(regions), head, loc)
 
     def results(self) -> list[str]:
         names = []
