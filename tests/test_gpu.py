@@ -393,24 +393,31 @@ def test_attention_with_a_partial_last_query_tile_matches_torch():
 
 # -- 8-bit mma inputs (tests/data/tir/gemm_fp8_e4m3.tir, gemm_i8.tir; the corpus fp8 GEMM) --------
 
-@pytest.mark.parametrize("fixture, n, out_dtype", [
-    ("gemm_fp8_e4m3.h100", 256, torch.bfloat16),  # two 64-row halves of each 128-row tile
-    # Triton's fp8 GEMM as imported: its per-tensor scales are not in the graph (scales of 1)
-    ("triton_gemm_fp8_sm90.h100", 128, torch.float16),
+@pytest.mark.parametrize("fixture, n, out_dtype, scaled", [
+    ("gemm_fp8_e4m3.h100", 256, torch.bfloat16, False),  # two 64-row halves of each 128-row tile
+    # Triton's fp8 GEMM as imported, under its own argument names: C = (A B^T) * SCALE_A * SCALE_B
+    ("triton_gemm_fp8_sm90.h100", 128, torch.float16, True),
 ])
-def test_fp8_gemm_matches_torch(fixture, n, out_dtype):
+def test_fp8_gemm_matches_torch(fixture, n, out_dtype, scaled):
     """e4m3 A [M, K] and B [N, K] (both K-major) through TMA as bytes and wgmma m64nNk32 .e4m3 into
-    f32: C = A B^T, written as bf16 or f16, against torch's float32 product of the same fp8 values."""
+    f32: C = A B^T, written as bf16 or f16, against torch's float32 product of the same fp8 values
+    (times the imported kernel's per-tensor scales, which its epilogue multiplies by)."""
     mod = binding(fixture)
     tiles_m, tiles_n, iters = 3, 2, 6
     torch.manual_seed(8)
     a = torch.randn(128 * tiles_m, 128 * iters, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(n * tiles_n, 128 * iters, device="cuda").to(torch.float8_e4m3fn)
     c = nan(128 * tiles_m, n * tiles_n, dtype=out_dtype)
-    mod.run(a, b, acc=c)
+    want = torch.matmul(a.float(), b.float().t())
+    if scaled:
+        sa, sb = (torch.tensor([x], device="cuda") for x in (0.5, 0.25))
+        mod.run(A=a, B=b, C=c, SCALE_A=sa, SCALE_B=sb)
+        want = want * 0.125
+    else:
+        mod.run(a, b, acc=c)
     torch.cuda.synchronize()
     assert int(torch.isnan(c).sum()) == 0
-    assert _bench().rel_err(c.float(), torch.matmul(a.float(), b.float().t())) < 1e-2
+    assert _bench().rel_err(c.float(), want) < 1e-2
 
 
 def test_int8_gemm_is_exact():
