@@ -238,7 +238,7 @@ def _module(path: Path):
 @pytest.mark.parametrize("fixture, shapes", [
     ("gemm_chain_sm90.h200", {"A": (256, 192), "B": (192, 64), "C": (64, 320), "E": (320, 64)}),
     ("attn_two_pass_sm90.h200", {"Q": (256, 64), "K": (192, 64), "V": (192, 64)}),
-    ("row_var_sm90.h200", {"X": (256, 192)})])
+    ("row_var_sm90.h200", {"X": (256, 4096)})])  # row_var's loops run to its constexpr N = 4096
 def test_the_sequence_binding_hands_each_output_to_the_next_loop(fixture, shapes):
     """K.py's plan, checked without a GPU: each loop's binding resolves its tensors (the user's, and
     the earlier loop's outputs as they would be allocated) to one grid of row tiles."""
@@ -264,12 +264,16 @@ def test_the_sequence_binding_hands_each_output_to_the_next_loop(fixture, shapes
 
 
 def test_the_sequence_binding_refuses_before_any_loop_runs():
-    """row_var's first pass takes a partial last column block (its sums read zeros), its second does
-    not (x - mean): the binding's pre-pass raises the second loop's ArgumentError before the first
-    is launched, instead of running L0 and then failing."""
+    """row_var's loops run to its compile-time N = 4096 (`extent loop = 4096`), which the Triton
+    kernel divides the sum by: X of 200 columns is refused, and the binding's pre-pass raises that
+    ArgumentError before any loop is launched. (Before the loops' extents were recorded, L0 took the
+    partial last column block and the pre-pass raised L1's `no partial last tile`.)"""
     seq = _module(GOLDEN / "row_var_sm90.h200.py")
     meta = _module(GOLDEN / seq.LOOPS[0][1]).Meta
     l0 = _module(GOLDEN / seq.LOOPS[0][1])
-    assert l0.resolve(l0.SPEC, {"X": meta((256, 200), "float16", "cuda:0", True, 0), "total": None})["loop_extent"] == 200
-    with pytest.raises(ValueError, match=r"no partial last tile"):
+    with pytest.raises(l0.ArgumentError, match=r"^X: L = 200 \(its dimension 1\), but the kernel's loop runs to the "
+                                               r"compile-time constant 4096"):
+        l0.resolve(l0.SPEC, {"X": meta((256, 200), "float16", "cuda:0", True, 0), "total": None})
+    assert l0.resolve(l0.SPEC, {"X": meta((256, 4096), "float16", "cuda:0", True, 0), "total": None})["iters"] == 64
+    with pytest.raises(ValueError, match=r"compile-time constant 4096"):
         seq.plans({"X": meta((256, 200), "float16", "cuda:0", True, 0)})

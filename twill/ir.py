@@ -178,6 +178,12 @@ class Graph:
     # the argument each split of the loop runs over (`grid split = SPLIT_LEN`, twill.tir_grid): the
     # loop is split over a grid axis, the outputs have a leading dimension of splits; None: no split
     split: str | None = None
+    # (argument, axis) for each kernel argument that is the extent of an axis of the tensors ("m", "n"
+    # or "loop", as the binding names them: `argument K {extent = loop}`, twill.ttgir.extents); the
+    # binding checks the caller's value against the tensors' shapes. Argument order, then m, n, loop.
+    extents: tuple[tuple[str, str], ...] = ()
+    # the loop's extent where the kernel bounds it by a compile-time constant (`extent loop = 4096`)
+    loop_extent: int | None = None
 
     @cached_property
     def by_name(self) -> dict[str, Op]:

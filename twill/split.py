@@ -59,6 +59,7 @@ def split_rows(graph: Graph, parts: int) -> Graph:
     split = Graph(graph.kernel, tuple(v for x in graph.inputs for v in value(x)),
                   tuple(v for x in graph.carries for v in value(x)), tuple(ops), tuple(yields), file=graph.file,
                   epilogue=epilogue, arguments=arguments, also_fed=graph.also_fed, knobs=graph.knobs, split=graph.split,
+                  extents=graph.extents, loop_extent=graph.loop_extent,
                   prologue=_split_prologue(graph, rows, part, m, parts))
     from .tir import parse_tir, print_tir
     return parse_tir(print_tir(split), graph.file)  # checked as any graph, result-less ops named afresh

@@ -5,7 +5,9 @@ One statement per line; ``#`` starts a comment, blank lines and spacing within a
     file     := "kernel" NAME  decl*  [prologue]  "loop" "{"  op*  [yield]  "}"  [epilogue]
                                          (twill.tir_prologue, twill.tir_epilogue)
     decl     := "input" NAME ":" type  |  "carry" NAME ":" type "=" init [attrs]   ({output = DTYPE})
-              | "argument" NAME ["=" NAME {"," NAME}]         (an imported kernel's; twill.tir_arguments)
+              | "argument" NAME ["=" NAME {"," NAME}] ["{" "extent" "=" AXES "}"]
+                                                            (an imported kernel's; twill.tir_arguments)
+              | "extent" "loop" "=" INT                     (the loop's compile-time extent; twill.tir_arguments)
               | "knob" NAME "=" EXPR                        (a knob from scalar arguments; twill.knobs)
               | "grid" "split" "=" NAME                     (the loop split over a grid axis; twill.tir_grid)
     op       := NAME "=" OPCODE [operands] ":" type [attrs]       (an op with a result)
@@ -93,7 +95,8 @@ class _Parser:
                      tuple(v for v in self.values if v.kind == "carry"), tuple(self.ops),
                      tuple((c.name, r.name) for c, r in self.yields), file=self.file, epilogue=self.epilogue.build(),
                      arguments=self.arguments.build(), prologue=self.prologue.build(),
-                     also_fed=self.arguments.also_fed(), knobs=self.knobs.build(), split=self.grid.build())
+                     also_fed=self.arguments.also_fed(), knobs=self.knobs.build(), split=self.grid.build(),
+                     extents=self.arguments.build_extents(), loop_extent=self.arguments.loop_extent)
 
     def statement(self, line: Line) -> None:
         first = line.peek()
@@ -125,6 +128,8 @@ class _Parser:
             self.declaration(line)
         elif self.state == "header" and first.text == "argument":
             self.arguments.line(line)
+        elif self.state == "header" and first.text == "extent":
+            self.arguments.extent_line(line)
         elif self.state == "header" and first.text == "knob":
             self.knobs.line(line)
         elif self.state == "header" and first.text == "grid":
@@ -451,7 +456,7 @@ def print_tir(graph: Graph) -> str:
     """Canonical, column-aligned `.tir` text: `parse_tir(print_tir(g)) == g` for every parsed graph."""
     name_w = max((len(v.name) for v in graph.inputs + graph.carries if not v.computed), default=0)
     type_w = max((len(str(v.type)) for v in graph.carries), default=0)
-    lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments, graph.also_fed), *print_knobs(graph.knobs), *print_grid(graph.split)]
+    lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments, graph.also_fed, graph.extents, graph.loop_extent), *print_knobs(graph.knobs), *print_grid(graph.split)]
     lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs if not v.computed]
     lines += [f"carry {v.name.ljust(name_w)} : {str(v.type).ljust(type_w)} = {v.init or '0'}"
               + (" {" + ", ".join(f"{k} = {print_value(x)}" for k, x in v.attrs) + "}" if v.attrs else "")

@@ -1,6 +1,9 @@
 """The `argument` lines of a `.tir` file: the arguments of the kernel the graph was imported from.
 
-    argument := "argument" NAME ["=" TARGET {"," TARGET}]   (in the header, one per argument, in order)
+    argument := "argument" NAME ["=" TARGET {"," TARGET}] ["{" "extent" "=" AXES "}"]
+                                       (in the header, one per argument, in order)
+    AXES     := AXIS | "[" AXIS {"," AXIS} "]"      AXIS := "m" | "n" | "loop"
+    extent   := "extent" "loop" "=" INT             (the loop's extent, a compile-time constant)
 
 `twill import` writes one per Triton kernel argument, in the kernel's order, with the graph name of
 what it feeds where the importer could follow it: an input, a load or store op of the loop, a
@@ -10,11 +13,21 @@ Several targets are loads that read one argument, each its own view of it (W4A16
 columns of SCALES: `{col_stride = 2, col_offset = 0 | 1}`); they must all be loads.
 `emit-cuda --binding torch` takes a graph's tensors and scalars as these arguments, in this
 order (docs/commands.md). A graph without `argument` lines takes its inputs and outputs.
+
+`{extent = loop}` (or `m`, `n`, several as `[m, loop]`) says the argument is the extent of the
+kernel's tensors along that axis, as the binding names them: the loop, the grid's rows (`m`) or
+columns (`n`) (twill.ttgir.extents records them at import); the binding checks a value the caller
+passes against the tensors' shapes. `extent loop = N` says the kernel's loop runs to the
+compile-time constant N, which the tensors' extent along the loop must then be.
 """
 from __future__ import annotations
 
+from .errors import did_you_mean
 from .ir import Operand
 from .tir_text import Line
+
+AXES = ("m", "n", "loop")  # the axes an extent bounds, in printing order (the binding's names)
+ATTRIBUTES = ("extent",)
 
 
 class ArgumentLines:
@@ -22,6 +35,9 @@ class ArgumentLines:
         self.owner = owner
         self.items: list[tuple[Operand, Operand | None]] = []
         self.more: list[tuple[Operand, Operand]] = []  # (argument, a target after its first)
+        self.extents: list[tuple[str, str]] = []  # (argument, axis)
+        self.loop_extent: int | None = None
+        self.loop_extent_seen = False
 
     def line(self, line: Line) -> None:
         line.expect("argument")
@@ -31,10 +47,62 @@ class ArgumentLines:
             target = self.owner.operand(line, "the graph name it feeds", allow_distance=False)
             while line.take(","):
                 self.more.append((name, self.owner.operand(line, "another load it feeds", allow_distance=False)))
+        axes = self._attributes(line) if line.at("{") else ()
         line.end()
         if any(n.name == name.name for n, _ in self.items):
             self.owner.errors.error(f"argument '{name.name}' is listed twice", name.span)
         self.items.append((name, target))
+        self.extents += [(name.name, a) for a in axes]
+
+    def _attributes(self, line: Line) -> tuple[str, ...]:
+        """`{extent = AXIS}` or `{extent = [AXIS, ...]}`: the axes the argument is the extent of."""
+        line.expect("{")
+        axes: list[str] = []
+        while not line.at("}"):
+            key = line.next("an argument attribute ('extent')")
+            if key.text not in ATTRIBUTES:
+                self.owner.errors.error(f"unknown argument attribute '{key.text}': an argument line takes "
+                                        "{extent = AXIS} (AXIS: m, n or loop)", line.span(key),
+                                        did_you_mean(key.text, ATTRIBUTES))
+            elif axes:
+                self.owner.errors.error("'extent' given twice: list several axes as [m, loop]", line.span(key))
+            line.expect("=", "'=' after the attribute's name")
+            listed = line.take("[")
+            while True:
+                tok = line.next("an axis (m, n or loop)")
+                if tok.text not in AXES:
+                    self.owner.errors.error(f"unknown axis '{tok.text}': an extent bounds m (the grid's rows), n "
+                                            "(its columns) or loop", line.span(tok), did_you_mean(tok.text, AXES))
+                elif tok.text in axes:
+                    self.owner.errors.error(f"axis '{tok.text}' listed twice", line.span(tok))
+                elif key.text in ATTRIBUTES:
+                    axes.append(tok.text)
+                if not (listed and line.take(",")):
+                    break
+            if listed:
+                line.expect("]", "',' or ']' in the list of axes")
+            if not line.take(","):
+                break
+        line.expect("}", "'}' after the argument's attributes")
+        return tuple(sorted(axes, key=AXES.index))
+
+    def extent_line(self, line: Line) -> None:
+        """`extent loop = N`: the loop's extent, a compile-time constant of the kernel."""
+        line.expect("extent")
+        axis = line.next("the axis ('loop')")
+        if axis.text != "loop":
+            self.owner.errors.error(f"'extent {axis.text}': an extent line gives the loop's compile-time extent "
+                                    "(`extent loop = N`); the grid's are the tensors'", line.span(axis))
+        line.expect("=", "'=' after the axis")
+        tok = line.next("the loop's extent (an integer >= 1)", ("number",))
+        line.end()
+        value = int(tok.text) if tok.text.isdigit() else None
+        if value is None or value < 1:
+            self.owner.errors.error(f"the loop's extent must be an integer >= 1, not '{tok.text}'", line.span(tok))
+        elif self.loop_extent_seen:
+            self.owner.errors.error("a second 'extent loop' line: the loop has one extent", line.span(tok))
+        self.loop_extent_seen = True
+        self.loop_extent = value if self.loop_extent is None else self.loop_extent
 
     def check(self) -> None:
         """A target names an input, a carry, a load or store op, a scalar (of the prologue or the
@@ -71,11 +139,23 @@ class ArgumentLines:
     def also_fed(self) -> tuple[tuple[str, str], ...]:
         return tuple((n.name, t.name) for n, t in self.more)
 
+    def build_extents(self) -> tuple[tuple[str, str], ...]:
+        return tuple(self.extents)
 
-def print_arguments(arguments, also_fed=()) -> list[str]:
+
+def print_arguments(arguments, also_fed=(), extents=(), loop_extent=None) -> list[str]:
     width = max((len(n) for n, t in arguments if t is not None), default=0)
-    more = {}
+    more, axes = {}, {}
     for n, t in also_fed:
         more.setdefault(n, []).append(t)
-    return [f"argument {n.ljust(width)} = {', '.join([t] + more.get(n, []))}" if t is not None else f"argument {n}"
-            for n, t in arguments]
+    for n, a in extents:
+        axes.setdefault(n, []).append(a)
+
+    def attrs(n):
+        found = sorted(axes.get(n, ()), key=AXES.index)
+        if not found:
+            return ""
+        return " {extent = " + (found[0] if len(found) == 1 else "[" + ", ".join(found) + "]") + "}"
+    lines = [(f"argument {n.ljust(width)} = {', '.join([t] + more.get(n, []))}" if t is not None else f"argument {n}")
+             + attrs(n) for n, t in arguments]
+    return lines + ([f"extent loop = {loop_extent}"] if loop_extent is not None else [])

@@ -263,7 +263,24 @@ def spec(renderer, kernel_file: str, entry: str) -> dict:
             "ragged_why": renderer.ragged_refusal, "axes": sorted(renderer.grid_axes()),
             "partial": dict(sorted(renderer.partial.items())),
             "args": [a.spec() for a in arguments(renderer)], **_scalar_spec(renderer),
-            **({"split": _split_param(renderer)} if m.graph.split else {})}
+            **({"split": _split_param(renderer)} if m.graph.split else {}), **_extent_spec(renderer)}
+
+
+def _size_params(renderer) -> dict[str, str]:
+    """The imported kernel's arguments that are extents (`argument K {extent = loop}`): argument ->
+    the function's parameter, in the kernel's order."""
+    g = renderer.m.graph
+    named = {n for n, _ in g.extents}
+    return {n: p.name for (n, _), p in zip(g.arguments, parameters(renderer)) if n in named}
+
+
+def _extent_spec(renderer) -> dict:
+    """{"extents": [[parameter, axis]], "loop_extent": N}: what the runtime checks the size arguments
+    and the tensors' extents against (binding_runtime._check_sizes); {} where the graph records none."""
+    g = renderer.m.graph
+    params = _size_params(renderer)
+    out = {"extents": [[params[n], axis] for n, axis in g.extents]} if g.extents else {}
+    return {**out, **({"loop_extent": g.loop_extent} if g.loop_extent is not None else {})}
 
 
 def _split_param(renderer) -> str:
@@ -432,7 +449,21 @@ def _knob_lines(m, params) -> list[str]:
     return out
 
 
-def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbed=(), split=None) -> list[str]:
+def _sizes_doc(graph, params: dict[str, str]) -> list[str]:
+    """The docstring's lines of the size arguments the binding checks, and of a constant loop extent."""
+    from .binding_runtime import SYMBOLS
+    axes: dict[str, list[str]] = {}
+    for n, axis in graph.extents:
+        axes.setdefault(params[n], []).append(SYMBOLS[axis])
+    lines = [f"{p}: None, or a Python int equal to the tensors' {' and '.join(s)} (checked: the kernel runs over the "
+             "tensors' whole extent; slice them to compute over a prefix)" for p, s in axes.items()]
+    if graph.loop_extent is not None:
+        lines.append(f"L must be {graph.loop_extent}: the Triton kernel's loop runs to this compile-time constant")
+    return lines
+
+
+def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbed=(), split=None,
+                  sizes=()) -> list[str]:
     step = data["loop_step"]
     loop = (f"L any number of elements (a partial last tile of {step})" if data["ragged"]
             else f"L a multiple of {step} ({data['ragged_why']})" if step else "")
@@ -454,6 +485,7 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
            "passes it; a multiple of the loop's step): the loop is split over the grid (grid split), every output "
            "has a leading dimension of splits, [splits, *batch, ...] (the batch may be flattened to one dimension)"]
           if split else []),
+        *[f"    {line}" for line in sizes],
         *([f"    {', '.join(unread)}: arguments of the Triton kernel that the graph does not read (sizes and "
            "strides come from the tensors' shapes)"] if unread else []),
         "",
@@ -500,8 +532,11 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     split = _split_param(renderer) if m.graph.split else None
     if split:
         passed += f", split={split}"
+    sizes = _size_params(renderer)
+    if sizes:
+        passed += ", sizes={" + ", ".join(f"{p!r}: {p}" for p in sizes.values()) + "}"
     unread = [p.name for p in positional if p.arg is None and p.scalar is None and p.name not in knob_params
-              and p.name != split]
+              and p.name != split and p.name not in sizes.values()]
     lines = [
         f'"""PyTorch binding of kernel {m.schedule.kernel} ({kernel_file}, {m.arch}), written by `twill emit-cuda',
         '--binding torch`. Do not edit: emit it again.',
@@ -521,7 +556,7 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
         f"def {fn}({signature}):",
         *_function_doc(m, args, data, keywords, returns, params, unread,
                        [(p.name, k, v) for (n, _), p in zip(m.graph.arguments, params) for k, v in m.graph.knobs
-                        if n in v.names], split),
+                        if n in v.names], split, _sizes_doc(m.graph, sizes)),
         *([f"    _ = ({', '.join(unread)},)  # arguments of the imported kernel that feed nothing here: not read"]
           if unread else []),
         *_knob_lines(m, params),

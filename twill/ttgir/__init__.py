@@ -206,6 +206,11 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
     split = check_grid(module, func, path[-1], banded=any(op.opcode == "causal_mask" for op in graph.ops))
     if split is not None:  # split-KV's key loop over a grid axis of splits (splits.py): `grid split = ARG`
         graph = replace(graph, split=split.arg)
+    if graph.arguments:  # the arguments that are the tensors' extents (extents.py), which the binding checks
+        from .extents import extents
+        from .grid import Dependence
+        found = extents(module, func, path, graph, lowered.signature, Dependence(func).of)
+        graph = replace(graph, extents=found.args, loop_extent=found.loop)
     if detail is not None:
         detail.update(lowered=lowered, handed=handed)
     notes = list(lowered.notes) + fuse_notes + build_notes

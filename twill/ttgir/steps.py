@@ -16,7 +16,8 @@ where
   E must be a kernel argument, and no stride nor another dimension's extent (a bound of a mask along
   another dimension, the modulus that wraps another dimension's index): `K // 2`, a stride, `M` for a
   loop along K where the kernel bounds another dimension by M are errors. A compile-time constant is
-  taken as the extent (a `tl.constexpr` N); that the call's tensors have it is not checked (open).
+  taken as the extent (a `tl.constexpr` N); extents.py records it (`extent loop = N`) and the binding
+  checks the call's tensors have it.
 
 Each error is at the `scf.for`. Bounds or a step that read a program id are grid.py's (a band, a
 split); a loop no load moves along (the loop's iterations are the binding's `iters`) is not read here.
@@ -257,7 +258,7 @@ def _upper_errors(module, walk: Walk, loop: MOp, axes: list[LoopAxis], step: int
         return [Diagnostic(f"'scf.for' runs to %{upper}, {why}", span, hint=HINT)]
     if not {a for m, _ in extent for a in m}:
         # a tl.constexpr extent (tests/data/seq's row_var: range(0, N, BLOCK) with N = 4096) is the tensors'
-        # extent where the call passes tensors of it; the binding does not check that yet (open)
+        # extent where the call passes tensors of it: extents.py records it, the binding checks it
         return []
     if len(extent) != 1 or extent[0][1] != 1 or len(extent[0][0]) != 1 or extent[0][0][0] not in walk.addr.args:
         return [Diagnostic(f"'scf.for' runs to %{upper}, which is {_show(walk, extent)}, no kernel argument: the graph's loop "

@@ -83,11 +83,13 @@ def _check_meta(arg, meta, device):
         raise ArgumentError(f"{name}: expected shape {layout(arg)}, got {list(meta.shape)}")
 
 
-def resolve(spec, given, iters=None, split=None):
+def resolve(spec, given, iters=None, split=None, sizes=None):
     """Check the tensors in `given` ({name: Meta}, every input and any output passed) against the
     kernel and read its Problem off their shapes: a dict with tiles_m, tiles_n, iters, loop_extent,
     batch, batch_shape, device, splits and shapes (every argument's full shape). `split`: a split
-    kernel's (spec["split"]) elements per split, the Triton kernel's argument. Raises ArgumentError."""
+    kernel's (spec["split"]) elements per split, the Triton kernel's argument. `sizes`: the imported
+    kernel's size arguments as the caller passed them ({name: value}; spec["extents"] says which axis
+    each is the extent of), checked against the tensors' extents. Raises ArgumentError."""
     args = {a["name"]: a for a in spec["args"]}
     for a in spec["args"]:
         if a["output"] is False and given.get(a["name"]) is None:
@@ -120,12 +122,13 @@ def resolve(spec, given, iters=None, split=None):
         elif batch != batch_shape:
             raise ArgumentError(f"{name}: batch dimensions {list(batch)} differ from {batch_of}'s "
                                 f"{list(batch_shape)} (shape {layout(arg)})")
-        for (key, size), extent in zip(dims, meta.shape[len(batch):]):
-            _unify(spec, arg, key, size, extent, known, who, meta.shape)
+        for i, ((key, size), extent) in enumerate(zip(dims, meta.shape[len(batch):])):
+            _unify(spec, arg, key, size, extent, known, who, meta.shape, len(batch) + i)
     for name, meta in per_batch:
         groups[name] = _period(args[name], meta.shape, batch_shape or (), batch_of)
     for name, meta in splits:
         _split_output(spec, args[name], meta.shape, batch_shape or (), batch_of, known, who)
+    _check_sizes(spec, sizes or {}, known, who)
     if spec.get("split"):
         _split_loop(spec, known, who, split)
     plan = _finish(spec, known, who, batch_shape or (), device, iters)
@@ -147,8 +150,8 @@ def _split_output(spec, arg, shape, batch_shape, batch_of, known, who):
         raise ArgumentError(f"{name}: {shape[0]} splits (its first dimension), but {who['splits'][0]} has "
                             f"{known['splits']}")
     known["splits"], who["splits"] = shape[0], (name, 1, shape[0])
-    for (key, size), extent in zip(dims, shape[lead:]):
-        _unify(spec, arg, key, size, extent, known, who, shape)
+    for i, ((key, size), extent) in enumerate(zip(dims, shape[lead:])):
+        _unify(spec, arg, key, size, extent, known, who, shape, lead + i)
     arg_shape = known.setdefault("split_shapes", {})
     arg_shape[name] = shape[:lead]
 
@@ -214,7 +217,7 @@ def _group(arg, batch, batch_shape, batch_of, shape):
     return theirs // own
 
 
-def _unify(spec, arg, key, size, extent, known, who, shape):
+def _unify(spec, arg, key, size, extent, known, who, shape, dim=None):
     name = arg["name"]
     if key.startswith("iters/"):  # a row per `div` iterations: checked against the iterations in _finish
         known.setdefault("per", []).append((key, extent, name))
@@ -236,7 +239,46 @@ def _unify(spec, arg, key, size, extent, known, who, shape):
     if key in known and who[key][1] != size and (extent % size or who[key][2] % who[key][1]):
         raise ArgumentError(f"{name}: {what} = {extent} in tiles of {size}, but {who[key][0]} has tiles of "
                             f"{who[key][1]} along it ({what} = {who[key][2]}): a partial last tile needs one tile size")
-    known[key], who[key] = value, (name, size, extent)
+    known[key], who[key] = value, (name, size, extent, dim, len(shape))
+
+
+# What each axis is, for messages: the loop's extent, the rows or columns the grid walks.
+AXIS_WHAT = {"loop": "the loop's extent L", "m": "the rows M the grid walks", "n": "the columns N the grid walks"}
+
+
+def _check_sizes(spec, sizes, known, who):
+    """An imported kernel's size arguments (spec["extents"]: [name, axis]) that the caller passes as
+    Python ints must be the tensors' extents along their axes, which the kernel runs over whole (the
+    Triton kernel would stop at the argument: its loop's bound, its masks); None is not checked. A loop
+    the kernel bounds by a compile-time constant (spec["loop_extent"]) needs tensors of that extent."""
+    for name, axis in spec.get("extents", ()):
+        value = sizes.get(name)
+        if value is None or isinstance(value, bool) or not isinstance(value, int) or axis not in who:
+            continue
+        tensor, _, extent, dim, rank = who[axis][:5]
+        if value == extent:
+            continue
+        sym = SYMBOLS[axis]
+        fix = (f"pass every tensor sliced to {value} along {sym} (e.g. {_sliced(tensor, dim, rank, value)}.contiguous()), "
+               f"or {name} = {extent}" if value < extent else f"pass {name} = {extent}, or tensors of {value} along {sym}")
+        raise ArgumentError(f"{name} = {value}, but {tensor}'s dimension {dim} ({AXIS_WHAT[axis]}) is {extent}: the "
+                            f"kernel runs over the tensors' whole extent, where the Triton kernel stops at {name}; {fix}")
+    constant = spec.get("loop_extent")
+    if constant is not None and "loop" in who and who["loop"][2] != constant:
+        tensor, _, extent, dim, _ = who["loop"][:5]
+        raise ArgumentError(f"{tensor}: L = {extent} (its dimension {dim}), but the kernel's loop runs to the "
+                            f"compile-time constant {constant}: pass tensors of {constant} along the loop (or "
+                            "compile and import the kernel for this extent)")
+
+
+def _sized(sizes):
+    """What the checks read of `sizes` (a call's size arguments): its Python ints, as a key."""
+    return tuple((k, v) for k, v in sorted(sizes.items()) if isinstance(v, int)) if sizes else ()
+
+
+def _sliced(tensor, dim, rank, value):
+    """`A[:, :64]`: tensor `tensor` (of `rank` dimensions) sliced to `value` along dimension `dim`."""
+    return f"{tensor}[" + ", ".join([":"] * dim + [f":{value}"]) + "]" if dim is not None and dim < rank else tensor
 
 
 def _finish(spec, known, who, batch_shape, device, iters):
@@ -410,18 +452,19 @@ def check_scalars(spec, values):
 
 
 def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None,
-         scalars=(), split=None):
-    """Check `tensors` ({name: tensor or None}; None for an output to allocate) and `scalars`, launch
-    the kernel on the tensors' device and stream, and return the outputs (one tensor, or a named tuple).
+         scalars=(), split=None, sizes=None):
+    """Check `tensors` ({name: tensor or None}; None for an output to allocate), `scalars` and `sizes`
+    (the imported kernel's size arguments, {name: value}: resolve), launch the kernel on the tensors'
+    device and stream, and return the outputs (one tensor, or a named tuple).
 
     The fast path: what the checks read of the tensors (_key: shapes, dtypes, devices, contiguity,
     16-byte alignment) finds the _Launch that an earlier call of the same kind checked and prepared;
     anything else (a new kind, a bad argument) goes through _prepare, which checks it all (resolve)."""
     torch = _TORCH or _import_torch()
-    key, ptrs = _key(spec, tensors, (iters, split), torch.Tensor)
+    key, ptrs = _key(spec, tensors, (iters, split, _sized(sizes)), torch.Tensor)
     run = _LAUNCHES.get(key)
     if run is None:
-        run = _prepare(spec, tensors, iters, torch.Tensor, lambda name: getattr(torch, name), split)
+        run = _prepare(spec, tensors, iters, torch.Tensor, lambda name: getattr(torch, name), split, sizes)
         lib = library(spec, here)  # after the checks: a bad argument is refused before any build
         run = run._replace(launch=lib.twill_launch, error=lib.twill_error_string)
         if key is not None and tuple(tensors) == run.names:  # a kind checked once; the names in the binding's order
@@ -496,14 +539,14 @@ def _key(spec, tensors, iters, tensor_type):
     return tuple(key), ptrs
 
 
-def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None):
+def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None):
     """Check the tensors (resolve, through _plan) and make the _Launch of their kind, its entry
     point not yet filled in. `tensor_type` is torch.Tensor, `dtype_of` gives torch's dtype of a name
     ('float16')."""
     for n, t in tensors.items():
         if t is not None and not isinstance(t, tensor_type):
             raise ArgumentError(f"{n}: expected a torch.Tensor, got {type(t).__name__}")
-    plan = _plan(spec, {n: None if t is None else describe(t) for n, t in tensors.items()}, iters, split)
+    plan = _plan(spec, {n: None if t is None else describe(t) for n, t in tensors.items()}, iters, split, sizes)
     names = tuple(a["name"] for a in spec["args"])
     device = next(t.device for n, t in tensors.items() if t is not None and n in names)
     allocate = tuple((i, plan["shapes"][a["name"]], dtype_of(a["dtype"]), a["zero"]) for i, a in enumerate(spec["args"])
@@ -524,15 +567,15 @@ _PLANS = {}
 _OUTPUT_TYPES = {}
 
 
-def _plan(spec, given, iters, split=None):
-    """resolve(spec, given, iters, split), from the cache where the same shapes were resolved before (the
-    plan returned is shared: read it, do not change it)."""
-    key = (spec["kernel"], iters, split) + tuple(
+def _plan(spec, given, iters, split=None, sizes=None):
+    """resolve(spec, given, iters, split, sizes), from the cache where the same shapes (and sizes) were
+    resolved before (the plan returned is shared: read it, do not change it)."""
+    key = (spec["kernel"], iters, split, _sized(sizes)) + tuple(
         (n, None) if m is None else (n, m.shape, m.dtype, m.device, m.contiguous, m.ptr % 16 == 0)
         for n, m in given.items())
     plan = _PLANS.get(key)
     if plan is None:
-        plan = resolve(spec, given, iters, split)
+        plan = resolve(spec, given, iters, split, sizes)
         if len(_PLANS) >= 256:  # many shapes: start again rather than grow without bound
             _PLANS.clear()
         _PLANS[key] = plan
