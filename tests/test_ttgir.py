@@ -47,8 +47,10 @@ def edges(graph) -> set[tuple[str, str, int]]:
     return {(e.src, e.dst, e.distance) for e in graph.edges}
 
 
-def kernel(body: str, args: str = "%n: i32", before: str = "", iter_args: str = "", types: str = "") -> str:
-    """A one-loop TTGIR function around `body` (the loop's ops, ending with its scf.yield)."""
+def kernel(body: str, args: str = "%n: i32", before: str = "", iter_args: str = "", types: str = "",
+           step: str = "%c1") -> str:
+    """A one-loop TTGIR function around `body` (the loop's ops, ending with its scf.yield), stepping
+    by `step` (a value defined in `before` where not %c1)."""
     loop_results = f"%r:{iter_args.count('=')} = " if iter_args else ""
     head = f"iter_args({iter_args}) -> ({types}) " if iter_args else ""
     return f"""#blocked = #ttg.blocked<{{sizePerThread = [1, 8], threadsPerWarp = [2, 16], warpsPerCTA = [4, 1], order = [1, 0]}}>
@@ -60,7 +62,7 @@ module attributes {{"ttg.num-warps" = 4 : i32}} {{
     %c1 = arith.constant 1 : i32
     %zero = arith.constant dense<0.000000e+00> : tensor<64x64xf32, #blocked>
 {before}
-    {loop_results}scf.for %i = %c0 to %n step %c1 {head}: i32 {{
+    {loop_results}scf.for %i = %c0 to %n step {step} {head}: i32 {{
 {body}
     }}
     tt.return
@@ -239,7 +241,9 @@ FA3 = kernel(f"""
       %12 = ttng.warp_group_dot %11, %k, %acc {{inputPrecision = 0 : i32}} : !ttg.memdesc<64x64xf16, #shared, #smem> * !ttg.memdesc<64x64xf16, #shared, #smem> -> {T}
       scf.yield %5, %12 : tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>>, {T}""",
              args="%dq: !tt.tensordesc<64x64xf16, #shared>, %dk: !tt.tensordesc<64x64xf16, #shared>, %n: i32, %sc: f32",
-             before=f"""    %ninf = arith.constant dense<0xFF800000> : tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>>
+             step="%c64",  # the descriptor's row moves by the tile: the loop steps by it
+             before=f"""    %c64 = arith.constant 64 : i32
+    %ninf = arith.constant dense<0xFF800000> : tensor<64xf32, #ttg.slice<{{dim = 1, parent = #blocked}}>>
     %q0 = tt.descriptor_load %dq[%c0, %c0] : !tt.tensordesc<64x64xf16, #shared> -> {T16}
     %q = ttg.local_alloc %q0 : ({T16}) -> !ttg.memdesc<64x64xf16, #shared, #smem>""",
              iter_args="%m = %ninf, %acc = %zero",
