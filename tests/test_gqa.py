@@ -52,6 +52,15 @@ def test_the_group_is_read_off_the_heads(hq, hkv):
     assert plan["batch"] == 2 * hq and plan["shapes"]["acc"] == (2, hq, 512, 128)
 
 
+def test_a_tensor_without_the_heads_dimension_serves_all_heads_of_its_batch_entry():
+    """K and V [B, N, D] under Q [B, H, N, D] (Triton's `K + (bh // H) * stride`, a per-batch key
+    bias): as [B, 1, N, D], one entry per group of all H heads."""
+    mod = module(FWD)
+    plan = gqa(mod, q=(2, 8, 512, 128), k=(2, 1024, 128), v=(2, 1024, 128))
+    groups = dict(zip([a["name"] for a in mod.SPEC["args"]], plan["groups"]))
+    assert (groups["k"], groups["v"], groups["q"]) == (8, 8, 1) and plan["batch"] == 16
+
+
 @pytest.mark.parametrize("k, message", [
     ((2, 3, 1024, 128), r"^k: 3 heads \(its last batch dimension, shape \[2, 3, 1024, 128\]\) do not divide q's 8: "
                         r"grouped-query attention needs Hq % Hkv == 0"),

@@ -265,11 +265,13 @@ def test_row_stats_binding_takes_x_as_m_by_n_and_a_partial_last_column_block(tmp
             ({"X": meta((4096, 1024)), "MEAN": meta((2048,), "float32")}, r"^X: gives M = 4096, but MEAN gives M = 2048")):
         with pytest.raises(mod.ArgumentError, match=message):
             mod.resolve(mod.SPEC, {"MEAN": None, "RSTD": None, **given})
-    # row_var's second pass reads x - mean: its partial last tile is refused, the op named
+    # row_var's second pass loops to its constexpr N = 4096 (its dump's `range(0, N, 64)`): other
+    # lengths are refused before its partial tile could be (the Triton kernel would stop at 4096)
     l1 = _binding(Path(__file__).parent / "golden" / "seq" / "row_var_sm90.h200.L1.py")
     given = {"X": l1.Meta((256, 200), "float16", "cuda:0", True, 0), "total": l1.Meta((256,), "float32", "cuda:0", True, 0),
              "Var": None}
-    with pytest.raises(l1.ArgumentError, match=r"no partial last tile \(the loop has no mma, and sub d reads x"):
+    with pytest.raises(l1.ArgumentError, match=r"^X: L = 200 \(its dimension 1\), but the kernel's loop runs to the "
+                                               r"compile-time constant 4096"):
         l1.resolve(l1.SPEC, given)
-    given["X"] = l1.Meta((256, 192), "float16", "cuda:0", True, 0)
-    assert l1.resolve(l1.SPEC, given)["iters"] == 3
+    given["X"] = l1.Meta((256, 4096), "float16", "cuda:0", True, 0)
+    assert l1.resolve(l1.SPEC, given)["iters"] == 64

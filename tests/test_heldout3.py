@@ -181,7 +181,8 @@ def test_split_kv_imports_a_grid_split_in_every_form():
     """The key loop runs from split * SPLIT_LEN (program_id(0)) to that plus SPLIT_LEN, and the
     outputs are written at row (split * num_bh + bh) * N_Q: a grid axis of splits, the `.tir` line
     `grid split = SPLIT_LEN` (splits.py), with `--loop 0` too; the graph is the one the kernel with
-    its split fixed at 0 gives, plus that line."""
+    its split fixed at 0 gives, plus that line (and less SPLIT_LEN's `{extent = loop}`: fixed at 0,
+    the loop runs to SPLIT_LEN, the tensors' whole extent; split, L is splits x SPLIT_LEN)."""
     for arch in ("sm90", "sm100"):
         for form in FORMS:
             text = (DATA / form / f"attn_splitkv_{arch}.ttgir").read_text()
@@ -190,7 +191,8 @@ def test_split_kv_imports_a_grid_split_in_every_form():
                 assert g.split == "SPLIT_LEN", form
                 assert "\ngrid split = SPLIT_LEN\n" in print_tir(g)
             one, _ = import_ttgir(text.replace(*ONE_SPLIT), "one.ttgir")
-            assert one.split is None and print_tir(one) == print_tir(g).replace("grid split = SPLIT_LEN\n", "")
+            assert one.split is None and ("SPLIT_LEN", "loop") in one.extents and ("SPLIT_LEN", "loop") not in g.extents
+            assert print_tir(one).replace(" {extent = loop}", "") == print_tir(g).replace("grid split = SPLIT_LEN\n", "")
 
 
 @pytest.mark.parametrize("near", sorted(NEAR_SPLITS))

@@ -106,7 +106,9 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
     for k, name in carry_name.items():
         carry = lowered.carries[k]
         text, problem = init_text(carry.init)
-        if problem and carry.init is not None:  # a loaded value (addmm's beta * C), a non-splat constant
+        if problem and carry.init is not None and not _handed_over(lowered, carry.init):
+            # a loaded value (addmm's beta * C), a non-splat constant; an earlier loop's result is
+            # the sequence's to refuse (ttgir/sequence.py, which names the loop)
             raise InputError(Diagnostic(
                 f"carry '{name}' starts from {problem}: a `.tir` carry starts from a constant, and the graph "
                 "would start it from 0", carry.span,
@@ -410,3 +412,9 @@ def _handed(body: Body, real: dict) -> dict[str, str]:
 
 def _ref_span(lowered: Lowered, body: Body, r: Ref):
     return body.nodes[r.index].span if r.kind == "node" else lowered.carries[r.index].span
+
+
+def _handed_over(lowered: Lowered, init) -> bool:
+    """Whether a carry's start is an earlier loop's result (a hand-over stand-in, ttgir/handover.py)."""
+    from .handover import KEY
+    return isinstance(init, Tile) and init.ref.kind == "node" and KEY in dict(lowered.nodes[init.ref.index].attrs)

@@ -72,9 +72,12 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
             if len(loops) == 1:
                 raise exc from None
             blocked[k] = exc
-        except InputError as exc:  # with several candidates, a loop we cannot read is skipped
-            if len(loops) == 1:
+        except InputError as exc:  # with several candidates, a loop we cannot read is skipped, unless it
+            if len(loops) == 1:   # has a dot: then it is tile work the graph would leave out silently
                 raise
+            if any(o.name in DOTS for o in _walk(path[-1].body())):
+                blocked[k] = _with_after(module, loops[k], exc)
+                continue
             first_error = first_error or exc
     if not results:  # every loop refused: each tile loop's errors (none is left out silently)
         if first_error or len(blocked) == 1:
