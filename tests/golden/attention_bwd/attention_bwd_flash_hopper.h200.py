@@ -203,11 +203,14 @@ def _period(arg, shape, batch_shape, batch_of):
 def _group(arg, batch, batch_shape, batch_of, shape):
     """How many consecutive batch entries of the others share one of `arg`'s (grouped-query
     attention: K and V [*B, Hkv, ...] under Q [*B, Hq, ...] with Hq % Hkv == 0): the others' last
-    batch dimension over its own, every other batch dimension equal."""
+    batch dimension over its own, every other batch dimension equal. Without the last dimension
+    (a key bias [*B, L] under Q [*B, H, ...], Triton's `KB + (bh // H) * stride`), as [*B, 1]: H."""
     name = arg["name"]
+    if batch_shape and tuple(batch) == tuple(batch_shape[:-1]):
+        return batch_shape[-1]  # no heads dimension: one entry per [*B], each serving all of its heads
     if len(batch) != len(batch_shape) or not batch or batch[:-1] != batch_shape[:-1]:
         raise ArgumentError(f"{name}: batch dimensions {list(batch)} differ from {batch_of}'s {list(batch_shape)} "
-                            f"other than in the last (heads), where {name} may have fewer (shape {layout(arg)}, "
+                            f"other than in the last (heads), where {name} may have fewer or none (shape {layout(arg)}, "
                             f"got {list(shape)})")
     own, theirs = batch[-1], batch_shape[-1]
     if own < 1 or theirs % own:
