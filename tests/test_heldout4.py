@@ -175,3 +175,34 @@ def test_heldout4_dump_solves_verifies_emits_and_compiles_clean(name, tmp_path):
     spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
     assert spills <= {0}, err[-2000:]
     assert "C7515" not in err and "serialized" not in err, err[-2000:]
+
+
+def test_a_column_major_b_is_taken_as_the_view_the_triton_kernel_is_passed(tmp_path):
+    """gemm_bp_colmajor reads B [K, N] with a unit stride down its rows (`strides=(1, stride_bn)`, the
+    launch passing w.t() of an [N, K] weight): the load is typed [N, K] as it lies in memory and marked
+    `{column_major = true}`, A (row-major) is not; the binding takes b_ptr as [N, L] or as its
+    column-major view [L, N], whose .mT (the same memory) is what the kernel reads."""
+    import importlib.util
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    machine = load_machine("h200")
+    for form in ("t36/prepipe", "t36/after"):
+        g, _ = load_ttgir(DATA / form / "gemm_bp_colmajor_sm90.ttgir", split_rows="auto")
+        marked = {op.name: op.attr("column_major", False) for op in g.ops if op.opcode == "load"}
+        fed = dict(g.arguments)
+        assert marked[fed["b_ptr"]] is True, (form, marked)
+        assert not any(v for k, v in marked.items() if k != fed["b_ptr"]), (form, marked)
+        assert "{column_major = true}" in print_tir(g)
+    for path, text in binding_files(build_model(solve(g, machine, SolveOptions()), machine),
+                                    str(tmp_path / "bp.cu")).items():
+        Path(path).write_text(text)
+    spec = importlib.util.spec_from_file_location("bp", tmp_path / "bp.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    args = {a["name"]: a for a in mod.SPEC["args"]}
+    assert args["b_ptr"].get("column_major") is True and not args["a_ptr"].get("column_major")
+    assert "its column-major view [*batch, L, N]" in mod.run.__doc__
+    with pytest.raises(mod.ArgumentError, match=r"^b_ptr: must be contiguous \(row-major \[\*batch, N, L\]\) "
+                                                r"\(or its column-major transpose, whose \.mT is\)"):
+        mod.resolve(mod.SPEC, {"a_ptr": mod.Meta((256, 512), "bfloat16", "cuda:0", True, 0),
+                               "b_ptr": mod.Meta((256, 512), "bfloat16", "cuda:0", False, 0), "c_ptr": None})

@@ -29,6 +29,7 @@ OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_late
                  "pred", "rows", "cols", "offset", "fill",  # of a mask of element indices (twill.vocab)
                  "grid", "loop",  # of a position: the coefficients of its tile's origin (twill.vocab)
                  "col_stride", "col_offset", "iter_div",  # of a load: how it walks its argument (ttgir/addresses.py)
+                 "column_major",  # of a load: its kernel holds the argument as the transpose of its .tir layout
                  "upper", "upper_by", "lower", "lower_by", "arg")  # of a causal mask's band (ttgir/band.py)
 CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
 OUTPUT_DTYPES = ("f32", "f16", "bf16")

@@ -72,13 +72,15 @@ class Argument:
     iter_div: int = 1  # a per-iteration tile's row is the iteration over this: ceil(I / iter_div) rows
     per_batch: bool = False  # one value per batch entry, broadcast over leading batch dimensions (batch_groups)
     splits: bool = False  # an output of a split kernel (grid split): a leading dimension of splits before the batch
+    column_major: bool = False  # also taken as the transpose's view, [*batch, L, N] with .mT contiguous (an input)
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
                 "esize": dtype_bytes(self.dtype), "dims": [list(d) for d in self.dims],
                 "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared,
                 **({"iter_div": self.iter_div} if self.iter_div > 1 else {}),
-                **({"per_batch": True} if self.per_batch else {}), **({"splits": True} if self.splits else {})}
+                **({"per_batch": True} if self.per_batch else {}), **({"splits": True} if self.splits else {}),
+                **({"column_major": True} if self.column_major else {})}
 
 
 def py_name(name: str, taken: set[str]) -> str:
@@ -203,7 +205,8 @@ def arguments(renderer) -> tuple[Argument, ...]:
         source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
-                       t.iter_div, all(map(periodic, members)), output and bool(m.graph.split))
+                       t.iter_div, all(map(periodic, members)), output and bool(m.graph.split),
+                       not output and t.column_major)
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return _as_imported(m.graph, tuple(inputs + outputs))
@@ -404,6 +407,10 @@ def _arg_doc(a: Argument, partial: dict[str, str]) -> str:
     parts = ("; the graph's " + ", ".join(x.value for x in a.parts) + how) if len(a.parts) > 1 else ""
     note = "; zeroed first: the CTAs add into it" if a.zero else ""
     note += "; or one per entry of the last batch dimensions ([H] under [B, H])" if a.per_batch else ""
+    if a.column_major:
+        d = _layout(a)[1:-1].split(", ")
+        note += (f"; or, as the Triton kernel reads it, its column-major view [{', '.join(d[:-2] + d[-2:][::-1])}] "
+                 "(.mT of such a tensor, as w.t() of a Linear weight)")
     where = f" ({', '.join(grid)})" if grid else ""
     return f"{a.name}: torch.{TORCH_DTYPE[a.dtype]} {_layout(a)}{where}{parts}{note}"
 

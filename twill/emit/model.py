@@ -194,6 +194,7 @@ class GlobalTensor:
     col_stride: int = 1
     col_offset: int = 0
     iter_div: int = 1
+    column_major: bool = False  # the kernel's argument is the transpose of this layout ({column_major = true})
 
     @property
     def tile_bytes(self) -> int:

@@ -68,28 +68,34 @@ def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
     the attributes of how it walks its argument (addresses.py: a column stride, a row per D iterations)."""
     attrs = _view(lw, op)
     if source is not None and source.kind == "tensor" and source.elem == "ptr" and len(tt.shape) == 2 \
-            and _column_major(lw, op, source):
+            and (how := _column_major(lw, op, source)):
         # Coalescing ordered the addresses dim 0 first: the tile is stored column-major in memory.
         # The .tir type is its layout there (as a TMA box would be), and this view of it is transposed.
+        # Where the kernel's own addresses fix that (a unit stride it does not take as an argument),
+        # {column_major = true}: it reads that memory whatever view of it the caller passes, so the
+        # binding also takes the transposed view a caller holds (`w.t()` of an [N, K] weight).
+        if how == "addresses":
+            attrs = tuple(attrs) + (("column_major", True),)
         return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1]), attrs=attrs), flip=True)
     return lw.node("load", op, vals, tt, attrs=attrs)
 
 
-def _column_major(lw: Lowering, op: MOp, source) -> bool:
-    """Whether a 2-D load through pointers reads a tile stored column-major: its addresses'
-    coefficient of the row index is 1 and the column's is not (addresses.py), else (neither is 1:
-    strides given at launch) the coalesced layout's order, dim 0 first. The order alone misleads
-    where Triton cannot prove the columns contiguous (`offs_n % N`, a stride not specialized to 1)."""
+def _column_major(lw: Lowering, op: MOp, source) -> str | None:
+    """Whether a 2-D load through pointers reads a tile stored column-major ("addresses" or
+    "order", else None): its addresses' coefficient of the row index is 1 and the column's is not
+    (addresses.py), else (neither is 1: strides given at launch) the coalesced layout's order, dim 0
+    first. The order alone misleads where Triton cannot prove the columns contiguous (`offs_n % N`, a
+    stride not specialized to 1)."""
     from .addresses import _integer
     names = op.operands()
     a = lw.addresses.of(names[0][0]) if lw.addresses is not None and names else None
     if a is not None and a.base is not None and len(a.coefs) == 2:
         rows, cols = (_integer(c) for c in a.coefs)
         if cols == 1 and rows != 1:
-            return False
+            return None
         if rows == 1 and cols != 1:
-            return True
-    return source.order == (0, 1)
+            return "addresses"
+    return "order" if source.order == (0, 1) else None
 
 
 def _view(lw: Lowering, op: MOp) -> tuple:

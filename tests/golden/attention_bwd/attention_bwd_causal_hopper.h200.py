@@ -75,7 +75,8 @@ def _check_meta(arg, meta, device):
     if device is not None and meta.device != device:
         raise ArgumentError(f"{name}: on {meta.device}, but the other tensors are on {device}")
     if not meta.contiguous:
-        raise ArgumentError(f"{name}: must be contiguous (row-major {layout(arg)}); call .contiguous() first")
+        also = " (or its column-major transpose, whose .mT is)" if arg.get("column_major") else ""
+        raise ArgumentError(f"{name}: must be contiguous (row-major {layout(arg)}){also}; call .contiguous() first")
     if meta.ptr % 16:
         raise ArgumentError(f"{name}: its data must start on a 16-byte boundary (a view at an odd offset?)")
     rank = len(arg["dims"]) + arg["per_iteration"]
@@ -464,6 +465,7 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     16-byte alignment) finds the _Launch that an earlier call of the same kind checked and prepared;
     anything else (a new kind, a bad argument) goes through _prepare, which checks it all (resolve)."""
     torch = _TORCH or _import_torch()
+    tensors = _column_major_views(spec, tensors)
     key, ptrs = _key(spec, tensors, (iters, split, _sized(sizes)), torch.Tensor)
     run = _LAUNCHES.get(key)
     if run is None:
@@ -490,6 +492,17 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     if run.outputs_type is None:
         return values[run.outputs[0]]
     return run.outputs_type(*[values[i] for i in run.outputs])
+
+
+def _column_major_views(spec, tensors):
+    """An input the Triton kernel reads column-major (`column_major`: a [K, N] view of an [N, K]
+    tensor, such as w.t()) may come as that view: where it is not contiguous but its transpose
+    .mT is, the kernel reads .mT, the same memory in the layout the checks expect."""
+    for a in spec["args"]:
+        t = tensors.get(a["name"])
+        if a.get("column_major") and t is not None and t.dim() >= 2 and not t.is_contiguous() and t.mT.is_contiguous():
+            tensors = {**tensors, a["name"]: t.mT}
+    return tensors
 
 
 _TORCH = None
