@@ -23,7 +23,7 @@ iter_arg stands for its init.
 from __future__ import annotations
 
 from ..errors import Diagnostic, InputError
-from .parser import MOp
+from .parser import MOp, walk
 from .splits import Split, loop_split, stores_read_split
 from .start import errors as start_errors
 from .steps import errors as step_errors
@@ -100,13 +100,6 @@ class Dependence:
         return frozenset().union(*(self.of(n) for n in names))
 
 
-def _walk(ops):
-    for op in ops:
-        yield op
-        for region in op.regions:
-            for block in region:
-                yield from _walk(block.ops)
-
 
 def _pids(axes) -> str:
     return ", ".join(f"program_id({AXES.get(a, a)})" for a in sorted(axes, key=lambda a: AXES.get(a, 9)))
@@ -149,7 +142,7 @@ def _split_uses(module, func: MOp, loop: MOp, split: Split) -> list[Diagnostic]:
     t = loop.tokens
     bounds = frozenset({t[2].text[1:], t[4].text[1:]})
     dep = Dependence(func, bounds)
-    ops = list(_walk(func.body()))
+    ops = list(walk(func.body()))
     stores = [op for op in ops if op.name in STORES]
     addresses = [n for op in stores for n in PICK[STORES[op.name]]([n for n, _ in op.operands()])]
     loaded = [n for op in ops if op.name in LOADS for n in PICK[LOADS[op.name]]([n for n, _ in op.operands()])]
@@ -214,7 +207,7 @@ def _slice(dep: Dependence, names) -> frozenset:
 def _stores(module, dep: Dependence, func: MOp) -> list[Diagnostic]:
     """Each store whose address reads a program id no load's address reads."""
     errors = []
-    ops = list(_walk(func.body()))
+    ops = list(walk(func.body()))
     read = frozenset().union(*(dep.address(op, LOADS) for op in ops if op.name in LOADS))
     for op in ops:
         if op.name not in STORES:

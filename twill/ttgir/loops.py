@@ -23,6 +23,7 @@ from .fuse import UnexpressedScale
 from .grid import UnexpressedGrid
 from .indices import UnexpressedMask
 from .locs import position
+from .parser import walk
 from .values import Note
 
 DOTS = {"tt.dot", "tt.dot_scaled", "ttng.warp_group_dot", "ttng.tc_gen5_mma", "ttng.tc_gen5_mma_scaled"}
@@ -75,7 +76,7 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
         except InputError as exc:  # with several candidates, a loop we cannot read is skipped, unless it
             if len(loops) == 1:   # has a dot: then it is tile work the graph would leave out silently
                 raise
-            if any(o.name in DOTS for o in _walk(path[-1].body())):
+            if any(o.name in DOTS for o in walk(path[-1].body())):
                 blocked[k] = _with_after(module, loops[k], exc)
                 continue
             first_error = first_error or exc
@@ -166,7 +167,7 @@ def _after(module, chosen) -> list[Note]:
     the body of a loop around it) and that is no peeled copy of one in the loop (the pipeliner's
     prologue and epilogue: the same source position)."""
     func, path = chosen
-    inside = {position(o.loc, module.locs) for o in _walk(path[-1].body()) if o.name in DOTS}
+    inside = {position(o.loc, module.locs) for o in walk(path[-1].body()) if o.name in DOTS}
     found, where = None, ""
     for op, ancestors in _outside(func.body(), path):
         if op.name in DOTS and position(op.loc, module.locs) not in inside:
@@ -192,10 +193,3 @@ def _outside(ops, path, ancestors: tuple = ()):
             for b in r:
                 yield from _outside(b.ops, path, inner)
 
-
-def _walk(ops):
-    for op in ops:
-        yield op
-        for r in op.regions:
-            for b in r:
-                yield from _walk(b.ops)

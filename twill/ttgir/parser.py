@@ -301,3 +301,12 @@ class _Parser:
 def parse_module(text: str, file: str = "<string>") -> Module:
     """Parse MLIR text; a malformed file raises a located `InputError`."""
     return _Parser(Source(text, file)).parse()
+
+
+def walk(ops):
+    """Every op of `ops` and, depth first in program order, of their regions' blocks."""
+    for op in ops:
+        yield op
+        for region in op.regions:
+            for block in region:
+                yield from walk(block.ops)

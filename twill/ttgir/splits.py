@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .addresses import Addresses, _integer
-from .parser import MOp
+from .parser import MOp, walk
 from .types import TypeReader
 
 
@@ -98,7 +98,7 @@ def stores_read_split(module, func: MOp, split: Split, names: list[str]) -> str:
     """"" where each address in `names` (a store's) reads the split's program id p only as
     (p * num_programs(B) + b) * R, else why not."""
     addr = Addresses(func, TypeReader(module.source, module.aliases))
-    nprog = {f"%{r}": op.tokens[0].text for op in _walk(func.body()) if op.name == "tt.get_num_programs"
+    nprog = {f"%{r}": op.tokens[0].text for op in walk(func.body()) if op.name == "tt.get_num_programs"
              for r in op.results if op.tokens}
     pid = f"pid_{split.axis}"
     for name in names:
@@ -122,10 +122,3 @@ def stores_read_split(module, func: MOp, split: Split, names: list[str]) -> str:
                             "leading dimension of splits over the batch")
     return ""
 
-
-def _walk(ops):
-    for op in ops:
-        yield op
-        for region in op.regions:
-            for block in region:
-                yield from _walk(block.ops)

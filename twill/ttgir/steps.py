@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ..errors import Diagnostic, InputError
 from .addresses import Addr, Addresses, Poly, _add, _integer, _mul
-from .parser import MOp
+from .parser import MOp, walk
 from .types import TypeReader, last_top_level
 
 LOADS = {  # op -> where its address is: "pointer" (operand 0, a tensor of pointers) or "coords" (a descriptor's)
@@ -62,13 +62,6 @@ def _bounds(loop: MOp):
         return t[0].text[1:], t[2].text[1:], t[4].text[1:], t[6].text[1:]
     return None
 
-
-def _walk(ops):
-    for op in ops:
-        yield op
-        for region in op.regions:
-            for block in region:
-                yield from _walk(block.ops)
 
 
 def _ratio(poly: Poly, unit: Poly) -> int | None:
@@ -138,7 +131,7 @@ class Walk:
 
     def axes(self, step: int) -> list[LoopAxis]:
         out = []
-        for op in _walk(self.loop.body()):
+        for op in walk(self.loop.body()):
             form = LOADS.get(op.name)
             if form is None:
                 continue
@@ -309,7 +302,7 @@ PIPELINED = frozenset({"ttg.async_wait", "ttng.wait_barrier", "ttg.async_copy_gl
 
 def _pipelined(loop: MOp) -> bool:
     """Whether the loop is in the form Triton's pipeliner leaves (asynchronous copies and waits)."""
-    return any(op.name in PIPELINED for op in _walk(loop.body()))
+    return any(op.name in PIPELINED for op in walk(loop.body()))
 
 
 def _show(walk: Walk, poly: Poly) -> str:
