@@ -66,6 +66,9 @@ class Encoding:
         if not self.fixed:
             self.defs += [self.le(self.num(lo), self.I), self.le(self.I, self.num(hi))]
         self._warpgroups = None  # built on first use: see warpgroups()
+        # bounds on start differences every schedule meets (gaps.Gaps), where the constraints they
+        # follow from are all asserted (set by encoding.JointEncoding; None: not known)
+        self.gaps = None
 
     # -- I, fixed or a variable ------------------------------------------------------------------
     @property
@@ -163,16 +166,41 @@ class Encoding:
         """How many iterations' instances of a value living [start[v], end) are live at start[at]."""
         return self.live_during(self.start[at], self.start[v], end)
 
-    def live_during(self, point, begin, end):
+    def live_during(self, point, begin, end, span=None):
         """How many iterations' instances of an interval [begin, end) of iteration 0 cover the
         cycle `point`: sum over k of [begin + k*I <= point < end + k*I], as a sum of 0/1 terms.
-        The ranges of the terms bound k."""
+        The ranges of the terms bound k; with `span` (bounds on point - begin and point - end that
+        every schedule meets: `span_of`), the terms no schedule can make 1 are left out and those
+        every schedule makes 1 are the number 1."""
         T = self.T
         diff = T.sub(point, begin)
         to_end = T.sub(point, end)
-        terms = [T.ite(T.yand([self.le(self.times(k), diff), T.arith_lt_atom(to_end, self.times(k))]),
-                       self.num(1), self.num(0)) for k in self.live_quotients()]
-        return T.sum(terms)
+        terms = []
+        for k in self.live_quotients():
+            kind = self._term_kind(k, span)
+            if kind == "never":
+                continue
+            terms.append(self.num(1) if kind == "always" else
+                         T.ite(T.yand([self.le(self.times(k), diff), T.arith_lt_atom(to_end, self.times(k))]),
+                               self.num(1), self.num(0)))
+        return T.sum(terms) if terms else self.num(0)
+
+    def _term_kind(self, k: int, span) -> str:
+        """Whether [k*I <= point - begin and point - end < k*I] can hold ("maybe"), never holds or
+        always holds, given span = (least, largest point - begin, least, largest point - end)."""
+        if span is None:
+            return "maybe"
+        a_lo, a_hi, b_lo, b_hi = span
+        small, large = (self.lo, self.hi) if k >= 0 else (self.hi, self.lo)  # k*I's least and largest
+        if k * small > a_hi or b_lo >= k * large:
+            return "never"
+        if self.fixed and k * self.lo <= a_lo and b_hi < k * self.lo:
+            return "always"
+        return "maybe"
+
+    def never_live(self, span) -> bool:
+        """Does no iteration's instance of the interval ever cover the point (`span` as above)?"""
+        return span is not None and all(self._term_kind(k, span) == "never" for k in self.live_quotients())
 
     def warps(self, w: int):
         T = self.T
