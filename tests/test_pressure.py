@@ -65,7 +65,7 @@ def test_relaxation_against_the_full_solver(monkeypatch):
         p = problem_for(graph, machine, options.model)[0]
         says_none = no_role_assignment(p)
         with monkeypatch.context() as m:
-            m.setattr(joint, "no_schedule_anywhere", lambda p: None)
+            m.setattr(joint, "no_schedule_anywhere", lambda p, deadline=None: None)
             try:
                 schedule = solve(graph, machine, options)
             except NoScheduleError:

@@ -2,8 +2,8 @@
 the longest paths of the difference constraints every schedule meets (each dependence,
 start[dst] + d*I >= start[src] + latency, the cross-role delay left out, and the window,
 0 <= start[v] <= lmax - cycles(v)). The registers family reads them to leave out the iterations
-whose instance of a value can never cover a check point, and to count as 1 those that always do
-(`joint_terms.Encoding.live_during`): the same constraints, fewer terms.
+whose instance of a value can never cover a check point (`joint_terms.Encoding.live_during`): the
+same constraints, fewer terms.
 
 Over a range [lo, hi] of I each bound is taken at the I where it is weakest (every weight,
 latency - d * I and cycles - copies * I, falls as I grows: at hi), so it holds at every I of the

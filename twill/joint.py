@@ -297,7 +297,7 @@ def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
     10-19 s and it is the whole answer there (no I at all); with a budget that solve timed out.
     The register pressure of every role assignment comes first (pressure.py: one CP-SAT check, a
     relaxation at every I at once)."""
-    no_schedule_anywhere(p)
+    no_schedule_anywhere(p, deadline)
     with JointEncoding(p, last, window(p, last, swp_length, extra_copies)) as enc:
         status = enc.check(deadline)
     if status == Status.UNSAT:
@@ -307,10 +307,10 @@ def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
 NO_SCHEDULE = "no joint schedule exists at any initiation interval under these limits"
 
 
-def no_schedule_anywhere(p: Problem) -> None:
+def no_schedule_anywhere(p: Problem, deadline: float | None = None) -> None:
     """NoScheduleError where no role assignment fits the registers (pressure.py), whatever I."""
     from .pressure import no_role_assignment
-    if no_role_assignment(p):
+    if no_role_assignment(p, deadline):
         raise NoScheduleError(Diagnostic(NO_SCHEDULE, hint="run `twill explain` to see which constraints conflict"))
 
 

@@ -191,7 +191,7 @@ def _lex_least(model: CpJoint, kind: str, items, top: int, values, deadline) -> 
 def _feasible_anywhere(p, last, swp_length, extra_copies, deadline) -> None:
     """Once the SWP bound fails: if no role assignment fits the registers (pressure.py), or even a
     fully sequential I is infeasible, no I is."""
-    no_schedule_anywhere(p)
+    no_schedule_anywhere(p, deadline)
     model = CpJoint(p, last, window(p, last, swp_length, extra_copies))
     status, _ = model.minimize("L", deadline, SEED, on_first=None)
     if status == Status.UNSAT:

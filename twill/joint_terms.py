@@ -170,37 +170,30 @@ class Encoding:
         """How many iterations' instances of an interval [begin, end) of iteration 0 cover the
         cycle `point`: sum over k of [begin + k*I <= point < end + k*I], as a sum of 0/1 terms.
         The ranges of the terms bound k; with `span` (bounds on point - begin and point - end that
-        every schedule meets: `span_of`), the terms no schedule can make 1 are left out and those
-        every schedule makes 1 are the number 1."""
+        every schedule meets), the terms no schedule can make 1 are left out.
+
+        Tried, not kept (docs/benchmarks.md, log, session 29): the terms every schedule makes 1 as
+        the number 1. The first lexicographic check of attention_fwd_causal_hopper (h100) then ran
+        into the hand-off's cap (2.4 -> 6.4 s); elsewhere it made no difference."""
         T = self.T
         diff = T.sub(point, begin)
         to_end = T.sub(point, end)
-        terms = []
-        for k in self.live_quotients():
-            kind = self._term_kind(k, span)
-            if kind == "never":
-                continue
-            terms.append(self.num(1) if kind == "always" else
-                         T.ite(T.yand([self.le(self.times(k), diff), T.arith_lt_atom(to_end, self.times(k))]),
-                               self.num(1), self.num(0)))
+        terms = [T.ite(T.yand([self.le(self.times(k), diff), T.arith_lt_atom(to_end, self.times(k))]),
+                       self.num(1), self.num(0)) for k in self.live_quotients() if self.may_cover(k, span)]
         return T.sum(terms) if terms else self.num(0)
 
-    def _term_kind(self, k: int, span) -> str:
-        """Whether [k*I <= point - begin and point - end < k*I] can hold ("maybe"), never holds or
-        always holds, given span = (least, largest point - begin, least, largest point - end)."""
+    def may_cover(self, k: int, span) -> bool:
+        """Can [k*I <= point - begin and point - end < k*I] hold at some I of the encoding, given
+        span = (least, largest point - begin, least, largest point - end)? (None: not known.)"""
         if span is None:
-            return "maybe"
-        a_lo, a_hi, b_lo, b_hi = span
+            return True
+        _, a_hi, b_lo, _ = span
         small, large = (self.lo, self.hi) if k >= 0 else (self.hi, self.lo)  # k*I's least and largest
-        if k * small > a_hi or b_lo >= k * large:
-            return "never"
-        if self.fixed and k * self.lo <= a_lo and b_hi < k * self.lo:
-            return "always"
-        return "maybe"
+        return k * small <= a_hi and b_lo < k * large
 
     def never_live(self, span) -> bool:
         """Does no iteration's instance of the interval ever cover the point (`span` as above)?"""
-        return span is not None and all(self._term_kind(k, span) == "never" for k in self.live_quotients())
+        return span is not None and not any(self.may_cover(k, span) for k in self.live_quotients())
 
     def warps(self, w: int):
         T = self.T

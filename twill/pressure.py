@@ -27,6 +27,8 @@ rest exact), so an infeasible relaxation proves that none exists. tests/test_pre
 it with the full solver's answer on small graphs."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from .liveness import (holds, imports, in_place_operands, read_bytes, register_pool, regs_per_thread, scratch,
@@ -106,9 +108,9 @@ def live_counts(p: Problem, x: str, px: int, paths=None) -> dict[str, list[tuple
     return out
 
 
-def no_role_assignment(p: Problem, work_limit: float = WORK_LIMIT, pin=None) -> bool:
+def no_role_assignment(p: Problem, deadline: float | None = None, work_limit: float = WORK_LIMIT, pin=None) -> bool:
     """True where the relaxation (module doc) is infeasible: no joint schedule at any I. False where
-    it is feasible or undecided within the work limit (nothing proven). `pin` (tests): roles as
+    it is feasible or undecided within the work limit or by `deadline` (time.monotonic(); nothing proven). `pin` (tests): roles as
     (ops, warps, registers), one slot each in order, the relaxation asked of that assignment alone."""
     from .cpsat_model import _bounded, ortools_cp_model, slots
     cp = ortools_cp_model()
@@ -242,6 +244,11 @@ def no_role_assignment(p: Problem, work_limit: float = WORK_LIMIT, pin=None) -> 
     prm.random_seed = 1
     prm.log_search_progress = False
     prm.max_deterministic_time = work_limit
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        prm.max_time_in_seconds = left
     for w, (ops, warps, registers) in enumerate(pin or ()):
         m.add(regs[w] == registers)
         m.add(wg[w] == int(warps >= wgsz))
