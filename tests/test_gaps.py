@@ -100,3 +100,26 @@ def test_left_out_terms_by_enumeration(lo, hi):
                     left_out += 1
                     assert held == {False}, (k, span)
     assert left_out and kept
+
+
+def test_a_range_of_I_answers_the_same():
+    """attention_fwd_simple on b200 has no joint schedule from its SWP bound (121) to 194: ranges of I
+    refuted at once, with and without the left-out terms (each bound taken at the range's top), and
+    its least I, 195, satisfiable both ways within 195..200."""
+    from twill.encoding import JointEncoding
+    from twill.errors import Status
+    from twill.joint import copies
+    from twill.modulo import modulo_schedule
+    from twill.tir import load_tir
+    p = problem_for(load_tir(ROOT / "examples" / "attention_fwd_simple.tir"), load_machine("b200"),
+                    SolveOptions().model)[0]
+    swp = modulo_schedule(p)
+    for on in (True, False):
+        encoding.GAPS = on
+        try:
+            for lo, hi, want in ((122, 136, Status.UNSAT), (181, 194, Status.UNSAT), (195, 200, Status.SAT)):
+                with JointEncoding.over(p, lo, hi, copies(swp.length, lo)) as enc:
+                    assert enc.hi == hi or want == Status.UNSAT
+                    assert enc.check() == want, (on, lo, hi)
+        finally:
+            encoding.GAPS = True
