@@ -557,8 +557,11 @@ POLL_SECONDS = 0.1
 
 def _bounded(solver, model, callback):
     """solver.solve in a worker thread, so that Ctrl-C in the main thread stops the search
-    (`stop_search`) and is raised again once the solver has returned."""
+    (`stop_search`) and is raised again once the solver has returned. CP-SAT's own SIGINT handler is
+    off: it sets the process's handler back to the default when the solve ends, so that a later
+    Ctrl-C killed the process (exit -2, nothing written, no message) instead of raising here."""
     import threading
+    solver.parameters.catch_sigint_signal = False
     answer: list = []
     done = threading.Event()
 

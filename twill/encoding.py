@@ -14,6 +14,7 @@ import time
 
 from .errors import Status
 from .families import FAMILIES, symmetry_breaking
+from .gaps import Gaps
 from .joint_terms import Encoding, Split
 from .problem import Problem
 from .smt import bounded_check, smt_backend
@@ -28,6 +29,11 @@ UNGUARDED = {("roles", "order"), ("roles", "slot")}
 # solver refute or find one): asserted where nothing is guarded, left out where explain guards the
 # items, so that a core names the items they follow from.
 IMPLIED = {("registers", "average"), ("registers", "carried")}
+
+# Where every item is asserted, the registers and memory families leave out the intervals no schedule
+# has cover a check point, from the bounds on start differences the dependences and the window give
+# (gaps.Gaps): the same constraints, fewer terms.
+GAPS = True
 
 OBJECTIVES = {
     # what `JointEncoding.minimize` can minimize, as terms of an Encoding
@@ -90,6 +96,9 @@ class JointEncoding:
         y = self._y
         self._ctx = self._new_context()
         self._e = e = Encoding(p, lo, hi, y, lmax, copies)
+        if guard is None and {"dependence", "completion"} <= set(families) and GAPS:
+            gaps = Gaps(p, hi, lmax if lo == hi else copies * hi)
+            e.gaps = gaps if gaps.feasible else None
         self._guards = {}
         formulas = []
         for name, family in families.items():

@@ -303,25 +303,55 @@ def _role_shape(e: Encoding, x: str):
     return x_wg, x_regs
 
 
+def _span(e: Encoding, x: str, px: int, v: str, hv: int, least: int, ends) -> tuple | None:
+    """Bounds on (point - begin, point - end) for a point at start[x] + [0, px] and an interval of
+    op v beginning at start[v] + [0, hv], at least `least` long, and ending at most at the latest of
+    start[c] + d * I + off over `ends` (c, off, d): what `Encoding.live_during` reads, from the gaps
+    every schedule meets (None where they are not known: explain's guarded encodings)."""
+    g = e.gaps
+    if g is None:
+        return None
+    a_lo, a_hi = g.lo(x, v) - hv, g.hi(x, v) + px
+    b_lo = min(g.lo(x, c) - off - d * e.hi for c, off, d in ends)
+    return a_lo, a_hi, b_lo, g.hi(x, v) + px - least
+
+
+def _in_place_hold(p: Problem, v: str, hold) -> int:
+    """How far past v's start its interval may begin: `hold(v)` where v may be written in place."""
+    return hold(p.task[v]) if in_place_operands(p, v) else 0
+
+
 def _registers_at(e: Encoding, x: str, x_wg, at, values, begin, end) -> list:
     """The registers per thread x's role holds at `at`: the reserve, the register inputs its ops read,
-    its live values, and the values it reads from other roles (or out of tensor memory)."""
+    its live values, and the values it reads from other roles (or out of tensor memory). Intervals
+    that no schedule has cover the point are left out (`_span`)."""
     T, p, lim = e.T, e.p, e.p.limits
 
     def per_thread(nbytes, n):
         return T.ite(x_wg, e.scale(regs_per_thread(nbytes, lim.warp_group), n),
                      e.scale(regs_per_thread(nbytes, 1), n))
 
+    px = _in_place_hold(p, x, holds) if x in begin and at == begin[x] else 0
     terms = [e.num(lim.register_reserve)]
     for v, nbytes, readers in p.register_inputs:  # held for the whole loop by each role reading it
         here = T.yor([e.same_role(x, c) if c != x else T.true() for c in readers])
         terms.append(T.ite(here, per_thread(nbytes, e.num(1)), e.num(0)))
     for v in values:
-        n = e.live_during(at, begin[v.name], end[v.name])
+        least = max(v.cycles, 1)
+        span = _span(e, x, px, v.name, _in_place_hold(p, v.name, holds), least,
+                     [(v.name, least, 0)] + [(d.dst, holds(p.task[d.dst]), d.distance)
+                                             for d in p.deps if d.src == v.name])
+        if e.never_live(span):
+            continue
+        n = e.live_during(at, begin[v.name], end[v.name], span)
         terms.append(per_thread(v.register_bytes, n) if v.name == x else
                      T.ite(e.same_role(x, v.name), per_thread(v.register_bytes, n), e.num(0)))
     for v, c in imports(p) + tmem_reads(p):
-        n = e.live_during(at, e.start[c], e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
+        cycles = max(p.task[c].cycles, 1)
+        span = _span(e, x, px, c, 0, cycles, [(c, cycles, 0)])
+        if e.never_live(span):
+            continue
+        n = e.live_during(at, e.start[c], e.add(e.start[c], e.num(cycles)), span)
         if p.task[v].space == "tmem":  # read out of tensor memory by c's role, whoever wrote it
             here = e.same_role(x, c) if c != x else T.true()
         else:  # a register value loaded from another role
@@ -331,7 +361,11 @@ def _registers_at(e: Encoding, x: str, x_wg, at, values, begin, end) -> list:
                 here = T.yand([here, T.yor([e.same_role(o, c) for o in others])]) if others else T.false()
         terms.append(T.ite(here, per_thread(read_bytes(p, v, c), n), e.num(0)))
     for c, k in scratch(p):  # an op's temporaries while it runs, on its role
-        n = e.live_during(at, e.start[c], e.add(e.start[c], e.num(max(p.task[c].cycles, 1))))
+        cycles = max(p.task[c].cycles, 1)
+        span = _span(e, x, px, c, 0, cycles, [(c, cycles, 0)])
+        if e.never_live(span):
+            continue
+        n = e.live_during(at, e.start[c], e.add(e.start[c], e.num(cycles)), span)
         terms.append(e.scale(k, n) if c == x else T.ite(e.same_role(x, c), e.scale(k, n), e.num(0)))
     return terms
 
@@ -360,7 +394,10 @@ def memory(e: Encoding):
                         for d in in_place_operands(p, t.name)]
                 begin = (T.ite(T.yor(done), e.add(e.start[t.name], e.num(memory_holds(t))), e.start[t.name])
                          if done else e.start[t.name])
-                items.append((t.name, t.bytes, begin, ends[t.name]))
+                least = max(t.cycles, 1)
+                items.append((t.name, t.bytes, begin, ends[t.name], _in_place_hold(p, t.name, memory_holds), least,
+                              [(t.name, least, 0)] + [(d.dst, memory_holds(p.task[d.dst]), d.distance)
+                                                      for d in p.deps if d.src == t.name]))
             elif space == "smem" and t.space == "reg":
                 # A register value read by another role is staged through shared memory.
                 end = e.var(f"staged_end[{t.name}]")
@@ -369,16 +406,18 @@ def memory(e: Encoding):
                     if d.src == t.name:
                         e.defs.append(T.implies(T.ynot(e.same_role(d.src, d.dst)),
                                                 e.le(e.add(e.start[d.dst], e.times(d.distance)), end)))
-                items.append((t.name, t.bytes, e.start[t.name], end))
+                items.append((t.name, t.bytes, e.start[t.name], end, 0, 0,
+                              [(t.name, 0, 0)] + [(d.dst, 0, d.distance) for d in p.deps if d.src == t.name]))
         if fixed > limit:
             yield f"{space}:resident", T.false()
         if not items:
             continue
-        for u, _, at, _ in items:
+        for u, _, at, _, pu, _, _ in items:
             terms = [e.num(fixed)]
-            for v, nbytes, begin, end in items:
-                n = e.live_during(at, begin, end)
-                terms.append(e.scale(nbytes, n))
+            for v, nbytes, begin, end, hv, least, last in items:
+                span = _span(e, u, pu, v, hv, least, last)
+                if not e.never_live(span):
+                    terms.append(e.scale(nbytes, e.live_during(at, begin, end, span)))
             yield f"{space}@{u}", e.le(e.add(*terms), e.num(limit))
 
 

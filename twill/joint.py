@@ -294,12 +294,24 @@ def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
 
     Tried, not kept (docs/benchmarks.md, log): a budget for this check (2 s, or doubling budgets
     between ranges of the escalation). The corpus' unsplit 256-row forward on h100 needs it for
-    10-19 s and it is the whole answer there (no I at all); with a budget that solve timed out."""
+    10-19 s and it is the whole answer there (no I at all); with a budget that solve timed out.
+    The register pressure of every role assignment comes first (pressure.py: one CP-SAT check, a
+    relaxation at every I at once)."""
+    no_schedule_anywhere(p, deadline)
     with JointEncoding(p, last, window(p, last, swp_length, extra_copies)) as enc:
         status = enc.check(deadline)
     if status == Status.UNSAT:
-        raise NoScheduleError(Diagnostic("no joint schedule exists at any initiation interval under these limits",
-                                         hint="run `twill explain` to see which constraints conflict"))
+        raise NoScheduleError(Diagnostic(NO_SCHEDULE, hint="run `twill explain` to see which constraints conflict"))
+
+
+NO_SCHEDULE = "no joint schedule exists at any initiation interval under these limits"
+
+
+def no_schedule_anywhere(p: Problem, deadline: float | None = None) -> None:
+    """NoScheduleError where no role assignment fits the registers (pressure.py), whatever I."""
+    from .pressure import no_role_assignment
+    if no_role_assignment(p, deadline):
+        raise NoScheduleError(Diagnostic(NO_SCHEDULE, hint="run `twill explain` to see which constraints conflict"))
 
 
 def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, swp_floor=None):

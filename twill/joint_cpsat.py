@@ -17,7 +17,8 @@ import time
 
 from .cpsat_model import CpJoint
 from .errors import Diagnostic, NoScheduleError, Status
-from .joint import EXTRA_COPIES, TIE_BREAKS, JointResult, stage1_floor, length_floor, role_hints, sequential_ii, window
+from .joint import (EXTRA_COPIES, TIE_BREAKS, JointResult, length_floor, no_schedule_anywhere, role_hints,
+                    sequential_ii, stage1_floor, window)
 from .problem import Problem
 from .symmetry import orderings
 
@@ -188,7 +189,9 @@ def _lex_least(model: CpJoint, kind: str, items, top: int, values, deadline) -> 
 
 
 def _feasible_anywhere(p, last, swp_length, extra_copies, deadline) -> None:
-    """Once the SWP bound fails: if even a fully sequential I is infeasible, no I is."""
+    """Once the SWP bound fails: if no role assignment fits the registers (pressure.py), or even a
+    fully sequential I is infeasible, no I is."""
+    no_schedule_anywhere(p, deadline)
     model = CpJoint(p, last, window(p, last, swp_length, extra_copies))
     status, _ = model.minimize("L", deadline, SEED, on_first=None)
     if status == Status.UNSAT:

@@ -66,6 +66,9 @@ class Encoding:
         if not self.fixed:
             self.defs += [self.le(self.num(lo), self.I), self.le(self.I, self.num(hi))]
         self._warpgroups = None  # built on first use: see warpgroups()
+        # bounds on start differences every schedule meets (gaps.Gaps), where the constraints they
+        # follow from are all asserted (set by encoding.JointEncoding; None: not known)
+        self.gaps = None
 
     # -- I, fixed or a variable ------------------------------------------------------------------
     @property
@@ -163,16 +166,34 @@ class Encoding:
         """How many iterations' instances of a value living [start[v], end) are live at start[at]."""
         return self.live_during(self.start[at], self.start[v], end)
 
-    def live_during(self, point, begin, end):
+    def live_during(self, point, begin, end, span=None):
         """How many iterations' instances of an interval [begin, end) of iteration 0 cover the
         cycle `point`: sum over k of [begin + k*I <= point < end + k*I], as a sum of 0/1 terms.
-        The ranges of the terms bound k."""
+        The ranges of the terms bound k; with `span` (bounds on point - begin and point - end that
+        every schedule meets), the terms no schedule can make 1 are left out.
+
+        Tried, not kept (docs/benchmarks.md, log, session 29): the terms every schedule makes 1 as
+        the number 1. The first lexicographic check of attention_fwd_causal_hopper (h100) then ran
+        into the hand-off's cap (2.4 -> 6.4 s); elsewhere it made no difference."""
         T = self.T
         diff = T.sub(point, begin)
         to_end = T.sub(point, end)
         terms = [T.ite(T.yand([self.le(self.times(k), diff), T.arith_lt_atom(to_end, self.times(k))]),
-                       self.num(1), self.num(0)) for k in self.live_quotients()]
-        return T.sum(terms)
+                       self.num(1), self.num(0)) for k in self.live_quotients() if self.may_cover(k, span)]
+        return T.sum(terms) if terms else self.num(0)
+
+    def may_cover(self, k: int, span) -> bool:
+        """Can [k*I <= point - begin and point - end < k*I] hold at some I of the encoding, given
+        span = (least, largest point - begin, least, largest point - end)? (None: not known.)"""
+        if span is None:
+            return True
+        _, a_hi, b_lo, _ = span
+        small, large = (self.lo, self.hi) if k >= 0 else (self.hi, self.lo)  # k*I's least and largest
+        return k * small <= a_hi and b_lo < k * large
+
+    def never_live(self, span) -> bool:
+        """Does no iteration's instance of the interval ever cover the point (`span` as above)?"""
+        return span is not None and not any(self.may_cover(k, span) for k in self.live_quotients())
 
     def warps(self, w: int):
         T = self.T
