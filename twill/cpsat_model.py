@@ -555,6 +555,18 @@ class _First:
 POLL_SECONDS = 0.1
 
 
+def deterministic_solver(cp, work_limit: float):
+    """A CP-SAT solver whose answer does not depend on the machine: one worker, a fixed seed, a
+    deterministic work limit (iteration.py, pressure.py)."""
+    solver = cp.CpSolver()
+    prm = solver.parameters
+    prm.num_workers = 1
+    prm.random_seed = 1
+    prm.log_search_progress = False
+    prm.max_deterministic_time = work_limit
+    return solver
+
+
 def _bounded(solver, model, callback):
     """solver.solve in a worker thread, so that Ctrl-C in the main thread stops the search
     (`stop_search`) and is raised again once the solver has returned. CP-SAT's own SIGINT handler is

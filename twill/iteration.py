@@ -47,7 +47,7 @@ class Flat:
 def flat_schedule(p: Problem, time_limit: float | None = None, work_limit: float = WORK_LIMIT) -> Flat:
     """The least makespan of one iteration (module doc), within `work_limit` (and `time_limit`
     seconds, for --time-limit: then the answer may depend on the machine's speed, as a time limit's does)."""
-    from .cpsat_model import _bounded, ortools_cp_model
+    from .cpsat_model import _bounded, deterministic_solver, ortools_cp_model
     from .modulo import _heads_tails
     cp = ortools_cp_model()
     head, tail = _heads_tails(p)
@@ -74,12 +74,8 @@ def flat_schedule(p: Problem, time_limit: float | None = None, work_limit: float
         else:
             m.add_cumulative(intervals, [1] * len(intervals), cap)
     m.minimize(length)
-    solver = cp.CpSolver()
+    solver = deterministic_solver(cp, work_limit)
     prm = solver.parameters
-    prm.num_workers = 1
-    prm.random_seed = 1
-    prm.log_search_progress = False
-    prm.max_deterministic_time = work_limit
     if time_limit is not None:
         prm.max_time_in_seconds = max(0.01, time_limit)
     status = _bounded(solver, m, None)

@@ -112,7 +112,7 @@ def no_role_assignment(p: Problem, deadline: float | None = None, work_limit: fl
     """True where the relaxation (module doc) is infeasible: no joint schedule at any I. False where
     it is feasible or undecided within the work limit or by `deadline` (time.monotonic(); nothing proven). `pin` (tests): roles as
     (ops, warps, registers), one slot each in order, the relaxation asked of that assignment alone."""
-    from .cpsat_model import _bounded, ortools_cp_model, slots
+    from .cpsat_model import _bounded, deterministic_solver, ortools_cp_model, slots
     cp = ortools_cp_model()
     lim = p.limits
     names = [t.name for t in p.tasks]
@@ -238,12 +238,8 @@ def no_role_assignment(p: Problem, deadline: float | None = None, work_limit: fl
                     add(nbytes, 1)
             m.add(fixed4 + sum(var4) <= regs[w]).only_enforce_if([on[x][w], wg[w]])
             m.add(fixed1 + sum(var1) <= regs[w]).only_enforce_if([on[x][w], wg[w].Not()])
-    solver = cp.CpSolver()
+    solver = deterministic_solver(cp, work_limit)
     prm = solver.parameters
-    prm.num_workers = 1
-    prm.random_seed = 1
-    prm.log_search_progress = False
-    prm.max_deterministic_time = work_limit
     if deadline is not None:
         left = deadline - time.monotonic()
         if left <= 0:
