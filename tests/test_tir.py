@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from twill.errors import Diagnostic, InputError
 from twill.ir import DTYPE_BITS, SPACES, Edge, Graph, Op, Operand, TensorType, Value
+from twill import vocab
 from twill.tir import load_tir, parse_tir, print_tir
 
 DATA = Path(__file__).parent / "data" / "tir"
@@ -319,7 +320,10 @@ def generated_names(ops: list[Op], user: set[str]) -> list[Op]:
 # Strategies are built once, here: building them inside `graphs` makes generation many times slower.
 index = st.integers(0, 10**6)
 operand_picks = st.lists(st.tuples(index, st.integers(0, 3)), max_size=3)  # (which, distance or 0)
-opcodes = names.filter(lambda n: n not in KEYWORDS)  # a result-less op starts its line
+# a generated opcode is none of the vocabulary's (whose operands the parser checks: `le` with none is
+# an error) and, for a result-less op, which starts its line, no keyword
+free_ops = names.filter(lambda n: vocab.lookup(n) is None)
+opcodes = free_ops.filter(lambda n: n not in KEYWORDS)
 maybe_types = st.none() | types
 carry_attrs = st.sampled_from([(), (("output", "f16"),), (("output", "bf16"),), (("output", "f32"),)])
 
@@ -337,7 +341,7 @@ def graphs(draw) -> Graph:
     for result in order:
         operands = tuple(Operand(visible[i % len(visible)]) if d == 0 and visible
                          else Operand(results[i % len(results)], max(d, 1)) for i, d in draw(operand_picks))
-        opcode = draw(names if result else opcodes)
+        opcode = draw(free_ops if result else opcodes)
         type_ = draw(types if result else maybe_types)
         ops.append(Op(result or "", opcode, operands, type_, draw(attrs), result is not None))
         visible = visible + [result] if result else visible
