@@ -33,7 +33,8 @@ from ..errors import InputError
 from .addresses import Addresses, _integer
 from .bounds import Masks
 from .parser import MOp
-from .steps import Walk, _bounds, _extent, _mask_operand
+from .merge import loop_bounds
+from .steps import Walk, _extent, _mask_operand
 from .types import TypeReader
 
 AXES = ("m", "n", "loop")  # the binding's axes (SPEC's "axes" and each tensor's "dims")
@@ -70,7 +71,7 @@ def extents(module, func: MOp, path: tuple[MOp, ...], graph, signature, reads_pi
     found: set[tuple[str, str]] = set()
     constant = None
     addr = None
-    bounds = _bounds(loop)
+    bounds = loop_bounds(loop)
     if bounds is not None:
         walk = Walk(module, func, loop)
         addr = walk.addr

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ..errors import Diagnostic, InputError
 from .addresses import Addr, Addresses, Poly, _add, _integer, _mul
+from .merge import loop_bounds
 from .parser import MOp, walk
 from .types import TypeReader, last_top_level
 
@@ -54,13 +55,6 @@ class LoopAxis:
     move: int
     tile: int
     offset: int | None = None
-
-
-def _bounds(loop: MOp):
-    t = loop.tokens
-    if len(t) >= 7 and t[1].is_("=") and t[3].is_("to") and t[5].is_("step"):
-        return t[0].text[1:], t[2].text[1:], t[4].text[1:], t[6].text[1:]
-    return None
 
 
 
@@ -94,7 +88,7 @@ class Walk:
         self.types = TypeReader(module.source, module.aliases)
         self.addr = Addresses(func, self.types)
         self.addr.scope(loop)
-        self.iv, self.lower, self.upper, self.step = _bounds(loop)
+        self.iv, self.lower, self.upper, self.step = loop_bounds(loop)
         self.carried = self._carried()
 
     def _carried(self) -> dict[str, Poly]:
@@ -195,7 +189,7 @@ def _offset(const: Poly, iv: str) -> Poly:
 def errors(module, func: MOp, loop: MOp, reads_pid) -> list[Diagnostic]:
     """Errors at the loop where its step moves a load by other than its tile, or its upper bound is
     no extent of the tensors along it (module doc); [] otherwise and where the bounds read a program id."""
-    bounds = _bounds(loop)
+    bounds = loop_bounds(loop)
     if bounds is None:
         return []
     _, _, upper, step_name = bounds
