@@ -3,7 +3,7 @@ with Triton 3.9 and 3.6, before and after the pipeliner, sm_90 and sm_100: tests
 a per-column scale and bias epilogue, B^T read through transposed pointers with residual + ReLU^2,
 Gemma-style soft-capped attention, attention at D = 256, GQA decode (M = 16), attention with a per-key
 bias at BLOCK_N = 128, a row-wise L2 normalisation epilogue, fp8 e4m3 x e5m2 with row and column scales,
-addmm (the accumulator starts from beta * C), a block-pointer GEMM with a column-major B.
+addmm (the accumulator starts from beta * C: added in the epilogue), a block-pointer GEMM with a column-major B.
 
 - every form of a kernel imports to the graph of its first form, or is refused with a located error
   naming the construct (`REFUSED`), never a traceback;
@@ -34,8 +34,6 @@ ONLY_T36 = {"gemm_bp_colmajor"}  # Triton 3.9 removed block pointers
 
 # kernel -> (a regex of the TTGIR op the import stops at, what the message says): refused in every form
 REFUSED = {
-    # acc = beta * tl.load(C) before the loop: a .tir carry starts from a constant
-    "gemm_addmm": ("scf.for|ttng.tmem_alloc", "starts from a value computed before the loop"),  # sm_100: the TMEM acc
     # 16 query rows (one KV head's query heads): wgmma and tcgen05 multiply 64 rows or more
     "attn_gqa_decode": ("tt.dot", "makes a tile of 16 rows"),
 }
@@ -106,20 +104,43 @@ def test_libdevice_tanh_is_the_tanh_op_and_a_scale_of_two_arguments_is_two_ops()
     assert any("tt.extern_elementwise" in n.message for n in notes2)
 
 
-def test_a_carry_starting_from_a_loaded_value_is_an_error_and_zeros_import():
-    """addmm: `acc = tl.load(C) * beta` then `acc = tl.dot(a, b, acc)`: the graph would start acc from 0
-    (the import used to warn and write 0: a kernel computing A @ B without beta * C)."""
+def test_an_accumulator_starting_from_a_loaded_value_adds_it_in_the_epilogue():
+    """addmm: `acc = tl.load(C) * beta` then `acc = tl.dot(a, b, acc)`. The loop only adds products to
+    acc, so the graph starts it from 0 and the epilogue adds beta * C (twill/ttgir/accstart.py); C is
+    read as an input and written in place (`argument C = C, acc`). It was an error at the loop; before
+    that, a warning and a graph computing A @ B alone. Every form and arch alike, the TMEM accumulator
+    of sm_100 and the first iteration Triton's pipeliner peels ahead of the loop included."""
+    for form in FORMS:
+        for arch in ("sm90", "sm100"):
+            g, notes = load_ttgir(DATA / form / f"gemm_addmm_{arch}.ttgir")
+            assert [c.init for c in g.carries] == ["0"], (form, arch)
+            ops = {op.name: (op.opcode, [o.name for o in op.operands]) for op in g.epilogue.ops}
+            (out, value), = g.epilogue.outputs
+            add = ops[value]
+            assert add[0] == "add" and add[1][0] == g.carries[0].name, (form, arch)
+            assert ops[add[1][1]] == ("mul", ["C", "beta"]), (form, arch)
+            assert ("C", "C") in g.arguments and ("C", out) in g.also_fed, (form, arch)
+
+
+def test_a_carry_the_loop_does_more_than_accumulate_into_still_refuses_a_computed_start():
+    """The near miss: a loop that squares acc before adding the product (`tl.dot(a, b, acc * acc)`) does
+    not add its start once: the start stays an error at the loop, never 0 with a warning."""
     text = _read("t39/prepipe", "gemm_addmm_sm90")
+    dot = re.search(r"\n( *)(%acc_\d+) = ttng.warp_group_dot (%\w+), (%\w+), (%acc_\d+) ", text)
+    assert dot
+    sq = f"\n{dot.group(1)}%sq = arith.mulf {dot.group(5)}, {dot.group(5)} : tensor<128x128xf32, #mma>"
+    edited = text.replace(dot.group(0), sq + dot.group(0).replace(dot.group(5) + " ", "%sq "), 1)
+    assert edited != text
     with pytest.raises(InputError, match="starts from a value computed before the loop") as err:
-        import_ttgir(text, "addmm.ttgir")
-    assert "scf.for" in text.splitlines()[err.value.diagnostics[0].span.line - 1]
-    # the near miss: the accumulator from a zero splat imports (the loop's value starts from 0)
+        import_ttgir(edited, "addmm.ttgir")
+    assert "scf.for" in edited.splitlines()[err.value.diagnostics[0].span.line - 1]
+    # and a start from a zero splat imports as before
     m = re.search(r"(\n *)(%\S+ = scf.for .*iter_args\(%\w+ = )%(\w+),.* -> \((tensor<128x128xf32, #\w+>)", text)
     assert m
     zero = f"{m.group(1)}%zero_acc = arith.constant dense<0.000000e+00> : {m.group(4)}"
     g, notes = import_ttgir(text.replace(m.group(1) + m.group(2) + f"%{m.group(3)},",
                                          zero + m.group(1) + m.group(2) + "%zero_acc,", 1), "addmm.ttgir")
-    assert [c.init for c in g.carries] == ["0"] and not [n for n in notes if "starts from" in n.message]
+    assert [c.init for c in g.carries] == ["0"] and not g.epilogue.ops
 
 
 # one dump a new construct: fp8 e4m3 x e5m2 (sm_90), B^T through transposed pointers (sm_100), a
@@ -153,7 +174,8 @@ def test_a_dot_of_fewer_than_64_rows_is_refused_at_the_dot():
     assert "tt.dot" in text.splitlines()[d.span.line - 1] and "64" in d.hint
 
 
-COMPILED = ["gemm_fp8_mixed_sm90", "gemm_bt_relu2_sm100", "gemm_colscale_bias_sm100", "gemm_l2norm_sm90"]
+COMPILED = ["gemm_fp8_mixed_sm90", "gemm_bt_relu2_sm100", "gemm_colscale_bias_sm100", "gemm_l2norm_sm90",
+            "gemm_addmm_sm90", "gemm_addmm_sm100"]
 # (not here: attn_softcap_sm90 compiles with a spill; attn_d256_sm90 is clean through the CLI's emit-cuda
 # but spills 16 bytes through emit_cuda() here: docs/ttgir-import.md, section 16)
 

@@ -211,8 +211,19 @@ def _epilogue_row_inputs(graph: Graph, rows: set[str], m: int) -> set[str]:
     part reading its rows (as a split prologue input is: LSE0, LSE1)."""
     loop_reads = {o.name for op in graph.ops for o in op.operands} | {o.name for op in graph.prologue.ops
                                                                        for o in op.operands}
-    epi = {o.name for op in graph.epilogue.ops if any(x.name in rows for x in op.operands) for o in op.operands}
-    return {v.name for v in graph.inputs if v.name in epi and v.name not in loop_reads and v.name not in rows
+    with_rows = {op.name for op in graph.epilogue.ops if op.type is not None and op.type.shape[:1] == (m,)}
+    with_rows |= {v.name for v in graph.inputs if v.type is not None and v.type.shape[:1] == (m,)}
+    # the epilogue values of M rows joined to a split value through ops of M rows, either way
+    # (addmm's `acc + mul C, beta`: C and its product are split as acc is)
+    joined, grew = set(rows), True
+    while grew:
+        grew = False
+        for op in graph.epilogue.ops:
+            near = {op.name} | {o.name for o in op.operands}
+            if op.name in with_rows and near & joined and not near & with_rows <= joined:
+                joined |= near & with_rows
+                grew = True
+    return {v.name for v in graph.inputs if v.name in joined and v.name not in loop_reads and v.name not in rows
             and v.type is not None and v.type.shape[:1] == (m,) and not v.computed}
 
 

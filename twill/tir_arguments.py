@@ -10,7 +10,8 @@ what it feeds where the importer could follow it: an input, a load or store op o
 carry (its output tensor), a scalar of the prologue or epilogue or a new epilogue output. An argument without a
 target (a size, a stride, a scalar the loop folds away) is listed so that the order is whole.
 Several targets are loads that read one argument, each its own view of it (W4A16's even and odd
-columns of SCALES: `{col_stride = 2, col_offset = 0 | 1}`); they must all be loads.
+columns of SCALES: `{col_stride = 2, col_offset = 0 | 1}`), or an input and then one output (a carry
+or an epilogue output) written over it in place (addmm's `argument C = C, acc`).
 `emit-cuda --binding torch` takes a graph's tensors and scalars as these arguments, in this
 order (docs/commands.md). A graph without `argument` lines takes its inputs and outputs.
 
@@ -124,11 +125,21 @@ class ArgumentLines:
             elif target.name in fed:
                 o.errors.error(f"'{target.name}' is fed by both '{fed[target.name]}' and '{name.name}'", target.span)
             fed[target.name] = name.name
+        carries = {n for n, (kind, *_) in o.defined.items() if kind == "carry"}
+
+        def whole(names: set[str]) -> set[str]:  # with the tensors split into row parts (twill.split): STEM0, STEM_0
+            return names | {n[:-1].removesuffix("_") for n in names if n.endswith("0")}
+
         for name, target in self.more:
             first = next(t for n, t in self.items if n.name == name.name)
-            if target.name not in loops or first.name not in loops:
+            views = target.name in loops and first.name in loops
+            inputs = whole({n for n, (kind, *_) in o.defined.items() if kind == "input"})
+            in_place = (first.name in inputs and target.name in whole(carries | outputs)
+                        and sum(1 for n, _ in self.more if n.name == name.name) == 1)
+            if not (views or in_place):
                 o.errors.error(f"argument '{name.name}' feeds '{target.name}' as well: an argument feeds several "
-                               "graph names only where each is a load of the loop (a view of it)", target.span)
+                               "graph names only where each is a load of the loop (a view of it), or where it is an "
+                               "input and then one output written over it (in place)", target.span)
             elif target.name in fed:
                 o.errors.error(f"'{target.name}' is fed by both '{fed[target.name]}' and '{name.name}'", target.span)
             fed[target.name] = name.name

@@ -4,7 +4,8 @@
                                                            # auto), solve --gpu h200, emit-cuda --binding torch
     python bench/heldout/run.py check [--batch 3] --kernels DIR   # GPU: each binding on the inputs
         # of NAME_make_inputs, called with the arguments the Triton launch passes its kernel (outputs
-        # filled with NaN first), against NAME_reference; Triton 3.6's own kernel too, as a control
+        # filled with NaN first), against NAME_reference; Triton 3.6's own kernel too, as a control;
+        # each timed per call (host included) and in a CUDA graph (the kernel alone)
 
 --batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3), --batch 4 the fourth (kernels4.py,
 heldout4); default the second
@@ -106,6 +107,12 @@ def _check_one(K, kdir, binding, name, size) -> dict:
         row["correct"] = row["rel_error"] < 1e-2
         row["twill_ms"] = median_ms(run, reps=10)
         row["triton_ms"] = median_ms(lambda: fns["launch"](*tensors, **params), reps=10)
+        try:  # the GPU's time alone (launches in one CUDA graph): a 30-60 us call is mostly host time
+            from triton_bench import graph_ms
+            row["twill_kernel_ms"] = graph_ms(run)
+            row["triton_kernel_ms"] = graph_ms(lambda: fns["launch"](*tensors, **params))
+        except Exception as exc:  # a launch that cannot be captured: the per-call times stand
+            row["kernel_ms_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     except Exception as exc:  # recorded, the next kernel goes on
         row["error"] = f"{type(exc).__name__}: {str(exc)[:600]}"
     torch.cuda.empty_cache()

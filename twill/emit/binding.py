@@ -157,8 +157,10 @@ def _views(model, groups: list[tuple[str, list]]) -> list[tuple[str, list]]:
     graph = model.graph
     first = {n: t for n, t in graph.arguments if t is not None}
     views: dict[str, list[str]] = {}
+    loads = {op.name for op in graph.ops if op.opcode == "load"}
     for arg, target in graph.also_fed:
-        views.setdefault(first[arg], [first[arg]]).append(target)
+        if target in loads:  # else an output written over an input (in_place)
+            views.setdefault(first[arg], [first[arg]]).append(target)
     owner = {t: head for head, ts in views.items() for t in ts}
     by_name = {name: members for name, members in groups}
     out = []
@@ -172,6 +174,21 @@ def _views(model, groups: list[tuple[str, list]]) -> list[tuple[str, list]]:
                 raise EmitError(f"argument feeding {', '.join(views[name])}: its views are read as tiles of different "
                                 "shapes, dtypes or placements, which one tensor cannot give")
             out.append((name, merged))
+    return out
+
+
+def in_place(graph, args) -> dict[str, str]:
+    """Output -> the input it is written over, by their Python names: an imported argument that feeds
+    an input and an output (`argument C = C, acc`: addmm reads C and stores C + A @ B to it). The
+    binding passes the input's tensor as the output where the caller gives none, as the kernel would."""
+    first = {n: t for n, t in graph.arguments if t is not None}
+    loads = {op.name for op in graph.ops if op.opcode == "load"}
+    by_source = {a.source: a for a in args}
+    out = {}
+    for arg, target in graph.also_fed:
+        src, dst = by_source.get(first[arg]), by_source.get(target)
+        if target not in loads and src is not None and dst is not None and dst.output and not src.output:
+            out[dst.name] = src.name
     return out
 
 
@@ -470,7 +487,7 @@ def _sizes_doc(graph, params: dict[str, str]) -> list[str]:
 
 
 def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbed=(), split=None,
-                  sizes=()) -> list[str]:
+                  sizes=(), over=None) -> list[str]:
     step = data["loop_step"]
     loop = (f"L any number of elements (a partial last tile of {step})" if data["ragged"]
             else f"L a multiple of {step} ({data['ragged_why']})" if step else "")
@@ -482,7 +499,8 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
         f'    """Run kernel {m.schedule.kernel}. Every tensor is row-major (contiguous) on one CUDA device, with',
         "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
         "",
-        *[f"    {_arg_doc(a, data['partial'])}" for a in args],
+        *[f"    {_arg_doc(a, data['partial'])}" + (f"; not given: written over {over[a.name]} in place, as the Triton "
+                                                 "kernel stores it" if a.name in (over or {}) else "") for a in args],
         *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the "
           f"{epilogue.scalar_label(m.graph, p.scalar).removesuffix(' scalar')}'s scalar {p.scalar})"
           for p in params if p.scalar is not None],
@@ -530,7 +548,9 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     rest = [p for p in params if p not in positional]
     signature = ", ".join([p.name + ("=None" if imported else "") for p in positional] + ["*"]
                           + [f"{p.name}=None" for p in rest] + [f"{k}={default}" for k, default, _ in keywords])
-    tensors = ", ".join(f"{a.name!r}: {a.name}" for a in args)
+    over = in_place(m.graph, args)
+    tensors = ", ".join(f"{a.name!r}: {a.name}" if a.name not in over else
+                        f"{a.name!r}: {over[a.name]} if {a.name} is None else {a.name}" for a in args)
     passed = ", ".join(f"{k}={k}" for k, _, _ in keywords)
     order = {p.scalar: p.name for p in params if p.scalar is not None}
     if order:
@@ -563,7 +583,7 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
         f"def {fn}({signature}):",
         *_function_doc(m, args, data, keywords, returns, params, unread,
                        [(p.name, k, v) for (n, _), p in zip(m.graph.arguments, params) for k, v in m.graph.knobs
-                        if n in v.names], split, _sizes_doc(m.graph, sizes)),
+                        if n in v.names], split, _sizes_doc(m.graph, sizes), over),
         *([f"    _ = ({', '.join(unread)},)  # arguments of the imported kernel that feed nothing here: not read"]
           if unread else []),
         *_knob_lines(m, params),

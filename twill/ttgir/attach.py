@@ -157,7 +157,8 @@ def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dic
     for arg in [n for n, _ in sig.args if n in out]:  # one argument per graph name
         fed.setdefault(out[arg], arg)
     targets = {a: t for a, t in out.items() if fed[t] == a}
-    return targets, _also_fed(sig, ops, targets)
+    return targets, _also_fed(sig, ops, targets) + _in_place(sig, targets, set(inputs.values()) | set(ep_inputs.values()),
+                                                             written)
 
 
 def _also_fed(sig: Signature, ops: dict, targets: dict) -> tuple[tuple[str, str], ...]:
@@ -171,6 +172,14 @@ def _also_fed(sig: Signature, ops: dict, targets: dict) -> tuple[tuple[str, str]
             also.append((arg, name))
     order = {n: i for i, (n, _) in enumerate(sig.args)}
     return tuple(sorted(also, key=lambda x: order[x[0]]))
+
+
+def _in_place(sig: Signature, targets: dict, inputs: set, written: dict) -> tuple[tuple[str, str], ...]:
+    """(argument, output) for each argument the kernel reads as an input and stores an output to
+    (addmm's C, read before the loop and written after it): the binding writes the output over the
+    tensor passed, as the kernel does."""
+    return tuple((arg, written[arg]) for arg, _ in sig.args
+                 if targets.get(arg) in inputs and written.get(arg) not in (None, targets[arg]))
 
 
 def _converted_carry(raw: RawEpilogue, v: EVal) -> EVal | None:

@@ -408,11 +408,12 @@ def with_epilogue(lowered, walk, sig: Signature):
 PEELED = Const(None)  # an intermediate of a drained iteration: no value of the epilogue
 
 
-def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=()) -> RawEpilogue:
+def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=(), starts=()) -> RawEpilogue:
     """The epilogue of `loop`: what the ops `after` it compute from its results and store. A copy
     of a loop op (same op, same source position: what Triton's pipeliner drains after the loop) is
     the last iteration's, which the graph's loop runs: the carry's last value where the loop yields
-    it, else nothing the epilogue reads."""
+    it, else nothing the epilogue reads. Each of `starts` (accstart.Start: a carry the import starts
+    from 0) is computed again here and added to its carry's last value."""
     walk = _After(lw, sig)
     from .values import Tile
     yielded = {y.ref.index: c.ssa for c, y in zip(lw.carries, yields) if isinstance(y, Tile) and y.ref.kind == "node"}
@@ -435,6 +436,8 @@ def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=()) -> R
             walk.env[n] = EVal("scalar", n)
         elif dtype in ("i32", "i64"):  # ... unless converted to a float (`s / N`): then a scalar
             walk.int_args.add(n)
+    for s in starts:
+        _add_start(walk, lw.carries[s.carry], s)
     for op in after:
         walk.lower(op)
     used = _live(walk)
@@ -443,6 +446,24 @@ def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=()) -> R
     dtypes = {n: t for n, t in _func_arg_dtypes(lw, func).items()}
     return RawEpilogue(tuple(walk.ops), tuple(walk.inputs), tuple((n, dtypes.get(n, "f32")) for n in read_scalars),
                        tuple(walk.stores))
+
+
+def _add_start(walk: _After, carry, start) -> None:
+    """The carry's last value, read after the loop, becomes that value plus its start: the start's
+    float ops computed again (its loads are the epilogue's inputs; index arithmetic is the loop's)."""
+    for op in start.ops:
+        if walk._float(op):
+            walk.lower(op)
+    init = walk.get(start.ssa)
+    last = EVal("carry", carry.ssa)
+    if not isinstance(init, EVal) or init == last:
+        raise walk.error(start.ops[-1], f"the start of carry '{carry.ssa}' computed before the loop is not a "
+                                        "tile the epilogue can compute (a load, elementwise arithmetic, a conversion)")
+    walk.ops.append(RawOp("add", [last, init], replace(carry.type, space="reg"), start.ssa, carry.span))
+    total = EVal("op", len(walk.ops) - 1)
+    for name, v in list(walk.env.items()):
+        if v == last:
+            walk.env[name] = total
 
 
 def _live(walk: _After) -> list[int]:

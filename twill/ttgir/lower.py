@@ -12,7 +12,9 @@ in the body reads the content of the previous iteration, which becomes a carry o
 """
 from __future__ import annotations
 
-from . import epilogue, indices, ksplit
+from dataclasses import replace
+
+from . import accstart, epilogue, indices, ksplit
 from .addresses import Addresses
 from .bounds import Masks
 from .compute import causal_mask, dot, dot_wait, layout_attrs, reduce, scan, tc_gen5_mma
@@ -143,12 +145,19 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
         else:
             lower_op(lw, op)
     yields = _yields(lw, loop, len(pairs))
-    after = list(ops)[next(i for i, o in enumerate(ops) if o is loop) + 1:]
+    at = next(i for i, o in enumerate(ops) if o is loop)
+    after = list(ops)[at + 1:]
     carries = _output_dtypes(lw, loop, after)
+    # an accumulator started from a tile computed before the loop (addmm's beta * C): from 0, its
+    # start added in the epilogue (accstart.py)
+    starts = accstart.starts(lw.nodes, carries, yields, list(ops)[:at]) if merge is None else []
+    for s in starts:
+        carries[s.carry] = replace(carries[s.carry], init=accstart.ZERO)
     lowered = Lowered(func_name(func), tuple(lw.nodes), tuple(carries), tuple(yields), tuple(lw.notes),
                       lw.span(loop), tuple(loc_names(loop.loc, lw.locs)), tuple(arg for arg, _, _ in pairs))
     sig = epilogue.signature(func, lw.types, lw.locs)  # (after the Lowered is taken: the walk lowers the ops after the loop)
-    return epilogue.with_epilogue(lowered, lambda: epilogue.lower_after(lw, func, loop, after, sig, yields), sig)
+    return epilogue.with_epilogue(lowered, lambda: epilogue.lower_after(lw, func, loop, after, sig, yields, starts),
+                                  sig)
 
 
 def _walk_to(lw: Lowering, func: MOp, path: tuple[MOp, ...], merge=None) -> list[MOp]:
