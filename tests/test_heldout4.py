@@ -143,6 +143,40 @@ def test_a_carry_the_loop_does_more_than_accumulate_into_still_refuses_a_compute
     assert [c.init for c in g.carries] == ["0"] and not g.epilogue.ops
 
 
+def test_an_argument_read_and_written_is_one_input_then_one_output_and_the_binding_writes_over_it(tmp_path):
+    """`argument C = C, acc`: an input, then one output written over it in place. The near misses are
+    parse errors at the target: a second output, and an input written over another input. The binding
+    passes C as acc when acc is not given (`'acc': C if acc is None else acc`), split or whole."""
+    import importlib.util
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    from twill.tir import parse_tir
+    g, _ = load_ttgir(DATA / "t39" / "prepipe" / "gemm_addmm_sm90.ttgir")
+    text = print_tir(g)
+    assert "argument C    = C, acc\n" in text
+    assert parse_tir(text, "addmm.tir").also_fed == (("C", "acc"),)
+    for bad in ("argument C    = C, acc, acc_1", "argument C    = acc_1, acc"):
+        with pytest.raises(InputError, match="only where each is a load of the loop .a view of it., or where it is an "
+                                             "input and then one output written over it"):
+            parse_tir(text.replace("argument C    = C, acc", bad).replace("argument B    = acc_1", "argument B"),
+                      "addmm.tir")
+    machine = load_machine("h200")
+    for parts in ("auto", 1):
+        graph, _ = load_ttgir(DATA / "t39" / "prepipe" / "gemm_addmm_sm90.ttgir", split_rows=parts)
+        model = build_model(solve(graph, machine, SolveOptions()), machine)
+        for path, body in binding_files(model, str(tmp_path / f"am{parts}.cu")).items():
+            Path(path).write_text(body)
+        spec = importlib.util.spec_from_file_location(f"am{parts}", tmp_path / f"am{parts}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        assert "{'C': C, 'A': A, 'B': B, 'acc': C if acc is None else acc}" in (tmp_path / f"am{parts}.py").read_text()
+        assert "not given: written over C in place" in mod.run.__doc__
+        meta = lambda shape, dt: mod.Meta(shape, dt, "cuda:0", True, 0)  # noqa: E731
+        plan = mod.resolve(mod.SPEC, {"C": meta((256, 384), "float32"), "A": meta((256, 512), "float16"),
+                                      "B": meta((512, 384), "float16"), "acc": meta((256, 384), "float32")})
+        assert plan["shapes"]["acc"] == (256, 384)
+
+
 # one dump a new construct: fp8 e4m3 x e5m2 (sm_90), B^T through transposed pointers (sm_100), a
 # per-column scale and bias (sm_100), a row reduction in the epilogue
 def test_a_row_norm_after_the_loop_is_an_epilogue_reduce_sum():
