@@ -107,10 +107,28 @@ def row_parts(graph: Graph, text: str, warpgroups: int, split_rows: int | str = 
     return 1, auto_parts(graph, warpgroups) if split_rows == "auto" else int(split_rows)
 
 
+def _one_block(func: MOp, text: str, file: str) -> None:
+    """A function whose body is several blocks (an early return under a condition, `if start_m *
+    BLOCK_M >= seq_len: return`, is a `cf.cond_br` to a block that returns) is an error at the
+    branch: the import reads the first block alone, and would find no loop or drop the condition."""
+    from .lexer import Source
+    blocks = func.regions[0] if func.regions else ()
+    if len(blocks) <= 1 or not blocks[0].ops:
+        return
+    branch = blocks[0].ops[-1]
+    raise Source(text, file).error(
+        f"'{branch.name}' branches the kernel's body into {len(blocks)} blocks (an early return under a condition): "
+        "control flow outside structured scf ops is not imported", branch.head,
+        hint="guard the tile with masks instead of returning early (or launch only the tiles that have work)")
+
+
 def _module_loops(text: str, file: str):
     """The module, its loops ((function, path) pairs), the merge candidates, each merged loop's
     `Merge` by id of its loop, and the loops absorbed into a merged pair."""
-    module = merge_partitions(parse_module(before_pipeliner(text, file), file))
+    source = before_pipeliner(text, file)
+    module = merge_partitions(parse_module(source, file))
+    for func in module.functions():
+        _one_block(func, source, file)
     loops = [(func, path) for func in module.functions() for path in _loops(func.body())]
     if not loops:
         raise InputError(Diagnostic(f"{file}: no scf.for loop in any function",

@@ -83,6 +83,9 @@ class _Loop:
     upper: str = ""
 
 
+# ops whose result is data read from memory (an async copy's result is a token, its data a local_load's)
+DATA_LOADS = {"tt.load", "tt.descriptor_load", "ttg.local_load"}
+INT_DIVISIONS = {"arith.divsi", "arith.divui", "arith.floordivsi", "arith.ceildivsi"}
 PASS_THROUGH = {"tt.splat", "tt.broadcast", "ttg.convert_layout", "arith.extsi", "arith.extui", "arith.trunci",
                 "arith.index_cast", "arith.index_castui"}
 
@@ -98,6 +101,7 @@ class Addresses:
         self.loops: dict[str, _Loop] = {}  # induction variable -> its loop's bounds
         self.args = {name: mtype for name, mtype, _ in func_args(func, types)}
         self.memo: dict[str, Addr | None] = {}
+        self.all_defs: dict[str, list[MOp]] = {}  # every op defining a name (sibling loops reuse names)
         self._scan(func.body())
 
     def _scan(self, ops) -> None:
@@ -105,6 +109,9 @@ class Addresses:
             for r in op.results:
                 self.defs[r] = op
                 self.defs.setdefault(r.split("#")[0], op)
+                for key in {r, r.split("#")[0]}:
+                    if all(o is not op for o in self.all_defs.setdefault(key, [])):
+                        self.all_defs[key].append(op)
             if op.name == "scf.for":
                 t = op.tokens
                 if len(t) >= 7 and t[1].is_("=") and t[3].is_("to") and t[5].is_("step"):
@@ -202,6 +209,62 @@ class Addresses:
         if outs and outs[0].kind == "scalar":
             return Addr(None, (), (((f"%{name}",), 1),))
         return None
+
+    def loaded_from(self, name: str, line: int | None = None) -> MOp | None:
+        """The `tt.load` (or async copy) whose value `name` is computed from, through any ops and the
+        iter_args' starts; None where it reads none (only arguments, program ids, ranges, constants
+        and induction variables): an address or mask that reads memory is a gather (a block table's
+        page, a cu_seqlens start)."""
+        return self._first_def(name, lambda op: op.name in DATA_LOADS, line)
+
+    def divided_index(self, name: str, line: int | None = None) -> MOp | None:
+        """The integer division of a tensor (an index along the tile: `offs_m // W`) that `name` is
+        computed from, or None: such an address is no affine function of the element's position
+        (a conv's pixel rows, an upsampling's repeated rows), which a tile the graph places by its
+        position cannot read. (A division of a scalar, `k // C_IN`, is index arithmetic.)"""
+        def tensor_division(op: MOp) -> bool:
+            if op.name not in INT_DIVISIONS:
+                return False
+            try:
+                ins, outs = self.types.signature(op.tokens)
+            except InputError:
+                return False
+            t = (outs or ins[-1:] or [None])[0]
+            return t is not None and t.kind == "tensor" and bool(t.shape)
+        return self._first_def(name, tensor_division, line)
+
+    def _first_def(self, name: str, pred, line: int | None = None) -> MOp | None:
+        """The first op (depth first through operands, iter_args' starts) computing `name` with pred.
+        Each name is read as defined by the nearest op above its reader (`line`): the printer reuses
+        names in sibling loops, so `defs` alone may hold another loop's op of the same name."""
+        seen: set[tuple[str, int | None]] = set()
+        todo = [(name.split("#")[0] if name not in self.all_defs else name, line)]
+        while todo:
+            n, at = todo.pop()
+            if (n, at) in seen or len(seen) > 4096:
+                continue
+            seen.add((n, at))
+            if n in self.args or n in self.loops:  # an induction variable: its bounds are steps.py's
+                continue
+            if n in self.inits:
+                todo.append((self.inits[n], at))
+                continue
+            op = self._def_above(n, at)
+            if op is None:
+                continue
+            if pred(op):
+                return op
+            if op.name not in DATA_LOADS and not op.name.startswith("scf."):  # a loop's result: not followed
+                todo += [(a, op.head.line) for a, _ in op.operands()]
+        return None
+
+    def _def_above(self, name: str, line: int | None) -> MOp | None:
+        ops = self.all_defs.get(name) or self.all_defs.get(name.split("#")[0]) or []
+        if line is not None:
+            above = [o for o in ops if o.head.line < line]
+            if above:
+                return max(above, key=lambda o: o.head.line)
+        return self.defs.get(name) or self.defs.get(name.split("#")[0])
 
     # -- what a load's addresses say ----------------------------------------------------------------
 

@@ -202,27 +202,40 @@ def _positions_from_peel(nodes: list[Node], yields: list, carries, delays: set[i
 
 
 def _bands_from_peel(nodes: list[Node], pairs: dict[int, Node]) -> list[Node]:
-    """A band mask the loop computes ahead (`ahead`, scalars._band: the loop's bounds cover its keys
-    only so) keeps, of the iteration it serves, the band of its peeled copy, which must be its own
-    band shifted by that many keys; anything else is the error the lowering put off, at the mask."""
+    """A band mask the loop computes ahead (a peeled copy of it before the loop, `pairs`) keeps, of
+    the iteration it serves, the band of its peeled copy, which must be its own band shifted by one
+    of the shifts under which the loop covers it (`ahead`, scalars._band); a mask not computed ahead
+    keeps its own band, which the loop must cover as read. Anything else is the error the lowering
+    put off, at the mask. (A mask computed a block ahead reads `iv + step + c`: as read, of the key
+    `iv + c`, its band is the served one shifted down a block, which the loop may cover too: the
+    one-loop causal kernel's `d <= -64` on sm_100; kept, it would drop each row's last 64 keys.)"""
     from . import band
     from .scalars import band_error
     out = list(nodes)
     for n in nodes:
         attrs = dict(n.attrs)
-        if n.kind != "causal_mask" or "ahead" not in attrs:
+        if n.kind != "causal_mask":
             continue
-        by, why = attrs["ahead"]
+        shifts, why = attrs.get("ahead", ((), None))
         copy = pairs.get(n.index)
         rest = tuple(kv for kv in n.attrs if kv[0] not in ("ahead",) + band.BAND_ATTRS)
         try:
             mine = band.from_attrs(n.attrs)
             theirs = band.from_attrs(copy.attrs) if copy is not None else None
         except ValueError:
-            theirs = None
-        if theirs is None or band.shifted(mine, by) != theirs:
+            mine, theirs = None, None
+        if mine is None:
+            continue
+        if theirs is not None and theirs != mine:  # computed ahead: its copy's band is the one it serves
+            if not any(band.shifted(mine, by) == theirs for by in shifts):
+                raise band_error(n.span, None, why or (
+                    "the mask is computed ahead of the iteration it serves, and no whole-block shift of its band "
+                    "that the loop covers is the band of its copy peeled before the loop"))
+            out[n.index] = replace(n, attrs=theirs.attrs() + rest)
+        elif why is not None:
             raise band_error(n.span, None, why)
-        out[n.index] = replace(n, attrs=theirs.attrs() + rest)
+        elif "ahead" in attrs:
+            out[n.index] = replace(n, attrs=mine.attrs() + rest)
     return out
 
 

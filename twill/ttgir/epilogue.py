@@ -23,6 +23,7 @@ from .values import Const
 
 VIEWS = {"ttng.warp_group_dot_wait", "ttg.convert_layout", "tt.broadcast", "tt.splat", "tt.expand_dims", "tt.reshape", "ttg.memdesc_index",
          "ttg.memdesc_subview", "ttng.tmem_subslice", "ttg.memdesc_reinterpret"}
+SLICES = {"ttng.tmem_subslice", "ttg.memdesc_subview", "ttg.memdesc_subslice"}  # a part of a buffer
 MEMORY_STORES = {"ttng.tmem_store", "ttg.local_store"}
 # TTGIR op -> (.tir opcode, commutative): binary arithmetic
 BINARY = {"arith.addf": ("add", True), "arith.subf": ("sub", False), "arith.mulf": ("mul", True),
@@ -163,6 +164,12 @@ class _After:
                 and op.results:  # float(N) of an integer argument (a mean's s / N): the scalar N
             self.bind(op, EVal("scalar", names[0]))
             return
+        if op.name in SLICES and live and not self._same_elements(op):
+            raise InputError(*self.error(
+                op, f"'{op.name}' after the loop takes a part of the loop's result (the persistent tutorial's "
+                    "`tl.split` of the accumulator into halves, each stored): an epilogue of parts of a tile is "
+                    "not imported; the graph would store the whole tile where the kernel stores a part",
+                "store the whole tile (one tl.store of the accumulator)").diagnostics)
         if op.name in ("ttng.tmem_load", "ttg.local_load") and live and op.results:
             self.bind(op, live[0])  # a carried buffer's last value, of any dtype (an i32 accumulator)
             return
@@ -271,7 +278,7 @@ class _After:
 
     def store(self, op: MOp, vals: list) -> None:
         from .memory import edge_mask
-        edge_mask(self.lw, op)
+        edge_mask(self.lw, op, after_loop=True)
         value = next((v for v in vals if isinstance(v, EVal)), None)
         if value is None:
             return

@@ -143,10 +143,11 @@ def _mask_and_other(op: MOp) -> tuple[str | None, str | None]:
     return None, None
 
 
-def edge_mask(lw: Lowering, op: MOp) -> None:
+def edge_mask(lw: Lowering, op: MOp, after_loop: bool = False) -> None:
     """A load's or store's mask is dropped where it only guards the edges of the tensor (bounds.py:
     TMA fills a load past the end with zeros and drops a store's elements there); any other mask,
     or a load's `other` that is not 0, is an error at the op: dropped, it would change the result."""
+    gathered(lw, op, lw.in_loop and not after_loop)
     if lw.masks is None:
         return
     mask, other = _mask_and_other(op)
@@ -164,6 +165,43 @@ def edge_mask(lw: Lowering, op: MOp) -> None:
                 "loads fill the elements past the tensor's end with zeros", op.head,
                 hint="load with other=0 and mask the value after the load (`tl.where(cols < N, x, -inf)` in the "
                      "loop is the partial last tile's mask)"))
+
+
+def gathered(lw: Lowering, op: MOp, in_loop: bool) -> None:
+    """A load's or store's addresses or mask computed from a value loaded from memory (a paged KV
+    cache's block table, varlen attention's cu_seqlens start, an expert's row index) are an error at
+    the op: the emitted kernel places every tile by the program ids and the loop's step alone, so
+    the graph would read and write other memory than the kernel (the import used to fold such a
+    scalar away with a warning)."""
+    if lw.addresses is None:
+        return
+    names = [n for n, _ in op.operands()]
+    mask, _ = _mask_and_other(op)
+    for name in names[:1] + ([mask] if mask else []):
+        src = lw.addresses.loaded_from(name, op.head.line)
+        if src is None or src is op:
+            continue
+        what = "addresses" if name == names[0] else "mask"
+        raise _refused(lw.src.error(
+            f"'{op.name}' {'reads' if op.name != 'tt.store' else 'writes'} {what} computed from a value loaded "
+            f"from memory (the '{src.name}' at line {src.head.line}): an indirect, data-dependent "
+            f"{'address' if what == 'addresses' else 'bound'} (a block table's page, a cu_seqlens start) is "
+            "not imported", op.head,
+            hint="the emitted kernel places each tile by its program ids and the loop's step only; pass the "
+                 "offsets as launch arguments or one launch per sequence (docs/ttgir-import.md, section 3)"))
+
+
+    # in the loop only: before it and after it a division of the rows (GQA's packed heads, `r // G`
+    # and `r % G` of the query tile, read and stored alike) permutes rows the graph computes apart
+    div = lw.addresses.divided_index(names[0], op.head.line) if names and in_loop else None
+    if div is not None:
+        raise _refused(lw.src.error(
+            f"'{op.name}' {'reads' if op.name != 'tt.store' else 'writes'} addresses computed with an integer division "
+            f"of the tile's indices (the '{div.name}' at line {div.head.line}: `offs // W`, as an implicit-GEMM "
+            "convolution's pixel rows): no affine function of the element's position, which is how the graph "
+            "places a tile", op.head,
+            hint="the emitted kernel reads tile (i, j) of a row-major tensor at row i, column j; gather the rows "
+                 "first (im2col) or index them with one stride per dimension"))
 
 
 def _refused(err):

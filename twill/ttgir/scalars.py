@@ -276,8 +276,11 @@ def _band(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object | None:
     with the band's bounds (band.py). Before the loop, the copy Triton's pipeliner peeled (the key
     from the loop's lower bound) is one too. None for any other select. In the loop, where the
     loop's bounds do not visit every key the band keeps, but would were the mask computed one or two
-    blocks ahead (sm_100's S and softmax after the pipeliner), the node records it (`ahead`) and
-    depipe.py settles it against the peeled copy; otherwise that is an error at the select."""
+    blocks ahead (sm_100's S and softmax after the pipeliner), the node records the shifts that would
+    (`ahead`) and depipe.py settles it against the peeled copy; otherwise that is an error at the
+    select. The shifts are recorded where the loop covers the band as read too: a mask computed a
+    block ahead whose band, as read, is narrower (`iv + 64 + c <= q` is `d <= -64` of the key `iv + c`)
+    is covered by the loop all the same, and only its peeled copy tells the band it serves."""
     if not (op.name == "arith.select" and len(vals) == 3 and lw.masks is not None and lw.loop_iv is not None
             and len(tt.shape) == 2):
         return None
@@ -302,13 +305,14 @@ def _band(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object | None:
     if isinstance(found, str):
         return None
     why = band.covers(addr, lw.loop_iv, found, tt.shape[0], sorted(ints))
-    ahead = ()
-    if why is not None:
-        step = band.evaluate(addr, loop.step, {})
-        ahead = next(((("ahead", (k * step, why)),) for k in (1, 2) if step and band.covers(
-            addr, lw.loop_iv, band.shifted(found, k * step), tt.shape[0], sorted(ints), k * step) is None), ())
-        if not ahead:
-            raise band_error(lw.src, op.head, why)
+    step = band.evaluate(addr, loop.step, {})
+    shifts = tuple(k * step for k in (1, 2) if step and band.covers(
+        addr, lw.loop_iv, band.shifted(found, k * step), tt.shape[0], sorted(ints), k * step) is None)
+    if why is not None and not shifts:
+        raise band_error(lw.src, op.head, why)
+    # whether the mask is computed ahead is depipe.py's to say (a peeled copy of it before the loop):
+    # the shifts under which the loop covers the band it then serves, and why it does not as read
+    ahead = (("ahead", (shifts, why)),) if shifts else ()
     attrs = found.attrs() + ((("launch_int", found.arg),) if found.arg else ()) + ahead
     return lw.node("causal_mask", op, [x], lw.type_of(x.ref), attrs=attrs)
 
