@@ -156,6 +156,35 @@ class JointEncoding:
             self._assert([e.T.ynot(lit)])  # retired: its clause holds from now on
         return status
 
+    def check_partition(self, blocks, deadline: float | None = None) -> tuple[Status, list[tuple[str, str, bool]]]:
+        """Satisfiable with the ops on roles as `blocks` (lists of ops, each one role, whatever its
+        slot)? Under assumptions, one per relation (each op with its block's first op, the blocks'
+        first ops apart): UNSAT comes with a core of those relations, (a, b, same), under which no
+        schedule of this encoding exists (the rest of the partition may be anything). A SAT answer
+        keeps its model."""
+        e, T = self._e, self._e.T
+        relations = [(b[0], v, True) for b in blocks for v in b[1:]]
+        relations += [(b[0], c[0], False) for i, b in enumerate(blocks) for c in blocks[i + 1:]]
+        lits = []
+        for a, b, same in relations:
+            lit = e.var(f"[partition {self.checks} {a},{b}]", e.bool)
+            self._assert([T.implies(lit, e.same_role(a, b) if same else T.ynot(e.same_role(a, b)))])
+            lits.append(lit)
+        self._assumed = True
+        t0 = time.monotonic()
+        status = self._status.get(bounded_check(self._ctx, lits, deadline, self._params), Status.TIMEOUT)
+        self.checks += 1
+        self.last_check_seconds = time.monotonic() - t0
+        core = []
+        if status == Status.SAT:
+            self._model = self._y.Model.from_context(self._ctx, 1)
+        elif status == Status.UNSAT:
+            index = {lit: r for lit, r in zip(lits, relations)}
+            core = [index[t] for t in self._ctx.get_unsat_core() if t in index]
+        elif self._ctx.status() == getattr(self._y.Status, "INTERRUPTED", None):
+            self._revive()
+        return status, core
+
     def _assert(self, formulas: list) -> None:
         """Assert from now on, and keep for `_revive`."""
         self._asserted += formulas

@@ -154,6 +154,38 @@ def _hinted_first_length(enc: JointEncoding, p: Problem, lb: int, lmax: int, dea
     return Status.TIMEOUT
 
 
+# At the SWP bound, once the role hints found nothing: the whole window searched one role partition at a
+# time (`_by_partitions`) before the plain ascent. On the corpus' random_n32_s7 (32 ops, h200) Yices with
+# the roles free answers nothing at I0 in minutes; pinned to the register relaxation's partitions it
+# refutes 23 of them (0.1-5 s each) and the 24th has a schedule (docs/benchmarks.md, log, session 30).
+BY_PARTITIONS = True
+
+
+def _by_partitions(enc: JointEncoding, p: Problem, deadline) -> Status:
+    """The whole window of `enc` decided one role partition at a time (a logic-based Benders loop):
+    pressure.py's relaxation (every register bound of every role assignment, CP-SAT) proposes a
+    partition of the ops into roles, Yices checks the window with the roles pinned to it, and an
+    unsat answer's core (relations between ops: same role, other role) is a cut, at this encoding's
+    I only, for the relaxation's next proposal. SAT: a schedule (the model is the encoding's);
+    UNSAT: none in the window (every partition either breaks the relaxation or fell to a core);
+    TIMEOUT: neither by the deadline (or the relaxation undecided: nothing is concluded)."""
+    from .pressure import role_partition
+    cuts: list = []
+    while deadline is None or time.monotonic() < deadline:
+        verdict, blocks = role_partition(p, deadline, cuts=cuts)
+        if verdict == "infeasible":
+            return Status.UNSAT
+        if verdict != "feasible" or blocks is None:
+            return Status.TIMEOUT
+        status, core = enc.check_partition(blocks, deadline)
+        if status != Status.UNSAT:
+            return status
+        if not core:
+            return Status.UNSAT  # unsat whatever the roles
+        cuts.append(core)
+    return Status.TIMEOUT
+
+
 def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
     """Ascend from L <= lb in doubling steps up to the window (method.md: L from stage 1's length
     upward): checks near the optimum are the cheap ones, a loose bound lets the solver wander.
@@ -329,6 +361,9 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
         if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
+        elif (ii == first_ii and BY_PARTITIONS and may_hand_off
+              and (found := _by_partitions(enc, p, deadline)) != Status.TIMEOUT):
+            status, below = found, (lb - 1 if found == Status.SAT else lmax)
         else:
             status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
         tried.append((ii, status))

@@ -112,13 +112,21 @@ def no_role_assignment(p: Problem, deadline: float | None = None, work_limit: fl
     """True where the relaxation (module doc) is infeasible: no joint schedule at any I. False where
     it is feasible or undecided within the work limit or by `deadline` (time.monotonic(); nothing proven). `pin` (tests): roles as
     (ops, warps, registers), one slot each in order, the relaxation asked of that assignment alone."""
+    return role_partition(p, deadline, work_limit, pin)[0] == "infeasible"
+
+
+def role_partition(p: Problem, deadline: float | None = None, work_limit: float = WORK_LIMIT, pin=None,
+                   cuts=()) -> tuple[str, list[tuple[str, ...]] | None]:
+    """The relaxation (module doc) with `cuts` (each a list of (a, b, same): at least one of them must
+    fail, i.e. ops a and b on different roles where `same`, on one role where not): ("infeasible",
+    None), ("feasible", its roles as blocks of ops in op order), or ("unknown", None)."""
     from .cpsat_model import _bounded, deterministic_solver, ortools_cp_model, slots
     cp = ortools_cp_model()
     lim = p.limits
     names = [t.name for t in p.tasks]
     values = {t.name for t in p.tasks if t.space == "reg" and t.bytes > 0}
     if not values and not p.register_inputs and not tmem_reads(p) and not scratch(p):
-        return False
+        return "feasible", None
     K = slots(p)
     m = cp.CpModel()
     on = {v: [m.new_bool_var(f"on[{v},{w}]") for w in range(K)] for v in names}
@@ -243,11 +251,34 @@ def no_role_assignment(p: Problem, deadline: float | None = None, work_limit: fl
     if deadline is not None:
         left = deadline - time.monotonic()
         if left <= 0:
-            return False
+            return "unknown", None
         prm.max_time_in_seconds = left
     for w, (ops, warps, registers) in enumerate(pin or ()):
         m.add(regs[w] == registers)
         m.add(wg[w] == int(warps >= wgsz))
         for v in ops:
             m.add(on[v][w] == 1)
-    return _bounded(solver, m, None) == cp.INFEASIBLE
+    together: dict = {}
+
+    def same(a, b):
+        key = (a, b) if names.index(a) < names.index(b) else (b, a)
+        if key not in together:
+            s = together[key] = m.new_bool_var(f"same[{key[0]},{key[1]}]")
+            for w in range(K):
+                m.add_bool_or([on[a][w].Not(), on[b][w].Not(), s])
+                m.add_implication(on[a][w], on[b][w]).only_enforce_if(s)
+        return together[key]
+
+    for cut in cuts:
+        m.add_bool_or([same(a, b).Not() if is_same else same(a, b) for a, b, is_same in cut])
+    status = _bounded(solver, m, None)
+    if status == cp.INFEASIBLE:
+        return "infeasible", None
+    if status not in (cp.OPTIMAL, cp.FEASIBLE):
+        return "unknown", None
+    slot = {v: next(w for w in range(K) if solver.value(on[v][w])) for v in names}
+    blocks: dict[int, list[str]] = {}
+    for v in names:
+        blocks.setdefault(slot[v], []).append(v)
+    return "feasible", sorted((tuple(b) for b in blocks.values()), key=lambda b: names.index(b[0]))
+

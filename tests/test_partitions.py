@@ -1,0 +1,81 @@
+"""The joint stage's search by role partitions (joint._by_partitions: the register relaxation proposes a
+partition of the ops into roles, Yices checks the window with it pinned, an unsat core is a cut): it must
+answer what the plain check of the same window answers, SAT or UNSAT, and the solve that takes it must
+give the same schedule file as the solve that does not, byte for byte, every time."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from twill import joint
+from twill.encoding import JointEncoding
+from twill.errors import NoScheduleError, Status, TimeLimitReached
+from twill.machine import load_machine
+from twill.modulo import modulo_schedule
+from twill.pipeline import SolveOptions, solve
+from twill.problem import problem_for
+from twill.tir import parse_tir
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import corpus  # noqa: E402
+
+
+def _random(n, seed):
+    try:
+        return parse_tir(corpus.random_dag(n, seed), f"random_{n}_{seed}.tir")
+    except IndexError:
+        return None
+
+
+# (ops, seed, registers per thread, I above the SWP bound): tight register limits, so that some
+# partitions are refuted (cuts) and some windows have no schedule at all
+CASES = [(n, seed, regs, extra) for n, seed in ((7, 1), (9, 5), (8, 3), (10, 2), (11, 4))
+         for regs in (64, 96) for extra in (0, 7)]
+
+
+def test_partitions_answer_the_plain_check():
+    machine = load_machine("h100")
+    answers, cut = set(), 0
+    for n, seed, regs, extra in CASES:
+        graph = _random(n, seed)
+        if graph is None:
+            continue
+        p = problem_for(graph, machine, SolveOptions(cache=False, registers=regs).model)[0]
+        swp = modulo_schedule(p, None, None, earliest=False)
+        ii = swp.ii + extra
+        lmax = joint.window(p, ii, swp.length)
+        with JointEncoding(p, ii, lmax) as enc:
+            plain = enc.check()
+        with JointEncoding(p, ii, lmax) as enc:
+            found = joint._by_partitions(enc, p, None)
+            cut += enc.checks > 1
+            if found == Status.SAT:  # the model is a schedule of the window: its starts and roles pinned
+                starts, roles = enc.starts(), enc.roles()
+        if found == Status.SAT:
+            with JointEncoding(p, ii, lmax) as enc:
+                assert enc.check(starts=starts, roles=roles) == Status.SAT
+        assert found == plain, (n, seed, regs, extra)
+        answers.add(found)
+    assert answers == {Status.SAT, Status.UNSAT} and cut >= 1, (answers, cut)
+
+
+@pytest.mark.parametrize("n,seed,regs", [(9, 5, 96), (10, 2, 96)])
+def test_solve_by_partitions_gives_the_same_file(monkeypatch, n, seed, regs):
+    """Role hints off (so that the first schedule at the SWP bound comes from the partitions, or from
+    the plain ascent with BY_PARTITIONS off): the same file both ways, and twice the same."""
+    machine = load_machine("h100")
+    graph = _random(n, seed)
+    options = SolveOptions(cache=False, registers=regs, time_limit=60)
+    monkeypatch.setattr(joint, "role_hints", lambda p, slots: [])
+    files = []
+    for on in (True, True, False):
+        monkeypatch.setattr(joint, "BY_PARTITIONS", on)
+        try:
+            files.append(solve(graph, machine, options).to_json())
+        except (NoScheduleError, TimeLimitReached) as exc:
+            files.append(type(exc).__name__)
+    assert files[0] == files[1] == files[2]
+    assert files[0].startswith("{")
