@@ -105,6 +105,18 @@ class Module:
         return out
 
 
+# Ops of a fixed number of SSA operands (MLIR's own arity), checked as each op is read: an op with one
+# missing or one too many is a located error here, not an IndexError in whichever stage reads it.
+_BINARY = ("addf subf mulf divf remf maxnumf minnumf maximumf minimumf cmpf cmpi addi subi muli divsi divui "
+           "remsi remui andi ori xori shli shrsi shrui maxsi minsi maxui minui ceildivsi floordivsi").split()
+_UNARY = "negf truncf extf trunci extsi extui sitofp uitofp fptosi fptoui index_cast index_castui".split()
+ARITY = {**{f"arith.{n}": 2 for n in _BINARY}, **{f"arith.{n}": 1 for n in _UNARY}, "arith.select": 3,
+         **{f"math.{n}": 1 for n in "exp exp2 log log2 sqrt rsqrt absf tanh".split()}, "math.fma": 3,
+         "tt.addptr": 2, "tt.splat": 1, "tt.broadcast": 1, "tt.expand_dims": 1, "tt.trans": 1,
+         "tt.fp_to_fp": 1, "tt.precise_divf": 2, "tt.join": 2, "tt.split": 1, "ttg.convert_layout": 1,
+         "tt.dot": 3, "tt.get_program_id": 0, "tt.make_range": 0}
+
+
 class _Parser:
     def __init__(self, src: Source):
         self.src, self.toks, self.i, self.depth = src, tokenize(src), 0, 0
@@ -157,7 +169,13 @@ class _Parser:
         else:
             self.fail("expected an operation name" + (" after '='" if results else ""), head)
         tokens, regions, loc = self.rest_of_op()
-        return MOp(libdevice_op(canonical(name), tokens), tuple(results), tuple(tokens), tuple(regions), head, loc)
+        op = MOp(libdevice_op(canonical(name), tokens), tuple(results), tuple(tokens), tuple(regions), head, loc)
+        want = ARITY.get(op.name)
+        if want is not None and len(op.operands()) != want:
+            got = len(op.operands())
+            self.fail(f"'{op.name}' takes {want} operand{'s' if want != 1 else ''}, got {got}", head,
+                      "the dump is damaged or hand-edited: dump the kernel again (kernel.asm['ttgir'])")
+        return op
 
     def results(self) -> list[str]:
         names = []
