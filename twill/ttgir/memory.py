@@ -148,6 +148,7 @@ def edge_mask(lw: Lowering, op: MOp, after_loop: bool = False) -> None:
     TMA fills a load past the end with zeros and drops a store's elements there); any other mask,
     or a load's `other` that is not 0, is an error at the op: dropped, it would change the result."""
     gathered(lw, op, lw.in_loop and not after_loop)
+    transposed_store(lw, op)
     if lw.masks is None:
         return
     mask, other = _mask_and_other(op)
@@ -202,6 +203,29 @@ def gathered(lw: Lowering, op: MOp, in_loop: bool) -> None:
             "places a tile", op.head,
             hint="the emitted kernel reads tile (i, j) of a row-major tensor at row i, column j; gather the rows "
                  "first (im2col) or index them with one stride per dimension"))
+
+
+def transposed_store(lw: Lowering, op: MOp) -> None:
+    """A ``tt.store`` of a 2-D tile whose addresses step by 1 along the tile's rows and by anything
+    else along its columns (``C + offs_n[None, :] * stride_cn + offs_m[:, None]``: the tile written
+    transposed, C^T) is an error at the store: the graph's store and the emitted kernel write the tile
+    row-major, and the binding would take C [N, M] for [M, N] (silently so where M == N). Loads read
+    such a tile as `{column_major = true}` (`_column_major`); a store has no such attribute."""
+    from .addresses import _integer
+    names = op.operands()
+    if op.name != "tt.store" or lw.addresses is None or not names:
+        return
+    a = lw.addresses.of(names[0][0])
+    if a is None or a.base is None or len(a.coefs) != 2:
+        return
+    rows, cols = (_integer(c) for c in a.coefs)
+    if rows == 1 and cols != 1 and a.coefs[1]:
+        raise lw.src.error(
+            f"'{op.name}' writes its tile transposed: the address steps by 1 along the tile's rows and by "
+            "a stride along its columns (`C + offs_n[None, :] * stride + offs_m[:, None]`, C^T), and the "
+            "emitted kernel stores tiles row-major", op.head,
+            hint="store the tile row-major (`offs_m[:, None] * stride + offs_n[None, :]`) and transpose "
+                 "the result outside the kernel")
 
 
 def _refused(err):
