@@ -192,15 +192,21 @@ def gathered(lw: Lowering, op: MOp, in_loop: bool) -> None:
                  "offsets as launch arguments or one launch per sequence (docs/ttgir-import.md, section 3)"))
 
 
-    # in the loop only: before it and after it a division of the rows (GQA's packed heads, `r // G`
-    # and `r % G` of the query tile, read and stored alike) permutes rows the graph computes apart
-    div = lw.addresses.divided_index(names[0], op.head.line) if names and in_loop else None
+    # in the loop any division; before it and after it a division with no remainder beside it (GQA's
+    # packed heads, `r // G` and `r % G` of the query tile, read and stored alike, permute rows the
+    # graph computes apart; `r // 2` alone reads or writes one row for two)
+    div = None
+    if names and in_loop:
+        div = lw.addresses.divided_index(names[0], op.head.line)
+    elif names and op.name in ("tt.load", "tt.store", "ttg.async_copy_global_to_local"):
+        div = lw.addresses.unpaired_division(names[0], op.head.line)
     if div is not None:
         raise _refused(lw.src.error(
             f"'{op.name}' {'reads' if op.name != 'tt.store' else 'writes'} addresses computed with an integer division "
             f"of the tile's indices (the '{div.name}' at line {div.head.line}: `offs // W`, as an implicit-GEMM "
-            "convolution's pixel rows): no affine function of the element's position, which is how the graph "
-            "places a tile", op.head,
+            "convolution's pixel rows" + ("" if in_loop else ", with no remainder `offs % W` beside it: several "
+                                          "rows of the tile on one row of memory") + "): no affine function of "
+            "the element's position, which is how the graph places a tile", op.head,
             hint="the emitted kernel reads tile (i, j) of a row-major tensor at row i, column j; gather the rows "
                  "first (im2col) or index them with one stride per dimension"))
 
