@@ -8,7 +8,7 @@
         # each timed per call (host included) and in a CUDA graph (the kernel alone)
 
 --batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3), --batch 4 the fourth (kernels4.py,
-heldout4), --batch 5 the fifth (kernels5.py, heldout5); default the second
+heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6); default the second
 (kernels.py, heldout2). Writes DIR/check.json. The binding is called with the launch's arguments only: the exp2 scale the
 import folds out of a kernel (qk_scale = sm_scale * log2 e; for a softmax written with tl.exp, its
 scale times log2 e) is the graph's `knob exp2_scale = ...` line, which the binding computes from them.
@@ -35,7 +35,7 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          "gemm_bp_leaky": [None], "linear_trans_relu": [None], "swiglu": [None], "attn_splitkv": [None],
          "attn_bf16_d128": [None], "mm_hints": [None], "rmsnorm_gemm": [None]}
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
-           "5": ("kernels5.py", "heldout5")}
+           "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6")}
 
 
 def _kernels(batch: str = "2"):
@@ -130,7 +130,7 @@ def main(argv=None) -> None:
     c = sub.add_parser("check")
     c.add_argument("--kernels", required=True)
     for q in (b, c):
-        q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py")
+        q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py; 6: kernels6.py")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 

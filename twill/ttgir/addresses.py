@@ -86,6 +86,7 @@ class _Loop:
 # ops whose result is data read from memory (an async copy's result is a token, its data a local_load's)
 DATA_LOADS = {"tt.load", "tt.descriptor_load", "ttg.local_load"}
 INT_DIVISIONS = {"arith.divsi", "arith.divui", "arith.floordivsi", "arith.ceildivsi"}
+REMAINDERS = {"arith.remsi", "arith.remui"}
 PASS_THROUGH = {"tt.splat", "tt.broadcast", "ttg.convert_layout", "arith.extsi", "arith.extui", "arith.trunci",
                 "arith.index_cast", "arith.index_castui"}
 
@@ -232,6 +233,35 @@ class Addresses:
             t = (outs or ins[-1:] or [None])[0]
             return t is not None and t.kind == "tensor" and bool(t.shape)
         return self._first_def(name, tensor_division, line)
+
+    def unpaired_division(self, name: str, line: int | None = None) -> MOp | None:
+        """The first integer division `x // G` of a tensor that `name` is computed from with no
+        remainder `x % G` of the same x and G beside it, or None. A division with its remainder splits
+        the tile's index into two digits (GQA's packed query heads: head `r // G`, token `r % G`), each
+        row of the tile one row of memory and no two the same; a division alone maps several rows of
+        the tile to one (an upsampling's `offs // 2`), which a tile the graph places row by row is not."""
+        divisions, remainders = [], set()
+
+        def tensor_op(op: MOp, names: set) -> bool:
+            if op.name not in names:
+                return False
+            try:
+                ins, outs = self.types.signature(op.tokens)
+            except InputError:
+                return False
+            t = (outs or ins[-1:] or [None])[0]
+            return t is not None and t.kind == "tensor" and bool(t.shape)
+
+        def collect(op: MOp) -> bool:
+            key = tuple(a for a, _ in op.operands()[:2])
+            if tensor_op(op, INT_DIVISIONS):
+                divisions.append((op, key))
+            elif tensor_op(op, REMAINDERS):
+                remainders.add(key)
+            return False  # walk every op
+
+        self._first_def(name, collect, line)
+        return next((op for op, key in divisions if key not in remainders), None)
 
     def _first_def(self, name: str, pred, line: int | None = None) -> MOp | None:
         """The first op (depth first through operands, iter_args' starts) computing `name` with pred.

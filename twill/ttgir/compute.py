@@ -37,6 +37,7 @@ def dot(lw: Lowering, op: MOp) -> None:
     if len(vals) < 3 or not outs:
         raise lw.src.error(f"'{op.name}' needs operands a, b, c and a result type", op.head)
     _refuse_f32_operands(lw, op, vals[:2])
+    _refuse_narrow_accumulator(lw, op, vals[:2], outs[0])
     half = ksplit.half_of(lw, op.operands()[0][0])
     if half is not None:  # one of the two dots Triton's pipeliner split a dot into along K
         ksplit.dot(lw, op, half, lambda a, b, acc: lw.node("mma", op, [a, b, acc], lw.tile_type(outs[0], op),
@@ -59,6 +60,24 @@ def _refuse_f32_operands(lw: Lowering, op: MOp, operands) -> None:
                 "twill's mma does not take (its operands are f16, bf16, fp8 or int8)", op.head,
                 "cast the operands before the dot (a.to(tl.bfloat16), b.to(tl.bfloat16)), or load "
                 "them as bf16/fp16 tensors")
+
+
+def _refuse_narrow_accumulator(lw: Lowering, op: MOp, operands, out) -> None:
+    """A dot that accumulates in another dtype than the tensor core's accumulator of its operands
+    (`tl.dot(a, b, acc, out_dtype=tl.float16)` of f16 operands, an f16 accumulator): emit-cuda's mma
+    accumulates f16, bf16 and fp8 in f32 (int8 in i32), and would round only at the end, so the
+    import refuses it at the dot rather than compute in another precision (emit-cuda refused it
+    too, at the graph's line)."""
+    from ..emit.model import MMA_INPUTS
+    a = operands[0]
+    dtype = lw.type_of(a.ref).dtype if isinstance(a, Tile) else None
+    kind = MMA_INPUTS.get(dtype)
+    got = lw.tile_type(out, op).dtype
+    if kind is not None and got != kind.acc:
+        raise lw.src.error(
+            f"'{op.name}' accumulates {dtype} products in {got} (`out_dtype=tl.{'float16' if got == 'f16' else got}`): "
+            f"twill's mma accumulates {dtype} in {kind.acc} and would round only once, at the end", op.head,
+            f"accumulate in {kind.acc} (tl.zeros(..., tl.float32), no out_dtype) and convert the result after the loop")
 
 
 def _check_dot_shapes(lw: Lowering, op: MOp, a: object, b: object, result: tuple[int, ...]) -> None:
@@ -101,6 +120,7 @@ def tc_gen5_mma(lw: Lowering, op: MOp) -> None:
         return
     a, b, d = lw.read(memories[0]), lw.read(memories[1]), memories[2]
     _refuse_f32_operands(lw, op, (a, b))
+    _refuse_narrow_accumulator(lw, op, (a, b), lw.buffers[d.index][1])
     use_d = flags[0] if flags else Const(True)
     acc = Const(0.0) if use_d == Const(False) else lw.read(d)  # d is overwritten: as if it held 0
     name, mtype, _ = lw.buffers[d.index]

@@ -525,6 +525,11 @@ def folded_scale(before: Body, after: Body, groups: list[Group]) -> Product | No
             x, b = path(n.operands[0], g), path(n.operands[1], g)
             if not (b.is_one() or b.same(x)):
                 raise _refuse(n, f"subtracts values of two scales ({x.text()} and {b.text()}) before the exp2")
+            if b.is_one() and not x.is_one() and not _unscaled(before, n.operands[1], dropped):
+                raise _refuse(n, f"subtracts a value that is no row maximum of the scores (a tile loaded or "
+                                 f"computed apart: the forward's logsumexp M of a backward, a bias) from scores "
+                                 f"scaled by {x.text()}: the graph's `exp2 s, b` is exp2((s - b) * exp2_scale), "
+                                 f"which would scale it too")
             return x
         return Product()
 
@@ -569,6 +574,35 @@ def _is_scale(n: Node) -> bool:
 class UnexpressedScale(InputError):
     """A softmax's scale the knob cannot record: the loop is a tile loop all the same (loops.py never
     leaves it out silently, as with indices.UnexpressedMask), and this is its error."""
+
+
+def _unscaled(body: Body, ref: Ref, dropped: set) -> bool:
+    """Whether `b` of a softmax's `s * c - b` is in the graph's units, those of the unscaled scores
+    (emit-cuda computes exp2((s - b) * exp2_scale)): a row maximum of the scores (`rowmax`; times
+    the scale, `max(m, rowmax(s) * c)`, the scale folded out), the running maximum a carry holds, a
+    maximum of those, or an input computed before the loop (dQ's `lse2`, which the prologue divides
+    by exp2_scale). A tile loaded in the loop (dK/dV's M per query block) or computed there otherwise
+    is in the kernel's scaled units, which the graph cannot say."""
+    for _ in range(32):
+        if ref.kind == "carry":
+            return True
+        n = body.nodes[ref.index]
+        if n is None:
+            return False
+        if not n.in_loop:  # an input: the prologue reads b / exp2_scale (prologue.scaled_subtrahends)
+            return True
+        if n.kind == "rowmax":
+            return True
+        if n.kind == "conv" and len(n.operands) == 1 or n.index in dropped and n.factor is not None:
+            ref = n.operands[0]
+            continue
+        if n.kind == "ew" and n.mlir in MAXIMA and n.operands:
+            return all(_unscaled(body, r, dropped) for r in n.operands)
+        return False
+    return False
+
+
+MAXIMA = {"arith.maxnumf", "arith.maximumf"}
 
 
 def _refuse(n: Node, what: str) -> InputError:

@@ -129,3 +129,17 @@ def source_order(items, deps, key) -> list | None:
             if not pending[u]:
                 heapq.heappush(ready, key[u])
     return order if len(order) == len(items) else None
+
+
+def files(loc: tuple[Token, ...], defs: dict, depth: int = 0) -> set[str]:
+    """Every source file a location names, through names, call sites (callee and caller) and fused
+    lists: where an op inlined from Triton's own library (``triton/language/random.py``) came from."""
+    if not loc or depth > 64:
+        return set()
+    out: set[str] = set()
+    for k, t in enumerate(loc):
+        if t.kind == "attr" and t.text in defs:
+            out |= files(defs[t.text], defs, depth + 1)
+        elif t.kind == "string" and k + 1 < len(loc) and loc[k + 1].is_(":"):
+            out.add(t.text.strip('"'))
+    return out

@@ -148,6 +148,7 @@ def edge_mask(lw: Lowering, op: MOp, after_loop: bool = False) -> None:
     TMA fills a load past the end with zeros and drops a store's elements there); any other mask,
     or a load's `other` that is not 0, is an error at the op: dropped, it would change the result."""
     gathered(lw, op, lw.in_loop and not after_loop)
+    transposed_store(lw, op)
     if lw.masks is None:
         return
     mask, other = _mask_and_other(op)
@@ -191,17 +192,46 @@ def gathered(lw: Lowering, op: MOp, in_loop: bool) -> None:
                  "offsets as launch arguments or one launch per sequence (docs/ttgir-import.md, section 3)"))
 
 
-    # in the loop only: before it and after it a division of the rows (GQA's packed heads, `r // G`
-    # and `r % G` of the query tile, read and stored alike) permutes rows the graph computes apart
-    div = lw.addresses.divided_index(names[0], op.head.line) if names and in_loop else None
+    # in the loop any division; before it and after it a division with no remainder beside it (GQA's
+    # packed heads, `r // G` and `r % G` of the query tile, read and stored alike, permute rows the
+    # graph computes apart; `r // 2` alone reads or writes one row for two)
+    div = None
+    if names and in_loop:
+        div = lw.addresses.divided_index(names[0], op.head.line)
+    elif names and op.name in ("tt.load", "tt.store", "ttg.async_copy_global_to_local"):
+        div = lw.addresses.unpaired_division(names[0], op.head.line)
     if div is not None:
         raise _refused(lw.src.error(
             f"'{op.name}' {'reads' if op.name != 'tt.store' else 'writes'} addresses computed with an integer division "
             f"of the tile's indices (the '{div.name}' at line {div.head.line}: `offs // W`, as an implicit-GEMM "
-            "convolution's pixel rows): no affine function of the element's position, which is how the graph "
-            "places a tile", op.head,
+            "convolution's pixel rows" + ("" if in_loop else ", with no remainder `offs % W` beside it: several "
+                                          "rows of the tile on one row of memory") + "): no affine function of "
+            "the element's position, which is how the graph places a tile", op.head,
             hint="the emitted kernel reads tile (i, j) of a row-major tensor at row i, column j; gather the rows "
                  "first (im2col) or index them with one stride per dimension"))
+
+
+def transposed_store(lw: Lowering, op: MOp) -> None:
+    """A ``tt.store`` of a 2-D tile whose addresses step by 1 along the tile's rows and by anything
+    else along its columns (``C + offs_n[None, :] * stride_cn + offs_m[:, None]``: the tile written
+    transposed, C^T) is an error at the store: the graph's store and the emitted kernel write the tile
+    row-major, and the binding would take C [N, M] for [M, N] (silently so where M == N). Loads read
+    such a tile as `{column_major = true}` (`_column_major`); a store has no such attribute."""
+    from .addresses import _integer
+    names = op.operands()
+    if op.name != "tt.store" or lw.addresses is None or not names:
+        return
+    a = lw.addresses.of(names[0][0])
+    if a is None or a.base is None or len(a.coefs) != 2:
+        return
+    rows, cols = (_integer(c) for c in a.coefs)
+    if rows == 1 and cols != 1 and a.coefs[1]:
+        raise lw.src.error(
+            f"'{op.name}' writes its tile transposed: the address steps by 1 along the tile's rows and by "
+            "a stride along its columns (`C + offs_n[None, :] * stride + offs_m[:, None]`, C^T), and the "
+            "emitted kernel stores tiles row-major", op.head,
+            hint="store the tile row-major (`offs_m[:, None] * stride + offs_n[None, :]`) and transpose "
+                 "the result outside the kernel")
 
 
 def _refused(err):

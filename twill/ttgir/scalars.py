@@ -151,7 +151,30 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         return
     if op.name in ("arith.cmpf", "arith.cmpi"):
         tt = TensorType("i1", tt.shape)
-    lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=_scalar_operand(op, vals) + extra, factor=factor))
+    attrs = _scalar_operand(op, vals) + extra
+    if lw.in_loop:
+        _unheld_operand(lw, op, vals, attrs, factor)
+    lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=attrs, factor=factor))
+
+
+def _unheld_operand(lw: Lowering, op: MOp, vals: list, attrs: tuple, factor: object) -> None:
+    """An op in the loop of several operands, one of them not a tile (a constant; a scalar of a
+    ternary op) that neither its `scalar` attribute, its launch argument nor its factor holds, is an
+    error at the op:
+    the node lists its tiles only, so `tl.where(keep, p, 0.0)` (a select of a tile condition) would
+    lose the 0.0 and `fma(x, 2.0, y)` the 2.0."""
+    if len(vals) < 2 or all(isinstance(v, Tile) for v in vals) or attrs or factor is not None:
+        return
+    which = next(i for i, v in enumerate(vals) if not isinstance(v, Tile))
+    if len(vals) == 2 and not isinstance(vals[which], Const):
+        return  # x * s of a scalar s: build.py's error names what s is (a loaded scalar, say)
+    v = vals[which]
+    what = f"the constant {v.value}" if isinstance(v, Const) else "a scalar"
+    raise lw.src.error(
+        f"'{op.name}' reads {what} as its operand {which + 1} beside tiles, which the graph's op has no "
+        "place for: it would compute with its tiles alone", op.head,
+        hint="a select of a tile condition needs tiles on both sides (a causal or edge mask of the "
+             "element indices is imported as a mask node); a binary op takes one constant as {scalar = V}")
 
 
 SCALINGS = ("arith.mulf", "arith.divf")  # the ops whose scalar operand is a factor (twill.knobs.Product)
@@ -239,7 +262,7 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
             return INDEXED
         raise indices.UnexpressedMask(*lw.src.error(
             f"'{op.name}' reads a tensor computed from element indices that the import cannot express "
-            "as a mask of the tile", op.head,
+            "as a mask of the tile" + _random_source(lw, op), op.head,
             hint="a mask is imported as `mask` where it is `select(r*A + c*B + C PRED 0, x, y)` of the tile's "
                  "row r and column c with constant A, B, C, and `select(iv + c < UB, x, -inf)` as the loop's "
                  "partial last tile, and `select(keep, x, -inf)` with keep an `&` of bounds of key - query "
@@ -250,6 +273,19 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
     operands = [a] if not isinstance(b, Tile) else [a, b]
     extra = (("fill", float(fill)),) if not isinstance(b, Tile) else ()
     return lw.node("mask", op, operands, tt, attrs=attrs + extra, opcode="mask")
+
+
+RANDOM = "triton/language/random.py"  # tl.rand, tl.randint, tl.randn: philox rounds of the element's offset
+
+
+def _random_source(lw: Lowering, op: MOp) -> str:
+    """', a random number (tl.rand's philox rounds, ...)' where the op was inlined from Triton's
+    random-number library (its location names triton/language/random.py), else ''."""
+    from .locs import files
+    if any(f.endswith(RANDOM) for f in files(op.loc, lw.locs)):
+        return (": a random number (tl.rand/tl.randint/tl.randn, Triton's philox rounds of the elements' "
+                "offsets, as dropout draws), which the graph has no op for")
+    return ""
 
 
 def _loop_tail(lw: Lowering, op: MOp, vals: list) -> object | None:
