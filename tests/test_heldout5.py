@@ -39,8 +39,6 @@ REFUSED = {
     "attn_paged": (r"tt\.load|async_copy_global_to_local", "computed from a value loaded from memory"),
     # A's rows (n, oh + kh - 1, ow + kw - 1) from // and %; after the pipeliner the border mask is met first
     "conv2d_nhwc": (r"tt\.load|async_copy_global_to_local", f"{DIVISION}|which is not a bound of the tensor's edge"),
-    # acc reshaped [M, 2, N/2], permuted, tl.split; on sm_100 after the pipeliner two tmem_subslices
-    "gemm_epi_split": (r"tt\.reshape|ttng\.tmem_subslice", "only a join of two|takes a part of the loop's result"),
     # tl.max(tl.abs(acc)) over the whole tile: a reshape to 1-D first (then the atomic_max)
     "gemm_fp8_out_amax": (r"tt\.reshape", "only a join of two"),
     # acc += dot(xa, B_lora) after the loop
@@ -130,15 +128,63 @@ def test_an_early_return_is_an_error_at_its_branch():
     assert "cf.cond_br" in text.splitlines()[err.value.diagnostics[0].span.line - 1]
 
 
-def test_a_split_of_the_accumulator_after_the_loop_is_refused_on_sm100_too():
-    """On sm_100 after the pipeliner the tl.split epilogue is two `ttng.tmem_subslice`s of the
-    accumulator, each loaded, converted and stored: the import took each subslice for the whole
-    tile (a view) and imported a graph with no epilogue storing the f32 accumulator."""
-    for v in ("t39", "t36"):
-        text = _read(f"{v}/after", "gemm_epi_split_sm100")
-        with pytest.raises(InputError, match="takes a part of the loop's result") as err:
-            import_ttgir(text, "split.ttgir")
-        assert "ttng.tmem_subslice" in text.splitlines()[err.value.diagnostics[0].span.line - 1]
+def test_a_split_epilogue_is_one_store_of_the_whole_tile_in_every_form():
+    """The persistent tutorial's EPILOGUE_SUBTILE: the accumulator reshaped [M, 2, N/2], permuted,
+    tl.split (on sm_100 after the pipeliner two `ttng.tmem_subslice`s), each half converted and
+    stored to its column range: provably one store of the converted tile. (The sm_100 after forms
+    had imported the f32 accumulator stored with no epilogue; then they were refused.)"""
+    plain: dict[str, str] = {}
+    for form in FORMS:
+        for arch in ("sm90", "sm100"):
+            graph, notes = load_ttgir(DATA / form / f"gemm_epi_split_{arch}.ttgir")
+            assert not [n for n in notes if "no epilogue" in n.message], notes
+            text = print_tir(graph)
+            assert "argument C = acc" in text and "carry acc : f32[128,256]" in text, text
+            assert "output" not in text and "epilogue" not in text, text  # the implicit f16 store of acc
+            assert text == plain.setdefault(arch, text), (form, arch)
+
+
+def _edited(form: str, name: str, old: str, new: str, count: int = 1) -> str:
+    text = _read(form, name)
+    assert old in text, old
+    return text.replace(old, new, count)
+
+
+def _refused_at(text: str, op: str, message: str) -> None:
+    with pytest.raises(InputError, match=message) as err:
+        import_ttgir(text, "split.ttgir")
+    line = text.splitlines()[err.value.diagnostics[0].span.line - 1]
+    assert op in line, line
+
+
+def test_split_halves_stored_to_overlapping_columns_are_refused():
+    # the second half stored 64 columns right of the first, not 128: columns 64..192 written twice
+    text = _edited("t39/prepipe", "gemm_epi_split_sm90", "%cst = arith.constant dense<128> : tensor<128x128xi32",
+                   "%cst = arith.constant dense<64> : tensor<128x128xi32")
+    _refused_at(text, "tt.store", "not provably at the first part's address")
+    # on sm_100 after the pipeliner: the subslices themselves overlap
+    text = _edited("t39/after", "gemm_epi_split_sm100", "{offset = 128 : i32}", "{offset = 64 : i32}")
+    _refused_at(text, "tt.store", "overlap")
+
+
+def test_one_half_stored_or_halves_computed_differently_is_refused():
+    text = _read("t39/prepipe", "gemm_epi_split_sm90")
+    last = [ln for ln in text.splitlines() if ln.strip().startswith("tt.store")][-1]
+    _refused_at(text.replace(last, ""), "tt.store", "columns 0..128 of a tile of 256")
+    # the second half doubled before its conversion: the halves are two different tiles' parts
+    text = _edited("t39/prepipe", "gemm_epi_split_sm90", "%5 = arith.truncf %outRHS",
+                   "%dbl = arith.addf %outRHS, %outRHS : tensor<128x128xf32, #linear2> loc(#loc36)\n"
+                   "    %5 = arith.truncf %dbl")
+    _refused_at(text, "tt.store", "columns 128..256 of a tile of 256|columns 0..128 of a tile of 256")
+
+
+def test_a_split_of_interleaved_columns_is_refused():
+    """Without the permute the split halves are the even and the odd columns, not two ranges."""
+    text = _edited("t39/prepipe", "gemm_epi_split_sm90", "{order = array<i32: 0, 2, 1>}", "{order = array<i32: 0, 1, 2>}")
+    _refused_at(text, "tt.split", "two column ranges")
+    text = _edited("t39/prepipe", "gemm_epi_split_sm90", "tensor<128x256xf32, #mma> -> tensor<128x2x128xf32",
+                   "tensor<128x256xf32, #mma> -> tensor<128x128x2xf32")
+    _refused_at(text, "tt.split", "two column ranges")
 
 
 def test_a_division_of_the_rows_in_a_loop_load_is_an_error():
@@ -188,7 +234,8 @@ def test_w8a16_converts_the_int8_tile_in_the_loop_and_scales_after_it():
         assert [op.opcode for op in g.epilogue.ops] == ["convert", "mul", "convert"], form
 
 
-COMPILED = ["attn_causal_oneloop_sm90", "attn_mla_sm90", "gemm_w8a16_sm100", "attn_lse_sm90"]
+COMPILED = ["attn_causal_oneloop_sm90", "attn_mla_sm90", "gemm_w8a16_sm100", "attn_lse_sm90", "gemm_epi_split_sm90",
+            "gemm_epi_split_sm100"]
 
 
 @pytest.mark.slow

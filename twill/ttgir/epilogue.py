@@ -20,6 +20,7 @@ from .parser import MOp
 from .opnames import ATOMICS
 from .provenance import LOADS, STORES, Signature, func_args, signature  # noqa: F401 (signature: lower.py's)
 from .values import Const
+from .parts import Part, PartStore, Shaped, merged, permuted, reshaped, split
 
 VIEWS = {"ttng.warp_group_dot_wait", "ttg.convert_layout", "tt.broadcast", "tt.splat", "tt.expand_dims", "tt.reshape", "ttg.memdesc_index",
          "ttg.memdesc_subview", "ttng.tmem_subslice", "ttg.memdesc_reinterpret"}
@@ -102,6 +103,9 @@ class _After:
         # carry's last value for an op the loop yields (the drained last iteration), else PEELED
         self.peeled: dict[tuple, object] = {}
         self.int_args: set[str] = set()  # integer scalar arguments: a float conversion of one is a scalar
+        self.part_stores: list[PartStore] = []  # stores of column parts of a tile (parts.py)
+        self.whole_ops: dict[tuple, EVal] = {}  # an op on parts, as the op on the whole tiles: one per op
+        self.widen: tuple | None = None  # the whole tile's shape, while an op on parts is computed whole
 
     def error(self, op: MOp, message: str, hint: str | None = None) -> InputError:
         return InputError(Diagnostic(message, self.lw.span(op), hint))
@@ -126,7 +130,7 @@ class _After:
         tt = mtype.tile()
         if tt is None:
             raise self.error(op, f"'{op.name}' after the loop makes a tile of '{mtype.elem}', which .tir has no dtype for")
-        return tt
+        return replace(tt, shape=self.widen) if self.widen is not None else tt
 
     def add(self, op: MOp, opcode: str, operands: list, attrs=(), type_=None) -> EVal:
         t = type_ or self.result_type(op)
@@ -158,11 +162,16 @@ class _After:
             self.branch(op)
             return
         vals = [self.get(n) for n, _ in op.operands()]
+        if any(isinstance(v, (Part, Shaped)) for v in vals):
+            self.on_part(op, vals)
+            return
         live = [v for v in vals if isinstance(v, EVal)]
         names = [n for n, _ in op.operands()]
         if op.name in ("arith.sitofp", "arith.uitofp") and len(names) == 1 and names[0] in self.int_args \
                 and op.results:  # float(N) of an integer argument (a mean's s / N): the scalar N
             self.bind(op, EVal("scalar", names[0]))
+            return
+        if op.name == "ttng.tmem_subslice" and live and op.results and self.subslice(op, live[0]):
             return
         if op.name in SLICES and live and not self._same_elements(op):
             raise InputError(*self.error(
@@ -285,8 +294,108 @@ class _After:
         arg = self.sig.stores.get(f"{op.head.line}:{op.head.col}")
         self.stores.append((value, arg, self.lw.span(op)))
 
+    # -- column parts of a tile (parts.py) ------------------------------------------------------
+
+    def subslice(self, op: MOp, whole: EVal) -> bool:
+        """``ttng.tmem_subslice`` of the loop's buffer ``{offset = O}`` (Triton 3.6: ``{N = O}``) along its
+        columns: a Part of the carry. False where its shapes are not [M, N] -> [M, W] with O + W <= N."""
+        from .opnames import int_attr
+        ins, outs = self.lw.signature(op)
+        start = int_attr(op, "offset")
+        start = int_attr(op, "N") if start is None else start
+        if not ins or not outs or start is None or len(ins[0].shape) != 2 or len(outs[0].shape) != 2:
+            return False
+        (m, n), (m2, w) = ins[0].shape, outs[0].shape
+        if m != m2 or start < 0 or start + w > n:
+            return False
+        self.bind(op, Part(whole, start, w, n))
+        return True
+
+    def on_part(self, op: MOp, vals: list) -> None:
+        """An op reading a column part of a tile, or a tile reshaped to split it: views keep it, tt.trans
+        and tt.split follow the columns, elementwise ops are the same op on the whole tiles, stores
+        are recorded (merged into whole stores at the end); anything else is a located error."""
+        parts = [v for v in vals if isinstance(v, (Part, Shaped))]
+        x = parts[0]
+        if op.name in STORES:
+            from .memory import edge_mask
+            edge_mask(self.lw, op, after_loop=True)
+            if not isinstance(x, Part):
+                raise self.error(op, "a tile reshaped to 3 dimensions is stored after the loop: not imported")
+            names = [n for n, _ in op.operands()]
+            arg = self.sig.stores.get(f"{op.head.line}:{op.head.col}")
+            addr = self.lw.addresses
+            if op.name == "tt.store":
+                self.part_stores.append(PartStore(x, arg, self.lw.span(op), addr.of(names[0]), "pointer"))
+            else:
+                self.part_stores.append(PartStore(x, arg, self.lw.span(op), tuple(addr.of(n) for n in names[1:-1]),
+                                                  "coords"))
+            return
+        if op.name == "tt.trans" and isinstance(x, Shaped):
+            order = _order(op)
+            p = permuted(x, order)
+            if p is None:
+                raise self.error(op, f"'tt.trans' {order} of a reshaped tile after the loop moves its rows: not imported")
+            self.bind(op, p)
+            return
+        if op.name == "tt.split" and isinstance(x, Shaped) and len(op.results) == 2:
+            halves = split(x)
+            if halves is None:
+                raise self.error(op, "'tt.split' after the loop of columns that are not two ranges (a reshape to [M, N/2, 2] "
+                                     "split: the even and the odd columns): only a split into two column ranges "
+                                     "(reshape [M, 2, N/2], permute (0, 2, 1), split) is imported")
+            for r, h in zip(op.results, halves):
+                self.env[r] = h
+            return
+        if op.name == "ttng.warp_group_dot_wait":
+            for r, v in zip(op.results, vals):
+                self.env[r] = v
+            return
+        if op.name in ("ttg.convert_layout", "ttng.tmem_load", "ttg.local_load", "ttg.local_alloc") or (
+                op.name in VIEWS and isinstance(x, Part) and self._same_elements(op)):
+            self.bind(op, x)
+            return
+        elementwise = op.name in CONVERTS or op.name in UNARY or op.name in BINARY or op.name in TERNARY \
+            or op.name in ("math.exp2", "arith.cmpf")
+        others_ok = all(isinstance(v, Part) or _number(v) or (isinstance(v, EVal) and v.kind == "scalar")
+                        for v in vals)
+        spans = {(p.start, p.width, p.total) for p in parts if isinstance(p, Part)}
+        if not elementwise or not others_ok or len(spans) != 1 or not all(isinstance(p, Part) for p in parts) \
+                or not op.results:
+            raise self.error(op, f"'{op.name}' after the loop on a column part of the loop's result (a half from "
+                                 "tl.split or ttng.tmem_subslice): only elementwise ops with scalar operands and "
+                                 "stores of the parts are imported",
+                             "store the whole tile (one tl.store of the accumulator)")
+        wholes = [v.whole if isinstance(v, Part) else v for v in vals]
+        attrs = tuple(t.text for t in op.tokens[:next((i for i, t in enumerate(op.tokens) if t.is_(":")),
+                                                      len(op.tokens))] if t.kind != "ssa")
+        key = (op.name, tuple(map(repr, wholes)), attrs)
+        if key not in self.whole_ops:
+            shape = self._whole_shape(x)
+            self.widen = shape
+            try:
+                self.whole_ops[key] = self.compute(op, wholes)
+            finally:
+                self.widen = None
+        self.bind(op, Part(self.whole_ops[key], x.start, x.width, x.total))
+
+    def _whole_shape(self, p: Part) -> tuple:
+        w = p.whole
+        if w.kind == "op":
+            return self.ops[w.key].type.shape
+        carry = next((c for c in self.lw.carries if c.ssa == w.key), None)
+        if carry is None:
+            return None
+        return tuple(carry.type.shape)
+
     def compute(self, op: MOp, vals: list) -> EVal:
         name = op.name
+        if name == "tt.reshape" and vals and isinstance(vals[0], EVal) and not (
+                vals[0].kind == "op" and self.ops[vals[0].key].opcode == "join"):
+            ins, outs = self.lw.signature(op)
+            shaped = reshaped(vals[0], ins[0].shape, outs[0].shape) if ins and outs else None
+            if shaped is not None:
+                return shaped
         if name in ("tt.join", "tt.reshape"):
             return self.join(op, vals)
         if name in CONVERTS and isinstance(vals[0], EVal) and vals[0].kind == "op" and self.ops[vals[0].key].opcode == "join":
@@ -387,6 +496,22 @@ def _axis(op: MOp) -> int | None:
     return int_attr(op, "axis")
 
 
+def _order(op: MOp) -> list[int] | None:
+    """tt.trans's `order = array<i32: 0, 2, 1>`."""
+    toks = [t.text.rstrip(",:") for t in op.tokens]
+    if "order" not in toks:
+        return None
+    out = []
+    for t in toks[toks.index("order") + 1:]:
+        if t.lstrip("-").isdigit():
+            out.append(int(t))
+        elif out and t.startswith(">"):
+            break
+        elif t in ("}", ">", "}>"):
+            break
+    return out or None
+
+
 def _scalar():
     from .values import SCALAR
     return SCALAR
@@ -447,6 +572,7 @@ def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=(), star
         _add_start(walk, lw.carries[s.carry], s)
     for op in after:
         walk.lower(op)
+    walk.stores.extend(merged(walk.part_stores))
     used = _live(walk)
     read_scalars = sorted({o.key for i in used for o in walk.ops[i].operands if isinstance(o, EVal) and o.kind == "scalar"},
                           key=[n for n, _ in sig.args].index)

@@ -1,0 +1,130 @@
+"""Column parts of a tile after the loop: the persistent tutorial's EPILOGUE_SUBTILE.
+
+`acc = tl.reshape(acc, (BM, 2, BN // 2)); acc = tl.permute(acc, (0, 2, 1)); acc0, acc1 = tl.split(acc)`
+(on sm_100 after the pipeliner, two `ttng.tmem_subslice`s of the accumulator) makes two tiles, each
+a range of the accumulator's columns; each is converted and stored to its column range of C. The
+epilogue follows such a value as a `Part` of a whole one (a column range), the elementwise ops on
+the parts as the same op on the whole tile (one op, where the parts' ops are the same), and the
+stores of the parts as ONE store of the whole tile, where the addresses prove it is that: every
+part of one whole value stored to one argument, the parts' column ranges exactly the tile's columns
+(no overlap, no gap), and each part's address the first part's moved by its column offset along a
+column of stride 1 (docs/ttgir-import.md, section 11). Anything else on a part is a located error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import Diagnostic, InputError, Span
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """A tile [M, N] seen as [M, d1, d2, ...]: `dims` the column axes, each (size, column stride)."""
+
+    whole: object  # an EVal
+    width: int  # N
+    dims: tuple
+
+
+@dataclass(frozen=True)
+class Part:
+    """Columns [start, start + width) of `whole` (an EVal, `total` columns wide)."""
+
+    whole: object
+    start: int
+    width: int
+    total: int
+
+
+@dataclass(frozen=True)
+class PartStore:
+    part: Part
+    arg: str | None
+    span: Span
+    address: object  # addresses.Addr of a pointer store; a tuple of Addr (coordinates) of a descriptor store
+    kind: str  # "pointer" or "coords"
+
+
+def reshaped(whole, in_shape, out_shape) -> Shaped | None:
+    """[M, N] -> [M, d1, ..., dk] with d1 * ... * dk = N: row-major column strides."""
+    if len(in_shape) != 2 or len(out_shape) < 3 or out_shape[0] != in_shape[0]:
+        return None
+    sizes = list(out_shape[1:])
+    prod = 1
+    for d in sizes:
+        prod *= d
+    if prod != in_shape[1]:
+        return None
+    strides, s = [], 1
+    for d in reversed(sizes):
+        strides.append(s)
+        s *= d
+    return Shaped(whole, in_shape[1], tuple(zip(sizes, reversed(strides))))
+
+
+def permuted(s: Shaped, order: list[int] | None) -> Shaped | None:
+    """tt.trans of a shaped tile that keeps the rows first."""
+    if not order or order[0] != 0 or sorted(order) != list(range(len(s.dims) + 1)):
+        return None
+    return Shaped(s.whole, s.width, tuple(s.dims[o - 1] for o in order[1:]))
+
+
+def split(s: Shaped) -> tuple[Part, Part] | None:
+    """tt.split of the last axis (size 2): two parts, where each is a contiguous column range (the
+    other axes, dropping those of size 1, one axis of stride 1 whose size is the last axis' stride);
+    None where the halves interleave (a reshape [M, N/2, 2] split: the even and the odd columns)."""
+    *rest, (two, stride) = s.dims
+    rest = [d for d in rest if d[0] != 1]
+    if two != 2 or len(rest) != 1 or rest[0][1] != 1 or rest[0][0] != stride:
+        return None
+    return Part(s.whole, 0, stride, s.width), Part(s.whole, stride, stride, s.width)
+
+
+def merged(stores: list[PartStore]) -> list[tuple]:
+    """The stores of parts as stores of whole values: (whole EVal, argument, span), or a located
+    error where the parts stored are not provably the whole tile stored once."""
+    groups: dict = {}
+    for st in stores:
+        groups.setdefault((st.arg, st.part.whole), []).append(st)
+    out = []
+    for (arg, whole), group in groups.items():
+        group.sort(key=lambda st: st.part.start)
+        first, total = group[0], group[0].part.total
+        end = 0
+        for st in group:
+            if st.part.start != end:
+                what = "overlap" if st.part.start < end else "leave a gap between them"
+                raise _error(st, f"the parts of the tile stored to '{arg}' {what} (columns "
+                                 f"{st.part.start}..{st.part.start + st.part.width} after ..{end}): only stores "
+                                 "of parts that are together the whole tile, each once, are imported")
+            end += st.part.width
+            _same_place(first, st)
+        if end != total:
+            raise _error(group[-1], f"the parts stored to '{arg}' are columns 0..{end} of a tile of {total}: "
+                                    "an epilogue storing a part of a tile is not imported (the graph stores whole tiles)")
+        out.append((whole, arg, first.span))
+    return out
+
+
+def _same_place(first: PartStore, st: PartStore) -> None:
+    """st's address is first's moved right by the parts' column offset, along columns of stride 1."""
+    from .addresses import _add, _integer
+    shift = st.part.start - first.part.start
+    ok = False
+    if first.kind == st.kind == "pointer" and first.address is not None and st.address is not None:
+        a, b = first.address, st.address
+        ok = (a.base == b.base and a.coefs == b.coefs and a.coefs and _integer(a.coefs[-1]) == 1
+              and _integer(_add(b.const, a.const, -1)) == shift)
+    elif first.kind == st.kind == "coords" and None not in first.address + st.address \
+            and len(first.address) == len(st.address) >= 1:
+        rows = all(x.const == y.const and not x.coefs and not y.coefs
+                   for x, y in zip(first.address[:-1], st.address[:-1]))
+        ok = rows and _integer(_add(st.address[-1].const, first.address[-1].const, -1)) == shift
+    if not ok:
+        raise _error(st, f"this store of columns {st.part.start}..{st.part.start + st.part.width} of the tile "
+                         "is not provably at the first part's address moved by that many columns (of stride 1): "
+                         "the parts are not imported as one store of the tile")
+
+
+def _error(st: PartStore, message: str) -> InputError:
+    return InputError(Diagnostic(message, st.span, "store the whole tile (one tl.store of the accumulator)"))
