@@ -40,7 +40,7 @@ REFUSED = {
     # A's rows (n, oh + kh - 1, ow + kw - 1) from // and %; after the pipeliner the border mask is met first
     "conv2d_nhwc": (r"tt\.load|async_copy_global_to_local", f"{DIVISION}|which is not a bound of the tensor's edge"),
     # tl.max(tl.abs(acc)) over the whole tile: a reshape to 1-D first (then the atomic_max)
-    "gemm_fp8_out_amax": (r"tt\.reshape", "only a join of two"),
+    "gemm_fp8_out_amax": (r"tt\.reshape", "no whole-tile reduction"),
     # acc += dot(xa, B_lora) after the loop
     "gemm_lora": (r"warp_group_dot|tc_gen5_mma", "the epilogue has no op for it|outside any loop is not imported"),
 }
@@ -255,3 +255,45 @@ def test_heldout5_dump_solves_verifies_emits_and_compiles_clean(name, tmp_path):
     spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
     assert spills <= {0}, err[-2000:]
     assert "C7515" not in err and "serialized" not in err, err[-2000:]
+
+
+TMA = Path(__file__).parent / "data" / "ttgir" / "corpus" / "prepipe" / "gemm_persistent_tma_sm90.ttgir"
+_WHOLE = """      %3 = arith.truncf %acc : tensor<128x128xf32, #mma> to tensor<128x128xf16, #mma> loc(#loc21)
+      %4 = ttg.convert_layout %3 : tensor<128x128xf16, #mma> -> tensor<128x128xf16, #blocked1> loc(#loc22)
+      tt.descriptor_store %c_desc[%off_m_4, %off_n_5], %4 : !tt.tensordesc<128x128xf16, #shared>, tensor<128x128xf16, #blocked1> loc(#loc22)
+"""
+_SUBTILED = """      %r = tt.reshape %acc : tensor<128x128xf32, #mma> -> tensor<128x2x64xf32, #mma> loc(#loc21)
+      %t = tt.trans %r {order = array<i32: 0, 2, 1>} : tensor<128x2x64xf32, #mma> -> tensor<128x64x2xf32, #mma> loc(#loc21)
+      %h0, %h1 = tt.split %t : tensor<128x64x2xf32, #mma> -> tensor<128x64xf32, #mma> loc(#loc21)
+      %s0 = arith.mulf %h0, %cst2 : tensor<128x64xf32, #mma> loc(#loc21)
+      %c0 = arith.truncf %s0 : tensor<128x64xf32, #mma> to tensor<128x64xf16, #mma> loc(#loc21)
+      tt.descriptor_store %c_desc[%off_m_4, %off_n_5], %c0 : !tt.tensordesc<128x64xf16, #shared>, tensor<128x64xf16, #mma> loc(#loc22)
+      %s1 = arith.mulf %h1, %cst2 : tensor<128x64xf32, #mma> loc(#loc21)
+      %c1 = arith.truncf %s1 : tensor<128x64xf32, #mma> to tensor<128x64xf16, #mma> loc(#loc21)
+      %off_h = arith.addi %off_n_5, %c64_i32 : i32 loc(#loc22)
+      tt.descriptor_store %c_desc[%off_m_4, %off_h], %c1 : !tt.tensordesc<128x64xf16, #shared>, tensor<128x64xf16, #mma> loc(#loc22)
+"""
+_CST2 = "      %cst2 = arith.constant dense<2.000000e+00> : tensor<128x64xf32, #mma> loc(#loc21)\n"
+
+
+def test_a_subtiled_descriptor_store_is_the_whole_tile_stored_by_its_coordinates():
+    """The persistent tutorial's form: each half (scaled, converted) stored through the descriptor at
+    column coordinate off_n and off_n + BN/2: the graph of the whole tile scaled and stored once."""
+    text = TMA.read_text()
+    assert _WHOLE in text
+    subtiled = text.replace(_WHOLE, _CST2 + _SUBTILED)
+    graph, _ = import_ttgir(subtiled, "subtiled.ttgir")
+    whole, _ = import_ttgir(text.replace(_WHOLE, _WHOLE.replace(
+        "%3 = arith.truncf %acc :", "%cst2 = arith.constant dense<2.000000e+00> : tensor<128x128xf32, #mma> loc(#loc21)\n"
+        "      %s0 = arith.mulf %acc, %cst2 : tensor<128x128xf32, #mma> loc(#loc21)\n      %c0 = arith.truncf %s0 :")
+        .replace("convert_layout %3", "convert_layout %c0")), "whole.ttgir")
+    out = print_tir(graph)
+    assert "s0 = mul acc    : f32[128,128] {scalar = 2.0}" in out, out
+    assert out == print_tir(whole)
+    # the second half 32 columns right of the first: columns 32..96 twice, 96..128 never
+    shifted = subtiled.replace("%off_h = arith.addi %off_n_5, %c64_i32", "%off_h = arith.addi %off_n_5, %c32_i32") \
+        .replace("%cst2 = arith.constant", "%c32_i32 = arith.constant 32 : i32 loc(#loc21)\n      %cst2 = arith.constant", 1)
+    _refused_at(shifted, "tt.descriptor_store", "not provably at the first part's address")
+    # a half scaled by a tile (not a scalar) is refused at the op
+    tile = subtiled.replace("%s1 = arith.mulf %h1, %cst2", "%s1 = arith.mulf %h1, %h0")
+    _refused_at(tile, "arith.mulf", "only elementwise ops with scalar operands")

@@ -396,6 +396,12 @@ class _After:
             shaped = reshaped(vals[0], ins[0].shape, outs[0].shape) if ins and outs else None
             if shaped is not None:
                 return shaped
+            if ins and outs and len(ins[0].shape) == 2 and len(outs[0].shape) == 1:
+                raise self.error(op, "'tt.reshape' after the loop of a tile to one dimension (a reduction of the "
+                                     "whole tile to one value, `tl.max(x)` with no axis, as an amax): the epilogue "
+                                     "has no whole-tile reduction (only `reduce_* {axis = 1}`, one value a row), "
+                                     "nor an atomic output", "reduce along axis 1 in the kernel and store the "
+                                     "row values; reduce them on the host")
         if name in ("tt.join", "tt.reshape"):
             return self.join(op, vals)
         if name in CONVERTS and isinstance(vals[0], EVal) and vals[0].kind == "op" and self.ops[vals[0].key].opcode == "join":
