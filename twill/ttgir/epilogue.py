@@ -372,6 +372,9 @@ class _After:
         key = (op.name, tuple(map(repr, wholes)), attrs)
         if key not in self.whole_ops:
             shape = self._whole_shape(x)
+            if shape is None or len(shape) != 2 or shape[1] != x.total:
+                raise self.error(op, f"'{op.name}' after the loop on a column part of a value whose whole tile "
+                                     "the importer cannot type: not imported")
             self.widen = shape
             try:
                 self.whole_ops[key] = self.compute(op, wholes)
@@ -379,14 +382,15 @@ class _After:
                 self.widen = None
         self.bind(op, Part(self.whole_ops[key], x.start, x.width, x.total))
 
-    def _whole_shape(self, p: Part) -> tuple:
+    def _whole_shape(self, p: Part) -> tuple | None:
+        """The shape of the tile `p` is a part of (None: not known)."""
         w = p.whole
         if w.kind == "op":
-            return self.ops[w.key].type.shape
-        carry = next((c for c in self.lw.carries if c.ssa == w.key), None)
-        if carry is None:
-            return None
-        return tuple(carry.type.shape)
+            return tuple(self.ops[w.key].type.shape)
+        if w.kind == "input":
+            return tuple(self.inputs[w.key].type.shape)
+        carry = next((c for c in self.lw.carries if c.ssa == w.key), None) if w.kind == "carry" else None
+        return tuple(carry.type.shape) if carry is not None else None
 
     def compute(self, op: MOp, vals: list) -> EVal:
         name = op.name
