@@ -347,6 +347,14 @@ class _After:
             for r, h in zip(op.results, halves):
                 self.env[r] = h
             return
+        if op.name == "tt.reshape" and isinstance(x, Part) and not self._same_elements(op):
+            ins, outs = self.lw.signature(op)  # a half reshaped to be split again (a nested subtile)
+            shaped = reshaped(x.whole, ins[0].shape, outs[0].shape, x.start, x.total) if ins and outs else None
+            if shaped is None or ins[0].shape[1] != x.width:
+                raise self.error(op, "'tt.reshape' after the loop of a column part of a tile, other than [M, W] to "
+                                     "[M, d1, .., dk]: not imported")
+            self.bind(op, shaped)
+            return
         if op.name == "ttng.warp_group_dot_wait":
             for r, v in zip(op.results, vals):
                 self.env[r] = v

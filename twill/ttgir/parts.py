@@ -19,11 +19,13 @@ from ..errors import Diagnostic, InputError, Span
 
 @dataclass(frozen=True)
 class Shaped:
-    """A tile [M, N] seen as [M, d1, d2, ...]: `dims` the column axes, each (size, column stride)."""
+    """Columns of a tile [M, total] seen as [M, d1, d2, ...]: `dims` the column axes, each (size, column
+    stride), from column `offset` (a part reshaped again: a split of a half)."""
 
     whole: object  # an EVal
-    width: int  # N
+    total: int
     dims: tuple
+    offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,9 @@ class PartStore:
     kind: str  # "pointer" or "coords"
 
 
-def reshaped(whole, in_shape, out_shape) -> Shaped | None:
-    """[M, N] -> [M, d1, ..., dk] with d1 * ... * dk = N: row-major column strides."""
+def reshaped(whole, in_shape, out_shape, offset: int = 0, total: int | None = None) -> Shaped | None:
+    """[M, W] (columns offset.. of a tile `total` wide) -> [M, d1, ..., dk], d1 * ... * dk = W: row-major
+    column strides."""
     if len(in_shape) != 2 or len(out_shape) < 3 or out_shape[0] != in_shape[0]:
         return None
     sizes = list(out_shape[1:])
@@ -59,25 +62,32 @@ def reshaped(whole, in_shape, out_shape) -> Shaped | None:
     for d in reversed(sizes):
         strides.append(s)
         s *= d
-    return Shaped(whole, in_shape[1], tuple(zip(sizes, reversed(strides))))
+    return Shaped(whole, in_shape[1] if total is None else total, tuple(zip(sizes, reversed(strides))), offset)
 
 
 def permuted(s: Shaped, order: list[int] | None) -> Shaped | None:
     """tt.trans of a shaped tile that keeps the rows first."""
     if not order or order[0] != 0 or sorted(order) != list(range(len(s.dims) + 1)):
         return None
-    return Shaped(s.whole, s.width, tuple(s.dims[o - 1] for o in order[1:]))
+    return Shaped(s.whole, s.total, tuple(s.dims[o - 1] for o in order[1:]), s.offset)
 
 
-def split(s: Shaped) -> tuple[Part, Part] | None:
-    """tt.split of the last axis (size 2): two parts, where each is a contiguous column range (the
-    other axes, dropping those of size 1, one axis of stride 1 whose size is the last axis' stride);
-    None where the halves interleave (a reshape [M, N/2, 2] split: the even and the odd columns)."""
+def split(s: Shaped) -> tuple | None:
+    """tt.split of the last axis (size 2, stride S): two halves, the second S columns right of the
+    first. A half whose other axes (dropping those of size 1) are one axis of stride 1 is a Part, a
+    contiguous column range; one of several axes is still Shaped (split again, a nested subtile);
+    None where the columns of a half are not contiguous (a reshape [M, N/2, 2] split: the even and
+    the odd columns)."""
     *rest, (two, stride) = s.dims
     rest = [d for d in rest if d[0] != 1]
-    if two != 2 or len(rest) != 1 or rest[0][1] != 1 or rest[0][0] != stride:
+    if two != 2 or not rest:
         return None
-    return Part(s.whole, 0, stride, s.width), Part(s.whole, stride, stride, s.width)
+    if len(rest) == 1:
+        size, step = rest[0]
+        if step != 1:
+            return None
+        return tuple(Part(s.whole, s.offset + k * stride, size, s.total) for k in (0, 1))
+    return tuple(Shaped(s.whole, s.total, tuple(rest), s.offset + k * stride) for k in (0, 1))
 
 
 def merged(stores: list[PartStore]) -> list[tuple]:
