@@ -331,3 +331,43 @@ def test_a_tile_subtiled_twice_is_the_whole_tile_stored_once():
     # are each written where another belongs
     _refused_at(text.replace(_WHOLE, _quarters((0, 64, 32, 96))), "tt.descriptor_store",
                 "not provably at the first part's address")
+
+
+TMA_AFTER = Path(__file__).parent / "data" / "ttgir" / "corpus" / "after" / "gemm_persistent_tma_sm90.ttgir"
+_AFTER_WHOLE = """      %4 = arith.truncf %acc_21 : tensor<128x128xf32, #mma> to tensor<128x128xf16, #mma> loc(#loc22)
+      ttng.async_tma_store_wait {pendings = 0 : i32, read_only} loc(#loc12)
+      ttg.local_store %4, %3 : tensor<128x128xf16, #mma> -> !ttg.memdesc<128x128xf16, #shared, #smem, mutable> loc(#loc12)
+      ttng.fence_async_shared {bCluster = false} loc(#loc12)
+      ttng.async_tma_copy_local_to_global %c_desc_6[%off_m_9, %off_n_10] %3 : !tt.tensordesc<128x128xf16, #shared>, !ttg.memdesc<128x128xf16, #shared, #smem, mutable> loc(#loc12)
+"""
+
+
+def _after_halves(shift: int) -> str:
+    t = "tensor<128x64x{}, #mma>"
+    out = ["      %r = tt.reshape %acc_21 : tensor<128x128xf32, #mma> -> tensor<128x2x64xf32, #mma> loc(#loc22)",
+           "      %t = tt.trans %r {order = array<i32: 0, 2, 1>} : tensor<128x2x64xf32, #mma> -> tensor<128x64x2xf32, "
+           "#mma> loc(#loc22)",
+           f"      %h0, %h1 = tt.split %t : tensor<128x64x2xf32, #mma> -> {t.format('f32')} loc(#loc22)",
+           f"      %hk = arith.constant {shift} : i32 loc(#loc12)",
+           "      %hn0 = arith.addi %off_n_10, %hk : i32 loc(#loc12)"]
+    for h, col in ((0, "%off_n_10"), (1, "%hn0")):
+        out += [f"      %hc{h} = arith.truncf %h{h} : {t.format('f32')} to {t.format('f16')} loc(#loc22)",
+                "      ttng.async_tma_store_wait {pendings = 0 : i32, read_only} loc(#loc12)",
+                f"      ttg.local_store %hc{h}, %3 : {t.format('f16')} -> !ttg.memdesc<128x64xf16, #shared, #smem, "
+                "mutable> loc(#loc12)",
+                "      ttng.fence_async_shared {bCluster = false} loc(#loc12)",
+                f"      ttng.async_tma_copy_local_to_global %c_desc_6[%off_m_9, {col}] %3 : !tt.tensordesc<128x64xf16, "
+                "#shared>, !ttg.memdesc<128x64xf16, #shared, #smem, mutable> loc(#loc12)"]
+    return "\n".join(out) + "\n"
+
+
+def test_subtiled_tma_stores_from_shared_memory_after_the_pipeliner_are_the_whole_tile():
+    """After the pipeliner a descriptor store is a local_store into a staging buffer and a TMA copy
+    from it: each half through the same buffer, at column coordinates off_n and off_n + 64."""
+    text = TMA_AFTER.read_text()
+    assert _AFTER_WHOLE in text
+    graph, _ = import_ttgir(text.replace(_AFTER_WHOLE, _after_halves(64)), "after.ttgir")
+    plain, _ = import_ttgir(text, "plain.ttgir")
+    assert print_tir(graph) == print_tir(plain)
+    _refused_at(text.replace(_AFTER_WHOLE, _after_halves(48)), "async_tma_copy_local_to_global",
+                "not provably at the first part's address")

@@ -359,6 +359,9 @@ class _After:
             for r, v in zip(op.results, vals):
                 self.env[r] = v
             return
+        if op.name in MEMORY_STORES and isinstance(x, Part) and vals[0] is x and len(vals) >= 2:
+            self.env[op.operands()[1][0]] = x  # the buffer now holds the part (a TMA store's staging)
+            return
         if op.name in ("ttg.convert_layout", "ttng.tmem_load", "ttg.local_load", "ttg.local_alloc") or (
                 op.name in VIEWS and isinstance(x, Part) and self._same_elements(op)):
             self.bind(op, x)
