@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import Diagnostic, InputError, Span
+from .parser import MOp
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,134 @@ def split(s: Shaped) -> tuple | None:
             return None
         return tuple(Part(s.whole, s.offset + k * stride, size, s.total) for k in (0, 1))
     return tuple(Shaped(s.whole, s.total, tuple(rest), s.offset + k * stride) for k in (0, 1))
+
+
+class Parted:
+    """The epilogue walker's (epilogue._After's) handling of parts: what makes them and what reads them."""
+
+    def subslice(self, op: MOp, whole: EVal) -> bool:
+        """``ttng.tmem_subslice`` of the loop's buffer ``{offset = O}`` (Triton 3.6: ``{N = O}``) along its
+        columns: a Part of the carry. False where its shapes are not [M, N] -> [M, W] with O + W <= N."""
+        from .opnames import int_attr
+        ins, outs = self.lw.signature(op)
+        start = int_attr(op, "offset")
+        start = int_attr(op, "N") if start is None else start
+        if not ins or not outs or start is None or len(ins[0].shape) != 2 or len(outs[0].shape) != 2:
+            return False
+        (m, n), (m2, w) = ins[0].shape, outs[0].shape
+        if m != m2 or start < 0 or start + w > n:
+            return False
+        self.bind(op, Part(whole, start, w, n))
+        return True
+
+    def on_part(self, op: MOp, vals: list) -> None:
+        """An op reading a column part of a tile, or a tile reshaped to split it: views keep it, tt.trans
+        and tt.split follow the columns, elementwise ops are the same op on the whole tiles, stores
+        are recorded (merged into whole stores at the end); anything else is a located error."""
+        from .epilogue import BINARY, CONVERTS, MEMORY_STORES, STORES, TERNARY, UNARY, VIEWS, EVal, _number
+        parts = [v for v in vals if isinstance(v, (Part, Shaped))]
+        x = parts[0]
+        if op.name in STORES:
+            from .memory import edge_mask
+            edge_mask(self.lw, op, after_loop=True)
+            if not isinstance(x, Part):
+                raise self.error(op, "a tile reshaped to 3 dimensions is stored after the loop: not imported")
+            names = [n for n, _ in op.operands()]
+            arg = self.sig.stores.get(f"{op.head.line}:{op.head.col}")
+            addr = self.lw.addresses
+            if op.name == "tt.store":
+                self.part_stores.append(PartStore(x, arg, self.lw.span(op), addr.of(names[0]), "pointer"))
+            else:
+                self.part_stores.append(PartStore(x, arg, self.lw.span(op), tuple(addr.of(n) for n in names[1:-1]),
+                                                  "coords"))
+            return
+        if op.name == "tt.trans" and isinstance(x, Shaped):
+            order = _order(op)
+            p = permuted(x, order)
+            if p is None:
+                raise self.error(op, f"'tt.trans' {order} of a reshaped tile after the loop moves its rows: not imported")
+            self.bind(op, p)
+            return
+        if op.name == "tt.split" and isinstance(x, Shaped) and len(op.results) == 2:
+            halves = split(x)
+            if halves is None:
+                raise self.error(op, "'tt.split' after the loop of columns that are not two ranges (a reshape to [M, N/2, 2] "
+                                     "split: the even and the odd columns): only a split into two column ranges "
+                                     "(reshape [M, 2, N/2], permute (0, 2, 1), split) is imported")
+            for r, h in zip(op.results, halves):
+                self.env[r] = h
+            return
+        if op.name == "tt.reshape" and isinstance(x, Part) and not self._same_elements(op):
+            ins, outs = self.lw.signature(op)  # a half reshaped to be split again (a nested subtile)
+            shaped = reshaped(x.whole, ins[0].shape, outs[0].shape, x.start, x.total) if ins and outs else None
+            if shaped is None or ins[0].shape[1] != x.width:
+                raise self.error(op, "'tt.reshape' after the loop of a column part of a tile, other than [M, W] to "
+                                     "[M, d1, .., dk]: not imported")
+            self.bind(op, shaped)
+            return
+        if op.name == "ttng.warp_group_dot_wait":
+            for r, v in zip(op.results, vals):
+                self.env[r] = v
+            return
+        if op.name in MEMORY_STORES and isinstance(x, Part) and vals[0] is x and len(vals) >= 2:
+            self.env[op.operands()[1][0]] = x  # the buffer now holds the part (a TMA store's staging)
+            return
+        if op.name in ("ttg.convert_layout", "ttng.tmem_load", "ttg.local_load", "ttg.local_alloc") or (
+                op.name in VIEWS and isinstance(x, Part) and self._same_elements(op)):
+            self.bind(op, x)
+            return
+        elementwise = op.name in CONVERTS or op.name in UNARY or op.name in BINARY or op.name in TERNARY \
+            or op.name in ("math.exp2", "arith.cmpf")
+        others_ok = all(isinstance(v, Part) or _number(v) or (isinstance(v, EVal) and v.kind == "scalar")
+                        for v in vals)
+        spans = {(p.start, p.width, p.total) for p in parts if isinstance(p, Part)}
+        if not elementwise or not others_ok or len(spans) != 1 or not all(isinstance(p, Part) for p in parts) \
+                or not op.results:
+            raise self.error(op, f"'{op.name}' after the loop on a column part of the loop's result (a half from "
+                                 "tl.split or ttng.tmem_subslice): only elementwise ops with scalar operands and "
+                                 "stores of the parts are imported",
+                             "store the whole tile (one tl.store of the accumulator)")
+        wholes = [v.whole if isinstance(v, Part) else v for v in vals]
+        attrs = tuple(t.text for t in op.tokens[:next((i for i, t in enumerate(op.tokens) if t.is_(":")),
+                                                      len(op.tokens))] if t.kind != "ssa")
+        key = (op.name, tuple(map(repr, wholes)), attrs)
+        if key not in self.whole_ops:
+            shape = self._whole_shape(x)
+            if shape is None or len(shape) != 2 or shape[1] != x.total:
+                raise self.error(op, f"'{op.name}' after the loop on a column part of a value whose whole tile "
+                                     "the importer cannot type: not imported")
+            self.widen = shape
+            try:
+                self.whole_ops[key] = self.compute(op, wholes)
+            finally:
+                self.widen = None
+        self.bind(op, Part(self.whole_ops[key], x.start, x.width, x.total))
+
+    def _whole_shape(self, p: Part) -> tuple | None:
+        """The shape of the tile `p` is a part of (None: not known)."""
+        w = p.whole
+        if w.kind == "op":
+            return tuple(self.ops[w.key].type.shape)
+        if w.kind == "input":
+            return tuple(self.inputs[w.key].type.shape)
+        carry = next((c for c in self.lw.carries if c.ssa == w.key), None) if w.kind == "carry" else None
+        return tuple(carry.type.shape) if carry is not None else None
+
+
+def _order(op: MOp) -> list[int] | None:
+    """tt.trans's `order = array<i32: 0, 2, 1>`."""
+    toks = [t.text.rstrip(",:") for t in op.tokens]
+    if "order" not in toks:
+        return None
+    out = []
+    for t in toks[toks.index("order") + 1:]:
+        if t.lstrip("-").isdigit():
+            out.append(int(t))
+        elif out and t.startswith(">"):
+            break
+        elif t in ("}", ">", "}>"):
+            break
+    return out or None
 
 
 def merged(stores: list[PartStore]) -> list[tuple]:
