@@ -20,6 +20,7 @@ from .parser import MOp
 from .opnames import ATOMICS
 from .provenance import LOADS, STORES, Signature, func_args, signature  # noqa: F401 (signature: lower.py's)
 from .values import Const
+from .parts import Part, Parted, Shaped, merged, reshaped
 
 VIEWS = {"ttng.warp_group_dot_wait", "ttg.convert_layout", "tt.broadcast", "tt.splat", "tt.expand_dims", "tt.reshape", "ttg.memdesc_index",
          "ttg.memdesc_subview", "ttng.tmem_subslice", "ttg.memdesc_reinterpret"}
@@ -91,7 +92,7 @@ class RawEpilogue:
 
 # -- the ops after the loop -------------------------------------------------------------------
 
-class _After:
+class _After(Parted):
     def __init__(self, lw, sig: Signature):
         self.lw, self.sig = lw, sig
         self.env: dict[str, object] = {}  # SSA name -> EVal or Const
@@ -102,6 +103,9 @@ class _After:
         # carry's last value for an op the loop yields (the drained last iteration), else PEELED
         self.peeled: dict[tuple, object] = {}
         self.int_args: set[str] = set()  # integer scalar arguments: a float conversion of one is a scalar
+        self.part_stores: list[PartStore] = []  # stores of column parts of a tile (parts.py)
+        self.whole_ops: dict[tuple, EVal] = {}  # an op on parts, as the op on the whole tiles: one per op
+        self.widen: tuple | None = None  # the whole tile's shape, while an op on parts is computed whole
 
     def error(self, op: MOp, message: str, hint: str | None = None) -> InputError:
         return InputError(Diagnostic(message, self.lw.span(op), hint))
@@ -126,7 +130,7 @@ class _After:
         tt = mtype.tile()
         if tt is None:
             raise self.error(op, f"'{op.name}' after the loop makes a tile of '{mtype.elem}', which .tir has no dtype for")
-        return tt
+        return replace(tt, shape=self.widen) if self.widen is not None else tt
 
     def add(self, op: MOp, opcode: str, operands: list, attrs=(), type_=None) -> EVal:
         t = type_ or self.result_type(op)
@@ -158,11 +162,16 @@ class _After:
             self.branch(op)
             return
         vals = [self.get(n) for n, _ in op.operands()]
+        if any(isinstance(v, (Part, Shaped)) for v in vals):
+            self.on_part(op, vals)
+            return
         live = [v for v in vals if isinstance(v, EVal)]
         names = [n for n, _ in op.operands()]
         if op.name in ("arith.sitofp", "arith.uitofp") and len(names) == 1 and names[0] in self.int_args \
                 and op.results:  # float(N) of an integer argument (a mean's s / N): the scalar N
             self.bind(op, EVal("scalar", names[0]))
+            return
+        if op.name == "ttng.tmem_subslice" and live and op.results and self.subslice(op, live[0]):
             return
         if op.name in SLICES and live and not self._same_elements(op):
             raise InputError(*self.error(
@@ -287,6 +296,18 @@ class _After:
 
     def compute(self, op: MOp, vals: list) -> EVal:
         name = op.name
+        if name == "tt.reshape" and vals and isinstance(vals[0], EVal) and not (
+                vals[0].kind == "op" and self.ops[vals[0].key].opcode == "join"):
+            ins, outs = self.lw.signature(op)
+            shaped = reshaped(vals[0], ins[0].shape, outs[0].shape) if ins and outs else None
+            if shaped is not None:
+                return shaped
+            if ins and outs and len(ins[0].shape) == 2 and len(outs[0].shape) == 1:
+                raise self.error(op, "'tt.reshape' after the loop of a tile to one dimension (a reduction of the "
+                                     "whole tile to one value, `tl.max(x)` with no axis, as an amax): the epilogue "
+                                     "has no whole-tile reduction (only `reduce_* {axis = 1}`, one value a row), "
+                                     "nor an atomic output", "reduce along axis 1 in the kernel and store the "
+                                     "row values; reduce them on the host")
         if name in ("tt.join", "tt.reshape"):
             return self.join(op, vals)
         if name in CONVERTS and isinstance(vals[0], EVal) and vals[0].kind == "op" and self.ops[vals[0].key].opcode == "join":
@@ -447,6 +468,7 @@ def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=(), star
         _add_start(walk, lw.carries[s.carry], s)
     for op in after:
         walk.lower(op)
+    walk.stores.extend(merged(walk.part_stores))
     used = _live(walk)
     read_scalars = sorted({o.key for i in used for o in walk.ops[i].operands if isinstance(o, EVal) and o.kind == "scalar"},
                           key=[n for n, _ in sig.args].index)

@@ -24,6 +24,7 @@ def _output_dtypes(lw: Lowering, loop: MOp, after) -> list[Carry]:
             for name in [lw.buffers[c.buf][0]] + lw.views.get(c.buf, []):
                 seed[name] = k
     found: dict[int, str] = {}
+    parted: set[str] = set()  # values that are column parts of a carry (tl.split, tmem_subslice: parts.py)
     for op in after:
         ks = [seed[key] for name, _ in op.operands() for key in (name, name + "#0") if key in seed]
         if not ks:
@@ -31,14 +32,20 @@ def _output_dtypes(lw: Lowering, loop: MOp, after) -> list[Carry]:
         k = max(ks, key=lambda j: len(lw.carries[j].type.shape))  # O / l follows O, the whole tile
         for r in op.results:
             seed.setdefault(r, k)
+        if op.name in ("tt.split", "ttng.tmem_subslice") or any(
+                key in parted for name, _ in op.operands() for key in (name, name + "#0")):
+            parted.update(op.results)
         if op.name in CONVERSIONS and k not in found:
             try:
                 _, outs = lw.signature(op)
             except InputError:
                 continue
             tt = outs[0].tile() if outs else None
+            shape = lw.carries[k].type.shape
+            part = (op.results[0] in parted and len(tt.shape) == 2 == len(shape) and tt.shape[0] == shape[0]
+                    and tt.shape[1] < shape[1] and shape[1] % tt.shape[1] == 0) if tt is not None else False
             if (tt is not None and tt.dtype in ("f16", "bf16", "f32") and tt.dtype != lw.carries[k].type.dtype
-                    and tt.shape == lw.carries[k].type.shape):  # P computed from m is not m's output
-                found[k] = tt.dtype
+                    and (tt.shape == shape or part)):  # P computed from m is not m's output
+                found[k] = tt.dtype  # (a column part converted: the epilogue stores the parts as the tile)
     return [replace(c, output=found.get(k)) for k, c in enumerate(lw.carries)]
 
