@@ -214,6 +214,24 @@ def test_mla_scores_are_two_mmas_into_one_accumulator():
         assert by[first.operands[1].name].type.shape == (64, 128) and by[second.operands[1].name].type.shape == (64, 64)
 
 
+def test_an_mma_accumulating_a_fresh_product_does_not_run_along_the_loop(tmp_path):
+    """MLA's rope scores accumulate into this iteration's `mma q, k`, not into a carry: their K (the
+    rope dimension, 64 = BLOCK_N) is no loop axis. The binding took KR as [L, L] ("KR gives L = 64,
+    but KR gives L = 1024" on the GPU) and the kernel read its tile at column it * 64; KR is [L, 64]
+    and its TMA box starts at column 0 (emit/tensors._carried_sum)."""
+    from twill.emit import build_model
+    from twill.emit.binding import arguments
+    from twill.emit.cuda import Renderer
+    machine = load_machine("h200")
+    g, _ = load_ttgir(DATA / "t36" / "prepipe" / "attn_mla_sm90.ttgir")
+    schedule = solve(g, machine, SolveOptions(time_limit=60))
+    dims = {a.name: a.dims for a in arguments(Renderer(build_model(schedule, machine)))}
+    assert dims["KR"] == (("loop", 64), ("fixed", 64)) and dims["K"] == (("loop", 64), ("fixed", 128))
+    src = emit_cuda(schedule, machine)
+    loads = re.findall(r"tma_load\(sm\.ld_kr\[[^\]]*\], tm\.kr, [^,]*, ([^,]*), ", src)
+    assert loads and set(loads) == {"0"}, loads
+
+
 def test_the_logsumexp_is_an_epilogue_output_in_the_kernel_units():
     """`m_i += tl.math.log2(l_i)` after the loop, stored to LSE: the graph's m_i is unscaled (the
     exp2 scale folded out), so the stored value is m_i * exp2_scale + log2(l_i)."""

@@ -69,6 +69,25 @@ def _dim_classes(graph: Graph, mma: dict[str, MmaShape]) -> _Classes:
     return cls
 
 
+def _carried_sum(graph: Graph, name: str, seen=None) -> bool:
+    """Whether an mma's accumulator `name` is a carry, or made from one by the loop's ops of its
+    shape (attention's `rescale acc, alpha`, the first half of a dot split along K): its K then runs
+    along the loop. An accumulator made fresh in the iteration (MLA's `mma qr, kr, qk`, where qk is
+    this iteration's `mma q, k`) sums over a dimension of the tile, not over the loop."""
+    seen = seen if seen is not None else set()
+    value = graph.values.get(name)
+    if value is not None and value.kind == "carry":
+        return True
+    op = graph.by_name.get(name)
+    if op is None or name in seen or op.type is None:
+        return False
+    seen.add(name)
+    if op.opcode == "mma":
+        return len(op.operands) > 2 and _carried_sum(graph, op.operands[2].name, seen)
+    return any(_carried_sum(graph, o.name, seen) for o in op.operands
+               if (t := graph.operand_type(o)) is not None and t.shape == op.type.shape)
+
+
 def value_axis(graph: Graph, mma: dict[str, MmaShape]):
     """axis(value, dim): which axis ("loop", "m", "n" or "fixed") dimension dim of a graph value runs along."""
     cls = _dim_classes(graph, mma)
@@ -77,7 +96,7 @@ def value_axis(graph: Graph, mma: dict[str, MmaShape]):
     # queries backward); in a loop without one, along the N of the others.
     loop_classes = set()
     for op in graph.ops:
-        if op.opcode == "mma" and mma[op.name].accumulate:
+        if op.opcode == "mma" and mma[op.name].accumulate and _carried_sum(graph, op.operands[2].name):
             a = op.operands[0].name
             loop_classes.add(cls.find((a, 1 if mma[op.name].a_kmajor else 0)))
     if not loop_classes:
