@@ -71,6 +71,8 @@ class Operands:
             buf = f"sm.stage_{chan.ident}[{ring_slot(inst, chan.depth)}]"
             tmp = f"{local(value)}_{local(opname)}_{index}"
             guard = self._may_be_negative(inst)
+            if chan.copied:  # into registers as the op starts, the slot freed at once (Channel.copied)
+                return self._copied_operand(out, value, t, inst, chan, buf, tmp, carry if guard else None)
             if not guard:  # read in place; the slot is freed after this role's last reader
                 if key not in self.acquired:
                     self.acquired.add(key)
@@ -88,6 +90,27 @@ class Operands:
             out("}")
             return Arg(value, t, "reg", tmp)
         raise EmitError(f"channel kind {chan.kind} of '{value}' is not supported on {m.arch}")
+
+    def _copied_operand(self, out: Lines, value: str, t, inst: Inst, chan, buf: str, tmp: str, carry) -> Arg:
+        """A staged value read once by this role (Channel.copied): wait for its slot, copy the tile
+        into registers and free the slot before the op computes, so that the producer may stage the
+        next instance while this one is in use (the schedule's overlap; _release then frees nothing).
+        With `carry`, an instance before the first is the carry's initial value."""
+        m = self.m
+        ring = f"sm.ring_{chan.ident}"
+        out(f"{fragment_type(m, t, self.groups)} {tmp};")
+        if carry is not None:
+            out(f"if ({inst} >= 0) {{")
+            out.depth += 1
+        out(f"{ring}.wait_full({ring_pos(inst)});  // {value}[{inst}] is staged",
+            f"twill::buffer_to_frag({tmp}, {buf}, {self.row0(t.shape[0])}, {t.shape[1] if len(t.shape) > 1 else 0});",
+            f"{ring}.release_by_warp({ring_pos(inst)});  // {value}[{inst}] is in registers: its slot is free")
+        if carry is not None:
+            out.depth -= 1
+            out("} else {")
+            out(f"  twill::fill({tmp}, {self._init(carry)});")
+            out("}")
+        return Arg(value, t, "reg", tmp)
 
     def _may_be_negative(self, inst: Inst) -> bool:
         """In the steady loop j >= S-1, so j + off < 0 only when off < -(S-1); n >= S."""
@@ -181,6 +204,8 @@ class Operands:
             out(f"twill::wgmma_wait<{wait}>();  // the wgmmas before the last one are done")
             self._retire(wait)
         if wait == "commit":  # the mma's issuing thread already committed to the empty barrier
+            return
+        if chan.copied:  # freed where it was copied into registers (_copied_operand)
             return
         if not inst.base and inst.off < 0:  # an instance before the first (a carry's initial value, read
             return                          # as a constant) never entered the ring: nothing to release

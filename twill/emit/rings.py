@@ -53,8 +53,15 @@ class Rings:
             readers = sorted({u.role for u in cross})
             least = 1 if chain else self._late_release(name, readers)
             depth = 1 if chain else self._late_release(name, readers, max(self._span(name, cross), least))
-            out[name] = Channel(name, v.role, tuple(readers), depth, kind, empty=not chain, least=least)
+            copied = kind == "stage" and all(self._read_once(name, role) for role in readers)
+            out[name] = Channel(name, v.role, tuple(readers), depth, kind, empty=not chain, least=least, copied=copied)
         return out
+
+    def _read_once(self, name: str, role: str) -> bool:
+        """Does `role` read `name` with one operand of one op, and no mma (which reads shared memory)?"""
+        m = self.model
+        reads = [(u.op, u.index) for u in m.uses.get(name, ()) if u.role == role]
+        return len(reads) == 1 and m.ops[reads[0][0]].opcode != "mma"
 
     def _no_reads_before_the_first(self) -> None:
         """A load (or a tile staged for another role's mma) read as NAME@D: its first D iterations

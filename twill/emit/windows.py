@@ -53,6 +53,10 @@ class Channel:
     #            | "tmem" (tensor memory, signalled by tcgen05.commit or by the writing warps)
     empty: bool = True  # False when the dependence chain itself orders reuse (in-place accumulators)
     least: int = 1  # the fewest slots that cannot deadlock (`Program._late_release`): a floor for _fit_smem
+    # a staged value each consumer role reads with one op that is no mma: copied into the reader's
+    # registers as that op starts and its slot freed at once (RoleBody._channel_operand), as the
+    # model holds a staged value only until its reader starts (liveness.memory_holds)
+    copied: bool = False
 
     @property
     def ident(self) -> str:

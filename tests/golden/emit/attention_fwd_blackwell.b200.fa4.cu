@@ -1499,13 +1499,14 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
   (void)wgi;
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): acc1_r[0]
+    twill::TScal alpha1_acc1_r_1;
     sm.ring_alpha1.wait_full(tile.pos);  // alpha1[0] is staged
-    const twill::RowsView<float> alpha1_acc1_r_1{sm.stage_alpha1[0], 0};
+    twill::buffer_to_frag(alpha1_acc1_r_1, sm.stage_alpha1[0], 0, 0);
+    sm.ring_alpha1.release_by_warp(tile.pos);  // alpha1[0] is in registers: its slot is free
     // acc1_r = rescale acc1, alpha1 (iteration 0)
     twill::tmem_rescale_const<128>(sm.tmem_base + 384, 0.0f, alpha1_acc1_r_1);
     twill::tmem_fence_before();
     sm.ring_acc1_r.arrive_full(tile.pos);  // acc1_r[0] is in tensor memory
-    sm.ring_alpha1.release_by_warp(tile.pos);  // release alpha1[0]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
@@ -1513,8 +1514,10 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
     {  // steady window J = j: acc0_r[j - 1], acc1_r[j]
       if (j - 2 >= 0) sm.ring_acc0_n.wait_full(tile.pos + j - 2);  // acc0_n[j - 2] is in tensor memory
       twill::tmem_fence_after();
+      twill::TScal alpha0_acc0_r_1;
       sm.ring_alpha0.wait_full(tile.pos + j - 1);  // alpha0[j - 1] is staged
-      const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
+      twill::buffer_to_frag(alpha0_acc0_r_1, sm.stage_alpha0[0], 0, 0);
+      sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // alpha0[j - 1] is in registers: its slot is free
       // acc0_r = rescale acc0, alpha0 (iteration j - 1)
       {
         if (j - 2 >= 0) twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
@@ -1522,36 +1525,38 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
       }
       twill::tmem_fence_before();
       sm.ring_acc0_r.arrive_full(tile.pos + j - 1);  // acc0_r[j - 1] is in tensor memory
-      sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // release alpha0[j - 1]
       sm.ring_acc1_n.wait_full(tile.pos + j - 1);  // acc1_n[j - 1] is in tensor memory
       twill::tmem_fence_after();
+      twill::TScal alpha1_acc1_r_1;
       sm.ring_alpha1.wait_full(tile.pos + j);  // alpha1[j] is staged
-      const twill::RowsView<float> alpha1_acc1_r_1{sm.stage_alpha1[0], 0};
+      twill::buffer_to_frag(alpha1_acc1_r_1, sm.stage_alpha1[0], 0, 0);
+      sm.ring_alpha1.release_by_warp(tile.pos + j);  // alpha1[j] is in registers: its slot is free
       // acc1_r = rescale acc1, alpha1 (iteration j)
       twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1_acc1_r_1);
       twill::tmem_fence_before();
       sm.ring_acc1_r.arrive_full(tile.pos + j);  // acc1_r[j] is in tensor memory
-      sm.ring_alpha1.release_by_warp(tile.pos + j);  // release alpha1[j]
     }
     {  // steady window J = j + 1: acc0_r[j], acc1_r[j + 1]
       sm.ring_acc0_n.wait_full(tile.pos + j - 1);  // acc0_n[j - 1] is in tensor memory
       twill::tmem_fence_after();
+      twill::TScal alpha0_acc0_r_1;
       sm.ring_alpha0.wait_full(tile.pos + j);  // alpha0[j] is staged
-      const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
+      twill::buffer_to_frag(alpha0_acc0_r_1, sm.stage_alpha0[0], 0, 0);
+      sm.ring_alpha0.release_by_warp(tile.pos + j);  // alpha0[j] is in registers: its slot is free
       // acc0_r = rescale acc0, alpha0 (iteration j)
       twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
       twill::tmem_fence_before();
       sm.ring_acc0_r.arrive_full(tile.pos + j);  // acc0_r[j] is in tensor memory
-      sm.ring_alpha0.release_by_warp(tile.pos + j);  // release alpha0[j]
       sm.ring_acc1_n.wait_full(tile.pos + j);  // acc1_n[j] is in tensor memory
       twill::tmem_fence_after();
+      twill::TScal alpha1_acc1_r_1;
       sm.ring_alpha1.wait_full(tile.pos + j + 1);  // alpha1[j + 1] is staged
-      const twill::RowsView<float> alpha1_acc1_r_1{sm.stage_alpha1[0], 0};
+      twill::buffer_to_frag(alpha1_acc1_r_1, sm.stage_alpha1[0], 0, 0);
+      sm.ring_alpha1.release_by_warp(tile.pos + j + 1);  // alpha1[j + 1] is in registers: its slot is free
       // acc1_r = rescale acc1, alpha1 (iteration j + 1)
       twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1_acc1_r_1);
       twill::tmem_fence_before();
       sm.ring_acc1_r.arrive_full(tile.pos + j + 1);  // acc1_r[j + 1] is in tensor memory
-      sm.ring_alpha1.release_by_warp(tile.pos + j + 1);  // release alpha1[j + 1]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -1560,13 +1565,14 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
       {  // epilogue window 0 (J = n): acc0_r[n - 1]
         sm.ring_acc0_n.wait_full(tile.pos + n - 2);  // acc0_n[n - 2] is in tensor memory
         twill::tmem_fence_after();
+        twill::TScal alpha0_acc0_r_1;
         sm.ring_alpha0.wait_full(tile.pos + n - 1);  // alpha0[n - 1] is staged
-        const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
+        twill::buffer_to_frag(alpha0_acc0_r_1, sm.stage_alpha0[0], 0, 0);
+        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // alpha0[n - 1] is in registers: its slot is free
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
         twill::tmem_fence_before();
         sm.ring_acc0_r.arrive_full(tile.pos + n - 1);  // acc0_r[n - 1] is in tensor memory
-        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // release alpha0[n - 1]
       }
       break;
     }
@@ -1574,8 +1580,10 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
       {  // steady window J = j: acc0_r[j - 1], acc1_r[j]
         if (j - 2 >= 0) sm.ring_acc0_n.wait_full(tile.pos + j - 2);  // acc0_n[j - 2] is in tensor memory
         twill::tmem_fence_after();
+        twill::TScal alpha0_acc0_r_1;
         sm.ring_alpha0.wait_full(tile.pos + j - 1);  // alpha0[j - 1] is staged
-        const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
+        twill::buffer_to_frag(alpha0_acc0_r_1, sm.stage_alpha0[0], 0, 0);
+        sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // alpha0[j - 1] is in registers: its slot is free
         // acc0_r = rescale acc0, alpha0 (iteration j - 1)
         {
           if (j - 2 >= 0) twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
@@ -1583,28 +1591,29 @@ __device__ __forceinline__ void role_correction(Smem& sm, const Maps& tm, const 
         }
         twill::tmem_fence_before();
         sm.ring_acc0_r.arrive_full(tile.pos + j - 1);  // acc0_r[j - 1] is in tensor memory
-        sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // release alpha0[j - 1]
         sm.ring_acc1_n.wait_full(tile.pos + j - 1);  // acc1_n[j - 1] is in tensor memory
         twill::tmem_fence_after();
+        twill::TScal alpha1_acc1_r_1;
         sm.ring_alpha1.wait_full(tile.pos + j);  // alpha1[j] is staged
-        const twill::RowsView<float> alpha1_acc1_r_1{sm.stage_alpha1[0], 0};
+        twill::buffer_to_frag(alpha1_acc1_r_1, sm.stage_alpha1[0], 0, 0);
+        sm.ring_alpha1.release_by_warp(tile.pos + j);  // alpha1[j] is in registers: its slot is free
         // acc1_r = rescale acc1, alpha1 (iteration j)
         twill::tmem_rescale<128>(sm.tmem_base + 384, sm.tmem_base + 384, alpha1_acc1_r_1);
         twill::tmem_fence_before();
         sm.ring_acc1_r.arrive_full(tile.pos + j);  // acc1_r[j] is in tensor memory
-        sm.ring_alpha1.release_by_warp(tile.pos + j);  // release alpha1[j]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): acc0_r[n - 1]
         sm.ring_acc0_n.wait_full(tile.pos + n - 2);  // acc0_n[n - 2] is in tensor memory
         twill::tmem_fence_after();
+        twill::TScal alpha0_acc0_r_1;
         sm.ring_alpha0.wait_full(tile.pos + n - 1);  // alpha0[n - 1] is staged
-        const twill::RowsView<float> alpha0_acc0_r_1{sm.stage_alpha0[0], 0};
+        twill::buffer_to_frag(alpha0_acc0_r_1, sm.stage_alpha0[0], 0, 0);
+        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // alpha0[n - 1] is in registers: its slot is free
         // acc0_r = rescale acc0, alpha0 (iteration n - 1)
         twill::tmem_rescale<128>(sm.tmem_base + 128, sm.tmem_base + 128, alpha0_acc0_r_1);
         twill::tmem_fence_before();
         sm.ring_acc0_r.arrive_full(tile.pos + n - 1);  // acc0_r[n - 1] is in tensor memory
-        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // release alpha0[n - 1]
       }
       break;
     }

@@ -1329,12 +1329,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc_n[0]);
       if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
       if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+      twill::Rows<2> alpha_acc_r_1;
       sm.ring_alpha.wait_full(tile.pos + j - 1);  // alpha[j - 1] is staged
-      const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
+      twill::buffer_to_frag(alpha_acc_r_1, sm.stage_alpha[0], 0, 0);
+      sm.ring_alpha.release_by_warp(tile.pos + j - 1);  // alpha[j - 1] is in registers: its slot is free
       // acc_r is computed in the registers of acc_n, which accumulates it in place
       // acc_r = rescale acc, alpha (iteration j - 1)
       twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-      sm.ring_alpha.release_by_warp(tile.pos + j - 1);  // release alpha[j - 1]
       sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
       sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_n = mma p, v, acc_r (iteration j - 1)
@@ -1357,12 +1358,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc_n[0]);
       sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
       sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
+      twill::Rows<2> alpha_acc_r_1;
       sm.ring_alpha.wait_full(tile.pos + j);  // alpha[j] is staged
-      const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
+      twill::buffer_to_frag(alpha_acc_r_1, sm.stage_alpha[0], 0, 0);
+      sm.ring_alpha.release_by_warp(tile.pos + j);  // alpha[j] is in registers: its slot is free
       // acc_r is computed in the registers of acc_n, which accumulates it in place
       // acc_r = rescale acc, alpha (iteration j)
       twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-      sm.ring_alpha.release_by_warp(tile.pos + j);  // release alpha[j]
       sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
       sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc_n = mma p, v, acc_r (iteration j)
@@ -1389,12 +1391,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc_n[0]);
         sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        twill::Rows<2> alpha_acc_r_1;
         sm.ring_alpha.wait_full(tile.pos + n - 1);  // alpha[n - 1] is staged
-        const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
+        twill::buffer_to_frag(alpha_acc_r_1, sm.stage_alpha[0], 0, 0);
+        sm.ring_alpha.release_by_warp(tile.pos + n - 1);  // alpha[n - 1] is in registers: its slot is free
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-        sm.ring_alpha.release_by_warp(tile.pos + n - 1);  // release alpha[n - 1]
         sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)
@@ -1420,12 +1423,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc_n[0]);
         if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
         if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
+        twill::Rows<2> alpha_acc_r_1;
         sm.ring_alpha.wait_full(tile.pos + j - 1);  // alpha[j - 1] is staged
-        const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
+        twill::buffer_to_frag(alpha_acc_r_1, sm.stage_alpha[0], 0, 0);
+        sm.ring_alpha.release_by_warp(tile.pos + j - 1);  // alpha[j - 1] is in registers: its slot is free
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration j - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-        sm.ring_alpha.release_by_warp(tile.pos + j - 1);  // release alpha[j - 1]
         sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
         sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_n = mma p, v, acc_r (iteration j - 1)
@@ -1449,12 +1453,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc_n[0]);
         sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
         sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
+        twill::Rows<2> alpha_acc_r_1;
         sm.ring_alpha.wait_full(tile.pos + n - 1);  // alpha[n - 1] is staged
-        const twill::RowsView<2, float> alpha_acc_r_1{sm.stage_alpha[0], 0};
+        twill::buffer_to_frag(alpha_acc_r_1, sm.stage_alpha[0], 0, 0);
+        sm.ring_alpha.release_by_warp(tile.pos + n - 1);  // alpha[n - 1] is in registers: its slot is free
         // acc_r is computed in the registers of acc_n, which accumulates it in place
         // acc_r = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_n[0], acc_n[0], alpha_acc_r_1);
-        sm.ring_alpha.release_by_warp(tile.pos + n - 1);  // release alpha[n - 1]
         sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_n = mma p, v, acc_r (iteration n - 1)

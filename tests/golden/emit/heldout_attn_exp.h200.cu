@@ -2098,89 +2098,101 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
   for (int c = 0; c < 1; ++c) twill::fill(l_i_new0[c], 0.0f);  // carry l_i0 starts at 0
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): p0[0]
+    twill::Frag<1, 128> s0_p0_0;
     sm.ring_s0.wait_full(tile.pos);  // s0[0] is staged
-    const twill::View<1, 128, float> s0_p0_0{sm.stage_s0[0], 0};
+    twill::buffer_to_frag(s0_p0_0, sm.stage_s0[0], 0, 128);
+    sm.ring_s0.release_by_warp(tile.pos);  // s0[0] is in registers: its slot is free
+    twill::Rows<1> m_new0_p0_1;
     sm.ring_m_new0.wait_full(tile.pos);  // m_new0[0] is staged
-    const twill::RowsView<1, float> m_new0_p0_1{sm.stage_m_new0[0], 0};
+    twill::buffer_to_frag(m_new0_p0_1, sm.stage_m_new0[0], 0, 0);
+    sm.ring_m_new0.release_by_warp(tile.pos);  // m_new0[0] is in registers: its slot is free
     // p0 = exp2 s0, m_new0 (iteration 0)
     twill::op_exp2_sum(p0[0], p0_sums[0], s0_p0_0, m_new0_p0_1, args.exp2_scale);
     sm.ring_p0.wait_empty(tile.pos);  // hand p0[0] to consumer0
     twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(tile.pos) % 2], p0[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
     sm.ring_p0.arrive_full(tile.pos);
-    sm.ring_s0.release_by_warp(tile.pos);  // release s0[0]
-    sm.ring_m_new0.release_by_warp(tile.pos);  // release m_new0[0]
   }
   {  // prologue window 1 (J = 1): p0[1], l_i_new0[0]
+    twill::Frag<1, 128> s0_p0_0;
     sm.ring_s0.wait_full(tile.pos + 1);  // s0[1] is staged
-    const twill::View<1, 128, float> s0_p0_0{sm.stage_s0[0], 0};
+    twill::buffer_to_frag(s0_p0_0, sm.stage_s0[0], 0, 128);
+    sm.ring_s0.release_by_warp(tile.pos + 1);  // s0[1] is in registers: its slot is free
+    twill::Rows<1> m_new0_p0_1;
     sm.ring_m_new0.wait_full(tile.pos + 1);  // m_new0[1] is staged
-    const twill::RowsView<1, float> m_new0_p0_1{sm.stage_m_new0[0], 0};
+    twill::buffer_to_frag(m_new0_p0_1, sm.stage_m_new0[0], 0, 0);
+    sm.ring_m_new0.release_by_warp(tile.pos + 1);  // m_new0[1] is in registers: its slot is free
     // p0 = exp2 s0, m_new0 (iteration 1)
     twill::op_exp2_sum(p0[1], p0_sums[1], s0_p0_0, m_new0_p0_1, args.exp2_scale);
     sm.ring_p0.wait_empty(tile.pos + 1);  // hand p0[1] to consumer0
     twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(tile.pos + 1) % 2], p0[1], 0);
     twill::fence_async_smem();  // visible to the tensor core
     sm.ring_p0.arrive_full(tile.pos + 1);
-    sm.ring_s0.release_by_warp(tile.pos + 1);  // release s0[1]
-    sm.ring_m_new0.release_by_warp(tile.pos + 1);  // release m_new0[1]
+    twill::Rows<1> alpha0_l_i_new0_2;
     sm.ring_alpha0.wait_full(tile.pos);  // alpha0[0] is staged
-    const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos) % 2], 0};
+    twill::buffer_to_frag(alpha0_l_i_new0_2, sm.stage_alpha0[(tile.pos) % 2], 0, 0);
+    sm.ring_alpha0.release_by_warp(tile.pos);  // alpha0[0] is in registers: its slot is free
     // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration 0)
     twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[0]), l_i_new0[0], alpha0_l_i_new0_2);
-    sm.ring_alpha0.release_by_warp(tile.pos);  // release alpha0[0]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 2;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: p0[j], l_i_new0[j - 1]
+      twill::Frag<1, 128> s0_p0_0;
       sm.ring_s0.wait_full(tile.pos + j);  // s0[j] is staged
-      const twill::View<1, 128, float> s0_p0_0{sm.stage_s0[0], 0};
+      twill::buffer_to_frag(s0_p0_0, sm.stage_s0[0], 0, 128);
+      sm.ring_s0.release_by_warp(tile.pos + j);  // s0[j] is in registers: its slot is free
+      twill::Rows<1> m_new0_p0_1;
       sm.ring_m_new0.wait_full(tile.pos + j);  // m_new0[j] is staged
-      const twill::RowsView<1, float> m_new0_p0_1{sm.stage_m_new0[0], 0};
+      twill::buffer_to_frag(m_new0_p0_1, sm.stage_m_new0[0], 0, 0);
+      sm.ring_m_new0.release_by_warp(tile.pos + j);  // m_new0[j] is in registers: its slot is free
       // p0 = exp2 s0, m_new0 (iteration j)
       twill::op_exp2_sum(p0[0], p0_sums[0], s0_p0_0, m_new0_p0_1, args.exp2_scale);
       sm.ring_p0.wait_empty(tile.pos + j);  // hand p0[j] to consumer0
       twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(tile.pos + j) % 2], p0[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p0.arrive_full(tile.pos + j);
-      sm.ring_s0.release_by_warp(tile.pos + j);  // release s0[j]
-      sm.ring_m_new0.release_by_warp(tile.pos + j);  // release m_new0[j]
+      twill::Rows<1> alpha0_l_i_new0_2;
       sm.ring_alpha0.wait_full(tile.pos + j - 1);  // alpha0[j - 1] is staged
-      const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos + j - 1) % 2], 0};
+      twill::buffer_to_frag(alpha0_l_i_new0_2, sm.stage_alpha0[(tile.pos + j - 1) % 2], 0, 0);
+      sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // alpha0[j - 1] is in registers: its slot is free
       // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration j - 1)
       twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[1]), l_i_new0[0], alpha0_l_i_new0_2);
-      sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // release alpha0[j - 1]
     }
     {  // steady window J = j + 1: p0[j + 1], l_i_new0[j]
+      twill::Frag<1, 128> s0_p0_0;
       sm.ring_s0.wait_full(tile.pos + j + 1);  // s0[j + 1] is staged
-      const twill::View<1, 128, float> s0_p0_0{sm.stage_s0[0], 0};
+      twill::buffer_to_frag(s0_p0_0, sm.stage_s0[0], 0, 128);
+      sm.ring_s0.release_by_warp(tile.pos + j + 1);  // s0[j + 1] is in registers: its slot is free
+      twill::Rows<1> m_new0_p0_1;
       sm.ring_m_new0.wait_full(tile.pos + j + 1);  // m_new0[j + 1] is staged
-      const twill::RowsView<1, float> m_new0_p0_1{sm.stage_m_new0[0], 0};
+      twill::buffer_to_frag(m_new0_p0_1, sm.stage_m_new0[0], 0, 0);
+      sm.ring_m_new0.release_by_warp(tile.pos + j + 1);  // m_new0[j + 1] is in registers: its slot is free
       // p0 = exp2 s0, m_new0 (iteration j + 1)
       twill::op_exp2_sum(p0[1], p0_sums[1], s0_p0_0, m_new0_p0_1, args.exp2_scale);
       sm.ring_p0.wait_empty(tile.pos + j + 1);  // hand p0[j + 1] to consumer0
       twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(tile.pos + j + 1) % 2], p0[1], 0);
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p0.arrive_full(tile.pos + j + 1);
-      sm.ring_s0.release_by_warp(tile.pos + j + 1);  // release s0[j + 1]
-      sm.ring_m_new0.release_by_warp(tile.pos + j + 1);  // release m_new0[j + 1]
+      twill::Rows<1> alpha0_l_i_new0_2;
       sm.ring_alpha0.wait_full(tile.pos + j);  // alpha0[j] is staged
-      const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos + j) % 2], 0};
+      twill::buffer_to_frag(alpha0_l_i_new0_2, sm.stage_alpha0[(tile.pos + j) % 2], 0, 0);
+      sm.ring_alpha0.release_by_warp(tile.pos + j);  // alpha0[j] is in registers: its slot is free
       // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration j)
       twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[0]), l_i_new0[0], alpha0_l_i_new0_2);
-      sm.ring_alpha0.release_by_warp(tile.pos + j);  // release alpha0[j]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): l_i_new0[n - 1]
+        twill::Rows<1> alpha0_l_i_new0_2;
         sm.ring_alpha0.wait_full(tile.pos + n - 1);  // alpha0[n - 1] is staged
-        const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos + n - 1) % 2], 0};
+        twill::buffer_to_frag(alpha0_l_i_new0_2, sm.stage_alpha0[(tile.pos + n - 1) % 2], 0, 0);
+        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // alpha0[n - 1] is in registers: its slot is free
         // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration n - 1)
         twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[1]), l_i_new0[0], alpha0_l_i_new0_2);
-        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // release alpha0[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -2188,31 +2200,35 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     }
     case 1: {
       {  // steady window J = j: p0[j], l_i_new0[j - 1]
+        twill::Frag<1, 128> s0_p0_0;
         sm.ring_s0.wait_full(tile.pos + j);  // s0[j] is staged
-        const twill::View<1, 128, float> s0_p0_0{sm.stage_s0[0], 0};
+        twill::buffer_to_frag(s0_p0_0, sm.stage_s0[0], 0, 128);
+        sm.ring_s0.release_by_warp(tile.pos + j);  // s0[j] is in registers: its slot is free
+        twill::Rows<1> m_new0_p0_1;
         sm.ring_m_new0.wait_full(tile.pos + j);  // m_new0[j] is staged
-        const twill::RowsView<1, float> m_new0_p0_1{sm.stage_m_new0[0], 0};
+        twill::buffer_to_frag(m_new0_p0_1, sm.stage_m_new0[0], 0, 0);
+        sm.ring_m_new0.release_by_warp(tile.pos + j);  // m_new0[j] is in registers: its slot is free
         // p0 = exp2 s0, m_new0 (iteration j)
         twill::op_exp2_sum(p0[0], p0_sums[0], s0_p0_0, m_new0_p0_1, args.exp2_scale);
         sm.ring_p0.wait_empty(tile.pos + j);  // hand p0[j] to consumer0
         twill::frag_to_tile<__half, 64, 128>(sm.tile_p0[(tile.pos + j) % 2], p0[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
         sm.ring_p0.arrive_full(tile.pos + j);
-        sm.ring_s0.release_by_warp(tile.pos + j);  // release s0[j]
-        sm.ring_m_new0.release_by_warp(tile.pos + j);  // release m_new0[j]
+        twill::Rows<1> alpha0_l_i_new0_2;
         sm.ring_alpha0.wait_full(tile.pos + j - 1);  // alpha0[j - 1] is staged
-        const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos + j - 1) % 2], 0};
+        twill::buffer_to_frag(alpha0_l_i_new0_2, sm.stage_alpha0[(tile.pos + j - 1) % 2], 0, 0);
+        sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // alpha0[j - 1] is in registers: its slot is free
         // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration j - 1)
         twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[1]), l_i_new0[0], alpha0_l_i_new0_2);
-        sm.ring_alpha0.release_by_warp(tile.pos + j - 1);  // release alpha0[j - 1]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): l_i_new0[n - 1]
+        twill::Rows<1> alpha0_l_i_new0_2;
         sm.ring_alpha0.wait_full(tile.pos + n - 1);  // alpha0[n - 1] is staged
-        const twill::RowsView<1, float> alpha0_l_i_new0_2{sm.stage_alpha0[(tile.pos + n - 1) % 2], 0};
+        twill::buffer_to_frag(alpha0_l_i_new0_2, sm.stage_alpha0[(tile.pos + n - 1) % 2], 0, 0);
+        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // alpha0[n - 1] is in registers: its slot is free
         // l_i_new0 = rowsum p0, l_i0, alpha0 (iteration n - 1)
         twill::op_rowsum(l_i_new0[0], twill::presum(p0_sums[0]), l_i_new0[0], alpha0_l_i_new0_2);
-        sm.ring_alpha0.release_by_warp(tile.pos + n - 1);  // release alpha0[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -2241,63 +2257,71 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
   twill::Frag16<1, 128, __half> p1[1];  // p1: f16[64,128]
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): p1[0]
+    twill::Frag<1, 128> s1_p1_0;
     sm.ring_s1.wait_full(tile.pos);  // s1[0] is staged
-    const twill::View<1, 128, float> s1_p1_0{sm.stage_s1[0], 0};
+    twill::buffer_to_frag(s1_p1_0, sm.stage_s1[0], 0, 128);
+    sm.ring_s1.release_by_warp(tile.pos);  // s1[0] is in registers: its slot is free
+    twill::Rows<1> m_new1_p1_1;
     sm.ring_m_new1.wait_full(tile.pos);  // m_new1[0] is staged
-    const twill::RowsView<1, float> m_new1_p1_1{sm.stage_m_new1[0], 0};
+    twill::buffer_to_frag(m_new1_p1_1, sm.stage_m_new1[0], 0, 0);
+    sm.ring_m_new1.release_by_warp(tile.pos);  // m_new1[0] is in registers: its slot is free
     // p1 = exp2 s1, m_new1 (iteration 0)
     twill::op_exp2(p1[0], s1_p1_0, m_new1_p1_1, args.exp2_scale);
     sm.ring_p1.wait_empty(tile.pos);  // hand p1[0] to consumer0
     twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(tile.pos) % 2], p1[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
     sm.ring_p1.arrive_full(tile.pos);
-    sm.ring_s1.release_by_warp(tile.pos);  // release s1[0]
-    sm.ring_m_new1.release_by_warp(tile.pos);  // release m_new1[0]
   }
   {  // prologue window 1 (J = 1): p1[1]
+    twill::Frag<1, 128> s1_p1_0;
     sm.ring_s1.wait_full(tile.pos + 1);  // s1[1] is staged
-    const twill::View<1, 128, float> s1_p1_0{sm.stage_s1[0], 0};
+    twill::buffer_to_frag(s1_p1_0, sm.stage_s1[0], 0, 128);
+    sm.ring_s1.release_by_warp(tile.pos + 1);  // s1[1] is in registers: its slot is free
+    twill::Rows<1> m_new1_p1_1;
     sm.ring_m_new1.wait_full(tile.pos + 1);  // m_new1[1] is staged
-    const twill::RowsView<1, float> m_new1_p1_1{sm.stage_m_new1[0], 0};
+    twill::buffer_to_frag(m_new1_p1_1, sm.stage_m_new1[0], 0, 0);
+    sm.ring_m_new1.release_by_warp(tile.pos + 1);  // m_new1[1] is in registers: its slot is free
     // p1 = exp2 s1, m_new1 (iteration 1)
     twill::op_exp2(p1[0], s1_p1_0, m_new1_p1_1, args.exp2_scale);
     sm.ring_p1.wait_empty(tile.pos + 1);  // hand p1[1] to consumer0
     twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(tile.pos + 1) % 2], p1[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
     sm.ring_p1.arrive_full(tile.pos + 1);
-    sm.ring_s1.release_by_warp(tile.pos + 1);  // release s1[1]
-    sm.ring_m_new1.release_by_warp(tile.pos + 1);  // release m_new1[1]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 2;
   for (; j + 2 <= n; j += 2) {
     {  // steady window J = j: p1[j]
+      twill::Frag<1, 128> s1_p1_0;
       sm.ring_s1.wait_full(tile.pos + j);  // s1[j] is staged
-      const twill::View<1, 128, float> s1_p1_0{sm.stage_s1[0], 0};
+      twill::buffer_to_frag(s1_p1_0, sm.stage_s1[0], 0, 128);
+      sm.ring_s1.release_by_warp(tile.pos + j);  // s1[j] is in registers: its slot is free
+      twill::Rows<1> m_new1_p1_1;
       sm.ring_m_new1.wait_full(tile.pos + j);  // m_new1[j] is staged
-      const twill::RowsView<1, float> m_new1_p1_1{sm.stage_m_new1[0], 0};
+      twill::buffer_to_frag(m_new1_p1_1, sm.stage_m_new1[0], 0, 0);
+      sm.ring_m_new1.release_by_warp(tile.pos + j);  // m_new1[j] is in registers: its slot is free
       // p1 = exp2 s1, m_new1 (iteration j)
       twill::op_exp2(p1[0], s1_p1_0, m_new1_p1_1, args.exp2_scale);
       sm.ring_p1.wait_empty(tile.pos + j);  // hand p1[j] to consumer0
       twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(tile.pos + j) % 2], p1[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p1.arrive_full(tile.pos + j);
-      sm.ring_s1.release_by_warp(tile.pos + j);  // release s1[j]
-      sm.ring_m_new1.release_by_warp(tile.pos + j);  // release m_new1[j]
     }
     {  // steady window J = j + 1: p1[j + 1]
+      twill::Frag<1, 128> s1_p1_0;
       sm.ring_s1.wait_full(tile.pos + j + 1);  // s1[j + 1] is staged
-      const twill::View<1, 128, float> s1_p1_0{sm.stage_s1[0], 0};
+      twill::buffer_to_frag(s1_p1_0, sm.stage_s1[0], 0, 128);
+      sm.ring_s1.release_by_warp(tile.pos + j + 1);  // s1[j + 1] is in registers: its slot is free
+      twill::Rows<1> m_new1_p1_1;
       sm.ring_m_new1.wait_full(tile.pos + j + 1);  // m_new1[j + 1] is staged
-      const twill::RowsView<1, float> m_new1_p1_1{sm.stage_m_new1[0], 0};
+      twill::buffer_to_frag(m_new1_p1_1, sm.stage_m_new1[0], 0, 0);
+      sm.ring_m_new1.release_by_warp(tile.pos + j + 1);  // m_new1[j + 1] is in registers: its slot is free
       // p1 = exp2 s1, m_new1 (iteration j + 1)
       twill::op_exp2(p1[0], s1_p1_0, m_new1_p1_1, args.exp2_scale);
       sm.ring_p1.wait_empty(tile.pos + j + 1);  // hand p1[j + 1] to consumer0
       twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(tile.pos + j + 1) % 2], p1[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p1.arrive_full(tile.pos + j + 1);
-      sm.ring_s1.release_by_warp(tile.pos + j + 1);  // release s1[j + 1]
-      sm.ring_m_new1.release_by_warp(tile.pos + j + 1);  // release m_new1[j + 1]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
@@ -2311,18 +2335,20 @@ __device__ __forceinline__ void role_softmax1(Smem& sm, const Maps& tm, const Ar
     }
     case 1: {
       {  // steady window J = j: p1[j]
+        twill::Frag<1, 128> s1_p1_0;
         sm.ring_s1.wait_full(tile.pos + j);  // s1[j] is staged
-        const twill::View<1, 128, float> s1_p1_0{sm.stage_s1[0], 0};
+        twill::buffer_to_frag(s1_p1_0, sm.stage_s1[0], 0, 128);
+        sm.ring_s1.release_by_warp(tile.pos + j);  // s1[j] is in registers: its slot is free
+        twill::Rows<1> m_new1_p1_1;
         sm.ring_m_new1.wait_full(tile.pos + j);  // m_new1[j] is staged
-        const twill::RowsView<1, float> m_new1_p1_1{sm.stage_m_new1[0], 0};
+        twill::buffer_to_frag(m_new1_p1_1, sm.stage_m_new1[0], 0, 0);
+        sm.ring_m_new1.release_by_warp(tile.pos + j);  // m_new1[j] is in registers: its slot is free
         // p1 = exp2 s1, m_new1 (iteration j)
         twill::op_exp2(p1[0], s1_p1_0, m_new1_p1_1, args.exp2_scale);
         sm.ring_p1.wait_empty(tile.pos + j);  // hand p1[j] to consumer0
         twill::frag_to_tile<__half, 64, 128>(sm.tile_p1[(tile.pos + j) % 2], p1[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
         sm.ring_p1.arrive_full(tile.pos + j);
-        sm.ring_s1.release_by_warp(tile.pos + j);  // release s1[j]
-        sm.ring_m_new1.release_by_warp(tile.pos + j);  // release m_new1[j]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): nothing for this role

@@ -2374,95 +2374,107 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
   {  // prologue window 0 (J = 0): nothing for this role
   }
   {  // prologue window 1 (J = 1): p[0]
+    twill::Frag<2, 64> s_b_p_0;
     sm.ring_s_b.wait_full(tile.pos);  // s_b[0] is staged
-    const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+    twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+    sm.ring_s_b.release_by_warp(tile.pos);  // s_b[0] is in registers: its slot is free
+    twill::Rows<2> m_new_p_1;
     sm.ring_m_new.wait_full(tile.pos);  // m_new[0] is staged
-    const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+    twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+    sm.ring_m_new.release_by_warp(tile.pos);  // m_new[0] is in registers: its slot is free
     // p = exp2 s_b, m_new (iteration 0)
     twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
     sm.ring_p.wait_empty(tile.pos);  // hand p[0] to consumer0
     twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos) % 3], p[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
     sm.ring_p.arrive_full(tile.pos);
-    sm.ring_s_b.release_by_warp(tile.pos);  // release s_b[0]
-    sm.ring_m_new.release_by_warp(tile.pos);  // release m_new[0]
   }
   {  // prologue window 2 (J = 2): p[1]
+    twill::Frag<2, 64> s_b_p_0;
     sm.ring_s_b.wait_full(tile.pos + 1);  // s_b[1] is staged
-    const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+    twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+    sm.ring_s_b.release_by_warp(tile.pos + 1);  // s_b[1] is in registers: its slot is free
+    twill::Rows<2> m_new_p_1;
     sm.ring_m_new.wait_full(tile.pos + 1);  // m_new[1] is staged
-    const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+    twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+    sm.ring_m_new.release_by_warp(tile.pos + 1);  // m_new[1] is in registers: its slot is free
     // p = exp2 s_b, m_new (iteration 1)
     twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
     sm.ring_p.wait_empty(tile.pos + 1);  // hand p[1] to consumer0
     twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + 1) % 3], p[0], 0);
     twill::fence_async_smem();  // visible to the tensor core
     sm.ring_p.arrive_full(tile.pos + 1);
-    sm.ring_s_b.release_by_warp(tile.pos + 1);  // release s_b[1]
-    sm.ring_m_new.release_by_warp(tile.pos + 1);  // release m_new[1]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 3;
   for (; j + 3 <= n; j += 3) {
     {  // steady window J = j: p[j - 1]
+      twill::Frag<2, 64> s_b_p_0;
       sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
-      const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+      twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+      sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // s_b[j - 1] is in registers: its slot is free
+      twill::Rows<2> m_new_p_1;
       sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
-      const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+      twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+      sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // m_new[j - 1] is in registers: its slot is free
       // p = exp2 s_b, m_new (iteration j - 1)
       twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
       sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
       twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p.arrive_full(tile.pos + j - 1);
-      sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
-      sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
     }
     {  // steady window J = j + 1: p[j]
+      twill::Frag<2, 64> s_b_p_0;
       sm.ring_s_b.wait_full(tile.pos + j);  // s_b[j] is staged
-      const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+      twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+      sm.ring_s_b.release_by_warp(tile.pos + j);  // s_b[j] is in registers: its slot is free
+      twill::Rows<2> m_new_p_1;
       sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
-      const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+      twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+      sm.ring_m_new.release_by_warp(tile.pos + j);  // m_new[j] is in registers: its slot is free
       // p = exp2 s_b, m_new (iteration j)
       twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
       sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer0
       twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p.arrive_full(tile.pos + j);
-      sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
-      sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
     }
     {  // steady window J = j + 2: p[j + 1]
+      twill::Frag<2, 64> s_b_p_0;
       sm.ring_s_b.wait_full(tile.pos + j + 1);  // s_b[j + 1] is staged
-      const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+      twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+      sm.ring_s_b.release_by_warp(tile.pos + j + 1);  // s_b[j + 1] is in registers: its slot is free
+      twill::Rows<2> m_new_p_1;
       sm.ring_m_new.wait_full(tile.pos + j + 1);  // m_new[j + 1] is staged
-      const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+      twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+      sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // m_new[j + 1] is in registers: its slot is free
       // p = exp2 s_b, m_new (iteration j + 1)
       twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
       sm.ring_p.wait_empty(tile.pos + j + 1);  // hand p[j + 1] to consumer0
       twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j + 1) % 3], p[0], 0);
       twill::fence_async_smem();  // visible to the tensor core
       sm.ring_p.arrive_full(tile.pos + j + 1);
-      sm.ring_s_b.release_by_warp(tile.pos + j + 1);  // release s_b[j + 1]
-      sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p[n - 1]
+        twill::Frag<2, 64> s_b_p_0;
         sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+        twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // s_b[n - 1] is in registers: its slot is free
+        twill::Rows<2> m_new_p_1;
         sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+        twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // m_new[n - 1] is in registers: its slot is free
         // p = exp2 s_b, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
         sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
         twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
         sm.ring_p.arrive_full(tile.pos + n - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -2472,33 +2484,37 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     }
     case 1: {
       {  // steady window J = j: p[j - 1]
+        twill::Frag<2, 64> s_b_p_0;
         sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+        twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // s_b[j - 1] is in registers: its slot is free
+        twill::Rows<2> m_new_p_1;
         sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+        twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // m_new[j - 1] is in registers: its slot is free
         // p = exp2 s_b, m_new (iteration j - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
         sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
         twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
         sm.ring_p.arrive_full(tile.pos + j - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p[n - 1]
+        twill::Frag<2, 64> s_b_p_0;
         sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+        twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // s_b[n - 1] is in registers: its slot is free
+        twill::Rows<2> m_new_p_1;
         sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+        twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // m_new[n - 1] is in registers: its slot is free
         // p = exp2 s_b, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
         sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
         twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
         sm.ring_p.arrive_full(tile.pos + n - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }
@@ -2508,47 +2524,53 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     }
     case 2: {
       {  // steady window J = j: p[j - 1]
+        twill::Frag<2, 64> s_b_p_0;
         sm.ring_s_b.wait_full(tile.pos + j - 1);  // s_b[j - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+        twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // s_b[j - 1] is in registers: its slot is free
+        twill::Rows<2> m_new_p_1;
         sm.ring_m_new.wait_full(tile.pos + j - 1);  // m_new[j - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+        twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // m_new[j - 1] is in registers: its slot is free
         // p = exp2 s_b, m_new (iteration j - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
         sm.ring_p.wait_empty(tile.pos + j - 1);  // hand p[j - 1] to consumer0
         twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
         sm.ring_p.arrive_full(tile.pos + j - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + j - 1);  // release s_b[j - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + j - 1);  // release m_new[j - 1]
       }
       {  // steady window J = j + 1: p[j]
+        twill::Frag<2, 64> s_b_p_0;
         sm.ring_s_b.wait_full(tile.pos + j);  // s_b[j] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+        twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+        sm.ring_s_b.release_by_warp(tile.pos + j);  // s_b[j] is in registers: its slot is free
+        twill::Rows<2> m_new_p_1;
         sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+        twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+        sm.ring_m_new.release_by_warp(tile.pos + j);  // m_new[j] is in registers: its slot is free
         // p = exp2 s_b, m_new (iteration j)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
         sm.ring_p.wait_empty(tile.pos + j);  // hand p[j] to consumer0
         twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + j) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
         sm.ring_p.arrive_full(tile.pos + j);
-        sm.ring_s_b.release_by_warp(tile.pos + j);  // release s_b[j]
-        sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): p[n - 1]
+        twill::Frag<2, 64> s_b_p_0;
         sm.ring_s_b.wait_full(tile.pos + n - 1);  // s_b[n - 1] is staged
-        const twill::View<2, 64, float> s_b_p_0{sm.stage_s_b[0], 0};
+        twill::buffer_to_frag(s_b_p_0, sm.stage_s_b[0], 0, 64);
+        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // s_b[n - 1] is in registers: its slot is free
+        twill::Rows<2> m_new_p_1;
         sm.ring_m_new.wait_full(tile.pos + n - 1);  // m_new[n - 1] is staged
-        const twill::RowsView<2, float> m_new_p_1{sm.stage_m_new[0], 0};
+        twill::buffer_to_frag(m_new_p_1, sm.stage_m_new[0], 0, 0);
+        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // m_new[n - 1] is in registers: its slot is free
         // p = exp2 s_b, m_new (iteration n - 1)
         twill::op_exp2(p[0], s_b_p_0, m_new_p_1, args.exp2_scale);
         sm.ring_p.wait_empty(tile.pos + n - 1);  // hand p[n - 1] to consumer0
         twill::frag_to_tile<__half, 128, 64>(sm.tile_p[(tile.pos + n - 1) % 3], p[0], 0);
         twill::fence_async_smem();  // visible to the tensor core
         sm.ring_p.arrive_full(tile.pos + n - 1);
-        sm.ring_s_b.release_by_warp(tile.pos + n - 1);  // release s_b[n - 1]
-        sm.ring_m_new.release_by_warp(tile.pos + n - 1);  // release m_new[n - 1]
       }
       {  // epilogue window 1 (J = n + 1): nothing for this role
       }

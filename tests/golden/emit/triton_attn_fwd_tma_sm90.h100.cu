@@ -1315,12 +1315,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc_new[0]);
       if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
       if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+      twill::Rows<2> alpha_acc_rescale_1;
       sm.ring_alpha.wait_full(tile.pos + j - 1);  // alpha[j - 1] is staged
-      const twill::RowsView<2, float> alpha_acc_rescale_1{sm.stage_alpha[0], 0};
+      twill::buffer_to_frag(alpha_acc_rescale_1, sm.stage_alpha[0], 0, 0);
+      sm.ring_alpha.release_by_warp(tile.pos + j - 1);  // alpha[j - 1] is in registers: its slot is free
       // acc_rescale is computed in the registers of acc_new, which accumulates it in place
       // acc_rescale = rescale acc, alpha (iteration j - 1)
       twill::op_rescale(acc_new[0], acc_new[0], alpha_acc_rescale_1);
-      sm.ring_alpha.release_by_warp(tile.pos + j - 1);  // release alpha[j - 1]
       sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
       sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new = mma p, v, acc_rescale (iteration j - 1)
@@ -1343,12 +1344,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc_new[0]);
       sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
       sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
+      twill::Rows<2> alpha_acc_rescale_1;
       sm.ring_alpha.wait_full(tile.pos + j);  // alpha[j] is staged
-      const twill::RowsView<2, float> alpha_acc_rescale_1{sm.stage_alpha[0], 0};
+      twill::buffer_to_frag(alpha_acc_rescale_1, sm.stage_alpha[0], 0, 0);
+      sm.ring_alpha.release_by_warp(tile.pos + j);  // alpha[j] is in registers: its slot is free
       // acc_rescale is computed in the registers of acc_new, which accumulates it in place
       // acc_rescale = rescale acc, alpha (iteration j)
       twill::op_rescale(acc_new[0], acc_new[0], alpha_acc_rescale_1);
-      sm.ring_alpha.release_by_warp(tile.pos + j);  // release alpha[j]
       sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
       sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc_new = mma p, v, acc_rescale (iteration j)
@@ -1375,12 +1377,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc_new[0]);
         sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
         sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
+        twill::Rows<2> alpha_acc_rescale_1;
         sm.ring_alpha.wait_full(tile.pos + n - 1);  // alpha[n - 1] is staged
-        const twill::RowsView<2, float> alpha_acc_rescale_1{sm.stage_alpha[0], 0};
+        twill::buffer_to_frag(alpha_acc_rescale_1, sm.stage_alpha[0], 0, 0);
+        sm.ring_alpha.release_by_warp(tile.pos + n - 1);  // alpha[n - 1] is in registers: its slot is free
         // acc_rescale is computed in the registers of acc_new, which accumulates it in place
         // acc_rescale = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_new[0], acc_new[0], alpha_acc_rescale_1);
-        sm.ring_alpha.release_by_warp(tile.pos + n - 1);  // release alpha[n - 1]
         sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new = mma p, v, acc_rescale (iteration n - 1)
@@ -1406,12 +1409,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc_new[0]);
         if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
         if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+        twill::Rows<2> alpha_acc_rescale_1;
         sm.ring_alpha.wait_full(tile.pos + j - 1);  // alpha[j - 1] is staged
-        const twill::RowsView<2, float> alpha_acc_rescale_1{sm.stage_alpha[0], 0};
+        twill::buffer_to_frag(alpha_acc_rescale_1, sm.stage_alpha[0], 0, 0);
+        sm.ring_alpha.release_by_warp(tile.pos + j - 1);  // alpha[j - 1] is in registers: its slot is free
         // acc_rescale is computed in the registers of acc_new, which accumulates it in place
         // acc_rescale = rescale acc, alpha (iteration j - 1)
         twill::op_rescale(acc_new[0], acc_new[0], alpha_acc_rescale_1);
-        sm.ring_alpha.release_by_warp(tile.pos + j - 1);  // release alpha[j - 1]
         sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
         sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_new = mma p, v, acc_rescale (iteration j - 1)
@@ -1435,12 +1439,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc_new[0]);
         sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
         sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
+        twill::Rows<2> alpha_acc_rescale_1;
         sm.ring_alpha.wait_full(tile.pos + n - 1);  // alpha[n - 1] is staged
-        const twill::RowsView<2, float> alpha_acc_rescale_1{sm.stage_alpha[0], 0};
+        twill::buffer_to_frag(alpha_acc_rescale_1, sm.stage_alpha[0], 0, 0);
+        sm.ring_alpha.release_by_warp(tile.pos + n - 1);  // alpha[n - 1] is in registers: its slot is free
         // acc_rescale is computed in the registers of acc_new, which accumulates it in place
         // acc_rescale = rescale acc, alpha (iteration n - 1)
         twill::op_rescale(acc_new[0], acc_new[0], alpha_acc_rescale_1);
-        sm.ring_alpha.release_by_warp(tile.pos + n - 1);  // release alpha[n - 1]
         sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new = mma p, v, acc_rescale (iteration n - 1)
