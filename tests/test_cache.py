@@ -105,7 +105,7 @@ def test_every_model_option_is_in_the_key():
     graph, machine = load_graph(FIG1), load_machine("h100")
     changed = {"swp_only": True, "normalize_bound": 100, "max_ii": 9, "cross_role": False, "warps": 8,
                "registers": 128, "depth": 3, "smt_backend": "z3", "groups": (("S", "O"),), "register_reserve": 48,
-               "role_reserve": ((("S",), 16, 4),)}
+               "role_reserve": ((("S",), 16, 4),), "tile_handoff": True}
     assert set(changed) == {f.name for f in fields(ModelOptions)}
     keys = {cache.key(graph, machine, replace(ModelOptions(), **{k: v})) for k, v in changed.items()}
     assert len(keys | {cache.key(graph, machine, ModelOptions())}) == len(changed) + 1

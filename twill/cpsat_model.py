@@ -122,13 +122,15 @@ class CpJoint:
     # -- the families ------------------------------------------------------------------------------
     def _dependence(self):
         p, m = self.p, self.m
+        pinned = set(p.option("pinned", ()))
         for d in p.deps:
             gap = self.start[d.dst] + d.distance * self.ii - self.start[d.src]
             if p.cross:
                 m.add(gap >= d.latency + p.cross * (1 - self.same(d.src, d.dst)))
             else:
                 m.add(gap >= d.latency)
-            if not p.option("cross_role", True) and not p.task[d.src].variable_latency:
+            if (not p.option("cross_role", True) and not p.task[d.src].variable_latency) \
+                    or (d.src, d.dst) in pinned:
                 m.add_bool_and([self.same(d.src, d.dst)])
 
     def _capacity(self):

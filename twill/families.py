@@ -3,7 +3,8 @@
 each item with an assumption literal. mod[a,b] below is (start[a] - start[b]) mod I.
 
 - completion:  start[v] + cycles(v) <= L.
-- dependence:  start[v] + d*I >= start[u] + lat(u) + (role[u] != role[v] ? X : 0)   (cross_role folded in)
+- dependence:  start[v] + d*I >= start[u] + lat(u) + (role[u] != role[v] ? X : 0)   (cross_role folded in);
+               role[u] = role[v] for a pinned edge (problem.pinned_edges: no tile_handoff)
 - capacity:    unit of capacity 1: occ(u) <= mod[v,u] <= I - occ(v) for ops u, v on it;
                larger capacity: at each op's start, the ops occupying the unit number <= cap.
 - roles:       a warpgroup op runs on a warpgroup role; the warps of used roles fit the limit;
@@ -48,12 +49,15 @@ def completion(e: Encoding):
 
 def dependence(e: Encoding):
     T, p = e.T, e.p
+    pinned = set(p.option("pinned", ()))  # no 2-d register tile handed to another role (problem.pinned_edges)
     for d in p.deps:
         delay = T.ite(e.same_role(d.src, d.dst), e.num(0), e.num(p.cross))
         lhs = e.add(e.start[d.dst], e.times(d.distance))
         yield f"{d.src}->{d.dst}", e.le(e.add(e.start[d.src], e.num(d.latency), delay), lhs)
         if not p.option("cross_role", True) and not p.task[d.src].variable_latency:
             yield f"no_cross:{d.src}->{d.dst}", e.same_role(d.src, d.dst)
+        elif (d.src, d.dst) in pinned:
+            yield f"no_handoff:{d.src}->{d.dst}", e.same_role(d.src, d.dst)
 
 
 def capacity(e: Encoding):

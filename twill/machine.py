@@ -55,7 +55,8 @@ TOP = {
     "source": (str, True, None),
     "limits": (LIMITS, True, None),
     "units": ("units", True, None),
-    "communication": ({"cross_warp_cycles": (float, True, None), "source": (str, False, None)}, True, None),
+    "communication": ({"cross_warp_cycles": (float, True, None), "tile_handoff": (bool, False, True),
+                       "source": (str, False, None)}, True, None),
     "ops": ("ops", True, None),
     "streaming_depth": (int, False, 2),
     "sources": (dict, False, None),
@@ -121,6 +122,9 @@ class Machine:
     source: str = ""
     file: str = field(default="<machine>", compare=False)
     rates: tuple[tuple[str, float], ...] = ()  # rate class -> elements per cycle (twill.vocab)
+    # may a 2-d register tile go to another role's op other than an mma (through shared memory)?
+    # (`communication.tile_handoff`; problem.pinned_edges)
+    tile_handoff: bool = True
 
     @property
     def digest(self) -> str:
@@ -129,7 +133,8 @@ class Machine:
         that reuses a bundled name from the bundled spec."""
         import hashlib
         model = (self.name, self.arch, self.clock_ghz, self.limits, self.units, self.cross_warp_cycles,
-                 self.ops, self.streaming_depth) + ((self.rates,) if self.rates else ())
+                 self.ops, self.streaming_depth) + ((self.rates,) if self.rates else ()) \
+            + (() if self.tile_handoff else (("tile_handoff", False),))
         intervals = tuple((name, op.latency) for name, op in self.ops if op.latency is not None)
         model += (intervals,) if intervals else ()
         holds = tuple((name, op.hold) for name, op in self.ops if op.hold is not None)
@@ -345,6 +350,7 @@ def parse_machine(text: str, file: str = "<machine>") -> Machine:
         units=tuple(sorted(data["units"].items())), cross_warp_cycles=data["communication"]["cross_warp_cycles"],
         ops=ops, streaming_depth=data["streaming_depth"], source=data["source"], file=file,
         rates=tuple(sorted((data.get("rates") or {}).items())),
+        tile_handoff=data["communication"].get("tile_handoff", True),
     )
 
 

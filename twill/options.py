@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 
 # Options added after schedules recorded digests: at their default they are left out of the
 # digest, so every schedule solved before them keeps its `options_digest`.
-ADDED = ("register_reserve", "role_reserve")
+ADDED = ("register_reserve", "role_reserve", "tile_handoff")
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,10 @@ class ModelOptions:
     # role's ptxas count): (the role's ops, registers, its warps); a role holding any of the ops
     # holds them for the whole loop, as a loop-invariant register input (problem.make_problem)
     role_reserve: tuple[tuple[tuple[str, ...], int, int], ...] = ()
+    # may a 2-d register tile go to another role's op that reads it from registers (problem.pinned_edges)?
+    # None: the machine's `communication.tile_handoff`; the pipeline sets True where no schedule keeps
+    # every such tile on its role (pipeline.solve)
+    tile_handoff: bool | None = None
 
     @property
     def model(self) -> "ModelOptions":

@@ -84,17 +84,37 @@ def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions()
                                     "to schedule"))
     from .fileio import scratch
     with scratch():
-        if not options.cache:
-            return _solve(graph, machine, options, progress)
-        from . import cache
-        digest = cache.key(graph, machine, options.model)
-        hit = cache.load(digest, graph, machine, options.model)
-        if hit is not None and not options.timings:
-            progress("cache", {"hit": digest[:12]})
-            return hit
-        schedule = _solve(graph, machine, options, progress)  # an incomplete one raises: never stored
-        cache.store(digest, replace(schedule, stats=()), graph, machine, options.model)
-        return schedule
+        try:
+            return _cached_solve(graph, machine, options, progress)
+        except NoScheduleError:
+            if not _pins_tiles(graph, machine, options):
+                raise
+        # No schedule keeps every register tile on the role that computes it (the machine has no
+        # communication.tile_handoff): solved again with such tiles handed between roles, which the
+        # schedule records (its options' tile_handoff), as a slower schedule beats none.
+        progress("handoff", {"retry": "register tiles handed between roles"})
+        return _cached_solve(graph, machine, replace(options, tile_handoff=True), progress)
+
+
+def _pins_tiles(graph: Graph, machine: Machine, options: SolveOptions) -> bool:
+    """Did the solve keep register tiles on their roles (problem.pinned_edges), which it may drop?"""
+    from .problem import pinned_edges
+    return options.tile_handoff is None and not machine.tile_handoff and bool(pinned_edges(graph))
+
+
+def _cached_solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Progress) -> Schedule:
+    """`_solve`, through the cache where `options.cache` asks for it."""
+    if not options.cache:
+        return _solve(graph, machine, options, progress)
+    from . import cache
+    digest = cache.key(graph, machine, options.model)
+    hit = cache.load(digest, graph, machine, options.model)
+    if hit is not None and not options.timings:
+        progress("cache", {"hit": digest[:12]})
+        return hit
+    schedule = _solve(graph, machine, options, progress)  # an incomplete one raises: never stored
+    cache.store(digest, replace(schedule, stats=()), graph, machine, options.model)
+    return schedule
 
 
 def _left(deadline: float | None) -> float | None:

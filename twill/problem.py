@@ -195,6 +195,38 @@ def check_groups(graph: Graph, groups: tuple[tuple[str, ...], ...]) -> None:
             seen.add(name)
 
 
+def pinned_edges(graph: Graph) -> tuple[tuple[str, str], ...]:
+    """The edges whose ops must share a role on a machine without `communication.tile_handoff`: a
+    2-d register tile computed in the loop (not a load's, nor one in tensor memory) that its reader
+    would take from registers. Handed to another warpgroup, such a tile goes through shared memory,
+    a store and a load of every element, which the model's cross-role delay does not price: on an
+    H100 the held-out D = 64 attentions whose exp2 ran on its own warpgroup (the scores handed over
+    each iteration) took 2.3x Triton's kernel time, their single-warpgroup schedule 1.0x
+    (docs/model-fidelity.md). Not pinned: a row vector (a max, a sum), and a tile an mma reads from
+    shared memory in any case (its b, or an a stored K x M: the backward's P^T and dS^T)."""
+    ops = {op.name: op for op in graph.ops}
+    out = []
+    for e in graph.edges:
+        src, dst = ops.get(e.src), ops.get(e.dst)
+        t = src.type if src is not None else None
+        if (src is None or dst is None or t is None or src.opcode == "load" or t.space != "reg"
+                or len(t.shape) != 2 or min(t.shape) <= 1 or (dst.opcode == "mma" and _from_smem(dst, e.operand, t))):
+            continue
+        out.append((e.src, e.dst))
+    return tuple(dict.fromkeys(out))
+
+
+def _from_smem(mma, operand: int, t) -> bool:
+    """Does `mma` read its operand `operand` (of type t) from shared memory whichever role made it?
+    b always (wgmma, tcgen05); a where it is stored K x M (its rows are not the result's)."""
+    if operand == 1:
+        return True
+    if operand != 0 or mma.type is None:
+        return False
+    said = mma.attr("transpose_a")
+    return bool(said) if said is not None and t.shape[0] == t.shape[1] else t.shape[0] != mma.type.shape[0]
+
+
 class ScaleMismatch(Exception):
     """A normalization map (a schedule's own) lacks a cost the graph on this machine has."""
 
@@ -224,6 +256,9 @@ def problem_for(graph: Graph, machine: Machine, options: ModelOptions, scale: di
     missing = [c for c in distinct_costs(costs, machine) if c not in scale]
     if missing:
         raise ScaleMismatch(f"its normalization map has no entry for {missing[0]:g} machine cycles")
+    handoff = machine.tile_handoff if options.tile_handoff is None else options.tile_handoff
+    pinned = () if handoff else pinned_edges(graph)
     extra = {"cross_role": options.cross_role, "smt_backend": options.smt_backend, "groups": options.groups,
-             **({"role_reserve": options.role_reserve} if options.role_reserve else {})}
+             **({"role_reserve": options.role_reserve} if options.role_reserve else {}),
+             **({"pinned": pinned} if pinned else {})}
     return make_problem(graph, machine, costs, scale, extra), norm

@@ -297,7 +297,7 @@ def _amount(v) -> bool:
 OPTION_CHECKS = {  # what each model option a schedule records (pipeline.model_options) may be
     "warps": lambda v: _count(v, 1), "registers": lambda v: _count(v, 1), "depth": lambda v: _count(v, 1),
     "register_reserve": lambda v: _count(v, 0),
-    "cross_role": lambda v: isinstance(v, bool),
+    "cross_role": lambda v: isinstance(v, bool), "tile_handoff": lambda v: isinstance(v, bool),
     "groups": lambda v: isinstance(v, (list, tuple)) and all(isinstance(g, (list, tuple)) and
                                                            all(isinstance(n, str) for n in g) for g in v),
     "normalize_bound": lambda v: _count(v, 1), "max_ii": lambda v: _count(v, 1),

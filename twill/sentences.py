@@ -32,6 +32,10 @@ def _say_completion(p: Problem, ii: int, lmax: int, detail: str) -> str | None:
 
 def _say_dependence(p: Problem, ii: int, lmax: int, detail: str) -> str | None:
     """An edge's latency (and the cross-role delay), or --no-cross-role."""
+    if detail.startswith("no_handoff:"):
+        src, dst = detail[len("no_handoff:"):].split("->")
+        return (f"ops {src} and {dst} must run on the same role: {src} is a register tile that {dst} reads "
+                "outside an mma, and this machine hands no such tile between roles (communication.tile_handoff)")
     if detail.startswith("no_cross:"):
         src, dst = detail[len("no_cross:"):].split("->")
         return f"ops {src} and {dst} must run on the same role (--no-cross-role)"
