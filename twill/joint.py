@@ -158,7 +158,11 @@ def _hinted_first_length(enc: JointEncoding, p: Problem, lb: int, lmax: int, dea
 # time (`_by_partitions`) before the plain ascent. On the corpus' random_n32_s7 (32 ops, h200) Yices with
 # the roles free answers nothing at I0 in minutes; pinned to the register relaxation's partitions it
 # refutes 23 of them (0.1-5 s each) and the 24th has a schedule (docs/benchmarks.md, log, session 30).
-BY_PARTITIONS = True
+# Off: on the corpus it proves nothing more within 60 s and loses two answers that the plain ascent gives
+# in the time the partitions take (gemm_chain_m192_x3_p3_h200 proven in 9.1 CPU s without, timeout with;
+# attn_fwd_m256_d128_x2_h100 "no schedule at any I" in 3.0 s without, timeout with; gemm_chain_m256_x3_p4_h100
+# 30.3 against 39.6 CPU s) (docs/benchmarks.md, log, session 30b).
+BY_PARTITIONS = False
 
 
 def _by_partitions(enc: JointEncoding, p: Problem, deadline, length: int | None = None, cuts: list | None = None) -> Status:
