@@ -79,3 +79,98 @@ def test_solve_by_partitions_gives_the_same_file(monkeypatch, n, seed, regs):
             files.append(type(exc).__name__)
     assert files[0] == files[1] == files[2]
     assert files[0].startswith("{")
+
+
+def _least_plain(p, ii, lmax, lb):
+    """The least L of the window by the plain search (roles free)."""
+    with JointEncoding(p, ii, lmax) as enc:
+        if enc.check() != Status.SAT:
+            return None
+        least, done = enc.minimize("L", lb, None, enc.makespan)
+        assert done
+        return least
+
+
+def test_least_length_by_partitions_is_the_plain_least():
+    """The bisection on `L <= k` by partitions (cuts carried down from the satisfiable checks) answers
+    the plain search's least L, its model has that length, and a refuted bound (a core that needed
+    `L <= k`) is refuted by the plain check under the same bound too."""
+    machine = load_machine("h100")
+    compared, carried, above = 0, 0, 0
+    for n, seed, regs, extra in CASES:
+        graph = _random(n, seed)
+        if graph is None:
+            continue
+        p = problem_for(graph, machine, SolveOptions(cache=False, registers=regs).model)[0]
+        swp = modulo_schedule(p, None, None, earliest=False)
+        ii = swp.ii + extra
+        lmax = joint.window(p, ii, swp.length)
+        lb = joint.length_floor(p, swp.length if extra == 0 else 0)
+        plain = _least_plain(p, ii, lmax, lb)
+        with JointEncoding(p, ii, lmax) as enc:
+            cuts: list = []
+            found = joint._by_partitions(enc, p, None, cuts=cuts)
+            assert (found == Status.SAT) == (plain is not None), (n, seed, regs, extra)
+            if found != Status.SAT:
+                continue
+            least, proven = joint._least_length_by_partitions(enc, p, lb, None, cuts)
+            assert proven and enc.makespan() == least
+            carried += any(k is not None for k, _ in cuts)
+        assert least == plain, (n, seed, regs, extra, least, plain)
+        compared += 1
+        above += least > lb
+        if least > lb:  # one below the least: refuted by partitions and by the plain check alike
+            with JointEncoding(p, ii, lmax) as enc:
+                assert enc.check(None, {"L": least - 1}) == Status.UNSAT
+                assert joint._by_partitions(enc, p, None, length=least - 1) == Status.UNSAT
+    assert compared >= 5 and carried >= 1 and above >= 1, (compared, carried, above)
+
+
+def test_a_core_that_did_not_need_the_bound_holds_without_it():
+    """check_partition under `L <= k`: where its core did not need the bound (core_bounded False), the
+    core's relations alone are refuted with no bound at all; where it did, they are refuted under it."""
+    machine = load_machine("h100")
+    seen = set()
+    for n, seed, regs, extra in CASES:
+        graph = _random(n, seed)
+        if graph is None:
+            continue
+        p = problem_for(graph, machine, SolveOptions(cache=False, registers=regs).model)[0]
+        swp = modulo_schedule(p, None, None, earliest=False)
+        ii = swp.ii + extra
+        lmax = joint.window(p, ii, swp.length)
+        lb = joint.length_floor(p, swp.length if extra == 0 else 0)
+        from twill.pressure import role_partition
+        verdict, blocks = role_partition(p, None)
+        if verdict != "feasible" or blocks is None:
+            continue
+        with JointEncoding(p, ii, lmax) as enc:
+            status, core = enc.check_partition(blocks, None, {"L": lb})
+            bounded = enc.core_bounded
+        if status != Status.UNSAT or not core:
+            continue
+        seen.add(bounded)
+        with JointEncoding(p, ii, lmax) as enc:
+            again, _ = enc.check_relations(core, None, {"L": lb} if bounded else None)
+        assert again == Status.UNSAT, (n, seed, regs, extra, bounded)
+    assert seen == {False, True}, seen  # both kinds of core occur
+
+
+@pytest.mark.parametrize("n,seed,regs", [(9, 5, 96), (10, 2, 96)])
+def test_least_length_by_partitions_gives_the_same_file(monkeypatch, n, seed, regs):
+    """Role hints off, the first schedule by partitions: the least L by partitions (LENGTH_BY_PARTITIONS)
+    or by the plain search gives the same file, byte for byte, twice."""
+    machine = load_machine("h100")
+    graph = _random(n, seed)
+    options = SolveOptions(cache=False, registers=regs, time_limit=60)
+    monkeypatch.setattr(joint, "role_hints", lambda p, slots: [])
+    monkeypatch.setattr(joint, "BY_PARTITIONS", True)
+    files = []
+    for on in (True, True, False):
+        monkeypatch.setattr(joint, "LENGTH_BY_PARTITIONS", on)
+        try:
+            files.append(solve(graph, machine, options).to_json())
+        except (NoScheduleError, TimeLimitReached) as exc:
+            files.append(type(exc).__name__)
+    assert files[0] == files[1] == files[2]
+    assert files[0].startswith("{")

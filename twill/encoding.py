@@ -9,7 +9,6 @@ guards each family item with an assumption literal.
 """
 from __future__ import annotations
 
-import math
 import time
 
 from .errors import Status
@@ -84,6 +83,7 @@ class JointEncoding:
         self._params = None
         self._objectives: dict = {}
         self.checks, self.last_check_seconds = 0, 0.0
+        self.symmetric = False  # `break_symmetry` done
         self.floor: dict[str, int] = {}  # objective -> the least value a minimization has not refuted
 
     @classmethod
@@ -156,23 +156,37 @@ class JointEncoding:
             self._assert([e.T.ynot(lit)])  # retired: its clause holds from now on
         return status
 
-    def check_partition(self, blocks, deadline: float | None = None) -> tuple[Status, list[tuple[str, str, bool]]]:
+    def check_partition(self, blocks, deadline: float | None = None,
+                        at_most: dict | None = None) -> tuple[Status, list[tuple[str, str, bool]]]:
         """Satisfiable with the ops on roles as `blocks` (lists of ops, each one role, whatever its
         slot)? Under assumptions, one per relation (each op with its block's first op, the blocks'
         first ops apart): UNSAT comes with a core of those relations, (a, b, same), under which no
-        schedule of this encoding exists (the rest of the partition may be anything). A SAT answer
+        schedule of this encoding exists (the rest of the partition may be anything). With `at_most`
+        {objective: k}, under objective <= k too (one more assumption): `core_bounded` then says
+        whether the core needed it (if not, the core holds whatever the objective). A SAT answer
         keeps its model."""
-        e, T = self._e, self._e.T
         relations = [(b[0], v, True) for b in blocks for v in b[1:]]
         relations += [(b[0], c[0], False) for i, b in enumerate(blocks) for c in blocks[i + 1:]]
+        return self.check_relations(relations, deadline, at_most)
+
+    def check_relations(self, relations, deadline: float | None = None,
+                        at_most: dict | None = None) -> tuple[Status, list[tuple[str, str, bool]]]:
+        """`check_partition` of the relations (a, b, same) alone, each under an assumption."""
+        e, T = self._e, self._e.T
         lits = []
         for a, b, same in relations:
             lit = e.var(f"[partition {self.checks} {a},{b}]", e.bool)
             self._assert([T.implies(lit, e.same_role(a, b) if same else T.ynot(e.same_role(a, b)))])
             lits.append(lit)
+        bound = None
+        if at_most:
+            bound = e.var(f"[partition {self.checks} at most]", e.bool)
+            self._assert([T.implies(bound, T.yand([e.le(self._term(k), e.num(v)) for k, v in at_most.items()]))])
+        self.core_bounded = False
         self._assumed = True
         t0 = time.monotonic()
-        status = self._status.get(bounded_check(self._ctx, lits, deadline, self._params), Status.TIMEOUT)
+        status = self._status.get(bounded_check(self._ctx, lits + ([bound] if bound is not None else []), deadline,
+                                                self._params), Status.TIMEOUT)
         self.checks += 1
         self.last_check_seconds = time.monotonic() - t0
         core = []
@@ -180,7 +194,9 @@ class JointEncoding:
             self._model = self._y.Model.from_context(self._ctx, 1)
         elif status == Status.UNSAT:
             index = {lit: r for lit, r in zip(lits, relations)}
-            core = [index[t] for t in self._ctx.get_unsat_core() if t in index]
+            found = self._ctx.get_unsat_core()
+            core = [index[t] for t in found if t in index]
+            self.core_bounded = bound is not None and any(t == bound for t in found)
         elif self._ctx.status() == getattr(self._y.Status, "INTERRUPTED", None):
             self._revive()
         return status, core
@@ -209,10 +225,16 @@ class JointEncoding:
         on a guarded encoding: a check that assumes only some items need not be symmetric."""
         assert not self.guards, "symmetry breaking is for unguarded encodings"
         self._assert(symmetry_breaking(self._e))
+        self.symmetric = True
 
     def bound(self, objective: str, k: int) -> None:
         """Assert objective <= k from now on."""
         self._assert([self._e.le(self._term(objective), self._e.num(k))])
+
+    def bound_below(self, objective: str, k: int) -> None:
+        """Assert objective >= k from now on (proven elsewhere: a search by partitions), as `floor`."""
+        self._assert([self._e.le(self._e.num(k), self._term(objective))])
+        self.floor[objective] = max(k, self.floor.get(objective, k))
 
     def minimize(self, objective: str, lo: int, deadline: float | None = None, measure=None,
                  from_below: int = 0, check_seconds: float | None = None,

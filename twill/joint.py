@@ -158,32 +158,70 @@ def _hinted_first_length(enc: JointEncoding, p: Problem, lb: int, lmax: int, dea
 # time (`_by_partitions`) before the plain ascent. On the corpus' random_n32_s7 (32 ops, h200) Yices with
 # the roles free answers nothing at I0 in minutes; pinned to the register relaxation's partitions it
 # refutes 23 of them (0.1-5 s each) and the 24th has a schedule (docs/benchmarks.md, log, session 30).
-BY_PARTITIONS = True
+# Off: on the corpus it proves nothing more within 60 s and loses two answers that the plain ascent gives
+# in the time the partitions take (gemm_chain_m192_x3_p3_h200 proven in 9.1 CPU s without, timeout with;
+# attn_fwd_m256_d128_x2_h100 "no schedule at any I" in 3.0 s without, timeout with; gemm_chain_m256_x3_p4_h100
+# 30.3 against 39.6 CPU s) (docs/benchmarks.md, log, session 30b).
+BY_PARTITIONS = False
 
 
-def _by_partitions(enc: JointEncoding, p: Problem, deadline) -> Status:
-    """The whole window of `enc` decided one role partition at a time (a logic-based Benders loop):
-    pressure.py's relaxation (every register bound of every role assignment, CP-SAT) proposes a
-    partition of the ops into roles, Yices checks the window with the roles pinned to it, and an
-    unsat answer's core (relations between ops: same role, other role) is a cut, at this encoding's
-    I only, for the relaxation's next proposal. SAT: a schedule (the model is the encoding's);
-    UNSAT: none in the window (every partition either breaks the relaxation or fell to a core);
-    TIMEOUT: neither by the deadline (or the relaxation undecided: nothing is concluded)."""
+def _by_partitions(enc: JointEncoding, p: Problem, deadline, length: int | None = None, cuts: list | None = None) -> Status:
+    """The whole window of `enc` (with `length`, only L <= length) decided one role partition at a time
+    (a logic-based Benders loop): pressure.py's relaxation (every register bound of every role
+    assignment, CP-SAT) proposes a partition of the ops into roles, Yices checks the window with the
+    roles pinned to it, and an unsat answer's core (relations between ops: same role, other role) is a
+    cut, at this encoding's I only, for the relaxation's next proposal. SAT: a schedule (the model is
+    the encoding's); UNSAT: none in the window (every partition either breaks the relaxation or fell to
+    a core); TIMEOUT: neither by the deadline (or the relaxation undecided: nothing is concluded).
+
+    `cuts` (kept by the caller across calls): (k, core) pairs, k the L bound the core was found under
+    (None: the core did not need it). A core found under L <= k holds under every smaller bound, so a
+    search for the least L (`_least_length_by_partitions`) carries the cuts of its satisfiable checks
+    (the partitions refuted before the one that fit) down to the next, tighter, check."""
     from .pressure import role_partition
-    cuts: list = []
+    cuts = [] if cuts is None else cuts
+    at_most = None if length is None else {"L": length}
     while deadline is None or time.monotonic() < deadline:
-        verdict, blocks = role_partition(p, deadline, cuts=cuts)
+        valid = [core for k, core in cuts if k is None or (length is not None and length <= k)]
+        verdict, blocks = role_partition(p, deadline, cuts=valid)
         if verdict == "infeasible":
             return Status.UNSAT
         if verdict != "feasible" or blocks is None:
             return Status.TIMEOUT
-        status, core = enc.check_partition(blocks, deadline)
+        status, core = enc.check_partition(blocks, deadline, at_most)
         if status != Status.UNSAT:
             return status
         if not core:
             return Status.UNSAT  # unsat whatever the roles
-        cuts.append(core)
+        cuts.append((length if enc.core_bounded else None, core))
     return Status.TIMEOUT
+
+
+# After a first schedule that the partitions found (the role hints found none): the least L searched the
+# same way, by bisection on `L <= k`. Off: on the corpus' gemm_chain_m256_x3_p4_h100 a pinned partition's
+# check at L <= 1295 (the optimum) answered nothing in 44 s where Yices with the roles free proves it in
+# 17 s; on random_n32_s7 the refutations at its floor (0.05-0.4 s each) went past 60 partitions, each core
+# 27-34 of the ~38 relations, undecided by the deadline (docs/benchmarks.md, log, session 30b).
+LENGTH_BY_PARTITIONS = False
+
+
+def _least_length_by_partitions(enc: JointEncoding, p: Problem, lo: int, deadline, cuts: list) -> tuple[int, bool]:
+    """The least L >= lo (proven: `length_floor`) of a schedule of `enc`, from its last model, by
+    bisection with `_by_partitions(..., length=k)` at each step: (the least L found, proven). Each
+    refuted bound is asserted as a fact (L > k); the model is left at the least L found."""
+    hi = enc.makespan()
+    first = lo if PROBE_FLOOR else None
+    while lo < hi:
+        mid = lo if lo == first else (lo + hi) // 2
+        status = _by_partitions(enc, p, deadline, mid, cuts)
+        if status == Status.TIMEOUT:
+            return hi, False
+        if status == Status.SAT:
+            hi = min(mid, enc.makespan())
+        else:
+            lo = mid + 1
+            enc.bound_below("L", lo)
+    return hi, True
 
 
 def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
@@ -358,12 +396,18 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
     may_hand_off = _handoff_available(p)
     with JointEncoding(p, ii, lmax) as enc:
         lb = length_floor(p, stage1_floor(swp_length, swp_floor) if ii == first_ii else 0)
+        cuts: list = []
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
         if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
         elif (ii == first_ii and BY_PARTITIONS and may_hand_off
-              and (found := _by_partitions(enc, p, deadline)) != Status.TIMEOUT):
+              and (found := _by_partitions(enc, p, deadline, cuts=cuts)) != Status.TIMEOUT):
             status, below = found, (lb - 1 if found == Status.SAT else lmax)
+            if found == Status.SAT and LENGTH_BY_PARTITIONS:
+                report("joint", {"I": ii, "L": enc.makespan(), "minimizing": "L", "by": "role partitions"})
+                enc.break_symmetry()
+                least, proven = _least_length_by_partitions(enc, p, lb, deadline, cuts)
+                below = least - 1 if proven else enc.floor.get("L", lb) - 1
         else:
             status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
         tried.append((ii, status))
@@ -376,7 +420,8 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
                             time.monotonic())
             if result is not None:
                 return status, result
-        enc.break_symmetry()  # after the first schedule: finding one is slower with it, proofs are not
+        if not enc.symmetric:
+            enc.break_symmetry()  # after the first schedule: finding one is slower with it, proofs are not
         report("joint", {"I": ii, "L": length, "minimizing": "L", "last check s": _secs(enc)})
         handoff = None
         if may_hand_off:
