@@ -70,3 +70,13 @@ def test_tile_handoff_is_a_boolean_in_the_machine_file():
     with pytest.raises(InputError, match="communication.tile_handoff"):
         parse_machine(text.replace("tile_handoff: false", "tile_handoff: 3"), "bad.yaml")
     assert parse_machine(text.replace("tile_handoff: false", "tile_handoff: true"), "ok.yaml").tile_handoff
+
+
+def test_explain_explains_the_model_the_solve_falls_back_to():
+    """With no schedule keeping the tiles on their roles, explain (as solve) explains the model with
+    the hand-off: its smallest realisable I is the solve's, and its schedule records the option."""
+    from twill.explain import explain
+    g, m = load_graph(str(EX / "attention_fwd_simple.tir")), load_machine("h100")
+    ex = explain(g, m, SolveOptions(time_limit=120))
+    assert (ex.final_ii, ex.final_length) == (255, 502)
+    assert dict(ex.schedule.options) == {"tile_handoff": True}

@@ -273,8 +273,14 @@ def explain(graph, machine, options, progress=lambda stage, info: None, deadline
     # The joint search first: where it schedules I0 (the usual case), that is the answer, found with its
     # role hint and symmetry breaking (explain's guarded checks have neither: FA3's took 10 s, the solve 2).
     progress("joint", {"from I": ii})
-    base = schedule_from_modulo(p, swp, norm, graph, machine)
+    base = schedule_from_modulo(p, swp, norm, graph, machine, options)
     outcome = _joint_outcome(p, swp, base, options, progress, deadline)
+    from .pipeline import _pins_tiles
+    if outcome[0] is None and not outcome[2] and _pins_tiles(graph, machine, options):
+        # no schedule keeps every register tile on its role: as `solve` does, the model with them
+        # handed between roles (pipeline.solve, communication.tile_handoff) is the one explained
+        progress("handoff", {"retry": "register tiles handed between roles"})
+        return explain(graph, machine, replace(options, tile_handoff=True), progress, deadline)
     if outcome[0] is not None and outcome[0].ii == ii:
         ex.realisable = True
         return _record(ex, *outcome, graph, machine)

@@ -200,8 +200,8 @@ def check_cross_role(s: Schedule, p: Problem):
     for e in sorted(actual - declared):
         yield Violation("cross_role", f"edge {e[0]} -> {e[1]} crosses roles but is not listed")
     for src, dst in sorted(actual & set(p.option("pinned", ()))):
-        yield Violation("cross_role", f"edge {src} -> {dst} hands a register tile to another role's "
-                                      "op other than an mma, which this machine's tile_handoff forbids")
+        yield Violation("cross_role", f"edge {src} -> {dst} hands a register tile to another role that "
+                                      "reads it from registers, which this machine's tile_handoff forbids")
     if not p.option("cross_role", True):  # solved with cross-role communication forbidden
         for src, dst in sorted(actual):
             if not p.task[src].variable_latency:
