@@ -161,3 +161,11 @@ def _solved_example(name: str, gpu: str, options):
     from twill.tir import load_tir
     graph, machine = load_tir(ROOT / "examples" / name), load_machine(gpu)
     return solve(graph, machine, options), graph, machine
+
+
+def emitted_as_cli(schedule, machine):
+    """(schedule, .cu text) as `twill emit-cuda` writes them: through emit-cuda's ptxas loop, which
+    re-solves a role that ptxas finds short of registers (twill/ptxas_loop.py; nvcc must be present)."""
+    from twill.ptxas_loop import emitter, resolver, run
+    result = run(schedule, machine, emitter(machine), resolver(schedule, machine), lambda line: None)
+    return result.schedule, result.text

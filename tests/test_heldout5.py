@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import nvcc, nvcc_compile
+from conftest import emitted_as_cli, nvcc, nvcc_compile
 from twill.emit import emit_cuda
 from twill.errors import InputError
 from twill.machine import load_machine
@@ -267,7 +267,9 @@ def test_heldout5_dump_solves_verifies_emits_and_compiles_clean(name, tmp_path):
     assert schedule.complete
     assert verify(schedule, graph, machine) == []
     src = tmp_path / f"{name}.cu"
-    src.write_text(emit_cuda(schedule, machine))
+    schedule, text = emitted_as_cli(schedule, machine)  # emit-cuda's ptxas loop, as the CLI
+    assert verify(schedule, graph, machine) == []
+    src.write_text(text)
     arch = machine.arch
     rc, err = nvcc_compile(src, ["-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas", "-v"])
     assert rc == 0, err[-2000:]

@@ -11,12 +11,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from twill.emit import build_model  # noqa: E402
-from twill.emit.cuda import render  # noqa: E402
 from twill.fileio import write_atomic  # noqa: E402
 from twill.machine import load_machine  # noqa: E402
 from twill.pipeline import SolveOptions  # noqa: E402
-from twill.ptxas_loop import resolver, run  # noqa: E402
+from twill.ptxas_loop import emitter, resolver, run  # noqa: E402
 from twill.sequence import SequenceSchedule, solve_sequence  # noqa: E402
 from twill.tir_sequence import load_sequence  # noqa: E402
 
@@ -30,10 +28,7 @@ def main():
         seq = solve_sequence(load_sequence(os.path.join(ROOT, "tests", "golden", "seq", f"{name}.tir")), machine, options)
         final = []
         for s in seq.schedules:
-            def emit(x):
-                model = build_model(x, machine)
-                return model, render(model)
-            final.append(run(s, machine, emit, resolver(s, machine, options), print).schedule)
+            final.append(run(s, machine, emitter(machine), resolver(s, machine, options), print).schedule)
         out = SequenceSchedule(seq.kernel, seq.names, tuple(final), seq.handovers)
         path = os.path.join(ROOT, "tests", "data", "seq", f"{name}.{gpu}.json")
         write_atomic(path, out.to_json(), only_if_changed=True)

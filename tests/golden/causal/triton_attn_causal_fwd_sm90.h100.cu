@@ -1360,12 +1360,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc_new[0]);
       if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
       if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+      twill::Rows<2> corr_acc_rescale_1;
       sm.ring_corr.wait_full(tile.pos + j - 1);  // corr[j - 1] is staged
-      const twill::RowsView<2, float> corr_acc_rescale_1{sm.stage_corr[0], 0};
+      twill::buffer_to_frag(corr_acc_rescale_1, sm.stage_corr[0], 0, 0);
+      sm.ring_corr.release_by_warp(tile.pos + j - 1);  // corr[j - 1] is in registers: its slot is free
       // acc_rescale is computed in the registers of acc_new, which accumulates it in place
       // acc_rescale = rescale acc, corr (iteration j - 1)
       twill::op_rescale(acc_new[0], acc_new[0], corr_acc_rescale_1);
-      sm.ring_corr.release_by_warp(tile.pos + j - 1);  // release corr[j - 1]
       sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
       sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new = mma p, v, acc_rescale (iteration j - 1)
@@ -1388,12 +1389,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       twill::fence_frag(acc_new[0]);
       sm.ring_p.release_by_warp(tile.pos + j - 1);  // release p[j - 1]
       sm.ring_v.release_by_warp(tile.pos + j - 1);  // release v[j - 1]
+      twill::Rows<2> corr_acc_rescale_1;
       sm.ring_corr.wait_full(tile.pos + j);  // corr[j] is staged
-      const twill::RowsView<2, float> corr_acc_rescale_1{sm.stage_corr[0], 0};
+      twill::buffer_to_frag(corr_acc_rescale_1, sm.stage_corr[0], 0, 0);
+      sm.ring_corr.release_by_warp(tile.pos + j);  // corr[j] is in registers: its slot is free
       // acc_rescale is computed in the registers of acc_new, which accumulates it in place
       // acc_rescale = rescale acc, corr (iteration j)
       twill::op_rescale(acc_new[0], acc_new[0], corr_acc_rescale_1);
-      sm.ring_corr.release_by_warp(tile.pos + j);  // release corr[j]
       sm.ring_p.wait_full(tile.pos + j);  // p[j] has landed
       sm.ring_v.wait_full(tile.pos + j);  // v[j] has landed
       // acc_new = mma p, v, acc_rescale (iteration j)
@@ -1420,12 +1422,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc_new[0]);
         sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
         sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
+        twill::Rows<2> corr_acc_rescale_1;
         sm.ring_corr.wait_full(tile.pos + n - 1);  // corr[n - 1] is staged
-        const twill::RowsView<2, float> corr_acc_rescale_1{sm.stage_corr[0], 0};
+        twill::buffer_to_frag(corr_acc_rescale_1, sm.stage_corr[0], 0, 0);
+        sm.ring_corr.release_by_warp(tile.pos + n - 1);  // corr[n - 1] is in registers: its slot is free
         // acc_rescale is computed in the registers of acc_new, which accumulates it in place
         // acc_rescale = rescale acc, corr (iteration n - 1)
         twill::op_rescale(acc_new[0], acc_new[0], corr_acc_rescale_1);
-        sm.ring_corr.release_by_warp(tile.pos + n - 1);  // release corr[n - 1]
         sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new = mma p, v, acc_rescale (iteration n - 1)
@@ -1451,12 +1454,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc_new[0]);
         if (j - 2 >= 0) sm.ring_p.release_by_warp(tile.pos + j - 2);  // release p[j - 2]
         if (j - 2 >= 0) sm.ring_v.release_by_warp(tile.pos + j - 2);  // release v[j - 2]
+        twill::Rows<2> corr_acc_rescale_1;
         sm.ring_corr.wait_full(tile.pos + j - 1);  // corr[j - 1] is staged
-        const twill::RowsView<2, float> corr_acc_rescale_1{sm.stage_corr[0], 0};
+        twill::buffer_to_frag(corr_acc_rescale_1, sm.stage_corr[0], 0, 0);
+        sm.ring_corr.release_by_warp(tile.pos + j - 1);  // corr[j - 1] is in registers: its slot is free
         // acc_rescale is computed in the registers of acc_new, which accumulates it in place
         // acc_rescale = rescale acc, corr (iteration j - 1)
         twill::op_rescale(acc_new[0], acc_new[0], corr_acc_rescale_1);
-        sm.ring_corr.release_by_warp(tile.pos + j - 1);  // release corr[j - 1]
         sm.ring_p.wait_full(tile.pos + j - 1);  // p[j - 1] has landed
         sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
         // acc_new = mma p, v, acc_rescale (iteration j - 1)
@@ -1480,12 +1484,13 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         twill::fence_frag(acc_new[0]);
         sm.ring_p.release_by_warp(tile.pos + n - 2);  // release p[n - 2]
         sm.ring_v.release_by_warp(tile.pos + n - 2);  // release v[n - 2]
+        twill::Rows<2> corr_acc_rescale_1;
         sm.ring_corr.wait_full(tile.pos + n - 1);  // corr[n - 1] is staged
-        const twill::RowsView<2, float> corr_acc_rescale_1{sm.stage_corr[0], 0};
+        twill::buffer_to_frag(corr_acc_rescale_1, sm.stage_corr[0], 0, 0);
+        sm.ring_corr.release_by_warp(tile.pos + n - 1);  // corr[n - 1] is in registers: its slot is free
         // acc_rescale is computed in the registers of acc_new, which accumulates it in place
         // acc_rescale = rescale acc, corr (iteration n - 1)
         twill::op_rescale(acc_new[0], acc_new[0], corr_acc_rescale_1);
-        sm.ring_corr.release_by_warp(tile.pos + n - 1);  // release corr[n - 1]
         sm.ring_p.wait_full(tile.pos + n - 1);  // p[n - 1] has landed
         sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
         // acc_new = mma p, v, acc_rescale (iteration n - 1)

@@ -1121,13 +1121,14 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     sm.ring_s.wait_full(tile.pos);  // s[0] is in tensor memory
     twill::tmem_fence_after();
     twill::tmem_to_frag(s_l_1_0, sm.tmem_base);
+    twill::TScal m_new_l_1_1;
     sm.ring_m_new.wait_full(tile.pos);  // m_new[0] is staged
-    const twill::RowsView<float> m_new_l_1_1{sm.stage_m_new[0], 0};
+    twill::buffer_to_frag(m_new_l_1_1, sm.stage_m_new[0], 0, 0);
+    sm.ring_m_new.release_by_warp(tile.pos);  // m_new[0] is in registers: its slot is free
     // l_1 = exp2 s, m_new (iteration 0)
     twill::op_exp2(l_1[0], s_l_1_0, m_new_l_1_1, args.exp2_scale);
     twill::tmem_fence_before();
     sm.ring_s.release_by_warp(tile.pos);  // release s[0]
-    sm.ring_m_new.release_by_warp(tile.pos);  // release m_new[0]
   }
   // ---- steady state: every op, each on its own iteration ----
   int j = 1;
@@ -1137,47 +1138,52 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       sm.ring_s.wait_full(tile.pos + j);  // s[j] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s_l_1_0, sm.tmem_base);
+      twill::TScal m_new_l_1_1;
       sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
-      const twill::RowsView<float> m_new_l_1_1{sm.stage_m_new[0], 0};
+      twill::buffer_to_frag(m_new_l_1_1, sm.stage_m_new[0], 0, 0);
+      sm.ring_m_new.release_by_warp(tile.pos + j);  // m_new[j] is in registers: its slot is free
       // l_1 = exp2 s, m_new (iteration j)
       twill::op_exp2(l_1[1], s_l_1_0, m_new_l_1_1, args.exp2_scale);
       twill::tmem_fence_before();
       sm.ring_s.release_by_warp(tile.pos + j);  // release s[j]
-      sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
+      twill::TScal l_exp2_l_new_2;
       sm.ring_l_exp2.wait_full(tile.pos + j - 1);  // l_exp2[j - 1] is staged
-      const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(tile.pos + j - 1) % 2], 0};
+      twill::buffer_to_frag(l_exp2_l_new_2, sm.stage_l_exp2[(tile.pos + j - 1) % 2], 0, 0);
+      sm.ring_l_exp2.release_by_warp(tile.pos + j - 1);  // l_exp2[j - 1] is in registers: its slot is free
       // l_new = rowsum l_1, l, l_exp2 (iteration j - 1)
       twill::op_rowsum(l_new[0], l_1[0], l_new[0], l_exp2_l_new_2);
-      sm.ring_l_exp2.release_by_warp(tile.pos + j - 1);  // release l_exp2[j - 1]
     }
     {  // steady window J = j + 1: l_1[j + 1], l_new[j]
       twill::TRow<64> s_l_1_0;
       sm.ring_s.wait_full(tile.pos + j + 1);  // s[j + 1] is in tensor memory
       twill::tmem_fence_after();
       twill::tmem_to_frag(s_l_1_0, sm.tmem_base);
+      twill::TScal m_new_l_1_1;
       sm.ring_m_new.wait_full(tile.pos + j + 1);  // m_new[j + 1] is staged
-      const twill::RowsView<float> m_new_l_1_1{sm.stage_m_new[0], 0};
+      twill::buffer_to_frag(m_new_l_1_1, sm.stage_m_new[0], 0, 0);
+      sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // m_new[j + 1] is in registers: its slot is free
       // l_1 = exp2 s, m_new (iteration j + 1)
       twill::op_exp2(l_1[0], s_l_1_0, m_new_l_1_1, args.exp2_scale);
       twill::tmem_fence_before();
       sm.ring_s.release_by_warp(tile.pos + j + 1);  // release s[j + 1]
-      sm.ring_m_new.release_by_warp(tile.pos + j + 1);  // release m_new[j + 1]
+      twill::TScal l_exp2_l_new_2;
       sm.ring_l_exp2.wait_full(tile.pos + j);  // l_exp2[j] is staged
-      const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(tile.pos + j) % 2], 0};
+      twill::buffer_to_frag(l_exp2_l_new_2, sm.stage_l_exp2[(tile.pos + j) % 2], 0, 0);
+      sm.ring_l_exp2.release_by_warp(tile.pos + j);  // l_exp2[j] is in registers: its slot is free
       // l_new = rowsum l_1, l, l_exp2 (iteration j)
       twill::op_rowsum(l_new[0], l_1[1], l_new[0], l_exp2_l_new_2);
-      sm.ring_l_exp2.release_by_warp(tile.pos + j);  // release l_exp2[j]
     }
   }
   switch (n - j) {  // the last steady windows and the epilogue, at their buffer phase
     case 0: {
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): l_new[n - 1]
+        twill::TScal l_exp2_l_new_2;
         sm.ring_l_exp2.wait_full(tile.pos + n - 1);  // l_exp2[n - 1] is staged
-        const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(tile.pos + n - 1) % 2], 0};
+        twill::buffer_to_frag(l_exp2_l_new_2, sm.stage_l_exp2[(tile.pos + n - 1) % 2], 0, 0);
+        sm.ring_l_exp2.release_by_warp(tile.pos + n - 1);  // l_exp2[n - 1] is in registers: its slot is free
         // l_new = rowsum l_1, l, l_exp2 (iteration n - 1)
         twill::op_rowsum(l_new[0], l_1[0], l_new[0], l_exp2_l_new_2);
-        sm.ring_l_exp2.release_by_warp(tile.pos + n - 1);  // release l_exp2[n - 1]
       }
       break;
     }
@@ -1187,26 +1193,29 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         sm.ring_s.wait_full(tile.pos + j);  // s[j] is in tensor memory
         twill::tmem_fence_after();
         twill::tmem_to_frag(s_l_1_0, sm.tmem_base);
+        twill::TScal m_new_l_1_1;
         sm.ring_m_new.wait_full(tile.pos + j);  // m_new[j] is staged
-        const twill::RowsView<float> m_new_l_1_1{sm.stage_m_new[0], 0};
+        twill::buffer_to_frag(m_new_l_1_1, sm.stage_m_new[0], 0, 0);
+        sm.ring_m_new.release_by_warp(tile.pos + j);  // m_new[j] is in registers: its slot is free
         // l_1 = exp2 s, m_new (iteration j)
         twill::op_exp2(l_1[1], s_l_1_0, m_new_l_1_1, args.exp2_scale);
         twill::tmem_fence_before();
         sm.ring_s.release_by_warp(tile.pos + j);  // release s[j]
-        sm.ring_m_new.release_by_warp(tile.pos + j);  // release m_new[j]
+        twill::TScal l_exp2_l_new_2;
         sm.ring_l_exp2.wait_full(tile.pos + j - 1);  // l_exp2[j - 1] is staged
-        const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(tile.pos + j - 1) % 2], 0};
+        twill::buffer_to_frag(l_exp2_l_new_2, sm.stage_l_exp2[(tile.pos + j - 1) % 2], 0, 0);
+        sm.ring_l_exp2.release_by_warp(tile.pos + j - 1);  // l_exp2[j - 1] is in registers: its slot is free
         // l_new = rowsum l_1, l, l_exp2 (iteration j - 1)
         twill::op_rowsum(l_new[0], l_1[0], l_new[0], l_exp2_l_new_2);
-        sm.ring_l_exp2.release_by_warp(tile.pos + j - 1);  // release l_exp2[j - 1]
       }
       // ---- epilogue: the last iterations leave the pipeline ----
       {  // epilogue window 0 (J = n): l_new[n - 1]
+        twill::TScal l_exp2_l_new_2;
         sm.ring_l_exp2.wait_full(tile.pos + n - 1);  // l_exp2[n - 1] is staged
-        const twill::RowsView<float> l_exp2_l_new_2{sm.stage_l_exp2[(tile.pos + n - 1) % 2], 0};
+        twill::buffer_to_frag(l_exp2_l_new_2, sm.stage_l_exp2[(tile.pos + n - 1) % 2], 0, 0);
+        sm.ring_l_exp2.release_by_warp(tile.pos + n - 1);  // l_exp2[n - 1] is in registers: its slot is free
         // l_new = rowsum l_1, l, l_exp2 (iteration n - 1)
         twill::op_rowsum(l_new[0], l_1[1], l_new[0], l_exp2_l_new_2);
-        sm.ring_l_exp2.release_by_warp(tile.pos + n - 1);  // release l_exp2[n - 1]
       }
       break;
     }
