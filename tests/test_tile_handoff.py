@@ -80,3 +80,19 @@ def test_explain_explains_the_model_the_solve_falls_back_to():
     ex = explain(g, m, SolveOptions(time_limit=120))
     assert (ex.final_ii, ex.final_length) == (255, 502)
     assert dict(ex.schedule.options) == {"tile_handoff": True}
+
+
+def test_the_ptxas_loop_does_not_trade_its_registers_for_a_hand_off():
+    """emit-cuda's ptxas loop solves again with more registers on a role. For a schedule that keeps its
+    tiles on their roles, that solve keeps them too (tile_handoff=False, no fall-back): with the extra
+    registers no one-warpgroup schedule fits, and the loop keeps its rounds rather than hand S over
+    (attn_alibi on h100: serialized wgmmas, where the hand-off ran at 0.38-0.43x Triton's)."""
+    from twill.errors import NoScheduleError
+    from twill.ptxas_loop import resolver
+    g, m = load_graph(str(DATA / "attn_d64.tir")), load_machine("h200")
+    kept = solve(g, m, SolveOptions(time_limit=60))
+    again = resolver(kept, m)
+    with pytest.raises(NoScheduleError):
+        again(((("qk",), 160, 4),))
+    handed = solve(g, m, SolveOptions(time_limit=60, tile_handoff=True))
+    assert dict(resolver(handed, m)(((("qk",), 8, 4),)).options)["tile_handoff"] is True  # its own option kept

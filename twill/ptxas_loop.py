@@ -304,6 +304,11 @@ def resolver(schedule: Schedule, machine, options=None, progress=None) -> Callab
         base = ModelOptions.from_recorded(schedule.options, schedule.stage)
         options = SolveOptions(**{f: getattr(base, f) for f in base.__dataclass_fields__})
     graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
+    if options.tile_handoff is None and not machine.tile_handoff and not dict(schedule.options).get("tile_handoff"):
+        # the schedule keeps its register tiles on their roles: so must a schedule with more registers,
+        # not fall back to handing them over (pipeline.solve), which cost far more than a spill on the
+        # card (docs/model-fidelity.md, session 30); with none, the loop keeps the rounds it has
+        options = replace(options, tile_handoff=False)
 
     limit = options.time_limit if options.time_limit is not None else RESOLVE_TIME_LIMIT
 
