@@ -275,8 +275,8 @@ def explain(graph, machine, options, progress=lambda stage, info: None, deadline
     progress("joint", {"from I": ii})
     base = schedule_from_modulo(p, swp, norm, graph, machine, options)
     outcome = _joint_outcome(p, swp, base, options, progress, deadline)
-    from .pipeline import _pins_tiles
-    if outcome[0] is None and not outcome[2] and _pins_tiles(graph, machine, options):
+    from .pipeline import tiles_pinned
+    if outcome[0] is None and not outcome[2] and tiles_pinned(graph, machine, options):
         # no schedule keeps every register tile on its role: as `solve` does, the model with them
         # handed between roles (pipeline.solve, communication.tile_handoff) is the one explained
         progress("handoff", {"retry": "register tiles handed between roles"})

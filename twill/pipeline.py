@@ -87,7 +87,7 @@ def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions()
         try:
             return _cached_solve(graph, machine, options, progress)
         except NoScheduleError:
-            if not _pins_tiles(graph, machine, options):
+            if not tiles_pinned(graph, machine, options):
                 raise
         # No schedule keeps every register tile on the role that computes it (the machine has no
         # communication.tile_handoff): solved again with such tiles handed between roles, which the
@@ -96,7 +96,7 @@ def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions()
         return _cached_solve(graph, machine, replace(options, tile_handoff=True), progress)
 
 
-def _pins_tiles(graph: Graph, machine: Machine, options: SolveOptions) -> bool:
+def tiles_pinned(graph: Graph, machine: Machine, options: SolveOptions) -> bool:
     """Did the solve keep register tiles on their roles (problem.pinned_edges), which it may drop?"""
     from .problem import pinned_edges
     return options.tile_handoff is None and not machine.tile_handoff and bool(pinned_edges(graph))
