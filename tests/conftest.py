@@ -169,3 +169,18 @@ def emitted_as_cli(schedule, machine):
     from twill.ptxas_loop import emitter, resolver, run
     result = run(schedule, machine, emitter(machine), resolver(schedule, machine), lambda line: None)
     return result.schedule, result.text
+
+
+def refused_at_its_line(path, line_pattern: str, message_pattern: str):
+    """Importing the dump at `path` raises an InputError whose message matches `message_pattern`, located
+    at a line matching `line_pattern` (the TTGIR op that is refused): the held-out batches' refusals."""
+    import re
+    import pytest
+    from twill.errors import InputError
+    from twill.ttgir import load_ttgir
+    with pytest.raises(InputError) as err:
+        load_ttgir(path)
+    d = err.value.diagnostics[0]
+    assert re.search(message_pattern, d.message) and d.span is not None, (str(path), d.message)
+    line = path.read_text().splitlines()[d.span.line - 1]
+    assert re.search(line_pattern, line), (str(path), line)

@@ -122,8 +122,8 @@ class Machine:
     source: str = ""
     file: str = field(default="<machine>", compare=False)
     rates: tuple[tuple[str, float], ...] = ()  # rate class -> elements per cycle (twill.vocab)
-    # may a 2-d register tile go to another role's op other than an mma (through shared memory)?
-    # (`communication.tile_handoff`; problem.pinned_edges)
+    # may a 2-d register tile go to another role's op that reads it from registers (through shared
+    # memory)? (`communication.tile_handoff`; problem.pinned_edges)
     tile_handoff: bool = True
 
     @property

@@ -97,9 +97,10 @@ def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions()
 
 
 def tiles_pinned(graph: Graph, machine: Machine, options: SolveOptions) -> bool:
-    """Did the solve keep register tiles on their roles (problem.pinned_edges), which it may drop?"""
-    from .problem import pinned_edges
-    return options.tile_handoff is None and not machine.tile_handoff and bool(pinned_edges(graph))
+    """Did the solve keep register tiles on their roles by the machine's rule (problem.pinned_for), which
+    it may drop (an option that says either way is the user's, or a retry's)?"""
+    from .problem import pinned_for
+    return options.tile_handoff is None and bool(pinned_for(graph, machine, options))
 
 
 def _cached_solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Progress) -> Schedule:

@@ -216,6 +216,13 @@ def pinned_edges(graph: Graph) -> tuple[tuple[str, str], ...]:
     return tuple(dict.fromkeys(out))
 
 
+def pinned_for(graph: Graph, machine: Machine, options: ModelOptions) -> tuple[tuple[str, str], ...]:
+    """`pinned_edges` where the solve keeps register tiles on their roles: `options.tile_handoff`, or
+    where that is None, the machine's `communication.tile_handoff`, is false; () otherwise."""
+    handoff = machine.tile_handoff if options.tile_handoff is None else options.tile_handoff
+    return () if handoff else pinned_edges(graph)
+
+
 def _from_smem(mma, operand: int, t) -> bool:
     """Does `mma` read its operand `operand` (of type t) from shared memory whichever role made it?
     b always (wgmma, tcgen05); a where it is stored K x M (its rows are not the result's)."""
@@ -256,8 +263,7 @@ def problem_for(graph: Graph, machine: Machine, options: ModelOptions, scale: di
     missing = [c for c in distinct_costs(costs, machine) if c not in scale]
     if missing:
         raise ScaleMismatch(f"its normalization map has no entry for {missing[0]:g} machine cycles")
-    handoff = machine.tile_handoff if options.tile_handoff is None else options.tile_handoff
-    pinned = () if handoff else pinned_edges(graph)
+    pinned = pinned_for(graph, machine, options)
     extra = {"cross_role": options.cross_role, "smt_backend": options.smt_backend, "groups": options.groups,
              **({"role_reserve": options.role_reserve} if options.role_reserve else {}),
              **({"pinned": pinned} if pinned else {})}

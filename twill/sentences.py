@@ -35,7 +35,7 @@ def _say_dependence(p: Problem, ii: int, lmax: int, detail: str) -> str | None:
     if detail.startswith("no_handoff:"):
         src, dst = detail[len("no_handoff:"):].split("->")
         return (f"ops {src} and {dst} must run on the same role: {src} is a register tile that {dst} reads "
-                "outside an mma, and this machine hands no such tile between roles (communication.tile_handoff)")
+                "from registers, and this machine hands no such tile between roles (communication.tile_handoff)")
     if detail.startswith("no_cross:"):
         src, dst = detail[len("no_cross:"):].split("->")
         return f"ops {src} and {dst} must run on the same role (--no-cross-role)"

@@ -130,10 +130,10 @@ class ArgumentLines:
         def whole(names: set[str]) -> set[str]:  # with the tensors split into row parts (twill.split): STEM0, STEM_0
             return names | {n[:-1].removesuffix("_") for n in names if n.endswith("0")}
 
+        inputs = whole({n for n, (kind, *_) in o.defined.items() if kind == "input"})
         for name, target in self.more:
             first = next(t for n, t in self.items if n.name == name.name)
             views = target.name in loops and first.name in loops
-            inputs = whole({n for n, (kind, *_) in o.defined.items() if kind == "input"})
             in_place = (first.name in inputs and target.name in whole(carries | outputs)
                         and sum(1 for n, _ in self.more if n.name == name.name) == 1)
             if not (views or in_place):

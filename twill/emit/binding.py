@@ -154,13 +154,10 @@ def _groups(model) -> list[tuple[str, list]]:
 def _views(model, groups: list[tuple[str, list]]) -> list[tuple[str, list]]:
     """The groups of loads one imported argument feeds (`argument SCALES = s_even, s_odd`: views of
     one tensor) as one user tensor, its members in the argument's order; they must be read alike."""
-    graph = model.graph
-    first = {n: t for n, t in graph.arguments if t is not None}
     views: dict[str, list[str]] = {}
-    loads = {op.name for op in graph.ops if op.opcode == "load"}
-    for arg, target in graph.also_fed:
-        if target in loads:  # else an output written over an input (in_place)
-            views.setdefault(first[arg], [first[arg]]).append(target)
+    for first, target, view in _further_targets(model.graph):
+        if view:  # else an output written over an input (in_place)
+            views.setdefault(first, [first]).append(target)
     owner = {t: head for head, ts in views.items() for t in ts}
     by_name = {name: members for name, members in groups}
     out = []
@@ -177,17 +174,24 @@ def _views(model, groups: list[tuple[str, list]]) -> list[tuple[str, list]]:
     return out
 
 
+def _further_targets(graph) -> list[tuple[str, str, bool]]:
+    """(the argument's first target, a further one, whether it is a view: a load of the loop) for each
+    `argument X = first, further` (graph.also_fed): views of one tensor, or an output written over an
+    input (in_place)."""
+    first = {n: t for n, t in graph.arguments if t is not None}
+    loads = {op.name for op in graph.ops if op.opcode == "load"}
+    return [(first[arg], target, target in loads) for arg, target in graph.also_fed]
+
+
 def in_place(graph, args) -> dict[str, str]:
     """Output -> the input it is written over, by their Python names: an imported argument that feeds
     an input and an output (`argument C = C, acc`: addmm reads C and stores C + A @ B to it). The
     binding passes the input's tensor as the output where the caller gives none, as the kernel would."""
-    first = {n: t for n, t in graph.arguments if t is not None}
-    loads = {op.name for op in graph.ops if op.opcode == "load"}
     by_source = {a.source: a for a in args}
     out = {}
-    for arg, target in graph.also_fed:
-        src, dst = by_source.get(first[arg]), by_source.get(target)
-        if target not in loads and src is not None and dst is not None and dst.output and not src.output:
+    for first, target, view in _further_targets(graph):
+        src, dst = by_source.get(first), by_source.get(target)
+        if not view and src is not None and dst is not None and dst.output and not src.output:
             out[dst.name] = src.name
     return out
 

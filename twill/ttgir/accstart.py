@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .opnames import LOADS
 from .parser import MOp
 from .values import Const, Ref, Tile
 
@@ -61,7 +62,7 @@ def computed_before(ssa: str, before: list[MOp]) -> tuple[MOp, ...] | None:
         if op is None or id(op) in need:
             continue
         need.add(id(op))
-        if op.name not in ("tt.load", "tt.descriptor_load", "tt.experimental_descriptor_load"):
+        if op.name not in LOADS:
             todo.extend(n for n, _ in op.operands())
     return tuple(op for op in before if id(op) in need)
 
