@@ -179,6 +179,10 @@ class Graph:
     # the argument each split of the loop runs over (`grid split = SPLIT_LEN`, twill.tir_grid): the
     # loop is split over a grid axis, the outputs have a leading dimension of splits; None: no split
     split: str | None = None
+    # the rows of the kernel's tile where the graph's mma tiles are padded to the tensor core's M
+    # (`grid rows = 16`, twill.tir_grid; twill.split.pad_rows): each program's rows are one batch entry,
+    # the padded rows zero on load and never stored; None: the tiles are the kernel's
+    tile_rows: int | None = None
     # (argument, axis) for each kernel argument that is the extent of an axis of the tensors ("m", "n"
     # or "loop", as the binding names them: `argument K {extent = loop}`, twill.ttgir.extents); the
     # binding checks the caller's value against the tensors' shapes. Argument order, then m, n, loop.

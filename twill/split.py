@@ -74,24 +74,60 @@ def grow_rows(graph: Graph, factor: int) -> Graph:
     FLOP than a 128 x 128 tile's (48 KB per 64 columns of K for two tiles instead of 64 KB)."""
     if factor == 1:
         return graph
+    return _taller(graph, lambda m: m * factor, "growing takes several row tiles of a loop's mma at once",
+                   "import without --grow-rows")
+
+
+# The fewest rows of the tensor core's mma: a wgmma's m64, and tcgen05's M = 64 (or 128)
+MMA_MIN_ROWS = 64
+
+
+def pad_rows(graph: Graph) -> Graph:
+    """`graph` whose loop's mma tiles have fewer rows than the tensor core's smallest M (GQA
+    decode's 16 query heads of one KV head, a dot Triton runs on mma.sync) with those tiles padded
+    to MMA_MIN_ROWS rows, and `grid rows = M` recording the kernel's own: every value with the rows
+    of the mma tiles (as `split_rows` finds them) gets 64, the values without rows (K, V) stay as
+    they are. The cost model so sees the 64-row mma that runs. The padded rows are zero where
+    loaded (TMA fills a partial tile's rows past the tensor's extent) and never stored (each
+    program's rows are a partial last tile of one batch entry: docs/emit-cuda.md, "Fewer rows than
+    the tensor core's"); rows are independent through every op that keeps them (a row reduction
+    reduces along the columns), so nothing a padded row computes reaches a stored row. The graph as
+    it is where its tiles have MMA_MIN_ROWS rows or more."""
+    rows, m = _row_values(graph)
+    if not rows or m >= MMA_MIN_ROWS:
+        return graph
+    if graph.split:
+        raise InputError(Diagnostic(f"{graph.file}: a split of the loop (grid split = {graph.split}) with tiles of "
+                                    f"{m} rows, fewer than the tensor core's {MMA_MIN_ROWS}: padding a split "
+                                    "kernel's rows is not built", _first_mma(graph).span))
+    padded = _taller(graph, lambda _: MMA_MIN_ROWS, f"padding gives the tiles of a loop's mma {MMA_MIN_ROWS} rows",
+                     f"put {MMA_MIN_ROWS} or more rows in the dot's tile (a larger BLOCK_M)")
+    return replace(padded, tile_rows=m)
+
+
+def _first_mma(graph: Graph) -> Op:
+    return next(op for op in graph.ops if op.opcode == "mma")
+
+
+def _taller(graph: Graph, rows_of, why: str, hint: str) -> Graph:
+    """`graph` with every value with the rows of the loop's mma tiles made rows_of(M) rows tall."""
     rows, m = _row_values(graph)
     if not rows:
-        raise InputError(Diagnostic(f"{graph.file}: no mma in the loop gives its tiles rows to grow",
-                                    hint="growing takes several row tiles of a loop's mma at once"))
+        raise InputError(Diagnostic(f"{graph.file}: no mma in the loop gives its tiles rows to grow", hint=why))
     masked = [op for op in graph.prologue.ops + graph.ops + graph.epilogue.ops
               if op.opcode in ("mask", "causal_mask") and (op.name in rows or any(o.name in rows for o in op.operands))]
     if masked:
         raise InputError(Diagnostic(f"{graph.file}: op '{masked[0].name}' masks the rows of a tile: its row "
-                                    "indices would change with the tile's height", masked[0].span,
-                                    hint="import without --grow-rows"))
+                                    "indices would change with the tile's height", masked[0].span, hint=hint))
     rows = rows | _epilogue_row_inputs(graph, rows, m)
     grown = set(rows)
     for op in graph.epilogue.ops:  # an epilogue op with the rows, over a grown value
         if op.type is not None and op.type.shape[:1] == (m,) and any(o.name in grown for o in op.operands):
             grown.add(op.name)
+    tall = rows_of(m)
 
     def more(t):
-        return None if t is None else replace(t, shape=(t.shape[0] * factor,) + tuple(t.shape[1:]))
+        return None if t is None else replace(t, shape=(tall,) + tuple(t.shape[1:]))
 
     def value(v: Value) -> Value:
         return replace(v, type=more(v.type)) if v.name in grown else v
@@ -104,7 +140,21 @@ def grow_rows(graph: Graph, factor: int) -> Graph:
                      prologue=replace(graph.prologue, ops=tuple(op(o) for o in graph.prologue.ops)),
                      epilogue=replace(graph.epilogue, ops=tuple(op(o) for o in graph.epilogue.ops)))
     from .tir import parse_tir, print_tir
-    return parse_tir(print_tir(bigger), graph.file)
+    return _spans_of(graph, parse_tir(print_tir(bigger), graph.file))
+
+
+def _spans_of(old: Graph, new: Graph) -> Graph:
+    """`new` (reparsed from `old` made taller) with each op's and value's span from `old`: where the
+    import read it (its TTGIR line), not the line of the text it was reparsed from."""
+    spans = {o.name: o.span for o in old.ops + old.prologue.ops + old.epilogue.ops} | \
+        {v.name: v.span for v in old.inputs + old.carries}
+
+    def keep(x):
+        return replace(x, span=spans[x.name]) if spans.get(x.name) is not None else x
+
+    return replace(new, inputs=tuple(map(keep, new.inputs)), carries=tuple(map(keep, new.carries)),
+                   ops=tuple(map(keep, new.ops)), prologue=replace(new.prologue, ops=tuple(map(keep, new.prologue.ops))),
+                   epilogue=replace(new.epilogue, ops=tuple(map(keep, new.epilogue.ops))))
 
 
 def auto_grow(graph: Graph) -> int:

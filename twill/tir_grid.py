@@ -1,6 +1,8 @@
-"""The `grid` line of a `.tir` header: a grid axis the graph's loop is split over.
+"""The `grid` lines of a `.tir` header: a grid axis the graph's loop is split over, and the rows of
+the kernel's tile where the graph's are padded to the tensor core's.
 
     grid := "grid" "split" "=" NAME          (NAME: an `argument` line's name that feeds nothing)
+          | "grid" "rows" "=" INT            (INT: 1 .. the rows of the graph's mma tiles - 1)
 
 `grid split = SPLIT_LEN` says that the kernel's loop, as imported from split-KV attention's
 ``range(split * SPLIT_LEN, split * SPLIT_LEN + SPLIT_LEN, BLOCK_N)`` with ``split = tl.program_id(A)``,
@@ -9,12 +11,21 @@ that every output has a leading dimension of splits over the batch (twill.ttgir.
 is one split's loop: solving it is unchanged. emit-cuda runs the split as the outer part of the batch
 index, and the binding gives the outputs their leading splits dimension (docs/formats.md, "grid
 lines"; docs/emit-cuda.md, "A grid axis of splits").
+
+`grid rows = 16` says that each program of the kernel computes 16 rows of its tensors along the grid's
+rows, where the graph's tiles have more: the import padded a dot of fewer rows than the tensor core's
+smallest M (GQA decode's 16 query heads of one KV head; wgmma and tcgen05 multiply 64) to 64
+(twill.split.pad_rows). Each program's 16 rows are one batch entry of the emitted kernel, its tile a
+partial last tile of 16 rows: TMA fills the padded rows of a load with zeros, and a store drops them.
+The binding takes the kernel's tensors with their rows as the user holds them (`[B, H, D]`, H a
+multiple of 16) and views them as [B, H / 16, 16, D] (docs/emit-cuda.md, "Fewer rows than the tensor
+core's").
 """
 from __future__ import annotations
 
 from .errors import did_you_mean
 
-AXES = ("split",)  # the grid axes a line may name
+AXES = ("split", "rows")  # the grid axes a line may name
 
 
 class GridLines:
@@ -23,19 +34,49 @@ class GridLines:
     def __init__(self, owner):
         self.owner = owner
         self.item = None  # (the argument's name token, its span)
+        self.rows = None  # (the rows, their span)
 
     def line(self, line) -> None:
         line.expect("grid")
-        axis = line.next("the grid axis ('split')")
+        axis = line.next("the grid axis ('split' or 'rows')")
         if axis.text not in AXES:
             self.owner.errors.error(f"unknown grid axis '{axis.text}': a grid line names one of " + ", ".join(AXES),
                                     line.span(axis))
         line.expect("=", "'=' after the grid axis")
+        if axis.text == "rows":
+            tok = line.next("the rows of each program's tile (an integer)", ("number",))
+            line.end()
+            if self.rows is not None:
+                self.owner.errors.error("a second 'grid rows' line", line.span(tok))
+            elif not tok.text.isdigit() or int(tok.text) < 1:
+                self.owner.errors.error(f"'{tok.text}' is no count of rows: `grid rows = N` takes a positive integer",
+                                        line.span(tok))
+            else:
+                self.rows = (int(tok.text), line.span(tok))
+            return
         tok = line.next("the argument that gives each split's length")
         line.end()
         if self.item is not None:
             self.owner.errors.error("a second 'grid split' line: the loop is split over one grid axis", line.span(tok))
         self.item = (tok, line.span(tok))
+
+    def check_rows(self, mma_rows: int | None) -> None:
+        """`grid rows = N` needs N fewer than the rows of the graph's mma tiles (`mma_rows`, None where
+        the loop has no mma): the padded rows are what the tensor core multiplies and nothing stores."""
+        if self.rows is None:
+            return
+        rows, span = self.rows
+        if self.item is not None:
+            self.owner.errors.error("'grid rows' with 'grid split': a split kernel's rows are not padded (not built)",
+                                    span)
+        elif mma_rows is None or rows >= mma_rows:
+            self.owner.errors.error(f"grid rows = {rows}, but the graph's mma tiles have "
+                                    + (f"{mma_rows} rows: the line says how many of a tile's rows the kernel "
+                                       "computes, fewer than the tile's" if mma_rows else "no rows (no mma in the loop)"),
+                                    span)
+
+    def rows_build(self) -> int | None:
+        return self.rows[0] if self.rows is not None else None
 
     def check(self) -> None:
         if self.item is None:
@@ -55,5 +96,5 @@ class GridLines:
         return self.item[0].text if self.item is not None else None
 
 
-def print_grid(split: str | None) -> list[str]:
-    return [f"grid split = {split}"] if split else []
+def print_grid(split: str | None, rows: int | None = None) -> list[str]:
+    return ([f"grid split = {split}"] if split else []) + ([f"grid rows = {rows}"] if rows else [])

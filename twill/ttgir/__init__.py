@@ -37,7 +37,7 @@ from dataclasses import replace
 from ..errors import Diagnostic, InputError
 from ..fileio import read_text
 from ..ir import Graph
-from ..split import auto_grow, auto_parts, grow_rows as grow_rows_of, split_rows as split_rows_of
+from ..split import MMA_MIN_ROWS, auto_grow, auto_parts, grow_rows as grow_rows_of, pad_rows, split_rows as split_rows_of
 from .build import build_graph
 from .depipe import depipeline
 from .dump import before_pipeliner
@@ -81,6 +81,7 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
         raise InputError(Diagnostic(f"{file}: no loop of the file computes a tile: nothing to schedule",
                                     hint="twill schedules tile loops (loads, dots, reductions); dump a kernel "
                                          "with such a loop"))
+    graph = _padded(graph)
     groups = _row_warpgroups(module)
     grow, parts = row_parts(graph, text, groups, split_rows, grow_rows)
     graph = grow_rows_of(graph, grow) if grow > 1 else graph
@@ -94,6 +95,24 @@ def import_ttgir(text: str, file: str = "<string>", loop: int | None = None,
     return graph, [n.diagnostic for n in notes]
 
 
+def _padded(graph: Graph) -> Graph:
+    """The graph with a dot of fewer rows than the tensor core's smallest M padded to it
+    (twill.split.pad_rows: GQA decode's 16 query heads become a 64-row tile, `grid rows = 16`); where
+    the rows cannot be padded, an error at the dot naming why."""
+    try:
+        return pad_rows(graph)
+    except InputError as err:
+        mma = next((op for op in graph.ops if op.opcode == "mma" and op.type is not None), None)
+        if mma is None:
+            raise
+        d = err.diagnostics[0]
+        raise InputError(Diagnostic(
+            f"'{mma.name}' makes a tile of {mma.type.shape[0]} rows, fewer than the {MMA_MIN_ROWS} of the tensor core's "
+            f"smallest mma (wgmma, tcgen05), and its rows cannot be padded to {MMA_MIN_ROWS}: "
+            + d.message.split(": ", 1)[-1], mma.span,
+            hint=d.hint or f"make the dot's rows (M) {MMA_MIN_ROWS} or more (a larger BLOCK_M)")) from None
+
+
 def row_parts(graph: Graph, text: str, warpgroups: int, split_rows: int | str = 1,
               grow_rows: int | str = 1) -> tuple[int, int]:
     """(row tiles grown into one, parts split into) for `import_ttgir`'s `split_rows` and
@@ -101,6 +120,13 @@ def row_parts(graph: Graph, text: str, warpgroups: int, split_rows: int | str = 
     "auto" grows for Hopper only: the rule was measured there (split.auto_grow); tcgen05 on sm_100
     has its own answer to a taller tile (a CTA pair's MMA), not built. Each grown tile is a part,
     split further only where a count of parts is given."""
+    if graph.tile_rows:  # padded (pad_rows): one 64-row tile per program, neither grown nor split
+        given = [f"--{n} {v}" for n, v in (("grow-rows", grow_rows), ("split-rows", split_rows)) if v != "auto" and int(v) > 1]
+        if given:
+            raise InputError(Diagnostic(f"{graph.file}: {' and '.join(given)}: the kernel's tiles have {graph.tile_rows} "
+                                        f"rows, padded to {MMA_MIN_ROWS} (grid rows = {graph.tile_rows}), which are "
+                                        "neither grown nor split (not built)", hint="import without them"))
+        return 1, 1
     grow = (auto_grow(graph) if target_capability(text) == 90 else 1) if grow_rows == "auto" else int(grow_rows)
     if grow > 1:
         return grow, grow * (1 if split_rows == "auto" else int(split_rows))

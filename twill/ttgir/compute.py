@@ -92,15 +92,8 @@ def _check_dot_shapes(lw: Lowering, op: MOp, a: object, b: object, result: tuple
     if seen[1] is not None and len(seen[1]) == 2 and seen[1][1] != result[1]:
         raise lw.src.error(f"'{op.name}' makes {result[1]} columns from an operand b of {seen[1][1]} columns",
                            op.head)
-    if result[0] < MMA_MIN_ROWS:
-        raise lw.src.error(
-            f"'{op.name}' makes a tile of {result[0]} rows: twill's mma is a wgmma (sm_90a) or tcgen05 (sm_100a) "
-            f"of {MMA_MIN_ROWS} or more rows, which has no form for fewer (Triton runs this dot on mma.sync)",
-            op.head, f"make the dot's rows (M) {MMA_MIN_ROWS} or more: a larger BLOCK_M, or more query rows in "
-                     "one tile (GQA decode: the query heads of several KV heads, or several tokens)")
-
-
-MMA_MIN_ROWS = 64  # the fewest rows of a wgmma (m64) and of a tcgen05 mma (M = 64 or 128)
+    # fewer than 64 rows (GQA decode's query heads): padded to the tensor core's M after the import
+    # (twill.split.pad_rows, `grid rows = M`)
 
 
 def dot_wait(lw: Lowering, op: MOp) -> None:
