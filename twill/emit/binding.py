@@ -287,7 +287,8 @@ def spec(renderer, kernel_file: str, entry: str) -> dict:
             "ragged_why": renderer.ragged_refusal, "axes": sorted(renderer.grid_axes()),
             "partial": dict(sorted(renderer.partial.items())),
             "args": [a.spec() for a in arguments(renderer)], **_scalar_spec(renderer),
-            **({"split": _split_param(renderer)} if m.graph.split else {}), **_extent_spec(renderer)}
+            **({"split": _split_param(renderer)} if m.graph.split else {}),
+            **({"rows": m.graph.tile_rows} if m.graph.tile_rows else {}), **_extent_spec(renderer)}
 
 
 def _size_params(renderer) -> dict[str, str]:
@@ -419,9 +420,10 @@ def _layout(a: Argument) -> str:
     return layout(a.spec())
 
 
-def _arg_doc(a: Argument, partial: dict[str, str]) -> str:
+def _arg_doc(a: Argument, partial: dict[str, str], rows: int | None = None) -> str:
     from .binding_runtime import SYMBOLS
-    grid = [f"{SYMBOLS[ax]} {'a multiple' if partial.get(ax) else 'in tiles'} of {size}" for ax, size in a.dims
+    grid = [f"{SYMBOLS[ax]} a multiple of {rows}, each {rows} rows one program's, its own batch entry" if ax == "m" and rows
+            else f"{SYMBOLS[ax]} {'a multiple' if partial.get(ax) else 'in tiles'} of {size}" for ax, size in a.dims
             if ax in ("m", "n")]
     how = (f" (blocks of {a.parts[1].offset} of each {a.parts[0].step} along M)" if a.parts[-1].label
            else " (views of it: strided loads)")
@@ -503,7 +505,7 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
         f'    """Run kernel {m.schedule.kernel}. Every tensor is row-major (contiguous) on one CUDA device, with',
         "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
         "",
-        *[f"    {_arg_doc(a, data['partial'])}" + (f"; not given: written over {over[a.name]} in place, as the Triton "
+        *[f"    {_arg_doc(a, data['partial'], data.get('rows'))}" + (f"; not given: written over {over[a.name]} in place, as the Triton "
                                                  "kernel stores it" if a.name in (over or {}) else "") for a in args],
         *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the "
           f"{epilogue.scalar_label(m.graph, p.scalar).removesuffix(' scalar')}'s scalar {p.scalar})"
@@ -519,7 +521,11 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
            "strides come from the tensors' shapes)"] if unread else []),
         "",
         *[f"    {s}: {_SYMBOL_DOC[s]}" + (f"; {loop}" if s == "L" and loop else "")
-          + (f", {extent[s]}" if s in extent else "") for s in used],
+          + (f", {extent[s]}" if s in extent and not (s == "M" and data.get("rows")) else "") for s in used],
+        *([f"    grid rows = {data['rows']}: each program computes {data['rows']} rows (the query heads of one KV head), "
+           f"its tile padded to the tensor core's {_tile_rows(m)}; a tensor's M rows are viewed as "
+           f"[M / {data['rows']}, {data['rows']}] batch entries ([B, H, D] as [B, H / {data['rows']}, "
+           f"{data['rows']}, D]), dimensions of 1 in the batch are dropped"] if data.get("rows") else []),
         "",
         *[f"    {k}={default}: {doc}" for k, default, doc in keywords],
         "",
@@ -527,6 +533,10 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
         "    kernel cannot take, RuntimeError where nvcc or the launch fails.",
         '    """',
     ]
+
+
+def _tile_rows(m) -> int:
+    return next(op.type.shape[0] for op in m.graph.ops if op.opcode == "mma" and op.type is not None)
 
 
 def _scalar_type(m, name: str) -> str:
