@@ -33,11 +33,8 @@ NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
 ONLY_T36 = {"gemm_bp_colmajor"}  # Triton 3.9 removed block pointers
 
 # kernel -> (a regex of the TTGIR op the import stops at, what the message says): refused in every form
-REFUSED = {
-    # 16 query rows (one KV head's query heads): wgmma and tcgen05 multiply 64 rows or more
-    "attn_gqa_decode": ("tt.dot", "makes a tile of 16 rows"),
-}
-RENAMED: set[str] = set()  # dumps whose forms agree up to names (none now)
+REFUSED: dict[str, tuple[str, str]] = {}  # none now: GQA decode's 16-row dot is padded to 64 (split.pad_rows)
+RENAMED = {"attn_gqa_decode_sm100"}  # dumps whose forms agree up to names (the after-pipeliner forms name the max's carry m_ij)
 
 
 def _key(name: str) -> str:
@@ -198,18 +195,77 @@ def test_a_row_norm_after_the_loop_is_an_epilogue_reduce_sum():
     assert "tt.reduce" in down.splitlines()[err.value.diagnostics[0].span.line - 1]
 
 
-def test_a_dot_of_fewer_than_64_rows_is_refused_at_the_dot():
-    """GQA decode's 16 query rows: Triton runs the dot on mma.sync; emit-cuda refused it without a
-    location ("a 16-row tile cannot be split over 1 warpgroup(s)"), the import now at the tt.dot."""
-    text = _read("t39/prepipe", "attn_gqa_decode_sm90")
-    with pytest.raises(InputError, match="makes a tile of 16 rows") as err:
-        import_ttgir(text, "gqa.ttgir")
-    d = err.value.diagnostics[0]
-    assert "tt.dot" in text.splitlines()[d.span.line - 1] and "64" in d.hint
+def test_a_dot_of_fewer_than_64_rows_is_padded_to_the_tensor_cores_64():
+    """GQA decode's 16 query rows (GROUP = 16 query heads of one KV head): Triton runs the dot on
+    mma.sync; the import pads every value with the mma tiles' rows to 64 (the wgmma / tcgen05 that
+    runs, which the cost model sees) and records the kernel's own 16 as `grid rows = 16` (it was
+    refused at the tt.dot). K and V keep their shape; the ops keep their TTGIR lines. Every form and
+    arch alike. The near misses, each an error at the tt.dot naming why: the rows split or grown
+    (not built), and a mask over the padded rows."""
+    from twill.split import pad_rows
+    for form in FORMS:
+        for arch in ("sm90", "sm100"):
+            g, _ = load_ttgir(DATA / form / f"attn_gqa_decode_{arch}.ttgir", split_rows="auto", grow_rows="auto")
+            assert g.tile_rows == 16, (form, arch)
+            shapes = {v.name: v.type.shape for v in g.inputs + g.carries} | {op.name: op.type.shape for op in g.ops}
+            assert shapes["q"] == (64, 128) and shapes["acc"] == (64, 128) and shapes["k"] == (64, 128), (form, arch)
+            assert [s for n, s in shapes.items() if n.startswith(("m_", "l_"))] == [(64,)] * 4, (form, arch)
+            qk = next(op for op in g.ops if op.opcode == "mma")
+            assert "warp_group_dot" in qk.span.text or "tc_gen5_mma" in qk.span.text or "tt.dot" in qk.span.text
+    text = print_tir(g)
+    assert "grid rows = 16\n" in text
+    assert pad_rows(g) is g  # 64 rows: nothing to pad
+    path = DATA / "t39" / "prepipe" / "attn_gqa_decode_sm90.ttgir"
+    with pytest.raises(InputError, match="--split-rows 2: the kernel's tiles have 16 rows, padded to 64"):
+        load_ttgir(path, split_rows=2)
+    from twill.tir import parse_tir
+    for bad, why in (("grid rows = 64", "grid rows = 64, but the graph's mma tiles have 64 rows"),
+                     ("grid rows = x", "expected the rows of each program's tile")):
+        with pytest.raises(InputError, match=why):
+            parse_tir(text.replace("grid rows = 16", bad), "gqa.tir")
+
+
+def test_the_decode_binding_takes_q_as_the_user_holds_it_and_maps_each_kv_head_to_a_program(tmp_path):
+    """The binding of `grid rows = 16`: q [B, H, D] (or [B, 1, H, D], or [B, Hkv, 16, D]) is viewed as
+    [B, H / 16, 16, D], every 16 rows one batch entry of the kernel: the grid is B x Hkv programs
+    (batch), one partial tile each (tiles_m = 1, m_extent = 16), K and V [B, Hkv, N_KV, D] one entry per
+    program (group 1); O is allocated as Q is held; N_KV is a ragged loop extent. Near misses: H not a
+    multiple of 16, K heads that do not divide."""
+    import importlib.util
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    machine = load_machine("h200")
+    g, _ = load_ttgir(DATA / "t39" / "prepipe" / "attn_gqa_decode_sm90.ttgir", split_rows="auto")
+    for path, body in binding_files(build_model(solve(g, machine, SolveOptions(time_limit=20)), machine),
+                                    str(tmp_path / "gqa.cu")).items():
+        Path(path).write_text(body)
+    spec = importlib.util.spec_from_file_location("gqa", tmp_path / "gqa.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.SPEC["rows"] == 16 and "grid rows = 16" in mod.run.__doc__
+    meta = lambda shape: mod.Meta(shape, "bfloat16", "cuda:0", True, 0)  # noqa: E731
+    kv = meta((8, 4, 4000, 128))
+    for q in ((8, 64, 128), (8, 1, 64, 128), (8, 4, 16, 128)):
+        plan = mod.resolve(mod.SPEC, {"Q": meta(q), "K": kv, "V": kv, "O": None}, sizes={"N_KV": 4000})
+        got = {k: plan[k] for k in ("tiles_m", "batch", "m_extent", "iters", "loop_extent", "groups")}
+        assert got == {"tiles_m": 1, "batch": 32, "m_extent": 16, "iters": 63, "loop_extent": 4000,
+                       "groups": [1, 1, 1, 1]}, q
+        assert plan["shapes"]["O"] == q
+    mqa = meta((2, 1, 100, 128))  # one KV head: its dimension of 1 dropped beside q [2, 16, 128]
+    plan = mod.resolve(mod.SPEC, {"Q": meta((2, 16, 128)), "K": mqa, "V": mqa, "O": None})
+    assert (plan["batch"], plan["m_extent"], plan["shapes"]["O"]) == (2, 16, (2, 16, 128))
+    with pytest.raises(mod.ArgumentError, match=r"^Q: 60 rows \(its dimension 1, shape \[8, 60, 128\]\) are not a "
+                                                r"multiple of 16"):
+        mod.resolve(mod.SPEC, {"Q": meta((8, 60, 128)), "K": kv, "V": kv, "O": None})
+    with pytest.raises(mod.ArgumentError, match="K: 3 heads"):
+        k3 = meta((8, 3, 4000, 128))
+        mod.resolve(mod.SPEC, {"Q": meta((8, 64, 128)), "K": k3, "V": k3, "O": None})
+    with pytest.raises(mod.ArgumentError, match="N_KV = 4096, but"):
+        mod.resolve(mod.SPEC, {"Q": meta((8, 64, 128)), "K": kv, "V": kv, "O": None}, sizes={"N_KV": 4096})
 
 
 COMPILED = ["gemm_fp8_mixed_sm90", "gemm_bt_relu2_sm100", "gemm_colscale_bias_sm100", "gemm_l2norm_sm90",
-            "gemm_addmm_sm90", "gemm_addmm_sm100"]
+            "gemm_addmm_sm90", "gemm_addmm_sm100", "attn_gqa_decode_sm90", "attn_gqa_decode_sm100"]
 # (not here: attn_softcap_sm90 compiles with a spill; attn_d256_sm90 is clean through the CLI's emit-cuda
 # but spills 16 bytes through emit_cuda() here: docs/ttgir-import.md, section 16)
 
