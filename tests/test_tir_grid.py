@@ -29,8 +29,20 @@ def test_a_grid_split_is_read_and_written_back():
     assert parse_tir(GRAPH.format(grid=""), "g.tir").split is None
 
 
+def test_grid_rows_is_read_and_written_back():
+    """`grid rows = 16`: the kernel's rows of a tile the import padded to 64 (twill.split.pad_rows)."""
+    g = parse_tir(GRAPH.format(grid="grid rows = 16"), "g.tir")
+    assert g.tile_rows == 16 and g.split is None
+    assert "\ngrid rows = 16\n" in print_tir(g)
+    assert parse_tir(print_tir(g), "g.tir") == g
+
+
 @pytest.mark.parametrize("line, said", [
-    ("grid rows = SPLIT_LEN", "unknown grid axis 'rows'"),
+    ("grid cols = SPLIT_LEN", "unknown grid axis 'cols'"),
+    ("grid rows = SPLIT_LEN", "expected the rows of each program's tile"),
+    ("grid rows = 64", "grid rows = 64, but the graph's mma tiles have 64 rows"),
+    ("grid rows = 0", "'0' is no count of rows"),
+    ("grid split = SPLIT_LEN\ngrid rows = 16", "'grid rows' with 'grid split'"),
     ("grid split = SPLITLEN", "'SPLITLEN' is no argument of the kernel"),
     ("grid split = X", "argument 'X' feeds 'x'"),
     ("grid split SPLIT_LEN", "'='"),

@@ -93,6 +93,9 @@ def pad_rows(graph: Graph) -> Graph:
     the tensor core's"); rows are independent through every op that keeps them (a row reduction
     reduces along the columns), so nothing a padded row computes reaches a stored row. The graph as
     it is where its tiles have MMA_MIN_ROWS rows or more."""
+    if all(op.type is None or len(op.type.shape) != 2 or op.type.shape[0] >= MMA_MIN_ROWS
+           for op in graph.ops if op.opcode == "mma"):
+        return graph
     rows, m = _row_values(graph)
     if not rows or m >= MMA_MIN_ROWS:
         return graph

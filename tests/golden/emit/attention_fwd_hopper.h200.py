@@ -95,6 +95,7 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
     for a in spec["args"]:
         if a["output"] is False and given.get(a["name"]) is None:
             raise ArgumentError(f"{a['name']}: missing (torch.{a['dtype']} {layout(a)})")
+    given, held = _row_views(spec, given)
     known, who, groups = {}, {}, {}
     batch_shape, batch_of, device = None, None, None
     # The batch dimensions every tensor is checked against: the first one's that holds one entry
@@ -134,7 +135,68 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
         _split_loop(spec, known, who, split)
     plan = _finish(spec, known, who, batch_shape or (), device, iters)
     plan["groups"] = [groups.get(a["name"], 1) for a in spec["args"]]
+    if held:
+        plan["shapes"] = _held_shapes(spec, plan["shapes"], held)
     return plan
+
+
+def _row_views(spec, given):
+    """A kernel each of whose programs computes spec["rows"] rows of its tensors along the grid's
+    rows (`grid rows = 16`: GQA decode's query heads of one KV head, its tile padded to the tensor
+    core's 64 rows) takes such a tensor as the user holds it, [*b, R, ...] with R a multiple of the
+    rows (q [B, H, D]), and views it as [*b, R / rows, rows, ...] (q [B, H / 16, 16, D]): every `rows`
+    rows one batch entry, one partial tile of the kernel. Dimensions of 1 in the batch are dropped
+    from every tensor (q [B, 1, H, D] beside k [B, Hkv, N, D]; R / rows = 1 with k [B, 1, N, D]).
+    Returns the viewed Metas and {name: (shape given, the index of its rows)} of those viewed."""
+    rows = spec.get("rows")
+    if not rows:
+        return given, {}
+    args = {a["name"]: a for a in spec["args"]}
+    out, held = {}, {}
+    for name, meta in given.items():
+        arg = args.get(name)
+        dims = _extents(spec, arg) if arg is not None and meta is not None else ()
+        lead = len(meta.shape) - len(dims) if dims else -1
+        if lead < 0:
+            out[name] = meta  # nothing, or too few dimensions (_check_meta says so)
+            continue
+        keys = [k for k, _ in dims]
+        batch = tuple(d for d in meta.shape[:lead] if d != 1)
+        held[name] = (tuple(meta.shape), None)
+        if "m" not in keys:
+            out[name] = meta._replace(shape=batch + tuple(meta.shape[lead:]))
+            continue
+        at = lead + keys.index("m")
+        r = meta.shape[at]
+        if r < 1 or r % rows:
+            raise ArgumentError(f"{name}: {r} rows (its dimension {at}, shape {list(meta.shape)}) are not a multiple of "
+                                f"{rows}: each program of the kernel computes {rows} rows (grid rows = {rows}; GQA "
+                                f"decode: the query heads of one KV head), Hq = {rows} x Hkv")
+        tiles = (r // rows,) if r > rows else ()
+        if keys.index("m"):  # a dimension before the rows (per iteration): batch entries stay outside it
+            raise ArgumentError(f"{name}: a tensor with a dimension before its rows in a kernel of {rows}-row "
+                                "programs (grid rows) is not taken (not built)")
+        out[name] = meta._replace(shape=batch + tiles + (rows,) + tuple(meta.shape[at + 1:]))
+        held[name] = (tuple(meta.shape), at)
+    return out, held
+
+
+def _held_shapes(spec, shapes, held):
+    """The plan's shapes as the user holds the tensors: those given as given, an output along the
+    grid's rows not given in the layout of the first such tensor given (`o` as `q` [B, H, D]), its
+    own dimensions after the rows."""
+    first = next(v for v in held.values() if v[1] is not None)
+    out = dict(shapes)
+    for a in spec["args"]:
+        if a["name"] in held:
+            out[a["name"]] = held[a["name"]][0]
+            continue
+        if not any(k == "m" for k, _ in _extents(spec, a)):
+            continue
+        shape, at = first
+        tail = len(a["dims"]) + a["per_iteration"] - 1  # the dimensions after the rows
+        out[a["name"]] = tuple(shape[:at + 1]) + tuple(shapes[a["name"]][len(shapes[a["name"]]) - tail:])
+    return out
 
 
 def _split_output(spec, arg, shape, batch_shape, batch_of, known, who):
