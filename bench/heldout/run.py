@@ -33,7 +33,10 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          "attn_alibi": [None],  # B = 2, H = 8, N = 1024: SLOPES [H] broadcast over the heads of [B, H]
          # batch 3: the defaults (whole tiles); gemm_bp_leaky's default is whole tiles too
          "gemm_bp_leaky": [None], "linear_trans_relu": [None], "swiglu": [None], "attn_splitkv": [None],
-         "attn_bf16_d128": [None], "mm_hints": [None], "rmsnorm_gemm": [None]}
+         "attn_bf16_d128": [None], "mm_hints": [None], "rmsnorm_gemm": [None],
+         # batch 4: GQA decode (grid rows = 16) at its default (B = 8, 4 KV heads, N_KV = 4000, ragged), then one
+         # KV head (k [2, 1, N, D] beside q [2, 16, D]: the binding drops the 1) and N_KV = 1000
+         "attn_gqa_decode": [None, {"B": 2, "H_KV": 1, "N_KV": 1000}]}
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6")}
 
