@@ -120,7 +120,7 @@ def row_parts(graph: Graph, text: str, warpgroups: int, split_rows: int | str = 
     "auto" grows for Hopper only: the rule was measured there (split.auto_grow); tcgen05 on sm_100
     has its own answer to a taller tile (a CTA pair's MMA), not built. Each grown tile is a part,
     split further only where a count of parts is given."""
-    if graph.tile_rows:  # padded (pad_rows): one 64-row tile per program, neither grown nor split
+    if graph is not None and graph.tile_rows:  # padded (pad_rows): one 64-row tile per program, neither grown nor split
         given = [f"--{n} {v}" for n, v in (("grow-rows", grow_rows), ("split-rows", split_rows)) if v != "auto" and int(v) > 1]
         if given:
             raise InputError(Diagnostic(f"{graph.file}: {' and '.join(given)}: the kernel's tiles have {graph.tile_rows} "
