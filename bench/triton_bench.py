@@ -391,18 +391,32 @@ def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
             record["error"] = proc.stderr.strip()[-600:]
             return record
         if stage == "import":
-            record.update(_epilogue(tir, proc.stderr))
-        if stage == "solve":
+            from twill.tir_sequence import is_sequence
+            if is_sequence(tir.read_text()):  # loops in sequence: one kernel file per loop (K.LOOP.cu)
+                record["sequence"] = True
+            else:
+                record.update(_epilogue(tir, proc.stderr))
+        if stage == "solve" and record.get("sequence"):
+            loops = json.loads(sched.read_text())["loops"]
+            record.update(ii={x["name"]: x["schedule"]["ii"] for x in loops},
+                          optimal=all(x["schedule"]["optimal"] for x in loops))
+        elif stage == "solve":
             solved = json.loads(sched.read_text())
             record.update(ii=solved["ii"], optimal=solved["optimal"], roles=len(solved.get("warps", [])))
             record.update(_without_cross_role(tir, sched, solved, gpu, time_limit, solve_args))
-    nvcc = subprocess.run(["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas", "-v",
-                           "-c", str(cu), "-o", str(cu.with_suffix(".o"))], capture_output=True, text=True)
-    spills = sorted({int(w) for w in re.findall(r"(\d+) bytes spill stores", nvcc.stderr)})
-    record["stages"]["nvcc"] = {"rc": nvcc.returncode, "spill_bytes": max(spills, default=0),
-                                "serialized": "serializ" in nvcc.stderr.lower()}
-    if nvcc.returncode:
-        record["stopped"], record["error"] = "nvcc", nvcc.stderr.strip()[-600:]
+    sources = [cu] if not record.get("sequence") else \
+        sorted(p for p in out.glob(f"{name}.*.cu") if not p.name.endswith("_entry.cu"))
+    record["stages"]["nvcc"] = {"rc": 0, "spill_bytes": 0, "serialized": False}
+    for src in sources:
+        nvcc = subprocess.run(["nvcc", "-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas",
+                               "-v", "-c", str(src), "-o", str(src.with_suffix(".o"))], capture_output=True, text=True)
+        spills = sorted({int(w) for w in re.findall(r"(\d+) bytes spill stores", nvcc.stderr)})
+        done = record["stages"]["nvcc"]
+        done.update(rc=done["rc"] or nvcc.returncode, spill_bytes=max([done["spill_bytes"], *spills]),
+                    serialized=done["serialized"] or "serializ" in nvcc.stderr.lower())
+        if nvcc.returncode:
+            record["stopped"], record["error"] = "nvcc", nvcc.stderr.strip()[-600:]
+            break
     return record
 
 

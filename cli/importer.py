@@ -42,7 +42,8 @@ def import_(ttgir, output, loop, strict, split_rows, grow_rows):
     from twill.tir import print_tir
     from twill.ttgir import load_ttgir
 
-    if loop is None and split_rows == 1 and grow_rows == 1:  # tile loops one after the other: a sequence of loops
+    # tile loops one after the other: a sequence of loops (each loop whole: `auto` sub-tiles no loop of a sequence)
+    if loop is None and split_rows in (1, "auto") and grow_rows in (1, "auto"):
         from twill.fileio import read_text
         from twill.sequence import Sequence
         from twill.tir_sequence import print_sequence

@@ -171,15 +171,17 @@ def emitted_as_cli(schedule, machine):
     return result.schedule, result.text
 
 
-def refused_at_its_line(path, line_pattern: str, message_pattern: str):
+def refused_at_its_line(path, line_pattern: str, message_pattern: str, sequence: bool = False):
     """Importing the dump at `path` raises an InputError whose message matches `message_pattern`, located
-    at a line matching `line_pattern` (the TTGIR op that is refused): the held-out batches' refusals."""
+    at a line matching `line_pattern` (the TTGIR op that is refused): the held-out batches' refusals.
+    `sequence`: as `twill import` does, tile loops one after the other a sequence (import_sequence)."""
     import re
     import pytest
     from twill.errors import InputError
     from twill.ttgir import load_ttgir
+    from twill.ttgir.sequence import import_sequence
     with pytest.raises(InputError) as err:
-        load_ttgir(path)
+        import_sequence(path.read_text(), str(path)) if sequence else load_ttgir(path)
     d = err.value.diagnostics[0]
     assert re.search(message_pattern, d.message) and d.span is not None, (str(path), d.message)
     line = path.read_text().splitlines()[d.span.line - 1]

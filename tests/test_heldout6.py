@@ -50,8 +50,9 @@ REFUSED = {
     "gemm_store_ct": (r"tt\.store", "writes its tile transposed"),
     # two column loops one after the other
     "layernorm_2loop": (r"scf\.for", "2 tile loops one after the other"),
-    # the logits' tail masked with other=-inf (then the target's logit gathered by a loaded index)
-    "cross_entropy_fwd": (r"tt\.load", "fills the masked elements"),
+    # the running max and sum carried as [BLOCK_V] vectors, reduced to the row's after the loop (its
+    # other=-inf, the loop's partial last tile alone, is the load's {fill = -inf} since batch 7)
+    "cross_entropy_fwd": (r"tt\.reduce", "after the loop along axis 0"),
     # A's rows through sorted_token_ids, B's expert through expert_ids
     "fused_moe": (r"tt\.load|async_copy_global_to_local", "computed from a value loaded from memory"),
     # QW + (offs_k // 2) * stride_qk: two K rows per byte (the pipeliner's copy before the loop too)

@@ -8,8 +8,9 @@
         # each timed per call (host included) and in a CUDA graph (the kernel alone)
 
 --batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3), --batch 4 the fourth (kernels4.py,
-heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6); default the second
-(kernels.py, heldout2). Writes DIR/check.json. The binding is called with the launch's arguments only: the exp2 scale the
+heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6), --batch 7 the seventh (kernels7.py, heldout7); default the
+second (kernels.py, heldout2). A kernel of loops in sequence has the sequence's binding NAME_sm90.py (its loops' kernels
+NAME_sm90.LOOP.cu beside it), which allocates its outputs and returns them: those are checked. Writes DIR/check.json. The binding is called with the launch's arguments only: the exp2 scale the
 import folds out of a kernel (qk_scale = sm_scale * log2 e; for a softmax written with tl.exp, its
 scale times log2 e) is the graph's `knob exp2_scale = ...` line, which the binding computes from them.
 """
@@ -36,9 +37,12 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          "attn_bf16_d128": [None], "mm_hints": [None], "rmsnorm_gemm": [None],
          # batch 4: GQA decode (grid rows = 16) at its default (B = 8, 4 KV heads, N_KV = 4000, ragged), then one
          # KV head (k [2, 1, N, D] beside q [2, 16, D]: the binding drops the 1) and N_KV = 1000
-         "attn_gqa_decode": [None, {"B": 2, "H_KV": 1, "N_KV": 1000}]}
+         "attn_gqa_decode": [None, {"B": 2, "H_KV": 1, "N_KV": 1000}],
+         # batch 7: logsumexp_rows loads with other=-inf ({fill = -inf}): whole column tiles (N = 5120) run, and
+         # its ragged default N = 5000 must be refused by the binding (an ArgumentError recorded as the error)
+         "logsumexp_rows": [{"N": 5120}, None]}
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
-           "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6")}
+           "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7")}
 
 
 def _kernels(batch: str = "2"):
@@ -98,13 +102,20 @@ def _check_one(K, kdir, binding, name, size) -> dict:
                  if p.kind == p.POSITIONAL_OR_KEYWORD]
         by_name = dict(zip(fns["kernel"].arg_names, args))  # the launch's arguments by the kernel's names
         args = tuple(by_name[n] for n in names)  # (constexprs, such as a unit stride, are not the binding's)
-        outputs = {x["name"] for x in mod.SPEC["args"] if x["output"]}
+        sequence = not hasattr(mod, "SPEC")  # loops in sequence: the binding returns its outputs
+        outputs = set() if sequence else {x["name"] for x in mod.SPEC["args"] if x["output"]}
         for n, x in zip(names, args):
             if n in outputs and isinstance(x, torch.Tensor):
                 x.fill_(float("nan"))
         run = lambda: mod.run(*args)  # noqa: E731  (exp2_scale: the binding's, from the graph's knob)
-        run()
+        got = run()
         torch.cuda.synchronize()
+        if sequence:  # each returned output in the place of the launch's tensor of that argument
+            got = got if isinstance(got, tuple) else (got,)
+            place = {id(t): i for i, t in enumerate(outs)}
+            outs = list(outs)
+            for (ret, _, _), t in zip(mod.OUTPUTS, got):
+                outs[place[id(by_name[ret])]] = t
         row["shapes"] = [list(t.shape) for t in tensors]
         row["rel_errors"] = [rel_error(o, r) for o, r in zip(outs, refs)]
         row["rel_error"] = max(row["rel_errors"])
@@ -133,7 +144,8 @@ def main(argv=None) -> None:
     c = sub.add_parser("check")
     c.add_argument("--kernels", required=True)
     for q in (b, c):
-        q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py; 6: kernels6.py")
+        q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py; 6: kernels6.py; "
+                       "7: kernels7.py")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 

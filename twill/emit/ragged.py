@@ -10,7 +10,8 @@ first such reader: its elements past the extent become -inf, which rowmax skips 
 into 0 (FlashAttention's key mask). That is sound only where every reader of the value treats an
 absent element as -inf; anywhere else the kernel refuses a partial tile (`Ragged.why_not`, which
 emit-cuda writes into the file and `launch` enforces) rather than compute something else. A loop
-without an mma takes a partial tile where the fill only reaches sums (`zero_fill_refusal`).
+without an mma takes a partial tile where the fill only reaches sums (`zero_fill_refusal`). A load
+whose kernel fills with another value (`{fill = -inf}`, Triton's `other=-inf`) takes whole tiles only.
 """
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ def plan(model) -> Ragged:
     if len(steps) > 1:
         return Ragged(0, (), f"the loaded tiles cover {' and '.join(map(str, steps))} elements of the loop each")
     step = steps[0]
+    filled = next((op for op in model.graph.ops if op.opcode == "load" and op.attr("fill", 0) != 0), None)
+    if filled is not None:  # other=-inf (ttgir/memory.loop_tail_fill): TMA's zero fill is not the kernel's
+        return Ragged(step, (), f"load {filled.name} fills the elements past the loop's extent with "
+                                f"{filled.attr('fill')}, and TMA fills them with 0: whole tiles only")
     if not any(op.opcode == "mma" for op in model.graph.ops):  # a row statistic's pass (tensors.py)
         return Ragged(step, (), zero_fill_refusal(model, axis))
     order = {op.name: i for i, op in enumerate(model.graph.ops)}

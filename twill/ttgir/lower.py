@@ -133,6 +133,7 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     its masks become `causal_mask` nodes."""
     lw = Lowering(module)
     lw.addresses = Addresses(func, lw.types)
+    lw.addresses.scope(path[-1])  # sibling loops reuse names: the chosen loop's ops define them here
     lw.masks = Masks(lw.addresses)
     lw.loop_iv = _loop_header(lw, path[-1])[0]
     _bind_arguments(lw, func)

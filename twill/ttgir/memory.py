@@ -67,6 +67,8 @@ def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
     """The `load` node of a tile of type `tt` read from `source` (the MType of its addresses), with
     the attributes of how it walks its argument (addresses.py: a column stride, a row per D iterations)."""
     attrs = _view(lw, op)
+    if (fill := loop_tail_fill(lw, op)) is not None:  # other=-inf past the loop's extent
+        attrs = tuple(attrs) + (("fill", fill),)
     if source is not None and source.kind == "tensor" and source.elem == "ptr" and len(tt.shape) == 2 \
             and (how := _column_major(lw, op, source)):
         # Coalescing ordered the addresses dim 0 first: the tile is stored column-major in memory.
@@ -160,12 +162,28 @@ def edge_mask(lw: Lowering, op: MOp, after_loop: bool = False) -> None:
                  "given at launch (`offs_k < K - k * BLOCK_K`, `rows < M`) (docs/ttgir-import.md, section 3)"))
     if mask is not None and other is not None:
         val = lw.env.get(other, lw.env.get(other + "#0"))
-        if not (isinstance(val, Const) and isinstance(val.value, (int, float)) and val.value == 0):
+        if not (isinstance(val, Const) and isinstance(val.value, (int, float)) and val.value == 0) \
+                and loop_tail_fill(lw, op) is None:
             raise _refused(lw.src.error(
                 f"'{op.name}' fills the masked elements with '%{other}', not 0: the emitted kernel's TMA "
                 "loads fill the elements past the tensor's end with zeros", op.head,
                 hint="load with other=0 and mask the value after the load (`tl.where(cols < N, x, -inf)` in the "
                      "loop is the partial last tile's mask)"))
+
+
+def loop_tail_fill(lw: Lowering, op: MOp) -> float | None:
+    """-inf where a load in the chosen loop fills with -inf (`other=float('-inf')`) the elements its
+    mask drops and that mask is the loop's partial last tile alone (`off + cols < N`, bounds.loop_tail):
+    the load's `{fill = -inf}`. Whole tiles never read the fill; emit-cuda's kernel fills with zeros,
+    so it takes no partial last tile of such a loop (emit/ragged.py), rather than a maximum or a sum of
+    exponentials over zeros. Else None (any other `other`, or a mask of anything but the loop's tail)."""
+    if op.name not in ("tt.load", "ttg.async_copy_global_to_local") or not lw.in_loop or lw.masks is None:
+        return None
+    mask, other = _mask_and_other(op)
+    val = lw.env.get(other, lw.env.get(other + "#0")) if other is not None else None
+    if mask is None or not (isinstance(val, Const) and val.value == float("-inf")):
+        return None
+    return float("-inf") if lw.masks.loop_tail(mask, lw.loop_iv) is not None else None
 
 
 def gathered(lw: Lowering, op: MOp, in_loop: bool) -> None:
