@@ -54,3 +54,23 @@ def test_ctrl_c_at_any_moment_of_a_run_exits_130(tmp_path):
         stdout, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr, (delay, stderr)
         assert stdout == "" and not out.exists(), delay
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_or_tools_loads_is_an_interrupt_not_an_import_error():
+    """OR-Tools' extension modules turn a SIGINT that lands while they initialise into `ImportError:
+    initialization failed` (seen in a run of the test above). twill's one import of it holds the signal
+    until the import is done. Signals spread over the import's own time; each run ends as an
+    interrupt or as a finished import, never as an ImportError."""
+    code = ("import sys, time; t = time.monotonic(); sys.path.insert(0, {root!r}); import twill.cpsat_model as m; "
+            "m.ortools_cp_model(); print(time.monotonic() - t)").format(root=str(EXAMPLE.parent.parent))
+    whole = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    endings = []
+    for k in range(16):
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        time.sleep(whole * (0.3 + 0.05 * k))
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        endings.append((stderr.strip().splitlines() or ["finished"])[-1])
+    assert all(e in ("KeyboardInterrupt", "finished") for e in endings), endings

@@ -29,8 +29,17 @@ from .problem import Problem
 
 def ortools_cp_model():
     """OR-Tools' CP-SAT module (a dependency of twill; imported only when a CP-SAT phase runs: the
-    import alone takes over a second)."""
-    from ortools.sat.python import cp_model
+    import alone takes over a second).
+
+    A Ctrl-C that lands while its extension modules initialise comes out of the import as
+    `ImportError: initialization failed`, not as a KeyboardInterrupt. So the signals wait until the
+    import is done, and are delivered (as the KeyboardInterrupt they are) right after it."""
+    import signal
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        from ortools.sat.python import cp_model
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     return cp_model
 
 
