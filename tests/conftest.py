@@ -163,12 +163,21 @@ def _solved_example(name: str, gpu: str, options):
     return solve(graph, machine, options), graph, machine
 
 
-def emitted_as_cli(schedule, machine):
-    """(schedule, .cu text) as `twill emit-cuda` writes them: through emit-cuda's ptxas loop, which
-    re-solves a role that ptxas finds short of registers (twill/ptxas_loop.py; nvcc must be present)."""
+def emitted_and_built(schedule, machine, src):
+    """(schedule, nvcc's exit status, its log) for the .cu `twill emit-cuda` writes, written to `src`:
+    through its ptxas loop (twill/ptxas_loop.py), which builds with nvcc every text it considers. The
+    loop's build of the text it returns (nvcc -cubin, `twill.ptxas.nvcc_flags`: ptxas's report on the
+    device code) is that text's build, so it is not built twice; a text the loop did not build (the
+    one-tile kernel written after the loop chose it) is built here, by `nvcc_compile`."""
+    from twill.ptxas import nvcc_flags
     from twill.ptxas_loop import emitter, resolver, run
     result = run(schedule, machine, emitter(machine), resolver(schedule, machine), lambda line: None)
-    return result.schedule, result.text
+    src.write_text(result.text)
+    built = next((r.found.report for r in result.rounds if r.text == result.text), None)
+    if built is not None:
+        return result.schedule, built.rc, built.log
+    rc, err = nvcc_compile(src, nvcc_flags(machine.arch))
+    return result.schedule, rc, err
 
 
 def refused_at_its_line(path, line_pattern: str, message_pattern: str, sequence: bool = False):

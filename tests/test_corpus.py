@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import nvcc, nvcc_compile
+from conftest import emitted_and_built, nvcc
 from twill.machine import load_machine
 from twill.pipeline import SolveOptions, solve
 from twill.ttgir import load_ttgir
@@ -55,10 +55,7 @@ def test_every_corpus_dump_solves_emits_and_compiles_clean(path, tmp_path):
     graph, _ = load_ttgir(path)
     schedule = solve(graph, machine, SolveOptions())
     assert schedule.stage == "joint" and schedule.optimal and schedule.complete
-    src = tmp_path / f"{path.stem}.cu"
-    src.write_text(_emit_cuda(schedule, machine))
-    arch = machine.arch
-    rc, err = nvcc_compile(src, ["-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas", "-v"])
+    _, rc, err = emitted_and_built(schedule, machine, tmp_path / f"{path.stem}.cu")  # as emit-cuda, its ptxas loop
     assert rc == 0, err[-2000:]
     spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
     assert spills <= {0}, err[-2000:]

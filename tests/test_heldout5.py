@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import emitted_as_cli, nvcc, nvcc_compile, refused_at_its_line
+from conftest import emitted_and_built, nvcc, refused_at_its_line
 from twill.emit import emit_cuda
 from twill.errors import InputError
 from twill.machine import load_machine
@@ -261,12 +261,8 @@ def test_heldout5_dump_solves_verifies_emits_and_compiles_clean(name, tmp_path):
     schedule = solve(graph, machine, SolveOptions(time_limit=60))
     assert schedule.complete
     assert verify(schedule, graph, machine) == []
-    src = tmp_path / f"{name}.cu"
-    schedule, text = emitted_as_cli(schedule, machine)  # emit-cuda's ptxas loop, as the CLI
+    schedule, rc, err = emitted_and_built(schedule, machine, tmp_path / f"{name}.cu")  # as emit-cuda, its ptxas loop
     assert verify(schedule, graph, machine) == []
-    src.write_text(text)
-    arch = machine.arch
-    rc, err = nvcc_compile(src, ["-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas", "-v"])
     assert rc == 0, err[-2000:]
     spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
     assert spills <= {0}, err[-2000:]

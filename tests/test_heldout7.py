@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import emitted_as_cli, nvcc, nvcc_compile, refused_at_its_line
+from conftest import emitted_and_built, nvcc, refused_at_its_line
 from twill.errors import InputError
 from twill.machine import load_machine
 from twill.pipeline import SolveOptions, solve
@@ -171,10 +171,7 @@ def test_heldout7_dump_solves_emits_and_compiles_clean(name, tmp_path):
     for i, graph in enumerate(graphs):
         schedule = solve(graph, machine, SolveOptions(time_limit=30))
         assert schedule.complete
-        _, text = emitted_as_cli(schedule, machine)
-        src = tmp_path / f"{name}.{i}.cu"
-        src.write_text(text)
-        rc, err = nvcc_compile(src, ["-std=c++17", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-Xptxas", "-v"])
+        _, rc, err = emitted_and_built(schedule, machine, tmp_path / f"{name}.{i}.cu")  # as emit-cuda, its ptxas loop
         assert rc == 0, err[-2000:]
         spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
         assert spills <= {0}, err[-2000:]
