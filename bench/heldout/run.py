@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -59,7 +60,8 @@ def cmd_build(a) -> None:
     records = []
     for name in a.names:
         dump = ROOT / "tests" / "data" / "ttgir" / BATCHES[a.batch][1] / "t36" / "prepipe" / f"{name}_sm90.ttgir"
-        rec = build_attempt(dump, out, "h200", "sm_90a", a.time_limit, IMPORT_ARGS)  # the machine's ring depth
+        rec = build_attempt(dump, out, "h200", "sm_90a", a.time_limit, IMPORT_ARGS,  # the machine's ring depth
+                            emit_args=tuple(shlex.split(a.emit_args)))
         records.append(rec)
         print(name, rec.get("stopped", "ok"), rec.get("ii"), rec.get("depth"), rec.get("split_rows"),
               rec.get("stages", {}).get("nvcc"), rec.get("error", "")[-300:], flush=True)
@@ -140,6 +142,7 @@ def main(argv=None) -> None:
     b = sub.add_parser("build")
     b.add_argument("--out", required=True)
     b.add_argument("--time-limit", type=float, default=300)
+    b.add_argument("--emit-args", default="", help="more arguments of `twill emit-cuda` (a variant: --ctas-per-sm 2)")
     b.add_argument("names", nargs="+")
     c = sub.add_parser("check")
     c.add_argument("--kernels", required=True)
