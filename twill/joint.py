@@ -244,18 +244,21 @@ def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline) -> Sta
     return Status.SAT if status == Status.SAT else Status.TIMEOUT
 
 
-FALLBACK_SECONDS = 10.0  # the search for a quick joint schedule above the SWP bound (`_fallback`), at most,
-FALLBACK_SHARE = 0.2  # and at most this share of the time left
+# The time kept from the plain ascent at the SWP bound for the search of a quick joint schedule above it
+# (`_fallback`) where the ascent ends with nothing: at most FALLBACK_SECONDS, and at most FALLBACK_SHARE of
+# the time left when the ascent begins.
+FALLBACK_SECONDS = 8.0
+FALLBACK_SHARE = 0.15
 
 
 def _fallback(p: Problem, first_ii: int, swp_length: int, extra_copies: int, slots: int, deadline) -> JointResult | None:
-    """Under a time limit, where joint_greedy found nothing at the SWP bound: the least I above it (by
-    doubling steps from the bound towards the sequential I, then bisection between the last two) at
-    which it finds a joint schedule, as an answer not proven optimal in anything: what the time limit
+    """Under a time limit, where neither joint_greedy nor the plain ascent (before the time kept for this)
+    found anything at the SWP bound: the least I above it (by doubling steps from the bound towards the
+    sequential I, then bisection between the last two) at which it finds a joint schedule, as an answer not proven optimal in anything: what the time limit
     returns if the exact search ends with nothing (on the corpus' random_n40_s8, I0 = 554: no joint
     schedule from Yices in a minute, this one in seconds)."""
     from .joint_greedy import joint_heuristic
-    end = time.monotonic() + min(FALLBACK_SECONDS, FALLBACK_SHARE * (deadline - time.monotonic()))
+    end = deadline
     names = [t.name for t in p.tasks]
 
     def at(ii):
@@ -268,7 +271,7 @@ def _fallback(p: Problem, first_ii: int, swp_length: int, extra_copies: int, slo
         return JointResult(ii, length, tuple((v, start[v]) for v in names), tuple((v, roles[v]) for v in names),
                            tuple(sorted(warps.items())), False, False, (), False)
 
-    last, gap, step, below = first_ii, sequential_ii(p) - first_ii, 1, first_ii
+    gap, step, below = sequential_ii(p) - first_ii, 1, first_ii
     best = None
     while best is None and time.monotonic() < end:
         ii = min(first_ii + step, first_ii + max(gap, 1))
@@ -462,11 +465,15 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
         elif whole == Status.SAT and HEURISTIC and _heuristic_model(enc, p, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1
-        elif ii == first_ii and HEURISTIC and deadline is not None and spare is not None and (
-                (found := _fallback(p, ii, swp_length, extra_copies, enc.slots, deadline)) is not None):
-            spare.append(found)
-            report("joint", {"I": found.ii, "L": found.length, "found": "a quick schedule, not proven"})
-            status, below = _first_length(enc, lb, lmax, deadline)
+        elif ii == first_ii and HEURISTIC and deadline is not None and spare is not None:
+            # the plain ascent, less the time kept for `_fallback` where it ends with nothing
+            reserve = min(FALLBACK_SECONDS, FALLBACK_SHARE * (deadline - time.monotonic()))
+            status, below = _first_length(enc, lb, lmax, deadline - reserve)
+            if status == Status.TIMEOUT:
+                found = _fallback(p, ii, swp_length, extra_copies, enc.slots, deadline)
+                if found is not None:
+                    spare.append(found)
+                    report("joint", {"I": found.ii, "L": found.length, "found": "a quick schedule, not proven"})
         elif (ii == first_ii and BY_PARTITIONS and may_hand_off
               and (found := _by_partitions(enc, p, deadline, cuts=cuts)) != Status.TIMEOUT):
             status, below = found, (lb - 1 if found == Status.SAT else lmax)
