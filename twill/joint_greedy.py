@@ -8,12 +8,19 @@ Partitions tried, in order (each with the variable-latency ops on one producer r
 pinned edge, `problem.pinned_edges`, on one role): every other op on one role; the role hints' guesses
 (`joint.role_hints`: each connected part a role, each unit a role); and the other ops in a topological
 order cut into 2, 3, ... consecutive runs, as many as the warps allow (fewer registers per role, at the
-price of cross-role edges). Each partition is list scheduled (ops in a topological order of their
-distance-0 edges, tallest first: `ims.heights`) at the first start from the earliest one, the
-cross-role delay included, at which the op's occupancy fits the modulo reservation table and no
-blocking op of its role waits on one in progress (verify.check_blocking's rule, both ways). The first
-schedule that `verify` accepts (every family, the registers and memory included, at the budgets the
-joint stage gives) within the window is the answer.
+price of cross-role edges); then, within a deadline, the register relaxation's partitions
+(pressure.role_partition), each failed one cut from the next proposal. Each partition is list scheduled
+twice: ops in a topological order of their distance-0 edges, tallest first (`ims.heights`), and ops in
+an order that ends values early, each no earlier than the one before it (an iteration nearly in
+sequence: few values live at once); each op at the first start from its earliest one, the cross-role
+delay included, at which its occupancy fits the modulo reservation table and no blocking op of its
+role waits on one in progress (verify.check_blocking's rule, both ways). The first schedule that
+`verify` accepts (every family, the registers and memory included, at the budgets the joint stage
+gives) within the window is the answer.
+
+Measured (docs/benchmarks.md, log, session 34): on the corpus' random_n32_s7 (h200) one at the SWP
+bound in 0.13 s; on the larger random DAGs none at the bound, every partition's list schedule over the
+registers (a role at 416-544 registers per thread against 255 on random_n40_s8) or shared memory.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ from .ims import heights
 from .greedy import _Table
 from .liveness import always_blocking, busy
 from .problem import Problem
+from .schedule import Schedule
 
 
 def _order(p: Problem, height: dict[str, int]) -> list[str]:
@@ -159,7 +167,6 @@ def list_schedule(p: Problem, ii: int, order: list[str], roles: dict[str, int],
     return start
 
 
-
 PROPOSALS = 12  # partitions proposed by pressure.role_partition after the fixed ones
 
 
@@ -218,7 +225,7 @@ def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float 
             bad = handoff_violations(p, result)
             if not bad:
                 return start, roles, warps, length
-            heavy = _heavy(p, result, blocks, bad) if heavy is None else heavy
+            heavy = _heavy(p, result, bad) if heavy is None else heavy
         failed.append((blocks, heavy or []))
         if deadline is not None and time.monotonic() >= deadline:
             return None
@@ -230,14 +237,13 @@ def _blocks(names: list[str], key: dict) -> list[tuple[str, ...]]:
     return [tuple(v for v in names if key[v] == k) for k in order]
 
 
-def _heavy(p: Problem, result, blocks, bad: list[str]) -> list[tuple[str, ...]]:
-    """The blocks whose own registers did not fit (verify's message names the role), where every
-    failure is of that kind; else [] (the whole partition failed)."""
+def _heavy(p: Problem, result, bad: list[str]) -> list[tuple[str, ...]]:
+    """The roles (their ops) whose own registers did not fit (verify's message names the role), where
+    every failure is of that kind; else [] (the whole partition failed)."""
     from .joint import schedule_of
     if not all(b.startswith("registers: role ") for b in bad):
         return []
     named = {b.split()[2].rstrip(":") for b in bad}
-    from .schedule import Schedule
     base = Schedule(kernel=p.kernel, machine=p.machine, arch="", stage="joint", ii=result.ii, length=result.length,
                     optimal=False, ops=())
     s = schedule_of(p, result, base)
