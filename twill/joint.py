@@ -224,6 +224,69 @@ def _least_length_by_partitions(enc: JointEncoding, p: Problem, lo: int, deadlin
     return hi, True
 
 
+# Where the role hints find no first schedule: a list-scheduled joint schedule (joint_greedy.py), its
+# starts and roles assumed in one check, the model the search for the least L starts from. On the
+# corpus' random_n32_s7 (h200, I0 = 564) it finds one in 0.13 s where Yices with the roles free answers
+# nothing in a minute (docs/benchmarks.md, log, session 34).
+HEURISTIC = True
+HEURISTIC_SECONDS = 3.0  # at most, and at most HINT_SHARE of the time left
+
+
+def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline) -> Status:
+    """SAT with the encoding's model at joint_greedy's schedule, or TIMEOUT (nothing learnt)."""
+    from .joint_greedy import joint_heuristic
+    left = HEURISTIC_SECONDS if deadline is None else min(HEURISTIC_SECONDS, HINT_SHARE * (deadline - time.monotonic()))
+    found = joint_heuristic(p, enc.lo, lmax, enc.slots, time.monotonic() + left)
+    if found is None:
+        return Status.TIMEOUT
+    start, roles, _, length = found
+    status = enc.check(deadline, {"L": length}, roles=roles, starts=start)
+    return Status.SAT if status == Status.SAT else Status.TIMEOUT
+
+
+# The time kept from the plain ascent at the SWP bound for the search of a quick joint schedule above it
+# (`_fallback`) where the ascent ends with nothing: at most FALLBACK_SECONDS, and at most FALLBACK_SHARE of
+# the time left when the ascent begins.
+FALLBACK_SECONDS = 8.0
+FALLBACK_SHARE = 0.15
+
+
+def _fallback(p: Problem, first_ii: int, swp_length: int, extra_copies: int, slots: int, deadline) -> JointResult | None:
+    """Under a time limit, where neither joint_greedy nor the plain ascent (before the time kept for this)
+    found anything at the SWP bound: the least I above it (by doubling steps from the bound towards the
+    sequential I, then bisection between the last two) at which it finds a joint schedule, as an answer not proven optimal in anything: what the time limit
+    returns if the exact search ends with nothing (on the corpus' random_n40_s8, I0 = 554: no joint
+    schedule from Yices in a minute, this one in seconds)."""
+    from .joint_greedy import joint_heuristic
+    end = deadline
+    names = [t.name for t in p.tasks]
+
+    def at(ii):
+        if time.monotonic() >= end:
+            return None
+        found = joint_heuristic(p, ii, window(p, ii, swp_length, extra_copies), slots, end, propose=False)
+        if found is None:
+            return None
+        start, roles, warps, length = found
+        return JointResult(ii, length, tuple((v, start[v]) for v in names), tuple((v, roles[v]) for v in names),
+                           tuple(sorted(warps.items())), False, False, (), False)
+
+    gap, step, below = sequential_ii(p) - first_ii, 1, first_ii
+    best = None
+    while best is None and time.monotonic() < end:
+        ii = min(first_ii + step, first_ii + max(gap, 1))
+        best = at(ii)
+        if best is None:
+            if ii >= first_ii + gap:
+                return None
+            below, step = ii, step * 4
+    while best is not None and best.ii - below > 1 and time.monotonic() < end:
+        mid = (below + best.ii) // 2
+        found = at(mid)
+        best, below = (found, below) if found is not None else (best, mid)
+    return best
+
+
 def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
     """Ascend from L <= lb in doubling steps up to the window (method.md: L from stage 1's length
     upward): checks near the optimum are the cheap ones, a loose bound lets the solver wander.
@@ -384,7 +447,7 @@ def no_schedule_anywhere(p: Problem, deadline: float | None = None) -> None:
         raise NoScheduleError(Diagnostic(NO_SCHEDULE, hint="run `twill explain` to see which constraints conflict"))
 
 
-def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, swp_floor=None):
+def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, swp_floor=None, spare=None):
     """The search at one I: (status, the JointResult when satisfiable). At the SWP bound L ascends
     from stage 1's length at once; past it a whole-window check comes first (most I there are refuted,
     and one check refutes an I faster than the ascent through its lengths).
@@ -400,6 +463,17 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
         if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
+        elif whole == Status.SAT and HEURISTIC and _heuristic_model(enc, p, lmax, deadline) == Status.SAT:
+            status, below = Status.SAT, lb - 1
+        elif ii == first_ii and HEURISTIC and deadline is not None and spare is not None:
+            # the plain ascent, less the time kept for `_fallback` where it ends with nothing
+            reserve = min(FALLBACK_SECONDS, FALLBACK_SHARE * (deadline - time.monotonic()))
+            status, below = _first_length(enc, lb, lmax, deadline - reserve)
+            if status == Status.TIMEOUT:
+                found = _fallback(p, ii, swp_length, extra_copies, enc.slots, deadline)
+                if found is not None:
+                    spare.append(found)
+                    report("joint", {"I": found.ii, "L": found.length, "found": "a quick schedule, not proven"})
         elif (ii == first_ii and BY_PARTITIONS and may_hand_off
               and (found := _by_partitions(enc, p, deadline, cuts=cuts)) != Status.TIMEOUT):
             status, below = found, (lb - 1 if found == Status.SAT else lmax)
@@ -478,14 +552,15 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
     report = progress or (lambda stage, info: None)
     last = max_ii or sequential_ii(p)
     tried: list = []
+    spare: list[JointResult] = []  # a quick joint schedule above the SWP bound, for the time limit (`_fallback`)
     if first_refuted:
         tried.append((first_ii, Status.UNSAT))
     else:
         report("joint", {"I": first_ii})
         status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried,
-                                    swp_floor)
+                                    swp_floor, spare)
         if status != Status.UNSAT:
-            return result
+            return result or (spare[0] if spare else None)
     if max_ii is None:
         _check_any_ii(p, last, swp_length, extra_copies, deadline)
     lo, width = first_ii + 1, 1
@@ -493,14 +568,14 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
         hi = min(last, lo + width - 1, same_window_upto(swp_length, lo, last))
         status, hi, least = _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried)
         if status == Status.TIMEOUT:
-            return None
+            return spare[0] if spare else None
         if status == Status.UNSAT:
             lo, width = hi + 1, width * 2
             continue
         report("joint", {"I": least})
         status, result = _at_one_ii(p, least, first_ii, swp_length, extra_copies, deadline, report, tried)
         if status != Status.UNSAT:
-            return result
+            return result or (spare[0] if spare else None)
         lo, width = least + 1, 1  # (the range said satisfiable: defensive, never seen)
     raise NoScheduleError(Diagnostic(f"no joint schedule with I <= {last}",
                                      hint="raise --max-ii, or run `twill explain`"))

@@ -1,0 +1,250 @@
+"""A quick joint schedule at a given I: a role partition guessed, then a list schedule with those roles.
+
+It proves nothing: the joint stage uses it as a model to start from (the starts and roles assumed in
+one check of the exact encoding, which then holds a schedule to minimize L from). Where it finds one at
+the SWP bound, that I is optimal, since no joint schedule has a smaller I than stage 1's.
+
+Partitions tried, in order (each with the variable-latency ops on one producer role; ops joined by a
+pinned edge, `problem.pinned_edges`, on one role): every other op on one role; the role hints' guesses
+(`joint.role_hints`: each connected part a role, each unit a role); and the other ops in a topological
+order cut into 2, 3, ... consecutive runs, as many as the warps allow (fewer registers per role, at the
+price of cross-role edges); then, within a deadline, the register relaxation's partitions
+(pressure.role_partition), each failed one cut from the next proposal. Each partition is list scheduled
+twice: ops in a topological order of their distance-0 edges, tallest first (`ims.heights`), and ops in
+an order that ends values early, each no earlier than the one before it (an iteration nearly in
+sequence: few values live at once); each op at the first start from its earliest one, the cross-role
+delay included, at which its occupancy fits the modulo reservation table and no blocking op of its
+role waits on one in progress (verify.check_blocking's rule, both ways). The first schedule that
+`verify` accepts (every family, the registers and memory included, at the budgets the joint stage
+gives) within the window is the answer.
+
+Measured (docs/benchmarks.md, log, session 34): on the corpus' random_n32_s7 (h200) one at the SWP
+bound in 0.13 s; on the larger random DAGs none at the bound, every partition's list schedule over the
+registers (a role at 416-544 registers per thread against 255 on random_n40_s8) or shared memory.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+from .ims import heights
+from .greedy import _Table
+from .liveness import always_blocking, busy
+from .problem import Problem
+from .schedule import Schedule
+
+
+def _order(p: Problem, height: dict[str, int]) -> list[str]:
+    preds = {t.name: {d.src for d in p.deps if d.dst == t.name and d.distance == 0 and d.src != t.name}
+             for t in p.tasks}
+    index = {t.name: i for i, t in enumerate(p.tasks)}
+    placed: list[str] = []
+    done: set[str] = set()
+    while len(placed) < len(p.tasks):
+        ready = [v for v in index if v not in done and preds[v] <= done]
+        v = min(ready or [v for v in index if v not in done], key=lambda v: (-height[v], index[v]))
+        placed.append(v)
+        done.add(v)
+    return placed
+
+
+def _tight_order(p: Problem) -> list[str]:
+    """A topological order of the distance-0 edges that keeps few values live: among ready ops, the one
+    whose placement ends the most values (every reader of an input then placed), then the one whose
+    inputs are the most recent, then the problem's order."""
+    preds = {t.name: {d.src for d in p.deps if d.dst == t.name and d.distance == 0 and d.src != t.name}
+             for t in p.tasks}
+    readers = {t.name: {d.dst for d in p.deps if d.src == t.name and d.distance == 0} for t in p.tasks}
+    index = {t.name: i for i, t in enumerate(p.tasks)}
+    placed: list[str] = []
+    done: set[str] = set()
+    at: dict[str, int] = {}
+    while len(placed) < len(p.tasks):
+        ready = [v for v in index if v not in done and preds[v] <= done] or [v for v in index if v not in done]
+
+        def key(v):
+            ends = sum(1 for u in preds[v] if readers[u] <= done | {v})
+            return (-ends, -max((at[u] for u in preds[v]), default=-1), index[v])
+
+        v = min(ready, key=key)
+        at[v] = len(placed)
+        placed.append(v)
+        done.add(v)
+    return placed
+
+
+def _joined(p: Problem, key: dict[str, object]) -> dict[str, object]:
+    """`key` with the ends of every pinned edge given one key (union-find over the keys)."""
+    up: dict[object, object] = {k: k for k in key.values()}
+
+    def root(k):
+        while up[k] != k:
+            up[k] = up[up[k]]
+            k = up[k]
+        return k
+
+    for a, b in p.option("pinned", ()):
+        if a in key and b in key:
+            up[root(key[a])] = root(key[b])
+    return {v: root(k) for v, k in key.items()}
+
+
+def _slots(p: Problem, key: dict[str, object], slots: int) -> tuple[dict[str, int], dict[int, int]] | None:
+    """Role slots numbered by first use in op order (the encoding's symmetry breaking wants it) and
+    their warps; None when there are too many roles or warps, or a role mixes variable-latency ops
+    with others."""
+    key = _joined(p, key)
+    slot: dict[object, int] = {}
+    for t in p.tasks:
+        slot.setdefault(key[t.name], len(slot))
+    roles = {t.name: slot[key[t.name]] for t in p.tasks}
+    lim = p.limits
+    warps: dict[int, int] = {}
+    kinds: dict[int, set[bool]] = {}
+    for t in p.tasks:
+        s = roles[t.name]
+        kinds.setdefault(s, set()).add(t.variable_latency)
+        one = t.variable_latency and t.issue != "warp_group"
+        warps[s] = max(warps.get(s, 1), 1 if one else lim.warp_group)
+    if len(slot) > slots or any(len(k) > 1 for k in kinds.values()):
+        return None
+    groups = sum(1 for w in warps.values() if w >= lim.warp_group)
+    singles = sum(1 for w in warps.values() if w < lim.warp_group)
+    packed = -(-singles // lim.warp_group) if singles else 0
+    if lim.warp_group * (groups + packed) > lim.warps:
+        return None
+    return roles, warps
+
+
+def partitions(p: Problem, order: list[str], slots: int):
+    """The role partitions tried, as {op: key} (see the module's docstring), without repeats."""
+    from .joint import role_hint, unit_hint
+    load = {t.name: "load" for t in p.tasks if t.variable_latency}
+    rest = [v for v in order if v not in load]
+    yield {**load, **{v: "one" for v in rest}}
+    for guess in (role_hint, unit_hint):
+        hint = guess(p, slots)
+        if hint is not None:
+            yield dict(hint)
+    for k in range(2, min(slots, len(rest)) + 1):
+        yield {**load, **{v: i * k // max(len(rest), 1) for i, v in enumerate(rest)}}
+
+
+def list_schedule(p: Problem, ii: int, order: list[str], roles: dict[str, int],
+                  in_order: bool = False) -> dict[str, int] | None:
+    """Starts at `ii` with `roles` fixed, or None where an op finds no start (see the module's docstring)."""
+    task, table, start, last = p.task, _Table(p, ii), {}, 0
+    cross = {(d.src, d.dst): p.cross if roles[d.src] != roles[d.dst] else 0 for d in p.deps}
+    blocking = always_blocking(p) | {d.dst for d in p.deps if roles[d.src] != roles[d.dst]}
+    ins = {v: [d for d in p.deps if d.dst == v] for v in order}
+    outs = {v: [d for d in p.deps if d.src == v] for v in order}
+    for v in order:
+        t = task[v]
+        if any(d.dst == v and d.latency > d.distance * ii for d in outs[v]):
+            return None
+        lo = max([0] + [start[d.src] + d.latency + cross[d.src, d.dst] - d.distance * ii
+                        for d in ins[v] if d.src in start] + ([last] if in_order else []))
+        hi = min([start[d.dst] + d.distance * ii - d.latency - cross[d.src, d.dst]
+                  for d in outs[v] if d.dst in start], default=lo + ii - 1)
+        mates = [u for u in start if roles[u] == roles[v]]
+        s = lo
+        while s <= min(hi, lo + ii - 1):
+            if t.occupancy and table.blocked(t.unit, t.occupancy, s) is not None:
+                s += 1
+                continue
+            if v in blocking and any(((s - start[u]) % ii or ii) < busy(task[u]) for u in mates):
+                s += 1
+                continue
+            if any(u in blocking and ((start[u] - s) % ii or ii) < busy(t) for u in mates):
+                s += 1
+                continue
+            break
+        else:
+            return None
+        if t.occupancy:
+            table.place(t.unit, t.occupancy, s)
+        start[v] = last = s
+    return start
+
+
+PROPOSALS = 12  # partitions proposed by pressure.role_partition after the fixed ones
+
+
+def _proposed(p: Problem, deadline, failed: list):
+    """Partitions from the register relaxation (pressure.role_partition), each one cut from the next
+    proposal once it failed: `failed` holds (blocks, the blocks whose registers did not fit); such a
+    block is cut alone (not all of its ops on one role), any other failure cuts the whole partition.
+    The cuts are heuristic (a role's registers depend on the starts): they steer, they prove nothing."""
+    from .pressure import role_partition
+    for _ in range(PROPOSALS):
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        cuts = []
+        for blocks, heavy in failed:
+            if heavy:
+                cuts += [[(b[0], v, True) for v in b[1:]] for b in heavy if len(b) > 1]
+            else:
+                cuts.append([(b[0], v, True) for b in blocks for v in b[1:]]
+                            + [(a[0], b[0], False) for i, a in enumerate(blocks) for b in blocks[i + 1:]])
+        verdict, blocks = role_partition(p, deadline, cuts=cuts)
+        if verdict != "feasible" or not blocks:
+            return
+        yield {v: i for i, b in enumerate(blocks) for v in b}
+
+
+def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float | None = None, propose: bool = True):
+    """(starts, roles, role warps, L) of the first partition whose list schedule verifies at `ii` within
+    L <= lmax, or None (also where `deadline`, time.monotonic() seconds, comes first). With `propose`
+    off, only the fixed partitions (not the register relaxation's)."""
+    from .joint import JointResult, handoff_violations
+    height = heights(p, ii)
+    if height is None or p.option("groups", ()):
+        return None
+    order, tight = _order(p, height), _tight_order(p)
+    seen: list[dict[str, int]] = []
+    failed: list = []
+    names = [t.name for t in p.tasks]
+    proposed = _proposed(p, deadline, failed) if propose else ()
+    for key in itertools.chain(partitions(p, order, slots), proposed):
+        numbered = _slots(p, key, slots)
+        if numbered is None or numbered[0] in seen:
+            if numbered is None:
+                failed.append((_blocks(names, key), []))
+            continue
+        roles, warps = numbered
+        seen.append(roles)
+        blocks = _blocks(names, roles)
+        heavy = None
+        for ops, in_order in ((order, False), (tight, True)):
+            start = list_schedule(p, ii, ops, roles, in_order)
+            length = None if start is None else max(start[t.name] + t.cycles for t in p.tasks)
+            if length is None or length > lmax:
+                continue
+            result = JointResult(ii, length, tuple((v, start[v]) for v in names),
+                                 tuple((v, roles[v]) for v in names), tuple(sorted(warps.items())), False, False, ())
+            bad = handoff_violations(p, result)
+            if not bad:
+                return start, roles, warps, length
+            heavy = _heavy(p, result, bad) if heavy is None else heavy
+        failed.append((blocks, heavy or []))
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+    return None
+
+
+def _blocks(names: list[str], key: dict) -> list[tuple[str, ...]]:
+    order = list(dict.fromkeys(key[v] for v in names))
+    return [tuple(v for v in names if key[v] == k) for k in order]
+
+
+def _heavy(p: Problem, result, bad: list[str]) -> list[tuple[str, ...]]:
+    """The roles (their ops) whose own registers did not fit (verify's message names the role), where
+    every failure is of that kind; else [] (the whole partition failed)."""
+    from .joint import schedule_of
+    if not all(b.startswith("registers: role ") for b in bad):
+        return []
+    named = {b.split()[2].rstrip(":") for b in bad}
+    base = Schedule(kernel=p.kernel, machine=p.machine, arch="", stage="joint", ii=result.ii, length=result.length,
+                    optimal=False, ops=())
+    s = schedule_of(p, result, base)
+    return [r.ops for r in s.roles if r.name in named]
