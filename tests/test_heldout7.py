@@ -37,11 +37,14 @@ NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
 REFUSED = {
     # the variance loop's tl.where(cols < N, x - mean, 0.) of a one-row [BLOCK_SIZE] tile
     "layernorm_fwd": (r"arith\.select", "cannot express as a mask of the tile"),
-    # one row a program: the [BLOCK_N] carry reduced to the row's value after the loop (tl.sum(acc, 0))
-    "rmsnorm_fwd": (r"tt\.reduce", r"after the loop along axis 0 of a \[2048\] tile"),
-    "softmax_online": (r"tt\.reduce", r"after the loop along axis 0 of a \[1024\] tile"),
-    # lse - x_t, x_t the target's logit loaded through the loaded target index
-    "xent_scalar": (r"arith\.subf", "reads a value the importer cannot follow"),
+    # one row a program (imported as 64 rows a CTA, ttgir/rowprog.py): rstd = rsqrt(ss / N + eps) between
+    # the loops reads launch scalars, which no prologue op holds
+    "rmsnorm_fwd": (r"math\.rsqrt", "computed between the loops from loop L0's result"),
+    # the running max m[BLOCK] also rescales the sum after the loop (d * exp(m - max(m))): not a carry
+    # reduced by its own op alone
+    "softmax_online": (r"tt\.reduce", "read after the loop other than by this reduction"),
+    # x_t = tl.load(logits_row + t), t loaded: a gather through a loaded index
+    "xent_scalar": (r"tt\.addptr", "a gather through a loaded index"),
     # inv = 1 / max(sqrt(ss), eps) between the loops: no prologue op reads a launch scalar (eps)
     "l2norm_rows": (r"arith\.divf", "computed between the loops from loop L0's result"),
 }
