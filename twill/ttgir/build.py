@@ -127,12 +127,14 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
                                                                    for k, r in enumerate(g.operands)), g.type,
                                       attrs=g.attrs, has_result=g.type is not None, span=g.span), names, launch, ints,
                                    body.nodes[g.root].factor))
+    read = {o.name for op in ops for o in op.operands}  # a prologue scalar is a loop input where a loop op reads it
+    block = replace(block, ops=tuple(_launch_one(o, names, launch, ints) for o in block.ops))  # the prologue's
     if launch:
         def kind(n: str) -> TensorType:
             return TensorType("i32" if n in ints else "f32", (1,))
         block = replace(block, scalars=block.scalars + tuple(Value(n, kind(n), "scalar") for n in launch.values()))
         graph_inputs += tuple(Value(n, kind(n), "input", attrs=(("prologue", True),))
-                              for n in launch.values())  # before the block's results, as the parser has them
+                              for n in launch.values() if n in read)  # before the block's results, as the parser has them
     graph_inputs += computed_inputs
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
     graph = Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file, prologue=block)

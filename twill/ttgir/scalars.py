@@ -120,6 +120,11 @@ POSITION_CASTS = ("arith.sitofp", "arith.uitofp")  # an index made a float: a `p
 def elementwise(lw: Lowering, op: MOp) -> None:
     vals = lw.operands(op)
     if not any(isinstance(v, (Tile, LaunchScalar)) for v in vals):
+        if op.name in POSITION_CASTS and not lw.in_loop and len(vals) == 1 and vals[0] is SCALAR:
+            arg = _int_argument(lw, op)
+            if arg is not None:  # float(N) of an integer argument before the loop (a mean's s / N): the scalar N
+                lw.bind(op, LaunchScalar(arg, scale=Product.of(arg)))
+                return
         if op.name in POSITION_CASTS and (lw.in_loop or lw.loop_iv is not None) and len(vals) == 1 and isinstance(vals[0], indices.Index) \
                 and vals[0].coefs:
             lw.bind(op, _position(lw, op, vals[0]))
@@ -136,7 +141,8 @@ def elementwise(lw: Lowering, op: MOp) -> None:
     # (build.py: a prologue scalar), else folded away as any scalar is (the exp2's scale).
     launch = [(v.name, i) for i, v in enumerate(vals) if isinstance(v, LaunchScalar) and v.name]
     vals = [SCALAR if isinstance(v, LaunchScalar) else v for v in vals]
-    extra = (("launch", launch[0]),) if len(launch) == 1 and len(vals) == 2 and lw.in_loop else ()
+    # (before the loop too: a prologue op reading a launch scalar, as rstd = rsqrt(ss / N + eps) between loops)
+    extra = (("launch", launch[0]),) if len(launch) == 1 and len(vals) == 2 else ()
     if not lw.in_loop:
         from .handover import convert  # an earlier loop's result converted: handed over in that dtype
         if convert(lw, op, vals):
@@ -155,6 +161,12 @@ def elementwise(lw: Lowering, op: MOp) -> None:
     if lw.in_loop:
         _unheld_operand(lw, op, vals, attrs, factor)
     lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=attrs, factor=factor))
+
+
+def _int_argument(lw: Lowering, op: MOp) -> str | None:
+    """The integer function argument `op` (a conversion) reads directly, else None."""
+    (name, _), = op.operands()
+    return name if name in lw.arg_spans else None
 
 
 def _unheld_operand(lw: Lowering, op: MOp, vals: list, attrs: tuple, factor: object) -> None:
