@@ -35,15 +35,11 @@ NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
 
 # kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form
 REFUSED = {
-    # the variance loop's tl.where(cols < N, x - mean, 0.) of a one-row [BLOCK_SIZE] tile
-    "layernorm_fwd": (r"arith\.select", "cannot express as a mask of the tile"),
     # the running max m[BLOCK] also rescales the sum after the loop (d * exp(m - max(m))): not a carry
     # reduced by its own op alone
     "softmax_online": (r"tt\.reduce", "read after the loop other than by this reduction"),
     # x_t = tl.load(logits_row + t), t loaded: a gather through a loaded index
     "xent_scalar": (r"tt\.addptr", "a gather through a loaded index"),
-    # inv = 1 / max(sqrt(ss), eps) between the loops: no prologue op reads a launch scalar (eps)
-    "l2norm_rows": (r"arith\.divf", "computed between the loops from loop L0's result"),
 }
 
 

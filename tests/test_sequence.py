@@ -123,17 +123,18 @@ def test_work_between_the_loops_is_the_later_loops_prologue_or_an_error():
     l1 = seq.graph("L1")
     assert [(h.input, h.text) for h in seq.handovers] == [("total", "L0.total")]
     assert [(op.name, op.opcode, op.attrs) for op in l1.prologue.ops] == [("mean", "mul", (("scalar", 1 / 4096),))]
-    # what the prologue cannot compute (a constant on the left of a division, c / total) is an error at it,
-    # not an input the caller gives (a square root or a launch scalar it computes: test_heldout7's RMSNorm)
+    # what no block can compute (a remainder, total % c, no opcode of the vocabulary) is an error at it (here
+    # L0's epilogue's), not an input the caller gives (a square root, c / x or a launch scalar the prologue
+    # computes: test_heldout7's RMSNorm, LayerNorm and L2 normalize)
     text = path.read_text()
     line = next(x for x in text.splitlines() if "%mean_20 = arith.mulf" in x)
-    text = text.replace(line, line.replace("arith.mulf %total#0, %mean_19", "arith.divf %mean_19, %total#0"))
+    text = text.replace(line, line.replace("arith.mulf %total#0, %mean_19", "arith.remf %total#0, %mean_19"))
     with pytest.raises(InputError) as exc:
         import_sequence(text, "x.ttgir")
     d = exc.value.diagnostics[0]
-    assert "'mean', computed between the loops from loop L0's result" in d.message
+    assert "'arith.remf' after the loop computes what is stored from the loop's results" in d.message
     assert d.span.line == text.splitlines().index(line.replace("arith.mulf %total#0, %mean_19",
-                                                                "arith.divf %mean_19, %total#0")) + 1
+                                                                "arith.remf %total#0, %mean_19")) + 1
 
 
 def test_a_carry_starting_from_an_earlier_loops_result_is_an_error():

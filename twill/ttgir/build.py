@@ -214,7 +214,8 @@ def _launch_one(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
         return replace(op, attrs=tuple((k, launch[integer] if k == "arg" else v) for k, v in op.attrs
                                        if k != "launch_int"))
     found = attrs.pop("launch", None)
-    rest = tuple((k, v) for k, v in op.attrs if k != "launch")
+    integer = attrs.pop("launch_i32", False)  # float(N) of an integer argument: the scalar N, an i32
+    rest = tuple((k, v) for k, v in op.attrs if k not in ("launch", "launch_i32"))
     d = vocab.lookup(op.opcode)
     if found is None and d is not None and d.family == "binary" and len(op.operands) == 1 and "scalar" not in attrs \
             and d.arity != (1,):
@@ -224,6 +225,8 @@ def _launch_one(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
     arg, index = found
     if arg not in launch:
         launch[arg] = names.claim(arg, fallback="scalar")
+    if integer:
+        ints.add(launch[arg])
     operands = (op.operands[0], Operand(launch[arg])) if index else (Operand(launch[arg]), op.operands[0])
     return replace(op, operands=operands, attrs=rest)
 

@@ -64,6 +64,9 @@ def build(body: Body, inputs: dict, claim, base_name) -> Prologue | None:
             return real[ref]
         opcode = _opcode(n)
         held = "scalar" in dict(n.attrs) or "launch" in dict(n.attrs)  # a constant, a launch scalar (build._launch)
+        numerator = dict(n.attrs).get("numerator")
+        if numerator is not None:  # c / x: recip x, times c
+            opcode, held = "recip", True
         d = vocab.lookup(opcode) if opcode is not None else None
         if d is None or (d.family == "binary" and len(n.operands) == 1 and not held):
             return None
@@ -71,7 +74,14 @@ def build(body: Body, inputs: dict, claim, base_name) -> Prologue | None:
         names = [walk(r, reader=out) for r in n.operands]
         if None in names:
             return None
-        attrs = tuple((k, v) for k, v in n.attrs if k in ("scalar", "launch"))
+        if numerator is not None:
+            inv = out if numerator == 1.0 else claim(f"{out}_recip", fallback="recip")
+            ops.append(Op(inv, "recip", tuple(Operand(x) for x in names), n.type, (), True, n.span))
+            if numerator != 1.0:
+                ops.append(Op(out, "mul", (Operand(inv),), n.type, (("scalar", numerator),), True, n.span))
+            done[ref] = out
+            return out
+        attrs = tuple((k, v) for k, v in n.attrs if k in ("scalar", "launch", "launch_i32"))
         ops.append(Op(out, opcode, tuple(Operand(x) for x in names), n.type, attrs, True, n.span))
         done[ref] = out
         return out

@@ -314,8 +314,10 @@ def _elementwise(rw: _Rewrite, op: MOp) -> None:
         opnd_elt = _result_elt(line)
         rw.define(op, kind, "i1")
         rw.emit(f"{head} {', '.join(args)} : {rw.type_of(kind, opnd_elt)}{rw.loc(op)}", op, same=True)
-    elif op.name == "arith.select":
+    elif op.name == "arith.select":  # `: COND_TYPE, TYPE` (or `: TYPE` of a scalar condition)
         c, a, b = args
+        elt = _elt(re.sub(r"\s*loc\(.*\)\s*$", "", line).rsplit(", tensor<", 1)[-1].join(["tensor<", ""])
+                   if ", tensor<" in line else elt)
         rw.define(op, kind, elt)
         ctype = rw.type_of(kind, "i1")
         rw.emit(f"{head} {c}, {a}, {b} : {ctype}, {rw.type_of(kind, elt)}{rw.loc(op)}", op, same=True)
