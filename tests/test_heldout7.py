@@ -150,7 +150,9 @@ def test_a_fill_takes_whole_tiles_only(tmp_path):
         mod.resolve(mod.SPEC, {"X": M((4096, 5000), "float16", "cuda:0", True, 0), "LSE": lse})
 
 
-COMPILED = ["softmax_3pass_sm90", "softmax_3pass_sm100", "logsumexp_rows_sm90", "logsumexp_rows_sm100"]
+COMPILED = ["softmax_3pass_sm90", "softmax_3pass_sm100", "logsumexp_rows_sm90", "logsumexp_rows_sm100",
+            "rmsnorm_fwd_sm90", "rmsnorm_fwd_sm100", "layernorm_fwd_sm90", "layernorm_fwd_sm100", "l2norm_rows_sm90",
+            "l2norm_rows_sm100"]
 
 
 @pytest.mark.slow
@@ -172,3 +174,90 @@ def test_heldout7_dump_solves_emits_and_compiles_clean(name, tmp_path):
         spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
         assert spills <= {0}, err[-2000:]
         assert "C7510" not in err and "C7511" not in err and "serialized" not in err, err[-2000:]
+
+
+# -- one row a program, imported as 64 rows a CTA (ttgir/rowprog.py) ------------------------------------------
+
+def test_one_row_a_program_is_64_rows_a_cta():
+    """RMSNorm (one row a program, BLOCK_N = 2048): L0 carries the row's sum of squares as a [64] row carry
+    reduced each iteration (the [2048] carry reduced after the loop), over [64, 128] column tiles; L1's
+    prologue computes rstd = rsqrt(ss / N + eps) from the handed-over sum (N the integer argument, eps the
+    float one) and scales each tile and the weight row [1, 128]; LayerNorm stores Mean and Rstd as
+    outputs of their loops' epilogues and hands the raw sums over; every form one sequence."""
+    seq = _import(DATA / "t39/prepipe/rmsnorm_fwd_sm90.ttgir")
+    l0, l1 = (print_tir(g) for g in seq.graphs)
+    assert "carry acc : f32[64] = 0" in l0 and re.search(r"acc_new\s+= rowsum acc_mul, acc\s+: f32\[64\]", l0)
+    assert re.search(r"x\s+= load\s+: bf16\[64,128\] @smem", l0)
+    assert "input acc : f32[64] = L0.acc" in print_sequence(seq)
+    assert re.search(r"scalar N\s+: i32", l1) and re.search(r"scalar eps : f32", l1)
+    assert re.search(r"div_1 = div acc, N\s+: f32\[64\]", l1) and re.search(r"rstd\s+= rsqrt add_1", l1)
+    assert re.search(r"w\s+= load\s+: bf16\[1,128\] @smem", l1) and "store mul_0" in l1
+    ln = print_sequence(_import(DATA / "t39/prepipe/layernorm_fwd_sm90.ttgir"))
+    assert "output Mean = mean" in ln and "output Rstd = rstd_recip" in ln
+    assert "input _mean : f32[64] = L0._mean" in ln and "input _var  : f32[64] = L1._var" in ln
+    # tl.where(cols < N, x - mean, 0.): the tail's zero fill of x - mean, no select left
+    assert re.search(r"x_sub\s+= sub x, mean", ln) and "select" not in ln
+
+
+def _rms(old: str, new: str) -> str:
+    text = (DATA / "t39/prepipe/rmsnorm_fwd_sm90.ttgir").read_text()
+    out = text.replace(old, new, 1)
+    assert out != text
+    return out
+
+
+def _refused_at(text: str, op: str, match: str) -> None:
+    with pytest.raises(InputError, match=match) as err:
+        import_sequence(text, "rms.ttgir")
+    d = err.value.diagnostics[0]
+    assert op in text.splitlines()[d.span.line - 1], (d.span.line, d.message)
+
+
+def test_one_row_a_program_near_misses_are_refused_at_their_line():
+    """The row read as a value (a float of it), a carry reduced after the loop by an op that is not
+    associative and commutative (a difference), a sum carry starting at 1, a tail select filling 1 and one
+    whose mask is not the tail (`cols <= N`): each an error at its TTGIR line."""
+    _refused_at(_rms("%rstd_4 = arith.sitofp %N :", "%rstd_4 = arith.sitofp %row :"), "arith.sitofp",
+                "reads the row .* as a value")
+    _refused_at(_rms("%rstd_12 = arith.addf %rstd_10, %rstd_11", "%rstd_12 = arith.subf %rstd_10, %rstd_11"),
+                "tt.reduce", "associative and commutative")
+    _refused_at(_rms("%acc = arith.constant dense<0.000000e+00>", "%acc = arith.constant dense<1.000000e+00>"),
+                "tt.reduce", "identity of its reduction")
+    ln = (DATA / "t39/prepipe/layernorm_fwd_sm90.ttgir").read_text()
+    one = ln.replace("%x_25 = arith.select %x_20, %x_24, %cst_0", "%x_25 = arith.select %x_20, %x_24, %cst_one", 1)
+    one = one.replace("%cst_0 = arith.constant dense<0.000000e+00> : tensor<1024xf32, #blocked> loc(#loc1)",
+                      "%cst_0 = arith.constant dense<0.000000e+00> : tensor<1024xf32, #blocked> loc(#loc1)\n"
+                      "    %cst_one = arith.constant dense<1.000000e+00> : tensor<1024xf32, #blocked> loc(#loc1)", 1)
+    assert "%cst_one" in one
+    with pytest.raises(InputError, match="cannot express as a mask of the tile") as err:
+        import_sequence(one, "ln.ttgir")
+    assert "arith.select" in one.splitlines()[err.value.diagnostics[0].span.line - 1]
+    sle = ln.replace("%x_20 = arith.cmpi slt,", "%x_20 = arith.cmpi sle,", 1)
+    assert sle != ln
+    with pytest.raises(InputError):
+        import_sequence(sle, "ln.ttgir")
+
+
+def test_one_row_a_program_binds_the_users_tensors(tmp_path):
+    """RMSNorm's sequence binding takes X [M, N], W [N] and the launch's N and eps as they are: M = 1000 (a
+    partial last row tile) and N = 5000 (a partial last column tile: sums and a clipped store) resolve."""
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    machine = load_machine("h200")
+    seq = _import(DATA / "t36/prepipe/rmsnorm_fwd_sm90.ttgir")
+    for graph, name in zip(seq.graphs, seq.names):
+        model = build_model(solve(graph, machine, SolveOptions(time_limit=10)), machine)
+        for path, text in binding_files(model, str(tmp_path / f"rms.{name}.cu")).items():
+            Path(path).write_text(text)
+        spec = importlib.util.spec_from_file_location(f"rms_{name}", tmp_path / f"rms.{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        M = mod.Meta
+        given = {"X": M((1000, 5000), "bfloat16", "cuda:0", True, 0)}
+        if name == "L1":
+            given.update({"acc": M((1000,), "float32", "cuda:0", True, 0), "W": M((5000,), "bfloat16", "cuda:0", True, 0)})
+        given.update({a["name"]: None for a in mod.SPEC["args"] if a["output"]})
+        plan = mod.resolve(mod.SPEC, given)
+        assert (plan["tiles_m"], plan["m_extent"], plan["loop_extent"]) == (16, 1000, 5000), name
+        assert mod.SPEC["ragged_why"] == "", name
+    assert [s["name"] for s in mod.SPEC["scalars"]] == ["N", "eps"]
