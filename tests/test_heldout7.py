@@ -261,3 +261,94 @@ def test_one_row_a_program_binds_the_users_tensors(tmp_path):
         assert (plan["tiles_m"], plan["m_extent"], plan["loop_extent"]) == (16, 1000, 5000), name
         assert mod.SPEC["ragged_why"] == "", name
     assert [s["name"] for s in mod.SPEC["scalars"]] == ["N", "eps"]
+
+
+# -- what the imported sequences compute, evaluated in numpy against the kernels' own formulas ------------------
+
+def _bc(v, shape):
+    """A .tir operand in an op of `shape`: a rank-1 [M] is one value a row."""
+    import numpy as np
+    v = np.asarray(v, dtype=np.float64)
+    return v[:, None] if v.ndim == 1 and len(shape) == 2 else v
+
+
+UNARY = {"rsqrt": lambda a: 1 / __import__("numpy").sqrt(a), "sqrt": lambda a: __import__("numpy").sqrt(a),
+         "recip": lambda a: 1 / a, "convert": lambda a: a}
+BINARY = {"mul": lambda a, b: a * b, "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "div": lambda a, b: a / b,
+          "max": lambda a, b: __import__("numpy").maximum(a, b), "rescale": lambda a, b: a * b}
+
+
+def _op(op, env):
+    import numpy as np
+    shape = op.type.shape
+    xs = [_bc(env[o.name], shape) for o in op.operands]
+    scalar = op.attr("scalar", None)
+    if scalar is not None:
+        xs.append(np.float64(scalar))
+    if op.opcode == "rowsum":  # l = l * alpha + sum(x) along the row
+        total = xs[0].sum(axis=1)
+        return total if len(xs) == 1 else total + (xs[1][:, 0] if xs[1].ndim == 2 else xs[1]) * (xs[2] if len(xs) > 2 else 1)
+    if op.opcode in UNARY:
+        return UNARY[op.opcode](xs[0])
+    return BINARY[op.opcode](xs[0], xs[1])
+
+
+def _evaluate(seq, arrays: dict, numbers: dict, cols: int = 128) -> dict:
+    """Run the sequence's loops on whole arrays (every row of the [M, N] tensors at once, column tiles of
+    `cols` along the loop): loads, the ops, carries, the prologue, the epilogue, the stores and hand-overs."""
+    import numpy as np
+    out, finals = {}, {}
+    n = next(a.shape[1] for a in arrays.values() if a.ndim == 2)
+    for name, graph in zip(seq.names, seq.graphs):
+        feeds = {t: a for a, t in graph.arguments if t is not None}
+        env = {v: np.float64(numbers[a]) for v, a in ((t, a) for a, t in graph.arguments if t is not None)
+               if a in numbers}
+        for s in list(graph.prologue.scalars) + list(graph.epilogue.scalars):
+            arg = feeds.get(s.name, s.name)
+            env[s.name] = np.float64(numbers[arg])
+        for h in seq.handovers:
+            if h.loop == name:
+                env[h.input] = finals[(h.source, h.carry)]
+        for op in graph.prologue.ops:
+            env[op.name] = _op(op, env)
+        m = next(a.shape[0] for a in arrays.values() if a.ndim == 2)
+        for c in graph.carries:
+            env[c.name] = np.full(m, float(c.init or 0))
+        for j in range(0, n, cols):
+            it = dict(env)
+            for op in graph.ops:
+                if op.opcode == "load":
+                    a = arrays[feeds[op.name]]
+                    it[op.name] = a[:, j:j + cols].astype(np.float64) if a.ndim == 2 else a[None, j:j + cols]
+                elif op.opcode == "store":
+                    out.setdefault(feeds[op.name], np.zeros((m, n)))[:, j:j + cols] = it[op.operands[0].name]
+                else:
+                    it[op.name] = _op(op, it)
+            for carry, src in graph.yields:
+                env[carry] = it[src]
+        for c in graph.carries:
+            finals[(name, c.name)] = env[c.name]
+        for op in graph.epilogue.ops:
+            env[op.name] = _op(op, env)
+        for o, v in graph.epilogue.outputs:
+            out[feeds[o]] = env[v]
+    return out
+
+
+def test_the_imported_normalizations_compute_the_kernels_formulas():
+    """RMSNorm, LayerNorm (its Mean, Rstd and Y) and the row L2 normalize, as imported (64 rows a CTA, column
+    tiles of 128, the work between the loops in prologues and epilogues), evaluated on 128 x 384 inputs,
+    equal the formulas of kernels7.py's kernels (fp64, 1e-9)."""
+    import numpy as np
+    rng = np.random.default_rng(7)
+    x, w, b = rng.standard_normal((128, 384)) + 0.5, rng.standard_normal(384), rng.standard_normal(384)
+    n, eps = 384, 1e-5
+    got = _evaluate(_import(DATA / "t36/prepipe/rmsnorm_fwd_sm90.ttgir"), {"X": x, "W": w}, {"N": n, "eps": eps})
+    want = x / np.sqrt((x * x).mean(1, keepdims=True) + eps) * w
+    assert np.allclose(got["Y"], want, rtol=1e-9, atol=1e-9)
+    got = _evaluate(_import(DATA / "t36/after/layernorm_fwd_sm90.ttgir"), {"X": x, "W": w, "B": b}, {"N": n, "eps": eps})
+    mean, rstd = x.mean(1), 1 / np.sqrt(x.var(1) + eps)
+    assert np.allclose(got["Mean"], mean) and np.allclose(got["Rstd"], rstd, rtol=1e-9)
+    assert np.allclose(got["Y"], (x - mean[:, None]) * rstd[:, None] * w + b, rtol=1e-9, atol=1e-9)
+    got = _evaluate(_import(DATA / "t39/prepipe/l2norm_rows_sm90.ttgir"), {"X": x}, {"N": n, "eps": eps})
+    assert np.allclose(got["Y"], x / np.maximum(np.sqrt((x * x).sum(1, keepdims=True)), eps), rtol=1e-9)
