@@ -130,21 +130,33 @@ def test_sibling_loops_names_are_the_chosen_loops():
     assert isinstance(import_sequence(text, "rms.ttgir")[0], Sequence)
 
 
-def test_a_fill_takes_whole_tiles_only(tmp_path):
-    """The emitted logsumexp_rows (zero-filling TMA) refuses a partial last column tile at the call, with
-    the reason; whole tiles pass."""
+def _lse_binding(tmp_path, gpu: str):
     from twill.emit import build_model
     from twill.emit.binding import binding_files
-    machine = load_machine("h200")
-    graph = _import(DATA / "t36/prepipe/logsumexp_rows_sm90.ttgir")
+    machine = load_machine(gpu)
+    graph = _import(DATA / f"t36/prepipe/logsumexp_rows_{'sm100' if gpu == 'b200' else 'sm90'}.ttgir")
     model = build_model(solve(graph, machine, SolveOptions(time_limit=10)), machine)
-    for path, text in binding_files(model, str(tmp_path / "lse.cu")).items():
+    for path, text in binding_files(model, str(tmp_path / f"lse_{gpu}.cu")).items():
         Path(path).write_text(text)
-    spec = importlib.util.spec_from_file_location("lse", tmp_path / "lse.py")
+    spec = importlib.util.spec_from_file_location(f"lse_{gpu}", tmp_path / f"lse_{gpu}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    from twill.emit.ragged import plan
+    return mod, plan(model)
+
+
+def test_a_minus_inf_fill_is_masked_in_a_partial_last_tile(tmp_path):
+    """logsumexp_rows loads with {fill = -inf} (TMA fills 0): on sm_90a its converted tile, read only by the
+    rowmax and the exp2, is masked to -inf past N on the last iteration (emit/ragged.py, as attention's key
+    mask), so N = 5000 resolves; the b200 kernel (no register-fragment mask) takes whole tiles only and
+    refuses it at the call, with the reason."""
+    mod, ragged = _lse_binding(tmp_path, "h200")
     M = mod.Meta
     lse = M((4096,), "float32", "cuda:0", True, 0)
+    mod.resolve(mod.SPEC, {"X": M((4096, 5120), "float16", "cuda:0", True, 0), "LSE": lse})
+    assert mod.resolve(mod.SPEC, {"X": M((4096, 5000), "float16", "cuda:0", True, 0), "LSE": lse})["loop_extent"] == 5000
+    assert [(value, dim) for _, value, dim in ragged.masks] == [("x_convert", 1)]  # before its rowmax
+    mod, _ = _lse_binding(tmp_path, "b200")
     mod.resolve(mod.SPEC, {"X": M((4096, 5120), "float16", "cuda:0", True, 0), "LSE": lse})
     with pytest.raises(mod.ArgumentError, match="fills the elements past the loop's extent with -inf"):
         mod.resolve(mod.SPEC, {"X": M((4096, 5000), "float16", "cuda:0", True, 0), "LSE": lse})
