@@ -227,14 +227,19 @@ def _refused_at(text: str, op: str, match: str) -> None:
 
 def test_one_row_a_program_near_misses_are_refused_at_their_line():
     """The row read as a value (a float of it), a carry reduced after the loop by an op that is not
-    associative and commutative (a difference), a sum carry starting at 1, a tail select filling 1 and one
-    whose mask is not the tail (`cols <= N`): each an error at its TTGIR line."""
+    associative and commutative (a difference), a sum carry starting at 1, a [2048] tile loaded outside the
+    loop over the columns, a tail select filling 1 and one whose mask is not the tail (`cols <= N`): each
+    an error at its TTGIR line."""
     _refused_at(_rms("%rstd_4 = arith.sitofp %N :", "%rstd_4 = arith.sitofp %row :"), "arith.sitofp",
                 "reads the row .* as a value")
     _refused_at(_rms("%rstd_12 = arith.addf %rstd_10, %rstd_11", "%rstd_12 = arith.subf %rstd_10, %rstd_11"),
                 "tt.reduce", "associative and commutative")
     _refused_at(_rms("%acc = arith.constant dense<0.000000e+00>", "%acc = arith.constant dense<1.000000e+00>"),
                 "tt.reduce", "identity of its reduction")
+    head = "    %acc_3 = scf.for"  # a [2048] row tile loaded once before the loop: its columns are no loop's steps
+    whole = _rms(head, "    %pe = tt.addptr %x_2, %cols : tensor<2048x!tt.ptr<bf16>, #blocked>, tensor<2048xi32, #blocked>\n"
+                       "    %whole = tt.load %pe : tensor<2048x!tt.ptr<bf16>, #blocked>\n" + head)
+    _refused_at(whole, "%whole = tt.load", "outside the loop over the row's columns")
     ln = (DATA / "t39/prepipe/layernorm_fwd_sm90.ttgir").read_text()
     one = ln.replace("%x_25 = arith.select %x_20, %x_24, %cst_0", "%x_25 = arith.select %x_20, %x_24, %cst_one", 1)
     one = one.replace("%cst_0 = arith.constant dense<0.000000e+00> : tensor<1024xf32, #blocked> loc(#loc1)",

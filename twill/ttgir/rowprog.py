@@ -125,6 +125,7 @@ class _Rewrite:
         self.uses: dict[str, list] = {}
         self.loaded: set[str] = set()  # values computed from a loaded value
         self.reduced: dict[str, tuple] = {}  # a carry that becomes a row's -> (combiner, identity)
+        self.loops = 0  # the loops around the op being rewritten
         self.block = None  # the column tile of the kernel as written
         self.cols = None
 
@@ -392,6 +393,14 @@ def _addptr(rw: _Rewrite, op: MOp) -> None:
     rw.emit(f"{_prefix(line)} {a}, {b} : {rw.type_of(kind, pelt)}, {rw.type_of(kind, oelt)}{rw.loc(op)}", op, same=True)
 
 
+def _columns_in_a_loop(rw: _Rewrite, op: MOp, kind: int) -> None:
+    """A tile of the row's columns is narrowed to COLS columns a step of the loop over them: one outside
+    such a loop (a whole [BLOCK] row read once) would lose its other columns."""
+    if kind in (C, P, T) and rw.cols != rw.block and not rw.loops:
+        raise _Refuse(op, f"'{op.name}' of a [{rw.block}] tile outside the loop over the row's columns: one row "
+                          f"a program is imported where its column tiles are the steps of that loop")
+
+
 def _load(rw: _Rewrite, op: MOp) -> None:
     line = rw.line_of(op)
     rw.check_index(op)
@@ -400,6 +409,7 @@ def _load(rw: _Rewrite, op: MOp) -> None:
     for n in names:
         kind = _join(kind, rw.kind[rw.rename.get(n, n)])
     kind = P if kind == C else kind  # a row of the columns alone (a weight): [1, COLS]
+    _columns_in_a_loop(rw, op, kind)
     ind = rw.indent(line)
     args = [rw.lift(n, kind, op, ind) for n in names]
     ptr = rw.elt[rw.rename.get(names[0], names[0])]
@@ -421,6 +431,7 @@ def _store(rw: _Rewrite, op: MOp) -> None:
     if kind not in (V, T):
         raise _Refuse(op, "'tt.store' of an address that is not the row's (every program would store the same "
                           "place): not imported in a kernel of one row a program")
+    _columns_in_a_loop(rw, op, kind)
     ind = rw.indent(line)
     args = [rw.lift(n, kind, op, ind) for n in names]
     ptr = rw.elt[rw.rename.get(names[0], names[0])]
@@ -548,7 +559,9 @@ def _loop(rw: _Rewrite, op: MOp) -> None:
     if pairs:
         head += f"iter_args({', '.join(inits)}) -> ({', '.join(types)}) "
     rw.emit(f"{head} : i32 {{", op, same=True)
+    rw.loops += 1
     rw.body(body[:-1])
+    rw.loops -= 1
     if yld is None:
         pass
     elif yields:
