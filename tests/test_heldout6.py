@@ -52,7 +52,7 @@ REFUSED = {
     "layernorm_2loop": (r"scf\.for", "2 tile loops one after the other"),
     # the running max and sum carried as [BLOCK_V] vectors, reduced to the row's after the loop (its
     # other=-inf, the loop's partial last tile alone, is the load's {fill = -inf} since batch 7)
-    "cross_entropy_fwd": (r"tt\.reduce", "after the loop along axis 0"),
+    "cross_entropy_fwd": (r"tt\.reduce", "read after the loop other than by this reduction"),
     # A's rows through sorted_token_ids, B's expert through expert_ids
     "fused_moe": (r"tt\.load|async_copy_global_to_local", "computed from a value loaded from memory"),
     # QW + (offs_k // 2) * stride_qk: two K rows per byte (the pipeliner's copy before the loop too)

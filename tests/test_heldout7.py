@@ -35,15 +35,11 @@ NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
 
 # kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form
 REFUSED = {
-    # the variance loop's tl.where(cols < N, x - mean, 0.) of a one-row [BLOCK_SIZE] tile
-    "layernorm_fwd": (r"arith\.select", "cannot express as a mask of the tile"),
-    # one row a program: the [BLOCK_N] carry reduced to the row's value after the loop (tl.sum(acc, 0))
-    "rmsnorm_fwd": (r"tt\.reduce", r"after the loop along axis 0 of a \[2048\] tile"),
-    "softmax_online": (r"tt\.reduce", r"after the loop along axis 0 of a \[1024\] tile"),
-    # lse - x_t, x_t the target's logit loaded through the loaded target index
-    "xent_scalar": (r"arith\.subf", "reads a value the importer cannot follow"),
-    # inv = 1 / max(sqrt(ss), eps) between the loops: no prologue op reads a launch scalar (eps)
-    "l2norm_rows": (r"arith\.divf", "computed between the loops from loop L0's result"),
+    # the running max m[BLOCK] also rescales the sum after the loop (d * exp(m - max(m))): not a carry
+    # reduced by its own op alone
+    "softmax_online": (r"tt\.reduce", "read after the loop other than by this reduction"),
+    # x_t = tl.load(logits_row + t), t loaded: a gather through a loaded index
+    "xent_scalar": (r"tt\.addptr", "a gather through a loaded index"),
 }
 
 
@@ -128,36 +124,47 @@ def test_another_fill_or_another_mask_is_still_refused_at_the_load():
 def test_sibling_loops_names_are_the_chosen_loops():
     """rmsnorm_fwd's two loops both define `%x_14` (Triton's printer reuses names in sibling regions): the
     first loop's mask `%x_14 = arith.cmpi` was read as the second loop's `%x_14 = tt.load`, and the load
-    refused as masked by 'no bound of the tensor's edge'. The chosen loop's names now win: the import
-    goes on to the reduction after the loop."""
+    refused as masked by 'no bound of the tensor's edge'. The chosen loop's names win: it imports."""
     text = (DATA / "t36/prepipe/rmsnorm_fwd_sm90.ttgir").read_text()
     assert "%x_14 = arith.cmpi" in text and "%x_14 = tt.load" in text
-    with pytest.raises(InputError) as err:
-        import_sequence(text, "rms.ttgir")
-    assert "not a bound of the tensor's edge" not in err.value.diagnostics[0].message
+    assert isinstance(import_sequence(text, "rms.ttgir")[0], Sequence)
 
 
-def test_a_fill_takes_whole_tiles_only(tmp_path):
-    """The emitted logsumexp_rows (zero-filling TMA) refuses a partial last column tile at the call, with
-    the reason; whole tiles pass."""
+def _lse_binding(tmp_path, gpu: str):
     from twill.emit import build_model
     from twill.emit.binding import binding_files
-    machine = load_machine("h200")
-    graph = _import(DATA / "t36/prepipe/logsumexp_rows_sm90.ttgir")
+    machine = load_machine(gpu)
+    graph = _import(DATA / f"t36/prepipe/logsumexp_rows_{'sm100' if gpu == 'b200' else 'sm90'}.ttgir")
     model = build_model(solve(graph, machine, SolveOptions(time_limit=10)), machine)
-    for path, text in binding_files(model, str(tmp_path / "lse.cu")).items():
+    for path, text in binding_files(model, str(tmp_path / f"lse_{gpu}.cu")).items():
         Path(path).write_text(text)
-    spec = importlib.util.spec_from_file_location("lse", tmp_path / "lse.py")
+    spec = importlib.util.spec_from_file_location(f"lse_{gpu}", tmp_path / f"lse_{gpu}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    from twill.emit.ragged import plan
+    return mod, plan(model)
+
+
+def test_a_minus_inf_fill_is_masked_in_a_partial_last_tile(tmp_path):
+    """logsumexp_rows loads with {fill = -inf} (TMA fills 0): on sm_90a its converted tile, read only by the
+    rowmax and the exp2, is masked to -inf past N on the last iteration (emit/ragged.py, as attention's key
+    mask), so N = 5000 resolves; the b200 kernel (no register-fragment mask) takes whole tiles only and
+    refuses it at the call, with the reason."""
+    mod, ragged = _lse_binding(tmp_path, "h200")
     M = mod.Meta
     lse = M((4096,), "float32", "cuda:0", True, 0)
+    mod.resolve(mod.SPEC, {"X": M((4096, 5120), "float16", "cuda:0", True, 0), "LSE": lse})
+    assert mod.resolve(mod.SPEC, {"X": M((4096, 5000), "float16", "cuda:0", True, 0), "LSE": lse})["loop_extent"] == 5000
+    assert [(value, dim) for _, value, dim in ragged.masks] == [("x_convert", 1)]  # before its rowmax
+    mod, _ = _lse_binding(tmp_path, "b200")
     mod.resolve(mod.SPEC, {"X": M((4096, 5120), "float16", "cuda:0", True, 0), "LSE": lse})
     with pytest.raises(mod.ArgumentError, match="fills the elements past the loop's extent with -inf"):
         mod.resolve(mod.SPEC, {"X": M((4096, 5000), "float16", "cuda:0", True, 0), "LSE": lse})
 
 
-COMPILED = ["softmax_3pass_sm90", "softmax_3pass_sm100", "logsumexp_rows_sm90", "logsumexp_rows_sm100"]
+COMPILED = ["softmax_3pass_sm90", "softmax_3pass_sm100", "logsumexp_rows_sm90", "logsumexp_rows_sm100",
+            "rmsnorm_fwd_sm90", "rmsnorm_fwd_sm100", "layernorm_fwd_sm90", "layernorm_fwd_sm100", "l2norm_rows_sm90",
+            "l2norm_rows_sm100"]
 
 
 @pytest.mark.slow
@@ -176,3 +183,186 @@ def test_heldout7_dump_solves_emits_and_compiles_clean(name, tmp_path):
         spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
         assert spills <= {0}, err[-2000:]
         assert "C7510" not in err and "C7511" not in err and "serialized" not in err, err[-2000:]
+
+
+# -- one row a program, imported as 64 rows a CTA (ttgir/rowprog.py) ------------------------------------------
+
+def test_one_row_a_program_is_64_rows_a_cta():
+    """RMSNorm (one row a program, BLOCK_N = 2048): L0 carries the row's sum of squares as a [64] row carry
+    reduced each iteration (the [2048] carry reduced after the loop), over [64, 128] column tiles; L1's
+    prologue computes rstd = rsqrt(ss / N + eps) from the handed-over sum (N the integer argument, eps the
+    float one) and scales each tile and the weight row [1, 128]; LayerNorm stores Mean and Rstd as
+    outputs of their loops' epilogues and hands the raw sums over; every form one sequence."""
+    seq = _import(DATA / "t39/prepipe/rmsnorm_fwd_sm90.ttgir")
+    l0, l1 = (print_tir(g) for g in seq.graphs)
+    assert "carry acc : f32[64] = 0" in l0 and re.search(r"acc_new\s+= rowsum acc_mul, acc\s+: f32\[64\]", l0)
+    assert re.search(r"x\s+= load\s+: bf16\[64,128\] @smem", l0)
+    assert "input acc : f32[64] = L0.acc" in print_sequence(seq)
+    assert re.search(r"scalar N\s+: i32", l1) and re.search(r"scalar eps : f32", l1)
+    assert re.search(r"div_1 = div acc, N\s+: f32\[64\]", l1) and re.search(r"rstd\s+= rsqrt add_1", l1)
+    assert re.search(r"w\s+= load\s+: bf16\[1,128\] @smem", l1) and "store mul_0" in l1
+    ln = print_sequence(_import(DATA / "t39/prepipe/layernorm_fwd_sm90.ttgir"))
+    assert "output Mean = mean" in ln and "output Rstd = rstd_recip" in ln
+    assert "input _mean : f32[64] = L0._mean" in ln and "input _var  : f32[64] = L1._var" in ln
+    # tl.where(cols < N, x - mean, 0.): the tail's zero fill of x - mean, no select left
+    assert re.search(r"x_sub\s+= sub x, mean", ln) and "select" not in ln
+
+
+def _rms(old: str, new: str) -> str:
+    text = (DATA / "t39/prepipe/rmsnorm_fwd_sm90.ttgir").read_text()
+    out = text.replace(old, new, 1)
+    assert out != text
+    return out
+
+
+def _refused_at(text: str, op: str, match: str) -> None:
+    with pytest.raises(InputError, match=match) as err:
+        import_sequence(text, "rms.ttgir")
+    d = err.value.diagnostics[0]
+    assert op in text.splitlines()[d.span.line - 1], (d.span.line, d.message)
+
+
+def test_one_row_a_program_near_misses_are_refused_at_their_line():
+    """The row read as a value (a float of it), a carry reduced after the loop by an op that is not
+    associative and commutative (a difference), a sum carry starting at 1, a [2048] tile loaded outside the
+    loop over the columns, a tail select filling 1 and one whose mask is not the tail (`cols <= N`): each
+    an error at its TTGIR line."""
+    _refused_at(_rms("%rstd_4 = arith.sitofp %N :", "%rstd_4 = arith.sitofp %row :"), "arith.sitofp",
+                "reads the row .* as a value")
+    _refused_at(_rms("%rstd_12 = arith.addf %rstd_10, %rstd_11", "%rstd_12 = arith.subf %rstd_10, %rstd_11"),
+                "tt.reduce", "associative and commutative")
+    _refused_at(_rms("%acc = arith.constant dense<0.000000e+00>", "%acc = arith.constant dense<1.000000e+00>"),
+                "tt.reduce", "identity of its reduction")
+    head = "    %acc_3 = scf.for"  # a [2048] row tile loaded once before the loop: its columns are no loop's steps
+    whole = _rms(head, "    %pe = tt.addptr %x_2, %cols : tensor<2048x!tt.ptr<bf16>, #blocked>, tensor<2048xi32, #blocked>\n"
+                       "    %whole = tt.load %pe : tensor<2048x!tt.ptr<bf16>, #blocked>\n" + head)
+    _refused_at(whole, "%whole = tt.load", "outside the loop over the row's columns")
+    ln = (DATA / "t39/prepipe/layernorm_fwd_sm90.ttgir").read_text()
+    one = ln.replace("%x_25 = arith.select %x_20, %x_24, %cst_0", "%x_25 = arith.select %x_20, %x_24, %cst_one", 1)
+    one = one.replace("%cst_0 = arith.constant dense<0.000000e+00> : tensor<1024xf32, #blocked> loc(#loc1)",
+                      "%cst_0 = arith.constant dense<0.000000e+00> : tensor<1024xf32, #blocked> loc(#loc1)\n"
+                      "    %cst_one = arith.constant dense<1.000000e+00> : tensor<1024xf32, #blocked> loc(#loc1)", 1)
+    assert "%cst_one" in one
+    with pytest.raises(InputError, match="cannot express as a mask of the tile") as err:
+        import_sequence(one, "ln.ttgir")
+    assert "arith.select" in one.splitlines()[err.value.diagnostics[0].span.line - 1]
+    sle = ln.replace("%x_20 = arith.cmpi slt,", "%x_20 = arith.cmpi sle,", 1)
+    assert sle != ln
+    with pytest.raises(InputError):
+        import_sequence(sle, "ln.ttgir")
+
+
+def test_one_row_a_program_binds_the_users_tensors(tmp_path):
+    """RMSNorm's sequence binding takes X [M, N], W [N] and the launch's N and eps as they are: M = 1000 (a
+    partial last row tile) and N = 5000 (a partial last column tile: sums and a clipped store) resolve."""
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    machine = load_machine("h200")
+    seq = _import(DATA / "t36/prepipe/rmsnorm_fwd_sm90.ttgir")
+    for graph, name in zip(seq.graphs, seq.names):
+        model = build_model(solve(graph, machine, SolveOptions(time_limit=10)), machine)
+        for path, text in binding_files(model, str(tmp_path / f"rms.{name}.cu")).items():
+            Path(path).write_text(text)
+        spec = importlib.util.spec_from_file_location(f"rms_{name}", tmp_path / f"rms.{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        M = mod.Meta
+        given = {"X": M((1000, 5000), "bfloat16", "cuda:0", True, 0)}
+        if name == "L1":
+            given.update({"acc": M((1000,), "float32", "cuda:0", True, 0), "W": M((5000,), "bfloat16", "cuda:0", True, 0)})
+        given.update({a["name"]: None for a in mod.SPEC["args"] if a["output"]})
+        plan = mod.resolve(mod.SPEC, given)
+        assert (plan["tiles_m"], plan["m_extent"], plan["loop_extent"]) == (16, 1000, 5000), name
+        assert mod.SPEC["ragged_why"] == "", name
+    assert [s["name"] for s in mod.SPEC["scalars"]] == ["N", "eps"]
+
+
+# -- what the imported sequences compute, evaluated in numpy against the kernels' own formulas ------------------
+
+def _bc(v, shape):
+    """A .tir operand in an op of `shape`: a rank-1 [M] is one value a row."""
+    import numpy as np
+    v = np.asarray(v, dtype=np.float64)
+    return v[:, None] if v.ndim == 1 and len(shape) == 2 else v
+
+
+UNARY = {"rsqrt": lambda a: 1 / __import__("numpy").sqrt(a), "sqrt": lambda a: __import__("numpy").sqrt(a),
+         "recip": lambda a: 1 / a, "convert": lambda a: a}
+BINARY = {"mul": lambda a, b: a * b, "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "div": lambda a, b: a / b,
+          "max": lambda a, b: __import__("numpy").maximum(a, b), "rescale": lambda a, b: a * b}
+
+
+def _op(op, env):
+    import numpy as np
+    shape = op.type.shape
+    xs = [_bc(env[o.name], shape) for o in op.operands]
+    scalar = op.attr("scalar", None)
+    if scalar is not None:
+        xs.append(np.float64(scalar))
+    if op.opcode == "rowsum":  # l = l * alpha + sum(x) along the row
+        total = xs[0].sum(axis=1)
+        return total if len(xs) == 1 else total + (xs[1][:, 0] if xs[1].ndim == 2 else xs[1]) * (xs[2] if len(xs) > 2 else 1)
+    if op.opcode in UNARY:
+        return UNARY[op.opcode](xs[0])
+    return BINARY[op.opcode](xs[0], xs[1])
+
+
+def _evaluate(seq, arrays: dict, numbers: dict, cols: int = 128) -> dict:
+    """Run the sequence's loops on whole arrays (every row of the [M, N] tensors at once, column tiles of
+    `cols` along the loop): loads, the ops, carries, the prologue, the epilogue, the stores and hand-overs."""
+    import numpy as np
+    out, finals = {}, {}
+    n = next(a.shape[1] for a in arrays.values() if a.ndim == 2)
+    for name, graph in zip(seq.names, seq.graphs):
+        feeds = {t: a for a, t in graph.arguments if t is not None}
+        env = {v: np.float64(numbers[a]) for v, a in ((t, a) for a, t in graph.arguments if t is not None)
+               if a in numbers}
+        for s in list(graph.prologue.scalars) + list(graph.epilogue.scalars):
+            arg = feeds.get(s.name, s.name)
+            env[s.name] = np.float64(numbers[arg])
+        for h in seq.handovers:
+            if h.loop == name:
+                env[h.input] = finals[(h.source, h.carry)]
+        for op in graph.prologue.ops:
+            env[op.name] = _op(op, env)
+        m = next(a.shape[0] for a in arrays.values() if a.ndim == 2)
+        for c in graph.carries:
+            env[c.name] = np.full(m, float(c.init or 0))
+        for j in range(0, n, cols):
+            it = dict(env)
+            for op in graph.ops:
+                if op.opcode == "load":
+                    a = arrays[feeds[op.name]]
+                    it[op.name] = a[:, j:j + cols].astype(np.float64) if a.ndim == 2 else a[None, j:j + cols]
+                elif op.opcode == "store":
+                    out.setdefault(feeds[op.name], np.zeros((m, n)))[:, j:j + cols] = it[op.operands[0].name]
+                else:
+                    it[op.name] = _op(op, it)
+            for carry, src in graph.yields:
+                env[carry] = it[src]
+        for c in graph.carries:
+            finals[(name, c.name)] = env[c.name]
+        for op in graph.epilogue.ops:
+            env[op.name] = _op(op, env)
+        for o, v in graph.epilogue.outputs:
+            out[feeds[o]] = env[v]
+    return out
+
+
+def test_the_imported_normalizations_compute_the_kernels_formulas():
+    """RMSNorm, LayerNorm (its Mean, Rstd and Y) and the row L2 normalize, as imported (64 rows a CTA, column
+    tiles of 128, the work between the loops in prologues and epilogues), evaluated on 128 x 384 inputs,
+    equal the formulas of kernels7.py's kernels (fp64, 1e-9)."""
+    import numpy as np
+    rng = np.random.default_rng(7)
+    x, w, b = rng.standard_normal((128, 384)) + 0.5, rng.standard_normal(384), rng.standard_normal(384)
+    n, eps = 384, 1e-5
+    got = _evaluate(_import(DATA / "t36/prepipe/rmsnorm_fwd_sm90.ttgir"), {"X": x, "W": w}, {"N": n, "eps": eps})
+    want = x / np.sqrt((x * x).mean(1, keepdims=True) + eps) * w
+    assert np.allclose(got["Y"], want, rtol=1e-9, atol=1e-9)
+    got = _evaluate(_import(DATA / "t36/after/layernorm_fwd_sm90.ttgir"), {"X": x, "W": w, "B": b}, {"N": n, "eps": eps})
+    mean, rstd = x.mean(1), 1 / np.sqrt(x.var(1) + eps)
+    assert np.allclose(got["Mean"], mean) and np.allclose(got["Rstd"], rstd, rtol=1e-9)
+    assert np.allclose(got["Y"], (x - mean[:, None]) * rstd[:, None] * w + b, rtol=1e-9, atol=1e-9)
+    got = _evaluate(_import(DATA / "t39/prepipe/l2norm_rows_sm90.ttgir"), {"X": x}, {"N": n, "eps": eps})
+    assert np.allclose(got["Y"], x / np.maximum(np.sqrt((x * x).sum(1, keepdims=True)), eps), rtol=1e-9)

@@ -39,9 +39,14 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # batch 4: GQA decode (grid rows = 16) at its default (B = 8, 4 KV heads, N_KV = 4000, ragged), then one
          # KV head (k [2, 1, N, D] beside q [2, 16, D]: the binding drops the 1) and N_KV = 1000
          "attn_gqa_decode": [None, {"B": 2, "H_KV": 1, "N_KV": 1000}],
-         # batch 7: logsumexp_rows loads with other=-inf ({fill = -inf}): whole column tiles (N = 5120) run, and
-         # its ragged default N = 5000 must be refused by the binding (an ArgumentError recorded as the error)
-         "logsumexp_rows": [{"N": 5120}, None]}
+         # batch 7: logsumexp_rows loads with other=-inf ({fill = -inf}): whole column tiles (N = 5120), then its
+         # ragged default N = 5000, which sm_90a's kernel masks to -inf past N before the rowmax and exp2
+         "logsumexp_rows": [{"N": 5120}, None],
+         # batch 7, one row a program imported as 64 rows a CTA: RMSNorm at its default (whole tiles), then a partial
+         # last row tile and column tile (R = 1000, N = 5000: sums and a clipped store take TMA's zero fill);
+         # LayerNorm's variance loop subtracts the mean from the zero fill (`tl.where(cols < N, x - mean, 0.)`): whole
+         # column tiles (N = 5120) run, its default N = 5000 must be refused by the binding
+         "rmsnorm_fwd": [None, {"R": 1000, "N": 5000}], "layernorm_fwd": [{"N": 5120}, {"R": 1000, "N": 5120}, None]}
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7")}
 

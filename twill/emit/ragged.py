@@ -51,12 +51,16 @@ def plan(model) -> Ragged:
     if len(steps) > 1:
         return Ragged(0, (), f"the loaded tiles cover {' and '.join(map(str, steps))} elements of the loop each")
     step = steps[0]
-    filled = next((op for op in model.graph.ops if op.opcode == "load" and op.attr("fill", 0) != 0), None)
-    if filled is not None:  # other=-inf (ttgir/memory.loop_tail_fill): TMA's zero fill is not the kernel's
-        return Ragged(step, (), f"load {filled.name} fills the elements past the loop's extent with "
-                                f"{filled.attr('fill')}, and TMA fills them with 0: whole tiles only")
+    filled = [op for op in model.graph.ops if op.opcode == "load" and op.attr("fill", 0) != 0]
+    for op in filled:  # other=-inf (ttgir/memory.loop_tail_fill): TMA's zero fill is not the kernel's, so the
+        why = _filled_to_max_like(model, op)  # value must reach only rowmax / exp2, masked to -inf before them
+        if why:
+            return Ragged(step, (), f"load {op.name} fills the elements past the loop's extent with "
+                                    f"{op.attr('fill')}, and TMA fills them with 0: whole tiles only ({why})")
     if not any(op.opcode == "mma" for op in model.graph.ops):  # a row statistic's pass (tensors.py)
-        return Ragged(step, (), zero_fill_refusal(model, axis))
+        why = zero_fill_refusal(model, axis, skip={op.name for op in filled})
+        if why:
+            return Ragged(step, (), why)
     order = {op.name: i for i, op in enumerate(model.graph.ops)}
 
     def earliest(uses):
@@ -103,14 +107,35 @@ ZERO_KEEPING = ("convert", "mul", "rescale", "neg", "abs", "rowsum", "reduce_sum
 ZERO_SAFE_SINKS = ("store",)  # TMA drops the elements past the tensor's end
 
 
-def zero_fill_refusal(model, axis) -> str:
+def _filled_to_max_like(model, load) -> str:
+    """"" where a load filled with -inf reaches, through conversions each its value's only reader, one
+    value whose readers are all rowmax / exp2 (as operand 0), which `plan` masks to -inf past the
+    extent before its first reader (the kernel's own fill, as those readers see it); else why not."""
+    if load.attr("fill") != float("-inf"):
+        return f"a fill of {load.attr('fill')}"
+    value = load.name
+    while True:
+        uses = model.uses.get(value, ())
+        if len(uses) == 1 and model.ops[uses[0].op].opcode == "convert" and not uses[0].distance:
+            value = uses[0].op
+            continue
+        break
+    if not uses or any(model.ops[u.op].opcode not in MAX_LIKE or u.index != 0 for u in uses):
+        return f"{value} is read by other than rowmax and exp2"
+    info = model.values.get(value)
+    if value == load.name or info is None or info.type.space != "reg" or not model.target.register_fragments:
+        return "the mask is emitted for a register fragment of sm_90a only"
+    return ""
+
+
+def zero_fill_refusal(model, axis, skip=frozenset()) -> str:
     """"" where every op a loaded tile's zero fill reaches keeps it zero or sums it (ZERO_KEEPING), so
     a partial last tile is right with no mask; else why not, naming the first op that would read it."""
     def along(value: str) -> bool:
         info = model.values.get(value)
         return info is not None and any(axis(value, d) == "loop" for d in range(len(info.type.shape)))
 
-    todo = [t.value for t in model.tensors if t.kind == "load" and "loop" in t.axes]
+    todo = [t.value for t in model.tensors if t.kind == "load" and "loop" in t.axes and t.value not in skip]
     seen = set(todo)
     while todo:
         value = todo.pop(0)

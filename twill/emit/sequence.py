@@ -25,15 +25,21 @@ def loop_path(kernel_path: str, loop: str) -> str:
 
 def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, object]], handovers) -> str:
     """The text of K.py: `loops` are (name, Renderer) in order; `handovers` the sequence's."""
-    from .binding import arguments, py_name
+    from .binding import _scalar_spec, arguments, py_name
     path = Path(kernel_path)
     stem = path.name[:-3] if path.name.endswith(".cu") else path.name
-    plan, params, outputs, taken = [], [], [], set()
+    plan, params, outputs, taken, scalar_params = [], [], [], set(), []
     handed_out = {(h.source, h.carry) for h in handovers}
     out_name = {}  # (loop, carry) -> the loop binding's name of its output
     for name, renderer in loops:
-        if renderer.m.graph.epilogue.scalars or renderer.m.graph.prologue.scalars:
-            raise EmitError(f"loop {name} takes scalars at launch: a sequence's binding passes tensors only")
+        # the numbers a loop takes at launch (RMSNorm's N and eps in L1's prologue): parameters of the sequence's
+        # binding too, by name, passed to each loop that takes them
+        scalars = [x["name"] for x in _scalar_spec(renderer).get("scalars", [])]
+        for x in scalars:
+            if x not in params:
+                params.append(x)
+                scalar_params.append(x)
+                taken.add(x)
         args = arguments(renderer)
         into = {h.input: h for h in handovers if h.loop == name}
         feeds, outs = [], []
@@ -53,17 +59,17 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
                     params.append(a.name)
                     taken.add(a.name)
                 feeds.append((a.name, ("user", a.name)))
-        plan.append((name, f"{stem}.{name}.py", feeds, outs))
-    for _, _, feeds, _ in plan:
+        plan.append((name, f"{stem}.{name}.py", feeds, outs, scalars))
+    for _, _, feeds, _, _ in plan:
         for _, how in feeds:
             if how[0] == "handed" and (how[1], how[2]) not in out_name:
                 raise EmitError(f"loop {how[1]} writes no output '{how[2]}' to hand over")
     feeds_text = []
-    for name, module, feeds, outs in plan:
+    for name, module, feeds, outs, scalars in plan:
         items = ", ".join(f"{arg!r}: " + (f"('user', {how[1]!r})" if how[0] == "user" else
                                          f"('handed', {how[1]!r}, {out_name[(how[1], how[2])]!r})")
                           for arg, how in feeds)
-        feeds_text.append(f"    ({name!r}, {module!r}, {{{items}}}),")
+        feeds_text.append(f"    ({name!r}, {module!r}, {{{items}}}, {tuple(scalars)!r}),")
     lines = [
         f'"""PyTorch binding of kernel {kernel}: its {len(loops)} loops in sequence ({", ".join(n for n, _ in loops)}), '
         "written by `twill emit-cuda\n--binding torch`. Do not edit: emit it again.",
@@ -78,7 +84,8 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "import os",
         "",
         "HERE = os.path.dirname(os.path.abspath(__file__))",
-        "# (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)})",
+        "# (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)},",
+        "#  the parameters it takes as its scalars, in its binding's order)",
         "LOOPS = [",
         *feeds_text,
         "]",
@@ -102,7 +109,7 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "    the shape its loop gives it). Plain Python: each loop's cached `resolve`, as its call uses.\"\"\"",
         "    shapes, out = {}, {}",
         "    device = next((m.device for m in user.values()), 'cuda:0')",
-        "    for loop, file, feeds in LOOPS:",
+        "    for loop, file, feeds, _ in LOOPS:",
         "        mod = _module(file)",
         "        dtype = {a['name']: a['dtype'] for a in mod.SPEC['args']}",
         "        given = {}",
@@ -121,7 +128,8 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "",
         f"def {py_name(kernel, set())}({', '.join(params)}{', ' if params else ''}*, stream=None):",
         f'    """Run the loops of {kernel} in order; every tensor as the loops\' bindings take it."""',
-        "    user = dict(" + ", ".join(f"{p}={p}" for p in params) + ")",
+        "    user = dict(" + ", ".join(f"{p}={p}" for p in params if p not in scalar_params) + ")",
+        "    numbers = dict(" + ", ".join(f"{p}={p}" for p in scalar_params) + ")",
         "    import torch",
         "    first = _module(LOOPS[0][1])",
         "    for p, t in user.items():",
@@ -129,12 +137,12 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "            raise first.ArgumentError(f'{p}: expected a torch.Tensor, got {type(t).__name__}')",
         "    plans({p: first.describe(t) for p, t in user.items()})",
         "    results = {}",
-        "    for loop, file, feeds in LOOPS:",
+        "    for loop, file, feeds, scalars in LOOPS:",
         "        mod = _module(file)",
         "        tensors = {arg: (user[how[1]] if how[0] == 'user' else results[how[1]][how[2]])",
         "                   for arg, how in feeds.items()}",
         "        tensors.update({a['name']: None for a in mod.SPEC['args'] if a['output']})",
-        "        out = mod.call(mod.SPEC, mod.HERE, tensors, stream=stream)",
+        "        out = mod.call(mod.SPEC, mod.HERE, tensors, stream=stream, scalars=[numbers[x] for x in scalars])",
         "        names = [a['name'] for a in mod.SPEC['args'] if a['output']]",
         "        results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))",
         "    found = [results[loop][name] for _, loop, name in OUTPUTS]",
@@ -143,7 +151,7 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "",
         "def build_library(directory=None):",
         '    """Build every loop\'s shared library now: their paths."""',
-        "    return [_module(file).build_library(directory) for _, file, _ in LOOPS]",
+        "    return [_module(file).build_library(directory) for _, file, _, _ in LOOPS]",
         "",
         "",
         f"run = {py_name(kernel, set())}",

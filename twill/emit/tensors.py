@@ -103,8 +103,11 @@ def value_axis(graph: Graph, mma: dict[str, MmaShape]):
         loop_classes = {cls.find((op.name, 1)) for op in graph.ops if op.opcode == "mma"}
     if not loop_classes:  # no mma: a row reduction carried from iteration to iteration walks along its rows
         loop_classes = {cls.find(d) for d in carried_row_reductions(graph)}
+    row_classes = set()
+    if not loop_classes and not mma:  # a pass that reads per-row inputs (a normalize-and-store loop): its
+        row_classes, loop_classes = _row_input_pass(graph, cls)  # rows are the grid's, its columns the loop's
     # Grid axes follow the output carries: rows along blockIdx.x, columns along blockIdx.y.
-    m_classes, n_classes = set(), set()
+    m_classes, n_classes = set(row_classes), set()
     for carry in graph.carries:
         src = carry_src.get(carry.name)
         if src is None:
@@ -144,6 +147,21 @@ def grid_origin(graph: Graph, mma: dict[str, MmaShape], tensors, value: str, dim
 
 
 ROW_REDUCTIONS = ("rowsum", "rowmax", "reduce_sum", "reduce_max", "reduce_min")
+
+
+def _row_input_pass(graph: Graph, cls: _Classes) -> tuple[set, set]:
+    """(row classes, loop classes) of a loop with no mma and no carried row reduction whose 2-d tiles read
+    an input of one value a row (RMSNorm's second pass: `rescale x, rstd`, rstd [64] handed over or computed
+    by the prologue): the same rows every iteration, so the loop walks the tiles' columns. Empty sets
+    where no 2-d op reads such an input."""
+    row_inputs = {v.name for v in graph.inputs if v.type is not None and len(v.type.shape) == 1}
+    rows = set()
+    for op in graph.ops:
+        if op.type is not None and len(op.type.shape) == 2 and any(o.name in row_inputs for o in op.operands):
+            rows.add(cls.find((op.name, 0)))
+    cols = {cls.find((op.name, 1)) for op in graph.ops
+            if op.type is not None and len(op.type.shape) == 2 and cls.find((op.name, 0)) in rows}
+    return rows, cols - rows
 
 
 def carried_row_reductions(graph: Graph) -> list[tuple[str, int]]:

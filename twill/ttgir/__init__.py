@@ -47,6 +47,7 @@ from .lower import lower_loop, show_columns
 from .loops import choose_loop
 from .merge import Merge, loop_shape, merge_candidates
 from .parser import Module, MOp, parse_module
+from .rowprog import rows_per_program
 from .partitions import merge_partitions
 from .values import Note, Tile
 
@@ -152,7 +153,7 @@ def _module_loops(text: str, file: str):
     """The module, its loops ((function, path) pairs), the merge candidates, each merged loop's
     `Merge` by id of its loop, and the loops absorbed into a merged pair."""
     source = before_pipeliner(text, file)
-    module = merge_partitions(parse_module(source, file))
+    module = rows_per_program(merge_partitions(parse_module(source, file)))
     for func in module.functions():
         _one_block(func, source, file)
     loops = [(func, path) for func in module.functions() for path in _loops(func.body())]

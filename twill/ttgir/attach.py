@@ -24,7 +24,7 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     raw, sig = lowered.epilogue, lowered.signature
     if raw is None:
         return graph
-    namer = _Namer(graph, raw, names, carries, natural)
+    namer = _Namer(graph, raw, names, carries, natural, launch or {})
     outputs, written = _outputs(raw, namer, carries, {c.name: c.type.shape for c in graph.carries})
     overridden = {n for n, _ in outputs}
     stored = overridden | set(written.values())
@@ -35,7 +35,7 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     scalars.update({a: n for a, n in (launch or {}).items() if a not in scalars})  # the loop's (build._launch)
     targets, also = _targets(sig, ops, inputs, stores, scalars,
                        {raw.inputs[k].arg: named[("input", k)] for k in range(len(raw.inputs)) if ("input", k) in named},
-                       written)
+                       written, {op.name for op in graph.ops if op.opcode == "load"})
     epilogue = Epilogue(tuple(namer.scalars), tuple(namer.eops), tuple(outputs))
     return replace(graph, inputs=graph.inputs + tuple(namer.new_inputs), carries=carries_out, epilogue=epilogue,
                    arguments=tuple((n, targets.get(n)) for n, _ in sig.args), also_fed=also)
@@ -52,8 +52,9 @@ class _Namer:
     """The graph's names of the epilogue's values, claimed as they are first read: its inputs,
     scalars and ops (collected in `new_inputs`, `scalars`, `eops`)."""
 
-    def __init__(self, graph, raw, names, carries: dict, natural: bool = False):
+    def __init__(self, graph, raw, names, carries: dict, natural: bool = False, launch: dict | None = None):
         self.graph, self.raw, self.names, self.carries, self.natural = graph, raw, names, carries, natural
+        self.launch = launch or {}  # argument -> the prologue's (or loop's) scalar of it: one number
         self.named: dict[tuple, str] = {}  # (kind, key) -> graph name
         self.new_inputs, self.scalars, self.eops = [], [], []
         self.scaled = _exp2_units(graph)
@@ -93,7 +94,7 @@ class _Namer:
             self.named[key] = self.names.claim(base_name(inp.arg), base_name(inp.ssa), fallback="input")
             self.new_inputs.append(Value(self.named[key], inp.type, "input", span=inp.span))
         elif v.kind == "scalar":
-            self.named[key] = self.names.claim(base_name(v.key), fallback="scalar")
+            self.named[key] = self.launch.get(v.key) or self.names.claim(base_name(v.key), fallback="scalar")
             dtype = dict(raw.scalars).get(v.key, "f32")
             self.scalars.append(Value(self.named[key], TensorType(dtype, (1,)), "scalar"))
         else:
@@ -137,7 +138,8 @@ def _outputs(raw, namer: _Namer, carries: dict, shape_of: dict) -> tuple[list, d
     return outputs, written
 
 
-def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dict, ep_inputs: dict, written: dict):
+def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dict, ep_inputs: dict, written: dict,
+             load_ops: set = frozenset()):
     """Argument name -> the graph name it feeds (the first found, in the order: loads of the loop,
     inputs, the epilogue's inputs, stores of the loop, the epilogue's outputs, scalars)."""
     out: dict[str, str] = {}
@@ -157,18 +159,21 @@ def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dic
     for arg in [n for n, _ in sig.args if n in out]:  # one argument per graph name
         fed.setdefault(out[arg], arg)
     targets = {a: t for a, t in out.items() if fed[t] == a}
-    return targets, _also_fed(sig, ops, targets) + _in_place(sig, targets, set(inputs.values()) | set(ep_inputs.values()),
+    return targets, _also_fed(sig, ops, targets, load_ops) + _in_place(sig, targets, set(inputs.values()) | set(ep_inputs.values()),
                                                              written)
 
 
-def _also_fed(sig: Signature, ops: dict, targets: dict) -> tuple[tuple[str, str], ...]:
+def _also_fed(sig: Signature, ops: dict, targets: dict, load_ops: set) -> tuple[tuple[str, str], ...]:
     """(argument, load) for each further load of the loop that reads an argument whose first target
-    is a load of the loop too: views of one tensor (W4A16's even and odd columns of SCALES)."""
+    is a load of the loop too: views of one tensor (W4A16's even and odd columns of SCALES). A graph op
+    that is no load (`load_ops`) is not one, though its SSA name is a load's elsewhere (Triton's printer
+    reuses names in sibling loops: LayerNorm's variance loop's `%x_18 = arith.subf`, its last loop's
+    `%x_18 = tt.load`)."""
     loads = {ops[ssa] for ssa in sig.loads if ssa in ops}
     also = []
     for ssa, arg in sig.loads.items():
         name = ops.get(ssa)
-        if name is not None and targets.get(arg) in loads and targets[arg] != name and (arg, name) not in also:
+        if name is not None and name in load_ops and targets.get(arg) in loads and targets[arg] != name and (arg, name) not in also:
             also.append((arg, name))
     order = {n: i for i, (n, _) in enumerate(sig.args)}
     return tuple(sorted(also, key=lambda x: order[x[0]]))

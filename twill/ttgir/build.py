@@ -127,12 +127,14 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
                                                                    for k, r in enumerate(g.operands)), g.type,
                                       attrs=g.attrs, has_result=g.type is not None, span=g.span), names, launch, ints,
                                    body.nodes[g.root].factor))
+    read = {o.name for op in ops for o in op.operands}  # a prologue scalar is a loop input where a loop op reads it
+    block = replace(block, ops=tuple(_launch_one(o, names, launch, ints) for o in block.ops))  # the prologue's
     if launch:
         def kind(n: str) -> TensorType:
             return TensorType("i32" if n in ints else "f32", (1,))
         block = replace(block, scalars=block.scalars + tuple(Value(n, kind(n), "scalar") for n in launch.values()))
         graph_inputs += tuple(Value(n, kind(n), "input", attrs=(("prologue", True),))
-                              for n in launch.values())  # before the block's results, as the parser has them
+                              for n in launch.values() if n in read)  # before the block's results, as the parser has them
     graph_inputs += computed_inputs
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
     graph = Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file, prologue=block)
@@ -212,7 +214,8 @@ def _launch_one(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
         return replace(op, attrs=tuple((k, launch[integer] if k == "arg" else v) for k, v in op.attrs
                                        if k != "launch_int"))
     found = attrs.pop("launch", None)
-    rest = tuple((k, v) for k, v in op.attrs if k != "launch")
+    integer = attrs.pop("launch_i32", False)  # float(N) of an integer argument: the scalar N, an i32
+    rest = tuple((k, v) for k, v in op.attrs if k not in ("launch", "launch_i32"))
     d = vocab.lookup(op.opcode)
     if found is None and d is not None and d.family == "binary" and len(op.operands) == 1 and "scalar" not in attrs \
             and d.arity != (1,):
@@ -222,6 +225,8 @@ def _launch_one(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
     arg, index = found
     if arg not in launch:
         launch[arg] = names.claim(arg, fallback="scalar")
+    if integer:
+        ints.add(launch[arg])
     operands = (op.operands[0], Operand(launch[arg])) if index else (Operand(launch[arg]), op.operands[0])
     return replace(op, operands=operands, attrs=rest)
 

@@ -162,6 +162,13 @@ class _After(Parted):
             self.branch(op)
             return
         vals = [self.get(n) for n, _ in op.operands()]
+        if op.name == "scf.for" or any(v is LATER for v in vals):
+            # a later loop of a sequence, and what is computed from its results (LayerNorm's rstd from the
+            # variance loop's, after the mean loop): that loop's epilogue, not this one's
+            for r in op.results:
+                self.env[r] = LATER
+                self.lw.env.setdefault(r, _scalar())
+            return
         if any(isinstance(v, (Part, Shaped)) for v in vals):
             self.on_part(op, vals)
             return
@@ -434,6 +441,7 @@ def with_epilogue(lowered, walk, sig: Signature):
 
 
 PEELED = Const(None)  # an intermediate of a drained iteration: no value of the epilogue
+LATER = Const(None)  # a result of a later loop of a sequence (or computed from one): no value of this epilogue
 
 
 def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=(), starts=()) -> RawEpilogue:
@@ -464,6 +472,11 @@ def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=(), star
             walk.env[n] = EVal("scalar", n)
         elif dtype in ("i32", "i64"):  # ... unless converted to a float (`s / N`): then a scalar
             walk.int_args.add(n)
+    for op in func.body():  # float(N) computed before the loop (Triton hoists LayerNorm's N above its loops)
+        operands = op.operands()
+        if op.name in ("arith.sitofp", "arith.uitofp") and op.results and len(operands) == 1 \
+                and operands[0][0] in walk.int_args:
+            walk.env.setdefault(op.results[0], EVal("scalar", operands[0][0]))
     for s in starts:
         _add_start(walk, lw.carries[s.carry], s)
     for op in after:

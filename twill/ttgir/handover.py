@@ -12,6 +12,8 @@ else computed from a stand-in is what it was before (a prologue of the later loo
 """
 from __future__ import annotations
 
+import re
+
 from ..errors import InputError
 from ..ir import TensorType
 from .opnames import ELEMENTWISE
@@ -43,8 +45,10 @@ def earlier_loop(lw, op: MOp) -> None:
     for i, name in enumerate(op.results):
         rtype = rtypes[i] if i < len(rtypes) else None
         tile = rtype.tile() if rtype is not None and rtype.is_tile else None
-        if tile is not None:  # named after its iter_arg, as the earlier loop's carry is
-            lw.env[name] = _stand_in(lw, op, tile, f"{loop_key(op)}/r{i}", args[i] if i < len(args) else name)
+        if tile is not None:  # named after its iter_arg, as the earlier loop's carry is (after the loop's result
+            # where the iter_arg has MLIR's own name, %arg8: Triton 3.6 names no loop argument)
+            arg = args[i] if i < len(args) and not re.fullmatch(r"arg\d+", args[i]) else name.split("#")[0]
+            lw.env[name] = _stand_in(lw, op, tile, f"{loop_key(op)}/r{i}", arg)
         else:
             lw.env[name] = TOKEN if rtype is not None and rtype.kind == "token" else SCALAR
     written = _written(lw, op)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import vocab
 from ..ir import Epilogue, Op, Operand, TensorType, Value
 from .fuse import ARITH_OPCODES, Body, Group
 from .values import Ref
@@ -62,14 +63,25 @@ def build(body: Body, inputs: dict, claim, base_name) -> Prologue | None:
             done[ref] = real[ref]
             return real[ref]
         opcode = _opcode(n)
-        if opcode is None or (opcode not in ("convert", "neg", "abs") and len(n.operands) == 1
-                              and "scalar" not in dict(n.attrs)):
+        held = "scalar" in dict(n.attrs) or "launch" in dict(n.attrs)  # a constant, a launch scalar (build._launch)
+        numerator = dict(n.attrs).get("numerator")
+        if numerator is not None:  # c / x: recip x, times c
+            opcode, held = "recip", True
+        d = vocab.lookup(opcode) if opcode is not None else None
+        if d is None or (d.family == "binary" and len(n.operands) == 1 and not held):
             return None
         out = name or claim(base_name(n.ssa), fallback=opcode)
         names = [walk(r, reader=out) for r in n.operands]
         if None in names:
             return None
-        attrs = tuple((k, v) for k, v in n.attrs if k == "scalar")
+        if numerator is not None:
+            inv = out if numerator == 1.0 else claim(f"{out}_recip", fallback="recip")
+            ops.append(Op(inv, "recip", tuple(Operand(x) for x in names), n.type, (), True, n.span))
+            if numerator != 1.0:
+                ops.append(Op(out, "mul", (Operand(inv),), n.type, (("scalar", numerator),), True, n.span))
+            done[ref] = out
+            return out
+        attrs = tuple((k, v) for k, v in n.attrs if k in ("scalar", "launch", "launch_i32"))
         ops.append(Op(out, opcode, tuple(Operand(x) for x in names), n.type, attrs, True, n.span))
         done[ref] = out
         return out

@@ -120,6 +120,11 @@ POSITION_CASTS = ("arith.sitofp", "arith.uitofp")  # an index made a float: a `p
 def elementwise(lw: Lowering, op: MOp) -> None:
     vals = lw.operands(op)
     if not any(isinstance(v, (Tile, LaunchScalar)) for v in vals):
+        if op.name in POSITION_CASTS and not lw.in_loop and len(vals) == 1 and vals[0] is SCALAR:
+            arg = _int_argument(lw, op)
+            if arg is not None:  # float(N) of an integer argument before the loop (a mean's s / N): the scalar N
+                lw.bind(op, LaunchScalar(arg, dtype="i32", scale=Product.of(arg)))
+                return
         if op.name in POSITION_CASTS and (lw.in_loop or lw.loop_iv is not None) and len(vals) == 1 and isinstance(vals[0], indices.Index) \
                 and vals[0].coefs:
             lw.bind(op, _position(lw, op, vals[0]))
@@ -135,8 +140,11 @@ def elementwise(lw: Lowering, op: MOp) -> None:
     # A float argument a binary op of one tile reads (x * sm_scale): the op's y where no fusion folds it
     # (build.py: a prologue scalar), else folded away as any scalar is (the exp2's scale).
     launch = [(v.name, i) for i, v in enumerate(vals) if isinstance(v, LaunchScalar) and v.name]
+    integer = any(isinstance(v, LaunchScalar) and v.name and v.dtype == "i32" for v in vals)  # float(N): N an int
     vals = [SCALAR if isinstance(v, LaunchScalar) else v for v in vals]
-    extra = (("launch", launch[0]),) if len(launch) == 1 and len(vals) == 2 and lw.in_loop else ()
+    # (before the loop too: a prologue op reading a launch scalar, as rstd = rsqrt(ss / N + eps) between loops)
+    extra = (("launch", launch[0]),) + ((("launch_i32", True),) if integer else ()) \
+        if len(launch) == 1 and len(vals) == 2 else ()
     if not lw.in_loop:
         from .handover import convert  # an earlier loop's result converted: handed over in that dtype
         if convert(lw, op, vals):
@@ -151,10 +159,28 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         return
     if op.name in ("arith.cmpf", "arith.cmpi"):
         tt = TensorType("i1", tt.shape)
-    attrs = _scalar_operand(op, vals) + extra
+    attrs = _scalar_operand(op, vals) + extra + _numerator(lw, op, vals)
     if lw.in_loop:
         _unheld_operand(lw, op, vals, attrs, factor)
     lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=attrs, factor=factor))
+
+
+def _numerator(lw: Lowering, op: MOp, vals: list) -> tuple:
+    """`c / x` before the loop, c a constant (LayerNorm's rstd = 1 / sqrt(var + eps)): the `numerator`
+    attribute, which the prologue computes as `recip x` (times c); ()  for any other op."""
+    if lw.in_loop or op.name != "arith.divf" or len(vals) != 2 or not isinstance(vals[0], Const) \
+            or not isinstance(vals[1], Tile):
+        return ()
+    c = vals[0].value
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c):
+        return ()
+    return (("numerator", float(c)),)
+
+
+def _int_argument(lw: Lowering, op: MOp) -> str | None:
+    """The integer function argument `op` (a conversion) reads directly, else None."""
+    (name, _), = op.operands()
+    return name if name in lw.arg_spans else None
 
 
 def _unheld_operand(lw: Lowering, op: MOp, vals: list, attrs: tuple, factor: object) -> None:
@@ -298,12 +324,34 @@ def _loop_tail(lw: Lowering, op: MOp, vals: list) -> object | None:
     x, y, neg = vals[1], vals[2], False
     if isinstance(x, Const) and isinstance(y, Tile):  # select(m, -inf, x): the mask negated
         x, y, neg = y, x, True
-    if not (isinstance(x, Tile) and isinstance(y, Const) and y.value == -math.inf):
+    zero = isinstance(y, Const) and y.value == 0 and lw.in_loop and isinstance(x, Tile) and _reads_a_load(lw, x)
+    if not (isinstance(x, Tile) and isinstance(y, Const) and (y.value == -math.inf or zero)):
         return None
     dim = lw.masks.loop_tail(names[0], lw.loop_iv, negated=neg, peeled=not lw.in_loop)
     if dim is None:
         return None
-    return x  # the partial last tile: emitted as a mask of the loop's extent, that of the tensors it reads
+    # the partial last tile: emitted as a mask of the loop's extent, that of the tensors it reads. A 0 fill
+    # (LayerNorm's `tl.where(cols < N, x - mean, 0.)`) is TMA's own fill of the loads x is computed from:
+    # where an op between them does not keep a 0 (x - mean), emit-cuda takes whole tiles only
+    # (emit/ragged.zero_fill_refusal); x reads a load of the loop, so that check sees the path.
+    return x
+
+
+def _reads_a_load(lw: Lowering, tile: Tile) -> bool:
+    """Whether `tile` is computed in the loop from a tile the loop loads."""
+    todo, seen = [tile.ref], set()
+    while todo:
+        ref = todo.pop()
+        if ref in seen or ref.kind != "node":
+            continue
+        seen.add(ref)
+        node = lw.nodes[ref.index]
+        if node is None or not node.in_loop:
+            continue
+        if node.kind == "load":
+            return True
+        todo.extend(node.operands)
+    return False
 
 
 def _band(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object | None:

@@ -94,7 +94,7 @@ def import_sequence(text: str, file: str = "<string>", strict: bool = False) -> 
                 errors.error(f"carry '{carry}' of loop {names[j]} is read as {dtypes[(j, carry)]} and as {dtype}: "
                              "a hand-over has one dtype", value.span)
                 continue
-            graphs[j] = _written_as(graphs[j], carry, dtype, value, names[j], errors)
+            graphs[j] = _written_as(_raw_carry(graphs[j], carry), carry, dtype, value, names[j], errors)
             handovers.append(Handover(names[i], input_name, names[j], carry, value.span))
     errors.raise_if_any()
     kernel = graphs[0].kernel
@@ -114,6 +114,23 @@ def _carry(graph: Graph, lowered, what: str) -> str | None:
     if found is None:
         return None
     return next((c.name for c in graph.carries if c.span == found.span), None)
+
+
+def _raw_carry(graph: Graph, carry: str) -> Graph:
+    """`graph` with `carry` handed over as the loop leaves it: where its epilogue writes another value in the
+    carry's place (LayerNorm's mean loop stores `Mean = _mean / N`, the epilogue's `output _mean = mean`),
+    that value becomes an output of its own, named after the argument it is stored to, and the carry is
+    written as it is for the later loop (which computes `_mean / N` again in its prologue)."""
+    ep = graph.epilogue
+    if carry not in {n for n, _ in ep.outputs}:
+        return graph
+    args = [a for a, target in graph.arguments if target == carry]
+    taken = set(graph.values) | {n for n, _ in ep.outputs} | {o.name for o in ep.ops}
+    new = next((a for a in args if a not in taken), None) or next(
+        f"{carry}_out{k}" for k in range(1, 1000) if f"{carry}_out{k}" not in taken)
+    outputs = tuple((new if n == carry else n, v) for n, v in ep.outputs)
+    arguments = tuple((a, new if target == carry else target) for a, target in graph.arguments)
+    return replace(graph, epilogue=replace(ep, outputs=outputs), arguments=arguments)
 
 
 def _written_as(graph: Graph, carry: str, dtype: str, value, loop: str, errors: ErrorCollector) -> Graph:

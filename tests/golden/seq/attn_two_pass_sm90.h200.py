@@ -11,10 +11,11 @@ import importlib.util
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)})
+# (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)},
+#  the parameters it takes as its scalars, in its binding's order)
 LOOPS = [
-    ('L0', 'attn_two_pass_sm90.h200.L0.py', {'Q': ('user', 'Q'), 'K': ('user', 'K')}),
-    ('L1', 'attn_two_pass_sm90.h200.L1.py', {'Q': ('user', 'Q'), 'm': ('handed', 'L0', 'm'), 'l': ('handed', 'L0', 'l'), 'K': ('user', 'K'), 'V': ('user', 'V')}),
+    ('L0', 'attn_two_pass_sm90.h200.L0.py', {'Q': ('user', 'Q'), 'K': ('user', 'K')}, ()),
+    ('L1', 'attn_two_pass_sm90.h200.L1.py', {'Q': ('user', 'Q'), 'm': ('handed', 'L0', 'm'), 'l': ('handed', 'L0', 'l'), 'K': ('user', 'K'), 'V': ('user', 'V')}, ()),
 ]
 OUTPUTS = [('O', 'L1', 'O')]  # (returned name, loop, its output)
 _MODULES = {}
@@ -36,7 +37,7 @@ def plans(user):
     the shape its loop gives it). Plain Python: each loop's cached `resolve`, as its call uses."""
     shapes, out = {}, {}
     device = next((m.device for m in user.values()), 'cuda:0')
-    for loop, file, feeds in LOOPS:
+    for loop, file, feeds, _ in LOOPS:
         mod = _module(file)
         dtype = {a['name']: a['dtype'] for a in mod.SPEC['args']}
         given = {}
@@ -56,6 +57,7 @@ def plans(user):
 def attn_two_pass_kernel(Q, K, V, *, stream=None):
     """Run the loops of attn_two_pass_kernel in order; every tensor as the loops' bindings take it."""
     user = dict(Q=Q, K=K, V=V)
+    numbers = dict()
     import torch
     first = _module(LOOPS[0][1])
     for p, t in user.items():
@@ -63,12 +65,12 @@ def attn_two_pass_kernel(Q, K, V, *, stream=None):
             raise first.ArgumentError(f'{p}: expected a torch.Tensor, got {type(t).__name__}')
     plans({p: first.describe(t) for p, t in user.items()})
     results = {}
-    for loop, file, feeds in LOOPS:
+    for loop, file, feeds, scalars in LOOPS:
         mod = _module(file)
         tensors = {arg: (user[how[1]] if how[0] == 'user' else results[how[1]][how[2]])
                    for arg, how in feeds.items()}
         tensors.update({a['name']: None for a in mod.SPEC['args'] if a['output']})
-        out = mod.call(mod.SPEC, mod.HERE, tensors, stream=stream)
+        out = mod.call(mod.SPEC, mod.HERE, tensors, stream=stream, scalars=[numbers[x] for x in scalars])
         names = [a['name'] for a in mod.SPEC['args'] if a['output']]
         results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))
     found = [results[loop][name] for _, loop, name in OUTPUTS]
@@ -77,7 +79,7 @@ def attn_two_pass_kernel(Q, K, V, *, stream=None):
 
 def build_library(directory=None):
     """Build every loop's shared library now: their paths."""
-    return [_module(file).build_library(directory) for _, file, _ in LOOPS]
+    return [_module(file).build_library(directory) for _, file, _, _ in LOOPS]
 
 
 run = attn_two_pass_kernel

@@ -11,10 +11,11 @@ import importlib.util
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)})
+# (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)},
+#  the parameters it takes as its scalars, in its binding's order)
 LOOPS = [
-    ('L0', 'row_var_sm90.h200.L0.py', {'X': ('user', 'X')}),
-    ('L1', 'row_var_sm90.h200.L1.py', {'total': ('handed', 'L0', 'total'), 'X': ('user', 'X')}),
+    ('L0', 'row_var_sm90.h200.L0.py', {'X': ('user', 'X')}, ()),
+    ('L1', 'row_var_sm90.h200.L1.py', {'total': ('handed', 'L0', 'total'), 'X': ('user', 'X')}, ()),
 ]
 OUTPUTS = [('Var', 'L1', 'Var')]  # (returned name, loop, its output)
 _MODULES = {}
@@ -36,7 +37,7 @@ def plans(user):
     the shape its loop gives it). Plain Python: each loop's cached `resolve`, as its call uses."""
     shapes, out = {}, {}
     device = next((m.device for m in user.values()), 'cuda:0')
-    for loop, file, feeds in LOOPS:
+    for loop, file, feeds, _ in LOOPS:
         mod = _module(file)
         dtype = {a['name']: a['dtype'] for a in mod.SPEC['args']}
         given = {}
@@ -56,6 +57,7 @@ def plans(user):
 def row_var_kernel(X, *, stream=None):
     """Run the loops of row_var_kernel in order; every tensor as the loops' bindings take it."""
     user = dict(X=X)
+    numbers = dict()
     import torch
     first = _module(LOOPS[0][1])
     for p, t in user.items():
@@ -63,12 +65,12 @@ def row_var_kernel(X, *, stream=None):
             raise first.ArgumentError(f'{p}: expected a torch.Tensor, got {type(t).__name__}')
     plans({p: first.describe(t) for p, t in user.items()})
     results = {}
-    for loop, file, feeds in LOOPS:
+    for loop, file, feeds, scalars in LOOPS:
         mod = _module(file)
         tensors = {arg: (user[how[1]] if how[0] == 'user' else results[how[1]][how[2]])
                    for arg, how in feeds.items()}
         tensors.update({a['name']: None for a in mod.SPEC['args'] if a['output']})
-        out = mod.call(mod.SPEC, mod.HERE, tensors, stream=stream)
+        out = mod.call(mod.SPEC, mod.HERE, tensors, stream=stream, scalars=[numbers[x] for x in scalars])
         names = [a['name'] for a in mod.SPEC['args'] if a['output']]
         results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))
     found = [results[loop][name] for _, loop, name in OUTPUTS]
@@ -77,7 +79,7 @@ def row_var_kernel(X, *, stream=None):
 
 def build_library(directory=None):
     """Build every loop's shared library now: their paths."""
-    return [_module(file).build_library(directory) for _, file, _ in LOOPS]
+    return [_module(file).build_library(directory) for _, file, _, _ in LOOPS]
 
 
 run = row_var_kernel
