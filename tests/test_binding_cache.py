@@ -42,6 +42,18 @@ def test_the_outputs_named_tuple_is_made_once_per_kernel():
     assert kind is mod._outputs_type(mod.SPEC["kernel"], names) and kind._fields == names
 
 
+def test_outputs_take_any_argument_name():
+    """Triton's tutorial LayerNorm names an argument `_mean`, which a named tuple refuses (it failed on the
+    GPU, session 31): the outputs are a tuple whose items are also attributes of every such name."""
+    mod = module("attention_fwd_hopper.h100")
+    kind = mod._outputs_type("layer_norm_fwd", ("Y", "_mean", "_rstd"))
+    out = kind("y", "m", "r")
+    assert tuple(out) == ("y", "m", "r") and (out.Y, out._mean, out._rstd) == ("y", "m", "r")
+    assert out._asdict() == {"Y": "y", "_mean": "m", "_rstd": "r"} and "_mean='m'" in repr(out)
+    with pytest.raises(AttributeError, match="no output 'mean'"):
+        out.mean
+
+
 # -- call's fast path: _key, _prepare, _block (no torch: tensors here are plain objects that answer
 # what the runtime asks of a torch.Tensor) ------------------------------------------------------------
 
