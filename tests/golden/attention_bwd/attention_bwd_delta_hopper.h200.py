@@ -660,11 +660,33 @@ def _plan(spec, given, iters, split=None, sizes=None):
     return plan
 
 
+class _Outputs(tuple):
+    """A kernel's outputs: a tuple in the arguments' order, each also the attribute of its argument's
+    name, as a named tuple's (which refuses names such as Triton's `_mean`)."""
+
+    __slots__ = ()
+    _fields: tuple = ()
+
+    def __new__(cls, *values):
+        return tuple.__new__(cls, values)
+
+    def __getattr__(self, name):
+        if name in type(self)._fields:
+            return self[type(self)._fields.index(name)]
+        raise AttributeError(f"{type(self).__name__} has no output {name!r}")
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(f'{n}={v!r}' for n, v in zip(self._fields, self))})"
+
+    def _asdict(self):
+        return dict(zip(self._fields, self))
+
+
 def _outputs_type(kernel, names):
-    """The named tuple of a kernel's outputs (one class per kernel and names, made once)."""
+    """The tuple type of a kernel's outputs (one class per kernel and names, made once)."""
     found = _OUTPUT_TYPES.get((kernel, names))
     if found is None:
-        found = _OUTPUT_TYPES[(kernel, names)] = collections.namedtuple(f"{kernel}_outputs", names)
+        found = _OUTPUT_TYPES[(kernel, names)] = type(f"{kernel}_outputs", (_Outputs,), {"__slots__": (), "_fields": names})
     return found
 
 
