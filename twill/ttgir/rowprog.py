@@ -124,6 +124,9 @@ class Rewrite:
         self.uses: dict[str, list] = {}
         self.loaded: set[str] = set()  # values computed from a loaded value
         self.reduced: dict[str, tuple] = {}  # a carry that becomes a row's -> (combiner, identity)
+        self.skip: set[int] = set()  # ids of ops after a loop that an online pair's carries make (rowpair.py)
+        self.folded: dict[int, str] = {}  # id of a reduction after a loop -> the carry it is (rowpair.py)
+        self.result_name: dict[str, str] = {}  # a row carry's arg -> the name of its reduction after the loop
         self.loops = 0  # the loops around the op being rewritten
         self.block = None  # the column tile of the kernel as written
         self.cols = None
@@ -143,7 +146,7 @@ class Rewrite:
 
     def name(self, base: str) -> str:
         self.fresh += 1
-        return f"{base}_rp{self.fresh}"
+        return f"{base.replace('#', '_')}_rp{self.fresh}"  # `%d#0` of a loop of two results
 
     def type_of(self, kind: int, elt: str) -> str:
         return {S: elt, V: f"tensor<{ROWS}x{elt}, {ROW_L}>", C: f"tensor<{self.cols}x{elt}, {COL_L}>",
@@ -233,7 +236,7 @@ class Rewrite:
         from .rowops import HANDLERS, elementwise
         from .rowloops import update
         for op in ops:
-            if op is None:
+            if op is None or id(op) in self.skip:
                 continue
             if op.name == "tt.load" or any(self.rename.get(n, n) in self.loaded for n, _ in op.operands()):
                 self.loaded.update(op.results)
