@@ -35,6 +35,9 @@ NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
 
 # kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form
 REFUSED = {
+    # the tutorial's fused softmax: a persistent loop over rows (the grid's loop), each row whole in one
+    # [1024] tile with no loop over its columns
+    "softmax_fused": (r"scf\.for", "a row held whole in one tile is not imported"),
     # x_t = tl.load(logits_row + t), t loaded: a gather through a loaded index
     "xent_scalar": (r"tt\.addptr", "a gather through a loaded index"),
 }
@@ -54,7 +57,7 @@ def _import(path: Path, text: str | None = None):
 
 
 def test_the_batch_is_all_there():
-    assert len(NAMES) == 14
+    assert len(NAMES) == 16
     for name in NAMES:
         assert all((DATA / f / f"{name}.ttgir").exists() for f in FORMS), name
 
@@ -160,7 +163,7 @@ def test_a_minus_inf_fill_is_masked_in_a_partial_last_tile(tmp_path):
 
 
 COMPILED = ["softmax_3pass_sm90", "softmax_3pass_sm100", "logsumexp_rows_sm90", "logsumexp_rows_sm100",
-            "rmsnorm_fwd_sm90", "rmsnorm_fwd_sm100", "layernorm_fwd_sm90", "layernorm_fwd_sm100", "l2norm_rows_sm90",
+            "rmsnorm_fwd_sm90", "rmsnorm_fwd_sm100", "softmax_online_sm90", "softmax_online_sm100", "layernorm_fwd_sm90", "layernorm_fwd_sm100", "l2norm_rows_sm90",
             "l2norm_rows_sm100"]
 
 
@@ -410,6 +413,35 @@ def test_the_online_pair_evaluated_with_a_wrong_rule_is_not_the_softmax():
     want /= want.sum(1, keepdims=True)
     assert np.allclose(_evaluate(seq, {"X": x}, {"N": 400})["Y"], want, rtol=1e-9)
     assert not np.allclose(_evaluate(wrong, {"X": x}, {"N": 400})["Y"], want, rtol=1e-3)
+
+
+def test_the_online_pairs_binding_hands_the_row_max_and_sum_over(tmp_path):
+    """softmax_online's h200 sequence binding: L0 takes X and writes the row pair (m, d); L1 takes them as
+    row_max and denom. 4096 x 16000 (whole tiles) resolves; at 1000 x 5000 L0 resolves (sm_90a masks its
+    -inf fill before the rowmax and exp2) and L1, whose fill reaches an exp2 read by a division, refuses the
+    partial column tile at the call with the reason."""
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    machine = load_machine("h200")
+    seq = _import(DATA / "t36/prepipe/softmax_online_sm90.ttgir")
+    for graph, name in zip(seq.graphs, seq.names):
+        model = build_model(solve(graph, machine, SolveOptions(time_limit=10)), machine)
+        for path, text in binding_files(model, str(tmp_path / f"so.{name}.cu")).items():
+            Path(path).write_text(text)
+        spec = importlib.util.spec_from_file_location(f"so_{name}", tmp_path / f"so.{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        M = mod.Meta
+        for rows, cols in ((4096, 16000), (1000, 5000)):
+            given = {"X": M((rows, cols), "float16", "cuda:0", True, 0)}
+            if name == "L1":
+                given.update({n: M((rows,), "float32", "cuda:0", True, 0) for n in ("row_max", "denom")})
+            given.update({a["name"]: None for a in mod.SPEC["args"] if a["output"]})
+            if name == "L1" and cols == 5000:
+                with pytest.raises(mod.ArgumentError, match="fills the elements past the loop's extent with -inf"):
+                    mod.resolve(mod.SPEC, given)
+                continue
+            assert mod.resolve(mod.SPEC, given)["loop_extent"] == cols, (name, cols)
 
 
 def _online(old: str, new: str, form: str = "t39/prepipe") -> str:
