@@ -30,7 +30,8 @@ from .rowprog import COMBINERS, Refuse, Rewrite, walk_ops
 
 MAXES = ("arith.maxnumf", "arith.maximumf")
 EXPS = ("math.exp", "math.exp2")
-FORM = "m_new = max(m, x); d = d * exp(m - m_new) + exp(x - m_new) in the loop, M = max(m); D = sum(d * exp(m - M)) after it"
+FORM = ("m_new = max(m, x); d = d * exp(m - m_new) + exp(x - m_new) in the loop, M = max(m); "
+        "D = sum(d * exp(m - M)) after it")
 
 
 def _other(op: MOp, name: str) -> str | None:
@@ -104,7 +105,7 @@ def _pair(rw, f: _Form, loop, pairs, yields, inner, defs, args, k, red_m) -> set
     f.only(inner, a_d, "the rescaled carry", scale)
     add = f.only(inner, scale.results[0], "the rescaled sum", scale)
     if add.name != "arith.addf" or add.results != (y_d,) or [u.name for u in inner.get(y_d, [])] != ["scf.yield"]:
-        raise f.fail(add, f"the rescaled sum is not the carry's update d = d * exp(m - m_new) + exp(x - m_new)")
+        raise f.fail(add, "the rescaled sum is not the carry's update d = d * exp(m - m_new) + exp(x - m_new)")
     exp_b = defs.get(_other(add, scale.results[0]))
     if exp_b is None or exp_b.name not in EXPS:
         raise f.fail(add, "the rescaled sum adds other than an exponential of x - m_new")

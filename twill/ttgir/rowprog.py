@@ -18,8 +18,9 @@ rewritten, before the import reads it, into the kernel of ROWS rows a program th
   carry that the loop updates as `c = c OP reduce_OP(t, axis=1)`, the reduction after the loop being the
   carry itself. The two are equal because OP is associative and commutative: both reduce the same
   multiset of values, the elements of every `t` of the row plus the initial elements, in another order.
-  The carry must start at OP's identity (0, -inf, +inf) and be read in the loop by its update alone
-  (a carry an online softmax rescales by another carry is not reduced this way: refused at the reduce);
+  The carry must start at OP's identity (0, -inf, +inf) and be read in the loop by its update alone;
+- an online softmax's pair of [BLOCK] carries, a running max and the sum it rescales, combined after the
+  loop, becomes the row's pair of [ROWS] carries (rowpair.py, which says why it is equal);
 - scalar loads and stores of `P + row` become loads and stores of a [ROWS] vector.
 
 The op families are rewritten in rowops.py, the loops and their carries in rowloops.py. The rewritten
