@@ -342,8 +342,54 @@ def softmax_3pass_make_inputs(size=None, device="cuda"):
     return (torch.randn(s["M"], s["N"], device=device).to(torch.float16) * 3,), {}
 
 
+# ---------------------------------------------------------------------------------------------
+# 8. The Triton tutorial's fused softmax (02-fused-softmax.py, softmax_kernel): a persistent loop over
+#    rows, `for row_idx in tl.range(row_start, n_rows, row_step)` (row_start the program id, row_step the
+#    number of programs), each row whole in one BLOCK_SIZE = next_power_of_2(n_cols) tile masked with
+#    other=-inf, max, exp, sum, divide, store. fp32 as in the tutorial.
+# ---------------------------------------------------------------------------------------------
+@triton.jit
+def softmax_fused_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_rows, n_cols,
+                         BLOCK_SIZE: tl.constexpr, num_stages: tl.constexpr):
+    row_start = tl.program_id(0)
+    row_step = tl.num_programs(0)
+    for row_idx in tl.range(row_start, n_rows, row_step, num_stages=num_stages):
+        row_start_ptr = input_ptr + row_idx * input_row_stride
+        col_offsets = tl.arange(0, BLOCK_SIZE)
+        input_ptrs = row_start_ptr + col_offsets
+        mask = col_offsets < n_cols
+        row = tl.load(input_ptrs, mask=mask, other=-float("inf"))
+        row_minus_max = row - tl.max(row, axis=0)
+        numerator = tl.exp(row_minus_max)
+        denominator = tl.sum(numerator, axis=0)
+        softmax_output = numerator / denominator
+        output_row_start_ptr = output_ptr + row_idx * output_row_stride
+        output_ptrs = output_row_start_ptr + col_offsets
+        tl.store(output_ptrs, softmax_output, mask=mask)
+
+
+def softmax_fused_launch(x):
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    block = triton.next_power_of_2(n_cols)
+    programs = min(n_rows, 4 * torch.cuda.get_device_properties(x.device).multi_processor_count)
+    softmax_fused_kernel[(programs,)](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=block,
+                                      num_stages=4, num_warps=8)
+    return y
+
+
+def softmax_fused_reference(x):
+    return torch.softmax(x.float(), -1)
+
+
+def softmax_fused_make_inputs(size=None, device="cuda"):
+    s = _sizes(dict(M=4096, N=781), size)  # the tutorial's benchmark shape is 4096 x N, N not a power of 2
+    torch.manual_seed(78)
+    return (torch.randn(s["M"], s["N"], device=device),), {}
+
+
 NAMES = ("layernorm_fwd", "rmsnorm_fwd", "softmax_online", "xent_scalar", "l2norm_rows", "logsumexp_rows",
-         "softmax_3pass")
+         "softmax_3pass", "softmax_fused")
 KERNELS = {}
 for _name in NAMES:
     KERNELS[_name] = dict(kernel=globals()[_name + "_kernel"], launch=globals()[_name + "_launch"],
@@ -383,6 +429,12 @@ DUMPS = {
         signature=dict(X="*fp16", Y="*fp16", stride_xm="i32", stride_ym="i32", N="i32", BLOCK_M=_C, BLOCK_N=_C),
         constexprs=dict(BLOCK_M=64, BLOCK_N=128),
         divisible_by_16=["X", "Y", "stride_xm", "stride_ym", "N"], num_warps=4, num_stages=3),
+    "softmax_fused": dict(
+        signature=dict(output_ptr="*fp32", input_ptr="*fp32", input_row_stride="i32", output_row_stride="i32",
+                       n_rows="i32", n_cols="i32", BLOCK_SIZE=_C, num_stages=_C),
+        constexprs=dict(BLOCK_SIZE=1024, num_stages=4),
+        divisible_by_16=["output_ptr", "input_ptr", "input_row_stride", "output_row_stride"], num_warps=8,
+        num_stages=4),
 }
 for _name, _spec in DUMPS.items():
     _spec["kernel"] = KERNELS[_name]["kernel"]

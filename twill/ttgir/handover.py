@@ -46,8 +46,10 @@ def earlier_loop(lw, op: MOp) -> None:
         rtype = rtypes[i] if i < len(rtypes) else None
         tile = rtype.tile() if rtype is not None and rtype.is_tile else None
         if tile is not None:  # named after its iter_arg, as the earlier loop's carry is (after the loop's result
-            # where the iter_arg has MLIR's own name, %arg8: Triton 3.6 names no loop argument)
-            arg = args[i] if i < len(args) and not re.fullmatch(r"arg\d+", args[i]) else name.split("#")[0]
+            # where the iter_arg has MLIR's own name, %arg8: Triton 3.6 names no loop argument; after each
+            # result's own name where the loop's results have theirs, as one row a program's rewrite names them)
+            own = len(op.results) > 1 and "#" not in name
+            arg = args[i] if i < len(args) and not own and not re.fullmatch(r"arg\d+", args[i]) else name.split("#")[0]
             lw.env[name] = _stand_in(lw, op, tile, f"{loop_key(op)}/r{i}", arg)
         else:
             lw.env[name] = TOKEN if rtype is not None and rtype.kind == "token" else SCALAR

@@ -98,6 +98,11 @@ def loop(rw: Rewrite, op: MOp) -> None:
     types = [rw.ty(a) for a in args]
     head = line[:line.index("iter_args(")] if pairs else line[:line.index(" : i32")]
     head = head.replace(f"step %{step}", f"step %{new_step}")
+    results = _result_names(rw, op, args)
+    if results != list(op.results):  # `%d:2 = scf.for` as `%row_max, %denom = scf.for`
+        head = re.sub(r"^(\s*)%[\w.$-]+:\d+ =", lambda m: m.group(1) + ", ".join("%" + r for r in results) + " =", head)
+        for r, new in zip(op.results, results):
+            rw.rename[r] = new
     if pairs:
         head += f"iter_args({', '.join(inits)}) -> ({', '.join(types)}) "
     rw.emit(f"{head} : i32 {{", op, same=True)
@@ -115,10 +120,19 @@ def loop(rw: Rewrite, op: MOp) -> None:
     end = end_line(op)
     rw.out.append(rw.src.lines[end - 1])
     rw.where.append((end, None))
-    for r, a in zip(op.results, args):
+    for r, a in zip(results, args):
         rw.kind[r], rw.elt[r] = carry[a], rw.elt[a]
         if a in rw.reduced:
             rw.carried[r] = r
+
+
+def _result_names(rw: Rewrite, op: MOp, args: list[str]) -> list[str]:
+    """The loop's result names: where a loop of several results has row carries, each its own name, a row
+    carry's the name of its reduction after the loop (what the kernel calls the row's value: `row_max`, not
+    `d_4#0`), the others `d_4_1`."""
+    if len(op.results) < 2 or not any(a in rw.reduced for a in args):
+        return list(op.results)
+    return [rw.result_name.get(a) or r.replace("#", "_") for r, a in zip(op.results, args)]
 
 
 def _row_carries(rw: Rewrite, loop: MOp, pairs, yields, body) -> None:
@@ -128,7 +142,11 @@ def _row_carries(rw: Rewrite, loop: MOp, pairs, yields, body) -> None:
     for o in walk_ops(loop.body()):
         for n, _ in o.operands():
             inner.setdefault(n, []).append(o)
+    from .rowpair import pair_carries
+    taken = pair_carries(rw, loop, pairs, yields, inner)
     for k, ((a, init), y) in enumerate(zip(pairs, yields)):
+        if a in taken:
+            continue
         res = loop.results[k] if k < len(loop.results) else None
         after = [u for u in rw.uses.get(res, []) if u.name == "tt.reduce"]
         if not after or rw.kind.get(rw.rename.get(init, init)) != C:
@@ -155,6 +173,7 @@ def _row_carries(rw: Rewrite, loop: MOp, pairs, yields, body) -> None:
             raise Refuse(red, f"'tt.reduce' after the loop of the carry '%{res}', which starts at other than the "
                                f"identity of its reduction ({ident})")
         rw.reduced[a] = (combiner.name, ident)
+        rw.result_name[a] = red.results[0]
         rw.updates[id(upd)] = (combiner.name, ident, a)
 
 

@@ -177,8 +177,11 @@ def _reduce(rw: Rewrite, op: MOp) -> None:
     a carry that becomes a row carry (rowloops.py), the carry itself."""
     (n, _), = op.operands()
     r = op.results[0]
-    if n in rw.carried:  # reduced into the carry each iteration
-        rw.rename[r] = rw.carried[n]
+    if rw.rename.get(n, n) in rw.carried:  # reduced into the carry each iteration
+        rw.rename[r] = rw.carried[rw.rename.get(n, n)]
+        return
+    if id(op) in rw.folded:  # an online pair's combine after the loop: the sum carry (rowpair.py)
+        rw.rename[r] = rw.rename.get(rw.folded[id(op)], rw.folded[id(op)])
         return
     have = rw.kind[rw.rename.get(n, n)]
     lines = rw.src.lines[op.head.line - 1:end_line(op)]

@@ -18,8 +18,9 @@ rewritten, before the import reads it, into the kernel of ROWS rows a program th
   carry that the loop updates as `c = c OP reduce_OP(t, axis=1)`, the reduction after the loop being the
   carry itself. The two are equal because OP is associative and commutative: both reduce the same
   multiset of values, the elements of every `t` of the row plus the initial elements, in another order.
-  The carry must start at OP's identity (0, -inf, +inf) and be read in the loop by its update alone
-  (a carry an online softmax rescales by another carry is not reduced this way: refused at the reduce);
+  The carry must start at OP's identity (0, -inf, +inf) and be read in the loop by its update alone;
+- an online softmax's pair of [BLOCK] carries, a running max and the sum it rescales, combined after the
+  loop, becomes the row's pair of [ROWS] carries (rowpair.py, which says why it is equal);
 - scalar loads and stores of `P + row` become loads and stores of a [ROWS] vector.
 
 The op families are rewritten in rowops.py, the loops and their carries in rowloops.py. The rewritten
@@ -82,12 +83,41 @@ def applies(module: Module) -> MOp | None:
     return func if len(pids) == 1 else None
 
 
+def persistent_rows(module: Module) -> tuple[MOp, int] | None:
+    """(the loop, the row's tile) of a kernel of 1-D tiles whose one loop runs over rows from the program id
+    by the number of programs (the Triton tutorial's fused softmax, `tl.range(row_start, n_rows, row_step)`)."""
+    funcs = module.functions()
+    text = module.source.text
+    if len(funcs) != 1 or re.search(r"tensor<\d+x\d+x", text):
+        return None
+    ops = list(walk_ops(funcs[0].body()))
+    loops = [o for o in ops if o.name == "scf.for"]
+    if len(loops) != 1:
+        return None
+    defs = {r: o.name for o in ops for r in o.results}
+    m = re.search(r"scf\.for %[\w.$-]+ = %([\w.$-]+) to %[\w.$-]+ step %([\w.$-]+)",
+                  module.source.lines[loops[0].head.line - 1])
+    if m is None or defs.get(m.group(1)) != "tt.get_program_id" or defs.get(m.group(2)) != "tt.get_num_programs":
+        return None
+    block = re.search(r"tensor<(\d+)x", text)
+    return loops[0], int(block.group(1)) if block else 0
+
+
 def rows_per_program(module: Module) -> Module:
     """`module` rewritten to ROWS rows a program where it is a kernel of one row a program; else itself."""
+    src = module.source
+    rows = persistent_rows(module)
+    if rows is not None:
+        raise src.error(
+            f"'scf.for' over the rows, from the program id by the number of programs (a persistent loop: the "
+            f"grid's loop), whose body reads each row whole in one [{rows[1]}] tile with no loop over its columns: "
+            "twill's kernels are loops over column tiles of 64 rows, and a row held whole in one tile is not "
+            "imported (it would be split into 128-column tiles: a loop for the row's max and sum, then one that "
+            "normalizes and stores)", rows[0].head,
+            "loop over the row's columns in BLOCK tiles, one row a program (docs/ttgir-import.md, section 8)")
     func = applies(module)
     if func is None:
         return module
-    src = module.source
     try:
         lines, where = Rewrite(src, func).run()
     except Refuse as exc:
@@ -124,6 +154,9 @@ class Rewrite:
         self.uses: dict[str, list] = {}
         self.loaded: set[str] = set()  # values computed from a loaded value
         self.reduced: dict[str, tuple] = {}  # a carry that becomes a row's -> (combiner, identity)
+        self.skip: set[int] = set()  # ids of ops after a loop that an online pair's carries make (rowpair.py)
+        self.folded: dict[int, str] = {}  # id of a reduction after a loop -> the carry it is (rowpair.py)
+        self.result_name: dict[str, str] = {}  # a row carry's arg -> the name of its reduction after the loop
         self.loops = 0  # the loops around the op being rewritten
         self.block = None  # the column tile of the kernel as written
         self.cols = None
@@ -143,7 +176,7 @@ class Rewrite:
 
     def name(self, base: str) -> str:
         self.fresh += 1
-        return f"{base}_rp{self.fresh}"
+        return f"{base.replace('#', '_')}_rp{self.fresh}"  # `%d#0` of a loop of two results
 
     def type_of(self, kind: int, elt: str) -> str:
         return {S: elt, V: f"tensor<{ROWS}x{elt}, {ROW_L}>", C: f"tensor<{self.cols}x{elt}, {COL_L}>",
@@ -233,7 +266,7 @@ class Rewrite:
         from .rowops import HANDLERS, elementwise
         from .rowloops import update
         for op in ops:
-            if op is None:
+            if op is None or id(op) in self.skip:
                 continue
             if op.name == "tt.load" or any(self.rename.get(n, n) in self.loaded for n, _ in op.operands()):
                 self.loaded.update(op.results)
