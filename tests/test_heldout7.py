@@ -468,3 +468,44 @@ def test_the_online_pairs_near_misses_are_refused_at_their_line():
                 "one base")
     _refused_at(_online("%d = arith.constant dense<0.000000e+00>", "%d = arith.constant dense<1.000000e+00>"),
                 "%row_max = \"tt.reduce\"", "starts at other than")
+
+
+def test_the_sequence_runs_each_loop_with_its_knobs(tmp_path, monkeypatch):
+    """The sequence binding runs each loop through the loop binding's own function, which computes its knobs:
+    softmax_3pass's exp2 loops launch with exp2_scale = log2(e) (the kernel's tl.exp). It called the loops'
+    `call` directly, whose default is 1.0: on the GPU the softmax came out wrong (rel. error 0.64, session 31).
+    torch is not needed on the CPU: a stand-in module gives the type check a Tensor, and each loop's launch
+    (`call`, which needs a GPU) is recorded in place of running."""
+    import math
+    import sys
+    import types
+    from click.testing import CliRunner
+    from twill_cli.main import main
+    tir, sched, cu = tmp_path / "s.tir", tmp_path / "s.json", tmp_path / "s.cu"
+    for argv in (["import", str(DATA / "t36/prepipe/softmax_3pass_sm90.ttgir"), "-o", str(tir)],
+                 ["solve", str(tir), "--gpu", "h200", "-o", str(sched)],
+                 ["emit-cuda", str(sched), "-o", str(cu), "--binding", "torch", "--no-ptxas-loop"]):
+        r = CliRunner().invoke(main, argv)
+        assert r.exit_code == 0, r.output
+    fake = types.ModuleType("torch")
+    fake.Tensor = type("Tensor", (), {"shape": (4096, 4096), "dtype": "float16", "device": "cuda:0",
+                                      "is_contiguous": lambda self: True, "data_ptr": lambda self: 0})
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    spec = importlib.util.spec_from_file_location("s_seq", tmp_path / "s.py")
+    seq = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(seq)
+    monkeypatch.setattr(seq, "plans", lambda user: None)  # (the shapes: resolve, tested above)
+    launched = {}
+    for loop, file, _, _ in seq.LOOPS:
+        mod = seq._module(file)
+        outs = tuple(a["name"] for a in mod.SPEC["args"] if a["output"])
+
+        def record(spec, here, tensors, *, _loop=loop, _outs=outs, **kw):
+            launched[_loop] = (sorted(tensors), kw.get("exp2_scale"))
+            return tuple(f"{_loop}.{o}" for o in _outs) if len(_outs) > 1 else f"{_loop}.{_outs[0]}"
+        monkeypatch.setattr(mod, "call", record)
+    assert seq.run(fake.Tensor()) == "L2.Y"
+    assert sorted(launched) == ["L0", "L1", "L2"]
+    for loop in ("L1", "L2"):  # the loops with an exp2
+        assert math.isclose(launched[loop][1], 1 / math.log(2)), launched
+    assert "mx" in launched["L2"][0] and "den" in launched["L2"][0]

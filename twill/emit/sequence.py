@@ -25,7 +25,7 @@ def loop_path(kernel_path: str, loop: str) -> str:
 
 def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, object]], handovers) -> str:
     """The text of K.py: `loops` are (name, Renderer) in order; `handovers` the sequence's."""
-    from .binding import _scalar_spec, arguments, py_name
+    from .binding import _scalar_spec, arguments, parameters, py_name
     path = Path(kernel_path)
     stem = path.name[:-3] if path.name.endswith(".cu") else path.name
     plan, params, outputs, taken, scalar_params = [], [], [], set(), []
@@ -34,8 +34,15 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
     for name, renderer in loops:
         # the numbers a loop takes at launch (RMSNorm's N and eps in L1's prologue): parameters of the sequence's
         # binding too, by name, passed to each loop that takes them
-        scalars = [x["name"] for x in _scalar_spec(renderer).get("scalars", [])]
-        for x in scalars:
+        # and the kernel's arguments its knobs are computed from (`knob exp2_scale = sm_scale * ...`): each loop
+        # is run through its own binding's function, which computes them, as (its parameter, the sequence's)
+        own = parameters(renderer)
+        by_scalar = {p.scalar: p.name for p in own if p.scalar is not None}
+        g = renderer.m.graph
+        knobbed = [p.name for (n, _), p in zip(g.arguments, own) if any(n in v.names for _, v in g.knobs)]
+        scalars = [(by_scalar.get(x["name"], x["name"]), x["name"])
+                   for x in _scalar_spec(renderer).get("scalars", [])] + [(k, k) for k in knobbed]
+        for _, x in scalars:
             if x not in params:
                 params.append(x)
                 scalar_params.append(x)
@@ -85,7 +92,7 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "",
         "HERE = os.path.dirname(os.path.abspath(__file__))",
         "# (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)},",
-        "#  the parameters it takes as its scalars, in its binding's order)",
+        "#  (its binding's number parameter, this function's): its launch scalars and what its knobs read)",
         "LOOPS = [",
         *feeds_text,
         "]",
@@ -141,8 +148,8 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "        mod = _module(file)",
         "        tensors = {arg: (user[how[1]] if how[0] == 'user' else results[how[1]][how[2]])",
         "                   for arg, how in feeds.items()}",
-        "        tensors.update({a['name']: None for a in mod.SPEC['args'] if a['output']})",
-        "        out = mod.call(mod.SPEC, mod.HERE, tensors, stream=stream, scalars=[numbers[x] for x in scalars])",
+        "        # the loop's own function: it checks its tensors, computes its knobs (exp2_scale) and allocates its outputs",
+        "        out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, stream=stream)",
         "        names = [a['name'] for a in mod.SPEC['args'] if a['output']]",
         "        results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))",
         "    found = [results[loop][name] for _, loop, name in OUTPUTS]",

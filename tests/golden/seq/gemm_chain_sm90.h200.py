@@ -12,7 +12,7 @@ import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)},
-#  the parameters it takes as its scalars, in its binding's order)
+#  (its binding's number parameter, this function's): its launch scalars and what its knobs read)
 LOOPS = [
     ('L0', 'gemm_chain_sm90.h200.L0.py', {'A': ('user', 'A'), 'B': ('user', 'B')}, ()),
     ('L1', 'gemm_chain_sm90.h200.L1.py', {'h': ('handed', 'L0', 'acc1'), 'C': ('user', 'C'), 'E': ('user', 'E')}, ()),
@@ -69,8 +69,8 @@ def gemm_chain_kernel(A, B, C, E, *, stream=None):
         mod = _module(file)
         tensors = {arg: (user[how[1]] if how[0] == 'user' else results[how[1]][how[2]])
                    for arg, how in feeds.items()}
-        tensors.update({a['name']: None for a in mod.SPEC['args'] if a['output']})
-        out = mod.call(mod.SPEC, mod.HERE, tensors, stream=stream, scalars=[numbers[x] for x in scalars])
+        # the loop's own function: it checks its tensors, computes its knobs (exp2_scale) and allocates its outputs
+        out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, stream=stream)
         names = [a['name'] for a in mod.SPEC['args'] if a['output']]
         results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))
     found = [results[loop][name] for _, loop, name in OUTPUTS]
