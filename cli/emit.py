@@ -25,7 +25,8 @@ from .main import main
                    "serialization against the model (and solve again where they disagree); also TWILL_PTXAS_LOOP=0")
 @click.option("--ctas-per-sm", "ctas", type=click.IntRange(min=1),
               help="run up to this many CTAs of the kernel per SM, as many as the roles' registers and shared "
-                   "memory fit (docs/emit-cuda.md) [default: 1, one CTA with the whole register file]")
+                   "memory fit (docs/emit-cuda.md) [default: 2 where one computing warpgroup does more than mmas and "
+                   "fits the 128 registers two CTAs get, else 1]")
 @click.option("--tile-copies/--no-tile-copies", "copies", default=None,
               help="a persistent GEMM-like kernel runs two warpgroups of its computing role, taking the CTA's "
                    "tiles in turn, so one's epilogue overlaps the other's main loop, where registers and shared "

@@ -46,7 +46,7 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # last row tile and column tile (R = 1000, N = 5000: sums and a clipped store take TMA's zero fill);
          # LayerNorm's variance loop subtracts the mean from the zero fill (`tl.where(cols < N, x - mean, 0.)`): whole
          # column tiles (N = 5120) run, its default N = 5000 must be refused by the binding
-         "rmsnorm_fwd": [None, {"R": 1000, "N": 5000}],
+         "rmsnorm_fwd": [None, {"R": 1000, "N": 5000}, {"R": 16384, "N": 4096}],
          # batch 7, the online pair (a running max and the sum it rescales, [BLOCK] carries folded into [64] row
          # carries): the default (whole tiles), a partial last row tile, then N = 5000, which the normalizing
          # loop's binding must refuse (its -inf fill is masked on sm_90a only where a rowmax and exp2 read it)

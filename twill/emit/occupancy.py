@@ -103,6 +103,30 @@ def ctas_per_sm(model: KernelModel, smem: int) -> tuple[int, list[int] | None]:
     return 1, None
 
 
+def default_limit(model: KernelModel) -> int:
+    """The CTAs per SM emit-cuda allows when none is asked for (`ctas_per_sm=None`): 2 where the loop's
+    computing roles are one warpgroup whose ops are not all mmas (an attention of 64-row tiles: while that
+    warpgroup runs its row max, exp2 and sums, the tensor core waits, unless a second CTA's warpgroup has
+    its mmas ready), and that warpgroup's counted registers are within a granule of what 2 CTAs are
+    launched with (ptxas compiles every instruction within the launch count, 128, whatever `setmaxnreg`
+    gives later; the model counts about a granule over ptxas: attn_lse 136, ptxas 128 and no spill,
+    where attn_two_pass's second loop, counted 232, spilled 40 bytes); else 1. A warpgroup of mmas
+    alone keeps the tensor core fed through wgmma's own queue, and GEMMs ran fastest at one CTA with a
+    ring 4 deep (docs/triton-results.md). The rule above still decides whether 2 fit. Measured on an
+    H100 (docs/triton-results.md, session 31): attn_lse (64-row tiles, D = 64) 0.74x -> 1.01x Triton's
+    kernel time; the 128-row attentions do not fit 2."""
+    opcode = {op.name: op.opcode for op in model.graph.ops}
+    computing = {o: r for r in model.roles for o in r.ops if opcode.get(o, "load") != "load"}
+    groups = {r.first_warp // 4 for r in computing.values()}
+    kinds = {opcode[o] for o in computing}
+    if len(groups) != 1 or "mma" not in kinds or kinds == {"mma"}:
+        return 1
+    needs = warpgroup_needs(model)
+    lim = model.machine.limits
+    launch = launch_registers(lim, model.threads, 2)
+    return 2 if needs is not None and needs[groups.pop()] <= launch + lim.register_granule else 1
+
+
 def with_occupancy(model: KernelModel) -> KernelModel:
     """`model` with its CTAs per SM (and the warpgroups' budgets at that many) by the rule."""
     from .program import Program

@@ -860,6 +860,7 @@ static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step"
 constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr bool kPartialM = true;  // Problem::m_extent may end inside a tile
 constexpr bool kPartialN = true;  // Problem::n_extent may end inside a tile
+constexpr int kCtasPerSm = 2;  // CTAs an SM runs at once: the roles' registers and shared memory fit 2 (occupancy.py)
 constexpr int kSmemModel = 24576;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -874,6 +875,7 @@ struct Smem {
 };
 static_assert(sizeof(Smem) <= 66560, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
+static_assert(kCtasPerSm * (sizeof(Smem) + 1024 + 1024) <= 233472, "kCtasPerSm CTAs' shared memory (each with its alignment and the system's 1024 bytes) exceeds the SM's 233472");
 
 // ---- kernel parameters ----------------------------------------------------------------------
 struct Args {
@@ -1152,7 +1154,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
 // (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
 // kernel<..., true> masks a partial last tile (kMasks, launch()).
 template <bool kTiles, bool kTail>
-__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_o, const Args args) {
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_o, const Args args) {
   // Smem at the start of the dynamic shared memory, which the declaration aligns to 1024 bytes (the
   // 128-byte swizzle's period; thread 0 checks it below). Through the array itself, not its address
   // as an integer rounded up, the compiler keeps the address space: every access through sm is an
@@ -1416,7 +1418,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (tiles) {
     int sms = 0;
     if ((err = sm_count(device, &sms)) != cudaSuccess) return err;
-    grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
+    grid = sms * kCtasPerSm < grid ? sms * kCtasPerSm : grid;  // kCtasPerSm CTAs per SM (occupancy.py)
   }
   entry<<<grid, kThreads, smem, stream>>>(tm_q, tm_k, tm_v, tm_out_o, args);
   err = cudaGetLastError();
