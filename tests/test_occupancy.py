@@ -92,3 +92,27 @@ def test_a_two_cta_kernel_compiles_at_half_the_registers(tmp_path):
     rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"])
     assert rc == 0, err[-2000:]
     assert re.search(r"Used 128 registers", err) and "spill stores" not in err.replace("0 bytes spill stores", "")
+
+
+def test_two_ctas_by_default_for_one_warpgroup_of_softmax_that_fits_their_launch():
+    """occupancy.default_limit: attn_lse's one 64-row warpgroup (mmas, row max, exp2, sums; counted 136
+    registers) runs two CTAs unasked; the 128-row attention of two warpgroups, a plain GEMM's mma-only
+    warpgroups and attn_two_pass's second loop (one warpgroup counted 232: it spilled at two) keep one;
+    asking for one gives one."""
+    from twill.emit.occupancy import default_limit
+    from twill.sequence import load_sequence_schedule
+    from twill.ttgir import load_ttgir
+    data = Path(__file__).parent / "data"
+    machine = load_machine("h200")
+    lse, _ = load_ttgir(data / "ttgir" / "heldout5" / "t36" / "prepipe" / "attn_lse_sm90.ttgir", split_rows="auto")
+    schedule = solve(lse, machine, SolveOptions(time_limit=60))
+    model = build_model(schedule, machine)
+    assert default_limit(model) == 2 and model.ctas_per_sm == 2
+    assert build_model(schedule, machine, ctas_per_sm=1).ctas_per_sm == 1
+    for loop in load_sequence_schedule(data / "seq" / "attn_two_pass_sm90.h200.json").schedules:
+        assert default_limit(build_model(loop, machine)) == 1, loop.kernel
+    gqa, _ = load_ttgir(data / "ttgir" / "attn_gqa_fwd_sm90.ttgir", split_rows="auto")
+    assert default_limit(build_model(solve(gqa, machine, SolveOptions(time_limit=60)), machine)) == 1
+    gemm = Path(__file__).parent.parent / "examples" / "gemm_hopper.tir"
+    g = parse_tir(gemm.read_text(), str(gemm))
+    assert default_limit(build_model(solve(g, machine, SolveOptions(time_limit=60)), machine)) == 1
