@@ -232,11 +232,12 @@ HEURISTIC = True
 HEURISTIC_SECONDS = 3.0  # at most, and at most HINT_SHARE of the time left
 
 
-def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline) -> Status:
-    """SAT with the encoding's model at joint_greedy's schedule, or TIMEOUT (nothing learnt)."""
+def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline, floor: int = 0) -> Status:
+    """SAT with the encoding's model at joint_greedy's schedule (its least L found, down to `floor`, a
+    proven bound), or TIMEOUT (nothing learnt)."""
     from .joint_greedy import joint_heuristic
     left = HEURISTIC_SECONDS if deadline is None else min(HEURISTIC_SECONDS, HINT_SHARE * (deadline - time.monotonic()))
-    found = joint_heuristic(p, enc.lo, lmax, enc.slots, time.monotonic() + left)
+    found = joint_heuristic(p, enc.lo, lmax, enc.slots, time.monotonic() + left, floor=floor)
     if found is None:
         return Status.TIMEOUT
     start, roles, _, length = found
@@ -264,7 +265,8 @@ def _fallback(p: Problem, first_ii: int, swp_length: int, extra_copies: int, slo
     def at(ii):
         if time.monotonic() >= end:
             return None
-        found = joint_heuristic(p, ii, window(p, ii, swp_length, extra_copies), slots, end, propose=False)
+        lmax = window(p, ii, swp_length, extra_copies)
+        found = joint_heuristic(p, ii, lmax, slots, end, propose=False, floor=lmax)  # the first found
         if found is None:
             return None
         start, roles, warps, length = found
@@ -463,7 +465,7 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
         if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
-        elif whole == Status.SAT and HEURISTIC and _heuristic_model(enc, p, lmax, deadline) == Status.SAT:
+        elif whole == Status.SAT and HEURISTIC and _heuristic_model(enc, p, lmax, deadline, lb) == Status.SAT:
             status, below = Status.SAT, lb - 1
         elif ii == first_ii and HEURISTIC and deadline is not None and spare is not None:
             # the plain ascent, less the time kept for `_fallback` where it ends with nothing
