@@ -239,7 +239,9 @@ def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline, floor:
     is then proven least at once, before any role hint's ascent)."""
     from .joint_greedy import joint_heuristic
     left = seconds if deadline is None else min(seconds, HINT_SHARE * (deadline - time.monotonic()))
-    found = joint_heuristic(p, enc.lo, lmax, enc.slots, time.monotonic() + left, floor=floor)
+    near = floor + floor * FLOOR_FIRST_NEAR // 100 if at_floor else None
+    found = joint_heuristic(p, enc.lo, lmax, enc.slots, time.monotonic() + left, propose=not at_floor, floor=floor,
+                            near=near)
     if found is None or (at_floor and found[3] > floor):
         return Status.TIMEOUT
     start, roles, _, length = found
@@ -252,6 +254,7 @@ def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline, floor:
 # hints' ascents took 8 s of a pass before the heuristic's schedule at the floor (docs/benchmarks.md, log,
 # session 35).
 FLOOR_FIRST_SECONDS = 1.0
+FLOOR_FIRST_NEAR = 2  # percent above the floor: the partitions repaired there (joint_heuristic's `near`)
 
 
 # The time kept from the plain ascent at the SWP bound for the search of a quick joint schedule above it

@@ -202,12 +202,14 @@ def _proposed(p: Problem, deadline, failed: list):
 
 
 def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float | None = None, propose: bool = True,
-                    floor: int = 0):
+                    floor: int = 0, near: int | None = None):
     """(starts, roles, role warps, L) of the least L that verify accepts at `ii` within L <= lmax, or None
     (also where `deadline`, time.monotonic() seconds, comes first with nothing found): the fixed
     partitions' list schedules, then `repair` from each of them (least score first), then (with
     `propose`, only where nothing was found) the register relaxation's partitions. Stops at once where
-    a schedule's L is `floor` (a proven lower bound: nothing shorter exists)."""
+    a schedule's L is `floor` (a proven lower bound: nothing shorter exists). With `near`, only partitions
+    whose list schedule (before the repair) ends by `near` are repaired (the repair moves ops between roles,
+    which seldom shortens a schedule much: a quick look for one at the floor)."""
     from .joint import JointResult, handoff_violations
     height = heights(p, ii)
     if height is None or p.option("groups", ()):
@@ -255,7 +257,7 @@ def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float 
                 score = _assess(p, ii, start, roles, warps)[0]
                 least = score if least is None or score < least else least
             heavy = _heavy(p, result, bad) if heavy is None else heavy
-        if least is not None:
+        if least is not None and (near is None or least[2] <= near):
             starting.append((least, len(starting), roles))
         failed.append((_blocks(names, roles), heavy or []))
         return False
