@@ -70,8 +70,8 @@ def test_solve_from_the_heuristic_gives_the_same_file(monkeypatch, n, seed, regs
     used = []
     plain = joint._heuristic_model
 
-    def counted(*args):
-        status = plain(*args)
+    def counted(*args, **kw):
+        status = plain(*args, **kw)
         used.append(status)
         return status
 
@@ -112,3 +112,71 @@ def test_time_limit_returns_the_quick_schedule_above_the_bound(monkeypatch):
     s = caught.value.schedule
     assert s is not None and s.stage == "joint" and not s.optimal and s.ii > first["ii"]
     assert verify(s, graph, machine) == []
+
+
+REPAIR_CASES = [(8, 3, 64), (10, 2, 128), (11, 4, 96), (12, 6, 96), (14, 7, 128)]
+
+
+def test_register_repair_finds_schedules_the_partitions_do_not():
+    """Where a fixed partition's list schedules fail verify (registers, here with budgets of 64-128),
+    `repair` (ops moved off the heavy role) finds schedules: each one verify accepts and the exact
+    encoding accepts with its starts and roles pinned."""
+    from twill.ims import heights
+    from twill import joint_greedy as G
+    machine = load_machine("h100")
+    repaired = 0
+    for n, seed, regs in REPAIR_CASES:
+        graph = _random(n, seed)
+        p = problem_for(graph, machine, SolveOptions(cache=False, registers=regs).model)[0]
+        swp = modulo_schedule(p, None, None, earliest=False)
+        ii, names = swp.ii, [t.name for t in p.tasks]
+        lmax = joint.window(p, ii, swp.length)
+        with JointEncoding(p, ii, lmax) as enc:
+            orders = ((G._order(p, heights(p, ii)), False), (G._tight_order(p), True))
+            for key in G.partitions(p, orders[0][0], enc.slots):
+                numbered = G._slots(p, key, enc.slots)
+                if numbered is None:
+                    continue
+                roles, warps = numbered
+                plain = [G.list_schedule(p, ii, ops, roles, in_order) for ops, in_order in orders]
+                if any(s is not None and G._assess(p, ii, s, roles, warps)[0][:2] == (0, 0) for s in plain):
+                    continue
+                got = G.repair(p, ii, lmax, enc.slots, roles, orders)
+                if got is None:
+                    continue
+                start, moved, moved_warps, length = got
+                result = joint.JointResult(ii, length, tuple((v, start[v]) for v in names),
+                                           tuple((v, moved[v]) for v in names), tuple(sorted(moved_warps.items())),
+                                           False, False, ())
+                assert joint.handoff_violations(p, result) == [], (n, seed, regs)
+                assert enc.check(None, {"L": length}, roles=moved, starts=start) == Status.SAT, (n, seed, regs)
+                repaired += 1
+    assert repaired >= 10, repaired
+
+
+@pytest.mark.parametrize("n,seed,regs", [(11, 4, 96), (14, 7, 128)])
+def test_least_length_by_the_heuristic_is_the_exact_answer(monkeypatch, n, seed, regs):
+    """The heuristic's least L (down to the proven floor) as the first model: the solve's I and L are
+    the exact search's without the heuristic (role hints off both ways, so the first model is the
+    heuristic's), and the files are the same."""
+    machine = load_machine("h100")
+    graph = _random(n, seed)
+    options = SolveOptions(cache=False, registers=regs, time_limit=60)
+    monkeypatch.setattr(joint, "role_hints", lambda p, slots: [])
+    lengths = []
+    plain = joint._heuristic_model
+
+    def counted(enc, p, lmax, deadline, floor=0, **kw):
+        status = plain(enc, p, lmax, deadline, floor, **kw)
+        lengths.append((enc.makespan() if status == Status.SAT else None, floor))
+        return status
+
+    monkeypatch.setattr(joint, "_heuristic_model", counted)
+    files = []
+    for on in (True, False):
+        monkeypatch.setattr(joint, "HEURISTIC", on)
+        s = solve(graph, machine, options)
+        assert verify(s, graph, machine) == [] and s.optimal
+        files.append(s.to_json())
+    assert files[0] == files[1]
+    assert lengths and lengths[0][0] is not None  # the heuristic's schedule was the first model

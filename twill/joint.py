@@ -232,16 +232,29 @@ HEURISTIC = True
 HEURISTIC_SECONDS = 3.0  # at most, and at most HINT_SHARE of the time left
 
 
-def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline) -> Status:
-    """SAT with the encoding's model at joint_greedy's schedule, or TIMEOUT (nothing learnt)."""
+def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline, floor: int = 0, at_floor: bool = False,
+                     seconds: float = HEURISTIC_SECONDS) -> Status:
+    """SAT with the encoding's model at joint_greedy's schedule (its least L found, down to `floor`, a
+    proven bound), or TIMEOUT (nothing learnt). With `at_floor`, only a schedule at the floor counts (L
+    is then proven least at once, before any role hint's ascent)."""
     from .joint_greedy import joint_heuristic
-    left = HEURISTIC_SECONDS if deadline is None else min(HEURISTIC_SECONDS, HINT_SHARE * (deadline - time.monotonic()))
-    found = joint_heuristic(p, enc.lo, lmax, enc.slots, time.monotonic() + left)
-    if found is None:
+    left = seconds if deadline is None else min(seconds, HINT_SHARE * (deadline - time.monotonic()))
+    near = floor + floor * FLOOR_FIRST_NEAR // 100 if at_floor else None
+    found = joint_heuristic(p, enc.lo, lmax, enc.slots, time.monotonic() + left, propose=not at_floor, floor=floor,
+                            near=near)
+    if found is None or (at_floor and found[3] > floor):
         return Status.TIMEOUT
     start, roles, _, length = found
     status = enc.check(deadline, {"L": length}, roles=roles, starts=start)
     return Status.SAT if status == Status.SAT else Status.TIMEOUT
+
+
+# Before the role hints' ascents at the SWP bound: the heuristic for at most this long, kept only where its
+# schedule's L is the proven floor (then no ascent is needed). On the corpus' random_n32_s7 (h200) the
+# hints' ascents took 8 s of a pass before the heuristic's schedule at the floor (docs/benchmarks.md, log,
+# session 35).
+FLOOR_FIRST_SECONDS = 1.0
+FLOOR_FIRST_NEAR = 2  # percent above the floor: the partitions repaired there (joint_heuristic's `near`)
 
 
 # The time kept from the plain ascent at the SWP bound for the search of a quick joint schedule above it
@@ -264,7 +277,8 @@ def _fallback(p: Problem, first_ii: int, swp_length: int, extra_copies: int, slo
     def at(ii):
         if time.monotonic() >= end:
             return None
-        found = joint_heuristic(p, ii, window(p, ii, swp_length, extra_copies), slots, end, propose=False)
+        lmax = window(p, ii, swp_length, extra_copies)
+        found = joint_heuristic(p, ii, lmax, slots, end, propose=False, floor=lmax)  # the first found
         if found is None:
             return None
         start, roles, warps, length = found
@@ -461,9 +475,12 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         lb = length_floor(p, stage1_floor(swp_length, swp_floor) if ii == first_ii else 0)
         cuts: list = []
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
-        if whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
+        if (whole == Status.SAT and HEURISTIC
+                and _heuristic_model(enc, p, lmax, deadline, lb, at_floor=True, seconds=FLOOR_FIRST_SECONDS) == Status.SAT):
+            status, below = Status.SAT, lb - 1
+        elif whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
-        elif whole == Status.SAT and HEURISTIC and _heuristic_model(enc, p, lmax, deadline) == Status.SAT:
+        elif whole == Status.SAT and HEURISTIC and _heuristic_model(enc, p, lmax, deadline, lb) == Status.SAT:
             status, below = Status.SAT, lb - 1
         elif ii == first_ii and HEURISTIC and deadline is not None and spare is not None:
             # the plain ascent, less the time kept for `_fallback` where it ends with nothing

@@ -16,20 +16,29 @@ sequence: few values live at once); each op at the first start from its earliest
 delay included, at which its occupancy fits the modulo reservation table and no blocking op of its
 role waits on one in progress (verify.check_blocking's rule, both ways). The first schedule that
 `verify` accepts (every family, the registers and memory included, at the budgets the joint stage
-gives) within the window is the answer.
+gives) within the window is a candidate. Where a fixed partition's schedules fail, `repair` moves one op
+(with the ops pinned to it) at a time from a role over its registers to another role or a new one: of the
+ops holding registers at that role's peak cycle, the move whose list schedule has the fewest registers
+over the limit (`_assess`), while that improves. The answer is the least L found; the search stops at
+once at `floor` (the joint stage's proven lower bound on L: that schedule's I and L are then optimal).
 
 Measured (docs/benchmarks.md, log, session 34): on the corpus' random_n32_s7 (h200) one at the SWP
 bound in 0.13 s; on the larger random DAGs none at the bound, every partition's list schedule over the
 registers (a role at 416-544 registers per thread against 255 on random_n40_s8) or shared memory.
+With the repair (session 35): random_n32_s7 at its floor (I 564, L 485) in 0.7 s, random_n40_s8 at its
+floor (I 554, L 614) in 2.8 s; still none on random_n48 and up, where the register file itself overflows
+(a list schedule that starts every ready op at once: holding ops back is what is missing).
 """
 from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import replace
 
 from .ims import heights
 from .greedy import _Table
-from .liveness import always_blocking, busy
+from .liveness import (always_blocking, busy, imports, live_intervals, read_bytes, regs_per_thread, scratch,
+                       streamed_with, tmem_reads)
 from .problem import Problem
 from .schedule import Schedule
 
@@ -192,30 +201,47 @@ def _proposed(p: Problem, deadline, failed: list):
         yield {v: i for i, b in enumerate(blocks) for v in b}
 
 
-def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float | None = None, propose: bool = True):
-    """(starts, roles, role warps, L) of the first partition whose list schedule verifies at `ii` within
-    L <= lmax, or None (also where `deadline`, time.monotonic() seconds, comes first). With `propose`
-    off, only the fixed partitions (not the register relaxation's)."""
+def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float | None = None, propose: bool = True,
+                    floor: int = 0, near: int | None = None):
+    """(starts, roles, role warps, L) of the least L that verify accepts at `ii` within L <= lmax, or None
+    (also where `deadline`, time.monotonic() seconds, comes first with nothing found): the fixed
+    partitions' list schedules, then `repair` from each of them (least score first), then (with
+    `propose`, only where nothing was found) the register relaxation's partitions. Stops at once where
+    a schedule's L is `floor` (a proven lower bound: nothing shorter exists). With `near`, only partitions
+    whose list schedule (before the repair) ends by `near` are repaired (the repair moves ops between roles,
+    which seldom shortens a schedule much: a quick look for one at the floor)."""
     from .joint import JointResult, handoff_violations
     height = heights(p, ii)
     if height is None or p.option("groups", ()):
         return None
     order, tight = _order(p, height), _tight_order(p)
+    orders = ((order, False), (tight, True))
     seen: list[dict[str, int]] = []
     failed: list = []
+    starting: list = []  # (score, i, roles): the fixed partitions, for `repair`
+    best = None
     names = [t.name for t in p.tasks]
-    proposed = _proposed(p, deadline, failed) if propose else ()
-    for key in itertools.chain(partitions(p, order, slots), proposed):
+
+    def better(found):
+        nonlocal best
+        if found is not None and (best is None or found[3] < best[3]):
+            best = found
+        return best is not None and best[3] <= floor
+
+    def out_of_time():
+        return deadline is not None and time.monotonic() >= deadline
+
+    def tried(key, repairable):
+        """The partition's list schedules offered to `better`; True once the floor is reached."""
         numbered = _slots(p, key, slots)
         if numbered is None or numbered[0] in seen:
             if numbered is None:
                 failed.append((_blocks(names, key), []))
-            continue
+            return False
         roles, warps = numbered
         seen.append(roles)
-        blocks = _blocks(names, roles)
-        heavy = None
-        for ops, in_order in ((order, False), (tight, True)):
+        heavy, least = None, None
+        for ops, in_order in orders:
             start = list_schedule(p, ii, ops, roles, in_order)
             length = None if start is None else max(start[t.name] + t.cycles for t in p.tasks)
             if length is None or length > lmax:
@@ -224,12 +250,38 @@ def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float 
                                  tuple((v, roles[v]) for v in names), tuple(sorted(warps.items())), False, False, ())
             bad = handoff_violations(p, result)
             if not bad:
-                return start, roles, warps, length
+                if better((start, roles, warps, length)):
+                    return True
+                continue
+            if repairable:
+                score = _assess(p, ii, start, roles, warps)[0]
+                least = score if least is None or score < least else least
             heavy = _heavy(p, result, bad) if heavy is None else heavy
-        failed.append((blocks, heavy or []))
+        if least is not None and (near is None or least[2] <= near):
+            starting.append((least, len(starting), roles))
+        failed.append((_blocks(names, roles), heavy or []))
+        return False
+
+    for key in partitions(p, order, slots):
+        if tried(key, True) or out_of_time():
+            return best
+    if _repaired(p, ii, lmax, slots, starting, orders, deadline, better) or best is not None or not propose:
+        return best
+    for key in _proposed(p, deadline, failed):
+        if tried(key, False) or best is not None or out_of_time():
+            return best
+    return best
+
+
+def _repaired(p, ii, lmax, slots, starting, orders, deadline, better) -> bool:
+    """`repair` from each partition of `starting` ((score, index, roles)), least score first, each answer
+    offered to `better`; True once `better` says the floor is reached."""
+    for _, _, roles in sorted(starting, key=lambda x: x[:2]):
         if deadline is not None and time.monotonic() >= deadline:
-            return None
-    return None
+            return False
+        if better(repair(p, ii, lmax, slots, roles, orders, deadline)):
+            return True
+    return False
 
 
 def _blocks(names: list[str], key: dict) -> list[tuple[str, ...]]:
@@ -248,3 +300,147 @@ def _heavy(p: Problem, result, bad: list[str]) -> list[tuple[str, ...]]:
                     optimal=False, ops=())
     s = schedule_of(p, result, base)
     return [r.ops for r in s.roles if r.name in named]
+
+
+# -- register repair: ops moved off a role whose registers do not fit -------------------------------
+
+REPAIR_STEPS = 12  # moves at most, per starting partition
+REPAIR_CANDIDATES = 8  # ops tried per move: the largest holders at the heavy role's peak cycle
+
+
+def _ring(begin: int, end: int, ii: int):
+    """liveness.instances_live at every steady-state cycle at once (a numpy array of `ii`)."""
+    import numpy as np
+    out = np.zeros(ii, dtype=np.int64)
+    if end <= begin:
+        return out
+    full, rem = divmod(end - begin, ii)
+    out += full
+    first = begin % ii
+    out[first:first + rem] += 1
+    if first + rem > ii:
+        out[:first + rem - ii] += 1
+    return out
+
+
+def _role_need(s: Schedule, p: Problem, role, lives, loaded) -> tuple[int, list[tuple[int, str]]]:
+    """liveness.role_register_use's peak on `role` (registers per thread), and (registers, op) for the
+    ops of the role holding registers at that cycle: the same sums, by whole arrays."""
+    import numpy as np
+    lim, ii = p.limits, s.ii
+    ops = s.by_name
+    held: list[tuple[str, int, int, int]] = []  # (op of the role it counts for, begin, end, registers)
+    for v in role.ops:
+        task = p.task[v]
+        if v in lives and task.space == "reg":
+            held.append((v, lives[v][3], lives[v][1], regs_per_thread(task.register_bytes, role.warps)))
+    for v, c in loaded:
+        if ops[c].role != role.name or (ops[v].role == role.name and p.task[v].space == "reg"):
+            continue
+        others = streamed_with(p, v, c) if p.task[v].space == "reg" else None
+        if others is not None and not any(ops[o].role == role.name for o in others):
+            continue
+        held.append((c, ops[c].start, ops[c].start + max(p.task[c].cycles, 1),
+                     regs_per_thread(read_bytes(p, v, c), role.warps)))
+    for c, k in scratch(p):
+        if ops[c].role == role.name:
+            held.append((c, ops[c].start, ops[c].start + max(p.task[c].cycles, 1), k))
+    inputs = sum(regs_per_thread(nbytes, role.warps) for v, nbytes, readers in p.register_inputs
+                 if any(ops[c].role == role.name for c in readers))
+    if not held:
+        return (lim.register_reserve + inputs if inputs else lim.min_registers), []
+    rings = [_ring(b, e, ii) * k for _, b, e, k in held]
+    use = np.sum(rings, axis=0)
+    t = int(np.argmax(use))
+    return lim.register_reserve + inputs + int(use[t]), [(int(r[t]), v) for r, (v, _, _, _) in zip(rings, held) if r[t]]
+
+
+def _assess(p: Problem, ii: int, start: dict[str, int], roles: dict[str, int], warps: dict[int, int]):
+    """(score, the ops worth moving) of a list schedule: the score orders (violations other than the
+    registers, registers per thread over the limit summed over the roles plus the register file's excess
+    in per-thread units, L); the ops are those holding registers at a heavy role's peak cycle, largest
+    first. A score of (0, 0, L) is one verify accepts (verify is still what decides)."""
+    from .joint import JointResult, schedule_of
+    from .registers import grow_budgets, register_file
+    from .schedule import Role
+    from .verify import FAMILIES
+    names = [t.name for t in p.tasks]
+    length = max(start[t.name] + t.cycles for t in p.tasks)
+    result = JointResult(ii, length, tuple((v, start[v]) for v in names), tuple((v, roles[v]) for v in names),
+                         tuple(sorted(warps.items())), False, False, ())
+    base = Schedule(kernel=p.kernel, machine=p.machine, arch="", stage="joint", ii=ii, length=length,
+                    optimal=False, ops=())
+    s = schedule_of(p, result, base)
+    lim = p.limits
+    lives, loaded = live_intervals(s, p), imports(p) + tmem_reads(p)
+    over, movable, needs = 0, [], []
+    for r in s.roles:
+        need, at_peak = _role_need(s, p, r, lives, loaded)
+        needs.append((r.warps, need, not all(p.task[o].variable_latency for o in r.ops)))
+        if need > lim.registers_per_thread:
+            over += need - lim.registers_per_thread
+            movable += [(-k, v) for k, v in at_peak if not p.task[v].variable_latency]
+    g = lim.register_granule
+    used, pool = register_file(lim, [(w, -(-n // g) * g) for w, n, _ in needs])
+    over += max(0, used - pool) // (32 * lim.warp_group)
+    s = replace(s, roles=tuple(Role(r.name, r.warps, b, r.ops) for r, b in zip(s.roles, grow_budgets(lim, needs))))
+    other = sum(1 for family, check in FAMILIES.items() if family != "registers" for _ in check(s, p))
+    ops = list(dict.fromkeys(v for _, v in sorted(movable)))[:REPAIR_CANDIDATES]
+    return (other, over, length), ops
+
+
+def _units(p: Problem) -> dict[str, tuple[str, ...]]:
+    """Each op's unit of moving: the ops joined to it by pinned edges (one role always)."""
+    key = _joined(p, {t.name: t.name for t in p.tasks})
+    return {t.name: tuple(u.name for u in p.tasks if key[u.name] == key[t.name]) for t in p.tasks}
+
+
+def repair(p: Problem, ii: int, lmax: int, slots: int, roles: dict[str, int], orders, deadline=None):
+    """From `roles`, moves of one op (with the ops pinned to it) to another role or a new one, the move
+    whose best list schedule (over `orders`: (ops, in_order) pairs) scores least (`_assess`) each step,
+    while the score improves; (starts, roles, warps, L) once verify accepts one within `lmax`, else None.
+    A greedy local search over partitions with verify as the judge: it proves nothing."""
+    units = _units(p)
+
+    def best_of(key):
+        numbered = _slots(p, key, slots)
+        if numbered is None:
+            return None
+        rl, warps = numbered
+        found = None
+        for ops, in_order in orders:
+            start = list_schedule(p, ii, ops, rl, in_order)
+            if start is None:
+                continue
+            score, movable = _assess(p, ii, start, rl, warps)
+            if found is None or score < found[0]:
+                found = (score, movable, start, rl, warps)
+        return found
+
+    current = best_of(roles)
+    if current is None:
+        return None
+    for _ in range(REPAIR_STEPS):
+        score, movable, start, rl, warps = current
+        if score[:2] == (0, 0) and score[2] <= lmax:
+            return start, rl, warps, score[2]
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        targets = sorted(set(rl.values()) - {rl[v] for v in rl if p.task[v].variable_latency})
+        step = None
+        for v in movable:
+            for target in targets + [max(rl.values()) + 1]:
+                if target == rl[v]:
+                    continue
+                key = dict(rl)
+                for u in units[v]:
+                    key[u] = target
+                found = best_of(key)
+                if found is not None and found[0] < score and (step is None or found[0] < step[0]):
+                    step = found
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        if step is None:
+            return None
+        current = step
+    return None
