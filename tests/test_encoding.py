@@ -18,7 +18,7 @@ from twill.machine import load_machine
 from twill.modulo import modulo_schedule
 from twill.pipeline import SolveOptions, build_problem
 
-from conftest import ROOT
+from conftest import ROOT, as_from_a_terminal
 
 EX = ROOT / "examples"
 
@@ -101,7 +101,7 @@ def test_explain_honours_the_time_limit():
 @pytest.mark.parametrize("delay", [1.5, 3.0])
 def test_ctrl_c_stops_explain_at_once(delay):
     proc = subprocess.Popen(TWILL + ["explain", str(EX / "attention_fwd_simple.tir"), "--gpu", "b200"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
     time.sleep(delay)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)

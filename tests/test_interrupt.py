@@ -7,18 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import as_from_a_terminal
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "attention_fwd_hopper.tir"
 
-
-def _as_from_a_terminal():
-    """The child's signals as a command started from a terminal has them: SIGINT and SIGTERM at their
-    default and not blocked. A process inherits both from its parent, and a test runner's worker may hold
-    either otherwise. (In one run of the suite on loaded cores, session 31, SIGINT had no effect on two
-    children of one worker: a solve ran to its end, exit 0, with the Ctrl-C sent at 0.2 s, and another ran
-    past the 120 s wait. What the worker held was not found; children started so did not fail again.)"""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def test_ctrl_c_leaves_the_previous_file_untouched(tmp_path):
@@ -27,7 +19,7 @@ def test_ctrl_c_leaves_the_previous_file_untouched(tmp_path):
     cmd = [sys.executable, "-c", "from twill_cli.main import main; main()", "solve", str(EXAMPLE), "--gpu", "h100",
            "--warps", "8", "--no-cache", "-o", str(out)]  # a search of minutes
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_as_from_a_terminal)
+                            preexec_fn=as_from_a_terminal)
     time.sleep(2.0)  # well inside the search
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
@@ -61,7 +53,7 @@ def test_ctrl_c_at_any_moment_of_a_run_exits_130(tmp_path):
            str(EXAMPLE.parent / "attention_fwd_simple.tir"), "--gpu", "b200", "--no-cache", "-o", str(out)]
     for delay in (0.2, 0.35, 0.5, 0.65, 0.8, 1.5):  # (the solve takes about 4 s: its escalation past I0)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_as_from_a_terminal)
+                            preexec_fn=as_from_a_terminal)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
@@ -81,7 +73,7 @@ def test_ctrl_c_while_or_tools_loads_is_an_interrupt_not_an_import_error():
     endings = []
     for k in range(16):
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                preexec_fn=_as_from_a_terminal,
+                                preexec_fn=as_from_a_terminal,
                                 text=True)
         time.sleep(whole * (0.3 + 0.05 * k))
         proc.send_signal(signal.SIGINT)

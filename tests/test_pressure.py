@@ -22,6 +22,7 @@ from twill.verify import _problem
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 import corpus  # noqa: E402  (bench/corpus.py: random layered DAGs and the attention families)
+from conftest import as_from_a_terminal
 
 
 def _pinned(schedule, graph, machine) -> bool:
@@ -118,4 +119,5 @@ def test_ctrl_c_after_a_cp_sat_solve_still_raises():
             "except KeyboardInterrupt:\n"
             "    raise SystemExit(7)\n")
     env = {**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'bench'}"}
-    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=60).returncode == 7
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=60,
+                          preexec_fn=as_from_a_terminal).returncode == 7

@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from twill_cli.main import main
+from conftest import as_from_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -442,7 +443,7 @@ def _big_graph(n: int) -> str:
 def _run(args, tmpdir, **kw):
     env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-c", ENTRY, *map(str, args)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal, **kw)
 
 
 @pytest.mark.slow

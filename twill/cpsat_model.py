@@ -32,14 +32,27 @@ def ortools_cp_model():
     import alone takes over a second).
 
     A Ctrl-C that lands while its extension modules initialise comes out of the import as
-    `ImportError: initialization failed`, not as a KeyboardInterrupt. So the signals wait until the
-    import is done, and are delivered (as the KeyboardInterrupt they are) right after it."""
+    `ImportError: initialization failed`, not as a KeyboardInterrupt. So while the main thread imports it,
+    SIGINT and SIGTERM are only noted (blocking them would not do: another thread, a deadline's timer,
+    takes a signal its thread does not block, and the import still sees it), and the first one noted is
+    handed to its own handler right after the import (a KeyboardInterrupt, the CLI's Terminated)."""
     import signal
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        from ortools.sat.python import cp_model
+        return cp_model
+    noted: list[int] = []
+    held = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum))
+            for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         from ortools.sat.python import cp_model
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+    if noted and callable(held[noted[0]]):
+        held[noted[0]](noted[0], None)
+    elif noted and held[noted[0]] == signal.SIG_DFL:
+        signal.raise_signal(noted[0])
     return cp_model
 
 
