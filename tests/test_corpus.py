@@ -20,8 +20,9 @@ from twill.pipeline import SolveOptions, solve
 from twill.ttgir import load_ttgir
 
 DATA = Path(__file__).parent / "data" / "ttgir"
+# (heldout/biased_softmax_gemm_sm90 is left out for CI's time: test_emit compiles its golden kernel, h200)
 DUMPS = (sorted((DATA / "corpus" / "prepipe").glob("*.ttgir")) + sorted(DATA.glob("*.ttgir"))
-         + sorted((DATA / "heldout").glob("*.ttgir")))
+         + sorted(p for p in (DATA / "heldout").glob("*.ttgir") if p.stem != "biased_softmax_gemm_sm90"))
 
 # dump stem -> why it does not go through (the stage is in the message)
 KNOWN: dict[str, str] = {}
