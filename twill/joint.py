@@ -227,7 +227,7 @@ def _least_length_by_partitions(enc: JointEncoding, p: Problem, lo: int, deadlin
 # Where the role hints find no first schedule: a list-scheduled joint schedule (joint_greedy.py), its
 # starts and roles assumed in one check, the model the search for the least L starts from. On the
 # corpus' random_n32_s7 (h200, I0 = 564) it finds one in 0.13 s where Yices with the roles free answers
-# nothing in a minute (docs/benchmarks.md, log, session 34).
+# nothing in a minute (docs/benchmarks.md, log, session 31: solver34).
 HEURISTIC = True
 HEURISTIC_SECONDS = 3.0  # at most, and at most HINT_SHARE of the time left
 
@@ -252,7 +252,7 @@ def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline, floor:
 # Before the role hints' ascents at the SWP bound: the heuristic for at most this long, kept only where its
 # schedule's L is the proven floor (then no ascent is needed). On the corpus' random_n32_s7 (h200) the
 # hints' ascents took 8 s of a pass before the heuristic's schedule at the floor (docs/benchmarks.md, log,
-# session 35).
+# session 31: solver35).
 FLOOR_FIRST_SECONDS = 1.0
 FLOOR_FIRST_NEAR = 2  # percent above the floor: the partitions repaired there (joint_heuristic's `near`)
 

@@ -22,10 +22,10 @@ ops holding registers at that role's peak cycle, the move whose list schedule ha
 over the limit (`_assess`), while that improves. The answer is the least L found; the search stops at
 once at `floor` (the joint stage's proven lower bound on L: that schedule's I and L are then optimal).
 
-Measured (docs/benchmarks.md, log, session 34): on the corpus' random_n32_s7 (h200) one at the SWP
+Measured (docs/benchmarks.md, log, session 31: solver34): on the corpus' random_n32_s7 (h200) one at the SWP
 bound in 0.13 s; on the larger random DAGs none at the bound, every partition's list schedule over the
 registers (a role at 416-544 registers per thread against 255 on random_n40_s8) or shared memory.
-With the repair (session 35): random_n32_s7 at its floor (I 564, L 485) in 0.7 s, random_n40_s8 at its
+With the repair (session 31: solver35): random_n32_s7 at its floor (I 564, L 485) in 0.7 s, random_n40_s8 at its
 floor (I 554, L 614) in 2.8 s; still none on random_n48 and up, where the register file itself overflows
 (a list schedule that starts every ready op at once: holding ops back is what is missing).
 """
