@@ -543,6 +543,13 @@ def _scalar_type(m, name: str) -> str:
     return next(v.type.dtype for v in epilogue.launch_scalars(m.graph) if v.name == name)
 
 
+def knob_parameters(renderer) -> list[str]:
+    """The function's parameters that the graph's knobs are computed from (`knob exp2_scale = sm_scale *
+    1.44...`: sm_scale), in the parameters' order."""
+    g = renderer.m.graph
+    return [p.name for (n, _), p in zip(g.arguments, parameters(renderer)) if any(n in v.names for _, v in g.knobs)]
+
+
 def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     """K.py: the binding (see the module doc)."""
     m = renderer.m
@@ -569,7 +576,7 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     order = {p.scalar: p.name for p in params if p.scalar is not None}
     if order:
         passed += ", scalars=[" + ", ".join(order[v.name] for v in epilogue.launch_scalars(m.graph)) + "]"
-    knob_params = {p.name for (n, _), p in zip(m.graph.arguments, params) for _, v in m.graph.knobs if n in v.names}
+    knob_params = set(knob_parameters(renderer))
     split = _split_param(renderer) if m.graph.split else None
     if split:
         passed += f", split={split}"

@@ -25,23 +25,19 @@ def loop_path(kernel_path: str, loop: str) -> str:
 
 def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, object]], handovers) -> str:
     """The text of K.py: `loops` are (name, Renderer) in order; `handovers` the sequence's."""
-    from .binding import _scalar_spec, arguments, parameters, py_name
+    from .binding import _scalar_spec, arguments, knob_parameters, parameters, py_name
     path = Path(kernel_path)
     stem = path.name[:-3] if path.name.endswith(".cu") else path.name
     plan, params, outputs, taken, scalar_params = [], [], [], set(), []
     handed_out = {(h.source, h.carry) for h in handovers}
     out_name = {}  # (loop, carry) -> the loop binding's name of its output
     for name, renderer in loops:
-        # the numbers a loop takes at launch (RMSNorm's N and eps in L1's prologue): parameters of the sequence's
-        # binding too, by name, passed to each loop that takes them
-        # and the kernel's arguments its knobs are computed from (`knob exp2_scale = sm_scale * ...`): each loop
-        # is run through its own binding's function, which computes them, as (its parameter, the sequence's)
-        own = parameters(renderer)
-        by_scalar = {p.scalar: p.name for p in own if p.scalar is not None}
-        g = renderer.m.graph
-        knobbed = [p.name for (n, _), p in zip(g.arguments, own) if any(n in v.names for _, v in g.knobs)]
+        # the numbers a loop takes at launch (RMSNorm's N and eps in L1's prologue) and the kernel's arguments
+        # its knobs are computed from (`knob exp2_scale = sm_scale * ...`, which the loop's own function
+        # computes): parameters of the sequence's binding too, by name, as (the loop's parameter, the sequence's)
+        by_scalar = {p.scalar: p.name for p in parameters(renderer) if p.scalar is not None}
         scalars = [(by_scalar.get(x["name"], x["name"]), x["name"])
-                   for x in _scalar_spec(renderer).get("scalars", [])] + [(k, k) for k in knobbed]
+                   for x in _scalar_spec(renderer).get("scalars", [])] + [(k, k) for k in knob_parameters(renderer)]
         for _, x in scalars:
             if x not in params:
                 params.append(x)
