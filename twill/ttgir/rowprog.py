@@ -83,46 +83,33 @@ def applies(module: Module) -> MOp | None:
     return func if len(pids) == 1 else None
 
 
-def persistent_rows(module: Module) -> tuple[MOp, int] | None:
-    """(the loop, the row's tile) of a kernel of 1-D tiles whose one loop runs over rows from the program id
-    by the number of programs (the Triton tutorial's fused softmax, `tl.range(row_start, n_rows, row_step)`)."""
-    funcs = module.functions()
-    text = module.source.text
-    if len(funcs) != 1 or re.search(r"tensor<\d+x\d+x", text):
-        return None
-    ops = list(walk_ops(funcs[0].body()))
-    loops = [o for o in ops if o.name == "scf.for"]
-    if len(loops) != 1:
-        return None
-    defs = {r: o.name for o in ops for r in o.results}
-    m = re.search(r"scf\.for %[\w.$-]+ = %([\w.$-]+) to %[\w.$-]+ step %([\w.$-]+)",
-                  module.source.lines[loops[0].head.line - 1])
-    if m is None or defs.get(m.group(1)) != "tt.get_program_id" or defs.get(m.group(2)) != "tt.get_num_programs":
-        return None
-    block = re.search(r"tensor<(\d+)x", text)
-    return loops[0], int(block.group(1)) if block else 0
-
-
 def rows_per_program(module: Module) -> Module:
     """`module` rewritten to ROWS rows a program where it is a kernel of one row a program; else itself."""
     src = module.source
-    rows = persistent_rows(module)
-    if rows is not None:
-        raise src.error(
-            f"'scf.for' over the rows, from the program id by the number of programs (a persistent loop: the "
-            f"grid's loop), whose body reads each row whole in one [{rows[1]}] tile with no loop over its columns: "
-            "twill's kernels are loops over column tiles of 64 rows, and a row held whole in one tile is not "
-            "imported (it would be split into 128-column tiles: a loop for the row's max and sum, then one that "
-            "normalizes and stores)", rows[0].head,
-            "loop over the row's columns in BLOCK tiles, one row a program (docs/ttgir-import.md, section 8)")
-    func = applies(module)
-    if func is None:
-        return module
+    from .rowwhole import whole_rows
     try:
-        lines, where = Rewrite(src, func).run()
+        whole = whole_rows(module)
     except Refuse as exc:
         raise src.error(exc.message, exc.op.head,
+                        "docs/ttgir-import.md, section 8 (\"A row whole in one tile\") says what is imported") from None
+    inner = None
+    if whole is not None:  # a persistent loop over rows each whole in one tile: column loops (rowwhole.py)
+        module, inner = whole
+    func = applies(module)
+    if func is None:
+        return module if inner is None else _parse(src, module.source.lines, inner)
+    try:
+        lines, where = Rewrite(module.source, func).run()
+    except Refuse as exc:
+        head = exc.op.head
+        if inner is not None:
+            line, col = inner[head.line - 1]
+            head = replace(head, line=line, col=head.col if col is None else col)
+        raise src.error(exc.message, head,
                         "docs/ttgir-import.md, section 8 (\"One row a program\") says what is imported") from None
+    if inner is not None:
+        where = [(inner[line - 1][0], inner[line - 1][1] if inner[line - 1][1] is not None else col)
+                 if 0 < line <= len(inner) else (line, col) for line, col in where]
     return _parse(src, lines, where)
 
 

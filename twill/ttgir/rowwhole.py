@@ -1,0 +1,441 @@
+"""A persistent loop over rows, each row whole in one tile, as column loops of one row a program
+(docs/ttgir-import.md, section 8, "A row whole in one tile").
+
+The Triton tutorial's fused softmax runs `for row in tl.range(pid, n_rows, num_programs)` and holds each
+row in one [BLOCK] tile, BLOCK = next_power_of_2(n_cols), masked `cols < n_cols`: a few reductions of the
+row (its max, its sum of exponentials) and elementwise ops between them, then a store. twill's kernels are
+loops over column tiles of 64 rows, so the kernel is rewritten, as text, into the kernel of one row a
+program that computes the same, and rowprog.py goes on with that (64 rows a CTA, 128-column tiles):
+
+- the persistent loop is the grid's: its induction variable becomes the program id (one row a program;
+  the grid launches a program per row, 64 rows a CTA after rowprog.py) and the number of programs is dropped;
+- every tensor op of the row (a value of the row's columns, a splat, a load, a store) runs in a loop over
+  the row's columns `for off in range(0, n_cols, BLOCK)`, its column indices `off + arange(BLOCK)` and its
+  mask `cols < n_cols` unchanged: the loop's partial last tile, the bound of the mask the loop's extent;
+- a reduction of the row to a scalar (axis 0, a sum, max or min) is a scalar carry of such a loop, `acc =
+  OP(acc, reduce(t))` from OP's identity: the reduction of the whole row is the fold of the reductions of
+  its column tiles, OP being associative and commutative (the same multiset of elements in another order;
+  -inf, the masked elements' fill, is the max's identity and exp(-inf) = 0 the sum's);
+- the ops are placed in passes by the reductions they wait for: pass k computes the reductions whose row
+  values need the results of k earlier reductions (the softmax: its max in pass 0, its sum of exp(x - max)
+  in pass 1, the store of exp(x - max) / sum in pass 2), recomputing in each pass the row values it reads
+  from the loads (the row is read again from memory, once a pass); scalar ops run between the passes.
+
+The rewrite equals the kernel where the row fits its tile (n_cols <= BLOCK, as every launch of the
+tutorial's has it: BLOCK = next_power_of_2(n_cols)); with n_cols > BLOCK Triton's kernel reads the first
+BLOCK columns alone, the rewritten one the whole row.
+
+Refused (an error at the op): a loop over the rows with carries, ops after it, a reduction that is not a
+sum, max or min of f32 to a scalar, column tiles of several widths or masks of several bounds.
+"""
+from __future__ import annotations
+
+import re
+
+from .lexer import Source
+from .parser import Module, MOp, parse_module
+from .rowprog import COMBINERS, Refuse, attr_int, end_line, func_args, walk_ops
+
+SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
+
+
+def persistent_rows(module: Module) -> tuple[MOp, int] | None:
+    """(the loop, the row's tile) of a kernel of 1-D tiles whose one top-level loop runs over rows from the
+    program id by the number of programs (the Triton tutorial's fused softmax)."""
+    funcs = module.functions()
+    text = module.source.text
+    if len(funcs) != 1 or re.search(r"tensor<\d+x\d+x", text):
+        return None
+    ops = list(walk_ops(funcs[0].body()))
+    loops = [o for o in ops if o.name == "scf.for"]
+    if len(loops) != 1:
+        return None
+    defs = {r: o.name for o in ops for r in o.results}
+    m = re.search(r"scf\.for %[\w.$-]+ = %([\w.$-]+) to %[\w.$-]+ step %([\w.$-]+)",
+                  module.source.lines[loops[0].head.line - 1])
+    if m is None or defs.get(m.group(1)) != "tt.get_program_id" or defs.get(m.group(2)) != "tt.get_num_programs":
+        return None
+    block = re.search(r"tensor<(\d+)x", text)
+    return loops[0], int(block.group(1)) if block else 0
+
+
+def subst(line: str, names: dict) -> str:
+    return SSA.sub(lambda m: "%" + names.get(m.group(1), m.group(1)), line) if names else line
+
+
+def _result_type(src: Source, op: MOp) -> str:
+    """The text of an op's result type (after its last top-level ':' or '->'), '' for none."""
+    line = re.sub(r"\s*loc\(.*\)\s*$", "", src.lines[end_line(op) - 1])
+    if "->" in line:
+        return line.rsplit("->", 1)[1].strip()
+    depth, cut = 0, None
+    for i, ch in enumerate(line):
+        depth += ch in "<({[" and 1 or 0
+        depth -= ch in ">)}]" and 1 or 0
+        if ch == ":" and depth == 0:
+            cut = i
+    return line[cut + 1:].strip() if cut is not None and op.results else ""
+
+
+class Whole:
+    """The text of one row a program with column loops (module doc); `where` maps each line to the original's
+    (line, column or None: the line keeps the original's columns)."""
+
+    def __init__(self, module: Module, loop: MOp, block: int):
+        self.src, self.loop, self.block = module.source, loop, block
+        self.func = module.functions()[0]
+        self.out: list[str] = []
+        self.where: list[tuple[int, int | None]] = []
+        self.names: dict[str, str] = {}
+        self.fresh = 0
+        self.taken = set(SSA.findall(self.src.text))
+
+    def emit(self, text: str, op: MOp | None, same: bool = False) -> None:
+        self.out.append(subst(text, self.names))
+        self.where.append((op.head.line, None if same else op.head.col) if op is not None else (len(self.out), None))
+
+    def copy(self, op: MOp) -> None:
+        for k in range(op.head.line, end_line(op) + 1):
+            self.out.append(subst(self.src.lines[k - 1], self.names))
+            self.where.append((k, None))
+
+    def name(self, base: str) -> str:
+        """A fresh SSA name: `base` where the kernel does not use it, else `base_rwN`."""
+        if base in self.taken:
+            self.fresh += 1
+            base = f"{base}_rw{self.fresh}"
+        self.taken.add(base)
+        return base
+
+    def run(self) -> tuple[list[str], list[tuple[int, int | None]]]:
+        src, loop = self.src, self.loop
+        line = src.lines[loop.head.line - 1]
+        m = re.search(r"scf\.for %([\w.$-]+) = %([\w.$-]+) to %([\w.$-]+) step %([\w.$-]+)", line)
+        iv, pid, step = m.group(1), m.group(2), m.group(4)
+        if "iter_args" in line or loop.results:
+            raise Refuse(loop, "'scf.for' over the rows (a persistent loop: the grid's loop) carries values from row to "
+                               "row: its rows are not independent programs")
+        top = list(self.func.body())
+        k = top.index(loop)
+        pre, post = top[:k], [o for o in top[k + 1:] if o.name != "tt.return"]
+        if post:
+            raise Refuse(post[0], f"'{post[0].name}' after the persistent loop over the rows: not imported")
+        body = [o for o in loop.body() if o.name != "scf.yield"]
+        self.names[iv] = pid  # the row: the program's own (one row a program)
+        tensor = {id(o): "tensor<" in _result_type(src, o) or o.name == "tt.store" and self._tensor_store(o)
+                  for o in pre + body}
+        defs = {r: o for o in pre + body for r in o.results}
+        # the column loop's bound: the one scalar n of the masks `arange < splat(n)`
+        ranges = [o for o in pre + body if o.name == "tt.make_range"]
+        if not ranges or any(attr_int(o, "start") != 0 or attr_int(o, "end") != self.block for o in ranges):
+            raise Refuse(ranges[0] if ranges else loop, f"a row held in one tile of column indices other than "
+                                                        f"arange(0, {self.block})")
+        bound = self._bound(pre + body, ranges, defs)
+        # levels: how many reductions a value waits for; each reduction's pass, each store's
+        level: dict[str, int] = {}
+        passes: list[tuple[MOp, int]] = []
+        reductions: dict[int, tuple] = {}
+        for o in pre + body:
+            base = max((level.get(n, 0) for n, _ in o.operands()), default=0)
+            if o.name == "tt.reduce" and any(tensor.get(id(defs.get(n)), False) for n, _ in o.operands()):
+                reductions[id(o)] = self._reduction(o)
+                passes.append((o, base))
+                for r in o.results:
+                    level[r] = base + 1
+                continue
+            if o.name == "tt.store" and tensor[id(o)]:
+                passes.append((o, base))
+            for r in o.results:
+                level[r] = base
+        if not passes:
+            raise Refuse(loop, "'scf.for' over the rows with no reduction or store of the row's tile")
+        count = 1 + max(p for _, p in passes)
+        scalars = [o for o in pre + body if not tensor[id(o)] and o.name != "tt.get_num_programs"]
+        constants = [o for o in pre + body if o.name == "arith.constant" and tensor[id(o)]]
+        for o in pre + body:
+            if o.name == "tt.get_num_programs" and any(n == o.results[0] for u in pre + body for n, _ in u.operands()):
+                raise Refuse(o, "the number of programs read other than as the persistent loop's step")
+        # the text: the module's head, the function's line, then scalars by level and a loop a pass
+        first = self.func.head.line
+        for i in range(1, first + 1):
+            self.out.append(src.lines[i - 1])
+            self.where.append((i, None))
+        lo, st = self.name("c0"), self.name("cols_step")
+        for o in constants:
+            self.copy(o)
+        emitted: set[int] = set()
+        for p in range(count + 1):
+            for o in scalars:
+                if id(o) in emitted or (level.get(o.results[0], 0) if o.results else
+                                        max((level.get(n, 0) for n, _ in o.operands()), default=0)) != p:
+                    continue
+                if o.name == "tt.reduce":
+                    continue
+                emitted.add(id(o))
+                self.copy(o)
+            if p == 0:
+                self.emit(f"    %{lo} = arith.constant 0 : i32", loop)
+                self.emit(f"    %{st} = arith.constant {self.block} : i32", loop)
+            if p < count:
+                self._pass(p, [o for o, q in passes if q == p], pre + body, tensor, defs, reductions, lo, st, bound)
+        self.emit("    tt.return", loop)
+        last = max(o.head.line for o in walk_ops(self.func.body())) + 1
+        for i in range(last, len(src.lines) + 1):
+            self.out.append(src.lines[i - 1])
+            self.where.append((i, None))
+        return self.out, self.where
+
+    def _tensor_store(self, op: MOp) -> bool:
+        return "tensor<" in self.src.lines[op.head.line - 1].rsplit(":", 1)[-1]
+
+    def _bound(self, ops, ranges, defs) -> str:
+        """The scalar argument n of the masks `arange < splat(n)` (one for all), or the block as a constant."""
+        rng = {r for o in ranges for r in o.results}
+        found = set()
+        args = {a for a, _ in func_args(self.src.lines[self.func.head.line - 1])}
+        for o in ops:
+            names = [n for n, _ in o.operands()]
+            if o.name == "arith.cmpi" and names and names[0] in rng:
+                sp = defs.get(names[1])
+                n = next(iter(sp.operands()))[0] if sp is not None and sp.name == "tt.splat" else None
+                if n not in args or " slt," not in self.src.lines[o.head.line - 1]:
+                    raise Refuse(o, "a mask of the row's columns other than `cols < n_cols` (n_cols an argument)")
+                found.add(n)
+        if len(found) > 1:
+            raise Refuse(ranges[0], f"masks of the row's columns by several bounds ({', '.join(sorted(found))})")
+        return found.pop() if found else ""
+
+    def _reduction(self, op: MOp) -> tuple[str, str, str]:
+        """(the combiner op, its identity, the element type) of a reduction of the row to a scalar."""
+        comb = next(iter(walk_ops(op.body())), None)
+        elt = _result_type(self.src, op)
+        if len(op.results) != 1 or attr_int(op, "axis") != 0 or comb is None or comb.name not in COMBINERS or elt != "f32":
+            raise Refuse(op, "'tt.reduce' of the row held in one tile: a sum, max or min of f32 to one value is "
+                             "imported (split into a loop over the row's column tiles)")
+        return comb.name, COMBINERS[comb.name][1], elt
+
+    def _pass(self, p, roots, ops, tensor, defs, reductions, lo, st, bound) -> None:
+        """The loop of pass p over the row's columns: the tensor ops its reductions and stores need."""
+        need: set[int] = set()
+        todo = [n for o in roots for n, _ in o.operands()] + [None]
+        for o in roots:
+            if o.name == "tt.store":
+                need.add(id(o))
+        while todo:
+            n = todo.pop()
+            d = defs.get(n)
+            if d is None or id(d) in need or not tensor[id(d)] or d.name == "arith.constant" or d.name == "tt.reduce":
+                continue
+            need.add(id(d))
+            todo += [m for m, _ in d.operands()]
+        reds = [o for o in roots if o.name == "tt.reduce"]
+        off = self.name("off")
+        ub = bound if bound else self.name("ncols")
+        if not bound:
+            self.emit(f"    %{ub} = arith.constant {self.block} : i32", self.loop)
+        inits, accs = [], []
+        for r in reds:
+            comb, ident, elt = reductions[id(r)]
+            init = self.name("init")
+            self.emit(f"    %{init} = arith.constant {ident} : {elt}", r)
+            acc = r.results[0]  # the carry is the row's value the reduction computes, by its name
+            inits.append(f"%{acc} = %{init}")
+            accs.append(acc)
+        if len(reds) == 1:
+            result = self.name(reds[0].results[0])
+            head = f"    %{result} = "
+        elif reds:
+            result = self.name("pass")
+            head = f"    %{result}:{len(reds)} = "
+        else:
+            head = "    "
+        carries = f" iter_args({', '.join(inits)}) -> ({', '.join(reductions[id(r)][2] for r in reds)})" if reds else ""
+        at = roots[0]  # each loop placed at its first reduction or store: loops are told apart by their lines
+        self.emit(f"{head}scf.for %{off} = %{lo} to %{ub} step %{st}{carries} : i32 {{", at)
+        for i, r in enumerate(reds):  # after the loop, a reduction is the loop's result
+            self.names[r.results[0]] = result if len(reds) == 1 else f"{result}#{i}"
+        inner = dict(self.names)
+        for r in reds:
+            inner.pop(r.results[0], None)
+        saved, self.names = self.names, inner  # in the loop, a reduction's name is its carry
+        parts = []
+        for o in ops:
+            if o.name == "tt.make_range" and id(o) in need:
+                base, shift = self.name(o.results[0]), self.name("off")
+                line = self.src.lines[o.head.line - 1]
+                ty = _result_type(self.src, o)
+                ty = re.sub(r"\s*loc\(.*$", "", ty)
+                self.emit(line.replace(f"%{o.results[0]} =", f"%{base} =", 1), o, same=True)
+                self.emit(f"      %{shift} = tt.splat %{off} : i32 -> {ty}", o)
+                self.emit(f"      %{o.results[0]} = arith.addi %{shift}, %{base} : {ty}", o)
+            elif id(o) in need:
+                self.copy(o)
+            elif o in reds:
+                comb, _, elt = reductions[id(o)]
+                part = self.name(o.results[0])
+                self.names[o.results[0]] = part
+                self.copy(o)
+                self.names.pop(o.results[0])
+                new = self.name(f"{o.results[0]}_new")
+                self.emit(f"      %{new} = {comb} %{accs[reds.index(o)]}, %{part} : {elt}", o)
+                parts.append(new)
+        if reds:
+            self.emit(f"      scf.yield {', '.join('%' + n for n in parts)} : "
+                      f"{', '.join(reductions[id(r)][2] for r in reds)}", at)
+        self.emit("    }", at)
+        self.names = saved
+
+
+def whole_rows(module: Module) -> tuple[Module, list[tuple[int, int | None]]] | None:
+    """The kernel rewritten to one row a program with column loops (its module, each line's place in the
+    original) where it is a persistent loop over rows each whole in one tile; None where it is not."""
+    found = persistent_rows(module)
+    if found is None:
+        return None
+    loop, block = found
+    before = _prepipe(module, loop)
+    if before is not None:  # after the pipeliner: the loop put back first, its lines placed in the original
+        lines, first = before
+        module = parse_module("\n".join(lines), module.source.file)
+        loop = persistent_rows(module)[0]
+    lines, where = Whole(module, loop, block).run()
+    if before is not None:
+        where = _compose(where, first)
+    text = "\n".join(lines)
+    return parse_module(text, module.source.file), where
+
+
+# -- after the pipeliner -------------------------------------------------------------------------------
+#
+# Triton's pipeliner copies the row's tile ahead (`ttg.async_copy_global_to_local` into a ring of shared
+# buffers, the copy of the first rows peeled before the loop, the loop's copy for the row `row + k * step`)
+# and reads it back with `ttg.local_load`, then `arith.select mask, tile, other`. Put back: the local load is
+# the loop copy's `tt.load` at this iteration's row (its address chain with `row + k * step` read as the
+# row, its mask the one not computed in the loop: the loop's in-range predicate dropped), the select of the
+# load's own mask and fill is the load; the rings, tokens, indices and peeled copies are dropped (what the
+# stores no longer read).
+
+PIPELINE = ("ttg.local_alloc", "ttg.local_dealloc", "ttg.async_wait", "ttg.async_commit_group")
+
+
+def _prepipe(module: Module, loop: MOp) -> tuple[list[str], list[tuple[int, int | None]]] | None:
+    src = module.source
+    body = list(loop.body())
+    loads = [o for o in body if o.name == "ttg.local_load"]
+    if not loads:
+        return None
+    func = module.functions()[0]
+    top = list(func.body())
+    pre = top[:top.index(loop)]
+    defs = {r: o for o in pre + body for r in o.results}
+    inloop = {r for o in body for r in o.results}
+    iv = re.search(r"scf\.for %([\w.$-]+) =", src.lines[loop.head.line - 1]).group(1)
+    names: dict[str, str] = {}
+    moved: dict[int, list] = {}  # id of a local load -> the ops computing its address at this row
+    for ld in loads:
+        buf = defs.get(next(iter(ld.operands()))[0])
+        alloc = next(iter(buf.operands()))[0] if buf is not None and buf.name == "ttg.memdesc_index" else None
+        copies = [o for o in body if o.name == "ttg.async_copy_global_to_local"
+                  and (d := defs.get([n for n, _ in o.operands()][1])) is not None and d.name == "ttg.memdesc_index"
+                  and next(iter(d.operands()))[0] == alloc]
+        if len(copies) != 1:
+            raise Refuse(ld, "'ttg.local_load' of the row's tile whose buffer is written by no one copy in the loop: "
+                             "the pipelined persistent loop is not put back")
+        copy = copies[0]
+        ops = [n for n, _ in copy.operands()]
+        ptr = ops[0]
+        mask = ops[2] if len(ops) > 2 else None
+        other = ops[3] if len(ops) > 3 else None
+        m = defs.get(mask)
+        if m is not None and m.name == "arith.andi" and mask in inloop:  # drop the loop's in-range predicate
+            outer = [n for n, _ in m.operands() if n not in inloop]
+            mask = outer[0] if len(outer) == 1 else mask
+        # the address chain from `iv + k * step`: read at this row
+        chain, todo = [], [ptr]
+        while todo:
+            n = todo.pop()
+            d = defs.get(n)
+            if d is None or n not in inloop or d in chain:
+                continue
+            ivs = [a for a, _ in d.operands()]
+            if d.name == "arith.addi" and iv in ivs:
+                names[d.results[0]] = iv
+                continue
+            chain.append(d)
+            todo += ivs
+        chain.sort(key=lambda o: o.head.line)
+        moved[id(ld)] = (chain, ptr, mask, other)
+    keep: set[int] = set()
+    stores = [o for o in body if o.name == "tt.store"]
+    todo = [n for o in stores for n, _ in o.operands()]
+    keep |= {id(o) for o in stores}
+    lines: list[str] = []
+    where: list[tuple[int, int | None]] = []
+    load_ids = {id(ld) for ld in loads}
+    while todo:
+        n = names.get(n := todo.pop(), n)
+        d = defs.get(n)
+        if d is None or id(d) in keep:
+            continue
+        if d.name == "arith.select" and (ld := defs.get([a for a, _ in d.operands()][1])) is not None \
+                and id(ld) in load_ids and [a for a, _ in d.operands()][0] == moved[id(ld)][2] \
+                and [a for a, _ in d.operands()][2] == moved[id(ld)][3]:
+            names[d.results[0]] = ld.results[0]  # tl.where(mask, load, other) of the load's own mask and fill
+            todo.append(ld.results[0])
+            continue
+        keep.add(id(d))
+        if id(d) in load_ids:
+            chain, ptr, mask, other = moved[id(d)]
+            keep |= {id(o) for o in chain}
+            todo += [a for o in chain for a, _ in o.operands()] + [x for x in (mask, other) if x]
+            continue
+        todo += [a for a, _ in d.operands()]
+    first = func.head.line
+
+    def put(k: int, text: str | None = None, col: int | None = None) -> None:
+        lines.append(subst(src.lines[k - 1] if text is None else text, names))
+        where.append((k, col))
+    for i in range(1, first + 1):
+        put(i)
+    for o in pre:
+        if id(o) in keep or o.name in ("tt.get_program_id", "tt.get_num_programs"):
+            for k in range(o.head.line, end_line(o) + 1):
+                put(k)
+    head = src.lines[loop.head.line - 1]
+    m = re.match(r"(\s*)(?:%[\w.$-]+(?::\d+)? = )?(scf\.for %[\w.$-]+ = %[\w.$-]+ to %[\w.$-]+ step %[\w.$-]+)", head)
+    put(loop.head.line, f"{m.group(1)}{m.group(2)} : i32 {{", loop.head.col)
+    for o in body:
+        if id(o) not in keep or any(id(o) in {id(c) for c in moved[i][0]} for i in moved):
+            continue
+        if id(o) in load_ids:
+            chain, ptr, mask, other = moved[id(o)]
+            for c in chain:
+                for k in range(c.head.line, end_line(c) + 1):
+                    put(k)
+            copy_line = src.lines[next(c for c in body if c.name == "ttg.async_copy_global_to_local").head.line - 1]
+            ty = re.search(r":\s*(tensor<.*?>)\s*->", copy_line)
+            args = ", ".join("%" + x for x in (ptr, mask, other) if x)
+            ind = re.match(r"\s*", src.lines[o.head.line - 1]).group(0)
+            put(o.head.line, f"{ind}%{o.results[0]} = tt.load {args} : {ty.group(1)}", o.head.col)
+            continue
+        for k in range(o.head.line, end_line(o) + 1):
+            put(k)
+    put(end_line(loop), src.lines[end_line(loop) - 1].split("}")[0] + "}")
+    ret = next(o for o in top if o.name == "tt.return")
+    put(ret.head.line)
+    last = max(o.head.line for o in walk_ops(func.body())) + 1
+    for i in range(last, len(src.lines) + 1):
+        put(i)
+    return lines, where
+
+
+def _compose(outer: list, inner: list) -> list:
+    """Line places through two rewrites: `outer` indexes `inner`'s text, `inner` the original."""
+    out = []
+    for line, col in outer:
+        if 0 < line <= len(inner):
+            ol, oc = inner[line - 1]
+            out.append((ol, oc if oc is not None else col))
+        else:
+            out.append((line, col))
+    return out
