@@ -35,9 +35,6 @@ NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
 
 # kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form
 REFUSED = {
-    # the tutorial's fused softmax: a persistent loop over rows (the grid's loop), each row whole in one
-    # [1024] tile with no loop over its columns
-    "softmax_fused": (r"scf\.for", "a row held whole in one tile is not imported"),
     # x_t = tl.load(logits_row + t), t loaded: a gather through a loaded index
     "xent_scalar": (r"tt\.addptr", "a gather through a loaded index"),
 }
@@ -162,9 +159,9 @@ def test_a_minus_inf_fill_is_masked_in_a_partial_last_tile(tmp_path):
         mod.resolve(mod.SPEC, {"X": M((4096, 5000), "float16", "cuda:0", True, 0), "LSE": lse})
 
 
-# (not here, for CI's time: softmax_3pass_sm100, softmax_online_sm100 and logsumexp_rows_sm100, 20-50 s each on
+# (not here, for CI's time: softmax_fused_sm100 (14 s, clean in session 32), softmax_3pass_sm100, softmax_online_sm100 and logsumexp_rows_sm100, 20-50 s each on
 # 2 cores, their ptxas loops solving again with more registers; all compiled clean when this list was cut, session 31)
-COMPILED = ["softmax_3pass_sm90", "logsumexp_rows_sm90", "rmsnorm_fwd_sm90", "rmsnorm_fwd_sm100",
+COMPILED = ["softmax_fused_sm90", "softmax_3pass_sm90", "logsumexp_rows_sm90", "rmsnorm_fwd_sm90", "rmsnorm_fwd_sm100",
             "softmax_online_sm90", "layernorm_fwd_sm90", "layernorm_fwd_sm100", "l2norm_rows_sm90", "l2norm_rows_sm100"]
 
 
@@ -510,3 +507,69 @@ def test_the_sequence_runs_each_loop_with_its_knobs(tmp_path, monkeypatch):
     for loop in ("L1", "L2"):  # the loops with an exp2
         assert math.isclose(launched[loop][1], 1 / math.log(2)), launched
     assert "mx" in launched["L2"][0] and "den" in launched["L2"][0]
+
+
+# -- a persistent loop over rows, each row whole in one tile (ttgir/rowwhole.py) ---------------------------------
+
+def test_a_row_whole_in_one_tile_is_a_column_loop_a_pass():
+    """The tutorial's fused softmax (`for row in tl.range(pid, n_rows, num_programs)`, the row in one [1024] f32
+    tile, max, exp, sum, divide, store): the row loop is the grid's (one row a program, 64 rows a CTA), each
+    reduction a pass over 128-column tiles, its result handed to the later passes, the last pass storing; every
+    form (before and after the pipeliner, both archs) the same sequence."""
+    seq = _import(DATA / "t39/after/softmax_fused_sm100.ttgir")
+    assert isinstance(seq, Sequence) and seq.names == ("L0", "L1", "L2")
+    l0, l1, l2 = (print_tir(g) for g in seq.graphs)
+    assert re.search(r"row\s+= load\s+: f32\[64,128\] @smem \{fill = -inf\}", l0)
+    assert "carry row_minus_max : f32[64] = -inf" in l0 and re.search(r"rowmax row, row_minus_max", l0)
+    assert "carry denominator   : f32[64] = 0" in l1 and re.search(r"numerator\s+= exp2 row, row_minus_max", l1)
+    assert re.search(r"softmax_output = div numerator, denominator : f32\[64,128\]", l2) and "store softmax_output" in l2
+    assert "argument output_ptr = store_0" in l2 and "argument n_cols {extent = loop}" in l2
+
+
+def test_a_row_whole_in_one_tile_computes_the_softmax():
+    """Evaluated in numpy (column tiles of 128), the imported fused softmax equals softmax on 128 x 384 inputs."""
+    import numpy as np
+    x = np.random.default_rng(9).standard_normal((128, 384)) * 3
+    want = np.exp(x - x.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    for form in ("t36/prepipe", "t39/after"):
+        got = _evaluate(_import(DATA / form / "softmax_fused_sm90.ttgir"), {"input_ptr": x}, {"n_cols": 384})
+        assert np.allclose(got["output_ptr"], want, rtol=1e-9, atol=1e-12), form
+
+
+def _fused(old: str, new: str) -> str:
+    text = (DATA / "t39/prepipe/softmax_fused_sm90.ttgir").read_text()
+    out = text.replace(old, new, 1)
+    assert out != text
+    return out
+
+
+def test_a_row_whole_in_one_tile_near_misses_are_refused_at_their_line():
+    """A reduction that is not a sum, max or min (a product), a mask that is not `cols < n_cols` (`<=`): each an
+    error at its TTGIR line."""
+    _refused_at(_fused("%denominator_10 = arith.addf", "%denominator_10 = arith.mulf"), "tt.reduce",
+                "a sum, max or min of f32")
+    _refused_at(_fused("%mask_0 = arith.cmpi slt,", "%mask_0 = arith.cmpi sle,"), "arith.cmpi",
+                "other than `cols < n_cols`")
+
+
+def test_a_row_whole_in_one_tile_binds_the_kernels_arguments(tmp_path):
+    """The sequence's loops bind X [M, N] as the kernel's input_ptr, with n_cols its loop extent: 1000 x 1024
+    resolves (a partial last row tile); 4096 x 781 (the tutorial's shape) is refused at the call with the reason,
+    the f32 tile's -inf fill being read straight from shared memory (whole 128-column tiles only)."""
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    machine = load_machine("h200")
+    seq = _import(DATA / "t36/prepipe/softmax_fused_sm90.ttgir")
+    graph = seq.graphs[0]
+    model = build_model(solve(graph, machine, SolveOptions(time_limit=10)), machine)
+    for path, text in binding_files(model, str(tmp_path / "fused.L0.cu")).items():
+        Path(path).write_text(text)
+    spec = importlib.util.spec_from_file_location("fused_L0", tmp_path / "fused.L0.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    M = mod.Meta
+    plan = mod.resolve(mod.SPEC, {"input_ptr": M((1000, 1024), "float32", "cuda:0", True, 0)})
+    assert (plan["tiles_m"], plan["loop_extent"]) == (16, 1024)
+    with pytest.raises(mod.ArgumentError, match="fills the elements past the loop's extent with -inf"):
+        mod.resolve(mod.SPEC, {"input_ptr": M((4096, 781), "float32", "cuda:0", True, 0)})
