@@ -10,8 +10,12 @@ first such reader: its elements past the extent become -inf, which rowmax skips 
 into 0 (FlashAttention's key mask). That is sound only where every reader of the value treats an
 absent element as -inf; anywhere else the kernel refuses a partial tile (`Ragged.why_not`, which
 emit-cuda writes into the file and `launch` enforces) rather than compute something else. A loop
-without an mma takes a partial tile where the fill only reaches sums (`zero_fill_refusal`). A load
-whose kernel fills with another value (`{fill = -inf}`, Triton's `other=-inf`) takes whole tiles only.
+without an mma takes a partial tile where the fill reaches reductions along the loop only as their
+identity, and anything else only clipped stores (`zero_fill_refusal`, `tail_refusal`). A `tail_mask`
+(Triton's `tl.where(cols < N, v, 0)` of a computed v) sets its value's elements past the extent to its
+fill where it is computed, on the partial last tile only (`Ragged.tails`). A load whose kernel fills
+with -inf (`{fill = -inf}`, Triton's `other=-inf`) is masked before its rowmax and exp2, needs nothing
+where the fill reaches only clipped stores, and takes whole tiles only elsewhere.
 """
 from __future__ import annotations
 
