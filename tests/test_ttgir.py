@@ -695,9 +695,9 @@ def test_two_loops_in_sequence_are_an_error_at_the_loop_left_out():
     assert "scf.for" in d.span.text and "--loop" in d.hint
     _, notes = load_ttgir(path, loop=2)
     assert [n.span.line for n in notes if "loop 0 is not imported" in n.message] == [d.span.line]
-    # the variance loop alone: x - mean past N is 0 (the select's fill), x_sub = sub x, mean of the loaded x
+    # the variance loop alone: x - mean past N is 0 (the select's fill: a tail_mask of x_sub = sub x, mean)
     graph, _ = load_ttgir(path, loop=1)
-    assert [op.opcode for op in graph.ops] == ["load", "sub", "mul", "rowsum"]
+    assert [op.opcode for op in graph.ops] == ["load", "sub", "tail_mask", "mul", "rowsum"]
 
 
 @pytest.mark.parametrize("form", ["prepipe", "after"])

@@ -308,6 +308,11 @@ _DEFS = [
           attrs=("pred", "rows", "cols", "offset", "fill"), needs=("pred", "rows", "cols", "offset"),
           form="mask x[, y] : TYPE {pred = P, rows = A, cols = B, offset = C[, fill = V]}",
           shape="element (r, c) is x's where A*r + B*c + C P 0 (P one of eq ne lt le gt ge), else y's or fill"),
+    # tail_mask x {fill = V}: x, its elements past the loop's extent (those of a partial last tile along the
+    # loop) V: Triton's `tl.where(cols < N, v, V)` of a value computed in the loop (emit/ragged.py)
+    OpDef("tail_mask", "mask", (1,), ("x",), _elementwise(), "alu", "alu", "tail", "", attrs=("fill",),
+          needs=("fill",), form="tail_mask x : TYPE {fill = V}",
+          shape="x's type; its elements past the loop's extent (on a partial last tile) are V"),
     OpDef("position", "position", (0,), (), _position, "alu", "alu", "position", "op_position",
           attrs=("rows", "cols", "grid", "loop", "offset"), needs=("rows", "cols"),
           form="position : TYPE {rows = A, cols = B[, grid = P][, loop = Q][, offset = K]}",

@@ -43,14 +43,16 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # ragged default N = 5000, which sm_90a's kernel masks to -inf past N before the rowmax and exp2
          "logsumexp_rows": [{"N": 5120}, None],
          # batch 7, one row a program imported as 64 rows a CTA: RMSNorm at its default (whole tiles), then a partial
-         # last row tile and column tile (R = 1000, N = 5000: sums and a clipped store take TMA's zero fill);
-         # LayerNorm's variance loop subtracts the mean from the zero fill (`tl.where(cols < N, x - mean, 0.)`): whole
-         # column tiles (N = 5120) run, its default N = 5000 must be refused by the binding
-         "rmsnorm_fwd": [None, {"R": 1000, "N": 5000}, {"R": 16384, "N": 4096}],
+         # last row tile and column tile (R = 1000, N = 5000 and 781: sums and a clipped store take TMA's zero fill);
+         "rmsnorm_fwd": [None, {"R": 1000, "N": 5000}, {"R": 16384, "N": 4096}, {"R": 1000, "N": 781}],
+         # LayerNorm's variance loop sums (x - mean)^2 of `tl.where(cols < N, x - mean, 0.)`: a tail_mask, masked to
+         # 0 past N on the partial last tile (ragged.py): whole column tiles (N = 5120), a partial last row tile,
+         # then ragged N (its default 4096 x 5000; 1000 x 1000; 1000 x 781)
+         "layernorm_fwd": [{"N": 5120}, {"R": 1000, "N": 5120}, None, {"R": 1000, "N": 1000}, {"R": 1000, "N": 781}],
          # batch 7, the online pair (a running max and the sum it rescales, [BLOCK] carries folded into [64] row
-         # carries): the default (whole tiles), a partial last row tile, then N = 5000, which the normalizing
-         # loop's binding must refuse (its -inf fill is masked on sm_90a only where a rowmax and exp2 read it)
-         "softmax_online": [None, {"R": 1000, "N": 5120}, {"R": 1000, "N": 5000}], "layernorm_fwd": [{"N": 5120}, {"R": 1000, "N": 5120}, None],
+         # carries): the default (whole tiles), a partial last row tile, then ragged N (5000, 781): the first loop
+         # masks its -inf fill before the rowmax and exp2, the normalizing loop's fill reaches only its clipped store
+         "softmax_online": [None, {"R": 1000, "N": 5120}, {"R": 1000, "N": 5000}, {"R": 4096, "N": 781}],
          # batch 7, the tutorial's fused softmax (a persistent loop over rows, each whole in one [1024] f32 tile), as
          # three column loops of 64 rows a CTA: whole column tiles (N = 1024; N = 768 < BLOCK, the tail Triton masks,
          # with a partial last row tile), then its default 4096 x 781, which the binding must refuse (the f32 tile's

@@ -9,6 +9,9 @@ from .model import EmitError
 from .windows import Window
 
 
+IN_PLACE_MASKS = ("causal_mask", "tail_mask")  # y = OP x: masked in x's registers where x's one reader is y
+
+
 class RegisterBuffers:
     """`Program`'s register buffers (see the module docstring)."""
 
@@ -35,14 +38,14 @@ class RegisterBuffers:
         return out
 
     def _masked_in_place(self) -> dict[str, str]:
-        """y -> x for `y = causal_mask x` where x's one use is y, on x's role, of the same iteration
+        """y -> x for `y = causal_mask x` (or tail_mask) where x's one use is y, on x's role, of the same iteration
         and type (sm_90a): y is masked in x's registers, as the partial tile's mask is, instead of
         64 more per thread for FA3's S. x's buffers then cover y's readers too (its copies grow to
         the instance count from x's write to y's last read)."""
         m, out = self.model, {}
         pos = {o: i for i, o in enumerate(self.order)}
         for op in m.graph.ops:
-            if op.opcode != "causal_mask" or not m.target.register_fragments or len(op.operands) != 1:
+            if op.opcode not in IN_PLACE_MASKS or not m.target.register_fragments or len(op.operands) != 1:
                 continue
             x, d = m.resolve(op.operands[0])
             v = m.values.get(x)

@@ -45,8 +45,11 @@ class Renderer(Stores, Kernel):
         self.masks = {} if self.ragged_refusal else model.ragged.mask_at
         # value -> dim of those its role masks before handing it to another role's rowmax / exp2
         self.published = {} if self.ragged_refusal else model.ragged.publish_at
+        # tail_mask op -> (dim, fill): its result's elements past the extent become fill where it is computed
+        self.tails = {} if self.ragged_refusal else model.ragged.tail_at
         self.masked_roles = ({model.op_role[op] for op in self.masks}
-                             | {model.op_role[v] for v in self.published})  # their functions take kTail
+                             | {model.op_role[v] for v in self.published}
+                             | {model.op_role[op] for op in self.tails})  # their functions take kTail
         # grid axis -> why its last tile may not be partial ("": it may; partial.py)
         self.partial = partial.plan(model, bool(self.causal.masks))
         # role -> the row part it computes, where a launch may run the first part alone (halves.py)
@@ -103,6 +106,8 @@ class Renderer(Stores, Kernel):
         wrappers += [runtime.causal_part(m.target).lstrip("\n")] if self.causal.masks else []
         wrappers += [runtime.band_part(m.target).lstrip("\n")] if self.causal.masks and self.causal.band != Band() else []
         wrappers += masks.runtime(m)  # the mask op's header, in kernels that have one
+        if self.tails or (not m.target.register_fragments and (self.masks or self.published)):
+            wrappers += [runtime.tail_part(m.target).lstrip("\n")]  # mask_tail (ragged.py)
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
@@ -150,7 +155,7 @@ class Renderer(Stores, Kernel):
             f"constexpr bool kRagged = {'false' if why else 'true'};  // the last iteration's tile may be partial"
             + (f": not here, {why}" if why else ""),
             "static_assert(kLoopStep > 0 || !kRagged, \"a partial last tile needs a loop step\");",
-            f"constexpr bool kMasks = {'true' if self.masks or self.published else 'false'};  // a role masks a partial last "
+            f"constexpr bool kMasks = {'true' if self.masks or self.published or self.tails else 'false'};  // a role masks a partial last "
             "tile (kernel<..., true>, launched only for one)", *partial.constant_lines(self.partial))
         if m.ctas_per_sm > 1:
             out(f"constexpr int kCtasPerSm = {m.ctas_per_sm};  // CTAs an SM runs at once: the roles' registers "

@@ -417,6 +417,16 @@ def _causal_mask(call: OpCall) -> list[str]:
     return copy + [f"twill::mask_band({out.expr}, {q0}, {k0}, {lo}, {hi});"]
 
 
+def _tail_mask(call: OpCall) -> list[str]:
+    """tail_mask x {fill}: x, in place where the result took its operand's registers (buffers.py); the
+    role masks the result past the loop's extent on a partial last tile (roles.py, ragged.py)."""
+    a, out = call.args[0], call.out
+    if a.where != "reg" or out is None or out.where != "reg":
+        raise EmitError(f"op '{call.op.name}': tail_mask is emitted on register tiles only")
+    return [f"// {out.expr} is {a.expr}: masked in place"] if out.expr == a.expr else \
+        [f"twill::op_convert({out.expr}, {a.expr});"]
+
+
 # -- the tables ----------------------------------------------------------------------------------
 
 KINDS: dict[str, Callable[[vocab.OpDef], Emitter]] = {  # the table's emitter kinds of register math
@@ -445,6 +455,7 @@ COMMON: dict[str, Emitter] = {
     "rowsum": _math("op_rowsum"),
     "rescale": _rescale,
     "store": _store,
+    "tail_mask": _tail_mask,
 }
 BASE_OPCODES = ("load", "store", "mma", "exp2", "rowmax", "rowsum", "rescale", "convert", "mul", "add", "sub",
                 "max")  # those the base runtime (ops.cuh) computes

@@ -10,8 +10,12 @@ first such reader: its elements past the extent become -inf, which rowmax skips 
 into 0 (FlashAttention's key mask). That is sound only where every reader of the value treats an
 absent element as -inf; anywhere else the kernel refuses a partial tile (`Ragged.why_not`, which
 emit-cuda writes into the file and `launch` enforces) rather than compute something else. A loop
-without an mma takes a partial tile where the fill only reaches sums (`zero_fill_refusal`). A load
-whose kernel fills with another value (`{fill = -inf}`, Triton's `other=-inf`) takes whole tiles only.
+without an mma takes a partial tile where the fill reaches reductions along the loop only as their
+identity, and anything else only clipped stores (`zero_fill_refusal`, `tail_refusal`). A `tail_mask`
+(Triton's `tl.where(cols < N, v, 0)` of a computed v) sets its value's elements past the extent to its
+fill where it is computed, on the partial last tile only (`Ragged.tails`). A load whose kernel fills
+with -inf (`{fill = -inf}`, Triton's `other=-inf`) is masked before its rowmax and exp2, needs nothing
+where the fill reaches only clipped stores, and takes whole tiles only elsewhere.
 """
 from __future__ import annotations
 
@@ -31,6 +35,8 @@ class Ragged:
     why_not: str  # "" when a partial last tile is supported, else the reason
     # (value, dim): masked by the role computing it before it is handed to another role's rowmax / exp2
     published: tuple[tuple[str, int], ...] = ()
+    # (tail_mask op, dim, fill): its result's elements past the extent become fill where it is computed
+    tails: tuple[tuple[str, int, float], ...] = ()
 
     @property
     def mask_at(self) -> dict[str, tuple[str, int]]:
@@ -39,6 +45,10 @@ class Ragged:
     @property
     def publish_at(self) -> dict[str, int]:
         return dict(self.published)
+
+    @property
+    def tail_at(self) -> dict[str, tuple[int, float]]:
+        return {op: (dim, fill) for op, dim, fill in self.tails}
 
 
 def plan(model) -> Ragged:
@@ -53,14 +63,23 @@ def plan(model) -> Ragged:
     step = steps[0]
     filled = [op for op in model.graph.ops if op.opcode == "load" and op.attr("fill", 0) != 0]
     for op in filled:  # other=-inf (ttgir/memory.loop_tail_fill): TMA's zero fill is not the kernel's, so the
-        why = _filled_to_max_like(model, op)  # value must reach only rowmax / exp2, masked to -inf before them
-        if why:
+        why = _filled_to_max_like(model, op)  # value must reach only rowmax / exp2, masked to -inf before them,
+        if why and tail_refusal(model, axis, [(op.name, None)]):  # or no reduction along the loop at all
             return Ragged(step, (), f"load {op.name} fills the elements past the loop's extent with "
                                     f"{op.attr('fill')}, and TMA fills them with 0: whole tiles only ({why})")
     if not any(op.opcode == "mma" for op in model.graph.ops):  # a row statistic's pass (tensors.py)
         why = zero_fill_refusal(model, axis, skip={op.name for op in filled})
         if why:
             return Ragged(step, (), why)
+    tails = []
+    for op in model.graph.ops:
+        if op.opcode != TAIL_OPCODE:
+            continue
+        dims = [d for d in range(len(op.type.shape)) if axis(op.name, d) == "loop"]
+        if len(dims) != 1 or op.type.space != "reg" or len(op.type.shape) != 2 or op.type.dtype != "f32":
+            return Ragged(step, (), f"tail_mask {op.name} masks a value that is not an f32 register tile with one "
+                                    "dimension along the loop, which is all its mask is emitted for")
+        tails.append((op.name, dims[0], float(op.attr("fill"))))
     order = {op.name: i for i, op in enumerate(model.graph.ops)}
 
     def earliest(uses):
@@ -72,8 +91,8 @@ def plan(model) -> Ragged:
             continue
         dims = [d for d in range(len(info.type.shape)) if axis(value, d) == "loop"]
         readers = [u for u in model.uses[value] if model.ops[u.op].opcode in MAX_LIKE and u.index == 0]
-        if not dims or not readers:
-            continue
+        if not dims or not readers or not tail_refusal(model, axis, [(value, None)]):
+            continue  # (a value whose elements past the extent reach only clipped stores needs no mask)
         first = earliest(readers)
         reader = f"{model.ops[first.op].opcode} {first.op}"
 
@@ -86,7 +105,7 @@ def plan(model) -> Ragged:
             return refuse(f"and so does {others[0]}, for which an absent element is not -inf")
         if any(u.distance for u in model.uses[value]):
             return refuse("in a later iteration")
-        if info.type.space != "reg" or len(info.type.shape) != 2 or len(dims) != 1 or not model.target.register_fragments:
+        if info.type.space != "reg" or len(info.type.shape) != 2 or len(dims) != 1 or not _register_tiles(model):
             return refuse("not as a register fragment of sm_90a, which is all the mask is emitted for")
         # a reader in another role reads the copy handed to it (registers through shared memory, in
         # place): the role computing the value masks it before the hand-over; its own first reader
@@ -96,15 +115,75 @@ def plan(model) -> Ragged:
             published.append((value, dims[0]))
         if own:
             masks.append((earliest(own).op, value, dims[0]))
-    return Ragged(step, tuple(sorted(masks)), "", tuple(sorted(published)))
+    return Ragged(step, tuple(sorted(masks)), "", tuple(sorted(published)), tuple(sorted(tails)))
 
 
-# A loop without an mma (a row statistic's pass over X [M, L]): the zero fill past the extent is
-# right where it only reaches sums along the loop through ops that keep a zero element zero
-# (sum(x) and sum(x * x) of a padded row are the row's own); anything else that reads it (x - mean,
-# exp, max) would compute with the padding, and the kernel refuses a partial last tile.
+# A loop without an mma (a row statistic's pass over X [M, L]): what the elements past the extent hold
+# is followed from the loads (TMA's zero fill) through the ops that read them (`tail_refusal`). They may
+# hold anything where they reach only elementwise ops and clipped stores (TMA drops the elements past the
+# tensor's end); a reduction along the loop must see its identity there (0 for a sum, -inf for a max).
+# Ops that keep a 0 (sum(x) and sum(x * x) of a padded row are the row's own) and `tail_mask` (the
+# kernel's `tl.where(cols < N, v, 0)`, computed on the partial last tile: LayerNorm's x - mean) give
+# that; anything else (x - mean summed, exp, max) would compute with the padding, and the kernel refuses
+# a partial last tile.
 ZERO_KEEPING = ("convert", "mul", "rescale", "neg", "abs", "rowsum", "reduce_sum")  # f(0, y) = 0, y finite
 ZERO_SAFE_SINKS = ("store",)  # TMA drops the elements past the tensor's end
+TAIL_OPCODE = "tail_mask"
+IDENTITY = {"rowsum": 0.0, "reduce_sum": 0.0, "rowmax": float("-inf"), "reduce_max": float("-inf"),
+            "reduce_min": float("inf")}  # reductions along the loop: what an absent element must be
+ELEMENTWISE_FAMILIES = ("unary", "binary", "ternary", "convert")
+
+
+def _tail_after(op, index: int, tail: float | None) -> float | None:
+    """What op's result holds past the extent when its operand `index` holds `tail` there (None: not known,
+    it depends on the other operands, as x - mean does)."""
+    if tail == 0.0 and op.opcode in ZERO_KEEPING:
+        return 0.0
+    if tail == float("-inf") and op.opcode == "exp2" and index == 0:
+        return 0.0  # exp2((x - b) * scale) of -inf, b finite
+    if tail is not None and op.opcode == "convert":
+        return tail
+    return None
+
+
+def tail_refusal(model, axis, starts) -> str:
+    """"" where the elements past the loop's extent of each (value, what it holds there: a number, or None
+    where not known) in `starts` reach only ops that are right whatever they hold (elementwise ops and
+    clipped stores), `tail_mask` (which replaces them), and reductions along the loop that see their
+    identity there; else why not, naming the first op that would read them."""
+    from ..vocab import lookup
+
+    def along(value: str) -> bool:
+        info = model.values.get(value)
+        return info is not None and any(axis(value, d) == "loop" for d in range(len(info.type.shape)))
+
+    todo, seen = list(starts), set()
+    while todo:
+        value, tail = todo.pop(0)
+        if (value, tail) in seen:
+            continue
+        seen.add((value, tail))
+        for u in model.uses.get(value, ()):
+            op = model.ops[u.op]
+            if u.distance:
+                return f"{op.opcode} {u.op} reads {value}, which runs along the loop, in a later iteration"
+            if op.opcode in ZERO_SAFE_SINKS:
+                continue
+            if op.opcode == TAIL_OPCODE:
+                todo.append((u.op, float(op.attr("fill"))))
+                continue
+            family = getattr(lookup(op.opcode), "family", None)
+            if along(u.op) and (family in ELEMENTWISE_FAMILIES or op.opcode in ("exp2", "rescale")):
+                todo.append((u.op, _tail_after(op, u.index, tail)))
+                continue
+            if not along(u.op) and op.opcode in IDENTITY and u.index == 0 and tail == IDENTITY[op.opcode]:
+                continue
+            what = "not known" if tail is None else f"{tail}"
+            return (f"{op.opcode} {u.op} reads {value}, which runs along the loop, and its elements past the "
+                    f"extent ({what} there) would take part (the reductions along the loop need 0 for a sum, "
+                    f"-inf for a max there: ops that keep a 0 ({', '.join(ZERO_KEEPING)}) or a tail_mask, "
+                    "Triton's tl.where(cols < N, v, 0), give it)")
+    return ""
 
 
 def _filled_to_max_like(model, load) -> str:
@@ -123,36 +202,23 @@ def _filled_to_max_like(model, load) -> str:
     if not uses or any(model.ops[u.op].opcode not in MAX_LIKE or u.index != 0 for u in uses):
         return f"{value} is read by other than rowmax and exp2"
     info = model.values.get(value)
-    if value == load.name or info is None or info.type.space != "reg" or not model.target.register_fragments:
-        return "the mask is emitted for a register fragment of sm_90a only"
+    if value == load.name or info is None or info.type.space != "reg" or not _register_tiles(model):
+        return "the mask is emitted for a register fragment of sm_90a or a register tile of sm_100a in a loop without an mma only"
     return ""
+
+
+def _register_tiles(model) -> bool:
+    """Whether the loop's register values are the tiles `twill::mask_past` masks: sm_90a's fragments, or
+    sm_100a's rows of a thread in a loop without an mma (no value there lives in tensor memory)."""
+    return model.target.register_fragments or not any(op.opcode == "mma" for op in model.graph.ops)
 
 
 def zero_fill_refusal(model, axis, skip=frozenset()) -> str:
-    """"" where every op a loaded tile's zero fill reaches keeps it zero or sums it (ZERO_KEEPING), so
-    a partial last tile is right with no mask; else why not, naming the first op that would read it."""
-    def along(value: str) -> bool:
-        info = model.values.get(value)
-        return info is not None and any(axis(value, d) == "loop" for d in range(len(info.type.shape)))
-
-    todo = [t.value for t in model.tensors if t.kind == "load" and "loop" in t.axes and t.value not in skip]
-    seen = set(todo)
-    while todo:
-        value = todo.pop(0)
-        for u in model.uses.get(value, ()):
-            op = model.ops[u.op]
-            if u.distance:
-                return f"{op.opcode} {u.op} reads {value}, which runs along the loop, in a later iteration"
-            if op.opcode in ZERO_SAFE_SINKS:
-                continue
-            if op.opcode not in ZERO_KEEPING:
-                return (f"the loop has no mma, and {op.opcode} {u.op} reads {value}, which runs along the loop: the "
-                        f"zero fill past the extent would take part (only {', '.join(ZERO_KEEPING)} keep it 0 or "
-                        "sum it)")
-            if u.op not in seen and along(u.op):
-                seen.add(u.op)
-                todo.append(u.op)
-    return ""
+    """"" where the zero fill of every loaded tile along the loop (but `skip`) is right with no mask of
+    its own (`tail_refusal`); else why not, naming the first op that would read it."""
+    starts = [(t.value, 0.0) for t in model.tensors if t.kind == "load" and "loop" in t.axes and t.value not in skip]
+    why = tail_refusal(model, axis, starts)
+    return f"the loop has no mma, and {why}" if why else ""
 
 
 # -- causal loops --------------------------------------------------------------------------------

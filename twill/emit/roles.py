@@ -368,6 +368,11 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
                 out(*code)
         else:
             out(*code)
+        if name in self.r.tails:  # tail_mask: its elements past the extent become its fill
+            if res is None or res.where != "reg":
+                raise EmitError(f"op '{name}': tail_mask is emitted for a register tile only")
+            dim, fill = self.r.tails[name]
+            self._mask_past(out, name, dim, res.expr, res.type, it, fill)
         if tmem_out is not None:
             out(f"twill::frag_to_tmem({self.r.tmem_addr(name, it)}, {tmem_out});")
         if op.opcode == "mma":
@@ -444,7 +449,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             raise EmitError(f"op '{name}' reads {value} from {a.where}: a partial tile is masked in registers only")
         self._mask_past(out, value, dim, a.expr, a.type, it)
 
-    def _mask_past(self, out: Lines, value: str, dim: int, expr: str, t, it: Inst) -> None:
+    def _mask_past(self, out: Lines, value: str, dim: int, expr: str, t, it: Inst, fill: float | None = None) -> None:
         """`value`'s instance `it` in the registers `expr`: where it is iteration n - 1 of a partial
         last tile, its elements past the loop's extent become -inf (before its first reader in this
         role, `_mask`, or before it is handed to another role, `Operands._publish`)."""
@@ -463,7 +468,20 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             return
         # (kernel<..., true> runs only for a partial tile, but without the test of loop_tail ptxas
         # spilled 4 bytes in the 192-key kernel's)
-        out(f"if constexpr (kTail) if ({last}args.loop_tail < kLoopStep) "
-            f"twill::mask_past<{dim}>({expr}, {self.row0(t.shape[0])}, args.loop_tail);  "
-            f"// a partial last tile: {value}'s {('rows', 'columns')[dim]} past the loop's extent are absent")
+        what = "are absent" if fill is None else f"are {fill:g} (tail_mask)"
+        if fill is None and self.m.target.register_fragments:  # -inf before a rowmax / exp2
+            call = f"twill::mask_past<{dim}>({expr}, {self.row0(t.shape[0])}, args.loop_tail)"
+        else:  # a tail_mask's fill, or sm_100a's rows of a thread (tail_*.cuh)
+            call = (f"twill::mask_tail<{dim}>({expr}, {self.row0(t.shape[0])}, args.loop_tail, "
+                    f"{_fill_literal(float('-inf') if fill is None else fill)})")
+        out(f"if constexpr (kTail) if ({last}args.loop_tail < kLoopStep) {call};  "
+            f"// a partial last tile: {value}'s {('rows', 'columns')[dim]} past the loop's extent {what}")
 
+
+def _fill_literal(value: float) -> str:
+    """A C++ float of a tail_mask's fill."""
+    if value != value:
+        return "NAN"
+    if value in (float("inf"), float("-inf")):
+        return ("-" if value < 0 else "") + "INFINITY"
+    return f"{float(value)!r}f".replace("e+", "e")

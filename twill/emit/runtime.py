@@ -147,6 +147,11 @@ def band_part(target) -> str:
     return _part(target.band_runtime)
 
 
+def tail_part(target) -> str:
+    """mask_tail (only in kernels with a tail_mask, or a partial-tile mask on sm_100a: ragged.py)."""
+    return _part(target.tail_runtime)
+
+
 @cache
 def vocab_part(target) -> str:
     """The op vocabulary's extension (twill/vocab.py), after OPS, for the kernels that use it: the

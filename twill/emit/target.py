@@ -26,6 +26,7 @@ class Target:
     mma8_runtime: str  # header of the 8-bit mma inputs and integer accumulators
     causal_runtime: str  # header of the causal mask (in registers on sm_90a, in tensor memory on sm_100a)
     band_runtime: str  # header of a causal mask's band (a sliding window), in kernels with one
+    tail_runtime: str  # header of mask_tail (a tail_mask's fill; sm_100a's partial-tile masks), in kernels with one
     # mma results and @tmem values live in tensor memory, which the kernel allocates and frees
     tensor_memory: bool
     # an mma's completion is committed to an mbarrier (tcgen05.commit): that frees ring slots and
@@ -67,7 +68,7 @@ class Target:
 
 SM90 = Target(
     arch="sm_90a", family="sm_90", runtime="sm90.cuh", vocab_runtime=("vocab_sm90.cuh", "vocab.cuh"),
-    mma8_runtime="mma8_sm90.cuh", causal_runtime="causal.cuh", band_runtime="band.cuh", tensor_memory=False, mma_commit=False, async_register_mma=True,
+    mma8_runtime="mma8_sm90.cuh", causal_runtime="causal.cuh", band_runtime="band.cuh", tail_runtime="tail_sm90.cuh", tensor_memory=False, mma_commit=False, async_register_mma=True,
     register_fragments=True, mma_warpgroup=True, a_from_registers=True, mma_wrappers_by_width=True,
     pingpong=True, persistent_grid=True)
 
@@ -76,7 +77,7 @@ SM90 = Target(
 # memory, which occupancy.py does not count (likewise untested).
 SM100 = Target(
     arch="sm_100a", family="sm_100", runtime="sm100.cuh", vocab_runtime=("vocab_sm100.cuh", "vocab.cuh"),
-    mma8_runtime="mma8_sm100.cuh", causal_runtime="causal_sm100.cuh", band_runtime="band_sm100.cuh", tensor_memory=True, mma_commit=True, async_register_mma=False,
+    mma8_runtime="mma8_sm100.cuh", causal_runtime="causal_sm100.cuh", band_runtime="band_sm100.cuh", tail_runtime="tail_sm100.cuh", tensor_memory=True, mma_commit=True, async_register_mma=False,
     register_fragments=False, mma_warpgroup=False, a_from_registers=False, mma_wrappers_by_width=False,
     pingpong=False, persistent_grid=False, shares_sm=False, shared_smem=False)
 

@@ -72,7 +72,7 @@ def depipeline(lowered: Lowered) -> Lowered:
     return _reorder(_drop_dead(_common(lowered)))
 
 
-PURE = {"ew", "conv", "exp2", "rowmax", "rowsum", "reduce", "scan", "move", "mask", "position"}
+PURE = {"ew", "conv", "exp2", "rowmax", "rowsum", "reduce", "scan", "move", "mask", "tail_mask", "position"}
 
 
 def _common(lowered: Lowered) -> Lowered:

@@ -330,11 +330,28 @@ def _loop_tail(lw: Lowering, op: MOp, vals: list) -> object | None:
     dim = lw.masks.loop_tail(names[0], lw.loop_iv, negated=neg, peeled=not lw.in_loop)
     if dim is None:
         return None
-    # the partial last tile: emitted as a mask of the loop's extent, that of the tensors it reads. A 0 fill
-    # (LayerNorm's `tl.where(cols < N, x - mean, 0.)`) is TMA's own fill of the loads x is computed from:
-    # where an op between them does not keep a 0 (x - mean), emit-cuda takes whole tiles only
-    # (emit/ragged.zero_fill_refusal); x reads a load of the loop, so that check sees the path.
+    # the partial last tile: emitted as a mask of the loop's extent, that of the tensors it reads. -inf: x,
+    # masked by emit-cuda before each of its rowmax and exp2 readers (emit/ragged.py), its only readers. A 0
+    # fill of a loaded tile (or its conversion) is TMA's own fill past the extent: x. A 0 fill of a value
+    # computed from loads (LayerNorm's `tl.where(cols < N, x - mean, 0.)`: the load's 0 gives -mean there)
+    # is the graph's `tail_mask x {fill = 0}`, which emit-cuda computes on the partial last tile alone.
+    if zero and not _loaded_as_is(lw, x):
+        return lw.node("tail_mask", op, [x], lw.type_of(x.ref), attrs=(("fill", 0.0),), opcode="tail_mask")
     return x
+
+
+def _loaded_as_is(lw: Lowering, tile: Tile) -> bool:
+    """Whether `tile` is a tile the loop loads, or conversions of one (its elements past the loop's extent
+    TMA's zero fill, converted: 0)."""
+    ref = tile.ref
+    while ref.kind == "node" and lw.nodes[ref.index] is not None:
+        node = lw.nodes[ref.index]
+        if node.kind == "load":
+            return True
+        if node.kind != "conv" or len(node.operands) != 1:
+            return False
+        ref = node.operands[0]
+    return False
 
 
 def _reads_a_load(lw: Lowering, tile: Tile) -> bool:

@@ -774,7 +774,7 @@ static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
-constexpr bool kRagged = false;  // the last iteration's tile may be partial: not here, the loop has no mma, and sub d reads x, which runs along the loop: the zero fill past the extent would take part (only convert, mul, rescale, neg, abs, rowsum, reduce_sum keep it 0 or sum it)
+constexpr bool kRagged = false;  // the last iteration's tile may be partial: not here, the loop has no mma, and rowsum sq_new reads sq_mul, which runs along the loop, and its elements past the extent (not known there) would take part (the reductions along the loop need 0 for a sum, -inf for a max there: ops that keep a 0 (convert, mul, rescale, neg, abs, rowsum, reduce_sum) or a tail_mask, Triton's tl.where(cols < N, v, 0), give it)
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
 constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr bool kPartialM = true;  // Problem::m_extent may end inside a tile

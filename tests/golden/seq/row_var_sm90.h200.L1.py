@@ -697,9 +697,10 @@ SPEC = {'kernel': 'row_var_kernel_L1',
  'stages': 1,
  'loop_step': 64,
  'ragged': False,
- 'ragged_why': 'the loop has no mma, and sub d reads x, which runs along the loop: the zero fill past the '
-               'extent would take part (only convert, mul, rescale, neg, abs, rowsum, reduce_sum keep it 0 '
-               'or sum it)',
+ 'ragged_why': 'the loop has no mma, and rowsum sq_new reads sq_mul, which runs along the loop, and its '
+               'elements past the extent (not known there) would take part (the reductions along the loop '
+               'need 0 for a sum, -inf for a max there: ops that keep a 0 (convert, mul, rescale, neg, abs, '
+               "rowsum, reduce_sum) or a tail_mask, Triton's tl.where(cols < N, v, 0), give it)",
  'axes': ['m'],
  'partial': {'m': ''},
  'args': [{'name': 'total',
@@ -743,7 +744,7 @@ def row_var_kernel_L1(X=None, Var=None, s_xm=None, *, total=None, persistent=-1,
     L must be 4096: the Triton kernel's loop runs to this compile-time constant
     s_xm: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 
-    L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 64 (the loop has no mma, and sub d reads x, which runs along the loop: the zero fill past the extent would take part (only convert, mul, rescale, neg, abs, rowsum, reduce_sum keep it 0 or sum it))
+    L: the loop's extent (a GEMM's K, attention's keys); L a multiple of 64 (the loop has no mma, and rowsum sq_new reads sq_mul, which runs along the loop, and its elements past the extent (not known there) would take part (the reductions along the loop need 0 for a sum, -inf for a max there: ops that keep a 0 (convert, mul, rescale, neg, abs, rowsum, reduce_sum) or a tail_mask, Triton's tl.where(cols < N, v, 0), give it))
     M: the rows the grid walks (blockIdx.x), any number (the last tile may be partial)
 
     persistent=-1: 1: one CTA per SM looping over tiles, 0: a CTA per tile, -1: the launcher's choice
