@@ -55,9 +55,9 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          "softmax_online": [None, {"R": 1000, "N": 5120}, {"R": 1000, "N": 5000}, {"R": 4096, "N": 781}],
          # batch 7, the tutorial's fused softmax (a persistent loop over rows, each whole in one [1024] f32 tile), as
          # three column loops of 64 rows a CTA: whole column tiles (N = 1024; N = 768 < BLOCK, the tail Triton masks,
-         # with a partial last row tile), then its default 4096 x 781, which the binding must refuse (the f32 tile's
-         # -inf fill is read straight from shared memory: whole 128-column tiles only)
-         "softmax_fused": [{"N": 1024}, {"M": 1000, "N": 768}, None]}
+         # with a partial last row tile), a ragged 1000 x 1000 (its tail_mask -inf past N), then its default 4096 x 781,
+         # which the binding must refuse (f32 rows of 3124 bytes: TMA needs a multiple of 16)
+         "softmax_fused": [{"N": 1024}, {"M": 1000, "N": 768}, {"M": 1000, "N": 1000}, None]}
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7")}
 

@@ -421,8 +421,10 @@ def _tail_mask(call: OpCall) -> list[str]:
     """tail_mask x {fill}: x, in place where the result took its operand's registers (buffers.py); the
     role masks the result past the loop's extent on a partial last tile (roles.py, ragged.py)."""
     a, out = call.args[0], call.out
-    if a.where != "reg" or out is None or out.where != "reg":
+    if out is None or out.where != "reg" or a.where not in ("reg", "smem"):
         raise EmitError(f"op '{call.op.name}': tail_mask is emitted on register tiles only")
+    if a.where == "smem":  # a loaded tile (memory.py: an f32 load filling -inf) read into its registers
+        return read_tile(call.model, a, out.expr, call.row0)
     return [f"// {out.expr} is {a.expr}: masked in place"] if out.expr == a.expr else \
         [f"twill::op_convert({out.expr}, {a.expr});"]
 

@@ -34,7 +34,8 @@ def load(lw: Lowering, op: MOp) -> None:
                     "(a tile op that reads it is imported without it)", unknown=True)
         lw.bind(op, SCALAR)
         return
-    lw.bind(op, _load_node(lw, op, vals, lw.tile_type(mtype, op, "smem"), ins[0] if ins else None))
+    tile = _load_node(lw, op, vals, lw.tile_type(mtype, op, "smem"), ins[0] if ins else None)
+    lw.bind(op, _masked_in_registers(lw, op, tile))
 
 
 def _per_batch(lw: Lowering, op: MOp) -> bool:
@@ -80,6 +81,20 @@ def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
             attrs = tuple(attrs) + (("column_major", True),)
         return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1]), attrs=attrs), flip=True)
     return lw.node("load", op, vals, tt, attrs=attrs)
+
+
+def _masked_in_registers(lw: Lowering, op: MOp, tile: Tile) -> Tile:
+    """An f32 tile loaded with `{fill = -inf}` is read by its rowmax and exp2 straight from shared memory,
+    where TMA's zero fill stands past the loop's extent and emit-cuda masks only registers: its readers
+    read it through `tail_mask {fill = -inf}` (the Triton tutorial's fused softmax of an fp32 row, n_cols
+    not a multiple of the tile). A narrower tile is converted to f32 first, and the conversion in
+    registers is what emit-cuda masks (emit/ragged.py)."""
+    node = lw.nodes[tile.ref.index]
+    fill = dict(node.attrs).get("fill")
+    if fill != float("-inf") or node.type.dtype != "f32" or len(node.type.shape) != 2:
+        return tile
+    return lw.node("tail_mask", op, [tile], replace(node.type, space="reg"), ssa=None, attrs=(("fill", fill),),
+                   opcode="tail_mask")
 
 
 def _column_major(lw: Lowering, op: MOp, source) -> str | None:
