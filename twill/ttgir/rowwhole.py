@@ -77,9 +77,10 @@ def loop_free_row(module: Module) -> int | None:
     src = module.source
     if len(funcs) != 1:
         return None
-    ops = list(walk_ops(funcs[0].body()))
-    if any(o.name == "scf.for" for o in ops):
+    blocks = funcs[0].regions[0] if funcs[0].regions else ()
+    if "scf.for" in src.text or len(blocks) > 1:  # a loop (in any block: an early return's are checked later)
         return None
+    ops = list(walk_ops(funcs[0].body()))
     tiles = [o for o in ops if "tensor<" in src.lines[o.head.line - 1]]
     if not tiles:
         return None
