@@ -21,6 +21,11 @@ program that computes the same, and rowprog.py goes on with that (64 rows a CTA,
   in pass 1, the store of exp(x - max) / sum in pass 2), recomputing in each pass the row values it reads
   from the loads (the row is read again from memory, once a pass); scalar ops run between the passes.
 
+A kernel with no loop at all (Liger's RMSNorm, LayerNorm, SwiGLU; the older tutorial softmax: `row =
+tl.program_id(0)`, the row whole in one masked tile) takes the same path (`row_whole`): its function's ops in place of
+the row loop's body, the program id already the row. A mask `cols < n` of a constant n (`n_cols: tl.constexpr`) is
+true at every step of a column loop that runs to n in whole tiles, and is dropped from the loads and stores.
+
 The rewrite equals the kernel where the row fits its tile (n_cols <= BLOCK, as every launch of the
 tutorial's has it: BLOCK = next_power_of_2(n_cols)); with n_cols > BLOCK Triton's kernel reads the first
 BLOCK columns alone, the rewritten one the whole row.
