@@ -368,7 +368,8 @@ def _bc(v, shape):
 
 
 UNARY = {"rsqrt": lambda a: 1 / __import__("numpy").sqrt(a), "sqrt": lambda a: __import__("numpy").sqrt(a),
-         "recip": lambda a: 1 / a, "convert": lambda a: a}
+         "recip": lambda a: 1 / a, "convert": lambda a: a, "neg": lambda a: -a,
+         "exp": lambda a: __import__("numpy").exp(a), "tanh": lambda a: __import__("numpy").tanh(a)}
 BINARY = {"mul": lambda a, b: a * b, "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "div": lambda a, b: a / b,
           "max": lambda a, b: __import__("numpy").maximum(a, b), "rescale": lambda a, b: a * b}
 
@@ -402,6 +403,8 @@ def _evaluate(seq, arrays: dict, numbers: dict, cols: int = 128) -> dict:
     import numpy as np
     out, finals = {}, {}
     n = next(a.shape[1] for a in arrays.values() if a.ndim == 2)
+    if not isinstance(seq, Sequence):  # one loop
+        seq = Sequence(seq.kernel, ("L0",), (seq,))
     for name, graph in zip(seq.names, seq.graphs):
         feeds = {t: a for a, t in graph.arguments if t is not None}
         env = {v: np.float64(numbers[a]) for v, a in ((t, a) for a, t in graph.arguments if t is not None)

@@ -8,7 +8,7 @@
         # each timed per call (host included) and in a CUDA graph (the kernel alone)
 
 --batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3), --batch 4 the fourth (kernels4.py,
-heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6), --batch 7 the seventh (kernels7.py, heldout7); default the
+heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6), --batch 7 the seventh (kernels7.py, heldout7), --batch 8 the eighth (kernels8.py, heldout8); default the
 second (kernels.py, heldout2). A kernel of loops in sequence has the sequence's binding NAME_sm90.py (its loops' kernels
 NAME_sm90.LOOP.cu beside it), which allocates its outputs and returns them: those are checked. Writes DIR/check.json. The binding is called with the launch's arguments only: the exp2 scale the
 import folds out of a kernel (qk_scale = sm_scale * log2 e; for a softmax written with tl.exp, its
@@ -57,9 +57,18 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # three column loops of 64 rows a CTA: whole column tiles (N = 1024; N = 768 < BLOCK, the tail Triton masks,
          # with a partial last row tile), a ragged 1000 x 1000 (its tail_mask -inf past N), then its default 4096 x 781,
          # which the binding must refuse (f32 rows of 3124 bytes: TMA needs a multiple of 16)
-         "softmax_fused": [{"N": 1024}, {"M": 1000, "N": 768}, {"M": 1000, "N": 1000}, None]}
+         "softmax_fused": [{"N": 1024}, {"M": 1000, "N": 768}, {"M": 1000, "N": 1000}, None],
+         # batch 8, one row a program with no loop (the row whole in one tile), as column loops of 64 rows a CTA: the
+         # defaults (4096 x 4096, whole tiles), a partial last row tile (M = 1000); softmax_row's N = 781 (the tile's
+         # -inf fill read from shared memory) and layer_norm_fwd's N = 5000 (x - mean of the zero fill) must be refused
+         # by the binding; rms_norm_fwd's N = 5000 runs (sums and a clipped store take the zero fill). swiglu_fwd and
+         # geglu_fwd take n_cols as a constexpr (Liger): their dumps are of n_cols = 4096 alone
+         "rms_norm_fwd": [None, {"M": 1000, "N": 5000}], "layer_norm_fwd": [None, {"M": 1000}, {"N": 5000}],
+         "softmax_row": [None, {"M": 1000, "N": 768}, {"N": 781}], "swiglu_fwd": [None, {"M": 1000}],
+         "geglu_fwd": [None, {"M": 1000}]}
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
-           "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7")}
+           "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7"),
+           "8": ("kernels8.py", "heldout8")}
 
 
 def _kernels(batch: str = "2"):
@@ -164,7 +173,7 @@ def main(argv=None) -> None:
     c.add_argument("--kernels", required=True)
     for q in (b, c):
         q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py; 6: kernels6.py; "
-                       "7: kernels7.py")
+                       "7: kernels7.py; 8: kernels8.py")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 

@@ -106,6 +106,8 @@ def value_axis(graph: Graph, mma: dict[str, MmaShape]):
     row_classes = set()
     if not loop_classes and not mma:  # a pass that reads per-row inputs (a normalize-and-store loop): its
         row_classes, loop_classes = _row_input_pass(graph, cls)  # rows are the grid's, its columns the loop's
+    if not loop_classes and not mma:  # a map over a row's columns (SwiGLU of one row a program): its rows the grid's
+        row_classes, loop_classes = _row_map_pass(graph, cls)
     # Grid axes follow the output carries: rows along blockIdx.x, columns along blockIdx.y.
     m_classes, n_classes = set(row_classes), set()
     for carry in graph.carries:
@@ -162,6 +164,18 @@ def _row_input_pass(graph: Graph, cls: _Classes) -> tuple[set, set]:
     cols = {cls.find((op.name, 1)) for op in graph.ops
             if op.type is not None and len(op.type.shape) == 2 and cls.find((op.name, 0)) in rows}
     return rows, cols - rows
+
+
+def _row_map_pass(graph: Graph, cls: _Classes) -> tuple[set, set]:
+    """(row classes, loop classes) of a loop with no mma, no carried reduction and no per-row input whose extent is
+    the kernel's (an argument `{extent = loop}` or `extent loop = N`: the import says the loop walks a tensor's
+    columns, as one row a program's column loop does): its 2-d tiles' rows are the grid's, their columns the loop's.
+    Empty sets for any other loop (a graph written by hand: tiles of each iteration, as before)."""
+    if graph.loop_extent is None and not any(axis == "loop" for _, axis in graph.extents):
+        return set(), set()
+    twos = [op.name for op in graph.ops if op.type is not None and len(op.type.shape) == 2]
+    rows = {cls.find((n, 0)) for n in twos}
+    return rows, {cls.find((n, 1)) for n in twos} - rows
 
 
 def carried_row_reductions(graph: Graph) -> list[tuple[str, int]]:

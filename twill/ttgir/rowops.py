@@ -40,6 +40,7 @@ def elementwise(rw: Rewrite, op: MOp) -> None:
     conv = re.search(r":\s*(\S+(?:<[^>]*>)?|tensor<[^>]*>)\s+to\s+", line)
     pred = re.match(r"\s*(?:%\S+ = )?\S+\s+([a-z]+),", line) if op.name in ("arith.cmpi", "arith.cmpf") else None
     head = prefix(line) + (f" {pred.group(1)}," if pred else "")
+    head = head.replace("tt.extern_elementwise", op.name)  # libdevice's tanh read as math.tanh (parser.LIBDEVICE)
     if conv:  # extf, truncf, sitofp, extsi: `: A to B`
         src_elt = elt_of(conv.group(1))
         r = rw.define(op, kind, elt)

@@ -21,6 +21,11 @@ program that computes the same, and rowprog.py goes on with that (64 rows a CTA,
   in pass 1, the store of exp(x - max) / sum in pass 2), recomputing in each pass the row values it reads
   from the loads (the row is read again from memory, once a pass); scalar ops run between the passes.
 
+A kernel with no loop at all (Liger's RMSNorm, LayerNorm, SwiGLU; the older tutorial softmax: `row =
+tl.program_id(0)`, the row whole in one masked tile) takes the same path (`row_whole`): its function's ops in place of
+the row loop's body, the program id already the row. A mask `cols < n` of a constant n (`n_cols: tl.constexpr`) is
+true at every step of a column loop that runs to n in whole tiles, and is dropped from the loads and stores.
+
 The rewrite equals the kernel where the row fits its tile (n_cols <= BLOCK, as every launch of the
 tutorial's has it: BLOCK = next_power_of_2(n_cols)); with n_cols > BLOCK Triton's kernel reads the first
 BLOCK columns alone, the rewritten one the whole row.
@@ -34,7 +39,7 @@ import re
 
 from .lexer import Source
 from .parser import Module, MOp, parse_module
-from .rowprog import COMBINERS, Refuse, attr_int, end_line, func_args, walk_ops
+from .rowprog import COLUMNS, COMBINERS, Refuse, attr_int, end_line, func_args, walk_ops
 
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
 
@@ -57,6 +62,76 @@ def persistent_rows(module: Module) -> tuple[MOp, int] | None:
         return None
     block = re.search(r"tensor<(\d+)x", text)
     return loops[0], int(block.group(1)) if block else 0
+
+
+# ops a loop-free kernel of one row a program may not hold: what each is, for the refusal
+UNHANDLED = {"tt.atomic_rmw": "an atomic read-modify-write", "tt.atomic_cas": "an atomic compare-and-swap",
+             "tt.gather": "a gather", "tt.histogram": "a histogram", "tt.dot": "a dot",
+             "tt.descriptor_load": "a descriptor (TMA) load", "tt.descriptor_store": "a descriptor (TMA) store",
+             "tt.trans": "a transpose", "tt.reshape": "a reshape", "tt.join": "a join", "tt.split": "a split",
+             "tt.cat": "a concatenation", "scf.if": "a branch (scf.if)", "scf.while": "a while loop"}
+
+
+def loop_free_row(module: Module) -> int | None:
+    """The row's tile of a kernel of one row a program with no loop (Liger's RMSNorm, the older tutorial softmax,
+    a SwiGLU): one function, 1-D tiles, `tt.get_program_id x` reaching addresses as the row's. None where the
+    module has a loop or no tile (the import goes on as before: a loop, or "no scf.for loop"); Refuse, at the op,
+    where it is a loop-free kernel of tiles this rewrite does not take (a 2-D tile, an atomic, a program id that
+    indexes elements)."""
+    funcs = module.functions()
+    src = module.source
+    if len(funcs) != 1:
+        return None
+    blocks = funcs[0].regions[0] if funcs[0].regions else ()
+    if "scf.for" in src.text or len(blocks) > 1:  # a loop (in any block: an early return's are checked later)
+        return None
+    ops = list(walk_ops(funcs[0].body()))
+    tiles = [o for o in ops if "tensor<" in src.lines[o.head.line - 1]]
+    if not tiles:
+        return None
+    for o in ops:
+        if o.name in UNHANDLED:
+            raise Refuse(o, f"'{o.name}' ({UNHANDLED[o.name]}) in a kernel with no loop: a kernel of no loop is "
+                            "imported where it is one row a program, the row whole in one 1-D tile, its ops "
+                            "elementwise, reductions of the row, loads and stores")
+        if re.search(r"tensor<\d+x\d+x", src.lines[o.head.line - 1]):
+            raise Refuse(o, f"'{o.name}' makes a 2-D tile in a kernel with no loop: a kernel of no loop is imported "
+                            "where it is one row a program, the row whole in one 1-D tile")
+    pids = [o for o in ops if o.name == "tt.get_program_id"]
+    if len(pids) != 1 or not any(t.is_("x") for t in pids[0].tokens):
+        raise Refuse(pids[1] if len(pids) > 1 else tiles[0],
+                     "a kernel with no loop is imported where it is one row a program: one `tt.get_program_id x`, "
+                     "the row" + ("" if pids else " (this one reads no program id)"))
+    _rows_not_elements(src, ops, pids[0])
+    return int(re.search(r"tensor<(\d+)x", src.lines[tiles[0].head.line - 1]).group(1))
+
+
+def _rows_not_elements(src: Source, ops: list[MOp], pid: MOp) -> None:
+    """The program id is the row where it reaches only scalar address arithmetic (`X + row * stride`); a tile of
+    integers computed from it (`pid * BLOCK + arange(BLOCK)`: the tutorial's vector add) indexes elements."""
+    row = set(pid.results)
+    for o in ops:
+        if not any(n in row for n, _ in o.operands()):
+            continue
+        line = src.lines[o.head.line - 1]
+        if "tensor<" in line and "!tt.ptr" not in line.rsplit(":", 1)[-1].split("->")[-1]:
+            raise Refuse(o, f"'{o.name}' makes a tile of indices from the program id (`pid * BLOCK + arange(BLOCK)`): "
+                            "the program id indexes elements, not a row. A kernel with no loop is imported where it "
+                            "is one row a program (`X + row * stride + arange(BLOCK)`, a row reduction or an "
+                            "elementwise map of the row); a 1-D map over elements (a vector add) is not a row's "
+                            "tile loop: not imported")
+        if o.name in ("arith.extsi", "arith.extui", "arith.muli", "arith.addi", "arith.trunci", "arith.index_cast"):
+            row.update(o.results)
+
+
+def row_whole(module: Module) -> tuple[MOp | None, int] | None:
+    """(the persistent loop over the rows or None where the kernel has no loop, the row's tile) of a kernel of one
+    row a program whose row is whole in one tile; None where it is not one."""
+    found = persistent_rows(module)
+    if found is not None:
+        return found
+    block = loop_free_row(module)
+    return None if block is None else (None, block)
 
 
 def subst(line: str, names: dict) -> str:
@@ -84,11 +159,13 @@ class Whole:
     def __init__(self, module: Module, loop: MOp, block: int):
         self.src, self.loop, self.block = module.source, loop, block
         self.func = module.functions()[0]
+        self.at = loop if loop is not None else self.func  # where the lines the rewrite adds are placed
         self.out: list[str] = []
         self.where: list[tuple[int, int | None]] = []
         self.names: dict[str, str] = {}
         self.fresh = 0
         self.taken = set(SSA.findall(self.src.text))
+        self.true_masks: set[str] = set()  # masks `cols < n` of a constant n the column loop runs to in whole tiles
 
     def emit(self, text: str, op: MOp | None, same: bool = False) -> None:
         self.out.append(subst(text, self.names))
@@ -109,26 +186,18 @@ class Whole:
 
     def run(self) -> tuple[list[str], list[tuple[int, int | None]]]:
         src, loop = self.src, self.loop
-        line = src.lines[loop.head.line - 1]
-        m = re.search(r"scf\.for %([\w.$-]+) = %([\w.$-]+) to %([\w.$-]+) step %([\w.$-]+)", line)
-        iv, pid, step = m.group(1), m.group(2), m.group(4)
-        if "iter_args" in line or loop.results:
-            raise Refuse(loop, "'scf.for' over the rows (a persistent loop: the grid's loop) carries values from row to "
-                               "row: its rows are not independent programs")
         top = list(self.func.body())
-        k = top.index(loop)
-        pre, post = top[:k], [o for o in top[k + 1:] if o.name != "tt.return"]
-        if post:
-            raise Refuse(post[0], f"'{post[0].name}' after the persistent loop over the rows: not imported")
-        body = [o for o in loop.body() if o.name != "scf.yield"]
-        self.names[iv] = pid  # the row: the program's own (one row a program)
+        if loop is None:  # no loop: the program's row is the row (the older tutorial softmax, Liger's kernels)
+            pre, body = [], [o for o in top if o.name != "tt.return"]
+        else:
+            pre, body = self._persistent(top)
         tensor = {id(o): "tensor<" in _result_type(src, o) or o.name == "tt.store" and self._tensor_store(o)
                   for o in pre + body}
         defs = {r: o for o in pre + body for r in o.results}
         # the column loop's bound: the one scalar n of the masks `arange < splat(n)`
         ranges = [o for o in pre + body if o.name == "tt.make_range"]
         if not ranges or any(attr_int(o, "start") != 0 or attr_int(o, "end") != self.block for o in ranges):
-            raise Refuse(ranges[0] if ranges else loop, f"a row held in one tile of column indices other than "
+            raise Refuse(ranges[0] if ranges else self.at, f"a row held in one tile of column indices other than "
                                                         f"arange(0, {self.block})")
         bound = self._bound(pre + body, ranges, defs)
         # levels: how many reductions a value waits for; each reduction's pass, each store's
@@ -148,7 +217,7 @@ class Whole:
             for r in o.results:
                 level[r] = base
         if not passes:
-            raise Refuse(loop, "'scf.for' over the rows with no reduction or store of the row's tile")
+            raise Refuse(self.at, f"'{self.at.name}' of one row a program with no reduction or store of the row's tile")
         count = 1 + max(p for _, p in passes)
         scalars = [o for o in pre + body if not tensor[id(o)] and o.name != "tt.get_num_programs"]
         constants = [o for o in pre + body if o.name == "arith.constant" and tensor[id(o)]]
@@ -174,22 +243,39 @@ class Whole:
                 emitted.add(id(o))
                 self.copy(o)
             if p == 0:
-                self.emit(f"    %{lo} = arith.constant 0 : i32", loop)
-                self.emit(f"    %{st} = arith.constant {self.block} : i32", loop)
+                self.emit(f"    %{lo} = arith.constant 0 : i32", self.at)
+                self.emit(f"    %{st} = arith.constant {self.block} : i32", self.at)
             if p < count:
                 self._pass(p, [o for o, q in passes if q == p], pre + body, tensor, defs, reductions, lo, st, bound)
-        self.emit("    tt.return", loop)
+        self.emit("    tt.return", self.at)
         last = max(o.head.line for o in walk_ops(self.func.body())) + 1
         for i in range(last, len(src.lines) + 1):
             self.out.append(src.lines[i - 1])
             self.where.append((i, None))
         return self.out, self.where
 
+    def _persistent(self, top: list[MOp]) -> tuple[list[MOp], list[MOp]]:
+        """(the ops before the persistent loop, its body): its induction variable read as the program's row."""
+        loop = self.loop
+        line = self.src.lines[loop.head.line - 1]
+        m = re.search(r"scf\.for %([\w.$-]+) = %([\w.$-]+) to %([\w.$-]+) step %([\w.$-]+)", line)
+        iv, pid = m.group(1), m.group(2)
+        if "iter_args" in line or loop.results:
+            raise Refuse(loop, "'scf.for' over the rows (a persistent loop: the grid's loop) carries values from row to "
+                               "row: its rows are not independent programs")
+        k = top.index(loop)
+        pre, post = top[:k], [o for o in top[k + 1:] if o.name != "tt.return"]
+        if post:
+            raise Refuse(post[0], f"'{post[0].name}' after the persistent loop over the rows: not imported")
+        self.names[iv] = pid  # the row: the program's own (one row a program)
+        return pre, [o for o in loop.body() if o.name != "scf.yield"]
+
     def _tensor_store(self, op: MOp) -> bool:
         return "tensor<" in self.src.lines[op.head.line - 1].rsplit(":", 1)[-1]
 
-    def _bound(self, ops, ranges, defs) -> str:
-        """The scalar argument n of the masks `arange < splat(n)` (one for all), or the block as a constant."""
+    def _bound(self, ops, ranges, defs) -> str | int:
+        """The scalar argument n of the masks `arange < splat(n)` (one for all), or n where the masks compare with a
+        constant (`n_cols: tl.constexpr`, Liger's SwiGLU: `dense<n>`), or the block where there is no mask."""
         rng = {r for o in ranges for r in o.results}
         found = set()
         args = {a for a, _ in func_args(self.src.lines[self.func.head.line - 1])}
@@ -198,12 +284,41 @@ class Whole:
             if o.name == "arith.cmpi" and names and names[0] in rng:
                 sp = defs.get(names[1])
                 n = next(iter(sp.operands()))[0] if sp is not None and sp.name == "tt.splat" else None
-                if n not in args or " slt," not in self.src.lines[o.head.line - 1]:
-                    raise Refuse(o, "a mask of the row's columns other than `cols < n_cols` (n_cols an argument)")
+                if sp is not None and sp.name == "arith.constant":
+                    dense = re.search(r"dense<(\d+)>", self.src.lines[sp.head.line - 1])
+                    n = int(dense.group(1)) if dense else None
+                if (n not in args and not isinstance(n, int)) or " slt," not in self.src.lines[o.head.line - 1]:
+                    raise Refuse(o, "a mask of the row's columns other than `cols < n_cols` (n_cols an argument "
+                                    "or a constant)")
                 found.add(n)
+                if isinstance(n, int):
+                    self.true_masks.add(o.results[0])
         if len(found) > 1:
-            raise Refuse(ranges[0], f"masks of the row's columns by several bounds ({', '.join(sorted(found))})")
-        return found.pop() if found else ""
+            raise Refuse(ranges[0], f"masks of the row's columns by several bounds ({', '.join(map(str, found))})")
+        bound = found.pop() if found else self.block
+        if isinstance(bound, int) and bound % min(self.block, COLUMNS):
+            raise Refuse(next(o for o in ops if o.results and o.results[0] in self.true_masks),
+                         f"a mask of the row's columns by the constant {bound}, not a multiple of the column tile "
+                         f"({min(self.block, COLUMNS)}): pass n_cols at launch (not constexpr), or a multiple of it")
+        return bound
+
+    def _unmasked(self, op: MOp) -> list[str] | None:
+        """A load's or store's line without its mask where the mask is `cols < n` of a constant n that the column loop
+        runs to in whole tiles (true everywhere in the loop: Liger's `n_cols: tl.constexpr`); None where it reads none.
+        Any other reader of such a mask is refused."""
+        if not self.true_masks or not any(n in self.true_masks for n, _ in op.operands()):
+            return None
+        keep = {"tt.load": 1, "tt.store": 2}.get(op.name)
+        if keep is None or end_line(op) != op.head.line:
+            raise Refuse(op, f"'{op.name}' reads the mask of the row's columns by a constant (`cols < n_cols`, n_cols a "
+                             "constexpr): a load's or store's mask alone is imported")
+        line = self.src.lines[op.head.line - 1]
+        names = [n for n, _ in op.operands()]
+        if any(n in self.true_masks for n in names[:keep]):
+            raise Refuse(op, f"'{op.name}' reads the mask of the row's columns as a value")
+        head, _, rest = line.partition(" : ")
+        cut = head.index("%" + names[keep - 1] + ",", head.index(op.name)) + len(names[keep - 1]) + 1
+        return [head[:cut] + " : " + rest]
 
     def _reduction(self, op: MOp) -> tuple[str, str, str]:
         """(the combiner op, its identity, the element type) of a reduction of the row to a scalar."""
@@ -230,9 +345,9 @@ class Whole:
             todo += [m for m, _ in d.operands()]
         reds = [o for o in roots if o.name == "tt.reduce"]
         off = self.name("off")
-        ub = bound if bound else self.name("ncols")
-        if not bound:
-            self.emit(f"    %{ub} = arith.constant {self.block} : i32", self.loop)
+        ub = bound if isinstance(bound, str) else self.name("ncols")
+        if isinstance(bound, int):
+            self.emit(f"    %{ub} = arith.constant {bound} : i32", self.at)
         inits, accs = [], []
         for r in reds:
             comb, ident, elt = reductions[id(r)]
@@ -268,6 +383,10 @@ class Whole:
                 self.emit(line.replace(f"%{o.results[0]} =", f"%{base} =", 1), o, same=True)
                 self.emit(f"      %{shift} = tt.splat %{off} : i32 -> {ty}", o)
                 self.emit(f"      %{o.results[0]} = arith.addi %{shift}, %{base} : {ty}", o)
+            elif id(o) in need and o.results and o.results[0] in self.true_masks:
+                continue  # true in every step of the loop: its loads and stores unmasked
+            elif id(o) in need and (text := self._unmasked(o)) is not None:
+                self.emit(text[0], o, same=True)
             elif id(o) in need:
                 self.copy(o)
             elif o in reds:
@@ -289,11 +408,11 @@ class Whole:
 def whole_rows(module: Module) -> tuple[Module, list[tuple[int, int | None]]] | None:
     """The kernel rewritten to one row a program with column loops (its module, each line's place in the
     original) where it is a persistent loop over rows each whole in one tile; None where it is not."""
-    found = persistent_rows(module)
+    found = row_whole(module)
     if found is None:
         return None
     loop, block = found
-    before = _prepipe(module, loop)
+    before = _prepipe(module, loop) if loop is not None else None
     if before is not None:  # after the pipeliner: the loop put back first, its lines placed in the original
         lines, first = before
         module = parse_module("\n".join(lines), module.source.file)

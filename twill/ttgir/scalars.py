@@ -159,6 +159,8 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         return
     if op.name in ("arith.cmpf", "arith.cmpi"):
         tt = TensorType("i1", tt.shape)
+    if lw.in_loop and _constant_first(lw, op, vals, tt):
+        return
     attrs = _scalar_operand(op, vals) + extra + _numerator(lw, op, vals)
     if lw.in_loop:
         _unheld_operand(lw, op, vals, attrs, factor)
@@ -175,6 +177,32 @@ def _numerator(lw: Lowering, op: MOp, vals: list) -> tuple:
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c):
         return ()
     return (("numerator", float(c)),)
+
+
+# `c OP x` in the loop, a constant first operand of an op that does not commute: (the op on x, the op that then
+# applies c as its {scalar}, the value of c for which that second op is nothing)
+CONSTANT_FIRST = {"arith.divf": ("recip", "mul", 1.0), "arith.subf": ("neg", "add", 0.0)}
+
+
+def _constant_first(lw: Lowering, op: MOp, vals: list, tt) -> bool:
+    """`c / x` or `c - x` in the loop, c a finite constant and x a tile (Triton's sigmoid, 1 / (1 + exp(-x)), its
+    -x written `0 - x` by Triton 3.6): `recip x` times c, `neg x` plus c (the second op left out where c is 1 or 0);
+    bound, True. False for any other op (the node of `x / y` has no place for c)."""
+    if op.name not in CONSTANT_FIRST or len(vals) != 2 or not isinstance(vals[0], Const) \
+            or not isinstance(vals[1], Tile):
+        return False
+    c = vals[0].value
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c):
+        return False
+    first, then, unit = CONSTANT_FIRST[op.name]
+    if op.name == "arith.divf" and c == 0:
+        return False
+    if c == unit:
+        lw.bind(op, lw.node("ew", op, [vals[1]], tt, opcode=first))
+        return True
+    inner = lw.node("ew", op, [vals[1]], tt, ssa=f"{op.results[0]}_{first}", opcode=first)
+    lw.bind(op, lw.node("ew", op, [inner], tt, attrs=(("scalar", float(c)),), opcode=then))
+    return True
 
 
 def _int_argument(lw: Lowering, op: MOp) -> str | None:
