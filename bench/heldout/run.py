@@ -59,9 +59,9 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # which the binding must refuse (f32 rows of 3124 bytes: TMA needs a multiple of 16)
          "softmax_fused": [{"N": 1024}, {"M": 1000, "N": 768}, {"M": 1000, "N": 1000}, None],
          # batch 8, one row a program with no loop (the row whole in one tile), as column loops of 64 rows a CTA: the
-         # defaults (4096 x 4096, whole tiles), a partial last row tile (M = 1000); softmax_row's N = 781 (the tile's
-         # -inf fill read from shared memory) and layer_norm_fwd's N = 5000 (x - mean of the zero fill) must be refused
-         # by the binding; rms_norm_fwd's N = 5000 runs (sums and a clipped store take the zero fill). swiglu_fwd and
+         # defaults (4096 x 4096, whole tiles), a partial last row tile (M = 1000); softmax_row's N = 781 (f32 rows of
+         # 3124 bytes: TMA needs a multiple of 16) must be refused by the binding; ragged N runs: rms_norm_fwd's 5000
+         # (sums and a clipped store take the zero fill), layer_norm_fwd's 5000 (x - mean through its tail_mask). swiglu_fwd and
          # geglu_fwd take n_cols as a constexpr (Liger): their dumps are of n_cols = 4096 alone
          "rms_norm_fwd": [None, {"M": 1000, "N": 5000}], "layer_norm_fwd": [None, {"M": 1000}, {"N": 5000}],
          "softmax_row": [None, {"M": 1000, "N": 768}, {"N": 781}], "swiglu_fwd": [None, {"M": 1000}],
