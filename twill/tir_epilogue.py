@@ -22,7 +22,7 @@ from .errors import did_you_mean
 from .ir import OUTPUT_DTYPES, Epilogue, Op, Operand, TensorType, Value
 from .tir_text import KINDS, Line, print_ops
 
-FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant", "join")  # the ops an epilogue runs
+FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant", "join", "gather")  # the ops an epilogue runs
 SCALAR_DTYPES = ("f32", "i32")  # a Python float, a Python int
 READABLE = ("input", "carry", "scalar", "epilogue")
 
@@ -130,8 +130,11 @@ class EpilogueParser:
         seen: set[str] = set()
         for op in self.ops:
             broken = {d.span.line for d in errors.diagnostics if d.span is not None}
-            for ref in op.operands:
-                self.check_operand(ref, seen)
+            for k, ref in enumerate(op.operands):
+                if op.opcode == "gather" and k == 0:
+                    self.check_table(ref, types)
+                else:
+                    self.check_operand(ref, seen)
             d = vocab.lookup(op.opcode)
             if op.opcode not in allowed:
                 known = d is not None or op.opcode == "store"
@@ -153,6 +156,19 @@ class EpilogueParser:
                 types[op.name] = op.type
                 seen.add(op.name)
         return types
+
+    def check_table(self, ref: Operand, types: dict) -> None:
+        """A gather's x: a `load` of the loop, whose tensor (not its last tile) the gather reads in global memory."""
+        o = self.owner
+        load = next((op for op in o.ops if op.name == ref.name), None)
+        if self.keyword != "epilogue" or load is None or load.opcode != "load" or ref.distance is not None:
+            o.errors.error(f"a gather reads the tensor of a load of the loop, but '{ref}' is "
+                           + ("no op of the loop" if load is None else f"a '{load.opcode}'" if load.opcode != "load"
+                              else "not written as one (no iteration distance)" if ref.distance is not None
+                              else "read in the prologue"),
+                           ref.span, "gather x, index: x a loop's load [M, K], index an i32/i64 [M] (an input)")
+            return
+        types[ref.name] = load.type
 
     def check_operand(self, ref: Operand, seen: set[str]) -> None:
         o = self.owner

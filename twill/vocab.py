@@ -232,6 +232,20 @@ def _join(out, ins, attrs):
     return None
 
 
+def _gather(out, ins, attrs):
+    """gather x, index: element r is x's tensor at row r, column index[r] (one element a row)."""
+    if out is None or len(ins) != 2 or None in ins:
+        return None
+    x, idx = ins
+    if len(x.shape) != 2:
+        return f"x is {_t(x)}: a gather reads the rows of a rank-2 tile's tensor"
+    if idx.dtype not in ("i32", "i64") or as_2d(idx.shape) != (x.shape[0], 1):
+        return f"index is {_t(idx)}: one i32 or i64 column a row, [{x.shape[0]}]"
+    if out.shape not in ((x.shape[0],), (x.shape[0], 1)) or out.dtype != x.dtype:
+        return f"gathering one element a row of {_t(x)} gives {x.dtype}[{x.shape[0]}], not {_t(out)}"
+    return None
+
+
 def mma_mismatch(out: TensorType | None, ins: list) -> str | None:
     """Why the rank-2 operands of an mma cannot multiply into its result (None when they can):
     a is [M, K] or [K, M], b is [K, N] or [N, K], the result [M, N]."""
@@ -322,6 +336,11 @@ _DEFS = [
                 "loop = -1)"),
     OpDef("join", "join", (2,), ("x", "y"), _join, "alu", "alu", "join", "op_join",
           shape="x and y [M, N], the result [M, 2N]: x's column j is column 2j, y's column 2j + 1"),
+    # gather x, index: one element a row of the tensor the loop's load x walks, at column index[r] (an epilogue's
+    # cross-entropy target logit, `tl.load(X + row * stride + tl.load(IDX + row))`; emit/gather.py)
+    OpDef("gather", "gather", (2,), ("x", "index"), _gather, "alu", "alu", "gather", "",
+          shape="x a loop's load [M, K] (its tensor in global memory), index i32 or i64 [M]: the result [M] of x's "
+                "dtype, element r the tensor's row r at column index[r] (0 where index[r] is outside the row)"),
     OpDef("fma", "ternary", (3,), ("a", "b", "c"), _elementwise(), "alu", "alu", "math", "op_fma"),
     *[OpDef(f"reduce_{n}", "reduce", (1, 2), ("x", "init"), _reduce, "alu", "reduce", "reduce", f"op_reduce_{n}",
             attrs=("axis",), needs=("axis",)) for n in ("sum", "max", "min")],

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import batch_groups, descale, epilogue, halves, masks, partial, runtime, splits
+from . import batch_groups, descale, epilogue, gather, halves, masks, partial, runtime, splits
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -254,8 +254,10 @@ class Renderer(Stores, Kernel):
 
     def pointer_tensors(self):
         m = self.m
+        from .gather import gathered
         return [t for t in m.tensors if t.kind in ("output", "store") or
-                (t.kind == "input" and m.values[t.value].type.space != "smem")]
+                (t.kind == "input" and m.values[t.value].type.space != "smem") or
+                (t.kind == "load" and t.value in gathered(m.graph))]
 
     def _params(self, out: Lines) -> None:
         out("// ---- kernel parameters ----------------------------------------------------------------------")
@@ -267,9 +269,10 @@ class Renderer(Stores, Kernel):
             "int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)",
             *[f"int {partial.FIELD[ax]};  // Problem::{partial.FIELD[ax]}: 0, or where the last tile along "
               f"{ax.upper()} ends (partial.py)" for ax in partial.GRID_AXES if ax in self.partial],
-            "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)", *epilogue.arg_fields(self.m))
+            "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)", *epilogue.arg_fields(self.m),
+            *gather.arg_fields(self.m))
         for t in self.pointer_tensors():
-            const = "const " if t.kind == "input" else ""
+            const = "const " if t.kind in ("input", "load") else ""
             out(f"{const}{ctype(t.dtype)}* {t.name};  // {t.kind} {t.value}: {self.shape_doc(t)}")
         for t in self.m.tensors:
             for _, label in t.placed_dims():

@@ -219,6 +219,9 @@ class Finalizer:
         return arg
 
     def op(self, out: Lines, op: Op) -> Arg:
+        if op.opcode == "gather":  # its x is the loop's load, read in global memory (gather.py)
+            from .gather import emit
+            return emit(self, out, op, self.arg(out, op.operands[1].name))
         args = tuple(self.arg(out, o.name) for o in op.operands)
         if op.type.elements == 1:  # one value (a product of two scales): a float every thread computes
             return self.scalar(out, op, args)

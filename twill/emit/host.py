@@ -11,7 +11,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import batch_groups, descale, epilogue, halves, partial, splits
+from . import batch_groups, descale, epilogue, gather, halves, partial, splits
 from .model import DIM_LABELS, dtype_bytes, plain_box, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
@@ -99,7 +99,7 @@ def _checks(r, every, maps) -> list[str]:
 
 def _args(r, every) -> list[str]:
     """The kernel's Args from the Problem: raster group, pointers, placements."""
-    lines = [x[2:] for x in epilogue.copy_fields(r.m)]
+    lines = [x[2:] for x in epilogue.copy_fields(r.m)] + gather.copy_lines(r.m)
     lines += ["args.raster_group = p.raster_group;"] if rastered(r.m) else []
     lines += [f"args.{partial.FIELD[ax]} = p.{partial.FIELD[ax]};" for ax in partial.GRID_AXES if ax in r.partial]
     lines += [f"args.{t.name} = p.{t.name};" for t in r.pointer_tensors()]

@@ -24,7 +24,12 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     raw, sig = lowered.epilogue, lowered.signature
     if raw is None:
         return graph
-    namer = _Namer(graph, raw, names, carries, natural, launch or {})
+    loads = {op.name for op in graph.ops if op.opcode == "load"}
+    sources = {}  # argument -> the loop's load of it (what an epilogue gather reads)
+    for ssa, arg in lowered.signature.loads.items():
+        if ops.get(ssa) in loads:
+            sources.setdefault(arg, ops[ssa])
+    namer = _Namer(graph, raw, names, carries, natural, launch or {}, sources)
     outputs, written = _outputs(raw, namer, carries, {c.name: c.type.shape for c in graph.carries})
     overridden = {n for n, _ in outputs}
     stored = overridden | set(written.values())
@@ -52,8 +57,10 @@ class _Namer:
     """The graph's names of the epilogue's values, claimed as they are first read: its inputs,
     scalars and ops (collected in `new_inputs`, `scalars`, `eops`)."""
 
-    def __init__(self, graph, raw, names, carries: dict, natural: bool = False, launch: dict | None = None):
+    def __init__(self, graph, raw, names, carries: dict, natural: bool = False, launch: dict | None = None,
+                 sources: dict | None = None):
         self.graph, self.raw, self.names, self.carries, self.natural = graph, raw, names, carries, natural
+        self.sources = sources or {}  # argument -> the loop's load of it
         self.launch = launch or {}  # argument -> the prologue's (or loop's) scalar of it: one number
         self.named: dict[tuple, str] = {}  # (kind, key) -> graph name
         self.new_inputs, self.scalars, self.eops = [], [], []
@@ -89,6 +96,11 @@ class _Namer:
                 raise InputError(Diagnostic(f"the value stored here reads the loop's result '%{v.key}', which the "
                                             "graph does not carry (no op of the loop computes it)", span))
             return self.carries[v.key]
+        if v.kind == "source":  # a gather's table: the loop's load of the argument, read in global memory
+            if v.key not in self.sources:
+                raise InputError(Diagnostic(f"a gather after the loop reads '{v.key}', which no load of the loop "
+                                            "walks: the graph's gather reads the tensor of a loop's load", span))
+            return self.sources[v.key]
         if v.kind == "input":
             inp = raw.inputs[v.key]
             self.named[key] = self.names.claim(base_name(inp.arg), base_name(inp.ssa), fallback="input")

@@ -189,7 +189,10 @@ class _After(Parted):
         if op.name in ("ttng.tmem_load", "ttg.local_load") and live and op.results:
             self.bind(op, live[0])  # a carried buffer's last value, of any dtype (an i32 accumulator)
             return
-        if op.name in LOADS and op.results and op.results[0] in self.sig.loads and self._float(op):
+        if op.name == "tt.load" and op.results and op.results[0] in self.sig.loads and self._float(op) \
+                and self.lw.addresses is not None and self.lw.addresses.loaded_from(names[0], op.head.line):
+            self.bind(op, gathered_element(self, op))
+        elif op.name in LOADS and op.results and op.results[0] in self.sig.loads and self._float(op):
             self.load(op)
         elif op.name in STORES:
             self.store(op, vals)
@@ -403,6 +406,43 @@ class _After(Parted):
             r = self.add(op, "recip", [value], type_=t)
             return r if c == 1.0 else self.add(op, "mul", [r], (("scalar", c),), t)
         raise self.error(op, f"'{op.name}' after the loop with a constant first operand has no epilogue op")
+
+
+INDEX_VIEWS = {"arith.extsi", "arith.extui", "ttg.convert_layout"}  # what an index may pass through, unchanged
+
+
+def gathered_element(walk: _After, op: MOp) -> EVal:
+    """`tl.load(X + row * stride + tl.load(IDX + row))` after the loop: one element a row of the tensor X a
+    load of the loop walks, at the column loaded per row (a cross-entropy's target logit), the graph's
+    `gather x, idx` (x that load, idx an i32/i64 [M] input). Its pointer must be X's row pointer plus the
+    loaded index as it is (extended, not scaled or offset): any other address through a loaded value is
+    an error at the load."""
+    lw = walk.lw
+    ptr = op.operands()[0][0]
+    add = lw.addresses.defs.get(ptr.split("#")[0])
+    refuse = lambda why: walk.error(op, f"'{op.name}' reads an address computed from a loaded value {why}: a gather "
+                                    "is imported as one element a row, `X + row * stride + tl.load(IDX + row)`",
+                                    "docs/ttgir-import.md, section 8 (\"The target's logit\")")
+    if add is None or add.name != "tt.addptr" or op.operands()[1:]:
+        raise refuse("through another pointer or with a mask")
+    (base, _), (idx, _) = add.operands()
+    if lw.addresses.loaded_from(base, op.head.line) is not None:
+        raise refuse("as its row's pointer")
+    row = lw.addresses.of(base)
+    if row is None or row.base is None or len(row.coefs) != 1:
+        raise refuse("to a pointer that is no row's of a tensor")
+    src = lw.addresses.defs.get(idx.split("#")[0])
+    while src is not None and src.name in INDEX_VIEWS:
+        src = lw.addresses.defs.get(src.operands()[0][0].split("#")[0])
+    if src is None or src.name != "tt.load" or not src.results or src.results[0] not in walk.sig.loads \
+            or src.operands()[1:]:
+        raise refuse("that is not a loaded index as it is (`IDX[row]`, no arithmetic on it, no mask)")
+    it = walk.result_type(src)
+    if it.dtype not in ("i32", "i64"):
+        raise refuse(f"of {it.dtype} (an index is i32 or i64)")
+    walk.inputs.append(RawInput(walk.sig.loads[src.results[0]], it, src.results[0], lw.span(src)))
+    index = EVal("input", len(walk.inputs) - 1)
+    return walk.add(op, "gather", [EVal("source", walk.sig.loads[op.results[0]]), index])
 
 
 def lower_op(lw, op: MOp) -> None:

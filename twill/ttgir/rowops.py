@@ -116,10 +116,12 @@ def _splat(rw: Rewrite, op: MOp) -> None:
 def _addptr(rw: Rewrite, op: MOp) -> None:
     line = rw.line_of(op)
     (p, _), (o, _) = op.operands()
-    if rw.kind[rw.rename.get(p, p)] != S and rw.rename.get(o, o) in rw.loaded:
+    if rw.kind[rw.rename.get(p, p)] != S and rw.rename.get(o, o) in rw.loaded and (
+            rw.loops or rw.kind[rw.rename.get(p, p)] != V or rw.kind[rw.rename.get(o, o)] != V):
         raise Refuse(op, "'tt.addptr' offsets the row's pointer by a loaded value (a gather through a loaded "
                           "index, as a target's logit): one row a program is imported where its addresses are "
-                          "the row's and the columns' alone")
+                          "the row's and the columns' alone (a row's gather is imported after the column loop only: "
+                          "one element a row, `tl.load(X + row * stride + tl.load(IDX + row))`)")
     kind = join(rw.kind[rw.rename.get(p, p)], rw.kind[rw.rename.get(o, o)])
     ind = rw.indent(line)
     a, b = rw.lift(p, kind, op, ind), rw.lift(o, kind, op, ind)

@@ -1,0 +1,61 @@
+"""The epilogue's `gather x, index` (docs/formats.md, "The epilogue"): one element a row of the tensor in
+global memory that the loop's load x walks, at the column index[r] of row r (a cross-entropy's target
+logit, `tl.load(X + row * stride + tl.load(TARGET + row))`).
+
+Each thread reads, for each row it holds, one element with an ordinary `ld.global` (`twill::gather_rows`):
+`x + (batch * rows + r) * cols + index[r]`, `cols` the tensor's row length along the loop, which is its row
+stride (the loop's TMA map reads it row-major, contiguous: the binding checks it). So the kernel's Args hold
+x's pointer beside its tensor map, and its row length (`x_cols`, set by launch() from the loop's extent).
+An index outside [0, cols) reads nothing and gives 0 (Triton's kernel would read whatever lies there; the
+binding documents it). The index is the epilogue's fragment of an i32/i64 input, held as a float, exact
+for indices below 2^24 (16.7M columns).
+"""
+from __future__ import annotations
+
+from ..ir import Graph
+from .lines import Lines
+from .model import EmitError, local
+from .ops import Arg, fragment_type
+
+
+def gathered(graph: Graph) -> list[str]:
+    """The loop's loads the epilogue's gathers read (each once, in the epilogue's order)."""
+    return list(dict.fromkeys(op.operands[0].name for op in graph.epilogue.ops if op.opcode == "gather"))
+
+
+def tensor_of(m, load: str):
+    t = next((x for x in m.tensors if x.kind == "load" and x.value == load), None)
+    if t is None or t.axes != ("m", "loop") or t.col_stride != 1 or t.column_major or t.iter_div != 1:
+        raise EmitError(f"gather of load '{load}': emit-cuda gathers from a load whose rows are the grid's and whose "
+                        "columns are the loop's, read row-major as they lie")
+    return t
+
+
+def arg_fields(m) -> list[str]:
+    return [f"int {tensor_of(m, x).name}_cols;  // the row length (and stride) of load {x}'s tensor, for a gather"
+            for x in gathered(m.graph)]
+
+
+def copy_lines(m) -> list[str]:
+    out = []
+    for x in gathered(m.graph):
+        t = tensor_of(m, x)
+        out.append(f"args.{t.name}_cols = static_cast<int>(loop_elements(p, {t.tile[1]}));")
+    return out
+
+
+def emit(fin, out: Lines, op, index: Arg) -> Arg:
+    """`gather x, index` into a row fragment of the role that runs the epilogue."""
+    m, r = fin.m, fin.body.r
+    t = tensor_of(m, op.operands[0].name)
+    if index.where != "reg":
+        raise EmitError(f"gather '{op.name}': its index is no row vector the role holds")
+    rows, _, batch = r._origin(t, "0")
+    nrows, cols = r._extent(t, 0), f"args.{t.name}_cols"
+    res = Arg(op.name, op.type, "reg", f"{local(op.name)}_ep")
+    out(f"{fragment_type(m, op.type, fin.body.groups)} {res.expr};  // epilogue {op.name} = gather "
+        + ", ".join(o.name for o in op.operands))
+    base = f"args.{t.name} + (static_cast<size_t>({batch}) * {nrows} + static_cast<size_t>({rows})) * {cols}"
+    out(f"twill::gather_rows({res.expr}, {index.expr}, {base}, {fin.body.row0(op.type.shape[0])}, {cols}, "
+        f"{nrows} - ({rows}));")
+    return res
