@@ -50,9 +50,8 @@ REFUSED = {
     "gemm_store_ct": (r"tt\.store", "writes its tile transposed"),
     # two column loops one after the other
     "layernorm_2loop": (r"scf\.for", "2 tile loops one after the other"),
-    # the running max and sum carried as [BLOCK_V] vectors import since session 31 (the online pair,
-    # docs/ttgir-import.md section 8); the target's logit is a gather through a loaded index
-    "cross_entropy_fwd": (r"tt\.addptr", "a gather through a loaded index"),
+    # (cross_entropy_fwd imports since session 32: the online pair, then the target's logit an epilogue
+    # `gather x, TARGET`, docs/ttgir-import.md section 8; tests/test_gather.py)
     # A's rows through sorted_token_ids, B's expert through expert_ids
     "fused_moe": (r"tt\.load|async_copy_global_to_local", "computed from a value loaded from memory"),
     # QW + (offs_k // 2) * stride_qk: two K rows per byte (the pipeliner's copy before the loop too)
