@@ -127,6 +127,13 @@ def test_the_tir_gather_is_checked():
         assert err.value.diagnostics[0].span.line == 11, (idx, src, res)
 
 
+def test_a_gather_in_the_loop_is_refused_at_its_line():
+    text = HEAD.format(idx="i32", src="x", res="bf16[64]").replace("  yield m = mn", "  g  = gather x, T : bf16[64]\n  yield m = mn")
+    with pytest.raises(InputError, match="gather runs in the epilogue only") as err:
+        parse_tir(text)
+    assert err.value.diagnostics[0].span.line == 8
+
+
 def _binding(tmp_path, gpu: str):
     from twill.emit import build_model, emit_cuda
     from twill.emit.binding import binding_files

@@ -197,7 +197,11 @@ class _Parser:
         self.yields = items if first else self.yields
 
     def op_line(self, line: Line) -> None:
-        self.ops.append(self.parse_op(line))
+        op = self.parse_op(line)
+        if op.opcode == "gather":
+            self.errors.error(f"op '{op.name}': gather runs in the epilogue only (one element a row, after the loop)",
+                              op.span, "gather x, index in the epilogue block: x a load of the loop, index an i32 [M]")
+        self.ops.append(op)
 
     def parse_op(self, line: Line, kind: str = "result", distances: bool = True) -> Op:
         """One op line; its result is defined as a name of `kind`."""

@@ -108,6 +108,8 @@ class Renderer(Stores, Kernel):
         wrappers += masks.runtime(m)  # the mask op's header, in kernels that have one
         if self.tails or (not m.target.register_fragments and (self.masks or self.published)):
             wrappers += [runtime.tail_part(m.target).lstrip("\n")]  # mask_tail (ragged.py)
+        if gather.gathered(m.graph):
+            wrappers += [runtime.gather_part(m.target).lstrip("\n")]  # gather_rows (gather.py)
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]

@@ -152,6 +152,11 @@ def tail_part(target) -> str:
     return _part(target.tail_runtime)
 
 
+def gather_part(target) -> str:
+    """gather_rows (only in kernels whose epilogue has a gather: gather.py)."""
+    return _part(f"gather_{target.runtime.split('.')[0]}.cuh")
+
+
 @cache
 def vocab_part(target) -> str:
     """The op vocabulary's extension (twill/vocab.py), after OPS, for the kernels that use it: the
