@@ -58,6 +58,12 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # with a partial last row tile), a ragged 1000 x 1000 (its tail_mask -inf past N), then its default 4096 x 781,
          # which the binding must refuse (f32 rows of 3124 bytes: TMA needs a multiple of 16)
          "softmax_fused": [{"N": 1024}, {"M": 1000, "N": 768}, {"M": 1000, "N": 1000}, None],
+         # batches 7 and 6, a cross-entropy forward: the online logsumexp of 64 rows a CTA, then the target's logit an
+         # epilogue `gather x, TARGET` (one ld.global a row): the default 4096 x 32000, a partial last row tile, a ragged
+         # V = 32008 (its -inf fill masked before the rowmax and exp2), Llama 3's V = 128256; GPT-2's 50257 must be
+         # refused by the binding (bf16 rows of 100514 bytes: TMA needs a multiple of 16)
+         "xent_scalar": [None, {"R": 1000}, {"R": 1000, "V": 32008}, {"R": 1024, "V": 128256}, {"R": 1000, "V": 50257}],
+         "cross_entropy_fwd": [None, {"R": 1000}, {"R": 1000, "V": 32008}, {"R": 1024, "V": 128256}],
          # batch 8, one row a program with no loop (the row whole in one tile), as column loops of 64 rows a CTA: the
          # defaults (4096 x 4096, whole tiles), a partial last row tile (M = 1000); softmax_row's N = 781 (f32 rows of
          # 3124 bytes: TMA needs a multiple of 16) must be refused by the binding; ragged N runs: rms_norm_fwd's 5000
