@@ -325,14 +325,20 @@ def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
 TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
               ("starts", 0))  # then as soon as possible: the least sum of starts among those schedules
 
-HANDOFF_SECONDS = 4.0  # Yices' time on one phase after the first schedule before CP-SAT takes it over
+HANDOFF_SECONDS = 1.0  # Yices' time on one phase after the first schedule before CP-SAT takes it over
+# 1 s (was 4 s): every example's phases take Yices 0.31 s at most (the sum of starts of the causal forward;
+# load 2), while on the corpus Yices ran the whole 4 s where CP-SAT then took 0.3-1 s: a lexicographic check
+# (attn_fwd_m128_d64_x2_b200), the sum of starts' refutations of 0.2-0.3 s each (tmem_gemm_m256_x2_p4)
+# (docs/benchmarks.md, log, session 32: solver36).
 # The phases that may be handed over: not L, which CP-SAT proved far slower than Yices where Yices needed
 # more than HANDOFF_SECONDS for it (the corpus' fa4_p3_d64: Yices 10 s, CP-SAT not within 60 s).
 HANDED_OFF = ("roles", "cross-role edges", "warps", "starts", "lexicographic")
 # The fewest roles and the sum of starts go to CP-SAT as soon as one Yices check of them runs past
 # this: where Yices proves them (the examples) each check is quick (0.01-0.25 s at load 1), where it
 # stalls one check runs for seconds (the corpus' random_n18-n28) (docs/benchmarks.md, log, session 28).
-HANDOFF_CHECK_SECONDS = {"roles": 1.0, "starts": 1.0}
+HANDOFF_CHECK_SECONDS = {"roles": 1.0, "starts": 0.3}
+# starts 0.3 s (was 1 s): the examples' checks of it take 0.01-0.09 s (load 2); on the corpus' random_n18-n24
+# the checks that stall run into any cap, and CP-SAT from Yices' last model is as quick (session 32: solver36).
 
 
 def _handoff_available(p: Problem) -> bool:
