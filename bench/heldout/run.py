@@ -8,7 +8,8 @@
         # each timed per call (host included) and in a CUDA graph (the kernel alone)
 
 --batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3), --batch 4 the fourth (kernels4.py,
-heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6), --batch 7 the seventh (kernels7.py, heldout7), --batch 8 the eighth (kernels8.py, heldout8); default the
+heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6), --batch 7 the seventh (kernels7.py, heldout7), --batch 8 the eighth (kernels8.py, heldout8), --batch 9 the ninth (kernels9.py, heldout9: the Triton tutorials
+not covered before; none imports yet, so nothing to build); default the
 second (kernels.py, heldout2). A kernel of loops in sequence has the sequence's binding NAME_sm90.py (its loops' kernels
 NAME_sm90.LOOP.cu beside it), which allocates its outputs and returns them: those are checked. Writes DIR/check.json. The binding is called with the launch's arguments only: the exp2 scale the
 import folds out of a kernel (qk_scale = sm_scale * log2 e; for a softmax written with tl.exp, its
@@ -74,7 +75,7 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          "geglu_fwd": [None, {"M": 1000}]}
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7"),
-           "8": ("kernels8.py", "heldout8")}
+           "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9")}
 
 
 def _kernels(batch: str = "2"):
@@ -179,7 +180,7 @@ def main(argv=None) -> None:
     c.add_argument("--kernels", required=True)
     for q in (b, c):
         q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py; 6: kernels6.py; "
-                       "7: kernels7.py; 8: kernels8.py")
+                       "7: kernels7.py; 8: kernels8.py; 9: kernels9.py")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .generic import generic
 from .opnames import ADD_COMBINERS, MAX_COMBINERS, MIN_COMBINERS, int_attr
 from .parser import MOp
-from .scalars import _result_tile
+from .scalars import _result_tile, view
 from . import ksplit
 from .state import Lowering
 from .values import SCALAR, TOKEN, Buf, Const, Scalar, Tile, Token
@@ -45,6 +45,36 @@ def dot(lw: Lowering, op: MOp) -> None:
         return
     _check_dot_shapes(lw, op, vals[0], vals[1], outs[0].shape)
     lw.bind(op, lw.node("mma", op, vals[:3], lw.tile_type(outs[0], op), attrs=_layout(lw, vals[0], vals[1])))
+
+
+def scaled_dot(lw: Lowering, op: MOp) -> None:
+    """``tt.dot_scaled`` / ``ttng.tc_gen5_mma_scaled``: a block-scaled dot (mxfp8, mxfp4, nvfp4: A and B each
+    scaled by one factor per block of K elements), which the graph's mma, with no scale operands, cannot
+    express: an error at the dot, never a loop whose accumulator nothing computes."""
+    raise lw.src.error(
+        f"'{op.name}' is a block-scaled dot (`tl.dot_scaled`: A and B multiplied by one scale factor a block of K "
+        "elements): twill's mma has no scale operands, so it is not imported", op.head,
+        "a dot of unscaled fp8/fp16/bf16 operands imports (scales per row or column applied after the loop too)")
+
+
+def bit_view(lw: Lowering, op: MOp) -> None:
+    """``tt.bitcast`` / ``arith.bitcast``: a view where it keeps the value (pointers, a tile of the same element
+    type, integers of one width: Philox's rounds); a tile whose bits it reads as another number (integers as
+    floats, the e8m0 scale upcast of `tl.dot_scaled` on sm_90, `x.to(tl.float16, bitcast=True)`; f16 as bf16)
+    is another value, which the graph has no op for: an error there, never a view that passes the old
+    numbers on as if they were the new ones."""
+    ins, outs = lw.signature(op)
+    if ins and outs and ins[0].is_tile and outs[0].is_tile and ins[0].elem != outs[0].elem \
+            and (_is_float(ins[0].elem) or _is_float(outs[0].elem)):
+        raise lw.src.error(
+            f"'{op.name}' reads the bits of a {ins[0].elem} tile as {outs[0].elem} (a bit reinterpretation, "
+            "not a conversion: `tl.dot_scaled`'s e8m0 scales on sm_90, `.to(..., bitcast=True)`), which no op of "
+            "the graph expresses: not imported", op.head)
+    view(lw, op)
+
+
+def _is_float(elem: str) -> bool:
+    return elem.startswith(("f", "bf", "tf"))
 
 
 def _refuse_f32_operands(lw: Lowering, op: MOp, operands) -> None:

@@ -54,6 +54,12 @@ class MemoryUpdate(InputError):
     warning (a graph without an epilogue would be silently wrong)."""
 
 
+class ColumnReduction(InputError):
+    """A carried rank-2 tile reduced after the loop along its first axis (`tl.sum(acc, axis=0)`: column sums
+    of a loop over rows, the layer-norm backward's dw/db): the graph reduces along a row, so the graph
+    without it would store the carry itself. Never a warning."""
+
+
 @dataclass(frozen=True)
 class EVal:
     """A value after the loop: kind carry (`key` its Carry.ssa), op (an index into ops), scalar (a
@@ -367,6 +373,14 @@ class _After(Parted):
                                  "axis is an epilogue op")
         ins, _ = self.lw.signature(op)
         shape = ins[0].tile().shape if ins and ins[0].tile() is not None else ()
+        if len(shape) == 2 and axis % 2 == 0:
+            raise ColumnReduction(Diagnostic(
+                f"'tt.reduce' after the loop sums a {list(shape)} tile along axis 0 (one value a column: a loop over "
+                "rows adding column partials, as the layer-norm backward's dw/db): the graph reduces along a row "
+                "(the last axis, one value per grid row), and a loop whose grid runs over columns is not imported",
+                self.lw.span(op), "not built: it would import as the row sum of the transposed tile (the columns "
+                "the grid's rows, a [64] carry summing each loaded tile's columns), with the load read transposed "
+                "(docs/ttgir-import.md, section 21)"))
         if len(shape) != 2 or axis % 2 != 1:
             raise self.error(op, f"'tt.reduce' after the loop along axis {axis} of a {list(shape)} tile: the "
                                  "epilogue reduces a rank-2 tile along its last axis (one value a row)")
@@ -470,7 +484,7 @@ def with_epilogue(lowered, walk, sig: Signature):
     from .indices import UnexpressedMask
     try:
         return replace(lowered, epilogue=walk(), signature=sig)
-    except (UnexpressedMask, MemoryUpdate):
+    except (UnexpressedMask, MemoryUpdate, ColumnReduction):
         raise  # a mask or an atomic dropped would change what is stored: never a warning
     except InputError as e:
         d = e.diagnostics[0]

@@ -83,14 +83,13 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
     if not results:  # every loop refused: each tile loop's errors (none is left out silently)
         if first_error or len(blocked) == 1:
             raise first_error or next(iter(blocked.values()))
-        excs = list(blocked.values())
-        diagnostics = sorted((d for e in excs for d in e.diagnostics),
-                             key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))
-        raise type(excs[0])(*diagnostics)
+        raise _all_of(blocked)
     tile = [k for k, r in results.items() if _is_tile_loop(r)]
     outer = {k for k in tile for j in tile if j != k and _encloses(loops[k][1], loops[j][1])}
     candidates = [k for k in tile if k not in outer] or list(results)
     best = max(candidates, key=lambda k: _score(results[k]))  # the first of equals
+    if best not in tile and blocked:  # no loop read computes a tile: the refused tile loops are the kernel's
+        raise _all_of(blocked)        # (grouped GEMM's K loop inside its loops over groups and tiles)
     siblings = [k for k in candidates if k != best and k in tile]
     siblings += [k for k in blocked if not _nested(loops[k][1], loops[best][1])]
     if siblings:
@@ -110,6 +109,16 @@ def choose_loop(module, loops: list, loop: int | None, import_loop, absorbed: fr
             f"loop {best}, the tile loop inside it", src.span(loops[k][1][-1].head), severity="note")))
     refuse_incomplete(notes + _after(module, loops[best]))
     return graph, notes
+
+
+def _all_of(blocked: dict) -> InputError:
+    """One error of every refused tile loop's diagnostics, in line order."""
+    excs = list(blocked.values())
+    if len(excs) == 1:
+        return excs[0]
+    diagnostics = sorted((d for e in excs for d in e.diagnostics),
+                         key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))
+    return type(excs[0])(*diagnostics)
 
 
 def _with_after(module, chosen, exc):

@@ -17,7 +17,7 @@ from dataclasses import replace
 from . import accstart, epilogue, indices, ksplit
 from .addresses import Addresses
 from .bounds import Masks
-from .compute import causal_mask, dot, dot_wait, layout_attrs, reduce, scan, tc_gen5_mma
+from .compute import bit_view, causal_mask, dot, dot_wait, layout_attrs, reduce, scaled_dot, scan, tc_gen5_mma
 from .generic import generic, nested
 from .locs import names as loc_names
 from .memory import alloc, async_copy, load, memory_load, memory_store, store, token
@@ -42,7 +42,8 @@ HANDLERS = {
     **{name: token for name in ORDERING_OPS}, **{name: async_copy for name in ASYNC_COPIES},
     "arith.constant": constant,
     "tt.dot": dot, "ttng.warp_group_dot": dot, "ttng.warp_group_dot_wait": dot_wait,
-    "ttng.tc_gen5_mma": tc_gen5_mma,
+    "ttng.tc_gen5_mma": tc_gen5_mma, "tt.dot_scaled": scaled_dot, "ttng.tc_gen5_mma_scaled": scaled_dot,
+    "tt.bitcast": bit_view, "arith.bitcast": bit_view,
     "ttg.local_alloc": alloc, "ttng.tmem_alloc": alloc,
     "ttg.local_store": memory_store, "ttng.tmem_store": memory_store,
     "ttg.local_load": memory_load, "ttng.tmem_load": memory_load,
