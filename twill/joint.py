@@ -425,17 +425,44 @@ def _lex(enc: JointEncoding, deadline) -> bool:
 
 def _lex_least(enc: JointEncoding, objectives: list[str], deadline) -> bool:
     """Each objective in turn at its least value given the ones before it: checked just under its
-    value in the last model; nearly always refuted at once, then fixed."""
+    value in the last model; nearly always refuted at once, then fixed. A start already at its
+    earliest (`earliest_starts`, given the starts fixed before it) is fixed with no check."""
+    fixed: dict[str, int] = {}
     for objective in objectives:
         now = enc.value(objective)
-        status = Status.UNSAT if now <= 0 else enc.check(deadline, {objective: now - 1})
+        kind, _, op = objective.partition(":")
+        least = earliest_starts(enc.p, enc.lo, fixed)[op] if kind == "start" and enc.lo == enc.hi else 0
+        status = Status.UNSAT if now <= least else enc.check(deadline, {objective: now - 1})
         if status == Status.TIMEOUT:
             return False
         if status == Status.SAT and not enc.minimize(objective, 0, deadline)[1]:
             return False
         if status == Status.UNSAT:
             enc.bound(objective, now)
+        if kind == "start":
+            fixed[op] = enc.value(objective)
     return True
+
+
+def earliest_starts(p: Problem, ii: int, fixed: dict[str, int]) -> dict[str, int]:
+    """Per op, a start no joint schedule at `ii` goes below once the starts in `fixed` are fixed there:
+    the longest path of the dependences (start(dst) >= start(src) + latency - distance * I, every
+    distance; an edge between a variable-latency op and another kind with the cross-role delay, which
+    it always pays: families.variable_latency) from 0 and from the fixed starts. An op whose start in
+    a schedule of the fixed prefix equals this is at its least there: the lexicographic steps fix it
+    with no solve (docs/benchmarks.md, log, session 32: solver37)."""
+    vl = {t.name: t.variable_latency for t in p.tasks}
+    weight = [(d.src, d.dst, d.latency + (p.cross if vl[d.src] != vl[d.dst] else 0) - d.distance * ii)
+              for d in p.deps if d.dst not in fixed]
+    least = {t.name: fixed.get(t.name, 0) for t in p.tasks}
+    for _ in range(len(p.tasks)):  # no cycle of positive weight at a feasible I: n passes settle every path
+        changed = False
+        for src, dst, w in weight:
+            if least[src] + w > least[dst]:
+                least[dst], changed = least[src] + w, True
+        if not changed:
+            break
+    return least
 
 
 def _secs(enc: JointEncoding) -> str:

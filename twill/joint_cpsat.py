@@ -17,8 +17,8 @@ import time
 
 from .cpsat_model import CpJoint
 from .errors import Diagnostic, NoScheduleError, Status
-from .joint import (EXTRA_COPIES, TIE_BREAKS, JointResult, length_floor, no_schedule_anywhere, role_hints,
-                    sequential_ii, stage1_floor, window)
+from .joint import (EXTRA_COPIES, TIE_BREAKS, JointResult, earliest_starts, length_floor, no_schedule_anywhere,
+                    role_hints, sequential_ii, stage1_floor, window)
 from .problem import Problem
 from .symmetry import orderings
 
@@ -171,10 +171,14 @@ def _lex_least(model: CpJoint, kind: str, items, top: int, values, deadline) -> 
     radix = top + 1
     k = max(1, LEX_BITS // radix.bit_length())
     one = {"starts:lex": "start", "roles:lex": "role", "warps:lex": "warps"}[kind]
-    value, i = values(), 0
+    value, i, fixed = values(), 0, {}
     while i < len(items):
-        if value[items[i]] == 0:  # at its least possible value in the last solution: fixed there, no solve
-            model.bound(f"{one}:{items[i]}", 0)
+        # at its least possible value in the last solution (0, or a start at its earliest given the
+        # starts fixed before it: joint.earliest_starts): fixed there, no solve
+        least = earliest_starts(model.p, model.ii, fixed)[items[i]] if kind == "starts:lex" else 0
+        if value[items[i]] <= least:
+            model.bound(f"{one}:{items[i]}", value[items[i]])
+            fixed[items[i]] = value[items[i]]
             i += 1
             continue
         chunk = items[i:i + k]
@@ -184,6 +188,7 @@ def _lex_least(model: CpJoint, kind: str, items, top: int, values, deadline) -> 
         value = values()
         for v in chunk:
             model.bound(f"{one}:{v}", value[v])
+            fixed[v] = value[v]
         i += len(chunk)
     return True
 
