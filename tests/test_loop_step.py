@@ -117,7 +117,8 @@ def test_a_tma_dump_with_its_upper_bound_edited_is_an_error(tmp_path):
 
 
 @pytest.mark.parametrize("path", sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.ttgir")
-                                        if "corpus" in p.parts or "matmul" in p.name))
+                                        if "corpus" in p.parts or ("matmul" in p.name and "heldout9" not in p.parts)))
+# (batch 9's grouped and block-scaled matmuls are refused at their lines: tests/test_heldout9.py)
 def test_the_corpus_dumps_import(path):
     """(The whole of tests/data/ttgir, default and --loop 0/1/2, was compared before and after: the same
     .tir or the same error everywhere.) The sm_100 causal attention after the pipeliner is the one
