@@ -226,8 +226,10 @@ def test_the_bindings_take_the_kernels_arguments(tmp_path):
 
 # one compile here (SwiGLU on sm_90a, one loop); the others `slow`. Not here: swiglu_fwd_sm100, whose b200 kernel
 # spills 32 bytes (its elementwise role needs more than 255 registers; the ptxas loop finds no schedule with 96 more)
-COMPILED = ["swiglu_fwd_sm90", "geglu_fwd_sm90", "rms_norm_fwd_sm90", "softmax_row_sm90", "layer_norm_fwd_sm90",
-            "rms_norm_fwd_sm100", "layer_norm_fwd_sm100"]
+# Not here, for CI's time: softmax_row_sm90, whose loops are batch 7's softmax_fused's, loop for loop (checked above;
+# test_heldout7 compiles that), and layer_norm_fwd_sm100 (test_heldout7 compiles a LayerNorm's tail-masked loop for
+# sm_100a).
+COMPILED = ["swiglu_fwd_sm90", "geglu_fwd_sm90", "rms_norm_fwd_sm90", "layer_norm_fwd_sm90", "rms_norm_fwd_sm100"]
 
 
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
