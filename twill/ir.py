@@ -183,6 +183,9 @@ class Graph:
     # (`grid rows = 16`, twill.tir_grid; twill.split.pad_rows): each program's rows are one batch entry,
     # the padded rows zero on load and never stored; None: the tiles are the kernel's
     tile_rows: int | None = None
+    # a flat map over elements (`grid flat = n_elements`, twill.tir_grid; twill.ttgir.flatmap): every tensor of
+    # the kernel is n_elements elements, viewed as [n_elements / C, C] rows, C the loop's extent; None: not flat
+    flat: str | None = None
     # (argument, axis) for each kernel argument that is the extent of an axis of the tensors ("m", "n"
     # or "loop", as the binding names them: `argument K {extent = loop}`, twill.ttgir.extents); the
     # binding checks the caller's value against the tensors' shapes. Argument order, then m, n, loop.

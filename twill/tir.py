@@ -10,6 +10,7 @@ One statement per line; ``#`` starts a comment, blank lines and spacing within a
               | "extent" "loop" "=" INT                     (the loop's compile-time extent; twill.tir_arguments)
               | "knob" NAME "=" EXPR                        (a knob from scalar arguments; twill.knobs)
               | "grid" "split" "=" NAME                     (the loop split over a grid axis; twill.tir_grid)
+              | "grid" "flat" "=" NAME                      (a flat map: every tensor NAME elements as rows; twill.tir_grid)
               | "grid" "rows" "=" INT                       (the kernel's rows of a padded tile; twill.tir_grid)
     op       := NAME "=" OPCODE [operands] ":" type [attrs]       (an op with a result)
               | OPCODE [operands] [":" type] [attrs]              (a store, a barrier)
@@ -99,7 +100,7 @@ class _Parser:
                      tuple((c.name, r.name) for c, r in self.yields), file=self.file, epilogue=self.epilogue.build(),
                      arguments=self.arguments.build(), prologue=self.prologue.build(),
                      also_fed=self.arguments.also_fed(), knobs=self.knobs.build(), split=self.grid.build(),
-                     tile_rows=self.grid.rows_build(), extents=self.arguments.build_extents(), loop_extent=self.arguments.loop_extent)
+                     tile_rows=self.grid.rows_build(), flat=self.grid.flat_build(), extents=self.arguments.build_extents(), loop_extent=self.arguments.loop_extent)
 
     def statement(self, line: Line) -> None:
         first = line.peek()
@@ -463,7 +464,7 @@ def print_tir(graph: Graph) -> str:
     """Canonical, column-aligned `.tir` text: `parse_tir(print_tir(g)) == g` for every parsed graph."""
     name_w = max((len(v.name) for v in graph.inputs + graph.carries if not v.computed), default=0)
     type_w = max((len(str(v.type)) for v in graph.carries), default=0)
-    lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments, graph.also_fed, graph.extents, graph.loop_extent), *print_knobs(graph.knobs), *print_grid(graph.split, graph.tile_rows)]
+    lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments, graph.also_fed, graph.extents, graph.loop_extent), *print_knobs(graph.knobs), *print_grid(graph.split, graph.tile_rows, graph.flat)]
     lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs if not v.computed]
     lines += [f"carry {v.name.ljust(name_w)} : {str(v.type).ljust(type_w)} = {v.init or '0'}"
               + (" {" + ", ".join(f"{k} = {print_value(x)}" for k, x in v.attrs) + "}" if v.attrs else "")

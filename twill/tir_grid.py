@@ -3,6 +3,7 @@ the kernel's tile where the graph's are padded to the tensor core's.
 
     grid := "grid" "split" "=" NAME          (NAME: an `argument` line's name that feeds nothing)
           | "grid" "rows" "=" INT            (INT: 1 .. the rows of the graph's mma tiles - 1)
+          | "grid" "flat" "=" NAME           (NAME: an `argument` line's name that feeds nothing)
 
 `grid split = SPLIT_LEN` says that the kernel's loop, as imported from split-KV attention's
 ``range(split * SPLIT_LEN, split * SPLIT_LEN + SPLIT_LEN, BLOCK_N)`` with ``split = tl.program_id(A)``,
@@ -20,12 +21,17 @@ partial last tile of 16 rows: TMA fills the padded rows of a load with zeros, an
 The binding takes the kernel's tensors with their rows as the user holds them (`[B, H, D]`, H a
 multiple of 16) and views them as [B, H / 16, 16, D] (docs/emit-cuda.md, "Fewer rows than the tensor
 core's").
+
+`grid flat = n_elements` says that the kernel is a flat map over elements (the Triton tutorials' vector add:
+`pid * BLOCK + arange(BLOCK)` indexing every tensor's elements, twill.ttgir.flatmap): every tensor holds
+n_elements elements, which the graph reads as rows of the loop's extent C (`extent loop = C`); the binding
+views each contiguous tensor as [n_elements / C, C] and refuses an n_elements that is not a multiple of C.
 """
 from __future__ import annotations
 
 from .errors import did_you_mean
 
-AXES = ("split", "rows")  # the grid axes a line may name
+AXES = ("split", "rows", "flat")  # the grid axes a line may name
 
 
 class GridLines:
@@ -35,10 +41,11 @@ class GridLines:
         self.owner = owner
         self.item = None  # (the argument's name token, its span)
         self.rows = None  # (the rows, their span)
+        self.flat = None  # (the argument of the elements' token, its span)
 
     def line(self, line) -> None:
         line.expect("grid")
-        axis = line.next("the grid axis ('split' or 'rows')")
+        axis = line.next("the grid axis ('split', 'rows' or 'flat')")
         if axis.text not in AXES:
             self.owner.errors.error(f"unknown grid axis '{axis.text}': a grid line names one of " + ", ".join(AXES),
                                     line.span(axis))
@@ -53,6 +60,13 @@ class GridLines:
                                         line.span(tok))
             else:
                 self.rows = (int(tok.text), line.span(tok))
+            return
+        if axis.text == "flat":
+            tok = line.next("the argument that gives the elements of every tensor")
+            line.end()
+            if self.flat is not None:
+                self.owner.errors.error("a second 'grid flat' line", line.span(tok))
+            self.flat = (tok, line.span(tok))
             return
         tok = line.next("the argument that gives each split's length")
         line.end()
@@ -78,12 +92,26 @@ class GridLines:
     def rows_build(self) -> int | None:
         return self.rows[0] if self.rows is not None else None
 
+    def flat_build(self) -> str | None:
+        return self.flat[0].text if self.flat is not None else None
+
     def check(self) -> None:
+        o = self.owner
+        args = {n.name: t for n, t in o.arguments.items}
+        if self.flat is not None:
+            tok, span = self.flat
+            if tok.text not in args:
+                o.errors.error(f"'{tok.text}' is no argument of the kernel: a flat map's elements are a launch argument",
+                               span, did_you_mean(tok.text, args) if args else None)
+            elif args[tok.text] is not None:
+                o.errors.error(f"argument '{tok.text}' feeds '{args[tok.text].name}': a flat map's elements are an "
+                               "integer argument that feeds nothing else", span)
+            elif o.arguments.loop_extent is None:
+                o.errors.error("'grid flat' needs an `extent loop = C` line: the columns each tensor's elements are "
+                               "viewed in", span)
         if self.item is None:
             return
-        o = self.owner
         tok, span = self.item
-        args = {n.name: t for n, t in o.arguments.items}
         if tok.text not in args:
             o.errors.error(f"'{tok.text}' is no argument of the kernel: a split's length is a launch argument", span,
                            did_you_mean(tok.text, args) if args else "the file has no `argument` lines: a grid "
@@ -96,5 +124,6 @@ class GridLines:
         return self.item[0].text if self.item is not None else None
 
 
-def print_grid(split: str | None, rows: int | None = None) -> list[str]:
-    return ([f"grid split = {split}"] if split else []) + ([f"grid rows = {rows}"] if rows else [])
+def print_grid(split: str | None, rows: int | None = None, flat: str | None = None) -> list[str]:
+    return ([f"grid split = {split}"] if split else []) + ([f"grid rows = {rows}"] if rows else []) \
+        + ([f"grid flat = {flat}"] if flat else [])

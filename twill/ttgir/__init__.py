@@ -251,6 +251,8 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
     split = check_grid(module, func, path[-1], banded=any(op.opcode == "causal_mask" for op in graph.ops))
     if split is not None:  # split-KV's key loop over a grid axis of splits (splits.py): `grid split = ARG`
         graph = replace(graph, split=split.arg)
+    if module.flat is not None:  # a flat map over elements read as rows (flatmap.py): `grid flat = n_elements`
+        graph = replace(graph, flat=module.flat)
     if graph.arguments:  # the arguments that are the tensors' extents (extents.py), which the binding checks
         from .extents import extents
         from .grid import Dependence

@@ -92,6 +92,7 @@ class Module:
     aliases: dict  # "#name" / "!name" -> tokens of its definition
     source: Source
     locs: dict = None  # "#locN" -> the tokens inside its ``loc(...)`` definition
+    flat: str | None = None  # a flat map over elements read as rows (flatmap.py): the argument of the elements
 
     def functions(self) -> list[MOp]:
         """Every `tt.func` (or `func.func`), in file order, at any depth of `module`s."""

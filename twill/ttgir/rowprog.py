@@ -84,17 +84,41 @@ def applies(module: Module) -> MOp | None:
 
 
 def rows_per_program(module: Module) -> Module:
-    """`module` rewritten to ROWS rows a program where it is a kernel of one row a program; else itself."""
-    src = module.source
+    """`module` rewritten to ROWS rows a program where it is a kernel of one row a program (or a flat map over
+    elements, flatmap.py, read as rows first); else itself."""
+    from .flatmap import rewrite as flat_rows
+    flat = flat_rows(module)
+    if flat is None:
+        return _rows_per_program(module)
+    viewed, outer, size = flat
+    return replace(_rows_per_program(viewed, module.source, outer), flat=size)
+
+
+def _through(outer, line: int, col: int | None) -> tuple[int, int | None]:
+    """A place in a rewritten text as the place in the text it was rewritten from (`outer`: each line's place)."""
+    if outer is None or not 0 < line <= len(outer):
+        return line, col
+    ol, oc = outer[line - 1]
+    return ol, oc if oc is not None else col
+
+
+def _rows_per_program(module: Module, original: Source | None = None, outer=None) -> Module:
+    """rows_per_program of `module`, itself the rewrite of `original`'s text whose lines `outer` places there."""
+    src = original or module.source
     from .rowwhole import whole_rows
     try:
         whole = whole_rows(module)
     except Refuse as exc:
-        raise src.error(exc.message, exc.op.head,
+        line, col = _through(outer, exc.op.head.line, exc.op.head.col)
+        raise src.error(exc.message, replace(exc.op.head, line=line, col=col),
                         "docs/ttgir-import.md, section 8 (\"A row whole in one tile\") says what is imported") from None
     inner = None
     if whole is not None:  # a persistent loop over rows each whole in one tile: column loops (rowwhole.py)
         module, inner = whole
+        if outer is not None:
+            inner = [_through(outer, line, col) for line, col in inner]
+    elif outer is not None:
+        inner = outer
     func = applies(module)
     if func is None:
         return module if inner is None else _parse(src, module.source.lines, inner)
