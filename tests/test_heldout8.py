@@ -3,7 +3,8 @@ Triton 3.9 and 3.6, before and after the pipeliner, sm_90 and sm_100: tests/data
 with NO loop, as Liger-Kernel and the older Triton tutorial write them (the row whole in one masked [BLOCK] tile,
 BLOCK = next_power_of_2(n_cols)): Liger's RMSNorm forward (bf16, rstd stored), LayerNorm forward (f16, Mean and
 Rstd stored), the older tutorial softmax (fp32, other=-inf), SwiGLU (bf16) and GEGLU with the tanh approximation
-(f16), both with `n_cols: tl.constexpr` and no reduction; and a vector add, refused.
+(f16), both with `n_cols: tl.constexpr` and no reduction; and the tutorial's vector add, a flat map over elements
+(ttgir/flatmap.py: one row a program of a [n / 128, 128] view, `grid flat = n_elements`).
 
 - every form of a kernel imports (as `twill import` does) to the graph or sequence of its first form, or is
   refused with a located error naming why (`REFUSED`), never a traceback;
@@ -36,10 +37,7 @@ FORMS = ("t39/prepipe", "t39/after", "t36/prepipe", "t36/after")
 NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
 
 # kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form
-REFUSED = {
-    # offsets = pid * BLOCK + arange(BLOCK): the program id indexes elements, not a row
-    "vector_add": (r"tt\.splat %block_start", "the program id indexes elements, not a row"),
-}
+REFUSED = {}
 
 
 def _key(name: str) -> str:
@@ -135,6 +133,23 @@ def test_what_each_imports_to_computes_the_kernels_formula():
     assert not np.allclose(got["c"], a / (1 + np.exp(-a)) * bb, rtol=1e-2)  # the check can fail: GEGLU is not SwiGLU
 
 
+def test_a_flat_map_over_elements_is_a_row_map_of_its_view():
+    """The vector add (`pid * BLOCK + arange(BLOCK)`, masked `offs < n_elements`) imports as one row a program of a
+    [n / 128, 128] view: one loop of 64 x 128 tiles, `extent loop = 128`, `grid flat = n_elements`; in numpy it is
+    x + y. The same kernel with its offsets read other than as an element index (`offs * 2`: a strided read) is
+    still refused at its line."""
+    import numpy as np
+    graph = _import(DATA / "t39/after/vector_add_sm100.ttgir")
+    text = print_tir(graph)
+    assert "grid flat = n_elements" in text and "extent loop = 128" in text and "f32[64,128]" in text
+    x, y = _x((64, 128), 7), _x((64, 128), 8)
+    got = _evaluate(graph, {"x_ptr": x, "y_ptr": y}, {})
+    assert np.allclose(got["output_ptr"], x + y, rtol=1e-15) and not np.allclose(got["output_ptr"], x - y)
+    strided = _edit("vector_add", "%x = tt.splat %x_ptr", "%two = arith.addi %offsets_1, %offsets_1 : tensor<1024xi32, "
+                    "#blocked>\n    %x = tt.splat %x_ptr").replace("tt.addptr %x, %offsets_1", "tt.addptr %x, %two")
+    _refused_at(strided, "tt.splat %block_start", "the program id indexes elements, not a row")
+
+
 def _edit(name: str, old: str, new: str, form: str = "t39/prepipe") -> str:
     text = (DATA / form / f"{name}_sm90.ttgir").read_text()
     out = text.replace(old, new, 1)
@@ -224,12 +239,31 @@ def test_the_bindings_take_the_kernels_arguments(tmp_path):
         sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((4096, 781), "float32", "cuda:0", True, 0)})
 
 
+def test_the_vector_add_binding_views_its_1d_tensors_as_rows(tmp_path):
+    """The flat map's binding takes the tutorial's x, y [98432] (769 rows of 128: 13 CTAs, the last row tile
+    partial), allocates the output as x is held, checks n_elements, and refuses 98433 elements naming the multiple."""
+    va, = _binding(tmp_path, "vector_add_sm90.ttgir")
+    M = va.Meta
+    given = {"x_ptr": M((98432,), "float32", "cuda:0", True, 0), "y_ptr": M((98432,), "float32", "cuda:0", True, 0),
+             "output_ptr": None}
+    plan = va.resolve(va.SPEC, given, sizes={"n_elements": 98432})
+    assert (plan["tiles_m"], plan["m_extent"], plan["loop_extent"]) == (13, 769, 128)
+    assert plan["shapes"]["output_ptr"] == (98432,)
+    assert va.resolve(va.SPEC, {**given, "x_ptr": M((769, 128), "float32", "cuda:0", True, 0)})["m_extent"] == 769
+    with pytest.raises(va.ArgumentError, match="not a multiple of 128"):
+        va.resolve(va.SPEC, {n: M((98433,), "float32", "cuda:0", True, 0) for n in ("x_ptr", "y_ptr")})
+    with pytest.raises(va.ArgumentError, match="n_elements = 1000, but x_ptr has 98432"):
+        va.resolve(va.SPEC, given, sizes={"n_elements": 1000})
+    assert [p for p in __import__("inspect").signature(va.run).parameters][:4] == \
+        ["x_ptr", "y_ptr", "output_ptr", "n_elements"]
+
+
 # one compile here (SwiGLU on sm_90a, one loop); the others `slow`. Not here: swiglu_fwd_sm100, whose b200 kernel
 # spills 32 bytes (its elementwise role needs more than 255 registers; the ptxas loop finds no schedule with 96 more)
 # Not here, for CI's time: softmax_row_sm90, whose loops are batch 7's softmax_fused's, loop for loop (checked above;
 # test_heldout7 compiles that), and layer_norm_fwd_sm100 (test_heldout7 compiles a LayerNorm's tail-masked loop for
 # sm_100a).
-COMPILED = ["swiglu_fwd_sm90", "geglu_fwd_sm90", "rms_norm_fwd_sm90", "layer_norm_fwd_sm90", "rms_norm_fwd_sm100"]
+COMPILED = ["swiglu_fwd_sm90", "vector_add_sm90", "geglu_fwd_sm90", "rms_norm_fwd_sm90", "layer_norm_fwd_sm90", "rms_norm_fwd_sm100"]
 
 
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")

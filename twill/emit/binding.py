@@ -288,14 +288,15 @@ def spec(renderer, kernel_file: str, entry: str) -> dict:
             "partial": dict(sorted(renderer.partial.items())),
             "args": [a.spec() for a in arguments(renderer)], **_scalar_spec(renderer),
             **({"split": _split_param(renderer)} if m.graph.split else {}),
-            **({"rows": m.graph.tile_rows} if m.graph.tile_rows else {}), **_extent_spec(renderer)}
+            **({"rows": m.graph.tile_rows} if m.graph.tile_rows else {}), **_extent_spec(renderer),
+            **({"flat": _size_params(renderer)[m.graph.flat]} if m.graph.flat else {})}
 
 
 def _size_params(renderer) -> dict[str, str]:
     """The imported kernel's arguments that are extents (`argument K {extent = loop}`): argument ->
     the function's parameter, in the kernel's order."""
     g = renderer.m.graph
-    named = {n for n, _ in g.extents}
+    named = {n for n, _ in g.extents} | ({g.flat} if g.flat else set())
     return {n: p.name for (n, _), p in zip(g.arguments, parameters(renderer)) if n in named}
 
 
@@ -487,7 +488,11 @@ def _sizes_doc(graph, params: dict[str, str]) -> list[str]:
         axes.setdefault(params[n], []).append(SYMBOLS[axis])
     lines = [f"{p}: None, or a Python int equal to the tensors' {' and '.join(s)} (checked: the kernel runs over the "
              "tensors' whole extent; slice them to compute over a prefix)" for p, s in axes.items()]
-    if graph.loop_extent is not None:
+    if graph.flat:
+        lines.append(f"{params[graph.flat]}: None, or a Python int equal to the tensors' elements n; every tensor any "
+                     f"contiguous shape of n elements, n a multiple of {graph.loop_extent} (the kernel views each as "
+                     f"[n / {graph.loop_extent}, {graph.loop_extent}])")
+    elif graph.loop_extent is not None:
         lines.append(f"L must be {graph.loop_extent}: the Triton kernel's loop runs to this compile-time constant")
     return lines
 

@@ -83,6 +83,13 @@ def flat_map(module: Module) -> tuple[list[MOp], dict] | None:
             bases.append(base)
     if size is None or not bases:
         return None
+    # the program id, its product and the offsets read by nothing else (an offset `offs * 2`, the row read as a
+    # value: not a map of element i to element i; rowwhole.py then refuses it at its line)
+    allowed = {pid: {id(start)}, start.results[0]: {id(splat)}, splat.results[0]: {id(add)},
+               add.results[0]: {id(o) for o in ops if o.name == "tt.addptr" and add.results[0] in names(o)}
+               | {id(o) for o in ops if o.name == "arith.cmpi" and names(o)[:1] == [add.results[0]]}}
+    if any(id(o) not in allowed[n] for o in ops for n in names(o) if n in allowed):
+        return None
     return ops, {"start": start, "splat": splat, "add": add, "range": rng, "masks": masks, "bases": bases,
                  "block": block, "size": size, "func": funcs[0]}
 
