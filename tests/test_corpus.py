@@ -20,9 +20,12 @@ from twill.pipeline import SolveOptions, solve
 from twill.ttgir import load_ttgir
 
 DATA = Path(__file__).parent / "data" / "ttgir"
-# (heldout/biased_softmax_gemm_sm90 is left out for CI's time: test_emit compiles its golden kernel, h200)
+# Left out for CI's time (our own held-out dumps, not the shared corpus): heldout/biased_softmax_gemm_sm90 (test_emit
+# compiles its golden kernel, h200) and heldout/banded_softmax_gemm_sm90 (52 s, the suite's longest test; its band
+# mask is compiled by test_band's attn_window kernels, its import checked by test_ttgir and test_prologue).
+LEFT_OUT = ("biased_softmax_gemm_sm90", "banded_softmax_gemm_sm90")
 DUMPS = (sorted((DATA / "corpus" / "prepipe").glob("*.ttgir")) + sorted(DATA.glob("*.ttgir"))
-         + sorted(p for p in (DATA / "heldout").glob("*.ttgir") if p.stem != "biased_softmax_gemm_sm90"))
+         + sorted(p for p in (DATA / "heldout").glob("*.ttgir") if p.stem not in LEFT_OUT))
 
 # dump stem -> why it does not go through (the stage is in the message)
 KNOWN: dict[str, str] = {}
