@@ -2,8 +2,9 @@
 Triton 3.9 and 3.6, before and after the pipeliner, sm_90 and sm_100: tests/data/ttgir/heldout9): the official
 Triton tutorials not covered by earlier batches: 05's layer-norm backward (dx with its spin lock, and the dw/db
 column sums), 08's grouped GEMM, 10's block-scaled (mxfp8) matmul, 04's dropout (a kept mask, and seeded with
-tl.rand), 07's libdevice asin. None imports yet; each form is refused at the TTGIR line of the construct the
-graph cannot hold, with a message naming it, never a traceback, an unlocated error or a silently wrong graph.
+tl.rand), 07's libdevice asin. asin imports (a flat map of the math library's asin); every other form is refused
+at the TTGIR line of the construct the graph cannot hold, with a message naming it, never a traceback, an
+unlocated error or a silently wrong graph.
 """
 from __future__ import annotations
 
@@ -29,11 +30,12 @@ REFUSED = {
     # the K loop's A tile from a pointer loaded from group_a_ptrs (was: an unlocated "no loop computes a tile")
     "grouped_matmul": (r"= (tt\.load|ttg\.async_copy_global_to_local) %a_ptrs",
                        "reads addresses computed from a value loaded from memory"),
-    # a flat map over elements since session 32 (ttgir/flatmap.py), then: the select of the kept mask and 0.0, and
-    # libdevice's asin (no asin node yet); seeded dropout's tl.rand reads the offsets as values: not a flat map
+    # a flat map over elements since session 32 (ttgir/flatmap.py), then: the select of the kept mask and 0.0;
+    # seeded dropout's tl.rand reads the offsets as values: not a flat map
     "dropout": (r"arith\.select", "reads the constant 0.0 as its operand 3"),
-    "seeded_dropout": _FLAT, "asin": (r"tt\.extern_elementwise", "in a kernel of one row a program: not imported"),
+    "seeded_dropout": _FLAT,
 }
+IMPORTED = {"asin"}  # libdevice's asin: the math library's op (vocab.LIBM), a flat map since session 32
 # block-scaled: sm_100 keeps the scaled tcgen05 mma; sm_90 emulates it, the e8m0 scales upcast by a bitcast
 ARCH_REFUSED = {
     ("block_scaled_matmul", "sm100"): (r"ttng\.tc_gen5_mma_scaled", r"block-scaled dot \(`tl\.dot_scaled`"),
@@ -50,10 +52,10 @@ def test_the_batch_is_all_there():
     assert len(NAMES) == 14
     for name in NAMES:
         assert all((DATA / f / f"{name}.ttgir").exists() for f in FORMS), name
-    assert {_key(n)[0] for n in NAMES} == set(REFUSED) | {k for k, _ in ARCH_REFUSED}
+    assert {_key(n)[0] for n in NAMES} == set(REFUSED) | {k for k, _ in ARCH_REFUSED} | IMPORTED
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [n for n in NAMES if _key(n)[0] not in IMPORTED])
 def test_every_form_is_refused_at_its_line(name):
     kernel, arch = _key(name)
     line, message = ARCH_REFUSED.get((kernel, arch)) or REFUSED[kernel]
@@ -107,3 +109,16 @@ def test_a_bitcast_to_the_same_type_is_still_a_view():
     """A bitcast that keeps the element type is the tile itself: the loop imports, no op of it for the bitcast."""
     graph, _ = import_ttgir(BITCAST.format(src="f16", dst="f16"), "bitcast.ttgir")
     assert graph.ops and not any("bitcast" in op.opcode for op in graph.ops)
+
+
+@pytest.mark.parametrize("arch", ["sm90", "sm100"])
+def test_asin_imports_as_a_flat_map_of_the_math_librarys_asin(arch):
+    """Every form of 07's kernel is one graph: a row map over the [n / 128, 128] view whose one op is asin, the
+    math library's (vocab.LIBM: libdevice's __nv_asinf read as math.asin)."""
+    from twill.tir import print_tir
+    texts = set()
+    for form in FORMS:
+        graph, _ = import_ttgir((DATA / form / f"asin_{arch}.ttgir").read_text(), f"asin_{arch}.ttgir")
+        assert [op.opcode for op in graph.ops] == ["load", "asin", "store"], form
+        texts.add(print_tir(graph))
+    assert len(texts) == 1

@@ -233,3 +233,35 @@ def test_corpus_graphs_solve_emit_and_compile(name, gpu, arch, tmp_path):
     r = run("emit-cuda", str(out), "-o", str(src))
     assert r.exit_code == 0, r.output
     nvcc_clean(src, arch)
+
+
+def test_the_math_librarys_ops_are_one_table_from_import_to_cuda(tmp_path):
+    """vocab.LIBM is the one home of the math library's functions: each is an op of the table, libdevice's
+    `__nv_FUNCTION` and MLIR's `math.OP` import as it, the epilogue has its scalar form, and a loop applying four
+    of them solves, emits and compiles for sm_90a with no spill."""
+    from twill.ttgir import parser
+    from twill.ttgir.fuse import ARITH_OPCODES
+    from twill.emit.epilogue import SCALAR_MATH
+    from conftest import emitted_and_built, nvcc
+    from twill.machine import load_machine
+    from twill.pipeline import SolveOptions, solve
+    from twill.tir import parse_tir
+    for op, fn in vocab.LIBM.items():
+        assert op in vocab.VOCAB and parser.LIBDEVICE[f"__nv_{fn}"] == f"math.{op}", op
+        assert ARITH_OPCODES[f"math.{op}"] == op and parser.ARITY[f"math.{op}"] == 1, op
+        assert SCALAR_MATH[op] == f"{fn}({{0}})", op
+    if nvcc() is None:
+        pytest.skip("nvcc not found")
+    chain, prev = [], "x"
+    compiled = ("erf", "asin", "log1p", "floor")  # (four of them: CI's time; the C functions are CUDA's own)
+    for i, op in enumerate(compiled):
+        chain.append(f"  v{i} = {op} {prev} : f32[64,128]")
+        prev = f"v{i}"
+    text = ("kernel libm\nargument X = x\nargument Y = store_0\nargument N {extent = loop}\n"
+            "loop {\n  x = load : f32[64,128] @smem\n" + "\n".join(chain) + f"\n  store {prev}\n}}\n")
+    machine = load_machine("h200")
+    schedule = solve(parse_tir(text, "libm.tir"), machine, SolveOptions(time_limit=20))
+    _, rc, log = emitted_and_built(schedule, machine, tmp_path / "libm.cu")
+    assert rc == 0, log[-2000:]
+    assert all(f"{vocab.LIBM[op]}(at<R>(x, e...))" in (tmp_path / "libm.cu").read_text() for op in compiled)
+    assert not re.findall(r"[1-9]\d* bytes spill stores", log), log[-2000:]

@@ -278,6 +278,16 @@ def _mma(out, ins, attrs):
 
 # -- the table ----------------------------------------------------------------------------------
 
+# Elementwise functions of one float from CUDA's math library: opcode -> its C function. The one home of
+# these ops: the importer reads `math.OPCODE` and libdevice's `__nv_FUNCTION` as OPCODE (ttgir/parser.py,
+# opnames.py, fuse.py, epilogue.py), emit-cuda writes `TWILL_UNARY(OPCODE, FUNCTION(v))` into the kernels that
+# use one (emit/runtime.libm_part) and the epilogue's scalar form `FUNCTION(x)`. Costed as an SFU op (their
+# polynomial and range reduction take several FMA-rate instructions each; no machine file names them).
+LIBM = {"erf": "erff", "erfc": "erfcf", "sin": "sinf", "cos": "cosf", "tan": "tanf", "asin": "asinf",
+        "acos": "acosf", "atan": "atanf", "sinh": "sinhf", "cosh": "coshf", "log10": "log10f", "log1p": "log1pf",
+        "expm1": "expm1f", "floor": "floorf", "ceil": "ceilf", "round": "roundf", "trunc": "truncf"}
+
+
 def _unary(name: str, cost: str = "sfu", helper: str = "") -> OpDef:
     return OpDef(name, "unary", (1,), ("x",), _elementwise(), "sfu" if cost == "sfu" else "alu", cost,
                  "math", helper or f"op_{name}")
@@ -307,6 +317,7 @@ _DEFS = [
     OpDef("rescale", "binary", (2,), ("x", "alpha"), _elementwise(), "alu", "alu", "rescale", "op_rescale"),
     OpDef("convert", "convert", (1,), ("x",), _elementwise(), "alu", "convert", "math", "op_convert"),
     *[_unary(n) for n in ("exp", "log", "log2", "sqrt", "rsqrt", "recip", "tanh", "sigmoid")],
+    *[_unary(n) for n in LIBM],  # CUDA's math library, one float each (emitted from LIBM alone)
     *[_unary(n, "alu") for n in ("abs", "neg")],
     *[_binary(n) for n in ("add", "mul", "max", "min")],
     # comparisons: 1 where x OP y holds, else 0 (a float tile: select's condition, leaky ReLU's x >= 0)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import Diagnostic
+from .. import vocab
 from ..ir import Graph, Op, TensorType
 from .lines import Lines
 from .model import EmitError, ident, local
@@ -41,6 +42,7 @@ SCALAR_MATH = {
     "ge": "({0} >= {1} ? 1.f : 0.f)", "gt": "({0} > {1} ? 1.f : 0.f)", "le": "({0} <= {1} ? 1.f : 0.f)",
     "lt": "({0} < {1} ? 1.f : 0.f)", "eq": "({0} == {1} ? 1.f : 0.f)", "ne": "({0} == {1} ? 0.f : 1.f)",
     "fill": "((void){0}, {1})",
+    **{op: f"{fn}({{0}})" for op, fn in vocab.LIBM.items()},
 }
 
 

@@ -157,6 +157,20 @@ def gather_part(target) -> str:
     return _part(f"gather_{target.runtime.split('.')[0]}.cuh")
 
 
+def libm_part(opcodes) -> str:
+    """op_OPCODE for each of the math library's functions a kernel uses (twill/vocab.py's LIBM), as
+    vocab.cuh's TWILL_UNARY writes its ops: accurate CUDA functions (erff, asinf, ...), in the kernels that
+    use them only."""
+    from ..vocab import LIBM
+    return "".join(
+        f"// {op}: {LIBM[op]} of each element (vocab.LIBM)\n"
+        "template <typename Out, typename X>\n"
+        f"__device__ __forceinline__ void op_{op}(Out& out, const X& x) {{\n"
+        "  constexpr bool R = is_rows<Out>::value;\n"
+        f"  for_each(out, [&](auto... e) {{ return {LIBM[op]}(at<R>(x, e...)); }});\n"
+        "}\n" for op in sorted(set(opcodes)) if op in LIBM)
+
+
 @cache
 def vocab_part(target) -> str:
     """The op vocabulary's extension (twill/vocab.py), after OPS, for the kernels that use it: the

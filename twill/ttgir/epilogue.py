@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import Diagnostic, InputError, Span
 from ..ir import TensorType
+from ..vocab import LIBM
 from .locs import position
 from .parser import MOp
 from .opnames import ATOMICS
@@ -31,7 +32,7 @@ BINARY = {"arith.addf": ("add", True), "arith.subf": ("sub", False), "arith.mulf
           "arith.divf": ("div", False), "tt.precise_divf": ("div", False), "arith.maxnumf": ("max", True),
           "arith.maximumf": ("max", True), "arith.minnumf": ("min", True), "arith.minimumf": ("min", True)}
 UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.log2": "log2", "math.sqrt": "sqrt",
-         "math.rsqrt": "rsqrt", "math.absf": "abs", "math.tanh": "tanh"}
+         "math.rsqrt": "rsqrt", "math.absf": "abs", "math.tanh": "tanh", **{f"math.{n}": n for n in LIBM}}
 CONVERTS = {"arith.truncf", "arith.extf", "tt.fp_to_fp", "arith.sitofp", "arith.uitofp"}
 TERNARY = {"arith.select": "select", "math.fma": "fma"}
 # arith.cmpf predicate -> the vocabulary's comparison (1 where it holds, else 0). The ordered ones are

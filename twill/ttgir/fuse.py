@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from ..errors import Diagnostic, InputError, Span
 from ..knobs import Product
 from .. import vocab
+from ..vocab import LIBM
 from ..ir import DTYPE_BITS, TensorType
 from .lower import opcode_token
 from .values import Lowered, Node, Note, Ref, Tile
@@ -46,7 +47,7 @@ ARITH_OPCODES = {  # TTGIR elementwise op -> the table opcode (twill.vocab) it i
     "arith.minsi": "min", "arith.minui": "min", "arith.andi": "and", "arith.ori": "or", "arith.xori": "xor",
     "arith.shli": "shl", "arith.shrsi": "shr", "arith.shrui": "shr", "arith.negf": "neg", "math.absf": "abs",
     "math.fma": "fma", "math.exp": "exp", "math.log": "log", "math.log2": "log2", "math.sqrt": "sqrt",
-    "math.rsqrt": "rsqrt", "math.tanh": "tanh",
+    "math.rsqrt": "rsqrt", "math.tanh": "tanh", **{f"math.{n}": n for n in LIBM},
 }
 INT_TO_FLOAT = {"arith.uitofp", "arith.sitofp"}
 RESCALE_OPS = {"arith.mulf"}  # a divide is `div` (rescale multiplies)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..vocab import LIBM
 from .lexer import CLOSE, OPEN, Source, Token, tokenize
 
 PARTITION = re.compile(r"partition\d+")
@@ -41,6 +42,7 @@ LIBDEVICE = {
     "__nv_logf": "math.log", "__nv_fast_logf": "math.log", "__nv_log2f": "math.log2",
     "__nv_fast_log2f": "math.log2", "__nv_sqrtf": "math.sqrt", "__nv_rsqrtf": "math.rsqrt",
     "__nv_fabsf": "math.absf", "__nv_fmaf": "math.fma",
+    **{f"__nv_{fn}": f"math.{op}" for op, fn in LIBM.items()},  # erf, sin, asin, ... (twill/vocab.py)
 }
 
 
@@ -113,6 +115,7 @@ _BINARY = ("addf subf mulf divf remf maxnumf minnumf maximumf minimumf cmpf cmpi
 _UNARY = "negf truncf extf trunci extsi extui sitofp uitofp fptosi fptoui index_cast index_castui".split()
 ARITY = {**{f"arith.{n}": 2 for n in _BINARY}, **{f"arith.{n}": 1 for n in _UNARY}, "arith.select": 3,
          **{f"math.{n}": 1 for n in "exp exp2 log log2 sqrt rsqrt absf tanh".split()}, "math.fma": 3,
+         **{f"math.{n}": 1 for n in LIBM},
          "tt.addptr": 2, "tt.splat": 1, "tt.broadcast": 1, "tt.expand_dims": 1, "tt.trans": 1,
          "tt.fp_to_fp": 1, "tt.precise_divf": 2, "tt.join": 2, "tt.split": 1, "ttg.convert_layout": 1,
          "tt.dot": 3, "tt.get_program_id": 0, "tt.make_range": 0}
