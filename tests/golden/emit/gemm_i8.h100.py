@@ -96,6 +96,8 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
         if a["output"] is False and given.get(a["name"]) is None:
             raise ArgumentError(f"{a['name']}: missing (torch.{a['dtype']} {layout(a)})")
     given, held = _row_views(spec, given)
+    if spec.get("flat"):
+        given, flat_held = _flat_views(spec, given, sizes or {})
     known, who, groups = {}, {}, {}
     batch_shape, batch_of, device = None, None, None
     # The batch dimensions every tensor is checked against: the first one's that holds one entry
@@ -137,7 +139,44 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
     plan["groups"] = [groups.get(a["name"], 1) for a in spec["args"]]
     if held:
         plan["shapes"] = _held_shapes(spec, plan["shapes"], held)
+    if spec.get("flat"):
+        first = next(iter(flat_held.values()))
+        plan["shapes"] = {a["name"]: flat_held.get(a["name"], first) for a in spec["args"]}
     return plan
+
+
+def _flat_views(spec, given, sizes):
+    """A flat map over elements (`grid flat = n_elements`: the Triton tutorials' vector add) takes its tensors as
+    the user holds them, of any shape, contiguous, every one of n elements, and views each as [n / C, C] rows
+    (C = spec["loop_extent"], the graph's columns). n must be a multiple of C: the last row would be partial, and
+    a [rows, C] view of a tensor of n elements has no partial row (refused, naming the multiple). The size
+    argument (spec["flat"]), where passed as a Python int, must be n. Returns the viewed Metas and {name: shape
+    given}."""
+    cols, size = spec["loop_extent"], spec["flat"]
+    out, held, count, first = {}, {}, None, None
+    for name, meta in given.items():
+        if meta is None:
+            out[name] = meta
+            continue
+        n = math.prod(meta.shape)
+        if count is None:
+            count, first = n, name
+        elif n != count:
+            raise ArgumentError(f"{name}: {n} elements (shape {list(meta.shape)}), but {first} has {count}: the kernel "
+                                "maps every tensor's elements one to one (a flat map over elements)")
+        if n < 1 or n % cols:
+            raise ArgumentError(f"{name}: {n} elements (shape {list(meta.shape)}), not a multiple of {cols}: the kernel "
+                                f"reads its tensors as rows of {cols} elements ([n / {cols}, {cols}]; a flat map over "
+                                f"elements), so n must be a multiple of {cols} (pad the tensors to "
+                                f"{-(-max(n, 1) // cols) * cols} elements)")
+        held[name] = tuple(meta.shape)
+        out[name] = meta._replace(shape=(n // cols, cols))
+    value = sizes.get(size)
+    if count is not None and isinstance(value, int) and not isinstance(value, bool) and value != count:
+        raise ArgumentError(f"{size} = {value}, but {first} has {count} elements: the kernel runs over the tensors' "
+                            f"whole extent, where the Triton kernel stops at {size}; pass {size} = {count}, or tensors "
+                            f"of {value} elements")
+    return out, held
 
 
 def _row_views(spec, given):
