@@ -39,6 +39,8 @@ def _key(path: Path) -> str:
 def _case(path: Path):
     key = _key(path)
     marks = [pytest.mark.xfail(strict=True, reason=KNOWN[key])] if key in KNOWN else []
+    if path.parent.name == "heldout":  # our own held-out dumps, not the shared corpus: `-m extended`
+        marks.append(pytest.mark.extended)
     return pytest.param(path, id=key, marks=marks)
 
 

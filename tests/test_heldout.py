@@ -207,6 +207,7 @@ SERIALIZED = {"attn_alibi_sm90"}
 @pytest.mark.slow
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 @pytest.mark.parametrize("form, name", E2E)
+@pytest.mark.extended
 def test_heldout_dump_solves_verifies_emits_and_compiles_clean(form, name, tmp_path):
     machine = load_machine("b200" if name.endswith("sm100") else "h100")
     graph, _ = load_ttgir(DATA / form / f"{name}.ttgir", split_rows="auto")

@@ -235,6 +235,7 @@ E2E = [("t39/after", "swiglu_sm90"), ("t36/prepipe", "gemm_bp_leaky_sm100"),
 @pytest.mark.slow
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 @pytest.mark.parametrize("form, name", E2E)
+@pytest.mark.extended
 def test_heldout3_dump_solves_verifies_emits_and_compiles_clean(form, name, tmp_path):
     machine = load_machine("b200" if name.endswith("sm100") else "h200")
     graph, _ = load_ttgir(DATA / form / f"{name}.ttgir", split_rows="auto")

@@ -273,6 +273,7 @@ COMPILED = ["gemm_fp8_mixed_sm90", "gemm_bt_relu2_sm100", "gemm_colscale_bias_sm
 @pytest.mark.slow
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 @pytest.mark.parametrize("name", COMPILED)
+@pytest.mark.extended
 def test_heldout4_dump_solves_verifies_emits_and_compiles_clean(name, tmp_path):
     machine = load_machine("b200" if name.endswith("sm100") else "h200")
     graph, _ = load_ttgir(DATA / "t36" / "prepipe" / f"{name}.ttgir", split_rows="auto")

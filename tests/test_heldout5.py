@@ -255,6 +255,7 @@ COMPILED = ["attn_causal_oneloop_sm90", "attn_mla_sm90", "gemm_w8a16_sm100", "at
 @pytest.mark.slow
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 @pytest.mark.parametrize("name", COMPILED)
+@pytest.mark.extended
 def test_heldout5_dump_solves_verifies_emits_and_compiles_clean(name, tmp_path):
     machine = load_machine("b200" if name.endswith("sm100") else "h200")
     graph, _ = load_ttgir(DATA / "t36" / "prepipe" / f"{name}.ttgir", split_rows="auto")

@@ -249,6 +249,7 @@ COMPILED = ["softmax_fused_sm90", "softmax_3pass_sm90", "logsumexp_rows_sm90", "
 @pytest.mark.slow
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 @pytest.mark.parametrize("name", COMPILED)
+@pytest.mark.extended
 def test_heldout7_dump_solves_emits_and_compiles_clean(name, tmp_path):
     machine = load_machine("b200" if name.endswith("sm100") else "h200")
     found = _import(DATA / "t36" / "prepipe" / f"{name}.ttgir")

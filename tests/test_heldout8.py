@@ -269,6 +269,7 @@ COMPILED = ["swiglu_fwd_sm90", "vector_add_sm90", "geglu_fwd_sm90", "rms_norm_fw
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if i == 0 else pytest.mark.slow)
                                   for i, n in enumerate(COMPILED)])
+@pytest.mark.extended
 def test_heldout8_dump_solves_emits_and_compiles_clean(name, tmp_path):
     machine = load_machine("b200" if name.endswith("sm100") else "h200")
     found = _import(DATA / "t36" / "prepipe" / f"{name}.ttgir")
