@@ -591,19 +591,6 @@ def deterministic_solver(cp, work_limit: float):
     return solver
 
 
-def _stop(solver, done) -> None:
-    """Stop the search and wait for the worker, whatever interrupts the wait: a stop that comes before the
-    worker has begun its search does nothing, so it is repeated (smt._stop does the same for Yices). A
-    worker left in the solver as the interpreter exits aborts the process (`terminate called without an
-    active exception`, exit -6, seen once in a suite run under load)."""
-    while not done.is_set():
-        try:
-            solver.stop_search()
-            done.wait(0.05)
-        except KeyboardInterrupt:
-            continue
-
-
 def _bounded(solver, model, callback):
     """solver.solve in a worker thread, so that Ctrl-C in the main thread stops the search
     (`stop_search`) and is raised again once the solver has returned. CP-SAT's own SIGINT handler is
@@ -628,7 +615,8 @@ def _bounded(solver, model, callback):
         while not done.wait(POLL_SECONDS):
             pass
     except BaseException:
-        _stop(solver, done)
+        from .smt import stop_and_wait
+        stop_and_wait(solver, done)
         raise
     if isinstance(answer[0], BaseException):
         raise answer[0]

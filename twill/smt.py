@@ -271,16 +271,18 @@ def bounded_check(ctx, assumptions=None, deadline: float | None = None, params=N
                 stopped = True
             done.wait(POLL_SECONDS if left is None or left <= 0 else min(POLL_SECONDS, left))
     except BaseException:  # Ctrl-C (or anything else): the solver must be done with ctx before it is disposed
-        _stop(ctx, done)
+        stop_and_wait(ctx, done)
         raise
     if isinstance(answer[0], BaseException):
         raise answer[0]
     return None if stopped else answer[0]
 
 
-def _stop(ctx, done: threading.Event) -> None:
-    """Stop the check and wait for the worker, whatever interrupts the wait (a stop that comes before
-    the worker has begun its search does nothing: so repeat it)."""
+def stop_and_wait(ctx, done: threading.Event) -> None:
+    """Stop the search of `ctx` (anything with a thread-safe `stop_search`: a Yices context, a CP-SAT
+    solver) and wait for its worker, whatever interrupts the wait (a stop that comes before the worker has
+    begun its search does nothing: so repeat it). A worker left in a solver as the interpreter exits
+    aborts the process (`terminate called without an active exception`, exit -6)."""
     while not done.is_set():
         try:
             ctx.stop_search()

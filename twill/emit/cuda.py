@@ -258,10 +258,9 @@ class Renderer(Stores, Kernel):
 
     def pointer_tensors(self):
         m = self.m
-        from .gather import gathered
         return [t for t in m.tensors if t.kind in ("output", "store") or
                 (t.kind == "input" and m.values[t.value].type.space != "smem") or
-                (t.kind == "load" and t.value in gathered(m.graph))]
+                (t.kind == "load" and t.value in gather.gathered(m.graph))]
 
     def _params(self, out: Lines) -> None:
         out("// ---- kernel parameters ----------------------------------------------------------------------")

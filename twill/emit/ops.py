@@ -429,6 +429,11 @@ def _tail_mask(call: OpCall) -> list[str]:
         [f"twill::op_convert({out.expr}, {a.expr});"]
 
 
+def _gather_outside(call: OpCall) -> list[str]:
+    """A gather is emitted by the epilogue's Finalizer (gather.py), which reads the load's tensor in global memory."""
+    raise EmitError(f"op '{call.op.name}': gather runs in the epilogue only (emit/gather.py)")
+
+
 # -- the tables ----------------------------------------------------------------------------------
 
 KINDS: dict[str, Callable[[vocab.OpDef], Emitter]] = {  # the table's emitter kinds of register math
@@ -458,13 +463,10 @@ COMMON: dict[str, Emitter] = {
     "rescale": _rescale,
     "store": _store,
     "tail_mask": _tail_mask,
-    "gather": lambda call: _gather_outside(call),
+    "gather": _gather_outside,
 }
 
 
-def _gather_outside(call: OpCall) -> list[str]:
-    """A gather is emitted by the epilogue's Finalizer (gather.py), which reads the load's tensor in global memory."""
-    raise EmitError(f"op '{call.op.name}': gather runs in the epilogue only (emit/gather.py)")
 BASE_OPCODES = ("load", "store", "mma", "exp2", "rowmax", "rowsum", "rescale", "convert", "mul", "add", "sub",
                 "max")  # those the base runtime (ops.cuh) computes
 

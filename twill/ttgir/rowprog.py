@@ -341,8 +341,9 @@ def elt_of(type_text: str) -> str:
     return m.group(1) if m else t
 
 
-def result_elt(line: str) -> str:
-    """The element type of the type after an op's last top-level ':' (its result or operands' type)."""
+def after_last_colon(line: str) -> str | None:
+    """The text after a line's last ':' outside brackets, its trailing loc(...) dropped (the type an op
+    prints there); None where it has none."""
     body = re.sub(r"\s*loc\(.*\)\s*$", "", line)
     depth, cut = 0, None
     for i, ch in enumerate(body):
@@ -350,7 +351,13 @@ def result_elt(line: str) -> str:
         depth -= ch in ">)}]" and 1 or 0
         if ch == ":" and depth == 0:
             cut = i
-    t = body[cut + 1:] if cut is not None else body
+    return body[cut + 1:] if cut is not None else None
+
+
+def result_elt(line: str) -> str:
+    """The element type of the type after an op's last top-level ':' (its result or operands' type)."""
+    t = after_last_colon(line)
+    t = re.sub(r"\s*loc\(.*\)\s*$", "", line) if t is None else t
     t = t.split(" to ")[-1].split("->")[-1]
     return elt_of(t.split(", #")[0] + (">" if t.strip().startswith("tensor<") else "")) if t.strip().startswith("tensor<") \
         else elt_of(t.split(",")[0])

@@ -39,7 +39,7 @@ import re
 
 from .lexer import Source
 from .parser import Module, MOp, parse_module
-from .rowprog import COLUMNS, COMBINERS, Refuse, attr_int, end_line, func_args, walk_ops
+from .rowprog import COLUMNS, COMBINERS, Refuse, after_last_colon, attr_int, end_line, func_args, walk_ops
 
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
 
@@ -143,13 +143,8 @@ def _result_type(src: Source, op: MOp) -> str:
     line = re.sub(r"\s*loc\(.*\)\s*$", "", src.lines[end_line(op) - 1])
     if "->" in line:
         return line.rsplit("->", 1)[1].strip()
-    depth, cut = 0, None
-    for i, ch in enumerate(line):
-        depth += ch in "<({[" and 1 or 0
-        depth -= ch in ">)}]" and 1 or 0
-        if ch == ":" and depth == 0:
-            cut = i
-    return line[cut + 1:].strip() if cut is not None and op.results else ""
+    after = after_last_colon(line)
+    return after.strip() if after is not None and op.results else ""
 
 
 class Whole:
