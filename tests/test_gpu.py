@@ -518,15 +518,10 @@ def test_flashattention_backward_from_the_forward_matches_autograd():
         assert g.rel_err(got[0], want) < 1e-2
 
 
-# open: gemm_chain's second loop since session 30's register-tile rule (its schedule put the convert and the
-# second mma on one warpgroup, that mma's A read from registers) computes a wrong result on the GPU (relative
-# error 9.9, session 31; the golden of before the rule, handing the converted tile over through shared
-# memory, is right on the same card). Not found yet: docs/triton-results.md, session 31.
-_CHAIN_OPEN = pytest.mark.xfail(strict=True, reason="gemm_chain's second loop on one warpgroup is wrong on the GPU")
-
-
-@pytest.mark.parametrize("fixture, size", [pytest.param("gemm_chain_sm90.h200", dict(M=256, K1=192, N2=320),
-                                                        marks=_CHAIN_OPEN),
+# gemm_chain's second loop (two register-A wgmmas on one warpgroup) was wrong from its second iteration
+# until session 33: ptxas gave the loop-invariant A fragment h's registers to the convert (sm90.cuh,
+# remake_frag; docs/triton-results.md, session 33).
+@pytest.mark.parametrize("fixture, size", [("gemm_chain_sm90.h200", dict(M=256, K1=192, N2=320)),
                                            ("attn_two_pass_sm90.h200", dict(N=256, N_KV=192)),
                                            ("row_var_sm90.h200", dict(M=256, N=4096))])
 def test_loops_in_sequence_match_torch(fixture, size):

@@ -23,7 +23,7 @@ class Operands:
         if v.kind == "input":
             if t.space == "smem":
                 return Arg(value, t, "smem", f"sm.in_{ident(value)}[ib]")
-            return Arg(value, t, "reg", local(value))
+            return Arg(value, t, "reg", local(value), invariant=True)
         carry = m.carry_of(value) if d > 0 else None
         chan = p.channels.get(value)
         if p.in_tmem(value):

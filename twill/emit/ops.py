@@ -33,6 +33,7 @@ class Arg:
     guard: str = ""  # a tensor-memory operand that exists only when this holds (else: `init`)
     init: str = ""
     view: bool = False  # a staged tile read in place from shared memory, not a register fragment
+    invariant: bool = False  # registers the loop never redefines (an input held in registers)
 
 
 @dataclass(frozen=True)
@@ -301,6 +302,8 @@ def _wgmma(call: OpCall) -> list[str]:
             else f"&{a_expr}.x[mb][4 * kk]")
     scale = "1" if s.accumulate else "kk > 0"
     fences = [f"twill::fence_frag({call.out.expr});"] + ([f"twill::fence_frag({a_expr});"] if form == "rs" else [])
+    if form == "rs" and a.invariant:  # ptxas would hand its registers to the loop's other values (sm90.cuh)
+        fences.insert(0, f"twill::remake_frag({a_expr});")
     lines += fences + ["twill::wgmma_fence();", "#pragma unroll", f"for (int mb = 0; mb < {mb}; ++mb) {{"]
     if n == s.n:
         b_op = _operand_desc(b, s.b_kmajor, db, "0", step)
