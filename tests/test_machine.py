@@ -140,6 +140,11 @@ def test_other_validation_errors():
         H100.replace('cycles: "elements / 16"}', 'cycles: "elements / 16", issue: thread}'))
     assert "duplicate key 'name'" in _error(H100 + "name: again\n")
     assert "invalid YAML" in _error(H100 + "  bad: [\n")
+    # YAML composes `=` (its tag has no constructor): an error at the value, not a ConstructorError
+    text = H100.replace("  alu: 1 ", "  alu: = ")
+    assert text != H100
+    assert _error(text).startswith(f"specs/bad.yaml:{_line_of(text, '  alu: = ')}:8: error: 'units.alu': "
+                                   "YAML cannot read this value")
     assert "empty" in _error("")
     assert "must be a mapping of keys" in _error("- a list\n")
 

@@ -392,6 +392,21 @@ def test_malformed_input_is_a_located_error(old, new, message, line_of):
     assert info.value.render().startswith(f"bad.ttgir:{d.span.line}:{d.span.col}: error: ")
 
 
+def test_a_dump_with_a_line_cut_is_an_error_at_the_use():
+    """Every path of the import (here a loop-free row kernel's, ttgir/rowprog.py) reads values the
+    parser has checked: a definition cut from the dump is an error at its first use."""
+    path = DATA / "heldout8" / "t36" / "prepipe" / "swiglu_fwd_sm90.ttgir"
+    lines = path.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if "= arith.truncf" in line)
+    name = lines[cut].split("=")[0].strip()
+    text = "".join(lines[:cut] + lines[cut + 1:])
+    with pytest.raises(InputError) as info:
+        import_ttgir(text, "cut.ttgir")
+    d = info.value.diagnostics[0]
+    assert d.message == f"use of undefined value '{name}'"
+    assert name in d.span.text and d.span.text.index(name) == d.span.col - 1
+
+
 def test_unreadable_file(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         load_ttgir(tmp_path / "missing.ttgir")

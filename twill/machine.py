@@ -185,9 +185,21 @@ def _span(file: str, text: str, mark) -> Span:
     return Span(file, mark.line + 1, mark.column + 1, line)
 
 
+_UNREADABLE = object()  # a node YAML composes but cannot construct (`alu: =`: the tag of `=` has no constructor)
+
+
 class _Validator:
     def __init__(self, file: str, text: str):
         self.file, self.text, self.errors = file, text, []
+
+    def load(self, node, path: str):
+        """The node's value, or _UNREADABLE with an error at it."""
+        try:
+            return yaml.safe_load(yaml.serialize(node))
+        except yaml.YAMLError as exc:
+            self.error(node, f"'{path}': YAML cannot read this value ({getattr(exc, 'problem', None) or exc})",
+                       "quote it if it is text, or write a number")
+            return _UNREADABLE
 
     def error(self, node, message: str, hint: str | None = None) -> None:
         self.errors.append(Diagnostic(message, _span(self.file, self.text, node.start_mark), hint))
@@ -196,7 +208,9 @@ class _Validator:
         if not isinstance(node, yaml.ScalarNode):
             self.error(node, f"'{path}' must be {_kind_name(kind)}")
             return None
-        value = yaml.safe_load(yaml.serialize(node))
+        value = self.load(node, path)
+        if value is _UNREADABLE:
+            return None
         if kind == "expr":
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 self.error(node, f"'{path}' must be a number or an arithmetic expression")
@@ -262,7 +276,8 @@ class _Validator:
         if kind == "latency":
             return self.latency(node, path)
         if kind is dict:
-            return yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.MappingNode) else None
+            value = self.load(node, path) if isinstance(node, yaml.MappingNode) else None
+            return None if value is _UNREADABLE else value
         return self.scalar(node, kind, path)
 
     def table(self, node, path: str, item):

@@ -322,7 +322,40 @@ class _Parser:
 
 def parse_module(text: str, file: str = "<string>") -> Module:
     """Parse MLIR text; a malformed file raises a located `InputError`."""
-    return _Parser(Source(text, file)).parse()
+    module = _Parser(Source(text, file)).parse()
+    _check_uses(module.ops, module.source, frozenset())
+    return module
+
+
+def _check_uses(ops, src: Source, scope: frozenset) -> frozenset:
+    """Every SSA value used is defined before it, in its block or an enclosing one (MLIR's dominance
+    for these region kinds): a dump with a line missing is an error at the use, not a KeyError in
+    whichever stage reads the value. Defined by an op: its results, and inside its regions the
+    names it binds (`%iv = ...`, `iter_args(%a = ...)`, a function's or a warp_specialize
+    partition's `%arg0: type`, taken as bound wherever an op with regions writes `%x:`) and the blocks'
+    arguments. A name defined twice in a block is an error at its second definition. Returns the
+    names defined once `ops` have run."""
+    local = set()
+    for op in ops:
+        binds = set()
+        for i, tok in enumerate(op.tokens[:-1]):
+            nxt = op.tokens[i + 1]
+            if tok.kind == "ssa" and (nxt.is_("=") or (nxt.is_(":") and op.regions)):
+                binds.add(tok.text[1:])
+        for name, tok in op.operands():
+            if not (name in scope or name + "#0" in scope or (op.regions and name in binds)):
+                raise src.error(f"use of undefined value '%{name}'", tok,
+                                "the dump looks cut or edited: dump the kernel again")
+        for region in op.regions:
+            seen = scope | binds  # a later block of a region sees an earlier one's values (cf.cond_br's
+            for block in region:  # blocks: dominance read loosely, enough to find a missing line)
+                seen = _check_uses(block.ops, src, seen | {name for name, _ in block.args})
+        for name in op.results:  # (in one block: warp_specialize's partitions, isolated from above,
+            if name in local:    # reuse the names of the regions around them)
+                raise src.error(f"'%{name.split('#')[0]}' is defined twice", op.head)
+        local |= set(op.results)
+        scope = scope | set(op.results)
+    return scope
 
 
 def walk(ops):
