@@ -190,7 +190,7 @@ def test_a_2d_tile_with_no_loop_is_refused_at_its_line():
                        "%row_idx = tt.get_program_id x : i32 loc(#loc28)\n"
                        "    %two = arith.constant dense<0.0> : tensor<64x1024xf32, #blocked> loc(#loc28)", 1)
     assert two != text
-    _refused_at(two, "%two = arith.constant", "makes a 2-D tile in a kernel with no loop")
+    _refused_at(two, "%two = arith.constant", r"of a 2-D \[64, 1024\] tile in a kernel with no loop")
 
 
 def _binding(tmp_path, dump: str, gpu: str = "h200"):

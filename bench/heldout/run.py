@@ -9,7 +9,7 @@
 
 --batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3), --batch 4 the fourth (kernels4.py,
 heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6), --batch 7 the seventh (kernels7.py, heldout7), --batch 8 the eighth (kernels8.py, heldout8), --batch 9 the ninth (kernels9.py, heldout9: the Triton tutorials
-not covered before; none imports yet, so nothing to build); default the
+not covered before; asin alone imports), --batch 10 the tenth (kernels10.py, heldout10); default the
 second (kernels.py, heldout2). A kernel of loops in sequence has the sequence's binding NAME_sm90.py (its loops' kernels
 NAME_sm90.LOOP.cu beside it), which allocates its outputs and returns them: those are checked. Writes DIR/check.json. The binding is called with the launch's arguments only: the exp2 scale the
 import folds out of a kernel (qk_scale = sm_scale * log2 e; for a softmax written with tl.exp, its
@@ -75,10 +75,17 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          "geglu_fwd": [None, {"M": 1000}],
          # batch 8's vector add, a flat map over elements viewed as [n / 128, 128] rows (grid flat): the tutorial's
          # 98432 (769 rows, a partial last row tile), 2^24, and 98433, not a multiple of 128: the binding must refuse it
-         "vector_add": [None, {"N": 1 << 24}, {"N": 98433}]}
+         "vector_add": [None, {"N": 1 << 24}, {"N": 98433}],
+         # batch 10: the defaults (4096 x 4096 whole tiles), then a partial last row tile and a ragged N (add_rmsnorm's
+         # residual is written in place: the binding returns it as RES); kl_logits at a ragged 1000 x 1000 (-inf fill,
+         # its tail_mask); kldiv_rows at Liger's vocabulary 32000 and a ragged 1000; gelu_erf flat: 2^22 elements, then
+         # 98433, not a multiple of 128, which the binding must refuse
+         "add_rmsnorm": [None, {"M": 1000, "N": 5000}], "softmax_bwd": [None, {"M": 1000, "N": 1000}],
+         "kl_logits": [None, {"M": 1000, "N": 1000}], "kldiv_rows": [None, {"M": 1000, "N": 1000}],
+         "gelu_erf": [None, {"N": 98433}]}
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7"),
-           "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9")}
+           "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9"), "10": ("kernels10.py", "heldout10")}
 
 
 def _kernels(batch: str = "2"):
@@ -183,7 +190,7 @@ def main(argv=None) -> None:
     c.add_argument("--kernels", required=True)
     for q in (b, c):
         q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py; 6: kernels6.py; "
-                       "7: kernels7.py; 8: kernels8.py; 9: kernels9.py")
+                       "7: kernels7.py; 8: kernels8.py; 9: kernels9.py; 10: kernels10.py")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 

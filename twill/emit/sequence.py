@@ -25,7 +25,7 @@ def loop_path(kernel_path: str, loop: str) -> str:
 
 def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, object]], handovers) -> str:
     """The text of K.py: `loops` are (name, Renderer) in order; `handovers` the sequence's."""
-    from .binding import _scalar_spec, arguments, knob_parameters, parameters, py_name
+    from .binding import _scalar_spec, arguments, in_place, knob_parameters, parameters, py_name
     path = Path(kernel_path)
     stem = path.name[:-3] if path.name.endswith(".cu") else path.name
     plan, params, outputs, taken, scalar_params = [], [], [], set(), []
@@ -44,13 +44,15 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
                 scalar_params.append(x)
                 taken.add(x)
         args = arguments(renderer)
+        over = in_place(renderer.m.graph, args)  # an output written over an input: returned by the input's name
         into = {h.input: h for h in handovers if h.loop == name}
         feeds, outs = [], []
         for a in args:
             if a.output:
                 out_name[(name, a.source)] = a.name
                 if (name, a.source) not in handed_out:
-                    user = a.name if a.name not in taken else py_name(f"{name}_{a.name}", taken)
+                    user = over[a.name] if over.get(a.name) in params and not any(o[0] == over[a.name] for o in outputs) \
+                        else a.name if a.name not in taken else py_name(f"{name}_{a.name}", taken)
                     taken.add(user)
                     outputs.append((user, name, a.name))
                 outs.append(a.name)

@@ -149,6 +149,33 @@ def _one_block(func: MOp, text: str, file: str) -> None:
         hint="guard the tile with masks instead of returning early (or launch only the tiles that have work)")
 
 
+STORES = {"tt.store", "tt.descriptor_store", "ttng.async_tma_copy_local_to_global", "ttng.async_tma_store"}
+
+
+def _flattened(func: MOp, module: Module) -> None:
+    """A loop whose body runs a dot and, under an `scf.if`, stores (Triton's `tl.range(..., flatten=True)` over a
+    persistent kernel's tiles: the tile loop and its K loop fused into one loop of tiles x K steps, the accumulator
+    reset and the tile stored when a tile's last K step is reached) is an error at the loop. Taken apart it is no
+    loop twill has: the K loop is gone, and the tile loop's range moves with the program id."""
+    from .loops import DOTS
+    from .parser import walk
+    for op in walk(func.body()):
+        if op.name != "scf.for":
+            continue
+        body = list(op.body())
+        if not any(o.name in DOTS for o in body):
+            continue
+        guarded = next((o for o in body if o.name == "scf.if" and any(x.name in STORES for x in walk(o.body()))), None)
+        if guarded is not None:
+            raise module.source.error(
+                f"'scf.for' runs a persistent kernel's tiles and their K steps as one loop (Triton's `tl.range(..., "
+                f"flatten=True)`: a dot in the loop, and the tile's store under the 'scf.if' at line "
+                f"{guarded.head.line}, taken when a tile's last K step is reached): a flattened loop nest is not "
+                "imported", op.head,
+                hint="write the tile loop without flatten=True: its K loop is then the graph, run once per tile "
+                     "(docs/ttgir-import.md, section 2)")
+
+
 def _module_loops(text: str, file: str):
     """The module, its loops ((function, path) pairs), the merge candidates, each merged loop's
     `Merge` by id of its loop, and the loops absorbed into a merged pair."""
@@ -156,6 +183,7 @@ def _module_loops(text: str, file: str):
     module = rows_per_program(merge_partitions(parse_module(source, file)))
     for func in module.functions():
         _one_block(func, source, file)
+        _flattened(func, module)
     loops = [(func, path) for func in module.functions() for path in _loops(func.body())]
     if not loops:
         raise InputError(Diagnostic(f"{file}: no scf.for loop in any function",
@@ -247,7 +275,8 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
     lowered = _lower(module, func, path, merge)
     body, groups, fuse_notes = fuse(lowered)
     handed = {} if detail is not None else None
-    graph, build_notes = build_graph(lowered, body, groups, module.source.file, handed)
+    carry_names: dict = {}
+    graph, build_notes = build_graph(lowered, body, groups, module.source.file, handed, carry_names)
     split = check_grid(module, func, path[-1], banded=any(op.opcode == "causal_mask" for op in graph.ops))
     if split is not None:  # split-KV's key loop over a grid axis of splits (splits.py): `grid split = ARG`
         graph = replace(graph, split=split.arg)
@@ -259,7 +288,7 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
         found = extents(module, func, path, graph, lowered.signature, Dependence(func).of)
         graph = replace(graph, extents=found.args, loop_extent=found.loop)
     if detail is not None:
-        detail.update(lowered=lowered, handed=handed)
+        detail.update(lowered=lowered, handed=handed, carry_names=carry_names)
     notes = list(lowered.notes) + fuse_notes + build_notes
     notes.sort(key=lambda n: (n.diagnostic.span.line, n.diagnostic.span.col) if n.diagnostic.span else (0, 0))
     return graph, notes

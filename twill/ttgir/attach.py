@@ -171,8 +171,11 @@ def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dic
     for arg in [n for n, _ in sig.args if n in out]:  # one argument per graph name
         fed.setdefault(out[arg], arg)
     targets = {a: t for a, t in out.items() if fed[t] == a}
-    return targets, _also_fed(sig, ops, targets, load_ops) + _in_place(sig, targets, set(inputs.values()) | set(ep_inputs.values()),
-                                                             written)
+    # a tensor the loop loads and stores (a residual updated in place) is written in place too
+    stored = {arg: stores[pos] for pos, arg in sig.stores.items() if pos in stores}
+    loaded = {ops[ssa] for ssa in sig.loads if ops.get(ssa) in load_ops}
+    return targets, _also_fed(sig, ops, targets, load_ops) + _in_place(
+        sig, targets, set(inputs.values()) | set(ep_inputs.values()), written) + _in_place(sig, targets, loaded, stored)
 
 
 def _also_fed(sig: Signature, ops: dict, targets: dict, load_ops: set) -> tuple[tuple[str, str], ...]:
@@ -193,8 +196,8 @@ def _also_fed(sig: Signature, ops: dict, targets: dict, load_ops: set) -> tuple[
 
 def _in_place(sig: Signature, targets: dict, inputs: set, written: dict) -> tuple[tuple[str, str], ...]:
     """(argument, output) for each argument the kernel reads as an input and stores an output to
-    (addmm's C, read before the loop and written after it): the binding writes the output over the
-    tensor passed, as the kernel does."""
+    (addmm's C, read before the loop and written after it; a residual the loop loads and stores its tiles
+    to): the binding writes the output over the tensor passed, as the kernel does."""
     return tuple((arg, written[arg]) for arg, _ in sig.args
                  if targets.get(arg) in inputs and written.get(arg) not in (None, targets[arg]))
 

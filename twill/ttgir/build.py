@@ -68,9 +68,10 @@ def init_text(init: object) -> tuple[str, str | None]:
 
 
 def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
-                handed: dict | None = None) -> tuple[Graph, list[Note]]:
+                handed: dict | None = None, carry_names: dict | None = None) -> tuple[Graph, list[Note]]:
     """The graph of the fused groups, with names; also warnings about carries' initial values.
-    `handed`, where given, gets {input name: its stand-in's hand-over key} (ttgir/handover.py)."""
+    `handed`, where given, gets {input name: its stand-in's hand-over key} (ttgir/handover.py);
+    `carry_names` {index of the lowered carry: its graph name}."""
     root_of = {m: g.root for g in groups for m in g.members}
     carries, invariant = _live_carries(lowered, body, groups, root_of)
     names = _Names()
@@ -78,6 +79,8 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
     variables = _variables(lowered, body, groups, live)
     carry_name = {k: names.claim(variables.get(k) or _carry_base(lowered, body, groups, k), fallback="carry")
                   for k in live}
+    if carry_names is not None:
+        carry_names.update(carry_name)
     inputs: dict[Ref, str] = {}
     for r in (r for g in groups for r in g.operands):
         outside = r.kind == "node" and not body.nodes[r.index].in_loop

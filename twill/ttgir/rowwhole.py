@@ -94,9 +94,16 @@ def loop_free_row(module: Module) -> int | None:
             raise Refuse(o, f"'{o.name}' ({UNHANDLED[o.name]}) in a kernel with no loop: a kernel of no loop is "
                             "imported where it is one row a program, the row whole in one 1-D tile, its ops "
                             "elementwise, reductions of the row, loads and stores")
-        if re.search(r"tensor<\d+x\d+x", src.lines[o.head.line - 1]):
-            raise Refuse(o, f"'{o.name}' makes a 2-D tile in a kernel with no loop: a kernel of no loop is imported "
-                            "where it is one row a program, the row whole in one 1-D tile")
+    flat2d = [o for o in ops if re.search(r"tensor<\d+x\d+x", src.lines[o.head.line - 1])]
+    if flat2d:  # named at the first 2-D tile read from memory (a block of a 2-D grid, RoPE's heads x half dims)
+        o = next((x for x in flat2d if x.name == "tt.load"), flat2d[0])
+        shape = re.search(r"tensor<(\d+)x(\d+)x", src.lines[o.head.line - 1]).groups()
+        grid = sorted({t.text for p in ops if p.name == "tt.get_program_id" for t in p.tokens if t.text in "xyz"})
+        raise Refuse(o, f"'{o.name}' of a 2-D [{shape[0]}, {shape[1]}] tile in a kernel with no loop"
+                        + (f" and a 2-D grid (program ids {', '.join(grid)})" if len(grid) > 1 else "")
+                        + ": a kernel of no loop is imported where it is one row a program, the row whole in one "
+                          "1-D tile (or a flat map over elements); a block of 2-D tiles a program is not rewritten "
+                          "into a loop over column tiles")
     pids = [o for o in ops if o.name == "tt.get_program_id"]
     if len(pids) != 1 or not any(t.is_("x") for t in pids[0].tokens):
         raise Refuse(pids[1] if len(pids) > 1 else tiles[0],
@@ -214,6 +221,7 @@ class Whole:
         if not passes:
             raise Refuse(self.at, f"'{self.at.name}' of one row a program with no reduction or store of the row's tile")
         count = 1 + max(p for _, p in passes)
+        passes = self._in_place_last(passes, pre + body, tensor, defs, count)
         scalars = [o for o in pre + body if not tensor[id(o)] and o.name != "tt.get_num_programs"]
         constants = [o for o in pre + body if o.name == "arith.constant" and tensor[id(o)]]
         for o in pre + body:
@@ -264,6 +272,38 @@ class Whole:
             raise Refuse(post[0], f"'{post[0].name}' after the persistent loop over the rows: not imported")
         self.names[iv] = pid  # the row: the program's own (one row a program)
         return pre, [o for o in loop.body() if o.name != "scf.yield"]
+
+    def _in_place_last(self, passes, ops, tensor, defs, count) -> list[tuple[MOp, int]]:
+        """Each pass reads the row from memory again, so a store into a tensor the kernel also loads (vLLM's fused
+        residual add: `h = x + residual` stored over the residual) must come after every pass that loads it: it is
+        placed in the last pass (which recomputes what it stores from the loads, as every pass does), where the
+        one-pass kernel's loads, all before the store, still read the old values. A load of that tensor after the
+        store (the kernel reading back what it wrote) is refused: the passes would read it before the store."""
+        loads = [o for o in ops if o.name == "tt.load" and tensor[id(o)]]
+        out = []
+        for op, p in passes:
+            if op.name == "tt.store":
+                root = self._root(op, defs)
+                same = [ld for ld in loads if self._root(ld, defs) == root]
+                later = [ld for ld in same if ld.head.line > op.head.line]
+                if later:
+                    raise Refuse(later[0], f"'tt.load' of %{root} after a 'tt.store' into it (line {op.head.line}): "
+                                           "a row whole in one tile is imported as column loops that each read the "
+                                           "row from memory again, and a row that reads back what it stored is "
+                                           "not rewritten so")
+                if same:
+                    p = count - 1
+            out.append((op, p))
+        return out
+
+    @staticmethod
+    def _root(op: MOp, defs) -> str:
+        """The kernel argument a load's or store's address tile is computed from (`%X + row * stride + cols`)."""
+        name = next(iter(op.operands()))[0]
+        while (d := defs.get(name)) is not None and d.name in ("tt.addptr", "tt.splat", "tt.broadcast",
+                                                              "tt.expand_dims", "ttg.convert_layout"):
+            name = next(iter(d.operands()))[0]
+        return name
 
     def _tensor_store(self, op: MOp) -> bool:
         return "tensor<" in self.src.lines[op.head.line - 1].rsplit(":", 1)[-1]

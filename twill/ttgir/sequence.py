@@ -84,7 +84,7 @@ def import_sequence(text: str, file: str = "<string>", strict: bool = False) -> 
                              "which is not a tile loop run before it", value.span,
                              "a loop reads only the final carries of the tile loops before it")
                 continue
-            carry = _carry(graphs[j], details[j]["lowered"], what)
+            carry = _carry(details[j]["lowered"], details[j]["carry_names"], what)
             if carry is None:
                 errors.error(f"loop {names[i]} reads '{input_name}', a result of loop {names[j]} that its graph does "
                              "not carry", value.span)
@@ -105,15 +105,16 @@ def import_sequence(text: str, file: str = "<string>", strict: bool = False) -> 
     return seq, [n.diagnostic for n in notes]
 
 
-def _carry(graph: Graph, lowered, what: str) -> str | None:
-    """The name in `graph` of the lowered carry a stand-in's `what` names (rI: iter_arg I, bNAME: buffer)."""
+def _carry(lowered, carry_names: dict, what: str) -> str | None:
+    """The graph's name of the lowered carry a stand-in's `what` names (rI: iter_arg I, bNAME: buffer), by its
+    index among the lowered carries (build_graph's `carry_names`). Not by its place in the text: the carries of
+    one rewritten loop (rowwhole.py's pass of two sums, KL's log-sums of p and q) share the loop's line, and
+    the one found first was handed over for both."""
     if what.startswith("r"):
-        found = next((c for c in lowered.carries if c.arg == int(what[1:])), None)
+        k = next((k for k, c in enumerate(lowered.carries) if c.arg == int(what[1:])), None)
     else:
-        found = next((c for c in lowered.carries if c.buf is not None and c.ssa == what[1:]), None)
-    if found is None:
-        return None
-    return next((c.name for c in graph.carries if c.span == found.span), None)
+        k = next((k for k, c in enumerate(lowered.carries) if c.buf is not None and c.ssa == what[1:]), None)
+    return None if k is None else carry_names.get(k)
 
 
 def _raw_carry(graph: Graph, carry: str) -> Graph:
