@@ -407,6 +407,21 @@ def test_a_dump_with_a_line_cut_is_an_error_at_the_use():
     assert name in d.span.text and d.span.text.index(name) == d.span.col - 1
 
 
+def test_a_hand_edited_type_in_a_rewritten_kernel_is_an_error_at_its_op():
+    """The row and flat-map rewrites read some ops' types as text (rowprog.search): a type edited
+    away is an error at the op, not an AttributeError."""
+    path = DATA / "heldout9" / "t36" / "prepipe" / "asin_sm100.ttgir"
+    text = path.read_text()
+    old = "tt.splat %x_ptr : !tt.ptr<f32> ->"
+    assert old in text
+    bad = text.replace(old, "tt.splat %x_ptr : 0 ->")
+    with pytest.raises(InputError) as info:
+        import_ttgir(bad, "edited.ttgir")
+    d = info.value.diagnostics[0]
+    assert d.message.startswith("'tt.splat': expected a pointer type")
+    assert d.span.line == next(i for i, line in enumerate(bad.splitlines(), 1) if "tt.splat %x_ptr : 0" in line)
+
+
 def test_unreadable_file(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         load_ttgir(tmp_path / "missing.ttgir")

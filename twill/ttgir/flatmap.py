@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 from .parser import Module, MOp, parse_module
-from .rowprog import COLUMNS, Refuse, attr_int, end_line, func_args, walk_ops
+from .rowprog import COLUMNS, Refuse, attr_int, end_line, func_args, search, walk_ops
 from .rowwhole import SSA, subst
 
 
@@ -136,13 +136,13 @@ def rewrite(module: Module) -> tuple[Module, list[tuple[int, int | None]], str] 
             where.append((o.head.line, o.head.col))
             continue
         if id(o) in mask_ids:  # `cols < C`: a constant bound, true in every column tile
-            ty = retype(re.search(r"->\s*(tensor<[^>]*>)", line).group(1))
+            ty = retype(search(r"->\s*(tensor<[^>]*>)", line, o, "a result type `-> tensor<...>`").group(1))
             out.append(f"{ind}%{o.results[0]} = arith.constant dense<{cols}> : {ty}")
             where.append((o.head.line, o.head.col))
             continue
         if id(o) in base_ids:  # the row's pointer P + row * C, splat
             arg = [n for n, _ in o.operands()][0]
-            elt = re.search(r":\s*(!tt\.ptr<[^>]*>)\s*->", line).group(1)
+            elt = search(r":\s*(!tt\.ptr<[^>]*>)\s*->", line, o, "a pointer type `: !tt.ptr<...> ->`").group(1)
             row = fresh(f"{arg}_row")
             out.append(f"{ind}%{row} = tt.addptr %{arg}, %{f['start'].results[0]} : {elt}, i32")
             where.append((o.head.line, o.head.col))

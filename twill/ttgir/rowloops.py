@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .parser import MOp
-from .rowprog import C, COMBINERS, P, S, T, V, Refuse, Rewrite, end_line, join, prefix, walk_ops
+from .rowprog import C, COMBINERS, P, S, T, V, Refuse, Rewrite, end_line, join, prefix, search, walk_ops
 
 
 def _kinds(rw: Rewrite, ops, kinds: dict) -> dict:
@@ -47,11 +47,11 @@ def _kinds(rw: Rewrite, ops, kinds: dict) -> dict:
     return out
 
 
-def _header(line: str):
+def _header(line: str, op: MOp):
     """(the `iter_args` pairs (arg, init), the step's SSA name) of an `scf.for` line."""
     m = re.search(r"iter_args\((.*?)\)\s*->", line)
     pairs = re.findall(r"%([\w.$#-]+) = %([\w.$#-]+)", m.group(1)) if m else []
-    step = re.search(r"\bstep %([\w.$#-]+)", line).group(1)
+    step = search(r"\bstep %([\w.$#-]+)", line, op, "`step %VALUE`").group(1)
     return pairs, step
 
 
@@ -61,8 +61,8 @@ def loop(rw: Rewrite, op: MOp) -> None:
     yld = body[-1] if body and body[-1].name == "scf.yield" else None
     if yld is None:
         body.append(None)
-    pairs, step = _header(line)
-    iv = re.search(r"scf\.for %([\w.$-]+) =", line).group(1)
+    pairs, step = _header(line, op)
+    iv = search(r"scf\.for %([\w.$-]+) =", line, op, "`scf.for %IV = ...`").group(1)
     yields = [n for n, _ in yld.operands()] if yld is not None else []
     args = [a for a, _ in pairs]
     for a, init in pairs:

@@ -10,7 +10,7 @@ import re
 from .parser import MOp
 from .rowloops import loop
 from .rowprog import (C, COL_L, P, ROW_L, ROWS, S, T, TILE_L, V, Refuse, Rewrite, elt_of, end_line, join,
-                      prefix, result_elt)
+                      prefix, result_elt, search)
 
 
 def _operand_text(rw: Rewrite, op: MOp, kind: int, indent: str) -> list[str]:
@@ -23,7 +23,7 @@ def elementwise(rw: Rewrite, op: MOp) -> None:
         elt = result_elt(line)
         r = rw.define(op, C if "tensor<" in line else S, elt)
         m = re.search(r"dense<([^>]*)>", line)
-        rw.consts[r] = m.group(1) if m else re.search(r"arith\.constant\s+(\S+)", line).group(1)
+        rw.consts[r] = m.group(1) if m else search(r"arith\.constant\s+(\S+)", line, op, "a constant's value").group(1)
         if rw.kind[r] == S:
             rw.emit(line, op, same=True)
         else:  # a splat constant of the columns: emitted where it is read, in the shape it is read in

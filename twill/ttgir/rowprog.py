@@ -67,6 +67,15 @@ class Refuse(Exception):
         self.op, self.message = op, message
 
 
+def search(pattern: str, line: str, op: MOp, what: str) -> re.Match:
+    """re.search of `pattern` in an op's line, which the rewrites read as text; a line without it (a
+    dump edited by hand: `tt.splat %p : 0 -> ...`) is refused at the op, naming what was expected."""
+    m = re.search(pattern, line)
+    if m is None:
+        raise Refuse(op, f"'{op.name}': expected {what} here")
+    return m
+
+
 def applies(module: Module) -> MOp | None:
     """The function of one row a program: 1-D tensors only, a loop, and `tt.get_program_id x` used as an
     address (its value reaches a `tt.addptr`); None where the module is not such a kernel."""
@@ -87,7 +96,11 @@ def rows_per_program(module: Module) -> Module:
     """`module` rewritten to ROWS rows a program where it is a kernel of one row a program (or a flat map over
     elements, flatmap.py, read as rows first); else itself."""
     from .flatmap import rewrite as flat_rows
-    flat = flat_rows(module)
+    try:
+        flat = flat_rows(module)
+    except Refuse as exc:
+        raise module.source.error(exc.message, exc.op.head,
+                                  "docs/ttgir-import.md, section 8 (\"A flat map over elements\") says what is imported") from None
     if flat is None:
         return _rows_per_program(module)
     viewed, outer, size = flat

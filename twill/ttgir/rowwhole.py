@@ -39,7 +39,7 @@ import re
 
 from .lexer import Source
 from .parser import Module, MOp, parse_module
-from .rowprog import COLUMNS, COMBINERS, Refuse, after_last_colon, attr_int, end_line, func_args, walk_ops
+from .rowprog import COLUMNS, COMBINERS, Refuse, after_last_colon, attr_int, end_line, func_args, search, walk_ops
 
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
 
@@ -110,7 +110,7 @@ def loop_free_row(module: Module) -> int | None:
                      "a kernel with no loop is imported where it is one row a program: one `tt.get_program_id x`, "
                      "the row" + ("" if pids else " (this one reads no program id)"))
     _rows_not_elements(src, ops, pids[0])
-    return int(re.search(r"tensor<(\d+)x", src.lines[tiles[0].head.line - 1]).group(1))
+    return int(search(r"tensor<(\d+)x", src.lines[tiles[0].head.line - 1], tiles[0], "a tensor<Nx...> type").group(1))
 
 
 def _rows_not_elements(src: Source, ops: list[MOp], pid: MOp) -> None:
@@ -483,7 +483,7 @@ def _prepipe(module: Module, loop: MOp) -> tuple[list[str], list[tuple[int, int 
     pre = top[:top.index(loop)]
     defs = {r: o for o in pre + body for r in o.results}
     inloop = {r for o in body for r in o.results}
-    iv = re.search(r"scf\.for %([\w.$-]+) =", src.lines[loop.head.line - 1]).group(1)
+    iv = search(r"scf\.for %([\w.$-]+) =", src.lines[loop.head.line - 1], loop, "`scf.for %IV = ...`").group(1)
     names: dict[str, str] = {}
     moved: dict[int, list] = {}  # id of a local load -> the ops computing its address at this row
     for ld in loads:
