@@ -98,6 +98,8 @@ class Stores:
 
     def _direct_store(self, out: Lines, t, shared: bool) -> None:
         """Each thread writes its elements (a float2 atomicAdd where CTAs add into the tile)."""
+        if splits.along_columns(self.m, t):  # its row pitch is every split's columns, which n * tile is not
+            raise EmitError(f"store '{t.value}': a column split (colsplit.py) writes a store along the loop with TMA only")
         rows, cols, batch = self._origin(t, "it")
         nrows = "1" if t.rank == 1 else self._extent(t, 0)
         ncols = self._extent(t, 1)
