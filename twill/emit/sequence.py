@@ -210,7 +210,7 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         f"run = {py_name(kernel, set())}",
     ]
     text = "\n".join(lines) + "\n"
-    return text.replace("CHOOSE_SPLITS_SOURCE_HOLE", _SPLIT_FUNCTIONS + "\n\ndef plans(user):")
+    return text.replace("CHOOSE_SPLITS_SOURCE_HOLE", _SPLIT_FUNCTIONS.rstrip("\n") + "\n\n\ndef plans(user):")
 
 
 def _column_split(renderer, out_name, loop, split_param):

@@ -82,6 +82,15 @@ def args_lines(model) -> list[str]:
             if model.graph.split else [])
 
 
+def store_lines(model, t) -> list[str]:
+    """A column split's store along the loop: the role's locals (role_lines) its origin reads, in its store
+    function (which takes the tile, not the role's locals)."""
+    if not along_columns(model, t):
+        return []
+    return ["const int twill_split_first = split_first(args, tile);  // the split's first iteration (splits.py)",
+            f"const int {ENTRY} = tile.b % args.batch;  // the batch entry the split's columns are written at"]
+
+
 def device_lines(model) -> list[str]:
     if not model.graph.split:
         return []

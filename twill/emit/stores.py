@@ -88,6 +88,7 @@ class Stores:
             if shared and t.dtype != "f32":
                 raise EmitError(f"store '{t.value}': several CTAs add into its tile; emit-cuda adds f32 tiles only")
             out.depth += 1
+            out(*splits.store_lines(self.m, t))
             if t.name in self.p.staging:
                 self._tma_store(out, t, self.p.staging[t.name], shared)
             else:
