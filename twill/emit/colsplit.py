@@ -36,9 +36,9 @@ COMBINE = {
     "max": "lambda xp, scale, p: (xp.amax(p, 0),)",
     "min": "lambda xp, scale, p: (xp.amin(p, 0),)",
     "sum": "lambda xp, scale, p: (xp.sum(p, 0),)",
-    # l = sum_s l_s * exp2((m_s - m) * scale), m = max_s m_s; a row of -inf throughout gives nan there: 0
-    "online": "lambda xp, scale, m, l: (lambda mx: (mx, xp.sum(l * xp.nan_to_num(xp.exp2((m - mx) * scale), "
-              "nan=0.0), 0)))(xp.amax(m, 0))",
+    # l = sum_s l_s * exp2((m_s - m) * scale), m = max_s m_s (a split of -inf alone: l_s = 0, exp2(-inf) = 0;
+    # a row of -inf throughout is nan, as the loop unsplit computes it: exp2(-inf - -inf))
+    "online": "lambda xp, scale, m, l: (lambda mx: (mx, xp.sum(l * xp.exp2((m - mx) * scale), 0)))(xp.amax(m, 0))",
 }
 
 

@@ -26,7 +26,7 @@ SPLITS = {
 }
 # the combine of a fold's S partials [S, *rows] (colsplit.COMBINE): xp is torch
 COMBINE = {
-    'online': lambda xp, scale, m, l: (lambda mx: (mx, xp.sum(l * xp.nan_to_num(xp.exp2((m - mx) * scale), nan=0.0), 0)))(xp.amax(m, 0)),
+    'online': lambda xp, scale, m, l: (lambda mx: (mx, xp.sum(l * xp.exp2((m - mx) * scale), 0)))(xp.amax(m, 0)),
 }
 MIN_SPLIT_ITERS = 2
 _MODULES = {}
