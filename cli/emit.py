@@ -133,19 +133,18 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
         options = options_from_flags(flags, swp_only=swp_only, time_limit=time_limit)
         seq = solve_sequence(found, machine, options, progress_printer(flags["quiet"]))
         machines = [machine] * len(seq.names)
-    from twill.emit import build_model
     from twill.emit.binding import binding_files
-    from twill.emit.cuda import Renderer, render
-    from twill.emit.sequence import loop_path, sequence_binding
+    from twill.emit.cuda import Renderer
+    from twill.emit.sequence import loop_kernel, loop_path, sequence_binding
     from twill.fileio import write_atomic
     renderers, files = [], {}  # every file made before any is written: a failed loop leaves all as they were
     for name, s, machine in zip(seq.names, seq.schedules, machines):
         one_tile = hidden = False
         if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
             s, one_tile, hidden = _ptxas_loop(s, machine, options, flags["quiet"], ctas)
-        model = build_model(s, machine, ctas_per_sm=ctas, one_tile_per_cta=one_tile, hidden_position=hidden)
+        model, text = loop_kernel(s, machine, ctas_per_sm=ctas, one_tile_per_cta=one_tile, hidden_position=hidden)
         path = loop_path(output, name)
-        files[path] = (render(model), f"kernel {s.kernel} for {machine.arch}, {len(s.roles) or 'derived'} role(s)")
+        files[path] = (text, f"kernel {s.kernel} for {machine.arch}, {len(s.roles) or 'derived'} role(s)")
         if binding == "torch":
             files.update({p: (t, f"its {binding} binding") for p, t in binding_files(model, path).items()})
         renderers.append((name, Renderer(model)))

@@ -226,7 +226,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
         source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
-                       t.iter_div, all(map(periodic, members)), output and bool(m.graph.split),
+                       t.iter_div, all(map(periodic, members)), output and bool(m.graph.split) and "loop" not in t.axes,
                        not output and t.column_major)
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import batch_groups, descale, epilogue, gather, halves, masks, partial, runtime, splits
+from . import batch_groups, colsplit, descale, epilogue, gather, halves, masks, partial, runtime, splits
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -250,7 +250,7 @@ class Renderer(Stores, Kernel):
         unclipped = [t for t in self.m.tensors if t.kind == "store" and "loop" in t.axes and t.name not in self.p.staging]
         if self.causal.masks:
             return f"the loop's extent is per {'key' if self.causal.backward else 'query'} tile (causal_mask)"
-        if self.m.graph.split:
+        if self.m.graph.split and not colsplit.is_column(self.m.graph):  # (a column split: launch refuses S > 1)
             return SPLIT_WHOLE
         if unclipped and not self.m.ragged.why_not:
             return f"store {unclipped[0].name} runs along the loop and is written without TMA, which would clip it"

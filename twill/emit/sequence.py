@@ -11,8 +11,10 @@ is the barrier between the loops: a kernel starts after the previous one has wri
 """
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
+from .colsplit import COMBINE, MIN_SPLIT_ITERS, choose_splits, is_column, plan as fold_plan
 from .model import EmitError
 
 
@@ -23,12 +25,33 @@ def loop_path(kernel_path: str, loop: str) -> str:
     return str(path.with_name(f"{stem}.{loop}.cu"))
 
 
+def loop_kernel(schedule, machine, **options):
+    """(model, its CUDA text) of one loop of a sequence: the loop split over the grid by columns where its
+    carries are folds (colsplit.py; the sequence's binding picks the splits at the call and combines the
+    partials), else as alone. A split the emitter refuses (a store along the loop without TMA) falls back
+    to the loop as alone."""
+    from ..tir import parse_tir
+    from . import build_model
+    from .colsplit import column_graph
+    from .cuda import render
+    graph = column_graph(parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")) if schedule.graph_tir else None
+    if graph is not None:
+        try:
+            model = build_model(schedule, machine, graph=graph, **options)
+            return model, render(model)
+        except EmitError:
+            pass
+    model = build_model(schedule, machine, **options)
+    return model, render(model)
+
+
 def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, object]], handovers) -> str:
     """The text of K.py: `loops` are (name, Renderer) in order; `handovers` the sequence's."""
-    from .binding import _scalar_spec, arguments, in_place, knob_parameters, parameters, py_name
+    from .binding import _scalar_spec, _split_param, arguments, in_place, knob_parameters, parameters, py_name
     path = Path(kernel_path)
     stem = path.name[:-3] if path.name.endswith(".cu") else path.name
     plan, params, outputs, taken, scalar_params = [], [], [], set(), []
+    split_text, kinds = [], set()  # the loops split by columns (colsplit.py), the folds their carries take
     handed_out = {(h.source, h.carry) for h in handovers}
     out_name = {}  # (loop, carry) -> the loop binding's name of its output
     for name, renderer in loops:
@@ -65,6 +88,10 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
                     taken.add(a.name)
                 feeds.append((a.name, ("user", a.name)))
         plan.append((name, f"{stem}.{name}.py", feeds, outs, scalars))
+        column = _column_split(renderer, out_name, name, _split_param)
+        if column is not None:
+            split_text.append(f"    {name!r}: {column!r},")
+            kinds.update(kind for kind, _ in column[2])
     for _, _, feeds, _, _ in plan:
         for _, how in feeds:
             if how[0] == "handed" and (how[1], how[2]) not in out_name:
@@ -95,7 +122,18 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         *feeds_text,
         "]",
         f"OUTPUTS = {[(o[0], o[1], o[2]) for o in outputs]!r}  # (returned name, loop, its output)",
+        "# the loops split over the grid by columns (twill/emit/colsplit.py): loop -> (its split's parameter,",
+        "#  its pipeline's stages, ((fold, its carries' outputs), ...), its exp2_scale: (constant, ((parameter, power), ...)))",
+        "SPLITS = {",
+        *split_text,
+        "}",
+        "# the combine of a fold's S partials [S, *rows] (colsplit.COMBINE): xp is torch",
+        "COMBINE = {",
+        *[f"    {k!r}: {COMBINE[k]}," for k in sorted(kinds)],
+        "}",
+        "MIN_SPLIT_ITERS = " + repr(MIN_SPLIT_ITERS),
         "_MODULES = {}",
+        "_SMS = {}",
         "",
         "",
         "def _module(file):",
@@ -108,7 +146,7 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "    return mod",
         "",
         "",
-        "def plans(user):",
+        "CHOOSE_SPLITS_SOURCE_HOLE",
         '    """Every loop\'s plan from `user` ({parameter: Meta}), resolved before any loop runs: a tensor some',
         "    loop cannot take raises its ArgumentError before anything is launched (a handed-over tensor has",
         "    the shape its loop gives it). Plain Python: each loop's cached `resolve`, as its call uses.\"\"\"",
@@ -125,8 +163,9 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "                shape, kind = shapes[(how[1], how[2])]",
         "                given[arg] = mod.Meta(shape, kind, device, True, 0)",
         "        given.update({a['name']: None for a in mod.SPEC['args'] if a['output']})",
-        "        out[loop] = mod._plan(mod.SPEC, given, None)  # resolve, cached by the shapes",
-        "        shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']], dtype[a['name']])",
+        "        out[loop] = mod._plan(mod.SPEC, given, None)  # resolve, cached by the shapes (one split)",
+        "        folded = {o for _, outs in SPLITS.get(loop, ('', 0, ()))[2] for o in outs}  # [S, *rows] -> [*rows]",
+        "        shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']][a['name'] in folded:], dtype[a['name']])",
         "                       for a in mod.SPEC['args'] if a['output']})",
         "    return out",
         "",
@@ -140,16 +179,27 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "    for p, t in user.items():",
         "        if not isinstance(t, torch.Tensor):",
         "            raise first.ArgumentError(f'{p}: expected a torch.Tensor, got {type(t).__name__}')",
-        "    plans({p: first.describe(t) for p, t in user.items()})",
+        "    planned = plans({p: first.describe(t) for p, t in user.items()})",
         "    results = {}",
         "    for loop, file, feeds, scalars in LOOPS:",
         "        mod = _module(file)",
         "        tensors = {arg: (user[how[1]] if how[0] == 'user' else results[how[1]][how[2]])",
         "                   for arg, how in feeds.items()}",
         "        # the loop's own function: it checks its tensors, computes its knobs (exp2_scale) and allocates its outputs",
-        "        out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, stream=stream)",
+        "        split = {}",
+        "        if loop in SPLITS:  # S splits of the columns, each split's elements passed as the split's argument",
+        "            p = planned[loop]",
+        "            split = {SPLITS[loop][0]: p['loop_extent'] // _splits(mod.SPEC, p, SPLITS[loop][1])}",
+        "        out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, **split, stream=stream)",
         "        names = [a['name'] for a in mod.SPEC['args'] if a['output']]",
         "        results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))",
+        "        if loop in SPLITS:  # each folded carry: its S partials combined into the row's value",
+        "            _, _, folds, (coef, powers) = SPLITS[loop]",
+        "            scale = coef",
+        "            for name, power in powers:",
+        "                scale *= float(numbers[name]) ** power",
+        "            for kind, outs in folds:",
+        "                results[loop].update(zip(outs, COMBINE[kind](torch, scale, *(results[loop][o] for o in outs))))",
         "    found = [results[loop][name] for _, loop, name in OUTPUTS]",
         "    return found[0] if len(found) == 1 else tuple(found)",
         "",
@@ -161,4 +211,36 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "",
         f"run = {py_name(kernel, set())}",
     ]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    return text.replace("CHOOSE_SPLITS_SOURCE_HOLE", _SPLIT_FUNCTIONS.rstrip("\n") + "\n\n\ndef plans(user):")
+
+
+def _column_split(renderer, out_name, loop, split_param):
+    """K.py's SPLITS entry of a loop split by columns (colsplit.py), or None: (its split's parameter, its
+    stages, its folds as (kind, the loop binding's outputs of the fold's carries), its exp2_scale)."""
+    g = renderer.m.graph
+    if not is_column(g):
+        return None
+    folds = tuple((f.kind, tuple(out_name[(loop, c)] for c in f.carries)) for f in fold_plan(g).folds)
+    knob = dict(g.knobs).get("exp2_scale")
+    scale = (float(knob.coef), tuple(knob.powers)) if knob is not None else (1.0, ())
+    return (split_param(renderer), renderer.m.stages, folds, scale)
+
+
+# K.py's functions of the splits: choose_splits' own text (the tests run it here), and S from a loop's plan
+_SPLIT_FUNCTIONS = inspect.getsource(choose_splits) + \
+    '''
+
+def _splits(spec, plan, stages):
+    """S for a loop split by columns: choose_splits of its row tiles, iterations and the device's SMs;
+    1 where its last column tile is partial (a split but the last would end inside a tile)."""
+    import torch
+    if plan['loop_extent'] != plan['iters'] * spec['loop_step']:
+        return 1
+    device = plan['device']
+    key = str(device)
+    if key not in _SMS:
+        _SMS[key] = torch.cuda.get_device_properties(torch.device(key)).multi_processor_count
+    return choose_splits(plan['tiles_m'] * plan['tiles_n'] * plan['batch'], plan['iters'], stages, _SMS[key])
+
+'''

@@ -37,7 +37,7 @@ def why_not(model, causal_masks: bool) -> str:
     for t in model.tensors:
         if t.per_iteration:
             return f"grid split: tensor {t.name} holds one tile per iteration, which a split of the loop does not place"
-        if t.kind in ("output", "store", "input") and "loop" in t.axes:
+        if t.kind in ("output", "store", "input") and "loop" in t.axes and not along_columns(model, t):
             return (f"grid split: {t.kind} {t.name} runs along the loop and is read or written without TMA, which a "
                     "split of the loop does not place")
     return ""
@@ -48,6 +48,13 @@ def first(model) -> str:
     return FIRST if model.graph.split else ""
 
 
+def along_columns(model, t) -> bool:
+    """Whether t is a store along the loop of a column split (colsplit.py): each split writes its own
+    columns of the batch entry's tile, at the loop's whole-extent index, not an entry of its own."""
+    from .colsplit import is_column
+    return t.kind == "store" and "loop" in t.axes and is_column(model.graph)
+
+
 def reads_split(t) -> bool:
     """Whether tensor t is read per batch entry (an input or load: tile.b % batch), not written per
     split and batch entry (an output or store: tile.b)."""
@@ -56,7 +63,9 @@ def reads_split(t) -> bool:
 
 def batch_of(t, split: bool) -> str:
     """The C++ expression of the batch entry tensor t's tile is at (before GQA's group)."""
-    return ENTRY if split and reads_split(t) else "tile.b"
+    # (a store along the loop under a split is a column split's, along_columns: why_not refuses any other)
+    along = t.kind == "store" and "loop" in t.axes
+    return ENTRY if split and (reads_split(t) or along) else "tile.b"
 
 
 def role_lines(model) -> list[str]:
@@ -71,6 +80,15 @@ def role_lines(model) -> list[str]:
 def args_lines(model) -> list[str]:
     return (["int batch;  // batch entries of one split (tile.b: split * batch + entry, splits.py)"]
             if model.graph.split else [])
+
+
+def store_lines(model, t) -> list[str]:
+    """A column split's store along the loop: the role's locals (role_lines) its origin reads, in its store
+    function (which takes the tile, not the role's locals)."""
+    if not along_columns(model, t):
+        return []
+    return ["const int twill_split_first = split_first(args, tile);  // the split's first iteration (splits.py)",
+            f"const int {ENTRY} = tile.b % args.batch;  // the batch entry the split's columns are written at"]
 
 
 def device_lines(model) -> list[str]:
@@ -112,5 +130,7 @@ def scale_loop(model, extent: str) -> str:
 
 
 def scale_batch(model, t, batch: str) -> str:
-    """A tensor's batch extent: splits x batch for an output or store."""
-    return f"{batch} * static_cast<uint64_t>(p.splits)" if model.graph.split and not reads_split(t) else batch
+    """A tensor's batch extent: splits x batch for an output or store (not a column split's store along
+    the loop: every split writes its columns of one entry)."""
+    per_split = model.graph.split and not reads_split(t) and not along_columns(model, t)
+    return f"{batch} * static_cast<uint64_t>(p.splits)" if per_split else batch

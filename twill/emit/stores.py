@@ -88,6 +88,7 @@ class Stores:
             if shared and t.dtype != "f32":
                 raise EmitError(f"store '{t.value}': several CTAs add into its tile; emit-cuda adds f32 tiles only")
             out.depth += 1
+            out(*splits.store_lines(self.m, t))
             if t.name in self.p.staging:
                 self._tma_store(out, t, self.p.staging[t.name], shared)
             else:
@@ -98,6 +99,8 @@ class Stores:
 
     def _direct_store(self, out: Lines, t, shared: bool) -> None:
         """Each thread writes its elements (a float2 atomicAdd where CTAs add into the tile)."""
+        if splits.along_columns(self.m, t):  # its row pitch is every split's columns, which n * tile is not
+            raise EmitError(f"store '{t.value}': a column split (colsplit.py) writes a store along the loop with TMA only")
         rows, cols, batch = self._origin(t, "it")
         nrows = "1" if t.rank == 1 else self._extent(t, 0)
         ncols = self._extent(t, 1)

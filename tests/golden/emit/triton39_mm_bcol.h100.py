@@ -114,7 +114,7 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
         if arg.get("per_batch"):  # checked once the others give the batch
             per_batch.append((name, meta))
             continue
-        if spec.get("split") and arg["output"]:  # [splits, *batch, ...]: checked once the inputs give the batch
+        if arg.get("splits"):  # [splits, *batch, ...]: checked once the inputs give the batch
             splits.append((name, meta))
             continue
         dims = _extents(spec, arg)
@@ -269,6 +269,8 @@ def _split_loop(spec, known, who, split):
     if split is not None and (isinstance(split, bool) or not isinstance(split, int) or split < 1):
         raise ArgumentError(f"{arg}: expected a positive Python int (each split's elements along the loop), got "
                             f"{split!r}")
+    if split is None and "splits" not in known and arg == "twill_split_cols":
+        split = total  # a row loop split by columns (twill/emit/colsplit.py COLUMN_ARG), not given: one split
     if split is None and "splits" not in known:
         raise ArgumentError(f"{arg}: missing, and no output gives the splits: pass {arg} (each split's elements "
                             "along the loop) or the outputs")
@@ -282,7 +284,7 @@ def _split_loop(spec, known, who, split):
     if split * splits != total:
         raise ArgumentError(f"{arg} = {split}, but {who['splits'][0]}'s {splits} splits of L = {total} (given by "
                             f"{who['loop'][0]}) make {total // splits}: the launch passes L / splits")
-    if step and split % step:
+    if step and split % step and splits > 1:  # (one split is the whole loop: its last tile may be partial)
         raise ArgumentError(f"{arg} = {split} is not a multiple of {step}: each split runs whole tiles of the loop "
                             f"(a partial last tile would read the next split's first elements)")
     known["splits"], known["loop"] = splits, split
@@ -420,7 +422,7 @@ def _finish(spec, known, who, batch_shape, device, iters):
     shapes = {}
     for a in spec["args"]:
         shape = list(batch_shape)
-        if spec.get("split") and a["output"]:  # [splits, *batch, ...] as given, else the inputs' batch
+        if a.get("splits"):  # [splits, *batch, ...] as given, else the inputs' batch
             shape = list(known.get("split_shapes", {}).get(a["name"], [known["splits"], *batch_shape]))
         for key, size in _extents(spec, a):
             if key.startswith("iters/"):

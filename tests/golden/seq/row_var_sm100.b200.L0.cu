@@ -802,7 +802,14 @@ struct Args {
   float* out_total;  // output total_new: f32 [batch][tiles_m*128]
   int x_rows_step, x_rows_offset;  // placement of x's tiles
   int out_total_cols_step, out_total_cols_offset;  // placement of total_new's tiles
+  int batch;  // batch entries of one split (tile.b: split * batch + entry, splits.py)
 };
+
+// The first iteration of tile's split along the loop's whole extent: split tile.b / batch runs
+// iterations split * iters .. (split + 1) * iters - 1 (grid split = twill_split_cols, splits.py).
+__device__ __forceinline__ int split_first(const Args& args, const twill::TileIdx& tile) {
+  return tile.b / args.batch * args.iters;
+}
 
 // The CTA's round-th tile, number t (twill::tile_of).
 __device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {
@@ -831,6 +838,10 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_split_first = split_first(args, tile);  // the split's first iteration (splits.py)
+  (void)twill_split_first;
+  const int twill_split_b = tile.b % args.batch;  // the batch entry the inputs are read at
+  (void)twill_split_b;
   const int lane = threadIdx.x % 32;
   (void)lane;
   // ---- steady state: every op, each on its own iteration ----
@@ -841,7 +852,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, tile.b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
       }
     }
   }
@@ -853,6 +864,10 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_split_first = split_first(args, tile);  // the split's first iteration (splits.py)
+  (void)twill_split_first;
+  const int twill_split_b = tile.b % args.batch;  // the batch entry the inputs are read at
+  (void)twill_split_b;
   const int wgi = static_cast<int>(threadIdx.x / 128) - 1;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
@@ -956,6 +971,7 @@ struct Problem {
   float* out_total = nullptr;  // output total_new: f32 [batch][tiles_m*128]
   int x_rows_step = 128, x_rows_offset = 0;
   int out_total_cols_step = 128, out_total_cols_offset = 0;
+  int splits = 1;  // splits of the loop (grid split = twill_split_cols): loop_extent is one split's elements, the outputs [splits * batch][rows][cols]
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1078,11 +1094,13 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.x_rows_offset < 0 || p.x_rows_offset + 128 > p.x_rows_step) return cudaErrorInvalidValue;
   if (p.out_total == nullptr) return cudaErrorInvalidValue;
   if (p.out_total_cols_offset < 0 || p.out_total_cols_offset + 128 > p.out_total_cols_step) return cudaErrorInvalidValue;
+  if (p.splits < 1 || (p.splits > 1 && loop_elements(p, kLoopStep) % kLoopStep != 0))
+    return cudaErrorInvalidValue;  // a split's last tile would read the next split's first elements
   if (p.m_extent < 0 || (p.m_extent != 0 && !kPartialM)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.x_rows_step || p.m_extent > p.tiles_m * p.x_rows_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_total_cols_step || p.m_extent > p.tiles_m * p.out_total_cols_step)) return cudaErrorInvalidValue;
   CUtensorMap tm_x;
-  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), loop_elements(p, 64), static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), loop_elements(p, 64) * static_cast<uint64_t>(p.splits), static_cast<uint64_t>(p.batch), 128, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1097,6 +1115,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.x_rows_offset = p.x_rows_offset;
   args.out_total_cols_step = p.out_total_cols_step;
   args.out_total_cols_offset = p.out_total_cols_offset;
+  args.batch = p.batch;
+  args.tiles *= p.splits;  // the CTAs' batch index runs over splits x batch
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
@@ -1124,8 +1144,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_x(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_out_total(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.m_extent, p.tiles_m, p.out_total_cols_step) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_x(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * loop_elements(p, 64) * static_cast<uint64_t>(p.splits) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_out_total(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.m_extent, p.tiles_m, p.out_total_cols_step) * static_cast<uint64_t>(p.batch) * static_cast<uint64_t>(p.splits)); }
 
 }  // namespace twill_row_var_kernel_L0
 

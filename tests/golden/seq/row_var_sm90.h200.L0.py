@@ -1,7 +1,7 @@
 """PyTorch binding of kernel row_var_kernel_L0 (row_var_sm90.h200.L0.cu, sm_90a), written by `twill emit-cuda
 --binding torch`. Do not edit: emit it again.
 
-    row_var_kernel_L0(X, Var, s_xm) -> total
+    row_var_kernel_L0(X, Var, s_xm, twill_split_cols) -> total
 
 The first call builds row_var_sm90.h200.L0_entry.cu (which includes row_var_sm90.h200.L0.cu) with nvcc into $TWILL_CACHE_DIR/bindings
 (default ~/.cache/twill/bindings), once per content; torch is imported at call time only.
@@ -114,7 +114,7 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
         if arg.get("per_batch"):  # checked once the others give the batch
             per_batch.append((name, meta))
             continue
-        if spec.get("split") and arg["output"]:  # [splits, *batch, ...]: checked once the inputs give the batch
+        if arg.get("splits"):  # [splits, *batch, ...]: checked once the inputs give the batch
             splits.append((name, meta))
             continue
         dims = _extents(spec, arg)
@@ -269,6 +269,8 @@ def _split_loop(spec, known, who, split):
     if split is not None and (isinstance(split, bool) or not isinstance(split, int) or split < 1):
         raise ArgumentError(f"{arg}: expected a positive Python int (each split's elements along the loop), got "
                             f"{split!r}")
+    if split is None and "splits" not in known and arg == "twill_split_cols":
+        split = total  # a row loop split by columns (twill/emit/colsplit.py COLUMN_ARG), not given: one split
     if split is None and "splits" not in known:
         raise ArgumentError(f"{arg}: missing, and no output gives the splits: pass {arg} (each split's elements "
                             "along the loop) or the outputs")
@@ -282,7 +284,7 @@ def _split_loop(spec, known, who, split):
     if split * splits != total:
         raise ArgumentError(f"{arg} = {split}, but {who['splits'][0]}'s {splits} splits of L = {total} (given by "
                             f"{who['loop'][0]}) make {total // splits}: the launch passes L / splits")
-    if step and split % step:
+    if step and split % step and splits > 1:  # (one split is the whole loop: its last tile may be partial)
         raise ArgumentError(f"{arg} = {split} is not a multiple of {step}: each split runs whole tiles of the loop "
                             f"(a partial last tile would read the next split's first elements)")
     known["splits"], known["loop"] = splits, split
@@ -420,7 +422,7 @@ def _finish(spec, known, who, batch_shape, device, iters):
     shapes = {}
     for a in spec["args"]:
         shape = list(batch_shape)
-        if spec.get("split") and a["output"]:  # [splits, *batch, ...] as given, else the inputs' batch
+        if a.get("splits"):  # [splits, *batch, ...] as given, else the inputs' batch
             shape = list(known.get("split_shapes", {}).get(a["name"], [known["splits"], *batch_shape]))
         for key, size in _extents(spec, a):
             if key.startswith("iters/"):
@@ -756,17 +758,20 @@ SPEC = {'kernel': 'row_var_kernel_L0',
            'per_iteration': False,
            'tma': False,
            'zero': False,
-           'shared': False}],
+           'shared': False,
+           'splits': True}],
+ 'split': 'twill_split_cols',
  'loop_extent': 4096}
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def row_var_kernel_L0(X=None, Var=None, s_xm=None, *, total=None, persistent=-1, stream=None):
+def row_var_kernel_L0(X=None, Var=None, s_xm=None, twill_split_cols=None, *, total=None, persistent=-1, stream=None):
     """Run kernel row_var_kernel_L0. Every tensor is row-major (contiguous) on one CUDA device, with
     any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:
 
     X: torch.float16 [*batch, M, L] (M in tiles of 128)
-    total: torch.float32 [*batch, M] (M in tiles of 128)
+    total: torch.float32 [splits, *batch, M] (M in tiles of 128)
+    twill_split_cols: a Python int, each split's elements along the loop (L / splits, as the Triton launch passes it; a multiple of the loop's step): the loop is split over the grid (grid split), every output has a leading dimension of splits, [splits, *batch, ...] (the batch may be flattened to one dimension)
     L must be 4096: the Triton kernel's loop runs to this compile-time constant
     Var, s_xm: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 
@@ -780,7 +785,7 @@ def row_var_kernel_L0(X=None, Var=None, s_xm=None, *, total=None, persistent=-1,
     kernel cannot take, RuntimeError where nvcc or the launch fails.
     """
     _ = (Var, s_xm,)  # arguments of the imported kernel that feed nothing here: not read
-    return call(SPEC, HERE, {'X': X, 'total': total}, persistent=persistent, stream=stream)
+    return call(SPEC, HERE, {'X': X, 'total': total}, persistent=persistent, stream=stream, split=twill_split_cols)
 
 
 def build_library(directory=None):

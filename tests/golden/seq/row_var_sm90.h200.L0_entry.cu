@@ -16,8 +16,9 @@ struct twill_args {
   void* stream;
   void* tensors[2];  // one per user tensor, in the binding's order
   int64_t batch_groups[2];
+  int64_t splits;  // splits of the loop (grid split): the outputs' first dimension
 };
-static_assert(sizeof(twill_args) == 8 * 17, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 18, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -31,6 +32,7 @@ extern "C" int twill_launch(const void* packed) {
   p.loop_extent = static_cast<int>(a.loop_extent);
   p.m_extent = static_cast<int>(a.m_extent);
   p.batch = static_cast<int>(a.batch);
+  p.splits = static_cast<int>(a.splits);
   p.exp2_scale = static_cast<float>(a.exp2_scale);
   p.persistent = static_cast<int>(a.persistent);
   // tensors[0]: X (input; the graph's x)

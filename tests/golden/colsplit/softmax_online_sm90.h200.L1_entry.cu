@@ -1,0 +1,58 @@
+// The C entry point of softmax_online_sm90.h200.L1.cu for its PyTorch binding softmax_online_sm90.h200.L1.py, written by
+// `twill emit-cuda --binding torch`: plain sizes and one pointer per user tensor (in the binding's
+// order), no torch headers. Build: nvcc -std=c++17 -gencode=arch=compute_XX,code=sm_XX -shared
+// -Xcompiler -fPIC THIS_FILE (the binding does, on its first call).
+#include "softmax_online_sm90.h200.L1.cu"
+#include <string.h>
+
+// What the binding passes: one block its runtime packs with struct (args_format: every field 8 bytes,
+// in this order), read here by a copy. One argument, not fourteen: ctypes converts each argument of
+// a call, and fourteen cost ~5 us of the call's host time.
+struct twill_args {
+  int64_t tiles_m, tiles_n, iters, loop_extent, batch, m_extent, n_extent;
+  int64_t persistent, raster_group;
+  int64_t device;  // the tensors' CUDA device: made current for the launch, then the caller's again
+  double exp2_scale, out_scale;
+  void* stream;
+  void* tensors[4];  // one per user tensor, in the binding's order
+  int64_t batch_groups[4];
+  int64_t splits;  // splits of the loop (grid split): the outputs' first dimension
+};
+static_assert(sizeof(twill_args) == 8 * 22, "twill_args: 8-byte fields, no padding");
+
+extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
+
+extern "C" int twill_launch(const void* packed) {
+  twill_args a;
+  memcpy(&a, packed, sizeof a);
+  twill_softmax_online_kernel_L1::Problem p;
+  p.tiles_m = static_cast<int>(a.tiles_m);
+  p.tiles_n = static_cast<int>(a.tiles_n);
+  p.iters = static_cast<int>(a.iters);
+  p.loop_extent = static_cast<int>(a.loop_extent);
+  p.m_extent = static_cast<int>(a.m_extent);
+  p.batch = static_cast<int>(a.batch);
+  p.splits = static_cast<int>(a.splits);
+  p.exp2_scale = static_cast<float>(a.exp2_scale);
+  p.persistent = static_cast<int>(a.persistent);
+  // tensors[0]: row_max (input; the graph's row_max)
+  p.row_max = static_cast<decltype(p.row_max)>(a.tensors[0]);
+  // tensors[1]: denom (input; the graph's denom)
+  p.denom = static_cast<decltype(p.denom)>(a.tensors[1]);
+  // tensors[2]: X (input; the graph's x)
+  p.x = static_cast<decltype(p.x)>(a.tensors[2]);
+  // tensors[3]: Y (output; the graph's y_div)
+  p.store_0 = static_cast<decltype(p.store_0)>(a.tensors[3]);
+  int current = 0;
+  cudaError_t err = cudaGetDevice(&current);
+  if (err != cudaSuccess) return static_cast<int>(err);
+  const int device = static_cast<int>(a.device);
+  if (current != device && (err = cudaSetDevice(device)) != cudaSuccess) return static_cast<int>(err);
+  err = twill_softmax_online_kernel_L1::launch(p, static_cast<cudaStream_t>(a.stream));
+  if (current != device) cudaSetDevice(current);
+  return static_cast<int>(err);
+}
+
+extern "C" const char* twill_error_string(int err) {
+  return cudaGetErrorString(static_cast<cudaError_t>(err));
+}

@@ -1,0 +1,133 @@
+"""PyTorch binding of kernel softmax_online_kernel: its 2 loops in sequence (L0, L1), written by `twill emit-cuda
+--binding torch`. Do not edit: emit it again.
+
+    softmax_online_kernel(X) -> Y
+
+Each loop is its own kernel (K.LOOP.cu) with its own binding (K.LOOP.py, beside this file); they run
+one after the other on one stream. A tensor one loop hands to a later one is allocated by the
+earlier loop's binding (its output) and passed to the later one as an input; it is not returned.
+"""
+import importlib.util
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# (loop, its binding, {its tensor: ('user', parameter) or ('handed', earlier loop, its output)},
+#  (its binding's number parameter, this function's): its launch scalars and what its knobs read)
+LOOPS = [
+    ('L0', 'softmax_online_sm90.h200.L0.py', {'X': ('user', 'X')}, ()),
+    ('L1', 'softmax_online_sm90.h200.L1.py', {'row_max': ('handed', 'L0', 'm'), 'denom': ('handed', 'L0', 'd'), 'X': ('user', 'X')}, ()),
+]
+OUTPUTS = [('Y', 'L1', 'Y')]  # (returned name, loop, its output)
+# the loops split over the grid by columns (twill/emit/colsplit.py): loop -> (its split's parameter,
+#  its pipeline's stages, ((fold, its carries' outputs), ...), its exp2_scale: (constant, ((parameter, power), ...)))
+SPLITS = {
+    'L0': ('twill_split_cols', 3, (('online', ('m', 'd')),), (1.4426950408889634, ())),
+    'L1': ('twill_split_cols', 4, (), (1.4426950408889634, ())),
+}
+# the combine of a fold's S partials [S, *rows] (colsplit.COMBINE): xp is torch
+COMBINE = {
+    'online': lambda xp, scale, m, l: (lambda mx: (mx, xp.sum(l * xp.exp2((m - mx) * scale), 0)))(xp.amax(m, 0)),
+}
+MIN_SPLIT_ITERS = 2
+_MODULES = {}
+_SMS = {}
+
+
+def _module(file):
+    mod = _MODULES.get(file)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(file[:-3].replace('.', '_'), os.path.join(HERE, file))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _MODULES[file] = mod
+    return mod
+
+
+def choose_splits(tiles: int, iters: int, stages: int, sms: int) -> int:
+    """S, the splits of a loop of `iters` iterations over `tiles` row tiles (CTAs) on `sms` SMs: the most
+    splits that divide iters (each split whole tiles), run at least max(stages, MIN_SPLIT_ITERS) iterations
+    each, and keep the CTAs, tiles * S, within one wave of the SMs; 1 where even two splits would not (the
+    tiles fill half the SMs or more: a second wave would cost what the split saves). Deterministic: a
+    function of the shapes and the SM count alone. (K.py carries this function's own text.)"""
+    least = max(stages, MIN_SPLIT_ITERS, 1)
+    fits = [s for s in range(2, iters // least + 1) if iters % s == 0 and tiles * s <= sms]
+    return fits[-1] if fits else 1
+
+
+def _splits(spec, plan, stages):
+    """S for a loop split by columns: choose_splits of its row tiles, iterations and the device's SMs;
+    1 where its last column tile is partial (a split but the last would end inside a tile)."""
+    import torch
+    if plan['loop_extent'] != plan['iters'] * spec['loop_step']:
+        return 1
+    device = plan['device']
+    key = str(device)
+    if key not in _SMS:
+        _SMS[key] = torch.cuda.get_device_properties(torch.device(key)).multi_processor_count
+    return choose_splits(plan['tiles_m'] * plan['tiles_n'] * plan['batch'], plan['iters'], stages, _SMS[key])
+
+
+def plans(user):
+    """Every loop's plan from `user` ({parameter: Meta}), resolved before any loop runs: a tensor some
+    loop cannot take raises its ArgumentError before anything is launched (a handed-over tensor has
+    the shape its loop gives it). Plain Python: each loop's cached `resolve`, as its call uses."""
+    shapes, out = {}, {}
+    device = next((m.device for m in user.values()), 'cuda:0')
+    for loop, file, feeds, _ in LOOPS:
+        mod = _module(file)
+        dtype = {a['name']: a['dtype'] for a in mod.SPEC['args']}
+        given = {}
+        for arg, how in feeds.items():
+            if how[0] == 'user':
+                given[arg] = user[how[1]]
+            else:
+                shape, kind = shapes[(how[1], how[2])]
+                given[arg] = mod.Meta(shape, kind, device, True, 0)
+        given.update({a['name']: None for a in mod.SPEC['args'] if a['output']})
+        out[loop] = mod._plan(mod.SPEC, given, None)  # resolve, cached by the shapes (one split)
+        folded = {o for _, outs in SPLITS.get(loop, ('', 0, ()))[2] for o in outs}  # [S, *rows] -> [*rows]
+        shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']][a['name'] in folded:], dtype[a['name']])
+                       for a in mod.SPEC['args'] if a['output']})
+    return out
+
+
+def softmax_online_kernel(X, *, stream=None):
+    """Run the loops of softmax_online_kernel in order; every tensor as the loops' bindings take it."""
+    user = dict(X=X)
+    numbers = dict()
+    import torch
+    first = _module(LOOPS[0][1])
+    for p, t in user.items():
+        if not isinstance(t, torch.Tensor):
+            raise first.ArgumentError(f'{p}: expected a torch.Tensor, got {type(t).__name__}')
+    planned = plans({p: first.describe(t) for p, t in user.items()})
+    results = {}
+    for loop, file, feeds, scalars in LOOPS:
+        mod = _module(file)
+        tensors = {arg: (user[how[1]] if how[0] == 'user' else results[how[1]][how[2]])
+                   for arg, how in feeds.items()}
+        # the loop's own function: it checks its tensors, computes its knobs (exp2_scale) and allocates its outputs
+        split = {}
+        if loop in SPLITS:  # S splits of the columns, each split's elements passed as the split's argument
+            p = planned[loop]
+            split = {SPLITS[loop][0]: p['loop_extent'] // _splits(mod.SPEC, p, SPLITS[loop][1])}
+        out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, **split, stream=stream)
+        names = [a['name'] for a in mod.SPEC['args'] if a['output']]
+        results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))
+        if loop in SPLITS:  # each folded carry: its S partials combined into the row's value
+            _, _, folds, (coef, powers) = SPLITS[loop]
+            scale = coef
+            for name, power in powers:
+                scale *= float(numbers[name]) ** power
+            for kind, outs in folds:
+                results[loop].update(zip(outs, COMBINE[kind](torch, scale, *(results[loop][o] for o in outs))))
+    found = [results[loop][name] for _, loop, name in OUTPUTS]
+    return found[0] if len(found) == 1 else tuple(found)
+
+
+def build_library(directory=None):
+    """Build every loop's shared library now: their paths."""
+    return [_module(file).build_library(directory) for _, file, _, _ in LOOPS]
+
+
+run = softmax_online_kernel
