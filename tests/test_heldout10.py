@@ -222,7 +222,7 @@ def test_the_fused_residual_rmsnorm_emits_compiles_and_returns_the_residual(tmp_
     import sys
     dump = DATA / "t36/prepipe/add_rmsnorm_sm90.ttgir"
     tir, sched, cu = tmp_path / "k.tir", tmp_path / "k.json", tmp_path / "k.cu"
-    twill = [sys.executable, "-m", "twill"]
+    twill = [str(Path(sys.executable).parent / "twill")]  # the installed command, beside this Python
     for argv in (["import", str(dump), "-o", str(tir), "--split-rows", "auto"],
                  ["solve", str(tir), "--gpu", "h200", "--time-limit", "30", "-o", str(sched), "-q"],
                  ["emit-cuda", str(sched), "-o", str(cu), "--binding", "torch"]):

@@ -495,6 +495,19 @@ __device__ __forceinline__ void fence_frag(Frag16<MB, N, H>& f) {
 #pragma unroll
     for (int i = 0; i < N / 4; ++i) asm volatile("" : "+r"(f.x[b][i])::"memory");
 }
+// ptxas (CUDA 12.8 to 13.0) gives the registers of a loop-invariant register A fragment to other
+// values inside the loop: gemm_chain's second loop had its convert written over h, the first wgmma's
+// A, so every iteration after the first read the last convert (docs/triton-results.md, session 33).
+// A fragment the loop does not redefine is re-made before each wgmma that reads it, through a shuffle
+// from the lane itself (an empty asm or a mov is folded away; a shuffle is not).
+template <class F>
+__device__ __forceinline__ void remake_frag(F& f) {
+  constexpr int kBlocks = sizeof(f.x) / sizeof(f.x[0]), kWords = sizeof(f.x[0]) / sizeof(uint32_t);
+#pragma unroll
+  for (int b = 0; b < kBlocks; ++b)
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) f.x[b][i] = __shfl_sync(0xffffffffu, f.x[b][i], threadIdx.x % 32);
+}
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
