@@ -194,3 +194,19 @@ def test_tiles_kept_refuted_before_the_long_searches(monkeypatch):
     with pytest.raises(NoScheduleError, match="no joint schedule exists at any initiation interval"):
         solve(graph, machine, SolveOptions(cache=False, tile_handoff=False, time_limit=60))
     assert plain == []
+
+
+def test_large_graphs_relaxed_before_the_encoding(monkeypatch):
+    """From joint.EARLY_RELAXATION_OPS ops the relaxation comes before the SWP bound's encoding is built
+    (random_n90_s12's takes 5.9 CPU s): with the threshold at 1, a first pass the relaxation refutes builds
+    no encoding at all."""
+    from twill.encoding import JointEncoding
+    case = next(c for c in corpus.cases() if c.name == "gemm_chain_m192_x3_p3_h200")
+    graph, machine = parse_tir(case.tir, case.name + ".tir"), load_machine(case.gpu)
+    built = []
+    enter = JointEncoding.__enter__
+    monkeypatch.setattr(JointEncoding, "__enter__", lambda self: built.append(self.lo) or enter(self))
+    monkeypatch.setattr(joint, "EARLY_RELAXATION_OPS", 1)
+    with pytest.raises(NoScheduleError, match="no joint schedule exists at any initiation interval"):
+        solve(graph, machine, SolveOptions(cache=False, tile_handoff=False, time_limit=60))
+    assert built == []

@@ -501,13 +501,11 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
     from stage 1's length at once; past it a whole-window check comes first (most I there are refuted,
     and one check refutes an I faster than the ascent through its lengths).
 
-    With register tiles kept on their roles (problem.pinned_edges) and `relaxed` (a list) given, the
-    register relaxation over every role assignment (pressure.py; NoScheduleError where none fits, at any
-    I) runs at the SWP bound once the quick first schedules (the heuristic at the floor, the role hints)
-    found nothing, before the longer searches, and `relaxed` records that it ran: on 6 corpus graphs it
-    refutes such a first pass in 0.2-6 s where the search at the bound and the sequential I's check took
-    18 s to the whole minute before the retry with the hand-off (docs/benchmarks.md, log, session 33:
-    solver38). Elsewhere it seldom refutes, and the graphs solved at once do not pay its 0.1-0.6 s.
+    With register tiles kept on their roles (problem.pinned_edges) and `relaxed` an empty list (the
+    relaxation has not run: `solve_joint`), the register relaxation over every role assignment
+    (pressure.py; NoScheduleError where none fits, at any I) runs at the SWP bound once the quick first
+    schedules (the heuristic at the floor, the role hints) found nothing, before the longer searches,
+    and `relaxed` records that it ran.
 
     Tried, not kept (docs/benchmarks.md, log, session 26): at the SWP bound, CP-SAT from stage 1's
     starts where Yices' ascent found no schedule in 10 s; it found none on the 7 corpus graphs waiting
@@ -524,7 +522,7 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         elif whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
         else:
-            if relaxed is not None and ii == first_ii and p.option("pinned", ()):
+            if relaxed == [] and ii == first_ii and p.option("pinned", ()):
                 no_schedule_anywhere(p, deadline)  # NoScheduleError where no role assignment fits
                 relaxed.append(ii)
             if whole == Status.SAT and HEURISTIC and _heuristic_model(enc, p, lmax, deadline, lb) == Status.SAT:
@@ -598,6 +596,17 @@ def _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried
         return status, hi, least
 
 
+# With register tiles kept on their roles (problem.pinned_edges), the register relaxation (pressure.py,
+# which keeps a pinned edge's ops on one role) refutes the first pass of 6 corpus graphs (no schedule at any
+# I; then the pipeline's retry with the hand-off) in 0.1-0.6 s of CP-SAT, where the search at the SWP bound
+# and the sequential I's check took 5-17 CPU s or the whole minute. It runs before that search: from
+# this many ops before the SWP bound's encoding is built (random_n90_s12's takes 5.9 CPU s, random_n48_s9's
+# 1.2 s, the relaxation 0.6 and 0.3 s), on smaller graphs once the quick first schedules found nothing
+# (`_at_one_ii`), so that those solved at once (0.1-1 s) do not pay its 0.1-0.3 s (docs/benchmarks.md,
+# log, session 33: solver38).
+EARLY_RELAXATION_OPS = 40
+
+
 def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
                 max_ii: int | None = None, progress=None, extra_copies: int = EXTRA_COPIES,
                 deadline: float | None = None, first_refuted: bool = False,
@@ -617,7 +626,10 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
     last = max_ii or sequential_ii(p)
     tried: list = []
     spare: list[JointResult] = []  # a quick joint schedule above the SWP bound, for the time limit (`_fallback`)
-    relaxed: list[int] = []  # the register relaxation ran at the SWP bound (`_at_one_ii`)
+    relaxed: list[int] = []  # the register relaxation ran (here or in `_at_one_ii`)
+    if p.option("pinned", ()) and len(p.tasks) >= EARLY_RELAXATION_OPS and not first_refuted:
+        no_schedule_anywhere(p, deadline)
+        relaxed.append(first_ii)
     if first_refuted:
         tried.append((first_ii, Status.UNSAT))
     else:
