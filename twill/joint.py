@@ -476,7 +476,7 @@ def _check_any_ii(p, last, swp_length, extra_copies, deadline, relaxed: bool = F
     between ranges of the escalation). The corpus' unsplit 256-row forward on h100 needs it for
     10-19 s and it is the whole answer there (no I at all); with a budget that solve timed out.
     The register pressure of every role assignment comes first (pressure.py: one CP-SAT check, a
-    relaxation at every I at once), unless `relaxed` (it ran at the SWP bound: `_at_one_ii`)."""
+    relaxation at every I at once), unless `relaxed` (it ran already: `solve_joint`, `_at_one_ii`)."""
     if not relaxed:
         no_schedule_anywhere(p, deadline)
     with JointEncoding(p, last, window(p, last, swp_length, extra_copies)) as enc:
@@ -598,8 +598,8 @@ def _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried
 
 # With register tiles kept on their roles (problem.pinned_edges), the register relaxation (pressure.py,
 # which keeps a pinned edge's ops on one role) refutes the first pass of 6 corpus graphs (no schedule at any
-# I; then the pipeline's retry with the hand-off) in 0.1-0.6 s of CP-SAT, where the search at the SWP bound
-# and the sequential I's check took 5-17 CPU s or the whole minute. It runs before that search: from
+# I; then the pipeline's retry with the hand-off) in 0.2-6 s of CP-SAT, where the search at the SWP bound
+# and the sequential I's check took 4.6-8.2 CPU s or the whole minute. It runs before that search: from
 # this many ops before the SWP bound's encoding is built (random_n90_s12's takes 5.9 CPU s, random_n48_s9's
 # 1.2 s, the relaxation 0.6 and 0.3 s), on smaller graphs once the quick first schedules found nothing
 # (`_at_one_ii`), so that those solved at once (0.1-1 s) do not pay its 0.1-0.3 s (docs/benchmarks.md,
