@@ -6,6 +6,7 @@ full solver, with the relaxation switched off, finds no schedule either."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,91 @@ def test_ctrl_c_after_a_cp_sat_solve_still_raises():
     env = {**__import__("os").environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'bench'}"}
     assert subprocess.run([sys.executable, "-c", code], env=env, timeout=60,
                           preexec_fn=as_from_a_terminal).returncode == 7
+
+
+# Sub-tiled GEMM chains on h100 (register tiles kept on their roles: problem.pinned_edges), (rows, depth,
+# parts, registers per thread, warps), that the relaxation refutes only with the pinned edges' same-role
+# constraint (found by a sweep of 105 chains: 9 such; the full solver says "no schedule" to each in 1-3 s).
+PINNED_REFUTED = [(128, 2, 2, 96, 16), (128, 3, 2, 128, 16), (192, 2, 3, 160, 12)]
+# and ones it leaves feasible, which the full solver schedules with the tiles kept
+PINNED_SCHEDULED = [(128, 2, 2, 255, 16), (128, 3, 2, 200, 16)]
+
+
+def _chain(rows, depth, parts):
+    return parse_tir(corpus.split(corpus.gemm_chain(rows, depth), parts, "chain"), "chain.tir")
+
+
+def _solve_without_relaxation(monkeypatch, graph, options):
+    with monkeypatch.context() as m:
+        m.setattr(joint, "no_schedule_anywhere", lambda p, deadline=None: None)
+        return solve(graph, load_machine("h100"), options)
+
+
+@pytest.mark.parametrize("case", PINNED_REFUTED)
+def test_pinned_tiles_refute_only_what_has_no_schedule(case, monkeypatch):
+    """The relaxation keeps a pinned edge's ops on one role (families.dependence's same-role item): it
+    refutes these chains with the tiles kept and not with the hand-off allowed, and the full solver, with
+    the relaxation off, finds no schedule with the tiles kept either."""
+    rows, depth, parts, regs, warps = case
+    graph, machine = _chain(rows, depth, parts), load_machine("h100")
+    kept = SolveOptions(cache=False, registers=regs, warps=warps, tile_handoff=False, time_limit=30)
+    assert no_role_assignment(problem_for(graph, machine, kept.model)[0])
+    assert not no_role_assignment(problem_for(graph, machine, replace(kept, tile_handoff=True).model)[0])
+    with pytest.raises(NoScheduleError):
+        _solve_without_relaxation(monkeypatch, graph, kept)
+
+
+@pytest.mark.parametrize("case", PINNED_SCHEDULED)
+def test_pinned_tiles_keep_what_has_a_schedule(case, monkeypatch):
+    """A chain the full solver schedules with the tiles kept (relaxation off) is not refuted, and its
+    schedule's roles and budgets meet the relaxation pinned to them (the pinned edges' ops share a role)."""
+    rows, depth, parts, regs, warps = case
+    graph, machine = _chain(rows, depth, parts), load_machine("h100")
+    kept = SolveOptions(cache=False, registers=regs, warps=warps, tile_handoff=False, time_limit=30)
+    p = problem_for(graph, machine, kept.model)[0]
+    assert p.option("pinned", ())
+    assert not no_role_assignment(p)
+    try:
+        schedule = _solve_without_relaxation(monkeypatch, graph, kept)
+    except TimeLimitReached as exc:
+        schedule = exc.schedule
+    assert schedule.stage == "joint"
+    assert not _pinned(schedule, graph, machine)
+
+
+def test_tiles_kept_refuted_before_the_long_searches(monkeypatch):
+    """The corpus' gemm_chain_m192_x3_p3_h200 with its tiles kept has no joint schedule (the relaxation
+    refutes it with the pinned edges): the joint stage says so once the role hints' quick ascents found
+    nothing, with no check of the plain ascent at the SWP bound (joint._at_one_ii; before session 33 the
+    heuristic and the plain ascent ran first, 3-4 CPU s, a third of the solve)."""
+    from twill.encoding import JointEncoding
+    case = next(c for c in corpus.cases() if c.name == "gemm_chain_m192_x3_p3_h200")
+    graph, machine = parse_tir(case.tir, case.name + ".tir"), load_machine(case.gpu)
+    plain = []
+    check = JointEncoding.check
+
+    def counted(self, deadline=None, at_most=None, assume=None, roles=None, starts=None):
+        if roles is None and starts is None:
+            plain.append(at_most)
+        return check(self, deadline, at_most, assume, roles, starts)
+
+    monkeypatch.setattr(JointEncoding, "check", counted)
+    with pytest.raises(NoScheduleError, match="no joint schedule exists at any initiation interval"):
+        solve(graph, machine, SolveOptions(cache=False, tile_handoff=False, time_limit=60))
+    assert plain == []
+
+
+def test_large_graphs_relaxed_before_the_encoding(monkeypatch):
+    """From joint.EARLY_RELAXATION_OPS ops the relaxation comes before the SWP bound's encoding is built
+    (random_n90_s12's takes 5.9 CPU s): with the threshold at 1, a first pass the relaxation refutes builds
+    no encoding at all."""
+    from twill.encoding import JointEncoding
+    case = next(c for c in corpus.cases() if c.name == "gemm_chain_m192_x3_p3_h200")
+    graph, machine = parse_tir(case.tir, case.name + ".tir"), load_machine(case.gpu)
+    built = []
+    enter = JointEncoding.__enter__
+    monkeypatch.setattr(JointEncoding, "__enter__", lambda self: built.append(self.lo) or enter(self))
+    monkeypatch.setattr(joint, "EARLY_RELAXATION_OPS", 1)
+    with pytest.raises(NoScheduleError, match="no joint schedule exists at any initiation interval"):
+        solve(graph, machine, SolveOptions(cache=False, tile_handoff=False, time_limit=60))
+    assert built == []

@@ -469,15 +469,16 @@ def _secs(enc: JointEncoding) -> str:
     return f"{enc.last_check_seconds:.2f}"
 
 
-def _check_any_ii(p, last, swp_length, extra_copies, deadline) -> None:
+def _check_any_ii(p, last, swp_length, extra_copies, deadline, relaxed: bool = False) -> None:
     """Once the SWP bound fails: if even a fully sequential I is unsatisfiable, no I is.
 
     Tried, not kept (docs/benchmarks.md, log): a budget for this check (2 s, or doubling budgets
     between ranges of the escalation). The corpus' unsplit 256-row forward on h100 needs it for
     10-19 s and it is the whole answer there (no I at all); with a budget that solve timed out.
     The register pressure of every role assignment comes first (pressure.py: one CP-SAT check, a
-    relaxation at every I at once)."""
-    no_schedule_anywhere(p, deadline)
+    relaxation at every I at once), unless `relaxed` (it ran already: `solve_joint`, `_at_one_ii`)."""
+    if not relaxed:
+        no_schedule_anywhere(p, deadline)
     with JointEncoding(p, last, window(p, last, swp_length, extra_copies)) as enc:
         status = enc.check(deadline)
     if status == Status.UNSAT:
@@ -494,10 +495,17 @@ def no_schedule_anywhere(p: Problem, deadline: float | None = None) -> None:
         raise NoScheduleError(Diagnostic(NO_SCHEDULE, hint="run `twill explain` to see which constraints conflict"))
 
 
-def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, swp_floor=None, spare=None):
+def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, tried, swp_floor=None, spare=None,
+               relaxed=None):
     """The search at one I: (status, the JointResult when satisfiable). At the SWP bound L ascends
     from stage 1's length at once; past it a whole-window check comes first (most I there are refuted,
     and one check refutes an I faster than the ascent through its lengths).
+
+    With register tiles kept on their roles (problem.pinned_edges) and `relaxed` an empty list (the
+    relaxation has not run: `solve_joint`), the register relaxation over every role assignment
+    (pressure.py; NoScheduleError where none fits, at any I) runs at the SWP bound once the quick first
+    schedules (the heuristic at the floor, the role hints) found nothing, before the longer searches,
+    and `relaxed` records that it ran.
 
     Tried, not kept (docs/benchmarks.md, log, session 26): at the SWP bound, CP-SAT from stage 1's
     starts where Yices' ascent found no schedule in 10 s; it found none on the 7 corpus graphs waiting
@@ -513,27 +521,31 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
             status, below = Status.SAT, lb - 1
         elif whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
-        elif whole == Status.SAT and HEURISTIC and _heuristic_model(enc, p, lmax, deadline, lb) == Status.SAT:
-            status, below = Status.SAT, lb - 1
-        elif ii == first_ii and HEURISTIC and deadline is not None and spare is not None:
-            # the plain ascent, less the time kept for `_fallback` where it ends with nothing
-            reserve = min(FALLBACK_SECONDS, FALLBACK_SHARE * (deadline - time.monotonic()))
-            status, below = _first_length(enc, lb, lmax, deadline - reserve)
-            if status == Status.TIMEOUT:
-                found = _fallback(p, ii, swp_length, extra_copies, enc.slots, deadline)
-                if found is not None:
-                    spare.append(found)
-                    report("joint", {"I": found.ii, "L": found.length, "found": "a quick schedule, not proven"})
-        elif (ii == first_ii and BY_PARTITIONS and may_hand_off
-              and (found := _by_partitions(enc, p, deadline, cuts=cuts)) != Status.TIMEOUT):
-            status, below = found, (lb - 1 if found == Status.SAT else lmax)
-            if found == Status.SAT and LENGTH_BY_PARTITIONS:
-                report("joint", {"I": ii, "L": enc.makespan(), "minimizing": "L", "by": "role partitions"})
-                enc.break_symmetry()
-                least, proven = _least_length_by_partitions(enc, p, lb, deadline, cuts)
-                below = least - 1 if proven else enc.floor.get("L", lb) - 1
         else:
-            status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
+            if relaxed == [] and ii == first_ii and p.option("pinned", ()):
+                no_schedule_anywhere(p, deadline)  # NoScheduleError where no role assignment fits
+                relaxed.append(ii)
+            if whole == Status.SAT and HEURISTIC and _heuristic_model(enc, p, lmax, deadline, lb) == Status.SAT:
+                status, below = Status.SAT, lb - 1
+            elif ii == first_ii and HEURISTIC and deadline is not None and spare is not None:
+                # the plain ascent, less the time kept for `_fallback` where it ends with nothing
+                reserve = min(FALLBACK_SECONDS, FALLBACK_SHARE * (deadline - time.monotonic()))
+                status, below = _first_length(enc, lb, lmax, deadline - reserve)
+                if status == Status.TIMEOUT:
+                    found = _fallback(p, ii, swp_length, extra_copies, enc.slots, deadline)
+                    if found is not None:
+                        spare.append(found)
+                        report("joint", {"I": found.ii, "L": found.length, "found": "a quick schedule, not proven"})
+            elif (ii == first_ii and BY_PARTITIONS and may_hand_off
+                  and (found := _by_partitions(enc, p, deadline, cuts=cuts)) != Status.TIMEOUT):
+                status, below = found, (lb - 1 if found == Status.SAT else lmax)
+                if found == Status.SAT and LENGTH_BY_PARTITIONS:
+                    report("joint", {"I": ii, "L": enc.makespan(), "minimizing": "L", "by": "role partitions"})
+                    enc.break_symmetry()
+                    least, proven = _least_length_by_partitions(enc, p, lb, deadline, cuts)
+                    below = least - 1 if proven else enc.floor.get("L", lb) - 1
+            else:
+                status, below = _first_length(enc, lb, lmax, deadline) if whole == Status.SAT else (whole, lmax)
         tried.append((ii, status))
         if status != Status.SAT:
             return status, None
@@ -584,6 +596,17 @@ def _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried
         return status, hi, least
 
 
+# With register tiles kept on their roles (problem.pinned_edges), the register relaxation (pressure.py,
+# which keeps a pinned edge's ops on one role) refutes the first pass of 6 corpus graphs (no schedule at any
+# I; then the pipeline's retry with the hand-off) in 0.2-6 s of CP-SAT, where the search at the SWP bound
+# and the sequential I's check took 4.6-8.2 CPU s or the whole minute. It runs before that search: from
+# this many ops before the SWP bound's encoding is built (random_n90_s12's takes 5.9 CPU s, random_n48_s9's
+# 1.2 s, the relaxation 0.6 and 0.3 s), on smaller graphs once the quick first schedules found nothing
+# (`_at_one_ii`), so that those solved at once (0.1-1 s) do not pay its 0.1-0.3 s (docs/benchmarks.md,
+# log, session 33: solver38).
+EARLY_RELAXATION_OPS = 40
+
+
 def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | None = None,
                 max_ii: int | None = None, progress=None, extra_copies: int = EXTRA_COPIES,
                 deadline: float | None = None, first_refuted: bool = False,
@@ -603,16 +626,20 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
     last = max_ii or sequential_ii(p)
     tried: list = []
     spare: list[JointResult] = []  # a quick joint schedule above the SWP bound, for the time limit (`_fallback`)
+    relaxed: list[int] = []  # the register relaxation ran (here or in `_at_one_ii`)
+    if p.option("pinned", ()) and len(p.tasks) >= EARLY_RELAXATION_OPS and not first_refuted:
+        no_schedule_anywhere(p, deadline)
+        relaxed.append(first_ii)
     if first_refuted:
         tried.append((first_ii, Status.UNSAT))
     else:
         report("joint", {"I": first_ii})
         status, result = _at_one_ii(p, first_ii, first_ii, swp_length, extra_copies, deadline, report, tried,
-                                    swp_floor, spare)
+                                    swp_floor, spare, relaxed)
         if status != Status.UNSAT:
             return result or (spare[0] if spare else None)
     if max_ii is None:
-        _check_any_ii(p, last, swp_length, extra_copies, deadline)
+        _check_any_ii(p, last, swp_length, extra_copies, deadline, bool(relaxed))
     lo, width = first_ii + 1, 1
     while lo <= last:
         hi = min(last, lo + width - 1, same_window_upto(swp_length, lo, last))

@@ -7,7 +7,8 @@ assignment fits, no joint schedule exists at any I, and the joint stage says so 
 What it keeps of the joint problem (joint_terms.py, families.py), all of it independent of I:
 
 - roles: one slot of `cpsat_model.slots(p)` per op; a warpgroup op on a warpgroup role; a
-  variable-latency op never with another kind; pinned groups (--group) together and apart; the
+  variable-latency op never with another kind; pinned groups (--group) together and apart; the two
+  ends of a pinned edge (problem.pinned_edges: a register tile kept on its role) together; the
   warps of the used roles within the limit;
 - the budgets and the register file (`families._budgets`, `_register_file`), exactly;
 - at each check point of the registers family (the begin of every register value, the start of
@@ -154,6 +155,10 @@ def role_partition(p: Problem, deadline: float | None = None, work_limit: float 
         for h in groups[i + 1:]:
             for w in range(K):
                 m.add_bool_or([on[g[0]][w].Not(), on[h[0]][w].Not()])
+    # a 2-d register tile its reader takes from registers stays on its role (problem.pinned_edges)
+    for a, b in p.option("pinned", ()):
+        for w in range(K):
+            m.add(on[a][w] == on[b][w])
     # role slots used in order (the joint problem's own symmetry breaking: renumbering keeps a schedule)
     for w in range(1, K):
         m.add_implication(used[w], used[w - 1])
