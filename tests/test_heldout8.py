@@ -227,10 +227,18 @@ def test_the_bindings_take_the_kernels_arguments(tmp_path):
     with pytest.raises(sw.ArgumentError, match="compile-time constant 4096"):
         sw.resolve(sw.SPEC, {n: M((1000, 5000), "bfloat16", "cuda:0", True, 0) for n in given})
     assert [p for p in __import__("inspect").signature(sw.run).parameters][:4] == ["a_ptr", "b_ptr", "c_ptr", "stride"]
-    rms = _binding(tmp_path, "rms_norm_fwd_sm90.ttgir")[0]
+    rms, rms1 = _binding(tmp_path, "rms_norm_fwd_sm90.ttgir")
     given = {"X_ptr": rms.Meta((1000, 5000), "bfloat16", "cuda:0", True, 0)}
     given.update({a["name"]: None for a in rms.SPEC["args"] if a["output"]})
     assert rms.resolve(rms.SPEC, given)["loop_extent"] == 5000
+    # its second loop reads W [N], one row for every row tile (Gemma's `offset + W_row`, a scalar plus a row, is no
+    # per-row value: session 33 found the binding asking for W [M, N] on the GPU)
+    w = next(a for a in rms1.SPEC["args"] if a["name"] == "W_ptr")
+    assert [axis for axis, _ in w["dims"]] == ["loop"], w
+    given = {"X_ptr": rms1.Meta((1000, 5000), "bfloat16", "cuda:0", True, 0),
+             "W_ptr": rms1.Meta((5000,), "bfloat16", "cuda:0", True, 0),
+             "mean_square_in": rms1.Meta((1000,), "float32", "cuda:0", True, 0), "Y_ptr": None}
+    assert rms1.resolve(rms1.SPEC, given)["tiles_m"] == 16
     sm = _binding(tmp_path, "softmax_row_sm90.ttgir")[0]
     assert sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((1000, 1024), "float32", "cuda:0", True, 0)})["tiles_m"] == 16
     # a ragged N: the f32 tile is masked in registers (its tail_mask); 781 f32 columns are not TMA's 16-byte rows

@@ -156,10 +156,11 @@ def _row_input_pass(graph: Graph, cls: _Classes) -> tuple[set, set]:
     an input of one value a row (RMSNorm's second pass: `rescale x, rstd`, rstd [64] handed over or computed
     by the prologue): the same rows every iteration, so the loop walks the tiles' columns. Empty sets
     where no 2-d op reads such an input."""
-    row_inputs = {v.name for v in graph.inputs if v.type is not None and len(v.type.shape) == 1}
+    row_inputs = {v.name: v.type.shape[0] for v in graph.inputs if v.type is not None and len(v.type.shape) == 1}
     rows = set()
-    for op in graph.ops:
-        if op.type is not None and len(op.type.shape) == 2 and any(o.name in row_inputs for o in op.operands):
+    for op in graph.ops:  # (a scalar, f32[1], is no per-row input: Gemma's `offset + W_row` is [1, N], a column vector)
+        if op.type is not None and len(op.type.shape) == 2 and op.type.shape[0] > 1 and any(
+                row_inputs.get(o.name) == op.type.shape[0] for o in op.operands):
             rows.add(cls.find((op.name, 0)))
     cols = {cls.find((op.name, 1)) for op in graph.ops
             if op.type is not None and len(op.type.shape) == 2 and cls.find((op.name, 0)) in rows}
