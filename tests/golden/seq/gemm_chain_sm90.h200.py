@@ -44,13 +44,15 @@ def plans(user):
         for arg, how in feeds.items():
             if how[0] == 'user':
                 given[arg] = user[how[1]]
-            else:
-                shape, kind = shapes[(how[1], how[2])]
-                given[arg] = mod.Meta(shape, kind, device, True, 0)
+            else:  # as the earlier loop allocates it: rows of its layout's pitch (padded for TMA)
+                shape, kind, pitch = shapes[(how[1], how[2])]
+                strides = mod._dense(tuple(shape[:-1]) + (pitch,))
+                given[arg] = mod.Meta(shape, kind, device, pitch == shape[-1], 0, strides)
         given.update({a['name']: None for a in mod.SPEC['args'] if a['output']})
         out[loop] = mod._plan(mod.SPEC, given, None)  # resolve, cached by the shapes
-        shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']], dtype[a['name']])
-                       for a in mod.SPEC['args'] if a['output']})
+        shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']], dtype[a['name']],
+                                           out[loop]['layouts'][i][1])
+                       for i, a in enumerate(mod.SPEC['args']) if a['output']})
     return out
 
 
