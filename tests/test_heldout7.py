@@ -605,7 +605,8 @@ def test_the_sequence_runs_each_loop_with_its_knobs(tmp_path, monkeypatch):
         assert r.exit_code == 0, r.output
     fake = types.ModuleType("torch")
     fake.Tensor = type("Tensor", (), {"shape": (4096, 4096), "dtype": "float16", "device": "cuda:0",
-                                      "is_contiguous": lambda self: True, "data_ptr": lambda self: 0})
+                                      "is_contiguous": lambda self: True, "data_ptr": lambda self: 0,
+                                      "stride": lambda self: (4096, 1)})
     monkeypatch.setitem(sys.modules, "torch", fake)
     spec = importlib.util.spec_from_file_location("s_seq", tmp_path / "s.py")
     seq = importlib.util.module_from_spec(spec)
