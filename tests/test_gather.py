@@ -154,12 +154,20 @@ def test_the_binding_takes_the_triton_arguments_and_gathers_per_row(tmp_path, gp
     _, _, mod, cu = _binding(tmp_path, gpu)
     assert "int x_cols;" in cu and "const __nv_bfloat16* x;" in cu and "args.x = p.x;" in cu
     assert re.search(r"twill::gather_rows\(x_t_ep, TARGET_ep, args\.x \+", cu)
+    # the gather indexes with the strides x's tensor map is encoded with (a row pitch), checks the index against V
+    assert re.search(r"gather_rows\(x_t_ep, TARGET_ep, args\.x \+ static_cast<size_t>\([^;]*\) \* args\.x_bs \+ "
+                     r"static_cast<size_t>\([^;]*\) \* args\.x_rs, [^;]*, args\.x_cols, args\.x_rs, ", cu)
+    assert "args.x_rs = x_rs;  args.x_bs = x_bs;" in cu
     import inspect
     assert list(inspect.signature(mod.xent_scalar_kernel).parameters)[:5] == ["LOGITS", "TARGET", "LOSS", "stride_row", "V"]
     M = mod.Meta
     plan = mod.resolve(mod.SPEC, {"LOGITS": M((1000, 32000), "bfloat16", "cuda:0", True, 0),
                                   "TARGET": M((1000,), "int32", "cuda:0", True, 0), "LOSS": None}, sizes={"V": 32000})
     assert plan["loop_extent"] == 32000
+    # GPT-2's vocabulary: bf16 rows of 100514 bytes, staged into rows of 50264 (the gather reads them with that pitch)
+    plan = mod.resolve(mod.SPEC, {"LOGITS": M((1000, 50257), "bfloat16", "cuda:0", True, 0),
+                                  "TARGET": M((1000,), "int32", "cuda:0", True, 0), "LOSS": None}, sizes={"V": 50257})
+    assert plan["loop_extent"] == 50257 and plan["layouts"][1] == ("stage", 50264, 50264, 1000 * 50264)
     with pytest.raises(mod.ArgumentError, match="TARGET: expected torch.int32"):
         mod.resolve(mod.SPEC, {"LOGITS": M((1000, 32000), "bfloat16", "cuda:0", True, 0),
                                "TARGET": M((1000,), "int64", "cuda:0", True, 0), "LOSS": None})
@@ -171,3 +179,14 @@ def test_the_gather_compiles_clean_sm90(tmp_path):
     _, rc, err = emitted_and_built(schedule, machine, tmp_path / "xent.cu")
     assert rc == 0, err[-2000:]
     assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
+
+
+@pytest.mark.extended
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+def test_the_gathers_binding_builds_with_its_strides(tmp_path):
+    """The binding's own build (nvcc -shared: host side, entry and kernel) of the cross-entropy, whose gather reads
+    the logits with their map's row pitch."""
+    _, _, mod, cu = _binding(tmp_path, "h200")
+    (tmp_path / "xent_h200.cu").write_text(cu)
+    so = mod.build_library(str(tmp_path / "cache"))
+    assert mod.spills(Path(so + ".log").read_text()) == []

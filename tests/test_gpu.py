@@ -94,7 +94,8 @@ def test_repeated_calls_take_the_fast_path_and_stay_right():
     """Calls of one kind (shapes, dtypes, device) reuse the checked plan, the encoded tensor maps
     (while the pointers and sizes are the same) and the raised shared-memory limit: results stay
     right when the pointers, then the sizes change, on another stream too; a tensor of a cached
-    shape that fails a check is still refused by name (binding_runtime.call, host.tpl)."""
+    shape that fails a check is still refused by name (binding_runtime.call, host.tpl); strided views
+    and rows off 16 bytes run right (a row pitch, or staged: binding_runtime._layout)."""
     g = _bench()
     mod = binding("gemm_hopper.h100")
     torch.manual_seed(11)
@@ -118,11 +119,26 @@ def test_repeated_calls_take_the_fast_path_and_stay_right():
     b = torch.randn(640, 512, device="cuda", dtype=torch.float16)
     with pytest.raises(mod.ArgumentError, match=r"^b: expected torch\.float16 on a CUDA device, got torch\.float32"):
         mod.run(a, b.float())
-    with pytest.raises(mod.ArgumentError, match=r"^a: its data must start on a 16-byte boundary"):
-        mod.run(torch.randn(384 * 640 + 4, device="cuda", dtype=torch.float16)[4:].view(384, 640), b)  # 8 bytes in
-    with pytest.raises(mod.ArgumentError, match=r"^b: must be contiguous"):
-        mod.run(a, torch.randn(512, 640, device="cuda", dtype=torch.float16).t())
     assert len(mod._LAUNCHES) == runs  # nothing refused was kept
+    # layouts TMA cannot read are staged (copied into rows padded to 16 bytes), not refused: a start 8 bytes in,
+    # a transpose; a view of a wider tensor is taken as it lies (its row stride passed); K = 781 and N = 1001
+    # (rows of 1562 and 2002 bytes) staged, the output returned as the view [:, :1001] of padded rows
+    odd = torch.randn(384 * 640 + 4, device="cuda", dtype=torch.float16)[4:].view(384, 640)
+    bt = torch.randn(512, 640, device="cuda", dtype=torch.float16).t()
+    wide = torch.randn(384, 1024, device="cuda", dtype=torch.float16)[:, :640]
+    for x, y in ((odd, b), (a, bt), (wide, b), (wide, bt)):
+        c = mod.run(x, y)
+        torch.cuda.synchronize()
+        assert g.rel_err(c.float(), torch.matmul(x.float(), y.float())) < 1e-2
+    x = torch.randn(384, 781, device="cuda", dtype=torch.float16)
+    y = torch.randn(781, 1001, device="cuda", dtype=torch.float16)
+    c = mod.run(x, y)
+    given = torch.full((384, 1001), float("nan"), device="cuda", dtype=torch.float16)
+    assert mod.run(x, y, acc=given) is given
+    torch.cuda.synchronize()
+    ref = torch.matmul(x.float(), y.float())
+    assert c.shape == (384, 1001) and c.stride() == (1008, 1) and g.rel_err(c.float(), ref) < 1e-2
+    assert g.rel_err(given.float(), ref) < 1e-2
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")

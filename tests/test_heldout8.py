@@ -217,8 +217,8 @@ def test_the_bindings_take_the_kernels_arguments(tmp_path):
     """SwiGLU's binding takes a, b, c [M, 4096] as Triton's a_ptr, b_ptr, c_ptr (M = 1000: a partial last row tile;
     its loop the columns, 64 x 128 tiles) and refuses N = 5000 at the call (n_cols is the kernel's constexpr 4096).
     RMSNorm's first loop takes X [1000, 5000] (a partial column tile: a sum takes the zero fill); the softmax's
-    takes 1024 and a ragged 1000 (its f32 tile masked in registers) and refuses the tutorial's N = 781 (f32 rows of
-    3124 bytes: TMA needs a multiple of 16)."""
+    takes 1024, a ragged 1000 (its f32 tile masked in registers) and the tutorial's N = 781 (f32 rows of 3124
+    bytes, not the multiple of 16 TMA needs: staged into rows of 784, or a view of such rows taken as it lies)."""
     sw, = _binding(tmp_path, "swiglu_fwd_sm90.ttgir")
     M = sw.Meta
     given = {n: M((1000, 4096), "bfloat16", "cuda:0", True, 0) for n in ("a_ptr", "b_ptr", "c_ptr")}
@@ -241,10 +241,13 @@ def test_the_bindings_take_the_kernels_arguments(tmp_path):
     assert rms1.resolve(rms1.SPEC, given)["tiles_m"] == 16
     sm = _binding(tmp_path, "softmax_row_sm90.ttgir")[0]
     assert sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((1000, 1024), "float32", "cuda:0", True, 0)})["tiles_m"] == 16
-    # a ragged N: the f32 tile is masked in registers (its tail_mask); 781 f32 columns are not TMA's 16-byte rows
+    # a ragged N: the f32 tile is masked in registers (its tail_mask); 781 f32 columns are not TMA's 16-byte rows:
+    # staged into rows of 784 (binding_runtime._layout), as is a view x[:, :781] of a [4096, 784] tensor not
     assert sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((1000, 1000), "float32", "cuda:0", True, 0)})["loop_extent"] == 1000
-    with pytest.raises(sm.ArgumentError, match="not a multiple of 16 bytes"):
-        sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((4096, 781), "float32", "cuda:0", True, 0)})
+    plan = sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((4096, 781), "float32", "cuda:0", True, 0)})
+    assert plan["loop_extent"] == 781 and plan["layouts"][0] == ("stage", 784, 784, 4096 * 784)
+    plan = sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((4096, 781), "float32", "cuda:0", False, 0, (784, 1))})
+    assert plan["layouts"][0] == ("as is", 781, 784, 4096 * 784)
 
 
 def test_the_vector_add_binding_views_its_1d_tensors_as_rows(tmp_path):

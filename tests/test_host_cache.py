@@ -49,13 +49,13 @@ int main(int argc, char** argv) {
 
   // MapCache: every argument is part of the key
   ns::MapCache cache;
-  const ns::MapKey key{reinterpret_cast<const void*>(0x100000), 384, 640, 1, 2, 64, 64, 128, 6};
+  const ns::MapKey key{reinterpret_cast<const void*>(0x100000), 384, 640, 1, 2, 640, 384 * 640, 64, 64, 128, 6};
   CUtensorMap map;
   memset(&map, 7, sizeof map);
   CHECK(cache.find(key) == nullptr);
   cache.put(key, map);
   CHECK(same(cache.find(key), map));
-  ns::MapKey other[9] = {key, key, key, key, key, key, key, key, key};
+  ns::MapKey other[11] = {key, key, key, key, key, key, key, key, key, key, key};
   other[0].ptr = reinterpret_cast<const void*>(0x100010);
   other[1].rows = 385;
   other[2].cols = 641;
@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   other[6].box_cols = 32;
   other[7].swizzle = 64;
   other[8].type = 7;
+  other[9].row_stride = 648;  // a row pitch
+  other[10].batch_stride = 385 * 640;
   for (const ns::MapKey& k : other) CHECK(cache.find(k) == nullptr);
   // the oldest goes first: kMapCache more keys push `key` out, and the last kMapCache stay
   for (int i = 0; i < ns::kMapCache; ++i) {
@@ -86,13 +88,15 @@ int main(int argc, char** argv) {
   // encode() copies this thread's map where it holds one; another thread holds none of its own
   ns::map_cache.put(key, map);
   CUtensorMap out;
-  CHECK(ns::encode(&out, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, key.ptr, 384, 640, 1, 64, 64, 128) &&
+  CHECK(ns::encode(&out, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, key.ptr, 384, 640, 1, 640, 384 * 640, 64, 64, 128) &&
         memcmp(&out, &map, sizeof map) == 0);
+  // a row stride off 16 bytes (641 f16) is refused before any driver call, as TMA would
+  CHECK(!ns::encode(&out, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, key.ptr, 384, 640, 1, 641, 384 * 641, 64, 64, 128));
   std::thread([&] {
     CUtensorMap there;
     memset(&there, 7, sizeof there);
     // without a driver the encoding fails; with one it encodes a real map, never this thread's
-    if (ns::encode(&there, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, key.ptr, 384, 640, 1, 64, 64, 128))
+    if (ns::encode(&there, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, key.ptr, 384, 640, 1, 640, 384 * 640, 64, 64, 128))
       CHECK(memcmp(&there, &map, sizeof map) != 0);
   }).join();
 

@@ -57,17 +57,18 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # batch 7, the tutorial's fused softmax (a persistent loop over rows, each whole in one [1024] f32 tile), as
          # three column loops of 64 rows a CTA: whole column tiles (N = 1024; N = 768 < BLOCK, the tail Triton masks,
          # with a partial last row tile), a ragged 1000 x 1000 (its tail_mask -inf past N), then its default 4096 x 781,
-         # which the binding must refuse (f32 rows of 3124 bytes: TMA needs a multiple of 16)
+         # f32 rows of 3124 bytes (TMA needs a multiple of 16): the binding stages them into rows of 784
          "softmax_fused": [{"N": 1024}, {"M": 1000, "N": 768}, {"M": 1000, "N": 1000}, None],
          # batches 7 and 6, a cross-entropy forward: the online logsumexp of 64 rows a CTA, then the target's logit an
          # epilogue `gather x, TARGET` (one ld.global a row): the default 4096 x 32000, a partial last row tile, a ragged
-         # V = 32008 (its -inf fill masked before the rowmax and exp2), Llama 3's V = 128256; GPT-2's 50257 must be
-         # refused by the binding (bf16 rows of 100514 bytes: TMA needs a multiple of 16)
+         # V = 32008 (its -inf fill masked before the rowmax and exp2), Llama 3's V = 128256; GPT-2's 50257 (bf16 rows
+         # of 100514 bytes: TMA needs a multiple of 16): staged by the binding into rows of 50264 (bench/pitch_check.py)
          "xent_scalar": [None, {"R": 1000}, {"R": 1000, "V": 32008}, {"R": 1024, "V": 128256}, {"R": 1000, "V": 50257}],
-         "cross_entropy_fwd": [None, {"R": 1000}, {"R": 1000, "V": 32008}, {"R": 1024, "V": 128256}],
+         "cross_entropy_fwd": [None, {"R": 1000}, {"R": 1000, "V": 32008}, {"R": 1024, "V": 128256},
+                               {"R": 1000, "V": 50257}],
          # batch 8, one row a program with no loop (the row whole in one tile), as column loops of 64 rows a CTA: the
          # defaults (4096 x 4096, whole tiles), a partial last row tile (M = 1000); softmax_row's N = 781 (f32 rows of
-         # 3124 bytes: TMA needs a multiple of 16) must be refused by the binding; ragged N runs: rms_norm_fwd's 5000
+         # 3124 bytes: TMA needs a multiple of 16) is staged by the binding into rows of 784; ragged N runs: rms_norm_fwd's 5000
          # (sums and a clipped store take the zero fill), layer_norm_fwd's 5000 (x - mean through its tail_mask). swiglu_fwd and
          # geglu_fwd take n_cols as a constexpr (Liger): their dumps are of n_cols = 4096 alone
          "rms_norm_fwd": [None, {"M": 1000, "N": 5000}], "layer_norm_fwd": [None, {"M": 1000}, {"N": 5000}],

@@ -9,10 +9,11 @@ Beside `K.cu` it writes two files, each a pure function of the schedule and the 
   headers: nvcc alone builds it.
 - `K.py`: a function named after the kernel, taking torch tensors named after the graph's inputs
   and outputs in the layouts their users hold them (one Q [*batch, M, 128], not the graph's halves
-  q0 and q1), checking dtypes, devices, contiguity and shapes with an `ArgumentError` that names the
-  argument, building `K_entry.cu` with nvcc into a cache keyed by the content (first call), and
+  q0 and q1), checking dtypes, devices and shapes with an `ArgumentError` that names the argument,
+  taking a strided tensor as it lies where TMA reads it (its row and batch strides passed to the
+  Problem) and staging it into rows padded to 16 bytes where TMA cannot (binding_runtime._layout), building `K_entry.cu` with nvcc into a cache keyed by the content (first call), and
   launching it through ctypes on torch's current stream. A kind of call checked once (the same
-  shapes, dtypes, devices, contiguity and alignment) is not resolved again (`call`'s fast path). The checks and the mapping of shapes to
+  shapes, dtypes, devices, strides and alignment) is not resolved again (`call`'s fast path). The checks and the mapping of shapes to
   the Problem are `binding_runtime.py`, copied into the module verbatim: plain Python, testable
   without torch.
 
@@ -64,7 +65,7 @@ class Argument:
     dtype: str  # the graph's dtype
     dims: tuple[tuple[str, int], ...]  # per dimension past the batch: (axis, elements per tile along it)
     per_iteration: bool  # one tile per loop iteration: a dimension I before `dims`
-    tma: bool  # read or written through a tensor map (rows a multiple of 16 bytes)
+    tma: bool  # read or written through tensor maps alone: taken with a row pitch (binding_runtime._layout)
     zero: bool  # CTAs add into it: zeroed before the launch
     parts: tuple[Part, ...]
     shared: bool = False  # may hold one batch entry per group of the others' (batch_groups: GQA)
@@ -224,7 +225,8 @@ def arguments(renderer) -> tuple[Argument, ...]:
         dims = tuple((t.axes[dim], sizes[dim]) for dim in range(first, 2))
         output = t.kind in ("output", "store")
         source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
-        arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration, t.name in tma,
+        arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration,
+                       all(x.name in tma for x in members),
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
                        t.iter_div, all(map(periodic, members)), output and bool(m.graph.split) and "loop" not in t.axes,
                        not output and t.column_major)
@@ -350,10 +352,11 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         "  void* stream;",
         f"  void* tensors[{n}];  // one per user tensor, in the binding's order",
         f"  int64_t batch_groups[{n}];",
+        f"  int64_t row_strides[{n}], batch_strides[{n}];  // elements; 0: contiguous (a TMA tensor's row pitch)",
         *([f"  double scalars[{len(scalars)}];  // the epilogue's scalars"] if scalars else []),
         *(["  int64_t splits;  // splits of the loop (grid split): the outputs' first dimension"] if split else []),
         "};",
-        f"static_assert(sizeof(twill_args) == 8 * {13 + 2 * n + len(scalars) + split}, \"twill_args: 8-byte fields, "
+        f"static_assert(sizeof(twill_args) == 8 * {13 + 4 * n + len(scalars) + split}, \"twill_args: 8-byte fields, "
         "no padding\");",
         "",
         "extern \"C\" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }",
@@ -383,6 +386,9 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         lines.append(f"  // tensors[{i}]: {a.name} ({'output' if a.output else 'input'}; the graph's {what})")
         for x in a.parts:
             lines.append(f"  p.{x.field} = static_cast<decltype(p.{x.field})>(a.tensors[{i}]);")
+            if a.tma:
+                lines.append(f"  p.{x.field}_row_stride = a.row_strides[{i}];  p.{x.field}_batch_stride = "
+                             f"a.batch_strides[{i}];")
             if x.label:
                 lines.append(f"  p.{x.field}_{x.label}_step = {x.step};")
                 lines.append(f"  p.{x.field}_{x.label}_offset = {x.offset};")
@@ -507,8 +513,11 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
     extent = {s: ("any number (the last tile may be partial)" if why == "" else f"whole tiles only ({why})")
               for s, why in grid.items() if why is not None}
     return [
-        f'    """Run kernel {m.schedule.kernel}. Every tensor is row-major (contiguous) on one CUDA device, with',
-        "    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:",
+        f'    """Run kernel {m.schedule.kernel}. Every tensor is row-major on one CUDA device, with any leading',
+        "    batch dimensions, the same for all; an output not passed is allocated. A strided view (x[:, :N]) is",
+        "    taken as it lies where TMA reads it (strides of 16-byte multiples), else staged: copied into rows",
+        "    padded to 16 bytes (an output written there and copied back; one not passed returned as the view",
+        "    [..., :N] of its padded buffer). Shapes:",
         "",
         *[f"    {_arg_doc(a, data['partial'], data.get('rows'))}" + (f"; not given: written over {over[a.name]} in place, as the Triton "
                                                  "kernel stores it" if a.name in (over or {}) else "") for a in args],

@@ -3,9 +3,10 @@ global memory that the loop's load x walks, at the column index[r] of row r (a c
 logit, `tl.load(X + row * stride + tl.load(TARGET + row))`).
 
 Each thread reads, for each row it holds, one element with an ordinary `ld.global` (`twill::gather_rows`):
-`x + (batch * rows + r) * cols + index[r]`, `cols` the tensor's row length along the loop, which is its row
-stride (the loop's TMA map reads it row-major, contiguous: the binding checks it). So the kernel's Args hold
-x's pointer beside its tensor map, and its row length (`x_cols`, set by launch() from the loop's extent).
+`x + batch * bs + r * rs + index[r]`, rs and bs the row and batch strides x's TMA map is encoded with (a
+row pitch: Problem::NAME_row_stride, host.py), and an index checked against `cols`, the tensor's row length
+along the loop. So the kernel's Args hold x's pointer beside its tensor map, its row length (`x_cols`, set by
+launch() from the loop's extent) and its strides (`x_rs`, `x_bs`).
 An index outside [0, cols) reads nothing and gives 0 (Triton's kernel would read whatever lies there; the
 binding documents it). The index is the epilogue's fragment of an i32/i64 input, held as a float, exact
 for indices below 2^24 (16.7M columns).
@@ -32,15 +33,19 @@ def tensor_of(m, load: str):
 
 
 def arg_fields(m) -> list[str]:
-    return [f"int {tensor_of(m, x).name}_cols;  // the row length (and stride) of load {x}'s tensor, for a gather"
-            for x in gathered(m.graph)]
+    return [line for x in gathered(m.graph) for line in (
+        f"int {tensor_of(m, x).name}_cols;  // the row length of load {x}'s tensor, for a gather",
+        f"size_t {tensor_of(m, x).name}_rs, {tensor_of(m, x).name}_bs;  // its row and batch strides (its TMA map's)")]
 
 
 def copy_lines(m) -> list[str]:
+    """launch()'s lines that set the gathered tensors' row lengths and strides (host.py's NAME_rs and NAME_bs,
+    the strides its tensor map is encoded with)."""
     out = []
     for x in gathered(m.graph):
         t = tensor_of(m, x)
         out.append(f"args.{t.name}_cols = static_cast<int>(loop_elements(p, {t.tile[1]}));")
+        out.append(f"args.{t.name}_rs = {t.name}_rs;  args.{t.name}_bs = {t.name}_bs;")
     return out
 
 
@@ -55,7 +60,8 @@ def emit(fin, out: Lines, op, index: Arg) -> Arg:
     res = Arg(op.name, op.type, "reg", f"{local(op.name)}_ep")
     out(f"{fragment_type(m, op.type, fin.body.groups)} {res.expr};  // epilogue {op.name} = gather "
         + ", ".join(o.name for o in op.operands))
-    base = f"args.{t.name} + (static_cast<size_t>({batch}) * {nrows} + static_cast<size_t>({rows})) * {cols}"
+    base = (f"args.{t.name} + static_cast<size_t>({batch}) * args.{t.name}_bs + static_cast<size_t>({rows}) * "
+            f"args.{t.name}_rs")
     out(f"twill::gather_rows({res.expr}, {index.expr}, {base}, {fin.body.row0(op.type.shape[0])}, {cols}, "
-        f"{nrows} - ({rows}));")
+        f"args.{t.name}_rs, {nrows} - ({rows}));")
     return res

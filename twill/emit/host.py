@@ -70,6 +70,9 @@ def _problem_fields(r, every) -> list[str]:
     for t in every:
         for d, label in t.placed_dims():
             lines.append(f"int {t.name}_{label}_step = {t.tile[d]}, {t.name}_{label}_offset = 0;")
+    for t in r.tma_tensors():  # a row pitch (host.tpl's encode): 0 keeps the contiguous layout
+        lines.append(f"int64_t {t.name}_row_stride = 0, {t.name}_batch_stride = 0;  // elements between rows, "
+                     "batch entries (0: contiguous)")
     lines += batch_groups.problem_lines(every) + splits.problem_lines(r.m) + halves.problem_lines(r)
     return lines + ([descale.PROBLEM_LINE] if descale.has_scale(r.m) else [])
 
@@ -88,9 +91,14 @@ def _checks(r, every, maps) -> list[str]:
         rows, cols, batch = _dims(r.m, t)
         esize = dtype_bytes(t.dtype)
         sw = swizzle_bytes(t.tile[-1] * esize, t.tile[0])
+        n = t.name
         lines += [
+            f"if (p.{n}_row_stride < 0 || p.{n}_batch_stride < 0) return cudaErrorInvalidValue;",
+            f"const uint64_t {n}_rs = p.{n}_row_stride > 0 ? static_cast<uint64_t>(p.{n}_row_stride) : {cols};",
+            f"const uint64_t {n}_bs = p.{n}_batch_stride > 0 ? static_cast<uint64_t>(p.{n}_batch_stride) : "
+            f"{rows} * {n}_rs;",
             f"CUtensorMap tm_{t.name};",
-            f"if (!encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, "
+            f"if (!encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, {n}_rs, {n}_bs, "
             + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw}))" if not plain_box(t) else f"1, {t.tile[1]}, 16))"),
             "  return cudaErrorInvalidValue;",
         ]

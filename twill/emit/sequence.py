@@ -8,6 +8,8 @@ launcher is the binding K.py: it runs the loops' bindings (K.LOOP.py) one after 
 stream, each handed-over tensor allocated by the earlier loop's binding and passed to the later
 one, the tensors of the kernel's own arguments passed to every loop that reads them. Stream order
 is the barrier between the loops: a kernel starts after the previous one has written everything.
+A handed-over tensor whose rows TMA cannot read contiguously (781 f32) is allocated with rows
+padded to 16 bytes, and the later loop reads it with that pitch (binding_runtime._layout): no copy.
 """
 from __future__ import annotations
 
@@ -159,14 +161,17 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "        for arg, how in feeds.items():",
         "            if how[0] == 'user':",
         "                given[arg] = user[how[1]]",
-        "            else:",
-        "                shape, kind = shapes[(how[1], how[2])]",
-        "                given[arg] = mod.Meta(shape, kind, device, True, 0)",
+        "            else:  # as the earlier loop allocates it: rows of its layout's pitch (padded for TMA)",
+        "                shape, kind, pitch = shapes[(how[1], how[2])]",
+        "                strides = mod._dense(tuple(shape[:-1]) + (pitch,))",
+        "                given[arg] = mod.Meta(shape, kind, device, pitch == shape[-1], 0, strides)",
         "        given.update({a['name']: None for a in mod.SPEC['args'] if a['output']})",
         "        out[loop] = mod._plan(mod.SPEC, given, None)  # resolve, cached by the shapes (one split)",
         "        folded = {o for _, outs in SPLITS.get(loop, ('', 0, ()))[2] for o in outs}  # [S, *rows] -> [*rows]",
-        "        shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']][a['name'] in folded:], dtype[a['name']])",
-        "                       for a in mod.SPEC['args'] if a['output']})",
+        "        shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']][a['name'] in folded:], dtype[a['name']],",
+        "                                           out[loop]['shapes'][a['name']][-1] if a['name'] in folded",
+        "                                           else out[loop]['layouts'][i][1])  # a fold's result is dense",
+        "                       for i, a in enumerate(mod.SPEC['args']) if a['output']})",
         "    return out",
         "",
         "",

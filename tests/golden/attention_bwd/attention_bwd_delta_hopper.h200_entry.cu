@@ -16,8 +16,9 @@ struct twill_args {
   void* stream;
   void* tensors[3];  // one per user tensor, in the binding's order
   int64_t batch_groups[3];
+  int64_t row_strides[3], batch_strides[3];  // elements; 0: contiguous (a TMA tensor's row pitch)
 };
-static_assert(sizeof(twill_args) == 8 * 19, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 25, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -34,8 +35,10 @@ extern "C" int twill_launch(const void* packed) {
   p.persistent = static_cast<int>(a.persistent);
   // tensors[0]: o (input; the graph's o)
   p.o = static_cast<decltype(p.o)>(a.tensors[0]);
+  p.o_row_stride = a.row_strides[0];  p.o_batch_stride = a.batch_strides[0];
   // tensors[1]: do (input; the graph's do)
   p.do_ = static_cast<decltype(p.do_)>(a.tensors[1]);
+  p.do__row_stride = a.row_strides[1];  p.do__batch_stride = a.batch_strides[1];
   // tensors[2]: dlt (output; the graph's dlt)
   p.store_0 = static_cast<decltype(p.store_0)>(a.tensors[2]);
   int current = 0;

@@ -16,9 +16,10 @@ struct twill_args {
   void* stream;
   void* tensors[9];  // one per user tensor, in the binding's order
   int64_t batch_groups[9];
+  int64_t row_strides[9], batch_strides[9];  // elements; 0: contiguous (a TMA tensor's row pitch)
   double scalars[1];  // the epilogue's scalars
 };
-static_assert(sizeof(twill_args) == 8 * 32, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 50, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -38,22 +39,29 @@ extern "C" int twill_launch(const void* packed) {
   p.softmax_scale = static_cast<float>(a.scalars[0]);  // scalar softmax_scale
   // tensors[0]: k (input; the graph's k)
   p.k = static_cast<decltype(p.k)>(a.tensors[0]);
+  p.k_row_stride = a.row_strides[0];  p.k_batch_stride = a.batch_strides[0];
   // tensors[1]: v (input; the graph's v)
   p.v = static_cast<decltype(p.v)>(a.tensors[1]);
+  p.v_row_stride = a.row_strides[1];  p.v_batch_stride = a.batch_strides[1];
   // tensors[2]: q (input; the graph's q)
   p.q = static_cast<decltype(p.q)>(a.tensors[2]);
+  p.q_row_stride = a.row_strides[2];  p.q_batch_stride = a.batch_strides[2];
   p.q_batch_group = static_cast<int>(a.batch_groups[2]);
   // tensors[3]: do (input; the graph's do)
   p.do_ = static_cast<decltype(p.do_)>(a.tensors[3]);
+  p.do__row_stride = a.row_strides[3];  p.do__batch_stride = a.batch_strides[3];
   p.do__batch_group = static_cast<int>(a.batch_groups[3]);
   // tensors[4]: lse (input; the graph's lse)
   p.lse = static_cast<decltype(p.lse)>(a.tensors[4]);
+  p.lse_row_stride = a.row_strides[4];  p.lse_batch_stride = a.batch_strides[4];
   p.lse_batch_group = static_cast<int>(a.batch_groups[4]);
   // tensors[5]: dlt (input; the graph's dlt)
   p.dlt = static_cast<decltype(p.dlt)>(a.tensors[5]);
+  p.dlt_row_stride = a.row_strides[5];  p.dlt_batch_stride = a.batch_strides[5];
   p.dlt_batch_group = static_cast<int>(a.batch_groups[5]);
   // tensors[6]: dq (output; the graph's dq)
   p.store_0 = static_cast<decltype(p.store_0)>(a.tensors[6]);
+  p.store_0_row_stride = a.row_strides[6];  p.store_0_batch_stride = a.batch_strides[6];
   // tensors[7]: dk (output; the graph's dk_n)
   p.out_dk = static_cast<decltype(p.out_dk)>(a.tensors[7]);
   // tensors[8]: dv (output; the graph's dv_n)

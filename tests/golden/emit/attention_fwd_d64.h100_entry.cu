@@ -16,8 +16,9 @@ struct twill_args {
   void* stream;
   void* tensors[6];  // one per user tensor, in the binding's order
   int64_t batch_groups[6];
+  int64_t row_strides[6], batch_strides[6];  // elements; 0: contiguous (a TMA tensor's row pitch)
 };
-static_assert(sizeof(twill_args) == 8 * 25, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 37, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -36,16 +37,20 @@ extern "C" int twill_launch(const void* packed) {
   p.persistent = static_cast<int>(a.persistent);
   // tensors[0]: q (input; the graph's q0, q1)
   p.q0 = static_cast<decltype(p.q0)>(a.tensors[0]);
+  p.q0_row_stride = a.row_strides[0];  p.q0_batch_stride = a.batch_strides[0];
   p.q0_rows_step = 128;
   p.q0_rows_offset = 0;
   p.q1 = static_cast<decltype(p.q1)>(a.tensors[0]);
+  p.q1_row_stride = a.row_strides[0];  p.q1_batch_stride = a.batch_strides[0];
   p.q1_rows_step = 128;
   p.q1_rows_offset = 64;
   // tensors[1]: k (input; the graph's k)
   p.k = static_cast<decltype(p.k)>(a.tensors[1]);
+  p.k_row_stride = a.row_strides[1];  p.k_batch_stride = a.batch_strides[1];
   p.k_batch_group = static_cast<int>(a.batch_groups[1]);
   // tensors[2]: v (input; the graph's v)
   p.v = static_cast<decltype(p.v)>(a.tensors[2]);
+  p.v_row_stride = a.row_strides[2];  p.v_batch_stride = a.batch_strides[2];
   p.v_batch_group = static_cast<int>(a.batch_groups[2]);
   // tensors[3]: m (output; the graph's m0_new, m1_new)
   p.out_m0 = static_cast<decltype(p.out_m0)>(a.tensors[3]);
@@ -63,9 +68,11 @@ extern "C" int twill_launch(const void* packed) {
   p.out_l1_cols_offset = 64;
   // tensors[5]: acc (output; the graph's acc0_n, acc1_n)
   p.out_acc0 = static_cast<decltype(p.out_acc0)>(a.tensors[5]);
+  p.out_acc0_row_stride = a.row_strides[5];  p.out_acc0_batch_stride = a.batch_strides[5];
   p.out_acc0_rows_step = 128;
   p.out_acc0_rows_offset = 0;
   p.out_acc1 = static_cast<decltype(p.out_acc1)>(a.tensors[5]);
+  p.out_acc1_row_stride = a.row_strides[5];  p.out_acc1_batch_stride = a.batch_strides[5];
   p.out_acc1_rows_step = 128;
   p.out_acc1_rows_offset = 64;
   int current = 0;

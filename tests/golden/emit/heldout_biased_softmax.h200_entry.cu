@@ -16,8 +16,9 @@ struct twill_args {
   void* stream;
   void* tensors[7];  // one per user tensor, in the binding's order
   int64_t batch_groups[7];
+  int64_t row_strides[7], batch_strides[7];  // elements; 0: contiguous (a TMA tensor's row pitch)
 };
-static_assert(sizeof(twill_args) == 8 * 27, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 41, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -36,14 +37,18 @@ extern "C" int twill_launch(const void* packed) {
   p.persistent = static_cast<int>(a.persistent);
   // tensors[0]: Q (input; the graph's q)
   p.q = static_cast<decltype(p.q)>(a.tensors[0]);
+  p.q_row_stride = a.row_strides[0];  p.q_batch_stride = a.batch_strides[0];
   // tensors[1]: K (input; the graph's k)
   p.k = static_cast<decltype(p.k)>(a.tensors[1]);
+  p.k_row_stride = a.row_strides[1];  p.k_batch_stride = a.batch_strides[1];
   p.k_batch_group = static_cast<int>(a.batch_groups[1]);
   // tensors[2]: BIAS (input; the graph's bias)
   p.bias = static_cast<decltype(p.bias)>(a.tensors[2]);
+  p.bias_row_stride = a.row_strides[2];  p.bias_batch_stride = a.batch_strides[2];
   p.bias_batch_group = static_cast<int>(a.batch_groups[2]);
   // tensors[3]: V (input; the graph's v)
   p.v = static_cast<decltype(p.v)>(a.tensors[3]);
+  p.v_row_stride = a.row_strides[3];  p.v_batch_stride = a.batch_strides[3];
   p.v_batch_group = static_cast<int>(a.batch_groups[3]);
   // tensors[4]: m_i (output; the graph's m_new)
   p.out_m_i = static_cast<decltype(p.out_m_i)>(a.tensors[4]);
@@ -51,6 +56,7 @@ extern "C" int twill_launch(const void* packed) {
   p.out_l_i = static_cast<decltype(p.out_l_i)>(a.tensors[5]);
   // tensors[6]: O (output; the graph's acc_n)
   p.out_acc = static_cast<decltype(p.out_acc)>(a.tensors[6]);
+  p.out_acc_row_stride = a.row_strides[6];  p.out_acc_batch_stride = a.batch_strides[6];
   int current = 0;
   cudaError_t err = cudaGetDevice(&current);
   if (err != cudaSuccess) return static_cast<int>(err);

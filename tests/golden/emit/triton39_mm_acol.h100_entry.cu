@@ -16,8 +16,9 @@ struct twill_args {
   void* stream;
   void* tensors[3];  // one per user tensor, in the binding's order
   int64_t batch_groups[3];
+  int64_t row_strides[3], batch_strides[3];  // elements; 0: contiguous (a TMA tensor's row pitch)
 };
-static_assert(sizeof(twill_args) == 8 * 19, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 25, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -36,11 +37,14 @@ extern "C" int twill_launch(const void* packed) {
   p.persistent = static_cast<int>(a.persistent);
   // tensors[0]: a (input; the graph's a)
   p.a = static_cast<decltype(p.a)>(a.tensors[0]);
+  p.a_row_stride = a.row_strides[0];  p.a_batch_stride = a.batch_strides[0];
   // tensors[1]: b (input; the graph's b)
   p.b = static_cast<decltype(p.b)>(a.tensors[1]);
+  p.b_row_stride = a.row_strides[1];  p.b_batch_stride = a.batch_strides[1];
   p.b_batch_group = static_cast<int>(a.batch_groups[1]);
   // tensors[2]: acc (output; the graph's acc_new)
   p.out_acc = static_cast<decltype(p.out_acc)>(a.tensors[2]);
+  p.out_acc_row_stride = a.row_strides[2];  p.out_acc_batch_stride = a.batch_strides[2];
   int current = 0;
   cudaError_t err = cudaGetDevice(&current);
   if (err != cudaSuccess) return static_cast<int>(err);

@@ -16,8 +16,9 @@ struct twill_args {
   void* stream;
   void* tensors[6];  // one per user tensor, in the binding's order
   int64_t batch_groups[6];
+  int64_t row_strides[6], batch_strides[6];  // elements; 0: contiguous (a TMA tensor's row pitch)
 };
-static_assert(sizeof(twill_args) == 8 * 25, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 37, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -36,11 +37,14 @@ extern "C" int twill_launch(const void* packed) {
   p.persistent = static_cast<int>(a.persistent);
   // tensors[0]: q (input; the graph's q)
   p.q = static_cast<decltype(p.q)>(a.tensors[0]);
+  p.q_row_stride = a.row_strides[0];  p.q_batch_stride = a.batch_strides[0];
   // tensors[1]: k (input; the graph's k)
   p.k = static_cast<decltype(p.k)>(a.tensors[1]);
+  p.k_row_stride = a.row_strides[1];  p.k_batch_stride = a.batch_strides[1];
   p.k_batch_group = static_cast<int>(a.batch_groups[1]);
   // tensors[2]: v (input; the graph's v)
   p.v = static_cast<decltype(p.v)>(a.tensors[2]);
+  p.v_row_stride = a.row_strides[2];  p.v_batch_stride = a.batch_strides[2];
   p.v_batch_group = static_cast<int>(a.batch_groups[2]);
   // tensors[3]: m_i (output; the graph's m_ij)
   p.out_m_i = static_cast<decltype(p.out_m_i)>(a.tensors[3]);
@@ -48,6 +52,7 @@ extern "C" int twill_launch(const void* packed) {
   p.out_l_i = static_cast<decltype(p.out_l_i)>(a.tensors[4]);
   // tensors[5]: acc (output; the graph's acc_new)
   p.out_acc = static_cast<decltype(p.out_acc)>(a.tensors[5]);
+  p.out_acc_row_stride = a.row_strides[5];  p.out_acc_batch_stride = a.batch_strides[5];
   int current = 0;
   cudaError_t err = cudaGetDevice(&current);
   if (err != cudaSuccess) return static_cast<int>(err);

@@ -16,8 +16,9 @@ struct twill_args {
   void* stream;
   void* tensors[5];  // one per user tensor, in the binding's order
   int64_t batch_groups[5];
+  int64_t row_strides[5], batch_strides[5];  // elements; 0: contiguous (a TMA tensor's row pitch)
 };
-static_assert(sizeof(twill_args) == 8 * 23, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 33, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -43,11 +44,14 @@ extern "C" int twill_launch(const void* packed) {
   p.SCALE_B_batch_period = static_cast<int>(a.batch_groups[1]);
   // tensors[2]: A (input; the graph's a)
   p.a = static_cast<decltype(p.a)>(a.tensors[2]);
+  p.a_row_stride = a.row_strides[2];  p.a_batch_stride = a.batch_strides[2];
   // tensors[3]: B (input; the graph's b)
   p.b = static_cast<decltype(p.b)>(a.tensors[3]);
+  p.b_row_stride = a.row_strides[3];  p.b_batch_stride = a.batch_strides[3];
   p.b_batch_group = static_cast<int>(a.batch_groups[3]);
   // tensors[4]: C (output; the graph's acc_new)
   p.out_acc = static_cast<decltype(p.out_acc)>(a.tensors[4]);
+  p.out_acc_row_stride = a.row_strides[4];  p.out_acc_batch_stride = a.batch_strides[4];
   int current = 0;
   cudaError_t err = cudaGetDevice(&current);
   if (err != cudaSuccess) return static_cast<int>(err);

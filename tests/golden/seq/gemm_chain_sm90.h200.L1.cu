@@ -1102,10 +1102,13 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
 namespace twill_gemm_chain_kernel_L1 {
 
 // What a caller supplies. Extents are counted in tiles; every tensor is row-major
-// [batch][rows][cols] in global memory. The tile of a tensor that CTA b reads or writes along a
-// grid axis starts at b * NAME_rows_step + NAME_rows_offset (cols likewise). The defaults make each
-// tensor its own array; sub-tiles of one matrix share it by a step of the whole tile and an offset
-// of their part (q0, q1 = rows 0-63 and 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).
+// [batch][rows][cols] in global memory, contiguous but for a tensor read or written through TMA
+// (one with NAME_row_stride): its rows lie NAME_row_stride elements apart and its batch entries
+// NAME_batch_stride (0, the default: contiguous, cols and rows x the row stride). The tile of a
+// tensor that CTA b reads or writes along a grid axis starts at b * NAME_rows_step +
+// NAME_rows_offset (cols likewise). The defaults make each tensor its own array; sub-tiles of one
+// matrix share it by a step of the whole tile and an offset of their part (q0, q1 = rows 0-63 and
+// 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).
 struct Problem {
   int tiles_m = 1;  // output tiles along the rows
   int tiles_n = 1;  // output tiles along the columns
@@ -1134,6 +1137,9 @@ struct Problem {
   int e_cols_step = 64, e_cols_offset = 0;
   int out_acc2_rows_step = 128, out_acc2_rows_offset = 0;
   int out_acc2_cols_step = 64, out_acc2_cols_offset = 0;
+  int64_t c_row_stride = 0, c_batch_stride = 0;  // elements between rows, batch entries (0: contiguous)
+  int64_t e_row_stride = 0, e_batch_stride = 0;  // elements between rows, batch entries (0: contiguous)
+  int64_t out_acc2_row_stride = 0, out_acc2_batch_stride = 0;  // elements between rows, batch entries (0: contiguous)
   int c_batch_group = 1;  // consecutive batch entries reading one entry of c: tile b reads b / this (GQA: query heads per K/V head)
   int e_batch_group = 1;  // consecutive batch entries reading one entry of e: tile b reads b / this (GQA: query heads per K/V head)
 };
@@ -1157,12 +1163,13 @@ inline uint64_t loop_elements(const Problem& p, int step) {
 constexpr int kMapCache = 16;
 struct MapKey {
   const void* ptr;
-  uint64_t rows, cols, batch, esize;
+  uint64_t rows, cols, batch, esize, row_stride, batch_stride;
   uint32_t box_rows, box_cols;
   int swizzle, type;
   bool operator==(const MapKey& o) const {
     return ptr == o.ptr && rows == o.rows && cols == o.cols && batch == o.batch && esize == o.esize &&
-           box_rows == o.box_rows && box_cols == o.box_cols && swizzle == o.swizzle && type == o.type;
+           row_stride == o.row_stride && batch_stride == o.batch_stride && box_rows == o.box_rows &&
+           box_cols == o.box_cols && swizzle == o.swizzle && type == o.type;
   }
 };
 struct MapCache {
@@ -1224,18 +1231,25 @@ static inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 // A 3-d tensor map (columns, rows, batch) with the swizzle of the kernel's tile (twill::Tile: 128, 64
 // or 32 bytes, the box's row; 16 for none, as for a row vector, read by index), from this thread's
-// MapCache where it was encoded before.
+// MapCache where it was encoded before. Rows lie row_stride elements apart and batch entries
+// batch_stride (a row pitch: a view x[:, :N] of a wider tensor, or rows padded to 16 bytes); the
+// extents stay the logical ones, so TMA still fills a box past the last column with zeros. TMA
+// needs both strides to be multiples of 16 bytes and the data to start on a 16-byte boundary.
 static inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,
-                          uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, int swizzle) {
-  const MapKey key{ptr, rows, cols, batch, esize, box_rows, box_cols, swizzle, static_cast<int>(type)};
+                          uint64_t cols, uint64_t batch, uint64_t row_stride, uint64_t batch_stride, uint32_t box_rows,
+                          uint32_t box_cols, int swizzle) {
+  const MapKey key{ptr, rows, cols, batch, esize, row_stride, batch_stride, box_rows, box_cols, swizzle,
+                   static_cast<int>(type)};
   if (const CUtensorMap* found = map_cache.find(key)) {
     *map = *found;
     return true;
   }
   const PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = tensor_map_encoder();
-  if (encode_tiled == nullptr) return false;
+  if (encode_tiled == nullptr || (row_stride * esize) % 16 || (batch_stride * esize) % 16 ||
+      reinterpret_cast<uintptr_t>(ptr) % 16)
+    return false;
   cuuint64_t dims[3] = {cols, rows, batch};
-  cuuint64_t strides[2] = {cols * esize, rows * cols * esize};
+  cuuint64_t strides[2] = {row_stride * esize, batch_stride * esize};
   cuuint32_t box[3] = {box_cols, box_rows, 1};
   cuuint32_t step[3] = {1, 1, 1};
   if (encode_tiled(map, type, 3, const_cast<void*>(ptr), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -1270,14 +1284,23 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.n_extent < 0 || (p.n_extent != 0 && !kPartialN)) return cudaErrorInvalidValue;
   if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.e_cols_step || p.n_extent > p.tiles_n * p.e_cols_step)) return cudaErrorInvalidValue;
   if (p.n_extent != 0 && (p.n_extent <= (p.tiles_n - 1) * p.out_acc2_cols_step || p.n_extent > p.tiles_n * p.out_acc2_cols_step)) return cudaErrorInvalidValue;
+  if (p.c_row_stride < 0 || p.c_batch_stride < 0) return cudaErrorInvalidValue;
+  const uint64_t c_rs = p.c_row_stride > 0 ? static_cast<uint64_t>(p.c_row_stride) : loop_elements(p, 64);
+  const uint64_t c_bs = p.c_batch_stride > 0 ? static_cast<uint64_t>(p.c_batch_stride) : uint64_t(64) * c_rs;
   CUtensorMap tm_c;
-  if (!encode(&tm_c, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.c, uint64_t(64), loop_elements(p, 64), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.c_batch_group), 64, 64, 128))
+  if (!encode(&tm_c, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.c, uint64_t(64), loop_elements(p, 64), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.c_batch_group), c_rs, c_bs, 64, 64, 128))
     return cudaErrorInvalidValue;
+  if (p.e_row_stride < 0 || p.e_batch_stride < 0) return cudaErrorInvalidValue;
+  const uint64_t e_rs = p.e_row_stride > 0 ? static_cast<uint64_t>(p.e_row_stride) : twill::grid_extent(p.n_extent, p.tiles_n, p.e_cols_step);
+  const uint64_t e_bs = p.e_batch_stride > 0 ? static_cast<uint64_t>(p.e_batch_stride) : loop_elements(p, 64) * e_rs;
   CUtensorMap tm_e;
-  if (!encode(&tm_e, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.e, loop_elements(p, 64), twill::grid_extent(p.n_extent, p.tiles_n, p.e_cols_step), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.e_batch_group), 64, 64, 128))
+  if (!encode(&tm_e, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.e, loop_elements(p, 64), twill::grid_extent(p.n_extent, p.tiles_n, p.e_cols_step), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.e_batch_group), e_rs, e_bs, 64, 64, 128))
     return cudaErrorInvalidValue;
+  if (p.out_acc2_row_stride < 0 || p.out_acc2_batch_stride < 0) return cudaErrorInvalidValue;
+  const uint64_t out_acc2_rs = p.out_acc2_row_stride > 0 ? static_cast<uint64_t>(p.out_acc2_row_stride) : twill::grid_extent(p.n_extent, p.tiles_n, p.out_acc2_cols_step);
+  const uint64_t out_acc2_bs = p.out_acc2_batch_stride > 0 ? static_cast<uint64_t>(p.out_acc2_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.out_acc2_rows_step) * out_acc2_rs;
   CUtensorMap tm_out_acc2;
-  if (!encode(&tm_out_acc2, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc2, twill::grid_extent(p.m_extent, p.tiles_m, p.out_acc2_rows_step), twill::grid_extent(p.n_extent, p.tiles_n, p.out_acc2_cols_step), static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_out_acc2, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.out_acc2, twill::grid_extent(p.m_extent, p.tiles_m, p.out_acc2_rows_step), twill::grid_extent(p.n_extent, p.tiles_n, p.out_acc2_cols_step), static_cast<uint64_t>(p.batch), out_acc2_rs, out_acc2_bs, 128, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;

@@ -16,8 +16,9 @@ struct twill_args {
   void* stream;
   void* tensors[4];  // one per user tensor, in the binding's order
   int64_t batch_groups[4];
+  int64_t row_strides[4], batch_strides[4];  // elements; 0: contiguous (a TMA tensor's row pitch)
 };
-static_assert(sizeof(twill_args) == 8 * 21, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 29, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -38,12 +39,15 @@ extern "C" int twill_launch(const void* packed) {
   p.h = static_cast<decltype(p.h)>(a.tensors[0]);
   // tensors[1]: C (input; the graph's c)
   p.c = static_cast<decltype(p.c)>(a.tensors[1]);
+  p.c_row_stride = a.row_strides[1];  p.c_batch_stride = a.batch_strides[1];
   p.c_batch_group = static_cast<int>(a.batch_groups[1]);
   // tensors[2]: E (input; the graph's e)
   p.e = static_cast<decltype(p.e)>(a.tensors[2]);
+  p.e_row_stride = a.row_strides[2];  p.e_batch_stride = a.batch_strides[2];
   p.e_batch_group = static_cast<int>(a.batch_groups[2]);
   // tensors[3]: Y (output; the graph's acc2_new)
   p.out_acc2 = static_cast<decltype(p.out_acc2)>(a.tensors[3]);
+  p.out_acc2_row_stride = a.row_strides[3];  p.out_acc2_batch_stride = a.batch_strides[3];
   int current = 0;
   cudaError_t err = cudaGetDevice(&current);
   if (err != cudaSuccess) return static_cast<int>(err);

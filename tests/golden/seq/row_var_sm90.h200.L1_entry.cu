@@ -16,8 +16,9 @@ struct twill_args {
   void* stream;
   void* tensors[3];  // one per user tensor, in the binding's order
   int64_t batch_groups[3];
+  int64_t row_strides[3], batch_strides[3];  // elements; 0: contiguous (a TMA tensor's row pitch)
 };
-static_assert(sizeof(twill_args) == 8 * 19, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 25, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -37,6 +38,7 @@ extern "C" int twill_launch(const void* packed) {
   p.total = static_cast<decltype(p.total)>(a.tensors[0]);
   // tensors[1]: X (input; the graph's x)
   p.x = static_cast<decltype(p.x)>(a.tensors[1]);
+  p.x_row_stride = a.row_strides[1];  p.x_batch_stride = a.batch_strides[1];
   // tensors[2]: Var (output; the graph's sq_new)
   p.out_sq = static_cast<decltype(p.out_sq)>(a.tensors[2]);
   int current = 0;
