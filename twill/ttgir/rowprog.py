@@ -85,10 +85,14 @@ def applies(module: Module) -> MOp | None:
 
 def rows_per_program(module: Module) -> Module:
     """`module` rewritten to ROWS rows a program where it is a kernel of one row a program (or a flat map over
-    elements, flatmap.py, read as rows first); else itself."""
+    elements, flatmap.py, or a loop-free kernel of 2-D blocks, block2d.py, read as rows first); else itself."""
+    from .block2d import rewrite as block_rows
     from .flatmap import rewrite as flat_rows
     flat = flat_rows(module)
     if flat is None:
+        blocks = block_rows(module)
+        if blocks is not None:
+            return _rows_per_program(blocks[0], module.source, blocks[1])
         return _rows_per_program(module)
     viewed, outer, size = flat
     return replace(_rows_per_program(viewed, module.source, outer), flat=size)
