@@ -5,9 +5,11 @@ Triton 3.9 and 3.6 (`gen.py --module blocks2d`, tests/data/ttgir/blocks2d):
 - scale_bias_relu: a 2-D grid written the other way round (program id 1 the row blocks, 0 the column blocks), a
   per-row scale `S + rm` (a vector of one value a row: the graph's input) and a bias row `B + rn`;
 - rows_axpy: a 1-D grid of [32, 256] row blocks holding the whole row, the offsets `rm[:, None] * stride +
-  cols[None, :]` computed as integers before the pointer, a scalar argument alpha.
+  cols[None, :]` computed as integers before the pointer, a scalar argument alpha;
+- rows_softmax: [16, 1024] row blocks, `tl.max(x, axis=1)` and `tl.sum(e, axis=1)`: the row's reductions (a
+  sequence of three column loops, as batch 8's softmax_row).
 
-Each form imports to one graph, computes its kernel's formula in numpy (fp64, 128 x 400: a partial last column
+Each form imports to one graph of 64 x 64 tiles (block2d.WIDTH), computes its kernel's formula in numpy (fp64, 128 x 400: a partial last column
 tile), and what the rewrite does not take is refused at its line, naming it.
 """
 from __future__ import annotations
@@ -27,7 +29,7 @@ from twill.ttgir.sequence import import_sequence
 DATA = Path(__file__).parent / "data" / "ttgir" / "blocks2d"
 HELDOUT10 = Path(__file__).parent / "data" / "ttgir" / "heldout10"
 FORMS = ("t39/prepipe", "t39/after", "t36/prepipe", "t36/after")
-NAMES = ("scale_bias_relu", "rows_axpy")
+NAMES = ("scale_bias_relu", "rows_axpy", "rows_softmax")
 
 
 def _import(path: Path, text: str | None = None):
@@ -40,6 +42,7 @@ def test_every_form_imports_to_one_graph(name):
     assert len(texts) == 1
     text = texts.pop()
     assert "argument N {extent = loop}" in text  # the column loop runs to N: every column block of the grid
+    assert re.search(r"load\s+: f(16|32)\[64,64\]", text)  # 64 x 64 tiles (block2d.WIDTH)
     assert not re.search(r"\bM\b.*=", text)  # the rows' mask `rm < M` is dropped (one program a row)
 
 
@@ -47,11 +50,14 @@ def test_every_form_imports_to_one_graph(name):
 def test_what_each_imports_to_computes_the_kernels_formula(form):
     import numpy as np
     x, s, b = _x((128, 400), 21), _x(128, 22), _x(400, 23)
-    got = _run(_import(DATA / form / "scale_bias_relu_sm90.ttgir"), {"X": x, "S": s, "B": b}, {})
+    got = _run(_import(DATA / form / "scale_bias_relu_sm90.ttgir"), {"X": x, "S": s, "B": b}, {}, cols=64)
     assert np.allclose(got["Y"], np.maximum(x * s[:, None] + b[None, :], 0), rtol=1e-12, atol=1e-14)
     y = _x((128, 400), 24)
-    got = _run(_import(DATA / form / "rows_axpy_sm100.ttgir"), {"X": x, "Y": y}, {"alpha": 0.75})
+    got = _run(_import(DATA / form / "rows_axpy_sm100.ttgir"), {"X": x, "Y": y}, {"alpha": 0.75}, cols=64)
     assert np.allclose(got["Z"], x + 0.75 * y, rtol=1e-12, atol=1e-14)
+    got = _run(_import(DATA / form / "rows_softmax_sm90.ttgir"), {"X": 3 * x}, {}, cols=64)
+    e = np.exp(3 * x - 3 * x.max(1, keepdims=True))
+    assert np.allclose(got["Y"], e / e.sum(1, keepdims=True), rtol=1e-12, atol=1e-15)
 
 
 def test_the_grid_axes_either_way_round_give_one_graph():
@@ -92,6 +98,15 @@ def test_a_row_offset_read_as_a_value_is_refused_at_its_line():
     _refused(path, edited, r"tt\.store", r"reads the offsets of the block's rows .* other than as an address")
 
 
+def test_a_column_sum_of_a_block_is_refused_at_its_line():
+    """`tl.max(x, axis=0)`: one value a column of the block, not the row's: refused at the reduction."""
+    path = DATA / "t39/prepipe/rows_softmax_sm90.ttgir"
+    text = path.read_text()
+    edited = text.replace("<{axis = 1 : i32}> ({", "<{axis = 0 : i32}> ({", 1)
+    assert edited != text
+    _refused(path, edited, r"\"tt\.reduce\"", r"'tt\.reduce' along axis 0 of a \[16, 1024\] block")
+
+
 def test_tiles_of_two_row_counts_are_refused_at_the_second_shapes_load():
     """RoPE's q [32, 64] and k [8, 64] heads x half dims a program: two tensors of different row counts."""
     path = HELDOUT10 / "t36/prepipe/rope_fwd_sm100.ttgir"
@@ -101,7 +116,9 @@ def test_tiles_of_two_row_counts_are_refused_at_the_second_shapes_load():
 def test_the_imports_solve():
     machine = load_machine("h200")
     for name in NAMES:
-        assert solve(_import(DATA / "t36/prepipe" / f"{name}_sm90.ttgir"), machine, SolveOptions(time_limit=20)).complete
+        found = _import(DATA / "t36/prepipe" / f"{name}_sm90.ttgir")
+        for graph in getattr(found, "graphs", (found,)):
+            assert solve(graph, machine, SolveOptions(time_limit=20)).complete
 
 
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")

@@ -15,16 +15,23 @@ computes the same (rowwhole.py's "no loop" form), and rowwhole.py and rowprog.py
   whole row, `cols < N` its tail: every column block's columns) and the column program id is dropped;
 - a value of the rows alone ([BR], [BR, 1]: the row's pointer offset `rm * stride`, a per-row scale) becomes a
   scalar, the row's; a [BR, BC] tile or a value of the columns alone ([BC], [1, BC]) a [BC] tile of the row's
-  columns; `expand_dims`, `convert_layout` and the broadcast of a column value are the value itself, the broadcast
-  of a row value a splat;
+  columns, read WIDTH (64) columns a tile (the column loop's step: registers for long f32 chains on sm_100a);
+  `expand_dims`, `convert_layout` and the broadcast of a column value are the value itself, the broadcast of a row
+  value a splat;
 - the mask of the rows `rm < M` (M an argument or a constant) is true in every row a program computes (the grid
   has one program a row, 64 rows a CTA with the last row tile's rows past M clipped by TMA): it is dropped, and
   `row_mask & col_mask` is the column mask.
 
+- the offsets `rm[:, None] * stride + rn[None, :]` added as integers before the pointer are the row's pointer
+  `P + row * stride` and then its columns (the address is the same);
+- where the block holds whole rows (no program id indexes column blocks: `cols = arange(BLOCK_N)`), a reduction
+  along axis 1 (`tl.sum(x, axis=1)`, one value a row) is the row's reduction of its [BC] tile to a scalar.
+
 Recognized by its dataflow, not names; refused (an error at the op, naming it): 2-D tiles of several shapes (RoPE's
 [heads, hd / 2] tiles of q and of k: two tensors of different row counts a program), a program id read other than
-as a block's first row or column, a reduction or any op with a region, a value of the rows meeting one of the
-columns other than through a broadcast.
+as a block's first row or column (`pid // num_pid_n`), a reduction along axis 0 or of a block of a 2-D grid (a
+partial row), any other op with a region, a row offset read other than as an address, a value of the rows meeting
+one of the columns other than through a broadcast.
 """
 from __future__ import annotations
 
@@ -37,6 +44,11 @@ from .rowwhole import SSA, subst
 LAYOUT = "#block2d"
 ALIAS = f"{LAYOUT} = #ttg.blocked<{{sizePerThread = [1], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]}}>"
 S, R, C, T = 0, 1, 2, 3  # scalar; the rows alone; the columns alone; the block
+# The column tile of the rewritten row (the block's columns where fewer). A block kernel is elementwise math on f32
+# tiles, often a long chain (bias + GELU: x + b live through a dozen ops): on sm_100a its 64 x 128 f32 tiles spill
+# 1616 bytes after the ptxas loop (b200 I = 256), its 64 x 64 tiles none (I = 128, the same columns a cycle); sm_90a
+# takes either without spill.
+WIDTH = 64
 HINT = "docs/ttgir-import.md, section 8 (\"A block of a 2-D grid\") says what is imported"
 
 
@@ -133,6 +145,7 @@ class Block2D:
                               "block of a 2-D grid; a kernel of 2-D tiles with no loop is imported where every "
                               "tile is one [rows, columns] block (or its rows' or columns' vector)")
         self.br, self.bc = first
+        self.width = min(self.bc, WIDTH)
         # each program id's axis: the block's rows or its columns, by the index `pid * B + arange(B)` it starts
         self.pid_axis: dict[str, int] = {}
         self.start: dict[str, int] = {}  # `pid * B` -> the axis
@@ -215,7 +228,7 @@ class Block2D:
         return C if dims[0] == self.bc else R if dims[0] == self.br else -1
 
     def type_for(self, kind: int, elt: str) -> str:
-        return elt if kind in (S, R) else f"tensor<{self.bc}x{elt}, {LAYOUT}>"
+        return elt if kind in (S, R) else f"tensor<{self.width}x{elt}, {LAYOUT}>"
 
     def retype(self, line: str, kind: int) -> str:
         for a, b, ty in reversed(_tensor_types(line)):
@@ -236,10 +249,13 @@ class Block2D:
             self.out.append(self.src.lines[i - 1])
             self.where.append((i, None))
         for o in self.func.body():
-            if o.regions:
-                raise Refuse2D(o, f"'{o.name}' (an op with a region: a reduction, a branch) in a kernel of 2-D blocks "
+            if o.name == "tt.reduce":
+                self.reduce(o)
+            elif o.regions:
+                raise Refuse2D(o, f"'{o.name}' (an op with a region: a branch, a loop) in a kernel of 2-D blocks "
                                   "with no loop: not imported")
-            self.op(o)
+            else:
+                self.op(o)
         last = max(o.head.line for o in self.ops) + 1
         for i in range(last, len(self.src.lines) + 1):
             self.out.append(self.src.lines[i - 1])
@@ -290,7 +306,7 @@ class Block2D:
                                         "than as the block's rows (`pid * BLOCK + arange(BLOCK)`): not imported")
                 return
             self.kind[r] = C
-            self.emit(self.retype(line, C), o)
+            self.emit(self.retype(line, C).replace(f"end = {self.bc} : i32", f"end = {self.width} : i32"), o)
             return
         if o.name in ("tt.expand_dims", "ttg.convert_layout"):
             self.alias_to(o, names[0])
@@ -370,6 +386,40 @@ class Block2D:
             for x in o.results:
                 self.kind[x] = kind
         self.emit(self.retype(line, kind) if kind != S else line, o)
+
+    def reduce(self, o: MOp) -> None:
+        """A reduction of the block along its rows' columns (axis 1) where the block holds whole rows (no program
+        id indexes column blocks): the row's reduction, a reduction of its [BC] tile to a scalar (rowwhole.py then
+        folds it over the row's column tiles). Along axis 0 (one value a column), or of a block of a 2-D grid (a
+        partial row), it is refused."""
+        names = self.names(o)
+        axis = attr_int(o, "axis")
+        if len(names) != 1 or len(o.results) != 1 or self.kind.get(names[0], S) != T:
+            raise Refuse2D(o, f"'{o.name}' of several tiles or of a vector in a kernel of 2-D blocks: not imported")
+        if axis != 1:
+            raise Refuse2D(o, f"'{o.name}' along axis {axis} of a [{self.br}, {self.bc}] block (one value a column) "
+                              "in a kernel with no loop: a kernel of 2-D blocks is imported as one row a program, "
+                              "whose reductions are the row's")
+        if C in self.pid_axis.values():
+            pid = next(p for p, a in self.pid_axis.items() if a == C)
+            raise Refuse2D(o, f"'{o.name}' of a block's columns where the program id %{pid} indexes column blocks: "
+                              "the block holds part of the row, its reduction a partial one (a reduction of the row "
+                              "is imported where one block holds the whole row)")
+        last = end_line(o)
+        for k in range(o.head.line, last + 1):
+            text = self.src.lines[k - 1]
+            if k == o.head.line:
+                text = re.sub(r"axis = 1 : i32", "axis = 0 : i32", text, count=1)
+            if k == last:
+                types = _tensor_types(text)
+                if len(types) != 2:
+                    raise Refuse2D(o, f"'{o.name}' whose types are not one tile to one vector: not imported")
+                (a0, b0, t0), (a1, b1, t1) = types
+                text = (text[:a0] + self.type_for(T, _split(t0)[1]) + text[b0:a1] + self.type_for(R, _split(t1)[1])
+                        + text[b1:])
+            self.out.append(subst(text, self.alias))
+            self.where.append((k, None))
+        self.kind[o.results[0]] = R
 
     def _row_bound(self, o: MOp, names: list[str]) -> bool:
         """`row < M`: the row (the program id, as rewritten) against an argument or a constant, splat."""
