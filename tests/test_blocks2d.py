@@ -141,3 +141,13 @@ def test_scale_bias_relu_emits_and_compiles_without_spill(tmp_path, arch):
                            str(cu), "-o", str(cu.with_suffix(".o"))], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not re.search(r"[1-9]\d* bytes spill stores", proc.stderr), proc.stderr[-2000:]
+
+
+def test_the_bias_row_has_no_grid_rows():
+    """A [1, N] load of a map over the row's columns (bias + GELU's `B + rn`) is one row for every row tile: its
+    dimension 0 is fixed, not the grid's rows (emit-cuda read row tile.m of B, and the binding wanted B [M, N])."""
+    from twill.emit.tensors import value_axis
+    graph = _import(HELDOUT10 / "t39/prepipe/bias_gelu_sm90.ttgir")
+    axis = value_axis(graph, {})
+    assert (axis("x", 0), axis("x", 1)) == ("m", "loop")
+    assert (axis("b", 0), axis("b", 1)) == ("fixed", "loop")
