@@ -89,10 +89,15 @@ def _split(ty: str) -> tuple[tuple[int, ...], str, str]:
 
 
 def applies(module: Module) -> bool:
-    """A loop-free kernel of one function holding a 2-D tile."""
+    """A loop-free kernel of one function that loads or stores a 2-D tile (a 2-D tile made and read in registers
+    alone is not a block of a grid: rowwhole.py refuses it, naming it)."""
     funcs = module.functions()
     text = module.source.text
-    return len(funcs) == 1 and "scf." not in text and re.search(r"tensor<\d+x\d+x", text) is not None
+    if len(funcs) != 1 or "scf." in text or re.search(r"tensor<\d+x\d+x", text) is None:
+        return False
+    lines = module.source.lines
+    return any(o.name in ("tt.load", "tt.store") and re.search(r"tensor<\d+x\d+x", lines[o.head.line - 1])
+               for o in walk_ops(funcs[0].body()))
 
 
 class Block2D:
