@@ -151,3 +151,16 @@ def test_the_bias_row_has_no_grid_rows():
     axis = value_axis(graph, {})
     assert (axis("x", 0), axis("x", 1)) == ("m", "loop")
     assert (axis("b", 0), axis("b", 1)) == ("fixed", "loop")
+
+
+def test_a_hand_edited_type_is_an_error_at_its_op():
+    """The rewrite reads types as text: a row constant whose type lost its `dense<...>` is refused at it."""
+    path = HELDOUT10 / "t39/prepipe/bias_gelu_sm90.ttgir"
+    text = path.read_text()
+    edited = re.sub(r"(%mask_15 = tt\.expand_dims %rn_11 \{axis = 0 : i32\} : )tensor<128xi32",
+                    r"\1tensor<128xi32x", text, count=1)
+    edited = edited.replace("tensor<128xi32x, #ttg.slice", "tensor<x, #ttg.slice", 1)
+    assert edited != text
+    with pytest.raises(InputError) as err:
+        _import(path, edited)
+    assert err.value.diagnostics[0].span.line > 0

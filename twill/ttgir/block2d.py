@@ -117,6 +117,7 @@ class Block2D:
         self.deferred: dict[str, str] = {}  # a row's integer broadcast over the columns -> the row's scalar
         self.split: dict[str, tuple[str, str]] = {}  # `rows * stride + cols` -> (the row's offset, the columns')
         self.fresh = 0
+        self.current: MOp | None = None  # the op being read (where an unreadable line is refused)
         self.out: list[str] = []
         self.where: list[tuple[int, int | None]] = []
 
@@ -131,6 +132,7 @@ class Block2D:
     def block(self) -> None:
         shapes = []
         for o in self.ops:
+            self.current = o
             for _, _, ty in _tensor_types(self.line(o)):
                 dims = _split(ty)[0]
                 if len(dims) > 2:
@@ -254,6 +256,7 @@ class Block2D:
             self.out.append(self.src.lines[i - 1])
             self.where.append((i, None))
         for o in self.func.body():
+            self.current = o
             if o.name == "tt.reduce":
                 self.reduce(o)
             elif o.regions:
@@ -452,10 +455,17 @@ def rewrite(module: Module) -> tuple[Module, list[tuple[int, int | None]]] | Non
     kernel of 2-D blocks; None where it has no 2-D tile or a loop. A 2-D construct not taken: an error at its line."""
     if not applies(module):
         return None
+    rewrite_ = Block2D(module)
     try:
-        out, where = Block2D(module).run()
+        out, where = rewrite_.run()
     except Refuse2D as exc:
         raise module.source.error(exc.message, exc.op.head, HINT) from None
+    except (AttributeError, IndexError, KeyError, StopIteration, ValueError):
+        # the rewrite reads types and attributes as text: a line without what it reads (a dump edited by hand) is
+        # refused at the op, not a traceback
+        op = rewrite_.current or rewrite_.func
+        raise module.source.error(f"'{op.name}': a kernel of 2-D blocks whose op's types or operands are not as "
+                                  "Triton prints them: not imported", op.head, HINT) from None
     return parse_module("\n".join(out), module.source.file), where
 
 
