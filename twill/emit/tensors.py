@@ -175,7 +175,10 @@ def _row_map_pass(graph: Graph, cls: _Classes) -> tuple[set, set]:
     if graph.loop_extent is None and not any(axis == "loop" for _, axis in graph.extents):
         return set(), set()
     twos = [op.name for op in graph.ops if op.type is not None and len(op.type.shape) == 2]
-    rows = {cls.find((n, 0)) for n in twos}
+    # a [1, N] value (a bias row `B + cols`, broadcast over the rows) has no rows of the grid: its dimension 0 is
+    # one row, fixed, where taller tiles run along the grid's rows
+    tall = [op.name for op in graph.ops if op.type is not None and len(op.type.shape) == 2 and op.type.shape[0] > 1]
+    rows = {cls.find((n, 0)) for n in (tall or twos)}
     return rows, {cls.find((n, 1)) for n in twos} - rows
 
 

@@ -94,7 +94,8 @@ def applies(module: Module) -> MOp | None:
 
 def rows_per_program(module: Module) -> Module:
     """`module` rewritten to ROWS rows a program where it is a kernel of one row a program (or a flat map over
-    elements, flatmap.py, read as rows first); else itself."""
+    elements, flatmap.py, or a loop-free kernel of 2-D blocks, block2d.py, read as rows first); else itself."""
+    from .block2d import rewrite as block_rows
     from .flatmap import rewrite as flat_rows
     try:
         flat = flat_rows(module)
@@ -102,6 +103,9 @@ def rows_per_program(module: Module) -> Module:
         raise module.source.error(exc.message, exc.op.head,
                                   "docs/ttgir-import.md, section 8 (\"A flat map over elements\") says what is imported") from None
     if flat is None:
+        blocks = block_rows(module)
+        if blocks is not None:
+            return _rows_per_program(blocks[0], module.source, blocks[1])
         return _rows_per_program(module)
     viewed, outer, size = flat
     return replace(_rows_per_program(viewed, module.source, outer), flat=size)
