@@ -156,6 +156,9 @@ class _Tensor:
     def is_contiguous(self):
         return True
 
+    def stride(self):  # dense, in elements (the binding's describe() reads it for the row pitch)
+        return tuple(int(x) // self.a.itemsize for x in self.a.strides) if self.a.ndim else ()
+
     def data_ptr(self):
         return 0
 

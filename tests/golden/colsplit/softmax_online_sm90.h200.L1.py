@@ -10,6 +10,7 @@ The first call builds softmax_online_sm90.h200.L1_entry.cu (which includes softm
 # Plain Python: the argument checks and the mapping to the kernel's Problem need neither torch nor
 # a GPU (`resolve` works on `Meta` tuples); torch is touched only by `call`, and nvcc only by `build`.
 import collections
+import contextlib
 import ctypes
 import hashlib
 import math
@@ -19,8 +20,9 @@ import struct
 import subprocess
 import threading
 
-Meta = collections.namedtuple("Meta", "shape dtype device contiguous ptr")
-Meta.__doc__ = "What the checks read off a tensor: shape (a tuple), dtype ('float16'), device ('cuda:0'), ..."
+Meta = collections.namedtuple("Meta", "shape dtype device contiguous ptr strides", defaults=(None,))
+Meta.__doc__ = ("What the checks read off a tensor: shape (a tuple), dtype ('float16'), device ('cuda:0'), ..., "
+                "strides in elements (None: contiguous)")
 
 
 class ArgumentError(ValueError):
@@ -33,9 +35,9 @@ SYMBOLS = {"m": "M", "n": "N", "loop": "L", "iters": "I"}
 
 
 def describe(t):
-    """The Meta of a torch tensor (anything with .shape, .dtype, .device, .is_contiguous(), .data_ptr())."""
+    """The Meta of a torch tensor (anything with .shape, .dtype, .device, .is_contiguous(), .data_ptr(), .stride())."""
     return Meta(tuple(int(x) for x in t.shape), str(t.dtype).replace("torch.", ""), str(t.device),
-                bool(t.is_contiguous()), int(t.data_ptr()))
+                bool(t.is_contiguous()), int(t.data_ptr()), tuple(int(x) for x in t.stride()))
 
 
 def layout(arg):
@@ -74,11 +76,7 @@ def _check_meta(arg, meta, device):
                             f"{meta.device}")
     if device is not None and meta.device != device:
         raise ArgumentError(f"{name}: on {meta.device}, but the other tensors are on {device}")
-    if not meta.contiguous:
-        also = " (or its column-major transpose, whose .mT is)" if arg.get("column_major") else ""
-        raise ArgumentError(f"{name}: must be contiguous (row-major {layout(arg)}){also}; call .contiguous() first")
-    if meta.ptr % 16:
-        raise ArgumentError(f"{name}: its data must start on a 16-byte boundary (a view at an odd offset?)")
+    # its layout (strides, alignment) is not refused: _layout passes it as it lies or stages it
     rank = len(arg["dims"]) + arg["per_iteration"]
     if len(meta.shape) < rank:
         raise ArgumentError(f"{name}: expected shape {layout(arg)}, got {list(meta.shape)}")
@@ -95,6 +93,7 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
     for a in spec["args"]:
         if a["output"] is False and given.get(a["name"]) is None:
             raise ArgumentError(f"{a['name']}: missing (torch.{a['dtype']} {layout(a)})")
+    original = given
     given, held = _row_views(spec, given)
     if spec.get("flat"):
         given, flat_held = _flat_views(spec, given, sizes or {})
@@ -142,6 +141,7 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
     if spec.get("flat"):
         first = next(iter(flat_held.values()))
         plan["shapes"] = {a["name"]: flat_held.get(a["name"], first) for a in spec["args"]}
+    plan["layouts"] = [_layout(spec, a, original.get(a["name"]), plan["shapes"][a["name"]]) for a in spec["args"]]
     return plan
 
 
@@ -236,6 +236,81 @@ def _held_shapes(spec, shapes, held):
         tail = len(a["dims"]) + a["per_iteration"] - 1  # the dimensions after the rows
         out[a["name"]] = tuple(shape[:at + 1]) + tuple(shapes[a["name"]][len(shapes[a["name"]]) - tail:])
     return out
+
+
+# ---- layouts: a row pitch, or a staging copy -------------------------------------------------------
+# A tensor the kernel reads or writes through TMA is taken as it lies where its last dimension is
+# contiguous, its other dimensions collapse to rows (row_stride elements apart) and batch entries
+# (batch_stride apart), both strides are multiples of 16 bytes and its data starts on a 16-byte
+# boundary: the strides go to the Problem (NAME_row_stride, NAME_batch_stride), no copy. Any other
+# tensor (and any the kernel reads or writes with plain loads and stores, which index it
+# contiguously) is staged: an input copied into a buffer whose rows are padded to 16 bytes (plain:
+# contiguous), an output written there and copied into the caller's tensor after the launch; one
+# extra read and write of the tensor. An output not passed is allocated with that padding and
+# returned as the view [..., :N] of its buffer (no copy): a later kernel takes it as it lies.
+# An entry of plan["layouts"] is (how, pitch, row_stride, batch_stride): how "as is" (the tensor
+# given), "stage" (a buffer of rows of `pitch` elements) or "alloc" (an output not given, allocated
+# with rows of `pitch`); the strides in elements, 0 for a tensor the kernel indexes contiguously.
+
+def pitch_of(arg, cols):
+    """A TMA tensor's row of `cols` elements padded to 16 bytes, in elements (cols where it is one)."""
+    return -(-cols * arg["esize"] // 16) * 16 // arg["esize"] if arg["tma"] else cols
+
+
+def _pitched(arg, shape, strides):
+    """(row_stride, batch_stride) of a tensor of `shape` and `strides` (elements) as the kernel's map
+    reads it, [batch][rows][cols]; None where its dimensions do not collapse so (the last not
+    contiguous, batch dimensions not evenly strided) or rows would overlap."""
+    two = len(arg["dims"]) == 2
+    cols = shape[-1]
+    if cols > 1 and strides[-1] != 1:
+        return None
+    rows = shape[-2] if two else 1
+    rs = strides[-2] if two and rows > 1 else pitch_of(arg, cols)  # one row: any pitch reads it
+    if rows > 1 and rs < cols:
+        return None
+    lead = [(d, st) for d, st in zip(shape[:len(shape) - 1 - two], strides) if d != 1]
+    for (_, outer), (d, inner) in zip(lead, lead[1:]):
+        if outer != inner * d:
+            return None
+    bs = lead[-1][1] if lead else rows * rs
+    return (rs, bs) if not lead or bs >= (rows - 1) * rs + cols else None
+
+
+def _layout(spec, arg, meta, shape):
+    """How the kernel takes argument `arg` (its Meta given, or None: an output allocated in the plan's `shape`):
+    plan["layouts"]. A given tensor's own shape is read (GQA's K [*B, Hkv, L, D] is not Q's batch)."""
+    shape = meta.shape if meta is not None else shape
+    cols, tma, esize = shape[-1], arg["tma"], arg["esize"]
+    if arg["output"] and meta is not None and meta.strides is not None:
+        dim = next((i for i, (d, st) in enumerate(zip(shape, meta.strides)) if d > 1 and st == 0), None)
+        if dim is not None:
+            raise ArgumentError(f"{arg['name']}: an output whose elements overlap (stride 0 along its dimension {dim}, "
+                                f"shape {list(shape)}: an expand()) cannot be written; pass a tensor of its own")
+    plain = not tma or spec.get("rows") or spec.get("flat")  # indexed contiguously by the kernel
+    if plain:
+        if meta is None or (meta.contiguous and meta.ptr % 16 == 0):
+            return ("as is" if meta is not None else "alloc", cols, 0, 0)
+        return ("stage", cols, 0, 0)
+    two = len(arg["dims"]) == 2
+    pitch, rows = pitch_of(arg, cols), shape[-2] if two else 1
+    padded = ("alloc" if meta is None else "stage", pitch, pitch, rows * pitch if two else pitch)
+    if meta is None:
+        return padded if pitch != cols else ("alloc", cols) + _pitched(arg, shape, _dense(shape))
+    strides = meta.strides if meta.strides is not None else _dense(shape) if meta.contiguous else None
+    found = strides and _pitched(arg, shape, strides)  # a Meta of unknown strides (not contiguous): staged
+    if found is None or meta.ptr % 16 or any(x * esize % 16 for x in found):
+        return padded
+    return ("as is", cols) + found
+
+
+def _dense(shape):
+    """The strides of a contiguous tensor of `shape`, in elements."""
+    out, step = [], 1
+    for d in reversed(shape):
+        out.append(step)
+        step *= max(d, 1)
+    return tuple(reversed(out))
 
 
 def _split_output(spec, arg, shape, batch_shape, batch_of, known, who):
@@ -434,9 +509,9 @@ def _finish(spec, known, who, batch_shape, device, iters):
             else:
                 shape.append(size if key == "fixed" else known[key] * size)
         shapes[a["name"]] = tuple(shape)
-        if a["tma"] and shape[-1] * a["esize"] % 16:
+        if a["tma"] and shape[-1] * a["esize"] % 16 and (spec.get("rows") or spec.get("flat")):
             raise ArgumentError(f"{a['name']}: rows of {shape[-1]} elements are not a multiple of 16 bytes, "
-                                f"which TMA needs")
+                                f"which TMA needs (a kernel that views its tensors' rows anew takes no row pitch)")
     batch = math.prod(batch_shape)
     # the extents in elements where a last tile is partial (0: whole tiles)
     ends = {k: who[k][2] if k in who and who[k][2] % who[k][1] else 0 for k in ("m", "n")}
@@ -505,9 +580,10 @@ def args_format(spec):
     """The `struct` format of the block `twill_launch` reads (K_entry.cu's `twill_args`; every field 8
     bytes, so native alignment adds no padding): tiles_m, tiles_n, iters, loop_extent, batch,
     m_extent, n_extent, persistent, raster_group, device; exp2_scale, out_scale; the stream; a pointer
-    per tensor; a batch group per tensor; the epilogue's scalars; a split kernel's splits."""
+    per tensor; a batch group per tensor; a row stride per tensor, then a batch stride per tensor (in
+    elements; 0: contiguous); the epilogue's scalars; a split kernel's splits."""
     n, s = len(spec["args"]), len(spec.get("scalars", ()))
-    return f"@10q2dP{n}P{n}q" + (f"{s}d" if s else "") + ("q" if spec.get("split") else "")
+    return f"@10q2dP{n}P{n}q{2 * n}q" + (f"{s}d" if s else "") + ("q" if spec.get("split") else "")
 
 
 def library(spec, here, directory=None):
@@ -564,7 +640,7 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     (the imported kernel's size arguments, {name: value}: resolve), launch the kernel on the tensors'
     device and stream, and return the outputs (one tensor, or a named tuple).
 
-    The fast path: what the checks read of the tensors (_key: shapes, dtypes, devices, contiguity,
+    The fast path: what the checks read of the tensors (_key: shapes, dtypes, devices, strides,
     16-byte alignment) finds the _Launch that an earlier call of the same kind checked and prepared;
     anything else (a new kind, a bad argument) goes through _prepare, which checks it all (resolve)."""
     torch = _TORCH or _import_torch()
@@ -583,15 +659,30 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
         ptrs = [None if t is None else t.data_ptr() for t in tensors.values()]
     extra = check_scalars(spec, scalars) if run.scalars else ()
     values = list(tensors.values())
-    for i, shape, dtype, zero in run.allocate:
-        t = values[i] = (torch.zeros if zero else torch.empty)(shape, dtype=dtype, device=run.device)
+    for i, shape, dtype, zero, cols in run.allocate:
+        t = (torch.zeros if zero else torch.empty)(shape, dtype=dtype, device=run.device)
+        values[i] = t if shape[-1] == cols else t[..., :cols]  # rows padded to 16 bytes for TMA: a view
         ptrs[i] = t.data_ptr()
     for i in run.zero:
         values[i].zero_()  # the kernel's CTAs add into it
+    staged = []
+    if run.stage:  # the copies on the kernel's stream
+        with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
+            for i, shape, output, zero, cols in run.stage:  # layouts' "stage": a buffer whose rows TMA takes
+                buf = (torch.zeros if zero else torch.empty)(shape, dtype=values[i].dtype, device=run.device)
+                if not output:
+                    buf[..., :cols].copy_(values[i])
+                else:
+                    staged.append((values[i], buf[..., :cols]))
+                ptrs[i] = buf.data_ptr()
     s = _current_stream(run.index) if stream is None else stream.cuda_stream
     err = run.launch(_block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra))
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {run.error(err).decode()} (cudaError {err})")
+    if staged:  # outputs written into their staging buffers: into the caller's tensors
+        with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
+            for user, buf in staged:
+                user.copy_(buf)
     if run.outputs_type is None:
         return values[run.outputs[0]]
     return run.outputs_type(*[values[i] for i in run.outputs])
@@ -628,21 +719,23 @@ def _import_torch():
 # n_extent; groups); the device (index, and the object outputs are allocated on); the outputs to
 # allocate ((position, shape, dtype, zeroed)) and those given to zero; the outputs' positions and
 # named tuple type (None for one output); the entry point and its error strings; what the block ends
-# with (a split kernel's splits: args_format).
+# with (a split kernel's splits: args_format); the tensors' row strides then batch strides (plan's
+# layouts); the tensors staged ((position, buffer shape, output, zeroed, columns): _layout).
 _Launch = collections.namedtuple("_Launch", "plan names pack head groups index device allocate zero outputs "
-                                            "outputs_type scalars launch error tail")
+                                            "outputs_type scalars launch error tail strides stage")
+_NO_CONTEXT = contextlib.nullcontext()
 _LAUNCHES = {}
 
 
 def _block(run, ptrs, stream, exp2_scale, out_scale, persistent, raster_group, scalars):
     """The bytes twill_launch reads (args_format; K_entry.cu's twill_args, field by field)."""
     return run.pack(*run.head, int(persistent), int(raster_group), run.index, float(exp2_scale), float(out_scale),
-                    stream, *ptrs, *run.groups, *scalars, *run.tail)
+                    stream, *ptrs, *run.groups, *run.strides, *scalars, *run.tail)
 
 
 def _key(spec, tensors, iters, tensor_type):
     """(key, pointers) of a call's tensors ({name: tensor or None}, in the binding's order): the key
-    holds what the checks read of each tensor (shape, dtype, device, contiguity, start % 16), so two
+    holds what the checks read of each tensor (shape, dtype, device, strides, start % 16), so two
     calls of one key pass or fail the checks alike. (None, None) where an argument is no tensor."""
     key, ptrs = [spec["kernel"], iters, tuple(tensors)], []
     for t in tensors.values():
@@ -651,7 +744,7 @@ def _key(spec, tensors, iters, tensor_type):
             ptrs.append(None)
         elif isinstance(t, tensor_type):
             p = t.data_ptr()
-            key.append((t.shape, t.dtype, t.device, t.is_contiguous(), p & 15))
+            key.append((t.shape, t.dtype, t.device, t.stride(), p & 15))
             ptrs.append(p)
         else:
             return None, None
@@ -668,19 +761,30 @@ def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None
     plan = _plan(spec, {n: None if t is None else describe(t) for n, t in tensors.items()}, iters, split, sizes)
     names = tuple(a["name"] for a in spec["args"])
     device = next(t.device for n, t in tensors.items() if t is not None and n in names)
-    allocate = tuple((i, plan["shapes"][a["name"]], dtype_of(a["dtype"]), a["zero"]) for i, a in enumerate(spec["args"])
-                     if a["output"] and tensors.get(a["name"]) is None)
-    zero = tuple(i for i, a in enumerate(spec["args"]) if a["output"] and a["zero"] and tensors.get(a["name"]) is not None)
+    lay = plan["layouts"]
+    allocate = tuple((i, _padded(plan["shapes"][a["name"]], lay[i][1]), dtype_of(a["dtype"]), a["zero"],
+                      plan["shapes"][a["name"]][-1])
+                     for i, a in enumerate(spec["args"]) if a["output"] and tensors.get(a["name"]) is None)
+    stage = tuple((i, _padded(tuple(tensors[a["name"]].shape), lay[i][1]), a["output"], a["output"] and a["zero"],
+                   tensors[a["name"]].shape[-1]) for i, a in enumerate(spec["args"]) if lay[i][0] == "stage")
+    zero = tuple(i for i, a in enumerate(spec["args"])
+                 if a["output"] and a["zero"] and tensors.get(a["name"]) is not None and lay[i][0] != "stage")
     outs = tuple(i for i, a in enumerate(spec["args"]) if a["output"])
     kind = None if len(outs) == 1 else _outputs_type(spec["kernel"], tuple(names[i] for i in outs))
     head = tuple(plan[k] for k in ("tiles_m", "tiles_n", "iters", "loop_extent", "batch", "m_extent", "n_extent"))
     return _Launch(plan, names, struct.Struct(args_format(spec)).pack, head, tuple(plan["groups"]),
                    device.index or 0, device, allocate, zero, outs, kind,
-                   bool(spec.get("scalars")), None, None, (plan["splits"],) if spec.get("split") else ())
+                   bool(spec.get("scalars")), None, None, (plan["splits"],) if spec.get("split") else (),
+                   tuple(x[2] for x in lay) + tuple(x[3] for x in lay), stage)
+
+
+def _padded(shape, pitch):
+    """A buffer's shape: `shape` with its last dimension `pitch`."""
+    return tuple(shape[:-1]) + (pitch,)
 
 
 # A call's host time is the kernel's launch latency for a short kernel, so what depends only on
-# the arguments' shapes is kept: resolve's plan, by each tensor's shape, dtype, device, contiguity
+# the arguments' shapes is kept: resolve's plan, by each tensor's shape, dtype, device, strides
 # and 16-byte alignment (all it reads of a tensor), and the outputs' named tuple type.
 _PLANS = {}
 _OUTPUT_TYPES = {}
@@ -690,7 +794,7 @@ def _plan(spec, given, iters, split=None, sizes=None):
     """resolve(spec, given, iters, split, sizes), from the cache where the same shapes (and sizes) were
     resolved before (the plan returned is shared: read it, do not change it)."""
     key = (spec["kernel"], iters, split, _sized(sizes)) + tuple(
-        (n, None) if m is None else (n, m.shape, m.dtype, m.device, m.contiguous, m.ptr % 16 == 0)
+        (n, None) if m is None else (n, m.shape, m.dtype, m.device, m.contiguous, m.strides, m.ptr % 16 == 0)
         for n, m in given.items())
     plan = _PLANS.get(key)
     if plan is None:
@@ -783,8 +887,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def softmax_online_kernel_L1(X=None, Y=None, stride_x=None, stride_y=None, N=None, twill_split_cols=None, *, row_max=None, denom=None, exp2_scale=1.4426950408889634, persistent=-1, stream=None):
-    """Run kernel softmax_online_kernel_L1. Every tensor is row-major (contiguous) on one CUDA device, with
-    any leading batch dimensions, the same for all; an output not passed is allocated. Shapes:
+    """Run kernel softmax_online_kernel_L1. Every tensor is row-major on one CUDA device, with any leading
+    batch dimensions, the same for all; an output not passed is allocated. A strided view (x[:, :N]) is
+    taken as it lies where TMA reads it (strides of 16-byte multiples), else staged: copied into rows
+    padded to 16 bytes (an output written there and copied back; one not passed returned as the view
+    [..., :N] of its padded buffer). Shapes:
 
     row_max: torch.float32 [*batch, M] (M in tiles of 64)
     denom: torch.float32 [*batch, M] (M in tiles of 64)

@@ -16,9 +16,10 @@ struct twill_args {
   void* stream;
   void* tensors[4];  // one per user tensor, in the binding's order
   int64_t batch_groups[4];
+  int64_t row_strides[4], batch_strides[4];  // elements; 0: contiguous (a TMA tensor's row pitch)
   int64_t splits;  // splits of the loop (grid split): the outputs' first dimension
 };
-static_assert(sizeof(twill_args) == 8 * 22, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 30, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -41,8 +42,10 @@ extern "C" int twill_launch(const void* packed) {
   p.denom = static_cast<decltype(p.denom)>(a.tensors[1]);
   // tensors[2]: X (input; the graph's x)
   p.x = static_cast<decltype(p.x)>(a.tensors[2]);
+  p.x_row_stride = a.row_strides[2];  p.x_batch_stride = a.batch_strides[2];
   // tensors[3]: Y (output; the graph's y_div)
   p.store_0 = static_cast<decltype(p.store_0)>(a.tensors[3]);
+  p.store_0_row_stride = a.row_strides[3];  p.store_0_batch_stride = a.batch_strides[3];
   int current = 0;
   cudaError_t err = cudaGetDevice(&current);
   if (err != cudaSuccess) return static_cast<int>(err);

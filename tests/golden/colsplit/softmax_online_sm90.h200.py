@@ -80,14 +80,17 @@ def plans(user):
         for arg, how in feeds.items():
             if how[0] == 'user':
                 given[arg] = user[how[1]]
-            else:
-                shape, kind = shapes[(how[1], how[2])]
-                given[arg] = mod.Meta(shape, kind, device, True, 0)
+            else:  # as the earlier loop allocates it: rows of its layout's pitch (padded for TMA)
+                shape, kind, pitch = shapes[(how[1], how[2])]
+                strides = mod._dense(tuple(shape[:-1]) + (pitch,))
+                given[arg] = mod.Meta(shape, kind, device, pitch == shape[-1], 0, strides)
         given.update({a['name']: None for a in mod.SPEC['args'] if a['output']})
         out[loop] = mod._plan(mod.SPEC, given, None)  # resolve, cached by the shapes (one split)
         folded = {o for _, outs in SPLITS.get(loop, ('', 0, ()))[2] for o in outs}  # [S, *rows] -> [*rows]
-        shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']][a['name'] in folded:], dtype[a['name']])
-                       for a in mod.SPEC['args'] if a['output']})
+        shapes.update({(loop, a['name']): (out[loop]['shapes'][a['name']][a['name'] in folded:], dtype[a['name']],
+                                           out[loop]['shapes'][a['name']][-1] if a['name'] in folded
+                                           else out[loop]['layouts'][i][1])  # a fold's result is dense
+                       for i, a in enumerate(mod.SPEC['args']) if a['output']})
     return out
 
 

@@ -1020,10 +1020,13 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
 namespace twill_row_var_kernel_L0 {
 
 // What a caller supplies. Extents are counted in tiles; every tensor is row-major
-// [batch][rows][cols] in global memory. The tile of a tensor that CTA b reads or writes along a
-// grid axis starts at b * NAME_rows_step + NAME_rows_offset (cols likewise). The defaults make each
-// tensor its own array; sub-tiles of one matrix share it by a step of the whole tile and an offset
-// of their part (q0, q1 = rows 0-63 and 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).
+// [batch][rows][cols] in global memory, contiguous but for a tensor read or written through TMA
+// (one with NAME_row_stride): its rows lie NAME_row_stride elements apart and its batch entries
+// NAME_batch_stride (0, the default: contiguous, cols and rows x the row stride). The tile of a
+// tensor that CTA b reads or writes along a grid axis starts at b * NAME_rows_step +
+// NAME_rows_offset (cols likewise). The defaults make each tensor its own array; sub-tiles of one
+// matrix share it by a step of the whole tile and an offset of their part (q0, q1 = rows 0-63 and
+// 64-127 of each 128-row tile of Q: step 128, offsets 0, 64).
 struct Problem {
   int tiles_m = 1;  // output tiles along the rows
   int tiles_n = 1;  // output tiles along the columns
@@ -1047,6 +1050,7 @@ struct Problem {
   float* out_total = nullptr;  // output total_new: f32 [batch][tiles_m*128]
   int x_rows_step = 128, x_rows_offset = 0;
   int out_total_cols_step = 128, out_total_cols_offset = 0;
+  int64_t x_row_stride = 0, x_batch_stride = 0;  // elements between rows, batch entries (0: contiguous)
   int splits = 1;  // splits of the loop (grid split = twill_split_cols): loop_extent is one split's elements, the outputs [splits * batch][rows][cols]
 };
 
@@ -1069,12 +1073,13 @@ inline uint64_t loop_elements(const Problem& p, int step) {
 constexpr int kMapCache = 16;
 struct MapKey {
   const void* ptr;
-  uint64_t rows, cols, batch, esize;
+  uint64_t rows, cols, batch, esize, row_stride, batch_stride;
   uint32_t box_rows, box_cols;
   int swizzle, type;
   bool operator==(const MapKey& o) const {
     return ptr == o.ptr && rows == o.rows && cols == o.cols && batch == o.batch && esize == o.esize &&
-           box_rows == o.box_rows && box_cols == o.box_cols && swizzle == o.swizzle && type == o.type;
+           row_stride == o.row_stride && batch_stride == o.batch_stride && box_rows == o.box_rows &&
+           box_cols == o.box_cols && swizzle == o.swizzle && type == o.type;
   }
 };
 struct MapCache {
@@ -1136,18 +1141,25 @@ static inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 // A 3-d tensor map (columns, rows, batch) with the swizzle of the kernel's tile (twill::Tile: 128, 64
 // or 32 bytes, the box's row; 16 for none, as for a row vector, read by index), from this thread's
-// MapCache where it was encoded before.
+// MapCache where it was encoded before. Rows lie row_stride elements apart and batch entries
+// batch_stride (a row pitch: a view x[:, :N] of a wider tensor, or rows padded to 16 bytes); the
+// extents stay the logical ones, so TMA still fills a box past the last column with zeros. TMA
+// needs both strides to be multiples of 16 bytes and the data to start on a 16-byte boundary.
 static inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr, uint64_t rows,
-                          uint64_t cols, uint64_t batch, uint32_t box_rows, uint32_t box_cols, int swizzle) {
-  const MapKey key{ptr, rows, cols, batch, esize, box_rows, box_cols, swizzle, static_cast<int>(type)};
+                          uint64_t cols, uint64_t batch, uint64_t row_stride, uint64_t batch_stride, uint32_t box_rows,
+                          uint32_t box_cols, int swizzle) {
+  const MapKey key{ptr, rows, cols, batch, esize, row_stride, batch_stride, box_rows, box_cols, swizzle,
+                   static_cast<int>(type)};
   if (const CUtensorMap* found = map_cache.find(key)) {
     *map = *found;
     return true;
   }
   const PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = tensor_map_encoder();
-  if (encode_tiled == nullptr) return false;
+  if (encode_tiled == nullptr || (row_stride * esize) % 16 || (batch_stride * esize) % 16 ||
+      reinterpret_cast<uintptr_t>(ptr) % 16)
+    return false;
   cuuint64_t dims[3] = {cols, rows, batch};
-  cuuint64_t strides[2] = {cols * esize, rows * cols * esize};
+  cuuint64_t strides[2] = {row_stride * esize, batch_stride * esize};
   cuuint32_t box[3] = {box_cols, box_rows, 1};
   cuuint32_t step[3] = {1, 1, 1};
   if (encode_tiled(map, type, 3, const_cast<void*>(ptr), dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -1175,8 +1187,11 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.m_extent < 0 || (p.m_extent != 0 && !kPartialM)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.x_rows_step || p.m_extent > p.tiles_m * p.x_rows_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_total_cols_step || p.m_extent > p.tiles_m * p.out_total_cols_step)) return cudaErrorInvalidValue;
+  if (p.x_row_stride < 0 || p.x_batch_stride < 0) return cudaErrorInvalidValue;
+  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits);
+  const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
   CUtensorMap tm_x;
-  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), loop_elements(p, 64) * static_cast<uint64_t>(p.splits), static_cast<uint64_t>(p.batch), 128, 64, 128))
+  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), loop_elements(p, 64) * static_cast<uint64_t>(p.splits), static_cast<uint64_t>(p.batch), x_rs, x_bs, 128, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;

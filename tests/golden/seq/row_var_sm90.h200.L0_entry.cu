@@ -16,9 +16,10 @@ struct twill_args {
   void* stream;
   void* tensors[2];  // one per user tensor, in the binding's order
   int64_t batch_groups[2];
+  int64_t row_strides[2], batch_strides[2];  // elements; 0: contiguous (a TMA tensor's row pitch)
   int64_t splits;  // splits of the loop (grid split): the outputs' first dimension
 };
-static_assert(sizeof(twill_args) == 8 * 18, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 22, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -37,6 +38,7 @@ extern "C" int twill_launch(const void* packed) {
   p.persistent = static_cast<int>(a.persistent);
   // tensors[0]: X (input; the graph's x)
   p.x = static_cast<decltype(p.x)>(a.tensors[0]);
+  p.x_row_stride = a.row_strides[0];  p.x_batch_stride = a.batch_strides[0];
   // tensors[1]: total (output; the graph's total_new)
   p.out_total = static_cast<decltype(p.out_total)>(a.tensors[1]);
   int current = 0;
