@@ -42,7 +42,8 @@ def _samples(raw, bench, name, **params):
 
 @needs_nvcc
 @pytest.mark.slow
-@pytest.mark.parametrize("bench", BENCHES, ids=[b.name for b in BENCHES])
+@pytest.mark.parametrize("bench", [pytest.param(b, id=b.name, marks=[pytest.mark.extended] if b.name == "wgmma" else [])
+                                   for b in BENCHES])  # (wgmma's 30 s of shapes: extended, for CI's time)
 def test_each_microbenchmark_compiles_for_its_target(bench, tmp_path):
     """Every bench builds with nvcc for its target (tcgen05 for sm_100a, the rest sm_90a), with no
     spills and no serialized wgmma (a bench that serializes would time the wrong thing)."""

@@ -91,6 +91,7 @@ def _least_plain(p, ii, lmax, lb):
         return least
 
 
+@pytest.mark.extended  # 23 s on 2 cores; test_partitions_answer_the_plain_check keeps the method in CI
 def test_least_length_by_partitions_is_the_plain_least():
     """The bisection on `L <= k` by partitions (cuts carried down from the satisfiable checks) answers
     the plain search's least L, its model has that length, and a refuted bound (a core that needed
