@@ -311,7 +311,7 @@ def joint_brute_force(loop: Loop, swp, graph, machine, last_ii: int):
 
 
 @pytest.mark.slow
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(loops(n_ops=(3, 3), **TIGHT))
 def test_joint_optimum_is_the_least_schedule_verify_accepts(loop):
     swp, graph, machine = solved(loop, swp_only=True)

@@ -31,7 +31,7 @@ def schedule() -> Schedule:
     return Schedule.from_json(DATA.read_text())
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # 29 s: CI's time (its emitted kernel's golden and compile stay in CI)
 def test_the_example_solves_proven_optimal():
     s = solve(load_graph(ROOT / "examples" / "attention_fwd_fp8_hopper.tir"), load_machine("h200"), SolveOptions())
     assert s.optimal and s.length_optimal

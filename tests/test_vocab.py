@@ -222,7 +222,7 @@ def test_every_family_compiles(name, arch, tmp_path):
     nvcc_clean(src, arch)
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # CI's time: tests/test_corpus.py compiles every corpus dump (these graphs' imports)
 @pytest.mark.parametrize("name,gpu,arch", [("gemm_w4a16_sm90", "h100", "sm_90a"), ("gemm_w4a16_sm100", "b200", "sm_100a"),
                                            ("attn_bwd_dq_sm90", "h100", "sm_90a"), ("attn_bwd_dq_sm100", "b200", "sm_100a")])
 def test_corpus_graphs_solve_emit_and_compile(name, gpu, arch, tmp_path):
