@@ -89,13 +89,11 @@ def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None
 
 def _write(schedule, machine, output, binding=None, ctas: int | None = None, copies: bool | None = None,
            one_tile: bool = False, hidden: bool = False) -> None:
-    from twill.emit import build_model
-    from twill.emit.cuda import render
+    from twill.emit import emitted
     from twill.fileio import write_atomic
 
-    model = build_model(schedule, machine, ctas_per_sm=ctas, tile_copies=copies, one_tile_per_cta=one_tile,
-                        hidden_position=hidden)
-    text = render(model)
+    model, text = emitted(schedule, machine, ctas_per_sm=ctas, tile_copies=copies, one_tile_per_cta=one_tile,
+                         hidden_position=hidden)
     if not output:
         click.echo(text, nl=False)
         return
@@ -146,7 +144,7 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
         path = loop_path(output, name)
         files[path] = (text, f"kernel {s.kernel} for {machine.arch}, {len(s.roles) or 'derived'} role(s)")
         if binding == "torch":
-            files.update({p: (t, f"its {binding} binding") for p, t in binding_files(model, path).items()})
+            files.update({p: (t, f"its {binding} binding") for p, t in binding_files(model, path, combine=False).items()})
         renderers.append((name, Renderer(model)))
     if binding == "torch":
         stem = output[:-3] if output.endswith(".cu") else output

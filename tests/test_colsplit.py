@@ -332,3 +332,72 @@ def test_the_split_kernels_compile_without_spills(tmp_path, monkeypatch, gpu):
         assert rc == 0, err
         spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)]
         assert spills and not any(spills) and "C75" not in err, (loop, err[-3000:])
+
+
+# -- a kernel whose only loop has no carry: the binding splits its columns itself ------------------------------
+
+def _alone(tmp_path, batch: str, name: str):
+    """import -> solve -> emit-cuda --binding torch of a one-loop kernel (h200, no ptxas loop): (its .cu text,
+    its binding's module)."""
+    tir, cu = tmp_path / f"{name}.tir", tmp_path / f"{name}.cu"
+    for argv in (["import", str(DATA / batch / "t36/prepipe" / f"{name}_sm90.ttgir"), "-o", str(tir)],
+                 ["emit-cuda", str(tir), "--gpu", "h200", "-o", str(cu), "--binding", "torch", "--no-ptxas-loop",
+                  "--time-limit", "20"]):
+        r = CliRunner().invoke(main, argv)
+        assert r.exit_code == 0, r.output
+    spec = importlib.util.spec_from_file_location(f"{name}_alone", tmp_path / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return cu.read_text(), mod
+
+
+@pytest.mark.parametrize("rows, cols, sms, want", [
+    (4096, 4096, 132, 2),   # 64 row tiles, 64 column tiles: two splits fill 128 of the SMs
+    (1024, 4096, 132, 8),   # 16 row tiles: eight splits (each 8 iterations)
+    (1024, 4096, 16, 1),    # the row tiles fill the SMs already
+    (1000, 1000, 132, 1),   # a partial last column tile: one split
+    (8192, 4096, 132, 1),   # 128 row tiles: a second wave would cost what a split saves
+])
+def test_a_kernel_whose_only_loop_has_no_carry_splits_its_own_columns(tmp_path, monkeypatch, rows, cols, sms, want):
+    """bias + GELU over a 2-D grid of blocks (batch 10) imports as one column loop with no carry: emit-cuda
+    writes it split by columns (each split stores its own columns; nothing to combine), and its binding, not
+    given twill_split_cols, picks the splits at the call from the row tiles, the iterations and the device's
+    SMs (choose_splits); the loop extent the launch gets is one split's."""
+    text, mod = _alone(tmp_path, "heldout10", "bias_gelu")
+    assert "grid split = twill_split_cols" in text and "(twill_split_first + it) * 64" in text
+    assert "twill_split_cols: None, or a Python int" in mod.bias_gelu_kernel.__doc__  # optional: picked at the call
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(sms))
+    monkeypatch.setattr(mod, "_SMS", {})
+    x, b = _Tensor(np.zeros((rows, cols)), "float16"), _Tensor(np.zeros(cols), "float16")
+    run = mod._prepare(mod.SPEC, {"X": x, "B": b, "Y": None}, None, _Tensor, str)
+    plan = run.plan
+    assert plan["splits"] == want and plan["loop_extent"] * want == cols, plan
+    assert run.tail == (want,) and plan["shapes"]["Y"] == (rows, cols)
+
+
+def test_a_kernel_whose_only_loop_folds_combines_its_splits_in_its_binding(tmp_path, monkeypatch):
+    """KL divergence summed per row (batch 10's kldiv_rows: one loop, its carry a row sum stored as the output,
+    no epilogue) is emitted split by columns; its binding, the kernel alone, records the fold (spec["folds"]),
+    picks the splits at the call (1024 x 32000 f32: 16 row tiles, 250 column tiles of 128: S = 5 on 132 SMs, the
+    most that divide 250 within a wave), allocates the [S, 1024] partials itself even where the caller passes
+    the [1024] output, and sums them into the caller's tensor; an output of another shape is refused before any
+    launch."""
+    text, mod = _alone(tmp_path, "heldout10", "kldiv_rows")
+    assert "grid split = twill_split_cols" in text
+    assert mod.SPEC["folds"] == [["sum", ["loss_ptr"]]], mod.SPEC.get("folds")
+    assert "loss_ptr: torch.float32 [*batch, M]" in mod.kldiv_rows_kernel.__doc__
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(132))
+    monkeypatch.setattr(mod, "_SMS", {})
+    y, gt = (_Tensor(np.zeros((1024, 32000))) for _ in range(2))
+    run = mod._prepare(mod.SPEC, {"y_ptr": y, "gt_ptr": gt, "loss_ptr": None}, None, _Tensor, str)
+    assert run.plan["splits"] == 5 and run.plan["shapes"]["loss_ptr"] == (5, 1024), run.plan
+    parts = np.random.default_rng(2).standard_normal((5, 1024))
+    user = _Tensor(np.zeros(1024))
+    user.copy_ = lambda t: np.copyto(user.a, t.a)
+    values = [y, gt, _Tensor(parts)]
+    mod._combine(mod.SPEC, run, values, {"loss_ptr": user}, 1.0, sys.modules["torch"])
+    assert values[2] is user and np.allclose(user.a, parts.sum(0), rtol=1e-12)
+    run = run._replace(device="cuda:0")
+    with pytest.raises(mod.ArgumentError, match=r"loss_ptr: expected a float32 tensor of shape \[1024\]"):
+        mod._check_folded(mod.SPEC, run, "loss_ptr", _Tensor(np.zeros((5, 1024))))
+    mod._check_folded(mod.SPEC, run, "loss_ptr", _Tensor(np.zeros(1024)))

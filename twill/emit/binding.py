@@ -35,6 +35,7 @@ from pathlib import Path
 
 from . import epilogue, partial
 from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
+from .binding_runtime import COLUMN_ARG
 from .descale import has_scale
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
 
@@ -280,8 +281,22 @@ def parameters(renderer) -> tuple[Parameter, ...]:
     return tuple(out) + tuple(Parameter(a.name, a) for a in args if a.source not in listed)
 
 
-def spec(renderer, kernel_file: str, entry: str) -> dict:
-    """What the runtime needs to know of a kernel, as plain data."""
+def fold_outputs(renderer) -> list | None:
+    """A column-split loop's folds as [kind, [its carries' outputs]] (colsplit.plan), [] for none or a loop not
+    split; None where a fold's carry has no output (its partials could not be combined)."""
+    from .colsplit import is_column, plan as fold_plan
+    g = renderer.m.graph
+    if not is_column(g):
+        return []
+    by_source = {a.source: a.name for a in arguments(renderer) if a.output}
+    folds = [[f.kind, [by_source.get(c) for c in f.carries]] for f in fold_plan(g).folds]
+    return None if any(None in outs for _, outs in folds) else folds
+
+
+def spec(renderer, kernel_file: str, entry: str, combine: bool = True) -> dict:
+    """What the runtime needs to know of a kernel, as plain data. `combine`: the call combines the partials
+    of a column split's folds (a kernel alone; a sequence's K.py combines its loops')."""
+    folds = fold_outputs(renderer) if combine else []
     m = renderer.m
     return {"kernel": py_name(m.schedule.kernel, set()), "arch": m.arch, "kernel_file": kernel_file, "entry": entry,
             "stages": m.stages, "loop_step": m.ragged.step,
@@ -291,7 +306,8 @@ def spec(renderer, kernel_file: str, entry: str) -> dict:
             "args": [a.spec() for a in arguments(renderer)], **_scalar_spec(renderer),
             **({"split": _split_param(renderer)} if m.graph.split else {}),
             **({"rows": m.graph.tile_rows} if m.graph.tile_rows else {}), **_extent_spec(renderer),
-            **({"flat": _size_params(renderer)[m.graph.flat]} if m.graph.flat else {})}
+            **({"flat": _size_params(renderer)[m.graph.flat]} if m.graph.flat else {}),
+            **({"folds": folds} if folds else {})}
 
 
 def _size_params(renderer) -> dict[str, str]:
@@ -427,7 +443,7 @@ def _layout(a: Argument) -> str:
     return layout(a.spec())
 
 
-def _arg_doc(a: Argument, partial: dict[str, str], rows: int | None = None) -> str:
+def _arg_doc(a: Argument, partial: dict[str, str], rows: int | None = None, combined: bool = False) -> str:
     from .binding_runtime import SYMBOLS
     grid = [f"{SYMBOLS[ax]} a multiple of {rows}, each {rows} rows one program's, its own batch entry" if ax == "m" and rows
             else f"{SYMBOLS[ax]} {'a multiple' if partial.get(ax) else 'in tiles'} of {size}" for ax, size in a.dims
@@ -442,7 +458,9 @@ def _arg_doc(a: Argument, partial: dict[str, str], rows: int | None = None) -> s
         note += (f"; or, as the Triton kernel reads it, its column-major view [{', '.join(d[:-2] + d[-2:][::-1])}] "
                  "(.mT of such a tensor, as w.t() of a Linear weight)")
     where = f" ({', '.join(grid)})" if grid else ""
-    return f"{a.name}: torch.{TORCH_DTYPE[a.dtype]} {_layout(a)}{where}{parts}{note}"
+    layout = _layout(replace(a, splits=False) if combined else a)
+    note += "; the splits' partials combined by this function" if combined else ""
+    return f"{a.name}: torch.{TORCH_DTYPE[a.dtype]} {layout}{where}{parts}{note}"
 
 
 # The keywords a binding may take besides its tensors: (name, default, what it does).
@@ -509,6 +527,7 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
     loop = (f"L any number of elements (a partial last tile of {step})" if data["ragged"]
             else f"L a multiple of {step} ({data['ragged_why']})" if step else "")
     used = sorted({s for a in args for s in re.findall(r"\b[MNLI]\b", _layout(a))})
+    folded = {n for _, outs in data.get("folds", ()) for n in outs}  # combined by the function
     grid = {"M": data["partial"].get("m"), "N": data["partial"].get("n")}
     extent = {s: ("any number (the last tile may be partial)" if why == "" else f"whole tiles only ({why})")
               for s, why in grid.items() if why is not None}
@@ -519,7 +538,7 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
         "    padded to 16 bytes (an output written there and copied back; one not passed returned as the view",
         "    [..., :N] of its padded buffer). Shapes:",
         "",
-        *[f"    {_arg_doc(a, data['partial'], data.get('rows'))}" + (f"; not given: written over {over[a.name]} in place, as the Triton "
+        *[f"    {_arg_doc(a, data['partial'], data.get('rows'), a.name in folded)}" + (f"; not given: written over {over[a.name]} in place, as the Triton "
                                                  "kernel stores it" if a.name in (over or {}) else "") for a in args],
         *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the "
           f"{epilogue.scalar_label(m.graph, p.scalar).removesuffix(' scalar')}'s scalar {p.scalar})"
@@ -529,7 +548,15 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
         *([f"    {split}: a Python int, each split's elements along the loop (L / splits, as the Triton launch "
            "passes it; a multiple of the loop's step): the loop is split over the grid (grid split), every output "
            "has a leading dimension of splits, [splits, *batch, ...] (the batch may be flattened to one dimension)"]
-          if split else []),
+          if split and split != COLUMN_ARG else []),
+        *([f"    {split}: None, or a Python int, each split's elements along the loop (L / splits, a multiple of the "
+           "loop's step): the loop's columns are split over the grid (twill/emit/colsplit.py). None: "
+           + ("the binding picks the splits (the most that divide the column tiles, keep the CTAs within one wave of "
+              "the SMs and leave each split a few iterations; one where the last column tile is partial)"
+              if data.get("folds") or not any(a.splits for a in args) else "one split")
+           + ("; the folds' partials are combined here" if data.get("folds") else
+              "; a fold's outputs (its carries' partials, combined by the caller) have a leading dimension of splits"
+              if any(a.splits for a in args) else "")] if split == COLUMN_ARG else []),
         *[f"    {line}" for line in sizes],
         *([f"    {', '.join(unread)}: arguments of the Triton kernel that the graph does not read (sizes and "
            "strides come from the tensors' shapes)"] if unread else []),
@@ -564,11 +591,11 @@ def knob_parameters(renderer) -> list[str]:
     return [p.name for (n, _), p in zip(g.arguments, parameters(renderer)) if any(n in v.names for _, v in g.knobs)]
 
 
-def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
-    """K.py: the binding (see the module doc)."""
+def module_source(renderer, kernel_file: str, entry: str, module: str, combine: bool = True) -> str:
+    """K.py: the binding (see the module doc); `combine`: spec's."""
     m = renderer.m
     args = arguments(renderer)
-    data = spec(renderer, kernel_file, entry)
+    data = spec(renderer, kernel_file, entry, combine)
     runtime = RUNTIME.read_text()
     own = set(re.findall(r"^(?:def |class )?(\w+)", runtime, re.M)) | {"SPEC", "HERE", "run", "build_library"}
     fn = data["kernel"] if data["kernel"] not in own else data["kernel"] + "_kernel"
@@ -635,13 +662,14 @@ def module_source(renderer, kernel_file: str, entry: str, module: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def binding_files(model, kernel_path: str) -> dict[str, str]:
+def binding_files(model, kernel_path: str, combine: bool = True) -> dict[str, str]:
     """{path: text} of the binding of `model` whose kernel is written to `kernel_path` (K.cu):
-    K.py and K_entry.cu beside it."""
+    K.py and K_entry.cu beside it. `combine`: its call combines a column split's folds (False for a loop of a
+    sequence, whose K.py does)."""
     from .cuda import Renderer
     path = Path(kernel_path)
     stem = path.name[:-3] if path.name.endswith(".cu") else path.name
     r = Renderer(model)
     entry, module = f"{stem}_entry.cu", f"{stem}.py"
-    return {str(path.with_name(module)): module_source(r, path.name, entry, module),
+    return {str(path.with_name(module)): module_source(r, path.name, entry, module, combine),
             str(path.with_name(entry)): entry_source(r, path.name, module)}

@@ -26,21 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .binding_runtime import COLUMN_ARG, COMBINE, MIN_SPLIT_ITERS, choose_splits  # noqa: F401 (the one definition, copied into bindings)
+
 # a fold's carry update -> (the fold, the identity the carry must start from)
 FOLDS = {"rowmax": ("max", "-inf"), "rowmin": ("min", "inf"), "rowsum": ("sum", "0")}
-
-# the combine of S partials [S, *rows] in the sequence binding, per fold: the text of a function of the array
-# module `xp` (torch in K.py; numpy in the tests: the same calls), the loop's exp2_scale, and the partials of
-# the fold's carries, returning the row's carries in their order
-COMBINE = {
-    "max": "lambda xp, scale, p: (xp.amax(p, 0),)",
-    "min": "lambda xp, scale, p: (xp.amin(p, 0),)",
-    "sum": "lambda xp, scale, p: (xp.sum(p, 0),)",
-    # l = sum_s l_s * exp2((m_s - m) * scale), m = max_s m_s (a split of -inf alone: l_s = 0, exp2(-inf) = 0;
-    # a row of -inf throughout is nan, as the loop unsplit computes it: exp2(-inf - -inf))
-    "online": "lambda xp, scale, m, l: (lambda mx: (mx, xp.sum(l * xp.exp2((m - mx) * scale), 0)))(xp.amax(m, 0))",
-}
-
 
 @dataclass(frozen=True)
 class Fold:
@@ -170,11 +159,6 @@ def _online_pair(graph, l, u, ops, update, readers) -> Fold | str:
     return Fold("online", (m.name, l.name))
 
 
-# The argument a column-split loop's graph takes as its `grid split` (splits.py): each split's elements along
-# the loop, which the sequence's binding passes as L / S. Not a name an imported kernel's argument has.
-COLUMN_ARG = "twill_split_cols"
-
-
 def is_column(graph) -> bool:
     """Whether the graph's grid split is a column split of a row loop (not split-KV's, imported)."""
     return graph.split == COLUMN_ARG
@@ -187,18 +171,3 @@ def column_graph(graph):
         return None
     return replace(graph, split=COLUMN_ARG, arguments=graph.arguments + ((COLUMN_ARG, None),))
 
-
-# the fewest iterations a split runs (besides the pipeline's stages): a split's loads are its only latency
-# cover, and each split adds a partial to combine
-MIN_SPLIT_ITERS = 2
-
-
-def choose_splits(tiles: int, iters: int, stages: int, sms: int) -> int:
-    """S, the splits of a loop of `iters` iterations over `tiles` row tiles (CTAs) on `sms` SMs: the most
-    splits that divide iters (each split whole tiles), run at least max(stages, MIN_SPLIT_ITERS) iterations
-    each, and keep the CTAs, tiles * S, within one wave of the SMs; 1 where even two splits would not (the
-    tiles fill half the SMs or more: a second wave would cost what the split saves). Deterministic: a
-    function of the shapes and the SM count alone. (K.py carries this function's own text.)"""
-    least = max(stages, MIN_SPLIT_ITERS, 1)
-    fits = [s for s in range(2, iters // least + 1) if iters % s == 0 and tiles * s <= sms]
-    return fits[-1] if fits else 1

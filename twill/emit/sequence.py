@@ -30,21 +30,9 @@ def loop_path(kernel_path: str, loop: str) -> str:
 def loop_kernel(schedule, machine, **options):
     """(model, its CUDA text) of one loop of a sequence: the loop split over the grid by columns where its
     carries are folds (colsplit.py; the sequence's binding picks the splits at the call and combines the
-    partials), else as alone. A split the emitter refuses (a store along the loop without TMA) falls back
-    to the loop as alone."""
-    from ..tir import parse_tir
-    from . import build_model
-    from .colsplit import column_graph
-    from .cuda import render
-    graph = column_graph(parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")) if schedule.graph_tir else None
-    if graph is not None:
-        try:
-            model = build_model(schedule, machine, graph=graph, **options)
-            return model, render(model)
-        except EmitError:
-            pass
-    model = build_model(schedule, machine, **options)
-    return model, render(model)
+    partials), else as alone (kernel_model)."""
+    from . import emitted
+    return emitted(schedule, machine, **options)
 
 
 def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, object]], handovers) -> str:

@@ -333,6 +333,75 @@ def _split_output(spec, arg, shape, batch_shape, batch_of, known, who):
     arg_shape[name] = shape[:lead]
 
 
+# A row loop split over the grid by columns (twill/emit/colsplit.py): the argument that gives each split's
+# elements along the loop (the launch's L / S; no imported kernel's argument has this name), and the fewest
+# iterations a split runs besides the pipeline's stages (a split's loads are its only latency cover, and
+# each split adds a partial to combine).
+COLUMN_ARG = "twill_split_cols"
+MIN_SPLIT_ITERS = 2
+
+
+def choose_splits(tiles, iters, stages, sms):
+    """S, the splits of a loop of `iters` iterations over `tiles` row tiles (CTAs) on `sms` SMs: the most
+    splits that divide iters (each split whole tiles), run at least max(stages, MIN_SPLIT_ITERS) iterations
+    each, and keep the CTAs, tiles * S, within one wave of the SMs; 1 where even two splits would not (the
+    tiles fill half the SMs or more: a second wave would cost what the split saves). Deterministic: a
+    function of the shapes and the SM count alone. (A sequence's K.py carries this function's own text.)"""
+    least = max(stages, MIN_SPLIT_ITERS, 1)
+    fits = [s for s in range(2, iters // least + 1) if iters % s == 0 and tiles * s <= sms]
+    return fits[-1] if fits else 1
+
+
+# The combine of a fold's S partials [S, *rows] into the row's carries, per fold (twill/emit/colsplit.py): the
+# text of a function of the array module `xp` (torch; numpy in the tests: the same calls), the loop's
+# exp2_scale and the partials of the fold's carries, returning the row's carries in their order. `call`
+# combines a kernel's own folds (spec["folds"]); a sequence's K.py carries the text of its loops' folds.
+COMBINE = {
+    "max": "lambda xp, scale, p: (xp.amax(p, 0),)",
+    "min": "lambda xp, scale, p: (xp.amin(p, 0),)",
+    "sum": "lambda xp, scale, p: (xp.sum(p, 0),)",
+    # l = sum_s l_s * exp2((m_s - m) * scale), m = max_s m_s (a split of -inf alone: l_s = 0, exp2(-inf) = 0;
+    # a row of -inf throughout is nan, as the loop unsplit computes it: exp2(-inf - -inf))
+    "online": "lambda xp, scale, m, l: (lambda mx: (mx, xp.sum(l * xp.exp2((m - mx) * scale), 0)))(xp.amax(m, 0))",
+}
+_COMBINERS = {}
+
+
+def combiner(kind):
+    """COMBINE[kind] as a function (made once)."""
+    fn = _COMBINERS.get(kind)
+    if fn is None:
+        fn = _COMBINERS[kind] = eval(COMBINE[kind])  # noqa: S307 (this module's own table, above)
+    return fn
+
+
+_SMS = {}
+
+
+def _sm_count(device):
+    """The SMs of a torch device (read once per device)."""
+    key = str(device)
+    if key not in _SMS:
+        import torch
+        _SMS[key] = torch.cuda.get_device_properties(torch.device(key)).multi_processor_count
+    return _SMS[key]
+
+
+def _own_split(spec, plan, device):
+    """Each split's elements for a kernel that splits its own columns (its only loop split by columns:
+    spec["split"] is COLUMN_ARG, and its folds' partials, if any, combined by `call`, spec["folds"]) when the
+    caller passes none: L / S,
+    S = choose_splits of the plan's row tiles, iterations and the device's SMs; None for one split (S = 1, or
+    a partial last column tile: a split but the last would end inside a tile)."""
+    if spec.get("split") != COLUMN_ARG or (any(a.get("splits") for a in spec["args"]) and "folds" not in spec):
+        return None
+    if plan["loop_extent"] != plan["iters"] * spec["loop_step"]:
+        return None
+    s = choose_splits(plan["tiles_m"] * plan["tiles_n"] * plan["batch"], plan["iters"], spec["stages"],
+                      _sm_count(device))
+    return plan["loop_extent"] // s if s > 1 else None
+
+
 def _split_loop(spec, known, who, split):
     """A split kernel's loop: the whole extent L (the inputs') is splits x the split's elements `split`
     (the Triton kernel's argument, spec["split"]), as its launch computes them; splits from the outputs'
@@ -344,8 +413,8 @@ def _split_loop(spec, known, who, split):
     if split is not None and (isinstance(split, bool) or not isinstance(split, int) or split < 1):
         raise ArgumentError(f"{arg}: expected a positive Python int (each split's elements along the loop), got "
                             f"{split!r}")
-    if split is None and "splits" not in known and arg == "twill_split_cols":
-        split = total  # a row loop split by columns (twill/emit/colsplit.py COLUMN_ARG), not given: one split
+    if split is None and "splits" not in known and arg == COLUMN_ARG:
+        split = total  # a row loop split by columns (COLUMN_ARG), not given: one split (call: _own_split)
     if split is None and "splits" not in known:
         raise ArgumentError(f"{arg}: missing, and no output gives the splits: pass {arg} (each split's elements "
                             "along the loop) or the outputs")
@@ -645,6 +714,10 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     anything else (a new kind, a bad argument) goes through _prepare, which checks it all (resolve)."""
     torch = _TORCH or _import_torch()
     tensors = _column_major_views(spec, tensors)
+    folded = {}  # a fold's outputs as given (or None): the kernel writes its partials, combined into these
+    if "folds" in spec:
+        folded = {n: tensors.get(n) for _, outs in spec["folds"] for n in outs}
+        tensors = {**tensors, **dict.fromkeys(folded)}
     key, ptrs = _key(spec, tensors, (iters, split, _sized(sizes)), torch.Tensor)
     run = _LAUNCHES.get(key)
     if run is None:
@@ -658,6 +731,9 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
         tensors = {n: tensors.get(n) for n in run.names}
         ptrs = [None if t is None else t.data_ptr() for t in tensors.values()]
     extra = check_scalars(spec, scalars) if run.scalars else ()
+    for name, t in folded.items():
+        if t is not None:
+            _check_folded(spec, run, name, t)
     values = list(tensors.values())
     for i, shape, dtype, zero, cols in run.allocate:
         t = (torch.zeros if zero else torch.empty)(shape, dtype=dtype, device=run.device)
@@ -683,9 +759,36 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
         with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
             for user, buf in staged:
                 user.copy_(buf)
+    if folded:  # each fold's S partials [S, *batch, rows] combined into the row's carries
+        with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
+            _combine(spec, run, values, folded, exp2_scale, torch)
     if run.outputs_type is None:
         return values[run.outputs[0]]
     return run.outputs_type(*[values[i] for i in run.outputs])
+
+
+def _check_folded(spec, run, name, t):
+    """A fold's output as the caller gives it: the shape of one split's partial, the dtype, the device."""
+    arg = next(a for a in spec["args"] if a["name"] == name)
+    want = tuple(run.plan["shapes"][name][1:])
+    if tuple(t.shape) != want or str(t.dtype).replace("torch.", "") != arg["dtype"] or t.device != run.device:
+        raise ArgumentError(f"{name}: expected a {arg['dtype']} tensor of shape {list(want)} on {run.device} (the "
+                            f"rows' {name}, combined from the loop's splits), got {str(t.dtype).replace('torch.', '')} "
+                            f"{list(t.shape)} on {t.device}")
+
+
+def _combine(spec, run, values, folded, scale, xp):
+    """values[...] of each fold's outputs: its partials combined (COMBINE), copied into the caller's tensor
+    where one was given."""
+    at = {n: i for i, n in enumerate(run.names)}
+    for kind, outs in spec["folds"]:
+        rows = combiner(kind)(xp, float(scale), *(values[at[n]] for n in outs))
+        for name, row in zip(outs, rows):
+            user = folded.get(name)
+            if user is not None:
+                user.copy_(row)
+                row = user
+            values[at[name]] = row
 
 
 def _column_major_views(spec, tensors):
@@ -758,9 +861,13 @@ def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None
     for n, t in tensors.items():
         if t is not None and not isinstance(t, tensor_type):
             raise ArgumentError(f"{n}: expected a torch.Tensor, got {type(t).__name__}")
-    plan = _plan(spec, {n: None if t is None else describe(t) for n, t in tensors.items()}, iters, split, sizes)
+    given = {n: None if t is None else describe(t) for n, t in tensors.items()}
+    plan = _plan(spec, given, iters, split, sizes)
     names = tuple(a["name"] for a in spec["args"])
     device = next(t.device for n, t in tensors.items() if t is not None and n in names)
+    own = _own_split(spec, plan, device) if split is None else None
+    if own is not None:  # the loop's columns over more CTAs than the row tiles give
+        plan = _plan(spec, given, iters, own, sizes)
     lay = plan["layouts"]
     allocate = tuple((i, _padded(plan["shapes"][a["name"]], lay[i][1]), dtype_of(a["dtype"]), a["zero"],
                       plan["shapes"][a["name"]][-1])

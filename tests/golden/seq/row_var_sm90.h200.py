@@ -42,12 +42,12 @@ def _module(file):
     return mod
 
 
-def choose_splits(tiles: int, iters: int, stages: int, sms: int) -> int:
+def choose_splits(tiles, iters, stages, sms):
     """S, the splits of a loop of `iters` iterations over `tiles` row tiles (CTAs) on `sms` SMs: the most
     splits that divide iters (each split whole tiles), run at least max(stages, MIN_SPLIT_ITERS) iterations
     each, and keep the CTAs, tiles * S, within one wave of the SMs; 1 where even two splits would not (the
     tiles fill half the SMs or more: a second wave would cost what the split saves). Deterministic: a
-    function of the shapes and the SM count alone. (K.py carries this function's own text.)"""
+    function of the shapes and the SM count alone. (A sequence's K.py carries this function's own text.)"""
     least = max(stages, MIN_SPLIT_ITERS, 1)
     fits = [s for s in range(2, iters // least + 1) if iters % s == 0 and tiles * s <= sms]
     return fits[-1] if fits else 1
