@@ -401,3 +401,18 @@ def test_a_kernel_whose_only_loop_folds_combines_its_splits_in_its_binding(tmp_p
     with pytest.raises(mod.ArgumentError, match=r"loss_ptr: expected a float32 tensor of shape \[1024\]"):
         mod._check_folded(mod.SPEC, run, "loss_ptr", _Tensor(np.zeros((5, 1024))))
     mod._check_folded(mod.SPEC, run, "loss_ptr", _Tensor(np.zeros(1024)))
+
+
+def test_one_split_is_the_loop_as_alone_and_its_errors_name_the_users_tensors(tmp_path, monkeypatch):
+    """add + RMSNorm (batch 10) at 1000 x 5000: its loops take whole column tiles only (no fill proves the
+    partial tile's elements harmless), so the call is refused; with one split (what a partial tile gives) the
+    loops run as alone, and the refusal names the tensor that gives L, not the splits' own argument, which the
+    user never passed."""
+    seq_mod = _emitted(tmp_path, "heldout10", "add_rmsnorm")
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(132))
+    x, res, w = _Tensor(np.zeros((1000, 5000)), "bfloat16"), _Tensor(np.zeros((1000, 5000)), "bfloat16"), \
+        _Tensor(np.zeros(5000), "bfloat16")
+    first = seq_mod._module(seq_mod.LOOPS[0][1])
+    with pytest.raises(first.ArgumentError) as err:
+        seq_mod.run(x, res, 5000, 1e-6, w)
+    assert "twill_split_cols" not in str(err.value) and "L = 5000 is not a multiple of" in str(err.value), err.value

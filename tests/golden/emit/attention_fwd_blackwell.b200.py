@@ -414,7 +414,8 @@ def _split_loop(spec, known, who, split):
         raise ArgumentError(f"{arg}: expected a positive Python int (each split's elements along the loop), got "
                             f"{split!r}")
     if split is None and "splits" not in known and arg == COLUMN_ARG:
-        split = total  # a row loop split by columns (COLUMN_ARG), not given: one split (call: _own_split)
+        known["splits"] = 1  # a row loop split by columns (COLUMN_ARG), not given: one split (call: _own_split),
+        return  # the loop as alone (what it takes, and its errors, named by the tensors that give L)
     if split is None and "splits" not in known:
         raise ArgumentError(f"{arg}: missing, and no output gives the splits: pass {arg} (each split's elements "
                             "along the loop) or the outputs")

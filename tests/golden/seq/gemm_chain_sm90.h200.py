@@ -110,7 +110,8 @@ def gemm_chain_kernel(A, B, C, E, *, stream=None):
         split = {}
         if loop in SPLITS:  # S splits of the columns, each split's elements passed as the split's argument
             p = planned[loop]
-            split = {SPLITS[loop][0]: p['loop_extent'] // _splits(mod.SPEC, p, SPLITS[loop][1])}
+            s = _splits(mod.SPEC, p, SPLITS[loop][1])
+            split = {SPLITS[loop][0]: p['loop_extent'] // s} if s > 1 else {}  # one: as alone (errors name the tensors)
         out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, **split, stream=stream)
         names = [a['name'] for a in mod.SPEC['args'] if a['output']]
         results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))
