@@ -339,16 +339,8 @@ def test_the_split_kernels_compile_without_spills(tmp_path, monkeypatch, gpu):
 def _alone(tmp_path, batch: str, name: str):
     """import -> solve -> emit-cuda --binding torch of a one-loop kernel (h200, no ptxas loop): (its .cu text,
     its binding's module)."""
-    tir, cu = tmp_path / f"{name}.tir", tmp_path / f"{name}.cu"
-    for argv in (["import", str(DATA / batch / "t36/prepipe" / f"{name}_sm90.ttgir"), "-o", str(tir)],
-                 ["emit-cuda", str(tir), "--gpu", "h200", "-o", str(cu), "--binding", "torch", "--no-ptxas-loop",
-                  "--time-limit", "20"]):
-        r = CliRunner().invoke(main, argv)
-        assert r.exit_code == 0, r.output
-    spec = importlib.util.spec_from_file_location(f"{name}_alone", tmp_path / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return cu.read_text(), mod
+    mod = _emitted(tmp_path, batch, name)
+    return (tmp_path / f"{name}.cu").read_text(), mod
 
 
 @pytest.mark.parametrize("rows, cols, sms, want", [

@@ -14,11 +14,13 @@ loop), and tutorial 09's persistent matmul through tensor descriptors with `tl.r
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from conftest import nvcc, refused_at_its_line
 from test_heldout7 import _bc, _op
@@ -29,6 +31,7 @@ from twill.sequence import Sequence
 from twill.tir import print_tir
 from twill.tir_sequence import print_sequence
 from twill.ttgir.sequence import import_sequence
+from twill_cli.main import main
 
 DATA = Path(__file__).parent / "data" / "ttgir" / "heldout10"
 FORMS = ("t39/prepipe", "t39/after", "t36/prepipe", "t36/after")
@@ -244,3 +247,26 @@ def test_the_fused_residual_rmsnorm_emits_compiles_and_returns_the_residual(tmp_
                                str(src), "-o", str(src.with_suffix(".o"))], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert not re.search(r"[1-9]\d* bytes spill stores", proc.stderr), proc.stderr[-2000:]
+
+
+def test_a_flat_map_of_one_tile_a_block_views_its_rows_long_enough_for_its_pipeline(tmp_path):
+    """erf GELU's BLOCK_SIZE is one tile (128): a [n / 128, 128] view gives each row one iteration, and its
+    pipeline has two stages, so the call was refused at every size (session 33, on the GPU). The binding views
+    the 4M elements as rows of 2 blocks ([16384, 256]: 2 iterations, 256 row tiles); n / 128 prime (or a row
+    longer than 8 x that) keeps rows of one block, and the launch names the iterations missing."""
+    tir, cu = tmp_path / "g.tir", tmp_path / "gelu_erf_sm90.cu"
+    for argv in (["import", str(DATA / "t36" / "prepipe" / "gelu_erf_sm90.ttgir"), "-o", str(tir)],
+                 ["emit-cuda", str(tir), "--gpu", "h200", "-o", str(cu), "--binding", "torch", "--no-ptxas-loop"]):
+        r = CliRunner().invoke(main, argv)
+        assert r.exit_code == 0, r.output
+    spec = importlib.util.spec_from_file_location("gelu_erf_binding", tmp_path / "gelu_erf_sm90.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    stages = mod.SPEC["stages"]
+    assert stages == 2 and mod.SPEC["loop_extent"] == 128 and mod.SPEC["loop_step"] == 128, mod.SPEC
+    meta = lambda n: mod.Meta((n,), "bfloat16", "cuda:0", True, 0)  # noqa: E731
+    plan = mod.resolve(mod.SPEC, {"x_ptr": meta(1 << 22), "y_ptr": None}, sizes={"n_elements": 1 << 22})
+    assert (plan["iters"], plan["loop_extent"], plan["tiles_m"]) == (2, 256, 256), plan
+    assert plan["shapes"]["y_ptr"] == (1 << 22,)
+    with pytest.raises(mod.ArgumentError, match=r"the loop runs 1 iteration\(s\); this kernel's pipeline needs at least 2"):
+        mod.resolve(mod.SPEC, {"x_ptr": meta(128 * 769), "y_ptr": None})

@@ -147,16 +147,16 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
 
 def _flat_views(spec, given, sizes):
     """A flat map over elements (`grid flat = n_elements`: the Triton tutorials' vector add) takes its tensors as
-    the user holds them, of any shape, contiguous, every one of n elements, and views each as [n / C, C] rows
-    (C = spec["loop_extent"], the graph's columns). n must be a multiple of C: the last row would be partial, and
-    a [rows, C] view of a tensor of n elements has no partial row (refused, naming the multiple). The size
-    argument (spec["flat"]), where passed as a Python int, must be n. Returns the viewed Metas and {name: shape
-    given}."""
+    the user holds them, of any shape, contiguous, every one of n elements, and views each as [n / (k C), k C]
+    rows (C = spec["loop_extent"], the graph's columns; k `_flat_blocks`: an element maps to itself in any such
+    view, and k blocks a row give the loop's pipeline the iterations it needs). n must be a multiple of C: the
+    last row would be partial, and a [rows, C] view of a tensor of n elements has no partial row (refused, naming
+    the multiple). The size argument (spec["flat"]), where passed as a Python int, must be n. Returns the viewed
+    Metas and {name: shape given}."""
     cols, size = spec["loop_extent"], spec["flat"]
     out, held, count, first = {}, {}, None, None
     for name, meta in given.items():
         if meta is None:
-            out[name] = meta
             continue
         n = math.prod(meta.shape)
         if count is None:
@@ -170,13 +170,25 @@ def _flat_views(spec, given, sizes):
                                 f"elements), so n must be a multiple of {cols} (pad the tensors to "
                                 f"{-(-max(n, 1) // cols) * cols} elements)")
         held[name] = tuple(meta.shape)
-        out[name] = meta._replace(shape=(n // cols, cols))
+    row = cols * _flat_blocks(count // cols, cols, spec) if count else cols
+    out = {name: None if meta is None else meta._replace(shape=(count // row, row)) for name, meta in given.items()}
     value = sizes.get(size)
     if count is not None and isinstance(value, int) and not isinstance(value, bool) and value != count:
         raise ArgumentError(f"{size} = {value}, but {first} has {count} elements: the kernel runs over the tensors' "
                             f"whole extent, where the Triton kernel stops at {size}; pass {size} = {count}, or tensors "
                             f"of {value} elements")
     return out, held
+
+
+def _flat_blocks(blocks, cols, spec):
+    """k, the blocks of C elements one row of a flat map's view holds: the least divisor of the `blocks` that
+    gives each row the iterations the loop's pipeline needs (its stages, in tiles of spec["loop_step"] elements;
+    Triton's BLOCK_SIZE may be one tile), so that a row is as short as that allows and the rows (CTAs) as many;
+    at most 8 times that (a longer row would leave few CTAs: 769 blocks, a prime, stay rows of one), else 1
+    (the launch then names the iterations missing)."""
+    step = spec["loop_step"] or cols
+    need = max(-(-spec["stages"] * step // cols), 1)
+    return next((k for k in range(need, min(8 * need, blocks) + 1) if blocks % k == 0), 1)
 
 
 def _row_views(spec, given):
@@ -516,7 +528,7 @@ def _check_sizes(spec, sizes, known, who):
         raise ArgumentError(f"{name} = {value}, but {tensor}'s dimension {dim} ({AXIS_WHAT[axis]}) is {extent}: the "
                             f"kernel runs over the tensors' whole extent, where the Triton kernel stops at {name}; {fix}")
     constant = spec.get("loop_extent")
-    if constant is not None and "loop" in who and who["loop"][2] != constant:
+    if constant is not None and not spec.get("flat") and "loop" in who and who["loop"][2] != constant:
         tensor, _, extent, dim, _ = who["loop"][:5]
         raise ArgumentError(f"{tensor}: L = {extent} (its dimension {dim}), but the kernel's loop runs to the "
                             f"compile-time constant {constant}: pass tensors of {constant} along the loop (or "
