@@ -7,6 +7,7 @@
 #                                                         # and the causal GPU tests against torch
 #   bash bench/device_check.sh heldout OUT HELDOUT_DIR    # the held-out kernels' bindings vs their references
 #   bash bench/device_check.sh heldout3 OUT HELDOUT3_DIR  # the same for batch 3 (run.py build --batch 3)
+#   bash bench/device_check.sh batch OUT N DIR            # the same for batch N (run.py build --batch N --out DIR)
 #   bash bench/device_check.sh corpus OUT CORPUS_DIR [KERNEL ...]  # twill vs Triton on the corpus
 #
 # Several steps in one call: `bash bench/device_check.sh all OUT HELDOUT_DIR CORPUS_DIR`.
@@ -33,6 +34,11 @@ heldout3() {
   cp "$1/check.json" "$out/heldout3-check.json"
 }
 
+batch() {
+  python3 bench/heldout/run.py check --batch "$1" --kernels "$2" 2>&1 | tail -20
+  cp "$2/check.json" "$out/batch$1-check.json"
+}
+
 corpus() {
   local dir=$1
   shift
@@ -44,7 +50,8 @@ case $step in
   tests) tests ;;
   heldout) heldout "$3" ;;
   heldout3) heldout3 "$3" ;;
+  batch) batch "$3" "$4" ;;
   corpus) corpus "${@:3}" ;;
   all) tests; heldout "$3"; corpus "$4" ;;
-  *) echo "usage: $0 tests|heldout|heldout3|corpus|all OUT [DIR ...]" >&2; exit 2 ;;
+  *) echo "usage: $0 tests|heldout|heldout3|batch|corpus|all OUT [N] [DIR ...]" >&2; exit 2 ;;
 esac
