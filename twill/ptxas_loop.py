@@ -128,13 +128,12 @@ def contradictions(found: Attribution) -> list[str]:
 
 
 def emitter(machine, **build_args) -> Callable:
-    """The `emit` of `run` for `build_model(schedule, machine, **build_args)` (emit-cuda's kernel
-    options): the model in the loop's choice of one tile per CTA and hidden ring position, and its text."""
+    """The `emit` of `run` for the kernel emit-cuda writes (`emit.emitted(schedule, machine, **build_args)`:
+    its loop split by columns where it splits; emit-cuda's kernel options): the model in the loop's choice of
+    one tile per CTA and hidden ring position, and its text."""
     def emit(s: Schedule, one_tile: bool = False, hidden: bool = False):
-        from .emit import build_model
-        from .emit.cuda import render
-        model = build_model(s, machine, one_tile_per_cta=one_tile, hidden_position=hidden, **build_args)
-        return model, render(model)
+        from .emit import emitted
+        return emitted(s, machine, one_tile_per_cta=one_tile, hidden_position=hidden, **build_args)
     return emit
 
 
