@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .binding_runtime import COLUMN_ARG, COMBINE, MIN_SPLIT_ITERS, choose_splits  # noqa: F401 (the one definition, copied into bindings)
+# defined once in the bindings' runtime (copied into each binding), used here and by the sequence's K.py
+from .binding_runtime import COLUMN_ARG, COMBINE, MIN_SPLIT_ITERS, choose_splits  # noqa: F401
 
 # a fold's carry update -> (the fold, the identity the carry must start from)
 FOLDS = {"rowmax": ("max", "-inf"), "rowmin": ("min", "inf"), "rowsum": ("sum", "0")}

@@ -30,7 +30,7 @@ def loop_path(kernel_path: str, loop: str) -> str:
 def loop_kernel(schedule, machine, **options):
     """(model, its CUDA text) of one loop of a sequence: the loop split over the grid by columns where its
     carries are folds (colsplit.py; the sequence's binding picks the splits at the call and combines the
-    partials), else as alone (kernel_model)."""
+    partials), else as alone (emit.emitted)."""
     from . import emitted
     return emitted(schedule, machine, **options)
 

@@ -402,9 +402,8 @@ def _sm_count(device):
 def _own_split(spec, plan, device):
     """Each split's elements for a kernel that splits its own columns (its only loop split by columns:
     spec["split"] is COLUMN_ARG, and its folds' partials, if any, combined by `call`, spec["folds"]) when the
-    caller passes none: L / S,
-    S = choose_splits of the plan's row tiles, iterations and the device's SMs; None for one split (S = 1, or
-    a partial last column tile: a split but the last would end inside a tile)."""
+    caller passes none: L / S, S = choose_splits of the plan's row tiles, iterations and the device's SMs; None
+    for one split (S = 1, or a partial last column tile: a split but the last would end inside a tile)."""
     if spec.get("split") != COLUMN_ARG or (any(a.get("splits") for a in spec["args"]) and "folds" not in spec):
         return None
     if plan["loop_extent"] != plan["iters"] * spec["loop_step"]:
