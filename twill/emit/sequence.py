@@ -13,10 +13,9 @@ padded to 16 bytes, and the later loop reads it with that pitch (binding_runtime
 """
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 
-from .colsplit import COMBINE, MIN_SPLIT_ITERS, choose_splits, is_column, plan as fold_plan
+from .colsplit import COMBINE, is_column, plan as fold_plan
 from .model import EmitError
 
 
@@ -121,9 +120,7 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "COMBINE = {",
         *[f"    {k!r}: {COMBINE[k]}," for k in sorted(kinds)],
         "}",
-        "MIN_SPLIT_ITERS = " + repr(MIN_SPLIT_ITERS),
         "_MODULES = {}",
-        "_SMS = {}",
         "",
         "",
         "def _module(file):",
@@ -182,7 +179,7 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "        split = {}",
         "        if loop in SPLITS:  # S splits of the columns, each split's elements passed as the split's argument",
         "            p = planned[loop]",
-        "            s = _splits(mod.SPEC, p, SPLITS[loop][1])",
+        "            s = _splits(mod, p, SPLITS[loop][1])",
         "            split = {SPLITS[loop][0]: p['loop_extent'] // s} if s > 1 else {}  # one: as alone (errors name the tensors)",
         "        out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, **split, stream=stream)",
         "        names = [a['name'] for a in mod.SPEC['args'] if a['output']]",
@@ -221,20 +218,13 @@ def _column_split(renderer, out_name, loop, split_param):
     return (split_param(renderer), renderer.m.stages, folds, scale)
 
 
-# K.py's functions of the splits: choose_splits' own text (the tests run it here), and S from a loop's plan
-_SPLIT_FUNCTIONS = inspect.getsource(choose_splits) + \
-    '''
-
-def _splits(spec, plan, stages):
-    """S for a loop split by columns: choose_splits of its row tiles, iterations and the device's SMs;
-    1 where its last column tile is partial (a split but the last would end inside a tile)."""
-    import torch
-    if plan['loop_extent'] != plan['iters'] * spec['loop_step']:
+# K.py's function of the splits: S from a loop's plan, by its binding's own choose_splits and SM count (the
+# bindings' runtime, binding_runtime.py, defines them once)
+_SPLIT_FUNCTIONS = '''def _splits(mod, plan, stages):
+    """S for a loop split by columns: its binding's choose_splits of its row tiles, iterations and the device's
+    SMs; 1 where its last column tile is partial (a split but the last would end inside a tile)."""
+    if plan['loop_extent'] != plan['iters'] * mod.SPEC['loop_step']:
         return 1
-    device = plan['device']
-    key = str(device)
-    if key not in _SMS:
-        _SMS[key] = torch.cuda.get_device_properties(torch.device(key)).multi_processor_count
-    return choose_splits(plan['tiles_m'] * plan['tiles_n'] * plan['batch'], plan['iters'], stages, _SMS[key])
-
+    return mod.choose_splits(plan['tiles_m'] * plan['tiles_n'] * plan['batch'], plan['iters'], stages,
+                             mod._sm_count(plan['device']))
 '''

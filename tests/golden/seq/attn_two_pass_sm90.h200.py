@@ -25,9 +25,7 @@ SPLITS = {
 # the combine of a fold's S partials [S, *rows] (colsplit.COMBINE): xp is torch
 COMBINE = {
 }
-MIN_SPLIT_ITERS = 2
 _MODULES = {}
-_SMS = {}
 
 
 def _module(file):
@@ -40,28 +38,13 @@ def _module(file):
     return mod
 
 
-def choose_splits(tiles, iters, stages, sms):
-    """S, the splits of a loop of `iters` iterations over `tiles` row tiles (CTAs) on `sms` SMs: the most
-    splits that divide iters (each split whole tiles), run at least max(stages, MIN_SPLIT_ITERS) iterations
-    each, and keep the CTAs, tiles * S, within one wave of the SMs; 1 where even two splits would not (the
-    tiles fill half the SMs or more: a second wave would cost what the split saves). Deterministic: a
-    function of the shapes and the SM count alone. (A sequence's K.py carries this function's own text.)"""
-    least = max(stages, MIN_SPLIT_ITERS, 1)
-    fits = [s for s in range(2, iters // least + 1) if iters % s == 0 and tiles * s <= sms]
-    return fits[-1] if fits else 1
-
-
-def _splits(spec, plan, stages):
-    """S for a loop split by columns: choose_splits of its row tiles, iterations and the device's SMs;
-    1 where its last column tile is partial (a split but the last would end inside a tile)."""
-    import torch
-    if plan['loop_extent'] != plan['iters'] * spec['loop_step']:
+def _splits(mod, plan, stages):
+    """S for a loop split by columns: its binding's choose_splits of its row tiles, iterations and the device's
+    SMs; 1 where its last column tile is partial (a split but the last would end inside a tile)."""
+    if plan['loop_extent'] != plan['iters'] * mod.SPEC['loop_step']:
         return 1
-    device = plan['device']
-    key = str(device)
-    if key not in _SMS:
-        _SMS[key] = torch.cuda.get_device_properties(torch.device(key)).multi_processor_count
-    return choose_splits(plan['tiles_m'] * plan['tiles_n'] * plan['batch'], plan['iters'], stages, _SMS[key])
+    return mod.choose_splits(plan['tiles_m'] * plan['tiles_n'] * plan['batch'], plan['iters'], stages,
+                             mod._sm_count(plan['device']))
 
 
 def plans(user):
@@ -110,7 +93,7 @@ def attn_two_pass_kernel(Q, K, V, *, stream=None):
         split = {}
         if loop in SPLITS:  # S splits of the columns, each split's elements passed as the split's argument
             p = planned[loop]
-            s = _splits(mod.SPEC, p, SPLITS[loop][1])
+            s = _splits(mod, p, SPLITS[loop][1])
             split = {SPLITS[loop][0]: p['loop_extent'] // s} if s > 1 else {}  # one: as alone (errors name the tensors)
         out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, **split, stream=stream)
         names = [a['name'] for a in mod.SPEC['args'] if a['output']]
