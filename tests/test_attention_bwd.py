@@ -91,7 +91,8 @@ def _nvcc() -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(_nvcc() is None, reason="nvcc not found")
-@pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.extended) if k.endswith(".h100") else k
+                                  for k in sorted(KERNELS)])  # (the H100 flash kernel: the H200's twin, 9 s)
 def test_the_kernels_compile_for_sm90a_without_warnings_or_spills(name, tmp_path):
     proc = subprocess.run([_nvcc(), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-DTWILL_MAIN",
                            "-Xptxas", "-v", "-c", str(GOLDEN / f"{name}.cu"), "-o", str(tmp_path / "k.o")],

@@ -295,7 +295,8 @@ needs_nvcc = pytest.mark.skipif(nvcc() is None, reason="nvcc not found")
 
 @pytest.mark.slow
 @needs_nvcc
-@pytest.mark.parametrize("name", ["gemm_k16n32.h100", "attention_fwd_blackwell.b200"])
+@pytest.mark.parametrize("name", ["gemm_k16n32.h100",  # (sm_100a: 12 s of CI; test_fixup builds one there)
+                                  pytest.param("attention_fwd_blackwell.b200", marks=pytest.mark.extended)])
 def test_entry_builds_into_a_library_cached_by_content(name, tmp_path):
     """The binding's own build (nvcc -shared -Xcompiler -fPIC, sm_90a or sm_100a) gives a library
     that loads without a GPU and exports the entry point; a second build is the cached one, and a

@@ -43,6 +43,7 @@ def build(tmp_path_factory):
     return out
 
 
+@pytest.mark.extended  # (a triton_bench build: the bench's plumbing, 18 s of CI's time)
 def test_prepare_reads_a_triton_bench_build(fid, build, tmp_path):
     """Every kernel of the build folder, copied with its files; its prediction from its schedule:
     I x machine cycles per unit plus the load stall, each role's warps, budget and model count."""
@@ -65,6 +66,7 @@ def test_prepare_reads_a_triton_bench_build(fid, build, tmp_path):
             assert c["ptxas_alone"][w["name"]]["ok"]
 
 
+@pytest.mark.extended
 @pytest.mark.skipif(nvcc() is None, reason="needs nvcc")
 def test_stamped_corpus_kernel_builds_for_sm90a(fid, build, tmp_path):
     """The stamped copy of a persistent corpus kernel and its entry (with the stamps' reader)

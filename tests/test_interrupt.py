@@ -62,6 +62,7 @@ def test_ctrl_c_at_any_moment_of_a_run_exits_130(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # (14 s of CI's time; Ctrl-C at any moment of a run stays in CI)
 def test_ctrl_c_while_or_tools_loads_is_an_interrupt_not_an_import_error():
     """OR-Tools' extension modules turn a SIGINT that lands while they initialise into `ImportError:
     initialization failed` (seen in a run of the test above). twill's one import of it holds the signal

@@ -272,6 +272,7 @@ def test_the_loop_does_not_solve_a_stage_1_schedule_again(tmp_path):
 
 @needs_nvcc
 @pytest.mark.slow
+@pytest.mark.extended  # (12 s; the corpus builds in CI run the same loop)
 def test_the_loop_tightens_a_model_that_ptxas_contradicts(tmp_path):
     """At the machine format's default register reserve (8) the model holds both 64x224
     accumulators of tests/data/ptxas/gemm_2x224.tir in one warpgroup (224 + 8 registers of 248);

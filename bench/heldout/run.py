@@ -150,7 +150,9 @@ def _check_one(K, kdir, binding, name, size) -> dict:
         names = [p.name for p in inspect.signature(mod.run).parameters.values()
                  if p.kind == p.POSITIONAL_OR_KEYWORD]
         by_name = dict(zip(fns["kernel"].arg_names, args))  # the launch's arguments by the kernel's names
-        args = tuple(by_name[n] for n in names)  # (constexprs, such as a unit stride, are not the binding's)
+        # (constexprs, such as a unit stride, are not the binding's; nor the binding's own twill_split_cols, last)
+        names = [n for n in names if n in by_name]
+        args = tuple(by_name[n] for n in names)
         sequence = not hasattr(mod, "SPEC")  # loops in sequence: the binding returns its outputs
         outputs = set() if sequence else {x["name"] for x in mod.SPEC["args"] if x["output"]}
         for n, x in zip(names, args):

@@ -26,19 +26,20 @@ def emit_cuda(schedule: Schedule, machine: Machine) -> str:
 def emitted(schedule: Schedule, machine: Machine, **options) -> tuple[KernelModel, str]:
     """(model, CUDA text) of the kernel emit-cuda writes for `schedule`: its loop split over the grid by columns where
     it splits (colsplit.py: no carry, or carries that are folds, whose partials the binding combines: a
-    sequence's K.py, or the kernel's own binding), else, or where the emitter refuses the split (a store along
+    sequence's K.py, or the kernel's own binding; or the kernel itself, where its epilogue reads them: fixup.py),
+    else, or where the emitter refuses the split (a store along
     the loop without TMA; a fold's carry not written out), the loop as the schedule has it. The split kernel's
     Problem::splits defaults to 1: called without the binding, it is the unsplit kernel. `options`: build_model's."""
     if schedule.graph_tir:
         from ..tir import parse_tir
         from .binding import fold_outputs
-        from .colsplit import column_graph
+        from .colsplit import column_graph, fixed_up
         from .cuda import Renderer, render
         split = column_graph(parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>"))
         if split is not None:
             try:
                 model = build_model(schedule, machine, graph=split, **options)
-                if fold_outputs(Renderer(model)) is not None:
+                if fixed_up(split) or fold_outputs(Renderer(model)) is not None:
                     return model, render(model)
             except EmitError:
                 pass

@@ -3,7 +3,7 @@ global memory (normalized where the graph divides them at the end), and values h
 role after the loop are passed on."""
 from __future__ import annotations
 
-from . import descale, epilogue
+from . import colsplit, descale, epilogue, fixup
 from .lines import Lines
 from .model import ident, local
 from .ops import fragment_type
@@ -34,7 +34,6 @@ class AfterLoop:
         mma role's final commit says the last mma is done. A last value that the writing role does
         not hold (a running sum on another role) is staged in shared memory by its role first."""
         m, p, r = self.m, self.p, self.r
-        norms = dict(m.normalizers)
         for value in r.tmem_finals():
             if m.values[value].role == self.role.name and m.ops[value].opcode == "mma":
                 out(f"if ({self.elect()}) twill::umma_commit(&sm.final_{ident(value)});  "
@@ -77,6 +76,16 @@ class AfterLoop:
         scaled = descale.epilogue_scaled(m)
         for value in (v for v in finals if v in scaled):  # before the epilogue's ops read it
             out(descale.finalize_line(finals[value]))
+        if colsplit.fixed_up(m.graph):  # the splits' carries combined: the epilogue and stores by the last alone
+            with out.block(f"if ({fixup.emit(self, out, finals)})"):
+                self._write(out, outputs, finals)
+            return
+        self._write(out, outputs, finals)
+
+    def _write(self, out: Lines, outputs, finals: dict[str, str]) -> None:
+        """The epilogue's values, then every output's store, from the carries' last values `finals`."""
+        m = self.m
+        norms = dict(m.normalizers)
         ep = epilogue.Finalizer(self, finals)  # the epilogue's values, before any output is written
         written = {t.name: ep.compute(out, t) for t in outputs}
         for t in outputs:

@@ -47,11 +47,11 @@ def field_of(tensor: str) -> str:
     return f"{tensor}_batch_group"
 
 
-def batch_index(t, split: bool = False) -> str:
+def batch_index(t, split: bool = False, fixed_up: bool = False) -> str:
     """The batch entry of `t` that the role's tile reads: `tile.b` (`tile.b % args.batch` for an
     input under a grid split, splits.py), or the role's local of `role_lines` (the quotient computed
     once per tile: a division at each TMA load kept the load warp's 24 registers busy enough to spill)."""
-    return f"twill_b_{t.name}" if shareable(t) else batch_of(t, split)
+    return f"twill_b_{t.name}" if shareable(t) else batch_of(t, split, fixed_up)
 
 
 def role_lines(tensors, role_ops, split: bool = False) -> list[str]:

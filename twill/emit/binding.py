@@ -36,7 +36,9 @@ from pathlib import Path
 from . import epilogue, partial
 from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
 from .binding_runtime import COLUMN_ARG
+from .colsplit import fixed_up
 from .descale import has_scale
+from .fixup import spec as fixup_spec
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
 
 TORCH_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "tf32": "float32", "f64": "float64",
@@ -229,7 +231,8 @@ def arguments(renderer) -> tuple[Argument, ...]:
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration,
                        all(x.name in tma for x in members),
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
-                       t.iter_div, all(map(periodic, members)), output and bool(m.graph.split) and "loop" not in t.axes,
+                       t.iter_div, all(map(periodic, members)),
+                       output and bool(m.graph.split) and "loop" not in t.axes and not fixed_up(m.graph),
                        not output and t.column_major)
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
@@ -307,7 +310,7 @@ def spec(renderer, kernel_file: str, entry: str, combine: bool = True) -> dict:
             **({"split": _split_param(renderer)} if m.graph.split else {}),
             **({"rows": m.graph.tile_rows} if m.graph.tile_rows else {}), **_extent_spec(renderer),
             **({"flat": _size_params(renderer)[m.graph.flat]} if m.graph.flat else {}),
-            **({"folds": folds} if folds else {})}
+            **({"folds": folds} if folds else {}), **fixup_spec(m)}
 
 
 def _size_params(renderer) -> dict[str, str]:
@@ -349,6 +352,7 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
     scalars = epilogue.launch_scalars(renderer.m.graph)
     n = len(args)
     split = int(bool(renderer.m.graph.split))
+    fix = 2 * int(fixed_up(renderer.m.graph))  # the fixup's scratch and counters (fixup.py)
     lines = [
         f"// The C entry point of {kernel_file} for its PyTorch binding {module}, written by",
         "// `twill emit-cuda --binding torch`: plain sizes and one pointer per user tensor (in the binding's",
@@ -371,8 +375,9 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         f"  int64_t row_strides[{n}], batch_strides[{n}];  // elements; 0: contiguous (a TMA tensor's row pitch)",
         *([f"  double scalars[{len(scalars)}];  // the epilogue's scalars"] if scalars else []),
         *(["  int64_t splits;  // splits of the loop (grid split): the outputs' first dimension"] if split else []),
+        *(["  void* fixup[2];  // the splits' partial carries and their counters (fixup.py)"] if fix else []),
         "};",
-        f"static_assert(sizeof(twill_args) == 8 * {13 + 4 * n + len(scalars) + split}, \"twill_args: 8-byte fields, "
+        f"static_assert(sizeof(twill_args) == 8 * {13 + 4 * n + len(scalars) + split + fix}, \"twill_args: 8-byte fields, "
         "no padding\");",
         "",
         "extern \"C\" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }",
@@ -389,6 +394,8 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
           if ax in renderer.partial],
         "  p.batch = static_cast<int>(a.batch);",
         *(["  p.splits = static_cast<int>(a.splits);"] if split else []),
+        *(["  p.twill_partials = static_cast<float*>(a.fixup[0]);",
+           "  p.twill_arrivals = static_cast<int*>(a.fixup[1]);"] if fix else []),
         "  p.exp2_scale = static_cast<float>(a.exp2_scale);",
         "  p.persistent = static_cast<int>(a.persistent);",
         *(["  p.out_scale = static_cast<float>(a.out_scale);"] if has_scale(renderer.m) else []),
@@ -605,7 +612,8 @@ def module_source(renderer, kernel_file: str, entry: str, module: str, combine: 
     returns = outs[0].name if len(outs) == 1 else f"a named tuple ({', '.join(a.name for a in outs)})"
     params = parameters(renderer)
     imported = bool(m.graph.arguments)
-    listed = [p for p in params if imported and p in params[:len(m.graph.arguments)]]
+    # the Triton kernel's arguments, in its order; a column split's own (no argument of the kernel's) is a keyword
+    listed = [p for p in params if imported and p in params[:len(m.graph.arguments)] and p.name != COLUMN_ARG]
     positional = listed or [p for p in params if p.scalar is not None or (p.arg is not None and not p.arg.output)]
     rest = [p for p in params if p not in positional]
     signature = ", ".join([p.name + ("=None" if imported else "") for p in positional] + ["*"]

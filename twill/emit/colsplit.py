@@ -15,12 +15,19 @@ others' afterwards:
   being the loop's knob exp2_scale (a split whose every element is -inf has l_s = 0 and adds nothing).
 
 Anything else is no fold (a carry read by another op of the loop, an accumulating mma, a sum starting from 1,
-a recurrence through NAME@D): the loop is not split, and `plan` says why. So is a loop whose epilogue reads
-the carries (it would run once per split on a partial carry; the combine is after the kernel) or whose graph
-has an mma or another grid line (split-KV's own split, padded rows, a flat map).
+a recurrence through NAME@D): the loop is not split, and `plan` says why. So is a loop whose graph has an mma
+or another grid line (split-KV's own split, padded rows, a flat map).
 
-The combine itself runs where the carries are handed over, in the sequence's binding (emit/sequence.py):
-`COMBINE` is the per-kind torch text it runs on the [S, M] partials.
+Where the combine runs:
+
+- after the kernel, where the carries are handed over or written out: in the sequence's binding
+  (emit/sequence.py) or the kernel's own (binding_runtime.call), `COMBINE` being the per-kind torch text it
+  runs on the [S, M] partials;
+- in the kernel, where the epilogue reads the carries (a cross-entropy's loss from its row's (m, l)): the
+  *fixup* (`ColumnSplit.fixup`, emitted by fixup.py). Every split writes its partial carries to a scratch
+  buffer and arrives on its rows' counter; the last split to arrive combines the S partials, in split order
+  (the same result whichever arrives last), and runs the epilogue and the outputs' stores alone, at the
+  batch entry rather than the split's.
 """
 from __future__ import annotations
 
@@ -44,6 +51,7 @@ class ColumnSplit:
     """Whether a loop's columns may be split over the grid: its folds, or why not."""
     folds: tuple[Fold, ...] = ()
     why_not: str = ""
+    fixup: bool = False  # the epilogue reads the carries: combined in the kernel by the last split (fixup.py)
 
     def __bool__(self) -> bool:
         return not self.why_not
@@ -79,9 +87,6 @@ def plan(graph) -> ColumnSplit:
         if late:
             return _no(f"op {op.name} reads {late[0]}: a recurrence of the loop other than a carry's fold")
     carries = {c.name: c for c in graph.carries}
-    if carries and graph.epilogue.ops:
-        return _no(f"the epilogue reads the carries ({graph.epilogue.ops[0].name} = {graph.epilogue.ops[0].opcode} "
-                   "...): it would run once per split on a partial carry")
     update = dict(graph.yields)  # carry -> its update
     updated = {u: c for c, u in update.items()}
     readers: dict[str, list] = {}
@@ -117,7 +122,7 @@ def plan(graph) -> ColumnSplit:
             return _no(f"carry {c.name} ({u.name}) is read by {others[0]} in the loop: not a fold alone")
         folds.append(Fold(kind, (c.name,)))
         taken.add(c.name)
-    return ColumnSplit(tuple(folds))
+    return ColumnSplit(tuple(folds), fixup=bool(carries and graph.epilogue.ops))
 
 
 def _is_pair_sum(ops, update, l_name, m_name, m_new) -> bool:
@@ -163,6 +168,11 @@ def _online_pair(graph, l, u, ops, update, readers) -> Fold | str:
 def is_column(graph) -> bool:
     """Whether the graph's grid split is a column split of a row loop (not split-KV's, imported)."""
     return graph.split == COLUMN_ARG
+
+
+def fixed_up(graph) -> bool:
+    """Whether the graph is a column split whose carries the kernel combines itself (ColumnSplit.fixup)."""
+    return is_column(graph) and bool(graph.carries) and bool(graph.epilogue.ops)
 
 
 def column_graph(graph):

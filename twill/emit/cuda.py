@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import batch_groups, colsplit, descale, epilogue, gather, halves, masks, partial, runtime, splits
+from . import batch_groups, colsplit, descale, epilogue, fixup, gather, halves, masks, partial, runtime, splits
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -40,6 +40,11 @@ class Renderer(Stores, Kernel):
         if splits.why_not(model, bool(self.causal.masks)):
             raise EmitError(splits.why_not(model, bool(self.causal.masks)))
         self.split = bool(model.graph.split)  # a grid axis of splits (splits.py)
+        if colsplit.fixed_up(model.graph):
+            by_role = {}
+            for t in (t for t in model.tensors if t.kind == "output"):
+                by_role.setdefault(self.p.final_role(t), []).append(t)
+            fixup.check(self, by_role)
         self.ragged_refusal = self._ragged_refusal()
         # op -> (value, dim) of the partial-tile masks the kernel emits: none where it refuses one
         self.masks = {} if self.ragged_refusal else model.ragged.mask_at
@@ -112,6 +117,7 @@ class Renderer(Stores, Kernel):
             wrappers += [runtime.tail_part(m.target).lstrip("\n")]  # mask_tail (ragged.py)
         if gather.gathered(m.graph):
             wrappers += [runtime.gather_part(m.target).lstrip("\n")]  # gather_rows (gather.py)
+        wrappers += fixup.runtime_part(m)  # split_arrive and the folds (a column split's fixup)
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
@@ -282,6 +288,7 @@ class Renderer(Stores, Kernel):
                 out(f"int {t.name}_{label}_step, {t.name}_{label}_offset;  // placement of {t.value}'s tiles")
         out(*batch_groups.args_lines(self.m.tensors))
         out(*splits.args_lines(self.m))
+        out(*fixup.arg_lines(self.m))
         if self.parts:
             out("int idle_parts;  // bit i: row part i idles, a launch of the first part alone (halves.py)")
         if descale.has_scale(self.m):

@@ -17,6 +17,7 @@ from ..ir import Graph
 from .lines import Lines
 from .model import EmitError, local
 from .ops import Arg, fragment_type
+from . import splits
 
 
 def gathered(graph: Graph) -> list[str]:
@@ -44,7 +45,7 @@ def copy_lines(m) -> list[str]:
     out = []
     for x in gathered(m.graph):
         t = tensor_of(m, x)
-        out.append(f"args.{t.name}_cols = static_cast<int>(loop_elements(p, {t.tile[1]}));")
+        out.append(f"args.{t.name}_cols = static_cast<int>({splits.scale_loop(m, f'loop_elements(p, {t.tile[1]})')});")
         out.append(f"args.{t.name}_rs = {t.name}_rs;  args.{t.name}_bs = {t.name}_bs;")
     return out
 

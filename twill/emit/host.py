@@ -11,7 +11,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import batch_groups, descale, epilogue, gather, halves, partial, splits
+from . import batch_groups, descale, epilogue, fixup, gather, halves, partial, splits
 from .model import DIM_LABELS, dtype_bytes, plain_box, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
@@ -73,7 +73,8 @@ def _problem_fields(r, every) -> list[str]:
     for t in r.tma_tensors():  # a row pitch (host.tpl's encode): 0 keeps the contiguous layout
         lines.append(f"int64_t {t.name}_row_stride = 0, {t.name}_batch_stride = 0;  // elements between rows, "
                      "batch entries (0: contiguous)")
-    lines += batch_groups.problem_lines(every) + splits.problem_lines(r.m) + halves.problem_lines(r)
+    lines += batch_groups.problem_lines(every) + splits.problem_lines(r.m) + fixup.problem_lines(r.m)
+    lines += halves.problem_lines(r)
     return lines + ([descale.PROBLEM_LINE] if descale.has_scale(r.m) else [])
 
 
@@ -85,7 +86,7 @@ def _checks(r, every, maps) -> list[str]:
         for d, label in t.placed_dims():
             lines.append(f"if (p.{t.name}_{label}_offset < 0 || p.{t.name}_{label}_offset + {t.tile[d]} > "
                          f"p.{t.name}_{label}_step) return cudaErrorInvalidValue;")
-    lines += batch_groups.launch_lines(every) + splits.launch_lines(r.m)
+    lines += batch_groups.launch_lines(every) + splits.launch_lines(r.m) + fixup.launch_lines(r.m)
     lines += partial.launch_checks(r.partial, every)
     for t in maps:
         rows, cols, batch = _dims(r.m, t)
@@ -115,7 +116,7 @@ def _args(r, every) -> list[str]:
         for _, label in t.placed_dims():
             lines.append(f"args.{t.name}_{label}_step = p.{t.name}_{label}_step;")
             lines.append(f"args.{t.name}_{label}_offset = p.{t.name}_{label}_offset;")
-    lines += batch_groups.copy_lines(every) + splits.copy_lines(r.m)
+    lines += batch_groups.copy_lines(every) + splits.copy_lines(r.m) + fixup.copy_lines(r.m)
     lines += ["args.idle_parts = idle_parts;"] if r.parts else []
     return lines + (["args.out_scale = p.out_scale;"] if descale.has_scale(r.m) else [])
 

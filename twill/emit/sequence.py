@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .colsplit import COMBINE, is_column, plan as fold_plan
+from .colsplit import COMBINE, fixed_up, is_column, plan as fold_plan
 from .model import EmitError
 
 
@@ -212,7 +212,8 @@ def _column_split(renderer, out_name, loop, split_param):
     g = renderer.m.graph
     if not is_column(g):
         return None
-    folds = tuple((f.kind, tuple(out_name[(loop, c)] for c in f.carries)) for f in fold_plan(g).folds)
+    folds = () if fixed_up(g) else tuple((f.kind, tuple(out_name[(loop, c)] for c in f.carries))
+                                         for f in fold_plan(g).folds)  # (fixed up: combined in the kernel)
     knob = dict(g.knobs).get("exp2_scale")
     scale = (float(knob.coef), tuple(knob.powers)) if knob is not None else (1.0, ())
     return (split_param(renderer), renderer.m.stages, folds, scale)

@@ -61,11 +61,13 @@ def reads_split(t) -> bool:
     return t.kind in ("input", "load")
 
 
-def batch_of(t, split: bool) -> str:
-    """The C++ expression of the batch entry tensor t's tile is at (before GQA's group)."""
+def batch_of(t, split: bool, fixed_up: bool = False) -> str:
+    """The C++ expression of the batch entry tensor t's tile is at (before GQA's group). `fixed_up`: a column
+    split whose outputs the last split writes once, at the batch entry (fixup.py)."""
     # (a store along the loop under a split is a column split's, along_columns: why_not refuses any other)
     along = t.kind == "store" and "loop" in t.axes
-    return ENTRY if split and (reads_split(t) or along) else "tile.b"
+    once = fixed_up and t.kind == "output"
+    return ENTRY if split and (reads_split(t) or along or once) else "tile.b"
 
 
 def role_lines(model) -> list[str]:
@@ -85,6 +87,9 @@ def args_lines(model) -> list[str]:
 def store_lines(model, t) -> list[str]:
     """A column split's store along the loop: the role's locals (role_lines) its origin reads, in its store
     function (which takes the tile, not the role's locals)."""
+    from .colsplit import fixed_up
+    if fixed_up(model.graph) and t.kind == "output":
+        return [f"const int {ENTRY} = tile.b % args.batch;  // the batch entry the last split writes (fixup.py)"]
     if not along_columns(model, t):
         return []
     return ["const int twill_split_first = split_first(args, tile);  // the split's first iteration (splits.py)",
@@ -132,5 +137,7 @@ def scale_loop(model, extent: str) -> str:
 def scale_batch(model, t, batch: str) -> str:
     """A tensor's batch extent: splits x batch for an output or store (not a column split's store along
     the loop: every split writes its columns of one entry)."""
-    per_split = model.graph.split and not reads_split(t) and not along_columns(model, t)
+    from .colsplit import fixed_up
+    per_split = (model.graph.split and not reads_split(t) and not along_columns(model, t)
+                 and not (fixed_up(model.graph) and t.kind == "output"))
     return f"{batch} * static_cast<uint64_t>(p.splits)" if per_split else batch

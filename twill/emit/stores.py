@@ -4,7 +4,7 @@ each thread its elements (float2 atomics where several CTAs add into one tile), 
 swizzled shared-memory staging and TMA, 128-byte column blocks at a time."""
 from __future__ import annotations
 
-from . import batch_groups, partial, splits
+from . import batch_groups, colsplit, partial, splits
 from .lines import Lines
 from .model import DIM_LABELS, EmitError
 from .ops import ctype
@@ -25,7 +25,7 @@ class Stores:
         cols = org(1)
         d, count, index = t.iter_div, self.loop_count(), self.loop_index(it)
         batch = ((f"tile.b * {count} + {index}" if d == 1 else f"tile.b * (({count} + {d - 1}) / {d}) + {index} / {d}")
-                 if t.per_iteration else batch_groups.batch_index(t, self.split))
+                 if t.per_iteration else batch_groups.batch_index(t, self.split, colsplit.fixed_up(self.m.graph)))
         return rows, cols, batch
 
     def loop_index(self, it: str) -> str:

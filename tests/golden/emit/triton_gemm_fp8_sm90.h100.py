@@ -154,7 +154,7 @@ def _flat_views(spec, given, sizes):
     the multiple). The size argument (spec["flat"]), where passed as a Python int, must be n. Returns the viewed
     Metas and {name: shape given}."""
     cols, size = spec["loop_extent"], spec["flat"]
-    out, held, count, first = {}, {}, None, None
+    held, count, first = {}, None, None
     for name, meta in given.items():
         if meta is None:
             continue
@@ -358,7 +358,7 @@ def choose_splits(tiles, iters, stages, sms):
     splits that divide iters (each split whole tiles), run at least max(stages, MIN_SPLIT_ITERS) iterations
     each, and keep the CTAs, tiles * S, within one wave of the SMs; 1 where even two splits would not (the
     tiles fill half the SMs or more: a second wave would cost what the split saves). Deterministic: a
-    function of the shapes and the SM count alone. (A sequence's K.py carries this function's own text.)"""
+    function of the shapes and the SM count alone. (A sequence's K.py calls its loops' bindings' copy.)"""
     least = max(stages, MIN_SPLIT_ITERS, 1)
     fits = [s for s in range(2, iters // least + 1) if iters % s == 0 and tiles * s <= sms]
     return fits[-1] if fits else 1
@@ -662,9 +662,11 @@ def args_format(spec):
     bytes, so native alignment adds no padding): tiles_m, tiles_n, iters, loop_extent, batch,
     m_extent, n_extent, persistent, raster_group, device; exp2_scale, out_scale; the stream; a pointer
     per tensor; a batch group per tensor; a row stride per tensor, then a batch stride per tensor (in
-    elements; 0: contiguous); the epilogue's scalars; a split kernel's splits."""
+    elements; 0: contiguous); the epilogue's scalars; a split kernel's splits; a fixup's scratch and
+    counters (spec["fixup"], _fixup)."""
     n, s = len(spec["args"]), len(spec.get("scalars", ()))
-    return f"@10q2dP{n}P{n}q{2 * n}q" + (f"{s}d" if s else "") + ("q" if spec.get("split") else "")
+    return (f"@10q2dP{n}P{n}q{2 * n}q" + (f"{s}d" if s else "") + ("q" if spec.get("split") else "")
+            + ("2P" if spec.get("fixup") else ""))
 
 
 def library(spec, here, directory=None):
@@ -764,7 +766,8 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
                     staged.append((values[i], buf[..., :cols]))
                 ptrs[i] = buf.data_ptr()
     s = _current_stream(run.index) if stream is None else stream.cuda_stream
-    err = run.launch(_block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra))
+    fix = _fixup(spec, run, s, stream, torch) if "fixup" in spec else ()
+    err = run.launch(_block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra, fix))
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {run.error(err).decode()} (cudaError {err})")
     if staged:  # outputs written into their staging buffers: into the caller's tensors
@@ -842,10 +845,31 @@ _NO_CONTEXT = contextlib.nullcontext()
 _LAUNCHES = {}
 
 
-def _block(run, ptrs, stream, exp2_scale, out_scale, persistent, raster_group, scalars):
+def _block(run, ptrs, stream, exp2_scale, out_scale, persistent, raster_group, scalars, fix=()):
     """The bytes twill_launch reads (args_format; K_entry.cu's twill_args, field by field)."""
     return run.pack(*run.head, int(persistent), int(raster_group), run.index, float(exp2_scale), float(out_scale),
-                    stream, *ptrs, *run.groups, *run.strides, *scalars, *run.tail)
+                    stream, *ptrs, *run.groups, *run.strides, *scalars, *run.tail, *fix)
+
+
+_ARRIVALS = {}  # (device index, stream) -> its fixup counters, zero between launches (the last arrival resets them)
+
+
+def _fixup(spec, run, raw_stream, stream, torch):
+    """The pointers of a fixup's scratch (each split's partial carries, allocated per call) and counters (kept
+    per device and stream, zeroed once: each launch leaves them zero) for a split kernel whose epilogue reads
+    its carries (spec["fixup"]: twill/emit/fixup.py); null pointers for one split."""
+    plan, fix = run.plan, spec["fixup"]
+    if plan["splits"] <= 1:
+        return 0, 0
+    tiles = plan["batch"] * plan["tiles_n"] * plan["tiles_m"]
+    key, need = (run.index, raw_stream), tiles * (fix["rows"] // 16)
+    with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
+        counters = _ARRIVALS.get(key)
+        if counters is None or counters.numel() < need:
+            counters = _ARRIVALS[key] = torch.zeros(need, dtype=torch.int32, device=run.device)
+        scratch = torch.empty(tiles * plan["splits"] * fix["carries"] * fix["rows"], dtype=torch.float32,
+                              device=run.device)
+    return scratch.data_ptr(), counters.data_ptr()
 
 
 def _key(spec, tensors, iters, tensor_type):

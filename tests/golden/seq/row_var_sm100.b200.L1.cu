@@ -753,6 +753,53 @@ __device__ __forceinline__ void op_normalize(Out& out, const L& l) {
   for_each(out, [&](auto... e) { return at<false>(out, e...) * at<false>(inv, e...); });
 }
 
+// A column split's fixup (emit/fixup.py): each split of a row tile writes its partial carries to a scratch
+// buffer and arrives on the counter of its warp's rows; the last of the splits to arrive combines them.
+
+// Whether this warp's arrival is the last of `splits` on its rows' counter, which the last resets to 0
+// for the next launch. Each thread's partials are made visible to the device first (the fence before the
+// arrival); the last warp fences again before it reads the others' (partial_to_frag, from L2).
+__device__ __forceinline__ bool split_arrive(int* counter, int splits) {
+  __threadfence();
+  __syncwarp();
+  int old = 0;
+  if (threadIdx.x % 32 == 0) old = atomicAdd(counter, 1);
+  old = __shfl_sync(0xffffffffu, old, 0);
+  const bool last = old == splits - 1;
+  if (last) {
+    if (threadIdx.x % 32 == 0) atomicExch(counter, 0);
+    __threadfence();
+  }
+  return last;
+}
+
+// The folds of the partials, element by element (binding_runtime.COMBINE's, in the kernel).
+template <typename F>
+__device__ __forceinline__ void fold_max(F& acc, const F& x) {
+  for_each(acc, [&](auto... e) { return fmaxf(at<true>(acc, e...), at<true>(x, e...)); });
+}
+template <typename F>
+__device__ __forceinline__ void fold_min(F& acc, const F& x) {
+  for_each(acc, [&](auto... e) { return fminf(at<true>(acc, e...), at<true>(x, e...)); });
+}
+template <typename F>
+__device__ __forceinline__ void fold_sum(F& acc, const F& x) {
+  for_each(acc, [&](auto... e) { return at<true>(acc, e...) + at<true>(x, e...); });
+}
+// An online pair's sum: l += l_s * exp2((m_s - m) * scale), m the row's max over every split.
+template <typename F>
+__device__ __forceinline__ void fold_rescaled(F& l, const F& ls, const F& ms, const F& m, float scale) {
+  for_each(l, [&](auto... e) {
+    return fmaf(at<true>(ls, e...), exp2f((at<true>(ms, e...) - at<true>(m, e...)) * scale), at<true>(l, e...));
+  });
+}
+
+// A split's partial row vector (another SM's, read from L2) into the row this thread holds.
+template <int R>
+__device__ __forceinline__ void partial_to_frag(TScalR<R>& r, const float* buf, int row0) {
+  r.x = __ldcg(buf + row0 + trow<R>());
+}
+
 }  // namespace twill
 
 namespace twill_row_var_kernel_L1 {
@@ -804,7 +851,17 @@ struct Args {
   int total_cols_step, total_cols_offset;  // placement of total's tiles
   int x_rows_step, x_rows_offset;  // placement of x's tiles
   int out_sq_cols_step, out_sq_cols_offset;  // placement of sq_new's tiles
+  int batch;  // batch entries of one split (tile.b: split * batch + entry, splits.py)
+  float* twill_partials;  // each split's partial carries [row tile][split][carry][rows] (fixup.py)
+  int* twill_arrivals;  // a counter per warp's rows of a row tile, 0 between launches
+  int splits;  // Problem::splits
 };
+
+// The first iteration of tile's split along the loop's whole extent: split tile.b / batch runs
+// iterations split * iters .. (split + 1) * iters - 1 (grid split = twill_split_cols, splits.py).
+__device__ __forceinline__ int split_first(const Args& args, const twill::TileIdx& tile) {
+  return tile.b / args.batch * args.iters;
+}
 
 // The CTA's round-th tile, number t (twill::tile_of).
 __device__ __forceinline__ twill::TileIdx tile_at(const Args& args, int t, int round) {
@@ -822,7 +879,8 @@ __device__ __forceinline__ void store_out_sq(Smem& sm, const Maps& tm, const Arg
   (void)tm;
   (void)it;
   (void)n;
-  const size_t batch = static_cast<size_t>(tile.b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_sq_cols_step));
+  const int twill_split_b = tile.b % args.batch;  // the batch entry the last split writes (fixup.py)
+  const size_t batch = static_cast<size_t>(twill_split_b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_sq_cols_step));
   const int c0 = tile.m * args.out_sq_cols_step + args.out_sq_cols_offset;
   twill::frag_to_buffer_clip(args.out_sq + batch + static_cast<size_t>(c0), f, row0, static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_sq_cols_step)) - c0);
 }
@@ -833,6 +891,10 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_split_first = split_first(args, tile);  // the split's first iteration (splits.py)
+  (void)twill_split_first;
+  const int twill_split_b = tile.b % args.batch;  // the batch entry the inputs are read at
+  (void)twill_split_b;
   const int lane = threadIdx.x % 32;
   (void)lane;
   // ---- steady state: every op, each on its own iteration ----
@@ -843,7 +905,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, tile.b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
       }
     }
   }
@@ -855,6 +917,10 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
   (void)tm;
   (void)args;
   (void)tile;
+  const int twill_split_first = split_first(args, tile);  // the split's first iteration (splits.py)
+  (void)twill_split_first;
+  const int twill_split_b = tile.b % args.batch;  // the batch entry the inputs are read at
+  (void)twill_split_b;
   const int wgi = static_cast<int>(threadIdx.x / 128) - 1;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
@@ -863,7 +929,7 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
   twill::TScal sq_new[1];  // sq_new: f32[128]
   for (int c = 0; c < 1; ++c) twill::fill(sq_new[c], 0.0f);  // carry sq starts at 0
   twill::TScal total_ep;  // epilogue input total
-  twill::global_to_frag_clip(total_ep, args.total + static_cast<size_t>(tile.b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.total_cols_step)) + static_cast<size_t>(0) * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.total_cols_step)) + tile.m * args.total_cols_step + args.total_cols_offset, 0, static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.total_cols_step)), static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.total_cols_step)) - (tile.m * args.total_cols_step + args.total_cols_offset), static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.total_cols_step)) - (tile.m * args.total_cols_step + args.total_cols_offset));
+  twill::global_to_frag_clip(total_ep, args.total + static_cast<size_t>(twill_split_b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.total_cols_step)) + static_cast<size_t>(0) * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.total_cols_step)) + tile.m * args.total_cols_step + args.total_cols_offset, 0, static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.total_cols_step)), static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.total_cols_step)) - (tile.m * args.total_cols_step + args.total_cols_offset), static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.total_cols_step)) - (tile.m * args.total_cols_step + args.total_cols_offset));
   twill::TScal mean_ep;  // epilogue mean = mul total
   twill::op_mul(mean_ep, total_ep, 0.000244140625f);
   twill::TScal mean = mean_ep;  // mean: the graph's prologue (before the loop)
@@ -888,9 +954,27 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::TScal sq_new_final;
   sq_new_final = sq_new[0];
-  twill::TScal mul_1_ep;  // epilogue mul_1 = mul sq
-  twill::op_mul(mul_1_ep, sq_new_final, 0.000244140625f);
-  store_out_sq(sm, tm, args, tile, mul_1_ep, n - 1, 0, n);  // the epilogue's output
+  // ---- the column split's fixup (fixup.py): the splits' partial carries combined by the last to arrive ----
+  bool twill_last = true;
+  if (args.splits > 1) {
+    const size_t twill_tile = (static_cast<size_t>(tile.b % args.batch) * args.tiles_n + tile.n) * args.tiles_m + tile.m;  // the row tile
+    float* twill_part = args.twill_partials + twill_tile * args.splits * 128;
+    twill::frag_to_buffer(twill_part + (tile.b / args.batch * 1 + 0) * 128, sq_new_final, 0, 0);  // carry sq: this split's
+    twill_last = twill::split_arrive(args.twill_arrivals + twill_tile * 8 + (0) / 16 + (threadIdx.x / 32) % 4, args.splits);
+    if (twill_last) {
+      twill::partial_to_frag(sq_new_final, twill_part + (0 * 1 + 0) * 128, 0);  // carry sq: the sum of the splits'
+      for (int s = 1; s < args.splits; ++s) {
+        decltype(sq_new_final) twill_x;
+        twill::partial_to_frag(twill_x, twill_part + (s * 1 + 0) * 128, 0);
+        twill::fold_sum(sq_new_final, twill_x);
+      }
+    }
+  }
+  if (twill_last) {
+    twill::TScal mul_1_ep;  // epilogue mul_1 = mul sq
+    twill::op_mul(mul_1_ep, sq_new_final, 0.000244140625f);
+    store_out_sq(sm, tm, args, tile, mul_1_ep, n - 1, 0, n);  // the epilogue's output
+  }
 }
 
 // ---- the kernel: warp roles dispatched by warpgroup; kernel<true, ...> loops over several tiles -
@@ -977,6 +1061,9 @@ struct Problem {
   int x_rows_step = 128, x_rows_offset = 0;
   int out_sq_cols_step = 128, out_sq_cols_offset = 0;
   int64_t x_row_stride = 0, x_batch_stride = 0;  // elements between rows, batch entries (0: contiguous)
+  int splits = 1;  // splits of the loop (grid split = twill_split_cols): loop_extent is one split's elements, the outputs [splits * batch][rows][cols]
+  float* twill_partials = nullptr;  // splits > 1: the splits' partial carries, batch * tiles_n * tiles_m * splits * 1 * 128 floats (fixup.py)
+  int* twill_arrivals = nullptr;  // splits > 1: batch * tiles_n * tiles_m * 8 counters, zero (each launch leaves them zero)
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1109,15 +1196,19 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.x_rows_offset < 0 || p.x_rows_offset + 128 > p.x_rows_step) return cudaErrorInvalidValue;
   if (p.out_sq == nullptr) return cudaErrorInvalidValue;
   if (p.out_sq_cols_offset < 0 || p.out_sq_cols_offset + 128 > p.out_sq_cols_step) return cudaErrorInvalidValue;
+  if (p.splits < 1 || (p.splits > 1 && loop_elements(p, kLoopStep) % kLoopStep != 0))
+    return cudaErrorInvalidValue;  // a split's last tile would read the next split's first elements
+  if (p.splits > 1 && (p.twill_partials == nullptr || p.twill_arrivals == nullptr))
+    return cudaErrorInvalidValue;  // the splits combine their carries through these (fixup.py)
   if (p.m_extent < 0 || (p.m_extent != 0 && !kPartialM)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.total_cols_step || p.m_extent > p.tiles_m * p.total_cols_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.x_rows_step || p.m_extent > p.tiles_m * p.x_rows_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_sq_cols_step || p.m_extent > p.tiles_m * p.out_sq_cols_step)) return cudaErrorInvalidValue;
   if (p.x_row_stride < 0 || p.x_batch_stride < 0) return cudaErrorInvalidValue;
-  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : loop_elements(p, 64);
+  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits);
   const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
   CUtensorMap tm_x;
-  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), loop_elements(p, 64), static_cast<uint64_t>(p.batch), x_rs, x_bs, 128, 64, 128))
+  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), loop_elements(p, 64) * static_cast<uint64_t>(p.splits), static_cast<uint64_t>(p.batch), x_rs, x_bs, 128, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1135,6 +1226,11 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.x_rows_offset = p.x_rows_offset;
   args.out_sq_cols_step = p.out_sq_cols_step;
   args.out_sq_cols_offset = p.out_sq_cols_offset;
+  args.batch = p.batch;
+  args.tiles *= p.splits;  // the CTAs' batch index runs over splits x batch
+  args.twill_partials = p.twill_partials;
+  args.twill_arrivals = p.twill_arrivals;
+  args.splits = p.splits;
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
@@ -1163,7 +1259,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_total(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.m_extent, p.tiles_m, p.total_cols_step) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_x(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * loop_elements(p, 64) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_x(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * loop_elements(p, 64) * static_cast<uint64_t>(p.splits) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_sq(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.m_extent, p.tiles_m, p.out_sq_cols_step) * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_row_var_kernel_L1

@@ -22,6 +22,7 @@ OUTPUTS = [('Var', 'L1', 'Var')]  # (returned name, loop, its output)
 #  its pipeline's stages, ((fold, its carries' outputs), ...), its exp2_scale: (constant, ((parameter, power), ...)))
 SPLITS = {
     'L0': ('twill_split_cols', 1, (('sum', ('total',)),), (1.0, ())),
+    'L1': ('twill_split_cols', 1, (), (1.0, ())),
 }
 # the combine of a fold's S partials [S, *rows] (colsplit.COMBINE): xp is torch
 COMBINE = {
