@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import nvcc, nvcc_compile
+from twill.emit.binding_runtime import choose_uneven
 from twill.emit.colsplit import COMBINE, ColumnSplit, Fold, choose_splits, column_graph, plan
 from twill.sequence import Sequence
 from twill.tir import parse_tir
@@ -113,6 +114,21 @@ def test_an_mma_loop_is_not_split():
 ])
 def test_the_binding_chooses_the_splits(tiles, iters, stages, sms, want):
     assert choose_splits(tiles, iters, stages, sms) == want
+
+
+@pytest.mark.parametrize("tiles, iters, stages, sms, want", [
+    (16, 40, 3, 132, (8, 5)),     # 1000 x 5000: 40 tiles of 128, the last partial: 7 splits of 5, a last of 5
+    (16, 251, 3, 132, (8, 32)),   # 1000 x 32008: 7 of 32, a last of 27
+    (16, 393, 3, 132, (8, 50)),   # 1000 x 50257 (GPT-2's vocabulary): 7 of 50, a last of 43
+    (16, 10, 4, 132, (2, 5)),     # 3 splits would leave the last 2 iterations, short of 4 stages
+    (64, 40, 3, 132, (2, 20)),
+    (67, 40, 3, 132, (1, 40)),    # more than half the SMs
+    (16, 5, 3, 132, (1, 5)),      # no two splits of 3 iterations fit in 5
+])
+def test_a_partial_last_tile_splits_unevenly(tiles, iters, stages, sms, want):
+    s, q = choose_uneven(tiles, iters, stages, sms)
+    assert (s, q) == want
+    assert s == 1 or (tiles * s <= sms and iters - (s - 1) * q >= max(stages, 2) and (s - 1) * q < iters)
 
 
 # -- the sequence binding, run with each loop's launch evaluated in numpy -----------------------------------
@@ -216,13 +232,14 @@ def _run_in_numpy(seq_mod, seq, x, monkeypatch, sms=132, combine=None, dtype="fl
         def launch(spec, here, tensors, *, _loop=loop, _graph=graph, _names=names, _mod=mod, **kw):
             plan = _mod.resolve(spec, {k: (None if v is None else _mod.describe(v)) for k, v in tensors.items()},
                                 None, kw.get("split"))
-            n, s = plan["loop_extent"] * plan["splits"], plan["splits"]
+            e, s = plan["loop_extent"], plan["splits"]
+            whole = plan["whole"] or e * s  # (uneven splits: the last takes what the others leave)
             ran[_loop] = s
             arrays = {k: v.a for k, v in tensors.items() if v is not None and v.a.ndim == 2}
             inputs = {g.name: tensors[g.name].a for g in _graph.inputs if g.name in tensors}
             parts, stored = [], {}
             for i in range(s):  # split i: its columns alone, from the carries' initial values
-                finals, stores = _run_loop(_graph, arrays, inputs, i * n // s, (i + 1) * n // s)
+                finals, stores = _run_loop(_graph, arrays, inputs, i * e, min((i + 1) * e, whole))
                 parts.append(finals)
                 for k, v in stores.items():
                     stored[k] = stored.get(k, 0) + v
@@ -243,8 +260,8 @@ def _softmax(x):
 def test_the_sequence_binding_splits_the_columns_and_combines_the_partials(tmp_path, monkeypatch, name):
     """K.py on 1000 x 5120 (16 row tiles on 132 SMs): each split loop runs S splits (choose_splits), writes
     [S, M] partials, and K.py folds them (the online pair rescaled by its exp2_scale) before handing them
-    over: the result is the softmax (fp64, 1e-9). On 1000 x 5000 (a partial
-    last column tile) every loop runs one split."""
+    over: the result is the softmax (fp64, 1e-9). On 1000 x 5000 (a partial last column tile: 40 iterations of
+    128) the splits are uneven (choose_uneven: 7 of 5 iterations and a last of 5, the partial tile its own)."""
     seq_mod = _emitted(tmp_path, "heldout7", name)
     seq = _seq("heldout7", name)
     x = np.random.default_rng(5).standard_normal((1000, 5120)) * 3
@@ -254,7 +271,7 @@ def test_the_sequence_binding_splits_the_columns_and_combines_the_partials(tmp_p
     assert all(ran[loop] > 1 for loop in seq.names), ran
     x = np.random.default_rng(6).standard_normal((1000, 5000)) * 3
     got, ran = _run_in_numpy(seq_mod, seq, x, monkeypatch, dtype=dtype)
-    assert np.allclose(got, _softmax(x), rtol=1e-9, atol=1e-12) and set(ran.values()) == {1}, ran
+    assert np.allclose(got, _softmax(x), rtol=1e-9, atol=1e-12) and set(ran.values()) == {8}, ran
 
 
 def test_the_online_pairs_partials_combined_as_plain_folds_are_not_the_softmax(tmp_path, monkeypatch):
@@ -356,7 +373,7 @@ def _alone(tmp_path, batch: str, name: str):
     (4096, 4096, 132, 2),   # 64 row tiles, 64 column tiles: two splits fill 128 of the SMs
     (1024, 4096, 132, 8),   # 16 row tiles: eight splits (each 8 iterations)
     (1024, 4096, 16, 1),    # the row tiles fill the SMs already
-    (1000, 1000, 132, 1),   # a partial last column tile: one split
+    (1000, 1000, 132, 4),   # a partial last column tile (16 iterations of 64): uneven, 3 splits of 4 and a last
     (8192, 4096, 132, 1),   # 128 row tiles: a second wave would cost what a split saves
 ])
 def test_a_kernel_whose_only_loop_has_no_carry_splits_its_own_columns(tmp_path, monkeypatch, rows, cols, sms, want):
@@ -372,8 +389,9 @@ def test_a_kernel_whose_only_loop_has_no_carry_splits_its_own_columns(tmp_path, 
     x, b = _Tensor(np.zeros((rows, cols)), "float16"), _Tensor(np.zeros(cols), "float16")
     run = mod._prepare(mod.SPEC, {"X": x, "B": b, "Y": None}, None, _Tensor, str)
     plan = run.plan
-    assert plan["splits"] == want and plan["loop_extent"] * want == cols, plan
-    assert run.tail == (want,) and plan["shapes"]["Y"] == (rows, cols)
+    whole = plan["loop_extent"] * want != cols  # uneven: the launch passes the whole extent
+    assert plan["splits"] == want and (plan["loop_extent"] * want == cols or plan["whole"] == cols), plan
+    assert run.tail == (want, cols if whole else 0) and plan["shapes"]["Y"] == (rows, cols)
 
 
 def test_a_kernel_whose_only_loop_folds_combines_its_splits_in_its_binding(tmp_path, monkeypatch):

@@ -29,7 +29,7 @@ from click.testing import CliRunner
 
 from conftest import nvcc
 from test_colsplit import _fake_torch, _seq, _Tensor
-from twill.emit.binding_runtime import choose_splits
+from twill.emit.binding_runtime import choose_splits, choose_uneven
 from twill.emit.colsplit import plan
 from twill_cli.main import main
 
@@ -74,7 +74,8 @@ def test_the_cross_entropy_is_split_and_its_splits_combined_in_the_kernel(tmp_pa
     assert after.index("if (twill_last) {") < after.index("twill::gather_rows(") < after.index("store_out_LOSS(")
     assert "twill_split_b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.out_LOSS" in text
     assert "if (p.splits > 1 && (p.twill_partials == nullptr || p.twill_arrivals == nullptr))" in text
-    assert "args.x_cols = static_cast<int>(loop_elements(p, 128) * static_cast<uint64_t>(p.splits));" in text
+    assert ("args.x_cols = static_cast<int>((p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : "
+            "loop_elements(p, 128) * static_cast<uint64_t>(p.splits)));") in text  # the gather's row: all of it
     assert mod.SPEC["fixup"] == {"rows": 64, "carries": 2} and "folds" not in mod.SPEC
     # the Triton kernel's arguments in its order, positional; the split's own parameter (none of them) a keyword
     params = inspect.signature(mod.run).parameters
@@ -89,7 +90,7 @@ def test_the_cross_entropy_is_split_and_its_splits_combined_in_the_kernel(tmp_pa
     logits, target = _Tensor(np.zeros((1000, 32000)), "bfloat16"), _Tensor(np.zeros(1000), "int32")
     run = mod._prepare(mod.SPEC, {"LOGITS": logits, "TARGET": target, "LOSS": None, "LSE": None}, None, _Tensor, str)
     want = choose_splits(16, 250, mod.SPEC["stages"], 132)
-    assert want > 1 and run.plan["splits"] == want and run.tail == (want,), run.plan
+    assert want > 1 and run.plan["splits"] == want and run.tail == (want, 0), run.plan  # (even: no whole extent)
     assert run.plan["shapes"]["LOSS"] == (1000,) and run.plan["shapes"]["LSE"] == (1000,)
 
 
@@ -119,3 +120,27 @@ def test_the_fixed_up_kernel_builds_and_its_entry_reads_the_block_the_binding_pa
     assert re.search(r"Compiling entry function '\w*kernel", Path(so + ".log").read_text())
     lib = ctypes.CDLL(so)
     assert lib.twill_args_bytes() == struct.calcsize(mod.args_format(mod.SPEC))
+
+
+def test_a_partial_last_column_tile_splits_unevenly(tmp_path, monkeypatch):
+    """GPT-2's vocabulary, 1000 x 50257 (393 tiles of 128, the last partial): S - 1 splits of q whole tiles and a
+    last of what they leave (choose_uneven), the launch given the whole extent (Problem::loop_whole) for the tensor
+    maps, the gather's row length and the last split's own iterations and partial tile (split_iters,
+    twill_loop_tail); a split that is no whole number of tiles, or leaves the last fewer iterations than the
+    pipeline's stages, is refused naming the argument."""
+    text, mod = _emit(tmp_path, "heldout6", "cross_entropy_fwd")
+    assert "return tile.b / args.batch == args.splits - 1 ? args.last_iters : args.iters;" in text
+    assert "const int n = split_iters(args, tile_at(args, blockIdx.x, 0));" in text
+    assert re.search(r"if \(\(j \+ 1\) == n - 1 && twill_loop_tail < kLoopStep\) twill::mask_past<1>", text)
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(132))
+    monkeypatch.setattr(mod, "_SMS", {})
+    logits, target = _Tensor(np.zeros((1000, 50257)), "bfloat16"), _Tensor(np.zeros(1000), "int32")
+    tensors = {"LOGITS": logits, "TARGET": target, "LOSS": None, "LSE": None}
+    run = mod._prepare(mod.SPEC, tensors, None, _Tensor, str)
+    s, q = choose_uneven(16, 393, mod.SPEC["stages"], 132)
+    assert s > 1 and run.plan["splits"] == s and run.plan["loop_extent"] == q * 128 and run.tail == (s, 50257)
+    assert run.plan["shapes"]["LOSS"] == (1000,)
+    with pytest.raises(mod.ArgumentError, match=r"twill_split_cols = 1000 is not a multiple of 128"):
+        mod._prepare(mod.SPEC, tensors, None, _Tensor, str, split=1000)
+    with pytest.raises(mod.ArgumentError, match=r"the last of L = 50257's 2 splits would run 1 iteration\(s\)"):
+        mod._prepare(mod.SPEC, tensors, None, _Tensor, str, split=392 * 128)

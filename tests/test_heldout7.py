@@ -241,7 +241,8 @@ def test_the_tail_mask_compiles_clean(tmp_path, gpu):
     _, rc, err = emitted_and_built(solve(graph, machine, SolveOptions(time_limit=10)), machine, tmp_path / "ln1.cu")
     assert rc == 0, err[-2000:]
     text = (tmp_path / "ln1.cu").read_text()
-    assert re.search(r"if constexpr \(kTail\) .*twill::mask_tail<1>\(\S+, 0, args\.loop_tail, 0\.0f\);", text)
+    # (the loop is split by columns: the partial tile is its last split's, twill_loop_tail, splits.py)
+    assert re.search(r"if constexpr \(kTail\) .*twill::mask_tail<1>\(\S+, 0, twill_loop_tail, 0\.0f\);", text)
     assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
 
 
@@ -616,9 +617,8 @@ def test_the_sequence_runs_each_loop_with_its_knobs(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("s_seq", tmp_path / "s.py")
     seq = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(seq)
-    monkeypatch.setattr(seq, "plans", lambda user: {loop: {"loop_extent": 4096} for loop, *_ in seq.LOOPS})  # (resolve: above)
+    monkeypatch.setattr(seq, "plans", lambda user: {loop: {"loop_extent": 4096, "device": "cuda:0"} for loop, *_ in seq.LOOPS})  # (resolve: above)
     # the loops split by columns (colsplit.py, tests/test_colsplit.py) run one split, their partials passed on as they are
-    monkeypatch.setattr(seq, "_splits", lambda spec, plan, stages: 1)
     monkeypatch.setattr(seq, "COMBINE", {k: (lambda xp, scale, *parts: parts) for k in seq.COMBINE})
     launched = {}
     for loop, file, _, _ in seq.LOOPS:
@@ -629,6 +629,8 @@ def test_the_sequence_runs_each_loop_with_its_knobs(tmp_path, monkeypatch):
             launched[_loop] = (sorted(tensors), kw.get("exp2_scale"))
             return tuple(f"{_loop}.{o}" for o in _outs) if len(_outs) > 1 else f"{_loop}.{_outs[0]}"
         monkeypatch.setattr(mod, "call", record)
+        monkeypatch.setattr(mod, "split_elements", lambda spec, plan, stages, sms: None)  # one split
+        monkeypatch.setattr(mod, "_sm_count", lambda device: 132)
     assert seq.run(fake.Tensor()) == "L2.Y"
     assert sorted(launched) == ["L0", "L1", "L2"]
     for loop in ("L1", "L2"):  # the loops with an exp2

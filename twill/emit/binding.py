@@ -36,7 +36,7 @@ from pathlib import Path
 from . import epilogue, partial
 from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
 from .binding_runtime import COLUMN_ARG
-from .colsplit import fixed_up
+from .colsplit import fixed_up, is_column
 from .descale import has_scale
 from .fixup import spec as fixup_spec
 from .model import DIM_LABELS, EmitError, dtype_bytes, ident, rastered
@@ -351,7 +351,7 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
     args = arguments(renderer)
     scalars = epilogue.launch_scalars(renderer.m.graph)
     n = len(args)
-    split = int(bool(renderer.m.graph.split))
+    split = int(bool(renderer.m.graph.split)) + int(is_column(renderer.m.graph))  # (a column split: and loop_whole)
     fix = 2 * int(fixed_up(renderer.m.graph))  # the fixup's scratch and counters (fixup.py)
     lines = [
         f"// The C entry point of {kernel_file} for its PyTorch binding {module}, written by",
@@ -375,6 +375,8 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         f"  int64_t row_strides[{n}], batch_strides[{n}];  // elements; 0: contiguous (a TMA tensor's row pitch)",
         *([f"  double scalars[{len(scalars)}];  // the epilogue's scalars"] if scalars else []),
         *(["  int64_t splits;  // splits of the loop (grid split): the outputs' first dimension"] if split else []),
+        *(["  int64_t loop_whole;  // uneven column splits: the loop's whole extent (0: splits x loop_extent)"]
+          if split == 2 else []),
         *(["  void* fixup[2];  // the splits' partial carries and their counters (fixup.py)"] if fix else []),
         "};",
         f"static_assert(sizeof(twill_args) == 8 * {13 + 4 * n + len(scalars) + split + fix}, \"twill_args: 8-byte fields, "
@@ -394,6 +396,7 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
           if ax in renderer.partial],
         "  p.batch = static_cast<int>(a.batch);",
         *(["  p.splits = static_cast<int>(a.splits);"] if split else []),
+        *(["  p.loop_whole = a.loop_whole;"] if split == 2 else []),
         *(["  p.twill_partials = static_cast<float*>(a.fixup[0]);",
            "  p.twill_arrivals = static_cast<int*>(a.fixup[1]);"] if fix else []),
         "  p.exp2_scale = static_cast<float>(a.exp2_scale);",
@@ -556,10 +559,12 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
            "passes it; a multiple of the loop's step): the loop is split over the grid (grid split), every output "
            "has a leading dimension of splits, [splits, *batch, ...] (the batch may be flattened to one dimension)"]
           if split and split != COLUMN_ARG else []),
-        *([f"    {split}: None, or a Python int, each split's elements along the loop (L / splits, a multiple of the "
-           "loop's step): the loop's columns are split over the grid (twill/emit/colsplit.py). None: "
+        *([f"    {split}: None, or a Python int, each split's elements along the loop (a multiple of the loop's "
+           "step; the last split takes what the others leave of L, at least the pipeline's stages of tiles): the "
+           "loop's columns are split over the grid (twill/emit/colsplit.py). None: "
            + ("the binding picks the splits (the most that divide the column tiles, keep the CTAs within one wave of "
-              "the SMs and leave each split a few iterations; one where the last column tile is partial)"
+              "the SMs and leave each split a few iterations; where the last column tile is partial, splits of "
+              "whole tiles and a last one that takes it)"
               if data.get("folds") or not any(a.splits for a in args) else "one split")
            + ("; the folds' partials are combined here" if data.get("folds") else
               "; a fold's outputs (its carries' partials, combined by the caller) have a leading dimension of splits"

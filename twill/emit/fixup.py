@@ -63,8 +63,7 @@ def arg_lines(model) -> list[str]:
     if not fixed_up(model.graph):
         return []
     return ["float* twill_partials;  // each split's partial carries [row tile][split][carry][rows] (fixup.py)",
-            "int* twill_arrivals;  // a counter per warp's rows of a row tile, 0 between launches",
-            "int splits;  // Problem::splits"]
+            "int* twill_arrivals;  // a counter per warp's rows of a row tile, 0 between launches"]
 
 
 def problem_lines(model) -> list[str]:
@@ -86,8 +85,7 @@ def launch_lines(model) -> list[str]:
 def copy_lines(model) -> list[str]:
     if not fixed_up(model.graph):
         return []
-    return ["args.twill_partials = p.twill_partials;", "args.twill_arrivals = p.twill_arrivals;",
-            "args.splits = p.splits;"]
+    return ["args.twill_partials = p.twill_partials;", "args.twill_arrivals = p.twill_arrivals;"]
 
 
 def emit(body, out: Lines, finals: dict[str, str]) -> str:

@@ -4,6 +4,7 @@ each warpgroup to its role's function, with its `setmaxnreg` budget and, on a pe
 loop over the CTA's tiles."""
 from __future__ import annotations
 
+from . import splits
 from .lines import Lines
 from .model import ident
 from .template import fill
@@ -98,7 +99,7 @@ class Kernel:
     def _trips(self, tile: str) -> str:
         """The loop's iterations for `tile` (a C expression of a twill::TileIdx): a causal tile's own
         (ragged.causal_iters), else the problem's."""
-        return f"causal_iters(args, {tile})" if self.causal.masks else "args.iters"
+        return f"causal_iters(args, {tile})" if self.causal.masks else splits.trips(self.m, tile) or "args.iters"
 
     def _blocks(self) -> str:
         """What a causal loop's iterations are, for the kernel's comment."""

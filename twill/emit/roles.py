@@ -470,11 +470,11 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         # spilled 4 bytes in the 192-key kernel's)
         what = "are absent" if fill is None else f"are {fill:g} (tail_mask)"
         if fill is None and self.m.target.register_fragments:  # -inf before a rowmax / exp2
-            call = f"twill::mask_past<{dim}>({expr}, {self.row0(t.shape[0])}, args.loop_tail)"
+            call = f"twill::mask_past<{dim}>({expr}, {self.row0(t.shape[0])}, {splits.loop_tail(self.m)})"
         else:  # a tail_mask's fill, or sm_100a's rows of a thread (tail_*.cuh)
-            call = (f"twill::mask_tail<{dim}>({expr}, {self.row0(t.shape[0])}, args.loop_tail, "
+            call = (f"twill::mask_tail<{dim}>({expr}, {self.row0(t.shape[0])}, {splits.loop_tail(self.m)}, "
                     f"{_fill_literal(float('-inf') if fill is None else fill)})")
-        out(f"if constexpr (kTail) if ({last}args.loop_tail < kLoopStep) {call};  "
+        out(f"if constexpr (kTail) if ({last}{splits.loop_tail(self.m)} < kLoopStep) {call};  "
             f"// a partial last tile: {value}'s {('rows', 'columns')[dim]} past the loop's extent {what}")
 
 

@@ -133,7 +133,7 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "    return mod",
         "",
         "",
-        "CHOOSE_SPLITS_SOURCE_HOLE",
+        "def plans(user):",
         '    """Every loop\'s plan from `user` ({parameter: Meta}), resolved before any loop runs: a tensor some',
         "    loop cannot take raises its ArgumentError before anything is launched (a handed-over tensor has",
         "    the shape its loop gives it). Plain Python: each loop's cached `resolve`, as its call uses.\"\"\"",
@@ -179,8 +179,8 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "        split = {}",
         "        if loop in SPLITS:  # S splits of the columns, each split's elements passed as the split's argument",
         "            p = planned[loop]",
-        "            s = _splits(mod, p, SPLITS[loop][1])",
-        "            split = {SPLITS[loop][0]: p['loop_extent'] // s} if s > 1 else {}  # one: as alone (errors name the tensors)",
+        "            e = mod.split_elements(mod.SPEC, p, SPLITS[loop][1], mod._sm_count(p['device']))",
+        "            split = {SPLITS[loop][0]: e} if e else {}  # none: one split, as alone (errors name the tensors)",
         "        out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, **split, stream=stream)",
         "        names = [a['name'] for a in mod.SPEC['args'] if a['output']]",
         "        results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))",
@@ -202,8 +202,7 @@ def sequence_binding(kernel: str, kernel_path: str, loops: list[tuple[str, objec
         "",
         f"run = {py_name(kernel, set())}",
     ]
-    text = "\n".join(lines) + "\n"
-    return text.replace("CHOOSE_SPLITS_SOURCE_HOLE", _SPLIT_FUNCTIONS.rstrip("\n") + "\n\n\ndef plans(user):")
+    return "\n".join(lines) + "\n"
 
 
 def _column_split(renderer, out_name, loop, split_param):
@@ -219,13 +218,3 @@ def _column_split(renderer, out_name, loop, split_param):
     return (split_param(renderer), renderer.m.stages, folds, scale)
 
 
-# K.py's function of the splits: S from a loop's plan, by its binding's own choose_splits and SM count (the
-# bindings' runtime, binding_runtime.py, defines them once)
-_SPLIT_FUNCTIONS = '''def _splits(mod, plan, stages):
-    """S for a loop split by columns: its binding's choose_splits of its row tiles, iterations and the device's
-    SMs; 1 where its last column tile is partial (a split but the last would end inside a tile)."""
-    if plan['loop_extent'] != plan['iters'] * mod.SPEC['loop_step']:
-        return 1
-    return mod.choose_splits(plan['tiles_m'] * plan['tiles_n'] * plan['batch'], plan['iters'], stages,
-                             mod._sm_count(plan['device']))
-'''

@@ -26,6 +26,7 @@ from __future__ import annotations
 # too (8 to 24 bytes on the H200's schedule until they were locals)
 FIRST = "twill_split_first + "  # the loop's first iteration of a tile's split, before a local one
 ENTRY = "twill_split_b"  # the batch entry an input is read at
+TAIL = "twill_loop_tail"  # a column split's: the elements of its last tile inside the loop (the last split's alone)
 
 
 def why_not(model, causal_masks: bool) -> str:
@@ -76,12 +77,32 @@ def role_lines(model) -> list[str]:
         return []
     return [f"const int twill_split_first = split_first(args, tile);  // the split's first iteration (splits.py)",
             "(void)twill_split_first;",
-            f"const int {ENTRY} = tile.b % args.batch;  // the batch entry the inputs are read at", f"(void){ENTRY};"]
+            f"const int {ENTRY} = tile.b % args.batch;  // the batch entry the inputs are read at", f"(void){ENTRY};",
+            *([f"const int {TAIL} = tile.b / args.batch == args.splits - 1 ? args.loop_tail : kLoopStep;  "
+               "// the partial last tile is the last split's", f"(void){TAIL};"] if _column(model) else [])]
+
+
+def loop_tail(model) -> str:
+    """The C++ expression of the elements of a tile's last iteration inside the loop's extent: the split's own
+    (TAIL: only the last split of a column split ends in the partial tile), else args.loop_tail."""
+    return TAIL if _column(model) else "args.loop_tail"
+
+
+def trips(model, tile: str) -> str | None:
+    """The iterations of `tile` for a column split (its last split may run fewer: uneven splits), else None."""
+    return f"split_iters(args, {tile})" if _column(model) else None
+
+
+def _column(model) -> bool:
+    from .colsplit import is_column
+    return is_column(model.graph)
 
 
 def args_lines(model) -> list[str]:
-    return (["int batch;  // batch entries of one split (tile.b: split * batch + entry, splits.py)"]
-            if model.graph.split else [])
+    return ((["int batch;  // batch entries of one split (tile.b: split * batch + entry, splits.py)"]
+             if model.graph.split else [])
+            + (["int splits;  // Problem::splits", "int last_iters;  // the last split's iterations (uneven splits: "
+                "Problem::loop_whole)"] if _column(model) else []))
 
 
 def store_lines(model, t) -> list[str]:
@@ -106,32 +127,59 @@ def device_lines(model) -> list[str]:
         "  return tile.b / args.batch * args.iters;",
         "}",
         "",
-    ]
+    ] + ([
+        "// The iterations of tile's split: the last split's own where the splits are uneven (Problem::loop_whole: the",
+        "// last split ends at the loop's extent, its last tile maybe partial), else args.iters.",
+        "__device__ __forceinline__ int split_iters(const Args& args, const twill::TileIdx& tile) {",
+        "  return tile.b / args.batch == args.splits - 1 ? args.last_iters : args.iters;",
+        "}",
+        "",
+    ] if _column(model) else [])
 
 
 def problem_lines(model) -> list[str]:
     if not model.graph.split:
         return []
     return [f"int splits = 1;  // splits of the loop (grid split = {model.graph.split}): loop_extent is one split's "
-            "elements, the outputs [splits * batch][rows][cols]"]
+            "elements, the outputs [splits * batch][rows][cols]"] + (
+        ["int64_t loop_whole = 0;  // uneven splits: the loop's whole extent, the last split's elements what the others "
+         "leave (at least kStages tiles, its last maybe partial); 0: splits x loop_extent"] if _column(model) else [])
 
 
 def launch_lines(model) -> list[str]:
     if not model.graph.split:
         return []
-    return ["if (p.splits < 1 || (p.splits > 1 && loop_elements(p, kLoopStep) % kLoopStep != 0))",
-            "  return cudaErrorInvalidValue;  // a split's last tile would read the next split's first elements"]
+    lines = ["if (p.splits < 1 || (p.splits > 1 && loop_elements(p, kLoopStep) % kLoopStep != 0))",
+             "  return cudaErrorInvalidValue;  // a split's last tile would read the next split's first elements"]
+    if _column(model):  # the last split what the others leave: more than nothing, at most one split
+        lines += ["if (p.loop_whole < 0 || (p.loop_whole > 0 && (p.splits < 2 || p.loop_whole <= (p.splits - 1) * "
+                  "static_cast<int64_t>(loop_elements(p, kLoopStep)) || p.loop_whole > p.splits * "
+                  "static_cast<int64_t>(loop_elements(p, kLoopStep)))))",
+                  "  return cudaErrorInvalidValue;  // uneven splits: the last split's elements must be 1 .. loop_extent"]
+    return lines
 
 
 def copy_lines(model) -> list[str]:
     if not model.graph.split:
         return []
-    return ["args.batch = p.batch;", "args.tiles *= p.splits;  // the CTAs' batch index runs over splits x batch"]
+    lines = ["args.batch = p.batch;", "args.tiles *= p.splits;  // the CTAs' batch index runs over splits x batch"]
+    if _column(model):
+        lines += ["args.splits = p.splits;", "args.last_iters = iters;",
+                  "if (p.loop_whole > 0) {  // uneven splits: the last one's iterations and partial tile",
+                  "  const int64_t last = p.loop_whole - (p.splits - 1) * static_cast<int64_t>(loop_elements(p, kLoopStep));",
+                  "  args.last_iters = static_cast<int>((last + kLoopStep - 1) / kLoopStep);",
+                  "  if (args.last_iters < kStages) return cudaErrorInvalidValue;  // its pipeline needs kStages",
+                  "  args.loop_tail = static_cast<int>(last - static_cast<int64_t>(args.last_iters - 1) * kLoopStep);",
+                  "}"]
+    return lines
 
 
 def scale_loop(model, extent: str) -> str:
-    """A tensor's extent along the loop: every split's elements."""
-    return f"{extent} * static_cast<uint64_t>(p.splits)" if model.graph.split else extent
+    """A tensor's extent along the loop: every split's elements (a column split's whole extent, where uneven)."""
+    if not model.graph.split:
+        return extent
+    every = f"{extent} * static_cast<uint64_t>(p.splits)"
+    return f"(p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : {every})" if _column(model) else every
 
 
 def scale_batch(model, t, batch: str) -> str:

@@ -41,15 +41,6 @@ def _module(file):
     return mod
 
 
-def _splits(mod, plan, stages):
-    """S for a loop split by columns: its binding's choose_splits of its row tiles, iterations and the device's
-    SMs; 1 where its last column tile is partial (a split but the last would end inside a tile)."""
-    if plan['loop_extent'] != plan['iters'] * mod.SPEC['loop_step']:
-        return 1
-    return mod.choose_splits(plan['tiles_m'] * plan['tiles_n'] * plan['batch'], plan['iters'], stages,
-                             mod._sm_count(plan['device']))
-
-
 def plans(user):
     """Every loop's plan from `user` ({parameter: Meta}), resolved before any loop runs: a tensor some
     loop cannot take raises its ArgumentError before anything is launched (a handed-over tensor has
@@ -96,8 +87,8 @@ def softmax_online_kernel(X, *, stream=None):
         split = {}
         if loop in SPLITS:  # S splits of the columns, each split's elements passed as the split's argument
             p = planned[loop]
-            s = _splits(mod, p, SPLITS[loop][1])
-            split = {SPLITS[loop][0]: p['loop_extent'] // s} if s > 1 else {}  # one: as alone (errors name the tensors)
+            e = mod.split_elements(mod.SPEC, p, SPLITS[loop][1], mod._sm_count(p['device']))
+            split = {SPLITS[loop][0]: e} if e else {}  # none: one split, as alone (errors name the tensors)
         out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, **split, stream=stream)
         names = [a['name'] for a in mod.SPEC['args'] if a['output']]
         results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))

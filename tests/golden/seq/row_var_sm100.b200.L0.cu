@@ -803,12 +803,20 @@ struct Args {
   int x_rows_step, x_rows_offset;  // placement of x's tiles
   int out_total_cols_step, out_total_cols_offset;  // placement of total_new's tiles
   int batch;  // batch entries of one split (tile.b: split * batch + entry, splits.py)
+  int splits;  // Problem::splits
+  int last_iters;  // the last split's iterations (uneven splits: Problem::loop_whole)
 };
 
 // The first iteration of tile's split along the loop's whole extent: split tile.b / batch runs
 // iterations split * iters .. (split + 1) * iters - 1 (grid split = twill_split_cols, splits.py).
 __device__ __forceinline__ int split_first(const Args& args, const twill::TileIdx& tile) {
   return tile.b / args.batch * args.iters;
+}
+
+// The iterations of tile's split: the last split's own where the splits are uneven (Problem::loop_whole: the
+// last split ends at the loop's extent, its last tile maybe partial), else args.iters.
+__device__ __forceinline__ int split_iters(const Args& args, const twill::TileIdx& tile) {
+  return tile.b / args.batch == args.splits - 1 ? args.last_iters : args.iters;
 }
 
 // The CTA's round-th tile, number t (twill::tile_of).
@@ -842,6 +850,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   (void)twill_split_first;
   const int twill_split_b = tile.b % args.batch;  // the batch entry the inputs are read at
   (void)twill_split_b;
+  const int twill_loop_tail = tile.b / args.batch == args.splits - 1 ? args.loop_tail : kLoopStep;  // the partial last tile is the last split's
+  (void)twill_loop_tail;
   const int lane = threadIdx.x % 32;
   (void)lane;
   // ---- steady state: every op, each on its own iteration ----
@@ -868,6 +878,8 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
   (void)twill_split_first;
   const int twill_split_b = tile.b % args.batch;  // the batch entry the inputs are read at
   (void)twill_split_b;
+  const int twill_loop_tail = tile.b / args.batch == args.splits - 1 ? args.loop_tail : kLoopStep;  // the partial last tile is the last split's
+  (void)twill_loop_tail;
   const int wgi = static_cast<int>(threadIdx.x / 128) - 1;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
@@ -900,7 +912,7 @@ template <bool kTiles, bool kTail>
 __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_x, const Args args) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const int n = args.iters;
+  const int n = split_iters(args, tile_at(args, blockIdx.x, 0));
   Maps tm;
   tm.x = &tm_x;
   if (threadIdx.x == 0) {
@@ -976,6 +988,7 @@ struct Problem {
   int out_total_cols_step = 128, out_total_cols_offset = 0;
   int64_t x_row_stride = 0, x_batch_stride = 0;  // elements between rows, batch entries (0: contiguous)
   int splits = 1;  // splits of the loop (grid split = twill_split_cols): loop_extent is one split's elements, the outputs [splits * batch][rows][cols]
+  int64_t loop_whole = 0;  // uneven splits: the loop's whole extent, the last split's elements what the others leave (at least kStages tiles, its last maybe partial); 0: splits x loop_extent
 };
 
 // The loop's iterations, and its elements along the loop axis.
@@ -1108,14 +1121,16 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.out_total_cols_offset < 0 || p.out_total_cols_offset + 128 > p.out_total_cols_step) return cudaErrorInvalidValue;
   if (p.splits < 1 || (p.splits > 1 && loop_elements(p, kLoopStep) % kLoopStep != 0))
     return cudaErrorInvalidValue;  // a split's last tile would read the next split's first elements
+  if (p.loop_whole < 0 || (p.loop_whole > 0 && (p.splits < 2 || p.loop_whole <= (p.splits - 1) * static_cast<int64_t>(loop_elements(p, kLoopStep)) || p.loop_whole > p.splits * static_cast<int64_t>(loop_elements(p, kLoopStep)))))
+    return cudaErrorInvalidValue;  // uneven splits: the last split's elements must be 1 .. loop_extent
   if (p.m_extent < 0 || (p.m_extent != 0 && !kPartialM)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.x_rows_step || p.m_extent > p.tiles_m * p.x_rows_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_total_cols_step || p.m_extent > p.tiles_m * p.out_total_cols_step)) return cudaErrorInvalidValue;
   if (p.x_row_stride < 0 || p.x_batch_stride < 0) return cudaErrorInvalidValue;
-  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits);
+  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits));
   const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
   CUtensorMap tm_x;
-  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), loop_elements(p, 64) * static_cast<uint64_t>(p.splits), static_cast<uint64_t>(p.batch), x_rs, x_bs, 128, 64, 128))
+  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 128, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1132,6 +1147,14 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.out_total_cols_offset = p.out_total_cols_offset;
   args.batch = p.batch;
   args.tiles *= p.splits;  // the CTAs' batch index runs over splits x batch
+  args.splits = p.splits;
+  args.last_iters = iters;
+  if (p.loop_whole > 0) {  // uneven splits: the last one's iterations and partial tile
+    const int64_t last = p.loop_whole - (p.splits - 1) * static_cast<int64_t>(loop_elements(p, kLoopStep));
+    args.last_iters = static_cast<int>((last + kLoopStep - 1) / kLoopStep);
+    if (args.last_iters < kStages) return cudaErrorInvalidValue;  // its pipeline needs kStages
+    args.loop_tail = static_cast<int>(last - static_cast<int64_t>(args.last_iters - 1) * kLoopStep);
+  }
   const size_t smem = sizeof(Smem) + 1024;
   const bool tiles = kPersistent && (p.persistent > 0 || (p.persistent < 0 && iters <= 32));
   const bool tail = kMasks && args.loop_tail < kLoopStep;  // the kernel with the masks only where needed
@@ -1159,7 +1182,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 }
 
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
-inline size_t elements_x(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * loop_elements(p, 64) * static_cast<uint64_t>(p.splits) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_x(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits)) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_out_total(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.m_extent, p.tiles_m, p.out_total_cols_step) * static_cast<uint64_t>(p.batch) * static_cast<uint64_t>(p.splits)); }
 
 }  // namespace twill_row_var_kernel_L0

@@ -399,18 +399,41 @@ def _sm_count(device):
     return _SMS[key]
 
 
+def choose_uneven(tiles, iters, stages, sms):
+    """(S, q) for a loop of `iters` iterations whose last tile is partial (each split but the last would end inside
+    a tile were the splits even): S - 1 splits of q = ceil(iters / S) iterations and a last of what they leave, the
+    most S that keeps tiles x S within one wave and every split at least max(stages, MIN_SPLIT_ITERS) iterations;
+    (1, iters) where none does. Deterministic, as choose_splits."""
+    least = max(stages, MIN_SPLIT_ITERS, 1)
+    best = (1, iters)
+    for s in range(2, iters // least + 1):
+        q = -(-iters // s)
+        if tiles * s > sms:
+            break
+        if iters - (s - 1) * q >= least:
+            best = (s, q)
+    return best
+
+
+def split_elements(spec, plan, stages, sms):
+    """Each split's elements for a loop split by columns (the split's argument), from its plan as one split; None
+    for one split. Whole tiles: choose_splits; a partial last tile: choose_uneven (the last split shorter)."""
+    step, tiles = spec["loop_step"], plan["tiles_m"] * plan["tiles_n"] * plan["batch"]
+    if plan["loop_extent"] == plan["iters"] * step:
+        s = choose_splits(tiles, plan["iters"], stages, sms)
+        return plan["loop_extent"] // s if s > 1 else None
+    s, q = choose_uneven(tiles, plan["iters"], stages, sms)
+    return q * step if s > 1 else None
+
+
 def _own_split(spec, plan, device):
     """Each split's elements for a kernel that splits its own columns (its only loop split by columns:
     spec["split"] is COLUMN_ARG, and its folds' partials, if any, combined by `call`, spec["folds"]) when the
-    caller passes none: L / S, S = choose_splits of the plan's row tiles, iterations and the device's SMs; None
-    for one split (S = 1, or a partial last column tile: a split but the last would end inside a tile)."""
+    caller passes none: split_elements of the plan's row tiles, iterations and the device's SMs; None for one
+    split."""
     if spec.get("split") != COLUMN_ARG or (any(a.get("splits") for a in spec["args"]) and "folds" not in spec):
         return None
-    if plan["loop_extent"] != plan["iters"] * spec["loop_step"]:
-        return None
-    s = choose_splits(plan["tiles_m"] * plan["tiles_n"] * plan["batch"], plan["iters"], spec["stages"],
-                      _sm_count(device))
-    return plan["loop_extent"] // s if s > 1 else None
+    return split_elements(spec, plan, spec["stages"], _sm_count(device))
 
 
 def _split_loop(spec, known, who, split):
@@ -430,6 +453,8 @@ def _split_loop(spec, known, who, split):
     if split is None and "splits" not in known:
         raise ArgumentError(f"{arg}: missing, and no output gives the splits: pass {arg} (each split's elements "
                             "along the loop) or the outputs")
+    if arg == COLUMN_ARG and split is not None and total % split:
+        return _uneven(spec, known, who, split)
     splits = known.get("splits") or (total // split if total % split == 0 else None)
     if splits is None or total % splits:
         raise ArgumentError(f"{arg} = {split} does not divide L = {total} (given by {who['loop'][0]}): the splits "
@@ -444,6 +469,32 @@ def _split_loop(spec, known, who, split):
         raise ArgumentError(f"{arg} = {split} is not a multiple of {step}: each split runs whole tiles of the loop "
                             f"(a partial last tile would read the next split's first elements)")
     known["splits"], known["loop"] = splits, split
+    who["loop"] = (f"{arg} = {split}", 1, split)
+
+
+def _uneven(spec, known, who, split):
+    """A column split whose splits do not divide L: S = ceil(L / split) splits of `split` elements (whole tiles), the
+    last taking what the others leave (at least the pipeline's stages of iterations; its last tile may be partial,
+    as the loop's alone may): known["whole"] is L, which the launch passes (Problem::loop_whole)."""
+    arg, step, total = spec["split"], spec["loop_step"], known["loop"]
+    splits = -(-total // split)
+    if splits == 1:  # one split: the loop as alone
+        known["splits"] = 1
+        return
+    if known.get("splits", splits) != splits:
+        raise ArgumentError(f"{arg} = {split}, but {who['splits'][0]} has {known['splits']} splits: L = {total} "
+                            f"(given by {who['loop'][0]}) makes {splits} of {split}")
+    if step and split % step:
+        raise ArgumentError(f"{arg} = {split} is not a multiple of {step}: each split runs whole tiles of the loop "
+                            f"(a partial last tile would read the next split's first elements)")
+    last = total - (splits - 1) * split
+    if step and last % step and not spec["ragged"]:
+        raise ArgumentError(f"{who['loop'][0]}: L = {total} is not a multiple of {step}, and this kernel takes no "
+                            f"partial last tile ({spec['ragged_why']})")
+    if step and -(-last // step) < spec["stages"]:
+        raise ArgumentError(f"{arg} = {split}: the last of L = {total}'s {splits} splits would run "
+                            f"{-(-last // step)} iteration(s); this kernel's pipeline needs at least {spec['stages']}")
+    known["splits"], known["loop"], known["whole"] = splits, split, total
     who["loop"] = (f"{arg} = {split}", 1, split)
 
 
@@ -585,8 +636,8 @@ def _finish(spec, known, who, batch_shape, device, iters):
                 shape.append(-(-known["iters"] // int(key.split("/")[1])) * size)
             elif key in ("m", "n") and who[key][1] == size:  # the extent given (its last tile may be partial)
                 shape.append(who[key][2])
-            elif key == "loop" and spec.get("split"):  # every split's elements
-                shape.append(known["loop"] * known["splits"])
+            elif key == "loop" and spec.get("split"):  # every split's elements (uneven: the whole extent)
+                shape.append(known.get("whole") or known["loop"] * known["splits"])
             else:
                 shape.append(size if key == "fixed" else known[key] * size)
         shapes[a["name"]] = tuple(shape)
@@ -599,7 +650,7 @@ def _finish(spec, known, who, batch_shape, device, iters):
     return {"tiles_m": known.get("m", 1), "tiles_n": known.get("n", 1), "iters": known["iters"],
             "m_extent": ends["m"], "n_extent": ends["n"],
             "loop_extent": known.get("loop", 0) if step else 0, "batch": batch, "batch_shape": tuple(batch_shape),
-            "device": device, "shapes": shapes, "splits": known.get("splits", 1)}
+            "device": device, "shapes": shapes, "splits": known.get("splits", 1), "whole": known.get("whole", 0)}
 
 
 # ---- building the shared library ------------------------------------------------------------------
@@ -662,10 +713,12 @@ def args_format(spec):
     bytes, so native alignment adds no padding): tiles_m, tiles_n, iters, loop_extent, batch,
     m_extent, n_extent, persistent, raster_group, device; exp2_scale, out_scale; the stream; a pointer
     per tensor; a batch group per tensor; a row stride per tensor, then a batch stride per tensor (in
-    elements; 0: contiguous); the epilogue's scalars; a split kernel's splits; a fixup's scratch and
+    elements; 0: contiguous); the epilogue's scalars; a split kernel's splits (a column split's: and its
+    loop's whole extent where the splits are uneven, else 0); a fixup's scratch and
     counters (spec["fixup"], _fixup)."""
     n, s = len(spec["args"]), len(spec.get("scalars", ()))
     return (f"@10q2dP{n}P{n}q{2 * n}q" + (f"{s}d" if s else "") + ("q" if spec.get("split") else "")
+            + ("q" if spec.get("split") == COLUMN_ARG else "")
             + ("2P" if spec.get("fixup") else ""))
 
 
@@ -917,7 +970,7 @@ def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None
     head = tuple(plan[k] for k in ("tiles_m", "tiles_n", "iters", "loop_extent", "batch", "m_extent", "n_extent"))
     return _Launch(plan, names, struct.Struct(args_format(spec)).pack, head, tuple(plan["groups"]),
                    device.index or 0, device, allocate, zero, outs, kind,
-                   bool(spec.get("scalars")), None, None, (plan["splits"],) if spec.get("split") else (),
+                   bool(spec.get("scalars")), None, None, (plan["splits"],) + ((plan["whole"],) if spec["split"] == COLUMN_ARG else ()) if spec.get("split") else (),
                    tuple(x[2] for x in lay) + tuple(x[3] for x in lay), stage)
 
 
@@ -1021,7 +1074,7 @@ def row_var_kernel_L0(X=None, Var=None, s_xm=None, *, twill_split_cols=None, tot
 
     X: torch.float16 [*batch, M, L] (M in tiles of 128)
     total: torch.float32 [splits, *batch, M] (M in tiles of 128)
-    twill_split_cols: None, or a Python int, each split's elements along the loop (L / splits, a multiple of the loop's step): the loop's columns are split over the grid (twill/emit/colsplit.py). None: one split; a fold's outputs (its carries' partials, combined by the caller) have a leading dimension of splits
+    twill_split_cols: None, or a Python int, each split's elements along the loop (a multiple of the loop's step; the last split takes what the others leave of L, at least the pipeline's stages of tiles): the loop's columns are split over the grid (twill/emit/colsplit.py). None: one split; a fold's outputs (its carries' partials, combined by the caller) have a leading dimension of splits
     L must be 4096: the Triton kernel's loop runs to this compile-time constant
     Var, s_xm: arguments of the Triton kernel that the graph does not read (sizes and strides come from the tensors' shapes)
 

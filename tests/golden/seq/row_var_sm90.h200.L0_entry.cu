@@ -18,8 +18,9 @@ struct twill_args {
   int64_t batch_groups[2];
   int64_t row_strides[2], batch_strides[2];  // elements; 0: contiguous (a TMA tensor's row pitch)
   int64_t splits;  // splits of the loop (grid split): the outputs' first dimension
+  int64_t loop_whole;  // uneven column splits: the loop's whole extent (0: splits x loop_extent)
 };
-static_assert(sizeof(twill_args) == 8 * 22, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 23, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -34,6 +35,7 @@ extern "C" int twill_launch(const void* packed) {
   p.m_extent = static_cast<int>(a.m_extent);
   p.batch = static_cast<int>(a.batch);
   p.splits = static_cast<int>(a.splits);
+  p.loop_whole = a.loop_whole;
   p.exp2_scale = static_cast<float>(a.exp2_scale);
   p.persistent = static_cast<int>(a.persistent);
   // tensors[0]: X (input; the graph's x)

@@ -18,9 +18,10 @@ struct twill_args {
   int64_t batch_groups[3];
   int64_t row_strides[3], batch_strides[3];  // elements; 0: contiguous (a TMA tensor's row pitch)
   int64_t splits;  // splits of the loop (grid split): the outputs' first dimension
+  int64_t loop_whole;  // uneven column splits: the loop's whole extent (0: splits x loop_extent)
   void* fixup[2];  // the splits' partial carries and their counters (fixup.py)
 };
-static_assert(sizeof(twill_args) == 8 * 28, "twill_args: 8-byte fields, no padding");
+static_assert(sizeof(twill_args) == 8 * 29, "twill_args: 8-byte fields, no padding");
 
 extern "C" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }
 
@@ -35,6 +36,7 @@ extern "C" int twill_launch(const void* packed) {
   p.m_extent = static_cast<int>(a.m_extent);
   p.batch = static_cast<int>(a.batch);
   p.splits = static_cast<int>(a.splits);
+  p.loop_whole = a.loop_whole;
   p.twill_partials = static_cast<float*>(a.fixup[0]);
   p.twill_arrivals = static_cast<int*>(a.fixup[1]);
   p.exp2_scale = static_cast<float>(a.exp2_scale);
