@@ -274,6 +274,21 @@ def test_the_sequence_binding_splits_the_columns_and_combines_the_partials(tmp_p
     assert np.allclose(got, _softmax(x), rtol=1e-9, atol=1e-12) and set(ran.values()) == {8}, ran
 
 
+def test_a_second_call_of_the_same_kind_is_not_planned_again(tmp_path, monkeypatch):
+    """K.py plans its loops (every loop's resolve, the splits) once per kind of the user's tensors (what the
+    checks read of them): the same shapes again take the splits it kept; new shapes are planned."""
+    seq_mod = _emitted(tmp_path, "heldout7", "softmax_online")
+    seq = _seq("heldout7", "softmax_online")
+    x = np.random.default_rng(7).standard_normal((1000, 5120))
+    got, ran = _run_in_numpy(seq_mod, seq, x, monkeypatch)
+    planned = []
+    monkeypatch.setattr(seq_mod, "plans", lambda user, _p=seq_mod.plans: planned.append(1) or _p(user))
+    again, ran_again = _run_in_numpy(seq_mod, seq, x, monkeypatch)
+    assert planned == [] and ran_again == ran and np.array_equal(again, got)
+    _run_in_numpy(seq_mod, seq, x[:, :4096], monkeypatch)
+    assert planned == [1]
+
+
 def test_the_online_pairs_partials_combined_as_plain_folds_are_not_the_softmax(tmp_path, monkeypatch):
     """The check above can fail: the online pair's partials combined without the rescale (l = sum_s l_s, each
     split's sum relative to its own max) is not the softmax."""

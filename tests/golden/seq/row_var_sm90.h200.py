@@ -29,6 +29,7 @@ COMBINE = {
     'sum': lambda xp, scale, p: (xp.sum(p, 0),),
 }
 _MODULES = {}
+_SPLITS_OF = {}  # the user's tensors' key -> each loop's split argument (plans: once per kind of call)
 
 
 def _module(file):
@@ -77,19 +78,26 @@ def row_var_kernel(X, *, stream=None):
     for p, t in user.items():
         if not isinstance(t, torch.Tensor):
             raise first.ArgumentError(f'{p}: expected a torch.Tensor, got {type(t).__name__}')
-    planned = plans({p: first.describe(t) for p, t in user.items()})
+    # every loop's plan, once per kind of the user's tensors (what the checks read of them: first._key)
+    key, _ = first._key({'kernel': LOOPS[0][1]}, user, (), torch.Tensor)
+    splits = _SPLITS_OF.get(key)
+    if splits is None:
+        planned = plans({p: first.describe(t) for p, t in user.items()})
+        splits = {}
+        for loop, file, _, _ in LOOPS:  # S splits of the columns: each split's elements, the split's argument
+            mod, p = _module(file), planned[loop]
+            e = mod.split_elements(mod.SPEC, p, SPLITS[loop][1], mod._sm_count(p['device'])) if loop in SPLITS else None
+            splits[loop] = {SPLITS[loop][0]: e} if e else {}  # none: one split, as alone (errors name the tensors)
+        if len(_SPLITS_OF) >= 256:  # many shapes: start again rather than grow without bound
+            _SPLITS_OF.clear()
+        _SPLITS_OF[key] = splits
     results = {}
     for loop, file, feeds, scalars in LOOPS:
         mod = _module(file)
         tensors = {arg: (user[how[1]] if how[0] == 'user' else results[how[1]][how[2]])
                    for arg, how in feeds.items()}
         # the loop's own function: it checks its tensors, computes its knobs (exp2_scale) and allocates its outputs
-        split = {}
-        if loop in SPLITS:  # S splits of the columns, each split's elements passed as the split's argument
-            p = planned[loop]
-            e = mod.split_elements(mod.SPEC, p, SPLITS[loop][1], mod._sm_count(p['device']))
-            split = {SPLITS[loop][0]: e} if e else {}  # none: one split, as alone (errors name the tensors)
-        out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, **split, stream=stream)
+        out = mod.run(**tensors, **{p: numbers[x] for p, x in scalars}, **splits[loop], stream=stream)
         names = [a['name'] for a in mod.SPEC['args'] if a['output']]
         results[loop] = dict(zip(names, out if len(names) > 1 else (out,)))
         if loop in SPLITS:  # each folded carry: its S partials combined into the row's value
