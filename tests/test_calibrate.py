@@ -42,8 +42,10 @@ def _samples(raw, bench, name, **params):
 
 @needs_nvcc
 @pytest.mark.slow
-@pytest.mark.parametrize("bench", [pytest.param(b, id=b.name, marks=[pytest.mark.extended] if b.name == "wgmma" else [])
-                                   for b in BENCHES])  # (wgmma's 30 s of shapes: extended, for CI's time)
+@pytest.mark.parametrize("bench", [pytest.param(b, id=b.name, marks=[] if b.name in ("alu", "tcgen05") else
+                                                [pytest.mark.extended]) for b in BENCHES])
+# (CI compiles one microbenchmark per target, alu for sm_90a and tcgen05 for sm_100a; the others, wgmma's 30 s of
+# shapes among them, are extended, for CI's time)
 def test_each_microbenchmark_compiles_for_its_target(bench, tmp_path):
     """Every bench builds with nvcc for its target (tcgen05 for sm_100a, the rest sm_90a), with no
     spills and no serialized wgmma (a bench that serializes would time the wrong thing)."""

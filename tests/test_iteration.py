@@ -68,6 +68,7 @@ def test_stage_one_through_the_flat_schedule_keeps_the_optimum(g, monkeypatch):
         assert -(-result.length_floor // ii) == -(-result.length // ii)
 
 
+@pytest.mark.extended  # (13 s of CI's time; the flat schedule against brute force on small graphs stays above)
 def test_the_flat_schedule_closes_a_gap_the_quick_ones_leave():
     """A graph of the kind the corpus' large random DAGs are: many short independent ops on the
     bottleneck unit, so one iteration fits in I, where the list schedule's order leaves it longer.

@@ -72,6 +72,7 @@ def test_tile_handoff_is_a_boolean_in_the_machine_file():
     assert parse_machine(text.replace("tile_handoff: false", "tile_handoff: true"), "ok.yaml").tile_handoff
 
 
+@pytest.mark.extended  # (9 s of CI's time; the solve's own fallback to the hand-off is tested above)
 def test_explain_explains_the_model_the_solve_falls_back_to():
     """With no schedule keeping the tiles on their roles, explain (as solve) explains the model with
     the hand-off: its smallest realisable I is the solve's, and its schedule records the option."""
