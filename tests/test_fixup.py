@@ -144,3 +144,17 @@ def test_a_partial_last_column_tile_splits_unevenly(tmp_path, monkeypatch):
         mod._prepare(mod.SPEC, tensors, None, _Tensor, str, split=1000)
     with pytest.raises(mod.ArgumentError, match=r"the last of L = 50257's 2 splits would run 1 iteration\(s\)"):
         mod._prepare(mod.SPEC, tensors, None, _Tensor, str, split=392 * 128)
+
+
+def test_the_fixed_up_cross_entropy_matches_golden(tmp_path, golden):
+    """The fixed-up cross-entropy's kernel, binding and entry (h200, no ptxas loop: the schedule as solved), byte for
+    byte (tests/golden/fixup); tests/test_gpu.py runs them against torch where a GPU is."""
+    stem = "cross_entropy_fwd_sm90.h200"
+    tir = tmp_path / "xe.tir"
+    for argv in (["import", str(DATA / "heldout6/t36/prepipe/cross_entropy_fwd_sm90.ttgir"), "-o", str(tir)],
+                 ["emit-cuda", str(tir), "--gpu", "h200", "-o", str(tmp_path / f"{stem}.cu"), "--binding", "torch",
+                  "--no-ptxas-loop", "--time-limit", "20"]):
+        r = CliRunner().invoke(main, argv)
+        assert r.exit_code == 0, r.output
+    for suffix in (".cu", ".py", "_entry.cu"):
+        golden(f"fixup/{stem}{suffix}", (tmp_path / f"{stem}{suffix}").read_text())

@@ -551,6 +551,31 @@ def test_loops_in_sequence_match_torch(fixture, size):
     assert r["finite"] and r["twill_rel_err"] < 1e-2, r
 
 
+# -- a row loop split by columns whose epilogue reads its carries (emit/fixup.py) ---------------------------
+
+FIXUP = os.path.join(ROOT, "tests", "golden", "fixup")  # tests/test_fixup.py keeps them golden
+
+
+@pytest.mark.parametrize("rows, vocab", [(1000, 32000), (1000, 32008), (4096, 32000), (64, 1024)])
+def test_the_column_split_cross_entropy_matches_torch(rows, vocab):
+    """cross_entropy_fwd (held-out batch 6) split by columns, its splits' (m, l) combined in the kernel by the last
+    to arrive, which computes LOSS = lse - x[target] and LSE: even splits (32000: 250 tiles of 128), uneven ones
+    (32008: the last split takes the partial tile), the rows filling the SMs (4096) and one split (64 x 1024);
+    twice, bit for bit (the combine runs in split order whichever split comes last)."""
+    mod, spills = _bench().build_binding("cross_entropy_fwd_sm90.h200", FIXUP)
+    assert spills == []
+    g = torch.Generator(device="cuda").manual_seed(rows + vocab)
+    x = (torch.randn(rows, vocab, device="cuda", generator=g) * 4).to(torch.bfloat16)
+    t = torch.randint(0, vocab, (rows,), device="cuda", generator=g).to(torch.int32)
+    loss, lse = mod.run(x, t, None, None, x.stride(0), vocab)
+    want_lse = torch.logsumexp(x.float(), 1)
+    want = want_lse - x.float().gather(1, t.long()[:, None])[:, 0]
+    assert ((lse - want_lse).norm() / want_lse.norm()).item() < 1e-5
+    assert ((loss - want).norm() / want.norm()).item() < 1e-5
+    again = mod.run(x, t, None, None, x.stride(0), vocab)
+    assert torch.equal(again[0], loss) and torch.equal(again[1], lse)
+
+
 # -- persistent grids with any loop count (ring positions continue across a CTA's tiles) -------------
 
 PERSIST = os.path.join(ROOT, "bench", "persist")  # the --tile-copies GEMM and its plain twin (bench/persist_bench.py)
