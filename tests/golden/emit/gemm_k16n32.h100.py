@@ -968,9 +968,11 @@ def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None
     outs = tuple(i for i, a in enumerate(spec["args"]) if a["output"])
     kind = None if len(outs) == 1 else _outputs_type(spec["kernel"], tuple(names[i] for i in outs))
     head = tuple(plan[k] for k in ("tiles_m", "tiles_n", "iters", "loop_extent", "batch", "m_extent", "n_extent"))
+    tail = () if not spec.get("split") else (plan["splits"], plan["whole"]) if spec["split"] == COLUMN_ARG \
+        else (plan["splits"],)  # (args_format: a split kernel's splits; a column split's whole extent too)
     return _Launch(plan, names, struct.Struct(args_format(spec)).pack, head, tuple(plan["groups"]),
                    device.index or 0, device, allocate, zero, outs, kind,
-                   bool(spec.get("scalars")), None, None, (plan["splits"],) + ((plan["whole"],) if spec["split"] == COLUMN_ARG else ()) if spec.get("split") else (),
+                   bool(spec.get("scalars")), None, None, tail,
                    tuple(x[2] for x in lay) + tuple(x[3] for x in lay), stage)
 
 
