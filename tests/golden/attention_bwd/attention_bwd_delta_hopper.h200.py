@@ -919,6 +919,8 @@ def _fixup(spec, run, raw_stream, stream, torch):
     with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
         counters = _ARRIVALS.get(key)
         if counters is None or counters.numel() < need:
+            if len(_ARRIVALS) >= 64:  # many streams come and go: start again (each freed in its stream's order)
+                _ARRIVALS.clear()
             counters = _ARRIVALS[key] = torch.zeros(need, dtype=torch.int32, device=run.device)
         scratch = torch.empty(tiles * plan["splits"] * fix["carries"] * fix["rows"], dtype=torch.float32,
                               device=run.device)
