@@ -122,7 +122,7 @@ def plan(graph) -> ColumnSplit:
             return _no(f"carry {c.name} ({u.name}) is read by {others[0]} in the loop: not a fold alone")
         folds.append(Fold(kind, (c.name,)))
         taken.add(c.name)
-    return ColumnSplit(tuple(folds), fixup=bool(carries and graph.epilogue.ops))
+    return ColumnSplit(tuple(folds), fixup=_epilogue_reads_carries(graph))
 
 
 def _is_pair_sum(ops, update, l_name, m_name, m_new) -> bool:
@@ -172,7 +172,12 @@ def is_column(graph) -> bool:
 
 def fixed_up(graph) -> bool:
     """Whether the graph is a column split whose carries the kernel combines itself (ColumnSplit.fixup)."""
-    return is_column(graph) and bool(graph.carries) and bool(graph.epilogue.ops)
+    return is_column(graph) and _epilogue_reads_carries(graph)
+
+
+def _epilogue_reads_carries(graph) -> bool:
+    """A loop with carries and an epilogue of ops: the epilogue needs the row's carries, not a split's."""
+    return bool(graph.carries) and bool(graph.epilogue.ops)
 
 
 def column_graph(graph):

@@ -14,10 +14,10 @@ for indices below 2^24 (16.7M columns).
 from __future__ import annotations
 
 from ..ir import Graph
+from . import splits
 from .lines import Lines
 from .model import EmitError, local
 from .ops import Arg, fragment_type
-from . import splits
 
 
 def gathered(graph: Graph) -> list[str]:
