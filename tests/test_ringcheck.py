@@ -132,7 +132,7 @@ def test_a_persistent_gemms_frees_at_the_end_of_a_tile_are_run():
     assert ring_deadlock(text, 3) == {}
 
 
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", [*range(5), *(pytest.param(s, marks=pytest.mark.extended) for s in range(5, 10))])
 def test_random_loops_do_not_deadlock(seed):
     """The random FlashAttention-like loops of test_emit (streamed loads of random depth read by
     wgmmas), solved for each target: the emitted rings run to the end for every loop count."""
