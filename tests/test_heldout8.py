@@ -20,6 +20,7 @@ import importlib.util
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import emitted_and_built, nvcc, refused_at_its_line
@@ -267,6 +268,65 @@ def test_the_vector_add_binding_views_its_1d_tensors_as_rows(tmp_path):
         va.resolve(va.SPEC, given, sizes={"n_elements": 1000})
     assert [p for p in __import__("inspect").signature(va.run).parameters][:4] == \
         ["x_ptr", "y_ptr", "output_ptr", "n_elements"]
+
+
+class _Flat:
+    """A stand-in torch tensor over a numpy array, with torch's views: view(-1) and slices share the memory."""
+
+    def __init__(self, a, dtype="float32"):
+        self.a, self.dtype, self.device, self.shape = a, dtype, "cuda:0", a.shape
+
+    def numel(self):
+        return self.a.size
+
+    def is_contiguous(self):
+        return self.a.flags.c_contiguous
+
+    def view(self, *shape):
+        v = self.a.view().reshape(*shape)
+        assert np.shares_memory(v, self.a)
+        return _Flat(v, self.dtype)
+
+    def __getitem__(self, s):
+        return _Flat(self.a[s], self.dtype)
+
+    def copy_(self, other):
+        self.a[...] = other.a
+
+
+def test_a_flat_map_of_any_length_runs_its_tail_as_one_padded_row(tmp_path, monkeypatch):
+    """vector_add over 98433 elements (769 rows of 128 and one more element): the call runs the kernel on the first
+    98432 as they lie and on the last one copied into a zero-padded row of 128, each launch a multiple of 128; the
+    output, allocated whole, is x + y everywhere; n_elements is checked against the tensors, and tensors that are
+    not contiguous are left to the checks that name them."""
+    import types
+    va, = _binding(tmp_path, "vector_add_sm90.ttgir")
+    fake = types.SimpleNamespace(Tensor=_Flat, float32="float32",
+                                 empty=lambda shape, dtype, device: _Flat(np.full(shape, np.nan), dtype),
+                                 zeros=lambda shape, dtype, device: _Flat(np.zeros(shape), dtype))
+    launched = []
+
+    def kernel(spec, here, tensors, sizes=None, **kw):  # the kernel, as numpy: every element its own
+        assert all(x.numel() % 128 == 0 for x in tensors.values()) and (sizes or {}).get("n_elements") is None
+        launched.append(tensors["x_ptr"].numel())
+        tensors["output_ptr"].a[...] = tensors["x_ptr"].a + tensors["y_ptr"].a
+        return tensors["output_ptr"]
+
+    monkeypatch.setattr(va, "call", kernel)
+    rng = np.random.default_rng(3)
+    x, y = _Flat(rng.standard_normal(98433)), _Flat(rng.standard_normal(98433))
+    kw = dict(stream=None)
+    out = va._flat_tail(va.SPEC, "", {"x_ptr": x, "y_ptr": y, "output_ptr": None}, fake, kw, {"n_elements": 98433})
+    assert launched == [98432, 128] and out.shape == (98433,) and np.array_equal(out.a, x.a + y.a)
+    given = _Flat(np.zeros(100))  # fewer elements than one row: the padded row alone
+    launched.clear()
+    va._flat_tail(va.SPEC, "", {"x_ptr": x[:100], "y_ptr": y[:100], "output_ptr": given}, fake, kw, {})
+    assert launched == [128] and np.array_equal(given.a, x.a[:100] + y.a[:100])
+    with pytest.raises(va.ArgumentError, match="n_elements = 1000, but x_ptr has 98433"):
+        va._flat_tail(va.SPEC, "", {"x_ptr": x, "y_ptr": y, "output_ptr": None}, fake, kw, {"n_elements": 1000})
+    strided = _Flat(rng.standard_normal((98433, 2))[:, 0])
+    assert va._flat_tail(va.SPEC, "", {"x_ptr": strided, "y_ptr": y, "output_ptr": None}, fake, kw, {}) is None
+    assert va._flat_tail(va.SPEC, "", {"x_ptr": x[:98432], "y_ptr": y[:98432], "output_ptr": None}, fake, kw, {}) is None
 
 
 # one compile here (SwiGLU on sm_90a, one loop); the others `slow`. Not here: swiglu_fwd_sm100, whose b200 kernel

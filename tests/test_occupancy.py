@@ -116,3 +116,31 @@ def test_two_ctas_by_default_for_one_warpgroup_of_softmax_that_fits_their_launch
     gemm = Path(__file__).parent.parent / "examples" / "gemm_hopper.tir"
     g = parse_tir(gemm.read_text(), str(gemm))
     assert default_limit(build_model(solve(g, machine, SolveOptions(time_limit=60)), machine)) == 1
+
+
+ELEMENTWISE = """kernel gelu_rows
+argument X = x
+argument Y = store_0
+argument N {{extent = loop}}
+{carry}loop {{
+  x = load : f16[64,64] @smem
+  t = exp x : f32[64,64]
+  y = mul t, x : f16[64,64]
+  store y
+{reduce}}}
+"""
+
+
+def test_two_ctas_by_default_for_a_loop_of_elementwise_ops_alone():
+    """occupancy.default_limit: a loop with no mma and no carry (bias + GELU, SwiGLU) runs two CTAs an SM unasked,
+    so that twice the warps keep loads and ALU chains in flight (its column split then fills 2 x the SMs); the
+    same loop with a row sum carried keeps one (the column split's partials and fixup were measured so)."""
+    from twill.emit.occupancy import default_limit
+    machine = load_machine("h200")
+    plain = build_model(solve(parse_tir(ELEMENTWISE.format(carry="", reduce=""), "e.tir"), machine, SolveOptions()),
+                        machine)
+    assert default_limit(plain) == 2 and plain.ctas_per_sm == 2
+    summed = ELEMENTWISE.format(carry="carry s : f32[64] = 0 {output = f32}\n",
+                                reduce="  r = rowsum t, s : f32[64]\n  yield s = r\n")
+    carried = build_model(solve(parse_tir(summed, "s.tir"), machine, SolveOptions()), machine)
+    assert default_limit(carried) == 1 and carried.ctas_per_sm == 1

@@ -302,7 +302,7 @@ def spec(renderer, kernel_file: str, entry: str, combine: bool = True) -> dict:
     folds = fold_outputs(renderer) if combine else []
     m = renderer.m
     return {"kernel": py_name(m.schedule.kernel, set()), "arch": m.arch, "kernel_file": kernel_file, "entry": entry,
-            "stages": m.stages, "loop_step": m.ragged.step,
+            "stages": m.stages, "loop_step": m.ragged.step, "ctas_per_sm": m.ctas_per_sm,
             "ragged": bool(m.ragged.step) and not renderer.ragged_refusal,
             "ragged_why": renderer.ragged_refusal, "axes": sorted(renderer.grid_axes()),
             "partial": dict(sorted(renderer.partial.items())),
@@ -524,8 +524,9 @@ def _sizes_doc(graph, params: dict[str, str]) -> list[str]:
              "tensors' whole extent; slice them to compute over a prefix)" for p, s in axes.items()]
     if graph.flat:
         lines.append(f"{params[graph.flat]}: None, or a Python int equal to the tensors' elements n; every tensor any "
-                     f"contiguous shape of n elements, n a multiple of {graph.loop_extent} (the kernel views each as "
-                     f"[n / {graph.loop_extent}, {graph.loop_extent}])")
+                     f"contiguous shape of n elements (the kernel views each as [n / {graph.loop_extent}, "
+                     f"{graph.loop_extent}]; where n is no multiple of {graph.loop_extent}, the last n mod "
+                     f"{graph.loop_extent} elements run as one more launch on a zero-padded row)")
     elif graph.loop_extent is not None:
         lines.append(f"L must be {graph.loop_extent}: the Triton kernel's loop runs to this compile-time constant")
     return lines

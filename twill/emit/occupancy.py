@@ -114,8 +114,15 @@ def default_limit(model: KernelModel) -> int:
     alone keeps the tensor core fed through wgmma's own queue, and GEMMs ran fastest at one CTA with a
     ring 4 deep (docs/triton-results.md). The rule above still decides whether 2 fit. Measured on an
     H100 (docs/triton-results.md, session 31): attn_lse (64-row tiles, D = 64) 0.74x -> 1.01x Triton's
-    kernel time; the 128-row attentions do not fit 2."""
+    kernel time; the 128-row attentions do not fit 2.
+    A loop of elementwise ops alone (no mma, no carry: bias + GELU, SwiGLU, whose column split spreads it over
+    the grid) is also allowed 2: its one computing warpgroup keeps too few loads and ALU chains in flight
+    for an SM's share of the memory bandwidth, and the binding's column split then fills two CTAs an SM
+    (binding_runtime.split_elements). Measured on an H100 (docs/triton-results.md, session 36): bias + GELU
+    4096 x 4096 34.9 -> 28.8 us, SwiGLU 1000 x 4096 11.8 -> 8.0 us, 4096 x 4096 41.2 -> 38.8 us."""
     opcode = {op.name: op.opcode for op in model.graph.ops}
+    if not model.graph.carries and "mma" not in opcode.values():
+        return 2
     computing = {o: r for r in model.roles for o in r.ops if opcode.get(o, "load") != "load"}
     groups = {r.first_warp // 4 for r in computing.values()}
     kinds = {opcode[o] for o in computing}
