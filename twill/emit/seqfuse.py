@@ -231,7 +231,8 @@ def _warpgroup_path(w: int, loops, fp: FusePlan) -> list[str]:
         have = fp.budgets[-1][w]
         out(*[f"int twill_pos_{name} = 0;  // loop {name}'s ring position (TileIdx::pos), modulo its kPhasePeriod"
               for name, _ in loops],
-            f"for (int t = blockIdx.x, round = 0; t < (kTiles ? args_{loops[0][0]}.tiles : static_cast<int>(blockIdx.x) + 1); "
+            "for (int t = blockIdx.x, round = 0; "
+            f"t < (kTiles ? args_{loops[0][0]}.tiles : static_cast<int>(blockIdx.x) + 1); "
             "t += static_cast<int>(gridDim.x), ++round) {")
     else:
         out("{  // one row tile per CTA (a loop's kernel cannot loop over tiles)",
@@ -265,7 +266,8 @@ def _warpgroup_path(w: int, loops, fp: FusePlan) -> list[str]:
 
 
 def _kernel(out: Lines, loops, fp: FusePlan) -> None:
-    out("// ---- the kernel: each warpgroup runs, for each row tile, each loop's roles on it in order; kernel<true, ...>",
+    out("// ---- the kernel: each warpgroup runs, for each row tile, each loop's roles on it in order; "
+        "kernel<true, ...>",
         "// loops over several row tiles (each loop's ring positions continuing its own), kernel<..., true> masks",
         "// a partial last tile in the loops whose roles mask one.",
         "template <bool kTiles, bool kTail>",
@@ -345,7 +347,8 @@ def _launch(out: Lines, kernel: str, loops, fp: FusePlan) -> None:
     out(f"const bool tiles = {tiles};  // {'a loop would loop over tiles' if fp.persistent else 'some loop cannot'}",
         f"const bool tail = {tail};  // {'a loop masks its partial last tile' if fp.masks else 'no loop masks one'}")
     variants = {(a, b): f"kernel<{'true' if a else 'false'}, {'true' if b else 'false'}>"
-                for a in ((False, True) if fp.persistent else (False,)) for b in ((False, True) if fp.masks else (False,))}
+                for a in ((False, True) if fp.persistent else (False,))
+                for b in ((False, True) if fp.masks else (False,))}
     pick = lambda a: (f"(tail ? {variants[(a, True)]} : {variants[(a, False)]})" if fp.masks  # noqa: E731
                       else variants[(a, False)])
     out(f"auto* entry = tiles ? {pick(True)} : {pick(False)};" if fp.persistent else f"auto* entry = {pick(False)};",
@@ -387,9 +390,11 @@ def fused_entry(kernel: str, kernel_file: str, loops: list[tuple[str, object]]) 
     ]
     for name, r in loops:
         lines += entry_struct(r, f"twill_args_{name}") + [""]
-    sizes = " : ".join(f"loop == {k} ? static_cast<int>(sizeof(twill_args_{name}))" for k, (name, _) in enumerate(loops))
+    sizes = " : ".join(f"loop == {k} ? static_cast<int>(sizeof(twill_args_{name}))"
+                       for k, (name, _) in enumerate(loops))
     lines += [f"extern \"C\" int twill_args_bytes(int loop) {{ return {sizes} : 0; }}", ""]
-    lines.append("extern \"C\" int twill_launch(" + ", ".join(f"const void* packed_{name}" for name, _ in loops) + ") {")
+    packed = ", ".join(f"const void* packed_{name}" for name, _ in loops)
+    lines.append(f"extern \"C\" int twill_launch({packed}) {{")
     for name, r in loops:
         lines += [f"  {r.ns}::Problem p_{name};",
                   "  {",
@@ -407,7 +412,8 @@ def fused_entry(kernel: str, kernel_file: str, loops: list[tuple[str, object]]) 
         "  if (err != cudaSuccess) return static_cast<int>(err);",
         "  const int device = static_cast<int>(a.device);",
         "  if (current != device && (err = cudaSetDevice(device)) != cudaSuccess) return static_cast<int>(err);",
-        f"  err = {fused_ns(kernel)}::launch({', '.join(f'p_{n}' for n, _ in loops)}, static_cast<cudaStream_t>(a.stream));",
+        f"  err = {fused_ns(kernel)}::launch({', '.join(f'p_{n}' for n, _ in loops)}, "
+        "static_cast<cudaStream_t>(a.stream));",
         "  if (current != device) cudaSetDevice(current);",
         "  return static_cast<int>(err);",
         "}",
