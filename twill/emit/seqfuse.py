@@ -1,4 +1,5 @@
-"""One kernel for loops in sequence over the same row tiles (docs/emit-cuda.md, "Loops in sequence: one kernel").
+"""One kernel for loops in sequence over the same row tiles (docs/emit-cuda.md, "One kernel for loops over the same
+row tiles").
 
 A sequence whose loops all walk one grid of row tiles (LayerNorm's mean, variance and normalize loops; a
 softmax's max, sum and normalize) runs, where `plan` allows it, as one kernel K.fused.cu: a CTA takes a row
@@ -6,9 +7,10 @@ tile (or, persistent, several in turn) and runs loop 1's roles on it, then loop 
 barrier between the loops. Each loop keeps its own solved schedule: its role functions, rings, mbarriers,
 Args and tensor maps are the ones its own kernel K.LOOP.cu has (its namespace is emitted unchanged into the
 one file); only the dispatch is new. The CTA has the most warpgroups any loop needs; in loop k warpgroup w runs
-what loop k's kernel runs on it, at loop k's `setmaxnreg` budget for it, and a warpgroup loop k does not use
-idles at the floor (24), so every loop's budgets must fit the registers the CTA is launched with. The loops'
-Smem lie side by side (their mbarriers are initialized once and never reused for another loop).
+what loop k's kernel runs on it, at loop k's `setmaxnreg` budget for it (raised where the registers allow:
+PATH_FLOOR, `_grown`), and a warpgroup loop k does not use idles at the floor, so every loop's budgets must fit
+the registers the CTA is launched with. The loops' Smem lie side by side (their mbarriers are initialized once and
+never reused for another loop).
 
 The hand-over stays where the loops' kernels put it: the earlier loop's out_CARRY in global memory, which the
 later loop's load role reads back by TMA (an L2 hit: the CTA wrote those rows a moment before). Between the
@@ -104,16 +106,31 @@ def plan(loops: list[tuple[str, object]]) -> FusePlan:
         own = [g.registers for g in r.m.warpgroups]
         b = tuple(own + [lim.min_registers] * (threads // 128 - len(own)))
         raised = tuple(max(x, PATH_FLOOR) for x in b)
-        b = raised if 128 * sum(raised) <= threads * launch else b
+        b = _grown(raised if 128 * sum(raised) <= threads * launch else b, threads * launch, launch)
         if 128 * sum(b) > threads * launch:
             return FusePlan(f"loop {name}: its budgets ({', '.join(map(str, b))} per warpgroup) exceed the "
                             f"{threads * launch} registers a CTA of {threads} threads is launched with")
         budgets.append(b)
-    smem = sum(r.p.smem_bytes() for _, r in loops) + 1024
+    # (no KiB of alignment slack as a loop's own launch adds: the declaration aligns Smem, which the kernel checks)
+    smem = sum(r.p.smem_bytes() for _, r in loops)
     if smem > lim.smem_bytes:
         return FusePlan(f"the loops' shared memory side by side ({smem} bytes) exceeds smem_bytes ({lim.smem_bytes})")
     return FusePlan("", threads, launch, tuple(budgets), all(r.persistent() for _, r in loops),
                     any(r.masked_roles for _, r in loops))
+
+
+def _grown(budgets: tuple[int, ...], pool: int, launch: int) -> tuple[int, ...]:
+    """The budgets with the registers the CTA is launched with and no warpgroup takes given to the largest, up to
+    the launch count (no setmaxnreg at all there): the one kernel's paths keep the tile loop's state too, and
+    softmax_fused's computing warpgroup at its own 248 spilled 40 bytes in the one kernel, 8 at 256."""
+    b = list(budgets)
+    spare = pool - 128 * sum(b)
+    for w in sorted(range(len(b)), key=lambda i: -b[i]):
+        add = min(spare // 128 // 8 * 8, launch - b[w])
+        if add > 0:
+            b[w] += add
+            spare -= 128 * add
+    return tuple(b)
 
 
 def fused_path(kernel_path: str) -> str:
@@ -192,7 +209,7 @@ def _smem(out: Lines, loops, fp: FusePlan) -> None:
     for name, r in loops:
         out(f"  {r.ns}::Smem {name};")
     out("};",
-        f"static_assert(sizeof(Smem) + 1024 <= {loops[0][1].m.machine.limits.smem_bytes}, \"the loops' shared memory "
+        f"static_assert(sizeof(Smem) <= {loops[0][1].m.machine.limits.smem_bytes}, \"the loops' shared memory "
         "side by side exceeds the machine's smem_bytes\");",
         "")
 
@@ -352,7 +369,7 @@ def _launch(out: Lines, kernel: str, loops, fp: FusePlan) -> None:
     pick = lambda a: (f"(tail ? {variants[(a, True)]} : {variants[(a, False)]})" if fp.masks  # noqa: E731
                       else variants[(a, False)])
     out(f"auto* entry = tiles ? {pick(True)} : {pick(False)};" if fp.persistent else f"auto* entry = {pick(False)};",
-        "const size_t smem = sizeof(Smem) + 1024;",
+        "const size_t smem = sizeof(Smem);  // (aligned to 1024 bytes by its declaration: the kernel traps otherwise)",
         "int device = 0;",
         "if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;",
         f"err = {ns0}::once_per_device(smem_raised[(tiles ? 2 : 0) + (tail ? 1 : 0)], device, [&](int) {{",
