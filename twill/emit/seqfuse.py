@@ -15,13 +15,14 @@ never reused for another loop).
 The hand-over stays where the loops' kernels put it: the earlier loop's out_CARRY in global memory, which the
 later loop's load role reads back by TMA (an L2 hit: the CTA wrote those rows a moment before). Between the
 loops every thread fences its generic-proxy writes against the async proxy (`fence.proxy.async.global`), then
-`__syncthreads()`. Where a later loop re-reads the same input rows, it re-reads them (L2-hot).
+`bar.sync 0` with every thread of the CTA (each from its own warpgroup's path). Where a later loop re-reads the
+same input rows, it re-reads them (L2-hot).
 
 Refused (`FusePlan.why_not`; the sequence then runs one kernel per loop, as before): loops on tensor memory,
 causal trip counts, halved row parts, tile copies, a grid of columns (tiles_n), rows of different tile sizes,
 an mma loop whose wgmma width depends on the threads it was launched with, budgets or shared memory that do
-not fit one CTA. At the call, K.py uses the one kernel unless a loop is split by columns (S > 1): the split's
-partials are combined between launches, so the split path keeps one kernel per loop.
+not fit one CTA. At the call, K.py uses the one kernel where no loop is split by columns or the rows are short
+(FUSE_MAX_ITERS); a split's partials are combined between launches, so the split path keeps one kernel per loop.
 """
 from __future__ import annotations
 
