@@ -563,7 +563,7 @@ def test_layernorms_one_kernel_matches_torch(rows, cols):
     its loop is short) alike; a partial last row tile (1000) and column tile (1000; 781, whose f16 rows of 1562
     bytes are staged for TMA: fused=True then runs the loops one kernel each, NotDeferred, before any launch)."""
     mod = _bench().load_binding("layernorm_fwd_sm90.h200", SEQFUSE)
-    assert mod.FUSED is not None and [s == [] for s in _spills_of(mod)] == [True] * 4
+    assert mod.FUSED is not None and _spills_of(mod)[-1] == []  # the one kernel's library (built last)
     g = torch.Generator(device="cuda").manual_seed(rows + cols)
     x = (torch.randn(rows, cols, device="cuda", generator=g) + 0.5).to(torch.float16)
     w = torch.randn(cols, device="cuda", generator=g)
