@@ -176,13 +176,11 @@ def _flat_views(spec, given, sizes):
         elif n != count:
             raise ArgumentError(f"{name}: {n} elements (shape {list(meta.shape)}), but {first} has {count}: the kernel "
                                 "maps every tensor's elements one to one (a flat map over elements)")
-        if n < 1:
-            raise ArgumentError(f"{name}: no elements (shape {list(meta.shape)}): a flat map needs at least one")
-        if n % cols:  # (contiguous tensors of any n run the last n mod C elements as a padded row: _flat_tail)
+        if n < 1 or n % cols:
             raise ArgumentError(f"{name}: {n} elements (shape {list(meta.shape)}), not a multiple of {cols}: the kernel "
                                 f"reads its tensors as rows of {cols} elements ([n / {cols}, {cols}]; a flat map over "
-                                f"elements), and a call runs the last n mod {cols} as one padded row only where every "
-                                f"tensor is contiguous: pass .contiguous() tensors")
+                                f"elements), so n must be a multiple of {cols} (pad the tensors to "
+                                f"{-(-max(n, 1) // cols) * cols} elements)")
         held[name] = tuple(meta.shape)
     row = cols * _flat_blocks(count // cols, cols, spec) if count else cols
     out = {name: None if meta is None else meta._replace(shape=(count // row, row)) for name, meta in given.items()}
@@ -325,22 +323,9 @@ def _layout(spec, arg, meta, shape):
         return padded if pitch != cols else ("alloc", cols) + _pitched(arg, shape, _dense(shape))
     strides = meta.strides if meta.strides is not None else _dense(shape) if meta.contiguous else None
     found = strides and _pitched(arg, shape, strides)  # a Meta of unknown strides (not contiguous): staged
-    if found is None:
+    if found is None or meta.ptr % 16 or any(x * esize % 16 for x in found):
         return padded
-    if meta.ptr % 16 or any(x * esize % 16 for x in found):
-        # rows TMA cannot read as boxes: a kernel that reads them a box a row takes them as they lie (emit/unaligned.py)
-        return ("as is", cols) + found if arg.get("unaligned") and _flat_fits(arg, shape, meta.ptr, found) else padded
     return ("as is", cols) + found
-
-
-def _flat_fits(arg, shape, ptr, strides):
-    """Whether a tensor the kernel reads a box a row fits its flat map (launch's encode_rows): its elements
-    aligned to their size, and every one within int32's coordinates from the 16-byte boundary below its start."""
-    esize, (rs, bs) = arg["esize"], strides
-    rows = shape[-2] if len(arg["dims"]) == 2 else 1
-    batch = math.prod(shape[:len(shape) - len(arg["dims"])])
-    flat = ptr % 16 // esize + (batch - 1) * bs + (rows - 1) * rs + shape[-1]
-    return ptr % esize == 0 and flat < 2 ** 31 and min(shape) > 0
 
 
 def _dense(shape):
@@ -444,10 +429,8 @@ def choose_uneven(tiles, iters, stages, sms):
 
 def split_elements(spec, plan, stages, sms):
     """Each split's elements for a loop split by columns (the split's argument), from its plan as one split; None
-    for one split. Whole tiles: choose_splits; a partial last tile: choose_uneven (the last split shorter). A wave
-    is the SMs times the CTAs an SM runs at once (spec["ctas_per_sm"], occupancy.py)."""
+    for one split. Whole tiles: choose_splits; a partial last tile: choose_uneven (the last split shorter)."""
     step, tiles = spec["loop_step"], plan["tiles_m"] * plan["tiles_n"] * plan["batch"]
-    sms *= spec.get("ctas_per_sm", 1)
     if plan["loop_extent"] == plan["iters"] * step:
         s = choose_splits(tiles, plan["iters"], stages, sms)
         return plan["loop_extent"] // s if s > 1 else None
@@ -809,12 +792,6 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     16-byte alignment) finds the _Launch that an earlier call of the same kind checked and prepared;
     anything else (a new kind, a bad argument) goes through _prepare, which checks it all (resolve)."""
     torch = _TORCH or _import_torch()
-    if spec.get("flat"):
-        tail = _flat_tail(spec, here, tensors, torch, dict(exp2_scale=exp2_scale, out_scale=out_scale,
-                          persistent=persistent, raster_group=raster_group, stream=stream, scalars=scalars),
-                          sizes or {})
-        if tail is not None:
-            return tail
     tensors = _column_major_views(spec, tensors)
     folded = {}  # a fold's outputs as given (or None): the kernel writes its partials, combined into these
     if "folds" in spec:
@@ -875,51 +852,6 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     if run.outputs_type is None:
         return values[run.outputs[0]]
     return run.outputs_type(*[values[i] for i in run.outputs])
-
-
-def _flat_tail(spec, here, tensors, torch, kw, sizes):
-    """A flat map over n elements where n is not a multiple of its row of C = spec["loop_extent"] (98433 elements,
-    C = 128): the kernel runs on the first n - r elements as they lie (views, `call` as for any n), then on the last
-    r copied into one zero-padded row of C, whose first r results are copied into the outputs (every element is
-    its own: the padding's results are dropped). Outputs not given are allocated whole first. Returns the outputs
-    as `call` does, or None where n is a multiple of C (or the arguments are for `call` to refuse)."""
-    cols = spec["loop_extent"]
-    args = {a["name"]: a for a in spec["args"]}
-    given = [(n, x) for n, x in tensors.items() if x is not None]
-    if not given or not all(isinstance(x, torch.Tensor) for _, x in given):
-        return None
-    count = given[0][1].numel()
-    r = count % cols
-    if not r or any(x.numel() != count or not x.is_contiguous() for _, x in given):
-        return None  # (uneven counts or strided tensors: call's checks name them)
-    value = sizes.get(spec["flat"])
-    if isinstance(value, int) and not isinstance(value, bool) and value != count:
-        raise ArgumentError(f"{spec['flat']} = {value}, but {given[0][0]} has {count} elements: the kernel runs over the "
-                            f"tensors' whole extent, where the Triton kernel stops at {spec['flat']}; pass "
-                            f"{spec['flat']} = {count}, or tensors of {value} elements")
-    first = given[0][1]
-    full = {n: x if x is not None else torch.empty(first.shape, dtype=getattr(torch, args[n]["dtype"]),
-                                                   device=first.device)
-            for n, x in tensors.items()}
-    head = count - r
-    size = {spec["flat"]: None} if spec["flat"] in sizes else {}
-    stream = kw["stream"]
-    result = None
-    if head:
-        result = call(spec, here, {n: x.view(-1)[:head] for n, x in full.items()}, sizes={**sizes, **size}, **kw)
-    with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
-        padded = {n: torch.zeros(cols, dtype=x.dtype, device=x.device) for n, x in full.items()}
-        for n, x in full.items():
-            if not args[n]["output"]:
-                padded[n][:r].copy_(x.view(-1)[head:])
-    last = call(spec, here, padded, sizes={**sizes, **size}, **kw)
-    with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
-        for n, x in full.items():
-            if args[n]["output"]:
-                x.view(-1)[head:].copy_(padded[n][:r])
-    outs = [full[n] for n in (a["name"] for a in spec["args"] if a["output"])]
-    shape = result if result is not None else last
-    return outs[0] if not isinstance(shape, tuple) else type(shape)(*outs)
 
 
 def _check_folded(spec, run, name, t):
@@ -1128,7 +1060,6 @@ SPEC = {'kernel': 'layernorm_fwd_kernel_L0',
  'entry': 'layernorm_fwd_sm90.h200.L0_entry.cu',
  'stages': 1,
  'loop_step': 128,
- 'ctas_per_sm': 1,
  'ragged': True,
  'ragged_why': '',
  'axes': ['m'],
@@ -1141,8 +1072,7 @@ SPEC = {'kernel': 'layernorm_fwd_kernel_L0',
            'per_iteration': False,
            'tma': True,
            'zero': False,
-           'shared': False,
-           'unaligned': True},
+           'shared': False},
           {'name': '_mean',
            'output': True,
            'dtype': 'float32',
