@@ -1,7 +1,6 @@
 """GPU check of the row pitch (issues #21, #22): the held-out row kernels' bindings at the sizes whose rows TMA cannot
-read contiguously (N = 781 f32, V = 50257 bf16: staged into rows padded to 16 bytes, or, since issue #22's row path,
-read where they lie a box a row: emit/unaligned.py) and on strided views of wider tensors (a row stride of 16-byte
-multiples: taken as it lies; an odd one: staged, or read a box a row), against the fp32 references.
+read contiguously (N = 781 f32, V = 50257 bf16: staged into rows padded to 16 bytes) and on strided views of wider
+tensors (a row stride of 16-byte multiples: taken as it lies; an odd one: staged), against the fp32 references.
 
     python bench/heldout/run.py build --batch 7 --out /tmp/k7 softmax_fused softmax_online layernorm_fwd rmsnorm_fwd xent_scalar
     python bench/heldout/run.py build --batch 8 --out /tmp/k8 softmax_row layer_norm_fwd rms_norm_fwd
@@ -13,8 +12,7 @@ multiples: taken as it lies; an odd one: staged, or read a box a row), against t
 Each case runs the binding on the Triton launch's arguments (bench/heldout/run.py's way: outputs filled with NaN
 first) in three layouts: "contiguous" (the tensors as make_inputs gives them), "view16" (every 2-d tensor of the
 call, inputs and outputs given, a view x[:, :N] of a tensor whose rows are padded to the next 16-byte multiple plus
-16 bytes: the binding passes the stride, no copy) and "view_odd" (rows one element wider than N: staged, or
-read a box a row by a row kernel's load). It records
+16 bytes: the binding passes the stride, no copy) and "view_odd" (rows one element wider than N: staged). It records
 the relative error of each output, the binding's layouts (plan["layouts"] of each loop: "as is", "stage", "alloc")
 and the time per call (host included; the staged copies show there).
 """

@@ -79,8 +79,6 @@ def ring_events(body: str, n: int, tile: dict | None = None) -> list[tuple[str, 
     """The ring operations one role's code performs over a tile of n iterations, in order (the
     tile's last/round/pos from `tile`, else the CTA's only tile)."""
     lines = [_line(line) for line in body.split("\n")]
-    # `} else if (...) {`: the end of one block and the head of the next (a row-by-row load's two branches)
-    lines = [x for line in lines for x in (["}", line[1:].strip()] if line.startswith("} else") else [line])]
     env, events = dict(tile or {}, n=n), []
 
     class Break(Exception):
@@ -133,10 +131,6 @@ def ring_events(body: str, n: int, tile: dict | None = None) -> list[tuple[str, 
             elif guard:
                 if _c(guard.group(1), env):
                     run(sub)
-            elif re.match(r"if \(args\.\w+_rows\.flat\)$", head):
-                pass  # the 2-d map's branch (the else after it) is checked: the same wait_empty and one arrival on full
-            elif head.startswith("else "):
-                run(sub)
             elif not head.startswith("for (int "):  # (a loop over register blocks holds no ring operation)
                 run(sub)
     run(_blocks(lines)[0])

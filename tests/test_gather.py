@@ -165,11 +165,10 @@ def test_the_binding_takes_the_triton_arguments_and_gathers_per_row(tmp_path, gp
     plan = mod.resolve(mod.SPEC, {"LOGITS": M((1000, 32000), "bfloat16", "cuda:0", True, 0),
                                   "TARGET": M((1000,), "int32", "cuda:0", True, 0), "LOSS": None}, sizes={"V": 32000})
     assert plan["loop_extent"] == 32000
-    # GPT-2's vocabulary: bf16 rows of 100514 bytes, which TMA cannot read as boxes: taken as they lie, read a box
-    # a row by the load warp (emit/unaligned.py), the gather with the same pitch
+    # GPT-2's vocabulary: bf16 rows of 100514 bytes, staged into rows of 50264 (the gather reads them with that pitch)
     plan = mod.resolve(mod.SPEC, {"LOGITS": M((1000, 50257), "bfloat16", "cuda:0", True, 0),
                                   "TARGET": M((1000,), "int32", "cuda:0", True, 0), "LOSS": None}, sizes={"V": 50257})
-    assert plan["loop_extent"] == 50257 and plan["layouts"][1] == ("as is", 50257, 50257, 1000 * 50257)
+    assert plan["loop_extent"] == 50257 and plan["layouts"][1] == ("stage", 50264, 50264, 1000 * 50264)
     with pytest.raises(mod.ArgumentError, match="TARGET: expected torch.int32"):
         mod.resolve(mod.SPEC, {"LOGITS": M((1000, 32000), "bfloat16", "cuda:0", True, 0),
                                "TARGET": M((1000,), "int64", "cuda:0", True, 0), "LOSS": None})

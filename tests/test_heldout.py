@@ -267,8 +267,8 @@ def test_row_stats_binding_takes_x_as_m_by_n_and_a_partial_last_column_block(tmp
     # M = 4000 ends inside a 64-row tile: the rows are independent, so the last tile may be partial
     plan = mod.resolve(mod.SPEC, {"X": meta((4000, 1024)), "MEAN": None, "RSTD": None})
     assert (plan["tiles_m"], plan["m_extent"], plan["shapes"]["MEAN"]) == (63, 4000, (4000,))
-    # rows of 1001 f16 (2002 bytes), which TMA cannot read as boxes: taken as they lie, read a box a row (unaligned.py)
-    assert mod.resolve(mod.SPEC, {"X": meta((4096, 1001)), "MEAN": None, "RSTD": None})["layouts"][0][:2] == ("as is", 1001)
+    # rows of 1001 f16 (2002 bytes) are staged into rows of 1008 for TMA
+    assert mod.resolve(mod.SPEC, {"X": meta((4096, 1001)), "MEAN": None, "RSTD": None})["layouts"][0][:2] == ("stage", 1008)
     for given, message in (
             ({"X": meta((4096, 1024), "float32")}, r"^X: expected torch\.float16"),
             ({"X": meta((4096, 1024)), "MEAN": meta((2048,), "float32")}, r"^X: gives M = 4096, but MEAN gives M = 2048")):

@@ -708,5 +708,4 @@ def test_a_row_whole_in_one_tile_binds_the_kernels_arguments(tmp_path):
     plan = mod.resolve(mod.SPEC, {"input_ptr": M((1000, 1000), "float32", "cuda:0", True, 0)})
     assert (plan["tiles_m"], plan["loop_extent"]) == (16, 1000)
     plan = mod.resolve(mod.SPEC, {"input_ptr": M((4096, 781), "float32", "cuda:0", True, 0)})
-    # 781 f32 (3124 bytes a row): no 2-d TMA map, read where they lie a box a row (emit/unaligned.py)
-    assert plan["loop_extent"] == 781 and plan["layouts"][0] == ("as is", 781, 781, 4096 * 781)
+    assert plan["loop_extent"] == 781 and plan["layouts"][0] == ("stage", 784, 784, 4096 * 784)

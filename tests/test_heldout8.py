@@ -243,11 +243,10 @@ def test_the_bindings_take_the_kernels_arguments(tmp_path):
     sm = _binding(tmp_path, "softmax_row_sm90.ttgir")[0]
     assert sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((1000, 1024), "float32", "cuda:0", True, 0)})["tiles_m"] == 16
     # a ragged N: the f32 tile is masked in registers (its tail_mask); 781 f32 columns are not TMA's 16-byte rows:
-    # read where they lie a box a row (emit/unaligned.py; staged into rows of 784 before), as is a view x[:, :781]
-    # of a [4096, 784] tensor, through the 2-d map
+    # staged into rows of 784 (binding_runtime._layout), as is a view x[:, :781] of a [4096, 784] tensor not
     assert sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((1000, 1000), "float32", "cuda:0", True, 0)})["loop_extent"] == 1000
     plan = sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((4096, 781), "float32", "cuda:0", True, 0)})
-    assert plan["loop_extent"] == 781 and plan["layouts"][0] == ("as is", 781, 781, 4096 * 781)
+    assert plan["loop_extent"] == 781 and plan["layouts"][0] == ("stage", 784, 784, 4096 * 784)
     plan = sm.resolve(sm.SPEC, {"input_ptr": sm.Meta((4096, 781), "float32", "cuda:0", False, 0, (784, 1))})
     assert plan["layouts"][0] == ("as is", 781, 784, 4096 * 784)
 

@@ -62,7 +62,7 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # batches 7 and 6, a cross-entropy forward: the online logsumexp of 64 rows a CTA, then the target's logit an
          # epilogue `gather x, TARGET` (one ld.global a row): the default 4096 x 32000, a partial last row tile, a ragged
          # V = 32008 (its -inf fill masked before the rowmax and exp2), Llama 3's V = 128256; GPT-2's 50257 (bf16 rows
-         # of 100514 bytes: no 2-d TMA map): read where they lie, a box a row (emit/unaligned.py; bench/unaligned_gpu.py)
+         # of 100514 bytes: TMA needs a multiple of 16): staged by the binding into rows of 50264 (bench/pitch_check.py)
          "xent_scalar": [None, {"R": 1000}, {"R": 1000, "V": 32008}, {"R": 1024, "V": 128256}, {"R": 1000, "V": 50257}],
          "cross_entropy_fwd": [None, {"R": 1000}, {"R": 1000, "V": 32008}, {"R": 1024, "V": 128256},
                                {"R": 1000, "V": 50257}],

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import epilogue, partial, unaligned
+from . import epilogue, partial
 from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
 from .binding_runtime import COLUMN_ARG
 from .colsplit import fixed_up, is_column
@@ -77,7 +77,6 @@ class Argument:
     per_batch: bool = False  # one value per batch entry, broadcast over leading batch dimensions (batch_groups)
     splits: bool = False  # an output of a split kernel (grid split): a leading dimension of splits before the batch
     column_major: bool = False  # also taken as the transpose's view, [*batch, L, N] with .mT contiguous (an input)
-    unaligned: bool = False  # rows TMA cannot read as boxes are read a box a row, as they lie (unaligned.py)
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
@@ -85,8 +84,7 @@ class Argument:
                 "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared,
                 **({"iter_div": self.iter_div} if self.iter_div > 1 else {}),
                 **({"per_batch": True} if self.per_batch else {}), **({"splits": True} if self.splits else {}),
-                **({"column_major": True} if self.column_major else {}),
-                **({"unaligned": True} if self.unaligned else {})}
+                **({"column_major": True} if self.column_major else {})}
 
 
 def py_name(name: str, taken: set[str]) -> str:
@@ -235,8 +233,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
                        t.iter_div, all(map(periodic, members)),
                        output and bool(m.graph.split) and "loop" not in t.axes and not fixed_up(m.graph),
-                       not output and t.column_major,
-                       len(members) == 1 and unaligned.takes(m, t))
+                       not output and t.column_major)
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return _as_imported(m.graph, tuple(inputs + outputs))

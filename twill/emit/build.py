@@ -14,7 +14,6 @@ from .occupancy import default_limit, with_occupancy
 from .placement import _place, _roles
 from .target import target_for
 from .tensors import _tensors
-from .unaligned import with_registers
 
 
 def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None,
@@ -54,8 +53,8 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
                         role_of=tuple(sorted(role_of.items())), tensors=tensors,
                         mma=tuple(sorted(mma.items())), stages=stages, normalizers=(),
                         one_tile_per_cta=one_tile_per_cta, hidden_position=hidden_position)
-    model = with_registers(replace(model, normalizers=_normalizers(model)))  # a load warp reading rows a box a row
-    model = with_occupancy(replace(model, ctas_limit=ctas_per_sm or default_limit(model)))
+    model = with_occupancy(replace(model, normalizers=_normalizers(model),
+                                   ctas_limit=ctas_per_sm or default_limit(model)))
     if tile_copies is None:
         from .copies import pays
         tile_copies = pays(model)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import batch_groups, colsplit, descale, epilogue, fixup, gather, halves, masks, partial, runtime, splits, unaligned
+from . import batch_groups, colsplit, descale, epilogue, fixup, gather, halves, masks, partial, runtime, splits
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -128,8 +128,6 @@ class Renderer(Stores, Kernel):
             wrappers += [runtime.tail_part(m.target).lstrip("\n")]  # mask_tail (ragged.py)
         if gather.gathered(m.graph):
             wrappers += [runtime.gather_part(m.target).lstrip("\n")]  # gather_rows (gather.py)
-        if unaligned.tensors(m):
-            wrappers += [runtime.ROWS.lstrip("\n")]  # load_rows (unaligned.py)
         wrappers += fixup.runtime_part(m)  # split_arrive and the folds (a column split's fixup)
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
@@ -278,7 +276,7 @@ class Renderer(Stores, Kernel):
         m = self.m
         return [t for t in m.tensors if t.kind in ("output", "store") or
                 (t.kind == "input" and m.values[t.value].type.space != "smem") or
-                (t.kind == "load" and (t.value in gather.gathered(m.graph) or unaligned.takes(m, t)))]
+                (t.kind == "load" and t.value in gather.gathered(m.graph))]
 
     def _params(self, out: Lines) -> None:
         out("// ---- kernel parameters ----------------------------------------------------------------------")
@@ -291,7 +289,7 @@ class Renderer(Stores, Kernel):
             *[f"int {partial.FIELD[ax]};  // Problem::{partial.FIELD[ax]}: 0, or where the last tile along "
               f"{ax.upper()} ends (partial.py)" for ax in partial.GRID_AXES if ax in self.partial],
             "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)", *epilogue.arg_fields(self.m),
-            *gather.arg_fields(self.m), *unaligned.arg_fields(self.m))
+            *gather.arg_fields(self.m))
         for t in self.pointer_tensors():
             const = "const " if t.kind in ("input", "load") else ""
             out(f"{const}{ctype(t.dtype)}* {t.name};  // {t.kind} {t.value}: {self.shape_doc(t)}")

@@ -11,7 +11,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import batch_groups, descale, epilogue, fixup, gather, halves, partial, splits, unaligned
+from . import batch_groups, descale, epilogue, fixup, gather, halves, partial, splits
 from .model import DIM_LABELS, dtype_bytes, plain_box, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
@@ -44,7 +44,6 @@ def host_launcher(r) -> str:
                 extent_check=h["extent_check"], checks=h["checks"], args=h["args"],
                 launch_args=", ".join([f"tm_{t.name}" for t in maps] + ["args"]), persistent_grid=_grid(r.m),
                 launch_head=halves.launch_head(r),
-                rows_encoder=unaligned.ROWS_ENCODER.split("\n") if unaligned.tensors(m) else [],
                 elements=[f"inline size_t elements_{t.name}(const Problem& p) {{ return static_cast<size_t>("
                           f"{' * '.join(_dims(m, t))}); }}" for t in every],
                 main=_main(r, r.ns, every)) + "\n"
@@ -110,13 +109,11 @@ def _checks(r, every, maps) -> list[str]:
             f"const uint64_t {n}_rs = p.{n}_row_stride > 0 ? static_cast<uint64_t>(p.{n}_row_stride) : {cols};",
             f"const uint64_t {n}_bs = p.{n}_batch_stride > 0 ? static_cast<uint64_t>(p.{n}_batch_stride) : "
             f"{rows} * {n}_rs;",
-            f"CUtensorMap tm_{t.name};"]
-        tma = (f"encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, {n}_rs, {n}_bs, "
-               + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw})" if not plain_box(t) else f"1, {t.tile[1]}, 16)"))
-        if unaligned.takes(r.m, t):  # the flat map where the layout needs it (unaligned.py)
-            lines += unaligned.encode_lines(t, esize, rows, cols, batch, tma)
-        else:
-            lines += [f"if (!{tma})", "  return cudaErrorInvalidValue;"]
+            f"CUtensorMap tm_{t.name};",
+            f"if (!encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, {n}_rs, {n}_bs, "
+            + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw}))" if not plain_box(t) else f"1, {t.tile[1]}, 16))"),
+            "  return cudaErrorInvalidValue;",
+        ]
     return lines
 
 
@@ -125,7 +122,7 @@ def _args(r, every) -> list[str]:
     lines = [x[2:] for x in epilogue.copy_fields(r.m)] + gather.copy_lines(r.m)
     lines += ["args.raster_group = p.raster_group;"] if rastered(r.m) else []
     lines += [f"args.{partial.FIELD[ax]} = p.{partial.FIELD[ax]};" for ax in partial.GRID_AXES if ax in r.partial]
-    lines += [f"args.{t.name} = p.{t.name};" for t in r.pointer_tensors()] + unaligned.copy_lines(r.m)
+    lines += [f"args.{t.name} = p.{t.name};" for t in r.pointer_tensors()]
     for t in every:
         for _, label in t.placed_dims():
             lines.append(f"args.{t.name}_{label}_step = p.{t.name}_{label}_step;")

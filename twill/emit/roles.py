@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
-from . import batch_groups, halves, prologue, splits, unaligned
+from . import batch_groups, halves, prologue, splits
 from .after_loop import AfterLoop
 from .lines import Lines, ring_pos, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, plain_box, swizzle_bytes
@@ -318,22 +318,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         ring = f"sm.ring_{chan.ident}"
         cond = "lane == 0" if not self.role.is_warpgroup else "threadIdx.x % 128 == 0 && wgi == 0"
         cond += halves.unless_idle(self.r.parts, halves.load_part(self.r, self.r.parts, name))
-        if unaligned.takes(m, t):  # rows TMA cannot read as boxes: the warp reads them a box a row (unaligned.py)
-            if self.r.parts:
-                raise EmitError(f"load '{name}': a kernel that halves has no row-by-row load (unaligned.py)")
-            slot = ring_slot("it", chan.depth)
-            row0, col0, batch = self.r._origin(t, "it")
-            out(f"if (args.{t.name}_rows.flat) {{  // {t.name}'s rows are no boxes TMA reads: a box a row (unaligned.py)")
-            out.depth += 1
-            out(f"const int it = {it};  // load {name} of iteration it into the slot of ring position {ring_pos('it')}",
-                f"if (lane == 0) {ring}.wait_empty({ring_pos('it')});",
-                f"twill::load_rows<{ctype(t.dtype)}, {t.tile[0]}, {t.tile[1]}>(sm.ld_{chan.ident}[{slot}], tm.{t.name}, "
-                f"&{ring}.full[{slot}], {col0}, {row0}, {batch}, args.{t.name}, args.{t.name}_rows);")
-            out.depth -= 1
-            cond = f"}} else if ({cond})"
-        else:
-            cond = f"if ({cond})"
-        with out.block(cond):
+        with out.block(f"if ({cond})"):
             slot = ring_slot("it", chan.depth)
             out(f"const int it = {it};  // load {name} of iteration it into the slot of ring position {ring_pos('it')}",
                 f"{ring}.wait_empty({ring_pos('it')});",

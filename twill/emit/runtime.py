@@ -179,5 +179,4 @@ def vocab_part(target) -> str:
 
 
 COMMON = _part("common.cuh")
-ROWS = _part("rows.cuh")  # load_rows (only in kernels with a load read row by row: unaligned.py)
 OPS = _part("ops.cuh")

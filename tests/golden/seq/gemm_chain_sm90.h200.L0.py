@@ -325,22 +325,9 @@ def _layout(spec, arg, meta, shape):
         return padded if pitch != cols else ("alloc", cols) + _pitched(arg, shape, _dense(shape))
     strides = meta.strides if meta.strides is not None else _dense(shape) if meta.contiguous else None
     found = strides and _pitched(arg, shape, strides)  # a Meta of unknown strides (not contiguous): staged
-    if found is None:
+    if found is None or meta.ptr % 16 or any(x * esize % 16 for x in found):
         return padded
-    if meta.ptr % 16 or any(x * esize % 16 for x in found):
-        # rows TMA cannot read as boxes: a kernel that reads them a box a row takes them as they lie (emit/unaligned.py)
-        return ("as is", cols) + found if arg.get("unaligned") and _flat_fits(arg, shape, meta.ptr, found) else padded
     return ("as is", cols) + found
-
-
-def _flat_fits(arg, shape, ptr, strides):
-    """Whether a tensor the kernel reads a box a row fits its flat map (launch's encode_rows): its elements
-    aligned to their size, and every one within int32's coordinates from the 16-byte boundary below its start."""
-    esize, (rs, bs) = arg["esize"], strides
-    rows = shape[-2] if len(arg["dims"]) == 2 else 1
-    batch = math.prod(shape[:len(shape) - len(arg["dims"])])
-    flat = ptr % 16 // esize + (batch - 1) * bs + (rows - 1) * rs + shape[-1]
-    return ptr % esize == 0 and flat < 2 ** 31 and min(shape) > 0
 
 
 def _dense(shape):

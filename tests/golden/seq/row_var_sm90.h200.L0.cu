@@ -2,7 +2,6 @@
 // Schedule: I = 64, L = 124, 1 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: x
 //   role role: 4 warp(s) from warp 4, 248 registers: total_new
-// Note: warpgroup 0 (load) runs at 40 registers, not 24: setmaxnreg only redistributes the registers the CTA is launched with.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -832,84 +831,6 @@ __device__ __forceinline__ void op_normalize(Out& out, const L& l) {
   for_each(out, [&](auto... e) { return at<false>(out, e...) * at<false>(inv, e...); });
 }
 
-// ---- rows TMA cannot read as boxes (emit/unaligned.py) --------------------------------------------
-// A tensor whose row or batch stride is not a multiple of 16 bytes, or whose data starts off a 16-byte
-// boundary (50257 bf16 logits a row; a view x[:, :N]), has no 2-d tensor map. launch() encodes a flat
-// one instead (the tensor as one row of elements from the 16-byte boundary at or below its start, boxes
-// of one 128-byte row) and sets `flat`; the load warp then reads a tile row by row (load_rows).
-struct RowPitch {
-  int rs, bs;  // row and batch strides, in elements (bs 0 for one batch entry; the flat row is under 2^31)
-  int rows, cols;  // the 2-d map's extents: rows per batch entry, elements per row
-  int lead;  // elements from the flat map's 16-byte boundary to the tensor's first element
-  int flat;  // 1: read row by row through the flat map; 0: the 2-d map, as boxes
-};
-
-template <int B> struct RowBits;
-template <> struct RowBits<1> { using type = uint8_t; };
-template <> struct RowBits<2> { using type = uint16_t; };
-template <> struct RowBits<4> { using type = uint32_t; };
-
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-
-// One box of a flat map (tma_load's, with shared addresses: the load warp runs on few registers).
-__device__ __forceinline__ void tma_load_flat(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, 0, 0}], [%2];"
-      :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0) : "memory");
-}
-
-// One tile of kRows rows and kCols columns of T from (c0, r0) of batch entry b into a ring slot `dst`, laid
-// out as the 2-d map's boxes would (blocks of 128-byte rows, 128-byte swizzle), by the whole load warp
-// (every lane calls it, after lane 0 found the slot free). Each row of a block inside the extents is one box
-// of the flat map, written at the row's own shared address (TMA swizzles by that address, so the bytes land
-// where a 2-d box puts them); the rest (rows past the extent, a block reaching past the last column) the
-// lanes write with ordinary loads, zeros outside the extents, as a 2-d box's bounds would. Lane 0
-// announces the boxes' bytes first and arrives last, after every lane's stores: one arrival, as
-// expect_full's, so the full barrier and its readers are those of the 2-d map.
-template <typename T, int kRows, int kCols>
-__device__ __forceinline__ void load_rows(void* dst, const CUtensorMap* flat, uint64_t* bar, int c0, int r0, int b,
-                                          const T* ptr, const RowPitch& p) {
-  constexpr int kBlock = 128 / static_cast<int>(sizeof(T));  // a block's columns
-  constexpr int kBlocks = kCols / kBlock, kChunk = 16 / static_cast<int>(sizeof(T));
-  static_assert(kCols % kBlock == 0 && kRows % 8 == 0, "load_rows reads whole 128-byte swizzle blocks");
-  using U = typename RowBits<sizeof(T)>::type;
-  const int lane = threadIdx.x % 32;
-  const int left = p.rows - r0, in_rows = left < kRows ? (left > 0 ? left : 0) : kRows;
-  const int past = p.cols - c0 > 0 ? (p.cols - c0) / kBlock : 0;
-  const int boxed = past < kBlocks ? past : kBlocks;  // the blocks inside the row, read as boxes
-  const uint32_t base = smem_addr(dst), full = smem_addr(bar);
-  if (lane == 0) mbar_expect_tx(full, static_cast<uint32_t>(boxed * in_rows * 128));
-  __syncwarp();
-  const int first = p.lead + b * p.bs + r0 * p.rs + c0;  // row r0's element c0 in the flat row (under 2^31)
-  for (int r = lane; r < in_rows; r += 32) {
-#pragma unroll
-    for (int blk = 0; blk < kBlocks; ++blk)
-      if (blk < boxed) tma_load_flat(base + blk * kRows * 128 + r * 128, flat, full, first + r * p.rs + blk * kBlock);
-  }
-  if (boxed < kBlocks || in_rows < kRows) {  // the rest, in 16-byte chunks: rows past the extent, blocks past the row
-    const U* src = reinterpret_cast<const U*>(ptr) + (first - p.lead - c0);
-    for (int i = lane; i < kBlocks * kRows * 8; i += 32) {
-      const int blk = i / (kRows * 8), r = i / 8 % kRows, ch = i % 8;
-      if (blk < boxed && r < in_rows) continue;  // a box's
-      const int c = c0 + blk * kBlock + ch * kChunk;
-      uint32_t w[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-      for (int e = 0; e < kChunk; ++e)
-        if (r < in_rows && c + e < p.cols)
-          w[e * sizeof(U) / 4] |= static_cast<uint32_t>(src[r * p.rs + c + e]) << (8 * (e * sizeof(U) % 4));
-      uint32_t a = base + blk * kRows * 128 + r * 128 + ch * 16;
-      a ^= ((a >> 7) & 7u) << 4;  // the 128-byte swizzle, by address (twill::Tile)
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(a), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
-                   : "memory");
-    }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the stores, for readers through the async proxy
-  }
-  __syncwarp();
-  if (lane == 0) mbar_arrive(bar);  // release: the lanes' stores, ordered before it by __syncwarp
-}
-
 }  // namespace twill
 
 namespace twill_row_var_kernel_L0 {
@@ -927,7 +848,7 @@ constexpr int kRegs_role = 248;  // setmaxnreg budget of role role
 static_assert(kRegs_role <= 255, "role role: 248 registers per thread exceed registers_per_thread (255)");
 static_assert(kRegs_role >= 24 && kRegs_role % 8 == 0, "role role: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_role <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
-static_assert(128 * 40 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
+static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
 constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
@@ -956,8 +877,6 @@ struct Args {
   int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)
   int m_extent;  // Problem::m_extent: 0, or where the last tile along M ends (partial.py)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
-  twill::RowPitch x_rows;  // load x: flat = 1 where TMA cannot read its rows as boxes (unaligned.py)
-  const __half* x;  // load x: f16 [batch][tiles_m*128][iters*64]
   float* out_total;  // output total_new: f32 [batch][tiles_m*128]
   int x_rows_step, x_rows_offset;  // placement of x's tiles
   int out_total_cols_step, out_total_cols_offset;  // placement of total_new's tiles
@@ -1017,11 +936,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   int j = 0;
   for (; j < n; ++j) {
     {  // steady window J = j: x[j]
-      if (args.x_rows.flat) {  // x's rows are no boxes TMA reads: a box a row (unaligned.py)
-        const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
-        if (lane == 0) sm.ring_x.wait_empty(tile.pos + it);
-        twill::load_rows<__half, 128, 64>(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b, args.x, args.x_rows);
-      } else if (lane == 0) {
+      if (lane == 0) {
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
@@ -1097,7 +1012,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   const int warp = (threadIdx.x / 32) % 4;
   (void)warp;
   if (warpgroup == 0) {
-    twill::setmaxnreg_dec<40>();  // register budget of this warpgroup
+    twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
     if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = split_iters(args, twill_tile);  twill_tile.pos = twill_pos;  role_load(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
     twill::setmaxnreg_dec<248>();  // register budget of this warpgroup
@@ -1271,35 +1186,6 @@ static inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t e
   return true;
 }
 
-// A layout TMA cannot read as boxes: a row or batch stride that is not a multiple of 16 bytes, or data off a
-// 16-byte boundary (emit/unaligned.py).
-static inline bool unaligned(const void* ptr, uint64_t esize, uint64_t row_stride, uint64_t batch_stride) {
-  return (row_stride * esize) % 16 || (batch_stride * esize) % 16 || reinterpret_cast<uintptr_t>(ptr) % 16;
-}
-
-// Such a tensor as one flat row of every element from the 16-byte boundary at or below its start to its last,
-// in boxes of one row of a swizzle block (box_cols elements, 128 bytes), and the pitch its load warp reads it
-// with (twill::load_rows). False where the flat row passes int32's coordinates or an element is not aligned to
-// its size.
-static inline bool encode_rows(CUtensorMap* map, CUtensorMapDataType type, uint64_t esize, const void* ptr,
-                               uint64_t rows, uint64_t cols, uint64_t batch, uint64_t row_stride,
-                               uint64_t batch_stride, uint32_t box_cols, twill::RowPitch* pitch) {
-  const uintptr_t at = reinterpret_cast<uintptr_t>(ptr);
-  if (at % esize || rows == 0 || cols == 0 || batch == 0) return false;
-  const uint64_t lead = (at % 16) / esize;
-  const uint64_t flat = lead + (batch - 1) * batch_stride + (rows - 1) * row_stride + cols;
-  if (flat >= (uint64_t(1) << 31)) return false;
-  const uint64_t stride = (flat * esize + 15) / 16 * 16 / esize;  // the map's other (unit) dimensions
-  pitch->rs = static_cast<int>(rows > 1 ? row_stride : 0);
-  pitch->bs = static_cast<int>(batch > 1 ? batch_stride : 0);
-  pitch->rows = static_cast<int>(rows);
-  pitch->cols = static_cast<int>(cols);
-  pitch->lead = static_cast<int>(lead);
-  pitch->flat = 1;
-  return encode(map, type, esize, reinterpret_cast<const char*>(ptr) - at % 16, 1, flat, 1, stride, stride, 1,
-                box_cols, 128);
-}
-
 inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const int iters = loop_iters(p);
   if (iters < kStages || p.tiles_m < 1 || p.tiles_n < 1 || p.batch < 1) return cudaErrorInvalidValue;
@@ -1320,13 +1206,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits));
   const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
   CUtensorMap tm_x;
-  twill::RowPitch x_rows{};  // flat: the rows TMA cannot read as boxes, read one box a row (unaligned.py)
-  if (unaligned(p.x, 2, x_rs, x_bs)) {
-    if (!encode_rows(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, &x_rows))
-      return cudaErrorInvalidValue;
-  } else if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 128, 64, 128)) {
+  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 128, 64, 128))
     return cudaErrorInvalidValue;
-  }
   Args args;
   args.iters = iters;
   args.loop_tail = p.loop_extent > 0 ? p.loop_extent - (iters - 1) * kLoopStep : kLoopStep;
@@ -1335,9 +1216,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.tiles = p.tiles_m * p.tiles_n * p.batch;
   args.exp2_scale = p.exp2_scale;
   args.m_extent = p.m_extent;
-  args.x = p.x;
   args.out_total = p.out_total;
-  args.x_rows = x_rows;
   args.x_rows_step = p.x_rows_step;
   args.x_rows_offset = p.x_rows_offset;
   args.out_total_cols_step = p.out_total_cols_step;

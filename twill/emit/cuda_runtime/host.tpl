@@ -154,7 +154,6 @@ static inline bool encode(CUtensorMap* map, CUtensorMapDataType type, uint64_t e
   map_cache.put(key, *map);
   return true;
 }
-{{rows_encoder}}
 
 {{launch_head}}
   const int iters = loop_iters(p);
