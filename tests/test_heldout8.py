@@ -324,6 +324,14 @@ def test_a_flat_map_of_any_length_runs_its_tail_as_one_padded_row(tmp_path, monk
     assert launched == [128] and np.array_equal(given.a, x.a[:100] + y.a[:100])
     with pytest.raises(va.ArgumentError, match="n_elements = 1000, but x_ptr has 98433"):
         va._flat_tail(va.SPEC, "", {"x_ptr": x, "y_ptr": y, "output_ptr": None}, fake, kw, {"n_elements": 1000})
+    # a pipeline of two stages needs two blocks a row (erf GELU): 98433 runs as 384 rows of 256 and a padded one, and
+    # so does 98432, whose 769 blocks (a prime) no row of 2 to 16 blocks divides
+    two = {**va.SPEC, "stages": 2}
+    for n in (98433, 98432):
+        launched.clear()
+        out = va._flat_tail(two, "", {"x_ptr": x[:n], "y_ptr": y[:n], "output_ptr": None}, fake, kw, {})
+        assert launched == [98304, 256] and np.array_equal(out.a, x.a[:n] + y.a[:n]), (n, launched)
+    assert va._flat_tail(two, "", {"x_ptr": x[:98304], "y_ptr": y[:98304], "output_ptr": None}, fake, kw, {}) is None
     strided = _Flat(rng.standard_normal((98433, 2))[:, 0])
     assert va._flat_tail(va.SPEC, "", {"x_ptr": strided, "y_ptr": y, "output_ptr": None}, fake, kw, {}) is None
     assert va._flat_tail(va.SPEC, "", {"x_ptr": x[:98432], "y_ptr": y[:98432], "output_ptr": None}, fake, kw, {}) is None

@@ -846,17 +846,23 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
 
 
 def _flat_tail(spec, here, tensors, torch, kw, sizes):
-    """A flat map over n elements where n is not a multiple of its row of C = spec["loop_extent"] (98433 elements,
-    C = 128): the kernel runs on the first n - r elements as they lie (views, `call` as for any n), then on the last
-    r copied into one zero-padded row of C, whose first r results are copied into the outputs (every element is
-    its own: the padding's results are dropped). Outputs not given are allocated whole first. Returns the outputs
-    as `call` does, or None where n is a multiple of C (or the arguments are for `call` to refuse)."""
+    """A flat map over n elements that its rows cannot hold whole: n not a multiple of C = spec["loop_extent"] (98433
+    elements, C = 128), or n / C blocks with no divisor that gives a row the iterations the pipeline needs (769
+    blocks where a row needs 2: _flat_blocks). With U = C x those blocks, the kernel runs on the first n - r
+    elements, r = n mod U, as they lie (views, `call` as for any n), then on the last r copied into one zero-padded
+    row of U, whose first r results are copied into the outputs (every element is its own: the padding's results
+    are dropped). Outputs not given are allocated whole first. Returns the outputs as `call` does, or None where
+    the rows hold n (or the arguments are for `call` to refuse)."""
     cols = spec["loop_extent"]
     args = {a["name"]: a for a in spec["args"]}
     given = [(n, x) for n, x in tensors.items() if x is not None]
     if not given or not all(isinstance(x, torch.Tensor) for _, x in given):
         return None
     count = given[0][1].numel()
+    need = max(-(-spec["stages"] * (spec["loop_step"] or cols) // cols), 1)  # blocks a row needs (_flat_blocks)
+    if count % cols == 0 and (not count or _flat_blocks(count // cols, cols, spec) >= need):
+        return None
+    cols *= need
     r = count % cols
     if not r or any(x.numel() != count or not x.is_contiguous() for _, x in given):
         return None  # (uneven counts or strided tensors: call's checks name them)
