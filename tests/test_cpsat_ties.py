@@ -39,7 +39,7 @@ def _schedule(text):
     return {k: v for k, v in d.items() if k not in ("options", "options_digest", "field_digests")}
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(7, 11), seed=st.integers(0, 10_000), gpu=st.sampled_from(["h100", "b200"]))
 def test_one_shot_tie_breaks_give_the_stepwise_schedule(n, seed, gpu, monkeypatch):
     graph, machine = _graph(n, seed), load_machine(gpu)

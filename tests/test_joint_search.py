@@ -50,7 +50,7 @@ def _solved(text: str):
     return s, p, graph, machine
 
 
-SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,  # (12 until session 36: CI's time)
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 

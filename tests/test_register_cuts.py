@@ -74,7 +74,7 @@ def _configs(s, loop: Loop, p):
                             cross_role_edges=cross)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(loops(n_ops=(3, 4), **TIGHT))
 def test_no_schedule_verify_accepts_is_cut_off(loop):
     """Starts from the joint schedule and from stage 1's (which ignores roles), each start one op
