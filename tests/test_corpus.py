@@ -27,6 +27,9 @@ LEFT_OUT = ("biased_softmax_gemm_sm90", "banded_softmax_gemm_sm90")
 DUMPS = (sorted((DATA / "corpus" / "prepipe").glob("*.ttgir")) + sorted(DATA.glob("*.ttgir"))
          + sorted(p for p in (DATA / "heldout").glob("*.ttgir") if p.stem not in LEFT_OUT))
 
+# Left to `-m extended` for CI's time (session 36): the SSD chunk scan's sm_100a twin (20 s with a cold nvcc cache);
+# its sm_90a dump stays, and the other corpus dumps compile for sm_100a
+EXTENDED = ("corpus/ssd_chunk_scan_sm100",)
 # dump stem -> why it does not go through (the stage is in the message)
 KNOWN: dict[str, str] = {}
 
@@ -40,6 +43,8 @@ def _case(path: Path):
     key = _key(path)
     marks = [pytest.mark.xfail(strict=True, reason=KNOWN[key])] if key in KNOWN else []
     if path.parent.name == "heldout":  # our own held-out dumps, not the shared corpus: `-m extended`
+        marks.append(pytest.mark.extended)
+    if key in EXTENDED:
         marks.append(pytest.mark.extended)
     return pytest.param(path, id=key, marks=marks)
 
