@@ -149,10 +149,10 @@ def _flat_views(spec, given, sizes):
     """A flat map over elements (`grid flat = n_elements`: the Triton tutorials' vector add) takes its tensors as
     the user holds them, of any shape, contiguous, every one of n elements, and views each as [n / (k C), k C]
     rows (C = spec["loop_extent"], the graph's columns; k `_flat_blocks`: an element maps to itself in any such
-    view, and k blocks a row give the loop's pipeline the iterations it needs). n must be a multiple of C: the
-    last row would be partial, and a [rows, C] view of a tensor of n elements has no partial row (refused, naming
-    the multiple). The size argument (spec["flat"]), where passed as a Python int, must be n. Returns the viewed
-    Metas and {name: shape given}."""
+    view, and k blocks a row give the loop's pipeline the iterations it needs). n must be a multiple of C here: a
+    [rows, C] view of a tensor of n elements has no partial row (a call runs any other n of contiguous tensors in
+    two launches first: _flat_tail). The size argument (spec["flat"]), where passed as a Python int, must be n
+    (_check_flat_size). Returns the viewed Metas and {name: shape given}."""
     cols, size = spec["loop_extent"], spec["flat"]
     held, count, first = {}, None, None
     for name, meta in given.items():
@@ -174,12 +174,23 @@ def _flat_views(spec, given, sizes):
         held[name] = tuple(meta.shape)
     row = cols * _flat_blocks(count // cols, cols, spec) if count else cols
     out = {name: None if meta is None else meta._replace(shape=(count // row, row)) for name, meta in given.items()}
-    value = sizes.get(size)
-    if count is not None and isinstance(value, int) and not isinstance(value, bool) and value != count:
+    if count is not None:
+        _check_flat_size(size, sizes.get(size), first, count)
+    return out, held
+
+
+def _check_flat_size(size, value, first, count):
+    """A flat map's size argument `size`, where the caller passes a Python int, must be the tensors' `count`."""
+    if isinstance(value, int) and not isinstance(value, bool) and value != count:
         raise ArgumentError(f"{size} = {value}, but {first} has {count} elements: the kernel runs over the tensors' "
                             f"whole extent, where the Triton kernel stops at {size}; pass {size} = {count}, or tensors "
                             f"of {value} elements")
-    return out, held
+
+
+def _flat_need(spec, cols):
+    """The blocks of C = `cols` elements a row of a flat map's view needs: the pipeline's stages, in tiles of
+    spec["loop_step"] elements (Triton's BLOCK_SIZE may be one tile)."""
+    return max(-(-spec["stages"] * (spec["loop_step"] or cols) // cols), 1)
 
 
 def _flat_blocks(blocks, cols, spec):
@@ -188,8 +199,7 @@ def _flat_blocks(blocks, cols, spec):
     Triton's BLOCK_SIZE may be one tile), so that a row is as short as that allows and the rows (CTAs) as many;
     at most 8 times that (a longer row would leave few CTAs: 769 blocks, a prime, stay rows of one), else 1
     (the launch then names the iterations missing)."""
-    step = spec["loop_step"] or cols
-    need = max(-(-spec["stages"] * step // cols), 1)
+    need = _flat_need(spec, cols)
     return next((k for k in range(need, min(8 * need, blocks) + 1) if blocks % k == 0), 1)
 
 
@@ -859,34 +869,30 @@ def _flat_tail(spec, here, tensors, torch, kw, sizes):
     if not given or not all(isinstance(x, torch.Tensor) for _, x in given):
         return None
     count = given[0][1].numel()
-    need = max(-(-spec["stages"] * (spec["loop_step"] or cols) // cols), 1)  # blocks a row needs (_flat_blocks)
+    need = _flat_need(spec, cols)
     if count % cols == 0 and (not count or _flat_blocks(count // cols, cols, spec) >= need):
         return None
     cols *= need
     r = count % cols
     if not r or any(x.numel() != count or not x.is_contiguous() for _, x in given):
         return None  # (uneven counts or strided tensors: call's checks name them)
-    value = sizes.get(spec["flat"])
-    if isinstance(value, int) and not isinstance(value, bool) and value != count:
-        raise ArgumentError(f"{spec['flat']} = {value}, but {given[0][0]} has {count} elements: the kernel runs over the "
-                            f"tensors' whole extent, where the Triton kernel stops at {spec['flat']}; pass "
-                            f"{spec['flat']} = {count}, or tensors of {value} elements")
+    _check_flat_size(spec["flat"], sizes.get(spec["flat"]), given[0][0], count)
     first = given[0][1]
     full = {n: x if x is not None else torch.empty(first.shape, dtype=getattr(torch, args[n]["dtype"]),
                                                    device=first.device)
             for n, x in tensors.items()}
     head = count - r
-    size = {spec["flat"]: None} if spec["flat"] in sizes else {}
+    inner = {**sizes, spec["flat"]: None} if spec["flat"] in sizes else sizes  # (each launch's n is not the user's)
     stream = kw["stream"]
     result = None
     if head:
-        result = call(spec, here, {n: x.view(-1)[:head] for n, x in full.items()}, sizes={**sizes, **size}, **kw)
+        result = call(spec, here, {n: x.view(-1)[:head] for n, x in full.items()}, sizes=inner, **kw)
     with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
         padded = {n: torch.zeros(cols, dtype=x.dtype, device=x.device) for n, x in full.items()}
         for n, x in full.items():
             if not args[n]["output"]:
                 padded[n][:r].copy_(x.view(-1)[head:])
-    last = call(spec, here, padded, sizes={**sizes, **size}, **kw)
+    last = call(spec, here, padded, sizes=inner, **kw)
     with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
         for n, x in full.items():
             if args[n]["output"]:
