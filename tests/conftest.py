@@ -73,11 +73,21 @@ def pytest_configure(config):
 @pytest.fixture(autouse=True)
 def private_schedule_cache(tmp_path_factory, monkeypatch):
     """Each test gets an empty schedule cache of its own (outside its tmp_path): results never
-    leak between tests."""
-    monkeypatch.setenv("TWILL_CACHE_DIR", str(tmp_path_factory.mktemp("twill-cache")))
+    leak between tests. ptxas's reports, a function of their key alone, are shared (below)."""
+    private = str(tmp_path_factory.mktemp("twill-cache"))
+    monkeypatch.setenv("TWILL_CACHE_DIR", private)
     # emit-cuda's ptxas loop compiles every kernel it writes; the tests that are about it
     # (test_ptxas.py) turn it back on, the others compile what they check themselves.
     monkeypatch.setenv("TWILL_PTXAS_LOOP", "0")
+    if NVCC_CACHE is not None:
+        # ptxas's reports (twill.ptxas.compile_kernel) are keyed by the text, the flags and the toolchain,
+        # like nvcc_compile's builds: one store for every test, so a kernel that two tests emit (a corpus
+        # dump and its worked example, say) is compiled once. Not for a test that set its own
+        # TWILL_CACHE_DIR: the cache's own tests (test_ptxas.py) count its entries.
+        import twill.ptxas
+        own = twill.ptxas.cache_dir
+        monkeypatch.setattr(twill.ptxas, "cache_dir", lambda: NVCC_CACHE / "ptxas"
+                            if os.environ.get("TWILL_CACHE_DIR") == private else own())
 
 
 # -- nvcc, cached by content ------------------------------------------------------------------------
