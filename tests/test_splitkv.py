@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import nvcc, nvcc_compile
+from conftest import emitted_and_built, nvcc
 from twill.emit import build_model, emit_cuda
 from twill.emit.binding import binding_files
 from twill.emit.model import EmitError
@@ -88,13 +88,8 @@ def test_split_kv_compiles_clean(form, arch, gpu, tmp_path):
     """Emitted as `twill emit-cuda` does, through its ptxas loop (twill/ptxas_loop.py): on the H200
     the plain kernel<false> spilled 8 bytes, and the loop's ring position hidden from the compiler
     compiles clean."""
-    from twill.ptxas_loop import emitter, resolver, run
     _, schedule, machine = _schedule(form, arch, gpu)
-    src = tmp_path / f"splitkv_{arch}.cu"
-    src.write_text(run(schedule, machine, emitter(machine), resolver(schedule, machine, SolveOptions()),
-                       lambda line: None).text)
-    a = machine.arch
-    rc, err = nvcc_compile(src, ["-std=c++17", f"-gencode=arch=compute_{a[3:]},code={a}", "-Xptxas", "-v"])
+    _, rc, err = emitted_and_built(schedule, machine, tmp_path / f"splitkv_{arch}.cu")  # the loop's own build
     assert rc == 0, err[-2000:]
     assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
     assert "C7515" not in err and "serialized" not in err, err[-2000:]
