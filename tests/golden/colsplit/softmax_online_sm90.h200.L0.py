@@ -11,6 +11,7 @@ The first call builds softmax_online_sm90.h200.L0_entry.cu (which includes softm
 # a GPU (`resolve` works on `Meta` tuples); torch is touched only by `call`, and nvcc only by `build`.
 import collections
 import contextlib
+import contextvars
 import ctypes
 import hashlib
 import math
@@ -27,6 +28,17 @@ Meta.__doc__ = ("What the checks read off a tensor: shape (a tuple), dtype ('flo
 
 class ArgumentError(ValueError):
     """An argument the kernel cannot take; the message names it."""
+
+
+class NotDeferred(Exception):
+    """A call that cannot be deferred into a sequence's one kernel: its inputs are staged, or its folds combined,
+    around its own launch. The sequence's binding then runs its loops one kernel each."""
+
+
+# A sequence's one kernel (twill/emit/seqfuse.py): while its binding (K.py) sets a list here, `call` checks,
+# allocates and packs as always but launches nothing: it appends the packed block, which K.py passes, with the
+# other loops' blocks, to the one kernel's entry.
+DEFERRED = contextvars.ContextVar("twill_deferred", default=None)
 
 
 # The symbols of the extents a kernel's tensors are made of: the grid's two axes (counted in
@@ -818,6 +830,9 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
         tensors = {n: tensors.get(n) for n in run.names}
         ptrs = [None if t is None else t.data_ptr() for t in tensors.values()]
     extra = check_scalars(spec, scalars) if run.scalars else ()
+    deferred = DEFERRED.get()
+    if deferred is not None and (run.stage or folded):
+        raise NotDeferred(f"{spec['kernel']}: its tensors are staged or its folds combined around its own launch")
     for name, t in folded.items():
         if t is not None:
             _check_folded(spec, run, name, t)
@@ -840,7 +855,11 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
                 ptrs[i] = buf.data_ptr()
     s = _current_stream(run.index) if stream is None else stream.cuda_stream
     fix = _fixup(spec, run, s, stream, torch) if "fixup" in spec else ()
-    err = run.launch(_block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra, fix))
+    block = _block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra, fix)
+    if deferred is not None:  # (its outputs allocated: the later loops' calls read them)
+        deferred.append(block)
+        return values[run.outputs[0]] if run.outputs_type is None else run.outputs_type(*[values[i] for i in run.outputs])
+    err = run.launch(block)
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {run.error(err).decode()} (cudaError {err})")
     if staged:  # outputs written into their staging buffers: into the caller's tensors
