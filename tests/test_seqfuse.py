@@ -174,3 +174,128 @@ def test_long_rows_split_by_columns_keep_one_kernel_per_loop(tmp_path, monkeypat
     assert launches == [] and ran["L0"] > 1 and np.allclose(got, _softmax(x), rtol=1e-9, atol=1e-12)
     got, ran, launches = _run_fused_in_numpy(seq_mod, seq, x, monkeypatch, True)  # asked for: one split each
     assert len(launches) == 1 and set(ran.values()) == {1} and np.allclose(got, _softmax(x), rtol=1e-9, atol=1e-12)
+
+
+# -- K.py's one-kernel path through each loop's own `call` (its checks, split choice and packing) -----------------
+# The H100 run of session 36 failed here: called deferred with no split, a loop's `call` chose its own column
+# split (_own_split: 16 row tiles of 64 on 132 SMs -> 4 splits), so its block asked for 4 splits, and the one
+# kernel's fused_prepare returned cudaErrorInvalidValue for every kernel at every size. The numpy tests above
+# stand in for `call` and never saw it; these run the real one (the runtime each binding carries), with a
+# torch stand-in that answers what `call` asks of torch and a library stand-in that records the packed blocks.
+
+def _torch_for_call(sms: int = 132):
+    import math
+    import types
+
+    from test_binding_cache import Device, DType, Tensor
+
+    class Viewed(Tensor):
+        def __getitem__(self, index):  # t[..., :cols]: a padded buffer's rows as the caller's (same pointer)
+            cols = index[-1].stop
+            return Viewed(self.shape[:-1] + (cols,), self.dtype.name, self.device, ptr=self.ptr, strides=self.strides)
+
+        def numel(self):
+            return math.prod(self.shape)
+
+    ptrs = iter(range(1 << 30, 1 << 40, 1 << 28))
+    fake = types.ModuleType("torch")
+    fake.Tensor = Viewed
+    fake.device = lambda name: name
+    fake.cuda = types.SimpleNamespace(
+        get_device_properties=lambda d: types.SimpleNamespace(multi_processor_count=sms))
+    fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0)
+    fake.empty = fake.zeros = lambda shape, dtype, device: Viewed(
+        (shape,) if isinstance(shape, int) else shape, dtype.name, Device(), ptr=next(ptrs))
+    for name in ("float16", "bfloat16", "float32", "int32"):
+        setattr(fake, name, DType(name))
+    return fake, Viewed
+
+
+def _block_fields(mod, block: bytes) -> dict:
+    """A loop's packed block (its args_format) by field: the head's, and the splits it asks for."""
+    import struct
+    spec = mod.SPEC
+    n, s = len(spec["args"]), len(spec.get("scalars", ()))
+    v = struct.unpack(mod.args_format(spec), block)
+    names = ("tiles_m", "tiles_n", "iters", "loop_extent", "batch", "m_extent", "n_extent", "persistent",
+             "raster_group", "device")
+    fields = dict(zip(names, v))
+    tail = v[10 + 2 + 1 + 4 * n + s:]  # (exp2/out scale, the stream, pointers, groups, strides, scalars before it)
+    fields["splits"] = tail[0] if spec.get("split") else 1
+    return fields
+
+
+class _Library:
+    """Stands in for a compiled library: records each launch's blocks, returns `err` (0: cudaSuccess)."""
+
+    def __init__(self, err=0):
+        self.err, self.launches = err, []
+
+    def twill_launch(self, *blocks):
+        self.launches.append(blocks)
+        return self.err
+
+    def twill_error_string(self, err):
+        return b"invalid argument"
+
+
+def _layernorm_through_call(tmp_path, monkeypatch, err=0):
+    """K.py of the LayerNorm's loops (emitted here), its loops' `call` real, torch and the libraries stand-ins:
+    (K.py's module, a call(rows, cols, fused), the one kernel's library, each loop's own library)."""
+    import importlib.util
+    import sys
+    _emit_layernorm(tmp_path)
+    fake, Tensor = _torch_for_call()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    spec = importlib.util.spec_from_file_location("layernorm_seq", tmp_path / f"{LAYERNORM}.py")
+    seq = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(seq)
+    fused, own = _Library(err), {}
+    monkeypatch.setattr(seq, "_fused_library", lambda first: fused)
+    for loop, file, _, _ in seq.LOOPS:
+        mod = seq._module(file)
+        own[loop] = _Library()
+        monkeypatch.setattr(mod, "library", lambda spec, here, directory=None, _lib=own[loop]: _lib)
+
+    def run(rows, cols, fused):
+        x, w, b = Tensor((rows, cols)), Tensor((cols,), "float32", ptr=3 << 20), Tensor((cols,), "float32", ptr=5 << 20)
+        return seq.run(N=cols, X=x, eps=1e-5, W=w, B=b, fused=fused)
+    return seq, run, fused, own
+
+
+@pytest.mark.parametrize("rows, cols, fused", [(1000, 1024, None), (4096, 5120, True)])
+def test_the_one_kernels_blocks_ask_each_loop_for_one_split(tmp_path, monkeypatch, rows, cols, fused):
+    """1000 x 1024 (8 iterations: the one kernel by default) and 4096 x 5120 (fused=True): each loop's block, as
+    its own `call` packs it deferred, asks for one split (the one kernel's fused_prepare refuses more) over the
+    same row tiles (its check of the loops' tiles); the same loops run one kernel each split their columns."""
+    seq, run, lib, own = _layernorm_through_call(tmp_path, monkeypatch)
+    run(rows, cols, fused)
+    assert len(lib.launches) == 1 and not any(x.launches for x in own.values())
+    blocks = [_block_fields(seq._module(file), block) for (_, file, _, _), block in zip(seq.LOOPS, lib.launches[0])]
+    assert [f["splits"] for f in blocks] == [1, 1, 1], blocks
+    assert len({(f["tiles_m"], f["tiles_n"], f["batch"]) for f in blocks}) == 1, blocks
+    text = (tmp_path / f"{LAYERNORM}.fused.cu").read_text()
+    assert text.count("if (p.splits != 1) return cudaErrorInvalidValue;") == 3  # what a block of more meets
+    run(rows, cols, False)  # one kernel per loop: the loops' own column splits (so the case above could fail)
+    apart = [_block_fields(seq._module(file), x.launches[-1][0]) for (loop, file, _, _), x in zip(seq.LOOPS, own.values())]
+    assert all(f["splits"] > 1 for f in apart), apart
+    run(rows, cols, fused)  # deferred again after the loops' own launches of the same kind: still one split each
+    assert [_block_fields(seq._module(f), b)["splits"] for (_, f, _, _), b in zip(seq.LOOPS, lib.launches[1])] == [1] * 3
+
+
+def test_a_failed_one_kernel_runs_one_kernel_per_loop_unless_asked_for(tmp_path, monkeypatch):
+    """The one kernel's entry returning an error (cudaErrorInvalidValue): fused=None warns and runs the loops one
+    kernel each, and later calls of that kind go there at once; fused=True raises the error."""
+    seq, run, lib, own = _layernorm_through_call(tmp_path, monkeypatch, err=1)
+    with pytest.warns(RuntimeWarning, match=r"one kernel's launch failed: invalid argument \(cudaError 1\); running "
+                                            r"one kernel per loop"):
+        run(1000, 1024, None)
+    assert len(lib.launches) == 1 and all(len(x.launches) == 1 for x in own.values())
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run(1000, 1024, None)  # that kind: one kernel per loop, the one kernel not tried again
+    assert len(lib.launches) == 1 and all(len(x.launches) == 2 for x in own.values())
+    with pytest.raises(seq.FusedFailed, match="invalid argument"):
+        run(1000, 1024, True)
+    assert len(lib.launches) == 2 and all(len(x.launches) == 2 for x in own.values())
