@@ -9,10 +9,12 @@ earlier loop's binding (its output) and passed to the later one as an input; it 
 Where no loop is split by columns or the rows are short (fused=None; FUSE_MAX_ITERS), or fused=True, the
 loops run as one kernel (FUSED: a CTA runs each loop's roles on its row tile in turn, twill/emit/seqfuse.py),
 each loop's binding checking its tensors and packing its launch as for its own kernel (one split each);
-fused=False: one kernel per loop.
+fused=False: one kernel per loop. Where the one kernel fails to build or launch, fused=None warns
+(RuntimeWarning) and runs one kernel per loop, then and for later calls of that kind; fused=True raises.
 """
 import importlib.util
 import os
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the loops' one kernel and its entry (twill/emit/seqfuse.py), or None
@@ -37,6 +39,7 @@ COMBINE = {
 _MODULES = {}
 _FUSED_LIB = []  # the one kernel's library, once loaded
 _SPLITS_OF = {}  # the user's tensors' key -> (each loop's split argument, rows short enough for FUSED)
+_FUSED_FAILED = {}  # the user's tensors' key -> why the one kernel failed for that kind (fused=None: not tried again)
 # The one kernel by default (fused=None) where no loop splits its columns, or every loop's row tile takes at most
 # this many iterations: a short row, where one launch and L2-hot re-reads matter more than the grid's SMs (a
 # first guess, to be set from the GPU's times of both paths: bench/seq/fused_check.py).
@@ -104,10 +107,15 @@ def _fused_library(first):
     return _FUSED_LIB[0]
 
 
+class FusedFailed(RuntimeError):
+    """The one kernel could not be built or launched (nothing of it ran): fused=None runs one kernel per loop."""
+
+
 def _run_fused(user, numbers, stream):
     """The loops as one kernel: each loop's own function checks its tensors, allocates its outputs and packs
     its launch without launching (its runtime's DEFERRED); the one kernel's entry takes every loop's block.
-    None, with nothing launched, where a loop cannot be deferred (NotDeferred)."""
+    None, with nothing launched, where a loop cannot be deferred (NotDeferred); FusedFailed where the one
+    kernel's library cannot be built or loaded, or its entry returns an error (its checks, or the launch's)."""
     results, blocks = {}, []
     for loop, file, feeds, scalars in LOOPS:
         mod = _module(file)
@@ -125,11 +133,14 @@ def _run_fused(user, numbers, stream):
         if loop in SPLITS:  # one split: each fold's partials [1, *rows] are its values (views the kernel writes)
             for _, outs in SPLITS[loop][2]:
                 results[loop].update({o: results[loop][o][0] for o in outs})
-    lib = _fused_library(_module(LOOPS[0][1]))
+    try:
+        lib = _fused_library(_module(LOOPS[0][1]))
+    except (OSError, RuntimeError) as exc:  # nvcc's error, a library that does not load or match the bindings
+        raise FusedFailed(f'softmax_online_kernel: the one kernel\'s library: {exc}') from exc
     err = lib.twill_launch(*blocks)
     if err != 0:
-        raise RuntimeError(f'softmax_online_kernel: the one kernel\'s launch failed: {lib.twill_error_string(err).decode()} '
-                           f'(cudaError {err})')
+        raise FusedFailed(f'softmax_online_kernel: the one kernel\'s launch failed: {lib.twill_error_string(err).decode()} '
+                          f'(cudaError {err})')
     return results
 
 
@@ -159,8 +170,19 @@ def softmax_online_kernel(X, *, fused=None, stream=None):
         short = all(planned[loop]['iters'] <= FUSE_MAX_ITERS for loop, _, _, _ in LOOPS)
         cached = _SPLITS_OF[key] = (splits, short)
     splits, short = cached
-    if FUSED is not None and fused is not False and (fused or short or not any(splits.values())):
-        results = _run_fused(user, numbers, stream)
+    if FUSED is not None and fused is not False and (fused or (key not in _FUSED_FAILED and
+                                                             (short or not any(splits.values())))):
+        try:
+            results = _run_fused(user, numbers, stream)
+        except FusedFailed as exc:
+            if fused:  # asked for: its error
+                raise
+            if len(_FUSED_FAILED) >= 256:
+                _FUSED_FAILED.clear()
+            _FUSED_FAILED[key] = str(exc)
+            warnings.warn(f'{exc}; running one kernel per loop (fused=False) for this kind of call', RuntimeWarning,
+                          stacklevel=2)
+            results = None
         if results is not None:
             found = [results[loop][name] for _, loop, name in OUTPUTS]
             return found[0] if len(found) == 1 else tuple(found)

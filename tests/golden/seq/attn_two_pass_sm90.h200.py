@@ -10,6 +10,7 @@ No one kernel: loop L1: its grid walks columns too (tiles_n): the loops' tiles n
 """
 import importlib.util
 import os
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # the loops' one kernel and its entry (twill/emit/seqfuse.py), or None: loop L1: its grid walks columns too (tiles_n): the loops' tiles need not be one CTA's rows
@@ -31,6 +32,7 @@ COMBINE = {
 _MODULES = {}
 _FUSED_LIB = []  # the one kernel's library, once loaded
 _SPLITS_OF = {}  # the user's tensors' key -> (each loop's split argument, rows short enough for FUSED)
+_FUSED_FAILED = {}  # the user's tensors' key -> why the one kernel failed for that kind (fused=None: not tried again)
 # The one kernel by default (fused=None) where no loop splits its columns, or every loop's row tile takes at most
 # this many iterations: a short row, where one launch and L2-hot re-reads matter more than the grid's SMs (a
 # first guess, to be set from the GPU's times of both paths: bench/seq/fused_check.py).
@@ -98,10 +100,15 @@ def _fused_library(first):
     return _FUSED_LIB[0]
 
 
+class FusedFailed(RuntimeError):
+    """The one kernel could not be built or launched (nothing of it ran): fused=None runs one kernel per loop."""
+
+
 def _run_fused(user, numbers, stream):
     """The loops as one kernel: each loop's own function checks its tensors, allocates its outputs and packs
     its launch without launching (its runtime's DEFERRED); the one kernel's entry takes every loop's block.
-    None, with nothing launched, where a loop cannot be deferred (NotDeferred)."""
+    None, with nothing launched, where a loop cannot be deferred (NotDeferred); FusedFailed where the one
+    kernel's library cannot be built or loaded, or its entry returns an error (its checks, or the launch's)."""
     results, blocks = {}, []
     for loop, file, feeds, scalars in LOOPS:
         mod = _module(file)
@@ -119,11 +126,14 @@ def _run_fused(user, numbers, stream):
         if loop in SPLITS:  # one split: each fold's partials [1, *rows] are its values (views the kernel writes)
             for _, outs in SPLITS[loop][2]:
                 results[loop].update({o: results[loop][o][0] for o in outs})
-    lib = _fused_library(_module(LOOPS[0][1]))
+    try:
+        lib = _fused_library(_module(LOOPS[0][1]))
+    except (OSError, RuntimeError) as exc:  # nvcc's error, a library that does not load or match the bindings
+        raise FusedFailed(f'attn_two_pass_kernel: the one kernel\'s library: {exc}') from exc
     err = lib.twill_launch(*blocks)
     if err != 0:
-        raise RuntimeError(f'attn_two_pass_kernel: the one kernel\'s launch failed: {lib.twill_error_string(err).decode()} '
-                           f'(cudaError {err})')
+        raise FusedFailed(f'attn_two_pass_kernel: the one kernel\'s launch failed: {lib.twill_error_string(err).decode()} '
+                          f'(cudaError {err})')
     return results
 
 
@@ -153,8 +163,19 @@ def attn_two_pass_kernel(Q, K, V, *, fused=None, stream=None):
         short = all(planned[loop]['iters'] <= FUSE_MAX_ITERS for loop, _, _, _ in LOOPS)
         cached = _SPLITS_OF[key] = (splits, short)
     splits, short = cached
-    if FUSED is not None and fused is not False and (fused or short or not any(splits.values())):
-        results = _run_fused(user, numbers, stream)
+    if FUSED is not None and fused is not False and (fused or (key not in _FUSED_FAILED and
+                                                             (short or not any(splits.values())))):
+        try:
+            results = _run_fused(user, numbers, stream)
+        except FusedFailed as exc:
+            if fused:  # asked for: its error
+                raise
+            if len(_FUSED_FAILED) >= 256:
+                _FUSED_FAILED.clear()
+            _FUSED_FAILED[key] = str(exc)
+            warnings.warn(f'{exc}; running one kernel per loop (fused=False) for this kind of call', RuntimeWarning,
+                          stacklevel=2)
+            results = None
         if results is not None:
             found = [results[loop][name] for _, loop, name in OUTPUTS]
             return found[0] if len(found) == 1 else tuple(found)

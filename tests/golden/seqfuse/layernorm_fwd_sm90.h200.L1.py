@@ -32,7 +32,8 @@ class ArgumentError(ValueError):
 
 class NotDeferred(Exception):
     """A call that cannot be deferred into a sequence's one kernel: its inputs are staged, or its folds combined,
-    around its own launch. The sequence's binding then runs its loops one kernel each."""
+    around its own launch, or its loop split (the one kernel's fused_prepare takes one split a loop). The
+    sequence's binding then runs its loops one kernel each."""
 
 
 # A sequence's one kernel (twill/emit/seqfuse.py): while its binding (K.py) sets a list here, `call` checks,
@@ -161,10 +162,10 @@ def _flat_views(spec, given, sizes):
     """A flat map over elements (`grid flat = n_elements`: the Triton tutorials' vector add) takes its tensors as
     the user holds them, of any shape, contiguous, every one of n elements, and views each as [n / (k C), k C]
     rows (C = spec["loop_extent"], the graph's columns; k `_flat_blocks`: an element maps to itself in any such
-    view, and k blocks a row give the loop's pipeline the iterations it needs). n must be a multiple of C: the
-    last row would be partial, and a [rows, C] view of a tensor of n elements has no partial row (refused, naming
-    the multiple). The size argument (spec["flat"]), where passed as a Python int, must be n. Returns the viewed
-    Metas and {name: shape given}."""
+    view, and k blocks a row give the loop's pipeline the iterations it needs). n must be a multiple of C here: a
+    [rows, C] view of a tensor of n elements has no partial row (a call runs any other n of contiguous tensors in
+    two launches first: _flat_tail). The size argument (spec["flat"]), where passed as a Python int, must be n
+    (_check_flat_size). Returns the viewed Metas and {name: shape given}."""
     cols, size = spec["loop_extent"], spec["flat"]
     held, count, first = {}, None, None
     for name, meta in given.items():
@@ -176,20 +177,33 @@ def _flat_views(spec, given, sizes):
         elif n != count:
             raise ArgumentError(f"{name}: {n} elements (shape {list(meta.shape)}), but {first} has {count}: the kernel "
                                 "maps every tensor's elements one to one (a flat map over elements)")
-        if n < 1 or n % cols:
+        if n < 1:
+            raise ArgumentError(f"{name}: no elements (shape {list(meta.shape)}): a flat map needs at least one")
+        if n % cols:  # (contiguous tensors of any n run the last n mod C elements as a padded row: _flat_tail)
             raise ArgumentError(f"{name}: {n} elements (shape {list(meta.shape)}), not a multiple of {cols}: the kernel "
                                 f"reads its tensors as rows of {cols} elements ([n / {cols}, {cols}]; a flat map over "
-                                f"elements), so n must be a multiple of {cols} (pad the tensors to "
-                                f"{-(-max(n, 1) // cols) * cols} elements)")
+                                f"elements), and a call runs the last n mod {cols} as one padded row only where every "
+                                f"tensor is contiguous: pass .contiguous() tensors")
         held[name] = tuple(meta.shape)
     row = cols * _flat_blocks(count // cols, cols, spec) if count else cols
     out = {name: None if meta is None else meta._replace(shape=(count // row, row)) for name, meta in given.items()}
-    value = sizes.get(size)
-    if count is not None and isinstance(value, int) and not isinstance(value, bool) and value != count:
+    if count is not None:
+        _check_flat_size(size, sizes.get(size), first, count)
+    return out, held
+
+
+def _check_flat_size(size, value, first, count):
+    """A flat map's size argument `size`, where the caller passes a Python int, must be the tensors' `count`."""
+    if isinstance(value, int) and not isinstance(value, bool) and value != count:
         raise ArgumentError(f"{size} = {value}, but {first} has {count} elements: the kernel runs over the tensors' "
                             f"whole extent, where the Triton kernel stops at {size}; pass {size} = {count}, or tensors "
                             f"of {value} elements")
-    return out, held
+
+
+def _flat_need(spec, cols):
+    """The blocks of C = `cols` elements a row of a flat map's view needs: the pipeline's stages, in tiles of
+    spec["loop_step"] elements (Triton's BLOCK_SIZE may be one tile)."""
+    return max(-(-spec["stages"] * (spec["loop_step"] or cols) // cols), 1)
 
 
 def _flat_blocks(blocks, cols, spec):
@@ -198,8 +212,7 @@ def _flat_blocks(blocks, cols, spec):
     Triton's BLOCK_SIZE may be one tile), so that a row is as short as that allows and the rows (CTAs) as many;
     at most 8 times that (a longer row would leave few CTAs: 769 blocks, a prime, stay rows of one), else 1
     (the launch then names the iterations missing)."""
-    step = spec["loop_step"] or cols
-    need = max(-(-spec["stages"] * step // cols), 1)
+    need = _flat_need(spec, cols)
     return next((k for k in range(need, min(8 * need, blocks) + 1) if blocks % k == 0), 1)
 
 
@@ -429,8 +442,10 @@ def choose_uneven(tiles, iters, stages, sms):
 
 def split_elements(spec, plan, stages, sms):
     """Each split's elements for a loop split by columns (the split's argument), from its plan as one split; None
-    for one split. Whole tiles: choose_splits; a partial last tile: choose_uneven (the last split shorter)."""
+    for one split. Whole tiles: choose_splits; a partial last tile: choose_uneven (the last split shorter). A wave
+    is the SMs times the CTAs an SM runs at once (spec["ctas_per_sm"], occupancy.py)."""
     step, tiles = spec["loop_step"], plan["tiles_m"] * plan["tiles_n"] * plan["batch"]
+    sms *= spec.get("ctas_per_sm", 1)
     if plan["loop_extent"] == plan["iters"] * step:
         s = choose_splits(tiles, plan["iters"], stages, sms)
         return plan["loop_extent"] // s if s > 1 else None
@@ -792,15 +807,25 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     16-byte alignment) finds the _Launch that an earlier call of the same kind checked and prepared;
     anything else (a new kind, a bad argument) goes through _prepare, which checks it all (resolve)."""
     torch = _TORCH or _import_torch()
+    if spec.get("flat"):
+        tail = _flat_tail(spec, here, tensors, torch, dict(exp2_scale=exp2_scale, out_scale=out_scale,
+                          persistent=persistent, raster_group=raster_group, stream=stream, scalars=scalars),
+                          sizes or {})
+        if tail is not None:
+            return tail
     tensors = _column_major_views(spec, tensors)
     folded = {}  # a fold's outputs as given (or None): the kernel writes its partials, combined into these
     if "folds" in spec:
         folded = {n: tensors.get(n) for _, outs in spec["folds"] for n in outs}
         tensors = {**tensors, **dict.fromkeys(folded)}
-    key, ptrs = _key(spec, tensors, (iters, split, _sized(sizes)), torch.Tensor)
+    deferred = DEFERRED.get()
+    # deferred (a sequence's one kernel): one split, never the loop's own (_own_split): the one kernel runs each
+    # loop as one split and refuses a block of more (fused_prepare: cudaErrorInvalidValue, H100 session 36)
+    key, ptrs = _key(spec, tensors, (iters, split, _sized(sizes), deferred is not None), torch.Tensor)
     run = _LAUNCHES.get(key)
     if run is None:
-        run = _prepare(spec, tensors, iters, torch.Tensor, lambda name: getattr(torch, name), split, sizes)
+        run = _prepare(spec, tensors, iters, torch.Tensor, lambda name: getattr(torch, name), split, sizes,
+                       own_split=deferred is None)
         lib = library(spec, here)  # after the checks: a bad argument is refused before any build
         run = run._replace(launch=lib.twill_launch, error=lib.twill_error_string)
         if key is not None and tuple(tensors) == run.names:  # a kind checked once; the names in the binding's order
@@ -810,9 +835,9 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
         tensors = {n: tensors.get(n) for n in run.names}
         ptrs = [None if t is None else t.data_ptr() for t in tensors.values()]
     extra = check_scalars(spec, scalars) if run.scalars else ()
-    deferred = DEFERRED.get()
-    if deferred is not None and (run.stage or folded):
-        raise NotDeferred(f"{spec['kernel']}: its tensors are staged or its folds combined around its own launch")
+    if deferred is not None and (run.stage or folded or run.plan["splits"] != 1):
+        raise NotDeferred(f"{spec['kernel']}: its tensors are staged, its folds combined around its own launch, or "
+                          f"its loop split ({run.plan['splits']} splits; the one kernel runs each loop as one)")
     for name, t in folded.items():
         if t is not None:
             _check_folded(spec, run, name, t)
@@ -852,6 +877,53 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     if run.outputs_type is None:
         return values[run.outputs[0]]
     return run.outputs_type(*[values[i] for i in run.outputs])
+
+
+def _flat_tail(spec, here, tensors, torch, kw, sizes):
+    """A flat map over n elements that its rows cannot hold whole: n not a multiple of C = spec["loop_extent"] (98433
+    elements, C = 128), or n / C blocks with no divisor that gives a row the iterations the pipeline needs (769
+    blocks where a row needs 2: _flat_blocks). With U = C x those blocks, the kernel runs on the first n - r
+    elements, r = n mod U, as they lie (views, `call` as for any n), then on the last r copied into one zero-padded
+    row of U, whose first r results are copied into the outputs (every element is its own: the padding's results
+    are dropped). Outputs not given are allocated whole first. Returns the outputs as `call` does, or None where
+    the rows hold n (or the arguments are for `call` to refuse)."""
+    cols = spec["loop_extent"]
+    args = {a["name"]: a for a in spec["args"]}
+    given = [(n, x) for n, x in tensors.items() if x is not None]
+    if not given or not all(isinstance(x, torch.Tensor) for _, x in given):
+        return None
+    count = given[0][1].numel()
+    need = _flat_need(spec, cols)
+    if count % cols == 0 and (not count or _flat_blocks(count // cols, cols, spec) >= need):
+        return None
+    cols *= need
+    r = count % cols
+    if not r or any(x.numel() != count or not x.is_contiguous() for _, x in given):
+        return None  # (uneven counts or strided tensors: call's checks name them)
+    _check_flat_size(spec["flat"], sizes.get(spec["flat"]), given[0][0], count)
+    first = given[0][1]
+    full = {n: x if x is not None else torch.empty(first.shape, dtype=getattr(torch, args[n]["dtype"]),
+                                                   device=first.device)
+            for n, x in tensors.items()}
+    head = count - r
+    inner = {**sizes, spec["flat"]: None} if spec["flat"] in sizes else sizes  # (each launch's n is not the user's)
+    stream = kw["stream"]
+    result = None
+    if head:
+        result = call(spec, here, {n: x.view(-1)[:head] for n, x in full.items()}, sizes=inner, **kw)
+    with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
+        padded = {n: torch.zeros(cols, dtype=x.dtype, device=x.device) for n, x in full.items()}
+        for n, x in full.items():
+            if not args[n]["output"]:
+                padded[n][:r].copy_(x.view(-1)[head:])
+    last = call(spec, here, padded, sizes=inner, **kw)
+    with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
+        for n, x in full.items():
+            if args[n]["output"]:
+                x.view(-1)[head:].copy_(padded[n][:r])
+    outs = [full[n] for n in (a["name"] for a in spec["args"] if a["output"])]
+    shape = result if result is not None else last
+    return outs[0] if not isinstance(shape, tuple) else type(shape)(*outs)
 
 
 def _check_folded(spec, run, name, t):
@@ -964,10 +1036,11 @@ def _key(spec, tensors, iters, tensor_type):
     return tuple(key), ptrs
 
 
-def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None):
+def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None, own_split=True):
     """Check the tensors (resolve, through _plan) and make the _Launch of their kind, its entry
     point not yet filled in. `tensor_type` is torch.Tensor, `dtype_of` gives torch's dtype of a name
-    ('float16')."""
+    ('float16'). `own_split`: False for a call deferred into a sequence's one kernel, which runs the loop as one
+    split where no split is given (not the loop's own choice of splits, _own_split)."""
     for n, t in tensors.items():
         if t is not None and not isinstance(t, tensor_type):
             raise ArgumentError(f"{n}: expected a torch.Tensor, got {type(t).__name__}")
@@ -975,7 +1048,7 @@ def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None
     plan = _plan(spec, given, iters, split, sizes)
     names = tuple(a["name"] for a in spec["args"])
     device = next(t.device for n, t in tensors.items() if t is not None and n in names)
-    own = _own_split(spec, plan, device) if split is None else None
+    own = _own_split(spec, plan, device) if split is None and own_split else None
     if own is not None:  # the loop's columns over more CTAs than the row tiles give
         plan = _plan(spec, given, iters, own, sizes)
     lay = plan["layouts"]
@@ -1060,6 +1133,7 @@ SPEC = {'kernel': 'layernorm_fwd_kernel_L1',
  'entry': 'layernorm_fwd_sm90.h200.L1_entry.cu',
  'stages': 1,
  'loop_step': 128,
+ 'ctas_per_sm': 1,
  'ragged': True,
  'ragged_why': '',
  'axes': ['m'],

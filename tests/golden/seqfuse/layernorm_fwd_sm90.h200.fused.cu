@@ -1637,11 +1637,11 @@ static_assert(kThreads <= 1024 && kStages >= 1 && kUnroll >= 1, "a CTA holds at 
 constexpr int kRegs_load = 24;  // setmaxnreg budget of role load
 static_assert(kRegs_load <= 255, "role load: 24 registers per thread exceed registers_per_thread (255)");
 static_assert(kRegs_load >= 24 && kRegs_load % 8 == 0, "role load: setmaxnreg takes a multiple of 8 from 24 to 256");
-constexpr int kRegs_role = 248;  // setmaxnreg budget of role role
-static_assert(kRegs_role <= 255, "role role: 248 registers per thread exceed registers_per_thread (255)");
+constexpr int kRegs_role = 232;  // setmaxnreg budget of role role
+static_assert(kRegs_role <= 255, "role role: 232 registers per thread exceed registers_per_thread (255)");
 static_assert(kRegs_role >= 24 && kRegs_role % 8 == 0, "role role: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_role <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
-static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
+static_assert(128 * 24 + 128 * 232 <= 32768, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 32768 registers the CTA is launched with: setmaxnreg.inc would wait forever");
 constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
@@ -1650,6 +1650,7 @@ constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
 constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
 constexpr bool kPartialM = true;  // Problem::m_extent may end inside a tile
+constexpr int kCtasPerSm = 2;  // CTAs an SM runs at once: the roles' registers and shared memory fit 2 (occupancy.py)
 constexpr int kSmemModel = 34816;  // bytes the model counts: invariant inputs + ring buffers
 static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_bytes (232448)");
 
@@ -1667,6 +1668,7 @@ struct Smem {
 };
 static_assert(sizeof(Smem) <= 52224, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
+static_assert(kCtasPerSm * (sizeof(Smem) + 1024 + 1024) <= 233472, "kCtasPerSm CTAs' shared memory (each with its alignment and the system's 1024 bytes) exceeds the SM's 233472");
 
 // ---- kernel parameters ----------------------------------------------------------------------
 struct Args {
@@ -1785,7 +1787,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
   }
 }
 
-// ---- role role: 4 warp(s), 248 registers; ops x_hat, x_hat_rescale, y, y_add, store_0 ----
+// ---- role role: 4 warp(s), 232 registers; ops x_hat, x_hat_rescale, y, y_add, store_0 ----
 __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& args, const int n, const twill::TileIdx& tile) {
   (void)sm;
   (void)tm;
@@ -1858,7 +1860,7 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
 // (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
 // kernel<..., true> masks a partial last tile (kMasks, launch()).
 template <bool kTiles, bool kTail>
-__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_w, const __grid_constant__ CUtensorMap tm_b, const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_store_0, const Args args) {
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) kernel(const __grid_constant__ CUtensorMap tm_w, const __grid_constant__ CUtensorMap tm_b, const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_store_0, const Args args) {
   // Smem at the start of the dynamic shared memory, which the declaration aligns to 1024 bytes (the
   // 128-byte swizzle's period; thread 0 checks it below). Through the array itself, not its address
   // as an integer rounded up, the compiler keeps the address space: every access through sm is an
@@ -1894,7 +1896,7 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
     if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = split_iters(args, twill_tile);  twill_tile.pos = twill_pos;  role_load(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else {
-    twill::setmaxnreg_dec<248>();  // register budget of this warpgroup
+    twill::setmaxnreg_inc<232>();  // register budget of this warpgroup
     if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { twill::TileIdx twill_tile = tile_at(args, t, round);  const int twill_n = split_iters(args, twill_tile);  twill_tile.pos = twill_pos;  role_role(sm, tm, args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_role(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
@@ -3021,7 +3023,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (tiles) {
     int sms = 0;
     if ((err = sm_count(device, &sms)) != cudaSuccess) return err;
-    grid = sms < grid ? sms : grid;  // one CTA per SM (the kernel's shared memory allows no second)
+    grid = sms * kCtasPerSm < grid ? sms * kCtasPerSm : grid;  // kCtasPerSm CTAs per SM (occupancy.py)
   }
   entry<<<grid, kThreads, smem, stream>>>(tm_w, tm_b, tm_x, tm_store_0, args);
   err = cudaGetLastError();
