@@ -191,7 +191,9 @@ def _torch_for_call(sms: int = 132):
     from test_binding_cache import Device, DType, Tensor
 
     class Viewed(Tensor):
-        def __getitem__(self, index):  # t[..., :cols]: a padded buffer's rows as the caller's (same pointer)
+        def __getitem__(self, index):  # t[..., :cols]: a padded buffer's rows as the caller's (same pointer);
+            if isinstance(index, int):  # t[0]: a fold's one partial [1, *rows] as its rows
+                return Viewed(self.shape[1:], self.dtype.name, self.device, ptr=self.ptr, strides=self.strides[1:])
             cols = index[-1].stop
             return Viewed(self.shape[:-1] + (cols,), self.dtype.name, self.device, ptr=self.ptr, strides=self.strides)
 
