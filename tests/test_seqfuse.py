@@ -93,6 +93,13 @@ def test_layernorms_one_kernel_and_binding_match_golden(tmp_path, golden):
     assert kernel.count("role_role<kTail>(sm, tm, args, n, tile);") == 1  # L1 masks the partial last tile
     assert "FUSED = ('layernorm_fwd_sm90.h200.fused.cu', 'layernorm_fwd_sm90.h200.fused_entry.cu')" in \
         (tmp_path / f"{LAYERNORM}.py").read_text()
+    # the launch (checked for session 36's cudaErrorInvalidValue, whose cause was the blocks' splits, below): the
+    # shared-memory limit raised on the variant launched, to the bytes it is launched with, within the machine's
+    launch = kernel.split("namespace twill_layernorm_fwd_kernel_fused {")[-1]
+    assert "const size_t smem = sizeof(Smem);" in launch and "entry<<<grid, kThreads, smem, stream>>>(" in launch
+    assert "cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem))" in launch
+    assert "static_assert(sizeof(Smem) <= 232448, \"the loops' shared memory side by side" in kernel
+    assert "__launch_bounds__(kThreads, 1) kernel(" in kernel and "constexpr int kThreads = 256;" in kernel
 
 
 @pytest.mark.extended
