@@ -146,9 +146,20 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
         if binding == "torch":
             files.update({p: (t, f"its {binding} binding") for p, t in binding_files(model, path, combine=False).items()})
         renderers.append((name, Renderer(model)))
+    from twill.emit.seqfuse import fused_entry, fused_path, fused_source, plan as fuse_plan
+    fp, fused = fuse_plan(renderers), None  # the loops as one kernel, where they walk one grid of row tiles
+    if fp.why_not:
+        click.echo(f"one kernel per loop: {fp.why_not}", err=True)
+    else:
+        path = fused_path(output)
+        files[path] = (fused_source(seq.kernel, renderers, fp), f"kernel {seq.kernel}, its {len(seq.names)} loops as one")
+        entry = path[:-3] + "_entry.cu"
+        if binding == "torch":
+            files[entry] = (fused_entry(seq.kernel, os.path.basename(path), renderers), "its torch binding's entry")
+        fused = (os.path.basename(path), os.path.basename(entry))
     if binding == "torch":
         stem = output[:-3] if output.endswith(".cu") else output
-        files[stem + ".py"] = (sequence_binding(seq.kernel, output, renderers, seq.handovers),
+        files[stem + ".py"] = (sequence_binding(seq.kernel, output, renderers, seq.handovers, fused, fp.why_not),
                                f"kernel {seq.kernel}, its {len(seq.names)} loops run in order")
     for path, (text, what) in files.items():
         changed = write_atomic(path, text, only_if_changed=True)

@@ -13,6 +13,7 @@ import importlib.util
 import math
 import os
 import shutil
+import warnings
 
 import pytest
 
@@ -549,6 +550,50 @@ def test_loops_in_sequence_match_torch(fixture, size):
     spec.loader.exec_module(mod)
     r = mod.check(fixture, size)
     assert r["finite"] and r["twill_rel_err"] < 1e-2, r
+
+
+# -- loops in sequence as one kernel (emit/seqfuse.py) -----------------------------------------------------
+
+SEQFUSE = os.path.join(ROOT, "tests", "golden", "seqfuse")  # tests/test_seqfuse.py keeps them golden
+
+
+@pytest.mark.parametrize("rows, cols", [(1000, 1000), (4096, 1024), (256, 4096), (1000, 781)])
+def test_layernorms_one_kernel_matches_torch(rows, cols):
+    """The held-out LayerNorm's three loops (batch 7) as one kernel: mean, rstd and y against torch in fp32, the
+    one kernel (fused=True, each loop one split), the loops one kernel each (fused=False, each loop's own column
+    split where its row tiles leave SMs idle) and the default (fused=None, no fallback's warning) alike; a partial
+    last row tile (1000) and column tile (1000; 781, whose f16 rows of 1562 bytes are staged for TMA: fused=True
+    then runs the loops one kernel each, NotDeferred, before any launch). Session 36's H100 run failed here: the
+    one kernel's blocks asked for the loops' own splits, which its entry refuses (cudaErrorInvalidValue)."""
+    mod = _bench().load_binding("layernorm_fwd_sm90.h200", SEQFUSE)
+    assert mod.FUSED is not None and _spills_of(mod)[-1] == []  # the one kernel's library (built last)
+    g = torch.Generator(device="cuda").manual_seed(rows + cols)
+    x = (torch.randn(rows, cols, device="cuda", generator=g) + 0.5).to(torch.float16)
+    w = torch.randn(cols, device="cuda", generator=g)
+    b = torch.randn(cols, device="cuda", generator=g)
+    mean, rstd, y = mod.run(N=cols, X=x, eps=1e-5, W=w, B=b, fused=True)
+    xf = x.float()
+    want_mean, want_rstd = xf.mean(-1), 1 / torch.sqrt(xf.var(-1, unbiased=False) + 1e-5)
+    want_y = (xf - want_mean[:, None]) * want_rstd[:, None] * w + b
+    for got, want in ((mean, want_mean), (rstd, want_rstd), (y.float(), want_y)):
+        assert torch.isfinite(got).all() and ((got - want).norm() / want.norm()).item() < 1e-2
+    again = mod.run(N=cols, X=x, eps=1e-5, W=w, B=b, fused=True)
+    assert all(torch.equal(a, c) for a, c in zip(again, (mean, rstd, y)))
+    with warnings.catch_warnings():  # the default (the one kernel for short rows) with no fallback's warning
+        warnings.simplefilter("error")
+        default = mod.run(N=cols, X=x, eps=1e-5, W=w, B=b)
+    assert all(((a.float() - c.float()).norm() / c.float().norm()).item() < 1e-3 for a, c in zip(default, (mean, rstd, y)))
+    apart = mod.run(N=cols, X=x, eps=1e-5, W=w, B=b, fused=False)
+    assert all(((a.float() - c.float()).norm() / c.float().norm()).item() < 1e-3 for a, c in zip(apart, (mean, rstd, y)))
+
+
+def _spills_of(mod):
+    """ptxas's spill lines of each library a sequence's binding builds (its loops', then the one kernel's)."""
+    out = []
+    for so in mod.build_library():
+        with open(so + ".log") as f:
+            out.append(mod._module(mod.LOOPS[0][1]).spills(f.read()))
+    return out
 
 
 # -- a row loop split by columns whose epilogue reads its carries (emit/fixup.py) ---------------------------

@@ -617,7 +617,8 @@ def test_the_sequence_runs_each_loop_with_its_knobs(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("s_seq", tmp_path / "s.py")
     seq = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(seq)
-    monkeypatch.setattr(seq, "plans", lambda user: {loop: {"loop_extent": 4096, "device": "cuda:0"} for loop, *_ in seq.LOOPS})  # (resolve: above)
+    monkeypatch.setattr(seq, "plans", lambda user: {loop: {"loop_extent": 4096, "iters": 32, "device": "cuda:0"}
+                                                    for loop, *_ in seq.LOOPS})  # (resolve: above)
     # the loops split by columns (colsplit.py, tests/test_colsplit.py) run one split, their partials passed on as they are
     monkeypatch.setattr(seq, "COMBINE", {k: (lambda xp, scale, *parts: parts) for k in seq.COMBINE})
     launched = {}
@@ -631,7 +632,7 @@ def test_the_sequence_runs_each_loop_with_its_knobs(tmp_path, monkeypatch):
         monkeypatch.setattr(mod, "call", record)
         monkeypatch.setattr(mod, "split_elements", lambda spec, plan, stages, sms: None)  # one split
         monkeypatch.setattr(mod, "_sm_count", lambda device: 132)
-    assert seq.run(fake.Tensor()) == "L2.Y"
+    assert seq.run(fake.Tensor(), fused=False) == "L2.Y"  # (the loops one kernel each; their one kernel: test_seqfuse)
     assert sorted(launched) == ["L0", "L1", "L2"]
     for loop in ("L1", "L2"):  # the loops with an exp2
         assert math.isclose(launched[loop][1], 1 / math.log(2)), launched

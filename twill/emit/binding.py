@@ -348,11 +348,6 @@ def _scalar_spec(renderer) -> dict:
 def entry_source(renderer, kernel_file: str, module: str) -> str:
     """K_entry.cu: the extern "C" entry point over the kernel file's `launch`."""
     ns = renderer.ns
-    args = arguments(renderer)
-    scalars = epilogue.launch_scalars(renderer.m.graph)
-    n = len(args)
-    split = int(bool(renderer.m.graph.split)) + int(is_column(renderer.m.graph))  # (a column split: and loop_whole)
-    fix = 2 * int(fixed_up(renderer.m.graph))  # the fixup's scratch and counters (fixup.py)
     lines = [
         f"// The C entry point of {kernel_file} for its PyTorch binding {module}, written by",
         "// `twill emit-cuda --binding torch`: plain sizes and one pointer per user tensor (in the binding's",
@@ -364,7 +359,40 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
         "// What the binding passes: one block its runtime packs with struct (args_format: every field 8 bytes,",
         "// in this order), read here by a copy. One argument, not fourteen: ctypes converts each argument of",
         "// a call, and fourteen cost ~5 us of the call's host time.",
-        "struct twill_args {",
+        *entry_struct(renderer, "twill_args"),
+        "",
+        "extern \"C\" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }",
+        "",
+        "extern \"C\" int twill_launch(const void* packed) {",
+        "  twill_args a;",
+        "  memcpy(&a, packed, sizeof a);",
+        f"  {ns}::Problem p;",
+        *entry_problem(renderer),
+        "  int current = 0;",
+        "  cudaError_t err = cudaGetDevice(&current);",
+        "  if (err != cudaSuccess) return static_cast<int>(err);",
+        "  const int device = static_cast<int>(a.device);",
+        "  if (current != device && (err = cudaSetDevice(device)) != cudaSuccess) return static_cast<int>(err);",
+        f"  err = {ns}::launch(p, static_cast<cudaStream_t>(a.stream));",
+        "  if (current != device) cudaSetDevice(current);",
+        "  return static_cast<int>(err);",
+        "}",
+        "",
+        "extern \"C\" const char* twill_error_string(int err) {",
+        "  return cudaGetErrorString(static_cast<cudaError_t>(err));",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def entry_struct(renderer, name: str) -> list[str]:
+    """The C struct `name` of the block the binding packs (args_format), and its size's static_assert."""
+    n = len(arguments(renderer))
+    scalars = epilogue.launch_scalars(renderer.m.graph)
+    split = int(bool(renderer.m.graph.split)) + int(is_column(renderer.m.graph))  # (a column split: and loop_whole)
+    fix = 2 * int(fixed_up(renderer.m.graph))  # the fixup's scratch and counters (fixup.py)
+    return [
+        f"struct {name} {{",
         "  int64_t tiles_m, tiles_n, iters, loop_extent, batch, m_extent, n_extent;",
         "  int64_t persistent, raster_group;",
         "  int64_t device;  // the tensors' CUDA device: made current for the launch, then the caller's again",
@@ -379,15 +407,18 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
           if split == 2 else []),
         *(["  void* fixup[2];  // the splits' partial carries and their counters (fixup.py)"] if fix else []),
         "};",
-        f"static_assert(sizeof(twill_args) == 8 * {13 + 4 * n + len(scalars) + split + fix}, \"twill_args: 8-byte fields, "
+        f"static_assert(sizeof({name}) == 8 * {13 + 4 * n + len(scalars) + split + fix}, \"{name}: 8-byte fields, "
         "no padding\");",
-        "",
-        "extern \"C\" int twill_args_bytes() { return static_cast<int>(sizeof(twill_args)); }",
-        "",
-        "extern \"C\" int twill_launch(const void* packed) {",
-        "  twill_args a;",
-        "  memcpy(&a, packed, sizeof a);",
-        f"  {ns}::Problem p;",
+    ]
+
+
+def entry_problem(renderer) -> list[str]:
+    """The lines that fill the kernel's Problem `p` from the packed block `a` (entry_struct)."""
+    args = arguments(renderer)
+    scalars = epilogue.launch_scalars(renderer.m.graph)
+    split = int(bool(renderer.m.graph.split)) + int(is_column(renderer.m.graph))
+    fix = 2 * int(fixed_up(renderer.m.graph))
+    lines = [
         "  p.tiles_m = static_cast<int>(a.tiles_m);",
         "  p.tiles_n = static_cast<int>(a.tiles_n);",
         "  p.iters = static_cast<int>(a.iters);",
@@ -422,22 +453,7 @@ def entry_source(renderer, kernel_file: str, module: str) -> str:
                 lines.append(f"  p.{period_field(x.field)} = static_cast<int>(a.batch_groups[{i}]);")
             elif a.shared:
                 lines.append(f"  p.{group_field_of(x.field)} = static_cast<int>(a.batch_groups[{i}]);")
-    lines += [
-        "  int current = 0;",
-        "  cudaError_t err = cudaGetDevice(&current);",
-        "  if (err != cudaSuccess) return static_cast<int>(err);",
-        "  const int device = static_cast<int>(a.device);",
-        "  if (current != device && (err = cudaSetDevice(device)) != cudaSuccess) return static_cast<int>(err);",
-        f"  err = {ns}::launch(p, static_cast<cudaStream_t>(a.stream));",
-        "  if (current != device) cudaSetDevice(current);",
-        "  return static_cast<int>(err);",
-        "}",
-        "",
-        "extern \"C\" const char* twill_error_string(int err) {",
-        "  return cudaGetErrorString(static_cast<cudaError_t>(err));",
-        "}",
-    ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 # ---- the Python module ---------------------------------------------------------------------------

@@ -66,6 +66,12 @@ class Renderer(Stores, Kernel):
         self._header(out)
         out.out.extend(self._runtime().rstrip("\n").split("\n"))
         out("")
+        self.device(out)
+        out.out.extend(host_launcher(self).rstrip("\n").split("\n"))
+        return out.text()
+
+    def device(self, out: Lines) -> None:
+        """The kernel's own namespace: its budgets, Smem, Args, stores, role functions and kernel."""
         out(f"namespace {self.ns} {{")
         out("")
         self._budgets(out)
@@ -78,8 +84,6 @@ class Renderer(Stores, Kernel):
         self._kernel(out)
         out(f"}}  // namespace {self.ns}")
         out("")
-        out.out.extend(host_launcher(self).rstrip("\n").split("\n"))
-        return out.text()
 
     def _header(self, out: Lines) -> None:
         m, s = self.m, self.m.schedule
@@ -102,6 +106,13 @@ class Renderer(Stores, Kernel):
             f"(-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)")
 
     def _runtime(self) -> str:
+        body, wrappers = self.runtime_parts()
+        text = body + ("\n".join(wrappers) + "\n" if wrappers else "") + "}  // namespace twill\n"
+        return text.lstrip("\n")
+
+    def runtime_parts(self) -> tuple[str, list[str]]:
+        """The runtime's namespace twill, unclosed, and the shape-dependent parts this kernel adds to it (each
+        a piece of text; a sequence's one kernel, seqfuse.py, takes the union of its loops')."""
         m = self.m
         body = runtime.COMMON + runtime.target_part(m.target) + runtime.OPS
         if needs_extension(m):
@@ -121,8 +132,7 @@ class Renderer(Stores, Kernel):
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
-        text = body + ("\n".join(wrappers) + "\n" if wrappers else "") + "}  // namespace twill\n"
-        return text.lstrip("\n")
+        return body, wrappers
 
     # -- budgets -----------------------------------------------------------------------------------
     def _budgets(self, out: Lines) -> None:

@@ -39,17 +39,28 @@ def host_launcher(r) -> str:
     m = r.m
     every = list(m.tensors)
     maps = r.tma_tensors()
-    loop_iters = ("return p.loop_extent > 0 ? (p.loop_extent + kLoopStep - 1) / kLoopStep : p.iters;" if m.ragged.step
-                  else "return p.iters;  // no loaded tile runs along the loop: loop_extent has no meaning here")
-    extent_check = ("if (p.loop_extent < 0 || (p.loop_extent % kLoopStep != 0 && !kRagged))" if m.ragged.step
-                    else "if (p.loop_extent != 0)")
-    return fill("host.tpl", ns=r.ns, problem_fields=_problem_fields(r, every), loop_iters=loop_iters,
-                extent_check=extent_check, checks=_checks(r, every, maps), args=_args(r, every),
+    h = launch_holes(r)
+    return fill("host.tpl", ns=r.ns, problem_fields=_problem_fields(r, every), loop_iters=h["loop_iters"],
+                extent_check=h["extent_check"], checks=h["checks"], args=h["args"],
                 launch_args=", ".join([f"tm_{t.name}" for t in maps] + ["args"]), persistent_grid=_grid(r.m),
                 launch_head=halves.launch_head(r),
                 elements=[f"inline size_t elements_{t.name}(const Problem& p) {{ return static_cast<size_t>("
                           f"{' * '.join(_dims(m, t))}); }}" for t in every],
                 main=_main(r, r.ns, every)) + "\n"
+
+
+def launch_holes(r) -> dict:
+    """launch()'s holes that turn a Problem into the kernel's Args and tensor maps: the loop's iterations, the
+    check of its extent, the pointers' and placements' checks with the maps' encoding, the Args' fields (read by
+    host.tpl and by a sequence's one kernel, seqfuse.py)."""
+    m = r.m
+    every = list(m.tensors)
+    loop_iters = ("return p.loop_extent > 0 ? (p.loop_extent + kLoopStep - 1) / kLoopStep : p.iters;" if m.ragged.step
+                  else "return p.iters;  // no loaded tile runs along the loop: loop_extent has no meaning here")
+    extent_check = ("if (p.loop_extent < 0 || (p.loop_extent % kLoopStep != 0 && !kRagged))" if m.ragged.step
+                    else "if (p.loop_extent != 0)")
+    return dict(loop_iters=loop_iters, extent_check=extent_check, checks=_checks(r, every, r.tma_tensors()),
+                args=_args(r, every))
 
 
 def _grid(m) -> str:

@@ -136,6 +136,20 @@ class Kernel:
     def role_call(self, role) -> str:
         return f"role_{role.ident}<kTail>" if role.name in self.masked_roles else f"role_{role.ident}"
 
+    def warpgroup_calls(self, g, call) -> list[str]:
+        """What warpgroup `g` runs: its warpgroup role's call, or each 1-warp role's on its warp; `call` makes
+        the text of a call from the role's function (role_call). A sequence's one kernel reads it too
+        (seqfuse.py)."""
+        m = self.m
+        role = m.role[g.roles[0]]
+        if role.is_warpgroup:
+            body = [call(self.role_call(role))]
+            if any(st.role == role.name for st in self.p.staging.values()):
+                body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
+            return body
+        return [f"{'if' if k == 0 else 'else if'} (warp == {m.role[name].first_warp % 4}) " + call(self.role_call(m.role[name]))
+                for k, name in enumerate(g.roles)]
+
     def _dispatch(self, out: Lines) -> None:
         m = self.m
         budgets = {g.registers for g in m.warpgroups}
@@ -149,23 +163,17 @@ class Kernel:
         while i < len(groups):
             g = groups[i]
             role = m.role[g.roles[0]]
+            trips = self._trips("twill_tile")
             if role.is_warpgroup:
                 span = role.warpgroups
                 cond = (f"warpgroup == {g.index}" if span == 1 else
                         f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
-                body = [_tiles(self.role_call(role), self.persistent(), self._trips("twill_tile"), g.copy, m.tile_copies,
-                               self.bars.get("copies", 0), m.hidden_position)]
-                if any(st.role == role.name for st in self.p.staging.values()):
-                    body.append("if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done")
+                body = self.warpgroup_calls(g, lambda fn: _tiles(fn, self.persistent(), trips, g.copy, m.tile_copies,
+                                                                 self.bars.get("copies", 0), m.hidden_position))
                 i += span
             else:
                 cond = f"warpgroup == {g.index}"
-                body = []
-                for k, name in enumerate(g.roles):
-                    r = m.role[name]
-                    body.append(f"{'if' if k == 0 else 'else if'} (warp == {r.first_warp % 4}) "
-                                + _tiles(self.role_call(r), self.persistent(), self._trips("twill_tile"),
-                                         hidden=m.hidden_position))
+                body = self.warpgroup_calls(g, lambda fn: _tiles(fn, self.persistent(), trips, hidden=m.hidden_position))
                 i += 1
             if len(budgets) > 1:
                 fn = "inc" if g.registers > cap else "dec"

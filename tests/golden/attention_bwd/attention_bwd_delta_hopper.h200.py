@@ -11,6 +11,7 @@ The first call builds attention_bwd_delta_hopper.h200_entry.cu (which includes a
 # a GPU (`resolve` works on `Meta` tuples); torch is touched only by `call`, and nvcc only by `build`.
 import collections
 import contextlib
+import contextvars
 import ctypes
 import hashlib
 import math
@@ -27,6 +28,18 @@ Meta.__doc__ = ("What the checks read off a tensor: shape (a tuple), dtype ('flo
 
 class ArgumentError(ValueError):
     """An argument the kernel cannot take; the message names it."""
+
+
+class NotDeferred(Exception):
+    """A call that cannot be deferred into a sequence's one kernel: its inputs are staged, or its folds combined,
+    around its own launch, or its loop split (the one kernel's fused_prepare takes one split a loop). The
+    sequence's binding then runs its loops one kernel each."""
+
+
+# A sequence's one kernel (twill/emit/seqfuse.py): while its binding (K.py) sets a list here, `call` checks,
+# allocates and packs as always but launches nothing: it appends the packed block, which K.py passes, with the
+# other loops' blocks, to the one kernel's entry.
+DEFERRED = contextvars.ContextVar("twill_deferred", default=None)
 
 
 # The symbols of the extents a kernel's tensors are made of: the grid's two axes (counted in
@@ -805,10 +818,14 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     if "folds" in spec:
         folded = {n: tensors.get(n) for _, outs in spec["folds"] for n in outs}
         tensors = {**tensors, **dict.fromkeys(folded)}
-    key, ptrs = _key(spec, tensors, (iters, split, _sized(sizes)), torch.Tensor)
+    deferred = DEFERRED.get()
+    # deferred (a sequence's one kernel): one split, never the loop's own (_own_split): the one kernel runs each
+    # loop as one split and refuses a block of more (fused_prepare: cudaErrorInvalidValue, H100 session 36)
+    key, ptrs = _key(spec, tensors, (iters, split, _sized(sizes), deferred is not None), torch.Tensor)
     run = _LAUNCHES.get(key)
     if run is None:
-        run = _prepare(spec, tensors, iters, torch.Tensor, lambda name: getattr(torch, name), split, sizes)
+        run = _prepare(spec, tensors, iters, torch.Tensor, lambda name: getattr(torch, name), split, sizes,
+                       own_split=deferred is None)
         lib = library(spec, here)  # after the checks: a bad argument is refused before any build
         run = run._replace(launch=lib.twill_launch, error=lib.twill_error_string)
         if key is not None and tuple(tensors) == run.names:  # a kind checked once; the names in the binding's order
@@ -818,6 +835,9 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
         tensors = {n: tensors.get(n) for n in run.names}
         ptrs = [None if t is None else t.data_ptr() for t in tensors.values()]
     extra = check_scalars(spec, scalars) if run.scalars else ()
+    if deferred is not None and (run.stage or folded or run.plan["splits"] != 1):
+        raise NotDeferred(f"{spec['kernel']}: its tensors are staged, its folds combined around its own launch, or "
+                          f"its loop split ({run.plan['splits']} splits; the one kernel runs each loop as one)")
     for name, t in folded.items():
         if t is not None:
             _check_folded(spec, run, name, t)
@@ -840,7 +860,11 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
                 ptrs[i] = buf.data_ptr()
     s = _current_stream(run.index) if stream is None else stream.cuda_stream
     fix = _fixup(spec, run, s, stream, torch) if "fixup" in spec else ()
-    err = run.launch(_block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra, fix))
+    block = _block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra, fix)
+    if deferred is not None:  # (its outputs allocated: the later loops' calls read them)
+        deferred.append(block)
+        return values[run.outputs[0]] if run.outputs_type is None else run.outputs_type(*[values[i] for i in run.outputs])
+    err = run.launch(block)
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {run.error(err).decode()} (cudaError {err})")
     if staged:  # outputs written into their staging buffers: into the caller's tensors
@@ -1012,10 +1036,11 @@ def _key(spec, tensors, iters, tensor_type):
     return tuple(key), ptrs
 
 
-def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None):
+def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None, own_split=True):
     """Check the tensors (resolve, through _plan) and make the _Launch of their kind, its entry
     point not yet filled in. `tensor_type` is torch.Tensor, `dtype_of` gives torch's dtype of a name
-    ('float16')."""
+    ('float16'). `own_split`: False for a call deferred into a sequence's one kernel, which runs the loop as one
+    split where no split is given (not the loop's own choice of splits, _own_split)."""
     for n, t in tensors.items():
         if t is not None and not isinstance(t, tensor_type):
             raise ArgumentError(f"{n}: expected a torch.Tensor, got {type(t).__name__}")
@@ -1023,7 +1048,7 @@ def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None
     plan = _plan(spec, given, iters, split, sizes)
     names = tuple(a["name"] for a in spec["args"])
     device = next(t.device for n, t in tensors.items() if t is not None and n in names)
-    own = _own_split(spec, plan, device) if split is None else None
+    own = _own_split(spec, plan, device) if split is None and own_split else None
     if own is not None:  # the loop's columns over more CTAs than the row tiles give
         plan = _plan(spec, given, iters, own, sizes)
     lay = plan["layouts"]
