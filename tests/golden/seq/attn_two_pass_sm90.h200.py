@@ -31,12 +31,11 @@ COMBINE = {
 }
 _MODULES = {}
 _FUSED_LIB = []  # the one kernel's library, once loaded
-_SPLITS_OF = {}  # the user's tensors' key -> (each loop's split argument, rows short enough for FUSED)
+_SPLITS_OF = {}  # the user's tensors' key -> each loop's split argument
 _FUSED_FAILED = {}  # the user's tensors' key -> why the one kernel failed for that kind (fused=None: not tried again)
-# The one kernel by default (fused=None) where no loop splits its columns, or every loop's row tile takes at most
-# this many iterations: a short row, where one launch and L2-hot re-reads matter more than the grid's SMs (a
-# first guess, to be set from the GPU's times of both paths: bench/seq/fused_check.py).
-FUSE_MAX_ITERS = 16
+# The one kernel by default (fused=None) only where no loop splits its columns: it runs each loop as one split,
+# and where a loop would split, its own kernel's wider grid was faster (H200, bench/seq/fused_check.py, session
+# 37: LayerNorm 1000 x 1000 14.4 us one kernel per loop against 18.4 us as one kernel).
 
 
 def _module(file):
@@ -139,7 +138,7 @@ def _run_fused(user, numbers, stream):
 
 def attn_two_pass_kernel(Q, K, V, *, fused=None, stream=None):
     """Run the loops of attn_two_pass_kernel in order; every tensor as the loops' bindings take it. fused: None, the one
-    kernel (FUSED) where no loop is split by columns or the rows are short; True, the one kernel (each loop one
+    kernel (FUSED) where no loop is split by columns; True, the one kernel (each loop one
     split); False, one kernel per loop."""
     user = dict(Q=Q, K=K, V=V)
     numbers = dict()
@@ -150,8 +149,8 @@ def attn_two_pass_kernel(Q, K, V, *, fused=None, stream=None):
             raise first.ArgumentError(f'{p}: expected a torch.Tensor, got {type(t).__name__}')
     # every loop's plan, once per kind of the user's tensors (what the checks read of them: first._key)
     key, _ = first._key({'kernel': LOOPS[0][1]}, user, (), torch.Tensor)
-    cached = _SPLITS_OF.get(key)
-    if cached is None:
+    splits = _SPLITS_OF.get(key)
+    if splits is None:
         planned = plans({p: first.describe(t) for p, t in user.items()})
         splits = {}
         for loop, file, _, _ in LOOPS:  # S splits of the columns: each split's elements, the split's argument
@@ -160,11 +159,9 @@ def attn_two_pass_kernel(Q, K, V, *, fused=None, stream=None):
             splits[loop] = {SPLITS[loop][0]: e} if e else {}  # none: one split, as alone (errors name the tensors)
         if len(_SPLITS_OF) >= 256:  # many shapes: start again rather than grow without bound
             _SPLITS_OF.clear()
-        short = all(planned[loop]['iters'] <= FUSE_MAX_ITERS for loop, _, _, _ in LOOPS)
-        cached = _SPLITS_OF[key] = (splits, short)
-    splits, short = cached
+        _SPLITS_OF[key] = splits
     if FUSED is not None and fused is not False and (fused or (key not in _FUSED_FAILED and
-                                                             (short or not any(splits.values())))):
+                                                             not any(splits.values()))):
         try:
             results = _run_fused(user, numbers, stream)
         except FusedFailed as exc:

@@ -6,7 +6,7 @@
 Each loop is its own kernel (K.LOOP.cu) with its own binding (K.LOOP.py, beside this file); they run
 one after the other on one stream. A tensor one loop hands to a later one is allocated by the
 earlier loop's binding (its output) and passed to the later one as an input; it is not returned.
-Where no loop is split by columns or the rows are short (fused=None; FUSE_MAX_ITERS), or fused=True, the
+Where no loop is split by columns (fused=None), or fused=True, the
 loops run as one kernel (FUSED: a CTA runs each loop's roles on its row tile in turn, twill/emit/seqfuse.py),
 each loop's binding checking its tensors and packing its launch as for its own kernel (one split each);
 fused=False: one kernel per loop. Where the one kernel fails to build or launch, fused=None warns
@@ -39,12 +39,11 @@ COMBINE = {
 }
 _MODULES = {}
 _FUSED_LIB = []  # the one kernel's library, once loaded
-_SPLITS_OF = {}  # the user's tensors' key -> (each loop's split argument, rows short enough for FUSED)
+_SPLITS_OF = {}  # the user's tensors' key -> each loop's split argument
 _FUSED_FAILED = {}  # the user's tensors' key -> why the one kernel failed for that kind (fused=None: not tried again)
-# The one kernel by default (fused=None) where no loop splits its columns, or every loop's row tile takes at most
-# this many iterations: a short row, where one launch and L2-hot re-reads matter more than the grid's SMs (a
-# first guess, to be set from the GPU's times of both paths: bench/seq/fused_check.py).
-FUSE_MAX_ITERS = 16
+# The one kernel by default (fused=None) only where no loop splits its columns: it runs each loop as one split,
+# and where a loop would split, its own kernel's wider grid was faster (H200, bench/seq/fused_check.py, session
+# 37: LayerNorm 1000 x 1000 14.4 us one kernel per loop against 18.4 us as one kernel).
 
 
 def _module(file):
@@ -147,7 +146,7 @@ def _run_fused(user, numbers, stream):
 
 def layernorm_fwd_kernel(N, X, eps, W, B, *, fused=None, stream=None):
     """Run the loops of layernorm_fwd_kernel in order; every tensor as the loops' bindings take it. fused: None, the one
-    kernel (FUSED) where no loop is split by columns or the rows are short; True, the one kernel (each loop one
+    kernel (FUSED) where no loop is split by columns; True, the one kernel (each loop one
     split); False, one kernel per loop."""
     user = dict(X=X, W=W, B=B)
     numbers = dict(N=N, eps=eps)
@@ -158,8 +157,8 @@ def layernorm_fwd_kernel(N, X, eps, W, B, *, fused=None, stream=None):
             raise first.ArgumentError(f'{p}: expected a torch.Tensor, got {type(t).__name__}')
     # every loop's plan, once per kind of the user's tensors (what the checks read of them: first._key)
     key, _ = first._key({'kernel': LOOPS[0][1]}, user, (), torch.Tensor)
-    cached = _SPLITS_OF.get(key)
-    if cached is None:
+    splits = _SPLITS_OF.get(key)
+    if splits is None:
         planned = plans({p: first.describe(t) for p, t in user.items()})
         splits = {}
         for loop, file, _, _ in LOOPS:  # S splits of the columns: each split's elements, the split's argument
@@ -168,11 +167,9 @@ def layernorm_fwd_kernel(N, X, eps, W, B, *, fused=None, stream=None):
             splits[loop] = {SPLITS[loop][0]: e} if e else {}  # none: one split, as alone (errors name the tensors)
         if len(_SPLITS_OF) >= 256:  # many shapes: start again rather than grow without bound
             _SPLITS_OF.clear()
-        short = all(planned[loop]['iters'] <= FUSE_MAX_ITERS for loop, _, _, _ in LOOPS)
-        cached = _SPLITS_OF[key] = (splits, short)
-    splits, short = cached
+        _SPLITS_OF[key] = splits
     if FUSED is not None and fused is not False and (fused or (key not in _FUSED_FAILED and
-                                                             (short or not any(splits.values())))):
+                                                             not any(splits.values()))):
         try:
             results = _run_fused(user, numbers, stream)
         except FusedFailed as exc:
