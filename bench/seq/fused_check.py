@@ -89,7 +89,7 @@ def cmd_check(a) -> None:
         K = heldout._kernels(batch)
         mod = load_binding(path.stem, str(path.parent))
         results["kernels"][name] = []
-        for m, n in SIZES:
+        for m, n in a.sizes:
             try:
                 row = _one(K, mod, name, {rows: m, "N": n})
             except Exception as exc:
@@ -108,6 +108,10 @@ def cmd_check(a) -> None:
                   f"{tri * 1e3 if tri else float('nan'):8.1f}")
 
 
+def _sizes(text: str) -> list:
+    return [tuple(int(x) for x in size.split("x")) for size in text.split(",")]
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -115,6 +119,8 @@ def main(argv=None) -> None:
     b.add_argument("--out", required=True)
     c = sub.add_parser("check")
     c.add_argument("--kernels", required=True)
+    c.add_argument("--sizes", type=_sizes, default=SIZES,
+                   help="ROWSxCOLS,... (default: 1000x1000,4096x1024,4096x5120)")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 
