@@ -660,11 +660,10 @@ def test_the_corpus_gqa_attention_compiles_without_spills(tmp_path):
     result = CliRunner().invoke(main, ["emit-cuda", str(ROOT / "tests" / "data" / "ttgir" / "attn_gqa_fwd_sm90.ttgir"),
                                        "--gpu", "h100", "-q", "-o", str(out)])
     assert result.exit_code == 0, result.output
-    rc, err = nvcc_build(out, "sm_90a")
-    assert rc == 0, err
-    assert warnings_in(err) == [], err
-    spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)]
-    assert spills and not any(spills), err
+    from twill.ptxas import compile_kernel  # ptxas's report as emit-cuda's loop reads it (test_corpus builds the same)
+    report = compile_kernel(out.read_text(), "sm_90a")
+    assert report.ok and warnings_in(report.log) == [], report.log
+    assert len(report.entries) >= 2 and report.spill_bytes == 0, report.log
 
 
 # -- the command line ---------------------------------------------------------------------------------
