@@ -113,7 +113,11 @@ FIXTURES = {
 # pinned roles (the Blackwell attention's own). Their text stays checked by the golden tests.
 EXTENDED = ("heldout_biased_softmax.h200", "heldout_attn_exp.h200", "attention_fwd_hopper_k192.h100",
             "attention_fwd_fp8_hopper.h200.plain", "attention_fwd_simple.h100.swp", "attention_fwd_simple.h100",
-            "attention_fwd_blackwell.b200.fa4", "attention_fwd_simple.h100.split", "attention_fwd_hopper.h100")
+            "attention_fwd_blackwell.b200.fa4", "attention_fwd_simple.h100.split", "attention_fwd_hopper.h100",
+            # imported from the corpus dumps that test_corpus imports, solves, emits and compiles the same way
+            "triton_attn_fwd_tma_sm90.h100", "triton_matmul_sm90.h100", "triton_gemm_fp8_sm90.h100",
+            # the narrow GEMMs test_tiles_narrower_than_128_bytes_compile builds (k16, n32, k32)
+            "gemm_k16n32.h100", "gemm_k32n16.h100")
 PERSISTENT_RUNS = ("gemm_hopper.h100", "attention_fwd_hopper.h100")
 
 

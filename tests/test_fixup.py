@@ -108,7 +108,7 @@ def test_a_sequence_hands_on_what_its_fixed_up_loop_computes(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found")
-@pytest.mark.parametrize("gpu", ["h200", "b200"])
+@pytest.mark.parametrize("gpu", ["h200", pytest.param("b200", marks=pytest.mark.extended)])  # CI's time: sm_100a extended
 def test_the_fixed_up_kernel_builds_and_its_entry_reads_the_block_the_binding_packs(tmp_path, gpu):
     """The binding's own build of the fixed-up cross-entropy (sm_90a, sm_100a), and the entry's block (fixup
     pointers included) is the size args_format packs. sm_90a's has no spill as the schedule is; sm_100a's spills

@@ -203,7 +203,7 @@ def _binding(tmp_path, dump: str, gpu: str = "h200"):
     graphs = found.graphs if isinstance(found, Sequence) else (found,)
     mods = []
     for i, graph in enumerate(graphs):
-        model = build_model(solve(graph, machine, SolveOptions(time_limit=10)), machine)
+        model = build_model(solve(graph, machine, SolveOptions(time_limit=60)), machine)
         stem = f"{dump.split('.')[0]}_{i}"
         for path, text in binding_files(model, str(tmp_path / f"{stem}.cu")).items():
             Path(path).write_text(text)
