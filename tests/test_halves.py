@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import nvcc, nvcc_compile
+from conftest import nvcc
 from twill.emit.build import build_model
 from twill.emit import emit_cuda
 from twill.emit.cuda import Renderer
@@ -97,8 +97,8 @@ def test_the_halving_kernel_compiles_without_spills(tmp_path):
     s = Schedule.from_json((DATA / f"{GROWN}.json").read_text())
     cu = tmp_path / "grown.cu"
     cu.write_text(emit_cuda(s, load_machine(s.machine)))
-    # test_emit's flags for its fixture of this schedule (-DTWILL_MAIN): the same text and flags, one build (the cache)
-    rc, err = nvcc_compile(cu, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-DTWILL_MAIN", "-Xptxas", "-v"])
+    from test_emit import nvcc_build  # test_emit's build of its fixture of this schedule: the same text, one build
+    rc, err = nvcc_build(cu, "sm_90a")
     assert rc == 0, err[-2000:]
     assert set(re.findall(r"(\d+) bytes spill stores", err)) == {"0"}
     assert "C75" not in err  # no serialized wgmma

@@ -21,8 +21,8 @@ same input rows, it re-reads them (L2-hot).
 Refused (`FusePlan.why_not`; the sequence then runs one kernel per loop, as before): loops on tensor memory,
 causal trip counts, halved row parts, tile copies, a grid of columns (tiles_n), rows of different tile sizes,
 an mma loop whose wgmma width depends on the threads it was launched with, budgets or shared memory that do
-not fit one CTA. At the call, K.py uses the one kernel by default only where no loop is split by columns (a loop that splits ran
-faster alone on the H200: its grid is wider), and on request (fused=True, each loop one split).
+not fit one CTA. At the call, K.py uses the one kernel by default only where no loop is split by columns (a
+loop that splits ran faster alone on the H200: its grid is wider), and on request (fused=True, each loop one split).
 """
 from __future__ import annotations
 
