@@ -576,9 +576,6 @@ class _First:
         return First()
 
 
-POLL_SECONDS = 0.1
-
-
 def deterministic_solver(cp, work_limit: float):
     """A CP-SAT solver whose answer does not depend on the machine: one worker, a fixed seed, a
     deterministic work limit (iteration.py, pressure.py)."""
@@ -592,32 +589,10 @@ def deterministic_solver(cp, work_limit: float):
 
 
 def _bounded(solver, model, callback):
-    """solver.solve in a worker thread, so that Ctrl-C in the main thread stops the search
-    (`stop_search`) and is raised again once the solver has returned. CP-SAT's own SIGINT handler is
-    off: it sets the process's handler back to the default when the solve ends, so that a later
-    Ctrl-C killed the process (exit -2, nothing written, no message) instead of raising here."""
-    import threading
+    """solver.solve in a worker thread (worker.run_stoppable), so that Ctrl-C in the main thread stops
+    the search (`stop_search`) and is raised again once the solver has returned. CP-SAT's own SIGINT
+    handler is off: it sets the process's handler back to the default when the solve ends, so that a
+    later Ctrl-C killed the process (exit -2, nothing written, no message) instead of raising here."""
+    from .worker import run_stoppable
     solver.parameters.catch_sigint_signal = False
-    answer: list = []
-    done = threading.Event()
-
-    def work():
-        try:
-            answer.append(solver.solve(model, callback))
-        except BaseException as exc:
-            answer.append(exc)
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=work, name="twill-cpsat", daemon=True)
-    try:  # (the start inside: an interrupt right after it must still stop the search and wait for it)
-        worker.start()
-        while not done.wait(POLL_SECONDS):
-            pass
-    except BaseException:
-        from .smt import stop_and_wait
-        stop_and_wait(solver, done)
-        raise
-    if isinstance(answer[0], BaseException):
-        raise answer[0]
-    return answer[0]
+    return run_stoppable(lambda: solver.solve(model, callback), solver.stop_search)[0]

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import ctypes.util
 import importlib.util
-import threading
 import time
 from pathlib import Path
 
 from .errors import TwillError
+from .worker import run_stoppable
 
 
 def _bundled_library() -> str | None:
@@ -235,57 +235,15 @@ def smt_backend(name: str = "yices"):
     raise TwillError(f"unknown SMT backend '{name}' (choose from {', '.join(BACKENDS)})")
 
 
-POLL_SECONDS = 0.1  # how often a waiting check looks at the clock (and lets Ctrl-C in)
-
-
 def bounded_check(ctx, assumptions=None, deadline: float | None = None, params=None):
     """`ctx`'s check (under `assumptions`, a list of boolean terms, when given), stopped at `deadline`
-    (time.monotonic() seconds) or on Ctrl-C. Returns the backend's own status, or None when the
-    deadline stopped it (or had passed). A Ctrl-C stops the search and is raised again here.
-
-    The check runs in a worker thread (ctypes releases the GIL while the solver works), so the main
-    thread can watch the clock and take a KeyboardInterrupt, and stops the search with the solver's
-    own thread-safe `stop_search`, as Yices' check_context(timeout=) does with its timer."""
+    (time.monotonic() seconds) or on Ctrl-C (worker.run_stoppable, with the backend's own thread-safe
+    `stop_search`, as Yices' check_context(timeout=) does with its timer). Returns the backend's own
+    status, or None when the deadline stopped it (or had passed). A Ctrl-C is raised again here."""
     if deadline is not None and deadline - time.monotonic() <= 0:
         return None
-    answer: list = []
-    done = threading.Event()  # not Thread.join: a join that Ctrl-C interrupts can mark a running thread dead
-
-    def work():
-        try:
-            answer.append(ctx.check_context(params) if assumptions is None
-                          else ctx.check_context_with_assumptions(params, assumptions))
-        except BaseException as exc:  # re-raised in the caller's thread
-            answer.append(exc)
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=work, name="twill-smt-check", daemon=True)
-    stopped = False
-    try:
-        worker.start()
-        while not done.is_set():
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0 and not stopped:
-                ctx.stop_search()
-                stopped = True
-            done.wait(POLL_SECONDS if left is None or left <= 0 else min(POLL_SECONDS, left))
-    except BaseException:  # Ctrl-C (or anything else): the solver must be done with ctx before it is disposed
-        stop_and_wait(ctx, done)
-        raise
-    if isinstance(answer[0], BaseException):
-        raise answer[0]
-    return None if stopped else answer[0]
-
-
-def stop_and_wait(ctx, done: threading.Event) -> None:
-    """Stop the search of `ctx` (anything with a thread-safe `stop_search`: a Yices context, a CP-SAT
-    solver) and wait for its worker, whatever interrupts the wait (a stop that comes before the worker has
-    begun its search does nothing: so repeat it). A worker left in a solver as the interpreter exits
-    aborts the process (`terminate called without an active exception`, exit -6)."""
-    while not done.is_set():
-        try:
-            ctx.stop_search()
-            done.wait(0.05)
-        except KeyboardInterrupt:
-            continue
+    status, stopped = run_stoppable(
+        lambda: (ctx.check_context(params) if assumptions is None
+                 else ctx.check_context_with_assumptions(params, assumptions)),
+        ctx.stop_search, deadline)
+    return None if stopped else status
