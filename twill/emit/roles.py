@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
-from . import batch_groups, halves, prologue, splits
+from . import anypitch, batch_groups, halves, prologue, splits
 from .after_loop import AfterLoop
 from .lines import Lines, ring_pos, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, plain_box, swizzle_bytes
@@ -179,12 +179,20 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         block = sw // esize
         box_rows = min(rows, 256)
         row0, col0, batch = self.r._origin(t, it)
+        if anypitch.eligible(self.m, t):  # rows at any pitch where the launch chose them, else the boxes below
+            cond, call = anypitch.load_lines(t, dst, bar, row0, col0, batch)
+            out(f"if ({cond}) {call}")
+            out("else {")
+            out.depth += 1
         for cb in range(cols // block):
             for rb in range(0, rows, box_rows):
                 off = cb * rows * sw + rb * sw
                 ptr = f"reinterpret_cast<char*>({dst}) + {off}" if off else dst
                 out(f"twill::tma_load({ptr}, tm.{t.name}, {bar}, {col0} + {cb * block}, {row0} + {rb}, {batch});"
                     if (cb or rb) else f"twill::tma_load({ptr}, tm.{t.name}, {bar}, {col0}, {row0}, {batch});")
+        if anypitch.eligible(self.m, t):
+            out.depth -= 1
+            out("}")
 
     def _pinned_carries(self) -> list[str]:
         """Carried wgmma accumulators (register fragments) whose mma the prologue does not issue.
@@ -322,7 +330,7 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             slot = ring_slot("it", chan.depth)
             out(f"const int it = {it};  // load {name} of iteration it into the slot of ring position {ring_pos('it')}",
                 f"{ring}.wait_empty({ring_pos('it')});",
-                f"{ring}.expect_full({ring_pos('it')}, {t.tile_bytes});")
+                f"{ring}.expect_full({ring_pos('it')}, {anypitch.expect_bytes(m, t)});")
             self._tma_boxes(out, t, f"sm.ld_{chan.ident}[{slot}]", f"&{ring}.full[{slot}]", "it")
 
     def _compute(self, out: Lines, w: Window, pos: int, name: str, it: Inst) -> None:

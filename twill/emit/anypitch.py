@@ -1,0 +1,152 @@
+"""Rows at any pitch (issue #22): a loop's load whose rows are not 16 bytes apart, read by TMA with no copy.
+
+A 2-d tensor map needs a row stride that is a multiple of 16 bytes (a GPT-2 vocabulary of 50257 bf16 is
+100514 bytes a row), and TMA faults where a box starts off a 16-byte boundary, so the binding used to stage
+such an input into rows padded to 16 bytes (an extra read and write of the tensor: 175 us against 47 us for
+cross-entropy over 1000 x 50257 bf16 on an H100). Here instead, where the binding passes a negative row
+stride (binding_runtime._any_pitch: rows -NAME_row_stride elements apart), launch() encodes a flat map of
+the tensor, one row of every element from its start to its last row's end, and the load role brings each of
+the tile's ROWS rows in one box of W = COLS + 16 / esize elements (`twill::tma_rows`) that starts at the
+16-byte boundary at or before the row's first element: the row's tile lies s_r elements into its box, s_r =
+(the row's first element) mod (16 / esize), 0 to 7 bf16. The boxes fill the ring slot as ROWS rows of W,
+unswizzled (a slot of ROWS x W elements: slot_elements), and the readers (`twill::rows_to_frag`, in place of
+tile_to_frag) shift each row by its s_r; a column past the row's end (the next row's data, in the flat map)
+or a row past the tensor's reads 0, as the 2-d map's zero fill would, so the masks after it (ragged.py)
+are unchanged. With a row stride that is a multiple of 16 bytes the same kernel runs its 2-d map, as before:
+the path is chosen at launch (args.NAME_ap_rs != 0), not at emit time.
+
+Taken by a load of the loop whose rows are the grid's and whose columns the loop's, read row-major as they
+lie, 2- or 4-byte elements, a box of at most 256 elements, read by register math alone (no tensor core,
+whose descriptors need the swizzled tile), on a target with register fragments (sm_90a). Any other tensor
+keeps the binding's staging copy.
+"""
+from __future__ import annotations
+
+from .batch_groups import batch_index, shareable
+from .model import EmitError, dtype_bytes, plain_box
+
+CHUNK = 16  # bytes: TMA's alignment of a global address, stride and box row
+MAX_BOX = 256  # elements of a box along one dimension
+LIMIT = 1 << 31  # a TMA coordinate is a signed 32-bit integer
+
+
+def eligible(m, t) -> bool:
+    """Whether load tensor `t` of model `m` takes rows at any pitch (the module docstring)."""
+    if (t.kind != "load" or t.rank != 2 or plain_box(t) or t.axes != ("m", "loop") or t.col_stride != 1
+            or t.col_offset or t.column_major or t.iter_div != 1 or t.per_iteration or shareable(t)
+            or not m.target.register_fragments):
+        return False
+    esize = dtype_bytes(t.dtype)
+    # (a slot of ROWS x W stays a whole number of KiB, the 2-d map's 1024-byte swizzle atoms aligned)
+    if (esize not in (2, 4) or (t.tile[1] * esize) % CHUNK or width(t) > MAX_BOX or t.tile[0] > MAX_BOX
+            or (t.tile[0] * CHUNK) % 1024):
+        return False
+    from ..vocab import lookup
+    for op in m.ops.values():
+        if any(m.resolve(o)[0] == t.value for o in op.operands):
+            d = lookup(op.opcode)
+            if d is None or d.tensor_core:
+                return False
+    return True
+
+
+def tensors(m) -> list:
+    """The model's loads that take rows at any pitch."""
+    return [t for t in m.tensors if eligible(m, t)]
+
+
+def width(t) -> int:
+    """W: the elements of one row's box, the tile's columns and one 16-byte chunk more."""
+    return t.tile[1] + CHUNK // dtype_bytes(t.dtype)
+
+
+def slot_elements(t) -> int:
+    """A ring slot's elements: ROWS rows of W (ROWS x COLS, swizzled, where the 2-d map reads the tile)."""
+    return t.tile[0] * width(t)
+
+
+def slot_bytes(t) -> int:
+    return slot_elements(t) * dtype_bytes(t.dtype)
+
+
+def expect_bytes(m, t) -> str:
+    """The bytes a slot's loads bring in (the full barrier's transaction count), as C++."""
+    if not eligible(m, t):
+        return str(t.tile_bytes)
+    return f"(args.{t.name}_ap_rs != 0 ? {slot_bytes(t)} : {t.tile_bytes})"
+
+
+def arg_fields(m) -> list[str]:
+    """Args' fields of each such load: its row and batch strides where its rows lie at any pitch (0: the 2-d
+    map), its rows (the tensor's, per batch entry)."""
+    return [f"long long {t.name}_ap_rs, {t.name}_ap_bs;  int {t.name}_ap_rows;  // {t.value}'s rows at any pitch: "
+            "their strides in elements (rs 0: the 2-d map, rows 16-byte aligned), its rows (anypitch.py)"
+            for t in tensors(m)]
+
+
+def map_lines(t, rows: str, cols: str, batch: str, dtype: str, esize: int, encode_2d: str) -> list[str]:
+    """launch()'s checks and encoding of `t`'s map (host.py's _checks): the flat map where NAME_row_stride < 0,
+    else the 2-d map as for any TMA tensor (`encode_2d`: its encode call)."""
+    n, w = t.name, width(t)
+    return [
+        f"if (p.{n}_batch_stride < 0) return cudaErrorInvalidValue;",
+        f"const bool {n}_any = p.{n}_row_stride < 0;  // rows -{n}_row_stride elements apart, at any pitch "
+        "(anypitch.py)",
+        f"const uint64_t {n}_rs = {n}_any ? static_cast<uint64_t>(-p.{n}_row_stride) : p.{n}_row_stride > 0 ? "
+        f"static_cast<uint64_t>(p.{n}_row_stride) : {cols};",
+        f"const uint64_t {n}_bs = p.{n}_batch_stride > 0 ? static_cast<uint64_t>(p.{n}_batch_stride) : "
+        f"{rows} * {n}_rs;",
+        f"CUtensorMap tm_{n};",
+        f"if ({n}_any) {{  // the flat map: every element from the first row's to the last row's end",
+        f"  const uint64_t {n}_flat = ({batch} - 1) * {n}_bs + ({rows} - 1) * {n}_rs + {cols};",
+        f"  const uint64_t {n}_pad = ({n}_flat + {CHUNK // esize - 1}) / {CHUNK // esize} * {CHUNK // esize};",
+        f"  // the last tile's rows past the tensor's, a box past its end: coordinates below 2^31",
+        f"  if ({n}_rs < {cols} || {n}_flat + ({t.tile[0]} + 1) * {n}_rs + {w} >= (uint64_t(1) << 31) ||",
+        f"      !encode(&tm_{n}, {dtype}, {esize}, p.{n}, 1, {n}_flat, 1, {n}_pad, {n}_pad, 1, {w}, 16))",
+        "    return cudaErrorInvalidValue;",
+        f"}} else if (!{encode_2d}) {{",
+        "  return cudaErrorInvalidValue;",
+        "}",
+    ]
+
+
+def copy_lines(m, rows_of) -> list[str]:
+    """launch()'s lines that set the Args fields of arg_fields (rows_of(t): the C++ of t's rows)."""
+    return [f"args.{t.name}_ap_rs = {t.name}_any ? static_cast<long long>({t.name}_rs) : 0;  "
+            f"args.{t.name}_ap_bs = static_cast<long long>({t.name}_bs);  "
+            f"args.{t.name}_ap_rows = static_cast<int>({rows_of(t)});" for t in tensors(m)]
+
+
+def load_lines(t, dst: str, bar: str, row0: str, col0: str, batch: str) -> tuple[str, str]:
+    """The load role's branch for one tile: (the condition, the call of twill::tma_rows)."""
+    from .ops import ctype
+    first = (f"static_cast<long long>({batch}) * args.{t.name}_ap_bs + static_cast<long long>({row0}) * "
+             f"args.{t.name}_ap_rs + ({col0})")
+    return (f"args.{t.name}_ap_rs != 0",
+            f"twill::tma_rows<{ctype(t.dtype)}, {t.tile[0]}, {width(t)}>({dst}, tm.{t.name}, {bar}, {first}, "
+            f"args.{t.name}_ap_rs);  // rows at any pitch (anypitch.py)")
+
+
+def read_lines(m, t, src: str, dst: str, row0: str, iteration: str, split: bool, fixed_up: bool,
+               plain: str) -> list[str]:
+    """A reader's lines for tile `src` of t into fragment `dst` (the warpgroup's rows from row0): the shifted
+    read where the rows lie at any pitch, else `plain` (tile_to_frag)."""
+    from . import splits
+    from .ops import ctype
+    rows, cols = t.tile
+    origin = f"tile.m * args.{t.name}_rows_step + args.{t.name}_rows_offset"
+    batch = batch_index(t, split, fixed_up)
+    mask = CHUNK // dtype_bytes(t.dtype) - 1
+    if m.ragged.step:
+        if not iteration:
+            raise EmitError(f"load '{t.value}' at any pitch is read outside the loop, where its partial last tile "
+                            "is not known (anypitch.py)")
+        valid = f"(({iteration}) == n - 1 ? {splits.loop_tail(m)} : {cols})"
+    else:
+        valid = str(cols)
+    shift = (f"static_cast<int>((static_cast<long long>({batch}) * args.{t.name}_ap_bs + "
+             f"static_cast<long long>({origin}) * args.{t.name}_ap_rs) & {mask})")
+    return [f"if (args.{t.name}_ap_rs != 0) twill::rows_to_frag<{ctype(t.dtype)}, {rows}, {cols}>({dst}, {src}, "
+            f"{row0}, {shift}, static_cast<int>(args.{t.name}_ap_rs & {mask}), args.{t.name}_ap_rows - ({origin}), "
+            f"{valid});  // rows at any pitch (anypitch.py)",
+            f"else {plain}"]
