@@ -122,18 +122,6 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
       : "memory");
 }
 
-// ROWS rows of a tile at any pitch (twill/emit/anypitch.py) from a flat map (one row of every element): row r
-// (element first + r * rs) in one box of W elements from the 16-byte boundary at or before it, into dst's row
-// r of W (unswizzled); rows_to_frag shifts each row as it reads it. Coordinates stay below 2^31 (launch()).
-template <typename T, int ROWS, int W>
-__device__ __forceinline__ void tma_rows(void* dst, const CUtensorMap* map, uint64_t* bar, long long first, long long rs) {
-  constexpr long long kA = 16 / static_cast<long long>(sizeof(T));
-  char* row = static_cast<char*>(dst);
-#pragma unroll 4
-  for (int r = 0; r < ROWS; ++r, first += rs, row += W * sizeof(T))
-    tma_load(row, map, bar, static_cast<int>(first & ~(kA - 1)), 0, 0);
-}
-
 // TMA stores from shared memory (the same swizzle as the loads), as bulk groups of the
 // issuing thread: it commits a group after its stores, and waits until at most N of its groups are
 // still reading shared memory before that memory is written again.

@@ -338,22 +338,6 @@ __device__ __forceinline__ void tile_to_frag(F& f, const void* tile, int row0) {
   });
 }
 
-// A tile of rows at any pitch (twill/emit/anypitch.py): tma_rows brought row r as W = COLS + 16 / sizeof(T)
-// elements from the 16-byte boundary at or before its first, so its column c lies at r * W + s_r + c, s_r =
-// (shift + r * step) mod (16 / sizeof(T)) (shift: the tile's first row's, step: the row stride's). A row at
-// or past `rows` or a column at or past `cols` reads 0 (the zero fill of a 2-d map's box past the tensor).
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void rows_to_frag(F& f, const void* tile, int row0, int shift, int step, int rows, int cols) {
-  static_assert(!is_rows<F>::value, "rows_to_frag reads a tile's fragment");
-  constexpr int kA = 16 / static_cast<int>(sizeof(T)), kW = COLS + kA;
-  const T* base = static_cast<const T*>(tile);
-  for_each(f, [&](int b, int i) {
-    const int r = row0 + frag_row(b, i), c = frag_col(i);
-    const int s = (shift + r * step) & (kA - 1);
-    return r < rows && c < cols ? to_float<T>(base[r * kW + s + c]) : 0.0f;
-  });
-}
-
 template <typename T, int ROWS, int COLS, int MB>
 __device__ __forceinline__ void tile_to_frag(Rows<MB>& r, const void* tile, int row0) {
   const char* base = static_cast<const char*>(tile);
