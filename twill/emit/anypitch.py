@@ -79,8 +79,9 @@ def expect_bytes(m, t) -> str:
 def arg_fields(m) -> list[str]:
     """Args' fields of each such load: its row and batch strides where its rows lie at any pitch (0: the 2-d
     map), its rows (the tensor's, per batch entry)."""
-    return [f"long long {t.name}_ap_rs, {t.name}_ap_bs;  int {t.name}_ap_rows;  // {t.value}'s rows at any pitch: "
-            "their strides in elements (rs 0: the 2-d map, rows 16-byte aligned), its rows (anypitch.py)"
+    return [f"long long {t.name}_ap_rs, {t.name}_ap_bs;  int {t.name}_ap_rows, {t.name}_ap_step, {t.name}_ap_bstep;  "
+            f"// {t.value}'s rows at any pitch: their strides in elements (rs 0: the 2-d map, rows 16-byte aligned), "
+            "its rows, the strides mod 16 bytes' elements (anypitch.py)"
             for t in tensors(m)]
 
 
@@ -114,7 +115,10 @@ def copy_lines(m, rows_of) -> list[str]:
     """launch()'s lines that set the Args fields of arg_fields (rows_of(t): the C++ of t's rows)."""
     return [f"args.{t.name}_ap_rs = {t.name}_any ? static_cast<long long>({t.name}_rs) : 0;  "
             f"args.{t.name}_ap_bs = static_cast<long long>({t.name}_bs);  "
-            f"args.{t.name}_ap_rows = static_cast<int>({rows_of(t)});" for t in tensors(m)]
+            f"args.{t.name}_ap_rows = static_cast<int>({rows_of(t)});  "
+            f"args.{t.name}_ap_step = static_cast<int>({t.name}_rs % {CHUNK // dtype_bytes(t.dtype)});  "
+            f"args.{t.name}_ap_bstep = static_cast<int>({t.name}_bs % {CHUNK // dtype_bytes(t.dtype)});"
+            for t in tensors(m)]
 
 
 def load_lines(t, dst: str, bar: str, row0: str, col0: str, batch: str) -> tuple[str, str]:
@@ -136,7 +140,6 @@ def read_lines(m, t, src: str, dst: str, row0: str, iteration: str, split: bool,
     rows, cols = t.tile
     origin = f"tile.m * args.{t.name}_rows_step + args.{t.name}_rows_offset"
     batch = batch_index(t, split, fixed_up)
-    mask = CHUNK // dtype_bytes(t.dtype) - 1
     if m.ragged.step:
         if not iteration:
             raise EmitError(f"load '{t.value}' at any pitch is read outside the loop, where its partial last tile "
@@ -144,9 +147,9 @@ def read_lines(m, t, src: str, dst: str, row0: str, iteration: str, split: bool,
         valid = f"(({iteration}) == n - 1 ? {splits.loop_tail(m)} : {cols})"
     else:
         valid = str(cols)
-    shift = (f"static_cast<int>((static_cast<long long>({batch}) * args.{t.name}_ap_bs + "
-             f"static_cast<long long>({origin}) * args.{t.name}_ap_rs) & {mask})")
+    # (32-bit: the strides mod 16 bytes' elements; 64-bit products here spilled the fixed-up cross-entropy)
+    shift = f"({batch}) * args.{t.name}_ap_bstep + ({origin}) * args.{t.name}_ap_step"
     return [f"if (args.{t.name}_ap_rs != 0) twill::rows_to_frag<{ctype(t.dtype)}, {rows}, {cols}>({dst}, {src}, "
-            f"{row0}, {shift}, static_cast<int>(args.{t.name}_ap_rs & {mask}), args.{t.name}_ap_rows - ({origin}), "
+            f"{row0}, {shift}, args.{t.name}_ap_step, args.{t.name}_ap_rows - ({origin}), "
             f"{valid});  // rows at any pitch (anypitch.py)",
             f"else {plain}"]

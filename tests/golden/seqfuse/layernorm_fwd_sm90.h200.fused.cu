@@ -1081,6 +1081,40 @@ __device__ __forceinline__ void op_dequant(Out& out, const P& packed, const S& s
   for_each(out, [&](auto... e) { return dequant_code<W, BITS, SHIFT>(at<R>(packed, e...)) * at<R>(scale, e...); });
 }
 
+// Rows at any pitch (twill/emit/anypitch.py): a load whose rows are not 16 bytes apart, through a flat map.
+// tma_rows brings ROWS rows of a tile from a flat map (one row of every element): row r (element first + r * rs)
+// in one box of W elements from the 16-byte boundary at or before it, into dst's row r of W (unswizzled).
+// Coordinates stay below 2^31 (launch() checks).
+template <typename T, int ROWS, int W>
+__device__ __forceinline__ void tma_rows(void* dst, const CUtensorMap* map, uint64_t* bar, long long first, long long rs) {
+  constexpr long long kA = 16 / static_cast<long long>(sizeof(T));
+  char* row = static_cast<char*>(dst);
+#pragma unroll 1
+  for (int r = 0; r < ROWS; ++r, first += rs, row += W * sizeof(T))
+    tma_load(row, map, bar, static_cast<int>(first & ~(kA - 1)), 0, 0);
+}
+
+// The tile's readers shift each row: row r's column c lies at r * W + s_r + c, W = COLS + 16 / sizeof(T), s_r =
+// (shift + r * step) mod (16 / sizeof(T)) (shift: the tile's first row's, step: the row stride's). A row at or
+// past `rows` or a column at or past `cols` reads 0 (the zero fill of a 2-d map's box past the tensor).
+template <typename T, int ROWS, int COLS, typename F>
+__device__ __forceinline__ void rows_to_frag(F& f, const void* tile, int row0, int shift, int step, int rows, int cols) {
+  static_assert(!is_rows<F>::value, "rows_to_frag reads a tile's fragment");
+  constexpr int kA = 16 / static_cast<int>(sizeof(T)), kW = COLS + kA;
+  const T* base = static_cast<const T*>(tile);
+  if (rows >= ROWS && cols >= COLS) {  // every row and column inside: no test per element
+    for_each(f, [&](int b, int i) {
+      const int r = row0 + frag_row(b, i);
+      return to_float<T>(base[r * kW + ((shift + r * step) & (kA - 1)) + frag_col(i)]);
+    });
+    return;
+  }
+  for_each(f, [&](int b, int i) {
+    const int r = row0 + frag_row(b, i), c = frag_col(i);
+    return r < rows && c < cols ? to_float<T>(base[r * kW + ((shift + r * step) & (kA - 1)) + c]) : 0.0f;
+  });
+}
+
 // A column split's fixup (emit/fixup.py): each split of a row tile writes its partial carries to a scratch
 // buffer and arrives on the counter of its warp's rows; the last of the splits to arrive combines them.
 
@@ -1172,12 +1206,12 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half ld_a[2][8192];  // load a: f16[64,128] @smem, ring of 2
+  alignas(1024) __half ld_a[2][8704];  // load a: f16[64,128] @smem, ring of 2
   twill::Ring<2> ring_a;  // full/empty mbarriers of a
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 33792, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 35840, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -1188,6 +1222,7 @@ struct Args {
   int m_extent;  // Problem::m_extent: 0, or where the last tile along M ends (partial.py)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   int N;  // epilogue scalar N
+  long long a_ap_rs, a_ap_bs;  int a_ap_rows, a_ap_step, a_ap_bstep;  // a's rows at any pitch: their strides in elements (rs 0: the 2-d map, rows 16-byte aligned), its rows, the strides mod 16 bytes' elements (anypitch.py)
   float* out__mean;  // output _mean_new: f32 [batch][tiles_m*64]
   float* out_Mean;  // output _mean_new: f32 [batch][tiles_m*64]
   int a_rows_step, a_rows_offset;  // placement of a's tiles
@@ -1267,9 +1302,12 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       if (lane == 0) {
         const int it = j;  // load a of iteration it into the slot of ring position tile.pos + it
         sm.ring_a.wait_empty(tile.pos + it);
-        sm.ring_a.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_a[(tile.pos + it) % 2], tm.a, &sm.ring_a.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.a_rows_step + args.a_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_a[(tile.pos + it) % 2]) + 8192, tm.a, &sm.ring_a.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.a_rows_step + args.a_rows_offset + 0, twill_split_b);
+        sm.ring_a.expect_full(tile.pos + it, (args.a_ap_rs != 0 ? 17408 : 16384));
+        if (args.a_ap_rs != 0) twill::tma_rows<__half, 64, 136>(sm.ld_a[(tile.pos + it) % 2], tm.a, &sm.ring_a.full[(tile.pos + it) % 2], static_cast<long long>(twill_split_b) * args.a_ap_bs + static_cast<long long>(tile.m * args.a_rows_step + args.a_rows_offset) * args.a_ap_rs + ((twill_split_first + it) * 128), args.a_ap_rs);  // rows at any pitch (anypitch.py)
+        else {
+          twill::tma_load(sm.ld_a[(tile.pos + it) % 2], tm.a, &sm.ring_a.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.a_rows_step + args.a_rows_offset, twill_split_b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_a[(tile.pos + it) % 2]) + 8192, tm.a, &sm.ring_a.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.a_rows_step + args.a_rows_offset + 0, twill_split_b);
+        }
       }
     }
   }
@@ -1300,7 +1338,8 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
       // _mean_new = rowsum a, _mean (iteration j)
       {
         twill::Frag16<1, 128, __half> _mean_new_arg0;
-        twill::tile_to_frag<__half, 64, 128>(_mean_new_arg0, sm.ld_a[(tile.pos + j) % 2], 0);
+        if (args.a_ap_rs != 0) twill::rows_to_frag<__half, 64, 128>(_mean_new_arg0, sm.ld_a[(tile.pos + j) % 2], 0, (twill_split_b) * args.a_ap_bstep + (tile.m * args.a_rows_step + args.a_rows_offset) * args.a_ap_step, args.a_ap_step, args.a_ap_rows - (tile.m * args.a_rows_step + args.a_rows_offset), ((j) == n - 1 ? twill_loop_tail : 128));  // rows at any pitch (anypitch.py)
+        else twill::tile_to_frag<__half, 64, 128>(_mean_new_arg0, sm.ld_a[(tile.pos + j) % 2], 0);
         twill::op_rowsum(_mean_new[0], _mean_new_arg0, _mean_new[0]);
       }
       sm.ring_a.release_by_warp(tile.pos + j);  // release a[j]
@@ -1401,12 +1440,12 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half ld_x[2][8192];  // load x: f16[64,128] @smem, ring of 2
+  alignas(1024) __half ld_x[2][8704];  // load x: f16[64,128] @smem, ring of 2
   twill::Ring<2> ring_x;  // full/empty mbarriers of x
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 33792, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 35840, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -1418,6 +1457,7 @@ struct Args {
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   int N;  // epilogue scalar N
   float eps;  // epilogue scalar eps
+  long long x_ap_rs, x_ap_bs;  int x_ap_rows, x_ap_step, x_ap_bstep;  // x's rows at any pitch: their strides in elements (rs 0: the 2-d map, rows 16-byte aligned), its rows, the strides mod 16 bytes' elements (anypitch.py)
   const float* _mean;  // input _mean: f32 [batch][tiles_m*64]
   float* out__var;  // output _var_new: f32 [batch][tiles_m*64]
   float* out_Rstd;  // output _var_new: f32 [batch][tiles_m*64]
@@ -1499,9 +1539,12 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       if (lane == 0) {
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
-        sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        sm.ring_x.expect_full(tile.pos + it, (args.x_ap_rs != 0 ? 17408 : 16384));
+        if (args.x_ap_rs != 0) twill::tma_rows<__half, 64, 136>(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], static_cast<long long>(twill_split_b) * args.x_ap_bs + static_cast<long long>(tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_rs + ((twill_split_first + it) * 128), args.x_ap_rs);  // rows at any pitch (anypitch.py)
+        else {
+          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        }
       }
     }
   }
@@ -1540,7 +1583,8 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
       // x_sub = sub x, mean (iteration j)
       {
         twill::Frag16<1, 128, __half> x_sub_arg0;
-        twill::tile_to_frag<__half, 64, 128>(x_sub_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
+        if (args.x_ap_rs != 0) twill::rows_to_frag<__half, 64, 128>(x_sub_arg0, sm.ld_x[(tile.pos + j) % 2], 0, (twill_split_b) * args.x_ap_bstep + (tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_step, args.x_ap_step, args.x_ap_rows - (tile.m * args.x_rows_step + args.x_rows_offset), ((j) == n - 1 ? twill_loop_tail : 128));  // rows at any pitch (anypitch.py)
+        else twill::tile_to_frag<__half, 64, 128>(x_sub_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
         twill::op_sub(x_sub[0], x_sub_arg0, mean);
       }
       sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1658,7 +1702,7 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 struct Smem {
   alignas(1024) float ld_w[2][128];  // load w: f32[1,128] @smem, ring of 2
   alignas(1024) float ld_b[2][128];  // load b: f32[1,128] @smem, ring of 2
-  alignas(1024) __half ld_x[2][8192];  // load x: f16[64,128] @smem, ring of 2
+  alignas(1024) __half ld_x[2][8704];  // load x: f16[64,128] @smem, ring of 2
   alignas(1024) unsigned char out_store_0[2][8192];  // role -> TMA store of store_0: all of its 2 128-byte column blocks
   twill::Ring<2> ring_w;  // full/empty mbarriers of w
   twill::Ring<2> ring_b;  // full/empty mbarriers of b
@@ -1666,7 +1710,7 @@ struct Smem {
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 52224, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 54272, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 static_assert(kCtasPerSm * (sizeof(Smem) + 1024 + 1024) <= 233472, "kCtasPerSm CTAs' shared memory (each with its alignment and the system's 1024 bytes) exceeds the SM's 233472");
 
@@ -1679,6 +1723,7 @@ struct Args {
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   int N;  // prologue scalar N
   float eps;  // prologue scalar eps
+  long long x_ap_rs, x_ap_bs;  int x_ap_rows, x_ap_step, x_ap_bstep;  // x's rows at any pitch: their strides in elements (rs 0: the 2-d map, rows 16-byte aligned), its rows, the strides mod 16 bytes' elements (anypitch.py)
   const float* _mean;  // input _mean: f32 [batch][tiles_m*64]
   const float* _var;  // input _var: f32 [batch][tiles_m*64]
   __half* store_0;  // store y_add: f16 [batch][tiles_m*64][iters*128]
@@ -1779,9 +1824,12 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       if (lane == 0) {
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
-        sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        sm.ring_x.expect_full(tile.pos + it, (args.x_ap_rs != 0 ? 17408 : 16384));
+        if (args.x_ap_rs != 0) twill::tma_rows<__half, 64, 136>(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], static_cast<long long>(twill_split_b) * args.x_ap_bs + static_cast<long long>(tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_rs + ((twill_split_first + it) * 128), args.x_ap_rs);  // rows at any pitch (anypitch.py)
+        else {
+          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        }
       }
     }
   }
@@ -1829,7 +1877,8 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
       // x_hat = sub x, mean (iteration j)
       {
         twill::Frag16<1, 128, __half> x_hat_arg0;
-        twill::tile_to_frag<__half, 64, 128>(x_hat_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
+        if (args.x_ap_rs != 0) twill::rows_to_frag<__half, 64, 128>(x_hat_arg0, sm.ld_x[(tile.pos + j) % 2], 0, (twill_split_b) * args.x_ap_bstep + (tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_step, args.x_ap_step, args.x_ap_rows - (tile.m * args.x_rows_step + args.x_rows_offset), ((j) == n - 1 ? twill_loop_tail : 128));  // rows at any pitch (anypitch.py)
+        else twill::tile_to_frag<__half, 64, 128>(x_hat_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
         twill::op_sub(x_hat[0], x_hat_arg0, mean);
       }
       sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -2268,12 +2317,21 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.a_rows_step || p.m_extent > p.tiles_m * p.a_rows_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out__mean_cols_step || p.m_extent > p.tiles_m * p.out__mean_cols_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_Mean_cols_step || p.m_extent > p.tiles_m * p.out_Mean_cols_step)) return cudaErrorInvalidValue;
-  if (p.a_row_stride < 0 || p.a_batch_stride < 0) return cudaErrorInvalidValue;
-  const uint64_t a_rs = p.a_row_stride > 0 ? static_cast<uint64_t>(p.a_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+  if (p.a_batch_stride < 0) return cudaErrorInvalidValue;
+  const bool a_any = p.a_row_stride < 0;  // rows -a_row_stride elements apart, at any pitch (anypitch.py)
+  const uint64_t a_rs = a_any ? static_cast<uint64_t>(-p.a_row_stride) : p.a_row_stride > 0 ? static_cast<uint64_t>(p.a_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t a_bs = p.a_batch_stride > 0 ? static_cast<uint64_t>(p.a_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step) * a_rs;
   CUtensorMap tm_a;
-  if (!encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), a_rs, a_bs, 64, 64, 128))
+  if (a_any) {  // the flat map: every element from the first row's to the last row's end
+    const uint64_t a_flat = (static_cast<uint64_t>(p.batch) - 1) * a_bs + (twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step) - 1) * a_rs + (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+    const uint64_t a_pad = (a_flat + 7) / 8 * 8;
+    // the last tile's rows past the tensor's, a box past its end: coordinates below 2^31
+    if (a_rs < (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) || a_flat + (64 + 1) * a_rs + 136 >= (uint64_t(1) << 31) ||
+        !encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, 1, a_flat, 1, a_pad, a_pad, 1, 136, 16))
+      return cudaErrorInvalidValue;
+  } else if (!encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), a_rs, a_bs, 64, 64, 128)) {
     return cudaErrorInvalidValue;
+  }
   Args args;
   args.iters = iters;
   args.loop_tail = p.loop_extent > 0 ? p.loop_extent - (iters - 1) * kLoopStep : kLoopStep;
@@ -2285,6 +2343,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.m_extent = p.m_extent;
   args.out__mean = p.out__mean;
   args.out_Mean = p.out_Mean;
+  args.a_ap_rs = a_any ? static_cast<long long>(a_rs) : 0;  args.a_ap_bs = static_cast<long long>(a_bs);  args.a_ap_rows = static_cast<int>(twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step));  args.a_ap_step = static_cast<int>(a_rs % 8);  args.a_ap_bstep = static_cast<int>(a_bs % 8);
   args.a_rows_step = p.a_rows_step;
   args.a_rows_offset = p.a_rows_offset;
   args.out__mean_cols_step = p.out__mean_cols_step;
@@ -2362,12 +2421,21 @@ inline cudaError_t fused_prepare(const Problem& p, Args& args, CUtensorMap* maps
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.a_rows_step || p.m_extent > p.tiles_m * p.a_rows_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out__mean_cols_step || p.m_extent > p.tiles_m * p.out__mean_cols_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_Mean_cols_step || p.m_extent > p.tiles_m * p.out_Mean_cols_step)) return cudaErrorInvalidValue;
-  if (p.a_row_stride < 0 || p.a_batch_stride < 0) return cudaErrorInvalidValue;
-  const uint64_t a_rs = p.a_row_stride > 0 ? static_cast<uint64_t>(p.a_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+  if (p.a_batch_stride < 0) return cudaErrorInvalidValue;
+  const bool a_any = p.a_row_stride < 0;  // rows -a_row_stride elements apart, at any pitch (anypitch.py)
+  const uint64_t a_rs = a_any ? static_cast<uint64_t>(-p.a_row_stride) : p.a_row_stride > 0 ? static_cast<uint64_t>(p.a_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t a_bs = p.a_batch_stride > 0 ? static_cast<uint64_t>(p.a_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step) * a_rs;
   CUtensorMap tm_a;
-  if (!encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), a_rs, a_bs, 64, 64, 128))
+  if (a_any) {  // the flat map: every element from the first row's to the last row's end
+    const uint64_t a_flat = (static_cast<uint64_t>(p.batch) - 1) * a_bs + (twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step) - 1) * a_rs + (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+    const uint64_t a_pad = (a_flat + 7) / 8 * 8;
+    // the last tile's rows past the tensor's, a box past its end: coordinates below 2^31
+    if (a_rs < (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) || a_flat + (64 + 1) * a_rs + 136 >= (uint64_t(1) << 31) ||
+        !encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, 1, a_flat, 1, a_pad, a_pad, 1, 136, 16))
+      return cudaErrorInvalidValue;
+  } else if (!encode(&tm_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.a, twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), a_rs, a_bs, 64, 64, 128)) {
     return cudaErrorInvalidValue;
+  }
   args.iters = iters;
   args.loop_tail = p.loop_extent > 0 ? p.loop_extent - (iters - 1) * kLoopStep : kLoopStep;
   args.tiles_m = p.tiles_m;
@@ -2378,6 +2446,7 @@ inline cudaError_t fused_prepare(const Problem& p, Args& args, CUtensorMap* maps
   args.m_extent = p.m_extent;
   args.out__mean = p.out__mean;
   args.out_Mean = p.out_Mean;
+  args.a_ap_rs = a_any ? static_cast<long long>(a_rs) : 0;  args.a_ap_bs = static_cast<long long>(a_bs);  args.a_ap_rows = static_cast<int>(twill::grid_extent(p.m_extent, p.tiles_m, p.a_rows_step));  args.a_ap_step = static_cast<int>(a_rs % 8);  args.a_ap_bstep = static_cast<int>(a_bs % 8);
   args.a_rows_step = p.a_rows_step;
   args.a_rows_offset = p.a_rows_offset;
   args.out__mean_cols_step = p.out__mean_cols_step;
@@ -2599,12 +2668,21 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.x_rows_step || p.m_extent > p.tiles_m * p.x_rows_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out__var_cols_step || p.m_extent > p.tiles_m * p.out__var_cols_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_Rstd_cols_step || p.m_extent > p.tiles_m * p.out_Rstd_cols_step)) return cudaErrorInvalidValue;
-  if (p.x_row_stride < 0 || p.x_batch_stride < 0) return cudaErrorInvalidValue;
-  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+  if (p.x_batch_stride < 0) return cudaErrorInvalidValue;
+  const bool x_any = p.x_row_stride < 0;  // rows -x_row_stride elements apart, at any pitch (anypitch.py)
+  const uint64_t x_rs = x_any ? static_cast<uint64_t>(-p.x_row_stride) : p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
   CUtensorMap tm_x;
-  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128))
+  if (x_any) {  // the flat map: every element from the first row's to the last row's end
+    const uint64_t x_flat = (static_cast<uint64_t>(p.batch) - 1) * x_bs + (twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) - 1) * x_rs + (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+    const uint64_t x_pad = (x_flat + 7) / 8 * 8;
+    // the last tile's rows past the tensor's, a box past its end: coordinates below 2^31
+    if (x_rs < (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) || x_flat + (64 + 1) * x_rs + 136 >= (uint64_t(1) << 31) ||
+        !encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, 1, x_flat, 1, x_pad, x_pad, 1, 136, 16))
+      return cudaErrorInvalidValue;
+  } else if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128)) {
     return cudaErrorInvalidValue;
+  }
   Args args;
   args.iters = iters;
   args.loop_tail = p.loop_extent > 0 ? p.loop_extent - (iters - 1) * kLoopStep : kLoopStep;
@@ -2618,6 +2696,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args._mean = p._mean;
   args.out__var = p.out__var;
   args.out_Rstd = p.out_Rstd;
+  args.x_ap_rs = x_any ? static_cast<long long>(x_rs) : 0;  args.x_ap_bs = static_cast<long long>(x_bs);  args.x_ap_rows = static_cast<int>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step));  args.x_ap_step = static_cast<int>(x_rs % 8);  args.x_ap_bstep = static_cast<int>(x_bs % 8);
   args._mean_cols_step = p._mean_cols_step;
   args._mean_cols_offset = p._mean_cols_offset;
   args.x_rows_step = p.x_rows_step;
@@ -2701,12 +2780,21 @@ inline cudaError_t fused_prepare(const Problem& p, Args& args, CUtensorMap* maps
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.x_rows_step || p.m_extent > p.tiles_m * p.x_rows_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out__var_cols_step || p.m_extent > p.tiles_m * p.out__var_cols_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_Rstd_cols_step || p.m_extent > p.tiles_m * p.out_Rstd_cols_step)) return cudaErrorInvalidValue;
-  if (p.x_row_stride < 0 || p.x_batch_stride < 0) return cudaErrorInvalidValue;
-  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+  if (p.x_batch_stride < 0) return cudaErrorInvalidValue;
+  const bool x_any = p.x_row_stride < 0;  // rows -x_row_stride elements apart, at any pitch (anypitch.py)
+  const uint64_t x_rs = x_any ? static_cast<uint64_t>(-p.x_row_stride) : p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
   CUtensorMap tm_x;
-  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128))
+  if (x_any) {  // the flat map: every element from the first row's to the last row's end
+    const uint64_t x_flat = (static_cast<uint64_t>(p.batch) - 1) * x_bs + (twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) - 1) * x_rs + (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+    const uint64_t x_pad = (x_flat + 7) / 8 * 8;
+    // the last tile's rows past the tensor's, a box past its end: coordinates below 2^31
+    if (x_rs < (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) || x_flat + (64 + 1) * x_rs + 136 >= (uint64_t(1) << 31) ||
+        !encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, 1, x_flat, 1, x_pad, x_pad, 1, 136, 16))
+      return cudaErrorInvalidValue;
+  } else if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128)) {
     return cudaErrorInvalidValue;
+  }
   args.iters = iters;
   args.loop_tail = p.loop_extent > 0 ? p.loop_extent - (iters - 1) * kLoopStep : kLoopStep;
   args.tiles_m = p.tiles_m;
@@ -2719,6 +2807,7 @@ inline cudaError_t fused_prepare(const Problem& p, Args& args, CUtensorMap* maps
   args._mean = p._mean;
   args.out__var = p.out__var;
   args.out_Rstd = p.out_Rstd;
+  args.x_ap_rs = x_any ? static_cast<long long>(x_rs) : 0;  args.x_ap_bs = static_cast<long long>(x_bs);  args.x_ap_rows = static_cast<int>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step));  args.x_ap_step = static_cast<int>(x_rs % 8);  args.x_ap_bstep = static_cast<int>(x_bs % 8);
   args._mean_cols_step = p._mean_cols_step;
   args._mean_cols_offset = p._mean_cols_offset;
   args.x_rows_step = p.x_rows_step;
@@ -2961,12 +3050,21 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   CUtensorMap tm_b;
   if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.b, uint64_t(1), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group), b_rs, b_bs, 1, 128, 16))
     return cudaErrorInvalidValue;
-  if (p.x_row_stride < 0 || p.x_batch_stride < 0) return cudaErrorInvalidValue;
-  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+  if (p.x_batch_stride < 0) return cudaErrorInvalidValue;
+  const bool x_any = p.x_row_stride < 0;  // rows -x_row_stride elements apart, at any pitch (anypitch.py)
+  const uint64_t x_rs = x_any ? static_cast<uint64_t>(-p.x_row_stride) : p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
   CUtensorMap tm_x;
-  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128))
+  if (x_any) {  // the flat map: every element from the first row's to the last row's end
+    const uint64_t x_flat = (static_cast<uint64_t>(p.batch) - 1) * x_bs + (twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) - 1) * x_rs + (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+    const uint64_t x_pad = (x_flat + 7) / 8 * 8;
+    // the last tile's rows past the tensor's, a box past its end: coordinates below 2^31
+    if (x_rs < (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) || x_flat + (64 + 1) * x_rs + 136 >= (uint64_t(1) << 31) ||
+        !encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, 1, x_flat, 1, x_pad, x_pad, 1, 136, 16))
+      return cudaErrorInvalidValue;
+  } else if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128)) {
     return cudaErrorInvalidValue;
+  }
   if (p.store_0_row_stride < 0 || p.store_0_batch_stride < 0) return cudaErrorInvalidValue;
   const uint64_t store_0_rs = p.store_0_row_stride > 0 ? static_cast<uint64_t>(p.store_0_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t store_0_bs = p.store_0_batch_stride > 0 ? static_cast<uint64_t>(p.store_0_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.store_0_rows_step) * store_0_rs;
@@ -2986,6 +3084,7 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args._mean = p._mean;
   args._var = p._var;
   args.store_0 = p.store_0;
+  args.x_ap_rs = x_any ? static_cast<long long>(x_rs) : 0;  args.x_ap_bs = static_cast<long long>(x_bs);  args.x_ap_rows = static_cast<int>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step));  args.x_ap_step = static_cast<int>(x_rs % 8);  args.x_ap_bstep = static_cast<int>(x_bs % 8);
   args._mean_cols_step = p._mean_cols_step;
   args._mean_cols_offset = p._mean_cols_offset;
   args._var_cols_step = p._var_cols_step;
@@ -3085,12 +3184,21 @@ inline cudaError_t fused_prepare(const Problem& p, Args& args, CUtensorMap* maps
   CUtensorMap tm_b;
   if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.b, uint64_t(1), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group), b_rs, b_bs, 1, 128, 16))
     return cudaErrorInvalidValue;
-  if (p.x_row_stride < 0 || p.x_batch_stride < 0) return cudaErrorInvalidValue;
-  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+  if (p.x_batch_stride < 0) return cudaErrorInvalidValue;
+  const bool x_any = p.x_row_stride < 0;  // rows -x_row_stride elements apart, at any pitch (anypitch.py)
+  const uint64_t x_rs = x_any ? static_cast<uint64_t>(-p.x_row_stride) : p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
   CUtensorMap tm_x;
-  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128))
+  if (x_any) {  // the flat map: every element from the first row's to the last row's end
+    const uint64_t x_flat = (static_cast<uint64_t>(p.batch) - 1) * x_bs + (twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) - 1) * x_rs + (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+    const uint64_t x_pad = (x_flat + 7) / 8 * 8;
+    // the last tile's rows past the tensor's, a box past its end: coordinates below 2^31
+    if (x_rs < (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) || x_flat + (64 + 1) * x_rs + 136 >= (uint64_t(1) << 31) ||
+        !encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, 1, x_flat, 1, x_pad, x_pad, 1, 136, 16))
+      return cudaErrorInvalidValue;
+  } else if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128)) {
     return cudaErrorInvalidValue;
+  }
   if (p.store_0_row_stride < 0 || p.store_0_batch_stride < 0) return cudaErrorInvalidValue;
   const uint64_t store_0_rs = p.store_0_row_stride > 0 ? static_cast<uint64_t>(p.store_0_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t store_0_bs = p.store_0_batch_stride > 0 ? static_cast<uint64_t>(p.store_0_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.store_0_rows_step) * store_0_rs;
@@ -3109,6 +3217,7 @@ inline cudaError_t fused_prepare(const Problem& p, Args& args, CUtensorMap* maps
   args._mean = p._mean;
   args._var = p._var;
   args.store_0 = p.store_0;
+  args.x_ap_rs = x_any ? static_cast<long long>(x_rs) : 0;  args.x_ap_bs = static_cast<long long>(x_bs);  args.x_ap_rows = static_cast<int>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step));  args.x_ap_step = static_cast<int>(x_rs % 8);  args.x_ap_bstep = static_cast<int>(x_bs % 8);
   args._mean_cols_step = p._mean_cols_step;
   args._mean_cols_offset = p._mean_cols_offset;
   args._var_cols_step = p._var_cols_step;

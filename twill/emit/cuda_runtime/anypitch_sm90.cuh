@@ -6,7 +6,7 @@ template <typename T, int ROWS, int W>
 __device__ __forceinline__ void tma_rows(void* dst, const CUtensorMap* map, uint64_t* bar, long long first, long long rs) {
   constexpr long long kA = 16 / static_cast<long long>(sizeof(T));
   char* row = static_cast<char*>(dst);
-#pragma unroll 4
+#pragma unroll 1
   for (int r = 0; r < ROWS; ++r, first += rs, row += W * sizeof(T))
     tma_load(row, map, bar, static_cast<int>(first & ~(kA - 1)), 0, 0);
 }
@@ -19,9 +19,15 @@ __device__ __forceinline__ void rows_to_frag(F& f, const void* tile, int row0, i
   static_assert(!is_rows<F>::value, "rows_to_frag reads a tile's fragment");
   constexpr int kA = 16 / static_cast<int>(sizeof(T)), kW = COLS + kA;
   const T* base = static_cast<const T*>(tile);
+  if (rows >= ROWS && cols >= COLS) {  // every row and column inside: no test per element
+    for_each(f, [&](int b, int i) {
+      const int r = row0 + frag_row(b, i);
+      return to_float<T>(base[r * kW + ((shift + r * step) & (kA - 1)) + frag_col(i)]);
+    });
+    return;
+  }
   for_each(f, [&](int b, int i) {
     const int r = row0 + frag_row(b, i), c = frag_col(i);
-    const int s = (shift + r * step) & (kA - 1);
-    return r < rows && c < cols ? to_float<T>(base[r * kW + s + c]) : 0.0f;
+    return r < rows && c < cols ? to_float<T>(base[r * kW + ((shift + r * step) & (kA - 1)) + c]) : 0.0f;
   });
 }
