@@ -1,15 +1,18 @@
 """Rows at any pitch (issue #22, twill/emit/anypitch.py): a row kernel's load whose rows are not 16 bytes apart is
-read through a flat map with no staging copy; the binding passes its row stride negated (binding_runtime._layout,
-_any_pitch) where the flat map keeps TMA's rules (tma_map_problems), else stages it as before. Plain Python over
+read by one bulk copy a row with no staging copy; the binding passes its row stride negated (binding_runtime._layout,
+_any_pitch) where its start is 16-byte aligned (any_pitch_problems), else stages it as before. Plain Python over
 the golden bindings' Metas (no solve, no torch, no GPU); the emitted text of the golden kernels (nvcc builds them
-in test_fixup.py and test_seqfuse.py)."""
+in test_fixup.py and test_seqfuse.py): every asynchronous copy's shared destination at the alignment its
+instruction needs (the first version put tensor-copy boxes at 272-byte rows, which faulted on an H100)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from test_binding import meta, module
+from twill.emit import anypitch
 
 GOLDEN = Path(__file__).parent / "golden"
 BF16 = "bfloat16"
@@ -27,7 +30,7 @@ def plan_of(mod, V, R=1000, ptr=1 << 20):
 
 
 def test_the_cross_entropy_logits_take_any_pitch():
-    """The logits are a load at any pitch: [64 rows, 128 bf16] tiles, boxes of W = 136 (one 16-byte chunk more)."""
+    """The logits are a load at any pitch: [64 rows, 128 bf16] tiles, rows of W = 136 (one 16-byte chunk more)."""
     arg = next(a for a in xent().SPEC["args"] if a["name"] == "LOGITS")
     assert arg["any_pitch"] == [64, 136]
 
@@ -39,7 +42,9 @@ def test_rows_off_16_bytes_are_read_at_any_pitch_not_staged(V):
     assert plan_of(mod, V)["LOGITS"] == ("any pitch", V, -V, 1000 * V)
 
 
-def test_aligned_rows_keep_the_2d_map_and_the_old_path_stages():
+def test_aligned_rows_keep_the_2d_map_and_the_old_path_stages(monkeypatch):
+    """ANY_PITCH = False, or TWILL_ANY_PITCH=0 in the environment (read at each call, so it reaches a sequence's
+    loops loaded later), stages as before; the plan cache keeps the two apart."""
     mod = xent()
     assert plan_of(mod, 32000)["LOGITS"] == ("as is", 32000, 32000, 1000 * 32000)
     assert plan_of(mod, 50264)["LOGITS"][0] == "as is"
@@ -48,39 +53,126 @@ def test_aligned_rows_keep_the_2d_map_and_the_old_path_stages():
         assert plan_of(mod, 50257)["LOGITS"] == ("stage", 50264, 50264, 1000 * 50264)
     finally:
         mod.ANY_PITCH = True
+    monkeypatch.setenv("TWILL_ANY_PITCH", "0")
+    assert plan_of(mod, 50257)["LOGITS"] == ("stage", 50264, 50264, 1000 * 50264)
+    monkeypatch.setenv("TWILL_ANY_PITCH", "1")
+    assert plan_of(mod, 50257)["LOGITS"][0] == "any pitch"
 
 
-def test_a_start_off_16_bytes_or_a_flat_map_past_2_31_is_staged():
+def test_a_start_off_16_bytes_is_staged_and_a_large_tensor_is_not():
+    """A start off 16 bytes is staged (the bulk copies' chunks count from it); 50000 rows of 50257 (2.5e9 elements,
+    past the flat map's 32-bit coordinates of the first version) need no map and are read at any pitch."""
     mod = xent()
     assert plan_of(mod, 50257, ptr=(1 << 20) + 2)["LOGITS"][0] == "stage"
-    # 50000 rows of 50257: 2.5e9 elements, past a 32-bit coordinate
-    assert plan_of(mod, 50257, R=50000)["LOGITS"][0] == "stage"
-
-
-def test_the_flat_map_and_its_rules():
-    """The flat map launch() encodes (host.py) for 1000 x 50257 bf16: one row of every element, strides padded to
-    16 bytes, a box of 136; tma_map_problems names each broken rule."""
-    mod = xent()
+    assert plan_of(mod, 50257, R=50000)["LOGITS"][0] == "any pitch"
     arg = next(a for a in mod.SPEC["args"] if a["name"] == "LOGITS")
-    dims, strides, box, last = mod.any_pitch_map(arg, (1000, 50257), 50257, 1000 * 50257)
-    assert dims == [1000 * 50257, 1, 1] and box == [136, 1, 1] and strides == [100514000, 100514000]
-    assert last == 1000 * 50257 + 65 * 50257 + 136
-    assert mod.tma_map_problems(1 << 20, 2, dims, strides, box) == []
-    problems = mod.tma_map_problems((1 << 20) + 2, 2, [50257, 1000], [100514], [300, 64])
-    assert problems == ["the base address 0x100002 is not 16-byte aligned", "stride 1 of 100514 bytes (a multiple of "
-                        "16 below 2^40)", "box extent 0 of 300 elements (1 to 256)",
-                        "a box row of 300 x 2 bytes (a multiple of 16)"]
-    assert mod.tma_map_problems(1 << 20, 2, [781], [], [7]) == ["a box row of 7 x 2 bytes (a multiple of 16)"]
+    assert mod.any_pitch_problems(arg, (1000, 50257), 50257, (1 << 20) + 2) == [
+        "the base address 0x100002 is not 16-byte aligned"]
+    assert mod.any_pitch_problems(arg, (1000, 50257), 50000, 1 << 20) == [
+        "rows 50000 elements apart, shorter than a row of 50257"]
 
 
-def test_the_kernel_reads_the_flat_map_and_shifts_its_rows():
-    """The emitted kernel: a ring slot of 64 x 136 bf16, the full barrier's bytes by path, tma_rows in the load
-    role, rows_to_frag in the readers, the flat map in launch()."""
-    text = (GOLDEN / "fixup" / "cross_entropy_fwd_sm90.h200.cu").read_text()
-    assert "ld_x[2][8704]" in text and "(args.x_ap_rs != 0 ? 17408 : 16384)" in text
-    assert "twill::tma_rows<__nv_bfloat16, 64, 136>(" in text
-    assert "twill::rows_to_frag<__nv_bfloat16, 64, 128>(" in text
-    assert "const bool x_any = p.x_row_stride < 0;" in text
+# -- the emitted kernels: each copy's shared destination at its instruction's alignment ----------------------
+
+# (the CUDA C++ Programming Guide's TMA table: cp.async.bulk.tensor's shared destination 128-byte aligned; the
+# PTX ISA: cp.async.bulk's global source and shared destination 16-byte aligned, its size a multiple of 16)
+TENSOR_COPY_ALIGN, BULK_COPY_ALIGN = 128, 16
+ESIZE = {"__nv_bfloat16": 2, "__half": 2, "float": 4}
+KERNELS = [GOLDEN / "fixup" / "cross_entropy_fwd_sm90.h200.cu", GOLDEN / "seqfuse" / "layernorm_fwd_sm90.h200.L1.cu",
+           GOLDEN / "seqfuse" / "layernorm_fwd_sm90.h200.fused.cu",
+           GOLDEN / "colsplit" / "softmax_online_sm90.h200.L1.cu", GOLDEN / "seq" / "row_var_sm90.h200.L0.cu"]
+
+
+def _function(text: str, name: str) -> str:
+    """The body of the runtime function `name` in an emitted kernel's text."""
+    start = text.index(f" {name}(")
+    return text[start:text.index("\n}\n", start)]
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=lambda p: p.stem)
+def test_each_row_of_a_slot_is_copied_to_an_address_its_copy_allows(path):
+    """The header's row copier writes row r at r * W * sizeof(T) bytes into the slot: with W * sizeof(T) not a
+    multiple of 128 (272 bytes for 136 bf16), only a non-tensor bulk copy may write there (a tensor copy there was
+    the H100's "misaligned address"); each instantiation's rows at 16-byte multiples (anypitch.row_offsets), its
+    slot a multiple of 128 bytes, so every slot of the ring (1024-byte aligned) still takes the 2-d map's boxes."""
+    text = path.read_text()
+    body = _function(text, "bulk_rows")
+    assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in body
+    assert "cp.async.bulk.tensor" not in body and "tma_load" not in body
+    assert "r * static_cast<uint32_t>(W * sizeof(T))" in body  # row r's destination
+    calls = set(re.findall(r"twill::bulk_rows<(\w+), (\d+), (\d+)>\((sm\.ld_\w+)\[", text))
+    assert calls
+    for ctype, rows, w, slot in calls:
+        esize, rows, w = ESIZE[ctype], int(rows), int(w)
+        assert (w * esize) % BULK_COPY_ALIGN == 0 and (w * esize) % TENSOR_COPY_ALIGN != 0
+        decl = re.search(rf"alignas\(1024\) {ctype} {slot[3:]}\[(\d+)\]\[(\d+)\];", text)
+        assert decl and int(decl[2]) == rows * w and (rows * w * esize) % TENSOR_COPY_ALIGN == 0
+
+
+def test_row_offsets_are_what_the_bulk_copies_allow():
+    m_rows, w = 64, 136
+    t = type("T", (), {"tile": (m_rows, 128), "dtype": "bf16"})
+    offs = anypitch.row_offsets(t)
+    assert offs[:3] == [0, 272, 544] and len(offs) == m_rows and w * 2 == 272
+    assert all(o % anypitch.ROW_ALIGN == 0 for o in offs) and any(o % TENSOR_COPY_ALIGN for o in offs)
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=lambda p: p.stem)
+def test_every_tensor_copy_lands_at_a_128_byte_multiple(path):
+    """Every twill::tma_load: into a slot (1024-byte aligned), or the slot plus a constant multiple of 128 bytes."""
+    text = path.read_text()
+    dsts = re.findall(r"twill::tma_load\(([^,]+),", text)
+    assert dsts
+    for d in dsts:
+        off = re.fullmatch(r"reinterpret_cast<char\*>\(sm\.\w+\[[^\]]+\]\) \+ (\d+)", d)
+        assert off or re.fullmatch(r"sm\.\w+(\[[^\]]+\])?", d), d
+        assert not off or int(off[1]) % TENSOR_COPY_ALIGN == 0, d
+
+
+def test_the_readers_load_one_element_at_a_time():
+    """rows_to_frag reads a row that starts at any element boundary: through `const T*`, one element a load (a
+    wider load at a 2-byte offset is a misaligned address), never through a cast to a wider type."""
+    body = _function((GOLDEN / "fixup" / "cross_entropy_fwd_sm90.h200.cu").read_text(), "rows_to_frag")
+    assert "const T* base = static_cast<const T*>(tile);" in body
+    assert "reinterpret_cast" not in body and "uint32_t" not in body and "float2" not in body
+
+
+def _copies(first, rs, end, rows, w, esize):
+    """What bulk_rows (anypitch_sm90.cuh) issues for one tile, in Python: (shared offset, global byte offset,
+    bytes) a row, and the bytes it announces on the barrier."""
+    k = 16 // esize
+    out = []
+    for r in range(rows):
+        a = (first + r * rs) & ~(k - 1)
+        if end - a <= 0:
+            break
+        out.append((r * w * esize, a * esize, min(end - a, w) * esize))
+    return out, sum(c[2] for c in out)
+
+
+@pytest.mark.parametrize("R, V, esize", [(1000, 50257, 2), (1000, 781, 2), (13, 781, 4), (64, 50257, 2)])
+def test_the_row_copies_stay_in_the_tensor_and_bring_what_the_readers_read(R, V, esize):
+    """Every copy 16-byte aligned at both ends and of a multiple of 16 bytes, none past the tensor's last 16-byte
+    chunk (no zero fill: past it a bulk copy would read another allocation or fault), the bytes announced those
+    issued, and every element rows_to_frag reads (valid rows and columns, shifted by s_r) inside its row's copy."""
+    cols, rows = 128, 64
+    k = 16 // esize
+    w = cols + k
+    end = -(-(R * V) // k) * k  # launch()'s NAME_end
+    for tile_m in range(-(-R // rows)):
+        for col0 in range(0, V, cols):
+            first = tile_m * rows * V + col0
+            copies, total = _copies(first, V, end, rows, w, esize)
+            assert total <= rows * w * esize
+            for dst, src, size in copies:
+                assert dst % 16 == 0 and src % 16 == 0 and size % 16 == 0 and 0 < size <= w * esize
+                assert src + size <= end * esize
+            for r in range(min(rows, R - tile_m * rows)):
+                e = first + r * V
+                _, src, size = copies[r]
+                shift = (tile_m * rows * (V % k) + col0 + r * (V % k)) % k  # the reader's (shift + r * step) & (k-1)
+                assert src == (e - shift) * esize
+                assert (shift + min(cols, V - col0)) * esize <= size  # the row's last valid element was brought
 
 
 def test_layernorm_781_columns_are_read_at_any_pitch():

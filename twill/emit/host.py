@@ -107,7 +107,7 @@ def _checks(r, every, maps) -> list[str]:
         encode_2d = (f"encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, {n}_rs, "
                      f"{n}_bs, " + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw})" if not plain_box(t)
                                     else f"1, {t.tile[1]}, 16)"))
-        if anypitch.eligible(r.m, t):  # a row stride < 0: rows at any pitch, through a flat map
+        if anypitch.eligible(r.m, t):  # a row stride < 0: rows at any pitch, by bulk copies (no map)
             lines += anypitch.map_lines(t, rows, cols, batch, TMA_DTYPE[t.dtype], esize, encode_2d)
             continue
         lines += [

@@ -5,6 +5,7 @@ memory hand-offs, and after the loop the carries' last values to global memory.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
@@ -179,20 +180,12 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         block = sw // esize
         box_rows = min(rows, 256)
         row0, col0, batch = self.r._origin(t, it)
-        if anypitch.eligible(self.m, t):  # rows at any pitch where the launch chose them, else the boxes below
-            cond, call = anypitch.load_lines(t, dst, bar, row0, col0, batch)
-            out(f"if ({cond}) {call}")
-            out("else {")
-            out.depth += 1
         for cb in range(cols // block):
             for rb in range(0, rows, box_rows):
                 off = cb * rows * sw + rb * sw
                 ptr = f"reinterpret_cast<char*>({dst}) + {off}" if off else dst
                 out(f"twill::tma_load({ptr}, tm.{t.name}, {bar}, {col0} + {cb * block}, {row0} + {rb}, {batch});"
                     if (cb or rb) else f"twill::tma_load({ptr}, tm.{t.name}, {bar}, {col0}, {row0}, {batch});")
-        if anypitch.eligible(self.m, t):
-            out.depth -= 1
-            out("}")
 
     def _pinned_carries(self) -> list[str]:
         """Carried wgmma accumulators (register fragments) whose mma the prologue does not issue.
@@ -329,9 +322,14 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         with out.block(f"if ({cond})"):
             slot = ring_slot("it", chan.depth)
             out(f"const int it = {it};  // load {name} of iteration it into the slot of ring position {ring_pos('it')}",
-                f"{ring}.wait_empty({ring_pos('it')});",
-                f"{ring}.expect_full({ring_pos('it')}, {anypitch.expect_bytes(m, t)});")
-            self._tma_boxes(out, t, f"sm.ld_{chan.ident}[{slot}]", f"&{ring}.full[{slot}]", "it")
+                f"{ring}.wait_empty({ring_pos('it')});")
+            dst, bar = f"sm.ld_{chan.ident}[{slot}]", f"&{ring}.full[{slot}]"
+            if anypitch.eligible(m, t):  # rows at any pitch where the launch chose them (bulk_rows arrives itself)
+                cond, call = anypitch.load_lines(t, dst, bar, *self.r._origin(t, "it"))
+                out(f"if ({cond}) {call}")
+            with out.block("else") if anypitch.eligible(m, t) else nullcontext():
+                out(f"{ring}.expect_full({ring_pos('it')}, {t.tile_bytes});")
+                self._tma_boxes(out, t, dst, bar, "it")
 
     def _compute(self, out: Lines, w: Window, pos: int, name: str, it: Inst) -> None:
         m = self.m

@@ -158,7 +158,7 @@ def gather_part(target) -> str:
 
 
 def anypitch_part(target) -> str:
-    """tma_rows and rows_to_frag: a load's rows at any pitch (anypitch.py; sm_90a's register fragments)."""
+    """bulk_rows and rows_to_frag: a load's rows at any pitch (anypitch.py; sm_90a's register fragments)."""
     return _part(f"anypitch_{target.runtime.split('.')[0]}.cuh")
 
 

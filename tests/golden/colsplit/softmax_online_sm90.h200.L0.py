@@ -287,13 +287,21 @@ def _held_shapes(spec, shapes, held):
 # returned as the view [..., :N] of its buffer (no copy): a later kernel takes it as it lies.
 # A load the kernel reads at any pitch (spec "any_pitch": twill/emit/anypitch.py, a row kernel's input such
 # as cross-entropy's 50257 bf16 logits a row) is not staged where its rows are not 16 bytes apart: its row
-# stride goes to the kernel negated, and the kernel reads it through a flat map (_any_pitch), no copy.
+# stride goes to the kernel negated, and the kernel reads each row with a bulk copy (_any_pitch), no copy.
 # An entry of plan["layouts"] is (how, pitch, row_stride, batch_stride): how "as is" (the tensor
 # given), "any pitch" (given; row_stride < 0: rows -row_stride elements apart, at any pitch), "stage"
 # (a buffer of rows of `pitch` elements) or "alloc" (an output not given, allocated with rows of `pitch`);
 # the strides in elements, 0 for a tensor the kernel indexes contiguously.
 
 ANY_PITCH = True  # False: stage every layout a 2-d map cannot read (the path before anypitch.py; timings)
+
+
+def any_pitch() -> bool:
+    """Whether inputs may be read at any pitch: ANY_PITCH, and the environment's TWILL_ANY_PITCH (read at each
+    call; 0 stages them, in every binding module at once: a sequence's loops each hold their own copy of this
+    runtime, loaded at their first call)."""
+    return ANY_PITCH and os.environ.get("TWILL_ANY_PITCH", "1") != "0"
+
 
 def pitch_of(arg, cols):
     """A TMA tensor's row of `cols` elements padded to 16 bytes, in elements (cols where it is one)."""
@@ -350,61 +358,22 @@ def _layout(spec, arg, meta, shape):
 def _any_pitch(arg, meta, shape, found):
     """("any pitch", cols, -row_stride, batch_stride) where the kernel reads input `arg` (its Meta, its strides
     `found` by _pitched) at any pitch: its rows contiguous and evenly strided, its start 16-byte aligned (the
-    flat map's base), and the flat map within TMA's rules (tma_map_problems); else None (staged)."""
-    if not ANY_PITCH or not arg.get("any_pitch") or arg["output"] or not found or meta.ptr % 16:
+    bulk copies' 16-byte chunks count from it: any_pitch_problems); else None (staged)."""
+    if not any_pitch() or not arg.get("any_pitch") or arg["output"] or not found or meta.ptr % 16:
         return None
     rs, bs = found
-    if any_pitch_problems(arg, shape, rs, bs, meta.ptr):
+    if any_pitch_problems(arg, shape, rs, meta.ptr):
         return None
     return ("any pitch", shape[-1], -rs, bs)
 
 
-# ---- TMA's rules, checked before a launch (a map that breaks one faults on the device, which ends the CUDA
-# context: every later call in the process fails). cuTensorMapEncodeTiled refuses some (launch() then returns
-# cudaErrorInvalidValue); a box that starts off a 16-byte boundary of global memory it cannot see.
-TMA_MAX_BOX = 256  # elements of a box along one dimension
-TMA_COORD = 1 << 31  # a coordinate is a signed 32-bit integer
-
-
-def tma_map_problems(ptr, esize, dims, strides, box):
-    """What breaks TMA's rules in a tiled map of `dims` (elements, innermost first), `strides` (bytes, of the
-    dimensions after the first), `box` (elements) over the tensor at address `ptr`: a list of sentences, empty
-    where none does."""
+def any_pitch_problems(arg, shape, rs, ptr):
+    """Why input `arg` (`shape` [*batch, rows, cols], rows rs elements apart, at address `ptr`) cannot be read at
+    any pitch (anypitch.py: one bulk copy a row from its 16-byte boundary, 16-byte aligned at both ends): a list
+    of sentences, empty where it can."""
     out = []
     if ptr % 16:
         out.append(f"the base address {ptr:#x} is not 16-byte aligned")
-    if not 1 <= len(dims) <= 5 or len(box) != len(dims) or len(strides) != len(dims) - 1:
-        out.append(f"{len(dims)} dimensions, {len(box)} box extents and {len(strides)} strides (1 to 5 dimensions)")
-    out += [f"dimension {i} of {d} elements (1 to 2^32)" for i, d in enumerate(dims) if not 1 <= d <= 1 << 32]
-    out += [f"stride {i + 1} of {st} bytes (a multiple of 16 below 2^40)" for i, st in enumerate(strides)
-            if st % 16 or not 0 < st < 1 << 40]
-    out += [f"box extent {i} of {b} elements (1 to {TMA_MAX_BOX})" for i, b in enumerate(box)
-            if not 1 <= b <= TMA_MAX_BOX]
-    if box and (box[0] * esize) % 16:
-        out.append(f"a box row of {box[0]} x {esize} bytes (a multiple of 16)")
-    return out
-
-
-def any_pitch_map(arg, shape, rs, bs):
-    """The flat map launch() encodes for `arg` at any pitch (anypitch.py: twill/emit/host.py's lines): (dims,
-    strides in bytes, box, the largest coordinate a tile's box may start at). `shape` [*batch, rows, cols], rows
-    rs and batch entries bs elements apart."""
-    esize, (rows_tile, width) = arg["esize"], arg["any_pitch"]
-    cols = shape[-1]
-    rows = shape[-2] if len(arg["dims"]) == 2 else 1
-    batch = math.prod(shape[:len(shape) - len(arg["dims"])])
-    flat = (batch - 1) * bs + (rows - 1) * rs + cols
-    pad = -(-flat * esize // 16) * 16
-    # a tile's last row may lie past the tensor's (a partial last row tile): rows_tile more rows, a box wide
-    return [flat, 1, 1], [pad, pad], [width, 1, 1], flat + (rows_tile + 1) * rs + width
-
-
-def any_pitch_problems(arg, shape, rs, bs, ptr):
-    """tma_map_problems of `arg`'s flat map, and its coordinates' bound; rows that overlap."""
-    dims, strides, box, last = any_pitch_map(arg, shape, rs, bs)
-    out = tma_map_problems(ptr, arg["esize"], dims, strides, box)
-    if last >= TMA_COORD:
-        out.append(f"coordinates up to {last}, past a signed 32-bit integer")
     if rs < shape[-1]:
         out.append(f"rows {rs} elements apart, shorter than a row of {shape[-1]}")
     return out
@@ -1091,7 +1060,7 @@ def _key(spec, tensors, iters, tensor_type):
     """(key, pointers) of a call's tensors ({name: tensor or None}, in the binding's order): the key
     holds what the checks read of each tensor (shape, dtype, device, strides, start % 16), so two
     calls of one key pass or fail the checks alike. (None, None) where an argument is no tensor."""
-    key, ptrs = [spec["kernel"], iters, tuple(tensors), ANY_PITCH], []
+    key, ptrs = [spec["kernel"], iters, tuple(tensors), any_pitch()], []
     for t in tensors.values():
         if t is None:
             key.append(None)
@@ -1154,7 +1123,7 @@ _OUTPUT_TYPES = {}
 def _plan(spec, given, iters, split=None, sizes=None):
     """resolve(spec, given, iters, split, sizes), from the cache where the same shapes (and sizes) were
     resolved before (the plan returned is shared: read it, do not change it)."""
-    key = (spec["kernel"], iters, split, _sized(sizes), ANY_PITCH) + tuple(
+    key = (spec["kernel"], iters, split, _sized(sizes), any_pitch()) + tuple(
         (n, None) if m is None else (n, m.shape, m.dtype, m.device, m.contiguous, m.strides, m.ptr % 16 == 0)
         for n, m in given.items())
     plan = _PLANS.get(key)
