@@ -149,11 +149,10 @@ def test_an_output_whose_elements_overlap_is_refused_by_name():
     assert plan["layouts"][0] == ("stage", 640, 640, 384 * 640)
 
 
-def test_a_sequence_takes_a_view_in_every_loop_that_reads_it(monkeypatch):
+def test_a_sequence_takes_a_view_in_every_loop_that_reads_it():
     """row_var's two loops both read X: the sequence's pre-pass (plans) resolves each loop with the user's tensor as
-    it lies (a view of rows 4104 elements apart: its stride passed to both loops' maps; an odd row stride read at
-    any pitch, twill/emit/anypitch.py, its stride negated) or, with TWILL_ANY_PITCH=0, staged in each, and hands
-    L0's total [M] to L1 as L0 allocates it."""
+    it lies (a view of rows 4104 elements apart: its stride passed to both loops' maps) or staged in each (an odd
+    row stride), and hands L0's total [M] to L1 as L0 allocates it."""
     import importlib.util
     from test_sequence import GOLDEN as SEQ
 
@@ -165,10 +164,7 @@ def test_a_sequence_takes_a_view_in_every_loop_that_reads_it(monkeypatch):
 
     seq = load(SEQ / "row_var_sm90.h200.py")
     l0 = load(SEQ / seq.LOOPS[0][1])
-    for stride, any_pitch, want in ((4104, "1", ("as is", 4096, 4104, 250 * 4104)),
-                                    (4097, "1", ("any pitch", 4096, -4097, 250 * 4097)),
-                                    (4097, "0", ("stage", 4096, 4096, 250 * 4096))):
-        monkeypatch.setenv("TWILL_ANY_PITCH", any_pitch)
+    for stride, want in ((4104, ("as is", 4096, 4104, 250 * 4104)), (4097, ("stage", 4096, 4096, 250 * 4096))):
         plans = seq.plans({"X": strided(l0, (250, 4096), (stride, 1))})
         lays = {loop: dict(zip([a["name"] for a in seq._module(f).SPEC["args"]], plans[loop]["layouts"]))
                 for loop, f, _, _ in seq.LOOPS}

@@ -30,6 +30,11 @@ Taken by a load of the loop whose rows are the grid's and whose columns the loop
 lie, 2- or 4-byte elements, a row of at most 256 elements, read by register math alone (no tensor core, whose
 descriptors need the swizzled tile), on a target with register fragments (sm_90a). Any other tensor keeps the
 binding's staging copy.
+
+Off by default (emit-cuda --any-pitch, KernelModel.any_pitch): the path has not yet run on a GPU (session 38's
+first run, by tensor-map boxes, faulted; the bulk copies are unmeasured), and a device fault kills the caller's
+CUDA context where the staging copy works. Without the option, no load is eligible: the kernel's text is as
+before this module, and the binding's spec has no "any_pitch" key, so it stages.
 """
 from __future__ import annotations
 
@@ -42,8 +47,9 @@ MAX_BOX = 256  # elements of a row's copy (as a box's, so one row of a tile is w
 
 
 def eligible(m, t) -> bool:
-    """Whether load tensor `t` of model `m` takes rows at any pitch (the module docstring)."""
-    if (t.kind != "load" or t.rank != 2 or plain_box(t) or t.axes != ("m", "loop") or t.col_stride != 1
+    """Whether load tensor `t` of model `m` takes rows at any pitch (the module docstring): only in a kernel
+    emitted with the option (m.any_pitch: emit-cuda --any-pitch); without it the kernel is as before."""
+    if (not m.any_pitch or t.kind != "load" or t.rank != 2 or plain_box(t) or t.axes != ("m", "loop") or t.col_stride != 1
             or t.col_offset or t.column_major or t.iter_div != 1 or t.per_iteration or shareable(t)
             or not m.target.register_fragments):
         return False

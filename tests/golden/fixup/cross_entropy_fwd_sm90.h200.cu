@@ -1093,65 +1093,6 @@ __device__ __forceinline__ void gather_rows(Rows<MB>& v, const Rows<MB>& idx, co
   });
 }
 
-// Rows at any pitch (twill/emit/anypitch.py): a load whose rows are not 16 bytes apart, read with no copy.
-// bulk_rows brings ROWS rows of a tile: row r (element first + r * rs of the tensor at `base`) in one
-// non-tensor bulk copy (cp.async.bulk) of W elements from the 16-byte boundary at or before it, into dst's
-// row r of W (unswizzled). Not a tensor map's box: cp.async.bulk.tensor needs a 128-byte aligned shared
-// destination, and rows of W * sizeof(T) bytes (272 for 136 bf16) start at 16-byte multiples only; a bulk
-// copy needs 16 bytes of both addresses and a size of a multiple of 16, which rows of W keep. It has no
-// zero fill: a copy stops at the tensor's last 16-byte chunk (`end`: its elements from base, a multiple of
-// 16 / sizeof(T)), a row wholly past it is not read, and the readers mask what was not brought (rows_to_frag).
-// The producer thread arrives on `bar` with the bytes it will deliver (in place of the ring's expect_full).
-template <typename T, int ROWS, int W>
-__device__ __forceinline__ void bulk_rows(void* dst, const void* base, uint64_t* bar, long long first, long long rs,
-                                          long long end) {
-  constexpr long long kA = 16 / static_cast<long long>(sizeof(T));
-  static_assert((W * sizeof(T)) % 16 == 0, "a bulk copy's size is a multiple of 16 bytes");
-  uint32_t bytes = 0;
-  long long e = first;
-#pragma unroll 1
-  for (int r = 0; r < ROWS; ++r, e += rs) {
-    const long long n = end - (e & ~(kA - 1));
-    bytes += n <= 0 ? 0u : static_cast<uint32_t>((n < W ? n : W) * sizeof(T));
-  }
-  mbar_arrive_expect_tx(bar, bytes);
-  const char* src = static_cast<const char*>(base);
-  const uint32_t row = smem_addr(dst), b = smem_addr(bar);
-  e = first;
-#pragma unroll 1
-  for (int r = 0; r < ROWS; ++r, e += rs) {
-    const long long a = e & ~(kA - 1), n = end - a;
-    if (n <= 0) break;  // this row and the later ones lie past the tensor (rs > 0)
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(row + r * static_cast<uint32_t>(W * sizeof(T))),
-                    "l"(reinterpret_cast<uint64_t>(src + a * static_cast<long long>(sizeof(T)))),
-                    "r"(static_cast<uint32_t>((n < W ? n : W) * sizeof(T))), "r"(b)
-                 : "memory");
-  }
-}
-
-// The tile's readers shift each row: row r's column c lies at r * W + s_r + c, W = COLS + 16 / sizeof(T), s_r =
-// (shift + r * step) mod (16 / sizeof(T)) (shift: the tile's first row's, step: the row stride's). A row at or
-// past `rows` or a column at or past `cols` reads 0 (the zero fill of a 2-d map's box past the tensor; bulk_rows
-// brings no bytes there). Each element one load of sizeof(T) bytes: a row starts at any sizeof(T) boundary.
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void rows_to_frag(F& f, const void* tile, int row0, int shift, int step, int rows, int cols) {
-  static_assert(!is_rows<F>::value, "rows_to_frag reads a tile's fragment");
-  constexpr int kA = 16 / static_cast<int>(sizeof(T)), kW = COLS + kA;
-  const T* base = static_cast<const T*>(tile);
-  if (rows >= ROWS && cols >= COLS) {  // every row and column inside: no test per element
-    for_each(f, [&](int b, int i) {
-      const int r = row0 + frag_row(b, i);
-      return to_float<T>(base[r * kW + ((shift + r * step) & (kA - 1)) + frag_col(i)]);
-    });
-    return;
-  }
-  for_each(f, [&](int b, int i) {
-    const int r = row0 + frag_row(b, i), c = frag_col(i);
-    return r < rows && c < cols ? to_float<T>(base[r * kW + ((shift + r * step) & (kA - 1)) + c]) : 0.0f;
-  });
-}
-
 // A column split's fixup (emit/fixup.py): each split of a row tile writes its partial carries to a scratch
 // buffer and arrives on the counter of its warp's rows; the last of the splits to arrive combines them.
 
@@ -1229,12 +1170,12 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __nv_bfloat16 ld_x[2][8704];  // load x: bf16[64,128] @smem, ring of 2
+  alignas(1024) __nv_bfloat16 ld_x[2][8192];  // load x: bf16[64,128] @smem, ring of 2
   twill::Ring<2> ring_x;  // full/empty mbarriers of x
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 35840, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 33792, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -1246,7 +1187,6 @@ struct Args {
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   int x_cols;  // the row length of load x's tensor, for a gather
   size_t x_rs, x_bs;  // its row and batch strides (its TMA map's)
-  const void* x_ap_base;  long long x_ap_rs, x_ap_bs, x_ap_end;  int x_ap_rows, x_ap_step, x_ap_bstep;  // x's rows at any pitch: its start, its strides in elements (rs 0: the 2-d map, rows 16-byte aligned), its elements to the end of its last 16-byte chunk, its rows, the strides mod 16 bytes' elements (anypitch.py)
   const int32_t* TARGET;  // input TARGET: i32 [batch][tiles_m*64]
   const __nv_bfloat16* x;  // load x: bf16 [batch][tiles_m*64][iters*128]
   float* out_LOSS;  // output s_new: f32 [batch][tiles_m*64]
@@ -1327,24 +1267,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
     if (lane == 0) {
       const int it = 0;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
-      if (args.x_ap_rs != 0) twill::bulk_rows<__nv_bfloat16, 64, 136>(sm.ld_x[(tile.pos + it) % 2], args.x_ap_base, &sm.ring_x.full[(tile.pos + it) % 2], static_cast<long long>(twill_split_b) * args.x_ap_bs + static_cast<long long>(tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_rs + ((twill_split_first + it) * 128), args.x_ap_rs, args.x_ap_end);  // rows at any pitch (anypitch.py)
-      else {
-        sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
-      }
+      sm.ring_x.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
     }
   }
   {  // prologue window 1 (J = 1): x[1]
     if (lane == 0) {
       const int it = 1;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
-      if (args.x_ap_rs != 0) twill::bulk_rows<__nv_bfloat16, 64, 136>(sm.ld_x[(tile.pos + it) % 2], args.x_ap_base, &sm.ring_x.full[(tile.pos + it) % 2], static_cast<long long>(twill_split_b) * args.x_ap_bs + static_cast<long long>(tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_rs + ((twill_split_first + it) * 128), args.x_ap_rs, args.x_ap_end);  // rows at any pitch (anypitch.py)
-      else {
-        sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
-      }
+      sm.ring_x.expect_full(tile.pos + it, 16384);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1354,24 +1288,18 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       if (lane == 0) {
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
-        if (args.x_ap_rs != 0) twill::bulk_rows<__nv_bfloat16, 64, 136>(sm.ld_x[(tile.pos + it) % 2], args.x_ap_base, &sm.ring_x.full[(tile.pos + it) % 2], static_cast<long long>(twill_split_b) * args.x_ap_bs + static_cast<long long>(tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_rs + ((twill_split_first + it) * 128), args.x_ap_rs, args.x_ap_end);  // rows at any pitch (anypitch.py)
-        else {
-          sm.ring_x.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
-        }
+        sm.ring_x.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
     {  // steady window J = j + 1: x[j + 1]
       if (lane == 0) {
         const int it = j + 1;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
-        if (args.x_ap_rs != 0) twill::bulk_rows<__nv_bfloat16, 64, 136>(sm.ld_x[(tile.pos + it) % 2], args.x_ap_base, &sm.ring_x.full[(tile.pos + it) % 2], static_cast<long long>(twill_split_b) * args.x_ap_bs + static_cast<long long>(tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_rs + ((twill_split_first + it) * 128), args.x_ap_rs, args.x_ap_end);  // rows at any pitch (anypitch.py)
-        else {
-          sm.ring_x.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
-        }
+        sm.ring_x.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
   }
@@ -1389,12 +1317,9 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         if (lane == 0) {
           const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
           sm.ring_x.wait_empty(tile.pos + it);
-          if (args.x_ap_rs != 0) twill::bulk_rows<__nv_bfloat16, 64, 136>(sm.ld_x[(tile.pos + it) % 2], args.x_ap_base, &sm.ring_x.full[(tile.pos + it) % 2], static_cast<long long>(twill_split_b) * args.x_ap_bs + static_cast<long long>(tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_rs + ((twill_split_first + it) * 128), args.x_ap_rs, args.x_ap_end);  // rows at any pitch (anypitch.py)
-          else {
-            sm.ring_x.expect_full(tile.pos + it, 16384);
-            twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-            twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
-          }
+          sm.ring_x.expect_full(tile.pos + it, 16384);
+          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1438,8 +1363,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     // x_convert = convert x (iteration 0)
     {
       twill::Frag16<1, 128, __nv_bfloat16> x_convert_arg0;
-      if (args.x_ap_rs != 0) twill::rows_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos) % 2], 0, (twill_split_b) * args.x_ap_bstep + (tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_step, args.x_ap_step, args.x_ap_rows - (tile.m * args.x_rows_step + args.x_rows_offset), ((0) == n - 1 ? twill_loop_tail : 128));  // rows at any pitch (anypitch.py)
-      else twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos) % 2], 0);
+      twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos) % 2], 0);
       twill::op_convert(x_convert[0], x_convert_arg0);
     }
     sm.ring_x.release_by_warp(tile.pos);  // release x[0]
@@ -1453,8 +1377,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     // x_convert = convert x (iteration 1)
     {
       twill::Frag16<1, 128, __nv_bfloat16> x_convert_arg0;
-      if (args.x_ap_rs != 0) twill::rows_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + 1) % 2], 0, (twill_split_b) * args.x_ap_bstep + (tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_step, args.x_ap_step, args.x_ap_rows - (tile.m * args.x_rows_step + args.x_rows_offset), ((1) == n - 1 ? twill_loop_tail : 128));  // rows at any pitch (anypitch.py)
-      else twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + 1) % 2], 0);
+      twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + 1) % 2], 0);
       twill::op_convert(x_convert[1], x_convert_arg0);
     }
     sm.ring_x.release_by_warp(tile.pos + 1);  // release x[1]
@@ -1473,8 +1396,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // x_convert = convert x (iteration j)
       {
         twill::Frag16<1, 128, __nv_bfloat16> x_convert_arg0;
-        if (args.x_ap_rs != 0) twill::rows_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 2], 0, (twill_split_b) * args.x_ap_bstep + (tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_step, args.x_ap_step, args.x_ap_rows - (tile.m * args.x_rows_step + args.x_rows_offset), ((j) == n - 1 ? twill_loop_tail : 128));  // rows at any pitch (anypitch.py)
-        else twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
+        twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
         twill::op_convert(x_convert[0], x_convert_arg0);
       }
       sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1492,8 +1414,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // x_convert = convert x (iteration j + 1)
       {
         twill::Frag16<1, 128, __nv_bfloat16> x_convert_arg0;
-        if (args.x_ap_rs != 0) twill::rows_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j + 1) % 2], 0, (twill_split_b) * args.x_ap_bstep + (tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_step, args.x_ap_step, args.x_ap_rows - (tile.m * args.x_rows_step + args.x_rows_offset), ((j + 1) == n - 1 ? twill_loop_tail : 128));  // rows at any pitch (anypitch.py)
-        else twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j + 1) % 2], 0);
+        twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j + 1) % 2], 0);
         twill::op_convert(x_convert[1], x_convert_arg0);
       }
       sm.ring_x.release_by_warp(tile.pos + j + 1);  // release x[j + 1]
@@ -1529,8 +1450,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         // x_convert = convert x (iteration j)
         {
           twill::Frag16<1, 128, __nv_bfloat16> x_convert_arg0;
-          if (args.x_ap_rs != 0) twill::rows_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 2], 0, (twill_split_b) * args.x_ap_bstep + (tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_step, args.x_ap_step, args.x_ap_rows - (tile.m * args.x_rows_step + args.x_rows_offset), ((j) == n - 1 ? twill_loop_tail : 128));  // rows at any pitch (anypitch.py)
-          else twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
+          twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
           twill::op_convert(x_convert[0], x_convert_arg0);
         }
         sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1850,20 +1770,12 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.x_rows_step || p.m_extent > p.tiles_m * p.x_rows_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_LOSS_cols_step || p.m_extent > p.tiles_m * p.out_LOSS_cols_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.out_LSE_cols_step || p.m_extent > p.tiles_m * p.out_LSE_cols_step)) return cudaErrorInvalidValue;
-  if (p.x_batch_stride < 0) return cudaErrorInvalidValue;
-  const bool x_any = p.x_row_stride < 0;  // rows -x_row_stride elements apart, at any pitch (anypitch.py)
-  const uint64_t x_rs = x_any ? static_cast<uint64_t>(-p.x_row_stride) : p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+  if (p.x_row_stride < 0 || p.x_batch_stride < 0) return cudaErrorInvalidValue;
+  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
-  // the elements from the first row's to the end of the last row's 16-byte chunk (the bulk copies' bound)
-  const uint64_t x_end = ((static_cast<uint64_t>(p.batch) - 1) * x_bs + (twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) - 1) * x_rs + (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) + 7) / 8 * 8;
   CUtensorMap tm_x;
-  if (x_any) {  // bulk copies, no map: rows 16-byte aligned at their start, a row at least a row long
-    if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || x_rs < (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) ||
-        !encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.x, 1, 8, 1, 8, 8, 1, 8, 16))
-      return cudaErrorInvalidValue;
-  } else if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128)) {
+  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128))
     return cudaErrorInvalidValue;
-  }
   Args args;
   args.iters = iters;
   args.loop_tail = p.loop_extent > 0 ? p.loop_extent - (iters - 1) * kLoopStep : kLoopStep;
@@ -1878,7 +1790,6 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args.x = p.x;
   args.out_LOSS = p.out_LOSS;
   args.out_LSE = p.out_LSE;
-  args.x_ap_base = p.x;  args.x_ap_rs = x_any ? static_cast<long long>(x_rs) : 0;  args.x_ap_bs = static_cast<long long>(x_bs);  args.x_ap_end = static_cast<long long>(x_end);  args.x_ap_rows = static_cast<int>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step));  args.x_ap_step = static_cast<int>(x_rs % 8);  args.x_ap_bstep = static_cast<int>(x_bs % 8);
   args.TARGET_cols_step = p.TARGET_cols_step;
   args.TARGET_cols_offset = p.TARGET_cols_offset;
   args.x_rows_step = p.x_rows_step;

@@ -1079,65 +1079,6 @@ __device__ __forceinline__ void op_dequant(Out& out, const P& packed, const S& s
   for_each(out, [&](auto... e) { return dequant_code<W, BITS, SHIFT>(at<R>(packed, e...)) * at<R>(scale, e...); });
 }
 
-// Rows at any pitch (twill/emit/anypitch.py): a load whose rows are not 16 bytes apart, read with no copy.
-// bulk_rows brings ROWS rows of a tile: row r (element first + r * rs of the tensor at `base`) in one
-// non-tensor bulk copy (cp.async.bulk) of W elements from the 16-byte boundary at or before it, into dst's
-// row r of W (unswizzled). Not a tensor map's box: cp.async.bulk.tensor needs a 128-byte aligned shared
-// destination, and rows of W * sizeof(T) bytes (272 for 136 bf16) start at 16-byte multiples only; a bulk
-// copy needs 16 bytes of both addresses and a size of a multiple of 16, which rows of W keep. It has no
-// zero fill: a copy stops at the tensor's last 16-byte chunk (`end`: its elements from base, a multiple of
-// 16 / sizeof(T)), a row wholly past it is not read, and the readers mask what was not brought (rows_to_frag).
-// The producer thread arrives on `bar` with the bytes it will deliver (in place of the ring's expect_full).
-template <typename T, int ROWS, int W>
-__device__ __forceinline__ void bulk_rows(void* dst, const void* base, uint64_t* bar, long long first, long long rs,
-                                          long long end) {
-  constexpr long long kA = 16 / static_cast<long long>(sizeof(T));
-  static_assert((W * sizeof(T)) % 16 == 0, "a bulk copy's size is a multiple of 16 bytes");
-  uint32_t bytes = 0;
-  long long e = first;
-#pragma unroll 1
-  for (int r = 0; r < ROWS; ++r, e += rs) {
-    const long long n = end - (e & ~(kA - 1));
-    bytes += n <= 0 ? 0u : static_cast<uint32_t>((n < W ? n : W) * sizeof(T));
-  }
-  mbar_arrive_expect_tx(bar, bytes);
-  const char* src = static_cast<const char*>(base);
-  const uint32_t row = smem_addr(dst), b = smem_addr(bar);
-  e = first;
-#pragma unroll 1
-  for (int r = 0; r < ROWS; ++r, e += rs) {
-    const long long a = e & ~(kA - 1), n = end - a;
-    if (n <= 0) break;  // this row and the later ones lie past the tensor (rs > 0)
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(row + r * static_cast<uint32_t>(W * sizeof(T))),
-                    "l"(reinterpret_cast<uint64_t>(src + a * static_cast<long long>(sizeof(T)))),
-                    "r"(static_cast<uint32_t>((n < W ? n : W) * sizeof(T))), "r"(b)
-                 : "memory");
-  }
-}
-
-// The tile's readers shift each row: row r's column c lies at r * W + s_r + c, W = COLS + 16 / sizeof(T), s_r =
-// (shift + r * step) mod (16 / sizeof(T)) (shift: the tile's first row's, step: the row stride's). A row at or
-// past `rows` or a column at or past `cols` reads 0 (the zero fill of a 2-d map's box past the tensor; bulk_rows
-// brings no bytes there). Each element one load of sizeof(T) bytes: a row starts at any sizeof(T) boundary.
-template <typename T, int ROWS, int COLS, typename F>
-__device__ __forceinline__ void rows_to_frag(F& f, const void* tile, int row0, int shift, int step, int rows, int cols) {
-  static_assert(!is_rows<F>::value, "rows_to_frag reads a tile's fragment");
-  constexpr int kA = 16 / static_cast<int>(sizeof(T)), kW = COLS + kA;
-  const T* base = static_cast<const T*>(tile);
-  if (rows >= ROWS && cols >= COLS) {  // every row and column inside: no test per element
-    for_each(f, [&](int b, int i) {
-      const int r = row0 + frag_row(b, i);
-      return to_float<T>(base[r * kW + ((shift + r * step) & (kA - 1)) + frag_col(i)]);
-    });
-    return;
-  }
-  for_each(f, [&](int b, int i) {
-    const int r = row0 + frag_row(b, i), c = frag_col(i);
-    return r < rows && c < cols ? to_float<T>(base[r * kW + ((shift + r * step) & (kA - 1)) + c]) : 0.0f;
-  });
-}
-
 }  // namespace twill
 
 namespace twill_layernorm_fwd_kernel_L2 {
@@ -1172,7 +1113,7 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 struct Smem {
   alignas(1024) float ld_w[2][128];  // load w: f32[1,128] @smem, ring of 2
   alignas(1024) float ld_b[2][128];  // load b: f32[1,128] @smem, ring of 2
-  alignas(1024) __half ld_x[2][8704];  // load x: f16[64,128] @smem, ring of 2
+  alignas(1024) __half ld_x[2][8192];  // load x: f16[64,128] @smem, ring of 2
   alignas(1024) unsigned char out_store_0[2][8192];  // role -> TMA store of store_0: all of its 2 128-byte column blocks
   twill::Ring<2> ring_w;  // full/empty mbarriers of w
   twill::Ring<2> ring_b;  // full/empty mbarriers of b
@@ -1180,7 +1121,7 @@ struct Smem {
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 54272, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 52224, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 static_assert(kCtasPerSm * (sizeof(Smem) + 1024 + 1024) <= 233472, "kCtasPerSm CTAs' shared memory (each with its alignment and the system's 1024 bytes) exceeds the SM's 233472");
 
@@ -1193,7 +1134,6 @@ struct Args {
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
   int N;  // prologue scalar N
   float eps;  // prologue scalar eps
-  const void* x_ap_base;  long long x_ap_rs, x_ap_bs, x_ap_end;  int x_ap_rows, x_ap_step, x_ap_bstep;  // x's rows at any pitch: its start, its strides in elements (rs 0: the 2-d map, rows 16-byte aligned), its elements to the end of its last 16-byte chunk, its rows, the strides mod 16 bytes' elements (anypitch.py)
   const float* _mean;  // input _mean: f32 [batch][tiles_m*64]
   const float* _var;  // input _var: f32 [batch][tiles_m*64]
   __half* store_0;  // store y_add: f16 [batch][tiles_m*64][iters*128]
@@ -1294,12 +1234,9 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       if (lane == 0) {
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
-        if (args.x_ap_rs != 0) twill::bulk_rows<__half, 64, 136>(sm.ld_x[(tile.pos + it) % 2], args.x_ap_base, &sm.ring_x.full[(tile.pos + it) % 2], static_cast<long long>(twill_split_b) * args.x_ap_bs + static_cast<long long>(tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_rs + ((twill_split_first + it) * 128), args.x_ap_rs, args.x_ap_end);  // rows at any pitch (anypitch.py)
-        else {
-          sm.ring_x.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
-        }
+        sm.ring_x.expect_full(tile.pos + it, 16384);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
   }
@@ -1347,8 +1284,7 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
       // x_hat = sub x, mean (iteration j)
       {
         twill::Frag16<1, 128, __half> x_hat_arg0;
-        if (args.x_ap_rs != 0) twill::rows_to_frag<__half, 64, 128>(x_hat_arg0, sm.ld_x[(tile.pos + j) % 2], 0, (twill_split_b) * args.x_ap_bstep + (tile.m * args.x_rows_step + args.x_rows_offset) * args.x_ap_step, args.x_ap_step, args.x_ap_rows - (tile.m * args.x_rows_step + args.x_rows_offset), ((j) == n - 1 ? twill_loop_tail : 128));  // rows at any pitch (anypitch.py)
-        else twill::tile_to_frag<__half, 64, 128>(x_hat_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
+        twill::tile_to_frag<__half, 64, 128>(x_hat_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
         twill::op_sub(x_hat[0], x_hat_arg0, mean);
       }
       sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1638,20 +1574,12 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   CUtensorMap tm_b;
   if (!encode(&tm_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.b, uint64_t(1), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch) / static_cast<uint64_t>(p.b_batch_group), b_rs, b_bs, 1, 128, 16))
     return cudaErrorInvalidValue;
-  if (p.x_batch_stride < 0) return cudaErrorInvalidValue;
-  const bool x_any = p.x_row_stride < 0;  // rows -x_row_stride elements apart, at any pitch (anypitch.py)
-  const uint64_t x_rs = x_any ? static_cast<uint64_t>(-p.x_row_stride) : p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+  if (p.x_row_stride < 0 || p.x_batch_stride < 0) return cudaErrorInvalidValue;
+  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
-  // the elements from the first row's to the end of the last row's 16-byte chunk (the bulk copies' bound)
-  const uint64_t x_end = ((static_cast<uint64_t>(p.batch) - 1) * x_bs + (twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) - 1) * x_rs + (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) + 7) / 8 * 8;
   CUtensorMap tm_x;
-  if (x_any) {  // bulk copies, no map: rows 16-byte aligned at their start, a row at least a row long
-    if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || x_rs < (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) ||
-        !encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, 1, 8, 1, 8, 8, 1, 8, 16))
-      return cudaErrorInvalidValue;
-  } else if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128)) {
+  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128))
     return cudaErrorInvalidValue;
-  }
   if (p.store_0_row_stride < 0 || p.store_0_batch_stride < 0) return cudaErrorInvalidValue;
   const uint64_t store_0_rs = p.store_0_row_stride > 0 ? static_cast<uint64_t>(p.store_0_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
   const uint64_t store_0_bs = p.store_0_batch_stride > 0 ? static_cast<uint64_t>(p.store_0_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.store_0_rows_step) * store_0_rs;
@@ -1671,7 +1599,6 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   args._mean = p._mean;
   args._var = p._var;
   args.store_0 = p.store_0;
-  args.x_ap_base = p.x;  args.x_ap_rs = x_any ? static_cast<long long>(x_rs) : 0;  args.x_ap_bs = static_cast<long long>(x_bs);  args.x_ap_end = static_cast<long long>(x_end);  args.x_ap_rows = static_cast<int>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step));  args.x_ap_step = static_cast<int>(x_rs % 8);  args.x_ap_bstep = static_cast<int>(x_bs % 8);
   args._mean_cols_step = p._mean_cols_step;
   args._mean_cols_offset = p._mean_cols_offset;
   args._var_cols_step = p._var_cols_step;
