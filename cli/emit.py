@@ -140,7 +140,8 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
         one_tile = hidden = False
         if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
             s, one_tile, hidden = _ptxas_loop(s, machine, options, flags["quiet"], ctas)
-        model, text = loop_kernel(s, machine, ctas_per_sm=ctas, one_tile_per_cta=one_tile, hidden_position=hidden)
+        model, text = loop_kernel(s, machine, ctas_per_sm=ctas, one_tile_per_cta=one_tile, hidden_position=hidden,
+                                  smem_parts=len(seq.names))  # side by side in the one kernel (seqfuse.py)
         path = loop_path(output, name)
         files[path] = (text, f"kernel {s.kernel} for {machine.arch}, {len(s.roles) or 'derived'} role(s)")
         if binding == "torch":
