@@ -29,7 +29,7 @@ LAYERNORM = "layernorm_fwd_sm90.h200"  # bench/heldout/run.py build --batch 7 la
 def _loops(fixture: str, machine=None):
     seq = load_sequence_schedule(DATA / f"{fixture}.json")
     machine = machine or load_machine(fixture.split(".")[1])
-    return [(name, Renderer(loop_kernel(s, machine, smem_parts=len(seq.names))[0])) for name, s in zip(seq.names, seq.schedules)]
+    return [(name, Renderer(loop_kernel(s, machine)[0])) for name, s in zip(seq.names, seq.schedules)]
 
 
 # -- where the one kernel applies --------------------------------------------------------------------

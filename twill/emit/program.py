@@ -38,7 +38,7 @@ class Program(RegisterBuffers, Rings, SharedMemory, StreamDepth, TensorMemory, W
 
     Not pure data while it is built: `__init__` runs the planning steps in order, each reading
     what the earlier ones set and some refining it (the register aliases drop buffers, `_fit_smem`
-    shortens channels, `_deepen_streams` deepens the load rings in the shared memory left, `_tmem_plan`
+    shortens channels, `_deepen_streams` deepens the load rings (load_rings "latency" only), `_tmem_plan`
     narrows channels, `_pingpong` marks the role programs' turns, `_waits_and_releases` fills their
     tables). Once `__init__` returns nothing changes it: the
     renderer and the role bodies only read it, and rebinding an attribute raises."""

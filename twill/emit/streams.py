@@ -1,5 +1,9 @@
 """How deep a streaming load's ring is: deep enough for its TMA latency, where shared memory allows.
 
+Opt-in (`build_model(load_rings="latency")`, `twill emit-cuda --load-rings latency`): the default,
+"solved", keeps every ring at the depth the schedule was solved at, the kernel as before this module.
+It stays off by default until the deeper rings are measured on a GPU (session 38 could not).
+
 The solver counts a streaming load's latency as 0 (costs.py) and proves its schedule with the load's
 ring at the solve's depth (`streaming_depth`, 2, or `--depth`): the producer may then run that many
 tiles ahead. But a TMA load of a 16 KiB tile takes some 3000 cycles (the machine's typical latency,
@@ -32,6 +36,10 @@ from dataclasses import replace
 # The most slots a ring grows to where the loop's trip count is known only at run time.
 MAX_DEPTH = 8
 
+# `KernelModel.load_rings`: each load ring's depth, the first the default.
+LOAD_RINGS = ("solved",  # the depth the schedule was solved at (its `buffers`)
+              "latency")  # deepened for the load's TMA latency (this module's rule)
+
 
 class StreamDepth:
     """`Program`'s deeper load rings (see the module docstring)."""
@@ -40,7 +48,9 @@ class StreamDepth:
         """Deepen the load rings by the module's rule; a note of what changed ("" if nothing). The
         rings grow together, a slot a level: the producer issues an iteration's loads in order, so
         the shallowest of them bounds how far ahead it runs, and a level that does not fit is not
-        taken by any of them."""
+        taken by any of them. With `load_rings` "solved" (the default) nothing changes."""
+        if self.model.load_rings != "latency":
+            return ""
         want = self.stream_depths()
         limit = self.stream_smem_limit()
         start = {v: self.channels[v].depth for v in want}

@@ -2,7 +2,6 @@
 // Schedule: I = 128, L = 196, 2 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: o, do
 //   role role: 4 warp(s) from warp 4, 232 registers: pr, dlt, store_0
-// Note: load rings deepened for the TMA latency (streams.py): do to 3, o to 3.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -1098,7 +1097,7 @@ static_assert(kRegs_role <= 255, "role role: 232 registers per thread exceed reg
 static_assert(kRegs_role >= 24 && kRegs_role % 8 == 0, "role role: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_role <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 232 <= 32768, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 32768 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 6;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 0;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1111,14 +1110,14 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half ld_o[3][8192];  // load o: f16[64,128] @smem, ring of 3
-  alignas(1024) __half ld_do_[3][8192];  // load do: f16[64,128] @smem, ring of 3
-  twill::Ring<3> ring_o;  // full/empty mbarriers of o
-  twill::Ring<3> ring_do_;  // full/empty mbarriers of do
+  alignas(1024) __half ld_o[2][8192];  // load o: f16[64,128] @smem, ring of 2
+  alignas(1024) __half ld_do_[2][8192];  // load do: f16[64,128] @smem, ring of 2
+  twill::Ring<2> ring_o;  // full/empty mbarriers of o
+  twill::Ring<2> ring_do_;  // full/empty mbarriers of do
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 99328, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 66560, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 static_assert(kCtasPerSm * (sizeof(Smem) + 1024 + 1024) <= 233472, "kCtasPerSm CTAs' shared memory (each with its alignment and the system's 1024 bytes) exceeds the SM's 233472");
 
@@ -1166,15 +1165,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load o of iteration it into the slot of ring position tile.pos + it
       sm.ring_o.wait_empty(tile.pos + it);
       sm.ring_o.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_o[(tile.pos + it) % 3], tm.o, &sm.ring_o.full[(tile.pos + it) % 3], 0, 0, tile.b * n + (it));
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_o[(tile.pos + it) % 3]) + 8192, tm.o, &sm.ring_o.full[(tile.pos + it) % 3], 0 + 64, 0 + 0, tile.b * n + (it));
+      twill::tma_load(sm.ld_o[(tile.pos + it) % 2], tm.o, &sm.ring_o.full[(tile.pos + it) % 2], 0, 0, tile.b * n + (it));
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_o[(tile.pos + it) % 2]) + 8192, tm.o, &sm.ring_o.full[(tile.pos + it) % 2], 0 + 64, 0 + 0, tile.b * n + (it));
     }
     if (lane == 0) {
       const int it = 0;  // load do of iteration it into the slot of ring position tile.pos + it
       sm.ring_do_.wait_empty(tile.pos + it);
       sm.ring_do_.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_do_[(tile.pos + it) % 3], tm.do_, &sm.ring_do_.full[(tile.pos + it) % 3], 0, 0, tile.b * n + (it));
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[(tile.pos + it) % 3]) + 8192, tm.do_, &sm.ring_do_.full[(tile.pos + it) % 3], 0 + 64, 0 + 0, tile.b * n + (it));
+      twill::tma_load(sm.ld_do_[(tile.pos + it) % 2], tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], 0, 0, tile.b * n + (it));
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[(tile.pos + it) % 2]) + 8192, tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], 0 + 64, 0 + 0, tile.b * n + (it));
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1185,15 +1184,15 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load o of iteration it into the slot of ring position tile.pos + it
         sm.ring_o.wait_empty(tile.pos + it);
         sm.ring_o.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_o[(tile.pos + it) % 3], tm.o, &sm.ring_o.full[(tile.pos + it) % 3], 0, 0, tile.b * n + (it));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_o[(tile.pos + it) % 3]) + 8192, tm.o, &sm.ring_o.full[(tile.pos + it) % 3], 0 + 64, 0 + 0, tile.b * n + (it));
+        twill::tma_load(sm.ld_o[(tile.pos + it) % 2], tm.o, &sm.ring_o.full[(tile.pos + it) % 2], 0, 0, tile.b * n + (it));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_o[(tile.pos + it) % 2]) + 8192, tm.o, &sm.ring_o.full[(tile.pos + it) % 2], 0 + 64, 0 + 0, tile.b * n + (it));
       }
       if (lane == 0) {
         const int it = j;  // load do of iteration it into the slot of ring position tile.pos + it
         sm.ring_do_.wait_empty(tile.pos + it);
         sm.ring_do_.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_do_[(tile.pos + it) % 3], tm.do_, &sm.ring_do_.full[(tile.pos + it) % 3], 0, 0, tile.b * n + (it));
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[(tile.pos + it) % 3]) + 8192, tm.do_, &sm.ring_do_.full[(tile.pos + it) % 3], 0 + 64, 0 + 0, tile.b * n + (it));
+        twill::tma_load(sm.ld_do_[(tile.pos + it) % 2], tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], 0, 0, tile.b * n + (it));
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_do_[(tile.pos + it) % 2]) + 8192, tm.do_, &sm.ring_do_.full[(tile.pos + it) % 2], 0 + 64, 0 + 0, tile.b * n + (it));
       }
     }
   }
@@ -1220,9 +1219,9 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
     // pr = mul o, do (iteration 0)
     {
       twill::Frag16<1, 128, __half> pr_arg0;
-      twill::tile_to_frag<__half, 64, 128>(pr_arg0, sm.ld_o[(tile.pos) % 3], 0);
+      twill::tile_to_frag<__half, 64, 128>(pr_arg0, sm.ld_o[(tile.pos) % 2], 0);
       twill::Frag16<1, 128, __half> pr_arg1;
-      twill::tile_to_frag<__half, 64, 128>(pr_arg1, sm.ld_do_[(tile.pos) % 3], 0);
+      twill::tile_to_frag<__half, 64, 128>(pr_arg1, sm.ld_do_[(tile.pos) % 2], 0);
       twill::op_mul(pr[0], pr_arg0, pr_arg1);
     }
     sm.ring_o.release_by_warp(tile.pos);  // release o[0]
@@ -1239,9 +1238,9 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
       // pr = mul o, do (iteration j)
       {
         twill::Frag16<1, 128, __half> pr_arg0;
-        twill::tile_to_frag<__half, 64, 128>(pr_arg0, sm.ld_o[(tile.pos + j) % 3], 0);
+        twill::tile_to_frag<__half, 64, 128>(pr_arg0, sm.ld_o[(tile.pos + j) % 2], 0);
         twill::Frag16<1, 128, __half> pr_arg1;
-        twill::tile_to_frag<__half, 64, 128>(pr_arg1, sm.ld_do_[(tile.pos + j) % 3], 0);
+        twill::tile_to_frag<__half, 64, 128>(pr_arg1, sm.ld_do_[(tile.pos + j) % 2], 0);
         twill::op_mul(pr[0], pr_arg0, pr_arg1);
       }
       sm.ring_o.release_by_warp(tile.pos + j);  // release o[j]

@@ -2,7 +2,6 @@
 // Schedule: I = 160, L = 359, 3 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: x
 //   role softmax0: 4 warp(s) from warp 4, 248 registers: x_convert, m_new, d_exp2, d_1, d_new
-// Note: load rings deepened for the TMA latency (streams.py): x to 7.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -862,12 +861,12 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half ld_x[7][8192];  // load x: f16[64,128] @smem, ring of 7
-  twill::Ring<7> ring_x;  // full/empty mbarriers of x
+  alignas(1024) __half ld_x[2][8192];  // load x: f16[64,128] @smem, ring of 2
+  twill::Ring<2> ring_x;  // full/empty mbarriers of x
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 115712, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 33792, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -951,8 +950,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
       sm.ring_x.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_x[(tile.pos + it) % 7], tm.x, &sm.ring_x.full[(tile.pos + it) % 7], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 7]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 7], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
     }
   }
   {  // prologue window 1 (J = 1): x[1]
@@ -960,8 +959,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 1;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
       sm.ring_x.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_x[(tile.pos + it) % 7], tm.x, &sm.ring_x.full[(tile.pos + it) % 7], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 7]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 7], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -972,8 +971,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 7], tm.x, &sm.ring_x.full[(tile.pos + it) % 7], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 7]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 7], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
     {  // steady window J = j + 1: x[j + 1]
@@ -981,8 +980,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 7], tm.x, &sm.ring_x.full[(tile.pos + it) % 7], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 7]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 7], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
   }
@@ -1001,8 +1000,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
           sm.ring_x.wait_empty(tile.pos + it);
           sm.ring_x.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_x[(tile.pos + it) % 7], tm.x, &sm.ring_x.full[(tile.pos + it) % 7], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 7]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 7], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1046,7 +1045,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     // x_convert = convert x (iteration 0)
     {
       twill::Frag16<1, 128, __half> x_convert_arg0;
-      twill::tile_to_frag<__half, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos) % 7], 0);
+      twill::tile_to_frag<__half, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos) % 2], 0);
       twill::op_convert(x_convert[0], x_convert_arg0);
     }
     sm.ring_x.release_by_warp(tile.pos);  // release x[0]
@@ -1060,7 +1059,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     // x_convert = convert x (iteration 1)
     {
       twill::Frag16<1, 128, __half> x_convert_arg0;
-      twill::tile_to_frag<__half, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + 1) % 7], 0);
+      twill::tile_to_frag<__half, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + 1) % 2], 0);
       twill::op_convert(x_convert[1], x_convert_arg0);
     }
     sm.ring_x.release_by_warp(tile.pos + 1);  // release x[1]
@@ -1079,7 +1078,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // x_convert = convert x (iteration j)
       {
         twill::Frag16<1, 128, __half> x_convert_arg0;
-        twill::tile_to_frag<__half, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 7], 0);
+        twill::tile_to_frag<__half, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
         twill::op_convert(x_convert[0], x_convert_arg0);
       }
       sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1097,7 +1096,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // x_convert = convert x (iteration j + 1)
       {
         twill::Frag16<1, 128, __half> x_convert_arg0;
-        twill::tile_to_frag<__half, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j + 1) % 7], 0);
+        twill::tile_to_frag<__half, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j + 1) % 2], 0);
         twill::op_convert(x_convert[1], x_convert_arg0);
       }
       sm.ring_x.release_by_warp(tile.pos + j + 1);  // release x[j + 1]
@@ -1133,7 +1132,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         // x_convert = convert x (iteration j)
         {
           twill::Frag16<1, 128, __half> x_convert_arg0;
-          twill::tile_to_frag<__half, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 7], 0);
+          twill::tile_to_frag<__half, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
           twill::op_convert(x_convert[0], x_convert_arg0);
         }
         sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]

@@ -2,7 +2,6 @@
 // Schedule: I = 18, L = 72, 4 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: x
 //   role softmax0: 4 warp(s) from warp 4, 232 registers: y, y_div, store_0
-// Note: load rings deepened for the TMA latency (streams.py): x to 5.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -1111,13 +1110,13 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half ld_x[5][8192];  // load x: f16[64,128] @smem, ring of 5
+  alignas(1024) __half ld_x[2][8192];  // load x: f16[64,128] @smem, ring of 2
   alignas(1024) unsigned char out_store_0[2][8192];  // softmax0 -> TMA store of store_0: all of its 2 128-byte column blocks
-  twill::Ring<5> ring_x;  // full/empty mbarriers of x
+  twill::Ring<2> ring_x;  // full/empty mbarriers of x
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 99328, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 50176, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 static_assert(kCtasPerSm * (sizeof(Smem) + 1024 + 1024) <= 233472, "kCtasPerSm CTAs' shared memory (each with its alignment and the system's 1024 bytes) exceeds the SM's 233472");
 
@@ -1207,8 +1206,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
       sm.ring_x.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_x[(tile.pos + it) % 5], tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 5]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
     }
   }
   {  // prologue window 1 (J = 1): x[1]
@@ -1216,8 +1215,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 1;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
       sm.ring_x.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_x[(tile.pos + it) % 5], tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 5]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
     }
   }
   {  // prologue window 2 (J = 2): x[2]
@@ -1225,8 +1224,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 2;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
       sm.ring_x.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_x[(tile.pos + it) % 5], tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 5]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1237,8 +1236,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 5], tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 5]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
     {  // steady window J = j + 1: x[j + 1]
@@ -1246,8 +1245,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 5], tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 5]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
     {  // steady window J = j + 2: x[j + 2]
@@ -1255,8 +1254,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 2;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 5], tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 5]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
   }
@@ -1277,8 +1276,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
           sm.ring_x.wait_empty(tile.pos + it);
           sm.ring_x.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_x[(tile.pos + it) % 5], tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 5]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1296,8 +1295,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
           sm.ring_x.wait_empty(tile.pos + it);
           sm.ring_x.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_x[(tile.pos + it) % 5], tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 5]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
         }
       }
       {  // steady window J = j + 1: x[j + 1]
@@ -1305,8 +1304,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j + 1;  // load x of iteration it into the slot of ring position tile.pos + it
           sm.ring_x.wait_empty(tile.pos + it);
           sm.ring_x.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_x[(tile.pos + it) % 5], tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 5]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 5], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1350,7 +1349,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     // y = exp2 x, row_max (iteration 0)
     {
       twill::Frag16<1, 128, __half> y_arg0;
-      twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos) % 5], 0);
+      twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos) % 2], 0);
       twill::op_exp2(y[0], y_arg0, row_max, args.exp2_scale);
     }
     sm.ring_x.release_by_warp(tile.pos);  // release x[0]
@@ -1360,7 +1359,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     // y = exp2 x, row_max (iteration 1)
     {
       twill::Frag16<1, 128, __half> y_arg0;
-      twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + 1) % 5], 0);
+      twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + 1) % 2], 0);
       twill::op_exp2(y[1], y_arg0, row_max, args.exp2_scale);
     }
     sm.ring_x.release_by_warp(tile.pos + 1);  // release x[1]
@@ -1370,7 +1369,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     // y = exp2 x, row_max (iteration 2)
     {
       twill::Frag16<1, 128, __half> y_arg0;
-      twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + 2) % 5], 0);
+      twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + 2) % 2], 0);
       twill::op_exp2(y[2], y_arg0, row_max, args.exp2_scale);
     }
     sm.ring_x.release_by_warp(tile.pos + 2);  // release x[2]
@@ -1387,7 +1386,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // y = exp2 x, row_max (iteration j)
       {
         twill::Frag16<1, 128, __half> y_arg0;
-        twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j) % 5], 0);
+        twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
         twill::op_exp2(y[0], y_arg0, row_max, args.exp2_scale);
       }
       sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1401,7 +1400,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // y = exp2 x, row_max (iteration j + 1)
       {
         twill::Frag16<1, 128, __half> y_arg0;
-        twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j + 1) % 5], 0);
+        twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j + 1) % 2], 0);
         twill::op_exp2(y[1], y_arg0, row_max, args.exp2_scale);
       }
       sm.ring_x.release_by_warp(tile.pos + j + 1);  // release x[j + 1]
@@ -1415,7 +1414,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // y = exp2 x, row_max (iteration j + 2)
       {
         twill::Frag16<1, 128, __half> y_arg0;
-        twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j + 2) % 5], 0);
+        twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j + 2) % 2], 0);
         twill::op_exp2(y[2], y_arg0, row_max, args.exp2_scale);
       }
       sm.ring_x.release_by_warp(tile.pos + j + 2);  // release x[j + 2]
@@ -1452,7 +1451,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         // y = exp2 x, row_max (iteration j)
         {
           twill::Frag16<1, 128, __half> y_arg0;
-          twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j) % 5], 0);
+          twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
           twill::op_exp2(y[0], y_arg0, row_max, args.exp2_scale);
         }
         sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1486,7 +1485,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         // y = exp2 x, row_max (iteration j)
         {
           twill::Frag16<1, 128, __half> y_arg0;
-          twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j) % 5], 0);
+          twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
           twill::op_exp2(y[0], y_arg0, row_max, args.exp2_scale);
         }
         sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1500,7 +1499,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         // y = exp2 x, row_max (iteration j + 1)
         {
           twill::Frag16<1, 128, __half> y_arg0;
-          twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j + 1) % 5], 0);
+          twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j + 1) % 2], 0);
           twill::op_exp2(y[1], y_arg0, row_max, args.exp2_scale);
         }
         sm.ring_x.release_by_warp(tile.pos + j + 1);  // release x[j + 1]

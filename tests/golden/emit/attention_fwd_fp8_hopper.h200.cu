@@ -3,7 +3,6 @@
 //   role load: 1 warp(s) from warp 0, 24 registers: k, vt
 //   role consumer0: 4 warp(s) from warp 4, 248 registers: s0, m0_new, p0, alpha0, l0_new, acc0_r, acc0_n
 //   role consumer1: 4 warp(s) from warp 8, 232 registers: s1, m1_new, p1, alpha1, l1_new, acc1_r, acc1_n
-// Note: load rings deepened for the TMA latency (streams.py): k to 5, vt to 5.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -1073,16 +1072,16 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 struct Smem {
   alignas(1024) __nv_fp8_e4m3 in_q0[kInputCopies][8192];  // input q0: f8e4m3[64,128] @smem, one TMA load per tile
   alignas(1024) __nv_fp8_e4m3 in_q1[kInputCopies][8192];  // input q1: f8e4m3[64,128] @smem, one TMA load per tile
-  alignas(1024) __nv_fp8_e4m3 ld_k[5][16384];  // load k: f8e4m3[128,128] @smem, ring of 5
-  alignas(1024) __nv_fp8_e4m3 ld_vt[5][16384];  // load vt: f8e4m3[128,128] @smem, ring of 5
+  alignas(1024) __nv_fp8_e4m3 ld_k[2][16384];  // load k: f8e4m3[128,128] @smem, ring of 2
+  alignas(1024) __nv_fp8_e4m3 ld_vt[2][16384];  // load vt: f8e4m3[128,128] @smem, ring of 2
   alignas(1024) unsigned char out_out_acc0[2][8192];  // consumer0 -> TMA store of out_acc0: all of its 2 128-byte column blocks
   alignas(1024) unsigned char out_out_acc1[2][8192];  // consumer1 -> TMA store of out_acc1: all of its 2 128-byte column blocks
-  twill::Ring<5> ring_k;  // full/empty mbarriers of k
-  twill::Ring<5> ring_vt;  // full/empty mbarriers of vt
+  twill::Ring<2> ring_k;  // full/empty mbarriers of k
+  twill::Ring<2> ring_vt;  // full/empty mbarriers of vt
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 230400, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 132096, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -1243,13 +1242,13 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
       sm.ring_k.wait_empty(tile.pos + it);
       sm.ring_k.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 128, twill_b_k);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
     }
     if (lane == 0) {
       const int it = 0;  // load vt of iteration it into the slot of ring position tile.pos + it
       sm.ring_vt.wait_empty(tile.pos + it);
       sm.ring_vt.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_vt[(tile.pos + it) % 5], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 5], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
+      twill::tma_load(sm.ld_vt[(tile.pos + it) % 2], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1260,13 +1259,13 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
         sm.ring_k.wait_empty(tile.pos + it);
         sm.ring_k.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 128, twill_b_k);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
       }
       if (lane == 0) {
         const int it = j;  // load vt of iteration it into the slot of ring position tile.pos + it
         sm.ring_vt.wait_empty(tile.pos + it);
         sm.ring_vt.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_vt[(tile.pos + it) % 5], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 5], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
+        twill::tma_load(sm.ld_vt[(tile.pos + it) % 2], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
       }
     }
     {  // steady window J = j + 1: k[j + 1], vt[j + 1]
@@ -1274,13 +1273,13 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
         sm.ring_k.wait_empty(tile.pos + it);
         sm.ring_k.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 128, twill_b_k);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
       }
       if (lane == 0) {
         const int it = j + 1;  // load vt of iteration it into the slot of ring position tile.pos + it
         sm.ring_vt.wait_empty(tile.pos + it);
         sm.ring_vt.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_vt[(tile.pos + it) % 5], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 5], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
+        twill::tma_load(sm.ld_vt[(tile.pos + it) % 2], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
       }
     }
   }
@@ -1297,13 +1296,13 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
           sm.ring_k.wait_empty(tile.pos + it);
           sm.ring_k.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 128, twill_b_k);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 128, twill_b_k);
         }
         if (lane == 0) {
           const int it = j;  // load vt of iteration it into the slot of ring position tile.pos + it
           sm.ring_vt.wait_empty(tile.pos + it);
           sm.ring_vt.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_vt[(tile.pos + it) % 5], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 5], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
+          twill::tma_load(sm.ld_vt[(tile.pos + it) % 2], tm.vt, &sm.ring_vt.full[(tile.pos + it) % 2], (it) * 128, tile.n * args.vt_rows_step + args.vt_rows_offset, twill_b_vt);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1345,7 +1344,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // s0 = mma q0, k (iteration 0)
     {
       const uint64_t s0_da = twill::desc_tile<__nv_fp8_e4m3, 64, 128, true>(sm.in_q0[ib]);
-      const uint64_t s0_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos) % 5]);
+      const uint64_t s0_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos) % 2]);
       twill::fence_frag(s0[0]);
       twill::wgmma_fence();
       #pragma unroll
@@ -1380,7 +1379,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // s0 = mma q0, k (iteration j)
       {
         const uint64_t s0_da = twill::desc_tile<__nv_fp8_e4m3, 64, 128, true>(sm.in_q0[ib]);
-        const uint64_t s0_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j) % 5]);
+        const uint64_t s0_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j) % 2]);
         twill::fence_frag(s0[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1403,7 +1402,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {
         twill::FragA8<1, 128> acc0_n_a8;
         twill::frag8_to_a(acc0_n_a8, p0[0]);
-        const uint64_t acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j - 1) % 5]);
+        const uint64_t acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j - 1) % 2]);
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(acc0_n_a8);
         twill::wgmma_fence();
@@ -1435,7 +1434,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // s0 = mma q0, k (iteration j + 1)
       {
         const uint64_t s0_da = twill::desc_tile<__nv_fp8_e4m3, 64, 128, true>(sm.in_q0[ib]);
-        const uint64_t s0_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j + 1) % 5]);
+        const uint64_t s0_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j + 1) % 2]);
         twill::fence_frag(s0[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1458,7 +1457,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       {
         twill::FragA8<1, 128> acc0_n_a8;
         twill::frag8_to_a(acc0_n_a8, p0[1]);
-        const uint64_t acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j) % 5]);
+        const uint64_t acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j) % 2]);
         twill::fence_frag(acc0_n[0]);
         twill::fence_frag(acc0_n_a8);
         twill::wgmma_fence();
@@ -1503,7 +1502,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         {
           twill::FragA8<1, 128> acc0_n_a8;
           twill::frag8_to_a(acc0_n_a8, p0[0]);
-          const uint64_t acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + n - 1) % 5]);
+          const uint64_t acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + n - 1) % 2]);
           twill::fence_frag(acc0_n[0]);
           twill::fence_frag(acc0_n_a8);
           twill::wgmma_fence();
@@ -1532,7 +1531,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // s0 = mma q0, k (iteration j)
         {
           const uint64_t s0_da = twill::desc_tile<__nv_fp8_e4m3, 64, 128, true>(sm.in_q0[ib]);
-          const uint64_t s0_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j) % 5]);
+          const uint64_t s0_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j) % 2]);
           twill::fence_frag(s0[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -1555,7 +1554,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         {
           twill::FragA8<1, 128> acc0_n_a8;
           twill::frag8_to_a(acc0_n_a8, p0[0]);
-          const uint64_t acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j - 1) % 5]);
+          const uint64_t acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j - 1) % 2]);
           twill::fence_frag(acc0_n[0]);
           twill::fence_frag(acc0_n_a8);
           twill::wgmma_fence();
@@ -1597,7 +1596,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         {
           twill::FragA8<1, 128> acc0_n_a8;
           twill::frag8_to_a(acc0_n_a8, p0[1]);
-          const uint64_t acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + n - 1) % 5]);
+          const uint64_t acc0_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + n - 1) % 2]);
           twill::fence_frag(acc0_n[0]);
           twill::fence_frag(acc0_n_a8);
           twill::wgmma_fence();
@@ -1667,7 +1666,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
     // s1 = mma q1, k (iteration 0)
     {
       const uint64_t s1_da = twill::desc_tile<__nv_fp8_e4m3, 64, 128, true>(sm.in_q1[ib]);
-      const uint64_t s1_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos) % 5]);
+      const uint64_t s1_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos) % 2]);
       twill::fence_frag(s1[0]);
       twill::wgmma_fence();
       #pragma unroll
@@ -1704,7 +1703,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // s1 = mma q1, k (iteration j)
       {
         const uint64_t s1_da = twill::desc_tile<__nv_fp8_e4m3, 64, 128, true>(sm.in_q1[ib]);
-        const uint64_t s1_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j) % 5]);
+        const uint64_t s1_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j) % 2]);
         twill::fence_frag(s1[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1725,7 +1724,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {
         twill::FragA8<1, 128> acc1_n_a8;
         twill::frag8_to_a(acc1_n_a8, p1[0]);
-        const uint64_t acc1_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j - 1) % 5]);
+        const uint64_t acc1_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j - 1) % 2]);
         twill::fence_frag(acc1_n[0]);
         twill::fence_frag(acc1_n_a8);
         twill::wgmma_fence();
@@ -1759,7 +1758,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       // s1 = mma q1, k (iteration j + 1)
       {
         const uint64_t s1_da = twill::desc_tile<__nv_fp8_e4m3, 64, 128, true>(sm.in_q1[ib]);
-        const uint64_t s1_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j + 1) % 5]);
+        const uint64_t s1_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j + 1) % 2]);
         twill::fence_frag(s1[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1780,7 +1779,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
       {
         twill::FragA8<1, 128> acc1_n_a8;
         twill::frag8_to_a(acc1_n_a8, p1[1]);
-        const uint64_t acc1_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j) % 5]);
+        const uint64_t acc1_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j) % 2]);
         twill::fence_frag(acc1_n[0]);
         twill::fence_frag(acc1_n_a8);
         twill::wgmma_fence();
@@ -1825,7 +1824,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         {
           twill::FragA8<1, 128> acc1_n_a8;
           twill::frag8_to_a(acc1_n_a8, p1[0]);
-          const uint64_t acc1_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + n - 1) % 5]);
+          const uint64_t acc1_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + n - 1) % 2]);
           twill::fence_frag(acc1_n[0]);
           twill::fence_frag(acc1_n_a8);
           twill::wgmma_fence();
@@ -1856,7 +1855,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         // s1 = mma q1, k (iteration j)
         {
           const uint64_t s1_da = twill::desc_tile<__nv_fp8_e4m3, 64, 128, true>(sm.in_q1[ib]);
-          const uint64_t s1_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j) % 5]);
+          const uint64_t s1_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_k[(tile.pos + j) % 2]);
           twill::fence_frag(s1[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -1877,7 +1876,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         {
           twill::FragA8<1, 128> acc1_n_a8;
           twill::frag8_to_a(acc1_n_a8, p1[0]);
-          const uint64_t acc1_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j - 1) % 5]);
+          const uint64_t acc1_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + j - 1) % 2]);
           twill::fence_frag(acc1_n[0]);
           twill::fence_frag(acc1_n_a8);
           twill::wgmma_fence();
@@ -1919,7 +1918,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
         {
           twill::FragA8<1, 128> acc1_n_a8;
           twill::frag8_to_a(acc1_n_a8, p1[1]);
-          const uint64_t acc1_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + n - 1) % 5]);
+          const uint64_t acc1_n_db = twill::desc_tile<__nv_fp8_e4m3, 128, 128, true>(sm.ld_vt[(tile.pos + n - 1) % 2]);
           twill::fence_frag(acc1_n[0]);
           twill::fence_frag(acc1_n_a8);
           twill::wgmma_fence();

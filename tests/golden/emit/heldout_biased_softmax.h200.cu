@@ -3,7 +3,6 @@
 //   role load: 1 warp(s) from warp 0, 24 registers: k, bias, v
 //   role consumer0: 4 warp(s) from warp 4, 232 registers: qk, s, s_b, m_new, alpha, l_new, acc_a, acc_n
 //   role softmax0: 4 warp(s) from warp 8, 248 registers: p
-// Note: load rings deepened for the TMA latency (streams.py): bias to 5, k to 5, v to 5.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -1122,7 +1121,7 @@ static_assert(kRegs_softmax0 <= 255, "role softmax0: 248 registers per thread ex
 static_assert(kRegs_softmax0 >= 24 && kRegs_softmax0 % 8 == 0, "role softmax0: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_softmax0 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 232 + 128 * 248 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 30;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
+constexpr int kPhasePeriod = 24;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1137,23 +1136,23 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
   alignas(1024) __half in_q[kInputCopies][8192];  // input q: f16[128,64] @smem, one TMA load per tile
-  alignas(1024) __half ld_k[5][4096];  // load k: f16[64,64] @smem, ring of 5
-  alignas(1024) float ld_bias[5][64];  // load bias: f32[1,64] @smem, ring of 5
+  alignas(1024) __half ld_k[2][4096];  // load k: f16[64,64] @smem, ring of 2
+  alignas(1024) float ld_bias[2][64];  // load bias: f32[1,64] @smem, ring of 2
   alignas(16) float stage_s_b[1][8192];  // s_b: consumer0 -> softmax0
   alignas(16) float stage_m_new[1][128];  // m_new: consumer0 -> softmax0
   alignas(1024) __half tile_p[3][8192];  // p for the tensor core of consumer0
-  alignas(1024) __half ld_v[5][4096];  // load v: f16[64,64] @smem, ring of 5
+  alignas(1024) __half ld_v[4][4096];  // load v: f16[64,64] @smem, ring of 4
   alignas(1024) unsigned char out_out_acc[1][16384];  // consumer0 -> TMA store of out_acc: all of its 1 128-byte column blocks
-  twill::Ring<5> ring_k;  // full/empty mbarriers of k
-  twill::Ring<5> ring_bias;  // full/empty mbarriers of bias
+  twill::Ring<2> ring_k;  // full/empty mbarriers of k
+  twill::Ring<2> ring_bias;  // full/empty mbarriers of bias
   twill::Ring<1> ring_s_b;  // full/empty mbarriers of s_b
   twill::Ring<1> ring_m_new;  // full/empty mbarriers of m_new
   twill::Ring<3> ring_p;  // full/empty mbarriers of p
-  twill::Ring<5> ring_v;  // full/empty mbarriers of v
+  twill::Ring<4> ring_v;  // full/empty mbarriers of v
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 217088, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 183296, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -1262,19 +1261,19 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
       sm.ring_k.wait_empty(tile.pos + it);
       sm.ring_k.expect_full(tile.pos + it, 8192);
-      twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 64, twill_b_k);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
       const int it = 0;  // load bias of iteration it into the slot of ring position tile.pos + it
       sm.ring_bias.wait_empty(tile.pos + it);
       sm.ring_bias.expect_full(tile.pos + it, 256);
-      twill::tma_load(sm.ld_bias[(tile.pos + it) % 5], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 5], (it) * 64, 0, twill_b_bias);
+      twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
     }
     if (lane == 0) {
       const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
       sm.ring_v.wait_empty(tile.pos + it);
       sm.ring_v.expect_full(tile.pos + it, 8192);
-      twill::tma_load(sm.ld_v[(tile.pos + it) % 5], tm.v, &sm.ring_v.full[(tile.pos + it) % 5], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   {  // prologue window 1 (J = 1): k[1], bias[1], v[1]
@@ -1282,19 +1281,19 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 1;  // load k of iteration it into the slot of ring position tile.pos + it
       sm.ring_k.wait_empty(tile.pos + it);
       sm.ring_k.expect_full(tile.pos + it, 8192);
-      twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 64, twill_b_k);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
       const int it = 1;  // load bias of iteration it into the slot of ring position tile.pos + it
       sm.ring_bias.wait_empty(tile.pos + it);
       sm.ring_bias.expect_full(tile.pos + it, 256);
-      twill::tma_load(sm.ld_bias[(tile.pos + it) % 5], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 5], (it) * 64, 0, twill_b_bias);
+      twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
     }
     if (lane == 0) {
       const int it = 1;  // load v of iteration it into the slot of ring position tile.pos + it
       sm.ring_v.wait_empty(tile.pos + it);
       sm.ring_v.expect_full(tile.pos + it, 8192);
-      twill::tma_load(sm.ld_v[(tile.pos + it) % 5], tm.v, &sm.ring_v.full[(tile.pos + it) % 5], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   {  // prologue window 2 (J = 2): k[2], bias[2], v[2]
@@ -1302,19 +1301,19 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 2;  // load k of iteration it into the slot of ring position tile.pos + it
       sm.ring_k.wait_empty(tile.pos + it);
       sm.ring_k.expect_full(tile.pos + it, 8192);
-      twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 64, twill_b_k);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
       const int it = 2;  // load bias of iteration it into the slot of ring position tile.pos + it
       sm.ring_bias.wait_empty(tile.pos + it);
       sm.ring_bias.expect_full(tile.pos + it, 256);
-      twill::tma_load(sm.ld_bias[(tile.pos + it) % 5], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 5], (it) * 64, 0, twill_b_bias);
+      twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
     }
     if (lane == 0) {
       const int it = 2;  // load v of iteration it into the slot of ring position tile.pos + it
       sm.ring_v.wait_empty(tile.pos + it);
       sm.ring_v.expect_full(tile.pos + it, 8192);
-      twill::tma_load(sm.ld_v[(tile.pos + it) % 5], tm.v, &sm.ring_v.full[(tile.pos + it) % 5], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1325,19 +1324,19 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
         sm.ring_k.wait_empty(tile.pos + it);
         sm.ring_k.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 64, twill_b_k);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
         const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
         sm.ring_bias.wait_empty(tile.pos + it);
         sm.ring_bias.expect_full(tile.pos + it, 256);
-        twill::tma_load(sm.ld_bias[(tile.pos + it) % 5], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 5], (it) * 64, 0, twill_b_bias);
+        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
       }
       if (lane == 0) {
         const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
         sm.ring_v.wait_empty(tile.pos + it);
         sm.ring_v.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_v[(tile.pos + it) % 5], tm.v, &sm.ring_v.full[(tile.pos + it) % 5], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
     {  // steady window J = j + 1: k[j + 1], bias[j + 1], v[j + 1]
@@ -1345,19 +1344,19 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
         sm.ring_k.wait_empty(tile.pos + it);
         sm.ring_k.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 64, twill_b_k);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
         const int it = j + 1;  // load bias of iteration it into the slot of ring position tile.pos + it
         sm.ring_bias.wait_empty(tile.pos + it);
         sm.ring_bias.expect_full(tile.pos + it, 256);
-        twill::tma_load(sm.ld_bias[(tile.pos + it) % 5], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 5], (it) * 64, 0, twill_b_bias);
+        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
       }
       if (lane == 0) {
         const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
         sm.ring_v.wait_empty(tile.pos + it);
         sm.ring_v.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_v[(tile.pos + it) % 5], tm.v, &sm.ring_v.full[(tile.pos + it) % 5], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
     {  // steady window J = j + 2: k[j + 2], bias[j + 2], v[j + 2]
@@ -1365,19 +1364,19 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 2;  // load k of iteration it into the slot of ring position tile.pos + it
         sm.ring_k.wait_empty(tile.pos + it);
         sm.ring_k.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 64, twill_b_k);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
         const int it = j + 2;  // load bias of iteration it into the slot of ring position tile.pos + it
         sm.ring_bias.wait_empty(tile.pos + it);
         sm.ring_bias.expect_full(tile.pos + it, 256);
-        twill::tma_load(sm.ld_bias[(tile.pos + it) % 5], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 5], (it) * 64, 0, twill_b_bias);
+        twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
       }
       if (lane == 0) {
         const int it = j + 2;  // load v of iteration it into the slot of ring position tile.pos + it
         sm.ring_v.wait_empty(tile.pos + it);
         sm.ring_v.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_v[(tile.pos + it) % 5], tm.v, &sm.ring_v.full[(tile.pos + it) % 5], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
   }
@@ -1398,19 +1397,19 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
           sm.ring_k.wait_empty(tile.pos + it);
           sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 64, twill_b_k);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
           const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
           sm.ring_bias.wait_empty(tile.pos + it);
           sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 5], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 5], (it) * 64, 0, twill_b_bias);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
           const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
           sm.ring_v.wait_empty(tile.pos + it);
           sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 5], tm.v, &sm.ring_v.full[(tile.pos + it) % 5], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1428,19 +1427,19 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
           sm.ring_k.wait_empty(tile.pos + it);
           sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 64, twill_b_k);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
           const int it = j;  // load bias of iteration it into the slot of ring position tile.pos + it
           sm.ring_bias.wait_empty(tile.pos + it);
           sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 5], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 5], (it) * 64, 0, twill_b_bias);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
           const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
           sm.ring_v.wait_empty(tile.pos + it);
           sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 5], tm.v, &sm.ring_v.full[(tile.pos + it) % 5], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       {  // steady window J = j + 1: k[j + 1], bias[j + 1], v[j + 1]
@@ -1448,19 +1447,19 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
           sm.ring_k.wait_empty(tile.pos + it);
           sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 5], tm.k, &sm.ring_k.full[(tile.pos + it) % 5], 0, (it) * 64, twill_b_k);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
         if (lane == 0) {
           const int it = j + 1;  // load bias of iteration it into the slot of ring position tile.pos + it
           sm.ring_bias.wait_empty(tile.pos + it);
           sm.ring_bias.expect_full(tile.pos + it, 256);
-          twill::tma_load(sm.ld_bias[(tile.pos + it) % 5], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 5], (it) * 64, 0, twill_b_bias);
+          twill::tma_load(sm.ld_bias[(tile.pos + it) % 2], tm.bias, &sm.ring_bias.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_bias);
         }
         if (lane == 0) {
           const int it = j + 1;  // load v of iteration it into the slot of ring position tile.pos + it
           sm.ring_v.wait_empty(tile.pos + it);
           sm.ring_v.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_v[(tile.pos + it) % 5], tm.v, &sm.ring_v.full[(tile.pos + it) % 5], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+          twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1504,7 +1503,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // qk = mma q, k (iteration 0)
     {
       const uint64_t qk_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-      const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos) % 5]);
+      const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos) % 2]);
       twill::fence_frag(qk[0]);
       twill::wgmma_fence();
       #pragma unroll
@@ -1523,7 +1522,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // s_b takes the registers of qk, which no longer needs them
     // s_b = add s, bias (iteration 0)
     {
-      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos) % 5]};
+      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos) % 2]};
       twill::op_add(qk[0], s[0], s_b_arg1);
     }
     sm.ring_s_b.wait_empty(tile.pos);  // hand s_b[0] to softmax0
@@ -1543,7 +1542,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // qk = mma q, k (iteration 1)
     {
       const uint64_t qk_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-      const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + 1) % 5]);
+      const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + 1) % 2]);
       twill::fence_frag(qk[0]);
       twill::wgmma_fence();
       #pragma unroll
@@ -1564,7 +1563,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // s_b takes the registers of qk, which no longer needs them
     // s_b = add s, bias (iteration 1)
     {
-      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + 1) % 5]};
+      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + 1) % 2]};
       twill::op_add(qk[0], s[0], s_b_arg1);
     }
     sm.ring_s_b.wait_empty(tile.pos + 1);  // hand s_b[1] to softmax0
@@ -1584,7 +1583,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // qk = mma q, k (iteration 2)
     {
       const uint64_t qk_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-      const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + 2) % 5]);
+      const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + 2) % 2]);
       twill::fence_frag(qk[0]);
       twill::wgmma_fence();
       #pragma unroll
@@ -1605,7 +1604,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // s_b takes the registers of qk, which no longer needs them
     // s_b = add s, bias (iteration 2)
     {
-      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + 2) % 5]};
+      const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + 2) % 2]};
       twill::op_add(qk[0], s[0], s_b_arg1);
     }
     sm.ring_s_b.wait_empty(tile.pos + 2);  // hand s_b[2] to softmax0
@@ -1634,7 +1633,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // qk = mma q, k (iteration j)
       {
         const uint64_t qk_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-        const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 5]);
+        const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 2]);
         twill::fence_frag(qk[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1659,7 +1658,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // acc_n = mma p, v, acc_a (iteration j - 3)
       {
         const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + j - 3) % 3]);
-        const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 3) % 5]);
+        const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 3) % 4]);
         twill::fence_frag(acc_n[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1678,7 +1677,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // s_b takes the registers of qk, which no longer needs them
       // s_b = add s, bias (iteration j)
       {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 5]};
+        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
       sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
@@ -1703,7 +1702,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // qk = mma q, k (iteration j + 1)
       {
         const uint64_t qk_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-        const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j + 1) % 5]);
+        const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j + 1) % 2]);
         twill::fence_frag(qk[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1728,7 +1727,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // acc_n = mma p, v, acc_a (iteration j - 2)
       {
         const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + j - 2) % 3]);
-        const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 2) % 5]);
+        const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 2) % 4]);
         twill::fence_frag(acc_n[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1747,7 +1746,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // s_b takes the registers of qk, which no longer needs them
       // s_b = add s, bias (iteration j + 1)
       {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 5]};
+        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
       sm.ring_s_b.wait_empty(tile.pos + j + 1);  // hand s_b[j + 1] to softmax0
@@ -1772,7 +1771,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // qk = mma q, k (iteration j + 2)
       {
         const uint64_t qk_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-        const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j + 2) % 5]);
+        const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j + 2) % 2]);
         twill::fence_frag(qk[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1797,7 +1796,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // acc_n = mma p, v, acc_a (iteration j - 1)
       {
         const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + j - 1) % 3]);
-        const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 1) % 5]);
+        const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 1) % 4]);
         twill::fence_frag(acc_n[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1816,7 +1815,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // s_b takes the registers of qk, which no longer needs them
       // s_b = add s, bias (iteration j + 2)
       {
-        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 5]};
+        const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 2) % 2]};
         twill::op_add(qk[0], s[0], s_b_arg1);
       }
       if constexpr (kTail) if ((j + 2) == n - 1 && args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
@@ -1857,7 +1856,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration n - 3)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + n - 3) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 3) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 3) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -1888,7 +1887,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration n - 2)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + n - 2) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 2) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 2) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -1919,7 +1918,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration n - 1)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + n - 1) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 1) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 1) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -1946,7 +1945,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // qk = mma q, k (iteration j)
         {
           const uint64_t qk_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-          const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 5]);
+          const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 2]);
           twill::fence_frag(qk[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -1971,7 +1970,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration j - 3)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + j - 3) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 3) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 3) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -1990,7 +1989,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 5]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
         if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
@@ -2028,7 +2027,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration n - 3)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + n - 3) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 3) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 3) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -2059,7 +2058,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration n - 2)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + n - 2) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 2) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 2) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -2090,7 +2089,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration n - 1)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + n - 1) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 1) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 1) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -2117,7 +2116,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // qk = mma q, k (iteration j)
         {
           const uint64_t qk_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-          const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 5]);
+          const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 2]);
           twill::fence_frag(qk[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -2142,7 +2141,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration j - 3)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + j - 3) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 3) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 3) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -2161,7 +2160,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 5]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
         sm.ring_s_b.wait_empty(tile.pos + j);  // hand s_b[j] to softmax0
@@ -2186,7 +2185,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // qk = mma q, k (iteration j + 1)
         {
           const uint64_t qk_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-          const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j + 1) % 5]);
+          const uint64_t qk_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j + 1) % 2]);
           twill::fence_frag(qk[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -2211,7 +2210,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration j - 2)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + j - 2) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 2) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 2) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -2230,7 +2229,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // s_b takes the registers of qk, which no longer needs them
         // s_b = add s, bias (iteration j + 1)
         {
-          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 5]};
+          const twill::ColsView<64, float> s_b_arg1{sm.ld_bias[(tile.pos + j + 1) % 2]};
           twill::op_add(qk[0], s[0], s_b_arg1);
         }
         if constexpr (kTail) if (args.loop_tail < kLoopStep) twill::mask_past<1>(qk[0], 0, args.loop_tail);  // a partial last tile: s_b's columns past the loop's extent are absent
@@ -2268,7 +2267,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration n - 3)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + n - 3) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 3) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 3) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -2299,7 +2298,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration n - 2)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + n - 2) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 2) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 2) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll
@@ -2330,7 +2329,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // acc_n = mma p, v, acc_a (iteration n - 1)
         {
           const uint64_t acc_n_da = twill::desc_tile<__half, 128, 64, true>(sm.tile_p[(tile.pos + n - 1) % 3]);
-          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 1) % 5]);
+          const uint64_t acc_n_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 1) % 4]);
           twill::fence_frag(acc_n[0]);
           twill::wgmma_fence();
           #pragma unroll

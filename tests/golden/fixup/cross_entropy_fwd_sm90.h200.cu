@@ -2,7 +2,6 @@
 // Schedule: I = 160, L = 359, 3 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: x
 //   role softmax0: 4 warp(s) from warp 4, 248 registers: x_convert, m_new, s_exp2, s_1, s_new
-// Note: load rings deepened for the TMA latency (streams.py): x to 8.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -1171,12 +1170,12 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __nv_bfloat16 ld_x[8][8192];  // load x: bf16[64,128] @smem, ring of 8
-  twill::Ring<8> ring_x;  // full/empty mbarriers of x
+  alignas(1024) __nv_bfloat16 ld_x[2][8192];  // load x: bf16[64,128] @smem, ring of 2
+  twill::Ring<2> ring_x;  // full/empty mbarriers of x
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 132096, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 33792, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -1269,8 +1268,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
       sm.ring_x.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_x[(tile.pos + it) % 8], tm.x, &sm.ring_x.full[(tile.pos + it) % 8], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 8]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 8], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
     }
   }
   {  // prologue window 1 (J = 1): x[1]
@@ -1278,8 +1277,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 1;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
       sm.ring_x.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_x[(tile.pos + it) % 8], tm.x, &sm.ring_x.full[(tile.pos + it) % 8], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 8]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 8], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1290,8 +1289,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 8], tm.x, &sm.ring_x.full[(tile.pos + it) % 8], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 8]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 8], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
     {  // steady window J = j + 1: x[j + 1]
@@ -1299,8 +1298,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 8], tm.x, &sm.ring_x.full[(tile.pos + it) % 8], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 8]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 8], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
   }
@@ -1319,8 +1318,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
           sm.ring_x.wait_empty(tile.pos + it);
           sm.ring_x.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_x[(tile.pos + it) % 8], tm.x, &sm.ring_x.full[(tile.pos + it) % 8], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 8]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 8], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1364,7 +1363,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     // x_convert = convert x (iteration 0)
     {
       twill::Frag16<1, 128, __nv_bfloat16> x_convert_arg0;
-      twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos) % 8], 0);
+      twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos) % 2], 0);
       twill::op_convert(x_convert[0], x_convert_arg0);
     }
     sm.ring_x.release_by_warp(tile.pos);  // release x[0]
@@ -1378,7 +1377,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     // x_convert = convert x (iteration 1)
     {
       twill::Frag16<1, 128, __nv_bfloat16> x_convert_arg0;
-      twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + 1) % 8], 0);
+      twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + 1) % 2], 0);
       twill::op_convert(x_convert[1], x_convert_arg0);
     }
     sm.ring_x.release_by_warp(tile.pos + 1);  // release x[1]
@@ -1397,7 +1396,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // x_convert = convert x (iteration j)
       {
         twill::Frag16<1, 128, __nv_bfloat16> x_convert_arg0;
-        twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 8], 0);
+        twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
         twill::op_convert(x_convert[0], x_convert_arg0);
       }
       sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1415,7 +1414,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       // x_convert = convert x (iteration j + 1)
       {
         twill::Frag16<1, 128, __nv_bfloat16> x_convert_arg0;
-        twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j + 1) % 8], 0);
+        twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j + 1) % 2], 0);
         twill::op_convert(x_convert[1], x_convert_arg0);
       }
       sm.ring_x.release_by_warp(tile.pos + j + 1);  // release x[j + 1]
@@ -1451,7 +1450,7 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         // x_convert = convert x (iteration j)
         {
           twill::Frag16<1, 128, __nv_bfloat16> x_convert_arg0;
-          twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 8], 0);
+          twill::tile_to_frag<__nv_bfloat16, 64, 128>(x_convert_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
           twill::op_convert(x_convert[0], x_convert_arg0);
         }
         sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]

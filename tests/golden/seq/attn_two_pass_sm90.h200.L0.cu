@@ -2,7 +2,6 @@
 // Schedule: I = 130, L = 260, 2 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: k
 //   role consumer0: 4 warp(s) from warp 4, 248 registers: s, m_new, l_exp2, l_1, l_new
-// Note: load rings deepened for the TMA latency (streams.py): k to 8.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -870,7 +869,7 @@ static_assert(kRegs_consumer0 <= 255, "role consumer0: 248 registers per thread 
 static_assert(kRegs_consumer0 >= 24 && kRegs_consumer0 % 8 == 0, "role consumer0: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 16;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -884,12 +883,12 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
   alignas(1024) __half in_q[kInputCopies][8192];  // input q: f16[128,64] @smem, one TMA load per tile
-  alignas(1024) __half ld_k[8][4096];  // load k: f16[64,64] @smem, ring of 8
-  twill::Ring<8> ring_k;  // full/empty mbarriers of k
+  alignas(1024) __half ld_k[2][4096];  // load k: f16[64,64] @smem, ring of 2
+  twill::Ring<2> ring_k;  // full/empty mbarriers of k
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 99328, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 50176, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -962,7 +961,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
       sm.ring_k.wait_empty(tile.pos + it);
       sm.ring_k.expect_full(tile.pos + it, 8192);
-      twill::tma_load(sm.ld_k[(tile.pos + it) % 8], tm.k, &sm.ring_k.full[(tile.pos + it) % 8], 0, (it) * 64, twill_b_k);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -973,7 +972,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
         sm.ring_k.wait_empty(tile.pos + it);
         sm.ring_k.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 8], tm.k, &sm.ring_k.full[(tile.pos + it) % 8], 0, (it) * 64, twill_b_k);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
     }
     {  // steady window J = j + 1: k[j + 1]
@@ -981,7 +980,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load k of iteration it into the slot of ring position tile.pos + it
         sm.ring_k.wait_empty(tile.pos + it);
         sm.ring_k.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 8], tm.k, &sm.ring_k.full[(tile.pos + it) % 8], 0, (it) * 64, twill_b_k);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
     }
   }
@@ -998,7 +997,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
           sm.ring_k.wait_empty(tile.pos + it);
           sm.ring_k.expect_full(tile.pos + it, 8192);
-          twill::tma_load(sm.ld_k[(tile.pos + it) % 8], tm.k, &sm.ring_k.full[(tile.pos + it) % 8], 0, (it) * 64, twill_b_k);
+          twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1036,7 +1035,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // s = mma q, k (iteration 0)
     {
       const uint64_t s_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-      const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos) % 8]);
+      const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos) % 2]);
       twill::fence_frag(s[0]);
       twill::wgmma_fence();
       #pragma unroll
@@ -1062,7 +1061,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // s = mma q, k (iteration j)
       {
         const uint64_t s_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-        const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 8]);
+        const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 2]);
         twill::fence_frag(s[1]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1091,7 +1090,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // s = mma q, k (iteration j + 1)
       {
         const uint64_t s_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-        const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j + 1) % 8]);
+        const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j + 1) % 2]);
         twill::fence_frag(s[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1142,7 +1141,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
         // s = mma q, k (iteration j)
         {
           const uint64_t s_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-          const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 8]);
+          const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 2]);
           twill::fence_frag(s[1]);
           twill::wgmma_fence();
           #pragma unroll

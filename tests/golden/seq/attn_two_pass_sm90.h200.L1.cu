@@ -2,7 +2,6 @@
 // Schedule: I = 102, L = 157, 2 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: k, v
 //   role consumer0: 4 warp(s) from warp 4, 248 registers: s, p, p_div, acc_new
-// Note: load rings deepened for the TMA latency (streams.py): k to 4, v to 4.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -1132,15 +1131,15 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
   alignas(1024) __half in_q[kInputCopies][8192];  // input q: f16[128,64] @smem, one TMA load per tile
-  alignas(1024) __half ld_k[4][4096];  // load k: f16[64,64] @smem, ring of 4
-  alignas(1024) __half ld_v[4][4096];  // load v: f16[64,64] @smem, ring of 4
+  alignas(1024) __half ld_k[2][4096];  // load k: f16[64,64] @smem, ring of 2
+  alignas(1024) __half ld_v[2][4096];  // load v: f16[64,64] @smem, ring of 2
   alignas(1024) unsigned char out_out_acc[1][16384];  // consumer0 -> TMA store of out_acc: all of its 1 128-byte column blocks
-  twill::Ring<4> ring_k;  // full/empty mbarriers of k
-  twill::Ring<4> ring_v;  // full/empty mbarriers of v
+  twill::Ring<2> ring_k;  // full/empty mbarriers of k
+  twill::Ring<2> ring_v;  // full/empty mbarriers of v
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 115712, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 82944, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -1223,13 +1222,13 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load k of iteration it into the slot of ring position tile.pos + it
       sm.ring_k.wait_empty(tile.pos + it);
       sm.ring_k.expect_full(tile.pos + it, 8192);
-      twill::tma_load(sm.ld_k[(tile.pos + it) % 4], tm.k, &sm.ring_k.full[(tile.pos + it) % 4], 0, (it) * 64, twill_b_k);
+      twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
     }
     if (lane == 0) {
       const int it = 0;  // load v of iteration it into the slot of ring position tile.pos + it
       sm.ring_v.wait_empty(tile.pos + it);
       sm.ring_v.expect_full(tile.pos + it, 8192);
-      twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+      twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1240,13 +1239,13 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load k of iteration it into the slot of ring position tile.pos + it
         sm.ring_k.wait_empty(tile.pos + it);
         sm.ring_k.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_k[(tile.pos + it) % 4], tm.k, &sm.ring_k.full[(tile.pos + it) % 4], 0, (it) * 64, twill_b_k);
+        twill::tma_load(sm.ld_k[(tile.pos + it) % 2], tm.k, &sm.ring_k.full[(tile.pos + it) % 2], 0, (it) * 64, twill_b_k);
       }
       if (lane == 0) {
         const int it = j;  // load v of iteration it into the slot of ring position tile.pos + it
         sm.ring_v.wait_empty(tile.pos + it);
         sm.ring_v.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_v[(tile.pos + it) % 4], tm.v, &sm.ring_v.full[(tile.pos + it) % 4], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
+        twill::tma_load(sm.ld_v[(tile.pos + it) % 2], tm.v, &sm.ring_v.full[(tile.pos + it) % 2], tile.n * args.v_cols_step + args.v_cols_offset, (it) * 64, twill_b_v);
       }
     }
   }
@@ -1282,7 +1281,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     // s = mma q, k (iteration 0)
     {
       const uint64_t s_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-      const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos) % 4]);
+      const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos) % 2]);
       twill::fence_frag(s[0]);
       twill::wgmma_fence();
       #pragma unroll
@@ -1307,7 +1306,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       // s = mma q, k (iteration j)
       {
         const uint64_t s_da = twill::desc_tile<__half, 128, 64, true>(sm.in_q[ib]);
-        const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 4]);
+        const uint64_t s_db = twill::desc_tile<__half, 64, 64, true>(sm.ld_k[(tile.pos + j) % 2]);
         twill::fence_frag(s[0]);
         twill::wgmma_fence();
         #pragma unroll
@@ -1326,7 +1325,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_v.wait_full(tile.pos + j - 1);  // v[j - 1] has landed
       // acc_new = mma p_div, v, acc (iteration j - 1)
       {
-        const uint64_t acc_new_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 1) % 4]);
+        const uint64_t acc_new_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + j - 1) % 2]);
         twill::fence_frag(acc_new[0]);
         twill::fence_frag(p_div[0]);
         twill::wgmma_fence();
@@ -1356,7 +1355,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
     sm.ring_v.wait_full(tile.pos + n - 1);  // v[n - 1] has landed
     // acc_new = mma p_div, v, acc (iteration n - 1)
     {
-      const uint64_t acc_new_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 1) % 4]);
+      const uint64_t acc_new_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_v[(tile.pos + n - 1) % 2]);
       twill::fence_frag(acc_new[0]);
       twill::fence_frag(p_div[0]);
       twill::wgmma_fence();

@@ -2,7 +2,6 @@
 // Schedule: I = 64, L = 79, 1 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: a, b
 //   role mma: 4 warp(s) from warp 4, 248 registers: acc1_new
-// Note: load rings deepened for the TMA latency (streams.py): a to 4, b to 4.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -870,7 +869,7 @@ static_assert(kRegs_mma <= 255, "role mma: 248 registers per thread exceed regis
 static_assert(kRegs_mma >= 24 && kRegs_mma % 8 == 0, "role mma: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_mma <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 8;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -884,15 +883,15 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half ld_a[4][8192];  // load a: f16[128,64] @smem, ring of 4
-  alignas(1024) __half ld_b[4][4096];  // load b: f16[64,64] @smem, ring of 4
+  alignas(1024) __half ld_a[2][8192];  // load a: f16[128,64] @smem, ring of 2
+  alignas(1024) __half ld_b[2][4096];  // load b: f16[64,64] @smem, ring of 2
   alignas(1024) unsigned char out_out_acc1[1][16384];  // mma -> TMA store of out_acc1: all of its 1 128-byte column blocks
-  twill::Ring<4> ring_a;  // full/empty mbarriers of a
-  twill::Ring<4> ring_b;  // full/empty mbarriers of b
+  twill::Ring<2> ring_a;  // full/empty mbarriers of a
+  twill::Ring<2> ring_b;  // full/empty mbarriers of b
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 115712, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 66560, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -964,13 +963,13 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load a of iteration it into the slot of ring position tile.pos + it
         sm.ring_a.wait_empty(tile.pos + it);
         sm.ring_a.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_a[(tile.pos + it) % 4], tm.a, &sm.ring_a.full[(tile.pos + it) % 4], (it) * 64, tile.m * args.a_rows_step + args.a_rows_offset, tile.b);
+        twill::tma_load(sm.ld_a[(tile.pos + it) % 2], tm.a, &sm.ring_a.full[(tile.pos + it) % 2], (it) * 64, tile.m * args.a_rows_step + args.a_rows_offset, tile.b);
       }
       if (lane == 0) {
         const int it = j;  // load b of iteration it into the slot of ring position tile.pos + it
         sm.ring_b.wait_empty(tile.pos + it);
         sm.ring_b.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_b[(tile.pos + it) % 4], tm.b, &sm.ring_b.full[(tile.pos + it) % 4], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 64, twill_b_b);
+        twill::tma_load(sm.ld_b[(tile.pos + it) % 2], tm.b, &sm.ring_b.full[(tile.pos + it) % 2], tile.n * args.b_cols_step + args.b_cols_offset, (it) * 64, twill_b_b);
       }
     }
   }
@@ -996,8 +995,8 @@ __device__ __forceinline__ void role_mma(Smem& sm, const Maps& tm, const Args& a
       sm.ring_b.wait_full(tile.pos + j);  // b[j] has landed
       // acc1_new = mma a, b, acc1 (iteration j)
       {
-        const uint64_t acc1_new_da = twill::desc_tile<__half, 128, 64, true>(sm.ld_a[(tile.pos + j) % 4]);
-        const uint64_t acc1_new_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_b[(tile.pos + j) % 4]);
+        const uint64_t acc1_new_da = twill::desc_tile<__half, 128, 64, true>(sm.ld_a[(tile.pos + j) % 2]);
+        const uint64_t acc1_new_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_b[(tile.pos + j) % 2]);
         twill::fence_frag(acc1_new[0]);
         twill::wgmma_fence();
         #pragma unroll

@@ -2,7 +2,6 @@
 // Schedule: I = 160, L = 175, 1 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: c, e
 //   role consumer0: 4 warp(s) from warp 4, 248 registers: s, acc2_convert, acc2_new
-// Note: load rings deepened for the TMA latency (streams.py): c to 6, e to 6.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -870,7 +869,7 @@ static_assert(kRegs_consumer0 <= 255, "role consumer0: 248 registers per thread 
 static_assert(kRegs_consumer0 >= 24 && kRegs_consumer0 % 8 == 0, "role consumer0: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 12;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -884,15 +883,15 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half ld_c[6][4096];  // load c: f16[64,64] @smem, ring of 6
-  alignas(1024) __half ld_e[6][4096];  // load e: f16[64,64] @smem, ring of 6
+  alignas(1024) __half ld_c[2][4096];  // load c: f16[64,64] @smem, ring of 2
+  alignas(1024) __half ld_e[2][4096];  // load e: f16[64,64] @smem, ring of 2
   alignas(1024) unsigned char out_out_acc2[1][16384];  // consumer0 -> TMA store of out_acc2: all of its 1 128-byte column blocks
-  twill::Ring<6> ring_c;  // full/empty mbarriers of c
-  twill::Ring<6> ring_e;  // full/empty mbarriers of e
+  twill::Ring<2> ring_c;  // full/empty mbarriers of c
+  twill::Ring<2> ring_e;  // full/empty mbarriers of e
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 115712, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 50176, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -967,13 +966,13 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load c of iteration it into the slot of ring position tile.pos + it
         sm.ring_c.wait_empty(tile.pos + it);
         sm.ring_c.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_c[(tile.pos + it) % 6], tm.c, &sm.ring_c.full[(tile.pos + it) % 6], (it) * 64, 0, twill_b_c);
+        twill::tma_load(sm.ld_c[(tile.pos + it) % 2], tm.c, &sm.ring_c.full[(tile.pos + it) % 2], (it) * 64, 0, twill_b_c);
       }
       if (lane == 0) {
         const int it = j;  // load e of iteration it into the slot of ring position tile.pos + it
         sm.ring_e.wait_empty(tile.pos + it);
         sm.ring_e.expect_full(tile.pos + it, 8192);
-        twill::tma_load(sm.ld_e[(tile.pos + it) % 6], tm.e, &sm.ring_e.full[(tile.pos + it) % 6], tile.n * args.e_cols_step + args.e_cols_offset, (it) * 64, twill_b_e);
+        twill::tma_load(sm.ld_e[(tile.pos + it) % 2], tm.e, &sm.ring_e.full[(tile.pos + it) % 2], tile.n * args.e_cols_step + args.e_cols_offset, (it) * 64, twill_b_e);
       }
     }
   }
@@ -1002,7 +1001,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_c.wait_full(tile.pos + j);  // c[j] has landed
       // s = mma h, c (iteration j)
       {
-        const uint64_t s_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_c[(tile.pos + j) % 6]);
+        const uint64_t s_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_c[(tile.pos + j) % 2]);
         twill::remake_frag(h);
         twill::fence_frag(s[0]);
         twill::fence_frag(h);
@@ -1025,7 +1024,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
       sm.ring_e.wait_full(tile.pos + j);  // e[j] has landed
       // acc2_new = mma acc2_convert, e, acc2 (iteration j)
       {
-        const uint64_t acc2_new_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_e[(tile.pos + j) % 6]);
+        const uint64_t acc2_new_db = twill::desc_tile<__half, 64, 64, false>(sm.ld_e[(tile.pos + j) % 2]);
         twill::fence_frag(acc2_new[0]);
         twill::fence_frag(acc2_convert[0]);
         twill::wgmma_fence();

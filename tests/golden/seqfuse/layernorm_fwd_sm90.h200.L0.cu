@@ -2,7 +2,6 @@
 // Schedule: I = 64, L = 124, 1 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: a
 //   role role: 4 warp(s) from warp 4, 248 registers: _mean_new
-// Note: load rings deepened for the TMA latency (streams.py): a to 4.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -1145,7 +1144,7 @@ static_assert(kRegs_role <= 255, "role role: 248 registers per thread exceed reg
 static_assert(kRegs_role >= 24 && kRegs_role % 8 == 0, "role role: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_role <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 8;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1158,12 +1157,12 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half ld_a[4][8192];  // load a: f16[64,128] @smem, ring of 4
-  twill::Ring<4> ring_a;  // full/empty mbarriers of a
+  alignas(1024) __half ld_a[2][8192];  // load a: f16[64,128] @smem, ring of 2
+  twill::Ring<2> ring_a;  // full/empty mbarriers of a
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 66560, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 33792, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -1254,8 +1253,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load a of iteration it into the slot of ring position tile.pos + it
         sm.ring_a.wait_empty(tile.pos + it);
         sm.ring_a.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_a[(tile.pos + it) % 4], tm.a, &sm.ring_a.full[(tile.pos + it) % 4], (twill_split_first + it) * 128, tile.m * args.a_rows_step + args.a_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_a[(tile.pos + it) % 4]) + 8192, tm.a, &sm.ring_a.full[(tile.pos + it) % 4], (twill_split_first + it) * 128 + 64, tile.m * args.a_rows_step + args.a_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_a[(tile.pos + it) % 2], tm.a, &sm.ring_a.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.a_rows_step + args.a_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_a[(tile.pos + it) % 2]) + 8192, tm.a, &sm.ring_a.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.a_rows_step + args.a_rows_offset + 0, twill_split_b);
       }
     }
   }
@@ -1286,7 +1285,7 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
       // _mean_new = rowsum a, _mean (iteration j)
       {
         twill::Frag16<1, 128, __half> _mean_new_arg0;
-        twill::tile_to_frag<__half, 64, 128>(_mean_new_arg0, sm.ld_a[(tile.pos + j) % 4], 0);
+        twill::tile_to_frag<__half, 64, 128>(_mean_new_arg0, sm.ld_a[(tile.pos + j) % 2], 0);
         twill::op_rowsum(_mean_new[0], _mean_new_arg0, _mean_new[0]);
       }
       sm.ring_a.release_by_warp(tile.pos + j);  // release a[j]

@@ -2,7 +2,6 @@
 // Schedule: I = 256, L = 316, 1 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: x
 //   role role: 4 warp(s) from warp 4, 248 registers: x_sub, x_tail_mask, _var_mul, _var_new
-// Note: load rings deepened for the TMA latency (streams.py): x to 4.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -1158,7 +1157,7 @@ static_assert(kRegs_role <= 255, "role role: 248 registers per thread exceed reg
 static_assert(kRegs_role >= 24 && kRegs_role % 8 == 0, "role role: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_role <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 8;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1171,12 +1170,12 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half ld_x[4][8192];  // load x: f16[64,128] @smem, ring of 4
-  twill::Ring<4> ring_x;  // full/empty mbarriers of x
+  alignas(1024) __half ld_x[2][8192];  // load x: f16[64,128] @smem, ring of 2
+  twill::Ring<2> ring_x;  // full/empty mbarriers of x
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 66560, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 33792, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 
 // ---- kernel parameters ----------------------------------------------------------------------
@@ -1270,8 +1269,8 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 4], tm.x, &sm.ring_x.full[(tile.pos + it) % 4], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 4]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 4], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
   }
@@ -1310,7 +1309,7 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
       // x_sub = sub x, mean (iteration j)
       {
         twill::Frag16<1, 128, __half> x_sub_arg0;
-        twill::tile_to_frag<__half, 64, 128>(x_sub_arg0, sm.ld_x[(tile.pos + j) % 4], 0);
+        twill::tile_to_frag<__half, 64, 128>(x_sub_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
         twill::op_sub(x_sub[0], x_sub_arg0, mean);
       }
       sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]

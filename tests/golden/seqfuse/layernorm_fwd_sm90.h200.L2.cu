@@ -2,7 +2,6 @@
 // Schedule: I = 128, L = 207, 1 stage(s), stage 'joint'.
 //   role load: 1 warp(s) from warp 0, 24 registers: w, b, x
 //   role role: 4 warp(s) from warp 4, 232 registers: x_hat, x_hat_rescale, y, y_add, store_0
-// Note: load rings deepened for the TMA latency (streams.py): b to 3, w to 3, x to 3.
 // Build: nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c FILE.cu (-DTWILL_MAIN for a test executable; -DTWILL_NO_HOST for the device code alone)
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -1098,7 +1097,7 @@ static_assert(kRegs_role <= 255, "role role: 232 registers per thread exceed reg
 static_assert(kRegs_role >= 24 && kRegs_role % 8 == 0, "role role: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_role <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 232 <= 32768, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 32768 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr int kPhasePeriod = 6;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
 constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
@@ -1112,17 +1111,17 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) float ld_w[3][128];  // load w: f32[1,128] @smem, ring of 3
-  alignas(1024) float ld_b[3][128];  // load b: f32[1,128] @smem, ring of 3
-  alignas(1024) __half ld_x[3][8192];  // load x: f16[64,128] @smem, ring of 3
+  alignas(1024) float ld_w[2][128];  // load w: f32[1,128] @smem, ring of 2
+  alignas(1024) float ld_b[2][128];  // load b: f32[1,128] @smem, ring of 2
+  alignas(1024) __half ld_x[2][8192];  // load x: f16[64,128] @smem, ring of 2
   alignas(1024) unsigned char out_store_0[2][8192];  // role -> TMA store of store_0: all of its 2 128-byte column blocks
-  twill::Ring<3> ring_w;  // full/empty mbarriers of w
-  twill::Ring<3> ring_b;  // full/empty mbarriers of b
-  twill::Ring<3> ring_x;  // full/empty mbarriers of x
+  twill::Ring<2> ring_w;  // full/empty mbarriers of w
+  twill::Ring<2> ring_b;  // full/empty mbarriers of b
+  twill::Ring<2> ring_x;  // full/empty mbarriers of x
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
 };
-static_assert(sizeof(Smem) <= 70656, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
+static_assert(sizeof(Smem) <= 52224, "emit-cuda counted less shared memory than Smem takes (Program.smem_bytes)");
 static_assert(sizeof(Smem) + 1024 <= 232448, "shared memory (Smem plus 1 KiB of alignment) exceeds the machine's smem_bytes");
 static_assert(kCtasPerSm * (sizeof(Smem) + 1024 + 1024) <= 233472, "kCtasPerSm CTAs' shared memory (each with its alignment and the system's 1024 bytes) exceeds the SM's 233472");
 
@@ -1224,20 +1223,20 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load w of iteration it into the slot of ring position tile.pos + it
         sm.ring_w.wait_empty(tile.pos + it);
         sm.ring_w.expect_full(tile.pos + it, 512);
-        twill::tma_load(sm.ld_w[(tile.pos + it) % 3], tm.w, &sm.ring_w.full[(tile.pos + it) % 3], (twill_split_first + it) * 128, 0, twill_b_w);
+        twill::tma_load(sm.ld_w[(tile.pos + it) % 2], tm.w, &sm.ring_w.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, 0, twill_b_w);
       }
       if (lane == 0) {
         const int it = j;  // load b of iteration it into the slot of ring position tile.pos + it
         sm.ring_b.wait_empty(tile.pos + it);
         sm.ring_b.expect_full(tile.pos + it, 512);
-        twill::tma_load(sm.ld_b[(tile.pos + it) % 3], tm.b, &sm.ring_b.full[(tile.pos + it) % 3], (twill_split_first + it) * 128, 0, twill_b_b);
+        twill::tma_load(sm.ld_b[(tile.pos + it) % 2], tm.b, &sm.ring_b.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, 0, twill_b_b);
       }
       if (lane == 0) {
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 3], tm.x, &sm.ring_x.full[(tile.pos + it) % 3], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 3]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 3], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
+        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
       }
     }
   }
@@ -1285,7 +1284,7 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
       // x_hat = sub x, mean (iteration j)
       {
         twill::Frag16<1, 128, __half> x_hat_arg0;
-        twill::tile_to_frag<__half, 64, 128>(x_hat_arg0, sm.ld_x[(tile.pos + j) % 3], 0);
+        twill::tile_to_frag<__half, 64, 128>(x_hat_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
         twill::op_sub(x_hat[0], x_hat_arg0, mean);
       }
       sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1295,14 +1294,14 @@ __device__ __forceinline__ void role_role(Smem& sm, const Maps& tm, const Args& 
       // y takes the registers of x_hat, which no longer needs them
       // y = mul x_hat_rescale, w (iteration j)
       {
-        const twill::ColsView<128, float> y_arg1{sm.ld_w[(tile.pos + j) % 3]};
+        const twill::ColsView<128, float> y_arg1{sm.ld_w[(tile.pos + j) % 2]};
         twill::op_mul(x_hat[0], x_hat_rescale[0], y_arg1);
       }
       sm.ring_w.release_by_warp(tile.pos + j);  // release w[j]
       sm.ring_b.wait_full(tile.pos + j);  // b[j] has landed
       // y_add = add y, b (iteration j)
       {
-        const twill::ColsView<128, float> y_add_arg1{sm.ld_b[(tile.pos + j) % 3]};
+        const twill::ColsView<128, float> y_add_arg1{sm.ld_b[(tile.pos + j) % 2]};
         twill::op_add(y_add[0], x_hat[0], y_add_arg1);
       }
       sm.ring_b.release_by_warp(tile.pos + j);  // release b[j]
