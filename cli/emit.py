@@ -31,8 +31,13 @@ from .main import main
               help="a persistent GEMM-like kernel runs two warpgroups of its computing role, taking the CTA's "
                    "tiles in turn, so one's epilogue overlaps the other's main loop, where registers and shared "
                    "memory allow (docs/emit-cuda.md) [default: where the loop runs an mma and the epilogue computes]")
+@click.option("--load-rings", "load_rings", type=click.Choice(["solved", "latency"]), default="solved",
+              show_default=True,
+              help="how deep each TMA load's ring is: the depth the schedule was solved at, or deepened after the "
+                   "solve to cover the load's typical latency in the shared memory left (docs/emit-cuda.md; off by "
+                   "default until measured on a GPU)")
 @model_flags
-def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, copies, **flags):
+def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, copies, load_rings, **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
     (.tir, .ttgir) that is solved first with --gpu."""
     distinct_output(source, output)
@@ -46,7 +51,7 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
     from .common import graph_or_sequence
     found = None if source.endswith(".json") else graph_or_sequence(source, flags)
     if source.endswith(".json") and is_sequence_file(source) or isinstance(found, Sequence):
-        _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found)
+        _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found, load_rings)
         return
     pending, options = None, None
     if source.endswith(".json"):
@@ -67,19 +72,20 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
     one_tile = hidden = False
     if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
         schedule, one_tile, hidden = _ptxas_loop(schedule, machine, options if pending is None else None,
-                                                 flags["quiet"], ctas, copies)
-    _write(schedule, machine, output, binding, ctas, copies, one_tile, hidden)
+                                                 flags["quiet"], ctas, copies, load_rings)
+    _write(schedule, machine, output, binding, ctas, copies, one_tile, hidden, load_rings)
     if pending is not None:
         raise pending
 
 
-def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None, copies: bool | None = None):
+def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None, copies: bool | None = None,
+                load_rings: str = "solved"):
     """(the schedule whose kernel ptxas agrees with, whether the kernel is to run one CTA per tile,
     whether kernel<false> hides its ring position: twill/ptxas_loop.py); what it found and what it changed on stderr (with -q: only a change)."""
     from twill.ptxas_loop import emitter, resolver, run
 
     lines = []
-    emit = emitter(machine, ctas_per_sm=ctas, tile_copies=copies)
+    emit = emitter(machine, ctas_per_sm=ctas, tile_copies=copies, load_rings=load_rings)
     result = run(schedule, machine, emit, resolver(schedule, machine, options), lines.append)
     if not quiet or result.changed:
         for line in lines:
@@ -88,12 +94,12 @@ def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None
 
 
 def _write(schedule, machine, output, binding=None, ctas: int | None = None, copies: bool | None = None,
-           one_tile: bool = False, hidden: bool = False) -> None:
+           one_tile: bool = False, hidden: bool = False, load_rings: str = "solved") -> None:
     from twill.emit import emitted
     from twill.fileio import write_atomic
 
     model, text = emitted(schedule, machine, ctas_per_sm=ctas, tile_copies=copies, one_tile_per_cta=one_tile,
-                         hidden_position=hidden)
+                         hidden_position=hidden, load_rings=load_rings)
     if not output:
         click.echo(text, nl=False)
         return
@@ -108,7 +114,8 @@ def _write(schedule, machine, output, binding=None, ctas: int | None = None, cop
         click.echo(f"{'wrote' if changed else 'unchanged'} {path}: {what}", err=True)
 
 
-def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found=None) -> None:
+def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found=None,
+                   load_rings: str = "solved") -> None:
     """Loops in sequence: each loop's kernel K.LOOP.cu (and binding K.LOOP.py) as alone, and with
     --binding the sequence's K.py that runs them in order (twill/emit/sequence.py)."""
     from twill.errors import Diagnostic, InputError
@@ -139,8 +146,10 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
     for name, s, machine in zip(seq.names, seq.schedules, machines):
         one_tile = hidden = False
         if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
-            s, one_tile, hidden = _ptxas_loop(s, machine, options, flags["quiet"], ctas)
-        model, text = loop_kernel(s, machine, ctas_per_sm=ctas, one_tile_per_cta=one_tile, hidden_position=hidden)
+            s, one_tile, hidden = _ptxas_loop(s, machine, options, flags["quiet"], ctas, load_rings=load_rings)
+        model, text = loop_kernel(s, machine, ctas_per_sm=ctas, one_tile_per_cta=one_tile, hidden_position=hidden,
+                                  smem_parts=len(seq.names),  # side by side in the one kernel (seqfuse.py)
+                                  load_rings=load_rings)
         path = loop_path(output, name)
         files[path] = (text, f"kernel {s.kernel} for {machine.arch}, {len(s.roles) or 'derived'} role(s)")
         if binding == "torch":
