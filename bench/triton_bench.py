@@ -387,11 +387,27 @@ def _split_parts(dump: Path, import_args: tuple[str, ...]):
         return None  # the import fails: build_attempt says why
 
 
+def bench_emit_args(emit_args: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """`emit_args` with `--load-rings X` added where the environment sets TWILL_BENCH_LOAD_RINGS=X and they do not
+    already choose: the bench's way to build every kernel with the load rings deepened for the TMA latency
+    (`latency`, docs/emit-cuda.md) while that stays off by default. Only the bench reads the variable."""
+    rings = os.environ.get("TWILL_BENCH_LOAD_RINGS", "")
+    if rings and "--load-rings" not in emit_args:
+        emit_args = (*emit_args, "--load-rings", rings)
+    # TWILL_BENCH_ANY_PITCH=1: emit-cuda's --any-pitch (rows at any pitch, anypitch.py; off by default until run on
+    # a GPU), read by the bench alone
+    if os.environ.get("TWILL_BENCH_ANY_PITCH", "") == "1" and "--any-pitch" not in emit_args:
+        emit_args = (*emit_args, "--any-pitch")
+    return emit_args
+
+
 def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
                   import_args: tuple[str, ...] = (), solve_args: tuple[str, ...] = (),
                   emit_args: tuple[str, ...] = ()) -> dict:
     """One dump through import -> solve (joint) -> emit-cuda -> nvcc; where it stopped and why.
-    `import_args`, `solve_args` and `emit_args` are added to those commands."""
+    `import_args`, `solve_args` and `emit_args` are added to those commands; TWILL_BENCH_LOAD_RINGS=latency adds
+    emit-cuda's `--load-rings latency` (bench_emit_args) and the record says so."""
+    emit_args = bench_emit_args(emit_args)
     name = dump.name.split(".")[0]
     tir, sched, cu = out / f"{name}.tir", out / f"{name}.json", out / f"{name}.cu"
     steps = [("import", ["import", str(dump), "-o", str(tir), *import_args]),
@@ -399,6 +415,10 @@ def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
                         *solve_args]),
              ("emit-cuda", ["emit-cuda", str(sched), "-o", str(cu), "--binding", "torch", *emit_args])]
     record = {"dump": dump.name, "stages": {}}
+    if "--load-rings" in emit_args:
+        record["load_rings"] = emit_args[emit_args.index("--load-rings") + 1]
+    if "--any-pitch" in emit_args:
+        record["any_pitch"] = True
     for stage, argv in steps:
         t0 = time.time()
         proc = _twill(*argv, timeout=time_limit + 120)
@@ -906,7 +926,7 @@ def main(argv=None) -> None:
                    help="ring depths of streaming loads to try, deepest first (0: the machine's; default %(default)s)")
     p.add_argument("--solve-args", default="", help="more arguments of `twill solve` (a variant)")
     p.add_argument("--emit-args", default="", help="more arguments of `twill emit-cuda` (a variant: "
-                   "--ctas-per-sm 1)")
+                   "--ctas-per-sm 1; --load-rings latency, also TWILL_BENCH_LOAD_RINGS=latency)")
     p.set_defaults(fn=cmd_build)
     p = sub.add_parser("run", help="GPU: twill's kernels (built by 'build') against Triton's")
     p.add_argument("--kernels", required=True, help="the folder 'build' wrote")

@@ -146,7 +146,10 @@ def negative_positions(text: str, n: int) -> list[tuple]:
 
 def ring_deadlock(text: str, n: int) -> dict:
     """Every role's ring operations for n iterations run against each other: the operation each
-    stuck role waits at ({} when every role finishes)."""
+    stuck role waits at ({} when every role finishes). A sequence's one kernel: each loop's (`loop_texts`)."""
+    loops = loop_texts(text)
+    if len(loops) > 1:
+        return {f"loop {k}: {role}": at for k, loop in enumerate(loops) for role, at in ring_deadlock(loop, n).items()}
     depth = {m.group(2): int(m.group(1)) for m in re.finditer(r"Ring<(\d+)> ring_(\w+)", text)}
     events = {role: ring_events(body, n) for role, body in _role_bodies(text).items()}
     readers: dict[str, set] = {}
@@ -174,10 +177,24 @@ def ring_deadlock(text: str, n: int) -> dict:
     return {role: events[role][at[role]] for role in events if at[role] < len(events[role])}
 
 
+def loop_texts(text: str) -> list[str]:
+    """The kernel's text, or where it holds several loops' namespaces (a sequence's one kernel, seqfuse.py:
+    each loop its own rings, role functions and kPhasePeriod) each loop's, to be checked one by one."""
+    blocks: dict[str, str] = {}
+    for m in re.finditer(r"^namespace (twill_\w+) \{\n(.*?)^\}  // namespace \1$", text, re.S | re.M):
+        blocks[m.group(1)] = blocks.get(m.group(1), "") + m.group(2)
+    loops = [b for b in blocks.values() if "constexpr int kPhasePeriod = " in b]
+    return loops if len(loops) > 1 else [text]
+
+
 def ring_tiles(text: str, ns: list[int]) -> list[str]:
     """A persistent CTA's tiles of ns[k] iterations each, every role's ring operations run against
     hardware-like mbarriers (see the module docstring): the errors found ([] when every role
-    finishes and every wait and release met the position it names)."""
+    finishes and every wait and release met the position it names). A sequence's one kernel: each
+    loop's (`loop_texts`), whose positions continue on their own."""
+    loops = loop_texts(text)
+    if len(loops) > 1:
+        return [e for loop in loops for e in ring_tiles(loop, ns)]
     depth = {m.group(2): int(m.group(1)) for m in re.finditer(r"Ring<(\d+)> ring_(\w+)", text)}
     period = int(re.search(r"constexpr int kPhasePeriod = (\d+);", text).group(1))
     bodies = _role_bodies(text)

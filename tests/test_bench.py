@@ -49,3 +49,22 @@ def test_triton_bench_captures_what_a_launch_passes_its_kernel():
     args, outs = triton_bench.capture(module, "toy", ([1, 2], [3, 4]), {"scale": 0.5})
     assert args[:2] == ([1, 2], [3, 4]) and args[3:] == (2, 0.5) and outs == (args[2],)
     assert not calls and isinstance(module.toy_kernel, Kernel)  # never launched; the kernel put back
+
+
+def test_bench_builds_with_the_load_rings_the_environment_names(monkeypatch):
+    """TWILL_BENCH_LOAD_RINGS (read by the bench alone) adds emit-cuda's --load-rings, unless the bench's own
+    --emit-args chose."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import triton_bench
+
+    monkeypatch.delenv("TWILL_BENCH_LOAD_RINGS", raising=False)
+    assert triton_bench.bench_emit_args(("--ctas-per-sm", "1")) == ("--ctas-per-sm", "1")
+    monkeypatch.setenv("TWILL_BENCH_LOAD_RINGS", "latency")
+    assert triton_bench.bench_emit_args(("--ctas-per-sm", "1")) == ("--ctas-per-sm", "1", "--load-rings", "latency")
+    assert triton_bench.bench_emit_args(("--load-rings", "solved")) == ("--load-rings", "solved")
+    monkeypatch.delenv("TWILL_BENCH_LOAD_RINGS")
+    monkeypatch.delenv("TWILL_BENCH_ANY_PITCH", raising=False)
+    assert triton_bench.bench_emit_args() == ()
+    monkeypatch.setenv("TWILL_BENCH_ANY_PITCH", "1")  # emit-cuda --any-pitch (anypitch.py), off by default
+    assert triton_bench.bench_emit_args(("--ctas-per-sm", "1")) == ("--ctas-per-sm", "1", "--any-pitch")
+    assert triton_bench.bench_emit_args(("--any-pitch",)) == ("--any-pitch",)

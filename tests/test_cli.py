@@ -112,6 +112,8 @@ def test_unknown_gpu_suggests_a_bundled_one():
     *((["solve", FIG1, "--gpu", "h100", "--time-limit", t], "Invalid value for '--time-limit'")
       for t in ("nan", "inf", "0", "-1", "abc")),
     (["emit-cuda", FIG1, "--gpu", "h100", "--time-limit", "nan"], "Invalid value for '--time-limit'"),
+    (["emit-cuda", FIG1, "--gpu", "h100", "--load-rings", "deep"],
+     "Invalid value for '--load-rings': 'deep' is not one of 'solved', 'latency'"),
     (["solve", FIG1, "--gpu", "h100", "--group", ","], "',' names no op"),
     (["solve", FIG1, "--gpu", ""], "give a bundled name"),
 ])

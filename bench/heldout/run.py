@@ -191,7 +191,8 @@ def main(argv=None) -> None:
     b = sub.add_parser("build")
     b.add_argument("--out", required=True)
     b.add_argument("--time-limit", type=float, default=300)
-    b.add_argument("--emit-args", default="", help="more arguments of `twill emit-cuda` (a variant: --ctas-per-sm 2)")
+    b.add_argument("--emit-args", default="", help="more arguments of `twill emit-cuda` (a variant: --ctas-per-sm 2; "
+                   "--load-rings latency, also TWILL_BENCH_LOAD_RINGS=latency)")
     b.add_argument("names", nargs="+")
     c = sub.add_parser("check")
     c.add_argument("--kernels", required=True)

@@ -12,13 +12,15 @@ from .model import EmitError, KernelModel, mma_shape
 from .copies import with_tile_copies
 from .occupancy import default_limit, with_occupancy
 from .placement import _place, _roles
+from .streams import LOAD_RINGS
 from .target import target_for
 from .tensors import _tensors
 
 
 def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None,
                 ctas_per_sm: int | None = None, tile_copies: bool | None = None, one_tile_per_cta: bool = False,
-                hidden_position: bool = False, any_pitch: bool = False) -> KernelModel:
+                hidden_position: bool = False, smem_parts: int = 1, load_rings: str = "solved",
+                any_pitch: bool = False) -> KernelModel:
     """The model of `schedule`'s kernel: one CTA per SM, the whole register file to it, or, given
     `ctas_per_sm`, as many as fit up to that (occupancy.py). Several are opt-in: at the 128 launch
     registers of two CTAs ptxas may refuse a kernel (C7602), and the H200's GEMMs ran fastest as one
@@ -28,9 +30,14 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
     `one_tile_per_cta`: no persistent kernel<true> (emit-cuda's ptxas loop, where ptxas compiled
     it worse than the kernel of one tile per CTA). `hidden_position`: kernel<false> gives each role
     its tile with the ring position (0) hidden from the compiler (emit-cuda's ptxas loop, where the
-    constant position compiled worse: kernel.py, `_tiles`). `any_pitch`: a row kernel's load whose rows are not
-    16 bytes apart is read where it lies, by bulk copies, not staged by the binding (anypitch.py; emit-cuda
-    --any-pitch, off by default until run on a GPU)."""
+    constant position compiled worse: kernel.py, `_tiles`). `smem_parts`: the kernels whose Smem one CTA
+    lays side by side (a sequence's loops, seqfuse.py): each deepens its load rings within its share
+    (streams.py). `load_rings`: "solved" (the default) keeps each load ring at the depth the schedule was solved
+    at; "latency" deepens the TMA load rings for the load's latency (streams.py, emit-cuda --load-rings).
+    `any_pitch`: a row kernel's load whose rows are not 16 bytes apart is read where it lies, by bulk copies,
+    not staged by the binding (anypitch.py; emit-cuda --any-pitch, off by default until run on a GPU)."""
+    if load_rings not in LOAD_RINGS:
+        raise EmitError(f"load_rings is one of {', '.join(LOAD_RINGS)}, not {load_rings!r}")
     if graph is None:
         from ..tir import parse_tir
         if not schedule.graph_tir:
@@ -54,7 +61,8 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
                         warpgroups=groups, default_roles=default,
                         role_of=tuple(sorted(role_of.items())), tensors=tensors,
                         mma=tuple(sorted(mma.items())), stages=stages, normalizers=(),
-                        one_tile_per_cta=one_tile_per_cta, hidden_position=hidden_position, any_pitch=any_pitch)
+                        one_tile_per_cta=one_tile_per_cta, hidden_position=hidden_position, smem_parts=smem_parts,
+                        load_rings=load_rings, any_pitch=any_pitch)
     model = with_occupancy(replace(model, normalizers=_normalizers(model),
                                    ctas_limit=ctas_per_sm or default_limit(model)))
     if tile_copies is None:

@@ -97,6 +97,8 @@ class Renderer(Stores, Kernel):
                 f"{', '.join(r.ops)}")
         if self.p.smem_note:
             out(f"// Note: {self.p.smem_note}.")
+        if self.p.stream_note:
+            out(f"// Note: {self.p.stream_note}.")
         for g in m.warpgroups:
             asked = max(m.role[r].registers for r in g.roles)
             if g.registers != asked:

@@ -24,20 +24,23 @@ from .model import EmitError, KernelModel
 from .pingpong import PingPong
 from .rings import Rings
 from .smem import SharedMemory, Staging
+from .streams import StreamDepth
 from .tmem import TensorMemory
 from .waits import Waits
 from .windows import Window
 
 
-class Program(RegisterBuffers, Rings, SharedMemory, TensorMemory, Waits, PingPong):
+class Program(RegisterBuffers, Rings, SharedMemory, StreamDepth, TensorMemory, Waits, PingPong):
     """The windows, buffers, channels and synchronisation of every role, one part per mixin:
     register buffers (buffers.py), channels (rings.py), shared and tensor memory (smem.py,
-    tmem.py), waits and releases (waits.py), ping-pong (pingpong.py).
+    tmem.py), the load rings' depth (streams.py), waits and releases (waits.py), ping-pong
+    (pingpong.py).
 
     Not pure data while it is built: `__init__` runs the planning steps in order, each reading
     what the earlier ones set and some refining it (the register aliases drop buffers, `_fit_smem`
-    deepens channels and `_tmem_plan` narrows them, `_pingpong` marks the role programs' turns,
-    `_waits_and_releases` fills their tables). Once `__init__` returns nothing changes it: the
+    shortens channels, `_deepen_streams` deepens the load rings (load_rings "latency" only), `_tmem_plan`
+    narrows channels, `_pingpong` marks the role programs' turns, `_waits_and_releases` fills their
+    tables). Once `__init__` returns nothing changes it: the
     renderer and the role bodies only read it, and rebinding an attribute raises."""
 
     def __init__(self, model: KernelModel):
@@ -67,6 +70,7 @@ class Program(RegisterBuffers, Rings, SharedMemory, TensorMemory, Waits, PingPon
         self.smem_extras = self._extras_limit()
         self.staging = self._staging()
         self.input_copies = self._input_copies()
+        self.stream_note = self._deepen_streams()
         self.tmem_after: dict[str, tuple[str, int]] = {}  # value -> (value whose columns it reuses, k)
         self.tmem_shared: set[str] = set()  # values whose reader frees their columns right after reading
         self.tmem = self._tmem_plan()
