@@ -392,9 +392,13 @@ def bench_emit_args(emit_args: tuple[str, ...] = ()) -> tuple[str, ...]:
     already choose: the bench's way to build every kernel with the load rings deepened for the TMA latency
     (`latency`, docs/emit-cuda.md) while that stays off by default. Only the bench reads the variable."""
     rings = os.environ.get("TWILL_BENCH_LOAD_RINGS", "")
-    if not rings or "--load-rings" in emit_args:
-        return emit_args
-    return (*emit_args, "--load-rings", rings)
+    if rings and "--load-rings" not in emit_args:
+        emit_args = (*emit_args, "--load-rings", rings)
+    # TWILL_BENCH_ANY_PITCH=1: emit-cuda's --any-pitch (rows at any pitch, anypitch.py; off by default until run on
+    # a GPU), read by the bench alone
+    if os.environ.get("TWILL_BENCH_ANY_PITCH", "") == "1" and "--any-pitch" not in emit_args:
+        emit_args = (*emit_args, "--any-pitch")
+    return emit_args
 
 
 def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
@@ -413,6 +417,8 @@ def build_attempt(dump: Path, out: Path, gpu: str, arch: str, time_limit: float,
     record = {"dump": dump.name, "stages": {}}
     if "--load-rings" in emit_args:
         record["load_rings"] = emit_args[emit_args.index("--load-rings") + 1]
+    if "--any-pitch" in emit_args:
+        record["any_pitch"] = True
     for stage, argv in steps:
         t0 = time.time()
         proc = _twill(*argv, timeout=time_limit + 120)

@@ -36,8 +36,13 @@ from .main import main
               help="how deep each TMA load's ring is: the depth the schedule was solved at, or deepened after the "
                    "solve to cover the load's typical latency in the shared memory left (docs/emit-cuda.md; off by "
                    "default until measured on a GPU)")
+@click.option("--any-pitch", "any_pitch", is_flag=True,
+              help="a row kernel's input whose rows are not 16 bytes apart (50257 bf16) is read where it lies, by "
+                   "bulk copies, not staged by the binding into padded rows (docs/emit-cuda.md); off by default "
+                   "until run on a GPU")
 @model_flags
-def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, copies, load_rings, **flags):
+def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, copies, load_rings, any_pitch,
+              **flags):
     """CUDA C++ (sm_90a or sm_100a) for the warp roles of SOURCE: a schedule .json, or a graph
     (.tir, .ttgir) that is solved first with --gpu."""
     distinct_output(source, output)
@@ -51,7 +56,8 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
     from .common import graph_or_sequence
     found = None if source.endswith(".json") else graph_or_sequence(source, flags)
     if source.endswith(".json") and is_sequence_file(source) or isinstance(found, Sequence):
-        _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found, load_rings)
+        _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found, load_rings,
+                       any_pitch)
         return
     pending, options = None, None
     if source.endswith(".json"):
@@ -72,20 +78,21 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
     one_tile = hidden = False
     if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
         schedule, one_tile, hidden = _ptxas_loop(schedule, machine, options if pending is None else None,
-                                                 flags["quiet"], ctas, copies, load_rings)
-    _write(schedule, machine, output, binding, ctas, copies, one_tile, hidden, load_rings)
+                                                 flags["quiet"], ctas, copies, load_rings, any_pitch)
+    _write(schedule, machine, output, binding, ctas, copies, one_tile, hidden, load_rings, any_pitch)
     if pending is not None:
         raise pending
 
 
 def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None, copies: bool | None = None,
-                load_rings: str = "solved"):
+                load_rings: str = "solved", any_pitch: bool = False):
     """(the schedule whose kernel ptxas agrees with, whether the kernel is to run one CTA per tile,
     whether kernel<false> hides its ring position: twill/ptxas_loop.py); what it found and what it changed on stderr (with -q: only a change)."""
     from twill.ptxas_loop import emitter, resolver, run
 
     lines = []
-    emit = emitter(machine, ctas_per_sm=ctas, tile_copies=copies, load_rings=load_rings)
+    emit = emitter(machine, ctas_per_sm=ctas, tile_copies=copies, load_rings=load_rings,
+                   any_pitch=any_pitch)
     result = run(schedule, machine, emit, resolver(schedule, machine, options), lines.append)
     if not quiet or result.changed:
         for line in lines:
@@ -94,12 +101,13 @@ def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None
 
 
 def _write(schedule, machine, output, binding=None, ctas: int | None = None, copies: bool | None = None,
-           one_tile: bool = False, hidden: bool = False, load_rings: str = "solved") -> None:
+           one_tile: bool = False, hidden: bool = False, load_rings: str = "solved",
+           any_pitch: bool = False) -> None:
     from twill.emit import emitted
     from twill.fileio import write_atomic
 
     model, text = emitted(schedule, machine, ctas_per_sm=ctas, tile_copies=copies, one_tile_per_cta=one_tile,
-                         hidden_position=hidden, load_rings=load_rings)
+                         hidden_position=hidden, load_rings=load_rings, any_pitch=any_pitch)
     if not output:
         click.echo(text, nl=False)
         return
@@ -115,7 +123,7 @@ def _write(schedule, machine, output, binding=None, ctas: int | None = None, cop
 
 
 def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas, flags, found=None,
-                   load_rings: str = "solved") -> None:
+                   load_rings: str = "solved", any_pitch: bool = False) -> None:
     """Loops in sequence: each loop's kernel K.LOOP.cu (and binding K.LOOP.py) as alone, and with
     --binding the sequence's K.py that runs them in order (twill/emit/sequence.py)."""
     from twill.errors import Diagnostic, InputError
@@ -146,10 +154,11 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
     for name, s, machine in zip(seq.names, seq.schedules, machines):
         one_tile = hidden = False
         if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
-            s, one_tile, hidden = _ptxas_loop(s, machine, options, flags["quiet"], ctas, load_rings=load_rings)
+            s, one_tile, hidden = _ptxas_loop(s, machine, options, flags["quiet"], ctas, load_rings=load_rings,
+                                              any_pitch=any_pitch)
         model, text = loop_kernel(s, machine, ctas_per_sm=ctas, one_tile_per_cta=one_tile, hidden_position=hidden,
                                   smem_parts=len(seq.names),  # side by side in the one kernel (seqfuse.py)
-                                  load_rings=load_rings)
+                                  load_rings=load_rings, any_pitch=any_pitch)
         path = loop_path(output, name)
         files[path] = (text, f"kernel {s.kernel} for {machine.arch}, {len(s.roles) or 'derived'} role(s)")
         if binding == "torch":

@@ -62,3 +62,9 @@ def test_bench_builds_with_the_load_rings_the_environment_names(monkeypatch):
     monkeypatch.setenv("TWILL_BENCH_LOAD_RINGS", "latency")
     assert triton_bench.bench_emit_args(("--ctas-per-sm", "1")) == ("--ctas-per-sm", "1", "--load-rings", "latency")
     assert triton_bench.bench_emit_args(("--load-rings", "solved")) == ("--load-rings", "solved")
+    monkeypatch.delenv("TWILL_BENCH_LOAD_RINGS")
+    monkeypatch.delenv("TWILL_BENCH_ANY_PITCH", raising=False)
+    assert triton_bench.bench_emit_args() == ()
+    monkeypatch.setenv("TWILL_BENCH_ANY_PITCH", "1")  # emit-cuda --any-pitch (anypitch.py), off by default
+    assert triton_bench.bench_emit_args(("--ctas-per-sm", "1")) == ("--ctas-per-sm", "1", "--any-pitch")
+    assert triton_bench.bench_emit_args(("--any-pitch",)) == ("--any-pitch",)

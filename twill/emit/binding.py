@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import epilogue, partial
+from . import anypitch, epilogue, partial
 from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
 from .binding_runtime import COLUMN_ARG
 from .colsplit import fixed_up, is_column
@@ -77,6 +77,8 @@ class Argument:
     per_batch: bool = False  # one value per batch entry, broadcast over leading batch dimensions (batch_groups)
     splits: bool = False  # an output of a split kernel (grid split): a leading dimension of splits before the batch
     column_major: bool = False  # also taken as the transpose's view, [*batch, L, N] with .mT contiguous (an input)
+    any_pitch: tuple[int, ...] = ()  # a load that takes rows at any pitch (anypitch.py): its tile's rows and box
+    # width W; the binding passes a negative row stride instead of staging
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
@@ -84,7 +86,8 @@ class Argument:
                 "per_iteration": self.per_iteration, "tma": self.tma, "zero": self.zero, "shared": self.shared,
                 **({"iter_div": self.iter_div} if self.iter_div > 1 else {}),
                 **({"per_batch": True} if self.per_batch else {}), **({"splits": True} if self.splits else {}),
-                **({"column_major": True} if self.column_major else {})}
+                **({"column_major": True} if self.column_major else {}),
+                **({"any_pitch": list(self.any_pitch)} if self.any_pitch else {})}
 
 
 def py_name(name: str, taken: set[str]) -> str:
@@ -233,7 +236,8 @@ def arguments(renderer) -> tuple[Argument, ...]:
                        t.kind == "store" and not grid <= set(t.axes), parts, all(map(shareable, members)), source,
                        t.iter_div, all(map(periodic, members)),
                        output and bool(m.graph.split) and "loop" not in t.axes and not fixed_up(m.graph),
-                       not output and t.column_major)
+                       not output and t.column_major,
+                       (t.tile[0], anypitch.width(t)) if len(members) == 1 and anypitch.eligible(m, t) else ())
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return _as_imported(m.graph, tuple(inputs + outputs))

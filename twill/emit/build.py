@@ -19,7 +19,8 @@ from .tensors import _tensors
 
 def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None,
                 ctas_per_sm: int | None = None, tile_copies: bool | None = None, one_tile_per_cta: bool = False,
-                hidden_position: bool = False, smem_parts: int = 1, load_rings: str = "solved") -> KernelModel:
+                hidden_position: bool = False, smem_parts: int = 1, load_rings: str = "solved",
+                any_pitch: bool = False) -> KernelModel:
     """The model of `schedule`'s kernel: one CTA per SM, the whole register file to it, or, given
     `ctas_per_sm`, as many as fit up to that (occupancy.py). Several are opt-in: at the 128 launch
     registers of two CTAs ptxas may refuse a kernel (C7602), and the H200's GEMMs ran fastest as one
@@ -32,7 +33,9 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
     constant position compiled worse: kernel.py, `_tiles`). `smem_parts`: the kernels whose Smem one CTA
     lays side by side (a sequence's loops, seqfuse.py): each deepens its load rings within its share
     (streams.py). `load_rings`: "solved" (the default) keeps each load ring at the depth the schedule was solved
-    at; "latency" deepens the TMA load rings for the load's latency (streams.py, emit-cuda --load-rings)."""
+    at; "latency" deepens the TMA load rings for the load's latency (streams.py, emit-cuda --load-rings).
+    `any_pitch`: a row kernel's load whose rows are not 16 bytes apart is read where it lies, by bulk copies,
+    not staged by the binding (anypitch.py; emit-cuda --any-pitch, off by default until run on a GPU)."""
     if load_rings not in LOAD_RINGS:
         raise EmitError(f"load_rings is one of {', '.join(LOAD_RINGS)}, not {load_rings!r}")
     if graph is None:
@@ -59,7 +62,7 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
                         role_of=tuple(sorted(role_of.items())), tensors=tensors,
                         mma=tuple(sorted(mma.items())), stages=stages, normalizers=(),
                         one_tile_per_cta=one_tile_per_cta, hidden_position=hidden_position, smem_parts=smem_parts,
-                        load_rings=load_rings)
+                        load_rings=load_rings, any_pitch=any_pitch)
     model = with_occupancy(replace(model, normalizers=_normalizers(model),
                                    ctas_limit=ctas_per_sm or default_limit(model)))
     if tile_copies is None:

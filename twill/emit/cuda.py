@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import batch_groups, colsplit, descale, epilogue, fixup, gather, halves, masks, partial, runtime, splits
+from . import anypitch, batch_groups, colsplit, descale, epilogue, fixup, gather, halves, masks, partial, runtime, splits
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -130,6 +130,8 @@ class Renderer(Stores, Kernel):
             wrappers += [runtime.tail_part(m.target).lstrip("\n")]  # mask_tail (ragged.py)
         if gather.gathered(m.graph):
             wrappers += [runtime.gather_part(m.target).lstrip("\n")]  # gather_rows (gather.py)
+        if anypitch.tensors(m):
+            wrappers += [runtime.anypitch_part(m.target).lstrip("\n")]  # bulk_rows, rows_to_frag (anypitch.py)
         wrappers += fixup.runtime_part(m)  # split_arrive and the folds (a column split's fixup)
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
@@ -212,6 +214,8 @@ class Renderer(Stores, Kernel):
             elems = t.elements
             if chan.kind == "tma" and ident(chan.value) in m.tensor:  # a strided view loads a wider row
                 elems = m.tensor[ident(chan.value)].tile[0] * m.tensor[ident(chan.value)].tile[1]
+                if anypitch.eligible(m, m.tensor[ident(chan.value)]):  # rows of a box one chunk wider
+                    elems = anypitch.slot_elements(m.tensor[ident(chan.value)])
             if chan.kind == "tma":
                 out(f"alignas(1024) {ctype(t.dtype)} ld_{chan.ident}[{chan.depth}][{elems}];  "
                     f"// load {chan.value}: {t}, ring of {chan.depth}")
@@ -291,7 +295,7 @@ class Renderer(Stores, Kernel):
             *[f"int {partial.FIELD[ax]};  // Problem::{partial.FIELD[ax]}: 0, or where the last tile along "
               f"{ax.upper()} ends (partial.py)" for ax in partial.GRID_AXES if ax in self.partial],
             "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)", *epilogue.arg_fields(self.m),
-            *gather.arg_fields(self.m))
+            *gather.arg_fields(self.m), *anypitch.arg_fields(self.m))
         for t in self.pointer_tensors():
             const = "const " if t.kind in ("input", "load") else ""
             out(f"{const}{ctype(t.dtype)}* {t.name};  // {t.kind} {t.value}: {self.shape_doc(t)}")

@@ -11,7 +11,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import batch_groups, descale, epilogue, fixup, gather, halves, partial, splits
+from . import anypitch, batch_groups, descale, epilogue, fixup, gather, halves, partial, splits
 from .model import DIM_LABELS, dtype_bytes, plain_box, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
@@ -104,14 +104,19 @@ def _checks(r, every, maps) -> list[str]:
         esize = dtype_bytes(t.dtype)
         sw = swizzle_bytes(t.tile[-1] * esize, t.tile[0])
         n = t.name
+        encode_2d = (f"encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, {n}_rs, "
+                     f"{n}_bs, " + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw})" if not plain_box(t)
+                                    else f"1, {t.tile[1]}, 16)"))
+        if anypitch.eligible(r.m, t):  # a row stride < 0: rows at any pitch, by bulk copies (no map)
+            lines += anypitch.map_lines(t, rows, cols, batch, TMA_DTYPE[t.dtype], esize, encode_2d)
+            continue
         lines += [
             f"if (p.{n}_row_stride < 0 || p.{n}_batch_stride < 0) return cudaErrorInvalidValue;",
             f"const uint64_t {n}_rs = p.{n}_row_stride > 0 ? static_cast<uint64_t>(p.{n}_row_stride) : {cols};",
             f"const uint64_t {n}_bs = p.{n}_batch_stride > 0 ? static_cast<uint64_t>(p.{n}_batch_stride) : "
             f"{rows} * {n}_rs;",
             f"CUtensorMap tm_{t.name};",
-            f"if (!encode(&tm_{t.name}, {TMA_DTYPE[t.dtype]}, {esize}, p.{t.name}, {rows}, {cols}, {batch}, {n}_rs, {n}_bs, "
-            + (f"{min(t.tile[0], 256)}, {sw // esize}, {sw}))" if not plain_box(t) else f"1, {t.tile[1]}, 16))"),
+            f"if (!{encode_2d})",
             "  return cudaErrorInvalidValue;",
         ]
     return lines
@@ -123,6 +128,7 @@ def _args(r, every) -> list[str]:
     lines += ["args.raster_group = p.raster_group;"] if rastered(r.m) else []
     lines += [f"args.{partial.FIELD[ax]} = p.{partial.FIELD[ax]};" for ax in partial.GRID_AXES if ax in r.partial]
     lines += [f"args.{t.name} = p.{t.name};" for t in r.pointer_tensors()]
+    lines += anypitch.copy_lines(r.m, lambda t: _dims(r.m, t)[0])
     for t in every:
         for _, label in t.placed_dims():
             lines.append(f"args.{t.name}_{label}_step = p.{t.name}_{label}_step;")

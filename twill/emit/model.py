@@ -273,6 +273,7 @@ class KernelModel:
     hidden_position: bool = False  # kernel<false>'s ring position 0 hidden from the compiler (ptxas_loop.py)
     smem_parts: int = 1  # kernels whose Smem one CTA lays side by side (a sequence's loops: seqfuse.py, streams.py)
     load_rings: str = "solved"  # load rings: the solve's depth, or "latency": deepened for the TMA latency (streams.py)
+    any_pitch: bool = False  # loads whose rows are not 16 bytes apart read by bulk copies (anypitch.py; emit-cuda --any-pitch)
 
     # -- views ---------------------------------------------------------------------------------
     @cached_property

@@ -14,6 +14,7 @@ from .. import vocab
 from ..errors import Diagnostic
 from ..ir import DTYPE_BITS, Op, TensorType
 from .model import EmitError, KernelModel, MmaShape, dtype_bytes, ident, local, swizzle_bytes
+from . import anypitch
 
 from .fragments import CTYPE, TMA_DTYPE, ctype, fragment_type, vector_kind, view_type  # noqa: F401 (the emitters' types, re-exported)
 
@@ -144,7 +145,8 @@ def _registers(call: OpCall) -> tuple[list[str], list[str]]:
                                            "load's col_stride)", call.op.span))
             tmp = call.temp(f"arg{i}")
             lines.append(f"{fragment_type(call.model, a.type, call.groups)} {tmp};")
-            lines.extend(read_tile(call.model, a, tmp, call.row0 if _rows(a.type) == _rows(call.out.type) else "0"))
+            lines.extend(read_tile(call.model, a, tmp, call.row0 if _rows(a.type) == _rows(call.out.type) else "0",
+                                   call.iteration))
             names.append(tmp)
     return lines, names
 
@@ -172,12 +174,19 @@ def _rows(t: TensorType | None) -> int:
     return t.shape[0] if t is not None and t.shape else 0
 
 
-def read_tile(model: KernelModel, a: Arg, dst: str, row0: str) -> list[str]:
+def read_tile(model: KernelModel, a: Arg, dst: str, row0: str, iteration: str = "") -> list[str]:
+    """A tile into registers; a load's rows at any pitch shifted as they are read (anypitch.py)."""
     t = a.type
     if a.where == "tmem":
         return [f"twill::tmem_to_frag({dst}, {a.expr});"]
     rows, cols = (1, t.shape[0]) if vector_kind(t) == "rows" else t.shape
-    return [f"twill::tile_to_frag<{ctype(t.dtype)}, {rows}, {cols}>({dst}, {a.expr}, {row0});"]
+    plain = f"twill::tile_to_frag<{ctype(t.dtype)}, {rows}, {cols}>({dst}, {a.expr}, {row0});"
+    g = model.tensor.get(ident(a.value)) if a.where == "smem" else None
+    if g is not None and anypitch.eligible(model, g):
+        from .colsplit import fixed_up
+        return anypitch.read_lines(model, g, a.expr, dst, row0, iteration, bool(model.graph.split),
+                                   fixed_up(model.graph), plain)
+    return [plain]
 
 
 def exp2_code(call: OpCall, sums: str | None = None) -> list[str]:
@@ -327,7 +336,7 @@ def _accumulator(call: OpCall, s: MmaShape) -> list[str]:
     if c.where == "init":
         return [f"twill::fill({call.out.expr}, {c.expr});"]
     if c.where == "smem":
-        return read_tile(call.model, c, call.out.expr, call.row0)
+        return read_tile(call.model, c, call.out.expr, call.row0, call.iteration)
     if c.view:
         return [f"twill::for_each({call.out.expr}, [&](int b, int i) {{ return twill::at<false>({c.expr}, b, i); }});"]
     if c.expr != call.out.expr:
@@ -427,7 +436,7 @@ def _tail_mask(call: OpCall) -> list[str]:
     if out is None or out.where != "reg" or a.where not in ("reg", "smem"):
         raise EmitError(f"op '{call.op.name}': tail_mask is emitted on register tiles only")
     if a.where == "smem":  # a loaded tile (memory.py: an f32 load filling -inf) read into its registers
-        return read_tile(call.model, a, out.expr, call.row0)
+        return read_tile(call.model, a, out.expr, call.row0, call.iteration)
     return [f"// {out.expr} is {a.expr}: masked in place"] if out.expr == a.expr else \
         [f"twill::op_convert({out.expr}, {a.expr});"]
 

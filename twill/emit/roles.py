@@ -5,10 +5,11 @@ memory hand-offs, and after the loop the carries' last values to global memory.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from ..ir import TensorType
-from . import batch_groups, halves, prologue, splits
+from . import anypitch, batch_groups, halves, prologue, splits
 from .after_loop import AfterLoop
 from .lines import Lines, ring_pos, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, plain_box, swizzle_bytes
@@ -321,9 +322,14 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         with out.block(f"if ({cond})"):
             slot = ring_slot("it", chan.depth)
             out(f"const int it = {it};  // load {name} of iteration it into the slot of ring position {ring_pos('it')}",
-                f"{ring}.wait_empty({ring_pos('it')});",
-                f"{ring}.expect_full({ring_pos('it')}, {t.tile_bytes});")
-            self._tma_boxes(out, t, f"sm.ld_{chan.ident}[{slot}]", f"&{ring}.full[{slot}]", "it")
+                f"{ring}.wait_empty({ring_pos('it')});")
+            dst, bar = f"sm.ld_{chan.ident}[{slot}]", f"&{ring}.full[{slot}]"
+            if anypitch.eligible(m, t):  # rows at any pitch where the launch chose them (bulk_rows arrives itself)
+                cond, call = anypitch.load_lines(t, dst, bar, *self.r._origin(t, "it"))
+                out(f"if ({cond}) {call}")
+            with out.block("else") if anypitch.eligible(m, t) else nullcontext():
+                out(f"{ring}.expect_full({ring_pos('it')}, {t.tile_bytes});")
+                self._tma_boxes(out, t, dst, bar, "it")
 
     def _compute(self, out: Lines, w: Window, pos: int, name: str, it: Inst) -> None:
         m = self.m

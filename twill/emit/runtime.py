@@ -157,6 +157,11 @@ def gather_part(target) -> str:
     return _part(f"gather_{target.runtime.split('.')[0]}.cuh")
 
 
+def anypitch_part(target) -> str:
+    """bulk_rows and rows_to_frag: a load's rows at any pitch (anypitch.py; sm_90a's register fragments)."""
+    return _part(f"anypitch_{target.runtime.split('.')[0]}.cuh")
+
+
 def libm_part(opcodes) -> str:
     """op_OPCODE for each of the math library's functions a kernel uses (twill/vocab.py's LIBM), as
     vocab.cuh's TWILL_UNARY writes its ops: accurate CUDA functions (erff, asinf, ...), in the kernels that

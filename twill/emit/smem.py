@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from . import epilogue
+from . import anypitch, epilogue
 from .model import EmitError, dtype_bytes, ident
 from .ops import TMA_DTYPE
 
@@ -85,8 +85,7 @@ class SharedMemory:
         m = self.model
         arrays = [self.input_copies * v.type.bytes for v in m.values.values()
                   if v.kind == "input" and v.type.space == "smem"]
-        arrays += [c.depth * m.values[c.value].type.bytes for c in self.channels.values()
-                   if c.kind in ("tma", "tile", "stage")]
+        arrays += [c.depth * self._slot_bytes(c) for c in self.channels.values() if c.kind in ("tma", "tile", "stage")]
         arrays += [m.values[m.resolve(m.ops[name].operands[i])[0]].type.bytes for name, i in self.scratch_tiles().values()]
         arrays += [s.bytes * m.tile_copies for s in self.staging.values()]  # each tile copy its own
         handoffs = self.handoffs
@@ -96,6 +95,12 @@ class SharedMemory:
         # may come from tensor memory; the tensor-memory base address
         rest += 8 * (len(set(self.scratch + self.scratch_b)) + 3 * len(handoffs) + len(m.tensors)) + 8
         return sum(_kib(n) for n in arrays) + _kib(rest)
+
+    def _slot_bytes(self, chan) -> int:
+        """A ring slot's bytes: its value's, or a load at any pitch's rows of a wider box (anypitch.py)."""
+        m = self.model
+        t = m.tensor.get(ident(chan.value)) if chan.kind == "tma" else None
+        return anypitch.slot_bytes(t) if t is not None and anypitch.eligible(m, t) else m.values[chan.value].type.bytes
 
     def smem_limit(self) -> int:
         """What `Smem` may take: the machine's shared memory less the 1 KiB the kernel may skip to

@@ -285,9 +285,23 @@ def _held_shapes(spec, shapes, held):
 # contiguous), an output written there and copied into the caller's tensor after the launch; one
 # extra read and write of the tensor. An output not passed is allocated with that padding and
 # returned as the view [..., :N] of its buffer (no copy): a later kernel takes it as it lies.
+# A load the kernel reads at any pitch (spec "any_pitch": twill/emit/anypitch.py, a row kernel's input such
+# as cross-entropy's 50257 bf16 logits a row) is not staged where its rows are not 16 bytes apart: its row
+# stride goes to the kernel negated, and the kernel reads each row with a bulk copy (_any_pitch), no copy.
 # An entry of plan["layouts"] is (how, pitch, row_stride, batch_stride): how "as is" (the tensor
-# given), "stage" (a buffer of rows of `pitch` elements) or "alloc" (an output not given, allocated
-# with rows of `pitch`); the strides in elements, 0 for a tensor the kernel indexes contiguously.
+# given), "any pitch" (given; row_stride < 0: rows -row_stride elements apart, at any pitch), "stage"
+# (a buffer of rows of `pitch` elements) or "alloc" (an output not given, allocated with rows of `pitch`);
+# the strides in elements, 0 for a tensor the kernel indexes contiguously.
+
+ANY_PITCH = True  # False: stage every layout a 2-d map cannot read (the path before anypitch.py; timings)
+
+
+def any_pitch() -> bool:
+    """Whether inputs may be read at any pitch: ANY_PITCH, and the environment's TWILL_ANY_PITCH (read at each
+    call; 0 stages them, in every binding module at once: a sequence's loops each hold their own copy of this
+    runtime, loaded at their first call)."""
+    return ANY_PITCH and os.environ.get("TWILL_ANY_PITCH", "1") != "0"
+
 
 def pitch_of(arg, cols):
     """A TMA tensor's row of `cols` elements padded to 16 bytes, in elements (cols where it is one)."""
@@ -337,8 +351,32 @@ def _layout(spec, arg, meta, shape):
     strides = meta.strides if meta.strides is not None else _dense(shape) if meta.contiguous else None
     found = strides and _pitched(arg, shape, strides)  # a Meta of unknown strides (not contiguous): staged
     if found is None or meta.ptr % 16 or any(x * esize % 16 for x in found):
-        return padded
+        return _any_pitch(arg, meta, shape, found) or padded
     return ("as is", cols) + found
+
+
+def _any_pitch(arg, meta, shape, found):
+    """("any pitch", cols, -row_stride, batch_stride) where the kernel reads input `arg` (its Meta, its strides
+    `found` by _pitched) at any pitch: its rows contiguous and evenly strided, its start 16-byte aligned (the
+    bulk copies' 16-byte chunks count from it: any_pitch_problems); else None (staged)."""
+    if not any_pitch() or not arg.get("any_pitch") or arg["output"] or not found or meta.ptr % 16:
+        return None
+    rs, bs = found
+    if any_pitch_problems(arg, shape, rs, meta.ptr):
+        return None
+    return ("any pitch", shape[-1], -rs, bs)
+
+
+def any_pitch_problems(arg, shape, rs, ptr):
+    """Why input `arg` (`shape` [*batch, rows, cols], rows rs elements apart, at address `ptr`) cannot be read at
+    any pitch (anypitch.py: one bulk copy a row from its 16-byte boundary, 16-byte aligned at both ends): a list
+    of sentences, empty where it can."""
+    out = []
+    if ptr % 16:
+        out.append(f"the base address {ptr:#x} is not 16-byte aligned")
+    if rs < shape[-1]:
+        out.append(f"rows {rs} elements apart, shorter than a row of {shape[-1]}")
+    return out
 
 
 def _dense(shape):
@@ -1022,7 +1060,7 @@ def _key(spec, tensors, iters, tensor_type):
     """(key, pointers) of a call's tensors ({name: tensor or None}, in the binding's order): the key
     holds what the checks read of each tensor (shape, dtype, device, strides, start % 16), so two
     calls of one key pass or fail the checks alike. (None, None) where an argument is no tensor."""
-    key, ptrs = [spec["kernel"], iters, tuple(tensors)], []
+    key, ptrs = [spec["kernel"], iters, tuple(tensors), any_pitch()], []
     for t in tensors.values():
         if t is None:
             key.append(None)
@@ -1085,7 +1123,7 @@ _OUTPUT_TYPES = {}
 def _plan(spec, given, iters, split=None, sizes=None):
     """resolve(spec, given, iters, split, sizes), from the cache where the same shapes (and sizes) were
     resolved before (the plan returned is shared: read it, do not change it)."""
-    key = (spec["kernel"], iters, split, _sized(sizes)) + tuple(
+    key = (spec["kernel"], iters, split, _sized(sizes), any_pitch()) + tuple(
         (n, None) if m is None else (n, m.shape, m.dtype, m.device, m.contiguous, m.strides, m.ptr % 16 == 0)
         for n, m in given.items())
     plan = _PLANS.get(key)
