@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import nvcc
 from test_binding import meta, module
 from test_pitch import strided
 from twill.emit import anypitch
@@ -253,3 +254,16 @@ def test_without_the_option_the_kernel_has_no_any_pitch_code_and_the_binding_sta
     assert not any("any_pitch" in a for a in mod.SPEC["args"])
     assert plan_of(mod, 50257)["LOGITS"] == ("stage", 50264, 50264, 1000 * 50264)
     assert (tmp_path / f"{XENT}.cu").read_text() == (Path(__file__).parent / "golden" / "fixup" / f"{XENT}.cu").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+def test_the_cross_entropy_kernel_at_any_pitch_compiles_for_sm90a_without_warnings_or_spills(on):
+    """The option's kernel is in no other test's build (the default emits main's): nvcc and ptxas on it, as
+    emit-cuda's users build it (the row copier, the shifted reads, the host's launch)."""
+    from test_emit import nvcc_build, warnings_in
+    rc, err = nvcc_build(on / f"{XENT}.cu", "sm_90a")
+    assert rc == 0, err[-2000:]
+    assert warnings_in(err) == [], err[-2000:]
+    spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
+    assert spills <= {0}, err[-2000:]
