@@ -525,13 +525,17 @@ def test_unknown_opcode_becomes_a_hook(tmp_path):
         assert rc == 0 and err == "", err
 
 
-def test_an_mma_accumulating_in_f16_is_refused():
+def test_an_mma_accumulating_in_f16_is_wgmmas_f16_form_for_f16_inputs_only():
+    """f16 products accumulated in f16: wgmma m64nNk16.f16.f16.f16 (MmaInputs.narrow); bf16 products have no
+    f16 accumulator form and are refused."""
     from twill.pipeline import SolveOptions, solve
-    text = ("kernel f16acc\ncarry acc : f16[64,128] = 0\nloop {\n  a = load : f16[64,64] @smem\n"
-            "  b = load : f16[64,128] @smem\n  acc_n = mma a, b, acc : f16[64,128]\n  yield acc = acc_n\n}\n")
+    text = ("kernel f16acc\ncarry acc : f16[64,128] = 0\nloop {{\n  a = load : {t}[64,64] @smem\n"
+            "  b = load : {t}[64,128] @smem\n  acc_n = mma a, b, acc : f16[64,128]\n  yield acc = acc_n\n}}\n")
     machine = load_machine("h100")
-    schedule = solve(parse_tir(text, "f16acc.tir"), machine, SolveOptions(swp_only=True))
-    with pytest.raises(EmitError, match="emit-cuda's mma accumulates in f32 \\(the result is f16\\)"):
+    schedule = solve(parse_tir(text.format(t="f16"), "f16acc.tir"), machine, SolveOptions(swp_only=True))
+    assert ".m64n128k16.f16.f16.f16 " in emit_cuda(schedule, machine)
+    schedule = solve(parse_tir(text.format(t="bf16"), "f16acc.tir"), machine, SolveOptions(swp_only=True))
+    with pytest.raises(EmitError, match="emit-cuda's mma accumulates in f32 \\(the result is f16\\) for bf16"):
         emit_cuda(schedule, machine)
 
 

@@ -134,7 +134,7 @@ class Renderer(Stores, Kernel):
             wrappers += [runtime.anypitch_part(m.target).lstrip("\n")]  # bulk_rows, rows_to_frag (anypitch.py)
         wrappers += fixup.runtime_part(m)  # split_arrive and the folds (a column split's fixup)
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
-            for n, dtype in sorted({(m.wgmma_n(sh), sh.operands) for sh in m.mma_shape.values()}):
+            for n, dtype in sorted({(m.wgmma_n(sh), sh.wrapper) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
         return body, wrappers
 

@@ -122,6 +122,7 @@ class MmaShape:
     accumulate: bool  # has a third operand (c)
     a_kmajor: bool = True  # a stored M x K; False: stored K x M and used transposed (P^T dO)
     b_dtype: str = ""  # b's dtype where it is not a's (fp8: e4m3 x e5m2)
+    acc: str = ""  # the accumulator's dtype where it is not the inputs' kind.acc (one of kind.narrow: f16)
 
     @property
     def inputs(self) -> "MmaInputs":
@@ -136,6 +137,12 @@ class MmaShape:
         """The input dtypes as the runtime's wrapper names say them: `f16`, `f8e4m3_f8e5m2`."""
         return f"{self.dtype}_{self.b_dtype}" if self.b_dtype else self.dtype
 
+    @property
+    def wrapper(self) -> str:
+        """The runtime's wrapper suffix: the operands, then `_acc` and the accumulator's dtype where it is
+        a narrow one (`f16_accf16`: wgmma .f16.f16.f16)."""
+        return f"{self.operands}_acc{self.acc}" if self.acc else self.operands
+
 
 @dataclass(frozen=True)
 class MmaInputs:
@@ -145,7 +152,10 @@ class MmaInputs:
     8-bit); acc: the accumulator dtype; ptx: the wgmma type name; kind: tcgen05.mma's .kind;
     code: the a/b format field of its instruction descriptor; transposable: whether an operand may
     be MN-major (wgmma transposes only f16 and bf16 operands, so 8-bit ones are K-major, both of
-    them read from shared memory); n_step: the N of a wgmma in steps of this many (and 8, 16 or 24).
+    them read from shared memory); n_step: the N of a wgmma in steps of this many (and 8, 16 or 24);
+    narrow: the other accumulator dtypes the tensor core takes for these inputs (wgmma
+    m64nNk16.f16.f16.f16: f16 accumulators packed two to a register, half the f32 ones' registers;
+    `tl.dot(a, b, acc, out_dtype=tl.float16)`). emit-cuda emits them on sm_90a (ops._wgmma).
     """
 
     k: int
@@ -155,13 +165,14 @@ class MmaInputs:
     code: int
     transposable: bool
     n_step: int = 8
+    narrow: tuple[str, ...] = ()
 
     def wgmma_n_ok(self, n: int) -> bool:
         return 8 <= n <= 256 and (n % self.n_step == 0 or n in (8, 16, 24))
 
 
 MMA_INPUTS = {
-    "f16": MmaInputs(16, "f32", "f16", "f16", 0, True),
+    "f16": MmaInputs(16, "f32", "f16", "f16", 0, True, narrow=("f16",)),
     "bf16": MmaInputs(16, "f32", "bf16", "f16", 1, True),
     "f8e4m3": MmaInputs(32, "f32", "e4m3", "f8f6f4", 0, False),
     "f8e5m2": MmaInputs(32, "f32", "e5m2", "f8f6f4", 1, False),
@@ -422,19 +433,20 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
         kmajor = producer is None or producer.opcode == "load"
     _check_dtypes(op, a, b, kmajor, a_kmajor)
     return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3, a_kmajor,
-                    b.dtype if b.dtype != a.dtype else "")
+                    b.dtype if b.dtype != a.dtype else "",
+                    op.type.dtype if op.type.dtype != MMA_INPUTS[a.dtype].acc else "")
 
 
 def _check_dtypes(op: Op, a: TensorType, b: TensorType, b_kmajor: bool, a_kmajor: bool) -> None:
     """a and b of one dtype of MMA_INPUTS (or of two fp8 ones), the result in its accumulator
-    dtype; an 8-bit operand K-major (a stored M x K, b stored N x K: a @ b^T)."""
+    dtype (or a narrow one the tensor core takes: f16 of f16 inputs); an 8-bit operand K-major (a stored M x K, b stored N x K: a @ b^T)."""
     mixed_fp8 = a.dtype in FP8 and b.dtype in FP8
     if (a.dtype != b.dtype and not mixed_fp8) or a.dtype not in MMA_INPUTS:
         raise EmitError(Diagnostic(
             f"op '{op.name}': emit-cuda's mma takes a and b of one dtype of {', '.join(MMA_INPUTS)}, or of "
             f"two fp8 ones (got {a.dtype}, {b.dtype})", op.span, "convert one operand to the other's dtype first"))
     kind = MMA_INPUTS[a.dtype]
-    if op.type.dtype != kind.acc:
+    if op.type.dtype != kind.acc and op.type.dtype not in kind.narrow:
         hint = ("make the mma's result f32; a carry can still be written out in f16 with {output = f16}"
                 if kind.acc == "f32" else f"make the mma's result {kind.acc}")
         raise EmitError(Diagnostic(f"op '{op.name}': emit-cuda's mma accumulates in {kind.acc} "

@@ -301,7 +301,7 @@ def _wgmma(call: OpCall) -> list[str]:
     else:
         trans = f"<{0 if s.b_kmajor else 1}>" if form == "rs" else f"<{0 if s.a_kmajor else 1}, {0 if s.b_kmajor else 1}>"
     n = call.model.wgmma_n(s)  # s.n, or a part of it where one instruction would not fit the launch cap
-    fn = f"twill::wgmma_m64n{n}k{kind.k}_{form}_{s.operands}{trans}"
+    fn = f"twill::wgmma_m64n{n}k{kind.k}_{form}_{s.wrapper}{trans}"
     step = f"{kind.k} * kk"
     da, db = call.temp("da"), call.temp("db")
     if form == "ss":
@@ -320,8 +320,8 @@ def _wgmma(call: OpCall) -> list[str]:
                   f"    {fn}({call.out.expr}.x[mb], {a_op}, {b_op}, {scale});"]
     else:  # N in parts: part nc writes columns [nc*n, (nc+1)*n), which are the fragment's values nc*n/2..
         b_op = _operand_desc(b, s.b_kmajor, db, f"{n} * nc", step)
-        elem = "int32_t" if kind.acc == "i32" else "float"
-        part = f"*reinterpret_cast<{elem}(*)[{n // 2}]>(&{call.out.expr}.x[mb][{n // 2} * nc])"
+        elem, per = ("uint32_t", n // 4) if s.acc == "f16" else ("int32_t" if kind.acc == "i32" else "float", n // 2)
+        part = f"*reinterpret_cast<{elem}(*)[{per}]>(&{call.out.expr}.x[mb][{per} * nc])"
         lines += ["#pragma unroll", f"  for (int nc = 0; nc < {s.n // n}; ++nc)", "#pragma unroll",
                   f"    for (int kk = 0; kk < {s.k // kind.k}; ++kk)", f"      {fn}({part}, {a_op}, {b_op}, {scale});"]
     lines += ["}", "twill::wgmma_commit();"]
@@ -364,6 +364,12 @@ def _umma(call: OpCall) -> list[str]:
     if a.where != "smem" and not kind.transposable:
         raise EmitError(f"op '{call.op.name}': emit-cuda's tcgen05.mma of {s.dtype} reads a from shared memory, "
                         f"but '{a.value}' is in {a.where}")
+    if s.acc:  # PTX ISA 9.7.16.10.4.1: a 16-bit D takes a whole 32-bit tensor-memory column, unpacked
+        raise EmitError(Diagnostic(
+            f"op '{call.op.name}': emit-cuda's tcgen05.mma accumulates {s.dtype} in {kind.acc} on sm_100a (the "
+            f"result is {s.acc}: an f16 accumulator lies one value a 32-bit tensor-memory column, which its "
+            "tensor-memory reads do not take yet)", call.op.span,
+            "accumulate in f32 and convert after the loop, or emit for sm_90a (wgmma's f16 accumulators)"))
     idesc, suffix = _umma_idesc(s)
     b_op = _umma_desc(b, s.b_kmajor, "0", f"{kind.k} * kk")
     first = call.accumulate if s.accumulate else "kk > 0"

@@ -28,32 +28,40 @@ def _part(name: str) -> str:
 
 def wgmma_wrapper(n: int, dtype: str, a_regs: bool) -> str:
     """`wgmma.mma_async` m64nNkK: A from shared memory (ss) or registers (rs). f16 and bf16 (k16,
-    f32 accumulators, transpose operands) as wgmma_wrapper16; 8-bit inputs as wgmma_wrapper8."""
-    return wgmma_wrapper16(n, dtype, a_regs) if dtype in ("f16", "bf16") else wgmma_wrapper8(n, dtype, a_regs)
+    f32 accumulators or f16 ones, transpose operands) as wgmma_wrapper16; 8-bit inputs as
+    wgmma_wrapper8. `dtype` is MmaShape.wrapper: the operands, `_accf16` after them for f16 accumulators."""
+    operands, _, acc = dtype.partition("_acc")
+    if operands in ("f16", "bf16"):
+        return wgmma_wrapper16(n, operands, a_regs, acc or "f32")
+    return wgmma_wrapper8(n, dtype, a_regs)
 
 
-def wgmma_wrapper16(n: int, dtype: str, a_regs: bool) -> str:
-    """`wgmma.mma_async` m64nNk16 with f32 accumulators: A from shared memory (ss) or registers (rs)."""
+def wgmma_wrapper16(n: int, dtype: str, a_regs: bool, acc: str = "f32") -> str:
+    """`wgmma.mma_async` m64nNk16 with f32 accumulators (N / 2 floats a thread), or f16 ones (`acc` f16:
+    .f16.f16.f16, N / 4 registers of two f16 each, the pair of adjacent columns an f32 fragment holds in
+    two: twill::Frag16's words): A from shared memory (ss) or registers (rs)."""
     ptx = {"f16": "f16", "bf16": "bf16"}[dtype]
-    nd = n // 2
+    half = acc == "f16"
+    nd = n // 4 if half else n // 2
     d = ", ".join(f"%{i}" for i in range(nd))
-    name = f"wgmma_m64n{n}k16_{'rs' if a_regs else 'ss'}_{dtype}"
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nd))
+    name = f"wgmma_m64n{n}k16_{'rs' if a_regs else 'ss'}_{dtype}{'_accf16' if half else ''}"
+    outs = ", ".join(f'"+{"r" if half else "f"}"(d[{i}])' for i in range(nd))
+    types = f"{acc}.{ptx}.{ptx}"
     lines = [("template <int TRANS_B>" if a_regs else "template <int TRANS_A, int TRANS_B>"),
-             f"__device__ __forceinline__ void {name}(float (&d)[{nd}], "
+             f"__device__ __forceinline__ void {name}({'uint32_t' if half else 'float'} (&d)[{nd}], "
              + ("const uint32_t* a" if a_regs else "uint64_t a") + ", uint64_t b, int scale_d) {",
              "  asm volatile(",
              '      "{\\n\\t.reg .pred p;\\n\\t"']
     if a_regs:
         a0 = nd
         lines.append(f'      "setp.ne.b32 p, %{a0 + 5}, 0;\\n\\t"')
-        lines.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{d}}}, '
+        lines.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.{types} {{{d}}}, '
                      f'{{%{a0}, %{a0 + 1}, %{a0 + 2}, %{a0 + 3}}}, %{a0 + 4}, p, 1, 1, %{a0 + 6};\\n\\t}}"')
         ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d), "n"(TRANS_B)'
     else:
         a0 = nd
         lines.append(f'      "setp.ne.b32 p, %{a0 + 2}, 0;\\n\\t"')
-        lines.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{d}}}, '
+        lines.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.{types} {{{d}}}, '
                      f'%{a0}, %{a0 + 1}, p, 1, 1, %{a0 + 3}, %{a0 + 4};\\n\\t}}"')
         ins = '"l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B)'
     lines.append(f"      : {outs}")

@@ -92,18 +92,27 @@ def _refuse_f32_operands(lw: Lowering, op: MOp, operands) -> None:
                 "them as bf16/fp16 tensors")
 
 
-def _refuse_narrow_accumulator(lw: Lowering, op: MOp, operands, out) -> None:
-    """A dot that accumulates in another dtype than the tensor core's accumulator of its operands
-    (`tl.dot(a, b, acc, out_dtype=tl.float16)` of f16 operands, an f16 accumulator): emit-cuda's mma
-    accumulates f16, bf16 and fp8 in f32 (int8 in i32), and would round only at the end, so the
-    import refuses it at the dot rather than compute in another precision (emit-cuda refused it
-    too, at the graph's line)."""
+def _refuse_narrow_accumulator(lw: Lowering, op: MOp, operands, out, tmem: bool = False) -> None:
+    """A dot that accumulates in another dtype than the tensor core's accumulators of its operands
+    (`MmaInputs.acc`, or one of its `narrow` ones: `tl.dot(a, b, acc, out_dtype=tl.float16)` of f16
+    operands is wgmma's f16 accumulator, imported as `mma ... : f16[M, N]`): an f16 accumulator of bf16
+    or fp8 products, say, would be computed in another precision, so the import refuses it at the dot.
+    In tensor memory (`tmem`: tcgen05.mma, sm_100a) every narrow accumulator is refused: a 16-bit D lies
+    one value in each 32-bit column, unpacked (PTX ISA 9.7.16.10.4.1), where the graph's footprint of an
+    f16 @tmem tile counts two values a column (a packed P) and emit-cuda's tensor-memory reads take f32."""
     from ..emit.model import MMA_INPUTS
     a = operands[0]
     dtype = lw.type_of(a.ref).dtype if isinstance(a, Tile) else None
     kind = MMA_INPUTS.get(dtype)
     got = lw.tile_type(out, op).dtype
-    if kind is not None and got != kind.acc:
+    if kind is not None and got != kind.acc and tmem:
+        raise lw.src.error(
+            f"'{op.name}' accumulates {dtype} products in {got} in tensor memory (`out_dtype=tl.float16` on "
+            f"sm_100): a {got} tcgen05 accumulator lies one value a 32-bit column, which twill's tensor-memory "
+            f"tiles and emit-cuda's reads of them do not take; on sm_90 (wgmma) an f16 accumulator imports",
+            op.head, f"accumulate in {kind.acc} (tl.zeros(..., tl.float32), no out_dtype) and convert the result "
+            "after the loop")
+    if kind is not None and got != kind.acc and got not in kind.narrow:
         raise lw.src.error(
             f"'{op.name}' accumulates {dtype} products in {got} (`out_dtype=tl.{'float16' if got == 'f16' else got}`): "
             f"twill's mma accumulates {dtype} in {kind.acc} and would round only once, at the end", op.head,
@@ -143,7 +152,7 @@ def tc_gen5_mma(lw: Lowering, op: MOp) -> None:
         return
     a, b, d = lw.read(memories[0]), lw.read(memories[1]), memories[2]
     _refuse_f32_operands(lw, op, (a, b))
-    _refuse_narrow_accumulator(lw, op, (a, b), lw.buffers[d.index][1])
+    _refuse_narrow_accumulator(lw, op, (a, b), lw.buffers[d.index][1], tmem=True)
     use_d = flags[0] if flags else Const(True)
     acc = Const(0.0) if use_d == Const(False) else lw.read(d)  # d is overwritten: as if it held 0
     name, mtype, _ = lw.buffers[d.index]
