@@ -8,6 +8,7 @@ unlocated error or a silently wrong graph.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -30,9 +31,11 @@ REFUSED = {
     # the K loop's A tile from a pointer loaded from group_a_ptrs (was: an unlocated "no loop computes a tile")
     "grouped_matmul": (r"= (tt\.load|ttg\.async_copy_global_to_local) %a_ptrs",
                        "reads addresses computed from a value loaded from memory"),
-    # a flat map over elements since session 32 (ttgir/flatmap.py), then: the select of the kept mask and 0.0;
+    # a flat map over elements since session 32 (ttgir/flatmap.py), its select of the kept mask and 0.0 since
+    # session 38 (`select ne x_keep, x_div {scalar = 0}`); then x / (1 - p): a scalar computed from an argument
+    # (not a product of arguments and constants), which no op's operand holds.
     # seeded dropout's tl.rand reads the offsets as values: not a flat map
-    "dropout": (r"arith\.select", "reads the constant 0.0 as its operand 3"),
+    "dropout": (r"arith\.divf %x", "neither a constant nor one of the kernel's float arguments"),
     "seeded_dropout": _FLAT,
 }
 IMPORTED = {"asin"}  # libdevice's asin: the math library's op (vocab.LIBM), a flat map since session 32
@@ -122,3 +125,30 @@ def test_asin_imports_as_a_flat_map_of_the_math_librarys_asin(arch):
         assert [op.opcode for op in graph.ops] == ["load", "asin", "store"], form
         texts.add(print_tir(graph))
     assert len(texts) == 1
+
+
+@pytest.mark.parametrize("arch", ["sm90", "sm100"])
+def test_dropout_with_a_constant_keep_scale_is_a_flat_map_of_a_select(arch):
+    """The dropout's `tl.where(x_keep, x / (1 - p), 0.0)`: its select of a constant side was refused (`reads the
+    constant 0.0 as its operand 3`); now the select's b is its {scalar = 0}, the condition the table's `ne` of
+    the loaded mask. The near miss of the kernel (its 1 - p a constant 0.5) imports, every form, to the same ops
+    (their names differ by form); a numpy evaluation of each is the reference's formula."""
+    import numpy as np
+    from twill.tir import print_tir
+    rng = np.random.default_rng(0)
+    x, keep = rng.standard_normal(1000).astype(np.float32), (rng.random(1000) > 0.5).astype(np.int32)
+    for form in FORMS:
+        text = (DATA / form / f"dropout_{arch}.ttgir").read_text()
+        half = re.sub(r"arith\.divf %x(\w*), %output\w*", r"arith.divf %x\1, %half", text, count=1)
+        half = half.replace("    %pid = ", "    %half = arith.constant dense<5.000000e-01> : tensor<1024xf32, #blocked>\n"
+                            "    %pid = ", 1)
+        assert half != text
+        graph, _ = import_ttgir(half, f"dropout_{arch}.ttgir")
+        assert sorted(op.opcode for op in graph.ops) == ["div", "load", "load", "ne", "select", "store"], form
+        env = {op.name: keep if op.type.dtype == "i32" else x for op in graph.ops if op.opcode == "load"}
+        for op in graph.ops[2:-1]:
+            args, v = [env[o.name] for o in op.operands], op.attr("scalar")
+            env[op.name] = {"ne": lambda: (args[0] != v).astype(np.float32), "div": lambda: args[0] / np.float32(v),
+                            "select": lambda: np.where(args[0] != 0, args[1], np.float32(v))}[op.opcode]()
+        out = env[graph.ops[-1].operands[0].name]
+        assert np.array_equal(out, np.where(keep != 0, x / np.float32(0.5), np.float32(0.0))), form

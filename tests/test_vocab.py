@@ -73,6 +73,7 @@ BAD = {  # op line -> what the error says
     "t = cumsum acc : f32[128] {axis = 1}": "a scan keeps its input's shape",
     "t = select acc, acc : f32[128,64]": "select takes 3 operands, and this one has 2",
     "t = mul acc, rowv : f32[128,64] {scalar = 2}": "'scalar' is the y of a one-operand mul",
+    "t = select acc, acc, acc : f32[128,64] {scalar = 2}": "'scalar' is the b of a 2-operand select",
     "t = exp acc : f32[128,64] {axis = 1}": "exp takes no attribute 'axis'",
     "t = rowmax acc : f32[128,64]": "a row reduction gives one value per row",
     "t = mask acc : f32[128,64] {pred = ge, rows = 1, cols = -1, offset = 0}": "a mask with one operand takes its other value from 'fill'",

@@ -328,7 +328,10 @@ _DEFS = [
     _binary("div", "sfu"),
     *[_binary(n, "bit", ints=True, helper=f"op_bit_{n}" if n in ("and", "or", "xor") else "")
       for n in ("and", "or", "xor", "shl", "shr")],
-    OpDef("select", "ternary", (3,), ("cond", "a", "b"), _elementwise(), "alu", "alu", "math", "op_select"),
+    # select cond, a, b: a where cond is nonzero, else b; written with two operands, b is the `scalar` attribute
+    # (`tl.where(mk != 0, qk, -1e6)`: `select cond, qk : T {scalar = -1000000}`)
+    OpDef("select", "ternary", (2, 3), ("cond", "a", "b"), _elementwise(), "alu", "alu", "math", "op_select",
+          attrs=("scalar",), form="select cond, a, b : TYPE (or select cond, a : TYPE {scalar = V}, V its b)"),
     OpDef("mask", "mask", (1, 2), ("x", "y"), _mask, "alu", "alu", "mask", "op_mask",
           attrs=("pred", "rows", "cols", "offset", "fill"), needs=("pred", "rows", "cols", "offset"),
           form="mask x[, y] : TYPE {pred = P, rows = A, cols = B, offset = C[, fill = V]}",
@@ -352,7 +355,8 @@ _DEFS = [
     OpDef("gather", "gather", (2,), ("x", "index"), _gather, "alu", "alu", "gather", "",
           shape="x a loop's load [M, K] (its tensor in global memory), index i32 or i64 [M]: the result [M] of x's "
                 "dtype, element r the tensor's row r at column index[r] (0 where index[r] is outside the row)"),
-    OpDef("fma", "ternary", (3,), ("a", "b", "c"), _elementwise(), "alu", "alu", "math", "op_fma"),
+    OpDef("fma", "ternary", (2, 3), ("a", "b", "c"), _elementwise(), "alu", "alu", "math", "op_fma",
+          attrs=("scalar",), form="fma a, b, c : TYPE (or fma a, b : TYPE {scalar = V}, V its c)"),
     *[OpDef(f"reduce_{n}", "reduce", (1, 2), ("x", "init"), _reduce, "alu", "reduce", "reduce", f"op_reduce_{n}",
             attrs=("axis",), needs=("axis",)) for n in ("sum", "max", "min")],
     OpDef("cumsum", "scan", (1,), ("x",), _scan, "alu", "reduce", "reduce", "op_cumsum", attrs=("axis",),
@@ -381,6 +385,9 @@ def check(opcode: str, out: TensorType | None, ins: list, attrs: dict) -> tuple[
     usage = "usage: " + (d.form or f"{d.usage} : TYPE" + (" {" + ", ".join(f"{a} = A" for a in d.attrs) + "}"
                                                          if d.attrs else ""))
     usage += f"; {d.shape}" if d.shape else ""
+    if d.family == "ternary" and len(ins) == scalar_arity(d) and "scalar" not in attrs:
+        return (f"{opcode} takes 3 operands, and this one has {len(ins)} (and no {{scalar = V}} for its "
+                f"{d.roles[-1]})"), usage
     if d.arity and len(ins) not in d.arity:
         counts = " or ".join(map(str, d.arity))
         return f"{opcode} takes {counts} operand{'s' if d.arity != (1,) else ''}, and this one has {len(ins)}", usage
@@ -390,13 +397,21 @@ def check(opcode: str, out: TensorType | None, ins: list, attrs: dict) -> tuple[
     for key in attrs:
         if key in OPCODE_ATTRIBUTES and key not in d.attrs:
             return f"{opcode} takes no attribute '{key}'", usage
-    if "scalar" in attrs and len(ins) != 1:
-        return f"'scalar' is the y of a one-operand {opcode}, and this one has {len(ins)} operands", usage
+    if "scalar" in attrs and len(ins) != scalar_arity(d):
+        n = scalar_arity(d)
+        last = f"y of a one-operand {opcode}" if n == 1 else f"{d.roles[-1]} of a {n}-operand {opcode}"
+        return f"'scalar' is the {last}, and this one has {len(ins)} operand{'s' if len(ins) != 1 else ''}", usage
     if d.family != "memory" and out is None:
         return f"{opcode} gives a result: write 'NAME = {opcode} ... : TYPE'", usage
     if d.rule is not None and (why := d.rule(out, ins, attrs)) is not None:
         return why, usage
     return None
+
+
+def scalar_arity(d: OpDef) -> int:
+    """How many operands an op of `d` is written with where its last operand is the `scalar` attribute: 1 for a
+    binary op (its y), 2 for a ternary one (select's b, fma's c)."""
+    return 2 if d.family == "ternary" else 1
 
 
 def generic_cycles(opcode: str, elements: float, dtype_bits: int, rates: dict[str, float]) -> float | None:

@@ -7,6 +7,7 @@ wgmma (sm_90a) or tcgen05.mma (sm_100a). An opcode with no emitter becomes a hoo
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -74,12 +75,13 @@ def _table_math(d: vocab.OpDef) -> Emitter:
     def emit(call: OpCall) -> list[str]:
         lines, names = _registers(call)
         helper = d.helper
-        if d.family == "binary" and len(names) == 1:
+        if d.family in ("binary", "ternary") and len(names) == vocab.scalar_arity(d):
             value = call.op.attr("scalar")
             if value is None:
                 op = call.op
                 raise EmitError(Diagnostic(
-                    f"op '{op.name}': emit-cuda's {op.opcode} takes 2 operands, and this one has 1 and no "
+                    f"op '{op.name}': emit-cuda's {op.opcode} takes {len(names) + 1} operands, and this one has "
+                    f"{len(names)} and no "
                     f"{{scalar = V}} for its y (a scalar the import folded away)", op.span,
                     "give the op its y: {scalar = V}, or a second operand"))
             names.append(_float_literal(value))
@@ -90,7 +92,9 @@ def _table_math(d: vocab.OpDef) -> Emitter:
 
 
 def _float_literal(value) -> str:
-    """A C++ float literal of a number (integers in float, so `x & 15` reads 15.f)."""
+    """A C++ float literal of a number (integers in float, so `x & 15` reads 15.f; inf as INFINITY)."""
+    if math.isinf(value):
+        return "-INFINITY" if value < 0 else "INFINITY"
     return f"{float(value)!r}f".replace("e+", "e")
 
 

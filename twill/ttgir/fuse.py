@@ -295,7 +295,7 @@ def _as_group(body: Body, idx: list[int], final: bool = True) -> tuple[Group, No
         if d.arity and len(operands) not in d.arity and len(idx) > 1:
             return None
         attrs = tuple((k, v) for k, v in attrs if k not in vocab.OPCODE_ATTRIBUTES or k in d.attrs)
-        if len(operands) != 1:
+        if len(operands) != vocab.scalar_arity(d):
             attrs = tuple((k, v) for k, v in attrs if k != "scalar")
     return Group(idx[-1], tuple(idx), opcode, operands, _where(body, opcode, operands, node.type), node.span,
                  attrs), note

@@ -161,7 +161,12 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         tt = TensorType("i1", tt.shape)
     if lw.in_loop and _constant_first(lw, op, vals, tt):
         return
-    attrs = _scalar_operand(op, vals) + extra + _numerator(lw, op, vals)
+    if lw.in_loop and _comparison(lw, op, vals, tt):
+        return
+    held = ()
+    if lw.in_loop and op.name in CONSTANT_SIDES:
+        vals, held = _filled(lw, op, vals, tt)
+    attrs = _scalar_operand(op, vals) + extra + _numerator(lw, op, vals) + held
     if lw.in_loop:
         _unheld_operand(lw, op, vals, attrs, factor)
     lw.bind(op, lw.node(ELEMENTWISE[op.name], op, vals, tt, attrs=attrs, factor=factor))
@@ -203,6 +208,68 @@ def _constant_first(lw: Lowering, op: MOp, vals: list, tt) -> bool:
     inner = lw.node("ew", op, [vals[1]], tt, ssa=f"{op.results[0]}_{first}", opcode=first)
     lw.bind(op, lw.node("ew", op, [inner], tt, attrs=(("scalar", float(c)),), opcode=then))
     return True
+
+
+# comparison predicate -> the table's comparison (twill.vocab.COMPARISONS): 1 where it holds, else 0. Signed integer
+# and ordered float predicates (`une` the float `ne`: true where an operand is NaN, as the table's ne)
+PREDICATES = {"arith.cmpf": {"oge": "ge", "ogt": "gt", "ole": "le", "olt": "lt", "oeq": "eq", "une": "ne"},
+              "arith.cmpi": {"sge": "ge", "sgt": "gt", "sle": "le", "slt": "lt", "eq": "eq", "ne": "ne"}}
+SWAPPED = {"ge": "le", "gt": "lt", "le": "ge", "lt": "gt", "eq": "eq", "ne": "ne"}  # c OP x is x SWAPPED c
+
+
+def _comparison(lw: Lowering, op: MOp, vals: list, tt) -> bool:
+    """A comparison in the loop of two tiles, or of a tile and a finite constant on either side (`mk != 0` of a
+    loaded mask, select's condition): the table's comparison, `ne mk {scalar = 0}` (a constant first swaps the
+    predicate: `0 < x` is `gt x {scalar = 0}`); bound, True. False for another predicate (unsigned, unordered:
+    a generic op, as before) or operands (a scalar that is no constant)."""
+    cmp = PREDICATES.get(op.name, {}).get(_predicate(op) or "")
+    if cmp is None or len(vals) != 2 or not any(isinstance(v, Tile) for v in vals):
+        return False
+    if all(isinstance(v, Tile) for v in vals):
+        lw.bind(op, lw.node("ew", op, vals, tt, opcode=cmp))
+        return True
+    const = next(v for v in vals if not isinstance(v, Tile))
+    if not (isinstance(const, Const) and _number(const.value) and math.isfinite(const.value)):
+        return False
+    tile = next(v for v in vals if isinstance(v, Tile))
+    cmp = cmp if isinstance(vals[0], Tile) else SWAPPED[cmp]
+    value = int(const.value) if float(const.value).is_integer() else float(const.value)
+    lw.bind(op, lw.node("ew", op, [tile], tt, attrs=(("scalar", value),), opcode=cmp))
+    return True
+
+
+CONSTANT_SIDES = ("arith.select", "math.fma")  # ternary ops that take a constant operand in any position
+
+
+def _filled(lw: Lowering, op: MOp, vals: list, tt) -> tuple[list, tuple]:
+    """A select or fma in the loop reading a number constant beside tiles (`tl.where(mk != 0, qk, -1e6)`,
+    `tl.where(keep, x / (1 - p), 0.0)`): a constant last operand (select's b, fma's c) is the op's `{scalar = V}`
+    (the op written with two operands, twill.vocab), a constant elsewhere a `fill like {scalar = V}` node, a tile
+    of V of the result's type, `like` a value operand that is a tile (select's condition where both sides are
+    constants), as the epilogue's select does (epilogue.py). (the operands left, the attributes): other operands
+    are left as they are (`_unheld_operand` then names a scalar that is no constant)."""
+    if not any(isinstance(v, Tile) for v in vals) or not any(_constant(v) for v in vals):
+        return vals, ()
+    sides = vals[1:] if op.name == "arith.select" else vals
+    like = next((v for v in sides if isinstance(v, Tile)), next(v for v in vals if isinstance(v, Tile)))
+    held = ()
+    if _constant(vals[-1]):
+        held, vals = (("scalar", _attr_number(vals[-1].value)),), vals[:-1]
+    out = list(vals)
+    for i, v in enumerate(vals):
+        if _constant(v) and (i > 0 or op.name != "arith.select"):
+            out[i] = lw.node("ew", op, [like], tt, ssa=f"{op.results[0]}_fill{i}",
+                             attrs=(("scalar", _attr_number(v.value)),), opcode="fill")
+    return out, held
+
+
+def _constant(v: object) -> bool:
+    """A number constant (not a boolean, not NaN): a `{scalar = V}` may hold it."""
+    return isinstance(v, Const) and _number(v.value) and not math.isnan(v.value)
+
+
+def _attr_number(value: float) -> int | float:
+    return int(value) if math.isfinite(value) and float(value).is_integer() else float(value)
 
 
 def _int_argument(lw: Lowering, op: MOp) -> str | None:
