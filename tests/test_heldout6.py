@@ -47,8 +47,8 @@ REFUSED = {
     # tl.dot(a, b, acc, out_dtype=tl.float16) on sm_100: tcgen05's f16 D lies unpacked in tensor memory
     # (its sm_90 dumps import since session 38: wgmma's f16 accumulators)
     "gemm_fp16_acc_sm100": (r"tc_gen5_mma", "in tensor memory"),
-    # C + offs_n[None, :] * stride_cn + offs_m[:, None]
-    "gemm_store_ct": (r"tt\.store", "writes its tile transposed"),
+    # (gemm_store_ct, C + offs_n[None, :] * stride_cn + offs_m[:, None], imports since session 38: the
+    # carry's {column_major = true} output)
     # two column loops one after the other
     "layernorm_2loop": (r"scf\.for", "2 tile loops one after the other"),
     # (cross_entropy_fwd imports since session 32: the online pair, then the target's logit an epilogue
@@ -105,16 +105,112 @@ def test_every_form_imports_to_one_graph_or_is_refused_at_its_line(name):
         assert text == first, form
 
 
-def test_a_transposed_store_is_an_error_not_a_plain_store():
-    """gemm_store_ct writes C^T (`C + offs_n[None, :] * stride_cn + offs_m[:, None]`): the import wrote
-    the plain GEMM's graph, whose binding takes C as [M, N] row-major (for M == N it would run and
-    write C, not C^T). The near miss, the same GEMM storing row-major (bmm_bcast_b's store), imports."""
+def _store_ct(arch: str = "sm90", form: str = "t36/prepipe"):
+    return load_ttgir(DATA / form / f"gemm_store_ct_{arch}.ttgir", split_rows="auto")[0]
+
+
+def test_a_transposed_store_of_the_accumulator_is_its_column_major_output():
+    """gemm_store_ct writes C^T (`C + offs_n[None, :] * stride_cn + offs_m[:, None]`, C [N, M]): once the
+    plain GEMM's graph (C taken as [M, N]), then an error at the store; now the carry's
+    `{output = bf16, column_major = true}` in every form. Its near miss, the same GEMM storing row-major
+    (bmm_bcast_b), has no such attribute."""
     for form in FORMS:
         for arch in ("sm90", "sm100"):
-            line = _refused_at(_read(form, f"gemm_store_ct_{arch}"), "ct.ttgir", "writes its tile transposed")
-            assert "tt.store" in line, (form, arch)
+            g = _store_ct(arch, form)
+            assert g.carries and all(c.column_major and c.output_dtype == "bf16" for c in g.carries), (form, arch)
+            assert dict(g.arguments)["C"] == "acc"
     g, _ = load_ttgir(DATA / "t39/prepipe/bmm_bcast_b_sm90.ttgir")
-    assert [op.opcode for op in g.ops] == ["load", "load", "mma"]
+    assert [op.opcode for op in g.ops] == ["load", "load", "mma"] and not any(c.column_major for c in g.carries)
+
+
+def test_a_transposed_store_of_a_value_computed_after_the_loop_is_still_an_error():
+    """Only a carry (or it converted) is written transposed: C^T of acc * 2 stays the error at the store."""
+    text = _read("t36/prepipe", "gemm_store_ct_sm90")
+    trunc = re.search(r"(%\w+) = arith\.truncf (%acc_\w+#0) : tensor<128x128xf32, #mma> to", text)
+    doubled = text.replace(trunc.group(0), f"%dbl = arith.addf {trunc.group(2)}, {trunc.group(2)} : "
+                           "tensor<128x128xf32, #mma> loc(#loc35)\n    " + trunc.group(0).replace(trunc.group(2), "%dbl"))
+    line = _refused_at(doubled, "ct.ttgir", r"writes its tile transposed.*only a carry")
+    assert "tt.store" in line
+
+
+def test_the_transposed_store_computes_the_kernels_formula():
+    """The graph run in numpy (each part's mma from 0 over K) and emit-cuda's store written out in
+    Python: tensor C is the argument's layout [N, M] (tile [128, 64] per part, axes (n, m)), each part's
+    tile origin (tile.n * 128, tile.m * 128 + 64 * part) and element (r, c) of the value at
+    dst[c * ld + r], ld = M (frag_to_global_t): C is (A @ B)^T, as the kernel's reference, on a 2 x 3 grid
+    with the last tiles partial (the _clip form: rows < M - m0, columns < N - n0)."""
+    import numpy as np
+    from twill.emit import build_model
+    g = _store_ct()
+    model = build_model(solve(g, load_machine("h200"), SolveOptions(time_limit=20)), load_machine("h200"))
+    outs = [t for t in model.tensors if t.kind == "output"]
+    assert [(t.tile, t.axes, t.column_major) for t in outs] == [((128, 64), ("n", "m"), True)] * 2
+    rng = np.random.default_rng(66)
+    M, N, K, bk = 200, 300, 256, 64
+    a, b = rng.standard_normal((M, K)), rng.standard_normal((K, N))
+    C = np.full(N * M, np.nan)
+    loads = [op for op in g.ops if op.opcode == "load"]
+    for tm in range(-(-M // 128)):
+        for tn in range(-(-N // 128)):
+            ap = np.zeros((128, K)); bp = np.zeros((K, 128))  # TMA's zero fill past the ends
+            ap[:min(128, M - tm * 128)] = a[tm * 128:tm * 128 + 128]
+            bp[:, :min(128, N - tn * 128)] = b[:, tn * 128:tn * 128 + 128]
+            env = {c.name: np.zeros(c.type.shape) for c in g.carries}
+            for k in range(0, K, bk):
+                it = dict(env)
+                it[loads[0].name], it[loads[1].name] = ap[:64, k:k + bk], ap[64:, k:k + bk]
+                it[loads[2].name] = bp[k:k + bk]
+                for op in (o for o in g.ops if o.opcode == "mma"):
+                    x, y, c = (it[o.name] for o in op.operands)
+                    it[op.name] = x @ y + c
+                env.update({carry: it[src] for carry, src in g.yields})
+            for part, carry in enumerate(c.name for c in g.carries):
+                r0, c0 = tn * 128, tm * 128 + 64 * part  # the transposed tensor's tile origin (stores._origin)
+                dst = r0 * M + c0
+                for r in range(64):
+                    for c in range(128):
+                        if r < M - c0 and c < N - r0:  # frag_to_global_t_clip's guard
+                            C[dst + c * M + r] = env[carry][r, c]
+    assert np.allclose(C.reshape(N, M), (a @ b).T)
+
+
+def test_the_transposed_output_binds_c_as_n_by_m(tmp_path):
+    """The binding takes the user's C as [N, M] (the kernel's `ct = torch.empty((N, M))`), its row pitch M,
+    and refuses C as [M, N] (M != N), which the plain GEMM's binding took."""
+    from twill.emit import build_model
+    from twill.emit.binding import binding_files
+    machine = load_machine("h200")
+    model = build_model(solve(_store_ct(), machine, SolveOptions(time_limit=20)), machine)
+    for path, text in binding_files(model, str(tmp_path / "ct.cu")).items():
+        Path(path).write_text(text)
+    spec = importlib.util.spec_from_file_location("ct", tmp_path / "ct.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    M = mod.Meta
+    a, b = M((512, 1024), "bfloat16", "cuda:0", True, 0), M((1024, 768), "bfloat16", "cuda:0", True, 0)
+    c = next(x for x in mod.SPEC["args"] if x["name"] == "C")
+    assert c["output"] and c["dims"] == [["n", 128], ["m", 128]]
+    got = mod.resolve(mod.SPEC, {"A": a, "B": b, "C": M((768, 512), "bfloat16", "cuda:0", True, 0)})
+    assert (got["tiles_m"], got["tiles_n"]) == (4, 6)
+    names = [x["name"] for x in mod.SPEC["args"]]
+    assert got["layouts"][names.index("C")][:2] == ("as is", 512)
+    with pytest.raises(Exception, match="N = 512"):
+        mod.resolve(mod.SPEC, {"A": a, "B": b, "C": M((512, 768), "bfloat16", "cuda:0", True, 0)})
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+def test_the_transposed_store_compiles_clean_for_sm90(tmp_path):
+    """The one nvcc build of the transposed store in CI: frag_to_global_t (and _clip) in the epilogue, no
+    spill, no serialized wgmma."""
+    machine = load_machine("h200")
+    cu = emit_cuda(solve(_store_ct(), machine, SolveOptions(time_limit=20)), machine)
+    assert cu.count("twill::frag_to_global_t(dst, f, row0,") == 2 and "frag_to_global_t_clip(dst" in cu
+    src = tmp_path / "ct.cu"
+    src.write_text(cu)
+    rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"])
+    assert rc == 0, err[-2000:]
+    assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
+    assert not re.search(r"C75\d\d|serialized", err), err[-2000:]
 
 
 def test_a_select_of_a_loaded_mask_with_a_constant_side_is_the_selects_scalar():
@@ -315,7 +411,7 @@ def test_a_b_broadcast_over_the_batch_is_read_once_for_every_entry(tmp_path):
     assert staged["layouts"][names.index("B")][0] == "stage"  # a layout not known: copied, not refused
 
 
-COMPILED = ["bmm_bcast_b_sm90", "bmm_bcast_b_sm100", "gemm_fp16_acc_sm90"]
+COMPILED = ["bmm_bcast_b_sm90", "bmm_bcast_b_sm100", "gemm_fp16_acc_sm90", "gemm_store_ct_sm90", "gemm_store_ct_sm100"]
 
 
 @pytest.mark.slow

@@ -31,7 +31,9 @@ OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_late
                  "col_stride", "col_offset", "iter_div",  # of a load: how it walks its argument (ttgir/addresses.py)
                  "column_major",  # of a load: its kernel holds the argument as the transpose of its .tir layout
                  "upper", "upper_by", "lower", "lower_by", "arg")  # of a causal mask's band (ttgir/band.py)
-CARRY_ATTRIBUTES = ("output",)  # output: the dtype the carry's final value is written out in
+# output: the dtype the carry's final value is written out in; column_major: its argument holds the
+# output's transpose (C [N, M] row-major for an [M, N] carry: a Triton store to C + n * stride + m)
+CARRY_ATTRIBUTES = ("output", "column_major")
 OUTPUT_DTYPES = ("f32", "f16", "bf16")
 NOT_WRITTEN = "none"  # a carry's {output = none}: its final value is not written (an epilogue output is)
 
@@ -88,6 +90,11 @@ class Value:
     def written(self) -> bool:
         """Whether a carry's final value is written to global memory (not `{output = none}`)."""
         return dict(self.attrs).get("output") != NOT_WRITTEN
+
+    @property
+    def column_major(self) -> bool:
+        """Whether a carry's output is written transposed (`{column_major = true}`)."""
+        return bool(dict(self.attrs).get("column_major"))
 
     @property
     def output_dtype(self) -> str:

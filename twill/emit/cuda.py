@@ -132,6 +132,8 @@ class Renderer(Stores, Kernel):
             wrappers += [runtime.gather_part(m.target).lstrip("\n")]  # gather_rows (gather.py)
         if anypitch.tensors(m):
             wrappers += [runtime.anypitch_part(m.target).lstrip("\n")]  # bulk_rows, rows_to_frag (anypitch.py)
+        if any(t.column_major and t.kind == "output" for t in m.tensors):
+            wrappers += [runtime.transposed_part(m.target).lstrip("\n")]  # frag_to_global_t (stores.py)
         wrappers += fixup.runtime_part(m)  # split_arrive and the folds (a column split's fixup)
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.wrapper) for sh in m.mma_shape.values()}):

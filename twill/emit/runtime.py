@@ -165,6 +165,11 @@ def gather_part(target) -> str:
     return _part(f"gather_{target.runtime.split('.')[0]}.cuh")
 
 
+def transposed_part(target) -> str:
+    """frag_to_global_t(_clip): a carry's {column_major = true} output written transposed (stores.py)."""
+    return _part(f"transposed_{target.runtime.split('.')[0]}.cuh")
+
+
 def anypitch_part(target) -> str:
     """bulk_rows and rows_to_frag: a load's rows at any pitch (anypitch.py; sm_90a's register fragments)."""
     return _part(f"anypitch_{target.runtime.split('.')[0]}.cuh")

@@ -196,8 +196,8 @@ class SharedMemory:
         m = self.model
         wanted = []
         for t in m.tensors:
-            if t.kind not in ("output", "store") or t.rank != 2 or t.dtype not in TMA_DTYPE:
-                continue
+            if t.kind not in ("output", "store") or t.rank != 2 or t.dtype not in TMA_DTYPE or t.column_major:
+                continue  # (a column-major output: each thread writes its elements transposed, stores.py)
             role = m.role[self.storing_role(t)]
             rows, line = t.tile[0], t.tile[1] * dtype_bytes(t.dtype)
             if role.is_warpgroup and role.warpgroups == 1 and rows <= 256 and line % 128 == 0:

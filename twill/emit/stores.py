@@ -114,6 +114,9 @@ class Stores:
             else:
                 out(f"twill::frag_to_buffer(args.{t.name} + batch + static_cast<size_t>({cols}), f, row0, 0);")
             return
+        if t.column_major:
+            self._transposed_store(out, t, shared, clipped, rows, cols, nrows, ncols)
+            return
         call = "frag_add_global" if shared else "frag_to_global"  # shared: CTAs add into the tile (zeroed first)
         if not clipped:
             out(f"twill::{call}(args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols}, f, row0, "
@@ -126,6 +129,26 @@ class Stores:
             out(f"twill::{call}(dst, f, row0, c0, ld);")
         with out.block("else"):
             out(f"twill::{call}_clip(dst, f, row0, c0, ld, rows_left, ld);")
+
+    def _transposed_store(self, out: Lines, t, shared: bool, clipped, rows: str, cols: str, nrows: str,
+                          ncols: str) -> None:
+        """A carry's `{column_major = true}` output (tensors._transposed): t is the argument's layout,
+        [cols of the value][rows of the value] row-major, its tile origin (rows, cols) the value's tile
+        (cols, rows); element (r, c) of the fragment goes to dst[c * ld + r], dst the tile's origin
+        and ld the argument's row pitch (the value's row extent): frag_to_global_t."""
+        if shared:
+            raise EmitError(f"output '{t.value}' is written transposed ({{column_major = true}}), which emit-cuda does "
+                            "for a tile one CTA writes only")
+        out(f"{ctype(t.dtype)}* dst = args.{t.name} + batch + static_cast<size_t>({rows}) * {ncols} + {cols};")
+        if not clipped:
+            out(f"twill::frag_to_global_t(dst, f, row0, {ncols});")
+            return
+        # a partial last tile along a grid axis: the value's rows left are the argument's columns left
+        out(f"const int rows_left = {ncols} - ({cols}), cols_left = {nrows} - ({rows});")
+        with out.block(f"if (rows_left >= {t.tile[1]} && cols_left >= {t.tile[0]})"):
+            out(f"twill::frag_to_global_t(dst, f, row0, {ncols});")
+        with out.block("else"):
+            out(f"twill::frag_to_global_t_clip(dst, f, row0, {ncols}, rows_left, cols_left);")
 
     def _tma_store(self, out: Lines, t, st, shared: bool) -> None:
         """The warpgroup writes the tile into shared memory (the swizzled layout of Tile), and one

@@ -233,9 +233,23 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
         src = carry_src.get(carry.name)
         if src is not None and (carry.written or carry.name in written):
             add(f"out_{carry.name}", src, "output", carry.type, False, epilogue.output_dtype(graph, carry))
+            if carry.column_major and carry.name not in epilogue.outputs(graph):
+                out[-1] = _transposed(out[-1])
+            elif carry.column_major:
+                raise EmitError(f"carry '{carry.name}': an epilogue output of a column-major carry is not emitted")
     for name, src, t in epilogue.extra_outputs(graph):  # an epilogue's new outputs, placed as their carry's
         add(name, src, "output", t, False)
     return tuple(out)
+
+
+def _transposed(t: GlobalTensor) -> GlobalTensor:
+    """A carry's `{column_major = true}` output: its argument holds the tile's transpose (C [N, M]
+    row-major for an [M, N] carry), so the tensor is that layout, tile and axes swapped as a column-major
+    load's .tir type is its memory's; stores.py writes element (r, c) of the value at (c, r) of it."""
+    from dataclasses import replace
+    if t.rank != 2:
+        raise EmitError(f"output '{t.value}': a column-major output is a 2-d tile")
+    return replace(t, tile=t.tile[::-1], axes=t.axes[::-1], column_major=True)
 
 
 def _viewed(t: GlobalTensor, op) -> GlobalTensor:

@@ -35,6 +35,9 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     stored = overridden | set(written.values())
     carries_out = tuple(replace(c, attrs=tuple(kv for kv in c.attrs if kv[0] != "output")) if c.name in overridden
                         else c if c.name in stored else _unwritten(c) for c in graph.carries)
+    flipped = _transposed(raw, written)
+    carries_out = tuple(replace(c, attrs=c.attrs + (("column_major", True),)) if c.name in flipped else c
+                        for c in carries_out)
     named = namer.named
     scalars = {v.key: named[("scalar", v.key)] for v in _scalar_evals(raw) if ("scalar", v.key) in named}
     scalars.update({a: n for a, n in (launch or {}).items() if a not in scalars})  # the loop's (build._launch)
@@ -148,6 +151,29 @@ def _outputs(raw, namer: _Namer, carries: dict, shape_of: dict) -> tuple[list, d
         if arg is not None:
             written[arg] = out
     return outputs, written
+
+
+def _transposed(raw, written: dict) -> set[str]:
+    """The carries stored transposed (`C + offs_n[None, :] * stride_cn + offs_m[:, None]`: C is [N, M]
+    row-major): their `{column_major = true}`, which emit-cuda writes as the tile's transpose and the
+    binding takes as [N, M]. A transposed store of anything else (an epilogue's new output, a carry
+    stored twice, one way and the other) is an error at the store."""
+    from .memory import TRANSPOSED, TRANSPOSED_HINT
+    out, plain = set(), set()
+    for v, arg, span in raw.stores:
+        carry = v if v.kind == "carry" else _converted_carry(raw, v)
+        if arg not in raw.transposed:
+            plain.add(written.get(arg))
+            continue
+        if carry is None or written.get(arg) is None:
+            raise InputError(Diagnostic(f"'tt.store' {TRANSPOSED}: only a carry (the accumulator, or it converted) "
+                                        "is written transposed, and this stores a value computed after the loop",
+                                        span, TRANSPOSED_HINT))
+        out.add(written[arg])
+    if out & plain:
+        raise InputError(Diagnostic(f"carry '{sorted(out & plain)[0]}' is stored both transposed and row-major: "
+                                    "the graph writes a carry's output one way", raw.stores[0][2], TRANSPOSED_HINT))
+    return out
 
 
 def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dict, ep_inputs: dict, written: dict,

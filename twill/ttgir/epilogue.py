@@ -95,6 +95,7 @@ class RawEpilogue:
     inputs: tuple = ()
     scalars: tuple = ()  # (argument name, dtype) read by some op
     stores: tuple = ()  # (EVal, pointer argument or None, span)
+    transposed: tuple = ()  # the pointer arguments stored transposed (memory.transposed_store): C^T
 
 
 # -- the ops after the loop -------------------------------------------------------------------
@@ -106,6 +107,7 @@ class _After(Parted):
         self.ops: list[RawOp] = []
         self.inputs: list[RawInput] = []
         self.stores: list[tuple] = []
+        self.transposed: list[str] = []  # pointer arguments a carry is stored to transposed
         # (TTGIR op, source position) of each loop op -> what a copy of it after the loop is: the
         # carry's last value for an op the loop yields (the drained last iteration), else PEELED
         self.peeled: dict[tuple, object] = {}
@@ -303,12 +305,14 @@ class _After(Parted):
         self.env[op.results[0]] = EVal("input", len(self.inputs) - 1)
 
     def store(self, op: MOp, vals: list) -> None:
-        from .memory import edge_mask
+        from .memory import edge_mask, stores_transposed
         edge_mask(self.lw, op, after_loop=True)
         value = next((v for v in vals if isinstance(v, EVal)), None)
         if value is None:
             return
         arg = self.sig.stores.get(f"{op.head.line}:{op.head.col}")
+        if stores_transposed(self.lw, op):  # a carry's output only (attach._outputs refuses any other)
+            self.transposed.append(arg)
         self.stores.append((value, arg, self.lw.span(op)))
 
     def compute(self, op: MOp, vals: list) -> EVal:
@@ -542,7 +546,7 @@ def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=(), star
                           key=[n for n, _ in sig.args].index)
     dtypes = {n: t for n, t in _func_arg_dtypes(lw, func).items()}
     return RawEpilogue(tuple(walk.ops), tuple(walk.inputs), tuple((n, dtypes.get(n, "f32")) for n in read_scalars),
-                       tuple(walk.stores))
+                       tuple(walk.stores), tuple(dict.fromkeys(a for a in walk.transposed if a is not None)))
 
 
 def _add_start(walk: _After, carry, start) -> None:

@@ -165,7 +165,8 @@ def edge_mask(lw: Lowering, op: MOp, after_loop: bool = False) -> None:
     TMA fills a load past the end with zeros and drops a store's elements there); any other mask,
     or a load's `other` that is not 0, is an error at the op: dropped, it would change the result."""
     gathered(lw, op, lw.in_loop and not after_loop)
-    transposed_store(lw, op)
+    if not after_loop:
+        transposed_store(lw, op)
     if lw.masks is None:
         return
     mask, other = _mask_and_other(op)
@@ -244,27 +245,39 @@ def gathered(lw: Lowering, op: MOp, in_loop: bool) -> None:
                  "first (im2col) or index them with one stride per dimension"))
 
 
-def transposed_store(lw: Lowering, op: MOp) -> None:
-    """A ``tt.store`` of a 2-D tile whose addresses step by 1 along the tile's rows and by anything
-    else along its columns (``C + offs_n[None, :] * stride_cn + offs_m[:, None]``: the tile written
-    transposed, C^T) is an error at the store: the graph's store and the emitted kernel write the tile
-    row-major, and the binding would take C [N, M] for [M, N] (silently so where M == N). Loads read
-    such a tile as `{column_major = true}` (`_column_major`); a store has no such attribute."""
+TRANSPOSED = ("writes its tile transposed: the address steps by 1 along the tile's rows and by a stride along its "
+              "columns (`C + offs_n[None, :] * stride + offs_m[:, None]`, C^T)")
+
+
+def stores_transposed(lw: Lowering, op: MOp) -> bool:
+    """Whether a ``tt.store`` of a 2-D tile writes it transposed: its addresses step by 1 along the
+    tile's rows and by anything else along its columns (``C + offs_n[None, :] * stride_cn +
+    offs_m[:, None]``: C is [N, M] row-major and holds the tile's transpose). Loads read such a tile
+    as `{column_major = true}` (`_column_major`); a carry stored so after the loop is the carry's
+    `{column_major = true}` output (attach._outputs), any other such store an error (`transposed_store`)."""
     from .addresses import _integer
     names = op.operands()
     if op.name != "tt.store" or lw.addresses is None or not names:
-        return
+        return False
     a = lw.addresses.of(names[0][0])
     if a is None or a.base is None or len(a.coefs) != 2:
-        return
+        return False
     rows, cols = (_integer(c) for c in a.coefs)
-    if rows == 1 and cols != 1 and a.coefs[1]:
-        raise lw.src.error(
-            f"'{op.name}' writes its tile transposed: the address steps by 1 along the tile's rows and by "
-            "a stride along its columns (`C + offs_n[None, :] * stride + offs_m[:, None]`, C^T), and the "
-            "emitted kernel stores tiles row-major", op.head,
-            hint="store the tile row-major (`offs_m[:, None] * stride + offs_n[None, :]`) and transpose "
-                 "the result outside the kernel")
+    return bool(rows == 1 and cols != 1 and a.coefs[1])
+
+
+def transposed_store(lw: Lowering, op: MOp) -> None:
+    """A store in the loop that writes its tile transposed (`stores_transposed`) is an error at the
+    store: the graph's store op and the emitted kernel write such a tile row-major, and the binding
+    would take C [N, M] for [M, N] (silently so where M == N)."""
+    if stores_transposed(lw, op):
+        raise lw.src.error(f"'{op.name}' {TRANSPOSED}, and the emitted kernel stores a tile in the loop row-major",
+                           op.head, hint=TRANSPOSED_HINT)
+
+
+TRANSPOSED_HINT = ("store the tile row-major (`offs_m[:, None] * stride + offs_n[None, :]`) and transpose the result "
+                   "outside the kernel; after the loop, a carry (the accumulator, or it converted) may be stored "
+                   "transposed (docs/ttgir-import.md, section 3)")
 
 
 def _refused(err):

@@ -117,8 +117,9 @@ class Parted:
         parts = [v for v in vals if isinstance(v, (Part, Shaped))]
         x = parts[0]
         if op.name in STORES:
-            from .memory import edge_mask
+            from .memory import edge_mask, transposed_store
             edge_mask(self.lw, op, after_loop=True)
+            transposed_store(self.lw, op)  # a column part's store: row-major only
             if not isinstance(x, Part):
                 raise self.error(op, "a tile reshaped to 3 dimensions is stored after the loop: not imported")
             names = [n for n, _ in op.operands()]
