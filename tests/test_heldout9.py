@@ -178,31 +178,35 @@ def test_dropout_imports_with_its_keep_scale_a_prologue_op(arch):
 
 
 def test_a_scalar_expression_of_arguments_is_the_prologues_ops():
-    """The general rule, on dropout's dump with its 1 - p replaced by exp(p) * (float(n_elements) + p) / 2 and then
-    3 / that (a constant first: `recip` then `mul {scalar = 3}`): every step a prologue op on one value, the
-    integer argument an i32 prologue scalar the prologue reads as a float; the graph computes the formula. A
-    scalar loaded from memory is still refused at the op that reads it."""
+    """The general rule, on dropout's dump with its 1 - p replaced by (exp(p) + sqrt(p) * p) / 2 and then 3 / that
+    (a constant first: `recip` then `mul {scalar = 3}`): every step a prologue op on one value; the graph computes
+    the formula. Refused at their line: a scalar loaded from memory (no expression), and the flat map's element
+    count read as a number (`float(n_elements)`: the binding derives it from the tensors, no scalar holds it)."""
     import numpy as np
     text = (DATA / "t36/prepipe/dropout_sm90.ttgir").read_text()
-    expr = ("%e = math.exp %p : f32\n    %nf = arith.sitofp %n_elements : i32 to f32\n"
-            "    %s = arith.addf %nf, %p : f32\n    %h = arith.mulf %e, %s : f32\n"
+    expr = ("%e = math.exp %p : f32\n    %r = math.sqrt %p : f32\n"
+            "    %s = arith.mulf %r, %p : f32\n    %h = arith.addf %e, %s : f32\n"
             "    %c2 = arith.constant 2.000000e+00 : f32\n    %c3 = arith.constant 3.000000e+00 : f32\n"
             "    %q = arith.divf %h, %c2 : f32\n    %output_9 = arith.divf %c3, %q : f32")
-    edited = re.sub(r"%output_9 = arith\.subf %output, %p : f32", expr, text, count=1)
+    old = "%output_9 = arith.subf %output, %p : f32"
+    edited = text.replace(old, expr, 1)
     assert edited != text
     graph, _ = import_ttgir(edited, "dropout_sm90.ttgir")
-    assert [op.opcode for op in graph.prologue.ops] == ["exp", "add", "mul", "div", "recip", "mul"]
-    assert {v.name: v.type.dtype for v in graph.prologue.scalars} == {"p": "f32", "n_elements": "i32"}
+    assert [op.opcode for op in graph.prologue.ops] == ["exp", "sqrt", "mul", "add", "div", "recip", "mul"]
+    assert [v.name for v in graph.prologue.scalars] == ["p"]
     x, keep = _dropout_inputs()
-    p, n = 0.3, 1000
-    out = _evaluate(graph, {"x_ptr": x, "x_keep_ptr": keep}, {"p": p, "n_elements": n})["output_ptr"]
-    scale = 3 / (np.exp(p) * (n + p) / 2)
+    p = 0.3
+    out = _evaluate(graph, {"x_ptr": x, "x_keep_ptr": keep}, {"p": p})["output_ptr"]
+    scale = 3 / ((np.exp(p) + np.sqrt(p) * p) / 2)
     assert np.allclose(out, np.where(keep != 0, x / scale, 0), rtol=1e-5)
-    loaded = text.replace("%output_9 = arith.subf %output, %p : f32",
-                          "%pl = tt.load %x_ptr : !tt.ptr<f32>\n    %output_9 = arith.subf %output, %pl : f32", 1)
-    with pytest.raises(InputError, match="neither a constant nor one of the kernel's float arguments") as err:
-        import_ttgir(loaded, "dropout_sm90.ttgir")
-    assert "arith.divf %x" in loaded.splitlines()[err.value.diagnostics[0].span.line - 1]
+    for new, match in [("%pl = tt.load %x_ptr : !tt.ptr<f32>\n    %output_9 = arith.subf %output, %pl : f32",
+                        "neither a constant nor one of the kernel's float arguments"),
+                       ("%nf = arith.sitofp %n_elements : i32 to f32\n    %output_9 = arith.subf %nf, %p : f32",
+                        "the flat map's element count 'n_elements' is read as a number")]:
+        with pytest.raises(InputError, match=match) as err:
+            import_ttgir(text.replace(old, new, 1), "dropout_sm90.ttgir")
+        assert "%x" in text.replace(old, new, 1).splitlines()[err.value.diagnostics[0].span.line - 1] \
+            or "%output_9" in text.replace(old, new, 1).splitlines()[err.value.diagnostics[0].span.line - 1]
 
 
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
