@@ -2,7 +2,8 @@
 Triton 3.9 and 3.6, before and after the pipeliner, sm_90 and sm_100: tests/data/ttgir/heldout9): the official
 Triton tutorials not covered by earlier batches: 05's layer-norm backward (dx with its spin lock, and the dw/db
 column sums), 08's grouped GEMM, 10's block-scaled (mxfp8) matmul, 04's dropout (a kept mask, and seeded with
-tl.rand), 07's libdevice asin. asin imports (a flat map of the math library's asin); every other form is refused
+tl.rand), 07's libdevice asin. asin imports (a flat map of the math library's asin), and so does the dropout with its kept
+mask (a flat map of a select, its 1 - p a scalar op of the prologue: ttgir/scalarexpr.py); every other form is refused
 at the TTGIR line of the construct the graph cannot hold, with a message naming it, never a traceback, an
 unlocated error or a silently wrong graph.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import refused_at_its_line
+from conftest import emitted_and_built, nvcc, refused_at_its_line
 from twill.errors import InputError
 from twill.ttgir import import_ttgir
 
@@ -31,14 +32,12 @@ REFUSED = {
     # the K loop's A tile from a pointer loaded from group_a_ptrs (was: an unlocated "no loop computes a tile")
     "grouped_matmul": (r"= (tt\.load|ttg\.async_copy_global_to_local) %a_ptrs",
                        "reads addresses computed from a value loaded from memory"),
-    # a flat map over elements since session 32 (ttgir/flatmap.py), its select of the kept mask and 0.0 since
-    # session 38 (`select ne x_keep, x_div {scalar = 0}`); then x / (1 - p): a scalar computed from an argument
-    # (not a product of arguments and constants), which no op's operand holds.
     # seeded dropout's tl.rand reads the offsets as values: not a flat map
-    "dropout": (r"arith\.divf %x", "neither a constant nor one of the kernel's float arguments"),
     "seeded_dropout": _FLAT,
 }
-IMPORTED = {"asin"}  # libdevice's asin: the math library's op (vocab.LIBM), a flat map since session 32
+# libdevice's asin: the math library's op (vocab.LIBM), a flat map since session 32; dropout: a flat map of a select
+# since session 38, its x / (1 - p) a prologue op of the argument p (ttgir/scalarexpr.py)
+IMPORTED = {"asin", "dropout"}
 # block-scaled: sm_100 keeps the scaled tcgen05 mma; sm_90 emulates it, the e8m0 scales upcast by a bitcast
 ARCH_REFUSED = {
     ("block_scaled_matmul", "sm100"): (r"ttng\.tc_gen5_mma_scaled", r"block-scaled dot \(`tl\.dot_scaled`"),
@@ -127,28 +126,102 @@ def test_asin_imports_as_a_flat_map_of_the_math_librarys_asin(arch):
     assert len(texts) == 1
 
 
+def _evaluate(graph, arrays: dict, numbers: dict) -> dict:
+    """The flat map's graph in numpy over whole arrays: the prologue's scalar ops on the arguments (`numbers`), then
+    the loop's ops on the loaded arrays (`arrays`, by argument); the stored arrays, by argument."""
+    import numpy as np
+    feeds = {t: a for a, t in graph.arguments if t is not None}
+    env = {s.name: np.float32(numbers[feeds.get(s.name, s.name)]) for s in graph.prologue.scalars}
+    table = {"neg": lambda a: -a, "recip": lambda a: np.float32(1) / a, "exp": np.exp, "sqrt": np.sqrt,
+             "log": np.log, "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+             "div": lambda a, b: a / b, "ne": lambda a, b: (a != b).astype(np.float32),
+             "select": lambda c, a, b: np.where(c != 0, a, b)}
+    out = {}
+    for op in graph.prologue.ops + graph.ops:
+        if op.opcode == "load":
+            env[op.name] = arrays[feeds[op.name]]
+        elif op.opcode == "store":
+            out[feeds[op.name]] = env[op.operands[0].name]
+        else:
+            xs = [env[o.name] for o in op.operands]
+            xs += [np.float32(op.attr("scalar"))] if op.attr("scalar") is not None else []
+            env[op.name] = table[op.opcode](*xs)
+    return out
+
+
+def _dropout_inputs():
+    import numpy as np
+    rng = np.random.default_rng(0)
+    return rng.standard_normal(1000).astype(np.float32), (rng.random(1000) > 0.5).astype(np.int32)
+
+
 @pytest.mark.parametrize("arch", ["sm90", "sm100"])
-def test_dropout_with_a_constant_keep_scale_is_a_flat_map_of_a_select(arch):
-    """The dropout's `tl.where(x_keep, x / (1 - p), 0.0)`: its select of a constant side was refused (`reads the
-    constant 0.0 as its operand 3`); now the select's b is its {scalar = 0}, the condition the table's `ne` of
-    the loaded mask. The near miss of the kernel (its 1 - p a constant 0.5) imports, every form, to the same ops
-    (their names differ by form); a numpy evaluation of each is the reference's formula."""
+def test_dropout_imports_with_its_keep_scale_a_prologue_op(arch):
+    """04's dropout, `tl.where(x_keep, x / (1 - p), 0.0)`: its 1 - p (`arith.subf %one, %p`, a scalar computed from
+    the float argument p) was refused (no operand held it); now it is the prologue's `neg p` then `add {scalar =
+    1}` on one value (ttgir/scalarexpr.py), which the loop's div reads; the select's b is its {scalar = 0}, the
+    condition the table's `ne` of the loaded mask. Every form imports to the same ops (their names differ by
+    form), and a numpy evaluation of each is the reference's formula at p = 0.3 (not 1 / (1 - p) = 2 of p = 0.5)."""
     import numpy as np
     from twill.tir import print_tir
-    rng = np.random.default_rng(0)
-    x, keep = rng.standard_normal(1000).astype(np.float32), (rng.random(1000) > 0.5).astype(np.int32)
+    x, keep = _dropout_inputs()
     for form in FORMS:
-        text = (DATA / form / f"dropout_{arch}.ttgir").read_text()
-        half = re.sub(r"arith\.divf %x(\w*), %output\w*", r"arith.divf %x\1, %half", text, count=1)
-        half = half.replace("    %pid = ", "    %half = arith.constant dense<5.000000e-01> : tensor<1024xf32, #blocked>\n"
-                            "    %pid = ", 1)
-        assert half != text
-        graph, _ = import_ttgir(half, f"dropout_{arch}.ttgir")
+        graph, _ = import_ttgir((DATA / form / f"dropout_{arch}.ttgir").read_text(), f"dropout_{arch}.ttgir")
         assert sorted(op.opcode for op in graph.ops) == ["div", "load", "load", "ne", "select", "store"], form
-        env = {op.name: keep if op.type.dtype == "i32" else x for op in graph.ops if op.opcode == "load"}
-        for op in graph.ops[2:-1]:
-            args, v = [env[o.name] for o in op.operands], op.attr("scalar")
-            env[op.name] = {"ne": lambda: (args[0] != v).astype(np.float32), "div": lambda: args[0] / np.float32(v),
-                            "select": lambda: np.where(args[0] != 0, args[1], np.float32(v))}[op.opcode]()
-        out = env[graph.ops[-1].operands[0].name]
-        assert np.array_equal(out, np.where(keep != 0, x / np.float32(0.5), np.float32(0.0))), form
+        assert [(op.opcode, op.attr("scalar"), str(op.type)) for op in graph.prologue.ops] == \
+            [("neg", None, "f32[1]"), ("add", 1, "f32[1]")], form
+        assert [v.name for v in graph.prologue.scalars] == ["p"] and ("p", "p") in graph.arguments, form
+        assert "prologue {\n  scalar p : f32\n" in print_tir(graph), form
+        out = _evaluate(graph, {"x_ptr": x, "x_keep_ptr": keep}, {"p": 0.3})["output_ptr"]
+        assert np.allclose(out, np.where(keep != 0, x / (np.float32(1) - np.float32(0.3)), 0), rtol=1e-6), form
+        assert not np.allclose(out, np.where(keep != 0, x / np.float32(0.5), 0)), form
+
+
+def test_a_scalar_expression_of_arguments_is_the_prologues_ops():
+    """The general rule, on dropout's dump with its 1 - p replaced by (exp(p) + sqrt(p) * p) / 2 and then 3 / that
+    (a constant first: `recip` then `mul {scalar = 3}`): every step a prologue op on one value; the graph computes
+    the formula. Refused at their line: a scalar loaded from memory (no expression), and the flat map's element
+    count read as a number (`float(n_elements)`: the binding derives it from the tensors, no scalar holds it)."""
+    import numpy as np
+    text = (DATA / "t36/prepipe/dropout_sm90.ttgir").read_text()
+    expr = ("%e = math.exp %p : f32\n    %r = math.sqrt %p : f32\n"
+            "    %s = arith.mulf %r, %p : f32\n    %h = arith.addf %e, %s : f32\n"
+            "    %c2 = arith.constant 2.000000e+00 : f32\n    %c3 = arith.constant 3.000000e+00 : f32\n"
+            "    %q = arith.divf %h, %c2 : f32\n    %output_9 = arith.divf %c3, %q : f32")
+    old = "%output_9 = arith.subf %output, %p : f32"
+    edited = text.replace(old, expr, 1)
+    assert edited != text
+    graph, _ = import_ttgir(edited, "dropout_sm90.ttgir")
+    assert [op.opcode for op in graph.prologue.ops] == ["exp", "sqrt", "mul", "add", "div", "recip", "mul"]
+    assert [v.name for v in graph.prologue.scalars] == ["p"]
+    x, keep = _dropout_inputs()
+    p = 0.3
+    out = _evaluate(graph, {"x_ptr": x, "x_keep_ptr": keep}, {"p": p})["output_ptr"]
+    scale = 3 / ((np.exp(p) + np.sqrt(p) * p) / 2)
+    assert np.allclose(out, np.where(keep != 0, x / scale, 0), rtol=1e-5)
+    for new, match in [("%pl = tt.load %x_ptr : !tt.ptr<f32>\n    %output_9 = arith.subf %output, %pl : f32",
+                        "neither a constant nor one of the kernel's float arguments"),
+                       ("%nf = arith.sitofp %n_elements : i32 to f32\n    %output_9 = arith.subf %nf, %p : f32",
+                        "the flat map's element count 'n_elements' is read as a number")]:
+        with pytest.raises(InputError, match=match) as err:
+            import_ttgir(text.replace(old, new, 1), "dropout_sm90.ttgir")
+        assert "%x" in text.replace(old, new, 1).splitlines()[err.value.diagnostics[0].span.line - 1] \
+            or "%output_9" in text.replace(old, new, 1).splitlines()[err.value.diagnostics[0].span.line - 1]
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+@pytest.mark.parametrize("arch", ["sm90", pytest.param("sm100", marks=pytest.mark.extended)])
+def test_dropout_solves_jointly_emits_and_compiles_clean(arch, tmp_path):
+    """The dropout, import -> solve (joint, proven optimal) -> emit-cuda -> nvcc with no spill: each role computes
+    1 - p once before its loop, from the launch's p (one nvcc build here, sm_90a; sm_100a extended)."""
+    from twill.machine import load_machine
+    from twill.pipeline import SolveOptions, solve
+    machine = load_machine("b200" if arch == "sm100" else "h200")
+    graph, _ = import_ttgir((DATA / "t36/prepipe" / f"dropout_{arch}.ttgir").read_text(), f"dropout_{arch}.ttgir")
+    schedule = solve(graph, machine, SolveOptions(time_limit=60))
+    assert schedule.complete and schedule.optimal and schedule.length_optimal and schedule.roles
+    _, rc, err = emitted_and_built(schedule, machine, tmp_path / f"dropout_{arch}.cu")
+    assert rc == 0, err[-2000:]
+    assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
+    text = (tmp_path / f"dropout_{arch}.cu").read_text()
+    assert "(-static_cast<float>(args.p))" in text and "+ 1.0f)" in text

@@ -268,6 +268,17 @@ def _same_graph(module: Module, loops, func: MOp, merge: Merge) -> bool:
     return loop_shape(first) == loop_shape(last, unmask=True)
 
 
+def _flat_size_unread(graph: Graph, size: str) -> None:
+    """A flat map's element count is the binding's to derive from the tensors (`grid flat = N` feeds nothing
+    else): a prologue op reading it as a number (`float(n_elements)`, ttgir/scalarexpr.py) is an error there."""
+    op = next((op for op in graph.prologue.ops + graph.ops if any(o.name == size for o in op.operands)), None)
+    if op is not None:
+        raise InputError(Diagnostic(
+            f"the flat map's element count '{size}' is read as a number (by '{op.name}'): the binding derives it "
+            "from the tensors, so no launch scalar holds it", op.span,
+            "pass the number as a separate float argument (docs/ttgir-import.md, section 3)"))
+
+
 def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
                  merge: Merge | None = None, detail: dict | None = None) -> tuple[Graph, list[Note]]:
     """Lower, fuse and build one loop; `detail`, where given, gets the lowered loop ("lowered") and
@@ -281,6 +292,7 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
     if split is not None:  # split-KV's key loop over a grid axis of splits (splits.py): `grid split = ARG`
         graph = replace(graph, split=split.arg)
     if module.flat is not None:  # a flat map over elements read as rows (flatmap.py): `grid flat = n_elements`
+        _flat_size_unread(graph, module.flat)
         graph = replace(graph, flat=module.flat)
     if graph.arguments:  # the arguments that are the tensors' extents (extents.py), which the binding checks
         from .extents import extents

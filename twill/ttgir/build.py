@@ -19,7 +19,7 @@ from itertools import count
 from ..errors import Diagnostic, InputError
 from .. import vocab
 from ..ir import Graph, Op, Operand, TensorType, Value
-from . import prologue
+from . import prologue, scalarexpr
 from .attach import attach
 from .fuse import NATURAL, Body, Group
 from .values import Const, Lowered, Note, Ref, Tile
@@ -125,19 +125,23 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
         graph_carries.append(Value(name, carry.type, "carry", text, carry.span, output))
     launch: dict[str, str] = {}  # argument -> the prologue scalar a loop op reads (build._launch)
     ints: set[str] = set()  # those of them that are integers (a causal mask's window)
+    exprs = _Computed(names, launch, ints)  # the prologue ops of scalars computed from arguments (scalarexpr.py)
     ops = tuple(out for g in groups
                 for out in _launch(Op(op_name[g.root], g.opcode, tuple(Operand(unscaled.get((g.root, k), operand_name(r)))
                                                                    for k, r in enumerate(g.operands)), g.type,
                                       attrs=g.attrs, has_result=g.type is not None, span=g.span), names, launch, ints,
-                                   body.nodes[g.root].factor))
+                                   body.nodes[g.root].factor, exprs))
     read = {o.name for op in ops for o in op.operands}  # a prologue scalar is a loop input where a loop op reads it
-    block = replace(block, ops=tuple(_launch_one(o, names, launch, ints) for o in block.ops))  # the prologue's
+    block = replace(block, ops=tuple(_launch_one(o, names, launch, ints, exprs) for o in block.ops))  # the prologue's
+    # the scalar ops first (they read scalars alone), each result an input of the loop as the block's results are
+    block = replace(block, ops=tuple(exprs.ops) + block.ops)
     if launch:
         def kind(n: str) -> TensorType:
             return TensorType("i32" if n in ints else "f32", (1,))
         block = replace(block, scalars=block.scalars + tuple(Value(n, kind(n), "scalar") for n in launch.values()))
         graph_inputs += tuple(Value(n, kind(n), "input", attrs=(("prologue", True),))
                               for n in launch.values() if n in read)  # before the block's results, as the parser has them
+    graph_inputs += tuple(Value(op.name, op.type, "input", None, op.span, (("prologue", True),)) for op in exprs.ops)
     graph_inputs += computed_inputs
     yields = tuple((name, op_name[root_of[body.yields[k].ref.index]]) for k, name in carry_name.items())
     graph = Graph(lowered.kernel, graph_inputs, tuple(graph_carries), ops, yields, file=file, prologue=block)
@@ -175,7 +179,30 @@ def natural_units(body: Body) -> bool:
     return any(n.kind == "exp2" and n.mlir == NATURAL for n in body.live())
 
 
-def _launch(op: Op, names: "_Names", launch: dict, ints: set, factor=None) -> tuple[Op, ...]:
+class _Computed:
+    """The prologue ops computing the scalars loop ops read that the kernel computes from its arguments and
+    constants (scalarexpr.Expr; `1 - p`), in order, each once; the arguments they read are prologue scalars."""
+
+    def __init__(self, names: "_Names", launch: dict, ints: set):
+        self.names, self.launch, self.ints = names, launch, ints
+        self.ops: list[Op] = []
+        self.done: dict = {}
+
+    def name(self, expr) -> str:
+        result, new = scalarexpr.ops(expr, self.names.claim, base_name, self._scalar, self.done)
+        self.ops.extend(new)
+        return result
+
+    def _scalar(self, arg) -> str:
+        if arg.name not in self.launch:
+            self.launch[arg.name] = self.names.claim(arg.name, fallback="scalar")
+        if arg.dtype == "i32":  # float(N) of an integer argument: the scalar N, an i32
+            self.ints.add(self.launch[arg.name])
+        return self.launch[arg.name]
+
+
+def _launch(op: Op, names: "_Names", launch: dict, ints: set, factor=None, exprs: _Computed | None = None) \
+        -> tuple[Op, ...]:
     """An op whose TTGIR read a float argument (the lowering's ``launch`` attribute, values.LaunchScalar):
     a binary table op of one operand reads it as its y (or x), a prologue scalar named after it; any
     other op (the scale fused into an exp2) drops the attribute. A one-operand multiply or divide by a
@@ -186,7 +213,7 @@ def _launch(op: Op, names: "_Names", launch: dict, ints: set, factor=None) -> tu
     if ("launch" not in attrs and "launch_int" not in attrs and "scalar" not in attrs and factor is not None
             and factor.names and op.opcode in ("mul", "div") and len(op.operands) == 1):
         return _factor_chain(op, factor, names, launch)
-    return (_launch_one(op, names, launch, ints),)
+    return (_launch_one(op, names, launch, ints, exprs),)
 
 
 def _factor_chain(op: Op, factor, names: "_Names", launch: dict) -> tuple[Op, ...]:
@@ -207,7 +234,7 @@ def _factor_chain(op: Op, factor, names: "_Names", launch: dict) -> tuple[Op, ..
     return tuple(out)
 
 
-def _launch_one(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
+def _launch_one(op: Op, names: "_Names", launch: dict, ints: set, exprs: _Computed | None = None) -> Op:
     attrs = dict(op.attrs)
     integer = attrs.pop("launch_int", None)
     if integer is not None:  # an integer argument a causal mask's band reads (band.py): an i32 prologue scalar
@@ -218,8 +245,14 @@ def _launch_one(op: Op, names: "_Names", launch: dict, ints: set) -> Op:
                                        if k != "launch_int"))
     found = attrs.pop("launch", None)
     integer = attrs.pop("launch_i32", False)  # float(N) of an integer argument: the scalar N, an i32
-    rest = tuple((k, v) for k, v in op.attrs if k not in ("launch", "launch_i32"))
+    computed = attrs.pop("launch_expr", None)  # a scalar computed from arguments (scalarexpr.Expr, its operand)
+    rest = tuple((k, v) for k, v in op.attrs if k not in ("launch", "launch_i32", "launch_expr"))
     d = vocab.lookup(op.opcode)
+    if found is None and computed is not None and exprs is not None and d is not None and d.family == "binary" \
+            and len(op.operands) == 1 and "scalar" not in attrs:
+        expr, index = computed
+        y = Operand(exprs.name(expr))
+        return replace(op, operands=(op.operands[0], y) if index else (y, op.operands[0]), attrs=rest)
     if found is None and d is not None and d.family == "binary" and len(op.operands) == 1 and "scalar" not in attrs \
             and d.arity != (1,):
         raise lost_operand(op)

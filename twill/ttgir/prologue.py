@@ -63,7 +63,8 @@ def build(body: Body, inputs: dict, claim, base_name) -> Prologue | None:
             done[ref] = real[ref]
             return real[ref]
         opcode = _opcode(n)
-        held = "scalar" in dict(n.attrs) or "launch" in dict(n.attrs)  # a constant, a launch scalar (build._launch)
+        # a constant, a launch scalar, a scalar computed from launch scalars (build._launch)
+        held = any(k in dict(n.attrs) for k in ("scalar", "launch", "launch_expr"))
         numerator = dict(n.attrs).get("numerator")
         if numerator is not None:  # c / x: recip x, times c
             opcode, held = "recip", True
@@ -81,7 +82,7 @@ def build(body: Body, inputs: dict, claim, base_name) -> Prologue | None:
                 ops.append(Op(out, "mul", (Operand(inv),), n.type, (("scalar", numerator),), True, n.span))
             done[ref] = out
             return out
-        attrs = tuple((k, v) for k, v in n.attrs if k in ("scalar", "launch", "launch_i32"))
+        attrs = tuple((k, v) for k, v in n.attrs if k in ("scalar", "launch", "launch_i32", "launch_expr"))
         ops.append(Op(out, opcode, tuple(Operand(x) for x in names), n.type, attrs, True, n.span))
         done[ref] = out
         return out

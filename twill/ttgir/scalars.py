@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from ..ir import TensorType
 from ..knobs import Product
-from . import indices
+from . import indices, scalarexpr
 from .opnames import COMMUTATIVE, ELEMENTWISE, SLOTS, TRANSPOSES, int_attr
 from .parser import MOp
 from .state import Lowering
@@ -133,18 +133,21 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         lw.bind(op, indices.combine(op.name, vals, _predicate(op)) if indexed else SCALAR)
         return
     vals = [indices.scalar(v) for v in vals]  # the program id, the loop's variable: scalars, as before
-    if not any(isinstance(v, Tile) for v in vals):  # a launch scalar on no tile: a product, or folded away
-        lw.bind(op, _scalar_product(op, vals))
+    if not any(isinstance(v, Tile) for v in vals):  # a launch scalar on no tile: a product, an expression
+        lw.bind(op, _scalar_value(lw, op, vals))
         return
     factor = _factor(op, vals)
     # A float argument a binary op of one tile reads (x * sm_scale): the op's y where no fusion folds it
     # (build.py: a prologue scalar), else folded away as any scalar is (the exp2's scale).
     launch = [(v.name, i) for i, v in enumerate(vals) if isinstance(v, LaunchScalar) and v.name]
+    # a scalar computed from arguments (x / (1 - p)): the prologue op computing it (build.py, scalarexpr.py)
+    computed = [(v.expr, i) for i, v in enumerate(vals) if isinstance(v, LaunchScalar) and not v.name and v.expr]
     integer = any(isinstance(v, LaunchScalar) and v.name and v.dtype == "i32" for v in vals)  # float(N): N an int
     vals = [SCALAR if isinstance(v, LaunchScalar) else v for v in vals]
     # (before the loop too: a prologue op reading a launch scalar, as rstd = rsqrt(ss / N + eps) between loops)
     extra = (("launch", launch[0]),) + ((("launch_i32", True),) if integer else ()) \
-        if len(launch) == 1 and len(vals) == 2 else ()
+        if len(launch) == 1 and len(vals) == 2 else (("launch_expr", computed[0]),) \
+        if len(computed) == 1 and not launch and len(vals) == 2 else ()
     if not lw.in_loop:
         from .handover import convert  # an earlier loop's result converted: handed over in that dtype
         if convert(lw, op, vals):
@@ -307,6 +310,28 @@ def _product(v: object):
         return v.scale
     if isinstance(v, Const) and type(v.value) in (int, float) and math.isfinite(v.value) and v.value != 0:
         return Product.number(v.value)
+    return None
+
+
+def _scalar_value(lw: Lowering, op: MOp, vals: list) -> object:
+    """A scalar op of launch scalars and constants: a `LaunchScalar` with its product (`_scalar_product`) and its
+    expression (scalarexpr.Expr, which the prologue computes where a tile op reads it); SCALAR where it is
+    neither (an operand loaded, an op the prologue does not run on one value)."""
+    product = _scalar_product(op, vals)
+    operands = [_expr_operand(v) for v in vals]
+    expr = None if None in operands else scalarexpr.of(op.name, operands, op.results[0] if op.results else "scalar",
+                                                        lw.span(op))
+    if expr is None:
+        return product
+    return LaunchScalar("", scale=product.scale if isinstance(product, LaunchScalar) else None, expr=expr)
+
+
+def _expr_operand(v: object):
+    """An operand of a scalar expression: an argument (scalarexpr.Arg), an expression, a finite number; None."""
+    if isinstance(v, LaunchScalar):
+        return v.expr if not v.name else scalarexpr.Arg(v.name, v.dtype)
+    if isinstance(v, Const) and _number(v.value) and math.isfinite(v.value):
+        return float(v.value)
     return None
 
 

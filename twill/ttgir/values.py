@@ -46,6 +46,8 @@ class LaunchScalar(Scalar):
     name: str = ""  # the argument; "" for a value computed from arguments and constants
     dtype: str = "f32"
     scale: object = None  # twill.knobs.Product: the value as a product of arguments and constants
+    # scalarexpr.Expr: a value computed from arguments and constants ("" name), which a prologue op computes
+    expr: object = None
 
 
 @dataclass(frozen=True)

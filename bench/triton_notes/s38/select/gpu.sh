@@ -4,7 +4,7 @@
 #   bash bench/triton_notes/s38/select/gpu.sh OUT
 # builds each (import -> solve -> emit-cuda -> nvcc, sm_90a) and checks it against its torch reference and
 # Triton (bench/heldout/run.py check: rel_error, twill_ms, triton_ms), the JSON in OUT/batchN-check.json.
-# (heldout9's dropout still stops at x / (1 - p): not listed.)
+# (heldout9's dropout imports since branch argscalar: its own check, bench/triton_notes/s38/dropout/run.sh.)
 set -u
 OUT=${1:?usage: $0 OUT}
 mkdir -p "$OUT"
