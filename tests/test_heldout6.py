@@ -22,6 +22,7 @@ import pytest
 from conftest import nvcc, nvcc_compile, refused_at_its_line
 from twill.emit import emit_cuda
 from twill.errors import InputError
+from twill.knobs import Product
 from twill.machine import load_machine
 from twill.pipeline import SolveOptions, solve
 from twill.tir import print_tir
@@ -236,6 +237,68 @@ def test_a_select_of_a_loaded_mask_with_a_constant_side_is_the_selects_scalar():
     assert np.array_equal(got, np.where(mk != 0, qk, np.float32(-1.0e6)))
     g, _ = load_ttgir(DATA.parent / "heldout5" / "t39" / "prepipe" / "attn_causal_oneloop_sm90.ttgir")
     assert any(op.opcode == "causal_mask" for op in g.ops)
+
+
+def _bool_mask(form: str = "t36/prepipe"):
+    return load_ttgir(DATA / form / "attn_bool_mask_sm90.ttgir", split_rows="auto")[0]
+
+
+def test_the_scale_under_the_select_moves_past_it_into_the_exp2():
+    """`qk = tl.dot(q, k) * qk_scale; tl.where(mk != 0, qk, -1e6)`: the select sat between the scale and the exp2,
+    so the scale stayed two `mul` ops (and the split-rows graph 26 loop ops). The scale now moves past the select,
+    select(c, x * s, K) == select(c, x, K / s) * s, and folds into exp2_scale: the plain attention's graph plus the
+    mask's load, `ne` and `select qk_ne, qk {scalar = -1000000, divided_by = exp2_scale}` (K / exp2_scale). In
+    numpy: the tile side is unchanged bit for bit, the constant side fl(fl(K / s) * s) within an ulp of K (K itself
+    for s a power of two), and the softmax computed from the folded graph the kernel's to f32 rounding, its masked
+    elements 0 as the kernel's."""
+    import numpy as np
+    for form in FORMS:
+        g = _bool_mask(form)
+        assert dict(g.knobs)["exp2_scale"].same(Product(1.44269502, (("sm_scale", 1),))), form
+        assert not [op for op in g.ops if op.opcode == "mul"], form
+        sels = [op for op in g.ops if op.opcode == "select"]
+        assert len(sels) == 2 and all(dict(op.attrs) == {"scalar": -1000000, "divided_by": "exp2_scale"} for op in sels)
+        ops = {op.name: op for op in g.ops}
+        assert all(ops[op.operands[1].name].opcode == "mma" for op in sels), form
+        assert len(g.ops) == 22, form
+    assert "knob exp2_scale = sm_scale * 1.44269502" in print_tir(_bool_mask())
+    rng = np.random.default_rng(21)
+    f = np.float32
+    x = (rng.standard_normal((64, 64)) * 8).astype(f)
+    c = rng.random((64, 64)) < 0.7
+    c[:, 0] = True
+    k = f(-1.0e6)
+    for s in (f(0.125 * 1.44269504), f(1.44269504 / 8.0 ** 0.5), f(0.5)):
+        kernel = np.where(c, x * s, k)  # tl.where(c, x * s, K)
+        moved = np.where(c, x, k / s) * s  # select(c, x, K / s) * s
+        assert np.array_equal(kernel[c], moved[c])
+        assert np.all(np.abs(moved[~c] - k) <= np.abs(np.spacing(k)))
+        if s == f(0.5):
+            assert np.array_equal(kernel, moved)
+        m = kernel.max(1)  # the kernel's softmax, exp2(qk * s - m)
+        p_kernel = np.exp2(kernel - m[:, None])
+        sel = np.where(c, x, k / s)  # the graph's: exp2((sel - rowmax(sel)) * exp2_scale)
+        p_graph = np.exp2((sel - sel.max(1)[:, None]) * s)
+        assert np.allclose(p_graph, p_kernel, rtol=1e-5, atol=0) and np.all(p_graph[~c] == 0) and np.all(p_kernel[~c] == 0)
+
+
+@pytest.mark.extended
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+def test_the_bool_mask_attention_solves_emits_and_compiles_for_sm90(tmp_path):
+    """import (split rows, as bench/heldout/run.py) -> the joint solve, proven optimal -> emit-cuda -> nvcc sm_90a:
+    the select's constant side is K / exp2_scale, no serialized wgmma. (ptxas still spills 4 bytes at the kernel's
+    168-register launch cap: the mask's `ne` tile, held as 32 floats a thread, beside the two in-flight wgmmas.)"""
+    machine = load_machine("h100")
+    sol = solve(_bool_mask(), machine, SolveOptions(time_limit=60))
+    assert sol.optimal
+    cu = emit_cuda(sol, machine)
+    assert "(-1000000.0f / args.exp2_scale)" in cu
+    src = tmp_path / "bm.cu"
+    src.write_text(cu)
+    rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"])
+    assert rc == 0, err[-2000:]
+    assert not re.search(r"C75\d\d|serialized", err), err[-2000:]
+    assert {int(n) for n in re.findall(r"(\d+) bytes spill stores", err)} <= {0, 4}, err[-2000:]
 
 
 def _ceil_bound(text: str) -> str:

@@ -26,6 +26,7 @@ OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_late
                  "transpose_a", "transpose_b",  # which way emit-cuda reads a square a or b of an mma
                  "axis", "bits", "shift",  # of a reduction or scan; of a dequant (twill.vocab)
                  "scalar",  # the y of a binary op written with one operand (a ternary op's last, written with two)
+                 "divided_by",  # of a select's scalar: the knob it is divided by (exp2_scale, ttgir/fuse.py)
                  "pred", "rows", "cols", "offset", "fill",  # of a mask of element indices (twill.vocab)
                  "grid", "loop",  # of a position: the coefficients of its tile's origin (twill.vocab)
                  "col_stride", "col_offset", "iter_div",  # of a load: how it walks its argument (ttgir/addresses.py)

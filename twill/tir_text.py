@@ -46,6 +46,7 @@ ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "shift": (lambda v: type(v) is int and v >= 0, "an integer >= 0"),
     "scalar": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v),
                "a number, inf or -inf"),
+    "divided_by": (lambda v: v == "exp2_scale", "exp2_scale (the knob the select's scalar is divided by)"),
     "pred": (lambda v: v in ("eq", "ne", "lt", "le", "gt", "ge"), "one of eq, ne, lt, le, gt, ge"),
     "rows": (lambda v: type(v) is int, "an integer (the row index's coefficient)"),
     "cols": (lambda v: type(v) is int, "an integer (the column index's coefficient)"),

@@ -304,6 +304,24 @@ def _binary(name: str, cost: str = "alu", ints: bool = False, arity=(1, 2), role
                  attrs=("scalar",), form=f"{name} x, y : TYPE (or {name} x : TYPE {{scalar = V}})")
 
 
+def _divided_by(out, ins, attrs) -> str | None:
+    """A select's {divided_by = K}: K is the knob exp2_scale, and divides the scalar b."""
+    if "divided_by" not in attrs:
+        return None
+    if attrs["divided_by"] != "exp2_scale":
+        return f"'divided_by' names the knob exp2_scale (the scale folded into the exp2), not {attrs['divided_by']!r}"
+    if "scalar" not in attrs:
+        return "'divided_by' divides the 'scalar' b of a two-operand select, and this one has no scalar"
+    return None
+
+
+def _both(first, second):
+    """A rule that is `first`'s reason, else `second`'s."""
+    def rule(out, ins, attrs):
+        return first(out, ins, attrs) or second(out, ins, attrs)
+    return rule
+
+
 _DEFS = [
     OpDef("load", "memory", (), (), None, "tma", None, "load", issue="warp", is_async=True, variable_latency=True,
           attrs=("col_stride", "col_offset", "iter_div", "column_major", "fill")),
@@ -329,9 +347,12 @@ _DEFS = [
     *[_binary(n, "bit", ints=True, helper=f"op_bit_{n}" if n in ("and", "or", "xor") else "")
       for n in ("and", "or", "xor", "shl", "shr")],
     # select cond, a, b: a where cond is nonzero, else b; written with two operands, b is the `scalar` attribute
-    # (`tl.where(mk != 0, qk, -1e6)`: `select cond, qk : T {scalar = -1000000}`)
-    OpDef("select", "ternary", (2, 3), ("cond", "a", "b"), _elementwise(), "alu", "alu", "math", "op_select",
-          attrs=("scalar",), form="select cond, a, b : TYPE (or select cond, a : TYPE {scalar = V}, V its b)"),
+    # (`tl.where(mk != 0, qk, -1e6)`: `select cond, qk : T {scalar = -1000000}`); with {divided_by = exp2_scale},
+    # b is V / exp2_scale (the kernel's `tl.where(c, qk * scale, V)` with the scale folded into the exp2's)
+    OpDef("select", "ternary", (2, 3), ("cond", "a", "b"), _both(_elementwise(), _divided_by), "alu", "alu", "math",
+          "op_select", attrs=("scalar", "divided_by"),
+          form="select cond, a, b : TYPE (or select cond, a : TYPE {scalar = V}, V its b; "
+               "{scalar = V, divided_by = exp2_scale}: V / exp2_scale)"),
     OpDef("mask", "mask", (1, 2), ("x", "y"), _mask, "alu", "alu", "mask", "op_mask",
           attrs=("pred", "rows", "cols", "offset", "fill"), needs=("pred", "rows", "cols", "offset"),
           form="mask x[, y] : TYPE {pred = P, rows = A, cols = B, offset = C[, fill = V]}",

@@ -253,8 +253,8 @@ class Finalizer:
                                        op.span))
         names = [a.expr for a in args]
         if op.attr("scalar") is not None:
-            from .ops import _float_literal
-            names.append(_float_literal(op.attr("scalar")))
+            from .ops import _divided, _float_literal
+            names.append(_divided(op, _float_literal(op.attr("scalar"))))
         expr = SCALAR_MATH[op.opcode].format(*names)
         if op.opcode == "convert" and op.type.dtype in ("i8", "i16", "i32", "i64"):
             expr = f"truncf({expr})"

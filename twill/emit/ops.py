@@ -84,11 +84,21 @@ def _table_math(d: vocab.OpDef) -> Emitter:
                     f"{len(names)} and no "
                     f"{{scalar = V}} for its y (a scalar the import folded away)", op.span,
                     "give the op its y: {scalar = V}, or a second operand"))
-            names.append(_float_literal(value))
+            names.append(_divided(call.op, _float_literal(value)))
         if d.name == "convert" and call.out.type.dtype in vocab.INTS and call.args[0].type.dtype in vocab.FLOATS:
             helper = "op_convert_trunc"
         return lines + [f"twill::{helper}({', '.join([call.out.expr] + names)});"]
     return emit
+
+
+DIVISORS = {"exp2_scale": "args.exp2_scale"}  # a select's {divided_by = K}: the kernel argument K is
+
+
+def _divided(op, literal: str) -> str:
+    """The scalar of a loop op, divided by its {divided_by = exp2_scale} (a select's constant side in the units
+    of the scores before the scale the exp2 folds in: V / exp2_scale, once per thread after the compiler hoists it)."""
+    by = op.attr("divided_by")
+    return literal if by is None else f"({literal} / {DIVISORS[by]})"
 
 
 def _float_literal(value) -> str:

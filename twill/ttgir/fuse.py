@@ -26,6 +26,7 @@ Five rewrites run in order over the loop's nodes, then the survivors are grouped
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ..errors import Diagnostic, InputError, Span
@@ -164,6 +165,70 @@ def fold_moves(body: Body) -> Body:
         retype[producer.index] = replace(producer.type, space=n.type.space)
         alias[n.index] = n.operands[0]
     return _substitute(body, alias, retype)
+
+
+def scale_through_select(body: Body) -> tuple[Body, dict[int, Product]]:
+    """Rewrite 2b: a select whose constant side is its `{scalar = K}` (`tl.where(c, x * s, K)`) and whose
+    tile side is a scale, a multiply or divide of one tile x by a scalar s (a constant or a float argument:
+    the node's `factor`, not 0), read by the select alone, where every reader of the select is an op that
+    folds a scale (exp2, rowmax, causal_mask) or another such scale: the scale moves past the select,
+    select(c, x * s, K) == select(c, x, K / s) * s, until none is left under it (`x * sm_scale * 1.44`:
+    both). The select reads x and the scale node is gone; the select's entry in the map returned (select
+    index -> the product of the scales moved) is the scale its readers see on top of x, which
+    `folded_scale` counts on their paths, as it does a scale `inline_unary` recomputed away, and by which
+    K is divided: `fuse` writes `{divided_by = exp2_scale}` where the fold's exp2_scale is that product
+    (emit-cuda reads K / exp2_scale), and runs the fusion again without this rewrite where it is not.
+
+    Exactness: the tile side is the same x * s; the constant side is fl(fl(K / s) * s), K exactly where
+    K / s is representable (s a power of two; K = 0, or +-inf with s > 0) and within an ulp of K
+    otherwise, finite wherever K / s is (|K| <= FLT_MAX * |s|). Folded into the exp2, masked elements
+    read exp2((K / s - m) * s) for the kernel's exp2(K - m * s): the rounding of the fold itself
+    (exp2((x - m) * s) for exp2(x * s - m)), which every softmax's folded scale has."""
+    moved: dict[int, Product] = {}
+    while True:
+        consumers, yielded = body.consumers(), body.yielded()
+        swap = next(((n, y) for n in body.live() for y in [_scale_under(body, n, consumers, yielded)]
+                     if y is not None), None)
+        if swap is None:
+            return body, moved
+        n, y = swap
+        moved[n.index] = moved.get(n.index, Product()) * y.factor
+        nodes = list(body.nodes)
+        nodes[n.index] = replace(n, operands=(n.operands[0], y.operands[0]))
+        nodes[y.index] = None
+        body = Body(tuple(nodes), body.yields, body.carry_types)
+
+
+def _scale_under(body: Body, n: Node, consumers: dict, yielded: set) -> Node | None:
+    """The scale select n's tile side is, where `scale_through_select` may move it past n; else None."""
+    if not (n.mlir == "arith.select" and len(n.operands) == 2 and "scalar" in dict(n.attrs)
+            and n.index not in yielded and consumers.get(n.index)):
+        return None
+    y = _in_loop_node(body, n.operands[1])
+    if (y is None or y.kind != "ew" or y.mlir not in SCALES or len(y.operands) != 1 or y.factor is None
+            or y.factor.coef == 0 or "numerator" in dict(y.attrs) or consumers.get(y.index) != [n.index]
+            or y.index in yielded):
+        return None
+    return y if all(_folds_scale(body, r, consumers, yielded, n.index) for r in consumers[n.index]) else None
+
+
+def _folds_scale(body: Body, i: int, consumers: dict, yielded: set, came: int | None = None, depth: int = 0) -> bool:
+    """Node i (reading node `came`) folds a scale: an exp2, rowmax or causal_mask; a scale of one tile, or a
+    conversion, whose readers all do; the subtraction x - b of a softmax whose x is `came`, read by an exp2
+    alone (the exp2's group, whose path `folded_scale` follows). Any other op would keep the scale from the
+    fold (`x * s + bias`), so the scale stays under the select."""
+    n = body.nodes[i]
+    if n.kind in SCALED:
+        return True
+    readers = consumers.get(i, [])
+    if not readers or i in yielded or depth > 32:
+        return False
+    if n.kind == "ew" and n.mlir == "arith.subf" and len(n.operands) == 2:
+        return (n.operands[0] == Ref("node", came) and n.operands[1] != n.operands[0] and len(readers) == 1
+                and body.nodes[readers[0]].kind == "exp2")
+    scale = n.kind == "ew" and n.mlir in SCALES and len(n.operands) == 1 and n.factor is not None
+    return (scale or n.kind == "conv" and len(n.operands) == 1) and all(
+        _folds_scale(body, r, consumers, yielded, i, depth + 1) for r in readers)
 
 
 def inline_unary(body: Body) -> Body:
@@ -481,20 +546,60 @@ def _rank(body: Body, ref: Ref) -> int | None:
 
 
 def fuse(lowered: Lowered) -> tuple[Body, list[Group], list[Note]]:
-    """Run the five rewrites and group what is left; also return the final body, whose `exp2_scale`
-    is the scale the fusion folded out of the graph (`folded_scale`)."""
+    """Run the rewrites and group what is left; also return the final body, whose `exp2_scale`
+    is the scale the fusion folded out of the graph (`folded_scale`). Where a scale moved past a select
+    (`scale_through_select`) is not the exp2_scale the fold finds (more scales after the select, a loop
+    whose selects' scales differ), the fusion runs again without that rewrite: the scales stay ops."""
     body = Body(lowered.nodes, lowered.yields, tuple(c.type for c in lowered.carries))
     for rewrite in (natural_exp, merge_conversions, fold_moves):
         body = rewrite(body)
+    moved_body, moved = scale_through_select(body)
+    if moved:
+        try:
+            done = _fuse(moved_body, moved)
+        except UnexpressedScale:
+            done = None
+        if done is not None:
+            return done
+    return _fuse(body, {})
+
+
+def _fuse(body: Body, moved: dict) -> tuple[Body, list[Group], list[Note]] | None:
     before = body
     body = inline_unary(body)
     groups, notes = group(body)
-    return replace(body, exp2_scale=folded_scale(before, body, groups)), groups, notes
+    scale = folded_scale(before, body, groups, moved)
+    if moved:
+        groups = _divided(body, groups, moved, scale)
+        if groups is None:
+            return None
+    return replace(body, exp2_scale=scale), groups, notes
+
+
+def _divided(body: Body, groups: list[Group], moved: dict, scale: Product | None) -> list[Group] | None:
+    """Each select a scale moved past (`scale_through_select`) with its K divided by that scale s: `{scalar
+    = K * (exp2_scale / s), divided_by = exp2_scale}`, where exp2_scale / s is a number (1 but for a
+    natural exp's log2 e) and the select is its group's root; else None."""
+    out = list(groups)
+    for sel, s in moved.items():
+        at = next((i for i, g in enumerate(out) if g.root == sel and g.opcode == "select"), None)
+        ratio = scale / s if scale is not None and at is not None else None
+        if ratio is None or ratio.powers:
+            return None
+        g = out[at]
+        k = dict(g.attrs)["scalar"]
+        k = k if math.isclose(ratio.coef, 1.0, rel_tol=1e-6) else k * ratio.coef
+        attrs = tuple((a, k if a == "scalar" else v) for a, v in g.attrs) + (("divided_by", KNOB),)
+        out[at] = replace(g, attrs=attrs)
+    return out
+
+
+KNOB = "exp2_scale"
 
 
 # -- the scale folded into exp2_scale ---------------------------------------------------------------
 
-def folded_scale(before: Body, after: Body, groups: list[Group]) -> Product | None:
+def folded_scale(before: Body, after: Body, groups: list[Group], moved: dict | None = None) -> Product | None:
     """The kernel's scale of the scores that the graph drops (emit-cuda's `exp2_scale`: `exp2 s, b`
     is exp2((s - b) * exp2_scale)), as a product of the kernel's float arguments and constants; None
     for a loop with no exp2. The scales dropped are the multiplies `inline_unary` recomputed away
@@ -502,7 +607,9 @@ def folded_scale(before: Body, after: Body, groups: list[Group]) -> Product | No
     anchor's is the product of those on the path of the tile it reads (for `exp2 x - b`, x's path;
     b's is 1 or the same); the anchors that scale must agree, and a softmax's `tl.exp` is log2 e
     more (`natural_exp`). A dropped scale that is no such product (a tensor's value, an integer
-    argument) or that no anchor's path accounts for is an error at its TTGIR line."""
+    argument) or that no anchor's path accounts for is an error at its TTGIR line. A select in `moved`
+    (`scale_through_select`) carries the scales moved past it onto its readers' paths."""
+    moved = moved or {}
     dropped = {n.index for n in before.live() if after.nodes[n.index] is None}
     anchored = [(g, next(i for i in g.members if after.nodes[i].kind in SCALED)) for g in groups
                 if g.opcode in SCALED and any(after.nodes[i].kind in SCALED for i in g.members)]
@@ -522,6 +629,8 @@ def folded_scale(before: Body, after: Body, groups: list[Group]) -> Product | No
             return n.factor * path(n.operands[0], g)
         if n.kind == "conv" and len(n.operands) == 1:
             return path(n.operands[0], g)
+        if n.index in moved:  # select(c, x, K / s) * s: s on top of x's path
+            return moved[n.index] * path(n.operands[1], g)
         if n.index in g.members and n.mlir == "arith.subf" and len(n.operands) == 2:
             x, b = path(n.operands[0], g), path(n.operands[1], g)
             if not (b.is_one() or b.same(x)):
