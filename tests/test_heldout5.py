@@ -39,8 +39,6 @@ REFUSED = {
     "attn_paged": (r"tt\.load|async_copy_global_to_local", "computed from a value loaded from memory"),
     # A's rows (n, oh + kh - 1, ow + kw - 1) from // and %; after the pipeliner the border mask is met first
     "conv2d_nhwc": (r"tt\.load|async_copy_global_to_local", f"{DIVISION}|which is not a bound of the tensor's edge"),
-    # tl.max(tl.abs(acc)) over the whole tile: a reshape to 1-D first (then the atomic_max)
-    "gemm_fp8_out_amax": (r"tt\.reshape", "no whole-tile reduction"),
     # acc += dot(xa, B_lora) after the loop
     "gemm_lora": (r"warp_group_dot|tc_gen5_mma", "the epilogue has no op for it|outside any loop is not imported"),
 }
@@ -383,3 +381,66 @@ def test_subtiled_tma_stores_from_shared_memory_after_the_pipeliner_are_the_whol
     assert print_tir(graph) == print_tir(plain)
     _refused_at(text.replace(_AFTER_WHOLE, _after_halves(48)), "async_tma_copy_local_to_global",
                 "not provably at the first part's address")
+
+
+def _epilogue_numpy(graph, env: dict) -> dict:
+    """The graph's epilogue evaluated in numpy over `env` (carries' last values, inputs): each op by its
+    opcode (a convert to f8e4m3 saturates at +-448 and keeps the value, as the reference compares)."""
+    import numpy as np
+    table = {"mul": lambda x, y: x * y, "abs": np.abs, "convert": lambda x: np.clip(x, -448, 448),
+             "reduce_max": None, "reduce_min": None, "reduce_sum": None}
+    for op in graph.epilogue.ops:
+        args = [env[o.name] for o in op.operands]
+        if op.opcode.startswith("reduce_"):
+            f = {"reduce_max": np.max, "reduce_min": np.min, "reduce_sum": np.sum}[op.opcode]
+            env[op.name] = np.atleast_1d(f(args[0], axis=op.attr("axis")))
+        else:
+            env[op.name] = table[op.opcode](*args)
+    return env
+
+
+def test_the_fp8_amax_is_a_whole_tile_reduction_and_an_atomic_max_output():
+    """`tl.atomic_max(AMAX, tl.max(tl.abs(acc)))`: the tt.reshape to 1-D and the tt.reduce are `reduce_max`
+    of the rows then of those (one f32 value), and Triton's float atomic max (a `max` of the bits where the
+    sign is clear, a `umin` where it is set) the output `AMAX = .. {atomic = max}`; C is (acc * scale) in
+    f8e4m3. Evaluated in numpy against the kernel's formula, every form one graph."""
+    import numpy as np
+    from twill.tir import parse_tir
+    for form in FORMS:
+        for arch in ("sm90", "sm100"):
+            g, _ = load_ttgir(DATA / form / f"gemm_fp8_out_amax_{arch}.ttgir")
+            assert parse_tir(print_tir(g)).epilogue == g.epilogue, (form, arch)
+            (name, value, kind), = g.epilogue.atomics
+            assert (name, kind) == ("AMAX", "max") and dict(g.arguments)["AMAX"] == "AMAX", (form, arch)
+            assert [op.opcode for op in g.epilogue.ops if op.opcode.startswith("reduce")] == ["reduce_max"] * 2
+            rng = np.random.default_rng(5)
+            a, b = rng.standard_normal((128, 256)), rng.standard_normal((256, 128))
+            acc = sum(a[:, k:k + 64] @ b[k:k + 64] for k in range(0, 256, 64))
+            env = _epilogue_numpy(g, {"acc": acc, "SCALE": np.array([16.0])})
+            c = env[dict(g.epilogue.outputs)["acc"]]
+            assert np.allclose(c, np.clip((a @ b) * 16.0, -448, 448)) and (abs(c) == 448).any() and (abs(c) < 448).any()
+            assert env[value].shape == (1,) and np.isclose(env[value][0], np.abs(a @ b).max()), (form, arch)
+            assert g.epilogue.by_name[dict(g.epilogue.outputs)["acc"]].type.dtype == "f8e4m3"
+
+
+def test_one_half_of_a_float_atomic_max_or_an_atomic_on_the_tile_is_refused():
+    """Triton's float atomic max is two integer atomics; one alone updates only one sign's values."""
+    text = _read("t39/prepipe", "gemm_fp8_out_amax_sm90")
+    umin = next(ln for ln in text.splitlines() if "tt.atomic_rmw umin" in ln)
+    _refused_at(text.replace(umin, ""), "tt.atomic_rmw", "the other sign's update is missing")
+    # the umin's mask the non-negative test: not Triton's lowering
+    _refused_at(text.replace(umin, umin.replace("%6 :", "%7 :")), "tt.atomic_rmw umin", "not a half")
+    # the reshaped tile read by anything but a reduction
+    red = text.index('%2 = "tt.reduce"(%1)')
+    _refused_at(text[:red] + "%2x = math.absf %1 : tensor<16384xf32, #blocked3> loc(#loc1)\n    " + text[red:],
+                "math.absf", "reshaped to one dimension")
+
+
+def test_a_scalar_atomic_output_is_refused_at_emit_not_dropped():
+    from twill.emit import EmitError
+    machine = load_machine("h200")
+    g, _ = load_ttgir(DATA / "t36" / "prepipe" / "gemm_fp8_out_amax_sm90.ttgir")
+    schedule = solve(g, machine, SolveOptions(time_limit=60))
+    assert schedule.complete and verify(schedule, g, machine) == []
+    with pytest.raises(EmitError, match=r"output 'AMAX' \{atomic = max\}: emit-cuda has no atomic update"):
+        emit_cuda(schedule, machine)

@@ -154,9 +154,12 @@ class Epilogue:
     ops: tuple[Op, ...] = ()
     outputs: tuple[tuple[str, str], ...] = ()  # (output name, value)
     span: Span | None = field(default=None, compare=False)
+    # (output name, value, "max" | "min" | "add"): a global scalar updated atomically by each tile's one
+    # value (`output amax = m {atomic = max}`: the FP8 amax); the caller initializes it
+    atomics: tuple[tuple[str, str, str], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.scalars or self.ops or self.outputs)
+        return bool(self.scalars or self.ops or self.outputs or self.atomics)
 
     @cached_property
     def by_name(self) -> dict[str, Op]:

@@ -3,7 +3,8 @@
     epilogue := "epilogue" "{"  (scalar | op)*  [output]  "}"          (after the loop's "}")
     scalar   := "scalar" NAME ":" DTYPE                               (a number given at launch)
     op       := NAME "=" OPCODE [operands] ":" type [attrs]           (as in the loop; no NAME@D)
-    output   := "output" NAME "=" NAME ("," NAME "=" NAME)*           (output tensor = value)
+    output   := "output" item ("," item)*                             (output tensor = value)
+    item     := NAME "=" NAME ["{" "atomic" "=" ("max" | "min" | "add") "}"]
 
 An op reads the carries (their last values, as the loop leaves them), the inputs, the scalars and
 the results of the block's ops above it; a loop body result is not readable (yield it as a carry).
@@ -13,7 +14,9 @@ reads is read from global memory once per output tile. `output NAME = VALUE`: wh
 is written from VALUE instead of the carry's last value (and the implicit division of an
 online-softmax accumulator by its running sum is not applied: the block says what is written);
 any other NAME is one more output tensor, of the shape of a carry or one value per row of it. Outputs are written in f32, f16
-or bf16: VALUE's dtype. Nothing in the block is scheduled.
+or bf16 (or f8e4m3, f8e5m2): VALUE's dtype. `output NAME = VALUE {atomic = max}`: VALUE is
+one f32 value (`reduce_max` of the tile's rows, then of those), and NAME a global f32 scalar each tile
+updates atomically (max, min or add), which the caller initializes. Nothing in the block is scheduled.
 """
 from __future__ import annotations
 
@@ -21,6 +24,9 @@ from . import vocab
 from .errors import did_you_mean
 from .ir import OUTPUT_DTYPES, Epilogue, Op, Operand, TensorType, Value
 from .tir_text import KINDS, Line, print_ops
+
+NEW_OUTPUT_DTYPES = OUTPUT_DTYPES + ("f8e4m3", "f8e5m2")  # an epilogue output may be fp8 (the FP8 GEMM's scaled C)
+ATOMIC_KINDS = ("max", "min", "add")  # `output NAME = VALUE {atomic = K}`: a global scalar updated by each tile
 
 FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant", "join", "gather")  # the ops an epilogue runs
 SCALAR_DTYPES = ("f32", "i32")  # a Python float, a Python int
@@ -48,6 +54,7 @@ class EpilogueParser:
         self.scalars: list[Value] = []
         self.ops: list[Op] = []
         self.outputs: list[tuple[Operand, Operand]] = []
+        self.atomics: dict[str, str] = {}  # output name -> its atomic kind
         self.output_line: int | None = None
 
     def begin(self, line: Line) -> None:
@@ -104,6 +111,15 @@ class EpilogueParser:
             name = self.owner.operand(line, "an output's name", allow_distance=False)
             line.expect("=", "'=' and the value written to it")
             items.append((name, self.owner.operand(line, "a value", allow_distance=False)))
+            if line.take("{"):
+                line.expect("atomic", "'atomic' (the only attribute of an output)")
+                line.expect("=", "'=' and max, min or add")
+                kind = line.next("max, min or add")
+                if kind.text not in ATOMIC_KINDS:
+                    line.fail("max, min or add (the atomic update of the output)")
+                line.expect("}", "'}'")
+                if first:
+                    self.atomics[name.name] = kind.text
         if not items:
             line.fail("an output: NAME = VALUE")
         self.outputs = items if first else self.outputs
@@ -202,9 +218,17 @@ class EpilogueParser:
             t = types.get(value.name) if kind else None
             if t is None:
                 continue
-            if t.dtype not in OUTPUT_DTYPES:
+            if name.name in self.atomics:
+                if name.name in carries or t != TensorType("f32", (1,)):
+                    o.errors.error(f"output '{name.name}' {{atomic = {self.atomics[name.name]}}} is a global scalar "
+                                   f"updated by one value a tile: " + (f"'{name.name}' is a carry" if name.name in carries
+                                   else f"'{value.name}' is {t}, not f32[1]"), value.span, "reduce the tile to one "
+                                   "value first: reduce_max x {axis = 1}, then reduce_max of that {axis = 0}")
+                continue
+            dtypes = NEW_OUTPUT_DTYPES
+            if t.dtype not in dtypes:
                 o.errors.error(f"output '{name.name}' would be written in {t.dtype}: outputs are "
-                               f"{', '.join(OUTPUT_DTYPES)}", value.span, f"convert '{value.name}' first")
+                               f"{', '.join(dtypes)}", value.span, f"convert '{value.name}' first")
             want = carries[name.name].type.shape if name.name in carries else None
             if want is not None and t.shape != want:
                 o.errors.error(f"carry '{name.name}' is {carries[name.name].type}, but '{value.name}' is {t}",
@@ -215,8 +239,10 @@ class EpilogueParser:
                                "value per row, or the [M, 2N] join of two [M, N] carries)")
 
     def build(self) -> Epilogue:
-        return Epilogue(tuple(self.scalars), tuple(self.ops), tuple((n.name, v.name) for n, v in self.outputs),
-                        self.span)
+        return Epilogue(tuple(self.scalars), tuple(self.ops), tuple((n.name, v.name) for n, v in self.outputs
+                                                                   if n.name not in self.atomics),
+                        self.span, tuple((n.name, v.name, self.atomics[n.name]) for n, v in self.outputs
+                                         if n.name in self.atomics))
 
 
 def print_epilogue(e: Epilogue, keyword: str = "epilogue") -> list[str]:
@@ -226,6 +252,7 @@ def print_epilogue(e: Epilogue, keyword: str = "epilogue") -> list[str]:
     width = max((len(v.name) for v in e.scalars), default=0)
     lines = [f"{keyword} {{", *(f"  scalar {v.name.ljust(width)} : {v.type.dtype}" for v in e.scalars),
              *print_ops(e.ops)]
-    if e.outputs:
-        lines.append("  output " + ", ".join(f"{n} = {v}" for n, v in e.outputs))
+    items = [f"{n} = {v}" for n, v in e.outputs] + [f"{n} = {v} {{atomic = {k}}}" for n, v, k in e.atomics]
+    if items:
+        lines.append("  output " + ", ".join(items))
     return lines + ["}"]

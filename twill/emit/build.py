@@ -43,6 +43,11 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
         if not schedule.graph_tir:
             raise EmitError("the schedule file holds no graph ('graph' is empty): solve it again with twill solve")
         graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
+    if graph.epilogue.atomics:  # (ir.Epilogue.atomics, ttgir/scalaratomic.py): imported, not yet emitted
+        name, value, kind = graph.epilogue.atomics[0]
+        raise EmitError(f"output '{name}' {{atomic = {kind}}}: emit-cuda has no atomic update of a global scalar yet "
+                        f"(each tile's '{value}', a whole-tile reduction, folded into {name} by one atomic per CTA); "
+                        "the graph imports and solves, but no kernel is written for it (issue #21)")
     arch = schedule.arch or machine.arch
     target = target_for(arch)
     if target is None:

@@ -31,6 +31,7 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
             sources.setdefault(arg, ops[ssa])
     namer = _Namer(graph, raw, names, carries, natural, launch or {}, sources)
     outputs, written = _outputs(raw, namer, carries, {c.name: c.type.shape for c in graph.carries})
+    atomics = _atomics(raw, namer, written)
     overridden = {n for n, _ in outputs}
     stored = overridden | set(written.values())
     carries_out = tuple(replace(c, attrs=tuple(kv for kv in c.attrs if kv[0] != "output")) if c.name in overridden
@@ -44,7 +45,7 @@ def attach(graph, lowered, names, carries: dict, ops: dict, inputs: dict, stores
     targets, also = _targets(sig, ops, inputs, stores, scalars,
                        {raw.inputs[k].arg: named[("input", k)] for k in range(len(raw.inputs)) if ("input", k) in named},
                        written, {op.name for op in graph.ops if op.opcode == "load"})
-    epilogue = Epilogue(tuple(namer.scalars), tuple(namer.eops), tuple(outputs))
+    epilogue = Epilogue(tuple(namer.scalars), tuple(namer.eops), tuple(outputs), atomics=atomics)
     return replace(graph, inputs=graph.inputs + tuple(namer.new_inputs), carries=carries_out, epilogue=epilogue,
                    arguments=tuple((n, targets.get(n)) for n, _ in sig.args), also_fed=also)
 
@@ -151,6 +152,19 @@ def _outputs(raw, namer: _Namer, carries: dict, shape_of: dict) -> tuple[list, d
         if arg is not None:
             written[arg] = out
     return outputs, written
+
+
+def _atomics(raw, namer: _Namer, written: dict) -> tuple:
+    """The epilogue's atomic outputs (name, value, kind): a global scalar (its pointer argument) updated
+    by each tile's one value (scalaratomic.py); the argument feeds it."""
+    from .build import base_name
+    out = []
+    for v, arg, kind, span in raw.atomics:
+        value = namer.name_of(v, span)
+        name = namer.names.claim(base_name(arg), fallback="out")
+        out.append((name, value, kind))
+        written[arg] = name
+    return tuple(out)
 
 
 def _transposed(raw, written: dict) -> set[str]:

@@ -22,6 +22,7 @@ from .opnames import ATOMICS
 from .provenance import LOADS, STORES, Signature, func_args, signature  # noqa: F401 (signature: lower.py's)
 from .values import Const
 from .parts import Part, Parted, Shaped, merged, reshaped
+from .scalaratomic import ScalarAtomics
 
 VIEWS = {"ttng.warp_group_dot_wait", "ttg.convert_layout", "tt.broadcast", "tt.splat", "tt.expand_dims", "tt.reshape", "ttg.memdesc_index",
          "ttg.memdesc_subview", "ttng.tmem_subslice", "ttg.memdesc_reinterpret"}
@@ -40,7 +41,7 @@ TERNARY = {"arith.select": "select", "math.fma": "fma"}
 # other unordered ones (true on NaN) have no op.
 COMPARE = {"oge": "ge", "ogt": "gt", "ole": "le", "olt": "lt", "oeq": "eq", "une": "ne"}
 SWAPPED = {"ge": "le", "gt": "lt", "le": "ge", "lt": "gt", "eq": "eq", "ne": "ne"}  # c OP x is x SWAPPED c
-FLOAT = ("f32", "f16", "bf16", "f64")
+FLOAT = ("f32", "f16", "bf16", "f64", "f8e4m3", "f8e5m2")  # (an fp8 output: the FP8 GEMM's scaled C)
 LN2 = 0.6931471805599453
 
 
@@ -95,12 +96,13 @@ class RawEpilogue:
     inputs: tuple = ()
     scalars: tuple = ()  # (argument name, dtype) read by some op
     stores: tuple = ()  # (EVal, pointer argument or None, span)
+    atomics: tuple = ()  # (EVal of one value, pointer argument, "max" | "min" | "add", span): scalaratomic.py
     transposed: tuple = ()  # the pointer arguments stored transposed (memory.transposed_store): C^T
 
 
 # -- the ops after the loop -------------------------------------------------------------------
 
-class _After(Parted):
+class _After(Parted, ScalarAtomics):
     def __init__(self, lw, sig: Signature):
         self.lw, self.sig = lw, sig
         self.env: dict[str, object] = {}  # SSA name -> EVal or Const
@@ -115,6 +117,7 @@ class _After(Parted):
         self.part_stores: list[PartStore] = []  # stores of column parts of a tile (parts.py)
         self.whole_ops: dict[tuple, EVal] = {}  # an op on parts, as the op on the whole tiles: one per op
         self.widen: tuple | None = None  # the whole tile's shape, while an op on parts is computed whole
+        self.halves: list[tuple] = []  # the halves of scalar float atomics (scalaratomic.py)
 
     def error(self, op: MOp, message: str, hint: str | None = None) -> InputError:
         return InputError(Diagnostic(message, self.lw.span(op), hint))
@@ -180,6 +183,8 @@ class _After(Parted):
             return
         if any(isinstance(v, (Part, Shaped)) for v in vals):
             self.on_part(op, vals)
+            return
+        if self.scalar_atomic(op, vals):  # a whole-tile reduction and an atomic update of one value by it
             return
         live = [v for v in vals if isinstance(v, EVal)]
         names = [n for n, _ in op.operands()]
@@ -541,12 +546,13 @@ def lower_after(lw, func: MOp, loop: MOp, after, sig: Signature, yields=(), star
     for op in after:
         walk.lower(op)
     walk.stores.extend(merged(walk.part_stores))
-    used = _live(walk)
+    atomics = walk.paired_atomics()
+    used = _live(walk, atomics)
     read_scalars = sorted({o.key for i in used for o in walk.ops[i].operands if isinstance(o, EVal) and o.kind == "scalar"},
                           key=[n for n, _ in sig.args].index)
     dtypes = {n: t for n, t in _func_arg_dtypes(lw, func).items()}
     return RawEpilogue(tuple(walk.ops), tuple(walk.inputs), tuple((n, dtypes.get(n, "f32")) for n in read_scalars),
-                       tuple(walk.stores), tuple(dict.fromkeys(a for a in walk.transposed if a is not None)))
+                       tuple(walk.stores), atomics, tuple(dict.fromkeys(a for a in walk.transposed if a is not None)))
 
 
 def _add_start(walk: _After, carry, start) -> None:
@@ -567,9 +573,9 @@ def _add_start(walk: _After, carry, start) -> None:
             walk.env[name] = total
 
 
-def _live(walk: _After) -> list[int]:
-    """The ops some stored value is computed from."""
-    out, todo = set(), [v for v, _, _ in walk.stores]
+def _live(walk: _After, atomics=()) -> list[int]:
+    """The ops some stored value (or atomic update's value) is computed from."""
+    out, todo = set(), [v for v, _, _ in walk.stores] + [a[0] for a in atomics]
     while todo:
         v = todo.pop()
         if isinstance(v, EVal) and v.kind == "op" and v.key not in out:
