@@ -286,13 +286,16 @@ def test_the_scale_under_the_select_moves_past_it_into_the_exp2():
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 def test_the_bool_mask_attention_solves_emits_and_compiles_for_sm90(tmp_path):
     """import (split rows, as bench/heldout/run.py) -> the joint solve, proven optimal -> emit-cuda -> nvcc sm_90a:
-    the select's constant side is K / exp2_scale, no serialized wgmma. (ptxas still spills 4 bytes at the kernel's
-    168-register launch cap: the mask's `ne` tile, held as 32 floats a thread, beside the two in-flight wgmmas.)"""
+    the select's constant side is K / exp2_scale, no serialized wgmma; the `ne` tiles, read only as the selects'
+    conditions, are held as bits (one register a thread, emit/bitmasks.py). (ptxas still spills 4 bytes at the
+    kernel's 168-register launch cap, and not for the comparison: with no comparison or select at all in the .cu,
+    the mask's ring alone, it spills the same 4 bytes.)"""
     machine = load_machine("h100")
     sol = solve(_bool_mask(), machine, SolveOptions(time_limit=60))
     assert sol.optimal
     cu = emit_cuda(sol, machine)
     assert "(-1000000.0f / args.exp2_scale)" in cu
+    assert "twill::Bits<1, 64> qk_ne0[1];" in cu and "twill::Bits<1, 64> qk_ne1[1];" in cu
     src = tmp_path / "bm.cu"
     src.write_text(cu)
     rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v"])

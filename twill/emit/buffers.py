@@ -80,8 +80,8 @@ class RegisterBuffers:
             spans = self._spans(role.name, values)
             for i, y in enumerate(values):
                 for x in values[:i]:
-                    if x in out or m.values[x].type != m.values[y].type:
-                        continue  # x lives in another value's registers itself, or is another type
+                    if x in out or m.values[x].type != m.values[y].type or (x in self.bits) != (y in self.bits):
+                        continue  # x lives in another value's registers itself, or is another type (or held as bits)
                     group = [x] + [z for z, t in out.items() if t == x]
                     if all(not (a0 <= b1 and b0 <= a1) for z in group for k in spans[y]
                            for (a0, a1) in spans[y][k] for (b0, b1) in spans[z][k]):

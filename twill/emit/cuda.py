@@ -130,6 +130,8 @@ class Renderer(Stores, Kernel):
             wrappers += [runtime.tail_part(m.target).lstrip("\n")]  # mask_tail (ragged.py)
         if gather.gathered(m.graph):
             wrappers += [runtime.gather_part(m.target).lstrip("\n")]  # gather_rows (gather.py)
+        if self.p.bits:
+            wrappers += [runtime.bits_part(m.target).lstrip("\n")]  # Bits (bitmasks.py)
         if anypitch.tensors(m):
             wrappers += [runtime.anypitch_part(m.target).lstrip("\n")]  # bulk_rows, rows_to_frag (anypitch.py)
         if any(t.column_major and t.kind == "output" for t in m.tensors):

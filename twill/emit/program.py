@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from .bitmasks import held_as_bits
 from .buffers import RegisterBuffers
 from .model import EmitError, KernelModel
 from .pingpong import PingPong
@@ -49,6 +50,7 @@ class Program(RegisterBuffers, Rings, SharedMemory, StreamDepth, TensorMemory, W
         self.order = _issue_early(model, _window_order(model))
         self.copies = self._copies()
         self.alias = self._aliases()
+        self.bits = held_as_bits(model)  # comparisons held as bits (bitmasks.py)
         masked = self._masked_in_place()
         self.alias.update(masked)
         self.row_sums = self._row_sums()

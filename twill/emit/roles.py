@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ..ir import TensorType
 from . import anypitch, batch_groups, halves, prologue, splits
 from .after_loop import AfterLoop
+from .bitmasks import bits_type
 from .lines import Lines, ring_pos, ring_slot
 from .model import EmitError, dtype_bytes, ident, local, plain_box, swizzle_bytes
 from .operands import Operands
@@ -81,7 +82,8 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         for name in regs:
             t = m.values[name].type
             c = self.p.copies.get(name, 1)
-            out(f"{fragment_type(m, t, self.groups)} {local(name)}[{c}];  // {name}: {t}")
+            ftype = bits_type(t, self.groups) if name in self.p.bits else fragment_type(m, t, self.groups)
+            out(f"{ftype} {local(name)}[{c}];  // {name}: {t}" + (" as bits" if name in self.p.bits else ""))
             if name in self.p.row_sums:
                 rows = TensorType("f32", (t.shape[0],))
                 out(f"{fragment_type(m, rows, self.groups)} {local(name)}_sums[{c}];  // {name}'s row sums, "

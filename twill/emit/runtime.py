@@ -170,6 +170,11 @@ def transposed_part(target) -> str:
     return _part(f"transposed_{target.runtime.split('.')[0]}.cuh")
 
 
+def bits_part(target) -> str:
+    """Bits: comparison tiles held as one bit an element (only in kernels that hold one: bitmasks.py; sm_90a)."""
+    return _part(f"bits_{target.runtime.split('.')[0]}.cuh")
+
+
 def anypitch_part(target) -> str:
     """bulk_rows and rows_to_frag: a load's rows at any pitch (anypitch.py; sm_90a's register fragments)."""
     return _part(f"anypitch_{target.runtime.split('.')[0]}.cuh")
