@@ -95,6 +95,27 @@ module attributes {{"ttg.num-warps" = 4 : i32}} {{
 """
 
 
+STORED_CARRY = (
+    "    %q = tt.splat %FINAL_DW : !tt.ptr<f32> -> tensor<32x128x!tt.ptr<f32>, #blocked>\n"
+    "    %q2 = tt.addptr %q, %offs_11 : tensor<32x128x!tt.ptr<f32>, #blocked>, tensor<32x128xi32, #blocked>\n"
+    "    tt.store %q2, %db_12#0 : tensor<32x128x!tt.ptr<f32>, #blocked>\n")
+
+
+def test_a_loop_over_rows_without_an_mma_is_refused_at_its_load():
+    """The dw/db loop with its [32, 128] carry stored as it is (no column sum after it): the loop steps DW's rows
+    (`(i + rows)[:, None] * N`), and a loop with no mma runs along its tiles' columns in emit-cuda, so it imported
+    as a loop over DW's columns (`argument M {extent = [m, loop]}`), silently another kernel. Now each load is an
+    error at its line (steps.row_errors); a GEMM's B, stepped along its rows by the K loop, is not (an mma)."""
+    text = (DATA / "t39/prepipe/layer_norm_bwd_dwdb_sm90.ttgir").read_text()
+    edited = text[:text.index('    %sum_dw = "tt.reduce"')] + STORED_CARRY + text[text.index("    tt.return"):]
+    with pytest.raises(InputError) as err:
+        import_ttgir(edited, "layer_norm_bwd_dwdb_sm90.ttgir")
+    lines = edited.splitlines()
+    assert [lines[d.span.line - 1].split("=")[0].strip() for d in err.value.diagnostics] == ["%dw_25", "%db_28"]
+    assert all("stepped by the loop along its rows (32 of its [32, 128] tile's rows" in d.message
+               for d in err.value.diagnostics)
+
+
 @pytest.mark.parametrize("src, dst", [("i16", "f16"), ("f16", "bf16")])
 def test_a_bitcast_to_another_number_is_refused_at_its_line(src, dst):
     """`.to(tl.float16, bitcast=True)` of an integer tile (or f16 bits read as bf16) is another value, not a

@@ -42,7 +42,7 @@ from .build import build_graph
 from .depipe import depipeline
 from .dump import before_pipeliner
 from .fuse import fuse
-from .grid import check as check_grid
+from .grid import UnexpressedGrid, check as check_grid
 from .lower import lower_loop, show_columns
 from .loops import choose_loop
 from .merge import Merge, loop_shape, merge_candidates
@@ -289,6 +289,11 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
     carry_names: dict = {}
     graph, build_notes = build_graph(lowered, body, groups, module.source.file, handed, carry_names)
     split = check_grid(module, func, path[-1], banded=any(op.opcode == "causal_mask" for op in graph.ops))
+    if not any(op.opcode == "mma" for op in graph.ops):  # a loop without an mma runs along its tiles' columns
+        from .steps import row_errors
+        rows = row_errors(module, func, path[-1])
+        if rows:
+            raise UnexpressedGrid(*rows)  # a tile loop all the same: never left out silently
     if split is not None:  # split-KV's key loop over a grid axis of splits (splits.py): `grid split = ARG`
         graph = replace(graph, split=split.arg)
     if module.flat is not None:  # a flat map over elements read as rows (flatmap.py): `grid flat = n_elements`

@@ -360,3 +360,41 @@ def _mask_operand(op: MOp) -> str | None:
         k = 1 if op.name == "tt.load" else 2
         return names[k] if len(names) > k else None
     return None
+
+
+def row_errors(module, func: MOp, loop: MOp) -> list[Diagnostic]:
+    """An error at each load of a loop with no mma whose step moves it along its rows (dimension 0 of a
+    tile of several rows and columns: `DW + (i + rows)[:, None] * N + cols[None, :]`, the layer-norm
+    backward's dw/db loop over rows): emit-cuda runs a loop without an accumulating mma along its tiles'
+    columns (docs/emit-cuda.md, "Conventions"), so the graph, whose tiles say nothing of the direction,
+    would be a loop over DW's columns: another kernel, silently. A loop with an mma runs along the mma's
+    K, which a load may step along its rows (a GEMM's B); it is not read here."""
+    bounds = loop_bounds(loop)
+    if bounds is None:
+        return []
+    walk = Walk(module, func, loop)
+    st = walk.addr.of(bounds[3])
+    step = _integer(st.const) if st is not None and not st.coefs and st.base is None else None
+    out = []
+    for a in walk.axes(step) if step is not None and step >= 1 else ():
+        shape = _tile_shape(walk, a.op)
+        if a.dim != 0 or len(shape) != 2 or min(shape) < 2:
+            continue
+        out.append(Diagnostic(
+            f"'{a.op.name}' is stepped by the loop along its rows ({a.move} of its {list(shape)} tile's rows an "
+            "iteration) in a loop with no mma: the graph's loop runs along a tile's columns there, so the graph "
+            "would read this tensor's columns one tile an iteration, not its rows",
+            module.source.span(a.op.head),
+            hint="a loop over rows summing tiles that are reduced along axis 0 after it (column sums) is not "
+                 "imported: it would be the row sum of the transposed tile, whose load emit-cuda does not read "
+                 "transposed (docs/ttgir-import.md, section 21)"))
+    return out
+
+
+def _tile_shape(walk: Walk, op: MOp) -> tuple[int, ...]:
+    colon = last_top_level(op.tokens, ":")
+    try:
+        ins = walk.types.read_list(op.tokens, colon + 1)[0] if colon is not None else []
+    except InputError:
+        return ()
+    return tuple(ins[0].shape) if ins else ()
