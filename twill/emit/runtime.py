@@ -173,7 +173,8 @@ def transposed_part(target) -> str:
 
 def scalar_atomic_part(target) -> str:
     """rows_max, warp_max, atomic_max_float: a scalar atomic output (scalar_atomic.py; sm_90a only)."""
-    return _part(f"scalar_atomic_{target.runtime.split('.')[0]}.cuh")
+    from .scalar_atomic import HEADERS
+    return _part(HEADERS[target.runtime])
 
 
 def anypitch_part(target) -> str:

@@ -21,6 +21,8 @@ from .model import EmitError, ident
 
 WARPS = 32  # the most warps a role has (1024 threads): each role's slots in sm.red_NAME
 KINDS = ("max",)  # the atomic kinds emitted (min and add are refused: see the docstring)
+# the targets (by their runtime header) whose fragments have a rows_max, warp_max and atomic_max_float
+HEADERS = {"sm90.cuh": "scalar_atomic_sm90.cuh"}
 
 
 def atomics(graph) -> tuple:
@@ -32,7 +34,7 @@ def check(model) -> None:
     g = model.graph
     for name, value, kind in atomics(g):
         where = f"output '{name}' {{atomic = {kind}}}"
-        if model.target.arch != "sm_90a":
+        if model.target.runtime not in HEADERS:
             raise EmitError(f"{where}: emit-cuda writes a scalar atomic output on sm_90a only, not yet on "
                             f"{model.target.arch} (issue #21)")
         if kind not in KINDS:
