@@ -172,9 +172,9 @@ def transposed_part(target) -> str:
 
 
 def scalar_atomic_part(target) -> str:
-    """rows_max, warp_max, atomic_max_float: a scalar atomic output (scalar_atomic.py; sm_90a only)."""
+    """rows_max (the target's), warp_max, atomic_max_float: a scalar atomic output (scalar_atomic.py)."""
     from .scalar_atomic import HEADERS
-    return _part(HEADERS[target.runtime])
+    return "".join(_part(name) for name in HEADERS[target.runtime])
 
 
 def anypitch_part(target) -> str:

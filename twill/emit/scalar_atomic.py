@@ -3,7 +3,8 @@ value m, folded into a global f32 the caller initializes, by ONE atomic per tile
 
 m is `reduce_max {axis = 0}` of `reduce_max {axis = 1}` of a tile (ttgir/scalaratomic.py). The row
 reduction is the epilogue's own (op_reduce_max into the role's Rows fragment); here the rows go to one
-value: each thread's rows (twill::rows_max), the warp's (shuffles), then the role's warps through
+value: each thread's rows (twill::rows_max: sm_90a's Rows fragment, its quad's rows; sm_100a's TScalR, the
+thread's row), the warp's (shuffles), then the role's warps through
 shared memory (`sm.red_NAME`, one float per warp, two sets per tile copy so that a tile's writes never
 meet the last tile's read) and the role's named barrier; the role's first thread then issues the
 atomic: a float max as the integer max of its bits where the sign is clear, the unsigned min where
@@ -13,7 +14,7 @@ What is emitted is the max of a tile that is `abs` of a carry starting at 0: the
 partial tile past the tensor's edge hold 0 there (TMA fills the operands' absent elements with
 zeros), which a max of absolute values ignores. A min or a sum (which the padding would change, and
 which the fragments' replicated rows would count more than once), any other tile, a role that is
-not a warpgroup, a row-split graph and sm_100a are refused (EmitError), never emitted wrong.
+not a warpgroup and a row-split graph are refused (EmitError), never emitted wrong.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from .model import EmitError, ident
 WARPS = 32  # the most warps a role has (1024 threads): each role's slots in sm.red_NAME
 KINDS = ("max",)  # the atomic kinds emitted (min and add are refused: see the docstring)
 # the targets (by their runtime header) whose fragments have a rows_max, warp_max and atomic_max_float
-HEADERS = {"sm90.cuh": "scalar_atomic_sm90.cuh"}
+HEADERS = {"sm90.cuh": ("scalar_atomic_sm90.cuh", "scalar_atomic.cuh"),
+           "sm100.cuh": ("scalar_atomic_sm100.cuh", "scalar_atomic.cuh")}
 
 
 def atomics(graph) -> tuple:
@@ -35,8 +37,7 @@ def check(model) -> None:
     for name, value, kind in atomics(g):
         where = f"output '{name}' {{atomic = {kind}}}"
         if model.target.runtime not in HEADERS:
-            raise EmitError(f"{where}: emit-cuda writes a scalar atomic output on sm_90a only, not yet on "
-                            f"{model.target.arch} (issue #21)")
+            raise EmitError(f"{where}: emit-cuda has no scalar atomic output on {model.target.arch} (issue #21)")
         if kind not in KINDS:
             raise EmitError(f"{where}: emit-cuda emits only {{atomic = max}} of a tile of absolute values; a "
                             f"{kind} would count the padding of partial tiles and the rows each thread repeats (issue #21)")

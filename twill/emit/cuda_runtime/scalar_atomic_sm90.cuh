@@ -1,4 +1,4 @@
-// A scalar atomic output (emit/scalar_atomic.py): a tile's rows to one value, then one atomic of it.
+// A scalar atomic output (emit/scalar_atomic.py): a tile's rows to one value (then scalar_atomic.cuh).
 // The largest of the rows the thread holds (Rows: each row's value, repeated across its quad).
 template <int MB>
 __device__ __forceinline__ float rows_max(const Rows<MB>& r) {
@@ -6,17 +6,4 @@ __device__ __forceinline__ float rows_max(const Rows<MB>& r) {
 #pragma unroll
   for (int b = 0; b < MB; ++b) v = fmaxf(v, fmaxf(r.x[b][0], r.x[b][1]));
   return v;
-}
-// The largest value of the warp's lanes (every lane gets it).
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int s = 16; s > 0; s /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, s));
-  return v;
-}
-// *p = max(*p, v) for floats: the integer max of the bits where v's sign is clear (non-negative floats
-// order as their bits), the unsigned min where it is set (negative floats order reversed). Every non-NaN
-// float, -0 too (its sign is set: the unsigned min keeps any positive value and lowers a negative one).
-__device__ __forceinline__ void atomic_max_float(float* p, float v) {
-  if (__float_as_int(v) >= 0) atomicMax(reinterpret_cast<int*>(p), __float_as_int(v));
-  else atomicMin(reinterpret_cast<unsigned int*>(p), __float_as_uint(v));
 }
