@@ -12,6 +12,7 @@ W8A16, a 3x3 NHWC conv2d as an implicit GEMM, fused LoRA, varlen attention (cu_s
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -247,7 +248,7 @@ def test_w8a16_converts_the_int8_tile_in_the_loop_and_scales_after_it():
 
 
 COMPILED = ["attn_causal_oneloop_sm90", "attn_mla_sm90", "gemm_w8a16_sm100", "attn_lse_sm90", "gemm_epi_split_sm90",
-            "gemm_epi_split_sm100"]
+            "gemm_epi_split_sm100", "gemm_fp8_out_amax_sm90", "gemm_fp8_out_amax_sm100"]
 
 
 @pytest.mark.slow
@@ -436,11 +437,89 @@ def test_one_half_of_a_float_atomic_max_or_an_atomic_on_the_tile_is_refused():
                 "math.absf", "reshaped to one dimension")
 
 
-def test_a_scalar_atomic_output_is_refused_at_emit_not_dropped():
-    from twill.emit import EmitError
-    machine = load_machine("h200")
-    g, _ = load_ttgir(DATA / "t36" / "prepipe" / "gemm_fp8_out_amax_sm90.ttgir")
+def _amax_kernel(arch: str = "sm90"):
+    machine = load_machine("b200" if arch == "sm100" else "h200")
+    g, _ = load_ttgir(DATA / "t36" / "prepipe" / f"gemm_fp8_out_amax_{arch}.ttgir")
     schedule = solve(g, machine, SolveOptions(time_limit=60))
     assert schedule.complete and verify(schedule, g, machine) == []
-    with pytest.raises(EmitError, match=r"output 'AMAX' \{atomic = max\}: emit-cuda has no atomic update"):
-        emit_cuda(schedule, machine)
+    return schedule, machine
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+def test_the_amax_is_one_atomic_per_tile_after_a_reduction_across_the_warps(tmp_path):
+    """sm_90a: the tile's |acc| reduced per row (op_reduce_max), per thread and warp (rows_max, warp_max), across
+    the role's warps in shared memory after its named barrier, then ONE float atomic max by the role's first
+    thread (scalar_atomic.py); AMAX an f32 pointer of Args and Problem, checked non-null. Built once (nvcc -cubin):
+    no spill, no serialized wgmma."""
+    from conftest import nvcc_compile
+    from twill.ptxas import nvcc_flags
+    schedule, machine = _amax_kernel()
+    text = emit_cuda(schedule, machine)
+    body = text[text.index("__device__ __forceinline__ void role_mma"):text.index("// ---- the kernel:")]
+    assert body.count("atomic_max_float(") == 1 and "atomicAdd" not in body
+    lines = body.splitlines()
+    i = next(i for i, ln in enumerate(lines) if "twill::atomic_max_float(args.AMAX, t);" in ln)
+    assert re.fullmatch(r"\s*if \(threadIdx\.x % 128 == 0\) \{", lines[i - 3]), lines[i - 3]  # one thread of 128
+    at = {k: next(i for i, ln in enumerate(lines) if k in ln)
+          for k in ("store_out_acc(", "op_reduce_max(acc_abs_reduce_max_ep", "warp_max(twill::rows_max(",
+                    "if (lane == 0) sm.red_AMAX[tile.round % 4][wi] = v;", "twill::named_sync(", "atomic_max_float(")}
+    assert sorted(at.values()) == list(at.values()), at  # reduce, per warp, to shared memory, barrier, one atomic
+    assert "float red_AMAX[4][32];" in text and "float* AMAX;" in text and "if (p.AMAX == nullptr)" in text
+    assert "atomicMax(reinterpret_cast<int*>(p), __float_as_int(v))" in text
+    assert "atomicMin(reinterpret_cast<unsigned int*>(p), __float_as_uint(v))" in text
+    src = tmp_path / "amax.cu"
+    src.write_text(text)
+    rc, err = nvcc_compile(src, nvcc_flags(machine.arch))
+    assert rc == 0, err[-2000:]
+    assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
+    assert "C7515" not in err and "serialized" not in err, err[-2000:]
+
+
+def test_the_amax_binding_takes_one_f32_the_caller_initializes(tmp_path):
+    """The binding's AMAX: a required f32 tensor of one element (the kernel's pointer), refused missing,
+    of another dtype or of more than one element."""
+    import importlib.util
+    from twill.emit.binding import binding_files
+    from twill.emit.build import build_model
+    schedule, machine = _amax_kernel()
+    for path, text in binding_files(build_model(schedule, machine), str(tmp_path / "k.cu")).items():
+        Path(path).write_text(text)
+    spec = importlib.util.spec_from_file_location("amax_binding", tmp_path / "k.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    meta = lambda shape, dtype: mod.Meta(shape, dtype, "cuda:0", True, 1 << 20)  # noqa: E731
+    given = {"SCALE": meta((1,), "float32"), "A": meta((256, 512), "bfloat16"), "B": meta((512, 384), "bfloat16"),
+             "AMAX": meta((1,), "float32"), "C": None}
+    plan = mod.resolve(mod.SPEC, given)
+    assert (plan["tiles_m"], plan["tiles_n"], plan["shapes"]["AMAX"]) == (2, 3, (1,))
+    for amax, message in ((None, "AMAX: missing"), (meta((1,), "float16"), "AMAX: expected torch.float32"),
+                          (meta((2,), "float32"), "AMAX: expected shape")):
+        with pytest.raises(mod.ArgumentError, match=message):
+            mod.resolve(mod.SPEC, {**given, "AMAX": amax})
+    text = (tmp_path / "k.py").read_text()
+    assert "AMAX.numel() != 1" in text and "the caller initializes it" in text
+    assert "p.AMAX = static_cast<decltype(p.AMAX)>(a.tensors[3]);" in (tmp_path / "k_entry.cu").read_text()
+
+
+def test_the_sm100_amax_is_the_threads_rows_then_the_same_one_atomic():
+    """sm_100a: a thread's row of the tensor-memory tile (TScal) is its rows_max; then as on sm_90a (no build here:
+    the extended compiled test builds it)."""
+    schedule, machine = _amax_kernel("sm100")
+    text = emit_cuda(schedule, machine)
+    assert "__device__ __forceinline__ float rows_max(const TScalR<R>& r) { return r.x; }" in text
+    assert text.count("twill::atomic_max_float(args.AMAX, t);") == 1 and "float red_AMAX[2][32];" in text
+
+
+def test_a_scalar_atomic_output_is_refused_at_emit_where_not_written():
+    """A min (which a partial tile's zero padding would change) or a max of a tile that is not |carry| is refused,
+    not emitted wrong."""
+    from twill.emit import EmitError
+    from twill.tir import parse_tir
+    schedule, machine = _amax_kernel()
+    for old, new, message in (("{atomic = max}", "{atomic = min}", "emits only {atomic = max}"),
+                              ("acc_abs                       = abs acc", "acc_abs = neg acc", "not this one")):
+        assert old in schedule.graph_tir
+        edited = replace(schedule, graph_tir=schedule.graph_tir.replace(old, new))
+        parse_tir(edited.graph_tir)
+        with pytest.raises(EmitError, match=message):
+            emit_cuda(edited, machine)

@@ -3,7 +3,7 @@ global memory (normalized where the graph divides them at the end), and values h
 role after the loop are passed on."""
 from __future__ import annotations
 
-from . import colsplit, descale, epilogue, fixup
+from . import colsplit, descale, epilogue, fixup, scalar_atomic
 from .lines import Lines
 from .model import ident, local
 from .ops import fragment_type
@@ -103,6 +103,7 @@ class AfterLoop:
                 out(descale.finalize_line(fin))
             vt = m.values[t.value].type
             out(f"store_{t.name}(sm, tm, args, tile, {fin}, n - 1, {self.row0(vt.shape[0])}, n);  // carry {carry}")
+        scalar_atomic.emit(self, out, ep, finals)  # each atomic output's one update of the tile
 
     def _streamed_final(self, value: str, outputs, ftype: str) -> bool:
         """A tensor-memory f32 value that is only stored, by TMA from shared memory: no epilogue, no

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import anypitch, epilogue, partial
+from . import anypitch, epilogue, partial, scalar_atomic
 from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
 from .binding_runtime import COLUMN_ARG
 from .colsplit import fixed_up, is_column
@@ -79,6 +79,7 @@ class Argument:
     column_major: bool = False  # also taken as the transpose's view, [*batch, L, N] with .mT contiguous (an input)
     any_pitch: tuple[int, ...] = ()  # a load that takes rows at any pitch (anypitch.py): its tile's rows and box
     # width W; the binding passes a negative row stride instead of staging
+    atomic: str = ""  # an atomic output's kind (scalar_atomic.py): one f32 the caller initializes, updated in place
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
@@ -240,7 +241,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
                        (t.tile[0], anypitch.width(t)) if len(members) == 1 and anypitch.eligible(m, t) else ())
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
-    return _as_imported(m.graph, tuple(inputs + outputs))
+    return _as_imported(m.graph, tuple(inputs + scalar_atomic.binding_args(m) + outputs))
 
 
 def _as_imported(graph, args: tuple[Argument, ...]) -> tuple[Argument, ...]:
@@ -482,6 +483,8 @@ def _arg_doc(a: Argument, partial: dict[str, str], rows: int | None = None, comb
            else " (views of it: strided loads)")
     parts = ("; the graph's " + ", ".join(x.value for x in a.parts) + how) if len(a.parts) > 1 else ""
     note = "; zeroed first: the CTAs add into it" if a.zero else ""
+    note += (f"; ONE element ([1]), which every tile's value updates in place by an atomic {a.atomic}: the caller "
+             "initializes it (0 for an amax)") if a.atomic else ""
     note += "; or one per entry of the last batch dimensions ([H] under [B, H])" if a.per_batch else ""
     if a.column_major:
         d = _layout(a)[1:-1].split(", ")
@@ -683,6 +686,7 @@ def module_source(renderer, kernel_file: str, entry: str, module: str, combine: 
         *([f"    _ = ({', '.join(unread)},)  # arguments of the imported kernel that feed nothing here: not read"]
           if unread else []),
         *_knob_lines(m, params),
+        *scalar_atomic.binding_checks(args),
         f"    return call(SPEC, HERE, {{{tensors}}}, {passed})",
         "",
         "",

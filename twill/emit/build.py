@@ -12,6 +12,7 @@ from .model import EmitError, KernelModel, mma_shape
 from .copies import with_tile_copies
 from .occupancy import default_limit, with_occupancy
 from .placement import _place, _roles
+from . import scalar_atomic
 from .streams import LOAD_RINGS
 from .target import target_for
 from .tensors import _tensors
@@ -43,11 +44,6 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
         if not schedule.graph_tir:
             raise EmitError("the schedule file holds no graph ('graph' is empty): solve it again with twill solve")
         graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
-    if graph.epilogue.atomics:  # (ir.Epilogue.atomics, ttgir/scalaratomic.py): imported, not yet emitted
-        name, value, kind = graph.epilogue.atomics[0]
-        raise EmitError(f"output '{name}' {{atomic = {kind}}}: emit-cuda has no atomic update of a global scalar yet "
-                        f"(each tile's '{value}', a whole-tile reduction, folded into {name} by one atomic per CTA); "
-                        "the graph imports and solves, but no kernel is written for it (issue #21)")
     arch = schedule.arch or machine.arch
     target = target_for(arch)
     if target is None:
@@ -70,6 +66,7 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
                         load_rings=load_rings, any_pitch=any_pitch)
     model = with_occupancy(replace(model, normalizers=_normalizers(model),
                                    ctas_limit=ctas_per_sm or default_limit(model)))
+    scalar_atomic.check(model)  # what of an atomic output is not emitted is refused here
     if tile_copies is None:
         from .copies import pays
         tile_copies = pays(model)

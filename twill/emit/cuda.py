@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import anypitch, batch_groups, colsplit, descale, epilogue, fixup, gather, halves, masks, partial, runtime, splits
+from . import anypitch, batch_groups, colsplit, descale, epilogue, fixup, gather, halves, masks, partial, runtime, scalar_atomic, splits
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -136,6 +136,8 @@ class Renderer(Stores, Kernel):
             wrappers += [runtime.anypitch_part(m.target).lstrip("\n")]  # bulk_rows, rows_to_frag (anypitch.py)
         if any(t.column_major and t.kind == "output" for t in m.tensors):
             wrappers += [runtime.transposed_part(m.target).lstrip("\n")]  # frag_to_global_t (stores.py)
+        if scalar_atomic.atomics(m.graph):
+            wrappers += [runtime.scalar_atomic_part(m.target).lstrip("\n")]  # rows_max, atomic_max_float
         wrappers += fixup.runtime_part(m)  # split_arrive and the folds (a column split's fixup)
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.wrapper) for sh in m.mma_shape.values()}):
@@ -251,6 +253,7 @@ class Renderer(Stores, Kernel):
             out(f"alignas(16) {ctype(t.dtype)} last_{ident(value)}[{t.elements}];  // the last {value}: "
                 f"{producer} -> {', '.join(readers)}, after the loop")
             out(f"uint64_t final_{ident(value)};  // the last {value} is in last_{ident(value)}")
+        out(*scalar_atomic.smem_fields(m))
         if m.target.tensor_memory:
             out("uint32_t tmem_base;  // tensor memory allocated for the kernel")
         out.depth -= 1
@@ -298,7 +301,7 @@ class Renderer(Stores, Kernel):
             "int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)",
             *[f"int {partial.FIELD[ax]};  // Problem::{partial.FIELD[ax]}: 0, or where the last tile along "
               f"{ax.upper()} ends (partial.py)" for ax in partial.GRID_AXES if ax in self.partial],
-            "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)", *epilogue.arg_fields(self.m),
+            "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)", *epilogue.arg_fields(self.m), *scalar_atomic.arg_fields(self.m),
             *gather.arg_fields(self.m), *anypitch.arg_fields(self.m))
         for t in self.pointer_tensors():
             const = "const " if t.kind in ("input", "load") else ""

@@ -11,7 +11,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import anypitch, batch_groups, descale, epilogue, fixup, gather, halves, partial, splits
+from . import anypitch, batch_groups, descale, epilogue, fixup, gather, halves, partial, scalar_atomic, splits
 from .model import DIM_LABELS, dtype_bytes, plain_box, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
@@ -72,7 +72,7 @@ def _grid(m) -> str:
 
 def _problem_fields(r, every) -> list[str]:
     """Problem's epilogue scalars, pointers, raster group and tile placements."""
-    lines = [x[2:] for x in epilogue.problem_fields(r.m)] + partial.problem_lines(r.partial)
+    lines = [x[2:] for x in epilogue.problem_fields(r.m) + scalar_atomic.problem_fields(r.m)] + partial.problem_lines(r.partial)
     for t in every:
         const = "const " if t.kind in ("input", "load") else ""
         lines.append(f"{const}{ctype(t.dtype)}* {t.name} = nullptr;  // {t.kind} {t.value}: {r.shape_doc(t)}")
@@ -97,6 +97,7 @@ def _checks(r, every, maps) -> list[str]:
         for d, label in t.placed_dims():
             lines.append(f"if (p.{t.name}_{label}_offset < 0 || p.{t.name}_{label}_offset + {t.tile[d]} > "
                          f"p.{t.name}_{label}_step) return cudaErrorInvalidValue;")
+    lines += scalar_atomic.launch_checks(r.m)
     lines += batch_groups.launch_lines(every) + splits.launch_lines(r.m) + fixup.launch_lines(r.m)
     lines += partial.launch_checks(r.partial, every)
     for t in maps:
@@ -124,7 +125,7 @@ def _checks(r, every, maps) -> list[str]:
 
 def _args(r, every) -> list[str]:
     """The kernel's Args from the Problem: raster group, pointers, placements."""
-    lines = [x[2:] for x in epilogue.copy_fields(r.m)] + gather.copy_lines(r.m)
+    lines = [x[2:] for x in epilogue.copy_fields(r.m) + scalar_atomic.copy_fields(r.m)] + gather.copy_lines(r.m)
     lines += ["args.raster_group = p.raster_group;"] if rastered(r.m) else []
     lines += [f"args.{partial.FIELD[ax]} = p.{partial.FIELD[ax]};" for ax in partial.GRID_AXES if ax in r.partial]
     lines += [f"args.{t.name} = p.{t.name};" for t in r.pointer_tensors()]
@@ -141,8 +142,8 @@ def _args(r, every) -> list[str]:
 def _main(r, ns: str, tensors) -> list[str]:
     """The test main (cuda_runtime/main.tpl): random inputs, the timed launches, the checksums."""
     inputs = [f"p.{t.name} = twill_random_tensor<{ctype(t.dtype)}>({ns}::elements_{t.name}(p), {i + 1}u);"
-              for i, t in enumerate(tensors)]
+              for i, t in enumerate(tensors)] + scalar_atomic.main_inputs(r.m)
     checksums = [f"printf(\"checksum {t.name}: %.6e\\n\", twill_checksum(p.{t.name}, {ns}::elements_{t.name}(p)));"
-                 for t in tensors if t.kind in ("output", "store")]
+                 for t in tensors if t.kind in ("output", "store")] + scalar_atomic.main_checksums(r.m)
     text = fill("main.tpl", ns=ns, iters=str(max(8, r.m.stages)), inputs=inputs, checksums=checksums)
     return text.rstrip("\n").split("\n")

@@ -110,6 +110,7 @@ def mma_extension(model) -> list[str]:
     fp8 element types, included outside the namespace), then mma8_sm90.cuh or mma8_sm100.cuh
     (the s32 accumulator fragments, the 8-bit tcgen05.mma kinds)."""
     types = [v.type for v in model.graph.values.values()] + [op.type for op in model.graph.ops if op.type]
+    types += [op.type for op in model.graph.epilogue.ops if op.type]  # an fp8 output (the FP8 GEMM's scaled C)
     eight_bit = any(t.dtype in ("f8e4m3", "f8e5m2") for t in types)
     wide_int = any(t.dtype == "i32" and len(t.shape) == 2 for t in types)
     if not (eight_bit or wide_int or any(s.inputs.k == 32 for s in model.mma_shape.values())):
@@ -173,6 +174,12 @@ def transposed_part(target) -> str:
 def bits_part(target) -> str:
     """Bits: comparison tiles held as one bit an element (only in kernels that hold one: bitmasks.py; sm_90a)."""
     return _part(f"bits_{target.runtime.split('.')[0]}.cuh")
+
+
+def scalar_atomic_part(target) -> str:
+    """rows_max (the target's), warp_max, atomic_max_float: a scalar atomic output (scalar_atomic.py)."""
+    from .scalar_atomic import HEADERS
+    return "".join(_part(name) for name in HEADERS[target.runtime])
 
 
 def anypitch_part(target) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from . import anypitch, epilogue
+from . import anypitch, epilogue, scalar_atomic
 from .model import EmitError, dtype_bytes, ident
 from .ops import TMA_DTYPE
 
@@ -94,6 +94,7 @@ class SharedMemory:
         # an mbarrier per scratch tile, per hand-off (and its 16-byte alignment), per output that
         # may come from tensor memory; the tensor-memory base address
         rest += 8 * (len(set(self.scratch + self.scratch_b)) + 3 * len(handoffs) + len(m.tensors)) + 8
+        rest += scalar_atomic.smem_bytes(m)
         return sum(_kib(n) for n in arrays) + _kib(rest)
 
     def _slot_bytes(self, chan) -> int:
