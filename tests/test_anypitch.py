@@ -257,6 +257,7 @@ def test_without_the_option_the_kernel_has_no_any_pitch_code_and_the_binding_sta
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # (CI's time: 6 s; --any-pitch is off by default and its emitted text is golden)
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 def test_the_cross_entropy_kernel_at_any_pitch_compiles_for_sm90a_without_warnings_or_spills(on):
     """The option's kernel is in no other test's build (the default emits main's): nvcc and ptxas on it, as

@@ -282,7 +282,7 @@ def test_the_scale_under_the_select_moves_past_it_into_the_exp2():
         assert np.allclose(p_graph, p_kernel, rtol=1e-5, atol=0) and np.all(p_graph[~c] == 0) and np.all(p_kernel[~c] == 0)
 
 
-@pytest.mark.slow  # (in CI: the one build of twill::Bits, a comparison held as bits, about 10 s)
+@pytest.mark.extended  # (CI's time: 12 s; its import, the scale folded and the bits are checked without nvcc)
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 def test_the_bool_mask_attention_solves_emits_and_compiles_for_sm90(tmp_path):
     """import (split rows, as bench/heldout/run.py) -> the joint solve, proven optimal -> emit-cuda -> nvcc sm_90a:
