@@ -188,7 +188,7 @@ def families(schedule, graph, machine) -> set[str]:
 
 # -- (a) every schedule verifies ----------------------------------------------------------------------
 
-BOUNDED = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+BOUNDED = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow],
                    derandomize=True)
 
 
