@@ -25,7 +25,7 @@ from .errors import did_you_mean
 from .ir import OUTPUT_DTYPES, Epilogue, Op, Operand, TensorType, Value
 from .tir_text import KINDS, Line, print_ops
 
-NEW_OUTPUT_DTYPES = OUTPUT_DTYPES + ("f8e4m3", "f8e5m2")  # an epilogue output may be fp8 (the FP8 GEMM's scaled C)
+EPILOGUE_OUTPUT_DTYPES = OUTPUT_DTYPES + ("f8e4m3", "f8e5m2")  # an epilogue output may be fp8 (the FP8 GEMM's scaled C)
 ATOMIC_KINDS = ("max", "min", "add")  # `output NAME = VALUE {atomic = K}`: a global scalar updated by each tile
 
 FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant", "join", "gather")  # the ops an epilogue runs
@@ -225,10 +225,9 @@ class EpilogueParser:
                                    else f"'{value.name}' is {t}, not f32[1]"), value.span, "reduce the tile to one "
                                    "value first: reduce_max x {axis = 1}, then reduce_max of that {axis = 0}")
                 continue
-            dtypes = NEW_OUTPUT_DTYPES
-            if t.dtype not in dtypes:
+            if t.dtype not in EPILOGUE_OUTPUT_DTYPES:
                 o.errors.error(f"output '{name.name}' would be written in {t.dtype}: outputs are "
-                               f"{', '.join(dtypes)}", value.span, f"convert '{value.name}' first")
+                               f"{', '.join(EPILOGUE_OUTPUT_DTYPES)}", value.span, f"convert '{value.name}' first")
             want = carries[name.name].type.shape if name.name in carries else None
             if want is not None and t.shape != want:
                 o.errors.error(f"carry '{name.name}' is {carries[name.name].type}, but '{value.name}' is {t}",

@@ -326,10 +326,11 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             out(f"const int it = {it};  // load {name} of iteration it into the slot of ring position {ring_pos('it')}",
                 f"{ring}.wait_empty({ring_pos('it')});")
             dst, bar = f"sm.ld_{chan.ident}[{slot}]", f"&{ring}.full[{slot}]"
-            if anypitch.eligible(m, t):  # rows at any pitch where the launch chose them (bulk_rows arrives itself)
+            any_pitch = anypitch.eligible(m, t)
+            if any_pitch:  # rows at any pitch where the launch chose them (bulk_rows arrives itself)
                 cond, call = anypitch.load_lines(t, dst, bar, *self.r._origin(t, "it"))
                 out(f"if ({cond}) {call}")
-            with out.block("else") if anypitch.eligible(m, t) else nullcontext():
+            with out.block("else") if any_pitch else nullcontext():
                 out(f"{ring}.expect_full({ring_pos('it')}, {t.tile_bytes});")
                 self._tma_boxes(out, t, dst, bar, "it")
 

@@ -161,19 +161,24 @@ def tail_part(target) -> str:
     return _part(target.tail_runtime)
 
 
+def _target_part(stem: str, target) -> str:
+    """The part STEM_sm90.cuh or STEM_sm100.cuh: the target's own form of a runtime part."""
+    return _part(f"{stem}_{target.runtime.split('.')[0]}.cuh")
+
+
 def gather_part(target) -> str:
     """gather_rows (only in kernels whose epilogue has a gather: gather.py)."""
-    return _part(f"gather_{target.runtime.split('.')[0]}.cuh")
+    return _target_part("gather", target)
 
 
 def transposed_part(target) -> str:
     """frag_to_global_t(_clip): a carry's {column_major = true} output written transposed (stores.py)."""
-    return _part(f"transposed_{target.runtime.split('.')[0]}.cuh")
+    return _target_part("transposed", target)
 
 
 def bits_part(target) -> str:
     """Bits: comparison tiles held as one bit an element (only in kernels that hold one: bitmasks.py; sm_90a)."""
-    return _part(f"bits_{target.runtime.split('.')[0]}.cuh")
+    return _target_part("bits", target)
 
 
 def scalar_atomic_part(target) -> str:
@@ -184,7 +189,7 @@ def scalar_atomic_part(target) -> str:
 
 def anypitch_part(target) -> str:
     """bulk_rows and rows_to_frag: a load's rows at any pitch (anypitch.py; sm_90a's register fragments)."""
-    return _part(f"anypitch_{target.runtime.split('.')[0]}.cuh")
+    return _target_part("anypitch", target)
 
 
 def libm_part(opcodes) -> str:

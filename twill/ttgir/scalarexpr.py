@@ -106,7 +106,7 @@ def ops(expr: Expr, claim, base_name, scalar, done: dict) -> tuple[str, list[Op]
             return done[e]
         names = [walk(o) for o in e.operands]
         name = claim(base_name(e.ssa), fallback=e.opcode)
-        attrs = (("scalar", _number(e.scalar)),) if e.scalar is not None else ()
+        attrs = (("scalar", attr_number(e.scalar)),) if e.scalar is not None else ()
         out.append(Op(name, e.opcode, tuple(Operand(n) for n in names), TensorType("f32", (1,)), attrs, True, e.span))
         done[e] = name
         return name
@@ -114,5 +114,6 @@ def ops(expr: Expr, claim, base_name, scalar, done: dict) -> tuple[str, list[Op]
     return walk(expr), out
 
 
-def _number(v: float) -> int | float:
+def attr_number(v: float) -> int | float:
+    """A number as a `{scalar = V}` holds it: an int where it is one (`15`, not `15.0`), else a float (inf too)."""
     return int(v) if float(v).is_integer() else float(v)

@@ -236,8 +236,7 @@ def _comparison(lw: Lowering, op: MOp, vals: list, tt) -> bool:
         return False
     tile = next(v for v in vals if isinstance(v, Tile))
     cmp = cmp if isinstance(vals[0], Tile) else SWAPPED[cmp]
-    value = int(const.value) if float(const.value).is_integer() else float(const.value)
-    lw.bind(op, lw.node("ew", op, [tile], tt, attrs=(("scalar", value),), opcode=cmp))
+    lw.bind(op, lw.node("ew", op, [tile], tt, attrs=(("scalar", scalarexpr.attr_number(const.value)),), opcode=cmp))
     return True
 
 
@@ -257,22 +256,18 @@ def _filled(lw: Lowering, op: MOp, vals: list, tt) -> tuple[list, tuple]:
     like = next((v for v in sides if isinstance(v, Tile)), next(v for v in vals if isinstance(v, Tile)))
     held = ()
     if _constant(vals[-1]):
-        held, vals = (("scalar", _attr_number(vals[-1].value)),), vals[:-1]
+        held, vals = (("scalar", scalarexpr.attr_number(vals[-1].value)),), vals[:-1]
     out = list(vals)
     for i, v in enumerate(vals):
         if _constant(v) and (i > 0 or op.name != "arith.select"):
             out[i] = lw.node("ew", op, [like], tt, ssa=f"{op.results[0]}_fill{i}",
-                             attrs=(("scalar", _attr_number(v.value)),), opcode="fill")
+                             attrs=(("scalar", scalarexpr.attr_number(v.value)),), opcode="fill")
     return out, held
 
 
 def _constant(v: object) -> bool:
     """A number constant (not a boolean, not NaN): a `{scalar = V}` may hold it."""
     return isinstance(v, Const) and _number(v.value) and not math.isnan(v.value)
-
-
-def _attr_number(value: float) -> int | float:
-    return int(value) if math.isfinite(value) and float(value).is_integer() else float(value)
 
 
 def _int_argument(lw: Lowering, op: MOp) -> str | None:
@@ -565,7 +560,7 @@ def _scalar_operand(op: MOp, vals: list) -> tuple:
     value = const.value if const is not None else None
     if value is None or isinstance(value, bool) or not math.isfinite(value):
         return ()
-    return (("scalar", int(value) if float(value).is_integer() else value),)
+    return (("scalar", scalarexpr.attr_number(value)),)
 
 
 
