@@ -217,11 +217,7 @@ class Renderer(Stores, Kernel):
                 f"// input {t.value}: {m.values[t.value].type}, one TMA load per tile")
         for chan in self.p.channels.values():
             t = m.values[chan.value].type
-            elems = t.elements
-            if chan.kind == "tma" and ident(chan.value) in m.tensor:  # a strided view loads a wider row
-                elems = m.tensor[ident(chan.value)].tile[0] * m.tensor[ident(chan.value)].tile[1]
-                if anypitch.eligible(m, m.tensor[ident(chan.value)]):  # rows of a box one chunk wider
-                    elems = anypitch.slot_elements(m.tensor[ident(chan.value)])
+            elems = self.p.slot_elements(chan)
             if chan.kind == "tma":
                 out(f"alignas(1024) {ctype(t.dtype)} ld_{chan.ident}[{chan.depth}][{elems}];  "
                     f"// load {chan.value}: {t}, ring of {chan.depth}")

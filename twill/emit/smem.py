@@ -97,11 +97,17 @@ class SharedMemory:
         rest += scalar_atomic.smem_bytes(m)
         return sum(_kib(n) for n in arrays) + _kib(rest)
 
-    def _slot_bytes(self, chan) -> int:
-        """A ring slot's bytes: its value's, or a load at any pitch's rows of a wider box (anypitch.py)."""
+    def slot_elements(self, chan) -> int:
+        """A ring slot's elements: its value's; a TMA load's tensor tile (a strided view loads a wider row), or
+        at any pitch the rows of a wider box (anypitch.py). cuda.py's Smem declares each slot with this."""
         m = self.model
         t = m.tensor.get(ident(chan.value)) if chan.kind == "tma" else None
-        return anypitch.slot_bytes(t) if t is not None and anypitch.eligible(m, t) else m.values[chan.value].type.bytes
+        if t is None:
+            return m.values[chan.value].type.elements
+        return anypitch.slot_elements(t) if anypitch.eligible(m, t) else t.tile[0] * t.tile[1]
+
+    def _slot_bytes(self, chan) -> int:
+        return self.slot_elements(chan) * dtype_bytes(self.model.values[chan.value].type.dtype)
 
     def smem_limit(self) -> int:
         """What `Smem` may take: the machine's shared memory less the 1 KiB the kernel may skip to
