@@ -203,18 +203,18 @@ def test_the_block_holds_twill_args_fields_in_order():
 
 def test_prepare_stages_what_tma_cannot_read_and_passes_a_views_strides():
     """K = 781 f16 rows (1562 bytes): a is staged into rows of 784 (position, buffer shape, output, zeroed,
-    columns); N = 1001: acc is allocated with rows of 1008 and returned as its view; a view of a [384, 1024]
+    columns, transposed: tests/test_tf32.py); N = 1001: acc is allocated with rows of 1008 and returned as its view; a view of a [384, 1024]
     tensor passes its row stride, no copy."""
     mod = module("gemm_hopper.h100")
     run = mod._prepare(mod.SPEC, {"a": Tensor((384, 781)), "b": Tensor((781, 1001), strides=(1008, 1)), "acc": None},
                        None, Tensor, DType)
-    assert run.stage == ((0, (384, 784), False, False, 781),)
+    assert run.stage == ((0, (384, 784), False, False, 781, False),)
     assert run.allocate == ((2, (384, 1008), DType("float16"), False, 1001),)
     assert run.strides == (784, 1008, 1008, 384 * 784, 781 * 1008, 384 * 1008)
     run = mod._prepare(mod.SPEC, {"a": Tensor((384, 640), contiguous=False, strides=(1024, 1)),
                                   "b": Tensor((640, 500), contiguous=False, strides=(512, 1)),
                                   "acc": Tensor((384, 500), ptr=5 << 20)}, None, Tensor, DType)
-    assert run.stage == ((2, (384, 504), True, False, 500),)  # 1000 bytes a row: staged, copied back after
+    assert run.stage == ((2, (384, 504), True, False, 500, False),)  # 1000 bytes a row: staged, copied back after
     assert run.strides == (1024, 512, 504, 384 * 1024, 640 * 512, 384 * 504)  # b: a view, taken as it lies
 
 

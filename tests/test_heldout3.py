@@ -32,7 +32,7 @@ ONLY_T36 = {"gemm_bp_leaky"}
 
 # kernel -> (a regex of the TTGIR op the import stops at, what the message says): refused in every form
 REFUSED = {
-    "gemm_tf32": ("ttng.(warp_group_dot|tc_gen5_mma) ", "f32 operands"),
+    # (gemm_tf32 imports since session 39: a TF32 dot, B loaded [K, N] typed K-major, {transposed = true})
     "gemm_splitk_atomic": ("tt\\.atomic_rmw", "updates memory in place"),
 }
 # dump -> (the forms refused, the op, the message) where a kernel is refused in some forms only (none now:
@@ -135,12 +135,56 @@ def test_leaky_relus_where_is_a_comparison_and_a_select():
         assert mul[0] == "mul" and mul[1] == [ge[1][0]] and abs(mul[2]["scalar"] - 0.01) < 1e-6, form
 
 
-def test_an_f32_dot_is_refused_at_the_dot_naming_tf32():
-    for arch, op in (("sm90", "ttng.warp_group_dot"), ("sm100", "ttng.tc_gen5_mma")):
-        text = _read("t39/prepipe", f"gemm_tf32_{arch}")
-        with pytest.raises(InputError, match="TF32") as err:
-            import_ttgir(text, "tf32.ttgir")
-        assert op in text.splitlines()[err.value.diagnostics[0].span.line - 1]
+def test_a_tf32_dot_imports_with_b_typed_k_major_in_every_form():
+    """`tl.dot(a, b, acc, input_precision="tf32")` of fp32 tiles: an mma of f32 operands (TF32 on the tensor
+    core, which reads them K-major only). B, loaded [K, N] row-major (`b_ptrs = B + rk[:, None] * stride_bk +
+    rn[None, :]`), is typed as the kernel reads it, [N, K], `{transposed = true}` (ttgir/kmajor.py): its argument
+    is that tile's transpose, which the binding copies K-major. A is K-major as it lies."""
+    for arch in ("sm90", "sm100"):
+        for form in FORMS:
+            g, _ = load_ttgir(DATA / form / f"gemm_tf32_{arch}.ttgir")
+            loads = {op.name: (op.type.dtype, op.type.shape, dict(op.attrs)) for op in g.ops if op.opcode == "load"}
+            assert loads == {"a": ("f32", (128, 32), {}), "b": ("f32", (128, 32), {"transposed": True})}, (form, arch)
+            (mma,) = [op for op in g.ops if op.opcode == "mma"]
+            assert [o.name for o in mma.operands[:2]] == ["a", "b"] and not mma.attrs and mma.type.dtype == "f32"
+            assert dict(g.arguments)["B"] == "b"
+
+
+@pytest.mark.parametrize("precision, said", [("2", "IEEE fp32 product on the CUDA cores"),
+                                              ("1", "three TF32 products"), ("7", "input precision '7'")])
+def test_a_dot_of_f32_operands_in_another_precision_is_refused_at_the_dot(precision, said):
+    """Only TF32 is the graph's mma of f32 operands: `input_precision="ieee"` (2) and "tf32x3" (1) are refused
+    at the dot's line, before and after the pipeliner."""
+    for form in ("t39/prepipe", "t36/after"):
+        text = _read(form, "gemm_tf32_sm90")
+        other = text.replace("inputPrecision = 0 : i32", f"inputPrecision = {precision} : i32")
+        assert other != text
+        with pytest.raises(InputError, match="multiplies f32 operands") as err:
+            import_ttgir(other, "p.ttgir")
+        d = err.value.diagnostics[0]
+        assert said in d.message and "input_precision" in d.hint
+        assert "ttng.warp_group_dot " in other.splitlines()[d.span.line - 1]
+
+
+def test_a_dot_precision_reads_both_printed_forms():
+    """tt.dot prints its precision by name (`inputPrecision = tf32`), ttng.warp_group_dot as a number in its
+    attributes; left out it is Triton's default, IEEE; ttng.tc_gen5_mma has none (Triton makes one of TF32
+    dots only)."""
+    from twill.ttgir.compute import input_precision
+    from twill.ttgir.parser import parse_module, walk
+    log = (DATA.parent / "matmul_sm90_triton39.log").read_text().split("// -----// IR Dump")
+    module_text = log[1].split("\n", 1)[1]  # the first dump: Triton IR, a tt.dot of f16 tiles
+
+    def dot(t: str):
+        mod = parse_module(t, "m.ttgir")
+        return next(op for f in mod.functions() for op in walk(f.body()) if op.name == "tt.dot")
+    assert "inputPrecision = tf32 :" in module_text
+    assert input_precision(dot(module_text)) == "tf32"
+    assert input_precision(dot(module_text.replace("inputPrecision = tf32 :", "inputPrecision = tf32x3 :"))) == "tf32x3"
+    assert input_precision(dot(module_text.replace(", inputPrecision = tf32 :", " :"))) == "ieee"
+    for arch, op, want in (("sm90", "ttng.warp_group_dot", "tf32"), ("sm100", "ttng.tc_gen5_mma", "tf32")):
+        mod = parse_module(_read("t39/prepipe", f"gemm_tf32_{arch}"), "t.ttgir")
+        assert input_precision(next(o for f in mod.functions() for o in walk(f.body()) if o.name == op)) == want
 
 
 def test_block_pointer_boundary_checks_are_edge_masks_and_a_near_miss_is_an_error():
@@ -229,7 +273,7 @@ def test_split_kv_lse_reads_the_running_max_in_every_form():
 # the model, counting the loop only, never saw); its store now reads it 32 columns at a time (TmemTile)
 E2E = [("t39/after", "swiglu_sm90"), ("t36/prepipe", "gemm_bp_leaky_sm100"),
        ("t39/prepipe", "linear_trans_relu_sm90"), ("t36/prepipe", "mm_hints_sm100"),
-       ("t39/after", "attn_window_sm100")]
+       ("t39/after", "attn_window_sm100")]  # (gemm_tf32: tests/test_tf32.py, in CI)
 
 
 @pytest.mark.slow

@@ -536,7 +536,10 @@ def test_column_major_operands_are_typed_as_they_lie_in_memory():
     """B (or A) loaded through pointers whose addresses run down the columns (Triton's coalesced
     `order = [0, 1]`) lies column-major in memory: its .tir type is that layout (b N x K, a K x M,
     as a TMA box of it would be), so emit-cuda reads it transposed; a square one says so in
-    `transpose_b`. fp8's B is K x N in memory although Triton's shared layout says `transposed`."""
+    `transpose_b`. fp8's B is K x N in memory although Triton's shared layout says `transposed`: the
+    import reads it so, and since the tensor core reads fp8 K-major only, types it as the kernel must read
+    it, N x K with `{transposed = true}` (ttgir/kmajor.py: the binding copies it transposed), and says so in
+    `transpose_b`, true."""
     from twill.emit.model import mma_shape
     cases = {"mm_bcol": ((128, 64), (128, 64), True, True), "mm_acol": ((64, 128), (64, 128), False, False),
              "mm_bcol_sq": ((128, 64), (64, 64), True, True), "matmul_f16": ((128, 64), (64, 128), True, False)}
@@ -549,7 +552,9 @@ def test_column_major_operands_are_typed_as_they_lie_in_memory():
     assert load_ttgir(T39 / "mm_bcol_sq.ttgir")[0].op("acc_new").attr("transpose_b") is True
     fp8, _ = load_ttgir(T39 / "mm_fp8.ttgir")
     assert "transposed = true" in (T39 / "mm_fp8.ttgir").read_text()
-    assert fp8.op("acc_new").attr("transpose_b") is False
+    assert fp8.op("acc_new").attr("transpose_b") is True and fp8.op("b").attr("transposed") is True
+    (mma,) = [op for op in fp8.ops if op.opcode == "mma"]
+    assert mma_shape(fp8, mma).b_kmajor  # K-major: what wgmma of e4m3 reads
 
 
 def test_the_k_loop_inside_a_persistent_loop_is_the_default():

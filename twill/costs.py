@@ -132,6 +132,24 @@ def _hold(op, spec, attrs: dict, env) -> tuple[float, str | None]:
     return max(min(value, busy), 0.0), None
 
 
+def _unrated_mma(graph: Graph, op: Op, spec: OpSpec, attrs: dict, env, machine: Machine) -> str | None:
+    """Why the machine has no cost for an mma of operands other than 16-bit (None where it has): its
+    ops.mma.cycles reads the shapes (M, N, K) but not `bits`, so it is the rate of one operand width (an
+    f16 mma's), which would cost an f32 (TF32: half the f16 rate per FLOP on H100, H200 and B200) or 8-bit
+    one (twice) as f16. A constant, or the op's own `cycles`, is taken as given."""
+    d = vocab.lookup(op.opcode)
+    if d is None or d.family != "mma" or "cycles" in attrs or env["bits"] in (0.0, 16.0):
+        return None
+    names = spec.cycles.names
+    if "bits" in names or not names & {"M", "N", "K", "elements", "bytes"}:
+        return None
+    dtype = graph.operand_type(op.operands[0]).dtype
+    what = " (TF32 on the tensor core)" if dtype == "f32" else ""
+    return (f"op '{op.name}' multiplies {dtype} operands{what}, and machine '{machine.name}' costs an mma from its "
+            f"shapes alone (ops.mma.cycles = {spec.cycles}, which does not read `bits`): it has no cost for "
+            f"{int(env['bits'])}-bit operands")
+
+
 def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
     errors = ErrorCollector()
     specs, caps = machine.op_specs, machine.unit_caps
@@ -161,6 +179,11 @@ def bind(graph: Graph, machine: Machine) -> tuple[OpCost, ...]:
         if (d := vocab.lookup(op.opcode)) is not None and d.family == "mma" and (why := mma_mismatch(graph, op)):
             errors.error(f"op '{op.name}': the shapes of this mma do not agree: {why}", op.span,
                          "an mma takes a [M, K] (or [K, M]), b [K, N] (or [N, K]) and gives [M, N]")
+            continue
+        if (why := _unrated_mma(graph, op, spec, attrs, env, machine)) is not None:
+            errors.error(why, op.span, f"write ops.mma.cycles in {machine.file} with `bits`, the operand width "
+                         "(specs/h100.yaml: 2*M*N*K*bits/16 / 4096: 8-bit operands at twice the f16 rate, f32 ones "
+                         "as TF32 at half), or give the op {cycles = N}")
             continue
         try:
             cycles = float(attrs["cycles"]) if "cycles" in attrs else spec.cycles(env)

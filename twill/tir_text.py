@@ -58,6 +58,7 @@ ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "col_offset": (lambda v: type(v) is int and v >= 0, "an integer >= 0 (the first column's element)"),
     "iter_div": (lambda v: type(v) is int and v >= 1, "an integer >= 1 (iterations per row)"),
     "column_major": (lambda v: isinstance(v, bool), "true or false"),
+    "transposed": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 

@@ -324,7 +324,7 @@ def _both(first, second):
 
 _DEFS = [
     OpDef("load", "memory", (), (), None, "tma", None, "load", issue="warp", is_async=True, variable_latency=True,
-          attrs=("col_stride", "col_offset", "iter_div", "column_major", "fill")),
+          attrs=("col_stride", "col_offset", "iter_div", "column_major", "transposed", "fill")),
     OpDef("store", "memory", (), ("x",), None, "tma", None, "store", issue="warp", is_async=True),
     OpDef("mma", "mma", (2, 3), ("a", "b", "c"), _mma, "tensor", None, "mma", is_async=True,
           tensor_core=True, accumulator=2,

@@ -90,7 +90,8 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          "bias_gelu": [None, {"M": 1000, "N": 1000}, {"N": 1001}]}
 # the held-out kernels that import and have not yet run on a GPU: batch -> names (bench/triton_notes/s38/select/gpu.sh
 # builds and checks them)
-PENDING_GPU = {"6": ("attn_bool_mask",), "9": ("dropout",)}  # dropout: bench/triton_notes/s38/dropout/run.sh
+PENDING_GPU = {"3": ("gemm_tf32",), "6": ("attn_bool_mask",), "9": ("dropout",)}  # dropout: bench/triton_notes/s38/dropout/run.sh;
+# gemm_tf32 (TF32, B copied transposed by the binding): bench/triton_notes/s39/tf32/run.sh
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7"),
            "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9"), "10": ("kernels10.py", "heldout10")}

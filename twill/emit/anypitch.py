@@ -50,7 +50,7 @@ def eligible(m, t) -> bool:
     """Whether load tensor `t` of model `m` takes rows at any pitch (the module docstring): only in a kernel
     emitted with the option (m.any_pitch: emit-cuda --any-pitch); without it the kernel is as before."""
     if (not m.any_pitch or t.kind != "load" or t.rank != 2 or plain_box(t) or t.axes != ("m", "loop") or t.col_stride != 1
-            or t.col_offset or t.column_major or t.iter_div != 1 or t.per_iteration or shareable(t)
+            or t.col_offset or t.column_major or t.transposed or t.iter_div != 1 or t.per_iteration or shareable(t)
             or not m.target.register_fragments):
         return False
     esize = dtype_bytes(t.dtype)

@@ -80,6 +80,9 @@ class Argument:
     any_pitch: tuple[int, ...] = ()  # a load that takes rows at any pitch (anypitch.py): its tile's rows and box
     # width W; the binding passes a negative row stride instead of staging
     atomic: str = ""  # an atomic output's kind (scalar_atomic.py): one f32 the caller initializes, updated in place
+    # a load's {transposed = true} (ttgir/kmajor.py): `dims` are the caller's tensor's, the transpose of the
+    # kernel's tile; the kernel reads its .mT, as it lies where that is K-major, else a copy (binding_runtime._layout)
+    transposed: bool = False
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
@@ -88,6 +91,7 @@ class Argument:
                 **({"iter_div": self.iter_div} if self.iter_div > 1 else {}),
                 **({"per_batch": True} if self.per_batch else {}), **({"splits": True} if self.splits else {}),
                 **({"column_major": True} if self.column_major else {}),
+                **({"transposed": True} if self.transposed else {}),
                 **({"any_pitch": list(self.any_pitch)} if self.any_pitch else {})}
 
 
@@ -231,6 +235,11 @@ def arguments(renderer) -> tuple[Argument, ...]:
             first = 1
         dims = tuple((t.axes[dim], sizes[dim]) for dim in range(first, 2))
         output = t.kind in ("output", "store")
+        transposed = not output and t.transposed
+        if transposed and (len(dims) != 2 or t.per_iteration or len(members) > 1):
+            raise EmitError(f"tensor {t.name}: a load typed as its argument's transpose ({{transposed = true}}) is "
+                            "bound for a whole 2-d tile moving along the loop, not a row, per-iteration tile or part")
+        dims = dims[::-1] if transposed else dims  # the caller's tensor: the transpose of the kernel's tile
         source = next((op.name for op in m.graph.ops if ident(op.name) == t.name), name) if t.kind == "store" else name
         arg = Argument(py_name(name, taken), output, t.dtype, dims, t.per_iteration,
                        all(x.name in tma for x in members),
@@ -238,7 +247,8 @@ def arguments(renderer) -> tuple[Argument, ...]:
                        t.iter_div, all(map(periodic, members)),
                        output and bool(m.graph.split) and "loop" not in t.axes and not fixed_up(m.graph),
                        not output and t.column_major,
-                       (t.tile[0], anypitch.width(t)) if len(members) == 1 and anypitch.eligible(m, t) else ())
+                       (t.tile[0], anypitch.width(t)) if len(members) == 1 and anypitch.eligible(m, t) else (),
+                       transposed=transposed)
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return _as_imported(m.graph, tuple(inputs + scalar_atomic.binding_args(m) + outputs))
@@ -490,6 +500,13 @@ def _arg_doc(a: Argument, partial: dict[str, str], rows: int | None = None, comb
         d = _layout(a)[1:-1].split(", ")
         note += (f"; or, as the Triton kernel reads it, its column-major view [{', '.join(d[:-2] + d[-2:][::-1])}] "
                  "(.mT of such a tensor, as w.t() of a Linear weight)")
+    if a.transposed:
+        d = _layout(a)[1:-1].split(", ")
+        mt = ", ".join(d[:-2] + d[-2:][::-1])
+        note += (f"; the tensor core reads it K-major, as its transpose .mT [{mt}]: where .mT is not contiguous along "
+                 f"its last dimension (a row-major [{', '.join(d[-2:])}] tensor) it is copied transposed into a [{mt}] "
+                 f"buffer each call (one read and one write of it); .mT of a contiguous [{mt}] tensor (w.t()) is read "
+                 "as it lies, no copy")
     where = f" ({', '.join(grid)})" if grid else ""
     layout = _layout(replace(a, splits=False) if combined else a)
     note += "; the splits' partials combined by this function" if combined else ""

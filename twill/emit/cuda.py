@@ -121,6 +121,7 @@ class Renderer(Stores, Kernel):
             body += runtime.vocab_part(m.target)
         body = body.rsplit("}  // namespace twill", 1)[0]
         wrappers = runtime.mma_extension(m)  # 8-bit mma inputs, integer accumulators: [] for others
+        wrappers += runtime.tf32_part(m)  # tcgen05.mma kind::tf32 (sm_100a): [] for others
         wrappers += [runtime.causal_part(m.target).lstrip("\n")] if self.causal.masks else []
         wrappers += [runtime.band_part(m.target).lstrip("\n")] if self.causal.masks and self.causal.band != Band() else []
         wrappers += masks.runtime(m)  # the mask op's header, in kernels that have one

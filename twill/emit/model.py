@@ -149,10 +149,11 @@ class MmaInputs:
     """What the tensor core does with one input dtype (PTX ISA, wgmma.mma_async and tcgen05.mma).
 
     k: the K of one instruction (32 bytes of each operand row: m64nNk16 for 16-bit inputs, k32 for
-    8-bit); acc: the accumulator dtype; ptx: the wgmma type name; kind: tcgen05.mma's .kind;
+    8-bit, k8 for f32 ones, which the tensor core reads as TF32: their low 13 mantissa bits are not
+    used); acc: the accumulator dtype; ptx: the wgmma type name; kind: tcgen05.mma's .kind;
     code: the a/b format field of its instruction descriptor; transposable: whether an operand may
-    be MN-major (wgmma transposes only f16 and bf16 operands, so 8-bit ones are K-major, both of
-    them read from shared memory); n_step: the N of a wgmma in steps of this many (and 8, 16 or 24);
+    be MN-major (wgmma transposes only f16 and bf16 operands, so 8-bit and TF32 ones are K-major, both
+    of them read from shared memory); n_step: the N of a wgmma in steps of this many (and 8, 16 or 24);
     narrow: the other accumulator dtypes the tensor core takes for these inputs (wgmma
     m64nNk16.f16.f16.f16: f16 accumulators packed two to a register, half the f32 ones' registers;
     `tl.dot(a, b, acc, out_dtype=tl.float16)`). emit-cuda emits them on sm_90a (ops._wgmma).
@@ -177,6 +178,9 @@ MMA_INPUTS = {
     "f8e4m3": MmaInputs(32, "f32", "e4m3", "f8f6f4", 0, False),
     "f8e5m2": MmaInputs(32, "f32", "e5m2", "f8f6f4", 1, False),
     "i8": MmaInputs(32, "i32", "s8", "i8", 1, False, n_step=16),  # signed 8-bit; N = 8, 16, 24, 32, 48, ...
+    # f32 operands: TF32 products (Triton's tl.dot of fp32 tensors, input_precision="tf32"); kind::tf32's
+    # a/b format is 2 (PTX ISA, tcgen05 instruction descriptor: F16 = 0, BF16 = 1, TF32 = 2)
+    "f32": MmaInputs(8, "f32", "tf32", "tf32", 2, False),
 }
 
 
@@ -206,6 +210,9 @@ class GlobalTensor:
     col_offset: int = 0
     iter_div: int = 1
     column_major: bool = False  # the kernel's argument is the transpose of this layout ({column_major = true})
+    # a load's {transposed = true} (ttgir/kmajor.py): the caller's tensor is this layout's transpose, which the
+    # binding hands the kernel as its .mT (copied into this layout where that is not how it lies)
+    transposed: bool = False
 
     @property
     def tile_bytes(self) -> int:
@@ -411,6 +418,19 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
     if why := mma_mismatch(graph, op):
         raise EmitError(f"op '{op.name}': {why}")
     m, n = op.type.shape
+    k, a_kmajor, kmajor = operand_majors(graph, op)
+    _check_dtypes(op, a, b, kmajor, a_kmajor)
+    return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3, a_kmajor,
+                    b.dtype if b.dtype != a.dtype else "",
+                    op.type.dtype if op.type.dtype != MMA_INPUTS[a.dtype].acc else "")
+
+
+def operand_majors(graph: Graph, op: Op) -> tuple[int, bool, bool]:
+    """(K, a K-major, b K-major) of an `mma` whose shapes agree (mma_shape's rules: the shapes, else
+    `transpose_a` / `transpose_b`, else whether a is data). An EmitError where an attribute contradicts
+    the shapes."""
+    a, b = (graph.operand_type(o) for o in op.operands[:2])
+    m, n = op.type.shape
     a_kmajor = a.shape[0] == m
     said_a = op.attr("transpose_a")
     if said_a is not None and a.shape[0] != a.shape[1] and said_a == a_kmajor:
@@ -431,19 +451,18 @@ def mma_shape(graph: Graph, op: Op) -> MmaShape:
     else:
         producer = graph.by_name.get(op.operands[0].name)
         kmajor = producer is None or producer.opcode == "load"
-    _check_dtypes(op, a, b, kmajor, a_kmajor)
-    return MmaShape(m, n, k, kmajor, a.dtype, len(op.operands) == 3, a_kmajor,
-                    b.dtype if b.dtype != a.dtype else "",
-                    op.type.dtype if op.type.dtype != MMA_INPUTS[a.dtype].acc else "")
+    return k, a_kmajor, kmajor
 
 
 def _check_dtypes(op: Op, a: TensorType, b: TensorType, b_kmajor: bool, a_kmajor: bool) -> None:
-    """a and b of one dtype of MMA_INPUTS (or of two fp8 ones), the result in its accumulator
-    dtype (or a narrow one the tensor core takes: f16 of f16 inputs); an 8-bit operand K-major (a stored M x K, b stored N x K: a @ b^T)."""
+    """a and b of one dtype of MMA_INPUTS (or of two fp8 ones; f32 ones are TF32 products), the result in its
+    accumulator dtype (or a narrow one the tensor core takes: f16 of f16 inputs); an 8-bit or f32 operand
+    K-major (a stored M x K, b stored N x K: a @ b^T)."""
     mixed_fp8 = a.dtype in FP8 and b.dtype in FP8
     if (a.dtype != b.dtype and not mixed_fp8) or a.dtype not in MMA_INPUTS:
         raise EmitError(Diagnostic(
-            f"op '{op.name}': emit-cuda's mma takes a and b of one dtype of {', '.join(MMA_INPUTS)}, or of "
+            f"op '{op.name}': emit-cuda's mma takes a and b of one dtype of "
+            f"{', '.join(d + (' (TF32)' if d == 'f32' else '') for d in MMA_INPUTS)}, or of "
             f"two fp8 ones (got {a.dtype}, {b.dtype})", op.span, "convert one operand to the other's dtype first"))
     kind = MMA_INPUTS[a.dtype]
     if op.type.dtype != kind.acc and op.type.dtype not in kind.narrow:
@@ -457,8 +476,9 @@ def _check_dtypes(op: Op, a: TensorType, b: TensorType, b_kmajor: bool, a_kmajor
             f"op '{op.name}': the tensor core reads {a.dtype} operands K-major only, and {which} is "
             f"{'K x M' if which == 'a' else 'K x N'}", op.span,
             "store the operand with K as its last dimension in global memory (a: M x K, b: N x K, "
-            "{transpose_b = true} where b is square): TMA copies a tile as it lies, where Triton's own "
-            "copy to shared memory may transpose it"))
+            "{transpose_b = true} where b is square), or type its load so with {transposed = true}, and the "
+            "binding copies the caller's tensor transposed (`twill import` does for a Triton kernel): TMA "
+            "copies a tile as it lies, where Triton's own copy to shared memory may transpose it"))
 
 
 def rastered(model: "KernelModel") -> bool:

@@ -274,7 +274,8 @@ def _operand_desc(a: Arg, kmajor: bool, base: str, row: str, k: str) -> str:
 
 def _wgmma(call: OpCall) -> list[str]:
     """wgmma: for each 64-row block of this warpgroup and each k step (16 columns of 16-bit
-    inputs, 32 of 8-bit ones: 32 bytes of a row either way), one wgmma.mma_async m64nNkK; fence
+    inputs, 32 of 8-bit ones, 8 of f32 ones read as TF32: 32 bytes of a row each way), one wgmma.mma_async
+    m64nNkK; fence
     before, one commit_group after (the consumer waits)."""
     s: MmaShape = call.model.mma_shape[call.op.name]
     kind = s.inputs
@@ -360,7 +361,7 @@ def _accumulator(call: OpCall, s: MmaShape) -> list[str]:
 
 def _umma(call: OpCall) -> list[str]:
     """tcgen05.mma: one thread issues M x N x K steps into tensor memory, M = 128 or 64 and K = 16
-    (kind::f16) or 32 (8-bit: kind::f8f6f4, kind::i8); the caller elects it, orders it after the
+    (kind::f16), 32 (8-bit: kind::f8f6f4, kind::i8) or 8 (f32 operands: kind::tf32); the caller elects it, orders it after the
     role's other tensor-memory traffic and commits it to an mbarrier."""
     s: MmaShape = call.model.mma_shape[call.op.name]
     kind = s.inputs
@@ -401,8 +402,10 @@ def _umma(call: OpCall) -> list[str]:
 
 def _umma_idesc(s: MmaShape) -> tuple[str, str]:
     """The instruction descriptor of a tcgen05.mma of shape `s`, and the suffix of the runtime's
-    issue function for its kind ('' for kind::f16, `_f8f6f4`, `_i8`)."""
+    issue function for its kind ('' for kind::f16, `_f8f6f4`, `_i8`, `_tf32`)."""
     kind = s.inputs
+    if kind.kind == "tf32":  # tf32_sm100.cuh
+        return f"twill::umma_idesc_tf32<{s.m}, {s.n}>()", "_tf32"
     if kind.kind == "f16":
         bf16 = "true" if s.dtype == "bf16" else "false"
         return (f"twill::umma_idesc<{s.m}, {s.n}, {bf16}, {'false' if s.a_kmajor else 'true'}, "

@@ -28,12 +28,13 @@ def _part(name: str) -> str:
 
 def wgmma_wrapper(n: int, dtype: str, a_regs: bool) -> str:
     """`wgmma.mma_async` m64nNkK: A from shared memory (ss) or registers (rs). f16 and bf16 (k16,
-    f32 accumulators or f16 ones, transpose operands) as wgmma_wrapper16; 8-bit inputs as
-    wgmma_wrapper8. `dtype` is MmaShape.wrapper: the operands, `_accf16` after them for f16 accumulators."""
+    f32 accumulators or f16 ones, transpose operands) as wgmma_wrapper16; 8-bit and TF32 inputs (both
+    K-major) as wgmma_wrapper_kmajor. `dtype` is MmaShape.wrapper: the operands, `_accf16` after them for
+    f16 accumulators."""
     operands, _, acc = dtype.partition("_acc")
     if operands in ("f16", "bf16"):
         return wgmma_wrapper16(n, operands, a_regs, acc or "f32")
-    return wgmma_wrapper8(n, dtype, a_regs)
+    return wgmma_wrapper_kmajor(n, dtype, a_regs)
 
 
 def wgmma_wrapper16(n: int, dtype: str, a_regs: bool, acc: str = "f32") -> str:
@@ -70,16 +71,17 @@ def wgmma_wrapper16(n: int, dtype: str, a_regs: bool, acc: str = "f32") -> str:
     return "\n".join(lines) + "\n"
 
 
-def wgmma_wrapper8(n: int, dtype: str, a_regs: bool) -> str:
-    """`wgmma.mma_async` m64nNk32 of 8-bit inputs, both K-major (PTX has no transpose operands for
-    them): e4m3 or e5m2 into f32 accumulators (`d, a, b, p, imm-scale-a, imm-scale-b`), s8 into
-    s32 accumulators (`d, a, b, p`); `dtype` is a's, or a's and b's (`f8e4m3_f8e5m2`). A in
-    registers (rs) is four 32-bit registers of 4 values each."""
+def wgmma_wrapper_kmajor(n: int, dtype: str, a_regs: bool) -> str:
+    """`wgmma.mma_async` of inputs read K-major only (PTX has no transpose operands for them): m64nNk32 of
+    8-bit ones, e4m3 or e5m2 into f32 accumulators (`d, a, b, p, imm-scale-a, imm-scale-b`), s8 into s32
+    accumulators (`d, a, b, p`); m64nNk8 of f32 ones as .tf32 into f32 accumulators (`d, a, b, p, 1, 1`).
+    `dtype` is a's, or a's and b's (`f8e4m3_f8e5m2`). A in registers (rs) is four 32-bit registers a
+    thread (4 8-bit values each, or one TF32 value each)."""
     a_type, _, b_type = dtype.partition("_")  # "f8e4m3_f8e5m2": a's dtype, then b's
     kind, b_kind = MMA_INPUTS[a_type], MMA_INPUTS[b_type or a_type]
     nd = n // 2
     d = ", ".join(f"%{i}" for i in range(nd))
-    name = f"wgmma_m64n{n}k32_{'rs' if a_regs else 'ss'}_{dtype}"
+    name = f"wgmma_m64n{n}k{kind.k}_{'rs' if a_regs else 'ss'}_{dtype}"
     integer = kind.acc == "i32"
     elem, reg = ("int32_t", "r") if integer else ("float", "f")
     types = f"{'s32' if integer else 'f32'}.{kind.ptx}.{b_kind.ptx}"
@@ -97,7 +99,7 @@ def wgmma_wrapper8(n: int, dtype: str, a_regs: bool) -> str:
              "  asm volatile(",
              '      "{\\n\\t.reg .pred p;\\n\\t"',
              f'      "setp.ne.b32 p, %{p}, 0;\\n\\t"',
-             f'      "wgmma.mma_async.sync.aligned.m64n{n}k32.{types} {{{d}}}, {a_ops}, p{scales};\\n\\t}}"',
+             f'      "wgmma.mma_async.sync.aligned.m64n{n}k{kind.k}.{types} {{{d}}}, {a_ops}, p{scales};\\n\\t}}"',
              f"      : {outs}",
              f"      : {ins});",
              "}"]
@@ -117,6 +119,14 @@ def mma_extension(model) -> list[str]:
         return []
     part = _part(model.target.mma8_runtime)
     return ["}  // namespace twill\n\n#include <cuda_fp8.h>\n\nnamespace twill {" + part]
+
+
+def tf32_part(model) -> list[str]:
+    """tcgen05.mma kind::tf32 (tf32_sm100.cuh) for a kernel with an mma of f32 operands on a target with
+    tensor memory; [] otherwise (sm_90a's wgmma .tf32 wrappers are generated per shape: wgmma_wrapper)."""
+    if not model.target.tensor_memory or not any(s.inputs.kind == "tf32" for s in model.mma_shape.values()):
+        return []
+    return [_part("tf32_sm100.cuh").lstrip("\n")]
 
 
 def tmem_wrappers() -> str:

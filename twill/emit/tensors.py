@@ -265,4 +265,4 @@ def _viewed(t: GlobalTensor, op) -> GlobalTensor:
         raise EmitError(f"load '{op.name}': iter_div = {div} needs a tile read once per iteration (no axis along "
                         "the loop)")
     return replace(t, tile=(t.tile[0], t.tile[1] * stride), col_stride=stride, col_offset=offset, iter_div=div,
-                   column_major=bool(op.attr("column_major", False)))
+                   column_major=bool(op.attr("column_major", False)), transposed=bool(op.attr("transposed", False)))

@@ -17,6 +17,8 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
          -> depipeline (depipe.py)            Triton's pipelining undone: delays, peeled starts, source order
          -> fuse (fuse.py)                    elementwise chains to single ops; copies folded
          -> build_graph (build.py)            readable names; a frozen `twill.ir.Graph`
+         -> kmajor_loads (kmajor.py)          a TF32 / fp8 / int8 operand loaded MN-major typed as the
+                                              tensor core reads it, K-major, `{transposed = true}`
          -> check_grid (grid.py)              program ids the graph does not represent: an error
                                               (a loop's range that moves with one, a store offset by one)
 
@@ -42,6 +44,7 @@ from .build import build_graph
 from .depipe import depipeline
 from .dump import before_pipeliner
 from .fuse import fuse
+from .kmajor import kmajor_loads
 from .grid import UnexpressedGrid, check as check_grid
 from .lower import lower_loop, show_columns
 from .loops import choose_loop
@@ -288,6 +291,7 @@ def _import_loop(module: Module, func: MOp, path: tuple[MOp, ...],
     handed = {} if detail is not None else None
     carry_names: dict = {}
     graph, build_notes = build_graph(lowered, body, groups, module.source.file, handed, carry_names)
+    graph = kmajor_loads(graph)  # a TF32 / fp8 / int8 operand loaded MN-major: typed K-major, staged by the binding
     split = check_grid(module, func, path[-1], banded=any(op.opcode == "causal_mask" for op in graph.ops))
     if not any(op.opcode == "mma" for op in graph.ops):  # a loop without an mma runs along its tiles' columns
         from .steps import row_errors

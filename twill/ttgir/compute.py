@@ -36,7 +36,7 @@ def dot(lw: Lowering, op: MOp) -> None:
     ins, outs = lw.signature(op)
     if len(vals) < 3 or not outs:
         raise lw.src.error(f"'{op.name}' needs operands a, b, c and a result type", op.head)
-    _refuse_f32_operands(lw, op, vals[:2])
+    _refuse_f32_precision(lw, op, vals[:2])
     _refuse_narrow_accumulator(lw, op, vals[:2], outs[0])
     half = ksplit.half_of(lw, op.operands()[0][0])
     if half is not None:  # one of the two dots Triton's pipeliner split a dot into along K
@@ -77,19 +77,46 @@ def _is_float(elem: str) -> bool:
     return elem.startswith(("f", "bf", "tf"))
 
 
-def _refuse_f32_operands(lw: Lowering, op: MOp, operands) -> None:
-    """A dot of f32 operands is TF32 on the tensor core (`tl.dot(..., input_precision="tf32")`, the
-    default for fp32 inputs) or a CUDA-core product (`"ieee"`): the graph's mma multiplies 16- and
-    8-bit operands, and TF32's operands are read K-major only (Triton transposes B through registers
-    into shared memory, which a TMA copy cannot), so the import refuses it rather than emit another
-    precision."""
-    for which, v in zip("ab", operands):
-        if isinstance(v, Tile) and lw.type_of(v.ref).dtype == "f32":
-            raise lw.src.error(
-                f"'{op.name}' multiplies f32 operands ({which} is f32): a TF32 (or fp32) tl.dot, which "
-                "twill's mma does not take (its operands are f16, bf16, fp8 or int8)", op.head,
-                "cast the operands before the dot (a.to(tl.bfloat16), b.to(tl.bfloat16)), or load "
-                "them as bf16/fp16 tensors")
+# Triton's InputPrecision (`tl.dot(..., input_precision=...)`), as its attribute prints it: a number in an
+# attribute dictionary (`{inputPrecision = 0 : i32}` on ttng.warp_group_dot), a name in tt.dot's own syntax
+# (`inputPrecision = tf32`). Left out, it is the default, IEEE (MLIR does not print a default value).
+INPUT_PRECISIONS = {"0": "tf32", "1": "tf32x3", "2": "ieee"}
+
+
+def input_precision(op: MOp) -> str:
+    """The dot's input precision: "tf32", "tf32x3", "ieee" (absent: the attribute's default), or another
+    name as written. ``ttng.tc_gen5_mma`` has no such attribute: Triton makes one of a TF32 dot only."""
+    if op.name == "ttng.tc_gen5_mma":
+        return "tf32"
+    toks = op.tokens
+    for i in range(len(toks) - 2):
+        if toks[i].is_("inputPrecision") and toks[i + 1].is_("="):
+            text = toks[i + 2].text
+            return INPUT_PRECISIONS.get(text, text.lower())
+    return "ieee"
+
+
+def _refuse_f32_precision(lw: Lowering, op: MOp, operands) -> None:
+    """A dot of f32 operands is imported where it is TF32 on the tensor core (`tl.dot(...,
+    input_precision="tf32")`, Triton's default for fp32 inputs; the graph's mma of f32 operands, which
+    emit-cuda issues as wgmma .tf32 / tcgen05.mma kind::tf32). Another precision is refused at the dot:
+    "ieee" is a CUDA-core fp32 product, "tf32x3" three TF32 products of the operands split in two (Triton
+    decomposes it), neither of which the graph's mma computes."""
+    f32 = [which for which, v in zip("ab", operands) if isinstance(v, Tile) and lw.type_of(v.ref).dtype == "f32"]
+    if not f32:
+        return
+    precision = input_precision(op)
+    if precision == "tf32":
+        return
+    what = {"ieee": "an IEEE fp32 product on the CUDA cores (input_precision=\"ieee\"; also what a dot that "
+                    "prints no inputPrecision attribute computes)",
+            "tf32x3": "three TF32 products of the operands split into high and low parts "
+                      "(input_precision=\"tf32x3\")"}.get(precision, f"input precision '{precision}'")
+    raise lw.src.error(
+        f"'{op.name}' multiplies f32 operands ({f32[0]} is f32) in {what}: twill's mma of f32 operands is one "
+        "TF32 product on the tensor core, another precision, so the dot is not imported", op.head,
+        "use input_precision=\"tf32\" (Triton's default for fp32 tl.dot), or cast the operands to bf16/fp16 "
+        "before the dot")
 
 
 def _refuse_narrow_accumulator(lw: Lowering, op: MOp, operands, out, tmem: bool = False) -> None:
@@ -151,7 +178,7 @@ def tc_gen5_mma(lw: Lowering, op: MOp) -> None:
         generic(lw, op)
         return
     a, b, d = lw.read(memories[0]), lw.read(memories[1]), memories[2]
-    _refuse_f32_operands(lw, op, (a, b))
+    _refuse_f32_precision(lw, op, (a, b))
     _refuse_narrow_accumulator(lw, op, (a, b), lw.buffers[d.index][1], tmem=True)
     use_d = flags[0] if flags else Const(True)
     acc = Const(0.0) if use_d == Const(False) else lw.read(d)  # d is overwritten: as if it held 0

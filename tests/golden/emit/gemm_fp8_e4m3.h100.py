@@ -328,9 +328,30 @@ def _pitched(arg, shape, strides):
     return (rs, bs) if not lead or bs >= (rows - 1) * rs + cols else None
 
 
+def kernel_view(arg, meta):
+    """The Meta of what the kernel reads of argument `arg` given as `meta`: the tensor itself, or for a
+    transposed one (spec "transposed": an mma operand the tensor core reads K-major only, which the Triton
+    kernel loads MN-major, B [K, N]: twill/ttgir/kmajor.py) its transpose .mT, its last two dimensions and
+    their strides swapped."""
+    if meta is None or not arg.get("transposed") or len(meta.shape) < 2:
+        return meta
+    strides = meta.strides if meta.strides is not None else _dense(meta.shape) if meta.contiguous else None
+    shape = tuple(meta.shape[:-2]) + (meta.shape[-1], meta.shape[-2])
+    if strides is None:
+        return meta._replace(shape=shape, contiguous=False)
+    strides = tuple(strides[:-2]) + (strides[-1], strides[-2])
+    dense = _dense(shape)
+    return meta._replace(shape=shape, strides=strides,
+                         contiguous=all(st == ds for d, st, ds in zip(shape, strides, dense) if d != 1))
+
+
 def _layout(spec, arg, meta, shape):
     """How the kernel takes argument `arg` (its Meta given, or None: an output allocated in the plan's `shape`):
-    plan["layouts"]. A given tensor's own shape is read (GQA's K [*B, Hkv, L, D] is not Q's batch)."""
+    plan["layouts"]. A given tensor's own shape is read (GQA's K [*B, Hkv, L, D] is not Q's batch); of a
+    transposed one (kernel_view), its .mT's: taken as it lies where .mT is K-major as TMA reads it (the w.t()
+    of a contiguous [N, K] w), else staged, copied transposed into a buffer of .mT's rows (x.mT.contiguous()
+    with its rows padded to 16 bytes)."""
+    meta = kernel_view(arg, meta)
     shape = meta.shape if meta is not None else shape
     cols, tma, esize = shape[-1], arg["tma"], arg["esize"]
     if arg["output"] and meta is not None and meta.strides is not None:
@@ -889,10 +910,10 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     staged = []
     if run.stage:  # the copies on the kernel's stream
         with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
-            for i, shape, output, zero, cols in run.stage:  # layouts' "stage": a buffer whose rows TMA takes
+            for i, shape, output, zero, cols, flip in run.stage:  # layouts' "stage": a buffer whose rows TMA takes
                 buf = (torch.zeros if zero else torch.empty)(shape, dtype=values[i].dtype, device=run.device)
-                if not output:
-                    buf[..., :cols].copy_(values[i])
+                if not output:  # (a transposed input: its .mT, K-major, what the kernel reads: kernel_view)
+                    buf[..., :cols].copy_(values[i].mT if flip else values[i])
                 else:
                     staged.append((values[i], buf[..., :cols]))
                 ptrs[i] = buf.data_ptr()
@@ -1020,7 +1041,7 @@ def _import_torch():
 # allocate ((position, shape, dtype, zeroed)) and those given to zero; the outputs' positions and
 # named tuple type (None for one output); the entry point and its error strings; what the block ends
 # with (a split kernel's splits: args_format); the tensors' row strides then batch strides (plan's
-# layouts); the tensors staged ((position, buffer shape, output, zeroed, columns): _layout).
+# layouts); the tensors staged ((position, buffer shape, output, zeroed, columns, transposed): _layout).
 _Launch = collections.namedtuple("_Launch", "plan names pack head groups index device allocate zero outputs "
                                             "outputs_type scalars launch error tail strides stage")
 _NO_CONTEXT = contextlib.nullcontext()
@@ -1093,8 +1114,9 @@ def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None
     allocate = tuple((i, _padded(plan["shapes"][a["name"]], lay[i][1]), dtype_of(a["dtype"]), a["zero"],
                       plan["shapes"][a["name"]][-1])
                      for i, a in enumerate(spec["args"]) if a["output"] and tensors.get(a["name"]) is None)
-    stage = tuple((i, _padded(tuple(tensors[a["name"]].shape), lay[i][1]), a["output"], a["output"] and a["zero"],
-                   tensors[a["name"]].shape[-1]) for i, a in enumerate(spec["args"]) if lay[i][0] == "stage")
+    stage = tuple((i, _padded(_kernel_shape(a, tensors[a["name"]].shape), lay[i][1]), a["output"],
+                   a["output"] and a["zero"], _kernel_shape(a, tensors[a["name"]].shape)[-1], bool(a.get("transposed")))
+                  for i, a in enumerate(spec["args"]) if lay[i][0] == "stage")
     zero = tuple(i for i, a in enumerate(spec["args"])
                  if a["output"] and a["zero"] and tensors.get(a["name"]) is not None and lay[i][0] != "stage")
     outs = tuple(i for i, a in enumerate(spec["args"]) if a["output"])
@@ -1106,6 +1128,12 @@ def _prepare(spec, tensors, iters, tensor_type, dtype_of, split=None, sizes=None
                    device.index or 0, device, allocate, zero, outs, kind,
                    bool(spec.get("scalars")), None, None, tail,
                    tuple(x[2] for x in lay) + tuple(x[3] for x in lay), stage)
+
+
+def _kernel_shape(arg, shape):
+    """The shape of what the kernel reads of a tensor of `shape` given for `arg`: its .mT's for a transposed one."""
+    shape = tuple(shape)
+    return shape[:-2] + (shape[-1], shape[-2]) if arg.get("transposed") and len(shape) >= 2 else shape
 
 
 def _padded(shape, pitch):
