@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import anypitch, epilogue, partial, scalar_atomic
+from . import anypitch, epilogue, partial, rand, scalar_atomic
 from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
 from .binding_runtime import COLUMN_ARG
 from .colsplit import fixed_up, is_column
@@ -343,9 +343,14 @@ def _split_param(renderer) -> str:
 def _scalar_spec(renderer) -> dict:
     """The epilogue's scalars, in the entry point's order: {"scalars": [{name, type}]} (none: {})."""
     params = {p.scalar: p.name for p in parameters(renderer) if p.scalar is not None}
-    scalars = [{"name": params[v.name], "type": "float" if v.type.dtype == "f32" else "int"}
+    scalars = [{"name": params[v.name], "type": SCALAR_TYPES.get(v.type.dtype, "float")}
                for v in epilogue.launch_scalars(renderer.m.graph)]
-    return {"scalars": scalars} if scalars else {}
+    return ({"scalars": scalars} if scalars else {}) | ({"flat_first": True} if rand.flat_first(renderer.m.graph) else {})
+
+
+# a launch scalar's dtype -> what the binding takes (binding_runtime.check_scalars): a Python float, a Python int, a
+# Python int of 64 bits (a rand's seed: passed as its two's complement bits, not through a double)
+SCALAR_TYPES = {"f32": "float", "i32": "int", "i64": "int64"}
 
 
 # ---- the C entry point ---------------------------------------------------------------------------
@@ -396,6 +401,7 @@ def entry_struct(renderer, name: str) -> list[str]:
     scalars = epilogue.launch_scalars(renderer.m.graph)
     split = int(bool(renderer.m.graph.split)) + int(is_column(renderer.m.graph))  # (a column split: and loop_whole)
     fix = 2 * int(fixed_up(renderer.m.graph))  # the fixup's scratch and counters (fixup.py)
+    first = int(rand.flat_first(renderer.m.graph))
     return [
         f"struct {name} {{",
         "  int64_t tiles_m, tiles_n, iters, loop_extent, batch, m_extent, n_extent;",
@@ -406,14 +412,15 @@ def entry_struct(renderer, name: str) -> list[str]:
         f"  void* tensors[{n}];  // one per user tensor, in the binding's order",
         f"  int64_t batch_groups[{n}];",
         f"  int64_t row_strides[{n}], batch_strides[{n}];  // elements; 0: contiguous (a TMA tensor's row pitch)",
-        *([f"  double scalars[{len(scalars)}];  // the epilogue's scalars"] if scalars else []),
+        *([f"  double scalars[{len(scalars)}];  // the epilogue's scalars (an i64 one: its bits)"] if scalars else []),
         *(["  int64_t splits;  // splits of the loop (grid split): the outputs' first dimension"] if split else []),
         *(["  int64_t loop_whole;  // uneven column splits: the loop's whole extent (0: splits x loop_extent)"]
           if split == 2 else []),
         *(["  void* fixup[2];  // the splits' partial carries and their counters (fixup.py)"] if fix else []),
+        *(["  int64_t flat_first;  // the flat map's element this launch starts at (rand.py)"] if first else []),
         "};",
-        f"static_assert(sizeof({name}) == 8 * {13 + 4 * n + len(scalars) + split + fix}, \"{name}: 8-byte fields, "
-        "no padding\");",
+        f"static_assert(sizeof({name}) == 8 * {13 + 4 * n + len(scalars) + split + fix + first}, \"{name}: 8-byte "
+        "fields, no padding\");",
     ]
 
 
@@ -441,8 +448,10 @@ def entry_problem(renderer) -> list[str]:
         *(["  if (a.raster_group >= 0) p.raster_group = static_cast<int>(a.raster_group);"] if rastered(renderer.m)
           else []),
     ]
-    lines += [f"  p.{ident(v.name)} = static_cast<{'float' if v.type.dtype == 'f32' else 'int'}>(a.scalars[{i}]);  "
+    lines += [f"  memcpy(&p.{ident(v.name)}, &a.scalars[{i}], 8);  // scalar {v.name}: its 64 bits" if v.type.dtype == "i64"
+              else f"  p.{ident(v.name)} = static_cast<{epilogue.scalar_ctype(v.type.dtype)}>(a.scalars[{i}]);  "
               f"// scalar {v.name}" for i, v in enumerate(scalars)]
+    lines += ["  p.flat_first = a.flat_first;"] if rand.flat_first(renderer.m.graph) else []
     for i, a in enumerate(args):
         what = ", ".join(x.value for x in a.parts)
         lines.append(f"  // tensors[{i}]: {a.name} ({'output' if a.output else 'input'}; the graph's {what})")
@@ -574,7 +583,7 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
         "",
         *[f"    {_arg_doc(a, data['partial'], data.get('rows'), a.name in folded)}" + (f"; not given: written over {over[a.name]} in place, as the Triton "
                                                  "kernel stores it" if a.name in (over or {}) else "") for a in args],
-        *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the "
+        *[f"    {p.name}: a Python {SCALAR_DOCS.get(_scalar_type(m, p.scalar), 'float')} (the "
           f"{epilogue.scalar_label(m.graph, p.scalar).removesuffix(' scalar')}'s scalar {p.scalar})"
           for p in params if p.scalar is not None],
         *[f"    {p}: a Python float (the Triton kernel's argument, read by {k} = {v.text()})"
@@ -614,6 +623,9 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
 
 def _tile_rows(m) -> int:
     return next(op.type.shape[0] for op in m.graph.ops if op.opcode == "mma" and op.type is not None)
+
+
+SCALAR_DOCS = {"f32": "float", "i32": "int", "i64": "int (64 bits: a seed, as Triton's uint64)"}
 
 
 def _scalar_type(m, name: str) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from .parser import Module, MOp, parse_module
+from .rand import is_draw
 from .rowprog import COLUMNS, Refuse, attr_int, end_line, func_args, search, walk_ops
 from .rowwhole import SSA, subst
 
@@ -84,14 +85,17 @@ def flat_map(module: Module) -> tuple[list[MOp], dict] | None:
     if size is None or not bases:
         return None
     # the program id, its product and the offsets read by nothing else (an offset `offs * 2`, the row read as a
-    # value: not a map of element i to element i; rowwhole.py then refuses it at its line)
+    # value: not a map of element i to element i; rowwhole.py then refuses it at its line) but a draw of random
+    # numbers (rand.py: `tl.rand(seed, offsets)`), whose counter is then the element's index, the same in any view
+    draws = [o for o in ops if is_draw(o) and names(o)[1:] == [add.results[0]]]
     allowed = {pid: {id(start)}, start.results[0]: {id(splat)}, splat.results[0]: {id(add)},
                add.results[0]: {id(o) for o in ops if o.name == "tt.addptr" and add.results[0] in names(o)}
-               | {id(o) for o in ops if o.name == "arith.cmpi" and names(o)[:1] == [add.results[0]]}}
+               | {id(o) for o in ops if o.name == "arith.cmpi" and names(o)[:1] == [add.results[0]]}
+               | {id(o) for o in draws}}
     if any(id(o) not in allowed[n] for o in ops for n in names(o) if n in allowed):
         return None
     return ops, {"start": start, "splat": splat, "add": add, "range": rng, "masks": masks, "bases": bases,
-                 "block": block, "size": size, "func": funcs[0]}
+                 "block": block, "size": size, "func": funcs[0], "draws": draws}
 
 
 def rewrite(module: Module) -> tuple[Module, list[tuple[int, int | None]], str] | None:
@@ -152,6 +156,17 @@ def rewrite(module: Module) -> tuple[Module, list[tuple[int, int | None]], str] 
         if o is f["range"]:
             out.append(line.replace(f"end = {f['block']} : i32", f"end = {cols} : i32").replace(
                 f"tensor<{f['block']}x", f"tensor<{cols}x"))
+            where.append((o.head.line, None))
+            continue
+        if any(o is d for d in f["draws"]):  # the element's index: the row's first element (row * C) and its column
+            ty = retype(search(r":\s*(tensor<[^>]*>)", src.lines[f["add"].head.line - 1], f["add"],
+                               "a tensor type `: tensor<...>`").group(1))
+            first, index = fresh(f"{f['add'].results[0]}_row"), fresh(f"{f['add'].results[0]}_index")
+            out.append(f"{ind}%{first} = tt.splat %{f['start'].results[0]} : i32 -> {ty}")
+            where.append((o.head.line, o.head.col))
+            out.append(f"{ind}%{index} = arith.addi %{first}, %{f['range'].results[0]} : {ty}")
+            where.append((o.head.line, o.head.col))
+            out.append(retype(line.replace(f"%{f['add'].results[0]} ", f"%{index} ", 1)))
             where.append((o.head.line, None))
             continue
         for k in range(o.head.line, end_line(o) + 1):
