@@ -93,9 +93,29 @@ def flat_map(module: Module) -> tuple[list[MOp], dict] | None:
                | {id(o) for o in ops if o.name == "arith.cmpi" and names(o)[:1] == [add.results[0]]}
                | {id(o) for o in draws}}
     if any(id(o) not in allowed[n] for o in ops for n in names(o) if n in allowed):
+        _other_counter(ops, defs, add, names)
         return None
     return ops, {"start": start, "splat": splat, "add": add, "range": rng, "masks": masks, "bases": bases,
                  "block": block, "size": size, "func": funcs[0], "draws": draws}
+
+
+def _other_counter(ops: list[MOp], defs: dict, add: MOp, names) -> None:
+    """A draw (rand.py) whose offsets are computed from a flat map's element index other than as it is (`offs * 2`,
+    `offs + n`): Refuse at the draw, naming tl.rand (the kernel is no flat map; the import would stop elsewhere)."""
+    for o in ops:
+        if not is_draw(o) or names(o)[1:] == [add.results[0]]:
+            continue
+        todo, seen = [names(o)[1]], set()
+        while todo:
+            n = todo.pop()
+            if n == add.results[0]:
+                raise Refuse(o, "tl.rand (Triton's Philox rounds, collapsed) draws at offsets computed from the flat "
+                                "map's element index (`pid * BLOCK + arange(BLOCK)`) other than the index itself: a flat "
+                                "map imports tl.rand(seed, offsets) of the element's own index")
+            d = defs.get(n)
+            if d is not None and n not in seen:
+                seen.add(n)
+                todo += names(d)
 
 
 def rewrite(module: Module) -> tuple[Module, list[tuple[int, int | None]], str] | None:

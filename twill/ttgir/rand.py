@@ -24,12 +24,13 @@ be). One that does not pass is an error at its number's op, naming tl.rand: noth
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .. import philox
 from ..errors import InputError
+from .lexer import Source
 from .locs import files
 from .parser import Module, MOp, parse_module, walk
 from .types import TypeReader
@@ -168,6 +169,9 @@ def _certify(module: Module, types: TypeReader, scope: _Scope, mine: set, exit_o
                 f"{len(inputs)} values ({', '.join('%' + n for n in inputs)}), not a seed and offsets")
         raise refuse(f"it reads {what}")
     seed, offs = seeds[0], offsets[0]
+    if not _argument(scope, ops, seed):
+        raise refuse(f"its seed '%{seed}' is computed in the kernel, not an integer argument of it (the binding passes "
+                     "the seed as the Triton launch does: `tl.rand(seed + pid, ...)` is not imported)")
     out = _result_type(types, exit_op)
     kind = {"f32": "rand", "i32": "randint"}.get(out[0] if out else "")
     if kind is None or not out[1]:
@@ -178,6 +182,20 @@ def _certify(module: Module, types: TypeReader, scope: _Scope, mine: set, exit_o
         raise refuse(f"evaluated on sample seeds and offsets, it is neither {kind} of Triton's Philox stream at 1 to "
                      f"{MAX_ROUNDS} rounds (tl.randn, a 4x form's other words, or arithmetic of the kernel's own)")
     return Draw(exit_op, tuple(o for o in ops if o.name != "arith.constant"), seed, offs, rounds, kind)
+
+
+def _argument(scope: _Scope, ops, name: str) -> bool:
+    """Whether the slice's input `name` is a function argument, or one sign-extended (`arith.extsi`, as Triton's
+    `seed.to(tl.int64)`: the binding's Python int is the same number)."""
+    for op in ops:
+        for k, (n, _) in enumerate(op.operands()):
+            if n != name:
+                continue
+            d = scope.defs[id(op)][k]
+            while d is not None and d.name == "arith.extsi":
+                d = scope.defs[id(d)][0]
+            return d is None
+    return False
 
 
 def _input_type(src, types, scope, ops, name):
@@ -406,7 +424,9 @@ def _rewrite(module: Module, draws: list[Draw]) -> Module:
             lines.append("")  # (a blank line keeps every other line's number: errors point at the kernel's lines)
         else:
             lines.append(line)
-    return parse_module("\n".join(lines), src.file)
+    out = parse_module("\n".join(lines), src.file)
+    # (errors quote the kernel's own lines: each draw's op stands on its number's line, its slice's lines blank)
+    return replace(out, source=Source(out.source.text, src.file, quoted=src.quoted))
 
 
 def _result_text(line: str) -> str:
