@@ -412,7 +412,7 @@ def entry_struct(renderer, name: str) -> list[str]:
         f"  void* tensors[{n}];  // one per user tensor, in the binding's order",
         f"  int64_t batch_groups[{n}];",
         f"  int64_t row_strides[{n}], batch_strides[{n}];  // elements; 0: contiguous (a TMA tensor's row pitch)",
-        *([f"  double scalars[{len(scalars)}];  // the epilogue's scalars (an i64 one: its bits)"] if scalars else []),
+        *([f"  double scalars[{len(scalars)}];  // the epilogue's scalars"] if scalars else []),
         *(["  int64_t splits;  // splits of the loop (grid split): the outputs' first dimension"] if split else []),
         *(["  int64_t loop_whole;  // uneven column splits: the loop's whole extent (0: splits x loop_extent)"]
           if split == 2 else []),
