@@ -87,10 +87,15 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # bias_gelu's 2-D grid of blocks as one row a program (block2d.py): the defaults, a partial last row tile and
          # a ragged N (the bias row [N] read in every row tile), then N = 1001 (f16 rows of 2002 bytes: TMA needs a
          # multiple of 16), which the binding must refuse
-         "bias_gelu": [None, {"M": 1000, "N": 1000}, {"N": 1001}]}
+         "bias_gelu": [None, {"M": 1000, "N": 1000}, {"N": 1001}],
+         # batch 9's seeded dropout (tl.rand, a `rand` op): the tutorial's 98432 (769 rows of 128), 98433 (its last
+         # element a padded row's launch, its counter 98432 through Args::flat_first) and 2^22; batch 6's attention
+         # dropout at its default (B = 2, H = 8, N = 1024: the counter's head term bh * N * N)
+         "seeded_dropout": [None, {"N": 98433}, {"N": 1 << 22}], "attn_dropout": [None]}
 # the held-out kernels that import and have not yet run on a GPU: batch -> names (bench/triton_notes/s38/select/gpu.sh
 # builds and checks them)
-PENDING_GPU = {"6": ("attn_bool_mask",), "9": ("dropout",)}  # dropout: bench/triton_notes/s38/dropout/run.sh
+PENDING_GPU = {"6": ("attn_bool_mask", "attn_dropout"), "9": ("dropout", "seeded_dropout")}  # dropout:
+# bench/triton_notes/s38/dropout/run.sh; seeded_dropout and attn_dropout: bench/triton_notes/s39/rand/run.sh
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7"),
            "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9"), "10": ("kernels10.py", "heldout10")}
