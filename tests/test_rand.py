@@ -148,7 +148,7 @@ def _launch(graph, arrays: dict, numbers: dict, extent: int, flat_first: int = 0
 
     def coef(value) -> int:
         return sum(c * int(np.prod([values[n] for n in ns])) for ns, c in counter.poly(value))
-    table = {"neg": lambda a: -a, "add": lambda a, b: a + b, "div": lambda a, b: a / b,
+    table = {"neg": lambda a: -a, "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
              "gt": lambda a, b: (a > b).astype(np.float32), "select": lambda c, a, b: np.where(c != 0, a, b)}
     out = {}
     for op in graph.prologue.ops + graph.ops:
@@ -394,3 +394,93 @@ def test_coefficients_read_and_print():
         assert counter.poly(bad) is None, bad
     assert counter.cxx("2*M + 1", lambda n: f"args.{n}") == "(1u + 2u * static_cast<uint32_t>(args.M))"
     assert counter.cxx(-1, str) == "(4294967295u)"
+
+
+# -- the forms users write (bench/heldout/randoms.py, Triton 3.9 and 3.6) ----------------------------------
+
+RANDOMS = DATA / "randoms"
+ROWS = {"seed": "seed", "row": "stride", "col": 1}
+IMPORTS = {"dropout_rows": ROWS, "dropout_rows_loop": ROWS, "dropout_2d": ROWS,
+           "rand_rounds7": {"seed": "seed", "row": "extent", "col": 1, "rounds": 7},
+           "noise_flat": {"seed": "seed", "row": "extent", "col": 1}}
+REFUSED = {"randn_flat": (r"arith\.mulf", r"tl\.randn.*neither rand of Triton's Philox stream"),
+           "seed_ptr": (r"arith\.mulf", r"tl\.rand.*its seed '%seed' is computed in the kernel"),
+           "gemm_dropout": (r"arith\.mulf", r"tl\.rand after the loop")}
+
+
+@pytest.mark.parametrize("name", sorted(IMPORTS) + sorted(REFUSED))
+def test_the_forms_users_write_import_or_are_refused_naming_tl_rand(name):
+    """Each form of randoms.py, every dump (Triton 3.9 and 3.6, before and after the pipeliner, sm_90 and sm_100):
+    one row a program with or without a column loop and a 2-D grid's blocks draw at `row * stride + cols` (the
+    counter's row is the argument stride, an i32 prologue scalar); n_rounds = 7 is the op's rounds; an i64 seed is
+    the seed. tl.randn, a seed loaded from memory and tl.rand after a GEMM's K loop are each an error at the
+    number's line naming tl.rand (or tl.randn)."""
+    from conftest import refused_at_its_line
+    from twill.tir import print_tir
+    for arch in ("sm90", "sm100"):
+        texts = set()
+        for form in FORMS:
+            path = RANDOMS / form / f"{name}_{arch}.ttgir"
+            if name in REFUSED:
+                refused_at_its_line(path, *REFUSED[name])
+                continue
+            graph, notes = load_ttgir(path)
+            rand, = [op for op in graph.ops if op.opcode == "rand"]
+            assert dict(rand.attrs) == IMPORTS[name], (form, arch)
+            assert {v.name: v.type.dtype for v in graph.prologue.scalars}["seed"] == "i64"
+            texts.add(re.sub(r"\s+", " ", print_tir(graph)))
+        assert len(texts) <= 1, (arch, texts)
+
+
+@pytest.mark.parametrize("name", ["dropout_rows", "dropout_rows_loop", "dropout_2d"])
+def test_a_rows_counter_is_its_stride_in_numpy(name):
+    """The row kernels' graphs in numpy over [M, N] rows held `stride` apart (N = 1000 in rows of 1000 and of 1024):
+    each element draws at row * stride + column, Triton's offsets; a counter of N a row (the row's length, not the
+    argument) is another set where the stride is not N."""
+    graph, _ = load_ttgir(RANDOMS / "t39/prepipe" / f"{name}_sm90.ttgir")
+    x = np.random.default_rng(5).standard_normal((300, 1000)).astype(np.float32)
+    for stride in (1000, 1024):
+        offs = np.arange(300)[:, None] * stride + np.arange(1000)[None, :]
+        keep = philox.rand(-5, offs) > np.float32(0.3)
+        want = np.where(keep, x / (np.float32(1) - np.float32(0.3)), np.float32(0))
+        got = _launch(graph, {"X": x}, {"p": 0.3, "seed": -5, "stride": stride}, 1000)["Y"]
+        assert np.array_equal(got, want), stride
+        wrong = _launch(graph, {"X": x}, {"p": 0.3, "seed": -5, "stride": 1000}, 1000)["Y"]
+        assert np.array_equal(wrong, want) == (stride == 1000)
+
+
+def test_noise_and_seven_rounds_in_numpy():
+    """x + scale * tl.rand(seed, offs) of an i64 seed beyond 32 bits, and tl.rand(seed, offs, n_rounds=7): the flat
+    maps' graphs in numpy equal the formulas over Triton's stream (7 rounds is not 10's)."""
+    x = np.random.default_rng(6).standard_normal(4096).astype(np.float32)
+    seed = (1 << 40) + 9
+    graph, _ = load_ttgir(RANDOMS / "t36/prepipe/noise_flat_sm90.ttgir")
+    got = _launch(graph, {"X": x.reshape(-1, 256)}, {"scale": 0.25, "seed": seed}, 256)["Y"].reshape(-1)
+    want = x + np.float32(0.25) * philox.rand(seed, np.arange(4096))
+    assert np.allclose(got, want, rtol=1e-6) and not np.allclose(got, x + np.float32(0.25) * philox.rand(9, np.arange(4096)))
+    graph, _ = load_ttgir(RANDOMS / "t36/prepipe/rand_rounds7_sm90.ttgir")
+    got = _launch(graph, {"X": x.reshape(-1, 128)}, {"p": 0.5, "seed": 77}, 128)["Y"].reshape(-1)
+    for rounds, equal in ((7, True), (10, False)):
+        keep = philox.rand(77, np.arange(4096), rounds) > np.float32(0.5)
+        assert np.array_equal(got, np.where(keep, x / np.float32(0.5), np.float32(0))) == equal, rounds
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+@pytest.mark.parametrize("name, arch", [("dropout_2d", "sm90"), pytest.param("dropout_2d", "sm100", marks=pytest.mark.extended),
+                                        pytest.param("noise_flat", "sm90", marks=pytest.mark.extended)])
+def test_a_rows_draw_emits_and_compiles_clean(name, arch, tmp_path):
+    """A 2-D grid's dropout, import -> solve -> emit-cuda -> nvcc, no spill: the counter's row coefficient the
+    launch's `stride` (args.stride), no flat_first (no flat map)."""
+    from conftest import emitted_and_built
+    from twill.machine import load_machine
+    from twill.pipeline import SolveOptions, solve
+    machine = load_machine("b200" if arch == "sm100" else "h200")
+    graph, _ = load_ttgir(RANDOMS / "t36/prepipe" / f"{name}_{arch}.ttgir")
+    schedule = solve(graph, machine, SolveOptions(time_limit=60))
+    _, rc, err = emitted_and_built(schedule, machine, tmp_path / f"{name}.cu")
+    assert rc == 0, err[-2000:]
+    assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
+    text = (tmp_path / f"{name}.cu").read_text()
+    assert "twill::op_rand<10>(" in text
+    assert ("static_cast<uint32_t>(args.stride)" in text) == (name == "dropout_2d")
+    assert ("args.flat_first" in text) == (name == "noise_flat")

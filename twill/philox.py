@@ -55,8 +55,13 @@ def philox(seed: int, c0, c1=0, c2=0, c3=0, rounds: int = ROUNDS) -> tuple[np.nd
 def counter(offsets, bits: int = 32) -> tuple[np.ndarray, np.ndarray]:
     """(c0, c1) of Triton's randint4x for integer offsets (Python or numpy integers, any sign) of a `bits`-bit
     tensor: the low word, and the high word for 64-bit offsets (0 for 32-bit ones)."""
-    o = np.asarray(offsets, dtype=object) if not isinstance(offsets, np.ndarray) else offsets.astype(object)
-    o = np.vectorize(lambda v: int(v) % (1 << bits), otypes=[object])(o)
+    a = np.asarray(offsets)
+    if a.dtype.kind in "iu":  # numpy integers (two's complement): the words of their bits, at numpy's speed
+        a = a.astype(np.int64).view(np.uint64) if a.dtype.kind == "i" else a.astype(np.uint64)
+        lo = (a & np.uint64(MASK32)).astype(np.uint32)
+        hi = (a >> np.uint64(32)).astype(np.uint32) if bits > 32 else np.zeros(lo.shape, np.uint32)
+        return lo, hi
+    o = np.vectorize(lambda v: int(v) % (1 << bits), otypes=[object])(a.astype(object))
     lo = np.vectorize(lambda v: v & MASK32, otypes=[np.uint32])(o)
     hi = np.vectorize(lambda v: v >> 32, otypes=[np.uint32])(o) if bits > 32 else np.zeros(lo.shape, np.uint32)
     return lo, hi
