@@ -4,10 +4,11 @@
 Triton's Philox counter is the offset the kernel computed for each element; the graph's `rand` says it as a
 function of where the element is (twill/vocab.py):
 
-    counter(r, c) = row * (g0 + r) + col * (l0 + c) + batch * b + offset   (mod 2^32)
+    counter(r, c) = row * (g0 + r) + col * (l0 + c) + batch * b + base   (mod 2^32)
 
 r and c the element's row and column in the tile, g0 the tile's first row along the grid's rows (program id x
-its rows), l0 its first element along the loop (iteration x step), b the batch entry (program id y). The offsets
+its rows), l0 its first element along the loop (iteration x step), b the batch entry (program id y: attention's
+heads, as the graph's batch). The offsets
 are followed as polynomials of the element's position, the program ids, the loop's induction variable and the
 scalar arguments (addresses.py), and must be that: the row's coefficient is the tile's row index's, and program
 id x's is it times the tile's rows; the column's the loop variable's; program id y's the batch's; the rest
@@ -22,9 +23,8 @@ from __future__ import annotations
 from ..counter import EXTENT, text
 from .addresses import Poly, _add, _mul, _poly
 from .parser import MOp
-from .rand import is_draw, rounds_of
+from .rand import rounds_of
 from .state import Lowering
-from .values import Tile
 
 HINT = ("tl.rand(seed, offsets) is imported where the seed is an integer argument and the offsets are the "
         "element's row times a coefficient plus its column (along the loop) times another, plus the batch "
@@ -83,7 +83,7 @@ def _offsets_elt(lw: Lowering, name: str) -> str | None:
 
 
 def _counter(lw: Lowering, coefs: tuple, const: Poly, rows: int, refuse) -> tuple:
-    """The rand attributes (rand_row, rand_col, rand_batch, rand_offset: polynomials of the arguments) of offsets
+    """The rand attributes (rand_row, rand_col, rand_batch, rand_base: polynomials of the arguments) of offsets
     `coefs[0] * r + coefs[1] * c + const` on a tile of `rows` rows (module doc)."""
     row, col = coefs
     loop = f"iv:{lw.loop_iv}" if lw.loop_iv else None
@@ -162,4 +162,4 @@ def arguments(attrs: dict) -> list[str]:
     return out
 
 
-__all__ = ["EXTENT", "arguments", "coefficient", "is_draw", "lower"]
+__all__ = ["EXTENT", "arguments", "coefficient", "lower"]

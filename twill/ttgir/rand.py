@@ -32,7 +32,7 @@ from .. import philox
 from ..errors import InputError
 from .lexer import Source
 from .locs import files
-from .parser import Module, MOp, parse_module, walk
+from .parser import Module, MOp, parse_module
 from .types import TypeReader
 
 RANDOM = "triton/language/random.py"  # where tl.rand, tl.randint and tl.randn come from
