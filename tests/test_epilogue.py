@@ -96,7 +96,7 @@ def test_the_block_holds_scalars_ops_and_outputs():
     ("epilogue {\n  x = add m, m : f32[128]\n}\n", "13:1: the epilogue writes nothing"),
     ("epilogue {\n  output acc = acc\n  x = add m, m : f32[128]\n}\n",
      "15:3: 'output' must be the last statement of the epilogue"),
-    ("epilogue {\n  scalar s : f16\n  output acc = acc\n}\n", "14:14: a scalar is f32 or i32"),
+    ("epilogue {\n  scalar s : f16\n  output acc = acc\n}\n", "14:14: a scalar is f32, i32 or i64"),
     ("epilogue {\n  output acc = acc\n", "13:1: the epilogue is not closed"),
     ("epilogue {\n  output acc = acc\n}\nepilogue {\n}\n", "16:1: text after the loop"),
 ])

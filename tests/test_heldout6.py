@@ -41,8 +41,8 @@ REFUSED = {
     # exp2 would scale M too (it imported as `exp2 qkT, m`; the kernel's `// BLOCK_M` bound is refused
     # as well, but the scale is met first)
     "attn_bwd_dkdv": (r"arith\.subf", "no row maximum of the scores"),
-    # keep = tl.rand(seed, offsets) > p: philox rounds of the element offsets
-    "attn_dropout": (r"arith\.xori", r"a random number \(tl\.rand"),
+    # (attn_dropout imports since session 39: keep = tl.rand(seed, offsets) > p, the `rand` of the scores' tile,
+    # tests/test_rand.py; its sm_100 forms after the pipeliner are FORM_REFUSED)
     # (attn_bool_mask imports since session 38: `select ne mk, qk {scalar = -1000000}`; its sm_100 forms after the
     # pipeliner are FORM_REFUSED)
     # tl.dot(a, b, acc, out_dtype=tl.float16) on sm_100: tcgen05's f16 D lies unpacked in tensor memory
@@ -65,6 +65,10 @@ FORM_REFUSED = {
     # tl.where(mask != 0, qk, -1e6): sm_100's pipeliner peels the first block's softmax before the loop, and the
     # running max then starts from it
     **{("attn_bool_mask_sm100", f"{t}/after"): (r"scf\.for", "starts from a value computed before the loop")
+       for t in ("t39", "t36")},
+    # attention with dropout: sm_100's pipeliner peels the first block's P V before the loop, from a P the peeled
+    # draw dropped; the accumulator then starts from it (the draw itself is read: tests/test_rand.py)
+    **{("attn_dropout_sm100", f"{t}/after"): (r"ttng\.tmem_alloc", "starts from a value computed before the loop")
        for t in ("t39", "t36")},
 }
 
@@ -428,11 +432,15 @@ def test_the_f16_accumulating_gemm_compiles_clean_for_sm90(tmp_path):
     assert not re.search(r"C75\d\d|serialized", err), err[-2000:]
 
 
-def test_dropout_is_refused_naming_the_random_numbers():
+def test_dropout_is_refused_naming_the_random_numbers_where_its_rounds_are_not_tritons():
+    """Before session 39 every form was refused at an `arith.xori` of the rounds; now they import (tests/test_rand.py)
+    and a draw whose rounds are not Triton's (one key constant changed) is refused at its number, naming tl.rand."""
     for form in FORMS:
-        for arch in ("sm90", "sm100"):
-            line = _refused_at(_read(form, f"attn_dropout_{arch}"), "drop.ttgir", r"tl\.rand/tl\.randint/tl\.randn")
-            assert "arith.xori" in line, (form, arch)
+        text = _read(form, "attn_dropout_sm90")
+        edited = re.sub(r"(= arith\.constant )-1879881855( : i32)", r"\g<1>-1879881854\2", text, count=1)
+        assert edited != text, form
+        line = _refused_at(edited, "drop.ttgir", r"tl\.rand, tl\.randint or tl\.randn")
+        assert "arith.mulf" in line, (form, line)
 
 
 def test_a_row_division_outside_the_loop_needs_its_remainder():

@@ -3,7 +3,8 @@ Triton 3.9 and 3.6, before and after the pipeliner, sm_90 and sm_100: tests/data
 Triton tutorials not covered by earlier batches: 05's layer-norm backward (dx with its spin lock, and the dw/db
 column sums), 08's grouped GEMM, 10's block-scaled (mxfp8) matmul, 04's dropout (a kept mask, and seeded with
 tl.rand), 07's libdevice asin. asin imports (a flat map of the math library's asin), and so does the dropout with its kept
-mask (a flat map of a select, its 1 - p a scalar op of the prologue: ttgir/scalarexpr.py); every other form is refused
+mask (a flat map of a select, its 1 - p a scalar op of the prologue: ttgir/scalarexpr.py), and the seeded dropout (its
+tl.rand one `rand` op: tests/test_rand.py); every other form is refused
 at the TTGIR line of the construct the graph cannot hold, with a message naming it, never a traceback, an
 unlocated error or a silently wrong graph.
 """
@@ -22,7 +23,6 @@ DATA = Path(__file__).parent / "data" / "ttgir" / "heldout9"
 FORMS = ("t39/prepipe", "t39/after", "t36/prepipe", "t36/after")
 NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
 
-_FLAT = (r"tt\.splat %block_start", "the program id indexes elements, not a row")
 # kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form
 REFUSED = {
     # the partial dw/db added under a spin lock: `while tl.atomic_cas(Lock, 0, 1) == 1`
@@ -32,12 +32,11 @@ REFUSED = {
     # the K loop's A tile from a pointer loaded from group_a_ptrs (was: an unlocated "no loop computes a tile")
     "grouped_matmul": (r"= (tt\.load|ttg\.async_copy_global_to_local) %a_ptrs",
                        "reads addresses computed from a value loaded from memory"),
-    # seeded dropout's tl.rand reads the offsets as values: not a flat map
-    "seeded_dropout": _FLAT,
 }
 # libdevice's asin: the math library's op (vocab.LIBM), a flat map since session 32; dropout: a flat map of a select
 # since session 38, its x / (1 - p) a prologue op of the argument p (ttgir/scalarexpr.py)
-IMPORTED = {"asin", "dropout"}
+# seeded_dropout since session 39: tl.rand's Philox rounds one `rand` op (ttgir/rand.py; tests/test_rand.py)
+IMPORTED = {"asin", "dropout", "seeded_dropout"}
 # block-scaled: sm_100 keeps the scaled tcgen05 mma; sm_90 emulates it, the e8m0 scales upcast by a bitcast
 ARCH_REFUSED = {
     ("block_scaled_matmul", "sm100"): (r"ttng\.tc_gen5_mma_scaled", r"block-scaled dot \(`tl\.dot_scaled`"),
@@ -246,3 +245,24 @@ def test_dropout_solves_jointly_emits_and_compiles_clean(arch, tmp_path):
     assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
     text = (tmp_path / f"dropout_{arch}.cu").read_text()
     assert "(-static_cast<float>(args.p))" in text and "+ 1.0f)" in text
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+@pytest.mark.parametrize("arch", ["sm90", pytest.param("sm100", marks=pytest.mark.extended)])
+def test_seeded_dropout_solves_emits_and_compiles_clean(arch, tmp_path):
+    """The seeded dropout, import -> solve -> emit-cuda -> nvcc with no spill: each element's Philox rounds in
+    registers (twill::op_rand, cuda_runtime/philox.cuh) at the counter extent * row + column + the launch's first
+    element, the seed the launch's 64 bits (one nvcc build here, sm_90a; sm_100a extended)."""
+    from twill.machine import load_machine
+    from twill.pipeline import SolveOptions, solve
+    machine = load_machine("b200" if arch == "sm100" else "h200")
+    name = f"seeded_dropout_{arch}.ttgir"
+    graph, _ = import_ttgir((DATA / "t36/prepipe" / name).read_text(), name)
+    schedule = solve(graph, machine, SolveOptions(time_limit=60))
+    assert schedule.complete and schedule.roles
+    _, rc, err = emitted_and_built(schedule, machine, tmp_path / f"seeded_dropout_{arch}.cu")
+    assert rc == 0, err[-2000:]
+    assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
+    text = (tmp_path / f"seeded_dropout_{arch}.cu").read_text()
+    assert "twill::op_rand<10>(" in text and "static_cast<unsigned long long>(args.seed)" in text
+    assert "args.flat_first" in text and "long long seed;" in text

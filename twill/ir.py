@@ -32,7 +32,8 @@ OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_late
                  "col_stride", "col_offset", "iter_div",  # of a load: how it walks its argument (ttgir/addresses.py)
                  "column_major",  # of a load: its kernel holds the argument as the transpose of its .tir layout
                  "transposed",  # of a load: its argument is the transpose of its .tir type, staged so by the binding
-                 "upper", "upper_by", "lower", "lower_by", "arg")  # of a causal mask's band (ttgir/band.py)
+                 "upper", "upper_by", "lower", "lower_by", "arg",  # of a causal mask's band (ttgir/band.py)
+                 "seed", "row", "col", "batch", "base", "rounds")  # of a rand: its Philox counter (twill/counter.py)
 # output: the dtype the carry's final value is written out in; column_major: its argument holds the
 # output's transpose (C [N, M] row-major for an [M, N] carry: a Triton store to C + n * stride + m)
 CARRY_ATTRIBUTES = ("output", "column_major")

@@ -104,10 +104,11 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
     def scratch(c: OpCost) -> int:
         from .vocab import lookup
         d = lookup(c.opcode)
+        own = d.scratch if d is not None else 0  # an op's own temporaries (rand's Philox state), on any machine
         if machine.limits.register_scratch == 0 or (d is not None and d.tensor_core) or c.streaming:
-            return 0
+            return own
         ins = [known.get(o.name) for o in reads.get(c.name, ())]
-        return machine.limits.register_scratch if tile(types.get(c.name)) or any(tile(t) for t in ins) else 0
+        return max(own, machine.limits.register_scratch if tile(types.get(c.name)) or any(tile(t) for t in ins) else 0)
 
     def held(c: OpCost) -> int:
         t = types.get(c.name)

@@ -29,7 +29,7 @@ EPILOGUE_OUTPUT_DTYPES = OUTPUT_DTYPES + ("f8e4m3", "f8e5m2")  # an epilogue out
 ATOMIC_KINDS = ("max", "min", "add")  # `output NAME = VALUE {atomic = K}`: a global scalar updated by each tile
 
 FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant", "join", "gather")  # the ops an epilogue runs
-SCALAR_DTYPES = ("f32", "i32")  # a Python float, a Python int
+SCALAR_DTYPES = ("f32", "i32", "i64")  # a Python float, a Python int, one of 64 bits (a rand's seed)
 READABLE = ("input", "carry", "scalar", "epilogue")
 
 
@@ -89,12 +89,13 @@ class EpilogueParser:
     def scalar(self, line: Line) -> None:
         line.expect("scalar")
         name = line.next("the scalar's name")
-        line.expect(":", "':' and a dtype (f32 or i32)")
-        dtype = line.next("a dtype (f32 or i32)")
+        line.expect(":", "':' and a dtype (f32, i32 or i64)")
+        dtype = line.next("a dtype (f32, i32 or i64)")
         line.end()
         if dtype.text not in SCALAR_DTYPES:
-            self.owner.errors.error(f"a scalar is f32 or i32, not '{dtype.text}'", line.span(dtype),
-                                    "f32: a Python float at launch; i32: a Python int")
+            self.owner.errors.error(f"a scalar is f32, i32 or i64, not '{dtype.text}'", line.span(dtype),
+                                    "f32: a Python float at launch; i32: a Python int; i64: a Python int of 64 bits "
+                                    "(a rand's seed)")
         shared = self.keyword == "epilogue" and self.owner.defined.get(name.text, (None,))[0] == "scalar" \
             and name.text in {v.name for v in self.owner.prologue.scalars}  # the prologue's too: one number
         if shared or self.owner.define(name.text, "scalar", line.span(name)):

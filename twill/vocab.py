@@ -14,9 +14,10 @@ Each `OpDef` holds an opcode's facts, so that no other module restates them:
   helper in the runtime.
 
 Costs. A machine file's ``ops.NAME`` entry still describes an opcode in full (contract section 2)
-and wins; an opcode of the table that the file does not list costs ``elements * w / rate`` cycles on
-its default unit, where ``rate`` is the file's ``rates.CLASS`` (elements per cycle per SM) and ``w``
-is 2 for 64-bit data, else 1 (`generic_cycles`). The classes: ``alu`` (FP32 add, multiply, compare,
+and wins; an opcode of the table that the file does not list costs ``elements * w * work / rate`` cycles
+on its default unit, where ``rate`` is the file's ``rates.CLASS`` (elements per cycle per SM), ``w``
+is 2 for 64-bit data, else 1, and ``work`` the entry's instructions per element (1 but for rand's
+Philox rounds) (`generic_cycles`). The classes: ``alu`` (FP32 add, multiply, compare,
 select), ``sfu`` (MUFU transcendentals), ``convert`` (F2F/I2F conversions), ``bit`` (integer logic
 and shifts), ``dequant`` (shift, mask, int-to-float, subtract and multiply per element), ``reduce``
 (a reduction or scan per input element). An opcode the table does not know works as before: the
@@ -46,13 +47,13 @@ Rule = Callable[[TensorType | None, list, dict], "str | None"]
 @dataclass(frozen=True)
 class OpDef:
     name: str
-    family: str  # unary, binary, ternary, convert, reduce, row, scan, dequant, mask, position, join, mma, memory
+    family: str  # unary, binary, ternary, convert, reduce, row, scan, dequant, mask, position, rand, join, mma, memory
     arity: tuple[int, ...]  # the operand counts it takes (empty: any)
     roles: tuple[str, ...]  # what each operand is, for messages
     rule: Rule | None
     unit: str
     cost: str | None  # the rate class of its generic cost (None: the machine file must list it)
-    emit: str  # emitter kind: math, exp2, rescale, reduce, dequant, mask, position, join, mma, load, store
+    emit: str  # emitter kind: math, exp2, rescale, reduce, dequant, mask, position, rand, join, mma, load, store
     helper: str = ""  # runtime helper (twill::op_NAME) of register math
     attrs: tuple[str, ...] = ()  # attributes it takes
     needs: tuple[str, ...] = ()  # ... of which it requires
@@ -63,6 +64,8 @@ class OpDef:
     accumulator: int | None = None  # operand it updates in place (an mma's c)
     shape: str = ""  # its shape rule in words, for hints
     form: str = ""  # how it is written, where the roles do not say (dequant's optional zero)
+    work: float = 1.0  # instructions per element at its rate class's rate (rand's Philox rounds: many)
+    scratch: int = 0  # registers per thread its temporaries hold while it runs (liveness.scratch), on any machine
 
     @property
     def usage(self) -> str:
@@ -220,6 +223,20 @@ def _position(out, ins, attrs):
     return None
 
 
+def _rand(out, ins, attrs):
+    """rand {seed, row, col[, batch][, base][, rounds]}: Triton's Philox stream at each element's counter
+    (twill/counter.py), as a float in [0, 1) (f32: tl.rand) or the word's bits (i32: tl.randint)."""
+    if out is None:
+        return None
+    if len(out.shape) != 2:
+        return f"the result is {_t(out)}: a rand draws the elements of a rank-2 tile, by their row and column"
+    if out.dtype not in ("f32", "i32"):
+        return (f"the result is {out.dtype}: a rand gives f32 (tl.rand: uniform in [0, 1)) or i32 (tl.randint: the "
+                "Philox word's bits)")
+    from .counter import check
+    return check(attrs)
+
+
 def _join(out, ins, attrs):
     """join x, y: the columns of x and y interleaved, x's column j the result's 2j, y's 2j + 1."""
     if out is None or len(ins) != 2 or None in ins:
@@ -369,6 +386,18 @@ _DEFS = [
                 "row in memory of its dimension along the grid's rows, l0 = iteration * step, the first element "
                 "along the loop of its dimension along the loop (ALiBi's q - k: rows = 1, cols = -1, grid = 1, "
                 "loop = -1)"),
+    # rand {seed, row, col, ...}: Triton's random numbers (tl.rand, tl.randint) at each element's Philox counter
+    # (twill/counter.py; emit/rand.py). Per element 10 rounds of two 32 x 32 -> 64-bit multiplies and two
+    # three-input xors, the counter's multiply-adds and the conversion to a float: ~48 integer instructions at the
+    # `bit` rate (64 a clock per SM on Hopper), and the rounds' state (4 words, 2 keys, the counter) a few elements
+    # at a time in flight while it runs (ptxas interleaves them): 16 registers of scratch
+    OpDef("rand", "rand", (0,), (), _rand, "alu", "bit", "rand", "", attrs=("seed", "row", "col", "batch", "base",
+          "rounds"), needs=("seed", "row", "col"), work=48.0, scratch=16,
+          form="rand : TYPE {seed = S, row = A, col = B[, batch = P][, base = K][, rounds = N]}",
+          shape="element (r, c) draws Triton's Philox stream (tl.rand, f32; tl.randint, i32) at counter A*(g0 + r) + "
+                "B*(l0 + c) + P*b + K: g0 the tile's first row along the grid, l0 its first element along the loop, b "
+                "the batch entry; A, B, P, K integers or products of i32 prologue scalars (or extent, the loop's whole "
+                "extent); S the i64 prologue scalar of the seed"),
     OpDef("join", "join", (2,), ("x", "y"), _join, "alu", "alu", "join", "op_join",
           shape="x and y [M, N], the result [M, 2N]: x's column j is column 2j, y's column 2j + 1"),
     # gather x, index: one element a row of the tensor the loop's load x walks, at column index[r] (an epilogue's
@@ -436,9 +465,9 @@ def scalar_arity(d: OpDef) -> int:
 
 
 def generic_cycles(opcode: str, elements: float, dtype_bits: int, rates: dict[str, float]) -> float | None:
-    """The generic cost of a table opcode: elements * (2 for 64-bit data, else 1) / rates[class];
+    """The generic cost of a table opcode: elements * (2 for 64-bit data, else 1) * work / rates[class];
     None when it has none or the machine gives no rate for its class."""
     d = VOCAB.get(opcode)
     if d is None or d.cost is None or d.cost not in rates:
         return None
-    return elements * (2 if dtype_bits >= 64 else 1) / rates[d.cost]
+    return elements * (2 if dtype_bits >= 64 else 1) * d.work / rates[d.cost]

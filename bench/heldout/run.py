@@ -7,7 +7,8 @@
         # filled with NaN first), against NAME_reference; Triton 3.6's own kernel too, as a control;
         # each timed per call (host included) and in a CUDA graph (the kernel alone)
 
---batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3), --batch 4 the fourth (kernels4.py,
+--batch rand: tl.rand's forms (randoms.py, dumps in tests/data/ttgir/randoms; their references draw Triton's stream
+in numpy, twill/philox.py). --batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3), --batch 4 the fourth (kernels4.py,
 heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6), --batch 7 the seventh (kernels7.py, heldout7), --batch 8 the eighth (kernels8.py, heldout8), --batch 9 the ninth (kernels9.py, heldout9: the Triton tutorials
 not covered before; asin alone imports), --batch 10 the tenth (kernels10.py, heldout10); default the
 second (kernels.py, heldout2). A kernel of loops in sequence has the sequence's binding NAME_sm90.py (its loops' kernels
@@ -87,14 +88,24 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # bias_gelu's 2-D grid of blocks as one row a program (block2d.py): the defaults, a partial last row tile and
          # a ragged N (the bias row [N] read in every row tile), then N = 1001 (f16 rows of 2002 bytes: TMA needs a
          # multiple of 16), which the binding must refuse
-         "bias_gelu": [None, {"M": 1000, "N": 1000}, {"N": 1001}]}
+         "bias_gelu": [None, {"M": 1000, "N": 1000}, {"N": 1001}],
+         # batch 9's seeded dropout (tl.rand, a `rand` op): the tutorial's 98432 (769 rows of 128), 98433 (its last
+         # element a padded row's launch, its counter 98432 through Args::flat_first) and 2^22; batch 6's attention
+         # dropout at its default (B = 2, H = 8, N = 1024: the counter's head term bh * N * N)
+         "seeded_dropout": [None, {"N": 98433}, {"N": 1 << 22}], "attn_dropout": [None],
+         # --batch rand (randoms.py): rows of 1000 (the row's counter its stride), 5000 (a partial column tile), a
+         # 2-D grid's blocks; tl.rand of 7 rounds at 98432 and 98433; x + scale * tl.rand of an i64 seed at 2^20
+         "dropout_rows": [None], "dropout_rows_loop": [None, {"M": 1000, "N": 1000}], "dropout_2d": [None],
+         "rand_rounds7": [None, {"N": 98433}], "noise_flat": [None]}
 # the held-out kernels that import and have not yet run on a GPU: batch -> names (bench/triton_notes/s38/select/gpu.sh
 # builds and checks them)
-PENDING_GPU = {"3": ("gemm_tf32",), "6": ("attn_bool_mask",), "9": ("dropout",)}  # dropout: bench/triton_notes/s38/dropout/run.sh;
-# gemm_tf32 (TF32, B copied transposed by the binding): bench/triton_notes/s39/tf32/run.sh
+PENDING_GPU = {"3": ("gemm_tf32",), "6": ("attn_bool_mask", "attn_dropout"), "9": ("dropout", "seeded_dropout")}
+# dropout: bench/triton_notes/s38/dropout/run.sh; gemm_tf32 (TF32, B copied transposed by the binding):
+# bench/triton_notes/s39/tf32/run.sh; seeded_dropout and attn_dropout: bench/triton_notes/s39/rand/run.sh
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7"),
-           "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9"), "10": ("kernels10.py", "heldout10")}
+           "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9"), "10": ("kernels10.py", "heldout10"),
+           "rand": ("randoms.py", "randoms")}  # tl.rand's forms beyond batches 9 and 6 (references from twill/philox.py)
 
 
 def _kernels(batch: str = "2"):

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import anypitch, epilogue, partial, scalar_atomic
+from . import anypitch, epilogue, partial, rand, scalar_atomic
 from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
 from .binding_runtime import COLUMN_ARG
 from .colsplit import fixed_up, is_column
@@ -353,9 +353,14 @@ def _split_param(renderer) -> str:
 def _scalar_spec(renderer) -> dict:
     """The epilogue's scalars, in the entry point's order: {"scalars": [{name, type}]} (none: {})."""
     params = {p.scalar: p.name for p in parameters(renderer) if p.scalar is not None}
-    scalars = [{"name": params[v.name], "type": "float" if v.type.dtype == "f32" else "int"}
+    scalars = [{"name": params[v.name], "type": SCALAR_TYPES.get(v.type.dtype, "float")}
                for v in epilogue.launch_scalars(renderer.m.graph)]
-    return {"scalars": scalars} if scalars else {}
+    return ({"scalars": scalars} if scalars else {}) | ({"flat_first": True} if rand.flat_first(renderer.m.graph) else {})
+
+
+# a launch scalar's dtype -> what the binding takes (binding_runtime.check_scalars): a Python float, a Python int, a
+# Python int of 64 bits (a rand's seed: passed as its two's complement bits, not through a double)
+SCALAR_TYPES = {"f32": "float", "i32": "int", "i64": "int64"}
 
 
 # ---- the C entry point ---------------------------------------------------------------------------
@@ -406,6 +411,7 @@ def entry_struct(renderer, name: str) -> list[str]:
     scalars = epilogue.launch_scalars(renderer.m.graph)
     split = int(bool(renderer.m.graph.split)) + int(is_column(renderer.m.graph))  # (a column split: and loop_whole)
     fix = 2 * int(fixed_up(renderer.m.graph))  # the fixup's scratch and counters (fixup.py)
+    first = int(rand.flat_first(renderer.m.graph))
     return [
         f"struct {name} {{",
         "  int64_t tiles_m, tiles_n, iters, loop_extent, batch, m_extent, n_extent;",
@@ -421,9 +427,10 @@ def entry_struct(renderer, name: str) -> list[str]:
         *(["  int64_t loop_whole;  // uneven column splits: the loop's whole extent (0: splits x loop_extent)"]
           if split == 2 else []),
         *(["  void* fixup[2];  // the splits' partial carries and their counters (fixup.py)"] if fix else []),
+        *(["  int64_t flat_first;  // the flat map's element this launch starts at (rand.py)"] if first else []),
         "};",
-        f"static_assert(sizeof({name}) == 8 * {13 + 4 * n + len(scalars) + split + fix}, \"{name}: 8-byte fields, "
-        "no padding\");",
+        f"static_assert(sizeof({name}) == 8 * {13 + 4 * n + len(scalars) + split + fix + first}, \"{name}: 8-byte "
+        "fields, no padding\");",
     ]
 
 
@@ -451,8 +458,10 @@ def entry_problem(renderer) -> list[str]:
         *(["  if (a.raster_group >= 0) p.raster_group = static_cast<int>(a.raster_group);"] if rastered(renderer.m)
           else []),
     ]
-    lines += [f"  p.{ident(v.name)} = static_cast<{'float' if v.type.dtype == 'f32' else 'int'}>(a.scalars[{i}]);  "
+    lines += [f"  memcpy(&p.{ident(v.name)}, &a.scalars[{i}], 8);  // scalar {v.name}: its 64 bits" if v.type.dtype == "i64"
+              else f"  p.{ident(v.name)} = static_cast<{epilogue.scalar_ctype(v.type.dtype)}>(a.scalars[{i}]);  "
               f"// scalar {v.name}" for i, v in enumerate(scalars)]
+    lines += ["  p.flat_first = a.flat_first;"] if rand.flat_first(renderer.m.graph) else []
     for i, a in enumerate(args):
         what = ", ".join(x.value for x in a.parts)
         lines.append(f"  // tensors[{i}]: {a.name} ({'output' if a.output else 'input'}; the graph's {what})")
@@ -591,7 +600,7 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
         "",
         *[f"    {_arg_doc(a, data['partial'], data.get('rows'), a.name in folded)}" + (f"; not given: written over {over[a.name]} in place, as the Triton "
                                                  "kernel stores it" if a.name in (over or {}) else "") for a in args],
-        *[f"    {p.name}: a Python {'float' if _scalar_type(m, p.scalar) == 'f32' else 'int'} (the "
+        *[f"    {p.name}: a Python {SCALAR_DOCS.get(_scalar_type(m, p.scalar), 'float')} (the "
           f"{epilogue.scalar_label(m.graph, p.scalar).removesuffix(' scalar')}'s scalar {p.scalar})"
           for p in params if p.scalar is not None],
         *[f"    {p}: a Python float (the Triton kernel's argument, read by {k} = {v.text()})"
@@ -631,6 +640,9 @@ def _function_doc(m, args, data, keywords, returns, params=(), unread=(), knobbe
 
 def _tile_rows(m) -> int:
     return next(op.type.shape[0] for op in m.graph.ops if op.opcode == "mma" and op.type is not None)
+
+
+SCALAR_DOCS = {"f32": "float", "i32": "int", "i64": "int (64 bits: a seed, as Triton's uint64)"}
 
 
 def _scalar_type(m, name: str) -> str:

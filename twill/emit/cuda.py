@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..registers import launch_max, launch_registers
-from . import anypitch, batch_groups, colsplit, descale, epilogue, fixup, gather, halves, masks, partial, runtime, scalar_atomic, splits
+from . import anypitch, batch_groups, colsplit, descale, epilogue, fixup, gather, halves, masks, partial, rand, runtime, scalar_atomic, splits
 from .host import host_launcher
 from .kernel import Kernel
 from .lines import Lines, ring_slot
@@ -140,6 +140,7 @@ class Renderer(Stores, Kernel):
         if scalar_atomic.atomics(m.graph):
             wrappers += [runtime.scalar_atomic_part(m.target).lstrip("\n")]  # rows_max, atomic_max_float
         wrappers += fixup.runtime_part(m)  # split_arrive and the folds (a column split's fixup)
+        wrappers += rand.runtime_part(m)  # philox.cuh and op_rand (a kernel that draws)
         if m.target.mma_wrappers_by_width:  # both forms for every width used: the A operand's place decides which runs
             for n, dtype in sorted({(m.wgmma_n(sh), sh.wrapper) for sh in m.mma_shape.values()}):
                 wrappers += [runtime.wgmma_wrapper(n, dtype, False), runtime.wgmma_wrapper(n, dtype, True)]
@@ -299,7 +300,7 @@ class Renderer(Stores, Kernel):
             *[f"int {partial.FIELD[ax]};  // Problem::{partial.FIELD[ax]}: 0, or where the last tile along "
               f"{ax.upper()} ends (partial.py)" for ax in partial.GRID_AXES if ax in self.partial],
             "float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)", *epilogue.arg_fields(self.m), *scalar_atomic.arg_fields(self.m),
-            *gather.arg_fields(self.m), *anypitch.arg_fields(self.m))
+            *gather.arg_fields(self.m), *anypitch.arg_fields(self.m), *rand.arg_fields(self.m))
         for t in self.pointer_tensors():
             const = "const " if t.kind in ("input", "load") else ""
             out(f"{const}{ctype(t.dtype)}* {t.name};  // {t.kind} {t.value}: {self.shape_doc(t)}")

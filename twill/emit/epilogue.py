@@ -169,13 +169,20 @@ def scalar_label(graph: Graph, name: str) -> str:
     return "epilogue scalar" if name in scalar_names(graph) else "prologue scalar"
 
 
+SCALAR_CTYPES = {"f32": "float", "i32": "int", "i64": "long long"}  # a launch scalar's C++ type, by its dtype
+
+
+def scalar_ctype(dtype: str) -> str:
+    return SCALAR_CTYPES.get(dtype, "float")
+
+
 def arg_fields(model) -> list[str]:
-    return [f"{'float' if v.type.dtype == 'f32' else 'int'} {ident(v.name)};  // {scalar_label(model.graph, v.name)} {v.name}"
+    return [f"{scalar_ctype(v.type.dtype)} {ident(v.name)};  // {scalar_label(model.graph, v.name)} {v.name}"
             for v in launch_scalars(model.graph)]
 
 
 def problem_fields(model) -> list[str]:
-    return [f"  {'float' if v.type.dtype == 'f32' else 'int'} {ident(v.name)} = 0;  // {scalar_label(model.graph, v.name)} {v.name}"
+    return [f"  {scalar_ctype(v.type.dtype)} {ident(v.name)} = 0;  // {scalar_label(model.graph, v.name)} {v.name}"
             for v in launch_scalars(model.graph)]
 
 

@@ -11,7 +11,7 @@ random data and prints a checksum and the time.
 """
 from __future__ import annotations
 
-from . import anypitch, batch_groups, descale, epilogue, fixup, gather, halves, partial, scalar_atomic, splits
+from . import anypitch, batch_groups, descale, epilogue, fixup, gather, halves, partial, rand, scalar_atomic, splits
 from .model import DIM_LABELS, dtype_bytes, plain_box, rastered, swizzle_bytes
 from .ops import TMA_DTYPE, ctype
 from .template import fill
@@ -72,7 +72,8 @@ def _grid(m) -> str:
 
 def _problem_fields(r, every) -> list[str]:
     """Problem's epilogue scalars, pointers, raster group and tile placements."""
-    lines = [x[2:] for x in epilogue.problem_fields(r.m) + scalar_atomic.problem_fields(r.m)] + partial.problem_lines(r.partial)
+    lines = [x[2:] for x in epilogue.problem_fields(r.m) + scalar_atomic.problem_fields(r.m) + rand.problem_fields(r.m)]
+    lines += partial.problem_lines(r.partial)
     for t in every:
         const = "const " if t.kind in ("input", "load") else ""
         lines.append(f"{const}{ctype(t.dtype)}* {t.name} = nullptr;  // {t.kind} {t.value}: {r.shape_doc(t)}")
@@ -125,7 +126,8 @@ def _checks(r, every, maps) -> list[str]:
 
 def _args(r, every) -> list[str]:
     """The kernel's Args from the Problem: raster group, pointers, placements."""
-    lines = [x[2:] for x in epilogue.copy_fields(r.m) + scalar_atomic.copy_fields(r.m)] + gather.copy_lines(r.m)
+    lines = [x[2:] for x in epilogue.copy_fields(r.m) + scalar_atomic.copy_fields(r.m) + rand.copy_fields(r.m)]
+    lines += gather.copy_lines(r.m)
     lines += ["args.raster_group = p.raster_group;"] if rastered(r.m) else []
     lines += [f"args.{partial.FIELD[ax]} = p.{partial.FIELD[ax]};" for ax in partial.GRID_AXES if ax in r.partial]
     lines += [f"args.{t.name} = p.{t.name};" for t in r.pointer_tensors()]

@@ -477,6 +477,7 @@ KINDS: dict[str, Callable[[vocab.OpDef], Emitter]] = {  # the table's emitter ki
     "dequant": lambda d: _dequant,
     "mask": lambda d: _index_mask,
     "position": lambda d: _position,
+    "rand": lambda d: _rand,
     "join": lambda d: _math(d.helper),  # op_join (cuda_runtime/join_sm*.cuh, in kernels with a join: masks.py)
 }
 
@@ -489,6 +490,11 @@ def _index_mask(call: OpCall) -> list[str]:
 def _position(call: OpCall) -> list[str]:
     from .masks import emit_position
     return emit_position(call)
+
+
+def _rand(call: OpCall) -> list[str]:
+    from .rand import emit_rand
+    return emit_rand(call)
 # Every table op of register math, by its kind; those whose code predates the table keep theirs.
 COMMON: dict[str, Emitter] = {
     **{d.name: KINDS[d.emit](d) for d in vocab.VOCAB.values() if d.emit in KINDS},

@@ -7,6 +7,7 @@ The stages read top to bottom (docs/ttgir-import.md says what each keeps, folds 
 
     text -> before_pipeliner (dump.py)        from a whole pass-by-pass dump, the IR before the pipeliner
          -> parse_module (parser.py)          MLIR text to a tree of operations, any dialect
+         -> collapse_draws (rand.py)          tl.rand's inlined Philox rounds, checked by value, as one op
          -> merge_partitions (partitions.py)  a warp-specialized loop's partitions as one loop
          -> merge_candidates (merge.py)       loops in sequence that are one masked loop (causal attention)
          -> choose_loop (loops.py)            which scf.for is the graph; loops left out are errors or warnings
@@ -52,6 +53,7 @@ from .merge import Merge, loop_shape, merge_candidates
 from .parser import Module, MOp, parse_module
 from .rowprog import rows_per_program
 from .partitions import merge_partitions
+from .rand import collapse as collapse_draws
 from .values import Note, Tile
 
 __all__ = ["import_ttgir", "load_ttgir", "row_parts", "row_warpgroups", "target_capability"]
@@ -183,7 +185,7 @@ def _module_loops(text: str, file: str):
     """The module, its loops ((function, path) pairs), the merge candidates, each merged loop's
     `Merge` by id of its loop, and the loops absorbed into a merged pair."""
     source = before_pipeliner(text, file)
-    module = rows_per_program(merge_partitions(parse_module(source, file)))
+    module = rows_per_program(merge_partitions(collapse_draws(parse_module(source, file))))
     for func in module.functions():
         _one_block(func, source, file)
         _flattened(func, module)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 
 from .parser import Module, MOp, parse_module
+from .rand import is_draw
 from .rowprog import attr_int, end_line, func_args, walk_ops
 from .rowwhole import SSA, subst
 
@@ -358,6 +359,18 @@ class Block2D:
             self.emit(f"    %{rs} = tt.splat %{row} : {ptr} -> {self.type_for(T, ptr)}{loc}", o)
             self.emit(f"    %{r} = tt.addptr %{rs}, %{cols} : {self.type_for(T, ptr)}, {self.type_for(T, ity)}{loc}", o)
             self.kind[r] = T
+            return
+        if is_draw(o) and len(names) == 2 and names[1] in self.split and names[0] not in self.split:
+            # a draw of random numbers (rand.py) at the element's offsets `row * stride + cols`: the same index of
+            # the row and its columns (rowwhole.py and rowprog.py carry it to the draw)
+            off, cols = self.split[names[1]]
+            self.fresh += 1
+            first, index, loc = f"{r}_b2dr{self.fresh}", f"{r}_b2di{self.fresh}", self._loc(line)
+            ity = self.type_for(T, "i32")
+            self.emit(f"    %{first} = tt.splat %{off} : i32 -> {ity}{loc}", o)
+            self.emit(f"    %{index} = arith.addi %{first}, %{cols} : {ity}{loc}", o)
+            self.kind[r] = T
+            self.emit(self.retype(re.sub(r"%" + re.escape(names[1]) + r"\b", "%" + index, line, count=1), T), o)
             return
         if any(n in self.deferred or n in self.split for n in names):
             raise Refuse2D(o, f"'{o.name}' reads the offsets of the block's rows (`rm[:, None] * stride`) other than "

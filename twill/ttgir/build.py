@@ -17,9 +17,9 @@ from collections import Counter
 from itertools import count
 
 from ..errors import Diagnostic, InputError
-from .. import vocab
+from .. import counter, vocab
 from ..ir import Graph, Op, Operand, TensorType, Value
-from . import prologue, scalarexpr
+from . import draw, prologue, scalarexpr
 from .attach import attach
 from .fuse import NATURAL, Body, Group
 from .values import Const, Lowered, Note, Ref, Tile
@@ -124,7 +124,7 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
         output = (("output", carry.output),) if carry.output else ()
         graph_carries.append(Value(name, carry.type, "carry", text, carry.span, output))
     launch: dict[str, str] = {}  # argument -> the prologue scalar a loop op reads (build._launch)
-    ints: set[str] = set()  # those of them that are integers (a causal mask's window)
+    ints: dict[str, str] = {}  # those of them that are integers, and their dtype (a causal mask's window: i32)
     exprs = _Computed(names, launch, ints)  # the prologue ops of scalars computed from arguments (scalarexpr.py)
     ops = tuple(out for g in groups
                 for out in _launch(Op(op_name[g.root], g.opcode, tuple(Operand(unscaled.get((g.root, k), operand_name(r)))
@@ -137,7 +137,7 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
     block = replace(block, ops=tuple(exprs.ops) + block.ops)
     if launch:
         def kind(n: str) -> TensorType:
-            return TensorType("i32" if n in ints else "f32", (1,))
+            return TensorType(ints.get(n, "f32"), (1,))
         block = replace(block, scalars=block.scalars + tuple(Value(n, kind(n), "scalar") for n in launch.values()))
         graph_inputs += tuple(Value(n, kind(n), "input", attrs=(("prologue", True),))
                               for n in launch.values() if n in read)  # before the block's results, as the parser has them
@@ -183,7 +183,7 @@ class _Computed:
     """The prologue ops computing the scalars loop ops read that the kernel computes from its arguments and
     constants (scalarexpr.Expr; `1 - p`), in order, each once; the arguments they read are prologue scalars."""
 
-    def __init__(self, names: "_Names", launch: dict, ints: set):
+    def __init__(self, names: "_Names", launch: dict, ints: dict):
         self.names, self.launch, self.ints = names, launch, ints
         self.ops: list[Op] = []
         self.done: dict = {}
@@ -197,11 +197,11 @@ class _Computed:
         if arg.name not in self.launch:
             self.launch[arg.name] = self.names.claim(arg.name, fallback="scalar")
         if arg.dtype == "i32":  # float(N) of an integer argument: the scalar N, an i32
-            self.ints.add(self.launch[arg.name])
+            self.ints.setdefault(self.launch[arg.name], "i32")
         return self.launch[arg.name]
 
 
-def _launch(op: Op, names: "_Names", launch: dict, ints: set, factor=None, exprs: _Computed | None = None) \
+def _launch(op: Op, names: "_Names", launch: dict, ints: dict, factor=None, exprs: _Computed | None = None) \
         -> tuple[Op, ...]:
     """An op whose TTGIR read a float argument (the lowering's ``launch`` attribute, values.LaunchScalar):
     a binary table op of one operand reads it as its y (or x), a prologue scalar named after it; any
@@ -234,13 +234,15 @@ def _factor_chain(op: Op, factor, names: "_Names", launch: dict) -> tuple[Op, ..
     return tuple(out)
 
 
-def _launch_one(op: Op, names: "_Names", launch: dict, ints: set, exprs: _Computed | None = None) -> Op:
+def _launch_one(op: Op, names: "_Names", launch: dict, ints: dict, exprs: _Computed | None = None) -> Op:
     attrs = dict(op.attrs)
+    if "rand_seed" in attrs:  # a draw (ttgir/draw.py): its seed an i64 prologue scalar, its coefficients' i32 ones
+        return _draw(op, names, launch, ints)
     integer = attrs.pop("launch_int", None)
     if integer is not None:  # an integer argument a causal mask's band reads (band.py): an i32 prologue scalar
         if integer not in launch:
             launch[integer] = names.claim(integer, fallback="scalar")
-        ints.add(launch[integer])
+        ints.setdefault(launch[integer], "i32")
         return replace(op, attrs=tuple((k, launch[integer] if k == "arg" else v) for k, v in op.attrs
                                        if k != "launch_int"))
     found = attrs.pop("launch", None)
@@ -262,9 +264,31 @@ def _launch_one(op: Op, names: "_Names", launch: dict, ints: set, exprs: _Comput
     if arg not in launch:
         launch[arg] = names.claim(arg, fallback="scalar")
     if integer:
-        ints.add(launch[arg])
+        ints.setdefault(launch[arg], "i32")
     operands = (op.operands[0], Operand(launch[arg])) if index else (Operand(launch[arg]), op.operands[0])
     return replace(op, operands=operands, attrs=rest)
+
+
+def _draw(op: Op, names: "_Names", launch: dict, ints: dict) -> Op:
+    """A rand node's counter (ttgir/draw.py: the seed argument, polynomials of arguments) as the op's attributes
+    (twill/counter.py), each argument a prologue scalar given at launch: the seed i64, the others i32."""
+    attrs = dict(op.attrs)
+
+    def scalar(arg: str, dtype: str) -> str:
+        if arg not in launch:
+            launch[arg] = names.claim(arg, fallback="scalar")
+        ints[launch[arg]] = dtype if dtype == "i64" else ints.get(launch[arg], dtype)
+        return launch[arg]
+    seed = scalar(attrs["rand_seed"], "i64")
+    for arg in draw.arguments(attrs):
+        scalar(arg, "i32")
+    out = [("seed", seed)]
+    for key in counter.TERMS:
+        p = attrs.get(f"rand_{key}", ())
+        if p or key in ("row", "col"):
+            out.append((key, draw.coefficient(p, launch)))
+    out += [("rounds", attrs["rounds"])] if "rounds" in attrs else []
+    return replace(op, attrs=tuple(out))
 
 
 def lost_operand(op: Op) -> InputError:

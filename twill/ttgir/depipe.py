@@ -72,7 +72,7 @@ def depipeline(lowered: Lowered) -> Lowered:
     return _reorder(_drop_dead(_common(lowered)))
 
 
-PURE = {"ew", "conv", "exp2", "rowmax", "rowsum", "reduce", "scan", "move", "mask", "tail_mask", "position"}
+PURE = {"ew", "conv", "exp2", "rowmax", "rowsum", "reduce", "scan", "move", "mask", "tail_mask", "position", "rand"}
 
 
 def _common(lowered: Lowered) -> Lowered:
@@ -172,16 +172,16 @@ def _yield_node(lowered: Lowered, k: int) -> Node | None:
 
 
 def _positions_from_peel(nodes: list[Node], yields: list, carries, delays: set[int]) -> list[Node]:
-    """A `position` the loop computes ahead (sm_100's S and softmax, an iteration early) reads the
-    induction variable of the iteration before the one it serves: its constant is that of its peeled
-    copy, the instance of the loop's first iteration (indices.position_attrs), so that the loop as
-    written computes each iteration's own positions."""
+    """A `position` (or a `rand`, whose counter is one: ttgir/draw.py) the loop computes ahead (sm_100's S and
+    softmax, an iteration early) reads the induction variable of the iteration before the one it serves: its
+    constant is that of its peeled copy, the instance of the loop's first iteration (indices.position_attrs), so
+    that the loop as written computes each iteration's own positions."""
     pairs: dict[int, Node] = {}
 
     def walk(y: Node, copy: Node, depth: int) -> None:
         if depth > 64 or not _is_copy(copy, y) or len(y.args) != len(copy.args):
             return
-        if y.kind in ("position", "causal_mask"):
+        if y.kind in ("position", "causal_mask", "rand"):
             pairs.setdefault(y.index, copy)
         for a, b in zip(y.args, copy.args):
             if isinstance(a, Tile) and isinstance(b, Tile) and a.ref.kind == b.ref.kind == "node" \
@@ -193,11 +193,12 @@ def _positions_from_peel(nodes: list[Node], yields: list, carries, delays: set[i
             walk(nodes[y.ref.index], nodes[init.ref.index], 0)
     out = list(nodes)
     for index, copy in pairs.items():
-        if out[index].kind != "position":
+        if out[index].kind not in ("position", "rand"):
             continue
-        offset = dict(copy.attrs).get("offset", 0)
-        out[index] = replace(out[index], attrs=tuple(kv for kv in out[index].attrs if kv[0] != "offset")
-                             + ((("offset", offset),) if offset else ()))
+        key = "offset" if out[index].kind == "position" else "rand_base"  # (a draw's constant term: ttgir/draw.py)
+        offset = dict(copy.attrs).get(key, 0)
+        out[index] = replace(out[index], attrs=tuple(kv for kv in out[index].attrs if kv[0] != key)
+                             + (((key, offset),) if offset else ()))
     return _bands_from_peel(out, pairs)
 
 

@@ -20,6 +20,7 @@ from .locs import position
 from .parser import MOp
 from .opnames import ATOMICS
 from .provenance import LOADS, STORES, Signature, func_args, signature  # noqa: F401 (signature: lower.py's)
+from .rand import is_draw
 from .values import Const
 from .parts import Part, Parted, Shaped, merged, reshaped
 from .scalaratomic import ScalarAtomics
@@ -186,6 +187,10 @@ class _After(Parted, ScalarAtomics):
             return
         if self.scalar_atomic(op, vals):  # a whole-tile reduction and an atomic update of one value by it
             return
+        if is_draw(op):  # tl.rand's rounds (rand.py) after the loop: a `rand` of the output tile is not built
+            raise self.error(op, "tl.rand after the loop (random numbers of the output tile, Triton's Philox rounds: a "
+                                 "GEMM's dropout in its epilogue): not imported; a `rand` is drawn in the loop",
+                             "docs/ttgir-import.md, section 8 (\"Random numbers\") says what is imported")
         live = [v for v in vals if isinstance(v, EVal)]
         names = [n for n, _ in op.operands()]
         if op.name in ("arith.sitofp", "arith.uitofp") and len(names) == 1 and names[0] in self.int_args \

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from .parser import Module, MOp, parse_module
+from .rand import is_draw
 from .rowprog import COLUMNS, Refuse, attr_int, end_line, func_args, search, walk_ops
 from .rowwhole import SSA, subst
 
@@ -84,14 +85,37 @@ def flat_map(module: Module) -> tuple[list[MOp], dict] | None:
     if size is None or not bases:
         return None
     # the program id, its product and the offsets read by nothing else (an offset `offs * 2`, the row read as a
-    # value: not a map of element i to element i; rowwhole.py then refuses it at its line)
+    # value: not a map of element i to element i; rowwhole.py then refuses it at its line) but a draw of random
+    # numbers (rand.py: `tl.rand(seed, offsets)`), whose counter is then the element's index, the same in any view
+    draws = [o for o in ops if is_draw(o) and names(o)[1:] == [add.results[0]]]
     allowed = {pid: {id(start)}, start.results[0]: {id(splat)}, splat.results[0]: {id(add)},
                add.results[0]: {id(o) for o in ops if o.name == "tt.addptr" and add.results[0] in names(o)}
-               | {id(o) for o in ops if o.name == "arith.cmpi" and names(o)[:1] == [add.results[0]]}}
+               | {id(o) for o in ops if o.name == "arith.cmpi" and names(o)[:1] == [add.results[0]]}
+               | {id(o) for o in draws}}
     if any(id(o) not in allowed[n] for o in ops for n in names(o) if n in allowed):
+        _other_counter(ops, defs, add, names)
         return None
     return ops, {"start": start, "splat": splat, "add": add, "range": rng, "masks": masks, "bases": bases,
-                 "block": block, "size": size, "func": funcs[0]}
+                 "block": block, "size": size, "func": funcs[0], "draws": draws}
+
+
+def _other_counter(ops: list[MOp], defs: dict, add: MOp, names) -> None:
+    """A draw (rand.py) whose offsets are computed from a flat map's element index other than as it is (`offs * 2`,
+    `offs + n`): Refuse at the draw, naming tl.rand (the kernel is no flat map; the import would stop elsewhere)."""
+    for o in ops:
+        if not is_draw(o) or names(o)[1:] == [add.results[0]]:
+            continue
+        todo, seen = [names(o)[1]], set()
+        while todo:
+            n = todo.pop()
+            if n == add.results[0]:
+                raise Refuse(o, "tl.rand (Triton's Philox rounds, collapsed) draws at offsets computed from the flat "
+                                "map's element index (`pid * BLOCK + arange(BLOCK)`) other than the index itself: a flat "
+                                "map imports tl.rand(seed, offsets) of the element's own index")
+            d = defs.get(n)
+            if d is not None and n not in seen:
+                seen.add(n)
+                todo += names(d)
 
 
 def rewrite(module: Module) -> tuple[Module, list[tuple[int, int | None]], str] | None:
@@ -152,6 +176,17 @@ def rewrite(module: Module) -> tuple[Module, list[tuple[int, int | None]], str] 
         if o is f["range"]:
             out.append(line.replace(f"end = {f['block']} : i32", f"end = {cols} : i32").replace(
                 f"tensor<{f['block']}x", f"tensor<{cols}x"))
+            where.append((o.head.line, None))
+            continue
+        if any(o is d for d in f["draws"]):  # the element's index: the row's first element (row * C) and its column
+            ty = retype(search(r":\s*(tensor<[^>]*>)", src.lines[f["add"].head.line - 1], f["add"],
+                               "a tensor type `: tensor<...>`").group(1))
+            first, index = fresh(f"{f['add'].results[0]}_row"), fresh(f"{f['add'].results[0]}_index")
+            out.append(f"{ind}%{first} = tt.splat %{f['start'].results[0]} : i32 -> {ty}")
+            where.append((o.head.line, o.head.col))
+            out.append(f"{ind}%{index} = arith.addi %{first}, %{f['range'].results[0]} : {ty}")
+            where.append((o.head.line, o.head.col))
+            out.append(retype(line.replace(f"%{f['add'].results[0]} ", f"%{index} ", 1)))
             where.append((o.head.line, None))
             continue
         for k in range(o.head.line, end_line(o) + 1):

@@ -45,14 +45,16 @@ class Token:
 
 
 class Source:
-    """The text of one file, split into lines so spans can quote them."""
+    """The text of one file, split into lines so spans can quote them. `quoted`: the lines spans quote where the
+    text is a rewrite of the file's, line for line (rand.py's draws, each one op on its number's line)."""
 
-    def __init__(self, text: str, file: str):
+    def __init__(self, text: str, file: str, quoted: list[str] | None = None):
         self.text, self.file = text, file
         self.lines = text.split("\n")
+        self.quoted = quoted if quoted is not None else self.lines
 
     def span(self, tok: Token, length: int | None = None) -> Span:
-        line = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else ""
+        line = self.quoted[tok.line - 1] if 0 < tok.line <= len(self.quoted) else ""
         return Span(self.file, tok.line, tok.col, line, max(1, length or len(tok.text)))
 
     def error(self, message: str, tok: Token, hint: str | None = None) -> InputError:

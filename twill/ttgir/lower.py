@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import accstart, epilogue, indices, ksplit
+from . import accstart, draw, epilogue, indices, ksplit
 from .addresses import Addresses
 from .bounds import Masks
 from .compute import bit_view, causal_mask, dot, dot_wait, layout_attrs, reduce, scaled_dot, scan, tc_gen5_mma
@@ -27,6 +27,7 @@ from .columns import show_columns
 from .outputs import _output_dtypes
 from .parser import Module, MOp
 from .provenance import func_args
+from .rand import is_draw
 from .scalars import FOLDS, constant, elementwise, fold, no_op, scalar, view, yield_
 from .state import Lowering
 from .types import last_top_level
@@ -58,6 +59,8 @@ def lower_op(lw: Lowering, op: MOp) -> None:
     """One op of the walk, by its handler (an elementwise op by kind; any other, generic)."""
     if op.name in HANDLERS:
         HANDLERS[op.name](lw, op)
+    elif is_draw(op):  # tl.rand's Philox rounds, collapsed (rand.py)
+        draw.lower(lw, op)
     elif op.name in FOLDS and fold(lw, op):
         pass
     elif op.name in ELEMENTWISE:

@@ -36,6 +36,7 @@ from dataclasses import replace
 
 from .lexer import Source, tokenize
 from .parser import Module, MOp, _Parser
+from .rand import is_draw
 
 ROWS = 64  # the row tile twill's emitter works in (split.MMA_MIN_ROWS)
 COLUMNS = 128  # the widest column tile of a rewritten kernel: 64 x 128 f16 is 16 KB a stage
@@ -303,7 +304,7 @@ class Rewrite:
                 continue
             handler = HANDLERS.get(op.name)
             if handler is None:
-                handler = elementwise if op.name.startswith(("arith.", "math.")) else None
+                handler = elementwise if op.name.startswith(("arith.", "math.")) or is_draw(op) else None
             if handler is None:
                 kinds = [self.kind.get(n, S) for n, _ in op.operands()]
                 if any(k != S for k in kinds) or op.regions:
@@ -325,7 +326,7 @@ class Rewrite:
 
     def check_index(self, op: MOp) -> None:
         """The row (an integer computed from the program id) reaching an op other than address arithmetic."""
-        if op.name in INDEX_OPS:
+        if op.name in INDEX_OPS or is_draw(op):  # (a draw's counter: the element's index, rand.py)
             return
         for n, _ in op.operands():
             if n in self.index:

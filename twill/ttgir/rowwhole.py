@@ -39,6 +39,7 @@ import re
 
 from .lexer import Source
 from .parser import Module, MOp, parse_module
+from .rand import is_draw
 from .rowprog import COLUMNS, COMBINERS, Refuse, after_last_colon, attr_int, end_line, func_args, search, walk_ops
 
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
@@ -117,10 +118,13 @@ def _rows_not_elements(src: Source, ops: list[MOp], pid: MOp) -> None:
     """The program id is the row where it reaches only scalar address arithmetic (`X + row * stride`); a tile of
     integers computed from it (`pid * BLOCK + arange(BLOCK)`: the tutorial's vector add) indexes elements."""
     row = set(pid.results)
+    counters = draw_counters(ops)
     for o in ops:
         if not any(n in row for n, _ in o.operands()):
             continue
         line = src.lines[o.head.line - 1]
+        if id(o) in counters:  # a draw's counter, the element's index (`row * C + cols`: the flat map's, rand.py)
+            continue
         if "tensor<" in line and "!tt.ptr" not in line.rsplit(":", 1)[-1].split("->")[-1]:
             raise Refuse(o, f"'{o.name}' makes a tile of indices from the program id (`pid * BLOCK + arange(BLOCK)`): "
                             "the program id indexes elements, not a row. A kernel with no loop is imported where it "
@@ -129,6 +133,31 @@ def _rows_not_elements(src: Source, ops: list[MOp], pid: MOp) -> None:
                             "tile loop: not imported")
         if o.name in ("arith.extsi", "arith.extui", "arith.muli", "arith.addi", "arith.trunci", "arith.index_cast"):
             row.update(o.results)
+
+
+COUNTER_OPS = ("tt.splat", "tt.broadcast", "tt.expand_dims", "ttg.convert_layout", "arith.addi", "arith.muli",
+               "arith.extsi", "arith.extui")
+
+
+def draw_counters(ops: list[MOp]) -> set[int]:
+    """The ops (by id) that compute a draw's offsets (rand.py: the element's index, `row * C + cols`) and whose
+    results nothing else reads: integer index arithmetic of the row that the rewrites carry to the draw."""
+    defs = {r: o for o in ops for r in o.results}
+    users: dict[str, list[MOp]] = {}
+    for o in ops:
+        for n, _ in o.operands():
+            users.setdefault(n, []).append(o)
+    chain: set[int] = set()
+    todo = [names[1] for o in ops if is_draw(o) and len(names := [n for n, _ in o.operands()]) == 2]
+    while todo:
+        d = defs.get(todo.pop())
+        if d is None or id(d) in chain or d.name not in COUNTER_OPS:
+            continue
+        chain.add(id(d))
+        todo += [n for n, _ in d.operands()]
+    ok = {id(o) for o in ops if id(o) in chain and all(
+        is_draw(u) or id(u) in chain for r in o.results for u in users.get(r, []))}
+    return ok
 
 
 def row_whole(module: Module) -> tuple[MOp | None, int] | None:

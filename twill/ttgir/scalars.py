@@ -164,7 +164,7 @@ def elementwise(lw: Lowering, op: MOp) -> None:
         tt = TensorType("i1", tt.shape)
     if lw.in_loop and _constant_first(lw, op, vals, tt):
         return
-    if lw.in_loop and _comparison(lw, op, vals, tt):
+    if lw.in_loop and _comparison(lw, op, vals, tt, extra):
         return
     held = ()
     if lw.in_loop and op.name in CONSTANT_SIDES:
@@ -220,21 +220,28 @@ PREDICATES = {"arith.cmpf": {"oge": "ge", "ogt": "gt", "ole": "le", "olt": "lt",
 SWAPPED = {"ge": "le", "gt": "lt", "le": "ge", "lt": "gt", "eq": "eq", "ne": "ne"}  # c OP x is x SWAPPED c
 
 
-def _comparison(lw: Lowering, op: MOp, vals: list, tt) -> bool:
+def _comparison(lw: Lowering, op: MOp, vals: list, tt, launch: tuple = ()) -> bool:
     """A comparison in the loop of two tiles, or of a tile and a finite constant on either side (`mk != 0` of a
-    loaded mask, select's condition): the table's comparison, `ne mk {scalar = 0}` (a constant first swaps the
-    predicate: `0 < x` is `gt x {scalar = 0}`); bound, True. False for another predicate (unsigned, unordered:
-    a generic op, as before) or operands (a scalar that is no constant)."""
+    loaded mask, select's condition), or of a tile and a float argument or a scalar computed from arguments
+    (`launch`: the lowering's launch attributes; dropout's `tl.rand(seed, offs) > p`): the table's comparison,
+    `ne mk {scalar = 0}` (a constant first swaps the predicate: `0 < x` is `gt x {scalar = 0}`), `gt r, p` (the
+    argument a prologue scalar, build.py; first, the predicate swapped); bound, True. False for another predicate
+    (unsigned, unordered: a generic op, as before) or operands (a scalar that is no constant)."""
     cmp = PREDICATES.get(op.name, {}).get(_predicate(op) or "")
     if cmp is None or len(vals) != 2 or not any(isinstance(v, Tile) for v in vals):
         return False
     if all(isinstance(v, Tile) for v in vals):
         lw.bind(op, lw.node("ew", op, vals, tt, opcode=cmp))
         return True
+    tile = next(v for v in vals if isinstance(v, Tile))
+    if launch and launch[0][0] in ("launch", "launch_expr"):  # the scalar is the op's y (build._launch_one)
+        (key, (value, _)), *rest = launch
+        lw.bind(op, lw.node("ew", op, [tile], tt, attrs=((key, (value, 1)), *rest),
+                            opcode=cmp if isinstance(vals[0], Tile) else SWAPPED[cmp]))
+        return True
     const = next(v for v in vals if not isinstance(v, Tile))
     if not (isinstance(const, Const) and _number(const.value) and math.isfinite(const.value)):
         return False
-    tile = next(v for v in vals if isinstance(v, Tile))
     cmp = cmp if isinstance(vals[0], Tile) else SWAPPED[cmp]
     lw.bind(op, lw.node("ew", op, [tile], tt, attrs=(("scalar", scalarexpr.attr_number(const.value)),), opcode=cmp))
     return True

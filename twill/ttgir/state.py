@@ -34,6 +34,7 @@ class Lowering:
         self.khalves: dict = {}  # a tt.split result -> (the tile, which half, K): a dot split along K (ksplit.py)
         self.kpending = None  # (mma, a, b) of the first half of such a dot, until its second half
         self.arg_spans: dict = {}  # argument name -> its span in the signature
+        self.flat = module.flat  # a flat map's size argument (flatmap.py), else None
 
     # -- helpers ----------------------------------------------------------------------------------
 

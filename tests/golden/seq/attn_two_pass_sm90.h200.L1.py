@@ -799,13 +799,15 @@ def args_format(spec):
     bytes, so native alignment adds no padding): tiles_m, tiles_n, iters, loop_extent, batch,
     m_extent, n_extent, persistent, raster_group, device; exp2_scale, out_scale; the stream; a pointer
     per tensor; a batch group per tensor; a row stride per tensor, then a batch stride per tensor (in
-    elements; 0: contiguous); the epilogue's scalars; a split kernel's splits (a column split's: and its
-    loop's whole extent where the splits are uneven, else 0); a fixup's scratch and
-    counters (spec["fixup"], _fixup)."""
-    n, s = len(spec["args"]), len(spec.get("scalars", ()))
-    return (f"@10q2dP{n}P{n}q{2 * n}q" + (f"{s}d" if s else "") + ("q" if spec.get("split") else "")
+    elements; 0: contiguous); the epilogue's scalars (a double each, an i64 one's bits an int64: check_scalars);
+    a split kernel's splits (a column split's: and its loop's whole extent where the splits are uneven, else 0); a
+    fixup's scratch and counters (spec["fixup"], _fixup); a flat map's first element where it draws random
+    numbers (spec["flat_first"]: twill/emit/rand.py)."""
+    n = len(spec["args"])
+    scalars = "".join("q" if s["type"] == "int64" else "d" for s in spec.get("scalars", ()))
+    return (f"@10q2dP{n}P{n}q{2 * n}q" + scalars + ("q" if spec.get("split") else "")
             + ("q" if spec.get("split") == COLUMN_ARG else "")
-            + ("2P" if spec.get("fixup") else ""))
+            + ("2P" if spec.get("fixup") else "") + ("q" if spec.get("flat_first") else ""))
 
 
 def library(spec, here, directory=None):
@@ -846,18 +848,26 @@ def knob_missing(knob, expr, names):
 
 
 def check_scalars(spec, values):
-    """The epilogue's scalars (spec["scalars"], in order) as floats, each a Python number of its type."""
+    """The epilogue's scalars (spec["scalars"], in order) as floats, each a Python number of its type; an int64 one
+    (a rand's seed) as its 64 bits, a Python int in [-2^63, 2^64) taken as Triton takes a seed (`seed.to(tl.uint64)`:
+    a negative one its two's complement)."""
     out = []
     for s, v in zip(spec.get("scalars", ()), values):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (s["type"] == "int" and not isinstance(v, int)):
-            raise ArgumentError(f"{s['name']}: expected a Python {s['type']}, got "
+        whole = s["type"] in ("int", "int64")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (whole and not isinstance(v, int)):
+            raise ArgumentError(f"{s['name']}: expected a Python {'int' if whole else s['type']}, got "
                                 + ("nothing" if v is None else type(v).__name__))
+        if s["type"] == "int64":
+            if not -(1 << 63) <= v < (1 << 64):
+                raise ArgumentError(f"{s['name']}: {v} does not fit 64 bits (a seed is taken as Triton's uint64)")
+            out.append(v - (1 << 64) if v >= (1 << 63) else v)
+            continue
         out.append(float(v))
     return out
 
 
 def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, raster_group=-1, iters=None, stream=None,
-         scalars=(), split=None, sizes=None):
+         scalars=(), split=None, sizes=None, flat_first=0):
     """Check `tensors` ({name: tensor or None}; None for an output to allocate), `scalars` and `sizes`
     (the imported kernel's size arguments, {name: value}: resolve), launch the kernel on the tensors'
     device and stream, and return the outputs (one tensor, or a named tuple).
@@ -919,7 +929,8 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
                 ptrs[i] = buf.data_ptr()
     s = _current_stream(run.index) if stream is None else stream.cuda_stream
     fix = _fixup(spec, run, s, stream, torch) if "fixup" in spec else ()
-    block = _block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra, fix)
+    first = (int(flat_first),) if spec.get("flat_first") else ()  # a flat map's first element (_flat_tail)
+    block = _block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra, fix, first)
     if deferred is not None:  # (its outputs allocated: the later loops' calls read them)
         deferred.append(block)
         return values[run.outputs[0]] if run.outputs_type is None else run.outputs_type(*[values[i] for i in run.outputs])
@@ -975,7 +986,7 @@ def _flat_tail(spec, here, tensors, torch, kw, sizes):
         for n, x in full.items():
             if not args[n]["output"]:
                 padded[n][:r].copy_(x.view(-1)[head:])
-    last = call(spec, here, padded, sizes=inner, **kw)
+    last = call(spec, here, padded, sizes=inner, flat_first=head, **kw)  # (a draw's counters: the elements' own)
     with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
         for n, x in full.items():
             if args[n]["output"]:
@@ -1048,10 +1059,10 @@ _NO_CONTEXT = contextlib.nullcontext()
 _LAUNCHES = {}
 
 
-def _block(run, ptrs, stream, exp2_scale, out_scale, persistent, raster_group, scalars, fix=()):
+def _block(run, ptrs, stream, exp2_scale, out_scale, persistent, raster_group, scalars, fix=(), first=()):
     """The bytes twill_launch reads (args_format; K_entry.cu's twill_args, field by field)."""
     return run.pack(*run.head, int(persistent), int(raster_group), run.index, float(exp2_scale), float(out_scale),
-                    stream, *ptrs, *run.groups, *run.strides, *scalars, *run.tail, *fix)
+                    stream, *ptrs, *run.groups, *run.strides, *scalars, *run.tail, *fix, *first)
 
 
 _ARRIVALS = {}  # (device index, stream) -> its fixup counters, zero between launches (the last arrival resets them)
