@@ -10,4 +10,4 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 mkdir -p /tmp/depth_nvcc && printf '#!/bin/sh\nexec nvcc "$@"\n' > /tmp/depth_nvcc/nvcc && chmod +x /tmp/depth_nvcc/nvcc
 export NVCC=/tmp/depth_nvcc/nvcc TWILL_CACHE_DIR=$PWD/.devrun/depth/cache
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/card.txt"
-timeout 85 python .devrun/depth/check.py --out "$OUT" 2>&1 | tee "$OUT/check.log"
+timeout $(( ${DEPTH_LEFT:-110} )) python .devrun/depth/check.py --out "$OUT" 2>&1 | tee "$OUT/check.log"
