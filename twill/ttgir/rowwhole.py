@@ -236,6 +236,10 @@ class Whole:
         passes: list[tuple[MOp, int]] = []
         reductions: dict[int, tuple] = {}
         for o in pre + body:
+            if o.name == "tt.scan":
+                raise Refuse(o, "'tt.scan' of the row held in one tile (tl.cumsum, tl.cumprod, tl.associative_scan): "
+                                "the import splits the row into a loop over its column tiles, where a prefix along the "
+                                "row needs the total of the tiles before it (not imported)")
             base = max((level.get(n, 0) for n, _ in o.operands()), default=0)
             if o.name == "tt.reduce" and any(tensor.get(id(defs.get(n)), False) for n, _ in o.operands()):
                 reductions[id(o)] = self._reduction(o)
@@ -388,7 +392,10 @@ class Whole:
         """(the combiner op, its identity, the element type) of a reduction of the row to a scalar."""
         comb = next(iter(walk_ops(op.body())), None)
         elt = _result_type(self.src, op)
-        if len(op.results) != 1 or attr_int(op, "axis") != 0 or comb is None or comb.name not in COMBINERS or elt != "f32":
+        if len(op.results) != 1:
+            raise Refuse(op, f"'tt.reduce' of {len(op.results)} values at once (tl.argmax, tl.argmin: a value and its "
+                             "index) of the row held in one tile: a sum, max or min of f32 to one value is imported")
+        if attr_int(op, "axis") != 0 or comb is None or comb.name not in COMBINERS or elt != "f32":
             raise Refuse(op, "'tt.reduce' of the row held in one tile: a sum, max or min of f32 to one value is "
                              "imported (split into a loop over the row's column tiles)")
         return comb.name, COMBINERS[comb.name][1], elt
