@@ -45,6 +45,28 @@ from .rowprog import COLUMNS, COMBINERS, Refuse, after_last_colon, attr_int, end
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
 
 
+def _what_bounds(n, defs) -> str:
+    """What a column mask's bound other than an argument or a constant reads, for its error: the program's row (a
+    causal mask of scores laid out one query a row, `cols <= row % seq_len`) or a value loaded from memory."""
+    seen, todo = set(), [n]
+    reads = set()
+    while todo:
+        name = todo.pop()
+        d = defs.get(name) if isinstance(name, str) else None
+        if d is None or name in seen:
+            continue
+        seen.add(name)
+        if d.name in ("tt.get_program_id", "tt.load"):
+            reads.add(d.name)
+        todo.extend(m for m, _ in d.operands())
+    if "tt.get_program_id" in reads:
+        return (": its bound is computed from the program's row (a causal mask of scores laid out one query a row, "
+                "`cols <= row % seq_len`), where the column loop runs to one extent for every row")
+    if "tt.load" in reads:
+        return ": its bound is loaded from memory (a length a row), where the column loop runs to one extent for every row"
+    return ""
+
+
 def persistent_rows(module: Module) -> tuple[MOp, int] | None:
     """(the loop, the row's tile) of a kernel of 1-D tiles whose one top-level loop runs over rows from the
     program id by the number of programs (the Triton tutorial's fused softmax)."""
@@ -357,7 +379,7 @@ class Whole:
                     n = int(dense.group(1)) if dense else None
                 if (n not in args and not isinstance(n, int)) or " slt," not in self.src.lines[o.head.line - 1]:
                     raise Refuse(o, "a mask of the row's columns other than `cols < n_cols` (n_cols an argument "
-                                    "or a constant)")
+                                    "or a constant)" + _what_bounds(n, defs))
                 found.add(n)
                 if isinstance(n, int):
                     self.true_masks.add(o.results[0])
