@@ -98,7 +98,7 @@ def _run(seq, memory: dict, numbers: dict, cols: int = 128) -> dict:
     for name, graph in zip(seq.names, seq.graphs):
         feeds = {t: a for a, t in graph.arguments if t is not None}
         feeds.update({t: a for a, t in graph.also_fed})
-        env = {f"knob {k}": np.float64(v.coef) for k, v in graph.knobs}
+        env = {f"knob {k}": np.float64(v.value(numbers)) for k, v in graph.knobs}
         for s in list(graph.prologue.scalars) + list(graph.epilogue.scalars):
             env[s.name] = np.float64(numbers[feeds.get(s.name, s.name)])
         for v in graph.inputs:  # a vector of one value a row (a per-row scale), read from memory

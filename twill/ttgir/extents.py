@@ -39,6 +39,7 @@ from .types import TypeReader
 
 AXES = ("m", "n", "loop")  # the binding's axes (SPEC's "axes" and each tensor's "dims")
 MASKED = {"tt.load", "tt.store", "ttg.async_copy_global_to_local"}
+POINTER_LOADS = {"tt.load", "ttg.async_copy_global_to_local"}
 
 
 def _made(names):  # tt.make_tensor_descriptor %base, [shape], [strides]: (base, shape in dimension order)
@@ -85,17 +86,21 @@ def extents(module, func: MOp, path: tuple[MOp, ...], graph, signature, reads_pi
     axis_of = _axes(graph)
     targets = {n: t for n, t in graph.arguments if t is not None}
     masks = Masks(addr)
+    types = TypeReader(module.source, module.aliases)
     for op in _masked_ops(func.body(), {id(p) for p in path}):
         pointer = (signature.stores.get(f"{op.head.line}:{op.head.col}") if op.name == "tt.store"
                    else signature.loads.get(op.results[0]) if op.results else None)
         mask = _mask_operand(op)
         if pointer is None or mask is None or targets.get(pointer) is None:
             continue
+        flipped = _read_transposed(op, addr, types)
         for c in masks.compares(mask) or ():
             arg = _bound_argument(c, addr, reads_pid)
             if arg is None:
                 continue
-            axis = axis_of(targets[pointer], c.dim, len(c.diff.coefs))
+            rank = len(c.diff.coefs)
+            # a load read column-major is the TTGIR tile transposed in the graph (memory._load_node)
+            axis = axis_of(targets[pointer], rank - 1 - c.dim if flipped and rank == 2 else c.dim, rank)
             if axis is not None:
                 found.add((arg, axis))
     for op in _masked_ops(func.body(), {id(p) for p in path}, DESCRIPTORS):
@@ -111,6 +116,16 @@ def extents(module, func: MOp, path: tuple[MOp, ...], graph, signature, reads_pi
     order = {n: i for i, (n, _) in enumerate(graph.arguments)}
     args = tuple(sorted((p for p in found if p[0] in order), key=lambda p: (order[p[0]], AXES.index(p[1]))))
     return Extents(args, constant)
+
+
+def _read_transposed(op: MOp, addr: Addresses, types: TypeReader) -> bool:
+    """Whether the import made the graph value of load `op` the transpose of its TTGIR tile (a tile
+    stored column-major: memory.column_major, the rule `_load_node` applies)."""
+    from .memory import column_major, pointer_source
+    if op.name not in POINTER_LOADS:
+        return False
+    source = pointer_source(types, op)
+    return source is not None and column_major(addr, op, source) is not None
 
 
 def _loop_extent(walk: Walk, bounds, reads_pid) -> str | int | None:

@@ -623,6 +623,8 @@ def folded_scale(before: Body, after: Body, groups: list[Group], moved: dict | N
             return Product()
         if n.index in dropped:
             seen.add(n.index)
+            if n.factor is None and n.mlir not in SCALES:
+                raise _not_a_scale(n)
             if n.factor is None:
                 raise _refuse(n, "scales the scores by a value that is no product of the kernel's float "
                                  "arguments and constants")
@@ -713,6 +715,17 @@ def _unscaled(body: Body, ref: Ref, dropped: set) -> bool:
 
 
 MAXIMA = {"arith.maxnumf", "arith.maximumf"}
+
+
+def _not_a_scale(n: Node) -> InputError:
+    """An op other than a multiply or divide between the loaded tile and the row's max or exp2 (a max of |x|)."""
+    return UnexpressedScale(Diagnostic(
+        f"'{n.mlir}' stands between the row's tile and its max or exp2, and is no scale: the import reads a row's "
+        "max as a softmax's (the max of the scores, scaled only by multiplications by float arguments and constants, "
+        "which it folds into exp2_scale); a max of another function of the row (|x|: a quantization's absmax) is "
+        "not imported", n.span,
+        "a row's max of the values loaded (or scaled by a float argument) is imported (docs/ttgir-import.md, "
+        "\"The exp2 scale\")"))
 
 
 def _refuse(n: Node, what: str) -> InputError:

@@ -98,14 +98,19 @@ def _masked_in_registers(lw: Lowering, op: MOp, tile: Tile) -> Tile:
 
 
 def _column_major(lw: Lowering, op: MOp, source) -> str | None:
+    return column_major(lw.addresses, op, source)
+
+
+def column_major(addresses, op: MOp, source) -> str | None:
     """Whether a 2-D load through pointers reads a tile stored column-major ("addresses" or
     "order", else None): its addresses' coefficient of the row index is 1 and the column's is not
     (addresses.py), else (neither is 1: strides given at launch) the coalesced layout's order, dim 0
     first. The order alone misleads where Triton cannot prove the columns contiguous (`offs_n % N`, a
-    stride not specialized to 1)."""
+    stride not specialized to 1). Such a load's graph value is the TTGIR tile transposed (`_load_node`),
+    which extents.py reads too: dimension d of the TTGIR tile is dimension 1 - d of the graph's."""
     from .addresses import _integer
     names = op.operands()
-    a = lw.addresses.of(names[0][0]) if lw.addresses is not None and names else None
+    a = addresses.of(names[0][0]) if addresses is not None and names else None
     if a is not None and a.base is not None and len(a.coefs) == 2:
         rows, cols = (_integer(c) for c in a.coefs)
         if cols == 1 and rows != 1:
@@ -113,6 +118,19 @@ def _column_major(lw: Lowering, op: MOp, source) -> str | None:
         if rows == 1 and cols != 1:
             return "addresses"
     return "order" if source.order == (0, 1) else None
+
+
+def pointer_source(types, op: MOp):
+    """The tensor-of-pointers type a `tt.load` or `ttg.async_copy_global_to_local` reads (what `load` and
+    `async_copy` hand `_load_node` as its source), or None."""
+    if op.name == "tt.load":
+        ins, _ = types.signature(op.tokens)
+        source = ins[0] if ins else None
+    else:
+        colon = last_top_level(op.tokens, ":")
+        source = types.read(op.tokens, colon + 1)[0] if colon is not None else None
+    ok = source is not None and source.kind == "tensor" and source.elem == "ptr" and len(source.shape) == 2
+    return source if ok else None
 
 
 def _view(lw: Lowering, op: MOp) -> tuple:

@@ -45,6 +45,28 @@ from .rowprog import COLUMNS, COMBINERS, Refuse, after_last_colon, attr_int, end
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
 
 
+def _what_bounds(n, defs) -> str:
+    """What a column mask's bound other than an argument or a constant reads, for its error: the program's row (a
+    causal mask of scores laid out one query a row, `cols <= row % seq_len`) or a value loaded from memory."""
+    seen, todo = set(), [n]
+    reads = set()
+    while todo:
+        name = todo.pop()
+        d = defs.get(name) if isinstance(name, str) else None
+        if d is None or name in seen:
+            continue
+        seen.add(name)
+        if d.name in ("tt.get_program_id", "tt.load"):
+            reads.add(d.name)
+        todo.extend(m for m, _ in d.operands())
+    if "tt.get_program_id" in reads:
+        return (": its bound is computed from the program's row (a causal mask of scores laid out one query a row, "
+                "`cols <= row % seq_len`), where the column loop runs to one extent for every row")
+    if "tt.load" in reads:
+        return ": its bound is loaded from memory (a length a row), where the column loop runs to one extent for every row"
+    return ""
+
+
 def persistent_rows(module: Module) -> tuple[MOp, int] | None:
     """(the loop, the row's tile) of a kernel of 1-D tiles whose one top-level loop runs over rows from the
     program id by the number of programs (the Triton tutorial's fused softmax)."""
@@ -236,6 +258,10 @@ class Whole:
         passes: list[tuple[MOp, int]] = []
         reductions: dict[int, tuple] = {}
         for o in pre + body:
+            if o.name == "tt.scan":
+                raise Refuse(o, "'tt.scan' of the row held in one tile (tl.cumsum, tl.cumprod, tl.associative_scan): "
+                                "the import splits the row into a loop over its column tiles, where a prefix along the "
+                                "row needs the total of the tiles before it (not imported)")
             base = max((level.get(n, 0) for n, _ in o.operands()), default=0)
             if o.name == "tt.reduce" and any(tensor.get(id(defs.get(n)), False) for n, _ in o.operands()):
                 reductions[id(o)] = self._reduction(o)
@@ -353,7 +379,7 @@ class Whole:
                     n = int(dense.group(1)) if dense else None
                 if (n not in args and not isinstance(n, int)) or " slt," not in self.src.lines[o.head.line - 1]:
                     raise Refuse(o, "a mask of the row's columns other than `cols < n_cols` (n_cols an argument "
-                                    "or a constant)")
+                                    "or a constant)" + _what_bounds(n, defs))
                 found.add(n)
                 if isinstance(n, int):
                     self.true_masks.add(o.results[0])
@@ -388,7 +414,10 @@ class Whole:
         """(the combiner op, its identity, the element type) of a reduction of the row to a scalar."""
         comb = next(iter(walk_ops(op.body())), None)
         elt = _result_type(self.src, op)
-        if len(op.results) != 1 or attr_int(op, "axis") != 0 or comb is None or comb.name not in COMBINERS or elt != "f32":
+        if len(op.results) != 1:
+            raise Refuse(op, f"'tt.reduce' of {len(op.results)} values at once (tl.argmax, tl.argmin: a value and its "
+                             "index) of the row held in one tile: a sum, max or min of f32 to one value is imported")
+        if attr_int(op, "axis") != 0 or comb is None or comb.name not in COMBINERS or elt != "f32":
             raise Refuse(op, "'tt.reduce' of the row held in one tile: a sum, max or min of f32 to one value is "
                              "imported (split into a loop over the row's column tiles)")
         return comb.name, COMBINERS[comb.name][1], elt
