@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 39: build HERE (twill installed, nvcc) everything bench/triton_notes/s39/gpu_all.sh checks on the GPU
 # machine, into .devrun/ (git-ignored; lost between sessions, so rebuild it first). About 10 minutes on 2 cores.
-# Then on the GPU machine, carrying .devrun/{depth,s21,tf32,rand,unaligned,corpus}: bash bench/triton_notes/s39/gpu_all.sh
+# Then on the GPU machine, carrying .devrun/{depth,s21,tf32,rand,h11,unaligned,corpus}: bash bench/triton_notes/s39/gpu_all.sh
 # (and, in a second call, bash bench/triton_notes/s39/gpu_corpus.sh: the corpus against Triton, ~8 minutes).
 set -e
 cd "$(dirname "$0")/../../.."
@@ -19,6 +19,8 @@ python bench/heldout/run.py build --batch 5 --out .devrun/s21/b5 gemm_fp8_out_am
 # 3. TF32 dots and tl.rand (session 39)
 bash bench/triton_notes/s39/tf32/run.sh build
 bash bench/triton_notes/s39/rand/run.sh
+# 3b. held-out batch 11 (session 39): the six kernels that import
+python bench/heldout/run.py build --batch 11 --out .devrun/h11 gemm_bias_relu_kmask baddbmm gemm_w8a8_bias linear_wt softmax_temp swiglu_bwd
 # 4. rows at any pitch (emit-cuda --any-pitch)
 cp -r $S38/unaligned .devrun/
 TWILL_BENCH_ANY_PITCH=1 python bench/heldout/run.py build --batch 6 --out .devrun/unaligned/k6 cross_entropy_fwd layernorm_2loop
@@ -27,4 +29,4 @@ TWILL_BENCH_ANY_PITCH=1 python bench/heldout/run.py build --batch 8 --out .devru
 # 5. the corpus (prepipe sm_90 dumps, --gpu h200)
 python bench/triton_bench.py build --dumps tests/data/ttgir/corpus/prepipe --pattern '*_sm90.ttgir' --out .devrun/corpus
 cp bench/triton_notes/s39/gpu_all.sh bench/triton_notes/s39/gpu_corpus.sh .devrun/
-echo "built: carry .devrun/depth .devrun/s21 .devrun/tf32 .devrun/rand .devrun/unaligned .devrun/gpu_all.sh .devrun/prebuild.py"
+echo "built: carry .devrun/depth .devrun/s21 .devrun/tf32 .devrun/rand .devrun/h11 .devrun/unaligned .devrun/gpu_all.sh .devrun/prebuild.py"
