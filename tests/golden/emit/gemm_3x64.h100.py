@@ -850,7 +850,9 @@ def knob_missing(knob, expr, names):
 def check_scalars(spec, values):
     """The epilogue's scalars (spec["scalars"], in order) as floats, each a Python number of its type; an int64 one
     (a rand's seed) as its 64 bits, a Python int in [-2^63, 2^64) taken as Triton takes a seed (`seed.to(tl.uint64)`:
-    a negative one its two's complement)."""
+    a negative one its two's complement); an int one (an i32 of the kernel: a rand's coefficient, a band's window)
+    within 32 bits, which the entry point converts to a C++ int (a larger value is one Triton passes as an i64, a
+    kernel this one is not)."""
     out = []
     for s, v in zip(spec.get("scalars", ()), values):
         whole = s["type"] in ("int", "int64")
@@ -862,6 +864,9 @@ def check_scalars(spec, values):
                 raise ArgumentError(f"{s['name']}: {v} does not fit 64 bits (a seed is taken as Triton's uint64)")
             out.append(v - (1 << 64) if v >= (1 << 63) else v)
             continue
+        if s["type"] == "int" and not -(1 << 31) <= v < (1 << 31):
+            raise ArgumentError(f"{s['name']}: {v} does not fit 32 bits (the kernel takes it as an i32, as the Triton "
+                                "kernel it was imported from did; Triton passes a larger one as an i64)")
         out.append(float(v))
     return out
 
