@@ -279,6 +279,19 @@ def test_the_seed_is_passed_as_its_64_bits():
             check_scalars(spec, [bad, 0.5])
 
 
+def test_an_i32_coefficient_past_32_bits_is_refused():
+    """An int scalar (an i32 of the imported kernel: a rand's row coefficient, the stride) goes to a C++ int through
+    a double: a value past 32 bits (which Triton would pass as an i64, another kernel) is refused, naming it, rather
+    than converted out of range (undefined in C++); the edges of 32 bits pass."""
+    from twill.emit.binding_runtime import ArgumentError, check_scalars
+    spec = {"args": [{"name": "x"}], "scalars": [{"name": "stride", "type": "int"}]}
+    assert check_scalars(spec, [(1 << 31) - 1]) == [float((1 << 31) - 1)]
+    assert check_scalars(spec, [-(1 << 31)]) == [float(-(1 << 31))]
+    for bad in (1 << 31, -(1 << 31) - 1, 1 << 40):
+        with pytest.raises(ArgumentError, match=r"^stride: .* does not fit 32 bits"):
+            check_scalars(spec, [bad])
+
+
 def test_the_draw_is_checked_by_value_before_it_is_collapsed():
     """Each draw is evaluated against Triton's stream before it becomes one op: a dump whose rounds differ in one
     key constant (or one xor made an or) is an error at the draw's number naming tl.rand, not a `rand` of other

@@ -229,3 +229,24 @@ def test_kernel_view_is_the_transpose_of_the_given_tensor(tf32_binding):
     assert (seen.shape, seen.strides, seen.contiguous) == ((2, N, K), (N * K, K, 1), True)
     a = next(x for x in mod.SPEC["args"] if x["name"] == "A")
     assert mod.kernel_view(a, _meta(mod, (M, K))) == _meta(mod, (M, K))
+
+
+def test_every_staged_buffer_is_held_until_the_launch(tf32_binding):
+    """A at an odd pitch, B row-major (its .mT copied) and C at an odd pitch: three staging buffers, each held by
+    the caller until the kernel is launched. (call used to keep only the last: a buffer dropped before the launch
+    goes back to torch's caching allocator, which gives its memory to the next allocation on the stream, C's
+    buffer or a split kernel's scratch, while the kernel is still to read A from it.) Real torch tensors, on the
+    CPU: _stage is device-agnostic; the plan is _prepare's for CUDA tensors."""
+    torch = pytest.importorskip("torch")
+    mod, k = tf32_binding, K + 2  # rows of K + 2 f32: not a multiple of 16 bytes
+    given = {"A": Tensor((M, k), dtype="float32"), "B": Tensor((k, N), dtype="float32", ptr=3 << 20),
+             "C": Tensor((M, N), dtype="float32", ptr=5 << 20, contiguous=False, strides=(N + 1, 1))}
+    run = mod._prepare(mod.SPEC, given, None, Tensor, DType)._replace(device=torch.device("cpu"))
+    assert [(i, flip) for i, _, _, _, _, flip in run.stage] == [(0, False), (1, True), (2, False)]
+    a, b, c = torch.randn(M, k), torch.randn(k, N), torch.empty(M, N + 1)[:, :N]
+    values = [a, b, c]
+    ptrs = [x.data_ptr() for x in values]
+    held, staged = mod._stage(run, values, ptrs, None, torch)
+    assert [x.data_ptr() for x in held] == ptrs and len(set(ptrs)) == 3  # each address a live buffer of its own
+    assert torch.equal(held[0][:, :k], a) and torch.equal(held[1][:, :k], b.mT)  # A as is, B's K-major transpose
+    assert [(user is c, buf.data_ptr()) for user, buf in staged] == [(True, ptrs[2])]  # C copied back after

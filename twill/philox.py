@@ -6,7 +6,9 @@ the emitted C++ (emit/cuda_runtime/philox.cuh) against it. Triton's algorithm, f
 
 - the seed as an unsigned 64-bit integer (`seed.to(tl.uint64)`: an i32 argument sign-extended), its low word
   the key k0 and its high word k1;
-- the counter (c0, c1, c2, c3) = (the offset's low 32 bits, its high 32 bits for a 64-bit offset else 0, 0, 0);
+- the counter (c0, c1, c2, c3) = (the 32-bit offset, 0, 0, 0). (Triton draws at 64-bit offsets with Philox-4x64:
+  64-bit words and other constants, which this module does not compute; `counter`'s `bits=64` puts the high word in
+  c1, a stream no Triton draw makes, so the import's check by value refuses such a draw: ttgir/rand.py);
 - `n_rounds` rounds (10 by default) of Philox-4x32: c0' = umulhi(B, c2) ^ c1 ^ k0, c2' = umulhi(A, c0) ^ c3 ^
   k1, c1' = B * c2, c3' = A * c0 (mod 2^32), then k0 += KEY_A, k1 += KEY_B;
 - tl.randint is c0 (an i32 tensor of the uint32 bits); tl.rand is `uint_to_uniform_float(c0)`: the bits as an

@@ -850,7 +850,9 @@ def knob_missing(knob, expr, names):
 def check_scalars(spec, values):
     """The epilogue's scalars (spec["scalars"], in order) as floats, each a Python number of its type; an int64 one
     (a rand's seed) as its 64 bits, a Python int in [-2^63, 2^64) taken as Triton takes a seed (`seed.to(tl.uint64)`:
-    a negative one its two's complement)."""
+    a negative one its two's complement); an int one (an i32 of the kernel: a rand's coefficient, a band's window)
+    within 32 bits, which the entry point converts to a C++ int (a larger value is one Triton passes as an i64, a
+    kernel this one is not)."""
     out = []
     for s, v in zip(spec.get("scalars", ()), values):
         whole = s["type"] in ("int", "int64")
@@ -862,6 +864,9 @@ def check_scalars(spec, values):
                 raise ArgumentError(f"{s['name']}: {v} does not fit 64 bits (a seed is taken as Triton's uint64)")
             out.append(v - (1 << 64) if v >= (1 << 63) else v)
             continue
+        if s["type"] == "int" and not -(1 << 31) <= v < (1 << 31):
+            raise ArgumentError(f"{s['name']}: {v} does not fit 32 bits (the kernel takes it as an i32, as the Triton "
+                                "kernel it was imported from did; Triton passes a larger one as an i64)")
         out.append(float(v))
     return out
 
@@ -917,18 +922,9 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
         ptrs[i] = t.data_ptr()
     for i in run.zero:
         values[i].zero_()  # the kernel's CTAs add into it
-    staged = []
-    if run.stage:  # the copies on the kernel's stream
-        with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
-            for i, shape, output, zero, cols, flip in run.stage:  # layouts' "stage": a buffer whose rows TMA takes
-                buf = (torch.zeros if zero else torch.empty)(shape, dtype=values[i].dtype, device=run.device)
-                if not output:  # (a transposed input: its .mT, K-major, what the kernel reads: kernel_view)
-                    buf[..., :cols].copy_(values[i].mT if flip else values[i])
-                else:
-                    staged.append((values[i], buf[..., :cols]))
-                ptrs[i] = buf.data_ptr()
+    held, staged = _stage(run, values, ptrs, stream, torch)  # (held: alive until the launch, below)
     s = _current_stream(run.index) if stream is None else stream.cuda_stream
-    fix = _fixup(spec, run, s, stream, torch) if "fixup" in spec else ()
+    fix = _fixup(spec, run, s, stream, torch, held) if "fixup" in spec else ()
     first = (int(flat_first),) if spec.get("flat_first") else ()  # a flat map's first element (_flat_tail)
     block = _block(run, ptrs, s, exp2_scale, out_scale, persistent, raster_group, extra, fix, first)
     if deferred is not None:  # (its outputs allocated: the later loops' calls read them)
@@ -937,6 +933,7 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     err = run.launch(block)
     if err != 0:
         raise RuntimeError(f"{spec['kernel']}: launch failed: {run.error(err).decode()} (cudaError {err})")
+    del held  # (the launch is in the stream: a block freed now is handed only to work queued after it)
     if staged:  # outputs written into their staging buffers: into the caller's tensors
         with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):
             for user, buf in staged:
@@ -947,6 +944,28 @@ def call(spec, here, tensors, exp2_scale=1.0, out_scale=1.0, persistent=-1, rast
     if run.outputs_type is None:
         return values[run.outputs[0]]
     return run.outputs_type(*[values[i] for i in run.outputs])
+
+
+def _stage(run, values, ptrs, stream, torch):
+    """The tensors the kernel reads or writes through a buffer (layouts' "stage": rows TMA takes; a transposed
+    input's .mT, K-major: kernel_view), made and filled on the kernel's stream, each buffer's address into `ptrs`.
+    Returns (held, staged): every buffer, which the caller holds until the kernel is launched (a buffer dropped
+    before then goes back to torch's caching allocator, which hands its memory to the next allocation on the
+    stream, a later buffer or the fixup's scratch, while the kernel is still to read it); and the outputs'
+    (caller's tensor, buffer's view) pairs, copied back after the launch."""
+    held, staged = [], []
+    if not run.stage:
+        return held, staged
+    with _NO_CONTEXT if stream is None else torch.cuda.stream(stream):  # the copies on the kernel's stream
+        for i, shape, output, zero, cols, flip in run.stage:
+            buf = (torch.zeros if zero else torch.empty)(shape, dtype=values[i].dtype, device=run.device)
+            if not output:
+                buf[..., :cols].copy_(values[i].mT if flip else values[i])
+            else:
+                staged.append((values[i], buf[..., :cols]))
+            held.append(buf)
+            ptrs[i] = buf.data_ptr()
+    return held, staged
 
 
 def _flat_tail(spec, here, tensors, torch, kw, sizes):
@@ -1068,10 +1087,11 @@ def _block(run, ptrs, stream, exp2_scale, out_scale, persistent, raster_group, s
 _ARRIVALS = {}  # (device index, stream) -> its fixup counters, zero between launches (the last arrival resets them)
 
 
-def _fixup(spec, run, raw_stream, stream, torch):
-    """The pointers of a fixup's scratch (each split's partial carries, allocated per call) and counters (kept
-    per device and stream, zeroed once: each launch leaves them zero) for a split kernel whose epilogue reads
-    its carries (spec["fixup"]: twill/emit/fixup.py); null pointers for one split."""
+def _fixup(spec, run, raw_stream, stream, torch, held):
+    """The pointers of a fixup's scratch (each split's partial carries, allocated per call, appended to `held`:
+    the caller holds it until the launch, as _stage's buffers) and counters (kept per device and stream, zeroed
+    once: each launch leaves them zero) for a split kernel whose epilogue reads its carries (spec["fixup"]:
+    twill/emit/fixup.py); null pointers for one split."""
     plan, fix = run.plan, spec["fixup"]
     if plan["splits"] <= 1:
         return 0, 0
@@ -1085,6 +1105,7 @@ def _fixup(spec, run, raw_stream, stream, torch):
             counters = _ARRIVALS[key] = torch.zeros(need, dtype=torch.int32, device=run.device)
         scratch = torch.empty(tiles * plan["splits"] * fix["carries"] * fix["rows"], dtype=torch.float32,
                               device=run.device)
+    held.append(scratch)
     return scratch.data_ptr(), counters.data_ptr()
 
 
