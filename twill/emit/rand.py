@@ -92,10 +92,16 @@ def emit_rand(call) -> list[str]:
         raise refuse(f"its tile's dimensions run along {axes[0]} and {axes[1]}: a rand's rows are the grid's and its "
                      "columns the loop's", "draw the tile whose rows the grid walks and whose columns run along the loop")
 
+    if axes[0] == "fixed" and op.attr("row", 0):
+        # the import's counter is row * (the tile's first row along the grid + r): rows that do not follow the
+        # grid have no first row to put there, and 0 would hand every row tile the same numbers
+        raise refuse("its rows do not follow the grid's, but its counter has a row term (the row tile's first row "
+                     "along the grid)", "draw the tile whose rows the grid walks")
+
     def coef(key: str) -> str:
         return counter.cxx(op.attr(key, 0), lambda n: EXTENT if n == counter.EXTENT else f"args.{ident(n)}")
     row, col, batch, base = (coef(k) for k in counter.TERMS)
-    origin = grid_origin(m.graph, m.mma_shape, m.tensors, op.name, 0) if axes[0] == "m" else "0"
+    origin = grid_origin(m.graph, m.mma_shape, m.tensors, op.name, 0) if axes[0] == "m" else "0"  # "fixed": no row term
     if origin is None:
         raise refuse("its rows follow the grid's, but no input or loaded tile tied to them through the ops places them",
                      "a rand's row term is the first row of its tile along the grid, which a load's placement gives")
