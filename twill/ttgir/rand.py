@@ -169,6 +169,9 @@ def _certify(module: Module, types: TypeReader, scope: _Scope, mine: set, exit_o
                 f"{len(inputs)} values ({', '.join('%' + n for n in inputs)}), not a seed and offsets")
         raise refuse(f"it reads {what}")
     seed, offs = seeds[0], offsets[0]
+    if kinds[offs][0] == "i64":  # Triton draws 64-bit offsets with Philox-4x64 (random.py), which twill has not
+        raise refuse(f"its offsets '%{offs}' are i64, which Triton draws with Philox-4x64; twill draws Philox-4x32 "
+                     "(i32 offsets) only")
     if not _argument(scope, ops, seed):
         raise refuse(f"its seed '%{seed}' is computed in the kernel, not an integer argument of it (the binding passes "
                      "the seed as the Triton launch does: `tl.rand(seed + pid, ...)` is not imported)")
