@@ -315,3 +315,20 @@ def test_a_hidden_ring_position_is_one_call_per_role_for_the_probes():
     assert ptxas.role_calls(hidden) == ptxas.role_calls(plain) == {"load": 1, "consumer0": 1, "softmax0": 1}
     probe = ptxas.probe_source(hidden, "consumer0")
     assert probe.count("(void)0") == 4 and "role_consumer0<kTail>(sm, tm, args, n, twill_one)" in probe
+
+
+@pytest.mark.parametrize("rounds, chosen", [
+    ([(128, 1012), (128, 496), (128, 16)], 2),   # swiglu_bwd on b200 (64-column tiles): the same I, 16 bytes
+    ([(256, 8472), (287, 1480), (287, 1480)], 0),  # swiglu_bwd (128-column tiles): less spill at a longer I
+    ([(128, 100), (128, 100)], 0),                 # no better: the first, as the model solved it
+    ([(128, 100), (120, 40), (128, 40)], 1),       # equal spill: the shorter I, then the earlier round
+])
+def test_no_clean_round_emits_the_least_spill_at_no_more_ii(rounds, chosen):
+    """ptxas_loop.least_bad: where no round compiles clean, a later round at no more I that spills less
+    (its worst instance) is emitted in place of the first schedule; at a longer I the first stays."""
+    from dataclasses import replace as with_
+    from twill.ptxas_loop import Round, least_bad
+    base = Schedule.from_json((DATA / "attention_fwd_hopper.h100.json").read_text())
+    history = [Round((), with_(base, ii=ii), "", ptxas.Attribution(ptxas.parse("\n".join(_entry_log("Lb0ELb0E", spill)))))
+               for ii, spill in rounds]
+    assert least_bad(history) == chosen

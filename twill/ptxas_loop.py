@@ -19,7 +19,8 @@ keeps for the whole loop (`role_reserve` of twill.options: a register input of t
 those ops), and the graph is solved again under it (where no schedule exists under it, with half
 the step, in granules); the other roles keep their model. That is at most ROUNDS solves; the first
 round whose kernel is clean is emitted, and if none is, the first schedule is (it was optimal for
-the model as given; a tighter model that still spills is no better). What changed goes to stderr,
+the model as given; a tighter model that still spills is no better at a longer I), unless a later
+round at no more I compiles better (`least_bad`). What changed goes to stderr,
 one line each.
 A schedule of stage 1 alone (no roles), or one a time limit cut short, is only reported on.
 
@@ -200,7 +201,9 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
     chosen = next((i for i, r in enumerate(history) if r.found.report.clean), None)
     if chosen is None:  # else the first round clean without its persistent instances (the loop stops there too)
         chosen = next((i for i, r in enumerate(history) if persistent_worse(r.found.report)
-                       and one_tile_clean(r.found.report)), 0)
+                       and one_tile_clean(r.found.report)), None)
+    if chosen is None:
+        chosen = least_bad(history)
     if persistent_worse(history[chosen].found.report):
         pick = history[chosen]
         note("ptxas: the persistent kernel<true> compiles worse than kernel<false> (" + pick.found.report.summary()
@@ -208,10 +211,26 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         return LoopResult(pick.schedule, emit(pick.schedule, True)[1], tuple(history), chosen, True, hidden)
     if solves:
         note(f"ptxas loop: emitting round {chosen}'s schedule" + (
-            " (no round was clean: the first schedule, as the model solved it)" if not history[chosen].found.report.clean
-            else f" ({_describe(history[chosen].reserve)})"))
+            " (no round was clean: the first schedule, as the model solved it)" if chosen == 0
+            else f" ({_describe(history[chosen].reserve)}" + (
+                ")" if history[chosen].found.report.clean else
+                f"; no round was clean: it spills least at no more I, {history[chosen].found.report.summary()})")))
     pick = history[chosen]
     return LoopResult(pick.schedule, pick.text, tuple(history), chosen, hidden_position=hidden)
+
+
+def least_bad(history) -> int:
+    """The round to emit where none is clean: the first schedule (optimal for the model as given), unless
+    a later round costs no more I and compiles better (no serialization where it has one, or less spill
+    of its worst instance): a tighter model that still spills is no better at a longer I, but at the
+    same I it is (swiglu_bwd on b200 with 64-column tiles: round 0 spilled 1012 bytes, round 3 16 at
+    the same I = 128)."""
+    def badness(r):
+        return (r.found.report.serialized, r.found.report.spill_bytes)
+    first = history[0]
+    better = [i for i, r in enumerate(history) if r.found.report.ok and r.schedule.ii <= first.schedule.ii
+              and badness(r) < badness(first)]
+    return min(better, key=lambda i: (badness(history[i]), history[i].schedule.ii, i), default=0)
 
 
 def _instances(report, persistent: bool | None = None) -> list:
