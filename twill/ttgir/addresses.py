@@ -24,27 +24,27 @@ from .parser import MOp
 Poly = tuple  # ((monomial: tuple of atom names, coefficient), ...), sorted, no zero coefficient
 
 
-def _poly(terms: dict) -> Poly:
+def poly_of(terms: dict) -> Poly:
     return tuple(sorted((m, c) for m, c in terms.items() if c))
 
 
-def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
+def poly_add(a: Poly, b: Poly, sign: int = 1) -> Poly:
     out = dict(a)
     for m, c in b:
         out[m] = out.get(m, 0) + sign * c
-    return _poly(out)
+    return poly_of(out)
 
 
-def _mul(a: Poly, b: Poly) -> Poly:
+def poly_mul(a: Poly, b: Poly) -> Poly:
     out: dict = {}
     for ma, ca in a:
         for mb, cb in b:
             m = tuple(sorted(ma + mb))
             out[m] = out.get(m, 0) + ca * cb
-    return _poly(out)
+    return poly_of(out)
 
 
-def _integer(p: Poly) -> int | None:
+def poly_int(p: Poly) -> int | None:
     """The value of a constant polynomial (None if it has a variable term)."""
     if not p:
         return 0
@@ -66,14 +66,14 @@ class Addr:
             return None
         a = self.coefs or ((),) * n
         b = other.coefs or ((),) * n
-        coefs = tuple(_add(x, y, sign) for x, y in zip(a, b)) if n else ()
-        return Addr(self.base or other.base, coefs, _add(self.const, other.const, sign))
+        coefs = tuple(poly_add(x, y, sign) for x, y in zip(a, b)) if n else ()
+        return Addr(self.base or other.base, coefs, poly_add(self.const, other.const, sign))
 
     def times(self, other: "Addr") -> "Addr | None":
         if self.coefs and other.coefs:
             return None  # a product of two indices: not linear in the position
         x, y = (self, other) if not self.coefs else (other, self)  # x is uniform
-        return Addr(None, tuple(_mul(c, x.const) for c in y.coefs), _mul(x.const, y.const))
+        return Addr(None, tuple(poly_mul(c, x.const) for c in y.coefs), poly_mul(x.const, y.const))
 
 
 @dataclass(frozen=True)
@@ -157,13 +157,13 @@ class Addresses:
         args = [n for n, _ in op.operands()]
         vals = [self.of(a, depth + 1) for a in args]
         if op.name == "arith.constant":
-            value = _constant(op)
-            return None if value is None else Addr(None, (), _poly({(): value}))
+            value = int_constant(op)
+            return None if value is None else Addr(None, (), poly_of({(): value}))
         if op.name == "tt.get_program_id":
             return Addr(None, (), (((f"pid_{op.tokens[0].text if op.tokens else 'x'}",), 1),))
         if op.name == "tt.make_range":
             start = int_attr(op, "start")
-            return None if start is None else Addr(None, (((((), 1),)),), _poly({(): start}))
+            return None if start is None else Addr(None, (((((), 1),)),), poly_of({(): start}))
         if any(v is None for v in vals):
             return self._opaque(op, name)
         if op.name in PASS_THROUGH and vals:
@@ -191,7 +191,7 @@ class Addresses:
 
     def _quotient(self, op: MOp, name: str, x: Addr, k: Addr) -> Addr | None:
         """``x // K`` of a scalar: ``(iv + c) // K`` is the atom ``iv:IV//K+c``, the rest opaque."""
-        divisor = _integer(k.const)
+        divisor = poly_int(k.const)
         if x.coefs or k.coefs or not divisor or divisor < 1:
             return self._opaque(op, name)
         ivs = [(m, c) for m, c in x.const if m != ()]
@@ -308,7 +308,7 @@ class Addresses:
         if a is None or a.base is None or not a.coefs:
             return ()
         attrs = []
-        stride = _integer(a.coefs[-1])
+        stride = poly_int(a.coefs[-1])
         if stride is not None and stride >= 2:
             attrs += [("col_stride", stride), ("col_offset", dict(a.const).get((), 0))]
         div = self._iter_div(a.const)
@@ -327,8 +327,8 @@ class Addresses:
                 divisor, shift = (int(x) for x in rest.split("+"))
                 loop = self.loops.get(iv)
                 lower = self.of(loop.lower) if loop else None
-                step = _integer(self.of(loop.step).const) if loop and self.of(loop.step) else None
-                if lower is None or _integer(lower.const) != 0 or not step or divisor % step or shift % step:
+                step = poly_int(self.of(loop.step).const) if loop and self.of(loop.step) else None
+                if lower is None or poly_int(lower.const) != 0 or not step or divisor % step or shift % step:
                     raise Unexpressed(f"its address reads the loop's induction variable divided by {divisor}, "
                                       f"which is no whole number of iterations of step {step} from 0")
                 found.add(divisor // step)
@@ -341,7 +341,7 @@ class Unexpressed(Exception):
     """A load's address the graph's load cannot say (the message, without where: the caller locates it)."""
 
 
-def _constant(op: MOp) -> int | None:
+def int_constant(op: MOp) -> int | None:
     """An integer ``arith.constant`` (a scalar or a splat ``dense<N>``, after an attribute dictionary
     such as a warp-specialized partition's ``{async_task_id = ...}``); None for anything else."""
     t = op.tokens

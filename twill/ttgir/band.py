@@ -23,7 +23,7 @@ sample program ids and arguments, and a loop that could skip a kept key is an er
 from __future__ import annotations
 
 from ..band import BAND_ATTRS, Band, from_attrs  # noqa: F401 (the op's band, re-exported)
-from .addresses import _integer
+from .addresses import poly_int
 
 GRID_ATOM = "pid_x"
 
@@ -40,7 +40,7 @@ def read(compares, key_start, rows: int, int_args: set[str]) -> Band | str:
     for c in compares:
         if c.diff is None or c.pred not in ("lt", "le") or len(c.diff.coefs) != 2:
             return "a comparison is not affine in the element's row and column (or an equality)"
-        a, b = (_integer(x) for x in c.diff.coefs)
+        a, b = (poly_int(x) for x in c.diff.coefs)
         if a is None or b is None or b not in (1, -1) or a != -b:
             return ("a comparison is not of the key (the column plus the loop's induction variable) against the "
                     "query (the row plus the program id times the rows)")
@@ -112,8 +112,8 @@ def evaluate(addr, name: str, env: dict, depth: int = 0) -> int | None:
         return None
     args = [n for n, _ in op.operands()]
     if op.name == "arith.constant":
-        from .addresses import _constant
-        v = _constant(op)
+        from .addresses import int_constant
+        v = int_constant(op)
         return v if isinstance(v, int) and not isinstance(v, bool) else None
     if op.name == "tt.get_program_id":
         return env.get(f"pid_{op.tokens[0].text if op.tokens else 'x'}")

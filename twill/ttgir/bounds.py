@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .addresses import Addr, Addresses, _integer
+from .addresses import Addr, Addresses, poly_int
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def _atoms(poly) -> set[str]:
 def _classify(pred: str, diff: Addr | None) -> Compare:
     if diff is None:
         return Compare(pred, None, "other")
-    ints = [_integer(c) for c in diff.coefs]
+    ints = [poly_int(c) for c in diff.coefs]
     if _never_negative(pred, ints, diff):
         return Compare(pred, diff, "always")
     if not diff.coefs or all(c == 0 for c in ints):
@@ -146,7 +146,7 @@ class Masks:
         if len(bounds) != 1 or any(c.kind != "uniform" for c in cs if c is not bounds[0]):
             return None
         c = bounds[0]
-        if c.pred != "lt" or _integer(c.diff.coefs[c.dim]) != 1:
+        if c.pred != "lt" or poly_int(c.diff.coefs[c.dim]) != 1:
             return None
         upper = self.addr.of(self.addr.loops[iv].upper)
         if upper is None or upper.coefs:
@@ -154,8 +154,8 @@ class Masks:
         if c.diff.const == _plus_iv(upper.const, iv):
             return c.dim
         # a copy Triton's pipeliner peeled before the loop: iteration j's mask, `position + j * step < UB`
-        from .addresses import _add
-        rest = dict(_add(c.diff.const, upper.const))
+        from .addresses import poly_add
+        rest = dict(poly_add(c.diff.const, upper.const))
         if peeled and set(rest) <= {()}:
             return c.dim
         return None
@@ -167,8 +167,8 @@ def _neg(poly):
 
 def _plus_iv(upper_const, iv: str):
     """The constant part of ``iv - UB``."""
-    from .addresses import _add
-    return _add((((f"iv:{iv}",), 1),), upper_const, -1)
+    from .addresses import poly_add
+    return poly_add((((f"iv:{iv}",), 1),), upper_const, -1)
 
 
 def _axis(op) -> int | None:

@@ -21,7 +21,7 @@ Python int the binding gets). Anything else is an error at the draw, naming tl.r
 from __future__ import annotations
 
 from ..counter import EXTENT, text
-from .addresses import Poly, _add, _mul, _poly
+from .addresses import Poly, poly_add, poly_mul, poly_of
 from .parser import MOp
 from .rand import rounds_of
 from .state import Lowering
@@ -104,12 +104,12 @@ def _counter(lw: Lowering, coefs: tuple, const: Poly, rows: int, refuse) -> tupl
         what = "another loop's induction variable" if unknown[0].startswith("iv:") else f"program id {unknown[0][4:]}"
         raise refuse(f"its offsets read {what} (the counter is read from the tile's row, its column along the loop "
                      "and the batch entry)")
-    grid = _poly(by_atom.get("pid_x", {}))
-    if grid != _mul(row, _poly({(): rows})):
+    grid = poly_of(by_atom.get("pid_x", {}))
+    if grid != poly_mul(row, poly_of({(): rows})):
         raise refuse(f"its offsets read program id x times {_text(grid) or 0}, not the row's coefficient "
                      f"{_text(row) or 0} times the tile's {rows} rows: the counter is no function of the element's "
                      "row along the grid")
-    along = _poly(by_atom.get(loop, {})) if loop else ()
+    along = poly_of(by_atom.get(loop, {})) if loop else ()
     peeled = not lw.in_loop and not along  # a copy of the loop's first iteration before it (Triton's pipeliner)
     if along != col and not peeled:
         raise refuse(f"its offsets read the loop's induction variable times {_text(along) or 0}, not the column's "
@@ -119,8 +119,8 @@ def _counter(lw: Lowering, coefs: tuple, const: Poly, rows: int, refuse) -> tupl
     lower = _loop_lower(lw) if col and not peeled else 0  # (a peeled copy's offsets read the start itself)
     if lower is None:
         raise refuse("the loop does not start at a constant: its induction variable is no iteration x step")
-    offset = _add(_poly(rest), _mul(col, _poly({(): lower}))) if lower else _poly(rest)
-    for p in (row, col, offset, _poly(by_atom.get("pid_y", {}))):
+    offset = poly_add(poly_of(rest), poly_mul(col, poly_of({(): lower}))) if lower else poly_of(rest)
+    for p in (row, col, offset, poly_of(by_atom.get("pid_y", {}))):
         for monomial, _ in p:
             bad = [x for x in monomial if x.startswith("%") or x not in lw.addresses.args
                    or lw.addresses.args[x].kind != "scalar" or lw.addresses.args[x].elem != "i32"]
@@ -128,7 +128,7 @@ def _counter(lw: Lowering, coefs: tuple, const: Poly, rows: int, refuse) -> tupl
                 raise refuse(f"its offsets read '{bad[0]}', which is no i32 argument of the kernel")
     flat = lw.flat
     out = [("rand_row", _flat(row, flat)), ("rand_col", col)]
-    batch = _poly(by_atom.get("pid_y", {}))
+    batch = poly_of(by_atom.get("pid_y", {}))
     out += [("rand_batch", batch)] if batch else []
     out += [("rand_base", offset)] if offset else []
     if flat and any(flat in m for p in (col, batch, offset) for m, _ in p):

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import InputError
-from .addresses import Addresses, _integer
+from .addresses import Addresses, poly_int
 from .bounds import Masks
 from .parser import MOp
 from .merge import loop_bounds
@@ -134,7 +134,7 @@ def _loop_extent(walk: Walk, bounds, reads_pid) -> str | int | None:
     if reads_pid(upper) or reads_pid(step_name) or reads_pid(bounds[1]):
         return None
     st = walk.addr.of(step_name)
-    step = _integer(st.const) if st is not None and not st.coefs and st.base is None else None
+    step = poly_int(st.const) if st is not None and not st.coefs and st.base is None else None
     if step is None or step < 1:
         return None
     axes = walk.axes(step)
@@ -143,7 +143,7 @@ def _loop_extent(walk: Walk, bounds, reads_pid) -> str | int | None:
     extent, _ = _extent(walk, upper, step, axes[0].tile)
     if extent is None:
         return None
-    value = _integer(extent)
+    value = poly_int(extent)
     if value is not None:
         return value if value > 0 else None
     return _single_argument(extent, walk.addr)
@@ -153,7 +153,7 @@ def _bound_argument(c, addr: Addresses, reads_pid) -> str | None:
     """ARG where comparison `c` is ``position_d + ORIGIN < ARG`` (module doc), else None. ORIGIN's
     atoms are program ids, induction variables and values computed from program ids that the
     polynomials do not follow (a grouped ordering's ``pid // group`` rows)."""
-    if c.kind != "bound" or c.pred != "lt" or _integer(c.diff.coefs[c.dim]) != 1:
+    if c.kind != "bound" or c.pred != "lt" or poly_int(c.diff.coefs[c.dim]) != 1:
         return None
     args = [m[0] for m, k in c.diff.const if k == -1 and len(m) == 1 and m[0] in addr.args]
     if len(args) != 1:

@@ -108,11 +108,11 @@ def column_major(addresses, op: MOp, source) -> str | None:
     first. The order alone misleads where Triton cannot prove the columns contiguous (`offs_n % N`, a
     stride not specialized to 1). Such a load's graph value is the TTGIR tile transposed (`_load_node`),
     which extents.py reads too: dimension d of the TTGIR tile is dimension 1 - d of the graph's."""
-    from .addresses import _integer
+    from .addresses import poly_int
     names = op.operands()
     a = addresses.of(names[0][0]) if addresses is not None and names else None
     if a is not None and a.base is not None and len(a.coefs) == 2:
-        rows, cols = (_integer(c) for c in a.coefs)
+        rows, cols = (poly_int(c) for c in a.coefs)
         if cols == 1 and rows != 1:
             return None
         if rows == 1 and cols != 1:
@@ -273,14 +273,14 @@ def stores_transposed(lw: Lowering, op: MOp) -> bool:
     offs_m[:, None]``: C is [N, M] row-major and holds the tile's transpose). Loads read such a tile
     as `{column_major = true}` (`_column_major`); a carry stored so after the loop is the carry's
     `{column_major = true}` output (attach._outputs), any other such store an error (`transposed_store`)."""
-    from .addresses import _integer
+    from .addresses import poly_int
     names = op.operands()
     if op.name != "tt.store" or lw.addresses is None or not names:
         return False
     a = lw.addresses.of(names[0][0])
     if a is None or a.base is None or len(a.coefs) != 2:
         return False
-    rows, cols = (_integer(c) for c in a.coefs)
+    rows, cols = (poly_int(c) for c in a.coefs)
     return bool(rows == 1 and cols != 1 and a.coefs[1])
 
 

@@ -248,18 +248,18 @@ def merged(stores: list[PartStore]) -> list[tuple]:
 
 def _same_place(first: PartStore, st: PartStore) -> None:
     """st's address is first's moved right by the parts' column offset, along columns of stride 1."""
-    from .addresses import _add, _integer
+    from .addresses import poly_add, poly_int
     shift = st.part.start - first.part.start
     ok = False
     if first.kind == st.kind == "pointer" and first.address is not None and st.address is not None:
         a, b = first.address, st.address
-        ok = (a.base == b.base and a.coefs == b.coefs and a.coefs and _integer(a.coefs[-1]) == 1
-              and _integer(_add(b.const, a.const, -1)) == shift)
+        ok = (a.base == b.base and a.coefs == b.coefs and a.coefs and poly_int(a.coefs[-1]) == 1
+              and poly_int(poly_add(b.const, a.const, -1)) == shift)
     elif first.kind == st.kind == "coords" and None not in first.address + st.address \
             and len(first.address) == len(st.address) >= 1:
         rows = all(x.const == y.const and not x.coefs and not y.coefs
                    for x, y in zip(first.address[:-1], st.address[:-1]))
-        ok = rows and _integer(_add(st.address[-1].const, first.address[-1].const, -1)) == shift
+        ok = rows and poly_int(poly_add(st.address[-1].const, first.address[-1].const, -1)) == shift
     if not ok:
         raise _error(st, f"this store of columns {st.part.start}..{st.part.start + st.part.width} of the tile "
                          "is not provably at the first part's address moved by that many columns (of stride 1): "

@@ -377,10 +377,10 @@ def _position(lw: Lowering, op: MOp, index: "indices.Index") -> Tile:
 
 def _loop_lower(lw: Lowering) -> int | None:
     """The chosen loop's constant lower bound (None where it is not one)."""
-    from .addresses import _integer
+    from .addresses import poly_int
     loop = lw.addresses.loops.get(lw.loop_iv) if lw.addresses is not None and lw.loop_iv else None
     lower = lw.addresses.of(loop.lower) if loop is not None else None
-    return _integer(lower.const) if lower is not None and not lower.coefs and lower.base is None else None
+    return poly_int(lower.const) if lower is not None and not lower.coefs and lower.base is None else None
 
 
 def _predicate(op: MOp) -> str | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .addresses import Addresses, _integer
+from .addresses import Addresses, poly_int
 from .parser import MOp, walk
 from .types import TypeReader
 
@@ -45,7 +45,7 @@ def loop_split(module, func: MOp, loop: MOp, axes: frozenset) -> tuple[Split | N
     lower, upper, step = (addr.of(tok.text[1:]) for tok in (t[2], t[4], t[6]))
     if lower is None or upper is None or step is None or lower.coefs or upper.coefs:
         return None, "its bounds are no polynomial of scalars the import follows"
-    if _integer(step.const) is None or _integer(step.const) <= 0:
+    if poly_int(step.const) is None or poly_int(step.const) <= 0:
         return None, "its step is not a positive constant"
     terms = dict(lower.const)
     scaled = [m for m in terms if pid in m]
@@ -61,7 +61,7 @@ def loop_split(module, func: MOp, loop: MOp, axes: frozenset) -> tuple[Split | N
                       f"{arg} only")
     over = dict(_sub(upper.const, _add_arg(lower.const, arg)))
     short = over.get((), 0)
-    if set(over) - {()} or short > 0 or short % _integer(step.const) or (short and not _pipelined(loop)):
+    if set(over) - {()} or short > 0 or short % poly_int(step.const) or (short and not _pipelined(loop)):
         return None, (f"its upper bound is not the lower bound plus {arg}"
                       + (" (less whole steps only after Triton's pipeliner, which peels the last iterations)"
                          if not set(over) - {()} and short < 0 else ""))

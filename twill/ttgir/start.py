@@ -17,7 +17,7 @@ Each is an error at the `scf.for` (a tile loop all the same: `UnexpressedGrid`, 
 from __future__ import annotations
 
 from ..errors import Diagnostic
-from .addresses import Addresses, _integer
+from .addresses import Addresses, poly_int
 from .parser import MOp
 from .types import TypeReader
 
@@ -46,10 +46,10 @@ def errors(module, func: MOp, loop: MOp, reads_pid) -> list[Diagnostic]:
         return []
     addr = Addresses(func, TypeReader(module.source, module.aliases))
     low, stp = addr.of(lower.text[1:]), addr.of(step.text[1:])
-    first = _integer(low.const) if low is not None and not low.coefs and low.base is None else None
+    first = poly_int(low.const) if low is not None and not low.coefs and low.base is None else None
     if first == 0:
         return []
-    every = _integer(stp.const) if stp is not None and not stp.coefs and stp.base is None else None
+    every = poly_int(stp.const) if stp is not None and not stp.coefs and stp.base is None else None
     if first is None:
         reads = _atoms(low)
         why = (f"its lower bound {lower.text} is no compile-time constant"

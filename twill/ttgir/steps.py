@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import Diagnostic, InputError
-from .addresses import Addr, Addresses, Poly, _add, _integer, _mul
+from .addresses import Addr, Addresses, Poly, poly_add, poly_int, poly_mul
 from .merge import loop_bounds
 from .parser import MOp, walk
 from .types import TypeReader, last_top_level
@@ -66,7 +66,7 @@ def _ratio(poly: Poly, unit: Poly) -> int | None:
     if m != mu or c % cu:
         return None
     n = c // cu
-    return n if _mul(unit, ((((), n),))) == poly else None
+    return n if poly_mul(unit, ((((), n),))) == poly else None
 
 
 def _part(poly: Poly, atom: str) -> Poly:
@@ -118,9 +118,9 @@ class Walk:
     def _moves(self, const: Poly, step: int) -> Poly:
         """What one iteration adds to an address of constant part `const`: the induction variable's
         coefficient times the step, plus each carried value's coefficient times its advance."""
-        move = _mul(_part(const, f"iv:{self.iv}"), ((((), step),)))
+        move = poly_mul(_part(const, f"iv:{self.iv}"), ((((), step),)))
         for arg, advance in sorted(self.carried.items()):
-            move = _add(move, _mul(_part(const, f"carry:{arg}"), advance))
+            move = poly_add(move, poly_mul(_part(const, f"carry:{arg}"), advance))
         return move
 
     def axes(self, step: int) -> list[LoopAxis]:
@@ -168,8 +168,8 @@ class Walk:
             if len(moving) != 1:
                 return None
             d = moving[0]
-            n = _integer(moves[d])
-            return None if n is None else LoopAxis(op, d, n, shape[d], _integer(_offset(consts[d], self.iv)))
+            n = poly_int(moves[d])
+            return None if n is None else LoopAxis(op, d, n, shape[d], poly_int(_offset(consts[d], self.iv)))
         if not moves[0]:
             return None
         found = place(moves[0])
@@ -177,7 +177,7 @@ class Walk:
             return None
         d, n = found
         rest = _offset(consts[0], self.iv)
-        alone = all(_integer(u) is None for k, u in enumerate(units) if k != d)  # no other axis' constant term
+        alone = all(poly_int(u) is None for k, u in enumerate(units) if k != d)  # no other axis' constant term
         return LoopAxis(op, d, n, shape[d], (_ratio(rest, units[d]) if rest else 0) if alone else None)
 
 
@@ -198,7 +198,7 @@ def errors(module, func: MOp, loop: MOp, reads_pid) -> list[Diagnostic]:
     walk = Walk(module, func, loop)
     span = module.source.span(loop.head)
     st = walk.addr.of(step_name)
-    step = _integer(st.const) if st is not None and not st.coefs and st.base is None else None
+    step = poly_int(st.const) if st is not None and not st.coefs and st.base is None else None
     if step is None or step < 1:
         if not walk.axes(1):
             return []
@@ -269,7 +269,7 @@ def _extent(walk: Walk, upper: str, step: int, tile: int) -> tuple[Poly | None, 
     if op is not None and op.name == "arith.subi" and _pipelined(walk.loop):
         # Triton's pipeliner stops the loop whole steps short where it peeled the last iterations
         less, by = (walk.addr.of(n) for n, _ in op.operands()[:2])
-        short = _integer(by.const) if by is not None and not by.coefs else None
+        short = poly_int(by.const) if by is not None and not by.coefs else None
         if less is not None and short and short > 0 and short % step == 0:
             return _extent(walk, op.operands()[0][0], step, tile)
     if step == tile:
@@ -278,10 +278,10 @@ def _extent(walk: Walk, upper: str, step: int, tile: int) -> tuple[Poly | None, 
     if tile % step == 0 and op is not None and op.name in ("arith.divsi", "arith.divui", "arith.ceildivsi",
                                                            "arith.ceildivui"):
         num, den = (walk.addr.of(n) for n, _ in op.operands()[:2])
-        if num is not None and den is not None and not num.coefs and _integer(den.const) == per:
+        if num is not None and den is not None and not num.coefs and poly_int(den.const) == per:
             if op.name.startswith("arith.ceildiv"):
                 return num.const, ""
-            less = _add(num.const, ((((), per - 1),)), -1)
+            less = poly_add(num.const, ((((), per - 1),)), -1)
             if any(m == () for m, _ in num.const) and {a for m, _ in less for a in m}:
                 return less, ""
             return None, (f"which divides by {per} without rounding up: a partial last tile along the loop would "
@@ -374,7 +374,7 @@ def row_errors(module, func: MOp, loop: MOp) -> list[Diagnostic]:
         return []
     walk = Walk(module, func, loop)
     st = walk.addr.of(bounds[3])
-    step = _integer(st.const) if st is not None and not st.coefs and st.base is None else None
+    step = poly_int(st.const) if st is not None and not st.coefs and st.base is None else None
     out = []
     for a in walk.axes(step) if step is not None and step >= 1 else ():
         shape = _tile_shape(walk, a.op)
