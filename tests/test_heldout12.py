@@ -212,3 +212,16 @@ def test_each_import_compiles_for_sm90a_with_no_spill(name, tmp_path):
 @pytest.mark.extended
 def test_each_import_compiles_for_sm100a_with_no_spill(name, tmp_path):
     _built(name, tmp_path)
+
+
+def test_a_column_max_is_a_row_max_of_the_transpose():
+    """The same kernel with `acc = max(acc, dy)` from -inf and `tl.max(acc, axis=0)`: the carry rule holds for any
+    associative and commutative op (sum, max, min), so the column max imports as the transposed tile's rowmax."""
+    text = BIAS.read_text()
+    edited = re.sub(r"(%acc_\d+ = )arith\.addf (%acc_\d+, %acc_\d+)", r"\1arith.maxnumf \2", text, count=1)
+    edited = re.sub(r"(%db_\d+ = )arith\.addf", r"\1arith.maxnumf", edited, count=1)
+    edited = edited.replace("%acc = arith.constant dense<0.000000e+00> : tensor<64x128xf32",
+                            "%acc = arith.constant dense<0xFF800000> : tensor<64x128xf32", 1)
+    assert edited.count("maxnumf") == 2
+    out = _text(_import(BIAS, edited))
+    assert "acc_new = rowmax dy, acc : f32[64]" in out and "carry acc : f32[64] = -inf" in out
