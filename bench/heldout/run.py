@@ -11,7 +11,7 @@
 in numpy, twill/philox.py). --batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3), --batch 4 the fourth (kernels4.py,
 heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6), --batch 7 the seventh (kernels7.py, heldout7), --batch 8 the eighth (kernels8.py, heldout8), --batch 9 the ninth (kernels9.py, heldout9: the Triton tutorials
 not covered before; asin alone imports), --batch 10 the tenth (kernels10.py, heldout10), --batch 11 the eleventh
-(kernels11.py, heldout11); default the
+(kernels11.py, heldout11), --batch 12 the twelfth (kernels12.py, heldout12: column sums); default the
 second (kernels.py, heldout2). A kernel of loops in sequence has the sequence's binding NAME_sm90.py (its loops' kernels
 NAME_sm90.LOOP.cu beside it), which allocates its outputs and returns them: those are checked. Writes DIR/check.json. The binding is called with the launch's arguments only: the exp2 scale the
 import folds out of a kernel (qk_scale = sm_scale * log2 e; for a softmax written with tl.exp, its
@@ -104,17 +104,24 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          "gemm_bias_relu_kmask": [{"M": 1024, "N": 1152, "K": 1000}, None],
          "gemm_w8a8_bias": [{"M": 1024, "N": 1536, "K": 1024}, None],
          "linear_wt": [{"M": 1024, "N": 1536, "K": 1024}, None], "baddbmm": [None],
-         "softmax_temp": [None, {"M": 1000, "N": 781}], "swiglu_bwd": [None, {"M": 1000}]}
+         "softmax_temp": [None, {"M": 1000, "N": 781}], "swiglu_bwd": [None, {"M": 1000}],
+         # batch 12 (and batch 9's tutorial dw/db): column sums, the argument read transposed (the binding's copy of
+         # its .mT); the defaults, then ragged M (the loop: a partial last tile of 128) and N (the grid's rows: a
+         # partial last tile of 64)
+         "bias_grad": [None, {"M": 1000, "N": 1000}], "ln_dwdb": [None, {"M": 1000, "N": 1000}],
+         "bn_stats": [None, {"M": 1000, "N": 777}], "layer_norm_bwd_dwdb": [None, {"M": 100, "N": 1000}]}
 # the held-out kernels that import and have not yet run on a GPU: batch -> names (bench/triton_notes/s38/select/gpu.sh
 # builds and checks them)
 PENDING_GPU = {"3": ("gemm_tf32",), "6": ("attn_bool_mask", "attn_dropout"), "9": ("dropout", "seeded_dropout"),
-               "11": ("gemm_bias_relu_kmask", "baddbmm", "gemm_w8a8_bias", "linear_wt", "softmax_temp", "swiglu_bwd")}
+               "11": ("gemm_bias_relu_kmask", "baddbmm", "gemm_w8a8_bias", "linear_wt", "softmax_temp", "swiglu_bwd"),
+               "12": ("bias_grad", "ln_dwdb", "bn_stats")}
 # dropout: bench/triton_notes/s38/dropout/run.sh; gemm_tf32 (TF32, B copied transposed by the binding):
-# bench/triton_notes/s39/tf32/run.sh; seeded_dropout and attn_dropout: bench/triton_notes/s39/rand/run.sh
+# bench/triton_notes/s39/tf32/run.sh; seeded_dropout and attn_dropout: bench/triton_notes/s39/rand/run.sh; batch 12 and batch 9's
+# layer_norm_bwd_dwdb (column sums): bench/triton_notes/s40/colsum/run.sh
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7"),
            "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9"), "10": ("kernels10.py", "heldout10"),
-           "11": ("kernels11.py", "heldout11"), "rand": ("randoms.py", "randoms")}  # tl.rand's forms beyond batches 9 and 6 (references from twill/philox.py)
+           "11": ("kernels11.py", "heldout11"), "12": ("kernels12.py", "heldout12"), "rand": ("randoms.py", "randoms")}  # tl.rand's forms beyond batches 9 and 6 (references from twill/philox.py)
 
 
 def _kernels(batch: str = "2"):
@@ -222,7 +229,7 @@ def main(argv=None) -> None:
     c.add_argument("--kernels", required=True)
     for q in (b, c):
         q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py; 6: kernels6.py; "
-                       "7: kernels7.py; 8: kernels8.py; 9: kernels9.py; 10: kernels10.py; 11: kernels11.py")
+                       "7: kernels7.py; 8: kernels8.py; 9: kernels9.py; 10: kernels10.py; 11: kernels11.py; 12: kernels12.py")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 

@@ -512,7 +512,8 @@ def _arg_doc(a: Argument, partial: dict[str, str], rows: int | None = None, comb
     if a.transposed:
         d = _layout(a)[1:-1].split(", ")
         mt = ", ".join(d[:-2] + d[-2:][::-1])
-        note += (f"; the tensor core reads it K-major, as its transpose .mT [{mt}]: where .mT is not contiguous along "
+        note += (f"; the kernel reads it as its transpose .mT [{mt}] (an mma operand K-major, a column sum's rows): "
+                 f"where .mT is not contiguous along "
                  f"its last dimension (a row-major [{', '.join(d[-2:])}] tensor) it is copied transposed into a [{mt}] "
                  f"buffer each call (one read and one write of it); .mT of a contiguous [{mt}] tensor (w.t()) is read "
                  "as it lies, no copy")

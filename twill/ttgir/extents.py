@@ -113,6 +113,7 @@ def extents(module, func: MOp, path: tuple[MOp, ...], graph, signature, reads_pi
             axis = axis_of(targets[pointer], dim, len(shape)) if arg is not None else None
             if axis is not None:
                 found.add((arg, axis))
+    found.update((arg, "m") for arg in module.grid_bound)  # a column-sum kernel's `cols < N` (colsum.py)
     order = {n: i for i, (n, _) in enumerate(graph.arguments)}
     args = tuple(sorted((p for p in found if p[0] in order), key=lambda p: (order[p[0]], AXES.index(p[1]))))
     return Extents(args, constant)

@@ -70,6 +70,9 @@ def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
     attrs = _view(lw, op)
     if (fill := loop_tail_fill(lw, op)) is not None:  # other=-inf past the loop's extent
         attrs = tuple(attrs) + (("fill", fill),)
+    if lw.transposed and len(tt.shape) == 2 and _base(lw, op) in lw.transposed:
+        # a column-sum kernel's tile (colsum.py): the tile as the kernel reads it, its argument the transpose
+        attrs = tuple(attrs) + (("transposed", True),)
     if source is not None and source.kind == "tensor" and source.elem == "ptr" and len(tt.shape) == 2 \
             and (how := _column_major(lw, op, source)):
         # Coalescing ordered the addresses dim 0 first: the tile is stored column-major in memory.
@@ -81,6 +84,13 @@ def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
             attrs = tuple(attrs) + (("column_major", True),)
         return replace(lw.node("load", op, vals, replace(tt, shape=tt.shape[::-1]), attrs=attrs), flip=True)
     return lw.node("load", op, vals, tt, attrs=attrs)
+
+
+def _base(lw: Lowering, op: MOp) -> str | None:
+    """The pointer argument a load's addresses start from (addresses.py), or None."""
+    names = op.operands()
+    a = lw.addresses.of(names[0][0]) if lw.addresses is not None and names else None
+    return a.base if a is not None else None
 
 
 def _masked_in_registers(lw: Lowering, op: MOp, tile: Tile) -> Tile:

@@ -95,6 +95,8 @@ class Module:
     source: Source
     locs: dict = None  # "#locN" -> the tokens inside its ``loc(...)`` definition
     flat: str | None = None  # a flat map over elements read as rows (flatmap.py): the argument of the elements
+    transposed: tuple = ()  # pointer arguments a column-sum kernel's tiles read transposed (colsum.py)
+    grid_bound: tuple = ()  # arguments bounding a column-sum kernel's columns (`cols < N`, colsum.py): the grid rows'
 
     def functions(self) -> list[MOp]:
         """Every `tt.func` (or `func.func`), in file order, at any depth of `module`s."""

@@ -97,7 +97,11 @@ def rows_per_program(module: Module) -> Module:
     """`module` rewritten to ROWS rows a program where it is a kernel of one row a program (or a flat map over
     elements, flatmap.py, or a loop-free kernel of 2-D blocks, block2d.py, read as rows first); else itself."""
     from .block2d import rewrite as block_rows
+    from .colsum import rewrite as column_sums
     from .flatmap import rewrite as flat_rows
+    sums = column_sums(module)
+    if sums is not None:  # one column a program of a loop over row blocks summed down the columns (colsum.py)
+        return replace(_rows_per_program(sums[0], module.source, sums[1]), transposed=sums[2], grid_bound=sums[3])
     try:
         flat = flat_rows(module)
     except Refuse as exc:

@@ -35,6 +35,7 @@ class Lowering:
         self.kpending = None  # (mma, a, b) of the first half of such a dot, until its second half
         self.arg_spans: dict = {}  # argument name -> its span in the signature
         self.flat = module.flat  # a flat map's size argument (flatmap.py), else None
+        self.transposed = module.transposed  # pointer arguments a column-sum kernel reads transposed (colsum.py)
 
     # -- helpers ----------------------------------------------------------------------------------
 
