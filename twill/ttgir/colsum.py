@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 
-from .addresses import Addresses, _integer
+from .addresses import Addresses, poly_int
 from .block2d import _split, _tensor_types
 from .parser import Module, MOp, parse_module
 from .rowprog import COLUMNS, COMBINERS, attr_int, end_line, func_args, walk_ops
@@ -399,7 +399,7 @@ class ColSum:
         why = None
         if a is None or a.base is None or len(a.coefs) != 2:
             why = "not a pointer argument plus offsets linear in the tile's rows and columns"
-        elif _integer(a.coefs[1]) != 1:
+        elif poly_int(a.coefs[1]) != 1:
             why = "its columns are not adjacent in memory (a column stride, or a tile read transposed)"
         else:
             stride = a.coefs[0]
