@@ -67,6 +67,10 @@ class InputError(TwillError):
     """Bad input or usage: a file that does not parse, a machine key that is wrong (exit 2)."""
 
 
+class EmitError(InputError):
+    """A schedule that emit-cuda cannot turn into a kernel (exit 2, with the reason)."""
+
+
 class NoScheduleError(TwillError):
     """The problem has no schedule under the given limits (exit 1)."""
 

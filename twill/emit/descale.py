@@ -14,9 +14,8 @@ it has such an output, so nothing else changes.
 """
 from __future__ import annotations
 
+from ..mma import FP8
 from . import epilogue
-
-FP8 = ("f8e4m3", "f8e5m2")
 
 
 def _fp8_mma(model, value: str) -> bool:

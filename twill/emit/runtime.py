@@ -18,7 +18,7 @@ from __future__ import annotations
 from functools import cache
 from importlib.resources import files
 
-from .model import MMA_INPUTS
+from ..mma import MMA_INPUTS
 
 
 def _part(name: str) -> str:

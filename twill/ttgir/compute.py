@@ -127,7 +127,7 @@ def _refuse_narrow_accumulator(lw: Lowering, op: MOp, operands, out, tmem: bool 
     In tensor memory (`tmem`: tcgen05.mma, sm_100a) every narrow accumulator is refused: a 16-bit D lies
     one value in each 32-bit column, unpacked (PTX ISA 9.7.16.10.4.1), where the graph's footprint of an
     f16 @tmem tile counts two values a column (a packed P) and emit-cuda's tensor-memory reads take f32."""
-    from ..emit.model import MMA_INPUTS
+    from ..mma import MMA_INPUTS
     a = operands[0]
     dtype = lw.type_of(a.ref).dtype if isinstance(a, Tile) else None
     kind = MMA_INPUTS.get(dtype)

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..emit.model import FP8, MMA_INPUTS, EmitError, operand_majors
+from ..errors import EmitError
+from ..mma import FP8, MMA_INPUTS, operand_majors
 from ..ir import Graph, Op
 from ..vocab import mma_mismatch
 
