@@ -201,7 +201,11 @@ def _check_one(K, kdir, binding, name, size) -> dict:
         row["shapes"] = [list(t.shape) for t in tensors]
         row["rel_errors"] = [rel_error(o, r) for o, r in zip(outs, refs)]
         row["rel_error"] = max(row["rel_errors"])
-        row["correct"] = row["rel_error"] < 1e-2
+        # the tolerance: 5e-2 where an input or output is fp8 (an fp8 output rounds to 2-3 bits), else 1e-2
+        fp8 = any(isinstance(t, torch.Tensor) and t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
+                  for t in (*tensors, *outs))
+        row["tolerance"] = 5e-2 if fp8 else 1e-2
+        row["correct"] = row["rel_error"] < row["tolerance"]
         row["twill_ms"] = median_ms(run, reps=10)
         row["triton_ms"] = median_ms(lambda: fns["launch"](*tensors, **params), reps=10)
         try:  # the GPU's time alone (launches in one CUDA graph): a 30-60 us call is mostly host time
