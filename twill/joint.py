@@ -702,7 +702,8 @@ def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
     for r in schedule.roles:
         # A role that never holds a register value (a TMA producer) has only the machine's minimum to
         # meet: the reserve is counted where values live, as the joint stage checks it.
-        need = max((u for u, held in role_register_use(schedule, p, r) if held), default=lim.min_registers)
+        use = role_register_use(schedule, p, r)
+        need = int(use.used[use.held > 0].max()) if use.held.any() else lim.min_registers
         roles.append((r.warps, need, not all(p.task[o].variable_latency for o in r.ops)))
     return tuple(Role(r.name, r.warps, b, r.ops) for r, b in zip(schedule.roles, grow_budgets(lim, roles)))
 

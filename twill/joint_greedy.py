@@ -37,8 +37,8 @@ from dataclasses import replace
 
 from .ims import heights
 from .greedy import _Table
-from .liveness import (always_blocking, busy, imports, live_intervals, read_bytes, regs_per_thread, scratch,
-                       streamed_with, tmem_reads)
+from .liveness import (always_blocking, busy, imports, live_intervals, live_ring, read_bytes, regs_per_thread,
+                       scratch, streamed_with, tmem_reads)
 from .problem import Problem
 from .schedule import Schedule
 
@@ -308,21 +308,6 @@ REPAIR_STEPS = 12  # moves at most, per starting partition
 REPAIR_CANDIDATES = 8  # ops tried per move: the largest holders at the heavy role's peak cycle
 
 
-def _ring(begin: int, end: int, ii: int):
-    """liveness.instances_live at every steady-state cycle at once (a numpy array of `ii`)."""
-    import numpy as np
-    out = np.zeros(ii, dtype=np.int64)
-    if end <= begin:
-        return out
-    full, rem = divmod(end - begin, ii)
-    out += full
-    first = begin % ii
-    out[first:first + rem] += 1
-    if first + rem > ii:
-        out[:first + rem - ii] += 1
-    return out
-
-
 def _role_need(s: Schedule, p: Problem, role, lives, loaded) -> tuple[int, list[tuple[int, str]]]:
     """liveness.role_register_use's peak on `role` (registers per thread), and (registers, op) for the
     ops of the role holding registers at that cycle: the same sums, by whole arrays."""
@@ -349,7 +334,7 @@ def _role_need(s: Schedule, p: Problem, role, lives, loaded) -> tuple[int, list[
                  if any(ops[c].role == role.name for c in readers))
     if not held:
         return (lim.register_reserve + inputs if inputs else lim.min_registers), []
-    rings = [_ring(b, e, ii) * k for _, b, e, k in held]
+    rings = [live_ring(b, e, ii) * k for _, b, e, k in held]
     use = np.sum(rings, axis=0)
     t = int(np.argmax(use))
     return lim.register_reserve + inputs + int(use[t]), [(int(r[t]), v) for r, (v, _, _, _) in zip(rings, held) if r[t]]
