@@ -64,6 +64,25 @@ def test_a_graph_with_no_schedule_on_one_role_is_solved_again_with_the_hand_off(
     assert verify(s, g, m) == []
 
 
+def test_the_retry_with_the_hand_off_has_what_is_left_of_the_time_limit():
+    """The time limit is the whole solve's: the retry after the pinned pass' "no schedule" (0.7 s at load 1,
+    3 s at load 8) gets what that pass left of it; it had the whole limit again, so this 4 s limit took
+    4 s plus the first pass. The limit returns a schedule that verify accepts (not proven: TimeLimitReached).
+    On a machine so slow that the pinned pass itself runs into the limit, the limit holds all the same."""
+    import time
+    from twill.errors import TimeLimitReached
+    g, m = load_graph(str(EX / "attention_fwd_simple.tir")), load_machine("h100")
+    limit, at = 4.0, []
+    began = time.monotonic()
+    with pytest.raises(TimeLimitReached) as got:  # the retry alone needs about 5 s at load 1
+        solve(g, m, SolveOptions(time_limit=limit),
+              progress=lambda stage, info: at.append(time.monotonic() - began) if stage == "handoff" else None)
+    took = time.monotonic() - began
+    assert took < limit + 0.4, (took, at)
+    s = got.value.schedule
+    assert s is not None and verify(s, g, m) == []
+
+
 def test_tile_handoff_is_a_boolean_in_the_machine_file():
     text = (Path(__file__).parent.parent / "specs" / "h200.yaml").read_text()
     assert "tile_handoff: false" in text
