@@ -257,7 +257,7 @@ def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline, floor:
 # A count of list schedules (joint_greedy.Budget), not seconds, bounds it first (was 1 s): random_n40_s8
 # (b200) reaches its floor (I 554, L 614: both optimal) after 338 list schedules, 1.6 CPU s, 2.4-7.4 s wall
 # by load, where the 1 s cap then cost 11 s of role hints' ascents that ended with nothing; on most corpus
-# graphs the heuristic has no partition near the floor and ends by itself (10-72 schedules, 0.01-0.7 s);
+# graphs the heuristic has no partition near the floor and ends by itself (10-72 schedules, 0.01-1.2 s);
 # a count makes where it stops the same at any load (docs/benchmarks.md, log, session 40: solver40).
 FLOOR_FIRST_SCHEDULES = 500
 FLOOR_FIRST_SECONDS = 10.0  # and at most HINT_SHARE of the time left
