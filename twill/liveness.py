@@ -270,7 +270,8 @@ def role_register_use(s: Schedule, p: Problem, role: Role) -> Profile:
     for v in role.ops:
         task = p.task[v]
         if v in lives and task.space == "reg":
-            items.append((v, regs_per_thread(task.register_bytes, role.warps), live_ring(lives[v][3], lives[v][1], s.ii)))
+            items.append((v, regs_per_thread(task.register_bytes, role.warps),
+                          live_ring(lives[v][3], lives[v][1], s.ii)))
     for v, c in imports(p) + tmem_reads(p):
         if role_of[c] != role.name or (role_of[v] == role.name and p.task[v].space == "reg"):
             continue
