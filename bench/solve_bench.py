@@ -198,6 +198,8 @@ def corpus_child(tir: str, machine_yaml: str, backend: str = "yices", limit: str
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     sub = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     out["peak_mib"] = round(max(own, sub) / 1024, 1)
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    out["cpu_seconds"] = round(sum(u.ru_utime + u.ru_stime for u in usage), 2)  # the process' threads and children
     print(json.dumps(out), flush=True)
     return 0
 

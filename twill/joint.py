@@ -233,15 +233,16 @@ HEURISTIC_SECONDS = 3.0  # at most, and at most HINT_SHARE of the time left
 
 
 def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline, floor: int = 0, at_floor: bool = False,
-                     seconds: float = HEURISTIC_SECONDS) -> Status:
+                     seconds: float = HEURISTIC_SECONDS, schedules: int | None = None) -> Status:
     """SAT with the encoding's model at joint_greedy's schedule (its least L found, down to `floor`, a
     proven bound), or TIMEOUT (nothing learnt). With `at_floor`, only a schedule at the floor counts (L
-    is then proven least at once, before any role hint's ascent)."""
+    is then proven least at once, before any role hint's ascent). `schedules`: at most that many list
+    schedules (joint_greedy.Budget), besides the `seconds`."""
     from .joint_greedy import joint_heuristic
     left = seconds if deadline is None else min(seconds, HINT_SHARE * (deadline - time.monotonic()))
     near = floor + floor * FLOOR_FIRST_NEAR // 100 if at_floor else None
     found = joint_heuristic(p, enc.lo, lmax, enc.slots, time.monotonic() + left, propose=not at_floor, floor=floor,
-                            near=near)
+                            near=near, schedules=schedules)
     if found is None or (at_floor and found[3] > floor):
         return Status.TIMEOUT
     start, roles, _, length = found
@@ -253,7 +254,13 @@ def _heuristic_model(enc: JointEncoding, p: Problem, lmax: int, deadline, floor:
 # schedule's L is the proven floor (then no ascent is needed). On the corpus' random_n32_s7 (h200) the
 # hints' ascents took 8 s of a pass before the heuristic's schedule at the floor (docs/benchmarks.md, log,
 # session 31: solver35).
-FLOOR_FIRST_SECONDS = 1.0
+# A count of list schedules (joint_greedy.Budget), not seconds, bounds it first (was 1 s): random_n40_s8
+# (b200) reaches its floor (I 554, L 614: both optimal) after 338 list schedules, 1.6 CPU s, 2.4-7.4 s wall
+# by load, where the 1 s cap then cost 11 s of role hints' ascents that ended with nothing; on most corpus
+# graphs the heuristic has no partition near the floor and ends by itself (10-72 schedules, 0.01-1.2 s);
+# a count makes where it stops the same at any load (docs/benchmarks.md, log, session 40: solver40).
+FLOOR_FIRST_SCHEDULES = 500
+FLOOR_FIRST_SECONDS = 10.0  # and at most HINT_SHARE of the time left
 FLOOR_FIRST_NEAR = 2  # percent above the floor: the partitions repaired there (joint_heuristic's `near`)
 
 
@@ -517,7 +524,8 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         cuts: list = []
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
         if (whole == Status.SAT and HEURISTIC
-                and _heuristic_model(enc, p, lmax, deadline, lb, at_floor=True, seconds=FLOOR_FIRST_SECONDS) == Status.SAT):
+                and _heuristic_model(enc, p, lmax, deadline, lb, at_floor=True, seconds=FLOOR_FIRST_SECONDS,
+                                     schedules=FLOOR_FIRST_SCHEDULES) == Status.SAT):
             status, below = Status.SAT, lb - 1
         elif whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
@@ -702,7 +710,8 @@ def budgets(p: Problem, schedule: Schedule) -> tuple[Role, ...]:
     for r in schedule.roles:
         # A role that never holds a register value (a TMA producer) has only the machine's minimum to
         # meet: the reserve is counted where values live, as the joint stage checks it.
-        need = max((u for u, held in role_register_use(schedule, p, r) if held), default=lim.min_registers)
+        use = role_register_use(schedule, p, r)
+        need = int(use.used[use.held > 0].max()) if use.held.any() else lim.min_registers
         roles.append((r.warps, need, not all(p.task[o].variable_latency for o in r.ops)))
     return tuple(Role(r.name, r.warps, b, r.ops) for r, b in zip(schedule.roles, grow_budgets(lim, roles)))
 

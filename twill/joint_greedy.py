@@ -37,8 +37,8 @@ from dataclasses import replace
 
 from .ims import heights
 from .greedy import _Table
-from .liveness import (always_blocking, busy, imports, live_intervals, read_bytes, regs_per_thread, scratch,
-                       streamed_with, tmem_reads)
+from .liveness import (always_blocking, busy, imports, live_intervals, live_ring, read_bytes, regs_per_thread,
+                       scratch, streamed_with, tmem_reads)
 from .problem import Problem
 from .schedule import Schedule
 
@@ -179,14 +179,35 @@ def list_schedule(p: Problem, ii: int, order: list[str], roles: dict[str, int],
 PROPOSALS = 12  # partitions proposed by pressure.role_partition after the fixed ones
 
 
-def _proposed(p: Problem, deadline, failed: list):
+class Budget:
+    """When a search stops: at a deadline (time.monotonic() seconds; None: none) or, with `schedules`,
+    once that many list schedules are made (a count of work, the same on any machine and at any load:
+    where it ends first, the answer does not depend on the machine's speed)."""
+
+    def __init__(self, deadline: float | None = None, schedules: int | None = None):
+        self.deadline, self.left = deadline, schedules
+
+    def spend(self) -> None:
+        if self.left is not None:
+            self.left -= 1
+
+    def over(self) -> bool:
+        return ((self.deadline is not None and time.monotonic() >= self.deadline)
+                or (self.left is not None and self.left <= 0))
+
+
+def _budget(limit) -> Budget:
+    return limit if isinstance(limit, Budget) else Budget(limit)
+
+
+def _proposed(p: Problem, budget: Budget, failed: list):
     """Partitions from the register relaxation (pressure.role_partition), each one cut from the next
     proposal once it failed: `failed` holds (blocks, the blocks whose registers did not fit); such a
     block is cut alone (not all of its ops on one role), any other failure cuts the whole partition.
     The cuts are heuristic (a role's registers depend on the starts): they steer, they prove nothing."""
     from .pressure import role_partition
     for _ in range(PROPOSALS):
-        if deadline is not None and time.monotonic() >= deadline:
+        if budget.over():
             return
         cuts = []
         for blocks, heavy in failed:
@@ -195,22 +216,24 @@ def _proposed(p: Problem, deadline, failed: list):
             else:
                 cuts.append([(b[0], v, True) for b in blocks for v in b[1:]]
                             + [(a[0], b[0], False) for i, a in enumerate(blocks) for b in blocks[i + 1:]])
-        verdict, blocks = role_partition(p, deadline, cuts=cuts)
+        verdict, blocks = role_partition(p, budget.deadline, cuts=cuts)
         if verdict != "feasible" or not blocks:
             return
         yield {v: i for i, b in enumerate(blocks) for v in b}
 
 
 def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float | None = None, propose: bool = True,
-                    floor: int = 0, near: int | None = None):
+                    floor: int = 0, near: int | None = None, schedules: int | None = None):
     """(starts, roles, role warps, L) of the least L that verify accepts at `ii` within L <= lmax, or None
     (also where `deadline`, time.monotonic() seconds, comes first with nothing found): the fixed
     partitions' list schedules, then `repair` from each of them (least score first), then (with
     `propose`, only where nothing was found) the register relaxation's partitions. Stops at once where
     a schedule's L is `floor` (a proven lower bound: nothing shorter exists). With `near`, only partitions
     whose list schedule (before the repair) ends by `near` are repaired (the repair moves ops between roles,
-    which seldom shortens a schedule much: a quick look for one at the floor)."""
+    which seldom shortens a schedule much: a quick look for one at the floor). With `schedules`, it also
+    stops (with what it found) once it has made that many list schedules (`Budget`)."""
     from .joint import JointResult, handoff_violations
+    budget = Budget(deadline, schedules)
     height = heights(p, ii)
     if height is None or p.option("groups", ()):
         return None
@@ -229,7 +252,7 @@ def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float 
         return best is not None and best[3] <= floor
 
     def out_of_time():
-        return deadline is not None and time.monotonic() >= deadline
+        return budget.over()
 
     def tried(key, repairable):
         """The partition's list schedules offered to `better`; True once the floor is reached."""
@@ -243,6 +266,7 @@ def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float 
         heavy, least = None, None
         for ops, in_order in orders:
             start = list_schedule(p, ii, ops, roles, in_order)
+            budget.spend()
             length = None if start is None else max(start[t.name] + t.cycles for t in p.tasks)
             if length is None or length > lmax:
                 continue
@@ -265,21 +289,21 @@ def joint_heuristic(p: Problem, ii: int, lmax: int, slots: int, deadline: float 
     for key in partitions(p, order, slots):
         if tried(key, True) or out_of_time():
             return best
-    if _repaired(p, ii, lmax, slots, starting, orders, deadline, better) or best is not None or not propose:
+    if _repaired(p, ii, lmax, slots, starting, orders, budget, better) or best is not None or not propose:
         return best
-    for key in _proposed(p, deadline, failed):
+    for key in _proposed(p, budget, failed):
         if tried(key, False) or best is not None or out_of_time():
             return best
     return best
 
 
-def _repaired(p, ii, lmax, slots, starting, orders, deadline, better) -> bool:
+def _repaired(p, ii, lmax, slots, starting, orders, budget: Budget, better) -> bool:
     """`repair` from each partition of `starting` ((score, index, roles)), least score first, each answer
     offered to `better`; True once `better` says the floor is reached."""
     for _, _, roles in sorted(starting, key=lambda x: x[:2]):
-        if deadline is not None and time.monotonic() >= deadline:
+        if budget.over():
             return False
-        if better(repair(p, ii, lmax, slots, roles, orders, deadline)):
+        if better(repair(p, ii, lmax, slots, roles, orders, budget)):
             return True
     return False
 
@@ -308,21 +332,6 @@ REPAIR_STEPS = 12  # moves at most, per starting partition
 REPAIR_CANDIDATES = 8  # ops tried per move: the largest holders at the heavy role's peak cycle
 
 
-def _ring(begin: int, end: int, ii: int):
-    """liveness.instances_live at every steady-state cycle at once (a numpy array of `ii`)."""
-    import numpy as np
-    out = np.zeros(ii, dtype=np.int64)
-    if end <= begin:
-        return out
-    full, rem = divmod(end - begin, ii)
-    out += full
-    first = begin % ii
-    out[first:first + rem] += 1
-    if first + rem > ii:
-        out[:first + rem - ii] += 1
-    return out
-
-
 def _role_need(s: Schedule, p: Problem, role, lives, loaded) -> tuple[int, list[tuple[int, str]]]:
     """liveness.role_register_use's peak on `role` (registers per thread), and (registers, op) for the
     ops of the role holding registers at that cycle: the same sums, by whole arrays."""
@@ -349,7 +358,7 @@ def _role_need(s: Schedule, p: Problem, role, lives, loaded) -> tuple[int, list[
                  if any(ops[c].role == role.name for c in readers))
     if not held:
         return (lim.register_reserve + inputs if inputs else lim.min_registers), []
-    rings = [_ring(b, e, ii) * k for _, b, e, k in held]
+    rings = [live_ring(b, e, ii) * k for _, b, e, k in held]
     use = np.sum(rings, axis=0)
     t = int(np.argmax(use))
     return lim.register_reserve + inputs + int(use[t]), [(int(r[t]), v) for r, (v, _, _, _) in zip(rings, held) if r[t]]
@@ -399,7 +408,9 @@ def repair(p: Problem, ii: int, lmax: int, slots: int, roles: dict[str, int], or
     """From `roles`, moves of one op (with the ops pinned to it) to another role or a new one, the move
     whose best list schedule (over `orders`: (ops, in_order) pairs) scores least (`_assess`) each step,
     while the score improves; (starts, roles, warps, L) once verify accepts one within `lmax`, else None.
-    A greedy local search over partitions with verify as the judge: it proves nothing."""
+    A greedy local search over partitions with verify as the judge: it proves nothing. `deadline`: a
+    time.monotonic() deadline or a `Budget`."""
+    budget = _budget(deadline)
     units = _units(p)
 
     def best_of(key):
@@ -410,6 +421,7 @@ def repair(p: Problem, ii: int, lmax: int, slots: int, roles: dict[str, int], or
         found = None
         for ops, in_order in orders:
             start = list_schedule(p, ii, ops, rl, in_order)
+            budget.spend()
             if start is None:
                 continue
             score, movable = _assess(p, ii, start, rl, warps)
@@ -424,7 +436,7 @@ def repair(p: Problem, ii: int, lmax: int, slots: int, roles: dict[str, int], or
         score, movable, start, rl, warps = current
         if score[:2] == (0, 0) and score[2] <= lmax:
             return start, rl, warps, score[2]
-        if deadline is not None and time.monotonic() >= deadline:
+        if budget.over():
             return None
         targets = sorted(set(rl.values()) - {rl[v] for v in rl if p.task[v].variable_latency})
         step = None
@@ -438,7 +450,7 @@ def repair(p: Problem, ii: int, lmax: int, slots: int, roles: dict[str, int], or
                 found = best_of(key)
                 if found is not None and found[0] < score and (step is None or found[0] < step[0]):
                     step = found
-            if deadline is not None and time.monotonic() >= deadline:
+            if budget.over():
                 break
         if step is None:
             return None

@@ -204,71 +204,100 @@ def instances_live(begin: int, end: int, t: int, ii: int) -> int:
     return sum(1 for k in range((begin - t) // ii - 1, (end - t) // ii + 2) if begin <= t + k * ii < end)
 
 
-def role_register_use(s: Schedule, p: Problem, role: Role) -> list[tuple[int, list[str]]]:
+def live_ring(begin: int, end: int, ii: int):
+    """`instances_live(begin, end, t, ii)` at every steady-state cycle t at once (a numpy array of `ii`)."""
+    import numpy as np
+    out = np.zeros(ii, dtype=np.int64)
+    if end <= begin:
+        return out
+    full, rem = divmod(end - begin, ii)
+    out += full
+    first = begin % ii
+    out[first:first + rem] += 1
+    if first + rem > ii:
+        out[:first + rem - ii] += 1
+    return out
+
+
+class Profile:
+    """Per steady-state cycle t: (amount in use, the labels of what uses it), as a sequence of `ii`
+    such pairs, computed by whole arrays (`live_ring`); `used` is the amounts as a numpy array. Each
+    item is (a label, its amount per live instance, a ring of live instances, or None: always held);
+    a label reads "{label}" alone for an always-held item, else "{label} ({n}x{amount}{unit})"."""
+
+    def __init__(self, ii: int, base: int, items: list, unit: str = ""):
+        import numpy as np
+        self.ii, self._items, self._unit = ii, items, unit
+        self.used = np.full(ii, base, dtype=np.int64)
+        self.held = np.zeros(ii, dtype=np.int64)  # how many items are live at each cycle
+        for _, amount, ring in items:
+            self.used += amount if ring is None else amount * ring
+            self.held += 1 if ring is None else (ring > 0)
+
+    def __len__(self) -> int:
+        return self.ii
+
+    def __getitem__(self, t: int) -> tuple[int, list[str]]:
+        if not 0 <= t < self.ii:
+            raise IndexError(t)
+        names = [label if ring is None else f"{label} ({int(ring[t])}x{amount}{self._unit})"
+                 for label, amount, ring in self._items if ring is None or ring[t]]
+        return int(self.used[t]), names
+
+    def __iter__(self):
+        return (self[t] for t in range(self.ii))
+
+    def __eq__(self, other) -> bool:  # as the list of (amount, labels) it stands for
+        return list(self) == list(other)
+
+    __hash__ = None
+
+    def first_over(self, limit, held: bool = False) -> int | None:
+        """The first cycle whose amount is above `limit` (with `held`, where something is live), or None."""
+        import numpy as np
+        over = np.nonzero((self.used > limit) & (self.held > 0) if held else self.used > limit)[0]
+        return int(over[0]) if len(over) else None
+
+
+def role_register_use(s: Schedule, p: Problem, role: Role) -> Profile:
     """Per steady-state cycle: registers per thread in use on `role`, and by which values."""
     lives = live_intervals(s, p)
-    reserve = p.limits.register_reserve
     start = {o.name: o.start for o in s.ops}
     role_of = {o.name: o.role for o in s.ops}
     # register inputs an op of this role reads: held at every cycle
-    inputs = [(v, regs_per_thread(nbytes, role.warps)) for v, nbytes, readers in p.register_inputs
-              if any(role_of[c] == role.name for c in readers)]
-    loaded = imports(p) + tmem_reads(p)
-    out = []
-    for t in range(s.ii):
-        used = reserve + sum(k for _, k in inputs)
-        names = [f"{v} (input, {k})" for v, k in inputs]
-        for v in role.ops:
-            task = p.task[v]
-            if v not in lives or task.space != "reg":
-                continue
-            n = instances_live(lives[v][3], lives[v][1], t, s.ii)
-            if n:
-                used += n * regs_per_thread(task.register_bytes, role.warps)
-                names.append(f"{v} ({n}x{regs_per_thread(task.register_bytes, role.warps)})")
-        for v, c in loaded:
-            if role_of[c] != role.name or (role_of[v] == role.name and p.task[v].space == "reg"):
-                continue
-            others = streamed_with(p, v, c) if p.task[v].space == "reg" else None
-            if others is not None and not any(role_of[o] == role.name for o in others):
-                continue  # read in place by its role's only reader of it
-            n = instances_live(start[c], start[c] + max(p.task[c].cycles, 1), t, s.ii)
-            if n:
-                nbytes = read_bytes(p, v, c)
-                used += n * regs_per_thread(nbytes, role.warps)
-                names.append(f"{v} read by {c} ({n}x{regs_per_thread(nbytes, role.warps)})")
-        for c, k in scratch(p):
-            if role_of[c] != role.name:
-                continue
-            n = instances_live(start[c], start[c] + max(p.task[c].cycles, 1), t, s.ii)
-            if n:
-                used += n * k
-                names.append(f"{c} scratch ({n}x{k})")
-        out.append((used, names))
-    return out
+    items: list = [(f"{v} (input, {regs_per_thread(nbytes, role.warps)})", regs_per_thread(nbytes, role.warps), None)
+                   for v, nbytes, readers in p.register_inputs if any(role_of[c] == role.name for c in readers)]
+    for v in role.ops:
+        task = p.task[v]
+        if v in lives and task.space == "reg":
+            items.append((v, regs_per_thread(task.register_bytes, role.warps),
+                          live_ring(lives[v][3], lives[v][1], s.ii)))
+    for v, c in imports(p) + tmem_reads(p):
+        if role_of[c] != role.name or (role_of[v] == role.name and p.task[v].space == "reg"):
+            continue
+        others = streamed_with(p, v, c) if p.task[v].space == "reg" else None
+        if others is not None and not any(role_of[o] == role.name for o in others):
+            continue  # read in place by its role's only reader of it
+        items.append((f"{v} read by {c}", regs_per_thread(read_bytes(p, v, c), role.warps),
+                      live_ring(start[c], start[c] + max(p.task[c].cycles, 1), s.ii)))
+    for c, k in scratch(p):
+        if role_of[c] == role.name:
+            items.append((f"{c} scratch", k, live_ring(start[c], start[c] + max(p.task[c].cycles, 1), s.ii)))
+    return Profile(s.ii, p.limits.register_reserve, items)
 
 
-def memory_use(s: Schedule, p: Problem, space: str) -> list[tuple[int, list[str]]]:
+def memory_use(s: Schedule, p: Problem, space: str) -> Profile:
     """Per steady-state cycle: bytes of `space` in use, and by which values."""
     lives = live_intervals(s, p)
     fixed = dict(p.invariant_bytes).get(space, 0)
-    streams = [(t.name, t.bytes * t.depth) for t in p.tasks if t.streaming and t.space == space]
-    fixed += sum(b for _, b in streams)
-    out = []
-    for c in range(s.ii):
-        used, names = fixed, [f"{n} ({b} B ring)" for n, b in streams]
-        for t in p.tasks:
-            if t.name not in lives or t.streaming:
-                continue
-            begin, end, staged, counts_from = lives[t.name]
-            if t.space == space:
-                n = instances_live(counts_from, end, c, s.ii)
-            elif space == "smem" and staged:
-                n = instances_live(begin, staged, c, s.ii)
-            else:
-                continue
-            if n:
-                used += n * t.bytes
-                names.append(f"{t.name} ({n}x{t.bytes} B)")
-        out.append((used, names))
-    return out
+    items: list = [(f"{t.name} ({t.bytes * t.depth} B ring)", t.bytes * t.depth, None)
+                   for t in p.tasks if t.streaming and t.space == space]
+    for t in p.tasks:
+        if t.name not in lives or t.streaming:
+            continue
+        begin, end, staged, counts_from = lives[t.name]
+        if t.space == space:
+            items.append((t.name, t.bytes, live_ring(counts_from, end, s.ii)))
+        elif space == "smem" and staged:
+            items.append((t.name, t.bytes, live_ring(begin, staged, s.ii)))
+    return Profile(s.ii, fixed, items, " B")

@@ -83,6 +83,7 @@ def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions()
         raise InputError(Diagnostic(f"{graph.file or graph.name}: the loop has no operations: there is nothing "
                                     "to schedule"))
     from .fileio import scratch
+    began = time.monotonic()
     with scratch():
         try:
             return _cached_solve(graph, machine, options, progress)
@@ -91,9 +92,10 @@ def solve(graph: Graph, machine: Machine, options: SolveOptions = SolveOptions()
                 raise
         # No schedule keeps every register tile on the role that computes it (the machine has no
         # communication.tile_handoff): solved again with such tiles handed between roles, which the
-        # schedule records (its options' tile_handoff), as a slower schedule beats none.
+        # schedule records (its options' tile_handoff), as a slower schedule beats none. The time limit is
+        # the whole solve's: the retry has what the first pass left of it.
         progress("handoff", {"retry": "register tiles handed between roles"})
-        return _cached_solve(graph, machine, replace(options, tile_handoff=True), progress)
+        return _cached_solve(graph, machine, replace(options, tile_handoff=True), progress, began)
 
 
 def tiles_pinned(graph: Graph, machine: Machine, options: SolveOptions) -> bool:
@@ -103,17 +105,19 @@ def tiles_pinned(graph: Graph, machine: Machine, options: SolveOptions) -> bool:
     return options.tile_handoff is None and bool(pinned_for(graph, machine, options))
 
 
-def _cached_solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Progress) -> Schedule:
-    """`_solve`, through the cache where `options.cache` asks for it."""
+def _cached_solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Progress,
+                  began: float | None = None) -> Schedule:
+    """`_solve`, through the cache where `options.cache` asks for it; `began` (time.monotonic()): when
+    the time limit started (None: now)."""
     if not options.cache:
-        return _solve(graph, machine, options, progress)
+        return _solve(graph, machine, options, progress, began)
     from . import cache
     digest = cache.key(graph, machine, options.model)
     hit = cache.load(digest, graph, machine, options.model)
     if hit is not None and not options.timings:
         progress("cache", {"hit": digest[:12]})
         return hit
-    schedule = _solve(graph, machine, options, progress)  # an incomplete one raises: never stored
+    schedule = _solve(graph, machine, options, progress, began)  # an incomplete one raises: never stored
     cache.store(digest, replace(schedule, stats=()), graph, machine, options.model)
     return schedule
 
@@ -122,13 +126,16 @@ def _left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.01, deadline - time.monotonic())
 
 
-def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Progress) -> Schedule:
+def _solve(graph: Graph, machine: Machine, options: SolveOptions, progress: Progress,
+           began: float | None = None) -> Schedule:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     # The stages stop a little before the limit (5%, at most a second): checking and printing
-    # the schedule they leave fits in what remains.
+    # the schedule they leave fits in what remains. The limit runs from `began` (a retry's is the
+    # first pass' start).
     limit = options.time_limit
-    deadline = None if limit is None else time.monotonic() + limit - min(1.0, 0.05 * limit)
+    began = time.monotonic() if began is None else began
+    deadline = None if limit is None else began + limit - min(1.0, 0.05 * limit)
 
     # Stage 0: normalize costs (SCIP).
     progress("normalize", {})

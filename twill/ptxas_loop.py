@@ -97,8 +97,8 @@ def model_registers(schedule: Schedule, machine) -> dict[str, int]:
                     dict(schedule.scale.map))[0]
     out = {}
     for r in schedule.roles:
-        held = [u for u, names in role_register_use(schedule, p, r) if names]
-        out[r.name] = max(held, default=p.limits.min_registers)
+        use = role_register_use(schedule, p, r)
+        out[r.name] = int(use.used[use.held > 0].max()) if use.held.any() else p.limits.min_registers
     return out
 
 

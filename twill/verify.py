@@ -170,11 +170,12 @@ def check_registers(s: Schedule, p: Problem):
         if not budget_ok(lim, r.registers):
             yield Violation("registers", f"role {r.name}: budget {r.registers} is not a multiple of "
                                          f"{lim.register_granule} in [{lim.min_registers}, {lim.registers_per_thread}]")
-        for t, (used, names) in enumerate(role_register_use(s, p, r)):
-            if used > r.registers and names:
-                yield Violation("registers", f"role {r.name} at steady-state cycle {t}: {', '.join(names)} "
-                                             f"need {used} registers per thread, budget {r.registers}")
-                break
+        use = role_register_use(s, p, r)
+        t = use.first_over(r.registers, held=True)  # (a role holding nothing needs only the machine's minimum)
+        if t is not None:
+            used, names = use[t]
+            yield Violation("registers", f"role {r.name} at steady-state cycle {t}: {', '.join(names)} "
+                                         f"need {used} registers per thread, budget {r.registers}")
     used, pool = register_file(lim, [(r.warps, r.registers) for r in s.roles])
     if used > pool:
         yield Violation("registers", f"register budgets take {used} registers (one-warp roles fill whole "
@@ -185,11 +186,12 @@ def check_memory(s: Schedule, p: Problem):
     if s.stage != "joint":
         return
     for space, limit in (("smem", p.limits.smem_bytes), ("tmem", p.limits.tmem_bytes)):
-        for t, (used, names) in enumerate(memory_use(s, p, space)):
-            if used > limit:
-                yield Violation("memory", f"@{space} at steady-state cycle {t}: {', '.join(names)} need "
-                                          f"{used} bytes, more than {limit}")
-                break
+        use = memory_use(s, p, space)
+        t = use.first_over(limit)
+        if t is not None:
+            used, names = use[t]
+            yield Violation("memory", f"@{space} at steady-state cycle {t}: {', '.join(names)} need "
+                                      f"{used} bytes, more than {limit}")
 
 
 def check_cross_role(s: Schedule, p: Problem):
