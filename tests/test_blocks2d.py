@@ -38,12 +38,13 @@ def _import(path: Path, text: str | None = None):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_form_imports_to_one_graph(name):
-    texts = {_text(_import(DATA / form / f"{name}_sm{cc}.ttgir")) for form in FORMS for cc in (90, 100)}
-    assert len(texts) == 1
-    text = texts.pop()
-    assert "argument N {extent = loop}" in text  # the column loop runs to N: every column block of the grid
-    assert re.search(r"load\s+: f(16|32)\[64,64\]", text)  # 64 x 64 tiles (block2d.WIDTH)
-    assert not re.search(r"\bM\b.*=", text)  # the rows' mask `rm < M` is dropped (one program a row)
+    for cc, rows in ((90, 64), (100, 128)):  # sm_100: 128-row tiles (rowprog.TILES)
+        texts = {_text(_import(DATA / form / f"{name}_sm{cc}.ttgir")) for form in FORMS}
+        assert len(texts) == 1
+        text = texts.pop()
+        assert "argument N {extent = loop}" in text  # the column loop runs to N: every column block of the grid
+        assert re.search(rf"load\s+: f(16|32)\[{rows},64\]", text)  # 64 columns (block2d.WIDTH)
+        assert not re.search(r"\bM\b.*=", text)  # the rows' mask `rm < M` is dropped (one program a row)
 
 
 @pytest.mark.parametrize("form", FORMS)

@@ -168,14 +168,16 @@ def test_pinned_groups_that_must_talk_without_cross_role_communication():
 
 
 def test_blackwell_backward_under_a_reduced_register_budget():
-    """The Blackwell backward at 184 registers per thread: the exponential of a 64-row S read out
-    of tensor memory (128 registers per thread of a warpgroup) with its result and the reserve
-    needs 192, so no I works. The core is the register constraint at p, naming that read, and the
-    relaxations that remove it are checked: dropping the register family, or --registers 255."""
+    """The Blackwell backward at 184 registers per thread: dS = (dP - delta) * P reads a 64-row dP out of
+    tensor memory (128 registers per thread of a warpgroup) beside P (64: a 64-row tile holds a row per
+    thread of half the lanes, registers.TILE_ROWS) and the reserve, 224, so no I works (dS itself is
+    written in place of dP's read, liveness.in_place_read, as P is of S's: 160 at P fits). The core is
+    the register constraint at ds, naming that read, and the relaxations that remove it are checked:
+    dropping the register family, or --registers 255."""
     ex, _ = run_explain(str(EX / "attention_bwd_blackwell.tir"), "b200", registers=184)
     assert not ex.realisable
-    regs = [c for c in ex.core if c.family == "registers" and c.detail == "p"]
-    assert regs and "s by p 128" in regs[0].message
+    regs = [c for c in ex.core if c.family == "registers" and c.detail.split(":")[0] == "ds"]
+    assert regs and "dp by ds 128" in regs[0].message
     fixes = {r.change: r.satisfiable for r in ex.relaxations}
     assert fixes["drop every registers constraint (what-if, not a flag)"] is True
     assert fixes["--registers 255"] is True

@@ -220,7 +220,12 @@ def test_each_import_solves(name):
     machine = load_machine("b200" if name.endswith("sm100") else "h200")
     found = _import(DATA / "t36/prepipe" / f"{name}.ttgir")
     for graph in (found.graphs if isinstance(found, Sequence) else (found,)):
-        assert solve(graph, machine, SolveOptions(time_limit=20)).complete
+        assert solve(graph, machine, SolveOptions(time_limit=LIMITS.get(name, 20))).complete
+
+
+# bias_gelu on b200 as 128 x 64 tiles (rowprog.TILES, session 40): 6 s alone (2.5 s as 64 x 64), past 20 s in the full
+# suite beside other work on two cores
+LIMITS = {"bias_gelu_sm100": 60}
 
 
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")

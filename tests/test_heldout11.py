@@ -201,9 +201,11 @@ def test_an_absmax_or_a_scan_of_the_row_is_refused_naming_it():
 BUILT = sorted(n for n in NAMES if _key(n) in IMPORTED)
 
 
-# swiglu_bwd's chain of 16 elementwise ops solves in 7 s (h200) and 11 s (b200) alone, past the 20 s limit with the
-# suite's other worker beside it: extended, with a longer limit
+# swiglu_bwd's chain of 16 elementwise ops solves in 7 s (h200) alone, past the 20 s limit with the suite's other
+# worker beside it: extended, with a longer limit. On b200 as 128 x 64 tiles (session 40) it takes 37 s alone (its
+# first joint schedule at I = 256 after 25 s, L proven by 38 s; 11 s as 64 x 128 tiles, which spilled): 180 s
 SLOW = {"swiglu_bwd_sm90", "swiglu_bwd_sm100"}
+LIMIT = {"swiglu_bwd_sm90": 60, "swiglu_bwd_sm100": 180}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.extended) if n in SLOW else n for n in BUILT])
@@ -211,31 +213,27 @@ def test_each_import_solves(name):
     machine = load_machine("b200" if name.endswith("sm100") else "h200")
     found = _import(DATA / "t36/prepipe" / f"{name}.ttgir")
     for graph in (found.graphs if isinstance(found, Sequence) else (found,)):
-        assert solve(graph, machine, SolveOptions(time_limit=60 if name in SLOW else 20)).complete
+        assert solve(graph, machine, SolveOptions(time_limit=LIMIT.get(name, 20))).complete
 
 
-# swiglu_bwd on sm_100a is left out: b200's schedule (I = 256) splits the elementwise chain over two 4-warp roles, the
-# second holding four live f32 [64, 128] tiles (sig_a_recip, silu_a, db_row, the staged a_row_convert: 256 registers)
-# in a 248-register budget, and ptxas spills 8472 bytes (h200's one role, I = 464, does not spill)
-COMPILED = [n for n in BUILT if n != "swiglu_bwd_sm100"]
+# swiglu_bwd on sm_100a spilled 8472 bytes as 64 x 128 f32 tiles (128 registers a thread on sm_100a, which the model
+# counted as 64); since session 40 its sm_100 dump imports as 128 x 64 tiles (rowprog.TILES) and compiles clean
+COMPILED = BUILT
 
 
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 @pytest.mark.parametrize("name", COMPILED)
 @pytest.mark.extended
 def test_heldout11_dump_solves_emits_and_compiles(name, tmp_path):
-    """As emit-cuda builds it (its ptxas loop): no error; the spills each records (baddbmm's sm_100a epilogue, which
-    reads C beside the accumulator, spills 8 bytes)."""
+    """As emit-cuda builds it (its ptxas loop): no error, no spill, no serialized wgmma (baddbmm's sm_100a epilogue,
+    which reads C beside the accumulator, spilled 8 bytes until its f16 C was loaded two columns a register)."""
     machine = load_machine("b200" if name.endswith("sm100") else "h200")
     found = _import(DATA / "t39/prepipe" / f"{name}.ttgir")
     for i, graph in enumerate(found.graphs if isinstance(found, Sequence) else (found,)):
-        schedule = solve(graph, machine, SolveOptions(time_limit=30))
+        schedule = solve(graph, machine, SolveOptions(time_limit=LIMIT.get(name, 30)))
         assert schedule.complete
         _, rc, err = emitted_and_built(schedule, machine, tmp_path / f"{name}.{i}.cu")
         assert rc == 0, err[-2000:]
         spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
-        assert spills <= SPILLS.get(name, {0}), err[-2000:]
+        assert spills <= {0}, err[-2000:]
         assert "C7510" not in err and "C7511" not in err, err[-2000:]
-
-
-SPILLS = {"baddbmm_sm100": {0, 8}}

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import itertools
 
-from .liveness import (always_blocking, busy, holds, imports, in_place_operands, memory_holds, read_bytes,
-                       register_pool, regs_per_thread, scratch, streamed_with, tmem_reads)
+from .liveness import (always_blocking, busy, holds, imports, in_place_operands, in_place_read, memory_holds, read_bytes,
+                       register_pool, regs_per_thread, scratch, streamed_with, tmem_reads, written_in_place)
 from .problem import Problem
 
 
@@ -295,6 +295,10 @@ class CpJoint:
                     m.add(cond).only_enforce_if(lit)
                     m.add(ends[d.src][0] > self.start[t.name] + d.distance * self.ii + hold).only_enforce_if(lit.Not())
                 done.append(lit)
+            if on_role and in_place_read(self.p, t.name):  # over its own read of tensor memory, whatever the roles
+                b = self.start[t.name] + hold
+                out[t.name] = b, self.split(f"{key}_begin[{t.name}]", b, 0, self.lmax + hold)
+                continue
             if not done:
                 out[t.name] = self.start[t.name], self.qr(t.name)
                 continue
@@ -314,7 +318,7 @@ class CpJoint:
             end, hi = self._ends(t, readers, "reg")
             ends[t.name] = end, self.split(f"reg_end[{t.name}]", end, 0, hi)
         begins = self._begins(values, ends, holds, "reg", True)
-        clamp = {t.name for t in values if holds(t) > max(t.cycles, 1) and in_place_operands(p, t.name)}
+        clamp = {t.name for t in values if holds(t) > max(t.cycles, 1) and written_in_place(p, t.name)}
         loaded = imports(p) + tmem_reads(p)
         temps = scratch(p)
         readers = {c for _, c in loaded + temps}

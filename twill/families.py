@@ -35,8 +35,8 @@ import itertools
 import math
 
 from .joint_terms import Encoding
-from .liveness import (always_blocking, busy, holds, imports, in_place_operands, memory_holds, read_bytes,
-                       register_pool, regs_per_thread, scratch, streamed_with, tmem_reads)
+from .liveness import (always_blocking, busy, holds, imports, in_place_operands, in_place_read, memory_holds, read_bytes,
+                       register_pool, regs_per_thread, scratch, streamed_with, tmem_reads, written_in_place)
 from .problem import Problem
 from .symmetry import orderings
 
@@ -158,7 +158,7 @@ def registers(e: Encoding):
     carried = _carried_values(e.p, values)
     if carried:
         for x, _, detail in points:
-            own = detail == x and x not in carried and not in_place_operands(e.p, x)
+            own = detail == x and x not in carried and not written_in_place(e.p, x)
             yield "carried", e.le(e.add(*_carried_at(e, x, shape[x][0], carried, own)), shape[x][1])
 
 
@@ -207,6 +207,9 @@ def _value_intervals(e: Encoding, values):
         done = [T.yand([e.same_role(d.src, t.name),
                         e.le(end[d.src], e.add(e.start[t.name], e.affine(d.distance, holds(t))))])
                 for d in in_place_operands(p, t.name)]
+        if in_place_read(p, t.name):  # over the registers of its own read of tensor memory, whatever the roles
+            begin[t.name] = e.add(e.start[t.name], e.num(holds(t)))
+            continue
         begin[t.name] = (T.ite(T.yor(done), e.add(e.start[t.name], e.num(holds(t))), e.start[t.name])
                          if done else e.start[t.name])
     return begin, end
@@ -322,7 +325,7 @@ def _span(e: Encoding, x: str, px: int, v: str, hv: int, least: int, ends) -> tu
 
 def _in_place_hold(p: Problem, v: str, hold) -> int:
     """How far past v's start its interval may begin: `hold(v)` where v may be written in place."""
-    return hold(p.task[v]) if in_place_operands(p, v) else 0
+    return hold(p.task[v]) if written_in_place(p, v) else 0
 
 
 def _registers_at(e: Encoding, x: str, x_wg, at, values, begin, end) -> list:

@@ -30,7 +30,9 @@ SMT encoding in `encoding.py` (which states them as constraints); keep the two i
   brought into that op's registers while it runs, the same interval: ``tcgen05.ld`` gives each
   thread of a warpgroup one lane, so a tile of C 32-bit columns costs C registers per thread
   (its footprint / 512), except that an elementwise update from tensor memory to tensor memory
-  (the rescale of O) streams 32 columns at a time: see `tmem_reads`, `read_bytes`. Two such
+  (the rescale of O) streams 32 columns at a time: see `tmem_reads`, `read_bytes`. An elementwise
+  reader's result of the tile's shape, no larger than the read, is written in place of the read's
+  registers and counts from its op's end: see `in_place_read`. Two such
   reads cannot overlap on a role whose budget does not hold both (one warpgroup cannot hold two
   128-column S tiles at once).
 - A loop-invariant input held in registers (an `input` without @smem or @tmem) occupies the
@@ -159,6 +161,25 @@ def read_bytes(p: Problem, v: str, reader: str) -> int:
     return value.register_bytes if value.space == "reg" else value.bytes
 
 
+def in_place_read(p: Problem, v: str) -> bool:
+    """Is v's register result written in place of a @tmem tile its op reads into registers (`tmem_reads`)? An op
+    other than an mma of the tile's shape (elementwise) whose read takes at least v's registers: emit-cuda reads the
+    tile whole into a fragment (`tmem_to_frag`) and computes v element by element from it, and ptxas writes each
+    element of v into registers of the fragment it has finished reading (the stored attention_bwd_blackwell: dS =
+    (dP - delta) * P, dP's 128 registers read out of tensor memory, P's 64 and dS's 64 beside them compile with no
+    spill in a 248-register budget). The read's registers die at v's end whatever the roles, so v counts from its
+    end (`holds`), as a result written over a dying register operand does (`in_place_operands`)."""
+    t = p.task[v]
+    if t.space != "reg" or t.bytes == 0 or tensor_core(t):
+        return False
+    return any(read_bytes(p, u, v) >= t.register_bytes for u in t.tmem_elementwise)
+
+
+def written_in_place(p: Problem, v: str) -> bool:
+    """May v's result be written in place (`in_place_operands`, `in_place_read`): it then begins at its op's end."""
+    return bool(in_place_operands(p, v)) or in_place_read(p, v)
+
+
 def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int, int]]:
     """value -> (start, end on its own role, end of its shared-memory staging or 0, the cycle from
     which its registers count: its start, or the end of its op when written in place)."""
@@ -187,6 +208,8 @@ def live_intervals(s: Schedule, p: Problem) -> dict[str, tuple[int, int, int, in
             here = t.space != "reg" or role[d.src] == role[t.name]
             if here and d.src in out and out[d.src][1] <= done:
                 out[t.name][3] = start[t.name] + hold
+        if t.name in out and in_place_read(p, t.name):
+            out[t.name][3] = start[t.name] + hold
     return {k: tuple(v) for k, v in out.items()}
 
 

@@ -32,8 +32,8 @@ import time
 
 import numpy as np
 
-from .liveness import (holds, imports, in_place_operands, read_bytes, register_pool, regs_per_thread, scratch,
-                       streamed_with, tmem_reads)
+from .liveness import (holds, imports, read_bytes, register_pool, regs_per_thread, scratch, streamed_with, tmem_reads,
+                       written_in_place)
 from .problem import Problem
 
 # CP-SAT's deterministic work limit for the check (seconds of its own clock: the answer does not depend
@@ -64,7 +64,7 @@ def check_points(p: Problem) -> list[tuple[str, int]]:
     values = [t.name for t in p.tasks if t.space == "reg" and t.bytes > 0]
     readers = {c for _, c in imports(p) + tmem_reads(p) + scratch(p)}
     readers |= {c for _, _, cs in p.register_inputs for c in cs}
-    points = [(v, holds(p.task[v]) if in_place_operands(p, v) else 0) for v in values]
+    points = [(v, holds(p.task[v]) if written_in_place(p, v) else 0) for v in values]
     points += [(c, 0) for c in (t.name for t in p.tasks) if c in readers and (c, 0) not in points]
     return points
 
@@ -87,13 +87,13 @@ def live_counts(p: Problem, x: str, px: int, paths=None) -> dict[str, list[tuple
         if (c, n) not in out.setdefault(v, []):
             out[v].append((c, n))
 
-    if x in values and not in_place_operands(p, x):
+    if x in values and not written_in_place(p, x):
         put(x, x, 1)
     for d in p.deps:
         v, c = d.src, d.dst
         if v not in values:
             continue
-        hv = holds(p.task[v]) if in_place_operands(p, v) else 0
+        hv = holds(p.task[v]) if written_in_place(p, v) else 0
         path = w[index[v], index[c]]
         if d.distance >= 1 and path > NEG // 2 and path + holds(p.task[c]) >= hv:
             put(v, c, d.distance)

@@ -39,6 +39,8 @@ class Task:
     reg_bytes: int = 0
     # registers per thread its role keeps for the op's temporaries while it runs (liveness.scratch)
     scratch: int = 0
+    # the ops whose @tmem result this op reads elementwise: a tile of its own result's shape (liveness.in_place_read)
+    tmem_elementwise: tuple[str, ...] = ()
 
     @property
     def register_bytes(self) -> int:
@@ -114,10 +116,17 @@ def make_problem(graph: Graph, machine: Machine, costs: tuple[OpCost, ...], scal
         t = types.get(c.name)
         return register_bytes(machine.arch, t.shape, c.bytes, machine.limits.warp_group) if t is not None and c.space == "reg" else 0
 
+    def tmem_elementwise(c: OpCost) -> tuple[str, ...]:
+        t = types.get(c.name)
+        if t is None or c.space != "reg":
+            return ()
+        return tuple(dict.fromkeys(e.src for e in graph.edges if e.dst == c.name and types.get(e.src) is not None
+                                   and types[e.src].space == "tmem" and types[e.src].shape == t.shape))
+
     tasks = tuple(
         Task(c.name, c.opcode, c.unit, units(c.cycles), units(c.occupancy), c.issue, c.is_async,
              c.variable_latency, c.streaming, c.space, c.bytes, c.reads_tmem, c.depth, c.cycles,
-             units(c.hold), held(c) if held(c) != c.bytes else 0, scratch(c))
+             units(c.hold), held(c) if held(c) != c.bytes else 0, scratch(c), tmem_elementwise(c))
         for c in costs
     )
     lat = {t.name: t.cycles for t in tasks}

@@ -130,7 +130,8 @@ def fit_warpgroups(lim, budgets: list[int], small: list[int], ctas: int = 1) -> 
 # -- a register value's fragment ------------------------------------------------------------------
 # 32-bit registers per thread of a warpgroup (128 threads) that a vector takes in the fragment
 # layout the emitted code holds it in, per architecture (twill/emit/fragments.py and the runtime's
-# types). A 2-d tile is spread evenly (its bytes over the threads); a vector is not:
+# types). A 2-d tile is spread evenly (its bytes over the threads) where its layout uses every thread
+# (TILE_ROWS); a vector is not:
 # - sm_90a, the wgmma accumulator layout: the 4 threads of a quad share each row (a thread holds
 #   rows 16w + t/4 and + 8 of each 64-row block), so a value per row takes M / 32 registers
 #   (`Rows<M/64>`: 2 floats per 64 rows, any dtype); a value per column N / 2 (`Cols<N>`: each
@@ -141,6 +142,15 @@ VECTOR_WORDS = {
     "sm_90a": {"rows": lambda m: math.ceil(m / 32), "cols": lambda n: math.ceil(n / 2)},
     "sm_100a": {"rows": lambda m: math.ceil(m / 128), "cols": lambda n: n},
 }
+
+
+# The rows over which a warpgroup's fragment of a 2-d tile spreads every thread, per architecture; a
+# tile of fewer rows leaves threads idle and takes the registers of this many rows. sm_100a,
+# tcgen05.ld's layouts (`TRow<N, R>`, `TRow16<N, H, R>`): a 128-row tile is a row per thread; a
+# 64-row one (tcgen05's M = 64) a row per thread of lanes 0-15 of each warp, its N columns on each of
+# those 64 threads, so twice its bytes (an f32[64, 128] tile is 128 registers a thread, not 64). sm_90a's
+# wgmma layout spreads a 64-row block over all 128 threads: its bytes.
+TILE_ROWS = {"sm_100a": 128}
 
 
 def vector_kind(shape: tuple[int, ...]) -> str | None:
@@ -155,8 +165,12 @@ def register_bytes(arch: str, shape: tuple[int, ...], nbytes: int, warp_group: i
     """Bytes a register value takes in the register file of the warpgroup that holds it: its own
     bytes for a tile, and for a row or column vector the registers of its fragment (VECTOR_WORDS)
     over all of the warpgroup's threads, replication included (an f32[64] row statistic: 2 per
-    thread on sm_90a, 1024 bytes, not 256). An architecture without a table keeps the bytes."""
+    thread on sm_90a, 1024 bytes, not 256); for a 2-d tile of fewer rows than its fragment spreads
+    over (TILE_ROWS), those rows' registers (an f32[64, 128] on sm_100a: 65536 bytes, not 32768). An
+    architecture without a table keeps the bytes."""
     kind = vector_kind(tuple(shape))
+    if kind is None and len(shape) == 2 and 0 < shape[0] < TILE_ROWS.get(arch, 0):
+        return nbytes * math.ceil(TILE_ROWS[arch] / shape[0])
     words = VECTOR_WORDS.get(arch, {}).get(kind) if kind else None
     if words is None:
         return nbytes

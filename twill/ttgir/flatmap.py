@@ -7,10 +7,10 @@ elements with the program id: `offs = pid * BLOCK + tl.arange(0, BLOCK); mask = 
 every element i < n, the same function of the elements i of its inputs: which program computes which element
 does not change what is stored. So it is the same map over a 2-D view [n / C, C] of every tensor, read one row a
 program: the module is rewritten, as text, into the loop-free kernel of one row a program (rowwhole.py's
-"no loop" form), `row = pid`, every tile's address `P + row * C + arange(0, C)` with C = min(BLOCK, COLUMNS),
-its mask `cols < C` (a constant: true in every column tile, dropped); the row's stride is written as the
+"no loop" form), `row = pid`, every tile's address `P + row * C + arange(0, C)` with C = min(BLOCK, the widest
+column tile of its target, rowprog.tile_of), its mask `cols < C` (a constant: true in every column tile, dropped); the row's stride is written as the
 argument n (an argument the import reads as a row stride and leaves to the binding, which takes the view's). rowwhole.py and rowprog.py then make it
-the one-loop map of 64 rows a CTA over the row's C columns (one iteration), and the import records `grid flat
+the one-loop map of 64 rows a CTA (128 on sm_100) over the row's C columns (one iteration), and the import records `grid flat
 = n` (the argument of the elements): the binding views each 1-D (or any contiguous) tensor as [n / C, C] and
 refuses an n that is not a multiple of C at the call.
 
@@ -26,7 +26,7 @@ import re
 
 from .parser import Module, MOp, parse_module
 from .rand import is_draw
-from .rowprog import COLUMNS, Refuse, attr_int, end_line, func_args, search, walk_ops
+from .rowprog import Refuse, attr_int, end_line, func_args, search, tile_of, walk_ops
 from .rowwhole import SSA, subst
 
 
@@ -126,7 +126,7 @@ def rewrite(module: Module) -> tuple[Module, list[tuple[int, int | None]], str] 
         return None
     ops, f = found
     src = module.source
-    cols = min(f["block"], COLUMNS)
+    cols = min(f["block"], tile_of(src.text)[1])
     taken = set(SSA.findall(src.text))
 
     def fresh(base: str) -> str:

@@ -9,7 +9,7 @@ import re
 
 from .parser import MOp
 from .rowloops import loop
-from .rowprog import (C, COL_L, P, ROW_L, ROWS, S, T, TILE_L, V, Refuse, Rewrite, elt_of, end_line, join,
+from .rowprog import (C, COL_L, P, ROW_L, S, T, TILE_L, V, Refuse, Rewrite, elt_of, end_line, join,
                       prefix, result_elt, search)
 
 
@@ -71,11 +71,11 @@ def _program_id(rw: Rewrite, op: MOp) -> None:
     r = op.results[0]
     pid, step, first, rng, base = (rw.name(r) for _ in range(5))
     rw.emit(f"{ind}%{pid} = tt.get_program_id x : i32{loc}", op)
-    rw.emit(f"{ind}%{step} = arith.constant {ROWS} : i32{loc}", op)
+    rw.emit(f"{ind}%{step} = arith.constant {rw.rows} : i32{loc}", op)
     rw.emit(f"{ind}%{first} = arith.muli %{pid}, %{step} : i32{loc}", op)
-    rw.emit(f"{ind}%{rng} = tt.make_range {{end = {ROWS} : i32, start = 0 : i32}} : tensor<{ROWS}xi32, {ROW_L}>{loc}", op)
-    rw.emit(f"{ind}%{base} = tt.splat %{first} : i32 -> tensor<{ROWS}xi32, {ROW_L}>{loc}", op)
-    rw.emit(f"{prefix(line).replace('tt.get_program_id', 'arith.addi')} %{base}, %{rng} : tensor<{ROWS}xi32, {ROW_L}>{loc}",
+    rw.emit(f"{ind}%{rng} = tt.make_range {{end = {rw.rows} : i32, start = 0 : i32}} : tensor<{rw.rows}xi32, {ROW_L}>{loc}", op)
+    rw.emit(f"{ind}%{base} = tt.splat %{first} : i32 -> tensor<{rw.rows}xi32, {ROW_L}>{loc}", op)
+    rw.emit(f"{prefix(line).replace('tt.get_program_id', 'arith.addi')} %{base}, %{rng} : tensor<{rw.rows}xi32, {ROW_L}>{loc}",
             op, same=True)
     rw.define(op, V, "i32")
     rw.index.add(r)
@@ -104,7 +104,7 @@ def _splat(rw: Rewrite, op: MOp) -> None:
         raise Refuse(op, "'tt.splat' of a tile")
     ind = rw.indent(line)
     e = rw.name(n)
-    two = f"tensor<{ROWS}x1x{elt}, {TILE_L}>"
+    two = f"tensor<{rw.rows}x1x{elt}, {TILE_L}>"
     rw.emit(f"{ind}%{e} = tt.expand_dims %{n} {{axis = 1 : i32}} : {rw.ty(n)} -> {two}{rw.loc(op)}", op)
     rw.define(op, kind, elt)
     rw.emit(f"{prefix(line).replace('tt.splat', 'tt.broadcast')} %{e} : {two} -> {rw.type_of(T, elt)}{rw.loc(op)}",

@@ -4,7 +4,8 @@ The normalization kernels users write most often run one row a program: `row = t
 1-D [BLOCK] tiles `X + row * stride + cols` along the row's columns, a [BLOCK] vector (or 0-d scalar)
 carry reduced to the row's value after the loop (`tl.sum(_mean, axis=0) / N`), scalar loads and stores
 of the row (`tl.store(Mean + row, mean)`). twill's emitter works in 64-row tiles, so the module is
-rewritten, before the import reads it, into the kernel of ROWS rows a program that computes the same:
+rewritten, before the import reads it, into the kernel of ROWS rows a program that computes the same (ROWS and
+the widest column tile COLUMNS by the dump's target, TILES: 64 x 128 on sm_90, 128 x 64 on sm_100):
 
 - the program id that indexes the row becomes the row tile's rows, `pid * ROWS + arange(ROWS)` ([ROWS]);
 - a value computed from the row (the row's pointer, a value reduced over the row's columns, a scalar
@@ -40,6 +41,19 @@ from .rand import is_draw
 
 ROWS = 64  # the row tile twill's emitter works in (split.MMA_MIN_ROWS)
 COLUMNS = 128  # the widest column tile of a rewritten kernel: 64 x 128 f16 is 16 KB a stage
+# (rows, widest columns) of the rewritten kernel's tile by the compute capability the dump was compiled for, where not
+# (ROWS, COLUMNS). sm_100a holds a register tile a row per thread of a warpgroup (tcgen05.ld's layout,
+# emit/fragments.py): a 128-row tile uses every thread, a 64-row one only lanes 0-15 of each warp, all its columns on
+# each (twice the registers of its bytes: registers.TILE_ROWS). 64 x 128 f32 tiles are then 128 registers a thread and
+# a chain of them spills (the held-out swiglu_bwd: 8472 bytes); 128 x 64 tiles are the same bytes in 64 registers, on
+# every lane (swiglu_bwd: none; 64 x 64 tiles still spilled 60 bytes and computed on half the lanes).
+TILES = {100: (128, 64)}
+
+
+def tile_of(text: str) -> tuple[int, int]:
+    """(rows, widest columns) of the tile a kernel of one row a program is rewritten to, for its dump's target."""
+    from . import target_capability
+    return TILES.get(target_capability(text) or 0, (ROWS, COLUMNS))
 LAYOUT = "#rowprog"
 TILE_L = LAYOUT
 ROW_L = f"#ttg.slice<{{dim = 1, parent = {LAYOUT}}}>"
@@ -192,6 +206,7 @@ class Rewrite:
         self.result_name: dict[str, str] = {}  # a row carry's arg -> the name of its reduction after the loop
         self.loops = 0  # the loops around the op being rewritten
         self.block = None  # the column tile of the kernel as written
+        self.rows, self.widest = tile_of(src.text)  # the rewritten tile's rows and widest columns (TILES)
         self.cols = None
 
     # -- text ---------------------------------------------------------------------------------------
@@ -212,9 +227,9 @@ class Rewrite:
         return f"{base.replace('#', '_')}_rp{self.fresh}"  # `%d#0` of a loop of two results
 
     def type_of(self, kind: int, elt: str) -> str:
-        return {S: elt, V: f"tensor<{ROWS}x{elt}, {ROW_L}>", C: f"tensor<{self.cols}x{elt}, {COL_L}>",
+        return {S: elt, V: f"tensor<{self.rows}x{elt}, {ROW_L}>", C: f"tensor<{self.cols}x{elt}, {COL_L}>",
                 P: f"tensor<1x{self.cols}x{elt}, {TILE_L}>",
-                T: f"tensor<{ROWS}x{self.cols}x{elt}, {TILE_L}>"}[kind]
+                T: f"tensor<{self.rows}x{self.cols}x{elt}, {TILE_L}>"}[kind]
 
     def ty(self, name: str) -> str:
         return self.type_of(self.kind[name], self.elt[name])
@@ -241,7 +256,7 @@ class Rewrite:
             raise Refuse(op, f"'{op.name}' combines a value of the row's columns with one of another shape")
         e = name
         if have in (V, C):
-            axis, two = (1, f"tensor<{ROWS}x1x{elt}, {TILE_L}>") if have == V else (0, self.type_of(P, elt))
+            axis, two = (1, f"tensor<{self.rows}x1x{elt}, {TILE_L}>") if have == V else (0, self.type_of(P, elt))
             e = self.name(name)
             self.emit(f"{indent}%{e} = tt.expand_dims %{name} {{axis = {axis} : i32}} : {self.ty(name)} -> {two}{loc}", op)
             if kind == P:
@@ -270,7 +285,7 @@ class Rewrite:
         if len(ends) != 1 or None in ends:
             raise Refuse(rng[0] if rng else self.func, "one row a program with column tiles of several widths")
         self.block = ends.pop()
-        self.cols = min(self.block, COLUMNS)
+        self.cols = min(self.block, self.widest)
         del blocks
         first, last = self.func.head.line, self._last_line(self.func)
         for i, text in enumerate(self.src.lines[:first], 1):  # aliases and the module's head

@@ -40,7 +40,8 @@ import re
 from .lexer import Source
 from .parser import Module, MOp, parse_module
 from .rand import is_draw
-from .rowprog import COLUMNS, COMBINERS, Refuse, after_last_colon, attr_int, end_line, func_args, search, walk_ops
+from .rowprog import (COMBINERS, Refuse, after_last_colon, attr_int, end_line, func_args, search, tile_of,
+                      walk_ops)
 
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
 
@@ -386,10 +387,11 @@ class Whole:
         if len(found) > 1:
             raise Refuse(ranges[0], f"masks of the row's columns by several bounds ({', '.join(map(str, found))})")
         bound = found.pop() if found else self.block
-        if isinstance(bound, int) and bound % min(self.block, COLUMNS):
+        tile = min(self.block, tile_of(self.src.text)[1])
+        if isinstance(bound, int) and bound % tile:
             raise Refuse(next(o for o in ops if o.results and o.results[0] in self.true_masks),
                          f"a mask of the row's columns by the constant {bound}, not a multiple of the column tile "
-                         f"({min(self.block, COLUMNS)}): pass n_cols at launch (not constexpr), or a multiple of it")
+                         f"({tile}): pass n_cols at launch (not constexpr), or a multiple of it")
         return bound
 
     def _unmasked(self, op: MOp) -> list[str] | None:

@@ -638,6 +638,20 @@ __device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0
   const int r = min(row0 + trow<F::kRows>(), rows_left - 1);
   for_each(f, [&](int c) { return to_float<T>(ptr[static_cast<size_t>(r) * ld + min(c, cols_left - 1)]); });
 }
+// A packed 16-bit tile of its own element type: two columns a 32-bit load where the thread's row lies
+// whole inside the tensor and 4-byte aligned (the unpacked loads hold a register per element: baddbmm's
+// epilogue, C read beside a 128-column accumulator, spilled 8 bytes); elsewhere clamped as above.
+template <typename T, int N, int R>
+__device__ __forceinline__ void global_to_frag_clip(TRow16<N, T, R>& f, const T* ptr, int row0, int ld, int rows_left,
+                                                    int cols_left) {
+  const T* row = ptr + static_cast<size_t>(min(row0 + trow<R>(), rows_left - 1)) * ld;
+  if (cols_left >= N && reinterpret_cast<uintptr_t>(row) % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) f.x[i] = reinterpret_cast<const uint32_t*>(row)[i];
+    return;
+  }
+  for_each(f, [&](int c) { return to_float<T>(row[min(c, cols_left - 1)]); });
+}
 template <typename T, int R>
 __device__ __forceinline__ void global_to_frag_clip(TScalR<R>& v, const T* ptr, int row0, int, int rows_left, int) {
   v.x = to_float<T>(ptr[min(row0 + trow<R>(), rows_left - 1)]);
@@ -990,7 +1004,7 @@ static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_softmax0 <= 65536, "the roles
 static_assert(128 * 24 + 128 * 248 <= 65536, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 65536 registers the CTA is launched with: setmaxnreg.inc would wait forever");
 constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 1;  // buffers of the loop-invariant inputs, by tile round
-constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
+constexpr int kLoopStep = 64;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = true;  // the last iteration's tile may be partial
 static_assert(kLoopStep > 0 || !kRagged, "a partial last tile needs a loop step");
 constexpr bool kMasks = false;  // a role masks a partial last tile (kernel<..., true>, launched only for one)
@@ -1000,8 +1014,8 @@ static_assert(kSmemModel <= 232448, "the model's shared memory exceeds smem_byte
 
 // ---- shared memory ------------------------------------------------------------------------
 struct Smem {
-  alignas(1024) __half ld_x[2][8192];  // load x: f16[64,128] @smem, ring of 2
-  alignas(1024) unsigned char out_store_0[2][8192];  // softmax0 -> TMA store of store_0: all of its 2 128-byte column blocks
+  alignas(1024) __half ld_x[2][8192];  // load x: f16[128,64] @smem, ring of 2
+  alignas(1024) unsigned char out_store_0[1][16384];  // softmax0 -> TMA store of store_0: all of its 1 128-byte column blocks
   twill::Ring<2> ring_x;  // full/empty mbarriers of x
   uint64_t inputs_ready[kInputCopies];  // the tile's loop-invariant inputs have landed
   uint64_t inputs_free[kInputCopies];  // ... and their readers are done with them
@@ -1017,9 +1031,9 @@ struct Args {
   int loop_tail;  // elements of the last iteration's tile inside the loop's extent (kLoopStep: all)
   int m_extent;  // Problem::m_extent: 0, or where the last tile along M ends (partial.py)
   float exp2_scale;  // exp2 computes exp2((x - b) * exp2_scale)
-  const float* row_max;  // input row_max: f32 [batch][tiles_m*64]
-  const float* denom;  // input denom: f32 [batch][tiles_m*64]
-  __half* store_0;  // store y_div: f16 [batch][tiles_m*64][iters*128]
+  const float* row_max;  // input row_max: f32 [batch][tiles_m*128]
+  const float* denom;  // input denom: f32 [batch][tiles_m*128]
+  __half* store_0;  // store y_div: f16 [batch][tiles_m*128][iters*64]
   int row_max_cols_step, row_max_cols_offset;  // placement of row_max's tiles
   int denom_cols_step, denom_cols_offset;  // placement of denom's tiles
   int x_rows_step, x_rows_offset;  // placement of x's tiles
@@ -1062,16 +1076,16 @@ __device__ __forceinline__ void store_store_0(Smem& sm, const Maps& tm, const Ar
   const int twill_split_b = tile.b % args.batch;  // the batch entry the split's columns are written at
   (void)args;
   (void)row0;  // one warpgroup holds the whole tile
-  const int r0 = tile.m * args.store_0_rows_step + args.store_0_rows_offset, c0 = (twill_split_first + it) * 128, b = twill_split_b;
+  const int r0 = tile.m * args.store_0_rows_step + args.store_0_rows_offset, c0 = (twill_split_first + it) * 64, b = twill_split_b;
   const bool leader = threadIdx.x % 128 == 0;  // issues the warpgroup's TMA stores
   if (leader) twill::bulk_wait_read<0>();  // TMA has read the last tile stored from here
   twill::named_sync(1, 128);
-  twill::frag_to_tile<__half, 64, 128>(sm.out_store_0[0], f, 0);
+  twill::frag_to_tile<__half, 128, 64>(sm.out_store_0[0], f, 0);
   twill::fence_async_smem();  // visible to TMA
   twill::named_sync(1, 128);
   if (leader) {
     #pragma unroll
-    for (int cb = 0; cb < 2; ++cb) twill::tma_store(tm.store_0, sm.out_store_0[cb], c0 + cb * 64, r0, b);
+    for (int cb = 0; cb < 1; ++cb) twill::tma_store(tm.store_0, sm.out_store_0[cb], c0 + cb * 64, r0, b);
     twill::bulk_commit();
   }
 }
@@ -1096,8 +1110,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 0;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
       sm.ring_x.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
     }
   }
   {  // prologue window 1 (J = 1): x[1]
@@ -1105,8 +1118,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
       const int it = 1;  // load x of iteration it into the slot of ring position tile.pos + it
       sm.ring_x.wait_empty(tile.pos + it);
       sm.ring_x.expect_full(tile.pos + it, 16384);
-      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-      twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+      twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
     }
   }
   // ---- steady state: every op, each on its own iteration ----
@@ -1117,8 +1129,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
       }
     }
     {  // steady window J = j + 1: x[j + 1]
@@ -1126,8 +1137,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
         const int it = j + 1;  // load x of iteration it into the slot of ring position tile.pos + it
         sm.ring_x.wait_empty(tile.pos + it);
         sm.ring_x.expect_full(tile.pos + it, 16384);
-        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-        twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+        twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
       }
     }
   }
@@ -1146,8 +1156,7 @@ __device__ __forceinline__ void role_load(Smem& sm, const Maps& tm, const Args& 
           const int it = j;  // load x of iteration it into the slot of ring position tile.pos + it
           sm.ring_x.wait_empty(tile.pos + it);
           sm.ring_x.expect_full(tile.pos + it, 16384);
-          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
-          twill::tma_load(reinterpret_cast<char*>(sm.ld_x[(tile.pos + it) % 2]) + 8192, tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 128 + 64, tile.m * args.x_rows_step + args.x_rows_offset + 0, twill_split_b);
+          twill::tma_load(sm.ld_x[(tile.pos + it) % 2], tm.x, &sm.ring_x.full[(tile.pos + it) % 2], (twill_split_first + it) * 64, tile.m * args.x_rows_step + args.x_rows_offset, twill_split_b);
         }
       }
       // ---- epilogue: the last iterations leave the pipeline ----
@@ -1177,19 +1186,19 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
   const int wgi = static_cast<int>(threadIdx.x / 128) - 1;  // warpgroup within the role
   (void)wgi;
   // register values: one buffer per instance alive at once (instance i in buffer i % copies)
-  twill::TRow<128, 64> y[2];  // y: f32[64,128]
-  twill::TRow16<128, __half, 64> y_div[2];  // y_div: f16[64,128]
-  twill::TScalR<64> row_max;
+  twill::TRow<64> y[2];  // y: f32[128,64]
+  twill::TRow16<64, __half> y_div[2];  // y_div: f16[128,64]
+  twill::TScal row_max;
   twill::global_to_frag_clip(row_max, args.row_max + static_cast<size_t>(twill_split_b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.row_max_cols_step)) + static_cast<size_t>(0) * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.row_max_cols_step)) + tile.m * args.row_max_cols_step + args.row_max_cols_offset, 0, static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.row_max_cols_step)), static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.row_max_cols_step)) - (tile.m * args.row_max_cols_step + args.row_max_cols_offset), static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.row_max_cols_step)) - (tile.m * args.row_max_cols_step + args.row_max_cols_offset));
-  twill::TScalR<64> denom;
+  twill::TScal denom;
   twill::global_to_frag_clip(denom, args.denom + static_cast<size_t>(twill_split_b) * 1 * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.denom_cols_step)) + static_cast<size_t>(0) * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.denom_cols_step)) + tile.m * args.denom_cols_step + args.denom_cols_offset, 0, static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.denom_cols_step)), static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.denom_cols_step)) - (tile.m * args.denom_cols_step + args.denom_cols_offset), static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, args.denom_cols_step)) - (tile.m * args.denom_cols_step + args.denom_cols_offset));
   // ---- prologue: the first iterations enter the pipeline ----
   {  // prologue window 0 (J = 0): y[0]
     sm.ring_x.wait_full(tile.pos);  // x[0] has landed
     // y = exp2 x, row_max (iteration 0)
     {
-      twill::TRow16<128, __half, 64> y_arg0;
-      twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos) % 2], 0);
+      twill::TRow16<64, __half> y_arg0;
+      twill::tile_to_frag<__half, 128, 64>(y_arg0, sm.ld_x[(tile.pos) % 2], 0);
       twill::op_exp2(y[0], y_arg0, row_max, args.exp2_scale);
     }
     sm.ring_x.release_by_warp(tile.pos);  // release x[0]
@@ -1198,8 +1207,8 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
     sm.ring_x.wait_full(tile.pos + 1);  // x[1] has landed
     // y = exp2 x, row_max (iteration 1)
     {
-      twill::TRow16<128, __half, 64> y_arg0;
-      twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + 1) % 2], 0);
+      twill::TRow16<64, __half> y_arg0;
+      twill::tile_to_frag<__half, 128, 64>(y_arg0, sm.ld_x[(tile.pos + 1) % 2], 0);
       twill::op_exp2(y[1], y_arg0, row_max, args.exp2_scale);
     }
     sm.ring_x.release_by_warp(tile.pos + 1);  // release x[1]
@@ -1213,8 +1222,8 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       sm.ring_x.wait_full(tile.pos + j);  // x[j] has landed
       // y = exp2 x, row_max (iteration j)
       {
-        twill::TRow16<128, __half, 64> y_arg0;
-        twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
+        twill::TRow16<64, __half> y_arg0;
+        twill::tile_to_frag<__half, 128, 64>(y_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
         twill::op_exp2(y[0], y_arg0, row_max, args.exp2_scale);
       }
       sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1227,8 +1236,8 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
       sm.ring_x.wait_full(tile.pos + j + 1);  // x[j + 1] has landed
       // y = exp2 x, row_max (iteration j + 1)
       {
-        twill::TRow16<128, __half, 64> y_arg0;
-        twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j + 1) % 2], 0);
+        twill::TRow16<64, __half> y_arg0;
+        twill::tile_to_frag<__half, 128, 64>(y_arg0, sm.ld_x[(tile.pos + j + 1) % 2], 0);
         twill::op_exp2(y[1], y_arg0, row_max, args.exp2_scale);
       }
       sm.ring_x.release_by_warp(tile.pos + j + 1);  // release x[j + 1]
@@ -1258,8 +1267,8 @@ __device__ __forceinline__ void role_softmax0(Smem& sm, const Maps& tm, const Ar
         sm.ring_x.wait_full(tile.pos + j);  // x[j] has landed
         // y = exp2 x, row_max (iteration j)
         {
-          twill::TRow16<128, __half, 64> y_arg0;
-          twill::tile_to_frag<__half, 64, 128>(y_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
+          twill::TRow16<64, __half> y_arg0;
+          twill::tile_to_frag<__half, 128, 64>(y_arg0, sm.ld_x[(tile.pos + j) % 2], 0);
           twill::op_exp2(y[0], y_arg0, row_max, args.exp2_scale);
         }
         sm.ring_x.release_by_warp(tile.pos + j);  // release x[j]
@@ -1366,14 +1375,14 @@ struct Problem {
   int persistent = -1;
   float exp2_scale = 1.0f;  // exp2 computes exp2((x - b) * exp2_scale): log2(e)/sqrt(d) for attention
   int m_extent = 0;  // rows along the grid in elements, where not tiles_m whole tiles: tiles_m = ceil(m_extent / the tile) (the last partial; kPartialM)
-  const float* row_max = nullptr;  // input row_max: f32 [batch][tiles_m*64]
-  const float* denom = nullptr;  // input denom: f32 [batch][tiles_m*64]
-  const __half* x = nullptr;  // load x: f16 [batch][tiles_m*64][iters*128]
-  __half* store_0 = nullptr;  // store y_div: f16 [batch][tiles_m*64][iters*128]
-  int row_max_cols_step = 64, row_max_cols_offset = 0;
-  int denom_cols_step = 64, denom_cols_offset = 0;
-  int x_rows_step = 64, x_rows_offset = 0;
-  int store_0_rows_step = 64, store_0_rows_offset = 0;
+  const float* row_max = nullptr;  // input row_max: f32 [batch][tiles_m*128]
+  const float* denom = nullptr;  // input denom: f32 [batch][tiles_m*128]
+  const __half* x = nullptr;  // load x: f16 [batch][tiles_m*128][iters*64]
+  __half* store_0 = nullptr;  // store y_div: f16 [batch][tiles_m*128][iters*64]
+  int row_max_cols_step = 128, row_max_cols_offset = 0;
+  int denom_cols_step = 128, denom_cols_offset = 0;
+  int x_rows_step = 128, x_rows_offset = 0;
+  int store_0_rows_step = 128, store_0_rows_offset = 0;
   int64_t x_row_stride = 0, x_batch_stride = 0;  // elements between rows, batch entries (0: contiguous)
   int64_t store_0_row_stride = 0, store_0_batch_stride = 0;  // elements between rows, batch entries (0: contiguous)
   int splits = 1;  // splits of the loop (grid split = twill_split_cols): loop_extent is one split's elements, the outputs [splits * batch][rows][cols]
@@ -1505,13 +1514,13 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.loop_extent < 0 || (p.loop_extent % kLoopStep != 0 && !kRagged))
     return cudaErrorInvalidValue;  // a partial last tile this kernel cannot take (kRagged), or no loop axis
   if (p.row_max == nullptr) return cudaErrorInvalidValue;
-  if (p.row_max_cols_offset < 0 || p.row_max_cols_offset + 64 > p.row_max_cols_step) return cudaErrorInvalidValue;
+  if (p.row_max_cols_offset < 0 || p.row_max_cols_offset + 128 > p.row_max_cols_step) return cudaErrorInvalidValue;
   if (p.denom == nullptr) return cudaErrorInvalidValue;
-  if (p.denom_cols_offset < 0 || p.denom_cols_offset + 64 > p.denom_cols_step) return cudaErrorInvalidValue;
+  if (p.denom_cols_offset < 0 || p.denom_cols_offset + 128 > p.denom_cols_step) return cudaErrorInvalidValue;
   if (p.x == nullptr) return cudaErrorInvalidValue;
-  if (p.x_rows_offset < 0 || p.x_rows_offset + 64 > p.x_rows_step) return cudaErrorInvalidValue;
+  if (p.x_rows_offset < 0 || p.x_rows_offset + 128 > p.x_rows_step) return cudaErrorInvalidValue;
   if (p.store_0 == nullptr) return cudaErrorInvalidValue;
-  if (p.store_0_rows_offset < 0 || p.store_0_rows_offset + 64 > p.store_0_rows_step) return cudaErrorInvalidValue;
+  if (p.store_0_rows_offset < 0 || p.store_0_rows_offset + 128 > p.store_0_rows_step) return cudaErrorInvalidValue;
   if (p.splits < 1 || (p.splits > 1 && loop_elements(p, kLoopStep) % kLoopStep != 0))
     return cudaErrorInvalidValue;  // a split's last tile would read the next split's first elements
   if (p.loop_whole < 0 || (p.loop_whole > 0 && (p.splits < 2 || p.loop_whole <= (p.splits - 1) * static_cast<int64_t>(loop_elements(p, kLoopStep)) || p.loop_whole > p.splits * static_cast<int64_t>(loop_elements(p, kLoopStep)))))
@@ -1522,16 +1531,16 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.x_rows_step || p.m_extent > p.tiles_m * p.x_rows_step)) return cudaErrorInvalidValue;
   if (p.m_extent != 0 && (p.m_extent <= (p.tiles_m - 1) * p.store_0_rows_step || p.m_extent > p.tiles_m * p.store_0_rows_step)) return cudaErrorInvalidValue;
   if (p.x_row_stride < 0 || p.x_batch_stride < 0) return cudaErrorInvalidValue;
-  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+  const uint64_t x_rs = p.x_row_stride > 0 ? static_cast<uint64_t>(p.x_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits));
   const uint64_t x_bs = p.x_batch_stride > 0 ? static_cast<uint64_t>(p.x_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * x_rs;
   CUtensorMap tm_x;
-  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 64, 64, 128))
+  if (!encode(&tm_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.x, twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), x_rs, x_bs, 128, 64, 128))
     return cudaErrorInvalidValue;
   if (p.store_0_row_stride < 0 || p.store_0_batch_stride < 0) return cudaErrorInvalidValue;
-  const uint64_t store_0_rs = p.store_0_row_stride > 0 ? static_cast<uint64_t>(p.store_0_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits));
+  const uint64_t store_0_rs = p.store_0_row_stride > 0 ? static_cast<uint64_t>(p.store_0_row_stride) : (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits));
   const uint64_t store_0_bs = p.store_0_batch_stride > 0 ? static_cast<uint64_t>(p.store_0_batch_stride) : twill::grid_extent(p.m_extent, p.tiles_m, p.store_0_rows_step) * store_0_rs;
   CUtensorMap tm_store_0;
-  if (!encode(&tm_store_0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.store_0, twill::grid_extent(p.m_extent, p.tiles_m, p.store_0_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), store_0_rs, store_0_bs, 64, 64, 128))
+  if (!encode(&tm_store_0, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p.store_0, twill::grid_extent(p.m_extent, p.tiles_m, p.store_0_rows_step), (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits)), static_cast<uint64_t>(p.batch), store_0_rs, store_0_bs, 128, 64, 128))
     return cudaErrorInvalidValue;
   Args args;
   args.iters = iters;
@@ -1591,8 +1600,8 @@ inline cudaError_t launch(const Problem& p, cudaStream_t stream = 0) {
 // Elements of each tensor for a problem (the sizes `launch` expects behind each pointer).
 inline size_t elements_row_max(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.m_extent, p.tiles_m, p.row_max_cols_step) * static_cast<uint64_t>(p.batch)); }
 inline size_t elements_denom(const Problem& p) { return static_cast<size_t>(uint64_t(1) * twill::grid_extent(p.m_extent, p.tiles_m, p.denom_cols_step) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_x(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) * static_cast<uint64_t>(p.batch)); }
-inline size_t elements_store_0(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.store_0_rows_step) * (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 128) * static_cast<uint64_t>(p.splits)) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_x(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.x_rows_step) * (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits)) * static_cast<uint64_t>(p.batch)); }
+inline size_t elements_store_0(const Problem& p) { return static_cast<size_t>(twill::grid_extent(p.m_extent, p.tiles_m, p.store_0_rows_step) * (p.loop_whole > 0 ? static_cast<uint64_t>(p.loop_whole) : loop_elements(p, 64) * static_cast<uint64_t>(p.splits)) * static_cast<uint64_t>(p.batch)); }
 
 }  // namespace twill_softmax_online_kernel_L1
 

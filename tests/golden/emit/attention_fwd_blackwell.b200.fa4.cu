@@ -641,6 +641,20 @@ __device__ __forceinline__ void global_to_frag_clip(F& f, const T* ptr, int row0
   const int r = min(row0 + trow<F::kRows>(), rows_left - 1);
   for_each(f, [&](int c) { return to_float<T>(ptr[static_cast<size_t>(r) * ld + min(c, cols_left - 1)]); });
 }
+// A packed 16-bit tile of its own element type: two columns a 32-bit load where the thread's row lies
+// whole inside the tensor and 4-byte aligned (the unpacked loads hold a register per element: baddbmm's
+// epilogue, C read beside a 128-column accumulator, spilled 8 bytes); elsewhere clamped as above.
+template <typename T, int N, int R>
+__device__ __forceinline__ void global_to_frag_clip(TRow16<N, T, R>& f, const T* ptr, int row0, int ld, int rows_left,
+                                                    int cols_left) {
+  const T* row = ptr + static_cast<size_t>(min(row0 + trow<R>(), rows_left - 1)) * ld;
+  if (cols_left >= N && reinterpret_cast<uintptr_t>(row) % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) f.x[i] = reinterpret_cast<const uint32_t*>(row)[i];
+    return;
+  }
+  for_each(f, [&](int c) { return to_float<T>(row[min(c, cols_left - 1)]); });
+}
 template <typename T, int R>
 __device__ __forceinline__ void global_to_frag_clip(TScalR<R>& v, const T* ptr, int row0, int, int rows_left, int) {
   v.x = to_float<T>(ptr[min(row0 + trow<R>(), rows_left - 1)]);
