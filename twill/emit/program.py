@@ -71,7 +71,6 @@ class Program(RegisterBuffers, Rings, SharedMemory, StreamDepth, TensorMemory, W
         self.smem_note = self._fit_smem()
         self.smem_extras = self._extras_limit()
         self.staging = self._staging()
-        self.smem_note = "; ".join(x for x in (self.smem_note, self._stage_split_stores()) if x)
         self.input_copies = self._input_copies()
         self.stream_note = self._deepen_streams()
         self.tmem_after: dict[str, tuple[str, int]] = {}  # value -> (value whose columns it reuses, k)

@@ -220,44 +220,15 @@ class SharedMemory:
                     self.staging = before
         return {st.tensor: self.staging[st.tensor] for st in wanted if st.tensor in self.staging}
 
-    def _stage_split_stores(self) -> str:
-        """A column split (colsplit.py) writes each store along the loop with TMA only (its split's columns at the
-        loop's whole-extent index), so such a store is staged whatever it costs: where `_staging` found no room
-        in the shared memory that keeps the CTAs an SM, the rings give it up (`_shorten_rings`, within
-        `smem_extras`, else within the whole). Without it the split was refused, and a row kernel of few rows ran
-        as few CTAs (SwiGLU's backward, 1000 rows: 16 CTAs of 32 iterations). Returns the rings' note."""
-        from .splits import along_columns
-        m = self.model
-        forced = {}
-        for t in m.tensors:
-            if t.name in self.staging or not along_columns(m, t) or t.rank != 2 or t.dtype not in TMA_DTYPE:
-                continue
-            role = m.role[self.storing_role(t)]
-            rows, line = t.tile[0], t.tile[1] * dtype_bytes(t.dtype)
-            if role.is_warpgroup and role.warpgroups == 1 and rows <= 256 and line % 128 == 0 and not t.column_major:
-                forced[t.name] = Staging(t.name, role.name, rows, line // 128, line // 128)
-        if not forced:
-            return ""
-        self.staging = {**self.staging, **forced}
-        note = self._shorten_rings(self.smem_extras, False)
-        return note or self._shorten_rings(self.smem_limit(), True)
-
     def _fit_smem(self) -> str:
         """Shared memory the model did not count (register values staged for another role or for
-        the tensor core) can overflow it: then rings lose slots (`_shorten_rings`)."""
-        return self._shorten_rings(self.smem_limit(), True)
-
-    def _shorten_rings(self, limit: int, must: bool) -> str:
-        """Rings lose slots, the biggest first, down to one, until `Smem` takes at most `limit` bytes; a ring
-        freed late by a wgmma skips the depths at which it would deadlock and keeps at least Channel.least
-        (Program._late_release). Where every ring is as shallow as it may be: an EmitError if `must`, else
-        as far as they go. Returns the note the kernel file carries ("" where no ring was cut)."""
+        the tensor core) can overflow it: then rings lose slots, the biggest first, down to one;
+        a ring freed late by a wgmma skips the depths at which it would deadlock and keeps at least
+        Channel.least (Program._late_release)."""
         m = self.model
         cut = []
-        while self.smem_bytes() > limit:
+        while self.smem_bytes() > self.smem_limit():
             deep = [c for c in self.channels.values() if c.kind in ("tma", "tile", "stage") and c.depth > c.least]
-            if not deep and not must:
-                break
             if not deep:
                 raise EmitError(f"the kernel needs {self.smem_bytes()} bytes of shared memory even with every "
                                 f"ring as shallow as it may be; machine {m.machine.name} has {m.machine.limits.smem_bytes}")
