@@ -80,8 +80,8 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # 98432 (769 rows, a partial last row tile), 2^24, and 98433, not a multiple of 128: the binding must refuse it
          "vector_add": [None, {"N": 1 << 24}, {"N": 98433}],
          # batch 10: the defaults (4096 x 4096 whole tiles), then a partial last row tile and a ragged N (add_rmsnorm's
-         # residual is written in place: the binding returns it as RES); kl_logits at a ragged 1000 x 1000 (-inf fill,
-         # its tail_mask); kldiv_rows at Liger's vocabulary 32000 and a ragged 1000; gelu_erf flat: 2^22 elements, then
+         # residual is written in place: the binding returns it as RES); kl_logits at a ragged 1000 x 1000 (-inf fill:
+         # masked in the register copies of its rowmax and exp2 since session 40, its loss through its tail_mask); kldiv_rows at Liger's vocabulary 32000 and a ragged 1000; gelu_erf flat: 2^22 elements, then
          # 98433, not a multiple of 128, which the binding must refuse
          "add_rmsnorm": [None, {"M": 1000, "N": 5000}], "softmax_bwd": [None, {"M": 1000, "N": 1000}],
          "kl_logits": [None, {"M": 1000, "N": 1000}], "kldiv_rows": [None, {"M": 1000, "N": 1000}],
@@ -100,11 +100,13 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          "rand_rounds7": [None, {"N": 98433}], "noise_flat": [None],
          # batch 11: the GEMMs at whole tiles first (K ragged where the kernel masks it), then their ragged defaults
          # (partial last M and N tiles; W8A8's K = 1040, a partial last 128-deep step); softmax_temp at its default
-         # 4096 x 3000 (a partial last column tile), then a partial last row tile; swiglu_bwd's n_cols is a constexpr
+         # 4096 x 3000 (a partial last column tile: its -inf fill, read from shared memory by the rowmax and exp2, masked
+         # in their register copies, session 40), a partial last row tile and the tutorial's 781 (f16 rows of 1562 bytes,
+         # staged into rows of 784), then GPT-2's 50257 columns; swiglu_bwd's n_cols is a constexpr
          "gemm_bias_relu_kmask": [{"M": 1024, "N": 1152, "K": 1000}, None],
          "gemm_w8a8_bias": [{"M": 1024, "N": 1536, "K": 1024}, None],
          "linear_wt": [{"M": 1024, "N": 1536, "K": 1024}, None], "baddbmm": [None],
-         "softmax_temp": [None, {"M": 1000, "N": 781}], "swiglu_bwd": [None, {"M": 1000}],
+         "softmax_temp": [None, {"M": 1000, "N": 781}, {"N": 50257}], "swiglu_bwd": [None, {"M": 1000}],
          # batch 12 (and batch 9's tutorial dw/db): column sums, the argument read transposed (the binding's copy of
          # its .mT); the defaults, then ragged M (the loop: a partial last tile of 128) and N (the grid's rows: a
          # partial last tile of 64)

@@ -129,6 +129,8 @@ class Renderer(Stores, Kernel):
         wrappers += [libm.rstrip("\n")] if libm else []  # erf, asin, ... (vocab.LIBM)
         if self.tails or (not m.target.register_fragments and (self.masks or self.published)):
             wrappers += [runtime.tail_part(m.target).lstrip("\n")]  # mask_tail (ragged.py)
+        if any(m.is_load(value) for value, _ in self.masks.values()):  # a loaded tile's register copy masked
+            wrappers += [runtime.tail16_part(m.target).lstrip("\n")]  # its 16-bit form (ragged._filled_read)
         if gather.gathered(m.graph):
             wrappers += [runtime.gather_part(m.target).lstrip("\n")]  # gather_rows (gather.py)
         if self.p.bits:

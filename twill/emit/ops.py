@@ -49,6 +49,9 @@ class OpCall:
     groups: int  # warpgroups of the role
     iteration: str = ""  # the loop iteration this instance computes (a C++ expression)
     accumulate: str = "1"  # a tcgen05.mma's accumulate flag at its first k step (RoleBody._umma_accumulate)
+    # (operand index, line): after a shared-memory operand is copied into its register temporary, the line that
+    # masks that copy's elements past the loop's extent on a partial last tile (a -inf fill: RoleBody._mask)
+    read_masks: tuple[tuple[int, str], ...] = ()
 
     def temp(self, suffix: str) -> str:
         return f"{local(self.op.name)}_{suffix}"
@@ -161,6 +164,7 @@ def _registers(call: OpCall) -> tuple[list[str], list[str]]:
             lines.append(f"{fragment_type(call.model, a.type, call.groups)} {tmp};")
             lines.extend(read_tile(call.model, a, tmp, call.row0 if _rows(a.type) == _rows(call.out.type) else "0",
                                    call.iteration))
+            lines.extend(line for j, line in call.read_masks if j == i)
             names.append(tmp)
     return lines, names
 

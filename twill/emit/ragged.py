@@ -14,8 +14,10 @@ without an mma takes a partial tile where the fill reaches reductions along the 
 identity, and anything else only clipped stores (`zero_fill_refusal`, `tail_refusal`). A `tail_mask`
 (Triton's `tl.where(cols < N, v, 0)` of a computed v) sets its value's elements past the extent to its
 fill where it is computed, on the partial last tile only (`Ragged.tails`). A load whose kernel fills
-with -inf (`{fill = -inf}`, Triton's `other=-inf`) is masked before its rowmax and exp2, needs nothing
-where the fill reaches only clipped stores, and takes whole tiles only elsewhere.
+with -inf (`{fill = -inf}`, Triton's `other=-inf`) is masked before its rowmax and exp2 (its conversion to
+f32 in registers; or, where they read the tile straight from shared memory, each reader's register copy of it,
+`_filled_read`: the line after the copy, `OpCall.read_masks`), needs nothing where the fill reaches only clipped
+stores, and takes whole tiles only elsewhere.
 """
 from __future__ import annotations
 
@@ -98,6 +100,11 @@ def plan(model) -> Ragged:
 
         def refuse(why: str) -> Ragged:
             return Ragged(step, (), f"{reader} reads {value}, which runs along the loop, {why}")
+        if model.is_load(value) and _filled_read(model, value):
+            # a tile loaded with {fill = -inf}, read from shared memory by rowmax / exp2 alone: each reader
+            # copies it into registers (ops._registers), and that copy is masked (`masks`: one per reader)
+            masks.extend((u.op, value, dims[0]) for u in readers)
+            continue
         if info.kind == "input" or model.is_load(value):
             return refuse("straight from memory: the zero fill past the extent would take part")
         others = sorted({u.op for u in model.uses[value]} - {u.op for u in readers})
@@ -201,10 +208,33 @@ def _filled_to_max_like(model, load) -> str:
         break
     if not uses or any(model.ops[u.op].opcode not in MAX_LIKE or u.index != 0 for u in uses):
         return f"{value} is read by other than rowmax and exp2"
+    if value == load.name:  # read straight from shared memory: each reader's register copy is masked
+        return "" if _filled_read(model, value) else _FILLED_READ_WHY
     info = model.values.get(value)
-    if value == load.name or info is None or info.type.space != "reg" or not _register_tiles(model):
+    if info is None or info.type.space != "reg" or not _register_tiles(model):
         return "the mask is emitted for a register fragment of sm_90a or a register tile of sm_100a in a loop without an mma only"
     return ""
+
+
+_FILLED_READ_WHY = ("a tile read from shared memory is masked where its reader copies it into registers, a 2-d tile "
+                    "with one dimension along the loop, read in the same iteration, on sm_90a or in a loop without "
+                    "an mma on sm_100a only")
+
+
+def _filled_read(model, value: str) -> bool:
+    """Whether load `value`, filled with -inf, is read from shared memory by rowmax / exp2 (operand 0, the same
+    iteration) alone, each of which copies the tile into a register tile that `plan` masks before it computes:
+    a 2-d tile with one dimension along the loop, on a target whose register tiles `twill::mask_past` /
+    `mask_tail` mask (`_register_tiles`)."""
+    from .tensors import value_axis
+    info, load = model.values.get(value), model.ops.get(value)
+    uses = model.uses.get(value, ())
+    if info is None or load is None or load.attr("fill") != float("-inf") or len(info.type.shape) != 2:
+        return False
+    axis = value_axis(model.graph, model.mma_shape)
+    if sum(axis(value, d) == "loop" for d in range(2)) != 1 or not _register_tiles(model):
+        return False
+    return bool(uses) and all(model.ops[u.op].opcode in MAX_LIKE and u.index == 0 and not u.distance for u in uses)
 
 
 def _register_tiles(model) -> bool:

@@ -354,12 +354,12 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
             out(f"twill::wgmma_wait<0>();  // no wgmma in flight where {name}, carried into the loop, is computed")
             self._retire(0)
             self._fence_async_results(out)
-        self._mask(out, name, args, it)
+        read_masks = self._mask(out, name, args, it)
         staged = self._scratch_operands(out, name, args, str(it))
         res, tmem_out = self._result(out, w, name, it, args)
         acc = self._umma_accumulate(name, it, args) if m.target.mma_commit and op.opcode == "mma" else "1"
         call = OpCall(m, op, self.role.name, res, tuple(args), self.row0(op.type.shape[0] if op.type else 64),
-                      self.groups, str(it), acc)
+                      self.groups, str(it), acc, read_masks)
         if name in self.p.row_sums:
             code = exp2_code(call, f"{local(name)}_sums[{self.p.buffer(name, w, stage, 0)}]")
         else:
@@ -370,6 +370,9 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
                 raise EmitError(f"op '{name}': a store of register tiles runs on a warpgroup role, not {self.role.name}")
         if any("\n" in c for c in code):
             raise AssertionError("emitters return single lines")
+        if any(line not in code for _, line in read_masks):  # (an emitter that reads it other than by _registers)
+            raise EmitError(f"op '{name}': {op.opcode} reads its operand from shared memory other than into a register "
+                            "tile, where a partial last tile is masked (ragged.py)")
         if m.target.mma_commit and op.opcode == "mma":
             self._umma_block(out, w, pos, name, it, args, code, staged)
         elif len(code) > 1 or op.opcode == "mma":
@@ -451,30 +454,42 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         the loop instead, the last steady windows doubled the code after the loop, and ptxas
         serialized the wgmmas of the 128- and 192-key kernels.)"""
         if name not in self.r.masks:
-            return
+            return ()
         value, dim = self.r.masks[name]
         a = args[0]
+        if a.where == "smem" and self.m.is_load(value):  # a loaded tile filled with -inf (ragged._filled_read):
+            # masked in the register copy the op reads it into (ops._registers, its temporary `arg0`), after
+            # the copy and before the op computes: the returned line, which the emitter places there
+            line = self._mask_line(value, dim, f"{local(name)}_arg0", a.type, it)  # (OpCall.temp("arg0"))
+            return ((0, line),) if line else ()
         if a.where != "reg" or a.view:
             raise EmitError(f"op '{name}' reads {value} from {a.where}: a partial tile is masked in registers only")
         self._mask_past(out, value, dim, a.expr, a.type, it)
+        return ()
 
     def _mask_past(self, out: Lines, value: str, dim: int, expr: str, t, it: Inst, fill: float | None = None) -> None:
         """`value`'s instance `it` in the registers `expr`: where it is iteration n - 1 of a partial
         last tile, its elements past the loop's extent become -inf (before its first reader in this
         role, `_mask`, or before it is handed to another role, `Operands._publish`)."""
+        line = self._mask_line(value, dim, expr, t, it, fill)
+        if line:
+            out(line)
+
+    def _mask_line(self, value: str, dim: int, expr: str, t, it: Inst, fill: float | None = None) -> str:
+        """`_mask_past`'s line, or "" where instance `it` is never iteration n - 1."""
         # Where this instance is iteration n - 1: never in the prologue (n >= kStages); at n + off
         # in the epilogue; at n - r + off in `case r` after the loop; in the loop (j <= n - kUnroll)
         # only in its last window, and there only on the loop's last pass, tested at run time.
         if it.base == "":
-            return
+            return ""
         if it.base == "n" or self.case is not None:
             if it.off != (-1 if it.base == "n" else self.case - 1):
-                return
+                return ""
             last = ""
         elif it.off == self.p.U - 1:
             last = f"({it}) == n - 1 && "
         else:
-            return
+            return ""
         # (kernel<..., true> runs only for a partial tile, but without the test of loop_tail ptxas
         # spilled 4 bytes in the 192-key kernel's)
         what = "are absent" if fill is None else f"are {fill:g} (tail_mask)"
@@ -483,8 +498,8 @@ class RoleBody(Operands, TensorCoreSync, AfterLoop):
         else:  # a tail_mask's fill, or sm_100a's rows of a thread (tail_*.cuh)
             call = (f"twill::mask_tail<{dim}>({expr}, {self.row0(t.shape[0])}, {splits.loop_tail(self.m)}, "
                     f"{_fill_literal(float('-inf') if fill is None else fill)})")
-        out(f"if constexpr (kTail) if ({last}{splits.loop_tail(self.m)} < kLoopStep) {call};  "
-            f"// a partial last tile: {value}'s {('rows', 'columns')[dim]} past the loop's extent {what}")
+        return (f"if constexpr (kTail) if ({last}{splits.loop_tail(self.m)} < kLoopStep) {call};  "
+                f"// a partial last tile: {value}'s {('rows', 'columns')[dim]} past the loop's extent {what}")
 
 
 def _fill_literal(value: float) -> str:

@@ -171,6 +171,12 @@ def tail_part(target) -> str:
     return _part(target.tail_runtime)
 
 
+def tail16_part(target) -> str:
+    """The partial-tile mask of a 16-bit register tile (only in kernels whose rowmax or exp2 reads a tile loaded with
+    {fill = -inf} from shared memory: ragged._filled_read)."""
+    return _target_part("tail16", target)
+
+
 def _target_part(stem: str, target) -> str:
     """The part STEM_sm90.cuh or STEM_sm100.cuh: the target's own form of a runtime part."""
     return _part(f"{stem}_{target.runtime.split('.')[0]}.cuh")
