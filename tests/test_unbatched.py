@@ -85,6 +85,23 @@ def test_a_mask_offset_by_the_batch_is_read_per_entry(form):
     assert _loads_marked(g) and not any(_loads_marked(g).values())
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_a_batched_gemms_b_read_by_no_batch_entry_is_one_b(form):
+    """bmm_bcast_b with `B + pid_b * stride_bb` dropped (its B address reads no batch program id, as a batched GEMM
+    over one weight writes it): B's load is `{batch = none}`, A's is not; as dumped, neither (the launch's stride 0 is
+    the caller's, which the binding's B [K, N] group serves)."""
+    for arch in ("sm90", "sm100"):
+        text = (H6 / form / f"bmm_bcast_b_{arch}.ttgir").read_text()
+        edited = re.sub(r"tt\.splat %b_ptrs_22 :", "tt.splat %B :", text)
+        assert edited != text
+        g, _ = import_ttgir(edited, "one_b.ttgir")
+        loads = _loads_marked(g)
+        b = [t for n, t in g.arguments if n == "B"]
+        assert len(loads) == 2 and [n for n, u in loads.items() if u] == b, (form, arch, loads, g.arguments)
+        g, _ = import_ttgir(text, "bmm.ttgir")
+        assert not any(_loads_marked(g).values()), (form, arch)
+
+
 @pytest.mark.parametrize("path", [
     "heldout6/t36/prepipe/bmm_bcast_b_sm90.ttgir",  # B + pid_b * stride_bb: per entry (the launch's stride 0 is its own)
     "heldout5/t36/prepipe/gemm_fp8_out_amax_sm90.ttgir",  # no batch: pid_m, pid_n place tiles; the amax's bitcast pointer
