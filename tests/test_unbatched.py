@@ -201,6 +201,27 @@ def test_an_input_for_every_entry_is_read_at_entry_0():
     assert q1 and all(line.rstrip().endswith(", tile.b);") for line in q1)
 
 
+@pytest.mark.parametrize("div", [1, 2])
+def test_a_tile_per_iteration_for_every_entry_is_read_at_its_iteration_alone(div):
+    """A tile per iteration (a scale per group along K: `[I, N]`, `iter_div` D: a row per D iterations) of
+    `{batch = none}`: its row is the iteration's (over D) with no batch entry's rows before it, and its map holds
+    ceil(I / D) rows, not batch times them."""
+    from twill.emit import host
+    from twill.emit.cuda import Renderer
+    from twill.emit.model import GlobalTensor
+    m = build_model(_gemm_b_unbatched(), load_machine("h100"))
+    r = Renderer(m)
+    each, one = (GlobalTensor("w", "w", "load", "f32", (1, 256), ("fixed", "n"), per_iteration=True, iter_div=div,
+                              unbatched=u) for u in (False, True))
+    it = "(it)" if div == 1 else "(it) / 2"
+    iters = "loop_iters(p)" if div == 1 else "((loop_iters(p) + 1) / 2)"
+    assert r._origin(each, "it")[2] == ("tile.b * n + (it)" if div == 1 else "tile.b * ((n + 1) / 2) + (it) / 2")
+    assert r._origin(one, "it")[2] == it
+    assert host._dims(m, each)[2] == f"static_cast<uint64_t>(p.batch) * {iters}"
+    assert host._dims(m, one)[2] == f"static_cast<uint64_t>({iters})"
+    assert r.shape_doc(one) == ("f32 [iters][1][tiles_n*256]" if div == 1 else "f32 [ceil(iters/2)][1][tiles_n*256]")
+
+
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
 def test_the_kernel_with_a_tensor_for_every_entry_compiles(tmp_path):
     src = tmp_path / "g.cu"
