@@ -49,13 +49,13 @@ class BatchReads:
         self.chains: dict[int, tuple] = {}  # id(op) -> the ops whose regions hold it, outermost first
         self._chains(func.body(), ())
         self.scoped: dict[tuple, Addresses] = {}
-        placed, loose, unread = Counter(), set(), frozenset()
+        placed, loose, unread = set(), set(), frozenset()
         for op in walk(func.body()):
             table = STORES if op.name in STORES else ATOMICS if op.name in ATOMICS else None
             if table is None:
                 continue
             tiles, others, unknown = self._terms(op, table)
-            placed.update(tiles)
+            placed |= tiles
             loose |= others
             if unknown:  # (an atomic's bitcast pointer): the program ids its operands reach, as the batch's
                 unread = unread.union(*(self.dep.of(n) for n in PICK[table[op.name]]([n for n, _ in op.operands()])))
