@@ -55,8 +55,8 @@ def _interpret(defs, args, name, env):
     if op.name == "tt.make_range":
         out = np.arange(int_attr(op, "start"), int_attr(op, "end"))
     elif op.name == "arith.constant":
-        from twill.ttgir.addresses import _constant
-        out = np.int64(_constant(op))
+        from twill.ttgir.addresses import int_constant
+        out = np.int64(int_constant(op))
     elif op.name == "tt.get_program_id":
         out = np.int64(env["pid_x"])
     elif op.name in ("tt.splat", "ttg.convert_layout", "arith.extsi", "arith.trunci"):
