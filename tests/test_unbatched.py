@@ -86,6 +86,20 @@ def test_a_mask_offset_by_the_batch_is_read_per_entry(form):
 
 
 @pytest.mark.parametrize("form", FORMS)
+def test_a_query_tile_read_by_no_batch_entry_is_an_input_for_every_entry(form):
+    """The kernel with Q read at `Q + offs_m * stride_n + offs_d` (no `pid_y * stride_bh`): the input the load
+    before the loop becomes (q, its row parts q0 and q1) is `input q0 : ... {batch = none}`."""
+    text = (H6 / form / "attn_bool_mask_sm90.ttgir").read_text()
+    edited = text.replace("tt.splat %q : !tt.ptr<f16>", "tt.splat %Q : !tt.ptr<f16>")
+    assert edited != text
+    g, _ = import_ttgir(edited, "one_q.ttgir", split_rows="auto")
+    assert [v.name for v in g.inputs if v.unbatched] == ["q0", "q1"], form
+    assert re.search(r"\ninput q0 +: f16\[64,64\] @smem \{batch = none\}\n", print_tir(g))
+    g, _ = import_ttgir(text, "q.ttgir", split_rows="auto")
+    assert not any(v.unbatched for v in g.inputs)
+
+
+@pytest.mark.parametrize("form", FORMS)
 def test_a_batched_gemms_b_read_by_no_batch_entry_is_one_b(form):
     """bmm_bcast_b with `B + pid_b * stride_bb` dropped (its B address reads no batch program id, as a batched GEMM
     over one weight writes it): B's load is `{batch = none}`, A's is not; as dumped, neither (the launch's stride 0 is
