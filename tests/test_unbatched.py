@@ -312,3 +312,18 @@ def test_attn_bool_masks_binding_takes_one_mask_under_the_heads(tmp_path):
             mod.resolve(mod.SPEC, {"Q": q, "K": q, "V": q, "MASK": meta(mod, mask, "int8")})
     with pytest.raises(mod.ArgumentError, match=r"^MASK: gives M = 512"):
         mod.resolve(mod.SPEC, {"Q": q, "K": q, "V": q, "MASK": meta(mod, (512, 1024), "int8")})
+
+
+@pytest.mark.extended  # (a b200 solve of a second and one nvcc build; sm_90a's is run.py build's, bench/triton_notes/s40)
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+def test_attn_bool_mask_compiles_for_sm100_with_the_mask_read_at_entry_0(tmp_path):
+    g, _ = load_ttgir(H6 / "t36/prepipe/attn_bool_mask_sm100.ttgir", split_rows="auto")
+    machine = load_machine("b200")
+    cu = emit_cuda(solve(g, machine, SolveOptions(time_limit=120)), machine)
+    mask = [line for line in cu.splitlines() if "tm.mk" in line and "tma_load(" in line]
+    assert mask and all(line.rstrip().endswith(", 0);") for line in mask)
+    src = tmp_path / "bm.cu"
+    src.write_text(cu)
+    rc, err = nvcc_compile(src, ["-std=c++17", "-gencode=arch=compute_100a,code=sm_100a", "-Xptxas", "-v"])
+    assert rc == 0, err[-2000:]
+    assert {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)} <= {0}, err[-2000:]
