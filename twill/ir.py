@@ -37,6 +37,10 @@ OP_ATTRIBUTES = ("cycles", "occupancy", "unit", "issue", "async", "variable_late
 # output: the dtype the carry's final value is written out in; column_major: its argument holds the
 # output's transpose (C [N, M] row-major for an [M, N] carry: a Triton store to C + n * stride + m)
 CARRY_ATTRIBUTES = ("output", "column_major")
+# batch: of a load or an input, `{batch = none}`: the kernel reads one tensor for every batch entry (the Triton
+# kernel's address reads no batch program id: an attention mask [N, N] under Q [B, H, N, D]; ttgir/unbatched.py)
+INPUT_ATTRIBUTES = ("batch",)
+UNBATCHED = "none"
 OUTPUT_DTYPES = ("f32", "f16", "bf16")
 NOT_WRITTEN = "none"  # a carry's {output = none}: its final value is not written (an epilogue output is)
 
@@ -82,12 +86,17 @@ class Value:
     kind: str  # "input" | "carry" | "scalar" (an epilogue's number given at launch)
     init: str | None = None
     span: Span | None = field(default=None, compare=False)
-    attrs: tuple[tuple[str, object], ...] = ()  # carries: {output = DTYPE}
+    attrs: tuple[tuple[str, object], ...] = ()  # carries: {output = DTYPE}; inputs: {batch = none}
 
     @property
     def computed(self) -> bool:
         """An input the prologue computes (`.tir` `prologue { ... }`), not one read from memory."""
         return bool(dict(self.attrs).get("prologue"))
+
+    @property
+    def unbatched(self) -> bool:
+        """Whether an input is one tensor for every batch entry (`{batch = none}`)."""
+        return dict(self.attrs).get("batch") == UNBATCHED
 
     @property
     def written(self) -> bool:
@@ -130,6 +139,11 @@ class Op:
 
     def attr(self, key: str, default=None):
         return dict(self.attrs).get(key, default)
+
+    @property
+    def unbatched(self) -> bool:
+        """Whether a load reads one tensor for every batch entry (`{batch = none}`)."""
+        return self.opcode == "load" and self.attr("batch") == UNBATCHED
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from . import vocab
 from .errors import ErrorCollector, InputError, Span, did_you_mean
-from .ir import CARRY_ATTRIBUTES, DTYPE_BITS, OP_ATTRIBUTES, SPACES, Graph, Op, Operand, TensorType, Value
+from .ir import CARRY_ATTRIBUTES, DTYPE_BITS, INPUT_ATTRIBUTES, UNBATCHED, OP_ATTRIBUTES, SPACES, Graph, Op, Operand, TensorType, Value
 from .knobs import KnobLines, print_knobs
 from .tir_arguments import ArgumentLines, print_arguments
 from .tir_grid import GridLines, print_grid
@@ -181,6 +181,13 @@ class _Parser:
             line.pos += 1
             init = normalise_init(tok.text)
         attrs = self.attributes(line, CARRY_ATTRIBUTES, "carry attribute") if kind == "carry" and line.at("{") else ()
+        if kind == "input" and line.at("{"):
+            attrs = self.attributes(line, INPUT_ATTRIBUTES, "input attribute")
+            if dict(attrs).get("batch", UNBATCHED) != UNBATCHED:
+                self.errors.error(f"input '{name.text}': attribute 'batch' must be {UNBATCHED} (one tensor for every batch "
+                                  f"entry), found {dict(attrs)['batch']}", line.span(name),
+                                  "leave it out for an input with an entry per batch entry")
+                attrs = ()
         line.end()
         if self.define(name.text, kind, line.span(name)):
             self.values.append(Value(name.text, type_, kind, init, line.span(name), attrs))
@@ -465,7 +472,8 @@ def print_tir(graph: Graph) -> str:
     name_w = max((len(v.name) for v in graph.inputs + graph.carries if not v.computed), default=0)
     type_w = max((len(str(v.type)) for v in graph.carries), default=0)
     lines = [f"kernel {graph.kernel}", *print_arguments(graph.arguments, graph.also_fed, graph.extents, graph.loop_extent), *print_knobs(graph.knobs), *print_grid(graph.split, graph.tile_rows, graph.flat)]
-    lines += [f"input {v.name.ljust(name_w)} : {v.type}" for v in graph.inputs if not v.computed]
+    lines += [f"input {v.name.ljust(name_w)} : {v.type}" + (f" {{batch = {UNBATCHED}}}" if v.unbatched else "")
+              for v in graph.inputs if not v.computed]
     lines += [f"carry {v.name.ljust(name_w)} : {str(v.type).ljust(type_w)} = {v.init or '0'}"
               + (" {" + ", ".join(f"{k} = {print_value(x)}" for k, x in v.attrs) + "}" if v.attrs else "")
               for v in graph.carries]

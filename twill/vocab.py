@@ -237,6 +237,15 @@ def _rand(out, ins, attrs):
     return check(attrs)
 
 
+def _load(out, ins, attrs):
+    """load {batch = none}: the one tensor every batch entry reads (twill/ir.py)."""
+    from .ir import UNBATCHED
+    if "batch" in attrs and attrs["batch"] != UNBATCHED:
+        return (f"batch = {attrs['batch']}: a load's batch is {UNBATCHED} (one tensor for every batch entry) or not "
+                "given (an entry per batch entry)")
+    return None
+
+
 def _join(out, ins, attrs):
     """join x, y: the columns of x and y interleaved, x's column j the result's 2j, y's 2j + 1."""
     if out is None or len(ins) != 2 or None in ins:
@@ -340,8 +349,8 @@ def _both(first, second):
 
 
 _DEFS = [
-    OpDef("load", "memory", (), (), None, "tma", None, "load", issue="warp", is_async=True, variable_latency=True,
-          attrs=("col_stride", "col_offset", "iter_div", "column_major", "transposed", "fill")),
+    OpDef("load", "memory", (), (), _load, "tma", None, "load", issue="warp", is_async=True, variable_latency=True,
+          attrs=("col_stride", "col_offset", "iter_div", "column_major", "transposed", "fill", "batch")),
     OpDef("store", "memory", (), ("x",), None, "tma", None, "store", issue="warp", is_async=True),
     OpDef("mma", "mma", (2, 3), ("a", "b", "c"), _mma, "tensor", None, "mma", is_async=True,
           tensor_core=True, accumulator=2,

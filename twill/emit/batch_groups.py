@@ -17,6 +17,12 @@ the leading batch dimensions, as NumPy broadcasts: a slope tensor [H] under Q [B
 per head, and tile b reads entry (b / group) % `NAME_batch_period` (the Problem's period, default 0:
 no wrap, every entry its own). The binding reads it off the shapes (the tensor's batch dimensions a
 suffix of the others'): Triton's `tl.load(SLOPES + off_bh % H)`.
+
+An input or load of `{batch = none}` (the Triton kernel's address reads no batch program id:
+ttgir/unbatched.py; an attention mask [N, N] under Q [B, H, N, D]) is *one* tensor for every batch
+entry, whatever its axes (it may run along the grid's rows, as the mask does): every tile reads its
+entry 0, its tensor map has one batch entry, and it has no group (the binding takes it with no batch
+dimensions, or leading 1s, and refuses real ones: the kernel would read only the first).
 """
 from __future__ import annotations
 
@@ -25,7 +31,12 @@ from .splits import batch_of
 
 def shareable(t) -> bool:
     """Whether tensor `t` may be shared by groups of batch entries (the rule above)."""
-    return t.kind in ("input", "load") and "m" not in t.axes and not t.per_iteration
+    return t.kind in ("input", "load") and "m" not in t.axes and not t.per_iteration and not unbatched(t)
+
+
+def unbatched(t) -> bool:
+    """Whether tensor `t` is one tensor for every batch entry (`{batch = none}`, the rule above)."""
+    return t.kind in ("input", "load") and t.unbatched
 
 
 def periodic(t) -> bool:
@@ -51,6 +62,8 @@ def batch_index(t, split: bool = False, fixed_up: bool = False) -> str:
     """The batch entry of `t` that the role's tile reads: `tile.b` (`tile.b % args.batch` for an
     input under a grid split, splits.py), or the role's local of `role_lines` (the quotient computed
     once per tile: a division at each TMA load kept the load warp's 24 registers busy enough to spill)."""
+    if unbatched(t):
+        return "0"
     return f"twill_b_{t.name}" if shareable(t) else batch_of(t, split, fixed_up)
 
 
@@ -120,6 +133,8 @@ def copy_lines(tensors) -> list[str]:
 
 def map_batch(t, batch: str) -> str:
     """The batch extent of t's tensor map: the problem's batch, divided by t's group."""
+    if unbatched(t):
+        return "uint64_t(1)"
     if periodic(t):
         return f"static_cast<uint64_t>(p.{period_field(t.name)} > 0 ? p.{period_field(t.name)} : p.batch / p.{field(t)})"
     return f"{batch} / static_cast<uint64_t>(p.{field(t)})" if shareable(t) else batch

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import anypitch, epilogue, partial, rand, scalar_atomic
-from .batch_groups import field_of as group_field_of, period_field, periodic, shareable
+from .batch_groups import field_of as group_field_of, period_field, periodic, shareable, unbatched
 from .binding_runtime import COLUMN_ARG
 from .colsplit import fixed_up, is_column
 from .descale import has_scale
@@ -83,6 +83,9 @@ class Argument:
     # a load's {transposed = true} (ttgir/kmajor.py): `dims` are the caller's tensor's, the transpose of the
     # kernel's tile; the kernel reads its .mT, as it lies where that is K-major, else a copy (binding_runtime._layout)
     transposed: bool = False
+    # every member {batch = none} (batch_groups.unbatched): one tensor for every batch entry, taken with no batch
+    # dimensions (or leading 1s); real ones are refused (binding_runtime._unbatched)
+    unbatched: bool = False
 
     def spec(self) -> dict:
         return {"name": self.name, "output": self.output, "dtype": TORCH_DTYPE[self.dtype],
@@ -92,6 +95,7 @@ class Argument:
                 **({"per_batch": True} if self.per_batch else {}), **({"splits": True} if self.splits else {}),
                 **({"column_major": True} if self.column_major else {}),
                 **({"transposed": True} if self.transposed else {}),
+                **({"unbatched": True} if self.unbatched else {}),
                 **({"any_pitch": list(self.any_pitch)} if self.any_pitch else {})}
 
 
@@ -248,7 +252,7 @@ def arguments(renderer) -> tuple[Argument, ...]:
                        output and bool(m.graph.split) and "loop" not in t.axes and not fixed_up(m.graph),
                        not output and t.column_major,
                        (t.tile[0], anypitch.width(t)) if len(members) == 1 and anypitch.eligible(m, t) else (),
-                       transposed=transposed)
+                       transposed=transposed, unbatched=not output and all(map(unbatched, members)))
         taken.add(arg.name)
         (outputs if output else inputs).append(arg)
     return _as_imported(m.graph, tuple(inputs + scalar_atomic.binding_args(m) + outputs))
@@ -505,6 +509,8 @@ def _arg_doc(a: Argument, partial: dict[str, str], rows: int | None = None, comb
     note += (f"; ONE element ([1]), which every tile's value updates in place by an atomic {a.atomic}: the caller "
              "initializes it (0 for an amax)") if a.atomic else ""
     note += "; or one per entry of the last batch dimensions ([H] under [B, H])" if a.per_batch else ""
+    note += ("; ONE for every batch entry (the kernel's addresses read no batch program id): no batch dimensions, or "
+             "leading 1s") if a.unbatched else ""
     if a.column_major:
         d = _layout(a)[1:-1].split(", ")
         note += (f"; or, as the Triton kernel reads it, its column-major view [{', '.join(d[:-2] + d[-2:][::-1])}] "

@@ -345,6 +345,8 @@ class Renderer(Stores, Kernel):
         def ext(axis, size):
             return {"m": f"tiles_m*{size}", "n": f"tiles_n*{size}", "loop": f"iters*{size}"}.get(axis, str(size))
         batch = ("batch*iters" if t.iter_div == 1 else f"batch*ceil(iters/{t.iter_div})") if t.per_iteration else "batch"
+        if batch_groups.unbatched(t):  # one tensor for every batch entry ({batch = none})
+            batch = "1" if not t.per_iteration else "iters" if t.iter_div == 1 else f"ceil(iters/{t.iter_div})"
         if t.rank == 1:
             return f"{t.dtype} [{batch}][{ext(t.axes[1], t.tile[1])}]"
         return f"{t.dtype} [{batch}][{ext(t.axes[0], t.tile[0])}][{ext(t.axes[1], t.tile[1])}]"

@@ -28,7 +28,8 @@ def _dims(m, t) -> tuple[str, str, str]:
     rows = "uint64_t(1)" if t.rank == 1 else _extent(m, t, 0)
     cols = _extent(m, t, 1)
     iters = "loop_iters(p)" if t.iter_div == 1 else f"((loop_iters(p) + {t.iter_div - 1}) / {t.iter_div})"
-    batch = (f"static_cast<uint64_t>(p.batch) * {iters}" if t.per_iteration
+    batch = (f"static_cast<uint64_t>({iters})" if t.per_iteration and batch_groups.unbatched(t)
+             else f"static_cast<uint64_t>(p.batch) * {iters}" if t.per_iteration
              else batch_groups.map_batch(t, splits.scale_batch(m, t, "static_cast<uint64_t>(p.batch)")))
     return rows, cols, batch
 

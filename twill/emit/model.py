@@ -170,6 +170,8 @@ class GlobalTensor:
     # a load's {transposed = true} (ttgir/kmajor.py): the caller's tensor is this layout's transpose, which the
     # binding hands the kernel as its .mT (copied into this layout where that is not how it lies)
     transposed: bool = False
+    # a load's or input's {batch = none}: one tensor for every batch entry, read at entry 0 (batch_groups.py)
+    unbatched: bool = False
 
     @property
     def tile_bytes(self) -> int:

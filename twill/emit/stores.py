@@ -25,7 +25,9 @@ class Stores:
         cols = org(1)
         d, count, index = t.iter_div, self.loop_count(), self.loop_index(it)
         batch = ((f"tile.b * {count} + {index}" if d == 1 else f"tile.b * (({count} + {d - 1}) / {d}) + {index} / {d}")
-                 if t.per_iteration else batch_groups.batch_index(t, self.split, colsplit.fixed_up(self.m.graph)))
+                 if t.per_iteration and not batch_groups.unbatched(t) else  # ({batch = none}: entry 0's, below)
+                 (index if d == 1 else f"{index} / {d}") if t.per_iteration
+                 else batch_groups.batch_index(t, self.split, colsplit.fixed_up(self.m.graph)))
         return rows, cols, batch
 
     def loop_index(self, it: str) -> str:

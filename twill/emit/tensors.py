@@ -4,6 +4,8 @@ blockIdx.y, `loop`: the loop counter, `fixed`: the whole extent is one tile), fo
 union-find over the tile dimensions the mmas and elementwise ops tie together."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..ir import Graph, TensorType
 from . import epilogue, prologue
 from .model import LOAD_OPCODES, EmitError, GlobalTensor, MmaShape, ident
@@ -219,6 +221,8 @@ def _tensors(graph: Graph, mma: dict[str, MmaShape]) -> tuple[GlobalTensor, ...]
     for v in graph.inputs:
         if not v.computed:  # the prologue's results: computed before the loop, in no tensor (prologue.py)
             add(v.name, v.name, "input", v.type, False)
+            if v.unbatched:
+                out[-1] = replace(out[-1], unbatched=True)
     for op in graph.ops:
         if op.opcode in LOAD_OPCODES and op.type is not None:
             add(op.name, op.name, "load", op.type, True)
@@ -265,4 +269,5 @@ def _viewed(t: GlobalTensor, op) -> GlobalTensor:
         raise EmitError(f"load '{op.name}': iter_div = {div} needs a tile read once per iteration (no axis along "
                         "the loop)")
     return replace(t, tile=(t.tile[0], t.tile[1] * stride), col_stride=stride, col_offset=offset, iter_div=div,
-                   column_major=bool(op.attr("column_major", False)), transposed=bool(op.attr("transposed", False)))
+                   column_major=bool(op.attr("column_major", False)), transposed=bool(op.attr("transposed", False)),
+                   unbatched=op.unbatched)

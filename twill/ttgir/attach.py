@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import Diagnostic, InputError
-from ..ir import TensorType
+from ..ir import UNBATCHED, TensorType
 from .epilogue import EVal, RawEpilogue
 from .provenance import Signature
 
@@ -108,7 +108,8 @@ class _Namer:
         if v.kind == "input":
             inp = raw.inputs[v.key]
             self.named[key] = self.names.claim(base_name(inp.arg), base_name(inp.ssa), fallback="input")
-            self.new_inputs.append(Value(self.named[key], inp.type, "input", span=inp.span))
+            self.new_inputs.append(Value(self.named[key], inp.type, "input", span=inp.span,
+                                         attrs=(("batch", UNBATCHED),) if inp.unbatched else ()))
         elif v.kind == "scalar":
             self.named[key] = self.launch.get(v.key) or self.names.claim(base_name(v.key), fallback="scalar")
             dtype = dict(raw.scalars).get(v.key, "f32")

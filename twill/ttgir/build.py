@@ -18,7 +18,7 @@ from itertools import count
 
 from ..errors import Diagnostic, InputError
 from .. import counter, vocab
-from ..ir import Graph, Op, Operand, TensorType, Value
+from ..ir import UNBATCHED, Graph, Op, Operand, TensorType, Value
 from . import draw, prologue, scalarexpr
 from .attach import attach
 from .fuse import NATURAL, Body, Group
@@ -103,7 +103,7 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
     if handed is not None:
         handed.update(_handed(body, real))
     graph_inputs = tuple(Value(name, _input_type(lowered, body, r, r not in inputs), "input",
-                               span=_ref_span(lowered, body, r)) for r, name in real.items())
+                               span=_ref_span(lowered, body, r), attrs=_input_attrs(body, r)) for r, name in real.items())
     computed_inputs, block = pro.graph_parts()
     graph_carries, notes = [], _computed_inputs(body, {r: n for r, n in inputs.items() if r not in pro.computed})
     for k, name in carry_name.items():
@@ -340,6 +340,17 @@ def _input_type(lowered: Lowered, body: Body, ref: Ref, prologue_only: bool):
     """An input's type; one only the prologue reads is read into registers (not staged in shared memory)."""
     t = _ref_type(lowered, body, ref)
     return replace(t, space="reg") if prologue_only and t.space == "smem" else t
+
+
+def _input_attrs(body: Body, ref: Ref) -> tuple:
+    """An input's attributes: `{batch = none}` where it is a tile loaded before the loop (or its copy into
+    another memory) whose load reads one tensor for every batch entry (unbatched.py)."""
+    n = body.nodes[ref.index] if ref.kind == "node" else None
+    while n is not None and n.kind == "move" and len(n.refs) == 1 and n.refs[0].kind == "node":
+        n = body.nodes[n.refs[0].index]
+    if n is not None and n.kind == "load" and dict(n.attrs).get("batch") == UNBATCHED:
+        return (("batch", UNBATCHED),)
+    return ()
 
 
 def _ref_type_body(body: Body, ref: Ref):

@@ -89,6 +89,7 @@ class RawInput:
     type: TensorType
     ssa: str
     span: Span
+    unbatched: bool = False  # its load reads one tensor for every batch entry (unbatched.py): `{batch = none}`
 
 
 @dataclass(frozen=True)
@@ -311,7 +312,8 @@ class _After(Parted, ScalarAtomics):
 
     def load(self, op: MOp) -> None:
         t = self.result_type(op)
-        self.inputs.append(RawInput(self.sig.loads[op.results[0]], t, op.results[0], self.lw.span(op)))
+        self.inputs.append(RawInput(self.sig.loads[op.results[0]], t, op.results[0], self.lw.span(op),
+                                    self.lw.batch is not None and self.lw.batch.unbatched(op)))
         self.env[op.results[0]] = EVal("input", len(self.inputs) - 1)
 
     def store(self, op: MOp, vals: list) -> None:

@@ -139,6 +139,8 @@ def lower_loop(module: Module, func: MOp, path: tuple[MOp, ...], scalar_args: fr
     lw.addresses = Addresses(func, lw.types)
     lw.addresses.scope(path[-1])  # sibling loops reuse names: the chosen loop's ops define them here
     lw.masks = Masks(lw.addresses)
+    from .unbatched import BatchReads  # (it reads grid.py's Dependence, whose modules import this one)
+    lw.batch = BatchReads(func, lw.types)
     lw.loop_iv = _loop_header(lw, path[-1])[0]
     _bind_arguments(lw, func)
     ops, loop = _walk_to(lw, func, path, merge), path[-1]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import TensorType
+from ..ir import UNBATCHED, TensorType
 from .addresses import Unexpressed
 from .generic import generic
 from .parser import MOp
@@ -70,6 +70,8 @@ def _load_node(lw: Lowering, op: MOp, vals, tt: TensorType, source) -> Tile:
     attrs = _view(lw, op)
     if (fill := loop_tail_fill(lw, op)) is not None:  # other=-inf past the loop's extent
         attrs = tuple(attrs) + (("fill", fill),)
+    if lw.batch is not None and lw.batch.unbatched(op):  # the same tensor for every batch entry (unbatched.py)
+        attrs = tuple(attrs) + (("batch", UNBATCHED),)
     if lw.transposed and len(tt.shape) == 2 and _base(lw, op) in lw.transposed:
         # a column-sum kernel's tile (colsum.py): the tile as the kernel reads it, its argument the transpose
         attrs = tuple(attrs) + (("transposed", True),)

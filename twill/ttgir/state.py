@@ -30,6 +30,7 @@ class Lowering:
         self.merge_entry: dict[int, object] = {}  # buffer content where a merged pair's first loop starts
         self.addresses = None  # addresses.Addresses of the function: how each load walks its argument
         self.masks = None  # bounds.Masks of the function: which masks guard a tensor's edge only
+        self.batch = None  # unbatched.BatchReads of the function: which loads read one tensor for every batch entry
         self.loop_iv: str | None = None  # the chosen loop's induction variable
         self.khalves: dict = {}  # a tt.split result -> (the tile, which half, K): a dot split along K (ksplit.py)
         self.kpending = None  # (mma, a, b) of the first half of such a dot, until its second half

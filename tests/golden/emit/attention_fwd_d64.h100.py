@@ -57,7 +57,8 @@ def layout(arg):
     """The shape an argument takes, as text: `[*batch, M, 128]` (`[splits, *batch, M, 128]`: an
     output of a split kernel)."""
     div = arg.get("iter_div", 1)
-    dims = ["splits"] * bool(arg.get("splits")) + ["*batch"] + ([("I" if div == 1 else f"ceil(I/{div})")] if arg["per_iteration"] else [])
+    dims = (["splits"] * bool(arg.get("splits")) + ["*batch"] * (not arg.get("unbatched"))
+            + ([("I" if div == 1 else f"ceil(I/{div})")] if arg["per_iteration"] else []))
     for axis, size in arg["dims"]:
         dims.append(str(size) if axis == "fixed" else SYMBOLS[axis])
     return "[" + ", ".join(dims) + "]"
@@ -115,7 +116,8 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
     # The batch dimensions every tensor is checked against: the first one's that holds one entry
     # per tile (not GQA's K and V, which may be shared by groups of batch entries).
     first = [n for n, m in given.items() if m is not None]
-    first = next((n for n in first if not args[n].get("shared")), first[0] if first else None)
+    first = next((n for n in first if not args[n].get("shared") and not args[n].get("unbatched")),
+                 first[0] if first else None)
     per_batch, splits = [], []
     for name, meta in sorted(given.items(), key=lambda item: item[0] != first):
         if meta is None:
@@ -131,7 +133,9 @@ def resolve(spec, given, iters=None, split=None, sizes=None):
             continue
         dims = _extents(spec, arg)
         batch = tuple(meta.shape[:len(meta.shape) - len(dims)])
-        if batch_shape is None:
+        if arg.get("unbatched"):
+            _unbatched(arg, batch, meta.shape)
+        elif batch_shape is None:
             batch_shape, batch_of = batch, name
         elif arg.get("shared") and batch != batch_shape:
             groups[name] = _group(arg, batch, batch_shape, batch_of, meta.shape)
@@ -597,18 +601,34 @@ def _period(arg, shape, batch_shape, batch_of):
     return 0 if own == tuple(batch_shape) else math.prod(own)
 
 
+def _unbatched(arg, batch, shape):
+    """An argument the kernel reads one of for every batch entry (spec "unbatched": the Triton kernel's address
+    reads no batch program id, twill/ttgir/unbatched.py): no batch dimensions, or leading 1s (NumPy); a real batch
+    dimension is refused, since the kernel would read its first entry for every one."""
+    if any(d != 1 for d in batch):
+        name = arg["name"]
+        raise ArgumentError(f"{name}: the kernel reads one {name} for every batch entry (the Triton kernel's address of "
+                            f"it reads no batch program id), so it takes {name} with no batch dimensions (shape "
+                            f"{layout(arg)}, leading 1s allowed), got {list(shape)}, whose batch dimensions "
+                            f"{list(batch)} it would not read past the first entry")
+
+
 def _group(arg, batch, batch_shape, batch_of, shape):
     """How many consecutive batch entries of the others share one of `arg`'s (grouped-query
     attention: K and V [*B, Hkv, ...] under Q [*B, Hq, ...] with Hq % Hkv == 0): the others' last
-    batch dimension over its own, every other batch dimension equal. Without the last dimension
-    (a key bias [*B, L] under Q [*B, H, ...], Triton's `KB + (bh // H) * stride`), as [*B, 1]: H."""
+    batch dimension over its own, every other batch dimension equal. A leading part of the others'
+    batch dimensions (a key bias [*B, L] under Q [*B, H, ...], Triton's `KB + (bh // H) * stride`)
+    serves all of the rest: H (none, or only 1s: every batch entry reads the one entry)."""
     name = arg["name"]
-    if batch_shape and tuple(batch) == tuple(batch_shape[:-1]):
-        return batch_shape[-1]  # no heads dimension: one entry per [*B], each serving all of its heads
+    batch, batch_shape = tuple(batch), tuple(batch_shape)
+    if len(batch) < len(batch_shape) and batch == batch_shape[:len(batch)]:
+        return math.prod(batch_shape[len(batch):])  # one entry per leading [*B], each serving the rest
+    if len(batch) <= len(batch_shape) and all(d == 1 for d in batch):
+        return math.prod(batch_shape)  # one entry (its batch only 1s) for all of them
     if len(batch) != len(batch_shape) or not batch or batch[:-1] != batch_shape[:-1]:
         raise ArgumentError(f"{name}: batch dimensions {list(batch)} differ from {batch_of}'s {list(batch_shape)} "
-                            f"other than in the last (heads), where {name} may have fewer or none (shape {layout(arg)}, "
-                            f"got {list(shape)})")
+                            f"other than in the last (heads), where {name} may have fewer, or than by leaving out "
+                            f"trailing ones (shape {layout(arg)}, got {list(shape)})")
     own, theirs = batch[-1], batch_shape[-1]
     if own < 1 or theirs % own:
         raise ArgumentError(f"{name}: {own} heads (its last batch dimension, shape {list(shape)}) do not divide "
@@ -714,7 +734,7 @@ def _finish(spec, known, who, batch_shape, device, iters):
             raise ArgumentError(f"{spec['kernel']}: no argument gives {SYMBOLS[key]}: pass {' or '.join(outs)}")
     shapes = {}
     for a in spec["args"]:
-        shape = list(batch_shape)
+        shape = [] if a.get("unbatched") else list(batch_shape)
         if a.get("splits"):  # [splits, *batch, ...] as given, else the inputs' batch
             shape = list(known.get("split_shapes", {}).get(a["name"], [known["splits"], *batch_shape]))
         for key, size in _extents(spec, a):
