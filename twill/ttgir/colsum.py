@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 
-from .addresses import Addresses, poly_int
+from .addresses import Addresses, int_constant, poly_int
 from .block2d import _split, _tensor_types
 from .parser import Module, MOp, parse_module
 from .rowprog import COLUMNS, COMBINERS, attr_int, end_line, func_args, walk_ops
@@ -165,8 +165,7 @@ class ColSum:
 
     def _constant(self, name: str) -> int | None:
         d = self.defs.get(name)
-        m = d is not None and d.name == "arith.constant" and re.search(r"arith\.constant (-?\d+) : i\d+", self.line(d))
-        return int(m.group(1)) if m else None
+        return int_constant(d) if d is not None and d.name == "arith.constant" else None
 
     def _rows_index(self, add: MOp) -> bool:
         if add.name != "arith.addi":
