@@ -35,10 +35,8 @@ from .grid import LOADS, PICK, STORES, Dependence
 from .parser import MOp, walk
 
 ATOMICS = {"tt.atomic_rmw": "first"}  # an atomic output (scalaratomic.py): its pointer is its first operand
-DESCRIPTORS = {"tt.descriptor_load", "tt.descriptor_gather", "tt.experimental_descriptor_load",
-               "ttng.async_tma_copy_global_to_local", "ttng.async_tma_gather", "tt.descriptor_store",
-               "tt.experimental_descriptor_store", "tt.descriptor_scatter", "ttng.async_tma_copy_local_to_global",
-               "tt.descriptor_reduce"}
+# the ops that address through a descriptor (its coordinates), not a pointer: grid.py's whose address is not "first"
+DESCRIPTORS = frozenset(op for op, how in {**LOADS, **STORES}.items() if how != "first")
 
 
 class BatchReads:
