@@ -164,13 +164,16 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
         if binding == "torch":
             files.update({p: (t, f"its {binding} binding") for p, t in binding_files(model, path, combine=False).items()})
         renderers.append((name, Renderer(model)))
-    from twill.emit.seqfuse import fused_entry, fused_path, fused_source, plan as fuse_plan
+    from twill.emit.seqfuse import compiled, fused_entry, fused_path, fused_source, plan as fuse_plan
     fp, fused = fuse_plan(renderers), None  # the loops as one kernel, where they walk one grid of row tiles
+    text = "" if fp.why_not else fused_source(seq.kernel, renderers, fp)
+    if text and not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
+        fp = compiled(fp, text, machines[0].arch)  # refused where ptxas spills it (its loops' kernels were checked)
     if fp.why_not:
         click.echo(f"one kernel per loop: {fp.why_not}", err=True)
     else:
         path = fused_path(output)
-        files[path] = (fused_source(seq.kernel, renderers, fp), f"kernel {seq.kernel}, its {len(seq.names)} loops as one")
+        files[path] = (text, f"kernel {seq.kernel}, its {len(seq.names)} loops as one")
         entry = path[:-3] + "_entry.cu"
         if binding == "torch":
             files[entry] = (fused_entry(seq.kernel, os.path.basename(path), renderers), "its torch binding's entry")

@@ -314,3 +314,19 @@ def test_a_failed_one_kernel_runs_one_kernel_per_loop_unless_asked_for(tmp_path,
     with pytest.raises(seq.FusedFailed, match="invalid argument"):
         run(32768, 1024, True)
     assert len(lib.launches) == 2 and all(len(x.launches) == 2 for x in own.values())
+
+
+@pytest.mark.extended
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found")
+def test_ptxas_refuses_a_one_kernel_that_spills_and_keeps_a_clean_one():
+    """seqfuse.compiled: the held-out online softmax's two loops (batch 7, `run.py build`'s h200 schedules) compile
+    clean each alone, but as one kernel ptxas spills (its path holds L0's online pair and L1's code at 255
+    registers): refused, so its binding runs each loop's kernel; LayerNorm's one kernel is clean and kept."""
+    machine = load_machine("h200")
+    for fixture, spills in (("softmax_online_sm90.h200", True), (LAYERNORM, False)):
+        loops = _loops(fixture)
+        fp = seqfuse.plan(loops)
+        assert not fp.why_not, fp.why_not
+        got = seqfuse.compiled(fp, seqfuse.fused_source(fixture.split(".")[0], loops, fp), machine.arch)
+        assert ("spill stores" in got.why_not) == spills, got.why_not
+        assert got.why_not.startswith("ptxas on the one kernel") == spills

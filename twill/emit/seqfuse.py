@@ -26,7 +26,7 @@ loop that splits ran faster alone on the H200: its grid is wider), and on reques
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..registers import launch_registers
@@ -118,6 +118,20 @@ def plan(loops: list[tuple[str, object]]) -> FusePlan:
         return FusePlan(f"the loops' shared memory side by side ({smem} bytes) exceeds smem_bytes ({lim.smem_bytes})")
     return FusePlan("", threads, launch, tuple(budgets), all(r.persistent() for _, r in loops),
                     any(r.masked_roles for _, r in loops))
+
+
+def compiled(fp: FusePlan, text: str, arch: str) -> FusePlan:
+    """`fp` as ptxas finds its one kernel `text`: refused (why_not) where it spills or serializes a wgmma. Each
+    loop's own kernel was checked by emit-cuda's ptxas loop; the one kernel's warpgroups run every loop's code on
+    one path and ptxas compiles that path at no more than 255 registers, whatever the budgets (softmax_online's
+    spilled 32 bytes at 256 and 256, where its loops' kernels spill none). Unchanged where nvcc is absent."""
+    from ..ptxas import compile_kernel, find_nvcc
+    if fp.why_not or find_nvcc() is None:
+        return fp
+    report = compile_kernel(text, arch)
+    if report.clean:
+        return fp
+    return replace(fp, why_not=f"ptxas on the one kernel: {report.summary()} (each loop's own kernel runs instead)")
 
 
 def _grown(budgets: tuple[int, ...], pool: int, launch: int) -> tuple[int, ...]:
