@@ -456,3 +456,58 @@ def test_one_split_is_the_loop_as_alone_and_its_errors_name_the_users_tensors(tm
     with pytest.raises(first.ArgumentError) as err:
         seq_mod.run(x, res, 5000, 1e-6, w)
     assert "twill_split_cols" not in str(err.value) and "L = 5000 is not a multiple of" in str(err.value), err.value
+
+
+# -- a store along the loop written without TMA (its staging does not fit, or its rows are not 128-byte lines) -----
+
+NARROW = """kernel narrow_square
+argument x_ptr = x_row
+argument y_ptr = store_0
+argument stride
+extent loop = 4096
+loop {
+  x_row = load : bf16[64,32] @smem
+  x_f   = convert x_row : f32[64,32]
+  y     = mul x_f, x_f : bf16[64,32]
+  store y
+}
+"""
+
+
+@pytest.mark.parametrize("rows, sms, want", [
+    (1000, 132, 16),   # 16 row tiles x 16 splits of 8 iterations fill 256 of the 264 CTAs (2 an SM)
+    (2048, 132, 8),    # 32 row tiles x 8
+    (16384, 132, 1),   # 256 row tiles fill the wave already
+])
+def test_a_store_along_the_loop_without_tma_splits_by_columns(tmp_path, monkeypatch, rows, sms, want):
+    """A no-carry loop whose store is each thread's own (rows of 64 bytes: no TMA staging; swiglu_bwd's two bf16
+    stores, whose staging did not fit two CTAs an SM, were refused the split and ran 16 CTAs of 32 iterations at 1000
+    rows: 0.08x Triton, session 40) is split by columns: each split writes its own columns at the loop's whole-extent
+    index, (split_first + it) x 32, into rows as long as every split's columns, not its own n x 32; the binding picks
+    the splits from the row tiles and the SMs as for a TMA store, and the kernel compiles for sm_90a."""
+    src = tmp_path / "narrow.tir"
+    src.write_text(NARROW)
+    cu = tmp_path / "narrow.cu"
+    r = CliRunner().invoke(main, ["emit-cuda", str(src), "--gpu", "h200", "-o", str(cu), "--binding", "torch",
+                                  "--no-ptxas-loop", "--time-limit", "20"])
+    assert r.exit_code == 0, r.output
+    text = cu.read_text()
+    assert "grid split = twill_split_cols" in text and "twill::frag_to_global(dst, f, row0, c0, ld);" in text
+    ld = "((args.splits - 1) * args.iters + args.last_iters) * 32"
+    assert f"c0 = (twill_split_first + it) * 32, ld = {ld}," in text
+    assert f"static_cast<size_t>(twill_split_b) * static_cast<int>(twill::grid_extent(args.m_extent, args.tiles_m, " \
+           f"args.store_0_rows_step)) * {ld};" in text  # the entry's rows are every split's columns long
+    spec = importlib.util.spec_from_file_location("narrow_binding", tmp_path / "narrow.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(sms))
+    monkeypatch.setattr(mod, "_SMS", {})
+    run = mod._prepare(mod.SPEC, {"x_ptr": _Tensor(np.zeros((rows, 4096)), "bfloat16"), "y_ptr": None}, None,
+                       _Tensor, str)
+    assert run.plan["splits"] == want and run.plan["loop_extent"] * want == 4096, run.plan
+    assert run.plan["shapes"]["y_ptr"] == (rows, 4096)
+    if nvcc() is not None and rows == 1000:
+        rc, err = nvcc_compile(tmp_path / "narrow_entry.cu", ["-std=c++17", "-gencode=arch=compute_90a,code=sm_90a",
+                                                              "-Xptxas", "-v", f"-I{tmp_path}"])
+        assert rc == 0, err[-2000:]
+        assert not any(int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)), err[-2000:]

@@ -117,6 +117,13 @@ def store_lines(model, t) -> list[str]:
             f"const int {ENTRY} = tile.b % args.batch;  // the batch entry the split's columns are written at"]
 
 
+def whole_columns(t) -> str:
+    """The row pitch, in elements, of a column split's store along the loop written without TMA (stores.py): the
+    loop's whole extent, every split's iterations (the last split's own, args.last_iters) times the tile's
+    columns. (Such a store has no partial last tile: the kernel is not ragged, kRagged.)"""
+    return f"((args.splits - 1) * args.iters + args.last_iters) * {t.tile[1]}"
+
+
 def device_lines(model) -> list[str]:
     if not model.graph.split:
         return []

@@ -101,11 +101,14 @@ class Stores:
 
     def _direct_store(self, out: Lines, t, shared: bool) -> None:
         """Each thread writes its elements (a float2 atomicAdd where CTAs add into the tile)."""
-        if splits.along_columns(self.m, t):  # its row pitch is every split's columns, which n * tile is not
-            raise EmitError(f"store '{t.value}': a column split (colsplit.py) writes a store along the loop with TMA only")
+        if splits.along_columns(self.m, t) and (t.rank == 1 or t.column_major):
+            raise EmitError(f"store '{t.value}': a column split (colsplit.py) writes a store along the loop without TMA "
+                            "only as a row-major tile")
         rows, cols, batch = self._origin(t, "it")
         nrows = "1" if t.rank == 1 else self._extent(t, 0)
-        ncols = self._extent(t, 1)
+        # a column split's store along the loop (colsplit.py): its rows are every split's columns, which this
+        # split's n * tile is not (splits.whole_columns), and it writes its own columns at the whole-extent index
+        ncols = splits.whole_columns(t) if splits.along_columns(self.m, t) else self._extent(t, 1)
         out(f"const size_t batch = static_cast<size_t>({batch}) * {nrows} * {ncols};")
         clipped = self._clipped(t)
         if t.rank == 1:  # the column origin as one offset: no tile-invariant part of it is kept across tiles
