@@ -2,7 +2,8 @@
 Triton 3.9 and 3.6, before and after the pipeliner, sm_90 and sm_100: tests/data/ttgir/heldout11): a bf16 GEMM masked
 on M, N and K with a bias and ReLU, baddbmm on a 3-D grid, W8A8 with edge masks and a bias, nn.Linear through
 `tl.dot(x, w.T)`, softmax with a temperature, the SwiGLU backward, a row's cumsum and argmax, Megatron's causal
-softmax, attention with key-padding lengths read from a tensor, per-token int8 quantization.
+softmax, attention with key-padding lengths read from a tensor, per-token int8 quantization (imported since session
+41: `abs` its own op before the row's max, the per-row scale an epilogue output, floor / ceil / select stored int8).
 
 - every form of a kernel imports to one graph (up to Triton's numbering of SSA names; Triton 3.6's register dot of
   int8 on sm_100 is another graph, as in batch 2), or is refused at the TTGIR line of the construct the graph
@@ -46,12 +47,19 @@ REFUSED = {
                                                   r"bound is computed from the program's row"),
     # the loop runs to a length loaded from memory (LENS[b]), its masks read it
     "attn_kpad": (r"(tt\.load|ttg\.async_copy_global_to_local) ", r"mask computed from a value loaded from memory"),
-    # max(|x|) of the row: the row's max read as a softmax's, |x| no scale of it
-    "quant_int8_rows": (r"math\.absf", r"'math\.absf' stands between the row's tile and its max .* is no scale"),
 }
-IMPORTED = {"gemm_bias_relu_kmask", "baddbmm", "gemm_w8a8_bias", "linear_wt", "softmax_temp", "swiglu_bwd"}
+IMPORTED = {"gemm_bias_relu_kmask", "baddbmm", "gemm_w8a8_bias", "linear_wt", "softmax_temp", "swiglu_bwd",
+            "quant_int8_rows"}
 # (dump, form) whose graph differs from the first form's: Triton 3.6 makes a register dot of int8 on sm_100
 DIFFERENT = {("gemm_w8a8_bias_sm100", "t36/prepipe"), ("gemm_w8a8_bias_sm100", "t36/after")}
+# Triton 3.9 computes quant_int8_rows' `absmax / 127.0` as absmax * (1 / 127) (the reciprocal folded to a constant),
+# Triton 3.6 divides: each graph computes its kernel's, `mul absmax {scalar = 0.0078..}` or `div absmax {scalar = 127}`
+RECIPROCAL = (re.compile(r"(mul|div) +(\w+) *: (\S+) \{scalar = (0\.007874015748031496|127(?:\.0)?)\}"),
+              r"over127 \2 : \3")
+
+
+def _same_up_to_the_reciprocal(text: str) -> str:
+    return re.sub(r" +", " ", RECIPROCAL[0].sub(RECIPROCAL[1], text))
 
 
 def _key(name: str) -> str:
@@ -87,6 +95,9 @@ def test_every_form_imports_to_one_graph_or_is_refused_at_its_line(name):
         first = first or text
         if (name, form) in DIFFERENT:
             assert text != first and text.replace(" @tmem", "") == first.replace(" @tmem", ""), form
+            continue
+        if _key(name) == "quant_int8_rows" and form.startswith("t36"):
+            assert text != first and _same_up_to_the_reciprocal(text) == _same_up_to_the_reciprocal(first), form
             continue
         assert text == first, form
 
@@ -185,13 +196,42 @@ def test_a_masked_load_read_column_major_records_the_graphs_axes():
             assert "argument K {extent = loop}" in text, (form, arch)
 
 
-def test_an_absmax_or_a_scan_of_the_row_is_refused_naming_it():
-    """The row's max of |x| was refused as a softmax scale 'no product of the float arguments' (the message spoke
-    of scores); a row's cumsum at a `ttg.convert_layout` Triton put before the scan. Each is now named."""
-    text = (DATA / "t39/prepipe/quant_int8_rows_sm90.ttgir").read_text()
-    with pytest.raises(Exception) as err:
-        import_sequence(text, "q.ttgir")
-    assert "scores by a value" not in str(err.value.diagnostics[0].message)
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("arch", ("sm90", "sm100"))
+def test_the_imported_int8_quantization_computes_its_formula(form, arch):
+    """vLLM-style per-token int8 quantization: L0 the row's max of |x| (`abs x` its own op, read by the rowmax: before,
+    |x| was taken for a softmax's scale and refused), its epilogue the per-row scale max(absmax, 1e-10) / 127 stored
+    to SCALE; L1 `round(x / scale)` (`floor(y + 0.5)` or `ceil(y - 0.5)` by `y >= 0`) stored as int8. fp64, 128 rows x
+    400 columns (a partial last column tile, whose zero fill |0| = 0 is no larger than the row's max), a zero row
+    (its scale the clamp's 1e-10 / 127) and exact ties (y = k + 0.5, rounded away from zero)."""
+    import numpy as np
+    x = 3 * _x((128, 400), 11)
+    x[5] = 0.0
+    x[7, :4] = [127.0, -63.5, 62.5, -0.5]  # absmax 127: scale 1, ties at -63.5, 62.5 and -0.5
+    x[7, 4:] = 0.25
+    graph = _import(DATA / form / f"quant_int8_rows_{arch}.ttgir")
+    got = _run(graph, {"X": x}, {"n_cols": 400})
+    scale = np.maximum(abs(x).max(1), 1e-10) / 127
+    y = x / scale[:, None]
+    q = np.where(y >= 0, np.floor(y + 0.5), np.ceil(y - 0.5))
+    assert np.allclose(got["SCALE"], scale, rtol=1e-15, atol=0)
+    assert np.array_equal(got["Q"], q) and abs(q).max() == 127
+    assert list(got["Q"][7, :4]) == [127, -64, 63, -1] and not got["Q"][5].any()
+    text = print_sequence(graph)
+    assert re.search(r"\w+ += abs x +: f32\[\d+,\d+\]", text) and re.search(r"rowmax \w+_abs, absmax", text)
+    assert re.search(r"= select \w+, \w+, \w+ +: i8\[", text)  # the int8 conversion is the select's result type
+
+
+def test_round_to_nearest_even_is_the_vocabularys_rint():
+    """`math.roundeven` (and libdevice's `__nv_rintf`, tl.extra.cuda.libdevice.rint) is the vocabulary's `rint`, ties to
+    even: the quantization rounded so, in place of its floor / ceil."""
+    text = (DATA / "t39/prepipe/quant_int8_rows_sm90.ttgir").read_text().replace("math.floor", "math.roundeven")
+    found, _ = import_sequence(text, "rint.ttgir")
+    assert re.search(r"\w+ += rint y_add +: f32\[64,128\]", print_sequence(found))
+
+
+def test_a_scan_of_the_row_is_refused_naming_it():
+    """A row's cumsum was refused at a `ttg.convert_layout` Triton put before the scan; it is now named."""
     text = (DATA / "t39/prepipe/cumsum_rows_sm90.ttgir").read_text()
     with pytest.raises(Exception) as err:
         import_sequence(text, "c.ttgir")
@@ -237,3 +277,24 @@ def test_heldout11_dump_solves_emits_and_compiles(name, tmp_path):
         spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
         assert spills <= {0}, err[-2000:]
         assert "C7510" not in err and "C7511" not in err, err[-2000:]
+
+
+@pytest.mark.parametrize("gpu", ["h200", "b200"])
+def test_the_int8_quantization_takes_a_partial_last_column_tile(gpu):
+    """TMA fills the partial last tile with 0, where the rowmax's identity is -inf: L0's `rowmax absmax_abs` reads
+    |x| there, and |0| = 0 is no larger than the row's max of |x| (emit/ragged.py NONNEGATIVE), so both loops take
+    any n_cols (before: whole tiles only). The same max of -x (no bound below) still takes whole tiles only."""
+    from twill.emit import build_model
+    from twill.emit.ragged import plan
+    from twill.tir import parse_tir
+    machine = load_machine(gpu)
+    arch = "sm100" if gpu == "b200" else "sm90"
+    found = _import(DATA / "t36/prepipe" / f"quant_int8_rows_{arch}.ttgir")
+    for graph in found.graphs:
+        ragged = plan(build_model(solve(graph, machine, SolveOptions(time_limit=20)), machine))
+        assert ragged.why_not == "", ragged
+    text = print_tir(found.graphs[0])
+    assert "= abs x" in text
+    graph = parse_tir(text.replace("= abs x", "= neg x"), "neg.tir")
+    ragged = plan(build_model(solve(graph, machine, SolveOptions(time_limit=20)), machine))
+    assert "rowmax" in ragged.why_not and "-inf for a max" in ragged.why_not, ragged

@@ -376,9 +376,14 @@ def _bc(v, shape):
 
 UNARY = {"rsqrt": lambda a: 1 / __import__("numpy").sqrt(a), "sqrt": lambda a: __import__("numpy").sqrt(a),
          "recip": lambda a: 1 / a, "convert": lambda a: a, "neg": lambda a: -a,
-         "exp": lambda a: __import__("numpy").exp(a), "tanh": lambda a: __import__("numpy").tanh(a)}
+         "exp": lambda a: __import__("numpy").exp(a), "tanh": lambda a: __import__("numpy").tanh(a),
+         "abs": lambda a: abs(a), "floor": lambda a: __import__("numpy").floor(a),
+         "ceil": lambda a: __import__("numpy").ceil(a), "rint": lambda a: __import__("numpy").rint(a),
+         "trunc": lambda a: __import__("numpy").trunc(a)}
 BINARY = {"mul": lambda a, b: a * b, "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "div": lambda a, b: a / b,
-          "max": lambda a, b: __import__("numpy").maximum(a, b), "rescale": lambda a, b: a * b}
+          "max": lambda a, b: __import__("numpy").maximum(a, b), "rescale": lambda a, b: a * b,
+          "min": lambda a, b: __import__("numpy").minimum(a, b), "ge": lambda a, b: (a >= b) * 1.0,
+          "gt": lambda a, b: (a > b) * 1.0, "le": lambda a, b: (a <= b) * 1.0, "lt": lambda a, b: (a < b) * 1.0}
 
 
 def _op(op, env):
@@ -399,9 +404,15 @@ def _op(op, env):
     if op.opcode == "rowsum":  # l = l * alpha + sum(x) along the row
         total = xs[0].sum(axis=1)
         return total if len(xs) == 1 else total + (xs[1][:, 0] if xs[1].ndim == 2 else xs[1]) * (xs[2] if len(xs) > 2 else 1)
-    if op.opcode in UNARY:
-        return UNARY[op.opcode](xs[0])
-    return BINARY[op.opcode](xs[0], xs[1])
+    if op.opcode == "select":  # a where cond is nonzero, else b
+        out = np.where(xs[0] != 0, xs[1], xs[2])
+    elif op.opcode in UNARY:
+        out = UNARY[op.opcode](xs[0])
+    else:
+        out = BINARY[op.opcode](xs[0], xs[1])
+    if op.type.dtype in ("i8", "i16", "i32", "i64"):  # computed in f32, rounded to an integer toward zero (fptosi)
+        out = np.trunc(out)
+    return out
 
 
 def _gather(op, env, arrays, feeds):

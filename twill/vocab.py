@@ -311,7 +311,8 @@ def _mma(out, ins, attrs):
 # polynomial and range reduction take several FMA-rate instructions each; no machine file names them).
 LIBM = {"erf": "erff", "erfc": "erfcf", "sin": "sinf", "cos": "cosf", "tan": "tanf", "asin": "asinf",
         "acos": "acosf", "atan": "atanf", "sinh": "sinhf", "cosh": "coshf", "log10": "log10f", "log1p": "log1pf",
-        "expm1": "expm1f", "floor": "floorf", "ceil": "ceilf", "round": "roundf", "trunc": "truncf"}
+        "expm1": "expm1f", "floor": "floorf", "ceil": "ceilf", "round": "roundf", "trunc": "truncf",
+        "rint": "rintf"}  # rint: to the nearest integer, ties to even (libdevice's rint, MLIR's math.roundeven)
 
 
 def _unary(name: str, cost: str = "sfu", helper: str = "") -> OpDef:

@@ -139,6 +139,10 @@ TAIL_OPCODE = "tail_mask"
 IDENTITY = {"rowsum": 0.0, "reduce_sum": 0.0, "rowmax": float("-inf"), "reduce_max": float("-inf"),
             "reduce_min": float("inf")}  # reductions along the loop: what an absent element must be
 ELEMENTWISE_FAMILIES = ("unary", "binary", "ternary", "convert")
+# A maximum along the loop of a value no element of which is below 0 (|x|: a quantization's absmax) takes a 0
+# past the extent as well as its identity: the row's maximum is at least 0 where the row has an element
+MAXIMA = ("rowmax", "reduce_max")
+NONNEGATIVE = ("abs",)
 
 
 def _tail_after(op, index: int, tail: float | None) -> float | None:
@@ -185,6 +189,9 @@ def tail_refusal(model, axis, starts) -> str:
                 continue
             if not along(u.op) and op.opcode in IDENTITY and u.index == 0 and tail == IDENTITY[op.opcode]:
                 continue
+            if (not along(u.op) and op.opcode in MAXIMA and u.index == 0 and tail == 0.0
+                    and getattr(model.ops.get(value), "opcode", None) in NONNEGATIVE):
+                continue  # max |x| of a padded row: its 0s are no larger than any element of the row
             what = "not known" if tail is None else f"{tail}"
             return (f"{op.opcode} {u.op} reads {value}, which runs along the loop, and its elements past the "
                     f"extent ({what} there) would take part (the reductions along the loop need 0 for a sum, "

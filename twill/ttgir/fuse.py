@@ -49,6 +49,7 @@ ARITH_OPCODES = {  # TTGIR elementwise op -> the table opcode (twill.vocab) it i
     "arith.shli": "shl", "arith.shrsi": "shr", "arith.shrui": "shr", "arith.negf": "neg", "math.absf": "abs",
     "math.fma": "fma", "math.exp": "exp", "math.log": "log", "math.log2": "log2", "math.sqrt": "sqrt",
     "math.rsqrt": "rsqrt", "math.tanh": "tanh", **{f"math.{n}": n for n in LIBM},
+    "math.roundeven": "rint",
 }
 INT_TO_FLOAT = {"arith.uitofp", "arith.sitofp"}
 RESCALE_OPS = {"arith.mulf"}  # a divide is `div` (rescale multiplies)
@@ -410,8 +411,8 @@ def _faithful(body: Body, idx: list[int], opcode: str) -> bool:
         role = AROUND[anchor.kind].get(n.mlir)  # (an op the anchor does not spell is no member: exp(m_i - m))
         if role is not None and role in (where, "side" if where == "down" else None):
             continue
-        if anchor.kind in SCALED and len(n.operands) == 1 and n.kind == "ew":
-            continue
+        if anchor.kind in SCALED and len(n.operands) == 1 and n.kind == "ew" and n.mlir in SCALES:
+            continue  # a scale the knob folds in; any other function of the tile (|x|) is an op of its own
         return False
     return True
 

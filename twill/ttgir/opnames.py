@@ -36,7 +36,7 @@ ELEMENTWISE = {
     **{f"arith.{n}": "ew" for n in _EW}, **{f"arith.{n}": "conv" for n in _CONV},
     "tt.fp_to_fp": "conv", "math.exp2": "exp2", "math.exp": "ew", "math.fma": "ew", "math.absf": "ew",
     "tt.clampf": "ew", "tt.precise_divf": "ew", "math.tanh": "ew", "math.log": "ew", "math.log2": "ew",
-    "math.sqrt": "ew", "math.rsqrt": "ew", **{f"math.{n}": "ew" for n in LIBM},
+    "math.sqrt": "ew", "math.rsqrt": "ew", **{f"math.{n}": "ew" for n in LIBM}, "math.roundeven": "ew",
 }
 LOADS = {"tt.load", "tt.descriptor_load", "tt.experimental_descriptor_load", "tt.descriptor_gather"}
 STORES = {"tt.store", "tt.descriptor_store", "tt.experimental_descriptor_store", "tt.descriptor_scatter",
