@@ -203,18 +203,32 @@ def _reduce(rw: Rewrite, op: MOp) -> None:
     rw.out.append(last)
     rw.where.append((end_line(op), None))
 
+def _scan(rw: Rewrite, op: MOp) -> None:
+    """`tt.scan` along axis 0 of a [BLOCK] tile (a row's cumsum in a column loop, rowwhole.py): along axis 1 of the
+    [ROWS, COLS] tile, each row's own."""
+    (n, _), = op.operands()
+    if rw.kind[rw.rename.get(n, n)] != T:
+        raise Refuse(op, "'tt.scan' of the columns alone (no row) in a kernel of one row a program")
+    lines = rw.src.lines[op.head.line - 1:end_line(op)]
+    elt = elt_of(re.sub(r"\s*loc\(.*$", "", lines[-1]).split("->")[-1])
+    rw.define(op, T, elt)
+    rw.emit(lines[0].replace("axis = 0", "axis = 1").replace(f"%{n})", f"{rw.ref(n)})"), op, same=True)
+    for k, text in enumerate(lines[1:-1], op.head.line + 1):
+        rw.out.append(text)
+        rw.where.append((k, None))
+    ty = rw.type_of(T, elt)
+    rw.out.append(re.sub(r"\(tensor<[^)]*\) -> tensor<[^>]*>", f"({rw.ty(rw.rename.get(n, n))}) -> {ty}", lines[-1],
+                         count=1))
+    rw.where.append((end_line(op), None))
 
 
-
-
-
-
-
-
-
-
-
+def _convert_layout(rw: Rewrite, op: MOp) -> None:
+    """`ttg.convert_layout`: the same values in another distribution over the threads (Triton's before a scan);
+    every tile of the rewritten kernel has the one layout #rowprog, so it is its operand."""
+    (n, _), = op.operands()
+    rw.rename[op.results[0]] = rw.rename.get(n, n)
 
 
 HANDLERS = {"scf.for": loop, "tt.get_program_id": _program_id, "tt.make_range": _make_range, "tt.splat": _splat,
-            "tt.addptr": _addptr, "tt.load": _load, "tt.store": _store, "tt.reduce": _reduce}
+            "tt.addptr": _addptr, "tt.load": _load, "tt.store": _store, "tt.reduce": _reduce, "tt.scan": _scan,
+            "ttg.convert_layout": _convert_layout}

@@ -40,8 +40,8 @@ import re
 from .lexer import Source
 from .parser import Module, MOp, parse_module
 from .rand import is_draw
-from .rowprog import (COMBINERS, Refuse, after_last_colon, attr_int, end_line, func_args, search, tile_of,
-                      walk_ops)
+from .rowprog import (COMBINERS, Refuse, after_last_colon, attr_int, elt_of, end_line, func_args, search,
+                      tile_of, walk_ops)
 
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
 
@@ -258,11 +258,11 @@ class Whole:
         level: dict[str, int] = {}
         passes: list[tuple[MOp, int]] = []
         reductions: dict[int, tuple] = {}
+        scans: dict[int, tuple] = {}  # a scan of the row -> (its combiner op, identity, element type)
+        self.scans = scans
         for o in pre + body:
             if o.name == "tt.scan":
-                raise Refuse(o, "'tt.scan' of the row held in one tile (tl.cumsum, tl.cumprod, tl.associative_scan): "
-                                "the import splits the row into a loop over its column tiles, where a prefix along the "
-                                "row needs the total of the tiles before it (not imported)")
+                scans[id(o)] = self._scan(o)
             base = max((level.get(n, 0) for n, _ in o.operands()), default=0)
             if o.name == "tt.reduce" and any(tensor.get(id(defs.get(n)), False) for n, _ in o.operands()):
                 reductions[id(o)] = self._reduction(o)
@@ -424,6 +424,47 @@ class Whole:
                              "imported (split into a loop over the row's column tiles)")
         return comb.name, COMBINERS[comb.name][1], elt
 
+    def _scan(self, op: MOp) -> tuple[str, str, str]:
+        """(the combiner op, its identity, the element type) of a forward scan of the row along its columns by a sum
+        of f32 (tl.cumsum): each column tile's scan plus the carry of the tiles before it (`_pass`)."""
+        comb = [o for o in walk_ops(op.body()) if o.name != "tt.scan.return"]
+        elt = elt_of(_result_type(self.src, op))
+        head = self.src.lines[op.head.line - 1]
+        what = ("a reverse scan (tl.cumsum(..., reverse=True)), whose carry would come from the tiles after it"
+                if re.search(r"reverse\s*=\s*true", head) else
+                f"a scan of {len(op.results)} values at once" if len(op.results) != 1 else
+                f"a scan by '{comb[0].name}'" if len(comb) == 1 and comb[0].name not in ("arith.addf",) else
+                "a scan whose combiner is more than one op" if len(comb) != 1 else
+                f"a scan of {elt}" if elt != "f32" else
+                "a scan along other than the row" if attr_int(op, "axis") != 0 else "")
+        if what:
+            raise Refuse(op, f"'tt.scan' of the row held in one tile: {what}. A forward sum of f32 (tl.cumsum) is "
+                             "imported, split into a loop over the row's column tiles, each tile's cumsum plus the "
+                             "running total of the tiles before it")
+        return comb[0].name, COMBINERS[comb[0].name][1], elt
+
+    def _scan_tile(self, o: MOp, carry: str) -> str:
+        """A scan of the row in a column loop: the tile's own scan (`o` as written, its result renamed), plus the
+        carry splat over the tile; returns the carry's update, the carry combined with the tile's total."""
+        comb, _, elt = self.scans[id(o)]
+        base = re.sub(r"_\d+$", "", o.results[0])  # Triton's SSA number dropped: one name in every dump
+        part = self.name(f"{base}_tile")
+        self.names[o.results[0]] = part
+        self.copy(o)
+        self.names.pop(o.results[0])
+        ty = re.sub(r"\s*loc\(.*$", "", _result_type(self.src, o))
+        (x, _), = o.operands()
+        tot, spl, new = self.name(f"{base}_tot"), self.name(f"{base}_run"), self.name(f"{carry}_new")
+        self.emit(f'      %{tot} = "tt.reduce"(%{x}) <{{axis = 0 : i32}}> ({{', o)
+        self.emit(f"      ^bb0(%{tot}_a: {elt}, %{tot}_b: {elt}):", o)
+        self.emit(f"        %{tot}_c = {comb} %{tot}_a, %{tot}_b : {elt}", o)
+        self.emit(f"        tt.reduce.return %{tot}_c : {elt}", o)
+        self.emit(f"      }}) : ({ty}) -> {elt}", o)
+        self.emit(f"      %{spl} = tt.splat %{carry} : {elt} -> {ty}", o)
+        self.emit(f"      %{o.results[0]} = {comb} %{part}, %{spl} : {ty}", o)
+        self.emit(f"      %{new} = {comb} %{carry}, %{tot} : {elt}", o)
+        return new
+
     def _pass(self, p, roots, ops, tensor, defs, reductions, lo, st, bound) -> None:
         """The loop of pass p over the row's columns: the tensor ops its reductions and stores need."""
         need: set[int] = set()
@@ -451,24 +492,34 @@ class Whole:
             acc = r.results[0]  # the carry is the row's value the reduction computes, by its name
             inits.append(f"%{acc} = %{init}")
             accs.append(acc)
-        if len(reds) == 1:
-            result = self.name(reds[0].results[0])
+        # a scan of the row (tl.cumsum) in this pass: a carry of the tiles' total before each tile (_scan_tile)
+        scans = [o for o in ops if o.name == "tt.scan" and id(o) in need]
+        runs = []
+        for o in scans:
+            _, ident, elt = self.scans[id(o)]
+            init, run = self.name("init"), self.name(re.sub(r"_\d+$", "", o.results[0]) + "_carry")
+            self.emit(f"    %{init} = arith.constant {ident} : {elt}", o)
+            inits.append(f"%{run} = %{init}")
+            runs.append(run)
+        types = [reductions[id(r)][2] for r in reds] + [self.scans[id(o)][2] for o in scans]
+        if len(types) == 1:
+            result = self.name((reds or scans)[0].results[0])
             head = f"    %{result} = "
-        elif reds:
+        elif types:
             result = self.name("pass")
-            head = f"    %{result}:{len(reds)} = "
+            head = f"    %{result}:{len(types)} = "
         else:
             head = "    "
-        carries = f" iter_args({', '.join(inits)}) -> ({', '.join(reductions[id(r)][2] for r in reds)})" if reds else ""
+        carries = f" iter_args({', '.join(inits)}) -> ({', '.join(types)})" if types else ""
         at = roots[0]  # each loop placed at its first reduction or store: loops are told apart by their lines
         self.emit(f"{head}scf.for %{off} = %{lo} to %{ub} step %{st}{carries} : i32 {{", at)
         for i, r in enumerate(reds):  # after the loop, a reduction is the loop's result
-            self.names[r.results[0]] = result if len(reds) == 1 else f"{result}#{i}"
+            self.names[r.results[0]] = result if len(types) == 1 else f"{result}#{i}"
         inner = dict(self.names)
         for r in reds:
             inner.pop(r.results[0], None)
         saved, self.names = self.names, inner  # in the loop, a reduction's name is its carry
-        parts = []
+        parts, scanned = [], []
         for o in ops:
             if o.name == "tt.make_range" and id(o) in need:
                 base, shift = self.name(o.results[0]), self.name("off")
@@ -482,6 +533,8 @@ class Whole:
                 continue  # true in every step of the loop: its loads and stores unmasked
             elif id(o) in need and (text := self._unmasked(o)) is not None:
                 self.emit(text[0], o, same=True)
+            elif id(o) in need and o.name == "tt.scan":
+                scanned.append(self._scan_tile(o, runs[scans.index(o)]))
             elif id(o) in need:
                 self.copy(o)
             elif o in reds:
@@ -493,9 +546,8 @@ class Whole:
                 new = self.name(f"{o.results[0]}_new")
                 self.emit(f"      %{new} = {comb} %{accs[reds.index(o)]}, %{part} : {elt}", o)
                 parts.append(new)
-        if reds:
-            self.emit(f"      scf.yield {', '.join('%' + n for n in parts)} : "
-                      f"{', '.join(reductions[id(r)][2] for r in reds)}", at)
+        if types:
+            self.emit(f"      scf.yield {', '.join('%' + n for n in parts + scanned)} : {', '.join(types)}", at)
         self.emit("    }", at)
         self.names = saved
 
