@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 
+from . import argreduce
 from .lexer import Source
 from .parser import Module, MOp, parse_module
 from .rand import is_draw
@@ -412,17 +413,47 @@ class Whole:
         cut = head.index("%" + names[keep - 1] + ",", head.index(op.name)) + len(names[keep - 1]) + 1
         return [head[:cut] + " : " + rest]
 
-    def _reduction(self, op: MOp) -> tuple[str, str, str]:
-        """(the combiner op, its identity, the element type) of a reduction of the row to a scalar."""
+    def _reduction(self, op: MOp) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        """(the combiner, the identity and element type of each value it carries) of a reduction of the row to
+        scalars: a sum, max or min of f32 (the combiner its arith op), or tl.argmax / tl.argmin, a value and its
+        index (the combiner "argmax" / "argmin": argreduce.py), folded across the column tiles by the kernel's own
+        combiner from a pair it always gives up."""
         comb = next(iter(walk_ops(op.body())), None)
         elt = _result_type(self.src, op)
+        if len(op.results) == 2 and (kind := argreduce.kind(op)) is not None:
+            elts = tuple(e.strip() for e in elt.strip("()").split(","))
+            if attr_int(op, "axis") != 0 or elts[0] != "f32" or elts[1] != "i32":
+                raise Refuse(op, f"'tt.reduce' of the row held in one tile: tl.arg{kind} of f32 values and i32 "
+                                 f"indices along the row is imported, not of ({', '.join(elts)})")
+            return f"arg{kind}", (argreduce.IDENTITY[kind], str(argreduce.INDEX_IDENTITY)), elts
         if len(op.results) != 1:
-            raise Refuse(op, f"'tt.reduce' of {len(op.results)} values at once (tl.argmax, tl.argmin: a value and its "
-                             "index) of the row held in one tile: a sum, max or min of f32 to one value is imported")
+            raise Refuse(op, f"'tt.reduce' of {len(op.results)} values at once of the row held in one tile: a sum, max "
+                             "or min of f32 to one value, or tl.argmax / tl.argmin (a value and its index, ties to the "
+                             "smaller index) is imported")
         if attr_int(op, "axis") != 0 or comb is None or comb.name not in COMBINERS or elt != "f32":
             raise Refuse(op, "'tt.reduce' of the row held in one tile: a sum, max or min of f32 to one value is "
                              "imported (split into a loop over the row's column tiles)")
-        return comb.name, COMBINERS[comb.name][1], elt
+        return comb.name, (COMBINERS[comb.name][1],), (elt,)
+
+    def _fold_pair(self, o: MOp, accs: list[str]) -> list[str]:
+        """tl.argmax / tl.argmin of the row in a column loop: the tile's own reduction (`o` as written, its results
+        renamed), then the kernel's combiner of the carried pair (left: the earlier columns, smaller indices) and
+        the tile's, written out on scalars; returns the carries' updates."""
+        base = re.sub(r"_\d+$", "", o.results[0].split("#")[0])
+        part = self.name(f"{base}_tile")
+        whole = o.results[0].split("#")[0]
+        renamed = {whole: part, **{r: f"{part}#{k}" for k, r in enumerate(o.results)}}
+        self.names.update(renamed)
+        self.copy(o)
+        for r in renamed:
+            self.names.pop(r)
+        block = o.regions[0][0]
+        local = dict(zip([n for n, _ in block.args], accs + [f"{part}#0", f"{part}#1"]))
+        for b in block.ops[:-1]:
+            local.update({r: self.name(f"{base}_{re.sub(r'_[0-9]+$', '', r)}") for r in b.results})
+            self.out.append(subst(self.src.lines[b.head.line - 1], local))
+            self.where.append((b.head.line, None))
+        return [local[n] for n, _ in block.ops[-1].operands()]
 
     def _scan(self, op: MOp) -> tuple[str, str, str]:
         """(the combiner op, its identity, the element type) of a forward scan of the row along its columns by a sum
@@ -484,14 +515,18 @@ class Whole:
         ub = bound if isinstance(bound, str) else self.name("ncols")
         if isinstance(bound, int):
             self.emit(f"    %{ub} = arith.constant {bound} : i32", self.at)
-        inits, accs = [], []
+        inits, accs = [], {}
         for r in reds:
-            comb, ident, elt = reductions[id(r)]
-            init = self.name("init")
-            self.emit(f"    %{init} = arith.constant {ident} : {elt}", r)
-            acc = r.results[0]  # the carry is the row's value the reduction computes, by its name
-            inits.append(f"%{acc} = %{init}")
-            accs.append(acc)
+            _, idents, elts = reductions[id(r)]
+            accs[id(r)] = []
+            for k, (ident, elt) in enumerate(zip(idents, elts)):
+                init = self.name("init")
+                self.emit(f"    %{init} = arith.constant {ident} : {elt}", r)
+                # the carry is the row's value the reduction computes, by its name (a pair's: NAME_val, NAME_idx)
+                acc = r.results[0] if len(idents) == 1 else \
+                    self.name(re.sub(r"_\d+$", "", r.results[0].split("#")[0]) + ("_val", "_idx")[k])
+                inits.append(f"%{acc} = %{init}")
+                accs[id(r)].append(acc)
         # a scan of the row (tl.cumsum) in this pass: a carry of the tiles' total before each tile (_scan_tile)
         scans = [o for o in ops if o.name == "tt.scan" and id(o) in need]
         runs = []
@@ -501,7 +536,7 @@ class Whole:
             self.emit(f"    %{init} = arith.constant {ident} : {elt}", o)
             inits.append(f"%{run} = %{init}")
             runs.append(run)
-        types = [reductions[id(r)][2] for r in reds] + [self.scans[id(o)][2] for o in scans]
+        types = [e for r in reds for e in reductions[id(r)][2]] + [self.scans[id(o)][2] for o in scans]
         if len(types) == 1:
             result = self.name((reds or scans)[0].results[0])
             head = f"    %{result} = "
@@ -513,11 +548,12 @@ class Whole:
         carries = f" iter_args({', '.join(inits)}) -> ({', '.join(types)})" if types else ""
         at = roots[0]  # each loop placed at its first reduction or store: loops are told apart by their lines
         self.emit(f"{head}scf.for %{off} = %{lo} to %{ub} step %{st}{carries} : i32 {{", at)
-        for i, r in enumerate(reds):  # after the loop, a reduction is the loop's result
-            self.names[r.results[0]] = result if len(types) == 1 else f"{result}#{i}"
+        outs = [res for r in reds for res in r.results]
+        for i, res in enumerate(outs):  # after the loop, a reduction is the loop's result
+            self.names[res] = result if len(types) == 1 else f"{result}#{i}"
         inner = dict(self.names)
-        for r in reds:
-            inner.pop(r.results[0], None)
+        for res in outs:
+            inner.pop(res, None)
         saved, self.names = self.names, inner  # in the loop, a reduction's name is its carry
         parts, scanned = [], []
         for o in ops:
@@ -537,14 +573,16 @@ class Whole:
                 scanned.append(self._scan_tile(o, runs[scans.index(o)]))
             elif id(o) in need:
                 self.copy(o)
+            elif o in reds and len(o.results) == 2:
+                parts += self._fold_pair(o, accs[id(o)])
             elif o in reds:
-                comb, _, elt = reductions[id(o)]
+                comb, _, (elt,) = reductions[id(o)]
                 part = self.name(o.results[0])
                 self.names[o.results[0]] = part
                 self.copy(o)
                 self.names.pop(o.results[0])
                 new = self.name(f"{o.results[0]}_new")
-                self.emit(f"      %{new} = {comb} %{accs[reds.index(o)]}, %{part} : {elt}", o)
+                self.emit(f"      %{new} = {comb} %{accs[id(o)][0]}, %{part} : {elt}", o)
                 parts.append(new)
         if types:
             self.emit(f"      scf.yield {', '.join('%' + n for n in parts + scanned)} : {', '.join(types)}", at)
