@@ -124,6 +124,11 @@ def _run(seq, memory: dict, numbers: dict, cols: int = 128) -> dict:
                     it[op.name][:, n - j:] = float(op.attr("fill"))
                 elif op.opcode == "store":
                     memory.setdefault(feeds[op.name], np.zeros((m, n)))[:, j:j + cols] = it[op.operands[0].name][:, :n - j]
+                elif op.opcode == "position":  # rows * r + cols * c + loop * l0 + offset (no grid term: every row)
+                    assert not op.attr("grid", 0), op
+                    r, c = np.indices((m, cols))
+                    it[op.name] = (int(op.attr("rows")) * (r % op.type.shape[0]) + int(op.attr("cols")) * c
+                                   + int(op.attr("loop", 0)) * j + int(op.attr("offset", 0))).astype(np.float64)
                 elif op.opcode == "erf":
                     it[op.name] = np.vectorize(math.erf)(_bc(it[op.operands[0].name], op.type.shape))
                 else:

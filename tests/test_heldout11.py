@@ -4,6 +4,8 @@ on M, N and K with a bias and ReLU, baddbmm on a 3-D grid, W8A8 with edge masks 
 `tl.dot(x, w.T)`, softmax with a temperature, the SwiGLU backward, a row's cumsum and argmax, Megatron's causal
 softmax, attention with key-padding lengths read from a tensor, per-token int8 quantization (imported since session
 41: `abs` its own op before the row's max, the per-row scale an epilogue output, floor / ceil / select stored int8).
+The row's cumsum and argmax import since session 41 (a carry between the row's column tiles: the running total, the
+(value, index) pair folded by Triton's combiner).
 
 - every form of a kernel imports to one graph (up to Triton's numbering of SSA names; Triton 3.6's register dot of
   int8 on sm_100 is another graph, as in batch 2), or is refused at the TTGIR line of the construct the graph
@@ -25,6 +27,7 @@ import pytest
 from conftest import emitted_and_built, nvcc, refused_at_its_line
 from test_heldout7 import _op
 from test_heldout10 import _run
+from twill.errors import InputError
 from twill.machine import load_machine
 from twill.pipeline import SolveOptions, solve
 from twill.sequence import Sequence
@@ -38,10 +41,6 @@ NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
 
 # kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form, both archs
 REFUSED = {
-    # tl.argmax: a reduce of (value, index) pairs
-    "argmax_rows": (r'"tt\.reduce"\(%x_\d+, %cols', r"2 values at once \(tl\.argmax"),
-    # tl.cumsum of the row whole in one tile: split into column tiles, a prefix needs the earlier tiles' total
-    "cumsum_rows": (r'"tt\.scan"', r"'tt\.scan' of the row held in one tile \(tl\.cumsum"),
     # Megatron's causal mask of a row: cols <= row % seq_len, a bound that is no argument
     "causal_softmax": (r"arith\.cmpi sle, %cols", r"a mask of the row's columns other than `cols < n_cols` .*: its "
                                                   r"bound is computed from the program's row"),
@@ -49,7 +48,7 @@ REFUSED = {
     "attn_kpad": (r"(tt\.load|ttg\.async_copy_global_to_local) ", r"mask computed from a value loaded from memory"),
 }
 IMPORTED = {"gemm_bias_relu_kmask", "baddbmm", "gemm_w8a8_bias", "linear_wt", "softmax_temp", "swiglu_bwd",
-            "quant_int8_rows"}
+            "quant_int8_rows", "cumsum_rows", "argmax_rows"}
 # (dump, form) whose graph differs from the first form's: Triton 3.6 makes a register dot of int8 on sm_100
 DIFFERENT = {("gemm_w8a8_bias_sm100", "t36/prepipe"), ("gemm_w8a8_bias_sm100", "t36/after")}
 # Triton 3.9 computes quant_int8_rows' `absmax / 127.0` as absmax * (1 / 127) (the reciprocal folded to a constant),
@@ -230,12 +229,63 @@ def test_round_to_nearest_even_is_the_vocabularys_rint():
     assert re.search(r"\w+ += rint y_add +: f32\[64,128\]", print_sequence(found))
 
 
-def test_a_scan_of_the_row_is_refused_naming_it():
-    """A row's cumsum was refused at a `ttg.convert_layout` Triton put before the scan; it is now named."""
-    text = (DATA / "t39/prepipe/cumsum_rows_sm90.ttgir").read_text()
-    with pytest.raises(Exception) as err:
-        import_sequence(text, "c.ttgir")
-    assert "convert_layout" not in err.value.diagnostics[0].message
+# -- a row's tl.cumsum and tl.argmax, the row split into column tiles (session 41) ---------------------------------
+
+def _cols(graph) -> int:
+    return next(op.type.shape[1] for op in graph.ops if op.opcode == "load")
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("arch", ("sm90", "sm100"))
+def test_a_rows_cumsum_and_argmax_compute_their_formulas(form, arch):
+    """fp64, 100 rows x 1000 columns (a partial last column tile of 104 or 40): the cumsum of the row as each column
+    tile's cumsum plus the carried total of the tiles before it; the argmax of integers in [-3, 3] (every row full of
+    ties: the smallest index of the largest value, torch's and Triton's tl.argmax's), a row all -inf (index 0) and a
+    row whose maximum is in the partial last tile, through the carried (value, index) pair and Triton's combiner."""
+    import numpy as np
+    g = _import(DATA / form / f"cumsum_rows_{arch}.ttgir")
+    text = print_tir(g)
+    assert re.search(r"cumsum x_convert +: f32\[\d+,\d+\] \{axis = 1\}", text) and "carry y_carry" in text, text
+    x = _x((100, 1000), 11)
+    got = _run(g, {"X": x}, {"n_cols": 1000}, cols=_cols(g))
+    assert np.allclose(got["Y"], np.cumsum(x, axis=1), rtol=1e-12, atol=1e-12)
+    g = _import(DATA / form / f"argmax_rows_{arch}.ttgir")
+    assert [op.opcode for op in g.ops if op.opcode.startswith("rowarg")] == ["rowargmax"], print_tir(g)
+    x = np.random.default_rng(12).integers(-3, 4, (100, 1000)).astype(np.float64)
+    x[5] = -np.inf
+    x[7, 990] = 9.0
+    got = _run(g, {"X": x}, {"n_cols": 1000}, cols=_cols(g))
+    assert np.array_equal(got["OUT"], np.argmax(x, axis=1)) and got["OUT"][5] == 0 and got["OUT"][7] == 990
+
+
+def test_argmin_imports_as_rowargmin_with_the_min_carried():
+    """tl.argmin's combiner (`v1 < v2`, the fill +inf): the argmax dump with its predicate and fill turned over
+    imports as `reduce_min` of the value and `rowargmin` of the index, and computes np.argmin (ties included)."""
+    import numpy as np
+    text = (DATA / "t39/prepipe/argmax_rows_sm90.ttgir").read_text()
+    text = text.replace("arith.cmpf ogt", "arith.cmpf olt").replace("dense<0xFF800000>", "dense<0x7F800000>")
+    g, _ = import_sequence(text, "argmin.ttgir")
+    ops = [op.opcode for op in g.ops]
+    assert "rowargmin" in ops and "reduce_min" in ops and "rowargmax" not in ops, print_tir(g)
+    x = np.random.default_rng(13).integers(-3, 4, (64, 1000)).astype(np.float64)
+    got = _run(g, {"X": x}, {"n_cols": 1000})
+    assert np.array_equal(got["OUT"], np.argmin(x, axis=1))
+
+
+def test_a_scan_or_pair_reduction_of_other_kinds_is_refused_at_its_line():
+    """A reverse cumsum (its carry would come from the tiles after it) and a two-value reduce of another combiner
+    (tie_break_left=False: no tie rule) are refused at the op, naming what is imported."""
+    text = (DATA / "t39/prepipe/cumsum_rows_sm90.ttgir").read_text().replace("reverse = false", "reverse = true")
+    with pytest.raises(InputError) as err:
+        import_sequence(text, "rev.ttgir")
+    d = err.value.diagnostics[0]
+    assert "reverse scan" in d.message and '"tt.scan"' in text.splitlines()[d.span.line - 1]
+    text = (DATA / "t39/prepipe/argmax_rows_sm90.ttgir").read_text().replace(
+        "%gt_13 = arith.ori %gt, %tie_12", "%gt_13 = arith.ori %gt, %gt")
+    with pytest.raises(InputError) as err:
+        import_sequence(text, "notie.ttgir")
+    d = err.value.diagnostics[0]
+    assert "tl.argmax / tl.argmin" in d.message and '"tt.reduce"' in text.splitlines()[d.span.line - 1]
 
 
 BUILT = sorted(n for n in NAMES if _key(n) in IMPORTED)

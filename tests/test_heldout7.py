@@ -385,6 +385,20 @@ BINARY = {"mul": lambda a, b: a * b, "add": lambda a, b: a + b, "sub": lambda a,
           "min": lambda a, b: __import__("numpy").minimum(a, b), "ge": lambda a, b: (a >= b) * 1.0,
           "gt": lambda a, b: (a > b) * 1.0, "le": lambda a, b: (a <= b) * 1.0, "lt": lambda a, b: (a < b) * 1.0}
 
+# comparisons (1 where they hold), logic of such flags, along-row ops (tl.argmax's fold, tl.cumsum: batch 11)
+BINARY.update({"eq": lambda a, b: (a == b) * 1.0, "lt": lambda a, b: (a < b) * 1.0, "gt": lambda a, b: (a > b) * 1.0,
+               "and": lambda a, b: ((a != 0) & (b != 0)) * 1.0, "or": lambda a, b: ((a != 0) | (b != 0)) * 1.0})
+
+
+def _arg_row(xs, largest: bool):
+    """rowargmax / rowargmin x, index: each row's index of its largest (smallest) value, ties to the smaller index
+    (NaN never taken)."""
+    import numpy as np
+    x, idx = xs[0], np.broadcast_to(xs[1], xs[0].shape)
+    v = np.where(np.isnan(x), -np.inf if largest else np.inf, x)
+    best = v.max(axis=1, keepdims=True) if largest else v.min(axis=1, keepdims=True)
+    return np.where(v == best, idx, np.inf).min(axis=1)
+
 
 def _op(op, env):
     import numpy as np
@@ -393,6 +407,15 @@ def _op(op, env):
     scalar = op.attr("scalar", None)
     if scalar is not None:
         xs.append(np.float64(scalar))
+    if op.opcode == "select":
+        return np.where(xs[0] != 0, xs[1], xs[2])
+    if op.opcode == "cumsum":
+        return np.cumsum(xs[0], axis=int(op.attr("axis")))
+    if op.opcode == "reduce_min":
+        total = xs[0].min(axis=int(op.attr("axis")))
+        return total if len(xs) == 1 else np.minimum(total, xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
+    if op.opcode in ("rowargmax", "rowargmin"):
+        return _arg_row(xs, op.opcode == "rowargmax")
     if op.opcode == "exp2":  # exp2((x - b) * scale), the graph's knob exp2_scale (1/ln 2 of a natural exp)
         with np.errstate(invalid="ignore", over="ignore"):
             return np.exp2((xs[0] - (xs[1] if len(xs) > 1 else 0)) * env["knob exp2_scale"])

@@ -156,6 +156,8 @@ def print_ops(ops: tuple[Op, ...]) -> list[str]:
 def print_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and value == math.inf:
+        return "+inf"  # a bare inf would read back as a name
     if isinstance(value, (int, float)):
         return repr(value)
     if NAME.fullmatch(value) and value not in ("true", "false"):

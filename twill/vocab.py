@@ -129,6 +129,21 @@ def _row(out, ins, attrs):
     return None
 
 
+def _arg_row(out, ins, attrs):
+    """rowargmax/rowargmin x, index: of each row of x [M, N] (float), the index (index's element, i32 or i64, of
+    x's shape or broadcast to it) of its largest / smallest value, ties to the smaller index: [M] of index's dtype."""
+    if out is None or len(ins) != 2 or None in ins:
+        return None
+    x, idx = ins
+    if len(x.shape) != 2 or x.dtype not in FLOATS:
+        return f"x is {_t(x)}: an arg reduction reads the rows of a rank-2 float tile"
+    if idx.dtype not in ("i32", "i64") or not broadcasts(idx.shape, x.shape):
+        return f"index is {_t(idx)}: the i32 or i64 index of each element of x {_t(x)} (or a row of them, [1,N])"
+    if as_2d(out.shape) != (x.shape[0], 1) or out.dtype != idx.dtype:
+        return f"the result is {_t(out)}: one index a row of x, {idx.dtype}[{x.shape[0]}]"
+    return None
+
+
 def _reduce(out, ins, attrs):
     """reduce_* {axis = A}: x with dimension A removed (or kept as 1); a second operand is a running
     value of the result's shape."""
@@ -419,6 +434,12 @@ _DEFS = [
           attrs=("scalar",), form="fma a, b, c : TYPE (or fma a, b : TYPE {scalar = V}, V its c)"),
     *[OpDef(f"reduce_{n}", "reduce", (1, 2), ("x", "init"), _reduce, "alu", "reduce", "reduce", f"op_reduce_{n}",
             attrs=("axis",), needs=("axis",)) for n in ("sum", "max", "min")],
+    # rowargmax x, index (rowargmin): tl.argmax / tl.argmin along a tile's rows, the index of each row's largest
+    # (smallest) value, ties to the smaller index (Triton's combiner, twill/ttgir/argreduce.py); the value itself is
+    # rowmax x (reduce_min x {axis = 1}). Per element a compare and two selects: `work` 2
+    *[OpDef(f"rowarg{n}", "row", (2,), ("x", "index"), _arg_row, "alu", "reduce", "math", f"op_rowarg{n}",
+            work=2.0, shape="x [M, N] float, index i32/i64 [M, N] or [1, N]: the result [M] of index's dtype")
+      for n in ("max", "min")],
     OpDef("cumsum", "scan", (1,), ("x",), _scan, "alu", "reduce", "reduce", "op_cumsum", attrs=("axis",),
           needs=("axis",)),
     OpDef("dequant", "dequant", (2, 3), ("packed", "zero", "scale"), _dequant, "alu", "dequant", "dequant",

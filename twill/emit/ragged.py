@@ -93,7 +93,9 @@ def plan(model) -> Ragged:
             continue
         dims = [d for d in range(len(info.type.shape)) if axis(value, d) == "loop"]
         readers = [u for u in model.uses[value] if model.ops[u.op].opcode in MAX_LIKE and u.index == 0]
-        if not dims or not readers or not tail_refusal(model, axis, [(value, None)]):
+        made = model.ops.get(value)  # a tail_mask's result holds its fill past the extent (`tails`)
+        held = float(made.attr("fill")) if made is not None and made.opcode == TAIL_OPCODE else None
+        if not dims or not readers or not tail_refusal(model, axis, [(value, held)]):
             continue  # (a value whose elements past the extent reach only clipped stores needs no mask)
         first = earliest(readers)
         reader = f"{model.ops[first.op].opcode} {first.op}"
@@ -137,7 +139,12 @@ ZERO_KEEPING = ("convert", "mul", "rescale", "neg", "abs", "rowsum", "reduce_sum
 ZERO_SAFE_SINKS = ("store",)  # TMA drops the elements past the tensor's end
 TAIL_OPCODE = "tail_mask"
 IDENTITY = {"rowsum": 0.0, "reduce_sum": 0.0, "rowmax": float("-inf"), "reduce_max": float("-inf"),
-            "reduce_min": float("inf")}  # reductions along the loop: what an absent element must be
+            "reduce_min": float("inf"),  # reductions along the loop: what an absent element must be
+            # (tl.argmax: a -inf past the extent is never the row's largest but where every element is -inf, and
+            # then the smaller index, one inside, wins the tie)
+            "rowargmax": float("-inf"), "rowargmin": float("inf")}
+# forward scans: an element past the extent reaches only the elements after it, themselves past the extent
+PREFIX_SCANS = ("cumsum",)
 ELEMENTWISE_FAMILIES = ("unary", "binary", "ternary", "convert")
 # A maximum along the loop of a value no element of which is below 0 (|x|: a quantization's absmax) takes a 0
 # past the extent as well as its identity: the row's maximum is at least 0 where the row has an element
@@ -184,6 +191,9 @@ def tail_refusal(model, axis, starts) -> str:
                 todo.append((u.op, float(op.attr("fill"))))
                 continue
             family = getattr(lookup(op.opcode), "family", None)
+            if along(u.op) and op.opcode in PREFIX_SCANS:
+                todo.append((u.op, None))
+                continue
             if along(u.op) and (family in ELEMENTWISE_FAMILIES or op.opcode in ("exp2", "rescale")):
                 todo.append((u.op, _tail_after(op, u.index, tail)))
                 continue

@@ -1,10 +1,11 @@
 """Matrix multiplies, reductions, scans and the merged loops' causal mask."""
 from __future__ import annotations
 
+from . import argreduce, indices
 from .generic import generic
 from .opnames import ADD_COMBINERS, MAX_COMBINERS, MIN_COMBINERS, int_attr
 from .parser import MOp
-from .scalars import _result_tile, view
+from .scalars import _loop_lower, _result_tile, view
 from . import ksplit
 from .state import Lowering
 from .values import SCALAR, TOKEN, Buf, Const, Scalar, Tile, Token
@@ -201,6 +202,9 @@ def reduce(lw: Lowering, op: MOp) -> None:
     if not any(isinstance(v, Tile) for v in vals):
         lw.bind(op, SCALAR)
         return
+    if len(vals) == 2 and len(op.results) == 2 and argreduce.kind(op) is not None:
+        _arg_reduce(lw, op, vals, ins, outs, axis)
+        return
     if combiner is None or len(vals) != 1 or not ins or not outs or axis is None:
         why = "combiner is not a single max, min or add" if combiner is None else \
             "it reduces several tensors" if len(vals) != 1 else "its axis or types cannot be read"
@@ -212,6 +216,32 @@ def reduce(lw: Lowering, op: MOp) -> None:
         return
     lw.bind(op, lw.node("reduce", op, vals, _result_tile(lw, outs[0], op), attrs=(("axis", axis),),
                         opcode=f"reduce_{'sum' if combiner == 'add' else combiner}"))
+
+
+def _arg_reduce(lw: Lowering, op: MOp, vals, ins, outs, axis) -> None:
+    """``tt.reduce`` of a tile's values and their indices by Triton's argmax / argmin combiner (argreduce.py), along
+    the last axis of a 2-D tile: the value is ``rowmax x`` (``reduce_min x {axis = 1}``), the index ``rowargmax x,
+    index`` (``rowargmin``), the index a `position` of the element's place (its column along the loop: `cols`)."""
+    kind = argreduce.kind(op)
+    x, index = vals
+    if not isinstance(x, Tile) or axis is None or len(ins[0].shape) != 2 or axis != 1 or len(outs) != 2:
+        raise lw.src.error(f"'{op.name}' (tl.arg{kind}) of a value and its index is imported along the last axis of a "
+                           "2-D tile of values", op.head)
+    itype = lw.tile_type(ins[1], op)
+    if isinstance(index, indices.Index) and len(index.coefs) == 2:
+        attrs = indices.position_attrs(index, itype.shape[0], _loop_lower(lw))
+        if isinstance(attrs, str):
+            raise lw.src.error(f"'{op.name}' (tl.arg{kind}) reads indices that a `position` cannot say: {attrs}",
+                               op.head)
+        index = lw.node("position", op, [], itype, ssa=None, attrs=attrs, opcode="position")
+    elif not isinstance(index, Tile):
+        raise lw.src.error(f"'{op.name}' (tl.arg{kind}) reads indices that are neither a tile nor the element's "
+                           "position", op.head)
+    vtype, itype_out = lw.tile_type(outs[0], op), lw.tile_type(outs[1], op)
+    value = (lw.node("rowmax", op, [x], vtype) if kind == "max" else
+             lw.node("reduce", op, [x], vtype, attrs=(("axis", axis),), opcode="reduce_min"))
+    which = lw.node("reduce", op, [x, index], itype_out, ssa=op.results[1], opcode=f"rowarg{kind}")
+    lw.bind(op, value, which)
 
 
 def scan(lw: Lowering, op: MOp) -> None:

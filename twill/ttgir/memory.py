@@ -103,7 +103,7 @@ def _masked_in_registers(lw: Lowering, op: MOp, tile: Tile) -> Tile:
     registers is what emit-cuda masks (emit/ragged.py)."""
     node = lw.nodes[tile.ref.index]
     fill = dict(node.attrs).get("fill")
-    if fill != float("-inf") or node.type.dtype != "f32" or len(node.type.shape) != 2:
+    if fill not in (float("-inf"), float("inf")) or node.type.dtype != "f32" or len(node.type.shape) != 2:
         return tile
     return lw.node("tail_mask", op, [tile], replace(node.type, space="reg"), ssa=None, attrs=(("fill", fill),),
                    opcode="tail_mask")
@@ -218,7 +218,7 @@ def edge_mask(lw: Lowering, op: MOp, after_loop: bool = False) -> None:
 
 
 def loop_tail_fill(lw: Lowering, op: MOp) -> float | None:
-    """-inf where a load in the chosen loop fills with -inf (`other=float('-inf')`) the elements its
+    """-inf (+inf) where a load in the chosen loop fills with -inf (`other=float('-inf')`; +inf: tl.argmin's) the elements its
     mask drops and that mask is the loop's partial last tile alone (`off + cols < N`, bounds.loop_tail):
     the load's `{fill = -inf}`. Whole tiles never read the fill; emit-cuda's kernel fills with zeros,
     so it takes no partial last tile of such a loop (emit/ragged.py), rather than a maximum or a sum of
@@ -227,9 +227,9 @@ def loop_tail_fill(lw: Lowering, op: MOp) -> float | None:
         return None
     mask, other = _mask_and_other(op)
     val = lw.env.get(other, lw.env.get(other + "#0")) if other is not None else None
-    if mask is None or not (isinstance(val, Const) and val.value == float("-inf")):
+    if mask is None or not (isinstance(val, Const) and val.value in (float("-inf"), float("inf"))):
         return None
-    return float("-inf") if lw.masks.loop_tail(mask, lw.loop_iv) is not None else None
+    return float(val.value) if lw.masks.loop_tail(mask, lw.loop_iv) is not None else None
 
 
 def gathered(lw: Lowering, op: MOp, in_loop: bool) -> None:

@@ -178,6 +178,9 @@ def _store(rw: Rewrite, op: MOp) -> None:
 def _reduce(rw: Rewrite, op: MOp) -> None:
     """`tt.reduce` along axis 0 of a [BLOCK] tile: along axis 1 of the [ROWS, COLS] tile; after a loop, of
     a carry that becomes a row carry (rowloops.py), the carry itself."""
+    if len(op.operands()) == 2:
+        _reduce_pair(rw, op)
+        return
     (n, _), = op.operands()
     r = op.results[0]
     if rw.rename.get(n, n) in rw.carried:  # reduced into the carry each iteration
@@ -203,18 +206,57 @@ def _reduce(rw: Rewrite, op: MOp) -> None:
     rw.out.append(last)
     rw.where.append((end_line(op), None))
 
+def _reduce_pair(rw: Rewrite, op: MOp) -> None:
+    """`tt.reduce` of two [BLOCK] tiles at once along axis 0 (tl.argmax: the row's values and their column indices,
+    rowwhole.py): of their [ROWS, COLS] tiles along axis 1, two [ROWS] results."""
+    names = [n for n, _ in op.operands()]
+    kinds = [rw.kind[rw.rename.get(n, n)] for n in names]
+    if T not in kinds:
+        raise Refuse(op, "'tt.reduce' of the columns alone (no row) in a kernel of one row a program")
+    lines = rw.src.lines[op.head.line - 1:end_line(op)]
+    ind = rw.indent(lines[0])
+    args = [rw.lift(n, T, op, ind) for n in names]
+    tail = re.sub(r"\s*loc\(.*$", "", lines[-1]).split("->")[-1].strip().strip("()")
+    elts = [elt_of(e) for e in tail.split(",")]
+    for r, elt in zip(op.results, elts):
+        rw.kind[r], rw.elt[r] = V, elt
+    first = re.sub(r"\(%[^)]*\)", f"({', '.join(args)})", lines[0].replace("axis = 0", "axis = 1"), count=1)
+    rw.emit(first, op, same=True)
+    for k, text in enumerate(lines[1:-1], op.head.line + 1):
+        rw.out.append(text)
+        rw.where.append((k, None))
+    ins = ", ".join(rw.type_of(T, rw.elt[rw.rename.get(n, n)]) for n in names)
+    outs = ", ".join(rw.type_of(V, e) for e in elts)
+    rw.out.append(re.sub(r"\(tensor<.*\) -> \([^)]*\)", f"({ins}) -> ({outs})", lines[-1], count=1))
+    rw.where.append((end_line(op), None))
 
 
+def _scan(rw: Rewrite, op: MOp) -> None:
+    """`tt.scan` along axis 0 of a [BLOCK] tile (a row's cumsum in a column loop, rowwhole.py): along axis 1 of the
+    [ROWS, COLS] tile, each row's own."""
+    (n, _), = op.operands()
+    if rw.kind[rw.rename.get(n, n)] != T:
+        raise Refuse(op, "'tt.scan' of the columns alone (no row) in a kernel of one row a program")
+    lines = rw.src.lines[op.head.line - 1:end_line(op)]
+    elt = elt_of(re.sub(r"\s*loc\(.*$", "", lines[-1]).split("->")[-1])
+    rw.define(op, T, elt)
+    rw.emit(lines[0].replace("axis = 0", "axis = 1").replace(f"%{n})", f"{rw.ref(n)})"), op, same=True)
+    for k, text in enumerate(lines[1:-1], op.head.line + 1):
+        rw.out.append(text)
+        rw.where.append((k, None))
+    ty = rw.type_of(T, elt)
+    rw.out.append(re.sub(r"\(tensor<[^)]*\) -> tensor<[^>]*>", f"({rw.ty(rw.rename.get(n, n))}) -> {ty}", lines[-1],
+                         count=1))
+    rw.where.append((end_line(op), None))
 
 
-
-
-
-
-
-
-
+def _convert_layout(rw: Rewrite, op: MOp) -> None:
+    """`ttg.convert_layout`: the same values in another distribution over the threads (Triton's before a scan);
+    every tile of the rewritten kernel has the one layout #rowprog, so it is its operand."""
+    (n, _), = op.operands()
+    rw.rename[op.results[0]] = rw.rename.get(n, n)
 
 
 HANDLERS = {"scf.for": loop, "tt.get_program_id": _program_id, "tt.make_range": _make_range, "tt.splat": _splat,
-            "tt.addptr": _addptr, "tt.load": _load, "tt.store": _store, "tt.reduce": _reduce}
+            "tt.addptr": _addptr, "tt.load": _load, "tt.store": _store, "tt.reduce": _reduce, "tt.scan": _scan,
+            "ttg.convert_layout": _convert_layout}

@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import re
 
+from . import argreduce
 from .lexer import Source
 from .parser import Module, MOp, parse_module
 from .rand import is_draw
-from .rowprog import (COMBINERS, Refuse, after_last_colon, attr_int, end_line, func_args, search, tile_of,
-                      walk_ops)
+from .rowprog import (COMBINERS, Refuse, after_last_colon, attr_int, elt_of, end_line, func_args, search,
+                      tile_of, walk_ops)
 
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
 
@@ -258,11 +259,11 @@ class Whole:
         level: dict[str, int] = {}
         passes: list[tuple[MOp, int]] = []
         reductions: dict[int, tuple] = {}
+        scans: dict[int, tuple] = {}  # a scan of the row -> (its combiner op, identity, element type)
+        self.scans = scans
         for o in pre + body:
             if o.name == "tt.scan":
-                raise Refuse(o, "'tt.scan' of the row held in one tile (tl.cumsum, tl.cumprod, tl.associative_scan): "
-                                "the import splits the row into a loop over its column tiles, where a prefix along the "
-                                "row needs the total of the tiles before it (not imported)")
+                scans[id(o)] = self._scan(o)
             base = max((level.get(n, 0) for n, _ in o.operands()), default=0)
             if o.name == "tt.reduce" and any(tensor.get(id(defs.get(n)), False) for n, _ in o.operands()):
                 reductions[id(o)] = self._reduction(o)
@@ -412,17 +413,88 @@ class Whole:
         cut = head.index("%" + names[keep - 1] + ",", head.index(op.name)) + len(names[keep - 1]) + 1
         return [head[:cut] + " : " + rest]
 
-    def _reduction(self, op: MOp) -> tuple[str, str, str]:
-        """(the combiner op, its identity, the element type) of a reduction of the row to a scalar."""
+    def _reduction(self, op: MOp) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        """(the combiner, the identity and element type of each value it carries) of a reduction of the row to
+        scalars: a sum, max or min of f32 (the combiner its arith op), or tl.argmax / tl.argmin, a value and its
+        index (the combiner "argmax" / "argmin": argreduce.py), folded across the column tiles by the kernel's own
+        combiner from a pair it always gives up."""
         comb = next(iter(walk_ops(op.body())), None)
         elt = _result_type(self.src, op)
+        if len(op.results) == 2 and (kind := argreduce.kind(op)) is not None:
+            elts = tuple(e.strip() for e in elt.strip("()").split(","))
+            if attr_int(op, "axis") != 0 or elts[0] != "f32" or elts[1] != "i32":
+                raise Refuse(op, f"'tt.reduce' of the row held in one tile: tl.arg{kind} of f32 values and i32 "
+                                 f"indices along the row is imported, not of ({', '.join(elts)})")
+            return f"arg{kind}", (argreduce.IDENTITY[kind], str(argreduce.INDEX_IDENTITY)), elts
         if len(op.results) != 1:
-            raise Refuse(op, f"'tt.reduce' of {len(op.results)} values at once (tl.argmax, tl.argmin: a value and its "
-                             "index) of the row held in one tile: a sum, max or min of f32 to one value is imported")
+            raise Refuse(op, f"'tt.reduce' of {len(op.results)} values at once of the row held in one tile: a sum, max "
+                             "or min of f32 to one value, or tl.argmax / tl.argmin (a value and its index, ties to the "
+                             "smaller index) is imported")
         if attr_int(op, "axis") != 0 or comb is None or comb.name not in COMBINERS or elt != "f32":
             raise Refuse(op, "'tt.reduce' of the row held in one tile: a sum, max or min of f32 to one value is "
                              "imported (split into a loop over the row's column tiles)")
-        return comb.name, COMBINERS[comb.name][1], elt
+        return comb.name, (COMBINERS[comb.name][1],), (elt,)
+
+    def _fold_pair(self, o: MOp, accs: list[str]) -> list[str]:
+        """tl.argmax / tl.argmin of the row in a column loop: the tile's own reduction (`o` as written, its results
+        renamed), then the kernel's combiner of the carried pair (left: the earlier columns, smaller indices) and
+        the tile's, written out on scalars; returns the carries' updates."""
+        base = re.sub(r"_\d+$", "", o.results[0].split("#")[0])
+        part = self.name(f"{base}_tile")
+        whole = o.results[0].split("#")[0]
+        renamed = {whole: part, **{r: f"{part}#{k}" for k, r in enumerate(o.results)}}
+        self.names.update(renamed)
+        self.copy(o)
+        for r in renamed:
+            self.names.pop(r)
+        block = o.regions[0][0]
+        local = dict(zip([n for n, _ in block.args], accs + [f"{part}#0", f"{part}#1"]))
+        for b in block.ops[:-1]:
+            local.update({r: self.name(f"{base}_{re.sub(r'_[0-9]+$', '', r)}") for r in b.results})
+            self.out.append(subst(self.src.lines[b.head.line - 1], local))
+            self.where.append((b.head.line, None))
+        return [local[n] for n, _ in block.ops[-1].operands()]
+
+    def _scan(self, op: MOp) -> tuple[str, str, str]:
+        """(the combiner op, its identity, the element type) of a forward scan of the row along its columns by a sum
+        of f32 (tl.cumsum): each column tile's scan plus the carry of the tiles before it (`_pass`)."""
+        comb = [o for o in walk_ops(op.body()) if o.name != "tt.scan.return"]
+        elt = elt_of(_result_type(self.src, op))
+        head = self.src.lines[op.head.line - 1]
+        what = ("a reverse scan (tl.cumsum(..., reverse=True)), whose carry would come from the tiles after it"
+                if re.search(r"reverse\s*=\s*true", head) else
+                f"a scan of {len(op.results)} values at once" if len(op.results) != 1 else
+                f"a scan by '{comb[0].name}'" if len(comb) == 1 and comb[0].name not in ("arith.addf",) else
+                "a scan whose combiner is more than one op" if len(comb) != 1 else
+                f"a scan of {elt}" if elt != "f32" else
+                "a scan along other than the row" if attr_int(op, "axis") != 0 else "")
+        if what:
+            raise Refuse(op, f"'tt.scan' of the row held in one tile: {what}. A forward sum of f32 (tl.cumsum) is "
+                             "imported, split into a loop over the row's column tiles, each tile's cumsum plus the "
+                             "running total of the tiles before it")
+        return comb[0].name, COMBINERS[comb[0].name][1], elt
+
+    def _scan_tile(self, o: MOp, carry: str) -> str:
+        """A scan of the row in a column loop: the tile's own scan (`o` as written, its result renamed), plus the
+        carry splat over the tile; returns the carry's update, the carry combined with the tile's total."""
+        comb, _, elt = self.scans[id(o)]
+        base = re.sub(r"_\d+$", "", o.results[0])  # Triton's SSA number dropped: one name in every dump
+        part = self.name(f"{base}_tile")
+        self.names[o.results[0]] = part
+        self.copy(o)
+        self.names.pop(o.results[0])
+        ty = re.sub(r"\s*loc\(.*$", "", _result_type(self.src, o))
+        (x, _), = o.operands()
+        tot, spl, new = self.name(f"{base}_tot"), self.name(f"{base}_run"), self.name(f"{carry}_new")
+        self.emit(f'      %{tot} = "tt.reduce"(%{x}) <{{axis = 0 : i32}}> ({{', o)
+        self.emit(f"      ^bb0(%{tot}_a: {elt}, %{tot}_b: {elt}):", o)
+        self.emit(f"        %{tot}_c = {comb} %{tot}_a, %{tot}_b : {elt}", o)
+        self.emit(f"        tt.reduce.return %{tot}_c : {elt}", o)
+        self.emit(f"      }}) : ({ty}) -> {elt}", o)
+        self.emit(f"      %{spl} = tt.splat %{carry} : {elt} -> {ty}", o)
+        self.emit(f"      %{o.results[0]} = {comb} %{part}, %{spl} : {ty}", o)
+        self.emit(f"      %{new} = {comb} %{carry}, %{tot} : {elt}", o)
+        return new
 
     def _pass(self, p, roots, ops, tensor, defs, reductions, lo, st, bound) -> None:
         """The loop of pass p over the row's columns: the tensor ops its reductions and stores need."""
@@ -443,32 +515,47 @@ class Whole:
         ub = bound if isinstance(bound, str) else self.name("ncols")
         if isinstance(bound, int):
             self.emit(f"    %{ub} = arith.constant {bound} : i32", self.at)
-        inits, accs = [], []
+        inits, accs = [], {}
         for r in reds:
-            comb, ident, elt = reductions[id(r)]
-            init = self.name("init")
-            self.emit(f"    %{init} = arith.constant {ident} : {elt}", r)
-            acc = r.results[0]  # the carry is the row's value the reduction computes, by its name
-            inits.append(f"%{acc} = %{init}")
-            accs.append(acc)
-        if len(reds) == 1:
-            result = self.name(reds[0].results[0])
+            _, idents, elts = reductions[id(r)]
+            accs[id(r)] = []
+            for k, (ident, elt) in enumerate(zip(idents, elts)):
+                init = self.name("init")
+                self.emit(f"    %{init} = arith.constant {ident} : {elt}", r)
+                # the carry is the row's value the reduction computes, by its name (a pair's: NAME_val, NAME_idx)
+                acc = r.results[0] if len(idents) == 1 else \
+                    self.name(re.sub(r"_\d+$", "", r.results[0].split("#")[0]) + ("_val", "_idx")[k])
+                inits.append(f"%{acc} = %{init}")
+                accs[id(r)].append(acc)
+        # a scan of the row (tl.cumsum) in this pass: a carry of the tiles' total before each tile (_scan_tile)
+        scans = [o for o in ops if o.name == "tt.scan" and id(o) in need]
+        runs = []
+        for o in scans:
+            _, ident, elt = self.scans[id(o)]
+            init, run = self.name("init"), self.name(re.sub(r"_\d+$", "", o.results[0]) + "_carry")
+            self.emit(f"    %{init} = arith.constant {ident} : {elt}", o)
+            inits.append(f"%{run} = %{init}")
+            runs.append(run)
+        types = [e for r in reds for e in reductions[id(r)][2]] + [self.scans[id(o)][2] for o in scans]
+        if len(types) == 1:
+            result = self.name((reds or scans)[0].results[0])
             head = f"    %{result} = "
-        elif reds:
+        elif types:
             result = self.name("pass")
-            head = f"    %{result}:{len(reds)} = "
+            head = f"    %{result}:{len(types)} = "
         else:
             head = "    "
-        carries = f" iter_args({', '.join(inits)}) -> ({', '.join(reductions[id(r)][2] for r in reds)})" if reds else ""
+        carries = f" iter_args({', '.join(inits)}) -> ({', '.join(types)})" if types else ""
         at = roots[0]  # each loop placed at its first reduction or store: loops are told apart by their lines
         self.emit(f"{head}scf.for %{off} = %{lo} to %{ub} step %{st}{carries} : i32 {{", at)
-        for i, r in enumerate(reds):  # after the loop, a reduction is the loop's result
-            self.names[r.results[0]] = result if len(reds) == 1 else f"{result}#{i}"
+        outs = [res for r in reds for res in r.results]
+        for i, res in enumerate(outs):  # after the loop, a reduction is the loop's result
+            self.names[res] = result if len(types) == 1 else f"{result}#{i}"
         inner = dict(self.names)
-        for r in reds:
-            inner.pop(r.results[0], None)
+        for res in outs:
+            inner.pop(res, None)
         saved, self.names = self.names, inner  # in the loop, a reduction's name is its carry
-        parts = []
+        parts, scanned = [], []
         for o in ops:
             if o.name == "tt.make_range" and id(o) in need:
                 base, shift = self.name(o.results[0]), self.name("off")
@@ -482,20 +569,23 @@ class Whole:
                 continue  # true in every step of the loop: its loads and stores unmasked
             elif id(o) in need and (text := self._unmasked(o)) is not None:
                 self.emit(text[0], o, same=True)
+            elif id(o) in need and o.name == "tt.scan":
+                scanned.append(self._scan_tile(o, runs[scans.index(o)]))
             elif id(o) in need:
                 self.copy(o)
+            elif o in reds and len(o.results) == 2:
+                parts += self._fold_pair(o, accs[id(o)])
             elif o in reds:
-                comb, _, elt = reductions[id(o)]
+                comb, _, (elt,) = reductions[id(o)]
                 part = self.name(o.results[0])
                 self.names[o.results[0]] = part
                 self.copy(o)
                 self.names.pop(o.results[0])
                 new = self.name(f"{o.results[0]}_new")
-                self.emit(f"      %{new} = {comb} %{accs[reds.index(o)]}, %{part} : {elt}", o)
+                self.emit(f"      %{new} = {comb} %{accs[id(o)][0]}, %{part} : {elt}", o)
                 parts.append(new)
-        if reds:
-            self.emit(f"      scf.yield {', '.join('%' + n for n in parts)} : "
-                      f"{', '.join(reductions[id(r)][2] for r in reds)}", at)
+        if types:
+            self.emit(f"      scf.yield {', '.join('%' + n for n in parts + scanned)} : {', '.join(types)}", at)
         self.emit("    }", at)
         self.names = saved
 
