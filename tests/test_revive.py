@@ -62,3 +62,16 @@ def test_a_deadline_sooner_than_the_revival_answers_at_once():
         assert time.monotonic() - t0 < 1.0 and enc._stale  # nothing was re-asserted
         enc.bound("L", lmax)  # a fact asserted meanwhile is kept for the revival
         assert enc.check(None) == Status.UNSAT and not enc._stale
+
+
+def test_the_escalation_builds_nothing_past_its_deadline(monkeypatch):
+    """Past the SWP bound, with the deadline gone (as after a sequential-I check that it stopped), the
+    escalation returns at once instead of building the next range's encoding (2 s on random_n60_s10, whose
+    60 s limit then ended at 62.5 s)."""
+    p, ii, _, length = _problem()
+    built = []
+    monkeypatch.setattr(JointEncoding, "_build", lambda self, *a: built.append(a) or (_ for _ in ()).throw(
+        AssertionError("an encoding was built")))
+    t0 = time.monotonic()
+    assert joint.solve_joint(p, ii, length, deadline=time.monotonic(), first_refuted=True) is None
+    assert not built and time.monotonic() - t0 < 1.0
