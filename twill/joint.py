@@ -486,6 +486,8 @@ def _check_any_ii(p, last, swp_length, extra_copies, deadline, relaxed: bool = F
     relaxation at every I at once), unless `relaxed` (it ran already: `solve_joint`, `_at_one_ii`)."""
     if not relaxed:
         no_schedule_anywhere(p, deadline)
+    if deadline is not None and time.monotonic() >= deadline:
+        return
     with JointEncoding(p, last, window(p, last, swp_length, extra_copies)) as enc:
         status = enc.check(deadline)
     if status == Status.UNSAT:
@@ -650,6 +652,8 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
         _check_any_ii(p, last, swp_length, extra_copies, deadline, bool(relaxed))
     lo, width = first_ii + 1, 1
     while lo <= last:
+        if deadline is not None and time.monotonic() >= deadline:  # no encoding built for a check that cannot run
+            return spare[0] if spare else None
         hi = min(last, lo + width - 1, same_window_upto(swp_length, lo, last))
         status, hi, least = _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried)
         if status == Status.TIMEOUT:
