@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .ptxas import Attribution, RoleFinding, attribute, find_nvcc
+from .ptxas import Attribution, RoleFinding, attribute, compile_kernel, find_nvcc
 from .schedule import Schedule
 
 ROUNDS = 3
@@ -183,8 +183,9 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
     if persistent_worse(history[0].found.report):
         flip = not model.tile_args
         model_a, text_a = raw(schedule, False, hidden, flip)
-        found_a = attribute(text_a, machine.arch, role_probes(model_a, schedule, machine), nvcc)
-        if found_a.report.ok and _persistent_badness(found_a.report) < _persistent_badness(history[0].found.report):
+        report_a = compile_kernel(text_a, machine.arch, nvcc)  # (the probes only for a form that is kept)
+        if report_a.ok and _persistent_badness(report_a) < _persistent_badness(history[0].found.report):
+            found_a = attribute(text_a, machine.arch, role_probes(model_a, schedule, machine), nvcc)
             note(f"ptxas loop: kernel<true> with its parameters {'read per tile' if flip else 'as nvcc hoists them'}: "
                  f"{found_a.report.summary()}")
             tile_args, model, text = flip, model_a, text_a
