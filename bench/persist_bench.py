@@ -6,8 +6,8 @@
   of tests/data/causal/gpu_causal.py), B = 2, H = 8, D = 128, N = 4096 and 8192: a CTA per tile
   (persistent = 0) against kernel<true> (1: one CTA per SM, the tiles longest first in a static
   round robin, each its own trip count). Measured 0.54-0.62x (session 26: kernel<true> serialized
-  its wgmmas), so the causal kernel is now emitted without kernel<true> and persistent = 1 runs
-  the same kernel (the rows then check that the launcher falls back);
+  its wgmmas); since session 41 its kernel<true> reads Args per tile and compiles clean (not yet
+  timed: bench/triton_notes/s41/causal41 times it at B = 4, H = 32 beside FA4 and cuDNN);
 - the GEMM gemm_hopper.h100 (tests/golden/emit) at 8192 x 8192 and K = 17 x 64 (17 K steps, no
   multiple of kPhasePeriod: one CTA per tile before), persistent 0 against 1;
 - bench/persist's GEMM of two 64-row halves (one computing warpgroup) with and without

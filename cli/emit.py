@@ -75,19 +75,20 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
             if exc.schedule is None:
                 raise
             schedule, pending = exc.schedule, exc
-    one_tile = hidden = False
+    chosen = {}
     if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
-        schedule, one_tile, hidden = _ptxas_loop(schedule, machine, options if pending is None else None,
-                                                 flags["quiet"], ctas, copies, load_rings, any_pitch)
-    _write(schedule, machine, output, binding, ctas, copies, one_tile, hidden, load_rings, any_pitch)
+        schedule, chosen = _ptxas_loop(schedule, machine, options if pending is None else None,
+                                       flags["quiet"], ctas, copies, load_rings, any_pitch)
+    _write(schedule, machine, output, binding, ctas, copies, load_rings, any_pitch, **chosen)
     if pending is not None:
         raise pending
 
 
 def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None, copies: bool | None = None,
                 load_rings: str = "solved", any_pitch: bool = False):
-    """(the schedule whose kernel ptxas agrees with, whether the kernel is to run one CTA per tile,
-    whether kernel<false> hides its ring position: twill/ptxas_loop.py); what it found and what it changed on stderr (with -q: only a change)."""
+    """(the schedule whose kernel ptxas agrees with, the emitter's options the loop chose: one CTA per tile,
+    kernel<false>'s ring position hidden, kernel<true>'s parameters per tile: twill/ptxas_loop.py); what it
+    found and what it changed on stderr (with -q: only a change)."""
     from twill.ptxas_loop import emitter, resolver, run
 
     lines = []
@@ -97,17 +98,17 @@ def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None
     if not quiet or result.changed:
         for line in lines:
             click.echo(line, err=True)
-    return result.schedule, result.one_tile_per_cta, result.hidden_position
+    return result.schedule, result.build_options
 
 
 def _write(schedule, machine, output, binding=None, ctas: int | None = None, copies: bool | None = None,
-           one_tile: bool = False, hidden: bool = False, load_rings: str = "solved",
-           any_pitch: bool = False) -> None:
+           load_rings: str = "solved", any_pitch: bool = False, **chosen) -> None:
+    """`chosen`: the ptxas loop's emitter options (one_tile_per_cta, hidden_position, tile_args)."""
     from twill.emit import emitted
     from twill.fileio import write_atomic
 
-    model, text = emitted(schedule, machine, ctas_per_sm=ctas, tile_copies=copies, one_tile_per_cta=one_tile,
-                         hidden_position=hidden, load_rings=load_rings, any_pitch=any_pitch)
+    model, text = emitted(schedule, machine, ctas_per_sm=ctas, tile_copies=copies, load_rings=load_rings,
+                         any_pitch=any_pitch, **chosen)
     if not output:
         click.echo(text, nl=False)
         return
@@ -152,11 +153,11 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
     from twill.fileio import write_atomic
     renderers, files = [], {}  # every file made before any is written: a failed loop leaves all as they were
     for name, s, machine in zip(seq.names, seq.schedules, machines):
-        one_tile = hidden = False
+        chosen = {}
         if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
-            s, one_tile, hidden = _ptxas_loop(s, machine, options, flags["quiet"], ctas, load_rings=load_rings,
-                                              any_pitch=any_pitch)
-        model, text = loop_kernel(s, machine, ctas_per_sm=ctas, one_tile_per_cta=one_tile, hidden_position=hidden,
+            s, chosen = _ptxas_loop(s, machine, options, flags["quiet"], ctas, load_rings=load_rings,
+                                    any_pitch=any_pitch)
+        model, text = loop_kernel(s, machine, ctas_per_sm=ctas, **chosen,
                                   smem_parts=len(seq.names),  # side by side in the one kernel (seqfuse.py)
                                   load_rings=load_rings, any_pitch=any_pitch)
         path = loop_path(output, name)

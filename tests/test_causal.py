@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ringcheck import ring_deadlock  # noqa: E402
-from twill.emit import emit_cuda  # noqa: E402
+from twill.emit import build_model, emit_cuda  # noqa: E402
+from twill.emit.cuda import render  # noqa: E402
 from twill.emit.ragged import causal_iters, causal_keeps  # noqa: E402
 from twill.errors import InputError  # noqa: E402
 from twill.machine import load_machine  # noqa: E402
@@ -207,13 +208,27 @@ def test_emitted_causal_kernel_matches_golden(name, golden):
     golden(f"causal/{name}.cu", text)
 
 
-def test_the_causal_forward_runs_one_tile_per_cta():
-    """A causal loop stays off the persistent grid (cuda.py, persistent()): FA3's causal forward as
-    kernel<true> (each CTA's tiles longest first, each its own causal_iters, ring positions
-    continued) had its wgmmas serialized and ran at 0.54-0.62x of kernel<false> on an H100."""
-    for name in ("attention_fwd_causal_hopper.h200", "triton_attn_causal_fwd_sm90.h100"):
-        text = _emitted(name)
-        assert "constexpr bool kPersistent = false;" in text and "twill_pos" not in text
+def test_the_causal_forward_runs_persistent_with_its_parameters_read_per_tile():
+    """FA3's causal forward has a kernel<true> (each CTA's tiles longest first, each its own
+    causal_iters, ring positions continued) whose roles read Args through a pointer laundered once
+    per tile (`tile_args`, kernel.py `_tiles`): with the parameters hoisted out of the tile loop its
+    consumers' wgmmas were serialized (C7512; session 26: 0.54-0.62x of kernel<false> on an H100).
+    The kernel<false> branch and its Args reads are as before. The Triton import hands l over after
+    the loop (a value crossing roles), so it stays one CTA per tile, without the per-tile reads."""
+    text = _emitted("attention_fwd_causal_hopper.h200")
+    assert "constexpr bool kPersistent = true;" in text and "const __grid_constant__ Args args)" in text
+    loop = 'const Args* twill_ap = &args;  asm volatile("" : "+l"(twill_ap));  const Args& twill_args = *twill_ap;  '
+    assert text.count(loop) == 3  # the producer warp and both consumer warpgroups
+    assert text.count("twill::TileIdx twill_tile = tile_at(twill_args, t, round);  const int twill_n = "
+                      "causal_iters(twill_args, twill_tile);") == 3
+    assert "role_consumer0(sm, tm, twill_args, twill_n, twill_tile);" in text
+    assert "else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));" in text
+    plain = render(build_model(Schedule.from_json((DATA / "attention_fwd_causal_hopper.h200.json").read_text()),
+                               load_machine("h200"), tile_args=False))
+    assert "twill_ap" not in plain and "const Args args)" in plain and "constexpr bool kPersistent = true;" in plain
+    imported = _emitted("triton_attn_causal_fwd_sm90.h100")
+    assert "constexpr bool kPersistent = false;" in imported and "twill_pos" not in imported
+    assert "twill_ap" not in imported and "const Args args)" in imported
 
 
 def test_a_kernel_without_causal_mask_has_none_of_its_code():
@@ -271,6 +286,40 @@ def test_the_imported_causal_kernel_compiles_for_sm90a_without_warnings_or_spill
     assert not [l for l in report if "warning" in l.lower()], report
     spills = [l for l in report if "spill" in l]
     assert spills and all(" 0 bytes spill stores, 0 bytes spill loads" in l for l in spills), spills
+
+
+@pytest.mark.slow
+@pytest.mark.extended  # (about a minute: nvcc builds the kernel twice, and the probes)
+@pytest.mark.skipif(_nvcc() is None, reason="nvcc not found")
+def test_the_persistent_causal_kernel_compiles_clean_and_the_hoisted_one_does_not():
+    """kernel<true> of FA3's causal forward (h200 schedule: two wgmmas in flight per consumer at 240
+    registers) compiles with no spill and no serialized wgmma with its parameters read per tile; with
+    them hoisted out of the tile loop (tile_args=False, the session-26 kernel) ptxas serializes its
+    wgmmas (C7512), kernel<false> clean in both. emit-cuda's ptxas loop keeps the persistent kernel."""
+    from twill import ptxas
+    from twill.ptxas_loop import emitter, run
+    s = Schedule.from_json((DATA / "attention_fwd_causal_hopper.h200.json").read_text())
+    machine = load_machine(s.machine)
+    per_tile = ptxas.compile_kernel(_emitted("attention_fwd_causal_hopper.h200"), "sm_90a")
+    assert per_tile.ok and per_tile.clean, per_tile.summary()
+    assert {e.instance for e in per_tile.entries} == {"kernel<false, false>", "kernel<true, false>"}
+    hoisted = ptxas.compile_kernel(render(build_model(s, machine, tile_args=False)), "sm_90a")
+    worse = {e.instance: e for e in hoisted.entries}
+    assert worse["kernel<true, false>"].serialized and worse["kernel<false, false>"].clean, hoisted.summary()
+    lines = []
+    result = run(s, machine, emitter(machine), None, lines.append)
+    assert not result.one_tile_per_cta and result.tile_args is None and result.rounds[0].found.report.clean, lines
+    assert "constexpr bool kPersistent = true;" in result.text and "twill_args" in result.text
+    # an emitter whose default hoists them: the loop finds kernel<true> worse and reads them per tile
+    hoisting = emitter(machine)
+
+    def emit(schedule, one_tile=False, hidden=False, tile_args=None):
+        return hoisting(schedule, one_tile, hidden, False if tile_args is None else tile_args)
+    lines = []
+    result = run(s, machine, emit, None, lines.append)
+    assert result.tile_args is True and not result.one_tile_per_cta, lines
+    assert any(line.startswith("ptxas loop: kernel<true> with its parameters read per tile: ") for line in lines), lines
+    assert result.text == _emitted("attention_fwd_causal_hopper.h200") and result.build_options["tile_args"] is True
 
 
 # -- on a Hopper GPU ---------------------------------------------------------------------------------

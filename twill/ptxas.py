@@ -238,7 +238,7 @@ def compile_kernel(text: str, arch: str, nvcc: str | None = None, cache: bool = 
 
 # -- roles -----------------------------------------------------------------------------------------
 
-_CALL = re.compile(r"^(\s*)(.*?)\brole_(\w+)(<[^>()]*>)?\(sm, tm, args,.*\);(.*)$")
+_CALL = re.compile(r"^(\s*)(.*?)\brole_(\w+)(<[^>()]*>)?\(sm, tm, (?:twill_)?args,.*\);(.*)$")
 
 
 def role_calls(text: str) -> dict[str, int]:
@@ -254,8 +254,8 @@ def role_calls(text: str) -> dict[str, int]:
 
 # one call of a role in the dispatch: `role_X<...>(sm, tm, args, n, tile_at(args, blockIdx.x, 0))`, its
 # arguments at most one parenthesis deep (a dispatch line may hold two: kernel<true>'s tile loop, then
-# the one tile of kernel<false>)
-_ONE_CALL = re.compile(r"\brole_(\w+)(<[^<>()]*>)?\(sm, tm, args,(?:[^()]|\([^()]*\))*\)")
+# the one tile of kernel<false>; the tile loop's passes `twill_args` where it reads Args per tile)
+_ONE_CALL = re.compile(r"\brole_(\w+)(<[^<>()]*>)?\(sm, tm, (?:twill_)?args,(?:[^()]|\([^()]*\))*\)")
 
 
 def probe_source(text: str, keep: str) -> str:

@@ -25,7 +25,10 @@ one line each.
 A schedule of stage 1 alone (no roles), or one a time limit cut short, is only reported on.
 
 The persistent instances. Where ptxas compiles kernel<true, ...> (a CTA looping over tiles) worse
-than kernel<false, ...> (`persistent_worse`: a serialization they lack, or more spill), the kernel
+than kernel<false, ...> (`persistent_worse`: a serialization they lack, or more spill), the kernel is
+first compiled with its tile loop's parameters read the other way (`tile_args`, kernel.py `_tiles`:
+per tile through an opaque pointer, or as nvcc hoists them): where that compiles kernel<true> no worse
+than kernel<false>, it is kept for every later round. Where kernel<true> is still worse, the kernel
 is emitted one CTA per tile (`one_tile_per_cta`), and a round whose one-tile instances are clean
 ends the loop: dropping the tile loop costs no I, solving again does.
 """
@@ -35,7 +38,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .ptxas import Attribution, RoleFinding, attribute, find_nvcc
+from .ptxas import Attribution, RoleFinding, attribute, compile_kernel, find_nvcc
 from .schedule import Schedule
 
 ROUNDS = 3
@@ -64,10 +67,17 @@ class LoopResult:
     chosen: int  # index into rounds
     one_tile_per_cta: bool = False  # kernel<true> dropped: it compiled worse than kernel<false> (persistent_worse)
     hidden_position: bool = False  # kernel<false> with its ring position hidden (it compiled better so)
+    tile_args: bool | None = None  # kernel<true>'s parameters per tile or not (None: build_model's default)
 
     @property
     def changed(self) -> bool:
         return self.chosen != 0
+
+    @property
+    def build_options(self) -> dict:
+        """The emitter's options the loop chose (`emit.emitted`'s keywords) for the text it returns."""
+        return dict(one_tile_per_cta=self.one_tile_per_cta, hidden_position=self.hidden_position,
+                    tile_args=self.tile_args)
 
 
 def role_probes(model, schedule: Schedule, machine) -> list[tuple]:
@@ -132,24 +142,25 @@ def emitter(machine, **build_args) -> Callable:
     """The `emit` of `run` for the kernel emit-cuda writes (`emit.emitted(schedule, machine, **build_args)`:
     its loop split by columns where it splits; emit-cuda's kernel options): the model in the loop's choice of
     one tile per CTA and hidden ring position, and its text."""
-    def emit(s: Schedule, one_tile: bool = False, hidden: bool = False):
+    def emit(s: Schedule, one_tile: bool = False, hidden: bool = False, tile_args: bool | None = None):
         from .emit import emitted
-        return emitted(s, machine, one_tile_per_cta=one_tile, hidden_position=hidden, **build_args)
+        return emitted(s, machine, one_tile_per_cta=one_tile, hidden_position=hidden, tile_args=tile_args,
+                       **build_args)
     return emit
 
 
 def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, str]],
         solve_again: Callable[[int], Schedule] | None, note: Callable[[str], None],
         rounds: int = ROUNDS) -> LoopResult:
-    """The loop (module docstring). `emit(schedule, one_tile_per_cta, hidden_position)` gives (the
+    """The loop (module docstring). `emit(schedule, one_tile_per_cta, hidden_position, tile_args)` gives (the
     emitter's model, the .cu text); `solve_again(role_reserve)` the schedule under those per-role
     registers (None: report only)."""
     from .errors import TwillError
     nvcc = find_nvcc()
-    raw, hidden = emit, False
+    raw, hidden, tile_args = emit, False, None
 
-    def emit(s, one_tile):  # noqa: F811 (the caller's emit, in the form of kernel<false> chosen below)
-        return raw(s, one_tile, hidden)
+    def emit(s, one_tile):  # noqa: F811 (the caller's emit, in the forms of kernel<false> and <true> chosen below)
+        return raw(s, one_tile, hidden, tile_args)
     model, text = emit(schedule, False)
     if nvcc is None:
         note("ptxas: skipped: nvcc not found (set NVCC or put nvcc on PATH; --no-ptxas-loop silences this)")
@@ -169,6 +180,16 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
                  f"{found_h.report.summary()}")
             hidden, model, text = True, model_h, text_h
             history[0] = Round(reserve, schedule, text_h, found_h)
+    if persistent_worse(history[0].found.report):
+        flip = not model.tile_args
+        model_a, text_a = raw(schedule, False, hidden, flip)
+        report_a = compile_kernel(text_a, machine.arch, nvcc)  # (the probes only for a form that is kept)
+        if report_a.ok and _persistent_badness(report_a) < _persistent_badness(history[0].found.report):
+            found_a = attribute(text_a, machine.arch, role_probes(model_a, schedule, machine), nvcc)
+            note(f"ptxas loop: kernel<true> with its parameters {'read per tile' if flip else 'as nvcc hoists them'}: "
+                 f"{found_a.report.summary()}")
+            tile_args, model, text = flip, model_a, text_a
+            history[0] = Round(reserve, schedule, text_a, found_a)
     solves = 0
     while not history[-1].found.report.clean and not (persistent_worse(history[-1].found.report)
                                                        and one_tile_clean(history[-1].found.report)) and solves < rounds:
@@ -208,7 +229,7 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
         pick = history[chosen]
         note("ptxas: the persistent kernel<true> compiles worse than kernel<false> (" + pick.found.report.summary()
              + "): one CTA per tile" + (f" (round {chosen}'s schedule)" if solves else ""))
-        return LoopResult(pick.schedule, emit(pick.schedule, True)[1], tuple(history), chosen, True, hidden)
+        return LoopResult(pick.schedule, emit(pick.schedule, True)[1], tuple(history), chosen, True, hidden, tile_args)
     if solves:
         note(f"ptxas loop: emitting round {chosen}'s schedule" + (
             " (no round was clean: the first schedule, as the model solved it)" if chosen == 0
@@ -216,7 +237,7 @@ def run(schedule: Schedule, machine, emit: Callable[[Schedule], tuple[object, st
                 ")" if history[chosen].found.report.clean else
                 f"; no round was clean: it spills least at no more I, {history[chosen].found.report.summary()})")))
     pick = history[chosen]
-    return LoopResult(pick.schedule, pick.text, tuple(history), chosen, hidden_position=hidden)
+    return LoopResult(pick.schedule, pick.text, tuple(history), chosen, hidden_position=hidden, tile_args=tile_args)
 
 
 def least_bad(history) -> int:
@@ -252,6 +273,13 @@ def persistent_worse(report) -> bool:
     def badness(es):
         return (any(e.serialized for e in es), max(e.spill_bytes for e in es))
     return badness(tiles) > badness(one)
+
+
+def _persistent_badness(report) -> tuple:
+    """How badly kernel<true> compiled against kernel<false>: worse than it (persistent_worse), then
+    its own serialization and most spill."""
+    tiles = _instances(report, True)
+    return (persistent_worse(report), any(e.serialized for e in tiles), max((e.spill_bytes for e in tiles), default=0))
 
 
 def _one_tile_badness(report) -> tuple:

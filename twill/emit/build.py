@@ -20,7 +20,7 @@ from .tensors import _tensors
 
 def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None,
                 ctas_per_sm: int | None = None, tile_copies: bool | None = None, one_tile_per_cta: bool = False,
-                hidden_position: bool = False, smem_parts: int = 1, load_rings: str = "solved",
+                hidden_position: bool = False, tile_args: bool | None = None, smem_parts: int = 1, load_rings: str = "solved",
                 any_pitch: bool = False) -> KernelModel:
     """The model of `schedule`'s kernel: one CTA per SM, the whole register file to it, or, given
     `ctas_per_sm`, as many as fit up to that (occupancy.py). Several are opt-in: at the 128 launch
@@ -31,7 +31,11 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
     `one_tile_per_cta`: no persistent kernel<true> (emit-cuda's ptxas loop, where ptxas compiled
     it worse than the kernel of one tile per CTA). `hidden_position`: kernel<false> gives each role
     its tile with the ring position (0) hidden from the compiler (emit-cuda's ptxas loop, where the
-    constant position compiled worse: kernel.py, `_tiles`). `smem_parts`: the kernels whose Smem one CTA
+    constant position compiled worse: kernel.py, `_tiles`). `tile_args`: kernel<true>'s tile loop gives each
+    tile's roles the kernel's Args through a pointer the compiler cannot see is the last tile's, so that it
+    reads each parameter where the tile uses it rather than holding every one the roles read in a register
+    across the whole loop (kernel.py, `_tiles`; None: where a tile's loop is causal, `ragged.causal`, else off;
+    emit-cuda's ptxas loop turns it on where kernel<true> compiled worse than kernel<false>). `smem_parts`: the kernels whose Smem one CTA
     lays side by side (a sequence's loops, seqfuse.py): each deepens its load rings within its share
     (streams.py). `load_rings`: "solved" (the default) keeps each load ring at the depth the schedule was solved
     at; "latency" deepens the TMA load rings for the load's latency (streams.py, emit-cuda --load-rings).
@@ -62,10 +66,14 @@ def build_model(schedule: Schedule, machine: Machine, graph: Graph | None = None
                         warpgroups=groups, default_roles=default,
                         role_of=tuple(sorted(role_of.items())), tensors=tensors,
                         mma=tuple(sorted(mma.items())), stages=stages, normalizers=(),
-                        one_tile_per_cta=one_tile_per_cta, hidden_position=hidden_position, smem_parts=smem_parts,
+                        one_tile_per_cta=one_tile_per_cta, hidden_position=hidden_position,
+                        tile_args=bool(tile_args), smem_parts=smem_parts,
                         load_rings=load_rings, any_pitch=any_pitch)
     model = with_occupancy(replace(model, normalizers=_normalizers(model),
                                    ctas_limit=ctas_per_sm or default_limit(model)))
+    if tile_args is None:  # a causal loop's tile: its own trip count, its parameters read per tile
+        from .ragged import causal
+        model = replace(model, tile_args=bool(causal(model).masks))
     scalar_atomic.check(model)  # what of an atomic output is not emitted is refused here
     if tile_copies is None:
         from .copies import pays

@@ -456,15 +456,18 @@ class Renderer(Stores, Kernel):
         one while the tensor core reads the other (FA3's intra-warpgroup overlap: the D = 64
         kernel spilled 48 bytes, the 128-key one under specs/h200.yaml had its wgmmas serialized).
         Any trip count per tile is fine: the rings' positions continue across a CTA's tiles
-        (TileIdx::pos, kernel.py). Not a causal loop, though its per-tile counts would be: FA3's
-        causal forward, persistent, had its wgmmas serialized (C7512) in kernel<true> and ran at
-        0.54-0.62x of its one-tile-per-CTA kernel on an H100 (N = 4096, 8192; bench/persist_bench.py,
-        bench/triton_notes/s26/persist.log)."""
+        (TileIdx::pos, kernel.py), so a causal loop runs persistent too, each tile its own count.
+        FA3's causal forward had its wgmmas serialized (C7512) in kernel<true> and ran at 0.54-0.62x
+        of its one-tile-per-CTA kernel on an H100 (session 26, bench/triton_notes/s26/persist.log):
+        not the tile loop's own registers but the parameters nvcc hoisted out of it, each held in a
+        register across the main loop; a causal kernel<true> reads them per tile (`tile_args`,
+        kernel.py `_tiles`) and compiles clean. Where kernel<true> still compiles worse than
+        kernel<false>, emit-cuda's ptxas loop drops it (`one_tile_per_cta`)."""
         if self.m.one_tile_per_cta:  # ptxas compiled kernel<true> worse than kernel<false> (ptxas_loop.py)
             return False
         tight = any(self.p.spare_registers(r) < 0 or self._double_buffers_wgmma_operand(r)
                     for r in self.m.roles if r.is_warpgroup)
-        return self.m.target.persistent_grid and not self.p.handoffs and not tight and not self.causal.masks
+        return self.m.target.persistent_grid and not self.p.handoffs and not tight
 
     def _double_buffers_wgmma_operand(self, role) -> bool:
         m = self.m

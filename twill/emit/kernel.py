@@ -4,6 +4,8 @@ each warpgroup to its role's function, with its `setmaxnreg` budget and, on a pe
 loop over the CTA's tiles."""
 from __future__ import annotations
 
+import re
+
 from . import splits
 from .lines import Lines
 from .model import ident
@@ -27,7 +29,7 @@ INTEGER_SMEM = dict(
 
 
 def _tiles(role_fn: str, persistent: bool, trips: str, copy: int = 0, copies: int = 1, turn: int = 0,
-           hidden: bool = False) -> str:
+           hidden: bool = False, tile_args: bool = False) -> str:
     """A role's call for each of its CTA's tiles (see twill::tile_of): the one tile of the block
     index, or (kernel<true>, where the kernel allows it) a loop over several. Each tile's ring
     positions continue the last one's (`tile.pos`: the iterations of the CTA's earlier tiles,
@@ -41,7 +43,17 @@ def _tiles(role_fn: str, persistent: bool, trips: str, copy: int = 0, copies: in
     into every ring slot of the unrolled steady loop and may keep what it derives live across the
     loop (the held-out attn_d64's consumer: 255 registers and 296 bytes spilled in kernel<false>,
     211 and none hidden), but elsewhere the constant compiles better (the golden k192 attention's
-    kernel<false, true>: clean, 56 bytes spilled hidden): the ptxas loop chooses."""
+    kernel<false, true>: clean, 56 bytes spilled hidden): the ptxas loop chooses.
+
+    `tile_args`: each tile's roles (and its tile_at and trip count) read the kernel's Args through a
+    pointer that goes through an empty asm once per tile (`twill_args`; the parameter is
+    __grid_constant__, so taking its address copies nothing). Knowing the parameters the same on every
+    tile, nvcc loads every one the tile loop reads before the loop, and ptxas then holds them in
+    registers across it: the store's pointers and offsets, the tile order's divisors, each live through
+    the main loop where the one-tile kernel reads them from the constant bank where it uses them. On
+    the FA3 causal forward (h200 schedule, two wgmmas in flight per consumer at 240 registers) that was
+    what serialized kernel<true>'s wgmmas (C7512); per tile it compiles clean. The price: a parameter
+    read in the main loop is a load there (the exp2 scale, the mask's row base)."""
     one = f"{role_fn}(sm, tm, args, n, tile_at(args, blockIdx.x, 0));"
     if hidden:
         one = (f"{{ twill::TileIdx twill_one = tile_at(args, blockIdx.x, 0);  asm volatile(\"\" : \"+r\"(twill_one.pos));  "
@@ -50,14 +62,18 @@ def _tiles(role_fn: str, persistent: bool, trips: str, copy: int = 0, copies: in
         return one if copy == 0 else "(void)0;  // a tile copy: this kernel computes one tile per CTA"
     if not persistent:
         return one
-    call = f"{role_fn}(sm, tm, args, twill_n, twill_tile);"
+    a = "twill_args" if tile_args else "args"
+    call = f"{role_fn}(sm, tm, {a}, twill_n, twill_tile);"
     if copies > 1:
         turn_sync = f"if (round > 0) twill::named_sync({turn}, {128 * copies});  "
         call = f"if (round % {copies} == {copy}) {{ twill_tile.pos = twill_pos;  {turn_sync}{call} }}"
     else:
         call = f"twill_tile.pos = twill_pos;  {call}"
+    fresh = ("const Args* twill_ap = &args;  asm volatile(\"\" : \"+l\"(twill_ap));  const Args& twill_args = *twill_ap;  "
+             if tile_args else "")
+    trips = re.sub(r"\bargs\b", a, trips)
     loop = (f"if constexpr (kTiles) {{ int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; "
-            f"t += static_cast<int>(gridDim.x), ++round) {{ twill::TileIdx twill_tile = tile_at(args, t, round);  "
+            f"t += static_cast<int>(gridDim.x), ++round) {{ {fresh}twill::TileIdx twill_tile = tile_at({a}, t, round);  "
             f"const int twill_n = {trips};  {call}  twill_pos = (twill_pos + twill_n) % kPhasePeriod; }} }} else")
     if copies > 1:
         return loop + (f" {{ {one} }}" if copy == 0 else " {}")
@@ -82,7 +98,8 @@ class Kernel:
         self._dispatch(dispatch)
         out.out.extend(fill(
             "kernel.tpl",
-            params=", ".join([f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps] + ["const Args args"]),
+            params=", ".join([f"const __grid_constant__ CUtensorMap tm_{t.name}" for t in maps]
+                             + [f"const {'__grid_constant__ ' if self._tile_args() else ''}Args args"]),
             iters=f"const int n = {self._trips('tile_at(args, blockIdx.x, 0)')};"
                   + (f"  // this {self._blocks()} (kernel<true>: each tile's own)" if self.causal.masks else ""),
             maps=[f"tm.{t.name} = &tm_{t.name};" for t in maps] or ["tm.unused = 0;"],
@@ -100,6 +117,10 @@ class Kernel:
         """The loop's iterations for `tile` (a C expression of a twill::TileIdx): a causal tile's own
         (ragged.causal_iters), else the problem's."""
         return f"causal_iters(args, {tile})" if self.causal.masks else splits.trips(self.m, tile) or "args.iters"
+
+    def _tile_args(self) -> bool:
+        """kernel<true>'s roles read Args per tile (`_tiles`): where the model asks for it and there is a kernel<true>."""
+        return self.m.tile_args and self.persistent()
 
     def _blocks(self) -> str:
         """What a causal loop's iterations are, for the kernel's comment."""
@@ -169,11 +190,13 @@ class Kernel:
                 cond = (f"warpgroup == {g.index}" if span == 1 else
                         f"warpgroup >= {g.index} && warpgroup < {g.index + span}")
                 body = self.warpgroup_calls(g, lambda fn: _tiles(fn, self.persistent(), trips, g.copy, m.tile_copies,
-                                                                 self.bars.get("copies", 0), m.hidden_position))
+                                                                 self.bars.get("copies", 0), m.hidden_position,
+                                                                 self._tile_args()))
                 i += span
             else:
                 cond = f"warpgroup == {g.index}"
-                body = self.warpgroup_calls(g, lambda fn: _tiles(fn, self.persistent(), trips, hidden=m.hidden_position))
+                body = self.warpgroup_calls(g, lambda fn: _tiles(fn, self.persistent(), trips, hidden=m.hidden_position,
+                                                                 tile_args=self._tile_args()))
                 i += 1
             if len(budgets) > 1:
                 fn = "inc" if g.registers > cap else "dec"

@@ -248,6 +248,7 @@ class KernelModel:
     tile_copies: int = 1  # warpgroups of the computing role taking a persistent CTA's tiles in turn (copies.py)
     one_tile_per_cta: bool = False  # no kernel<true> (the ptxas loop's choice where it compiled worse: ptxas_loop.py)
     hidden_position: bool = False  # kernel<false>'s ring position 0 hidden from the compiler (ptxas_loop.py)
+    tile_args: bool = False  # kernel<true> reads Args afresh for each tile (kernel.py `_tiles`; ptxas_loop.py)
     smem_parts: int = 1  # kernels whose Smem one CTA lays side by side (a sequence's loops: seqfuse.py, streams.py)
     load_rings: str = "solved"  # load rings: the solve's depth, or "latency": deepened for the TMA latency (streams.py)
     any_pitch: bool = False  # loads whose rows are not 16 bytes apart read by bulk copies (anypitch.py; emit-cuda --any-pitch)

@@ -893,7 +893,8 @@ static_assert(kRegs_consumer1 <= 255, "role consumer1: 240 registers per thread 
 static_assert(kRegs_consumer1 >= 24 && kRegs_consumer1 % 8 == 0, "role consumer1: setmaxnreg takes a multiple of 8 from 24 to 256");
 static_assert(32 * 1 * kRegs_load + 32 * 4 * kRegs_consumer0 + 32 * 4 * kRegs_consumer1 <= 65536, "the roles' register budgets exceed registers_per_sm (65536)");
 static_assert(128 * 24 + 128 * 240 + 128 * 240 <= 64512, "the warpgroups' setmaxnreg budgets (1-warp roles share a padded warpgroup) exceed the 64512 registers the CTA is launched with: setmaxnreg.inc would wait forever");
-constexpr bool kPersistent = false;  // CTAs may loop over tiles (see launch())
+constexpr int kPhasePeriod = 4;  // ring positions repeat their slot and parity every kPhasePeriod (TileIdx::pos is kept modulo it)
+constexpr bool kPersistent = true;  // CTAs may loop over tiles (see launch())
 constexpr int kInputCopies = 2;  // buffers of the loop-invariant inputs, by tile round
 constexpr int kLoopStep = 128;  // elements of the loop axis one iteration covers (Problem::loop_extent)
 constexpr bool kRagged = false;  // the last iteration's tile may be partial: not here, the loop's extent is per query tile (causal_mask)
@@ -1467,6 +1468,7 @@ __device__ __forceinline__ void role_consumer0(Smem& sm, const Maps& tm, const A
   if (tile.last) twill::named_sync(1, 256);  // ping-pong: absorb consumer1's last hand-over
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(tile.pos + i);  // v's slots still held: empty for the next tile
   twill::Rows<1> m0_new_final;
   switch ((n - 1) % 2) {
     case 0: m0_new_final = m0_new[0]; break;
@@ -1791,6 +1793,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
   }
   // ---- after the loop: the carries' last values (iteration n - 1) to global memory ----
   twill::wgmma_wait<0>();
+  if (!tile.last) for (int i = n - 1; i < n; ++i) sm.ring_v.release_by_warp(tile.pos + i);  // v's slots still held: empty for the next tile
   twill::Rows<1> m1_new_final;
   switch ((n - 1) % 2) {
     case 0: m1_new_final = m1_new[0]; break;
@@ -1812,7 +1815,7 @@ __device__ __forceinline__ void role_consumer1(Smem& sm, const Maps& tm, const A
 // (a persistent grid, launch()), kernel<false, ...> computes the tile of its block index;
 // kernel<..., true> masks a partial last tile (kMasks, launch()).
 template <bool kTiles, bool kTail>
-__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q0, const __grid_constant__ CUtensorMap tm_q1, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_acc0, const __grid_constant__ CUtensorMap tm_out_acc1, const Args args) {
+__global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CUtensorMap tm_q0, const __grid_constant__ CUtensorMap tm_q1, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_out_acc0, const __grid_constant__ CUtensorMap tm_out_acc1, const __grid_constant__ Args args) {
   // Smem at the start of the dynamic shared memory, which the declaration aligns to 1024 bytes (the
   // 128-byte swizzle's period; thread 0 checks it below). Through the array itself, not its address
   // as an integer rounded up, the compiler keeps the address space: every access through sm is an
@@ -1849,14 +1852,14 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(const __grid_constant__ CU
   (void)warp;
   if (warpgroup == 0) {
     twill::setmaxnreg_dec<24>();  // register budget of this warpgroup
-    if (warp == 0) role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if (warp == 0) if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { const Args* twill_ap = &args;  asm volatile("" : "+l"(twill_ap));  const Args& twill_args = *twill_ap;  twill::TileIdx twill_tile = tile_at(twill_args, t, round);  const int twill_n = causal_iters(twill_args, twill_tile);  twill_tile.pos = twill_pos;  role_load(sm, tm, twill_args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_load(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
   } else if (warpgroup == 1) {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { const Args* twill_ap = &args;  asm volatile("" : "+l"(twill_ap));  const Args& twill_args = *twill_ap;  twill::TileIdx twill_tile = tile_at(twill_args, t, round);  const int twill_n = causal_iters(twill_args, twill_tile);  twill_tile.pos = twill_pos;  role_consumer0(sm, tm, twill_args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_consumer0(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   } else {
     twill::setmaxnreg_inc<240>();  // register budget of this warpgroup
-    role_consumer1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
+    if constexpr (kTiles) { int twill_pos = 0;  for (int t = blockIdx.x, round = 0; t < args.tiles; t += static_cast<int>(gridDim.x), ++round) { const Args* twill_ap = &args;  asm volatile("" : "+l"(twill_ap));  const Args& twill_args = *twill_ap;  twill::TileIdx twill_tile = tile_at(twill_args, t, round);  const int twill_n = causal_iters(twill_args, twill_tile);  twill_tile.pos = twill_pos;  role_consumer1(sm, tm, twill_args, twill_n, twill_tile);  twill_pos = (twill_pos + twill_n) % kPhasePeriod; } } else role_consumer1(sm, tm, args, n, tile_at(args, blockIdx.x, 0));
     if (threadIdx.x % 128 == 0) twill::bulk_wait_all();  // its TMA stores are done
   }
 }
