@@ -26,15 +26,16 @@ check() {  # name batch dir deadline
 }
 check grid41_b11 11 .devrun/grid41/b11 130   # swiglu_bwd split by columns (grid41)
 timeout $(left 170) python3 bench/triton_notes/s41/grid41/old_new.py .devrun/grid41/b11 > "$OUT/r/grid41_old_new.log" 2>&1; tail -n 8 "$OUT/r/grid41_old_new.log"
-check rows41a 11 .devrun/grid41/r41a 195   # quant_int8_rows (rows41a; built by rows41a/run.sh, copied under grid41)
-check rows41b 11 .devrun/grid41/r41b 225   # cumsum_rows, argmax_rows (rows41b)
-check ragged11 11 .devrun/ragged40/k11 250
-check ragged10 10 .devrun/ragged40/k10 270
-check bcast6 6 .devrun/bc40 290
-timeout $(left 300) python3 bench/triton_notes/s40/bcast40/forms.py .devrun/bc40 > "$OUT/r/bcast_forms.log" 2>&1; tail -n 12 "$OUT/r/bcast_forms.log"
-check colsum12 12 .devrun/colsum/k12 325
-check colsum9 9 .devrun/colsum/k9 340
-[ -d .devrun/s40spill ] && i=0 && for b in 6 7 8 9 10 11 rand; do i=$((i+1)); check spill_b$b $b .devrun/s40spill/b$b $(( 340 + i * 22 )); done
+[ -d .devrun/causal41 ] && timeout $(left 300) python3 bench/triton_notes/s41/causal41/bench.py .devrun/causal41 --pairs 3 --deadline $(left 290) > "$OUT/r/causal41.log" 2>&1; tail -n 25 "$OUT/r/causal41.log"
+check rows41a 11 .devrun/grid41/r41a 325   # quant_int8_rows (rows41a; built by rows41a/run.sh, copied under grid41)
+check rows41b 11 .devrun/grid41/r41b 350   # cumsum_rows, argmax_rows (rows41b)
+check ragged11 11 .devrun/ragged40/k11 375
+check ragged10 10 .devrun/ragged40/k10 395
+check bcast6 6 .devrun/bc40 415
+timeout $(left 425) python3 bench/triton_notes/s40/bcast40/forms.py .devrun/bc40 > "$OUT/r/bcast_forms.log" 2>&1; tail -n 12 "$OUT/r/bcast_forms.log"
+check colsum12 12 .devrun/colsum/k12 450
+check colsum9 9 .devrun/colsum/k9 470
+[ -d .devrun/s40spill ] && i=0 && for b in 6 7 8 9 10 11 rand; do i=$((i+1)); check spill_b$b $b .devrun/s40spill/b$b $(( 470 + i * 13 )); done
 [ $(left $TOTAL) -gt 40 ] && ROWPROF_LEFT=$(left $TOTAL) OUT=$OUT/r bash bench/triton_notes/s40/rowprof/gpu.sh
 tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$OUT/r"
 echo "== all done at $(( $(date +%s) - S )) s"
