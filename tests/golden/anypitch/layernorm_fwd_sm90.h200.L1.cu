@@ -888,6 +888,40 @@ __device__ __forceinline__ void row_min(Rows<MB>& out, const X& x) {
   }
 }
 
+// rowargmax / rowargmin (tl.argmax / tl.argmin along the last axis): each row's index (idx's element) of its
+// largest (smallest) value, ties to the smaller index; the thread's elements of the row, then the 4 threads that
+// hold it. A NaN is never taken (every comparison with it is false): the index of the row's largest number.
+template <bool MAX>
+__device__ __forceinline__ bool arg_better(float e, float j, float v, float k) {
+  return (MAX ? e > v : e < v) || (e == v && j < k);
+}
+template <bool MAX, int MB, typename X, typename I>
+__device__ __forceinline__ void row_arg(Rows<MB>& out, const X& x, const I& idx) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v = MAX ? -INFINITY : INFINITY, k = INFINITY;
+#pragma unroll
+      for (int i = 0; i < X::kElems; ++i) {
+        if (((i >> 1) & 1) != h) continue;
+        const float e = at<false>(x, b, i), j = at<false>(idx, b, i);
+        if (arg_better<MAX>(e, j, v, k)) { v = e; k = j; }
+      }
+#pragma unroll
+      for (int d = 1; d < 4; d *= 2) {
+        const float e = __shfl_xor_sync(0xffffffffu, v, d), j = __shfl_xor_sync(0xffffffffu, k, d);
+        if (arg_better<MAX>(e, j, v, k)) { v = e; k = j; }
+      }
+      out.x[b][h] = k;
+    }
+  }
+}
+template <typename Out, typename X, typename I>
+__device__ __forceinline__ void op_rowargmax(Out& out, const X& x, const I& idx) { row_arg<true>(out, x, idx); }
+template <typename Out, typename X, typename I>
+__device__ __forceinline__ void op_rowargmin(Out& out, const X& x, const I& idx) { row_arg<false>(out, x, idx); }
+
 // cumsum along the last axis: a row's 8-column chunks in order, each chunk's pairs scanned over the
 // 4 threads that hold the row (a pair of adjacent columns each).
 template <typename Out, typename X>

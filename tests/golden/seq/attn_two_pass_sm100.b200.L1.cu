@@ -812,6 +812,28 @@ __device__ __forceinline__ void row_min(TScalR<R>& out, const X& x) {
   row_reduce(out, x, INFINITY, [](float a, float v) { return fminf(a, v); }, false);
 }
 
+// rowargmax / rowargmin (tl.argmax / tl.argmin along the last axis): the thread's row's index (idx's element) of
+// its largest (smallest) value, ties to the smaller index. A NaN is never taken (every comparison with it is
+// false): the index of the row's largest number.
+template <bool MAX>
+__device__ __forceinline__ bool arg_better(float e, float j, float v, float k) {
+  return (MAX ? e > v : e < v) || (e == v && j < k);
+}
+template <bool MAX, int R, typename X, typename I>
+__device__ __forceinline__ void row_arg(TScalR<R>& out, const X& x, const I& idx) {
+  float v = MAX ? -INFINITY : INFINITY, k = INFINITY;
+#pragma unroll
+  for (int i = 0; i < X::kElems; ++i) {
+    const float e = at<false>(x, i), j = at<false>(idx, i);
+    if (arg_better<MAX>(e, j, v, k)) { v = e; k = j; }
+  }
+  out.x = k;
+}
+template <typename Out, typename X, typename I>
+__device__ __forceinline__ void op_rowargmax(Out& out, const X& x, const I& idx) { row_arg<true>(out, x, idx); }
+template <typename Out, typename X, typename I>
+__device__ __forceinline__ void op_rowargmin(Out& out, const X& x, const I& idx) { row_arg<false>(out, x, idx); }
+
 // cumsum along the last axis: the thread's row, in order.
 template <typename Out, typename X>
 __device__ __forceinline__ void op_cumsum(Out& out, const X& x) {
