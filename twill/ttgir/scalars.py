@@ -454,13 +454,18 @@ def _row_bound(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> RowBound | 
     a, b = vals
     if isinstance(b, indices.Index) and isinstance(a, Tile):
         a, b, pred = b, a, flip.get(pred)
-    if not (isinstance(a, indices.Index) and isinstance(b, Tile) and pred in ("lt", "le") and not b.column
+    if not (isinstance(a, indices.Index) and isinstance(b, Tile) and not b.column
             and a.coefs == (0, 1) and dict(a.terms) == {indices.LOOP_TERM: 1} and len(a.terms) == 1):
         return None
     t = lw.type_of(b.ref)
     lower = _loop_lower(lw)
     if len(t.shape) != 1 or t.shape[0] != tt.shape[0] or lower is None or b.flip:
         return None
+    if pred not in ("lt", "le"):
+        raise indices.UnexpressedMask(*lw.src.error(
+            f"'{op.name}' compares the loop's columns with a bound of each row's own other than from above "
+            f"({pred}): a tail_mask keeps a row's columns below its bound (`cols < b`, `cols <= b`), the columns "
+            "from 0", op.head, hint="docs/ttgir-import.md, section 8 (\"A bound of each row's columns\")").diagnostics)
     # iv + c + k PRED b, iv = lower + l0: l0 + c < b - k - lower (+ 1 for <=)
     return RowBound(b, (1 if pred == "le" else 0) - a.const - lower)
 
