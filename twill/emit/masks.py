@@ -38,6 +38,15 @@ def emit_mask(call) -> list[str]:
     return lines + [f"twill::op_mask<{params}>({', '.join([call.out.expr] + names)}, {call.row0});"]
 
 
+def row_bounds(model) -> bool:
+    """Whether the kernel computes a `rem`, a position of one value a row or a tail_mask with a per-row bound: the
+    ops of rowbound_sm*.cuh, included in those kernels alone."""
+    graph = model.graph
+    return any(op.opcode == "rem" or (op.opcode == "position" and op.type is not None and len(op.type.shape) == 1)
+               or (op.opcode == "tail_mask" and len(op.operands) == 2)
+               for op in graph.ops + graph.epilogue.ops + graph.prologue.ops)
+
+
 def runtime(model) -> list[str]:
     """The target's headers of the mask and join ops, for a kernel that has them (else nothing:
     other kernels keep their text)."""

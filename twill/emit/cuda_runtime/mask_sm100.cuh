@@ -24,8 +24,3 @@ __device__ __forceinline__ void op_position(Out& out, int base, int row0) {
   const int r = ROWS * (row0 + trow<Out::kRows>()) + base;
   for_each(out, [&](int i) { return static_cast<float>(r + COLS * i); });
 }
-// position of one value a row (a rank-1 [M], the thread's row): ROWS * r + base.
-template <int ROWS, int COLS, int R>
-__device__ __forceinline__ void op_position(TScalR<R>& out, int base, int row0) {
-  out.x = static_cast<float>(ROWS * (row0 + trow<R>()) + base);
-}

@@ -22,8 +22,3 @@ template <int ROWS, int COLS, typename Out>
 __device__ __forceinline__ void op_position(Out& out, int base, int row0) {
   for_each(out, [&](int b, int i) { return static_cast<float>(ROWS * (row0 + frag_row(b, i)) + COLS * frag_col(i) + base); });
 }
-// position of one value a row (a rank-1 [M], Rows): ROWS * r + base, r the row from row0.
-template <int ROWS, int COLS, int MB>
-__device__ __forceinline__ void op_position(Rows<MB>& out, int base, int row0) {
-  for_each(out, [&](int b, int h) { return static_cast<float>(ROWS * (row0 + rows_row(b, h)) + base); });
-}

@@ -10,14 +10,3 @@ __device__ __forceinline__ void mask_tail(TRow<N, R>& f, int row0, int valid, fl
   for (int i = 0; i < N; ++i)
     if ((DIM == 0 ? row0 + trow<R>() : i) >= valid) f.x[i] = fill;
 }
-
-// A tail_mask with a bound of each row's own (tail_mask x, b: ragged.py): the thread's row's elements whose
-// column col0 + i is at or past the row's bound b become `fill`, on every iteration (col0 = the tile's first
-// column along the loop less the op's offset; b a per-row vector held as exact floats).
-template <int N, int R, typename B>
-__device__ __forceinline__ void mask_bound(TRow<N, R>& f, const B& bound, int col0, float fill) {
-  const float last = at<false>(bound, 0);
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-    if (static_cast<float>(col0 + i) >= last) f.x[i] = fill;
-}

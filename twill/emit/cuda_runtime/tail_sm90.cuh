@@ -11,15 +11,3 @@ __device__ __forceinline__ void mask_tail(Frag<MB, N>& f, int row0, int valid, f
     for (int i = 0; i < Frag<MB, N>::kElems; ++i)
       if ((DIM == 0 ? row0 + frag_row(b, i) : frag_col(i)) >= valid) f.x[b][i] = fill;
 }
-
-// A tail_mask with a bound of each row's own (tail_mask x, b: ragged.py): the elements of f whose column
-// col0 + c is at or past its row's bound b[r] become `fill`, on every iteration (col0 = the tile's first
-// column along the loop less the op's offset; b a per-row vector held as exact floats).
-template <int MB, int N, typename B>
-__device__ __forceinline__ void mask_bound(Frag<MB, N>& f, const B& bound, int col0, float fill) {
-#pragma unroll
-  for (int b = 0; b < MB; ++b)
-#pragma unroll
-    for (int i = 0; i < Frag<MB, N>::kElems; ++i)
-      if (static_cast<float>(col0 + frag_col(i)) >= at<false>(bound, b, i)) f.x[b][i] = fill;
-}

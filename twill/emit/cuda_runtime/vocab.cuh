@@ -71,7 +71,6 @@ TWILL_UNARY(sigmoid, fmaf(0.5f, tanh_approx(0.5f * v), 0.5f))  // 1 / (1 + e^-v)
 TWILL_UNARY(convert_trunc, truncf(v))  // a float tile to an integer one: toward zero, as fptosi
 TWILL_BINARY(div, div_full(a, b))
 TWILL_BINARY(min, fminf(a, b))
-TWILL_BINARY(rem, fmodf(a, b))  // truncated toward zero (arith.remsi of integers held as floats, exact below 2^24)
 TWILL_BINARY(ge, a >= b ? 1.f : 0.f)  // comparisons: 1 where it holds, else 0 (false where either is NaN)
 TWILL_BINARY(gt, a > b ? 1.f : 0.f)
 TWILL_BINARY(le, a <= b ? 1.f : 0.f)

@@ -4,7 +4,7 @@
 # until session 41 at its compare; it imports as three column loops (max, sum of exp, store), each with a prologue that
 # computes the row tile's bounds `pos = rem (position {rows = 1, grid = 1}), seq_len` once a tile and the mask
 # `tail_mask x_mul, pos {fill = -inf, offset = 1}` (columns l0 + c >= pos[r] + 1 become -inf on every iteration:
-# cuda_runtime/tail_sm90.cuh mask_bound), read by the rowmax and the exp2.
+# cuda_runtime/rowbound_sm90.cuh mask_bound), read by the rowmax and the exp2.
 # What it checks: the binding (Y f16) against the kernel's fp32 reference at run.py's SIZES: 32 x 2048 rows of 2048
 # (whole tiles), 3 x 1000 rows of 1000 (a partial last row tile and column tile; rows of 2000 bytes) and 64 x 129
 # rows of 129; Triton's own kernel timed beside it (per call and in a CUDA graph). Row 0 of each sequence keeps one
