@@ -108,6 +108,12 @@ def _run(seq, memory: dict, numbers: dict, cols: int = 128) -> dict:
             if h.loop == name:
                 env[h.input] = finals[(h.source, h.carry)]
         for op in graph.prologue.ops:
+            if op.opcode == "position":  # one value a row: rows * r + grid * g0 + offset, g0 + r the row in memory
+                assert len(op.type.shape) == 1 and not op.attr("cols", 0) and not op.attr("loop", 0), op
+                r = np.arange(m)
+                env[op.name] = (int(op.attr("rows")) * (r % op.type.shape[0]) + int(op.attr("grid", 0)) * (
+                    r - r % op.type.shape[0]) + int(op.attr("offset", 0))).astype(np.float64)
+                continue
             env[op.name] = _op(op, env)
         for c in graph.carries:
             env[c.name] = np.full(m, float(c.init or 0))
@@ -122,6 +128,9 @@ def _run(seq, memory: dict, numbers: dict, cols: int = 128) -> dict:
                 elif op.opcode == "tail_mask":
                     it[op.name] = np.array(_bc(it[op.operands[0].name], op.type.shape))
                     it[op.name][:, n - j:] = float(op.attr("fill"))
+                    if len(op.operands) == 2:  # a bound of each row's own: l0 + c >= b[r] + offset is the fill
+                        b = np.asarray(it[op.operands[1].name], dtype=np.float64)[:, None] + int(op.attr("offset", 0))
+                        it[op.name][j + np.arange(cols)[None, :] >= b] = float(op.attr("fill"))
                 elif op.opcode == "store":
                     memory.setdefault(feeds[op.name], np.zeros((m, n)))[:, j:j + cols] = it[op.operands[0].name][:, :n - j]
                 elif op.opcode == "position":  # rows * r + cols * c + loop * l0 + offset (no grid term: every row)

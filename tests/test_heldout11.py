@@ -5,7 +5,8 @@ on M, N and K with a bias and ReLU, baddbmm on a 3-D grid, W8A8 with edge masks 
 softmax, attention with key-padding lengths read from a tensor, per-token int8 quantization (imported since session
 41: `abs` its own op before the row's max, the per-row scale an epilogue output, floor / ceil / select stored int8).
 The row's cumsum and argmax import since session 41 (a carry between the row's column tiles: the running total, the
-(value, index) pair folded by Triton's combiner).
+(value, index) pair folded by Triton's combiner), and so does the causal softmax (its column bound `row % seq_len` a
+prologue `position` and `rem`, the mask `tail_mask x, b {offset = 1}`).
 
 - every form of a kernel imports to one graph (up to Triton's numbering of SSA names; Triton 3.6's register dot of
   int8 on sm_100 is another graph, as in batch 2), or is refused at the TTGIR line of the construct the graph
@@ -41,14 +42,11 @@ NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
 
 # kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form, both archs
 REFUSED = {
-    # Megatron's causal mask of a row: cols <= row % seq_len, a bound that is no argument
-    "causal_softmax": (r"arith\.cmpi sle, %cols", r"a mask of the row's columns other than `cols < n_cols` .*: its "
-                                                  r"bound is computed from the program's row"),
     # the loop runs to a length loaded from memory (LENS[b]), its masks read it
     "attn_kpad": (r"(tt\.load|ttg\.async_copy_global_to_local) ", r"mask computed from a value loaded from memory"),
 }
 IMPORTED = {"gemm_bias_relu_kmask", "baddbmm", "gemm_w8a8_bias", "linear_wt", "softmax_temp", "swiglu_bwd",
-            "quant_int8_rows", "cumsum_rows", "argmax_rows"}
+            "quant_int8_rows", "cumsum_rows", "argmax_rows", "causal_softmax"}
 # (dump, form) whose graph differs from the first form's: Triton 3.6 makes a register dot of int8 on sm_100
 DIFFERENT = {("gemm_w8a8_bias_sm100", "t36/prepipe"), ("gemm_w8a8_bias_sm100", "t36/after")}
 # Triton 3.9 computes quant_int8_rows' `absmax / 127.0` as absmax * (1 / 127) (the reciprocal folded to a constant),
@@ -286,6 +284,61 @@ def test_a_scan_or_pair_reduction_of_other_kinds_is_refused_at_its_line():
         import_sequence(text, "notie.ttgir")
     d = err.value.diagnostics[0]
     assert "tl.argmax / tl.argmin" in d.message and '"tt.reduce"' in text.splitlines()[d.span.line - 1]
+
+
+# -- Megatron's causal softmax: a bound of the row's columns computed from the row (session 41) --------------------
+
+def _causal_softmax(x, scale):
+    import numpy as np
+    rows, s = x.shape
+    keep = np.arange(s)[None, :] <= (np.arange(rows) % s)[:, None]
+    z = np.where(keep, x * scale, -np.inf)
+    e = np.exp(z - z.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("arch", ("sm90", "sm100"))
+def test_the_causal_softmax_computes_its_formula(form, arch):
+    """`cols <= row % seq_len` of one row a program: the prologue computes each row's bound `rem (position {rows = 1,
+    grid = 1}), seq_len` once a tile, and the select is `tail_mask x, pos {fill = -inf, offset = 1}` (element (r, c)
+    kept where l0 + c < pos[r] + 1, on every iteration) read by the rowmax and the exp2. fp64, seq_len 400, 300,
+    129, 100 and 7 over 128 to 256 rows (seq_len dividing the rows or not; partial last column tiles; row 0 of each
+    sequence one element), equal to the kernel's formula; before this session refused at the compare."""
+    import numpy as np
+    g = _import(DATA / form / f"causal_softmax_{arch}.ttgir")
+    text = print_sequence(g)
+    assert re.search(r"\w+ += position +: f32\[\d+\] \{rows = 1, cols = 0, grid = 1\}", text), text
+    assert re.search(r"pos += rem pos_row, seq_len", text), text
+    assert len(re.findall(r"tail_mask x_mul, pos +: f32\[\d+,\d+\] \{fill = -inf, offset = 1\}", text)) == 3, text
+    for s, rows in ((400, 128), (300, 128), (129, 256), (100, 192), (7, 128)):
+        x = 3 * _x((rows, s), s)
+        got = _run(g, {"X": x}, {"seq_len": s, "scale": 0.125}, cols=_cols(g.graphs[0]))
+        assert np.allclose(got["Y"], _causal_softmax(x, 0.125), rtol=1e-12, atol=1e-15), (s, rows)
+
+
+def test_a_row_bound_of_another_form_is_refused_at_its_line():
+    """A lower bound of the columns by the row (`cols >= row % seq_len`: the columns before it masked) is no
+    tail_mask (its kept columns do not start at 0): refused at the compare, naming what is imported."""
+    text = (DATA / "t39/prepipe/causal_softmax_sm90.ttgir").read_text().replace("arith.cmpi sle, %cols",
+                                                                               "arith.cmpi sge, %cols")
+    with pytest.raises(InputError) as err:
+        import_sequence(text, "lower.ttgir")
+    d = err.value.diagnostics[0]
+    assert "arith.cmpi sge" in text.splitlines()[d.span.line - 1] and "from above (ge)" in d.message, d.message
+
+
+@pytest.mark.parametrize("gpu", ["h200", "b200"])
+def test_the_causal_softmax_takes_a_partial_last_column_tile(gpu):
+    """The per-row bound is applied on every iteration and the loop's partial last tile as any tail_mask's
+    (emit/ragged.py): every loop takes any seq_len."""
+    from twill.emit import build_model
+    from twill.emit.ragged import plan
+    machine = load_machine(gpu)
+    found = _import(DATA / "t36/prepipe" / f"causal_softmax_{'sm100' if gpu == 'b200' else 'sm90'}.ttgir")
+    for graph in found.graphs:
+        ragged = plan(build_model(solve(graph, machine, SolveOptions(time_limit=20)), machine))
+        assert ragged.why_not == "" and [t[0] for t in ragged.tails] == ["x_tail_mask"], ragged
 
 
 BUILT = sorted(n for n in NAMES if _key(n) in IMPORTED)

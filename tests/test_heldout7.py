@@ -388,6 +388,7 @@ BINARY = {"mul": lambda a, b: a * b, "add": lambda a, b: a + b, "sub": lambda a,
 # comparisons (1 where they hold), logic of such flags, along-row ops (tl.argmax's fold, tl.cumsum: batch 11)
 BINARY.update({"eq": lambda a, b: (a == b) * 1.0, "lt": lambda a, b: (a < b) * 1.0, "gt": lambda a, b: (a > b) * 1.0,
                "and": lambda a, b: ((a != 0) & (b != 0)) * 1.0, "or": lambda a, b: ((a != 0) | (b != 0)) * 1.0})
+BINARY["rem"] = lambda a, b: __import__("numpy").fmod(a, b)  # truncated toward zero, as arith.remsi (batch 11)
 
 
 def _arg_row(xs, largest: bool):

@@ -57,7 +57,10 @@ def test_position_parses_round_trips_and_the_loop_reads_a_prologue_scalar():
 
 @pytest.mark.parametrize("line, message", [
     ("d = position q : f32[128,64] {rows = 1, cols = -1}", "position takes 0 operands, and this one has 1"),
-    ("d = position : f32[128] {rows = 1, cols = 0}", "a position is a rank-2 tile"),
+    # a rank-1 position is one value a row (session 41: a row's index, the causal softmax's row % seq_len); its
+    # columns and the loop are no term of it, and a rank-3 one is none
+    ("d = position : f32[128] {rows = 1, cols = 1}", "one value a row: its position has no column or loop term"),
+    ("d = position : f32[2,128,64] {rows = 1, cols = 0}", "a position is a rank-2 tile"),
     ("d = position : f32[128,64] {rows = 1}", "position needs the attribute 'cols'"),
     ("d = position : f32[128,64] {rows = 1, cols = 0.5}", "attribute 'cols' must be an integer"),
     ("d = position : f32[128,64] {rows = 1, cols = 1, grid = 0.5}", "attribute 'grid' must be an integer"),

@@ -28,7 +28,8 @@ from .tir_text import KINDS, Line, print_ops
 EPILOGUE_OUTPUT_DTYPES = OUTPUT_DTYPES + ("f8e4m3", "f8e5m2")  # an epilogue output may be fp8 (the FP8 GEMM's scaled C)
 ATOMIC_KINDS = ("max", "min", "add")  # `output NAME = VALUE {atomic = K}`: a global scalar updated by each tile
 
-FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant", "join", "gather")  # the ops an epilogue runs
+# the ops an epilogue (and a prologue) runs; a position there is one value a row, [M] (each row's index in memory)
+FAMILIES = ("unary", "binary", "ternary", "convert", "row", "reduce", "dequant", "join", "gather", "position")
 SCALAR_DTYPES = ("f32", "i32", "i64")  # a Python float, a Python int, one of 64 bits (a rand's seed)
 READABLE = ("input", "carry", "scalar", "epilogue")
 

@@ -227,8 +227,11 @@ def _position(out, ins, attrs):
     dimension along the loop (iteration * step); integer coefficients."""
     if out is None:
         return None
-    if len(out.shape) != 2:
-        return f"the result is {_t(out)}: a position is a rank-2 tile of its elements' row and column positions"
+    if len(out.shape) not in (1, 2):
+        return f"the result is {_t(out)}: a position is a rank-2 tile of its elements' row and column positions " \
+               "(or a rank-1 [M] of its rows')"
+    if len(out.shape) == 1 and any(attrs.get(k, 0) for k in ("cols", "loop")):
+        return f"the result is {_t(out)}, one value a row: its position has no column or loop term"
     if out.dtype not in ("f32", "f16", "bf16", "i32"):
         return f"the result is {out.dtype}: a position is computed in f32, f16, bf16 or i32"
     for key in POSITION_TERMS:
@@ -357,6 +360,18 @@ def _divided_by(out, ins, attrs) -> str | None:
     return None
 
 
+def _row_bound(out, ins, attrs) -> str | None:
+    """tail_mask's b: one value a row ([M]) of a rank-2 x [M, N]; its offset an integer."""
+    k = attrs.get("offset", 0)
+    if isinstance(k, bool) or not isinstance(k, int):
+        return f"offset = {k}: a tail_mask's offset is an integer"
+    if out is None or len(ins) < 2 or ins[1] is None:
+        return None if len(ins) >= 2 or not k else "'offset' offsets the bound b, and this tail_mask has none"
+    if len(out.shape) != 2 or len(ins[1].shape) != 1 or ins[1].shape[0] != out.shape[0]:
+        return f"b is {_t(ins[1])}: a tail_mask's bound is one value a row ([{out.shape[0]}]) of a rank-2 x"
+    return None
+
+
 def _both(first, second):
     """A rule that is `first`'s reason, else `second`'s."""
     def rule(out, ins, attrs):
@@ -386,6 +401,9 @@ _DEFS = [
     _binary("fill", arity=(1,)),
     _binary("sub", arity=(1, 2, 3), roles=("x", "y", "z")),  # with z: (x - y) * z, the dS of attention
     _binary("div", "sfu"),
+    # rem x, y: x - trunc(x / y) * y, the remainder of a division truncated toward zero (arith.remsi of integers
+    # held as floats, exact below 2^24; arith.remf): `row % seq_len` of a row's position
+    _binary("rem", "sfu"),
     *[_binary(n, "bit", ints=True, helper=f"op_bit_{n}" if n in ("and", "or", "xor") else "")
       for n in ("and", "or", "xor", "shl", "shr")],
     # select cond, a, b: a where cond is nonzero, else b; written with two operands, b is the `scalar` attribute
@@ -400,10 +418,15 @@ _DEFS = [
           form="mask x[, y] : TYPE {pred = P, rows = A, cols = B, offset = C[, fill = V]}",
           shape="element (r, c) is x's where A*r + B*c + C P 0 (P one of eq ne lt le gt ge), else y's or fill"),
     # tail_mask x {fill = V}: x, its elements past the loop's extent (those of a partial last tile along the
-    # loop) V: Triton's `tl.where(cols < N, v, V)` of a value computed in the loop (emit/ragged.py)
-    OpDef("tail_mask", "mask", (1,), ("x",), _elementwise(), "alu", "alu", "tail", "", attrs=("fill",),
-          needs=("fill",), form="tail_mask x : TYPE {fill = V}",
-          shape="x's type; its elements past the loop's extent (on a partial last tile) are V"),
+    # loop) V: Triton's `tl.where(cols < N, v, V)` of a value computed in the loop (emit/ragged.py). With a
+    # per-row bound b ([M], one value a row, a prologue result), on every iteration too: element (r, c) is V
+    # where l0 + c >= b[r] + K (l0 the tile's first column along the loop, K the `offset`, 0 by default):
+    # `tl.where(cols <= row % S, v, V)` of a row's columns is {offset = 1} of b = row % S
+    OpDef("tail_mask", "mask", (1, 2), ("x", "b"), _both(_elementwise(), _row_bound), "alu", "alu", "tail", "",
+          attrs=("fill", "offset"), needs=("fill",),
+          form="tail_mask x[, b] : TYPE {fill = V[, offset = K]}",
+          shape="x's type; its elements past the loop's extent (on a partial last tile) are V, and with b [M] "
+                "those of columns l0 + c >= b[r] + K on every iteration"),
     OpDef("position", "position", (0,), (), _position, "alu", "alu", "position", "op_position",
           attrs=("rows", "cols", "grid", "loop", "offset"), needs=("rows", "cols"),
           form="position : TYPE {rows = A, cols = B[, grid = P][, loop = Q][, offset = K]}",

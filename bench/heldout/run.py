@@ -115,6 +115,9 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # argmax at its default 1024 x 32000 (250 whole tiles), a ragged 1000 x 1000 (-inf past n_cols), 4096 x 50257
          "cumsum_rows": [None, {"M": 1000, "N": 4096}, {"M": 256, "N": 16384}],
          "argmax_rows": [None, {"M": 1000, "N": 1000}, {"M": 4096, "N": 50264}],
+         # Megatron's causal softmax (session 41): 32 x 2048 rows of 2048 (whole tiles), then seq_len 1000 (a partial
+         # last column tile, f16 rows of 2000 bytes) over 3 x 1000 rows (a partial last row tile) and 129 over 64 x 129
+         "causal_softmax": [None, {"B": 3, "S": 1000}, {"B": 64, "S": 129}],
          # batch 12 (and batch 9's tutorial dw/db): column sums, the argument read transposed (the binding's copy of
          # its .mT); the defaults, then ragged M (the loop: a partial last tile of 128) and N (the grid's rows: a
          # partial last tile of 64)
@@ -123,7 +126,7 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
 # the held-out kernels that import and have not yet run correct on a GPU: batch -> names. Session 40 (H100) ran
 # gemm_tf32, dropout, seeded_dropout, attn_dropout and batch 11's GEMMs and swiglu_bwd correct (docs/triton-results.md);
 # attn_bool_mask's binding refused its [N, N] mask and softmax_temp's its ragged rows
-PENDING_GPU = {"6": ("attn_bool_mask",), "11": ("softmax_temp", "quant_int8_rows", "cumsum_rows", "argmax_rows"),
+PENDING_GPU = {"6": ("attn_bool_mask",), "11": ("softmax_temp", "quant_int8_rows", "cumsum_rows", "argmax_rows", "causal_softmax"),
                "12": ("bias_grad", "ln_dwdb", "bn_stats")}
 # batch 12 and batch 9's layer_norm_bwd_dwdb (column sums): bench/triton_notes/s40/colsum/run.sh; the rest:
 # bench/triton_notes/s40/gpu40.sh

@@ -125,6 +125,8 @@ class Renderer(Stores, Kernel):
         wrappers += [runtime.causal_part(m.target).lstrip("\n")] if self.causal.masks else []
         wrappers += [runtime.band_part(m.target).lstrip("\n")] if self.causal.masks and self.causal.band != Band() else []
         wrappers += masks.runtime(m)  # the mask op's header, in kernels that have one
+        if masks.row_bounds(m):  # rem, a per-row position, a tail_mask's per-row bound (rowbound_sm*.cuh)
+            wrappers += [runtime._target_part("rowbound", m.target).lstrip("\n")]
         libm = runtime.libm_part(op.opcode for op in m.graph.ops + m.graph.epilogue.ops + m.graph.prologue.ops)
         wrappers += [libm.rstrip("\n")] if libm else []  # erf, asin, ... (vocab.LIBM)
         if self.tails or (not m.target.register_fragments and (self.masks or self.published)):

@@ -38,6 +38,15 @@ def emit_mask(call) -> list[str]:
     return lines + [f"twill::op_mask<{params}>({', '.join([call.out.expr] + names)}, {call.row0});"]
 
 
+def row_bounds(model) -> bool:
+    """Whether the kernel computes a `rem`, a position of one value a row or a tail_mask with a per-row bound: the
+    ops of rowbound_sm*.cuh, included in those kernels alone."""
+    graph = model.graph
+    return any(op.opcode == "rem" or (op.opcode == "position" and op.type is not None and len(op.type.shape) == 1)
+               or (op.opcode == "tail_mask" and len(op.operands) == 2)
+               for op in graph.ops + graph.epilogue.ops + graph.prologue.ops)
+
+
 def runtime(model) -> list[str]:
     """The target's headers of the mask and join ops, for a kernel that has them (else nothing:
     other kernels keep their text)."""
@@ -58,24 +67,24 @@ def position_origin(model, op, iteration: str) -> str:
     m = model
     grid, loop, offset = (int(op.attr(k, 0)) for k in ("grid", "loop", "offset"))
     axis = value_axis(m.graph, m.mma_shape)
-    axes = [axis(op.name, d) for d in range(2)]
+    axes = [axis(op.name, d) for d in range(len(op.type.shape))]  # (a rank-1 position: one value a row)
     terms = [str(offset)] if offset or not (grid or loop) else []
 
     def refuse(why: str, hint: str) -> EmitError:
         return EmitError(Diagnostic(f"op '{op.name}': {why}", op.span, hint))
     if grid:
-        dims = [d for d in range(2) if axes[d] in ("m", "n")]
+        dims = [d for d in range(len(axes)) if axes[d] in ("m", "n")]
         origin = grid_origin(m.graph, m.mma_shape, m.tensors, op.name, dims[0]) if len(dims) == 1 else None
         if origin is None:
             raise refuse(f"grid = {grid}, but no one dimension of the tile follows the grid's rows or columns "
-                         f"(its dimensions run along {axes[0]} and {axes[1]}) as an input or loaded tile does",
+                         f"(its dimensions run along {' and '.join(map(str, axes))}) as an input or loaded tile does",
                          "a position's grid term is the first row of a tile dimension tied, through the ops, "
                          "to an input or load placed along the grid (attention's query rows)")
         terms.append(f"{grid} * ({origin})")
     if loop:
         if "loop" not in axes:
             raise refuse(f"loop = {loop}, but no dimension of the tile runs along the loop (they run along "
-                         f"{axes[0]} and {axes[1]})", "a position's loop term is the first element along the loop "
+                         f"{' and '.join(map(str, axes))})", "a position's loop term is the first element along the loop "
                          "of a tile dimension that runs along it (attention's keys)")
         if m.ragged.step <= 0:
             raise refuse(f"loop = {loop}, but no loaded tile runs along the loop: its step is unknown",
@@ -90,8 +99,9 @@ def emit_position(call) -> list[str]:
     column in the tile (its fragment layout: op_position of cuda_runtime/mask_sm*.cuh) plus the
     tile's origin (position_origin)."""
     op = call.op
-    if call.out is None or call.out.where != "reg" or len(call.out.type.shape) != 2:
-        raise EmitError(Diagnostic(f"op '{op.name}': emit-cuda computes a position into a register tile of rank 2",
+    if call.out is None or call.out.where != "reg" or len(call.out.type.shape) not in (1, 2):
+        raise EmitError(Diagnostic(f"op '{op.name}': emit-cuda computes a position into a register tile of rank 2 "
+                                   "(or a vector of one value a row)",
                                    op.span, "give the position a result in registers (@reg)"))
     rows, cols = int(op.attr("rows")), int(op.attr("cols"))
     base = position_origin(call.model, op, call.iteration or "0")

@@ -463,9 +463,32 @@ def _tail_mask(call: OpCall) -> list[str]:
     if out is None or out.where != "reg" or a.where not in ("reg", "smem"):
         raise EmitError(f"op '{call.op.name}': tail_mask is emitted on register tiles only")
     if a.where == "smem":  # a loaded tile (memory.py: an f32 load filling -inf) read into its registers
-        return read_tile(call.model, a, out.expr, call.row0, call.iteration)
-    return [f"// {out.expr} is {a.expr}: masked in place"] if out.expr == a.expr else \
-        [f"twill::op_convert({out.expr}, {a.expr});"]
+        lines = read_tile(call.model, a, out.expr, call.row0, call.iteration)
+    else:
+        lines = [f"// {out.expr} is {a.expr}: masked in place"] if out.expr == a.expr else \
+            [f"twill::op_convert({out.expr}, {a.expr});"]
+    if len(call.args) < 2:
+        return lines
+    return lines + [_row_bound(call)]
+
+
+def _row_bound(call: OpCall) -> str:
+    """tail_mask x, b {offset = K}: every iteration, the elements of columns l0 + c >= b[r] + K become the fill
+    (cuda_runtime/tail_sm*.cuh mask_bound), l0 = the tile's first column along the loop."""
+    from . import splits
+    from .ragged import causal
+    b, out, m = call.args[1], call.out, call.model
+    if b.where not in ("reg", "init") or len(b.type.shape) != 1:
+        raise EmitError(f"op '{call.op.name}': a tail_mask's bound is a per-row vector in registers (a prologue "
+                        f"result or a register input), not {b.type} in {b.where}")
+    if m.ragged.step <= 0:
+        raise EmitError(f"op '{call.op.name}': a tail_mask's bound compares the columns along the loop, and no "
+                        "loaded tile runs along it: its step is unknown")
+    first = "causal_first(args, tile) + " if causal(m).starts else splits.first(m)
+    offset = int(call.op.attr("offset", 0) or 0)
+    col0 = f"({first}{call.iteration or '0'}) * kLoopStep" + (f" - ({offset})" if offset else "")
+    fill = _float_literal(float(call.op.attr("fill")))
+    return f"twill::mask_bound({out.expr}, {b.expr}, {col0}, {fill});  // each row's columns at or past its bound"
 
 
 def _gather_outside(call: OpCall) -> list[str]:

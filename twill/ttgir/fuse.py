@@ -49,7 +49,7 @@ ARITH_OPCODES = {  # TTGIR elementwise op -> the table opcode (twill.vocab) it i
     "arith.shli": "shl", "arith.shrsi": "shr", "arith.shrui": "shr", "arith.negf": "neg", "math.absf": "abs",
     "math.fma": "fma", "math.exp": "exp", "math.log": "log", "math.log2": "log2", "math.sqrt": "sqrt",
     "math.rsqrt": "rsqrt", "math.tanh": "tanh", **{f"math.{n}": n for n in LIBM},
-    "math.roundeven": "rint",
+    "math.roundeven": "rint", "arith.remsi": "rem", "arith.remui": "rem", "arith.remf": "rem",
 }
 INT_TO_FLOAT = {"arith.uitofp", "arith.sitofp"}
 RESCALE_OPS = {"arith.mulf"}  # a divide is `div` (rescale multiplies)

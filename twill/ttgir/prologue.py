@@ -44,6 +44,8 @@ class Prologue:
 def _opcode(n) -> str | None:
     if n.kind == "conv":
         return "convert"
+    if n.kind == "position":  # each row's index (scalars._row_remainder)
+        return "position"
     if n.kind == "ew" and n.mlir in ARITH_OPCODES:
         return ARITH_OPCODES[n.mlir]
     return None
@@ -82,7 +84,8 @@ def build(body: Body, inputs: dict, claim, base_name) -> Prologue | None:
                 ops.append(Op(out, "mul", (Operand(inv),), n.type, (("scalar", numerator),), True, n.span))
             done[ref] = out
             return out
-        attrs = tuple((k, v) for k, v in n.attrs if k in ("scalar", "launch", "launch_i32", "launch_expr"))
+        attrs = n.attrs if opcode == "position" else \
+            tuple((k, v) for k, v in n.attrs if k in ("scalar", "launch", "launch_i32", "launch_expr"))
         ops.append(Op(out, opcode, tuple(Operand(x) for x in names), n.type, attrs, True, n.span))
         done[ref] = out
         return out

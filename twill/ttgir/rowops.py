@@ -60,7 +60,7 @@ def elementwise(rw: Rewrite, op: MOp) -> None:
     else:
         rw.define(op, kind, elt)
         rw.emit(f"{head} {', '.join(args)} : {rw.type_of(kind, elt)}{rw.loc(op)}", op, same=True)
-    if any(n in rw.index for n in names) and op.name in ("arith.extsi", "arith.muli", "arith.addi"):
+    if any(n in rw.index for n in names) and op.name in ("arith.extsi", "arith.muli", "arith.addi", "arith.remsi"):
         rw.index.add(op.results[0])
 
 

@@ -69,6 +69,24 @@ def _what_bounds(n, defs) -> str:
     return ""
 
 
+def _of_the_row(n, defs) -> bool:
+    """Whether the scalar `n` is computed from the program's row and the kernel's scalar arguments alone (no value
+    loaded from memory): one value a row, which the rewrite to 64 rows a program (rowprog.py) makes the row tile's
+    vector, a bound of the row's columns that each row has its own of."""
+    seen, todo, row = set(), [n], False
+    while todo:
+        name = todo.pop()
+        d = defs.get(name) if isinstance(name, str) else None
+        if d is None or name in seen:
+            continue
+        seen.add(name)
+        if d.name == "tt.load" or d.name == "tt.make_range":
+            return False
+        row |= d.name == "tt.get_program_id"
+        todo.extend(m for m, _ in d.operands())
+    return row
+
+
 def persistent_rows(module: Module) -> tuple[MOp, int] | None:
     """(the loop, the row's tile) of a kernel of 1-D tiles whose one top-level loop runs over rows from the
     program id by the number of programs (the Triton tutorial's fused softmax)."""
@@ -379,6 +397,8 @@ class Whole:
                 if sp is not None and sp.name == "arith.constant":
                     dense = re.search(r"dense<(\d+)>", self.src.lines[sp.head.line - 1])
                     n = int(dense.group(1)) if dense else None
+                if n not in args and not isinstance(n, int) and _of_the_row(n, defs):
+                    continue  # a per-row bound (`cols <= row % seq_len`): a mask of its own, not the loop's extent
                 if (n not in args and not isinstance(n, int)) or " slt," not in self.src.lines[o.head.line - 1]:
                     raise Refuse(o, "a mask of the row's columns other than `cols < n_cols` (n_cols an argument "
                                     "or a constant)" + _what_bounds(n, defs))

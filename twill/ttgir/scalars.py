@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..ir import TensorType
 from ..knobs import Product
@@ -130,6 +130,10 @@ def elementwise(lw: Lowering, op: MOp) -> None:
             lw.bind(op, _position(lw, op, vals[0]))
             return
         indexed = any(isinstance(v, Indexed) for v in vals)
+        rows = _row_remainder(lw, op, vals) if indexed else None
+        if rows is not None:  # `row % S` of the rows a program (one row a program, rowprog.py): prologue ops
+            lw.bind(op, rows)
+            return
         lw.bind(op, indices.combine(op.name, vals, _predicate(op)) if indexed else SCALAR)
         return
     vals = [indices.scalar(v) for v in vals]  # the program id, the loop's variable: scalars, as before
@@ -157,6 +161,10 @@ def elementwise(lw: Lowering, op: MOp) -> None:
     if mtype is None:
         raise lw.src.error(f"'{op.name}' has no type", op.head)
     tt = _result_tile(lw, mtype, op)  # on a one-element tile (a reduction to a scalar): a scalar
+    bound = _row_bound(lw, op, vals, tt)
+    if bound is not None:
+        lw.bind(op, bound)
+        return
     if any(isinstance(v, Indexed) for v in vals):
         lw.bind(op, _masked(lw, op, vals, tt))
         return
@@ -387,12 +395,92 @@ def _predicate(op: MOp) -> str | None:
     return op.tokens[0].text.rstrip(",") if op.name in ("arith.cmpi", "arith.cmpf") and op.tokens else None
 
 
+REMAINDERS = ("arith.remsi", "arith.remui")
+
+
+def _row_remainder(lw: Lowering, op: MOp, vals: list) -> Tile | None:
+    """``row % S`` before the loop, `row` the tile's rows along the grid (``program id * ROWS + arange(ROWS)``, one
+    row a program rewritten to ROWS rows a program: rowprog.py) and S an integer argument or constant: the prologue
+    ops ``position {rows = 1, cols = 0, grid = 1} : f32[ROWS]`` (each row's index in memory) and ``rem`` of it by S
+    (held as floats: exact below 2^24 rows). Megatron's causal softmax of scores laid out one query a row: its
+    query is `row % seq_len`. None for any other op."""
+    if op.name not in REMAINDERS or lw.in_loop or len(vals) != 2 or lw.addresses is None:
+        return None
+    row, (divisor, _) = vals[0], op.operands()[1]
+    if not (isinstance(row, indices.Index) and row.coefs == (1,)):
+        return None
+    ins, outs = lw.signature(op)
+    mtype = outs[0] if outs else ins[-1] if ins else None
+    tt = lw.tile_type(mtype, op) if mtype is not None and mtype.kind != "scalar" else None
+    if tt is None or len(tt.shape) != 1:
+        return None
+    attrs = indices.position_attrs(indices.Index((1, 0), row.const, row.terms), tt.shape[0], None)
+    if isinstance(attrs, str) or dict(attrs).get("loop"):
+        return None
+    k = indices._int(vals[1])
+    a = lw.addresses.of(divisor)
+    arg = None
+    if k is None and a is not None and not a.coefs and a.base is None and len(a.const) == 1 \
+            and a.const[0][1] == 1 and len(a.const[0][0]) == 1:
+        name = a.const[0][0][0]
+        mt = lw.addresses.args.get(name)
+        arg = name if mt is not None and mt.kind == "scalar" and mt.elem in ("i32", "i64") else None
+    if k is None and arg is None:
+        return None
+    f32 = TensorType("f32", tt.shape, tt.space)
+    pos = lw.node("position", op, [], f32, ssa=f"{op.results[0]}_row", attrs=attrs, opcode="position")
+    if arg is not None:
+        extra = (("launch", (arg, 1)), ("launch_i32", True))
+        return lw.node("ew", op, [pos, SCALAR], f32, attrs=extra)
+    return lw.node("ew", op, [pos, Const(k)], f32, attrs=(("scalar", k),))
+
+
+@dataclass(frozen=True)
+class RowBound(Indexed):
+    """The columns of a row below a bound of its own: element (r, c) holds where l0 + c < b[r] + offset, l0 the
+    tile's first column along the loop, b a rank-1 tile of one value a row computed before the loop."""
+    bound: Tile = None
+    offset: int = 0
+
+
+def _row_bound(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> RowBound | None:
+    """``cmpi PRED, iv + c + k, B`` in the loop (or B on the left), iv + c the loop's columns and B a rank-1 tile
+    of one value a row broadcast along them, PRED an upper bound (iv + c < B, <=): a `RowBound`, which a select
+    of it makes a `tail_mask x, B {fill, offset}` (`_masked`). None for any other op."""
+    if op.name != "arith.cmpi" or not lw.in_loop or len(vals) != 2 or len(tt.shape) != 2:
+        return None
+    pred = indices.PREDICATES.get(_predicate(op) or "")
+    flip = {"gt": "lt", "ge": "le", "lt": "gt", "le": "ge"}
+    a, b = vals
+    if isinstance(b, indices.Index) and isinstance(a, Tile):
+        a, b, pred = b, a, flip.get(pred)
+    if not (isinstance(a, indices.Index) and isinstance(b, Tile) and not b.column
+            and a.coefs == (0, 1) and dict(a.terms) == {indices.LOOP_TERM: 1} and len(a.terms) == 1):
+        return None
+    t = lw.type_of(b.ref)
+    lower = _loop_lower(lw)
+    if len(t.shape) != 1 or t.shape[0] != tt.shape[0] or lower is None or b.flip:
+        return None
+    if pred not in ("lt", "le"):
+        raise indices.UnexpressedMask(*lw.src.error(
+            f"'{op.name}' compares the loop's columns with a bound of each row's own other than from above "
+            f"({pred}): a tail_mask keeps a row's columns below its bound (`cols < b`, `cols <= b`), the columns "
+            "from 0", op.head, hint="docs/ttgir-import.md, section 8 (\"A bound of each row's columns\")").diagnostics)
+    # iv + c + k PRED b, iv = lower + l0: l0 + c < b - k - lower (+ 1 for <=)
+    return RowBound(b, (1 if pred == "le" else 0) - a.const - lower)
+
+
 def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
     """``arith.select %m, %a, %b`` of an index mask of the 2-D tile (indices.py): a `mask` node,
     `mask a[, b] {pred, rows, cols, offset[, fill]}`; a constant side is the `fill`, a constant kept
     side keeps the other with the predicate negated. Any other op of a tile that reads element
     indices is an error at its line: the graph would compute something else."""
     m = vals[0] if len(vals) == 3 and op.name == "arith.select" else None
+    if isinstance(m, RowBound) and isinstance(vals[1], Tile) and isinstance(vals[2], Const) \
+            and _number(vals[2].value) and not math.isnan(vals[2].value):  # a bound of each row's own (_row_bound)
+        extra = (("offset", m.offset),) if m.offset else ()
+        return lw.node("tail_mask", op, [vals[1], m.bound], lw.type_of(vals[1].ref),
+                       attrs=(("fill", float(vals[2].value)),) + extra, opcode="tail_mask")
     attrs = indices.mask_attrs(m) if isinstance(m, indices.IndexMask) and len(tt.shape) == 2 else None
     a, b = (vals[1], vals[2]) if attrs is not None else (None, None)
     if attrs is not None and not isinstance(a, Tile) and isinstance(b, Tile):

@@ -310,6 +310,27 @@ def _show(walk: Walk, poly: Poly) -> str:
     return " + ".join(terms) or "0"
 
 
+def _addresses(walk: Walk, op) -> bool:
+    """Whether `op`'s result reaches an address (`offs % M` of the tutorial's GEMM), not only a value or a mask (a
+    causal softmax's query `row % seq_len`, compared with the columns: scalars._row_bound)."""
+    uses: dict[str, list] = {}
+    for o in {id(o): o for o in walk.addr.defs.values()}.values():
+        for n, _ in o.operands():
+            uses.setdefault(n, []).append(o)
+    todo, seen = list(op.results), set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        for o in uses.get(n, ()):
+            if o.name == "tt.addptr" or o.name in LOADS or o.name == "tt.store" and [m for m, _ in o.operands()][0] == n:
+                return True
+            if o.name != "arith.select" or [m for m, _ in o.operands()][0] != n:
+                todo.extend(o.results)
+    return False
+
+
 def _other_uses(walk: Walk, axes: list[LoopAxis]) -> dict[str, str]:
     """The scalar arguments the kernel uses as a stride (a coefficient of a load's or store's
     position) or as another dimension's extent (a mask's bound along a dimension no load moves along
@@ -322,7 +343,7 @@ def _other_uses(walk: Walk, axes: list[LoopAxis]) -> dict[str, str]:
         if op.name in ("arith.remsi", "arith.remui"):
             args = [n for n, _ in op.operands()]
             x = walk.addr.of(args[0]) if args else None
-            if x is not None and x.coefs and len(args) == 2:
+            if x is not None and x.coefs and len(args) == 2 and _addresses(walk, op):
                 for m, _ in (walk.addr.of(args[1]) or Addr()).const:
                     for atom in m:
                         out.setdefault(atom, "the modulus of another dimension's index")
