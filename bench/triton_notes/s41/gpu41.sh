@@ -29,6 +29,7 @@ timeout $(left 170) python3 bench/triton_notes/s41/grid41/old_new.py .devrun/gri
 [ -d .devrun/causal41 ] && timeout $(left 300) python3 bench/triton_notes/s41/causal41/bench.py .devrun/causal41 --pairs 3 --deadline $(left 290) > "$OUT/r/causal41.log" 2>&1; tail -n 25 "$OUT/r/causal41.log"
 check rows41a 11 .devrun/grid41/r41a 325   # quant_int8_rows (rows41a; built by rows41a/run.sh, copied under grid41)
 check rows41b 11 .devrun/grid41/r41b 350   # cumsum_rows, argmax_rows (rows41b)
+check rows41c 11 .devrun/grid41/r41c 365   # causal_softmax (rows41c)
 check ragged11 11 .devrun/ragged40/k11 375
 check ragged10 10 .devrun/ragged40/k10 395
 check bcast6 6 .devrun/bc40 415
