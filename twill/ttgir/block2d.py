@@ -101,7 +101,43 @@ def applies(module: Module) -> bool:
                for o in walk_ops(funcs[0].body()))
 
 
-class Block2D:
+class BlockText:
+    """What both rewrites of a kernel of 2-D blocks into 1-D tiles (Block2D here, colsum.ColSum) do to the text: each
+    op's line, its operands through the aliases, a line retyped as the kind of value it becomes, a view aliased to its
+    operand. A subclass sets `layout` (its 1-D tiles' encoding) and `one_value` (the kinds that stay one value a
+    program: the rows here, the columns in ColSum), and keeps `src`, `alias`, `kind`, `true` and `width`."""
+
+    layout = LAYOUT
+    one_value = (S, R)
+
+    def line(self, op: MOp) -> str:
+        return self.src.lines[op.head.line - 1]
+
+    def names(self, op: MOp) -> list[str]:
+        return [self.alias.get(n, n) for n, _ in op.operands()]
+
+    def type_for(self, kind: int, elt: str) -> str:
+        return elt if kind in self.one_value else f"tensor<{self.width}x{elt}, {self.layout}>"
+
+    def retype(self, line: str, kind: int) -> str:
+        for a, b, ty in reversed(_tensor_types(line)):
+            line = line[:a] + self.type_for(kind, _split(ty)[1]) + line[b:]
+        return line
+
+    def alias_to(self, op: MOp, name: str) -> None:
+        r = op.results[0]
+        self.alias[r] = self.alias.get(name, name)
+        self.kind[r] = self.kind.get(self.alias[r], S)
+        if self.alias[r] in self.true:
+            self.true.add(r)
+
+    @staticmethod
+    def _loc(line: str) -> str:
+        m = re.search(r"\sloc\([^()]*(?:\([^()]*\)[^()]*)*\)\s*$", line)
+        return m.group(0) if m else ""
+
+
+class Block2D(BlockText):
     def __init__(self, module: Module):
         self.module, self.src = module, module.source
         self.func = module.functions()[0]
@@ -121,12 +157,6 @@ class Block2D:
         self.current: MOp | None = None  # the op being read (where an unreadable line is refused)
         self.out: list[str] = []
         self.where: list[tuple[int, int | None]] = []
-
-    def line(self, op: MOp) -> str:
-        return self.src.lines[op.head.line - 1]
-
-    def names(self, op: MOp) -> list[str]:
-        return [self.alias.get(n, n) for n, _ in op.operands()]
 
     # -- the block's shape and the program ids of its rows and columns ---------------------------------------
 
@@ -235,14 +265,6 @@ class Block2D:
             return max(known)
         return C if dims[0] == self.bc else R if dims[0] == self.br else -1
 
-    def type_for(self, kind: int, elt: str) -> str:
-        return elt if kind in (S, R) else f"tensor<{self.width}x{elt}, {LAYOUT}>"
-
-    def retype(self, line: str, kind: int) -> str:
-        for a, b, ty in reversed(_tensor_types(line)):
-            line = line[:a] + self.type_for(kind, _split(ty)[1]) + line[b:]
-        return line
-
     # -- the text -------------------------------------------------------------------------------------------
 
     def emit(self, text: str, op: MOp | None, same: bool = True) -> None:
@@ -270,13 +292,6 @@ class Block2D:
             self.out.append(self.src.lines[i - 1])
             self.where.append((i, None))
         return self.out, self.where
-
-    def alias_to(self, op: MOp, name: str) -> None:
-        r = op.results[0]
-        self.alias[r] = self.alias.get(name, name)
-        self.kind[r] = self.kind.get(self.alias[r], S)
-        if self.alias[r] in self.true:
-            self.true.add(r)
 
     def op(self, o: MOp) -> None:
         line, names = self.line(o), self.names(o)
@@ -456,11 +471,6 @@ class Block2D:
                     self.defs.get(src) is not None and self.defs[src].name == "arith.constant")
             bound = self.defs.get(src)
         return False
-
-    @staticmethod
-    def _loc(line: str) -> str:
-        m = re.search(r"\sloc\([^()]*(?:\([^()]*\)[^()]*)*\)\s*$", line)
-        return m.group(0) if m else ""
 
 
 def rewrite(module: Module) -> tuple[Module, list[tuple[int, int | None]]] | None:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 
 from .addresses import Addresses, int_constant, poly_int
-from .block2d import _split, _tensor_types
+from .block2d import BlockText, _split, _tensor_types
 from .parser import Module, MOp, parse_module
 from .rowprog import COLUMNS, COMBINERS, attr_int, end_line, func_args, walk_ops
 from .rowwhole import subst
@@ -80,7 +80,10 @@ def applies(module: Module) -> tuple[MOp, MOp] | None:
     return None
 
 
-class ColSum:
+class ColSum(BlockText):
+    layout = LAYOUT
+    one_value = (S, C)  # a column's values: one a program
+
     def __init__(self, module: Module, func: MOp, loop: MOp):
         self.module, self.src, self.func, self.loop = module, module.source, func, loop
         self.ops = list(walk_ops(func.body()))
@@ -102,12 +105,6 @@ class ColSum:
         self.out: list[tuple[str, tuple[int, int | None], bool]] = []  # (text, place, removable)
         self.fresh = 0
 
-    def line(self, op: MOp) -> str:
-        return self.src.lines[op.head.line - 1]
-
-    def names(self, op: MOp) -> list[str]:
-        return [self.alias.get(n, n) for n, _ in op.operands()]
-
     def name(self, base: str) -> str:
         self.fresh += 1
         return f"{base.replace('#', '_')}_cs{self.fresh}"
@@ -115,11 +112,6 @@ class ColSum:
     def emit(self, text: str, op: MOp | None, same: bool = True, removable: bool = True) -> None:
         place = (op.head.line, None if same else op.head.col) if op is not None else (1, None)
         self.out.append((subst(text, self.alias), place, removable))
-
-    @staticmethod
-    def _loc(line: str) -> str:
-        m = re.search(r"\sloc\([^()]*(?:\([^()]*\)[^()]*)*\)\s*$", line)
-        return m.group(0) if m else ""
 
     # -- shapes and the program id ---------------------------------------------------------------------
 
@@ -223,14 +215,6 @@ class ColSum:
             return R if attr_int(op, "end") == self.bm and self.bm != self.bn else C
         return C if dims[0] == self.bn else R
 
-    def type_for(self, kind: int, elt: str) -> str:
-        return elt if kind in (S, C) else f"tensor<{self.width}x{elt}, {LAYOUT}>"
-
-    def retype(self, line: str, kind: int) -> str:
-        for a, b, ty in reversed(_tensor_types(line)):
-            line = line[:a] + self.type_for(kind, _split(ty)[1]) + line[b:]
-        return line
-
     # -- the walk --------------------------------------------------------------------------------------
 
     def run(self) -> tuple[list[str], list[tuple[int, int | None]]]:
@@ -285,13 +269,6 @@ class ColSum:
         lines = [t for k, (t, _, _) in enumerate(self.out) if keep[k]]
         where = [p for k, (_, p, _) in enumerate(self.out) if keep[k]]
         return lines, where
-
-    def alias_to(self, op: MOp, name: str) -> None:
-        r = op.results[0]
-        self.alias[r] = self.alias.get(name, name)
-        self.kind[r] = self.kind.get(self.alias[r], S)
-        if self.alias[r] in self.true:
-            self.true.add(r)
 
     def op(self, o: MOp) -> None:
         line, names = self.line(o), self.names(o)
