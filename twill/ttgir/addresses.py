@@ -60,6 +60,14 @@ class Addr:
     coefs: tuple[Poly, ...] = ()
     const: Poly = ()
 
+    @property
+    def atom(self) -> str | None:
+        """The one symbol this uniform address is (a scalar argument, the program id, an opaque value: `x`, once),
+        else None."""
+        if self.coefs or len(self.const) != 1 or self.const[0][1] != 1 or len(self.const[0][0]) != 1:
+            return None
+        return self.const[0][0][0]
+
     def plus(self, other: "Addr", sign: int = 1) -> "Addr | None":
         n = max(len(self.coefs), len(other.coefs))
         if min(len(self.coefs), len(other.coefs)) not in (0, n):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import UNBATCHED, TensorType
-from .addresses import Unexpressed
+from .addresses import REMAINDERS, Unexpressed
 from .generic import generic
 from .parser import MOp
 from .state import Lowering
@@ -44,13 +44,13 @@ def _per_batch(lw: Lowering, op: MOp) -> bool:
     the grid's second axis (emit-cuda's batch entries; the binding broadcasts [H] over [B, H])."""
     names = op.operands()
     a = lw.addresses.of(names[0][0]) if lw.addresses is not None and names else None
-    if a is None or a.base is None or a.coefs or len(a.const) != 1 or a.const[0][1] != 1 or len(a.const[0][0]) != 1:
+    atom = a.atom if a is not None and a.base is not None else None
+    if atom is None:
         return False
-    atom = a.const[0][0][0]
     if atom == "pid_y":
         return True
     d = lw.addresses.defs.get(atom[1:]) if atom.startswith("%") else None
-    if d is None or d.name not in ("arith.remsi", "arith.remui") or len(d.operands()) != 2:
+    if d is None or d.name not in REMAINDERS or len(d.operands()) != 2:
         return False
     x, n = (lw.addresses.of(name) for name, _ in d.operands())
     return (x is not None and n is not None and not x.coefs and x.const == ((("pid_y",), 1),)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from ..ir import TensorType
 from ..knobs import Product
 from . import indices, scalarexpr
+from .addresses import REMAINDERS
 from .opnames import COMMUTATIVE, ELEMENTWISE, SLOTS, TRANSPOSES, int_attr
 from .parser import MOp
 from .state import Lowering
@@ -395,9 +396,6 @@ def _predicate(op: MOp) -> str | None:
     return op.tokens[0].text.rstrip(",") if op.name in ("arith.cmpi", "arith.cmpf") and op.tokens else None
 
 
-REMAINDERS = ("arith.remsi", "arith.remui")
-
-
 def _row_remainder(lw: Lowering, op: MOp, vals: list) -> Tile | None:
     """``row % S`` before the loop, `row` the tile's rows along the grid (``program id * ROWS + arange(ROWS)``, one
     row a program rewritten to ROWS rows a program: rowprog.py) and S an integer argument or constant: the prologue
@@ -420,9 +418,8 @@ def _row_remainder(lw: Lowering, op: MOp, vals: list) -> Tile | None:
     k = indices._int(vals[1])
     a = lw.addresses.of(divisor)
     arg = None
-    if k is None and a is not None and not a.coefs and a.base is None and len(a.const) == 1 \
-            and a.const[0][1] == 1 and len(a.const[0][0]) == 1:
-        name = a.const[0][0][0]
+    if k is None and a is not None and a.base is None and a.atom is not None:
+        name = a.atom
         mt = lw.addresses.args.get(name)
         arg = name if mt is not None and mt.kind == "scalar" and mt.elem in ("i32", "i64") else None
     if k is None and arg is None:
