@@ -76,12 +76,17 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
                 raise
             schedule, pending = exc.schedule, exc
     chosen = {}
-    if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
+    if _ptxas_on(no_ptxas):
         schedule, chosen = _ptxas_loop(schedule, machine, options if pending is None else None,
                                        flags["quiet"], ctas, copies, load_rings, any_pitch)
     _write(schedule, machine, output, binding, ctas, copies, load_rings, any_pitch, **chosen)
     if pending is not None:
         raise pending
+
+
+def _ptxas_on(no_ptxas: bool) -> bool:
+    """Whether emit-cuda checks its kernels with ptxas: not --no-ptxas-loop, nor TWILL_PTXAS_LOOP=0."""
+    return not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0"
 
 
 def _ptxas_loop(schedule, machine, options, quiet: bool, ctas: int | None = None, copies: bool | None = None,
@@ -154,7 +159,7 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
     renderers, files = [], {}  # every file made before any is written: a failed loop leaves all as they were
     for name, s, machine in zip(seq.names, seq.schedules, machines):
         chosen = {}
-        if not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
+        if _ptxas_on(no_ptxas):
             s, chosen = _ptxas_loop(s, machine, options, flags["quiet"], ctas, load_rings=load_rings,
                                     any_pitch=any_pitch)
         model, text = loop_kernel(s, machine, ctas_per_sm=ctas, **chosen,
@@ -168,7 +173,7 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
     from twill.emit.seqfuse import compiled, fused_entry, fused_path, fused_source, plan as fuse_plan
     fp, fused = fuse_plan(renderers), None  # the loops as one kernel, where they walk one grid of row tiles
     text = "" if fp.why_not else fused_source(seq.kernel, renderers, fp)
-    if text and not no_ptxas and os.environ.get("TWILL_PTXAS_LOOP", "1") != "0":
+    if text and _ptxas_on(no_ptxas):
         fp = compiled(fp, text, machines[0].arch)  # refused where ptxas spills it (its loops' kernels were checked)
     if fp.why_not:
         click.echo(f"one kernel per loop: {fp.why_not}", err=True)

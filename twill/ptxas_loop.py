@@ -260,6 +260,11 @@ def _instances(report, persistent: bool | None = None) -> list:
             and (persistent is None or e.instance.startswith("kernel<true") == persistent)]
 
 
+def _badness(entries) -> tuple:
+    """How badly these instances compiled: a serialized wgmma, then the most spill."""
+    return (any(e.serialized for e in entries), max((e.spill_bytes for e in entries), default=0))
+
+
 def persistent_worse(report) -> bool:
     """Whether the persistent instances kernel<true, ...> compiled worse than the instances of one
     tile per CTA: a serialized wgmma where those have none, or more spill. The tile loop keeps a few
@@ -270,22 +275,18 @@ def persistent_worse(report) -> bool:
     tiles, one = _instances(report, True), _instances(report, False)
     if not tiles or not one:
         return False
-    def badness(es):
-        return (any(e.serialized for e in es), max(e.spill_bytes for e in es))
-    return badness(tiles) > badness(one)
+    return _badness(tiles) > _badness(one)
 
 
 def _persistent_badness(report) -> tuple:
     """How badly kernel<true> compiled against kernel<false>: worse than it (persistent_worse), then
     its own serialization and most spill."""
-    tiles = _instances(report, True)
-    return (persistent_worse(report), any(e.serialized for e in tiles), max((e.spill_bytes for e in tiles), default=0))
+    return (persistent_worse(report),) + _badness(_instances(report, True))
 
 
 def _one_tile_badness(report) -> tuple:
     """How badly the instances of one tile per CTA compiled: a serialization, then the most spill."""
-    one = _instances(report, False)
-    return (any(e.serialized for e in one), max((e.spill_bytes for e in one), default=0))
+    return _badness(_instances(report, False))
 
 
 def one_tile_clean(report) -> bool:
