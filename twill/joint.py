@@ -6,7 +6,8 @@ behind `JointEncoding`); this module searches over I and L and turns the answer 
 Escalation: the SWP bound I0 is checked at one I, with L up to the window of the copies stage 1
 needed plus two (`window`). Past it, I is refuted in ranges: one encoding with I a variable in
 [lo, hi] (window copies * I), whose unsatisfiability refutes every I of the range at once; ranges
-double in width while they are refuted. In the first satisfiable range, the least satisfiable I is
+double in width while they are refuted and cost less per I than the check of one I before them
+(`_next_width`: else one I at a time from then on). In the first satisfiable range, the least satisfiable I is
 found by binary search on I within that encoding. The first satisfiable I is optimal: every smaller
 I was unsatisfiable within its window, as in the paper (which allows no extra copy). At that I, on
 an encoding of that one I: L is minimized, then the number of roles, the cross-role edges and the
@@ -606,6 +607,22 @@ def _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried
         return status, hi, least
 
 
+def _next_width(width: int, span: int, per_ii: float, single: float | None) -> tuple[int, float | None]:
+    """(the next range's width, the seconds one I's check took) after a refuted range of `span` I's that took
+    `per_ii` seconds an I (its encoding's build included). A range pays where its encoding is built once for
+    many I's whose checks are cheap (attention_fwd_simple on b200: 13.8 s -> 5.8 s); where the checks are what
+    costs, an encoding over a range is harder for the solver than the encodings of its I's one by one
+    (held-out attn_bool_mask on h200: I 132..133 2.8 s, 134..137 5.8 s, 138..145 13 s, each I alone
+    0.1-0.6 s with its build; 146..161 satisfiable in 55 s, 160 alone in 0.6 s), so once a range costs more
+    an I than the check of one I before it, the rest of the search checks one I at a time (width 0: for good).
+    Which way the search goes changes only its time: every I below the answer is refuted either way."""
+    if span == 1:
+        return 2 * width, per_ii  # (0 stays 0)
+    if single is not None and per_ii > single:
+        return 0, single
+    return 2 * width, single
+
+
 # With register tiles kept on their roles (problem.pinned_edges), the register relaxation (pressure.py,
 # which keeps a pinned edge's ops on one role) refutes the first pass of 6 corpus graphs (no schedule at any
 # I; then the pipeline's retry with the hand-off) in 0.2-6 s of CP-SAT, where the search at the SWP bound
@@ -650,16 +667,18 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
             return result or (spare[0] if spare else None)
     if max_ii is None:
         _check_any_ii(p, last, swp_length, extra_copies, deadline, bool(relaxed))
-    lo, width = first_ii + 1, 1
+    lo, width, single = first_ii + 1, 1, None
     while lo <= last:
         if deadline is not None and time.monotonic() >= deadline:  # no encoding built for a check that cannot run
             return spare[0] if spare else None
-        hi = min(last, lo + width - 1, same_window_upto(swp_length, lo, last))
+        hi = min(last, lo + max(width, 1) - 1, same_window_upto(swp_length, lo, last))
+        began = time.monotonic()
         status, hi, least = _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried)
         if status == Status.TIMEOUT:
             return spare[0] if spare else None
         if status == Status.UNSAT:
-            lo, width = hi + 1, width * 2
+            width, single = _next_width(width, hi - lo + 1, (time.monotonic() - began) / (hi - lo + 1), single)
+            lo = hi + 1
             continue
         report("joint", {"I": least})
         status, result = _at_one_ii(p, least, first_ii, swp_length, extra_copies, deadline, report, tried)
