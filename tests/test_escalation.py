@@ -1,5 +1,5 @@
 """The escalation past the SWP bound (joint.solve_joint): ranges of I while they pay, one I at a time once a
-range costs more an I than the check of one I (`joint._next_width`), and the same answer whichever way it goes."""
+range costs more than twice as much an I as the check of one I (`joint._next_width`), and the same answer whichever way it goes."""
 from __future__ import annotations
 
 import pytest
@@ -18,6 +18,8 @@ from conftest import ROOT
     (1, 1, 0.5, None, (2, 0.5)),      # the first I past the bound alone, then a range of two
     (2, 2, 0.3, 0.5, (4, 0.5)),       # a range cheaper an I than one I: doubled
     (4, 4, 0.5, 0.5, (8, 0.5)),       # as cheap: doubled
+    (2, 2, 0.9, 0.5, (4, 0.5)),       # dearer, but less than twice as dear (timings vary): doubled
+    (2, 2, 0.3, 0.1, (4, 0.1)),       # three times as dear, but 0.6 s in all: doubled
     (2, 2, 1.4, 0.5, (0, 0.5)),       # dearer (a held-out attention's 2.8 s for two I's, 0.5 s for one): one I from now on
     (0, 1, 0.6, 0.5, (0, 0.6)),       # and it stays so, the cost of one I the last one's
     (8, 1, 0.2, 0.5, (16, 0.2)),      # a range the window cut to one I: measured as one, doubled on

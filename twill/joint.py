@@ -607,18 +607,26 @@ def _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried
         return status, hi, least
 
 
+# A refuted range is "dearer" than checking its I's one at a time where it took more than this many times the
+# last single I's seconds an I and more than RANGE_DEARER_SECONDS in all (a cheap range is never worth leaving;
+# timings of a tenth of a second vary by more than the factor between runs).
+RANGE_DEARER = 2.0
+RANGE_DEARER_SECONDS = 1.0
+
+
 def _next_width(width: int, span: int, per_ii: float, single: float | None) -> tuple[int, float | None]:
     """(the next range's width, the seconds one I's check took) after a refuted range of `span` I's that took
     `per_ii` seconds an I (its encoding's build included). A range pays where its encoding is built once for
-    many I's whose checks are cheap (attention_fwd_simple on b200: 13.8 s -> 5.8 s); where the checks are what
-    costs, an encoding over a range is harder for the solver than the encodings of its I's one by one
-    (held-out attn_bool_mask on h200: I 132..133 2.8 s, 134..137 5.8 s, 138..145 13 s, each I alone
-    0.1-0.6 s with its build; 146..161 satisfiable in 55 s, 160 alone in 0.6 s), so once a range costs more
-    an I than the check of one I before it, the rest of the search checks one I at a time (width 0: for good).
-    Which way the search goes changes only its time: every I below the answer is refuted either way."""
+    many I's whose checks are cheap (attention_fwd_simple on b200: 13.8 s -> 5.8 s; the corpus' causal attention
+    on h200, 0.03-0.3 s an I in ranges against 0.34 s for one); where the checks are what costs, an encoding over
+    a range is harder for the solver than the encodings of its I's one by one (held-out attn_bool_mask on h200:
+    I 132..133 2.8 s, 134..137 5.8 s, 138..145 13 s, each I alone 0.1-0.6 s with its build; 146..161
+    satisfiable in 55 s, 160 alone in 0.6 s), so once a range is dearer an I than the check of one I before it
+    (RANGE_DEARER), the rest of the search checks one I at a time (width 0: for good). Which way the search goes
+    changes only its time: every I below the answer is refuted either way."""
     if span == 1:
         return 2 * width, per_ii  # (0 stays 0)
-    if single is not None and per_ii > single:
+    if single is not None and per_ii > RANGE_DEARER * single and per_ii * span > RANGE_DEARER_SECONDS:
         return 0, single
     return 2 * width, single
 
