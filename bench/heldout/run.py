@@ -11,7 +11,8 @@
 in numpy, twill/philox.py). --batch 3: the third batch (kernels3.py, dumps in tests/data/ttgir/heldout3), --batch 4 the fourth (kernels4.py,
 heldout4), --batch 5 the fifth (kernels5.py, heldout5), --batch 6 the sixth (kernels6.py, heldout6), --batch 7 the seventh (kernels7.py, heldout7), --batch 8 the eighth (kernels8.py, heldout8), --batch 9 the ninth (kernels9.py, heldout9: the Triton tutorials
 not covered before; asin alone imports), --batch 10 the tenth (kernels10.py, heldout10), --batch 11 the eleventh
-(kernels11.py, heldout11), --batch 12 the twelfth (kernels12.py, heldout12: column sums); default the
+(kernels11.py, heldout11), --batch 12 the twelfth (kernels12.py, heldout12: column sums), --batch 13 the thirteenth
+(kernels13.py, heldout13); default the
 second (kernels.py, heldout2). A kernel of loops in sequence has the sequence's binding NAME_sm90.py (its loops' kernels
 NAME_sm90.LOOP.cu beside it), which allocates its outputs and returns them: those are checked. Writes DIR/check.json. The binding is called with the launch's arguments only: the exp2 scale the
 import folds out of a kernel (qk_scale = sm_scale * log2 e; for a softmax written with tl.exp, its
@@ -122,18 +123,30 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # its .mT); the defaults, then ragged M (the loop: a partial last tile of 128) and N (the grid's rows: a
          # partial last tile of 64)
          "bias_grad": [None, {"M": 1000, "N": 1000}], "ln_dwdb": [None, {"M": 1000, "N": 1000}],
-         "bn_stats": [None, {"M": 1000, "N": 777}], "layer_norm_bwd_dwdb": [None, {"M": 100, "N": 1000}]}
+         "bn_stats": [None, {"M": 1000, "N": 777}], "layer_norm_bwd_dwdb": [None, {"M": 100, "N": 1000}],
+         # batch 13 (session 42): the GEMMs at their defaults (whole M and N tiles; hardswish's K = 1000 a partial last
+         # K step, which its kernel masks), bmm_grouped at whole tiles then its ragged default (1000 x 1100); the row
+         # kernels at their defaults (reglu 5000, huber and cosine 4000: partial last column tiles; jsd 32000: whole),
+         # then a partial last row tile (and jsd a partial column tile, its -inf fill read by exp: the binding's to take
+         # or refuse with the reason)
+         "gemm_mish": [None], "gemm_hardswish": [None, {"K": 1024}], "gemm_scale_res_clamp": [None],
+         "gemm_sum2": [None], "bmm_grouped": [{"M": 1024, "N": 1152}, None],
+         "reglu_fwd": [None, {"M": 1000, "N": 4096}], "jsd_fwd": [None, {"M": 1000, "N": 5000}],
+         "huber_rows": [None, {"M": 1000, "N": 4096}], "cosine_rows": [None, {"M": 1000, "N": 4096}],
+         "add_rmsnorm_loop": [None, {"M": 1000, "N": 5000}]}
 # the held-out kernels that import and have not yet run correct on a GPU: batch -> names. Session 40 (H100) ran
 # gemm_tf32, dropout, seeded_dropout, attn_dropout and batch 11's GEMMs and swiglu_bwd correct (docs/triton-results.md);
 # attn_bool_mask's binding refused its [N, N] mask and softmax_temp's its ragged rows
 PENDING_GPU = {"6": ("attn_bool_mask",), "11": ("softmax_temp", "quant_int8_rows", "cumsum_rows", "argmax_rows", "causal_softmax"),
-               "12": ("bias_grad", "ln_dwdb", "bn_stats")}
+               "12": ("bias_grad", "ln_dwdb", "bn_stats"),
+               "13": ("gemm_mish", "gemm_hardswish", "gemm_scale_res_clamp", "gemm_sum2", "bmm_grouped", "reglu_fwd",
+                      "jsd_fwd", "huber_rows", "cosine_rows", "add_rmsnorm_loop")}
 # batch 12 and batch 9's layer_norm_bwd_dwdb (column sums): bench/triton_notes/s40/colsum/run.sh; the rest:
 # bench/triton_notes/s40/gpu40.sh
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7"),
            "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9"), "10": ("kernels10.py", "heldout10"),
-           "11": ("kernels11.py", "heldout11"), "12": ("kernels12.py", "heldout12"), "rand": ("randoms.py", "randoms")}  # tl.rand's forms beyond batches 9 and 6 (references from twill/philox.py)
+           "11": ("kernels11.py", "heldout11"), "12": ("kernels12.py", "heldout12"), "13": ("kernels13.py", "heldout13"), "rand": ("randoms.py", "randoms")}  # tl.rand's forms beyond batches 9 and 6 (references from twill/philox.py)
 
 
 def _kernels(batch: str = "2"):
@@ -245,7 +258,8 @@ def main(argv=None) -> None:
     c.add_argument("--kernels", required=True)
     for q in (b, c):
         q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py; 6: kernels6.py; "
-                       "7: kernels7.py; 8: kernels8.py; 9: kernels9.py; 10: kernels10.py; 11: kernels11.py; 12: kernels12.py")
+                       "7: kernels7.py; 8: kernels8.py; 9: kernels9.py; 10: kernels10.py; 11: kernels11.py; 12: kernels12.py; "
+                       "13: kernels13.py")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 

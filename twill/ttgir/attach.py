@@ -196,6 +196,12 @@ def _targets(sig: Signature, ops: dict, inputs: dict, stores: dict, scalars: dic
     """Argument name -> the graph name it feeds (the first found, in the order: loads of the loop,
     inputs, the epilogue's inputs, stores of the loop, the epilogue's outputs, scalars)."""
     out: dict[str, str] = {}
+    # the loop's loads first: an SSA name a load has in one loop may be another op's in a sibling loop (Triton's
+    # printer reuses names there: add + RMSNorm's second loop's `%h_24 = arith.addf`, its first loop's `%h_24 =
+    # tt.load` of R), which would make R feed the add
+    for ssa, arg in sig.loads.items():
+        if ops.get(ssa) in load_ops:
+            out.setdefault(arg, ops[ssa])
     for ssa, arg in sig.loads.items():
         for table in (ops, inputs):
             if ssa in table:

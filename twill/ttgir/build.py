@@ -67,6 +67,28 @@ def init_text(init: object) -> tuple[str, str | None]:
     return "0", what
 
 
+PEELED_HINT = ("the start is an mma Triton's pipeliner peeled ahead of the loop (its first iterations' products, "
+               "through tensor-memory copies: Triton 3.6 on sm_100 ping-pongs an accumulator two dots add into between "
+               "two buffers), which the import does not fold back into the loop: import the dump from before the "
+               "pipeliner (docs/ttgir-import.md, section 1)")
+
+
+def _peeled_mma(nodes, init) -> bool:
+    """Whether a carry's start is, through copies (tensor-memory loads and stores), an mma before the loop."""
+    for _ in range(len(nodes)):
+        if not isinstance(init, Tile) or init.ref.kind != "node":
+            return False
+        n = nodes[init.ref.index]
+        if n is None or n.in_loop:
+            return False
+        if n.kind == "mma":
+            return True
+        if n.kind != "move" or not n.args:
+            return False
+        init = n.args[0]
+    return False
+
+
 def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
                 handed: dict | None = None, carry_names: dict | None = None) -> tuple[Graph, list[Note]]:
     """The graph of the fused groups, with names; also warnings about carries' initial values.
@@ -114,7 +136,7 @@ def build_graph(lowered: Lowered, body: Body, groups: list[Group], file: str,
             # the sequence's to refuse (ttgir/sequence.py, which names the loop)
             raise InputError(Diagnostic(
                 f"carry '{name}' starts from {problem}: a `.tir` carry starts from a constant, and the graph "
-                "would start it from 0", carry.span,
+                "would start it from 0", carry.span, PEELED_HINT if _peeled_mma(body.nodes, carry.init) else
                 "start the loop's value from a constant and apply what it started from after the loop "
                 "(acc = zeros; ...; acc += beta * C), or give the kernel that value through an epilogue "
                 "(docs/ttgir-import.md, section 5)"))

@@ -67,7 +67,10 @@ def elementwise(rw: Rewrite, op: MOp) -> None:
 def _program_id(rw: Rewrite, op: MOp) -> None:
     line, loc, ind = rw.line_of(op), rw.loc(op), rw.indent(rw.line_of(op))
     if not any(t.is_("x") for t in op.tokens):
-        raise Refuse(op, "a second program id in a kernel of one row a program")
+        raise Refuse(op, "a second program id in a kernel of one row a program: the rewrite reads program_id(0) "
+                         "as the row, and a grid of two axes (GroupNorm's (sample, group), a row and a column block) "
+                         "has no row of its own; a kernel of one program a row of a 2-D view (the axes folded into "
+                         "program_id(0)) is the form section 8 imports")
     r = op.results[0]
     pid, step, first, rng, base = (rw.name(r) for _ in range(5))
     rw.emit(f"{ind}%{pid} = tt.get_program_id x : i32{loc}", op)

@@ -493,6 +493,16 @@ def _masked(lw: Lowering, op: MOp, vals: list, tt: TensorType) -> object:
     if attrs is None or not isinstance(a, Tile) or not (isinstance(b, Tile) or _number(fill)):
         if not lw.in_loop:  # before the loop: only what the loop reads of it matters (an error there)
             return INDEXED
+        if op.name == "arith.select" and any(isinstance(v, Tile) and v.ref.kind == "carry" for v in vals[1:3]):
+            raise indices.UnexpressedMask(*lw.src.error(
+                f"'{op.name}' reads a tensor computed from element indices that the import cannot express as a "
+                "mask of the tile, and keeps a carried tile where it is off: a partial tile carried through the loop "
+                "under its edge masks (torch-inductor's looped reduction, `acc = "
+                "tl.where(rmask & xmask, acc + v, acc)` of an [XBLOCK, RBLOCK] tile reduced after the loop, or "
+                "its Welford triple), which the import has no form for", op.head,
+                hint="a reduction over a loop imports as a row carry of one row a program or of a row block "
+                     "(`acc += tl.sum(v, axis=1)`, loads masked with `other=0`: docs/ttgir-import.md, sections 8 "
+                     "and 25); a column sum as ttgir/colsum.py's form (section 24)").diagnostics)
         raise indices.UnexpressedMask(*lw.src.error(
             f"'{op.name}' reads a tensor computed from element indices that the import cannot express "
             "as a mask of the tile" + _random_source(lw, op), op.head,

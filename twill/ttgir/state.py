@@ -120,6 +120,8 @@ class Lowering:
         if val.ref.kind == "node" and self.nodes[val.ref.index].kind == "load" and space == "smem":
             return val
         t = self.type_of(val.ref)
+        if t.space == space and space == "tmem":  # read out of tensor memory and stored back (Triton 3.6 between two
+            return val  # mmas into one accumulator on sm_100): the same value where it already is, no copy
         return replace(self.node("move", op, [val], TensorType(t.dtype, t.shape, space)), flip=val.flip)
 
     # -- walking ----------------------------------------------------------------------------------
