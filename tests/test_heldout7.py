@@ -381,13 +381,17 @@ UNARY = {"rsqrt": lambda a: 1 / __import__("numpy").sqrt(a), "sqrt": lambda a: _
          "ceil": lambda a: __import__("numpy").ceil(a), "rint": lambda a: __import__("numpy").rint(a),
          "trunc": lambda a: __import__("numpy").trunc(a)}
 BINARY = {"mul": lambda a, b: a * b, "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "div": lambda a, b: a / b,
-          "max": lambda a, b: __import__("numpy").maximum(a, b), "rescale": lambda a, b: a * b,
-          "min": lambda a, b: __import__("numpy").minimum(a, b), "ge": lambda a, b: (a >= b) * 1.0,
+          "max": lambda a, b: __import__("numpy").fmax(a, b), "rescale": lambda a, b: a * b,
+          "min": lambda a, b: __import__("numpy").fmin(a, b), "ge": lambda a, b: (a >= b) * 1.0,
           "gt": lambda a, b: (a > b) * 1.0, "le": lambda a, b: (a <= b) * 1.0, "lt": lambda a, b: (a < b) * 1.0}
 
 # comparisons (1 where they hold), logic of such flags, along-row ops (tl.argmax's fold, tl.cumsum: batch 11)
 BINARY.update({"eq": lambda a, b: (a == b) * 1.0, "lt": lambda a, b: (a < b) * 1.0, "gt": lambda a, b: (a > b) * 1.0,
                "and": lambda a, b: ((a != 0) & (b != 0)) * 1.0, "or": lambda a, b: ((a != 0) | (b != 0)) * 1.0})
+# max and min give the other operand where one is NaN (fmaxf / fminf, arith.maxnumf); max_nan and min_nan give NaN
+# (max.NaN.f32, arith.maximumf: `propagate_nan=ALL`, session 42)
+BINARY.update({"max_nan": lambda a, b: __import__("numpy").maximum(a, b),
+               "min_nan": lambda a, b: __import__("numpy").minimum(a, b)})
 BINARY["rem"] = lambda a, b: __import__("numpy").fmod(a, b)  # truncated toward zero, as arith.remsi (batch 11)
 
 

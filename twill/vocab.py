@@ -395,6 +395,10 @@ _DEFS = [
     *[_unary(n) for n in LIBM],  # CUDA's math library, one float each (emitted from LIBM alone)
     *[_unary(n, "alu") for n in ("abs", "neg")],
     *[_binary(n) for n in ("add", "mul", "max", "min")],
+    # max_nan / min_nan: max and min that give NaN where either operand is NaN (arith.maximumf / minimumf:
+    # `tl.maximum(..., propagate_nan=ALL)`, `tl.clamp(..., propagate_nan=ALL)`); max and min give the other operand
+    # there (arith.maxnumf / minnumf, Triton's default), as fmaxf and fminf do
+    *[_binary(n) for n in ("max_nan", "min_nan")],
     # comparisons: 1 where x OP y holds, else 0 (a float tile: select's condition, leaky ReLU's x >= 0)
     *[_binary(n) for n in COMPARISONS],
     # fill x {scalar = V}: a tile of V shaped like x (a constant side of select or fma, `tl.where(c, x, 0)`)

@@ -324,7 +324,8 @@ class Rewrite:
                 continue
             handler = HANDLERS.get(op.name)
             if handler is None:
-                handler = elementwise if op.name.startswith(("arith.", "math.")) or is_draw(op) else None
+                handler = elementwise if op.name.startswith(("arith.", "math.")) or op.name == "tt.clampf" or is_draw(op) \
+                    else None
             if handler is None:
                 kinds = [self.kind.get(n, S) for n, _ in op.operands()]
                 if any(k != S for k in kinds) or op.regions:

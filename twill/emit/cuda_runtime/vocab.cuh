@@ -56,6 +56,16 @@ __device__ __forceinline__ float div_full(float a, float b) {  // Triton's divis
   asm("div.full.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
   return y;
 }
+__device__ __forceinline__ float max_nan(float a, float b) {  // NaN where either operand is NaN
+  float y;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+}
+__device__ __forceinline__ float min_nan(float a, float b) {
+  float y;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+}
 __device__ __forceinline__ int32_t as_int(float v) { return __float2int_rz(v); }
 
 TWILL_UNARY(exp, fast_exp2(v * 1.4426950408889634f))
@@ -71,6 +81,8 @@ TWILL_UNARY(sigmoid, fmaf(0.5f, tanh_approx(0.5f * v), 0.5f))  // 1 / (1 + e^-v)
 TWILL_UNARY(convert_trunc, truncf(v))  // a float tile to an integer one: toward zero, as fptosi
 TWILL_BINARY(div, div_full(a, b))
 TWILL_BINARY(min, fminf(a, b))
+TWILL_BINARY(max_nan, max_nan(a, b))  // NaN where either is NaN (arith.maximumf: max.NaN.f32)
+TWILL_BINARY(min_nan, min_nan(a, b))
 TWILL_BINARY(ge, a >= b ? 1.f : 0.f)  // comparisons: 1 where it holds, else 0 (false where either is NaN)
 TWILL_BINARY(gt, a > b ? 1.f : 0.f)
 TWILL_BINARY(le, a <= b ? 1.f : 0.f)

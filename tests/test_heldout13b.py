@@ -1,0 +1,152 @@
+"""Held-out batch 13b (bench/heldout/kernels13b.py, dumped by `bench/heldout/gen.py --module kernels13b` with Triton
+3.9 and 3.6, before and after the pipeliner, sm_90 and sm_100: tests/data/ttgir/heldout13b): constructs twill refused
+until session 42.
+
+- `tl.clamp` (`tt.clampf x, lo, hi, propagateNan = none | all`) in a row kernel and a GEMM epilogue: min(max(x, lo),
+  hi) as Triton lowers it, `max` / `min` (fmaxf / fminf: a NaN x gives lo) for none, `max_nan` / `min_nan`
+  (max.NaN / min.NaN: a NaN x gives NaN) for all; `tl.maximum(..., propagate_nan=ALL)` (`arith.maximumf`) is
+  `max_nan` (it was `max`, which drops the NaN);
+- every form of a kernel imports to one graph per arch;
+- evaluated in numpy, each import computes its kernel's formula, NaN included;
+- each import solves (h200 for sm_90, b200 for sm_100), emits and compiles with no spill (extended).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import emitted_and_built, nvcc, refused_at_its_line
+from test_heldout10 import _run
+from test_heldout11 import _gemm
+from twill.machine import load_machine
+from twill.pipeline import SolveOptions, solve
+from twill.sequence import Sequence
+from twill.tir import print_tir
+from twill.tir_sequence import print_sequence
+from twill.ttgir.sequence import import_sequence
+
+DATA = Path(__file__).parent / "data" / "ttgir" / "heldout13b"
+FORMS = ("t39/prepipe", "t39/after", "t36/prepipe", "t36/after")
+NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
+IMPORTED = {"clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp"}
+# kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form, both archs
+REFUSED = {
+    "cumprod_rows": (r"tt\.scan", r"a scan by 'arith\.mulf'"),
+    "cumsum_rev_rows": (r"tt\.scan", r"a reverse scan"),
+}
+
+
+def _key(name: str) -> str:
+    return name.rsplit("_sm", 1)[0]
+
+
+def _import(path: Path):
+    found, _ = import_sequence(path.read_text(), str(path))
+    return found
+
+
+def _text(found) -> str:
+    text = print_sequence(found) if isinstance(found, Sequence) else print_tir(found)
+    return re.sub(r" +", " ", re.sub(r"_\d+(_new|_clamp_lo)\b", r"\1", text))  # Triton numbers SSA names per dump
+
+
+def _cols(graph) -> int:
+    return next(op.type.shape[1] for op in graph.ops if op.opcode == "load")
+
+
+def test_the_batch_is_all_there():
+    assert len(NAMES) == 10
+    for name in NAMES:
+        assert all((DATA / f / f"{name}.ttgir").exists() for f in FORMS), name
+    assert {_key(n) for n in NAMES} == IMPORTED | set(REFUSED)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_form_imports_to_one_graph_or_is_refused_at_its_line(name):
+    first = None
+    for form in FORMS:
+        if _key(name) in REFUSED:
+            refused_at_its_line(DATA / form / f"{name}.ttgir", *REFUSED[_key(name)], sequence=True)
+            continue
+        text = _text(_import(DATA / form / f"{name}.ttgir"))
+        first = first or text
+        assert text == first, form
+
+
+def _x(shape, seed):
+    import numpy as np
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("arch", ("sm90", "sm100"))
+def test_a_clamp_computes_its_formula_nan_included(form, arch):
+    """fp64, 100 rows x 1000 columns (a partial last column tile): clamp(x, lo, hi) then the GELU, lo and hi the
+    kernel's arguments, NaN in x clamped to lo (propagate_nan none: maxnum(NaN, lo) = lo, Triton's lowering); the
+    leaky ReLU clamped to [-6, 6] with NaN propagated through tl.maximum and tl.clamp (ALL) and +-inf clamped."""
+    import numpy as np
+    g = _import(DATA / form / f"clamp_gelu_rows_{arch}.ttgir")
+    ops = [op.opcode for op in g.ops]
+    assert ops.count("max") == 1 and ops.count("min") == 1 and "max_nan" not in ops, print_tir(g)
+    x = 3 * _x((100, 1000), 21)
+    x[3, ::7] = np.nan
+    x[4, 5], x[4, 6] = np.inf, -np.inf
+    got = _run(g, {"X": x}, {"n_cols": 1000, "lo": -1.5, "hi": 2.0}, cols=_cols(g))["Y"]
+    v = np.clip(np.where(np.isnan(x), -1.5, x), -1.5, 2.0)
+    assert np.allclose(got, v / (1 + np.exp(-1.702 * v)), rtol=1e-12, atol=1e-12)
+    assert np.isclose(got[3, 0], -1.5 / (1 + np.exp(1.702 * 1.5)), rtol=1e-12)  # a NaN x clamped to lo, not NaN
+    g = _import(DATA / form / f"leaky_clamp_nan_rows_{arch}.ttgir")
+    ops = [op.opcode for op in g.ops]
+    assert ops.count("max_nan") == 2 and ops.count("min_nan") == 1 and "max" not in ops, print_tir(g)
+    x = 8 * _x((100, 1000), 22)
+    x[3, ::7] = np.nan
+    x[4, 5], x[4, 6] = np.inf, -np.inf
+    got = _run(g, {"X": x}, {"n_cols": 1000}, cols=_cols(g))["Y"]
+    want = np.clip(np.maximum(x, 0.01 * x), -6.0, 6.0)  # np.maximum and np.clip propagate NaN
+    assert np.array_equal(np.isnan(got), np.isnan(x)) and np.isnan(got[3, ::7]).all()
+    assert np.allclose(got, want, rtol=1e-6, equal_nan=True) and got[4, 5] == 6.0 and got[4, 6] == -6.0
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("arch", ("sm90", "sm100"))
+def test_a_gemm_clamp_epilogue_computes_its_formula(form, arch):
+    """One 128 x 128 tile, K = 320: clamp(A @ B + bias, lo, hi) with NaN propagated (a NaN in A's row 7 reaches its
+    output row as NaN; without propagation it would be lo); the bounds are the kernel's arguments."""
+    import numpy as np
+    g = _import(DATA / form / f"gemm_clamp_{arch}.ttgir")
+    assert [op.opcode for op in g.epilogue.ops].count("max_nan") == 1, print_tir(g)
+    a, b, bias = _x((128, 320), 1), _x((320, 128), 2), _x((1, 128), 3)
+    a[7, 11] = np.nan
+    got = _gemm(g, {"A": a, "B": b, "BIAS": bias}, {"lo": -4.0, "hi": 4.0}, 320)["C"]
+    want = np.clip(a @ b + bias, -4.0, 4.0)
+    assert np.isnan(got[7]).all() and np.allclose(got, want, equal_nan=True)
+
+
+BUILT = sorted(n for n in NAMES if _key(n) in IMPORTED)
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_each_import_solves(name):
+    machine = load_machine("b200" if name.endswith("sm100") else "h200")
+    found = _import(DATA / "t36/prepipe" / f"{name}.ttgir")
+    for graph in (found.graphs if isinstance(found, Sequence) else (found,)):
+        assert solve(graph, machine, SolveOptions(time_limit=20)).complete
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+@pytest.mark.parametrize("name", BUILT)
+@pytest.mark.extended
+def test_heldout13b_dump_solves_emits_and_compiles(name, tmp_path):
+    """As emit-cuda builds it (its ptxas loop): no error, no spill, no serialized wgmma."""
+    machine = load_machine("b200" if name.endswith("sm100") else "h200")
+    found = _import(DATA / "t39/prepipe" / f"{name}.ttgir")
+    for i, graph in enumerate(found.graphs if isinstance(found, Sequence) else (found,)):
+        schedule = solve(graph, machine, SolveOptions(time_limit=30))
+        assert schedule.complete
+        _, rc, err = emitted_and_built(schedule, machine, tmp_path / f"{name}.{i}.cu")
+        assert rc == 0, err[-2000:]
+        spills = {int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", err)}
+        assert spills <= {0}, err[-2000:]
+        assert "C7510" not in err and "C7511" not in err, err[-2000:]
