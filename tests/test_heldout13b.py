@@ -30,10 +30,9 @@ from twill.ttgir.sequence import import_sequence
 DATA = Path(__file__).parent / "data" / "ttgir" / "heldout13b"
 FORMS = ("t39/prepipe", "t39/after", "t36/prepipe", "t36/after")
 NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
-IMPORTED = {"clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp"}
+IMPORTED = {"clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp", "cumprod_rows"}
 # kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form, both archs
 REFUSED = {
-    "cumprod_rows": (r"tt\.scan", r"a scan by 'arith\.mulf'"),
     "cumsum_rev_rows": (r"tt\.scan", r"a reverse scan"),
 }
 
@@ -122,6 +121,29 @@ def test_a_gemm_clamp_epilogue_computes_its_formula(form, arch):
     got = _gemm(g, {"A": a, "B": b, "BIAS": bias}, {"lo": -4.0, "hi": 4.0}, 320)["C"]
     want = np.clip(a @ b + bias, -4.0, 4.0)
     assert np.isnan(got[7]).all() and np.allclose(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("arch", ("sm90", "sm100"))
+def test_a_rows_cumprod_computes_its_formula(form, arch):
+    """fp64, 100 rows x 1000 columns (a partial last column tile of 104 or 40): each column tile's cumprod times the
+    carried product of the tiles before it (`rescale y_tile, y_carry`, `y_carry_new = mul y_carry, reduce_prod x`);
+    a row with a 0 (every product after it 0, none NaN: no division), one with a NaN (every product from it NaN) and
+    one with an inf (inf, then NaN after a 0) as np.cumprod gives them."""
+    import numpy as np
+    g = _import(DATA / form / f"cumprod_rows_{arch}.ttgir")
+    text = print_tir(g)
+    assert re.search(r"cumprod x +: f32\[\d+,\d+\] \{axis = 1\}", text) and "reduce_prod x" in text, text
+    assert "carry y_carry : f32[" in text and "= 1" in text, text
+    x = 1 + _x((100, 1000), 23) / 32
+    x[2, 300] = 0.0
+    x[3, 500] = np.nan
+    x[4, 10], x[4, 900] = np.inf, 0.0
+    got = _run(g, {"X": x}, {"n_cols": 1000}, cols=_cols(g))["Y"]
+    with np.errstate(invalid="ignore"):
+        want = np.cumprod(x, axis=1)
+    assert np.allclose(got, want, rtol=1e-12, atol=0, equal_nan=True)
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and (got[2, 300:] == 0).all()
 
 
 BUILT = sorted(n for n in NAMES if _key(n) in IMPORTED)

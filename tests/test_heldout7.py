@@ -416,6 +416,11 @@ def _op(op, env):
         return np.where(xs[0] != 0, xs[1], xs[2])
     if op.opcode == "cumsum":
         return np.cumsum(xs[0], axis=int(op.attr("axis")))
+    if op.opcode == "cumprod":
+        return np.cumprod(xs[0], axis=int(op.attr("axis")))
+    if op.opcode == "reduce_prod":
+        total = xs[0].prod(axis=int(op.attr("axis")))
+        return total if len(xs) == 1 else total * (xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
     if op.opcode == "reduce_min":
         total = xs[0].min(axis=int(op.attr("axis")))
         return total if len(xs) == 1 else np.minimum(total, xs[1][:, 0] if xs[1].ndim == 2 else xs[1])

@@ -122,18 +122,26 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # its .mT); the defaults, then ragged M (the loop: a partial last tile of 128) and N (the grid's rows: a
          # partial last tile of 64)
          "bias_grad": [None, {"M": 1000, "N": 1000}], "ln_dwdb": [None, {"M": 1000, "N": 1000}],
-         "bn_stats": [None, {"M": 1000, "N": 777}], "layer_norm_bwd_dwdb": [None, {"M": 100, "N": 1000}]}
+         "bn_stats": [None, {"M": 1000, "N": 777}], "layer_norm_bwd_dwdb": [None, {"M": 100, "N": 1000}],
+         # batch 13b (session 42): tl.clamp (NaN not propagated, then propagated: bench/triton_notes/s42/refused42
+         # compares NaN positions) at whole tiles, then ragged; tl.cumprod at whole tiles (its load's other=1.0 is not
+         # TMA's 0 fill and its carry's product reads the tile: a partial last column tile is refused at the call),
+         # then the default 1000 columns, which the binding must refuse with the reason (an error row, not a result)
+         "clamp_gelu_rows": [{"N": 4096}, None], "leaky_clamp_nan_rows": [{"N": 1024}, None],
+         "gemm_clamp": [{"M": 1024, "N": 1152, "K": 1024}, None], "cumprod_rows": [{"N": 1024}, None]}
 # the held-out kernels that import and have not yet run correct on a GPU: batch -> names. Session 40 (H100) ran
 # gemm_tf32, dropout, seeded_dropout, attn_dropout and batch 11's GEMMs and swiglu_bwd correct (docs/triton-results.md);
 # attn_bool_mask's binding refused its [N, N] mask and softmax_temp's its ragged rows
 PENDING_GPU = {"6": ("attn_bool_mask",), "11": ("softmax_temp", "quant_int8_rows", "cumsum_rows", "argmax_rows", "causal_softmax"),
-               "12": ("bias_grad", "ln_dwdb", "bn_stats")}
+               "12": ("bias_grad", "ln_dwdb", "bn_stats"),
+               "13b": ("clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp", "cumprod_rows")}
 # batch 12 and batch 9's layer_norm_bwd_dwdb (column sums): bench/triton_notes/s40/colsum/run.sh; the rest:
 # bench/triton_notes/s40/gpu40.sh
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7"),
            "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9"), "10": ("kernels10.py", "heldout10"),
-           "11": ("kernels11.py", "heldout11"), "12": ("kernels12.py", "heldout12"), "rand": ("randoms.py", "randoms")}  # tl.rand's forms beyond batches 9 and 6 (references from twill/philox.py)
+           "11": ("kernels11.py", "heldout11"), "12": ("kernels12.py", "heldout12"),
+           "13b": ("kernels13b.py", "heldout13b"), "rand": ("randoms.py", "randoms")}  # tl.rand's forms beyond batches 9 and 6 (references from twill/philox.py)
 
 
 def _kernels(batch: str = "2"):
@@ -245,7 +253,8 @@ def main(argv=None) -> None:
     c.add_argument("--kernels", required=True)
     for q in (b, c):
         q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py; 6: kernels6.py; "
-                       "7: kernels7.py; 8: kernels8.py; 9: kernels9.py; 10: kernels10.py; 11: kernels11.py; 12: kernels12.py")
+                       "7: kernels7.py; 8: kernels8.py; 9: kernels9.py; 10: kernels10.py; 11: kernels11.py; 12: kernels12.py; "
+                       "13b: kernels13b.py")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 

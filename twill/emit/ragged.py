@@ -139,12 +139,12 @@ ZERO_KEEPING = ("convert", "mul", "rescale", "neg", "abs", "rowsum", "reduce_sum
 ZERO_SAFE_SINKS = ("store",)  # TMA drops the elements past the tensor's end
 TAIL_OPCODE = "tail_mask"
 IDENTITY = {"rowsum": 0.0, "reduce_sum": 0.0, "rowmax": float("-inf"), "reduce_max": float("-inf"),
-            "reduce_min": float("inf"),  # reductions along the loop: what an absent element must be
+            "reduce_min": float("inf"), "reduce_prod": 1.0,  # reductions along the loop: what an absent element must be
             # (tl.argmax: a -inf past the extent is never the row's largest but where every element is -inf, and
             # then the smaller index, one inside, wins the tie)
             "rowargmax": float("-inf"), "rowargmin": float("inf")}
 # forward scans: an element past the extent reaches only the elements after it, themselves past the extent
-PREFIX_SCANS = ("cumsum",)
+PREFIX_SCANS = ("cumsum", "cumprod")
 ELEMENTWISE_FAMILIES = ("unary", "binary", "ternary", "convert")
 # A maximum along the loop of a value no element of which is below 0 (|x|: a quantization's absmax) takes a 0
 # past the extent as well as its identity: the row's maximum is at least 0 where the row has an element

@@ -477,21 +477,23 @@ class Whole:
 
     def _scan(self, op: MOp) -> tuple[str, str, str]:
         """(the combiner op, its identity, the element type) of a forward scan of the row along its columns by a sum
-        of f32 (tl.cumsum): each column tile's scan plus the carry of the tiles before it (`_pass`)."""
+        or a product of f32 (tl.cumsum, tl.cumprod): each column tile's scan combined with the carry of the tiles
+        before it (`_pass`)."""
         comb = [o for o in walk_ops(op.body()) if o.name != "tt.scan.return"]
         elt = elt_of(_result_type(self.src, op))
         head = self.src.lines[op.head.line - 1]
-        what = ("a reverse scan (tl.cumsum(..., reverse=True)), whose carry would come from the tiles after it"
+        what = ("a reverse scan (tl.cumsum(..., reverse=True)), whose carry would come from the tiles after it (a "
+                "column loop that walks the row's tiles from its end is not built: docs/ttgir-import.md, section 9)"
                 if re.search(r"reverse\s*=\s*true", head) else
                 f"a scan of {len(op.results)} values at once" if len(op.results) != 1 else
-                f"a scan by '{comb[0].name}'" if len(comb) == 1 and comb[0].name not in ("arith.addf",) else
+                f"a scan by '{comb[0].name}'" if len(comb) == 1 and comb[0].name not in ("arith.addf", "arith.mulf") else
                 "a scan whose combiner is more than one op" if len(comb) != 1 else
                 f"a scan of {elt}" if elt != "f32" else
                 "a scan along other than the row" if attr_int(op, "axis") != 0 else "")
         if what:
-            raise Refuse(op, f"'tt.scan' of the row held in one tile: {what}. A forward sum of f32 (tl.cumsum) is "
-                             "imported, split into a loop over the row's column tiles, each tile's cumsum plus the "
-                             "running total of the tiles before it")
+            raise Refuse(op, f"'tt.scan' of the row held in one tile: {what}. A forward sum or product of f32 "
+                             "(tl.cumsum, tl.cumprod) is imported, split into a loop over the row's column tiles, "
+                             "each tile's scan combined with the running total (product) of the tiles before it")
         return comb[0].name, COMBINERS[comb[0].name][1], elt
 
     def _scan_tile(self, o: MOp, carry: str) -> str:

@@ -40,6 +40,12 @@ __device__ __forceinline__ void row_min(TScalR<R>& out, const X& x) {
   row_reduce(out, x, INFINITY, [](float a, float v) { return fminf(a, v); }, false);
 }
 
+// The product of each row (reduce_prod along the last axis): the thread's own row.
+template <int R, typename X>
+__device__ __forceinline__ void row_prod(TScalR<R>& out, const X& x) {
+  row_reduce(out, x, 1.f, [](float a, float v) { return a * v; }, false);
+}
+
 // rowargmax / rowargmin (tl.argmax / tl.argmin along the last axis): the thread's row's index (idx's element) of
 // its largest (smallest) value, ties to the smaller index. A NaN is never taken (every comparison with it is
 // false): the index of the row's largest number.
@@ -70,6 +76,18 @@ __device__ __forceinline__ void op_cumsum(Out& out, const X& x) {
   for (int i = 0; i < Out::kElems; i += 2) {
     const float v0 = run + at<false>(x, i);
     run = v0 + at<false>(x, i + 1);
+    put2(out, i, v0, run);
+  }
+}
+
+// cumprod along the last axis: the thread's row, in order.
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cumprod(Out& out, const X& x) {
+  float run = 1.f;
+#pragma unroll
+  for (int i = 0; i < Out::kElems; i += 2) {
+    const float v0 = run * at<false>(x, i);
+    run = v0 * at<false>(x, i + 1);
     put2(out, i, v0, run);
   }
 }

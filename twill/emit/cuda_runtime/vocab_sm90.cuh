@@ -53,6 +53,23 @@ __device__ __forceinline__ void row_min(Rows<MB>& out, const X& x) {
   }
 }
 
+// The product of each row (reduce_prod along the last axis).
+template <int MB, typename X>
+__device__ __forceinline__ void row_prod(Rows<MB>& out, const X& x) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v = 1.f;
+#pragma unroll
+      for (int i = 0; i < X::kElems; ++i)
+        if (((i >> 1) & 1) == h) v *= at<false>(x, b, i);
+      v *= __shfl_xor_sync(0xffffffffu, v, 1);
+      out.x[b][h] = v * __shfl_xor_sync(0xffffffffu, v, 2);
+    }
+  }
+}
+
 // rowargmax / rowargmin (tl.argmax / tl.argmin along the last axis): each row's index (idx's element) of its
 // largest (smallest) value, ties to the smaller index; the thread's elements of the row, then the 4 threads that
 // hold it. A NaN is never taken (every comparison with it is false): the index of the row's largest number.
@@ -110,6 +127,35 @@ __device__ __forceinline__ void op_cumsum(Out& out, const X& x) {
         const float before = carry + incl - pair;
         put2(out, b, i, before + v0, before + pair);
         carry += __shfl_sync(0xffffffffu, incl, 3, 4);
+      }
+    }
+  }
+}
+
+// cumprod along the last axis: as cumsum, each chunk's pairs' products scanned over the 4 threads, the products of
+// the pairs before a thread's taken from its neighbour's inclusive scan (no division: a 0 is an element like any).
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cumprod(Out& out, const X& x) {
+  const int q = threadIdx.x % 4;
+#pragma unroll
+  for (int b = 0; b < Out::kBlocks; ++b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float carry = 1.f;
+#pragma unroll
+      for (int c = 0; c < Out::kElems / 4; ++c) {
+        const int i = 4 * c + 2 * h;
+        const float v0 = at<false>(x, b, i), v1 = at<false>(x, b, i + 1), pair = v0 * v1;
+        float incl = pair;
+#pragma unroll
+        for (int d = 1; d < 4; d *= 2) {
+          const float n = __shfl_up_sync(0xffffffffu, incl, d, 4);
+          if (q >= d) incl *= n;
+        }
+        const float prev = __shfl_up_sync(0xffffffffu, incl, 1, 4);
+        const float before = q == 0 ? carry : carry * prev;
+        put2(out, b, i, before * v0, before * pair);
+        carry *= __shfl_sync(0xffffffffu, incl, 3, 4);
       }
     }
   }
