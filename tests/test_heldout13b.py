@@ -146,6 +146,23 @@ def test_a_rows_cumprod_computes_its_formula(form, arch):
     assert np.array_equal(np.isnan(got), np.isnan(want)) and (got[2, 300:] == 0).all()
 
 
+@pytest.mark.parametrize("gpu", ["h200", "b200"])
+def test_the_cumprod_takes_a_partial_last_column_tile_and_a_written_carry_does_not(gpu):
+    """TMA fills the partial last tile with 0, not the kernel's other=1.0: the cumprod is a prefix scan (its elements
+    past the extent reach only the clipped store) and the tiles' product `reduce_prod x` updates a carry read by the
+    next iteration alone, of which there is none after the last tile (emit/ragged._next_iteration_only). The same
+    graph with the carry written out (its final value read) takes whole tiles only, naming the reduce_prod."""
+    from dataclasses import replace
+    from twill.emit import build_model
+    from twill.emit.ragged import plan
+    machine = load_machine(gpu)
+    g = _import(DATA / "t36/prepipe" / f"cumprod_rows_{'sm100' if gpu == 'b200' else 'sm90'}.ttgir")
+    assert plan(build_model(solve(g, machine, SolveOptions(time_limit=20)), machine)).why_not == ""
+    written = replace(g, carries=tuple(replace(c, attrs=()) for c in g.carries))
+    why = plan(build_model(solve(written, machine, SolveOptions(time_limit=20)), machine)).why_not
+    assert "whole tiles only" in why and "reduce_prod" in why, why
+
+
 BUILT = sorted(n for n in NAMES if _key(n) in IMPORTED)
 
 

@@ -5,8 +5,8 @@
 #   with a NaN every 13th column of every 7th row: the NaN must come out where they went in;
 # - gemm_clamp: bf16 A @ B + bias clamped to [lo, hi] with NaN propagated in the epilogue;
 # - cumprod_rows: tl.cumprod of f32 rows, each 128-column tile's cumprod times the carried product of the tiles
-#   before it. Whole tiles only (N = 1024); at its default N = 1000 the binding must refuse the call with the reason
-#   (`load x fills the elements past the loop's extent with 1.0 ...`): an error row in check.json, not a result.
+#   before it, at N = 1024 (whole tiles), its default 1000 (a partial last column tile: TMA's 0 fill past n_cols where
+#   the kernel loads 1.0, read by the prefix scan and the product carried to no later tile) and 1000 x 4096.
 # What it checks: each binding (outputs NaN-filled first) against the kernel's fp32 torch reference at run.py's SIZES
 # (batch 13b), NaN-aware: NaN positions must equal the reference's, the relative error is over the rest (tolerance
 # 1e-2); Triton's own kernel timed beside it. Run from the repository root. The GPU machine has no solvers: run
