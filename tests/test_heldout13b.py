@@ -30,7 +30,7 @@ from twill.ttgir.sequence import import_sequence
 DATA = Path(__file__).parent / "data" / "ttgir" / "heldout13b"
 FORMS = ("t39/prepipe", "t39/after", "t36/prepipe", "t36/after")
 NAMES = sorted(p.stem for p in (DATA / "t36" / "prepipe").glob("*.ttgir"))
-IMPORTED = {"clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp", "cumprod_rows"}
+IMPORTED = {"clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp", "cumprod_rows", "cummax_rows"}
 # kernel -> (a regex of the TTGIR op the import stops at, a regex of what the message says): every form, both archs
 REFUSED = {
     "cumsum_rev_rows": (r"tt\.scan", r"a reverse scan"),
@@ -56,7 +56,7 @@ def _cols(graph) -> int:
 
 
 def test_the_batch_is_all_there():
-    assert len(NAMES) == 10
+    assert len(NAMES) == 12  # six kernels, two archs
     for name in NAMES:
         assert all((DATA / f / f"{name}.ttgir").exists() for f in FORMS), name
     assert {_key(n) for n in NAMES} == IMPORTED | set(REFUSED)
@@ -108,6 +108,24 @@ def test_a_clamp_computes_its_formula_nan_included(form, arch):
     assert np.allclose(got, want, rtol=1e-6, equal_nan=True) and got[4, 5] == 6.0 and got[4, 6] == -6.0
 
 
+def test_a_clamp_imports_through_the_flat_map_and_the_column_sums():
+    """tt.clampf is read where any elementwise op is, in the rewrites of other kernel shapes too (edited dumps): a flat
+    map over elements (batch 8's vector add, its add a clamp with NaN propagated) and a column sum (batch 12's BatchNorm
+    statistics, its x * x a clamp of x to [x, x])."""
+    root = DATA.parent
+    text = (root / "heldout8/t39/prepipe/vector_add_sm90.ttgir").read_text()
+    edited = text.replace("%2 = arith.addf %x_5, %y_7 : ", "%2 = tt.clampf %x_5, %y_7, %x_5, propagateNan = all : ")
+    assert edited != text
+    g, _ = import_sequence(edited, "flat.ttgir")
+    assert [op.opcode for op in g.ops if op.opcode not in ("load", "store")] == ["max_nan", "min_nan"], print_tir(g)
+    text = (root / "heldout12/t39/prepipe/bn_stats_sm90.ttgir").read_text()
+    edited = text.replace("%ss_32 = arith.mulf %x_30, %x_30 : ", "%ss_32 = tt.clampf %x_30, %x_30, %x_30, "
+                          "propagateNan = none : ")
+    assert edited != text
+    g, _ = import_sequence(edited, "colsum.ttgir")
+    assert [op.opcode for op in g.ops if op.opcode in ("max", "min", "mul")] == ["max", "min"], print_tir(g)
+
+
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("arch", ("sm90", "sm100"))
 def test_a_gemm_clamp_epilogue_computes_its_formula(form, arch):
@@ -144,6 +162,33 @@ def test_a_rows_cumprod_computes_its_formula(form, arch):
         want = np.cumprod(x, axis=1)
     assert np.allclose(got, want, rtol=1e-12, atol=0, equal_nan=True)
     assert np.array_equal(np.isnan(got), np.isnan(want)) and (got[2, 300:] == 0).all()
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("arch", ("sm90", "sm100"))
+def test_a_rows_running_max_computes_its_formula(form, arch):
+    """tl.associative_scan(x, 0, tl.maximum) of a row (Triton has no tl.cummax): each tile's cummax combined with the
+    carried max of the tiles before it (`max y_tile, y_carry`, `rowmax x, y_carry`), the load's -inf fill a tail_mask.
+    100 x 1000 (a partial last tile), a row falling (its first element the max), a row whose max is in the partial last
+    tile, a NaN inside a row (skipped, as tl.maximum's maxnumf skips it) and a row all -inf."""
+    import numpy as np
+    g = _import(DATA / form / f"cummax_rows_{arch}.ttgir")
+    text = print_tir(g)
+    assert re.search(r"cummax \w+ +: f32\[\d+,\d+\] \{axis = 1\}", text) and "rowmax" in text, text
+    x = _x((100, 1000), 24)
+    x[2] = -np.arange(1000.0)
+    x[3, 990] = 50.0
+    x[4, 500] = np.nan
+    x[5] = -np.inf
+    got = _run(g, {"X": x}, {"n_cols": 1000}, cols=_cols(g))["Y"]
+    assert np.array_equal(got, np.fmax.accumulate(x, axis=1))
+    assert (got[2] == 0).all() and (got[3, 990:] == 50).all() and not np.isnan(got).any() and (got[5] == -np.inf).all()
+    # the combiner is the scan's: the same dump scanning by minnumf is a running min (cummin) from +inf
+    text = (DATA / form / f"cummax_rows_{arch}.ttgir").read_text().replace("arith.maxnumf", "arith.minnumf")
+    g, _ = import_sequence(text.replace("0xFF800000", "0x7F800000"), "cummin.ttgir")
+    assert "cummin" in print_tir(g), print_tir(g)
+    got = _run(g, {"X": x}, {"n_cols": 1000}, cols=_cols(g))["Y"]
+    assert np.array_equal(got, np.fmin.accumulate(x, axis=1))
 
 
 @pytest.mark.parametrize("gpu", ["h200", "b200"])

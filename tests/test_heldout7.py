@@ -418,20 +418,25 @@ def _op(op, env):
         return np.cumsum(xs[0], axis=int(op.attr("axis")))
     if op.opcode == "cumprod":
         return np.cumprod(xs[0], axis=int(op.attr("axis")))
+    if op.opcode in ("cummax", "cummin"):  # from the identity, NaN skipped: the emitted fmaxf / fminf from -inf (+inf)
+        start = -np.inf if op.opcode == "cummax" else np.inf
+        x = np.concatenate([np.full(xs[0].shape[:-1] + (1,), start), xs[0]], axis=-1)
+        assert int(op.attr("axis")) % 2 == 1, op
+        return (np.fmax if op.opcode == "cummax" else np.fmin).accumulate(x, axis=-1)[..., 1:]
     if op.opcode == "reduce_prod":
         total = xs[0].prod(axis=int(op.attr("axis")))
         return total if len(xs) == 1 else total * (xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
-    if op.opcode == "reduce_min":
-        total = xs[0].min(axis=int(op.attr("axis")))
-        return total if len(xs) == 1 else np.minimum(total, xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
+    if op.opcode == "reduce_min":  # NaN skipped, as the emitted fminf (session 42)
+        total = np.fmin.reduce(xs[0], axis=int(op.attr("axis")))
+        return total if len(xs) == 1 else np.fmin(total, xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
     if op.opcode in ("rowargmax", "rowargmin"):
         return _arg_row(xs, op.opcode == "rowargmax")
     if op.opcode == "exp2":  # exp2((x - b) * scale), the graph's knob exp2_scale (1/ln 2 of a natural exp)
         with np.errstate(invalid="ignore", over="ignore"):
             return np.exp2((xs[0] - (xs[1] if len(xs) > 1 else 0)) * env["knob exp2_scale"])
-    if op.opcode == "rowmax":  # m' = max(m, rowmax(x))
-        total = xs[0].max(axis=1)
-        return total if len(xs) == 1 else np.maximum(total, xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
+    if op.opcode == "rowmax":  # m' = max(m, rowmax(x)), NaN skipped as the emitted fmaxf (session 42)
+        total = np.fmax.reduce(xs[0], axis=1)
+        return total if len(xs) == 1 else np.fmax(total, xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
     if op.opcode == "log":
         return np.log(xs[0])
     if op.opcode == "rowsum":  # l = l * alpha + sum(x) along the row

@@ -468,7 +468,8 @@ _DEFS = [
             work=2.0, shape="x [M, N] float, index i32/i64 [M, N] or [1, N]: the result [M] of index's dtype")
       for n in ("max", "min")],
     *[OpDef(n, "scan", (1,), ("x",), _scan, "alu", "reduce", "reduce", f"op_{n}", attrs=("axis",), needs=("axis",))
-      for n in ("cumsum", "cumprod")],  # a forward running sum (product) along the axis: tl.cumsum, tl.cumprod
+      for n in ("cumsum", "cumprod", "cummax", "cummin")],  # a forward running sum (product, max, min) along the
+    # axis: tl.cumsum, tl.cumprod, tl.associative_scan of tl.maximum / tl.minimum (NaN skipped, as fmaxf / fminf)
     OpDef("dequant", "dequant", (2, 3), ("packed", "zero", "scale"), _dequant, "alu", "dequant", "dequant",
           "op_dequant", attrs=("bits", "shift"), needs=("bits",), form="dequant packed, [zero,] scale : TYPE {bits = B, shift = S}",
           shape="(float((packed >> shift) & (2^bits - 1)) - zero) * scale; packed an integer tile of the "

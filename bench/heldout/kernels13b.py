@@ -5,7 +5,8 @@
   `tl.clamp(..., propagate_nan=tl.PropagateNan.ALL)`);
 - a bf16 GEMM with a bias and `tl.clamp(acc, lo, hi, propagate_nan=tl.PropagateNan.ALL)` in its epilogue;
 - a row's running product (`tl.cumprod`);
-- a row's reverse running sum (`tl.cumsum(x, reverse=True)`: the suffix sums).
+- a row's reverse running sum (`tl.cumsum(x, reverse=True)`: the suffix sums);
+- a row's running maximum (`tl.associative_scan(x, 0, max)`: Triton has no tl.cummax), -inf past the row.
 
 Protocol for every kernel NAME (KERNELS at the bottom), as kernels.py:
     tensors, params = NAME_make_inputs(size, device)   # size: dict of overrides or None
@@ -199,7 +200,38 @@ def cumsum_rev_rows_make_inputs(size=None, device="cuda"):
     return (_rows(135, _sizes(dict(M=4096, N=1000), size), device, torch.float16),), {}
 
 
-NAMES = ("clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp", "cumprod_rows", "cumsum_rev_rows")
+# 6. A row's running maximum: tl.associative_scan with a maximum combiner (NaN not propagated), fp32.
+@triton.jit
+def _max_combine(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def cummax_rows_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf"))
+    y = tl.associative_scan(x, 0, _max_combine)
+    tl.store(Y + row * stride_y + cols, y, mask=mask)
+
+
+def cummax_rows_launch(x):
+    M, N = x.shape
+    y = torch.empty_like(x)
+    cummax_rows_kernel[(M,)](x, y, x.stride(0), y.stride(0), N, BLOCK_SIZE=triton.next_power_of_2(N), num_warps=4)
+    return y
+
+
+def cummax_rows_reference(x):
+    return torch.cummax(x.float(), dim=-1).values
+
+
+def cummax_rows_make_inputs(size=None, device="cuda"):
+    return (_rows(136, _sizes(dict(M=4096, N=1000), size), device, torch.float32),), {}
+
+
+NAMES = ("clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp", "cumprod_rows", "cumsum_rev_rows", "cummax_rows")
 KERNELS = {}
 for _name in NAMES:
     KERNELS[_name] = dict(kernel=globals()[_name + "_kernel"], launch=globals()[_name + "_launch"],
@@ -223,6 +255,9 @@ DUMPS = {
         divisible_by_16=["A", "B", "BIAS", "C", "K", "stride_am", "stride_bk", "stride_cm"], num_warps=8,
         num_stages=3),
     "cumprod_rows": dict(
+        signature=dict(X="*fp32", Y="*fp32", stride_x="i32", stride_y="i32", n_cols="i32", BLOCK_SIZE=_C),
+        constexprs=dict(BLOCK_SIZE=1024), divisible_by_16=_ROWS, num_warps=4, num_stages=3),
+    "cummax_rows": dict(
         signature=dict(X="*fp32", Y="*fp32", stride_x="i32", stride_y="i32", n_cols="i32", BLOCK_SIZE=_C),
         constexprs=dict(BLOCK_SIZE=1024), divisible_by_16=_ROWS, num_warps=4, num_stages=3),
     "cumsum_rev_rows": dict(

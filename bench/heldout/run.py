@@ -129,13 +129,14 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          # which no later tile reads), then a partial last row tile
          "clamp_gelu_rows": [{"N": 4096}, None], "leaky_clamp_nan_rows": [{"N": 1024}, None],
          "gemm_clamp": [{"M": 1024, "N": 1152, "K": 1024}, None],
-         "cumprod_rows": [{"N": 1024}, None, {"M": 1000, "N": 4096}]}
+         "cumprod_rows": [{"N": 1024}, None, {"M": 1000, "N": 4096}],
+         "cummax_rows": [None, {"M": 1000, "N": 4096}]}
 # the held-out kernels that import and have not yet run correct on a GPU: batch -> names. Session 40 (H100) ran
 # gemm_tf32, dropout, seeded_dropout, attn_dropout and batch 11's GEMMs and swiglu_bwd correct (docs/triton-results.md);
 # attn_bool_mask's binding refused its [N, N] mask and softmax_temp's its ragged rows
 PENDING_GPU = {"6": ("attn_bool_mask",), "11": ("softmax_temp", "quant_int8_rows", "cumsum_rows", "argmax_rows", "causal_softmax"),
                "12": ("bias_grad", "ln_dwdb", "bn_stats"),
-               "13b": ("clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp", "cumprod_rows")}
+               "13b": ("clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp", "cumprod_rows", "cummax_rows")}
 # batch 12 and batch 9's layer_norm_bwd_dwdb (column sums): bench/triton_notes/s40/colsum/run.sh; the rest:
 # bench/triton_notes/s40/gpu40.sh
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),

@@ -144,7 +144,7 @@ IDENTITY = {"rowsum": 0.0, "reduce_sum": 0.0, "rowmax": float("-inf"), "reduce_m
             # then the smaller index, one inside, wins the tie)
             "rowargmax": float("-inf"), "rowargmin": float("inf")}
 # forward scans: an element past the extent reaches only the elements after it, themselves past the extent
-PREFIX_SCANS = ("cumsum", "cumprod")
+PREFIX_SCANS = ("cumsum", "cumprod", "cummax", "cummin")
 ELEMENTWISE_FAMILIES = ("unary", "binary", "ternary", "convert")
 # A maximum along the loop of a value no element of which is below 0 (|x|: a quantization's absmax) takes a 0
 # past the extent as well as its identity: the row's maximum is at least 0 where the row has an element

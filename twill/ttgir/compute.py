@@ -219,7 +219,8 @@ def reduce(lw: Lowering, op: MOp) -> None:
 
 
 REDUCED = {"add": "sum", "mul": "prod"}  # a combiner -> the reduce_* opcode it names (the others: their own)
-SCANNED = {"add": "cumsum", "mul": "cumprod"}  # a forward scan's combiner -> its opcode (tl.cumsum, tl.cumprod)
+# a forward scan's combiner -> its opcode (tl.cumsum, tl.cumprod; a running max or min: tl.associative_scan's)
+SCANNED = {"add": "cumsum", "mul": "cumprod", "max": "cummax", "min": "cummin"}
 
 
 def _arg_reduce(lw: Lowering, op: MOp, vals, ins, outs, axis) -> None:

@@ -45,6 +45,9 @@ from .rowprog import (COMBINERS, Refuse, after_last_colon, attr_int, elt_of, end
                       tile_of, walk_ops)
 
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
+# the combiners of a scan of the row that import: tl.cumsum, tl.cumprod, a running max or min (tl.associative_scan
+# of tl.maximum / tl.minimum as written by default; maximumf / minimumf propagate NaN, which no scan op does)
+SCANS = ("arith.addf", "arith.mulf", "arith.maxnumf", "arith.minnumf")
 
 
 def _what_bounds(n, defs) -> str:
@@ -475,6 +478,8 @@ class Whole:
             self.where.append((b.head.line, None))
         return [local[n] for n, _ in block.ops[-1].operands()]
 
+    # the combiners of a scan of the row that import (tl.cumsum, tl.cumprod, a running max or min of
+    # tl.associative_scan; maximumf / minimumf, which propagate NaN, have no NaN-propagating scan op)
     def _scan(self, op: MOp) -> tuple[str, str, str]:
         """(the combiner op, its identity, the element type) of a forward scan of the row along its columns by a sum
         or a product of f32 (tl.cumsum, tl.cumprod): each column tile's scan combined with the carry of the tiles
@@ -486,7 +491,7 @@ class Whole:
                 "column loop that walks the row's tiles from its end is not built: docs/ttgir-import.md, section 9)"
                 if re.search(r"reverse\s*=\s*true", head) else
                 f"a scan of {len(op.results)} values at once" if len(op.results) != 1 else
-                f"a scan by '{comb[0].name}'" if len(comb) == 1 and comb[0].name not in ("arith.addf", "arith.mulf") else
+                f"a scan by '{comb[0].name}'" if len(comb) == 1 and comb[0].name not in SCANS else
                 "a scan whose combiner is more than one op" if len(comb) != 1 else
                 f"a scan of {elt}" if elt != "f32" else
                 "a scan along other than the row" if attr_int(op, "axis") != 0 else "")

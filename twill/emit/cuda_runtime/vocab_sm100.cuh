@@ -80,16 +80,28 @@ __device__ __forceinline__ void op_cumsum(Out& out, const X& x) {
   }
 }
 
-// cumprod along the last axis: the thread's row, in order.
-template <typename Out, typename X>
-__device__ __forceinline__ void op_cumprod(Out& out, const X& x) {
-  float run = 1.f;
+// cumprod, cummax, cummin along the last axis: the thread's row, in order.
+template <typename Out, typename X, typename Op>
+__device__ __forceinline__ void row_scan(Out& out, const X& x, float identity, Op op) {
+  float run = identity;
 #pragma unroll
   for (int i = 0; i < Out::kElems; i += 2) {
-    const float v0 = run * at<false>(x, i);
-    run = v0 * at<false>(x, i + 1);
+    const float v0 = op(run, at<false>(x, i));
+    run = op(v0, at<false>(x, i + 1));
     put2(out, i, v0, run);
   }
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cumprod(Out& out, const X& x) {
+  row_scan(out, x, 1.f, [](float a, float v) { return a * v; });
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cummax(Out& out, const X& x) {
+  row_scan(out, x, -INFINITY, [](float a, float v) { return fmaxf(a, v); });
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cummin(Out& out, const X& x) {
+  row_scan(out, x, INFINITY, [](float a, float v) { return fminf(a, v); });
 }
 
 // cumsum down a rank-1 tile in shared memory (laid out as Tile<T, 1, M>): the thread's row (row0 on)

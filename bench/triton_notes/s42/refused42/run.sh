@@ -6,7 +6,8 @@
 # - gemm_clamp: bf16 A @ B + bias clamped to [lo, hi] with NaN propagated in the epilogue;
 # - cumprod_rows: tl.cumprod of f32 rows, each 128-column tile's cumprod times the carried product of the tiles
 #   before it, at N = 1024 (whole tiles), its default 1000 (a partial last column tile: TMA's 0 fill past n_cols where
-#   the kernel loads 1.0, read by the prefix scan and the product carried to no later tile) and 1000 x 4096.
+#   the kernel loads 1.0, read by the prefix scan and the product carried to no later tile) and 1000 x 4096;
+# - cummax_rows: tl.associative_scan(x, 0, tl.maximum) of f32 rows (a running max), 4096 x 1000 and 1000 x 4096.
 # What it checks: each binding (outputs NaN-filled first) against the kernel's fp32 torch reference at run.py's SIZES
 # (batch 13b), NaN-aware: NaN positions must equal the reference's, the relative error is over the rest (tolerance
 # 1e-2); Triton's own kernel timed beside it. Run from the repository root. The GPU machine has no solvers: run
@@ -16,7 +17,7 @@
 set -e
 if [ "$1" != "gpu" ]; then
   python bench/heldout/run.py build --batch 13b --out .devrun/refused42/k13b clamp_gelu_rows leaky_clamp_nan_rows \
-    gemm_clamp cumprod_rows   # here
+    gemm_clamp cumprod_rows cummax_rows   # here
   echo "built: carry .devrun/refused42 and run 'bash bench/triton_notes/s42/refused42/run.sh gpu' on the GPU machine"
   exit 0
 fi
