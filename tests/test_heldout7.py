@@ -111,9 +111,18 @@ def _refused_at_the_load(text: str, match: str) -> None:
 
 
 def test_another_fill_or_another_mask_is_still_refused_at_the_load():
-    """The near misses: other=-1.0 (f16 0xBC00) fills with what no whole-tile kernel could ignore either
-    way, and other=-inf under a mask that is not the loop's partial last tile (`cols <= N`)."""
-    _refused_at_the_load(_edited("dense<0xFC00>", "dense<0xBC00>"), "fills the masked elements")
+    """The near misses: other=-inf under a mask that is not the loop's partial last tile (`cols <= N`). Another
+    constant under the tail mask (other=-1.0, f16 0xBC00) imports since session 42 as `{fill = -1.0}`, which whole
+    tiles never read; a partial last tile, whose TMA zero fill the rowmax would read, is refused at the call (the
+    ragged plan names the reader)."""
+    from twill.emit import build_model
+    from twill.emit.ragged import plan
+    graph, _ = import_sequence(_edited("dense<0xFC00>", "dense<0xBC00>"), "fill.ttgir")
+    (load,) = [op for op in graph.ops if op.opcode == "load"]
+    assert load.attr("fill") == -1.0
+    machine = load_machine("h200")
+    why = plan(build_model(solve(graph, machine, SolveOptions(time_limit=10)), machine)).why_not
+    assert "whole tiles only" in why and "rowmax" in why, why
     _refused_at_the_load(_edited("arith.cmpi slt, %x_18, %x", "arith.cmpi sle, %x_18, %x"),
                          "fills the masked elements|not a bound of the tensor's edge")
 
@@ -730,10 +739,12 @@ def _fused(old: str, new: str) -> str:
 
 
 def test_a_row_whole_in_one_tile_near_misses_are_refused_at_their_line():
-    """A reduction that is not a sum, max or min (a product), a mask that is not `cols < n_cols` (`<=`): each an
-    error at its TTGIR line."""
-    _refused_at(_fused("%denominator_10 = arith.addf", "%denominator_10 = arith.mulf"), "tt.reduce",
-                "a sum, max or min of f32")
+    """A reduction that is not a sum, product, max or min (a difference: a product imports since session 42, as
+    `reduce_prod`), a mask that is not `cols < n_cols` (`<=`): each an error at its TTGIR line."""
+    _refused_at(_fused("%denominator_10 = arith.addf", "%denominator_10 = arith.subf"), "tt.reduce",
+                "a sum, product, max or min of f32")
+    seq, _ = import_sequence(_fused("%denominator_10 = arith.addf", "%denominator_10 = arith.mulf"), "prod.ttgir")
+    assert any(op.opcode == "reduce_prod" for g in seq.graphs for op in g.ops), print_sequence(seq)
     _refused_at(_fused("%mask_0 = arith.cmpi slt,", "%mask_0 = arith.cmpi sle,"), "arith.cmpi",
                 "other than `cols < n_cols`")
 

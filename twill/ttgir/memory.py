@@ -256,7 +256,9 @@ def gathered(lw: Lowering, op: MOp, in_loop: bool) -> None:
             f"{'address' if what == 'addresses' else 'bound'} (a block table's page, a cu_seqlens start) is "
             "not imported", op.head,
             hint="the emitted kernel places each tile by its program ids and the loop's step only; pass the "
-                 "offsets as launch arguments or one launch per sequence (docs/ttgir-import.md, section 3)"))
+                 "offsets as launch arguments or one launch per sequence (docs/ttgir-import.md, section 3); a loop "
+                 "that runs to a length loaded per batch (key padding, varlen) is not built: section 9 says what it "
+                 "needs"))
 
 
     # in the loop any division; before it and after it a division with no remainder beside it (GQA's

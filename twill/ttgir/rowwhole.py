@@ -438,7 +438,7 @@ class Whole:
 
     def _reduction(self, op: MOp) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
         """(the combiner, the identity and element type of each value it carries) of a reduction of the row to
-        scalars: a sum, max or min of f32 (the combiner its arith op), or tl.argmax / tl.argmin, a value and its
+        scalars: a sum, product (session 42), max or min of f32 (the combiner its arith op), or tl.argmax / tl.argmin, a value and its
         index (the combiner "argmax" / "argmin": argreduce.py), folded across the column tiles by the kernel's own
         combiner from a pair it always gives up."""
         comb = next(iter(walk_ops(op.body())), None)
@@ -450,12 +450,12 @@ class Whole:
                                  f"indices along the row is imported, not of ({', '.join(elts)})")
             return f"arg{kind}", (argreduce.IDENTITY[kind], str(argreduce.INDEX_IDENTITY)), elts
         if len(op.results) != 1:
-            raise Refuse(op, f"'tt.reduce' of {len(op.results)} values at once of the row held in one tile: a sum, max "
-                             "or min of f32 to one value, or tl.argmax / tl.argmin (a value and its index, ties to the "
+            raise Refuse(op, f"'tt.reduce' of {len(op.results)} values at once of the row held in one tile: a sum, "
+                             "product, max or min of f32 to one value, or tl.argmax / tl.argmin (a value and its index, ties to the "
                              "smaller index) is imported")
         if attr_int(op, "axis") != 0 or comb is None or comb.name not in COMBINERS or elt != "f32":
-            raise Refuse(op, "'tt.reduce' of the row held in one tile: a sum, max or min of f32 to one value is "
-                             "imported (split into a loop over the row's column tiles)")
+            raise Refuse(op, "'tt.reduce' of the row held in one tile: a sum, product, max or min of f32 to one value "
+                             "is imported (split into a loop over the row's column tiles)")
         return comb.name, (COMBINERS[comb.name][1],), (elt,)
 
     def _fold_pair(self, o: MOp, accs: list[str]) -> list[str]:
