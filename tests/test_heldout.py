@@ -100,14 +100,14 @@ def test_load_and_store_masks_on_the_tensors_edge_are_dropped_others_are_errors(
     with pytest.raises(InputError, match="not a bound of the tensor's edge") as err:
         import_ttgir(near, "mm.ttgir")
     assert "tt.store" in near.splitlines()[err.value.diagnostics[0].span.line - 1]
-    # a load whose masked elements are not 0: TMA's zero fill would differ
+    # a load whose masked elements are not 0 under the loop's tail mask: since session 42 its `{fill = 1.0}` (whole
+    # tiles never read it; emit/ragged.py refuses a partial last tile whose TMA zero fill a reduction would read)
     rows = _read("t39/prepipe", "row_stats_sm90")
     near = rows.replace("%cst = arith.constant dense<0.000000e+00> : tensor<64x128xf16",
                         "%cst = arith.constant dense<1.000000e+00> : tensor<64x128xf16", 1)
     assert near != rows
-    with pytest.raises(InputError, match="not 0") as err:
-        import_ttgir(near, "rows.ttgir")
-    assert "tt.load" in near.splitlines()[err.value.diagnostics[0].span.line - 1]
+    graph, _ = import_ttgir(near, "rows.ttgir")
+    assert 1.0 in [op.attr("fill") for op in graph.ops if op.opcode == "load"], print_tir(graph)
 
 
 def test_a_dot_split_along_k_is_put_back_together_and_a_near_miss_is_an_error():

@@ -111,9 +111,18 @@ def _refused_at_the_load(text: str, match: str) -> None:
 
 
 def test_another_fill_or_another_mask_is_still_refused_at_the_load():
-    """The near misses: other=-1.0 (f16 0xBC00) fills with what no whole-tile kernel could ignore either
-    way, and other=-inf under a mask that is not the loop's partial last tile (`cols <= N`)."""
-    _refused_at_the_load(_edited("dense<0xFC00>", "dense<0xBC00>"), "fills the masked elements")
+    """The near misses: other=-inf under a mask that is not the loop's partial last tile (`cols <= N`). Another
+    constant under the tail mask (other=-1.0, f16 0xBC00) imports since session 42 as `{fill = -1.0}`, which whole
+    tiles never read; a partial last tile, whose TMA zero fill the rowmax would read, is refused at the call (the
+    ragged plan names the reader)."""
+    from twill.emit import build_model
+    from twill.emit.ragged import plan
+    graph, _ = import_sequence(_edited("dense<0xFC00>", "dense<0xBC00>"), "fill.ttgir")
+    (load,) = [op for op in graph.ops if op.opcode == "load"]
+    assert load.attr("fill") == -1.0
+    machine = load_machine("h200")
+    why = plan(build_model(solve(graph, machine, SolveOptions(time_limit=10)), machine)).why_not
+    assert "whole tiles only" in why and "rowmax" in why, why
     _refused_at_the_load(_edited("arith.cmpi slt, %x_18, %x", "arith.cmpi sle, %x_18, %x"),
                          "fills the masked elements|not a bound of the tensor's edge")
 
@@ -381,13 +390,17 @@ UNARY = {"rsqrt": lambda a: 1 / __import__("numpy").sqrt(a), "sqrt": lambda a: _
          "ceil": lambda a: __import__("numpy").ceil(a), "rint": lambda a: __import__("numpy").rint(a),
          "trunc": lambda a: __import__("numpy").trunc(a)}
 BINARY = {"mul": lambda a, b: a * b, "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "div": lambda a, b: a / b,
-          "max": lambda a, b: __import__("numpy").maximum(a, b), "rescale": lambda a, b: a * b,
-          "min": lambda a, b: __import__("numpy").minimum(a, b), "ge": lambda a, b: (a >= b) * 1.0,
+          "max": lambda a, b: __import__("numpy").fmax(a, b), "rescale": lambda a, b: a * b,
+          "min": lambda a, b: __import__("numpy").fmin(a, b), "ge": lambda a, b: (a >= b) * 1.0,
           "gt": lambda a, b: (a > b) * 1.0, "le": lambda a, b: (a <= b) * 1.0, "lt": lambda a, b: (a < b) * 1.0}
 
 # comparisons (1 where they hold), logic of such flags, along-row ops (tl.argmax's fold, tl.cumsum: batch 11)
 BINARY.update({"eq": lambda a, b: (a == b) * 1.0, "lt": lambda a, b: (a < b) * 1.0, "gt": lambda a, b: (a > b) * 1.0,
                "and": lambda a, b: ((a != 0) & (b != 0)) * 1.0, "or": lambda a, b: ((a != 0) | (b != 0)) * 1.0})
+# max and min give the other operand where one is NaN (fmaxf / fminf, arith.maxnumf); max_nan and min_nan give NaN
+# (max.NaN.f32, arith.maximumf: `propagate_nan=ALL`, session 42)
+BINARY.update({"max_nan": lambda a, b: __import__("numpy").maximum(a, b),
+               "min_nan": lambda a, b: __import__("numpy").minimum(a, b)})
 BINARY["rem"] = lambda a, b: __import__("numpy").fmod(a, b)  # truncated toward zero, as arith.remsi (batch 11)
 
 
@@ -412,17 +425,27 @@ def _op(op, env):
         return np.where(xs[0] != 0, xs[1], xs[2])
     if op.opcode == "cumsum":
         return np.cumsum(xs[0], axis=int(op.attr("axis")))
-    if op.opcode == "reduce_min":
-        total = xs[0].min(axis=int(op.attr("axis")))
-        return total if len(xs) == 1 else np.minimum(total, xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
+    if op.opcode == "cumprod":
+        return np.cumprod(xs[0], axis=int(op.attr("axis")))
+    if op.opcode in ("cummax", "cummin"):  # from the identity, NaN skipped: the emitted fmaxf / fminf from -inf (+inf)
+        start = -np.inf if op.opcode == "cummax" else np.inf
+        x = np.concatenate([np.full(xs[0].shape[:-1] + (1,), start), xs[0]], axis=-1)
+        assert int(op.attr("axis")) % 2 == 1, op
+        return (np.fmax if op.opcode == "cummax" else np.fmin).accumulate(x, axis=-1)[..., 1:]
+    if op.opcode == "reduce_prod":
+        total = xs[0].prod(axis=int(op.attr("axis")))
+        return total if len(xs) == 1 else total * (xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
+    if op.opcode == "reduce_min":  # NaN skipped, as the emitted fminf (session 42)
+        total = np.fmin.reduce(xs[0], axis=int(op.attr("axis")))
+        return total if len(xs) == 1 else np.fmin(total, xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
     if op.opcode in ("rowargmax", "rowargmin"):
         return _arg_row(xs, op.opcode == "rowargmax")
     if op.opcode == "exp2":  # exp2((x - b) * scale), the graph's knob exp2_scale (1/ln 2 of a natural exp)
         with np.errstate(invalid="ignore", over="ignore"):
             return np.exp2((xs[0] - (xs[1] if len(xs) > 1 else 0)) * env["knob exp2_scale"])
-    if op.opcode == "rowmax":  # m' = max(m, rowmax(x))
-        total = xs[0].max(axis=1)
-        return total if len(xs) == 1 else np.maximum(total, xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
+    if op.opcode == "rowmax":  # m' = max(m, rowmax(x)), NaN skipped as the emitted fmaxf (session 42)
+        total = np.fmax.reduce(xs[0], axis=1)
+        return total if len(xs) == 1 else np.fmax(total, xs[1][:, 0] if xs[1].ndim == 2 else xs[1])
     if op.opcode == "log":
         return np.log(xs[0])
     if op.opcode == "rowsum":  # l = l * alpha + sum(x) along the row
@@ -716,10 +739,12 @@ def _fused(old: str, new: str) -> str:
 
 
 def test_a_row_whole_in_one_tile_near_misses_are_refused_at_their_line():
-    """A reduction that is not a sum, max or min (a product), a mask that is not `cols < n_cols` (`<=`): each an
-    error at its TTGIR line."""
-    _refused_at(_fused("%denominator_10 = arith.addf", "%denominator_10 = arith.mulf"), "tt.reduce",
-                "a sum, max or min of f32")
+    """A reduction that is not a sum, product, max or min (a difference: a product imports since session 42, as
+    `reduce_prod`), a mask that is not `cols < n_cols` (`<=`): each an error at its TTGIR line."""
+    _refused_at(_fused("%denominator_10 = arith.addf", "%denominator_10 = arith.subf"), "tt.reduce",
+                "a sum, product, max or min of f32")
+    seq, _ = import_sequence(_fused("%denominator_10 = arith.addf", "%denominator_10 = arith.mulf"), "prod.ttgir")
+    assert any(op.opcode == "reduce_prod" for g in seq.graphs for op in g.ops), print_sequence(seq)
     _refused_at(_fused("%mask_0 = arith.cmpi slt,", "%mask_0 = arith.cmpi sle,"), "arith.cmpi",
                 "other than `cols < n_cols`")
 

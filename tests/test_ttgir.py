@@ -308,12 +308,20 @@ def _reduction(combiner: str) -> str:
 
 
 def test_reduction_it_cannot_name_is_generic():
-    text = _reduction("arith.mulf")  # a product: no .tir opcode
+    text = _reduction("arith.subf")  # a difference (not associative): no .tir opcode
     g, warnings = import_ttgir(text, "r.ttgir")
     assert [(op.name, op.opcode) for op in g.ops] == [("t", "tt_reduce"), ("nb", "div")]
     assert len(warnings) == 1 and "combiner" in warnings[0].message
     with pytest.raises(InputError):
         import_ttgir(text, "r.ttgir", strict=True)
+
+
+def test_a_product_reduction_is_reduce_prod_along_its_axis():
+    """Since session 42 (tl.cumprod's carry of its column tiles) a product has its opcode: it was generic."""
+    g, warnings = import_ttgir(_reduction("arith.mulf"), "r.ttgir")
+    assert [(op.name, op.opcode, op.attrs) for op in g.ops] == [("t", "reduce_prod", (("axis", 1),)),
+                                                                 ("nb", "div", ())]
+    assert not warnings
 
 
 def test_a_min_reduction_is_reduce_min_along_its_axis():

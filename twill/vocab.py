@@ -395,6 +395,10 @@ _DEFS = [
     *[_unary(n) for n in LIBM],  # CUDA's math library, one float each (emitted from LIBM alone)
     *[_unary(n, "alu") for n in ("abs", "neg")],
     *[_binary(n) for n in ("add", "mul", "max", "min")],
+    # max_nan / min_nan: max and min that give NaN where either operand is NaN (arith.maximumf / minimumf:
+    # `tl.maximum(..., propagate_nan=ALL)`, `tl.clamp(..., propagate_nan=ALL)`); max and min give the other operand
+    # there (arith.maxnumf / minnumf, Triton's default), as fmaxf and fminf do
+    *[_binary(n) for n in ("max_nan", "min_nan")],
     # comparisons: 1 where x OP y holds, else 0 (a float tile: select's condition, leaky ReLU's x >= 0)
     *[_binary(n) for n in COMPARISONS],
     # fill x {scalar = V}: a tile of V shaped like x (a constant side of select or fma, `tl.where(c, x, 0)`)
@@ -456,15 +460,16 @@ _DEFS = [
     OpDef("fma", "ternary", (2, 3), ("a", "b", "c"), _elementwise(), "alu", "alu", "math", "op_fma",
           attrs=("scalar",), form="fma a, b, c : TYPE (or fma a, b : TYPE {scalar = V}, V its c)"),
     *[OpDef(f"reduce_{n}", "reduce", (1, 2), ("x", "init"), _reduce, "alu", "reduce", "reduce", f"op_reduce_{n}",
-            attrs=("axis",), needs=("axis",)) for n in ("sum", "max", "min")],
+            attrs=("axis",), needs=("axis",)) for n in ("sum", "max", "min", "prod")],
     # rowargmax x, index (rowargmin): tl.argmax / tl.argmin along a tile's rows, the index of each row's largest
     # (smallest) value, ties to the smaller index (Triton's combiner, twill/ttgir/argreduce.py); the value itself is
     # rowmax x (reduce_min x {axis = 1}). Per element a compare and two selects: `work` 2
     *[OpDef(f"rowarg{n}", "row", (2,), ("x", "index"), _arg_row, "alu", "reduce", "math", f"op_rowarg{n}",
             work=2.0, shape="x [M, N] float, index i32/i64 [M, N] or [1, N]: the result [M] of index's dtype")
       for n in ("max", "min")],
-    OpDef("cumsum", "scan", (1,), ("x",), _scan, "alu", "reduce", "reduce", "op_cumsum", attrs=("axis",),
-          needs=("axis",)),
+    *[OpDef(n, "scan", (1,), ("x",), _scan, "alu", "reduce", "reduce", f"op_{n}", attrs=("axis",), needs=("axis",))
+      for n in ("cumsum", "cumprod", "cummax", "cummin")],  # a forward running sum (product, max, min) along the
+    # axis: tl.cumsum, tl.cumprod, tl.associative_scan of tl.maximum / tl.minimum (NaN skipped, as fmaxf / fminf)
     OpDef("dequant", "dequant", (2, 3), ("packed", "zero", "scale"), _dequant, "alu", "dequant", "dequant",
           "op_dequant", attrs=("bits", "shift"), needs=("bits",), form="dequant packed, [zero,] scale : TYPE {bits = B, shift = S}",
           shape="(float((packed >> shift) & (2^bits - 1)) - zero) * scale; packed an integer tile of the "

@@ -133,20 +133,30 @@ SIZES = {"mm_tutorial": [{"M": 1024, "N": 1152, "K": 1000}, None], "row_stats": 
          "gemm_sum2": [None], "bmm_grouped": [{"M": 1024, "N": 1152}, None],
          "reglu_fwd": [None, {"M": 1000, "N": 4096}], "jsd_fwd": [None, {"M": 1000, "N": 5000}],
          "huber_rows": [None, {"M": 1000, "N": 4096}], "cosine_rows": [None, {"M": 1000, "N": 4096}],
-         "add_rmsnorm_loop": [None, {"M": 1000, "N": 5000}]}
+         "add_rmsnorm_loop": [None, {"M": 1000, "N": 5000}],
+         # batch 13b (session 42): tl.clamp (NaN not propagated, then propagated: bench/triton_notes/s42/refused42
+         # compares NaN positions) at whole tiles, then ragged; tl.cumprod at whole tiles, then its default 1000 columns
+         # (TMA's 0 fill, not the kernel's other=1.0, past n_cols: read by the prefix scan and the carry's product,
+         # which no later tile reads), then a partial last row tile
+         "clamp_gelu_rows": [{"N": 4096}, None], "leaky_clamp_nan_rows": [{"N": 1024}, None],
+         "gemm_clamp": [{"M": 1024, "N": 1152, "K": 1024}, None],
+         "cumprod_rows": [{"N": 1024}, None, {"M": 1000, "N": 4096}],
+         "cummax_rows": [None, {"M": 1000, "N": 4096}]}
 # the held-out kernels that import and have not yet run correct on a GPU: batch -> names. Session 40 (H100) ran
 # gemm_tf32, dropout, seeded_dropout, attn_dropout and batch 11's GEMMs and swiglu_bwd correct (docs/triton-results.md);
 # attn_bool_mask's binding refused its [N, N] mask and softmax_temp's its ragged rows
 PENDING_GPU = {"6": ("attn_bool_mask",), "11": ("softmax_temp", "quant_int8_rows", "cumsum_rows", "argmax_rows", "causal_softmax"),
                "12": ("bias_grad", "ln_dwdb", "bn_stats"),
                "13": ("gemm_mish", "gemm_hardswish", "gemm_scale_res_clamp", "gemm_sum2", "bmm_grouped", "reglu_fwd",
-                      "jsd_fwd", "huber_rows", "cosine_rows", "add_rmsnorm_loop")}
+                      "jsd_fwd", "huber_rows", "cosine_rows", "add_rmsnorm_loop"),
+               "13b": ("clamp_gelu_rows", "leaky_clamp_nan_rows", "gemm_clamp", "cumprod_rows", "cummax_rows")}
 # batch 12 and batch 9's layer_norm_bwd_dwdb (column sums): bench/triton_notes/s40/colsum/run.sh; the rest:
 # bench/triton_notes/s40/gpu40.sh
 BATCHES = {"2": ("kernels.py", "heldout2"), "3": ("kernels3.py", "heldout3"), "4": ("kernels4.py", "heldout4"),
            "5": ("kernels5.py", "heldout5"), "6": ("kernels6.py", "heldout6"), "7": ("kernels7.py", "heldout7"),
            "8": ("kernels8.py", "heldout8"), "9": ("kernels9.py", "heldout9"), "10": ("kernels10.py", "heldout10"),
-           "11": ("kernels11.py", "heldout11"), "12": ("kernels12.py", "heldout12"), "13": ("kernels13.py", "heldout13"), "rand": ("randoms.py", "randoms")}  # tl.rand's forms beyond batches 9 and 6 (references from twill/philox.py)
+           "11": ("kernels11.py", "heldout11"), "12": ("kernels12.py", "heldout12"), "13": ("kernels13.py", "heldout13"),
+           "13b": ("kernels13b.py", "heldout13b"), "rand": ("randoms.py", "randoms")}  # tl.rand's forms beyond batches 9 and 6 (references from twill/philox.py)
 
 
 def _kernels(batch: str = "2"):
@@ -259,7 +269,7 @@ def main(argv=None) -> None:
     for q in (b, c):
         q.add_argument("--batch", choices=sorted(BATCHES), default="2", help="2: kernels.py (heldout2); 3: kernels3.py; 4: kernels4.py; 5: kernels5.py; 6: kernels6.py; "
                        "7: kernels7.py; 8: kernels8.py; 9: kernels9.py; 10: kernels10.py; 11: kernels11.py; 12: kernels12.py; "
-                       "13: kernels13.py")
+                       "13: kernels13.py; 13b: kernels13b.py")
     a = p.parse_args(argv)
     {"build": cmd_build, "check": cmd_check}[a.cmd](a)
 

@@ -35,7 +35,8 @@ from .ops import Arg, OpCall, ctype, emitter, fragment_type, vector_kind
 # One-element ops, as float expressions of their operands (what the runtime's op_* compute per element).
 SCALAR_MATH = {
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-    "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})", "neg": "(-{0})", "abs": "fabsf({0})",
+    "max": "fmaxf({0}, {1})", "min": "fminf({0}, {1})",
+    "max_nan": "twill::max_nan({0}, {1})", "min_nan": "twill::min_nan({0}, {1})", "neg": "(-{0})", "abs": "fabsf({0})",
     "exp": "expf({0})", "log": "logf({0})", "log2": "log2f({0})", "sqrt": "sqrtf({0})", "rsqrt": "rsqrtf({0})",
     "recip": "(1.f / {0})", "tanh": "tanhf({0})", "sigmoid": "(1.f / (1.f + expf(-{0})))", "convert": "{0}",
     "fma": "fmaf({0}, {1}, {2})", "select": "({0} != 0.f ? {1} : {2})",

@@ -118,7 +118,7 @@ def _reduce(d: vocab.OpDef) -> Emitter:
         x = call.args[0].type
         axis = int(call.op.attr("axis")) % len(x.shape)
         if d.family == "reduce" and len(x.shape) == 1 and call.args[0].where == "smem" and len(call.args) == 1:
-            kind = ("sum", "max", "min").index(d.name.split("_")[1])  # a whole vector in shared memory to a scalar
+            kind = ("sum", "max", "min", "prod").index(d.name.split("_")[1])  # a whole vector in shared memory to a scalar
             return [f"twill::reduce_vector<{ctype(x.dtype)}, {x.shape[0]}, {kind}>({call.out.expr}, {call.args[0].expr});"]
         if d.name == "cumsum" and len(x.shape) == 1 and call.args[0].where == "smem" and vector_kind(call.out.type) == "rows":
             a = call.args[0]  # down a vector in shared memory: each row the thread holds, from the vector

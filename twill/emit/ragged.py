@@ -66,9 +66,9 @@ def plan(model) -> Ragged:
     filled = [op for op in model.graph.ops if op.opcode == "load" and op.attr("fill", 0) != 0]
     for op in filled:  # other=-inf (ttgir/memory.loop_tail_fill): TMA's zero fill is not the kernel's, so the
         why = _filled_to_max_like(model, op)  # value must reach only rowmax / exp2, masked to -inf before them,
-        if why and tail_refusal(model, axis, [(op.name, None)]):  # or no reduction along the loop at all
+        if why and (reader := tail_refusal(model, axis, [(op.name, None)])):  # or no reduction along the loop at all
             return Ragged(step, (), f"load {op.name} fills the elements past the loop's extent with "
-                                    f"{op.attr('fill')}, and TMA fills them with 0: whole tiles only ({why})")
+                                    f"{op.attr('fill')}, and TMA fills them with 0: whole tiles only ({why}; {reader})")
     if not any(op.opcode == "mma" for op in model.graph.ops):  # a row statistic's pass (tensors.py)
         why = zero_fill_refusal(model, axis, skip={op.name for op in filled})
         if why:
@@ -139,12 +139,12 @@ ZERO_KEEPING = ("convert", "mul", "rescale", "neg", "abs", "rowsum", "reduce_sum
 ZERO_SAFE_SINKS = ("store",)  # TMA drops the elements past the tensor's end
 TAIL_OPCODE = "tail_mask"
 IDENTITY = {"rowsum": 0.0, "reduce_sum": 0.0, "rowmax": float("-inf"), "reduce_max": float("-inf"),
-            "reduce_min": float("inf"),  # reductions along the loop: what an absent element must be
+            "reduce_min": float("inf"), "reduce_prod": 1.0,  # reductions along the loop: what an absent element must be
             # (tl.argmax: a -inf past the extent is never the row's largest but where every element is -inf, and
             # then the smaller index, one inside, wins the tie)
             "rowargmax": float("-inf"), "rowargmin": float("inf")}
 # forward scans: an element past the extent reaches only the elements after it, themselves past the extent
-PREFIX_SCANS = ("cumsum",)
+PREFIX_SCANS = ("cumsum", "cumprod", "cummax", "cummin")
 ELEMENTWISE_FAMILIES = ("unary", "binary", "ternary", "convert")
 # A maximum along the loop of a value no element of which is below 0 (|x|: a quantization's absmax) takes a 0
 # past the extent as well as its identity: the row's maximum is at least 0 where the row has an element
@@ -202,12 +202,44 @@ def tail_refusal(model, axis, starts) -> str:
             if (not along(u.op) and op.opcode in MAXIMA and u.index == 0 and tail == 0.0
                     and getattr(model.ops.get(value), "opcode", None) in NONNEGATIVE):
                 continue  # max |x| of a padded row: its 0s are no larger than any element of the row
+            if not along(u.op) and family in ("reduce", "row") and _next_iteration_only(model, u.op):
+                continue  # tl.cumprod's carry of the tiles' product: after the last tile, read by no one
             what = "not known" if tail is None else f"{tail}"
             return (f"{op.opcode} {u.op} reads {value}, which runs along the loop, and its elements past the "
                     f"extent ({what} there) would take part (the reductions along the loop need 0 for a sum, "
                     f"-inf for a max there: ops that keep a 0 ({', '.join(ZERO_KEEPING)}) or a tail_mask, "
                     "Triton's tl.where(cols < N, v, 0), give it)")
     return ""
+
+
+def _next_iteration_only(model, value: str) -> bool:
+    """Whether `value` is read in its own iteration only by ops whose results are read likewise, down to the updates
+    of carries whose final value nothing reads ({output = none}, no epilogue op or output reading it): computed on the
+    partial last tile, the last iteration, it is read by no one (tl.cumprod's running product of the tiles before
+    each, whose update multiplies in the tile's TMA zero fill there). A store, or a carry read after the loop, is a
+    reader."""
+    g = model.graph
+    written = {c.name for c in g.carries if c.written}
+    after = {o.name for op in g.epilogue.ops for o in op.operands} | {v for o, v in g.epilogue.outputs} | \
+        {o for o, _ in g.epilogue.outputs}
+    yielded: dict[str, list[str]] = {}
+    for carry, src in g.yields:
+        yielded.setdefault(src, []).append(carry)
+    todo, seen = [value], set()
+    while todo:
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if any(c in written or c in after for c in yielded.get(v, ())):
+            return False
+        for u in model.uses.get(v, ()):
+            if u.distance:
+                continue  # the next iteration's: there is none after the last tile
+            if model.ops[u.op].opcode in ZERO_SAFE_SINKS:
+                return False
+            todo.append(u.op)
+    return True
 
 
 def _filled_to_max_like(model, load) -> str:

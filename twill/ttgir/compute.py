@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import argreduce, indices
 from .generic import generic
-from .opnames import ADD_COMBINERS, MAX_COMBINERS, MIN_COMBINERS, int_attr
+from .opnames import ADD_COMBINERS, MAX_COMBINERS, MIN_COMBINERS, MUL_COMBINERS, int_attr
 from .parser import MOp
 from .scalars import _loop_lower, _result_tile, view
 from . import ksplit
@@ -215,7 +215,12 @@ def reduce(lw: Lowering, op: MOp) -> None:
         lw.bind(op, lw.node({"max": "rowmax", "add": "rowsum"}[combiner], op, vals, lw.tile_type(outs[0], op)))
         return
     lw.bind(op, lw.node("reduce", op, vals, _result_tile(lw, outs[0], op), attrs=(("axis", axis),),
-                        opcode=f"reduce_{'sum' if combiner == 'add' else combiner}"))
+                        opcode=f"reduce_{REDUCED.get(combiner, combiner)}"))
+
+
+REDUCED = {"add": "sum", "mul": "prod"}  # a combiner -> the reduce_* opcode it names (the others: their own)
+# a forward scan's combiner -> its opcode (tl.cumsum, tl.cumprod; a running max or min: tl.associative_scan's)
+SCANNED = {"add": "cumsum", "mul": "cumprod", "max": "cummax", "min": "cummin"}
 
 
 def _arg_reduce(lw: Lowering, op: MOp, vals, ins, outs, axis) -> None:
@@ -245,7 +250,8 @@ def _arg_reduce(lw: Lowering, op: MOp, vals, ins, outs, axis) -> None:
 
 
 def scan(lw: Lowering, op: MOp) -> None:
-    """``tt.scan`` with an add combiner, forward: ``cumsum {axis = A}``; other scans are generic."""
+    """``tt.scan`` with an add (mul) combiner, forward: ``cumsum`` (``cumprod``) ``{axis = A}``; other scans are
+    generic."""
     vals = lw.operands(op)
     ins, outs = lw.signature(op)
     axis = int_attr(op, "axis")
@@ -253,10 +259,11 @@ def scan(lw: Lowering, op: MOp) -> None:
                   for i, t in enumerate(op.tokens))
     if not any(isinstance(v, Tile) for v in vals):
         lw.bind(op, SCALAR)
-    elif _combiner(op, "tt.scan.return") == "add" and len(vals) == 1 and outs and axis is not None and not reverse:
-        lw.bind(op, lw.node("scan", op, vals, lw.tile_type(outs[0], op), attrs=(("axis", axis),), opcode="cumsum"))
+    elif (kind := SCANNED.get(_combiner(op, "tt.scan.return"))) and len(vals) == 1 and outs and axis is not None \
+            and not reverse:
+        lw.bind(op, lw.node("scan", op, vals, lw.tile_type(outs[0], op), attrs=(("axis", axis),), opcode=kind))
     else:
-        generic(lw, op, "a scan other than a forward sum")
+        generic(lw, op, "a scan other than a forward sum or product")
 
 
 
@@ -272,7 +279,7 @@ def _combiner(op: MOp, ret_name: str = "tt.reduce.return") -> str | None:
     if {n for n, _ in comb.operands()} != args or [n for n, _ in ret.operands()] != list(comb.results):
         return None
     return ("max" if comb.name in MAX_COMBINERS else "add" if comb.name in ADD_COMBINERS else
-            "min" if comb.name in MIN_COMBINERS else None)
+            "min" if comb.name in MIN_COMBINERS else "mul" if comb.name in MUL_COMBINERS else None)
 
 
 

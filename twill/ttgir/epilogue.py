@@ -20,6 +20,7 @@ from .locs import position
 from .parser import MOp
 from .opnames import ATOMICS
 from .provenance import LOADS, STORES, Signature, func_args, signature  # noqa: F401 (signature: lower.py's)
+from . import clamps
 from .rand import is_draw
 from .values import Const
 from .parts import Part, Parted, Shaped, merged, reshaped
@@ -32,7 +33,7 @@ MEMORY_STORES = {"ttng.tmem_store", "ttg.local_store"}
 # TTGIR op -> (.tir opcode, commutative): binary arithmetic
 BINARY = {"arith.addf": ("add", True), "arith.subf": ("sub", False), "arith.mulf": ("mul", True),
           "arith.divf": ("div", False), "tt.precise_divf": ("div", False), "arith.maxnumf": ("max", True),
-          "arith.maximumf": ("max", True), "arith.minnumf": ("min", True), "arith.minimumf": ("min", True)}
+          "arith.maximumf": ("max_nan", True), "arith.minnumf": ("min", True), "arith.minimumf": ("min_nan", True)}
 UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.log": "log", "math.log2": "log2", "math.sqrt": "sqrt",
          "math.rsqrt": "rsqrt", "math.absf": "abs", "math.tanh": "tanh", **{f"math.{n}": n for n in LIBM}}
 CONVERTS = {"arith.truncf", "arith.extf", "tt.fp_to_fp", "arith.sitofp", "arith.uitofp"}
@@ -355,6 +356,9 @@ class _After(Parted, ScalarAtomics):
             return self.add(op, "exp", [x])
         if name in BINARY:
             return self.binary(op, *BINARY[name], vals)
+        if name == clamps.CLAMP and len(vals) == 3 and (parts := clamps.split(op)) is not None:  # min(max(x, lo), hi)
+            low = self.binary(parts[0], *BINARY[parts[0].name], vals[:2])
+            return self.binary(parts[1], *BINARY[parts[1].name], [low, vals[2]])
         if name == "tt.reduce":
             return self.reduce(op, vals)
         if name == "arith.cmpf" and op.tokens and op.tokens[0].text.rstrip(",") in COMPARE and len(vals) == 2:

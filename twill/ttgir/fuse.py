@@ -42,9 +42,9 @@ ANCHORS = {"exp2", "rowmax", "rowsum", "causal_mask"}
 FIXED_OPCODES = {"load": "load", "mma": "mma", "store": "store", "move": "convert", "column": "convert"}
 ARITH_OPCODES = {  # TTGIR elementwise op -> the table opcode (twill.vocab) it is alone
     "arith.mulf": "mul", "arith.muli": "mul", "arith.addf": "add", "arith.addi": "add",
-    "arith.subf": "sub", "arith.subi": "sub", "arith.maxnumf": "max", "arith.maximumf": "max",
+    "arith.subf": "sub", "arith.subi": "sub", "arith.maxnumf": "max", "arith.maximumf": "max_nan",
     "arith.maxsi": "max", "arith.maxui": "max", "arith.select": "select",
-    "arith.divf": "div", "tt.precise_divf": "div", "arith.minnumf": "min", "arith.minimumf": "min",
+    "arith.divf": "div", "tt.precise_divf": "div", "arith.minnumf": "min", "arith.minimumf": "min_nan",
     "arith.minsi": "min", "arith.minui": "min", "arith.andi": "and", "arith.ori": "or", "arith.xori": "xor",
     "arith.shli": "shl", "arith.shrsi": "shr", "arith.shrui": "shr", "arith.negf": "neg", "math.absf": "abs",
     "math.fma": "fma", "math.exp": "exp", "math.log": "log", "math.log2": "log2", "math.sqrt": "sqrt",

@@ -27,6 +27,7 @@ from .columns import show_columns
 from .outputs import _output_dtypes
 from .parser import Module, MOp
 from .provenance import func_args
+from . import clamps
 from .rand import is_draw
 from .scalars import FOLDS, constant, elementwise, fold, no_op, scalar, view, yield_
 from .state import Lowering
@@ -59,6 +60,9 @@ def lower_op(lw: Lowering, op: MOp) -> None:
     """One op of the walk, by its handler (an elementwise op by kind; any other, generic)."""
     if op.name in HANDLERS:
         HANDLERS[op.name](lw, op)
+    elif op.name == clamps.CLAMP and (parts := clamps.split(op)) is not None:  # tl.clamp: its max, then its min
+        for part in parts:
+            lower_op(lw, part)
     elif is_draw(op):  # tl.rand's Philox rounds, collapsed (rand.py)
         draw.lower(lw, op)
     elif op.name in FOLDS and fold(lw, op):

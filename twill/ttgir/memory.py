@@ -220,14 +220,17 @@ def edge_mask(lw: Lowering, op: MOp, after_loop: bool = False) -> None:
 def loop_tail_fill(lw: Lowering, op: MOp) -> float | None:
     """-inf (+inf) where a load in the chosen loop fills with -inf (`other=float('-inf')`; +inf: tl.argmin's) the elements its
     mask drops and that mask is the loop's partial last tile alone (`off + cols < N`, bounds.loop_tail):
-    the load's `{fill = -inf}`. Whole tiles never read the fill; emit-cuda's kernel fills with zeros,
+    the load's `{fill = -inf}`; any other constant but 0 likewise (`other=1.0` before tl.cumprod: `{fill = 1}`,
+    session 42), which emit/ragged.py then finds read by nothing but elementwise ops, prefix scans and clipped
+    stores, or takes whole tiles only. Whole tiles never read the fill; emit-cuda's kernel fills with zeros,
     so it takes no partial last tile of such a loop (emit/ragged.py), rather than a maximum or a sum of
     exponentials over zeros. Else None (any other `other`, or a mask of anything but the loop's tail)."""
     if op.name not in ("tt.load", "ttg.async_copy_global_to_local") or not lw.in_loop or lw.masks is None:
         return None
     mask, other = _mask_and_other(op)
     val = lw.env.get(other, lw.env.get(other + "#0")) if other is not None else None
-    if mask is None or not (isinstance(val, Const) and val.value in (float("-inf"), float("inf"))):
+    if mask is None or not (isinstance(val, Const) and isinstance(val.value, (int, float))
+                            and not isinstance(val.value, bool) and val.value != 0):
         return None
     return float(val.value) if lw.masks.loop_tail(mask, lw.loop_iv) is not None else None
 
@@ -253,7 +256,9 @@ def gathered(lw: Lowering, op: MOp, in_loop: bool) -> None:
             f"{'address' if what == 'addresses' else 'bound'} (a block table's page, a cu_seqlens start) is "
             "not imported", op.head,
             hint="the emitted kernel places each tile by its program ids and the loop's step only; pass the "
-                 "offsets as launch arguments or one launch per sequence (docs/ttgir-import.md, section 3)"))
+                 "offsets as launch arguments or one launch per sequence (docs/ttgir-import.md, section 3); a loop "
+                 "that runs to a length loaded per batch (key padding, varlen) is not built: section 9 says what it "
+                 "needs"))
 
 
     # in the loop any division; before it and after it a division with no remainder beside it (GQA's

@@ -46,6 +46,7 @@ ATOMICS = {"tt.atomic_rmw", "tt.atomic_cas", "tt.descriptor_reduce"}
 MAX_COMBINERS = {"arith.maxnumf", "arith.maximumf", "arith.maxf", "arith.maxsi", "arith.maxui"}
 ADD_COMBINERS = {"arith.addf", "arith.addi"}
 MIN_COMBINERS = {"arith.minnumf", "arith.minimumf", "arith.minf", "arith.minsi", "arith.minui"}
+MUL_COMBINERS = {"arith.mulf"}  # a product (tl.cumprod's scan, the carry of its column tiles: session 42)
 
 TRANSPOSES = {"tt.trans", "ttg.memdesc_trans"}
 SLOTS = {"ttg.memdesc_index", "ttg.memdesc_subview"}

@@ -59,7 +59,9 @@ def elementwise(rw: Rewrite, op: MOp) -> None:
         rw.emit(f"{head} {c}, {a}, {b} : {ctype}, {rw.type_of(kind, elt)}{rw.loc(op)}", op, same=True)
     else:
         rw.define(op, kind, elt)
-        rw.emit(f"{head} {', '.join(args)} : {rw.type_of(kind, elt)}{rw.loc(op)}", op, same=True)
+        nan = re.search(r",\s*propagateNan\s*=\s*\w+", line) if op.name == "tt.clampf" else None  # tl.clamp's
+        rw.emit(f"{head} {', '.join(args)}{nan.group(0) if nan else ''} : {rw.type_of(kind, elt)}{rw.loc(op)}", op,
+                same=True)
     if any(n in rw.index for n in names) and op.name in ("arith.extsi", "arith.muli", "arith.addi", "arith.remsi"):
         rw.index.add(op.results[0])
 

@@ -68,7 +68,7 @@ S, V, C, P, T = 0, 1, 2, 3, 4
 # the combiner of a reduction -> (the op, its identity as MLIR prints an f32 constant)
 COMBINERS = {"arith.addf": ("sum", "0.000000e+00"), "arith.maxnumf": ("max", "0xFF800000"),
              "arith.maximumf": ("max", "0xFF800000"), "arith.minnumf": ("min", "0x7F800000"),
-             "arith.minimumf": ("min", "0x7F800000")}
+             "arith.minimumf": ("min", "0x7F800000"), "arith.mulf": ("prod", "1.000000e+00")}
 ROW_BOUND_OPS = ("arith.remsi", "arith.cmpi")
 INDEX_OPS = ("arith.extsi", "arith.muli", "arith.addi", "tt.addptr", "tt.splat")  # what a row index may flow into
 
@@ -324,7 +324,8 @@ class Rewrite:
                 continue
             handler = HANDLERS.get(op.name)
             if handler is None:
-                handler = elementwise if op.name.startswith(("arith.", "math.")) or is_draw(op) else None
+                handler = elementwise if op.name.startswith(("arith.", "math.")) or op.name == "tt.clampf" or is_draw(op) \
+                    else None
             if handler is None:
                 kinds = [self.kind.get(n, S) for n, _ in op.operands()]
                 if any(k != S for k in kinds) or op.regions:

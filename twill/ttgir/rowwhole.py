@@ -45,6 +45,9 @@ from .rowprog import (COMBINERS, Refuse, after_last_colon, attr_int, elt_of, end
                       tile_of, walk_ops)
 
 SSA = re.compile(r"%([\w.$-]+(?:#\d+)?)")
+# the combiners of a scan of the row that import: tl.cumsum, tl.cumprod, a running max or min (tl.associative_scan
+# of tl.maximum / tl.minimum as written by default; maximumf / minimumf propagate NaN, which no scan op does)
+SCANS = ("arith.addf", "arith.mulf", "arith.maxnumf", "arith.minnumf")
 
 
 def _what_bounds(n, defs) -> str:
@@ -435,7 +438,7 @@ class Whole:
 
     def _reduction(self, op: MOp) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
         """(the combiner, the identity and element type of each value it carries) of a reduction of the row to
-        scalars: a sum, max or min of f32 (the combiner its arith op), or tl.argmax / tl.argmin, a value and its
+        scalars: a sum, product (session 42), max or min of f32 (the combiner its arith op), or tl.argmax / tl.argmin, a value and its
         index (the combiner "argmax" / "argmin": argreduce.py), folded across the column tiles by the kernel's own
         combiner from a pair it always gives up."""
         comb = next(iter(walk_ops(op.body())), None)
@@ -447,12 +450,12 @@ class Whole:
                                  f"indices along the row is imported, not of ({', '.join(elts)})")
             return f"arg{kind}", (argreduce.IDENTITY[kind], str(argreduce.INDEX_IDENTITY)), elts
         if len(op.results) != 1:
-            raise Refuse(op, f"'tt.reduce' of {len(op.results)} values at once of the row held in one tile: a sum, max "
-                             "or min of f32 to one value, or tl.argmax / tl.argmin (a value and its index, ties to the "
+            raise Refuse(op, f"'tt.reduce' of {len(op.results)} values at once of the row held in one tile: a sum, "
+                             "product, max or min of f32 to one value, or tl.argmax / tl.argmin (a value and its index, ties to the "
                              "smaller index) is imported")
         if attr_int(op, "axis") != 0 or comb is None or comb.name not in COMBINERS or elt != "f32":
-            raise Refuse(op, "'tt.reduce' of the row held in one tile: a sum, max or min of f32 to one value is "
-                             "imported (split into a loop over the row's column tiles)")
+            raise Refuse(op, "'tt.reduce' of the row held in one tile: a sum, product, max or min of f32 to one value "
+                             "is imported (split into a loop over the row's column tiles)")
         return comb.name, (COMBINERS[comb.name][1],), (elt,)
 
     def _fold_pair(self, o: MOp, accs: list[str]) -> list[str]:
@@ -475,23 +478,27 @@ class Whole:
             self.where.append((b.head.line, None))
         return [local[n] for n, _ in block.ops[-1].operands()]
 
+    # the combiners of a scan of the row that import (tl.cumsum, tl.cumprod, a running max or min of
+    # tl.associative_scan; maximumf / minimumf, which propagate NaN, have no NaN-propagating scan op)
     def _scan(self, op: MOp) -> tuple[str, str, str]:
         """(the combiner op, its identity, the element type) of a forward scan of the row along its columns by a sum
-        of f32 (tl.cumsum): each column tile's scan plus the carry of the tiles before it (`_pass`)."""
+        or a product of f32 (tl.cumsum, tl.cumprod): each column tile's scan combined with the carry of the tiles
+        before it (`_pass`)."""
         comb = [o for o in walk_ops(op.body()) if o.name != "tt.scan.return"]
         elt = elt_of(_result_type(self.src, op))
         head = self.src.lines[op.head.line - 1]
-        what = ("a reverse scan (tl.cumsum(..., reverse=True)), whose carry would come from the tiles after it"
+        what = ("a reverse scan (tl.cumsum(..., reverse=True)), whose carry would come from the tiles after it (a "
+                "column loop that walks the row's tiles from its end is not built: docs/ttgir-import.md, section 9)"
                 if re.search(r"reverse\s*=\s*true", head) else
                 f"a scan of {len(op.results)} values at once" if len(op.results) != 1 else
-                f"a scan by '{comb[0].name}'" if len(comb) == 1 and comb[0].name not in ("arith.addf",) else
+                f"a scan by '{comb[0].name}'" if len(comb) == 1 and comb[0].name not in SCANS else
                 "a scan whose combiner is more than one op" if len(comb) != 1 else
                 f"a scan of {elt}" if elt != "f32" else
                 "a scan along other than the row" if attr_int(op, "axis") != 0 else "")
         if what:
-            raise Refuse(op, f"'tt.scan' of the row held in one tile: {what}. A forward sum of f32 (tl.cumsum) is "
-                             "imported, split into a loop over the row's column tiles, each tile's cumsum plus the "
-                             "running total of the tiles before it")
+            raise Refuse(op, f"'tt.scan' of the row held in one tile: {what}. A forward sum or product of f32 "
+                             "(tl.cumsum, tl.cumprod) is imported, split into a loop over the row's column tiles, "
+                             "each tile's scan combined with the running total (product) of the tiles before it")
         return comb[0].name, COMBINERS[comb[0].name][1], elt
 
     def _scan_tile(self, o: MOp, carry: str) -> str:

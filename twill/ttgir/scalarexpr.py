@@ -29,8 +29,8 @@ from ..vocab import LIBM
 
 # the table opcodes a scalar expression may apply: those the prologue runs on one value (emit-cuda's scalar
 # forms); fuse.ARITH_OPCODES' integer, bitwise, select and fma ops are left out (the scalar is then no expression)
-OPCODES = frozenset({"add", "sub", "mul", "div", "max", "min", "neg", "abs", "exp", "log", "log2", "sqrt",
-                     "rsqrt", "tanh", *LIBM})
+OPCODES = frozenset({"add", "sub", "mul", "div", "max", "min", "max_nan", "min_nan", "neg", "abs", "exp", "log",
+                     "log2", "sqrt", "rsqrt", "tanh", *LIBM})
 INTEGER_OPS = ("i", "si", "ui")  # arith.addi, arith.maxsi, ...: integer arithmetic, no expression
 CONSTANT_FIRST = {"sub": ("neg", "add"), "div": ("recip", "mul")}  # c OP x: the op on x, then c as {scalar}
 

@@ -888,6 +888,23 @@ __device__ __forceinline__ void row_min(Rows<MB>& out, const X& x) {
   }
 }
 
+// The product of each row (reduce_prod along the last axis).
+template <int MB, typename X>
+__device__ __forceinline__ void row_prod(Rows<MB>& out, const X& x) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v = 1.f;
+#pragma unroll
+      for (int i = 0; i < X::kElems; ++i)
+        if (((i >> 1) & 1) == h) v *= at<false>(x, b, i);
+      v *= __shfl_xor_sync(0xffffffffu, v, 1);
+      out.x[b][h] = v * __shfl_xor_sync(0xffffffffu, v, 2);
+    }
+  }
+}
+
 // rowargmax / rowargmin (tl.argmax / tl.argmin along the last axis): each row's index (idx's element) of its
 // largest (smallest) value, ties to the smaller index; the thread's elements of the row, then the 4 threads that
 // hold it. A NaN is never taken (every comparison with it is false): the index of the row's largest number.
@@ -950,6 +967,48 @@ __device__ __forceinline__ void op_cumsum(Out& out, const X& x) {
   }
 }
 
+// cumprod, cummax, cummin along the last axis: as cumsum, each chunk's pairs combined and scanned over the 4 threads,
+// what the pairs before a thread's hold taken from its neighbour's inclusive scan (no inverse: a 0 of a product is
+// an element like any).
+template <typename Out, typename X, typename Op>
+__device__ __forceinline__ void row_scan(Out& out, const X& x, float identity, Op op) {
+  const int q = threadIdx.x % 4;
+#pragma unroll
+  for (int b = 0; b < Out::kBlocks; ++b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float carry = identity;
+#pragma unroll
+      for (int c = 0; c < Out::kElems / 4; ++c) {
+        const int i = 4 * c + 2 * h;
+        const float v0 = at<false>(x, b, i), v1 = at<false>(x, b, i + 1), pair = op(v0, v1);
+        float incl = pair;
+#pragma unroll
+        for (int d = 1; d < 4; d *= 2) {
+          const float n = __shfl_up_sync(0xffffffffu, incl, d, 4);
+          if (q >= d) incl = op(n, incl);
+        }
+        const float prev = __shfl_up_sync(0xffffffffu, incl, 1, 4);
+        const float before = q == 0 ? carry : op(carry, prev);
+        put2(out, b, i, op(before, v0), op(before, pair));
+        carry = op(carry, __shfl_sync(0xffffffffu, incl, 3, 4));
+      }
+    }
+  }
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cumprod(Out& out, const X& x) {
+  row_scan(out, x, 1.f, [](float a, float v) { return a * v; });
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cummax(Out& out, const X& x) {
+  row_scan(out, x, -INFINITY, [](float a, float v) { return fmaxf(a, v); });
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cummin(Out& out, const X& x) {
+  row_scan(out, x, INFINITY, [](float a, float v) { return fminf(a, v); });
+}
+
 // cumsum down a rank-1 tile in shared memory (laid out as Tile<T, 1, M>): each row the thread holds
 // (row0 on) gets the sum of the vector's elements up to it, in order.
 template <typename T, int M, int MB>
@@ -988,14 +1047,14 @@ template <typename T>
 __device__ __forceinline__ void frag_to_buffer(T* buf, float v, int, int) { if (threadIdx.x % 128 == 0) buf[0] = from_float<T>(v); }
 template <typename T>
 __device__ __forceinline__ void buffer_to_frag(float& out, const T* buf, int, int) { out = to_float<T>(buf[0]); }
-// reduce_{sum,max,min} (KIND 0, 1, 2) of a whole rank-1 tile in shared memory (Tile<T, 1, M>), in order.
+// reduce_{sum,max,min,prod} (KIND 0, 1, 2, 3) of a whole rank-1 tile in shared memory (Tile<T, 1, M>), in order.
 template <typename T, int M, int KIND>
 __device__ __forceinline__ void reduce_vector(float& out, const void* tile) {
   const char* base = static_cast<const char*>(tile);
-  float v = KIND == 0 ? 0.f : KIND == 1 ? -INFINITY : INFINITY;
+  float v = KIND == 0 ? 0.f : KIND == 1 ? -INFINITY : KIND == 2 ? INFINITY : 1.f;
   for (int k = 0; k < M; ++k) {
     const float e = to_float<T>(*reinterpret_cast<const T*>(base + Tile<T, 1, M>::offset(0, k)));
-    v = KIND == 0 ? v + e : KIND == 1 ? fmaxf(v, e) : fminf(v, e);
+    v = KIND == 0 ? v + e : KIND == 1 ? fmaxf(v, e) : KIND == 2 ? fminf(v, e) : v * e;
   }
   out = v;
 }
@@ -1031,6 +1090,16 @@ __device__ __forceinline__ float div_full(float a, float b) {  // Triton's divis
   asm("div.full.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
   return y;
 }
+__device__ __forceinline__ float max_nan(float a, float b) {  // NaN where either operand is NaN
+  float y;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+}
+__device__ __forceinline__ float min_nan(float a, float b) {
+  float y;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+}
 __device__ __forceinline__ int32_t as_int(float v) { return __float2int_rz(v); }
 
 TWILL_UNARY(exp, fast_exp2(v * 1.4426950408889634f))
@@ -1046,6 +1115,8 @@ TWILL_UNARY(sigmoid, fmaf(0.5f, tanh_approx(0.5f * v), 0.5f))  // 1 / (1 + e^-v)
 TWILL_UNARY(convert_trunc, truncf(v))  // a float tile to an integer one: toward zero, as fptosi
 TWILL_BINARY(div, div_full(a, b))
 TWILL_BINARY(min, fminf(a, b))
+TWILL_BINARY(max_nan, max_nan(a, b))  // NaN where either is NaN (arith.maximumf: max.NaN.f32)
+TWILL_BINARY(min_nan, min_nan(a, b))
 TWILL_BINARY(ge, a >= b ? 1.f : 0.f)  // comparisons: 1 where it holds, else 0 (false where either is NaN)
 TWILL_BINARY(gt, a > b ? 1.f : 0.f)
 TWILL_BINARY(le, a <= b ? 1.f : 0.f)
@@ -1090,6 +1161,16 @@ __device__ __forceinline__ void op_reduce_min(Out& out, const X& x, const I& ini
   Out r;  // the result may be the very buffer that holds init
   row_min(r, x);
   for_each(out, [&](auto... e) { return fminf(at<true>(r, e...), at<true>(init, e...)); });
+}
+
+// reduce_prod along the last axis (tl.cumprod's carry of its column tiles: the tile's product), times init.
+template <typename Out, typename X>
+__device__ __forceinline__ void op_reduce_prod(Out& out, const X& x) { row_prod(out, x); }
+template <typename Out, typename X, typename I>
+__device__ __forceinline__ void op_reduce_prod(Out& out, const X& x, const I& init) {
+  Out r;  // the result may be the very buffer that holds init
+  row_prod(r, x);
+  for_each(out, [&](auto... e) { return at<true>(r, e...) * at<true>(init, e...); });
 }
 
 // dequant: (float((code >> SHIFT) & (2^BITS - 1)) - zero) * scale, code the W-bit element of packed

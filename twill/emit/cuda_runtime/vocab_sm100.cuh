@@ -40,6 +40,12 @@ __device__ __forceinline__ void row_min(TScalR<R>& out, const X& x) {
   row_reduce(out, x, INFINITY, [](float a, float v) { return fminf(a, v); }, false);
 }
 
+// The product of each row (reduce_prod along the last axis): the thread's own row.
+template <int R, typename X>
+__device__ __forceinline__ void row_prod(TScalR<R>& out, const X& x) {
+  row_reduce(out, x, 1.f, [](float a, float v) { return a * v; }, false);
+}
+
 // rowargmax / rowargmin (tl.argmax / tl.argmin along the last axis): the thread's row's index (idx's element) of
 // its largest (smallest) value, ties to the smaller index. A NaN is never taken (every comparison with it is
 // false): the index of the row's largest number.
@@ -72,6 +78,30 @@ __device__ __forceinline__ void op_cumsum(Out& out, const X& x) {
     run = v0 + at<false>(x, i + 1);
     put2(out, i, v0, run);
   }
+}
+
+// cumprod, cummax, cummin along the last axis: the thread's row, in order.
+template <typename Out, typename X, typename Op>
+__device__ __forceinline__ void row_scan(Out& out, const X& x, float identity, Op op) {
+  float run = identity;
+#pragma unroll
+  for (int i = 0; i < Out::kElems; i += 2) {
+    const float v0 = op(run, at<false>(x, i));
+    run = op(v0, at<false>(x, i + 1));
+    put2(out, i, v0, run);
+  }
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cumprod(Out& out, const X& x) {
+  row_scan(out, x, 1.f, [](float a, float v) { return a * v; });
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cummax(Out& out, const X& x) {
+  row_scan(out, x, -INFINITY, [](float a, float v) { return fmaxf(a, v); });
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cummin(Out& out, const X& x) {
+  row_scan(out, x, INFINITY, [](float a, float v) { return fminf(a, v); });
 }
 
 // cumsum down a rank-1 tile in shared memory (laid out as Tile<T, 1, M>): the thread's row (row0 on)

@@ -53,6 +53,23 @@ __device__ __forceinline__ void row_min(Rows<MB>& out, const X& x) {
   }
 }
 
+// The product of each row (reduce_prod along the last axis).
+template <int MB, typename X>
+__device__ __forceinline__ void row_prod(Rows<MB>& out, const X& x) {
+#pragma unroll
+  for (int b = 0; b < MB; ++b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v = 1.f;
+#pragma unroll
+      for (int i = 0; i < X::kElems; ++i)
+        if (((i >> 1) & 1) == h) v *= at<false>(x, b, i);
+      v *= __shfl_xor_sync(0xffffffffu, v, 1);
+      out.x[b][h] = v * __shfl_xor_sync(0xffffffffu, v, 2);
+    }
+  }
+}
+
 // rowargmax / rowargmin (tl.argmax / tl.argmin along the last axis): each row's index (idx's element) of its
 // largest (smallest) value, ties to the smaller index; the thread's elements of the row, then the 4 threads that
 // hold it. A NaN is never taken (every comparison with it is false): the index of the row's largest number.
@@ -113,6 +130,48 @@ __device__ __forceinline__ void op_cumsum(Out& out, const X& x) {
       }
     }
   }
+}
+
+// cumprod, cummax, cummin along the last axis: as cumsum, each chunk's pairs combined and scanned over the 4 threads,
+// what the pairs before a thread's hold taken from its neighbour's inclusive scan (no inverse: a 0 of a product is
+// an element like any).
+template <typename Out, typename X, typename Op>
+__device__ __forceinline__ void row_scan(Out& out, const X& x, float identity, Op op) {
+  const int q = threadIdx.x % 4;
+#pragma unroll
+  for (int b = 0; b < Out::kBlocks; ++b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float carry = identity;
+#pragma unroll
+      for (int c = 0; c < Out::kElems / 4; ++c) {
+        const int i = 4 * c + 2 * h;
+        const float v0 = at<false>(x, b, i), v1 = at<false>(x, b, i + 1), pair = op(v0, v1);
+        float incl = pair;
+#pragma unroll
+        for (int d = 1; d < 4; d *= 2) {
+          const float n = __shfl_up_sync(0xffffffffu, incl, d, 4);
+          if (q >= d) incl = op(n, incl);
+        }
+        const float prev = __shfl_up_sync(0xffffffffu, incl, 1, 4);
+        const float before = q == 0 ? carry : op(carry, prev);
+        put2(out, b, i, op(before, v0), op(before, pair));
+        carry = op(carry, __shfl_sync(0xffffffffu, incl, 3, 4));
+      }
+    }
+  }
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cumprod(Out& out, const X& x) {
+  row_scan(out, x, 1.f, [](float a, float v) { return a * v; });
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cummax(Out& out, const X& x) {
+  row_scan(out, x, -INFINITY, [](float a, float v) { return fmaxf(a, v); });
+}
+template <typename Out, typename X>
+__device__ __forceinline__ void op_cummin(Out& out, const X& x) {
+  row_scan(out, x, INFINITY, [](float a, float v) { return fminf(a, v); });
 }
 
 // cumsum down a rank-1 tile in shared memory (laid out as Tile<T, 1, M>): each row the thread holds
