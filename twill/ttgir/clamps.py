@@ -4,10 +4,13 @@ Triton's NVIDIA lowering (ClampFOpConversion) computes `minnum(maxnum(x, lo), hi
 gives lo: maxnum gives the other operand) and `minimum(maximum(x, lo), hi)` for all (a NaN x gives NaN). The import
 reads it as `arith.maxnumf` and `arith.minnumf` (the vocabulary's `max` and `min`, fmaxf / fminf) or
 `arith.maximumf` and `arith.minimumf` (`max_nan` and `min_nan`, PTX's max.NaN / min.NaN): two MOps standing for the
-one, the first's result `<r>_clamp_lo`, both placed at the clampf's head, so every lowering that knows max and min
+one, the first's result the clamp's with `_clamp_lo` before its SSA number (`out_40`: `out_clamp_lo_40`, which the
+.tir names as `out_clamp_lo` in every dump whatever its numbering), both placed at the clampf's head, so every lowering that knows max and min
 (the loop's, the epilogue's) knows a clamp.
 """
 from __future__ import annotations
+
+import re
 
 from .lexer import Token
 from .parser import MOp
@@ -35,7 +38,7 @@ def split(op: MOp) -> tuple[MOp, MOp] | None:
     (x, tx), (lo, tlo), (hi, thi) = operands
     ty = op.tokens[colon:]
     comma = Token("punct", ",", op.head.line, op.head.col)
-    low = op.results[0] + "_clamp_lo"
+    low = re.sub(r"(_\d+)?$", lambda m: "_clamp_lo" + (m.group(1) or ""), op.results[0], count=1)
     first, second = NAN_OPS[propagates_nan(op)]
     tlow = Token("ssa", "%" + low, tx.line, tx.col)
     return (MOp(first, (low,), (tx, comma, tlo) + ty, (), op.head, op.loc),

@@ -56,32 +56,6 @@ def libdevice_op(name: str, tokens) -> str:
     return name
 
 
-# `tl.clamp(x, lo, hi)` is `tt.clampf %x, %lo, %hi, propagateNan = none|all : T`, which is min(max(x, lo), hi)
-# (Triton's own lowering); read as those two ops, which every stage knows, NaN-ignoring or NaN-propagating as its
-# attribute says.
-CLAMP_HALVES = {"none": ("arith.maxnumf", "arith.minnumf"), "all": ("arith.maximumf", "arith.minimumf")}
-
-
-def split_clamp(op: "MOp") -> tuple["MOp", ...]:
-    """`tt.clampf` as its max and its min (CLAMP_HALVES), each located at the clamp; any other op as it is."""
-    if op.name != "tt.clampf" or len(op.results) != 1:
-        return (op,)
-    toks = op.tokens
-    ssa = [t for t in toks if t.kind == "ssa"]
-    colon = next((i for i, t in enumerate(toks) if t.is_(":")), None)
-    nan = next((toks[i + 2].text for i in range(len(toks) - 2)
-                if toks[i].text == "propagateNan" and toks[i + 1].is_("=")), "none")
-    if len(ssa) != 3 or colon is None or nan not in CLAMP_HALVES:
-        return (op,)
-    x, lo, hi = ssa
-    high, low = CLAMP_HALVES[nan]
-    inner = re.sub(r"(_\d+)?$", lambda m: "_lo" + (m.group(1) or ""), op.results[0], count=1)  # out_40: out_lo_40
-    comma, tail = Token("punct", ",", x.line, x.col), toks[colon:]
-    first = MOp(high, (inner,), (x, comma, lo, *tail), (), op.head, op.loc)
-    second = MOp(low, op.results, (Token("ssa", "%" + inner, x.line, x.col), comma, hi, *tail), (), op.head, op.loc)
-    return first, second
-
-
 @dataclass(frozen=True)
 class Block:
     args: tuple[tuple[str, tuple[Token, ...]], ...]  # (SSA name, type tokens)
@@ -186,7 +160,7 @@ class _Parser:
                 if loc and not tokens:
                     locs[tok.text] = loc
             else:
-                ops.extend(split_clamp(self.op()))
+                ops.append(self.op())
         return Module(tuple(ops), aliases, self.src, locs)
 
     # -- operations -------------------------------------------------------------------------------
@@ -310,7 +284,7 @@ class _Parser:
                     blocks.append(Block(args, tuple(ops)))
                 args, ops, labelled = self.block_header(), [], True
                 continue
-            ops.extend(split_clamp(self.op()))
+            ops.append(self.op())
         blocks.append(Block(args, tuple(ops)))
         self.depth -= 1
         return tuple(blocks)
