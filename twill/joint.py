@@ -333,6 +333,9 @@ TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
               ("starts", 0))  # then as soon as possible: the least sum of starts among those schedules
 
 HANDOFF_SECONDS = 1.0  # Yices' time on one phase after the first schedule before CP-SAT takes it over
+# CPU seconds of the process (time.process_time()), as HANDOFF_CHECK_SECONDS: in wall seconds (until session
+# 42) the load decided where a phase went; at load 3.5 attn_fwd_m128_d128_x2_h200's sum of starts (0.9 s of
+# Yices at load 1) ran past 1 s and CP-SAT redid it in 4 s (docs/benchmarks.md, log, session 42: solver42).
 # 1 s (was 4 s): every example's phases take Yices 0.31 s at most (the sum of starts of the causal forward;
 # load 2), while on the corpus Yices ran the whole 4 s where CP-SAT then took 0.3-1 s: a lexicographic check
 # (attn_fwd_m128_d64_x2_b200), the sum of starts' refutations of 0.2-0.3 s each (tmem_gemm_m256_x2_p4)
@@ -377,8 +380,11 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
         if what != "L":
             report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
         stays = handoff is None or what not in HANDED_OFF
-        budget = deadline if stays else min(deadline or math.inf, time.monotonic() + HANDOFF_SECONDS)
-        value, finished = run(budget)
+        enc.cpu_until = None if stays else time.process_time() + HANDOFF_SECONDS  # (CPU s: the same at any load)
+        try:
+            value, finished = run(deadline)
+        finally:
+            enc.cpu_until = None
         if what == "L":
             length = value
         if finished:
