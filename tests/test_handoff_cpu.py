@@ -104,3 +104,49 @@ def test_wall_time_without_cpu_time_does_not_hand_a_phase_off(files, monkeypatch
     assert stops and stops[0].wait() == 0
     assert time.monotonic() - t0 >= 3.0  # the stop happened
     assert calls == []  # no phase went to CP-SAT
+
+
+# -- the quick check of L at its floor on a context of its own (joint._quick_floor) -------------------------
+
+QUICK = "gemm_chain_m256_x2_p4_h200"  # neither role hint nor the heuristic finds its first schedule
+
+
+@pytest.fixture(scope="module")
+def quick_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus_quick")
+    return {c.name: (tir, yaml) for c, tir, yaml in corpus.write(d) if c.name == QUICK}
+
+
+def test_the_quick_floor_check_finds_the_first_schedule_and_changes_no_answer(quick_files, monkeypatch):
+    """On gemm_chain_m256_x2_p4_h200 (h200: register tiles kept) the role hints are refuted and the
+    heuristic finds nothing; L at its floor, checked on a context of its own, is satisfiable at once: its
+    starts and roles are the first model, before the register relaxation and the heuristic's longer search
+    (which then never run), and the file is the one the search without the quick check proves."""
+    from twill import joint_greedy, pressure
+    tir, yaml = quick_files[QUICK]
+    graph, machine = load_tir(str(tir)), load_machine(str(yaml))
+    monkeypatch.setattr(joint, "QUICK_FLOOR_SECONDS", 0.0)
+    plain = solve(graph, machine, SolveOptions(cache=False), lambda *a: None)
+    monkeypatch.setattr(joint, "QUICK_FLOOR_SECONDS", 60.0)  # (a generous cap: the answer, not the time, is tested)
+    aside, searches, relaxations = [], [], []
+    real_aside, real_heuristic, real_relax = JointEncoding.check_aside, joint_greedy.joint_heuristic, pressure.no_role_assignment
+    monkeypatch.setattr(JointEncoding, "check_aside", lambda self, *a, **k: aside.append(real_aside(self, *a, **k)[0]) or
+                        real_aside(self, *a, **k))
+    monkeypatch.setattr(joint_greedy, "joint_heuristic", lambda *a, **k: searches.append(k.get("propose")) or
+                        real_heuristic(*a, **k))
+    monkeypatch.setattr(pressure, "no_role_assignment", lambda *a, **k: relaxations.append(1) or real_relax(*a, **k))
+    s = solve(graph, machine, SolveOptions(cache=False), lambda *a: None)
+    assert verify(s, graph, machine) == [] and s.optimal and s.complete
+    assert s.to_json() == plain.to_json()
+    assert aside[0] == Status.SAT
+    assert searches == [False] and relaxations == []  # only the heuristic at the floor ran, before it
+
+
+def test_a_check_aside_leaves_the_context_as_it_was(files):
+    """`check_aside` answers as `check` does and counts no check of the encoding's own context."""
+    p, ii, lmax, lb = _problem(files)
+    with JointEncoding(p, ii, lmax) as enc:
+        status, starts, roles = enc.check_aside(None, {"L": lb + 15})
+        assert status == Status.SAT and enc.checks == 0 and not enc._stale
+        assert enc.check(None, {"L": lb + 15}, roles=roles, starts=starts) == Status.SAT
+        assert enc.check_aside(None, {"L": lb}, cpu_seconds=0.05)[0] == Status.TIMEOUT and not enc._stale

@@ -168,6 +168,27 @@ class JointEncoding:
             self._assert([e.T.ynot(lit)])  # retired: its clause holds from now on
         return status
 
+    def check_aside(self, deadline: float | None = None, at_most: dict | None = None,
+                    cpu_seconds: float | None = None) -> tuple[Status, dict[str, int], dict[str, int]]:
+        """`check` on a fresh context of everything asserted so far, disposed after: this context's
+        state (what its solver has learnt, which decides how long its later checks take) stays as it
+        was. (status, starts, roles): the starts and role slots of a SAT answer's model, else empty."""
+        cpu_until = self._cpu_bound(cpu_seconds)
+        if cpu_until is not None and time.process_time() >= cpu_until:
+            return Status.TIMEOUT, {}, {}
+        e = self._e
+        ctx = self._new_context()
+        try:
+            ctx.assert_formulas(self._asserted + [e.le(self._term(k), e.num(v)) for k, v in (at_most or {}).items()])
+            status = self._status.get(bounded_check(ctx, None, deadline, self._params, cpu_until), Status.TIMEOUT)
+            if status != Status.SAT:
+                return status, {}, {}
+            model = self._y.Model.from_context(ctx, 1)
+            return (status, {v: model.get_integer_value(e.start[v]) for v in self.names},
+                    {v: model.get_integer_value(e.role[v]) for v in self.names})
+        finally:
+            ctx.dispose()
+
     def check_partition(self, blocks, deadline: float | None = None,
                         at_most: dict | None = None) -> tuple[Status, list[tuple[str, str, bool]]]:
         """Satisfiable with the ops on roles as `blocks` (lists of ops, each one role, whatever its

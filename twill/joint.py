@@ -308,6 +308,29 @@ def _fallback(p: Problem, first_ii: int, swp_length: int, extra_copies: int, slo
     return best
 
 
+# At the SWP bound, once the quick first schedules (the heuristic at the floor, the role hints) found nothing:
+# one plain check of L at its floor, for at most this many CPU seconds, before the register relaxation and the
+# heuristic's longer search. On the corpus' gemm_chain_m256_x2_p4_h200 it is satisfiable in 0.1 s, after 2 CPU s
+# of the relaxation and the heuristic that found nothing (docs/benchmarks.md, log, session 42: solver42). Only
+# where asserting the encoding took less (a stopped check costs its revival later: `JointEncoding._live`).
+QUICK_FLOOR_SECONDS = 0.5
+
+
+def _quick_floor(enc: JointEncoding, lb: int, deadline) -> Status:
+    """SAT with the encoding's model at L <= lb, found within QUICK_FLOOR_SECONDS of CPU time on a context
+    of its own (`check_aside`), or TIMEOUT (nothing learnt, whatever that check answered). The encoding's
+    own context gets only the found starts and roles as one check: an UNSAT or stopped check there would
+    change what its solver has learnt, and with it how long the later checks take, by a factor of ten
+    either way (tried: on the corpus' attn_fwd_m256_d128_x2_h100 the ascent's check of L <= 848 then ran
+    46 s where the base refuted every L up to the window in 0.7 s)."""
+    if not QUICK_FLOOR_SECONDS or enc._revive_seconds > QUICK_FLOOR_SECONDS:
+        return Status.TIMEOUT
+    status, starts, roles = enc.check_aside(deadline, {"L": lb}, cpu_seconds=QUICK_FLOOR_SECONDS)
+    if status != Status.SAT:
+        return Status.TIMEOUT
+    return Status.SAT if enc.check(deadline, {"L": lb}, roles=roles, starts=starts) == Status.SAT else Status.TIMEOUT
+
+
 def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
     """Ascend from L <= lb in doubling steps up to the window (method.md: L from stage 1's length
     upward): checks near the optimum are the cheap ones, a loose bound lets the solver wander.
@@ -531,6 +554,7 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         lb = length_floor(p, stage1_floor(swp_length, swp_floor) if ii == first_ii else 0)
         cuts: list = []
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
+        status, quick = None, Status.TIMEOUT
         if (whole == Status.SAT and HEURISTIC
                 and _heuristic_model(enc, p, lmax, deadline, lb, at_floor=True, seconds=FLOOR_FIRST_SECONDS,
                                      schedules=FLOOR_FIRST_SCHEDULES) == Status.SAT):
@@ -538,6 +562,10 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         elif whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
         else:
+            quick = _quick_floor(enc, lb, deadline) if ii == first_ii else Status.TIMEOUT
+        if status is None and quick == Status.SAT:
+            status, below = Status.SAT, lb - 1
+        elif status is None:
             if relaxed == [] and ii == first_ii and p.option("pinned", ()):
                 no_schedule_anywhere(p, deadline)  # NoScheduleError where no role assignment fits
                 relaxed.append(ii)
