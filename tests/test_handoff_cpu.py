@@ -150,3 +150,40 @@ def test_a_check_aside_leaves_the_context_as_it_was(files):
         assert status == Status.SAT and enc.checks == 0 and not enc._stale
         assert enc.check(None, {"L": lb + 15}, roles=roles, starts=starts) == Status.SAT
         assert enc.check_aside(None, {"L": lb}, cpu_seconds=0.05)[0] == Status.TIMEOUT and not enc._stale
+
+
+# -- the role hints' ascents within CPU seconds (joint._hinted_first_length) --------------------------------
+
+HINTED = "random_n24_s5"  # its first schedule: the first role hint's check, 1.1 CPU s
+
+
+@pytest.fixture(scope="module")
+def hinted_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus_hinted")
+    return {c.name: (tir, yaml) for c, tir, yaml in corpus.write(d) if c.name == HINTED}
+
+
+def test_wall_time_without_cpu_time_does_not_end_a_role_hint(hinted_files, monkeypatch):
+    """The process is stopped for 4 s of wall time as the first role hint's check begins: with 3 s for each
+    hint (CPU seconds) the check still finds the first schedule, and the file is the plain solve's. With the
+    hint's time in wall seconds (before session 42) that check was stopped and the search went on without it."""
+    tir, yaml = hinted_files[HINTED]
+    graph, machine = load_tir(str(tir)), load_machine(str(yaml))
+    plain = solve(graph, machine, SolveOptions(cache=False), lambda *a: None).to_json()
+    monkeypatch.setattr(joint, "HINT_SECONDS", 3.0)
+    real, hinted, stops = JointEncoding.check, [], []
+
+    def check(self, deadline=None, at_most=None, assume=None, roles=None, starts=None, **options):
+        if roles is not None and starts is None and not stops:
+            stops.append(subprocess.Popen(["sh", "-c", f"kill -STOP {os.getpid()}; sleep 4; kill -CONT {os.getpid()}"]))
+        status = real(self, deadline, at_most, assume, roles, starts, **options)
+        if roles is not None and starts is None:
+            hinted.append(status)
+        return status
+
+    monkeypatch.setattr(JointEncoding, "check", check)
+    s = solve(graph, machine, SolveOptions(cache=False, time_limit=600), lambda *a: None)
+    assert stops and stops[0].wait() == 0
+    assert verify(s, graph, machine) == [] and s.optimal and s.complete
+    assert hinted[0] == Status.SAT  # the first hint's first check: the stop did not end it
+    assert s.to_json() == plain

@@ -139,16 +139,22 @@ def role_hints(p: Problem, slots: int) -> list[dict[str, int]]:
 
 
 HINT_SHARE = 0.25  # of the time left (at most HINT_SECONDS) the ascent under each role hint may take
-HINT_SECONDS = 5.0
+HINT_SECONDS = 5.0  # CPU seconds (wall seconds until session 42)
 
 
 def _hinted_first_length(enc: JointEncoding, p: Problem, lb: int, lmax: int, deadline):
     """The ascent of `_first_length` under each of `role_hints`' roles in turn, each within a share
     of the time left: a model to start the search for the least L from (SAT), or nothing learnt
-    (any other answer)."""
+    (any other answer). The share is of the wall time left (the time limit's clock); HINT_SECONDS is CPU
+    time of the process (`JointEncoding.cpu_until`), so that at load a hint gets the search it gets on an
+    idle machine (docs/benchmarks.md, log, session 42: solver42)."""
     for hint in role_hints(p, enc.slots):
-        left = HINT_SECONDS if deadline is None else min(HINT_SECONDS, HINT_SHARE * (deadline - time.monotonic()))
-        status, _ = _first_length(enc, lb, lmax, time.monotonic() + left, hint)
+        share = None if deadline is None else time.monotonic() + HINT_SHARE * (deadline - time.monotonic())
+        enc.cpu_until = time.process_time() + HINT_SECONDS
+        try:
+            status, _ = _first_length(enc, lb, lmax, share, hint)
+        finally:
+            enc.cpu_until = None
         if status == Status.SAT:
             return status
     return Status.TIMEOUT
