@@ -163,6 +163,7 @@ def hinted_files(tmp_path_factory):
     return {c.name: (tir, yaml) for c, tir, yaml in corpus.write(d) if c.name == HINTED}
 
 
+@pytest.mark.slow  # two solves of a 24-op graph and a 4 s stop (15-55 s by load)
 def test_wall_time_without_cpu_time_does_not_end_a_role_hint(hinted_files, monkeypatch):
     """The process is stopped for 4 s of wall time as the first role hint's check begins: with 3 s for each
     hint (CPU seconds) the check still finds the first schedule, and the file is the plain solve's. With the

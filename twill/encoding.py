@@ -237,6 +237,12 @@ class JointEncoding:
             self._stale = True
         return status, core
 
+    @property
+    def assert_seconds(self) -> float:
+        """How long the longest assertion into the context took (the first: everything), what a fresh
+        context of it costs (`check_aside`, `_revive`)."""
+        return self._revive_seconds
+
     def _cpu_bound(self, cpu_seconds: float | None) -> float | None:
         """The process CPU time (time.process_time()) a check may run to: `cpu_until`, and
         `cpu_seconds` from now."""

@@ -329,7 +329,7 @@ def _quick_floor(enc: JointEncoding, lb: int, deadline) -> Status:
     change what its solver has learnt, and with it how long the later checks take, by a factor of ten
     either way (tried: on the corpus' attn_fwd_m256_d128_x2_h100 the ascent's check of L <= 848 then ran
     46 s where the base refuted every L up to the window in 0.7 s)."""
-    if not QUICK_FLOOR_SECONDS or enc._revive_seconds > QUICK_FLOOR_SECONDS:
+    if not QUICK_FLOOR_SECONDS or enc.assert_seconds > QUICK_FLOOR_SECONDS:
         return Status.TIMEOUT
     status, starts, roles = enc.check_aside(deadline, {"L": lb}, cpu_seconds=QUICK_FLOOR_SECONDS)
     if status != Status.SAT:
