@@ -167,8 +167,8 @@ def corpus_child(tir: str, machine_yaml: str, backend: str = "yices", limit: str
         from twill.pipeline import SolveOptions, solve
         plain_check = JointEncoding.check
 
-        def timed_check(self, deadline=None, at_most=None, assume=None, roles=None, starts=None):
-            status = plain_check(self, deadline, at_most, assume, roles, starts)
+        def timed_check(self, deadline=None, at_most=None, assume=None, roles=None, starts=None, **options):
+            status = plain_check(self, deadline, at_most, assume, roles, starts, **options)
             what = (",".join(f"{k}<={v}" for k, v in (at_most or {}).items())
                     + (" (quick schedule)" if starts else " (role hint)" if roles else ""))
             checks.append((round(self.last_check_seconds, 3), marks[-1][1] if marks else "", f"I={self.lo} {what}",

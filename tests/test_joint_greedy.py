@@ -90,9 +90,9 @@ def test_solve_from_the_heuristic_gives_the_same_file(monkeypatch, n, seed, regs
 
 
 def test_time_limit_returns_the_quick_schedule_above_the_bound(monkeypatch):
-    """Where nothing is found at the SWP bound before the time limit (here: the exact ascent and the
-    heuristic at the bound made to find nothing), the time limit returns the quick schedule found
-    above it, a joint schedule that verify accepts, not marked optimal."""
+    """Where nothing is found at the SWP bound before the time limit (here: the exact ascent, the quick
+    check of L at its floor and the heuristic at the bound made to find nothing), the time limit returns
+    the quick schedule found above it, a joint schedule that verify accepts, not marked optimal."""
     from twill import joint_greedy
     machine = load_machine("h100")
     graph = _random(10, 2)
@@ -107,6 +107,7 @@ def test_time_limit_returns_the_quick_schedule_above_the_bound(monkeypatch):
     monkeypatch.setattr(joint, "role_hints", lambda p, slots: [])
     monkeypatch.setattr(joint_greedy, "joint_heuristic", not_at_the_bound)
     monkeypatch.setattr(joint, "_first_length", lambda *a, **k: (Status.TIMEOUT, 0))
+    monkeypatch.setattr(joint, "QUICK_FLOOR_SECONDS", 0.0)
     with pytest.raises(TimeLimitReached) as caught:
         solve(graph, machine, options)
     s = caught.value.schedule

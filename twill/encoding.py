@@ -85,6 +85,10 @@ class JointEncoding:
         self.checks, self.last_check_seconds = 0, 0.0
         self.symmetric = False  # `break_symmetry` done
         self.floor: dict[str, int] = {}  # objective -> the least value a minimization has not refuted
+        # A bound on the process' CPU time (time.process_time() seconds) for every check while set: a
+        # phase's budget (joint._minimize), in CPU seconds so that where a phase is handed over does not
+        # depend on the machine's load (docs/benchmarks.md, log, session 42)
+        self.cpu_until: float | None = None
 
     @classmethod
     def over(cls, p: Problem, lo: int, hi: int, copies: int, families=FAMILIES) -> "JointEncoding":
@@ -126,11 +130,16 @@ class JointEncoding:
         return self._objectives[objective]
 
     def check(self, deadline: float | None = None, at_most: dict | None = None, assume=None,
-              roles: dict[str, int] | None = None, starts: dict[str, int] | None = None) -> Status:
+              roles: dict[str, int] | None = None, starts: dict[str, int] | None = None,
+              cpu_seconds: float | None = None) -> Status:
         """Satisfiable? With `at_most` {objective: k}, under objective <= k for this check only;
         with `roles` {op: slot} or `starts` {op: start}, under those roles or starts for this check
         only (an UNSAT answer then says nothing of the problem); with `assume` (guard keys), under
-        those guards alone. A SAT answer keeps its model."""
+        those guards alone. A SAT answer keeps its model. TIMEOUT where `deadline`, `cpu_seconds` of
+        the process' CPU time from now, or `cpu_until` came first."""
+        cpu_until = self._cpu_bound(cpu_seconds)
+        if cpu_until is not None and time.process_time() >= cpu_until:
+            return Status.TIMEOUT
         if not self._live(deadline):
             return Status.TIMEOUT
         if assume is None and not self._assumed and self._ctx.status() == self._y.Status.UNSAT:
@@ -147,7 +156,8 @@ class JointEncoding:
             literals = (literals or []) + [lit]
             self._assumed = True
         t0 = time.monotonic()
-        status = self._status.get(bounded_check(self._ctx, literals, deadline, self._params), Status.TIMEOUT)
+        status = self._status.get(bounded_check(self._ctx, literals, deadline, self._params, cpu_until),
+                                  Status.TIMEOUT)
         self.checks += 1
         self.last_check_seconds = time.monotonic() - t0
         if status == Status.SAT:
@@ -157,6 +167,27 @@ class JointEncoding:
         if extra:
             self._assert([e.T.ynot(lit)])  # retired: its clause holds from now on
         return status
+
+    def check_aside(self, deadline: float | None = None, at_most: dict | None = None,
+                    cpu_seconds: float | None = None) -> tuple[Status, dict[str, int], dict[str, int]]:
+        """`check` on a fresh context of everything asserted so far, disposed after: this context's
+        state (what its solver has learnt, which decides how long its later checks take) stays as it
+        was. (status, starts, roles): the starts and role slots of a SAT answer's model, else empty."""
+        cpu_until = self._cpu_bound(cpu_seconds)
+        if cpu_until is not None and time.process_time() >= cpu_until:
+            return Status.TIMEOUT, {}, {}
+        e = self._e
+        ctx = self._new_context()
+        try:
+            ctx.assert_formulas(self._asserted + [e.le(self._term(k), e.num(v)) for k, v in (at_most or {}).items()])
+            status = self._status.get(bounded_check(ctx, None, deadline, self._params, cpu_until), Status.TIMEOUT)
+            if status != Status.SAT:
+                return status, {}, {}
+            model = self._y.Model.from_context(ctx, 1)
+            return (status, {v: model.get_integer_value(e.start[v]) for v in self.names},
+                    {v: model.get_integer_value(e.role[v]) for v in self.names})
+        finally:
+            ctx.dispose()
 
     def check_partition(self, blocks, deadline: float | None = None,
                         at_most: dict | None = None) -> tuple[Status, list[tuple[str, str, bool]]]:
@@ -191,7 +222,7 @@ class JointEncoding:
         self._assumed = True
         t0 = time.monotonic()
         status = self._status.get(bounded_check(self._ctx, lits + ([bound] if bound is not None else []), deadline,
-                                                self._params), Status.TIMEOUT)
+                                                self._params, self.cpu_until), Status.TIMEOUT)
         self.checks += 1
         self.last_check_seconds = time.monotonic() - t0
         core = []
@@ -205,6 +236,19 @@ class JointEncoding:
         elif self._ctx.status() == getattr(self._y.Status, "INTERRUPTED", None):
             self._stale = True
         return status, core
+
+    @property
+    def assert_seconds(self) -> float:
+        """How long the longest assertion into the context took (the first: everything), what a fresh
+        context of it costs (`check_aside`, `_revive`)."""
+        return self._revive_seconds
+
+    def _cpu_bound(self, cpu_seconds: float | None) -> float | None:
+        """The process CPU time (time.process_time()) a check may run to: `cpu_until`, and
+        `cpu_seconds` from now."""
+        bounds = [b for b in (self.cpu_until, None if cpu_seconds is None else time.process_time() + cpu_seconds)
+                  if b is not None]
+        return min(bounds) if bounds else None
 
     def _assert(self, formulas: list) -> None:
         """Assert from now on, and keep for `_revive` (on a context a deadline stopped, only kept: the
@@ -271,7 +315,7 @@ class JointEncoding:
         checks are the cheap ones where a loose bound makes a satisfiable one dear). `measure()` reads
         what the current model really achieves (at most the objective's value), so each satisfiable
         check can lower the bound further. Returns the bound and whether the search finished (a
-        deadline, or a check running past `check_seconds`, can stop it). With `probe_floor`, `lo` itself
+        deadline, or a check running past `check_seconds` of CPU time, can stop it). With `probe_floor`, `lo` itself
         is checked first; after a model that beat its bound, the value just below it (INCUMBENT_PROBE)."""
         measure = measure or (lambda: self.value(objective))
         hi = measure()
@@ -280,8 +324,7 @@ class JointEncoding:
         while lo < hi:
             mid = (lo if hi - lo <= from_below or lo == first else hi - 1 if undershot and INCUMBENT_PROBE
                    else (lo + hi) // 2)
-            cap = deadline if check_seconds is None else min(deadline or math.inf, time.monotonic() + check_seconds)
-            status = self.check(cap, {objective: mid})
+            status = self.check(deadline, {objective: mid}, cpu_seconds=check_seconds)
             if status == Status.TIMEOUT:
                 break
             undershot = False

@@ -140,16 +140,22 @@ def role_hints(p: Problem, slots: int) -> list[dict[str, int]]:
 
 
 HINT_SHARE = 0.25  # of the time left (at most HINT_SECONDS) the ascent under each role hint may take
-HINT_SECONDS = 5.0
+HINT_SECONDS = 5.0  # CPU seconds (wall seconds until session 42)
 
 
 def _hinted_first_length(enc: JointEncoding, p: Problem, lb: int, lmax: int, deadline):
     """The ascent of `_first_length` under each of `role_hints`' roles in turn, each within a share
     of the time left: a model to start the search for the least L from (SAT), or nothing learnt
-    (any other answer)."""
+    (any other answer). The share is of the wall time left (the time limit's clock); HINT_SECONDS is CPU
+    time of the process (`JointEncoding.cpu_until`), so that at load a hint gets the search it gets on an
+    idle machine (docs/benchmarks.md, log, session 42: solver42)."""
     for hint in role_hints(p, enc.slots):
-        left = HINT_SECONDS if deadline is None else min(HINT_SECONDS, HINT_SHARE * (deadline - time.monotonic()))
-        status, _ = _first_length(enc, lb, lmax, time.monotonic() + left, hint)
+        share = None if deadline is None else time.monotonic() + HINT_SHARE * (deadline - time.monotonic())
+        enc.cpu_until = time.process_time() + HINT_SECONDS
+        try:
+            status, _ = _first_length(enc, lb, lmax, share, hint)
+        finally:
+            enc.cpu_until = None
         if status == Status.SAT:
             return status
     return Status.TIMEOUT
@@ -309,6 +315,29 @@ def _fallback(p: Problem, first_ii: int, swp_length: int, extra_copies: int, slo
     return best
 
 
+# At the SWP bound, once the quick first schedules (the heuristic at the floor, the role hints) found nothing:
+# one plain check of L at its floor, for at most this many CPU seconds, before the register relaxation and the
+# heuristic's longer search. On the corpus' gemm_chain_m256_x2_p4_h200 it is satisfiable in 0.1 s, after 2 CPU s
+# of the relaxation and the heuristic that found nothing (docs/benchmarks.md, log, session 42: solver42). Only
+# where asserting the encoding took less (a stopped check costs its revival later: `JointEncoding._live`).
+QUICK_FLOOR_SECONDS = 0.5
+
+
+def _quick_floor(enc: JointEncoding, lb: int, deadline) -> Status:
+    """SAT with the encoding's model at L <= lb, found within QUICK_FLOOR_SECONDS of CPU time on a context
+    of its own (`check_aside`), or TIMEOUT (nothing learnt, whatever that check answered). The encoding's
+    own context gets only the found starts and roles as one check: an UNSAT or stopped check there would
+    change what its solver has learnt, and with it how long the later checks take, by a factor of ten
+    either way (tried: on the corpus' attn_fwd_m256_d128_x2_h100 the ascent's check of L <= 848 then ran
+    46 s where the base refuted every L up to the window in 0.7 s)."""
+    if not QUICK_FLOOR_SECONDS or enc.assert_seconds > QUICK_FLOOR_SECONDS:
+        return Status.TIMEOUT
+    status, starts, roles = enc.check_aside(deadline, {"L": lb}, cpu_seconds=QUICK_FLOOR_SECONDS)
+    if status != Status.SAT:
+        return Status.TIMEOUT
+    return Status.SAT if enc.check(deadline, {"L": lb}, roles=roles, starts=starts) == Status.SAT else Status.TIMEOUT
+
+
 def _first_length(enc: JointEncoding, lb: int, lmax: int, deadline, roles=None):
     """Ascend from L <= lb in doubling steps up to the window (method.md: L from stage 1's length
     upward): checks near the optimum are the cheap ones, a loose bound lets the solver wander.
@@ -334,6 +363,9 @@ TIE_BREAKS = (("roles", 1), ("cross-role edges", 0), ("warps", 1),
               ("starts", 0))  # then as soon as possible: the least sum of starts among those schedules
 
 HANDOFF_SECONDS = 1.0  # Yices' time on one phase after the first schedule before CP-SAT takes it over
+# CPU seconds of the process (time.process_time()), as HANDOFF_CHECK_SECONDS: in wall seconds (until session
+# 42) the load decided where a phase went; at load 3.5 attn_fwd_m128_d128_x2_h200's sum of starts (0.9 s of
+# Yices at load 1) ran past 1 s and CP-SAT redid it in 4 s (docs/benchmarks.md, log, session 42: solver42).
 # 1 s (was 4 s): every example's phases take Yices 0.31 s at most (the sum of starts of the causal forward;
 # load 2), while on the corpus Yices ran the whole 4 s where CP-SAT then took 0.3-1 s: a lexicographic check
 # (attn_fwd_m128_d64_x2_b200), the sum of starts' refutations of 0.2-0.3 s each (tmem_gemm_m256_x2_p4)
@@ -378,8 +410,11 @@ def _minimize(enc: JointEncoding, below: int, deadline, report, handoff=None):
         if what != "L":
             report("joint", {"I": enc.lo, "L": length, "minimizing": what, "last check s": _secs(enc)})
         stays = handoff is None or what not in HANDED_OFF
-        budget = deadline if stays else min(deadline or math.inf, time.monotonic() + HANDOFF_SECONDS)
-        value, finished = run(budget)
+        enc.cpu_until = None if stays else time.process_time() + HANDOFF_SECONDS  # (CPU s: the same at any load)
+        try:
+            value, finished = run(deadline)
+        finally:
+            enc.cpu_until = None
         if what == "L":
             length = value
         if finished:
@@ -526,6 +561,7 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         lb = length_floor(p, stage1_floor(swp_length, swp_floor) if ii == first_ii else 0)
         cuts: list = []
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
+        status, quick = None, Status.TIMEOUT
         if (whole == Status.SAT and HEURISTIC
                 and _heuristic_model(enc, p, lmax, deadline, lb, at_floor=True, seconds=FLOOR_FIRST_SECONDS,
                                      schedules=FLOOR_FIRST_SCHEDULES) == Status.SAT):
@@ -533,6 +569,10 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         elif whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
         else:
+            quick = _quick_floor(enc, lb, deadline) if ii == first_ii else Status.TIMEOUT
+        if status is None and quick == Status.SAT:
+            status, below = Status.SAT, lb - 1
+        elif status is None:
             if relaxed == [] and ii == first_ii and p.option("pinned", ()):
                 no_schedule_anywhere(p, deadline)  # NoScheduleError where no role assignment fits
                 relaxed.append(ii)

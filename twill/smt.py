@@ -235,15 +235,19 @@ def smt_backend(name: str = "yices"):
     raise TwillError(f"unknown SMT backend '{name}' (choose from {', '.join(BACKENDS)})")
 
 
-def bounded_check(ctx, assumptions=None, deadline: float | None = None, params=None):
+def bounded_check(ctx, assumptions=None, deadline: float | None = None, params=None,
+                  cpu_until: float | None = None):
     """`ctx`'s check (under `assumptions`, a list of boolean terms, when given), stopped at `deadline`
-    (time.monotonic() seconds) or on Ctrl-C (worker.run_stoppable, with the backend's own thread-safe
-    `stop_search`, as Yices' check_context(timeout=) does with its timer). Returns the backend's own
-    status, or None when the deadline stopped it (or had passed). A Ctrl-C is raised again here."""
+    (time.monotonic() seconds), once the process' CPU time reaches `cpu_until` (time.process_time()
+    seconds), or on Ctrl-C (worker.run_stoppable, with the backend's own thread-safe `stop_search`, as
+    Yices' check_context(timeout=) does with its timer). Returns the backend's own status, or None when
+    the deadline or the CPU bound stopped it (or had passed). A Ctrl-C is raised again here."""
     if deadline is not None and deadline - time.monotonic() <= 0:
+        return None
+    if cpu_until is not None and cpu_until - time.process_time() <= 0:
         return None
     status, stopped = run_stoppable(
         lambda: (ctx.check_context(params) if assumptions is None
                  else ctx.check_context_with_assumptions(params, assumptions)),
-        ctx.stop_search, deadline)
+        ctx.stop_search, deadline, cpu_until)
     return None if stopped else status

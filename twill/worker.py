@@ -22,11 +22,12 @@ POLL_SECONDS = 0.1  # how often the waiting thread looks at the clock (and lets 
 
 
 def run_stoppable(search: Callable[[], object], stop: Callable[[], None],
-                  deadline: float | None = None) -> tuple[object, bool]:
+                  deadline: float | None = None, cpu_until: float | None = None) -> tuple[object, bool]:
     """`search()` run in a worker thread, `stop()` (thread-safe, a no-op while no search runs) called
-    from this one at `deadline` (time.monotonic() seconds) and on any exception that interrupts the wait.
-    Returns (search's answer, whether the deadline stopped it); re-raises what `search` raised, and the
-    interrupt once the worker is done."""
+    from this one at `deadline` (time.monotonic() seconds), once the process' CPU time
+    (time.process_time(), every thread's) reaches `cpu_until`, and on any exception that interrupts
+    the wait. Returns (search's answer, whether the deadline or the CPU bound stopped it); re-raises
+    what `search` raised, and the interrupt once the worker is done."""
     answer: list = []
     go, done = threading.Event(), threading.Event()
     cancelled = threading.Event()
@@ -48,6 +49,9 @@ def run_stoppable(search: Callable[[], object], stop: Callable[[], None],
         go.set()
         while not done.is_set():
             left = None if deadline is None else deadline - time.monotonic()
+            if cpu_until is not None:  # (CPU time passes no faster than the wall clock on one thread)
+                cpu_left = cpu_until - time.process_time()
+                left = cpu_left if left is None else min(left, cpu_left)
             if left is not None and left <= 0:
                 stop()  # (again at every step: a stop that comes before the search has begun does nothing)
                 stopped = True
