@@ -136,38 +136,38 @@ def checked_schedule(source: str, gpu: str | None):
     checks skipped: it is still verified."""
     from twill.fileio import load_schedule
     schedule = load_schedule(source)
-    machine = machine_for(schedule, gpu)
+    machine = machine_for(schedule, gpu, source)
     check_file(schedule, machine, source)
     return schedule, machine
 
 
-def machine_for(schedule, gpu: str | None):
+def machine_for(schedule, gpu: str | None, source: str | None = None):
     """The machine a schedule file was solved for: the bundled spec it names, or --gpu PATH; its
-    arch and (where the file records it) its digest must match."""
+    arch and (where the file records it) its digest must match. `source` (the file) starts each message."""
     from twill.errors import Diagnostic, InputError
     from twill.machine import bundled_specs
-
+    at = f"'{source}': " if source else ""
     if gpu is None:
         if schedule.machine not in bundled_specs():
-            raise InputError(Diagnostic(f"the schedule was solved for machine '{schedule.machine}', which is not "
+            raise InputError(Diagnostic(at + f"the schedule was solved for machine '{schedule.machine}', which is not "
                                         f"a bundled spec ({', '.join(sorted(bundled_specs()))})",
                                         hint="pass the machine description it was solved with: --gpu PATH.yaml"))
         machine = load_machine(schedule.machine)
         if schedule.arch and schedule.arch != machine.arch:
-            raise InputError(Diagnostic(f"the schedule says arch {schedule.arch}, but {schedule.machine} is "
+            raise InputError(Diagnostic(at + f"the schedule says arch {schedule.arch}, but {schedule.machine} is "
                                         f"{machine.arch}", hint="solve it again for the machine you mean"))
         if schedule.machine_digest and schedule.machine_digest != machine.digest:
-            raise InputError(Diagnostic(f"the schedule's 'machine_digest' says it was solved with a machine "
+            raise InputError(Diagnostic(at + f"the schedule's 'machine_digest' says it was solved with a machine "
                                         f"description named '{schedule.machine}' that is not the bundled "
                                         f"{schedule.machine} (its limits, units or op costs differ)",
                                         hint="pass the machine description it was solved with: --gpu PATH.yaml"))
         return machine
     machine = load_machine(gpu)
     if schedule.arch and machine.arch != schedule.arch:
-        raise InputError(Diagnostic(f"the schedule was solved for {schedule.machine} ({schedule.arch}) but --gpu "
+        raise InputError(Diagnostic(at + f"the schedule was solved for {schedule.machine} ({schedule.arch}) but --gpu "
                                     f"{gpu} is {machine.arch}", hint="drop --gpu, or solve again for this machine"))
     if schedule.machine_digest and schedule.machine_digest != machine.digest:
-        raise InputError(Diagnostic(f"the schedule's 'machine_digest' is not that of --gpu {gpu}: it was solved "
+        raise InputError(Diagnostic(at + f"the schedule's 'machine_digest' is not that of --gpu {gpu}: it was solved "
                                     "with another description (its limits, units or op costs differ)",
                                     hint="pass the machine description it was solved with, or solve it again"))
     return machine
@@ -195,7 +195,11 @@ def check_file(schedule, machine, source: str) -> None:
         raise InputError(Diagnostic(f"'{source}': 'options' was edited (it no longer matches 'options_digest')",
                                     hint=again))
     graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
-    bad = verify(schedule, graph, machine)
+    try:
+        bad = verify(schedule, graph, machine)
+    except (KeyError, IndexError, TypeError, ValueError, ArithmeticError) as exc:  # a field the checks above
+        raise InputError(Diagnostic(f"'{source}' does not fit its own graph: {type(exc).__name__}: {exc}",  # miss
+                                    hint=again)) from None
     if bad:
         more = f" ({len(bad) - 3} more)" if len(bad) > 3 else ""
         raise InputError(*(Diagnostic(f"'{source}' fails verification against its graph and {machine.name}: {v}")
@@ -205,12 +209,15 @@ def check_file(schedule, machine, source: str) -> None:
 
 
 def distinct_output(source: str, output: str | None) -> None:
-    """-o must not name the input: a schedule written over its graph would lose the graph."""
+    """-o must not name the input (a schedule written over its graph would lose the graph), and its folder must exist."""
     import os
 
     from twill.errors import InputError
+    from twill.fileio import writable_folder
     if output and os.path.exists(output) and os.path.exists(source) and os.path.samefile(source, output):
         raise InputError(f"-o {output} is the input file itself: writing there would replace it")
+    if output and (os.path.isfile(output) or not os.path.exists(output)):  # (not /dev/null, a FIFO)
+        writable_folder(output)  # a missing folder is said before the work, not after it
 
 
 def graph_of(source: str, flags: dict):

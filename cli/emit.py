@@ -144,7 +144,7 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
         seq = load_sequence_schedule(source)
         machines = []
         for name, s in zip(seq.names, seq.schedules):
-            machine = machine_for(s, gpu)
+            machine = machine_for(s, gpu, f"{source} (loop {name})")
             check_file(s, machine, f"{source} (loop {name})")
             machines.append(machine)
     else:

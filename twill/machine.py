@@ -343,7 +343,32 @@ def _kind_name(kind) -> str:
             "expr": "a number or an expression"}.get(kind, "a mapping")
 
 
+MAX_NESTING = 64  # a machine description nests a few levels (ops: NAME: {field: value}); YAML past this is refused
+
+
 def parse_machine(text: str, file: str = "<machine>") -> Machine:
+    try:
+        return _parse_machine(text, file)
+    except RecursionError:  # nesting deeper than Python's stack, wherever the YAML reader or validator met it
+        raise InputError(Diagnostic(f"invalid YAML: nested more than {MAX_NESTING} deep", _deepest(text, file),
+                                    "a machine description nests a few levels: ops: NAME: {field: value}")) from None
+
+
+def _deepest(text: str, file: str) -> Span:
+    """Where `text` first nests past MAX_NESTING levels ([ and { of flow style, or block indentation)."""
+    depth = 0
+    for n, line in enumerate(text.splitlines(), 1):
+        indent = len(line) - len(line.lstrip(" "))
+        if line.strip() and indent > 2 * MAX_NESTING:
+            return Span(file, n, indent + 1, line[:200])
+        for col, ch in enumerate(line, 1):
+            depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(ch, 0)
+            if depth > MAX_NESTING:
+                return Span(file, n, col, line[:200])
+    return Span(file, 1, 1)
+
+
+def _parse_machine(text: str, file: str) -> Machine:
     root = _compose(text, file)
     if root is None:
         raise InputError(Diagnostic("the machine description is empty", Span(file, 1, 1)))
