@@ -7,10 +7,13 @@ What it does: takes the real inputs in the tree (examples/*.tir, tests/data/tir/
 tests/data/ttgir/**/*.ttgir, tests/data/emit/*.json), mutates each a seeded number of times, and runs the
 real `twill` console-script code (`twill_cli.entry.run`) in a subprocess per case, 30 s wall each:
 
-- tir       `twill solve G.tir --gpu h100 --swp-only -o OUT` (every 8th case the full solve with --time-limit 10;
-            every 16th `twill explain --time-limit 10`): lines deleted, duplicated, swapped; the file cut at a
-            random byte; numbers replaced by 0, -1, 1e30, nan, inf, 2^63, a huge shape; unknown dtypes, opcodes,
-            spaces, attributes; non-UTF-8 bytes, CRLF, tabs, a BOM, NUL bytes; an empty file; a directory.
+- tir       `twill solve G.tir --gpu h100|b200 --swp-only -o OUT` (every 5th case `emit-cuda G.tir --swp-only
+            --no-ptxas-loop -o OUT.cu`, every 8th the full solve with --time-limit 10, every 16th `twill explain
+            --time-limit 10`): lines deleted, duplicated, swapped; the file cut at a random byte; numbers replaced
+            by 0, -1, 1e30, nan, inf, 2^63, a huge shape; unknown dtypes, opcodes, spaces, attributes; non-UTF-8
+            bytes, CRLF, tabs, a BOM, NUL bytes; an empty file; a directory. 40% of the cases are "soft": one
+            dimension changed everywhere, a valid dtype or space swapped, so that the graph still parses and the
+            solvers and the emitter meet it.
 - yaml      `twill solve examples/gemm_hopper.tir --gpu M.yaml --swp-only`: keys deleted, values retyped
             (string, list, map, null, bool), zero/negative/huge/nan capacities and latencies, duplicate keys,
             a list where a map is expected, anchors and aliases, deep nesting, a cut file, tabs.
@@ -193,6 +196,52 @@ def m_repeat(r, data):
     return b"\n".join(ls), f"line {i + 1} repeated"
 
 
+SOFT_NUMBERS = ["1", "2", "3", "8", "16", "32", "48", "64", "96", "128", "192", "256", "512", "4096"]
+VALID_DTYPES = ["f64", "f32", "tf32", "f16", "bf16", "f8e4m3", "f8e5m2", "f4", "i64", "i32", "i16", "i8", "i1"]
+
+
+def m_soft_number(r, data):
+    """A number replaced by another plausible one: the graph usually still parses, and the later stages
+    (normalization, the solvers, the emitter) meet shapes and attributes nobody wrote."""
+    spots = [m for m in re.finditer(rb"(?<![\w.@])\d+(?![\w.])", data)]
+    if not spots:
+        return data, "no number"
+    m = r.choice(spots)
+    new = r.choice(SOFT_NUMBERS).encode()
+    return data[:m.start()] + new + data[m.end():], f"number {m.group().decode()} -> {new.decode()}"
+
+
+def m_soft_dtype(r, data):
+    spots = [m for m in re.finditer(rb"\b(" + b"|".join(d.encode() for d in VALID_DTYPES) + rb")\b", data)]
+    if not spots:
+        return data, "no dtype"
+    m = r.choice(spots)
+    new = r.choice(VALID_DTYPES).encode()
+    return data[:m.start()] + new + data[m.end():], f"dtype {m.group().decode()} -> {new.decode()}"
+
+
+def m_soft_space(r, data):
+    spots = [m for m in re.finditer(rb"@(smem|reg|tmem)\b", data)]
+    if not spots:
+        return data, "no space"
+    m = r.choice(spots)
+    new = r.choice([b"@smem", b"@reg", b"@tmem"])
+    return data[:m.start()] + new + data[m.end():], f"space {m.group().decode()} -> {new.decode()}"
+
+
+def m_soft_all_numbers(r, data):
+    """One dimension changed everywhere it appears (all 128s become 64s): shapes stay consistent, so the graph
+    reaches the solvers and the emitter with tiles nobody wrote."""
+    found = sorted(set(re.findall(rb"(?<=[\[,])\d+(?=[\],])", data)))
+    if not found:
+        return data, "no dimension"
+    old = r.choice(found)
+    new = r.choice([b"16", b"32", b"48", b"64", b"96", b"128", b"192", b"256"])
+    return re.sub(rb"(?<=[\[,])" + old + rb"(?=[\],])", new, data), f"every dimension {old.decode()} -> {new.decode()}"
+
+
+SOFT_MUTATIONS = [m_soft_all_numbers, m_soft_all_numbers, m_soft_all_numbers, m_soft_number, m_soft_dtype, m_soft_space, m_delete_line, m_swap_lines]
+
 TEXT_MUTATIONS = [m_delete_line, m_duplicate_line, m_swap_lines, m_cut, m_number, m_number, m_dtype, m_word,
                   m_word, m_identifier, m_bytes, m_whitespace, m_empty, m_huge_line, m_repeat]
 
@@ -323,15 +372,21 @@ def tir_cases(r, n):
             cases.append(Case("tir", "a directory as the graph", {"g.tir": None},
                               ["solve", "{g.tir}", "--gpu", "h100", "--swp-only", "-o", "{out}"], subject="g.tir"))
             continue
-        new, what = mutate(r, data)
-        if k % 16 == 15:
-            argv = ["explain", "{g.tir}", "--gpu", "h100", "--time-limit", "10"]
+        soft = r.random() < 0.4
+        new, what = mutate(r, data, SOFT_MUTATIONS if soft else TEXT_MUTATIONS)
+        what = ("soft: " if soft else "") + what
+        gpu = "b200" if r.random() < 0.3 else "h100"
+        if k % 5 == 4:
+            argv = ["emit-cuda", "{g.tir}", "--gpu", gpu, "--swp-only", "--no-ptxas-loop", "-o", "{out}.cu"]
+            out = "out.cu"
+        elif k % 16 == 15:
+            argv = ["explain", "{g.tir}", "--gpu", gpu, "--time-limit", "10"]
             out = None
         elif k % 8 == 7:
-            argv = ["solve", "{g.tir}", "--gpu", "h100", "--time-limit", "10", "-o", "{out}"]
+            argv = ["solve", "{g.tir}", "--gpu", gpu, "--time-limit", "10", "-o", "{out}"]
             out = "out"
         else:
-            argv = ["solve", "{g.tir}", "--gpu", "h100", "--swp-only", "-o", "{out}"]
+            argv = ["solve", "{g.tir}", "--gpu", gpu, "--swp-only", "-o", "{out}"]
             out = "out"
         cases.append(Case("tir", f"{src.name}: {what}", {"g.tir": new}, argv, out, expect_line=True,
                           subject="g.tir"))

@@ -225,6 +225,7 @@ def graph_of(source: str, flags: dict):
     from twill.errors import Diagnostic, InputError
     from twill.fileio import load_graph, read_text
     from twill.split import split_rows
+    check_graph_file(source)
     check_loop(source, flags["loop"])
     if source.endswith(".tir"):
         from twill.tir_sequence import is_sequence
@@ -233,6 +234,30 @@ def graph_of(source: str, flags: dict):
                                         hint="solve and emit-cuda take the sequence; give explain, plot or "
                                              "--split-rows one section as a file of its own"))
     return split_rows(load_graph(source, flags["loop"]), flags["split_rows"])
+
+
+# Files a graph argument is sometimes given by mistake: what they are, and where they go instead.
+NOT_GRAPHS = {".json": ("a schedule (JSON), not a graph", "solve and explain read a .tir or .ttgir graph; "
+                        "emit-cuda and plot read a schedule .json"),
+              ".yaml": ("a machine description, not a graph", "pass it as --gpu PATH.yaml, and the graph as GRAPH.tir"),
+              ".yml": ("a machine description, not a graph", "pass it as --gpu PATH.yml, and the graph as GRAPH.tir")}
+
+
+NOT_TTGIR = {".tir": ("a twill graph already, not a Triton TTGIR dump", "solve, explain and emit-cuda read it "
+                       "directly; import reads a .ttgir (MLIR) dump"),
+             ".json": NOT_GRAPHS[".json"], ".yaml": NOT_GRAPHS[".yaml"], ".yml": NOT_GRAPHS[".yml"]}
+
+
+def check_graph_file(source: str, table: dict = NOT_GRAPHS) -> None:
+    """A schedule or machine file given where a graph goes (or a graph where a TTGIR dump goes: `table`) is
+    said to be one, not parsed as what it is not (the .tir parser answers "missing 'kernel NAME' line" at a
+    JSON file's first brace)."""
+    import os
+
+    from twill.errors import Diagnostic, InputError
+    what = table.get(os.path.splitext(source)[1].lower())
+    if what:
+        raise InputError(Diagnostic(f"'{source}' is {what[0]}", hint=what[1]))
 
 
 def check_loop(source: str, loop) -> None:
@@ -247,6 +272,7 @@ def graph_or_sequence(source: str, flags: dict):
     """The graph of a .tir or .ttgir file (as `graph_of`), or its loops in sequence: a .tir of named
     loops, or a .ttgir whose tile loops run one after the other (without --loop)."""
     from twill.fileio import read_text
+    check_graph_file(source)
     if flags.get("loop") is None and flags.get("split_rows", 1) in (1, None) and source.endswith((".ttgir", ".mlir", ".tir")):
         text = read_text(source, "graph")
         if source.endswith(".tir"):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import distinct_output
+from .common import NOT_TTGIR, check_graph_file, distinct_output
 from .main import main
 
 
@@ -38,6 +38,7 @@ def _parts(ctx, param, value):
 def import_(ttgir, output, loop, strict, split_rows, grow_rows):
     """Read a TTGIR dump (before or after Triton's pipeliner) and write the loop's .tir graph."""
     distinct_output(ttgir, output)
+    check_graph_file(ttgir, NOT_TTGIR)
     from twill.fileio import write_atomic
     from twill.tir import print_tir
     from twill.ttgir import load_ttgir
