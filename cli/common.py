@@ -73,22 +73,31 @@ def solve_options(**kw):
     return SolveOptions(**{k: v for k, v in kw.items() if v is not None})
 
 
+# The largest count an integer option takes: twill.machine.MAX_COUNT (not imported: `twill --help` stays fast).
+# --warps 2^63 reached CP-SAT as a bound it cannot hold (a TypeError traceback, fuzz42).
+MAX_COUNT = 2**31 - 1
+
+
+def count(least: int, most: int = MAX_COUNT) -> click.IntRange:
+    return click.IntRange(least, most)
+
+
 # The flags that change the scheduling model, shared by every command that solves a graph.
 MODEL_FLAGS = (
-    click.option("--normalize-bound", type=click.IntRange(1), default=300, show_default=True,
+    click.option("--normalize-bound", type=count(1), default=300, show_default=True,
                  help="U: the largest sum of normalized costs"),
-    click.option("--max-ii", type=click.IntRange(1), help="give up above this initiation interval (exit 1)"),
-    click.option("--warps", type=click.IntRange(1), help="override the machine's warp limit"),
+    click.option("--max-ii", type=count(1), help="give up above this initiation interval (exit 1)"),
+    click.option("--warps", type=count(1), help="override the machine's warp limit"),
     click.option("--registers", type=click.IntRange(24, 255), help="reduced per-thread register ceiling"),
     click.option("--register-reserve", type=click.IntRange(0, 255),
                  help="per-thread registers a role holds outside its tiles [default: the machine's limits.register_reserve]"),
     click.option("--no-cross-role", "no_cross", is_flag=True,
                  help="forbid producer and consumer on different roles"),
-    click.option("--depth", type=click.IntRange(1), help="ring-buffer depth of streaming loads"),
+    click.option("--depth", type=count(1), help="ring-buffer depth of streaming loads"),
     click.option("--group", "groups", multiple=True, metavar="OP,OP,...", callback=_groups,
                  help="pin these ops to one role (repeat: each group gets its own role), to test a strategy"),
-    click.option("--loop", type=int, help="for a .ttgir input: which loop to import"),
-    click.option("--split-rows", type=click.IntRange(1), default=1,
+    click.option("--loop", type=count(0), help="for a .ttgir input: which loop to import"),
+    click.option("--split-rows", type=count(1), default=1,
                  help="sub-tile: the rows of the loop's mma tiles as N independent parts (N = 2: FA3's halves)"),
     click.option("-q", "--quiet", is_flag=True, help="no progress on stderr"),
 )
@@ -206,6 +215,22 @@ def check_file(schedule, machine, source: str) -> None:
                            for v in bad[:3]),
                          Diagnostic(f"{len(bad)} violation(s){more}: the file was edited, or solved by another "
                                     "version of twill", hint=again))
+
+
+def at_ops(exc, graph):
+    """`exc` with each message about "op 'NAME'" that has no place put at NAME's line in `graph`'s file (the
+    emitter works on the schedule, which has no lines; a graph read from a file knows them)."""
+    import re
+
+    from twill.errors import Diagnostic
+    spans = {op.name: op.span for op in graph.ops if getattr(op, "span", None)}
+    diagnostics = []
+    for d in exc.diagnostics:
+        m = re.match(r"op '([^']+)'", d.message)
+        if d.span is None and m and m.group(1) in spans:
+            d = Diagnostic(d.message, spans[m.group(1)], d.hint, d.severity)
+        diagnostics.append(d)
+    return type(exc)(*diagnostics)
 
 
 def distinct_output(source: str, output: str | None) -> None:

@@ -109,3 +109,53 @@ def test_a_file_of_another_kind_is_named_as_such(args, says, hint):
     """Was: parsed as what it is not: "missing 'kernel NAME' line" at a JSON file's '{', "unexpected
     character '#'" at a .tir's comment, with no word of what to pass instead."""
     refused(run(*args), re.escape(f"'{args[1]}' ") + says, hint)
+
+
+BIG = 2**63  # past int64: CP-SAT and Yices cannot hold it
+
+
+@pytest.mark.parametrize("key", ["limits.warps", "limits.smem_bytes", "units.tensor"])
+def test_a_machine_count_past_the_limit_names_its_key(tmp_path, key):
+    """Was: --gpu with limits.warps: 2^63 ended in a TypeError traceback from CP-SAT, smem_bytes: 2^63 in a
+    wrong "no joint schedule exists" (exit 1)."""
+    import yaml
+    doc = yaml.safe_load((SPECS / "h100.yaml").read_text())
+    section, field = key.split(".")
+    doc[section][field] = BIG
+    spec = tmp_path / "m.yaml"
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+    refused(run("solve", EXAMPLES / "gemm_hopper.tir", "--gpu", spec, "--swp-only"),
+            re.escape(str(spec)) + rf":\d+:\d+: error: '{key}' is {BIG}, more than the limit of 2147483647", "hint:")
+
+
+def test_an_integer_attribute_past_the_limit_is_an_error_at_it(tmp_path):
+    """Was: {depth = 2^63} passed the attribute's rule and ended in an OverflowError traceback."""
+    graph = tmp_path / "g.tir"
+    graph.write_text((EXAMPLES / "gemm_hopper.tir").read_text().replace("{depth = 4}", f"{{depth = {BIG}}}", 1))
+    refused(run("solve", graph, "--gpu", "h100", "--time-limit", "10"),
+            re.escape(str(graph)) + rf":\d+:\d+: error: attribute 'depth' is {BIG}, past the limit of 2147483647")
+
+
+@pytest.mark.parametrize("option", ["--warps", "--max-ii", "--depth", "--normalize-bound", "--split-rows"])
+def test_an_integer_option_past_the_limit_is_a_usage_error(option):
+    """Was: --warps 2^63 reached CP-SAT (a TypeError traceback)."""
+    refused(run("solve", EXAMPLES / "gemm_hopper.tir", "--gpu", "h100", option, BIG),
+            re.escape(f"Invalid value for '{option}'"), "2147483647")
+
+
+def test_the_count_limits_agree():
+    from twill.machine import MAX_COUNT as machine
+    from twill.tir_text import MAX_COUNT as tir
+    from twill_cli.common import MAX_COUNT as cli
+    assert machine == tir == cli == 2**31 - 1
+
+
+def test_an_emitter_error_about_an_op_of_a_graph_file_is_at_its_line(tmp_path):
+    """Was: "error: op 'acc_n': emit-cuda's tcgen05.mma is M = 128 or 64 (got 48)" with no place, though emit-cuda
+    read the op from a file."""
+    text = (ROOT / "tests" / "data" / "tir" / "gemm_i8.tir").read_text()
+    graph = tmp_path / "g.tir"
+    graph.write_text(re.sub(r"(?<=[\[,])128(?=[\],])", "48", text))
+    refused(run("emit-cuda", graph, "--gpu", "b200", "--swp-only", "--no-ptxas-loop", "-o", tmp_path / "k.cu"),
+            re.escape(str(graph)) + r":\d+:\d+: error: op '\w+': emit-cuda's tcgen05.mma is M = 128 or 64")
+    assert not (tmp_path / "k.cu").exists()
