@@ -203,7 +203,11 @@ def check_file(schedule, machine, source: str) -> None:
     if schedule.options_digest and schedule.options_digest != options.digest():
         raise InputError(Diagnostic(f"'{source}': 'options' was edited (it no longer matches 'options_digest')",
                                     hint=again))
-    graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
+    try:
+        graph = parse_tir(schedule.graph_tir, f"{source} (its 'graph')")
+    except InputError as exc:  # lines within the 'graph' text; then what to do
+        raise InputError(*exc.diagnostics, Diagnostic(f"'{source}': its 'graph' is not a graph twill reads",
+                                                      hint=again)) from None
     try:
         bad = verify(schedule, graph, machine)
     except (KeyError, IndexError, TypeError, ValueError, ArithmeticError) as exc:  # a field the checks above
@@ -217,18 +221,26 @@ def check_file(schedule, machine, source: str) -> None:
                                     "version of twill", hint=again))
 
 
-def at_ops(exc, graph):
-    """`exc` with each message about "op 'NAME'" that has no place put at NAME's line in `graph`'s file (the
-    emitter works on the schedule, which has no lines; a graph read from a file knows them)."""
+INNER_GRAPH = "<graph of "  # the file name the library gives a schedule's own 'graph' text when it parses it
+
+
+def at_ops(exc, graph, source: str):
+    """`exc` with its places made the user's: a message about "op 'NAME'" that has no place, or one in the
+    schedule's own re-printed graph text, put at NAME's line in `graph`'s file (a graph read from `source`);
+    without `graph` (`source` is a schedule), a place in its 'graph' text is said to be in `source`'s 'graph'."""
     import re
+    from dataclasses import replace
 
     from twill.errors import Diagnostic
-    spans = {op.name: op.span for op in graph.ops if getattr(op, "span", None)}
+    spans = {op.name: op.span for op in graph.ops if getattr(op, "span", None)} if graph is not None else {}
     diagnostics = []
     for d in exc.diagnostics:
         m = re.match(r"op '([^']+)'", d.message)
-        if d.span is None and m and m.group(1) in spans:
+        inner = d.span is not None and d.span.file.startswith(INNER_GRAPH)
+        if (d.span is None or inner) and m and m.group(1) in spans:
             d = Diagnostic(d.message, spans[m.group(1)], d.hint, d.severity)
+        elif inner and graph is None:
+            d = Diagnostic(d.message, replace(d.span, file=f"{source} (its 'graph')"), d.hint, d.severity)
         diagnostics.append(d)
     return type(exc)(*diagnostics)
 

@@ -83,10 +83,8 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
                                            flags["quiet"], ctas, copies, load_rings, any_pitch)
         _write(schedule, machine, output, binding, ctas, copies, load_rings, any_pitch, **chosen)
     except EmitError as exc:
-        if found is None:
-            raise
         from .common import at_ops
-        raise at_ops(exc, found) from None
+        raise at_ops(exc, found, source) from None
     if pending is not None:
         raise pending
 

@@ -159,3 +159,32 @@ def test_an_emitter_error_about_an_op_of_a_graph_file_is_at_its_line(tmp_path):
     refused(run("emit-cuda", graph, "--gpu", "b200", "--swp-only", "--no-ptxas-loop", "-o", tmp_path / "k.cu"),
             re.escape(str(graph)) + r":\d+:\d+: error: op '\w+': emit-cuda's tcgen05.mma is M = 128 or 64")
     assert not (tmp_path / "k.cu").exists()
+
+
+UNARY = ("kernel unary\ninput x : f16[64,64] @smem\ninput w : f16[64,64] @smem\n\n# blank lines and comments move the "
+         "ops down\n\nloop {\n  y = mma x, w : f32[64,64]\n  z = mul y : f32[64,64]\n  store z\n}\n")
+
+
+def test_an_emitter_error_is_at_the_line_of_the_users_file_not_of_the_reprinted_graph(tmp_path):
+    """Was: "<graph of unary>:6:7": a line of the graph as twill re-printed it, not of the file the user wrote
+    (line 9 here), nor of the schedule file."""
+    graph = tmp_path / "u.tir"
+    graph.write_text(UNARY)
+    refused(run("emit-cuda", graph, "--gpu", "h100", "--swp-only", "--no-ptxas-loop", "-o", tmp_path / "u.cu"),
+            re.escape(f"{graph}:9:7: error: op 'z': emit-cuda's mul takes 2 operands"))
+    schedule = tmp_path / "u.json"
+    assert run("solve", graph, "--gpu", "h100", "--swp-only", "-q", "-o", schedule).exit_code == 0
+    refused(run("emit-cuda", schedule, "--no-ptxas-loop", "-o", tmp_path / "u.cu"),
+            re.escape(f"{schedule} (its 'graph'):") + r"\d+:7: error: op 'z'")
+    assert not (tmp_path / "u.cu").exists()
+
+
+def test_a_schedule_whose_graph_does_not_parse_names_the_file(tmp_path):
+    """Was: "<graph of gemm_hopper>:1:1: error: ..." with no word of which file, or what to do."""
+    def edit(d):
+        d["graph"] = "{{{"
+        for k in [k for k in d if "digest" in k]:
+            d.pop(k)
+    path = _edited(tmp_path, edit)
+    refused(run("emit-cuda", path, "--no-ptxas-loop"), re.escape(f"{path} (its 'graph'):1:1: error:"),
+            re.escape(f"'{path}': its 'graph' is not a graph twill reads"), "hint: solve it again")
