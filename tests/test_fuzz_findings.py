@@ -188,3 +188,16 @@ def test_a_schedule_whose_graph_does_not_parse_names_the_file(tmp_path):
     path = _edited(tmp_path, edit)
     refused(run("emit-cuda", path, "--no-ptxas-loop"), re.escape(f"{path} (its 'graph'):1:1: error:"),
             re.escape(f"'{path}': its 'graph' is not a graph twill reads"), "hint: solve it again")
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--out", "{tmp}/missing/x.yaml"), "directory '.*missing' does not exist"),
+    (("--out", "{tmp}/x.yaml", "--raw", "{tmp}/missing/raw.json"), "directory '.*missing' does not exist"),
+    (("--out", "{tmp}/x.yaml", "--base", "nosuch"), "--base nosuch: no such spec"),
+], ids=["out", "raw", "base"])
+def test_calibrate_refuses_its_outputs_and_base_before_the_benches(tmp_path, args, says):
+    """Was: the microbenchmarks were built (and, on a GPU, run: minutes) before a missing --out folder or a
+    misspelt --base was said."""
+    result = run("calibrate", *(a.format(tmp=tmp_path) for a in args))
+    refused(result, says)
+    assert "built:" not in result.output

@@ -100,13 +100,13 @@ def writable_folder(path: str | Path) -> Path:
     if path.is_symlink():
         path = Path(os.path.realpath(path))
     if path.is_dir():
-        raise InputError(Diagnostic(f"cannot write '{path}': it is a directory", hint="give -o a file name"))
+        raise InputError(Diagnostic(f"cannot write '{path}': it is a directory", hint="name a file, not a folder"))
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         above = _file_above(directory)
         where = f"'{above}' is a file, not a directory" if above else f"directory '{directory}' does not exist"
-        raise InputError(Diagnostic(f"cannot write '{path}': {where}", hint="create the folder first, or give -o a "
-                                    "path in a folder that exists"))
+        raise InputError(Diagnostic(f"cannot write '{path}': {where}", hint="create the folder first, or name a file in a "
+                                    "folder that exists"))
     return directory
 
 
