@@ -227,7 +227,8 @@ INNER_GRAPH = "<graph of "  # the file name the library gives a schedule's own '
 def at_ops(exc, graph, source: str):
     """`exc` with its places made the user's: a message about "op 'NAME'" that has no place, or one in the
     schedule's own re-printed graph text, put at NAME's line in `graph`'s file (a graph read from `source`);
-    without `graph` (`source` is a schedule), a place in its 'graph' text is said to be in `source`'s 'graph'."""
+    without `graph` (`source` is a schedule), a place in its 'graph' text is said to be in `source`'s 'graph'.
+    A message with no place and no op (the kernel's shared memory, say) starts with `source`."""
     import re
     from dataclasses import replace
 
@@ -241,6 +242,8 @@ def at_ops(exc, graph, source: str):
             d = Diagnostic(d.message, spans[m.group(1)], d.hint, d.severity)
         elif inner and graph is None:
             d = Diagnostic(d.message, replace(d.span, file=f"{source} (its 'graph')"), d.hint, d.severity)
+        elif d.span is None and source not in d.message:  # about the whole kernel: the file it came from
+            d = Diagnostic(f"{source}: {d.message}", None, d.hint, d.severity)
         diagnostics.append(d)
     return type(exc)(*diagnostics)
 

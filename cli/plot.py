@@ -47,7 +47,8 @@ def _schedule(source: str, gpu, swp_only: bool, loop, quiet: bool):
     from twill.fileio import load_graph
     from twill.pipeline import solve
 
-    from .common import check_loop
+    from .common import check_graph_file, check_loop
+    check_graph_file(source)
     machine = need_gpu(gpu, "plot of a graph")
     check_loop(source, loop)
     graph = load_graph(source, loop)

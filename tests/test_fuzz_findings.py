@@ -201,3 +201,12 @@ def test_calibrate_refuses_its_outputs_and_base_before_the_benches(tmp_path, arg
     result = run("calibrate", *(a.format(tmp=tmp_path) for a in args))
     refused(result, says)
     assert "built:" not in result.output
+
+
+def test_an_emitter_error_about_the_whole_kernel_names_the_file(tmp_path):
+    """Was: "error: a 48-row tile cannot be split over 1 warpgroup(s) of 64-row wgmma blocks", no file, no hint."""
+    text = (EXAMPLES / "attention_bwd_flash_hopper.tir").read_text()
+    graph = tmp_path / "g.tir"
+    graph.write_text(re.sub(r"(?<=[\[,])64(?=[\],])", "48", text))
+    refused(run("emit-cuda", graph, "--gpu", "h100", "--swp-only", "--no-ptxas-loop", "-o", tmp_path / "k.cu"),
+            re.escape(f"error: {graph}: a 48-row tile cannot be split"), "hint: give the loop's row tiles")
