@@ -249,7 +249,8 @@ def at_ops(exc, graph, source: str):
 
 
 def distinct_output(source: str, output: str | None) -> None:
-    """-o must not name the input (a schedule written over its graph would lose the graph), and its folder must exist."""
+    """-o must not name the input (a schedule written over its graph would lose the graph), and its folder
+    must exist."""
     import os
 
     from twill.errors import InputError

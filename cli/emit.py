@@ -5,7 +5,8 @@ import os
 
 import click
 
-from .common import Seconds, checked_schedule, count, distinct_output, gpu_option, model_flags, options_from_flags, progress_printer
+from .common import (Seconds, checked_schedule, count, distinct_output, gpu_option, model_flags, options_from_flags,
+                     progress_printer)
 from .main import main
 
 

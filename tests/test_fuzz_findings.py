@@ -52,7 +52,8 @@ def test_a_role_listing_an_op_the_schedule_lacks_is_a_malformed_schedule(tmp_pat
     """Was: KeyError in twill/liveness.py under verify, exit 1 with a traceback."""
     path = _edited(tmp_path, lambda d: d["warps"][0].__setitem__("ops", {"a": 1}))
     refused(run("emit-cuda", path, "--no-ptxas-loop"),
-            re.escape(f"'{path}' is a malformed schedule: role '") + r"\w+': 'ops' names 'a', which 'ops' does not list",
+            re.escape(f"'{path}' is a malformed schedule: role '")
+            + r"\w+': 'ops' names 'a', which 'ops' does not list",
             "hint: write it again")
 
 

@@ -105,8 +105,8 @@ def writable_folder(path: str | Path) -> Path:
     if not directory.is_dir():
         above = _file_above(directory)
         where = f"'{above}' is a file, not a directory" if above else f"directory '{directory}' does not exist"
-        raise InputError(Diagnostic(f"cannot write '{path}': {where}", hint="create the folder first, or name a file in a "
-                                    "folder that exists"))
+        raise InputError(Diagnostic(f"cannot write '{path}': {where}",
+                                    hint="create the folder first, or name a file in a folder that exists"))
     return directory
 
 
