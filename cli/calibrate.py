@@ -37,6 +37,12 @@ def calibrate(out, base, name, raw_out, from_raw, only, build_dir, nvcc, quiet):
 
     if from_raw and (only or build_dir or nvcc):
         raise InputError("--from-raw derives from recorded samples: --only, --build-dir and --nvcc do not apply")
+    from twill.fileio import writable_folder
+    for path in (out, raw_out):  # said before the benches run (minutes on a GPU), not after
+        if path:
+            writable_folder(path)
+    if base is not None:
+        _base_path(base, bundled_specs())
     if from_raw:
         raw = load_raw(from_raw)
     else:
@@ -46,9 +52,7 @@ def calibrate(out, base, name, raw_out, from_raw, only, build_dir, nvcc, quiet):
             write_atomic(raw_out, raw_text(raw))
             progress(f"wrote {raw_out}: the raw samples")
     base = base or BASE_FOR_ARCH.get(raw["arch"], "h200")
-    path = Path(base) if ("/" in base or base.endswith((".yaml", ".yml"))) else bundled_specs().get(base)
-    if path is None or not path.is_file():
-        raise InputError(f"--base {base}: no such spec (bundled: {', '.join(sorted(bundled_specs()))}, or a .yaml path)")
+    path = _base_path(base, bundled_specs())
     from twill.machine import load_machine
     load_machine(str(path))  # a base spec that does not load is reported as such
     label = base if "/" not in base and not base.endswith((".yaml", ".yml")) else str(path)
@@ -61,3 +65,14 @@ def calibrate(out, base, name, raw_out, from_raw, only, build_dir, nvcc, quiet):
     if failed(raw["results"]):
         raise CalibrationError(f"the spec was written, but these microbenchmarks failed and their values are the base's: "
                                f"{', '.join(failed(raw['results']))} (their errors are in the raw file)")
+
+
+def _base_path(base: str, specs: dict):
+    """The file of --base NAME|PATH; an InputError when there is none."""
+    from pathlib import Path
+
+    from twill.errors import InputError
+    path = Path(base) if ("/" in base or base.endswith((".yaml", ".yml"))) else specs.get(base)
+    if path is None or not path.is_file():
+        raise InputError(f"--base {base}: no such spec (bundled: {', '.join(sorted(specs))}, or a .yaml path)")
+    return path

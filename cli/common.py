@@ -73,22 +73,31 @@ def solve_options(**kw):
     return SolveOptions(**{k: v for k, v in kw.items() if v is not None})
 
 
+# The largest count an integer option takes: twill.machine.MAX_COUNT (not imported: `twill --help` stays fast).
+# --warps 2^63 reached CP-SAT as a bound it cannot hold (a TypeError traceback, fuzz42).
+MAX_COUNT = 2**31 - 1
+
+
+def count(least: int, most: int = MAX_COUNT) -> click.IntRange:
+    return click.IntRange(least, most)
+
+
 # The flags that change the scheduling model, shared by every command that solves a graph.
 MODEL_FLAGS = (
-    click.option("--normalize-bound", type=click.IntRange(1), default=300, show_default=True,
+    click.option("--normalize-bound", type=count(1), default=300, show_default=True,
                  help="U: the largest sum of normalized costs"),
-    click.option("--max-ii", type=click.IntRange(1), help="give up above this initiation interval (exit 1)"),
-    click.option("--warps", type=click.IntRange(1), help="override the machine's warp limit"),
+    click.option("--max-ii", type=count(1), help="give up above this initiation interval (exit 1)"),
+    click.option("--warps", type=count(1), help="override the machine's warp limit"),
     click.option("--registers", type=click.IntRange(24, 255), help="reduced per-thread register ceiling"),
     click.option("--register-reserve", type=click.IntRange(0, 255),
                  help="per-thread registers a role holds outside its tiles [default: the machine's limits.register_reserve]"),
     click.option("--no-cross-role", "no_cross", is_flag=True,
                  help="forbid producer and consumer on different roles"),
-    click.option("--depth", type=click.IntRange(1), help="ring-buffer depth of streaming loads"),
+    click.option("--depth", type=count(1), help="ring-buffer depth of streaming loads"),
     click.option("--group", "groups", multiple=True, metavar="OP,OP,...", callback=_groups,
                  help="pin these ops to one role (repeat: each group gets its own role), to test a strategy"),
-    click.option("--loop", type=int, help="for a .ttgir input: which loop to import"),
-    click.option("--split-rows", type=click.IntRange(1), default=1,
+    click.option("--loop", type=count(0), help="for a .ttgir input: which loop to import"),
+    click.option("--split-rows", type=count(1), default=1,
                  help="sub-tile: the rows of the loop's mma tiles as N independent parts (N = 2: FA3's halves)"),
     click.option("-q", "--quiet", is_flag=True, help="no progress on stderr"),
 )
@@ -136,38 +145,38 @@ def checked_schedule(source: str, gpu: str | None):
     checks skipped: it is still verified."""
     from twill.fileio import load_schedule
     schedule = load_schedule(source)
-    machine = machine_for(schedule, gpu)
+    machine = machine_for(schedule, gpu, source)
     check_file(schedule, machine, source)
     return schedule, machine
 
 
-def machine_for(schedule, gpu: str | None):
+def machine_for(schedule, gpu: str | None, source: str | None = None):
     """The machine a schedule file was solved for: the bundled spec it names, or --gpu PATH; its
-    arch and (where the file records it) its digest must match."""
+    arch and (where the file records it) its digest must match. `source` (the file) starts each message."""
     from twill.errors import Diagnostic, InputError
     from twill.machine import bundled_specs
-
+    at = f"'{source}': " if source else ""
     if gpu is None:
         if schedule.machine not in bundled_specs():
-            raise InputError(Diagnostic(f"the schedule was solved for machine '{schedule.machine}', which is not "
+            raise InputError(Diagnostic(at + f"the schedule was solved for machine '{schedule.machine}', which is not "
                                         f"a bundled spec ({', '.join(sorted(bundled_specs()))})",
                                         hint="pass the machine description it was solved with: --gpu PATH.yaml"))
         machine = load_machine(schedule.machine)
         if schedule.arch and schedule.arch != machine.arch:
-            raise InputError(Diagnostic(f"the schedule says arch {schedule.arch}, but {schedule.machine} is "
+            raise InputError(Diagnostic(at + f"the schedule says arch {schedule.arch}, but {schedule.machine} is "
                                         f"{machine.arch}", hint="solve it again for the machine you mean"))
         if schedule.machine_digest and schedule.machine_digest != machine.digest:
-            raise InputError(Diagnostic(f"the schedule's 'machine_digest' says it was solved with a machine "
+            raise InputError(Diagnostic(at + f"the schedule's 'machine_digest' says it was solved with a machine "
                                         f"description named '{schedule.machine}' that is not the bundled "
                                         f"{schedule.machine} (its limits, units or op costs differ)",
                                         hint="pass the machine description it was solved with: --gpu PATH.yaml"))
         return machine
     machine = load_machine(gpu)
     if schedule.arch and machine.arch != schedule.arch:
-        raise InputError(Diagnostic(f"the schedule was solved for {schedule.machine} ({schedule.arch}) but --gpu "
+        raise InputError(Diagnostic(at + f"the schedule was solved for {schedule.machine} ({schedule.arch}) but --gpu "
                                     f"{gpu} is {machine.arch}", hint="drop --gpu, or solve again for this machine"))
     if schedule.machine_digest and schedule.machine_digest != machine.digest:
-        raise InputError(Diagnostic(f"the schedule's 'machine_digest' is not that of --gpu {gpu}: it was solved "
+        raise InputError(Diagnostic(at + f"the schedule's 'machine_digest' is not that of --gpu {gpu}: it was solved "
                                     "with another description (its limits, units or op costs differ)",
                                     hint="pass the machine description it was solved with, or solve it again"))
     return machine
@@ -194,8 +203,16 @@ def check_file(schedule, machine, source: str) -> None:
     if schedule.options_digest and schedule.options_digest != options.digest():
         raise InputError(Diagnostic(f"'{source}': 'options' was edited (it no longer matches 'options_digest')",
                                     hint=again))
-    graph = parse_tir(schedule.graph_tir, f"<graph of {schedule.kernel}>")
-    bad = verify(schedule, graph, machine)
+    try:
+        graph = parse_tir(schedule.graph_tir, f"{source} (its 'graph')")
+    except InputError as exc:  # lines within the 'graph' text; then what to do
+        raise InputError(*exc.diagnostics, Diagnostic(f"'{source}': its 'graph' is not a graph twill reads",
+                                                      hint=again)) from None
+    try:
+        bad = verify(schedule, graph, machine)
+    except (KeyError, IndexError, TypeError, ValueError, ArithmeticError) as exc:  # a field the checks above
+        raise InputError(Diagnostic(f"'{source}' does not fit its own graph: {type(exc).__name__}: {exc}",  # miss
+                                    hint=again)) from None
     if bad:
         more = f" ({len(bad) - 3} more)" if len(bad) > 3 else ""
         raise InputError(*(Diagnostic(f"'{source}' fails verification against its graph and {machine.name}: {v}")
@@ -204,13 +221,44 @@ def check_file(schedule, machine, source: str) -> None:
                                     "version of twill", hint=again))
 
 
+INNER_GRAPH = "<graph of "  # the file name the library gives a schedule's own 'graph' text when it parses it
+
+
+def at_ops(exc, graph, source: str):
+    """`exc` with its places made the user's: a message about "op 'NAME'" that has no place, or one in the
+    schedule's own re-printed graph text, put at NAME's line in `graph`'s file (a graph read from `source`);
+    without `graph` (`source` is a schedule), a place in its 'graph' text is said to be in `source`'s 'graph'.
+    A message with no place and no op (the kernel's shared memory, say) starts with `source`."""
+    import re
+    from dataclasses import replace
+
+    from twill.errors import Diagnostic
+    spans = {op.name: op.span for op in graph.ops if getattr(op, "span", None)} if graph is not None else {}
+    diagnostics = []
+    for d in exc.diagnostics:
+        m = re.match(r"op '([^']+)'", d.message)
+        inner = d.span is not None and d.span.file.startswith(INNER_GRAPH)
+        if (d.span is None or inner) and m and m.group(1) in spans:
+            d = Diagnostic(d.message, spans[m.group(1)], d.hint, d.severity)
+        elif inner and graph is None:
+            d = Diagnostic(d.message, replace(d.span, file=f"{source} (its 'graph')"), d.hint, d.severity)
+        elif d.span is None and source not in d.message:  # about the whole kernel: the file it came from
+            d = Diagnostic(f"{source}: {d.message}", None, d.hint, d.severity)
+        diagnostics.append(d)
+    return type(exc)(*diagnostics)
+
+
 def distinct_output(source: str, output: str | None) -> None:
-    """-o must not name the input: a schedule written over its graph would lose the graph."""
+    """-o must not name the input (a schedule written over its graph would lose the graph), and its folder
+    must exist."""
     import os
 
     from twill.errors import InputError
+    from twill.fileio import writable_folder
     if output and os.path.exists(output) and os.path.exists(source) and os.path.samefile(source, output):
         raise InputError(f"-o {output} is the input file itself: writing there would replace it")
+    if output and (os.path.isfile(output) or not os.path.exists(output)):  # (not /dev/null, a FIFO)
+        writable_folder(output)  # a missing folder is said before the work, not after it
 
 
 def graph_of(source: str, flags: dict):
@@ -218,6 +266,7 @@ def graph_of(source: str, flags: dict):
     from twill.errors import Diagnostic, InputError
     from twill.fileio import load_graph, read_text
     from twill.split import split_rows
+    check_graph_file(source)
     check_loop(source, flags["loop"])
     if source.endswith(".tir"):
         from twill.tir_sequence import is_sequence
@@ -226,6 +275,30 @@ def graph_of(source: str, flags: dict):
                                         hint="solve and emit-cuda take the sequence; give explain, plot or "
                                              "--split-rows one section as a file of its own"))
     return split_rows(load_graph(source, flags["loop"]), flags["split_rows"])
+
+
+# Files a graph argument is sometimes given by mistake: what they are, and where they go instead.
+NOT_GRAPHS = {".json": ("a schedule (JSON), not a graph", "solve and explain read a .tir or .ttgir graph; "
+                        "emit-cuda and plot read a schedule .json"),
+              ".yaml": ("a machine description, not a graph", "pass it as --gpu PATH.yaml, and the graph as GRAPH.tir"),
+              ".yml": ("a machine description, not a graph", "pass it as --gpu PATH.yml, and the graph as GRAPH.tir")}
+
+
+NOT_TTGIR = {".tir": ("a twill graph already, not a Triton TTGIR dump", "solve, explain and emit-cuda read it "
+                       "directly; import reads a .ttgir (MLIR) dump"),
+             ".json": NOT_GRAPHS[".json"], ".yaml": NOT_GRAPHS[".yaml"], ".yml": NOT_GRAPHS[".yml"]}
+
+
+def check_graph_file(source: str, table: dict = NOT_GRAPHS) -> None:
+    """A schedule or machine file given where a graph goes (or a graph where a TTGIR dump goes: `table`) is
+    said to be one, not parsed as what it is not (the .tir parser answers "missing 'kernel NAME' line" at a
+    JSON file's first brace)."""
+    import os
+
+    from twill.errors import Diagnostic, InputError
+    what = table.get(os.path.splitext(source)[1].lower())
+    if what:
+        raise InputError(Diagnostic(f"'{source}' is {what[0]}", hint=what[1]))
 
 
 def check_loop(source: str, loop) -> None:
@@ -240,6 +313,7 @@ def graph_or_sequence(source: str, flags: dict):
     """The graph of a .tir or .ttgir file (as `graph_of`), or its loops in sequence: a .tir of named
     loops, or a .ttgir whose tile loops run one after the other (without --loop)."""
     from twill.fileio import read_text
+    check_graph_file(source)
     if flags.get("loop") is None and flags.get("split_rows", 1) in (1, None) and source.endswith((".ttgir", ".mlir", ".tir")):
         text = read_text(source, "graph")
         if source.endswith(".tir"):

@@ -5,7 +5,8 @@ import os
 
 import click
 
-from .common import Seconds, checked_schedule, distinct_output, gpu_option, model_flags, options_from_flags, progress_printer
+from .common import (Seconds, checked_schedule, count, distinct_output, gpu_option, model_flags, options_from_flags,
+                     progress_printer)
 from .main import main
 
 
@@ -23,7 +24,7 @@ from .main import main
 @click.option("--no-ptxas-loop", "no_ptxas", is_flag=True,
               help="do not compile the kernel with nvcc to check ptxas's registers, spills and wgmma "
                    "serialization against the model (and solve again where they disagree); also TWILL_PTXAS_LOOP=0")
-@click.option("--ctas-per-sm", "ctas", type=click.IntRange(min=1),
+@click.option("--ctas-per-sm", "ctas", type=count(1),
               help="run up to this many CTAs of the kernel per SM, as many as the roles' registers and shared "
                    "memory fit (docs/emit-cuda.md) [default: 2 where one computing warpgroup does more than mmas and "
                    "fits the 128 registers two CTAs get, else 1]")
@@ -76,10 +77,15 @@ def emit_cuda(source, gpu, output, binding, swp_only, time_limit, no_ptxas, ctas
                 raise
             schedule, pending = exc.schedule, exc
     chosen = {}
-    if _ptxas_on(no_ptxas):
-        schedule, chosen = _ptxas_loop(schedule, machine, options if pending is None else None,
-                                       flags["quiet"], ctas, copies, load_rings, any_pitch)
-    _write(schedule, machine, output, binding, ctas, copies, load_rings, any_pitch, **chosen)
+    from twill.errors import EmitError
+    try:
+        if _ptxas_on(no_ptxas):
+            schedule, chosen = _ptxas_loop(schedule, machine, options if pending is None else None,
+                                           flags["quiet"], ctas, copies, load_rings, any_pitch)
+        _write(schedule, machine, output, binding, ctas, copies, load_rings, any_pitch, **chosen)
+    except EmitError as exc:
+        from .common import at_ops
+        raise at_ops(exc, found, source) from None
     if pending is not None:
         raise pending
 
@@ -144,7 +150,7 @@ def _emit_sequence(source, gpu, output, binding, swp_only, time_limit, no_ptxas,
         seq = load_sequence_schedule(source)
         machines = []
         for name, s in zip(seq.names, seq.schedules):
-            machine = machine_for(s, gpu)
+            machine = machine_for(s, gpu, f"{source} (loop {name})")
             check_file(s, machine, f"{source} (loop {name})")
             machines.append(machine)
     else:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import distinct_output
+from .common import MAX_COUNT, NOT_TTGIR, check_graph_file, count, distinct_output
 from .main import main
 
 
@@ -15,15 +15,15 @@ def _parts(ctx, param, value):
         parts = int(value)
     except ValueError:
         parts = 0
-    if parts < 1:
-        raise click.BadParameter(f"{value!r} is neither a count of at least 1 nor 'auto'")
+    if not 1 <= parts <= MAX_COUNT:
+        raise click.BadParameter(f"{value!r} is neither a count of at least 1 (at most {MAX_COUNT}) nor 'auto'")
     return parts
 
 
 @main.command("import")
 @click.argument("ttgir", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the .tir here (atomic); else stdout")
-@click.option("--loop", type=click.IntRange(0),
+@click.option("--loop", type=count(0),
               help="which scf.for (0-based, file order; default: the innermost tile loop, or the tile loops in "
                    "sequence as a .tir of several named loops)")
 @click.option("--strict", is_flag=True, help="an op the importer does not know is an error, not a warning")
@@ -38,6 +38,7 @@ def _parts(ctx, param, value):
 def import_(ttgir, output, loop, strict, split_rows, grow_rows):
     """Read a TTGIR dump (before or after Triton's pipeliner) and write the loop's .tir graph."""
     distinct_output(ttgir, output)
+    check_graph_file(ttgir, NOT_TTGIR)
     from twill.fileio import write_atomic
     from twill.tir import print_tir
     from twill.ttgir import load_ttgir

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import distinct_output, gpu_option, need_gpu, progress_printer, solve_options
+from .common import count, distinct_output, gpu_option, need_gpu, progress_printer, solve_options
 from .main import main
 
 
@@ -14,7 +14,7 @@ from .main import main
 @gpu_option
 @click.option("--swp-only", is_flag=True, help="for a graph: draw the modulo schedule alone (no warp roles)")
 @click.option("--arrows", is_flag=True, help="draw the dependence edges between op instances")
-@click.option("--loop", type=int, help="for a .ttgir input: which loop to import")
+@click.option("--loop", type=count(0), help="for a .ttgir input: which loop to import")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 def plot(source, output, gpu, swp_only, arrows, loop, quiet):
     """Draw the unrolled program of SOURCE (a schedule .json, or a graph to solve first) as a Gantt
@@ -47,7 +47,8 @@ def _schedule(source: str, gpu, swp_only: bool, loop, quiet: bool):
     from twill.fileio import load_graph
     from twill.pipeline import solve
 
-    from .common import check_loop
+    from .common import check_graph_file, check_loop
+    check_graph_file(source)
     machine = need_gpu(gpu, "plot of a graph")
     check_loop(source, loop)
     graph = load_graph(source, loop)

@@ -70,11 +70,7 @@ def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = Fa
                 return False
         except OSError:
             pass
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        above = _file_above(directory)
-        where = f"'{above}' is a file, not a directory" if above else f"directory '{directory}' does not exist"
-        raise InputError(Diagnostic(f"cannot write '{path}': {where}"))
+    directory = writable_folder(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:  # no permission, a read-only or pseudo file system (/sys, /proc)
@@ -95,6 +91,23 @@ def write_atomic(path: str | Path, data: str | bytes, only_if_changed: bool = Fa
         Path(tmp).unlink(missing_ok=True)
         raise
     return True
+
+
+def writable_folder(path: str | Path) -> Path:
+    """The folder `write_atomic` will write `path` in; an InputError when it is not a folder (checked before a
+    command's work, so that a long solve does not end in "cannot write")."""
+    path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.is_dir():
+        raise InputError(Diagnostic(f"cannot write '{path}': it is a directory", hint="name a file, not a folder"))
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        above = _file_above(directory)
+        where = f"'{above}' is a file, not a directory" if above else f"directory '{directory}' does not exist"
+        raise InputError(Diagnostic(f"cannot write '{path}': {where}",
+                                    hint="create the folder first, or name a file in a folder that exists"))
+    return directory
 
 
 def _file_above(directory: Path) -> Path | None:
@@ -141,14 +154,34 @@ def load_schedule(path: str | Path):
     return schedule_from_data(data, path)
 
 
+def _where_missing(data, key) -> str:
+    """Where in a schedule's JSON the entry that lacks `key` is: ' in 'ops'[3]' (an entry of a list whose other
+    entries have it), ' at the top level', or '' where it cannot be told."""
+    if isinstance(data, dict) and key not in data and all(not isinstance(v, list) or all(
+            not isinstance(e, dict) or key not in e for e in v) for v in data.values()):
+        return " at the top level"
+    for field, value in (data.items() if isinstance(data, dict) else ()):
+        if isinstance(value, list) and any(isinstance(e, dict) and key in e for e in value):
+            for i, entry in enumerate(value):
+                if isinstance(entry, dict) and key not in entry:
+                    return f" in '{field}'[{i}]"
+    return ""
+
+
 def schedule_from_data(data: dict, path) -> "Schedule":
     """A schedule from its parsed JSON, checked as `load_schedule` checks a file (`path` names it)."""
     from .schedule import Schedule, edited_fields, problems
     try:
         schedule = Schedule.from_dict(data)
         wrong = problems(schedule)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(Diagnostic(f"'{path}' is a malformed schedule: {type(exc).__name__}: {exc}")) from None
+    except KeyError as exc:  # a field a schedule cannot do without: say where it is missing
+        key = exc.args[0] if exc.args else "?"
+        raise InputError(Diagnostic(f"'{path}' is a malformed schedule: field '{key}' is missing"
+                                    f"{_where_missing(data, key)}",
+                                    hint=f"write it again with: twill solve GRAPH --gpu NAME -o {path}")) from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InputError(Diagnostic(f"'{path}' is a malformed schedule: {type(exc).__name__}: {exc}",
+                                    hint=f"write it again with: twill solve GRAPH --gpu NAME -o {path}")) from None
     if wrong:
         raise InputError(*(Diagnostic(f"'{path}' is a malformed schedule: {w}",
                                       hint=f"write it again with: twill solve GRAPH --gpu NAME -o {path}")

@@ -79,6 +79,12 @@ MINIMUM = {
 }
 
 
+# The largest integer a machine description may give (warps, registers, bytes, units, depths): 2^31 - 1, far past
+# any GPU. A count of 2^63 reached CP-SAT as a coefficient it cannot hold (a TypeError from the solver), and a
+# shared memory of 2^63 bytes overflowed into "no schedule exists" (fuzz42).
+MAX_COUNT = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class OpSpec:
     unit: str
@@ -235,6 +241,11 @@ class _Validator:
         if low is not None and value < low:
             self.error(node, f"'{path}' must be at least {low}, not {value!r}")
             return None
+        if kind is int and value > MAX_COUNT:
+            self.error(node, f"'{path}' is {value}, more than the limit of {MAX_COUNT} (machine.MAX_COUNT)",
+                       "no GPU comes near: the solvers hold counts in 64-bit arithmetic, and products of these "
+                       "overflow it")
+            return None
         return float(value) if kind is float else value
 
     def mapping(self, node, schema: dict, path: str) -> dict | None:
@@ -343,7 +354,32 @@ def _kind_name(kind) -> str:
             "expr": "a number or an expression"}.get(kind, "a mapping")
 
 
+MAX_NESTING = 64  # a machine description nests a few levels (ops: NAME: {field: value}); YAML past this is refused
+
+
 def parse_machine(text: str, file: str = "<machine>") -> Machine:
+    try:
+        return _parse_machine(text, file)
+    except RecursionError:  # nesting deeper than Python's stack, wherever the YAML reader or validator met it
+        raise InputError(Diagnostic(f"invalid YAML: nested more than {MAX_NESTING} deep", _deepest(text, file),
+                                    "a machine description nests a few levels: ops: NAME: {field: value}")) from None
+
+
+def _deepest(text: str, file: str) -> Span:
+    """Where `text` first nests past MAX_NESTING levels ([ and { of flow style, or block indentation)."""
+    depth = 0
+    for n, line in enumerate(text.splitlines(), 1):
+        indent = len(line) - len(line.lstrip(" "))
+        if line.strip() and indent > 2 * MAX_NESTING:
+            return Span(file, n, indent + 1, line[:200])
+        for col, ch in enumerate(line, 1):
+            depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(ch, 0)
+            if depth > MAX_NESTING:
+                return Span(file, n, col, line[:200])
+    return Span(file, 1, 1)
+
+
+def _parse_machine(text: str, file: str) -> Machine:
     root = _compose(text, file)
     if root is None:
         raise InputError(Diagnostic("the machine description is empty", Span(file, 1, 1)))

@@ -355,9 +355,15 @@ def problems(s: Schedule) -> list[str]:
                 out.append(f"op '{o.name}': '{key}' must be a number >= 0, not {getattr(o, key)!r}")
         if s.roles and o.role not in roles:
             out.append(f"op '{o.name}' runs on role {o.role!r}, which 'warps' does not list")
+    on_role = {o.name: o.role for o in s.ops if isinstance(o.name, str)}
     for r in s.roles:
         if not (_count(r.warps, 1) and _count(r.registers, 1)):
             out.append(f"role '{r.name}': 'warps' and 'registers' must be integers >= 1")
+        for name in r.ops:  # the role's list and the ops' 'warp' fields must say the same
+            if not isinstance(name, str) or name not in on_role:
+                out.append(f"role '{r.name}': 'ops' names {name!r}, which 'ops' does not list")
+            elif on_role[name] != r.name:
+                out.append(f"role '{r.name}': 'ops' names '{name}', whose 'warp' is {on_role[name]!r}")
     for b in s.buffers:
         if not (_count(b.depth, 1) and _count(b.bytes, 0)):
             out.append(f"buffer '{b.value}': 'depth' must be an integer >= 1 and 'bytes' >= 0")

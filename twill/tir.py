@@ -45,7 +45,7 @@ from .tir_arguments import ArgumentLines, print_arguments
 from .tir_grid import GridLines, print_grid
 from .tir_epilogue import EpilogueParser, print_epilogue
 from .tir_prologue import PrologueParser
-from .tir_text import (ATTR_RULES, INT, KEYWORDS, KINDS, Line, Token, attribute_value, normalise_init,
+from .tir_text import (ATTR_RULES, INT, KEYWORDS, KINDS, MAX_COUNT, Line, Token, attribute_value, normalise_init,
                        print_ops, print_value)
 
 class _Parser:
@@ -292,6 +292,9 @@ class _Parser:
             elif rule and not rule[0](value):
                 self.errors.error(f"attribute '{key.text}' must be {rule[1]}, found {tok.text}",
                                   line.span(tok))
+            elif type(value) is int and abs(value) > MAX_COUNT:
+                self.errors.error(f"attribute '{key.text}' is {value}, past the limit of {MAX_COUNT} "
+                                  "(tir_text.MAX_COUNT)", line.span(tok), "no tile loop needs a count this large")
             else:
                 attrs[key.text] = value
             seen.append(key.text)

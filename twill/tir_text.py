@@ -29,6 +29,10 @@ def isnumber(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+# The largest integer attribute (a depth, an axis, a coefficient): as twill.machine.MAX_COUNT, 2^31 - 1. A depth
+# of 2^63 passed every rule and ended in an OverflowError traceback in the solver (fuzz42).
+MAX_COUNT = 2**31 - 1
+
 ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "cycles": (lambda v: isnumber(v) and v >= 0, "a number >= 0"),
     "occupancy": (lambda v: isnumber(v) and v >= 0, "a number >= 0"),

@@ -55,7 +55,9 @@ def _wgmma_fragment(t: TensorType, groups: int) -> str:
         return f"twill::Cols<{t.shape[1]}>"
     rows = t.shape[0]
     if rows % (64 * groups):
-        raise EmitError(f"a {rows}-row tile cannot be split over {groups} warpgroup(s) of 64-row wgmma blocks")
+        from ..errors import Diagnostic
+        raise EmitError(Diagnostic(f"a {rows}-row tile cannot be split over {groups} warpgroup(s) of 64-row wgmma "
+                                   "blocks", hint=f"give the loop's row tiles a multiple of {64 * groups} rows"))
     mb = rows // (64 * groups)
     if len(t.shape) == 1:
         return f"twill::Rows<{mb}>"
