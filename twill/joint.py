@@ -6,8 +6,8 @@ behind `JointEncoding`); this module searches over I and L and turns the answer 
 Escalation: the SWP bound I0 is checked at one I, with L up to the window of the copies stage 1
 needed plus two (`window`). Past it, I is refuted in ranges: one encoding with I a variable in
 [lo, hi] (window copies * I), whose unsatisfiability refutes every I of the range at once; ranges
-double in width while they are refuted and cost less per I than the check of one I before them
-(`_next_width`: else one I at a time from then on). In the first satisfiable range, the least satisfiable I is
+double in width while they are refuted and cost at most twice as much an I as the check of one I before
+them (`_next_width`: else one I at a time from then on). In the first satisfiable range, the least satisfiable I is
 found by binary search on I within that encoding. The first satisfiable I is optimal: every smaller
 I was unsatisfiable within its window, as in the paper (which allows no extra copy). At that I, on
 an encoding of that one I: L is minimized, then the number of roles, the cross-role edges and the
@@ -655,8 +655,8 @@ RANGE_DEARER_SECONDS = 1.0
 
 
 def _next_width(width: int, span: int, per_ii: float, single: float | None) -> tuple[int, float | None]:
-    """(the next range's width, the seconds one I's check took) after a refuted range of `span` I's that took
-    `per_ii` seconds an I (its encoding's build included). A range pays where its encoding is built once for
+    """(the next range's width, the CPU seconds one I's check took) after a refuted range of `span` I's that took
+    `per_ii` CPU seconds an I (its encoding's build included). A range pays where its encoding is built once for
     many I's whose checks are cheap (attention_fwd_simple on b200: 13.8 s -> 5.8 s; the corpus' causal attention
     on h200, 0.03-0.3 s an I in ranges against 0.34 s for one); where the checks are what costs, an encoding over
     a range is harder for the solver than the encodings of its I's one by one (held-out attn_bool_mask on h200:
@@ -720,12 +720,12 @@ def solve_joint(p: Problem, first_ii: int, swp_length: int, time_limit: float | 
         if deadline is not None and time.monotonic() >= deadline:  # no encoding built for a check that cannot run
             return spare[0] if spare else None
         hi = min(last, lo + max(width, 1) - 1, same_window_upto(swp_length, lo, last))
-        began = time.monotonic()
+        began = time.process_time()  # (CPU seconds, as the hand-off's budgets: the same at any load)
         status, hi, least = _least_in_range(p, lo, hi, swp_length, extra_copies, deadline, report, tried)
         if status == Status.TIMEOUT:
             return spare[0] if spare else None
         if status == Status.UNSAT:
-            width, single = _next_width(width, hi - lo + 1, (time.monotonic() - began) / (hi - lo + 1), single)
+            width, single = _next_width(width, hi - lo + 1, (time.process_time() - began) / (hi - lo + 1), single)
             lo = hi + 1
             continue
         report("joint", {"I": least})
