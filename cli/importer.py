@@ -16,7 +16,7 @@ def _parts(ctx, param, value):
     except ValueError:
         parts = 0
     if not 1 <= parts <= MAX_COUNT:
-        raise click.BadParameter(f"{value!r} is neither a count of at least 1 (at most {MAX_COUNT}) nor 'auto'")
+        raise click.BadParameter(f"{value!r} is neither a count of at least 1 nor 'auto' (a count is at most {MAX_COUNT})")
     return parts
 
 
