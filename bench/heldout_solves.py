@@ -67,7 +67,8 @@ def main(argv=None) -> None:
     rows, seen = [], set()
     with tempfile.TemporaryDirectory() as tmp:
         for dump in dumps():
-            name = f"{dump.parents[2].name}/{dump.stem}"
+            batch = dump.parents[1].name if dump.parents[1].name == "corpus" else dump.parents[2].name
+            name = f"{batch}/{dump.stem}"  # (the session 42 JSON in bench/heldout_solves names the corpus "ttgir")
             if a.only and not any(o in name for o in a.only):
                 continue
             gpu = gpus["sm100" if dump.stem.endswith("sm100") else "sm90"]
