@@ -871,38 +871,32 @@ __device__ __forceinline__ void global_to_frag_clip(Cols<N>& v, const T* ptr, in
   for_each(v, [&](int, int i) { return to_float<T>(ptr[min(frag_col(i), cols_left - 1)]); });
 }
 
-// The minimum of each row (reduce_min along the last axis).
-template <int MB, typename X>
-__device__ __forceinline__ void row_min(Rows<MB>& out, const X& x) {
+// A fold of each row by `op` from `identity` (reduce_min, reduce_prod along the last axis): the thread's elements
+// of the row, then the 4 threads that hold it.
+template <int MB, typename X, typename Op>
+__device__ __forceinline__ void row_fold(Rows<MB>& out, const X& x, float identity, Op op) {
 #pragma unroll
   for (int b = 0; b < MB; ++b) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float v = INFINITY;
+      float v = identity;
 #pragma unroll
       for (int i = 0; i < X::kElems; ++i)
-        if (((i >> 1) & 1) == h) v = fminf(v, at<false>(x, b, i));
-      v = fminf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-      out.x[b][h] = fminf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+        if (((i >> 1) & 1) == h) v = op(v, at<false>(x, b, i));
+      v = op(v, __shfl_xor_sync(0xffffffffu, v, 1));
+      out.x[b][h] = op(v, __shfl_xor_sync(0xffffffffu, v, 2));
     }
   }
 }
-
+// The minimum of each row (reduce_min along the last axis).
+template <int MB, typename X>
+__device__ __forceinline__ void row_min(Rows<MB>& out, const X& x) {
+  row_fold(out, x, INFINITY, [](float a, float v) { return fminf(a, v); });
+}
 // The product of each row (reduce_prod along the last axis).
 template <int MB, typename X>
 __device__ __forceinline__ void row_prod(Rows<MB>& out, const X& x) {
-#pragma unroll
-  for (int b = 0; b < MB; ++b) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float v = 1.f;
-#pragma unroll
-      for (int i = 0; i < X::kElems; ++i)
-        if (((i >> 1) & 1) == h) v *= at<false>(x, b, i);
-      v *= __shfl_xor_sync(0xffffffffu, v, 1);
-      out.x[b][h] = v * __shfl_xor_sync(0xffffffffu, v, 2);
-    }
-  }
+  row_fold(out, x, 1.f, [](float a, float v) { return a * v; });
 }
 
 // rowargmax / rowargmin (tl.argmax / tl.argmin along the last axis): each row's index (idx's element) of its
