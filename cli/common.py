@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from twill import MAX_COUNT
+
 class Seconds(click.ParamType):
     """A time limit: a finite number of seconds above 0 (click's FloatRange lets nan and inf by)."""
 
@@ -73,9 +75,8 @@ def solve_options(**kw):
     return SolveOptions(**{k: v for k, v in kw.items() if v is not None})
 
 
-# The largest count an integer option takes: twill.machine.MAX_COUNT (not imported: `twill --help` stays fast).
-# --warps 2^63 reached CP-SAT as a bound it cannot hold (a TypeError traceback, fuzz42).
-MAX_COUNT = 2**31 - 1
+# The largest count an integer option takes (twill.MAX_COUNT): --warps 2^63 reached CP-SAT as a bound it cannot
+# hold (a TypeError traceback, fuzz42).
 
 
 def count(least: int, most: int = MAX_COUNT) -> click.IntRange:

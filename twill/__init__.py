@@ -22,6 +22,12 @@ import importlib
 
 __version__ = "0.1.0"
 
+# The largest count any input may give (a machine description's warps, registers, bytes, units and depths, a .tir
+# integer attribute, an integer option): 2^31 - 1, far past any GPU. A count of 2^63 reached CP-SAT as a coefficient
+# it cannot hold (a TypeError from the solver), and a shared memory of 2^63 bytes overflowed into "no schedule
+# exists" (fuzz42, session 42). Here, with no import, so that the CLI's options read it and `twill --help` stays fast.
+MAX_COUNT = 2**31 - 1
+
 _API = {
     "load_graph": "fileio",
     "load_machine": "machine",

@@ -171,21 +171,19 @@ def _where_missing(data, key) -> str:
 def schedule_from_data(data: dict, path) -> "Schedule":
     """A schedule from its parsed JSON, checked as `load_schedule` checks a file (`path` names it)."""
     from .schedule import Schedule, edited_fields, problems
+    again = f"write it again with: twill solve GRAPH --gpu NAME -o {path}"
     try:
         schedule = Schedule.from_dict(data)
         wrong = problems(schedule)
     except KeyError as exc:  # a field a schedule cannot do without: say where it is missing
         key = exc.args[0] if exc.args else "?"
         raise InputError(Diagnostic(f"'{path}' is a malformed schedule: field '{key}' is missing"
-                                    f"{_where_missing(data, key)}",
-                                    hint=f"write it again with: twill solve GRAPH --gpu NAME -o {path}")) from None
+                                    f"{_where_missing(data, key)}", hint=again)) from None
     except (TypeError, ValueError, AttributeError) as exc:
         raise InputError(Diagnostic(f"'{path}' is a malformed schedule: {type(exc).__name__}: {exc}",
-                                    hint=f"write it again with: twill solve GRAPH --gpu NAME -o {path}")) from None
+                                    hint=again)) from None
     if wrong:
-        raise InputError(*(Diagnostic(f"'{path}' is a malformed schedule: {w}",
-                                      hint=f"write it again with: twill solve GRAPH --gpu NAME -o {path}")
-                           for w in wrong[:5]))
+        raise InputError(*(Diagnostic(f"'{path}' is a malformed schedule: {w}", hint=again) for w in wrong[:5]))
     edited = edited_fields(data)
     if edited:
         raise InputError(Diagnostic(f"'{path}': {', '.join(repr(k) for k in edited)} "

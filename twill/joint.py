@@ -561,18 +561,15 @@ def _at_one_ii(p, ii, first_ii, swp_length, extra_copies, deadline, report, trie
         lb = length_floor(p, stage1_floor(swp_length, swp_floor) if ii == first_ii else 0)
         cuts: list = []
         whole = Status.SAT if ii == first_ii else enc.check(deadline)
-        status, quick = None, Status.TIMEOUT
         if (whole == Status.SAT and HEURISTIC
                 and _heuristic_model(enc, p, lmax, deadline, lb, at_floor=True, seconds=FLOOR_FIRST_SECONDS,
                                      schedules=FLOOR_FIRST_SCHEDULES) == Status.SAT):
             status, below = Status.SAT, lb - 1
         elif whole == Status.SAT and _hinted_first_length(enc, p, lb, lmax, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1  # (lb itself is proven: `length_floor`)
-        else:
-            quick = _quick_floor(enc, lb, deadline) if ii == first_ii else Status.TIMEOUT
-        if status is None and quick == Status.SAT:
+        elif ii == first_ii and _quick_floor(enc, lb, deadline) == Status.SAT:
             status, below = Status.SAT, lb - 1
-        elif status is None:
+        else:
             if relaxed == [] and ii == first_ii and p.option("pinned", ()):
                 no_schedule_anywhere(p, deadline)  # NoScheduleError where no role assignment fits
                 relaxed.append(ii)

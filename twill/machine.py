@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from . import MAX_COUNT
 from .errors import Diagnostic, InputError, Span, did_you_mean
 from .expr import Expr, ExprError, parse_expr
 
@@ -79,10 +80,6 @@ MINIMUM = {
 }
 
 
-# The largest integer a machine description may give (warps, registers, bytes, units, depths): 2^31 - 1, far past
-# any GPU. A count of 2^63 reached CP-SAT as a coefficient it cannot hold (a TypeError from the solver), and a
-# shared memory of 2^63 bytes overflowed into "no schedule exists" (fuzz42).
-MAX_COUNT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -242,7 +239,7 @@ class _Validator:
             self.error(node, f"'{path}' must be at least {low}, not {value!r}")
             return None
         if kind is int and value > MAX_COUNT:
-            self.error(node, f"'{path}' is {value}, more than the limit of {MAX_COUNT} (machine.MAX_COUNT)",
+            self.error(node, f"'{path}' is {value}, more than the limit of {MAX_COUNT} (twill.MAX_COUNT)",
                        "no GPU comes near: the solvers hold counts in 64-bit arithmetic, and products of these "
                        "overflow it")
             return None

@@ -294,7 +294,7 @@ class _Parser:
                                   line.span(tok))
             elif type(value) is int and abs(value) > MAX_COUNT:
                 self.errors.error(f"attribute '{key.text}' is {value}, past the limit of {MAX_COUNT} "
-                                  "(tir_text.MAX_COUNT)", line.span(tok), "no tile loop needs a count this large")
+                                  "(twill.MAX_COUNT)", line.span(tok), "no tile loop needs a count this large")
             else:
                 attrs[key.text] = value
             seen.append(key.text)

@@ -8,6 +8,7 @@ import math
 import re
 from typing import NamedTuple
 
+from . import MAX_COUNT
 from .errors import Diagnostic, InputError, Span
 from .ir import NAME_PATTERN, NOT_WRITTEN, OUTPUT_DTYPES, Op
 
@@ -29,9 +30,8 @@ def isnumber(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-# The largest integer attribute (a depth, an axis, a coefficient): as twill.machine.MAX_COUNT, 2^31 - 1. A depth
-# of 2^63 passed every rule and ended in an OverflowError traceback in the solver (fuzz42).
-MAX_COUNT = 2**31 - 1
+# The largest integer attribute (a depth, an axis, a coefficient): twill.MAX_COUNT. A depth of 2^63 passed every
+# rule and ended in an OverflowError traceback in the solver (fuzz42).
 
 ATTR_RULES = {  # attribute -> (test of its value, what the value must be)
     "cycles": (lambda v: isnumber(v) and v >= 0, "a number >= 0"),

@@ -250,8 +250,8 @@ def _arg_reduce(lw: Lowering, op: MOp, vals, ins, outs, axis) -> None:
 
 
 def scan(lw: Lowering, op: MOp) -> None:
-    """``tt.scan`` with an add (mul) combiner, forward: ``cumsum`` (``cumprod``) ``{axis = A}``; other scans are
-    generic."""
+    """``tt.scan`` forward by one of SCANNED's combiners: ``cumsum`` (``cumprod``, ``cummax``, ``cummin``)
+    ``{axis = A}``; other scans are generic."""
     vals = lw.operands(op)
     ins, outs = lw.signature(op)
     axis = int_attr(op, "axis")
@@ -263,7 +263,7 @@ def scan(lw: Lowering, op: MOp) -> None:
             and not reverse:
         lw.bind(op, lw.node("scan", op, vals, lw.tile_type(outs[0], op), attrs=(("axis", axis),), opcode=kind))
     else:
-        generic(lw, op, "a scan other than a forward sum or product")
+        generic(lw, op, "a scan other than a forward sum, product, max or min")
 
 
 

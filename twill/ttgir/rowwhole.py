@@ -478,12 +478,10 @@ class Whole:
             self.where.append((b.head.line, None))
         return [local[n] for n, _ in block.ops[-1].operands()]
 
-    # the combiners of a scan of the row that import (tl.cumsum, tl.cumprod, a running max or min of
-    # tl.associative_scan; maximumf / minimumf, which propagate NaN, have no NaN-propagating scan op)
     def _scan(self, op: MOp) -> tuple[str, str, str]:
-        """(the combiner op, its identity, the element type) of a forward scan of the row along its columns by a sum
-        or a product of f32 (tl.cumsum, tl.cumprod): each column tile's scan combined with the carry of the tiles
-        before it (`_pass`)."""
+        """(the combiner op, its identity, the element type) of a forward scan of the row along its columns by one of
+        SCANS over f32 (tl.cumsum, tl.cumprod, a running max or min): each column tile's scan combined with the carry
+        of the tiles before it (`_pass`)."""
         comb = [o for o in walk_ops(op.body()) if o.name != "tt.scan.return"]
         elt = elt_of(_result_type(self.src, op))
         head = self.src.lines[op.head.line - 1]
@@ -496,9 +494,10 @@ class Whole:
                 f"a scan of {elt}" if elt != "f32" else
                 "a scan along other than the row" if attr_int(op, "axis") != 0 else "")
         if what:
-            raise Refuse(op, f"'tt.scan' of the row held in one tile: {what}. A forward sum or product of f32 "
-                             "(tl.cumsum, tl.cumprod) is imported, split into a loop over the row's column tiles, "
-                             "each tile's scan combined with the running total (product) of the tiles before it")
+            raise Refuse(op, f"'tt.scan' of the row held in one tile: {what}. A forward sum, product, max or min of "
+                             "f32 (tl.cumsum, tl.cumprod, tl.associative_scan of tl.maximum / tl.minimum) is "
+                             "imported, split into a loop over the row's column tiles, each tile's scan combined with "
+                             "the running total (product, max, min) of the tiles before it")
         return comb[0].name, COMBINERS[comb[0].name][1], elt
 
     def _scan_tile(self, o: MOp, carry: str) -> str:
